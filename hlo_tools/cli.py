@@ -1,0 +1,30 @@
+"""`hlo-tools` entry point: dispatches `hlo-tools COMMAND ...` to the command's module."""
+
+import importlib
+import sys
+
+# command -> module whose main(argv) implements it. Modules are imported lazily so
+# that reading HLO never pays for importing jax.
+COMMANDS = {
+    "dump": "hlo_tools.dump",
+    "decisions": "hlo_tools.decisions",
+}
+
+USAGE = "usage: hlo-tools {" + ",".join(sorted(COMMANDS)) + "} [ARGS...]"
+
+
+def main(argv=None):
+  argv = list(sys.argv[1:] if argv is None else argv)
+  if not argv or argv[0] in ("-h", "--help"):
+    print(USAGE)
+    return 0 if argv else 2
+  command, rest = argv[0], argv[1:]
+  if command not in COMMANDS:
+    print(f"hlo-tools: unknown command {command!r}; {USAGE}", file=sys.stderr)
+    return 2
+  module = importlib.import_module(COMMANDS[command])
+  return module.main(["hlo-tools " + command] + rest)
+
+
+if __name__ == "__main__":
+  sys.exit(main())
