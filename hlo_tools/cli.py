@@ -8,6 +8,7 @@ import sys
 COMMANDS = {
     "dump": "hlo_tools.dump",
     "decisions": "hlo_tools.decisions",
+    "parse": "hlo_tools.hlo_parse_cli",
 }
 
 USAGE = "usage: hlo-tools {" + ",".join(sorted(COMMANDS)) + "} [ARGS...]"

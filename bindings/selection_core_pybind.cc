@@ -1,0 +1,167 @@
+// Python bindings of the backend-selection core, so hlo_tools asks the very
+// same code the XLA pass runs. Errors become ValueError with the core's
+// one-line message.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "xla/service/gpu/transforms/collectives/nvshmem_backend_selection.h"
+
+namespace py = pybind11;
+namespace sel = xla::gpu::nvshmem_selection;
+
+namespace {
+
+sel::Topology ParseTopology(const std::string& spec) {
+  std::string error;
+  std::optional<sel::Topology> topology = sel::Topology::Parse(spec, &error);
+  if (!topology) throw py::value_error(error);
+  return *topology;
+}
+
+sel::CostTable ParseTable(const std::string& text, const std::string& source) {
+  std::string error;
+  std::optional<sel::CostTable> table = sel::ParseCostTable(text, source, &error);
+  if (!table) throw py::value_error(error);
+  return *table;
+}
+
+sel::LinkClass LinkClassOrThrow(const std::string& name) {
+  std::optional<sel::LinkClass> link_class = sel::LinkClassFromName(name);
+  if (!link_class) throw py::value_error("unknown link class '" + name + "'");
+  return *link_class;
+}
+
+sel::Backend BackendOrThrow(const std::string& name) {
+  std::optional<sel::Backend> backend = sel::BackendFromName(name);
+  if (!backend) throw py::value_error("unknown backend '" + name + "'");
+  return *backend;
+}
+
+py::dict DecisionToDict(const sel::Decision& d) {
+  py::dict out;
+  out["plan"] = sel::PlanName(d.plan);
+  out["nccl_us"] = d.nccl_us;
+  out["nvshmem_us"] = d.nvshmem_us < 0 ? py::object(py::none())
+                                       : py::object(py::float_(d.nvshmem_us));
+  out["split_us"] = d.split_us < 0 ? py::object(py::none())
+                                   : py::object(py::float_(d.split_us));
+  out["chosen_us"] = d.chosen_us;
+  py::dict by_class;
+  for (int c = 0; c < sel::kNumLinkClasses; ++c) {
+    by_class[sel::LinkClassName(static_cast<sel::LinkClass>(c))] =
+        d.edges_by_class[c];
+  }
+  out["edges_by_class"] = by_class;
+  out["nvshmem_edge"] = std::vector<bool>(d.nvshmem_edge.begin(),
+                                          d.nvshmem_edge.end());
+  out["reason"] = d.reason;
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_selection_core, m) {
+  m.doc() = "Backend-selection core of the NVSHMEM collective-permute pass";
+
+  py::class_<sel::Topology>(m, "Topology")
+      .def_static("parse", &ParseTopology, py::arg("spec"))
+      .def_property_readonly("slices", &sel::Topology::slices)
+      .def_property_readonly("hosts_per_slice", &sel::Topology::hosts_per_slice)
+      .def_property_readonly("gpus_per_host", &sel::Topology::gpus_per_host)
+      .def_property_readonly("nvlink_domain_size",
+                             &sel::Topology::nvlink_domain_size)
+      .def_property_readonly("num_devices", &sel::Topology::num_devices)
+      .def_property_readonly("partition_to_device",
+                             &sel::Topology::partition_to_device)
+      .def("classify",
+           [](const sel::Topology& t, int src, int dst) {
+             if (src < 0 || dst < 0 || src >= t.num_devices() ||
+                 dst >= t.num_devices()) {
+               throw py::value_error("device outside the topology");
+             }
+             return std::string(sel::LinkClassName(t.Classify(src, dst)));
+           },
+           py::arg("src_device"), py::arg("dst_device"))
+      .def("__str__", &sel::Topology::ToString)
+      .def("__repr__", [](const sel::Topology& t) {
+        return "Topology('" + t.ToString() + "')";
+      });
+
+  py::class_<sel::CostTable>(m, "CostTable")
+      .def_static("default", &sel::DefaultCostTable)
+      .def_static("parse", &ParseTable, py::arg("text"),
+                  py::arg("source") = "<string>")
+      .def("__str__", &sel::CostTableToString)
+      .def_readwrite("margin", &sel::CostTable::margin)
+      .def_readwrite("split_overhead_us", &sel::CostTable::split_overhead_us)
+      .def_readwrite("combine_bandwidth_gbps",
+                     &sel::CostTable::combine_bandwidth_gbps)
+      .def_readwrite("nvshmem_max_bytes", &sel::CostTable::nvshmem_max_bytes)
+      .def("link",
+           [](const sel::CostTable& t, const std::string& backend,
+              const std::string& link_class) {
+             const sel::LinkCost& cost =
+                 t.link(BackendOrThrow(backend), LinkClassOrThrow(link_class));
+             return std::make_pair(cost.latency_us, cost.bandwidth_gbps);
+           })
+      .def("sm_interference", [](const sel::CostTable& t,
+                                 const std::string& backend) {
+        return t.sm_interference[static_cast<int>(BackendOrThrow(backend))];
+      });
+
+  m.def("link_classes", []() {
+    std::vector<std::string> names;
+    for (int c = 0; c < sel::kNumLinkClasses; ++c) {
+      names.push_back(sel::LinkClassName(static_cast<sel::LinkClass>(c)));
+    }
+    return names;
+  });
+
+  m.def("edge_time_us",
+        [](const sel::CostTable& table, const std::string& backend,
+           const std::string& link_class, int64_t bytes) {
+          return sel::EdgeTimeUs(table, BackendOrThrow(backend),
+                                 LinkClassOrThrow(link_class), bytes);
+        },
+        py::arg("table"), py::arg("backend"), py::arg("link_class"),
+        py::arg("bytes"));
+
+  m.def("edge_ids_to_devices",
+        [](const sel::Topology& topology,
+           const std::vector<std::pair<int64_t, int64_t>>& pairs,
+           bool cross_partition, int num_partitions, int num_replicas) {
+          std::string error;
+          auto edges = sel::EdgeIdsToDevices(topology, pairs, cross_partition,
+                                             num_partitions, num_replicas,
+                                             &error);
+          if (!edges) throw py::value_error(error);
+          return *edges;
+        },
+        py::arg("topology"), py::arg("pairs"), py::arg("cross_partition"),
+        py::arg("num_partitions"), py::arg("num_replicas"));
+
+  m.def("decide",
+        [](const sel::Topology& topology, const sel::CostTable& table,
+           int64_t bytes, const std::vector<std::pair<int, int>>& device_edges) {
+          if (bytes < 0) throw py::value_error("bytes must be >= 0");
+          for (const auto& [src, dst] : device_edges) {
+            if (src < 0 || dst < 0 || src >= topology.num_devices() ||
+                dst >= topology.num_devices()) {
+              throw py::value_error("edge (" + std::to_string(src) + ", " +
+                                    std::to_string(dst) +
+                                    ") names a device outside topology " +
+                                    topology.ToString());
+            }
+          }
+          return DecisionToDict(sel::Decide(topology, table, {bytes, device_edges}));
+        },
+        py::arg("topology"), py::arg("table"), py::arg("bytes"),
+        py::arg("device_edges"));
+}

@@ -1,0 +1,526 @@
+// nvshmem-opt: an hlo-opt-style driver for the NVSHMEM collective-permute
+// rewriter. Reads HLO text or a serialized HloModuleProto, runs
+// HloVerifier -> pass -> HloVerifier, and writes the result and, on request, a
+// JSON report of every decision (optionally next to the decision of
+// upstream's CollectiveBackendAssigner).
+//
+// Exit codes: 0 success, 1 the pass produced an invalid module (a bug),
+// 2 unusable input (missing file, malformed HLO, bad flag or topology).
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <sys/stat.h>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/util/json_util.h"
+#include "xla/hlo/ir/hlo_computation.h"
+#include "xla/hlo/ir/hlo_instruction.h"
+#include "xla/hlo/ir/hlo_module.h"
+#include "xla/hlo/parser/hlo_parser.h"
+#include "xla/service/gpu/backend_configs.pb.h"
+#include "xla/service/gpu/transforms/collectives/collective_backend_assigner.h"
+#include "xla/service/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "xla/service/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
+#include "xla/service/hlo.pb.h"
+#include "xla/service/hlo_verifier.h"
+#include "xla/stream_executor/cuda/cuda_compute_capability.h"
+#include "xla/stream_executor/device_description.h"
+
+namespace {
+
+namespace sel = xla::gpu::nvshmem_selection;
+using Rewriter = xla::gpu::NvshmemCollectivePermuteRewriter;
+
+constexpr char kUsage[] =
+    "usage: nvshmem-opt INPUT --topology=SPEC [-o OUT] [--cost-table=FILE]\n"
+    "         [--mode=rewrite|annotate|explain] [--report=JSON]\n"
+    "         [--compare-upstream] [--upstream-threshold-bytes=N] [--time]\n"
+    "       nvshmem-opt --print-cost-table [--cost-table=FILE]\n"
+    "INPUT is HLO text or a serialized HloModuleProto/HloProto; '-' reads stdin.\n"
+    "SPEC is SLICESxHOSTSxGPUS[:nvlN][:map=D0,D1,...], e.g. 1x2x4 or 1x9x8:nvl72.\n";
+
+struct Flags {
+  std::string input;
+  std::string output;
+  std::string topology;
+  std::string cost_table;
+  std::string mode = "rewrite";
+  std::string report;
+  bool compare_upstream = false;
+  int64_t upstream_threshold_bytes = xla::gpu::kDefaultThresholdInBytes;
+  bool print_cost_table = false;
+  bool time = false;
+};
+
+[[noreturn]] void Fail(int code, const std::string& message) {
+  std::cerr << "nvshmem-opt: " << message << "\n";
+  std::exit(code);
+}
+
+std::string OneLine(std::string text) {
+  for (char& c : text) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return text;
+}
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags flags;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      std::cout << kUsage;
+      std::exit(0);
+    }
+    if (arg == "-o") {
+      if (i + 1 >= argc) Fail(2, "-o needs a file name");
+      flags.output = argv[++i];
+      continue;
+    }
+    if (arg.size() < 2 || arg.rfind("--", 0) != 0) {
+      positional.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(2);
+    std::optional<std::string> value;
+    size_t eq = name.find('=');
+    if (eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    for (char& c : name) {
+      if (c == '_') c = '-';
+    }
+    auto take = [&]() -> std::string {
+      if (value) return *value;
+      if (i + 1 >= argc) Fail(2, "--" + name + " needs a value");
+      return argv[++i];
+    };
+    auto no_value = [&]() {
+      if (value) Fail(2, "--" + name + " takes no value");
+    };
+    if (name == "topology") {
+      flags.topology = take();
+    } else if (name == "cost-table") {
+      flags.cost_table = take();
+    } else if (name == "mode") {
+      flags.mode = take();
+      if (flags.mode != "rewrite" && flags.mode != "annotate" &&
+          flags.mode != "explain") {
+        Fail(2, "unknown --mode '" + flags.mode +
+                    "' (expected rewrite, annotate or explain)");
+      }
+    } else if (name == "report") {
+      flags.report = take();
+    } else if (name == "output") {
+      flags.output = take();
+    } else if (name == "compare-upstream") {
+      no_value();
+      flags.compare_upstream = true;
+    } else if (name == "upstream-threshold-bytes") {
+      std::string text = take();
+      char* end = nullptr;
+      long long parsed = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || parsed < 0) {
+        Fail(2, "--upstream-threshold-bytes: '" + text +
+                    "' is not a non-negative integer");
+      }
+      flags.upstream_threshold_bytes = parsed;
+    } else if (name == "print-cost-table") {
+      no_value();
+      flags.print_cost_table = true;
+    } else if (name == "time") {
+      no_value();
+      flags.time = true;
+    } else {
+      Fail(2, "unknown flag '" + arg + "'\n" + kUsage);
+    }
+  }
+  if (flags.print_cost_table) return flags;
+  if (positional.size() != 1) {
+    Fail(2, std::string(positional.empty() ? "no INPUT given"
+                                           : "more than one INPUT given") +
+                "\n" + kUsage);
+  }
+  flags.input = positional[0];
+  if (flags.topology.empty()) Fail(2, "--topology=SPEC is required");
+  return flags;
+}
+
+std::string ReadFileOrDie(const std::string& path) {
+  if (path == "-") {
+    std::stringstream buffer;
+    buffer << std::cin.rdbuf();
+    return buffer.str();
+  }
+  struct stat info;
+  if (stat(path.c_str(), &info) != 0) Fail(2, path + ": no such file");
+  if (S_ISDIR(info.st_mode)) Fail(2, path + ": is a directory, not a file");
+  std::ifstream file(path, std::ios::binary);
+  if (!file) Fail(2, path + ": cannot open for reading");
+  std::stringstream buffer;
+  buffer << file.rdbuf();
+  return buffer.str();
+}
+
+bool LooksLikeHloText(const std::string& data) {
+  size_t i = data.find_first_not_of(" \t\r\n");
+  return i != std::string::npos && data.compare(i, 9, "HloModule") == 0;
+}
+
+// XLA's parser reports "...\nLINE:COL: message\n<source line>\n^"; keep the
+// located line so the user sees file:line:col: message.
+std::string LocateParseError(const std::string& path, const std::string& message) {
+  static const std::regex located(R"((^|\n)(\d+):(\d+): ([^\n]*))");
+  std::smatch match;
+  if (std::regex_search(message, match, located)) {
+    return path + ":" + match[2].str() + ":" + match[3].str() + ": " +
+           match[4].str();
+  }
+  return path + ": " + OneLine(message);
+}
+
+std::unique_ptr<xla::HloModule> LoadModule(const std::string& path) {
+  std::string data = ReadFileOrDie(path);
+  if (data.empty()) Fail(2, path + ": empty file");
+  if (LooksLikeHloText(data)) {
+    absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
+        xla::ParseAndReturnUnverifiedModule(data);
+    if (!module.ok()) {
+      Fail(2, LocateParseError(path, std::string(module.status().message())));
+    }
+    return *std::move(module);
+  }
+  xla::HloModuleProto proto;
+  xla::HloProto wrapper;
+  if (wrapper.ParseFromString(data) && wrapper.has_hlo_module() &&
+      !wrapper.hlo_module().name().empty()) {
+    proto = wrapper.hlo_module();
+  } else if (!proto.ParseFromString(data) || proto.name().empty() ||
+             proto.computations_size() == 0) {
+    Fail(2, path + ": neither HLO text (starting with 'HloModule') nor a "
+                   "serialized HloModuleProto");
+  }
+  absl::StatusOr<xla::HloModuleConfig> config =
+      xla::HloModule::CreateModuleConfigFromProto(proto, xla::DebugOptions());
+  if (!config.ok()) {
+    Fail(2, path + ": bad HloModuleProto: " + OneLine(config.status().ToString()));
+  }
+  absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
+      xla::HloModule::CreateFromProto(proto, *config);
+  if (!module.ok()) {
+    Fail(2, path + ": bad HloModuleProto: " + OneLine(module.status().ToString()));
+  }
+  return *std::move(module);
+}
+
+absl::Status Verify(xla::HloModule* module) {
+  xla::HloVerifier verifier(/*layout_sensitive=*/false,
+                            /*allow_mixed_precision=*/true);
+  return verifier.Run(module).status();
+}
+
+// Writes next to the destination and renames, so readers never see half a
+// file and a crash leaves the old file (or none) in place.
+void WriteAtomically(const std::string& path, const std::string& contents) {
+  std::string temp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream file(temp, std::ios::binary | std::ios::trunc);
+    if (!file) Fail(2, path + ": cannot write");
+    file << contents;
+    file.flush();
+    if (!file) {
+      std::remove(temp.c_str());
+      Fail(2, path + ": write failed");
+    }
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    std::remove(temp.c_str());
+    Fail(2, path + ": cannot move the written file into place");
+  }
+}
+
+bool SameFile(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  if (stat(a.c_str(), &sa) != 0 || stat(b.c_str(), &sb) != 0) return false;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (c < 0x20) {
+          char buffer[8];
+          std::snprintf(buffer, sizeof(buffer), "\\u%04x", c);
+          out += buffer;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string JsonNumber(double v) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.6g", v);
+  return buffer;
+}
+
+// Upstream's assigner parses backend configs strictly, and HLO from a newer
+// jax carries fields this XLA does not know; drop those on the copy it sees.
+absl::Status NormalizeBackendConfigs(xla::HloModule* module) {
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  for (xla::HloComputation* computation : module->computations()) {
+    for (xla::HloInstruction* instr : computation->instructions()) {
+      if (instr->opcode() != xla::HloOpcode::kCollectivePermute &&
+          instr->opcode() != xla::HloOpcode::kCollectivePermuteStart) {
+        continue;
+      }
+      xla::gpu::GpuBackendConfig config;
+      const std::string& raw = instr->raw_backend_config_string();
+      if (!raw.empty()) {
+        absl::Status status =
+            google::protobuf::util::JsonStringToMessage(raw, &config, options);
+        if (!status.ok()) return status;
+      }
+      if (absl::Status status = instr->set_backend_config(config); !status.ok()) {
+        return status;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Upstream's choice for each collective-permute, by instruction name.
+absl::StatusOr<std::map<std::string, std::string>> UpstreamDecisions(
+    const xla::HloModule& module, const sel::Topology& topology,
+    int64_t threshold_bytes) {
+  std::unique_ptr<xla::HloModule> copy = module.Clone("");
+  // Upstream assigns backends only when NVSHMEM is enabled.
+  copy->mutable_config().mutable_debug_options().set_xla_gpu_experimental_enable_nvshmem(
+      true);
+  if (absl::Status status = NormalizeBackendConfigs(copy.get()); !status.ok()) {
+    return status;
+  }
+  // Upstream models one NVLink island per "slice" of slice_size devices; the
+  // closest thing in our topology is the NVLink domain.
+  xla::gpu::CollectiveBackendAssigner assigner(
+      stream_executor::CudaComputeCapability(9, 0),
+      /*num_visible_devices_per_process=*/topology.gpus_per_host(),
+      /*slice_size=*/topology.nvlink_domain_size(), threshold_bytes);
+  absl::StatusOr<bool> ran = assigner.Run(copy.get());
+  if (!ran.ok()) return ran.status();
+  std::map<std::string, std::string> decisions;
+  for (xla::HloComputation* computation : copy->computations()) {
+    for (xla::HloInstruction* instr : computation->instructions()) {
+      if (instr->opcode() != xla::HloOpcode::kCollectivePermute &&
+          instr->opcode() != xla::HloOpcode::kCollectivePermuteStart) {
+        continue;
+      }
+      auto config = instr->backend_config<xla::gpu::GpuBackendConfig>();
+      std::string backend = "DEFAULT";
+      if (config.ok() && config->has_collective_backend_config()) {
+        backend = xla::gpu::CollectiveBackendConfig::CollectiveBackend_Name(
+            config->collective_backend_config().backend());
+      }
+      decisions[std::string(instr->name())] = backend;
+    }
+  }
+  return decisions;
+}
+
+std::string RecordsToJson(const Flags& flags, const sel::Topology& topology,
+                          const std::vector<Rewriter::OpRecord>& records,
+                          const std::map<std::string, std::string>* upstream,
+                          bool changed, double pass_us) {
+  std::string out = "{\n";
+  out += "  \"input\": " + JsonString(flags.input) + ",\n";
+  out += "  \"topology\": " + JsonString(topology.ToString()) + ",\n";
+  out += "  \"mode\": " + JsonString(flags.mode) + ",\n";
+  out += "  \"changed\": " + std::string(changed ? "true" : "false") + ",\n";
+  out += "  \"pass_us\": " + JsonNumber(pass_us) + ",\n";
+  out += "  \"decisions\": [";
+  for (size_t i = 0; i < records.size(); ++i) {
+    const Rewriter::OpRecord& r = records[i];
+    const sel::Decision& d = r.decision;
+    out += i == 0 ? "\n" : ",\n";
+    out += "    {\"computation\": " + JsonString(r.computation);
+    out += ", \"instruction\": " + JsonString(r.instruction);
+    out += ", \"form\": " + JsonString(r.form);
+    out += ", \"bytes\": " + std::to_string(r.bytes);
+    out += ", \"pairs\": [";
+    for (size_t p = 0; p < r.pairs.size(); ++p) {
+      if (p > 0) out += ", ";
+      out += "[" + std::to_string(r.pairs[p].first) + ", " +
+             std::to_string(r.pairs[p].second) + "]";
+    }
+    out += "], \"plan\": " + JsonString(sel::PlanName(d.plan));
+    out += ", \"backend\": " +
+           JsonString(d.plan == sel::Plan::kNvshmem ? "NVSHMEM"
+                      : d.plan == sel::Plan::kSplit ? "SPLIT"
+                                                    : "DEFAULT");
+    out += ", \"skipped\": " + std::string(r.skipped ? "true" : "false");
+    out += ", \"reason\": " + JsonString(d.reason);
+    out += ", \"modeled_us\": {\"nccl\": " + JsonNumber(d.nccl_us) +
+           ", \"nvshmem\": " + (d.nvshmem_us < 0 ? "null" : JsonNumber(d.nvshmem_us)) +
+           ", \"split\": " + (d.split_us < 0 ? "null" : JsonNumber(d.split_us)) +
+           ", \"chosen\": " + JsonNumber(d.chosen_us) + "}";
+    out += ", \"edges_by_class\": {";
+    for (int c = 0; c < sel::kNumLinkClasses; ++c) {
+      if (c > 0) out += ", ";
+      out += JsonString(sel::LinkClassName(static_cast<sel::LinkClass>(c))) +
+             ": " + std::to_string(d.edges_by_class[c]);
+    }
+    out += "}, \"new_instructions\": [";
+    for (size_t n = 0; n < r.new_instructions.size(); ++n) {
+      if (n > 0) out += ", ";
+      out += JsonString(r.new_instructions[n]);
+    }
+    out += "]";
+    if (upstream != nullptr) {
+      auto it = upstream->find(r.instruction);
+      out += ", \"upstream\": " +
+             (it == upstream->end() ? std::string("null") : JsonString(it->second));
+    }
+    out += "}";
+  }
+  out += "\n  ]\n}\n";
+  return out;
+}
+
+void PrintExplain(const std::vector<Rewriter::OpRecord>& records,
+                  const std::map<std::string, std::string>* upstream) {
+  for (const Rewriter::OpRecord& r : records) {
+    const sel::Decision& d = r.decision;
+    std::cout << r.computation << "/" << r.instruction << " (" << r.form
+              << ", " << r.bytes << " bytes, " << r.pairs.size()
+              << " pairs): " << sel::PlanName(d.plan);
+    if (upstream != nullptr) {
+      auto it = upstream->find(r.instruction);
+      if (it != upstream->end()) std::cout << " [upstream: " << it->second << "]";
+    }
+    std::cout << "\n    " << d.reason << "\n";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags = ParseFlags(argc, argv);
+
+  sel::CostTable table = sel::DefaultCostTable();
+  if (!flags.cost_table.empty()) {
+    std::string error;
+    std::optional<sel::CostTable> parsed = sel::ParseCostTable(
+        ReadFileOrDie(flags.cost_table), flags.cost_table, &error);
+    if (!parsed) Fail(2, error);
+    table = *parsed;
+  }
+  if (flags.print_cost_table) {
+    std::cout << sel::CostTableToString(table);
+    return 0;
+  }
+  std::string error;
+  std::optional<sel::Topology> topology = sel::Topology::Parse(flags.topology, &error);
+  if (!topology) Fail(2, error);
+  if (!flags.output.empty() && flags.output != "-" &&
+      SameFile(flags.input, flags.output)) {
+    Fail(2, flags.output + ": refusing to overwrite the input");
+  }
+
+  std::unique_ptr<xla::HloModule> module = LoadModule(flags.input);
+  if (absl::Status status = Verify(module.get()); !status.ok()) {
+    Fail(2, flags.input + ": HloVerifier rejects the input: " +
+                OneLine(std::string(status.message())));
+  }
+
+  std::optional<std::map<std::string, std::string>> upstream;
+  if (flags.compare_upstream) {
+    auto decisions =
+        UpstreamDecisions(*module, *topology, flags.upstream_threshold_bytes);
+    if (!decisions.ok()) {
+      Fail(2, flags.input + ": upstream CollectiveBackendAssigner failed: " +
+                  OneLine(decisions.status().ToString()));
+    }
+    upstream = *std::move(decisions);
+  }
+
+  Rewriter::Options options{*topology, table,
+                            flags.mode == "rewrite" ? Rewriter::Mode::kRewrite
+                                                    : Rewriter::Mode::kAnnotateOnly};
+  Rewriter pass(options);
+  // Explain leaves the module alone: decide on a copy.
+  std::unique_ptr<xla::HloModule> scratch;
+  xla::HloModule* target = module.get();
+  if (flags.mode == "explain") {
+    scratch = module->Clone("");
+    target = scratch.get();
+  }
+  auto begin = std::chrono::steady_clock::now();
+  absl::StatusOr<bool> changed = pass.Run(target);
+  double pass_us = std::chrono::duration<double, std::micro>(
+                       std::chrono::steady_clock::now() - begin)
+                       .count();
+  if (!changed.ok()) {
+    Fail(2, flags.input + ": " + OneLine(std::string(changed.status().message())));
+  }
+  if (absl::Status status = Verify(target); !status.ok()) {
+    Fail(1, flags.input + ": HloVerifier rejects the pass's output (a bug): " +
+                OneLine(std::string(status.message())));
+  }
+  if (flags.time) {
+    std::cerr << "nvshmem-opt: pass took " << pass_us << " us\n";
+  }
+
+  const auto* upstream_ptr = upstream ? &*upstream : nullptr;
+  if (!flags.report.empty()) {
+    std::string json = RecordsToJson(flags, *topology, pass.records(),
+                                     upstream_ptr, *changed, pass_us);
+    if (flags.report == "-") {
+      std::cout << json;
+    } else {
+      if (SameFile(flags.input, flags.report)) {
+        Fail(2, flags.report + ": refusing to overwrite the input");
+      }
+      WriteAtomically(flags.report, json);
+    }
+  }
+  if (flags.mode == "explain") {
+    if (flags.report != "-") PrintExplain(pass.records(), upstream_ptr);
+    return 0;
+  }
+  std::string text = module->ToString();
+  if (flags.output.empty() || flags.output == "-") {
+    if (flags.report != "-") std::cout << text;
+  } else {
+    WriteAtomically(flags.output, text);
+  }
+  return 0;
+}

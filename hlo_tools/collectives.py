@@ -1,0 +1,179 @@
+"""One query over a parsed HloModule: every collective-permute, whatever form it was printed in.
+
+Forms:
+  'sync'          `collective-permute(...)`
+  'start-done'    `collective-permute-start` / `collective-permute-done`. XLA's printer
+                  also spells an async-start wrapping a collective-permute this way
+                  ("syntax sugar", maybe with `collective-permute-update`s between); its
+                  start shape is then `((operands), results...)`, flagged `sugared_async`.
+  'async-wrapped' `async-start(...), calls=%wrapped` whose called computation's root is a
+                  `collective-permute`, ended by `async-done` (maybe via `async-update`s).
+"""
+
+from collections import deque
+from dataclasses import dataclass, field
+
+__all__ = ["CollectivePermute", "collective_permutes"]
+
+
+@dataclass
+class CollectivePermute:
+  computation: str
+  form: str  # 'sync' | 'start-done' | 'async-wrapped'
+  start: str  # the collective-permute / -start / async-start instruction
+  done: str | None  # the matching -done / async-done, None for 'sync' or if unused
+  pairs: list  # [(source, target), ...]
+  bytes_per_device: int  # operand bytes sent by each device
+  backend: str  # collective_backend_config.backend, 'DEFAULT' when absent
+  is_async: bool
+  channel_id: int | None
+  while_loop: str | None  # innermost `while` whose body (transitively) holds it
+  while_computation: str | None  # computation holding that while
+  trip_count: int | None  # the while's known_trip_count.n when XLA recorded it
+  start_line: int
+  done_line: int | None
+  sugared_async: bool = False
+  wrapped_computation: str | None = None  # 'async-wrapped' only
+  extra: dict = field(default_factory=dict)
+
+
+def collective_permutes(module):
+  """All collective-permutes of `module` (an hlo_text.HloModule), in text order."""
+  callers = _callers(module)
+  wrapped = _async_wrapped_bodies(module)
+  out = []
+  for comp in module.computations:
+    users = None
+    for instr in comp.instructions:
+      op = instr.opcode
+      if op == "collective-permute":
+        if comp.name in wrapped:
+          continue  # reported through its async-start
+        out.append(_record(module, callers, comp, "sync", instr, None, instr))
+      elif op == "collective-permute-start":
+        users = users or _users(comp)
+        done = _find_done(users, instr, "collective-permute-done")
+        rec = _record(module, callers, comp, "start-done", instr, done, instr)
+        first = instr.shape.tuple_shapes[0] if instr.shape.is_tuple and instr.shape.tuple_shapes else None
+        rec.sugared_async = bool(first is not None and first.is_tuple)
+        out.append(rec)
+      elif op == "async-start":
+        inner = _wrapped_permute(module, instr)
+        if inner is None:
+          continue
+        users = users or _users(comp)
+        done = _find_done(users, instr, "async-done")
+        rec = _record(module, callers, comp, "async-wrapped", instr, done, inner)
+        rec.wrapped_computation = inner.computation.name
+        out.append(rec)
+  return out
+
+
+def _record(module, callers, comp, form, start, done, permute):
+  config = start.backend_config_json() or {}
+  if "collective_backend_config" not in config and permute is not start:
+    config = permute.backend_config_json() or config
+  backend = (config.get("collective_backend_config") or {}).get("backend") or "DEFAULT"
+  channel = start.channel_id if start.channel_id is not None else permute.channel_id
+  loop, loop_comp, trips = _enclosing_while(module, callers, comp.name)
+  return CollectivePermute(
+      computation=comp.name, form=form, start=start.name,
+      done=done.name if done is not None else None,
+      pairs=permute.source_target_pairs or [],
+      bytes_per_device=_operand_bytes(start),
+      backend=backend, is_async=form != "sync", channel_id=channel,
+      while_loop=loop, while_computation=loop_comp, trip_count=trips,
+      start_line=start.line, done_line=done.line if done is not None else None)
+
+
+def _operand_bytes(instr):
+  """Bytes of the data operands. The in-place form's 4 operands (input, output buffer,
+  2 index tuples) send only the first, so count that one alone."""
+  ops = instr.operand_instructions()
+  if instr.opcode != "async-start" and len(ops) == 4 and ops[2].shape.is_tuple:
+    ops = ops[:1]
+  return sum(op.shape.byte_size() for op in ops)
+
+
+# Between a start and its done: updates (plain or sugared) and tuple unpacking.
+_PASS_THROUGH = frozenset(("async-update", "collective-permute-update", "get-tuple-element"))
+
+
+def _users(comp):
+  users = {}
+  for instr in comp.instructions:
+    for op in instr.operands:
+      users.setdefault(op, []).append(instr)
+  return users
+
+
+def _find_done(users, start, done_opcode):
+  """Follows the start through async-updates (and get-tuple-elements) to its done."""
+  seen = set()
+  todo = deque([start.name])
+  while todo:
+    name = todo.popleft()
+    for user in users.get(name, ()):
+      if user.name in seen:
+        continue
+      seen.add(user.name)
+      if user.opcode == done_opcode:
+        return user
+      if user.opcode in _PASS_THROUGH:
+        todo.append(user.name)
+  return None
+
+
+def _wrapped_permute(module, instr):
+  for name in instr.called_computations:
+    if name in module:
+      root = module.computation(name).root
+      if root.opcode == "collective-permute":
+        return root
+  return None
+
+
+def _async_wrapped_bodies(module):
+  out = set()
+  for instr in module.instructions():
+    if instr.opcode == "async-start":
+      out.update(instr.called_computations)
+  return out
+
+
+def _callers(module):
+  """computation name -> [(caller instruction, its computation)]."""
+  callers = {}
+  for comp in module.computations:
+    for instr in comp.instructions:
+      for callee in instr.called_computations:
+        callers.setdefault(callee, []).append((instr, comp))
+  return callers
+
+
+def _enclosing_while(module, callers, comp_name):
+  """Innermost while whose body reaches comp_name, breadth-first up the call graph."""
+  seen = {comp_name}
+  todo = deque([comp_name])
+  while todo:
+    name = todo.popleft()
+    for instr, comp in callers.get(name, ()):
+      if instr.opcode == "while" and _strip(instr.attributes.get("body")) == name:
+        return instr.name, comp.name, _trip_count(instr)
+      if comp.name not in seen:
+        seen.add(comp.name)
+        todo.append(comp.name)
+  return None, None, None
+
+
+def _trip_count(while_instr):
+  config = while_instr.backend_config_json() or {}
+  n = (config.get("known_trip_count") or {}).get("n")
+  try:
+    return int(n) if n is not None else None
+  except (TypeError, ValueError):
+    return None
+
+
+def _strip(name):
+  return name.strip().lstrip("%") if name else None

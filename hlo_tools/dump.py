@@ -1,0 +1,541 @@
+"""`hlo-tools dump`: compile a JAX program (or index an XLA dump) into a stage directory.
+
+    hlo-tools dump [SOURCE] --out=DIR [--topology=SxHxG] [--all_passes] ...
+
+SOURCE is absent (the built-in ring-attention example), `module:function` (a
+per-shard function run under shard_map over a mesh axis `cp` spanning all devices,
+with arguments from repeated --arg=SHAPE:DTYPE[:PARTITIONSPEC]), or an existing
+directory written by XLA's --xla_dump_to (indexed as it is, nothing recompiled).
+
+Compilation always happens in a child process: XLA reads XLA_FLAGS (dump
+directory, host device count) once, when jax first initializes its backend, so
+the parent cannot set them for itself, and one process could not serve two dumps.
+
+The output directory holds stablehlo.mlir, before_optimizations.hlo,
+after_optimizations.hlo, XLA's own files under xla_dump/ and manifest.json.
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+DEFAULT_TARGET_CONFIG = os.path.join(os.path.dirname(__file__), "data",
+                                     "h200_gpu_target_config.pbtxt")
+XLA_DUMP_SUBDIR = "xla_dump"
+_ERROR_FILE = "child_error.txt"
+_INFO_FILE = "child_info.json"
+_LOG_FILE = "child.log"
+_TOPOLOGY_RE = re.compile(r"^([1-9]\d*)x([1-9]\d*)x([1-9]\d*)$")
+
+# module_0001.jit_f.0082.post-fusion_optimization.after_A.before_B.txt
+_PASS_FILE_RE = re.compile(
+    r"^module_(?P<id>\d+)\.(?P<name>.+?)\.(?P<seq>\d{4})\.(?P<pipeline>[^.]+)"
+    r"\.after_(?P<pass>.+?)\.before_(?P<next>.+)\.txt$")
+# module_0001.jit_f.before_optimizations.txt and
+# module_0001.jit_f[.sm_9.0a_gpu]_after_optimizations.txt (GPU prefixes the arch).
+_STAGE_FILE_RE = re.compile(
+    r"^module_(?P<id>\d+)\.(?P<name>.+?)\.(?:[\w.]*_)?(?P<stage>before_optimizations|"
+    r"after_optimizations)\.txt$")
+
+
+class DumpError(Exception):
+  """A user-facing failure: reported as one line on stderr, exit status 2."""
+
+
+@dataclasses.dataclass
+class Target:
+  """Where to compile for: a deviceless GPU topology, or N host (CPU) devices."""
+  topology: str = None  # "SxHxG": slices x hosts x GPUs per host
+  cpu_devices: int = 8
+  target_config: str = DEFAULT_TARGET_CONFIG
+
+  def validate(self):
+    if self.topology is not None:
+      if not _TOPOLOGY_RE.match(self.topology):
+        raise DumpError(f"bad --topology {self.topology!r}: expected SxHxG "
+                        "(slices x hosts x GPUs per host), e.g. 1x2x4")
+      if not os.path.isfile(self.target_config):
+        raise DumpError(f"--target_config {self.target_config!r} is not a file")
+    elif self.cpu_devices < 1:
+      raise DumpError(f"--cpu_devices must be >= 1, got {self.cpu_devices}")
+
+  def num_devices(self):
+    if self.topology is None:
+      return self.cpu_devices
+    s, h, g = (int(x) for x in self.topology.split("x"))
+    return s * h * g
+
+  def describe(self):
+    if self.topology is None:
+      return {"platform": "cpu", "num_devices": self.cpu_devices}
+    return {"platform": "cuda", "topology": self.topology,
+            "num_devices": self.num_devices(),
+            "target_config": os.path.abspath(self.target_config)}
+
+
+# ----------------------------------------------------------------------------
+# Child side: runs with XLA_FLAGS already in its environment.
+
+
+def _parse_spec(text):
+  """'cp' -> P('cp'); 'None,cp' or ',cp' -> P(None, 'cp'); '' -> P() (replicated)."""
+  from jax.sharding import PartitionSpec as P
+  if not text:
+    return P()
+  return P(*[None if part in ("", "None", "none") else part
+             for part in text.split(",")])
+
+
+def _parse_arg(text):
+  """'8192,8,128:bf16:cp' -> (shape, dtype name, PartitionSpec)."""
+  parts = text.split(":")
+  if len(parts) not in (2, 3):
+    raise DumpError(f"bad --arg {text!r}: expected SHAPE:DTYPE[:PARTITIONSPEC]")
+  try:
+    shape = tuple(int(x) for x in parts[0].split(",") if x)
+  except ValueError:
+    raise DumpError(f"bad shape in --arg {text!r}") from None
+  return shape, parts[1], _parse_spec(parts[2] if len(parts) == 3 else "")
+
+
+def _devices(target):
+  import jax
+  if target.topology is None:
+    return jax.devices("cpu")
+  from jax.experimental import topologies
+  with open(target.target_config) as f:
+    config = f.read()
+  return topologies.get_topology_desc(platform="cuda", topology=target.topology,
+                                      target_config=config).devices
+
+
+def _user_function(source, mesh):
+  """Imports module:function and wraps it in shard_map with the --arg specs."""
+  import importlib
+  import jax
+  import jax.numpy as jnp
+  from jax.sharding import NamedSharding
+  from hlo_tools import ring_attention
+  module_name, _, fn_name = source["function"].partition(":")
+  try:
+    fn = getattr(importlib.import_module(module_name), fn_name)
+  except (ImportError, AttributeError) as e:
+    raise DumpError(f"cannot import {source['function']!r}: {e}") from None
+  if not source["args"]:
+    raise DumpError("a module:function source needs at least one --arg")
+  parsed = [_parse_arg(a) for a in source["args"]]
+  args = []
+  for shape, dtype, spec in parsed:
+    dt = ring_attention.DTYPES.get(dtype) or jnp.dtype(dtype)
+    args.append(jax.ShapeDtypeStruct(shape, dt, sharding=NamedSharding(mesh, spec)))
+  out_spec = _parse_spec(source["out_spec"])
+  wrapped = jax.shard_map(fn, mesh=mesh, in_specs=tuple(s for _, _, s in parsed),
+                          out_specs=out_spec)
+  return wrapped, args
+
+
+def _child_compile(spec):
+  """Lowers and compiles once; XLA writes its dump files as a side effect."""
+  import jax
+  import jaxlib
+  from hlo_tools import ring_attention
+  target = Target(**spec["target"])
+  out_dir = spec["out_dir"]
+  devices = _devices(target)
+  mesh = ring_attention.make_mesh(devices)
+  source = spec["source"]
+  if source["kind"] == "ring":
+    config = ring_attention.RingConfig(**source["config"])
+    config.validate(len(devices))
+    fn = ring_attention.example_function(config, mesh)
+    args = ring_attention.example_args(config, mesh)
+  else:
+    fn, args = _user_function(source, mesh)
+  print("hlo-tools dump: lowering", file=sys.stderr, flush=True)
+  lowered = jax.jit(fn).lower(*args)
+  with open(os.path.join(out_dir, "stablehlo.mlir"), "w") as f:
+    f.write(lowered.as_text())
+  print("hlo-tools dump: compiling", file=sys.stderr, flush=True)
+  compiled = lowered.compile()
+  text = compiled.as_text()
+  module_name = text.split(None, 2)[1].rstrip(",") if text.startswith("HloModule") else None
+  versions = {"jax": jax.__version__, "jaxlib": jaxlib.__version__}
+  try:
+    from importlib import metadata
+    for dist in metadata.distributions():
+      name = dist.metadata["Name"] or ""
+      if name.startswith("jax-cuda") or name.startswith("jax_cuda"):
+        versions[name] = dist.version
+  except Exception:  # versions are informative only
+    pass
+  with open(os.path.join(out_dir, _INFO_FILE), "w") as f:
+    json.dump({"module_name": module_name, "versions": versions,
+               "devices": [str(d) for d in devices]}, f, indent=1)
+
+
+def _child_main(argv):
+  spec = json.loads(argv[0])
+  try:
+    _child_compile(spec)
+  except Exception as e:  # pylint: disable=broad-except
+    # The parent reports this line; the full traceback stays in child.log.
+    import traceback
+    traceback.print_exc()
+    message = " ".join(str(e).split()) or type(e).__name__
+    if not isinstance(e, DumpError):
+      message = f"{type(e).__name__}: {message}"
+    with open(os.path.join(spec["out_dir"], _ERROR_FILE), "w") as f:
+      f.write(message[:2000])
+    return 3
+  return 0
+
+
+# ----------------------------------------------------------------------------
+# Parent side.
+
+
+def _child_env(target, xla_dump_dir, pass_re):
+  env = dict(os.environ)
+  flags = [env.get("XLA_FLAGS", ""), f"--xla_dump_to={xla_dump_dir}",
+           "--xla_dump_hlo_as_text"]
+  if pass_re:
+    flags.append(f"--xla_dump_hlo_pass_re={pass_re}")
+  if target.topology is None:
+    flags.append(f"--xla_force_host_platform_device_count={target.cpu_devices}")
+  else:
+    # Deviceless: compile for the GPU topology on the CPU, no GPU needed.
+    env["JAX_SKIP_CUDA_CONSTRAINTS_CHECK"] = "1"
+  env["JAX_PLATFORMS"] = "cpu"
+  env["XLA_FLAGS"] = " ".join(f for f in flags if f)
+  # The child must import hlo_tools even when it is not installed, and user
+  # modules relative to the caller's working directory.
+  package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  paths = [package_root, os.getcwd()] + [p for p in env.get("PYTHONPATH", "").split(
+      os.pathsep) if p]
+  env["PYTHONPATH"] = os.pathsep.join(paths)
+  return env
+
+
+def compile_in_child(work_dir, source, target, pass_re=None, progress=True):
+  """Compiles `source` for `target` in a child; XLA's files land in work_dir/xla_dump.
+
+  Returns the child's info dict (module name, versions). Raises DumpError.
+  """
+  xla_dir = os.path.join(work_dir, XLA_DUMP_SUBDIR)
+  os.makedirs(xla_dir, exist_ok=True)
+  spec = {"source": source, "target": dataclasses.asdict(target), "out_dir": work_dir}
+  log_path = os.path.join(work_dir, _LOG_FILE)
+  start = time.monotonic()
+  with open(log_path, "w") as log:
+    proc = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys; from hlo_tools import dump; sys.exit(dump._child_main(sys.argv[1:]))",
+         json.dumps(spec)],
+        env=_child_env(target, xla_dir, pass_re), stdout=log, stderr=log)
+    last_report = start
+    while proc.poll() is None:
+      time.sleep(0.2)
+      now = time.monotonic()
+      if progress and now - last_report >= 10:
+        print(f"hlo-tools dump: still compiling ({now - start:.0f}s, "
+              f"{len(os.listdir(xla_dir))} XLA files so far)", file=sys.stderr,
+              flush=True)
+        last_report = now
+  error_path = os.path.join(work_dir, _ERROR_FILE)
+  if os.path.exists(error_path):
+    with open(error_path) as f:
+      raise DumpError(f.read().strip())
+  if proc.returncode != 0:
+    with open(log_path) as f:
+      tail = [l for l in f.read().splitlines() if l.strip()][-1:] or ["(no output)"]
+    raise DumpError(f"compile process failed (exit {proc.returncode}): {tail[0]}")
+  with open(os.path.join(work_dir, _INFO_FILE)) as f:
+    return json.load(f)
+
+
+def index_xla_dump(xla_dir):
+  """Groups XLA's dump files by module; per module, passes in the order XLA ran them.
+
+  Returns {module key: {"id", "name", "stages": {stage: file}, "passes": [...]}}
+  with file names relative to xla_dir. XLA only writes a pass's file when the pass
+  changed the module, so passes that changed nothing are absent.
+  """
+  modules = {}
+
+  def entry(mid, name):
+    key = f"module_{mid}.{name}"
+    return modules.setdefault(key, {"id": int(mid), "name": name, "stages": {},
+                                    "passes": []})
+
+  for fname in sorted(os.listdir(xla_dir)):
+    m = _PASS_FILE_RE.match(fname)
+    if m:
+      entry(m["id"], m["name"])["passes"].append({
+          "seq": int(m["seq"]), "pipeline": m["pipeline"], "pass": m["pass"],
+          "next": m["next"], "file": fname})
+      continue
+    m = _STAGE_FILE_RE.match(fname)
+    if m:
+      entry(m["id"], m["name"])["stages"][m["stage"]] = fname
+  for module in modules.values():
+    module["passes"].sort(key=lambda p: p["seq"])
+  return modules
+
+
+def _main_module(modules, preferred_name=None):
+  """The module the dump is about: the compiled jit, else the one with most passes."""
+  if not modules:
+    return None
+  candidates = [k for k, m in modules.items() if m["name"] == preferred_name]
+  if candidates:
+    return max(candidates, key=lambda k: modules[k]["id"])
+  return max(modules, key=lambda k: (len(modules[k]["passes"]),
+                                     "after_optimizations" in modules[k]["stages"],
+                                     modules[k]["id"]))
+
+
+def write_stages(work_dir, modules, main_key):
+  """Copies the main module's stage files to fixed names; returns stage -> file."""
+  stages = {}
+  if os.path.exists(os.path.join(work_dir, "stablehlo.mlir")):
+    stages["stablehlo"] = "stablehlo.mlir"
+  if main_key is not None:
+    for stage, fname in sorted(modules[main_key]["stages"].items()):
+      shutil.copyfile(os.path.join(work_dir, XLA_DUMP_SUBDIR, fname),
+                      os.path.join(work_dir, stage + ".hlo"))
+      stages[stage] = stage + ".hlo"
+  return stages
+
+
+def _check_out(out, overwrite):
+  if os.path.isdir(out) and os.listdir(out) and not overwrite:
+    raise DumpError(f"--out {out!r} exists and is not empty (use --overwrite)")
+  if os.path.exists(out) and not os.path.isdir(out):
+    raise DumpError(f"--out {out!r} exists and is not a directory")
+
+
+def _finish(work_dir, out):
+  """Moves the finished temp directory into place: --out is never half-written."""
+  if os.path.exists(out):
+    trash = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.old-",
+                             dir=os.path.dirname(out))
+    os.rename(out, os.path.join(trash, "old"))
+    os.rename(work_dir, out)
+    shutil.rmtree(trash, ignore_errors=True)
+  else:
+    os.rename(work_dir, out)
+
+
+def dump(source, out, target=None, all_passes=False, overwrite=False, options=None,
+         progress=True):
+  """Library entry point behind `hlo-tools dump`. Returns the manifest dict.
+
+  source: {"kind": "ring", "config": {...}}, {"kind": "function", "function":
+  "mod:fn", "args": [...], "out_spec": "cp"} or {"kind": "xla_dump", "dir": DIR}.
+  """
+  target = target or Target()
+  out = os.path.abspath(out)
+  if source["kind"] != "xla_dump":
+    target.validate()
+  _check_out(out, overwrite)
+  parent = os.path.dirname(out)
+  os.makedirs(parent, exist_ok=True)
+  work_dir = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.tmp-", dir=parent)
+  try:
+    info = {}
+    if source["kind"] == "xla_dump":
+      if progress:
+        print(f"hlo-tools dump: indexing {source['dir']}", file=sys.stderr)
+      shutil.copytree(source["dir"], os.path.join(work_dir, XLA_DUMP_SUBDIR))
+    else:
+      if progress:
+        print(f"hlo-tools dump: compiling for {target.describe()}", file=sys.stderr)
+      info = compile_in_child(work_dir, source, target,
+                              pass_re=".*" if all_passes else None, progress=progress)
+    modules = index_xla_dump(os.path.join(work_dir, XLA_DUMP_SUBDIR))
+    if not modules:
+      raise DumpError(f"no XLA module dumps found in {source.get('dir', work_dir)}")
+    main_key = _main_module(modules, info.get("module_name"))
+    stages = write_stages(work_dir, modules, main_key)
+    manifest = {
+        "source": source,
+        "target": None if source["kind"] == "xla_dump" else target.describe(),
+        "versions": info.get("versions") or _local_versions(),
+        "options": dict(options or {}, all_passes=all_passes),
+        "stages": stages,
+        "main_module": main_key,
+        "xla_dump_dir": XLA_DUMP_SUBDIR,
+        "modules": modules,
+    }
+    with open(os.path.join(work_dir, "manifest.json"), "w") as f:
+      json.dump(manifest, f, indent=1)
+    _finish(work_dir, out)
+    if progress:
+      n = sum(len(m["passes"]) for m in modules.values())
+      print(f"hlo-tools dump: wrote {out} ({len(stages)} stages, {n} pass snapshots)",
+            file=sys.stderr)
+    return manifest
+  except BaseException:
+    shutil.rmtree(work_dir, ignore_errors=True)
+    raise
+
+
+def _local_versions():
+  """Versions without importing jax (indexing never needs it)."""
+  from importlib import metadata
+  versions = {}
+  for name in ("jax", "jaxlib"):
+    try:
+      versions[name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+      pass
+  return versions
+
+
+def pass_snapshot_text(xla_dir, pass_name, module_key=None, occurrence=-1,
+                       when="after"):
+  """HLO text of the module right after (or before) `pass_name`, from an XLA dump.
+
+  XLA writes a pass's file only when the pass changed the module, and every
+  pipeline start is written, so:
+    after P:  the file after_P; if P changed nothing, its input, the file named
+              ...before_P (written when the pass before P changed the module).
+    before P: the file named ...before_P, else the last file written before
+              after_P (every change is dumped, so that is P's input).
+  Otherwise the snapshot cannot be located and DumpError says so.
+  `occurrence` picks among several runs of the pass (-1: the last).
+  """
+  if when not in ("after", "before"):
+    raise ValueError(f"when must be 'after' or 'before', not {when!r}")
+  modules = index_xla_dump(xla_dir)
+  key = module_key or _main_module(modules)
+  if key not in modules:
+    raise DumpError(f"module {key!r} not in {xla_dir}")
+  passes = modules[key]["passes"]
+  after = [i for i, p in enumerate(passes) if p["pass"] == pass_name]
+  before = [i for i, p in enumerate(passes) if p["next"] == pass_name]
+  if when == "after":
+    hits = after or before
+  else:
+    hits = before or [i - 1 for i in after if i > 0]
+  if not hits:
+    raise DumpError(f"no dump {when} pass {pass_name!r} in module {key}: the pass did "
+                    "not run or neither it nor its neighbour changed the module")
+  with open(os.path.join(xla_dir, passes[hits[occurrence]]["file"])) as f:
+    return f.read()
+
+
+def dump_pass_snapshot(config, topology, pass_name, target_config=DEFAULT_TARGET_CONFIG,
+                       occurrence=-1, when="after", progress=False):
+  """Compiles the ring example for a GPU topology; returns the HLO after `pass_name`.
+
+  E.g. pass_name="collective-permute-combiner" gives the module XLA's own
+  collective-backend-assigner sees: sync collective-permutes, final message sizes.
+  when="before" gives the module a pass starts from instead (see pass_snapshot_text).
+  config is a RingConfig, or a source dict as taken by dump().
+  """
+  if isinstance(config, dict):
+    source = config
+  else:
+    source = {"kind": "ring", "config": dataclasses.asdict(config)}
+  target = Target(topology=topology, target_config=target_config)
+  target.validate()
+  with tempfile.TemporaryDirectory(prefix="hlo-tools-snapshot-") as work_dir:
+    info = compile_in_child(work_dir, source, target, pass_re=".*", progress=progress)
+    xla_dir = os.path.join(work_dir, XLA_DUMP_SUBDIR)
+    modules = index_xla_dump(xla_dir)
+    return pass_snapshot_text(xla_dir, pass_name,
+                              _main_module(modules, info.get("module_name")),
+                              occurrence, when)
+
+
+def dump_stage_text(source, target, stage="after_optimizations"):
+  """Compiles `source` for `target` and returns one stage's HLO text."""
+  with tempfile.TemporaryDirectory(prefix="hlo-tools-stage-") as work_dir:
+    info = compile_in_child(work_dir, source, target, progress=False)
+    xla_dir = os.path.join(work_dir, XLA_DUMP_SUBDIR)
+    modules = index_xla_dump(xla_dir)
+    key = _main_module(modules, info.get("module_name"))
+    with open(os.path.join(xla_dir, modules[key]["stages"][stage])) as f:
+      return f.read()
+
+
+# ----------------------------------------------------------------------------
+# Command line.
+
+
+def _parser(prog):
+  p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+  p.add_argument("source", nargs="?", default=None,
+                 help="absent: ring-attention example; module:function; or an "
+                 "--xla_dump_to directory")
+  p.add_argument("--out", required=True, help="output directory")
+  p.add_argument("--topology", default=None,
+                 help="GPU topology SxHxG (slices x hosts x GPUs/host); absent: CPU")
+  p.add_argument("--target_config", default=DEFAULT_TARGET_CONFIG,
+                 help="GPU target config (text proto) for deviceless compilation")
+  p.add_argument("--cpu_devices", type=int, default=8,
+                 help="host devices when --topology is absent")
+  p.add_argument("--all_passes", action="store_true",
+                 help="also dump the module after every HLO pass")
+  p.add_argument("--overwrite", action="store_true",
+                 help="replace a non-empty --out")
+  p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+  ring = p.add_argument_group("built-in ring-attention example")
+  ring.add_argument("--seq_len", type=int, default=8192)
+  ring.add_argument("--num_heads", type=int, default=8)
+  ring.add_argument("--num_kv_heads", type=int, default=8)
+  ring.add_argument("--head_dim", type=int, default=128)
+  ring.add_argument("--batch", type=int, default=1)
+  ring.add_argument("--dtype", default="bf16", choices=["bf16", "f32", "f16"])
+  ring.add_argument("--causal", dest="causal", action="store_true", default=True)
+  ring.add_argument("--nocausal", dest="causal", action="store_false")
+  ring.add_argument("--backward", dest="backward", action="store_true", default=False)
+  ring.add_argument("--nobackward", dest="backward", action="store_false")
+  fn = p.add_argument_group("module:function source")
+  fn.add_argument("--arg", action="append", default=[],
+                  help="SHAPE:DTYPE[:PARTITIONSPEC], e.g. 8192,8,128:bf16:cp")
+  fn.add_argument("--out_spec", default="cp",
+                  help="shard_map out_specs of the function, e.g. cp or None,cp")
+  return p
+
+
+def source_from_args(args):
+  if args.source is None:
+    config = {k: getattr(args, k) for k in ("seq_len", "num_heads", "num_kv_heads",
+                                            "head_dim", "dtype", "causal", "backward",
+                                            "batch")}
+    return {"kind": "ring", "config": config}
+  if os.path.isdir(args.source):
+    return {"kind": "xla_dump", "dir": os.path.abspath(args.source)}
+  if re.match(r"^[\w.]+:\w+$", args.source):
+    return {"kind": "function", "function": args.source, "args": args.arg,
+            "out_spec": args.out_spec}
+  raise DumpError(f"SOURCE {args.source!r} is neither a directory nor module:function")
+
+
+def main(argv):
+  args = _parser(argv[0]).parse_args(argv[1:])
+  try:
+    source = source_from_args(args)
+    target = Target(topology=args.topology, cpu_devices=args.cpu_devices,
+                    target_config=args.target_config)
+    options = {k: v for k, v in vars(args).items()
+               if k not in ("source", "out", "overwrite", "quiet")}
+    dump(source, args.out, target=target, all_passes=args.all_passes,
+         overwrite=args.overwrite, options=options, progress=not args.quiet)
+  except DumpError as e:
+    print(f"{argv[0]}: error: {e}", file=sys.stderr)
+    return 2
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(["hlo-tools dump"] + sys.argv[1:]))

@@ -1,0 +1,68 @@
+"""`hlo-tools parse FILE [--json]`: read HLO text and summarise it (and its collective-permutes)."""
+
+import argparse
+import dataclasses
+import json
+import sys
+
+from hlo_tools.collectives import collective_permutes
+from hlo_tools.hlo_text import HloParseError, parse_hlo_file
+
+
+def summarize(module):
+  """A JSON-friendly summary of a parsed module."""
+  return {
+      "module": module.name,
+      "path": module.path,
+      "num_partitions": module.num_partitions,
+      "num_replicas": module.num_replicas,
+      "is_scheduled": module.is_scheduled,
+      "entry": module.entry.name,
+      "instruction_count": module.instruction_count,
+      "computations": [
+          {"name": c.name, "is_entry": c.is_entry, "line": c.line,
+           "instructions": len(c.instructions), "root": c.root.name}
+          for c in module.computations],
+      "collective_permutes": [dataclasses.asdict(r) for r in collective_permutes(module)],
+  }
+
+
+def _text(summary):
+  lines = [f"module {summary['module']}: {len(summary['computations'])} computations, "
+           f"{summary['instruction_count']} instructions, entry %{summary['entry']}"]
+  for c in summary["computations"]:
+    lines.append(f"  {'ENTRY ' if c['is_entry'] else ''}%{c['name']}: {c['instructions']} "
+                 f"instructions (line {c['line']})")
+  perms = summary["collective_permutes"]
+  lines.append(f"collective-permutes: {len(perms)}")
+  for r in perms:
+    loop = (f" in while %{r['while_loop']} (trip count {r['trip_count']})"
+            if r["while_loop"] else "")
+    names = r["start"] + (f" -> %{r['done']}" if r["done"] else "")
+    lines.append(f"  {r['form']} %{names} in %{r['computation']} line {r['start_line']}: "
+                 f"{len(r['pairs'])} pairs, {r['bytes_per_device']} bytes/device, "
+                 f"backend {r['backend']}{loop}")
+  return "\n".join(lines)
+
+
+def main(argv):
+  parser = argparse.ArgumentParser(prog=argv[0] if argv else "hlo-tools parse",
+                                   description="Parse HLO text and summarise it.")
+  parser.add_argument("file")
+  parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+  args = parser.parse_args(argv[1:])
+  try:
+    module = parse_hlo_file(args.file)
+  except HloParseError as e:
+    print(str(e), file=sys.stderr)
+    return 2
+  except OSError as e:
+    print(f"{args.file}: cannot read: {e.strerror or e}", file=sys.stderr)
+    return 2
+  summary = summarize(module)
+  print(json.dumps(summary, indent=1) if args.json else _text(summary))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(["hlo-tools parse"] + sys.argv[1:]))

@@ -1,0 +1,959 @@
+"""Pure-Python reader for XLA HLO module text (as printed by jax 0.9 - 0.11).
+
+No jaxlib needed. Each instruction line is matched by one compiled regex (the fast
+path); a line the regex rejects goes through a small exact scanner that either
+accepts it (unusual but legal text) or raises HloParseError at the right column.
+"""
+
+import itertools
+import json
+import re
+
+__all__ = [
+    "HloParseError", "Shape", "HloInstruction", "HloComputation", "HloModule",
+    "parse_shape", "is_known_opcode", "parse_hlo_text", "parse_hlo_file", "load_hlo_proto", "OPCODES",
+]
+
+
+class HloParseError(ValueError):
+  """A syntax error in HLO text; str() is `path:line:col: message`."""
+
+  def __init__(self, path, line, col, message):
+    super().__init__(f"{path}:{line}:{col}: {message}")
+    self.path, self.line, self.col, self.message = path, line, col, message
+
+  def __reduce__(self):  # keep it picklable despite the 4-argument constructor
+    return (HloParseError, (self.path, self.line, self.col, self.message))
+
+
+# Opcode spellings of XLA's HloOpcodeString(); checked against jaxlib 0.10.2's parser.
+OPCODES = frozenset("""
+abs acos acosh add add-dependency after-all all-gather all-gather-done all-gather-start
+all-reduce all-reduce-done all-reduce-start all-to-all and asin asinh async-done async-start
+async-update atan2 atanh batch-norm-grad batch-norm-inference batch-norm-training bitcast
+bitcast-convert broadcast call cbrt ceil cholesky clamp collective-broadcast
+collective-permute collective-permute-done collective-permute-start compare complex
+concatenate conditional constant convert convolution copy copy-done copy-start cosine cosh
+count-leading-zeros custom-call divide domain dot dynamic-reshape dynamic-slice
+dynamic-update-slice erf exponential exponential-minus-one fft floor fusion gather
+get-dimension-size get-tuple-element imag infeed iota is-finite log log-plus-one logistic
+map maximum minimum mulhi multiply negate not opt-barrier or outfeed pad parameter
+partition-id popcnt power ragged-all-to-all ragged-dot real recv recv-done reduce
+reduce-precision reduce-scatter reduce-window remainder replica-id reshape reverse rng
+rng-bit-generator rng-get-and-update-state round-nearest-afz round-nearest-even rsqrt
+scaled-dot scan scatter select select-and-scatter send send-done set-dimension-size
+shift-left shift-right-arithmetic shift-right-logical sign sine sinh slice sort sqrt
+stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while xor
+""".split())
+
+_ASYNC_SUFFIXES = ("-start", "-update", "-done")
+
+
+def is_known_opcode(opcode):
+  """True for XLA opcodes and for the `{op}-start/-update/-done` spelling that XLA's
+  printer uses for an async-start/update/done wrapping a single `op` (syntax sugar)."""
+  if opcode in OPCODES:
+    return True
+  for suffix in _ASYNC_SUFFIXES:
+    if opcode.endswith(suffix) and opcode[:-len(suffix)] in OPCODES:
+      return True
+  return False
+
+
+# Bytes per element. Sub-byte types count one byte each, as XLA stores them unpacked
+# unless the layout says otherwise.
+_ELEMENT_BYTES = {
+    "pred": 1, "s1": 1, "s2": 1, "s4": 1, "s8": 1, "u1": 1, "u2": 1, "u4": 1, "u8": 1,
+    "f4e2m1fn": 1, "f8e3m4": 1, "f8e4m3": 1, "f8e4m3fn": 1, "f8e4m3b11fnuz": 1,
+    "f8e4m3fnuz": 1, "f8e5m2": 1, "f8e5m2fnuz": 1, "f8e8m0fnu": 1,
+    "bf16": 2, "f16": 2, "s16": 2, "u16": 2,
+    "f32": 4, "s32": 4, "u32": 4,
+    "f64": 8, "s64": 8, "u64": 8, "c64": 8,
+    "c128": 16,
+    "token": 0, "opaque": 0,
+}
+
+# Attributes whose value names computations.
+_CALL_ATTRS = ("calls", "to_apply", "body", "condition", "branch_computations",
+               "true_computation", "false_computation")
+_CALL_ATTR_SET = frozenset(_CALL_ATTRS)
+
+# ---------------------------------------------------------------------------------------
+# Regexes, compiled once. Python's possessive quantifiers (3.11+) keep them linear.
+
+_STR = r'"(?:[^"\\]++|\\.)*+"'
+
+
+def _nested(open_, close, body_extra, depth):
+  """A regex for text balanced in open_/close up to `depth` levels (no recursion in re)."""
+  inner = r"[^%s%s\"]++|%s" % (open_, close, _STR) if body_extra else r"[^%s%s]++" % (open_, close)
+  pat = r"\%s(?:%s)*+\%s" % (open_, inner, close)
+  for _ in range(depth):
+    pat = r"\%s(?:%s|%s)*+\%s" % (open_, inner, pat, close)
+  return pat
+
+
+_BRACES = _nested("{", "}", True, 10)
+_ARRAY_SHAPE = r"[a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^{}\n]*\})?"
+_TUPLE_SHAPE = _nested("(", ")", False, 8)
+_BARE = r"(?:[^\s,{}\"()\[\]]++|\[[^\[\]]*+\]|\([^()]*+\))++"
+_VALUE = r"(?:%s|%s|%s)" % (_BRACES, _STR, _BARE)
+
+_INSTR_RE = re.compile(
+    r"[ \t]*(ROOT[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*=[ \t]*"
+    r"(" + _ARRAY_SHAPE + "|" + _TUPLE_SHAPE + r")[ \t]+"
+    r"([a-z][a-z0-9\-]*)\(([^()\"]*+)\)(.*)")
+_ATTR_RE = re.compile(r"(,[ \t]*([A-Za-z_][\w.\-]*)=(" + _VALUE + "))")
+_PCT_NAME_RE = re.compile(r"%([\w.\-]+)")
+_ARRAY_RE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](\{[^{}]*\})?")
+_COMMENT_RE = re.compile(r"/\*.*?\*/")
+_NAME_RE = re.compile(r"%?([A-Za-z_][\w.\-]*)")
+_KEY_RE = re.compile(r"[A-Za-z_][\w.\-]*")
+_OPCODE_RE = re.compile(r"[a-z][a-z0-9\-]*")
+_WS_RE = re.compile(r"(?:\s++|/\*.*?\*/)*+")
+_STR_RE = re.compile(_STR)
+_SPECIAL_RE = re.compile(r'[(){}\[\]"]')
+_COMP_HEAD_RE = re.compile(r"(ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*(.*?)[ \t]*\{\s*\Z")
+_MODULE_RE = re.compile(r"\s*HloModule[ \t]+([\w.\-]+)(.*)\Z")
+_TABLE_ROW_RE = re.compile(r"\s*(\d+)\s+(.*?)\s*\Z")
+_KV_RE = re.compile(r"([\w.\-]+)=(" + _STR + r"|[^\s,\"]+)")
+_IOTA_RE = re.compile(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
+_CLOSE_RE = re.compile(r"\s*\}\s*(?:,(.*))?\Z")
+
+_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+_CLOSERS = {"(": ")", "{": "}", "[": "]"}
+
+
+# ---------------------------------------------------------------------------------------
+# Shapes
+
+class Shape:
+  """An array shape (element type, dims, layout text) or a tuple of shapes."""
+
+  __slots__ = ("element_type", "dims", "dynamic", "layout", "tuple_shapes")
+
+  def __init__(self, element_type=None, dims=(), layout=None, tuple_shapes=None,
+               dynamic=None):
+    self.element_type = element_type  # None for tuples
+    self.dims = tuple(dims)  # a `?` (unbounded) dim is -1; `<=N` is N, flagged in dynamic
+    self.dynamic = dynamic  # tuple of bools, or None when all dims are static
+    self.layout = layout  # e.g. "{1,0:S(1)}", or None when not printed
+    self.tuple_shapes = tuple_shapes  # tuple of Shape for tuples, else None
+
+  @property
+  def is_tuple(self):
+    return self.tuple_shapes is not None
+
+  @property
+  def memory_space(self):
+    """The layout's S(n) memory space (0 = default device memory)."""
+    if not self.layout:
+      return 0
+    m = re.search(r"S\((\d+)\)", self.layout)
+    return int(m.group(1)) if m else 0
+
+  @property
+  def minor_to_major(self):
+    if not self.layout or len(self.layout) < 2:
+      return None
+    body = self.layout[1:-1].split(":", 1)[0]
+    return tuple(int(d) for d in body.split(",") if d.strip())
+
+  def leaves(self):
+    """Array shapes in order, flattening nested tuples."""
+    if self.tuple_shapes is None:
+      yield self
+      return
+    for s in self.tuple_shapes:
+      yield from s.leaves()
+
+  def num_elements(self):
+    n = 1
+    for d in self.dims:
+      n *= max(d, 0)
+    return n
+
+  def byte_size(self):
+    if self.tuple_shapes is not None:
+      return sum(s.byte_size() for s in self.tuple_shapes)
+    return _ELEMENT_BYTES[self.element_type] * self.num_elements()
+
+  def to_string(self, layout=True):
+    if self.tuple_shapes is not None:
+      return "(" + ", ".join(s.to_string(layout) for s in self.tuple_shapes) + ")"
+    dims = []
+    for i, d in enumerate(self.dims):
+      if d < 0:
+        dims.append("?")
+      elif self.dynamic and self.dynamic[i]:
+        dims.append(f"<={d}")
+      else:
+        dims.append(str(d))
+    text = f"{self.element_type}[{','.join(dims)}]"
+    return text + (self.layout or "") if layout else text
+
+  __str__ = to_string
+
+  def __repr__(self):
+    return f"Shape({self.to_string()!r})"
+
+  def __eq__(self, other):
+    return isinstance(other, Shape) and self.to_string() == other.to_string()
+
+  def __hash__(self):
+    return hash(self.to_string())
+
+
+class _ShapeError(ValueError):
+  def __init__(self, message, offset):
+    super().__init__(message)
+    self.offset = offset
+
+
+_SHAPE_CACHE = {}
+
+
+def parse_shape(text):
+  """Parses a shape's text; raises ValueError on bad syntax. Results are shared."""
+  shape = _SHAPE_CACHE.get(text)
+  if shape is None:
+    shape, end = _parse_shape_at(text, _skip_ws(text, 0))
+    end = _skip_ws(text, end)
+    if end != len(text):
+      raise _ShapeError(f"unexpected {text[end:end + 10]!r} after shape", end)
+    if len(_SHAPE_CACHE) < 100000:
+      _SHAPE_CACHE[text] = shape
+  return shape
+
+
+def _skip_ws(text, i):
+  return _WS_RE.match(text, i).end()
+
+
+def _parse_shape_at(text, i):
+  if text.startswith("(", i):
+    elems = []
+    i = _skip_ws(text, i + 1)
+    if text.startswith(")", i):
+      return Shape(tuple_shapes=()), i + 1
+    while True:
+      s, i = _parse_shape_at(text, _skip_ws(text, i))
+      elems.append(s)
+      i = _skip_ws(text, i)
+      if text.startswith(")", i):
+        return Shape(tuple_shapes=tuple(elems)), i + 1
+      if not text.startswith(",", i):
+        raise _ShapeError("expected ',' or ')' in tuple shape", i)
+      i += 1
+  m = _ARRAY_RE.match(text, i)
+  if m is None:
+    raise _ShapeError(f"unknown shape syntax {text[i:i + 20]!r}", i)
+  etype, dims_text, layout = m.groups()
+  if etype not in _ELEMENT_BYTES:
+    raise _ShapeError(f"unknown element type {etype!r}", i)
+  dims, dynamic = [], []
+  for d in dims_text.split(",") if dims_text.strip() else ():
+    d = d.strip()
+    try:
+      if d == "?":
+        dims.append(-1)
+        dynamic.append(True)
+      elif d.startswith("<="):
+        dims.append(int(d[2:]))
+        dynamic.append(True)
+      else:
+        dims.append(int(d))
+        dynamic.append(False)
+    except ValueError:
+      raise _ShapeError(f"bad dimension {d!r}", m.start(2)) from None
+  return (Shape(etype, dims, layout, None, tuple(dynamic) if any(dynamic) else None),
+          m.end())
+
+
+# ---------------------------------------------------------------------------------------
+# Attribute value helpers (parsed on demand; the raw text is always kept)
+
+def _unquote(text):
+  """The value of a quoted HLO string (C escapes), or the text itself if not quoted."""
+  if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
+    body = text[1:-1]
+    if "\\" not in body:
+      return body
+    try:
+      return body.encode("latin-1", "backslashreplace").decode("unicode_escape").encode(
+          "latin-1").decode("utf-8")
+    except (UnicodeError, ValueError):
+      return body
+  return text
+
+
+def _parse_kv(text):
+  """`{a="x" b=1, c=2}` -> {'a': 'x', 'b': '1', 'c': '2'} (values unquoted)."""
+  if text.startswith("{") and text.endswith("}"):
+    text = text[1:-1]
+  return {k: _unquote(v) for k, v in _KV_RE.findall(text)}
+
+
+def _parse_name_list(text):
+  """`%a` or `{%a, %b}` -> ['a', 'b']."""
+  text = text.strip()
+  if text.startswith("{"):
+    text = text[1:-1]
+  return [n.strip().lstrip("%") for n in text.split(",") if n.strip()]
+
+
+def _parse_int_lists(text):
+  """`{{0,1},{1,0}}` -> [[0, 1], [1, 0]]."""
+  return [[int(x) for x in re.findall(r"-?\d+", g)] for g in re.findall(r"\{([^{}]*)\}", text)]
+
+
+def _expand_iota(text):
+  """Expands `[G,S]<=[d0,d1,...]T(perm)` replica groups; None if not in that form."""
+  m = _IOTA_RE.fullmatch(text.strip())
+  if m is None:
+    return None
+  out_dims = [int(x) for x in m.group(1).split(",")]
+  dims = [int(x) for x in m.group(2).split(",")]
+  perm = [int(x) for x in m.group(3).split(",")] if m.group(3) else list(range(len(dims)))
+  strides = [1] * len(dims)
+  for k in range(len(dims) - 2, -1, -1):
+    strides[k] = strides[k + 1] * dims[k + 1]
+  tdims = [dims[p] for p in perm]
+  ids = [sum(idx[k] * strides[perm[k]] for k in range(len(perm)))
+         for idx in itertools.product(*(range(d) for d in tdims))]
+  size = out_dims[-1] if out_dims else 1
+  if size <= 0:
+    return []
+  return [ids[i:i + size] for i in range(0, len(ids), size)]
+
+
+# ---------------------------------------------------------------------------------------
+# The model
+
+class HloInstruction:
+  """One HLO instruction. `attributes` keeps every `key=value` verbatim, in order."""
+
+  __slots__ = ("name", "shape", "opcode", "operands", "attributes", "is_root", "line",
+               "col", "operand_text", "computation")
+
+  def __init__(self, name, shape, opcode, operands, attributes, is_root, line, col,
+               operand_text):
+    self.name = name
+    self.shape = shape
+    self.opcode = opcode
+    self.operands = operands  # operand instruction names, without '%'
+    self.attributes = attributes  # dict name -> raw text
+    self.is_root = is_root
+    self.line = line
+    self.col = col
+    self.operand_text = operand_text  # raw text between the parentheses
+    self.computation = None
+
+  def __repr__(self):
+    return f"<HloInstruction %{self.name} = {self.shape} {self.opcode} line {self.line}>"
+
+  @property
+  def literal(self):
+    """A constant's literal text."""
+    return self.operand_text if self.opcode == "constant" else None
+
+  @property
+  def parameter_number(self):
+    return int(self.operand_text) if self.opcode == "parameter" else None
+
+  @property
+  def called_computations(self):
+    """Names of the computations this instruction calls, in attribute order."""
+    out = []
+    for key, raw in self.attributes.items():
+      if key in _CALL_ATTR_SET:
+        out.extend(_parse_name_list(raw))
+    return out
+
+  @property
+  def async_execution_thread(self):
+    raw = self.attributes.get("async_execution_thread")
+    return None if raw is None else _unquote(raw)
+
+  @property
+  def source_target_pairs(self):
+    raw = self.attributes.get("source_target_pairs")
+    return None if raw is None else [tuple(p) for p in _parse_int_lists(raw)]
+
+  @property
+  def channel_id(self):
+    raw = self.attributes.get("channel_id")
+    return None if raw is None else int(raw)
+
+  @property
+  def replica_groups_text(self):
+    return self.attributes.get("replica_groups")
+
+  @property
+  def replica_groups(self):
+    """List of groups; the iota form (`[2,4]<=[8]`) is expanded."""
+    raw = self.attributes.get("replica_groups")
+    if raw is None:
+      return None
+    if raw.startswith("{"):
+      return _parse_int_lists(raw) if raw.strip("{} ") else []
+    return _expand_iota(raw)
+
+  @property
+  def backend_config(self):
+    return self.attributes.get("backend_config")
+
+  def backend_config_json(self):
+    """backend_config parsed as JSON (also when printed as a quoted string), else None."""
+    raw = self.attributes.get("backend_config")
+    if raw is None:
+      return None
+    text = _unquote(raw) if raw.startswith('"') else raw
+    try:
+      return json.loads(text)
+    except ValueError:
+      return None
+
+  @property
+  def frontend_attributes(self):
+    raw = self.attributes.get("frontend_attributes")
+    return {} if raw is None else _parse_kv(raw)
+
+  @property
+  def metadata(self):
+    raw = self.attributes.get("metadata")
+    return {} if raw is None else _parse_kv(raw)
+
+  @property
+  def control_predecessors(self):
+    raw = self.attributes.get("control-predecessors")
+    return [] if raw is None else _parse_name_list(raw)
+
+  @property
+  def sharding(self):
+    return self.attributes.get("sharding")
+
+  def operand_instructions(self):
+    comp = self.computation
+    return [comp.instruction(n) for n in self.operands]
+
+
+class HloComputation:
+  """A computation: instructions in order, root, parameters (by parameter number)."""
+
+  def __init__(self, name, is_entry, line, signature, execution_thread=None):
+    self.name = name
+    self.is_entry = is_entry
+    self.line = line
+    self.signature = signature  # "(p: f32[]) -> f32[]" as printed, or ""
+    self.execution_thread = execution_thread
+    self.instructions = []
+    self.root = None
+    self.module = None
+    self._by_name = {}
+
+  def __repr__(self):
+    return f"<HloComputation %{self.name}: {len(self.instructions)} instructions>"
+
+  @property
+  def parameters(self):
+    params = [i for i in self.instructions if i.opcode == "parameter"]
+    return sorted(params, key=lambda i: i.parameter_number)
+
+  def instruction(self, name):
+    return self._by_name[name.lstrip("%")]
+
+  def __contains__(self, name):
+    return name.lstrip("%") in self._by_name
+
+  def __iter__(self):
+    return iter(self.instructions)
+
+
+class HloModule:
+  """A parsed HLO module."""
+
+  def __init__(self, name, attributes, path):
+    self.name = name
+    self.path = path
+    self.attributes = attributes  # every header attribute, raw text, in order
+    self.computations = []
+    self.entry = None
+    self.tables = {}  # "FileNames" etc. -> list of raw lines
+    self.file_names = {}  # id -> str
+    self.function_names = {}  # id -> str
+    self.file_locations = {}  # id -> {field: int}
+    self.stack_frames = {}  # id -> {field: int}
+    self._by_name = {}
+
+  def __repr__(self):
+    return f"<HloModule {self.name}: {len(self.computations)} computations>"
+
+  def _int_attr(self, key, default):
+    raw = self.attributes.get(key)
+    return default if raw is None else int(raw)
+
+  @property
+  def num_partitions(self):
+    return self._int_attr("num_partitions", 1)
+
+  @property
+  def num_replicas(self):
+    return self._int_attr("replica_count", self._int_attr("num_replicas", 1))
+
+  @property
+  def is_scheduled(self):
+    return self.attributes.get("is_scheduled") == "true"
+
+  @property
+  def entry_computation_layout(self):
+    raw = self.attributes.get("entry_computation_layout")
+    return raw[1:-1] if raw and raw.startswith("{") else raw
+
+  @property
+  def frontend_attributes(self):
+    raw = self.attributes.get("frontend_attributes")
+    return {} if raw is None else _parse_kv(raw)
+
+  def computation(self, name):
+    return self._by_name[name.lstrip("%")]
+
+  def __contains__(self, name):
+    return name.lstrip("%") in self._by_name
+
+  def instructions(self):
+    for comp in self.computations:
+      yield from comp.instructions
+
+  @property
+  def instruction_count(self):
+    return sum(len(c.instructions) for c in self.computations)
+
+
+# ---------------------------------------------------------------------------------------
+# Parsing
+
+def parse_hlo_text(text, path="<string>"):
+  """Parses HLO module text (str or bytes) into an HloModule."""
+  if isinstance(text, (bytes, bytearray)):
+    text = _decode(bytes(text), path)
+  return _Parser(text, path).parse()
+
+
+def parse_hlo_file(path):
+  """Parses an HLO text file; HloParseError for bad content, OSError if unreadable."""
+  with open(path, "rb") as f:
+    data = f.read()
+  return _Parser(_decode(data, str(path)), str(path)).parse()
+
+
+def load_hlo_proto(path):
+  """Loads a serialized HloModuleProto through jaxlib (which prints it) and parses it."""
+  try:
+    from jax._src.lib import xla_client  # pylint: disable=import-outside-toplevel
+  except ImportError as e:
+    raise RuntimeError(f"load_hlo_proto needs jaxlib, which is not importable: {e}") from e
+  with open(path, "rb") as f:
+    data = f.read()
+  try:
+    text = xla_client.XlaComputation(data).as_hlo_text()
+  except Exception as e:  # jaxlib raises its own error types
+    raise HloParseError(str(path), 1, 1, f"not a serialized HloModuleProto: {e}") from e
+  return parse_hlo_text(text, str(path))
+
+
+def _decode(data, path):
+  if b"\0" in data[:4096]:
+    raise HloParseError(path, 1, 1, "binary data, not HLO text")
+  try:
+    return data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    line = data.count(b"\n", 0, e.start) + 1
+    col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+    raise HloParseError(path, line, col, "not UTF-8 text, so not HLO text") from None
+
+
+class _Parser:
+  """Line-oriented parser. XLA prints one instruction per line."""
+
+  def __init__(self, text, path):
+    if "\r" in text:
+      text = text.replace("\r\n", "\n")
+    self.lines = text.split("\n")
+    if len(self.lines) > 1 and not self.lines[-1]:
+      self.lines.pop()  # the final newline does not start a line
+    self.path = path
+
+  def error(self, lineno, col, message):
+    raise HloParseError(self.path, lineno + 1, col, message)
+
+  def parse(self):
+    lines = self.lines
+    n = len(lines)
+    i = self._skip_blank(0)
+    if i >= n:
+      self.error(max(n - 1, 0), 1, "empty input: expected 'HloModule NAME'")
+    m = _MODULE_RE.match(lines[i])
+    if m is None:
+      self.error(i, 1, "expected 'HloModule NAME' header; this is not HLO text")
+    attrs = self._attributes(m.group(2), i, m.start(2))
+    module = HloModule(m.group(1), attrs, self.path)
+    i += 1
+    while True:
+      i = self._skip_blank(i)
+      if i >= n:
+        break
+      stripped = lines[i].strip()
+      if stripped in _TABLES:
+        i = self._table(module, stripped, i + 1)
+        continue
+      comp, i = self._computation(i)
+      if comp.name in module._by_name:
+        self.error(comp.line - 1, 1, f"duplicate computation %{comp.name}")
+      comp.module = module
+      module.computations.append(comp)
+      module._by_name[comp.name] = comp
+      if comp.is_entry:
+        if module.entry is not None:
+          self.error(comp.line - 1, 1, "more than one ENTRY computation")
+        module.entry = comp
+    if not module.computations:
+      self.error(n - 1, 1, "module has no computations")
+    if module.entry is None:  # XLA takes the last computation as the entry
+      module.entry = module.computations[-1]
+    self._check_calls(module)
+    return module
+
+  def _skip_blank(self, i):
+    lines = self.lines
+    while i < len(lines):
+      s = lines[i].strip()
+      if s and not s.startswith("//"):
+        break
+      i += 1
+    return i
+
+  def _table(self, module, name, i):
+    lines = self.lines
+    raw = []
+    parsed = {}
+    while i < len(lines):
+      line = lines[i]
+      if not line.strip():
+        break
+      m = _TABLE_ROW_RE.match(line)
+      if m is None:
+        break  # the table ends where rows stop; a computation may follow
+      raw.append(line)
+      value = m.group(2)
+      parsed[int(m.group(1))] = (
+          _unquote(value) if value.startswith('"')
+          else {k: (int(v) if v.lstrip("-").isdigit() else _unquote(v))
+                for k, v in _parse_kv(value).items()} if value.startswith("{") else value)
+      i += 1
+    module.tables[name] = raw
+    target = {"FileNames": module.file_names, "FunctionNames": module.function_names,
+              "FileLocations": module.file_locations, "StackFrames": module.stack_frames}
+    target[name].update(parsed)
+    return i
+
+  def _computation(self, i):
+    lines = self.lines
+    head = lines[i]
+    m = _COMP_HEAD_RE.match(head)
+    if m is None:
+      if head.rstrip().endswith("{"):
+        self.error(i, 1, "expected computation header '[ENTRY] %name (params) -> shape {'")
+      self.error(i, 1, f"expected a computation, got {head.strip()[:40]!r}")
+    signature = m.group(3)
+    if signature:
+      self._check_signature(signature, i, m.start(3))
+    comp = HloComputation(m.group(2), bool(m.group(1)), i + 1, signature)
+    by_name = comp._by_name
+    instrs = comp.instructions
+    i += 1
+    n = len(lines)
+    match = _INSTR_RE.match
+    attrs_of = self._attributes_fast
+    shape_cache = _SHAPE_CACHE
+    pct_findall = _PCT_NAME_RE.findall
+    while i < n:
+      line = lines[i]
+      m = match(line)
+      if m is None:
+        stripped = line.strip()
+        if not stripped or stripped.startswith("//"):
+          i += 1
+          continue
+        if stripped[0] == "}":
+          close = _CLOSE_RE.match(line)
+          if close is None:
+            self.error(i, line.index("}") + 2, "unexpected text after '}'")
+          if close.group(1):
+            tail = self._attributes("," + close.group(1), i, line.index(",") - 1)
+            thread = tail.get("execution_thread")
+            comp.execution_thread = _unquote(thread) if thread else None
+          self._finish(comp)
+          return comp, i + 1
+        root, name, shape_text, opcode, ops, attrs, col = self._slow_instruction(line, i)
+      else:
+        root, name, shape_text, opcode, ops, rest = m.groups()
+        col = m.start(2) + 1
+        if opcode not in OPCODES and not is_known_opcode(opcode):
+          self.error(i, m.start(4) + 1, f"unknown opcode {opcode!r}")
+        attrs = attrs_of(rest, i, m.start(6)) if rest else {}
+      shape = shape_cache.get(shape_text)
+      if shape is None:
+        shape = self._shape(shape_text, i, line.find(shape_text))
+      if opcode == "constant" or opcode == "parameter" or not ops:
+        operands = []
+        if opcode == "parameter" and not ops.strip().isdigit():
+          self.error(i, col, "parameter needs a number: parameter(N)")
+      elif "%" in ops:
+        operands = pct_findall(ops)
+      else:
+        operands = _bare_operands(ops)
+      instr = HloInstruction(name, shape, opcode, operands, attrs, bool(root), i + 1, col, ops)
+      instr.computation = comp
+      if name in by_name:
+        self.error(i, col, f"duplicate instruction name %{name}")
+      by_name[name] = instr
+      instrs.append(instr)
+      if root:
+        if comp.root is not None:
+          self.error(i, col, f"second ROOT in computation %{comp.name}")
+        comp.root = instr
+      i += 1
+    self.error(n - 1, len(lines[-1]) + 1,
+               f"unexpected end of input: computation %{comp.name} (line {comp.line}) "
+               "is not closed by '}'")
+
+  def _finish(self, comp):
+    if not comp.instructions:
+      self.error(comp.line - 1, 1, f"computation %{comp.name} has no instructions")
+    if comp.root is None:  # XLA makes the last instruction the root
+      comp.root = comp.instructions[-1]
+      comp.root.is_root = True
+    by_name = comp._by_name
+    for instr in comp.instructions:
+      for op in instr.operands:
+        if op not in by_name:
+          self.error(instr.line - 1, instr.col, f"use of undefined instruction %{op}")
+      preds = instr.attributes.get("control-predecessors")
+      if preds is not None:
+        for op in _parse_name_list(preds):
+          if op not in by_name:
+            self.error(instr.line - 1, instr.col,
+                       f"control predecessor %{op} is not defined")
+
+  def _check_calls(self, module):
+    names = module._by_name
+    for comp in module.computations:
+      for instr in comp.instructions:
+        attrs = instr.attributes
+        if not attrs:
+          continue
+        for key in _CALL_ATTRS:
+          raw = attrs.get(key)
+          if raw is None:
+            continue
+          for callee in _parse_name_list(raw):
+            if callee not in names:
+              self.error(instr.line - 1, instr.col,
+                         f"%{instr.name} calls undefined computation %{callee}")
+
+  def _shape(self, text, i, col0):
+    try:
+      return parse_shape(text)
+    except _ShapeError as e:
+      self.error(i, max(col0, 0) + e.offset + 1, str(e))
+
+  def _check_signature(self, sig, i, col0):
+    sc = _Scanner(self, sig, i, col0)
+    if sc.peek() != "(":
+      sc.fail("expected '(' to start the parameter list")
+    sc.balanced()
+    sc.ws()
+    if sc.s.startswith("->", sc.i):
+      sc.i += 2
+      start = sc.ws()
+      self._shape(sig[start:].rstrip(), i, col0 + start)
+    elif not sc.at_end():
+      sc.fail("expected '->' and the result shape")
+
+  def _attributes_fast(self, rest, i, col0):
+    found = _ATTR_RE.findall(rest)
+    total = 0
+    for whole, _, _ in found:
+      total += len(whole)
+    if total == len(rest):
+      attrs = {k: v for _, k, v in found}
+      if len(attrs) == len(found):
+        return attrs
+    return self._attributes(rest, i, col0)
+
+  def _attributes(self, rest, i, col0):
+    """Exact scan of `, key=value, ...`; raises at the first bad character."""
+    sc = _Scanner(self, rest, i, col0)
+    attrs = {}
+    while True:
+      sc.ws()
+      if sc.at_end():
+        return attrs
+      sc.expect(",")
+      sc.ws()
+      key_at = sc.i
+      key = sc.regex(_KEY_RE, "expected attribute name")
+      sc.ws()
+      sc.expect("=", f"expected '=' after attribute {key!r}")
+      sc.ws()
+      value = sc.value()
+      if key in attrs:
+        sc.fail(f"duplicate attribute {key!r}", key_at)
+      attrs[key] = value
+
+  def _slow_instruction(self, line, i):
+    sc = _Scanner(self, line, i, 0)
+    sc.ws()
+    root = None
+    if line.startswith("ROOT", sc.i) and line[sc.i + 4:sc.i + 5].isspace():
+      root = "ROOT "
+      sc.i += 4
+      sc.ws()
+    col = sc.i + 1
+    m = _NAME_RE.match(line, sc.i)
+    if m is None:
+      sc.fail("expected an instruction name or '}'")
+    name = m.group(1)
+    sc.i = m.end()
+    sc.ws()
+    sc.expect("=", f"expected '=' after instruction name %{name}")
+    sc.ws()
+    start = sc.i
+    if sc.peek() == "(":
+      sc.balanced()
+    else:
+      m = _ARRAY_RE.match(line, sc.i)
+      if m is None:
+        sc.fail("unknown shape syntax")
+      sc.i = m.end()
+    shape_text = line[start:sc.i]
+    self._shape(shape_text, i, start)
+    sc.ws()
+    op_at = sc.i
+    opcode = sc.regex(_OPCODE_RE, "expected an opcode")
+    if not is_known_opcode(opcode):
+      sc.fail(f"unknown opcode {opcode!r}", op_at)
+    if sc.peek() != "(":
+      sc.fail(f"expected '(' after opcode {opcode!r}")
+    ops_start = sc.i + 1
+    sc.balanced()
+    ops = line[ops_start:sc.i - 1]
+    attrs = self._attributes(line[sc.i:], i, sc.i)
+    return root, name, shape_text, opcode, ops, attrs, col
+
+
+def _bare_operands(ops):
+  """Operand names printed without '%' (and maybe with shapes or /*index*/ comments)."""
+  text = _COMMENT_RE.sub("", ops)
+  names = []
+  depth = 0
+  cur = []
+  for part in re.split(r"([(){}\[\],])", text):  # rare path: hand-written HLO only
+    if part in ("(", "{", "["):
+      depth += 1
+    elif part in (")", "}", "]"):
+      depth -= 1
+    elif part == "," and depth == 0:
+      names.append("".join(cur))
+      cur = []
+      continue
+    cur.append(part)
+  names.append("".join(cur))
+  return [n.split()[-1] for n in names if n.strip()]
+
+
+class _Scanner:
+  """Exact scanner over one line, for the slow path and error reporting."""
+
+  def __init__(self, parser, s, lineno, col0):
+    self.parser, self.s, self.lineno, self.col0, self.i = parser, s, lineno, col0, 0
+
+  def fail(self, message, at=None):
+    self.parser.error(self.lineno, self.col0 + (self.i if at is None else at) + 1, message)
+
+  def ws(self):
+    self.i = _WS_RE.match(self.s, self.i).end()
+    if self.s.startswith("/*", self.i):
+      self.fail("unterminated /* comment")
+    return self.i
+
+  def at_end(self):
+    return self.i >= len(self.s)
+
+  def peek(self):
+    return self.s[self.i:self.i + 1]
+
+  def expect(self, ch, message=None):
+    if not self.s.startswith(ch, self.i):
+      got = self.s[self.i:self.i + 12] or "end of line"
+      self.fail(message or f"expected {ch!r}, got {got!r}")
+    self.i += len(ch)
+
+  def regex(self, rx, message):
+    m = rx.match(self.s, self.i)
+    if m is None:
+      self.fail(message)
+    self.i = m.end()
+    return m.group(0)
+
+  def balanced(self):
+    """Skips a bracketed group starting at self.i, minding quoted strings."""
+    s = self.s
+    stack = [(s[self.i], self.i)]
+    j = self.i + 1
+    while stack:
+      m = _SPECIAL_RE.search(s, j)
+      if m is None:
+        opener, at = stack[-1]
+        self.fail(f"unbalanced {opener!r}: no matching {_CLOSERS[opener]!r} on this line", at)
+      ch, j = m.group(0), m.start()
+      if ch == '"':
+        sm = _STR_RE.match(s, j)
+        if sm is None:
+          self.fail("unterminated string", j)
+        j = sm.end()
+        continue
+      if ch in _CLOSERS:
+        stack.append((ch, j))
+      else:
+        opener, at = stack.pop()
+        if _CLOSERS[opener] != ch:
+          self.fail(f"{ch!r} does not match {opener!r} at column {self.col0 + at + 1}", j)
+      j += 1
+    self.i = j
+    return j
+
+  def value(self):
+    s = self.s
+    start = self.i
+    ch = self.peek()
+    if ch == "{":
+      self.balanced()
+    elif ch == '"':
+      m = _STR_RE.match(s, self.i)
+      if m is None:
+        self.fail("unterminated string")
+      self.i = m.end()
+    else:
+      while self.i < len(s):
+        ch = s[self.i]
+        if ch in "([":
+          self.balanced()
+        elif ch in ",)]}" or ch.isspace() or ch in '{"':
+          break
+        else:
+          self.i += 1
+      if self.i == start:
+        self.fail("expected an attribute value")
+    return s[start:self.i]

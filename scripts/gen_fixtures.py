@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Regenerates the HLO fixtures in tests/fixtures/ (deviceless GPU compiles on the CPU).
+
+    .venv/bin/python scripts/gen_fixtures.py [--out_dir=tests/fixtures] [--only=NAME ...]
+
+Each fixture is one compile of a small example for an H200 topology:
+  <name>.before_async.hlo          module after XLA's collective-permute-combiner,
+                                   i.e. what collective-backend-assigner sees (sync
+                                   collective-permutes, final message sizes); taken
+                                   as the input of async-collective-creator
+  <name>.after_optimizations.hlo   the fully optimized module (async permutes)
+
+Source locations (file paths, line numbers) are stripped so that the text does not
+depend on where the repository is checked out or on edits to the Python code.
+"""
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from hlo_tools import dump  # pylint: disable=wrong-import-position
+
+# The module entering XLA's async-collective-creator: sync collective-permutes with
+# final message sizes. It equals the module after collective-permute-combiner (and
+# after collective-backend-assigner, which changes nothing by default), but unlike
+# the combiner's snapshot it always exists: the combiner leaves no file when it has
+# nothing to combine (a single permute), while a pipeline start is always dumped.
+SNAPSHOT_PASS = "async-collective-creator"
+SMALL_RING = {"seq_len": 1024, "num_heads": 4, "num_kv_heads": 2, "head_dim": 64,
+              "dtype": "bf16", "causal": True, "backward": False, "batch": 1}
+
+# name -> (source, topology, stages). Order is the order they are generated.
+FIXTURES = {}
+for _topo in ("1x1x8", "1x2x4", "2x2x4"):
+  FIXTURES[f"ring_{_topo}"] = ({"kind": "ring", "config": SMALL_RING}, _topo,
+                               ("before_async", "after_optimizations"))
+FIXTURES["ring_bwd_1x2x4"] = ({"kind": "ring", "config": dict(SMALL_RING, backward=True)},
+                              "1x2x4", ("before_async",))
+# A non-cyclic shift (i -> i+1, no wrap-around): a permute that is not a ring.
+FIXTURES["shift_1x2x4"] = ({"kind": "function",
+                            "function": "hlo_tools.ring_attention:neighbour_shift",
+                            "args": ["1,1024,2,64:bf16:None,cp"], "out_spec": "None,cp"},
+                           "1x2x4", ("before_async", "after_optimizations"))
+
+
+def normalize(text):
+  """Drops source locations: the FileNames..StackFrames tables and their references."""
+  text = re.sub(r"\nFileNames\n.*?\nStackFrames\n(?:\d+ \{[^\n]*\}\n)*", "\n", text,
+                flags=re.S)
+  text = re.sub(r" stack_frame_id=\d+", "", text)
+  text = re.sub(r' source_file="[^"]*"| source_line=\d+| source_end_line=\d+'
+                r'| source_column=\d+| source_end_column=\d+', "", text)
+  return text
+
+
+def generate(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
+  """Compiles one fixture and writes its files; returns the paths written."""
+  source, topology, stages = FIXTURES[name]
+  target = dump.Target(topology=topology, target_config=target_config)
+  target.validate()
+  written = []
+  with tempfile.TemporaryDirectory(prefix="gen-fixtures-") as work_dir:
+    info = dump.compile_in_child(work_dir, source, target, pass_re=".*", progress=False)
+    xla_dir = os.path.join(work_dir, dump.XLA_DUMP_SUBDIR)
+    modules = dump.index_xla_dump(xla_dir)
+    key = dump._main_module(modules, info.get("module_name"))  # pylint: disable=protected-access
+    for stage in stages:
+      if stage == "before_async":
+        text = dump.pass_snapshot_text(xla_dir, SNAPSHOT_PASS, key, when="before")
+      else:
+        with open(os.path.join(xla_dir, modules[key]["stages"][stage])) as f:
+          text = f.read()
+      path = os.path.join(out_dir, f"{name}.{stage}.hlo")
+      with open(path, "w") as f:
+        f.write(normalize(text))
+      written.append(path)
+  return written
+
+
+def main(argv):
+  p = argparse.ArgumentParser(prog=argv[0], description=__doc__.split("\n\n")[0])
+  p.add_argument("--out_dir", default=os.path.join(
+      os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "fixtures"))
+  p.add_argument("--only", action="append", choices=sorted(FIXTURES),
+                 help="generate only these fixtures (repeatable)")
+  p.add_argument("--target_config", default=dump.DEFAULT_TARGET_CONFIG)
+  args = p.parse_args(argv[1:])
+  os.makedirs(args.out_dir, exist_ok=True)
+  for name in args.only or FIXTURES:
+    try:
+      for path in generate(name, args.out_dir, args.target_config):
+        print(f"{path} ({os.path.getsize(path)} bytes)", file=sys.stderr)
+    except dump.DumpError as e:
+      print(f"{argv[0]}: {name}: {e}", file=sys.stderr)
+      return 2
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv))

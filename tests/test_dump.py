@@ -1,0 +1,198 @@
+"""`hlo-tools dump`: stage directories, manifests, error handling, fixture regeneration.
+
+Every compile runs in a child process (as the command itself does), so these tests
+never initialize jax's backend in pytest's process.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+SMALL = ["--seq_len=512", "--num_heads=4", "--num_kv_heads=2", "--head_dim=32"]
+
+
+def _env():
+  return dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH",
+                                                                            "")]))
+
+
+def run_dump(*args):
+  return subprocess.run([sys.executable, "-m", "hlo_tools.cli", "dump", *args],
+                        cwd=ROOT, env=_env(), capture_output=True, text=True,
+                        timeout=600, check=False)
+
+
+def computations(text):
+  """HLO computation name -> body text (a line-based split; enough for these checks)."""
+  result, name, lines = {}, None, []
+  for line in text.splitlines():
+    m = re.match(r"^(?:ENTRY )?%?([\w.\-]+) \(.*\{\s*$", line)
+    if m:
+      name, lines = m.group(1), []
+    elif line.startswith("}") and name:
+      result[name] = "\n".join(lines)
+      name = None
+    elif name:
+      lines.append(line)
+  return result
+
+
+def while_bodies(text):
+  comps = computations(text)
+  names = re.findall(r"\bwhile\(.*?body=%?([\w.\-]+)", text)
+  assert names, "no while loop in module"
+  return [comps[n] for n in names]
+
+
+@pytest.fixture(scope="module")
+def gpu_dumps(tmp_path_factory):
+  base = tmp_path_factory.mktemp("gpu")
+  outs = {}
+  for topo, extra in (("1x1x8", []), ("1x2x4", ["--all_passes"])):
+    out = base / topo
+    proc = run_dump(f"--topology={topo}", f"--out={out}", *SMALL, *extra)
+    assert proc.returncode == 0, proc.stderr
+    outs[topo] = out
+  return outs
+
+
+@pytest.mark.parametrize("topo", ["1x1x8", "1x2x4"])
+def test_gpu_dump_has_async_permutes_in_while_body(gpu_dumps, topo):
+  out = gpu_dumps[topo]
+  manifest = json.loads((out / "manifest.json").read_text())
+  assert manifest["target"]["topology"] == topo
+  assert manifest["target"]["num_devices"] == 8
+  assert manifest["versions"]["jax"] and manifest["versions"]["jaxlib"]
+  for stage, fname in (("stablehlo", "stablehlo.mlir"),
+                       ("before_optimizations", "before_optimizations.hlo"),
+                       ("after_optimizations", "after_optimizations.hlo")):
+    assert manifest["stages"][stage] == fname
+    assert (out / fname).stat().st_size > 0
+  text = (out / "after_optimizations.hlo").read_text()
+  bodies = while_bodies(text)
+  assert any("collective-permute-start(" in b and "collective-permute-done(" in b
+             for b in bodies)
+  assert '"backend":"DEFAULT"' in text
+
+
+def test_manifest_lists_passes_in_xla_order(gpu_dumps):
+  out = gpu_dumps["1x2x4"]
+  manifest = json.loads((out / "manifest.json").read_text())
+  assert manifest["options"]["all_passes"] is True
+  passes = manifest["modules"][manifest["main_module"]]["passes"]
+  seqs = [p["seq"] for p in passes]
+  assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+  # The sequence number in each file name is XLA's own dump counter.
+  for p in passes:
+    assert f".{p['seq']:04d}.{p['pipeline']}.after_{p['pass']}." in p["file"]
+    assert (out / manifest["xla_dump_dir"] / p["file"]).exists()
+  names = [p["pass"] for p in passes]
+  assert names.index("collective-permute-combiner") < names.index(
+      "async-collective-creator")
+  # The combiner's snapshot has sync permutes in the loop; the creator made them async.
+  combiner = passes[names.index("collective-permute-combiner")]
+  text = (out / manifest["xla_dump_dir"] / combiner["file"]).read_text()
+  assert any(" collective-permute(" in b for b in while_bodies(text))
+  assert "collective-permute-start" not in text
+
+
+def test_cpu_dump(tmp_path):
+  out = tmp_path / "cpu"
+  proc = run_dump("--cpu_devices=4", f"--out={out}", "--seq_len=128", "--num_heads=2",
+                  "--num_kv_heads=1", "--head_dim=16", "--dtype=f32", "--nocausal")
+  assert proc.returncode == 0, proc.stderr
+  manifest = json.loads((out / "manifest.json").read_text())
+  assert manifest["target"] == {"platform": "cpu", "num_devices": 4}
+  assert manifest["source"]["config"]["causal"] is False
+  assert "collective-permute" in (out / "after_optimizations.hlo").read_text()
+  assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]  # temp dir renamed
+
+
+def test_user_function_dump(tmp_path):
+  out = tmp_path / "shift"
+  proc = run_dump("hlo_tools.ring_attention:neighbour_shift", "--topology=1x2x4",
+                  "--arg=1,256,2,16:bf16:None,cp", "--out_spec=None,cp", f"--out={out}")
+  assert proc.returncode == 0, proc.stderr
+  text = (out / "after_optimizations.hlo").read_text()
+  assert "source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7}}" in text
+
+
+def test_index_existing_xla_dump(tmp_path):
+  xla_dir = tmp_path / "raw"
+  code = ("import jax, jax.numpy as jnp\n"
+          "jax.jit(lambda x: jnp.sin(x) * 2).lower(jnp.ones(8)).compile()\n")
+  env = dict(_env(), JAX_PLATFORMS="cpu",
+             XLA_FLAGS=f"--xla_dump_to={xla_dir} --xla_dump_hlo_as_text "
+             "--xla_dump_hlo_pass_re=.*")
+  subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300)
+  out = tmp_path / "indexed"
+  proc = run_dump(str(xla_dir), f"--out={out}")
+  assert proc.returncode == 0, proc.stderr
+  manifest = json.loads((out / "manifest.json").read_text())
+  assert manifest["source"] == {"kind": "xla_dump", "dir": str(xla_dir)}
+  assert set(manifest["stages"]) == {"before_optimizations", "after_optimizations"}
+  module = manifest["modules"][manifest["main_module"]]
+  assert module["name"].startswith("jit_")
+  seqs = [p["seq"] for p in module["passes"]]
+  assert seqs and seqs == sorted(seqs)
+  assert "HloModule" in (out / "after_optimizations.hlo").read_text()
+
+
+def _one_line_error(proc, *needles):
+  assert proc.returncode == 2, (proc.returncode, proc.stderr)
+  lines = proc.stderr.strip().splitlines()
+  assert len(lines) == 1, proc.stderr
+  for needle in needles:
+    assert needle in lines[0], lines[0]
+
+
+def test_bad_topology(tmp_path):
+  proc = run_dump("--topology=2x4", f"--out={tmp_path / 'o'}")
+  _one_line_error(proc, "topology", "2x4", "SxHxG")
+  assert not os.path.exists(tmp_path / "o")
+
+
+def test_bad_function(tmp_path):
+  proc = run_dump("no_such_module_xyz:fn", "--arg=8:f32:cp", "--quiet",
+                  f"--out={tmp_path / 'o'}")
+  _one_line_error(proc, "cannot import", "no_such_module_xyz")
+  assert os.listdir(tmp_path) == []  # no temp directory left behind
+
+
+def test_compile_error(tmp_path):
+  proc = run_dump("--seq_len=100", "--topology=1x1x8", "--quiet", f"--out={tmp_path / 'o'}")
+  _one_line_error(proc, "divisible")
+  assert os.listdir(tmp_path) == []
+
+
+def test_refuses_non_empty_out(tmp_path):
+  (tmp_path / "keep.txt").write_text("x")
+  proc = run_dump("--topology=1x1x8", f"--out={tmp_path}")
+  _one_line_error(proc, "not empty", "--overwrite")
+  assert os.listdir(tmp_path) == ["keep.txt"]
+
+
+def test_fixtures_are_reproducible(tmp_path):
+  names = ["ring_1x2x4", "shift_1x2x4"]
+  proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gen_fixtures.py"),
+                         f"--out_dir={tmp_path}"] + [f"--only={n}" for n in names],
+                        env=_env(), capture_output=True, text=True, timeout=600,
+                        check=False)
+  assert proc.returncode == 0, proc.stderr
+  made = sorted(os.listdir(tmp_path))
+  assert made == sorted(f for f in os.listdir(FIXTURES)
+                        if f.split(".")[0] in names)
+  for fname in made:
+    assert (tmp_path / fname).read_text() == open(os.path.join(FIXTURES, fname)).read(), (
+        f"{fname} differs from tests/fixtures: rerun scripts/gen_fixtures.py")
+
+
+def test_fixtures_are_small():
+  for fname in os.listdir(FIXTURES):
+    assert os.path.getsize(os.path.join(FIXTURES, fname)) < 200 * 1024, fname

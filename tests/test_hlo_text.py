@@ -1,0 +1,423 @@
+"""hlo_tools.hlo_text against real HLO: the shared H200 dump, HLO that JAX compiles here for
+an 8-GPU H200 topology (plus every pass dump), and tests/fixtures/*.hlo. jaxlib's own
+parser is the reference; it runs in a subprocess because it aborts on some inputs."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from hlo_tools import hlo_parse_cli
+from hlo_tools.hlo_text import (OPCODES, HloParseError, parse_hlo_file, parse_hlo_text,
+                                parse_shape)
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+H200_HLO = SHARED_DATA / "h200_jax0112_ppermute_loop.after_optimizations.hlo"
+FIXTURES = sorted((REPO / "tests" / "fixtures").glob("*.hlo"))
+
+# Compiles a ppermute ring in a fori_loop for 8 H200s on the CPU, dumping every pass.
+_GEN_SCRIPT = r"""
+import os, sys
+out = sys.argv[1]
+os.environ["JAX_PLATFORMS"] = "cpu"
+os.environ["JAX_SKIP_CUDA_CONSTRAINTS_CHECK"] = "1"
+os.environ["XLA_FLAGS"] = (f"--xla_dump_to={out}/dump --xla_dump_hlo_as_text "
+                           "--xla_dump_hlo_pass_re=.*")
+import jax, jax.numpy as jnp
+from jax import lax
+from jax.experimental import topologies
+from jax.sharding import NamedSharding, PartitionSpec as P
+topo = topologies.get_topology_desc(
+    platform="cuda", topology="1x2x4",
+    target_config=open("hlo_tools/data/h200_gpu_target_config.pbtxt").read())
+mesh = jax.sharding.Mesh(topo.devices, ("cp",))
+n = len(topo.devices)
+perm = [(j, (j + 1) % n) for j in range(n)]
+def ring(x):
+  def body(i, x):
+    return lax.ppermute(x, "cp", perm) * 2
+  return lax.fori_loop(0, 6, body, x)
+f = jax.jit(jax.shard_map(ring, mesh=mesh, in_specs=P("cp"), out_specs=P("cp")))
+x = jax.ShapeDtypeStruct((n * 128, 256), jnp.bfloat16, sharding=NamedSharding(mesh, P("cp")))
+open(f"{out}/ring_compiled.hlo", "w").write(f.lower(x).compile().as_text())
+"""
+
+# Prints one JSON line per file: jaxlib's view of every instruction.
+_JAXLIB_VIEW_SCRIPT = r"""
+import json, re, sys
+from jaxlib import _hlo
+SPECIAL = {"kClz": "count-leading-zeros", "kCos": "cosine", "kSin": "sine",
+           "kExp": "exponential", "kExpm1": "exponential-minus-one",
+           "kLog1p": "log-plus-one", "kOptimizationBarrier": "opt-barrier",
+           "kPopulationCount": "popcnt", "kTopK": "topk", "kAtan2": "atan2"}
+def opstr(op):
+  name = op.name
+  return SPECIAL.get(name) or re.sub(r"(?<!^)([A-Z])", r"-\1", name[1:]).lower()
+for path in sys.argv[1:]:
+  print(json.dumps({"start": path}), flush=True)
+  try:
+    mod = _hlo.hlo_module_from_text(open(path).read())
+  except Exception as e:
+    print(json.dumps({"path": path, "error": str(e)}), flush=True)
+    continue
+  comps = {}
+  for comp in mod.computations():
+    rows = []
+    for instr in comp.instructions():
+      op = opstr(instr.opcode)
+      text = instr.to_string()
+      rhs = text.split(" = ", 1)[1]
+      k = rhs.find(" " + op + "(")
+      rows.append([instr.name, op, [o.name for o in instr.operands()],
+                   rhs[:k] if k >= 0 else None])
+    comps[comp.name] = rows
+  print(json.dumps({"path": path, "computations": comps}), flush=True)
+"""
+
+
+def _env():
+  env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1")
+  env.pop("XLA_FLAGS", None)
+  return env
+
+
+@pytest.fixture(scope="session")
+def generated_dir(tmp_path_factory):
+  """HLO compiled by real JAX here; made once per session (shared with other test files)."""
+  out = tmp_path_factory.getbasetemp() / "jax_generated_hlo"
+  if not (out / "ring_compiled.hlo").exists():
+    out.mkdir(exist_ok=True)
+    proc = subprocess.run([sys.executable, "-c", _GEN_SCRIPT, str(out)], cwd=REPO,
+                          env=_env(), capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+      pytest.fail("generating HLO with JAX failed:\n" + proc.stderr[-3000:])
+  return out
+
+
+def hlo_dump_files(generated_dir):
+  """The pass dumps that are HLO modules (the dump dir also holds buffer assignments etc.)."""
+  out = []
+  for path in sorted((generated_dir / "dump").glob("*.txt")):
+    with open(path, "rb") as f:
+      if f.read(10) == b"HloModule ":
+        out.append(path)
+  return out
+
+
+@pytest.fixture(scope="session")
+def all_hlo_files(generated_dir):
+  files = [generated_dir / "ring_compiled.hlo"] + hlo_dump_files(generated_dir)
+  files += FIXTURES
+  if H200_HLO.exists():
+    files.append(H200_HLO)
+  return files
+
+
+@pytest.fixture(scope="session")
+def jaxlib_views(all_hlo_files):
+  """path -> jaxlib's view, or None where jaxlib failed or crashed on the file."""
+  views = {}
+  todo = [str(p) for p in all_hlo_files]
+  while todo:
+    proc = subprocess.run([sys.executable, "-c", _JAXLIB_VIEW_SCRIPT] + todo,
+                          env=_env(), capture_output=True, text=True, timeout=600)
+    started = None
+    for line in proc.stdout.splitlines():
+      rec = json.loads(line)
+      if "start" in rec:
+        started = rec["start"]
+      else:
+        views[rec["path"]] = rec.get("computations")
+        started = None
+    done_upto = todo.index(started) + 1 if started else len(todo)
+    if started:  # jaxlib died on this file
+      views[started] = None
+    todo = todo[done_upto:]
+  return views
+
+
+# ---------------------------------------------------------------------------------------
+# The shared H200 module (jax 0.11.2 text format)
+
+@pytest.fixture(scope="module")
+def h200():
+  if not H200_HLO.exists():
+    pytest.skip(f"{H200_HLO} not present")
+  return parse_hlo_file(H200_HLO)
+
+
+def test_h200_header_and_tables(h200):
+  assert h200.name == "jit_ring"
+  assert h200.is_scheduled
+  assert h200.num_partitions == 1 and h200.num_replicas == 1
+  assert h200.entry_computation_layout == "(bf16[1024,1024]{1,0})->bf16[1024,1024]{1,0}"
+  assert h200.frontend_attributes == {"fingerprint_before_lhs": "cf03cc5da5056ec7691524bab0bc0297"}
+  assert h200.attributes["allow_spmd_sharding_propagation_to_output"] == "{true}"
+  assert h200.file_names == {1: "ring_probe.py"}
+  assert h200.function_names[3] == "ring.<locals>.body"
+  assert h200.file_locations[2]["line"] == 22
+  assert h200.stack_frames[5] == {"file_location_id": 3, "parent_frame_id": 5}
+  assert len(h200.tables["StackFrames"]) == 5
+
+
+def test_h200_computations(h200):
+  assert [c.name for c in h200.computations] == [
+      "fused_add", "region_0.1", "fused_compare", "region_1.2", "main.3"]
+  assert h200.entry is h200.computation("main.3") and h200.entry.is_entry
+  body = h200.computation("%region_0.1")
+  assert body.root.name == "tuple.3" and body.root.is_root
+  assert [p.name for p in body.parameters] == ["arg_tuple.1"]
+  assert body.line == 30
+  assert h200.instruction_count == 24
+
+
+def test_h200_instruction_details(h200):
+  start = h200.computation("region_0.1").instruction("collective-permute-start")
+  assert start.opcode == "collective-permute-start"
+  assert str(start.shape) == "((bf16[1024,1024]{1,0}), bf16[1024,1024]{1,0})"
+  assert start.shape.tuple_shapes[0].is_tuple
+  assert start.shape.byte_size() == 2 * 2 * 1024 * 1024
+  assert start.operands == ["get-tuple-element.5"]
+  assert start.source_target_pairs == [(0, 0)]
+  assert start.channel_id == 1
+  assert start.metadata["op_name"] == "jit(ring)/while/body/eval_jaxpr/ppermute"
+  assert start.metadata["stack_frame_id"] == "5"
+  assert start.backend_config_json()["collective_backend_config"]["backend"] == "DEFAULT"
+  assert start.line == 33 and start.col == 4
+  assert list(start.attributes) == ["channel_id", "source_target_pairs", "metadata",
+                                    "backend_config"]
+  loop = h200.entry.instruction("while.5")
+  assert loop.called_computations == ["region_1.2", "region_0.1"]
+  assert loop.backend_config_json()["known_trip_count"] == {"n": "4"}
+  fusion = h200.computation("region_0.1").instruction("loop_add_fusion")
+  assert fusion.called_computations == ["fused_add"] and fusion.attributes["kind"] == "kLoop"
+  assert h200.entry.instruction("constant_5_0").literal == "0"
+
+
+# ---------------------------------------------------------------------------------------
+# Fidelity against jaxlib on every real HLO file
+
+def test_fidelity_against_jaxlib(all_hlo_files, jaxlib_views):
+  compared = 0
+  for path in all_hlo_files:
+    view = jaxlib_views.get(str(path))
+    ours = parse_hlo_file(path)  # must parse every real file, whatever jaxlib thinks
+    if view is None:
+      continue
+    assert sorted(view) == sorted(c.name for c in ours.computations), path
+    for comp in ours.computations:
+      theirs = {row[0]: row for row in view[comp.name]}
+      assert sorted(theirs) == sorted(i.name for i in comp.instructions), (path, comp.name)
+      for instr in comp.instructions:
+        name, opcode, operands, shape = theirs[instr.name]
+        where = f"{path}:{instr.line}"
+        if opcode.startswith("async-") and instr.opcode != opcode:
+          # jaxlib's printer spells a single-op async as `{op}-start/-update/-done`
+          assert instr.opcode.endswith(opcode[5:]), where
+          shape = None
+        else:
+          assert instr.opcode == opcode, where
+        assert instr.operands == operands, where
+        if shape is not None:
+          shape = re.sub(r"/\*index=\d+\*/", "", shape)  # XLA's tuple index comments
+          assert str(instr.shape) == shape, where
+          assert parse_shape(shape) == instr.shape, where
+    compared += 1
+  assert compared >= 10  # the compiled module, its pass dumps and the H200 file
+
+
+def test_generated_files_cover_both_collective_spellings(generated_dir):
+  dumps = hlo_dump_files(generated_dir)
+  assert len(dumps) > 20
+  opcodes = {i.opcode for p in dumps for i in parse_hlo_file(p).instructions()}
+  assert {"collective-permute", "collective-permute-start", "collective-permute-done",
+          "while", "fusion"} <= opcodes
+
+
+@pytest.mark.skipif(not FIXTURES, reason="no tests/fixtures/*.hlo yet")
+@pytest.mark.parametrize("path", FIXTURES, ids=[p.name for p in FIXTURES])
+def test_fixture_parses(path):
+  module = parse_hlo_file(path)
+  assert module.entry is not None and module.instruction_count > 0
+
+
+def test_opcode_set_matches_jaxlib_enum():
+  view = subprocess.run(
+      [sys.executable, "-c", "from jaxlib import _hlo; print(len(_hlo.HloOpcode.__members__))"],
+      env=_env(), capture_output=True, text=True, timeout=120)
+  assert view.returncode == 0
+  assert len(OPCODES) == int(view.stdout)
+
+
+# ---------------------------------------------------------------------------------------
+# Shapes and attributes
+
+def test_shapes():
+  s = parse_shape("f32[8,128]{1,0:T(8,128)S(1)}")
+  assert s.dims == (8, 128) and s.memory_space == 1 and s.minor_to_major == (1, 0)
+  assert s.byte_size() == 4096
+  t = parse_shape("((bf16[2]{0}, (s32[], token[])), /*index=1*/c128[3], pred[<=4])")
+  assert [str(x) for x in t.leaves()] == ["bf16[2]{0}", "s32[]", "token[]", "c128[3]",
+                                         "pred[<=4]"]
+  assert t.byte_size() == 4 + 4 + 0 + 48 + 4
+  for bad in ("f33[2]", "f32[2", "(f32[], f32[]", "f32[a]"):
+    with pytest.raises(ValueError):
+      parse_shape(bad)
+
+
+def _module(body, extra=""):
+  return f"HloModule m\n\n{extra}ENTRY %e (p: f32[8]) -> f32[8] {{\n{body}\n}}\n"
+
+
+def test_attribute_values():
+  text = _module(
+      '  %p = f32[8]{0} parameter(0), sharding={devices=[8]<=[8]}\n'
+      '  %cp = f32[8]{0} collective-permute(%p), channel_id=7, '
+      'source_target_pairs={{0,1},{1,0}}, frontend_attributes={_xla_send="a,b}\\"c"}, '
+      'metadata={op_name="x \\"q\\" {y}" source_line=3}, backend_config="{\\"a\\":1}"\n'
+      '  %ag = f32[64]{0} all-gather(%cp), replica_groups=[2,4]<=[4,2]T(1,0), dimensions={0}\n'
+      '  ROOT %r = f32[8]{0} copy(%p), control-predecessors={%cp, %ag}')
+  m = parse_hlo_text(text)
+  cp = m.entry.instruction("cp")
+  assert cp.channel_id == 7 and cp.source_target_pairs == [(0, 1), (1, 0)]
+  assert cp.frontend_attributes == {"_xla_send": 'a,b}"c'}
+  assert cp.metadata == {"op_name": 'x "q" {y}', "source_line": "3"}
+  assert cp.backend_config_json() == {"a": 1}
+  ag = m.entry.instruction("ag")
+  assert ag.replica_groups_text == "[2,4]<=[4,2]T(1,0)"
+  assert ag.replica_groups == [[0, 2, 4, 6], [1, 3, 5, 7]]
+  assert m.entry.root.control_predecessors == ["cp", "ag"]
+  assert m.entry.instruction("p").sharding == "{devices=[8]<=[8]}"
+
+
+# ---------------------------------------------------------------------------------------
+# Malformed input: always HloParseError, at the right line
+
+def _h200_lines():
+  if not H200_HLO.exists():
+    pytest.skip(f"{H200_HLO} not present")
+  return H200_HLO.read_text().split("\n")
+
+
+def _error(text):
+  with pytest.raises(HloParseError) as info:
+    parse_hlo_text(text, path="bad.hlo")
+  err = info.value
+  assert str(err) == f"bad.hlo:{err.line}:{err.col}: {err.message}"
+  return err
+
+
+def test_unknown_opcode():
+  lines = _h200_lines()
+  n = next(k for k, l in enumerate(lines) if " copy(%collective-permute-done)" in l)
+  lines[n] = lines[n].replace(" copy(", " kopy(")
+  err = _error("\n".join(lines))
+  assert (err.line, err.col) == (n + 1, lines[n].index("kopy") + 1)
+  assert "unknown opcode 'kopy'" in err.message
+
+
+def test_unbalanced_brace():
+  lines = _h200_lines()
+  n = next(k for k, l in enumerate(lines) if "%loop_add_fusion =" in l)
+  lines[n] = lines[n].replace('stack_frame_id=4}', 'stack_frame_id=4', 1)
+  err = _error("\n".join(lines))
+  assert err.line == n + 1 and "unbalanced '{'" in err.message
+
+
+def test_missing_equals_and_bad_shape():
+  lines = _h200_lines()
+  n = next(k for k, l in enumerate(lines) if "%copy.5 =" in l)
+  broken = lines[:n] + [lines[n].replace("%copy.5 =", "%copy.5")] + lines[n + 1:]
+  err = _error("\n".join(broken))
+  assert err.line == n + 1 and "'='" in err.message
+  broken = lines[:n] + [lines[n].replace("= bf16[", "= bf17[")] + lines[n + 1:]
+  err = _error("\n".join(broken))
+  assert err.line == n + 1 and "element type" in err.message
+
+
+def test_truncated():
+  lines = _h200_lines()
+  n = next(k for k, l in enumerate(lines) if "%collective-permute-start =" in l)
+  cut = "\n".join(lines[:n] + [lines[n][:len(lines[n]) // 2]])
+  assert _error(cut).line == n + 1
+  err = _error("\n".join(lines[:n]))  # cut between lines: computation never closed
+  assert err.line == n and "not closed" in err.message
+
+
+def test_undefined_references():
+  err = _error(_module("  %p = f32[8] parameter(0)\n  ROOT %r = f32[8] add(%p, %q)"))
+  assert err.line == 5 and "%q" in err.message
+  err = _error(_module("  %p = f32[8] parameter(0)\n  ROOT %r = f32[8] call(%p), to_apply=%nope"))
+  assert err.line == 5 and "%nope" in err.message
+
+
+def test_not_hlo(tmp_path):
+  assert "empty" in _error("").message
+  assert _error("\n\n  \n").line == 3
+  assert "HloModule" in _error("def f():\n  return 1\n").message
+  garbage = tmp_path / "garbage.hlo"
+  garbage.write_bytes(b"HloModule m\n\xff\xfe\x00junk")
+  with pytest.raises(HloParseError) as info:
+    parse_hlo_file(garbage)
+  assert info.value.line == 1
+  garbage.write_bytes(b"HloModule m\nENTRY %e {\n  \xc3\x28 = f32[] parameter(0)\n}\n")
+  with pytest.raises(HloParseError) as info:
+    parse_hlo_file(garbage)
+  assert (info.value.line, info.value.col) == (3, 3)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_mutations_raise_only_hlo_parse_error(data):
+  text = _h200_lines()
+  text = "\n".join(text)
+  pos = data.draw(st.integers(0, len(text) - 1))
+  kind = data.draw(st.sampled_from(["truncate", "delete", "insert"]))
+  if kind == "truncate":
+    mutated = text[:pos]
+  elif kind == "delete":
+    mutated = text[:pos] + text[pos + data.draw(st.integers(1, 5)):]
+  else:
+    mutated = text[:pos] + data.draw(st.sampled_from(list('{}()[]",=% \n/*x\\'))) + text[pos:]
+  try:
+    parse_hlo_text(mutated)
+  except HloParseError as e:
+    assert 1 <= e.line <= mutated.count("\n") + 1
+
+
+# ---------------------------------------------------------------------------------------
+# CLI
+
+def test_cli(capsys, tmp_path):
+  if not H200_HLO.exists():
+    pytest.skip(f"{H200_HLO} not present")
+  assert hlo_parse_cli.main(["hlo-tools parse", str(H200_HLO)]) == 0
+  out = capsys.readouterr().out
+  assert "5 computations, 24 instructions" in out
+  assert re.search(r"start-done %collective-permute-start .*trip count 4", out)
+  assert hlo_parse_cli.main(["hlo-tools parse", str(H200_HLO), "--json"]) == 0
+  summary = json.loads(capsys.readouterr().out)
+  assert summary["collective_permutes"][0]["pairs"] == [[0, 0]]
+  bad = tmp_path / "bad.hlo"
+  bad.write_text("HloModule m\nENTRY %e {\n  ROOT %r = f32[] bogus()\n}\n")
+  assert hlo_parse_cli.main(["hlo-tools parse", str(bad)]) == 2
+  err = capsys.readouterr().err
+  assert err == f"{bad}:3:19: unknown opcode 'bogus'\n"
+  assert hlo_parse_cli.main(["hlo-tools parse", str(tmp_path / "missing.hlo")]) == 2
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and "missing.hlo" in err
+
+
+def test_cli_dispatch_subprocess():
+  if not H200_HLO.exists():
+    pytest.skip(f"{H200_HLO} not present")
+  proc = subprocess.run([sys.executable, "-m", "hlo_tools.cli", "parse", str(H200_HLO)],
+                        cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0 and "collective-permutes: 1" in proc.stdout
+  assert "jax" not in proc.stderr  # reading HLO must not need jax

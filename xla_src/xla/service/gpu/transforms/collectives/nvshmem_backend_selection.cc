@@ -1,0 +1,616 @@
+/* Copyright 2026 The NVSHMEM ring-attention pass authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+==============================================================================*/
+
+#include "xla/service/gpu/transforms/collectives/nvshmem_backend_selection.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace xla {
+namespace gpu {
+namespace nvshmem_selection {
+namespace {
+
+constexpr const char* kLinkClassNames[kNumLinkClasses] = {
+    "same_device", "nvlink", "nvlink_domain", "network"};
+constexpr const char* kBackendNames[kNumBackends] = {"nccl", "nvshmem"};
+constexpr const char* kPlanNames[3] = {"nccl", "nvshmem", "split"};
+
+// Largest topology we accept; guards against specs that would allocate
+// absurd maps or overflow device numbers.
+constexpr int64_t kMaxDevices = 1 << 20;
+
+std::string Format(const char* format, double a) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), format, a);
+  return buffer;
+}
+
+std::string Us(double us) { return Format("%.2f us", us); }
+
+std::string Bytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), unit == 0 ? "%.0f %s" : "%.1f %s",
+                value, units[unit]);
+  return buffer;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' ||
+                        s.front() == '\r')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+std::vector<std::string_view> Split(std::string_view s, char separator) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    size_t end = s.find(separator, start);
+    if (end == std::string_view::npos) {
+      parts.push_back(s.substr(start));
+      return parts;
+    }
+    parts.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+}
+
+std::vector<std::string_view> SplitWhitespace(std::string_view s) {
+  std::vector<std::string_view> words;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r')) ++i;
+    size_t start = i;
+    while (i < s.size() && s[i] != ' ' && s[i] != '\t' && s[i] != '\r') ++i;
+    if (i > start) words.push_back(s.substr(start, i - start));
+  }
+  return words;
+}
+
+// Strict non-negative integer: digits only, no sign, no overflow.
+std::optional<int64_t> ParseCount(std::string_view s) {
+  if (s.empty() || s.size() > 18) return std::nullopt;
+  int64_t value = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + (c - '0');
+  }
+  return value;
+}
+
+// Strict finite number, whole string consumed.
+std::optional<double> ParseNumber(std::string_view s) {
+  if (s.empty() || s.size() > 64) return std::nullopt;
+  std::string copy(s);
+  char* end = nullptr;
+  errno = 0;
+  double value = std::strtod(copy.c_str(), &end);
+  if (errno != 0 || end != copy.c_str() + copy.size() || !std::isfinite(value)) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+double PlanTimeForEdges(const CostTable& table, const Topology& topology,
+                        const PermuteRequest& request,
+                        const std::vector<bool>* nvshmem_edge,
+                        Backend uniform_backend) {
+  double worst = 0;
+  for (size_t i = 0; i < request.device_edges.size(); ++i) {
+    const auto& [src, dst] = request.device_edges[i];
+    Backend backend = uniform_backend;
+    if (nvshmem_edge != nullptr) {
+      backend = (*nvshmem_edge)[i] ? Backend::kNvshmem : Backend::kNccl;
+    }
+    worst = std::max(worst, EdgeTimeUs(table, backend,
+                                       topology.Classify(src, dst),
+                                       request.bytes));
+  }
+  return worst;
+}
+
+}  // namespace
+
+const char* LinkClassName(LinkClass link_class) {
+  return kLinkClassNames[static_cast<int>(link_class)];
+}
+const char* BackendName(Backend backend) {
+  return kBackendNames[static_cast<int>(backend)];
+}
+const char* PlanName(Plan plan) { return kPlanNames[static_cast<int>(plan)]; }
+
+std::optional<LinkClass> LinkClassFromName(std::string_view name) {
+  for (int i = 0; i < kNumLinkClasses; ++i) {
+    if (name == kLinkClassNames[i]) return static_cast<LinkClass>(i);
+  }
+  return std::nullopt;
+}
+
+std::optional<Backend> BackendFromName(std::string_view name) {
+  for (int i = 0; i < kNumBackends; ++i) {
+    if (name == kBackendNames[i]) return static_cast<Backend>(i);
+  }
+  return std::nullopt;
+}
+
+std::optional<Topology> Topology::Create(int slices, int hosts_per_slice,
+                                         int gpus_per_host,
+                                         int nvlink_domain_size,
+                                         std::vector<int> partition_to_device,
+                                         std::string* error) {
+  if (slices < 1 || hosts_per_slice < 1 || gpus_per_host < 1) {
+    *error = "slices, hosts and GPUs per host must all be at least 1";
+    return std::nullopt;
+  }
+  int64_t devices = int64_t{slices} * hosts_per_slice * gpus_per_host;
+  if (devices > kMaxDevices) {
+    *error = "topology has " + std::to_string(devices) +
+             " devices; at most " + std::to_string(kMaxDevices) +
+             " are supported";
+    return std::nullopt;
+  }
+  if (nvlink_domain_size == 0) nvlink_domain_size = gpus_per_host;
+  int64_t slice_devices = int64_t{hosts_per_slice} * gpus_per_host;
+  if (nvlink_domain_size < gpus_per_host ||
+      nvlink_domain_size % gpus_per_host != 0 ||
+      slice_devices % nvlink_domain_size != 0) {
+    *error = "NVLink domain of " + std::to_string(nvlink_domain_size) +
+             " GPUs must be a whole number of hosts (" +
+             std::to_string(gpus_per_host) +
+             " GPUs each) that divides a slice (" +
+             std::to_string(slice_devices) + " GPUs)";
+    return std::nullopt;
+  }
+  if (!partition_to_device.empty()) {
+    std::vector<bool> seen(devices, false);
+    for (int device : partition_to_device) {
+      if (device < 0 || device >= devices) {
+        *error = "device map names device " + std::to_string(device) +
+                 " outside 0.." + std::to_string(devices - 1);
+        return std::nullopt;
+      }
+      if (seen[device]) {
+        *error = "device map names device " + std::to_string(device) +
+                 " twice";
+        return std::nullopt;
+      }
+      seen[device] = true;
+    }
+  }
+  Topology topology;
+  topology.slices_ = slices;
+  topology.hosts_per_slice_ = hosts_per_slice;
+  topology.gpus_per_host_ = gpus_per_host;
+  topology.nvlink_domain_size_ = nvlink_domain_size;
+  topology.partition_to_device_ = std::move(partition_to_device);
+  return topology;
+}
+
+std::optional<Topology> Topology::Parse(std::string_view spec,
+                                        std::string* error) {
+  std::string quoted = "topology spec '" + std::string(spec) + "': ";
+  std::vector<std::string_view> sections = Split(spec, ':');
+  std::vector<std::string_view> dims = Split(sections[0], 'x');
+  if (dims.size() != 3) {
+    *error = quoted +
+             "expected SLICESxHOSTSxGPUS such as 1x2x4, optionally followed "
+             "by :nvlN and :map=D0,D1,...";
+    return std::nullopt;
+  }
+  int values[3];
+  for (int i = 0; i < 3; ++i) {
+    std::optional<int64_t> value = ParseCount(dims[i]);
+    if (!value || *value < 1 || *value > kMaxDevices) {
+      *error = quoted + "'" + std::string(dims[i]) +
+               "' is not a positive whole number";
+      return std::nullopt;
+    }
+    values[i] = static_cast<int>(*value);
+  }
+  int nvlink_domain_size = 0;
+  std::vector<int> map;
+  bool have_domain = false;
+  bool have_map = false;
+  for (size_t i = 1; i < sections.size(); ++i) {
+    std::string_view option = sections[i];
+    if (option.substr(0, 3) == "nvl") {
+      std::string_view number = option.substr(3);
+      if (!number.empty() && number.front() == '=') number.remove_prefix(1);
+      std::optional<int64_t> value = ParseCount(number);
+      if (have_domain || !value || *value < 1 || *value > kMaxDevices) {
+        *error = quoted + "bad NVLink domain option '" + std::string(option) +
+                 "' (expected nvlN or nvl=N once, N GPUs)";
+        return std::nullopt;
+      }
+      nvlink_domain_size = static_cast<int>(*value);
+      have_domain = true;
+    } else if (option.substr(0, 4) == "map=") {
+      if (have_map) {
+        *error = quoted + "map given twice";
+        return std::nullopt;
+      }
+      have_map = true;
+      for (std::string_view item : Split(option.substr(4), ',')) {
+        std::optional<int64_t> value = ParseCount(Trim(item));
+        if (!value || *value > kMaxDevices) {
+          *error = quoted + "bad device '" + std::string(item) + "' in map";
+          return std::nullopt;
+        }
+        map.push_back(static_cast<int>(*value));
+      }
+    } else {
+      *error = quoted + "unknown option '" + std::string(option) +
+               "' (known: nvlN, map=...)";
+      return std::nullopt;
+    }
+  }
+  std::optional<Topology> topology =
+      Create(values[0], values[1], values[2], nvlink_domain_size,
+             std::move(map), error);
+  if (!topology) *error = quoted + *error;
+  return topology;
+}
+
+int Topology::MapLogicalDevice(int logical_device) const {
+  if (partition_to_device_.empty()) return logical_device;
+  if (logical_device < 0 ||
+      logical_device >= static_cast<int>(partition_to_device_.size())) {
+    return -1;
+  }
+  return partition_to_device_[logical_device];
+}
+
+LinkClass Topology::Classify(int src_device, int dst_device) const {
+  if (src_device == dst_device) return LinkClass::kSameDevice;
+  if (HostOf(src_device) == HostOf(dst_device)) {
+    return LinkClass::kIntraHostNvlink;
+  }
+  if (NvlinkDomainOf(src_device) == NvlinkDomainOf(dst_device)) {
+    return LinkClass::kNvlinkDomain;
+  }
+  return LinkClass::kNetwork;
+}
+
+std::string Topology::ToString() const {
+  std::string spec = std::to_string(slices_) + "x" +
+                     std::to_string(hosts_per_slice_) + "x" +
+                     std::to_string(gpus_per_host_);
+  if (nvlink_domain_size_ != gpus_per_host_) {
+    spec += ":nvl" + std::to_string(nvlink_domain_size_);
+  }
+  if (!partition_to_device_.empty()) {
+    spec += ":map=";
+    for (size_t i = 0; i < partition_to_device_.size(); ++i) {
+      if (i > 0) spec += ",";
+      spec += std::to_string(partition_to_device_[i]);
+    }
+  }
+  return spec;
+}
+
+CostTable DefaultCostTable() {
+  CostTable table;
+  // NCCL (XLA's DEFAULT backend). Latency: NCCL's small-message point-to-point
+  // latency is about 3-6 us over NVLink; a collective-permute is a grouped
+  // send + receive on every device, so we take the upper end. Bandwidth:
+  // NVLink4 gives 450 GB/s per direction per H100/H200; NDR InfiniBand
+  // 50 GB/s per direction (400 Gb/s) per NIC.
+  table.link(Backend::kNccl, LinkClass::kSameDevice) = {6.0, 2400.0};
+  table.link(Backend::kNccl, LinkClass::kIntraHostNvlink) = {6.0, 450.0};
+  table.link(Backend::kNccl, LinkClass::kNvlinkDomain) = {6.0, 450.0};
+  // Estimate: NVLink latency plus a NIC/proxy round; calibrate on the target.
+  table.link(Backend::kNccl, LinkClass::kNetwork) = {10.0, 50.0};
+  // NVSHMEM on-stream put: XLA PR #30718 measured 5.6-7.5 us from 1 KB to
+  // 32 MB for the put itself; the data still crosses the same link, so the
+  // link bandwidth bounds the transfer. Same-device: an HBM3e copy on H200
+  // (4.8 TB/s read + write -> 2.4 TB/s).
+  table.link(Backend::kNvshmem, LinkClass::kSameDevice) = {5.6, 2400.0};
+  table.link(Backend::kNvshmem, LinkClass::kIntraHostNvlink) = {5.6, 450.0};
+  table.link(Backend::kNvshmem, LinkClass::kNvlinkDomain) = {5.6, 450.0};
+  // Never used by default (NVSHMEM is not eligible off NVLink); kept so a
+  // table can describe it.
+  table.link(Backend::kNvshmem, LinkClass::kNetwork) = {10.0, 50.0};
+  // Estimate: NCCL's point-to-point kernels run one CTA per channel, 8-32
+  // channels on Hopper; 16 of H200's 132 SMs is ~12% of compute taken while
+  // the transfer overlaps it. NVSHMEM's on-stream puts use copy engines.
+  table.sm_interference = {0.12, 0.0};
+  table.margin = 0.05;
+  table.split_overhead_us = 2.0;
+  table.combine_bandwidth_gbps = 2400.0;
+  // NVSHMEM's default symmetric heap (NVSHMEM_SYMMETRIC_SIZE) is 1 GiB.
+  table.nvshmem_max_bytes = int64_t{1} << 30;
+  return table;
+}
+
+std::optional<CostTable> ParseCostTable(std::string_view text,
+                                        std::string_view source_name,
+                                        std::string* error) {
+  CostTable table = DefaultCostTable();
+  int line_number = 0;
+  auto fail = [&](const std::string& message) {
+    *error = std::string(source_name) + ":" + std::to_string(line_number) +
+             ": " + message;
+    return std::nullopt;
+  };
+  for (std::string_view line : Split(text, '\n')) {
+    ++line_number;
+    size_t hash = line.find('#');
+    if (hash != std::string_view::npos) line = line.substr(0, hash);
+    std::vector<std::string_view> words = SplitWhitespace(line);
+    if (words.empty()) continue;
+    std::string_view key = words[0];
+    auto expect_words = [&](size_t n, const char* usage) -> bool {
+      if (words.size() == n) return true;
+      *error = std::string(source_name) + ":" + std::to_string(line_number) +
+               ": expected '" + usage + "'";
+      return false;
+    };
+    auto number = [&](size_t index, double minimum, bool exclusive,
+                      double* out) -> bool {
+      std::optional<double> value = ParseNumber(words[index]);
+      if (!value || (exclusive ? *value <= minimum : *value < minimum)) {
+        *error = std::string(source_name) + ":" + std::to_string(line_number) +
+                 ": '" + std::string(words[index]) + "' is not a number " +
+                 (exclusive ? "> " : ">= ") + Format("%g", minimum);
+        return false;
+      }
+      *out = *value;
+      return true;
+    };
+    if (key == "link") {
+      if (!expect_words(5, "link BACKEND LINK_CLASS LATENCY_US BANDWIDTH_GBPS"))
+        return std::nullopt;
+      std::optional<Backend> backend = BackendFromName(words[1]);
+      if (!backend) return fail("unknown backend '" + std::string(words[1]) +
+                                "' (nccl, nvshmem)");
+      std::optional<LinkClass> link_class = LinkClassFromName(words[2]);
+      if (!link_class) {
+        return fail("unknown link class '" + std::string(words[2]) +
+                    "' (same_device, nvlink, nvlink_domain, network)");
+      }
+      LinkCost cost;
+      if (!number(3, 0, false, &cost.latency_us) ||
+          !number(4, 0, true, &cost.bandwidth_gbps)) {
+        return std::nullopt;
+      }
+      table.link(*backend, *link_class) = cost;
+    } else if (key == "sm_interference") {
+      if (!expect_words(3, "sm_interference BACKEND FRACTION"))
+        return std::nullopt;
+      std::optional<Backend> backend = BackendFromName(words[1]);
+      if (!backend) return fail("unknown backend '" + std::string(words[1]) +
+                                "' (nccl, nvshmem)");
+      double value;
+      if (!number(2, 0, false, &value)) return std::nullopt;
+      table.sm_interference[static_cast<int>(*backend)] = value;
+    } else if (key == "margin" || key == "split_overhead_us" ||
+               key == "combine_bandwidth_GBps" || key == "nvshmem_max_bytes") {
+      if (!expect_words(2, (std::string(key) + " VALUE").c_str()))
+        return std::nullopt;
+      double value;
+      bool positive = key == "combine_bandwidth_GBps";
+      if (!number(1, 0, positive, &value)) return std::nullopt;
+      if (key == "margin") {
+        if (value >= 1) return fail("margin must be below 1");
+        table.margin = value;
+      } else if (key == "split_overhead_us") {
+        table.split_overhead_us = value;
+      } else if (key == "combine_bandwidth_GBps") {
+        table.combine_bandwidth_gbps = value;
+      } else {
+        if (value > 9.2e18) return fail("nvshmem_max_bytes is too large");
+        table.nvshmem_max_bytes = static_cast<int64_t>(value);
+      }
+    } else {
+      return fail("unknown entry '" + std::string(key) +
+                  "' (link, sm_interference, margin, split_overhead_us, "
+                  "combine_bandwidth_GBps, nvshmem_max_bytes)");
+    }
+  }
+  return table;
+}
+
+std::string CostTableToString(const CostTable& table) {
+  std::string out =
+      "# backend link_class latency_us bandwidth_GBps\n";
+  for (int b = 0; b < kNumBackends; ++b) {
+    for (int c = 0; c < kNumLinkClasses; ++c) {
+      const LinkCost& cost = table.links[b][c];
+      char line[160];
+      std::snprintf(line, sizeof(line), "link %s %s %.17g %.17g\n",
+                    kBackendNames[b], kLinkClassNames[c], cost.latency_us,
+                    cost.bandwidth_gbps);
+      out += line;
+    }
+  }
+  for (int b = 0; b < kNumBackends; ++b) {
+    out += std::string("sm_interference ") + kBackendNames[b] +
+           Format(" %.17g\n", table.sm_interference[b]);
+  }
+  out += Format("margin %.17g\n", table.margin);
+  out += Format("split_overhead_us %.17g\n", table.split_overhead_us);
+  out += Format("combine_bandwidth_GBps %.17g\n", table.combine_bandwidth_gbps);
+  out += "nvshmem_max_bytes " + std::to_string(table.nvshmem_max_bytes) + "\n";
+  return out;
+}
+
+double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
+                  int64_t bytes) {
+  const LinkCost& cost = table.link(backend, link_class);
+  // GB/s = 1e3 bytes per microsecond.
+  double transfer_us = static_cast<double>(bytes) / (cost.bandwidth_gbps * 1e3);
+  return cost.latency_us +
+         transfer_us * (1.0 + table.sm_interference[static_cast<int>(backend)]);
+}
+
+Decision Decide(const Topology& topology, const CostTable& table,
+                const PermuteRequest& request) {
+  Decision decision;
+  const auto& edges = request.device_edges;
+  int nvlink_edges = 0;
+  std::vector<bool> in_domain(edges.size());
+  for (size_t i = 0; i < edges.size(); ++i) {
+    LinkClass link_class = topology.Classify(edges[i].first, edges[i].second);
+    ++decision.edges_by_class[static_cast<int>(link_class)];
+    in_domain[i] = link_class != LinkClass::kNetwork;
+    nvlink_edges += in_domain[i] ? 1 : 0;
+  }
+  if (edges.empty()) {
+    decision.reason = "NCCL: no source-target pairs, nothing to move";
+    return decision;
+  }
+  const int total = static_cast<int>(edges.size());
+  decision.nccl_us =
+      PlanTimeForEdges(table, topology, request, nullptr, Backend::kNccl);
+  decision.chosen_us = decision.nccl_us;
+  const std::string size = Bytes(request.bytes);
+
+  if (request.bytes > table.nvshmem_max_bytes) {
+    decision.reason = "NCCL: " + size + " exceeds the NVSHMEM symmetric heap (" +
+                      Bytes(table.nvshmem_max_bytes) + ")";
+    return decision;
+  }
+  if (nvlink_edges == 0) {
+    decision.reason = "NCCL: all " + std::to_string(total) +
+                      " edges cross the network; NVSHMEM is NVLink-only";
+    return decision;
+  }
+  const double required = decision.nccl_us * (1.0 - table.margin);
+  const std::string margin = Format("%.0f%%", table.margin * 100);
+  auto gain = [&](double us) {
+    return Format("%.1f%%", 100.0 * (decision.nccl_us - us) / decision.nccl_us);
+  };
+
+  if (nvlink_edges == total) {
+    decision.nvshmem_us =
+        PlanTimeForEdges(table, topology, request, nullptr, Backend::kNvshmem);
+    if (decision.nvshmem_us <= required) {
+      decision.plan = Plan::kNvshmem;
+      decision.chosen_us = decision.nvshmem_us;
+      decision.reason = "NVSHMEM: all " + std::to_string(total) +
+                        " edges stay in an NVLink domain; " + size + " in " +
+                        Us(decision.nvshmem_us) + " vs NCCL " +
+                        Us(decision.nccl_us) + " (" +
+                        gain(decision.nvshmem_us) + " faster)";
+    } else {
+      decision.reason = "NCCL: NVSHMEM " + Us(decision.nvshmem_us) +
+                        " does not beat NCCL " + Us(decision.nccl_us) +
+                        " by the " + margin + " margin for " + size;
+    }
+    return decision;
+  }
+
+  // Mixed: NVSHMEM for the NVLink edges, NCCL for the network edges.
+  decision.split_us =
+      PlanTimeForEdges(table, topology, request, &in_domain, Backend::kNccl) +
+      table.split_overhead_us +
+      static_cast<double>(request.bytes) / (table.combine_bandwidth_gbps * 1e3);
+  const std::string counts = std::to_string(total - nvlink_edges) + " of " +
+                             std::to_string(total) + " edges cross the network";
+  if (decision.split_us <= required) {
+    decision.plan = Plan::kSplit;
+    decision.chosen_us = decision.split_us;
+    decision.nvshmem_edge = in_domain;
+    decision.reason = "split: " + counts + "; NVSHMEM on the other " +
+                      std::to_string(nvlink_edges) + " gives " +
+                      Us(decision.split_us) + " vs NCCL " +
+                      Us(decision.nccl_us) + " (" + gain(decision.split_us) +
+                      " faster) for " + size;
+  } else {
+    decision.reason = "NCCL: " + counts + "; a split (" +
+                      Us(decision.split_us) + ") does not beat NCCL (" +
+                      Us(decision.nccl_us) + ") by the " + margin +
+                      " margin for " + size;
+  }
+  return decision;
+}
+
+std::optional<std::vector<std::pair<int, int>>> EdgeIdsToDevices(
+    const Topology& topology,
+    const std::vector<std::pair<int64_t, int64_t>>& pairs, bool cross_partition,
+    int num_partitions, int num_replicas, std::string* error) {
+  if (num_partitions < 1 || num_replicas < 1) {
+    *error = "num_partitions and num_replicas must be at least 1";
+    return std::nullopt;
+  }
+  const int64_t id_limit = cross_partition ? num_partitions : num_replicas;
+  const int groups = cross_partition ? num_replicas : num_partitions;
+  const int64_t logical_devices = int64_t{num_partitions} * num_replicas;
+  if (!topology.partition_to_device().empty() &&
+      static_cast<int64_t>(topology.partition_to_device().size()) !=
+          logical_devices) {
+    *error = "the topology's map has " +
+             std::to_string(topology.partition_to_device().size()) +
+             " entries but the module has " + std::to_string(logical_devices) +
+             " devices (partitions x replicas)";
+    return std::nullopt;
+  }
+  if (logical_devices > topology.num_devices()) {
+    *error = "the module needs " + std::to_string(logical_devices) +
+             " devices (" + std::to_string(num_partitions) + " partitions x " +
+             std::to_string(num_replicas) + " replicas) but topology " +
+             topology.ToString() + " has " +
+             std::to_string(topology.num_devices());
+    return std::nullopt;
+  }
+  std::vector<std::pair<int, int>> edges;
+  edges.reserve(pairs.size() * groups);
+  for (const auto& [src, dst] : pairs) {
+    if (src < 0 || src >= id_limit || dst < 0 || dst >= id_limit) {
+      *error = "pair {" + std::to_string(src) + "," + std::to_string(dst) +
+               "} is outside 0.." + std::to_string(id_limit - 1) + " (" +
+               (cross_partition ? "partitions" : "replicas") + ")";
+      return std::nullopt;
+    }
+  }
+  for (int group = 0; group < groups; ++group) {
+    for (const auto& [src, dst] : pairs) {
+      auto logical = [&](int64_t id) {
+        int64_t replica = cross_partition ? group : id;
+        int64_t partition = cross_partition ? id : group;
+        return static_cast<int>(replica + partition * num_replicas);
+      };
+      edges.emplace_back(topology.MapLogicalDevice(logical(src)),
+                         topology.MapLogicalDevice(logical(dst)));
+    }
+  }
+  return edges;
+}
+
+}  // namespace nvshmem_selection
+}  // namespace gpu
+}  // namespace xla

@@ -1,0 +1,208 @@
+/* Copyright 2026 The NVSHMEM ring-attention pass authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+==============================================================================*/
+
+#ifndef XLA_SERVICE_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_BACKEND_SELECTION_H_
+#define XLA_SERVICE_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_BACKEND_SELECTION_H_
+
+// Backend selection for collective-permutes: NCCL (XLA's DEFAULT backend),
+// NVSHMEM, or a split of one permute into an NVSHMEM part and an NCCL part.
+//
+// Plain C++17 with no XLA dependency, so that the XLA pass, the Python tools
+// (through bindings) and the heuristics harness all ask the very same code.
+//
+// The heuristic, in short:
+//   * Every source->target edge gets a link class from the topology: same
+//     device, same host (NVLink), same NVLink domain across hosts (e.g. an
+//     NVL72 rack), or network.
+//   * A backend's time on an edge is
+//         latency(backend, class) + bytes / bandwidth(backend, class)
+//                                 * (1 + sm_interference(backend))
+//     where sm_interference is the share of the transfer time that the
+//     backend takes away from compute it overlaps with: NCCL's kernels occupy
+//     SMs, NVSHMEM's on-stream puts run on copy engines.
+//   * A plan's time is the time of its slowest edge (all edges move at once),
+//     plus, for a split, a fixed overhead and the cost of combining the two
+//     results on every device.
+//   * NVSHMEM may carry an edge only inside one NVLink domain, and only when
+//     the message fits the NVSHMEM symmetric heap.
+//   * NCCL is the default; NVSHMEM or a split is chosen only when its modeled
+//     time beats every other eligible plan by at least `margin` (a fraction).
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace xla {
+namespace gpu {
+namespace nvshmem_selection {
+
+enum class LinkClass {
+  kSameDevice = 0,
+  kIntraHostNvlink = 1,
+  kNvlinkDomain = 2,  // Different hosts, same NVLink domain (NVL72-style).
+  kNetwork = 3,
+};
+inline constexpr int kNumLinkClasses = 4;
+
+enum class Backend { kNccl = 0, kNvshmem = 1 };
+inline constexpr int kNumBackends = 2;
+
+enum class Plan { kNccl = 0, kNvshmem = 1, kSplit = 2 };
+
+// Stable names used in spec strings, cost tables, HLO attributes and JSON.
+const char* LinkClassName(LinkClass link_class);
+const char* BackendName(Backend backend);
+const char* PlanName(Plan plan);
+std::optional<LinkClass> LinkClassFromName(std::string_view name);
+std::optional<Backend> BackendFromName(std::string_view name);
+
+// A GPU cluster: slices x hosts per slice x GPUs per host. Devices are
+// numbered slice-major, then host, then GPU. NVLink domains are consecutive
+// groups of `nvlink_domain_size` devices (a whole number of hosts, never
+// crossing a slice).
+class Topology {
+ public:
+  // Spec grammar: SLICESxHOSTSxGPUS[:OPTION]...
+  //   nvlN | nvl=N     NVLink domain of N GPUs (default: one host)
+  //   map=D0,D1,...    device of each partition (default: identity)
+  // Examples: "1x2x4", "1x9x8:nvl72", "2x2x4:map=0,2,4,6,1,3,5,7,8,9,10,11,..."
+  static std::optional<Topology> Parse(std::string_view spec,
+                                       std::string* error);
+  // A topology without a spec, for programmatic use. Returns nullopt and sets
+  // `error` when the numbers are inconsistent.
+  static std::optional<Topology> Create(int slices, int hosts_per_slice,
+                                        int gpus_per_host,
+                                        int nvlink_domain_size,
+                                        std::vector<int> partition_to_device,
+                                        std::string* error);
+
+  int slices() const { return slices_; }
+  int hosts_per_slice() const { return hosts_per_slice_; }
+  int gpus_per_host() const { return gpus_per_host_; }
+  int nvlink_domain_size() const { return nvlink_domain_size_; }
+  int num_devices() const { return slices_ * hosts_per_slice_ * gpus_per_host_; }
+  const std::vector<int>& partition_to_device() const {
+    return partition_to_device_;
+  }
+
+  int HostOf(int device) const { return device / gpus_per_host_; }
+  int NvlinkDomainOf(int device) const { return device / nvlink_domain_size_; }
+
+  // Device of a logical device number (XLA's default placement, see
+  // EdgeIdsToDevices); identity unless a map was given.
+  int MapLogicalDevice(int logical_device) const;
+
+  LinkClass Classify(int src_device, int dst_device) const;
+
+  // Canonical spec string, parseable by Parse.
+  std::string ToString() const;
+
+ private:
+  int slices_ = 1;
+  int hosts_per_slice_ = 1;
+  int gpus_per_host_ = 1;
+  int nvlink_domain_size_ = 1;
+  std::vector<int> partition_to_device_;
+};
+
+struct LinkCost {
+  double latency_us = 0;
+  double bandwidth_gbps = 1;  // GB/s = 1e9 bytes per second.
+};
+
+// Cost model parameters. Defaults (see DefaultCostTable in the .cc) carry
+// their sources; a text table can override any of them.
+struct CostTable {
+  std::array<std::array<LinkCost, kNumLinkClasses>, kNumBackends> links;
+  std::array<double, kNumBackends> sm_interference = {0, 0};
+  double margin = 0.05;            // Required relative gain over NCCL.
+  double split_overhead_us = 2.0;  // Second collective launch.
+  double combine_bandwidth_gbps = 2400;  // Select of two results in HBM.
+  int64_t nvshmem_max_bytes = int64_t{1} << 30;  // Symmetric heap budget.
+
+  const LinkCost& link(Backend backend, LinkClass link_class) const {
+    return links[static_cast<int>(backend)][static_cast<int>(link_class)];
+  }
+  LinkCost& link(Backend backend, LinkClass link_class) {
+    return links[static_cast<int>(backend)][static_cast<int>(link_class)];
+  }
+};
+
+CostTable DefaultCostTable();
+
+// Text format, one entry per line, '#' starts a comment:
+//   link <nccl|nvshmem> <same_device|nvlink|nvlink_domain|network>
+//        <latency_us> <bandwidth_GBps>
+//   sm_interference <nccl|nvshmem> <fraction>
+//   margin <fraction>
+//   split_overhead_us <us>
+//   combine_bandwidth_GBps <GB/s>
+//   nvshmem_max_bytes <bytes>
+// Entries not mentioned keep their defaults. Errors name the line:
+// "<source>:<line>: <message>".
+std::optional<CostTable> ParseCostTable(std::string_view text,
+                                        std::string_view source_name,
+                                        std::string* error);
+std::string CostTableToString(const CostTable& table);
+
+// One collective-permute, as the selection sees it.
+struct PermuteRequest {
+  int64_t bytes = 0;  // Bytes each source sends (all operands together).
+  std::vector<std::pair<int, int>> device_edges;  // (source, target) devices.
+};
+
+struct Decision {
+  Plan plan = Plan::kNccl;
+  double nccl_us = 0;
+  // Negative when the plan is not eligible.
+  double nvshmem_us = -1;
+  double split_us = -1;
+  double chosen_us = 0;
+  // Edge counts per link class, indexed by LinkClass.
+  std::array<int, kNumLinkClasses> edges_by_class = {0, 0, 0, 0};
+  // For a split: which device edges go to NVSHMEM (same order as the
+  // request's edges). Empty for other plans.
+  std::vector<bool> nvshmem_edge;
+  std::string reason;  // One line.
+};
+
+// Time of one edge on one backend.
+double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
+                  int64_t bytes);
+
+Decision Decide(const Topology& topology, const CostTable& table,
+                const PermuteRequest& request);
+
+// Expands the ids of source_target_pairs to device edges. In cross-partition
+// mode (the op has a channel id) the pairs hold partition ids and apply to
+// every replica; otherwise they hold replica ids and apply to every
+// partition. The logical device of (replica r, partition p) follows XLA's
+// default placement, r + p * num_replicas; the topology's map, when given,
+// turns it into a physical device. Returns nullopt and sets
+// `error` when an id is out of range or a device exceeds the topology.
+std::optional<std::vector<std::pair<int, int>>> EdgeIdsToDevices(
+    const Topology& topology, const std::vector<std::pair<int64_t, int64_t>>& pairs,
+    bool cross_partition, int num_partitions, int num_replicas,
+    std::string* error);
+
+}  // namespace nvshmem_selection
+}  // namespace gpu
+}  // namespace xla
+
+#endif  // XLA_SERVICE_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_BACKEND_SELECTION_H_

@@ -1,0 +1,243 @@
+/* Copyright 2026 The NVSHMEM ring-attention pass authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+==============================================================================*/
+
+#include "xla/service/gpu/transforms/collectives/nvshmem_backend_selection.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace xla {
+namespace gpu {
+namespace nvshmem_selection {
+namespace {
+
+Topology MustParse(const std::string& spec) {
+  std::string error;
+  std::optional<Topology> topology = Topology::Parse(spec, &error);
+  EXPECT_TRUE(topology.has_value()) << error;
+  return topology.value_or(*Topology::Create(1, 1, 1, 0, {}, &error));
+}
+
+std::string ParseError(const std::string& spec) {
+  std::string error;
+  EXPECT_FALSE(Topology::Parse(spec, &error).has_value()) << spec;
+  return error;
+}
+
+std::vector<std::pair<int, int>> Ring(int n) {
+  std::vector<std::pair<int, int>> edges;
+  for (int i = 0; i < n; ++i) edges.emplace_back(i, (i + 1) % n);
+  return edges;
+}
+
+TEST(TopologyTest, ParsesShapesDomainsAndMaps) {
+  Topology t = MustParse("2x2x4");
+  EXPECT_EQ(t.num_devices(), 16);
+  EXPECT_EQ(t.nvlink_domain_size(), 4);
+  EXPECT_EQ(t.ToString(), "2x2x4");
+
+  Topology nvl72 = MustParse("1x9x8:nvl72");
+  EXPECT_EQ(nvl72.nvlink_domain_size(), 72);
+  EXPECT_EQ(nvl72.ToString(), "1x9x8:nvl72");
+  EXPECT_EQ(MustParse("1x9x8:nvl=72").ToString(), "1x9x8:nvl72");
+
+  Topology mapped = MustParse("1x2x2:map=0,2,1,3");
+  EXPECT_EQ(mapped.MapLogicalDevice(1), 2);
+  EXPECT_EQ(mapped.ToString(), "1x2x2:map=0,2,1,3");
+}
+
+TEST(TopologyTest, ClassifiesEveryLinkClass) {
+  Topology t = MustParse("2x2x4:nvl8");  // Two NVL8 domains of two hosts.
+  EXPECT_EQ(t.Classify(3, 3), LinkClass::kSameDevice);
+  EXPECT_EQ(t.Classify(0, 3), LinkClass::kIntraHostNvlink);
+  EXPECT_EQ(t.Classify(3, 4), LinkClass::kNvlinkDomain);
+  EXPECT_EQ(t.Classify(7, 8), LinkClass::kNetwork);
+  EXPECT_EQ(MustParse("1x2x4").Classify(3, 4), LinkClass::kNetwork);
+}
+
+TEST(TopologyTest, RejectsMalformedSpecsWithClearErrors) {
+  EXPECT_NE(ParseError("").find("expected SLICESxHOSTSxGPUS"), std::string::npos);
+  EXPECT_NE(ParseError("1x2").find("expected SLICESxHOSTSxGPUS"), std::string::npos);
+  EXPECT_NE(ParseError("1x0x4").find("'0' is not a positive whole number"),
+            std::string::npos);
+  EXPECT_NE(ParseError("1x-2x4").find("not a positive"), std::string::npos);
+  EXPECT_NE(ParseError("1x2x4x").find("expected"), std::string::npos);
+  EXPECT_NE(ParseError("1x2x4:nvl6").find("whole number of hosts"),
+            std::string::npos);
+  EXPECT_NE(ParseError("1x2x4:nvl16").find("divides a slice"), std::string::npos);
+  EXPECT_NE(ParseError("1x2x4:fast").find("unknown option 'fast'"),
+            std::string::npos);
+  EXPECT_NE(ParseError("1x1x2:map=0,0").find("twice"), std::string::npos);
+  EXPECT_NE(ParseError("1x1x2:map=0,5").find("outside"), std::string::npos);
+  EXPECT_NE(ParseError("1x1x2:map=0,x").find("bad device"), std::string::npos);
+  EXPECT_NE(ParseError("9999x9999x9999").find("at most"), std::string::npos);
+  EXPECT_EQ(ParseError("1x0x4").rfind("topology spec '1x0x4': ", 0), 0u);
+}
+
+TEST(CostTableTest, ParsesOverridesAndKeepsDefaults) {
+  std::string error;
+  std::optional<CostTable> table = ParseCostTable(
+      "# measured\nlink nccl network 12.5 45  # NDR\nmargin 0.1\n"
+      "sm_interference nccl 0.2\nnvshmem_max_bytes 2147483648\n",
+      "t.txt", &error);
+  ASSERT_TRUE(table.has_value()) << error;
+  EXPECT_DOUBLE_EQ(table->link(Backend::kNccl, LinkClass::kNetwork).latency_us,
+                   12.5);
+  EXPECT_DOUBLE_EQ(table->margin, 0.1);
+  EXPECT_DOUBLE_EQ(table->sm_interference[0], 0.2);
+  EXPECT_EQ(table->nvshmem_max_bytes, int64_t{2147483648});
+  // Untouched entries keep the documented defaults.
+  EXPECT_DOUBLE_EQ(
+      table->link(Backend::kNvshmem, LinkClass::kIntraHostNvlink).latency_us,
+      5.6);
+}
+
+TEST(CostTableTest, RoundTripsThroughText) {
+  CostTable table = DefaultCostTable();
+  table.margin = 0.125;
+  std::string error;
+  std::optional<CostTable> again =
+      ParseCostTable(CostTableToString(table), "x", &error);
+  ASSERT_TRUE(again.has_value()) << error;
+  EXPECT_EQ(CostTableToString(*again), CostTableToString(table));
+}
+
+TEST(CostTableTest, ErrorsNameTheLine) {
+  std::string error;
+  EXPECT_FALSE(ParseCostTable("margin 0.1\nlink nccl warp 1 2\n", "t.txt", &error));
+  EXPECT_EQ(error.rfind("t.txt:2: unknown link class 'warp'", 0), 0u) << error;
+  EXPECT_FALSE(ParseCostTable("link nccl nvlink 1 0\n", "t.txt", &error));
+  EXPECT_EQ(error.rfind("t.txt:1: '0' is not a number > 0", 0), 0u) << error;
+  EXPECT_FALSE(ParseCostTable("\n\nfoo 1\n", "t.txt", &error));
+  EXPECT_EQ(error.rfind("t.txt:3: unknown entry 'foo'", 0), 0u) << error;
+  EXPECT_FALSE(ParseCostTable("margin abc\n", "t.txt", &error));
+  EXPECT_EQ(error.rfind("t.txt:1:", 0), 0u) << error;
+  EXPECT_FALSE(ParseCostTable("margin 1.5\n", "t.txt", &error));
+  EXPECT_FALSE(ParseCostTable("link nccl nvlink 1\n", "t.txt", &error));
+  EXPECT_NE(error.find("expected 'link BACKEND"), std::string::npos) << error;
+  EXPECT_FALSE(ParseCostTable("margin nan\n", "t.txt", &error));
+}
+
+TEST(DecideTest, OneHostRingGoesToNvshmem) {
+  Topology t = MustParse("1x1x8");
+  Decision d = Decide(t, DefaultCostTable(), {32 << 20, Ring(8)});
+  EXPECT_EQ(d.plan, Plan::kNvshmem) << d.reason;
+  EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kIntraHostNvlink)], 8);
+  EXPECT_LT(d.nvshmem_us, d.nccl_us);
+  EXPECT_EQ(d.reason.rfind("NVSHMEM: all 8 edges", 0), 0u) << d.reason;
+}
+
+TEST(DecideTest, TwoHostRingStaysOnNcclWithDefaultCosts) {
+  // The network edge bounds both plans; a split only adds its overhead.
+  Decision d = Decide(MustParse("1x2x4"), DefaultCostTable(), {32 << 20, Ring(8)});
+  EXPECT_EQ(d.plan, Plan::kNccl) << d.reason;
+  EXPECT_LT(d.nvshmem_us, 0);
+  EXPECT_GT(d.split_us, d.nccl_us);
+  EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kNetwork)], 2);
+  EXPECT_NE(d.reason.find("2 of 8 edges cross the network"), std::string::npos);
+}
+
+TEST(DecideTest, TwoHostRingSplitsWhenTheNetworkIsFastEnough) {
+  // With a rail-optimized fabric as fast as NVLink but lower NCCL latency,
+  // NCCL's SM cost on the NVLink edges dominates; the split pays.
+  std::string error;
+  std::optional<CostTable> table = ParseCostTable(
+      "link nccl network 4 900\nsm_interference nccl 0.5\n", "t", &error);
+  ASSERT_TRUE(table) << error;
+  Decision d = Decide(MustParse("1x2x4"), *table, {64 << 20, Ring(8)});
+  ASSERT_EQ(d.plan, Plan::kSplit) << d.reason;
+  ASSERT_EQ(d.nvshmem_edge.size(), 8u);
+  EXPECT_FALSE(d.nvshmem_edge[3]);  // 3 -> 4 crosses hosts.
+  EXPECT_FALSE(d.nvshmem_edge[7]);  // 7 -> 0 crosses hosts.
+  EXPECT_TRUE(d.nvshmem_edge[0]);
+  EXPECT_LT(d.split_us, d.nccl_us * (1 - table->margin));
+}
+
+TEST(DecideTest, Nvl72DomainAllowsNvshmemAcrossHosts) {
+  Decision d = Decide(MustParse("1x9x8:nvl72"), DefaultCostTable(),
+                      {32 << 20, Ring(72)});
+  EXPECT_EQ(d.plan, Plan::kNvshmem) << d.reason;
+  EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kNvlinkDomain)], 9);
+  // Same ring without the NVL72 domain: network edges, no NVSHMEM.
+  Decision plain = Decide(MustParse("1x9x8"), DefaultCostTable(),
+                          {32 << 20, Ring(72)});
+  EXPECT_NE(plain.plan, Plan::kNvshmem);
+}
+
+TEST(DecideTest, HugeMessagesExceedTheSymmetricHeap) {
+  Decision d = Decide(MustParse("1x1x8"), DefaultCostTable(),
+                      {int64_t{2} << 30, Ring(8)});
+  EXPECT_EQ(d.plan, Plan::kNccl);
+  EXPECT_NE(d.reason.find("symmetric heap"), std::string::npos) << d.reason;
+}
+
+TEST(DecideTest, MarginKeepsNcclForTinyGains) {
+  CostTable table = DefaultCostTable();
+  table.margin = 0.5;
+  Decision d = Decide(MustParse("1x1x8"), table, {1024, Ring(8)});
+  EXPECT_EQ(d.plan, Plan::kNccl);
+  EXPECT_NE(d.reason.find("margin"), std::string::npos) << d.reason;
+}
+
+TEST(DecideTest, DegenerateAndEmptyPermutes) {
+  Decision self = Decide(MustParse("1x1x4"), DefaultCostTable(),
+                         {4096, {{0, 0}, {1, 1}}});
+  EXPECT_EQ(self.edges_by_class[static_cast<int>(LinkClass::kSameDevice)], 2);
+  Decision none = Decide(MustParse("1x1x4"), DefaultCostTable(), {4096, {}});
+  EXPECT_EQ(none.plan, Plan::kNccl);
+  EXPECT_NE(none.reason.find("no source-target pairs"), std::string::npos);
+}
+
+TEST(DecideTest, ModeledTimeGrowsWithBytes) {
+  Topology t = MustParse("1x2x4");
+  double previous = -1;
+  for (int64_t bytes = 1024; bytes <= (int64_t{1} << 30); bytes *= 4) {
+    Decision d = Decide(t, DefaultCostTable(), {bytes, Ring(8)});
+    EXPECT_GT(d.chosen_us, previous);
+    previous = d.chosen_us;
+  }
+}
+
+TEST(EdgeIdsTest, ExpandsPartitionsAndReplicas) {
+  std::string error;
+  Topology t = MustParse("1x2x4");
+  auto edges = EdgeIdsToDevices(t, {{0, 1}, {1, 0}}, /*cross_partition=*/true,
+                                /*num_partitions=*/2, /*num_replicas=*/4, &error);
+  ASSERT_TRUE(edges) << error;
+  // Replica r, partition p -> device r + 4 p.
+  ASSERT_EQ(edges->size(), 8u);
+  EXPECT_EQ((*edges)[0], std::make_pair(0, 4));
+  EXPECT_EQ((*edges)[3], std::make_pair(5, 1));
+
+  auto replicas = EdgeIdsToDevices(t, {{0, 3}}, /*cross_partition=*/false, 2, 4,
+                                   &error);
+  ASSERT_TRUE(replicas) << error;
+  EXPECT_EQ((*replicas)[1], std::make_pair(4, 7));
+
+  EXPECT_FALSE(EdgeIdsToDevices(t, {{0, 9}}, true, 8, 1, &error));
+  EXPECT_NE(error.find("outside 0..7"), std::string::npos) << error;
+  EXPECT_FALSE(EdgeIdsToDevices(t, {{0, 1}}, true, 16, 1, &error));
+  EXPECT_NE(error.find("needs 16 devices"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace nvshmem_selection
+}  // namespace gpu
+}  // namespace xla
