@@ -421,3 +421,26 @@ def test_cli_dispatch_subprocess():
                         cwd=REPO, capture_output=True, text=True, timeout=120)
   assert proc.returncode == 0 and "collective-permutes: 1" in proc.stdout
   assert "jax" not in proc.stderr  # reading HLO must not need jax
+
+
+def test_bench_parse_reports_both_parsers():
+  if not H200_HLO.exists():
+    pytest.skip(f"{H200_HLO} not present")
+  from hlo_tools.bench_reader import bench_parse  # pylint: disable=import-outside-toplevel
+  r = bench_parse(H200_HLO.read_text(), runs=3)
+  assert r["ours_s"] > 0 and r["jaxlib_s"] > 0 and r["ratio"] > 0
+
+
+def test_load_hlo_proto(tmp_path, all_hlo_files):
+  from hlo_tools.hlo_text import load_hlo_proto  # pylint: disable=import-outside-toplevel
+  src = all_hlo_files[0]
+  proto = tmp_path / "module.pb"
+  code = ("import sys; from jaxlib import _hlo; open(sys.argv[2], 'wb').write("
+          "_hlo.hlo_module_from_text(open(sys.argv[1]).read()).as_serialized_hlo_module_proto())")
+  subprocess.run([sys.executable, "-c", code, str(src), str(proto)], env=_env(), check=True,
+                 timeout=120)
+  module = load_hlo_proto(proto)
+  assert module.instruction_count == parse_hlo_file(src).instruction_count
+  proto.write_bytes(b"\x01\x02 not a proto")
+  with pytest.raises(HloParseError):
+    load_hlo_proto(proto)
