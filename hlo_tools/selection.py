@@ -1,0 +1,66 @@
+"""The backend-selection core, as the XLA pass runs it, for Python callers.
+
+A thin layer over the C++ bindings (`_selection_core`, built by CMake from the
+same sources as the pass): one implementation of the heuristic, not two.
+"""
+
+import os
+
+try:
+  from hlo_tools import _selection_core as core
+except ImportError as e:  # pragma: no cover - only without the C++ build
+  raise ImportError(
+      "hlo_tools._selection_core is not built; run scripts/setup.sh "
+      f"({e})") from e
+
+Topology = core.Topology
+CostTable = core.CostTable
+LINK_CLASSES = tuple(core.link_classes())
+
+
+class SelectionError(ValueError):
+  """A bad topology spec, cost table or permute; str() is one line."""
+
+
+def parse_topology(spec):
+  try:
+    return core.Topology.parse(spec)
+  except ValueError as e:
+    raise SelectionError(str(e)) from None
+
+
+def load_cost_table(path=None):
+  """The default table, or the defaults overridden by the file at `path`."""
+  if path is None:
+    return core.CostTable.default()
+  try:
+    with open(path) as f:
+      text = f.read()
+  except OSError as e:
+    raise SelectionError(f"{path}: {e.strerror}") from None
+  try:
+    return core.CostTable.parse(text, os.fspath(path))
+  except ValueError as e:
+    raise SelectionError(str(e)) from None
+
+
+def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
+           num_partitions=None, num_replicas=1):
+  """Decision for one collective-permute given its id pairs, as the pass sees it.
+
+  Returns the core's dict: plan ('nccl'|'nvshmem'|'split'), nccl_us, nvshmem_us,
+  split_us (None when not eligible), chosen_us, edges_by_class, nvshmem_edge,
+  reason.
+  """
+  if num_partitions is None:
+    num_partitions = topology.num_devices // max(num_replicas, 1)
+  try:
+    edges = core.edge_ids_to_devices(topology, [tuple(p) for p in pairs],
+                                     cross_partition, num_partitions, num_replicas)
+    return core.decide(topology, table, int(bytes_per_device), edges)
+  except ValueError as e:
+    raise SelectionError(str(e)) from None
+
+
+def edge_time_us(table, backend, link_class, nbytes):
+  return core.edge_time_us(table, backend, link_class, int(nbytes))
