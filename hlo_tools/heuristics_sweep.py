@@ -1,0 +1,333 @@
+"""`hlo-tools heuristics sweep`: the backend-selection heuristic over sizes x topologies x shapes.
+
+    hlo-tools heuristics sweep [--out=DIR] [--topology=SPEC ...] [--cost-table=F]
+                               [--sizes=1K,64M,...] [--only-given] [--no-plots]
+
+Every number comes from the C++ core the pass runs (hlo_tools.selection): one
+implementation of the model, not a Python copy of it. For each case the sweep
+records each plan's modeled time, the plan the core chooses, the oracle (the
+fastest eligible plan, margin ignored), upstream XLA's rule priced with the same
+model, and NCCL-only. DIR receives sweep.csv, sweep.json and one PNG per
+topology; the summary is printed last.
+"""
+
+import argparse
+import csv
+import io
+import json
+import math
+import os
+import sys
+
+from hlo_tools import heuristics_io
+from hlo_tools import selection
+from hlo_tools.heuristics_io import HeuristicsError
+
+DEFAULT_TOPOLOGIES = ("1x1x8", "1x2x4", "2x2x4", "1x4x2", "1x9x8:nvl72")
+# 1 KiB .. 1 GiB in factors of two: the grid a user reads off a log-log plot.
+DEFAULT_SIZES = tuple(1 << e for e in range(10, 31))
+# shape -> (buffers moved by one permute, cyclic). Combined K/V is one
+# variadic permute of two equal buffers (XLA's combiner merges the K and V
+# rotations), so it moves twice the bytes over the same pairs.
+SHAPES = {"ring": (1, True), "kv": (2, True), "shift": (1, False)}
+PLANS = ("nccl", "nvshmem", "split")
+# Shapes that count as rings in the "mixed multi-host rings" goal.
+RING_SHAPES = ("ring", "kv")
+# Relative slack when comparing modeled times: they are sums of doubles.
+EPS = 1e-9
+
+COLUMNS = (
+    "topology", "shape", "buffer_bytes", "bytes", "num_devices", "num_edges",
+    "edges_same_device", "edges_nvlink", "edges_nvlink_domain", "edges_network",
+    "mixed", "multi_host", "nccl_us", "nvshmem_us", "split_us", "chosen_plan",
+    "chosen_us", "oracle_plan", "oracle_us", "upstream_plan", "upstream_us",
+    "upstream_over_heap", "ratio_to_oracle", "ratio_to_upstream",
+    "ratio_to_nccl", "reason")
+
+
+def pairs_for(shape, num_devices):
+  """Partition-id pairs of one permute: i -> i+1, wrapping around for rings."""
+  _, cyclic = SHAPES[shape]
+  if cyclic:
+    return [(i, (i + 1) % num_devices) for i in range(num_devices)]
+  return [(i, i + 1) for i in range(num_devices - 1)]
+
+
+def _ratio(a, b):
+  if b == 0:
+    return 1.0 if a == 0 else math.inf
+  return a / b
+
+
+def _oracle(decision):
+  """Fastest eligible plan, margin ignored; ties go to the earlier of PLANS.
+
+  NCCL first because it is the default: an equal-time alternative is no gain.
+  """
+  times = {"nccl": decision["nccl_us"], "nvshmem": decision["nvshmem_us"],
+           "split": decision["split_us"]}
+  best = "nccl"
+  for plan in PLANS[1:]:
+    if times[plan] is not None and times[plan] < times[best]:
+      best = plan
+  return best, times[best]
+
+
+def _upstream(decision, table, nbytes):
+  """Upstream XLA's choice for a collective-permute, priced with our model.
+
+  Upstream's CollectiveBackendAssigner picks NVSHMEM when every edge stays
+  intra-node or inside the NVLink domain and has had no size threshold for
+  collective-permutes since XLA PR #30718; it does not look at the symmetric
+  heap, so its NVSHMEM plan is priced even above nvshmem_max_bytes (flagged).
+  Returns (plan, us, over_heap).
+  """
+  edges = decision["edges_by_class"]
+  if sum(edges.values()) == 0 or edges["network"] > 0:
+    return "nccl", decision["nccl_us"], False
+  us = max(selection.edge_time_us(table, "nvshmem", link_class, nbytes)
+           for link_class, count in edges.items() if count > 0)
+  return "nvshmem", us, nbytes > table.nvshmem_max_bytes
+
+
+def evaluate(spec, topology, table, shape, buffer_bytes):
+  """One row of the sweep: every plan's modeled time and every rule's choice."""
+  n = topology.num_devices
+  nbytes = buffer_bytes * SHAPES[shape][0]
+  decision = selection.decide(topology, table, nbytes, pairs_for(shape, n),
+                              cross_partition=True, num_partitions=n,
+                              num_replicas=1)
+  edges = decision["edges_by_class"]
+  oracle_plan, oracle_us = _oracle(decision)
+  upstream_plan, upstream_us, over_heap = _upstream(decision, table, nbytes)
+  in_domain = edges["same_device"] + edges["nvlink"] + edges["nvlink_domain"]
+  return {
+      "topology": spec, "shape": shape, "buffer_bytes": buffer_bytes,
+      "bytes": nbytes, "num_devices": n, "num_edges": sum(edges.values()),
+      "edges_same_device": edges["same_device"], "edges_nvlink": edges["nvlink"],
+      "edges_nvlink_domain": edges["nvlink_domain"],
+      "edges_network": edges["network"],
+      "mixed": edges["network"] > 0 and in_domain > 0,
+      "multi_host": edges["network"] + edges["nvlink_domain"] > 0,
+      "nccl_us": decision["nccl_us"], "nvshmem_us": decision["nvshmem_us"],
+      "split_us": decision["split_us"], "chosen_plan": decision["plan"],
+      "chosen_us": decision["chosen_us"], "oracle_plan": oracle_plan,
+      "oracle_us": oracle_us, "upstream_plan": upstream_plan,
+      "upstream_us": upstream_us, "upstream_over_heap": over_heap,
+      "ratio_to_oracle": _ratio(decision["chosen_us"], oracle_us),
+      "ratio_to_upstream": _ratio(decision["chosen_us"], upstream_us),
+      "ratio_to_nccl": _ratio(decision["chosen_us"], decision["nccl_us"]),
+      "reason": decision["reason"],
+  }
+
+
+def sweep(topologies, table, sizes=DEFAULT_SIZES, shapes=tuple(SHAPES)):
+  """topologies: [(spec, Topology)]. Rows in topology, shape, size order."""
+  return [evaluate(spec, topology, table, shape, size)
+          for spec, topology in topologies for shape in shapes for size in sizes]
+
+
+def _geomean(values):
+  return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def _stats(rows, key):
+  values = [r[key] for r in rows]
+  if not values:
+    return None
+  worst = max(rows, key=lambda r: r[key])
+  best = min(rows, key=lambda r: r[key])
+  return {"geomean": _geomean(values), "min": best[key], "max": worst[key],
+          "min_case": case_name(best), "max_case": case_name(worst)}
+
+
+def case_name(row):
+  return (f"{row['topology']} {row['shape']} "
+          f"{heuristics_io.format_bytes(row['buffer_bytes'])}")
+
+
+def summarize(rows):
+  """The numbers the issue's goals are stated in; computed from rows alone."""
+  matches = [r for r in rows if r["chosen_plan"] == r["oracle_plan"]]
+  worse_than_upstream = [r for r in rows if r["ratio_to_upstream"] > 1 + EPS]
+  mixed_rings = [r for r in rows if r["mixed"] and r["shape"] in RING_SHAPES]
+  summary = {
+      "cases": len(rows),
+      "choice_equals_oracle": len(matches),
+      "choice_equals_oracle_fraction": len(matches) / len(rows) if rows else 1.0,
+      "mismatches": [case_name(r) for r in rows
+                     if r["chosen_plan"] != r["oracle_plan"]],
+      "ratio_to_oracle": _stats(rows, "ratio_to_oracle"),
+      "ratio_to_upstream": _stats(rows, "ratio_to_upstream"),
+      "worse_than_upstream": len(worse_than_upstream),
+      "worse_than_upstream_over_heap": sum(
+          1 for r in worse_than_upstream if r["upstream_over_heap"]),
+      "mixed_multi_host_ring_cases": len(mixed_rings),
+      "mixed_ratio_to_upstream": _stats(mixed_rings, "ratio_to_upstream"),
+      "mixed_ratio_to_nccl": _stats(mixed_rings, "ratio_to_nccl"),
+      "mixed_split_chosen": sum(1 for r in mixed_rings if r["chosen_plan"] == "split"),
+      "plans_chosen": {p: sum(1 for r in rows if r["chosen_plan"] == p) for p in PLANS},
+  }
+  mixed = summary["mixed_ratio_to_upstream"]
+  summary["goals"] = {
+      "choice_equals_oracle_everywhere": len(matches) == len(rows),
+      "never_worse_than_upstream": not worse_than_upstream,
+      # "At least 20% better" on every mixed multi-host ring, as a ratio <= 0.8.
+      "mixed_rings_20pct_better_than_upstream":
+          mixed is not None and mixed["max"] <= 0.8 + EPS,
+  }
+  return summary
+
+
+def _fmt_stats(stats):
+  if stats is None:
+    return "n/a (no such cases)"
+  return (f"geomean {stats['geomean']:.3f}x, best {stats['min']:.3f}x "
+          f"({stats['min_case']}), worst {stats['max']:.3f}x ({stats['max_case']})")
+
+
+def format_summary(summary):
+  """Lines printed at the end of the sweep; the `choice == oracle` line is last."""
+  s = summary
+  goal = lambda ok: "MET" if ok else "NOT MET"  # pylint: disable=unnecessary-lambda-assignment
+  lines = [
+      f"cases: {s['cases']}; plans chosen: " +
+      ", ".join(f"{p} {n}" for p, n in s["plans_chosen"].items()),
+      f"worst ratio to oracle: {s['ratio_to_oracle']['max']:.3f}x "
+      f"({s['ratio_to_oracle']['max_case']})" if s["ratio_to_oracle"] else
+      "worst ratio to oracle: n/a",
+      "ratio to upstream's rule (all cases): " + _fmt_stats(s["ratio_to_upstream"]),
+      f"worse than upstream's rule: {s['worse_than_upstream']} cases "
+      f"({s['worse_than_upstream_over_heap']} of them where upstream's NVSHMEM "
+      "plan exceeds the symmetric heap)",
+      f"mixed multi-host rings ({s['mixed_multi_host_ring_cases']} cases, "
+      f"split chosen in {s['mixed_split_chosen']}):",
+      "  ratio to upstream's rule: " + _fmt_stats(s["mixed_ratio_to_upstream"]),
+      "  ratio to NCCL-only: " + _fmt_stats(s["mixed_ratio_to_nccl"]),
+      "goals: choice == oracle everywhere: "
+      f"{goal(s['goals']['choice_equals_oracle_everywhere'])}; never worse than "
+      f"upstream: {goal(s['goals']['never_worse_than_upstream'])}; >=20% better "
+      "on mixed multi-host rings: "
+      f"{goal(s['goals']['mixed_rings_20pct_better_than_upstream'])}",
+  ]
+  if s["mismatches"]:
+    shown = ", ".join(s["mismatches"][:5])
+    more = f" (+{len(s['mismatches']) - 5} more)" if len(s["mismatches"]) > 5 else ""
+    lines.append(f"choice != oracle in: {shown}{more}")
+  lines.append(f"choice == oracle: {100 * s['choice_equals_oracle_fraction']:.1f}% "
+               f"({s['choice_equals_oracle']} of {s['cases']})")
+  return lines
+
+
+def rows_to_csv(rows):
+  out = io.StringIO()
+  writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
+  writer.writeheader()
+  for row in rows:
+    # repr keeps every double exact, so the CSV and JSON agree to the bit.
+    writer.writerow({k: ("" if row[k] is None else
+                         repr(row[k]) if isinstance(row[k], float) else row[k])
+                     for k in COLUMNS})
+  return out.getvalue()
+
+
+def _json_safe(value):
+  if isinstance(value, float) and not math.isfinite(value):
+    return None  # JSON has no inf; a zero-time reference only.
+  if isinstance(value, dict):
+    return {k: _json_safe(v) for k, v in value.items()}
+  if isinstance(value, list):
+    return [_json_safe(v) for v in value]
+  return value
+
+
+def write_outputs(out_dir, rows, summary, table, topologies, sizes, plots=True):
+  """Writes sweep.csv, sweep.json and per-topology PNGs; returns the paths."""
+  os.makedirs(out_dir, exist_ok=True)
+  paths = []
+  csv_path = os.path.join(out_dir, "sweep.csv")
+  heuristics_io.write_atomic(csv_path, rows_to_csv(rows))
+  paths.append(csv_path)
+  doc = {"cost_table": str(table), "topologies": [s for s, _ in topologies],
+         "sizes": list(sizes), "shapes": {k: {"buffers": b, "cyclic": c}
+                                          for k, (b, c) in SHAPES.items()},
+         "columns": list(COLUMNS), "rows": rows, "summary": summary}
+  json_path = os.path.join(out_dir, "sweep.json")
+  heuristics_io.write_atomic(json_path,
+                             json.dumps(_json_safe(doc), indent=1) + "\n")
+  paths.append(json_path)
+  if plots:
+    from hlo_tools import heuristics_plot  # matplotlib only when plotting
+    for spec, _ in topologies:
+      paths.append(heuristics_plot.plot_topology(
+          out_dir, spec, [r for r in rows if r["topology"] == spec]))
+  return paths
+
+
+def parse_topologies(specs):
+  out = []
+  for spec in specs:
+    try:
+      out.append((spec, selection.parse_topology(spec)))
+    except selection.SelectionError as e:
+      raise HeuristicsError(f"--topology: {e}") from None
+  return out
+
+
+def load_table(path):
+  try:
+    return selection.load_cost_table(path)
+  except selection.SelectionError as e:
+    raise HeuristicsError(str(e)) from None
+
+
+def _parser(prog):
+  p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+  p.add_argument("--out", default="heuristics-sweep",
+                 help="output directory (default: %(default)s)")
+  p.add_argument("--topology", action="append", default=[],
+                 help="extra topology SPEC (repeatable), e.g. 2x4x8:nvl16")
+  p.add_argument("--only-given", action="store_true",
+                 help="sweep only the --topology specs, not the built-in five")
+  p.add_argument("--cost-table", help="cost table file (default: built-in table)")
+  p.add_argument("--sizes", help="comma-separated buffer sizes, e.g. 1K,1M,1G "
+                 "(default: 1 KiB .. 1 GiB in factors of 2)")
+  p.add_argument("--shapes", default=",".join(SHAPES),
+                 help="comma-separated subset of " + ",".join(SHAPES))
+  p.add_argument("--no-plots", action="store_true", help="skip the PNGs")
+  return p
+
+
+def main(argv):
+  args = _parser(argv[0]).parse_args(argv[1:])
+  specs = ([] if args.only_given else list(DEFAULT_TOPOLOGIES)) + [
+      t for t in args.topology if args.only_given or t not in DEFAULT_TOPOLOGIES]
+  if not specs:
+    raise HeuristicsError("--only-given needs at least one --topology")
+  topologies = parse_topologies(specs)
+  table = load_table(args.cost_table)
+  sizes = DEFAULT_SIZES
+  if args.sizes:
+    try:
+      sizes = tuple(sorted({heuristics_io.parse_size(s)
+                            for s in args.sizes.split(",")}))
+    except ValueError as e:
+      raise HeuristicsError(f"--sizes: {e}") from None
+  shapes = tuple(s.strip() for s in args.shapes.split(",") if s.strip())
+  unknown = [s for s in shapes if s not in SHAPES]
+  if unknown or not shapes:
+    raise HeuristicsError(f"--shapes: unknown {unknown} (known: {', '.join(SHAPES)})")
+  try:
+    rows = sweep(topologies, table, sizes, shapes)
+  except selection.SelectionError as e:
+    raise HeuristicsError(str(e)) from None
+  summary = summarize(rows)
+  try:
+    paths = write_outputs(args.out, rows, summary, table, topologies, sizes,
+                          plots=not args.no_plots)
+  except OSError as e:
+    raise HeuristicsError(f"{e.filename or args.out}: {e.strerror}") from None
+  for path in paths:
+    print(f"wrote {path}", file=sys.stderr)
+  print("\n".join(format_summary(summary)))
+  return 0
