@@ -189,11 +189,11 @@ bool LooksLikeHloText(const std::string& data) {
 // XLA's parser reports "...\nLINE:COL: message\n<source line>\n^"; keep the
 // located line so the user sees file:line:col: message.
 std::string LocateParseError(const std::string& path, const std::string& message) {
-  static const std::regex located(R"((^|\n)(\d+):(\d+): ([^\n]*))");
+  static const std::regex located(R"((\d+):(\d+): (?:error: )?([^\n]*))");
   std::smatch match;
   if (std::regex_search(message, match, located)) {
-    return path + ":" + match[2].str() + ":" + match[3].str() + ": " +
-           match[4].str();
+    return path + ":" + match[1].str() + ":" + match[2].str() + ": " +
+           match[3].str();
   }
   return path + ": " + OneLine(message);
 }
@@ -432,7 +432,22 @@ void PrintExplain(const std::vector<Rewriter::OpRecord>& records,
 
 }  // namespace
 
+// The launcher (nvshmem_opt_launcher.cc) parks stderr on /dev/null while
+// TensorFlow's libraries log from their static initializers, and passes the
+// real stderr as a descriptor; take it back before saying anything.
+void RestoreStderr() {
+  const char* fd = std::getenv("NVSHMEM_OPT_STDERR_FD");
+  if (fd == nullptr) return;
+  int saved = std::atoi(fd);
+  if (saved > 2) {
+    dup2(saved, 2);
+    close(saved);
+  }
+  unsetenv("NVSHMEM_OPT_STDERR_FD");
+}
+
 int main(int argc, char** argv) {
+  RestoreStderr();
   Flags flags = ParseFlags(argc, argv);
 
   sel::CostTable table = sel::DefaultCostTable();

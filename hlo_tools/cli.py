@@ -9,6 +9,11 @@ COMMANDS = {
     "dump": "hlo_tools.dump",
     "decisions": "hlo_tools.decisions",
     "parse": "hlo_tools.hlo_parse_cli",
+    "explain": "hlo_tools.explain",
+    "verify": "hlo_tools.verify",
+    "diff": "hlo_tools.diff",
+    "report": "hlo_tools.report",
+    "heuristics": "hlo_tools.heuristics",
 }
 
 USAGE = "usage: hlo-tools {" + ",".join(sorted(COMMANDS)) + "} [ARGS...]"

@@ -1,0 +1,194 @@
+"""`hlo-tools heuristics check-pass`: does the real pass decide what the core predicts?
+
+    hlo-tools heuristics check-pass [--topology=SPEC ...] [--cost-table=F]
+                                    [--nvshmem-opt=PATH] [--out=DIR] [--jobs=N]
+
+For a sample of the sweep's cases, compiles a real JAX program per topology
+(deviceless GPU compile on the CPU; one program carries one permute per
+sampled case, see hlo_tools.heuristics_programs), takes the module XLA's
+async-collective-creator receives, runs nvshmem-opt --mode=explain on it and
+compares every decision with the sweep's row for that case: plan and every
+modeled time. It also compares upstream's CollectiveBackendAssigner (run by
+nvshmem-opt --compare-upstream) with the upstream rule the sweep prices.
+Exit status: 0 all match, 1 a mismatch, 2 unusable input or a failed compile.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from hlo_tools import heuristics_io
+from hlo_tools import heuristics_programs
+from hlo_tools import heuristics_sweep
+from hlo_tools.heuristics_io import HeuristicsError
+
+# Buffer sizes per entry of heuristics_programs.SAMPLE_SHAPES: latency-bound,
+# bandwidth-bound, a combined K/V pair, a shift. On 1x1x8 the second ring is
+# 2 GiB, above the 1 GiB symmetric heap, where the core must fall back to NCCL
+# while upstream's rule still says NVSHMEM.
+DEFAULT_SIZES = (4 << 10, 64 << 20, 1 << 20, 256 << 10)
+SIZES_BY_TOPOLOGY = {"1x1x8": (4 << 10, 2 << 30, 1 << 20, 256 << 10)}
+DEFAULT_TOPOLOGIES = ("1x1x8", "1x2x4", "2x2x4", "1x9x8:nvl72")
+# nvshmem-opt prints modeled times with 6 significant digits (%.6g).
+REL_TOL = 2e-5
+_UPSTREAM = {"NVSHMEM": "nvshmem", "DEFAULT": "nccl"}
+
+
+def sample_cases(spec, topology):
+  """[(shape, buffer_bytes)] in the program's argument order."""
+  sizes = SIZES_BY_TOPOLOGY.get(spec, DEFAULT_SIZES)
+  return list(zip(heuristics_programs.SAMPLE_SHAPES, sizes))
+
+
+def _program_args(cases, num_devices):
+  """dump's --arg strings: global 1-D arrays sharded over cp, f32 per shard."""
+  args = []
+  for shape, buffer_bytes in cases:
+    if buffer_bytes % 4:
+      raise HeuristicsError(f"buffer size {buffer_bytes} is not a multiple of 4 bytes")
+    arg = f"{buffer_bytes // 4 * num_devices}:f32:cp"
+    args += [arg, arg] if shape == "kv" else [arg]
+  return args
+
+
+def _nvshmem_opt_path(given):
+  if given:
+    return given
+  beside = os.path.join(os.path.dirname(sys.executable), "nvshmem-opt")
+  return beside if os.path.exists(beside) else shutil.which("nvshmem-opt")
+
+
+def compile_module(spec, cases):
+  """HLO text entering async-collective-creator for the sample program."""
+  from hlo_tools import dump  # jax only when actually compiling
+  # dump's deviceless targets take SxHxG; NVLink domains only matter to the pass.
+  base = spec.split(":", 1)[0]
+  n = 1
+  for d in base.split("x"):
+    n *= int(d)
+  source = {"kind": "function",
+            "function": "hlo_tools.heuristics_programs:sample",
+            "args": _program_args(cases, n), "out_spec": "cp"}
+  try:
+    return dump.dump_pass_snapshot(source, base, "async-collective-creator",
+                                   when="before")
+  except dump.DumpError as e:
+    raise HeuristicsError(f"compiling the sample for {spec}: {e}") from None
+
+
+def run_pass(tool, hlo_path, spec, cost_table, report_path):
+  cmd = [tool, hlo_path, f"--topology={spec}", f"--report={report_path}",
+         "--mode=explain", "--compare-upstream", "-o", os.devnull]
+  if cost_table:
+    cmd.append(f"--cost-table={cost_table}")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="0")
+  proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+  if proc.returncode != 0:
+    last = [l for l in proc.stderr.splitlines() if l.strip()][-1:] or ["(no output)"]
+    raise HeuristicsError(f"nvshmem-opt failed on {hlo_path} (exit "
+                          f"{proc.returncode}): {last[0]}")
+  with open(report_path) as f:
+    return json.load(f)
+
+
+def _close(a, b):
+  if a is None or b is None:
+    return a is None and b is None
+  return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-6)
+
+
+def compare(row, decision):
+  """Differences between the core's row and the pass's decision (empty: match)."""
+  problems = []
+  if decision["plan"] != row["chosen_plan"]:
+    problems.append(f"plan {decision['plan']} != core {row['chosen_plan']}")
+  modeled = decision["modeled_us"]
+  for key, column in (("nccl", "nccl_us"), ("nvshmem", "nvshmem_us"),
+                      ("split", "split_us"), ("chosen", "chosen_us")):
+    if not _close(modeled.get(key), row[column]):
+      problems.append(f"{key} {modeled.get(key)} us != core {row[column]}")
+  upstream = _UPSTREAM.get(decision.get("upstream"), decision.get("upstream"))
+  if upstream != row["upstream_plan"]:
+    problems.append(f"upstream assigner {decision.get('upstream')} != rule "
+                    f"{row['upstream_plan']}")
+  return problems
+
+
+def check_topology(spec, topology, table, cost_table_path, tool, work_dir):
+  """[(case name, problems)] for one topology's sample."""
+  cases = sample_cases(spec, topology)
+  hlo = compile_module(spec, cases)
+  stem = os.path.join(work_dir, spec.replace(":", "_"))
+  heuristics_io.write_atomic(stem + ".hlo", hlo)
+  report = run_pass(tool, stem + ".hlo", spec, cost_table_path, stem + ".json")
+  decisions = list(report["decisions"])
+  results = []
+  n = topology.num_devices
+  for shape, size in cases:
+    row = heuristics_sweep.evaluate(spec, topology, table, shape, size)
+    pairs = [list(p) for p in heuristics_sweep.pairs_for(shape, n)]
+    found = [d for d in decisions if d["bytes"] == row["bytes"] and d["pairs"] == pairs]
+    name = heuristics_sweep.case_name(row)
+    if len(found) != 1:
+      results.append((name, row, [f"{len(found)} decisions in the pass report have "
+                                  f"{row['bytes']} bytes and the {shape} pairs; "
+                                  "expected 1"]))
+      continue
+    decisions.remove(found[0])
+    results.append((name, row, compare(row, found[0])))
+  for d in decisions:  # XLA made a permute we did not plan for
+    results.append((f"{spec} {d['instruction']}", None,
+                    [f"unexpected permute of {d['bytes']} bytes in the module"]))
+  return results
+
+
+def _parser(prog):
+  p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+  p.add_argument("--topology", action="append", default=[],
+                 help="topology SPEC to check (repeatable; default: "
+                      + ", ".join(DEFAULT_TOPOLOGIES) + ")")
+  p.add_argument("--cost-table", help="cost table for both the core and the pass")
+  p.add_argument("--nvshmem-opt", help="path of nvshmem-opt (default: next to "
+                 "this python, else on PATH)")
+  p.add_argument("--out", help="keep the compiled HLO and pass reports here")
+  p.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1),
+                 help="compiles in parallel (default: %(default)s)")
+  return p
+
+
+def main(argv):
+  args = _parser(argv[0]).parse_args(argv[1:])
+  specs = args.topology or list(DEFAULT_TOPOLOGIES)
+  topologies = heuristics_sweep.parse_topologies(specs)
+  table = heuristics_sweep.load_table(args.cost_table)
+  tool = _nvshmem_opt_path(args.nvshmem_opt)
+  if not tool or not os.path.exists(tool):
+    raise HeuristicsError("nvshmem-opt not found; build it (scripts/setup.sh) or "
+                          "pass --nvshmem-opt=PATH")
+  if args.jobs < 1:
+    raise HeuristicsError("--jobs must be at least 1")
+  if args.out:
+    os.makedirs(args.out, exist_ok=True)
+  with tempfile.TemporaryDirectory(prefix="heuristics-check-") as tmp:
+    work_dir = args.out or tmp
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+      futures = [pool.submit(check_topology, spec, topology, table,
+                             args.cost_table, tool, work_dir)
+                 for spec, topology in topologies]
+      results = [r for f in futures for r in f.result()]
+  failed = 0
+  for name, row, problems in results:
+    if problems:
+      failed += 1
+      print(f"MISMATCH {name}: " + "; ".join(problems))
+    else:
+      print(f"ok {name}: {row['chosen_plan']} {row['chosen_us']:.2f} us "
+            f"(nccl {row['nccl_us']:.2f}, upstream {row['upstream_plan']})")
+  print(f"check-pass: {len(results) - failed} of {len(results)} cases match the core")
+  return 1 if failed else 0

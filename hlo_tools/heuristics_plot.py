@@ -1,0 +1,94 @@
+"""PNG plots of a heuristics sweep: modeled time vs size, one file per topology.
+
+Separate from the sweep so that matplotlib is imported only when plotting.
+"""
+
+import io
+import os
+import re
+
+from hlo_tools import heuristics_io
+from hlo_tools.heuristics_io import HeuristicsError
+
+_STYLE = {"nccl": ("tab:blue", "NCCL-only"), "nvshmem": ("tab:green", "NVSHMEM-only"),
+          "split": ("tab:orange", "split")}
+_MARKERS = {"nccl": "o", "nvshmem": "^", "split": "s"}
+
+
+def _pyplot():
+  try:
+    import matplotlib
+  except ImportError:
+    raise HeuristicsError("plots need matplotlib (pip install matplotlib==3.11.2), "
+                          "or pass --no-plots") from None
+  matplotlib.use("Agg")  # no display; also keeps the figure off any GUI loop
+  import matplotlib.pyplot as plt
+  return plt
+
+
+def file_name(spec):
+  return "sweep_" + re.sub(r"[^A-Za-z0-9_.-]+", "_", spec) + ".png"
+
+
+def plot_topology(out_dir, spec, rows):
+  """One figure per topology, one column per shape; returns the PNG's path.
+
+  Top row: modeled time, log-log. Bottom row: the same relative to NCCL-only,
+  where the few-percent gaps the log-log row hides become visible.
+  """
+  plt = _pyplot()
+  shapes = list(dict.fromkeys(r["shape"] for r in rows))
+  fig, axes = plt.subplots(2, len(shapes), figsize=(5.5 * len(shapes), 8),
+                           squeeze=False, sharex="col")
+  for ax, rel, shape in zip(axes[0], axes[1], shapes):
+    _panel(ax, rel, shape, [r for r in rows if r["shape"] == shape])
+  fig.suptitle(f"topology {spec}: modeled collective-permute time")
+  fig.tight_layout()
+  buffer = io.BytesIO()
+  fig.savefig(buffer, format="png", dpi=90)
+  plt.close(fig)
+  path = os.path.join(out_dir, file_name(spec))
+  heuristics_io.write_atomic(path, buffer.getvalue())
+  return path
+
+
+def _panel(ax, rel, shape, part):
+  """Draws one shape's curves: absolute on `ax`, relative to NCCL on `rel`."""
+  x = [r["buffer_bytes"] for r in part]
+  nccl = [r["nccl_us"] for r in part]
+  for axis, scale in ((ax, [1.0] * len(part)), (rel, nccl)):
+    _curves(axis, x, part, scale)
+  ax.set_yscale("log")
+  ax.set_ylabel("modeled time (us)")
+  ax.set_title(f"{shape}: {part[0]['num_edges']} edges, "
+               f"{part[0]['edges_network']} network")
+  rel.set_xscale("log", base=2)
+  rel.set_xlabel("bytes per buffer")
+  rel.set_ylabel("modeled time / NCCL-only")
+  for axis in (ax, rel):
+    axis.grid(True, which="both", alpha=0.3)
+  ax.legend(fontsize=7)
+
+
+def _curves(ax, x, part, scale):
+  """Every plan's curve, upstream's rule, and the choice marked; y divided by scale."""
+  for plan, (color, label) in _STYLE.items():
+    points = [(xi, r[f"{plan}_us"] / d) for xi, r, d in zip(x, part, scale)
+              if r[f"{plan}_us"] is not None]
+    if points:
+      ax.plot(*zip(*points), color=color, label=label, linewidth=1.2)
+  ax.plot(x, [r["upstream_us"] / d for r, d in zip(part, scale)],
+          color="tab:red", linestyle="--", linewidth=1, label="upstream rule")
+  # The choice sits on its plan's curve; the marker tells plans apart where
+  # curves overlap.
+  for plan, marker in _MARKERS.items():
+    chosen = [(xi, r["chosen_us"] / d) for xi, r, d in zip(x, part, scale)
+              if r["chosen_plan"] == plan]
+    if chosen:
+      ax.scatter(*zip(*chosen), marker=marker, s=22, color="black", zorder=3,
+                 label=f"chosen: {plan}")
+  missed = [(xi, r["oracle_us"] / d) for xi, r, d in zip(x, part, scale)
+            if r["chosen_plan"] != r["oracle_plan"]]
+  if missed:
+    ax.scatter(*zip(*missed), marker="x", s=40, color="magenta", zorder=4,
+               label="oracle (missed)")

@@ -1,0 +1,432 @@
+"""`hlo-tools verify FILE --topology=T`: named checks on a module's collective-permutes.
+
+    hlo-tools verify FILE --topology=SPEC [--cost-table=F] [--format=text|json] [--out=F]
+
+Each check reports pass / fail / skip per instruction (with its line), or "not
+applicable" as a whole:
+
+  permutation     source_target_pairs form a valid permutation: no repeated source
+                  or target, ids below num_partitions (cross-partition, i.e. with a
+                  channel_id) or num_replicas (cross-replica)
+  start-done      every collective-permute start has exactly one done in the same
+                  computation, and nothing but its done (and async-updates leading
+                  to it) uses the start
+  backend-config  backend_config is a JSON object; collective_backend_config, when
+                  present, is an object whose backend is DEFAULT or NVSHMEM; the
+                  pass's frontend attributes hold known values
+  nvlink-domain   NVSHMEM only where every edge stays in one NVLink domain of the
+                  topology (the selection core classifies each edge)
+  selection       the backend equals what the selection core decides for the topology
+                  and cost table; split parts: the NVSHMEM part carries exactly the
+                  core's NVLink edges and the NCCL part the rest. Ops the pass never
+                  annotated (no _nvshmem_plan) that still use DEFAULT are skipped: the
+                  pass did not run on them, so there is no decision to check.
+  memory-space    NVSHMEM operands and results live in the collective memory space
+                  (S(1) in the layout); only applicable once buffer assignment has
+                  annotated memory spaces (some layout in the module has S(n))
+  hlo-verifier    XLA's HloVerifier accepts the module (`nvshmem-opt --mode=explain`);
+                  skipped when nvshmem-opt is not built
+
+Exit status: 0 all checks pass (skips allowed), 1 a check failed, 2 unreadable input
+(missing file, malformed HLO, broken pair list, bad topology or cost table).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+from hlo_tools import explain as ex
+
+CHECKS = ("permutation", "start-done", "backend-config", "nvlink-domain", "selection",
+          "memory-space", "hlo-verifier")
+KNOWN_BACKENDS = ("DEFAULT", "NVSHMEM")
+KNOWN_PLANS = ("nccl", "nvshmem", "split")
+KNOWN_PARTS = ("nvshmem", "nccl")
+COLLECTIVE_MEMORY_SPACE = 1  # XLA GPU's collective memory space color, printed S(1)
+_START_OPS = {"collective-permute-start": "collective-permute-done",
+              "async-start": "async-done"}
+_UPDATE_OPS = ("collective-permute-update", "async-update")
+
+
+class Check:
+  """One named check: its per-instruction results and an overall status."""
+
+  def __init__(self, name):
+    self.name = name
+    self.results = []
+    self.note = None  # set when the whole check does not apply or was skipped
+
+  def add(self, status, instr, message):
+    self.results.append({
+        "status": status, "instruction": instr.name if instr is not None else None,
+        "computation": instr.computation.name if instr is not None else None,
+        "line": instr.line if instr is not None else None, "message": message})
+
+  @property
+  def status(self):
+    statuses = {r["status"] for r in self.results}
+    if "fail" in statuses:
+      return "fail"
+    if "pass" in statuses:
+      return "pass"
+    if self.note is not None and self.note.startswith("skip"):
+      return "skip"
+    if "skip" in statuses:
+      return "skip"
+    return "not_applicable"
+
+  def to_json(self):
+    return {"name": self.name, "status": self.status, "note": self.note,
+            "results": self.results}
+
+
+# ---------------------------------------------------------------------------------------
+# The checks
+
+def check_permutation(perms, module):
+  check = Check("permutation")
+  for perm in perms:
+    cross = perm.record.channel_id is not None
+    bound = module.num_partitions if cross else module.num_replicas
+    kind = "partitions" if cross else "replicas"
+    problems = []
+    for ids, what in ((([s for s, _ in perm.pairs]), "source"),
+                      ([t for _, t in perm.pairs], "target")):
+      seen = set()
+      for i in ids:
+        if i in seen:
+          problems.append(f"{what} {i} repeated")
+        seen.add(i)
+        if not 0 <= i < bound:
+          problems.append(f"{what} {i} outside 0..{bound - 1} ({bound} {kind})")
+    if problems:
+      check.add("fail", perm.start, "; ".join(dict.fromkeys(problems)))
+    else:
+      check.add("pass", perm.start, f"{len(perm.pairs)} pairs, a permutation of "
+                f"{bound} {kind}")
+  return check
+
+
+def _users(comp):
+  users = {}
+  for instr in comp.instructions:
+    for op in instr.operands:
+      users.setdefault(op, []).append(instr)
+  return users
+
+
+def _is_permute_start(module, instr):
+  if instr.opcode == "collective-permute-start":
+    return True
+  if instr.opcode == "async-start":
+    for name in instr.called_computations:
+      if name in module and module.computation(name).root.opcode == "collective-permute":
+        return True
+  return False
+
+
+def check_start_done(module):
+  check = Check("start-done")
+  for comp in module.computations:
+    users = None
+    for instr in comp.instructions:
+      if not _is_permute_start(module, instr):
+        continue
+      users = users or _users(comp)
+      done_op = _START_OPS[instr.opcode]
+      dones, others = [], []
+      todo, seen = [instr.name], set()
+      while todo:  # follow async-updates; they chain start -> update -> done
+        for user in users.get(todo.pop(), ()):
+          if user.name in seen:
+            continue
+          seen.add(user.name)
+          if user.opcode == done_op:
+            dones.append(user)
+          elif user.opcode in _UPDATE_OPS:
+            todo.append(user.name)
+          else:
+            others.append(user)
+      problems = []
+      if len(dones) != 1:
+        problems.append(f"{len(dones)} {done_op}s" + (
+            " (" + ", ".join(f"%{d.name} line {d.line}" for d in dones) + ")" if dones else ""))
+      if others:
+        problems.append("also used by " + ", ".join(
+            f"%{u.name} ({u.opcode}, line {u.line})" for u in others[:5]))
+      if problems:
+        check.add("fail", instr, "; ".join(problems))
+      else:
+        check.add("pass", instr, f"one {done_op} %{dones[0].name} (line {dones[0].line})")
+  return check
+
+
+def check_backend_config(perms):
+  check = Check("backend-config")
+  for perm in perms:
+    instr = perm.start
+    raw = instr.attributes.get("backend_config")
+    problems = []
+    if raw is not None:
+      config = instr.backend_config_json()
+      if not isinstance(config, dict):
+        problems.append("backend_config is not a JSON object")
+      else:
+        cbc = config.get("collective_backend_config")
+        if cbc is not None and not isinstance(cbc, dict):
+          problems.append("collective_backend_config is not an object")
+        elif cbc is not None:
+          backend = cbc.get("backend")
+          if backend is not None and backend not in KNOWN_BACKENDS:
+            problems.append(f"backend {backend!r} is not one of {', '.join(KNOWN_BACKENDS)}")
+          for key in ("is_sync", "is_pipelined"):
+            if key in cbc and not isinstance(cbc[key], bool):
+              problems.append(f"{key} is {cbc[key]!r}, not a boolean")
+    attrs = instr.frontend_attributes
+    plan = attrs.get("_nvshmem_plan")
+    if plan is not None and plan not in KNOWN_PLANS:
+      problems.append(f"_nvshmem_plan {plan!r} is not one of {', '.join(KNOWN_PLANS)}")
+    part = attrs.get("_nvshmem_split_part")
+    if part is not None and part not in KNOWN_PARTS:
+      problems.append(f"_nvshmem_split_part {part!r} is not one of {', '.join(KNOWN_PARTS)}")
+    if problems:
+      check.add("fail", instr, "; ".join(problems))
+    else:
+      check.add("pass", instr, f"backend {perm.record.backend}" +
+                ("" if raw is not None else " (no backend_config)"))
+  return check
+
+
+def _edges_text(edges):
+  return ", ".join(f"{s}->{t} ({c})" for s, t, c in edges[:8]) + (
+      f" and {len(edges) - 8} more" if len(edges) > 8 else "")
+
+
+def _own_edges(perm, topology, module):
+  return ex.device_edges(topology, module, perm.pairs, perm.record.channel_id is not None)
+
+
+def check_nvlink_domain(perms, topology, module, topology_spec):
+  check = Check("nvlink-domain")
+  for perm in perms:
+    if perm.record.backend != "NVSHMEM":
+      continue
+    edges = _own_edges(perm, topology, module)
+    outside = [e for e in edges if e[2] not in ex.NVLINK_CLASSES]
+    if outside:
+      check.add("fail", perm.start, f"NVSHMEM but {len(outside)} of {len(edges)} edges "
+                f"leave the NVLink domain on {topology_spec}: {_edges_text(outside)}")
+    else:
+      check.add("pass", perm.start, f"NVSHMEM; all {len(edges)} edges stay in an "
+                "NVLink domain")
+  if not check.results:
+    check.note = "no collective-permute uses NVSHMEM"
+  return check
+
+
+def _check_split_part(check, perm, decision):
+  """A split part: plan split for the union; this part carries exactly its share."""
+  if decision["plan"] != "split":
+    check.add("fail", perm.start, f"split part '{perm.split_part}', but the core decides "
+              f"{decision['plan']} for the {len(perm.decided_pairs)} pairs of the "
+              f"original permute: {decision['reason']}")
+    return
+  mine = [tuple(p) for p, nv in zip(perm.decided_pairs, decision["nvshmem_edge"])
+          if nv == (perm.split_part == "nvshmem")]
+  want_backend = "NVSHMEM" if perm.split_part == "nvshmem" else "DEFAULT"
+  problems = []
+  if perm.record.backend != want_backend:
+    problems.append(f"backend {perm.record.backend}, the {perm.split_part} part needs "
+                    f"{want_backend}")
+  if sorted(mine) != sorted(tuple(p) for p in perm.pairs):
+    problems.append(f"carries {pairs_short(perm.pairs)}, the core assigns "
+                    f"{pairs_short(mine)} to the {perm.split_part} part")
+  if perm.split_part == "nvshmem":
+    wrong = [e for (p, e) in zip(perm.decided_pairs, perm.edges)
+             if tuple(p) in set(map(tuple, perm.pairs)) and e[2] not in ex.NVLINK_CLASSES]
+    if wrong:
+      problems.append(f"NVSHMEM part carries non-NVLink edges {_edges_text(wrong)}")
+  if problems:
+    check.add("fail", perm.start, "; ".join(problems))
+  else:
+    check.add("pass", perm.start, f"split part '{perm.split_part}' with "
+              f"{len(perm.pairs)} of {len(perm.decided_pairs)} edges, as the core decides")
+
+
+def pairs_short(pairs):
+  return "{" + ",".join(f"{s}->{t}" for s, t in pairs[:8]) + (",..." if len(pairs) > 8 else "") + "}"
+
+
+def check_selection(perms, topology_spec):
+  check = Check("selection")
+  for perm in perms:
+    d = perm.decision
+    if perm.split_part is not None:
+      _check_split_part(check, perm, d)
+      continue
+    recorded = perm.start.frontend_attributes.get("_nvshmem_plan")
+    backend = perm.record.backend
+    if recorded is None and backend == "DEFAULT":
+      check.add("skip", perm.start, f"not annotated by the pass (no _nvshmem_plan); "
+                f"the core would choose {d['plan']}")
+      continue
+    want = ex.PLAN_BACKEND[d["plan"]]
+    problems = []
+    if d["plan"] == "split":
+      problems.append(f"the core decides split ({d['reason']}) but the op is not split")
+    elif backend != want:
+      problems.append(f"backend {backend}, the core decides {d['plan']} -> {want} on "
+                      f"{topology_spec}: {d['reason']}")
+    if recorded is not None and recorded != d["plan"]:
+      problems.append(f"_nvshmem_plan says {recorded}, the core decides {d['plan']}")
+    if problems:
+      check.add("fail", perm.start, "; ".join(problems))
+    else:
+      check.add("pass", perm.start, f"{d['plan']} -> {backend}: {d['reason']}")
+  return check
+
+
+def _has_memory_spaces(module):
+  for instr in module.instructions():
+    for leaf in instr.shape.leaves():
+      if leaf.layout and "S(" in leaf.layout:
+        return True
+  return False
+
+
+def check_memory_space(perms, module):
+  check = Check("memory-space")
+  if not _has_memory_spaces(module):
+    check.note = ("no layout has a memory space S(n): the module is from before "
+                  "buffer assignment")
+    return check
+  for perm in perms:
+    if perm.record.backend != "NVSHMEM":
+      continue
+    comp = perm.start.computation
+    shapes = [(f"operand %{op.name}", leaf) for op in perm.start.operand_instructions()
+              for leaf in op.shape.leaves()]
+    result = comp.instruction(perm.record.done) if perm.record.done else perm.start
+    shapes += [(f"result %{result.name}", leaf) for leaf in result.shape.leaves()]
+    # Scalar u32/s32 leaves are async context (sync flags), not data buffers.
+    data = [(what, leaf) for what, leaf in shapes
+            if leaf.element_type != "token" and (leaf.dims or leaf.element_type
+                                                 not in ("u32", "s32"))]
+    wrong = [f"{what} {leaf}" for what, leaf in data
+             if leaf.memory_space != COLLECTIVE_MEMORY_SPACE]
+    if wrong:
+      check.add("fail", perm.start, "NVSHMEM buffers outside the collective memory space "
+                f"S({COLLECTIVE_MEMORY_SPACE}): " + "; ".join(wrong[:4]))
+    else:
+      check.add("pass", perm.start, f"{len(shapes)} buffers in S({COLLECTIVE_MEMORY_SPACE})")
+  if not check.results:
+    check.note = "no collective-permute uses NVSHMEM"
+  return check
+
+
+def check_hlo_verifier(path, topology_spec, cost_table):
+  check = Check("hlo-verifier")
+  if ex.find_nvshmem_opt() is None:
+    check.note = "skip: nvshmem-opt is not built (run scripts/setup.sh)"
+    return check
+  try:
+    rc, _, message = ex.run_nvshmem_opt(path, topology_spec, cost_table, mode="explain")
+  except (OSError, subprocess.SubprocessError) as e:
+    check.note = f"skip: could not run nvshmem-opt: {e}"
+    return check
+  if rc == 0:
+    check.results.append({"status": "pass", "instruction": None, "computation": None,
+                          "line": None, "message": "HloVerifier accepts the module"})
+  elif rc == 2 and "HloVerifier rejects" not in message:
+    # The driver could not even load the module (e.g. text from a newer XLA than the
+    # one it links): that says nothing about HloVerifier.
+    check.note = f"skip: nvshmem-opt could not load the module: {message}"
+  else:
+    check.results.append({"status": "fail", "instruction": None, "computation": None,
+                          "line": None,
+                          "message": f"nvshmem-opt exit {rc}: {message or '(no message)'}"})
+  return check
+
+
+# ---------------------------------------------------------------------------------------
+
+def verify(path, topology_spec, cost_table=None, run_driver=True, source=None):
+  """The verify JSON object; raises ex.InputError for unreadable input."""
+  topology, table = ex.load_selection(topology_spec, cost_table)
+  source = source or ex.read_source(path)
+  module = source.module
+  perms = ex.analyze(source, topology, table)
+  checks = [
+      check_permutation(perms, module),
+      check_start_done(module),
+      check_backend_config(perms),
+      check_nvlink_domain(perms, topology, module, topology_spec),
+      check_selection(perms, topology_spec),
+      check_memory_space(perms, module),
+  ]
+  if run_driver:
+    checks.append(check_hlo_verifier(path, topology_spec, cost_table))
+  else:
+    skipped = Check("hlo-verifier")
+    skipped.note = "skip: not requested"
+    checks.append(skipped)
+  for check in checks:
+    if not check.results and check.note is None:
+      check.note = "no collective-permutes" if not perms else "nothing to check"
+  failed = [c.name for c in checks if c.status == "fail"]
+  return {"file": source.label, "module": module.name, "topology": topology_spec,
+          "cost_table": cost_table, "collective_permutes": len(perms),
+          "passed": not failed, "failed_checks": failed,
+          "checks": [c.to_json() for c in checks]}
+
+
+_MARK = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP", "not_applicable": "N/A "}
+
+
+def format_text(result):
+  lines = []
+  for check in result["checks"]:
+    head = f"{_MARK[check['status']]} {check['name']}"
+    if check["note"]:
+      head += f": {check['note']}"
+    lines.append(head)
+    for r in check["results"]:
+      where = (f"%{r['instruction']} ({r['computation']}) line {r['line']}: "
+               if r["instruction"] else "")
+      lines.append(f"  {r['status']:<4} {where}{r['message']}")
+  verdict = ("all checks pass" if result["passed"] else
+             "FAILED: " + ", ".join(result["failed_checks"]))
+  lines.append(f"{result['file']}: {verdict} (topology {result['topology']}, "
+               f"{result['collective_permutes']} collective-permute(s))")
+  return "\n".join(lines)
+
+
+def main(argv):
+  prog = argv[0] if argv else "hlo-tools verify"
+  parser = ex.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+  parser.add_argument("file", help="HLO text file")
+  parser.add_argument("--topology", required=True, help="e.g. 1x2x4 or 1x9x8:nvl72")
+  parser.add_argument("--cost-table", "--cost_table", dest="cost_table", default=None)
+  parser.add_argument("--format", choices=("text", "json"), default="text")
+  parser.add_argument("--out", default=None, help="write here instead of stdout")
+  parser.add_argument("--no-hlo-verifier", dest="hlo_verifier", action="store_false",
+                      help="do not run XLA's HloVerifier through nvshmem-opt")
+  try:
+    args = parser.parse_args(argv[1:])
+    ex.check_out_path(args.out, [args.file])
+    result = verify(args.file, args.topology, args.cost_table, args.hlo_verifier)
+    text = (json.dumps(result, indent=1) if args.format == "json"
+            else format_text(result))
+    ex.write_output(text, args.out)
+  except ex.InputError as e:
+    print(str(e), file=sys.stderr)
+    return 2
+  except OSError as e:
+    print(f"{prog}: {e}", file=sys.stderr)
+    return 2
+  return 0 if result["passed"] else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main(["hlo-tools verify"] + sys.argv[1:]))
