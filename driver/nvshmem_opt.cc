@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -54,6 +55,8 @@ constexpr char kUsage[] =
     "         [--compare-upstream] [--upstream-threshold-bytes=N] [--time]\n"
     "       nvshmem-opt --print-cost-table [--cost-table=FILE]\n"
     "INPUT is HLO text or a serialized HloModuleProto/HloProto; '-' reads stdin.\n"
+    "A proto carries no partition/replica counts: --num-partitions and\n"
+    "--num-replicas give them (default: the topology's devices, 1 replica).\n"
     "SPEC is SLICESxHOSTSxGPUS[:nvlN][:map=D0,D1,...], e.g. 1x2x4 or 1x9x8:nvl72.\n";
 
 struct Flags {
@@ -66,6 +69,8 @@ struct Flags {
   bool compare_upstream = false;
   int64_t upstream_threshold_bytes = xla::gpu::kDefaultThresholdInBytes;
   bool print_cost_table = false;
+  int num_partitions = 0;  // 0: from the input (text) or the topology (proto).
+  int num_replicas = 0;
   bool time = false;
 };
 
@@ -144,6 +149,15 @@ Flags ParseFlags(int argc, char** argv) {
                     "' is not a non-negative integer");
       }
       flags.upstream_threshold_bytes = parsed;
+    } else if (name == "num-partitions" || name == "num-replicas") {
+      std::string text = take();
+      char* end = nullptr;
+      long parsed = std::strtol(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || parsed < 1 || parsed > (1 << 20)) {
+        Fail(2, "--" + name + ": '" + text + "' is not a positive integer");
+      }
+      (name == "num-partitions" ? flags.num_partitions : flags.num_replicas) =
+          static_cast<int>(parsed);
     } else if (name == "print-cost-table") {
       no_value();
       flags.print_cost_table = true;
@@ -151,14 +165,14 @@ Flags ParseFlags(int argc, char** argv) {
       no_value();
       flags.time = true;
     } else {
-      Fail(2, "unknown flag '" + arg + "'\n" + kUsage);
+      Fail(2, "unknown flag '" + arg + "' (see --help)");
     }
   }
   if (flags.print_cost_table) return flags;
   if (positional.size() != 1) {
     Fail(2, std::string(positional.empty() ? "no INPUT given"
                                            : "more than one INPUT given") +
-                "\n" + kUsage);
+                " (see --help)");
   }
   flags.input = positional[0];
   if (flags.topology.empty()) Fail(2, "--topology=SPEC is required");
@@ -198,7 +212,9 @@ std::string LocateParseError(const std::string& path, const std::string& message
   return path + ": " + OneLine(message);
 }
 
-std::unique_ptr<xla::HloModule> LoadModule(const std::string& path) {
+std::unique_ptr<xla::HloModule> LoadModule(const std::string& path,
+                                           const Flags& flags,
+                                           const sel::Topology& topology) {
   std::string data = ReadFileOrDie(path);
   if (data.empty()) Fail(2, path + ": empty file");
   if (LooksLikeHloText(data)) {
@@ -224,6 +240,13 @@ std::unique_ptr<xla::HloModule> LoadModule(const std::string& path) {
   if (!config.ok()) {
     Fail(2, path + ": bad HloModuleProto: " + OneLine(config.status().ToString()));
   }
+  // The proto does not record how many partitions/replicas it runs on.
+  int replicas = flags.num_replicas > 0 ? flags.num_replicas : 1;
+  int partitions = flags.num_partitions > 0
+                       ? flags.num_partitions
+                       : std::max(1, topology.num_devices() / replicas);
+  config->set_replica_count(replicas);
+  config->set_num_partitions(partitions);
   absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
       xla::HloModule::CreateFromProto(proto, *config);
   if (!module.ok()) {
@@ -470,7 +493,13 @@ int main(int argc, char** argv) {
     Fail(2, flags.output + ": refusing to overwrite the input");
   }
 
-  std::unique_ptr<xla::HloModule> module = LoadModule(flags.input);
+  std::unique_ptr<xla::HloModule> module = LoadModule(flags.input, flags, *topology);
+  if (flags.num_partitions > 0) {
+    module->mutable_config().set_num_partitions(flags.num_partitions);
+  }
+  if (flags.num_replicas > 0) {
+    module->mutable_config().set_replica_count(flags.num_replicas);
+  }
   if (absl::Status status = Verify(module.get()); !status.ok()) {
     Fail(2, flags.input + ": HloVerifier rejects the input: " +
                 OneLine(std::string(status.message())));

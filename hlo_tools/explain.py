@@ -435,6 +435,10 @@ def write_output(text, out):
   try:
     with os.fdopen(fd, "w") as f:
       f.write(text)
+    # mkstemp makes the file private; give it the permissions a plain open() would.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
     os.replace(tmp, out)
   except BaseException:
     if os.path.exists(tmp):

@@ -29,7 +29,7 @@ def main(argv):
   rest = list(argv[1:])
   usage = f"usage: {prog} {{{','.join(SUBCOMMANDS)}}} [ARGS...]"
   if not rest or rest[0] in ("-h", "--help"):
-    print(usage if rest else usage, file=sys.stdout if rest else sys.stderr)
+    print(usage, file=sys.stdout if rest else sys.stderr)
     return 0 if rest else 2
   name = rest[0]
   if name not in SUBCOMMANDS:

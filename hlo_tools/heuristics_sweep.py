@@ -162,6 +162,10 @@ def summarize(rows):
       "worse_than_upstream": len(worse_than_upstream),
       "worse_than_upstream_over_heap": sum(
           1 for r in worse_than_upstream if r["upstream_over_heap"]),
+      # Upstream's plan above the heap would not fit NVSHMEM's default heap,
+      # so the comparison is also given without those cases.
+      "ratio_to_upstream_within_heap": _stats(
+          [r for r in rows if not r["upstream_over_heap"]], "ratio_to_upstream"),
       "mixed_multi_host_ring_cases": len(mixed_rings),
       "mixed_ratio_to_upstream": _stats(mixed_rings, "ratio_to_upstream"),
       "mixed_ratio_to_nccl": _stats(mixed_rings, "ratio_to_nccl"),
@@ -200,6 +204,8 @@ def format_summary(summary):
       f"worse than upstream's rule: {s['worse_than_upstream']} cases "
       f"({s['worse_than_upstream_over_heap']} of them where upstream's NVSHMEM "
       "plan exceeds the symmetric heap)",
+      "ratio to upstream's rule where its plan fits the heap: " +
+      _fmt_stats(s["ratio_to_upstream_within_heap"]),
       f"mixed multi-host rings ({s['mixed_multi_host_ring_cases']} cases, "
       f"split chosen in {s['mixed_split_chosen']}):",
       "  ratio to upstream's rule: " + _fmt_stats(s["mixed_ratio_to_upstream"]),

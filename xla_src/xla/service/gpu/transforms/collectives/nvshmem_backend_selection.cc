@@ -119,7 +119,10 @@ std::optional<double> ParseNumber(std::string_view s) {
   char* end = nullptr;
   errno = 0;
   double value = std::strtod(copy.c_str(), &end);
-  if (errno != 0 || end != copy.c_str() + copy.size() || !std::isfinite(value)) {
+  // ERANGE on underflow still yields the nearest representable value, which
+  // is what a tiny (denormal) entry means.
+  bool overflow = errno == ERANGE && std::fabs(value) > 1;
+  if (overflow || end != copy.c_str() + copy.size() || !std::isfinite(value)) {
     return std::nullopt;
   }
   return value;

@@ -1,0 +1,30 @@
+"""Shared paths for the tests: fixtures, shared data, the built C++ driver."""
+
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+SHARED_DATA = ROOT.parent / "shared" / "data"
+NVSHMEM_OPT = ROOT / "build" / "nvshmem-opt"
+
+
+def run_nvshmem_opt(*args, check=False, **kwargs):
+  """Runs the C++ driver; returns the CompletedProcess (text mode)."""
+  if not NVSHMEM_OPT.exists():
+    pytest.fail(f"{NVSHMEM_OPT} is not built: run scripts/setup.sh")
+  return subprocess.run([str(NVSHMEM_OPT), *map(str, args)], capture_output=True,
+                        text=True, check=check, timeout=120, **kwargs)
+
+
+@pytest.fixture
+def nvshmem_opt():
+  return run_nvshmem_opt
+
+
+@pytest.fixture
+def fixtures_dir():
+  return FIXTURES
