@@ -7,7 +7,6 @@ import sys
 # that reading HLO never pays for importing jax.
 COMMANDS = {
     "dump": "hlo_tools.dump",
-    "decisions": "hlo_tools.decisions",
     "parse": "hlo_tools.hlo_parse_cli",
     "explain": "hlo_tools.explain",
     "verify": "hlo_tools.verify",

@@ -383,6 +383,11 @@ def build(config, topology_arg, out, cost_table=None, progress=True):
            "chart": chart, "files": ["index.html"] + files,
            "sources": {"a": src_before, "b": src_after}}
     _write(os.path.join(work, "index.html"), render_page(ctx))
+    # mkdtemp made these private; a report is for reading, so use the umask's mode.
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in (work, dump_dir):
+      os.chmod(path, 0o777 & ~umask)
     dump_mod._finish(work, out)  # pylint: disable=protected-access
     report["out"] = out
     return report

@@ -20,7 +20,7 @@ fi
 # not TensorFlow's or CUDA's Python stacks.
 NODEPS=(tensorflow==2.21.0 jax-cuda13-plugin==0.10.2 jax-cuda13-pjrt==0.10.2)
 DEPS=(jax==0.10.2 jaxlib==0.10.2 absl-py==2.5.1 pytest==9.2.0 hypothesis==6.170.17
-      pybind11==3.1.0 numpy==2.4.6 setuptools==80.9.0)
+      pybind11==3.1.0 numpy==2.4.6 setuptools==80.9.0 matplotlib==3.11.2)
 stamp=$VENV/.pins
 want=$(printf '%s\n' "${NODEPS[@]}" "${DEPS[@]}" | sha1sum | cut -c1-12)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then

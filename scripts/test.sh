@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Sets everything up (idempotent), then runs every test: the C++ tests
+# (googletest, through ctest) and the Python tests (pytest). Fails when any
+# test fails.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh || exit 1
+status=0
+echo "== C++ tests (ctest)"
+ctest --test-dir build --output-on-failure || status=1
+echo "== Python tests (pytest)"
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@" || status=1
+exit $status
