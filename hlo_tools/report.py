@@ -156,6 +156,11 @@ def svg_chart(series, marks, title):
     out.append(f'<text x="{lx + 30}" y="{legend_y + 4}" font-size="11">'
                f'{df.esc(_LABELS[key])}</text>')
     legend_y += 18
+  if not any(series.get("nvshmem", [])):
+    out.append(f'<text x="{left + pw + 12}" y="{legend_y + 4}" font-size="11" fill="#777">'
+               'NVSHMEM for the whole permute: not</text>')
+    out.append(f'<text x="{left + pw + 12}" y="{legend_y + 18}" font-size="11" fill="#777">'
+               'eligible (edges cross the network)</text>')
   out.append("</svg>")
   return "\n".join(out)
 
