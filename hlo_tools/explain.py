@@ -244,10 +244,12 @@ class Permute:
     self.error = None
 
 
-def analyze(source, topology, table):
+def analyze(source, topology, table, tolerant=False):
   """Permute objects for every collective-permute, decided by the selection core.
 
-  Raises InputError for broken pair lists and pairs the topology cannot place.
+  Raises InputError for broken pair lists, and for pairs the topology cannot place
+  unless `tolerant` (verify reports those as failed checks): then perm.error says
+  why and perm.decision is None.
   """
   module = source.module
   perms = []
@@ -274,6 +276,9 @@ def analyze(source, topology, table):
                                        perm.decided_pairs, cross, module.num_partitions,
                                        module.num_replicas)
     except (selection.SelectionError, ValueError) as e:
+      if tolerant:
+        perm.error, perm.edges = str(e), []
+        continue
       raise InputError(f"{source.label}:{perm.start.line}: %{perm.start.name}: "
                        f"{e}") from None
   return perms

@@ -212,7 +212,12 @@ def check_nvlink_domain(perms, topology, module, topology_spec):
   for perm in perms:
     if perm.record.backend != "NVSHMEM":
       continue
-    edges = _own_edges(perm, topology, module)
+    try:
+      edges = _own_edges(perm, topology, module)
+    except ValueError as e:
+      check.add("fail", perm.start, f"NVSHMEM, but its edges cannot be placed on "
+                f"{topology_spec}: {e}")
+      continue
     outside = [e for e in edges if e[2] not in ex.NVLINK_CLASSES]
     if outside:
       check.add("fail", perm.start, f"NVSHMEM but {len(outside)} of {len(edges)} edges "
@@ -262,6 +267,9 @@ def check_selection(perms, topology_spec):
   check = Check("selection")
   for perm in perms:
     d = perm.decision
+    if d is None:
+      check.add("fail", perm.start, f"the core cannot decide on {topology_spec}: {perm.error}")
+      continue
     if perm.split_part is not None:
       _check_split_part(check, perm, d)
       continue
@@ -356,7 +364,7 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None):
   topology, table = ex.load_selection(topology_spec, cost_table)
   source = source or ex.read_source(path)
   module = source.module
-  perms = ex.analyze(source, topology, table)
+  perms = ex.analyze(source, topology, table, tolerant=True)
   checks = [
       check_permutation(perms, module),
       check_start_done(module),

@@ -1,0 +1,201 @@
+// libFuzzer harness for nvshmem-opt's whole path:
+//   parse (HLO text or serialized proto) -> HloVerifier -> pass -> HloVerifier
+//   -> JSON report + print -> re-parse of the printed text -> pass again.
+//
+// It compiles the driver itself (driver/nvshmem_opt.cc, with its main renamed)
+// so that the driver's own helpers (LooksLikeHloText, LocateParseError,
+// Verify, RecordsToJson, JsonString) are the code under test; only the parts
+// that exit() (Fail, ReadFileOrDie) are replaced by in-process equivalents.
+//
+// Input: byte 0 picks the configuration (topology x mode x cost table), the
+// rest is the module. fuzz/make_corpus.py writes the seeds.
+//
+// Properties checked (a violation aborts, so libFuzzer records it):
+//   * a rejected input gets a non-empty, one-line error message;
+//   * the pass's output passes HloVerifier (the driver's exit code 1);
+//   * the JSON report holds no non-finite number (nan/inf is not JSON);
+//   * the printed module parses again, and the pass on it changes nothing.
+
+#define main nvshmem_opt_driver_main
+#include "../driver/nvshmem_opt.cc"
+#undef main
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+struct Config {
+  const char* topology;
+  bool split_friendly;
+  const char* mode;
+};
+
+constexpr const char* kTopologies[] = {
+    "1x1x8", "1x2x4", "2x2x4", "1x2x4:nvl8", "1x1x4", "2x2x2", "1x4x4:nvl8",
+    "1x2x4:map=1,0,3,2,5,4,7,6"};
+constexpr const char* kModes[] = {"rewrite", "annotate", "explain"};
+constexpr char kSplitFriendly[] =
+    "link nccl network 1 900\nsm_interference nccl 4\nsplit_overhead_us 0\n";
+
+Config PickConfig(uint8_t byte) {
+  Config config;
+  config.topology = kTopologies[byte % 8];
+  config.mode = kModes[(byte / 8) % 3];
+  config.split_friendly = (byte / 24) % 2 == 1;
+  return config;
+}
+
+[[noreturn]] void Violation(const std::string& what) {
+  std::fprintf(stderr, "PROPERTY VIOLATED: %s\n", what.c_str());
+  std::abort();
+}
+
+// The driver turns every rejection into "nvshmem-opt: <message>\n"; the
+// message must say something and fit on one line.
+void CheckRejection(const std::string& message) {
+  if (message.empty()) Violation("empty error message");
+  if (message.find('\n') != std::string::npos ||
+      message.find('\r') != std::string::npos) {
+    Violation("multi-line error message: " + message);
+  }
+}
+
+void CheckJson(const std::string& json) {
+  for (const char* bad : {"nan", "inf"}) {
+    // Numbers follow ": " in the report; strings are quoted.
+    if (json.find(std::string(": ") + bad) != std::string::npos ||
+        json.find(std::string(": -") + bad) != std::string::npos) {
+      Violation(std::string("non-finite number in the JSON report: ") + json);
+    }
+  }
+}
+
+// Mirrors LoadModule without exiting; returns null and sets `error` on a
+// rejected input.
+std::unique_ptr<xla::HloModule> Load(const std::string& data,
+                                     const sel::Topology& topology,
+                                     std::string* error) {
+  const std::string path = "fuzz.hlo";
+  if (data.empty()) {
+    *error = path + ": empty file";
+    return nullptr;
+  }
+  if (LooksLikeHloText(data)) {
+    auto module = xla::ParseAndReturnUnverifiedModule(data);
+    if (!module.ok()) {
+      *error = LocateParseError(path, std::string(module.status().message()));
+      return nullptr;
+    }
+    return *std::move(module);
+  }
+  xla::HloModuleProto proto;
+  xla::HloProto wrapper;
+  if (wrapper.ParseFromString(data) && wrapper.has_hlo_module() &&
+      !wrapper.hlo_module().name().empty()) {
+    proto = wrapper.hlo_module();
+  } else if (!proto.ParseFromString(data) || proto.name().empty() ||
+             proto.computations_size() == 0) {
+    *error = path + ": neither HLO text nor a serialized HloModuleProto";
+    return nullptr;
+  }
+  auto config =
+      xla::HloModule::CreateModuleConfigFromProto(proto, xla::DebugOptions());
+  if (!config.ok()) {
+    *error = path + ": bad HloModuleProto: " + OneLine(config.status().ToString());
+    return nullptr;
+  }
+  config->set_replica_count(1);
+  config->set_num_partitions(std::max(1, topology.num_devices()));
+  auto module = xla::HloModule::CreateFromProto(proto, *config);
+  if (!module.ok()) {
+    *error = path + ": bad HloModuleProto: " + OneLine(module.status().ToString());
+    return nullptr;
+  }
+  return *std::move(module);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  (void)argc;
+  (void)argv;
+  setenv("TF_CPP_MIN_LOG_LEVEL", "3", 0);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  const Config config = PickConfig(data[0]);
+  const std::string input(reinterpret_cast<const char*>(data) + 1, size - 1);
+
+  std::string error;
+  std::optional<sel::Topology> topology =
+      sel::Topology::Parse(config.topology, &error);
+  if (!topology) Violation("built-in topology rejected: " + error);
+  sel::CostTable table = sel::DefaultCostTable();
+  if (config.split_friendly) {
+    auto parsed = sel::ParseCostTable(kSplitFriendly, "split.txt", &error);
+    if (!parsed) Violation("built-in cost table rejected: " + error);
+    table = *parsed;
+  }
+
+  std::unique_ptr<xla::HloModule> module = Load(input, *topology, &error);
+  if (module == nullptr) {
+    CheckRejection(error);
+    return 0;
+  }
+  if (absl::Status status = Verify(module.get()); !status.ok()) {
+    CheckRejection("fuzz.hlo: HloVerifier rejects the input: " +
+                   OneLine(std::string(status.message())));
+    return 0;
+  }
+
+  const std::string mode = config.mode;
+  Rewriter::Options options{*topology, table,
+                            mode == "rewrite" ? Rewriter::Mode::kRewrite
+                                              : Rewriter::Mode::kAnnotateOnly};
+  Rewriter pass(options);
+  std::unique_ptr<xla::HloModule> scratch;
+  xla::HloModule* target = module.get();
+  if (mode == "explain") {
+    scratch = module->Clone("");
+    target = scratch.get();
+  }
+  absl::StatusOr<bool> changed = pass.Run(target);
+  if (!changed.ok()) {
+    CheckRejection("fuzz.hlo: " + OneLine(std::string(changed.status().message())));
+    return 0;
+  }
+  if (absl::Status status = Verify(target); !status.ok()) {
+    Violation("HloVerifier rejects the pass's output: " +
+              std::string(status.message()));
+  }
+  Flags flags;
+  flags.input = "fuzz.hlo";
+  flags.topology = config.topology;
+  flags.mode = mode;
+  CheckJson(RecordsToJson(flags, *topology, pass.records(), nullptr, *changed, 1.0));
+
+  // The printed module reads back, and a second run changes nothing.
+  const std::string text = target->ToString();
+  auto again = xla::ParseAndReturnUnverifiedModule(text);
+  if (!again.ok()) {
+    Violation("printed module does not parse: " +
+              std::string(again.status().message()));
+  }
+  if (absl::Status status = Verify(again->get()); !status.ok()) {
+    Violation("printed module does not verify: " + std::string(status.message()));
+  }
+  Rewriter second(options);
+  absl::StatusOr<bool> changed_again = second.Run(again->get());
+  if (!changed_again.ok()) {
+    Violation("second run fails: " + std::string(changed_again.status().message()));
+  }
+  if (mode == "rewrite" && *changed_again) {
+    Violation("second run changed the module (pass not idempotent)");
+  }
+  return 0;
+}

@@ -1,0 +1,148 @@
+"""hlo-tools explain: per-permute reasoning on real fixtures, the pass's output, bad input."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hlo_tools import explain
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
+DRIVER = REPO / "build" / "nvshmem-opt"
+RING_PAIRS = [[i, (i + 1) % 8] for i in range(8)]
+
+
+def run(capsys, *argv):
+  rc = explain.main(["hlo-tools explain", *map(str, argv)])
+  out, err = capsys.readouterr()
+  return rc, out, err
+
+
+def pass_output(tmp_path, fixture, topology, *extra):
+  """nvshmem-opt's rewrite of a fixture (the pass's real output)."""
+  if not DRIVER.exists():
+    pytest.skip("nvshmem-opt is not built")
+  out = tmp_path / f"{fixture}.{topology}.nvshmem.hlo"
+  proc = subprocess.run([str(DRIVER), str(FIXTURES / f"{fixture}.hlo"),
+                         f"--topology={topology}", "-o", str(out), *extra],
+                        capture_output=True, text=True, env=explain.driver_env(), check=False)
+  assert proc.returncode == 0, proc.stderr
+  return out
+
+
+def test_two_hosts_ring_is_nccl(capsys):
+  rc, out, err = run(capsys, FIXTURES / "ring_1x2x4.before_async.hlo", "--topology=1x2x4",
+                     "--format=json")
+  assert rc == 0, err
+  result = json.loads(out)
+  [e] = result["collectives"]
+  assert e["pairs"] == RING_PAIRS
+  assert e["bytes"] == 65536 and e["form"] == "sync"
+  assert e["while_loop"] and e["trip_count"] == 8
+  assert e["edges_by_class"]["network"] == 2 and e["edges_by_class"]["nvlink"] == 6
+  assert e["choice"] == {"plan": "nccl", "backend": "DEFAULT"}
+  assert e["modeled_us"]["nvshmem"] is None and e["modeled_us"]["nccl"] > 0
+  assert "cross the network" in e["reason"]
+  assert e["upstream"]["backend"] == "DEFAULT"
+  if DRIVER.exists():
+    assert e["upstream"]["source"] == "nvshmem-opt --compare-upstream"
+
+
+def test_one_host_ring_is_nvshmem_text(capsys):
+  rc, out, _ = run(capsys, FIXTURES / "ring_1x1x8.after_optimizations.hlo",
+                   "--topology=1x1x8")
+  assert rc == 0
+  assert "%collective-permute-start" in out
+  assert "choice        nvshmem (backend NVSHMEM" in out
+  assert "upstream XLA  NVSHMEM" in out
+  assert "trip count 8" in out
+
+
+def test_upstream_rule_without_driver(capsys, monkeypatch):
+  monkeypatch.setenv("NVSHMEM_OPT", "/nonexistent/nvshmem-opt")
+  rc, out, _ = run(capsys, FIXTURES / "ring_1x1x8.before_async.hlo", "--topology=1x1x8",
+                   "--format=json")
+  assert rc == 0
+  [e] = json.loads(out)["collectives"]
+  assert e["upstream"]["backend"] == "NVSHMEM"
+  assert e["upstream"]["source"].startswith("rule:")
+
+
+def test_split_parts_explained_on_their_union(capsys, tmp_path):
+  table = tmp_path / "slow_nccl_nvlink.cost"
+  table.write_text("link nccl nvlink 30 450\n")
+  out_hlo = pass_output(tmp_path, "ring_1x2x4.before_async", "1x2x4", f"--cost-table={table}")
+  rc, out, err = run(capsys, out_hlo, "--topology=1x2x4", f"--cost-table={table}",
+                     "--format=json")
+  assert rc == 0, err
+  entries = json.loads(out)["collectives"]
+  assert sorted(e["split_part"] for e in entries) == ["nccl", "nvshmem"]
+  for e in entries:
+    assert e["decided_on"] == "union of split parts"
+    assert e["choice"]["plan"] == "split"
+    assert e["recorded"]["plan"] == "split"
+
+
+def test_pass_output_records_the_decision(capsys, tmp_path):
+  out_hlo = pass_output(tmp_path, "ring_1x1x8.before_async", "1x1x8")
+  rc, out, _ = run(capsys, out_hlo, "--topology=1x1x8", "--format=json")
+  assert rc == 0
+  [e] = json.loads(out)["collectives"]
+  assert e["current_backend"] == "NVSHMEM" and e["form"] == "start-done"
+  assert e["recorded"]["plan"] == "nvshmem"
+
+
+def test_json_to_out_file(capsys, tmp_path):
+  dest = tmp_path / "explain.json"
+  rc, out, _ = run(capsys, FIXTURES / "shift_1x2x4.before_async.hlo", "--topology=1x2x4",
+                   "--format=json", f"--out={dest}")
+  assert rc == 0 and out == ""
+  [e] = json.loads(dest.read_text())["collectives"]
+  assert len(e["pairs"]) == 7  # i -> i+1, no wrap-around
+
+
+def truncated(tmp_path):
+  text = (FIXTURES / "ring_1x2x4.before_async.hlo").read_text()
+  path = tmp_path / "truncated.hlo"
+  path.write_text(text[:len(text) // 2])
+  return path
+
+
+def broken_pairs(tmp_path, pairs="{{0,1},{1}}"):
+  text = (FIXTURES / "ring_1x2x4.before_async.hlo").read_text()
+  text = text.replace("source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}",
+                      f"source_target_pairs={pairs}")
+  path = tmp_path / "broken_pairs.hlo"
+  path.write_text(text)
+  return path
+
+
+def test_bad_input(capsys, tmp_path):
+  rc, out, err = run(capsys, truncated(tmp_path), "--topology=1x2x4")
+  assert rc == 2 and out == ""
+  assert len(err.strip().splitlines()) == 1
+  assert err.startswith(f"{tmp_path / 'truncated.hlo'}:")
+  rc, _, err = run(capsys, tmp_path / "missing.hlo", "--topology=1x2x4")
+  assert rc == 2 and "missing.hlo: cannot read" in err
+  rc, _, err = run(capsys, broken_pairs(tmp_path), "--topology=1x2x4")
+  assert rc == 2 and len(err.strip().splitlines()) == 1
+  assert "broken_pairs.hlo:167:" in err and "broken source_target_pairs" in err
+  rc, _, err = run(capsys, FIXTURES / "ring_1x2x4.before_async.hlo", "--topology=2x")
+  assert rc == 2 and "topology" in err
+  rc, _, err = run(capsys, FIXTURES / "ring_1x2x4.before_async.hlo")
+  assert rc == 2 and "--topology" in err
+
+
+def test_cli_entry_point():
+  exe = REPO / ".venv" / "bin" / "hlo-tools"
+  if not exe.exists():
+    pytest.skip("hlo-tools is not installed in .venv")
+  proc = subprocess.run([str(exe), "explain", str(FIXTURES / "ring_2x2x4.before_async.hlo"),
+                         "--topology=2x2x4", "--format=json"], capture_output=True, text=True,
+                        check=False, env=dict(os.environ, NVSHMEM_OPT="/nonexistent"))
+  assert proc.returncode == 0, proc.stderr
+  [e] = json.loads(proc.stdout)["collectives"]
+  assert len(e["pairs"]) == 16 and e["edges_by_class"]["network"] == 4

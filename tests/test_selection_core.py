@@ -1,0 +1,88 @@
+"""The selection core from Python: the bindings give the C++ answers."""
+
+import pytest
+
+from hlo_tools import selection
+
+
+def ring(n):
+  return [(i, (i + 1) % n) for i in range(n)]
+
+
+def test_topology_round_trip_and_link_classes():
+  t = selection.parse_topology("2x2x4:nvl8")
+  assert (t.slices, t.hosts_per_slice, t.gpus_per_host, t.nvlink_domain_size) == (2, 2, 4, 8)
+  assert t.num_devices == 16
+  assert str(t) == "2x2x4:nvl8"
+  assert [t.classify(0, d) for d in (0, 3, 4, 8)] == [
+      "same_device", "nvlink", "nvlink_domain", "network"]
+  with pytest.raises(ValueError):
+    t.classify(0, 16)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("", "expected SLICESxHOSTSxGPUS"),
+    ("1x2x", "is not a positive whole number"),
+    ("1x2x4:nvl3", "whole number of hosts"),
+    ("1x2x4:map=0,1", None),  # valid spec; the map is checked against a module later
+    ("1x1x2:map=1,1", "twice"),
+    ("1x2x4:bogus", "unknown option 'bogus'"),
+])
+def test_topology_errors_are_one_line(spec, message):
+  if message is None:
+    selection.parse_topology(spec)
+    return
+  with pytest.raises(selection.SelectionError) as e:
+    selection.parse_topology(spec)
+  assert message in str(e.value)
+  assert "\n" not in str(e.value)
+  assert str(e.value).startswith(f"topology spec '{spec}'")
+
+
+def test_decisions_match_the_cpp_tests():
+  table = selection.load_cost_table()
+  one_host = selection.decide(selection.parse_topology("1x1x8"), table, 32 << 20, ring(8))
+  assert one_host["plan"] == "nvshmem"
+  assert one_host["nvshmem_us"] < one_host["nccl_us"]
+  two_hosts = selection.decide(selection.parse_topology("1x2x4"), table, 32 << 20, ring(8))
+  assert two_hosts["plan"] == "nccl"
+  assert two_hosts["edges_by_class"]["network"] == 2
+  assert two_hosts["nvshmem_us"] is None
+  assert two_hosts["split_us"] > two_hosts["nccl_us"]
+  nvl72 = selection.decide(selection.parse_topology("1x9x8:nvl72"), table, 32 << 20,
+                           ring(72), num_partitions=72)
+  assert nvl72["plan"] == "nvshmem"
+  huge = selection.decide(selection.parse_topology("1x1x8"), table, 2 << 30, ring(8))
+  assert huge["plan"] == "nccl" and "symmetric heap" in huge["reason"]
+
+
+def test_cost_table_file_overrides_and_errors(tmp_path):
+  good = tmp_path / "t.txt"
+  good.write_text("link nccl network 4 900\nsm_interference nccl 0.5\n")
+  table = selection.load_cost_table(good)
+  assert table.link("nccl", "network") == (4.0, 900.0)
+  assert table.sm_interference("nccl") == 0.5
+  d = selection.decide(selection.parse_topology("1x2x4"), table, 64 << 20, ring(8))
+  assert d["plan"] == "split"
+  assert d["nvshmem_edge"] == [True, True, True, False, True, True, True, False]
+  # Text form round-trips through the parser.
+  again = selection.CostTable.parse(str(table), "again")
+  assert str(again) == str(table)
+
+  bad = tmp_path / "bad.txt"
+  bad.write_text("margin 0.1\n\nlink nvshmem nvlink fast 1\n")
+  with pytest.raises(selection.SelectionError, match=r"bad\.txt:3: 'fast' is not a number"):
+    selection.load_cost_table(bad)
+  with pytest.raises(selection.SelectionError, match="No such file"):
+    selection.load_cost_table(tmp_path / "missing.txt")
+
+
+def test_edge_expansion_and_time():
+  t = selection.parse_topology("1x2x4")
+  assert selection.core.edge_ids_to_devices(t, [(0, 5)], True, 8, 1) == [(0, 5)]
+  with pytest.raises(ValueError, match="outside 0..7"):
+    selection.core.edge_ids_to_devices(t, [(0, 8)], True, 8, 1)
+  table = selection.load_cost_table()
+  small = selection.edge_time_us(table, "nccl", "network", 1024)
+  big = selection.edge_time_us(table, "nccl", "network", 1 << 30)
+  assert 10 < small < 11 and big > 1000 * small
