@@ -331,7 +331,7 @@ def entry(perm, upstream=None):
   else:
     up = {"backend": upstream_rule(perm),
           "source": "rule: NVSHMEM iff every edge stays in an NVLink domain "
-                    "(nvshmem-opt not available)"}
+                    "(nvshmem-opt not built or could not load the module)"}
   return {
       "computation": rec.computation, "instruction": rec.start, "done": rec.done,
       "form": rec.form, "line": rec.start_line, "done_line": rec.done_line,

@@ -30,15 +30,26 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-# googletest for the C++ tests (Debian's package; CI runs as root).
-if [ ! -f /usr/include/gtest/gtest.h ]; then
+# Debian packages: googletest for the C++ tests, Chromium for the report's
+# page test (CI runs as root).
+missing=()
+[ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
+command -v cmake >/dev/null || missing+=(cmake)
+command -v chromium >/dev/null || missing+=(chromium)
+if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    log "installing libgtest-dev"
+    log "installing ${missing[*]}"
     apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgtest-dev cmake g++ >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
-    log "googletest missing: install Debian's libgtest-dev"; exit 1
+    log "missing Debian packages: ${missing[*]}"
+    [[ " ${missing[*]} " == *" libgtest-dev "* ]] && exit 1
   fi
+fi
+# buildifier checks the Bazel files (npm registry); optional.
+if ! command -v buildifier >/dev/null && command -v npm >/dev/null; then
+  log "installing buildifier (npm @bazel/buildifier)"
+  npm install -g -s @bazel/buildifier@8.2.1 >/dev/null 2>&1 || log "buildifier not installed; its check will be skipped"
 fi
 
 log "building C++ (CMake, -j2)"

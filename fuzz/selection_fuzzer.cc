@@ -1,0 +1,153 @@
+// libFuzzer harness for the backend-selection core alone (no XLA):
+// Topology::Parse, ParseCostTable, EdgeIdsToDevices and Decide.
+//
+// Input: text sections separated by a line "%%":
+//   topology spec
+//   %%
+//   cost table text
+//   %%
+//   request: BYTES NUM_PARTITIONS NUM_REPLICAS CROSS(0|1) SRC DST SRC DST ...
+// fuzz/make_corpus.py writes seeds in this form; libFuzzer mutates freely.
+//
+// Properties checked (a violation aborts):
+//   * rejected specs/tables/requests get a non-empty, one-line error
+//     (tables: "<source>:<line>: ...");
+//   * accepted specs and tables round-trip through ToString/CostTableToString;
+//   * a decision is consistent: edge counts add up, a split marks every edge,
+//     chosen time is the chosen plan's time, numbers are not NaN, the reason
+//     is one non-empty line.
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "xla/service/gpu/transforms/collectives/nvshmem_backend_selection.h"
+
+namespace sel = xla::gpu::nvshmem_selection;
+
+namespace {
+
+[[noreturn]] void Violation(const std::string& what) {
+  std::fprintf(stderr, "PROPERTY VIOLATED: %s\n", what.c_str());
+  std::abort();
+}
+
+void CheckOneLine(const std::string& message, const char* what) {
+  if (message.empty()) Violation(std::string(what) + ": empty message");
+  if (message.find('\n') != std::string::npos) {
+    Violation(std::string(what) + ": multi-line message: " + message);
+  }
+}
+
+std::vector<std::string> Sections(std::string_view text) {
+  std::vector<std::string> sections(1);
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find('\n', start);
+    std::string_view line = text.substr(
+        start, end == std::string_view::npos ? std::string_view::npos : end - start);
+    if (line == "%%") {
+      sections.emplace_back();
+    } else {
+      sections.back().append(line);
+      if (end != std::string_view::npos) sections.back() += '\n';
+    }
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+  return sections;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  std::vector<std::string> sections = Sections(text);
+  while (sections.size() < 3) sections.emplace_back();
+  std::string spec = sections[0];
+  if (!spec.empty() && spec.back() == '\n') spec.pop_back();
+
+  std::string error;
+  std::optional<sel::Topology> topology = sel::Topology::Parse(spec, &error);
+  if (!topology) {
+    CheckOneLine(error, "topology error");
+    if (error.rfind("topology spec '", 0) != 0) Violation("topology error: " + error);
+  } else {
+    std::string again_error;
+    std::optional<sel::Topology> again =
+        sel::Topology::Parse(topology->ToString(), &again_error);
+    if (!again || again->ToString() != topology->ToString()) {
+      Violation("topology does not round-trip: " + topology->ToString());
+    }
+  }
+
+  std::optional<sel::CostTable> table =
+      sel::ParseCostTable(sections[1], "costs.txt", &error);
+  if (!table) {
+    CheckOneLine(error, "cost table error");
+    if (error.rfind("costs.txt:", 0) != 0) Violation("cost table error: " + error);
+  } else {
+    const std::string printed = sel::CostTableToString(*table);
+    std::string again_error;
+    std::optional<sel::CostTable> again =
+        sel::ParseCostTable(printed, "printed", &again_error);
+    if (!again) Violation("printed cost table rejected: " + again_error);
+    if (sel::CostTableToString(*again) != printed) {
+      Violation("cost table does not round-trip:\n" + printed);
+    }
+  }
+  if (!topology || !table) return 0;
+
+  // The request: small numbers keep each run fast.
+  std::istringstream in(sections[2]);
+  long long bytes = 0, partitions = 1, replicas = 1, cross = 1;
+  in >> bytes >> partitions >> replicas >> cross;
+  if (bytes < 0) bytes = -(bytes + 1);
+  partitions = 1 + std::llabs(partitions % 512);
+  replicas = 1 + std::llabs(replicas % 64);
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  long long src, dst;
+  while (pairs.size() < 256 && in >> src >> dst) pairs.emplace_back(src, dst);
+
+  std::optional<std::vector<std::pair<int, int>>> edges = sel::EdgeIdsToDevices(
+      *topology, pairs, cross != 0, static_cast<int>(partitions),
+      static_cast<int>(replicas), &error);
+  if (!edges) {
+    CheckOneLine(error, "request error");
+    return 0;
+  }
+  for (const auto& [s, d] : *edges) {
+    if (s < 0 || d < 0 || s >= topology->num_devices() ||
+        d >= topology->num_devices()) {
+      Violation("edge outside the topology");
+    }
+  }
+  sel::Decision decision = sel::Decide(*topology, *table, {bytes, *edges});
+  CheckOneLine(decision.reason, "decision reason");
+  int counted = 0;
+  for (int c : decision.edges_by_class) counted += c;
+  if (counted != static_cast<int>(edges->size())) Violation("edge counts");
+  if (decision.plan == sel::Plan::kSplit &&
+      decision.nvshmem_edge.size() != edges->size()) {
+    Violation("split without a mark for every edge");
+  }
+  for (double v : {decision.nccl_us, decision.nvshmem_us, decision.split_us,
+                   decision.chosen_us}) {
+    if (std::isnan(v)) Violation("NaN time in a decision: " + decision.reason);
+  }
+  if (decision.reason.find("nan") != std::string::npos) {
+    Violation("NaN in a decision's reason: " + decision.reason);
+  }
+  const double expected = decision.plan == sel::Plan::kNvshmem ? decision.nvshmem_us
+                          : decision.plan == sel::Plan::kSplit ? decision.split_us
+                                                               : decision.nccl_us;
+  if (decision.chosen_us != expected) Violation("chosen time is not the plan's");
+  return 0;
+}
