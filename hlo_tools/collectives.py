@@ -51,7 +51,7 @@ def collective_permutes(module):
           continue  # reported through its async-start
         out.append(_record(module, callers, comp, "sync", instr, None, instr))
       elif op == "collective-permute-start":
-        users = users or _users(comp)
+        users = users or operand_users(comp)
         done = _find_done(users, instr, "collective-permute-done")
         rec = _record(module, callers, comp, "start-done", instr, done, instr)
         first = instr.shape.tuple_shapes[0] if instr.shape.is_tuple and instr.shape.tuple_shapes else None
@@ -61,7 +61,7 @@ def collective_permutes(module):
         inner = _wrapped_permute(module, instr)
         if inner is None:
           continue
-        users = users or _users(comp)
+        users = users or operand_users(comp)
         done = _find_done(users, instr, "async-done")
         rec = _record(module, callers, comp, "async-wrapped", instr, done, inner)
         rec.wrapped_computation = inner.computation.name
@@ -99,7 +99,8 @@ def _operand_bytes(instr):
 _PASS_THROUGH = frozenset(("async-update", "collective-permute-update", "get-tuple-element"))
 
 
-def _users(comp):
+def operand_users(comp):
+  """Instruction name -> the instructions of `comp` that use it."""
   users = {}
   for instr in comp.instructions:
     for op in instr.operands:

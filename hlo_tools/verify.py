@@ -36,6 +36,7 @@ import os
 import subprocess
 import sys
 
+from hlo_tools import collectives
 from hlo_tools import explain as ex
 
 CHECKS = ("permutation", "start-done", "backend-config", "nvlink-domain", "selection",
@@ -108,14 +109,6 @@ def check_permutation(perms, module):
   return check
 
 
-def _users(comp):
-  users = {}
-  for instr in comp.instructions:
-    for op in instr.operands:
-      users.setdefault(op, []).append(instr)
-  return users
-
-
 def _is_permute_start(module, instr):
   if instr.opcode == "collective-permute-start":
     return True
@@ -133,7 +126,7 @@ def check_start_done(module):
     for instr in comp.instructions:
       if not _is_permute_start(module, instr):
         continue
-      users = users or _users(comp)
+      users = users or collectives.operand_users(comp)
       done_op = _START_OPS[instr.opcode]
       dones, others = [], []
       todo, seen = [instr.name], set()
