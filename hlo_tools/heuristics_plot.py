@@ -56,6 +56,12 @@ def _panel(ax, rel, shape, part):
   """Draws one shape's curves: absolute on `ax`, relative to NCCL on `rel`."""
   x = [r["buffer_bytes"] for r in part]
   nccl = [r["nccl_us"] for r in part]
+  if not part[0]["num_edges"] or min(nccl) <= 0:
+    # E.g. a non-cyclic shift on one device: nothing moves, nothing to plot.
+    for axis in (ax, rel):
+      axis.text(0.5, 0.5, f"{shape}: no edges on this topology",
+                ha="center", va="center", transform=axis.transAxes)
+    return
   for axis, scale in ((ax, [1.0] * len(part)), (rel, nccl)):
     _curves(axis, x, part, scale)
   ax.set_yscale("log")

@@ -404,3 +404,12 @@ def test_cli_dispatches_heuristics():
   proc = subprocess.run([sys.executable, "-m", "hlo_tools.cli", "heuristics", "sweep",
                          "--help"], capture_output=True, text=True, cwd=ROOT, check=False)
   assert proc.returncode == 0 and "--cost-table" in proc.stdout
+
+
+def test_sweep_plots_a_topology_where_a_shape_has_no_edges(tmp_path):
+  # A non-cyclic shift on one device moves nothing; the plot must still be drawn.
+  from hlo_tools import heuristics  # pylint: disable=import-outside-toplevel
+  rc = heuristics.main(["hlo-tools heuristics", "sweep", "--topology=1x1x1",
+                        f"--out={tmp_path}"])
+  assert rc == 0
+  assert list(tmp_path.glob("*1x1x1*.png"))

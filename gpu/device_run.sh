@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Everything the GPU measurements need, in one command on the device machine.
+#
+#   bash gpu/device_run.sh OUTDIR [P2P_SIZES] [RING_SEQ_LENS] [NVSHMEM_SEQ_LENS]
+#
+# Probes the machine (GPUs, links, versions of jax, NCCL, NVSHMEM, nvshmem4py),
+# installs nvshmem4py from wheels in .whl/ when they are there (the newest one
+# that imports and finds libnvshmem_host), then runs gpu/p2p_bench.py and
+# gpu/ring_step_bench.py. OUTDIR receives at most 8 files: probe.txt, log.txt,
+# p2p.csv, p2p_copy.csv, p2p_details.json, ring_results.json, ring_results.csv
+# and ring_files.tgz (HLO and per-mode results).
+set -u
+OUTDIR=${1:?usage: device_run.sh OUTDIR [P2P_SIZES] [RING_SEQ_LENS] [NVSHMEM_SEQ_LENS]}
+P2P_SIZES=${2:-1K:256M}
+RING_SEQ_LENS=${3:-32K,64K,128K,256K}
+NVSHMEM_SEQ_LENS=${4:-$RING_SEQ_LENS}
+# NVLink multicast off, in this shell and every child.
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+export PYTHONUNBUFFERED=1
+# Some headroom over NVSHMEM's default 1 GiB heap: two 256 MiB buffers and XLA's.
+export NVSHMEM_SYMMETRIC_SIZE=${NVSHMEM_SYMMETRIC_SIZE:-4G}
+PY=${PYTHON:-python3}
+mkdir -p "$OUTDIR"
+LOG="$OUTDIR/log.txt"
+exec > >(tee -a "$LOG") 2>&1
+
+{
+  echo "== date"; date -u
+  echo "== nvidia-smi"; nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
+  echo "== nvidia-smi topo -m"; nvidia-smi topo -m 2>&1 | head -20
+  echo "== python"; $PY -V; which $PY
+  echo "== pip show"
+  $PY -m pip show jax jaxlib jax-cuda13-plugin jax-cuda13-pjrt torch cupy-cuda13x \
+    nvidia-nccl-cu13 nvidia-nvshmem-cu13 cuda-core cuda-bindings cuda-pathfinder 2>/dev/null \
+    | grep -E '^(Name|Version|Location):'
+  echo "== NVSHMEM and NCCL libraries"
+  $PY - <<'EOF'
+import glob, os, site, sys
+for d in site.getsitepackages():
+  for pat in ("nvidia/nvshmem/lib/*", "nvidia/nccl/lib/*"):
+    for f in sorted(glob.glob(os.path.join(d, pat))):
+      print(f)
+EOF
+  echo "== jax"
+  $PY - <<'EOF'
+import jax, jax.extend
+print("jax", jax.__version__, "devices", jax.devices())
+from jax.extend import xla as jx
+print("register_hlo_module_transformation:", hasattr(jx, "register_hlo_module_transformation"),
+      "PipelineStage:", [s.name for s in getattr(jx, "PipelineStage", [])])
+EOF
+} > "$OUTDIR/probe.txt" 2>&1
+cat "$OUTDIR/probe.txt"
+
+# nvshmem4py: the newest carried wheel that imports and opens libnvshmem_host.
+NVSITE=""
+for whl in $(ls -r .whl/nvshmem4py*.whl 2>/dev/null); do
+  dir=/tmp/nvshmem4py_$(basename "$whl" | cut -d- -f2)
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target "$dir" "$whl" || continue
+  if PYTHONPATH="$dir" $PY -c "import nvshmem.core as nc; print('nvshmem4py ok:', nc.get_version())" \
+      >> "$OUTDIR/probe.txt" 2>&1; then
+    NVSITE=$dir; break
+  else
+    echo "nvshmem4py from $whl does not import (see probe.txt)"
+  fi
+done
+tail -5 "$OUTDIR/probe.txt"
+[ -n "$NVSITE" ] && export PYTHONPATH="$NVSITE${PYTHONPATH:+:$PYTHONPATH}"
+echo "== nvshmem4py site: ${NVSITE:-none}"
+
+echo "== p2p_bench"
+timeout 230 $PY gpu/p2p_bench.py --out="$OUTDIR/p2p.csv" --details="$OUTDIR/p2p_details.json" \
+  --sizes="$P2P_SIZES" --timeout=60
+echo "p2p_bench exit $?"
+
+echo "== ring_step_bench"
+RING_DIR=/tmp/ring_bench
+rm -rf "$RING_DIR"
+timeout 340 $PY gpu/ring_step_bench.py --out-dir="$RING_DIR" --seq-lens="$RING_SEQ_LENS" \
+  --nvshmem-seq-lens="$NVSHMEM_SEQ_LENS" --timeout=120
+echo "ring_step_bench exit $?"
+cp "$RING_DIR/ring_results.json" "$RING_DIR/ring_results.csv" "$OUTDIR/" 2>/dev/null
+tar -czf "$OUTDIR/ring_files.tgz" -C "$RING_DIR" . 2>/dev/null
+ls -la "$OUTDIR"

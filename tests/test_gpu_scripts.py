@@ -1,0 +1,331 @@
+"""CPU-only tests of the GPU measurement scripts in gpu/: their pure parts.
+
+What needs a GPU (the timed loops, NCCL, NVSHMEM) is skipped here; the
+scripts' CSV and HLO handling, argument parsing and size lists are checked, and
+the CSV they write is fed to `hlo-tools heuristics calibrate`'s reader.
+"""
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, ROOT
+from hlo_tools import calibrate
+from hlo_tools import selection
+from hlo_tools.collectives import collective_permutes
+from hlo_tools.hlo_text import parse_hlo_text
+
+GPU = ROOT / "gpu"
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1",
+                 "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
+
+
+def _load(name):
+  spec = importlib.util.spec_from_file_location(f"gpu_{name}", GPU / f"{name}.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+p2p = _load("p2p_bench")
+ring = _load("ring_step_bench")
+compare = _load("compare_model")
+
+
+# --- p2p_bench: sizes and arguments -------------------------------------------------
+
+def test_default_sizes_are_1k_to_256m_in_powers_of_two():
+  sizes = p2p.parse_sizes(p2p.DEFAULT_SIZES)
+  assert sizes[0] == 1024 and sizes[-1] == 256 << 20
+  assert len(sizes) == 19
+  assert all(b == 2 * a for a, b in zip(sizes, sizes[1:]))
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("4096", [4096]),
+    ("1K,4K,1M", [1024, 4096, 1 << 20]),
+    ("1k:8k", [1024, 2048, 4096, 8192]),
+    ("1K:64K:4", [1024, 4096, 16384, 65536]),
+    ("1M,1K:2K,1M", [1024, 2048, 1 << 20]),  # sorted, no repeats
+    ("1G", [1 << 30]),
+    ("2MiB", [2 << 20]),
+])
+def test_parse_sizes(text, expected):
+  assert p2p.parse_sizes(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "1X", "0", "8K:1K", "1K:2K:1", "1K:2K:x",
+                                  "1:2:3:4", "-1K"])
+def test_parse_sizes_rejects(text):
+  with pytest.raises(p2p.BenchError):
+    p2p.parse_sizes(text)
+
+
+def test_parse_args_defaults():
+  args = p2p.parse_args(["--out=/tmp/x/p2p.csv"])
+  assert args.backend_list == ["nccl", "nvshmem", "copy"]
+  assert args.copy_out == "/tmp/x/p2p_copy.csv"
+  assert args.size_list == p2p.parse_sizes("1K:256M")
+  assert args.nprocs is None and not args.no_graph and args.worker is None
+
+
+def test_parse_args_options():
+  args = p2p.parse_args(["--backends=nvshmem", "--sizes=1K,2K", "--nprocs=4",
+                         "--copy-out=c.csv", "--reps=3", "--no-graph"])
+  assert args.backend_list == ["nvshmem"] and args.size_list == [1024, 2048]
+  assert args.nprocs == 4 and args.copy_out == "c.csv" and args.reps == 3
+  assert args.no_graph
+
+
+@pytest.mark.parametrize("argv", [["--backends=mpi"], ["--backends=,"], ["--nprocs=0"],
+                                  ["--reps=0"], ["--warmup=-1"], ["--sizes=1Q"]])
+def test_parse_args_rejects(argv):
+  with pytest.raises(p2p.BenchError):
+    p2p.parse_args(argv)
+
+
+def test_link_class_and_ring_peers():
+  assert p2p.link_class_for(1) == "same_device"
+  assert p2p.link_class_for(8) == "nvlink"
+  assert p2p.ring_peers(0, 1) == (0, 0)  # the self-ring on one GPU
+  assert p2p.ring_peers(0, 4) == (1, 3)
+  assert p2p.ring_peers(3, 4) == (0, 2)
+  for nbytes in p2p.parse_sizes("1K:1G"):
+    assert 5 <= p2p.iterations_for(nbytes) <= 100
+
+
+def test_merge_keeps_slowest_rank_and_common_sizes():
+  per_rank = [{1024: (1e-6, 100, "graph"), 2048: (3e-6, 100, "graph"), 4096: (1, 5, "graph")},
+              {1024: (2e-6, 100, "eager"), 2048: (1e-6, 100, "graph")}]
+  merged = p2p.merge_rank_results(per_rank)
+  assert merged == {1024: (2e-6, 100, "eager+graph"), 2048: (3e-6, 100, "graph")}
+  assert p2p.merge_rank_results([]) == {}
+
+
+def test_child_env_forces_multicast_off(monkeypatch):
+  monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")
+  env = p2p.child_env({"NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME": "lo"})
+  for key, value in MULTICAST_OFF.items():
+    assert env[key] == value
+  assert env["NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME"] == "lo"
+  # Importing the scripts also sets them for the process itself.
+  assert p2p.MULTICAST_OFF == MULTICAST_OFF == ring.MULTICAST_OFF
+
+
+# --- p2p_bench: the CSV is what calibrate reads -------------------------------------
+
+def _synthetic_rows(latency_us, bandwidth_gbps, backend, link_class="nvlink"):
+  merged = {n: ((latency_us + n / (bandwidth_gbps * 1e3)) * 1e-6, 10, "graph")
+            for n in p2p.parse_sizes("1K:256M")}
+  return p2p.csv_rows(backend, link_class, merged, 2)
+
+
+def test_written_csv_calibrates_to_the_generating_line(tmp_path):
+  path = tmp_path / "p2p.csv"
+  rows = _synthetic_rows(6.0, 400.0, "nccl") + _synthetic_rows(3.0, 500.0, "nvshmem")
+  p2p.write_csv(path, rows, ["a comment line"])
+  text = path.read_text()
+  assert text.startswith("# a comment line\nbackend,link_class,bytes,seconds,")
+  groups = calibrate.read_measurements(str(path))
+  assert set(groups) == {("nccl", "nvlink"), ("nvshmem", "nvlink")}
+  table, fits = calibrate.calibrate(str(path))
+  assert math.isclose(fits[("nccl", "nvlink")].latency_us, 6.0, rel_tol=1e-4)
+  assert math.isclose(fits[("nccl", "nvlink")].bandwidth_gbps, 400.0, rel_tol=1e-4)
+  assert math.isclose(fits[("nvshmem", "nvlink")].latency_us, 3.0, rel_tol=1e-4)
+  assert math.isclose(fits[("nvshmem", "nvlink")].bandwidth_gbps, 500.0, rel_tol=1e-4)
+  assert "link nvshmem nvlink 3 500" in table
+  # Extra columns are ignored by calibrate but carry the bandwidth for people.
+  assert rows[-1]["gbps"] and rows[-1]["mode"] == "graph"
+
+
+def test_empty_results_still_have_the_header(tmp_path):
+  path = tmp_path / "p2p.csv"
+  p2p.write_csv(path, [])
+  assert path.read_text().splitlines()[0] == ",".join(p2p.CSV_COLUMNS)
+
+
+def test_committed_h200_measurements_calibrate():
+  path = GPU / "results" / "h200x1_p2p.csv"
+  if not path.exists():
+    pytest.skip("no committed measurements")
+  text, fits = calibrate.calibrate(str(path))
+  assert set(fits) == {("nccl", "same_device"), ("nvshmem", "same_device")}
+  for fit in fits.values():
+    assert 0 < fit.latency_us < 20 and fit.bandwidth_gbps > 500
+
+
+def test_p2p_help_runs_without_a_gpu():
+  proc = subprocess.run([sys.executable, str(GPU / "p2p_bench.py"), "--help"],
+                        capture_output=True, text=True, timeout=60)
+  assert proc.returncode == 0 and "--sizes" in proc.stdout
+
+
+def test_p2p_on_a_gpu():
+  torch = pytest.importorskip("torch")
+  if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU")
+  pytest.skip("GPU runs go through gpu/device_run.sh on the device machine")
+
+
+# --- ring_step_bench ----------------------------------------------------------------
+
+def test_seq_lens_and_modes():
+  assert ring.parse_seq_lens(ring.DEFAULT_SEQ_LENS) == [32768, 65536, 131072, 262144]
+  assert ring.parse_seq_lens("16k, 4096,16K") == [4096, 16384]
+  assert ring.parse_modes("nccl,permute_peer") == ["nccl", "permute_peer"]
+  for bad in ("", "32X", "0"):
+    with pytest.raises(ring.BenchError):
+      ring.parse_seq_lens(bad)
+  with pytest.raises(ring.BenchError):
+    ring.parse_modes("nccl,mpi")
+
+
+def test_ring_parse_args():
+  args = ring.parse_args(["--seq-lens=4K,8K", "--nvshmem-seq-lens=4K", "--iters=3"])
+  assert args.seq_len_list == [4096, 8192] and args.nvshmem_seq_len_list == [4096]
+  assert args.mode_list == list(ring.MODES) and args.check_seq_len == 2048
+  assert ring.parse_args(["--check-seq=0"]).check_seq_len == 0
+  with pytest.raises(ring.BenchError):
+    ring.parse_args(["--iters=0"])
+
+
+def test_mode_env_sets_exactly_the_modes_flags():
+  base = {"XLA_FLAGS": "--xla_dump_to=/d --xla_gpu_experimental_enable_nvshmem=true "
+                       "--xla_gpu_collective_permute_mode=peer", "NCCL_NVLS_ENABLE": "1"}
+  flags = {m: ring.mode_env(m, base)["XLA_FLAGS"].split() for m in ring.MODES}
+  assert flags["nccl"] == ["--xla_dump_to=/d"]
+  assert flags["nvshmem_flag"] == ["--xla_dump_to=/d", ring.NVSHMEM_FLAG]
+  assert flags["nvshmem_transform"] == ["--xla_dump_to=/d"]
+  assert flags["permute_peer"][-1] == "--xla_gpu_collective_permute_mode=peer"
+  assert flags["permute_symmetric"][-1] == "--xla_gpu_collective_permute_mode=symmetric"
+  assert ring.NVSHMEM_FLAG in ring.mode_env("nvshmem_transform", base, True)["XLA_FLAGS"]
+  for mode in ring.MODES:
+    env = ring.mode_env(mode, base)
+    assert all(env[k] == v for k, v in MULTICAST_OFF.items())
+
+
+def test_set_permute_backend_on_async_permutes():
+  text = (FIXTURES / "ring_1x1x8.after_optimizations.hlo").read_text()
+  assert "NVSHMEM" not in text
+  before = ring.permute_backends(text)
+  assert before and all(set(per) == {"DEFAULT"} for per in before.values())
+  new, changed = ring.set_permute_backend(text, "NVSHMEM")
+  assert changed == sum(sum(per.values()) for per in before.values())
+  assert ring.permute_backends(new) == {
+      op: {"NVSHMEM": sum(per.values())} for op, per in before.items()}
+  # The project's own HLO reader sees the same backends, and nothing else moved.
+  records = collective_permutes(parse_hlo_text(new))
+  assert records and {r.backend for r in records} == {"NVSHMEM"}
+  assert len(new.splitlines()) == len(text.splitlines())
+  unchanged = [a == b for a, b in zip(text.splitlines(), new.splitlines())]
+  assert unchanged.count(False) == changed
+
+
+def test_set_permute_backend_adds_a_config_where_there_is_none():
+  # XLA's combiner has merged the K and V rotations into one variadic permute.
+  text = (FIXTURES / "ring_1x1x8.before_async.hlo").read_text()
+  assert "backend_config" not in [l for l in text.splitlines()
+                                  if " collective-permute(" in l][0]
+  new, changed = ring.set_permute_backend(text, "NVSHMEM")
+  assert changed == 1
+  assert ring.summarize_backends(ring.permute_backends(new)) == \
+      f"collective-permute:NVSHMEM={changed}"
+  records = collective_permutes(parse_hlo_text(new))
+  assert {r.backend for r in records} == {"NVSHMEM"}
+
+
+def test_permute_backends_reads_modes_and_braces_in_strings():
+  line = ('  %cp = f32[4]{0} collective-permute-start(%x), source_target_pairs={{0,1}}, '
+          'metadata={op_name="a{b"}, backend_config={"k":"}{","collective_backend_config":'
+          '{"backend":"DEFAULT","collectives_mode":"COLLECTIVES_SYMMETRIC_MEMORY"}}')
+  found = ring.permute_backends(line)
+  assert found == {"collective-permute-start": {"DEFAULT/COLLECTIVES_SYMMETRIC_MEMORY": 1}}
+  new, n = ring.set_permute_backend(line)
+  assert n == 1 and '"k":"}{"' in new
+  assert ring.permute_backends(new) == {
+      "collective-permute-start": {"NVSHMEM/COLLECTIVES_SYMMETRIC_MEMORY": 1}}
+  assert ring.summarize_backends({}) == "none"
+  assert ring.set_permute_backend("%a = f32[] add(%b, %c)") == ("%a = f32[] add(%b, %c)", 0)
+
+
+def test_result_rows_flatten_failures_and_runs():
+  results = {
+      "nccl": {"devices": 1, "runs": [{"seq_len": 4096, "status": "ok", "forward_s": 0.004,
+                                        "step_s": 0.004, "permutes": 0, "backends": "none"}]},
+      "nvshmem_flag": {"runs": [], "error": "child gave no result (exit status 1): F... "
+                                            "Unknown flag in XLA_FLAGS"}}
+  rows = ring.result_rows(results)
+  assert rows[0]["mode"] == "nccl" and rows[0]["forward_s"] == 0.004
+  assert rows[1] == {"mode": "nvshmem_flag", "status": "failed",
+                     "error": results["nvshmem_flag"]["error"]}
+  assert set(rows[0]) <= set(ring.RESULT_COLUMNS)
+
+
+def test_log_tail(tmp_path):
+  path = tmp_path / "log"
+  path.write_text("\n".join(f"line {i}" for i in range(30)))
+  assert ring.log_tail(str(path), lines=2) == "line 28\nline 29"
+  assert ring.log_tail(str(tmp_path / "missing")) == ""
+
+
+def _jax_has_transformations():
+  try:
+    from jax.extend import xla as jx
+  except Exception:
+    return False
+  return hasattr(jx, "register_hlo_module_transformation")
+
+
+@pytest.mark.skipif(not _jax_has_transformations(),
+                    reason="this jax has no register_hlo_module_transformation")
+def test_transform_mode_end_to_end_on_cpu(tmp_path):
+  """The registered pass really sets NVSHMEM on a 2-device CPU ring's permutes."""
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             XLA_FLAGS="--xla_force_host_platform_device_count=2")
+  proc = subprocess.run(
+      [sys.executable, str(GPU / "ring_step_bench.py"), f"--out-dir={tmp_path}",
+       "--modes=nccl,nvshmem_transform", "--seq-lens=256", "--num-heads=2",
+       "--num-kv-heads=1", "--head-dim=8", "--check-seq=128", "--iters=1",
+       "--warmup=0", "--timeout=200"],
+      capture_output=True, text=True, env=env, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  results = json.loads((tmp_path / "ring_results.json").read_text())
+  nccl, transform = results["nccl"], results["nvshmem_transform"]
+  assert nccl["ok"] and transform["ok"], (nccl.get("error"), transform.get("error"))
+  assert nccl["runs"][0]["backends"] == "collective-permute:DEFAULT=2"
+  assert transform["transform_registered"] is True
+  assert transform["runs"][0]["backends"] == "collective-permute:NVSHMEM=2"
+  assert transform["check"]["ok"] and nccl["check"]["ok"]
+  assert any(c.get("changed") for c in transform["transform_calls"])
+  assert (tmp_path / "ring_results.csv").read_text().startswith("mode,seq_len,")
+
+
+# --- compare_model ------------------------------------------------------------------
+
+def test_compare_model_matches_the_selection_core(tmp_path):
+  table = compare.parse_table(str(selection.load_cost_table()))
+  assert ("nccl", "nvlink") in table["links"] and "nccl" in table["sm"]
+  core = selection.load_cost_table()
+  for backend in ("nccl", "nvshmem"):
+    for nbytes in (1024, 1 << 20, 1 << 30):
+      assert math.isclose(compare.modeled_us(table, backend, "nvlink", nbytes),
+                          selection.edge_time_us(core, backend, "nvlink", nbytes),
+                          rel_tol=1e-9)
+  path = tmp_path / "m.csv"
+  p2p.write_csv(path, _synthetic_rows(6.0, 450.0, "nccl") +
+                _synthetic_rows(5.6, 450.0, "nvshmem"))
+  rows = compare.compare(compare.read_measured(str(path)), {"default": table})
+  # The default table's NVLink entries are exactly these lines, so the transfer
+  # time matches and only NCCL's modeled time adds its SM interference.
+  summary = compare.summarize(rows, ["default"])
+  assert summary[("nccl", "nvlink", "default")][1] < 1e-6
+  assert summary[("nvshmem", "nvlink", "default")][1] < 1e-6
+  ratios = compare.ratio_rows(rows, ["default"])
+  assert len(ratios) == 19 and all(r["default"] < 1 for r in ratios)
+  md = compare.markdown(rows, ["default"])
+  assert "| nccl | nvlink | 1 KiB |" in md and "256 MiB" in md
