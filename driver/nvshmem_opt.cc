@@ -7,12 +7,15 @@
 // Exit codes: 0 success, 1 the pass produced an invalid module (a bug),
 // 2 unusable input (missing file, malformed HLO, bad flag or topology).
 
+#include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -41,6 +44,7 @@
 #include "xla/service/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
 #include "xla/service/hlo.pb.h"
 #include "xla/service/hlo_verifier.h"
+#include "xla/shape_util.h"
 #include "xla/stream_executor/cuda/cuda_compute_capability.h"
 #include "xla/stream_executor/device_description.h"
 
@@ -53,6 +57,7 @@ constexpr char kUsage[] =
     "usage: nvshmem-opt INPUT --topology=SPEC [-o OUT] [--cost-table=FILE]\n"
     "         [--mode=rewrite|annotate|explain] [--report=JSON]\n"
     "         [--compare-upstream] [--upstream-threshold-bytes=N] [--time]\n"
+    "         [--max-input-bytes=N (default 1 GiB; larger inputs are refused)]\n"
     "       nvshmem-opt --print-cost-table [--cost-table=FILE]\n"
     "INPUT is HLO text or a serialized HloModuleProto/HloProto; '-' reads stdin.\n"
     "A proto carries no partition/replica counts: --num-partitions and\n"
@@ -72,9 +77,120 @@ struct Flags {
   int num_partitions = 0;  // 0: from the input (text) or the topology (proto).
   int num_replicas = 0;
   bool time = false;
+  int64_t max_input_bytes = int64_t{1} << 30;  // Larger inputs are refused.
 };
 
+// --- Guard around XLA's own code -------------------------------------------
+//
+// XLA's parser and verifier CHECK-fail (abort the process) on some malformed
+// modules instead of returning an error, e.g. a computation whose parameter
+// numbers skip one ("Check failed: param_no >= 0 && param_no <
+// parameter_count", found by fuzz/driver_fuzzer). While XLA runs we park
+// stderr in a memory file, and a SIGABRT/SIGSEGV/SIGBUS/SIGFPE handler turns
+// such a death into our usual one line, quoting XLA's check:
+//   nvshmem-opt: IN.hlo: XLA aborted while parsing the module: Check failed: ...
+// with exit code 2 while reading or verifying the input (unusable input) and
+// 1 from then on (a bug). NVSHMEM_OPT_TF_LOGS=1 leaves stderr alone.
+struct XlaGuard {
+  const char* stage = nullptr;  // Null: not inside XLA.
+  int exit_code = 2;
+  int saved_stderr = -1;  // The real stderr while parked.
+  int capture = -1;       // Memory file holding XLA's stderr.
+  char input[512] = "";
+};
+XlaGuard g_guard;
+
+// Async-signal-safe: only write/read/lseek/_exit and fixed buffers.
+void WriteAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    ssize_t n = write(fd, data, size);
+    if (n <= 0) return;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+void WriteStr(int fd, const char* text) { WriteAll(fd, text, strlen(text)); }
+
+extern "C" void OnFatalSignal(int sig) {
+  int fd = g_guard.saved_stderr >= 0 ? g_guard.saved_stderr : 2;
+  // XLA's fatal log line: "F0000 00:00:... file.cc:185] Check failed: ...".
+  static char log[16384];
+  static char detail[1024];
+  detail[0] = '\0';
+  if (g_guard.capture >= 0 && lseek(g_guard.capture, 0, SEEK_SET) == 0) {
+    ssize_t n = read(g_guard.capture, log, sizeof(log) - 1);
+    log[n > 0 ? n : 0] = '\0';
+    for (char* line = log; *line != '\0';) {
+      char* end = strchr(line, '\n');
+      if (end != nullptr) *end = '\0';
+      // An uncaught exception (e.g. absl's BadStatusOrAccess) ends in
+      // "terminate called ...\n  what():  <message>".
+      char* bracket = strstr(line, "] ");
+      char* what = strstr(line, "what():  ");
+      if ((line[0] == 'F' && bracket != nullptr) || what != nullptr) {
+        size_t k = 0;
+        for (const char* c = what != nullptr ? what + 9 : bracket + 2; *c != '\0' && k + 1 < sizeof(detail);) {
+          detail[k++] = static_cast<unsigned char>(*c) < 0x20 ? ' ' : *c;
+          ++c;
+        }
+        while (k > 0 && detail[k - 1] == ' ') --k;
+        detail[k] = '\0';
+        break;
+      }
+      if (end == nullptr) break;
+      line = end + 1;
+    }
+  }
+  WriteStr(fd, "nvshmem-opt: ");
+  WriteStr(fd, g_guard.input);
+  WriteStr(fd, ": XLA ");
+  WriteStr(fd, sig == SIGABRT ? "aborted" : "crashed");
+  WriteStr(fd, " while ");
+  WriteStr(fd, g_guard.stage != nullptr ? g_guard.stage : "running");
+  if (detail[0] != '\0') {
+    WriteStr(fd, ": ");
+    WriteStr(fd, detail);
+  } else if (sig != SIGABRT) {
+    WriteStr(fd, sig == SIGSEGV ? ": segmentation fault"
+                 : sig == SIGBUS ? ": bus error" : ": arithmetic error");
+  }
+  WriteStr(fd, g_guard.exit_code == 2 ? " (the input is malformed)\n"
+                                      : " (a bug)\n");
+  _exit(g_guard.exit_code);
+}
+
+void EndXlaStage() {
+  if (g_guard.saved_stderr >= 0) {
+    std::cerr.flush();
+    dup2(g_guard.saved_stderr, 2);
+    close(g_guard.saved_stderr);
+    g_guard.saved_stderr = -1;
+  }
+  g_guard.stage = nullptr;
+}
+
+void BeginXlaStage(const char* stage, int exit_code) {
+  static bool installed = false;
+  if (!installed) {
+    installed = true;
+    for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE}) signal(sig, OnFatalSignal);
+    if (std::getenv("NVSHMEM_OPT_TF_LOGS") == nullptr) {
+      g_guard.capture = memfd_create("nvshmem-opt-xla-log", 0);
+    }
+  }
+  g_guard.stage = stage;
+  g_guard.exit_code = exit_code;
+  if (g_guard.capture >= 0 && g_guard.saved_stderr < 0) {
+    std::cerr.flush();
+    ftruncate(g_guard.capture, 0);
+    lseek(g_guard.capture, 0, SEEK_SET);
+    g_guard.saved_stderr = dup(2);
+    dup2(g_guard.capture, 2);
+  }
+}
+
 [[noreturn]] void Fail(int code, const std::string& message) {
+  EndXlaStage();
   std::cerr << "nvshmem-opt: " << message << "\n";
   std::exit(code);
 }
@@ -158,6 +274,14 @@ Flags ParseFlags(int argc, char** argv) {
       }
       (name == "num-partitions" ? flags.num_partitions : flags.num_replicas) =
           static_cast<int>(parsed);
+    } else if (name == "max-input-bytes") {
+      std::string text = take();
+      char* end = nullptr;
+      long long parsed = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || parsed < 1) {
+        Fail(2, "--max-input-bytes: '" + text + "' is not a positive integer");
+      }
+      flags.max_input_bytes = parsed;
     } else if (name == "print-cost-table") {
       no_value();
       flags.print_cost_table = true;
@@ -179,15 +303,29 @@ Flags ParseFlags(int argc, char** argv) {
   return flags;
 }
 
-std::string ReadFileOrDie(const std::string& path) {
+// Inputs above max_bytes are refused before reading: XLA holds a module in
+// memory several times its text size (see docs/reliability.md).
+std::string ReadFileOrDie(const std::string& path,
+                          int64_t max_bytes = int64_t{1} << 30) {
+  auto too_big = [&](const std::string& size) {
+    Fail(2, path + ": input is " + size + " bytes, over the limit of " +
+                std::to_string(max_bytes) + " (--max-input-bytes)");
+  };
   if (path == "-") {
-    std::stringstream buffer;
-    buffer << std::cin.rdbuf();
-    return buffer.str();
+    std::string data;
+    char chunk[1 << 16];
+    while (std::cin.read(chunk, sizeof(chunk)) || std::cin.gcount() > 0) {
+      data.append(chunk, static_cast<size_t>(std::cin.gcount()));
+      if (static_cast<int64_t>(data.size()) > max_bytes) too_big("more than " + std::to_string(max_bytes));
+    }
+    return data;
   }
   struct stat info;
   if (stat(path.c_str(), &info) != 0) Fail(2, path + ": no such file");
   if (S_ISDIR(info.st_mode)) Fail(2, path + ": is a directory, not a file");
+  if (S_ISREG(info.st_mode) && info.st_size > max_bytes) {
+    too_big(std::to_string(info.st_size));
+  }
   std::ifstream file(path, std::ios::binary);
   if (!file) Fail(2, path + ": cannot open for reading");
   std::stringstream buffer;
@@ -215,14 +353,17 @@ std::string LocateParseError(const std::string& path, const std::string& message
 std::unique_ptr<xla::HloModule> LoadModule(const std::string& path,
                                            const Flags& flags,
                                            const sel::Topology& topology) {
-  std::string data = ReadFileOrDie(path);
+  std::string data = ReadFileOrDie(path, flags.max_input_bytes);
   if (data.empty()) Fail(2, path + ": empty file");
+  std::strncpy(g_guard.input, path.c_str(), sizeof(g_guard.input) - 1);
+  BeginXlaStage("parsing the module", 2);
   if (LooksLikeHloText(data)) {
     absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
         xla::ParseAndReturnUnverifiedModule(data);
     if (!module.ok()) {
       Fail(2, LocateParseError(path, std::string(module.status().message())));
     }
+    EndXlaStage();
     return *std::move(module);
   }
   xla::HloModuleProto proto;
@@ -252,13 +393,30 @@ std::unique_ptr<xla::HloModule> LoadModule(const std::string& path,
   if (!module.ok()) {
     Fail(2, path + ": bad HloModuleProto: " + OneLine(module.status().ToString()));
   }
+  EndXlaStage();
   return *std::move(module);
 }
 
 absl::Status Verify(xla::HloModule* module) {
   xla::HloVerifier verifier(/*layout_sensitive=*/false,
                             /*allow_mixed_precision=*/true);
-  return verifier.Run(module).status();
+  if (absl::Status status = verifier.Run(module).status(); !status.ok()) {
+    return status;
+  }
+  // The layout-insensitive verifier accepts invalid layouts such as
+  // {2,2,0}, on which XLA later throws (uncaught) while building tuple
+  // shapes, e.g. in HloModule::Clone (found by fuzz/driver_fuzzer).
+  for (const xla::HloComputation* computation : module->computations()) {
+    for (const xla::HloInstruction* instr : computation->instructions()) {
+      absl::Status status =
+          xla::ShapeUtil::ValidateShapeWithOptionalLayout(instr->shape());
+      if (!status.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(instr->name(), ": ", status.message()));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 // Writes next to the destination and renames, so readers never see half a
@@ -500,6 +658,7 @@ int main(int argc, char** argv) {
   if (flags.num_replicas > 0) {
     module->mutable_config().set_replica_count(flags.num_replicas);
   }
+  BeginXlaStage("verifying the input", 2);
   if (absl::Status status = Verify(module.get()); !status.ok()) {
     Fail(2, flags.input + ": HloVerifier rejects the input: " +
                 OneLine(std::string(status.message())));
@@ -507,6 +666,7 @@ int main(int argc, char** argv) {
 
   std::optional<std::map<std::string, std::string>> upstream;
   if (flags.compare_upstream) {
+    BeginXlaStage("running upstream's CollectiveBackendAssigner", 2);
     auto decisions =
         UpstreamDecisions(*module, *topology, flags.upstream_threshold_bytes);
     if (!decisions.ok()) {
@@ -527,6 +687,8 @@ int main(int argc, char** argv) {
     scratch = module->Clone("");
     target = scratch.get();
   }
+  // From here on a crash is ours (or an XLA check our output trips): a bug.
+  BeginXlaStage("running the pass", 1);
   auto begin = std::chrono::steady_clock::now();
   absl::StatusOr<bool> changed = pass.Run(target);
   double pass_us = std::chrono::duration<double, std::micro>(
@@ -535,10 +697,12 @@ int main(int argc, char** argv) {
   if (!changed.ok()) {
     Fail(2, flags.input + ": " + OneLine(std::string(changed.status().message())));
   }
+  BeginXlaStage("verifying the pass's output", 1);
   if (absl::Status status = Verify(target); !status.ok()) {
     Fail(1, flags.input + ": HloVerifier rejects the pass's output (a bug): " +
                 OneLine(std::string(status.message())));
   }
+  EndXlaStage();
   if (flags.time) {
     std::cerr << "nvshmem-opt: pass took " << pass_us << " us\n";
   }
@@ -560,7 +724,9 @@ int main(int argc, char** argv) {
     if (flags.report != "-") PrintExplain(pass.records(), upstream_ptr);
     return 0;
   }
+  BeginXlaStage("printing the module", 1);
   std::string text = module->ToString();
+  EndXlaStage();
   if (flags.output.empty() || flags.output == "-") {
     if (flags.report != "-") std::cout << text;
   } else {

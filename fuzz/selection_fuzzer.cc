@@ -41,8 +41,10 @@ namespace {
 
 void CheckOneLine(const std::string& message, const char* what) {
   if (message.empty()) Violation(std::string(what) + ": empty message");
-  if (message.find('\n') != std::string::npos) {
-    Violation(std::string(what) + ": multi-line message: " + message);
+  for (unsigned char c : message) {
+    if (c < 0x20 || c == 0x7f) {
+      Violation(std::string(what) + ": control character in message: " + message);
+    }
   }
 }
 

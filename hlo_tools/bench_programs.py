@@ -19,7 +19,6 @@ import itertools
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -139,7 +138,13 @@ def _build(program):
 
 def _child(spec):
   import jax  # pylint: disable=import-outside-toplevel
+  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
   fn, args = _build(spec["program"])
+  # Warm-up on a trivial program: the first compile of a process also pays for
+  # one-time set-up (backend and compiler initialization), which is not the
+  # program's compile time.
+  tiny = jax.ShapeDtypeStruct((8,), jnp.float32, sharding=jax.tree.leaves(args)[0].sharding)
+  jax.jit(lambda x: x + 1).lower(tiny).compile()
   result = {"lower_s": [], "compile_s": []}
   text = None
   for _ in range(spec.get("repeats", 1)):
@@ -239,30 +244,31 @@ def run_child(program, repeats=1, xla_dump_dir=None, pass_re=None, text_out=None
       return json.load(f)
 
 
-def before_async_text(program, timeout=3600):
+def before_async_text(program, timeout=3600, text_out=None):
   """The module entering XLA's async-collective-creator (what the pass sees).
 
   Only the passes next to async-collective-creator are dumped: a full
-  --xla_dump_hlo_pass_re=.* of a big module writes gigabytes.
+  --xla_dump_hlo_pass_re=.* of a big module writes gigabytes. text_out, if
+  given, also receives the optimized module of the same compile.
   """
   with tempfile.TemporaryDirectory(prefix="hlo-tools-bench-dump-") as tmp:
     run_child(program, xla_dump_dir=tmp, pass_re="async-collective-creator",
-              timeout=timeout)
+              text_out=text_out, timeout=timeout)
     return dump_mod.pass_snapshot_text(tmp, "async-collective-creator", when="before")
+
+
+def both_texts(program):
+  """(before-async text, optimized text) of one compile."""
+  with tempfile.TemporaryDirectory(prefix="hlo-tools-bench-text-") as tmp:
+    path = os.path.join(tmp, "module.hlo")
+    before = before_async_text(program, text_out=path)
+    with open(path) as f:
+      return before, f.read()
 
 
 def compile_times(program, repeats):
   """Seconds of each of `repeats` compiles of one lowering, in a clean child."""
   return run_child(program, repeats=repeats)["compile_s"]
-
-
-def compiled_text(program):
-  """The optimized module's text (what `compiled.as_text()` prints)."""
-  with tempfile.TemporaryDirectory(prefix="hlo-tools-bench-text-") as tmp:
-    path = os.path.join(tmp, "module.hlo")
-    run_child(program, text_out=path)
-    with open(path) as f:
-      return f.read()
 
 
 if __name__ == "__main__":

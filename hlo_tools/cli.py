@@ -13,6 +13,7 @@ COMMANDS = {
     "diff": "hlo_tools.diff",
     "report": "hlo_tools.report",
     "heuristics": "hlo_tools.heuristics",
+    "bench": "hlo_tools.bench",
 }
 
 USAGE = "usage: hlo-tools {" + ",".join(sorted(COMMANDS)) + "} [ARGS...]"

@@ -6,7 +6,7 @@ import json
 import sys
 
 from hlo_tools.collectives import collective_permutes
-from hlo_tools.hlo_text import HloParseError, parse_hlo_file
+from hlo_tools.hlo_text import MAX_INPUT_BYTES, HloParseError, parse_hlo_file
 
 
 def summarize(module):
@@ -50,9 +50,11 @@ def main(argv):
                                    description="Parse HLO text and summarise it.")
   parser.add_argument("file")
   parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+  parser.add_argument("--max-input-bytes", type=int, default=MAX_INPUT_BYTES,
+                      help="refuse larger inputs (default 1 GiB)")
   args = parser.parse_args(argv[1:])
   try:
-    module = parse_hlo_file(args.file)
+    module = parse_hlo_file(args.file, max_bytes=args.max_input_bytes)
   except HloParseError as e:
     print(str(e), file=sys.stderr)
     return 2

@@ -7,6 +7,7 @@ accepts it (unusual but legal text) or raises HloParseError at the right column.
 
 import itertools
 import json
+import os
 import re
 
 __all__ = [
@@ -119,6 +120,8 @@ _TABLE_ROW_RE = re.compile(r"\s*(\d+)\s+(.*?)\s*\Z")
 _KV_RE = re.compile(r"([\w.\-]+)=(" + _STR + r"|[^\s,\"]+)")
 _IOTA_RE = re.compile(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
 _CLOSE_RE = re.compile(r"\s*\}\s*(?:,(.*))?\Z")
+_INT_VALUE_RE = re.compile(r"-?\d+")
+_MODULE_INT_ATTRS = ("num_partitions", "replica_count", "num_replicas")
 
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 _CLOSERS = {"(": ")", "{": "}", "[": "]"}
@@ -540,9 +543,18 @@ def parse_hlo_text(text, path="<string>"):
   return _Parser(text, path).parse()
 
 
-def parse_hlo_file(path):
+# Larger inputs are refused before reading: the reader holds about 8 bytes per byte of
+# text (docs/reliability.md).
+MAX_INPUT_BYTES = 1 << 30
+
+
+def parse_hlo_file(path, max_bytes=MAX_INPUT_BYTES):
   """Parses an HLO text file; HloParseError for bad content, OSError if unreadable."""
   with open(path, "rb") as f:
+    size = os.fstat(f.fileno()).st_size
+    if max_bytes is not None and size > max_bytes:
+      raise HloParseError(str(path), 1, 1,
+                          f"input is {size} bytes, over the limit of {max_bytes}")
     data = f.read()
   return _Parser(_decode(data, str(path)), str(path)).parse()
 
@@ -587,6 +599,17 @@ class _Parser:
   def error(self, lineno, col, message):
     raise HloParseError(self.path, lineno + 1, col, message)
 
+  def _check_ints(self, attrs, keys, i):
+    """Integer attributes are read lazily (e.g. `channel_id`); check them here so a bad
+    value is a parse error at its column, not a ValueError later (found by fuzzing)."""
+    for key in keys:
+      value = attrs.get(key)
+      if value is not None and not _INT_VALUE_RE.fullmatch(value):
+        line = self.lines[i]
+        at = line.find(key + "=")
+        self.error(i, (at + len(key) + 2) if at >= 0 else 1,
+                   f"attribute {key!r} needs an integer, got {value[:40]!r}")
+
   def parse(self):
     lines = self.lines
     n = len(lines)
@@ -597,6 +620,7 @@ class _Parser:
     if m is None:
       self.error(i, 1, "expected 'HloModule NAME' header; this is not HLO text")
     attrs = self._attributes(m.group(2), i, m.start(2))
+    self._check_ints(attrs, _MODULE_INT_ATTRS, i)
     module = HloModule(m.group(1), attrs, self.path)
     i += 1
     while True:
@@ -713,6 +737,8 @@ class _Parser:
         operands = pct_findall(ops)
       else:
         operands = _bare_operands(ops)
+      if "channel_id" in attrs:
+        self._check_ints(attrs, ("channel_id",), i)
       instr = HloInstruction(name, shape, opcode, operands, attrs, bool(root), i + 1, col, ops)
       instr.computation = comp
       if name in by_name:

@@ -63,6 +63,25 @@ std::string Bytes(int64_t bytes) {
   return buffer;
 }
 
+// User text echoed in an error message: control characters escaped (so the
+// message stays on one line) and long text cut short.
+std::string Printable(std::string_view s) {
+  constexpr size_t kMaxEchoed = 256;
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < kMaxEchoed; ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      char buffer[8];
+      std::snprintf(buffer, sizeof(buffer), "\\x%02x", c);
+      out += buffer;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (s.size() > kMaxEchoed) out += "...";
+  return out;
+}
+
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t' ||
                         s.front() == '\r')) {
@@ -225,7 +244,7 @@ std::optional<Topology> Topology::Create(int slices, int hosts_per_slice,
 
 std::optional<Topology> Topology::Parse(std::string_view spec,
                                         std::string* error) {
-  std::string quoted = "topology spec '" + std::string(spec) + "': ";
+  std::string quoted = "topology spec '" + Printable(spec) + "': ";
   std::vector<std::string_view> sections = Split(spec, ':');
   std::vector<std::string_view> dims = Split(sections[0], 'x');
   if (dims.size() != 3) {
@@ -238,7 +257,7 @@ std::optional<Topology> Topology::Parse(std::string_view spec,
   for (int i = 0; i < 3; ++i) {
     std::optional<int64_t> value = ParseCount(dims[i]);
     if (!value || *value < 1 || *value > kMaxDevices) {
-      *error = quoted + "'" + std::string(dims[i]) +
+      *error = quoted + "'" + Printable(dims[i]) +
                "' is not a positive whole number";
       return std::nullopt;
     }
@@ -255,7 +274,7 @@ std::optional<Topology> Topology::Parse(std::string_view spec,
       if (!number.empty() && number.front() == '=') number.remove_prefix(1);
       std::optional<int64_t> value = ParseCount(number);
       if (have_domain || !value || *value < 1 || *value > kMaxDevices) {
-        *error = quoted + "bad NVLink domain option '" + std::string(option) +
+        *error = quoted + "bad NVLink domain option '" + Printable(option) +
                  "' (expected nvlN or nvl=N once, N GPUs)";
         return std::nullopt;
       }
@@ -270,13 +289,13 @@ std::optional<Topology> Topology::Parse(std::string_view spec,
       for (std::string_view item : Split(option.substr(4), ',')) {
         std::optional<int64_t> value = ParseCount(Trim(item));
         if (!value || *value > kMaxDevices) {
-          *error = quoted + "bad device '" + std::string(item) + "' in map";
+          *error = quoted + "bad device '" + Printable(item) + "' in map";
           return std::nullopt;
         }
         map.push_back(static_cast<int>(*value));
       }
     } else {
-      *error = quoted + "unknown option '" + std::string(option) +
+      *error = quoted + "unknown option '" + Printable(option) +
                "' (known: nvlN, map=...)";
       return std::nullopt;
     }
@@ -387,7 +406,7 @@ std::optional<CostTable> ParseCostTable(std::string_view text,
       std::optional<double> value = ParseNumber(words[index]);
       if (!value || (exclusive ? *value <= minimum : *value < minimum)) {
         *error = std::string(source_name) + ":" + std::to_string(line_number) +
-                 ": '" + std::string(words[index]) + "' is not a number " +
+                 ": '" + Printable(words[index]) + "' is not a number " +
                  (exclusive ? "> " : ">= ") + Format("%g", minimum);
         return false;
       }
@@ -398,11 +417,11 @@ std::optional<CostTable> ParseCostTable(std::string_view text,
       if (!expect_words(5, "link BACKEND LINK_CLASS LATENCY_US BANDWIDTH_GBPS"))
         return std::nullopt;
       std::optional<Backend> backend = BackendFromName(words[1]);
-      if (!backend) return fail("unknown backend '" + std::string(words[1]) +
+      if (!backend) return fail("unknown backend '" + Printable(words[1]) +
                                 "' (nccl, nvshmem)");
       std::optional<LinkClass> link_class = LinkClassFromName(words[2]);
       if (!link_class) {
-        return fail("unknown link class '" + std::string(words[2]) +
+        return fail("unknown link class '" + Printable(words[2]) +
                     "' (same_device, nvlink, nvlink_domain, network)");
       }
       LinkCost cost;
@@ -415,7 +434,7 @@ std::optional<CostTable> ParseCostTable(std::string_view text,
       if (!expect_words(3, "sm_interference BACKEND FRACTION"))
         return std::nullopt;
       std::optional<Backend> backend = BackendFromName(words[1]);
-      if (!backend) return fail("unknown backend '" + std::string(words[1]) +
+      if (!backend) return fail("unknown backend '" + Printable(words[1]) +
                                 "' (nccl, nvshmem)");
       double value;
       if (!number(2, 0, false, &value)) return std::nullopt;
@@ -439,7 +458,7 @@ std::optional<CostTable> ParseCostTable(std::string_view text,
         table.nvshmem_max_bytes = static_cast<int64_t>(value);
       }
     } else {
-      return fail("unknown entry '" + std::string(key) +
+      return fail("unknown entry '" + Printable(key) +
                   "' (link, sm_interference, margin, split_overhead_us, "
                   "combine_bandwidth_GBps, nvshmem_max_bytes)");
     }

@@ -1,0 +1,69 @@
+"""Writes the seed corpora for fuzz/driver_fuzzer and fuzz/selection_fuzzer.
+
+  python fuzz/make_corpus.py OUT_DIR
+
+OUT_DIR/driver/: every tests/fixtures/*.hlo and every module of the pass's C++
+test (nvshmem_collective_permute_rewriter_test_modules.inc), each behind a
+configuration byte (topology x mode x cost table, see driver_fuzzer.cc), plus
+every regression input under fuzz/regressions/.
+OUT_DIR/selection/: topology specs x cost tables x requests.
+"""
+
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+TEST_MODULES = (ROOT / "xla_src/xla/service/gpu/transforms/collectives/"
+                "nvshmem_collective_permute_rewriter_test_modules.inc")
+REGRESSIONS = ROOT / "fuzz" / "regressions"
+
+# Config bytes: byte % 8 topology, (byte // 8) % 3 mode, (byte // 24) % 2 costs.
+# Each module gets its own topology with rewrite/default and rewrite/split.
+TOPOLOGY_INDEX = {"1x1x8": 0, "1x2x4": 1, "2x2x4": 2}
+
+
+def seed_modules():
+  for path in sorted(FIXTURES.glob("*.hlo")):
+    yield path.stem, path.read_bytes(), path.name.split(".")[0].split("_")[-1]
+  text = TEST_MODULES.read_text()
+  for m in re.finditer(r'constexpr char (\w+)\[\] = R"hlo\((.*?)\)hlo";', text, re.S):
+    body = m.group(2).strip()
+    yield m.group(1), body.encode() + b"\n", "1x2x4"
+
+
+def main(argv):
+  out = pathlib.Path(argv[1] if len(argv) > 1 else "build-fuzz/corpus")
+  driver, selection = out / "driver", out / "selection"
+  driver.mkdir(parents=True, exist_ok=True)
+  selection.mkdir(parents=True, exist_ok=True)
+  count = 0
+  for name, data, topology in seed_modules():
+    base = TOPOLOGY_INDEX.get(topology, 1)
+    for extra, tag in ((0, "rewrite"), (24, "rewrite-split"), (3 + 8, "annotate-nvl8"),
+                       (16, "explain")):
+      (driver / f"{name}.{tag}").write_bytes(bytes([(base + extra) % 256]) + data)
+      count += 1
+  for path in sorted(REGRESSIONS.glob("*")) if REGRESSIONS.is_dir() else []:
+    if path.is_file() and path.suffix in (".hlo", ".pb"):
+      (driver / f"regression.{path.name}").write_bytes(bytes([1]) + path.read_bytes())
+      count += 1
+  specs = ["1x1x8", "1x2x4", "2x2x4", "1x2x4:nvl8", "1x9x8:nvl72",
+           "1x2x4:map=1,0,3,2,5,4,7,6", "2x2x4:nvl=8"]
+  tables = ["", "link nccl network 1 900\nsm_interference nccl 4\nsplit_overhead_us 0\n",
+            "margin 0.5\nnvshmem_max_bytes 1024\n# comment\n",
+            "link nvshmem nvlink 0 1e-3\ncombine_bandwidth_GBps 1e9\n"]
+  requests = ["1048576 8 1 1 0 1 1 2 2 3 3 4 4 5 5 6 6 7 7 0",
+              "4096 8 1 1 0 4 4 0", "0 4 2 0 0 1 1 0", "67108864 16 1 1 0 8 8 0 3 11"]
+  n = 0
+  for spec in specs:
+    for table in tables:
+      for request in requests:
+        (selection / f"seed{n:03d}").write_text(f"{spec}\n%%\n{table}%%\n{request}\n")
+        n += 1
+  print(f"{count} driver seeds in {driver}, {n} selection seeds in {selection}")
+
+
+if __name__ == "__main__":
+  main(sys.argv)

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses (build-fuzz/, clang + ASan/UBSan) and runs
+# both: fuzz/selection_fuzzer (selection core, no XLA) and fuzz/driver_fuzzer
+# (nvshmem-opt's parse -> verify -> pass -> verify -> print path against the
+# TensorFlow wheel's XLA).
+#
+#   fuzz/run_fuzz.sh [--runs=N] [--time=SECONDS] [--sanitizers=LIST] [--no-build]
+#
+# --runs=N (default 10000) executions per harness; --time=S instead runs each
+# for S seconds (-max_total_time). --sanitizers defaults to
+# fuzzer,address,undefined; fuzzer,undefined is the fallback without ASan.
+# Needs clang++ with libFuzzer (Debian: apt-get install clang libclang-rt-14-dev).
+# Exit status: 0 when both runs end without a crash, hang or property
+# violation; crashing inputs land in build-fuzz/crashes/.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BUILD="$ROOT/build-fuzz"
+RUNS=10000
+TIME=""
+SANITIZERS="fuzzer,address,undefined"
+BUILD_IT=1
+for arg in "$@"; do
+  case "$arg" in
+    --runs=*) RUNS="${arg#--runs=}" ;;
+    --time=*) TIME="${arg#--time=}" ;;
+    --sanitizers=*) SANITIZERS="${arg#--sanitizers=}" ;;
+    --no-build) BUILD_IT=0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "run_fuzz.sh: unknown argument '$arg'" >&2; exit 2 ;;
+  esac
+done
+command -v clang++ >/dev/null || { echo "run_fuzz.sh: clang++ not found" >&2; exit 2; }
+PY="$ROOT/.venv/bin/python"
+[ -x "$PY" ] || PY=python3
+
+if [ "$BUILD_IT" = 1 ]; then
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_CXX_COMPILER=clang++ -DNVSHMEM_FUZZ=ON \
+    -DNVSHMEM_FUZZ_SANITIZERS="$SANITIZERS" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DPython3_EXECUTABLE="$PY" >/dev/null
+  cmake --build "$BUILD" --target selection_fuzzer driver_fuzzer -j"$(nproc)"
+fi
+"$PY" "$ROOT/fuzz/make_corpus.py" "$BUILD/seeds"
+mkdir -p "$BUILD/corpus/driver" "$BUILD/corpus/selection" "$BUILD/crashes"
+
+LIMIT=(-runs="$RUNS")
+[ -n "$TIME" ] && LIMIT=(-max_total_time="$TIME")
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}"  # TF's libraries keep globals
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+export TF_CPP_MIN_LOG_LEVEL=3
+status=0
+for h in selection driver; do
+  echo "== ${h}_fuzzer ${LIMIT[*]}"
+  if ! "$BUILD/${h}_fuzzer" "${LIMIT[@]}" -timeout=20 -rss_limit_mb=8192 \
+      -print_final_stats=1 -artifact_prefix="$BUILD/crashes/" \
+      "$BUILD/corpus/$h" "$BUILD/seeds/$h" > "$BUILD/$h.log" 2>&1; then
+    status=1
+    echo "${h}_fuzzer FAILED; see $BUILD/$h.log and $BUILD/crashes/" >&2
+  fi
+  grep -aE '^Done|stat::|driver_fuzzer:' "$BUILD/$h.log" || true
+done
+exit $status

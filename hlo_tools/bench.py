@@ -1,0 +1,422 @@
+"""`hlo-tools bench`: the pass's and the tools' speed, each next to the reference it competes with.
+
+    hlo-tools bench [--json=PATH] [--only=P1,P2,P3] [--runs=N] [--quick]
+                    [--layers=N] [--ring-layers=N] [--keep=DIR]
+
+  P1 pass overhead  nvshmem-opt's pass time (`pass_us` of its report: the pass alone,
+                    no process start or parsing) / XLA's deviceless GPU compile time
+                    of the same program (only `.compile()`, in a clean child), on a
+                    Llama-3-8B-shaped ring-attention layer stack, forward and backward,
+                    CP=8 on 1x2x4. The pass reads the module XLA's async-collective-
+                    creator receives. Goal <= 0.5%.
+  P2 reader speed   hlo_tools' parse time / jaxlib's `hlo_module_from_text` time on the
+                    same >= 10 MB HLO text compiled from JAX; plus peak memory of each.
+                    Goal <= 2.0.
+  P3 diff scaling   `hlo_tools.diff` time on two ~50k-instruction modules (a module and
+                    the pass's rewrite of it) / the time to parse both; and the growth
+                    of the per-instruction diff time from ~5k to ~50k instructions.
+                    Goal <= 2.0 (and growth near 1).
+
+Every figure is the median of --runs runs with min and max; the two sides of a ratio
+are measured in the same run, interleaved where they share a process. --quick uses
+small programs (for tests): its numbers say nothing about the goals.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from hlo_tools import bench_env
+from hlo_tools import bench_programs as programs
+from hlo_tools import bench_reader
+
+GOALS = {"P1": 0.005, "P2": 2.0, "P3": 2.0}
+FULL = {"layers": 32, "seq_len": 8192, "ring_layers": 2400, "ring_small": 240, "runs": 5}
+QUICK = {"layers": 1, "seq_len": 8192, "ring_layers": 60, "ring_small": 12, "runs": 2}
+
+
+def stats(samples):
+  """Median, min and max of a list of numbers (the samples kept for the record)."""
+  return {"median": statistics.median(samples), "min": min(samples), "max": max(samples),
+          "n": len(samples), "samples": samples}
+
+
+def _log(message):
+  print(f"hlo-tools bench: {message}", file=sys.stderr, flush=True)
+
+
+def _keep(keep_dir, name, text):
+  if keep_dir:
+    os.makedirs(keep_dir, exist_ok=True)
+    with open(os.path.join(keep_dir, name), "w") as f:
+      f.write(text)
+
+
+# ---------------------------------------------------------------------------------------
+# P1
+
+def run_pass(path, out_path, topology=programs.TOPOLOGY):
+  """One nvshmem-opt run: (pass seconds from its report, whole-process seconds)."""
+  from hlo_tools import explain  # pylint: disable=import-outside-toplevel
+  exe = explain.find_nvshmem_opt()
+  if exe is None:
+    raise RuntimeError("nvshmem-opt is not built (run scripts/setup.sh)")
+  cmd = [exe, path, f"--topology={topology}", "--report=-", "-o", out_path]
+  t0 = time.perf_counter()
+  proc = subprocess.run(cmd, env=explain.driver_env(), capture_output=True, text=True,
+                        check=False)
+  wall = time.perf_counter() - t0
+  if proc.returncode != 0:
+    raise RuntimeError(f"nvshmem-opt failed: {explain.first_message(proc.stderr)}")
+  report = json.loads(proc.stdout)
+  return report["pass_us"] * 1e-6, wall, report
+
+
+def bench_p1(sizes, runs, keep_dir=None):
+  config = {"num_layers": sizes["layers"], "seq_len": sizes["seq_len"]}
+  program = {"name": "llama", "config": config}
+  _log(f"P1: dumping the before-async module of a {sizes['layers']}-layer Llama stack")
+  raw = programs.before_async_text(program)
+  # See legacy_replica_groups: the pinned XLA parser cannot read jaxlib 0.10's
+  # mesh-style replica groups, so they are spelled out first (same groups).
+  text = programs.legacy_replica_groups(raw)
+  rewritten_groups = raw.count("replica_groups=mesh[")
+  _keep(keep_dir, "p1_llama.before_async.hlo", text)
+  module = _module_size(text)
+  with tempfile.TemporaryDirectory(prefix="hlo-tools-bench-p1-") as tmp:
+    path = os.path.join(tmp, "before_async.hlo")
+    with open(path, "w") as f:
+      f.write(text)
+    # The compile child goes first and alone: the two cores are its, not shared.
+    _log(f"P1: timing XLA's compile ({runs} runs, in a child)")
+    compile_s = programs.compile_times(program, runs)
+    _log(f"P1: timing nvshmem-opt ({max(runs, 5)} runs)")
+    pass_s, process_s = [], []
+    report = None
+    for _ in range(max(runs, 5)):
+      p, w, report = run_pass(path, os.path.join(tmp, "out.hlo"))
+      pass_s.append(p)
+      process_s.append(w)
+  ratio = statistics.median(pass_s) / statistics.median(compile_s)
+  decisions = report.get("decisions") or []
+  return {
+      "ratio": ratio,
+      # Bounds, not paired runs: the compile and the pass run in different processes.
+      "ratio_min": min(pass_s) / max(compile_s), "ratio_max": max(pass_s) / min(compile_s),
+      "goal": GOALS["P1"], "met": ratio <= GOALS["P1"],
+      "pass_s": stats(pass_s), "process_s": stats(process_s),
+      "process_ratio": statistics.median(process_s) / statistics.median(compile_s),
+      "compile_s": stats(compile_s),
+      "module": dict(module, program="llama", topology=programs.TOPOLOGY,
+                     num_layers=sizes["layers"], seq_len=sizes["seq_len"],
+                     hidden=4096, num_heads=32, num_kv_heads=8, head_dim=128, mlp=14336,
+                     dtype="bf16", cp=8, mesh_replica_groups_rewritten=rewritten_groups,
+                     permutes_decided=len(decisions)),
+  }
+
+
+def _module_size(text):
+  """Bytes, lines, instructions and collective-permutes of a module's text.
+
+  Counted with a line regex, not a parser: hlo_text rejects jaxlib 0.10's mesh
+  replica groups in the raw Llama module, and the count must not depend on that.
+  """
+  import re  # pylint: disable=import-outside-toplevel
+  n = len(re.findall(r"^\s+(?:ROOT )?%?[\w.\-]+ = ", text, flags=re.M))
+  return {"bytes": len(text.encode()), "lines": text.count("\n"), "instructions": n,
+          "collective_permutes": len(re.findall(r" collective-permute(?:-start)?\(", text))}
+
+
+# ---------------------------------------------------------------------------------------
+# P2
+
+def bench_p2(sizes, runs, keep_dir=None):
+  layers = sizes["ring_layers"]
+  _log(f"P2: compiling an unrolled {layers}-step ring for its HLO text")
+  text = _ring_texts(layers)[1]
+  _keep(keep_dir, "p2_ring.after_optimizations.hlo", text)
+  _log(f"P2: parsing {len(text) / 1e6:.1f} MB, {runs} runs each, interleaved")
+  r = bench_reader.bench_parse(text, runs)
+  ours, theirs = r["ours_samples"], r["jaxlib_samples"]
+  ratios = [a / b for a, b in zip(ours, theirs)]
+  ratio = statistics.median(ours) / statistics.median(theirs)
+  memory = _p2_memory(text)
+  return {
+      "ratio": ratio, "ratio_min": min(ratios), "ratio_max": max(ratios),
+      "goal": GOALS["P2"], "met": ratio <= GOALS["P2"],
+      "ours_s": stats(ours), "jaxlib_s": stats(theirs),
+      "module": dict(_module_size(text), program="ring", ring_layers=layers),
+      "memory": memory,
+  }
+
+
+_MEMORY_CHILD = r"""
+import gc, json, resource, sys
+which, path = sys.argv[1], sys.argv[2]
+with open(path) as f:
+  text = f.read()
+if which == "ours":
+  from hlo_tools.hlo_text import parse_hlo_text as parse
+else:
+  from jaxlib._hlo import hlo_module_from_text as parse
+gc.collect()
+def status_kb(key):
+  with open("/proc/self/status") as f:
+    for line in f:
+      if line.startswith(key + ":"):
+        return int(line.split()[1])
+# Reset the peak-RSS mark (VmHWM) so that reading the file does not count.
+with open("/proc/self/clear_refs", "w") as f:
+  f.write("5")
+before = status_kb("VmRSS")
+module = parse(text)
+print(json.dumps({"rss_before_kb": before, "hwm_kb": status_kb("VmHWM"),
+                  "ru_maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+def _p2_memory(text):
+  """Peak memory of each parser: RSS growth in a fresh child, and ours by tracemalloc."""
+  import tracemalloc  # pylint: disable=import-outside-toplevel
+  from hlo_tools.hlo_text import parse_hlo_text  # pylint: disable=import-outside-toplevel
+  result = {}
+  with tempfile.TemporaryDirectory(prefix="hlo-tools-bench-p2-") as tmp:
+    path = os.path.join(tmp, "module.hlo")
+    with open(path, "w") as f:
+      f.write(text)
+    for which in ("ours", "jaxlib"):
+      # Peak growth = VmHWM after the parse - VmRSS before it, with the peak mark
+      # reset just before. Not ru_maxrss: on Linux a child's ru_maxrss starts at
+      # its parent's RSS at fork (about 100 MB once this process has imported
+      # jaxlib), which swamps a small parse.
+      proc = subprocess.run([sys.executable, "-c", _MEMORY_CHILD, which, path],
+                            capture_output=True, text=True, check=True,
+                            env=programs._env())  # pylint: disable=protected-access
+      r = json.loads(proc.stdout.strip().splitlines()[-1])
+      result[f"{which}_rss_peak_mb"] = (r["hwm_kb"] - r["rss_before_kb"]) / 1024
+  tracemalloc.start()
+  module = parse_hlo_text(text)
+  _, peak = tracemalloc.get_traced_memory()
+  tracemalloc.stop()
+  del module
+  result["ours_tracemalloc_peak_mb"] = peak / 2**20
+  result["rss_ratio"] = result["ours_rss_peak_mb"] / max(result["jaxlib_rss_peak_mb"], 1e-9)
+  return result
+
+
+# ---------------------------------------------------------------------------------------
+# P3
+
+_RING_TEXTS = {}
+
+
+def _ring_texts(layers):
+  """(before-async, optimized) texts of the ring, compiled once for P2 and P3."""
+  if layers not in _RING_TEXTS:
+    _RING_TEXTS[layers] = programs.both_texts({"name": "ring", "layers": layers})
+  return _RING_TEXTS[layers]
+
+
+def _diff_pair(layers, keep_dir, tag):
+  """A ring module as XLA's async conversion gets it, and the pass's rewrite of it."""
+  text_a = _ring_texts(layers)[0]
+  with tempfile.TemporaryDirectory(prefix="hlo-tools-bench-p3-") as tmp:
+    path_a, path_b = os.path.join(tmp, "a.hlo"), os.path.join(tmp, "b.hlo")
+    with open(path_a, "w") as f:
+      f.write(text_a)
+    run_pass(path_a, path_b)
+    with open(path_b) as f:
+      text_b = f.read()
+  _keep(keep_dir, f"p3_{tag}.before_async.hlo", text_a)
+  _keep(keep_dir, f"p3_{tag}.after_pass.hlo", text_b)
+  return text_a, text_b
+
+
+def _time_diff(text_a, text_b, runs):
+  from hlo_tools import diff  # pylint: disable=import-outside-toplevel
+  from hlo_tools import explain  # pylint: disable=import-outside-toplevel
+  parse_s, diff_s, total_s, ratios = [], [], [], []
+  summary = None
+  for _ in range(runs):
+    t0 = time.perf_counter()
+    src_a = explain.read_text("a.hlo", text_a)
+    src_b = explain.read_text("b.hlo", text_b)
+    t1 = time.perf_counter()
+    # What `hlo-tools diff --format=json` does once both modules are read.
+    result = diff.diff_sources(src_a, src_b)
+    out = json.dumps(diff.to_json(result), indent=1)
+    t2 = time.perf_counter()
+    parse_s.append(t1 - t0)
+    diff_s.append(t2 - t1)
+    total_s.append(t2 - t0)
+    ratios.append((t2 - t1) / (t1 - t0))
+    summary = dict(result["summary"], json_bytes=len(out))
+  return {"parse_s": stats(parse_s), "diff_s": stats(diff_s), "ratio_runs": ratios,
+          "summary": summary}
+
+
+def bench_p3(sizes, runs, keep_dir=None):
+  try:
+    from hlo_tools import diff  # pylint: disable=import-outside-toplevel
+    callable_api = callable(getattr(diff, "diff_sources", None))
+  except ImportError:
+    callable_api = False
+  if not callable_api:
+    return {"skipped": "hlo_tools.diff has no diff_sources(src_a, src_b) yet"}
+  result = {}
+  for tag, layers in (("small", sizes["ring_small"]), ("large", sizes["ring_layers"])):
+    _log(f"P3: dumping a {layers}-step ring and running the pass on it ({tag})")
+    text_a, text_b = _diff_pair(layers, keep_dir, tag)
+    _log(f"P3: diffing ({tag}, {runs} runs)")
+    r = _time_diff(text_a, text_b, runs)
+    r["ring_layers"] = layers
+    r["instructions"] = r["summary"]["instructions_a"] + r["summary"]["instructions_b"]
+    r["bytes"] = len(text_a.encode()) + len(text_b.encode())
+    result[tag] = r
+  large, small = result["large"], result["small"]
+  ratio = large["diff_s"]["median"] / large["parse_s"]["median"]
+  per_instr = {k: result[k]["diff_s"]["median"] / result[k]["instructions"] for k in result}
+  growth = per_instr["large"] / per_instr["small"]
+  return {
+      "ratio": ratio, "ratio_min": min(large["ratio_runs"]),
+      "ratio_max": max(large["ratio_runs"]), "goal": GOALS["P3"],
+      "met": ratio <= GOALS["P3"],
+      # Per-instruction diff time at ~50k over that at ~5k: 1.0 is exactly linear.
+      "growth": growth, "size_factor": large["instructions"] / small["instructions"],
+      "diff_us_per_instruction": {k: v * 1e6 for k, v in per_instr.items()},
+      "small": small, "large": large,
+  }
+
+
+# ---------------------------------------------------------------------------------------
+# Output
+
+def _ms(s):
+  return f"{s * 1e3:.1f}"
+
+
+def _range(st, scale=1e3, fmt="{:.1f}"):
+  return (f"{fmt.format(st['median'] * scale)} [{fmt.format(st['min'] * scale)}, "
+          f"{fmt.format(st['max'] * scale)}]")
+
+
+def table(result):
+  """The human-readable summary: one block per figure, medians [min, max]."""
+  lines = []
+  m, v = result["machine"], result["versions"]
+  lines.append(f"machine: {m['cpu_model']}, {m['cpus_usable']} usable of "
+               f"{m['cpu_count']} cores, {m['mem_total_gb']:.1f} GB RAM; {m['platform']}")
+  lines.append("versions: " + ", ".join(f"{k} {val}" for k, val in v.items()))
+  lines.append(f"runs: {result['runs']}{' (--quick: sizes too small for the goals)' if result['quick'] else ''}")
+  lines.append("")
+  lines.append(f"{'figure':<20} {'ratio':>10} {'[min, max]':>22} {'goal':>8}  met")
+  for key, name in (("P1", "P1 pass overhead"), ("P2", "P2 reader speed"),
+                    ("P3", "P3 diff / parse")):
+    r = result.get(key)
+    if r is None:
+      continue
+    if "skipped" in r:
+      lines.append(f"{name:<20} skipped: {r['skipped']}")
+      continue
+    if key == "P1":
+      vals = (f"{r['ratio'] * 100:.4f}%", f"[{r['ratio_min'] * 100:.4f}%, "
+              f"{r['ratio_max'] * 100:.4f}%]", f"{r['goal'] * 100:.1f}%")
+    else:
+      vals = (f"{r['ratio']:.2f}", f"[{r['ratio_min']:.2f}, {r['ratio_max']:.2f}]",
+              f"{r['goal']:.1f}")
+    lines.append(f"{name:<20} {vals[0]:>10} {vals[1]:>22} {vals[2]:>8}  "
+                 f"{'yes' if r['met'] else 'NO'}")
+  if "P3" in result and "growth" in result["P3"]:
+    r = result["P3"]
+    lines.append(f"{'P3 growth':<20} {r['growth']:>10.2f} {'':>22} {'~1':>8}  "
+                 f"(per-instruction diff time, {r['size_factor']:.1f}x more instructions)")
+  lines.append("")
+  lines.append("raw times, median [min, max]:")
+  if "P1" in result:
+    r = result["P1"]
+    mod = r["module"]
+    lines.append(f"  P1 module: Llama-3-8B-shaped, {mod['num_layers']} layers, seq "
+                 f"{mod['seq_len']} (CP=8, {programs.TOPOLOGY}), fwd+bwd: "
+                 f"{mod['instructions']} instructions, {mod['collective_permutes']} "
+                 f"collective-permutes, {mod['bytes'] / 1e6:.1f} MB before-async text")
+    lines.append(f"  P1 nvshmem-opt pass      {_range(r['pass_s'], 1e6, '{:.0f}')} us")
+    lines.append(f"  P1 nvshmem-opt process   {_range(r['process_s'])} ms "
+                 f"(parse + pass + print + start-up; {r['process_ratio'] * 100:.3f}% of compile)")
+    lines.append(f"  P1 XLA compile           {_range(r['compile_s'], 1, '{:.2f}')} s "
+                 "(deviceless, `.compile()` only)")
+  if "P2" in result:
+    r = result["P2"]
+    mod, mem = r["module"], r["memory"]
+    lines.append(f"  P2 text: {mod['bytes'] / 1e6:.1f} MB, {mod['lines']} lines, "
+                 f"{mod['instructions']} instructions ({mod['ring_layers']}-step ring)")
+    lines.append(f"  P2 hlo_text parse        {_range(r['ours_s'])} ms")
+    lines.append(f"  P2 jaxlib parse          {_range(r['jaxlib_s'])} ms")
+    lines.append(f"  P2 peak memory           ours {mem['ours_rss_peak_mb']:.0f} MB RSS "
+                 f"({mem['ours_tracemalloc_peak_mb']:.0f} MB tracemalloc), jaxlib "
+                 f"{mem['jaxlib_rss_peak_mb']:.0f} MB RSS ({mem['rss_ratio']:.1f}x)")
+  if "P3" in result and "growth" in result["P3"]:
+    for tag in ("small", "large"):
+      r = result["P3"][tag]
+      lines.append(f"  P3 {tag}: {r['instructions']} instructions in both "
+                   f"({r['ring_layers']}-step ring before/after the pass): "
+                   f"parse {_range(r['parse_s'])} ms, diff {_range(r['diff_s'])} ms")
+  return "\n".join(lines)
+
+
+def _parser(prog):
+  p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+  p.add_argument("--json", default=None, metavar="PATH", help="write the results here")
+  p.add_argument("--only", default="P1,P2,P3", help="comma-separated subset of P1,P2,P3")
+  p.add_argument("--runs", type=int, default=None, help="runs per figure (default 5; "
+                 "2 with --quick)")
+  p.add_argument("--quick", action="store_true", help="small sizes, for tests")
+  p.add_argument("--layers", type=int, default=None, help="P1: Llama layers")
+  p.add_argument("--ring-layers", type=int, default=None,
+                 help="P2 and P3 (large): steps of the unrolled ring")
+  p.add_argument("--keep", default=None, metavar="DIR",
+                 help="also write the benchmarked modules here")
+  return p
+
+
+def main(argv):
+  args = _parser(argv[0]).parse_args(argv[1:])
+  only = [x.strip().upper() for x in args.only.split(",") if x.strip()]
+  bad = [x for x in only if x not in GOALS]
+  if bad or not only:
+    print(f"{argv[0]}: error: --only takes P1, P2, P3; got {args.only!r}", file=sys.stderr)
+    return 2
+  sizes = dict(QUICK if args.quick else FULL)
+  if args.layers:
+    sizes["layers"] = args.layers
+  if args.ring_layers:
+    sizes["ring_layers"] = args.ring_layers
+  runs = args.runs or sizes["runs"]
+  if runs < 1:
+    print(f"{argv[0]}: error: --runs must be >= 1", file=sys.stderr)
+    return 2
+  result = {"quick": args.quick, "runs": runs, "sizes": sizes,
+            "machine": bench_env.machine(), "versions": bench_env.versions()}
+  start = time.perf_counter()
+  benches = {"P1": bench_p1, "P2": bench_p2, "P3": bench_p3}
+  try:
+    for key in ("P1", "P2", "P3"):
+      if key in only:
+        result[key] = benches[key](sizes, runs, args.keep)
+  except (RuntimeError, subprocess.CalledProcessError) as e:
+    print(f"{argv[0]}: error: {e}", file=sys.stderr)
+    return 2
+  result["bench_s"] = time.perf_counter() - start
+  print(table(result))
+  if args.json:
+    with open(args.json, "w") as f:
+      json.dump(result, f, indent=1)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(["hlo-tools bench"] + sys.argv[1:]))

@@ -1,0 +1,379 @@
+"""Reliability (issue 8): the reader under mutation, the pass's invariants on
+every fixture and on mutated-but-valid modules, file safety and input limits.
+
+Budget: about a minute on 2 cores (driver runs go two at a time)."""
+
+import concurrent.futures
+import hashlib
+import io
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from conftest import FIXTURES, NVSHMEM_OPT, ROOT, run_nvshmem_opt
+from hlo_tools import hlo_parse_cli, hlo_text
+from hlo_tools.hlo_text import HloParseError
+
+FIXTURE_PATHS = sorted(FIXTURES.glob("*.hlo"))
+FIXTURE_TEXT = {p.name: p.read_text() for p in FIXTURE_PATHS}
+SPLIT_FRIENDLY = "link nccl network 1 900\nsm_interference nccl 4\nsplit_overhead_us 0\n"
+PERMUTE_OPS = {"collective-permute", "collective-permute-start", "collective-permute-done"}
+POOL = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+
+# --------------------------------------------------------------------------------------
+# 1. The Python reader and `hlo-tools parse` under mutation of real HLO.
+
+INSERTS = ["{", "}", "(", ")", "[", "]", '"', "\\", ",", "=", "%", ":", "/*", "*/", "\n",
+           "ROOT ", "ENTRY ", "HloModule x\n", "s32[]", "->", "\x00", "\u00e9"]
+
+
+@st.composite
+def mutated_hlo(draw):
+  name = draw(st.sampled_from(sorted(FIXTURE_TEXT)))
+  lines = FIXTURE_TEXT[name].split("\n")
+  for _ in range(draw(st.integers(1, 4))):
+    op = draw(st.sampled_from(["truncate", "delete", "duplicate", "swap", "flip", "insert",
+                               "cut"]))
+    text = "\n".join(lines)
+    if op == "truncate":
+      text = text[:draw(st.integers(0, len(text)))]
+    elif op in ("delete", "duplicate", "swap") and lines:
+      i = draw(st.integers(0, len(lines) - 1))
+      if op == "delete":
+        del lines[i]
+      elif op == "duplicate":
+        lines.insert(i, lines[i])
+      else:
+        j = draw(st.integers(0, len(lines) - 1))
+        lines[i], lines[j] = lines[j], lines[i]
+      text = "\n".join(lines)
+    elif text:
+      i = draw(st.integers(0, len(text) - 1))
+      if op == "flip":
+        text = text[:i] + chr(draw(st.integers(32, 126))) + text[i + 1:]
+      elif op == "insert":
+        text = text[:i] + draw(st.sampled_from(INSERTS)) + text[i:]
+      else:
+        text = text[:i] + text[i + draw(st.integers(1, 40)):]
+    lines = text.split("\n")
+  return "\n".join(lines)
+
+
+def _check_parse_error(error, path):
+  text = str(error)
+  assert "\n" not in text, text
+  assert text.startswith(path + ":"), text
+  line, col = text[len(path) + 1:].split(":")[:2]
+  assert line.isdigit() and col.isdigit(), text
+  assert error.line >= 1 and error.col >= 1
+
+
+@settings(max_examples=400, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(mutated_hlo())
+def test_reader_never_raises_anything_but_parse_error(text):
+  try:
+    module = hlo_text.parse_hlo_text(text, "m.hlo")
+  except HloParseError as e:
+    _check_parse_error(e, "m.hlo")
+    return
+  # What parses must also summarise (properties read lazily: ints, pairs, JSON).
+  hlo_parse_cli._text(hlo_parse_cli.summarize(module))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
+@given(text=mutated_hlo(), as_bytes=st.booleans())
+def test_parse_cli_exits_0_or_2(text, as_bytes, tmp_path, capsys):
+  path = tmp_path / "m.hlo"
+  data = text.encode("utf-8", "surrogatepass")
+  if as_bytes:  # also invalid UTF-8
+    data = data.replace(b"\xc3\xa9", b"\xc3")
+  path.write_bytes(data)
+  code = hlo_parse_cli.main(["hlo-tools parse", str(path), "--json"])
+  err = capsys.readouterr().err
+  assert code in (0, 2)
+  if code == 2:
+    assert err.count("\n") == 1 and err.startswith(str(path) + ":"), err
+
+
+def test_parse_cli_subprocess_never_tracebacks(tmp_path):
+  cases = {"empty.hlo": b"", "binary.hlo": bytes(range(256)), "dir": None,
+           "cut.hlo": FIXTURE_PATHS[0].read_bytes()[:5000]}
+  for name, data in cases.items():
+    path = tmp_path / name
+    path.mkdir() if data is None else path.write_bytes(data)
+    result = subprocess.run([sys.executable, "-m", "hlo_tools.cli", "parse", str(path)],
+                            capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert result.returncode == 2, (name, result.stderr)
+    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+# --------------------------------------------------------------------------------------
+# 3. Invariants of the pass, through the driver.
+
+def _fingerprint(path):
+  st_ = os.stat(path)
+  return st_.st_mtime_ns, hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _run(*args):
+  result = run_nvshmem_opt(*args)
+  return result
+
+
+def _instrs(module):
+  return {(c.name, i.name): i for c in module.computations for i in c.instructions}
+
+
+def _check_preserved(before_path, after_path, report):
+  before = hlo_text.parse_hlo_file(before_path)
+  after = hlo_text.parse_hlo_file(after_path)
+  after_by_name = {i.name: i for c in after.computations for i in c.instructions}
+  old = {i.name: i for c in before.computations for i in c.instructions}
+  for (comp, name), instr in _instrs(before).items():
+    if instr.opcode in PERMUTE_OPS:
+      continue
+    assert name in after_by_name, f"{name} lost"
+    new = after_by_name[name]
+    assert new.computation.name == comp, name
+    assert new.opcode == instr.opcode, name
+    assert new.attributes.get("metadata") == instr.attributes.get("metadata"), name
+    assert new.attributes.get("frontend_attributes") == \
+        instr.attributes.get("frontend_attributes"), name
+    assert new.shape == instr.shape, name
+  for record in report["decisions"]:
+    original = old[record["instruction"]]
+    if record["skipped"]:
+      continue
+    new_starts = [after_by_name[n] for n in record["new_instructions"]
+                  if after_by_name[n].opcode == "collective-permute-start"]
+    if record["form"] == "async":  # backend set in place, or split into new starts
+      starts = new_starts if record["plan"] == "split" else [after_by_name[original.name]]
+      done_shape = next(i for i in old.values() if i.opcode == "collective-permute-done"
+                        and i.operands == [original.name]).shape
+    else:
+      starts = new_starts
+      done_shape = original.shape
+    assert starts, record
+    pairs = []
+    for start in starts:
+      assert start.operands == original.operands, (start.name, original.name)
+      pairs += start.source_target_pairs
+      done = [i for i in after_by_name.values()
+              if i.opcode == "collective-permute-done" and i.operands == [start.name]]
+      assert len(done) == 1 and done[0].shape == done_shape, start.name
+    assert sorted(pairs) == sorted(original.source_target_pairs), record["instruction"]
+    assert len(set(pairs)) == len(pairs)
+
+
+def _pass_case(source, topology, table, tmp_path, tag, check_preserved=True):
+  """Run, re-run on the output, check every invariant. Returns the first output."""
+  args = [f"--topology={topology}"] + ([f"--cost-table={table}"] if table else [])
+  before = _fingerprint(source)
+  out1, out2 = tmp_path / f"{tag}.1.hlo", tmp_path / f"{tag}.2.hlo"
+  report1, report2 = tmp_path / f"{tag}.1.json", tmp_path / f"{tag}.2.json"
+  first = _run(source, *args, "-o", out1, f"--report={report1}")
+  assert first.returncode == 0, (tag, first.stderr)  # 0: the output verified
+  assert _fingerprint(source) == before, "input was written"
+  second = _run(out1, *args, "-o", out2, f"--report={report2}")
+  assert second.returncode == 0, (tag, second.stderr)
+  assert json.loads(report2.read_text())["changed"] is False, tag
+  assert out2.read_bytes() == out1.read_bytes(), f"{tag}: second run changed the text"
+  if check_preserved:
+    _check_preserved(source, out1, json.loads(report1.read_text()))
+  return out1
+
+
+def _partitions(text):
+  m = re.search(r"num_partitions=(\d+)", text.split("\n", 1)[0])
+  return int(m.group(1)) if m else 1
+
+
+def _topologies(path):
+  if _partitions(FIXTURE_TEXT[path.name]) == 16:
+    return ["2x2x4"]
+  return ["1x1x8", "1x2x4", "1x2x4:nvl8"]
+
+
+def test_invariants_on_every_fixture(tmp_path):
+  cases = []
+  for path in FIXTURE_PATHS:
+    for topology in _topologies(path):
+      for t, table in enumerate([None, SPLIT_FRIENDLY]):
+        cases.append((path, topology, table, f"{path.stem}.{topology.replace(':', '_')}.{t}"))
+  split_table = tmp_path / "split.txt"
+  split_table.write_text(SPLIT_FRIENDLY)
+  futures = [POOL.submit(_pass_case, path, topology, split_table if table else None,
+                         tmp_path, tag) for path, topology, table, tag in cases]
+  outputs = {tag: f.result() for (_, _, _, tag), f in zip(cases, futures)}
+  assert len(outputs) == len(cases) >= 40
+  # Byte-identical across runs (one config per fixture).
+  def again(path):
+    tag = f"{path.stem}.{_topologies(path)[0]}.0"
+    out = tmp_path / f"{tag}.again.hlo"
+    result = _run(path, f"--topology={_topologies(path)[0]}", "-o", out)
+    assert result.returncode == 0
+    return out.read_bytes() == outputs[tag].read_bytes()
+  assert all(POOL.map(again, FIXTURE_PATHS))
+
+
+def _relabel_pairs(text, perm):
+  def sub(m):
+    pairs = re.findall(r"\{(\d+),(\d+)\}", m.group(0))
+    return "source_target_pairs={" + ",".join(
+        f"{{{perm[int(a)]},{perm[int(b)]}}}" for a, b in pairs) + "}"
+  return re.sub(r"source_target_pairs=\{(?:\{\d+,\d+\},?)*\}", sub, text)
+
+
+@settings(max_examples=6, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_invariants_on_permuted_fixtures(data, tmp_path):
+  path = data.draw(st.sampled_from([p for p in FIXTURE_PATHS if "before_async" in p.name]))
+  n = _partitions(FIXTURE_TEXT[path.name])
+  perm = data.draw(st.permutations(range(n)))
+  topology = data.draw(st.sampled_from(_topologies(path)))
+  table = data.draw(st.sampled_from([None, SPLIT_FRIENDLY]))
+  source = tmp_path / "permuted.hlo"
+  source.write_text(_relabel_pairs(FIXTURE_TEXT[path.name], perm))
+  table_path = None
+  if table:
+    table_path = tmp_path / "split.txt"
+    table_path.write_text(table)
+  _pass_case(source, topology, table_path, tmp_path, "perm")
+
+
+SYNTHETIC = """HloModule synthetic, num_partitions={n}
+ENTRY %main (p: {dtype}[{dims}]) -> {result} {{
+  %p = {dtype}[{dims}]{{{layout}}} parameter(0), metadata={{op_name="x" source_file="t.py" source_line=3}}
+  %neg = {dtype}[{dims}]{{{layout}}} negate(%p), frontend_attributes={{keep="me"}}
+  %cp = {dtype}[{dims}]{{{layout}}} collective-permute(%neg), channel_id=1, source_target_pairs={{{pairs}}}, metadata={{op_name="ppermute"}}, frontend_attributes={{a="b"}}
+  ROOT %out = {dtype}[{dims}]{{{layout}}} add(%cp, %neg), metadata={{op_name="add"}}
+}}
+"""
+
+
+@settings(max_examples=10, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_invariants_on_synthetic_modules(data, tmp_path):
+  topology = data.draw(st.sampled_from(["1x1x8", "1x2x4", "1x2x4:nvl8", "2x2x4"]))
+  n = 16 if topology == "2x2x4" else 8
+  perm = data.draw(st.permutations(range(n)))
+  k = data.draw(st.integers(1, n))
+  pairs = ",".join(f"{{{perm[i]},{perm[(i + 1) % k]}}}" for i in range(k))
+  dims = data.draw(st.lists(st.sampled_from([1, 2, 8, 64, 1024, 65536]), min_size=1, max_size=3))
+  dtype = data.draw(st.sampled_from(["f32", "bf16", "s8", "f16"]))
+  text = SYNTHETIC.format(n=n, dtype=dtype, dims=",".join(map(str, dims)),
+                          layout=",".join(str(i) for i in reversed(range(len(dims)))),
+                          pairs=pairs, result=f"{dtype}[{','.join(map(str, dims))}]")
+  source = tmp_path / "synthetic.hlo"
+  source.write_text(text)
+  table = None
+  if data.draw(st.booleans()):
+    table = tmp_path / "split.txt"
+    table.write_text(SPLIT_FRIENDLY)
+  _pass_case(source, topology, table, tmp_path, "syn")
+
+
+# --------------------------------------------------------------------------------------
+# 4. Files: inputs untouched, atomic outputs, size limits, memory.
+
+def test_refuses_to_overwrite_any_input(tmp_path):
+  source = tmp_path / "in.hlo"
+  source.write_bytes(FIXTURE_PATHS[-1].read_bytes())
+  table = tmp_path / "costs.txt"
+  table.write_text(SPLIT_FRIENDLY)
+  link = tmp_path / "hardlink.hlo"
+  os.link(source, link)
+  before = _fingerprint(source), _fingerprint(table)
+  for args in (["-o", source], ["-o", link], [f"--report={source}", "-o", tmp_path / "o"]):
+    result = _run(source, "--topology=1x2x4", f"--cost-table={table}", *args)
+    assert result.returncode == 2 and "refusing to overwrite the input" in result.stderr
+  assert (_fingerprint(source), _fingerprint(table)) == before
+
+
+@pytest.fixture(scope="module")
+def big_module(tmp_path_factory):
+  """~12 MB of real HLO (copies of the ring backward fixture)."""
+  out = tmp_path_factory.mktemp("big") / "big.hlo"
+  subprocess.run([sys.executable, str(ROOT / "fuzz/make_big_module.py"),
+                  str(FIXTURES / "ring_bwd_1x2x4.before_async.hlo"), str(out), "12e6"],
+                 check=True, timeout=60)
+  return out
+
+
+def test_output_is_all_or_nothing_when_killed(big_module, tmp_path):
+  reference = tmp_path / "reference.hlo"
+  start = time.monotonic()
+  assert _run(big_module, "--topology=1x2x4", "-o", reference).returncode == 0
+  full = time.monotonic() - start
+  expected = reference.read_bytes()
+  rng = random.Random(8)
+  outcomes = []
+  # Kill points spread over the run, dense near its end where the write happens.
+  for delay in [full * f for f in (0.5, 0.8, 0.9, 0.95)] + [full * rng.uniform(0.85, 1.1)]:
+    target = tmp_path / "out.hlo"
+    if target.exists():
+      target.unlink()
+    proc = subprocess.Popen([str(NVSHMEM_OPT), str(big_module), "--topology=1x2x4",
+                             "-o", str(target)], stderr=subprocess.DEVNULL)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    if target.exists():
+      assert target.read_bytes() == expected, "half-written output at the target"
+      outcomes.append("complete")
+    else:
+      outcomes.append("absent")
+    for leftover in tmp_path.glob("out.hlo.tmp.*"):  # the temp file may stay; never the target
+      leftover.unlink()
+  assert set(outcomes) <= {"complete", "absent"}
+
+
+def _peak_rss_kb(args):
+  proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+  _, status, usage = os.wait4(proc.pid, 0)
+  proc.returncode = os.waitstatus_to_exitcode(status)
+  return proc.returncode, usage.ru_maxrss
+
+
+def test_memory_is_linear_in_input(big_module, tmp_path):
+  size_mb = big_module.stat().st_size / 2**20
+  code, driver_kb = _peak_rss_kb([str(NVSHMEM_OPT), str(big_module), "--topology=1x2x4",
+                                  "-o", str(tmp_path / "o.hlo")])
+  assert code == 0
+  # ~300 MB of TensorFlow libraries plus ~12 bytes per byte of HLO (docs/reliability.md).
+  assert driver_kb / 1024 < 400 + 20 * size_mb, (driver_kb, size_mb)
+  code, reader_kb = _peak_rss_kb([sys.executable, "-c",
+                                  "import sys; from hlo_tools.hlo_text import parse_hlo_file; "
+                                  f"parse_hlo_file({str(big_module)!r})"])
+  assert code == 0
+  assert reader_kb / 1024 < 100 + 12 * size_mb, (reader_kb, size_mb)
+
+
+def test_size_limits(tmp_path):
+  source = FIXTURES / "shift_1x2x4.before_async.hlo"
+  size = source.stat().st_size
+  result = _run(source, "--topology=1x2x4", f"--max-input-bytes={size - 1}")
+  assert result.returncode == 2
+  assert result.stderr == (f"nvshmem-opt: {source}: input is {size} bytes, over the limit of "
+                           f"{size - 1} (--max-input-bytes)\n")
+  assert _run(source, "--topology=1x2x4", f"--max-input-bytes={size}").returncode == 0
+  piped = subprocess.run([str(NVSHMEM_OPT), "-", "--topology=1x2x4", "--max-input-bytes=100"],
+                         input=source.read_bytes(), capture_output=True, timeout=60)
+  assert piped.returncode == 2 and b"over the limit of 100" in piped.stderr
+  assert _run(source, "--topology=1x2x4", "--max-input-bytes=0").returncode == 2
+  with pytest.raises(HloParseError, match=r":1:1: input is \d+ bytes, over the limit of 10$"):
+    hlo_text.parse_hlo_file(source, max_bytes=10)
+  assert hlo_parse_cli.main(["hlo-tools parse", str(source), "--max-input-bytes=10"]) == 2
