@@ -25,6 +25,7 @@ import tempfile
 import time
 
 from hlo_tools import dump as dump_mod
+from hlo_tools import hlo_text
 
 TOPOLOGY = "1x2x4"
 
@@ -168,32 +169,13 @@ def _child(spec):
   return 0
 
 
-_MESH_GROUPS_RE = re.compile(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}")
+_MESH_GROUPS_RE = re.compile(r"replica_groups=(mesh\[[^\]]*\]\s*\{[^}]*\})")
 
 
 def _explicit_groups(m):
-  axes = [(name.strip().strip("'"), int(size)) for name, size in
-          (a.split("=") for a in m.group(1).split(","))]
-  chosen = [a.strip().strip("'") for a in m.group(2).split(",") if a.strip()]
-  names = [n for n, _ in axes]
-  shape = [s for _, s in axes]
-  # Devices are the mesh laid out row-major (an iota); a group is every device
-  # that differs only along the chosen axes, enumerated in the chosen order.
-  others = [n for n in names if n not in chosen]
-
-  def device(index):
-    flat = 0
-    for n, s in zip(names, shape):
-      flat = flat * s + index[n]
-    return flat
-
-  groups = []
-  for rest in itertools.product(*(range(shape[names.index(n)]) for n in others)):
-    group = []
-    for sel in itertools.product(*(range(shape[names.index(n)]) for n in chosen)):
-      group.append(device(dict(zip(others + chosen, rest + sel))))
-    groups.append("{" + ",".join(map(str, group)) + "}")
-  return "replica_groups={" + ",".join(groups) + "}"
+  groups = hlo_text.expand_mesh_groups(m.group(1))
+  return "replica_groups={" + ",".join(
+      "{" + ",".join(map(str, g)) + "}" for g in groups) + "}"
 
 
 def legacy_replica_groups(text):

@@ -330,6 +330,43 @@ def _expand_iota(text):
   return [ids[i:i + size] for i in range(0, len(ids), size)]
 
 
+_MESH_RE = re.compile(r"mesh\[([^\]]*)\]\s*\{([^}]*)\}")
+
+
+def expand_mesh_groups(text):
+  """Expands jaxlib 0.10's `mesh['a'=8,'b'=1] {'a'}` replica groups; None if not that form.
+
+  Devices are the mesh laid out row-major; a group is every device that differs
+  only along the chosen axes, enumerated in the chosen order.
+  """
+  m = _MESH_RE.fullmatch(text.strip())
+  if m is None:
+    return None
+  try:
+    axes = [(name.strip().strip("'"), int(size)) for name, size in
+            (a.split("=") for a in m.group(1).split(",") if a.strip())]
+  except ValueError:
+    return None
+  names = [n for n, _ in axes]
+  sizes = dict(axes)
+  chosen = [a.strip().strip("'") for a in m.group(2).split(",") if a.strip()]
+  if any(c not in sizes for c in chosen):
+    return None
+  others = [n for n in names if n not in chosen]
+
+  def device(index):
+    flat = 0
+    for n in names:
+      flat = flat * sizes[n] + index[n]
+    return flat
+
+  groups = []
+  for rest in itertools.product(*(range(sizes[n]) for n in others)):
+    groups.append([device(dict(zip(others + chosen, rest + sel)))
+                   for sel in itertools.product(*(range(sizes[n]) for n in chosen))])
+  return groups
+
+
 # ---------------------------------------------------------------------------------------
 # The model
 
@@ -394,12 +431,14 @@ class HloInstruction:
 
   @property
   def replica_groups(self):
-    """List of groups; the iota form (`[2,4]<=[8]`) is expanded."""
+    """List of groups; the iota (`[2,4]<=[8]`) and mesh forms are expanded."""
     raw = self.attributes.get("replica_groups")
     if raw is None:
       return None
     if raw.startswith("{"):
       return _parse_int_lists(raw) if raw.strip("{} ") else []
+    if raw.startswith("mesh["):
+      return expand_mesh_groups(raw)
     return _expand_iota(raw)
 
   @property
@@ -982,4 +1021,13 @@ class _Scanner:
           self.i += 1
       if self.i == start:
         self.fail("expected an attribute value")
+      # jaxlib 0.10 prints replica groups as `mesh['a'=8,'b'=1] {'a'}`: the
+      # axes chosen follow the mesh after a space.
+      if s.startswith("mesh[", start) and s[self.i - 1] == "]":
+        after = self.i
+        while after < len(s) and s[after] == " ":
+          after += 1
+        if after < len(s) and s[after] == "{":
+          self.i = after
+          self.balanced()
     return s[start:self.i]

@@ -444,3 +444,39 @@ def test_load_hlo_proto(tmp_path, all_hlo_files):
   proto.write_bytes(b"\x01\x02 not a proto")
   with pytest.raises(HloParseError):
     load_hlo_proto(proto)
+
+
+_MESH_ALL_REDUCE = r'''
+import sys, jax, jax.numpy as jnp
+from jax.experimental import topologies
+from jax.sharding import NamedSharding, PartitionSpec as P, Mesh
+topo = topologies.get_topology_desc(platform="cuda", topology="1x2x4",
+                                    target_config=open(sys.argv[1]).read())
+mesh = Mesh(topo.devices, ("cp",))
+c = jax.jit(lambda x, w: x @ w, out_shardings=NamedSharding(mesh, P())).lower(
+    jax.ShapeDtypeStruct((64, 1024), jnp.float32, sharding=NamedSharding(mesh, P(None, "cp"))),
+    jax.ShapeDtypeStruct((1024, 64), jnp.float32, sharding=NamedSharding(mesh, P("cp", None)))
+).compile()
+sys.stdout.write(c.as_text())
+'''
+
+
+def test_reads_jax_010_mesh_replica_groups():
+  """jaxlib 0.10 prints GSPMD all-reduce groups as `mesh['axis_0'=1,'axis_1'=8] {'axis_1'}`."""
+  from hlo_tools import hlo_text  # pylint: disable=import-outside-toplevel
+  root = Path(__file__).resolve().parents[1]
+  env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1")
+  text = subprocess.run(
+      [sys.executable, "-c", _MESH_ALL_REDUCE,
+       str(root / "hlo_tools" / "data" / "h200_gpu_target_config.pbtxt")],
+      capture_output=True, text=True, env=env, check=True, timeout=300).stdout
+  assert "replica_groups=mesh[" in text
+  module = hlo_text.parse_hlo_text(text, "mesh.hlo")
+  reducers = [i for i in module.instructions() if i.opcode in ("all-reduce", "all-reduce-start")]
+  assert reducers
+  for instr in reducers:
+    assert instr.replica_groups == [list(range(8))]
+  assert hlo_text.expand_mesh_groups("mesh['a'=2,'b'=4] {'a'}") == [
+      [0, 4], [1, 5], [2, 6], [3, 7]]
+  assert hlo_text.expand_mesh_groups("mesh['a'=2,'b'=4] {'b','a'}") == [
+      [0, 4, 1, 5, 2, 6, 3, 7]]
