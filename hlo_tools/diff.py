@@ -30,6 +30,7 @@ Exit status: 0 (also when the modules differ), 2 bad input.
 """
 
 import collections
+import gc
 import html
 import json
 import os
@@ -897,6 +898,10 @@ def main(argv):
   try:
     args = parser.parse_args(argv[1:])
     src_a, src_b = read_input(args.a), read_input(args.b)
+    # The parsed modules live until exit: keep the collector from rescanning
+    # them over and over while the diff allocates (it made the diff's cost per
+    # instruction grow with module size; docs/benchmarks.md).
+    gc.freeze()
     ex.check_out_path(args.out, [src_a.path, src_b.path])
     tr = trace(args.trace) if args.trace else None
     result = diff_sources(src_a, src_b, args.ignore_metadata)
