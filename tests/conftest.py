@@ -8,7 +8,8 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
-SHARED_DATA = ROOT.parent / "shared" / "data"
+# Data from outside the repo, copied into tests/fixtures/ so CI does not need it.
+SHARED_DATA = ROOT / "tests" / "fixtures" / "jax0112"
 NVSHMEM_OPT = ROOT / "build" / "nvshmem-opt"
 
 

@@ -12,7 +12,7 @@ from hlo_tools.hlo_text import parse_hlo_file, parse_hlo_text
 from test_hlo_text import generated_dir, hlo_dump_files  # noqa: F401  (session fixture)
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED_DATA = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "jax0112"
 H200_HLO = SHARED_DATA / "h200_jax0112_ppermute_loop.after_optimizations.hlo"
 FIXTURES = sorted((REPO / "tests" / "fixtures").glob("*.hlo"))
 

@@ -359,7 +359,10 @@ def test_memory_is_linear_in_input(big_module, tmp_path):
                                   "import sys; from hlo_tools.hlo_text import parse_hlo_file; "
                                   f"parse_hlo_file({str(big_module)!r})"])
   assert code == 0
-  assert reader_kb / 1024 < 100 + 12 * size_mb, (reader_kb, size_mb)
+  # A loose guard against runaway growth only; the measured figures (about 7-8
+  # bytes of RSS per byte of HLO at 100 MB, more at small sizes where the
+  # interpreter and allocator dominate) are in docs/reliability.md.
+  assert reader_kb / 1024 < 150 + 30 * size_mb, (reader_kb, size_mb)
 
 
 def test_size_limits(tmp_path):

@@ -11,7 +11,7 @@ from hlo_tools import explain, verify
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 DRIVER = REPO / "build" / "nvshmem-opt"
-H200_HLO = REPO.parent / "shared" / "data" / "h200_jax0112_ppermute_loop.after_optimizations.hlo"
+H200_HLO = REPO / "tests" / "fixtures" / "jax0112" / "h200_jax0112_ppermute_loop.after_optimizations.hlo"
 RING = "source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}"
 
 
