@@ -282,12 +282,37 @@ def _unquote(text):
     body = text[1:-1]
     if "\\" not in body:
       return body
-    try:
-      return body.encode("latin-1", "backslashreplace").decode("unicode_escape").encode(
-          "latin-1").decode("utf-8")
-    except (UnicodeError, ValueError):
-      return body
+    out = bytearray()
+    i = 0
+    while i < len(body):
+      ch = body[i]
+      if ch != "\\" or i + 1 == len(body):
+        out += ch.encode("utf-8")
+        i += 1
+        continue
+      nxt = body[i + 1]
+      if nxt in _C_ESCAPES:
+        out.append(_C_ESCAPES[nxt])
+        i += 2
+      elif nxt == "x" and _HEX_RE.match(body, i + 2):
+        m = _HEX_RE.match(body, i + 2)
+        out.append(int(m.group(), 16) & 0xFF)
+        i = m.end()
+      elif nxt in "01234567":
+        m = _OCT_RE.match(body, i + 1)
+        out.append(int(m.group(), 8) & 0xFF)
+        i = m.end()
+      else:  # Unknown escape: keep the character, as C compilers do.
+        out += nxt.encode("utf-8")
+        i += 2
+    return out.decode("utf-8", "replace")
   return text
+
+
+_C_ESCAPES = {"n": 10, "t": 9, "r": 13, '"': 34, "'": 39, "\\": 92, "a": 7, "b": 8,
+              "f": 12, "v": 11, "?": 63}
+_HEX_RE = re.compile(r"[0-9A-Fa-f]{1,2}")
+_OCT_RE = re.compile(r"[0-7]{1,3}")
 
 
 def _parse_kv(text):
