@@ -361,7 +361,14 @@ std::unique_ptr<xla::HloModule> LoadModule(const std::string& path,
     absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
         xla::ParseAndReturnUnverifiedModule(data);
     if (!module.ok()) {
-      Fail(2, LocateParseError(path, std::string(module.status().message())));
+      std::string message =
+          LocateParseError(path, std::string(module.status().message()));
+      // jaxlib 0.10 prints GSPMD replica groups in a newer form.
+      if (data.find("replica_groups=mesh[") != std::string::npos) {
+        message += " (the module uses jaxlib 0.10's replica_groups=mesh[...] "
+                   "syntax, which this XLA cannot read; hlo-tools can)";
+      }
+      Fail(2, message);
     }
     EndXlaStage();
     return *std::move(module);

@@ -172,3 +172,21 @@ def test_output_is_atomic_and_deterministic(tmp_path):
     outputs.append(out.read_bytes())
   assert outputs[0] == outputs[1]
   assert not list(tmp_path.glob("*.tmp.*")), "no temp file left behind"
+
+
+def test_jax_010_mesh_groups_get_a_hint(tmp_path):
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  from test_hlo_text import _MESH_ALL_REDUCE  # pylint: disable=import-outside-toplevel
+  root = FIXTURES.parents[1]
+  env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1")
+  text = subprocess.run(
+      [sys.executable, "-c", _MESH_ALL_REDUCE,
+       str(root / "hlo_tools" / "data" / "h200_gpu_target_config.pbtxt")],
+      capture_output=True, text=True, env=env, check=True, timeout=300).stdout
+  path = tmp_path / "mesh.hlo"
+  path.write_text(text)
+  result = run_nvshmem_opt(path, "--topology=1x2x4")
+  assert result.returncode == 2
+  assert len(result.stderr.strip().splitlines()) == 1
+  assert f"{path}:" in result.stderr and "replica_groups=mesh[" in result.stderr
