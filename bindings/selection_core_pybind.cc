@@ -2,6 +2,7 @@
 // same code the XLA pass runs. Errors become ValueError with the core's
 // one-line message.
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -99,11 +100,38 @@ PYBIND11_MODULE(_selection_core, m) {
       .def_static("parse", &ParseTable, py::arg("text"),
                   py::arg("source") = "<string>")
       .def("__str__", &sel::CostTableToString)
-      .def_readwrite("margin", &sel::CostTable::margin)
-      .def_readwrite("split_overhead_us", &sel::CostTable::split_overhead_us)
-      .def_readwrite("combine_bandwidth_gbps",
-                     &sel::CostTable::combine_bandwidth_gbps)
-      .def_readwrite("nvshmem_max_bytes", &sel::CostTable::nvshmem_max_bytes)
+      // Setters keep the ranges ParseCostTable enforces.
+      .def_property(
+          "margin", [](const sel::CostTable& t) { return t.margin; },
+          [](sel::CostTable& t, double v) {
+            if (!(v >= 0 && v < 1)) throw py::value_error("margin must be in [0, 1)");
+            t.margin = v;
+          })
+      .def_property(
+          "split_overhead_us",
+          [](const sel::CostTable& t) { return t.split_overhead_us; },
+          [](sel::CostTable& t, double v) {
+            if (!(v >= 0) || !std::isfinite(v)) {
+              throw py::value_error("split_overhead_us must be a finite number >= 0");
+            }
+            t.split_overhead_us = v;
+          })
+      .def_property(
+          "combine_bandwidth_gbps",
+          [](const sel::CostTable& t) { return t.combine_bandwidth_gbps; },
+          [](sel::CostTable& t, double v) {
+            if (!(v > 0) || !std::isfinite(v)) {
+              throw py::value_error("combine_bandwidth_gbps must be a finite number > 0");
+            }
+            t.combine_bandwidth_gbps = v;
+          })
+      .def_property(
+          "nvshmem_max_bytes",
+          [](const sel::CostTable& t) { return t.nvshmem_max_bytes; },
+          [](sel::CostTable& t, int64_t v) {
+            if (v < 0) throw py::value_error("nvshmem_max_bytes must be >= 0");
+            t.nvshmem_max_bytes = v;
+          })
       .def("link",
            [](const sel::CostTable& t, const std::string& backend,
               const std::string& link_class) {
@@ -149,7 +177,12 @@ PYBIND11_MODULE(_selection_core, m) {
 
   m.def("decide",
         [](const sel::Topology& topology, const sel::CostTable& table,
-           int64_t bytes, const std::vector<std::pair<int, int>>& device_edges) {
+           int64_t bytes, const std::vector<std::pair<int, int>>& device_edges,
+           int pairs_per_group) {
+          if (pairs_per_group < 0 ||
+              (pairs_per_group > 0 && device_edges.size() % pairs_per_group != 0)) {
+            throw py::value_error("pairs_per_group must divide the number of edges");
+          }
           if (bytes < 0) throw py::value_error("bytes must be >= 0");
           for (const auto& [src, dst] : device_edges) {
             if (src < 0 || dst < 0 || src >= topology.num_devices() ||
@@ -160,8 +193,9 @@ PYBIND11_MODULE(_selection_core, m) {
                                     topology.ToString());
             }
           }
-          return DecisionToDict(sel::Decide(topology, table, {bytes, device_edges}));
+          return DecisionToDict(
+              sel::Decide(topology, table, {bytes, device_edges, pairs_per_group}));
         },
         py::arg("topology"), py::arg("table"), py::arg("bytes"),
-        py::arg("device_edges"));
+        py::arg("device_edges"), py::arg("pairs_per_group") = 0);
 }

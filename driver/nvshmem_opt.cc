@@ -702,7 +702,13 @@ int main(int argc, char** argv) {
                        std::chrono::steady_clock::now() - begin)
                        .count();
   if (!changed.ok()) {
-    Fail(2, flags.input + ": " + OneLine(std::string(changed.status().message())));
+    // The pass reports what is wrong with its input (a topology that does not
+    // fit, a malformed backend_config) as InvalidArgument; anything else is a
+    // failure of the pass itself.
+    bool bad_input = changed.status().code() == absl::StatusCode::kInvalidArgument;
+    Fail(bad_input ? 2 : 1,
+         flags.input + ": " + OneLine(std::string(changed.status().message())) +
+             (bad_input ? "" : " (a bug)"));
   }
   BeginXlaStage("verifying the pass's output", 1);
   if (absl::Status status = Verify(target); !status.ok()) {

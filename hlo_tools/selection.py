@@ -57,7 +57,8 @@ def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
   try:
     edges = core.edge_ids_to_devices(topology, [tuple(p) for p in pairs],
                                      cross_partition, num_partitions, num_replicas)
-    return core.decide(topology, table, int(bytes_per_device), edges)
+    # Each pair stands for one edge per group; a split moves whole pairs.
+    return core.decide(topology, table, int(bytes_per_device), edges, len(pairs))
   except ValueError as e:
     raise SelectionError(str(e)) from None
 

@@ -509,8 +509,18 @@ Decision Decide(const Topology& topology, const CostTable& table,
     LinkClass link_class = topology.Classify(edges[i].first, edges[i].second);
     ++decision.edges_by_class[static_cast<int>(link_class)];
     in_domain[i] = link_class != LinkClass::kNetwork;
-    nvlink_edges += in_domain[i] ? 1 : 0;
   }
+  // A pair goes to one backend as a whole: NVSHMEM only if every one of its
+  // edges stays in a domain.
+  const size_t pairs = request.pairs_per_group;
+  if (pairs > 0 && edges.size() % pairs == 0) {
+    for (size_t p = 0; p < pairs; ++p) {
+      bool all = true;
+      for (size_t e = p; e < edges.size(); e += pairs) all = all && in_domain[e];
+      for (size_t e = p; e < edges.size(); e += pairs) in_domain[e] = all;
+    }
+  }
+  for (bool eligible : in_domain) nvlink_edges += eligible ? 1 : 0;
   if (edges.empty()) {
     decision.reason = "NCCL: no source-target pairs, nothing to move";
     return decision;
@@ -526,9 +536,21 @@ Decision Decide(const Topology& topology, const CostTable& table,
                       Bytes(table.nvshmem_max_bytes) + ")";
     return decision;
   }
+  const int network_edges =
+      decision.edges_by_class[static_cast<int>(LinkClass::kNetwork)];
   if (nvlink_edges == 0) {
-    decision.reason = "NCCL: all " + std::to_string(total) +
-                      " edges cross the network; NVSHMEM is NVLink-only";
+    decision.reason =
+        network_edges == total
+            ? "NCCL: all " + std::to_string(total) +
+                  " edges cross the network; NVSHMEM is NVLink-only"
+            : "NCCL: " + std::to_string(network_edges) + " of " +
+                  std::to_string(total) +
+                  " edges cross the network and every pair has one of them "
+                  "in some group; NVSHMEM is NVLink-only";
+    return decision;
+  }
+  if (!(decision.nccl_us > 0)) {
+    decision.reason = "NCCL: modeled at 0 us, nothing to gain";
     return decision;
   }
   const double required = decision.nccl_us * (1.0 - table.margin);
@@ -561,14 +583,14 @@ Decision Decide(const Topology& topology, const CostTable& table,
       PlanTimeForEdges(table, topology, request, &in_domain, Backend::kNccl) +
       table.split_overhead_us +
       static_cast<double>(request.bytes) / (table.combine_bandwidth_gbps * 1e3);
-  const std::string counts = std::to_string(total - nvlink_edges) + " of " +
+  const std::string counts = std::to_string(network_edges) + " of " +
                              std::to_string(total) + " edges cross the network";
   if (decision.split_us <= required) {
     decision.plan = Plan::kSplit;
     decision.chosen_us = decision.split_us;
     decision.nvshmem_edge = in_domain;
-    decision.reason = "split: " + counts + "; NVSHMEM on the other " +
-                      std::to_string(nvlink_edges) + " gives " +
+    decision.reason = "split: " + counts + "; NVSHMEM on " +
+                      std::to_string(nvlink_edges) + " NVLink edges gives " +
                       Us(decision.split_us) + " vs NCCL " +
                       Us(decision.nccl_us) + " (" + gain(decision.split_us) +
                       " faster) for " + size;

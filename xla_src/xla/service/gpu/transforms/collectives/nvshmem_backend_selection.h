@@ -80,7 +80,11 @@ class Topology {
  public:
   // Spec grammar: SLICESxHOSTSxGPUS[:OPTION]...
   //   nvlN | nvl=N     NVLink domain of N GPUs (default: one host)
-  //   map=D0,D1,...    device of each partition (default: identity)
+  //   map=D0,D1,...    physical device of each logical device, where logical
+  //                    device r + p * num_replicas is (replica r, partition
+  //                    p) as XLA places them by default; with one replica
+  //                    that is the device of each partition (default:
+  //                    identity). A map must cover partitions x replicas.
   // Examples: "1x2x4", "1x9x8:nvl72", "2x2x4:map=0,2,4,6,1,3,5,7,8,9,10,11,..."
   static std::optional<Topology> Parse(std::string_view spec,
                                        std::string* error);
@@ -165,6 +169,13 @@ std::string CostTableToString(const CostTable& table);
 struct PermuteRequest {
   int64_t bytes = 0;  // Bytes each source sends (all operands together).
   std::vector<std::pair<int, int>> device_edges;  // (source, target) devices.
+  // When the edges come from EdgeIdsToDevices, each of the op's pairs
+  // stands for one edge per replica (or partition) group, and a split can
+  // only give a whole pair to one backend. Set this to the number of pairs
+  // (edges are group-major: edge i belongs to pair i % pairs_per_group) so a
+  // split puts a pair on NVSHMEM only when all its edges stay in a domain.
+  // 0: every edge is its own pair.
+  int pairs_per_group = 0;
 };
 
 struct Decision {
@@ -177,7 +188,7 @@ struct Decision {
   // Edge counts per link class, indexed by LinkClass.
   std::array<int, kNumLinkClasses> edges_by_class = {0, 0, 0, 0};
   // For a split: which device edges go to NVSHMEM (same order as the
-  // request's edges). Empty for other plans.
+  // request's edges; whole pairs, see PermuteRequest). Empty for other plans.
   std::vector<bool> nvshmem_edge;
   std::string reason;  // One line.
 };

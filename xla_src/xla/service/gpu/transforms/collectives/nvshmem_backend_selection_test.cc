@@ -205,6 +205,44 @@ TEST(DecideTest, DegenerateAndEmptyPermutes) {
   EXPECT_NE(none.reason.find("no source-target pairs"), std::string::npos);
 }
 
+TEST(DecideTest, SplitMovesWholePairs) {
+  // Two replicas of a two-partition permute: pair {0,1} maps to device edges
+  // 0->2 (same host) and 1->3 (same host) with this map, pair {1,0} to 2->0
+  // and 3->1; with the map below one replica's edges cross hosts.
+  std::string error;
+  std::optional<CostTable> table = ParseCostTable(
+      "link nccl network 4 900\nsm_interference nccl 0.5\n", "t", &error);
+  ASSERT_TRUE(table) << error;
+  Topology t = MustParse("1x2x2:map=0,2,1,3");
+  // Logical r + 2p -> device: (r0,p0)=0 (r1,p0)=2 (r0,p1)=1 (r1,p1)=3.
+  auto edges = EdgeIdsToDevices(t, {{0, 1}, {1, 0}}, /*cross_partition=*/true,
+                                /*num_partitions=*/2, /*num_replicas=*/2, &error);
+  ASSERT_TRUE(edges) << error;
+  // Edges: r0: 0->1, 1->0 (same host); r1: 2->3, 3->2 (same host).
+  Decision d = Decide(t, *table, {64 << 20, *edges, 2});
+  EXPECT_EQ(d.plan, Plan::kNvshmem) << d.reason;
+  // Now a map where replica 1 crosses hosts: every pair has a network edge.
+  Topology crossed = MustParse("1x2x2:map=0,2,1,3");
+  std::vector<std::pair<int, int>> mixed = {{0, 1}, {1, 0}, {2, 1}, {1, 2}};
+  Decision whole = Decide(crossed, *table, {64 << 20, mixed, 2});
+  EXPECT_EQ(whole.plan, Plan::kNccl) << whole.reason;
+  EXPECT_NE(whole.reason.find("every pair has one of them"), std::string::npos)
+      << whole.reason;
+  // Edge by edge (no grouping) the same edges could split.
+  Decision per_edge = Decide(crossed, *table, {64 << 20, mixed, 0});
+  EXPECT_EQ(per_edge.plan, Plan::kSplit) << per_edge.reason;
+}
+
+TEST(DecideTest, ZeroCostKeepsNcclWithoutNan) {
+  std::string error;
+  std::optional<CostTable> table = ParseCostTable(
+      "link nccl nvlink 0 450\nlink nvshmem nvlink 0 450\n", "t", &error);
+  ASSERT_TRUE(table) << error;
+  Decision d = Decide(MustParse("1x1x8"), *table, {0, Ring(8)});
+  EXPECT_EQ(d.plan, Plan::kNccl);
+  EXPECT_EQ(d.reason.find("nan"), std::string::npos) << d.reason;
+}
+
 TEST(DecideTest, ModeledTimeGrowsWithBytes) {
   Topology t = MustParse("1x2x4");
   double previous = -1;

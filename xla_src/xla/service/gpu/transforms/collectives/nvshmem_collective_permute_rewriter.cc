@@ -237,21 +237,6 @@ absl::StatusOr<JsonValue> ParseBackendConfig(const HloInstruction* instr) {
   return *std::move(value);
 }
 
-// Backend named in the instruction's collective_backend_config ("DEFAULT"
-// when absent).
-absl::StatusOr<std::string> GetBackend(const HloInstruction* instr) {
-  TF_ASSIGN_OR_RETURN(JsonValue config, ParseBackendConfig(instr));
-  JsonValue* collective = FindMember(config, "collective_backend_config");
-  if (collective == nullptr || collective->kind != JsonValue::Kind::kObject) {
-    return std::string("DEFAULT");
-  }
-  JsonValue* backend = FindMember(*collective, "backend");
-  if (backend == nullptr || backend->scalar.size() < 2) {
-    return std::string("DEFAULT");
-  }
-  return backend->scalar.substr(1, backend->scalar.size() - 2);
-}
-
 // Returns true when the config changed.
 absl::StatusOr<bool> SetBackend(HloInstruction* instr,
                                 absl::string_view backend) {
@@ -330,6 +315,27 @@ bool HasFrontendAttribute(const HloInstruction* instr, absl::string_view key) {
   return instr->frontend_attributes().map().contains(std::string(key));
 }
 
+// Gives `instr` the original's metadata; a scheduling name, which the
+// latency-hiding scheduler matches profiles on, names `instr` itself.
+void CopyMetadata(const HloInstruction* original, HloInstruction* instr) {
+  OpMetadata metadata = original->metadata();
+  if (!metadata.scheduling_name().empty()) {
+    metadata.set_scheduling_name(std::string(instr->name()));
+  }
+  instr->set_metadata(metadata);
+}
+
+// The original's frontend attributes without this pass's own records, which
+// describe the original's decision, not the new instruction's.
+FrontendAttributes InheritedAttributes(const HloInstruction* original) {
+  FrontendAttributes attributes = original->frontend_attributes();
+  for (absl::string_view key : {kNvshmemPlanAttr, kNvshmemReasonAttr,
+                                kNvshmemModeledAttr, kNvshmemSplitPartAttr}) {
+    attributes.mutable_map()->erase(std::string(key));
+  }
+  return attributes;
+}
+
 Shape StartShape(absl::Span<HloInstruction* const> operands,
                  const Shape& result_shape) {
   if (operands.size() == 1) {
@@ -366,8 +372,8 @@ absl::StatusOr<StartDone> EmitStartDone(
                                   start),
       absl::StrCat(base_name, "-done"));
   for (HloInstruction* instr : {start, done}) {
-    instr->set_metadata(original->metadata());
-    instr->set_frontend_attributes(original->frontend_attributes());
+    CopyMetadata(original, instr);
+    instr->set_frontend_attributes(InheritedAttributes(original));
   }
   // A sync permute may carry a backend config (is_sync, queue ids); start
   // from it rather than from nothing.
@@ -382,9 +388,9 @@ absl::StatusOr<StartDone> EmitStartDone(
 }
 
 struct Replacement {
-  HloInstruction* first_start;
-  HloInstruction* second_start;  // Null unless split.
-  HloInstruction* result;
+  StartDone nvshmem;
+  StartDone nccl;
+  HloInstruction* result;  // Combines the two dones.
 };
 
 // Splits one permute into an NVSHMEM part and an NCCL part and selects, on
@@ -427,7 +433,7 @@ absl::StatusOr<Replacement> EmitSplit(
   auto add = [&](std::unique_ptr<HloInstruction> instr, absl::string_view suffix) {
     HloInstruction* added = computation->AddInstruction(
         std::move(instr), absl::StrCat(original->name(), ".", suffix));
-    added->set_metadata(original->metadata());
+    CopyMetadata(original, added);
     new_names->push_back(std::string(added->name()));
     return added;
   };
@@ -478,7 +484,7 @@ absl::StatusOr<Replacement> EmitSplit(
        {nvshmem.start, nvshmem.done, nccl.start, nccl.done}) {
     new_names->push_back(std::string(instr->name()));
   }
-  return Replacement{nvshmem.start, nccl.start, result};
+  return Replacement{nvshmem, nccl, result};
 }
 
 // Moves every use of `old` (and the root, if it is one) to `replacement`,
@@ -550,8 +556,21 @@ absl::StatusOr<bool> NvshmemCollectivePermuteRewriter::RunImpl(
       return absl::InvalidArgumentError(
           absl::StrCat(name(), ": ", cp->name(), ": ", error));
     }
-    record.decision = sel::Decide(options_.topology, options_.cost_table,
-                                  {record.bytes, *edges});
+    record.decision =
+        sel::Decide(options_.topology, options_.cost_table,
+                    {record.bytes, *edges, static_cast<int>(record.pairs.size())});
+    if (record.decision.plan == sel::Plan::kSplit && module->has_schedule()) {
+      // The schedule already overlaps this permute with compute; new
+      // instructions would be placed without that overlap.
+      sel::Decision& d = record.decision;
+      d.reason = absl::StrCat("NCCL: the model prefers a split (", d.split_us,
+                              " us vs NCCL ", d.nccl_us,
+                              " us) but the module is already scheduled, and "
+                              "splitting would lose the start/done overlap");
+      d.plan = sel::Plan::kNccl;
+      d.chosen_us = d.nccl_us;
+      d.nvshmem_edge.clear();
+    }
     const sel::Decision& decision = record.decision;
     std::vector<std::pair<std::string, std::string>> attributes = {
         {std::string(kNvshmemPlanAttr), sel::PlanName(decision.plan)},
@@ -640,12 +659,17 @@ absl::StatusOr<bool> NvshmemCollectivePermuteRewriter::RunImpl(
         EmitSplit(computation, module, cp, operands, result_shape,
                   nvshmem_pairs, nccl_pairs, cp->channel_id(), num_ids,
                   attributes, &record.new_instructions));
-    for (HloInstruction* new_start :
-         {replacement.first_start, replacement.second_start}) {
-      TF_RETURN_IF_ERROR(cp->CopyAllControlDepsTo(new_start, replacement.result));
-      if (done != nullptr) {
-        TF_RETURN_IF_ERROR(
-            done->CopyAllControlDepsTo(new_start, replacement.result));
+    for (const StartDone& part : {replacement.nvshmem, replacement.nccl}) {
+      if (done == nullptr) {
+        // Sync: what had to precede the permute precedes both starts; what
+        // had to follow it follows the combined result.
+        TF_RETURN_IF_ERROR(cp->CopyAllControlDepsTo(part.start, replacement.result));
+      } else {
+        // Async: the start's edges stay with the starts and the done's with
+        // the dones (its successors wait for the combined result), so work
+        // pinned between start and done stays between them.
+        TF_RETURN_IF_ERROR(cp->CopyAllControlDepsTo(part.start, part.start));
+        TF_RETURN_IF_ERROR(done->CopyAllControlDepsTo(part.done, replacement.result));
       }
     }
     if (done != nullptr) {

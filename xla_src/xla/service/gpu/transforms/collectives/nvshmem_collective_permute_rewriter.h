@@ -46,7 +46,9 @@ namespace gpu {
 // crosses hosts into an NVSHMEM part and an NCCL part.
 //
 // Every sync collective-permute becomes a start/done pair carrying the chosen
-// backend:
+// backend (in-place dynamic-slice permutes, permutes wrapped in a newer XLA's
+// async computation, and nested tuple results are left alone, with the
+// reason recorded):
 //
 //   cp = bf16[4096,8,128] collective-permute(k), channel_id=1,
 //        source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
@@ -60,9 +62,11 @@ namespace gpu {
 //
 // A collective-permute-start that already exists gets its backend set in
 // place. A split produces two start/done pairs with disjoint pairs (NVSHMEM
-// for the NVLink edges, DEFAULT for the rest) whose results are combined with
-// a select on the partition (or replica) id, so every device receives exactly
-// what the original permute gave it. Decisions are recorded in frontend
+// for the pairs whose every edge stays in an NVLink domain, DEFAULT for the
+// rest) whose results are combined with a select on the partition (or
+// replica) id, so every device receives exactly what the original permute
+// gave it. A module that is already scheduled is never split: the new
+// instructions would lose the overlap the schedule gave the permute. Decisions are recorded in frontend
 // attributes (_nvshmem_plan, _nvshmem_reason, _nvshmem_modeled_us) for tools.
 //
 // Running the pass twice changes nothing the second time.

@@ -263,6 +263,47 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, AlreadyAsyncGetsBackendInPlace) {
   }
 }
 
+TEST_F(NvshmemCollectivePermuteRewriterTest, ScheduledModuleIsNeverSplit) {
+  // The optimized module is scheduled: a split would place its new starts and
+  // dones back to back, losing the overlap, so the pass keeps NCCL.
+  auto module = Parse(kAsyncRingModule);
+  ASSERT_TRUE(module->has_schedule());
+  std::string out = Run(module.get(), "1x2x4", Table(kSplitFriendlyCosts));
+  ASSERT_EQ(last_records_.size(), 1u);
+  EXPECT_EQ(last_records_[0].decision.plan, sel::Plan::kNccl);
+  EXPECT_NE(last_records_[0].decision.reason.find("already scheduled"),
+            std::string::npos);
+  EXPECT_EQ(Count(out, R"("backend":"DEFAULT")"), 1) << out;
+  EXPECT_EQ(Count(out, "nvshmem-start"), 0) << out;
+}
+
+// Hand-written: work pinned between a start and its done with control edges,
+// as XLA's schedulers and pipeliners leave it; none of the JAX programs we can
+// compile here produces this pattern.
+constexpr char kPinnedStartDone[] = R"(
+HloModule pinned, num_partitions=8
+
+ENTRY e {
+  p = f32[16] parameter(0)
+  q = f32[16] parameter(1)
+  s = (f32[16], f32[16]) collective-permute-start(p), channel_id=1, source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}
+  a = f32[16] add(q, q), control-predecessors={s}
+  d = f32[16] collective-permute-done(s), control-predecessors={a}
+  ROOT t = (f32[16], f32[16]) tuple(d, a)
+}
+)";
+
+TEST_F(NvshmemCollectivePermuteRewriterTest, SplitKeepsWorkPinnedBetweenStartAndDone) {
+  auto module = Parse(kPinnedStartDone);
+  std::string out = Run(module.get(), "1x2x4", Table(kSplitFriendlyCosts));
+  ASSERT_EQ(last_records_.size(), 1u);
+  ASSERT_EQ(last_records_[0].decision.plan, sel::Plan::kSplit);
+  EXPECT_EQ(Count(out, R"(%a = [^\n]*control-predecessors=\{%s\.nvshmem-start, %s\.nccl-start\})"), 1)
+      << out;
+  EXPECT_EQ(Count(out, R"(done\(%s\.n[a-z]+-start\), control-predecessors=\{%a\})"), 2)
+      << out;
+}
+
 TEST_F(NvshmemCollectivePermuteRewriterTest, AnnotateOnlyRecordsWithoutRewriting) {
   auto module = Parse(kKvStepModule);
   std::string out =
