@@ -36,6 +36,10 @@ missing=()
 [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
 command -v cmake >/dev/null || missing+=(cmake)
 command -v chromium >/dev/null || missing+=(chromium)
+# clang with libFuzzer and the sanitizers, for the fuzzing campaign (fuzz/).
+command -v clang++ >/dev/null || missing+=(clang)
+ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 \
+  || missing+=(libclang-rt-14-dev)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     log "installing ${missing[*]}"

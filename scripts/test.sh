@@ -8,6 +8,12 @@ scripts/setup.sh || exit 1
 status=0
 echo "== C++ tests (ctest)"
 ctest --test-dir build --output-on-failure || status=1
+if command -v clang++ >/dev/null; then
+  echo "== Fuzzing: 10,000 executions per harness under ASan/UBSan (fuzz/run_fuzz.sh)"
+  fuzz/run_fuzz.sh --runs=10000 || status=1
+else
+  echo "== Fuzzing skipped: clang++ not installed"
+fi
 echo "== Python tests (pytest)"
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@" || status=1
 exit $status
