@@ -14,7 +14,11 @@ from test_hlo_text import generated_dir, hlo_dump_files  # noqa: F401  (session 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "jax0112"
 H200_HLO = SHARED_DATA / "h200_jax0112_ppermute_loop.after_optimizations.hlo"
-FIXTURES = sorted((REPO / "tests" / "fixtures").glob("*.hlo"))
+FIXTURES_DIR = REPO / "tests" / "fixtures"
+# jax 0.10.2 fixtures, plus the same ring compiled by jax 0.9.1 (tests/fixtures/jax091/).
+FIXTURES = (sorted(FIXTURES_DIR.glob("*.hlo"))
+            + sorted((FIXTURES_DIR / "jax091").glob("*.hlo")))
+FIXTURE_IDS = [str(p.relative_to(FIXTURES_DIR)) for p in FIXTURES]
 
 # The un-sugared async form: async-start calls a computation whose root is the permute.
 # (jaxlib 0.10.2 accepts it; its printer re-spells it collective-permute-start/update/done.)
@@ -119,7 +123,7 @@ def test_generated_pass_dumps_sync_then_async(generated_dir):  # noqa: F811
 
 
 @pytest.mark.skipif(not FIXTURES, reason="no tests/fixtures/*.hlo yet")
-@pytest.mark.parametrize("path", FIXTURES, ids=[p.name for p in FIXTURES])
+@pytest.mark.parametrize("path", FIXTURES, ids=FIXTURE_IDS)
 def test_fixture_collectives(path):
   records = collective_permutes(parse_hlo_file(path))
   assert records, path

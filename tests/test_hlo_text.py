@@ -19,7 +19,11 @@ from hlo_tools.hlo_text import (OPCODES, HloParseError, parse_hlo_file, parse_hl
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "jax0112"
 H200_HLO = SHARED_DATA / "h200_jax0112_ppermute_loop.after_optimizations.hlo"
-FIXTURES = sorted((REPO / "tests" / "fixtures").glob("*.hlo"))
+FIXTURES_DIR = REPO / "tests" / "fixtures"
+# jax 0.10.2 fixtures, plus the same ring compiled by jax 0.9.1 (tests/fixtures/jax091/).
+FIXTURES = (sorted(FIXTURES_DIR.glob("*.hlo"))
+            + sorted((FIXTURES_DIR / "jax091").glob("*.hlo")))
+FIXTURE_IDS = [str(p.relative_to(FIXTURES_DIR)) for p in FIXTURES]
 
 # Compiles a ppermute ring in a fori_loop for 8 H200s on the CPU, dumping every pass.
 _GEN_SCRIPT = r"""
@@ -241,7 +245,7 @@ def test_generated_files_cover_both_collective_spellings(generated_dir):
 
 
 @pytest.mark.skipif(not FIXTURES, reason="no tests/fixtures/*.hlo yet")
-@pytest.mark.parametrize("path", FIXTURES, ids=[p.name for p in FIXTURES])
+@pytest.mark.parametrize("path", FIXTURES, ids=FIXTURE_IDS)
 def test_fixture_parses(path):
   module = parse_hlo_file(path)
   assert module.entry is not None and module.instruction_count > 0

@@ -190,3 +190,35 @@ def test_jax_010_mesh_groups_get_a_hint(tmp_path):
   assert result.returncode == 2
   assert len(result.stderr.strip().splitlines()) == 1
   assert f"{path}:" in result.stderr and "replica_groups=mesh[" in result.stderr
+
+
+# The same small ring compiled by jax 0.9.1 (tests/fixtures/jax091/README.md): the oldest
+# XLA the tools must read. Its text differs from jax 0.10.2's (the combined permute has no
+# metadata, a shorter collective_backend_config, nested Triton gemm fusions).
+JAX091 = FIXTURES / "jax091"
+
+
+@pytest.mark.parametrize("stage", ["before_async", "after_optimizations"])
+@pytest.mark.parametrize("topology, plan, backend", [("1x2x4", "nccl", "DEFAULT"),
+                                                     ("1x2x4:nvl8", "nvshmem", "NVSHMEM")])
+def test_jax091_fixtures_rewrite_and_verify(stage, topology, plan, backend, tmp_path,
+                                            capsys):
+  from hlo_tools import verify  # pylint: disable=import-outside-toplevel
+  path = JAX091 / f"ring_1x2x4.{stage}.hlo"
+  out, report = tmp_path / "out.hlo", tmp_path / "report.json"
+  result = run_nvshmem_opt(path, f"--topology={topology}", "-o", out,
+                           f"--report={report}")
+  assert result.returncode == 0, result.stderr
+  assert result.stderr == ""
+  decision, = json.loads(report.read_text())["decisions"]
+  assert decision["plan"] == plan, decision
+  assert decision["backend"] == backend
+  assert decision["bytes"] == 65536  # K and V blocks: 2 x bf16[1,128,2,64]
+  permute, = collectives.collective_permutes(hlo_text.parse_hlo_file(out))
+  assert permute.form == "start-done" and permute.backend == backend
+  assert permute.while_loop is not None
+  capsys.readouterr()
+  rc = verify.main(["hlo-tools verify", str(out), f"--topology={topology}"])
+  captured = capsys.readouterr()
+  assert rc == 0, captured.out + captured.err
+  assert "all checks pass" in captured.out
