@@ -12,7 +12,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "xla/service/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
 
 namespace py = pybind11;
 namespace sel = xla::gpu::nvshmem_selection;

@@ -15,7 +15,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
-TEST_MODULES = (ROOT / "xla_src/xla/service/gpu/transforms/collectives/"
+TEST_MODULES = (ROOT / "xla_src/xla/backends/gpu/transforms/collectives/"
                 "nvshmem_collective_permute_rewriter_test_modules.inc")
 REGRESSIONS = ROOT / "fuzz" / "regressions"
 

@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "xla/service/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
 
 namespace sel = xla::gpu::nvshmem_selection;
 

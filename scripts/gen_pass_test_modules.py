@@ -7,7 +7,7 @@ Compiles the programs of hlo_tools/pass_test_programs.py for H200 topologies on
 the CPU (deviceless) and writes the module XLA's async-collective-creator
 receives (or, for the already-async case, the optimized module) as C++ raw
 string constants into
-xla_src/xla/service/gpu/transforms/collectives/nvshmem_collective_permute_rewriter_test_modules.inc.
+xla_src/xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter_test_modules.inc.
 --check compares instead of writing and exits 1 when the file is stale.
 """
 

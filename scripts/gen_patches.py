@@ -35,7 +35,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PKG = "xla/service/gpu/transforms/collectives"
+PKG = "xla/backends/gpu/transforms/collectives"
 SRC_DIR = ROOT / "xla_src" / PKG
 
 AUTHOR = "NVSHMEM pass authors <nvshmem-pass@invalid>"

@@ -13,7 +13,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 ==============================================================================*/
 
-#include "xla/service/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
 
 #include <memory>
 #include <optional>
@@ -25,8 +25,8 @@ limitations under the License.
 #include "absl/status/statusor.h"
 #include "xla/hlo/ir/hlo_module.h"
 #include "xla/hlo/parser/hlo_parser.h"
-#include "xla/service/gpu/transforms/collectives/collective_backend_assigner.h"
-#include "xla/service/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "xla/backends/gpu/transforms/collectives/collective_backend_assigner.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
 #include "xla/service/hlo_verifier.h"
 #include "xla/stream_executor/cuda/cuda_compute_capability.h"
 
@@ -37,7 +37,7 @@ namespace {
 // Real HLO: small JAX programs compiled by XLA for H200 topologies, taken
 // where XLA's async-collective-creator receives them (see the generator named
 // in the file).
-#include "xla/service/gpu/transforms/collectives/nvshmem_collective_permute_rewriter_test_modules.inc"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter_test_modules.inc"
 
 namespace sel = nvshmem_selection;
 
