@@ -49,6 +49,19 @@ std::string Format(const char* format, double a) {
 
 std::string Us(double us) { return Format("%.2f us", us); }
 
+// The shortest decimal that reads back as the same double: 5.6, not
+// 5.5999999999999996 (what %.17g prints), so printed tables stay readable and
+// still round-trip exactly.
+std::string Shortest(double value) {
+  char buffer[64];
+  for (int precision = 1; precision < 17; ++precision) {
+    std::snprintf(buffer, sizeof(buffer), "%.*g", precision, value);
+    if (std::strtod(buffer, nullptr) == value) return buffer;
+  }
+  std::snprintf(buffer, sizeof(buffer), "%.17g", value);
+  return buffer;
+}
+
 std::string Bytes(int64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double value = static_cast<double>(bytes);
@@ -472,20 +485,19 @@ std::string CostTableToString(const CostTable& table) {
   for (int b = 0; b < kNumBackends; ++b) {
     for (int c = 0; c < kNumLinkClasses; ++c) {
       const LinkCost& cost = table.links[b][c];
-      char line[160];
-      std::snprintf(line, sizeof(line), "link %s %s %.17g %.17g\n",
-                    kBackendNames[b], kLinkClassNames[c], cost.latency_us,
-                    cost.bandwidth_gbps);
-      out += line;
+      out += std::string("link ") + kBackendNames[b] + " " +
+             kLinkClassNames[c] + " " + Shortest(cost.latency_us) + " " +
+             Shortest(cost.bandwidth_gbps) + "\n";
     }
   }
   for (int b = 0; b < kNumBackends; ++b) {
     out += std::string("sm_interference ") + kBackendNames[b] +
-           Format(" %.17g\n", table.sm_interference[b]);
+           " " + Shortest(table.sm_interference[b]) + "\n";
   }
-  out += Format("margin %.17g\n", table.margin);
-  out += Format("split_overhead_us %.17g\n", table.split_overhead_us);
-  out += Format("combine_bandwidth_GBps %.17g\n", table.combine_bandwidth_gbps);
+  out += "margin " + Shortest(table.margin) + "\n";
+  out += "split_overhead_us " + Shortest(table.split_overhead_us) + "\n";
+  out += "combine_bandwidth_GBps " + Shortest(table.combine_bandwidth_gbps) +
+         "\n";
   out += "nvshmem_max_bytes " + std::to_string(table.nvshmem_max_bytes) + "\n";
   return out;
 }
