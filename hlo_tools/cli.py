@@ -3,6 +3,8 @@
 import importlib
 import sys
 
+from hlo_tools import cli_io
+
 # command -> module whose main(argv) implements it. Modules are imported lazily so
 # that reading HLO never pays for importing jax.
 COMMANDS = {
@@ -29,7 +31,7 @@ def main(argv=None):
     print(f"hlo-tools: unknown command {command!r}; {USAGE}", file=sys.stderr)
     return 2
   module = importlib.import_module(COMMANDS[command])
-  return module.main(["hlo-tools " + command] + rest)
+  return cli_io.run_main(module.main, ["hlo-tools " + command] + rest)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@ import dataclasses
 import json
 import sys
 
+from hlo_tools import cli_io
 from hlo_tools.collectives import collective_permutes
-from hlo_tools.hlo_text import MAX_INPUT_BYTES, HloParseError, parse_hlo_file
+from hlo_tools.hlo_text import HloParseError, parse_hlo_text
 
 
 def summarize(module):
@@ -48,23 +49,20 @@ def _text(summary):
 def main(argv):
   parser = argparse.ArgumentParser(prog=argv[0] if argv else "hlo-tools parse",
                                    description="Parse HLO text and summarise it.")
-  parser.add_argument("file")
+  parser.add_argument("file", help='HLO text file, or "-" for stdin')
   parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-  parser.add_argument("--max-input-bytes", type=int, default=MAX_INPUT_BYTES,
-                      help="refuse larger inputs (default 1 GiB)")
+  cli_io.add_max_input_bytes(parser)
   args = parser.parse_args(argv[1:])
   try:
-    module = parse_hlo_file(args.file, max_bytes=args.max_input_bytes)
-  except HloParseError as e:
-    print(str(e), file=sys.stderr)
+    data = cli_io.read_input(args.file, args.max_input_bytes)
+    module = parse_hlo_text(data, args.file)
+    summary = summarize(module)
+  except (HloParseError, cli_io.InputReadError) as e:
+    cli_io.print_error(e)
     return 2
-  except OSError as e:
-    print(f"{args.file}: cannot read: {e.strerror or e}", file=sys.stderr)
-    return 2
-  summary = summarize(module)
   print(json.dumps(summary, indent=1) if args.json else _text(summary))
   return 0
 
 
 if __name__ == "__main__":
-  sys.exit(main(["hlo-tools parse"] + sys.argv[1:]))
+  sys.exit(cli_io.run_main(main, ["hlo-tools parse"] + sys.argv[1:]))

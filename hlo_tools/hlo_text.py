@@ -10,6 +10,8 @@ import json
 import os
 import re
 
+from hlo_tools.cli_io import DEFAULT_MAX_INPUT_BYTES, InputReadError, read_input
+
 __all__ = [
     "HloParseError", "Shape", "HloInstruction", "HloComputation", "HloModule",
     "parse_shape", "is_known_opcode", "parse_hlo_text", "parse_hlo_file", "load_hlo_proto", "OPCODES",
@@ -609,17 +611,18 @@ def parse_hlo_text(text, path="<string>"):
 
 # Larger inputs are refused before reading: the reader holds about 8 bytes per byte of
 # text (docs/reliability.md).
-MAX_INPUT_BYTES = 1 << 30
+MAX_INPUT_BYTES = DEFAULT_MAX_INPUT_BYTES
 
 
 def parse_hlo_file(path, max_bytes=MAX_INPUT_BYTES):
-  """Parses an HLO text file; HloParseError for bad content, OSError if unreadable."""
-  with open(path, "rb") as f:
-    size = os.fstat(f.fileno()).st_size
-    if max_bytes is not None and size > max_bytes:
-      raise HloParseError(str(path), 1, 1,
-                          f"input is {size} bytes, over the limit of {max_bytes}")
-    data = f.read()
+  """Parses an HLO text file ("-": stdin); HloParseError for bad content or more
+  than max_bytes bytes (files, devices and pipes alike), OSError if unreadable."""
+  try:
+    data = read_input(path, max_bytes)
+  except InputReadError as e:
+    if e.message.startswith("input is"):
+      raise HloParseError(str(path), 1, 1, e.message.replace(" (--max-input-bytes)", "")) from None
+    raise OSError(e.message.replace("cannot read: ", "")) from None
   return _Parser(_decode(data, str(path)), str(path)).parse()
 
 

@@ -1,0 +1,141 @@
+"""Input and output helpers shared by every `hlo-tools` command.
+
+Small on purpose; the whole API:
+
+    DEFAULT_MAX_INPUT_BYTES          1 GiB: the default of --max-input-bytes
+    add_max_input_bytes(parser)      adds `--max-input-bytes N` (dest max_input_bytes)
+    read_input(path, max_bytes, label=None) -> bytes
+                                     reads a file, a device or FIFO, or stdin ("-"),
+                                     never more than max_bytes + 1 bytes; raises
+                                     InputReadError (one line) when unreadable or
+                                     larger than max_bytes
+    InputReadError                   ValueError; str() is `LABEL: message`, one line
+    one_line(text, limit=MAX_MESSAGE_CHARS) -> str
+                                     control characters escaped and the text cut to
+                                     `limit` characters plus "... (N more characters)"
+    print_error(text)                one_line(text) on stderr
+    run_main(main, argv) -> int      calls main(argv); a closed stdout (`| head`)
+                                     ends the command quietly with 141, as SIGPIPE
+                                     ends other Unix tools
+
+Why a bound on every read: /dev/zero, a FIFO or a pipe has no size to check
+before reading, so a plain f.read() grows without end.
+"""
+
+import argparse
+import os
+import stat
+import sys
+
+__all__ = ["DEFAULT_MAX_INPUT_BYTES", "MAX_MESSAGE_CHARS", "InputReadError", "add_max_input_bytes",
+           "read_input", "one_line", "print_error", "run_main"]
+
+# The reader holds about 8 bytes of memory per byte of text (docs/reliability.md).
+DEFAULT_MAX_INPUT_BYTES = 1 << 30
+# An error line longer than this is cut: a message quoting a whole instruction with
+# a million pairs helps nobody.
+MAX_MESSAGE_CHARS = 400
+_CHUNK = 1 << 20
+_EXIT_SIGPIPE = 128 + 13
+
+
+class InputReadError(ValueError):
+  """An input that cannot be read or is over the limit; str() is one line."""
+
+  def __init__(self, label, message, size=None):
+    super().__init__(one_line(f"{label}: {message}"))
+    self.label, self.message, self.size = label, message, size
+
+
+def _byte_count(text):
+  try:
+    value = int(text, 0)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"not a byte count: {text[:40]!r}") from None
+  if value < 0:
+    raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+  return value
+
+
+def add_max_input_bytes(parser, default=DEFAULT_MAX_INPUT_BYTES):
+  """Adds `--max-input-bytes N` (also `--max_input_bytes`) to an argparse parser."""
+  parser.add_argument("--max-input-bytes", "--max_input_bytes", dest="max_input_bytes",
+                      type=_byte_count, default=default, metavar="N",
+                      help=f"refuse an input (file, device, pipe or stdin) larger than N "
+                           f"bytes (default {default})")
+
+
+def read_input(path, max_bytes=DEFAULT_MAX_INPUT_BYTES, label=None):
+  """The bytes of `path` ("-": stdin); at most max_bytes + 1 bytes are ever read.
+
+  Raises InputReadError for a directory, an unreadable path, or more than max_bytes
+  bytes (the message names the limit and the flag that sets it).
+  """
+  label = str(label or path)
+  try:
+    if str(path) == "-":
+      return _read_bounded(sys.stdin.buffer, max_bytes, label)
+    with open(path, "rb") as f:
+      info = os.fstat(f.fileno())
+      if stat.S_ISDIR(info.st_mode):
+        raise InputReadError(label, "is a directory, not a file")
+      if stat.S_ISREG(info.st_mode) and max_bytes is not None and info.st_size > max_bytes:
+        raise _too_large(label, max_bytes, info.st_size)
+      return _read_bounded(f, max_bytes, label)
+  except IsADirectoryError:
+    raise InputReadError(label, "is a directory, not a file") from None
+  except OSError as e:
+    raise InputReadError(label, f"cannot read: {e.strerror or e}") from None
+
+
+def _too_large(label, max_bytes, size=None):
+  what = f"{size} bytes" if size is not None else f"more than {max_bytes} bytes"
+  return InputReadError(label, f"input is {what}, over the limit of {max_bytes} "
+                               "(--max-input-bytes)", size)
+
+
+def _read_bounded(f, max_bytes, label):
+  if max_bytes is None:
+    return f.read()
+  chunks, total = [], 0
+  while total <= max_bytes:
+    chunk = f.read(min(_CHUNK, max_bytes + 1 - total))
+    if not chunk:
+      return b"".join(chunks)
+    chunks.append(chunk)
+    total += len(chunk)
+  raise _too_large(label, max_bytes)
+
+
+def one_line(text, limit=MAX_MESSAGE_CHARS):
+  """`text` as one readable line: newlines and other control characters escaped,
+  at most `limit` characters followed by "... (N more characters)"."""
+  text = str(text)
+  if len(text) > limit:
+    text = f"{text[:limit]}... ({len(text) - limit} more characters)"
+  if any(ch < " " or ch == "\x7f" for ch in text):
+    text = "".join(ch if ch >= " " and ch != "\x7f" else repr(ch)[1:-1] for ch in text)
+  return text
+
+
+def print_error(text):
+  """Prints one_line(text) on stderr."""
+  print(one_line(text), file=sys.stderr)
+
+
+def run_main(main, argv):
+  """main(argv), except that a reader who closed stdout early ends us quietly (141)."""
+  try:
+    code = main(argv)
+    sys.stdout.flush()
+    return code
+  except BrokenPipeError:
+    # Python would report the pipe again when flushing stdout at exit: point the
+    # descriptor at /dev/null first.
+    try:
+      devnull = os.open(os.devnull, os.O_WRONLY)
+      os.dup2(devnull, sys.stdout.fileno())
+      os.close(devnull)
+    except (OSError, ValueError):
+      pass
+    return _EXIT_SIGPIPE
