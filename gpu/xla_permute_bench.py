@@ -1,0 +1,441 @@
+#!/usr/bin/env python3
+"""Ring collective-permute microbenchmark at the level XLA works, one process per GPU.
+
+    python3 gpu/xla_permute_bench.py --out=permute.csv [--backends=nccl,nvshmem]
+        [--operands=1,2,4] [--sizes=1K:256M] [--trips=50] [--reps=5]
+        [--details=permute.json] [--budget-s=480]
+    python3 gpu/xla_permute_bench.py --hang-check --out=hang.json [--timeout=40]
+
+Each process owns one GPU (jax.distributed, local_device_ids=[rank]); the program is
+a `lax.fori_loop` whose body rotates K operands around the ring with one
+`lax.ppermute` (XLA's permute combiner makes it one multi-operand
+collective-permute, as it does for ring attention's K and V) and multiplies them
+by a constant. The same loop without the permute gives the baseline: the loop,
+the multiply and the kernel launches. The permute's own time per step is
+step - baseline, which is what the cost model predicts.
+
+Backends are XLA modes, each in fresh processes because XLA reads XLA_FLAGS once:
+  nccl       plain XLA
+  nvshmem    --xla_gpu_experimental_enable_nvshmem=true (XLA up to jax 0.10.1: the
+             assigner puts every permute on NVSHMEM; buffers in memory space S(1))
+  peer       --xla_gpu_collective_permute_mode=peer (XLA of jax >= 0.10.2)
+  symmetric  --xla_gpu_collective_permute_mode=symmetric
+
+--sizes are the bytes each device sends per permute, all operands together
+(each operand holds bytes/K). The CSV header is
+  backend,link_class,bytes,seconds,operands,step_s,baseline_s,devices,jax_version,loop_trips
+and `hlo-tools heuristics calibrate` reads it as is. A row's times are the slowest
+rank's medians (a ring step ends when its slowest edge does).
+
+--hang-check runs a non-cyclic shift (pairs {0->1} on two GPUs: device 0 has no
+source) twice under a timeout: as XLA runs it on NCCL (what our pass emits for it)
+and with the NVSHMEM flag, whose permute calls a world-team barrier only on devices
+with a source. It records, per variant, whether it finished, timed out, or failed.
+
+NVLink multicast stays off in every process (NCCL_NVLS_ENABLE=0,
+NVSHMEM_DISABLE_NVLS=1, TORCH_SYMM_MEM_DISABLE_MULTICAST=1).
+"""
+
+import argparse
+import csv
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+MULTICAST_OFF = {
+    "NCCL_NVLS_ENABLE": "0",
+    "NVSHMEM_DISABLE_NVLS": "1",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+}
+os.environ.update(MULTICAST_OFF)
+
+BACKEND_FLAGS = {
+    "nccl": [],
+    "nvshmem": ["--xla_gpu_experimental_enable_nvshmem=true"],
+    "peer": ["--xla_gpu_collective_permute_mode=peer"],
+    "symmetric": ["--xla_gpu_collective_permute_mode=symmetric"],
+}
+_OWN_PREFIXES = ("--xla_gpu_experimental_enable_nvshmem",
+                 "--xla_gpu_collective_permute_mode")
+CSV_HEADER = ("backend", "link_class", "bytes", "seconds", "operands", "step_s",
+              "baseline_s", "devices", "jax_version", "loop_trips")
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+class BenchError(Exception):
+  """A user-facing failure, printed as one line."""
+
+
+def parse_size(text):
+  m = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)(i?[bB])?\s*", text)
+  if not m or int(m.group(1)) <= 0:
+    raise BenchError(f"bad size {text!r} (e.g. 1K, 64M)")
+  return int(m.group(1)) * _UNITS[m.group(2).upper()]
+
+
+def parse_sizes(text):
+  """'1K:256M' -> powers of 4 from 1 KiB to 256 MiB; '1K,1M' -> those two."""
+  if ":" in text:
+    lo, hi = (parse_size(t) for t in text.split(":", 1))
+    sizes, s = [], lo
+    while s <= hi:
+      sizes.append(s)
+      s *= 4
+    return sizes
+  return sorted({parse_size(t) for t in text.split(",") if t.strip()})
+
+
+def parse_list(text, allowed=None, cast=str):
+  items = [cast(t.strip()) for t in text.split(",") if t.strip()]
+  if not items:
+    raise BenchError(f"empty list {text!r}")
+  if allowed is not None:
+    bad = [i for i in items if i not in allowed]
+    if bad:
+      raise BenchError(f"unknown {bad}: choose from {', '.join(allowed)}")
+  return items
+
+
+def backend_env(backend, base_env):
+  env = dict(base_env)
+  env.update(MULTICAST_OFF)
+  env["PYTHONUNBUFFERED"] = "1"
+  flags = [f for f in env.get("XLA_FLAGS", "").split()
+           if not f.startswith(_OWN_PREFIXES)]
+  env["XLA_FLAGS"] = " ".join(flags + BACKEND_FLAGS[backend])
+  # Symmetric heap for the largest buffers (in, out, and XLA's own).
+  env.setdefault("NVSHMEM_SYMMETRIC_SIZE", "4G")
+  return env
+
+
+def csv_rows(backend, points, devices, jax_version, trips):
+  """CSV rows from the merged per-point medians of all ranks."""
+  rows = []
+  for p in points:
+    if p.get("step_s") is None or p.get("baseline_s") is None:
+      continue
+    rows.append({
+        "backend": backend, "link_class": "nvlink" if devices > 1 else "same_device",
+        "bytes": p["bytes"], "seconds": max(p["step_s"] - p["baseline_s"], 0.0),
+        "operands": p["operands"], "step_s": p["step_s"],
+        "baseline_s": p["baseline_s"], "devices": devices,
+        "jax_version": jax_version, "loop_trips": trips})
+  return rows
+
+
+def merge_ranks(rank_results):
+  """Slowest rank's medians per (operands, bytes)."""
+  merged = {}
+  for res in rank_results:
+    for p in res.get("points", []):
+      key = (p["operands"], p["bytes"])
+      m = merged.setdefault(key, {"operands": p["operands"], "bytes": p["bytes"],
+                                  "step_s": None, "baseline_s": None})
+      for k in ("step_s", "baseline_s"):
+        if p.get(k) is not None:
+          m[k] = p[k] if m[k] is None else max(m[k], p[k])
+  return [merged[k] for k in sorted(merged)]
+
+
+# ---------------------------------------------------------------------------
+# Child: one rank.
+
+def _init_distributed(args):
+  import jax
+  kwargs = {"local_device_ids": [args.rank]}
+  if os.environ.get("JAX_PLATFORMS") == "cpu":  # CPU test runs: gloo, no ids
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    kwargs = {}
+  jax.distributed.initialize(f"127.0.0.1:{args.port}", num_processes=args.nprocs,
+                             process_id=args.rank, **kwargs)
+  return jax
+
+
+def _permute_backends(compiled_text):
+  """Backend of each collective-permute(-start) in compiled HLO text."""
+  found = []
+  for line in compiled_text.splitlines():
+    m = re.search(r"= \S+ (collective-permute(?:-start)?)\(", line)
+    if not m:
+      continue
+    b = re.search(r'"backend":"(\w+)"', line)
+    mode = re.search(r'"collectives_mode":"(\w+)"', line)
+    args = line[m.end():].split(")", 1)[0]
+    found.append({"op": m.group(1), "backend": b.group(1) if b else None,
+                  "collectives_mode": mode.group(1) if mode else None,
+                  "operands": args.count("%") or len([a for a in args.split(",") if a]),
+                  "symmetric_memory": "S(1)" in line})
+  return found
+
+
+def _build(jax, mesh, operands, elems, perm, with_permute, trips):
+  import jax.numpy as jnp
+  from jax import lax
+  from jax.sharding import NamedSharding, PartitionSpec as P
+  try:
+    from jax import shard_map
+    smap = lambda f: shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=P("x"))
+  except ImportError:
+    from jax.experimental.shard_map import shard_map
+    smap = lambda f: shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=P("x"),
+                               check_rep=False)
+
+  def step(xs):
+    if with_permute:
+      xs = lax.ppermute(xs, "x", perm)
+    return tuple(x * jnp.float32(1.0001) for x in xs)
+
+  @jax.jit
+  @smap
+  def loop(xs):
+    return lax.fori_loop(0, trips, lambda i, v: step(v), xs)
+
+  sharding = NamedSharding(mesh, P("x"))
+  n = mesh.devices.size
+  xs = tuple(jax.device_put(jnp.ones((n * elems,), jnp.float32) * (k + 1), sharding)
+             for k in range(operands))
+  return loop, xs
+
+
+def _time(jax, fn, xs, reps):
+  out = fn(xs)
+  jax.block_until_ready(out)
+  times = []
+  for _ in range(reps):
+    t0 = time.perf_counter()
+    out = fn(xs)
+    jax.block_until_ready(out)
+    times.append(time.perf_counter() - t0)
+  return statistics.median(times)
+
+
+def run_child(args):
+  result = {"rank": args.rank, "points": [], "errors": []}
+  try:
+    jax = _init_distributed(args)
+    import numpy as np
+    from jax.sharding import Mesh
+    result["jax_version"] = jax.__version__
+    result["devices"] = [str(d) for d in jax.devices()]
+    mesh = Mesh(np.array(jax.devices()), ("x",))
+    n = mesh.devices.size
+    ring = [(i, (i + 1) % n) for i in range(n)]
+    deadline = time.time() + args.budget_s
+    for operands in parse_list(args.operands, cast=int):
+      for total in parse_sizes(args.sizes):
+        if time.time() > deadline:
+          result["errors"].append(f"budget reached before {operands}x{total}")
+          break
+        elems = max(total // operands // 4, 1)
+        point = {"operands": operands, "bytes": elems * 4 * operands}
+        for key, with_permute in (("step_s", True), ("baseline_s", False)):
+          try:
+            fn, xs = _build(jax, mesh, operands, elems, ring, with_permute, args.trips)
+            point[key] = _time(jax, fn, xs, args.reps) / args.trips
+            seen = result.setdefault("compiled_permutes", {})
+            if with_permute and str(operands) not in seen:
+              seen[str(operands)] = _permute_backends(fn.lower(xs).compile().as_text())
+          except Exception as e:  # recorded; the size is skipped
+            point[key] = None
+            result["errors"].append(f"{operands}x{total} {key}: "
+                                    f"{type(e).__name__}: {str(e)[:300]}")
+        result["points"].append(point)
+        print(f"[rank {args.rank}] {operands} x {total} B: step "
+              f"{point.get('step_s')} baseline {point.get('baseline_s')}", flush=True)
+  except Exception as e:
+    result["errors"].append(f"{type(e).__name__}: {str(e)[:1000]}")
+  with open(args.child_out, "w") as f:
+    json.dump(result, f)
+  return 0
+
+
+def run_hang_child(args):
+  """One rank of the shift: pairs {0->1}; prints DONE when it finishes."""
+  jax = _init_distributed(args)
+  import numpy as np
+  from jax.sharding import Mesh
+  mesh = Mesh(np.array(jax.devices()), ("x",))
+  fn, xs = _build(jax, mesh, 1, 1024, [(0, 1)], True, 4)
+  print("permutes:", json.dumps(_permute_backends(fn.lower(xs).compile().as_text())),
+        flush=True)
+  jax.block_until_ready(fn(xs))
+  print("DONE", flush=True)
+  return 0
+
+
+# ---------------------------------------------------------------------------
+# Parent.
+
+def _free_port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def _gpu_count():
+  try:
+    out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+  except OSError:
+    return 1
+  return max(len([l for l in out.stdout.splitlines() if l.startswith("GPU")]), 1)
+
+
+def bench(args):
+  nprocs = args.nprocs or _gpu_count()
+  rows, details = [], {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                       "args": vars(args), "backends": {}}
+  start = time.time()
+  with tempfile.TemporaryDirectory() as tmp:
+    backends = parse_list(args.backends, BACKEND_FLAGS)
+    for i, backend in enumerate(backends):
+      left = args.budget_s - (time.time() - start)
+      share = left / (len(backends) - i)
+      if share < 30:
+        details["backends"][backend] = {"status": "skipped: no budget left"}
+        continue
+      outs = [os.path.join(tmp, f"{backend}_{r}.json") for r in range(nprocs)]
+      extra = ["--child-out={}", "--operands", args.operands, "--sizes", args.sizes,
+               "--trips", str(args.trips), "--reps", str(args.reps),
+               "--budget-s", str(max(share - 45, 10))]
+      print(f"== {backend}: {nprocs} processes, budget {share:.0f} s", flush=True)
+      status, logs = _spawn_with_outputs(extra, backend, nprocs, share, tmp, outs)
+      ranks = []
+      for o in outs:
+        if os.path.exists(o):
+          with open(o) as f:
+            ranks.append(json.load(f))
+      merged = merge_ranks(ranks)
+      version = next((r.get("jax_version") for r in ranks if r.get("jax_version")), "")
+      rows += csv_rows(backend, merged, nprocs, version, args.trips)
+      details["backends"][backend] = {
+          "status": status, "points": merged, "jax_version": version,
+          "compiled_permutes": [r.get("compiled_permutes") for r in ranks],
+          "errors": [r.get("errors") for r in ranks],
+          "log_tails": [t[-1500:] for t in logs]}
+      print(f"   {backend}: {status}, {len(merged)} points", flush=True)
+  _write_csv(args.out, rows)
+  if args.details:
+    _write_json(args.details, details)
+  return 0
+
+
+def _spawn_with_outputs(extra, backend, nprocs, timeout, tmp, outs):
+  # Each rank gets its own output file: fill the placeholder per rank.
+  port = _free_port()
+  env = backend_env(backend, os.environ)
+  procs, logs = [], []
+  for r in range(nprocs):
+    log = open(os.path.join(tmp, f"{backend}_{r}.log"), "w+")
+    cmd = [sys.executable, os.path.abspath(__file__), "--rank", str(r),
+           "--nprocs", str(nprocs), "--port", str(port)]
+    cmd += [e.format(outs[r]) if e == "--child-out={}" else e for e in extra]
+    procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                  start_new_session=True))
+    logs.append(log)
+  status = _wait_all(procs, timeout)
+  texts = []
+  for log in logs:
+    log.seek(0)
+    texts.append(log.read())
+    log.close()
+  return status, texts
+
+
+def _wait_all(procs, timeout):
+  deadline = time.time() + timeout
+  while any(p.poll() is None for p in procs):
+    if time.time() > deadline:
+      for p in procs:
+        if p.poll() is None:
+          os.killpg(p.pid, signal.SIGKILL)
+      for p in procs:
+        p.wait()
+      return "timed out"
+    time.sleep(0.5)
+  codes = [p.returncode for p in procs]
+  return "finished" if not any(codes) else f"failed (exit {codes})"
+
+
+def hang_check(args):
+  nprocs = args.nprocs or _gpu_count()
+  report = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "pairs": "{0->1}", "devices": nprocs, "timeout_s": args.timeout,
+            "variants": {}}
+  with tempfile.TemporaryDirectory() as tmp:
+    for backend in parse_list(args.backends, BACKEND_FLAGS):
+      t0 = time.time()
+      status, logs = _spawn_with_outputs(["--hang-child"], backend, nprocs,
+                                         args.timeout, tmp, [None] * nprocs)
+      done = [("DONE" in t) for t in logs]
+      permutes = [l for t in logs for l in t.splitlines() if l.startswith("permutes:")]
+      report["variants"][backend] = {
+          "status": status, "ranks_done": done, "wall_s": round(time.time() - t0, 1),
+          "compiled_permutes": permutes[:1],
+          "log_tails": [t[-800:] for t in logs]}
+      print(f"== shift on {backend}: {status}, ranks done {done}", flush=True)
+  _write_json(args.out, report)
+  return 0
+
+
+def _write_csv(path, rows):
+  tmp = path + ".tmp"
+  with open(tmp, "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=CSV_HEADER)
+    w.writeheader()
+    w.writerows(rows)
+  os.replace(tmp, path)
+
+
+def _write_json(path, data):
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    json.dump(data, f, indent=1, default=str)
+  os.replace(tmp, path)
+
+
+def build_parser():
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p.add_argument("--out", help="CSV (bench) or JSON (--hang-check)")
+  p.add_argument("--details", help="JSON with per-rank details")
+  p.add_argument("--backends", default="nccl,nvshmem")
+  p.add_argument("--operands", default="1,2,4")
+  p.add_argument("--sizes", default="1K:256M")
+  p.add_argument("--trips", type=int, default=50)
+  p.add_argument("--reps", type=int, default=5)
+  p.add_argument("--budget-s", type=float, default=480)
+  p.add_argument("--timeout", type=float, default=40, help="per variant, --hang-check")
+  p.add_argument("--nprocs", type=int, default=0)
+  p.add_argument("--hang-check", action="store_true")
+  # Child-only arguments.
+  p.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
+  p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+  p.add_argument("--child-out", help=argparse.SUPPRESS)
+  p.add_argument("--hang-child", action="store_true", help=argparse.SUPPRESS)
+  return p
+
+
+def main(argv=None):
+  args = build_parser().parse_args(argv)
+  try:
+    if args.rank >= 0:
+      return run_hang_child(args) if args.hang_child else run_child(args)
+    if not args.out:
+      raise BenchError("--out is required")
+    parse_sizes(args.sizes)
+    parse_list(args.operands, cast=int)
+    parse_list(args.backends, BACKEND_FLAGS)
+    return hang_check(args) if args.hang_check else bench(args)
+  except BenchError as e:
+    print(f"xla_permute_bench: {e}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+  sys.exit(main())
