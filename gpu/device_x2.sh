@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The 2-GPU measurements, one step per device call.
+#
+#   bash gpu/device_x2.sh STEP OUTDIR
+#
+# STEP:
+#   probe            GPUs, links, versions (any jax)
+#   pinned-permute   with the pinned jax (0.9.1, carried wheels in /tmp/site):
+#                    the non-cyclic shift hang check (NCCL vs NVSHMEM), then the
+#                    ring-permute sweep NCCL vs NVSHMEM, 1/2/4 operands, 1 KiB..256 MiB
+#   today-permute    with the image's jax (0.11.2): NCCL vs peer vs symmetric sweep
+#   pinned-e2e       ring attention end to end with the pinned jax
+#   today-e2e        ring attention end to end with the image's jax and the hook
+# The pinned steps expect the jax 0.9.1 wheels installed under /tmp/site (see
+# the header of the wheel-carrying script) and use PYTHONPATH=/tmp/site.
+set -u
+STEP=${1:?usage: device_x2.sh STEP OUTDIR}
+OUT=${2:?usage: device_x2.sh STEP OUTDIR}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+export PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+
+pinned_env() {
+  export PYTHONPATH=/tmp/site JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1
+  $PY -c "import jax, jaxlib; print('pinned jax', jax.__version__, jaxlib.__version__)" \
+    2>&1 | grep -v "plugin configuration" | tail -1
+}
+
+probe() {
+  {
+    date -u
+    nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
+    nvidia-smi topo -m 2>&1 | head -8
+    $PY -V
+    $PY -c "import jax; print('jax', jax.__version__, jax.devices())" 2>&1 | tail -1
+  } > "$OUT/probe_$1.txt" 2>&1
+  cat "$OUT/probe_$1.txt"
+}
+
+case "$STEP" in
+  probe) probe image ;;
+  pinned-permute)
+    pinned_env
+    probe pinned
+    timeout 130 $PY gpu/xla_permute_bench.py --hang-check --backends=nccl,nvshmem \
+      --timeout=50 --out="$OUT/shift_hang_check.json"
+    echo "hang check exit $?"
+    timeout 420 $PY gpu/xla_permute_bench.py --backends=nccl,nvshmem --operands=1,2,4 \
+      --sizes=1K:256M --trips=50 --reps=5 --budget-s=400 \
+      --out="$OUT/h200x2_xla_permute_jax091.csv" --details="$OUT/h200x2_xla_permute_jax091.json"
+    echo "permute bench exit $?"
+    ;;
+  today-permute)
+    probe today
+    timeout 560 $PY gpu/xla_permute_bench.py --backends=nccl,peer,symmetric --operands=1,2,4 \
+      --sizes=1K:256M --trips=50 --reps=5 --budget-s=540 \
+      --out="$OUT/h200x2_xla_permute_jax0112.csv" --details="$OUT/h200x2_xla_permute_jax0112.json"
+    echo "permute bench exit $?"
+    ;;
+  *) echo "unknown step $STEP"; exit 2 ;;
+esac
+ls -la "$OUT"
