@@ -178,7 +178,8 @@ PYBIND11_MODULE(_selection_core, m) {
   m.def("decide",
         [](const sel::Topology& topology, const sel::CostTable& table,
            int64_t bytes, const std::vector<std::pair<int, int>>& device_edges,
-           int pairs_per_group) {
+           int pairs_per_group, int team_size) {
+          if (team_size < 0) throw py::value_error("team_size must be >= 0");
           if (pairs_per_group < 0 ||
               (pairs_per_group > 0 && device_edges.size() % pairs_per_group != 0)) {
             throw py::value_error("pairs_per_group must divide the number of edges");
@@ -194,8 +195,17 @@ PYBIND11_MODULE(_selection_core, m) {
             }
           }
           return DecisionToDict(
-              sel::Decide(topology, table, {bytes, device_edges, pairs_per_group}));
+              sel::Decide(topology, table,
+                          {bytes, device_edges, pairs_per_group, team_size}));
         },
         py::arg("topology"), py::arg("table"), py::arg("bytes"),
-        py::arg("device_edges"), py::arg("pairs_per_group") = 0);
+        py::arg("device_edges"), py::arg("pairs_per_group") = 0,
+        py::arg("team_size") = 0);
+
+  m.def("team_devices", &sel::TeamDevices, py::arg("topology"),
+        py::arg("team_size"));
+
+  // Empty string when an NVSHMEM permute over these edges is safe.
+  m.def("nvshmem_hang_reason", &sel::NvshmemHangReason,
+        py::arg("device_edges"), py::arg("team"));
 }

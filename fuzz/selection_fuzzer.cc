@@ -13,7 +13,9 @@
 //   * rejected specs/tables/requests get a non-empty, one-line error
 //     (tables: "<source>:<line>: ...");
 //   * accepted specs and tables round-trip through ToString/CostTableToString;
-//   * a decision is consistent: edge counts add up, a split marks every edge,
+//   * no plan can hang the runtime: NVSHMEM only when every team member has a
+//     source, never a split;
+//   * a decision is consistent: edge counts add up,
 //     chosen time is the chosen plan's time, numbers are not NaN, the reason
 //     is one non-empty line.
 
@@ -131,15 +133,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Violation("edge outside the topology");
     }
   }
-  sel::Decision decision = sel::Decide(*topology, *table, {bytes, *edges});
+  const int team_size = static_cast<int>(partitions * replicas);
+  sel::Decision decision = sel::Decide(
+      *topology, *table,
+      {bytes, *edges, static_cast<int>(pairs.size()), team_size});
+  if (decision.plan == sel::Plan::kSplit) Violation("split planned");
+  if (decision.plan == sel::Plan::kNvshmem &&
+      !sel::NvshmemHangReason(*edges, sel::TeamDevices(*topology, team_size))
+           .empty()) {
+    Violation("NVSHMEM planned where a team member has no source: " +
+              decision.reason);
+  }
   CheckOneLine(decision.reason, "decision reason");
   int counted = 0;
   for (int c : decision.edges_by_class) counted += c;
   if (counted != static_cast<int>(edges->size())) Violation("edge counts");
-  if (decision.plan == sel::Plan::kSplit &&
-      decision.nvshmem_edge.size() != edges->size()) {
-    Violation("split without a mark for every edge");
-  }
   for (double v : {decision.nccl_us, decision.nvshmem_us, decision.split_us,
                    decision.chosen_us}) {
     if (std::isnan(v)) Violation("NaN time in a decision: " + decision.reason);

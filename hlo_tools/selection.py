@@ -48,20 +48,41 @@ def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
            num_partitions=None, num_replicas=1):
   """Decision for one collective-permute given its id pairs, as the pass sees it.
 
-  Returns the core's dict: plan ('nccl'|'nvshmem'|'split'), nccl_us, nvshmem_us,
-  split_us (None when not eligible), chosen_us, edges_by_class, nvshmem_edge,
-  reason.
+  Returns the core's dict: plan ('nccl'|'nvshmem'), nccl_us, nvshmem_us,
+  split_us (None when not eligible; the core plans no split), chosen_us,
+  edges_by_class, nvshmem_edge, reason. The NVSHMEM team is taken to be every
+  device of the program (num_partitions x num_replicas).
   """
   if num_partitions is None:
     num_partitions = topology.num_devices // max(num_replicas, 1)
   try:
     edges = core.edge_ids_to_devices(topology, [tuple(p) for p in pairs],
                                      cross_partition, num_partitions, num_replicas)
-    # Each pair stands for one edge per group; a split moves whole pairs.
-    return core.decide(topology, table, int(bytes_per_device), edges, len(pairs))
+    # The NVSHMEM team is every device of the program.
+    return core.decide(topology, table, int(bytes_per_device), edges, len(pairs),
+                       num_partitions * num_replicas)
   except ValueError as e:
     raise SelectionError(str(e)) from None
 
 
 def edge_time_us(table, backend, link_class, nbytes):
   return core.edge_time_us(table, backend, link_class, int(nbytes))
+
+
+def nvshmem_hang_reason(device_edges, team_size):
+  """Why an NVSHMEM permute over `device_edges` would hang the pinned XLA, or None.
+
+  XLA's NVSHMEM permute ends each buffer with a barrier over every device of
+  the program that only devices with a source call, so every team member must
+  be the target of some edge. `team_size` is the number of devices of the
+  program (devices 0..team_size-1); when it is None or 0 the team is taken to
+  be devices 0..max device named by the edges, which is what the edges alone
+  can tell (a caller that knows the program's size should pass it).
+  """
+  edges = [(int(s), int(t)) for s, t in device_edges]
+  if not team_size:
+    team_size = 1 + max((max(s, t) for s, t in edges), default=-1)
+  if team_size < 0:
+    raise SelectionError(f"team_size must be >= 0, got {team_size}")
+  reason = core.nvshmem_hang_reason(edges, list(range(team_size)))
+  return reason or None

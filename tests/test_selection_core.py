@@ -48,7 +48,7 @@ def test_decisions_match_the_cpp_tests():
   assert two_hosts["plan"] == "nccl"
   assert two_hosts["edges_by_class"]["network"] == 2
   assert two_hosts["nvshmem_us"] is None
-  assert two_hosts["split_us"] > two_hosts["nccl_us"]
+  assert two_hosts["split_us"] is None
   nvl72 = selection.decide(selection.parse_topology("1x9x8:nvl72"), table, 32 << 20,
                            ring(72), num_partitions=72)
   assert nvl72["plan"] == "nvshmem"
@@ -63,8 +63,9 @@ def test_cost_table_file_overrides_and_errors(tmp_path):
   assert table.link("nccl", "network") == (4.0, 900.0)
   assert table.sm_interference("nccl") == 0.5
   d = selection.decide(selection.parse_topology("1x2x4"), table, 64 << 20, ring(8))
-  assert d["plan"] == "split"
-  assert d["nvshmem_edge"] == [True, True, True, False, True, True, True, False]
+  # These costs once made a split win; its NVSHMEM half would hang.
+  assert d["plan"] == "nccl" and d["split_us"] is None and d["nvshmem_edge"] == []
+  assert "without a source" in d["reason"]
   # Text form round-trips through the parser.
   again = selection.CostTable.parse(str(table), "again")
   assert str(again) == str(table)
@@ -86,3 +87,34 @@ def test_edge_expansion_and_time():
   small = selection.edge_time_us(table, "nccl", "network", 1024)
   big = selection.edge_time_us(table, "nccl", "network", 1 << 30)
   assert 10 < small < 11 and big > 1000 * small
+
+
+def test_nvshmem_hang_reason_for_verify():
+  assert selection.nvshmem_hang_reason([(0, 1)], 2) == (
+      "nvshmem refused: 1 of 2 devices of the team (device 0) has no source; "
+      "XLA's NVSHMEM permute would hang in its barrier")
+  assert selection.nvshmem_hang_reason(ring(2), 2) is None
+  # Unknown team: devices 0..max named; a ring over them is safe.
+  assert selection.nvshmem_hang_reason(ring(4), None) is None
+  assert "device 0)" in selection.nvshmem_hang_reason([(0, 1), (1, 2)], 0)
+  # A ring over half of the program leaves the other half without a source.
+  assert "4 of 8 devices" in selection.nvshmem_hang_reason(ring(4), 8)
+  assert "outside the team" in selection.nvshmem_hang_reason([(0, 5), (5, 0)], 2)
+  with pytest.raises(selection.SelectionError):
+    selection.nvshmem_hang_reason(ring(2), -1)
+
+
+def test_decide_refuses_nvshmem_for_shifts_and_partial_groups():
+  table = selection.load_cost_table()
+  t = selection.parse_topology("1x1x2")
+  shift = selection.decide(t, table, 32 << 20, [(0, 1)], num_partitions=2)
+  assert shift["plan"] == "nccl" and shift["nvshmem_us"] is None
+  assert "nvshmem refused: 1 of 2 devices" in shift["reason"]
+  assert selection.decide(t, table, 32 << 20, ring(2))["plan"] == "nvshmem"
+  # A ring of 4 partitions x 2 replicas on 8 GPUs covers the team...
+  t8 = selection.parse_topology("1x1x8")
+  full = selection.decide(t8, table, 32 << 20, ring(4), num_partitions=4, num_replicas=2)
+  assert full["plan"] == "nvshmem", full["reason"]
+  # ...a 4-device program's ring too, with the team given by the program.
+  assert selection.decide(t8, table, 32 << 20, ring(4), num_partitions=4)["plan"] == "nvshmem"
+  assert selection.core.team_devices(selection.parse_topology("1x1x4:map=3,2,1,0"), 2) == [3, 2]

@@ -160,17 +160,11 @@ std::optional<double> ParseNumber(std::string_view s) {
   return value;
 }
 
+// All edges move at once: the slowest one bounds the permute.
 double PlanTimeForEdges(const CostTable& table, const Topology& topology,
-                        const PermuteRequest& request,
-                        const std::vector<bool>* nvshmem_edge,
-                        Backend uniform_backend) {
+                        const PermuteRequest& request, Backend backend) {
   double worst = 0;
-  for (size_t i = 0; i < request.device_edges.size(); ++i) {
-    const auto& [src, dst] = request.device_edges[i];
-    Backend backend = uniform_backend;
-    if (nvshmem_edge != nullptr) {
-      backend = (*nvshmem_edge)[i] ? Backend::kNvshmem : Backend::kNccl;
-    }
+  for (const auto& [src, dst] : request.device_edges) {
     worst = std::max(worst, EdgeTimeUs(table, backend,
                                        topology.Classify(src, dst),
                                        request.bytes));
@@ -511,35 +505,77 @@ double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
          transfer_us * (1.0 + table.sm_interference[static_cast<int>(backend)]);
 }
 
+std::vector<int> TeamDevices(const Topology& topology, int team_size) {
+  std::vector<int> team;
+  if (team_size <= 0) {
+    // Unknown program size: the whole topology is the largest team there can
+    // be, so requiring all of it to be sources never lets a hang through.
+    team.reserve(topology.num_devices());
+    for (int d = 0; d < topology.num_devices(); ++d) team.push_back(d);
+    return team;
+  }
+  // One beyond the largest topology is enough to make an oversized team
+  // unsatisfiable without allocating without bound.
+  const int size = static_cast<int>(std::min<int64_t>(team_size, kMaxDevices + 1));
+  team.reserve(size);
+  for (int i = 0; i < size; ++i) team.push_back(topology.MapLogicalDevice(i));
+  return team;
+}
+
+std::string NvshmemHangReason(
+    const std::vector<std::pair<int, int>>& device_edges,
+    const std::vector<int>& team) {
+  std::vector<int> members = team;
+  std::sort(members.begin(), members.end());
+  std::vector<int> targets;
+  targets.reserve(device_edges.size());
+  for (const auto& [src, dst] : device_edges) {
+    for (int device : {src, dst}) {
+      if (!std::binary_search(members.begin(), members.end(), device)) {
+        return "nvshmem refused: edge (" + std::to_string(src) + ", " +
+               std::to_string(dst) + ") names device " +
+               std::to_string(device) + ", which is outside the team of " +
+               std::to_string(team.size()) + " devices";
+      }
+    }
+    targets.push_back(dst);
+  }
+  std::sort(targets.begin(), targets.end());
+  std::vector<int> missing;
+  for (int device : team) {
+    if (!std::binary_search(targets.begin(), targets.end(), device)) {
+      missing.push_back(device);
+    }
+  }
+  if (missing.empty()) return "";
+  constexpr size_t kListed = 4;
+  std::string listed;
+  for (size_t i = 0; i < missing.size() && i < kListed; ++i) {
+    listed += (i > 0 ? ", " : "") + std::to_string(missing[i]);
+  }
+  if (missing.size() > kListed) listed += ", ...";
+  const bool one = missing.size() == 1;
+  return "nvshmem refused: " + std::to_string(missing.size()) + " of " +
+         std::to_string(team.size()) + " devices of the team (" +
+         (one ? "device " : "devices ") + listed + ") " +
+         (one ? "has" : "have") +
+         " no source; XLA's NVSHMEM permute would hang in its barrier";
+}
+
 Decision Decide(const Topology& topology, const CostTable& table,
                 const PermuteRequest& request) {
   Decision decision;
   const auto& edges = request.device_edges;
-  int nvlink_edges = 0;
-  std::vector<bool> in_domain(edges.size());
-  for (size_t i = 0; i < edges.size(); ++i) {
-    LinkClass link_class = topology.Classify(edges[i].first, edges[i].second);
-    ++decision.edges_by_class[static_cast<int>(link_class)];
-    in_domain[i] = link_class != LinkClass::kNetwork;
+  for (const auto& [src, dst] : edges) {
+    ++decision.edges_by_class[static_cast<int>(topology.Classify(src, dst))];
   }
-  // A pair goes to one backend as a whole: NVSHMEM only if every one of its
-  // edges stays in a domain.
-  const size_t pairs = request.pairs_per_group;
-  if (pairs > 0 && edges.size() % pairs == 0) {
-    for (size_t p = 0; p < pairs; ++p) {
-      bool all = true;
-      for (size_t e = p; e < edges.size(); e += pairs) all = all && in_domain[e];
-      for (size_t e = p; e < edges.size(); e += pairs) in_domain[e] = all;
-    }
-  }
-  for (bool eligible : in_domain) nvlink_edges += eligible ? 1 : 0;
   if (edges.empty()) {
     decision.reason = "NCCL: no source-target pairs, nothing to move";
     return decision;
   }
   const int total = static_cast<int>(edges.size());
   decision.nccl_us =
-      PlanTimeForEdges(table, topology, request, nullptr, Backend::kNccl);
+      PlanTimeForEdges(table, topology, request, Backend::kNccl);
   decision.chosen_us = decision.nccl_us;
   const std::string size = Bytes(request.bytes);
 
@@ -550,15 +586,20 @@ Decision Decide(const Topology& topology, const CostTable& table,
   }
   const int network_edges =
       decision.edges_by_class[static_cast<int>(LinkClass::kNetwork)];
-  if (nvlink_edges == 0) {
+  if (network_edges > 0) {
+    // No split: its NVSHMEM half would leave the targets of these edges
+    // without a source (see the deadlock-free rule in the header).
     decision.reason =
-        network_edges == total
-            ? "NCCL: all " + std::to_string(total) +
-                  " edges cross the network; NVSHMEM is NVLink-only"
-            : "NCCL: " + std::to_string(network_edges) + " of " +
-                  std::to_string(total) +
-                  " edges cross the network and every pair has one of them "
-                  "in some group; NVSHMEM is NVLink-only";
+        "NCCL: " + std::to_string(network_edges) + " of " +
+        std::to_string(total) +
+        " edges cross the network; NVSHMEM is NVLink-only, and a split "
+        "would leave devices of the NVSHMEM team without a source";
+    return decision;
+  }
+  const std::string hang = NvshmemHangReason(
+      edges, TeamDevices(topology, request.team_size));
+  if (!hang.empty()) {
+    decision.reason = "NCCL: " + hang;
     return decision;
   }
   if (!(decision.nccl_us > 0)) {
@@ -566,50 +607,23 @@ Decision Decide(const Topology& topology, const CostTable& table,
     return decision;
   }
   const double required = decision.nccl_us * (1.0 - table.margin);
-  const std::string margin = Format("%.0f%%", table.margin * 100);
-  auto gain = [&](double us) {
-    return Format("%.1f%%", 100.0 * (decision.nccl_us - us) / decision.nccl_us);
-  };
-
-  if (nvlink_edges == total) {
-    decision.nvshmem_us =
-        PlanTimeForEdges(table, topology, request, nullptr, Backend::kNvshmem);
-    if (decision.nvshmem_us <= required) {
-      decision.plan = Plan::kNvshmem;
-      decision.chosen_us = decision.nvshmem_us;
-      decision.reason = "NVSHMEM: all " + std::to_string(total) +
-                        " edges stay in an NVLink domain; " + size + " in " +
-                        Us(decision.nvshmem_us) + " vs NCCL " +
-                        Us(decision.nccl_us) + " (" +
-                        gain(decision.nvshmem_us) + " faster)";
-    } else {
-      decision.reason = "NCCL: NVSHMEM " + Us(decision.nvshmem_us) +
-                        " does not beat NCCL " + Us(decision.nccl_us) +
-                        " by the " + margin + " margin for " + size;
-    }
-    return decision;
-  }
-
-  // Mixed: NVSHMEM for the NVLink edges, NCCL for the network edges.
-  decision.split_us =
-      PlanTimeForEdges(table, topology, request, &in_domain, Backend::kNccl) +
-      table.split_overhead_us +
-      static_cast<double>(request.bytes) / (table.combine_bandwidth_gbps * 1e3);
-  const std::string counts = std::to_string(network_edges) + " of " +
-                             std::to_string(total) + " edges cross the network";
-  if (decision.split_us <= required) {
-    decision.plan = Plan::kSplit;
-    decision.chosen_us = decision.split_us;
-    decision.nvshmem_edge = in_domain;
-    decision.reason = "split: " + counts + "; NVSHMEM on " +
-                      std::to_string(nvlink_edges) + " NVLink edges gives " +
-                      Us(decision.split_us) + " vs NCCL " +
-                      Us(decision.nccl_us) + " (" + gain(decision.split_us) +
-                      " faster) for " + size;
+  decision.nvshmem_us =
+      PlanTimeForEdges(table, topology, request, Backend::kNvshmem);
+  if (decision.nvshmem_us <= required) {
+    decision.plan = Plan::kNvshmem;
+    decision.chosen_us = decision.nvshmem_us;
+    decision.reason =
+        "NVSHMEM: all " + std::to_string(total) +
+        " edges stay in an NVLink domain; " + size + " in " +
+        Us(decision.nvshmem_us) + " vs NCCL " + Us(decision.nccl_us) + " (" +
+        Format("%.1f%%",
+               100.0 * (decision.nccl_us - decision.nvshmem_us) /
+                   decision.nccl_us) +
+        " faster)";
   } else {
-    decision.reason = "NCCL: " + counts + "; a split (" +
-                      Us(decision.split_us) + ") does not beat NCCL (" +
-                      Us(decision.nccl_us) + ") by the " + margin +
+    decision.reason = "NCCL: NVSHMEM " + Us(decision.nvshmem_us) +
+                      " does not beat NCCL " + Us(decision.nccl_us) +
+                      " by the " + Format("%.0f%%", table.margin * 100) +
                       " margin for " + size;
   }
   return decision;

@@ -16,8 +16,8 @@ limitations under the License.
 #ifndef XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_BACKEND_SELECTION_H_
 #define XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_BACKEND_SELECTION_H_
 
-// Backend selection for collective-permutes: NCCL (XLA's DEFAULT backend),
-// NVSHMEM, or a split of one permute into an NVSHMEM part and an NCCL part.
+// Backend selection for collective-permutes: NCCL (XLA's DEFAULT backend) or
+// NVSHMEM.
 //
 // Plain C++17 with no XLA dependency, so that the XLA pass, the Python tools
 // (through bindings) and the heuristics harness all ask the very same code.
@@ -32,13 +32,30 @@ limitations under the License.
 //     where sm_interference is the share of the transfer time that the
 //     backend takes away from compute it overlaps with: NCCL's kernels occupy
 //     SMs, NVSHMEM's on-stream puts run on copy engines.
-//   * A plan's time is the time of its slowest edge (all edges move at once),
-//     plus, for a split, a fixed overhead and the cost of combining the two
-//     results on every device.
+//   * A plan's time is the time of its slowest edge (all edges move at once).
 //   * NVSHMEM may carry an edge only inside one NVLink domain, and only when
 //     the message fits the NVSHMEM symmetric heap.
-//   * NCCL is the default; NVSHMEM or a split is chosen only when its modeled
-//     time beats every other eligible plan by at least `margin` (a fraction).
+//   * NVSHMEM is planned only when every device of its team has a source
+//     (see "Deadlock-free rule" below).
+//   * NCCL is the default; NVSHMEM is chosen only when its modeled time beats
+//     NCCL by at least `margin` (a fraction).
+//
+// Deadlock-free rule. XLA's NVSHMEM collective-permute (the runtime thunk
+// RunCollectivePermute) does, for each buffer, a put to the target and then
+// a barrier on a communicator of the world team, i.e. every device of the
+// program (num_replicas x num_partitions). Only devices that have a source
+// call that barrier. If any device of the team has no source, the devices
+// that do wait in the barrier forever: the program hangs (observed on two
+// H200: pairs {0,1} never finishes). So Decide never plans NVSHMEM for a
+// permute in which a team member is not the target of some pair: non-cyclic
+// shifts, permutes over a subset of devices, and the NVSHMEM half of a split.
+// The split plan (NVSHMEM for the NVLink edges, NCCL for the network edges)
+// always leaves the targets of the network edges without an NVSHMEM source,
+// so Decide no longer plans it; Plan::kSplit stays in the enum only so that
+// existing callers compile, and Decide never returns it.
+// The team is given by PermuteRequest::team_size; when it is unknown (0) the
+// team is taken to be every device of the topology, which can only refuse
+// more, never less, than the real team.
 
 #include <array>
 #include <cstdint>
@@ -176,7 +193,24 @@ struct PermuteRequest {
   // split puts a pair on NVSHMEM only when all its edges stay in a domain.
   // 0: every edge is its own pair.
   int pairs_per_group = 0;
+  // Devices of the program (num_replicas x num_partitions), which is the
+  // NVSHMEM team at the pinned XLA: logical devices 0..team_size-1, placed
+  // through the topology's map. 0: unknown, the team is the whole topology
+  // (the safe side, see the deadlock-free rule above).
+  int team_size = 0;
 };
+
+// Physical devices of the NVSHMEM team of a request with `team_size` (see
+// PermuteRequest::team_size), in logical order.
+std::vector<int> TeamDevices(const Topology& topology, int team_size);
+
+// Why an NVSHMEM permute over `device_edges` would hang the pinned XLA's
+// runtime with this team (a team member without a source, or an edge that
+// names a device outside the team), as one line starting "nvshmem refused:";
+// empty when it is safe.
+std::string NvshmemHangReason(
+    const std::vector<std::pair<int, int>>& device_edges,
+    const std::vector<int>& team);
 
 struct Decision {
   Plan plan = Plan::kNccl;
@@ -187,8 +221,8 @@ struct Decision {
   double chosen_us = 0;
   // Edge counts per link class, indexed by LinkClass.
   std::array<int, kNumLinkClasses> edges_by_class = {0, 0, 0, 0};
-  // For a split: which device edges go to NVSHMEM (same order as the
-  // request's edges; whole pairs, see PermuteRequest). Empty for other plans.
+  // For a split: which device edges go to NVSHMEM. Always empty now (Decide
+  // plans no split, see the deadlock-free rule); kept for callers.
   std::vector<bool> nvshmem_edge;
   std::string reason;  // One line.
 };

@@ -149,29 +149,111 @@ TEST(DecideTest, OneHostRingGoesToNvshmem) {
 }
 
 TEST(DecideTest, TwoHostRingStaysOnNcclWithDefaultCosts) {
-  // The network edge bounds both plans; a split only adds its overhead.
   Decision d = Decide(MustParse("1x2x4"), DefaultCostTable(), {32 << 20, Ring(8)});
   EXPECT_EQ(d.plan, Plan::kNccl) << d.reason;
   EXPECT_LT(d.nvshmem_us, 0);
-  EXPECT_GT(d.split_us, d.nccl_us);
+  EXPECT_LT(d.split_us, 0);
   EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kNetwork)], 2);
   EXPECT_NE(d.reason.find("2 of 8 edges cross the network"), std::string::npos);
 }
 
-TEST(DecideTest, TwoHostRingSplitsWhenTheNetworkIsFastEnough) {
-  // With a rail-optimized fabric as fast as NVLink but lower NCCL latency,
-  // NCCL's SM cost on the NVLink edges dominates; the split pays.
+TEST(DecideTest, NeverSplitsEvenWhenTheModelWouldGain) {
+  // These costs made the old split plan win by a wide margin; its NVSHMEM
+  // half would leave devices 0 and 4 without a source and hang.
   std::string error;
   std::optional<CostTable> table = ParseCostTable(
       "link nccl network 4 900\nsm_interference nccl 0.5\n", "t", &error);
   ASSERT_TRUE(table) << error;
-  Decision d = Decide(MustParse("1x2x4"), *table, {64 << 20, Ring(8)});
-  ASSERT_EQ(d.plan, Plan::kSplit) << d.reason;
-  ASSERT_EQ(d.nvshmem_edge.size(), 8u);
-  EXPECT_FALSE(d.nvshmem_edge[3]);  // 3 -> 4 crosses hosts.
-  EXPECT_FALSE(d.nvshmem_edge[7]);  // 7 -> 0 crosses hosts.
-  EXPECT_TRUE(d.nvshmem_edge[0]);
-  EXPECT_LT(d.split_us, d.nccl_us * (1 - table->margin));
+  Decision d = Decide(MustParse("1x2x4"), *table, {64 << 20, Ring(8), 0, 8});
+  EXPECT_EQ(d.plan, Plan::kNccl) << d.reason;
+  EXPECT_TRUE(d.nvshmem_edge.empty());
+  EXPECT_LT(d.split_us, 0);
+  EXPECT_NE(d.reason.find("a split would leave devices of the NVSHMEM team "
+                          "without a source"),
+            std::string::npos)
+      << d.reason;
+}
+
+// The runtime's barrier is called only by devices with a source: any team
+// member without one hangs the others.
+TEST(DeadlockFreeTest, NonCyclicShiftIsRefused) {
+  Decision d = Decide(MustParse("1x1x2"), DefaultCostTable(),
+                      {32 << 20, {{0, 1}}, 0, 2});
+  EXPECT_EQ(d.plan, Plan::kNccl);
+  EXPECT_LT(d.nvshmem_us, 0);
+  EXPECT_EQ(d.reason,
+            "NCCL: nvshmem refused: 1 of 2 devices of the team (device 0) has "
+            "no source; XLA's NVSHMEM permute would hang in its barrier");
+  // The same devices as a cycle are safe and NVSHMEM wins with these costs.
+  Decision ring = Decide(MustParse("1x1x2"), DefaultCostTable(),
+                         {32 << 20, Ring(2), 0, 2});
+  EXPECT_EQ(ring.plan, Plan::kNvshmem) << ring.reason;
+}
+
+TEST(DeadlockFreeTest, ShiftOfEightListsTheDeviceWithoutSource) {
+  std::vector<std::pair<int, int>> shift;
+  for (int i = 0; i < 7; ++i) shift.emplace_back(i, i + 1);
+  Decision d = Decide(MustParse("1x1x8"), DefaultCostTable(),
+                      {32 << 20, shift, 0, 8});
+  EXPECT_EQ(d.plan, Plan::kNccl);
+  EXPECT_NE(d.reason.find("1 of 8 devices of the team (device 0) has no source"),
+            std::string::npos)
+      << d.reason;
+}
+
+TEST(DeadlockFreeTest, PartialGroupIsRefusedForTheWholeProgram) {
+  // A ring over devices 0..3 of an 8-device program: 4..7 call no barrier.
+  Decision d = Decide(MustParse("1x1x8"), DefaultCostTable(),
+                      {32 << 20, Ring(4), 0, 8});
+  EXPECT_EQ(d.plan, Plan::kNccl);
+  EXPECT_NE(d.reason.find("4 of 8 devices of the team (devices 4, 5, 6, 7) "
+                          "have no source"),
+            std::string::npos)
+      << d.reason;
+  // In a 4-device program on the same machine the ring covers the team.
+  Decision four = Decide(MustParse("1x1x8"), DefaultCostTable(),
+                         {32 << 20, Ring(4), 0, 4});
+  EXPECT_EQ(four.plan, Plan::kNvshmem) << four.reason;
+}
+
+TEST(DeadlockFreeTest, UnknownTeamIsTheWholeTopology) {
+  Decision d = Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4)});
+  EXPECT_EQ(d.plan, Plan::kNccl);
+  EXPECT_NE(d.reason.find("4 of 8 devices"), std::string::npos) << d.reason;
+  Decision full = Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(8)});
+  EXPECT_EQ(full.plan, Plan::kNvshmem) << full.reason;
+}
+
+TEST(DeadlockFreeTest, TeamFollowsTheDeviceMap) {
+  Topology t = MustParse("1x1x4:map=3,2,1,0");
+  EXPECT_EQ(TeamDevices(t, 2), (std::vector<int>{3, 2}));
+  EXPECT_EQ(TeamDevices(t, 0), (std::vector<int>{0, 1, 2, 3}));
+  // Logical 0,1 live on devices 3,2: a 2-device ring there is safe.
+  EXPECT_EQ(NvshmemHangReason({{3, 2}, {2, 3}}, TeamDevices(t, 2)), "");
+  EXPECT_NE(NvshmemHangReason({{0, 1}, {1, 0}}, TeamDevices(t, 2))
+                .find("names device 0, which is outside the team of 2"),
+            std::string::npos);
+}
+
+TEST(DeadlockFreeTest, EveryReplicaGroupMustCoverItsDevices) {
+  std::string error;
+  Topology t = MustParse("1x1x8");
+  // Cross-partition ring of 4 partitions x 2 replicas: every device a target.
+  auto ring = EdgeIdsToDevices(t, {{0, 1}, {1, 2}, {2, 3}, {3, 0}}, true, 4, 2,
+                               &error);
+  ASSERT_TRUE(ring) << error;
+  EXPECT_EQ(NvshmemHangReason(*ring, TeamDevices(t, 8)), "");
+  // A shift 0->1->2->3 leaves partition 0 of both replicas (devices 0, 1).
+  auto shift = EdgeIdsToDevices(t, {{0, 1}, {1, 2}, {2, 3}}, true, 4, 2, &error);
+  ASSERT_TRUE(shift) << error;
+  EXPECT_NE(NvshmemHangReason(*shift, TeamDevices(t, 8))
+                .find("2 of 8 devices of the team (devices 0, 1) have"),
+            std::string::npos);
+}
+
+TEST(DeadlockFreeTest, SelfEdgesCountAsSources) {
+  EXPECT_EQ(NvshmemHangReason({{0, 0}, {1, 1}}, {0, 1}), "");
+  EXPECT_NE(NvshmemHangReason({}, {0}), "");
 }
 
 TEST(DecideTest, Nvl72DomainAllowsNvshmemAcrossHosts) {
@@ -209,10 +291,7 @@ TEST(DecideTest, DegenerateAndEmptyPermutes) {
   EXPECT_NE(none.reason.find("no source-target pairs"), std::string::npos);
 }
 
-TEST(DecideTest, SplitMovesWholePairs) {
-  // Two replicas of a two-partition permute: pair {0,1} maps to device edges
-  // 0->2 (same host) and 1->3 (same host) with this map, pair {1,0} to 2->0
-  // and 3->1; with the map below one replica's edges cross hosts.
+TEST(DecideTest, PairsSpanningHostsKeepNccl) {
   std::string error;
   std::optional<CostTable> table = ParseCostTable(
       "link nccl network 4 900\nsm_interference nccl 0.5\n", "t", &error);
@@ -223,18 +302,14 @@ TEST(DecideTest, SplitMovesWholePairs) {
                                 /*num_partitions=*/2, /*num_replicas=*/2, &error);
   ASSERT_TRUE(edges) << error;
   // Edges: r0: 0->1, 1->0 (same host); r1: 2->3, 3->2 (same host).
-  Decision d = Decide(t, *table, {64 << 20, *edges, 2});
+  Decision d = Decide(t, *table, {64 << 20, *edges, 2, 4});
   EXPECT_EQ(d.plan, Plan::kNvshmem) << d.reason;
-  // Now a map where replica 1 crosses hosts: every pair has a network edge.
-  Topology crossed = MustParse("1x2x2:map=0,2,1,3");
   std::vector<std::pair<int, int>> mixed = {{0, 1}, {1, 0}, {2, 1}, {1, 2}};
-  Decision whole = Decide(crossed, *table, {64 << 20, mixed, 2});
+  Decision whole = Decide(t, *table, {64 << 20, mixed, 2, 4});
   EXPECT_EQ(whole.plan, Plan::kNccl) << whole.reason;
-  EXPECT_NE(whole.reason.find("every pair has one of them"), std::string::npos)
+  EXPECT_NE(whole.reason.find("2 of 4 edges cross the network"),
+            std::string::npos)
       << whole.reason;
-  // Edge by edge (no grouping) the same edges could split.
-  Decision per_edge = Decide(crossed, *table, {64 << 20, mixed, 0});
-  EXPECT_EQ(per_edge.plan, Plan::kSplit) << per_edge.reason;
 }
 
 TEST(DecideTest, ZeroCostKeepsNcclWithoutNan) {
