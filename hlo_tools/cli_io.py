@@ -12,7 +12,8 @@ Small on purpose; the whole API:
     InputReadError                   ValueError; str() is `LABEL: message`, one line
     one_line(text, limit=MAX_MESSAGE_CHARS) -> str
                                      control characters escaped and the text cut to
-                                     `limit` characters plus "... (N more characters)"
+                                     `limit` characters plus "... (N more characters)";
+                                     idempotent
     print_error(text)                one_line(text) on stderr
     run_main(main, argv) -> int      calls main(argv); a closed stdout (`| head`)
                                      ends the command quietly with 141, as SIGPIPE
@@ -35,6 +36,7 @@ DEFAULT_MAX_INPUT_BYTES = 1 << 30
 # An error line longer than this is cut: a message quoting a whole instruction with
 # a million pairs helps nobody.
 MAX_MESSAGE_CHARS = 400
+_CUT_SLACK = 32
 _CHUNK = 1 << 20
 _EXIT_SIGPIPE = 128 + 13
 
@@ -111,7 +113,7 @@ def one_line(text, limit=MAX_MESSAGE_CHARS):
   """`text` as one readable line: newlines and other control characters escaped,
   at most `limit` characters followed by "... (N more characters)"."""
   text = str(text)
-  if len(text) > limit:
+  if len(text) > limit + _CUT_SLACK:  # the slack makes a cut line stay as it is
     text = f"{text[:limit]}... ({len(text) - limit} more characters)"
   if any(ch < " " or ch == "\x7f" for ch in text):
     text = "".join(ch if ch >= " " and ch != "\x7f" else repr(ch)[1:-1] for ch in text)

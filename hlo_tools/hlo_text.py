@@ -10,7 +10,7 @@ import json
 import os
 import re
 
-from hlo_tools.cli_io import DEFAULT_MAX_INPUT_BYTES, InputReadError, read_input
+from hlo_tools.cli_io import DEFAULT_MAX_INPUT_BYTES, InputReadError, one_line, read_input
 
 __all__ = [
     "HloParseError", "Shape", "HloInstruction", "HloComputation", "HloModule",
@@ -22,7 +22,8 @@ class HloParseError(ValueError):
   """A syntax error in HLO text; str() is `path:line:col: message`."""
 
   def __init__(self, path, line, col, message):
-    super().__init__(f"{path}:{line}:{col}: {message}")
+    message = one_line(message)  # one readable line even when it quotes huge text
+    super().__init__(f"{one_line(path, 200)}:{line}:{col}: {message}")
     self.path, self.line, self.col, self.message = path, line, col, message
 
   def __reduce__(self):  # keep it picklable despite the 4-argument constructor
@@ -165,12 +166,14 @@ class Shape:
     return tuple(int(d) for d in body.split(",") if d.strip())
 
   def leaves(self):
-    """Array shapes in order, flattening nested tuples."""
-    if self.tuple_shapes is None:
-      yield self
-      return
-    for s in self.tuple_shapes:
-      yield from s.leaves()
+    """Array shapes in order, flattening nested tuples (no recursion: see MAX_SHAPE_DEPTH)."""
+    stack = [self]
+    while stack:
+      shape = stack.pop()
+      if shape.tuple_shapes is None:
+        yield shape
+      else:
+        stack.extend(reversed(shape.tuple_shapes))
 
   def num_elements(self):
     n = 1
@@ -180,12 +183,30 @@ class Shape:
 
   def byte_size(self):
     if self.tuple_shapes is not None:
-      return sum(s.byte_size() for s in self.tuple_shapes)
+      return sum(s.byte_size() for s in self.leaves())
     return _ELEMENT_BYTES[self.element_type] * self.num_elements()
 
   def to_string(self, layout=True):
-    if self.tuple_shapes is not None:
-      return "(" + ", ".join(s.to_string(layout) for s in self.tuple_shapes) + ")"
+    if self.tuple_shapes is None:
+      return self._array_string(layout)
+    out = []
+    stack = [self]  # shapes still to print, and the punctuation between them
+    while stack:
+      item = stack.pop()
+      if isinstance(item, str):
+        out.append(item)
+      elif item.tuple_shapes is None:
+        out.append(item._array_string(layout))
+      else:
+        stack.append(")")
+        for k in range(len(item.tuple_shapes) - 1, -1, -1):
+          stack.append(item.tuple_shapes[k])
+          if k:
+            stack.append(", ")
+        stack.append("(")
+    return "".join(out)
+
+  def _array_string(self, layout):
     dims = []
     for i, d in enumerate(self.dims):
       if d < 0:
@@ -235,21 +256,40 @@ def _skip_ws(text, i):
   return _WS_RE.match(text, i).end()
 
 
+# Deepest tuple nesting the reader accepts. XLA's parser recurses per level and dies
+# of stack overflow near 10,000; real modules nest a handful of levels.
+MAX_SHAPE_DEPTH = 1000
+
+
 def _parse_shape_at(text, i):
-  if text.startswith("(", i):
-    elems = []
-    i = _skip_ws(text, i + 1)
-    if text.startswith(")", i):
-      return Shape(tuple_shapes=()), i + 1
-    while True:
-      s, i = _parse_shape_at(text, _skip_ws(text, i))
-      elems.append(s)
+  """One shape at text[i:], without recursion (tuples may nest MAX_SHAPE_DEPTH deep)."""
+  open_tuples = []  # elements read so far, one list per unclosed '('
+  while True:
+    i = _skip_ws(text, i)
+    if text.startswith("(", i):
+      if len(open_tuples) >= MAX_SHAPE_DEPTH:
+        raise _ShapeError(f"tuple shape nests deeper than {MAX_SHAPE_DEPTH} levels", i)
+      i = _skip_ws(text, i + 1)
+      if not text.startswith(")", i):
+        open_tuples.append([])
+        continue
+      shape, i = Shape(tuple_shapes=()), i + 1
+    else:
+      shape, i = _parse_array_shape_at(text, i)
+    while open_tuples:  # attach the shape just read; close finished tuples
+      open_tuples[-1].append(shape)
       i = _skip_ws(text, i)
-      if text.startswith(")", i):
-        return Shape(tuple_shapes=tuple(elems)), i + 1
-      if not text.startswith(",", i):
+      if text.startswith(",", i):
+        i += 1
+        break
+      if not text.startswith(")", i):
         raise _ShapeError("expected ',' or ')' in tuple shape", i)
-      i += 1
+      shape, i = Shape(tuple_shapes=tuple(open_tuples.pop())), i + 1
+    else:
+      return shape, i
+
+
+def _parse_array_shape_at(text, i):
   m = _ARRAY_RE.match(text, i)
   if m is None:
     raise _ShapeError(f"unknown shape syntax {text[i:i + 20]!r}", i)
@@ -480,7 +520,7 @@ class HloInstruction:
     text = _unquote(raw) if raw.startswith('"') else raw
     try:
       return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # deeply nested JSON too: not a config we read
       return None
 
   @property

@@ -380,3 +380,96 @@ def test_size_limits(tmp_path):
   with pytest.raises(HloParseError, match=r":1:1: input is \d+ bytes, over the limit of 10$"):
     hlo_text.parse_hlo_file(source, max_bytes=10)
   assert hlo_parse_cli.main(["hlo-tools parse", str(source), "--max-input-bytes=10"]) == 2
+
+
+# --------------------------------------------------------------------------------------
+# 5. Hostile input to every reading command: deep nesting, endless devices, huge error
+#    lines, a reader that closes the pipe early.
+
+def _cli(*args, **kwargs):
+  return subprocess.run([sys.executable, "-m", "hlo_tools.cli", *map(str, args)],
+                        capture_output=True, text=True, cwd=ROOT, timeout=120, **kwargs)
+
+
+def _deep_tuple_module(depth):
+  """The real 1x1x8 ring with a custom-call whose shape nests `depth` tuples deep."""
+  shape = "(" * depth + "f32[]" + ")" * depth
+  lines = FIXTURE_TEXT["ring_1x1x8.before_async.hlo"].split("\n")
+  entry = next(i for i, l in enumerate(lines) if l.startswith("ENTRY"))
+  lines.insert(entry + 1, f'  %deep = {shape} custom-call(), custom_call_target="x"')
+  return "\n".join(lines), entry + 2
+
+
+READING_COMMANDS = [("parse",), ("explain", "--topology=1x1x8"), ("verify", "--topology=1x1x8"),
+                    ("diff", "SAME")]
+
+
+@pytest.mark.parametrize("command", READING_COMMANDS, ids=lambda c: c[0])
+def test_deep_tuple_shape_is_one_line_error(command, tmp_path):
+  text, lineno = _deep_tuple_module(10000)
+  path = tmp_path / "deep.hlo"
+  path.write_text(text)
+  args = [path if a == "SAME" else a for a in command]
+  result = _cli(args[0], path, *args[1:])
+  assert result.returncode == 2, result.stderr[-2000:]
+  assert result.stderr == (f"{path}:{lineno}:{11 + hlo_text.MAX_SHAPE_DEPTH}: tuple shape "
+                           f"nests deeper than {hlo_text.MAX_SHAPE_DEPTH} levels\n")
+
+
+def test_thousand_deep_tuple_is_read_like_xla(tmp_path):
+  # XLA's parser accepts 1,000 levels (it overflows its stack near 10,000).
+  text, lineno = _deep_tuple_module(1000)
+  path = tmp_path / "deep.hlo"
+  path.write_text(text)
+  module = hlo_text.parse_hlo_file(path)
+  deep = module.entry.instruction("deep")
+  assert deep.line == lineno and deep.shape.byte_size() == 4
+  assert deep.shape.to_string() == "(" * 1000 + "f32[]" + ")" * 1000
+  for command in READING_COMMANDS:
+    args = [path if a == "SAME" else a for a in command]
+    result = _cli(args[0], path, *args[1:])
+    assert result.returncode in (0, 1) and "Traceback" not in result.stderr, \
+        (command, result.stderr[-2000:])
+
+
+@pytest.mark.parametrize("command", ["parse"])
+def test_max_input_bytes_bounds_devices_and_pipes(command, tmp_path):
+  code, rss_kb = _peak_rss_kb([sys.executable, "-m", "hlo_tools.cli", command, "/dev/zero",
+                               "--max-input-bytes=1000000"])
+  assert code == 2
+  assert rss_kb < 200 * 1024, rss_kb  # the interpreter plus at most ~1 MB of input
+  result = _cli(command, "/dev/zero", "--max-input-bytes=1000000")
+  assert result.stderr == ("/dev/zero: input is more than 1000000 bytes, over the limit of "
+                           "1000000 (--max-input-bytes)\n")
+  source = FIXTURES / "shift_1x2x4.before_async.hlo"
+  data = source.read_bytes()
+  piped = _cli(command, "-", f"--max-input-bytes={len(data) - 1}", input=data.decode())
+  assert piped.returncode == 2 and "over the limit of" in piped.stderr, piped.stderr
+  assert _cli(command, "-", f"--max-input-bytes={len(data)}", input=data.decode()).returncode == 0
+  fifo = tmp_path / "fifo"
+  os.mkfifo(fifo)
+  writer = POOL.submit(lambda: fifo.write_bytes(data))
+  assert _cli(command, fifo, "--max-input-bytes=100").returncode == 2
+  writer.exception(timeout=60)  # BrokenPipe or done: either way the writer ends
+
+
+def test_error_lines_stay_readable(tmp_path):
+  # A real module that uses an undefined operand with a 1 MB name.
+  text = FIXTURE_TEXT["ring_1x2x4.before_async.hlo"]
+  m = re.search(r"collective-permute\(%([\w.\-]+)", text)
+  path = tmp_path / "long.hlo"
+  path.write_text(text[:m.start(1)] + "x" * 1_000_000 + text[m.end(1):])
+  result = _cli("parse", path)
+  assert result.returncode == 2
+  assert result.stderr.count("\n") == 1 and len(result.stderr) < 600, len(result.stderr)
+  assert re.search(r"use of undefined instruction %x+\.\.\. \(\d+ more characters\)\n\Z",
+                   result.stderr), result.stderr[-200:]
+
+
+def test_closed_stdout_ends_quietly(big_module):
+  proc = subprocess.Popen([sys.executable, "-m", "hlo_tools.cli", "parse", str(big_module),
+                           "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+  assert proc.stdout.readline().startswith(b"{")
+  proc.stdout.close()  # as `| head -1` does
+  err = proc.stderr.read().decode()
+  assert proc.wait(timeout=120) == 141 and err == "", err
