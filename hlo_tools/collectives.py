@@ -160,20 +160,91 @@ def _enclosing_while(module, callers, comp_name):
     name = todo.popleft()
     for instr, comp in callers.get(name, ()):
       if instr.opcode == "while" and _strip(instr.attributes.get("body")) == name:
-        return instr.name, comp.name, _trip_count(instr)
+        return instr.name, comp.name, trip_count(module, instr)
       if comp.name not in seen:
         seen.add(comp.name)
         todo.append(comp.name)
   return None, None, None
 
 
-def _trip_count(while_instr):
+def trip_count(module, while_instr):
+  """Iterations of a while: XLA's known_trip_count, else read off a counted loop."""
   config = while_instr.backend_config_json() or {}
   n = (config.get("known_trip_count") or {}).get("n")
   try:
-    return int(n) if n is not None else None
+    if n is not None:
+      return int(n)
   except (TypeError, ValueError):
     return None
+  try:
+    return _counted_loop_trips(module, while_instr)
+  except (KeyError, ValueError, IndexError, AttributeError):
+    return None  # not the counted-loop shape; the count stays unknown
+
+
+# A loop jax lowers before XLA's optimizations record known_trip_count: the condition
+# compares a tuple element i with a constant (`lt(i, 8)`), the init tuple sets i to a
+# constant and the body adds a positive constant to it.
+_FLIP = {"LT": "GT", "LE": "GE", "GT": "LT", "GE": "LE"}
+
+
+def _counted_loop_trips(module, while_instr):
+  cond = module.computation(_strip(while_instr.attributes["condition"]))
+  body = module.computation(_strip(while_instr.attributes["body"]))
+  root = cond.root
+  if root.opcode != "compare" or len(root.operands) != 2:
+    return None
+  direction = root.attributes.get("direction")
+  lhs, rhs = root.operand_instructions()
+  index, limit = _param_element(lhs), _int_constant(rhs)
+  if index is None:  # `gt(8, i)`: the counter on the right
+    index, limit, direction = _param_element(rhs), _int_constant(lhs), _FLIP.get(direction)
+  if index is None or limit is None or direction not in ("LT", "LE"):
+    return None
+  [init_tuple] = while_instr.operand_instructions()
+  if init_tuple.opcode != "tuple":
+    return None
+  start = _int_constant(init_tuple.operand_instructions()[index])
+  step = _increment(body.root, index)
+  if start is None or not step or step < 1:
+    return None
+  span = limit - start + (1 if direction == "LE" else 0)
+  return max(0, -(-span // step))
+
+
+def _param_element(instr):
+  """k when instr is get-tuple-element(parameter(0)), index=k."""
+  if instr.opcode != "get-tuple-element":
+    return None
+  [tup] = instr.operand_instructions()
+  if tup.opcode != "parameter":
+    return None
+  return int(instr.attributes["index"])
+
+
+def _int_constant(instr):
+  if instr.opcode != "constant" or instr.shape.dims or \
+      not instr.shape.element_type or instr.shape.element_type[0] not in "su":
+    return None
+  try:
+    return int(instr.literal.strip())
+  except ValueError:
+    return None
+
+
+def _increment(body_root, index):
+  """The constant the body adds to tuple element `index`, else None."""
+  if body_root.opcode != "tuple":
+    return None
+  update = body_root.operand_instructions()[index]
+  if update.opcode != "add":
+    return None
+  a, b = update.operand_instructions()
+  if _param_element(a) == index:
+    return _int_constant(b)
+  if _param_element(b) == index:
+    return _int_constant(a)
+  return None
 
 
 def _strip(name):

@@ -36,6 +36,7 @@ import json
 import os
 import sys
 
+from hlo_tools import cli_io
 from hlo_tools import dump as dump_mod
 from hlo_tools import explain as ex
 from hlo_tools.collectives import collective_permutes
@@ -65,7 +66,7 @@ def xla_dir_of(dump_dir):
   return sub if os.path.isdir(sub) else dump_dir
 
 
-def read_stage(dump_dir, stage):
+def read_stage(dump_dir, stage, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
   """The Source of one stage of a dump directory (see the module docstring)."""
   label = f"{dump_dir}:{stage}"
   xla_dir = xla_dir_of(dump_dir)
@@ -74,10 +75,11 @@ def read_stage(dump_dir, stage):
   if stage in ("before_optimizations", "after_optimizations"):
     copied = os.path.join(dump_dir, stage + ".hlo")
     if os.path.isfile(copied):
-      return ex.read_source(copied, label)
+      return ex.read_source(copied, label, max_bytes)
     if key is None or stage not in modules[key]["stages"]:
       raise ex.InputError(f"{dump_dir}: no {stage} module in this dump directory")
-    return ex.read_source(os.path.join(xla_dir, modules[key]["stages"][stage]), label)
+    return ex.read_source(os.path.join(xla_dir, modules[key]["stages"][stage]), label,
+                          max_bytes)
   when, pass_name, occurrence = None, None, -1
   if stage == "before_async":
     when, pass_name = "before", BEFORE_ASYNC_PASS
@@ -103,14 +105,17 @@ def read_stage(dump_dir, stage):
   return ex.read_text(label, text, label)
 
 
-def read_input(spec):
-  """FILE or DIR:STAGE (the first ':' whose left side is a directory splits them)."""
-  if os.path.isfile(spec):
-    return ex.read_source(spec)
+def read_input(spec, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
+  """FILE or DIR:STAGE (the first ':' whose left side is a directory splits them).
+
+  FILE may be any readable file, device or pipe, "-" for stdin; reading stops past
+  max_bytes."""
+  if spec == "-" or (os.path.exists(spec) and not os.path.isdir(spec)):
+    return ex.read_source(spec, max_bytes=max_bytes)
   idx = spec.find(":")
   while idx != -1:
     if os.path.isdir(spec[:idx]):
-      return read_stage(spec[:idx], spec[idx + 1:])
+      return read_stage(spec[:idx], spec[idx + 1:], max_bytes)
     idx = spec.find(":", idx + 1)
   if os.path.isdir(spec):
     raise ex.InputError(f"{spec}: is a directory; name a stage, e.g. "
@@ -429,7 +434,9 @@ def diff_sources(src_a, src_b, ignore_metadata=False):
   view_a, view_b = collective_view(src_a), collective_view(src_b)
   return {
       "a": src_a.label, "b": src_b.label,
-      "summary": {"instructions_a": ma.instruction_count,
+      "summary": {"num_partitions_a": src_a.num_partitions,
+                  "num_partitions_b": src_b.num_partitions,
+                  "instructions_a": ma.instruction_count,
                   "instructions_b": mb.instruction_count,
                   "computations_a": len(ma.computations),
                   "computations_b": len(mb.computations),
@@ -679,8 +686,10 @@ def trace_text(tr):
 
 def format_text(result, tr=None):
   s = result["summary"]
-  lines = [f"--- {result['a']} ({s['instructions_a']} instructions)",
-           f"+++ {result['b']} ({s['instructions_b']} instructions)"]
+  lines = [f"--- {result['a']} ({s['instructions_a']} instructions, "
+           f"{s.get('num_partitions_a', '?')} partitions)",
+           f"+++ {result['b']} ({s['instructions_b']} instructions, "
+           f"{s.get('num_partitions_b', '?')} partitions)"]
   lines += collectives_text(result["collectives"])
   lines.append(f"instructions: {s['unchanged']} unchanged, {s['changed']} changed "
                f"({s['renamed']} renamed), {s['added']} added, {s['removed']} removed; "
@@ -895,9 +904,14 @@ def main(argv):
                       help="also trace each collective-permute through XLA's passes")
   parser.add_argument("--ignore-metadata", action="store_true",
                       help="do not report metadata (op_name, scheduling_name) changes")
+  ex.add_partitions_flag(parser)
+  cli_io.add_max_input_bytes(parser)
   try:
     args = parser.parse_args(argv[1:])
-    src_a, src_b = read_input(args.a), read_input(args.b)
+    src_a = read_input(args.a, args.max_input_bytes)
+    src_b = read_input(args.b, args.max_input_bytes)
+    for src in (src_a, src_b):
+      ex.resolve_partitions(src, override=args.num_partitions)
     # The parsed modules live until exit: keep the collector from rescanning
     # them over and over while the diff allocates (it made the diff's cost per
     # instruction grow with module size; docs/benchmarks.md).

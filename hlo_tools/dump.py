@@ -11,8 +11,10 @@ Compilation always happens in a child process: XLA reads XLA_FLAGS (dump
 directory, host device count) once, when jax first initializes its backend, so
 the parent cannot set them for itself, and one process could not serve two dumps.
 
-The output directory holds stablehlo.mlir, before_optimizations.hlo,
-after_optimizations.hlo, XLA's own files under xla_dump/ and manifest.json.
+The output directory holds stablehlo.mlir, lowered.hlo (jax's HLO text of the
+lowered program, as `jax.jit(f).lower(...).as_text(dialect="hlo")` gives it),
+before_optimizations.hlo, after_optimizations.hlo, XLA's own files under
+xla_dump/ and manifest.json.
 """
 
 import argparse
@@ -32,6 +34,7 @@ XLA_DUMP_SUBDIR = "xla_dump"
 _ERROR_FILE = "child_error.txt"
 _INFO_FILE = "child_info.json"
 _LOG_FILE = "child.log"
+LOWERED_FILE = "lowered.hlo"
 _TOPOLOGY_RE = re.compile(r"^([1-9]\d*)x([1-9]\d*)x([1-9]\d*)$")
 
 # module_0001.jit_f.0082.post-fusion_optimization.after_A.before_B.txt
@@ -137,7 +140,7 @@ def _user_function(source, mesh):
     args.append(jax.ShapeDtypeStruct(shape, dt, sharding=NamedSharding(mesh, spec)))
   out_spec = _parse_spec(source["out_spec"])
   wrapped = jax.shard_map(fn, mesh=mesh, in_specs=tuple(s for _, _, s in parsed),
-                          out_specs=out_spec)
+                          out_specs=out_spec, check_vma=source.get("check_vma", True))
   return wrapped, args
 
 
@@ -162,6 +165,13 @@ def _child_compile(spec):
   lowered = jax.jit(fn).lower(*args)
   with open(os.path.join(out_dir, "stablehlo.mlir"), "w") as f:
     f.write(lowered.as_text())
+  try:  # the HLO a user gets from jax.jit(f).lower(...) (no num_partitions in it)
+    hlo = lowered.as_text(dialect="hlo")
+  except Exception:  # pylint: disable=broad-except  # older jax: no such dialect
+    hlo = None
+  if hlo:
+    with open(os.path.join(out_dir, LOWERED_FILE), "w") as f:
+      f.write(hlo)
   print("hlo-tools dump: compiling", file=sys.stderr, flush=True)
   compiled = lowered.compile()
   text = compiled.as_text()
@@ -180,6 +190,12 @@ def _child_compile(spec):
                "devices": [str(d) for d in devices]}, f, indent=1)
 
 
+def _is_vma_error(message):
+  """jax's shard_map type error for a carry or branch whose manual axes differ."""
+  return ("manual axis types" in message or "check_vma" in message
+          or "varying manual axes" in message or "{V:" in message)
+
+
 def _child_main(argv):
   spec = json.loads(argv[0])
   try:
@@ -191,6 +207,10 @@ def _child_main(argv):
     message = " ".join(str(e).split()) or type(e).__name__
     if not isinstance(e, DumpError):
       message = f"{type(e).__name__}: {message}"
+    if _is_vma_error(message) and spec["source"].get("check_vma", True):
+      message = (f"shard_map's varying-type check (check_vma) rejects {spec['source'].get('function')}"
+                 ": rerun with --nocheck_vma to compile it without the check, or make the "
+                 "loop carry / cond branches varying (jax.lax.pcast) as jax says: " + message)
     with open(os.path.join(spec["out_dir"], _ERROR_FILE), "w") as f:
       f.write(message[:2000])
     return 3
@@ -306,6 +326,8 @@ def write_stages(work_dir, modules, main_key):
   stages = {}
   if os.path.exists(os.path.join(work_dir, "stablehlo.mlir")):
     stages["stablehlo"] = "stablehlo.mlir"
+  if os.path.exists(os.path.join(work_dir, LOWERED_FILE)):
+    stages["lowered"] = LOWERED_FILE
   if main_key is not None:
     for stage, fname in sorted(modules[main_key]["stages"].items()):
       shutil.copyfile(os.path.join(work_dir, XLA_DUMP_SUBDIR, fname),
@@ -504,6 +526,12 @@ def _parser(prog):
                   help="SHAPE:DTYPE[:PARTITIONSPEC], e.g. 8192,8,128:bf16:cp")
   fn.add_argument("--out_spec", default="cp",
                   help="shard_map out_specs of the function, e.g. cp or None,cp")
+  fn.add_argument("--check_vma", dest="check_vma", action="store_true", default=True,
+                  help="shard_map's varying-type check (default on)")
+  fn.add_argument("--nocheck_vma", dest="check_vma", action="store_false",
+                  help="shard_map(check_vma=False): for functions written before jax "
+                  "typed values as varying over mesh axes (loop carries started from "
+                  "fresh zeros)")
   return p
 
 
@@ -517,7 +545,7 @@ def source_from_args(args):
     return {"kind": "xla_dump", "dir": os.path.abspath(args.source)}
   if re.match(r"^[\w.]+:\w+$", args.source):
     return {"kind": "function", "function": args.source, "args": args.arg,
-            "out_spec": args.out_spec}
+            "out_spec": args.out_spec, "check_vma": args.check_vma}
   raise DumpError(f"SOURCE {args.source!r} is neither a directory nor module:function")
 
 

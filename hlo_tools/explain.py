@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 
+from hlo_tools import cli_io
 from hlo_tools import selection
 from hlo_tools.collectives import collective_permutes
 from hlo_tools.hlo_text import HloParseError, parse_hlo_text
@@ -48,6 +49,9 @@ _NOISE_RE = re.compile(r"^(WARNING: All log messages|[IWE]\d{4} |\s*$)")
 class InputError(Exception):
   """Bad input: str() is the one line printed on stderr (`file:line:col: ...`)."""
 
+  def __init__(self, message):
+    super().__init__(cli_io.one_line(message))
+
 
 # ---------------------------------------------------------------------------------------
 # Reading input
@@ -61,6 +65,11 @@ class Source:
     self.path = path
     self.label = label or path
     self._lines = None
+    # The program's partition count: the header's, else inferred (resolve_partitions).
+    self.num_partitions = module.num_partitions
+    self.num_replicas = module.num_replicas
+    self.partitions_from = "module header" if "num_partitions" in module.attributes \
+        else "default"
 
   @property
   def lines(self):
@@ -84,12 +93,13 @@ def read_text(path, text, label=None):
   return Source(module, text, path, label)
 
 
-def read_source(path, label=None):
+def read_source(path, label=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
+  """Reads and parses an HLO text file (any file, device or pipe; "-" is stdin),
+  never more than max_bytes of it."""
   try:
-    with open(path, "rb") as f:
-      data = f.read()
-  except OSError as e:
-    raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+    data = cli_io.read_input(path, max_bytes, label)
+  except cli_io.InputReadError as e:
+    raise InputError(str(e)) from None
   try:
     text = data.decode("utf-8")
   except UnicodeDecodeError as e:
@@ -138,6 +148,79 @@ def strict_pairs(source, instr):
 
 
 # ---------------------------------------------------------------------------------------
+# How many devices the program runs on
+
+_MESH_RE = re.compile(r"#sdy\.mesh<\[([^\]]*)\]")
+_AXIS_SIZE_RE = re.compile(r"=\s*(\d+)")
+
+
+def mesh_devices(module):
+  """Devices of the largest Shardy mesh in the module's frontend attributes, or None."""
+  raw = module.attributes.get("frontend_attributes") or ""
+  sizes = []
+  for axes in _MESH_RE.findall(raw):
+    n = 1
+    for size in _AXIS_SIZE_RE.findall(axes):
+      n *= int(size)
+    sizes.append(n)
+  return max(sizes) if sizes else None
+
+
+def largest_partition_id(module):
+  """The largest id in cross-partition pairs and groups (those with a channel_id)."""
+  top = -1
+  for instr in module.instructions():
+    if instr.channel_id is None:
+      continue
+    try:
+      ids = [i for p in instr.source_target_pairs or () for i in p]
+      ids += [i for g in instr.replica_groups or () for i in g]
+    except ValueError:
+      continue  # broken lists are reported where they are decided on
+    top = max([top] + ids)
+  return top
+
+
+def resolve_partitions(source, topology=None, override=None):
+  """Sets source.num_partitions for a module whose header does not say it.
+
+  jax's lowered modules (`jax.jit(f).lower(...).as_text(dialect="hlo")`) carry no
+  num_partitions; the count is then the --num-partitions override, the Shardy mesh in
+  the frontend attributes, the topology's devices (when they hold every id used), or
+  the largest id used plus one, in that order. source.partitions_from says which.
+  """
+  module = source.module
+  if override is not None:
+    if override < 1:
+      raise InputError(f"--num-partitions must be >= 1, got {override}")
+    source.num_partitions, source.partitions_from = override, "--num-partitions"
+    return source
+  if "num_partitions" in module.attributes:
+    return source
+  largest = largest_partition_id(module)
+  if largest < 0:
+    return source  # nothing crosses partitions: the default of 1 is right
+  mesh = mesh_devices(module)
+  if mesh is not None and mesh > largest:
+    source.num_partitions, source.partitions_from = mesh, "inferred from the Shardy mesh"
+  elif topology is not None and topology.num_devices > largest:
+    source.num_partitions = topology.num_devices
+    source.partitions_from = "inferred from the topology's devices"
+  else:
+    source.num_partitions = largest + 1
+    source.partitions_from = "inferred from the largest device id used"
+  return source
+
+
+def partitions_note(source):
+  """One line for the user when the count did not come from the module header."""
+  if source.partitions_from in ("module header", "default"):
+    return None
+  return (f"{source.label}: num_partitions {source.num_partitions} "
+          f"({source.partitions_from}; the module header does not say)")
+
+
+# ---------------------------------------------------------------------------------------
 # The C++ driver
 
 def find_nvshmem_opt():
@@ -170,7 +253,7 @@ def first_message(stderr):
 
 
 def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
-                    compare_upstream=False, timeout=600):
+                    compare_upstream=False, timeout=600, num_partitions=None):
   """Runs the driver; returns (exit status, report dict or None, error line)."""
   exe = find_nvshmem_opt()
   if exe is None:
@@ -184,6 +267,8 @@ def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
       cmd.append(f"--cost-table={cost_table}")
     if compare_upstream:
       cmd.append("--compare-upstream")
+    if num_partitions:
+      cmd.append(f"--num-partitions={num_partitions}")
     if out:
       cmd += ["-o", os.fspath(out)]
     proc = subprocess.run(cmd, env=driver_env(), capture_output=True, text=True,
@@ -222,10 +307,10 @@ def split_group(record, instr):
   return record.computation, base
 
 
-def device_edges(topology, module, pairs, cross_partition):
+def device_edges(topology, source, pairs, cross_partition):
   edges = selection.core.edge_ids_to_devices(
-      topology, [tuple(p) for p in pairs], cross_partition, module.num_partitions,
-      module.num_replicas)
+      topology, [tuple(p) for p in pairs], cross_partition, source.num_partitions,
+      source.num_replicas)
   return [(s, t, topology.classify(s, t)) for s, t in edges]
 
 
@@ -271,10 +356,10 @@ def analyze(source, topology, table, tolerant=False):
       perm.decided_pairs = [p for part in perm.group for p in part.pairs]
     cross = perm.record.channel_id is not None
     try:
-      perm.edges = device_edges(topology, module, perm.decided_pairs, cross)
+      perm.edges = device_edges(topology, source, perm.decided_pairs, cross)
       perm.decision = selection.decide(topology, table, perm.record.bytes_per_device,
-                                       perm.decided_pairs, cross, module.num_partitions,
-                                       module.num_replicas)
+                                       perm.decided_pairs, cross, source.num_partitions,
+                                       source.num_replicas)
     except (selection.SelectionError, ValueError) as e:
       if tolerant:
         perm.error, perm.edges = str(e), []
@@ -289,11 +374,17 @@ def upstream_rule(perm):
   return "NVSHMEM" if all(c in NVLINK_CLASSES for _, _, c in perm.edges) else "DEFAULT"
 
 
-def upstream_answers(path, topology_spec, cost_table):
+def driver_partitions(source):
+  """The --num-partitions to hand nvshmem-opt: only when the header does not say it."""
+  return None if source.partitions_from in ("module header", "default") \
+      else source.num_partitions
+
+
+def upstream_answers(path, topology_spec, cost_table, num_partitions=None):
   """{(computation, instruction): backend} from nvshmem-opt --compare-upstream, or None."""
   try:
     rc, report, _ = run_nvshmem_opt(path, topology_spec, cost_table, mode="explain",
-                                    compare_upstream=True)
+                                    compare_upstream=True, num_partitions=num_partitions)
   except (FileNotFoundError, OSError, subprocess.SubprocessError):
     return None
   if rc != 0 or not report:
@@ -351,17 +442,21 @@ def entry(perm, upstream=None):
   }
 
 
-def explain(path, topology_spec, cost_table=None, use_driver=True, source=None):
+def explain(path, topology_spec, cost_table=None, use_driver=True, source=None,
+            num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
   """The explain JSON object for the module at `path` (raises InputError)."""
   topology, table = load_selection(topology_spec, cost_table)
-  source = source or read_source(path)
+  source = resolve_partitions(source or read_source(path, max_bytes=max_bytes), topology,
+                              num_partitions)
   perms = analyze(source, topology, table)
-  upstream = upstream_answers(path, topology_spec, cost_table) if use_driver and perms else None
+  upstream = (upstream_answers(path, topology_spec, cost_table, driver_partitions(source))
+              if use_driver and perms else None)
   module = source.module
   return {
       "file": source.label, "module": module.name, "topology": topology_spec,
-      "cost_table": cost_table, "num_partitions": module.num_partitions,
-      "num_replicas": module.num_replicas,
+      "cost_table": cost_table, "num_partitions": source.num_partitions,
+      "num_partitions_from": source.partitions_from,
+      "num_replicas": source.num_replicas,
       "collectives": [entry(p, upstream) for p in perms],
   }
 
@@ -396,9 +491,11 @@ def where_text(e):
 
 
 def format_text(result):
+  inferred = result.get("num_partitions_from", "module header")
   lines = [f"{result['file']}: {len(result['collectives'])} collective-permute(s), "
-           f"topology {result['topology']}, {result['num_partitions']} partitions x "
-           f"{result['num_replicas']} replicas"]
+           f"topology {result['topology']}, {result['num_partitions']} partitions"
+           + ("" if inferred in ("module header", "default") else f" ({inferred})")
+           + f" x {result['num_replicas']} replicas"]
   for e in result["collectives"]:
     classes = ", ".join(f"{k} {v}" for k, v in e["edges_by_class"].items() if v) or "none"
     m = e["modeled_us"]
@@ -458,6 +555,13 @@ class ArgumentParser(argparse.ArgumentParser):
     raise InputError(f"{self.prog}: {message}")
 
 
+def add_partitions_flag(parser):
+  parser.add_argument("--num-partitions", "--num_partitions", dest="num_partitions",
+                      type=int, default=None,
+                      help="devices of the program when the module header does not say "
+                      "(default: inferred from the mesh, the topology or the ids used)")
+
+
 def check_out_path(out, inputs):
   """Refuses an --out that would overwrite one of the inputs."""
   if not out:
@@ -475,10 +579,13 @@ def main(argv):
   parser.add_argument("--cost-table", "--cost_table", dest="cost_table", default=None)
   parser.add_argument("--format", choices=("text", "json"), default="text")
   parser.add_argument("--out", default=None, help="write here instead of stdout")
+  add_partitions_flag(parser)
+  cli_io.add_max_input_bytes(parser)
   try:
     args = parser.parse_args(argv[1:])
     check_out_path(args.out, [args.file])
-    result = explain(args.file, args.topology, args.cost_table)
+    result = explain(args.file, args.topology, args.cost_table,
+                     num_partitions=args.num_partitions, max_bytes=args.max_input_bytes)
     text = json.dumps(result, indent=1) if args.format == "json" else format_text(result)
     write_output(text, args.out)
   except InputError as e:

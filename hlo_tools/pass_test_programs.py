@@ -5,6 +5,7 @@ scripts/gen_pass_test_modules.py compiles them (deviceless, for a GPU topology)
 and embeds the HLO that XLA's async-collective-creator receives.
 """
 
+import jax.numpy as jnp
 from jax import lax
 
 AXIS = "cp"
@@ -41,3 +42,20 @@ def self_permute(x):
 def ring_shift(x):
   """A single cyclic permute of one buffer."""
   return lax.ppermute(x, AXIS, _ring(lax.axis_size(AXIS))) * 2
+
+
+def ring_sum_fresh_carry(x):
+  """Sums every device's block around the ring, the carry started from fresh zeros.
+
+  Written as code from before jax typed values as varying over mesh axes: the
+  zeros vary over no axis, the permuted block over `cp`, so shard_map's default
+  check (check_vma=True) rejects the loop; it compiles with check_vma=False.
+  """
+  n = lax.axis_size(AXIS)
+
+  def body(carry, _):
+    block, acc = carry
+    return (lax.ppermute(block, AXIS, _ring(n)), acc + block), None
+
+  (_, total), _ = lax.scan(body, (x, jnp.zeros(x.shape, x.dtype)), None, length=n)
+  return total

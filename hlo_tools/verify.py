@@ -36,6 +36,7 @@ import os
 import subprocess
 import sys
 
+from hlo_tools import cli_io
 from hlo_tools import collectives
 from hlo_tools import explain as ex
 
@@ -85,11 +86,11 @@ class Check:
 # ---------------------------------------------------------------------------------------
 # The checks
 
-def check_permutation(perms, module):
+def check_permutation(perms, source):
   check = Check("permutation")
   for perm in perms:
     cross = perm.record.channel_id is not None
-    bound = module.num_partitions if cross else module.num_replicas
+    bound = source.num_partitions if cross else source.num_replicas
     kind = "partitions" if cross else "replicas"
     problems = []
     for ids, what in ((([s for s, _ in perm.pairs]), "source"),
@@ -196,17 +197,17 @@ def _edges_text(edges):
       f" and {len(edges) - 8} more" if len(edges) > 8 else "")
 
 
-def _own_edges(perm, topology, module):
-  return ex.device_edges(topology, module, perm.pairs, perm.record.channel_id is not None)
+def _own_edges(perm, topology, source):
+  return ex.device_edges(topology, source, perm.pairs, perm.record.channel_id is not None)
 
 
-def check_nvlink_domain(perms, topology, module, topology_spec):
+def check_nvlink_domain(perms, topology, source, topology_spec):
   check = Check("nvlink-domain")
   for perm in perms:
     if perm.record.backend != "NVSHMEM":
       continue
     try:
-      edges = _own_edges(perm, topology, module)
+      edges = _own_edges(perm, topology, source)
     except ValueError as e:
       check.add("fail", perm.start, f"NVSHMEM, but its edges cannot be placed on "
                 f"{topology_spec}: {e}")
@@ -326,13 +327,14 @@ def check_memory_space(perms, module):
   return check
 
 
-def check_hlo_verifier(path, topology_spec, cost_table):
+def check_hlo_verifier(path, topology_spec, cost_table, num_partitions=None):
   check = Check("hlo-verifier")
   if ex.find_nvshmem_opt() is None:
     check.note = "skip: nvshmem-opt is not built (run scripts/setup.sh)"
     return check
   try:
-    rc, _, message = ex.run_nvshmem_opt(path, topology_spec, cost_table, mode="explain")
+    rc, _, message = ex.run_nvshmem_opt(path, topology_spec, cost_table, mode="explain",
+                                        num_partitions=num_partitions)
   except (OSError, subprocess.SubprocessError) as e:
     check.note = f"skip: could not run nvshmem-opt: {e}"
     return check
@@ -352,22 +354,25 @@ def check_hlo_verifier(path, topology_spec, cost_table):
 
 # ---------------------------------------------------------------------------------------
 
-def verify(path, topology_spec, cost_table=None, run_driver=True, source=None):
+def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
+           num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
   """The verify JSON object; raises ex.InputError for unreadable input."""
   topology, table = ex.load_selection(topology_spec, cost_table)
-  source = source or ex.read_source(path)
+  source = ex.resolve_partitions(source or ex.read_source(path, max_bytes=max_bytes),
+                                 topology, num_partitions)
   module = source.module
   perms = ex.analyze(source, topology, table, tolerant=True)
   checks = [
-      check_permutation(perms, module),
+      check_permutation(perms, source),
       check_start_done(module),
       check_backend_config(perms),
-      check_nvlink_domain(perms, topology, module, topology_spec),
+      check_nvlink_domain(perms, topology, source, topology_spec),
       check_selection(perms, topology_spec),
       check_memory_space(perms, module),
   ]
   if run_driver:
-    checks.append(check_hlo_verifier(path, topology_spec, cost_table))
+    checks.append(check_hlo_verifier(path, topology_spec, cost_table,
+                                     ex.driver_partitions(source)))
   else:
     skipped = Check("hlo-verifier")
     skipped.note = "skip: not requested"
@@ -378,6 +383,8 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None):
   failed = [c.name for c in checks if c.status == "fail"]
   return {"file": source.label, "module": module.name, "topology": topology_spec,
           "cost_table": cost_table, "collective_permutes": len(perms),
+          "num_partitions": source.num_partitions,
+          "num_partitions_from": source.partitions_from,
           "passed": not failed, "failed_checks": failed,
           "checks": [c.to_json() for c in checks]}
 
@@ -387,6 +394,10 @@ _MARK = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP", "not_applicable": "N/A 
 
 def format_text(result):
   lines = []
+  inferred = result.get("num_partitions_from", "module header")
+  if inferred not in ("module header", "default"):
+    lines.append(f"{result['file']}: num_partitions {result['num_partitions']} ({inferred}; "
+                 "the module header does not say)")
   for check in result["checks"]:
     head = f"{_MARK[check['status']]} {check['name']}"
     if check["note"]:
@@ -413,10 +424,13 @@ def main(argv):
   parser.add_argument("--out", default=None, help="write here instead of stdout")
   parser.add_argument("--no-hlo-verifier", dest="hlo_verifier", action="store_false",
                       help="do not run XLA's HloVerifier through nvshmem-opt")
+  ex.add_partitions_flag(parser)
+  cli_io.add_max_input_bytes(parser)
   try:
     args = parser.parse_args(argv[1:])
     ex.check_out_path(args.out, [args.file])
-    result = verify(args.file, args.topology, args.cost_table, args.hlo_verifier)
+    result = verify(args.file, args.topology, args.cost_table, args.hlo_verifier,
+                    num_partitions=args.num_partitions, max_bytes=args.max_input_bytes)
     text = (json.dumps(result, indent=1) if args.format == "json"
             else format_text(result))
     ex.write_output(text, args.out)

@@ -38,6 +38,10 @@ FIXTURES = {}
 for _topo in ("1x1x8", "1x2x4", "2x2x4"):
   FIXTURES[f"ring_{_topo}"] = ({"kind": "ring", "config": SMALL_RING}, _topo,
                                ("before_async", "after_optimizations"))
+# What a user gets from jax.jit(f).lower(...).as_text(dialect="hlo"): no num_partitions
+# in the header, scan loops without known_trip_count.
+FIXTURES["ring_1x2x4"] = FIXTURES["ring_1x2x4"][:2] + (
+    ("lowered", "before_async", "after_optimizations"),)
 FIXTURES["ring_bwd_1x2x4"] = ({"kind": "ring", "config": dict(SMALL_RING, backward=True)},
                               "1x2x4", ("before_async",))
 # A non-cyclic shift (i -> i+1, no wrap-around): a permute that is not a ring.
@@ -45,6 +49,12 @@ FIXTURES["shift_1x2x4"] = ({"kind": "function",
                             "function": "hlo_tools.ring_attention:neighbour_shift",
                             "args": ["1,1024,2,64:bf16:None,cp"], "out_spec": "None,cp"},
                            "1x2x4", ("before_async", "after_optimizations"))
+# The same shift on two GPUs: pairs {0,1}, the permute measured to hang XLA's
+# NVSHMEM runtime (device 1 has no source and never reaches the barrier).
+FIXTURES["shift_1x1x2"] = ({"kind": "function",
+                            "function": "hlo_tools.ring_attention:neighbour_shift",
+                            "args": ["1,256,2,64:bf16:None,cp"], "out_spec": "None,cp"},
+                           "1x1x2", ("before_async",))
 
 
 def normalize(text):
@@ -71,6 +81,9 @@ def generate(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
     for stage in stages:
       if stage == "before_async":
         text = dump.pass_snapshot_text(xla_dir, SNAPSHOT_PASS, key, when="before")
+      elif stage == "lowered":
+        with open(os.path.join(work_dir, dump.LOWERED_FILE)) as f:
+          text = f.read()
       else:
         with open(os.path.join(xla_dir, modules[key]["stages"][stage])) as f:
           text = f.read()

@@ -196,3 +196,25 @@ def test_fixtures_are_reproducible(tmp_path):
 def test_fixtures_are_small():
   for fname in os.listdir(FIXTURES):
     assert os.path.getsize(os.path.join(FIXTURES, fname)) < 200 * 1024, fname
+
+
+def test_check_vma_switch(tmp_path):
+  # A real per-shard function whose scan carry starts from fresh (non-varying)
+  # zeros: shard_map's default type check rejects it, and the error says what to do.
+  fn = "hlo_tools.pass_test_programs:ring_sum_fresh_carry"
+  args = [fn, "--arg=1024,64:f32:cp", "--topology=1x1x8", "--quiet"]
+  proc = run_dump(*args, f"--out={tmp_path / 'checked'}")
+  assert proc.returncode == 2
+  [line] = proc.stderr.strip().splitlines()
+  assert "--nocheck_vma" in line and "manual axis types do not match" in line
+  assert not (tmp_path / "checked").exists()
+  out = tmp_path / "unchecked"
+  proc = run_dump(*args, "--nocheck_vma", f"--out={out}")
+  assert proc.returncode == 0, proc.stderr
+  manifest = json.loads((out / "manifest.json").read_text())
+  assert manifest["source"]["check_vma"] is False
+  assert "lowered" in manifest["stages"]
+  text = (out / "after_optimizations.hlo").read_text()
+  assert "collective-permute-start" in text
+  lowered = (out / "lowered.hlo").read_text()
+  assert lowered.startswith("HloModule") and "collective-permute(" in lowered

@@ -146,3 +146,56 @@ def test_cli_entry_point():
   assert proc.returncode == 0, proc.stderr
   [e] = json.loads(proc.stdout)["collectives"]
   assert len(e["pairs"]) == 16 and e["edges_by_class"]["network"] == 4
+
+
+# jax's lowered HLO (`jax.jit(f).lower(...).as_text(dialect="hlo")`): no num_partitions in
+# the header, scan loops without known_trip_count.
+LOWERED = FIXTURES / "ring_1x2x4.lowered.hlo"
+
+
+def test_lowered_module_infers_partitions_and_trip_count(capsys):
+  assert "num_partitions" not in LOWERED.read_text().split("\n", 1)[0]
+  rc, out, err = run(capsys, LOWERED, "--topology=1x1x8", "--format=json")
+  assert rc == 0, err
+  result = json.loads(out)
+  assert result["num_partitions"] == 8
+  assert result["num_partitions_from"] == "inferred from the Shardy mesh"
+  assert [e["instruction"] for e in result["collectives"]] == ["ppermute.2", "ppermute.3"]
+  for e in result["collectives"]:
+    assert e["pairs"] == RING_PAIRS and e["trip_count"] == 8
+    assert e["choice"]["plan"] == "nvshmem"
+  rc, out, _ = run(capsys, LOWERED, "--topology=1x2x4")
+  assert rc == 0
+  assert "8 partitions (inferred from the Shardy mesh)" in out
+  assert "trip count 8" in out and "trip count unknown" not in out
+  assert "choice        nccl" in out
+
+
+def test_num_partitions_flag(capsys, tmp_path):
+  # Without the mesh the topology gives the count; --num-partitions overrides both.
+  text = LOWERED.read_text()
+  header, rest = text.split("\n", 1)
+  bare = tmp_path / "no_mesh.hlo"
+  bare.write_text(header.split(", frontend_attributes=")[0] + "\n" + rest)
+  rc, out, err = run(capsys, bare, "--topology=1x2x4", "--format=json")
+  assert rc == 0, err
+  assert json.loads(out)["num_partitions_from"] == "inferred from the topology's devices"
+  rc, out, err = run(capsys, bare, "--topology=1x2x4", "--num-partitions=4", "--format=json")
+  assert rc == 2 and "outside" in err and "\n" not in err.strip()
+  rc, out, err = run(capsys, bare, "--topology=2x2x4", "--num-partitions=8", "--format=json")
+  assert rc == 0, err
+  assert json.loads(out)["num_partitions"] == 8
+
+
+def test_trip_count_of_scan_loop_before_optimization():
+  from hlo_tools.collectives import collective_permutes
+  from hlo_tools.hlo_text import parse_hlo_file
+  recs = collective_permutes(parse_hlo_file(LOWERED))
+  assert [(r.while_loop, r.trip_count) for r in recs] == [("while.10", 8)] * 2
+  # A bound of 5 from 0, `le` instead of `lt`: 6 trips.
+  text = LOWERED.read_text().replace("constant.26 = s32[] constant(8)",
+                                     "constant.26 = s32[] constant(5)")
+  text = text.replace("compare(get-tuple-element.27, constant.26), direction=LT",
+                      "compare(get-tuple-element.27, constant.26), direction=LE")
+  from hlo_tools.hlo_text import parse_hlo_text
+  assert [r.trip_count for r in collective_permutes(parse_hlo_text(text))] == [6, 6]
