@@ -1,9 +1,18 @@
 """Ring attention in JAX: the example whose collective-permutes the NVSHMEM pass moves.
 
 Sequence parallelism over a mesh axis `cp`: each device keeps its query block and
-passes its K/V block around the ring with `lax.ppermute`, one step per device,
-combining the partial results with an online (numerically stable) softmax.
-Grouped-query attention: `num_heads` query heads share `num_kv_heads` K/V heads.
+passes its K/V block around the ring with one `lax.ppermute` per step (K and V
+together), one step per device. Grouped-query attention: `num_heads` query heads
+share `num_kv_heads` K/V heads.
+
+The step is memory-efficient (FlashAttention-2 style): `block_attention` walks
+query and key chunks with a running max and sum, never building a block's whole
+score matrix, and returns (out, logsumexp). Its custom VJP keeps only q, k, v,
+out and logsumexp and recomputes the scores chunk by chunk in the backward, so
+forward and backward both stay O(sequence x head_dim) in memory. The ring folds
+the per-step results together by their logsumexp. Causal chunks that lie wholly
+in the future are skipped (their loops have dynamic bounds), so a device whose
+K/V block comes from a later position does no work for it.
 
 Layout: q is [batch, seq, num_heads, head_dim], k and v are
 [batch, seq, num_kv_heads, head_dim]; all three are sharded along seq.
@@ -11,6 +20,7 @@ Layout: q is [batch, seq, num_heads, head_dim], k and v are
 
 import dataclasses
 import functools
+import math
 
 import jax
 from jax import lax
@@ -20,11 +30,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 AXIS = "cp"
 
-# Finite "minus infinity" for masked scores: exp(MASK - m) underflows to 0 without
-# ever producing inf - inf = NaN when a whole row of a block is masked.
-_MASK_VALUE = -1e30
-
 DTYPES = {"bf16": jnp.bfloat16, "f32": jnp.float32, "f16": jnp.float16}
+
+DEFAULT_CHUNK = 2048
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +46,8 @@ class RingConfig:
   causal: bool = True
   backward: bool = False
   batch: int = 1
+  q_chunk: int = DEFAULT_CHUNK
+  k_chunk: int = DEFAULT_CHUNK
 
   def validate(self, num_devices):
     if self.dtype not in DTYPES:
@@ -48,6 +58,8 @@ class RingConfig:
     if self.seq_len % num_devices:
       raise ValueError(f"seq_len={self.seq_len} is not divisible by the "
                        f"{num_devices} devices of the ring")
+    if self.q_chunk < 1 or self.k_chunk < 1:
+      raise ValueError("q_chunk and k_chunk must be >= 1")
 
   def shapes(self):
     """Global (q, k, v) shapes."""
@@ -56,30 +68,176 @@ class RingConfig:
     return q, kv, kv
 
 
-def _block_update(carry, q, k, v, q_offset, k_offset, causal):
-  """One online-softmax step: fold the scores of q against one K/V block in.
+def _chunk(length, want):
+  """A chunk size that divides `length`: `want` when it does, else a divisor."""
+  return length if want >= length else math.gcd(length, want)
 
-  q is [b, sq, kvh, g, d] (pre-scaled, f32); k and v are [b, sk, kvh, d].
-  carry = (o, m, l): unnormalized output [b, sq, kvh, g, d], running max and
-  running denominator [b, kvh, g, sq], all f32.
-  """
-  o, m, l = carry
-  s = jnp.einsum("bqhgd,bkhd->bhgqk", q, k.astype(jnp.float32))
+
+def _scores(qc, kc, q_pos0, k_pos0, causal, scale):
+  """f32 scores [b, kvh, g, cq, ck] of a query chunk against a key chunk, masked."""
+  s = jnp.einsum("bqhgd,bkhd->bhgqk", qc, kc,
+                 preferred_element_type=jnp.float32) * scale
   if causal:
-    q_pos = q_offset + jnp.arange(q.shape[1])
-    k_pos = k_offset + jnp.arange(k.shape[1])
-    s = jnp.where(k_pos[None, :] <= q_pos[:, None], s, _MASK_VALUE)
-  m_new = jnp.maximum(m, s.max(axis=-1))
-  p = jnp.exp(s - m_new[..., None])
-  # Rescale what was accumulated under the old max.
-  alpha = jnp.exp(m - m_new)
-  l_new = alpha * l + p.sum(axis=-1)
-  pv = jnp.einsum("bhgqk,bkhd->bqhgd", p, v.astype(jnp.float32))
-  alpha_o = jnp.transpose(alpha, (0, 3, 1, 2))[..., None]  # -> [b, sq, kvh, g, 1]
-  return o * alpha_o + pv, m_new, l_new
+    q_pos = q_pos0 + jnp.arange(qc.shape[1])
+    k_pos = k_pos0 + jnp.arange(kc.shape[1])
+    s = jnp.where(k_pos[None, :] <= q_pos[:, None], s, -jnp.inf)
+  return s
 
 
-def ring_attention_shard(q, k, v, *, causal, axis_name=AXIS):
+def _vary_like(ref, *xs):
+  """xs typed like the scalar `ref` with respect to shard_map's manual axes.
+
+  Inside shard_map a loop carry must vary over the mesh axes its loop output
+  varies over, and fresh zeros vary over none. Adding ref * 0 (a per-device
+  position) gives them ref's axis types on every jax version, without naming
+  the axis; outside shard_map it is a no-op.
+  """
+  zero = (jnp.asarray(ref) * 0).astype(jnp.float32)
+  return tuple(x + zero for x in xs)
+
+
+def _needed_k_chunks(q_end, k_off, ck, nk, causal):
+  """Key chunks a query chunk ending at position q_end (inclusive) must visit."""
+  if not causal:
+    return nk
+  return jnp.clip((q_end - k_off) // ck + 1, 0, nk)
+
+
+def _first_q_chunk(k_start, q_off, cq, nq, causal):
+  """First query chunk that sees a key chunk starting at k_start."""
+  if not causal:
+    return 0
+  return jnp.clip((k_start - q_off) // cq, 0, nq)
+
+
+def _block_fwd_impl(q, k, v, q_off, k_off, causal, cq, ck):
+  """Chunked online softmax. q [b, sq, kvh, g, d]; k, v [b, sk, kvh, d].
+
+  Returns out [b, sq, kvh, g, d] f32 (normalized) and lse [b, kvh, g, sq] f32
+  (-inf for rows with no visible key).
+  """
+  b, sq, kvh, g, d = q.shape
+  nq, nk = sq // cq, k.shape[1] // ck
+  scale = 1.0 / np.sqrt(d)
+
+  def q_chunk(i):
+    qc = lax.dynamic_slice_in_dim(q, i * cq, cq, axis=1)
+    q_pos0 = q_off + i * cq
+
+    def k_step(j, carry):
+      acc, m, l = carry
+      kc = lax.dynamic_slice_in_dim(k, j * ck, ck, axis=1)
+      vc = lax.dynamic_slice_in_dim(v, j * ck, ck, axis=1)
+      s = _scores(qc, kc, q_pos0, k_off + j * ck, causal, scale)
+      m_new = jnp.maximum(m, s.max(axis=-1))
+      m_safe = jnp.where(m_new == -jnp.inf, 0.0, m_new)  # no -inf - -inf
+      p = jnp.exp(s - m_safe[..., None])
+      alpha = jnp.exp(m - m_safe)
+      pv = jnp.einsum("bhgqk,bkhd->bhgqd", p.astype(v.dtype), vc,
+                      preferred_element_type=jnp.float32)
+      return acc * alpha[..., None] + pv, m_new, l * alpha + p.sum(axis=-1)
+
+    acc0 = jnp.zeros((b, kvh, g, cq, d), jnp.float32)
+    m0 = jnp.full((b, kvh, g, cq), -jnp.inf, jnp.float32)
+    l0 = jnp.zeros((b, kvh, g, cq), jnp.float32)
+    acc0, m0, l0 = _vary_like(q_pos0, acc0, m0, l0)
+    hi = _needed_k_chunks(q_pos0 + cq - 1, k_off, ck, nk, causal)
+    acc, m, l = lax.fori_loop(0, hi, k_step, (acc0, m0, l0))
+    seen = l > 0
+    out = acc / jnp.where(seen, l, 1.0)[..., None]
+    lse = jnp.where(seen, m + jnp.log(jnp.where(seen, l, 1.0)), -jnp.inf)
+    return out, lse
+
+  outs, lses = lax.map(q_chunk, jnp.arange(nq))  # [nq, b, kvh, g, cq, (d)]
+  out = jnp.transpose(outs, (1, 0, 4, 2, 3, 5)).reshape(b, sq, kvh, g, d)
+  lse = jnp.transpose(lses, (1, 2, 3, 0, 4)).reshape(b, kvh, g, sq)
+  return out, lse
+
+
+def _block_bwd_impl(q, k, v, q_off, k_off, out, lse, dout, dlse, causal, cq, ck):
+  """Recomputes P chunk by chunk; dS = P * (dP - D) + P * dlse, D = rowsum(dO * O)."""
+  b, sq, kvh, g, d = q.shape
+  nq, nk = sq // cq, k.shape[1] // ck
+  scale = 1.0 / np.sqrt(d)
+  dout = dout.astype(jnp.float32)
+  delta = jnp.einsum("bqhgd,bqhgd->bhgq", dout, out)
+  lse_safe = jnp.where(jnp.isfinite(lse), lse, 0.0)
+  dlse = dlse.astype(jnp.float32)
+
+  def k_chunk(dq, j):
+    kc = lax.dynamic_slice_in_dim(k, j * ck, ck, axis=1)
+    vc = lax.dynamic_slice_in_dim(v, j * ck, ck, axis=1)
+    k_pos0 = k_off + j * ck
+
+    def q_step(i, carry):
+      dq, dk, dv = carry
+      qc = lax.dynamic_slice_in_dim(q, i * cq, cq, axis=1)
+      doc = lax.dynamic_slice_in_dim(dout, i * cq, cq, axis=1)
+      rows = lambda x: lax.dynamic_slice_in_dim(x, i * cq, cq, axis=3)
+      s = _scores(qc, kc, q_off + i * cq, k_pos0, causal, scale)
+      p = jnp.exp(s - rows(lse_safe)[..., None])
+      dv = dv + jnp.einsum("bhgqk,bqhgd->bkhd", p, doc)
+      dp = jnp.einsum("bqhgd,bkhd->bhgqk", doc, vc.astype(jnp.float32))
+      ds = p * (dp - rows(delta)[..., None] + rows(dlse)[..., None]) * scale
+      dk = dk + jnp.einsum("bhgqk,bqhgd->bkhd", ds, qc.astype(jnp.float32))
+      dqc = jnp.einsum("bhgqk,bkhd->bqhgd", ds, kc.astype(jnp.float32))
+      dq = lax.dynamic_update_slice_in_dim(
+          dq, lax.dynamic_slice_in_dim(dq, i * cq, cq, axis=1) + dqc, i * cq, axis=1)
+      return dq, dk, dv
+
+    zeros_kv, = _vary_like(k_pos0 + q_off,
+                           jnp.zeros((b, ck, kvh, d), jnp.float32))
+    lo = _first_q_chunk(k_pos0, q_off, cq, nq, causal)
+    dq, dk, dv = lax.fori_loop(lo, nq, q_step, (dq, zeros_kv, zeros_kv))
+    return dq, (dk, dv)
+
+  dq0, = _vary_like(q_off + k_off, jnp.zeros(q.shape, jnp.float32))
+  dq, (dks, dvs) = lax.scan(k_chunk, dq0, jnp.arange(nk))  # dks [nk, b, ck, kvh, d]
+  merge = lambda x: jnp.moveaxis(x, 0, 1).reshape(k.shape)
+  return dq, merge(dks), merge(dvs)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(5, 6, 7))
+def block_attention(q, k, v, q_off, k_off, causal, cq, ck):
+  """Attention of q [b, sq, kvh, g, d] against one K/V block at position k_off.
+
+  q_off and k_off are the blocks' global start positions (int32 scalars, may be
+  traced). Returns (out f32 [b, sq, kvh, g, d], lse f32 [b, kvh, g, sq]).
+  """
+  return _block_fwd_impl(q, k, v, q_off, k_off, causal, cq, ck)
+
+
+def _block_attention_fwd(q, k, v, q_off, k_off, causal, cq, ck):
+  out, lse = _block_fwd_impl(q, k, v, q_off, k_off, causal, cq, ck)
+  return (out, lse), (q, k, v, q_off, k_off, out, lse)
+
+
+def _block_attention_bwd(causal, cq, ck, res, cotangents):
+  q, k, v, q_off, k_off, out, lse = res
+  dout, dlse = cotangents
+  dq, dk, dv = _block_bwd_impl(q, k, v, q_off, k_off, out, lse, dout, dlse,
+                               causal, cq, ck)
+  return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None, None
+
+
+block_attention.defvjp(_block_attention_fwd, _block_attention_bwd)
+
+
+def _merge(out_a, lse_a, out_b, lse_b):
+  """Combines two partial attentions over disjoint keys by their logsumexp."""
+  m = jnp.maximum(lse_a, lse_b)
+  m_safe = jnp.where(m == -jnp.inf, 0.0, m)
+  wa, wb = jnp.exp(lse_a - m_safe), jnp.exp(lse_b - m_safe)
+  total = wa + wb
+  seen = total > 0
+  inv = 1.0 / jnp.where(seen, total, 1.0)
+  lse = jnp.where(seen, m_safe + jnp.log(jnp.where(seen, total, 1.0)), -jnp.inf)
+  to_rows = lambda w: jnp.transpose(w * inv, (0, 3, 1, 2))[..., None]
+  return out_a * to_rows(wa) + out_b * to_rows(wb), lse
+
+
+def ring_attention_shard(q, k, v, *, causal, axis_name=AXIS, q_chunk=DEFAULT_CHUNK,
+                         k_chunk=DEFAULT_CHUNK):
   """Per-device body (inside shard_map): q/k/v are this device's sequence blocks."""
   n = lax.axis_size(axis_name)
   me = lax.axis_index(axis_name)
@@ -87,29 +245,28 @@ def ring_attention_shard(q, k, v, *, causal, axis_name=AXIS):
   kvh = k.shape[2]
   g = h // kvh
   block = sq  # every device holds an equal block of the sequence
-  qf = (q.astype(jnp.float32) * (1.0 / np.sqrt(d))).reshape(b, sq, kvh, g, d)
+  cq, ck = _chunk(sq, q_chunk), _chunk(k.shape[1], k_chunk)
+  qg = q.reshape(b, sq, kvh, g, d)
   # Send to the next device: after i steps device `me` holds block (me - i) mod n.
   perm = [(j, (j + 1) % n) for j in range(n)]
 
   def step(i, state):
-    o, m, l, k_cur, v_cur = state
+    out, lse, k_cur, v_cur = state
+    # One permute carries K and V; it does not depend on this step's compute,
+    # so XLA can overlap the transfer with it.
+    k_next, v_next = lax.ppermute((k_cur, v_cur), axis_name, perm)
     src = (me - i) % n
-    o, m, l = _block_update((o, m, l), qf, k_cur, v_cur,
-                            me * block, src * block, causal)
-    k_next = lax.ppermute(k_cur, axis_name, perm)
-    v_next = lax.ppermute(v_cur, axis_name, perm)
-    return o, m, l, k_next, v_next
+    o_i, lse_i = block_attention(qg, k_cur, v_cur, me * block, src * block,
+                                 causal, cq, ck)
+    out, lse = _merge(out, lse, o_i, lse_i)
+    return out, lse, k_next, v_next
 
   # The accumulators differ per device, so they must be typed as varying over the
   # axis like the loop's outputs (shard_map checks the carry's manual axis types).
   varying = functools.partial(lax.pcast, axis_name=axis_name, to="varying")
-  o0 = varying(jnp.zeros((b, sq, kvh, g, d), jnp.float32))
-  m0 = varying(jnp.full((b, kvh, g, sq), -jnp.inf, jnp.float32))
-  l0 = varying(jnp.zeros((b, kvh, g, sq), jnp.float32))
-  # Step 0 is the diagonal block, which leaves every causal row at least one
-  # unmasked key, so m is finite from then on and -inf never meets -inf.
-  o, m, l, _, _ = lax.fori_loop(0, n, step, (o0, m0, l0, k, v))
-  out = o / jnp.transpose(l, (0, 3, 1, 2))[..., None]
+  out0 = varying(jnp.zeros((b, sq, kvh, g, d), jnp.float32))
+  lse0 = varying(jnp.full((b, kvh, g, sq), -jnp.inf, jnp.float32))
+  out, _, _, _ = lax.fori_loop(0, n, step, (out0, lse0, k, v))
   return out.reshape(b, sq, h, d).astype(q.dtype)
 
 
@@ -117,11 +274,12 @@ def make_mesh(devices):
   return Mesh(np.asarray(devices), (AXIS,))
 
 
-def ring_attention(mesh, causal):
+def ring_attention(mesh, causal, q_chunk=DEFAULT_CHUNK, k_chunk=DEFAULT_CHUNK):
   """Global function (q, k, v) -> out, sequence-sharded over the mesh's `cp` axis."""
   spec = P(None, AXIS)
-  return jax.shard_map(functools.partial(ring_attention_shard, causal=causal),
-                       mesh=mesh, in_specs=(spec,) * 3, out_specs=spec)
+  body = functools.partial(ring_attention_shard, causal=causal, q_chunk=q_chunk,
+                           k_chunk=k_chunk)
+  return jax.shard_map(body, mesh=mesh, in_specs=(spec,) * 3, out_specs=spec)
 
 
 def _loss(out):
@@ -131,7 +289,7 @@ def _loss(out):
 
 def example_function(config, mesh):
   """The function the dump compiles: forward, or loss gradients for backward."""
-  attn = ring_attention(mesh, config.causal)
+  attn = ring_attention(mesh, config.causal, config.q_chunk, config.k_chunk)
   if not config.backward:
     return attn
   return jax.grad(lambda q, k, v: _loss(attn(q, k, v)), argnums=(0, 1, 2))
