@@ -1,0 +1,142 @@
+"""The JAX hook: the transformation on real modules, and registration in a real compile."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hlo_tools import jax_hook
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+
+
+def _config(line):
+  if "backend_config=" not in line:
+    return {}
+  at = line.index("backend_config=") + len("backend_config=")
+  return json.loads(line[at:jax_hook._match_brace(line, at)])  # pylint: disable=protected-access
+
+
+def _permute_lines(text):
+  return [l for l in text.split("\n") if jax_hook._PERMUTE_RE.search(l)]  # pylint: disable=protected-access
+
+
+@pytest.fixture(scope="module")
+def core():
+  sel = jax_hook.load_selection()
+  return sel, sel.load_cost_table()
+
+
+@pytest.mark.parametrize("name,topology", [
+    ("ring_1x1x8.after_optimizations.hlo", "1x1x8"),
+    ("ring_1x2x4.after_optimizations.hlo", "1x2x4"),
+    ("ring_1x1x8.before_async.hlo", "1x1x8"),
+])
+def test_transform_sets_mode_and_keeps_the_rest(core, name, topology):
+  sel, table = core
+  with open(os.path.join(FIXTURES, name)) as f:
+    text = f.read()
+  new, records = jax_hook.transform_text(text, sel, sel.parse_topology(topology),
+                                         table, ("nccl", "peer"))
+  assert records, "no permute found"
+  old_lines, new_lines = text.split("\n"), (new or text).split("\n")
+  assert len(old_lines) == len(new_lines)
+  changed = [(a, b) for a, b in zip(old_lines, new_lines) if a != b]
+  # Only permute lines change, and within them only the mode.
+  for a, b in changed:
+    assert jax_hook._PERMUTE_RE.search(a)  # pylint: disable=protected-access
+    ca, cb = _config(a), _config(b)
+    mode = cb["collective_backend_config"].pop("collectives_mode", None)
+    ca.get("collective_backend_config", {}).pop("collectives_mode", None)
+    assert mode in (None, "COLLECTIVES_PEER_MEMORY"), mode  # None: NCCL
+    assert {k: v for k, v in ca.items() if v} == {k: v for k, v in cb.items() if v}
+    head = a[:a.index("backend_config=")] if "backend_config=" in a else a.rstrip() + ", "
+    assert head == b[:b.index("backend_config=")]
+  for r in records:
+    assert r["backend"] in ("nccl", "peer")
+    assert r["bytes"] > 0 and r["pairs"]
+  if topology == "1x2x4":  # the ring crosses hosts: no peer memory there
+    assert {r["backend"] for r in records} == {"nccl"}
+  want = sum(r["backend"] == "peer" for r in records)
+  assert sum(jax_hook.permute_modes(new or text).get(k, 0) for k in
+             jax_hook.permute_modes(new or text) if k.endswith("PEER_MEMORY")) == want
+
+
+def test_mode_round_trip_on_real_lines():
+  """jax 0.10.2 and 0.11.2 lines: set a mode, then NCCL removes it, nothing else moves."""
+  paths = [os.path.join(FIXTURES, "ring_1x1x8.after_optimizations.hlo"),
+           os.path.join(FIXTURES, "jax0112",
+                        "h200_jax0112_ppermute_loop.after_optimizations.hlo")]
+  for path in paths:
+    with open(path) as f:
+      lines = [l for l in _permute_lines(f.read()) if "collectives_mode" in l]
+    assert lines, f"{path} lost its collectives_mode"
+    for line in lines:
+      peer = jax_hook.set_line_mode(line, "COLLECTIVES_PEER_MEMORY")
+      assert jax_hook.line_mode(peer) == "COLLECTIVES_PEER_MEMORY"
+      out = jax_hook.set_line_mode(peer, None)
+      assert jax_hook.line_mode(out) is None
+      cfg_in, cfg_out = _config(line), _config(out)
+      cfg_in["collective_backend_config"].pop("collectives_mode")
+      assert cfg_in == cfg_out
+
+
+def test_line_without_backend_config_gets_one():
+  line = ("  %cp = f32[4]{0} collective-permute(%p), channel_id=1, "
+          "source_target_pairs={{0,1},{1,0}}")
+  assert jax_hook.set_line_mode(line, None) == line
+  out = jax_hook.set_line_mode(line, "COLLECTIVES_PEER_MEMORY")
+  assert jax_hook.line_mode(out) == "COLLECTIVES_PEER_MEMORY"
+
+
+def test_bad_backends():
+  with pytest.raises(jax_hook.HookError, match="backends"):
+    jax_hook.install("1x1x2", backends=("peer",))
+  with pytest.raises(jax_hook.HookError, match="backends"):
+    jax_hook.install("1x1x2", backends=("nccl", "nvshmem"))
+
+
+_CHILD = r"""
+import json, sys
+import jax, jax.numpy as jnp
+from jax import lax
+from jax.sharding import PartitionSpec as P
+from hlo_tools import jax_hook, ring_attention as ra
+hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), platforms=("cpu",),
+                        report=sys.argv[1])
+mesh = ra.make_mesh(jax.devices()[:2])
+f = jax.jit(jax.shard_map(lambda x: lax.ppermute(x, "cp", [(0, 1), (1, 0)]) * 2,
+                          mesh=mesh, in_specs=P("cp"), out_specs=P("cp")))
+x = jnp.arange(1 << 20, dtype=jnp.float32)
+compiled = f.lower(x).compile()
+y = compiled(x)
+ok = bool(jnp.array_equal(y, jnp.roll(x.reshape(2, -1), 1, axis=0).reshape(-1) * 2))
+after = jax_hook.permute_modes(compiled.as_text())
+removed = hook.uninstall()
+again = jax.jit(lambda x: x + 1).lower(x).compile()
+print(json.dumps({"calls": hook.calls, "decisions": hook.decisions, "after": after,
+                  "ok": ok, "removed": removed, "calls_after": len(hook.calls)}))
+"""
+
+
+def test_registered_hook_runs_in_a_real_compile(tmp_path):
+  report = tmp_path / "hook.json"
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             XLA_FLAGS="--xla_force_host_platform_device_count=2",
+             PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+  proc = subprocess.run([sys.executable, "-c", _CHILD, str(report)], env=env,
+                        capture_output=True, text=True, timeout=600, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  got = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert [c.get("error") for c in got["calls"]] == [None] * len(got["calls"])
+  (decision,) = got["decisions"]
+  assert decision["pairs"] == [[0, 1], [1, 0]] and decision["bytes"] == 2 << 20
+  assert decision["backend"] in ("nccl", "peer")
+  mode = "COLLECTIVES_PEER_MEMORY" if decision["backend"] == "peer" else "NCCL"
+  assert got["after"] == {f"collective-permute:{mode}": 1}
+  assert got["ok"], "the program's result changed"
+  assert got["removed"] and got["calls_after"] == len(got["calls"])
+  assert json.loads(report.read_text())["decisions"] == got["decisions"]
