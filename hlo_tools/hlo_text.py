@@ -131,6 +131,158 @@ _CLOSERS = {"(": ")", "{": "}", "[": "]"}
 
 
 # ---------------------------------------------------------------------------------------
+# Attribute names each opcode takes, and the form of typed values: XLA's parser rejects
+# any other name and a value of the wrong form. Names read off XLA's HloParser.
+
+_COMMON_ATTRS = ("sharding frontend_attributes statistics parameter_replication "
+                 "control-predecessors origin metadata backend_config")
+
+_OPCODE_ATTRS_SPEC = {
+    "iota": "iota_dimension", "topk": "k largest",
+    "acos acosh asin asinh atanh exponential-minus-one log log-plus-one logistic sqrt "
+    "cbrt rsqrt tanh erf sine sinh cosine cosh tan exponential": "result_accuracy",
+    "all-gather all-gather-start":
+        "replica_groups channel_id dimensions constrain_layout use_global_device_ids",
+    "all-reduce all-reduce-start reduce-scatter":
+        "to_apply replica_groups channel_id constrain_layout use_global_device_ids mode "
+        "dimensions",
+    "all-to-all": "replica_groups channel_id dimensions constrain_layout",
+    "ragged-all-to-all": "replica_groups channel_id dimensions",
+    "collective-broadcast": "replica_groups channel_id",
+    "collective-permute collective-permute-start":
+        "source_target_pairs channel_id slice_sizes",
+    "async-start": "async_execution_thread output_to_operand_aliasing calls",
+    "async-update async-done": "async_execution_thread calls",
+    "copy-start": "cross_program_prefetch_index",
+    "reshape": "inferred_dimension", "sort": "dimensions is_stable to_apply",
+    "while": "condition body", "recv recv-done send send-done": "channel_id is_host_transfer",
+    "get-tuple-element": "index", "call": "to_apply is_composite",
+    "reduce-window": "window to_apply",
+    "convolution": "window dim_labels feature_group_count batch_group_count conv_kind "
+                   "operand_precision",
+    "fft": "fft_type fft_length",
+    "triangular-solve": "left_side lower unit_diagonal transpose_a",
+    "compare": "direction type", "cholesky": "lower",
+    "broadcast concatenate reverse transpose get-dimension-size set-dimension-size":
+        "dimensions",
+    "map": "to_apply dimensions", "reduce": "to_apply dimensions",
+    "scan": "to_apply dimensions num_carries is_reverse is_associative",
+    "select-and-scatter": "select scatter window", "slice": "slice",
+    "dynamic-slice": "dynamic_slice_sizes",
+    "batch-norm-training batch-norm-inference batch-norm-grad": "epsilon feature_index",
+    "pad": "padding", "fusion": "calls kind output_to_operand_aliasing",
+    "infeed": "infeed_config", "outfeed": "outfeed_config outfeed_shape",
+    "rng": "distribution", "rng-get-and-update-state": "delta",
+    "rng-bit-generator": "algorithm", "reduce-precision": "exponent_bits mantissa_bits",
+    "conditional": "true_computation false_computation branch_computations",
+    "custom-call": "custom_call_target window dim_labels feature_group_count "
+                   "batch_group_count operand_layout_constraints custom_call_has_side_effect "
+                   "to_apply called_computations output_to_operand_aliasing padding_type "
+                   "literal operand_precision schedule api_version",
+    "dot scaled-dot": "lhs_contracting_dims rhs_contracting_dims lhs_batch_dims "
+                      "rhs_batch_dims operand_precision algorithm",
+    "ragged-dot": "lhs_contracting_dims rhs_contracting_dims lhs_batch_dims rhs_batch_dims "
+                  "lhs_ragged_dims rhs_group_dims operand_precision",
+    "gather": "offset_dims collapsed_slice_dims start_index_map index_vector_dim slice_sizes "
+              "indices_are_sorted operand_batching_dims start_indices_batching_dims",
+    "scatter": "update_window_dims inserted_window_dims scatter_dims_to_operand_dims "
+               "index_vector_dim to_apply indices_are_sorted unique_indices "
+               "input_batching_dims scatter_indices_batching_dims",
+    "domain": "domain",
+}
+
+# Attributes without which XLA's parser refuses the instruction.
+_REQUIRED_ATTRS_SPEC = {
+    "iota": "iota_dimension", "topk": "k", "all-gather all-gather-start": "dimensions",
+    "all-reduce all-reduce-start reduce-scatter": "to_apply",
+    "collective-permute collective-permute-start": "source_target_pairs",
+    "async-start": "calls", "sort": "dimensions to_apply", "while": "condition body",
+    "get-tuple-element": "index", "call": "to_apply", "reduce-window": "to_apply",
+    "convolution": "dim_labels", "fft": "fft_type fft_length", "compare": "direction",
+    "concatenate reverse transpose get-dimension-size set-dimension-size": "dimensions",
+    "map": "to_apply", "reduce": "to_apply dimensions",
+    "scan": "to_apply dimensions num_carries", "select-and-scatter": "select scatter",
+    "slice": "slice", "dynamic-slice": "dynamic_slice_sizes",
+    "batch-norm-training batch-norm-inference batch-norm-grad": "epsilon feature_index",
+    "pad": "padding", "fusion": "calls kind", "rng": "distribution",
+    "rng-get-and-update-state": "delta", "rng-bit-generator": "algorithm",
+    "reduce-precision": "exponent_bits mantissa_bits", "custom-call": "custom_call_target",
+    "gather": "offset_dims start_index_map index_vector_dim slice_sizes",
+    "scatter": "scatter_dims_to_operand_dims index_vector_dim to_apply", "domain": "domain",
+}
+
+
+def _expand_spec(spec, base=""):
+  table = {}
+  for ops, names in spec.items():
+    for op in ops.split():
+      table[op] = frozenset((base + " " + names).split())
+  return table
+
+
+_OPCODE_ATTRS = _expand_spec(_OPCODE_ATTRS_SPEC, _COMMON_ATTRS)
+_REQUIRED_ATTRS = _expand_spec(_REQUIRED_ATTRS_SPEC)
+_PLAIN_ATTRS = frozenset(_COMMON_ATTRS.split())
+
+_INT = r"-?\d+"
+_INT_LIST = r"\{\s*(?:-?\d+(?:\s*,\s*-?\d+)*)?\s*\}"
+_NAME = r"%?[A-Za-z_][\w.\-]*"
+# Value forms by attribute name (names whose form is the same for every opcode).
+_VALUE_FORMS = {
+    **{k: re.compile(_INT) for k in (
+        "channel_id index iota_dimension k feature_group_count batch_group_count "
+        "inferred_dimension cross_program_prefetch_index index_vector_dim num_carries delta "
+        "exponent_bits mantissa_bits feature_index").split()},
+    **{k: re.compile("true|false") for k in (
+        "constrain_layout use_global_device_ids is_stable is_host_transfer is_composite "
+        "largest custom_call_has_side_effect indices_are_sorted unique_indices is_reverse "
+        "is_associative left_side lower unit_diagonal").split()},
+    **{k: re.compile(_INT_LIST) for k in (
+        "fft_length lhs_contracting_dims rhs_contracting_dims lhs_batch_dims rhs_batch_dims "
+        "lhs_ragged_dims rhs_group_dims offset_dims collapsed_slice_dims start_index_map "
+        "operand_batching_dims start_indices_batching_dims update_window_dims "
+        "inserted_window_dims scatter_dims_to_operand_dims input_batching_dims "
+        "scatter_indices_batching_dims dynamic_slice_sizes").split()},
+    **{k: re.compile(_NAME) for k in (
+        "to_apply body condition select scatter true_computation false_computation").split()},
+    **{k: re.compile(_STR) for k in (
+        "custom_call_target async_execution_thread infeed_config outfeed_config").split()},
+    "kind": re.compile("kLoop|kInput|kOutput|kCustom"),
+    "direction": re.compile("EQ|NE|GE|GT|LE|LT"),
+    "type": re.compile("FLOAT|TOTALORDER|SIGNED|UNSIGNED"),
+    "source_target_pairs": re.compile(
+        r"\{\s*(?:\{\s*-?\d+\s*,\s*-?\d+\s*\}(?:\s*,\s*\{\s*-?\d+\s*,\s*-?\d+\s*\})*)?\s*\}"),
+    "calls": re.compile(r"%s|\{\s*(?:%s(?:\s*,\s*%s)*)?\s*\}" % (_NAME, _NAME, _NAME)),
+    "branch_computations": re.compile(r"\{\s*(?:%s(?:\s*,\s*%s)*)?\s*\}" % (_NAME, _NAME)),
+}
+_SLICE_SIZES_LISTS = re.compile(r"\{\s*(?:%s(?:\s*,\s*%s)*)?\s*\}" % (_INT_LIST, _INT_LIST))
+_VALUE_FORMS["dimensions"] = _VALUE_FORMS["fft_length"]
+
+
+def _value_form(opcode, key):
+  """The regex a value of `key` must match in full, or None when not checked."""
+  if key == "slice_sizes" and opcode != "gather":  # collective-permute: list of lists
+    return _SLICE_SIZES_LISTS
+  return _VALUE_FORMS.get(key)
+
+
+_ATTR_FORMS = {}  # opcode -> {allowed name: value regex or None}, filled as met
+_UNKNOWN = object()
+
+
+def _allowed_attrs(opcode):
+  allowed = _OPCODE_ATTRS.get(opcode)
+  if allowed is not None:
+    return allowed
+  for suffix in _ASYNC_SUFFIXES:  # `{op}-start` sugar: op's own plus the async ones
+    if opcode.endswith(suffix) and opcode not in OPCODES:
+      base = opcode[:-len(suffix)]
+      return (_OPCODE_ATTRS.get(base, _PLAIN_ATTRS) | _OPCODE_ATTRS["async-start"]
+              | _OPCODE_ATTRS["async-update"])
+  return _PLAIN_ATTRS
+
+
+# ---------------------------------------------------------------------------------------
 # Shapes
 
 class Shape:
@@ -289,6 +441,18 @@ def _parse_shape_at(text, i):
       return shape, i
 
 
+_DIM_RE = re.compile(r"\s*(?:(\d+)|<=\s*(\d+)|(\?))\s*\Z")
+# A layout as XLA's parser reads it: minor_to_major, then in this order the optional
+# dim level types, tiles, tail padding, index and pointer types, element size, memory
+# space, split configs, physical shape and metadata prefix.
+_LAYOUT_RE = re.compile(
+    r"\{\s*(?:\d+(?:\s*,\s*\d+)*)?\s*(?::\s*"
+    r"(?:D\([A-Za-z+~,\s]*\)\s*)?(?:T(?:\([\d*,\s]*\))+\s*)?(?:L\(\d+\)\s*)?"
+    r"(?:#\([a-z][a-z0-9]*\)\s*)?(?:\*\([a-z][a-z0-9]*\)\s*)?(?:E\(\d+\)\s*)?"
+    r"(?:S\(\d+\)\s*)?(?:SC\([\d:,\s]*\)\s*)*(?:P\([^{}]*\)\s*)?(?:M\(\d+\)\s*)?)?\}")
+_LAYOUT_DIMS_RE = re.compile(r"\{\s*([\d,\s]*)")
+
+
 def _parse_array_shape_at(text, i):
   m = _ARRAY_RE.match(text, i)
   if m is None:
@@ -298,21 +462,26 @@ def _parse_array_shape_at(text, i):
     raise _ShapeError(f"unknown element type {etype!r}", i)
   dims, dynamic = [], []
   for d in dims_text.split(",") if dims_text.strip() else ():
-    d = d.strip()
-    try:
-      if d == "?":
-        dims.append(-1)
-        dynamic.append(True)
-      elif d.startswith("<="):
-        dims.append(int(d[2:]))
-        dynamic.append(True)
-      else:
-        dims.append(int(d))
-        dynamic.append(False)
-    except ValueError:
-      raise _ShapeError(f"bad dimension {d!r}", m.start(2)) from None
+    dm = _DIM_RE.match(d)
+    if dm is None:
+      raise _ShapeError(f"bad dimension {d.strip()[:20]!r}", m.start(2))
+    exact, bound, unbounded = dm.groups()
+    dims.append(int(exact or bound) if not unbounded else -1)
+    dynamic.append(exact is None)
+  if layout is not None:
+    _check_layout(layout, len(dims), m.start(3))
   return (Shape(etype, dims, layout, None, tuple(dynamic) if any(dynamic) else None),
           m.end())
+
+
+def _check_layout(layout, rank, at):
+  if not _LAYOUT_RE.fullmatch(layout):
+    raise _ShapeError(f"malformed layout {layout[:40]!r}", at)
+  minor_to_major = _LAYOUT_DIMS_RE.match(layout).group(1)
+  count = len([d for d in minor_to_major.split(",") if d.strip()])
+  if count != rank:
+    raise _ShapeError(f"layout {layout[:40]!r} orders {count} dimensions, the shape has "
+                      f"{rank}", at)
 
 
 # ---------------------------------------------------------------------------------------
@@ -682,23 +851,42 @@ def load_hlo_proto(path):
 
 
 def _decode(data, path):
+  """Text of the input. XLA reads bytes: invalid UTF-8 inside a string or comment is
+  accepted (as U+FFFD here); anywhere else the character cannot form a token."""
   if b"\0" in data[:4096]:
     raise HloParseError(path, 1, 1, "binary data, not HLO text")
-  try:
-    return data.decode("utf-8")
-  except UnicodeDecodeError as e:
-    line = data.count(b"\n", 0, e.start) + 1
-    col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-    raise HloParseError(path, line, col, "not UTF-8 text, so not HLO text") from None
+  return data.decode("utf-8", "replace")
+
+
+def _line_breaks(text):
+  """Text with "\n" line ends only. XLA takes CR as white space: a CR-only file is
+  read as lines, a stray CR elsewhere as a space."""
+  if "\r" not in text:
+    return text
+  if "\n" not in text:
+    return text.replace("\r", "\n")
+  return text.replace("\r\n", "\n").replace("\r", " ")
+
+
+_STR_OR_COMMENT_RE = re.compile(r'"(?:[^"\\\n]|\\.)*+"?|/\*.*?\*/')
+
+
+def _blank_comments(line):
+  """The line with every /* comment */'s body as spaces (columns kept), so that a quote
+  or bracket inside a comment means nothing, as in XLA's lexer."""
+  def blank(m):
+    text = m.group(0)
+    return text if text[0] == '"' else "/*" + " " * (len(text) - 4) + "*/"
+  return _STR_OR_COMMENT_RE.sub(blank, line)
 
 
 class _Parser:
   """Line-oriented parser. XLA prints one instruction per line."""
 
   def __init__(self, text, path):
-    if "\r" in text:
-      text = text.replace("\r\n", "\n")
-    self.lines = text.split("\n")
+    self.lines = _line_breaks(text).split("\n")
+    if "/*" in text:
+      self.lines = [_blank_comments(l) if "/*" in l and '"' in l else l for l in self.lines]
     if len(self.lines) > 1 and not self.lines[-1]:
       self.lines.pop()  # the final newline does not start a line
     self.path = path
@@ -716,6 +904,29 @@ class _Parser:
         at = line.find(key + "=")
         self.error(i, (at + len(key) + 2) if at >= 0 else 1,
                    f"attribute {key!r} needs an integer, got {value[:40]!r}")
+
+  def _check_attrs(self, opcode, attrs, i):
+    """Names and value forms as XLA's parser takes them for this opcode."""
+    forms = _ATTR_FORMS.get(opcode)
+    if forms is None:
+      forms = _ATTR_FORMS[opcode] = {k: _value_form(opcode, k) for k in _allowed_attrs(opcode)}
+    for key, value in attrs.items():
+      form = forms.get(key, _UNKNOWN)
+      if form is None:
+        continue
+      if form is _UNKNOWN:
+        self._attr_error(i, key, f"{opcode} takes no attribute {key!r}")
+      if not form.fullmatch(value):
+        self._attr_error(i, key, f"bad value for {key!r} of {opcode}: {value[:60]!r}", True)
+    required = _REQUIRED_ATTRS.get(opcode)
+    if required and not required <= attrs.keys():
+      self.error(i, 1, f"{opcode} needs attribute {sorted(required - attrs.keys())[0]!r}")
+
+  def _attr_error(self, i, key, message, at_value=False):
+    line = self.lines[i]
+    at = line.find(key + "=")
+    col = (at + 1 + (len(key) + 1 if at_value else 0)) if at >= 0 else 1
+    self.error(i, col, message)
 
   def parse(self):
     lines = self.lines
@@ -844,8 +1055,8 @@ class _Parser:
         operands = pct_findall(ops)
       else:
         operands = _bare_operands(ops)
-      if "channel_id" in attrs:
-        self._check_ints(attrs, ("channel_id",), i)
+      if attrs or opcode in _REQUIRED_ATTRS:
+        self._check_attrs(opcode, attrs, i)
       instr = HloInstruction(name, shape, opcode, operands, attrs, bool(root), i + 1, col, ops)
       instr.computation = comp
       if name in by_name:
