@@ -162,7 +162,7 @@ def _permute_backends(compiled_text):
   """Backend of each collective-permute(-start) in compiled HLO text."""
   found = []
   for line in compiled_text.splitlines():
-    m = re.search(r"= \S+ (collective-permute(?:-start)?)\(", line)
+    m = re.search(r"\s(collective-permute(?:-start)?)\(", line)
     if not m:
       continue
     b = re.search(r'"backend":"(\w+)"', line)
