@@ -63,6 +63,17 @@ py::dict DecisionToDict(const sel::Decision& d) {
   out["nvshmem_edge"] = std::vector<bool>(d.nvshmem_edge.begin(),
                                           d.nvshmem_edge.end());
   out["reason"] = d.reason;
+  out["backend"] = sel::BackendName(d.backend);
+  py::dict backend_us, refused;
+  for (int b = 0; b < sel::kNumBackends; ++b) {
+    const char* name = sel::BackendName(static_cast<sel::Backend>(b));
+    backend_us[name] = d.backend_us[b] < 0
+                           ? py::object(py::none())
+                           : py::object(py::float_(d.backend_us[b]));
+    if (!d.refused[b].empty()) refused[name] = d.refused[b];
+  }
+  out["backend_us"] = backend_us;
+  out["refused"] = refused;
   return out;
 }
 
@@ -142,7 +153,26 @@ PYBIND11_MODULE(_selection_core, m) {
       .def("sm_interference", [](const sel::CostTable& t,
                                  const std::string& backend) {
         return t.sm_interference[static_cast<int>(BackendOrThrow(backend))];
-      });
+      })
+      .def("per_buffer_us",
+           [](const sel::CostTable& t, const std::string& backend,
+              const std::string& link_class) {
+             return t.link(BackendOrThrow(backend), LinkClassOrThrow(link_class))
+                 .per_buffer_us;
+           })
+      // The backend set as "nccl,peer"; set it from the same text.
+      .def_property(
+          "backends",
+          [](const sel::CostTable& t) {
+            return sel::BackendSetToString(t.backends);
+          },
+          [](sel::CostTable& t, const std::string& text) {
+            std::string error;
+            auto backends = sel::ParseBackendSet(text, &error);
+            if (!backends) throw py::value_error(error);
+            t.backends = *backends;
+          })
+      .def_readwrite("symmetric_signals", &sel::CostTable::symmetric_signals);
 
   m.def("link_classes", []() {
     std::vector<std::string> names;
@@ -152,14 +182,23 @@ PYBIND11_MODULE(_selection_core, m) {
     return names;
   });
 
+  m.def("backend_names", []() {
+    std::vector<std::string> names;
+    for (int b = 0; b < sel::kNumBackends; ++b) {
+      names.push_back(sel::BackendName(static_cast<sel::Backend>(b)));
+    }
+    return names;
+  });
+
   m.def("edge_time_us",
         [](const sel::CostTable& table, const std::string& backend,
-           const std::string& link_class, int64_t bytes) {
+           const std::string& link_class, int64_t bytes, int buffers) {
+          if (buffers < 1) throw py::value_error("buffers must be >= 1");
           return sel::EdgeTimeUs(table, BackendOrThrow(backend),
-                                 LinkClassOrThrow(link_class), bytes);
+                                 LinkClassOrThrow(link_class), bytes, buffers);
         },
         py::arg("table"), py::arg("backend"), py::arg("link_class"),
-        py::arg("bytes"));
+        py::arg("bytes"), py::arg("buffers") = 1);
 
   m.def("edge_ids_to_devices",
         [](const sel::Topology& topology,
@@ -178,8 +217,9 @@ PYBIND11_MODULE(_selection_core, m) {
   m.def("decide",
         [](const sel::Topology& topology, const sel::CostTable& table,
            int64_t bytes, const std::vector<std::pair<int, int>>& device_edges,
-           int pairs_per_group, int team_size) {
+           int pairs_per_group, int team_size, int buffers) {
           if (team_size < 0) throw py::value_error("team_size must be >= 0");
+          if (buffers < 1) throw py::value_error("buffers must be >= 1");
           if (pairs_per_group < 0 ||
               (pairs_per_group > 0 && device_edges.size() % pairs_per_group != 0)) {
             throw py::value_error("pairs_per_group must divide the number of edges");
@@ -196,11 +236,12 @@ PYBIND11_MODULE(_selection_core, m) {
           }
           return DecisionToDict(
               sel::Decide(topology, table,
-                          {bytes, device_edges, pairs_per_group, team_size}));
+                          {bytes, device_edges, pairs_per_group, team_size,
+                           buffers}));
         },
         py::arg("topology"), py::arg("table"), py::arg("bytes"),
         py::arg("device_edges"), py::arg("pairs_per_group") = 0,
-        py::arg("team_size") = 0);
+        py::arg("team_size") = 0, py::arg("buffers") = 1);
 
   m.def("team_devices", &sel::TeamDevices, py::arg("topology"),
         py::arg("team_size"));

@@ -155,9 +155,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (decision.reason.find("nan") != std::string::npos) {
     Violation("NaN in a decision's reason: " + decision.reason);
   }
-  const double expected = decision.plan == sel::Plan::kNvshmem ? decision.nvshmem_us
-                          : decision.plan == sel::Plan::kSplit ? decision.split_us
-                                                               : decision.nccl_us;
-  if (decision.chosen_us != expected) Violation("chosen time is not the plan's");
+  const int chosen = static_cast<int>(decision.backend);
+  if (decision.plan != sel::PlanForBackend(decision.backend)) {
+    Violation("plan and backend disagree: " + decision.reason);
+  }
+  if (decision.chosen_us != decision.backend_us[chosen]) {
+    Violation("chosen time is not the plan's");
+  }
+  if (decision.backend != sel::Backend::kNccl &&
+      !sel::RefusalReason(*topology, *table,
+                          {bytes, *edges, static_cast<int>(pairs.size()),
+                           team_size},
+                          decision.backend)
+           .empty()) {
+    Violation("a refused backend was chosen: " + decision.reason);
+  }
   return 0;
 }

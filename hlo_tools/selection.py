@@ -16,6 +16,7 @@ except ImportError as e:  # pragma: no cover - only without the C++ build
 Topology = core.Topology
 CostTable = core.CostTable
 LINK_CLASSES = tuple(core.link_classes())
+BACKENDS = tuple(core.backend_names())
 
 
 class SelectionError(ValueError):
@@ -45,12 +46,18 @@ def load_cost_table(path=None):
 
 
 def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
-           num_partitions=None, num_replicas=1):
+           num_partitions=None, num_replicas=1, buffers=1):
   """Decision for one collective-permute given its id pairs, as the pass sees it.
 
-  Returns the core's dict: plan ('nccl'|'nvshmem'), nccl_us, nvshmem_us,
-  split_us (None when not eligible; the core plans no split), chosen_us,
-  edges_by_class, nvshmem_edge, reason. The NVSHMEM team is taken to be every
+  The backends considered are the table's set (`table.backends`, e.g.
+  "nccl,nvshmem" or "nccl,peer"); `buffers` is the permute's number of operands
+  and `bytes_per_device` all of them together.
+
+  Returns the core's dict: plan and backend ('nccl'|'nvshmem'|'peer'|
+  'symmetric'), backend_us ({backend: modeled us, None when not offered or
+  refused}), refused ({backend: one-line reason}), chosen_us, edges_by_class,
+  reason, and for older callers nccl_us, nvshmem_us, split_us (always None: the
+  core plans no split), nvshmem_edge. The NVSHMEM team is taken to be every
   device of the program (num_partitions x num_replicas).
   """
   if num_partitions is None:
@@ -60,13 +67,25 @@ def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
                                      cross_partition, num_partitions, num_replicas)
     # The NVSHMEM team is every device of the program.
     return core.decide(topology, table, int(bytes_per_device), edges, len(pairs),
-                       num_partitions * num_replicas)
+                       num_partitions * num_replicas, int(buffers))
   except ValueError as e:
     raise SelectionError(str(e)) from None
 
 
-def edge_time_us(table, backend, link_class, nbytes):
-  return core.edge_time_us(table, backend, link_class, int(nbytes))
+def with_backends(table, backends):
+  """A copy of `table` planning over `backends` ("nccl,peer" or a sequence)."""
+  if not isinstance(backends, str):
+    backends = ",".join(backends)
+  copy = core.CostTable.parse(str(table), "<table>")
+  try:
+    copy.backends = backends
+  except ValueError as e:
+    raise SelectionError(str(e)) from None
+  return copy
+
+
+def edge_time_us(table, backend, link_class, nbytes, buffers=1):
+  return core.edge_time_us(table, backend, link_class, int(nbytes), int(buffers))
 
 
 def nvshmem_hang_reason(device_edges, team_size):

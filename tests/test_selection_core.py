@@ -118,3 +118,36 @@ def test_decide_refuses_nvshmem_for_shifts_and_partial_groups():
   # ...a 4-device program's ring too, with the team given by the program.
   assert selection.decide(t8, table, 32 << 20, ring(4), num_partitions=4)["plan"] == "nvshmem"
   assert selection.core.team_devices(selection.parse_topology("1x1x4:map=3,2,1,0"), 2) == [3, 2]
+
+
+def test_backend_sets_from_python():
+  default = selection.load_cost_table()
+  assert default.backends == "nccl,nvshmem"
+  assert "peer" in selection.BACKENDS and "symmetric" in selection.BACKENDS
+  peer = selection.with_backends(default, ("nccl", "peer", "symmetric"))
+  assert peer.backends == "nccl,peer,symmetric" and default.backends == "nccl,nvshmem"
+  with pytest.raises(selection.SelectionError, match="no XLA offers both"):
+    selection.with_backends(default, "nccl,nvshmem,peer")
+  t = selection.parse_topology("1x1x2")
+  # Measured parity (peer and symmetric carry NCCL's numbers) keeps NCCL.
+  d = selection.decide(t, peer, 64 << 20, ring(2))
+  assert d["plan"] == d["backend"] == "nccl"
+  assert d["backend_us"]["peer"] == d["backend_us"]["nccl"]
+  assert d["backend_us"]["nvshmem"] is None
+  assert "not offered" in d["refused"]["nvshmem"]
+  assert "support signals" in d["refused"]["symmetric"]
+  faster = selection.CostTable.parse("backends nccl,peer\nlink peer nvlink 1 900 0.5\n")
+  assert faster.per_buffer_us("peer", "nvlink") == 0.5
+  d = selection.decide(t, faster, 64 << 20, ring(2), buffers=2)
+  assert d["plan"] == "peer" and d["reason"].startswith("peer: all 2 edges stay in one host")
+  two_hosts = selection.decide(selection.parse_topology("1x2x1"), faster, 1 << 20, ring(2))
+  assert two_hosts["plan"] == "nccl" and "leave their host" in two_hosts["refused"]["peer"]
+
+
+def test_per_buffer_cost():
+  table = selection.CostTable.parse("link nvshmem nvlink 5 100 4\n")
+  one = selection.edge_time_us(table, "nvshmem", "nvlink", 10**6)
+  four = selection.edge_time_us(table, "nvshmem", "nvlink", 10**6, buffers=4)
+  assert one == pytest.approx(15) and four == pytest.approx(27)
+  with pytest.raises(ValueError):
+    selection.edge_time_us(table, "nvshmem", "nvlink", 1, buffers=0)

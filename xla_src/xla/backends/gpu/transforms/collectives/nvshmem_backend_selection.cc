@@ -34,8 +34,12 @@ namespace {
 
 constexpr const char* kLinkClassNames[kNumLinkClasses] = {
     "same_device", "nvlink", "nvlink_domain", "network"};
-constexpr const char* kBackendNames[kNumBackends] = {"nccl", "nvshmem"};
-constexpr const char* kPlanNames[3] = {"nccl", "nvshmem", "split"};
+constexpr const char* kBackendNames[kNumBackends] = {"nccl", "nvshmem", "peer",
+                                                     "symmetric"};
+constexpr const char* kPlanNames[5] = {"nccl", "nvshmem", "split", "peer",
+                                       "symmetric"};
+constexpr const char* kBackendTitles[kNumBackends] = {"NCCL", "NVSHMEM", "peer",
+                                                      "symmetric"};
 
 // Largest topology we accept; guards against specs that would allocate
 // absurd maps or overflow device numbers.
@@ -167,7 +171,7 @@ double PlanTimeForEdges(const CostTable& table, const Topology& topology,
   for (const auto& [src, dst] : request.device_edges) {
     worst = std::max(worst, EdgeTimeUs(table, backend,
                                        topology.Classify(src, dst),
-                                       request.bytes));
+                                       request.bytes, request.buffers));
   }
   return worst;
 }
@@ -194,6 +198,67 @@ std::optional<Backend> BackendFromName(std::string_view name) {
     if (name == kBackendNames[i]) return static_cast<Backend>(i);
   }
   return std::nullopt;
+}
+
+Plan PlanForBackend(Backend backend) {
+  switch (backend) {
+    case Backend::kNvshmem:
+      return Plan::kNvshmem;
+    case Backend::kPeer:
+      return Plan::kPeer;
+    case Backend::kSymmetric:
+      return Plan::kSymmetric;
+    case Backend::kNccl:
+      break;
+  }
+  return Plan::kNccl;
+}
+
+std::optional<std::vector<Backend>> ParseBackendSet(std::string_view text,
+                                                    std::string* error) {
+  std::vector<Backend> backends;
+  for (std::string_view item : Split(text, ',')) {
+    std::optional<Backend> backend = BackendFromName(Trim(item));
+    if (!backend) {
+      *error = "unknown backend '" + Printable(Trim(item)) +
+               "' in backend set (nccl, nvshmem, peer, symmetric)";
+      return std::nullopt;
+    }
+    if (std::find(backends.begin(), backends.end(), *backend) !=
+        backends.end()) {
+      *error = std::string("backend '") + BackendName(*backend) +
+               "' named twice in backend set";
+      return std::nullopt;
+    }
+    backends.push_back(*backend);
+  }
+  auto has = [&](Backend b) {
+    return std::find(backends.begin(), backends.end(), b) != backends.end();
+  };
+  if (!has(Backend::kNccl)) {
+    *error = "backend set '" + Printable(text) +
+             "' lacks nccl, the default every XLA runs";
+    return std::nullopt;
+  }
+  if (has(Backend::kNvshmem) &&
+      (has(Backend::kPeer) || has(Backend::kSymmetric))) {
+    *error = "backend set '" + Printable(text) +
+             "' mixes nvshmem (XLA of jax <= 0.10.1) with peer/symmetric "
+             "(XLA of jax >= 0.10.2); no XLA offers both";
+    return std::nullopt;
+  }
+  // Canonical order, so that text round-trips.
+  std::sort(backends.begin(), backends.end());
+  return backends;
+}
+
+std::string BackendSetToString(const std::vector<Backend>& backends) {
+  std::string out;
+  for (Backend backend : backends) {
+    if (!out.empty()) out += ",";
+    out += BackendName(backend);
+  }
+  return out;
 }
 
 std::optional<Topology> Topology::Create(int slices, int hosts_per_slice,
@@ -373,10 +438,27 @@ CostTable DefaultCostTable() {
   // Never used by default (NVSHMEM is not eligible off NVLink); kept so a
   // table can describe it.
   table.link(Backend::kNvshmem, LinkClass::kNetwork) = {10.0, 50.0};
+  // XLA's NVSHMEM permute repeats its put and team barrier for every buffer
+  // (estimate: one more latency each). NCCL groups all buffers in one launch.
+  for (int c = 0; c < kNumLinkClasses; ++c) {
+    LinkCost& nvshmem = table.links[static_cast<int>(Backend::kNvshmem)][c];
+    nvshmem.per_buffer_us = nvshmem.latency_us;
+  }
+  // Peer and symmetric memory (XLA of jax >= 0.10.2): measured at the XLA
+  // level on 2x H200 with jax 0.11.2, NCCL, peer and symmetric are within
+  // run-to-run noise of each other (1 x 64 MiB: 296.5, 296.7, 297.6 us per
+  // step), so they get NCCL's numbers and parity keeps NCCL.
+  for (Backend backend : {Backend::kPeer, Backend::kSymmetric}) {
+    table.links[static_cast<int>(backend)] =
+        table.links[static_cast<int>(Backend::kNccl)];
+  }
   // Estimate: NCCL's point-to-point kernels run one CTA per channel, 8-32
   // channels on Hopper; 16 of H200's 132 SMs is ~12% of compute taken while
   // the transfer overlaps it. NVSHMEM's on-stream puts use copy engines.
-  table.sm_interference = {0.12, 0.0};
+  // Peer and symmetric: NCCL's value, as measured parity says (see above).
+  table.sm_interference = {0.12, 0.0, 0.12, 0.12};
+  table.backends = {Backend::kNccl, Backend::kNvshmem};
+  table.symmetric_signals = false;
   table.margin = 0.05;
   table.split_overhead_us = 2.0;
   table.combine_bandwidth_gbps = 2400.0;
@@ -421,11 +503,13 @@ std::optional<CostTable> ParseCostTable(std::string_view text,
       return true;
     };
     if (key == "link") {
-      if (!expect_words(5, "link BACKEND LINK_CLASS LATENCY_US BANDWIDTH_GBPS"))
+      if (words.size() != 6 &&
+          !expect_words(5, "link BACKEND LINK_CLASS LATENCY_US BANDWIDTH_GBPS "
+                           "[PER_BUFFER_US]"))
         return std::nullopt;
       std::optional<Backend> backend = BackendFromName(words[1]);
       if (!backend) return fail("unknown backend '" + Printable(words[1]) +
-                                "' (nccl, nvshmem)");
+                                "' (nccl, nvshmem, peer, symmetric)");
       std::optional<LinkClass> link_class = LinkClassFromName(words[2]);
       if (!link_class) {
         return fail("unknown link class '" + Printable(words[2]) +
@@ -433,7 +517,8 @@ std::optional<CostTable> ParseCostTable(std::string_view text,
       }
       LinkCost cost;
       if (!number(3, 0, false, &cost.latency_us) ||
-          !number(4, 0, true, &cost.bandwidth_gbps)) {
+          !number(4, 0, true, &cost.bandwidth_gbps) ||
+          (words.size() == 6 && !number(5, 0, false, &cost.per_buffer_us))) {
         return std::nullopt;
       }
       table.link(*backend, *link_class) = cost;
@@ -442,10 +527,24 @@ std::optional<CostTable> ParseCostTable(std::string_view text,
         return std::nullopt;
       std::optional<Backend> backend = BackendFromName(words[1]);
       if (!backend) return fail("unknown backend '" + Printable(words[1]) +
-                                "' (nccl, nvshmem)");
+                                "' (nccl, nvshmem, peer, symmetric)");
       double value;
       if (!number(2, 0, false, &value)) return std::nullopt;
       table.sm_interference[static_cast<int>(*backend)] = value;
+    } else if (key == "backends") {
+      if (!expect_words(2, "backends NAME,NAME,...")) return std::nullopt;
+      std::string set_error;
+      std::optional<std::vector<Backend>> backends =
+          ParseBackendSet(words[1], &set_error);
+      if (!backends) return fail(set_error);
+      table.backends = *backends;
+    } else if (key == "symmetric_signals") {
+      if (!expect_words(2, "symmetric_signals 0|1")) return std::nullopt;
+      if (words[1] != "0" && words[1] != "1") {
+        return fail("symmetric_signals must be 0 or 1, not '" +
+                    Printable(words[1]) + "'");
+      }
+      table.symmetric_signals = words[1] == "1";
     } else if (key == "margin" || key == "split_overhead_us" ||
                key == "combine_bandwidth_GBps" || key == "nvshmem_max_bytes") {
       if (!expect_words(2, (std::string(key) + " VALUE").c_str()))
@@ -466,22 +565,26 @@ std::optional<CostTable> ParseCostTable(std::string_view text,
       }
     } else {
       return fail("unknown entry '" + Printable(key) +
-                  "' (link, sm_interference, margin, split_overhead_us, "
-                  "combine_bandwidth_GBps, nvshmem_max_bytes)");
+                  "' (link, sm_interference, backends, symmetric_signals, "
+                  "margin, split_overhead_us, combine_bandwidth_GBps, "
+                  "nvshmem_max_bytes)");
     }
   }
   return table;
 }
 
 std::string CostTableToString(const CostTable& table) {
-  std::string out =
-      "# backend link_class latency_us bandwidth_GBps\n";
+  std::string out = "backends " + BackendSetToString(table.backends) + "\n";
+  out += std::string("symmetric_signals ") +
+         (table.symmetric_signals ? "1" : "0") + "\n";
+  out += "# backend link_class latency_us bandwidth_GBps per_buffer_us\n";
   for (int b = 0; b < kNumBackends; ++b) {
     for (int c = 0; c < kNumLinkClasses; ++c) {
       const LinkCost& cost = table.links[b][c];
       out += std::string("link ") + kBackendNames[b] + " " +
              kLinkClassNames[c] + " " + Shortest(cost.latency_us) + " " +
-             Shortest(cost.bandwidth_gbps) + "\n";
+             Shortest(cost.bandwidth_gbps) + " " +
+             Shortest(cost.per_buffer_us) + "\n";
     }
   }
   for (int b = 0; b < kNumBackends; ++b) {
@@ -497,11 +600,11 @@ std::string CostTableToString(const CostTable& table) {
 }
 
 double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
-                  int64_t bytes) {
+                  int64_t bytes, int buffers) {
   const LinkCost& cost = table.link(backend, link_class);
   // GB/s = 1e3 bytes per microsecond.
   double transfer_us = static_cast<double>(bytes) / (cost.bandwidth_gbps * 1e3);
-  return cost.latency_us +
+  return cost.latency_us + std::max(buffers - 1, 0) * cost.per_buffer_us +
          transfer_us * (1.0 + table.sm_interference[static_cast<int>(backend)]);
 }
 
@@ -562,6 +665,71 @@ std::string NvshmemHangReason(
          " no source; XLA's NVSHMEM permute would hang in its barrier";
 }
 
+std::string RefusalReason(const Topology& topology, const CostTable& table,
+                          const PermuteRequest& request, Backend backend) {
+  if (backend == Backend::kNccl) return "";
+  const std::string refused = std::string(BackendName(backend)) + " refused: ";
+  if (std::find(table.backends.begin(), table.backends.end(), backend) ==
+      table.backends.end()) {
+    return refused + "not offered by the target XLA (backends " +
+           BackendSetToString(table.backends) + ")";
+  }
+  std::array<int, kNumLinkClasses> by_class = {0, 0, 0, 0};
+  for (const auto& [src, dst] : request.device_edges) {
+    ++by_class[static_cast<int>(topology.Classify(src, dst))];
+  }
+  const int total = static_cast<int>(request.device_edges.size());
+  const int network = by_class[static_cast<int>(LinkClass::kNetwork)];
+  const int off_host =
+      network + by_class[static_cast<int>(LinkClass::kNvlinkDomain)];
+  const std::string of_total =
+      " of " + std::to_string(total) + " edges ";
+  if (backend == Backend::kNvshmem) {
+    if (request.bytes > table.nvshmem_max_bytes) {
+      return refused + Bytes(request.bytes) +
+             " exceeds the NVSHMEM symmetric heap (" +
+             Bytes(table.nvshmem_max_bytes) + ")";
+    }
+    if (network > 0) {
+      // No split: its NVSHMEM half would leave the targets of these edges
+      // without a source (the deadlock-free rule).
+      return refused + std::to_string(network) + of_total +
+             "cross the network; NVSHMEM is NVLink-only, and a split would "
+             "leave devices of the NVSHMEM team without a source";
+    }
+    return NvshmemHangReason(request.device_edges,
+                             TeamDevices(topology, request.team_size));
+  }
+  if (backend == Backend::kSymmetric && !table.symmetric_signals) {
+    return refused +
+           "the runtime's NCCL is not known to support signals "
+           "(symmetric_signals 0), and put + signal fails without them";
+  }
+  if (off_host > 0) {
+    return refused + std::to_string(off_host) + of_total +
+           "leave their host; XLA copies through peer memory only inside "
+           "one host and otherwise falls back to NCCL";
+  }
+  return "";
+}
+
+namespace {
+
+std::string GainText(double nccl_us, double us) {
+  return Format("%.1f%%", 100.0 * (nccl_us - us) / nccl_us);
+}
+
+// The reason of a decision that keeps NCCL: every alternative's note.
+std::string KeepNcclReason(const std::vector<std::string>& notes) {
+  std::string reason = "NCCL: ";
+  for (size_t i = 0; i < notes.size(); ++i) {
+    reason += (i > 0 ? "; " : "") + notes[i];
+  }
+  return reason;
+}
+
+}  // namespace
+
 Decision Decide(const Topology& topology, const CostTable& table,
                 const PermuteRequest& request) {
   Decision decision;
@@ -570,62 +738,62 @@ Decision Decide(const Topology& topology, const CostTable& table,
     ++decision.edges_by_class[static_cast<int>(topology.Classify(src, dst))];
   }
   if (edges.empty()) {
+    decision.backend_us[0] = 0;
     decision.reason = "NCCL: no source-target pairs, nothing to move";
     return decision;
   }
-  const int total = static_cast<int>(edges.size());
-  decision.nccl_us =
-      PlanTimeForEdges(table, topology, request, Backend::kNccl);
+  decision.nccl_us = PlanTimeForEdges(table, topology, request, Backend::kNccl);
+  decision.backend_us[0] = decision.nccl_us;
   decision.chosen_us = decision.nccl_us;
   const std::string size = Bytes(request.bytes);
 
-  if (request.bytes > table.nvshmem_max_bytes) {
-    decision.reason = "NCCL: " + size + " exceeds the NVSHMEM symmetric heap (" +
-                      Bytes(table.nvshmem_max_bytes) + ")";
-    return decision;
+  std::vector<std::string> notes;
+  int best = -1;
+  for (int b = 1; b < kNumBackends; ++b) {
+    const Backend backend = static_cast<Backend>(b);
+    decision.refused[b] = RefusalReason(topology, table, request, backend);
+    const bool offered = std::find(table.backends.begin(), table.backends.end(),
+                                   backend) != table.backends.end();
+    if (!decision.refused[b].empty()) {
+      // Only the offered backends make the reason; the rest say why apart.
+      if (offered) notes.push_back(decision.refused[b]);
+      continue;
+    }
+    decision.backend_us[b] =
+        PlanTimeForEdges(table, topology, request, backend);
+    if (best < 0 || decision.backend_us[b] < decision.backend_us[best]) {
+      best = b;
+    }
   }
-  const int network_edges =
-      decision.edges_by_class[static_cast<int>(LinkClass::kNetwork)];
-  if (network_edges > 0) {
-    // No split: its NVSHMEM half would leave the targets of these edges
-    // without a source (see the deadlock-free rule in the header).
-    decision.reason =
-        "NCCL: " + std::to_string(network_edges) + " of " +
-        std::to_string(total) +
-        " edges cross the network; NVSHMEM is NVLink-only, and a split "
-        "would leave devices of the NVSHMEM team without a source";
-    return decision;
-  }
-  const std::string hang = NvshmemHangReason(
-      edges, TeamDevices(topology, request.team_size));
-  if (!hang.empty()) {
-    decision.reason = "NCCL: " + hang;
+  decision.nvshmem_us = decision.backend_us[1];
+  if (best < 0) {
+    decision.reason = KeepNcclReason(notes);
     return decision;
   }
   if (!(decision.nccl_us > 0)) {
     decision.reason = "NCCL: modeled at 0 us, nothing to gain";
     return decision;
   }
-  const double required = decision.nccl_us * (1.0 - table.margin);
-  decision.nvshmem_us =
-      PlanTimeForEdges(table, topology, request, Backend::kNvshmem);
-  if (decision.nvshmem_us <= required) {
-    decision.plan = Plan::kNvshmem;
-    decision.chosen_us = decision.nvshmem_us;
-    decision.reason =
-        "NVSHMEM: all " + std::to_string(total) +
-        " edges stay in an NVLink domain; " + size + " in " +
-        Us(decision.nvshmem_us) + " vs NCCL " + Us(decision.nccl_us) + " (" +
-        Format("%.1f%%",
-               100.0 * (decision.nccl_us - decision.nvshmem_us) /
-                   decision.nccl_us) +
-        " faster)";
-  } else {
-    decision.reason = "NCCL: NVSHMEM " + Us(decision.nvshmem_us) +
-                      " does not beat NCCL " + Us(decision.nccl_us) +
-                      " by the " + Format("%.0f%%", table.margin * 100) +
-                      " margin for " + size;
+  const double best_us = decision.backend_us[best];
+  const std::string title = kBackendTitles[best];
+  if (best_us > decision.nccl_us * (1.0 - table.margin)) {
+    notes.push_back(title + " " + Us(best_us) + " does not beat NCCL " +
+                    Us(decision.nccl_us) + " by the " +
+                    Format("%.0f%%", table.margin * 100) + " margin for " +
+                    size);
+    decision.reason = KeepNcclReason(notes);
+    return decision;
   }
+  decision.backend = static_cast<Backend>(best);
+  decision.plan = PlanForBackend(decision.backend);
+  decision.chosen_us = best_us;
+  const std::string where =
+      decision.backend == Backend::kNvshmem ? " edges stay in an NVLink domain"
+                                            : " edges stay in one host";
+  decision.reason = title + ": all " + std::to_string(edges.size()) + where +
+                    "; " + size + " in " + Us(best_us) + " vs NCCL " +
+                    Us(decision.nccl_us) + " (" +
+                    GainText(decision.nccl_us, best_us) + " faster)";
   return decision;
 }
 

@@ -16,37 +16,66 @@ limitations under the License.
 #ifndef XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_BACKEND_SELECTION_H_
 #define XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_BACKEND_SELECTION_H_
 
-// Backend selection for collective-permutes: NCCL (XLA's DEFAULT backend) or
-// NVSHMEM.
+// Backend selection for collective-permutes: which of the backends that the
+// target XLA offers runs each permute.
 //
 // Plain C++17 with no XLA dependency, so that the XLA pass, the Python tools
 // (through bindings) and the heuristics harness all ask the very same code.
+//
+// Backends are data. The cost table names the set the target XLA offers:
+//   nccl,nvshmem            the pinned XLA (jax <= 0.10.1): backend_config
+//                           "backend" DEFAULT or NVSHMEM. The default set.
+//   nccl,peer[,symmetric]   XLA of jax >= 0.10.2: backend_config
+//                           "collectives_mode" COLLECTIVES_PEER_MEMORY or
+//                           COLLECTIVES_SYMMETRIC_MEMORY.
+// NCCL (XLA's DEFAULT, host-initiated NCCL send/recv) is always in the set
+// and is the default answer.
 //
 // The heuristic, in short:
 //   * Every source->target edge gets a link class from the topology: same
 //     device, same host (NVLink), same NVLink domain across hosts (e.g. an
 //     NVL72 rack), or network.
-//   * A backend's time on an edge is
-//         latency(backend, class) + bytes / bandwidth(backend, class)
-//                                 * (1 + sm_interference(backend))
-//     where sm_interference is the share of the transfer time that the
-//     backend takes away from compute it overlaps with: NCCL's kernels occupy
-//     SMs, NVSHMEM's on-stream puts run on copy engines.
-//   * A plan's time is the time of its slowest edge (all edges move at once).
-//   * NVSHMEM may carry an edge only inside one NVLink domain, and only when
-//     the message fits the NVSHMEM symmetric heap.
-//   * NVSHMEM is planned only when every device of its team has a source
-//     (see "Deadlock-free rule" below).
-//   * NCCL is the default; NVSHMEM is chosen only when its modeled time beats
-//     NCCL by at least `margin` (a fraction).
+//   * A backend's time on an edge, for a permute of B buffers (operands)
+//     moving `bytes` in all from each source, is
+//         latency(backend, class) + (B - 1) * per_buffer(backend, class)
+//           + bytes / bandwidth(backend, class) * (1 + sm_interference(backend))
+//     per_buffer is what each extra buffer costs: XLA's NVSHMEM permute does
+//     a put and a barrier per buffer, NCCL groups all buffers in one launch.
+//     sm_interference is the share of the transfer time that the backend
+//     takes away from compute it overlaps with.
+//   * A backend's time for the permute is its slowest edge (all edges move
+//     at once).
+//   * Each backend other than NCCL is eligible only where its safety rule
+//     below holds; NCCL runs everywhere.
+//   * The fastest eligible backend is chosen when it beats NCCL by at least
+//     `margin` (a fraction); otherwise NCCL.
 //
-// Deadlock-free rule. XLA's NVSHMEM collective-permute (the runtime thunk
-// RunCollectivePermute) does, for each buffer, a put to the target and then
-// a barrier on a communicator of the world team, i.e. every device of the
-// program (num_replicas x num_partitions). Only devices that have a source
-// call that barrier. If any device of the team has no source, the devices
-// that do wait in the barrier forever: the program hangs (observed on two
-// H200: pairs {0,1} never finishes). So Decide never plans NVSHMEM for a
+// Safety rules, one per backend, each with its reason:
+//   nvshmem  (a) every edge inside one NVLink domain: NVSHMEM's puts here are
+//            NVLink loads/stores; (b) the message fits the symmetric heap
+//            (nvshmem_max_bytes); (c) every device of the team has a source,
+//            the deadlock-free rule below.
+//   peer     every edge inside one host. XLA's peer-memory permute copies
+//            with the copy engines straight into the target's buffer, which
+//            needs CUDA peer access (devices of one host, all in one
+//            process); for any other clique XLA falls back to NCCL's
+//            host-initiated permute, so there is nothing to gain and the model
+//            would be wrong. Safe for shifts: every rank of the clique joins
+//            the same rendezvous, with or without a source.
+//   symmetric  every edge inside one host (same fallback as peer), and the
+//            table says the runtime supports NCCL signals (symmetric_signals
+//            1). The one-sided put + signal on NCCL symmetric memory fails at
+//            run time where NCCL cannot query signal support ("Signal is not
+//            supported: NCCL failed to query communicator properties", seen
+//            on 2x H200 with NVLink multicast off), so it is off by default.
+//
+// Deadlock-free rule (nvshmem). XLA's NVSHMEM collective-permute (the runtime
+// thunk RunCollectivePermute) does, for each buffer, a put to the target and
+// then a barrier on a communicator of the world team, i.e. every device of
+// the program (num_replicas x num_partitions). Only devices that have a
+// source call that barrier. If any device of the team has no source, the
+// devices that do wait in the barrier forever: the program hangs (observed on
+// two H200: pairs {0,1} never finishes). So Decide never plans NVSHMEM for a
 // permute in which a team member is not the target of some pair: non-cyclic
 // shifts, permutes over a subset of devices, and the NVSHMEM half of a split.
 // The split plan (NVSHMEM for the NVLink edges, NCCL for the network edges)
@@ -77,10 +106,20 @@ enum class LinkClass {
 };
 inline constexpr int kNumLinkClasses = 4;
 
-enum class Backend { kNccl = 0, kNvshmem = 1 };
-inline constexpr int kNumBackends = 2;
+enum class Backend { kNccl = 0, kNvshmem = 1, kPeer = 2, kSymmetric = 3 };
+inline constexpr int kNumBackends = 4;
 
-enum class Plan { kNccl = 0, kNvshmem = 1, kSplit = 2 };
+// What Decide chose. kSplit is never returned (see the deadlock-free rule).
+enum class Plan { kNccl = 0, kNvshmem = 1, kSplit = 2, kPeer = 3, kSymmetric = 4 };
+Plan PlanForBackend(Backend backend);
+
+// A backend set as written in flags and tables: "nccl,nvshmem",
+// "nccl,peer", "nccl,peer,symmetric". NCCL must be in it, and NVSHMEM does
+// not mix with peer/symmetric (no XLA offers both). Returns nullopt and sets
+// `error` otherwise.
+std::optional<std::vector<Backend>> ParseBackendSet(std::string_view text,
+                                                    std::string* error);
+std::string BackendSetToString(const std::vector<Backend>& backends);
 
 // Stable names used in spec strings, cost tables, HLO attributes and JSON.
 const char* LinkClassName(LinkClass link_class);
@@ -143,15 +182,20 @@ class Topology {
 };
 
 struct LinkCost {
-  double latency_us = 0;
+  double latency_us = 0;      // One permute of one buffer.
   double bandwidth_gbps = 1;  // GB/s = 1e9 bytes per second.
+  double per_buffer_us = 0;   // Each buffer beyond the first.
 };
 
 // Cost model parameters. Defaults (see DefaultCostTable in the .cc) carry
 // their sources; a text table can override any of them.
 struct CostTable {
   std::array<std::array<LinkCost, kNumLinkClasses>, kNumBackends> links;
-  std::array<double, kNumBackends> sm_interference = {0, 0};
+  std::array<double, kNumBackends> sm_interference = {0, 0, 0, 0};
+  // The backends the target XLA offers (see the header comment).
+  std::vector<Backend> backends = {Backend::kNccl, Backend::kNvshmem};
+  // Whether the runtime's NCCL supports signals (symmetric's put + signal).
+  bool symmetric_signals = false;
   double margin = 0.05;            // Required relative gain over NCCL.
   double split_overhead_us = 2.0;  // Second collective launch.
   double combine_bandwidth_gbps = 2400;  // Select of two results in HBM.
@@ -168,9 +212,12 @@ struct CostTable {
 CostTable DefaultCostTable();
 
 // Text format, one entry per line, '#' starts a comment:
-//   link <nccl|nvshmem> <same_device|nvlink|nvlink_domain|network>
-//        <latency_us> <bandwidth_GBps>
-//   sm_interference <nccl|nvshmem> <fraction>
+//   link <nccl|nvshmem|peer|symmetric>
+//        <same_device|nvlink|nvlink_domain|network>
+//        <latency_us> <bandwidth_GBps> [<per_buffer_us>]
+//   sm_interference <backend> <fraction>
+//   backends <nccl,nvshmem|nccl,peer|nccl,peer,symmetric|...>
+//   symmetric_signals <0|1>
 //   margin <fraction>
 //   split_overhead_us <us>
 //   combine_bandwidth_GBps <GB/s>
@@ -198,7 +245,15 @@ struct PermuteRequest {
   // through the topology's map. 0: unknown, the team is the whole topology
   // (the safe side, see the deadlock-free rule above).
   int team_size = 0;
+  // Buffers (operands) of the one permute; `bytes` is all of them together.
+  int buffers = 1;
 };
+
+// Why `backend` may not run this permute, as one line starting
+// "<backend> refused: "; empty when its safety rule holds (see the header
+// comment). NCCL is never refused; a backend outside the table's set is.
+std::string RefusalReason(const Topology& topology, const CostTable& table,
+                          const PermuteRequest& request, Backend backend);
 
 // Physical devices of the NVSHMEM team of a request with `team_size` (see
 // PermuteRequest::team_size), in logical order.
@@ -214,6 +269,12 @@ std::string NvshmemHangReason(
 
 struct Decision {
   Plan plan = Plan::kNccl;
+  Backend backend = Backend::kNccl;  // The backend of the plan.
+  // Modeled time of each backend, indexed by Backend; negative when it is not
+  // in the set or refused (refused[b] then says why, one line).
+  std::array<double, kNumBackends> backend_us = {-1, -1, -1, -1};
+  std::array<std::string, kNumBackends> refused;
+  // Kept for callers of the two-backend core: backend_us of NCCL and NVSHMEM.
   double nccl_us = 0;
   // Negative when the plan is not eligible.
   double nvshmem_us = -1;
@@ -227,9 +288,10 @@ struct Decision {
   std::string reason;  // One line.
 };
 
-// Time of one edge on one backend.
+// Time of one edge on one backend, for a permute of `buffers` buffers that
+// moves `bytes` in all.
 double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
-                  int64_t bytes);
+                  int64_t bytes, int buffers = 1);
 
 Decision Decide(const Topology& topology, const CostTable& table,
                 const PermuteRequest& request);

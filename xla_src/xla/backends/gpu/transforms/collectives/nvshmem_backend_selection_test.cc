@@ -332,6 +332,122 @@ TEST(DecideTest, ModeledTimeGrowsWithBytes) {
   }
 }
 
+CostTable TableWith(const std::string& text) {
+  std::string error;
+  std::optional<CostTable> table = ParseCostTable(text, "t", &error);
+  EXPECT_TRUE(table.has_value()) << error;
+  return table.value_or(DefaultCostTable());
+}
+
+TEST(BackendSetTest, ParsesCanonicalSetsAndRejectsBadOnes) {
+  std::string error;
+  auto set = ParseBackendSet("peer,nccl,symmetric", &error);
+  ASSERT_TRUE(set) << error;
+  EXPECT_EQ(BackendSetToString(*set), "nccl,peer,symmetric");
+  EXPECT_FALSE(ParseBackendSet("peer", &error));
+  EXPECT_NE(error.find("lacks nccl"), std::string::npos) << error;
+  EXPECT_FALSE(ParseBackendSet("nccl,nvshmem,peer", &error));
+  EXPECT_NE(error.find("no XLA offers both"), std::string::npos) << error;
+  EXPECT_FALSE(ParseBackendSet("nccl,nccl", &error));
+  EXPECT_FALSE(ParseBackendSet("nccl,warp", &error));
+  EXPECT_NE(error.find("unknown backend 'warp'"), std::string::npos) << error;
+  EXPECT_FALSE(ParseCostTable("backends nccl,gloo\n", "t.txt", &error));
+  EXPECT_EQ(error.rfind("t.txt:1: unknown backend 'gloo'", 0), 0u) << error;
+  EXPECT_FALSE(ParseCostTable("symmetric_signals yes\n", "t.txt", &error));
+  EXPECT_EQ(error.rfind("t.txt:1: symmetric_signals must be 0 or 1", 0), 0u);
+}
+
+TEST(BackendSetTest, TableCarriesSetSignalsAndPerBufferCosts) {
+  CostTable table = TableWith(
+      "backends nccl,peer,symmetric\nsymmetric_signals 1\n"
+      "link peer nvlink 20 300 1.5\n");
+  EXPECT_EQ(BackendSetToString(table.backends), "nccl,peer,symmetric");
+  EXPECT_TRUE(table.symmetric_signals);
+  EXPECT_DOUBLE_EQ(table.link(Backend::kPeer, LinkClass::kIntraHostNvlink)
+                       .per_buffer_us,
+                   1.5);
+  std::string error;
+  std::optional<CostTable> again =
+      ParseCostTable(CostTableToString(table), "x", &error);
+  ASSERT_TRUE(again) << error;
+  EXPECT_EQ(CostTableToString(*again), CostTableToString(table));
+  EXPECT_EQ(BackendSetToString(DefaultCostTable().backends), "nccl,nvshmem");
+}
+
+TEST(BackendSetTest, MeasuredParityKeepsNccl) {
+  // Default peer and symmetric numbers are NCCL's (measured parity).
+  CostTable table = TableWith("backends nccl,peer,symmetric\nsymmetric_signals 1\n");
+  for (int64_t bytes : {int64_t{1024}, int64_t{64} << 20}) {
+    Decision d = Decide(MustParse("1x1x2"), table, {bytes, Ring(2), 0, 2});
+    EXPECT_EQ(d.plan, Plan::kNccl) << d.reason;
+    EXPECT_DOUBLE_EQ(d.backend_us[static_cast<int>(Backend::kPeer)], d.nccl_us);
+    EXPECT_NE(d.reason.find("does not beat NCCL"), std::string::npos) << d.reason;
+  }
+}
+
+TEST(BackendSetTest, FasterPeerIsChosenInsideOneHost) {
+  CostTable table = TableWith("backends nccl,peer\nlink peer nvlink 2 450\n");
+  Decision d = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 0, 2});
+  EXPECT_EQ(d.plan, Plan::kPeer) << d.reason;
+  EXPECT_EQ(d.backend, Backend::kPeer);
+  EXPECT_EQ(d.reason.rfind("peer: all 2 edges stay in one host", 0), 0u)
+      << d.reason;
+  EXPECT_LT(d.backend_us[static_cast<int>(Backend::kNvshmem)], 0);
+  EXPECT_NE(d.refused[static_cast<int>(Backend::kNvshmem)], "");
+  // Peer has no team barrier: a shift is safe for it.
+  Decision shift = Decide(MustParse("1x1x2"), table, {1024, {{0, 1}}, 0, 2});
+  EXPECT_EQ(shift.plan, Plan::kPeer) << shift.reason;
+  // Across hosts XLA falls back to NCCL: peer is refused.
+  Decision hosts = Decide(MustParse("1x2x1"), table, {1024, Ring(2), 0, 2});
+  EXPECT_EQ(hosts.plan, Plan::kNccl);
+  EXPECT_NE(hosts.reason.find("peer refused: 2 of 2 edges leave their host"),
+            std::string::npos)
+      << hosts.reason;
+}
+
+TEST(BackendSetTest, SymmetricNeedsSignals) {
+  CostTable table =
+      TableWith("backends nccl,peer,symmetric\nlink symmetric nvlink 1 450\n");
+  Decision d = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 0, 2});
+  EXPECT_NE(d.plan, Plan::kSymmetric) << d.reason;
+  EXPECT_NE(d.refused[static_cast<int>(Backend::kSymmetric)].find(
+                "symmetric refused: the runtime's NCCL is not known to support "
+                "signals"),
+            std::string::npos);
+  table.symmetric_signals = true;
+  EXPECT_EQ(Decide(MustParse("1x1x2"), table, {1024, Ring(2), 0, 2}).plan,
+            Plan::kSymmetric);
+}
+
+TEST(BackendSetTest, BackendOutsideTheSetIsRefused) {
+  CostTable table = DefaultCostTable();
+  EXPECT_NE(RefusalReason(MustParse("1x1x2"), table, {1024, Ring(2), 0, 2},
+                          Backend::kPeer)
+                .find("peer refused: not offered by the target XLA"),
+            std::string::npos);
+  EXPECT_EQ(RefusalReason(MustParse("1x1x2"), table, {1024, Ring(2), 0, 2},
+                          Backend::kNccl),
+            "");
+}
+
+TEST(CostModelTest, PerBufferCostCountsExtraBuffers) {
+  CostTable table = TableWith(
+      "link nccl nvlink 10 100 0\nlink nvshmem nvlink 5 100 4\n"
+      "sm_interference nccl 0\n");
+  // 1 MB over 100 GB/s = 10 us.
+  EXPECT_DOUBLE_EQ(EdgeTimeUs(table, Backend::kNvshmem,
+                              LinkClass::kIntraHostNvlink, 1000000, 1),
+                   15);
+  EXPECT_DOUBLE_EQ(EdgeTimeUs(table, Backend::kNvshmem,
+                              LinkClass::kIntraHostNvlink, 1000000, 4),
+                   27);
+  // One buffer: NVSHMEM wins; four buffers: its per-buffer barrier loses.
+  PermuteRequest one{1000000, Ring(2), 0, 2, 1};
+  PermuteRequest four{1000000, Ring(2), 0, 2, 4};
+  EXPECT_EQ(Decide(MustParse("1x1x2"), table, one).plan, Plan::kNvshmem);
+  EXPECT_EQ(Decide(MustParse("1x1x2"), table, four).plan, Plan::kNccl);
+}
+
 TEST(EdgeIdsTest, ExpandsPartitionsAndReplicas) {
   std::string error;
   Topology t = MustParse("1x2x4");
