@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds the selection core's Python binding for another CPython (default 3.12)
+# into an ignored folder that can travel to a machine without TensorFlow or
+# network (hlo_tools.jax_hook looks there when the package has no binding):
+#
+#   scripts/build_core_py312.sh [PYTHON] [OUT_DIR]
+#
+# PYTHON defaults to python3.12, OUT_DIR to .carry_py312. pybind11 comes from the
+# local package index into a throw-away virtual environment; the compiler is the
+# system g++. The folder is added to .git/info/exclude so that it stays ignored.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${1:-python3.12}
+OUT=${2:-.carry_py312}
+if ! "$PY" -c '' 2>/dev/null; then
+  # pyenv installs versions it does not put on PATH by default.
+  for cand in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12; do
+    [[ -x $cand ]] && PY=$cand
+  done
+fi
+"$PY" -c '' 2>/dev/null || { echo "build_core_py312: $PY not found" >&2; exit 2; }
+VENV=$(mktemp -d /tmp/core_py_venv.XXXXXX)
+trap 'rm -rf "$VENV"' EXIT
+"$PY" -m venv "$VENV"
+"$VENV/bin/pip" install -q pybind11
+SUFFIX=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+INCLUDES=$("$VENV/bin/python" -m pybind11 --includes)
+mkdir -p "$OUT"
+SRC=xla_src/xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.cc
+TMP="$OUT/_selection_core$SUFFIX.tmp$$"
+# shellcheck disable=SC2086  # INCLUDES is a list of -I flags
+g++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden $INCLUDES -Ixla_src \
+  bindings/selection_core_pybind.cc "$SRC" -o "$TMP"
+mv -f "$TMP" "$OUT/_selection_core$SUFFIX"
+# The binding loads alone (no hlo_tools import needed for this check).
+(cd "$OUT" && "$VENV/bin/python" -c 'import _selection_core as c; print(c.Topology.parse("1x1x2"))') >/dev/null
+EXCLUDE=$(git rev-parse --git-path info/exclude)
+grep -qxF "/$OUT/" "$EXCLUDE" 2>/dev/null || echo "/$OUT/" >> "$EXCLUDE"
+echo "$OUT/_selection_core$SUFFIX"
