@@ -299,6 +299,7 @@ def collective_view(source):
         "line": rec.start_line, "channel_id": rec.channel_id,
         "split_part": start.frontend_attributes.get("_nvshmem_split_part"),
         "plan": start.frontend_attributes.get("_nvshmem_plan"),
+        "operands": list(permute.operands),
     })
   return out
 
@@ -329,14 +330,41 @@ def match_collectives(recs_a, recs_b, comp_map=None):
     else:
       leftovers.append(ra)
   rest_b = [rb for rb in recs_b if id(rb) not in used]
-  for ra, rb in _bucket_match(leftovers, rest_b,
-                              lambda r: (tuple(map(tuple, r["pairs"])), r["bytes"]),
-                              lambda r: (tuple(map(tuple, r["pairs"])), r["bytes"])):
+  for ra, rb in _match_by_computation(leftovers, rest_b) + _bucket_match(
+      leftovers, rest_b, _pairs_bytes, _pairs_bytes):
+    if id(rb) in used or any(ra is x for x, _ in out):
+      continue
     used.add(id(rb))
     out.append((ra, [rb]))
   matched_a = {id(ra) for ra, _ in out}
   out += [(ra, []) for ra in leftovers if id(ra) not in matched_a]
   out += [(None, [rb]) for rb in rest_b if id(rb) not in used]
+  return out
+
+
+def _pairs_bytes(rec):
+  return tuple(map(tuple, rec["pairs"])), rec["bytes"]
+
+
+def _match_by_computation(recs_a, recs_b):
+  """Pairs the permutes of renamed computations, a computation's permutes together.
+
+  Passes rename computations (inlining, partitioning, cloning) and their permutes at
+  once; when several permutes share pairs and bytes, the set each computation holds
+  (e.g. a forward loop's two, a backward loop's four) tells them apart.
+  """
+  def groups(recs):
+    by_comp = collections.defaultdict(list)
+    for r in recs:
+      by_comp[r["computation"]].append(r)
+    return list(by_comp.values())
+
+  def key(group):
+    return tuple(sorted(_pairs_bytes(r) for r in group))
+
+  out = []
+  for ga, gb in _bucket_match(groups(recs_a), groups(recs_b), key, key):
+    out += _bucket_match(ga, gb, _pairs_bytes, _pairs_bytes)
   return out
 
 
@@ -526,29 +554,24 @@ def _events(prev, cur, prev_src, cur_src, lineage, next_id):
     if ra["computation"] != rb["computation"]:
       events.append(("moved", f"%{rb['start']}: computation %{ra['computation']} -> "
                      f"%{rb['computation']}", origins, names))
-  # Vanished + new with the same pairs and summed bytes: a combine.
-  by_pairs = collections.defaultdict(list)
-  for ra in vanished:
-    by_pairs[tuple(sorted(map(tuple, ra["pairs"])))].append(ra)
-  for rb in list(new):
-    key = tuple(sorted(map(tuple, rb["pairs"])))
-    group = by_pairs.get(key, [])
-    if len(group) > 1 and sum(r["bytes"] for r in group) == rb["bytes"]:
-      origins = set().union(*(lineage[id(r)] for r in group))
-      lineage[id(rb)] = origins
-      events.append(("combined", " + ".join(f"%{r['start']}" for r in group) +
-                     f" -> {_fmt_rec(rb)}", origins, [rb["start"]]))
-      new.remove(rb)
-      for r in group:
-        vanished.remove(r)
-      del by_pairs[key]
-  # A vanished permute whose pairs the new ones share out: decomposed.
+  for rb, group in _combines(vanished, new):
+    origins = set().union(*(lineage[id(r)] for r in group))
+    lineage[id(rb)] = origins
+    events.append(("combined", " + ".join(f"%{r['start']}" for r in group) +
+                   f" -> {_fmt_rec(rb)}", origins, [rb["start"]]))
+    new.remove(rb)
+    for r in group:
+      vanished.remove(r)
+  # A vanished permute whose pairs new ones of its computation share out (each a
+  # part, none overlapping, as the cycle decomposer does): decomposed.
   sends = sum(1 for i in cur_src.module.instructions() if i.opcode == "send")
   prev_sends = sum(1 for i in prev_src.module.instructions() if i.opcode == "send")
   for ra in list(vanished):
     pairs = set(map(tuple, ra["pairs"]))
-    parts = [rb for rb in new if set(map(tuple, rb["pairs"])) <= pairs]
-    if parts and set().union(*(set(map(tuple, r["pairs"])) for r in parts)) == pairs:
+    parts = [rb for rb in new if rb["computation"] == ra["computation"]
+             and set(map(tuple, rb["pairs"])) < pairs]
+    if parts and sum(len(r["pairs"]) for r in parts) == len(pairs) and \
+        set().union(*(set(map(tuple, r["pairs"])) for r in parts)) == pairs:
       for rb in parts:
         lineage[id(rb)] = set(lineage[id(ra)])
         new.remove(rb)
@@ -571,6 +594,35 @@ def _events(prev, cur, prev_src, cur_src, lineage, next_id):
           f": {n} instruction(s) between start and done" if n is not None else ""),
                      lineage.get(id(rb), set()), [rb["start"]]))
   return events
+
+
+def _combines(vanished, new):
+  """[(new record, [vanished records it combines])].
+
+  XLA's collective-permute-combiner makes one permute of several with equal pairs
+  in one computation, whose operands are theirs: match by operands first, and by
+  pairs and summed bytes only where the operands were renamed meanwhile.
+  """
+  out, taken = [], set()
+  for rb in new:
+    ops = rb.get("operands") or []
+    parts = [ra for ra in vanished if id(ra) not in taken
+             and ra["computation"] == rb["computation"] and ra.get("operands")
+             and set(ra["operands"]) <= set(ops)]
+    if len(parts) > 1 and sorted(o for r in parts for o in r["operands"]) == sorted(ops):
+      out.append((rb, parts))
+      taken.update(id(r) for r in parts)
+  for rb in new:
+    if any(rb is r for r, _ in out):
+      continue
+    key = sorted(map(tuple, rb["pairs"]))
+    parts = [ra for ra in vanished if id(ra) not in taken
+             and ra["computation"] == rb["computation"]
+             and sorted(map(tuple, ra["pairs"])) == key]
+    if len(parts) > 1 and sum(r["bytes"] for r in parts) == rb["bytes"]:
+      out.append((rb, parts))
+      taken.update(id(r) for r in parts)
+  return out
 
 
 def trace(dump_dir):

@@ -243,6 +243,17 @@ def _child_env(target, xla_dump_dir, pass_re):
   return env
 
 
+def _die_with_parent():
+  """In the child: end when the parent does (a killed command leaves no compile
+  writing into a directory the next run cleans up)."""
+  import ctypes  # pylint: disable=import-outside-toplevel
+  import signal  # pylint: disable=import-outside-toplevel
+  try:
+    ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+  except (OSError, AttributeError):
+    pass
+
+
 def compile_in_child(work_dir, source, target, pass_re=None, progress=True):
   """Compiles `source` for `target` in a child; XLA's files land in work_dir/xla_dump.
 
@@ -258,7 +269,8 @@ def compile_in_child(work_dir, source, target, pass_re=None, progress=True):
         [sys.executable, "-c",
          "import sys; from hlo_tools import dump; sys.exit(dump._child_main(sys.argv[1:]))",
          json.dumps(spec)],
-        env=_child_env(target, xla_dir, pass_re), stdout=log, stderr=log)
+        env=_child_env(target, xla_dir, pass_re), stdout=log, stderr=log,
+        preexec_fn=_die_with_parent)
     last_report = start
     while proc.poll() is None:
       time.sleep(0.2)
@@ -343,16 +355,92 @@ def _check_out(out, overwrite):
     raise DumpError(f"--out {out!r} exists and is not a directory")
 
 
-def _finish(work_dir, out):
-  """Moves the finished temp directory into place: --out is never half-written."""
-  if os.path.exists(out):
-    trash = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.old-",
-                             dir=os.path.dirname(out))
-    os.rename(out, os.path.join(trash, "old"))
+# ----------------------------------------------------------------------------
+# Writing an output directory: old or new, never half of one, even when killed.
+#
+# The work directory lives next to DIR (same file system) and is named
+# `.DIR.tmp-PID-XXXX`; a finished one replaces DIR by one atomic exchange
+# (renameat2 RENAME_EXCHANGE) and the old content, now in the work directory's
+# place, is deleted. Where the file system cannot exchange, DIR moves aside to
+# `.DIR.old-PID-XXXX/old` first; a run killed between those two renames leaves
+# the old report there, and the next run puts it back. Leftovers of dead
+# processes are removed when the next run starts.
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a, b):
+  """Atomically swaps two paths; False where the kernel or file system cannot."""
+  import ctypes  # pylint: disable=import-outside-toplevel
+  try:
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = libc.renameat2
+  except (OSError, AttributeError):
+    return False
+  renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                        ctypes.c_uint]
+  if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+    return True
+  errno = ctypes.get_errno()
+  if errno in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: no exchange here
+    return False
+  raise OSError(errno, os.strerror(errno), b)
+
+
+def make_work_dir(out):
+  """A fresh `.DIR.tmp-PID-XXXX` next to `out`, after clearing dead runs' leftovers."""
+  parent, base = os.path.dirname(out), os.path.basename(out)
+  os.makedirs(parent, exist_ok=True)
+  clean_stale(out)
+  return tempfile.mkdtemp(prefix=f".{base}.tmp-{os.getpid()}-", dir=parent)
+
+
+def _pid_alive(pid):
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True
+  return True
+
+
+_STALE_RE = re.compile(r"^\.(?P<base>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)-[\w]+$")
+
+
+def clean_stale(out):
+  """Removes work and trash directories of `out` left by processes that died; if a run
+  died between moving DIR aside and moving the new one in, DIR gets its old self back."""
+  parent, base = os.path.dirname(out), os.path.basename(out)
+  try:
+    names = os.listdir(parent)
+  except OSError:
+    return
+  for name in names:
+    m = _STALE_RE.match(name)
+    if not m or m["base"] != base or _pid_alive(int(m["pid"])):
+      continue
+    path = os.path.join(parent, name)
+    old = os.path.join(path, "old")
+    if m["kind"] == "old" and os.path.isdir(old) and not os.path.lexists(out):
+      os.rename(old, out)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def publish(work_dir, out):
+  """Moves the finished work directory into place as `out` (see above)."""
+  if not os.path.lexists(out):
     os.rename(work_dir, out)
-    shutil.rmtree(trash, ignore_errors=True)
-  else:
-    os.rename(work_dir, out)
+    return
+  if _exchange(work_dir, out):
+    shutil.rmtree(work_dir, ignore_errors=True)  # the old content, now here
+    return
+  trash = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.old-{os.getpid()}-",
+                           dir=os.path.dirname(out))
+  os.rename(out, os.path.join(trash, "old"))
+  os.rename(work_dir, out)
+  shutil.rmtree(trash, ignore_errors=True)
 
 
 def dump(source, out, target=None, all_passes=False, overwrite=False, options=None,
@@ -367,9 +455,7 @@ def dump(source, out, target=None, all_passes=False, overwrite=False, options=No
   if source["kind"] != "xla_dump":
     target.validate()
   _check_out(out, overwrite)
-  parent = os.path.dirname(out)
-  os.makedirs(parent, exist_ok=True)
-  work_dir = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.tmp-", dir=parent)
+  work_dir = make_work_dir(out)
   try:
     info = {}
     if source["kind"] == "xla_dump":
@@ -398,7 +484,7 @@ def dump(source, out, target=None, all_passes=False, overwrite=False, options=No
     }
     with open(os.path.join(work_dir, "manifest.json"), "w") as f:
       json.dump(manifest, f, indent=1)
-    _finish(work_dir, out)
+    publish(work_dir, out)
     if progress:
       n = sum(len(m["passes"]) for m in modules.values())
       print(f"hlo-tools dump: wrote {out} ({len(stages)} stages, {n} pass snapshots)",

@@ -252,13 +252,47 @@ def first_message(stderr):
   return ""
 
 
+_REPORT_PREFIX = "nvshmem-opt-report-"
+_REPORT_RE = re.compile(r"^nvshmem-opt-report-(\d+)-\w+\.json$")
+
+
+def _clean_stale_reports(directory):
+  """Removes driver reports left in `directory` by processes that were killed."""
+  try:
+    names = os.listdir(directory)
+  except OSError:
+    return
+  for name in names:
+    m = _REPORT_RE.match(name)
+    if not m:
+      continue
+    try:
+      os.kill(int(m.group(1)), 0)
+    except ProcessLookupError:
+      try:
+        os.unlink(os.path.join(directory, name))
+      except OSError:
+        pass
+    except PermissionError:
+      pass
+
+
 def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
-                    compare_upstream=False, timeout=600, num_partitions=None):
-  """Runs the driver; returns (exit status, report dict or None, error line)."""
+                    compare_upstream=False, timeout=600, num_partitions=None,
+                    tmp_dir=None):
+  """Runs the driver; returns (exit status, report dict or None, error line).
+
+  The driver's JSON report goes to a temporary file in tmp_dir (default: the system's
+  temporary directory), named with our pid so that a later run can remove it when a
+  kill left it behind.
+  """
   exe = find_nvshmem_opt()
   if exe is None:
     raise FileNotFoundError("nvshmem-opt is not built (run scripts/setup.sh)")
-  fd, report_path = tempfile.mkstemp(prefix="nvshmem-opt-report-", suffix=".json")
+  tmp_dir = tmp_dir or tempfile.gettempdir()
+  _clean_stale_reports(tmp_dir)
+  fd, report_path = tempfile.mkstemp(prefix=f"{_REPORT_PREFIX}{os.getpid()}-",
+                                     suffix=".json", dir=tmp_dir)
   os.close(fd)
   try:
     cmd = [exe, os.fspath(path), f"--topology={topology}", f"--mode={mode}",
@@ -314,6 +348,23 @@ def device_edges(topology, source, pairs, cross_partition):
   return [(s, t, topology.classify(s, t)) for s, t in edges]
 
 
+def what_the_pass_does(module, decision):
+  """The core's decision as the pass applies it in `module`.
+
+  In a module that is already scheduled the pass does not split (new instructions
+  would lose the start/done overlap the schedule built) and keeps NCCL; the model's
+  preference stays in decision["model_plan"].
+  """
+  decision["model_plan"] = decision["plan"]
+  if decision["plan"] == "split" and module.is_scheduled:
+    decision.update(
+        plan="nccl", chosen_us=decision["nccl_us"], nvshmem_edge=[],
+        reason=(f"NCCL: the model prefers a split ({decision['split_us']:.2f} us vs NCCL "
+                f"{decision['nccl_us']:.2f} us) but the module is already scheduled, and "
+                "splitting would lose the start/done overlap"))
+  return decision
+
+
 class Permute:
   """One collective-permute with its strict pairs and the core's decision."""
 
@@ -357,9 +408,9 @@ def analyze(source, topology, table, tolerant=False):
     cross = perm.record.channel_id is not None
     try:
       perm.edges = device_edges(topology, source, perm.decided_pairs, cross)
-      perm.decision = selection.decide(topology, table, perm.record.bytes_per_device,
-                                       perm.decided_pairs, cross, source.num_partitions,
-                                       source.num_replicas)
+      perm.decision = what_the_pass_does(module, selection.decide(
+          topology, table, perm.record.bytes_per_device, perm.decided_pairs, cross,
+          source.num_partitions, source.num_replicas))
     except (selection.SelectionError, ValueError) as e:
       if tolerant:
         perm.error, perm.edges = str(e), []
@@ -436,6 +487,7 @@ def entry(perm, upstream=None):
       "modeled_us": modeled,
       "modeled_loop_us": d["chosen_us"] * trips if trips else None,
       "choice": {"plan": d["plan"], "backend": PLAN_BACKEND.get(d["plan"], d["plan"])},
+      "model_plan": d.get("model_plan", d["plan"]),
       "reason": d["reason"],
       "recorded": _recorded(perm.start),
       "upstream": up,

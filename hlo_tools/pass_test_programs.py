@@ -5,6 +5,7 @@ scripts/gen_pass_test_modules.py compiles them (deviceless, for a GPU topology)
 and embeds the HLO that XLA's async-collective-creator receives.
 """
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 
@@ -59,3 +60,50 @@ def ring_sum_fresh_carry(x):
 
   (_, total), _ = lax.scan(body, (x, jnp.zeros(x.shape, x.dtype)), None, length=n)
   return total
+
+
+def _rotate(n, *xs):
+  return tuple(lax.ppermute(x, AXIS, _ring(n)) for x in xs)
+
+
+@jax.custom_vjp
+def _ring_product(q, k, v):
+  return _ring_product_fwd(q, k, v)[0]
+
+
+def _ring_product_fwd(q, k, v):
+  n = lax.axis_size(AXIS)
+
+  def body(_, carry):
+    k, v, acc = carry
+    return (*_rotate(n, k, v), acc + q * k * v)
+
+  return lax.fori_loop(0, n, body, (k, v, q * 0))[2], (q, k, v)
+
+
+def _ring_product_bwd(res, g):
+  q, k, v = res
+  n = lax.axis_size(AXIS)
+
+  def body(_, carry):
+    k, v, dk, dv, dq = carry
+    dk, dv = dk + g * q * v, dv + g * q * k
+    return (*_rotate(n, k, v, dk, dv), dq + g * k * v)
+
+  _, _, dk, dv, dq = lax.fori_loop(0, n, body, (k, v, k * 0, v * 0, q * 0))
+  return dq, dk, dv
+
+
+_ring_product.defvjp(_ring_product_fwd, _ring_product_bwd)
+
+
+def ring_product_grad(q, k, v):
+  """Gradients of a ring reduction whose backward rotates K, V and their gradients.
+
+  Shaped like ring attention with a hand-written backward: the forward loop rotates
+  two buffers, the backward loop four (K, V, dK, dV); XLA's combiner merges each
+  loop's permutes into one, 2 and 4 operands.
+  """
+  loss, (dq, dk, dv) = jax.value_and_grad(
+      lambda q, k, v: _ring_product(q, k, v).sum(), argnums=(0, 1, 2))(q, k, v)
+  return dq + loss, dk, dv  # the loss keeps the forward loop alive

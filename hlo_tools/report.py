@@ -269,7 +269,7 @@ def _run_pass(work, name, topology, cost_table):
   out = os.path.join(work, "hlo", f"{name}.nvshmem.hlo")
   try:
     rc, report, message = ex.run_nvshmem_opt(src, topology, cost_table, mode="rewrite",
-                                             out=out, compare_upstream=True)
+                                             out=out, compare_upstream=True, tmp_dir=work)
   except FileNotFoundError as e:
     raise ex.InputError(f"hlo-tools report: {e}") from None
   if rc != 0:
@@ -294,9 +294,7 @@ def build(config, topology_arg, out, cost_table=None, progress=True):
   topology, table = ex.load_selection(topo_spec, cost_table)
   out = os.path.abspath(out)
   _check_out(out)
-  parent = os.path.dirname(out)
-  os.makedirs(parent, exist_ok=True)
-  work = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.tmp-", dir=parent)
+  work = dump_mod.make_work_dir(out)
   timings = {}
   say = (lambda m: print(f"hlo-tools report: {m}", file=sys.stderr, flush=True)) \
       if progress else (lambda m: None)
@@ -393,7 +391,7 @@ def build(config, topology_arg, out, cost_table=None, progress=True):
     os.umask(umask)
     for path in (work, dump_dir):
       os.chmod(path, 0o777 & ~umask)
-    dump_mod._finish(work, out)  # pylint: disable=protected-access
+    dump_mod.publish(work, out)
     report["out"] = out
     return report
   except BaseException:

@@ -16,6 +16,10 @@ applicable" as a whole:
                   pass's frontend attributes hold known values
   nvlink-domain   NVSHMEM only where every edge stays in one NVLink domain of the
                   topology (the selection core classifies each edge)
+  nvshmem-team    no NVSHMEM permute leaves a device of the program without a
+                  source: XLA's NVSHMEM collective-permute ends each buffer with a
+                  barrier over every device of the program that only devices with a
+                  source call, so such a permute hangs the runtime
   selection       the backend equals what the selection core decides for the topology
                   and cost table; split parts: the NVSHMEM part carries exactly the
                   core's NVLink edges and the NCCL part the rest. Ops the pass never
@@ -39,9 +43,10 @@ import sys
 from hlo_tools import cli_io
 from hlo_tools import collectives
 from hlo_tools import explain as ex
+from hlo_tools import selection
 
-CHECKS = ("permutation", "start-done", "backend-config", "nvlink-domain", "selection",
-          "memory-space", "hlo-verifier")
+CHECKS = ("permutation", "start-done", "backend-config", "nvlink-domain", "nvshmem-team",
+          "selection", "memory-space", "hlo-verifier")
 KNOWN_BACKENDS = ("DEFAULT", "NVSHMEM")
 KNOWN_PLANS = ("nccl", "nvshmem", "split")
 KNOWN_PARTS = ("nvshmem", "nccl")
@@ -224,6 +229,27 @@ def check_nvlink_domain(perms, topology, source, topology_spec):
   return check
 
 
+def check_nvshmem_team(perms, topology, source):
+  check = Check("nvshmem-team")
+  team = source.num_partitions * source.num_replicas
+  for perm in perms:
+    if perm.record.backend != "NVSHMEM":
+      continue
+    try:
+      edges = _own_edges(perm, topology, source)
+    except ValueError:
+      continue  # unplaceable pairs fail the nvlink-domain and permutation checks
+    reason = selection.nvshmem_hang_reason([(s, t) for s, t, _ in edges], team)
+    if reason:
+      check.add("fail", perm.start, f"NVSHMEM: {reason}")
+    else:
+      check.add("pass", perm.start, f"NVSHMEM; all {team} devices of the program have a "
+                "source, so every device reaches the barrier")
+  if not check.results:
+    check.note = "no collective-permute uses NVSHMEM"
+  return check
+
+
 def _check_split_part(check, perm, decision):
   """A split part: plan split for the union; this part carries exactly its share."""
   if decision["plan"] != "split":
@@ -367,6 +393,7 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
       check_start_done(module),
       check_backend_config(perms),
       check_nvlink_domain(perms, topology, source, topology_spec),
+      check_nvshmem_team(perms, topology, source),
       check_selection(perms, topology_spec),
       check_memory_space(perms, module),
   ]

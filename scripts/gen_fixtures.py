@@ -15,8 +15,10 @@ depend on where the repository is checked out or on edits to the Python code.
 """
 
 import argparse
+import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 
@@ -56,6 +58,16 @@ FIXTURES["shift_1x1x2"] = ({"kind": "function",
                             "args": ["1,256,2,64:bf16:None,cp"], "out_spec": "None,cp"},
                            "1x1x2", ("before_async",))
 
+# A per-pass dump (what `hlo-tools dump --all_passes` writes), pruned to the snapshots
+# that change a collective-permute line: the input of `hlo-tools diff --trace`.
+# ring_product_grad's forward loop rotates 2 buffers and its backward loop 4, all with
+# the same pairs and bytes: XLA's combiner must be followed per loop.
+PASS_DUMPS = {
+    "ring_product_grad_1x2x4": ({"kind": "function",
+                                 "function": "hlo_tools.pass_test_programs:ring_product_grad",
+                                 "args": ["64,8:f32:cp"] * 3, "out_spec": "cp"}, "1x2x4"),
+}
+
 
 def normalize(text):
   """Drops source locations: the FileNames..StackFrames tables and their references."""
@@ -94,17 +106,58 @@ def generate(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
   return written
 
 
+def generate_pass_dump(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
+  """Writes <name>.passes/ (manifest.json + xla_dump/), pruned; returns its path."""
+  from hlo_tools import diff  # pylint: disable=import-outside-toplevel
+  source, topology = PASS_DUMPS[name]
+  target = dump.Target(topology=topology, target_config=target_config)
+  target.validate()
+  dest = os.path.join(out_dir, f"{name}.passes")
+  with tempfile.TemporaryDirectory(prefix="gen-fixtures-") as work_dir:
+    info = dump.compile_in_child(work_dir, source, target, pass_re=".*", progress=False)
+    xla_dir = os.path.join(work_dir, dump.XLA_DUMP_SUBDIR)
+    modules = dump.index_xla_dump(xla_dir)
+    key = dump._main_module(modules, info.get("module_name"))  # pylint: disable=protected-access
+    module = modules[key]
+    keep = list(module["stages"].values())
+    last = None
+    for snap in module["passes"]:
+      with open(os.path.join(xla_dir, snap["file"])) as f:
+        sig = diff._signature(f.read())  # pylint: disable=protected-access
+      if sig != last:
+        keep.append(snap["file"])
+        last = sig
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(os.path.join(dest, dump.XLA_DUMP_SUBDIR))
+    for fname in keep:
+      with open(os.path.join(xla_dir, fname)) as f:
+        # The trace never reads metadata; without it the fixture is half the size.
+        text = re.sub(r', metadata=\{[^{}]*\}', "", normalize(f.read()))
+      with open(os.path.join(dest, dump.XLA_DUMP_SUBDIR, fname), "w") as f:
+        f.write(text)
+    with open(os.path.join(dest, "manifest.json"), "w") as f:
+      json.dump({"source": source, "target": target.describe() | {"target_config": None},
+                 "versions": info.get("versions"), "main_module": key,
+                 "xla_dump_dir": dump.XLA_DUMP_SUBDIR,
+                 "pruned": "only snapshots that change a collective-permute line"},
+                f, indent=1)
+  return dest
+
+
 def main(argv):
   p = argparse.ArgumentParser(prog=argv[0], description=__doc__.split("\n\n")[0])
   p.add_argument("--out_dir", default=os.path.join(
       os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "fixtures"))
-  p.add_argument("--only", action="append", choices=sorted(FIXTURES),
+  p.add_argument("--only", action="append", choices=sorted(FIXTURES) + sorted(PASS_DUMPS),
                  help="generate only these fixtures (repeatable)")
   p.add_argument("--target_config", default=dump.DEFAULT_TARGET_CONFIG)
   args = p.parse_args(argv[1:])
   os.makedirs(args.out_dir, exist_ok=True)
-  for name in args.only or FIXTURES:
+  for name in args.only or list(FIXTURES) + list(PASS_DUMPS):
     try:
+      if name in PASS_DUMPS:
+        print(generate_pass_dump(name, args.out_dir, args.target_config), file=sys.stderr)
+        continue
       for path in generate(name, args.out_dir, args.target_config):
         print(f"{path} ({os.path.getsize(path)} bytes)", file=sys.stderr)
     except dump.DumpError as e:

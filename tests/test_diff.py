@@ -157,7 +157,8 @@ def test_bad_input(capsys, tmp_path, ring_dump):
   broken = tmp_path / "broken.hlo"
   broken.write_text(text.replace("{{0,1},{1,2},", "{{0,1},{1},"))
   rc, _, err = run(capsys, good, broken)
-  assert rc == 2 and re.match(rf"{re.escape(str(broken))}:167:\d+: broken", err)
+  # The reader (or, past it, the strict pair check) names the line and the attribute.
+  assert rc == 2 and re.match(rf"{re.escape(str(broken))}:167:\d+: .*source_target_pairs", err)
   rc, _, err = run(capsys, good, tmp_path / "missing.hlo")
   assert rc == 2 and "missing.hlo: cannot read" in err
   rc, _, err = run(capsys, good, good, "--trace", tmp_path)
@@ -200,3 +201,31 @@ def test_scales_near_linearly(tmp_path):
     assert result["summary"]["added"] == 0 and result["summary"]["removed"] == 0
   # 8x the instructions: linear is ~8x; quadratic would be ~64x.
   assert times[40000] < 20 * times[5000] + 0.5, times
+
+
+def test_trace_follows_the_combiner_per_loop(capsys):
+  # A real per-pass dump (`hlo-tools dump --all_passes`, pruned to the snapshots that
+  # change a permute): a forward loop rotating 2 buffers and a backward loop rotating
+  # 4, all with the same pairs and bytes. XLA's combiner makes %collective-permute of
+  # %ppermute.18.0-21.0 (backward) and %collective-permute.1 of 22.0+23.0 (forward).
+  passes = FIXTURES / "ring_product_grad_1x2x4.passes"
+  tr = diff.trace(str(passes))
+  combined = [e for e in tr["events"] if e["kind"] == "combined"]
+  assert [e["message"].split(" -> ")[0] for e in combined] == [
+      "%ppermute.18.0 + %ppermute.19.0 + %ppermute.20.0 + %ppermute.21.0",
+      "%ppermute.22.0 + %ppermute.23.0"]
+  assert [e["names"] for e in combined] == [["collective-permute"], ["collective-permute.1"]]
+  assert not [e for e in tr["events"] if e["kind"] in ("decomposed", "removed", "created")]
+  final = {f["start"]: set(f["origins"]) for f in tr["final"]}
+  assert final == {"collective-permute-start": {f"ppermute.{i}" for i in (8, 9, 10, 11)},
+                   "collective-permute-start.1": {"ppermute.2", "ppermute.3"}}
+  # Each origin set is one loop of the module before optimization.
+  before = explain.read_source(str(next((passes / "xla_dump").glob("*before_optimizations*"))))
+  comp_of = {i.name: c.name for c in before.module.computations for i in c.instructions}
+  for origins in final.values():
+    assert len({comp_of[name] for name in origins}) == 1
+  rc = diff.main(["hlo-tools diff", f"{passes}:before_optimizations",
+                  f"{passes}:after_optimizations", "--trace", str(passes)])
+  out, _ = capsys.readouterr()
+  assert rc == 0 and "decomposed" not in out
+  assert "combined: %ppermute.22.0 + %ppermute.23.0 -> %collective-permute.1" in out

@@ -17,6 +17,7 @@ limitations under the License.
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -53,17 +54,14 @@ std::string Format(const char* format, double a) {
 
 std::string Us(double us) { return Format("%.2f us", us); }
 
-// The shortest decimal that reads back as the same double: 5.6, not
-// 5.5999999999999996 (what %.17g prints), so printed tables stay readable and
-// still round-trip exactly.
+// The shortest text that reads back as the same double, fixed or scientific
+// whichever is shorter: 5.6 and 450, not 5.5999999999999996 (%.17g) or
+// 4.5e+02 (%g), so printed tables stay readable and round-trip exactly.
 std::string Shortest(double value) {
   char buffer[64];
-  for (int precision = 1; precision < 17; ++precision) {
-    std::snprintf(buffer, sizeof(buffer), "%.*g", precision, value);
-    if (std::strtod(buffer, nullptr) == value) return buffer;
-  }
-  std::snprintf(buffer, sizeof(buffer), "%.17g", value);
-  return buffer;
+  std::to_chars_result result =
+      std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return std::string(buffer, result.ptr);
 }
 
 std::string Bytes(int64_t bytes) {

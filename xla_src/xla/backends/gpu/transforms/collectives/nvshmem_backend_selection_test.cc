@@ -117,7 +117,10 @@ TEST(CostTableTest, RoundTripsThroughText) {
       ParseCostTable(CostTableToString(table), "x", &error);
   ASSERT_TRUE(again.has_value()) << error;
   EXPECT_EQ(CostTableToString(*again), CostTableToString(table));
-  // Numbers print in their shortest exact form (5.6, not 5.5999999999999996).
+  // Numbers print in their shortest exact form (5.6, not 5.5999999999999996;
+  // 450, not 4.5e+02).
+  EXPECT_EQ(CostTableToString(table).find("e+"), std::string::npos)
+      << CostTableToString(table);
   EXPECT_NE(CostTableToString(table).find("link nvshmem nvlink 5.6 "),
             std::string::npos)
       << CostTableToString(table);
