@@ -107,6 +107,10 @@ _INSTR_RE = re.compile(
     r"[ \t]*(ROOT[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*=[ \t]*"
     r"(" + _ARRAY_SHAPE + "|" + _TUPLE_SHAPE + r")[ \t]+"
     r"([a-z][a-z0-9\-]*)\(([^()\"]*+)\)(.*)")
+_OPERAND = (r"(?:/\*.*?\*/\s*)*(?:(?:%s|%s)\s*)?%%?[A-Za-z_][\w.\-]*"
+            % (_ARRAY_SHAPE, _TUPLE_SHAPE))
+# XLA takes empty operands between commas too: `(%a,, %b,)`.
+_OPERANDS_RE = re.compile(r"\s*(?:%s)?(?:\s*,\s*(?:%s)?)*\s*" % (_OPERAND, _OPERAND))
 _ATTR_RE = re.compile(r"(,[ \t]*([A-Za-z_][\w.\-]*)=(" + _VALUE + "))")
 _PCT_NAME_RE = re.compile(r"%([\w.\-]+)")
 _ARRAY_RE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](\{[^{}]*\})?")
@@ -210,6 +214,63 @@ _REQUIRED_ATTRS_SPEC = {
     "gather": "offset_dims start_index_map index_vector_dim slice_sizes",
     "scatter": "scatter_dims_to_operand_dims index_vector_dim to_apply", "domain": "domain",
 }
+
+
+# Operand counts XLA's parser insists on (opcodes with a fixed count only).
+_OPERAND_COUNT_SPEC = {
+    0: "iota replica-id partition-id rng-get-and-update-state",
+    1: "topk acos acosh asin asinh atanh exponential-minus-one log log-plus-one logistic "
+       "sqrt cbrt rsqrt tanh erf sine sinh cosine cosh tan exponential abs all-gather-done "
+       "all-reduce-done round-nearest-afz round-nearest-even bitcast ceil "
+       "count-leading-zeros collective-permute-done copy copy-done opt-barrier imag "
+       "is-finite floor not negate popcnt real sign convert bitcast-convert copy-start "
+       "reshape while recv recv-done send-done get-tuple-element fft cholesky broadcast "
+       "reverse slice transpose infeed reduce-precision domain get-dimension-size",
+    2: "add divide multiply subtract atan2 complex maximum minimum power remainder and or "
+       "xor shift-left shift-right-arithmetic shift-right-logical stochastic-convert "
+       "add-dependency send convolution triangular-solve compare pad outfeed gather "
+       "set-dimension-size",
+    3: "clamp select select-and-scatter batch-norm-training",
+    5: "batch-norm-inference batch-norm-grad",
+}
+_OPERAND_COUNTS = {op: n for n, ops in _OPERAND_COUNT_SPEC.items() for op in ops.split()}
+
+# metadata={...}: its fields and their value forms.
+_META_FIELDS = {
+    **{k: "str" for k in "op_type op_name source_file deduplicated_name scheduling_name".split()},
+    **{k: "int32" for k in
+       "source_line source_end_line source_column source_end_column stack_frame_id".split()},
+    "profile_type": "list", "metadata_payload": "any",
+}
+_META_ITEM_RE = re.compile(r'\s*([A-Za-z_][\w\-]*)\s*=\s*(%s|-?\d+|\{[^{}]*\})\s*,?' % _STR)
+_META_FORMS = {"str": re.compile(_STR), "int32": re.compile(r"-?\d{1,10}"),
+               "list": re.compile(r"\{\s*(?:-?\d+(?:\s*,\s*-?\d+)*)?\s*\}"),
+               "any": re.compile(r".*", re.S)}
+
+
+def _metadata_problem(value):
+  """Why XLA's parser would refuse this metadata={...} text, or None."""
+  if not (value.startswith("{") and value.endswith("}")):
+    return "metadata must be {field=value ...}"
+  body, i, seen = value[1:-1], 0, set()
+  while i < len(body):
+    m = _META_ITEM_RE.match(body, i)
+    if m is None:
+      if body[i:].strip():
+        return f"bad metadata text {body[i:i + 30]!r}"
+      break
+    key, item = m.groups()
+    form = _META_FIELDS.get(key)
+    if form is None:
+      return f"metadata has no field {key!r}"
+    if key in seen:
+      return f"metadata field {key!r} twice"
+    seen.add(key)
+    if not _META_FORMS[form].fullmatch(item) or (
+        form == "int32" and not -(1 << 31) <= int(item) < (1 << 31)):
+      return f"bad value for metadata field {key!r}: {item[:40]!r}"
+    i = m.end()
+  return None
 
 
 def _expand_spec(spec, base=""):
@@ -441,16 +502,25 @@ def _parse_shape_at(text, i):
       return shape, i
 
 
+_INT64_LIMIT = 1 << 63
+
+
+def _ints_fit(text):
+  """False when a number in text is too large for XLA's int64 tokens."""
+  return all(int(n) < _INT64_LIMIT for n in _BIG_INT_RE.findall(text))
+
+
 _DIM_RE = re.compile(r"\s*(?:(\d+)|<=\s*(\d+)|(\?))\s*\Z")
 # A layout as XLA's parser reads it: minor_to_major, then in this order the optional
 # dim level types, tiles, tail padding, index and pointer types, element size, memory
 # space, split configs, physical shape and metadata prefix.
 _LAYOUT_RE = re.compile(
-    r"\{\s*(?:\d+(?:\s*,\s*\d+)*)?\s*(?::\s*"
+    r"\{\s*(?:-?\d+(?:\s*,\s*-?\d+)*)?\s*(?::\s*"
     r"(?:D\([A-Za-z+~,\s]*\)\s*)?(?:T(?:\([\d*,\s]*\))+\s*)?(?:L\(\d+\)\s*)?"
     r"(?:#\([a-z][a-z0-9]*\)\s*)?(?:\*\([a-z][a-z0-9]*\)\s*)?(?:E\(\d+\)\s*)?"
     r"(?:S\(\d+\)\s*)?(?:SC\([\d:,\s]*\)\s*)*(?:P\([^{}]*\)\s*)?(?:M\(\d+\)\s*)?)?\}")
-_LAYOUT_DIMS_RE = re.compile(r"\{\s*([\d,\s]*)")
+_LAYOUT_DIMS_RE = re.compile(r"\{\s*([\d,\s\-]*)")
+_BIG_INT_RE = re.compile(r"\d{19,}")  # may not fit in int64: checked exactly
 
 
 def _parse_array_shape_at(text, i):
@@ -466,7 +536,10 @@ def _parse_array_shape_at(text, i):
     if dm is None:
       raise _ShapeError(f"bad dimension {d.strip()[:20]!r}", m.start(2))
     exact, bound, unbounded = dm.groups()
-    dims.append(int(exact or bound) if not unbounded else -1)
+    size = int(exact or bound) if not unbounded else -1
+    if size >= _INT64_LIMIT:
+      raise _ShapeError(f"dimension {size} does not fit in 64 bits", m.start(2))
+    dims.append(size)
     dynamic.append(exact is None)
   if layout is not None:
     _check_layout(layout, len(dims), m.start(3))
@@ -475,7 +548,7 @@ def _parse_array_shape_at(text, i):
 
 
 def _check_layout(layout, rank, at):
-  if not _LAYOUT_RE.fullmatch(layout):
+  if not _LAYOUT_RE.fullmatch(layout) or not _ints_fit(layout):
     raise _ShapeError(f"malformed layout {layout[:40]!r}", at)
   minor_to_major = _LAYOUT_DIMS_RE.match(layout).group(1)
   count = len([d for d in minor_to_major.split(",") if d.strip()])
@@ -716,6 +789,35 @@ class HloInstruction:
     return [comp.instruction(n) for n in self.operands]
 
 
+_FLOAT_LITERAL_RE = re.compile(r"-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|inf|nan)")
+_INT_BITS = {"s1": 1, "s2": 2, "s4": 4, "s8": 8, "s16": 16, "s32": 32, "s64": 64}
+
+
+def _scalar_literal_problem(etype, text):
+  """Why XLA would refuse `text` as a scalar constant of `etype`, or None."""
+  text = text.strip()
+  if etype == "pred":
+    ok = text in ("true", "false") or text.isdigit()
+  elif etype[0] in "su" and etype[1:].isdigit():
+    if not _INT_VALUE_RE.fullmatch(text):
+      return f"{etype} constant needs an integer, got {text[:30]!r}"
+    bits = _INT_BITS.get("s" + etype[1:], 64)
+    low, high = ((-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if etype[0] == "s"
+                 else (0, (1 << bits) - 1))
+    ok = low <= int(text) <= high
+  elif etype.startswith(("f", "bf")):
+    ok = bool(_FLOAT_LITERAL_RE.fullmatch(text)) and (
+        "inf" in text or "nan" in text or abs(float(text)) != float("inf"))
+  else:
+    return None  # complex, token, opaque: not checked
+  return None if ok else f"{text[:30]!r} is not a {etype} value"
+
+
+def _compatible_key(shape):
+  """Equal for shapes XLA calls compatible: layouts and dynamic bounds' marks ignored."""
+  return shape.to_string(False).replace("<=", "")
+
+
 class HloComputation:
   """A computation: instructions in order, root, parameters (by parameter number)."""
 
@@ -729,6 +831,7 @@ class HloComputation:
     self.root = None
     self.module = None
     self._by_name = {}
+    self._declared_shape = None  # the signature's result shape, when printed
 
   def __repr__(self):
     return f"<HloComputation %{self.name}: {len(self.instructions)} instructions>"
@@ -905,6 +1008,16 @@ class _Parser:
         self.error(i, (at + len(key) + 2) if at >= 0 else 1,
                    f"attribute {key!r} needs an integer, got {value[:40]!r}")
 
+  def _bad_operands(self, ops, i, line):
+    """Raises at the first operand that is not `[shape] %name`."""
+    start = line.find("(" + ops + ")") + 1
+    at = 0
+    for part in ops.split(","):
+      if not _OPERANDS_RE.fullmatch(part):
+        break
+      at += len(part) + 1
+    self.error(i, start + at + 1, f"expected an operand name, got {ops[at:at + 30].strip()!r}")
+
   def _check_attrs(self, opcode, attrs, i):
     """Names and value forms as XLA's parser takes them for this opcode."""
     forms = _ATTR_FORMS.get(opcode)
@@ -913,10 +1026,14 @@ class _Parser:
     for key, value in attrs.items():
       form = forms.get(key, _UNKNOWN)
       if form is None:
+        if key == "metadata":
+          problem = _metadata_problem(value)
+          if problem:
+            self._attr_error(i, key, problem, True)
         continue
       if form is _UNKNOWN:
         self._attr_error(i, key, f"{opcode} takes no attribute {key!r}")
-      if not form.fullmatch(value):
+      if not form.fullmatch(value) or not _ints_fit(value):
         self._attr_error(i, key, f"bad value for {key!r} of {opcode}: {value[:60]!r}", True)
     required = _REQUIRED_ATTRS.get(opcode)
     if required and not required <= attrs.keys():
@@ -1008,9 +1125,9 @@ class _Parser:
         self.error(i, 1, "expected computation header '[ENTRY] %name (params) -> shape {'")
       self.error(i, 1, f"expected a computation, got {head.strip()[:40]!r}")
     signature = m.group(3)
-    if signature:
-      self._check_signature(signature, i, m.start(3))
+    result = self._check_signature(signature, i, m.start(3)) if signature else None
     comp = HloComputation(m.group(2), bool(m.group(1)), i + 1, signature)
+    comp._declared_shape = result
     by_name = comp._by_name
     instrs = comp.instructions
     i += 1
@@ -1049,14 +1166,24 @@ class _Parser:
         shape = self._shape(shape_text, i, line.find(shape_text))
       if opcode == "constant" or opcode == "parameter" or not ops:
         operands = []
+        if opcode == "constant" and not shape.dims and shape.element_type:
+          problem = _scalar_literal_problem(shape.element_type, ops)
+          if problem:
+            self.error(i, line.find("constant(") + 10, problem)
         if opcode == "parameter" and not ops.strip().isdigit():
           self.error(i, col, "parameter needs a number: parameter(N)")
+      elif not _OPERANDS_RE.fullmatch(ops):
+        self._bad_operands(ops, i, line)
       elif "%" in ops:
         operands = pct_findall(ops)
       else:
         operands = _bare_operands(ops)
       if attrs or opcode in _REQUIRED_ATTRS:
         self._check_attrs(opcode, attrs, i)
+      count = _OPERAND_COUNTS.get(opcode)
+      if count is not None and count != len(operands):
+        self.error(i, col, f"{opcode} takes {count} operand{'s' if count != 1 else ''}, "
+                   f"got {len(operands)}")
       instr = HloInstruction(name, shape, opcode, operands, attrs, bool(root), i + 1, col, ops)
       instr.computation = comp
       if name in by_name:
@@ -1078,8 +1205,20 @@ class _Parser:
     if comp.root is None:  # XLA makes the last instruction the root
       comp.root = comp.instructions[-1]
       comp.root.is_root = True
+    declared = comp._declared_shape
+    if declared is not None and _compatible_key(declared) != _compatible_key(comp.root.shape):
+      self.error(comp.root.line - 1, comp.root.col,
+                 f"shape of computation %{comp.name}, {declared.to_string(False)}, is not "
+                 f"compatible with that of its root %{comp.root.name}, "
+                 f"{comp.root.shape.to_string(False)}")
     by_name = comp._by_name
+    numbers = set()
     for instr in comp.instructions:
+      if instr.opcode == "parameter":
+        if instr.operand_text.strip() in numbers:
+          self.error(instr.line - 1, instr.col,
+                     f"duplicate parameter number {instr.operand_text.strip()}")
+        numbers.add(instr.operand_text.strip())
       for op in instr.operands:
         if op not in by_name:
           self.error(instr.line - 1, instr.col, f"use of undefined instruction %{op}")
@@ -1121,9 +1260,10 @@ class _Parser:
     if sc.s.startswith("->", sc.i):
       sc.i += 2
       start = sc.ws()
-      self._shape(sig[start:].rstrip(), i, col0 + start)
-    elif not sc.at_end():
+      return self._shape(sig[start:].rstrip(), i, col0 + start)
+    if not sc.at_end():
       sc.fail("expected '->' and the result shape")
+    return None
 
   def _attributes_fast(self, rest, i, col0):
     found = _ATTR_RE.findall(rest)
