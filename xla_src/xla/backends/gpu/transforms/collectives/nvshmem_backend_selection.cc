@@ -575,14 +575,17 @@ std::string CostTableToString(const CostTable& table) {
   std::string out = "backends " + BackendSetToString(table.backends) + "\n";
   out += std::string("symmetric_signals ") +
          (table.symmetric_signals ? "1" : "0") + "\n";
-  out += "# backend link_class latency_us bandwidth_GBps per_buffer_us\n";
+  out += "# backend link_class latency_us bandwidth_GBps [per_buffer_us]\n";
   for (int b = 0; b < kNumBackends; ++b) {
     for (int c = 0; c < kNumLinkClasses; ++c) {
       const LinkCost& cost = table.links[b][c];
       out += std::string("link ") + kBackendNames[b] + " " +
              kLinkClassNames[c] + " " + Shortest(cost.latency_us) + " " +
-             Shortest(cost.bandwidth_gbps) + " " +
-             Shortest(cost.per_buffer_us) + "\n";
+             Shortest(cost.bandwidth_gbps) +
+             // Optional column: five-word lines stay as they were.
+             (cost.per_buffer_us != 0 ? " " + Shortest(cost.per_buffer_us)
+                                      : std::string()) +
+             "\n";
     }
   }
   for (int b = 0; b < kNumBackends; ++b) {
