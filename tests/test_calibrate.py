@@ -53,6 +53,11 @@ def test_recovers_latency_per_buffer_and_bandwidth(tmp_path):
     assert table.per_buffer_us(*key) == pytest.approx(fit.per_buffer_us, rel=1e-5,
                                                       abs=1e-6)
     assert max(fit.max_rel_by_size.values()) < calibrate.GOAL_REL
+    # The core predicts with the written table what the fit predicts.
+    assert table.sm_interference(key[0]) == 0
+    for nbytes, operands in [(1024, 1), (1 << 20, 2), (256 << 20, 4)]:
+      assert selection.edge_time_us(table, key[0], key[1], nbytes, operands) == (
+          pytest.approx(fit.model_us(nbytes, operands), rel=1e-5))
   # Provenance: machine, versions, date and the CSV's name head the table.
   assert "# Measured on: 2x H200 NVLink" in text
   assert "# jax: 0.9.1; devices: 2; loop trips: 50" in text
