@@ -128,7 +128,12 @@ _KV_RE = re.compile(r"([\w.\-]+)=(" + _STR + r"|[^\s,\"]+)")
 _IOTA_RE = re.compile(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
 _CLOSE_RE = re.compile(r"\s*\}\s*(?:,(.*))?\Z")
 _INT_VALUE_RE = re.compile(r"-?\d+")
-_MODULE_INT_ATTRS = ("num_partitions", "replica_count", "num_replicas")
+_MODULE_INT_ATTRS = ("num_partitions", "replica_count")
+_MODULE_ATTRS = frozenset((
+    "alias_passthrough_params allow_spmd_sharding_propagation_to_output "
+    "allow_spmd_sharding_propagation_to_parameters buffer_donor entry_computation_layout "
+    "frontend_attributes input_output_alias is_scheduled num_partitions "
+    "origin_recovery_table replica_count").split())
 
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 _CLOSERS = {"(": ")", "{": "}", "[": "]"}
@@ -316,8 +321,18 @@ _VALUE_FORMS = {
     "calls": re.compile(r"%s|\{\s*(?:%s(?:\s*,\s*%s)*)?\s*\}" % (_NAME, _NAME, _NAME)),
     "branch_computations": re.compile(r"\{\s*(?:%s(?:\s*,\s*%s)*)?\s*\}" % (_NAME, _NAME)),
 }
+_INTS = r"\s*\d+(?:\s*,\s*\d+)*\s*"
+_SHARDING_ITEM = (
+    r"(?:maximal|replicated|manual|unknown|unreduced|last_tile_dim_replicate"
+    r"|device=-?\d+|devices=\[%s\](?:\s*<=\s*\[%s\](?:\s*T\(%s\))?|\s*%s)"
+    r"|metadata=\{(?:[^{}\"]|%s)*\}|last_tile_dims=\{[^{}]*\}|shard_as\s+\d+"
+    r"|shard_like\s+\d+)" % (_INTS, _INTS, _INTS, _INTS, _STR))
+_SINGLE_SHARDING = r"\{\s*(?:%s\s*,?\s*)*\}" % _SHARDING_ITEM
+_SHARDING_RE = re.compile(r"%s|\{\s*(?:%s(?:\s*,\s*%s)*)?\s*\}|\{\s*(?:maximal_)?mesh\b.*"
+                          % (_SINGLE_SHARDING, _SINGLE_SHARDING, _SINGLE_SHARDING), re.S)
 _SLICE_SIZES_LISTS = re.compile(r"\{\s*(?:%s(?:\s*,\s*%s)*)?\s*\}" % (_INT_LIST, _INT_LIST))
 _VALUE_FORMS["dimensions"] = _VALUE_FORMS["fft_length"]
+_VALUE_FORMS["sharding"] = _SHARDING_RE
 
 
 def _value_form(opcode, key):
@@ -806,7 +821,7 @@ def _scalar_literal_problem(etype, text):
                  else (0, (1 << bits) - 1))
     ok = low <= int(text) <= high
   elif etype.startswith(("f", "bf")):
-    ok = bool(_FLOAT_LITERAL_RE.fullmatch(text)) and (
+    ok = bool(_FLOAT_LITERAL_RE.fullmatch(text)) and _ints_fit(text) and (
         "inf" in text or "nan" in text or abs(float(text)) != float("inf"))
   else:
     return None  # complex, token, opaque: not checked
@@ -1055,6 +1070,9 @@ class _Parser:
     if m is None:
       self.error(i, 1, "expected 'HloModule NAME' header; this is not HLO text")
     attrs = self._attributes(m.group(2), i, m.start(2))
+    for key in attrs:
+      if key not in _MODULE_ATTRS:
+        self._attr_error(i, key, f"HloModule takes no attribute {key!r}")
     self._check_ints(attrs, _MODULE_INT_ATTRS, i)
     module = HloModule(m.group(1), attrs, self.path)
     i += 1
@@ -1170,12 +1188,14 @@ class _Parser:
           problem = _scalar_literal_problem(shape.element_type, ops)
           if problem:
             self.error(i, line.find("constant(") + 10, problem)
-        if opcode == "parameter" and not ops.strip().isdigit():
+        if opcode == "parameter" and not (ops.strip().isdigit() and _ints_fit(ops)):
           self.error(i, col, "parameter needs a number: parameter(N)")
       elif not _OPERANDS_RE.fullmatch(ops):
         self._bad_operands(ops, i, line)
       elif "%" in ops:
         operands = pct_findall(ops)
+        if len(operands) <= ops.count(","):  # a name without '%' among them?
+          operands = [n.lstrip("%") for n in _bare_operands(ops)]
       else:
         operands = _bare_operands(ops)
       if attrs or opcode in _REQUIRED_ATTRS:
@@ -1222,6 +1242,9 @@ class _Parser:
       for op in instr.operands:
         if op not in by_name:
           self.error(instr.line - 1, instr.col, f"use of undefined instruction %{op}")
+      if (instr.opcode == "broadcast" and "dimensions" not in instr.attributes
+          and by_name[instr.operands[0]].shape.dims):
+        self.error(instr.line - 1, instr.col, "broadcast of a non-scalar needs 'dimensions'")
       preds = instr.attributes.get("control-predecessors")
       if preds is not None:
         for op in _parse_name_list(preds):
@@ -1288,8 +1311,7 @@ class _Parser:
       sc.ws()
       key_at = sc.i
       key = sc.regex(_KEY_RE, "expected attribute name")
-      sc.ws()
-      sc.expect("=", f"expected '=' after attribute {key!r}")
+      sc.expect("=", f"expected '=' right after attribute name {key!r}")
       sc.ws()
       value = sc.value()
       if key in attrs:
