@@ -243,6 +243,9 @@ def build_parser():
   p.add_argument("--k-chunk", type=int, default=2048)
   p.add_argument("--topology", default=None, help="for pass (default 1x1xN)")
   p.add_argument("--pass-backends", default="nccl,peer", help="hook's backend set")
+  p.add_argument("--pass-via", choices=("auto", "hook", "route"), default="auto",
+                 help="pass mode: the hook when jax has it (auto), or always the "
+                 "decision-selected global mode (route)")
   p.add_argument("--budget-s", type=float, default=570, help="whole call, then stop cleanly")
   p.add_argument("--run-timeout", type=float, default=240,
                  help="seconds one run (compile + calls) may take before it is killed")
@@ -255,6 +258,10 @@ def build_parser():
   p.add_argument("--items", default="", help=argparse.SUPPRESS)
   p.add_argument("--do-check", action="store_true", help=argparse.SUPPRESS)
   p.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
+  p.add_argument("--route", default=None, help=argparse.SUPPRESS)
+  # Tests of the watchdog: the worker blocks forever at this length, as a hung
+  # collective would.
+  p.add_argument("--hang-at", type=int, default=0, help=argparse.SUPPRESS)
   return p
 
 
@@ -394,7 +401,7 @@ def worker(args):
     jax = _init_jax(args)
     from hlo_tools import ring_attention as ra
     hook = None
-    if args.mode == "pass" and not args.probe:
+    if args.mode == "pass" and not args.route:
       from hlo_tools import jax_hook
       hook = jax_hook.install(args.topology, backends=args.pass_backends.split(","),
                               platforms=("cpu",) if args.platform == "cpu" else
@@ -402,7 +409,7 @@ def worker(args):
                               report=os.path.join(mode_dir, f"hook_rank{args.rank}.json"))
     import jaxlib
     mesh = ra.make_mesh(jax.devices())
-    events.emit(event="ready", jax=jax.__version__, jaxlib=jaxlib.__version__,
+    events.emit(event="ready", route=args.route, jax=jax.__version__, jaxlib=jaxlib.__version__,
                 python=sys.version.split()[0], xla_flags=os.environ.get("XLA_FLAGS", ""),
                 devices=[f"{d.platform}:{d.id}:{getattr(d, 'device_kind', '')}"
                          for d in jax.devices()], process_count=jax.process_count(),
@@ -413,6 +420,8 @@ def worker(args):
     for n, item in enumerate(args.items.split(";")):
       seq_len, direction = int(item.split(",")[0]), item.split(",")[1]
       events.emit(event="start", seq_len=seq_len, direction=direction)
+      while seq_len == args.hang_at:
+        time.sleep(60)
       dump = (os.path.join(mode_dir, f"compiled_{seq_len}_{direction}.hlo")
               if args.rank == 0 and n == 0 else None)
       try:
@@ -441,6 +450,10 @@ def probe(args):
       has_hook = hasattr(jx, "register_hlo_module_transformation")
     except ImportError:
       has_hook = False
+    if args.pass_via == "route":
+      has_hook = False
+    elif args.pass_via == "hook" and not has_hook:
+      raise E2EError(f"jax {jax.__version__} has no register_hlo_module_transformation")
     events.emit(event="info", jax=jax.__version__, has_hook=has_hook)
     if has_hook:
       return 0
@@ -520,6 +533,8 @@ def _spawn(args, mode, route, items, do_check, launch):
     cmd += [a for a in args.argv if a not in ("--do-check",)]
     if do_check:
       cmd.append("--do-check")
+    if route:
+      cmd.append(f"--route={route}")
     path = os.path.join(args.out_dir, mode, f"log_launch{launch}_rank{rank}.txt")
     with open(path, "w") as logf:
       procs.append((rank, subprocess.Popen(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT,
