@@ -137,8 +137,9 @@ def merge_ranks(rank_results):
     for p in res.get("points", []):
       key = (p["operands"], p["bytes"])
       m = merged.setdefault(key, {"operands": p["operands"], "bytes": p["bytes"],
-                                  "step_s": None, "baseline_s": None})
-      for k in ("step_s", "baseline_s"):
+                                  "step_s": None, "baseline_s": None,
+                                  "step_spread": None, "baseline_spread": None})
+      for k in ("step_s", "baseline_s", "step_spread", "baseline_spread"):
         if p.get(k) is not None:
           m[k] = p[k] if m[k] is None else max(m[k], p[k])
   return [merged[k] for k in sorted(merged)]
@@ -205,8 +206,6 @@ def _build(jax, mesh, operands, elems, perm, with_permute, trips):
 
 
 def _time(jax, fn, xs, reps):
-  out = fn(xs)
-  jax.block_until_ready(out)
   times = []
   for _ in range(reps):
     t0 = time.perf_counter()
@@ -214,6 +213,25 @@ def _time(jax, fn, xs, reps):
     jax.block_until_ready(out)
     times.append(time.perf_counter() - t0)
   return statistics.median(times)
+
+
+def _measure_point(jax, mesh, ring, operands, elems, args, point, result):
+  """Step and baseline medians, timed alternately so drift hits both alike."""
+  step_fn, xs = _build(jax, mesh, operands, elems, ring, True, args.trips)
+  base_fn, _ = _build(jax, mesh, operands, elems, ring, False, args.trips)
+  seen = result.setdefault("compiled_permutes", {})
+  if str(operands) not in seen:
+    seen[str(operands)] = _permute_backends(step_fn.lower(xs).compile().as_text())
+  jax.block_until_ready(step_fn(xs))
+  jax.block_until_ready(base_fn(xs))
+  steps, bases = [], []
+  for _ in range(args.reps):
+    steps.append(_time(jax, step_fn, xs, 1) / args.trips)
+    bases.append(_time(jax, base_fn, xs, 1) / args.trips)
+  point["step_s"] = statistics.median(steps)
+  point["baseline_s"] = statistics.median(bases)
+  point["step_spread"] = (max(steps) - min(steps)) / point["step_s"]
+  point["baseline_spread"] = (max(bases) - min(bases)) / point["baseline_s"]
 
 
 def run_child(args):
@@ -235,17 +253,11 @@ def run_child(args):
           break
         elems = max(total // operands // 4, 1)
         point = {"operands": operands, "bytes": elems * 4 * operands}
-        for key, with_permute in (("step_s", True), ("baseline_s", False)):
-          try:
-            fn, xs = _build(jax, mesh, operands, elems, ring, with_permute, args.trips)
-            point[key] = _time(jax, fn, xs, args.reps) / args.trips
-            seen = result.setdefault("compiled_permutes", {})
-            if with_permute and str(operands) not in seen:
-              seen[str(operands)] = _permute_backends(fn.lower(xs).compile().as_text())
-          except Exception as e:  # recorded; the size is skipped
-            point[key] = None
-            result["errors"].append(f"{operands}x{total} {key}: "
-                                    f"{type(e).__name__}: {str(e)[:300]}")
+        try:
+          _measure_point(jax, mesh, ring, operands, elems, args, point, result)
+        except Exception as e:  # recorded; the size is skipped
+          result["errors"].append(f"{operands}x{total}: {type(e).__name__}: "
+                                  f"{str(e)[:300]}")
         result["points"].append(point)
         print(f"[rank {args.rank}] {operands} x {total} B: step "
               f"{point.get('step_s')} baseline {point.get('baseline_s')}", flush=True)
