@@ -503,7 +503,7 @@ def _parse_shape_at(text, i):
         continue
       shape, i = Shape(tuple_shapes=()), i + 1
     else:
-      shape, i = _parse_array_shape_at(text, i)
+      shape, i = _parse_array_shape_at(text, i, bool(open_tuples))
     while open_tuples:  # attach the shape just read; close finished tuples
       open_tuples[-1].append(shape)
       i = _skip_ws(text, i)
@@ -538,7 +538,7 @@ _LAYOUT_DIMS_RE = re.compile(r"\{\s*([\d,\s\-]*)")
 _BIG_INT_RE = re.compile(r"\d{19,}")  # may not fit in int64: checked exactly
 
 
-def _parse_array_shape_at(text, i):
+def _parse_array_shape_at(text, i, in_tuple=False):
   m = _ARRAY_RE.match(text, i)
   if m is None:
     raise _ShapeError(f"unknown shape syntax {text[i:i + 20]!r}", i)
@@ -557,19 +557,22 @@ def _parse_array_shape_at(text, i):
     dims.append(size)
     dynamic.append(exact is None)
   if layout is not None:
-    _check_layout(layout, len(dims), m.start(3))
+    _check_layout(layout, len(dims), m.start(3), in_tuple)
   return (Shape(etype, dims, layout, None, tuple(dynamic) if any(dynamic) else None),
           m.end())
 
 
-def _check_layout(layout, rank, at):
+def _check_layout(layout, rank, at, in_tuple=False):
+  """XLA's parser checks a layout's syntax and length; inside a tuple shape also that
+  it orders each dimension once (building the tuple validates its elements)."""
   if not _LAYOUT_RE.fullmatch(layout) or not _ints_fit(layout):
     raise _ShapeError(f"malformed layout {layout[:40]!r}", at)
-  minor_to_major = _LAYOUT_DIMS_RE.match(layout).group(1)
-  count = len([d for d in minor_to_major.split(",") if d.strip()])
-  if count != rank:
-    raise _ShapeError(f"layout {layout[:40]!r} orders {count} dimensions, the shape has "
+  order = [d.strip() for d in _LAYOUT_DIMS_RE.match(layout).group(1).split(",") if d.strip()]
+  if len(order) != rank:
+    raise _ShapeError(f"layout {layout[:40]!r} orders {len(order)} dimensions, the shape has "
                       f"{rank}", at)
+  if in_tuple and sorted(order, key=int) != [str(d) for d in range(rank)]:
+    raise _ShapeError(f"layout {layout[:40]!r} is not a permutation of the dimensions", at)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1332,6 +1335,8 @@ class _Parser:
       sc.fail("expected an instruction name or '}'")
     name = m.group(1)
     sc.i = m.end()
+    if sc.peek() == ":":  # XLA's lexer also takes the `name:` spelling
+      sc.i += 1
     sc.ws()
     sc.expect("=", f"expected '=' after instruction name %{name}")
     sc.ws()
