@@ -3,7 +3,19 @@
 # default: `hlo-tools report` (ring attention with Llama-3-8B attention shapes,
 # 128K tokens, compiled for 2 hosts x 4 H200s on this CPU, through the pass,
 # verify and diff). Extra arguments go to `hlo-tools report`.
+# The report goes to $NVSHMEM_REPORT_DIR (default: nvshmem-opt/report under
+# the user's cache directory), outside the repository, unless --out is given.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-exec .venv/bin/hlo-tools report "$@"
+out=()
+case " $* " in
+  *" --out "* | *" --out="*) ;;
+  *)
+    dir=${NVSHMEM_REPORT_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/nvshmem-opt/report}
+    mkdir -p "$(dirname "$dir")"
+    echo "[main] report directory: $dir" >&2
+    out=(--out="$dir")
+    ;;
+esac
+exec .venv/bin/hlo-tools report "${out[@]}" "$@"

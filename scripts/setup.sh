@@ -1,70 +1,90 @@
 #!/usr/bin/env bash
 # One set-up path for a fresh machine; idempotent (skips what is done).
 #   .venv/ with pinned tensorflow (XLA headers + libraries), jax, the CUDA
-#   plugin for deviceless GPU compiles, test tools; the C++ build (CMake, -j2);
+#   plugin for deviceless GPU compiles, test tools; Debian's googletest,
+#   Chromium, clang and FileCheck; the C++ build (CMake, -j2) in build/;
 #   nvshmem-opt on the venv's PATH; hlo_tools installed editable.
+# The screen gets one line per step; the tools' own output goes to the log
+# ($SETUP_LOG, default build/setup.log), whose end is shown when a step fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 VENV=$ROOT/.venv
 PY=$VENV/bin/python
-log() { echo "[setup] $*" >&2; }
+mkdir -p "$ROOT/build"
+LOG=${SETUP_LOG:-$ROOT/build/setup.log}
+: > "$LOG"
 
-if [ ! -x "$PY" ]; then
-  log "creating $VENV"
-  python3 -m venv "$VENV"
-fi
+say() { echo "[setup] $*" >&2; }
+# step "what" command...: runs the command with its output in the log.
+step() {
+  local what=$1
+  shift
+  say "$what"
+  echo "== $what: $*" >> "$LOG"
+  if ! "$@" >> "$LOG" 2>&1; then
+    say "FAILED: $what; the last lines of $LOG:"
+    tail -n 25 "$LOG" | sed 's/^/    /' >&2
+    exit 1
+  fi
+}
 
-# Pinned versions. tensorflow and the CUDA plugin come without their
-# dependencies: we need the XLA headers/libraries and the deviceless compiler,
-# not TensorFlow's or CUDA's Python stacks.
-NODEPS=(tensorflow==2.21.0 jax-cuda13-plugin==0.10.2 jax-cuda13-pjrt==0.10.2)
-DEPS=(jax==0.10.2 jaxlib==0.10.2 absl-py==2.5.1 pytest==9.2.0 hypothesis==6.170.17
-      pybind11==3.1.0 numpy==2.4.6 setuptools==80.9.0 matplotlib==3.11.2)
+[ -x "$PY" ] || step "creating $VENV" python3 -m venv "$VENV"
+
+# Pinned versions, installed together so that pip resolves one consistent set.
+PINS=(tensorflow==2.21.0 jax==0.10.2 jaxlib==0.10.2
+      jax-cuda13-plugin==0.10.2 jax-cuda13-pjrt==0.10.2
+      numpy==2.4.6 matplotlib==3.11.2 pytest==9.2.0 hypothesis==6.170.17
+      pybind11==3.1.0 scikit-build-core==1.1.2)
 stamp=$VENV/.pins
-want=$(printf '%s\n' "${NODEPS[@]}" "${DEPS[@]}" | sha1sum | cut -c1-12)
+want=$(printf '%s\n' "${PINS[@]}" | sha1sum | cut -c1-12)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  log "installing pinned Python packages"
-  "$PY" -m pip install -q --no-deps "${NODEPS[@]}"
-  "$PY" -m pip install -q "${DEPS[@]}"
+  step "installing pinned Python packages (a few minutes)" \
+    "$PY" -m pip install --progress-bar off "${PINS[@]}"
   echo "$want" > "$stamp"
 fi
 
 # Debian packages: googletest for the C++ tests, Chromium for the report's
-# page test (CI runs as root).
+# page test, clang with libFuzzer and the sanitizers for fuzz/, LLVM's
+# FileCheck for the pass's tests (CI runs as root).
 missing=()
 [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
 command -v cmake >/dev/null || missing+=(cmake)
 command -v chromium >/dev/null || missing+=(chromium)
-# clang with libFuzzer and the sanitizers, for the fuzzing campaign (fuzz/).
 command -v clang++ >/dev/null || missing+=(clang)
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 \
   || missing+=(libclang-rt-14-dev)
+ls /usr/lib/llvm-*/bin/FileCheck >/dev/null 2>&1 || missing+=(llvm-14-tools)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    log "installing ${missing[*]}"
-    apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    step "updating Debian's package lists" apt-get update
+    step "installing ${missing[*]}" \
+      env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
   else
-    log "missing Debian packages: ${missing[*]}"
+    say "missing Debian packages (install them as root): ${missing[*]}"
     [[ " ${missing[*]} " == *" libgtest-dev "* ]] && exit 1
   fi
 fi
 # buildifier checks the Bazel files (npm registry); optional.
 if ! command -v buildifier >/dev/null && command -v npm >/dev/null; then
-  log "installing buildifier (npm @bazel/buildifier)"
-  npm install -g -s @bazel/buildifier@8.2.1 >/dev/null 2>&1 || log "buildifier not installed; its check will be skipped"
+  say "installing buildifier (npm @bazel/buildifier)"
+  npm install -g -s @bazel/buildifier@8.2.1 >> "$LOG" 2>&1 \
+    || say "buildifier not installed; its check will be skipped"
 fi
 
-log "building C++ (CMake, -j2)"
-cmake -S "$ROOT" -B "$ROOT/build" -DPython3_EXECUTABLE="$PY" \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$ROOT/build" -j2 2>&1 | grep -E "error|warning: |Error" >&2 || true
-[ -x "$ROOT/build/nvshmem-opt" ] || { log "C++ build failed"; exit 1; }
+step "configuring C++ (CMake)" cmake -S "$ROOT" -B "$ROOT/build" \
+  -DPython3_EXECUTABLE="$PY" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+step "building C++ (-j2; slow the first time)" \
+  cmake --build "$ROOT/build" -j2
 ln -sf "$ROOT/build/nvshmem-opt" "$VENV/bin/nvshmem-opt"
 
-if ! "$PY" -c "import hlo_tools.cli" 2>/dev/null || [ ! -x "$VENV/bin/hlo-tools" ]; then
-  log "installing hlo_tools (editable)"
-  "$PY" -m pip install -q --no-deps --no-build-isolation -e "$ROOT"
+# Editable install of the Python package only: the C++ comes from build/
+# (CMake puts the extension into hlo_tools/), not from a second build.
+editable=$VENV/.editable
+if [ "$(cat "$editable" 2>/dev/null)" != scikit-build-core ] \
+    || ! "$PY" -c "import hlo_tools.cli" 2>/dev/null || [ ! -x "$VENV/bin/hlo-tools" ]; then
+  step "installing hlo_tools (editable)" "$PY" -m pip install --no-deps \
+    --no-build-isolation -C wheel.cmake=false -e "$ROOT"
+  echo scikit-build-core > "$editable"
 fi
-log "ready: $VENV/bin/hlo-tools, $VENV/bin/nvshmem-opt"
+say "done: $VENV/bin/hlo-tools, $VENV/bin/nvshmem-opt (log: $LOG)"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up (idempotent), then runs every test: the C++ tests
-# (googletest, through ctest) and the Python tests (pytest). Fails when any
-# test fails.
+# (googletest, through ctest), the fuzzing campaign and the Python tests
+# (pytest, including `pip install .` into a fresh environment,
+# tests/test_packaging.py). Fails when any test fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh || exit 1
@@ -15,5 +16,6 @@ else
   echo "== Fuzzing skipped: clang++ not installed"
 fi
 echo "== Python tests (pytest)"
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@" || status=1
+NVSHMEM_TEST_PACKAGE=${NVSHMEM_TEST_PACKAGE:-1} \
+  .venv/bin/python -m pytest -q -p no:cacheprovider "$@" || status=1
 exit $status
