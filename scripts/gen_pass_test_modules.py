@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import gen_fixtures  # pylint: disable=wrong-import-position
 
-OUTPUT = os.path.join(ROOT, "xla_src", "xla", "service", "gpu", "transforms",
+OUTPUT = os.path.join(ROOT, "xla_src", "xla", "backends", "gpu", "transforms",
                       "collectives",
                       "nvshmem_collective_permute_rewriter_test_modules.inc")
 
@@ -46,8 +46,12 @@ MODULES = {
     "kAsyncRingModule": (_function("ring_shift", ["1024,64:f32:cp"]), "1x1x8",
                          "after_optimizations", "already-async start/done"),
 }
-SHIFT_FIXTURE = ("shift_1x2x4", "before_async", "kShiftModule",
-                 "non-cyclic shift i -> i+1")
+# (fixture of scripts/gen_fixtures.py, stage, constant, what it shows)
+SHIFT_FIXTURES = [
+    ("shift_1x2x4", "before_async", "kShiftModule", "non-cyclic shift i -> i+1"),
+    ("shift_1x1x2", "before_async", "kShiftPairModule",
+     "non-cyclic shift on two devices, pairs {0,1}"),
+]
 
 
 def render():
@@ -63,11 +67,12 @@ def render():
       with open(path) as f:
         text = f.read()
       pieces.append(_constant(constant, text, f"{what}; {topology}, {stage}"))
-    name, stage, constant, what = SHIFT_FIXTURE
-    paths = gen_fixtures.generate(name, out_dir)
-    path, = [p for p in paths if p.endswith(f".{stage}.hlo")]
-    with open(path) as f:
-      pieces.append(_constant(constant, f.read(), f"{what}; 1x2x4, {stage}"))
+    for name, stage, constant, what in SHIFT_FIXTURES:
+      topology = gen_fixtures.FIXTURES[name][1]
+      paths = gen_fixtures.generate(name, out_dir)
+      path, = [p for p in paths if p.endswith(f".{stage}.hlo")]
+      with open(path) as f:
+        pieces.append(_constant(constant, f.read(), f"{what}; {topology}, {stage}"))
   return "\n".join(pieces)
 
 

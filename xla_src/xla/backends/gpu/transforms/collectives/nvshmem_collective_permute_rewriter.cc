@@ -556,9 +556,15 @@ absl::StatusOr<bool> NvshmemCollectivePermuteRewriter::RunImpl(
       return absl::InvalidArgumentError(
           absl::StrCat(name(), ": ", cp->name(), ": ", error));
     }
+    sel::PermuteRequest request;
+    request.bytes = record.bytes;
+    request.device_edges = *std::move(edges);
+    request.pairs_per_group = static_cast<int>(record.pairs.size());
+    // NVSHMEM's barrier spans every device of the program.
+    request.team_size = num_partitions * num_replicas;
+    request.buffers = static_cast<int>(cp->operand_count());
     record.decision =
-        sel::Decide(options_.topology, options_.cost_table,
-                    {record.bytes, *edges, static_cast<int>(record.pairs.size())});
+        sel::Decide(options_.topology, options_.cost_table, request);
     if (record.decision.plan == sel::Plan::kSplit && module->has_schedule()) {
       // The schedule already overlaps this permute with compute; new
       // instructions would be placed without that overlap.
