@@ -135,6 +135,7 @@ _MODULE_ATTRS = frozenset((
     "frontend_attributes input_output_alias is_scheduled num_partitions "
     "origin_recovery_table replica_count").split())
 
+_PERMUTE_OPCODES = frozenset(("collective-permute", "collective-permute-start"))
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 _CLOSERS = {"(": ")", "{": "}", "[": "]"}
 
@@ -1102,7 +1103,48 @@ class _Parser:
     if module.entry is None:  # XLA takes the last computation as the entry
       module.entry = module.computations[-1]
     self._check_calls(module)
+    for comp in module.computations:
+      for instr in comp.instructions:
+        if instr.opcode in _PERMUTE_OPCODES and "source_target_pairs" in instr.attributes:
+          self._check_pairs(comp, instr)
     return module
+
+  def _check_pairs(self, comp, instr):
+    """What XLA's verifier checks of every permute's pairs, before any tool decides on
+    them: ids >= 0, and no source (target) twice, or, in the in-place form with N
+    slices, no more than N times."""
+    pairs = [p for p in _parse_int_lists(instr.attributes["source_target_pairs"])
+             if len(p) == 2]
+    allowed = self._slices(comp, instr)
+    seen = ({}, {})
+    for pair in pairs:
+      for side, (what, device) in enumerate(zip(("source", "target"), pair)):
+        problem = None
+        if device < 0:
+          problem = f"{what} {device} is negative"
+        else:
+          seen[side][device] = seen[side].get(device, 0) + 1
+          if seen[side][device] > allowed:
+            times = "once" if allowed == 1 else f"{allowed} times"
+            problem = f"{what} {device} appears more than {times}"
+        if problem:
+          self._attr_error(instr.line - 1, "source_target_pairs",
+                           f"%{instr.name}: {problem} in source_target_pairs (XLA's "
+                           "verifier rejects this permute)", True)
+
+  @staticmethod
+  def _slices(comp, instr):
+    """How often an id may repeat: 1, or the slice count of the in-place form."""
+    if len(instr.operands) != 4:
+      return 1
+    try:
+      first, offsets = (comp.instruction(instr.operands[0]).shape,
+                        comp.instruction(instr.operands[2]).shape)
+      if not first.is_tuple:
+        return len(offsets.tuple_shapes)
+      return len(offsets.tuple_shapes[0].tuple_shapes)
+    except (KeyError, TypeError, IndexError):
+      return 1
 
   def _skip_blank(self, i):
     lines = self.lines
