@@ -362,8 +362,9 @@ def _check(jax, args, mesh, direction):
           "tolerance": tol, "ok": all(e < tol for e in errs)}
 
 
-def _run_item(jax, args, mesh, seq_len, direction, events, dump_hlo):
+def _run_item(jax, args, mesh, seq_len, direction, events, dump_hlo, hook=None):
   from hlo_tools import ring_attention as ra
+  seen = len(hook.decisions) if hook is not None else 0
   config = _config(args, seq_len, direction)
   config.validate(mesh.size)
   inputs = _inputs(jax, config, mesh)
@@ -391,7 +392,8 @@ def _run_item(jax, args, mesh, seq_len, direction, events, dump_hlo):
     jax.block_until_ready(compiled(*inputs))
     times.append(time.perf_counter() - t)
   return {"compile_s": compile_s, "times_s": times, "median_s": statistics.median(times),
-          "backends": permute_summary(text), "memory": mem}
+          "backends": permute_summary(text), "memory": mem,
+          "hook_decisions": hook.decisions[seen:] if hook is not None else None}
 
 
 def worker(args):
@@ -425,7 +427,7 @@ def worker(args):
       dump = (os.path.join(mode_dir, f"compiled_{seq_len}_{direction}.hlo")
               if args.rank == 0 and n == 0 else None)
       try:
-        res = _run_item(jax, args, mesh, seq_len, direction, events, dump)
+        res = _run_item(jax, args, mesh, seq_len, direction, events, dump, hook)
         events.emit(event="done", seq_len=seq_len, direction=direction, **res)
       except Exception as e:  # recorded; the next run may still work (e.g. after OOM)
         events.emit(event="error", seq_len=seq_len, direction=direction,
@@ -610,6 +612,8 @@ def _run_launch(args, res, mode, route, pending, do_check, launch, deadline, rou
       run.update(step_s=max(medians) / args.num_procs, median_s_per_rank=medians,
                  times_s_rank0=dones[0]["times_s"], compile_s=dones[0]["compile_s"],
                  backends=dones[0]["backends"], memory=dones[0]["memory"])
+      if dones[0].get("hook_decisions") is not None:
+        run["hook_decisions"] = dones[0]["hook_decisions"]
     elif status == "ok":
       run.update(status="error", error=" | ".join(errs)[:4000] or "incomplete")
     pending.remove(item)
@@ -647,6 +651,12 @@ def _run_launch(args, res, mode, route, pending, do_check, launch, deadline, rou
     alive = [p for _, p, _ in procs if p.poll() is None]
     now = time.time()
     if not pending:
+      # Let the workers write their last events (the hook's summary) and exit.
+      if any(p.poll() is None for _, p, _ in procs) and time.time() - (
+          dead_since or time.time()) < 20:
+        dead_since = dead_since or time.time()
+        time.sleep(0.5)
+        continue
       _kill(procs)
       return finished, False
     why = None

@@ -417,6 +417,10 @@ def test_e2e_two_processes_nccl_and_hooked_pass(tmp_path):
   assert hook["decisions"] and all(d["backend"] == "peer" for d in hook["decisions"])
   for run in res["modes"]["pass"]["runs"]:
     assert set(run["backends"]) == {"collective-permute:DEFAULT/COLLECTIVES_PEER_MEMORY"}
+    # This run's own compile: one decision per permute of the compiled module.
+    assert len(run["hook_decisions"]) == sum(run["backends"].values())
+    assert all(sorted(d["pairs"]) == [[0, 1], [1, 0]] and d["bytes"] >= 128 * 2 * 16 * 2
+               for d in run["hook_decisions"])
 
 
 def test_e2e_route_watchdog_and_budget(tmp_path):
