@@ -17,9 +17,10 @@
 #      wheel's generated .pb.h and third-party headers, then wheel_compat/ for
 #      test-only headers the wheel does not ship), of each .cc the series adds
 #      or changes, except the files named in NOT_COMPILABLE with the reason;
-#   4. when protoc is installed: xla/xla.proto of the patched tree parses.
+#   4. when a protoc that knows protobuf editions is at hand ($PROTOC,
+#      grpcio-tools, or protoc >= 27): the patched xla/xla.proto parses.
 #
-# Environment: PYTHON (default .venv/bin/python), CXX (default g++),
+# Environment: PYTHON (default .venv/bin/python), CXX (default g++), PROTOC,
 # TF_DIR (default: the wheel of PYTHON), KEEP=1 keeps the scratch directory.
 set -u -o pipefail
 
@@ -126,12 +127,24 @@ for f in "${FILES[@]}"; do
   fi
 done
 
-# 4. The patched xla.proto parses (field numbers and names unique).
-proto="not checked (no protoc)"
-if command -v protoc >/dev/null; then
-  if protoc -I "$TREE" -I /usr/include --descriptor_set_out=/dev/null \
+# 4. The patched xla.proto parses (field numbers and names unique). Its
+# imports use protobuf editions, so a protoc of release 27 or later is needed:
+# $PROTOC, grpcio-tools' protoc, or a protoc on PATH that passes the probe.
+printf 'edition = "2023";\npackage probe;\n' > "$WORK/probe.proto"
+PROTOC_CMD=()
+if [ -n "${PROTOC:-}" ]; then
+  read -r -a PROTOC_CMD <<< "$PROTOC"
+elif "$PYTHON" -c 'import grpc_tools.protoc' 2>/dev/null; then
+  PROTOC_CMD=("$PYTHON" -m grpc_tools.protoc)
+elif command -v protoc >/dev/null; then
+  PROTOC_CMD=(protoc)
+fi
+proto="xla.proto not checked (no protoc with editions support)"
+if [ ${#PROTOC_CMD[@]} -gt 0 ] &&
+    "${PROTOC_CMD[@]}" -I "$WORK" --descriptor_set_out=/dev/null "$WORK/probe.proto" 2>/dev/null; then
+  if "${PROTOC_CMD[@]}" -I "$TREE" --descriptor_set_out=/dev/null \
       "$TREE/xla/xla.proto" 2>"$WORK/protoc.log"; then
-    proto="xla.proto parses"
+    proto="xla.proto parses ($("${PROTOC_CMD[@]}" --version))"
   else
     cat "$WORK/protoc.log" >&2
     proto="xla.proto FAILS"
