@@ -17,6 +17,7 @@
 #      wheel's generated .pb.h and third-party headers, then wheel_compat/ for
 #      test-only headers the wheel does not ship), of each .cc the series adds
 #      or changes, except the files named in NOT_COMPILABLE with the reason;
+#      of gpu_compiler.cc, the function the series adds, on its own;
 #   4. when a protoc that knows protobuf editions is at hand ($PROTOC,
 #      grpcio-tools, or protoc >= 27): the patched xla/xla.proto parses.
 #
@@ -127,6 +128,36 @@ for f in "${FILES[@]}"; do
   fi
 done
 
+# 3b. Of gpu_compiler.cc, the function the series adds: it is what calls the
+# pass's API, so it is compiled on its own, with the includes it needs.
+SNIPPET_START="// Options of the NVSHMEM collective-permute rewriter from its flags."
+snippet="not found"
+if grep -qxF "$SNIPPET_START" "$TREE/xla/service/gpu/gpu_compiler.cc"; then
+  {
+    printf '#include <cstdint>\n#include <optional>\n#include <string>\n#include <utility>\n'
+    printf '#include "absl/status/status.h"\n#include "absl/status/statusor.h"\n'
+    printf '#include "absl/strings/str_cat.h"\n'
+    grep -E '^#include "xla/backends/gpu/transforms/collectives/nvshmem_' \
+      "$TREE/xla/service/gpu/gpu_compiler.cc"
+    printf '#include "xla/tsl/platform/env.h"\n#include "xla/tsl/platform/status_macros.h"\n'
+    printf 'namespace xla::gpu {\n'
+    awk -v start="$SNIPPET_START" '$0 == start {on = 1} on {print} on && $0 == "}" {exit}' \
+      "$TREE/xla/service/gpu/gpu_compiler.cc"
+    printf '}  // namespace xla::gpu\n'
+  } > "$TREE/gpu_compiler_nvshmem_snippet.cc"
+  if "$CXX" "${FLAGS[@]}" "$TREE/gpu_compiler_nvshmem_snippet.cc" >"$WORK/cc.log" 2>&1; then
+    snippet="compiles"
+    echo "ok   xla/service/gpu/gpu_compiler.cc: the function the series adds"
+  else
+    grep -m 20 -E 'error' "$WORK/cc.log" >&2
+    snippet="FAILS"
+    echo "FAIL xla/service/gpu/gpu_compiler.cc: the function the series adds"
+    failed+=("gpu_compiler.cc (added function)")
+  fi
+else
+  failed+=("gpu_compiler.cc (added function not found)")
+fi
+
 # 4. The patched xla.proto parses (field numbers and names unique). Its
 # imports use protobuf editions, so a protoc of release 27 or later is needed:
 # $PROTOC, grpcio-tools' protoc, or a protoc on PATH that passes the probe.
@@ -156,5 +187,6 @@ status=OK
 [ ${#failed[@]} -eq 0 ] || status=FAIL
 echo "check_patches_upstream: $status: pin ${PIN:0:8}, ${#PATCHES[@]} patches applied with git am," \
   "$ok/${#FILES[@]} changed .cc files compile (syntax only), ${#skipped[@]} not compilable here" \
-  "(${skipped[*]##*/}), ${#failed[@]} failed; $proto; $absent absent blobs left out"
+  "(${skipped[*]##*/}; gpu_compiler.cc's added function $snippet), ${#failed[@]} failed;" \
+  "$proto; $absent absent blobs left out"
 [ "$status" = OK ]
