@@ -32,6 +32,7 @@ class CollectivePermute:
   trip_count: int | None  # the while's known_trip_count.n when XLA recorded it
   start_line: int
   done_line: int | None
+  buffers: int = 1  # data operands: NVSHMEM pays a put and a barrier per buffer
   sugared_async: bool = False
   wrapped_computation: str | None = None  # 'async-wrapped' only
   extra: dict = field(default_factory=dict)
@@ -80,19 +81,20 @@ def _record(module, callers, comp, form, start, done, permute):
       computation=comp.name, form=form, start=start.name,
       done=done.name if done is not None else None,
       pairs=permute.source_target_pairs or [],
-      bytes_per_device=_operand_bytes(start),
+      bytes_per_device=sum(op.shape.byte_size() for op in _data_operands(start)),
+      buffers=max(1, len(_data_operands(start))),
       backend=backend, is_async=form != "sync", channel_id=channel,
       while_loop=loop, while_computation=loop_comp, trip_count=trips,
       start_line=start.line, done_line=done.line if done is not None else None)
 
 
-def _operand_bytes(instr):
-  """Bytes of the data operands. The in-place form's 4 operands (input, output buffer,
-  2 index tuples) send only the first, so count that one alone."""
+def _data_operands(instr):
+  """The operands sent. The in-place form's 4 operands (input, output buffer, 2 index
+  tuples) send only the first."""
   ops = instr.operand_instructions()
   if instr.opcode != "async-start" and len(ops) == 4 and ops[2].shape.is_tuple:
     ops = ops[:1]
-  return sum(op.shape.byte_size() for op in ops)
+  return ops
 
 
 # Between a start and its done: updates (plain or sugared) and tuple unpacking.

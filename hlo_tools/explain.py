@@ -410,7 +410,7 @@ def analyze(source, topology, table, tolerant=False):
       perm.edges = device_edges(topology, source, perm.decided_pairs, cross)
       perm.decision = what_the_pass_does(module, selection.decide(
           topology, table, perm.record.bytes_per_device, perm.decided_pairs, cross,
-          source.num_partitions, source.num_replicas))
+          source.num_partitions, source.num_replicas, buffers=perm.record.buffers))
     except (selection.SelectionError, ValueError) as e:
       if tolerant:
         perm.error, perm.edges = str(e), []
@@ -440,8 +440,7 @@ def upstream_answers(path, topology_spec, cost_table, num_partitions=None):
     return None
   if rc != 0 or not report:
     return None
-  return {(d.get("computation"), d.get("instruction")): d.get("upstream")
-          for d in report.get("decisions", []) if d.get("upstream")}
+  return upstream_from_report(report)
 
 
 def _recorded(start):
@@ -479,7 +478,8 @@ def entry(perm, upstream=None):
       "form": rec.form, "line": rec.start_line, "done_line": rec.done_line,
       "while_loop": rec.while_loop, "while_computation": rec.while_computation,
       "trip_count": trips, "channel_id": rec.channel_id,
-      "bytes": rec.bytes_per_device, "pairs": [list(p) for p in perm.pairs],
+      "bytes": rec.bytes_per_device, "buffers": rec.buffers,
+      "pairs": [list(p) for p in perm.pairs],
       "current_backend": rec.backend, "split_part": perm.split_part,
       "decided_on": "union of split parts" if perm.group else "own pairs",
       "edges_by_class": d["edges_by_class"],
@@ -494,15 +494,25 @@ def entry(perm, upstream=None):
   }
 
 
+def upstream_from_report(report):
+  """{(computation, instruction): backend} from a driver report made with
+  --compare-upstream (its decisions name the input's instructions)."""
+  return {(d.get("computation"), d.get("instruction")): d.get("upstream")
+          for d in (report or {}).get("decisions", []) if d.get("upstream")}
+
+
 def explain(path, topology_spec, cost_table=None, use_driver=True, source=None,
-            num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
-  """The explain JSON object for the module at `path` (raises InputError)."""
+            num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, upstream=None):
+  """The explain JSON object for the module at `path` (raises InputError).
+
+  upstream: upstream's answers when the caller already has them (upstream_from_report);
+  else the driver is asked once (use_driver)."""
   topology, table = load_selection(topology_spec, cost_table)
   source = resolve_partitions(source or read_source(path, max_bytes=max_bytes), topology,
                               num_partitions)
   perms = analyze(source, topology, table)
-  upstream = (upstream_answers(path, topology_spec, cost_table, driver_partitions(source))
-              if use_driver and perms else None)
+  if upstream is None and use_driver and perms:
+    upstream = upstream_answers(path, topology_spec, cost_table, driver_partitions(source))
   module = source.module
   return {
       "file": source.label, "module": module.name, "topology": topology_spec,
@@ -556,7 +566,8 @@ def format_text(result):
         ("form", e["form"] + (f" (done %{e['done']} line {e['done_line']})" if e["done"] else "")
          + (f", split part '{e['split_part']}', decided on the union of the parts"
             if e["split_part"] else "")),
-        ("bytes", f"{e['bytes']} ({human_bytes(e['bytes'])}) per device"),
+        ("bytes", f"{e['bytes']} ({human_bytes(e['bytes'])}) per device in "
+                  f"{e.get('buffers', 1)} buffer(s)"),
         ("pairs", pairs_text(e["pairs"])),
         ("edges", classes),
         ("modeled", f"nccl {us(m['nccl'])}, nvshmem {us(m['nvshmem'])}, "

@@ -12,6 +12,8 @@ from hlo_tools import explain
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 DRIVER = REPO / "build" / "nvshmem-opt"
+# A table where NVSHMEM wins on NVLink at every size (the pass then writes NVSHMEM).
+FAST_NVSHMEM = FIXTURES / "fast_nvshmem.cost"
 RING_PAIRS = [[i, (i + 1) % 8] for i in range(8)]
 
 
@@ -53,7 +55,7 @@ def test_two_hosts_ring_is_nccl(capsys):
 
 def test_one_host_ring_is_nvshmem_text(capsys):
   rc, out, _ = run(capsys, FIXTURES / "ring_1x1x8.after_optimizations.hlo",
-                   "--topology=1x1x8")
+                   "--topology=1x1x8", f"--cost-table={FAST_NVSHMEM}")
   assert rc == 0
   assert "%collective-permute-start" in out
   assert "choice        nvshmem (backend NVSHMEM" in out
@@ -88,8 +90,10 @@ def test_no_split_where_nvlink_is_slow(capsys, tmp_path):
 
 
 def test_pass_output_records_the_decision(capsys, tmp_path):
-  out_hlo = pass_output(tmp_path, "ring_1x1x8.before_async", "1x1x8")
-  rc, out, _ = run(capsys, out_hlo, "--topology=1x1x8", "--format=json")
+  out_hlo = pass_output(tmp_path, "ring_1x1x8.before_async", "1x1x8",
+                        f"--cost-table={FAST_NVSHMEM}")
+  rc, out, _ = run(capsys, out_hlo, "--topology=1x1x8", f"--cost-table={FAST_NVSHMEM}",
+                   "--format=json")
   assert rc == 0
   [e] = json.loads(out)["collectives"]
   assert e["current_backend"] == "NVSHMEM" and e["form"] == "start-done"

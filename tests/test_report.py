@@ -4,16 +4,19 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
-from hlo_tools import report
+from hlo_tools import dump, report
 
 REPO = Path(__file__).resolve().parents[1]
 DRIVER = REPO / "build" / "nvshmem-opt"
+FIXTURES = REPO / "tests" / "fixtures"
 SMALL = ["--seq_len=4096", "--num_heads=4", "--num_kv_heads=2", "--head_dim=64"]
 CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium") or "",
                              shutil.which("chromium-browser") or "") if p and os.path.exists(p)),
@@ -35,35 +38,89 @@ def test_report_directory(small_report):
   out, proc = small_report
   assert proc.returncode == 0, proc.stderr
   assert "verify: all checks pass" in proc.stdout
-  # K and V (512 tokens x 2 heads x 64 x bf16 each) combined into one permute.
-  assert re.search(r"%\S+ \(256\.0 KiB/device x8 trips; nvlink 6, network 2\): nccl",
-                   proc.stdout), proc.stdout
+  # K and V (512 tokens x 2 heads x 64 x bf16 each) in one permute, 2 hosts: NCCL only.
+  assert re.search(r"%\S+ \(256\.0 KiB/device x8 trips; nvlink 6, network 2\): nccl,.*"
+                   r"NCCL only: NVSHMEM cannot run here", proc.stdout), proc.stdout
   data = json.loads((out / "report.json").read_text())
-  assert data["config"]["seq_len"] == 4096 and data["topology"] == "1x2x4"
-  for name in data["files"] + ["index.html"]:
+  [case] = data["cases"]
+  assert case["config"]["seq_len"] == 4096 and case["topology"] == "1x2x4"
+  assert case["stages"] == ["before_async", "after_optimizations"]
+  for name in data["files"]:
     assert (out / name).is_file(), name
   assert data["summary"]["verify_passed"]
-  perms = data["summary"]["collective_permutes"]
+  perms = case["collective_permutes"]
   assert perms and all(p["choice"]["plan"] == "nccl" for p in perms)
-  explained = json.loads((out / "json" / "explain.json").read_text())
+  explained = json.loads((out / case["id"] / "json" / "explain.json").read_text())
   assert len(explained["collectives"]) == len(perms)
-  trace = json.loads((out / "json" / "trace.json").read_text())
+  trace = json.loads((out / case["id"] / "json" / "trace.json").read_text())
   assert trace["final"] and trace["events"]
   page = (out / "index.html").read_text()
-  assert "<script" not in page and "<svg" in page and "id=\"decisions\"" in page
+  assert "<script" not in page and "<svg" in page and "id=\"comparison\"" in page
 
 
-def test_one_host_chooses_nvshmem(tmp_path):
+def test_side_by_side_shows_where_nvshmem_wins_and_loses(tmp_path):
+  # One host, a short and a long context: the same program, two answers.
+  if not DRIVER.exists():
+    pytest.skip("nvshmem-opt is not built")
+  config = dict(report.DEFAULTS, num_heads=4, num_kv_heads=2, head_dim=64)
+  cases = [report.ring_case(dict(config, seq_len=n), "1x1x8") for n in (4096, 1 << 20)]
+  data = report.build(cases, tmp_path / "r", progress=False)
+  rows = data["summary"]["comparison"]
+  # Short: K and V combined into one permute; long: over the combiner's threshold, two.
+  assert [r["case"] for r in rows] == ["1x1x8-4K"] + ["1x1x8-1024K"] * (len(rows) - 1)
+  for row in rows:
+    faster = "nvshmem" if row["nvshmem_us"] < row["nccl_us"] else "nccl"
+    assert row["plan"] == faster or "margin" in row["verdict"]
+    assert row["saved_us_per_run"] >= 0
+  # The modeled NVSHMEM advantage grows with the message size.
+  gain = [(r["nccl_us"] - r["nvshmem_us"]) / r["nccl_us"] for r in rows]
+  assert gain[0] < min(gain[1:])
+  assert data["summary"]["verify_passed"], data["summary"]["failed_checks"]
+  assert "NVSHMEM wins" in rows[-1]["verdict"]
+
+
+def test_embedded_default_is_a_grid():
+  args = report._parser("hlo-tools report").parse_args([])
+  config, explicit = report._config("hlo-tools report", args)
+  assert not explicit and config["seq_len"] == 131072 and config["num_heads"] == 32
+  cases = report.plan_cases(args, config, explicit)
+  assert [(c.topology, c.config["seq_len"]) for c in cases] == list(report.DEFAULT_GRID)
+  args = report._parser("hlo-tools report").parse_args(["--topology=1x8"])
+  config, explicit = report._config("hlo-tools report", args)
+  [case] = report.plan_cases(args, config, explicit)
+  assert case.topology == "1x1x8" and case.config["seq_len"] == 131072
+
+
+def test_report_of_a_file(tmp_path):
   if not DRIVER.exists():
     pytest.skip("nvshmem-opt is not built")
   out = tmp_path / "r"
-  rc = report.main(["hlo-tools report", f"--out={out}", "--topology=1x8", "--quiet", *SMALL])
+  rc = report.main(["hlo-tools report", str(FIXTURES / "ring_1x2x4.lowered.hlo"),
+                    "--topology=1x2x4", f"--out={out}", "--quiet"])
   assert rc == 0
   data = json.loads((out / "report.json").read_text())
-  assert data["topology"] == "1x1x8"
-  assert {p["choice"]["plan"] for p in data["summary"]["collective_permutes"]} == {"nvshmem"}
-  verify = json.loads((out / "json" / "verify_before_async.json").read_text())
-  assert {c["name"]: c["status"] for c in verify["checks"]}["nvlink-domain"] == "pass"
+  [case] = data["cases"]
+  assert case["stages"] == ["input"] and case["input"].endswith("ring_1x2x4.lowered.hlo")
+  assert [p["instruction"] for p in case["collective_permutes"]] == ["ppermute.2", "ppermute.3"]
+  assert all(p["trip_count"] == 8 for p in case["collective_permutes"])
+  explained = json.loads((out / case["id"] / "json" / "explain.json").read_text())
+  assert explained["num_partitions"] == 8
+  assert (out / case["id"] / "hlo" / "input.nvshmem.hlo").is_file()
+
+
+def test_report_of_a_dump_directory(tmp_path):
+  if not DRIVER.exists():
+    pytest.skip("nvshmem-opt is not built")
+  out = tmp_path / "r"
+  rc = report.main(["hlo-tools report", str(FIXTURES / "ring_product_grad_1x2x4.passes"),
+                    "--topology=1x1x8", f"--out={out}", "--quiet"])
+  assert rc == 0
+  data = json.loads((out / "report.json").read_text())
+  [case] = data["cases"]
+  assert case["stages"] == ["before_async", "after_optimizations"]
+  assert {p["buffers"] for p in case["collective_permutes"]} == {2, 4}
+  trace = json.loads((out / case["id"] / "json" / "trace.json").read_text())
+  assert [e["kind"] for e in trace["events"]].count("combined") == 2
 
 
 def test_bad_options(capsys, tmp_path):
@@ -75,6 +132,9 @@ def test_bad_options(capsys, tmp_path):
   _, err = capsys.readouterr()
   assert rc == 2 and "not divisible" in err and len(err.strip().splitlines()) == 1
   assert not (tmp_path / "r").exists()
+  rc = report.main(["hlo-tools report", str(tmp_path / "nothing.hlo"), f"--out={tmp_path / 'r'}"])
+  _, err = capsys.readouterr()
+  assert rc == 2 and "nothing.hlo" in err and len(err.strip().splitlines()) == 1
   keep = tmp_path / "precious"
   keep.mkdir()
   (keep / "notes.txt").write_text("mine")
@@ -82,6 +142,55 @@ def test_bad_options(capsys, tmp_path):
   _, err = capsys.readouterr()
   assert rc == 2 and "refusing to replace" in err
   assert (keep / "notes.txt").read_text() == "mine"
+  assert not list(tmp_path.glob(".*"))
+
+
+def _leftovers(parent, pids):
+  left = [p.name for p in parent.iterdir() if p.name.startswith(".")]
+  left += [n for n in os.listdir(tempfile.gettempdir())
+           if any(n.startswith(f"nvshmem-opt-report-{pid}-") for pid in pids)]
+  return left
+
+
+def test_killed_runs_leave_old_or_new_report(tmp_path):
+  # Reports of a file take a few seconds; kill later runs at growing delays. DIR must
+  # hold a whole report (old or new) after every kill, and the next run cleans up.
+  if not DRIVER.exists():
+    pytest.skip("nvshmem-opt is not built")
+  out = tmp_path / "r"
+  cmd = [str(REPO / ".venv" / "bin" / "python"), "-m", "hlo_tools.cli", "report",
+         str(FIXTURES / "ring_1x1x8.before_async.hlo"), "--topology=1x1x8", f"--out={out}",
+         "--quiet"]
+  assert subprocess.run(cmd, cwd=REPO, capture_output=True, check=False).returncode == 0
+  pids = []
+  for delay in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0):
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    pids.append(proc.pid)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL if delay != 2.0 else signal.SIGTERM)
+    proc.wait()
+    data = json.loads((out / "report.json").read_text())
+    assert all((out / f).is_file() for f in data["files"])
+  proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
+  assert proc.returncode == 0, proc.stderr
+  assert _leftovers(tmp_path, pids) == []
+
+
+def test_a_run_killed_between_renames_gets_its_report_back(tmp_path):
+  # Where the file system cannot exchange two directories, DIR moves aside first; a
+  # run killed right then left `.DIR.old-PID-X/old`. The next run restores it.
+  out = tmp_path / "r"
+  gone = subprocess.Popen(["true"])  # its pid: a process that no longer runs
+  gone.wait()
+  trash = tmp_path / f".r.old-{gone.pid}-abc123"
+  (trash / "old").mkdir(parents=True)
+  (trash / "old" / "report.json").write_text("{}")
+  (tmp_path / f".r.tmp-{gone.pid}-def456").mkdir()
+  (tmp_path / f".r.tmp-{os.getpid()}-live01").mkdir()  # a running process's: kept
+  dump.clean_stale(str(out))
+  assert (out / "report.json").read_text() == "{}"
+  assert sorted(p.name for p in tmp_path.iterdir()) == [f".r.tmp-{os.getpid()}-live01", "r"]
 
 
 def chromium(*args, timeout=90):
@@ -105,10 +214,10 @@ def test_page_in_headless_chromium(small_report, tmp_path):
   assert dom.returncode == 0, dom.stderr[-2000:]
   # Console messages and script errors land on stderr as CONSOLE(...) / Uncaught.
   assert not re.search(r"Uncaught|CONSOLE\(|console", dom.stderr), dom.stderr[-2000:]
-  table = dom.stdout[dom.stdout.index("id=\"decisions\""):]
+  table = dom.stdout[dom.stdout.index("id=\"comparison\""):]
   table = table[:table.index("</table>")]
   data = json.loads((out / "report.json").read_text())
-  for p in data["summary"]["collective_permutes"]:
+  for p in data["summary"]["comparison"]:
     assert f"%{p['instruction']}" in table
   assert "nccl" in table
   shot = tmp_path / "report.png"

@@ -12,6 +12,8 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 DRIVER = REPO / "build" / "nvshmem-opt"
 H200_HLO = REPO / "tests" / "fixtures" / "jax0112" / "h200_jax0112_ppermute_loop.after_optimizations.hlo"
+# A table where NVSHMEM wins on NVLink at every size (the pass then writes NVSHMEM).
+FAST_NVSHMEM = FIXTURES / "fast_nvshmem.cost"
 RING = "source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}"
 
 
@@ -55,15 +57,16 @@ def test_fixtures_pass(capsys, fixture, topology):
 def test_unannotated_default_is_skipped_not_failed(capsys):
   # XLA left DEFAULT; the core would pick NVSHMEM on one host, but the pass never ran.
   rc, out, _ = run(capsys, FIXTURES / "ring_1x1x8.after_optimizations.hlo",
-                   "--topology=1x1x8", "--format=json")
+                   "--topology=1x1x8", f"--cost-table={FAST_NVSHMEM}", "--format=json")
   assert rc == 0
   sel = checks(out)["selection"]
   assert sel["status"] == "skip" and "would choose nvshmem" in sel["results"][0]["message"]
 
 
 def test_pass_output_passes_for_its_topology(capsys, tmp_path):
-  out_hlo = pass_output(tmp_path, "ring_1x1x8.before_async", "1x1x8")
-  rc, out, _ = run(capsys, out_hlo, "--topology=1x1x8")
+  out_hlo = pass_output(tmp_path, "ring_1x1x8.before_async", "1x1x8",
+                        f"--cost-table={FAST_NVSHMEM}")
+  rc, out, _ = run(capsys, out_hlo, "--topology=1x1x8", f"--cost-table={FAST_NVSHMEM}")
   assert rc == 0
   assert "PASS nvlink-domain" in out and "PASS selection" in out
   assert "PASS start-done" in out and "all checks pass" in out
@@ -71,15 +74,17 @@ def test_pass_output_passes_for_its_topology(capsys, tmp_path):
 
 def test_backend_contradicting_topology_fails(capsys, tmp_path):
   # NVSHMEM chosen for one host of 8, then checked against 2 hosts of 4.
-  out_hlo = pass_output(tmp_path, "ring_1x1x8.before_async", "1x1x8")
-  rc, out, _ = run(capsys, out_hlo, "--topology=1x2x4", "--format=json")
+  out_hlo = pass_output(tmp_path, "ring_1x1x8.before_async", "1x1x8",
+                        f"--cost-table={FAST_NVSHMEM}")
+  rc, out, _ = run(capsys, out_hlo, "--topology=1x2x4", f"--cost-table={FAST_NVSHMEM}",
+                   "--format=json")
   assert rc == 1
   result = json.loads(out)
   assert result["failed_checks"] == ["nvlink-domain", "selection"]
   [r] = checks(out)["nvlink-domain"]["results"]
   assert r["status"] == "fail" and r["instruction"] == "collective-permute-start"
   assert r["line"] > 0 and "3->4 (network)" in r["message"] and "7->0 (network)" in r["message"]
-  rc, out, _ = run(capsys, out_hlo, "--topology=1x2x4")
+  rc, out, _ = run(capsys, out_hlo, "--topology=1x2x4", f"--cost-table={FAST_NVSHMEM}")
   assert rc == 1 and "FAIL nvlink-domain" in out and "FAILED: nvlink-domain, selection" in out
 
 
