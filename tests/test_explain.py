@@ -204,3 +204,28 @@ def test_trip_count_of_scan_loop_before_optimization():
                       "compare(get-tuple-element.27, constant.26), direction=LE")
   from hlo_tools.hlo_text import parse_hlo_text
   assert [r.trip_count for r in collective_permutes(parse_hlo_text(text))] == [6, 6]
+
+
+def test_upstream_is_not_the_input_backend(capsys, tmp_path):
+  # A module the pass already set to NVSHMEM (one host), explained for a placement
+  # where every ring edge crosses hosts: upstream's assigner, handed the module with
+  # its backends reset, says DEFAULT; the module's NVSHMEM is not upstream's answer.
+  out_hlo = pass_output(tmp_path, "ring_1x1x8.before_async", "1x1x8",
+                        f"--cost-table={FAST_NVSHMEM}")
+  rc, out, err = run(capsys, out_hlo, "--topology=1x2x4:map=0,4,1,5,2,6,3,7",
+                     "--format=json")
+  assert rc == 0, err
+  [e] = json.loads(out)["collectives"]
+  assert e["current_backend"] == "NVSHMEM" and e["edges_by_class"]["network"] == 8
+  assert e["upstream"] == {"backend": "DEFAULT", "source": "nvshmem-opt --compare-upstream"}
+
+
+@pytest.mark.parametrize("command", ["explain", "verify", "diff"])
+def test_unbounded_input_is_refused(command, capfd):
+  # /dev/zero has no size to check up front: reading stops past the limit.
+  from hlo_tools import cli
+  extra = ["--topology=1x1x8"] if command != "diff" else [str(LOWERED)]
+  rc = cli.main([command, "/dev/zero", *extra, "--max-input-bytes=100000"])
+  _, err = capfd.readouterr()
+  assert rc == 2 and len(err.strip().splitlines()) == 1
+  assert "/dev/zero" in err and "100000" in err and "--max-input-bytes" in err

@@ -227,3 +227,37 @@ def test_page_in_headless_chromium(small_report, tmp_path):
   keep = os.environ.get("HLO_TOOLS_REPORT_SCREENSHOT")
   if keep:
     shutil.copyfile(shot, keep)
+
+
+_PROTO_SCRIPT = """
+import os, sys
+os.environ["JAX_PLATFORMS"] = "cpu"
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+import jax
+from jax.sharding import PartitionSpec as P
+from hlo_tools import pass_test_programs, ring_attention
+mesh = ring_attention.make_mesh(jax.devices("cpu"))
+f = jax.shard_map(pass_test_programs.ring_shift, mesh=mesh, in_specs=P("cp"),
+                  out_specs=P("cp"))
+lowered = jax.jit(f).lower(jax.ShapeDtypeStruct((8 * 1024, 64), "float32"))
+with open(sys.argv[1], "wb") as out:
+  out.write(lowered.compiler_ir("hlo").as_serialized_hlo_module_proto())
+"""
+
+
+def test_report_of_a_serialized_proto(tmp_path):
+  if not DRIVER.exists():
+    pytest.skip("nvshmem-opt is not built")
+  proto = tmp_path / "shift.pb"
+  made = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-c", _PROTO_SCRIPT,
+                         str(proto)], cwd=REPO, capture_output=True, text=True,
+                        timeout=300, check=False)
+  assert made.returncode == 0, made.stderr
+  out = tmp_path / "r"
+  rc = report.main(["hlo-tools report", str(proto), "--topology=1x1x8", f"--out={out}",
+                    "--quiet"])
+  assert rc == 0
+  [case] = json.loads((out / "report.json").read_text())["cases"]
+  [perm] = case["collective_permutes"]
+  assert perm["bytes"] == 1024 * 64 * 4 and perm["edges_by_class"]["nvlink"] == 8
+  assert (out / case["id"] / "hlo" / "input.hlo").read_text().startswith("HloModule")
