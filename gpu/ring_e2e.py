@@ -42,7 +42,8 @@ keeps what finished. --budget-s stops cleanly; --run-timeout kills a run that
 hangs (the rest of the mode continues in fresh processes).
 
 NVLink multicast stays off in every process (NCCL_NVLS_ENABLE=0,
-NVSHMEM_DISABLE_NVLS=1, TORCH_SYMM_MEM_DISABLE_MULTICAST=1).
+NVSHMEM_DISABLE_NVLS=1, TORCH_SYMM_MEM_DISABLE_MULTICAST=1). NVSHMEM_SYMMETRIC_SIZE
+defaults to 16G (the caller's value wins).
 """
 
 import argparse
@@ -113,6 +114,9 @@ def mode_env(mode, base, platform, num_procs, devices_per_proc, route=None):
     env["JAX_PLATFORMS"] = "cpu"
     flags.append(f"--xla_force_host_platform_device_count={devices_per_proc}")
   env["XLA_FLAGS"] = " ".join(flags)
+  # NVSHMEM's symmetric heap holds the permuted K/V (and their gradients): 512 MiB
+  # per direction at 256K tokens on 2 GPUs, several live at once; 1 GiB default.
+  env.setdefault("NVSHMEM_SYMMETRIC_SIZE", "16G")
   return env
 
 
