@@ -832,6 +832,19 @@ def _scalar_literal_problem(etype, text):
   return None if ok else f"{text[:30]!r} is not a {etype} value"
 
 
+def _top_level_arrow(text):
+  """Index of the first '->' outside brackets, or -1."""
+  depth = 0
+  for k, ch in enumerate(text):
+    if ch in "([{":
+      depth += 1
+    elif ch in ")]}":
+      depth -= 1
+    elif ch == "-" and depth == 0 and text.startswith("->", k):
+      return k
+  return -1
+
+
 def _compatible_key(shape):
   """Equal for shapes XLA calls compatible: layouts and dynamic bounds' marks ignored."""
   return shape.to_string(False).replace("<=", "")
@@ -973,11 +986,17 @@ def load_hlo_proto(path):
 
 
 def _decode(data, path):
-  """Text of the input. XLA reads bytes: invalid UTF-8 inside a string or comment is
-  accepted (as U+FFFD here); anywhere else the character cannot form a token."""
+  """Text of the input. Bytes that are not UTF-8 become lone surrogates (U+DC80..DCFF):
+  XLA's lexer takes them inside /* comments */ only, which _Parser checks per line."""
   if b"\0" in data[:4096]:
     raise HloParseError(path, 1, 1, "binary data, not HLO text")
-  return data.decode("utf-8", "replace")
+  try:
+    return data.decode("utf-8")
+  except UnicodeDecodeError:
+    return data.decode("utf-8", "surrogateescape")
+
+
+_NOT_UTF8_RE = re.compile("[\udc80-\udcff]")
 
 
 def _line_breaks(text):
@@ -1006,12 +1025,23 @@ class _Parser:
   """Line-oriented parser. XLA prints one instruction per line."""
 
   def __init__(self, text, path):
+    self.path = path
     self.lines = _line_breaks(text).split("\n")
     if "/*" in text:
       self.lines = [_blank_comments(l) if "/*" in l and '"' in l else l for l in self.lines]
+    if _NOT_UTF8_RE.search(text):
+      self._check_not_utf8()
     if len(self.lines) > 1 and not self.lines[-1]:
       self.lines.pop()  # the final newline does not start a line
-    self.path = path
+
+  def _check_not_utf8(self):
+    for i, line in enumerate(self.lines):
+      if _NOT_UTF8_RE.search(line):
+        self.lines[i] = line = _blank_comments(line)
+        bad = _NOT_UTF8_RE.search(line)
+        if bad:
+          self.error(i, bad.start() + 1, f"byte {ord(bad.group()) - 0xDC00:#04x} is not UTF-8 "
+                     "(XLA takes such bytes inside /* comments */ only)")
 
   def error(self, lineno, col, message):
     raise HloParseError(self.path, lineno + 1, col, message)
@@ -1036,6 +1066,19 @@ class _Parser:
         break
       at += len(part) + 1
     self.error(i, start + at + 1, f"expected an operand name, got {ops[at:at + 30].strip()!r}")
+
+  def _check_entry_layout(self, value, i):
+    """`{(param shapes)->result shape}`, each shape as XLA's parser reads shapes."""
+    line = self.lines[i]
+    at = line.find("entry_computation_layout=") + len("entry_computation_layout=")
+    body = value[1:-1] if value.startswith("{") and value.endswith("}") else None
+    arrow = _top_level_arrow(body) if body is not None else -1
+    if arrow < 0:
+      self.error(i, at + 1, "entry_computation_layout must be {(parameter shapes)->shape}")
+    params = self._shape(body[:arrow], i, at + 1)
+    if not params.is_tuple or not body[:arrow].lstrip().startswith("("):
+      self.error(i, at + 2, "entry_computation_layout needs its parameters in '(...)'")
+    self._shape(body[arrow + 2:], i, at + 1 + arrow + 2)
 
   def _check_attrs(self, opcode, attrs, i):
     """Names and value forms as XLA's parser takes them for this opcode."""
@@ -1077,6 +1120,8 @@ class _Parser:
     for key in attrs:
       if key not in _MODULE_ATTRS:
         self._attr_error(i, key, f"HloModule takes no attribute {key!r}")
+    if "entry_computation_layout" in attrs:
+      self._check_entry_layout(attrs["entry_computation_layout"], i)
     self._check_ints(attrs, _MODULE_INT_ATTRS, i)
     module = HloModule(m.group(1), attrs, self.path)
     i += 1
@@ -1245,6 +1290,8 @@ class _Parser:
         operands = _bare_operands(ops)
       if attrs or opcode in _REQUIRED_ATTRS:
         self._check_attrs(opcode, attrs, i)
+      if opcode == "tuple" and not shape.is_tuple:  # XLA's parser aborts on it
+        self.error(i, col, "tuple needs a tuple shape")
       count = _OPERAND_COUNTS.get(opcode)
       if count is not None and count != len(operands):
         self.error(i, col, f"{opcode} takes {count} operand{'s' if count != 1 else ''}, "
@@ -1377,7 +1424,7 @@ class _Parser:
       sc.fail("expected an instruction name or '}'")
     name = m.group(1)
     sc.i = m.end()
-    if sc.peek() == ":":  # XLA's lexer also takes the `name:` spelling
+    if sc.peek() == ":" and line[m.start()] != "%":  # XLA's lexer takes `name:` too
       sc.i += 1
     sc.ws()
     sc.expect("=", f"expected '=' after instruction name %{name}")

@@ -484,3 +484,207 @@ def test_reads_jax_010_mesh_replica_groups():
       [0, 4], [1, 5], [2, 6], [3, 7]]
   assert hlo_text.expand_mesh_groups("mesh['a'=2,'b'=4] {'b','a'}") == [
       [0, 4, 1, 5, 2, 6, 3, 7]]
+
+
+# ---------------------------------------------------------------------------------------
+# Fidelity under mutation: small edits of the real fixtures, our verdict against XLA's
+# parser (jaxlib's hlo_module_from_text). Seeded, a few seconds.
+
+_ATTR_KEY_RE = re.compile(r", ([a-z_\-]+)=")
+_LAYOUT_IN_SHAPE_RE = re.compile(r"\]\{(-?[0-9,\-]*)((?::[^}]*)?)\}")
+_DIMS_RE = re.compile(r"\[([0-9,]+)\]")
+_ENUM_RE = re.compile(r"\b(kind|direction|type)=(\w+)")
+_NUMBER_RE = re.compile(r"(?<=[=,{(\[])\d+")
+_CHARS = ["{", "}", "(", ")", "[", "]", '"', ",", "=", "%", ":", "/*", "*/", "x", " ", "-", "0"]
+
+
+def _mutate_layout(rng, m):
+  order = m.group(1).split(",") if m.group(1) else []
+  how = rng.choice(["drop", "dup", "add", "swap", "attr", "junk"])
+  if how == "drop" and order:
+    order.pop(rng.randrange(len(order)))
+  elif how == "dup" and order:
+    order.append(rng.choice(order))
+  elif how == "add":
+    order.append(str(len(order)))
+  elif how == "swap" and len(order) > 1:
+    order[0], order[-1] = order[-1], order[0]
+  tail = m.group(2)
+  if how == "attr":
+    tail = rng.choice([":T(8,128)", ":S(1)", ":T(2)S(1)", ":X(1)", ":E(4)", ":S(x)", ":"])
+  text = ",".join(order) + (rng.choice(["a", ",", " ", ",,"]) if how == "junk" else "")
+  return text + tail
+
+
+def _mutate_line(rng, line):
+  """One edit of one instruction line, of the kinds that found reader bugs."""
+  kind = rng.choice(["attr_name", "enum", "layout", "dims", "insert", "delete", "attr_drop",
+                     "attr_dup", "number", "opcode"])
+  pick = lambda rx: (lambda ms: rng.choice(ms) if ms else None)(list(rx.finditer(line)))
+  if kind == "attr_name" and (m := pick(_ATTR_KEY_RE)):
+    k = m.start(1) + rng.randrange(len(m.group(1)))
+    return line[:k] + rng.choice("abxz_") + line[k + rng.choice([0, 1]):]
+  if kind == "enum" and (m := pick(_ENUM_RE)):
+    new = rng.choice([m.group(2) + "x", m.group(2).lower(), "kLoop", "LT", "FLOAT", "kFoo"])
+    return line[:m.start(2)] + new + line[m.end(2):]
+  if kind == "layout" and (m := pick(_LAYOUT_IN_SHAPE_RE)):
+    return line[:m.start(1)] + _mutate_layout(rng, m) + line[m.end(2):]
+  if kind == "dims" and (m := pick(_DIMS_RE)):
+    new = rng.choice(["x", "-1", "+3", "1_0", "?", "<=4", " ", "1,,2", "0x10"])
+    return line[:m.start(1)] + new + line[m.start(1):]
+  if kind == "insert":
+    k = rng.randrange(len(line) + 1)
+    return line[:k] + rng.choice(_CHARS) + line[k:]
+  if kind == "delete":
+    k = rng.randrange(len(line))
+    return line[:k] + line[k + rng.randint(1, 6):]
+  if kind in ("attr_drop", "attr_dup") and (m := pick(_ATTR_KEY_RE)):
+    after = _ATTR_KEY_RE.search(line, m.end())
+    end = after.start() if after else len(line)
+    return (line[:m.start()] + line[end:] if kind == "attr_drop"
+            else line + line[m.start():end])
+  if kind == "number" and (m := pick(_NUMBER_RE)):
+    new = rng.choice(["-1", "x", "99999999999999999999", "1.5", "", "0"])
+    return line[:m.start()] + new + line[m.end():]
+  if kind == "opcode" and (m := re.search(r"[\]}] ([a-z\-]+)\(", line)):
+    new = rng.choice(["add", "negate", "copy", "tuple", "multiply", "fusion", "bitcast"])
+    return line[:m.start(1)] + new + line[m.end(1):]
+  return line
+
+
+def fixture_mutants(seed, count):
+  """`count` one-edit mutants of tests/fixtures/*.hlo: [(fixture name, text)]."""
+  import random
+  rng = random.Random(seed)
+  texts = {p.name: p.read_text() for p in sorted(FIXTURES_DIR.glob("*.hlo"))}
+  out = []
+  while len(out) < count:
+    name = rng.choice(sorted(texts))
+    lines = texts[name].split("\n")
+    i = rng.choice([k for k, l in enumerate(lines) if " = " in l])
+    lines[i] = _mutate_line(rng, lines[i])
+    text = "\n".join(lines)
+    if text != texts[name]:
+      out.append((name, text))
+  return out
+
+
+# Reads JSON-quoted module texts, one a line; prints XLA's verdict for each. XLA aborts
+# on a few inputs (a CHECK in its literal parser): the caller restarts after the last.
+_XLA_VERDICT_SCRIPT = r"""
+import json, sys
+from jaxlib import _hlo
+for raw in sys.stdin:
+  try:
+    _hlo.hlo_module_from_text(json.loads(raw))
+    print(json.dumps([True, ""]), flush=True)
+  except Exception as e:
+    print(json.dumps([False, str(e)[:300]]), flush=True)
+"""
+
+
+def xla_parser_verdicts(texts):
+  """[(accepted: bool | None for an abort, message)] from XLA's parser."""
+  out = []
+  while len(out) < len(texts):
+    rest = texts[len(out):]
+    proc = subprocess.run([sys.executable, "-c", _XLA_VERDICT_SCRIPT], env=_env(),
+                          input="".join(json.dumps(t) + "\n" for t in rest),
+                          capture_output=True, text=True, timeout=600)
+    out += [tuple(json.loads(l)) for l in proc.stdout.splitlines()]
+    if len(out) < len(texts):
+      assert proc.returncode != 0, proc.stderr[-2000:]
+      out.append((None, f"XLA died with status {proc.returncode}"))
+  return out
+
+
+def _our_verdict(text):
+  try:
+    parse_hlo_text(text, "m.hlo")
+    return True, ""
+  except HloParseError as e:
+    return False, str(e)
+
+
+def test_mutants_of_real_modules_agree_with_xla_parser():
+  mutants = fixture_mutants(seed=14, count=400)
+  verdicts = xla_parser_verdicts([t for _, t in mutants])
+  disagreements = []
+  for (name, text), (xla_ok, xla_msg) in zip(mutants, verdicts):
+    ours_ok, ours_msg = _our_verdict(text)
+    if xla_ok is None:  # XLA aborts: an input no tool may accept
+      xla_ok = False
+    if not ours_ok and xla_ok and "XLA's verifier rejects" in ours_msg:
+      continue  # e.g. a repeated source: the parser takes it, XLA's verifier does not
+    if ours_ok != xla_ok:
+      disagreements.append((name, ours_msg or "accepted", xla_msg or "accepted"))
+  assert not disagreements, disagreements[:5]
+  rejected = sum(1 for ok, _ in verdicts if not ok)
+  assert 100 < rejected < 350  # the edits are neither all harmless nor all fatal
+
+
+def test_accepts_what_xla_accepts(tmp_path):
+  base = (FIXTURES_DIR / "shift_1x2x4.before_async.hlo").read_text()
+  quote_in_comment = base.replace("collective-permute(%param.1)",
+                                  'collective-permute(/* a"b */%param.1)')
+  variants = {"quote_in_comment": quote_in_comment, "cr_only": base.replace("\n", "\r"),
+              "crlf": base.replace("\n", "\r\n"), "name_colon": base.replace(
+                  "%param.1 = ", "param.1: = ", 1)}
+  assert all(v != base for v in variants.values())
+  assert all(ok for ok, _ in xla_parser_verdicts(list(variants.values())))
+  for name, text in variants.items():
+    module = parse_hlo_text(text, name)
+    assert module.entry.instruction("ppermute.3.0").operands == ["param.1"], name
+  # Bytes that are not UTF-8: XLA (the wheel's, through nvshmem-opt) takes them in a
+  # comment and refuses them in a string.
+  from conftest import run_nvshmem_opt
+  for where, old, new, xla_ok in (
+      ("comment", b"collective-permute(%param.1)", b"collective-permute(/*\xff\xc3*/%param.1)",
+       True),
+      ("string", b'op_name="x"', b'op_name="x\xff"', False)):
+    data = base.encode().replace(old, new)
+    path = tmp_path / f"{where}.hlo"
+    path.write_bytes(data)
+    result = run_nvshmem_opt(path, "--topology=1x2x4", "--mode=explain")
+    assert (result.returncode == 0) == xla_ok, (where, result.stderr)
+    if xla_ok:
+      assert parse_hlo_file(path).entry.instruction("ppermute.3.0").operands == ["param.1"]
+    else:
+      with pytest.raises(HloParseError, match=r":13:\d+: byte 0xff is not UTF-8"):
+        parse_hlo_file(path)
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ("channel_id=1,", "channel_id=1, foo=3,", "collective-permute takes no attribute 'foo'"),
+    ("kind=kLoop", "kind=kLoopy", "bad value for 'kind' of fusion"),
+    ("%param_0 = bf16[1,128,2,64]{3,2,1,0}", "%param_0 = bf16[1,128,2,64]{3,2,1}",
+     "orders 3 dimensions, the shape has 4"),
+    ("metadata={op_name=\"x\"}", "metadata={op_nam=\"x\"}", "metadata has no field 'op_nam'"),
+    ("multiply(%param_0, %mul.6.1)", "multiply(%param_0)", "multiply takes 2 operands, got 1"),
+])
+def test_rejects_what_xla_rejects(old, new, message):
+  base = (FIXTURES_DIR / "shift_1x2x4.before_async.hlo").read_text()
+  text = base.replace(old, new, 1)
+  assert text != base
+  [(xla_ok, xla_msg)] = xla_parser_verdicts([text])
+  assert xla_ok is False, xla_msg
+  with pytest.raises(HloParseError, match=re.escape(message)):
+    parse_hlo_text(text, "m.hlo")
+
+
+def test_repeated_source_or_target_is_rejected(tmp_path):
+  base = (FIXTURES_DIR / "shift_1x2x4.before_async.hlo").read_text()
+  for pairs, what in (("{{0,1},{0,2}", "source 0"), ("{{0,1},{2,1}", "target 1")):
+    text = base.replace("{{0,1},{1,2}", pairs, 1)
+    assert text != base
+    path = tmp_path / "dup.hlo"
+    path.write_text(text)
+    line = next(n for n, l in enumerate(text.split("\n"), 1) if "source_target_pairs" in l)
+    col = text.split("\n")[line - 1].index("source_target_pairs=") + 21
+    expected = (f"{path}:{line}:{col}: %ppermute.3.0: {what} appears more than once in "
+                "source_target_pairs (XLA's verifier rejects this permute)\n")
+    for command in (["parse"], ["explain", "--topology=1x2x4"], ["verify", "--topology=1x2x4"]):
+      result = subprocess.run([sys.executable, "-m", "hlo_tools.cli", command[0], str(path),
+                               *command[1:]], capture_output=True, text=True, cwd=REPO,
+                              timeout=120)
+      assert (result.returncode, result.stderr) == (2, expected), command
