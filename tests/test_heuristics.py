@@ -85,7 +85,7 @@ def test_calibrate_cli_writes_table_nvshmem_opt_accepts(tmp_path, capsys):
   assert proc.returncode == 0, proc.stderr
   nccl_network = [l for l in proc.stdout.splitlines()
                   if l.startswith("link nccl network ")]
-  latency, gbps = (float(x) for x in nccl_network[0].split()[3:])
+  latency, gbps = (float(x) for x in nccl_network[0].split()[3:5])
   assert latency == pytest.approx(15.0, rel=0.03) and gbps == pytest.approx(40, rel=0.03)
 
 

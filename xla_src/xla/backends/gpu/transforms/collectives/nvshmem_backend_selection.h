@@ -214,7 +214,7 @@ CostTable DefaultCostTable();
 // Text format, one entry per line, '#' starts a comment:
 //   link <nccl|nvshmem|peer|symmetric>
 //        <same_device|nvlink|nvlink_domain|network>
-//        <latency_us> <bandwidth_GBps> [<per_buffer_us>]
+//        <latency_us> <bandwidth_GBps> [<per_buffer_us>]   (omitted: 0)
 //   sm_interference <backend> <fraction>
 //   backends <nccl,nvshmem|nccl,peer|nccl,peer,symmetric|...>
 //   symmetric_signals <0|1>
