@@ -46,12 +46,13 @@ def load_cost_table(path=None):
 
 
 def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
-           num_partitions=None, num_replicas=1, buffers=1):
+           num_partitions=None, num_replicas=1, buffers=1, backends=None):
   """Decision for one collective-permute given its id pairs, as the pass sees it.
 
   The backends considered are the table's set (`table.backends`, e.g.
-  "nccl,nvshmem" or "nccl,peer"); `buffers` is the permute's number of operands
-  and `bytes_per_device` all of them together.
+  "nccl,nvshmem" or "nccl,peer"), or `backends` ("nccl,peer" or a sequence) when
+  given; `buffers` is the permute's number of operands and `bytes_per_device`
+  all of them together.
 
   Returns the core's dict: plan and backend ('nccl'|'nvshmem'|'peer'|
   'symmetric'), backend_us ({backend: modeled us, None when not offered or
@@ -62,6 +63,8 @@ def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
   """
   if num_partitions is None:
     num_partitions = topology.num_devices // max(num_replicas, 1)
+  if backends is not None:
+    table = with_backends(table, backends)
   try:
     edges = core.edge_ids_to_devices(topology, [tuple(p) for p in pairs],
                                      cross_partition, num_partitions, num_replicas)

@@ -151,3 +151,12 @@ def test_per_buffer_cost():
   assert one == pytest.approx(15) and four == pytest.approx(27)
   with pytest.raises(ValueError):
     selection.edge_time_us(table, "nvshmem", "nvlink", 1, buffers=0)
+
+
+def test_decide_takes_a_backend_set_per_call():
+  table = selection.CostTable.parse("link peer nvlink 1 900\n")
+  t = selection.parse_topology("1x1x2")
+  assert selection.decide(t, table, 1 << 20, ring(2), backends=("nccl", "peer"))["plan"] == "peer"
+  assert table.backends == "nccl,nvshmem"  # the caller's table is unchanged
+  with pytest.raises(selection.SelectionError, match="lacks nccl"):
+    selection.decide(t, table, 1 << 20, ring(2), backends="peer")
