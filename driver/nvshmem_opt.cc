@@ -34,7 +34,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/json_util.h"
+#include "xla/hlo/ir/hlo_casting_utils.h"
 #include "xla/hlo/ir/hlo_computation.h"
+#include "xla/hlo/ir/hlo_instructions.h"
 #include "xla/hlo/ir/hlo_instruction.h"
 #include "xla/hlo/ir/hlo_module.h"
 #include "xla/hlo/parser/hlo_parser.h"
@@ -173,7 +175,20 @@ void BeginXlaStage(const char* stage, int exit_code) {
   static bool installed = false;
   if (!installed) {
     installed = true;
-    for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE}) signal(sig, OnFatalSignal);
+    // A stack overflow (deep recursion in XLA) leaves no stack to run the
+    // handler on: give it its own.
+    static char alt_stack[1 << 16];
+    stack_t stack = {};
+    stack.ss_sp = alt_stack;
+    stack.ss_size = sizeof(alt_stack);
+    sigaltstack(&stack, nullptr);
+    struct sigaction action = {};
+    action.sa_handler = OnFatalSignal;
+    action.sa_flags = SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE}) {
+      sigaction(sig, &action, nullptr);
+    }
     if (std::getenv("NVSHMEM_OPT_TF_LOGS") == nullptr) {
       g_guard.capture = memfd_create("nvshmem-opt-xla-log", 0);
     }
@@ -189,9 +204,23 @@ void BeginXlaStage(const char* stage, int exit_code) {
   }
 }
 
+// An error line stays readable: XLA's verifier may quote a whole
+// instruction (megabytes for a permute with a million pairs).
+std::string CapLine(const std::string& text) {
+  constexpr size_t kLimit = 400, kKept = 300;
+  if (text.size() <= kLimit) return text;
+  size_t cut = kKept;
+  // Never cut a UTF-8 sequence in half.
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) {
+    --cut;
+  }
+  return text.substr(0, cut) + "... (" + std::to_string(text.size() - cut) +
+         " more characters)";
+}
+
 [[noreturn]] void Fail(int code, const std::string& message) {
   EndXlaStage();
-  std::cerr << "nvshmem-opt: " << message << "\n";
+  std::cerr << "nvshmem-opt: " << CapLine(message) << "\n";
   std::exit(code);
 }
 
@@ -303,35 +332,69 @@ Flags ParseFlags(int argc, char** argv) {
   return flags;
 }
 
-// Inputs above max_bytes are refused before reading: XLA holds a module in
-// memory several times its text size (see docs/reliability.md).
+// Inputs above max_bytes are refused: XLA holds a module in memory several
+// times its text size (see docs/reliability.md). Regular files are checked
+// before reading; anything else (stdin, pipes, /dev/zero) is read in chunks
+// and refused as soon as it passes the limit.
 std::string ReadFileOrDie(const std::string& path,
                           int64_t max_bytes = int64_t{1} << 30) {
   auto too_big = [&](const std::string& size) {
     Fail(2, path + ": input is " + size + " bytes, over the limit of " +
                 std::to_string(max_bytes) + " (--max-input-bytes)");
   };
-  if (path == "-") {
-    std::string data;
-    char chunk[1 << 16];
-    while (std::cin.read(chunk, sizeof(chunk)) || std::cin.gcount() > 0) {
-      data.append(chunk, static_cast<size_t>(std::cin.gcount()));
-      if (static_cast<int64_t>(data.size()) > max_bytes) too_big("more than " + std::to_string(max_bytes));
+  std::ifstream file;
+  if (path != "-") {
+    struct stat info;
+    if (stat(path.c_str(), &info) != 0) Fail(2, path + ": no such file");
+    if (S_ISDIR(info.st_mode)) Fail(2, path + ": is a directory, not a file");
+    if (S_ISREG(info.st_mode) && info.st_size > max_bytes) {
+      too_big(std::to_string(info.st_size));
     }
-    return data;
+    file.open(path, std::ios::binary);
+    if (!file) Fail(2, path + ": cannot open for reading");
   }
-  struct stat info;
-  if (stat(path.c_str(), &info) != 0) Fail(2, path + ": no such file");
-  if (S_ISDIR(info.st_mode)) Fail(2, path + ": is a directory, not a file");
-  if (S_ISREG(info.st_mode) && info.st_size > max_bytes) {
-    too_big(std::to_string(info.st_size));
+  std::istream& in = path == "-" ? std::cin : file;
+  std::string data;
+  std::vector<char> chunk(1 << 16);
+  while (in.read(chunk.data(), chunk.size()) || in.gcount() > 0) {
+    data.append(chunk.data(), static_cast<size_t>(in.gcount()));
+    if (static_cast<int64_t>(data.size()) > max_bytes) {
+      too_big("more than " + std::to_string(max_bytes));
+    }
   }
-  std::ifstream file(path, std::ios::binary);
-  if (!file) Fail(2, path + ": cannot open for reading");
-  std::stringstream buffer;
-  buffer << file.rdbuf();
-  return buffer.str();
+  if (in.bad()) Fail(2, path + ": read error");
+  return data;
 }
+
+// XLA's HLO parser recurses once per nested shape, tuple or brace and
+// overflows the stack near 10,000 levels; real modules nest fewer than 10.
+// Returns the 1-based line where nesting passes `limit`, or 0. Quoted
+// strings and /* */ comments do not count.
+int LineOverNestingLimit(const std::string& text, int limit) {
+  int depth = 0, line = 1;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '\n') {
+      ++line;
+    } else if (c == '"') {
+      for (++i; i < text.size() && text[i] != '"'; ++i) {
+        if (text[i] == '\\') ++i;
+        else if (text[i] == '\n') ++line;
+      }
+    } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '*') {
+      size_t end = text.find("*/", i + 2);
+      if (end == std::string::npos) end = text.size();
+      line += static_cast<int>(std::count(text.begin() + i, text.begin() + end, '\n'));
+      i = end + 1;
+    } else if (c == '(' || c == '{' || c == '[') {
+      if (++depth > limit) return line;
+    } else if (c == ')' || c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return 0;
+}
+constexpr int kMaxNesting = 512;
 
 bool LooksLikeHloText(const std::string& data) {
   size_t i = data.find_first_not_of(" \t\r\n");
@@ -352,10 +415,20 @@ std::string LocateParseError(const std::string& path, const std::string& message
 
 std::unique_ptr<xla::HloModule> LoadModule(const std::string& path,
                                            const Flags& flags,
-                                           const sel::Topology& topology) {
-  std::string data = ReadFileOrDie(path, flags.max_input_bytes);
+                                           const sel::Topology& topology,
+                                           std::string* text) {
+  std::string& data = *text;
+  data = ReadFileOrDie(path, flags.max_input_bytes);
   if (data.empty()) Fail(2, path + ": empty file");
   std::strncpy(g_guard.input, path.c_str(), sizeof(g_guard.input) - 1);
+  if (LooksLikeHloText(data)) {
+    if (int line = LineOverNestingLimit(data, kMaxNesting); line > 0) {
+      Fail(2, path + ":" + std::to_string(line) + ": nesting deeper than " +
+                  std::to_string(kMaxNesting) +
+                  " levels (shapes, tuples or braces); refused before XLA's "
+                  "parser, which would overflow its stack");
+    }
+  }
   BeginXlaStage("parsing the module", 2);
   if (LooksLikeHloText(data)) {
     absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
@@ -402,6 +475,88 @@ std::unique_ptr<xla::HloModule> LoadModule(const std::string& path,
   }
   EndXlaStage();
   return *std::move(module);
+}
+
+// --- Partition count of jax-lowered modules ----------------------------------
+//
+// jax.jit(f).lower(...).as_text(dialect="hlo") prints no num_partitions in the
+// header, and XLA's parser then assumes 1, which no SPMD permute fits.
+
+// Devices of the largest Shardy mesh in the module's frontend attributes
+// (xla.sdy.meshes={mesh = #sdy.mesh<["cp"=8]>}), or 0 without one.
+int64_t SdyMeshDevices(const xla::HloModule& module) {
+  const auto& map = module.frontend_attributes().map();
+  auto it = map.find("xla.sdy.meshes");
+  if (it == map.end()) return 0;
+  static const std::regex mesh_re(R"(#sdy\.mesh<\[([^\]]*)\])");
+  static const std::regex axis_re(R"(=\s*(\d{1,7}))");
+  int64_t largest = 0;
+  for (std::sregex_iterator m(it->second.begin(), it->second.end(), mesh_re), end;
+       m != end; ++m) {
+    const std::string axes = (*m)[1].str();
+    int64_t devices = 1;
+    for (std::sregex_iterator a(axes.begin(), axes.end(), axis_re); a != end; ++a) {
+      devices = std::min<int64_t>(devices * std::stoll((*a)[1].str()), 1 << 24);
+    }
+    largest = std::max(largest, devices);
+  }
+  return largest;
+}
+
+// One more than the largest partition id that a collective with a channel
+// (cross-partition) names in its pairs or groups; 0 when none does.
+int64_t PartitionIdsUsed(const xla::HloModule& module) {
+  int64_t used = 0;
+  for (const xla::HloComputation* computation : module.computations()) {
+    for (const xla::HloInstruction* instr : computation->instructions()) {
+      const auto* channel = xla::DynCast<xla::HloChannelInstruction>(instr);
+      if (channel == nullptr || !channel->channel_id().has_value()) continue;
+      if (const auto* cp =
+              xla::DynCast<xla::HloCollectivePermuteInstruction>(instr)) {
+        for (const auto& [src, dst] : cp->source_target_pairs()) {
+          used = std::max({used, src + 1, dst + 1});
+        }
+      } else if (const auto* collective =
+                     xla::DynCast<xla::HloCollectiveInstruction>(instr)) {
+        for (const xla::ReplicaGroup& group : collective->replica_groups()) {
+          for (int64_t id : group.replica_ids()) used = std::max(used, id + 1);
+        }
+      }
+    }
+  }
+  return used;
+}
+
+// Sets num_partitions of a text module whose header has none, from the
+// module's mesh or else the topology (never fewer than its ids need), and
+// says so on stderr.
+void InferNumPartitions(const std::string& data, const Flags& flags,
+                        const sel::Topology& topology, xla::HloModule* module) {
+  if (flags.num_partitions > 0 || !LooksLikeHloText(data) ||
+      module->config().num_partitions() != 1) {
+    return;
+  }
+  const std::string header = data.substr(0, data.find('\n'));
+  if (header.find("num_partitions=") != std::string::npos) return;
+  const int64_t used = PartitionIdsUsed(*module);
+  const int64_t mesh = SdyMeshDevices(*module);
+  if (used <= 1 && mesh <= 1) return;
+  const int replicas = module->config().replica_count();
+  int64_t partitions = mesh > 1 ? mesh : topology.num_devices() / replicas;
+  std::string from = mesh > 1 ? "the sdy mesh in its frontend_attributes"
+                              : "the topology's " +
+                                    std::to_string(topology.num_devices()) +
+                                    " devices";
+  if (partitions < used) {
+    partitions = used;
+    from = "the largest partition id its collectives name";
+  }
+  module->mutable_config().set_num_partitions(partitions);
+  std::cerr << "nvshmem-opt: " << flags.input
+            << ": the module's header gives no num_partitions (jax-lowered "
+               "text?); using "
+            << partitions << " from " << from
+            << " (--num-partitions=N overrides)\n";
 }
 
 absl::Status Verify(xla::HloModule* module) {
@@ -481,7 +636,8 @@ std::string JsonNumber(double v) {
 }
 
 // Upstream's assigner parses backend configs strictly, and HLO from a newer
-// jax carries fields this XLA does not know; drop those on the copy it sees.
+// jax carries fields this XLA does not know; drop those on the copy it sees,
+// and start it from the DEFAULT backend.
 absl::Status NormalizeBackendConfigs(xla::HloModule* module) {
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = true;
@@ -498,6 +654,10 @@ absl::Status NormalizeBackendConfigs(xla::HloModule* module) {
             google::protobuf::util::JsonStringToMessage(raw, &config, options);
         if (!status.ok()) return status;
       }
+      // Upstream's assigner only ever sets NVSHMEM; a backend already in the
+      // input (e.g. from an earlier run of ours) would come back as its answer.
+      config.mutable_collective_backend_config()->set_backend(
+          xla::gpu::CollectiveBackendConfig::DEFAULT);
       if (absl::Status status = instr->set_backend_config(config); !status.ok()) {
         return status;
       }
@@ -642,7 +802,8 @@ int main(int argc, char** argv) {
   if (!flags.cost_table.empty()) {
     std::string error;
     std::optional<sel::CostTable> parsed = sel::ParseCostTable(
-        ReadFileOrDie(flags.cost_table), flags.cost_table, &error);
+        ReadFileOrDie(flags.cost_table, flags.max_input_bytes), flags.cost_table,
+        &error);
     if (!parsed) Fail(2, error);
     table = *parsed;
   }
@@ -658,7 +819,12 @@ int main(int argc, char** argv) {
     Fail(2, flags.output + ": refusing to overwrite the input");
   }
 
-  std::unique_ptr<xla::HloModule> module = LoadModule(flags.input, flags, *topology);
+  std::string data;
+  std::unique_ptr<xla::HloModule> module =
+      LoadModule(flags.input, flags, *topology, &data);
+  InferNumPartitions(data, flags, *topology, module.get());
+  data.clear();
+  data.shrink_to_fit();
   if (flags.num_partitions > 0) {
     module->mutable_config().set_num_partitions(flags.num_partitions);
   }

@@ -13,6 +13,19 @@ BEFORE_ASYNC = sorted(FIXTURES.glob("*.before_async.hlo"))
 AFTER_OPT = sorted(FIXTURES.glob("*.after_optimizations.hlo"))
 
 
+# Under this table NVSHMEM wins every NVLink edge (no per-buffer cost), so the
+# tests below check what the driver does with a decision, not the default
+# table's calibration.
+NVSHMEM_FAVOURED = "link nvshmem nvlink 1 450 0\nlink nvshmem nvlink_domain 1 450 0\n"
+
+
+@pytest.fixture(scope="module")
+def favoured(tmp_path_factory):
+  path = tmp_path_factory.mktemp("tables") / "nvshmem_favoured.txt"
+  path.write_text(NVSHMEM_FAVOURED)
+  return f"--cost-table={path}"
+
+
 def _topology_for(path):
   # ring_1x2x4.before_async.hlo -> 1x2x4 (the topology it was compiled for).
   return path.name.split(".")[0].split("_")[-1]
@@ -44,13 +57,13 @@ def test_rewrites_every_fixture_and_output_verifies(path, tmp_path):
   assert json.loads(again.stdout)["changed"] is False
 
 
-def test_one_host_ring_is_nvshmem_two_hosts_nccl():
+def test_one_host_ring_is_nvshmem_two_hosts_nccl(favoured):
   ring = FIXTURES / "ring_1x1x8.before_async.hlo"
   for topology, plan, backend in (("1x1x8", "nvshmem", "NVSHMEM"),
                                   ("1x2x4", "nccl", "DEFAULT"),
                                   ("1x2x4:nvl8", "nvshmem", "NVSHMEM")):
     result = run_nvshmem_opt(ring, f"--topology={topology}", "--report=-",
-                             "--mode=explain", "--compare-upstream")
+                             "--mode=explain", "--compare-upstream", favoured)
     assert result.returncode == 0, result.stderr
     decision, = json.loads(result.stdout)["decisions"]
     assert decision["plan"] == plan, decision
@@ -59,9 +72,9 @@ def test_one_host_ring_is_nvshmem_two_hosts_nccl():
     assert decision["upstream"] == backend  # upstream agrees on these three
 
 
-def test_backward_fixture_has_permutes_in_both_loops():
+def test_backward_fixture_has_permutes_in_both_loops(favoured):
   result = run_nvshmem_opt(FIXTURES / "ring_bwd_1x2x4.before_async.hlo",
-                           "--topology=1x1x8", "--report=-", "--mode=explain")
+                           "--topology=1x1x8", "--report=-", "--mode=explain", favoured)
   decisions = json.loads(result.stdout)["decisions"]
   assert len(decisions) >= 2
   assert len({d["computation"] for d in decisions}) >= 2
@@ -77,15 +90,51 @@ def test_explain_prints_one_block_per_permute():
 
 
 def test_cost_table_changes_the_decision(tmp_path):
+  ring = FIXTURES / "ring_1x1x8.before_async.hlo"
+  fast, slow = tmp_path / "fast.txt", tmp_path / "slow.txt"
+  fast.write_text(NVSHMEM_FAVOURED)
+  slow.write_text("link nvshmem nvlink 1000 450 0\n")
+  for extra, plan in (([f"--cost-table={fast}"], "nvshmem"),
+                      ([f"--cost-table={slow}"], "nccl")):
+    result = run_nvshmem_opt(ring, "--topology=1x1x8", "--report=-", "--mode=explain",
+                             *extra)
+    assert result.returncode == 0, result.stderr
+    decision, = json.loads(result.stdout)["decisions"]
+    assert decision["plan"] == plan, decision
+
+
+def test_no_split_even_where_the_costs_favour_one(tmp_path):
+  # NVSHMEM on the NVLink edges would leave the targets of the network edges
+  # without a source in NVSHMEM's world-team barrier: the ring stays NCCL.
   table = tmp_path / "fast_fabric.txt"
   table.write_text("link nccl network 1 900\nsm_interference nccl 4\nsplit_overhead_us 0\n")
-  out = tmp_path / "split.hlo"
+  out = tmp_path / "out.hlo"
   result = run_nvshmem_opt(FIXTURES / "ring_1x2x4.before_async.hlo", "--topology=1x2x4",
-                           f"--cost-table={table}", "-o", out)
+                           f"--cost-table={table}", "-o", out, "--report=-")
   assert result.returncode == 0, result.stderr
+  decision, = json.loads(result.stdout)["decisions"]
+  assert decision["plan"] == "nccl" and "without a source" in decision["reason"], decision
   text = out.read_text()
-  assert "collective-permute.nvshmem-start" in text
-  assert "collective-permute.nccl-start" in text
+  assert "nvshmem-start" not in text and '"backend":"NVSHMEM"' not in text
+
+
+@pytest.mark.parametrize("fixture, topology, team", [("shift_1x2x4", "1x1x8", 8),
+                                                     ("shift_1x2x4", "1x2x4:nvl8", 8),
+                                                     ("shift_1x1x2", "1x1x2", 2)])
+def test_non_cyclic_shift_never_gets_nvshmem(fixture, topology, team, tmp_path, favoured):
+  """A device without a source would hang XLA's NVSHMEM permute; upstream picks it."""
+  out = tmp_path / "out.hlo"
+  result = run_nvshmem_opt(FIXTURES / f"{fixture}.before_async.hlo",
+                           f"--topology={topology}", "-o", out, "--report=-",
+                           "--compare-upstream", favoured)
+  assert result.returncode == 0, result.stderr
+  decision, = json.loads(result.stdout)["decisions"]
+  assert decision["plan"] == "nccl" and decision["backend"] == "DEFAULT", decision
+  assert "nvshmem refused" in decision["reason"]
+  assert f"of {team} devices of the team (device 0) has no source" in decision["reason"]
+  assert decision["upstream"] == "NVSHMEM"  # the assignment that hangs
+  permute, = collectives.collective_permutes(hlo_text.parse_hlo_file(out))
+  assert permute.backend == "DEFAULT"
 
 
 def test_reads_serialized_proto(tmp_path):
@@ -96,7 +145,9 @@ def test_reads_serialized_proto(tmp_path):
   proto.write_bytes(module.as_serialized_hlo_module_proto())
   result = run_nvshmem_opt(proto, "--topology=1x1x8", "--report=-", "--mode=explain")
   assert result.returncode == 0, result.stderr
-  assert json.loads(result.stdout)["decisions"][0]["plan"] == "nvshmem"
+  decision, = json.loads(result.stdout)["decisions"]
+  # A shift: device 0 has no source, so NVSHMEM is refused.
+  assert decision["plan"] == "nccl" and "no source" in decision["reason"], decision
 
 
 @pytest.mark.parametrize("args, message", [
@@ -202,12 +253,12 @@ JAX091 = FIXTURES / "jax091"
 @pytest.mark.parametrize("topology, plan, backend", [("1x2x4", "nccl", "DEFAULT"),
                                                      ("1x2x4:nvl8", "nvshmem", "NVSHMEM")])
 def test_jax091_fixtures_rewrite_and_verify(stage, topology, plan, backend, tmp_path,
-                                            capsys):
+                                            capsys, favoured):
   from hlo_tools import verify  # pylint: disable=import-outside-toplevel
   path = JAX091 / f"ring_1x2x4.{stage}.hlo"
   out, report = tmp_path / "out.hlo", tmp_path / "report.json"
   result = run_nvshmem_opt(path, f"--topology={topology}", "-o", out,
-                           f"--report={report}")
+                           f"--report={report}", favoured)
   assert result.returncode == 0, result.stderr
   assert result.stderr == ""
   decision, = json.loads(report.read_text())["decisions"]
@@ -218,7 +269,100 @@ def test_jax091_fixtures_rewrite_and_verify(stage, topology, plan, backend, tmp_
   assert permute.form == "start-done" and permute.backend == backend
   assert permute.while_loop is not None
   capsys.readouterr()
-  rc = verify.main(["hlo-tools verify", str(out), f"--topology={topology}"])
+  rc = verify.main(["hlo-tools verify", str(out), f"--topology={topology}", favoured])
   captured = capsys.readouterr()
   assert rc == 0, captured.out + captured.err
   assert "all checks pass" in captured.out
+
+
+# --- Input a user actually has, and hostile input --------------------------------------
+
+LOWERED = FIXTURES / "ring_1x2x4.lowered.hlo"
+
+
+def test_jax_lowered_module_gets_its_partitions_from_the_mesh():
+  """jax.jit(f).lower(...).as_text(dialect="hlo") has no num_partitions in its header."""
+  assert "num_partitions" not in LOWERED.read_text().splitlines()[0]
+  result = run_nvshmem_opt(LOWERED, "--topology=1x2x4", "--report=-", "--mode=explain")
+  assert result.returncode == 0, result.stderr
+  line, = result.stderr.strip().splitlines()
+  assert "using 8 from the sdy mesh" in line and "--num-partitions" in line
+  decisions = json.loads(result.stdout)["decisions"]
+  assert len(decisions) == 2 and {d["plan"] for d in decisions} == {"nccl"}
+  # Said explicitly, nothing is inferred and nothing is said.
+  quiet = run_nvshmem_opt(LOWERED, "--topology=1x2x4", "--report=-", "--mode=explain",
+                          "--num-partitions=8")
+  assert quiet.returncode == 0 and quiet.stderr == ""
+  assert json.loads(quiet.stdout)["decisions"] == decisions
+
+
+def test_jax_lowered_module_without_mesh_uses_the_topology(tmp_path):
+  header, rest = LOWERED.read_text().split("\n", 1)
+  no_mesh = tmp_path / "no_mesh.hlo"
+  no_mesh.write_text(header[:header.index(", frontend_attributes=")] + "\n" + rest)
+  result = run_nvshmem_opt(no_mesh, "--topology=1x1x8", "--report=-", "--mode=explain")
+  assert result.returncode == 0, result.stderr
+  assert "using 8 from the topology's 8 devices" in result.stderr
+  # A topology too small for the ids the module names is still an error.
+  small = run_nvshmem_opt(no_mesh, "--topology=1x1x4", "--mode=explain")
+  assert small.returncode == 2 and "needs 8 devices" in small.stderr
+
+
+def test_compare_upstream_ignores_the_backend_already_in_the_input(tmp_path, favoured):
+  """Upstream's assigner only sets NVSHMEM: it must not echo an earlier run's choice."""
+  first = tmp_path / "first.hlo"
+  assert run_nvshmem_opt(FIXTURES / "ring_1x1x8.before_async.hlo", "--topology=1x1x8",
+                         "-o", first, favoured).returncode == 0
+  assert '"backend":"NVSHMEM"' in first.read_text()
+  # Every edge of the ring now crosses hosts.
+  result = run_nvshmem_opt(first, "--topology=1x2x4:map=0,4,1,5,2,6,3,7", "--report=-",
+                           "--mode=explain", "--compare-upstream", favoured)
+  assert result.returncode == 0, result.stderr
+  decision, = json.loads(result.stdout)["decisions"]
+  assert decision["plan"] == "nccl"
+  assert decision["upstream"] == "DEFAULT"
+
+
+def test_deeply_nested_shape_exits_2_with_one_line(tmp_path):
+  shape = "f32[]"
+  for _ in range(10_000):
+    shape = f"({shape})"
+  deep = tmp_path / "deep.hlo"
+  deep.write_text(f"HloModule m\n\nENTRY e {{\n  ROOT p = {shape} parameter(0)\n}}\n")
+  result = run_nvshmem_opt(deep, "--topology=1x1x1")
+  assert result.returncode == 2, result.stderr[-500:]
+  line, = result.stderr.strip().splitlines()
+  assert f"{deep}:4: nesting deeper than 512 levels" in line
+  # Brackets inside strings do not count.
+  text = FIXTURES / "ring_1x1x8.before_async.hlo"
+  quoted = tmp_path / "quoted.hlo"
+  quoted.write_text(text.read_text().replace('op_name="', 'op_name="' + "(" * 600, 1))
+  assert run_nvshmem_opt(quoted, "--topology=1x1x8", "--mode=explain").returncode == 0
+
+
+@pytest.mark.parametrize("how", ["input", "stdin", "cost_table"])
+def test_input_limit_bounds_devices_and_pipes(how):
+  """/dev/zero never ends: the limit must stop the read, not the file's size."""
+  ring = FIXTURES / "ring_1x1x8.before_async.hlo"
+  args = {"input": ["/dev/zero", "--topology=1x1x1"],
+          "stdin": ["-", "--topology=1x1x1"],
+          "cost_table": [ring, "--topology=1x1x8", "--cost-table=/dev/zero"]}[how]
+  with open("/dev/zero", "rb") as zero:
+    result = run_nvshmem_opt(*args, "--max-input-bytes=1000000", stdin=zero)
+  assert result.returncode == 2
+  line, = result.stderr.strip().splitlines()
+  assert "more than 1000000 bytes, over the limit of 1000000 (--max-input-bytes)" in line
+
+
+def test_error_lines_stay_readable(tmp_path):
+  """The verifier quotes the whole instruction: a million characters of pairs."""
+  pairs = ",".join(f"{{{i},{i + 1}}}" for i in range(100_000))
+  big = tmp_path / "big.hlo"
+  big.write_text("HloModule m, num_partitions=2\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
+                 f"  ROOT c = f32[4] collective-permute(p), channel_id=1, "
+                 f"source_target_pairs={{{pairs}}}\n}}\n")
+  result = run_nvshmem_opt(big, "--topology=1x1x2")
+  assert result.returncode == 2
+  line, = result.stderr.strip().splitlines()
+  assert len(line) < 500 and line.endswith("more characters)"), line
+  assert line.startswith(f"nvshmem-opt: {big}")
