@@ -69,14 +69,24 @@ def load_selection():
   return selection
 
 
-def _supports_backend_sets(selection):
+def _decide_params(selection):
   try:
-    return "backends" in inspect.signature(selection.decide).parameters
+    return set(inspect.signature(selection.decide).parameters)
   except (TypeError, ValueError):
-    return False
+    return set()
 
 
-def decide_mode(selection, topology, table, backends, permute):
+def operand_count(module, permute):
+  """Buffers the permute sends: its data operands (the in-place form sends one)."""
+  comp = module.computation(permute.computation)
+  instr = next(i for i in comp.instructions if i.name == permute.start)
+  ops = instr.operand_instructions()
+  if instr.opcode != "async-start" and len(ops) == 4 and ops[2].shape.is_tuple:
+    return 1
+  return max(len(ops), 1)
+
+
+def decide_mode(selection, topology, table, backends, permute, buffers=1):
   """(backend name, the core's decision dict) for one CollectivePermute.
 
   With a core that plans over backend sets, its plan names the backend. With an
@@ -85,11 +95,13 @@ def decide_mode(selection, topology, table, backends, permute):
   the decision records `mapped_from` then.
   """
   pairs = [tuple(p) for p in permute.pairs]
-  if _supports_backend_sets(selection):
+  params = _decide_params(selection)
+  if "backends" in params:
+    kwargs = {"buffers": buffers} if "buffers" in params else {}
     d = selection.decide(topology, table, permute.bytes_per_device, pairs,
-                         backends=tuple(backends))
-    plan = d.get("plan")
-    return (plan if plan in MODES else "nccl"), d
+                         backends=tuple(backends), **kwargs)
+    backend = d.get("backend") or d.get("plan")
+    return (backend if backend in MODES else "nccl"), d
   d = selection.decide(topology, table, permute.bytes_per_device, pairs)
   plan = d.get("plan")
   one_sided = [b for b in backends if b != "nccl"]
@@ -193,19 +205,23 @@ def transform_text(text, selection, topology, table, backends):
   lines = text.split("\n")
   records, changed = [], False
   for permute in collectives.collective_permutes(module):
-    backend, decision = decide_mode(selection, topology, table, backends, permute)
+    buffers = operand_count(module, permute)
+    backend, decision = decide_mode(selection, topology, table, backends, permute,
+                                    buffers)
     at = _permute_line(module, permute) - 1
     new = set_line_mode(lines[at], MODES[backend])
     changed |= new != lines[at]
     lines[at] = new
     records.append({"module": module.name, "permute": permute.start,
-                    "bytes": permute.bytes_per_device,
+                    "bytes": permute.bytes_per_device, "buffers": buffers,
                     "pairs": [list(p) for p in permute.pairs],
                     "in_loop": permute.while_loop is not None,
                     "backend": backend, "mode": MODES[backend],
                     "plan": decision.get("plan"),
                     "mapped_from": decision.get("mapped_from"),
-                    "reason": decision.get("reason")})
+                    "reason": decision.get("reason"),
+                    "modeled_us": decision.get("backend_us"),
+                    "refused": decision.get("refused")})
   return ("\n".join(lines) if changed else None), records
 
 

@@ -411,12 +411,13 @@ def test_e2e_two_processes_nccl_and_hooked_pass(tmp_path):
       assert run["status"] == "ok" and len(run["median_s_per_rank"]) == 2
       assert run["compile_s"] > 0 and len(run["times_s_rank0"]) == 2
   assert set(res["modes"]["nccl"]["runs"][0]["backends"]) == {"collective-permute:DEFAULT"}
-  # The core chooses one-sided for a 2-GPU NVLink ring by default; the compiled
-  # module shows the hook's mode on every permute.
+  # The compiled module shows the hook's choice on every permute.
   hook = res["modes"]["pass"]["hook"]
-  assert hook["decisions"] and all(d["backend"] == "peer" for d in hook["decisions"])
+  assert hook["decisions"] and all(d["backend"] in ("nccl", "peer") for d in hook["decisions"])
   for run in res["modes"]["pass"]["runs"]:
-    assert set(run["backends"]) == {"collective-permute:DEFAULT/COLLECTIVES_PEER_MEMORY"}
+    want = {"peer": "collective-permute:DEFAULT/COLLECTIVES_PEER_MEMORY",
+            "nccl": "collective-permute:DEFAULT"}
+    assert set(run["backends"]) == {want[d["backend"]] for d in run["hook_decisions"]}
     # This run's own compile: one decision per permute of the compiled module.
     assert len(run["hook_decisions"]) == sum(run["backends"].values())
     assert all(sorted(d["pairs"]) == [[0, 1], [1, 0]] and d["bytes"] >= 128 * 2 * 16 * 2

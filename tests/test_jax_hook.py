@@ -106,7 +106,7 @@ from jax import lax
 from jax.sharding import PartitionSpec as P
 from hlo_tools import jax_hook, ring_attention as ra
 hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), platforms=("cpu",),
-                        report=sys.argv[1])
+                        report=sys.argv[1], cost_table=sys.argv[2])
 mesh = ra.make_mesh(jax.devices()[:2])
 f = jax.jit(jax.shard_map(lambda x: lax.ppermute(x, "cp", [(0, 1), (1, 0)]) * 2,
                           mesh=mesh, in_specs=P("cp"), out_specs=P("cp")))
@@ -124,19 +124,21 @@ print(json.dumps({"calls": hook.calls, "decisions": hook.decisions, "after": aft
 
 def test_registered_hook_runs_in_a_real_compile(tmp_path):
   report = tmp_path / "hook.json"
+  # A table in which peer memory clearly wins, so the mode must reach the module.
+  table = tmp_path / "table.txt"
+  table.write_text("link peer nvlink 1 900 1\n")
   env = dict(os.environ, JAX_PLATFORMS="cpu",
              XLA_FLAGS="--xla_force_host_platform_device_count=2",
              PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-  proc = subprocess.run([sys.executable, "-c", _CHILD, str(report)], env=env,
+  proc = subprocess.run([sys.executable, "-c", _CHILD, str(report), str(table)], env=env,
                         capture_output=True, text=True, timeout=600, check=False)
   assert proc.returncode == 0, proc.stderr[-3000:]
   got = json.loads(proc.stdout.strip().splitlines()[-1])
   assert [c.get("error") for c in got["calls"]] == [None] * len(got["calls"])
   (decision,) = got["decisions"]
   assert decision["pairs"] == [[0, 1], [1, 0]] and decision["bytes"] == 2 << 20
-  assert decision["backend"] in ("nccl", "peer")
-  mode = "COLLECTIVES_PEER_MEMORY" if decision["backend"] == "peer" else "NCCL"
-  assert got["after"] == {f"collective-permute:{mode}": 1}
+  assert decision["backend"] == "peer", decision
+  assert got["after"] == {"collective-permute:COLLECTIVES_PEER_MEMORY": 1}
   assert got["ok"], "the program's result changed"
   assert got["removed"] and got["calls_after"] == len(got["calls"])
   assert json.loads(report.read_text())["decisions"] == got["decisions"]
