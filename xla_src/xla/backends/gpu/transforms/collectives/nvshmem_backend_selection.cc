@@ -468,107 +468,137 @@ CostTable DefaultCostTable() {
   return table;
 }
 
+namespace {
+
+using Words = std::vector<std::string_view>;
+
+// Each Apply* below handles one kind of cost-table entry and returns the
+// error message without its "<source>:<line>: " prefix, or "" on success.
+
+std::string ReadNumber(const Words& words, size_t index, double minimum,
+                       bool exclusive, double* out) {
+  std::optional<double> value = ParseNumber(words[index]);
+  if (!value || (exclusive ? *value <= minimum : *value < minimum)) {
+    return "'" + Printable(words[index]) + "' is not a number " +
+           (exclusive ? "> " : ">= ") + Format("%g", minimum);
+  }
+  *out = *value;
+  return "";
+}
+
+std::string Usage(const std::string& usage) {
+  return "expected '" + usage + "'";
+}
+
+std::string UnknownBackend(std::string_view name) {
+  return "unknown backend '" + Printable(name) +
+         "' (nccl, nvshmem, peer, symmetric)";
+}
+
+std::string ApplyLink(const Words& words, CostTable* table) {
+  if (words.size() != 5 && words.size() != 6) {
+    return Usage(
+        "link BACKEND LINK_CLASS LATENCY_US BANDWIDTH_GBPS [PER_BUFFER_US]");
+  }
+  std::optional<Backend> backend = BackendFromName(words[1]);
+  if (!backend) return UnknownBackend(words[1]);
+  std::optional<LinkClass> link_class = LinkClassFromName(words[2]);
+  if (!link_class) {
+    return "unknown link class '" + Printable(words[2]) +
+           "' (same_device, nvlink, nvlink_domain, network)";
+  }
+  LinkCost cost;  // An omitted per-buffer cost is 0.
+  std::string error = ReadNumber(words, 3, 0, false, &cost.latency_us);
+  if (error.empty()) error = ReadNumber(words, 4, 0, true, &cost.bandwidth_gbps);
+  if (error.empty() && words.size() == 6) {
+    error = ReadNumber(words, 5, 0, false, &cost.per_buffer_us);
+  }
+  if (error.empty()) table->link(*backend, *link_class) = cost;
+  return error;
+}
+
+std::string ApplySmInterference(const Words& words, CostTable* table) {
+  if (words.size() != 3) return Usage("sm_interference BACKEND FRACTION");
+  std::optional<Backend> backend = BackendFromName(words[1]);
+  if (!backend) return UnknownBackend(words[1]);
+  return ReadNumber(words, 2, 0, false,
+                    &table->sm_interference[static_cast<int>(*backend)]);
+}
+
+std::string ApplyBackendSet(const Words& words, CostTable* table) {
+  if (words.size() != 2) return Usage("backends NAME,NAME,...");
+  std::string error;
+  std::optional<std::vector<Backend>> backends =
+      ParseBackendSet(words[1], &error);
+  if (backends) table->backends = *backends;
+  return error;
+}
+
+std::string ApplySymmetricSignals(const Words& words, CostTable* table) {
+  if (words.size() != 2) return Usage("symmetric_signals 0|1");
+  if (words[1] != "0" && words[1] != "1") {
+    return "symmetric_signals must be 0 or 1, not '" + Printable(words[1]) +
+           "'";
+  }
+  table->symmetric_signals = words[1] == "1";
+  return "";
+}
+
+// margin, split_overhead_us, combine_bandwidth_GBps, nvshmem_max_bytes.
+std::string ApplyScalar(const Words& words, CostTable* table) {
+  const std::string_view key = words[0];
+  if (words.size() != 2) return Usage(std::string(key) + " VALUE");
+  double value;
+  std::string error =
+      ReadNumber(words, 1, 0, key == "combine_bandwidth_GBps", &value);
+  if (!error.empty()) return error;
+  if (key == "margin") {
+    if (value >= 1) return "margin must be below 1";
+    table->margin = value;
+  } else if (key == "split_overhead_us") {
+    table->split_overhead_us = value;
+  } else if (key == "combine_bandwidth_GBps") {
+    table->combine_bandwidth_gbps = value;
+  } else {
+    if (value > 9.2e18) return "nvshmem_max_bytes is too large";
+    table->nvshmem_max_bytes = static_cast<int64_t>(value);
+  }
+  return "";
+}
+
+std::string ApplyEntry(const Words& words, CostTable* table) {
+  const std::string_view key = words[0];
+  if (key == "link") return ApplyLink(words, table);
+  if (key == "sm_interference") return ApplySmInterference(words, table);
+  if (key == "backends") return ApplyBackendSet(words, table);
+  if (key == "symmetric_signals") return ApplySymmetricSignals(words, table);
+  if (key == "margin" || key == "split_overhead_us" ||
+      key == "combine_bandwidth_GBps" || key == "nvshmem_max_bytes") {
+    return ApplyScalar(words, table);
+  }
+  return "unknown entry '" + Printable(key) +
+         "' (link, sm_interference, backends, symmetric_signals, margin, "
+         "split_overhead_us, combine_bandwidth_GBps, nvshmem_max_bytes)";
+}
+
+}  // namespace
+
 std::optional<CostTable> ParseCostTable(std::string_view text,
                                         std::string_view source_name,
                                         std::string* error) {
   CostTable table = DefaultCostTable();
   int line_number = 0;
-  auto fail = [&](const std::string& message) {
-    *error = std::string(source_name) + ":" + std::to_string(line_number) +
-             ": " + message;
-    return std::nullopt;
-  };
   for (std::string_view line : Split(text, '\n')) {
     ++line_number;
     size_t hash = line.find('#');
     if (hash != std::string_view::npos) line = line.substr(0, hash);
-    std::vector<std::string_view> words = SplitWhitespace(line);
+    Words words = SplitWhitespace(line);
     if (words.empty()) continue;
-    std::string_view key = words[0];
-    auto expect_words = [&](size_t n, const char* usage) -> bool {
-      if (words.size() == n) return true;
+    std::string message = ApplyEntry(words, &table);
+    if (!message.empty()) {
       *error = std::string(source_name) + ":" + std::to_string(line_number) +
-               ": expected '" + usage + "'";
-      return false;
-    };
-    auto number = [&](size_t index, double minimum, bool exclusive,
-                      double* out) -> bool {
-      std::optional<double> value = ParseNumber(words[index]);
-      if (!value || (exclusive ? *value <= minimum : *value < minimum)) {
-        *error = std::string(source_name) + ":" + std::to_string(line_number) +
-                 ": '" + Printable(words[index]) + "' is not a number " +
-                 (exclusive ? "> " : ">= ") + Format("%g", minimum);
-        return false;
-      }
-      *out = *value;
-      return true;
-    };
-    if (key == "link") {
-      if (words.size() != 6 &&
-          !expect_words(5, "link BACKEND LINK_CLASS LATENCY_US BANDWIDTH_GBPS "
-                           "[PER_BUFFER_US]"))
-        return std::nullopt;
-      std::optional<Backend> backend = BackendFromName(words[1]);
-      if (!backend) return fail("unknown backend '" + Printable(words[1]) +
-                                "' (nccl, nvshmem, peer, symmetric)");
-      std::optional<LinkClass> link_class = LinkClassFromName(words[2]);
-      if (!link_class) {
-        return fail("unknown link class '" + Printable(words[2]) +
-                    "' (same_device, nvlink, nvlink_domain, network)");
-      }
-      LinkCost cost;
-      if (!number(3, 0, false, &cost.latency_us) ||
-          !number(4, 0, true, &cost.bandwidth_gbps) ||
-          (words.size() == 6 && !number(5, 0, false, &cost.per_buffer_us))) {
-        return std::nullopt;
-      }
-      table.link(*backend, *link_class) = cost;
-    } else if (key == "sm_interference") {
-      if (!expect_words(3, "sm_interference BACKEND FRACTION"))
-        return std::nullopt;
-      std::optional<Backend> backend = BackendFromName(words[1]);
-      if (!backend) return fail("unknown backend '" + Printable(words[1]) +
-                                "' (nccl, nvshmem, peer, symmetric)");
-      double value;
-      if (!number(2, 0, false, &value)) return std::nullopt;
-      table.sm_interference[static_cast<int>(*backend)] = value;
-    } else if (key == "backends") {
-      if (!expect_words(2, "backends NAME,NAME,...")) return std::nullopt;
-      std::string set_error;
-      std::optional<std::vector<Backend>> backends =
-          ParseBackendSet(words[1], &set_error);
-      if (!backends) return fail(set_error);
-      table.backends = *backends;
-    } else if (key == "symmetric_signals") {
-      if (!expect_words(2, "symmetric_signals 0|1")) return std::nullopt;
-      if (words[1] != "0" && words[1] != "1") {
-        return fail("symmetric_signals must be 0 or 1, not '" +
-                    Printable(words[1]) + "'");
-      }
-      table.symmetric_signals = words[1] == "1";
-    } else if (key == "margin" || key == "split_overhead_us" ||
-               key == "combine_bandwidth_GBps" || key == "nvshmem_max_bytes") {
-      if (!expect_words(2, (std::string(key) + " VALUE").c_str()))
-        return std::nullopt;
-      double value;
-      bool positive = key == "combine_bandwidth_GBps";
-      if (!number(1, 0, positive, &value)) return std::nullopt;
-      if (key == "margin") {
-        if (value >= 1) return fail("margin must be below 1");
-        table.margin = value;
-      } else if (key == "split_overhead_us") {
-        table.split_overhead_us = value;
-      } else if (key == "combine_bandwidth_GBps") {
-        table.combine_bandwidth_gbps = value;
-      } else {
-        if (value > 9.2e18) return fail("nvshmem_max_bytes is too large");
-        table.nvshmem_max_bytes = static_cast<int64_t>(value);
-      }
-    } else {
-      return fail("unknown entry '" + Printable(key) +
-                  "' (link, sm_interference, backends, symmetric_signals, "
-                  "margin, split_overhead_us, combine_bandwidth_GBps, "
-                  "nvshmem_max_bytes)");
+               ": " + message;
+      return std::nullopt;
     }
   }
   return table;
