@@ -1,8 +1,12 @@
 """The selection core from Python: the bindings give the C++ answers."""
 
+import pathlib
+
 import pytest
 
 from hlo_tools import selection
+
+FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 
 
 def ring(n):
@@ -160,3 +164,27 @@ def test_decide_takes_a_backend_set_per_call():
   assert table.backends == "nccl,nvshmem"  # the caller's table is unchanged
   with pytest.raises(selection.SelectionError, match="lacks nccl"):
     selection.decide(t, table, 1 << 20, ring(2), backends="peer")
+
+
+@pytest.mark.parametrize("fixture, spec, plan, reason", [
+    # jax's ppermute of a one-step shift on 2 devices: device 0 has no source.
+    ("shift_1x1x2.before_async.hlo", "1x1x2", "nccl",
+     "nvshmem refused: 1 of 2 devices of the team (device 0) has no source"),
+    ("shift_1x2x4.before_async.hlo", "1x1x8", "nccl", "has no source"),
+    ("ring_1x1x8.before_async.hlo", "1x1x8", "nvshmem", "NVSHMEM: all 8 edges"),
+])
+def test_real_modules_never_plan_a_hanging_nvshmem_permute(fixture, spec, plan, reason):
+  from hlo_tools import collectives, hlo_text
+  module = hlo_text.parse_hlo_file(str(FIXTURES / fixture))
+  permutes = collectives.collective_permutes(module)
+  assert permutes
+  t = selection.parse_topology(spec)
+  table = selection.CostTable.parse("link nvshmem nvlink 1 900\n")  # NVSHMEM favoured
+  for p in permutes:
+    d = selection.decide(t, table, p.bytes_per_device, p.pairs,
+                         num_partitions=module.num_partitions, buffers=p.buffers)
+    assert d["plan"] == plan and reason in d["reason"], (p.start, d["reason"])
+    edges = selection.core.edge_ids_to_devices(t, [tuple(x) for x in p.pairs], True,
+                                               module.num_partitions, 1)
+    hang = selection.nvshmem_hang_reason(edges, module.num_partitions)
+    assert (hang is None) == (plan == "nvshmem")
