@@ -233,12 +233,10 @@ std::string CostTableToString(const CostTable& table);
 struct PermuteRequest {
   int64_t bytes = 0;  // Bytes each source sends (all operands together).
   std::vector<std::pair<int, int>> device_edges;  // (source, target) devices.
-  // When the edges come from EdgeIdsToDevices, each of the op's pairs
-  // stands for one edge per replica (or partition) group, and a split can
-  // only give a whole pair to one backend. Set this to the number of pairs
-  // (edges are group-major: edge i belongs to pair i % pairs_per_group) so a
-  // split puts a pair on NVSHMEM only when all its edges stay in a domain.
-  // 0: every edge is its own pair.
+  // The op's number of source_target_pairs when the edges come from
+  // EdgeIdsToDevices (edge i belongs to pair i % pairs_per_group); 0: every
+  // edge is its own pair. It only mattered to the split, which is no longer
+  // planned; kept so that callers need not change.
   int pairs_per_group = 0;
   // Devices of the program (num_replicas x num_partitions), which is the
   // NVSHMEM team at the pinned XLA: logical devices 0..team_size-1, placed
