@@ -21,6 +21,9 @@ limitations under the License.
 //
 // Plain C++17 with no XLA dependency, so that the XLA pass, the Python tools
 // (through bindings) and the heuristics harness all ask the very same code.
+// No absl either: out of tree, absl's compiled parts come only inside
+// TensorFlow's framework library, and the Python binding must load on
+// machines without TensorFlow; the fuzzer builds the core alone.
 //
 // Backends are data. The cost table names the set the target XLA offers:
 //   nccl,nvshmem            the pinned XLA (jax <= 0.10.1): backend_config
