@@ -8,12 +8,12 @@ from hlo_tools import cli_io
 # command -> module whose main(argv) implements it. Modules are imported lazily so
 # that reading HLO never pays for importing jax.
 COMMANDS = {
-    "dump": "hlo_tools.dump",
+    "dump": "hlo_tools.commands.dump",
     "parse": "hlo_tools.hlo_parse_cli",
-    "explain": "hlo_tools.explain",
-    "verify": "hlo_tools.verify",
-    "diff": "hlo_tools.diff",
-    "report": "hlo_tools.report",
+    "explain": "hlo_tools.commands.explain",
+    "verify": "hlo_tools.commands.verify",
+    "diff": "hlo_tools.commands.diff",
+    "report": "hlo_tools.commands.report",
     "heuristics": "hlo_tools.heuristics",
     "bench": "hlo_tools.bench",
 }

@@ -24,7 +24,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from hlo_tools import dump  # pylint: disable=wrong-import-position
+from hlo_tools.commands import dump  # pylint: disable=wrong-import-position
 
 # The module entering XLA's async-collective-creator: sync collective-permutes with
 # final message sizes. It equals the module after collective-permute-combiner (and
@@ -108,7 +108,7 @@ def generate(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
 
 def generate_pass_dump(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
   """Writes <name>.passes/ (manifest.json + xla_dump/), pruned; returns its path."""
-  from hlo_tools import diff  # pylint: disable=import-outside-toplevel
+  from hlo_tools.commands import diff  # pylint: disable=import-outside-toplevel
   source, topology = PASS_DUMPS[name]
   target = dump.Target(topology=topology, target_config=target_config)
   target.validate()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hlo_tools.collectives import collective_permutes
+from hlo_tools.model.collectives import collective_permutes
 from hlo_tools.hlo_text import parse_hlo_file, parse_hlo_text
 from test_hlo_text import generated_dir, hlo_dump_files  # noqa: F401  (session fixture)
 

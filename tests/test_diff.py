@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hlo_tools import diff, dump, explain
+from hlo_tools.commands import diff, dump
+from hlo_tools.model import driver, source as inputs
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -42,7 +43,7 @@ def nvshmem_1x1x8(tmp_path_factory):
   proc = subprocess.run([str(DRIVER), str(FIXTURES / "ring_1x1x8.before_async.hlo"),
                          "--topology=1x1x8", f"--cost-table={FAST_NVSHMEM}", "-o", str(out)],
                         capture_output=True, text=True,
-                        env=explain.driver_env(), check=False)
+                        env=driver.driver_env(), check=False)
   assert proc.returncode == 0, proc.stderr
   return out
 
@@ -195,8 +196,8 @@ def synthetic(n, rename=False):
 def test_scales_near_linearly(tmp_path):
   times = {}
   for n in (5000, 40000):
-    a = explain.read_text("a", synthetic(n))
-    b = explain.read_text("b", synthetic(n, rename=True))
+    a = inputs.read_text("a", synthetic(n))
+    b = inputs.read_text("b", synthetic(n, rename=True))
     t = time.perf_counter()
     result = diff.diff_sources(a, b)
     times[n] = time.perf_counter() - t
@@ -223,7 +224,7 @@ def test_trace_follows_the_combiner_per_loop(capsys):
   assert final == {"collective-permute-start": {f"ppermute.{i}" for i in (8, 9, 10, 11)},
                    "collective-permute-start.1": {"ppermute.2", "ppermute.3"}}
   # Each origin set is one loop of the module before optimization.
-  before = explain.read_source(str(next((passes / "xla_dump").glob("*before_optimizations*"))))
+  before = inputs.read_source(str(next((passes / "xla_dump").glob("*before_optimizations*"))))
   comp_of = {i.name: c.name for c in before.module.computations for i in c.instructions}
   for origins in final.values():
     assert len({comp_of[name] for name in origins}) == 1

@@ -206,7 +206,7 @@ def test_check_vma_switch(tmp_path):
   proc = run_dump(*args, f"--out={tmp_path / 'checked'}")
   assert proc.returncode == 2
   [line] = proc.stderr.strip().splitlines()
-  assert "--nocheck_vma" in line and "manual axis types do not match" in line
+  assert "--nocheck_vma" in line and "carry" in line and len(line) < 1000
   assert not (tmp_path / "checked").exists()
   out = tmp_path / "unchecked"
   proc = run_dump(*args, "--nocheck_vma", f"--out={out}")

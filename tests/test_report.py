@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hlo_tools import dump, report
+from hlo_tools.commands import dump, report
 
 REPO = Path(__file__).resolve().parents[1]
 DRIVER = REPO / "build" / "nvshmem-opt"

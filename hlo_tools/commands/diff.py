@@ -37,9 +37,11 @@ import os
 import sys
 
 from hlo_tools import cli_io
-from hlo_tools import dump as dump_mod
-from hlo_tools import explain as ex
-from hlo_tools.collectives import collective_permutes
+from hlo_tools.commands import common
+from hlo_tools.commands import dump as dump_mod
+from hlo_tools.model import decisions, source as inputs
+from hlo_tools.model.collectives import collective_permutes
+from hlo_tools.model.source import InputError
 
 STAGE_HELP = ("before_optimizations, after_optimizations, before_async, after:PASS[#N] "
               "or before:PASS[#N]")
@@ -75,10 +77,10 @@ def read_stage(dump_dir, stage, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
   if stage in ("before_optimizations", "after_optimizations"):
     copied = os.path.join(dump_dir, stage + ".hlo")
     if os.path.isfile(copied):
-      return ex.read_source(copied, label, max_bytes)
+      return inputs.read_source(copied, label, max_bytes)
     if key is None or stage not in modules[key]["stages"]:
-      raise ex.InputError(f"{dump_dir}: no {stage} module in this dump directory")
-    return ex.read_source(os.path.join(xla_dir, modules[key]["stages"][stage]), label,
+      raise InputError(f"{dump_dir}: no {stage} module in this dump directory")
+    return inputs.read_source(os.path.join(xla_dir, modules[key]["stages"][stage]), label,
                           max_bytes)
   when, pass_name, occurrence = None, None, -1
   if stage == "before_async":
@@ -88,21 +90,21 @@ def read_stage(dump_dir, stage, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
     if "#" in pass_name:
       pass_name, _, n = pass_name.partition("#")
       if not n.lstrip("-").isdigit():
-        raise ex.InputError(f"{label}: bad occurrence {n!r}: expected PASS#N, N an integer")
+        raise InputError(f"{label}: bad occurrence {n!r}: expected PASS#N, N an integer")
       occurrence = int(n)
   if pass_name is None or not pass_name:
-    raise ex.InputError(f"{dump_dir}: unknown stage {stage!r}; expected {STAGE_HELP}")
+    raise InputError(f"{dump_dir}: unknown stage {stage!r}; expected {STAGE_HELP}")
   if key is None:
-    raise ex.InputError(f"{dump_dir}: no XLA module dumps (module_*.txt) found")
+    raise InputError(f"{dump_dir}: no XLA module dumps (module_*.txt) found")
   if not modules[key]["passes"]:
-    raise ex.InputError(f"{dump_dir}: no per-pass snapshots; dump with --all_passes")
+    raise InputError(f"{dump_dir}: no per-pass snapshots; dump with --all_passes")
   try:
     text = dump_mod.pass_snapshot_text(xla_dir, pass_name, key, occurrence, when)
   except dump_mod.DumpError as e:
-    raise ex.InputError(f"{dump_dir}: {e}") from None
+    raise InputError(f"{dump_dir}: {e}") from None
   except IndexError:
-    raise ex.InputError(f"{label}: pass {pass_name!r} has no run #{occurrence}") from None
-  return ex.read_text(label, text, label)
+    raise InputError(f"{label}: pass {pass_name!r} has no run #{occurrence}") from None
+  return inputs.read_text(label, text, label)
 
 
 def read_input(spec, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
@@ -111,16 +113,16 @@ def read_input(spec, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
   FILE may be any readable file, device or pipe, "-" for stdin; reading stops past
   max_bytes."""
   if spec == "-" or (os.path.exists(spec) and not os.path.isdir(spec)):
-    return ex.read_source(spec, max_bytes=max_bytes)
+    return inputs.read_source(spec, max_bytes=max_bytes)
   idx = spec.find(":")
   while idx != -1:
     if os.path.isdir(spec[:idx]):
       return read_stage(spec[:idx], spec[idx + 1:], max_bytes)
     idx = spec.find(":", idx + 1)
   if os.path.isdir(spec):
-    raise ex.InputError(f"{spec}: is a directory; name a stage, e.g. "
+    raise InputError(f"{spec}: is a directory; name a stage, e.g. "
                         f"{spec}:after_optimizations ({STAGE_HELP})")
-  raise ex.InputError(f"{spec}: cannot read: No such file or directory")
+  raise InputError(f"{spec}: cannot read: No such file or directory")
 
 
 # ---------------------------------------------------------------------------------------
@@ -293,7 +295,7 @@ def collective_view(source):
     out.append({
         "computation": rec.computation, "start": rec.start, "done": rec.done,
         "form": rec.form, "async": rec.is_async, "pairs": [list(p) for p in
-                                                           ex.strict_pairs(source, permute)],
+                                                           inputs.strict_pairs(source, permute)],
         "bytes": rec.bytes_per_device, "backend": rec.backend,
         "while_loop": rec.while_loop, "trip_count": rec.trip_count,
         "line": rec.start_line, "channel_id": rec.channel_id,
@@ -306,7 +308,7 @@ def collective_view(source):
 
 def base_name(name):
   """The name a collective-permute had before async conversion or a split."""
-  for suffix in ex.SPLIT_SUFFIXES:
+  for suffix in decisions.SPLIT_SUFFIXES:
     if name.endswith(suffix):
       return name[:-len(suffix)]
   name = name.replace("collective-permute-start", "collective-permute")
@@ -628,15 +630,15 @@ def _combines(vanished, new):
 def trace(dump_dir):
   """How each collective-permute evolves through the passes of a dump directory."""
   if not os.path.isdir(dump_dir):
-    raise ex.InputError(f"{dump_dir}: --trace needs a dump directory")
+    raise InputError(f"{dump_dir}: --trace needs a dump directory")
   xla_dir = xla_dir_of(dump_dir)
   modules = dump_mod.index_xla_dump(xla_dir)
   if not modules:
-    raise ex.InputError(f"{dump_dir}: no XLA module dumps (module_*.txt) found")
+    raise InputError(f"{dump_dir}: no XLA module dumps (module_*.txt) found")
   key = _main_key(dump_dir, modules)
   module = modules[key]
   if not module["passes"]:
-    raise ex.InputError(f"{dump_dir}: no per-pass snapshots; dump with --all_passes")
+    raise InputError(f"{dump_dir}: no per-pass snapshots; dump with --all_passes")
   snaps = []
   if "before_optimizations" in module["stages"]:
     snaps.append({"seq": None, "pipeline": "", "pass": "before_optimizations",
@@ -652,9 +654,9 @@ def trace(dump_dir):
     if sig == prev_sig:
       continue  # no line a collective-permute depends on changed
     try:
-      src = ex.read_text(path, text, snap["file"])
+      src = inputs.read_text(path, text, snap["file"])
       cur = collective_view(src)
-    except ex.InputError as e:
+    except InputError as e:
       events.append({"seq": snap["seq"], "pipeline": snap["pipeline"], "pass": snap["pass"],
                      "kind": "unreadable", "message": str(e), "origins": [], "names": []})
       continue
@@ -945,9 +947,19 @@ def format_html(result, src_a, src_b, tr=None):
 
 # ---------------------------------------------------------------------------------------
 
+def _render(args, src_a, src_b, result, tr):
+  if args.format == "json":
+    out = to_json(result)
+    if tr is not None:
+      out["trace"] = tr
+    return json.dumps(out, indent=1)
+  if args.format == "html":
+    return format_html(result, src_a, src_b, tr)
+  return format_text(result, tr)
+
+
 def main(argv):
-  prog = argv[0] if argv else "hlo-tools diff"
-  parser = ex.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+  parser = common.parser_for(argv[0] if argv else "hlo-tools diff", __doc__)
   parser.add_argument("a", help="FILE or DIR:STAGE (" + STAGE_HELP + ")")
   parser.add_argument("b", help="FILE or DIR:STAGE")
   parser.add_argument("--format", choices=("text", "json", "html"), default="text")
@@ -956,39 +968,26 @@ def main(argv):
                       help="also trace each collective-permute through XLA's passes")
   parser.add_argument("--ignore-metadata", action="store_true",
                       help="do not report metadata (op_name, scheduling_name) changes")
-  ex.add_partitions_flag(parser)
+  common.add_partitions_flag(parser)
   cli_io.add_max_input_bytes(parser)
-  try:
-    args = parser.parse_args(argv[1:])
+
+  def run(args):
     src_a = read_input(args.a, args.max_input_bytes)
     src_b = read_input(args.b, args.max_input_bytes)
     for src in (src_a, src_b):
-      ex.resolve_partitions(src, override=args.num_partitions)
+      inputs.resolve_partitions(src, override=args.num_partitions)
     # The parsed modules live until exit: keep the collector from rescanning
     # them over and over while the diff allocates (it made the diff's cost per
     # instruction grow with module size; docs/benchmarks.md).
     gc.freeze()
-    ex.check_out_path(args.out, [src_a.path, src_b.path])
+    common.check_out_path(args.out, [src_a.path, src_b.path])
     tr = trace(args.trace) if args.trace else None
     result = diff_sources(src_a, src_b, args.ignore_metadata)
-    if args.format == "json":
-      out = to_json(result)
-      if tr is not None:
-        out["trace"] = tr
-      text = json.dumps(out, indent=1)
-    elif args.format == "html":
-      text = format_html(result, src_a, src_b, tr)
-    else:
-      text = format_text(result, tr)
-    ex.write_output(text, args.out)
-  except ex.InputError as e:
-    print(str(e), file=sys.stderr)
-    return 2
-  except OSError as e:
-    print(f"{prog}: {e}", file=sys.stderr)
-    return 2
-  return 0
+    common.write_output(_render(args, src_a, src_b, result, tr), args.out)
+    return 0
+
+  return common.run_command(parser, argv, run)
 
 
 if __name__ == "__main__":
-  sys.exit(main(["hlo-tools diff"] + sys.argv[1:]))
+  sys.exit(cli_io.run_main(main, ["hlo-tools diff"] + sys.argv[1:]))

@@ -17,7 +17,6 @@ before_optimizations.hlo, after_optimizations.hlo, XLA's own files under
 xla_dump/ and manifest.json.
 """
 
-import argparse
 import dataclasses
 import json
 import os
@@ -28,7 +27,12 @@ import sys
 import tempfile
 import time
 
-DEFAULT_TARGET_CONFIG = os.path.join(os.path.dirname(__file__), "data",
+from hlo_tools import cli_io
+from hlo_tools.commands import common
+from hlo_tools.model.source import InputError
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # hlo_tools/
+DEFAULT_TARGET_CONFIG = os.path.join(_PACKAGE, "data",
                                      "h200_gpu_target_config.pbtxt")
 XLA_DUMP_SUBDIR = "xla_dump"
 _ERROR_FILE = "child_error.txt"
@@ -48,7 +52,7 @@ _STAGE_FILE_RE = re.compile(
     r"after_optimizations)\.txt$")
 
 
-class DumpError(Exception):
+class DumpError(InputError):
   """A user-facing failure: reported as one line on stderr, exit status 2."""
 
 
@@ -236,7 +240,7 @@ def _child_env(target, xla_dump_dir, pass_re):
   env["XLA_FLAGS"] = " ".join(f for f in flags if f)
   # The child must import hlo_tools even when it is not installed, and user
   # modules relative to the caller's working directory.
-  package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  package_root = os.path.dirname(_PACKAGE)
   paths = [package_root, os.getcwd()] + [p for p in env.get("PYTHONPATH", "").split(
       os.pathsep) if p]
   env["PYTHONPATH"] = os.pathsep.join(paths)
@@ -267,7 +271,8 @@ def compile_in_child(work_dir, source, target, pass_re=None, progress=True):
   with open(log_path, "w") as log:
     proc = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys; from hlo_tools import dump; sys.exit(dump._child_main(sys.argv[1:]))",
+         "import sys; from hlo_tools.commands import dump; "
+         "sys.exit(dump._child_main(sys.argv[1:]))",
          json.dumps(spec)],
         env=_child_env(target, xla_dir, pass_re), stdout=log, stderr=log,
         preexec_fn=_die_with_parent)
@@ -580,7 +585,7 @@ def dump_stage_text(source, target, stage="after_optimizations"):
 
 
 def _parser(prog):
-  p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+  p = common.parser_for(prog, __doc__)
   p.add_argument("source", nargs="?", default=None,
                  help="absent: ring-attention example; module:function; or an "
                  "--xla_dump_to directory")
@@ -636,8 +641,9 @@ def source_from_args(args):
 
 
 def main(argv):
-  args = _parser(argv[0]).parse_args(argv[1:])
-  try:
+  parser = _parser(argv[0] if argv else "hlo-tools dump")
+
+  def run(args):
     source = source_from_args(args)
     target = Target(topology=args.topology, cpu_devices=args.cpu_devices,
                     target_config=args.target_config)
@@ -645,11 +651,10 @@ def main(argv):
                if k not in ("source", "out", "overwrite", "quiet")}
     dump(source, args.out, target=target, all_passes=args.all_passes,
          overwrite=args.overwrite, options=options, progress=not args.quiet)
-  except DumpError as e:
-    print(f"{argv[0]}: error: {e}", file=sys.stderr)
-    return 2
-  return 0
+    return 0
+
+  return common.run_command(parser, argv, run)
 
 
 if __name__ == "__main__":
-  sys.exit(main(["hlo-tools dump"] + sys.argv[1:]))
+  sys.exit(cli_io.run_main(main, ["hlo-tools dump"] + sys.argv[1:]))

@@ -41,11 +41,14 @@ import sys
 import time
 
 from hlo_tools import cli_io
-from hlo_tools import diff as df
-from hlo_tools import dump as dump_mod
-from hlo_tools import explain as ex
 from hlo_tools import selection
-from hlo_tools import verify as vf
+from hlo_tools.commands import common
+from hlo_tools.commands import diff as df
+from hlo_tools.commands import dump as dump_mod
+from hlo_tools.commands import explain
+from hlo_tools.commands import verify as vf
+from hlo_tools.model import decisions, driver, source as inputs
+from hlo_tools.model.source import InputError
 
 # Llama-3-8B attention.
 DEFAULTS = {"seq_len": 131072, "num_heads": 32, "num_kv_heads": 8, "head_dim": 128,
@@ -67,7 +70,7 @@ def parse_topology_arg(spec):
   """'2x4' -> ('1x2x4', '1x2x4'); '1x2x4:nvl8' -> ('1x2x4', '1x2x4:nvl8')."""
   m = _TOPO_RE.match(spec or "")
   if not m:
-    raise ex.InputError(f"bad --topology {spec!r}: expected SxHxG or HxG, e.g. 1x2x4")
+    raise InputError(f"bad --topology {spec!r}: expected SxHxG or HxG, e.g. 1x2x4")
   slices = m.group(1) or "1"
   compile_topo = f"{slices}x{m.group(2)}x{m.group(3)}"
   return compile_topo, compile_topo + m.group(4)
@@ -117,7 +120,7 @@ def plan_cases(args, config, explicit):
               "out_spec": args.out_spec, "check_vma": args.check_vma}
     return [Case(id=name, title=f"{args.source} on {spec}", topology=spec,
                  compile_topology=compile_topo, source=source)]
-  raise ex.InputError(f"{args.source}: no such file or directory, and not module:function")
+  raise InputError(f"{args.source}: no such file or directory, and not module:function")
 
 
 # ---------------------------------------------------------------------------------------
@@ -137,7 +140,7 @@ def _compiled_inputs(case, case_dir, say):
     dump_mod.dump(case.source, dump_dir, target=dump_mod.Target(topology=case.compile_topology),
                   all_passes=True, options=dict(case.config or {}), progress=False)
   except dump_mod.DumpError as e:
-    raise ex.InputError(f"hlo-tools report: compile failed: {e}") from None
+    raise InputError(f"hlo-tools report: compile failed: {e}") from None
   return dump_dir
 
 
@@ -146,14 +149,14 @@ def _file_text(path, max_bytes):
   try:
     data = cli_io.read_input(path, max_bytes)
   except cli_io.InputReadError as e:
-    raise ex.InputError(str(e)) from None
+    raise InputError(str(e)) from None
   if b"\0" not in data[:4096]:
     return data.decode("utf-8", errors="replace")
   try:
     from jax._src.lib import xla_client  # pylint: disable=import-outside-toplevel
     return xla_client.XlaComputation(data).as_hlo_text()
   except Exception as e:  # pylint: disable=broad-except  # jaxlib's own error types
-    raise ex.InputError(f"{path}: neither HLO text nor a serialized HloModuleProto: "
+    raise InputError(f"{path}: neither HLO text nor a serialized HloModuleProto: "
                         f"{' '.join(str(e).split())}") from None
 
 
@@ -171,12 +174,12 @@ def prepare_inputs(case, case_dir, say, max_bytes):
   for stage in ("before_async", "after_optimizations"):
     try:
       src = df.read_stage(dump_dir, stage, max_bytes)
-    except ex.InputError:
+    except InputError:
       continue  # a dump without every pass has no before_async
     stages[stage] = os.path.join(hlo_dir, f"{stage}.hlo")
     _write(stages[stage], src.text)
   if not stages:
-    raise ex.InputError(f"{dump_dir}: no after_optimizations module and no per-pass "
+    raise InputError(f"{dump_dir}: no after_optimizations module and no per-pass "
                         "snapshots in this dump directory")
   return stages, dump_dir
 
@@ -188,13 +191,13 @@ def _run_pass(hlo_dir, json_dir, stage, path, case, cost_table, partitions):
   """nvshmem-opt (rewrite, upstream beside it) on one stage; (report, output path)."""
   out = os.path.join(hlo_dir, f"{stage}.nvshmem.hlo")
   try:
-    rc, report, message = ex.run_nvshmem_opt(
+    rc, report, message = driver.run_nvshmem_opt(
         path, case.topology, cost_table, mode="rewrite", out=out, compare_upstream=True,
         num_partitions=partitions, tmp_dir=json_dir)
   except FileNotFoundError as e:
-    raise ex.InputError(f"hlo-tools report: {e}") from None
+    raise InputError(f"hlo-tools report: {e}") from None
   if rc != 0:
-    raise ex.InputError(f"hlo-tools report: nvshmem-opt failed on {case.id}/hlo/{stage}.hlo "
+    raise InputError(f"hlo-tools report: nvshmem-opt failed on {case.id}/hlo/{stage}.hlo "
                         f"(exit {rc}): {message}")
   _write(os.path.join(json_dir, f"pass_{stage}.json"), json.dumps(report, indent=1))
   return report, out
@@ -204,21 +207,21 @@ def analyze_case(case, case_dir, stages, dump_dir, cost_table, num_partitions, s
   """Runs the pass, explain, verify, diff and trace; writes json/; returns the results."""
   hlo_dir, json_dir = os.path.join(case_dir, "hlo"), os.path.join(case_dir, "json")
   os.makedirs(json_dir, exist_ok=True)
-  topology, table = ex.load_selection(case.topology, cost_table)
+  topology, table = decisions.load_selection(case.topology, cost_table)
   rel = lambda p: os.path.relpath(p, os.path.dirname(case_dir))
-  sources = {s: ex.resolve_partitions(ex.read_source(p, rel(p)), topology, num_partitions)
+  sources = {s: inputs.resolve_partitions(inputs.read_source(p, rel(p)), topology, num_partitions)
              for s, p in stages.items()}
   first = next(iter(stages))
-  partitions = ex.driver_partitions(sources[first])
+  partitions = inputs.driver_partitions(sources[first])
   say(f"{case.id}: running nvshmem-opt, explain, verify, diff")
   passes, rewritten = {}, {}
   for stage, path in stages.items():
     passes[stage], out = _run_pass(hlo_dir, json_dir, stage, path, case, cost_table,
                                    partitions)
-    rewritten[stage] = ex.resolve_partitions(ex.read_source(out, rel(out)), topology,
+    rewritten[stage] = inputs.resolve_partitions(inputs.read_source(out, rel(out)), topology,
                                              num_partitions)
-  explained = ex.explain(stages[first], case.topology, cost_table, source=sources[first],
-                         upstream=ex.upstream_from_report(passes[first]))
+  explained = explain.explain(stages[first], case.topology, cost_table, source=sources[first],
+                         upstream=driver.upstream_from_report(passes[first]))
   verified = {s: vf.verify(rewritten[s].path, case.topology, cost_table, source=rewritten[s],
                            num_partitions=num_partitions) for s in stages}
   diffs = {s: df.diff_sources(sources[s], rewritten[s]) for s in stages}
@@ -238,7 +241,7 @@ def _trace(dump_dir):
     return None
   try:
     return df.trace(dump_dir)
-  except ex.InputError:
+  except InputError:
     return None  # a dump without per-pass snapshots: nothing to trace
 
 
@@ -282,7 +285,7 @@ def chart_data(topology, table, explained, source):
     series["nccl_net"].append(selection.edge_time_us(table, "nccl", "network", size, buffers))
     series["nvshmem_nvl"].append(selection.edge_time_us(table, "nvshmem", "nvlink", size,
                                                          buffers))
-  marks = sorted({(e["bytes"], ex.human_bytes(e["bytes"])) for e in perms})
+  marks = sorted({(e["bytes"], common.human_bytes(e["bytes"])) for e in perms})
   return {"sizes": CHART_SIZES, "series_us": series, "pairs": pairs, "buffers": buffers,
           "marks": marks}
 
@@ -301,7 +304,7 @@ def _svg_axes(out, box, lo, hi, x, y):
     xx = x(size)
     out.append(f'<line x1="{xx:.1f}" y1="{top}" x2="{xx:.1f}" y2="{top + ph}" stroke="#eee"/>')
     out.append(f'<text x="{xx:.1f}" y="{top + ph + 16}" font-size="11" '
-               f'text-anchor="middle">{df.esc(ex.human_bytes(size).replace(".0 ", " "))}</text>')
+               f'text-anchor="middle">{df.esc(common.human_bytes(size).replace(".0 ", " "))}</text>')
 
 
 def _svg_series(out, series, box, x, y):
@@ -423,7 +426,7 @@ def _comparison_html(rows):
     out.append(
         f"<tr><td><a href=\"#{df.esc(row['case'])}\">{df.esc(row['title'])}</a></td>"
         f"<td class=\"mono\">%{df.esc(row['instruction'])}</td>"
-        f"<td>{df.esc(ex.human_bytes(row['bytes']))} in {row['buffers']} buffer(s)"
+        f"<td>{df.esc(common.human_bytes(row['bytes']))} in {row['buffers']} buffer(s)"
         f"{df.esc(trips)}</td><td>{df.esc(edges)}</td><td>{_num(row['nccl_us'])}</td>"
         f"<td>{_num(row['nvshmem_us'])}</td><td class=\"{cls}\"><b>{df.esc(row['plan'])}</b>"
         f"</td><td>{_num(row['saved_us_per_run'])}</td><td>{df.esc(row['upstream'])}</td>"
@@ -448,7 +451,7 @@ def _decision_table(result):
     rows.append(
         f"<tr><td class=\"mono\">%{df.esc(e['instruction'])}</td>"
         f"<td class=\"mono\">%{df.esc(e['computation'])} line {e['line']}<br>{df.esc(loop)}</td>"
-        f"<td>{df.esc(ex.human_bytes(e['bytes']))}</td><td>{df.esc(edges)}</td>"
+        f"<td>{df.esc(common.human_bytes(e['bytes']))}</td><td>{df.esc(edges)}</td>"
         f"<td>{_num(m['nccl'])}</td><td>{_num(m['nvshmem'])}</td>"
         f"<td><b>{df.esc(e['choice']['plan'])}</b> ({df.esc(e['choice']['backend'])})</td>"
         f"<td>{df.esc(e['upstream']['backend'])}<br><small>{df.esc(e['upstream']['source'])}"
@@ -527,10 +530,10 @@ def render_page(report, results):
 
 def _check_out(out):
   if os.path.exists(out) and not os.path.isdir(out):
-    raise ex.InputError(f"--out {out}: exists and is not a directory")
+    raise InputError(f"--out {out}: exists and is not a directory")
   if os.path.isdir(out) and os.listdir(out) and \
       not os.path.exists(os.path.join(out, "report.json")):
-    raise ex.InputError(f"--out {out}: not empty and not an earlier report; "
+    raise InputError(f"--out {out}: not empty and not an earlier report; "
                         "refusing to replace it")
 
 
@@ -559,7 +562,7 @@ def build(cases, out, cost_table=None, num_partitions=None, progress=True,
           max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
   """Builds the report directory; returns the report.json dict."""
   for case in cases:
-    ex.load_selection(case.topology, cost_table)  # bad specs fail before any compile
+    decisions.load_selection(case.topology, cost_table)  # bad specs fail before any compile
   out = os.path.abspath(out)
   _check_out(out)
   work = dump_mod.make_work_dir(out)
@@ -602,7 +605,7 @@ def summary_text(report):
   for row in report["summary"]["comparison"]:
     edges = ", ".join(f"{k} {v}" for k, v in row["edges_by_class"].items() if v)
     trips = f" x{row['trip_count']} trips" if row["trip_count"] else ""
-    lines.append(f"  {row['title']}: %{row['instruction']} ({ex.human_bytes(row['bytes'])}"
+    lines.append(f"  {row['title']}: %{row['instruction']} ({common.human_bytes(row['bytes'])}"
                  f"/device{trips}; {edges}): {row['plan']}, nccl {_num(row['nccl_us'])} us, "
                  f"nvshmem {_num(row['nvshmem_us'])} us; upstream {row['upstream']}; "
                  f"{row['verdict']}")
@@ -617,7 +620,7 @@ def summary_text(report):
 # Command line
 
 def _parser(prog):
-  parser = ex.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+  parser = common.parser_for(prog, __doc__)
   parser.add_argument("source", nargs="?", default=None,
                       help="absent: the embedded default; an HLO file, a dump directory "
                       "or module:function")
@@ -639,7 +642,7 @@ def _parser(prog):
   parser.add_argument("--nocheck_vma", dest="check_vma", action="store_false", default=True,
                       help="module:function only: shard_map(check_vma=False)")
   parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
-  ex.add_partitions_flag(parser)
+  common.add_partitions_flag(parser)
   cli_io.add_max_input_bytes(parser)
   return parser
 
@@ -650,7 +653,7 @@ def _config(prog, args):
   config = dict(DEFAULTS, **given)
   for key in ("seq_len", "num_heads", "num_kv_heads", "head_dim", "batch"):
     if config[key] < 1:
-      raise ex.InputError(f"{prog}: --{key} must be >= 1, got {config[key]}")
+      raise InputError(f"{prog}: --{key} must be >= 1, got {config[key]}")
   return config, bool(given) or args.topology is not None
 
 
@@ -660,8 +663,9 @@ def _terminate(signum, _frame):
 
 def main(argv):
   prog = argv[0] if argv else "hlo-tools report"
-  try:
-    args = _parser(prog).parse_args(argv[1:])
+  parser = _parser(prog)
+
+  def run(args):
     config, explicit = _config(prog, args)
     cases = plan_cases(args, config, explicit)
     previous = signal.signal(signal.SIGTERM, _terminate)
@@ -670,14 +674,10 @@ def main(argv):
                      progress=not args.quiet, max_bytes=args.max_input_bytes)
     finally:
       signal.signal(signal.SIGTERM, previous)
-  except ex.InputError as e:
-    cli_io.print_error(e)
-    return 2
-  except OSError as e:
-    cli_io.print_error(f"{prog}: {e}")
-    return 2
-  print(summary_text(report))
-  return 0 if report["summary"]["verify_passed"] else 1
+    print(summary_text(report))
+    return 0 if report["summary"]["verify_passed"] else 1
+
+  return common.run_command(parser, argv, run)
 
 
 if __name__ == "__main__":

@@ -41,9 +41,10 @@ import subprocess
 import sys
 
 from hlo_tools import cli_io
-from hlo_tools import collectives
-from hlo_tools import explain as ex
 from hlo_tools import selection
+from hlo_tools.commands import common
+from hlo_tools.model import collectives, decisions, driver, source as inputs
+from hlo_tools.model.source import InputError
 
 CHECKS = ("permutation", "start-done", "backend-config", "nvlink-domain", "nvshmem-team",
           "selection", "memory-space", "hlo-verifier")
@@ -203,7 +204,7 @@ def _edges_text(edges):
 
 
 def _own_edges(perm, topology, source):
-  return ex.device_edges(topology, source, perm.pairs, perm.record.channel_id is not None)
+  return decisions.device_edges(topology, source, perm.pairs, perm.record.channel_id is not None)
 
 
 def check_nvlink_domain(perms, topology, source, topology_spec):
@@ -217,7 +218,7 @@ def check_nvlink_domain(perms, topology, source, topology_spec):
       check.add("fail", perm.start, f"NVSHMEM, but its edges cannot be placed on "
                 f"{topology_spec}: {e}")
       continue
-    outside = [e for e in edges if e[2] not in ex.NVLINK_CLASSES]
+    outside = [e for e in edges if e[2] not in decisions.NVLINK_CLASSES]
     if outside:
       check.add("fail", perm.start, f"NVSHMEM but {len(outside)} of {len(edges)} edges "
                 f"leave the NVLink domain on {topology_spec}: {_edges_text(outside)}")
@@ -269,7 +270,7 @@ def _check_split_part(check, perm, decision):
                     f"{pairs_short(mine)} to the {perm.split_part} part")
   if perm.split_part == "nvshmem":
     wrong = [e for (p, e) in zip(perm.decided_pairs, perm.edges)
-             if tuple(p) in set(map(tuple, perm.pairs)) and e[2] not in ex.NVLINK_CLASSES]
+             if tuple(p) in set(map(tuple, perm.pairs)) and e[2] not in decisions.NVLINK_CLASSES]
     if wrong:
       problems.append(f"NVSHMEM part carries non-NVLink edges {_edges_text(wrong)}")
   if problems:
@@ -299,7 +300,7 @@ def check_selection(perms, topology_spec):
       check.add("skip", perm.start, f"not annotated by the pass (no _nvshmem_plan); "
                 f"the core would choose {d['plan']}")
       continue
-    want = ex.PLAN_BACKEND[d["plan"]]
+    want = decisions.PLAN_BACKEND[d["plan"]]
     problems = []
     if d["plan"] == "split":
       problems.append(f"the core decides split ({d['reason']}) but the op is not split")
@@ -355,11 +356,11 @@ def check_memory_space(perms, module):
 
 def check_hlo_verifier(path, topology_spec, cost_table, num_partitions=None):
   check = Check("hlo-verifier")
-  if ex.find_nvshmem_opt() is None:
+  if driver.find_nvshmem_opt() is None:
     check.note = "skip: nvshmem-opt is not built (run scripts/setup.sh)"
     return check
   try:
-    rc, _, message = ex.run_nvshmem_opt(path, topology_spec, cost_table, mode="explain",
+    rc, _, message = driver.run_nvshmem_opt(path, topology_spec, cost_table, mode="explain",
                                         num_partitions=num_partitions)
   except (OSError, subprocess.SubprocessError) as e:
     check.note = f"skip: could not run nvshmem-opt: {e}"
@@ -382,12 +383,12 @@ def check_hlo_verifier(path, topology_spec, cost_table, num_partitions=None):
 
 def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
            num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
-  """The verify JSON object; raises ex.InputError for unreadable input."""
-  topology, table = ex.load_selection(topology_spec, cost_table)
-  source = ex.resolve_partitions(source or ex.read_source(path, max_bytes=max_bytes),
+  """The verify JSON object; raises InputError for unreadable input."""
+  topology, table = decisions.load_selection(topology_spec, cost_table)
+  source = inputs.resolve_partitions(source or inputs.read_source(path, max_bytes=max_bytes),
                                  topology, num_partitions)
   module = source.module
-  perms = ex.analyze(source, topology, table, tolerant=True)
+  perms = decisions.analyze(source, topology, table, tolerant=True)
   checks = [
       check_permutation(perms, source),
       check_start_done(module),
@@ -399,7 +400,7 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
   ]
   if run_driver:
     checks.append(check_hlo_verifier(path, topology_spec, cost_table,
-                                     ex.driver_partitions(source)))
+                                     inputs.driver_partitions(source)))
   else:
     skipped = Check("hlo-verifier")
     skipped.note = "skip: not requested"
@@ -442,33 +443,27 @@ def format_text(result):
 
 
 def main(argv):
-  prog = argv[0] if argv else "hlo-tools verify"
-  parser = ex.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+  parser = common.parser_for(argv[0] if argv else "hlo-tools verify", __doc__)
   parser.add_argument("file", help="HLO text file")
-  parser.add_argument("--topology", required=True, help="e.g. 1x2x4 or 1x9x8:nvl72")
-  parser.add_argument("--cost-table", "--cost_table", dest="cost_table", default=None)
+  common.add_topology_flags(parser)
   parser.add_argument("--format", choices=("text", "json"), default="text")
   parser.add_argument("--out", default=None, help="write here instead of stdout")
   parser.add_argument("--no-hlo-verifier", dest="hlo_verifier", action="store_false",
                       help="do not run XLA's HloVerifier through nvshmem-opt")
-  ex.add_partitions_flag(parser)
+  common.add_partitions_flag(parser)
   cli_io.add_max_input_bytes(parser)
-  try:
-    args = parser.parse_args(argv[1:])
-    ex.check_out_path(args.out, [args.file])
+
+  def run(args):
+    common.check_out_path(args.out, [args.file])
     result = verify(args.file, args.topology, args.cost_table, args.hlo_verifier,
                     num_partitions=args.num_partitions, max_bytes=args.max_input_bytes)
     text = (json.dumps(result, indent=1) if args.format == "json"
             else format_text(result))
-    ex.write_output(text, args.out)
-  except ex.InputError as e:
-    print(str(e), file=sys.stderr)
-    return 2
-  except OSError as e:
-    print(f"{prog}: {e}", file=sys.stderr)
-    return 2
-  return 0 if result["passed"] else 1
+    common.write_output(text, args.out)
+    return 0 if result["passed"] else 1
+
+  return common.run_command(parser, argv, run)
 
 
 if __name__ == "__main__":
-  sys.exit(main(["hlo-tools verify"] + sys.argv[1:]))
+  sys.exit(cli_io.run_main(main, ["hlo-tools verify"] + sys.argv[1:]))

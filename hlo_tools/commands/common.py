@@ -1,0 +1,92 @@
+"""What every command shares: its argument parser, its error handling, its output."""
+
+import argparse
+import os
+import sys
+import tempfile
+
+from hlo_tools import cli_io
+from hlo_tools.model.source import InputError
+
+
+class ArgumentParser(argparse.ArgumentParser):
+  """argparse with one-line usage errors (InputError, exit status 2)."""
+
+  def error(self, message):
+    raise InputError(f"{self.prog}: {message}")
+
+
+def parser_for(prog, doc):
+  """A command's parser, described by the first paragraph of its docstring."""
+  return ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
+
+
+def run_command(parser, argv, body):
+  """Parses argv[1:] and returns body(args)'s exit status.
+
+  The one place where bad input becomes a message: any InputError (its subclasses
+  included) or OSError ends the command with one line on stderr and status 2.
+  """
+  try:
+    return body(parser.parse_args(argv[1:]))
+  except InputError as e:
+    cli_io.print_error(e)
+  except OSError as e:
+    cli_io.print_error(f"{parser.prog}: {e}")
+  return 2
+
+
+def add_topology_flags(parser, required=True):
+  parser.add_argument("--topology", required=required, help="e.g. 1x2x4 or 1x9x8:nvl72")
+  parser.add_argument("--cost-table", "--cost_table", dest="cost_table", default=None)
+
+
+def add_partitions_flag(parser):
+  parser.add_argument("--num-partitions", "--num_partitions", dest="num_partitions",
+                      type=int, default=None,
+                      help="devices of the program when the module header does not say "
+                      "(default: inferred from the mesh, the topology or the ids used)")
+
+
+def check_out_path(out, inputs):
+  """Refuses an --out that would overwrite one of the inputs."""
+  if not out:
+    return
+  for path in inputs:
+    if path and os.path.exists(path) and os.path.exists(out) and os.path.samefile(out, path):
+      raise InputError(f"{out}: refusing to overwrite an input")
+
+
+def write_output(text, out):
+  """Prints, or writes `out` atomically (temp file in the same directory + os.replace)."""
+  if not out:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return
+  directory = os.path.dirname(os.path.abspath(out))
+  fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(out)}.", dir=directory)
+  try:
+    with os.fdopen(fd, "w") as f:
+      f.write(text)
+    # mkstemp makes the file private; give it the permissions a plain open() would.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, out)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.unlink(tmp)
+    raise
+
+
+def human_bytes(n):
+  if n is None:
+    return "-"
+  for unit in ("B", "KiB", "MiB", "GiB"):
+    if abs(n) < 1024 or unit == "GiB":
+      return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+    n /= 1024.0
+  return f"{n} B"
+
+
+def us(value):
+  return "-" if value is None else f"{value:.2f} us"

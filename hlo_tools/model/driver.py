@@ -1,0 +1,133 @@
+"""nvshmem-opt, the C++ driver: finding it, running it, and upstream's answer from it.
+
+Upstream XLA's CollectiveBackendAssigner runs only inside the driver (the real pass
+from the XLA it links, `--compare-upstream`); Python never re-implements its rule.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+# The driver's own log lines (TensorFlow/absl start-up noise) are not messages.
+_NOISE_RE = re.compile(r"^(WARNING: All log messages|[IWE]\d{4} |\s*$)")
+
+
+def find_nvshmem_opt():
+  """nvshmem-opt: $NVSHMEM_OPT, next to this Python (the venv), PATH, or the build tree."""
+  env = os.environ.get("NVSHMEM_OPT")
+  if env:
+    return env if os.access(env, os.X_OK) else None
+  here = os.path.dirname(os.path.abspath(sys.executable))
+  repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  repo_build = os.path.join(repo, "build", "nvshmem-opt")
+  for cand in (os.path.join(here, "nvshmem-opt"), shutil.which("nvshmem-opt"), repo_build):
+    if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+      return cand
+  return None
+
+
+def driver_env():
+  env = dict(os.environ)
+  env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  env.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+  return env
+
+
+def first_message(stderr):
+  """The driver's one-line error, skipping TensorFlow's start-up log lines."""
+  for line in stderr.splitlines():
+    if not _NOISE_RE.match(line):
+      return line.strip()
+  return ""
+
+
+_REPORT_PREFIX = "nvshmem-opt-report-"
+_REPORT_RE = re.compile(r"^nvshmem-opt-report-(\d+)-\w+\.json$")
+
+
+def _clean_stale_reports(directory):
+  """Removes driver reports left in `directory` by processes that were killed."""
+  try:
+    names = os.listdir(directory)
+  except OSError:
+    return
+  for name in names:
+    m = _REPORT_RE.match(name)
+    if not m:
+      continue
+    try:
+      os.kill(int(m.group(1)), 0)
+    except ProcessLookupError:
+      try:
+        os.unlink(os.path.join(directory, name))
+      except OSError:
+        pass
+    except PermissionError:
+      pass
+
+
+def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
+                    compare_upstream=False, timeout=600, num_partitions=None,
+                    tmp_dir=None):
+  """Runs the driver; returns (exit status, report dict or None, error line).
+
+  The driver's JSON report goes to a temporary file in tmp_dir (default: the system's
+  temporary directory), named with our pid so that a later run can remove it when a
+  kill left it behind.
+  """
+  exe = find_nvshmem_opt()
+  if exe is None:
+    raise FileNotFoundError("nvshmem-opt is not built (run scripts/setup.sh)")
+  tmp_dir = tmp_dir or tempfile.gettempdir()
+  _clean_stale_reports(tmp_dir)
+  fd, report_path = tempfile.mkstemp(prefix=f"{_REPORT_PREFIX}{os.getpid()}-",
+                                     suffix=".json", dir=tmp_dir)
+  os.close(fd)
+  try:
+    cmd = [exe, os.fspath(path), f"--topology={topology}", f"--mode={mode}",
+           f"--report={report_path}"]
+    if cost_table:
+      cmd.append(f"--cost-table={cost_table}")
+    if compare_upstream:
+      cmd.append("--compare-upstream")
+    if num_partitions:
+      cmd.append(f"--num-partitions={num_partitions}")
+    if out:
+      cmd += ["-o", os.fspath(out)]
+    proc = subprocess.run(cmd, env=driver_env(), capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    report = None
+    if proc.returncode == 0:
+      try:
+        with open(report_path) as f:
+          report = json.load(f)
+      except (OSError, ValueError):
+        report = None
+    return proc.returncode, report, first_message(proc.stderr)
+  finally:
+    os.unlink(report_path)
+
+
+
+def upstream_answers(path, topology_spec, cost_table, num_partitions=None):
+  """{(computation, instruction): backend} from nvshmem-opt --compare-upstream, or None."""
+  try:
+    rc, report, _ = run_nvshmem_opt(path, topology_spec, cost_table, mode="explain",
+                                    compare_upstream=True, num_partitions=num_partitions)
+  except (FileNotFoundError, OSError, subprocess.SubprocessError):
+    return None
+  if rc != 0 or not report:
+    return None
+  return upstream_from_report(report)
+
+
+
+def upstream_from_report(report):
+  """{(computation, instruction): backend} from a driver report made with
+  --compare-upstream (its decisions name the input's instructions)."""
+  return {(d.get("computation"), d.get("instruction")): d.get("upstream")
+          for d in (report or {}).get("decisions", []) if d.get("upstream")}

@@ -1,0 +1,192 @@
+"""Reading HLO for the commands: a parsed module with its text, strict pair lists,
+and the program's partition count where the module header does not say it.
+
+Errors are InputError: one line, `file:line:col: message`, exit status 2.
+"""
+
+import re
+
+from hlo_tools import cli_io
+from hlo_tools.hlo_text import HloParseError, parse_hlo_text
+
+
+class InputError(Exception):
+  """Bad input: str() is the one line printed on stderr (`file:line:col: ...`)."""
+
+  def __init__(self, message):
+    super().__init__(cli_io.one_line(message))
+
+
+# ---------------------------------------------------------------------------------------
+# Reading input
+
+class Source:
+  """A parsed module plus the text it came from (for columns and side-by-side views)."""
+
+  def __init__(self, module, text, path, label=None):
+    self.module = module
+    self.text = text
+    self.path = path
+    self.label = label or path
+    self._lines = None
+    # The program's partition count: the header's, else inferred (resolve_partitions).
+    self.num_partitions = module.num_partitions
+    self.num_replicas = module.num_replicas
+    self.partitions_from = "module header" if "num_partitions" in module.attributes \
+        else "default"
+
+  @property
+  def lines(self):
+    if self._lines is None:
+      self._lines = self.text.split("\n")
+    return self._lines
+
+  def line(self, lineno):
+    return self.lines[lineno - 1] if 0 < lineno <= len(self.lines) else ""
+
+
+def read_text(path, text, label=None):
+  """Parses HLO text; InputError carries the reader's `file:line:col: message`."""
+  label = label or path
+  if not text.strip():
+    raise InputError(f"{label}: empty file, no HLO module")
+  try:
+    module = parse_hlo_text(text, label)
+  except HloParseError as e:
+    raise InputError(str(e)) from None
+  return Source(module, text, path, label)
+
+
+def read_source(path, label=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
+  """Reads and parses an HLO text file (any file, device or pipe; "-" is stdin),
+  never more than max_bytes of it."""
+  try:
+    data = cli_io.read_input(path, max_bytes, label)
+  except cli_io.InputReadError as e:
+    raise InputError(str(e)) from None
+  try:
+    text = data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    raise InputError(f"{label or path}: not UTF-8 text (byte {e.start}); is it a "
+                     "serialized proto? convert it with nvshmem-opt first") from None
+  return read_text(path, text, label)
+
+
+_PAIR_RE = re.compile(r"\s*\{\s*(-?\d+)\s*,\s*(-?\d+)\s*\}\s*")
+
+
+def strict_pairs(source, instr):
+  """The source_target_pairs of `instr`, each exactly two ids, or InputError.
+
+  The reader keeps attribute values verbatim, so `{{0,1},{2}}` reads as a pair of
+  one id; every command must reject it where it is, not decide on it.
+  """
+  raw = instr.attributes.get("source_target_pairs")
+  if raw is None:
+    return []
+  line = source.line(instr.line)
+  base = line.find("source_target_pairs=")
+  base = base + len("source_target_pairs=") if base >= 0 else instr.col - 1
+
+  def fail(offset, what):
+    raise InputError(f"{source.label}:{instr.line}:{base + offset + 1}: broken "
+                     f"source_target_pairs of %{instr.name}: {what}")
+
+  body = raw.strip()
+  if not (body.startswith("{") and body.endswith("}")):
+    fail(0, "expected {{source,target},...}")
+  pos, end, pairs = 1, len(body) - 1, []
+  if body[1:-1].strip():
+    while True:
+      m = _PAIR_RE.match(body, pos, end)
+      if not m:
+        fail(pos, "expected {source,target} with two integer ids")
+      pairs.append((int(m.group(1)), int(m.group(2))))
+      pos = m.end()
+      if pos == end:
+        break
+      if body[pos] != ",":
+        fail(pos, f"expected ',' or '}}', found {body[pos]!r}")
+      pos += 1
+  return pairs
+
+
+
+# ---------------------------------------------------------------------------------------
+# How many devices the program runs on
+
+_MESH_RE = re.compile(r"#sdy\.mesh<\[([^\]]*)\]")
+_AXIS_SIZE_RE = re.compile(r"=\s*(\d+)")
+
+
+def mesh_devices(module):
+  """Devices of the largest Shardy mesh in the module's frontend attributes, or None."""
+  raw = module.attributes.get("frontend_attributes") or ""
+  sizes = []
+  for axes in _MESH_RE.findall(raw):
+    n = 1
+    for size in _AXIS_SIZE_RE.findall(axes):
+      n *= int(size)
+    sizes.append(n)
+  return max(sizes) if sizes else None
+
+
+def largest_partition_id(module):
+  """The largest id in cross-partition pairs and groups (those with a channel_id)."""
+  top = -1
+  for instr in module.instructions():
+    if instr.channel_id is None:
+      continue
+    try:
+      ids = [i for p in instr.source_target_pairs or () for i in p]
+      ids += [i for g in instr.replica_groups or () for i in g]
+    except ValueError:
+      continue  # broken lists are reported where they are decided on
+    top = max([top] + ids)
+  return top
+
+
+def resolve_partitions(source, topology=None, override=None):
+  """Sets source.num_partitions for a module whose header does not say it.
+
+  jax's lowered modules (`jax.jit(f).lower(...).as_text(dialect="hlo")`) carry no
+  num_partitions; the count is then the --num-partitions override, the Shardy mesh in
+  the frontend attributes, the topology's devices (when they hold every id used), or
+  the largest id used plus one, in that order. source.partitions_from says which.
+  """
+  module = source.module
+  if override is not None:
+    if override < 1:
+      raise InputError(f"--num-partitions must be >= 1, got {override}")
+    source.num_partitions, source.partitions_from = override, "--num-partitions"
+    return source
+  if "num_partitions" in module.attributes:
+    return source
+  largest = largest_partition_id(module)
+  if largest < 0:
+    return source  # nothing crosses partitions: the default of 1 is right
+  mesh = mesh_devices(module)
+  if mesh is not None and mesh > largest:
+    source.num_partitions, source.partitions_from = mesh, "inferred from the Shardy mesh"
+  elif topology is not None and topology.num_devices > largest:
+    source.num_partitions = topology.num_devices
+    source.partitions_from = "inferred from the topology's devices"
+  else:
+    source.num_partitions = largest + 1
+    source.partitions_from = "inferred from the largest device id used"
+  return source
+
+
+def partitions_note(source):
+  """One line for the user when the count did not come from the module header."""
+  if source.partitions_from in ("module header", "default"):
+    return None
+  return (f"{source.label}: num_partitions {source.num_partitions} "
+          f"({source.partitions_from}; the module header does not say)")
+
+
+
+def driver_partitions(source):
+  """The --num-partitions to hand nvshmem-opt: only when the header does not say it."""
+  return None if source.partitions_from in ("module header", "default") \
+      else source.num_partitions
