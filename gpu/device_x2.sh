@@ -8,7 +8,10 @@
 #   pinned-permute   with the pinned jax (0.9.1, carried wheels in /tmp/site):
 #                    the non-cyclic shift hang check (NCCL vs NVSHMEM), then the
 #                    ring-permute sweep NCCL vs NVSHMEM, 1/2/4 operands, 1 KiB..256 MiB
-#   today-permute    with the image's jax (0.11.2): NCCL vs peer vs symmetric sweep
+#   pinned-permute-fine  the pinned sweep at every power of two (calibration + held-out)
+#   today-permute    with the image's jax (0.11.2): NCCL vs peer vs symmetric sweep,
+#                    one process per GPU
+#   today-permute-1proc  the same with one process driving both GPUs
 #   pinned-e2e       ring attention end to end with the pinned jax
 #   today-e2e        ring attention end to end with the image's jax and the hook
 # The pinned steps expect the jax 0.9.1 wheels installed under /tmp/site (see
@@ -56,6 +59,27 @@ case "$STEP" in
     timeout 560 $PY gpu/xla_permute_bench.py --backends=nccl,peer,symmetric --operands=1,2,4 \
       --sizes=1K:256M --trips=50 --reps=5 --budget-s=540 \
       --out="$OUT/h200x2_xla_permute_jax0112.csv" --details="$OUT/h200x2_xla_permute_jax0112.json"
+    echo "permute bench exit $?"
+    ;;
+  pinned-permute-fine)
+    # Every power of two, step and baseline timed alternately: the calibration set
+    # (powers of four) and the held-out sizes between them.
+    pinned_env
+    timeout 560 $PY gpu/xla_permute_bench.py --backends=nccl,nvshmem --operands=1,2,4 \
+      --sizes=1K,2K,4K,8K,16K,32K,64K,128K,256K,512K,1M,2M,4M,8M,16M,32M,64M,128M,256M \
+      --trips=100 --reps=7 --budget-s=540 \
+      --out="$OUT/h200x2_xla_permute_fine_jax091.csv" \
+      --details="$OUT/h200x2_xla_permute_fine_jax091.json"
+    echo "permute bench exit $?"
+    ;;
+  today-permute-1proc)
+    # One process drives both GPUs: XLA's peer and symmetric permutes run only when
+    # one process holds every device of the permute (else they fall back to NCCL).
+    probe today
+    timeout 560 $PY gpu/xla_permute_bench.py --single-process --backends=nccl,peer,symmetric \
+      --operands=1,2,4 --sizes=1K:256M --trips=100 --reps=7 --budget-s=540 \
+      --out="$OUT/h200x2_xla_permute_1proc_jax0112.csv" \
+      --details="$OUT/h200x2_xla_permute_1proc_jax0112.json"
     echo "permute bench exit $?"
     ;;
   *) echo "unknown step $STEP"; exit 2 ;;

@@ -6,7 +6,8 @@
         [--details=permute.json] [--budget-s=480]
     python3 gpu/xla_permute_bench.py --hang-check --out=hang.json [--timeout=40]
 
-Each process owns one GPU (jax.distributed, local_device_ids=[rank]); the program is
+Each process owns one GPU (jax.distributed, local_device_ids=[rank]), or with
+--single-process one process drives every GPU; the program is
 a `lax.fori_loop` whose body rotates K operands around the ring with one
 `lax.ppermute` (XLA's permute combiner makes it one multi-operand
 collective-permute, as it does for ring attention's K and V) and multiplies them
@@ -150,6 +151,8 @@ def merge_ranks(rank_results):
 
 def _init_distributed(args):
   import jax
+  if args.single_process:  # one process drives every visible GPU
+    return jax
   kwargs = {"local_device_ids": [args.rank]}
   if os.environ.get("JAX_PLATFORMS") == "cpu":  # CPU test runs: gloo, no ids
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
@@ -300,7 +303,8 @@ def _gpu_count():
 
 
 def bench(args):
-  nprocs = args.nprocs or _gpu_count()
+  gpus = args.nprocs or _gpu_count()
+  nprocs = 1 if args.single_process else gpus
   rows, details = [], {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                        "args": vars(args), "backends": {}}
   start = time.time()
@@ -316,7 +320,8 @@ def bench(args):
       extra = ["--child-out={}", "--operands", args.operands, "--sizes", args.sizes,
                "--trips", str(args.trips), "--reps", str(args.reps),
                "--budget-s", str(max(share - 45, 10))]
-      print(f"== {backend}: {nprocs} processes, budget {share:.0f} s", flush=True)
+      print(f"== {backend}: {gpus} GPUs, {nprocs} process(es), budget {share:.0f} s",
+            flush=True)
       status, logs = _spawn_with_outputs(extra, backend, nprocs, share, tmp, outs)
       ranks = []
       for o in outs:
@@ -325,7 +330,7 @@ def bench(args):
             ranks.append(json.load(f))
       merged = merge_ranks(ranks)
       version = next((r.get("jax_version") for r in ranks if r.get("jax_version")), "")
-      rows += csv_rows(backend, merged, nprocs, version, args.trips)
+      rows += csv_rows(backend, merged, gpus, version, args.trips)
       details["backends"][backend] = {
           "status": status, "points": merged, "jax_version": version,
           "compiled_permutes": [r.get("compiled_permutes") for r in ranks],
@@ -347,6 +352,8 @@ def _spawn_with_outputs(extra, backend, nprocs, timeout, tmp, outs):
     log = open(os.path.join(tmp, f"{backend}_{r}.log"), "w+")
     cmd = [sys.executable, os.path.abspath(__file__), "--rank", str(r),
            "--nprocs", str(nprocs), "--port", str(port)]
+    if nprocs == 1 and extra and extra[0] == "--child-out={}" and _SINGLE[0]:
+      cmd.append("--single-process")
     cmd += [e.format(outs[r]) if e == "--child-out={}" else e for e in extra]
     procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
                                   start_new_session=True))
@@ -423,7 +430,10 @@ def build_parser():
   p.add_argument("--reps", type=int, default=5)
   p.add_argument("--budget-s", type=float, default=480)
   p.add_argument("--timeout", type=float, default=40, help="per variant, --hang-check")
-  p.add_argument("--nprocs", type=int, default=0)
+  p.add_argument("--nprocs", type=int, default=0, help="GPUs (default: all visible)")
+  p.add_argument("--single-process", action="store_true",
+                 help="one process drives every GPU (XLA's peer and symmetric permutes "
+                      "run only when one process holds every device of the permute)")
   p.add_argument("--hang-check", action="store_true")
   # Child-only arguments.
   p.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
@@ -433,8 +443,12 @@ def build_parser():
   return p
 
 
+_SINGLE = [False]
+
+
 def main(argv=None):
   args = build_parser().parse_args(argv)
+  _SINGLE[0] = args.single_process
   try:
     if args.rank >= 0:
       return run_hang_child(args) if args.hang_child else run_child(args)
