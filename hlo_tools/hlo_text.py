@@ -113,7 +113,8 @@ _OPERAND = (r"(?:/\*.*?\*/\s*)*(?:(?:%s|%s)\s*)?%%?[A-Za-z_][\w.\-]*"
 _OPERANDS_RE = re.compile(r"\s*(?:%s)?(?:\s*,\s*(?:%s)?)*\s*" % (_OPERAND, _OPERAND))
 _ATTR_RE = re.compile(r"(,[ \t]*([A-Za-z_][\w.\-]*)=(" + _VALUE + "))")
 _PCT_NAME_RE = re.compile(r"%([\w.\-]+)")
-_ARRAY_RE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](\{[^{}]*\})?")
+# A '{' after the dims starts a layout when an integer or ':' follows (XLA's rule).
+_ARRAY_RE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](?:\s*(\{(?=\s*[-\d:])[^{}]*\}))?")
 _COMMENT_RE = re.compile(r"/\*.*?\*/")
 _NAME_RE = re.compile(r"%?([A-Za-z_][\w.\-]*)")
 _KEY_RE = re.compile(r"[A-Za-z_][\w.\-]*")
@@ -322,7 +323,7 @@ _VALUE_FORMS = {
     "calls": re.compile(r"%s|\{\s*(?:%s(?:\s*,\s*%s)*)?\s*\}" % (_NAME, _NAME, _NAME)),
     "branch_computations": re.compile(r"\{\s*(?:%s(?:\s*,\s*%s)*)?\s*\}" % (_NAME, _NAME)),
 }
-_INTS = r"\s*\d+(?:\s*,\s*\d+)*\s*"
+_INTS = r"\s*-?\d+(?:\s*,\s*-?\d+)*\s*"
 _SHARDING_ITEM = (
     r"(?:maximal|replicated|manual|unknown|unreduced|last_tile_dim_replicate"
     r"|device=-?\d+|devices=\[%s\](?:\s*<=\s*\[%s\](?:\s*T\(%s\))?|\s*%s)"
@@ -1444,6 +1445,7 @@ class _Parser:
     opcode = sc.regex(_OPCODE_RE, "expected an opcode")
     if not is_known_opcode(opcode):
       sc.fail(f"unknown opcode {opcode!r}", op_at)
+    sc.ws()
     if sc.peek() != "(":
       sc.fail(f"expected '(' after opcode {opcode!r}")
     ops_start = sc.i + 1
