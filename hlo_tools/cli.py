@@ -14,8 +14,8 @@ COMMANDS = {
     "verify": "hlo_tools.commands.verify",
     "diff": "hlo_tools.commands.diff",
     "report": "hlo_tools.commands.report",
-    "heuristics": "hlo_tools.heuristics",
-    "bench": "hlo_tools.bench",
+    "heuristics": "hlo_tools.commands.heuristics",
+    "bench": "hlo_tools.commands.bench",
 }
 
 USAGE = "usage: hlo-tools {" + ",".join(sorted(COMMANDS)) + "} [ARGS...]"

@@ -569,17 +569,6 @@ def dump_pass_snapshot(config, topology, pass_name, target_config=DEFAULT_TARGET
                               occurrence, when)
 
 
-def dump_stage_text(source, target, stage="after_optimizations"):
-  """Compiles `source` for `target` and returns one stage's HLO text."""
-  with tempfile.TemporaryDirectory(prefix="hlo-tools-stage-") as work_dir:
-    info = compile_in_child(work_dir, source, target, progress=False)
-    xla_dir = os.path.join(work_dir, XLA_DUMP_SUBDIR)
-    modules = index_xla_dump(xla_dir)
-    key = _main_module(modules, info.get("module_name"))
-    with open(os.path.join(xla_dir, modules[key]["stages"][stage])) as f:
-      return f.read()
-
-
 # ----------------------------------------------------------------------------
 # Command line.
 

@@ -7,8 +7,8 @@ import io
 import os
 import re
 
-from hlo_tools import heuristics_io
-from hlo_tools.heuristics_io import HeuristicsError
+from hlo_tools.commands.heuristics import io as heuristics_io
+from hlo_tools.commands.heuristics.io import HeuristicsError
 
 _STYLE = {"nccl": ("tab:blue", "NCCL-only"), "nvshmem": ("tab:green", "NVSHMEM-only"),
           "split": ("tab:orange", "split")}

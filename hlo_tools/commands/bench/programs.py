@@ -8,8 +8,8 @@ Two programs:
   ring   an unrolled ring of ppermute + matmul steps (bench_reader's generator):
          cheap to compile, so it scales to big modules for the reader and diff.
 
-Compilation runs in a child (`python -m hlo_tools.bench_programs SPEC_JSON`) for the
-same reason as in hlo_tools.dump: XLA reads XLA_FLAGS once per process, and the
+Compilation runs in a child (`python -m hlo_tools.commands.bench.programs SPEC_JSON`) for the
+same reason as in hlo_tools.commands.dump: XLA reads XLA_FLAGS once per process, and the
 dumping compile must not share a process with the timed ones (dumping every pass
 would inflate the compile time we divide by).
 """
@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from hlo_tools import dump as dump_mod
+from hlo_tools.commands import dump as dump_mod
 from hlo_tools import hlo_text
 
 TOPOLOGY = "1x2x4"
@@ -216,7 +216,7 @@ def run_child(program, repeats=1, xla_dump_dir=None, pass_re=None, text_out=None
   with tempfile.TemporaryDirectory(prefix="hlo-tools-bench-") as tmp:
     spec = {"program": program, "repeats": repeats, "text_out": text_out,
             "result": os.path.join(tmp, "result.json")}
-    proc = subprocess.run([sys.executable, "-m", "hlo_tools.bench_programs",
+    proc = subprocess.run([sys.executable, "-m", "hlo_tools.commands.bench.programs",
                            json.dumps(spec)], env=_env(xla_dump_dir, pass_re),
                           capture_output=True, text=True, timeout=timeout, check=False)
     if proc.returncode != 0:

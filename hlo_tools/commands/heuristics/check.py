@@ -5,7 +5,7 @@
 
 For a sample of the sweep's cases, compiles a real JAX program per topology
 (deviceless GPU compile on the CPU; one program carries one permute per
-sampled case, see hlo_tools.heuristics_programs), takes the module XLA's
+sampled case, see hlo_tools.commands.heuristics.programs), takes the module XLA's
 async-collective-creator receives, runs nvshmem-opt --mode=explain on it and
 compares every decision with the sweep's row for that case: plan and every
 modeled time. It also compares upstream's CollectiveBackendAssigner (run by
@@ -23,10 +23,10 @@ import subprocess
 import sys
 import tempfile
 
-from hlo_tools import heuristics_io
-from hlo_tools import heuristics_programs
-from hlo_tools import heuristics_sweep
-from hlo_tools.heuristics_io import HeuristicsError
+from hlo_tools.commands.heuristics import io as heuristics_io
+from hlo_tools.commands.heuristics import programs as heuristics_programs
+from hlo_tools.commands.heuristics import sweep as heuristics_sweep
+from hlo_tools.commands.heuristics.io import HeuristicsError
 
 # Buffer sizes per entry of heuristics_programs.SAMPLE_SHAPES: latency-bound,
 # bandwidth-bound, a combined K/V pair, a shift. On 1x1x8 the second ring is
@@ -66,14 +66,14 @@ def _nvshmem_opt_path(given):
 
 def compile_module(spec, cases):
   """HLO text entering async-collective-creator for the sample program."""
-  from hlo_tools import dump  # jax only when actually compiling
+  from hlo_tools.commands import dump  # jax only when actually compiling
   # dump's deviceless targets take SxHxG; NVLink domains only matter to the pass.
   base = spec.split(":", 1)[0]
   n = 1
   for d in base.split("x"):
     n *= int(d)
   source = {"kind": "function",
-            "function": "hlo_tools.heuristics_programs:sample",
+            "function": "hlo_tools.commands.heuristics.programs:sample",
             "args": _program_args(cases, n), "out_spec": "cp"}
   try:
     return dump.dump_pass_snapshot(source, base, "async-collective-creator",

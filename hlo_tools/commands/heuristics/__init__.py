@@ -10,41 +10,42 @@ programs for a sample of those cases and check the C++ pass decides what the
 core predicts. calibrate: fit a cost table from measured point-to-point times.
 """
 
+import argparse
 import importlib
 import sys
 
-from hlo_tools.heuristics_io import HeuristicsError
+from hlo_tools import cli_io
+from hlo_tools.commands import common
+from hlo_tools.commands.heuristics.io import HeuristicsError
 
 # subcommand -> module with main(argv); imported lazily (check-pass pulls in
 # the dump machinery, sweep may pull in matplotlib).
 SUBCOMMANDS = {
-    "sweep": "hlo_tools.heuristics_sweep",
-    "check-pass": "hlo_tools.heuristics_check",
+    "sweep": "hlo_tools.commands.heuristics.sweep",
+    "check-pass": "hlo_tools.commands.heuristics.check",
     "calibrate": "hlo_tools.calibrate",
 }
 
 
 def main(argv):
   prog = argv[0] if argv else "hlo-tools heuristics"
-  rest = list(argv[1:])
-  usage = f"usage: {prog} {{{','.join(SUBCOMMANDS)}}} [ARGS...]"
-  if not rest or rest[0] in ("-h", "--help"):
-    print(usage, file=sys.stdout if rest else sys.stderr)
-    return 0 if rest else 2
-  name = rest[0]
-  if name not in SUBCOMMANDS:
-    print(f"{prog}: unknown subcommand {name!r}; {usage}", file=sys.stderr)
-    return 2
-  sub_prog = f"{prog} {name}"
-  try:
-    return importlib.import_module(SUBCOMMANDS[name]).main([sub_prog] + rest[1:])
-  except HeuristicsError as e:
-    print(f"{sub_prog}: {e}", file=sys.stderr)
-    return 2
-  except KeyboardInterrupt:
-    print(f"{sub_prog}: interrupted", file=sys.stderr)
-    return 130
+  parser = common.parser_for(prog, __doc__)
+  parser.add_argument("subcommand", choices=sorted(SUBCOMMANDS))
+  parser.add_argument("args", nargs=argparse.REMAINDER)
+
+  def run(args):
+    sub_prog = f"{prog} {args.subcommand}"
+    try:
+      return importlib.import_module(SUBCOMMANDS[args.subcommand]).main(
+          [sub_prog] + args.args)
+    except HeuristicsError as e:
+      raise HeuristicsError(f"{sub_prog}: {e}") from None
+    except KeyboardInterrupt:
+      cli_io.print_error(f"{sub_prog}: interrupted")
+      return 130
+
+  return common.run_command(parser, argv, run)
 
 
 if __name__ == "__main__":
-  sys.exit(main(["hlo-tools heuristics"] + sys.argv[1:]))
+  sys.exit(cli_io.run_main(main, ["hlo-tools heuristics"] + sys.argv[1:]))

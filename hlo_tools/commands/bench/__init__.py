@@ -22,7 +22,6 @@ are measured in the same run, interleaved where they share a process. --quick us
 small programs (for tests): its numbers say nothing about the goals.
 """
 
-import argparse
 import json
 import os
 import statistics
@@ -31,9 +30,12 @@ import sys
 import tempfile
 import time
 
-from hlo_tools import bench_env
-from hlo_tools import bench_programs as programs
-from hlo_tools import bench_reader
+from hlo_tools import cli_io
+from hlo_tools.commands import common
+from hlo_tools.commands.bench import env as bench_env
+from hlo_tools.commands.bench import programs
+from hlo_tools.commands.bench import reader as bench_reader
+from hlo_tools.model.source import InputError
 
 GOALS = {"P1": 0.005, "P2": 2.0, "P3": 2.0}
 FULL = {"layers": 32, "seq_len": 8192, "ring_layers": 2400, "ring_small": 240, "runs": 5}
@@ -62,17 +64,17 @@ def _keep(keep_dir, name, text):
 
 def run_pass(path, out_path, topology=programs.TOPOLOGY):
   """One nvshmem-opt run: (pass seconds from its report, whole-process seconds)."""
-  from hlo_tools import explain  # pylint: disable=import-outside-toplevel
-  exe = explain.find_nvshmem_opt()
+  from hlo_tools.model import driver  # pylint: disable=import-outside-toplevel
+  exe = driver.find_nvshmem_opt()
   if exe is None:
     raise RuntimeError("nvshmem-opt is not built (run scripts/setup.sh)")
   cmd = [exe, path, f"--topology={topology}", "--report=-", "-o", out_path]
   t0 = time.perf_counter()
-  proc = subprocess.run(cmd, env=explain.driver_env(), capture_output=True, text=True,
+  proc = subprocess.run(cmd, env=driver.driver_env(), capture_output=True, text=True,
                         check=False)
   wall = time.perf_counter() - t0
   if proc.returncode != 0:
-    raise RuntimeError(f"nvshmem-opt failed: {explain.first_message(proc.stderr)}")
+    raise RuntimeError(f"nvshmem-opt failed: {driver.first_message(proc.stderr)}")
   report = json.loads(proc.stdout)
   return report["pass_us"] * 1e-6, wall, report
 
@@ -238,14 +240,14 @@ def _diff_pair(layers, keep_dir, tag):
 
 
 def _time_diff(text_a, text_b, runs):
-  from hlo_tools import diff  # pylint: disable=import-outside-toplevel
-  from hlo_tools import explain  # pylint: disable=import-outside-toplevel
+  from hlo_tools.commands import diff  # pylint: disable=import-outside-toplevel
+  from hlo_tools.model import source as inputs  # pylint: disable=import-outside-toplevel
   parse_s, diff_s, total_s, ratios = [], [], [], []
   summary = None
   for _ in range(runs):
     t0 = time.perf_counter()
-    src_a = explain.read_text("a.hlo", text_a)
-    src_b = explain.read_text("b.hlo", text_b)
+    src_a = inputs.read_text("a.hlo", text_a)
+    src_b = inputs.read_text("b.hlo", text_b)
     t1 = time.perf_counter()
     # What `hlo-tools diff --format=json` does once both modules are read.
     result = diff.diff_sources(src_a, src_b)
@@ -262,7 +264,7 @@ def _time_diff(text_a, text_b, runs):
 
 def bench_p3(sizes, runs, keep_dir=None):
   try:
-    from hlo_tools import diff  # pylint: disable=import-outside-toplevel
+    from hlo_tools.commands import diff  # pylint: disable=import-outside-toplevel
     callable_api = callable(getattr(diff, "diff_sources", None))
   except ImportError:
     callable_api = False
@@ -295,10 +297,6 @@ def bench_p3(sizes, runs, keep_dir=None):
 
 # ---------------------------------------------------------------------------------------
 # Output
-
-def _ms(s):
-  return f"{s * 1e3:.1f}"
-
 
 def _range(st, scale=1e3, fmt="{:.1f}"):
   return (f"{fmt.format(st['median'] * scale)} [{fmt.format(st['min'] * scale)}, "
@@ -369,7 +367,7 @@ def table(result):
 
 
 def _parser(prog):
-  p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+  p = common.parser_for(prog, __doc__)
   p.add_argument("--json", default=None, metavar="PATH", help="write the results here")
   p.add_argument("--only", default="P1,P2,P3", help="comma-separated subset of P1,P2,P3")
   p.add_argument("--runs", type=int, default=None, help="runs per figure (default 5; "
@@ -383,13 +381,10 @@ def _parser(prog):
   return p
 
 
-def main(argv):
-  args = _parser(argv[0]).parse_args(argv[1:])
+def _sizes(prog, args):
   only = [x.strip().upper() for x in args.only.split(",") if x.strip()]
-  bad = [x for x in only if x not in GOALS]
-  if bad or not only:
-    print(f"{argv[0]}: error: --only takes P1, P2, P3; got {args.only!r}", file=sys.stderr)
-    return 2
+  if not only or any(x not in GOALS for x in only):
+    raise InputError(f"{prog}: --only takes P1, P2, P3; got {args.only!r}")
   sizes = dict(QUICK if args.quick else FULL)
   if args.layers:
     sizes["layers"] = args.layers
@@ -397,26 +392,35 @@ def main(argv):
     sizes["ring_layers"] = args.ring_layers
   runs = args.runs or sizes["runs"]
   if runs < 1:
-    print(f"{argv[0]}: error: --runs must be >= 1", file=sys.stderr)
-    return 2
-  result = {"quick": args.quick, "runs": runs, "sizes": sizes,
-            "machine": bench_env.machine(), "versions": bench_env.versions()}
-  start = time.perf_counter()
-  benches = {"P1": bench_p1, "P2": bench_p2, "P3": bench_p3}
-  try:
-    for key in ("P1", "P2", "P3"):
-      if key in only:
-        result[key] = benches[key](sizes, runs, args.keep)
-  except (RuntimeError, subprocess.CalledProcessError) as e:
-    print(f"{argv[0]}: error: {e}", file=sys.stderr)
-    return 2
-  result["bench_s"] = time.perf_counter() - start
-  print(table(result))
-  if args.json:
-    with open(args.json, "w") as f:
-      json.dump(result, f, indent=1)
-  return 0
+    raise InputError(f"{prog}: --runs must be >= 1")
+  return only, sizes, runs
+
+
+def main(argv):
+  prog = argv[0] if argv else "hlo-tools bench"
+  parser = _parser(prog)
+
+  def run(args):
+    only, sizes, runs = _sizes(prog, args)
+    result = {"quick": args.quick, "runs": runs, "sizes": sizes,
+              "machine": bench_env.machine(), "versions": bench_env.versions()}
+    start = time.perf_counter()
+    benches = {"P1": bench_p1, "P2": bench_p2, "P3": bench_p3}
+    try:
+      for key in ("P1", "P2", "P3"):
+        if key in only:
+          result[key] = benches[key](sizes, runs, args.keep)
+    except (RuntimeError, subprocess.CalledProcessError) as e:
+      raise InputError(f"{prog}: {e}") from None
+    result["bench_s"] = time.perf_counter() - start
+    print(table(result))
+    if args.json:
+      with open(args.json, "w") as f:
+        json.dump(result, f, indent=1)
+    return 0
+
+  return common.run_command(parser, argv, run)
 
 
 if __name__ == "__main__":
-  sys.exit(main(["hlo-tools bench"] + sys.argv[1:]))
+  sys.exit(cli_io.run_main(main, ["hlo-tools bench"] + sys.argv[1:]))

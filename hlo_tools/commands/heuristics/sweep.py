@@ -19,9 +19,9 @@ import math
 import os
 import sys
 
-from hlo_tools import heuristics_io
+from hlo_tools.commands.heuristics import io as heuristics_io
 from hlo_tools import selection
-from hlo_tools.heuristics_io import HeuristicsError
+from hlo_tools.commands.heuristics.io import HeuristicsError
 
 DEFAULT_TOPOLOGIES = ("1x1x8", "1x2x4", "2x2x4", "1x4x2", "1x9x8:nvl72")
 # 1 KiB .. 1 GiB in factors of two: the grid a user reads off a log-log plot.
@@ -263,7 +263,7 @@ def write_outputs(out_dir, rows, summary, table, topologies, sizes, plots=True):
                              json.dumps(_json_safe(doc), indent=1) + "\n")
   paths.append(json_path)
   if plots:
-    from hlo_tools import heuristics_plot  # matplotlib only when plotting
+    from hlo_tools.commands.heuristics import plot as heuristics_plot  # matplotlib only when plotting
     for spec, _ in topologies:
       paths.append(heuristics_plot.plot_topology(
           out_dir, spec, [r for r in rows if r["topology"] == spec]))
