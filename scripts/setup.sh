@@ -79,12 +79,14 @@ step "building C++ (-j2; slow the first time)" \
 ln -sf "$ROOT/build/nvshmem-opt" "$VENV/bin/nvshmem-opt"
 
 # Editable install of the Python package only: the C++ comes from build/
-# (CMake puts the extension into hlo_tools/), not from a second build.
+# (CMake puts the extension into hlo_tools/), not from a second build. The
+# in-place mode puts the source tree on sys.path, so modules that are added,
+# moved or turned into packages import without reinstalling.
 editable=$VENV/.editable
-if [ "$(cat "$editable" 2>/dev/null)" != scikit-build-core ] \
+if [ "$(cat "$editable" 2>/dev/null)" != scikit-build-core-inplace ] \
     || ! "$PY" -c "import hlo_tools.cli" 2>/dev/null || [ ! -x "$VENV/bin/hlo-tools" ]; then
   step "installing hlo_tools (editable)" "$PY" -m pip install --no-deps \
-    --no-build-isolation -C wheel.cmake=false -e "$ROOT"
-  echo scikit-build-core > "$editable"
+    --no-build-isolation -C wheel.cmake=false -C editable.mode=inplace -e "$ROOT"
+  echo scikit-build-core-inplace > "$editable"
 fi
 say "done: $VENV/bin/hlo-tools, $VENV/bin/nvshmem-opt (log: $LOG)"
