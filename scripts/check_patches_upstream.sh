@@ -130,9 +130,9 @@ done
 
 # 3b. Of gpu_compiler.cc, the function the series adds: it is what calls the
 # pass's API, so it is compiled on its own, with the includes it needs.
-SNIPPET_START="// Options of the NVSHMEM collective-permute rewriter from its flags."
+SNIPPET_START="// Options of the NVSHMEM collective-permute rewriter from its flags"
 snippet="not found"
-if grep -qxF "$SNIPPET_START" "$TREE/xla/service/gpu/gpu_compiler.cc"; then
+if grep -q "^$SNIPPET_START" "$TREE/xla/service/gpu/gpu_compiler.cc"; then
   {
     printf '#include <cstdint>\n#include <optional>\n#include <string>\n#include <utility>\n'
     printf '#include "absl/status/status.h"\n#include "absl/status/statusor.h"\n'
@@ -141,7 +141,7 @@ if grep -qxF "$SNIPPET_START" "$TREE/xla/service/gpu/gpu_compiler.cc"; then
       "$TREE/xla/service/gpu/gpu_compiler.cc"
     printf '#include "xla/tsl/platform/env.h"\n#include "xla/tsl/platform/status_macros.h"\n'
     printf 'namespace xla::gpu {\n'
-    awk -v start="$SNIPPET_START" '$0 == start {on = 1} on {print} on && $0 == "}" {exit}' \
+    awk -v start="$SNIPPET_START" 'index($0, start) == 1 {on = 1} on {print} on && $0 == "}" {exit}' \
       "$TREE/xla/service/gpu/gpu_compiler.cc"
     printf '}  // namespace xla::gpu\n'
   } > "$TREE/gpu_compiler_nvshmem_snippet.cc"
