@@ -263,3 +263,20 @@ def test_buildifier(tmp_path):
 def test_check_against_the_pin():
   r = run([sys.executable, str(SCRIPT), "--check", "--xla", os.environ["XLA_PIN"]])
   assert r.returncode == 0, r.stdout + r.stderr
+
+
+CHECK_SCRIPT = REPO / "scripts" / "check_patches_upstream.sh"
+
+
+@pytest.mark.parametrize("args", [[], ["/nonexistent/xla"], ["a", "b"]])
+def test_upstream_check_rejects_bad_arguments(args):
+  r = run(["bash", str(CHECK_SCRIPT), *args])
+  assert r.returncode == 2, r.stdout + r.stderr
+  lines = r.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith("check_patches_upstream: "), r.stderr
+
+
+def test_upstream_check_rejects_a_tree_that_is_not_xla(tmp_path):
+  r = run(["bash", str(CHECK_SCRIPT), str(tmp_path)])
+  assert r.returncode == 2
+  assert "neither a git directory" in r.stderr or "gen_patches" in r.stderr, r.stderr
