@@ -487,8 +487,11 @@ def _skip_ws(text, i):
 
 
 # Deepest tuple nesting the reader accepts. XLA's parser recurses per level and dies
-# of stack overflow near 10,000; real modules nest a handful of levels.
-MAX_SHAPE_DEPTH = 1000
+# of stack overflow near 10,000, so nvshmem-opt refuses text nested deeper than 512
+# levels (brackets of any kind). An instruction's array shape sits inside its
+# computation's braces and has its own '[', so 510 tuple levels here make both tools
+# draw the line at the same module. Real modules nest a handful.
+MAX_SHAPE_DEPTH = 510
 
 
 def _parse_shape_at(text, i):
