@@ -159,8 +159,11 @@ def _block_bwd_impl(q, k, v, q_off, k_off, out, lse, dout, dlse, causal, cq, ck)
   b, sq, kvh, g, d = q.shape
   nq, nk = sq // cq, k.shape[1] // ck
   scale = 1.0 / np.sqrt(d)
-  dout = dout.astype(jnp.float32)
-  delta = jnp.einsum("bqhgd,bqhgd->bhgq", dout, out)
+  # Matmul inputs in the inputs' dtype (bf16 runs on the tensor cores), f32 sums.
+  cdt = q.dtype
+  mm = functools.partial(jnp.einsum, preferred_element_type=jnp.float32)
+  delta = jnp.einsum("bqhgd,bqhgd->bhgq", dout.astype(jnp.float32), out)
+  dout = dout.astype(cdt)
   lse_safe = jnp.where(jnp.isfinite(lse), lse, 0.0)
   dlse = dlse.astype(jnp.float32)
 
@@ -176,11 +179,11 @@ def _block_bwd_impl(q, k, v, q_off, k_off, out, lse, dout, dlse, causal, cq, ck)
       rows = lambda x: lax.dynamic_slice_in_dim(x, i * cq, cq, axis=3)
       s = _scores(qc, kc, q_off + i * cq, k_pos0, causal, scale)
       p = jnp.exp(s - rows(lse_safe)[..., None])
-      dv = dv + jnp.einsum("bhgqk,bqhgd->bkhd", p, doc)
-      dp = jnp.einsum("bqhgd,bkhd->bhgqk", doc, vc.astype(jnp.float32))
-      ds = p * (dp - rows(delta)[..., None] + rows(dlse)[..., None]) * scale
-      dk = dk + jnp.einsum("bhgqk,bqhgd->bkhd", ds, qc.astype(jnp.float32))
-      dqc = jnp.einsum("bhgqk,bkhd->bqhgd", ds, kc.astype(jnp.float32))
+      dv = dv + mm("bhgqk,bqhgd->bkhd", p.astype(cdt), doc)
+      dp = mm("bqhgd,bkhd->bhgqk", doc, vc)
+      ds = (p * (dp - rows(delta)[..., None] + rows(dlse)[..., None]) * scale).astype(cdt)
+      dk = dk + mm("bhgqk,bqhgd->bkhd", ds, qc)
+      dqc = mm("bhgqk,bkhd->bqhgd", ds, kc)
       dq = lax.dynamic_update_slice_in_dim(
           dq, lax.dynamic_slice_in_dim(dq, i * cq, cq, axis=1) + dqc, i * cq, axis=1)
       return dq, dk, dv
