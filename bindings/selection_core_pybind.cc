@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -149,6 +150,24 @@ PYBIND11_MODULE(_selection_core, m) {
              const sel::LinkCost& cost =
                  t.link(BackendOrThrow(backend), LinkClassOrThrow(link_class));
              return std::make_pair(cost.latency_us, cost.bandwidth_gbps);
+           })
+      // The measured curve as [(buffers, bytes, us)], sorted; empty when the
+      // pair uses the parametric model.
+      .def("points",
+           [](const sel::CostTable& t, const std::string& backend,
+              const std::string& link_class) {
+             std::vector<std::tuple<int, int64_t, double>> out;
+             for (const sel::CurvePoint& p :
+                  t.curve(BackendOrThrow(backend), LinkClassOrThrow(link_class))) {
+               out.emplace_back(p.buffers, p.bytes, p.us);
+             }
+             return out;
+           })
+      .def("has_measured_curve",
+           [](const sel::CostTable& t, const std::string& backend,
+              const std::string& link_class) {
+             return sel::HasMeasuredCurve(t, BackendOrThrow(backend),
+                                          LinkClassOrThrow(link_class));
            })
       .def("sm_interference", [](const sel::CostTable& t,
                                  const std::string& backend) {

@@ -13,6 +13,7 @@
 //   * rejected specs/tables/requests get a non-empty, one-line error
 //     (tables: "<source>:<line>: ...");
 //   * accepted specs and tables round-trip through ToString/CostTableToString;
+//   * measured curves are exact at their points, times never NaN or < 0;
 //   * no plan can hang the runtime: NVSHMEM only when every team member has a
 //     source, never a split;
 //   * a decision is consistent: edge counts add up,
@@ -69,6 +70,31 @@ std::vector<std::string> Sections(std::string_view text) {
   return sections;
 }
 
+// A measured curve is exact at its points (where no interference is added)
+// and never yields a negative or NaN time.
+void CheckCurves(const sel::CostTable& table) {
+  for (int b = 0; b < sel::kNumBackends; ++b) {
+    for (int c = 0; c < sel::kNumLinkClasses; ++c) {
+      const auto backend = static_cast<sel::Backend>(b);
+      const auto link_class = static_cast<sel::LinkClass>(c);
+      for (const sel::CurvePoint& p : table.curve(backend, link_class)) {
+        for (int buffers : {1, p.buffers, p.buffers + 3}) {
+          const double us =
+              sel::EdgeTimeUs(table, backend, link_class, p.bytes, buffers);
+          if (std::isnan(us) || us < 0) {
+            Violation("curve time NaN or negative");
+          }
+        }
+        if (table.sm_interference[b] == 0 &&
+            sel::EdgeTimeUs(table, backend, link_class, p.bytes, p.buffers) !=
+                p.us) {
+          Violation("curve not exact at a measured point");
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -106,6 +132,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (sel::CostTableToString(*again) != printed) {
       Violation("cost table does not round-trip:\n" + printed);
     }
+    CheckCurves(*table);
   }
   if (!topology || !table) return 0;
 

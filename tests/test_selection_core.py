@@ -188,3 +188,73 @@ def test_real_modules_never_plan_a_hanging_nvshmem_permute(fixture, spec, plan, 
                                                module.num_partitions, 1)
     hang = selection.nvshmem_hang_reason(edges, module.num_partitions)
     assert (hang is None) == (plan == "nvshmem")
+
+
+CURVE = """link nvshmem nvlink 99 400 10
+point nvshmem nvlink 1 1024 20
+point nvshmem nvlink 1 1048576 30
+point nvshmem nvlink 1 67108864 200
+point nvshmem nvlink 4 1024 50
+point nvshmem nvlink 4 1048576 60
+point nvshmem nvlink 4 67108864 260
+sm_interference nvshmem 0
+"""
+
+
+def curve_us(table, nbytes, buffers=1):
+  return selection.edge_time_us(table, "nvshmem", "nvlink", nbytes, buffers)
+
+
+def test_measured_curve_exact_at_points_and_log_log_between():
+  table = selection.CostTable.parse(CURVE, "curve")
+  assert table.has_measured_curve("nvshmem", "nvlink")
+  assert not table.has_measured_curve("nvshmem", "nvlink_domain")
+  assert table.points("nvshmem", "nvlink")[:2] == [(1, 1024, 20.0), (1, 1048576, 30.0)]
+  for buffers, nbytes, us in table.points("nvshmem", "nvlink"):
+    assert curve_us(table, nbytes, buffers) == us
+  assert curve_us(table, 32768) == pytest.approx((20 * 30) ** 0.5, rel=1e-12)
+  # Monotone where the data is: every size from 1 B to 1 GiB.
+  times = [curve_us(table, 1 << k) for k in range(31)]
+  assert times == sorted(times)
+
+
+def test_measured_curve_extrapolates_and_blends_buffer_counts():
+  table = selection.CostTable.parse(CURVE, "curve")
+  top = 64 << 20
+  # Beyond the largest size: the last point plus bytes at the row's 400 GB/s.
+  assert curve_us(table, top + 4_000_000) == pytest.approx(210)
+  # 2 buffers: a third of the way from the 1-buffer to the 4-buffer curve;
+  # 5 buffers: the 4-buffer curve plus one per_buffer (10 us).
+  assert curve_us(table, 1024, 2) == pytest.approx(30)
+  assert curve_us(table, 1024, 5) == pytest.approx(60)
+  d = selection.decide(selection.parse_topology("1x1x2"), table, 1024, ring(2))
+  assert "measured curve" in d["reason"]
+
+
+def test_link_line_gives_the_parametric_model_and_text_round_trips():
+  table = selection.CostTable.parse(CURVE, "curve")
+  again = selection.CostTable.parse(str(table), "again")
+  assert str(again) == str(table)
+  assert again.points("nvshmem", "nvlink") == table.points("nvshmem", "nvlink")
+  # A table naming the pair in a link line only drops the inherited curve.
+  plain = selection.CostTable.parse("link nvshmem nvlink 5 450 1\n", "plain")
+  assert not plain.has_measured_curve("nvshmem", "nvlink")
+  # with_backends copies the curves along.
+  assert selection.with_backends(table, "nccl,nvshmem").points(
+      "nvshmem", "nvlink") == table.points("nvshmem", "nvlink")
+
+
+@pytest.mark.parametrize("row, message", [
+    ("point nccl nvlink 1 1024", "expected 'point BACKEND"),
+    ("point nccl nvlink 0 1024 5", "buffers '0' is not a whole number"),
+    ("point nccl nvlink 1 0 5", "bytes '0' is not a whole number"),
+    ("point nccl nvlink 1 1024 -3", "'-3' is not a number > 0"),
+    ("point nccl nvlink 1 1024 5\npoint nccl nvlink 1 1024 6", "given twice"),
+])
+def test_bad_point_rows_name_file_and_line(tmp_path, row, message):
+  path = tmp_path / "bad.txt"
+  path.write_text("# measured\n" + row + "\n")
+  line = 2 + row.count("\n")
+  with pytest.raises(selection.SelectionError) as e:
+    selection.load_cost_table(path)
+  assert str(e.value).startswith(f"{path}:{line}: ") and message in str(e.value)

@@ -45,6 +45,8 @@ constexpr const char* kBackendTitles[kNumBackends] = {"NCCL", "NVSHMEM", "peer",
 // Largest topology we accept; guards against specs that would allocate
 // absurd maps or overflow device numbers.
 constexpr int64_t kMaxDevices = 1 << 20;
+// Largest buffer count of a measured point (XLA permutes have a handful).
+constexpr int64_t kMaxBuffers = 1 << 20;
 
 std::string Format(const char* format, double a) {
   char buffer[64];
@@ -414,7 +416,10 @@ std::string Topology::ToString() const {
   return spec;
 }
 
-CostTable DefaultCostTable() {
+namespace {
+
+// The documented defaults before the measured curves are applied.
+CostTable DocumentedCostTable() {
   CostTable table;
   // NCCL (XLA's DEFAULT backend). Latency: NCCL's small-message point-to-point
   // latency is about 3-6 us over NVLink; a collective-permute is a grouped
@@ -445,18 +450,11 @@ CostTable DefaultCostTable() {
     table.links[static_cast<int>(Backend::kNccl)][c].per_buffer_us = 7.6;
     table.links[static_cast<int>(Backend::kNvshmem)][c].per_buffer_us = 8.0;
   }
-  // Peer and symmetric memory (XLA of jax >= 0.10.2): measured at the XLA
-  // level on 2x H200 with jax 0.11.2, NCCL, peer and symmetric are within
-  // run-to-run noise of each other (1 x 64 MiB: 296.5, 296.7, 297.6 us per
-  // step), so they get NCCL's numbers and parity keeps NCCL.
-  for (Backend backend : {Backend::kPeer, Backend::kSymmetric}) {
-    table.links[static_cast<int>(backend)] =
-        table.links[static_cast<int>(Backend::kNccl)];
-  }
   // Estimate: NCCL's point-to-point kernels run one CTA per channel, 8-32
   // channels on Hopper; 16 of H200's 132 SMs is ~12% of compute taken while
   // the transfer overlaps it. NVSHMEM's on-stream puts use copy engines.
-  // Peer and symmetric: NCCL's value, as measured parity says (see above).
+  // The measured table below sets both to 0: its times include everything
+  // the measured permute paid.
   table.sm_interference = {0.12, 0.0, 0.12, 0.12};
   table.backends = {Backend::kNccl, Backend::kNvshmem};
   table.symmetric_signals = false;
@@ -466,6 +464,47 @@ CostTable DefaultCostTable() {
   // NVSHMEM's default symmetric heap (NVSHMEM_SYMMETRIC_SIZE) is 1 GiB.
   table.nvshmem_max_bytes = int64_t{1} << 30;
   return table;
+}
+
+// The measured 2x H200 NVLink entries of NCCL and NVSHMEM at the pinned XLA,
+// in the cost-table format. Written by scripts/embed_default_cost_table.py
+// from the committed calibrated table; edit that table, not this block.
+// BEGIN GENERATED DEFAULT TABLE
+constexpr char kMeasuredNvlinkTable[] = R"table(
+)table";
+// END GENERATED DEFAULT TABLE
+
+std::optional<CostTable> ParseCostTableOnto(CostTable table,
+                                            std::string_view text,
+                                            std::string_view source_name,
+                                            std::string* error);
+
+CostTable BuildDefaultCostTable() {
+  std::string error;
+  std::optional<CostTable> table = ParseCostTableOnto(
+      DocumentedCostTable(), kMeasuredNvlinkTable, "default table", &error);
+  // The block is the committed table's own lines (tested), so it parses;
+  // should it not, the documented numbers are still a usable model.
+  if (!table) table = DocumentedCostTable();
+  // Peer and symmetric memory (XLA of jax >= 0.10.2): measured at the XLA
+  // level on 2x H200 with jax 0.11.2, NCCL, peer and symmetric are within
+  // run-to-run noise of each other (1 x 64 MiB: 296.5, 296.7, 297.6 us per
+  // step), so they get NCCL's numbers and parity keeps NCCL.
+  for (Backend backend : {Backend::kPeer, Backend::kSymmetric}) {
+    const int b = static_cast<int>(backend);
+    const int nccl = static_cast<int>(Backend::kNccl);
+    table->links[b] = table->links[nccl];
+    table->curves[b] = table->curves[nccl];
+    table->sm_interference[b] = table->sm_interference[nccl];
+  }
+  return *table;
+}
+
+}  // namespace
+
+CostTable DefaultCostTable() {
+  static const CostTable* const table = new CostTable(BuildDefaultCostTable());
+  return *table;
 }
 
 namespace {
@@ -495,7 +534,23 @@ std::string UnknownBackend(std::string_view name) {
          "' (nccl, nvshmem, peer, symmetric)";
 }
 
-std::string ApplyLink(const Words& words, CostTable* table) {
+// Which (backend, link class) pairs the text being parsed has named in a
+// link or point line: the first such line drops the inherited curve.
+using Touched = std::array<std::array<bool, kNumLinkClasses>, kNumBackends>;
+
+void Touch(Backend backend, LinkClass link_class, CostTable* table,
+           Touched* touched) {
+  bool& seen = (*touched)[static_cast<int>(backend)][static_cast<int>(link_class)];
+  if (!seen) table->curves[static_cast<int>(backend)][static_cast<int>(link_class)].clear();
+  seen = true;
+}
+
+std::string UnknownLinkClass(std::string_view name) {
+  return "unknown link class '" + Printable(name) +
+         "' (same_device, nvlink, nvlink_domain, network)";
+}
+
+std::string ApplyLink(const Words& words, CostTable* table, Touched* touched) {
   if (words.size() != 5 && words.size() != 6) {
     return Usage(
         "link BACKEND LINK_CLASS LATENCY_US BANDWIDTH_GBPS [PER_BUFFER_US]");
@@ -503,18 +558,70 @@ std::string ApplyLink(const Words& words, CostTable* table) {
   std::optional<Backend> backend = BackendFromName(words[1]);
   if (!backend) return UnknownBackend(words[1]);
   std::optional<LinkClass> link_class = LinkClassFromName(words[2]);
-  if (!link_class) {
-    return "unknown link class '" + Printable(words[2]) +
-           "' (same_device, nvlink, nvlink_domain, network)";
-  }
+  if (!link_class) return UnknownLinkClass(words[2]);
   LinkCost cost;  // An omitted per-buffer cost is 0.
   std::string error = ReadNumber(words, 3, 0, false, &cost.latency_us);
   if (error.empty()) error = ReadNumber(words, 4, 0, true, &cost.bandwidth_gbps);
   if (error.empty() && words.size() == 6) {
     error = ReadNumber(words, 5, 0, false, &cost.per_buffer_us);
   }
-  if (error.empty()) table->link(*backend, *link_class) = cost;
-  return error;
+  if (!error.empty()) return error;
+  Touch(*backend, *link_class, table, touched);
+  table->link(*backend, *link_class) = cost;
+  return "";
+}
+
+std::string ReadWhole(std::string_view what, std::string_view text,
+                      int64_t maximum, int64_t* out) {
+  std::optional<int64_t> value = ParseCount(text);
+  if (!value || *value < 1 || *value > maximum) {
+    return std::string(what) + " '" + Printable(text) +
+           "' is not a whole number from 1 to " + std::to_string(maximum);
+  }
+  *out = *value;
+  return "";
+}
+
+// point BACKEND LINK_CLASS BUFFERS BYTES US: one measured point, kept sorted.
+std::string ApplyPoint(const Words& words, CostTable* table, Touched* touched) {
+  if (words.size() != 6) {
+    return Usage("point BACKEND LINK_CLASS BUFFERS BYTES US");
+  }
+  std::optional<Backend> backend = BackendFromName(words[1]);
+  if (!backend) return UnknownBackend(words[1]);
+  std::optional<LinkClass> link_class = LinkClassFromName(words[2]);
+  if (!link_class) return UnknownLinkClass(words[2]);
+  int64_t buffers, bytes;
+  CurvePoint point;
+  std::string error = ReadWhole("buffers", words[3], kMaxBuffers, &buffers);
+  if (error.empty()) {
+    error = ReadWhole("bytes", words[4], int64_t{1} << 62, &bytes);
+  }
+  // Time is interpolated in log(time): it must be above 0.
+  if (error.empty()) error = ReadNumber(words, 5, 0, true, &point.us);
+  if (!error.empty()) return error;
+  point.buffers = static_cast<int>(buffers);
+  point.bytes = bytes;
+  Touch(*backend, *link_class, table, touched);
+  std::vector<CurvePoint>& curve =
+      table->curves[static_cast<int>(*backend)][static_cast<int>(*link_class)];
+  auto before = [](const CurvePoint& a, const CurvePoint& b) {
+    return std::make_pair(a.buffers, a.bytes) < std::make_pair(b.buffers, b.bytes);
+  };
+  auto at = std::lower_bound(curve.begin(), curve.end(), point, before);
+  if (at != curve.end() && !before(point, *at)) {
+    return std::string("point ") + BackendName(*backend) + " " +
+           LinkClassName(*link_class) + " at " + std::to_string(buffers) +
+           " buffers, " + std::to_string(bytes) +
+           " bytes given twice (one row per point; calibrate writes the "
+           "median)";
+  }
+  if (curve.size() >= static_cast<size_t>(kMaxCurvePoints)) {
+    return "more than " + std::to_string(kMaxCurvePoints) + " points for " +
+           BackendName(*backend) + " " + LinkClassName(*link_class);
+  }
+  curve.insert(at, point);
+  return "";
 }
 
 std::string ApplySmInterference(const Words& words, CostTable* table) {
@@ -566,9 +673,10 @@ std::string ApplyScalar(const Words& words, CostTable* table) {
   return "";
 }
 
-std::string ApplyEntry(const Words& words, CostTable* table) {
+std::string ApplyEntry(const Words& words, CostTable* table, Touched* touched) {
   const std::string_view key = words[0];
-  if (key == "link") return ApplyLink(words, table);
+  if (key == "link") return ApplyLink(words, table, touched);
+  if (key == "point") return ApplyPoint(words, table, touched);
   if (key == "sm_interference") return ApplySmInterference(words, table);
   if (key == "backends") return ApplyBackendSet(words, table);
   if (key == "symmetric_signals") return ApplySymmetricSignals(words, table);
@@ -577,16 +685,16 @@ std::string ApplyEntry(const Words& words, CostTable* table) {
     return ApplyScalar(words, table);
   }
   return "unknown entry '" + Printable(key) +
-         "' (link, sm_interference, backends, symmetric_signals, margin, "
-         "split_overhead_us, combine_bandwidth_GBps, nvshmem_max_bytes)";
+         "' (link, point, sm_interference, backends, symmetric_signals, "
+         "margin, split_overhead_us, combine_bandwidth_GBps, "
+         "nvshmem_max_bytes)";
 }
 
-}  // namespace
-
-std::optional<CostTable> ParseCostTable(std::string_view text,
-                                        std::string_view source_name,
-                                        std::string* error) {
-  CostTable table = DefaultCostTable();
+std::optional<CostTable> ParseCostTableOnto(CostTable table,
+                                            std::string_view text,
+                                            std::string_view source_name,
+                                            std::string* error) {
+  Touched touched = {};
   int line_number = 0;
   for (std::string_view line : Split(text, '\n')) {
     ++line_number;
@@ -594,7 +702,7 @@ std::optional<CostTable> ParseCostTable(std::string_view text,
     if (hash != std::string_view::npos) line = line.substr(0, hash);
     Words words = SplitWhitespace(line);
     if (words.empty()) continue;
-    std::string message = ApplyEntry(words, &table);
+    std::string message = ApplyEntry(words, &table, &touched);
     if (!message.empty()) {
       *error = std::string(source_name) + ":" + std::to_string(line_number) +
                ": " + message;
@@ -602,6 +710,14 @@ std::optional<CostTable> ParseCostTable(std::string_view text,
     }
   }
   return table;
+}
+
+}  // namespace
+
+std::optional<CostTable> ParseCostTable(std::string_view text,
+                                        std::string_view source_name,
+                                        std::string* error) {
+  return ParseCostTableOnto(DefaultCostTable(), text, source_name, error);
 }
 
 std::string CostTableToString(const CostTable& table) {
@@ -621,6 +737,20 @@ std::string CostTableToString(const CostTable& table) {
              "\n";
     }
   }
+  bool any_points = false;
+  for (int b = 0; b < kNumBackends; ++b) {
+    for (int c = 0; c < kNumLinkClasses; ++c) {
+      for (const CurvePoint& point : table.curves[b][c]) {
+        if (!any_points) {
+          out += "# point backend link_class buffers bytes us (measured)\n";
+          any_points = true;
+        }
+        out += std::string("point ") + kBackendNames[b] + " " +
+               kLinkClassNames[c] + " " + std::to_string(point.buffers) + " " +
+               std::to_string(point.bytes) + " " + Shortest(point.us) + "\n";
+      }
+    }
+  }
   for (int b = 0; b < kNumBackends; ++b) {
     out += std::string("sm_interference ") + kBackendNames[b] +
            " " + Shortest(table.sm_interference[b]) + "\n";
@@ -633,13 +763,95 @@ std::string CostTableToString(const CostTable& table) {
   return out;
 }
 
+namespace {
+
+// Time on the points [begin, end) of one buffer count, sorted by bytes:
+// log-log interpolation inside, the row's bandwidth from the end points out.
+double CurveTimeUs(const CurvePoint* begin, const CurvePoint* end,
+                   int64_t bytes, double bandwidth_gbps) {
+  const CurvePoint& first = *begin;
+  const CurvePoint& last = *(end - 1);
+  if (bytes <= first.bytes) {
+    return std::max(
+        first.us - static_cast<double>(first.bytes - bytes) /
+                       (bandwidth_gbps * 1e3),
+        0.0);
+  }
+  if (bytes >= last.bytes) {
+    return last.us +
+           static_cast<double>(bytes - last.bytes) / (bandwidth_gbps * 1e3);
+  }
+  const CurvePoint* upper = std::lower_bound(
+      begin, end, bytes,
+      [](const CurvePoint& p, int64_t b) { return p.bytes < b; });
+  if (upper->bytes == bytes) return upper->us;  // Exact at the points.
+  const CurvePoint& lower = *(upper - 1);
+  const double x = std::log(static_cast<double>(bytes));
+  const double x0 = std::log(static_cast<double>(lower.bytes));
+  const double x1 = std::log(static_cast<double>(upper->bytes));
+  const double f = (x - x0) / (x1 - x0);
+  return std::exp(std::log(lower.us) +
+                  f * (std::log(upper->us) - std::log(lower.us)));
+}
+
+// The measured curve at `buffers`: the curve of that count, a linear blend of
+// the two measured counts around it, or per_buffer per buffer beyond them.
+double MeasuredTimeUs(const std::vector<CurvePoint>& curve,
+                      const LinkCost& cost, int64_t bytes, int buffers) {
+  // Runs of one buffer count, in increasing count.
+  std::vector<std::pair<const CurvePoint*, const CurvePoint*>> runs;
+  const CurvePoint* data = curve.data();
+  for (size_t i = 0; i < curve.size();) {
+    size_t j = i;
+    while (j < curve.size() && curve[j].buffers == curve[i].buffers) ++j;
+    runs.emplace_back(data + i, data + j);
+    i = j;
+  }
+  auto time = [&](size_t run) {
+    return CurveTimeUs(runs[run].first, runs[run].second, bytes,
+                       cost.bandwidth_gbps);
+  };
+  auto count = [&](size_t run) { return runs[run].first->buffers; };
+  if (buffers <= count(0)) {
+    return std::max(time(0) - (count(0) - buffers) * cost.per_buffer_us, 0.0);
+  }
+  const size_t top = runs.size() - 1;
+  if (buffers >= count(top)) {
+    return time(top) + (buffers - count(top)) * cost.per_buffer_us;
+  }
+  size_t hi = 1;
+  while (count(hi) < buffers) ++hi;
+  if (count(hi) == buffers) return time(hi);
+  const double f = static_cast<double>(buffers - count(hi - 1)) /
+                   (count(hi) - count(hi - 1));
+  const double low = time(hi - 1), high = time(hi);
+  // Equal ends (infinite ones included) need no blend, and inf - inf is NaN.
+  return low == high ? low : low + f * (high - low);
+}
+
+}  // namespace
+
+bool HasMeasuredCurve(const CostTable& table, Backend backend,
+                      LinkClass link_class) {
+  return !table.curve(backend, link_class).empty();
+}
+
 double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
                   int64_t bytes, int buffers) {
   const LinkCost& cost = table.link(backend, link_class);
   // GB/s = 1e3 bytes per microsecond.
-  double transfer_us = static_cast<double>(bytes) / (cost.bandwidth_gbps * 1e3);
-  return cost.latency_us + std::max(buffers - 1, 0) * cost.per_buffer_us +
-         transfer_us * (1.0 + table.sm_interference[static_cast<int>(backend)]);
+  const double transfer_us =
+      static_cast<double>(bytes) / (cost.bandwidth_gbps * 1e3);
+  const std::vector<CurvePoint>& curve = table.curve(backend, link_class);
+  const double permute_us =
+      curve.empty() ? cost.latency_us +
+                          std::max(buffers - 1, 0) * cost.per_buffer_us +
+                          transfer_us
+                    : MeasuredTimeUs(curve, cost, bytes, buffers);
+  const double interference = table.sm_interference[static_cast<int>(backend)];
+  // No interference adds nothing, even to an infinite transfer.
+  return interference == 0 ? permute_us
+                           : permute_us + transfer_us * interference;
 }
 
 std::vector<int> TeamDevices(const Topology& topology, int team_size) {
@@ -753,6 +965,29 @@ std::string GainText(double nccl_us, double us) {
   return Format("%.1f%%", 100.0 * (nccl_us - us) / nccl_us);
 }
 
+// Which model priced `backend` on the request's edges, for reasons.
+std::string ModelKind(const Topology& topology, const CostTable& table,
+                      const PermuteRequest& request, Backend backend) {
+  size_t measured = 0;
+  for (const auto& [src, dst] : request.device_edges) {
+    if (HasMeasuredCurve(table, backend, topology.Classify(src, dst))) {
+      ++measured;
+    }
+  }
+  if (measured == request.device_edges.size()) return "measured curve";
+  return measured == 0 ? "parametric" : "measured curve on some edges";
+}
+
+// "measured curve" when both compared backends are priced alike, else each.
+std::string ModelNote(const Topology& topology, const CostTable& table,
+                      const PermuteRequest& request, Backend other) {
+  const std::string nccl = ModelKind(topology, table, request, Backend::kNccl);
+  const std::string alt = ModelKind(topology, table, request, other);
+  if (nccl == alt) return nccl;
+  return "NCCL " + nccl + ", " + kBackendTitles[static_cast<int>(other)] +
+         " " + alt;
+}
+
 // The reason of a decision that keeps NCCL: every alternative's note.
 std::string KeepNcclReason(const std::vector<std::string>& notes) {
   std::string reason = "NCCL: ";
@@ -810,11 +1045,13 @@ Decision Decide(const Topology& topology, const CostTable& table,
   }
   const double best_us = decision.backend_us[best];
   const std::string title = kBackendTitles[best];
+  const std::string model =
+      ModelNote(topology, table, request, static_cast<Backend>(best));
   if (best_us > decision.nccl_us * (1.0 - table.margin)) {
     notes.push_back(title + " " + Us(best_us) + " does not beat NCCL " +
                     Us(decision.nccl_us) + " by the " +
                     Format("%.0f%%", table.margin * 100) + " margin for " +
-                    size);
+                    size + " (" + model + ")");
     decision.reason = KeepNcclReason(notes);
     return decision;
   }
@@ -827,7 +1064,8 @@ Decision Decide(const Topology& topology, const CostTable& table,
   decision.reason = title + ": all " + std::to_string(edges.size()) + where +
                     "; " + size + " in " + Us(best_us) + " vs NCCL " +
                     Us(decision.nccl_us) + " (" +
-                    GainText(decision.nccl_us, best_us) + " faster)";
+                    GainText(decision.nccl_us, best_us) + " faster; " +
+                    model + ")";
   return decision;
 }
 

@@ -40,12 +40,25 @@ limitations under the License.
 //     NVL72 rack), or network.
 //   * A backend's time on an edge, for a permute of B buffers (operands)
 //     moving `bytes` in all from each source, is
-//         latency(backend, class) + (B - 1) * per_buffer(backend, class)
-//           + bytes / bandwidth(backend, class) * (1 + sm_interference(backend))
+//         permute(backend, class, B, bytes)
+//           + bytes / bandwidth(backend, class) * sm_interference(backend)
+//     sm_interference is the share of the transfer time that the backend
+//     takes away from compute it overlaps with. permute() is, when the table
+//     has measured points for (backend, class), the measured curve (below);
+//     otherwise the parametric model
+//         latency + (B - 1) * per_buffer + bytes / bandwidth
 //     per_buffer is what each extra buffer costs: XLA's NVSHMEM permute does
 //     a put and a barrier per buffer, NCCL groups all buffers in one launch.
-//     sm_interference is the share of the transfer time that the backend
-//     takes away from compute it overlaps with.
+//   * Measured curve. Points (buffers, bytes, us) measured at the XLA level
+//     (the permute's own time per loop step). On the points of one buffer
+//     count, time is interpolated linearly in log(bytes)-log(time), exact at
+//     the points and monotone wherever the points are; outside the measured
+//     sizes it continues from the end point at the row's bandwidth. Between
+//     two measured buffer counts the two curves' times blend linearly; below
+//     the smallest or beyond the largest count, per_buffer is subtracted or
+//     added per buffer. Measured because the XLA-level costs are not linear:
+//     on 2x H200 a second buffer costs 1-5 us, four buffers 25-30 us, and
+//     both backends bend at 16 MiB.
 //   * A backend's time for the permute is its slowest edge (all edges move
 //     at once).
 //   * Each backend other than NCCL is eligible only where its safety rule
@@ -190,6 +203,17 @@ struct LinkCost {
   double per_buffer_us = 0;   // Each buffer beyond the first.
 };
 
+// One measured point of a backend's curve on one link class: a permute of
+// `buffers` buffers moving `bytes` in all took `us` of its own per step.
+struct CurvePoint {
+  int buffers = 1;
+  int64_t bytes = 1;
+  double us = 1;
+};
+// Points per (backend, link class) a table may hold: a measured curve has
+// tens; the bound keeps parsing hostile input linear in practice.
+inline constexpr int kMaxCurvePoints = 4096;
+
 // Cost model parameters. Defaults (see DefaultCostTable in the .cc) carry
 // their sources; a text table can override any of them.
 struct CostTable {
@@ -204,6 +228,15 @@ struct CostTable {
   double combine_bandwidth_gbps = 2400;  // Select of two results in HBM.
   int64_t nvshmem_max_bytes = int64_t{1} << 30;  // Symmetric heap budget.
 
+  // Measured curves, sorted by (buffers, bytes), no two alike; empty: the
+  // parametric model of `links`.
+  std::array<std::array<std::vector<CurvePoint>, kNumLinkClasses>, kNumBackends>
+      curves;
+
+  const std::vector<CurvePoint>& curve(Backend backend,
+                                       LinkClass link_class) const {
+    return curves[static_cast<int>(backend)][static_cast<int>(link_class)];
+  }
   const LinkCost& link(Backend backend, LinkClass link_class) const {
     return links[static_cast<int>(backend)][static_cast<int>(link_class)];
   }
@@ -212,12 +245,18 @@ struct CostTable {
   }
 };
 
+// The documented defaults, with the measured 2x H200 NVLink curves of NCCL
+// and NVSHMEM at the pinned XLA compiled in (peer and symmetric get NCCL's
+// numbers: measured parity). Built once.
 CostTable DefaultCostTable();
 
 // Text format, one entry per line, '#' starts a comment:
 //   link <nccl|nvshmem|peer|symmetric>
 //        <same_device|nvlink|nvlink_domain|network>
 //        <latency_us> <bandwidth_GBps> [<per_buffer_us>]   (omitted: 0)
+//   point <backend> <link_class> <buffers> <bytes> <us>   (a measured point;
+//        buffers and bytes whole numbers >= 1, us > 0, each (buffers, bytes)
+//        once per backend and link class)
 //   sm_interference <backend> <fraction>
 //   backends <nccl,nvshmem|nccl,peer|nccl,peer,symmetric|...>
 //   symmetric_signals <0|1>
@@ -225,8 +264,11 @@ CostTable DefaultCostTable();
 //   split_overhead_us <us>
 //   combine_bandwidth_GBps <GB/s>
 //   nvshmem_max_bytes <bytes>
-// Entries not mentioned keep their defaults. Errors name the line:
-// "<source>:<line>: <message>".
+// Entries not mentioned keep their defaults. A table that mentions a
+// (backend, link class) in a link or point line replaces its whole model:
+// the inherited points of that pair are dropped, so a link line alone means
+// the parametric model and point lines bring their own curve. Errors name
+// the line: "<source>:<line>: <message>".
 std::optional<CostTable> ParseCostTable(std::string_view text,
                                         std::string_view source_name,
                                         std::string* error);
@@ -293,6 +335,10 @@ struct Decision {
 // moves `bytes` in all.
 double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
                   int64_t bytes, int buffers = 1);
+
+// Whether EdgeTimeUs uses a measured curve (else the parametric model).
+bool HasMeasuredCurve(const CostTable& table, Backend backend,
+                      LinkClass link_class);
 
 Decision Decide(const Topology& topology, const CostTable& table,
                 const PermuteRequest& request);

@@ -15,6 +15,8 @@ limitations under the License.
 
 #include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -449,6 +451,182 @@ TEST(CostModelTest, PerBufferCostCountsExtraBuffers) {
   PermuteRequest four{1000000, Ring(2), 0, 2, 4};
   EXPECT_EQ(Decide(MustParse("1x1x2"), table, one).plan, Plan::kNvshmem);
   EXPECT_EQ(Decide(MustParse("1x1x2"), table, four).plan, Plan::kNccl);
+}
+
+// A measured NVSHMEM curve on NVLink: 1 and 4 buffers at 1 KiB, 1 MiB,
+// 64 MiB; the link row (latency 99 would be far off) only extrapolates.
+constexpr char kCurveTable[] =
+    "link nvshmem nvlink 99 400 10\n"
+    "point nvshmem nvlink 1 1024 20\n"
+    "point nvshmem nvlink 1 1048576 30\n"
+    "point nvshmem nvlink 1 67108864 200\n"
+    "point nvshmem nvlink 4 67108864 260\n"  // Out of order: sorted on read.
+    "point nvshmem nvlink 4 1024 50\n"
+    "point nvshmem nvlink 4 1048576 60\n"
+    "sm_interference nvshmem 0\n";
+
+double NvshmemNvlinkUs(const CostTable& table, int64_t bytes, int buffers) {
+  return EdgeTimeUs(table, Backend::kNvshmem, LinkClass::kIntraHostNvlink,
+                    bytes, buffers);
+}
+
+TEST(MeasuredCurveTest, ExactAtThePointsAndLogLogBetween) {
+  CostTable table = TableWith(kCurveTable);
+  EXPECT_TRUE(HasMeasuredCurve(table, Backend::kNvshmem,
+                               LinkClass::kIntraHostNvlink));
+  EXPECT_FALSE(HasMeasuredCurve(table, Backend::kNvshmem,
+                                LinkClass::kNvlinkDomain));
+  EXPECT_EQ(NvshmemNvlinkUs(table, 1024, 1), 20);
+  EXPECT_EQ(NvshmemNvlinkUs(table, 1048576, 1), 30);
+  EXPECT_EQ(NvshmemNvlinkUs(table, 67108864, 4), 260);
+  // 32 KiB is halfway between 1 KiB and 1 MiB in log(bytes): the geometric
+  // mean of the times.
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 32768, 1), std::sqrt(20.0 * 30.0), 1e-9);
+  // 8 MiB is halfway between 1 MiB and 64 MiB.
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 8 << 20, 1), std::sqrt(30.0 * 200.0),
+              1e-9);
+}
+
+TEST(MeasuredCurveTest, MonotoneWhereTheDataIs) {
+  CostTable table = TableWith(kCurveTable);
+  double previous = 0;
+  for (int64_t bytes = 1; bytes <= (int64_t{1} << 30); bytes = bytes * 3 / 2 + 1) {
+    const double us = NvshmemNvlinkUs(table, bytes, 1);
+    EXPECT_GE(us, previous) << bytes;
+    previous = us;
+  }
+  // Data that dips stays between its neighbours, not beyond.
+  CostTable dip = TableWith(
+      "point nccl nvlink 1 1000 20\npoint nccl nvlink 1 10000 15\n"
+      "point nccl nvlink 1 100000 25\n");
+  const double mid = EdgeTimeUs(dip, Backend::kNccl,
+                                LinkClass::kIntraHostNvlink, 3000, 1);
+  EXPECT_LT(mid, 20);
+  EXPECT_GT(mid, 15);
+}
+
+TEST(MeasuredCurveTest, ExtrapolatesWithTheRowsBandwidth) {
+  CostTable table = TableWith(kCurveTable);
+  // 400 GB/s = 400000 bytes/us beyond 64 MiB, from the last point.
+  const int64_t top = 67108864;
+  EXPECT_NEAR(NvshmemNvlinkUs(table, top + 400000000, 1), 200 + 1000, 1e-9);
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 4 * top, 4), 260 + 3.0 * top / 4e5,
+              1e-9);
+  // Below 1 KiB: the first point less the transfer of the missing bytes.
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 24, 1), 20 - 1000.0 / 4e5, 1e-12);
+  EXPECT_GE(NvshmemNvlinkUs(table, 0, 1), 0);
+}
+
+TEST(MeasuredCurveTest, BlendsBetweenBufferCountsAndAddsPerBufferBeyond) {
+  CostTable table = TableWith(kCurveTable);
+  // 2 buffers: a third of the way from the 1-buffer to the 4-buffer curve.
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 1024, 2), 20 + (50 - 20) / 3.0, 1e-9);
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 1048576, 3), 30 + 2 * (60 - 30) / 3.0,
+              1e-9);
+  // 6 buffers: the 4-buffer curve plus 2 x per_buffer (10 us).
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 1024, 6), 70, 1e-9);
+  // Only 4 buffers measured: fewer buffers take per_buffer off, never below 0.
+  CostTable four = TableWith("link nccl nvlink 1 100 5\n"
+                             "point nccl nvlink 4 1000 12\n"
+                             "point nccl nvlink 4 2000 14\n"
+                             "sm_interference nccl 0\n");
+  EXPECT_NEAR(EdgeTimeUs(four, Backend::kNccl, LinkClass::kIntraHostNvlink,
+                         1000, 3), 7, 1e-9);
+  EXPECT_EQ(EdgeTimeUs(four, Backend::kNccl, LinkClass::kIntraHostNvlink, 1000,
+                       1),
+            0);
+}
+
+TEST(MeasuredCurveTest, SmInterferenceAddsOnTopOfTheCurve) {
+  CostTable table = TableWith(std::string(kCurveTable) +
+                              "sm_interference nvshmem 0.5\n");
+  // 1 MiB at 400 GB/s is 2.62144 us of transfer; half of it on top.
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 1048576, 1), 30 + 0.5 * 2.62144, 1e-9);
+}
+
+TEST(MeasuredCurveTest, ALinkLineAloneDropsTheInheritedCurve) {
+  CostTable base = TableWith(kCurveTable);
+  std::string error;
+  std::optional<CostTable> over = ParseCostTable(
+      CostTableToString(base) + "", "x", &error);
+  ASSERT_TRUE(over) << error;
+  EXPECT_EQ(CostTableToString(*over), CostTableToString(base));
+  EXPECT_NE(CostTableToString(base).find("point nvshmem nvlink 4 1024 50\n"),
+            std::string::npos);
+  // The default's curves (if any) give way to a link line naming the pair.
+  CostTable parametric = TableWith("link nvshmem nvlink 5 450 1\n"
+                                   "link nccl nvlink 6 450 1\n");
+  EXPECT_FALSE(HasMeasuredCurve(parametric, Backend::kNvshmem,
+                                LinkClass::kIntraHostNvlink));
+  EXPECT_FALSE(HasMeasuredCurve(parametric, Backend::kNccl,
+                                LinkClass::kIntraHostNvlink));
+  EXPECT_NEAR(EdgeTimeUs(parametric, Backend::kNvshmem,
+                         LinkClass::kIntraHostNvlink, 450000, 3),
+              5 + 2 + 1 * (1 + parametric.sm_interference[1]), 1e-9);
+  // Point lines after a link line of the same pair in one file add up.
+  CostTable both = TableWith("link nccl nvlink 6 450\npoint nccl nvlink 1 10 7\n");
+  EXPECT_EQ(both.curve(Backend::kNccl, LinkClass::kIntraHostNvlink).size(), 1u);
+  EXPECT_DOUBLE_EQ(both.link(Backend::kNccl, LinkClass::kIntraHostNvlink)
+                       .latency_us,
+                   6);
+}
+
+TEST(MeasuredCurveTest, BadPointRowsNameTheLine) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"point nccl nvlink 1 1024\n", "expected 'point BACKEND"},
+      {"point gloo nvlink 1 1024 5\n", "unknown backend 'gloo'"},
+      {"point nccl warp 1 1024 5\n", "unknown link class 'warp'"},
+      {"point nccl nvlink 0 1024 5\n", "buffers '0' is not a whole number"},
+      {"point nccl nvlink 1.5 1024 5\n", "buffers '1.5' is not a whole"},
+      {"point nccl nvlink 1 0 5\n", "bytes '0' is not a whole number"},
+      {"point nccl nvlink 1 -4 5\n", "bytes '-4' is not a whole number"},
+      {"point nccl nvlink 1 1024 0\n", "'0' is not a number > 0"},
+      {"point nccl nvlink 1 1024 inf\n", "'inf' is not a number > 0"},
+      {"point nccl nvlink 1 1024 5\npoint nccl nvlink 1 1024 6\n",
+       "given twice"},
+  };
+  for (const auto& [text, message] : cases) {
+    std::string error;
+    EXPECT_FALSE(ParseCostTable(std::string("# c\n") + text, "t.txt", &error))
+        << text;
+    const std::string line =
+        std::string(text).find("given twice") == std::string::npos &&
+                std::string(message) != "given twice"
+            ? "t.txt:2: "
+            : "t.txt:3: ";
+    EXPECT_EQ(error.rfind(line, 0), 0u) << error;
+    EXPECT_NE(error.find(message), std::string::npos) << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  }
+  std::string many;
+  for (int i = 1; i <= kMaxCurvePoints + 1; ++i) {
+    many += "point nccl nvlink 1 " + std::to_string(i) + " 5\n";
+  }
+  std::string error;
+  EXPECT_FALSE(ParseCostTable(many, "t.txt", &error));
+  EXPECT_NE(error.find("more than 4096 points"), std::string::npos) << error;
+}
+
+TEST(MeasuredCurveTest, ReasonsSayWhichModelPriced) {
+  CostTable table = TableWith(std::string(kCurveTable) +
+                              "point nccl nvlink 1 1024 10\n"
+                              "point nccl nvlink 1 67108864 400\n");
+  Decision big = Decide(MustParse("1x1x2"), table, {64 << 20, Ring(2), 0, 2});
+  EXPECT_EQ(big.plan, Plan::kNvshmem) << big.reason;
+  EXPECT_DOUBLE_EQ(big.nvshmem_us, 200);
+  EXPECT_NE(big.reason.find("faster; measured curve)"), std::string::npos)
+      << big.reason;
+  Decision small = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 0, 2});
+  EXPECT_EQ(small.plan, Plan::kNccl) << small.reason;
+  EXPECT_NE(small.reason.find("margin for 1.0 KiB (measured curve)"),
+            std::string::npos)
+      << small.reason;
+  CostTable mixed = TableWith(std::string(kCurveTable) +
+                              "link nccl nvlink 1 450\n");
+  Decision m = Decide(MustParse("1x1x2"), mixed, {1024, Ring(2), 0, 2});
+  EXPECT_NE(m.reason.find("(NCCL parametric, NVSHMEM measured curve)"),
+            std::string::npos)
+      << m.reason;
 }
 
 TEST(EdgeIdsTest, ExpandsPartitionsAndReplicas) {
