@@ -44,6 +44,8 @@
 #include "xla/service/gpu/transforms/collectives/collective_backend_assigner.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
+#include "xla/hlo/transforms/collectives/async_collective_creator.h"
+#include "driver/backend_config_json.h"
 #include "xla/service/hlo.pb.h"
 #include "xla/service/hlo_verifier.h"
 #include "xla/shape_util.h"
@@ -57,23 +59,32 @@ using Rewriter = xla::gpu::NvshmemCollectivePermuteRewriter;
 
 constexpr char kUsage[] =
     "usage: nvshmem-opt INPUT --topology=SPEC [-o OUT] [--cost-table=FILE]\n"
-    "         [--mode=rewrite|annotate|explain] [--report=JSON]\n"
+    "         [--mode=rewrite|annotate|explain] [--annotate] [--report=JSON]\n"
+    "         [--backends=nccl,nvshmem|nccl,peer[,symmetric]]\n"
     "         [--compare-upstream] [--upstream-threshold-bytes=N] [--time]\n"
     "         [--max-input-bytes=N (default 1 GiB; larger inputs are refused)]\n"
     "       nvshmem-opt --print-cost-table [--cost-table=FILE]\n"
     "INPUT is HLO text or a serialized HloModuleProto/HloProto; '-' reads stdin.\n"
     "A proto carries no partition/replica counts: --num-partitions and\n"
     "--num-replicas give them (default: the topology's devices, 1 replica).\n"
-    "SPEC is SLICESxHOSTSxGPUS[:nvlN][:map=D0,D1,...], e.g. 1x2x4 or 1x9x8:nvl72.\n";
+    "SPEC is SLICESxHOSTSxGPUS[:nvlN][:map=D0,D1,...], e.g. 1x2x4 or 1x9x8:nvl72.\n"
+    "rewrite writes each permute's backend (as XLA's CollectiveBackendAssigner\n"
+    "does) and makes the permutes async (as XLA's AsyncCollectiveCreator does);\n"
+    "annotate only records decisions in frontend attributes, which --annotate\n"
+    "adds to rewrite; explain prints them. --backends names what the target XLA\n"
+    "runs: nccl,nvshmem (default) or nccl,peer[,symmetric] (jax >= 0.10.2, written\n"
+    "as collectives_mode).\n";
 
 struct Flags {
   std::string input;
   std::string output;
   std::string topology;
   std::string cost_table;
+  std::string backends;  // Empty: the table's set (nccl,nvshmem by default).
   std::string mode = "rewrite";
   std::string report;
   bool compare_upstream = false;
+  bool annotate = false;  // Decisions also in frontend attributes.
   int64_t upstream_threshold_bytes = xla::gpu::kDefaultThresholdInBytes;
   bool print_cost_table = false;
   int num_partitions = 0;  // 0: from the input (text) or the topology (proto).
@@ -271,6 +282,8 @@ Flags ParseFlags(int argc, char** argv) {
       flags.topology = take();
     } else if (name == "cost-table") {
       flags.cost_table = take();
+    } else if (name == "backends") {
+      flags.backends = take();
     } else if (name == "mode") {
       flags.mode = take();
       if (flags.mode != "rewrite" && flags.mode != "annotate" &&
@@ -282,6 +295,9 @@ Flags ParseFlags(int argc, char** argv) {
       flags.report = take();
     } else if (name == "output") {
       flags.output = take();
+    } else if (name == "annotate") {
+      no_value();
+      flags.annotate = true;
     } else if (name == "compare-upstream") {
       no_value();
       flags.compare_upstream = true;
@@ -704,8 +720,56 @@ absl::StatusOr<std::map<std::string, std::string>> UpstreamDecisions(
   return decisions;
 }
 
+// What XLA's compiler does after the pass: AsyncCollectiveCreator turns each
+// sync permute the pass wrote into a start/done pair carrying its config.
+// Returns the new start and done names by the permute's name.
+absl::StatusOr<std::map<std::string, std::vector<std::string>>> MakeAsync(
+    xla::HloModule* module, const std::vector<Rewriter::OpRecord>& records) {
+  std::map<std::string, const Rewriter::OpRecord*> by_name;
+  for (const Rewriter::OpRecord& r : records) {
+    if (r.form == "sync" && !r.skipped) by_name[r.instruction] = &r;
+  }
+  // The start keeps the permute's operands: that is how it is found again.
+  using Key = std::pair<const xla::HloComputation*,
+                        std::vector<const xla::HloInstruction*>>;
+  std::map<Key, std::string> names;
+  absl::flat_hash_set<const xla::HloInstruction*> convert;
+  for (xla::HloComputation* computation : module->computations()) {
+    for (xla::HloInstruction* instr : computation->instructions()) {
+      if (instr->opcode() == xla::HloOpcode::kCollectivePermute &&
+          by_name.count(std::string(instr->name())) > 0) {
+        convert.insert(instr);
+        names[{computation, {instr->operands().begin(), instr->operands().end()}}] =
+            std::string(instr->name());
+      }
+    }
+  }
+  xla::AsyncCollectiveCreator::CollectiveCreatorConfig config;
+  config.convert_collective_permute = [&](const xla::HloInstruction* instr) {
+    return convert.contains(instr);
+  };
+  absl::StatusOr<bool> ran = xla::AsyncCollectiveCreator(config).Run(module);
+  if (!ran.ok()) return ran.status();
+  std::map<std::string, std::vector<std::string>> made;
+  for (xla::HloComputation* computation : module->computations()) {
+    for (xla::HloInstruction* instr : computation->instructions()) {
+      if (instr->opcode() != xla::HloOpcode::kCollectivePermuteStart) continue;
+      auto it = names.find(
+          {computation, {instr->operands().begin(), instr->operands().end()}});
+      if (it == names.end()) continue;
+      std::vector<std::string>& entry = made[it->second];
+      entry.push_back(std::string(instr->name()));
+      for (const xla::HloInstruction* user : instr->users()) {
+        entry.push_back(std::string(user->name()));
+      }
+    }
+  }
+  return made;
+}
+
 std::string RecordsToJson(const Flags& flags, const sel::Topology& topology,
                           const std::vector<Rewriter::OpRecord>& records,
+                          const std::map<std::string, std::vector<std::string>>& made,
                           const std::map<std::string, std::string>* upstream,
                           bool changed, double pass_us) {
   std::string out = "{\n";
@@ -730,16 +794,27 @@ std::string RecordsToJson(const Flags& flags, const sel::Topology& topology,
              std::to_string(r.pairs[p].second) + "]";
     }
     out += "], \"plan\": " + JsonString(sel::PlanName(d.plan));
+    // As XLA writes it: collective_backend_config.backend, and for the peer
+    // and symmetric backends of newer XLA, collectives_mode.
     out += ", \"backend\": " +
-           JsonString(d.plan == sel::Plan::kNvshmem ? "NVSHMEM"
-                      : d.plan == sel::Plan::kSplit ? "SPLIT"
-                                                    : "DEFAULT");
+           JsonString(d.backend == sel::Backend::kNvshmem ? "NVSHMEM" : "DEFAULT");
+    out += ", \"collectives_mode\": " +
+           std::string(d.backend == sel::Backend::kPeer
+                           ? "\"COLLECTIVES_PEER_MEMORY\""
+                       : d.backend == sel::Backend::kSymmetric
+                           ? "\"COLLECTIVES_SYMMETRIC_MEMORY\""
+                           : "null");
     out += ", \"skipped\": " + std::string(r.skipped ? "true" : "false");
     out += ", \"reason\": " + JsonString(d.reason);
     out += ", \"modeled_us\": {\"nccl\": " + JsonNumber(d.nccl_us) +
            ", \"nvshmem\": " + (d.nvshmem_us < 0 ? "null" : JsonNumber(d.nvshmem_us)) +
            ", \"split\": " + (d.split_us < 0 ? "null" : JsonNumber(d.split_us)) +
-           ", \"chosen\": " + JsonNumber(d.chosen_us) + "}";
+           ", \"chosen\": " + JsonNumber(d.chosen_us);
+    for (int b = 2; b < sel::kNumBackends; ++b) {
+      out += ", " + JsonString(sel::BackendName(static_cast<sel::Backend>(b))) +
+             ": " + (d.backend_us[b] < 0 ? "null" : JsonNumber(d.backend_us[b]));
+    }
+    out += "}";
     out += ", \"edges_by_class\": {";
     for (int c = 0; c < sel::kNumLinkClasses; ++c) {
       if (c > 0) out += ", ";
@@ -747,9 +822,11 @@ std::string RecordsToJson(const Flags& flags, const sel::Topology& topology,
              ": " + std::to_string(d.edges_by_class[c]);
     }
     out += "}, \"new_instructions\": [";
-    for (size_t n = 0; n < r.new_instructions.size(); ++n) {
-      if (n > 0) out += ", ";
-      out += JsonString(r.new_instructions[n]);
+    auto it = made.find(r.instruction);
+    if (it != made.end()) {
+      for (size_t n = 0; n < it->second.size(); ++n) {
+        out += (n > 0 ? ", " : "") + JsonString(it->second[n]);
+      }
     }
     out += "]";
     if (upstream != nullptr) {
@@ -799,13 +876,21 @@ int main(int argc, char** argv) {
   Flags flags = ParseFlags(argc, argv);
 
   sel::CostTable table = sel::DefaultCostTable();
+  std::string cost_table_text;
   if (!flags.cost_table.empty()) {
+    cost_table_text = ReadFileOrDie(flags.cost_table, flags.max_input_bytes);
     std::string error;
-    std::optional<sel::CostTable> parsed = sel::ParseCostTable(
-        ReadFileOrDie(flags.cost_table, flags.max_input_bytes), flags.cost_table,
-        &error);
+    std::optional<sel::CostTable> parsed =
+        sel::ParseCostTable(cost_table_text, flags.cost_table, &error);
     if (!parsed) Fail(2, error);
     table = *parsed;
+  }
+  if (!flags.backends.empty()) {
+    std::string error;
+    std::optional<std::vector<sel::Backend>> backends =
+        sel::ParseBackendSet(flags.backends, &error);
+    if (!backends) Fail(2, "--backends: " + error);
+    table.backends = *backends;
   }
   if (flags.print_cost_table) {
     std::cout << sel::CostTableToString(table);
@@ -849,9 +934,14 @@ int main(int argc, char** argv) {
     upstream = *std::move(decisions);
   }
 
-  Rewriter::Options options{*topology, table,
-                            flags.mode == "rewrite" ? Rewriter::Mode::kRewrite
-                                                    : Rewriter::Mode::kAnnotateOnly};
+  Rewriter::Options options;
+  options.topology = flags.topology;
+  options.cost_table = cost_table_text;
+  options.backends = flags.backends;
+  options.annotate = flags.annotate || flags.mode == "annotate";
+  options.decide_only = flags.mode != "rewrite";
+  // Modules from newer jax carry backend_config fields this XLA lacks.
+  options.write_backend = nvshmem_opt::SetBackendInJson;
   Rewriter pass(options);
   // Explain leaves the module alone: decide on a copy.
   std::unique_ptr<xla::HloModule> scratch;
@@ -876,6 +966,17 @@ int main(int argc, char** argv) {
          flags.input + ": " + OneLine(std::string(changed.status().message())) +
              (bad_input ? "" : " (a bug)"));
   }
+  std::map<std::string, std::vector<std::string>> made;
+  if (flags.mode == "rewrite") {
+    BeginXlaStage("making the permutes async", 1);
+    auto async = MakeAsync(target, pass.records());
+    if (!async.ok()) {
+      Fail(1, flags.input + ": AsyncCollectiveCreator failed (a bug): " +
+                  OneLine(async.status().ToString()));
+    }
+    made = *std::move(async);
+    *changed = *changed || !made.empty();
+  }
   BeginXlaStage("verifying the pass's output", 1);
   if (absl::Status status = Verify(target); !status.ok()) {
     Fail(1, flags.input + ": HloVerifier rejects the pass's output (a bug): " +
@@ -888,7 +989,7 @@ int main(int argc, char** argv) {
 
   const auto* upstream_ptr = upstream ? &*upstream : nullptr;
   if (!flags.report.empty()) {
-    std::string json = RecordsToJson(flags, *topology, pass.records(),
+    std::string json = RecordsToJson(flags, *topology, pass.records(), made,
                                      upstream_ptr, *changed, pass_us);
     if (flags.report == "-") {
       std::cout << json;

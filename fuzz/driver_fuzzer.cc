@@ -198,9 +198,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   const std::string mode = config.mode;
-  Rewriter::Options options{*topology, table,
-                            mode == "rewrite" ? Rewriter::Mode::kRewrite
-                                              : Rewriter::Mode::kAnnotateOnly};
+  Rewriter::Options options;
+  options.topology = config.topology;
+  options.cost_table = config.split_friendly ? kSplitFriendly : "";
+  options.annotate = mode == "annotate";
+  options.decide_only = mode != "rewrite";
+  options.write_backend = nvshmem_opt::SetBackendInJson;
   Rewriter pass(options);
   std::unique_ptr<xla::HloModule> scratch;
   xla::HloModule* target = module.get();
@@ -221,7 +224,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   flags.input = "fuzz.hlo";
   flags.topology = config.topology;
   flags.mode = mode;
-  CheckJson(RecordsToJson(flags, *topology, pass.records(), nullptr, *changed, 1.0));
+  CheckJson(RecordsToJson(flags, *topology, pass.records(), {}, nullptr, *changed, 1.0));
 
   // The printed module reads back, and a second run changes nothing.
   const std::string text = target->ToString();

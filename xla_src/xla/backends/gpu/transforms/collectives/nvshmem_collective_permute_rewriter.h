@@ -17,71 +17,92 @@ limitations under the License.
 #define XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_COLLECTIVE_PERMUTE_REWRITER_H_
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "xla/hlo/ir/hlo_instruction.h"
+#include "xla/hlo/ir/hlo_instructions.h"
 #include "xla/hlo/ir/hlo_module.h"
 #include "xla/hlo/pass/hlo_pass_interface.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
 
 namespace xla {
 namespace gpu {
 
-// Chooses NVSHMEM or NCCL (XLA's DEFAULT collective backend) for every
-// collective-permute, from a model of the cluster topology and of each
-// backend's cost (see nvshmem_backend_selection.h), and makes the choice
-// explicit in the HLO.
+// Chooses the backend of every collective-permute, per op, from a model of
+// the cluster topology and of each backend's cost (nvshmem_backend_selection.h
+// holds the model and the rule), and writes it into the op's
+// GpuBackendConfig, as CollectiveBackendAssigner does.
 //
 // Ring attention rotates K/V blocks with a collective-permute inside a while
-// loop: small, frequent and on the critical path. On NVLink, NVSHMEM's
-// on-stream puts run on copy engines and leave the SMs to the attention
-// kernels; across the network only NCCL can carry the data. Unlike upstream's
-// CollectiveBackendAssigner (NVSHMEM for intra-node permutes, DEFAULT
-// otherwise), this pass looks at every edge: it knows NVLink domains that span
-// hosts (NVL72), prices each backend, and can split a permute whose ring
-// crosses hosts into an NVSHMEM part and an NCCL part.
+// loop: frequent and on the critical path. Upstream's assigner gives NVSHMEM
+// to every permute whose devices share a host (or slice); this pass instead
+//   * classifies every source->target edge (same host, an NVLink domain that
+//     spans hosts as in NVL72, or the network) and prices each backend of the
+//     target XLA's set: "nccl,nvshmem" (the default) or "nccl,peer[,symmetric]"
+//     for XLA versions that write collective_backend_config.collectives_mode;
+//   * keeps NCCL (DEFAULT) unless another backend is modeled faster by the
+//     table's margin;
+//   * never plans NVSHMEM where XLA's NVSHMEM permute would hang: its runtime
+//     ends each buffer with a barrier over every device of the program that
+//     only devices with a source reach, so a permute in which some device
+//     receives nothing (a non-cyclic shift, a subset of devices) stays NCCL.
 //
-// Every sync collective-permute becomes a start/done pair carrying the chosen
-// backend (in-place dynamic-slice permutes, permutes wrapped in a newer XLA's
-// async computation, and nested tuple results are left alone, with the
-// reason recorded):
+// The pass runs after the collective-permute combiner and before
+// AsyncCollectiveCreator, which makes the permute asynchronous and copies the
+// config onto the start and the done. A collective-permute-start that already
+// exists gets its backend in place. In-place (dynamic-slice) permutes and
+// permutes wrapped in an async computation are left alone, with the reason.
 //
+// Before (8 GPUs of one host):
 //   cp = bf16[4096,8,128] collective-permute(k), channel_id=1,
-//        source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
-// becomes
-//   cp-start = (bf16[4096,8,128], bf16[4096,8,128])
-//        collective-permute-start(k), channel_id=1,
-//        source_target_pairs={{0,1},{1,2},{2,3},{3,0}},
-//        frontend_attributes={_nvshmem_plan="nvshmem",_nvshmem_reason="..."},
+//        source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}
+// After:
+//   cp = bf16[4096,8,128] collective-permute(k), channel_id=1,
+//        source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}},
 //        backend_config={"collective_backend_config":{"backend":"NVSHMEM"}}
-//   cp-done = bf16[4096,8,128] collective-permute-done(cp-start)
 //
-// A collective-permute-start that already exists gets its backend set in
-// place. A split produces two start/done pairs with disjoint pairs (NVSHMEM
-// for the pairs whose every edge stays in an NVLink domain, DEFAULT for the
-// rest) whose results are combined with a select on the partition (or
-// replica) id, so every device receives exactly what the original permute
-// gave it. A module that is already scheduled is never split: the new
-// instructions would lose the overlap the schedule gave the permute. Decisions are recorded in frontend
-// attributes (_nvshmem_plan, _nvshmem_reason, _nvshmem_modeled_us) for tools.
-//
-// Running the pass twice changes nothing the second time.
+// Decisions are logged (VLOG(1)) and kept in records(); with `annotate` they
+// are also written to frontend attributes (_nvshmem_plan, _nvshmem_reason,
+// _nvshmem_modeled_us), which change the module's fingerprint, so only on
+// request. Running the pass twice changes nothing the second time.
 class NvshmemCollectivePermuteRewriter : public HloModulePass {
  public:
-  enum class Mode {
-    kRewrite,       // Make permutes async with the chosen backend.
-    kAnnotateOnly,  // Only record decisions in frontend attributes.
-  };
+  // Writes the chosen backend into a permute's backend config; returns
+  // whether the config changed.
+  using BackendWriter = std::function<absl::StatusOr<bool>(
+      HloInstruction*, nvshmem_selection::Backend)>;
 
   struct Options {
-    nvshmem_selection::Topology topology;
-    nvshmem_selection::CostTable cost_table =
-        nvshmem_selection::DefaultCostTable();
-    Mode mode = Mode::kRewrite;
+    // Topology spec (nvshmem_selection::Topology::Parse), e.g. "1x2x4" or
+    // "1x9x8:nvl72". Empty: hosts of `devices_per_host` GPUs holding every
+    // device of the module (partitions x replicas).
+    std::string topology;
+    // GPUs per host (one NVLink domain each), used when `topology` is empty.
+    int devices_per_host = 0;
+    // Cost table text (nvshmem_selection::ParseCostTable); when empty, the
+    // file at cost_table_path; when both are empty, the defaults.
+    std::string cost_table;
+    std::string cost_table_path;
+    // Backends the target XLA runs (nvshmem_selection::ParseBackendSet):
+    // "nccl,nvshmem" or "nccl,peer[,symmetric]". Empty: the table's set
+    // (by default nccl,nvshmem).
+    std::string backends;
+    // Also record each decision in the op's frontend attributes.
+    bool annotate = false;
+    // Decide (and annotate) only: leave backend configs as they are.
+    bool decide_only = false;
+    // Default (null): through backend_config<GpuBackendConfig>(), which
+    // knows DEFAULT and NVSHMEM. A build whose modules come from a newer XLA
+    // may supply one that also writes collectives_mode.
+    BackendWriter write_backend;
   };
 
   // What the pass saw and decided for one collective-permute.
@@ -92,12 +113,12 @@ class NvshmemCollectivePermuteRewriter : public HloModulePass {
     int64_t bytes = 0;
     std::vector<std::pair<int64_t, int64_t>> pairs;
     nvshmem_selection::Decision decision;
-    bool skipped = false;  // Not eligible for rewriting; reason says why.
-    std::vector<std::string> new_instructions;
+    bool skipped = false;  // Not eligible; the reason says why.
   };
 
-  explicit NvshmemCollectivePermuteRewriter(Options options)
-      : options_(std::move(options)) {}
+  // Options are checked here; a bad spec, table or backend set makes Run
+  // return InvalidArgument.
+  explicit NvshmemCollectivePermuteRewriter(Options options);
 
   absl::string_view name() const override {
     return "nvshmem-collective-permute-rewriter";
@@ -112,15 +133,25 @@ class NvshmemCollectivePermuteRewriter : public HloModulePass {
       const absl::flat_hash_set<absl::string_view>& execution_threads) override;
 
  private:
+  absl::StatusOr<nvshmem_selection::Topology> TopologyFor(
+      const HloModule& module) const;
+  absl::StatusOr<OpRecord> Decide(const HloCollectivePermuteInstruction& cp,
+                                  const nvshmem_selection::Topology& topology,
+                                  const HloModuleConfig& config) const;
+  absl::StatusOr<bool> Apply(HloCollectivePermuteInstruction* cp,
+                             const OpRecord& record) const;
+
   Options options_;
+  absl::Status init_status_;
+  std::optional<nvshmem_selection::Topology> topology_;
+  nvshmem_selection::CostTable cost_table_;
   std::vector<OpRecord> records_;
 };
 
-// Frontend attribute keys the pass writes.
+// Frontend attribute keys the pass writes when annotating.
 inline constexpr absl::string_view kNvshmemPlanAttr = "_nvshmem_plan";
 inline constexpr absl::string_view kNvshmemReasonAttr = "_nvshmem_reason";
 inline constexpr absl::string_view kNvshmemModeledAttr = "_nvshmem_modeled_us";
-inline constexpr absl::string_view kNvshmemSplitPartAttr = "_nvshmem_split_part";
 
 }  // namespace gpu
 }  // namespace xla

@@ -1,0 +1,259 @@
+#include "driver/backend_config_json.h"
+
+#include <cctype>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace nvshmem_opt {
+namespace {
+
+namespace sel = xla::gpu::nvshmem_selection;
+
+// --- Order-preserving JSON, just enough to set two fields -----------------
+
+struct JsonValue {
+  enum class Kind { kScalar, kArray, kObject } kind = Kind::kScalar;
+  std::string scalar;  // Raw token: number, true/false/null or quoted string.
+  std::vector<JsonValue> items;
+  std::vector<std::pair<std::string, JsonValue>> members;  // Raw quoted keys.
+};
+
+class JsonReader {
+ public:
+  explicit JsonReader(absl::string_view text) : text_(text) {}
+
+  std::optional<JsonValue> ReadDocument() {
+    std::optional<JsonValue> value = ReadValue(0);
+    SkipSpace();
+    if (!value || pos_ != text_.size()) return std::nullopt;
+    return value;
+  }
+
+ private:
+  void SkipSpace() {
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\t' ||
+            text_[pos_] == '\r')) {
+      ++pos_;
+    }
+  }
+
+  std::optional<std::string> ReadString() {
+    if (pos_ >= text_.size() || text_[pos_] != '"') return std::nullopt;
+    size_t start = pos_++;
+    while (pos_ < text_.size()) {
+      char c = text_[pos_++];
+      if (c == '\\') {
+        if (pos_ >= text_.size()) return std::nullopt;
+        ++pos_;
+      } else if (c == '"') {
+        return std::string(text_.substr(start, pos_ - start));
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::optional<JsonValue> ReadValue(int depth) {
+    if (depth > 64) return std::nullopt;  // Refuse absurd nesting.
+    SkipSpace();
+    if (pos_ >= text_.size()) return std::nullopt;
+    JsonValue value;
+    char c = text_[pos_];
+    if (c == '{') {
+      value.kind = JsonValue::Kind::kObject;
+      ++pos_;
+      SkipSpace();
+      if (pos_ < text_.size() && text_[pos_] == '}') {
+        ++pos_;
+        return value;
+      }
+      while (true) {
+        SkipSpace();
+        std::optional<std::string> key = ReadString();
+        if (!key) return std::nullopt;
+        SkipSpace();
+        if (pos_ >= text_.size() || text_[pos_] != ':') return std::nullopt;
+        ++pos_;
+        std::optional<JsonValue> member = ReadValue(depth + 1);
+        if (!member) return std::nullopt;
+        value.members.emplace_back(*std::move(key), *std::move(member));
+        SkipSpace();
+        if (pos_ < text_.size() && text_[pos_] == ',') {
+          ++pos_;
+          continue;
+        }
+        if (pos_ < text_.size() && text_[pos_] == '}') {
+          ++pos_;
+          return value;
+        }
+        return std::nullopt;
+      }
+    }
+    if (c == '[') {
+      value.kind = JsonValue::Kind::kArray;
+      ++pos_;
+      SkipSpace();
+      if (pos_ < text_.size() && text_[pos_] == ']') {
+        ++pos_;
+        return value;
+      }
+      while (true) {
+        std::optional<JsonValue> item = ReadValue(depth + 1);
+        if (!item) return std::nullopt;
+        value.items.push_back(*std::move(item));
+        SkipSpace();
+        if (pos_ < text_.size() && text_[pos_] == ',') {
+          ++pos_;
+          continue;
+        }
+        if (pos_ < text_.size() && text_[pos_] == ']') {
+          ++pos_;
+          return value;
+        }
+        return std::nullopt;
+      }
+    }
+    if (c == '"') {
+      std::optional<std::string> s = ReadString();
+      if (!s) return std::nullopt;
+      value.scalar = *std::move(s);
+      return value;
+    }
+    size_t start = pos_;
+    while (pos_ < text_.size() &&
+           (std::isalnum(static_cast<unsigned char>(text_[pos_])) ||
+            text_[pos_] == '-' || text_[pos_] == '+' || text_[pos_] == '.')) {
+      ++pos_;
+    }
+    if (pos_ == start) return std::nullopt;
+    value.scalar = std::string(text_.substr(start, pos_ - start));
+    return value;
+  }
+
+  absl::string_view text_;
+  size_t pos_ = 0;
+};
+
+void WriteJson(const JsonValue& value, std::string* out) {
+  switch (value.kind) {
+    case JsonValue::Kind::kScalar:
+      *out += value.scalar;
+      return;
+    case JsonValue::Kind::kArray:
+      *out += '[';
+      for (size_t i = 0; i < value.items.size(); ++i) {
+        if (i > 0) *out += ',';
+        WriteJson(value.items[i], out);
+      }
+      *out += ']';
+      return;
+    case JsonValue::Kind::kObject:
+      *out += '{';
+      for (size_t i = 0; i < value.members.size(); ++i) {
+        if (i > 0) *out += ',';
+        *out += value.members[i].first;
+        *out += ':';
+        WriteJson(value.members[i].second, out);
+      }
+      *out += '}';
+      return;
+  }
+}
+
+JsonValue* FindMember(JsonValue& object, absl::string_view key) {
+  std::string quoted = absl::StrCat("\"", key, "\"");
+  for (auto& [name, member] : object.members) {
+    if (name == quoted) return &member;
+  }
+  return nullptr;
+}
+
+JsonValue& GetOrAddObject(JsonValue& object, absl::string_view key) {
+  if (JsonValue* member = FindMember(object, key)) return *member;
+  JsonValue empty;
+  empty.kind = JsonValue::Kind::kObject;
+  object.members.emplace_back(absl::StrCat("\"", key, "\""), std::move(empty));
+  return object.members.back().second;
+}
+
+absl::StatusOr<JsonValue> ParseBackendConfig(const xla::HloInstruction* instr) {
+  const std::string& raw = instr->raw_backend_config_string();
+  if (raw.empty()) {
+    JsonValue empty;
+    empty.kind = JsonValue::Kind::kObject;
+    return empty;
+  }
+  std::optional<JsonValue> value = JsonReader(raw).ReadDocument();
+  if (!value || value->kind != JsonValue::Kind::kObject) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        instr->name(), ": backend_config is not a JSON object: ", raw));
+  }
+  return *std::move(value);
+}
+
+// Sets `key` of `object` to the quoted `value`, adding it after `after` (or
+// first) when absent. Returns whether anything changed.
+bool SetString(JsonValue& object, absl::string_view key,
+               absl::string_view value, absl::string_view after) {
+  std::string quoted = absl::StrCat("\"", value, "\"");
+  if (JsonValue* existing = FindMember(object, key)) {
+    if (existing->kind == JsonValue::Kind::kScalar &&
+        existing->scalar == quoted) {
+      return false;
+    }
+    *existing = JsonValue();
+    existing->scalar = quoted;
+    return true;
+  }
+  JsonValue scalar;
+  scalar.scalar = quoted;
+  auto position = object.members.begin();
+  std::string quoted_after = absl::StrCat("\"", after, "\"");
+  for (auto it = object.members.begin(); it != object.members.end(); ++it) {
+    if (it->first == quoted_after) position = it + 1;
+  }
+  object.members.insert(position,
+                        {absl::StrCat("\"", key, "\""), std::move(scalar)});
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> SetBackendInJson(xla::HloInstruction* instr,
+                                      sel::Backend backend) {
+  absl::StatusOr<JsonValue> config = ParseBackendConfig(instr);
+  if (!config.ok()) return config.status();
+  JsonValue& collective = GetOrAddObject(*config, "collective_backend_config");
+  if (collective.kind != JsonValue::Kind::kObject) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        instr->name(), ": collective_backend_config is not an object"));
+  }
+  bool changed = SetString(collective, "backend",
+                           backend == sel::Backend::kNvshmem ? "NVSHMEM"
+                                                             : "DEFAULT",
+                           "");
+  const char* mode = backend == sel::Backend::kPeer ? "COLLECTIVES_PEER_MEMORY"
+                     : backend == sel::Backend::kSymmetric
+                         ? "COLLECTIVES_SYMMETRIC_MEMORY"
+                         : nullptr;
+  if (mode != nullptr) {
+    changed |= SetString(collective, "collectives_mode", mode, "backend");
+  } else if (backend == sel::Backend::kNccl &&
+             FindMember(collective, "collectives_mode") != nullptr) {
+    changed |= SetString(collective, "collectives_mode",
+                         "COLLECTIVES_MODE_INVALID", "backend");
+  }
+  if (!changed) return false;
+  std::string out;
+  WriteJson(*config, &out);
+  instr->set_raw_backend_config_string(out);
+  return true;
+}
+
+}  // namespace nvshmem_opt

@@ -1,0 +1,32 @@
+// Writing a collective-permute's backend choice into its backend_config for
+// the out-of-tree build, whose XLA (the tensorflow wheel's) is older than the
+// modules it reads.
+//
+// HLO from jax >= 0.10.2 carries fields this XLA's GpuBackendConfig does not
+// know ("collectives_mode", "kernel_strategy", ...); parsing it through the
+// proto fails, and re-printing it would drop them. So this edits the JSON text
+// itself, keeping every other field and the key order. Not part of the XLA
+// patch: an XLA built from source knows every field of its own modules and
+// uses the pass's default writer (backend_config<GpuBackendConfig>()).
+
+#ifndef NVSHMEM_OPT_DRIVER_BACKEND_CONFIG_JSON_H_
+#define NVSHMEM_OPT_DRIVER_BACKEND_CONFIG_JSON_H_
+
+#include "absl/status/statusor.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "xla/hlo/ir/hlo_instruction.h"
+
+namespace nvshmem_opt {
+
+// Sets collective_backend_config.backend ("DEFAULT" or "NVSHMEM") and, for
+// the peer and symmetric backends of jax >= 0.10.2's XLA, collectives_mode
+// (COLLECTIVES_PEER_MEMORY / COLLECTIVES_SYMMETRIC_MEMORY; NCCL resets a
+// present mode to COLLECTIVES_MODE_INVALID, i.e. unset). Returns whether the
+// text changed; InvalidArgument when the config is not a JSON object.
+absl::StatusOr<bool> SetBackendInJson(
+    xla::HloInstruction* instr,
+    xla::gpu::nvshmem_selection::Backend backend);
+
+}  // namespace nvshmem_opt
+
+#endif  // NVSHMEM_OPT_DRIVER_BACKEND_CONFIG_JSON_H_
