@@ -28,10 +28,11 @@ XLA_FLAGS once per process):
   pass       the selection core's per-op choice. With
              jax.extend.xla.register_hlo_module_transformation (jax >= 0.10.2)
              hlo_tools.jax_hook runs inside the compile (backends nccl,peer).
-             Without it (jax 0.9.1) the core decides on the permutes of the same
-             program compiled for N CPU devices (bytes, operands, pairs) and the
-             mode its decision selects is executed; `pass_route` in the JSON says
-             which and why.
+             Without it (jax 0.9.1) one process first compiles (does not run)
+             the same program for the N devices with plain flags, the core
+             decides on the compiled module's permutes (bytes, operands, pairs),
+             and the mode its decision selects (nccl or nvshmem) is executed;
+             `pass_route` in the JSON says which and why.
 
 Outputs in --out-dir: ring_step.csv (header exactly seq_len,direction,mode,step_s;
 successful runs only), ring_e2e.json (versions, devices, per run: compile_s,
@@ -446,8 +447,9 @@ def worker(args):
 
 
 def probe(args):
-  """CPU child for `pass` without a hook: the core's decision per run, from the
-  permutes of the same program compiled for N CPU devices."""
+  """Child for `pass` without a hook: the core's decision per run, from the
+  permutes of the same program compiled (not run) by one process for the N
+  devices, with plain XLA flags."""
   events = Events(os.path.join(args.out_dir, "pass", "events_probe.jsonl"))
   try:
     import jax
@@ -471,10 +473,11 @@ def probe(args):
       events.emit(event="core_error", error=f"core binding not importable: {e}")
       return 0
     topo, table = sel.parse_topology(args.topology), sel.load_cost_table()
-    mesh = ra.make_mesh(jax.devices())
+    mesh = ra.make_mesh(jax.devices()[:args.num_procs])
     for item in args.items.split(";"):
       seq_len, direction = int(item.split(",")[0]), item.split(",")[1]
       config = _config(args, seq_len, direction)
+      config.validate(mesh.size)
       text = jax.jit(ra.example_function(config, mesh)).lower(
           *ra.example_args(config, mesh)).compile().as_text()
       decisions = []
@@ -731,7 +734,7 @@ def run_probe(args, deadline):
   path = os.path.join(args.out_dir, "pass", "events_probe.jsonl")
   if os.path.exists(path):
     os.remove(path)
-  env = mode_env("pass", os.environ, "cpu", 1, args.num_procs, "nccl")
+  env = mode_env("pass", os.environ, args.platform, 1, args.num_procs, "nccl")
   cmd = [sys.executable, os.path.abspath(__file__), "--probe", "--mode=pass",
          "--items=" + ";".join(f"{s},{d}" for s, d in items_of(args))] + args.argv
   info = {"routes": {}}
