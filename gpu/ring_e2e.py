@@ -248,6 +248,8 @@ def build_parser():
   p.add_argument("--k-chunk", type=int, default=2048)
   p.add_argument("--topology", default=None, help="for pass (default 1x1xN)")
   p.add_argument("--pass-backends", default="nccl,peer", help="hook's backend set")
+  p.add_argument("--cost-table", default=None,
+                 help="cost table file for pass (default: the core's built-in table)")
   p.add_argument("--pass-via", choices=("auto", "hook", "route"), default="auto",
                  help="pass mode: the hook when jax has it (auto), or always the "
                  "decision-selected global mode (route)")
@@ -287,6 +289,10 @@ def parse_args(argv):
     if s % a.num_procs:
       raise E2EError(f"sequence length {s} is not divisible by {a.num_procs} devices")
   a.topology = a.topology or f"1x1x{a.num_procs}"
+  if a.cost_table:
+    if not os.path.isfile(a.cost_table):
+      raise E2EError(f"{a.cost_table}: no such cost table")
+    a.cost_table = os.path.abspath(a.cost_table)
   return a
 
 
@@ -413,7 +419,8 @@ def worker(args):
       hook = jax_hook.install(args.topology, backends=args.pass_backends.split(","),
                               platforms=("cpu",) if args.platform == "cpu" else
                               ("cuda", "gpu"),
-                              report=os.path.join(mode_dir, f"hook_rank{args.rank}.json"))
+                              report=os.path.join(mode_dir, f"hook_rank{args.rank}.json"),
+                              cost_table=args.cost_table)
     import jaxlib
     mesh = ra.make_mesh(jax.devices())
     events.emit(event="ready", route=args.route, jax=jax.__version__, jaxlib=jaxlib.__version__,
@@ -472,7 +479,7 @@ def probe(args):
     except ImportError as e:
       events.emit(event="core_error", error=f"core binding not importable: {e}")
       return 0
-    topo, table = sel.parse_topology(args.topology), sel.load_cost_table()
+    topo, table = sel.parse_topology(args.topology), sel.load_cost_table(args.cost_table)
     mesh = ra.make_mesh(jax.devices()[:args.num_procs])
     for item in args.items.split(";"):
       seq_len, direction = int(item.split(",")[0]), item.split(",")[1]
