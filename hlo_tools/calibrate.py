@@ -1,22 +1,33 @@
-"""`hlo-tools heuristics calibrate`: fit a cost table from measured permute times.
+"""`hlo-tools heuristics calibrate`: a cost table from measured permute times.
 
     hlo-tools heuristics calibrate CSV [--out=TABLE] [--base-table=F]
-        [--machine=TEXT] [--date=YYYY-MM-DD] [--plot=FILE.png]
+        [--holdout=none|odd-powers-of-two] [--holdout-csv=CSV]
+        [--machine=TEXT] [--software=TEXT] [--date=YYYY-MM-DD]
+        [--plot=FILE.png] [--errors-csv=FILE]
 
 CSV columns (header required, any order, extra columns ignored): backend
 (nccl|nvshmem|peer|symmetric), link_class (same_device|nvlink|nvlink_domain|
 network), bytes (all buffers of one permute together), seconds (the permute's own
 time), and optionally operands (buffers in the one permute; 1 when absent, as in
-point-to-point CSVs). For each (backend, link class) with data, a least-squares
-fit of
-    t = latency + (operands - 1) * per_buffer + bytes / bandwidth
-gives the three numbers (per_buffer only when the data has more than one operand
-count; otherwise the base table's value stays). The table written is the defaults
-(or --base-table) with the fitted entries replaced, in the core's text format,
-headed by provenance comments (machine, jax version, devices, date, CSV name),
-so nvshmem-opt --cost-table and hlo_tools.selection.load_cost_table accept it.
-Without --out it goes to stdout. The fit's relative error at every size is
-printed (the goal is 10% or less); --plot draws model against measurement.
+point-to-point CSVs), step_s and baseline_s (the loop step with and without the
+permute, for the step check).
+
+For each (backend, link class) with data the table gets
+  * the measured curve: one `point` row per (operands, bytes), the median of the
+    CSV's rows there (rows of zero bytes are left out: the curve is in log(bytes));
+  * the parametric row as fallback and for extrapolation: bandwidth from the top
+    points (the slope between the two largest sizes), then latency and per-buffer
+    cost (when several operand counts) by least squares with that bandwidth,
+        t = latency + (operands - 1) * per_buffer + bytes / bandwidth.
+With --holdout=odd-powers-of-two, sizes that are not powers of 4 are held out: no
+point rows, only validation; --holdout-csv gives a second CSV to validate on.
+The table is the defaults (or --base-table) with those entries replaced, in the
+core's text format, headed by provenance comments, so nvshmem-opt --cost-table and
+hlo_tools.selection.load_cost_table accept it. Without --out it goes to stdout.
+The core itself prices every measurement with the written table, and the
+relative error at every size is printed for (a) the calibration sizes, (b) the
+held-out sizes and (c) the whole loop step (baseline + modeled permute), each
+against the goal of 10%; --plot draws model against measurement.
 """
 
 import argparse
@@ -26,6 +37,7 @@ import datetime
 import hashlib
 import math
 import os
+import statistics
 import sys
 
 from hlo_tools import heuristics_io
@@ -36,8 +48,10 @@ BACKENDS = selection.BACKENDS
 REQUIRED = ("backend", "link_class", "bytes", "seconds")
 GOAL_REL = 0.10  # Goal for the model's error at every size.
 
-# One measurement: time in microseconds, its CSV line for messages.
-Point = collections.namedtuple("Point", "bytes us line operands")
+# One measurement: time in microseconds, its CSV line for messages, and the
+# loop step with and without the permute (None when the CSV has no such columns).
+Point = collections.namedtuple("Point", "bytes us line operands step_us baseline_us",
+                               defaults=(None, None))
 
 
 class Fit:
@@ -144,8 +158,10 @@ def _parse_row(where, line, fields, index):
                           "is not a whole number")
   if seconds == 0:
     raise HeuristicsError(f"{where}: seconds is 0; a transfer takes time")
+  loop = [_number(where, c, fields[index[c]]) * 1e6 if c in index else None
+          for c in ("step_s", "baseline_s")]
   return (backend, link_class), Point(int(nbytes), seconds * 1e6, line,
-                                      int(operands))
+                                      int(operands), *loop)
 
 
 def _number(where, column, text):
@@ -179,49 +195,81 @@ def _solve(matrix, vector):
   return x
 
 
-def _weighted_fit(points, use_latency, use_per_buffer):
-  """[latency, per_buffer, us per MB] minimizing the relative residuals.
+def _weighted_fit(points, use_latency, use_per_buffer, us_per_mb):
+  """[latency, per_buffer] minimizing the relative residuals, given the
+  transfer time per MB (the bandwidth from the top points).
 
   Columns left out are held at 0. Sizes span six decades and timing noise grows
   with the time, so plain least squares would let the largest points swamp the
   microsecond latency; weighting each residual by 1/t weighs every size alike.
   """
-  columns = [i for i, used in enumerate((use_latency, use_per_buffer, True)) if used]
-  rows = [((1.0, p.operands - 1.0, p.bytes / 1e6), p.us) for p in points]
+  columns = [i for i, used in enumerate((use_latency, use_per_buffer)) if used]
   normal = [[0.0] * len(columns) for _ in columns]
   rhs = [0.0] * len(columns)
-  for features, t in rows:
+  for p in points:
+    features, t = (1.0, p.operands - 1.0), p.us
+    rest = t - p.bytes / 1e6 * us_per_mb
     w = 1.0 / (t * t)
     for i, ci in enumerate(columns):
-      rhs[i] += w * features[ci] * t
+      rhs[i] += w * features[ci] * rest
       for j, cj in enumerate(columns):
         normal[i][j] += w * features[ci] * features[cj]
-  solution = _solve(normal, rhs)
+  solution = _solve(normal, rhs) if columns else []
   if solution is None:
     return None
-  params = [0.0, 0.0, 0.0]
+  params = [0.0, 0.0]
   for ci, value in zip(columns, solution):
     params[ci] = value
   return params
 
 
+def medians(points):
+  """{(operands, bytes): median us} over duplicate rows."""
+  by_key = {}
+  for p in points:
+    by_key.setdefault((p.operands, p.bytes), []).append(p.us)
+  return {key: statistics.median(us) for key, us in sorted(by_key.items())}
+
+
+def top_slope_us_per_mb(points):
+  """Transfer time per MB between the two largest sizes of each operand count
+  (medians), all counts pooled; None when no count has two sizes."""
+  curves = {}
+  for (operands, nbytes), us in medians(points).items():
+    curves.setdefault(operands, []).append((nbytes, us))
+  d_bytes = d_us = 0.0
+  for curve in curves.values():
+    if len(curve) >= 2:
+      (b0, t0), (b1, t1) = curve[-2], curve[-1]
+      d_bytes += b1 - b0
+      d_us += t1 - t0
+  return d_us / d_bytes * 1e6 if d_bytes > 0 else None
+
+
 def fit_group(path, key, points):
-  """Fits latency, per-buffer cost (when several operand counts) and bandwidth."""
+  """The parametric row: bandwidth from the top points, then latency and
+  per-buffer cost (when several operand counts) by least squares."""
   sizes = sorted({p.bytes for p in points})
   where = f"{path}:{min(p.line for p in points)}"
   if len(sizes) < 2:
     raise HeuristicsError(
         f"{where}: {key[0]} {key[1]} has measurements at {len(sizes)} distinct "
         "size; at least 2 are needed to fit latency and bandwidth")
+  us_per_mb = top_slope_us_per_mb(points)
+  if us_per_mb is None or us_per_mb <= 0:
+    slope = "nan" if us_per_mb is None else f"{us_per_mb / 1e6:.3g}"
+    raise HeuristicsError(
+        f"{where}: {key[0]} {key[1]}: time does not grow with size (fitted "
+        f"{slope} us/byte), so no bandwidth can be derived")
   with_buffers = len({p.operands for p in points}) > 1
   # Negative latency or per-buffer cost is noise, not physics: hold such a
-  # parameter at 0 and refit the others.
+  # parameter at 0 and refit the other.
   clamped = []
   use_latency, use_per_buffer = True, with_buffers
-  params = None
   for _ in range(3):
-    params = _weighted_fit(points, use_latency, use_per_buffer)
+    params = _weighted_fit(points, use_latency, use_per_buffer, us_per_mb)
     if params is None:
+      params = [0.0, 0.0]
       break
     if use_latency and params[0] < 0:
       use_latency = False
@@ -231,35 +279,50 @@ def fit_group(path, key, points):
       clamped.append("per_buffer")
     else:
       break
-  if params is None or params[2] <= 0:
-    slope = "nan" if params is None else f"{params[2] / 1e6:.3g}"
-    raise HeuristicsError(
-        f"{where}: {key[0]} {key[1]}: time does not grow with size (fitted "
-        f"{slope} us/byte), so no bandwidth can be derived")
-  return Fit(latency_us=params[0], bandwidth_gbps=1e3 / params[2],
-             per_buffer_us=params[1] if with_buffers else None, points=points,
-             clamped=", ".join(clamped))
+  return Fit(latency_us=max(params[0], 0.0), bandwidth_gbps=1e3 / us_per_mb,
+             per_buffer_us=max(params[1], 0.0) if with_buffers else None,
+             points=points, clamped=", ".join(clamped))
 
 
-def provenance_lines(csv_path, provenance, machine, date):
+def provenance_lines(csv_path, provenance, machine, date, software=None,
+                     holdout="none", holdout_csv=None):
   """Comment lines saying where the fitted numbers come from."""
-  with open(csv_path, "rb") as f:
-    digest = hashlib.sha256(f.read()).hexdigest()[:12]
   def values(column):
     found = sorted(provenance.get(column, ()))
     return ", ".join(found) if found else "not recorded in the CSV"
-  return [
+  lines = [
       f"# Measured on: {machine or 'not given (calibrate --machine=...)'}",
       f"# jax: {values('jax_version')}; devices: {values('devices')}; "
       f"loop trips: {values('loop_trips')}",
-      f"# Measurements: {os.path.basename(csv_path)} (sha256 {digest}...)",
-      f"# Calibrated: {date} by hlo-tools heuristics calibrate; model "
-      "t = latency + (operands - 1) * per_buffer + bytes / bandwidth",
   ]
+  if software:
+    lines.append(f"# Software: {software}")
+  lines += [
+      f"# Measurements: {os.path.basename(csv_path)} (sha256 {_sha256(csv_path)})",
+      f"# Calibrated: {date} by hlo-tools heuristics calibrate; model: the "
+      "measured curve (point rows: log-log interpolation, linear in buffers), "
+      "the link row outside the measured sizes and buffer counts",
+  ]
+  if holdout != "none":
+    lines.append("# Point rows: sizes that are powers of 4; the other sizes "
+                 "were held out for validation")
+  if holdout_csv:
+    lines.append(f"# Validated on: {os.path.basename(holdout_csv)} "
+                 f"(sha256 {_sha256(holdout_csv)})")
+  return lines
 
 
-def render_table(base, fits, source, provenance=()):
-  """Cost-table text: base entries, fitted link lines replaced and annotated."""
+def _sha256(path):
+  try:
+    with open(path, "rb") as f:
+      return hashlib.sha256(f.read()).hexdigest()
+  except OSError as e:
+    raise HeuristicsError(f"{path}: {e.strerror}") from None
+
+
+def render_table(base, fits, source, provenance=(), groups=None):
+  """Cost-table text: base entries, fitted pairs' link lines replaced and their
+  point rows (from `groups`, the calibration measurements) added."""
   out = [f"# Cost table fitted by hlo-tools heuristics calibrate from {source}."]
   out += list(provenance)
   out.append("# Link entries without a '# fit' comment keep the base table's values.")
@@ -267,18 +330,29 @@ def render_table(base, fits, source, provenance=()):
   fitted_backends = {b for b, _ in fits}
   for line in str(base).splitlines():
     words = line.split()
-    key = tuple(words[1:3]) if words[:1] == ["link"] else None
+    key = tuple(words[1:3]) if words[:1] in (["link"], ["point"]) else None
     if words[:1] == ["backends"] and backends:
       out.append(f"backends {backends}  # the backends measured")
     elif words[:1] == ["sm_interference"] and words[1] in fitted_backends:
       # The measured time is the whole cost of the permute; a factor on top
       # would make the core predict other times than were measured.
       out.append(f"sm_interference {words[1]} 0  # measured: included in the fit")
-    elif key in fits:
+    elif key in fits and words[0] == "link":
       out.extend(_fit_lines(key, fits[key], base))
-    else:
+      out.extend(_point_lines(key, (groups or {}).get(key, [])))
+    elif key not in fits:  # the base's points of fitted pairs give way
       out.append(line)
   return "\n".join(out) + "\n"
+
+
+def _point_lines(key, points):
+  # Zero-byte rows fit the line but have no place in log(bytes).
+  rows = [(ops, n, us) for (ops, n), us in medians(points).items() if n > 0]
+  if not rows:
+    return []
+  return ([f"# measured curve {key[0]} {key[1]}: {len(rows)} points, median "
+           "of the CSV's rows at each (operands, bytes)"] +
+          [f"point {key[0]} {key[1]} {ops} {n} {us:.6g}" for ops, n, us in rows])
 
 
 def _fit_lines(key, fit, base):
@@ -289,8 +363,9 @@ def _fit_lines(key, fit, base):
     note += "; per_buffer from the base table (one operand count measured)"
   worst = max(fit.max_rel_by_size.values())
   return [f"# fit {key[0]} {key[1]}: {fit.points} points at {fit.sizes} sizes, "
-          f"operands {','.join(map(str, fit.operand_counts))}, rms relative "
-          f"error {100 * fit.rms_rel:.2f}%, max {100 * worst:.2f}%{note}",
+          f"operands {','.join(map(str, fit.operand_counts))}; parametric row "
+          f"(bandwidth from the top points) rms relative error "
+          f"{100 * fit.rms_rel:.2f}%, max {100 * worst:.2f}%{note}",
           f"link {key[0]} {key[1]} {fit.latency_us:.6g} {fit.bandwidth_gbps:.6g} "
           f"{max(per_buffer, 0.0):.6g}"]
 
@@ -308,76 +383,236 @@ def _measured_backend_set(fits):
   return table.backends
 
 
-def calibrate(csv_path, base_table_path=None, machine=None, date=None):
-  """Returns (table text, {key: Fit}); the text is checked by the core's parser."""
+HOLDOUTS = ("none", "odd-powers-of-two")
+
+
+def _power_of_four(n):
+  return n > 0 and n & (n - 1) == 0 and (n.bit_length() - 1) % 2 == 0
+
+
+def split_holdout(groups, holdout):
+  """(calibration, held-out) groups: with odd-powers-of-two, sizes that are
+  not powers of 4 are held out."""
+  if holdout == "none":
+    return groups, {}
+  calibration, held_out = {}, {}
+  for key, points in groups.items():
+    for p in points:
+      target = calibration if _power_of_four(p.bytes) else held_out
+      target.setdefault(key, []).append(p)
+  return calibration, held_out
+
+
+Calibration = collections.namedtuple(
+    "Calibration", "text fits table calibration held_out")
+
+
+def run_calibration(csv_path, base_table_path=None, machine=None, date=None,
+                    holdout="none", holdout_csv=None, software=None):
+  """Fits, writes and re-reads the table; keeps the measurements apart by set."""
+  if holdout not in HOLDOUTS:
+    raise HeuristicsError(f"--holdout={holdout}: expected one of {', '.join(HOLDOUTS)}")
   provenance = {}
-  groups = read_measurements(csv_path, provenance)
+  calibration, held_out = split_holdout(read_measurements(csv_path, provenance),
+                                        holdout)
+  if not calibration:
+    raise HeuristicsError(f"{csv_path}: no calibration sizes (powers of 4) left "
+                          "after the holdout")
+  if holdout_csv:
+    for key, points in read_measurements(holdout_csv).items():
+      held_out.setdefault(key, []).extend(points)
   fits = {key: fit_group(csv_path, key, points)
-          for key, points in sorted(groups.items())}
+          for key, points in sorted(calibration.items())}
   try:
     base = selection.load_cost_table(base_table_path)
   except selection.SelectionError as e:
     raise HeuristicsError(str(e)) from None
   date = date or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
   text = render_table(base, fits, os.path.basename(csv_path),
-                      provenance_lines(csv_path, provenance, machine, date))
+                      provenance_lines(csv_path, provenance, machine, date, software,
+                                       holdout, holdout_csv),
+                      calibration)
   try:
-    selection.CostTable.parse(text, "calibrated table")
+    table = selection.CostTable.parse(text, "calibrated table")
   except ValueError as e:  # a bug here, not bad input; still one line
     raise HeuristicsError(f"internal error, the written table does not parse: {e}") from None
-  return text, fits
+  return Calibration(text, fits, table, calibration, held_out)
 
 
-def error_report(fits):
-  """Lines: per fit its parameters, then the max relative error at every size."""
+def calibrate(csv_path, base_table_path=None, machine=None, date=None, **kwargs):
+  """Returns (table text, {key: Fit}); the text is checked by the core's parser."""
+  result = run_calibration(csv_path, base_table_path, machine, date, **kwargs)
+  return result.text, result.fits
+
+
+# One priced measurement (medians over duplicate rows); times in us.
+Check = collections.namedtuple(
+    "Check", "backend link_class operands bytes held_out measured_us model_us "
+    "step_us model_step_us")
+
+
+def _loop_medians(points):
+  """{(operands, bytes): (median step, median baseline)} where both are known."""
+  by_key = {}
+  for p in points:
+    if p.step_us is not None and p.baseline_us is not None:
+      by_key.setdefault((p.operands, p.bytes), []).append((p.step_us, p.baseline_us))
+  return {k: (statistics.median(s for s, _ in v), statistics.median(b for _, b in v))
+          for k, v in by_key.items()}
+
+
+def evaluate(table, calibration, held_out):
+  """Every measurement priced by the core with `table`, as [Check]."""
+  checks = []
+  for groups, is_held_out in ((calibration, False), (held_out, True)):
+    for (backend, link_class), points in sorted(groups.items()):
+      loops = _loop_medians(points)
+      for (operands, nbytes), us in medians(points).items():
+        model = selection.edge_time_us(table, backend, link_class, nbytes, operands)
+        step, baseline = loops.get((operands, nbytes), (None, None))
+        checks.append(Check(backend, link_class, operands, nbytes, is_held_out, us,
+                            model, step,
+                            None if step is None else baseline + model))
+  return checks
+
+
+def relative(model, measured):
+  return (model - measured) / measured
+
+
+def _by_size(checks, step):
+  """{bytes: (worst |relative error| over operand counts, held out?)}."""
+  out = {}
+  for c in checks:
+    measured, model = ((c.step_us, c.model_step_us) if step
+                       else (c.measured_us, c.model_us))
+    if measured is None:
+      continue
+    r = abs(relative(model, measured))
+    worst, held = out.get(c.bytes, (0.0, False))
+    out[c.bytes] = (max(worst, r), held or c.held_out)
+  return dict(sorted(out.items()))
+
+
+def _size_name(nbytes):
+  return heuristics_io.format_bytes(nbytes).replace(" ", "")
+
+
+def _error_line(label, by_size, mark_held_out=False):
+  if not by_size:
+    return f"  {label}: no sizes"
+  cells = " ".join(
+      f"{_size_name(n)}:{100 * r:.1f}%{'*' if mark_held_out and held else ''}"
+      f"{'!' if r > GOAL_REL else ''}" for n, (r, held) in by_size.items())
+  over = [n for n, (r, _) in by_size.items() if r > GOAL_REL]
+  verdict = ("met at every size" if not over else
+             f"missed at {len(over)} of {len(by_size)} sizes")
+  return f"  {label}: {cells} -> goal <= {100 * GOAL_REL:.0f}%: {verdict}"
+
+
+def error_report(fits, checks=()):
+  """Lines: per fitted pair the parametric row, then the worst relative error at
+  every size of (a) the calibration sizes, (b) the held-out sizes and (c) the
+  loop step; '!' marks a size over the goal, '*' a held-out size in (c)."""
   lines = []
-  for (backend, link_class), fit in fits.items():
+  for key, fit in fits.items():
+    backend, link_class = key
     per_buffer = ("not fitted" if fit.per_buffer_us is None
                   else f"{fit.per_buffer_us:.4g} us")
-    lines.append(f"{backend} {link_class}: latency {fit.latency_us:.4g} us, "
-                 f"per buffer {per_buffer}, bandwidth {fit.bandwidth_gbps:.4g} GB/s "
-                 f"({fit.points} points, rms error {100 * fit.rms_rel:.2f}%)")
-    over = [n for n, r in fit.max_rel_by_size.items() if r > GOAL_REL]
-    cells = " ".join(f"{heuristics_io.format_bytes(n).replace(' ', '')}:"
-                     f"{100 * r:.1f}%" for n, r in fit.max_rel_by_size.items())
-    lines.append(f"  max relative error by size: {cells}")
-    lines.append(f"  goal <= {100 * GOAL_REL:.0f}% at every size: " +
-                 ("met" if not over else
-                  f"missed at {len(over)} of {len(fit.max_rel_by_size)} sizes"))
+    mine = [c for c in checks if (c.backend, c.link_class) == key]
+    curve = sorted({(c.operands, c.bytes) for c in mine if not c.held_out})
+    lines.append(f"{backend} {link_class}: measured curve of {len(curve)} points; "
+                 f"parametric row latency {fit.latency_us:.4g} us, per buffer "
+                 f"{per_buffer}, bandwidth {fit.bandwidth_gbps:.4g} GB/s (top "
+                 f"points), alone rms {100 * fit.rms_rel:.1f}%, worst "
+                 f"{100 * fit.max_rel:.1f}% on the calibration rows")
+    lines.append(_error_line("(a) calibration sizes, permute",
+                             _by_size([c for c in mine if not c.held_out], False)))
+    lines.append(_error_line("(b) held-out sizes, permute",
+                             _by_size([c for c in mine if c.held_out], False)))
+    lines.append(_error_line("(c) loop step = baseline + modeled permute "
+                             "(* held out)", _by_size(mine, True), True))
   return lines
 
 
-def plot(path, groups, fits, source):
-  """PNG: per (backend, link class) measured points and the model per operand
-  count (top), and the relative error (bottom)."""
+def summary(checks):
+  """{(backend, link_class, set): (rms, worst, count)} over the checks' relative
+  errors; set is 'calibration', 'held_out' or 'step'."""
+  buckets = {}
+  for c in checks:
+    key = (c.backend, c.link_class)
+    buckets.setdefault(key + ("held_out" if c.held_out else "calibration",),
+                       []).append(relative(c.model_us, c.measured_us))
+    if c.step_us is not None:
+      buckets.setdefault(key + ("step",), []).append(
+          relative(c.model_step_us, c.step_us))
+  return {k: (math.sqrt(sum(r * r for r in v) / len(v)), max(abs(r) for r in v),
+              len(v)) for k, v in sorted(buckets.items())}
+
+
+def write_errors_csv(path, checks):
+  lines = ["backend,link_class,operands,bytes,set,measured_us,model_us,rel_err,"
+           "step_us,model_step_us,step_rel_err"]
+  for c in checks:
+    step = ("" if c.step_us is None else
+            f"{c.step_us:.4f},{c.model_step_us:.4f},"
+            f"{relative(c.model_step_us, c.step_us):.4f}")
+    lines.append(f"{c.backend},{c.link_class},{c.operands},{c.bytes},"
+                 f"{'held_out' if c.held_out else 'calibration'},{c.measured_us:.4f},"
+                 f"{c.model_us:.4f},{relative(c.model_us, c.measured_us):.4f},"
+                 + (step or ",,"))
+  _write(path, "\n".join(lines) + "\n")
+
+
+def _write(path, text):
+  try:
+    heuristics_io.write_atomic(path, text)
+  except OSError as e:
+    raise HeuristicsError(f"{path}: {e.strerror}") from None
+
+
+def plot(path, result, checks, source):
+  """PNG: per fitted pair the model per operand count as the core prices it
+  (lines), measured calibration points (filled) and held-out points (open),
+  and below the relative error at each."""
   try:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
   except ImportError as e:
     raise HeuristicsError(f"--plot needs matplotlib ({e})") from None
-  keys = sorted(fits)
-  fig, axes = plt.subplots(2, len(keys), figsize=(4.5 * len(keys), 7),
+  keys = sorted(result.fits)
+  fig, axes = plt.subplots(2, len(keys), figsize=(5 * len(keys), 7.5),
                            squeeze=False, sharex=True)
   for col, key in enumerate(keys):
-    fit, top, bottom = fits[key], axes[0][col], axes[1][col]
-    for operands in fit.operand_counts:
-      pts = sorted(p for p in groups[key] if p.operands == operands)
-      xs = [p.bytes for p in pts]
-      line = top.plot(xs, [fit.model_us(x, operands) for x in xs], "-",
-                      label=f"model, {operands} op")[0]
-      top.plot(xs, [p.us for p in pts], "o", color=line.get_color(),
-               label=f"measured, {operands} op")
-      bottom.plot(xs, [100 * (fit.model_us(p.bytes, operands) - p.us) / p.us
-                       for p in pts], "o-", color=line.get_color())
+    top, bottom = axes[0][col], axes[1][col]
+    mine = [c for c in checks if (c.backend, c.link_class) == key and c.bytes > 0]
+    for operands in sorted({c.operands for c in mine}):
+      pts = sorted((c for c in mine if c.operands == operands), key=lambda c: c.bytes)
+      lo, hi = pts[0].bytes, pts[-1].bytes
+      xs = [lo * (hi / lo) ** (i / 200) for i in range(201)] if hi > lo else [lo]
+      line = top.plot(xs, [selection.edge_time_us(result.table, key[0], key[1], x,
+                                                  operands) for x in xs],
+                      "-", label=f"model, {operands} op")[0]
+      color = line.get_color()
+      for held, marker, fill in ((False, "o", color), (True, "s", "none")):
+        sel = [c for c in pts if c.held_out == held]
+        if not sel:
+          continue
+        label = f"{'held out' if held else 'calibration'}, {operands} op"
+        top.plot([c.bytes for c in sel], [c.measured_us for c in sel], marker,
+                 color=color, markerfacecolor=fill, label=label)
+        bottom.plot([c.bytes for c in sel],
+                    [100 * relative(c.model_us, c.measured_us) for c in sel],
+                    marker, color=color, markerfacecolor=fill)
     top.set(xscale="log", yscale="log", title=f"{key[0]} {key[1]}",
-            ylabel="permute time (us)")
-    top.legend(fontsize=7)
+            ylabel="permute time per step (us)")
+    top.legend(fontsize=6, ncol=2)
     for bound in (-100 * GOAL_REL, 100 * GOAL_REL):
       bottom.axhline(bound, color="gray", linestyle="--", linewidth=0.8)
-    bottom.set(xscale="log", xlabel="bytes per permute",
+    bottom.set(xscale="log", xlabel="bytes per permute (all buffers)",
                ylabel="model - measured (%)")
-  fig.suptitle(f"Cost model vs measurement ({source})")
+  fig.suptitle(f"Cost model vs measurement ({source}); open markers: held out")
   fig.tight_layout()
   directory = os.path.dirname(os.path.abspath(path))
   tmp = os.path.join(directory, "." + os.path.basename(path) + ".tmp.png")
@@ -395,27 +630,35 @@ def plot(path, groups, fits, source):
 def main(argv):
   p = argparse.ArgumentParser(prog=argv[0], description=__doc__.split("\n\n")[0])
   p.add_argument("csv", help="measured times: backend,link_class,bytes,seconds"
-                 "[,operands,...]")
+                 "[,operands,step_s,baseline_s,...]")
   p.add_argument("--out", default="-", help="cost table to write ('-': stdout)")
   p.add_argument("--base-table", help="table whose entries are kept where the CSV "
                  "has no data (default: the built-in defaults)")
+  p.add_argument("--holdout", default="none", choices=HOLDOUTS,
+                 help="odd-powers-of-two: sizes that are not powers of 4 only "
+                 "validate the model")
+  p.add_argument("--holdout-csv", help="a second CSV that only validates the model")
   p.add_argument("--machine", help="where the CSV was measured, for the table's "
                  "provenance (e.g. '2x H200 SXM, NV18 NVLink')")
+  p.add_argument("--software", help="versions measured with, for the provenance")
   p.add_argument("--date", help="date for the provenance (default: today, UTC)")
   p.add_argument("--plot", help="PNG of model vs measurement per backend")
+  p.add_argument("--errors-csv", help="every measurement with its modeled time")
   args = p.parse_args(argv[1:])
-  text, fits = calibrate(args.csv, args.base_table, args.machine, args.date)
-  for line in error_report(fits):
+  result = run_calibration(args.csv, args.base_table, args.machine, args.date,
+                           args.holdout, args.holdout_csv, args.software)
+  checks = evaluate(result.table, result.calibration, result.held_out)
+  for line in error_report(result.fits, checks):
     print(line, file=sys.stderr)
   if args.plot:
-    plot(args.plot, read_measurements(args.csv), fits, os.path.basename(args.csv))
+    plot(args.plot, result, checks, os.path.basename(args.csv))
     print(f"wrote {args.plot}", file=sys.stderr)
+  if args.errors_csv:
+    write_errors_csv(args.errors_csv, checks)
+    print(f"wrote {args.errors_csv}", file=sys.stderr)
   if args.out == "-":
-    sys.stdout.write(text)
+    sys.stdout.write(result.text)
   else:
-    try:
-      heuristics_io.write_atomic(args.out, text)
-    except OSError as e:
-      raise HeuristicsError(f"{args.out}: {e.strerror}") from None
+    _write(args.out, result.text)
     print(f"wrote {args.out}", file=sys.stderr)
   return 0

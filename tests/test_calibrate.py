@@ -20,13 +20,14 @@ TRUE = {("nccl", "nvlink"): (13.0, 1.5, 300.0),
         ("nvshmem", "nvlink"): (20.0, 9.0, 380.0)}
 
 
-def write_xla_csv(path, params, noise=0.0, seed=0):
-  """Rows as the XLA-level bench writes them; seconds from the known model."""
+def write_xla_csv(path, params, noise=0.0, seed=0, step=2):
+  """Rows as the XLA-level bench writes them; seconds from the known model;
+  sizes every `step` powers of two."""
   rng = random.Random(seed)
   lines = [HEADER]
   for (backend, link_class), (latency, per_buffer, gbps) in params.items():
     for operands in (1, 2, 4):
-      for exponent in range(10, 29, 2):  # 1 KiB .. 256 MiB
+      for exponent in range(10, 29, step):  # 1 KiB .. 256 MiB
         nbytes = 1 << exponent
         us = latency + (operands - 1) * per_buffer + nbytes / (gbps * 1e3)
         us *= 1 + rng.gauss(0, noise)
@@ -53,11 +54,16 @@ def test_recovers_latency_per_buffer_and_bandwidth(tmp_path):
     assert table.per_buffer_us(*key) == pytest.approx(fit.per_buffer_us, rel=1e-5,
                                                       abs=1e-6)
     assert max(fit.max_rel_by_size.values()) < calibrate.GOAL_REL
-    # The core predicts with the written table what the fit predicts.
+    # The core predicts with the written table the measured times at the
+    # measured points (the curve), and the fit beyond the largest size.
     assert table.sm_interference(key[0]) == 0
-    for nbytes, operands in [(1024, 1), (1 << 20, 2), (256 << 20, 4)]:
+    measured = calibrate.medians(calibrate.read_measurements(str(path))[key])
+    for (operands, nbytes), us in measured.items():
       assert selection.edge_time_us(table, key[0], key[1], nbytes, operands) == (
-          pytest.approx(fit.model_us(nbytes, operands), rel=1e-5))
+          pytest.approx(us, rel=1e-5))
+    top = max(n for _, n in measured)
+    assert selection.edge_time_us(table, key[0], key[1], 2 * top, 1) == pytest.approx(
+        measured[(1, top)] + top / (fit.bandwidth_gbps * 1e3), rel=1e-5)
   # Provenance: machine, versions, date and the CSV's name head the table.
   assert "# Measured on: 2x H200 NVLink" in text
   assert "# jax: 0.9.1; devices: 2; loop trips: 50" in text
@@ -120,18 +126,69 @@ def test_bad_operands_name_the_line(tmp_path, operands, message):
   assert f"{path}:3: " in str(e.value) and message in str(e.value)
 
 
-def test_cli_prints_error_by_size_and_plots(tmp_path, capsys):
-  path = write_xla_csv(tmp_path / "bench.csv", TRUE, noise=0.01)
-  out, png = tmp_path / "table.txt", tmp_path / "fit.png"
+def test_cli_reports_calibration_held_out_and_step_and_plots(tmp_path, capsys):
+  path = write_xla_csv(tmp_path / "bench.csv", TRUE, noise=0.01, step=1)
+  out, png, errors = tmp_path / "table.txt", tmp_path / "fit.png", tmp_path / "e.csv"
   rc = calibrate.main(["calibrate", str(path), f"--out={out}", f"--plot={png}",
-                       "--machine=test box"])
+                       "--machine=test box", "--holdout=odd-powers-of-two",
+                       f"--errors-csv={errors}"])
   assert rc == 0
   err = capsys.readouterr().err
-  assert "nvshmem nvlink: latency" in err and "per buffer" in err
-  assert "max relative error by size: 1KiB:" in err
-  assert "goal <= 10% at every size: met" in err
+  assert "nvshmem nvlink: measured curve of 30 points; parametric row latency" in err
+  lines = err.splitlines()
+  calib = [l for l in lines if l.startswith("  (a) calibration sizes")]
+  held = [l for l in lines if l.startswith("  (b) held-out sizes")]
+  step = [l for l in lines if l.startswith("  (c) loop step")]
+  assert len(calib) == len(held) == len(step) == 2
+  # The curve passes through its points; held-out sizes are only predicted.
+  assert "1KiB:0.0% 4KiB:0.0%" in calib[0] and "2KiB:" not in calib[0]
+  assert "2KiB:" in held[0] and "4KiB:" not in held[0]
+  assert "2KiB:" in step[0] and "*" in step[0]
+  text = out.read_text()
+  assert "point nccl nvlink 1 1024 " in text and "point nccl nvlink 1 2048 " not in text
+  assert "# Point rows: sizes that are powers of 4" in text
+  table = selection.load_cost_table(out)
+  assert table.has_measured_curve("nvshmem", "nvlink")
+  # The errors CSV holds what the report summarizes: the core's price of every
+  # measurement.
+  rows = errors.read_text().splitlines()
+  assert rows[0].startswith("backend,link_class,operands,bytes,set,")
+  held_rows = [r.split(",") for r in rows[1:] if ",held_out," in r]
+  assert len(held_rows) == 2 * 3 * 9
+  for r in held_rows:
+    model = selection.edge_time_us(table, r[0], r[1], int(r[3]), int(r[2]))
+    assert float(r[6]) == pytest.approx(model, abs=1e-4)
+  # Synthetic data from the parametric model: log-log interpolation stays
+  # within the goal between powers of 4.
+  assert all(abs(float(r[7])) < calibrate.GOAL_REL for r in held_rows)
   assert png.stat().st_size > 10000 and png.read_bytes()[:4] == b"\x89PNG"
-  assert selection.load_cost_table(out).per_buffer_us("nvshmem", "nvlink") > 0
+
+
+def test_holdout_csv_validates_and_bad_holdout_is_refused(tmp_path):
+  cal = write_xla_csv(tmp_path / "cal.csv", TRUE)
+  other = write_xla_csv(tmp_path / "val.csv", TRUE, noise=0.05, seed=3)
+  result = calibrate.run_calibration(str(cal), holdout_csv=str(other))
+  assert "# Validated on: val.csv (sha256 " in result.text
+  checks = calibrate.evaluate(result.table, result.calibration, result.held_out)
+  held = [c for c in checks if c.held_out]
+  assert len(held) == 2 * 3 * 10
+  summary = calibrate.summary(checks)
+  rms, worst, count = summary[("nccl", "nvlink", "held_out")]
+  assert count == 30 and 0 < rms <= worst < 0.2
+  assert summary[("nccl", "nvlink", "calibration")][1] < 1e-5
+  with pytest.raises(HeuristicsError, match="--holdout=all: expected one of"):
+    calibrate.run_calibration(str(cal), holdout="all")
+
+
+def test_duplicate_rows_give_their_median_as_the_point(tmp_path):
+  path = tmp_path / "dup.csv"
+  path.write_text("backend,link_class,bytes,seconds,operands\n"
+                  "nccl,nvlink,1024,10e-6,1\nnccl,nvlink,1024,30e-6,1\n"
+                  "nccl,nvlink,1024,12e-6,1\nnccl,nvlink,1048576,40e-6,1\n")
+  text, _ = calibrate.calibrate(str(path))
+  assert "point nccl nvlink 1 1024 12\n" in text
+  table = selection.CostTable.parse(text, "dup")
+  assert table.points("nccl", "nvlink") == [(1, 1024, 12.0), (1, 1048576, 40.0)]
 
 
 @pytest.mark.parametrize("name, backends", [
