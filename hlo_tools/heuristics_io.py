@@ -1,4 +1,4 @@
-"""Compatibility import: the module lives in hlo_tools.commands.heuristics.io."""
+"""Compatibility import: the module lives in hlo_tools.commands.heuristics.shared."""
 
-from hlo_tools.commands.heuristics.io import *  # noqa: F401,F403 pylint: disable=wildcard-import,unused-wildcard-import
-from hlo_tools.commands.heuristics.io import HeuristicsError  # noqa: F401
+from hlo_tools.commands.heuristics.shared import *  # noqa: F401,F403 pylint: disable=wildcard-import,unused-wildcard-import
+from hlo_tools.commands.heuristics.shared import HeuristicsError  # noqa: F401

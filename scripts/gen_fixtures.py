@@ -89,7 +89,7 @@ def generate(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
     info = dump.compile_in_child(work_dir, source, target, pass_re=".*", progress=False)
     xla_dir = os.path.join(work_dir, dump.XLA_DUMP_SUBDIR)
     modules = dump.index_xla_dump(xla_dir)
-    key = dump._main_module(modules, info.get("module_name"))  # pylint: disable=protected-access
+    key = dump.main_module(modules, info.get("module_name"))
     for stage in stages:
       if stage == "before_async":
         text = dump.pass_snapshot_text(xla_dir, SNAPSHOT_PASS, key, when="before")
@@ -117,7 +117,7 @@ def generate_pass_dump(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
     info = dump.compile_in_child(work_dir, source, target, pass_re=".*", progress=False)
     xla_dir = os.path.join(work_dir, dump.XLA_DUMP_SUBDIR)
     modules = dump.index_xla_dump(xla_dir)
-    key = dump._main_module(modules, info.get("module_name"))  # pylint: disable=protected-access
+    key = dump.main_module(modules, info.get("module_name"))
     module = modules[key]
     keep = list(module["stages"].values())
     last = None

@@ -29,8 +29,9 @@ def pass_output(tmp_path, fixture, topology, *extra):
   if not DRIVER.exists():
     pytest.skip("nvshmem-opt is not built")
   out = tmp_path / f"{fixture}.{topology}.nvshmem.hlo"
+  # --annotate: the pass records its decision on each op (verify checks NCCL ones too).
   proc = subprocess.run([str(DRIVER), str(FIXTURES / f"{fixture}.hlo"),
-                         f"--topology={topology}", "-o", str(out), *extra],
+                         f"--topology={topology}", "--annotate", "-o", str(out), *extra],
                         capture_output=True, text=True, env=driver.driver_env(), check=False)
   assert proc.returncode == 0, proc.stderr
   return out

@@ -15,7 +15,7 @@ from hlo_tools import calibrate
 from hlo_tools.commands import heuristics
 from hlo_tools.commands.heuristics import sweep as heuristics_sweep
 from hlo_tools import selection
-from hlo_tools.commands.heuristics.io import HeuristicsError
+from hlo_tools.commands.heuristics.shared import HeuristicsError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NVSHMEM_OPT = os.path.join(os.path.dirname(sys.executable), "nvshmem-opt")
@@ -199,17 +199,26 @@ def test_sweep_reduced_grid_outputs_are_consistent(tmp_path, capsys):
 
 
 def test_sweep_default_table_findings():
-  """Pins the findings reported in docs/cost_model.md for the shipped table."""
+  """What holds for the shipped table, whatever its calibrated numbers."""
   topologies = heuristics_sweep.parse_topologies(heuristics_sweep.DEFAULT_TOPOLOGIES)
-  rows = heuristics_sweep.sweep(topologies, selection.load_cost_table())
+  table = selection.load_cost_table()
+  rows = heuristics_sweep.sweep(topologies, table)
   s = heuristics_sweep.summarize(rows)
   assert s["cases"] == 5 * 3 * 21
-  assert s["goals"]["choice_equals_oracle_everywhere"]
-  # Only where upstream's NVSHMEM plan would not fit the 1 GiB heap.
-  assert s["worse_than_upstream"] == s["worse_than_upstream_over_heap"] == 2
-  assert s["mixed_split_chosen"] == 0
+  # The core departs from the fastest plan only inside its margin.
+  for row in rows:
+    assert row["chosen_us"] <= row["oracle_us"] / (1 - table.margin) + 1e-9
+  # Worse than upstream only inside the margin or where upstream overflows the heap.
+  for row in rows:
+    if row["ratio_to_upstream"] > 1 and not row["upstream_hangs"]:
+      assert row["upstream_over_heap"] or row["ratio_to_upstream"] <= 1 / (1 - table.margin)
+  # Upstream's assigner (asked through the driver) picks NVSHMEM for a shift inside an
+  # NVLink domain, which would hang; the core never does.
+  hanging = {(r["topology"], r["shape"]) for r in rows if r["upstream_hangs"]}
+  assert ("1x1x8", "shift") in hanging and all(shape == "shift" for _, shape in hanging)
+  assert not [r for r in rows if r["upstream_hangs"] and r["chosen_plan"] == "nvshmem"]
+  assert s["plans_chosen"]["split"] == 0
   assert s["mixed_ratio_to_nccl"]["min"] == s["mixed_ratio_to_nccl"]["max"] == 1.0
-  assert not s["goals"]["mixed_rings_20pct_better_than_upstream"]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -239,8 +248,10 @@ def test_sweep_bad_cost_table_names_line(tmp_path, capsys):
 SPLIT_TABLE = "link nccl nvlink 20 100\nlink nccl network 3 1000\n"
 
 
+# The core no longer plans splits (an NVSHMEM part would leave devices without a
+# source); with the table that once favoured one, the pass and the core agree on NCCL.
 @pytest.mark.parametrize("table_text, expect_plan", [(None, "nccl"),
-                                                     (SPLIT_TABLE, "split")])
+                                                     (SPLIT_TABLE, "nccl")])
 def test_check_pass_matches_core(tmp_path, capsys, table_text, expect_plan):
   argv = ["check-pass", "--topology=1x2x4", "--jobs=1"]
   if table_text:
@@ -378,7 +389,7 @@ def test_alternatives_only_when_they_beat_pure_plans_by_margin(permute, table, n
   if d["plan"] == "nccl":
     # NCCL stays only when no eligible alternative clears the margin.
     for key in ("nvshmem_us", "split_us"):
-      assert d[key] is None or d[key] > required(d["nccl_us"])
+      assert d[key] is None or d[key] >= required(d["nccl_us"])
     assert d["chosen_us"] == d["nccl_us"]
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hlo_tools.commands import dump, report
+from hlo_tools.commands import outdir, report
 
 REPO = Path(__file__).resolve().parents[1]
 DRIVER = REPO / "build" / "nvshmem-opt"
@@ -188,7 +188,7 @@ def test_a_run_killed_between_renames_gets_its_report_back(tmp_path):
   (trash / "old" / "report.json").write_text("{}")
   (tmp_path / f".r.tmp-{gone.pid}-def456").mkdir()
   (tmp_path / f".r.tmp-{os.getpid()}-live01").mkdir()  # a running process's: kept
-  dump.clean_stale(str(out))
+  outdir.clean_stale(str(out))
   assert (out / "report.json").read_text() == "{}"
   assert sorted(p.name for p in tmp_path.iterdir()) == [f".r.tmp-{os.getpid()}-live01", "r"]
 

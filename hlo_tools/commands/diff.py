@@ -38,74 +38,14 @@ import sys
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
-from hlo_tools.commands import dump as dump_mod
-from hlo_tools.model import decisions, source as inputs
+from hlo_tools.model import decisions, dumps, source as inputs
 from hlo_tools.model.collectives import collective_permutes
+from hlo_tools.model.dumps import STAGE_HELP, read_stage, xla_dir_of
 from hlo_tools.model.source import InputError
-
-STAGE_HELP = ("before_optimizations, after_optimizations, before_async, after:PASS[#N] "
-              "or before:PASS[#N]")
-# The module XLA's backend assigner sees is the input of async-collective-creator.
-BEFORE_ASYNC_PASS = "async-collective-creator"
 
 
 # ---------------------------------------------------------------------------------------
 # Inputs
-
-def _main_key(dump_dir, modules):
-  try:
-    with open(os.path.join(dump_dir, "manifest.json")) as f:
-      key = json.load(f).get("main_module")
-    if key in modules:
-      return key
-  except (OSError, ValueError):
-    pass
-  return dump_mod._main_module(modules)  # pylint: disable=protected-access
-
-
-def xla_dir_of(dump_dir):
-  sub = os.path.join(dump_dir, dump_mod.XLA_DUMP_SUBDIR)
-  return sub if os.path.isdir(sub) else dump_dir
-
-
-def read_stage(dump_dir, stage, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
-  """The Source of one stage of a dump directory (see the module docstring)."""
-  label = f"{dump_dir}:{stage}"
-  xla_dir = xla_dir_of(dump_dir)
-  modules = dump_mod.index_xla_dump(xla_dir)
-  key = _main_key(dump_dir, modules) if modules else None
-  if stage in ("before_optimizations", "after_optimizations"):
-    copied = os.path.join(dump_dir, stage + ".hlo")
-    if os.path.isfile(copied):
-      return inputs.read_source(copied, label, max_bytes)
-    if key is None or stage not in modules[key]["stages"]:
-      raise InputError(f"{dump_dir}: no {stage} module in this dump directory")
-    return inputs.read_source(os.path.join(xla_dir, modules[key]["stages"][stage]), label,
-                          max_bytes)
-  when, pass_name, occurrence = None, None, -1
-  if stage == "before_async":
-    when, pass_name = "before", BEFORE_ASYNC_PASS
-  elif stage.startswith(("after:", "before:")):
-    when, pass_name = stage.split(":", 1)
-    if "#" in pass_name:
-      pass_name, _, n = pass_name.partition("#")
-      if not n.lstrip("-").isdigit():
-        raise InputError(f"{label}: bad occurrence {n!r}: expected PASS#N, N an integer")
-      occurrence = int(n)
-  if pass_name is None or not pass_name:
-    raise InputError(f"{dump_dir}: unknown stage {stage!r}; expected {STAGE_HELP}")
-  if key is None:
-    raise InputError(f"{dump_dir}: no XLA module dumps (module_*.txt) found")
-  if not modules[key]["passes"]:
-    raise InputError(f"{dump_dir}: no per-pass snapshots; dump with --all_passes")
-  try:
-    text = dump_mod.pass_snapshot_text(xla_dir, pass_name, key, occurrence, when)
-  except dump_mod.DumpError as e:
-    raise InputError(f"{dump_dir}: {e}") from None
-  except IndexError:
-    raise InputError(f"{label}: pass {pass_name!r} has no run #{occurrence}") from None
-  return inputs.read_text(label, text, label)
-
 
 def read_input(spec, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
   """FILE or DIR:STAGE (the first ':' whose left side is a directory splits them).
@@ -632,10 +572,10 @@ def trace(dump_dir):
   if not os.path.isdir(dump_dir):
     raise InputError(f"{dump_dir}: --trace needs a dump directory")
   xla_dir = xla_dir_of(dump_dir)
-  modules = dump_mod.index_xla_dump(xla_dir)
+  modules = dumps.index_xla_dump(xla_dir)
   if not modules:
     raise InputError(f"{dump_dir}: no XLA module dumps (module_*.txt) found")
-  key = _main_key(dump_dir, modules)
+  key = dumps.main_key(dump_dir, modules)
   module = modules[key]
   if not module["passes"]:
     raise InputError(f"{dump_dir}: no per-pass snapshots; dump with --all_passes")

@@ -29,27 +29,21 @@ import time
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
+from hlo_tools.commands.outdir import make_work_dir, publish
+from hlo_tools.model.dumps import (XLA_DUMP_SUBDIR, index_xla_dump, main_module,
+                                   pass_snapshot_text)
 from hlo_tools.model.source import InputError
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # hlo_tools/
 DEFAULT_TARGET_CONFIG = os.path.join(_PACKAGE, "data",
                                      "h200_gpu_target_config.pbtxt")
-XLA_DUMP_SUBDIR = "xla_dump"
 _ERROR_FILE = "child_error.txt"
 _INFO_FILE = "child_info.json"
 _LOG_FILE = "child.log"
 LOWERED_FILE = "lowered.hlo"
 _TOPOLOGY_RE = re.compile(r"^([1-9]\d*)x([1-9]\d*)x([1-9]\d*)$")
 
-# module_0001.jit_f.0082.post-fusion_optimization.after_A.before_B.txt
-_PASS_FILE_RE = re.compile(
-    r"^module_(?P<id>\d+)\.(?P<name>.+?)\.(?P<seq>\d{4})\.(?P<pipeline>[^.]+)"
-    r"\.after_(?P<pass>.+?)\.before_(?P<next>.+)\.txt$")
-# module_0001.jit_f.before_optimizations.txt and
-# module_0001.jit_f[.sm_9.0a_gpu]_after_optimizations.txt (GPU prefixes the arch).
-_STAGE_FILE_RE = re.compile(
-    r"^module_(?P<id>\d+)\.(?P<name>.+?)\.(?:[\w.]*_)?(?P<stage>before_optimizations|"
-    r"after_optimizations)\.txt$")
+
 
 
 class DumpError(InputError):
@@ -297,47 +291,6 @@ def compile_in_child(work_dir, source, target, pass_re=None, progress=True):
     return json.load(f)
 
 
-def index_xla_dump(xla_dir):
-  """Groups XLA's dump files by module; per module, passes in the order XLA ran them.
-
-  Returns {module key: {"id", "name", "stages": {stage: file}, "passes": [...]}}
-  with file names relative to xla_dir. XLA only writes a pass's file when the pass
-  changed the module, so passes that changed nothing are absent.
-  """
-  modules = {}
-
-  def entry(mid, name):
-    key = f"module_{mid}.{name}"
-    return modules.setdefault(key, {"id": int(mid), "name": name, "stages": {},
-                                    "passes": []})
-
-  for fname in sorted(os.listdir(xla_dir)):
-    m = _PASS_FILE_RE.match(fname)
-    if m:
-      entry(m["id"], m["name"])["passes"].append({
-          "seq": int(m["seq"]), "pipeline": m["pipeline"], "pass": m["pass"],
-          "next": m["next"], "file": fname})
-      continue
-    m = _STAGE_FILE_RE.match(fname)
-    if m:
-      entry(m["id"], m["name"])["stages"][m["stage"]] = fname
-  for module in modules.values():
-    module["passes"].sort(key=lambda p: p["seq"])
-  return modules
-
-
-def _main_module(modules, preferred_name=None):
-  """The module the dump is about: the compiled jit, else the one with most passes."""
-  if not modules:
-    return None
-  candidates = [k for k, m in modules.items() if m["name"] == preferred_name]
-  if candidates:
-    return max(candidates, key=lambda k: modules[k]["id"])
-  return max(modules, key=lambda k: (len(modules[k]["passes"]),
-                                     "after_optimizations" in modules[k]["stages"],
-                                     modules[k]["id"]))
-
-
 def write_stages(work_dir, modules, main_key):
   """Copies the main module's stage files to fixed names; returns stage -> file."""
   stages = {}
@@ -358,94 +311,6 @@ def _check_out(out, overwrite):
     raise DumpError(f"--out {out!r} exists and is not empty (use --overwrite)")
   if os.path.exists(out) and not os.path.isdir(out):
     raise DumpError(f"--out {out!r} exists and is not a directory")
-
-
-# ----------------------------------------------------------------------------
-# Writing an output directory: old or new, never half of one, even when killed.
-#
-# The work directory lives next to DIR (same file system) and is named
-# `.DIR.tmp-PID-XXXX`; a finished one replaces DIR by one atomic exchange
-# (renameat2 RENAME_EXCHANGE) and the old content, now in the work directory's
-# place, is deleted. Where the file system cannot exchange, DIR moves aside to
-# `.DIR.old-PID-XXXX/old` first; a run killed between those two renames leaves
-# the old report there, and the next run puts it back. Leftovers of dead
-# processes are removed when the next run starts.
-
-_RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
-
-
-def _exchange(a, b):
-  """Atomically swaps two paths; False where the kernel or file system cannot."""
-  import ctypes  # pylint: disable=import-outside-toplevel
-  try:
-    libc = ctypes.CDLL(None, use_errno=True)
-    renameat2 = libc.renameat2
-  except (OSError, AttributeError):
-    return False
-  renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
-                        ctypes.c_uint]
-  if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
-    return True
-  errno = ctypes.get_errno()
-  if errno in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: no exchange here
-    return False
-  raise OSError(errno, os.strerror(errno), b)
-
-
-def make_work_dir(out):
-  """A fresh `.DIR.tmp-PID-XXXX` next to `out`, after clearing dead runs' leftovers."""
-  parent, base = os.path.dirname(out), os.path.basename(out)
-  os.makedirs(parent, exist_ok=True)
-  clean_stale(out)
-  return tempfile.mkdtemp(prefix=f".{base}.tmp-{os.getpid()}-", dir=parent)
-
-
-def _pid_alive(pid):
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  except PermissionError:
-    return True
-  return True
-
-
-_STALE_RE = re.compile(r"^\.(?P<base>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)-[\w]+$")
-
-
-def clean_stale(out):
-  """Removes work and trash directories of `out` left by processes that died; if a run
-  died between moving DIR aside and moving the new one in, DIR gets its old self back."""
-  parent, base = os.path.dirname(out), os.path.basename(out)
-  try:
-    names = os.listdir(parent)
-  except OSError:
-    return
-  for name in names:
-    m = _STALE_RE.match(name)
-    if not m or m["base"] != base or _pid_alive(int(m["pid"])):
-      continue
-    path = os.path.join(parent, name)
-    old = os.path.join(path, "old")
-    if m["kind"] == "old" and os.path.isdir(old) and not os.path.lexists(out):
-      os.rename(old, out)
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def publish(work_dir, out):
-  """Moves the finished work directory into place as `out` (see above)."""
-  if not os.path.lexists(out):
-    os.rename(work_dir, out)
-    return
-  if _exchange(work_dir, out):
-    shutil.rmtree(work_dir, ignore_errors=True)  # the old content, now here
-    return
-  trash = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.old-{os.getpid()}-",
-                           dir=os.path.dirname(out))
-  os.rename(out, os.path.join(trash, "old"))
-  os.rename(work_dir, out)
-  shutil.rmtree(trash, ignore_errors=True)
 
 
 def dump(source, out, target=None, all_passes=False, overwrite=False, options=None,
@@ -475,7 +340,7 @@ def dump(source, out, target=None, all_passes=False, overwrite=False, options=No
     modules = index_xla_dump(os.path.join(work_dir, XLA_DUMP_SUBDIR))
     if not modules:
       raise DumpError(f"no XLA module dumps found in {source.get('dir', work_dir)}")
-    main_key = _main_module(modules, info.get("module_name"))
+    main_key = main_module(modules, info.get("module_name"))
     stages = write_stages(work_dir, modules, main_key)
     manifest = {
         "source": source,
@@ -512,39 +377,6 @@ def _local_versions():
   return versions
 
 
-def pass_snapshot_text(xla_dir, pass_name, module_key=None, occurrence=-1,
-                       when="after"):
-  """HLO text of the module right after (or before) `pass_name`, from an XLA dump.
-
-  XLA writes a pass's file only when the pass changed the module, and every
-  pipeline start is written, so:
-    after P:  the file after_P; if P changed nothing, its input, the file named
-              ...before_P (written when the pass before P changed the module).
-    before P: the file named ...before_P, else the last file written before
-              after_P (every change is dumped, so that is P's input).
-  Otherwise the snapshot cannot be located and DumpError says so.
-  `occurrence` picks among several runs of the pass (-1: the last).
-  """
-  if when not in ("after", "before"):
-    raise ValueError(f"when must be 'after' or 'before', not {when!r}")
-  modules = index_xla_dump(xla_dir)
-  key = module_key or _main_module(modules)
-  if key not in modules:
-    raise DumpError(f"module {key!r} not in {xla_dir}")
-  passes = modules[key]["passes"]
-  after = [i for i, p in enumerate(passes) if p["pass"] == pass_name]
-  before = [i for i, p in enumerate(passes) if p["next"] == pass_name]
-  if when == "after":
-    hits = after or before
-  else:
-    hits = before or [i - 1 for i in after if i > 0]
-  if not hits:
-    raise DumpError(f"no dump {when} pass {pass_name!r} in module {key}: the pass did "
-                    "not run or neither it nor its neighbour changed the module")
-  with open(os.path.join(xla_dir, passes[hits[occurrence]]["file"])) as f:
-    return f.read()
-
-
 def dump_pass_snapshot(config, topology, pass_name, target_config=DEFAULT_TARGET_CONFIG,
                        occurrence=-1, when="after", progress=False):
   """Compiles the ring example for a GPU topology; returns the HLO after `pass_name`.
@@ -565,7 +397,7 @@ def dump_pass_snapshot(config, topology, pass_name, target_config=DEFAULT_TARGET
     xla_dir = os.path.join(work_dir, XLA_DUMP_SUBDIR)
     modules = index_xla_dump(xla_dir)
     return pass_snapshot_text(xla_dir, pass_name,
-                              _main_module(modules, info.get("module_name")),
+                              main_module(modules, info.get("module_name")),
                               occurrence, when)
 
 

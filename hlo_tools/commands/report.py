@@ -46,8 +46,9 @@ from hlo_tools.commands import common
 from hlo_tools.commands import diff as df
 from hlo_tools.commands import dump as dump_mod
 from hlo_tools.commands import explain
+from hlo_tools.commands import outdir
 from hlo_tools.commands import verify as vf
-from hlo_tools.model import decisions, driver, source as inputs
+from hlo_tools.model import decisions, driver, dumps, source as inputs
 from hlo_tools.model.source import InputError
 
 # Llama-3-8B attention.
@@ -173,7 +174,7 @@ def prepare_inputs(case, case_dir, say, max_bytes):
   stages = {}
   for stage in ("before_async", "after_optimizations"):
     try:
-      src = df.read_stage(dump_dir, stage, max_bytes)
+      src = dumps.read_stage(dump_dir, stage, max_bytes)
     except InputError:
       continue  # a dump without every pass has no before_async
     stages[stage] = os.path.join(hlo_dir, f"{stage}.hlo")
@@ -193,7 +194,7 @@ def _run_pass(hlo_dir, json_dir, stage, path, case, cost_table, partitions):
   try:
     rc, report, message = driver.run_nvshmem_opt(
         path, case.topology, cost_table, mode="rewrite", out=out, compare_upstream=True,
-        num_partitions=partitions, tmp_dir=json_dir)
+        num_partitions=partitions, tmp_dir=json_dir, annotate=True)
   except FileNotFoundError as e:
     raise InputError(f"hlo-tools report: {e}") from None
   if rc != 0:
@@ -565,7 +566,7 @@ def build(cases, out, cost_table=None, num_partitions=None, progress=True,
     decisions.load_selection(case.topology, cost_table)  # bad specs fail before any compile
   out = os.path.abspath(out)
   _check_out(out)
-  work = dump_mod.make_work_dir(out)
+  work = outdir.make_work_dir(out)
   say = (lambda m: print(f"hlo-tools report: {m}", file=sys.stderr, flush=True)) \
       if progress else (lambda m: None)
   try:
@@ -591,7 +592,7 @@ def build(cases, out, cost_table=None, num_partitions=None, progress=True,
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(work, 0o777 & ~umask)
-    dump_mod.publish(work, out)
+    outdir.publish(work, out)
     report["out"] = out
     return report
   except BaseException:

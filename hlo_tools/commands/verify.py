@@ -22,9 +22,10 @@ applicable" as a whole:
                   source call, so such a permute hangs the runtime
   selection       the backend equals what the selection core decides for the topology
                   and cost table; split parts: the NVSHMEM part carries exactly the
-                  core's NVLink edges and the NCCL part the rest. Ops the pass never
-                  annotated (no _nvshmem_plan) that still use DEFAULT are skipped: the
-                  pass did not run on them, so there is no decision to check.
+                  core's NVLink edges and the NCCL part the rest. In an already
+                  scheduled module the pass keeps NCCL where the model prefers a
+                  split. DEFAULT ops without a recorded decision (_nvshmem_plan, written
+                  by `nvshmem-opt --annotate`) are skipped: nothing says the pass ran.
   memory-space    NVSHMEM operands and results live in the collective memory space
                   (S(1) in the layout); only applicable once buffer assignment has
                   annotated memory spaces (some layout in the module has S(n))
@@ -297,8 +298,9 @@ def check_selection(perms, topology_spec):
     recorded = perm.start.frontend_attributes.get("_nvshmem_plan")
     backend = perm.record.backend
     if recorded is None and backend == "DEFAULT":
-      check.add("skip", perm.start, f"not annotated by the pass (no _nvshmem_plan); "
-                f"the core would choose {d['plan']}")
+      check.add("skip", perm.start, f"no decision recorded (no _nvshmem_plan: the pass "
+                f"did not run, or ran without --annotate); the core would choose "
+                f"{d['plan']}")
       continue
     want = decisions.PLAN_BACKEND[d["plan"]]
     problems = []

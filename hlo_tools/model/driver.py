@@ -72,7 +72,7 @@ def _clean_stale_reports(directory):
 
 def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
                     compare_upstream=False, timeout=600, num_partitions=None,
-                    tmp_dir=None):
+                    tmp_dir=None, annotate=False):
   """Runs the driver; returns (exit status, report dict or None, error line).
 
   The driver's JSON report goes to a temporary file in tmp_dir (default: the system's
@@ -96,6 +96,8 @@ def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
       cmd.append("--compare-upstream")
     if num_partitions:
       cmd.append(f"--num-partitions={num_partitions}")
+    if annotate:
+      cmd.append("--annotate")  # decisions also in frontend attributes
     if out:
       cmd += ["-o", os.fspath(out)]
     proc = subprocess.run(cmd, env=driver_env(), capture_output=True, text=True,

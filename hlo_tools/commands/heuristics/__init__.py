@@ -5,7 +5,7 @@
     hlo-tools heuristics calibrate CSV [--out=TABLE]
 
 sweep: modeled times of every plan over sizes x topologies x shapes, against
-the oracle, upstream XLA's rule and NCCL-only. check-pass: compile real JAX
+the oracle, upstream XLA's assigner and NCCL-only. check-pass: compile real JAX
 programs for a sample of those cases and check the C++ pass decides what the
 core predicts. calibrate: fit a cost table from measured point-to-point times.
 """
@@ -16,7 +16,7 @@ import sys
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
-from hlo_tools.commands.heuristics.io import HeuristicsError
+from hlo_tools.commands.heuristics.shared import HeuristicsError
 
 # subcommand -> module with main(argv); imported lazily (check-pass pulls in
 # the dump machinery, sweep may pull in matplotlib).

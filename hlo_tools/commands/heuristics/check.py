@@ -9,7 +9,8 @@ sampled case, see hlo_tools.commands.heuristics.programs), takes the module XLA'
 async-collective-creator receives, runs nvshmem-opt --mode=explain on it and
 compares every decision with the sweep's row for that case: plan and every
 modeled time. It also compares upstream's CollectiveBackendAssigner (run by
-nvshmem-opt --compare-upstream) with the upstream rule the sweep prices.
+nvshmem-opt --compare-upstream) on the program with its answer on the small module
+the sweep asks it about.
 Exit status: 0 all match, 1 a mismatch, 2 unusable input or a failed compile.
 """
 
@@ -23,10 +24,10 @@ import subprocess
 import sys
 import tempfile
 
-from hlo_tools.commands.heuristics import io as heuristics_io
+from hlo_tools.commands.heuristics import shared as heuristics_io
 from hlo_tools.commands.heuristics import programs as heuristics_programs
 from hlo_tools.commands.heuristics import sweep as heuristics_sweep
-from hlo_tools.commands.heuristics.io import HeuristicsError
+from hlo_tools.commands.heuristics.shared import HeuristicsError
 
 # Buffer sizes per entry of heuristics_programs.SAMPLE_SHAPES: latency-bound,
 # bandwidth-bound, a combined K/V pair, a shift. On 1x1x8 the second ring is
@@ -115,8 +116,8 @@ def compare(row, decision):
       problems.append(f"{key} {modeled.get(key)} us != core {row[column]}")
   upstream = _UPSTREAM.get(decision.get("upstream"), decision.get("upstream"))
   if upstream != row["upstream_plan"]:
-    problems.append(f"upstream assigner {decision.get('upstream')} != rule "
-                    f"{row['upstream_plan']}")
+    problems.append(f"upstream assigner {decision.get('upstream')} on the program != "
+                    f"{row['upstream_plan']} on the sweep's module")
   return problems
 
 
@@ -130,8 +131,10 @@ def check_topology(spec, topology, table, cost_table_path, tool, work_dir):
   decisions = list(report["decisions"])
   results = []
   n = topology.num_devices
+  upstream = heuristics_sweep.upstream_plans([(spec, topology)])
   for shape, size in cases:
-    row = heuristics_sweep.evaluate(spec, topology, table, shape, size)
+    row = heuristics_sweep.evaluate(spec, topology, table, shape, size,
+                                    upstream[(spec, shape)])
     pairs = [list(p) for p in heuristics_sweep.pairs_for(shape, n)]
     found = [d for d in decisions if d["bytes"] == row["bytes"] and d["pairs"] == pairs]
     name = heuristics_sweep.case_name(row)

@@ -7,8 +7,8 @@ import io
 import os
 import re
 
-from hlo_tools.commands.heuristics import io as heuristics_io
-from hlo_tools.commands.heuristics.io import HeuristicsError
+from hlo_tools.commands.heuristics import shared as heuristics_io
+from hlo_tools.commands.heuristics.shared import HeuristicsError
 
 _STYLE = {"nccl": ("tab:blue", "NCCL-only"), "nvshmem": ("tab:green", "NVSHMEM-only"),
           "split": ("tab:orange", "split")}
@@ -77,14 +77,14 @@ def _panel(ax, rel, shape, part):
 
 
 def _curves(ax, x, part, scale):
-  """Every plan's curve, upstream's rule, and the choice marked; y divided by scale."""
+  """Every plan's curve, upstream's choice, and the choice marked; y divided by scale."""
   for plan, (color, label) in _STYLE.items():
     points = [(xi, r[f"{plan}_us"] / d) for xi, r, d in zip(x, part, scale)
               if r[f"{plan}_us"] is not None]
     if points:
       ax.plot(*zip(*points), color=color, label=label, linewidth=1.2)
   ax.plot(x, [r["upstream_us"] / d for r, d in zip(part, scale)],
-          color="tab:red", linestyle="--", linewidth=1, label="upstream rule")
+          color="tab:red", linestyle="--", linewidth=1, label="upstream assigner")
   # The choice sits on its plan's curve; the marker tells plans apart where
   # curves overlap.
   for plan, marker in _MARKERS.items():

@@ -6,8 +6,9 @@
 Every number comes from the C++ core the pass runs (hlo_tools.selection): one
 implementation of the model, not a Python copy of it. For each case the sweep
 records each plan's modeled time, the plan the core chooses, the oracle (the
-fastest eligible plan, margin ignored), upstream XLA's rule priced with the same
-model, and NCCL-only. DIR receives sweep.csv, sweep.json and one PNG per
+fastest eligible plan, margin ignored), upstream XLA's choice (its real
+CollectiveBackendAssigner, run by nvshmem-opt --compare-upstream) priced with the
+same model, and NCCL-only. DIR receives sweep.csv, sweep.json and one PNG per
 topology; the summary is printed last.
 """
 
@@ -18,10 +19,12 @@ import json
 import math
 import os
 import sys
+import tempfile
 
-from hlo_tools.commands.heuristics import io as heuristics_io
+from hlo_tools.commands.heuristics import shared as heuristics_io
 from hlo_tools import selection
-from hlo_tools.commands.heuristics.io import HeuristicsError
+from hlo_tools.model import driver
+from hlo_tools.commands.heuristics.shared import HeuristicsError
 
 DEFAULT_TOPOLOGIES = ("1x1x8", "1x2x4", "2x2x4", "1x4x2", "1x9x8:nvl72")
 # 1 KiB .. 1 GiB in factors of two: the grid a user reads off a log-log plot.
@@ -41,7 +44,7 @@ COLUMNS = (
     "edges_same_device", "edges_nvlink", "edges_nvlink_domain", "edges_network",
     "mixed", "multi_host", "nccl_us", "nvshmem_us", "split_us", "chosen_plan",
     "chosen_us", "oracle_plan", "oracle_us", "upstream_plan", "upstream_us",
-    "upstream_over_heap", "ratio_to_oracle", "ratio_to_upstream",
+    "upstream_over_heap", "upstream_hangs", "ratio_to_oracle", "ratio_to_upstream",
     "ratio_to_nccl", "reason")
 
 
@@ -73,33 +76,83 @@ def _oracle(decision):
   return best, times[best]
 
 
-def _upstream(decision, table, nbytes):
-  """Upstream XLA's choice for a collective-permute, priced with our model.
+# The module upstream's assigner is asked about: one permute per shape, named after it.
+_UPSTREAM_MODULE = """HloModule sweep_upstream, num_partitions={n}
 
-  Upstream's CollectiveBackendAssigner picks NVSHMEM when every edge stays
-  intra-node or inside the NVLink domain and has had no size threshold for
-  collective-permutes since XLA PR #30718; it does not look at the symmetric
-  heap, so its NVSHMEM plan is priced even above nvshmem_max_bytes (flagged).
-  Returns (plan, us, over_heap).
+ENTRY main {{
+  a = f32[64]{{0}} parameter(0)
+  b = f32[64]{{0}} parameter(1)
+  ring = f32[64]{{0}} collective-permute(a), channel_id=1, source_target_pairs={ring}
+  kv = (f32[64]{{0}}, f32[64]{{0}}) collective-permute(a, b), channel_id=2, source_target_pairs={ring}
+  shift = f32[64]{{0}} collective-permute(a), channel_id=3, source_target_pairs={shift}
+  ROOT out = (f32[64]{{0}}, (f32[64]{{0}}, f32[64]{{0}}), f32[64]{{0}}) tuple(ring, kv, shift)
+}}
+"""
+
+
+def _pairs_text(pairs):
+  return "{" + ",".join(f"{{{s},{t}}}" for s, t in pairs) + "}"
+
+
+def upstream_plans(topologies):
+  """{(spec, shape): 'nvshmem' | 'nccl'}: upstream XLA's CollectiveBackendAssigner.
+
+  Its answer comes from the real assigner, run by `nvshmem-opt --compare-upstream`
+  on a small module per topology with one permute per shape; the assigner has no
+  size threshold for collective-permutes, so one module stands for every size.
   """
+  exe = driver.find_nvshmem_opt()
+  if exe is None:
+    raise HeuristicsError("nvshmem-opt is not built (run scripts/setup.sh): upstream's "
+                          "answer comes from its assigner, run by the driver")
+  plans = {}
+  with tempfile.TemporaryDirectory(prefix="heuristics-upstream-") as tmp:
+    for spec, topology in topologies:
+      n = topology.num_devices
+      path = os.path.join(tmp, "module.hlo")
+      with open(path, "w") as f:
+        f.write(_UPSTREAM_MODULE.format(n=n, ring=_pairs_text(pairs_for("ring", n)),
+                                        shift=_pairs_text(pairs_for("shift", n))))
+      rc, report, message = driver.run_nvshmem_opt(path, spec, mode="explain",
+                                                   compare_upstream=True, tmp_dir=tmp)
+      if rc != 0 or not report:
+        raise HeuristicsError(f"nvshmem-opt --compare-upstream failed on {spec}: {message}")
+      for d in report["decisions"]:
+        plans[(spec, d["instruction"])] = "nvshmem" if d.get("upstream") == "NVSHMEM" \
+            else "nccl"
+  return plans
+
+
+def _upstream(decision, table, nbytes, buffers, plan):
+  """Upstream's plan priced with our model: (plan, us, over_heap).
+
+  Upstream does not look at the symmetric heap, so its NVSHMEM plan is priced even
+  above nvshmem_max_bytes (flagged)."""
   edges = decision["edges_by_class"]
-  if sum(edges.values()) == 0 or edges["network"] > 0:
+  if plan != "nvshmem" or sum(edges.values()) == 0:
     return "nccl", decision["nccl_us"], False
-  us = max(selection.edge_time_us(table, "nvshmem", link_class, nbytes)
+  us = max(selection.edge_time_us(table, "nvshmem", link_class, nbytes, buffers)
            for link_class, count in edges.items() if count > 0)
   return "nvshmem", us, nbytes > table.nvshmem_max_bytes
 
 
-def evaluate(spec, topology, table, shape, buffer_bytes):
+def evaluate(spec, topology, table, shape, buffer_bytes, upstream_plan):
   """One row of the sweep: every plan's modeled time and every rule's choice."""
   n = topology.num_devices
-  nbytes = buffer_bytes * SHAPES[shape][0]
+  buffers = SHAPES[shape][0]
+  nbytes = buffer_bytes * buffers
   decision = selection.decide(topology, table, nbytes, pairs_for(shape, n),
                               cross_partition=True, num_partitions=n,
-                              num_replicas=1)
+                              num_replicas=1, buffers=buffers)
   edges = decision["edges_by_class"]
   oracle_plan, oracle_us = _oracle(decision)
-  upstream_plan, upstream_us, over_heap = _upstream(decision, table, nbytes)
+  upstream_plan, upstream_us, over_heap = _upstream(decision, table, nbytes, buffers,
+                                                    upstream_plan)
+  # Upstream picks NVSHMEM for permutes that leave a device without a source, which
+  # hang XLA's NVSHMEM barrier: priced as if they ran, but flagged.
+  hangs = upstream_plan == "nvshmem" and selection.nvshmem_hang_reason(
+      selection.core.edge_ids_to_devices(topology, pairs_for(shape, n), True, n, 1),
+      n) is not None
   in_domain = edges["same_device"] + edges["nvlink"] + edges["nvlink_domain"]
   return {
       "topology": spec, "shape": shape, "buffer_bytes": buffer_bytes,
@@ -114,6 +167,7 @@ def evaluate(spec, topology, table, shape, buffer_bytes):
       "chosen_us": decision["chosen_us"], "oracle_plan": oracle_plan,
       "oracle_us": oracle_us, "upstream_plan": upstream_plan,
       "upstream_us": upstream_us, "upstream_over_heap": over_heap,
+      "upstream_hangs": hangs,
       "ratio_to_oracle": _ratio(decision["chosen_us"], oracle_us),
       "ratio_to_upstream": _ratio(decision["chosen_us"], upstream_us),
       "ratio_to_nccl": _ratio(decision["chosen_us"], decision["nccl_us"]),
@@ -121,9 +175,12 @@ def evaluate(spec, topology, table, shape, buffer_bytes):
   }
 
 
-def sweep(topologies, table, sizes=DEFAULT_SIZES, shapes=tuple(SHAPES)):
-  """topologies: [(spec, Topology)]. Rows in topology, shape, size order."""
-  return [evaluate(spec, topology, table, shape, size)
+def sweep(topologies, table, sizes=DEFAULT_SIZES, shapes=tuple(SHAPES), upstream=None):
+  """topologies: [(spec, Topology)]. Rows in topology, shape, size order.
+
+  upstream: upstream_plans(topologies), when the caller already asked the driver."""
+  upstream = upstream if upstream is not None else upstream_plans(topologies)
+  return [evaluate(spec, topology, table, shape, size, upstream[(spec, shape)])
           for spec, topology in topologies for shape in shapes for size in sizes]
 
 
@@ -149,7 +206,8 @@ def case_name(row):
 def summarize(rows):
   """The numbers the issue's goals are stated in; computed from rows alone."""
   matches = [r for r in rows if r["chosen_plan"] == r["oracle_plan"]]
-  worse_than_upstream = [r for r in rows if r["ratio_to_upstream"] > 1 + EPS]
+  worse_than_upstream = [r for r in rows if r["ratio_to_upstream"] > 1 + EPS
+                         and not r["upstream_hangs"]]
   mixed_rings = [r for r in rows if r["mixed"] and r["shape"] in RING_SHAPES]
   summary = {
       "cases": len(rows),
@@ -160,6 +218,7 @@ def summarize(rows):
       "ratio_to_oracle": _stats(rows, "ratio_to_oracle"),
       "ratio_to_upstream": _stats(rows, "ratio_to_upstream"),
       "worse_than_upstream": len(worse_than_upstream),
+      "upstream_would_hang": sum(1 for r in rows if r["upstream_hangs"]),
       "worse_than_upstream_over_heap": sum(
           1 for r in worse_than_upstream if r["upstream_over_heap"]),
       # Upstream's plan above the heap would not fit NVSHMEM's default heap,
@@ -200,15 +259,16 @@ def format_summary(summary):
       f"worst ratio to oracle: {s['ratio_to_oracle']['max']:.3f}x "
       f"({s['ratio_to_oracle']['max_case']})" if s["ratio_to_oracle"] else
       "worst ratio to oracle: n/a",
-      "ratio to upstream's rule (all cases): " + _fmt_stats(s["ratio_to_upstream"]),
-      f"worse than upstream's rule: {s['worse_than_upstream']} cases "
+      "ratio to upstream's assigner (all cases): " + _fmt_stats(s["ratio_to_upstream"]),
+      f"worse than upstream's assigner: {s['worse_than_upstream']} cases "
       f"({s['worse_than_upstream_over_heap']} of them where upstream's NVSHMEM "
-      "plan exceeds the symmetric heap)",
-      "ratio to upstream's rule where its plan fits the heap: " +
+      "plan exceeds the symmetric heap); upstream's plan would hang XLA's NVSHMEM "
+      f"barrier in {s['upstream_would_hang']} cases (not counted)",
+      "ratio to upstream's assigner where its plan fits the heap: " +
       _fmt_stats(s["ratio_to_upstream_within_heap"]),
       f"mixed multi-host rings ({s['mixed_multi_host_ring_cases']} cases, "
       f"split chosen in {s['mixed_split_chosen']}):",
-      "  ratio to upstream's rule: " + _fmt_stats(s["mixed_ratio_to_upstream"]),
+      "  ratio to upstream's assigner: " + _fmt_stats(s["mixed_ratio_to_upstream"]),
       "  ratio to NCCL-only: " + _fmt_stats(s["mixed_ratio_to_nccl"]),
       "goals: choice == oracle everywhere: "
       f"{goal(s['goals']['choice_equals_oracle_everywhere'])}; never worse than "

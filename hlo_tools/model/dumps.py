@@ -1,0 +1,163 @@
+"""Dump directories: XLA's --xla_dump_to files (or `hlo-tools dump`'s copy of them),
+indexed by module and pass, and the module at any stage or pass of one.
+
+XLA writes a pass's file only when the pass changed the module; every pipeline
+start is written.
+"""
+
+import json
+import os
+import re
+
+from hlo_tools import cli_io
+from hlo_tools.model import source as inputs
+from hlo_tools.model.source import InputError
+
+XLA_DUMP_SUBDIR = "xla_dump"  # where `hlo-tools dump` keeps XLA's own files
+STAGE_HELP = ("before_optimizations, after_optimizations, before_async, after:PASS[#N] "
+              "or before:PASS[#N]")
+# The module XLA's backend assigner sees is the input of async-collective-creator.
+BEFORE_ASYNC_PASS = "async-collective-creator"
+
+# module_0001.jit_f.0082.post-fusion_optimization.after_A.before_B.txt
+_PASS_FILE_RE = re.compile(
+    r"^module_(?P<id>\d+)\.(?P<name>.+?)\.(?P<seq>\d{4})\.(?P<pipeline>[^.]+)"
+    r"\.after_(?P<pass>.+?)\.before_(?P<next>.+)\.txt$")
+# module_0001.jit_f.before_optimizations.txt and
+# module_0001.jit_f[.sm_9.0a_gpu]_after_optimizations.txt (GPU prefixes the arch).
+_STAGE_FILE_RE = re.compile(
+    r"^module_(?P<id>\d+)\.(?P<name>.+?)\.(?:[\w.]*_)?(?P<stage>before_optimizations|"
+    r"after_optimizations)\.txt$")
+
+
+class DumpReadError(InputError):
+  """A stage or pass a dump directory does not have."""
+
+
+def index_xla_dump(xla_dir):
+  """Groups XLA's dump files by module; per module, passes in the order XLA ran them.
+
+  Returns {module key: {"id", "name", "stages": {stage: file}, "passes": [...]}}
+  with file names relative to xla_dir. XLA only writes a pass's file when the pass
+  changed the module, so passes that changed nothing are absent.
+  """
+  modules = {}
+
+  def entry(mid, name):
+    key = f"module_{mid}.{name}"
+    return modules.setdefault(key, {"id": int(mid), "name": name, "stages": {},
+                                    "passes": []})
+
+  for fname in sorted(os.listdir(xla_dir)):
+    m = _PASS_FILE_RE.match(fname)
+    if m:
+      entry(m["id"], m["name"])["passes"].append({
+          "seq": int(m["seq"]), "pipeline": m["pipeline"], "pass": m["pass"],
+          "next": m["next"], "file": fname})
+      continue
+    m = _STAGE_FILE_RE.match(fname)
+    if m:
+      entry(m["id"], m["name"])["stages"][m["stage"]] = fname
+  for module in modules.values():
+    module["passes"].sort(key=lambda p: p["seq"])
+  return modules
+
+
+def main_module(modules, preferred_name=None):
+  """The module the dump is about: the compiled jit, else the one with most passes."""
+  if not modules:
+    return None
+  candidates = [k for k, m in modules.items() if m["name"] == preferred_name]
+  if candidates:
+    return max(candidates, key=lambda k: modules[k]["id"])
+  return max(modules, key=lambda k: (len(modules[k]["passes"]),
+                                     "after_optimizations" in modules[k]["stages"],
+                                     modules[k]["id"]))
+
+
+def pass_snapshot_text(xla_dir, pass_name, module_key=None, occurrence=-1,
+                       when="after"):
+  """HLO text of the module right after (or before) `pass_name`, from an XLA dump.
+
+  XLA writes a pass's file only when the pass changed the module, and every
+  pipeline start is written, so:
+    after P:  the file after_P; if P changed nothing, its input, the file named
+              ...before_P (written when the pass before P changed the module).
+    before P: the file named ...before_P, else the last file written before
+              after_P (every change is dumped, so that is P's input).
+  Otherwise the snapshot cannot be located and DumpReadError says so.
+  `occurrence` picks among several runs of the pass (-1: the last).
+  """
+  if when not in ("after", "before"):
+    raise ValueError(f"when must be 'after' or 'before', not {when!r}")
+  modules = index_xla_dump(xla_dir)
+  key = module_key or main_module(modules)
+  if key not in modules:
+    raise DumpReadError(f"module {key!r} not in {xla_dir}")
+  passes = modules[key]["passes"]
+  after = [i for i, p in enumerate(passes) if p["pass"] == pass_name]
+  before = [i for i, p in enumerate(passes) if p["next"] == pass_name]
+  if when == "after":
+    hits = after or before
+  else:
+    hits = before or [i - 1 for i in after if i > 0]
+  if not hits:
+    raise DumpReadError(f"no dump {when} pass {pass_name!r} in module {key}: the pass did "
+                        "not run or neither it nor its neighbour changed the module")
+  with open(os.path.join(xla_dir, passes[hits[occurrence]]["file"])) as f:
+    return f.read()
+
+
+def main_key(dump_dir, modules):
+  try:
+    with open(os.path.join(dump_dir, "manifest.json")) as f:
+      key = json.load(f).get("main_module")
+    if key in modules:
+      return key
+  except (OSError, ValueError):
+    pass
+  return main_module(modules)
+
+
+def xla_dir_of(dump_dir):
+  sub = os.path.join(dump_dir, XLA_DUMP_SUBDIR)
+  return sub if os.path.isdir(sub) else dump_dir
+
+
+def read_stage(dump_dir, stage, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
+  """The Source of one stage of a dump directory (see the module docstring)."""
+  label = f"{dump_dir}:{stage}"
+  xla_dir = xla_dir_of(dump_dir)
+  modules = index_xla_dump(xla_dir)
+  key = main_key(dump_dir, modules) if modules else None
+  if stage in ("before_optimizations", "after_optimizations"):
+    copied = os.path.join(dump_dir, stage + ".hlo")
+    if os.path.isfile(copied):
+      return inputs.read_source(copied, label, max_bytes)
+    if key is None or stage not in modules[key]["stages"]:
+      raise InputError(f"{dump_dir}: no {stage} module in this dump directory")
+    return inputs.read_source(os.path.join(xla_dir, modules[key]["stages"][stage]), label,
+                              max_bytes)
+  when, pass_name, occurrence = None, None, -1
+  if stage == "before_async":
+    when, pass_name = "before", BEFORE_ASYNC_PASS
+  elif stage.startswith(("after:", "before:")):
+    when, pass_name = stage.split(":", 1)
+    if "#" in pass_name:
+      pass_name, _, n = pass_name.partition("#")
+      if not n.lstrip("-").isdigit():
+        raise InputError(f"{label}: bad occurrence {n!r}: expected PASS#N, N an integer")
+      occurrence = int(n)
+  if pass_name is None or not pass_name:
+    raise InputError(f"{dump_dir}: unknown stage {stage!r}; expected {STAGE_HELP}")
+  if key is None:
+    raise InputError(f"{dump_dir}: no XLA module dumps (module_*.txt) found")
+  if not modules[key]["passes"]:
+    raise InputError(f"{dump_dir}: no per-pass snapshots; dump with --all_passes")
+  try:
+    text = pass_snapshot_text(xla_dir, pass_name, key, occurrence, when)
+  except DumpReadError as e:
+    raise InputError(f"{dump_dir}: {e}") from None
+  except IndexError:
+    raise InputError(f"{label}: pass {pass_name!r} has no run #{occurrence}") from None
+  return inputs.read_text(label, text, label)
