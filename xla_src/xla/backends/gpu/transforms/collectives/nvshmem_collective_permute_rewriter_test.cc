@@ -28,7 +28,7 @@ limitations under the License.
 #include "xla/hlo/ir/hlo_instruction.h"
 #include "xla/hlo/ir/hlo_module.h"
 #include "xla/hlo/parser/hlo_parser.h"
-#include "xla/service/gpu/transforms/collectives/collective_backend_assigner.h"
+#include "xla/backends/gpu/transforms/collectives/collective_backend_assigner.h"
 #include "xla/service/hlo_verifier.h"
 #include "xla/stream_executor/cuda/cuda_compute_capability.h"
 #include "xla/hlo/testlib/filecheck.h"
