@@ -17,7 +17,7 @@
 #      wheel's generated .pb.h and third-party headers, then wheel_compat/ for
 #      test-only headers the wheel does not ship), of each .cc the series adds
 #      or changes, except the files named in NOT_COMPILABLE with the reason;
-#      of gpu_compiler.cc, the function the series adds, on its own;
+#      of gpu_compiler.cc, the registration the series adds, on its own;
 #   4. when a protoc that knows protobuf editions is at hand ($PROTOC,
 #      grpcio-tools, or protoc >= 27): the patched xla/xla.proto parses.
 #
@@ -128,34 +128,45 @@ for f in "${FILES[@]}"; do
   fi
 done
 
-# 3b. Of gpu_compiler.cc, the function the series adds: it is what calls the
-# pass's API, so it is compiled on its own, with the includes it needs.
-SNIPPET_START="// Options of the NVSHMEM collective-permute rewriter from its flags"
-snippet="not found"
-if grep -q "^$SNIPPET_START" "$TREE/xla/service/gpu/gpu_compiler.cc"; then
+# 3b. Of gpu_compiler.cc, the registration the series adds: it is what calls
+# the pass's API (Options, constructor), so its body is compiled on its own
+# against the real pass header and HloPassPipeline. Only the DebugOptions
+# accessors of the fields the series adds to xla.proto (declared from the
+# patched proto, as protoc would) and CompileOptions::slice_size stand in.
+registration="not found"
+GC="$TREE/xla/service/gpu/gpu_compiler.cc"
+REG_FIRST="NvshmemCollectivePermuteRewriter::Options rewriter_options;"
+REG_LAST="std::move(rewriter_options));"
+if grep -qF "$REG_FIRST" "$GC" && grep -qF "$REG_LAST" "$GC"; then
   {
-    printf '#include <cstdint>\n#include <optional>\n#include <string>\n#include <utility>\n'
-    printf '#include "absl/status/status.h"\n#include "absl/status/statusor.h"\n'
-    printf '#include "absl/strings/str_cat.h"\n'
-    grep -E '^#include "xla/backends/gpu/transforms/collectives/nvshmem_' \
-      "$TREE/xla/service/gpu/gpu_compiler.cc"
-    printf '#include "xla/tsl/platform/env.h"\n#include "xla/tsl/platform/status_macros.h"\n'
-    printf 'namespace xla::gpu {\n'
-    awk -v start="$SNIPPET_START" 'index($0, start) == 1 {on = 1} on {print} on && $0 == "}" {exit}' \
-      "$TREE/xla/service/gpu/gpu_compiler.cc"
-    printf '}  // namespace xla::gpu\n'
-  } > "$TREE/gpu_compiler_nvshmem_snippet.cc"
-  if "$CXX" "${FLAGS[@]}" "$TREE/gpu_compiler_nvshmem_snippet.cc" >"$WORK/cc.log" 2>&1; then
-    snippet="compiles"
-    echo "ok   xla/service/gpu/gpu_compiler.cc: the function the series adds"
+    printf '#include <cstdint>\n#include <string>\n#include <utility>\n'
+    grep -E '^#include "xla/backends/gpu/transforms/collectives/nvshmem_' "$GC"
+    printf '#include "xla/hlo/pass/hlo_pass_pipeline.h"\n'
+    printf '#include "xla/service/hlo_module_config.h"\n'
+    printf 'namespace xla::gpu {\nstruct AddedDebugOptions {\n'
+    grep -oE 'optional (bool|string) xla_[a-z0-9_]+ = [0-9]+;' "$TREE/xla/xla.proto" |
+      grep -F -f <(git -C "$TREE" diff HEAD~${#PATCHES[@]} HEAD -- xla/xla.proto |
+                   grep -oE '^\+ *optional (bool|string) xla_[a-z0-9_]+' | awk '{print $NF}') |
+      awk '{t = ($2 == "bool") ? "bool" : "const std::string&"; print "  " t " " $3 "() const;"}'
+    printf '};\nstruct SliceSize {\n  int64_t slice_size = 0;\n};\n'
+    printf 'void Register(HloPassPipeline& pipeline, const HloModuleConfig& config,\n'
+    printf '              const AddedDebugOptions& debug_options,\n'
+    printf '              const SliceSize& options) {\n'
+    awk -v first="$REG_FIRST" -v last="$REG_LAST" \
+      'index($0, first) {on = 1} on {print} on && index($0, last) {exit}' "$GC"
+    printf '}\n}  // namespace xla::gpu\n'
+  } > "$TREE/gpu_compiler_nvshmem_registration.cc"
+  if "$CXX" "${FLAGS[@]}" "$TREE/gpu_compiler_nvshmem_registration.cc" >"$WORK/cc.log" 2>&1; then
+    registration="compiles"
+    echo "ok   xla/service/gpu/gpu_compiler.cc: the registration the series adds"
   else
     grep -m 20 -E 'error' "$WORK/cc.log" >&2
-    snippet="FAILS"
-    echo "FAIL xla/service/gpu/gpu_compiler.cc: the function the series adds"
-    failed+=("gpu_compiler.cc (added function)")
+    registration="FAILS"
+    echo "FAIL xla/service/gpu/gpu_compiler.cc: the registration the series adds"
+    failed+=("gpu_compiler.cc (registration)")
   fi
 else
-  failed+=("gpu_compiler.cc (added function not found)")
+  failed+=("gpu_compiler.cc (registration not found)")
 fi
 
 # 4. The patched xla.proto parses (field numbers and names unique). Its
@@ -187,6 +198,6 @@ status=OK
 [ ${#failed[@]} -eq 0 ] || status=FAIL
 echo "check_patches_upstream: $status: pin ${PIN:0:8}, ${#PATCHES[@]} patches applied with git am," \
   "$ok/${#FILES[@]} changed .cc files compile (syntax only), ${#skipped[@]} not compilable here" \
-  "(${skipped[*]##*/}; gpu_compiler.cc's added function $snippet), ${#failed[@]} failed;" \
+  "(${skipped[*]##*/}; gpu_compiler.cc's registration $registration), ${#failed[@]} failed;" \
   "$proto; $absent absent blobs left out"
 [ "$status" = OK ]

@@ -228,6 +228,17 @@ def test_registration_reads_the_flags_that_0002_adds():
   assert used - {"xla_gpu_experimental_enable_nvshmem"} == set(fields)
 
 
+def test_registration_sets_members_the_pass_options_have():
+  compiler = "\n".join(added_lines(patch_of("0003-"), "gpu_compiler.cc"))
+  members = set(re.findall(r"rewriter_options\.(\w+) =", compiler))
+  assert {"topology", "cost_table_path"} <= members
+  header = (REPO / "xla_src" / gen.PKG / "nvshmem_collective_permute_rewriter.h").read_text()
+  options = header[header.index("struct Options {"):]
+  options = options[:options.index("\n  };")]
+  for m in members:
+    assert re.search(rf"\s{m}( = [^;]*)?;", options), m
+
+
 def test_readme_documents_the_series():
   readme = (REPO / "xla_patches" / "README.md").read_text()
   assert gen.XLA_COMMIT in readme
