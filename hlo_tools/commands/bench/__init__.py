@@ -12,7 +12,7 @@
   P2 reader speed   hlo_tools' parse time / jaxlib's `hlo_module_from_text` time on the
                     same >= 10 MB HLO text compiled from JAX; plus peak memory of each.
                     Goal <= 2.0.
-  P3 diff scaling   `hlo_tools.diff` time on two ~50k-instruction modules (a module and
+  P3 diff scaling   `hlo_tools.commands.diff` time on two ~50k-instruction modules (a module and
                     the pass's rewrite of it) / the time to parse both; and the growth
                     of the per-instruction diff time from ~5k to ~50k instructions.
                     Goal <= 2.0 (and growth near 1).
@@ -263,13 +263,6 @@ def _time_diff(text_a, text_b, runs):
 
 
 def bench_p3(sizes, runs, keep_dir=None):
-  try:
-    from hlo_tools.commands import diff  # pylint: disable=import-outside-toplevel
-    callable_api = callable(getattr(diff, "diff_sources", None))
-  except ImportError:
-    callable_api = False
-  if not callable_api:
-    return {"skipped": "hlo_tools.diff has no diff_sources(src_a, src_b) yet"}
   result = {}
   for tag, layers in (("small", sizes["ring_small"]), ("large", sizes["ring_layers"])):
     _log(f"P3: dumping a {layers}-step ring and running the pass on it ({tag})")
