@@ -523,6 +523,12 @@ class PinReader:
             raise GenError(f"{path}: {f.count} lines, UPSTREAM says {count}")
         return f
 
+    def read_any(self, path):
+        """Any file at the pin (no blob check)."""
+        if self.git_dir is not None:
+            return _git("show", f"{XLA_COMMIT}:{path}", git_dir=self.git_dir).stdout
+        return (self.tree / path).read_bytes()
+
     def exists(self, path):
         if self.git_dir is not None:
             return _git("cat-file", "-e", f"{XLA_COMMIT}:{path}", git_dir=self.git_dir,
@@ -756,6 +762,7 @@ def build_series(pin=None, patch_dir=None):
     if pin is not None:
         views = {p: pin.read(p) for p in touched}
         check_includes_exist(pin)
+        check_labels_exist(pin)
     else:
         views = sparse_from_patches(patch_dir or ROOT / "xla_patches")
     out, names = {}, []
@@ -786,6 +793,24 @@ def check_includes_exist(pin):
             if inc.startswith("xla/") and not pin.exists(target):
                 raise GenError(f"xla_src/{PKG}/{name}: #include \"{inc}\" does not "
                                "exist at the pin")
+
+
+def check_labels_exist(pin):
+    """Every //label of the new targets names a target at the pin."""
+    builds = {}
+    for t in TARGETS:
+        for label in derive_deps(t):
+            if not label.startswith("//"):
+                continue
+            pkg, _, name = label[2:].partition(":")
+            if pkg not in builds:
+                builds[pkg] = next((pin.read_any(f"{pkg}/{b}") for b in ("BUILD", "BUILD.bazel")
+                                    if pin.exists(f"{pkg}/{b}")), b"").decode()
+            # Proto rules declare NAME and generate NAME_cc.
+            names = {name, name[:-len("_cc")]} if name.endswith("_cc") else {name}
+            if not any(f'name = "{n}"' in builds[pkg] for n in names):
+                raise GenError(f"target {t['name']}: {label} is not declared at the pin; "
+                               "fix INCLUDE_DEPS in scripts/gen_patches.py")
 
 
 def render_patches_build(names):
