@@ -66,8 +66,7 @@ absl::StatusOr<bool> RunFileCheck(const std::string& input,
     return absl::InternalError("cannot write FileCheck's temporary files");
   }
   const std::string command = "'" + binary + "' '" + pattern_file.path() +
-                              "' --input-file='" + input_file.path() +
-                              "' 2>&1";
+                              "' --input-file='" + input_file.path() + "' 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return absl::InternalError("cannot run " + binary);
   std::string output;

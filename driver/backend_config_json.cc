@@ -234,10 +234,9 @@ absl::StatusOr<bool> SetBackendInJson(xla::HloInstruction* instr,
     return absl::InvalidArgumentError(absl::StrCat(
         instr->name(), ": collective_backend_config is not an object"));
   }
-  bool changed = SetString(collective, "backend",
-                           backend == sel::Backend::kNvshmem ? "NVSHMEM"
-                                                             : "DEFAULT",
-                           "");
+  bool changed =
+      SetString(collective, "backend",
+                backend == sel::Backend::kNvshmem ? "NVSHMEM" : "DEFAULT", "");
   const char* mode = backend == sel::Backend::kPeer ? "COLLECTIVES_PEER_MEMORY"
                      : backend == sel::Backend::kSymmetric
                          ? "COLLECTIVES_SYMMETRIC_MEMORY"

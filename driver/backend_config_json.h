@@ -24,8 +24,7 @@ namespace nvshmem_opt {
 // present mode to COLLECTIVES_MODE_INVALID, i.e. unset). Returns whether the
 // text changed; InvalidArgument when the config is not a JSON object.
 absl::StatusOr<bool> SetBackendInJson(
-    xla::HloInstruction* instr,
-    xla::gpu::nvshmem_selection::Backend backend);
+    xla::HloInstruction* instr, xla::gpu::nvshmem_selection::Backend backend);
 
 }  // namespace nvshmem_opt
 

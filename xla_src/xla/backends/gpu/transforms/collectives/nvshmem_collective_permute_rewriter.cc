@@ -15,6 +15,7 @@ limitations under the License.
 
 #include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <optional>
@@ -37,6 +38,7 @@ limitations under the License.
 #include "xla/hlo/ir/hlo_instructions.h"
 #include "xla/hlo/ir/hlo_module.h"
 #include "xla/hlo/ir/hlo_opcode.h"
+#include "xla/service/computation_placer.h"
 #include "xla/service/gpu/backend_configs.pb.h"
 #include "xla/shape.h"
 #include "xla/shape_util.h"
@@ -166,7 +168,8 @@ absl::StatusOr<sel::CostTable> CostTableFromOptions(
     source = options.cost_table_path;
   }
   std::string error;
-  std::optional<sel::CostTable> table = sel::ParseCostTable(text, source, &error);
+  std::optional<sel::CostTable> table =
+      sel::ParseCostTable(text, source, &error);
   if (!table) return absl::InvalidArgumentError(error);
   if (!options.backends.empty()) {
     std::optional<std::vector<sel::Backend>> backends =
@@ -182,7 +185,8 @@ absl::StatusOr<sel::CostTable> CostTableFromOptions(
 NvshmemCollectivePermuteRewriter::NvshmemCollectivePermuteRewriter(
     Options options)
     : options_(std::move(options)) {
-  if (!options_.write_backend) options_.write_backend = WriteBackendThroughProto;
+  if (!options_.write_backend)
+    options_.write_backend = WriteBackendThroughProto;
   absl::StatusOr<sel::CostTable> table = CostTableFromOptions(options_);
   if (!table.ok()) {
     init_status_ = table.status();
@@ -196,22 +200,42 @@ NvshmemCollectivePermuteRewriter::NvshmemCollectivePermuteRewriter(
   }
 }
 
-// The spec when given; else hosts of devices_per_host GPUs holding every
-// device of the module.
+// The spec when given; else what XLA knows: hosts of devices_per_host GPUs
+// (one NVLink domain each) holding every device of the module, placed as the
+// module's static device assignment says when it has one.
 absl::StatusOr<sel::Topology> NvshmemCollectivePermuteRewriter::TopologyFor(
     const HloModule& module) const {
   if (topology_.has_value()) return *topology_;
-  const int64_t devices = int64_t{module.config().num_partitions()} *
-                          module.config().replica_count();
   const int per_host = options_.devices_per_host;
   if (per_host < 1) {
     return absl::InvalidArgumentError(
         "no topology: give a topology spec or the devices per host");
   }
+  const HloModuleConfig& config = module.config();
+  int64_t devices = int64_t{config.num_partitions()} * config.replica_count();
+  std::vector<int> placement;  // Logical r + p * replicas -> device.
+  if (config.has_static_device_assignment()) {
+    const DeviceAssignment& assignment = config.static_device_assignment();
+    if (assignment.replica_count() != config.replica_count() ||
+        assignment.computation_count() != config.num_partitions()) {
+      return absl::InvalidArgumentError(
+          "the device assignment does not match partitions x replicas");
+    }
+    for (int p = 0; p < config.num_partitions(); ++p) {
+      for (int r = 0; r < config.replica_count(); ++r) {
+        placement.push_back(static_cast<int>(assignment(r, p)));
+        devices = std::max<int64_t>(devices, placement.back() + 1);
+      }
+    }
+  }
   const int64_t hosts = (devices + per_host - 1) / per_host;
+  if (hosts > (1 << 20)) {
+    return absl::InvalidArgumentError("too many devices for a topology");
+  }
   std::string error;
-  std::optional<sel::Topology> topology = sel::Topology::Parse(
-      absl::StrCat("1x", hosts, "x", per_host), &error);
+  std::optional<sel::Topology> topology =
+      sel::Topology::Create(1, static_cast<int>(hosts), per_host, per_host,
+                            std::move(placement), &error);
   if (!topology) return absl::InvalidArgumentError(error);
   return *std::move(topology);
 }

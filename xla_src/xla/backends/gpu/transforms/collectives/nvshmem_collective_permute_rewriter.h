@@ -82,8 +82,9 @@ class NvshmemCollectivePermuteRewriter : public HloModulePass {
 
   struct Options {
     // Topology spec (nvshmem_selection::Topology::Parse), e.g. "1x2x4" or
-    // "1x9x8:nvl72". Empty: hosts of `devices_per_host` GPUs holding every
-    // device of the module (partitions x replicas).
+    // "1x9x8:nvl72"; it overrides what XLA knows. Empty: hosts of
+    // `devices_per_host` GPUs holding every device of the module (partitions
+    // x replicas), placed by its static device assignment when it has one.
     std::string topology;
     // GPUs per host (one NVLink domain each), used when `topology` is empty.
     int devices_per_host = 0;

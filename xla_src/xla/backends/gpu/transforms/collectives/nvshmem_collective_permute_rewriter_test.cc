@@ -15,12 +15,13 @@ limitations under the License.
 
 #include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <gtest/gtest.h>
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -28,10 +29,11 @@ limitations under the License.
 #include "xla/hlo/ir/hlo_instruction.h"
 #include "xla/hlo/ir/hlo_module.h"
 #include "xla/hlo/parser/hlo_parser.h"
+#include "xla/hlo/testlib/filecheck.h"
+#include "xla/service/computation_placer.h"
 #include "xla/backends/gpu/transforms/collectives/collective_backend_assigner.h"
 #include "xla/service/hlo_verifier.h"
 #include "xla/stream_executor/cuda/cuda_compute_capability.h"
-#include "xla/hlo/testlib/filecheck.h"
 
 namespace xla {
 namespace gpu {
@@ -108,8 +110,8 @@ class NvshmemCollectivePermuteRewriterTest : public ::testing::Test {
 
   // Upstream's CollectiveBackendAssigner on a copy (NVSHMEM enabled): the
   // backend it gives the module's permutes.
-  static std::string UpstreamBackend(const HloModule& module,
-                                     int gpus_per_host, int slice_size) {
+  static std::string UpstreamBackend(const HloModule& module, int gpus_per_host,
+                                     int slice_size) {
     std::unique_ptr<HloModule> copy = module.Clone("");
     copy->mutable_config()
         .mutable_debug_options()
@@ -134,7 +136,8 @@ class NvshmemCollectivePermuteRewriterTest : public ::testing::Test {
 
 // --- Small inline modules -------------------------------------------------
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, OneHostRingGetsNvshmemAndStaysSync) {
+TEST_F(NvshmemCollectivePermuteRewriterTest,
+       OneHostRingGetsNvshmemAndStaysSync) {
   // The backend goes on the sync permute; AsyncCollectiveCreator makes it
   // async later and copies the config.
   RunAndCheck(kRing8, Opts("1x1x8"), R"(
@@ -256,6 +259,38 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyFromDevicesPerHost) {
   RunAndCheck(kRing8, options, R"(CHECK: "backend":"DEFAULT")");
 }
 
+TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyFromDeviceAssignment) {
+  // A 4-device ring on hosts of 4 GPUs: one host, unless the module's device
+  // assignment spreads it over two.
+  constexpr char kRing4[] = R"(
+HloModule ring4, num_partitions=4
+
+ENTRY e {
+  p = f32[1024] parameter(0)
+  ROOT cp = f32[1024] collective-permute(p), channel_id=1,
+    source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+}
+)";
+  Rewriter::Options options = Opts("");
+  options.devices_per_host = 4;
+  for (const auto& [devices, backend] :
+       std::vector<std::pair<std::vector<int>, std::string>>{
+           {{}, "NVSHMEM"},
+           {{4, 5, 6, 7}, "NVSHMEM"},
+           {{0, 4, 1, 5}, "DEFAULT"}}) {
+    std::unique_ptr<HloModule> module = Parse(kRing4);
+    if (!devices.empty()) {
+      DeviceAssignment assignment(1, 4);
+      for (int p = 0; p < 4; ++p) assignment(0, p) = devices[p];
+      module->mutable_config().set_static_device_assignment(assignment);
+    }
+    Run(module.get(), options);
+    EXPECT_NE(module->ToString().find("\"backend\":\"" + backend + "\""),
+              std::string::npos)
+        << backend << ": " << OnlyDecision().reason;
+  }
+}
+
 TEST_F(NvshmemCollectivePermuteRewriterTest, BadOptionsAreInvalidArgument) {
   Rewriter::Options no_topology = Opts("");
   Rewriter::Options bad_spec = Opts("1x2");
@@ -357,8 +392,8 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, RealHugeMessageKeepsDefault) {
 TEST_F(NvshmemCollectivePermuteRewriterTest, RealSelfPermute) {
   RunAndCheck(kSelfPermuteModule, Opts("1x1x4"),
               R"(CHECK: collective-permute()");
-  EXPECT_EQ(OnlyDecision().edges_by_class[static_cast<int>(
-                sel::LinkClass::kSameDevice)],
+  EXPECT_EQ(OnlyDecision()
+                .edges_by_class[static_cast<int>(sel::LinkClass::kSameDevice)],
             4);
 }
 
