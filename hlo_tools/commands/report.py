@@ -394,6 +394,8 @@ def verdict(entry):
     return f"NVSHMEM wins: {delta:.1f}% faster than NCCL"
   if delta < 0:
     return f"NCCL wins: NVSHMEM would be {-delta:.1f}% slower"
+  if entry["reason"].startswith("NCCL: NVSHMEM") and "margin" in entry["reason"]:
+    return f"NCCL kept: NVSHMEM only {delta:.1f}% faster, inside the core's margin"
   return "NCCL: " + entry["reason"].split(": ", 1)[-1]
 
 
