@@ -2,7 +2,7 @@
 
     hlo-tools heuristics calibrate CSV [--out=TABLE] [--base-table=F]
         [--holdout=none|odd-powers-of-two] [--holdout-csv=CSV]
-        [--machine=TEXT] [--software=TEXT] [--date=YYYY-MM-DD]
+        [--machine=TEXT] [--software=TEXT] [--note=TEXT]... [--date=YYYY-MM-DD]
         [--plot=FILE.png] [--errors-csv=FILE]
 
 CSV columns (header required, any order, extra columns ignored): backend
@@ -39,6 +39,7 @@ import math
 import os
 import statistics
 import sys
+import textwrap
 
 from hlo_tools import heuristics_io
 from hlo_tools import selection
@@ -285,7 +286,7 @@ def fit_group(path, key, points):
 
 
 def provenance_lines(csv_path, provenance, machine, date, software=None,
-                     holdout="none", holdout_csv=None):
+                     holdout="none", holdout_csv=None, notes=()):
   """Comment lines saying where the fitted numbers come from."""
   def values(column):
     found = sorted(provenance.get(column, ()))
@@ -297,6 +298,7 @@ def provenance_lines(csv_path, provenance, machine, date, software=None,
   ]
   if software:
     lines.append(f"# Software: {software}")
+  lines += [f"# Note: {note}" for note in notes]
   lines += [
       f"# Measurements: {os.path.basename(csv_path)} (sha256 {_sha256(csv_path)})",
       f"# Calibrated: {date} by hlo-tools heuristics calibrate; model: the "
@@ -408,7 +410,7 @@ Calibration = collections.namedtuple(
 
 
 def run_calibration(csv_path, base_table_path=None, machine=None, date=None,
-                    holdout="none", holdout_csv=None, software=None):
+                    holdout="none", holdout_csv=None, software=None, notes=()):
   """Fits, writes and re-reads the table; keeps the measurements apart by set."""
   if holdout not in HOLDOUTS:
     raise HeuristicsError(f"--holdout={holdout}: expected one of {', '.join(HOLDOUTS)}")
@@ -430,7 +432,7 @@ def run_calibration(csv_path, base_table_path=None, machine=None, date=None,
   date = date or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
   text = render_table(base, fits, os.path.basename(csv_path),
                       provenance_lines(csv_path, provenance, machine, date, software,
-                                       holdout, holdout_csv),
+                                       holdout, holdout_csv, notes),
                       calibration)
   try:
     table = selection.CostTable.parse(text, "calibrated table")
@@ -641,12 +643,14 @@ def main(argv):
   p.add_argument("--machine", help="where the CSV was measured, for the table's "
                  "provenance (e.g. '2x H200 SXM, NV18 NVLink')")
   p.add_argument("--software", help="versions measured with, for the provenance")
+  p.add_argument("--note", action="append", default=[],
+                 help="a further provenance comment (repeatable)")
   p.add_argument("--date", help="date for the provenance (default: today, UTC)")
   p.add_argument("--plot", help="PNG of model vs measurement per backend")
   p.add_argument("--errors-csv", help="every measurement with its modeled time")
   args = p.parse_args(argv[1:])
   result = run_calibration(args.csv, args.base_table, args.machine, args.date,
-                           args.holdout, args.holdout_csv, args.software)
+                           args.holdout, args.holdout_csv, args.software, args.note)
   checks = evaluate(result.table, result.calibration, result.held_out)
   for line in error_report(result.fits, checks):
     print(line, file=sys.stderr)
@@ -662,3 +666,42 @@ def main(argv):
     _write(args.out, result.text)
     print(f"wrote {args.out}", file=sys.stderr)
   return 0
+
+
+# The selection core's default table carries the measured NVLink entries of the
+# pinned XLA's two backends, copied from the committed calibrated table into a
+# generated block of its source (scripts/embed_default_cost_table.py).
+DEFAULT_BLOCK_BEGIN = "// BEGIN GENERATED DEFAULT TABLE"
+DEFAULT_BLOCK_END = "// END GENERATED DEFAULT TABLE"
+DEFAULT_PAIRS = (("nccl", "nvlink"), ("nvshmem", "nvlink"))
+
+
+def default_block(table_text, source_name):
+  """The C++ block (markers included) for a calibrated table's text: its
+  provenance as comments, and its link, point and sm_interference lines of
+  nccl and nvshmem on NVLink in the cost-table format."""
+  provenance, entries, header = [], [], True
+  for line in table_text.splitlines():
+    words = line.split("#", 1)[0].split()
+    header = header and not words  # The comments before the first entry.
+    if not words:
+      if header and line.startswith("# ") and "without a '# fit'" not in line:
+        provenance.append(line[2:])
+      continue
+    if ((words[0] in ("link", "point") and tuple(words[1:3]) in DEFAULT_PAIRS) or
+        (words[0] == "sm_interference" and words[1] in ("nccl", "nvshmem"))):
+      entries.append(" ".join(words))
+  comments = [f"// Generated from {source_name}; provenance:"]
+  for text in provenance:
+    comments += ["//   " + l for l in textwrap.wrap(text, 74,
+                                                   subsequent_indent="  ")]
+  return "\n".join([DEFAULT_BLOCK_BEGIN] + comments +
+                   ['constexpr char kMeasuredNvlinkTable[] = R"table('] + entries +
+                   [')table";', DEFAULT_BLOCK_END]) + "\n"
+
+
+def replace_default_block(source_text, block):
+  """`source_text` with its generated block replaced by `block`."""
+  begin = source_text.index(DEFAULT_BLOCK_BEGIN)
+  end = source_text.index(DEFAULT_BLOCK_END, begin) + len(DEFAULT_BLOCK_END) + 1
+  return source_text[:begin] + block + source_text[end:]

@@ -258,3 +258,29 @@ def test_bad_point_rows_name_file_and_line(tmp_path, row, message):
   with pytest.raises(selection.SelectionError) as e:
     selection.load_cost_table(path)
   assert str(e.value).startswith(f"{path}:{line}: ") and message in str(e.value)
+
+
+ROOT = FIXTURES.parents[1]
+H200_TABLE = ROOT / "gpu" / "results" / "h200x2_nvlink_cost_table.txt"
+
+
+def test_compiled_in_default_is_the_committed_h200_table():
+  """The default table is the committed calibrated table, number for number."""
+  import subprocess
+  import sys
+  text = H200_TABLE.read_text()
+  committed = selection.CostTable.parse(text, str(H200_TABLE))
+  default = selection.CostTable.default()
+  assert str(committed) == str(default)
+  # The committed file names every measured pair itself, so the equality does
+  # not come from inheriting the defaults.
+  for backend in ("nccl", "nvshmem"):
+    rows = [l for l in text.splitlines() if l.startswith(f"point {backend} nvlink ")]
+    assert len(rows) == len(default.points(backend, "nvlink")) >= 30
+    assert {int(l.split()[3]) for l in rows} == {1, 2, 4}
+  assert "# Measured on: 2x NVIDIA H200 143771 MiB, NV18 NVLink, driver 580.159.04" in text
+  assert "XLA openxla/xla 3cc8846c" in text and "sha256 " in text
+  # The generated block of the core's source is this table's.
+  check = subprocess.run([sys.executable, str(ROOT / "scripts" / "embed_default_cost_table.py"),
+                          "--check"], capture_output=True, text=True, check=False)
+  assert check.returncode == 0, check.stderr

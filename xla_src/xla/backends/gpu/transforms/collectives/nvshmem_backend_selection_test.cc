@@ -107,8 +107,9 @@ TEST(CostTableTest, ParsesOverridesAndKeepsDefaults) {
   EXPECT_EQ(table->nvshmem_max_bytes, int64_t{2147483648});
   // Untouched entries keep the documented defaults.
   EXPECT_DOUBLE_EQ(
-      table->link(Backend::kNvshmem, LinkClass::kIntraHostNvlink).latency_us,
-      5.6);
+      table->link(Backend::kNvshmem, LinkClass::kNvlinkDomain).latency_us, 5.6);
+  EXPECT_FALSE(table->curve(Backend::kNvshmem, LinkClass::kIntraHostNvlink)
+                   .empty());
 }
 
 TEST(CostTableTest, RoundTripsThroughText) {
@@ -123,7 +124,7 @@ TEST(CostTableTest, RoundTripsThroughText) {
   // 450, not 4.5e+02).
   EXPECT_EQ(CostTableToString(table).find("e+"), std::string::npos)
       << CostTableToString(table);
-  EXPECT_NE(CostTableToString(table).find("link nvshmem nvlink 5.6 "),
+  EXPECT_NE(CostTableToString(table).find("link nvshmem nvlink_domain 5.6 "),
             std::string::npos)
       << CostTableToString(table);
 }
@@ -327,11 +328,16 @@ TEST(DecideTest, ZeroCostKeepsNcclWithoutNan) {
   EXPECT_EQ(d.reason.find("nan"), std::string::npos) << d.reason;
 }
 
+CostTable TableWith(const std::string& text);
+
 TEST(DecideTest, ModeledTimeGrowsWithBytes) {
+  // The parametric model grows with size; measured curves follow their data
+  // (MeasuredCurveTest), which at small sizes is noise around a plateau.
+  CostTable parametric = TableWith("link nccl nvlink 6 450 7.6\n");
   Topology t = MustParse("1x2x4");
   double previous = -1;
   for (int64_t bytes = 1024; bytes <= (int64_t{1} << 30); bytes *= 4) {
-    Decision d = Decide(t, DefaultCostTable(), {bytes, Ring(8)});
+    Decision d = Decide(t, parametric, {bytes, Ring(8)});
     EXPECT_GT(d.chosen_us, previous);
     previous = d.chosen_us;
   }
@@ -627,6 +633,51 @@ TEST(MeasuredCurveTest, ReasonsSayWhichModelPriced) {
   EXPECT_NE(m.reason.find("(NCCL parametric, NVSHMEM measured curve)"),
             std::string::npos)
       << m.reason;
+}
+
+TEST(DefaultTableTest, MeasuredH200NvlinkCurvesForTheTwoPinnedBackends) {
+  const CostTable table = DefaultCostTable();
+  for (Backend backend : {Backend::kNccl, Backend::kNvshmem, Backend::kPeer,
+                          Backend::kSymmetric}) {
+    const std::vector<CurvePoint>& curve =
+        table.curve(backend, LinkClass::kIntraHostNvlink);
+    ASSERT_FALSE(curve.empty()) << BackendName(backend);
+    EXPECT_EQ(curve.front().buffers, 1);
+    EXPECT_EQ(curve.front().bytes, 1024);
+    EXPECT_EQ(curve.back().buffers, 4);
+    EXPECT_EQ(curve.back().bytes, int64_t{256} << 20);
+    // The measured time is the whole cost: no interference on top.
+    EXPECT_EQ(table.sm_interference[static_cast<int>(backend)], 0);
+    // Other link classes keep the documented parametric model.
+    EXPECT_FALSE(HasMeasuredCurve(table, backend, LinkClass::kNvlinkDomain));
+    EXPECT_FALSE(HasMeasuredCurve(table, backend, LinkClass::kNetwork));
+  }
+  // Peer and symmetric carry NCCL's numbers (measured parity).
+  EXPECT_EQ(EdgeTimeUs(table, Backend::kPeer, LinkClass::kIntraHostNvlink,
+                       3 << 20, 3),
+            EdgeTimeUs(table, Backend::kNccl, LinkClass::kIntraHostNvlink,
+                       3 << 20, 3));
+  EXPECT_DOUBLE_EQ(
+      table.link(Backend::kNccl, LinkClass::kNvlinkDomain).latency_us, 6);
+  EXPECT_DOUBLE_EQ(
+      table.link(Backend::kNvshmem, LinkClass::kNvlinkDomain).latency_us, 5.6);
+  EXPECT_DOUBLE_EQ(table.link(Backend::kNccl, LinkClass::kNetwork).latency_us,
+                   10);
+}
+
+TEST(DefaultTableTest, DecidesAsMeasuredOnTwoH200) {
+  const Topology t = MustParse("1x1x2");
+  // One buffer: NCCL below a few MiB (NVSHMEM's put + barrier costs more),
+  // NVSHMEM from 16 MiB on (its copy moves data faster).
+  Decision small = Decide(t, DefaultCostTable(), {64 << 10, Ring(2), 0, 2});
+  EXPECT_EQ(small.plan, Plan::kNccl) << small.reason;
+  EXPECT_NE(small.reason.find("(measured curve)"), std::string::npos)
+      << small.reason;
+  Decision big = Decide(t, DefaultCostTable(), {64 << 20, Ring(2), 0, 2});
+  EXPECT_EQ(big.plan, Plan::kNvshmem) << big.reason;
+  // Four buffers of 1 MiB in all: four barriers, NCCL.
+  Decision four = Decide(t, DefaultCostTable(), {1 << 20, Ring(2), 0, 2, 4});
+  EXPECT_EQ(four.plan, Plan::kNccl) << four.reason;
 }
 
 TEST(EdgeIdsTest, ExpandsPartitionsAndReplicas) {
