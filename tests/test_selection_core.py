@@ -284,3 +284,16 @@ def test_compiled_in_default_is_the_committed_h200_table():
   check = subprocess.run([sys.executable, str(ROOT / "scripts" / "embed_default_cost_table.py"),
                           "--check"], capture_output=True, text=True, check=False)
   assert check.returncode == 0, check.stderr
+
+
+def test_jax0112_one_process_table_puts_large_permutes_on_peer():
+  """XLA of jax 0.11.2, one process driving both H200s: peer copies lose below
+  a few MiB and win from 16 MiB on; NCCL elsewhere."""
+  path = ROOT / "gpu" / "results" / "h200x2_nvlink_cost_table_jax0112.txt"
+  table = selection.load_cost_table(path)
+  assert table.backends == "nccl,peer" and not table.symmetric_signals
+  t = selection.parse_topology("1x1x2")
+  assert selection.decide(t, table, 1 << 10, ring(2))["plan"] == "nccl"
+  big = selection.decide(t, table, 64 << 20, ring(2))
+  assert big["plan"] == "peer" and "measured curve" in big["reason"]
+  assert selection.decide(t, table, 64 << 20, ring(2), buffers=4)["plan"] == "peer"
