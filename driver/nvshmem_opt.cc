@@ -9,6 +9,7 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,35 +18,37 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
-#include <sys/stat.h>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "driver/backend_config_json.h"
 #include "google/protobuf/util/json_util.h"
-#include "xla/hlo/ir/hlo_casting_utils.h"
-#include "xla/hlo/ir/hlo_computation.h"
-#include "xla/hlo/ir/hlo_instructions.h"
-#include "xla/hlo/ir/hlo_instruction.h"
-#include "xla/hlo/ir/hlo_module.h"
-#include "xla/hlo/parser/hlo_parser.h"
-#include "xla/service/gpu/backend_configs.pb.h"
-#include "xla/service/gpu/transforms/collectives/collective_backend_assigner.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
+#include "xla/hlo/ir/hlo_casting_utils.h"
+#include "xla/hlo/ir/hlo_computation.h"
+#include "xla/hlo/ir/hlo_instruction.h"
+#include "xla/hlo/ir/hlo_instructions.h"
+#include "xla/hlo/ir/hlo_module.h"
+#include "xla/hlo/parser/hlo_parser.h"
 #include "xla/hlo/transforms/collectives/async_collective_creator.h"
-#include "driver/backend_config_json.h"
+#include "xla/service/gpu/backend_configs.pb.h"
+#include "xla/service/gpu/transforms/collectives/collective_backend_assigner.h"
 #include "xla/service/hlo.pb.h"
 #include "xla/service/hlo_verifier.h"
 #include "xla/shape_util.h"
@@ -62,17 +65,24 @@ constexpr char kUsage[] =
     "         [--mode=rewrite|annotate|explain] [--annotate] [--report=JSON]\n"
     "         [--backends=nccl,nvshmem|nccl,peer[,symmetric]]\n"
     "         [--compare-upstream] [--upstream-threshold-bytes=N] [--time]\n"
-    "         [--max-input-bytes=N (default 1 GiB; larger inputs are refused)]\n"
+    "         [--max-input-bytes=N (default 1 GiB; larger inputs are "
+    "refused)]\n"
     "       nvshmem-opt --print-cost-table [--cost-table=FILE]\n"
-    "INPUT is HLO text or a serialized HloModuleProto/HloProto; '-' reads stdin.\n"
+    "INPUT is HLO text or a serialized HloModuleProto/HloProto; '-' reads "
+    "stdin.\n"
     "A proto carries no partition/replica counts: --num-partitions and\n"
     "--num-replicas give them (default: the topology's devices, 1 replica).\n"
-    "SPEC is SLICESxHOSTSxGPUS[:nvlN][:map=D0,D1,...], e.g. 1x2x4 or 1x9x8:nvl72.\n"
-    "rewrite writes each permute's backend (as XLA's CollectiveBackendAssigner\n"
-    "does) and makes the permutes async (as XLA's AsyncCollectiveCreator does);\n"
+    "SPEC is SLICESxHOSTSxGPUS[:nvlN][:map=D0,D1,...], e.g. 1x2x4 or "
+    "1x9x8:nvl72.\n"
+    "rewrite writes each permute's backend (as XLA's "
+    "CollectiveBackendAssigner\n"
+    "does) and makes the permutes async (as XLA's AsyncCollectiveCreator "
+    "does);\n"
     "annotate only records decisions in frontend attributes, which --annotate\n"
-    "adds to rewrite; explain prints them. --backends names what the target XLA\n"
-    "runs: nccl,nvshmem (default) or nccl,peer[,symmetric] (jax >= 0.10.2, written\n"
+    "adds to rewrite; explain prints them. --backends names what the target "
+    "XLA\n"
+    "runs: nccl,nvshmem (default) or nccl,peer[,symmetric] (jax >= 0.10.2, "
+    "written\n"
     "as collectives_mode).\n";
 
 struct Flags {
@@ -101,7 +111,8 @@ struct Flags {
 // parameter_count", found by fuzz/driver_fuzzer). While XLA runs we park
 // stderr in a memory file, and a SIGABRT/SIGSEGV/SIGBUS/SIGFPE handler turns
 // such a death into our usual one line, quoting XLA's check:
-//   nvshmem-opt: IN.hlo: XLA aborted while parsing the module: Check failed: ...
+//   nvshmem-opt: IN.hlo: XLA aborted while parsing the module: Check failed:
+//   ...
 // with exit code 2 while reading or verifying the input (unusable input) and
 // 1 from then on (a bug). NVSHMEM_OPT_TF_LOGS=1 leaves stderr alone.
 struct XlaGuard {
@@ -142,7 +153,8 @@ extern "C" void OnFatalSignal(int sig) {
       char* what = strstr(line, "what():  ");
       if ((line[0] == 'F' && bracket != nullptr) || what != nullptr) {
         size_t k = 0;
-        for (const char* c = what != nullptr ? what + 9 : bracket + 2; *c != '\0' && k + 1 < sizeof(detail);) {
+        for (const char* c = what != nullptr ? what + 9 : bracket + 2;
+             *c != '\0' && k + 1 < sizeof(detail);) {
           detail[k++] = static_cast<unsigned char>(*c) < 0x20 ? ' ' : *c;
           ++c;
         }
@@ -164,8 +176,9 @@ extern "C" void OnFatalSignal(int sig) {
     WriteStr(fd, ": ");
     WriteStr(fd, detail);
   } else if (sig != SIGABRT) {
-    WriteStr(fd, sig == SIGSEGV ? ": segmentation fault"
-                 : sig == SIGBUS ? ": bus error" : ": arithmetic error");
+    WriteStr(fd, sig == SIGSEGV  ? ": segmentation fault"
+                 : sig == SIGBUS ? ": bus error"
+                                 : ": arithmetic error");
   }
   WriteStr(fd, g_guard.exit_code == 2 ? " (the input is malformed)\n"
                                       : " (a bug)\n");
@@ -242,6 +255,52 @@ std::string OneLine(std::string text) {
   return text;
 }
 
+// An integer flag's value in [min, max], or a one-line error.
+int64_t IntegerFlag(const std::string& name, const std::string& text,
+                    int64_t min, int64_t max) {
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value) || value < min || value > max) {
+    Fail(2, "--" + name + ": '" + text + "' is not " +
+                (min == 0 ? "a non-negative" : "a positive") +
+                " integer (at most " + std::to_string(max) + ")");
+  }
+  return value;
+}
+
+// Sets the flag `name`; `take` yields its value, `no_value` checks it has
+// none. False for an unknown name.
+bool SetFlag(Flags& flags, const std::string& name,
+             const std::function<std::string()>& take,
+             const std::function<void()>& no_value) {
+  const std::map<std::string, std::string*> strings = {
+      {"topology", &flags.topology}, {"cost-table", &flags.cost_table},
+      {"backends", &flags.backends}, {"mode", &flags.mode},
+      {"report", &flags.report},     {"output", &flags.output}};
+  const std::map<std::string, bool*> switches = {
+      {"annotate", &flags.annotate},
+      {"compare-upstream", &flags.compare_upstream},
+      {"print-cost-table", &flags.print_cost_table},
+      {"time", &flags.time}};
+  constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
+  if (auto it = strings.find(name); it != strings.end()) {
+    *it->second = take();
+  } else if (auto it = switches.find(name); it != switches.end()) {
+    no_value();
+    *it->second = true;
+  } else if (name == "upstream-threshold-bytes") {
+    flags.upstream_threshold_bytes = IntegerFlag(name, take(), 0, kMaxInt64);
+  } else if (name == "num-partitions") {
+    flags.num_partitions = IntegerFlag(name, take(), 1, 1 << 20);
+  } else if (name == "num-replicas") {
+    flags.num_replicas = IntegerFlag(name, take(), 1, 1 << 20);
+  } else if (name == "max-input-bytes") {
+    flags.max_input_bytes = IntegerFlag(name, take(), 1, kMaxInt64);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 Flags ParseFlags(int argc, char** argv) {
   Flags flags;
   std::vector<std::string> positional;
@@ -260,16 +319,14 @@ Flags ParseFlags(int argc, char** argv) {
       positional.push_back(arg);
       continue;
     }
+    // --name=value or --name value; '_' and '-' are the same in names.
     std::string name = arg.substr(2);
     std::optional<std::string> value;
-    size_t eq = name.find('=');
-    if (eq != std::string::npos) {
+    if (size_t eq = name.find('='); eq != std::string::npos) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
     }
-    for (char& c : name) {
-      if (c == '_') c = '-';
-    }
+    std::replace(name.begin(), name.end(), '_', '-');
     auto take = [&]() -> std::string {
       if (value) return *value;
       if (i + 1 >= argc) Fail(2, "--" + name + " needs a value");
@@ -278,64 +335,14 @@ Flags ParseFlags(int argc, char** argv) {
     auto no_value = [&]() {
       if (value) Fail(2, "--" + name + " takes no value");
     };
-    if (name == "topology") {
-      flags.topology = take();
-    } else if (name == "cost-table") {
-      flags.cost_table = take();
-    } else if (name == "backends") {
-      flags.backends = take();
-    } else if (name == "mode") {
-      flags.mode = take();
-      if (flags.mode != "rewrite" && flags.mode != "annotate" &&
-          flags.mode != "explain") {
-        Fail(2, "unknown --mode '" + flags.mode +
-                    "' (expected rewrite, annotate or explain)");
-      }
-    } else if (name == "report") {
-      flags.report = take();
-    } else if (name == "output") {
-      flags.output = take();
-    } else if (name == "annotate") {
-      no_value();
-      flags.annotate = true;
-    } else if (name == "compare-upstream") {
-      no_value();
-      flags.compare_upstream = true;
-    } else if (name == "upstream-threshold-bytes") {
-      std::string text = take();
-      char* end = nullptr;
-      long long parsed = std::strtoll(text.c_str(), &end, 10);
-      if (text.empty() || *end != '\0' || parsed < 0) {
-        Fail(2, "--upstream-threshold-bytes: '" + text +
-                    "' is not a non-negative integer");
-      }
-      flags.upstream_threshold_bytes = parsed;
-    } else if (name == "num-partitions" || name == "num-replicas") {
-      std::string text = take();
-      char* end = nullptr;
-      long parsed = std::strtol(text.c_str(), &end, 10);
-      if (text.empty() || *end != '\0' || parsed < 1 || parsed > (1 << 20)) {
-        Fail(2, "--" + name + ": '" + text + "' is not a positive integer");
-      }
-      (name == "num-partitions" ? flags.num_partitions : flags.num_replicas) =
-          static_cast<int>(parsed);
-    } else if (name == "max-input-bytes") {
-      std::string text = take();
-      char* end = nullptr;
-      long long parsed = std::strtoll(text.c_str(), &end, 10);
-      if (text.empty() || *end != '\0' || parsed < 1) {
-        Fail(2, "--max-input-bytes: '" + text + "' is not a positive integer");
-      }
-      flags.max_input_bytes = parsed;
-    } else if (name == "print-cost-table") {
-      no_value();
-      flags.print_cost_table = true;
-    } else if (name == "time") {
-      no_value();
-      flags.time = true;
-    } else {
+    if (!SetFlag(flags, name, take, no_value)) {
       Fail(2, "unknown flag '" + arg + "' (see --help)");
     }
+  }
+  if (flags.mode != "rewrite" && flags.mode != "annotate" &&
+      flags.mode != "explain") {
+    Fail(2, "unknown --mode '" + flags.mode +
+                "' (expected rewrite, annotate or explain)");
   }
   if (flags.print_cost_table) return flags;
   if (positional.size() != 1) {
@@ -394,13 +401,16 @@ int LineOverNestingLimit(const std::string& text, int limit) {
       ++line;
     } else if (c == '"') {
       for (++i; i < text.size() && text[i] != '"'; ++i) {
-        if (text[i] == '\\') ++i;
-        else if (text[i] == '\n') ++line;
+        if (text[i] == '\\')
+          ++i;
+        else if (text[i] == '\n')
+          ++line;
       }
     } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '*') {
       size_t end = text.find("*/", i + 2);
       if (end == std::string::npos) end = text.size();
-      line += static_cast<int>(std::count(text.begin() + i, text.begin() + end, '\n'));
+      line += static_cast<int>(
+          std::count(text.begin() + i, text.begin() + end, '\n'));
       i = end + 1;
     } else if (c == '(' || c == '{' || c == '[') {
       if (++depth > limit) return line;
@@ -419,7 +429,8 @@ bool LooksLikeHloText(const std::string& data) {
 
 // XLA's parser reports "...\nLINE:COL: message\n<source line>\n^"; keep the
 // located line so the user sees file:line:col: message.
-std::string LocateParseError(const std::string& path, const std::string& message) {
+std::string LocateParseError(const std::string& path,
+                             const std::string& message) {
   static const std::regex located(R"((\d+):(\d+): (?:error: )?([^\n]*))");
   std::smatch match;
   if (std::regex_search(message, match, located)) {
@@ -454,8 +465,9 @@ std::unique_ptr<xla::HloModule> LoadModule(const std::string& path,
           LocateParseError(path, std::string(module.status().message()));
       // jaxlib 0.10 prints GSPMD replica groups in a newer form.
       if (data.find("replica_groups=mesh[") != std::string::npos) {
-        message += " (the module uses jaxlib 0.10's replica_groups=mesh[...] "
-                   "syntax, which this XLA cannot read; hlo-tools can)";
+        message +=
+            " (the module uses jaxlib 0.10's replica_groups=mesh[...] "
+            "syntax, which this XLA cannot read; hlo-tools can)";
       }
       Fail(2, message);
     }
@@ -469,13 +481,15 @@ std::unique_ptr<xla::HloModule> LoadModule(const std::string& path,
     proto = wrapper.hlo_module();
   } else if (!proto.ParseFromString(data) || proto.name().empty() ||
              proto.computations_size() == 0) {
-    Fail(2, path + ": neither HLO text (starting with 'HloModule') nor a "
-                   "serialized HloModuleProto");
+    Fail(2, path +
+                ": neither HLO text (starting with 'HloModule') nor a "
+                "serialized HloModuleProto");
   }
   absl::StatusOr<xla::HloModuleConfig> config =
       xla::HloModule::CreateModuleConfigFromProto(proto, xla::DebugOptions());
   if (!config.ok()) {
-    Fail(2, path + ": bad HloModuleProto: " + OneLine(config.status().ToString()));
+    Fail(2,
+         path + ": bad HloModuleProto: " + OneLine(config.status().ToString()));
   }
   // The proto does not record how many partitions/replicas it runs on.
   int replicas = flags.num_replicas > 0 ? flags.num_replicas : 1;
@@ -487,7 +501,8 @@ std::unique_ptr<xla::HloModule> LoadModule(const std::string& path,
   absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
       xla::HloModule::CreateFromProto(proto, *config);
   if (!module.ok()) {
-    Fail(2, path + ": bad HloModuleProto: " + OneLine(module.status().ToString()));
+    Fail(2,
+         path + ": bad HloModuleProto: " + OneLine(module.status().ToString()));
   }
   EndXlaStage();
   return *std::move(module);
@@ -507,11 +522,13 @@ int64_t SdyMeshDevices(const xla::HloModule& module) {
   static const std::regex mesh_re(R"(#sdy\.mesh<\[([^\]]*)\])");
   static const std::regex axis_re(R"(=\s*(\d{1,7}))");
   int64_t largest = 0;
-  for (std::sregex_iterator m(it->second.begin(), it->second.end(), mesh_re), end;
+  for (std::sregex_iterator m(it->second.begin(), it->second.end(), mesh_re),
+       end;
        m != end; ++m) {
     const std::string axes = (*m)[1].str();
     int64_t devices = 1;
-    for (std::sregex_iterator a(axes.begin(), axes.end(), axis_re); a != end; ++a) {
+    for (std::sregex_iterator a(axes.begin(), axes.end(), axis_re); a != end;
+         ++a) {
       devices = std::min<int64_t>(devices * std::stoll((*a)[1].str()), 1 << 24);
     }
     largest = std::max(largest, devices);
@@ -627,11 +644,21 @@ std::string JsonString(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (c < 0x20) {
           char buffer[8];
@@ -674,7 +701,8 @@ absl::Status NormalizeBackendConfigs(xla::HloModule* module) {
       // input (e.g. from an earlier run of ours) would come back as its answer.
       config.mutable_collective_backend_config()->set_backend(
           xla::gpu::CollectiveBackendConfig::DEFAULT);
-      if (absl::Status status = instr->set_backend_config(config); !status.ok()) {
+      if (absl::Status status = instr->set_backend_config(config);
+          !status.ok()) {
         return status;
       }
     }
@@ -688,8 +716,9 @@ absl::StatusOr<std::map<std::string, std::string>> UpstreamDecisions(
     int64_t threshold_bytes) {
   std::unique_ptr<xla::HloModule> copy = module.Clone("");
   // Upstream assigns backends only when NVSHMEM is enabled.
-  copy->mutable_config().mutable_debug_options().set_xla_gpu_experimental_enable_nvshmem(
-      true);
+  copy->mutable_config()
+      .mutable_debug_options()
+      .set_xla_gpu_experimental_enable_nvshmem(true);
   if (absl::Status status = NormalizeBackendConfigs(copy.get()); !status.ok()) {
     return status;
   }
@@ -739,7 +768,8 @@ absl::StatusOr<std::map<std::string, std::vector<std::string>>> MakeAsync(
       if (instr->opcode() == xla::HloOpcode::kCollectivePermute &&
           by_name.count(std::string(instr->name())) > 0) {
         convert.insert(instr);
-        names[{computation, {instr->operands().begin(), instr->operands().end()}}] =
+        names[{computation,
+               {instr->operands().begin(), instr->operands().end()}}] =
             std::string(instr->name());
       }
     }
@@ -767,11 +797,12 @@ absl::StatusOr<std::map<std::string, std::vector<std::string>>> MakeAsync(
   return made;
 }
 
-std::string RecordsToJson(const Flags& flags, const sel::Topology& topology,
-                          const std::vector<Rewriter::OpRecord>& records,
-                          const std::map<std::string, std::vector<std::string>>& made,
-                          const std::map<std::string, std::string>* upstream,
-                          bool changed, double pass_us) {
+std::string RecordsToJson(
+    const Flags& flags, const sel::Topology& topology,
+    const std::vector<Rewriter::OpRecord>& records,
+    const std::map<std::string, std::vector<std::string>>& made,
+    const std::map<std::string, std::string>* upstream, bool changed,
+    double pass_us) {
   std::string out = "{\n";
   out += "  \"input\": " + JsonString(flags.input) + ",\n";
   out += "  \"topology\": " + JsonString(topology.ToString()) + ",\n";
@@ -796,8 +827,9 @@ std::string RecordsToJson(const Flags& flags, const sel::Topology& topology,
     out += "], \"plan\": " + JsonString(sel::PlanName(d.plan));
     // As XLA writes it: collective_backend_config.backend, and for the peer
     // and symmetric backends of newer XLA, collectives_mode.
-    out += ", \"backend\": " +
-           JsonString(d.backend == sel::Backend::kNvshmem ? "NVSHMEM" : "DEFAULT");
+    out +=
+        ", \"backend\": " +
+        JsonString(d.backend == sel::Backend::kNvshmem ? "NVSHMEM" : "DEFAULT");
     out += ", \"collectives_mode\": " +
            std::string(d.backend == sel::Backend::kPeer
                            ? "\"COLLECTIVES_PEER_MEMORY\""
@@ -806,13 +838,16 @@ std::string RecordsToJson(const Flags& flags, const sel::Topology& topology,
                            : "null");
     out += ", \"skipped\": " + std::string(r.skipped ? "true" : "false");
     out += ", \"reason\": " + JsonString(d.reason);
-    out += ", \"modeled_us\": {\"nccl\": " + JsonNumber(d.nccl_us) +
-           ", \"nvshmem\": " + (d.nvshmem_us < 0 ? "null" : JsonNumber(d.nvshmem_us)) +
-           ", \"split\": " + (d.split_us < 0 ? "null" : JsonNumber(d.split_us)) +
-           ", \"chosen\": " + JsonNumber(d.chosen_us);
+    out +=
+        ", \"modeled_us\": {\"nccl\": " + JsonNumber(d.nccl_us) +
+        ", \"nvshmem\": " +
+        (d.nvshmem_us < 0 ? "null" : JsonNumber(d.nvshmem_us)) +
+        ", \"split\": " + (d.split_us < 0 ? "null" : JsonNumber(d.split_us)) +
+        ", \"chosen\": " + JsonNumber(d.chosen_us);
     for (int b = 2; b < sel::kNumBackends; ++b) {
       out += ", " + JsonString(sel::BackendName(static_cast<sel::Backend>(b))) +
-             ": " + (d.backend_us[b] < 0 ? "null" : JsonNumber(d.backend_us[b]));
+             ": " +
+             (d.backend_us[b] < 0 ? "null" : JsonNumber(d.backend_us[b]));
     }
     out += "}";
     out += ", \"edges_by_class\": {";
@@ -831,8 +866,9 @@ std::string RecordsToJson(const Flags& flags, const sel::Topology& topology,
     out += "]";
     if (upstream != nullptr) {
       auto it = upstream->find(r.instruction);
-      out += ", \"upstream\": " +
-             (it == upstream->end() ? std::string("null") : JsonString(it->second));
+      out +=
+          ", \"upstream\": " + (it == upstream->end() ? std::string("null")
+                                                      : JsonString(it->second));
     }
     out += "}";
   }
@@ -844,12 +880,13 @@ void PrintExplain(const std::vector<Rewriter::OpRecord>& records,
                   const std::map<std::string, std::string>* upstream) {
   for (const Rewriter::OpRecord& r : records) {
     const sel::Decision& d = r.decision;
-    std::cout << r.computation << "/" << r.instruction << " (" << r.form
-              << ", " << r.bytes << " bytes, " << r.pairs.size()
+    std::cout << r.computation << "/" << r.instruction << " (" << r.form << ", "
+              << r.bytes << " bytes, " << r.pairs.size()
               << " pairs): " << sel::PlanName(d.plan);
     if (upstream != nullptr) {
       auto it = upstream->find(r.instruction);
-      if (it != upstream->end()) std::cout << " [upstream: " << it->second << "]";
+      if (it != upstream->end())
+        std::cout << " [upstream: " << it->second << "]";
     }
     std::cout << "\n    " << d.reason << "\n";
   }
@@ -871,45 +908,35 @@ void RestoreStderr() {
   unsetenv("NVSHMEM_OPT_STDERR_FD");
 }
 
-int main(int argc, char** argv) {
-  RestoreStderr();
-  Flags flags = ParseFlags(argc, argv);
-
+// The cost table of --cost-table (its text kept for the pass) with the
+// backend set of --backends.
+sel::CostTable LoadCostTable(const Flags& flags, std::string* text) {
   sel::CostTable table = sel::DefaultCostTable();
-  std::string cost_table_text;
+  std::string error;
   if (!flags.cost_table.empty()) {
-    cost_table_text = ReadFileOrDie(flags.cost_table, flags.max_input_bytes);
-    std::string error;
+    *text = ReadFileOrDie(flags.cost_table, flags.max_input_bytes);
     std::optional<sel::CostTable> parsed =
-        sel::ParseCostTable(cost_table_text, flags.cost_table, &error);
+        sel::ParseCostTable(*text, flags.cost_table, &error);
     if (!parsed) Fail(2, error);
-    table = *parsed;
+    table = *std::move(parsed);
   }
   if (!flags.backends.empty()) {
-    std::string error;
     std::optional<std::vector<sel::Backend>> backends =
         sel::ParseBackendSet(flags.backends, &error);
     if (!backends) Fail(2, "--backends: " + error);
-    table.backends = *backends;
+    table.backends = *std::move(backends);
   }
-  if (flags.print_cost_table) {
-    std::cout << sel::CostTableToString(table);
-    return 0;
-  }
-  std::string error;
-  std::optional<sel::Topology> topology = sel::Topology::Parse(flags.topology, &error);
-  if (!topology) Fail(2, error);
-  if (!flags.output.empty() && flags.output != "-" &&
-      SameFile(flags.input, flags.output)) {
-    Fail(2, flags.output + ": refusing to overwrite the input");
-  }
+  return table;
+}
 
+// The input module with its partition and replica counts settled, verified.
+std::unique_ptr<xla::HloModule> LoadVerifiedModule(
+    const Flags& flags, const sel::Topology& topology) {
   std::string data;
   std::unique_ptr<xla::HloModule> module =
-      LoadModule(flags.input, flags, *topology, &data);
-  InferNumPartitions(data, flags, *topology, module.get());
-  data.clear();
-  data.shrink_to_fit();
+      LoadModule(flags.input, flags, topology, &data);
+  InferNumPartitions(data, flags, topology, module.get());
+  data = std::string();
   if (flags.num_partitions > 0) {
     module->mutable_config().set_num_partitions(flags.num_partitions);
   }
@@ -921,19 +948,36 @@ int main(int argc, char** argv) {
     Fail(2, flags.input + ": HloVerifier rejects the input: " +
                 OneLine(std::string(status.message())));
   }
+  return module;
+}
 
-  std::optional<std::map<std::string, std::string>> upstream;
-  if (flags.compare_upstream) {
-    BeginXlaStage("running upstream's CollectiveBackendAssigner", 2);
-    auto decisions =
-        UpstreamDecisions(*module, *topology, flags.upstream_threshold_bytes);
-    if (!decisions.ok()) {
-      Fail(2, flags.input + ": upstream CollectiveBackendAssigner failed: " +
-                  OneLine(decisions.status().ToString()));
-    }
-    upstream = *std::move(decisions);
+std::optional<std::map<std::string, std::string>> UpstreamOrNothing(
+    const Flags& flags, const xla::HloModule& module,
+    const sel::Topology& topology) {
+  if (!flags.compare_upstream) return std::nullopt;
+  BeginXlaStage("running upstream's CollectiveBackendAssigner", 2);
+  auto decisions =
+      UpstreamDecisions(module, topology, flags.upstream_threshold_bytes);
+  if (!decisions.ok()) {
+    Fail(2, flags.input + ": upstream CollectiveBackendAssigner failed: " +
+                OneLine(decisions.status().ToString()));
   }
+  return *std::move(decisions);
+}
 
+struct PassRun {
+  std::vector<Rewriter::OpRecord> records;
+  bool changed = false;
+  double pass_us = 0;
+  // Start and done names by permute, from AsyncCollectiveCreator.
+  std::map<std::string, std::vector<std::string>> made;
+};
+
+// The pass on `target`, then (when rewriting) XLA's AsyncCollectiveCreator,
+// then the verifier. Failures from here on are ours: exit 1 (2 where the
+// pass blames its input).
+PassRun RunPass(const Flags& flags, const std::string& cost_table_text,
+                xla::HloModule* target) {
   Rewriter::Options options;
   options.topology = flags.topology;
   options.cost_table = cost_table_text;
@@ -943,39 +987,32 @@ int main(int argc, char** argv) {
   // Modules from newer jax carry backend_config fields this XLA lacks.
   options.write_backend = nvshmem_opt::SetBackendInJson;
   Rewriter pass(options);
-  // Explain leaves the module alone: decide on a copy.
-  std::unique_ptr<xla::HloModule> scratch;
-  xla::HloModule* target = module.get();
-  if (flags.mode == "explain") {
-    scratch = module->Clone("");
-    target = scratch.get();
-  }
-  // From here on a crash is ours (or an XLA check our output trips): a bug.
   BeginXlaStage("running the pass", 1);
   auto begin = std::chrono::steady_clock::now();
   absl::StatusOr<bool> changed = pass.Run(target);
-  double pass_us = std::chrono::duration<double, std::micro>(
-                       std::chrono::steady_clock::now() - begin)
-                       .count();
+  PassRun run;
+  run.pass_us = std::chrono::duration<double, std::micro>(
+                    std::chrono::steady_clock::now() - begin)
+                    .count();
   if (!changed.ok()) {
-    // The pass reports what is wrong with its input (a topology that does not
-    // fit, a malformed backend_config) as InvalidArgument; anything else is a
-    // failure of the pass itself.
-    bool bad_input = changed.status().code() == absl::StatusCode::kInvalidArgument;
+    // InvalidArgument: the input does not fit (topology, backend_config).
+    bool bad_input =
+        changed.status().code() == absl::StatusCode::kInvalidArgument;
     Fail(bad_input ? 2 : 1,
          flags.input + ": " + OneLine(std::string(changed.status().message())) +
              (bad_input ? "" : " (a bug)"));
   }
-  std::map<std::string, std::vector<std::string>> made;
+  run.changed = *changed;
+  run.records = pass.records();
   if (flags.mode == "rewrite") {
     BeginXlaStage("making the permutes async", 1);
-    auto async = MakeAsync(target, pass.records());
+    auto async = MakeAsync(target, run.records);
     if (!async.ok()) {
       Fail(1, flags.input + ": AsyncCollectiveCreator failed (a bug): " +
                   OneLine(async.status().ToString()));
     }
-    made = *std::move(async);
-    *changed = *changed || !made.empty();
+    run.made = *std::move(async);
+    run.changed |= !run.made.empty();
   }
   BeginXlaStage("verifying the pass's output", 1);
   if (absl::Status status = Verify(target); !status.ok()) {
@@ -983,14 +1020,16 @@ int main(int argc, char** argv) {
                 OneLine(std::string(status.message())));
   }
   EndXlaStage();
-  if (flags.time) {
-    std::cerr << "nvshmem-opt: pass took " << pass_us << " us\n";
-  }
+  return run;
+}
 
-  const auto* upstream_ptr = upstream ? &*upstream : nullptr;
+// The report, the explanation or the module, each where the flags say.
+void WriteResults(const Flags& flags, const sel::Topology& topology,
+                  const PassRun& run, const xla::HloModule& module,
+                  const std::map<std::string, std::string>* upstream) {
   if (!flags.report.empty()) {
-    std::string json = RecordsToJson(flags, *topology, pass.records(), made,
-                                     upstream_ptr, *changed, pass_us);
+    std::string json = RecordsToJson(flags, topology, run.records, run.made,
+                                     upstream, run.changed, run.pass_us);
     if (flags.report == "-") {
       std::cout << json;
     } else {
@@ -1001,16 +1040,47 @@ int main(int argc, char** argv) {
     }
   }
   if (flags.mode == "explain") {
-    if (flags.report != "-") PrintExplain(pass.records(), upstream_ptr);
-    return 0;
+    if (flags.report != "-") PrintExplain(run.records, upstream);
+    return;
   }
   BeginXlaStage("printing the module", 1);
-  std::string text = module->ToString();
+  std::string text = module.ToString();
   EndXlaStage();
   if (flags.output.empty() || flags.output == "-") {
     if (flags.report != "-") std::cout << text;
   } else {
     WriteAtomically(flags.output, text);
   }
+}
+
+int main(int argc, char** argv) {
+  RestoreStderr();
+  Flags flags = ParseFlags(argc, argv);
+  std::string cost_table_text;
+  sel::CostTable table = LoadCostTable(flags, &cost_table_text);
+  if (flags.print_cost_table) {
+    std::cout << sel::CostTableToString(table);
+    return 0;
+  }
+  std::string error;
+  std::optional<sel::Topology> topology =
+      sel::Topology::Parse(flags.topology, &error);
+  if (!topology) Fail(2, error);
+  if (!flags.output.empty() && flags.output != "-" &&
+      SameFile(flags.input, flags.output)) {
+    Fail(2, flags.output + ": refusing to overwrite the input");
+  }
+  std::unique_ptr<xla::HloModule> module = LoadVerifiedModule(flags, *topology);
+  std::optional<std::map<std::string, std::string>> upstream =
+      UpstreamOrNothing(flags, *module, *topology);
+  // Explain leaves the module alone: decide on a copy.
+  std::unique_ptr<xla::HloModule> copy =
+      flags.mode == "explain" ? module->Clone("") : nullptr;
+  PassRun run =
+      RunPass(flags, cost_table_text, copy ? copy.get() : module.get());
+  if (flags.time) {
+    std::cerr << "nvshmem-opt: pass took " << run.pass_us << " us\n";
+  }
+  WriteResults(flags, *topology, run, *module, upstream ? &*upstream : nullptr);
   return 0;
 }
