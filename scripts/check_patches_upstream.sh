@@ -33,7 +33,7 @@ CXX="${CXX:-g++}"
 # Files the series changes that g++ cannot compile against the wheel, and why.
 declare -A NOT_COMPILABLE=(
   [xla/service/gpu/gpu_compiler.cc]="includes LLVM headers (llvm/IR/Module.h), which the wheel does not ship"
-  [xla/debug_options_flags.cc]="needs xla.pb.h and xla/backends/autotuner/backends.pb.h generated from the pin's (patched) protos; the wheel's xla.pb.h predates the pin and protoc 31.1 is not installable here"
+  [xla/debug_options_flags.cc]="needs xla.pb.h and xla/backends/autotuner/backends.pb.h generated from the pin's (patched) protos; the wheel's xla.pb.h predates the pin, and no protoc with a C++ generator matching the wheel's protobuf runtime (31.1) is installable here"
 )
 
 die() { echo "check_patches_upstream: $*" >&2; exit 2; }
