@@ -123,7 +123,7 @@ def generate_pass_dump(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
     last = None
     for snap in module["passes"]:
       with open(os.path.join(xla_dir, snap["file"])) as f:
-        sig = diff._signature(f.read())  # pylint: disable=protected-access
+        sig = diff.signature(f.read())
       if sig != last:
         keep.append(snap["file"])
         last = sig

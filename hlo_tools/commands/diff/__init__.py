@@ -1,0 +1,120 @@
+"""`hlo-tools diff A B`: what changed between two HLO modules, collectives first.
+
+    hlo-tools diff A B [--format=text|json|html] [--out=FILE] [--trace DUMP_DIR]
+                   [--ignore-metadata]
+
+A and B are each
+  FILE                      an HLO text file;
+  DIR:before_optimizations  a stage of a dump directory (written by `hlo-tools dump`,
+  DIR:after_optimizations   or XLA's own --xla_dump_to directory);
+  DIR:before_async          the module entering async-collective-creator (what the
+                            NVSHMEM pass and XLA's backend assigner see);
+  DIR:after:PASS[#N]        the module right after (or before) XLA pass PASS, from a
+  DIR:before:PASS[#N]       dump with --all_passes; #N picks the N-th run (0-based,
+                            default the last), e.g. DIR:after:collective-permute-combiner.
+Two passes of one dump: `hlo-tools diff D:after:P1 D:after:P2`.
+
+Instructions are matched by (computation, name) first, then by structure (opcode,
+operands already matched, shape; then opcode and shape) for renamed ones, each
+round one pass over hash buckets so the diff stays linear in module size. The output
+leads with the collective-permutes in either form (pairs, bytes, backend, sync/async,
+while loop, trip count) before and after, then added, removed and changed
+instructions with every changed attribute (backend_config and frontend attributes
+key by key).
+
+--trace DUMP_DIR follows each collective-permute through XLA's passes in a dump
+written with --all_passes: created, combined, decomposed, made async, backend set,
+moved into a loop, scheduled.
+
+Exit status: 0 (also when the modules differ), 2 bad input.
+"""
+
+import gc
+import json
+import os
+import sys
+
+from hlo_tools import cli_io
+from hlo_tools.commands import common
+from hlo_tools.commands.diff.modules import (attribute_changes, diff_sources,
+                                             match_computations, match_instructions,
+                                             to_json)
+from hlo_tools.commands.diff.passes import signature, trace
+from hlo_tools.commands.diff.permutes import (base_name, collective_view, collectives_diff,
+                                              match_collectives)
+from hlo_tools.commands.diff.render import (collectives_html, diff_html, esc, format_html,
+                                            format_text, page, trace_html, trace_text)
+from hlo_tools.model import source as inputs
+from hlo_tools.model.dumps import STAGE_HELP, read_stage
+from hlo_tools.model.source import InputError
+
+# The library API (report, bench and the fixture generator use it).
+__all__ = ["attribute_changes", "base_name", "collective_view", "collectives_diff",
+           "collectives_html", "diff_html", "diff_sources", "esc", "format_html",
+           "format_text", "main", "match_collectives", "match_computations",
+           "match_instructions", "page", "read_input", "read_stage", "signature", "to_json",
+           "trace", "trace_html", "trace_text"]
+
+
+def read_input(spec, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
+  """FILE or DIR:STAGE (the first ':' whose left side is a directory splits them).
+
+  FILE may be any readable file, device or pipe, "-" for stdin; reading stops past
+  max_bytes."""
+  if spec == "-" or (os.path.exists(spec) and not os.path.isdir(spec)):
+    return inputs.read_source(spec, max_bytes=max_bytes)
+  idx = spec.find(":")
+  while idx != -1:
+    if os.path.isdir(spec[:idx]):
+      return read_stage(spec[:idx], spec[idx + 1:], max_bytes)
+    idx = spec.find(":", idx + 1)
+  if os.path.isdir(spec):
+    raise InputError(f"{spec}: is a directory; name a stage, e.g. "
+                        f"{spec}:after_optimizations ({STAGE_HELP})")
+  raise InputError(f"{spec}: cannot read: No such file or directory")
+
+
+def _render(args, src_a, src_b, result, tr):
+  if args.format == "json":
+    out = to_json(result)
+    if tr is not None:
+      out["trace"] = tr
+    return json.dumps(out, indent=1)
+  if args.format == "html":
+    return format_html(result, src_a, src_b, tr)
+  return format_text(result, tr)
+
+
+def main(argv):
+  parser = common.parser_for(argv[0] if argv else "hlo-tools diff", __doc__)
+  parser.add_argument("a", help="FILE or DIR:STAGE (" + STAGE_HELP + ")")
+  parser.add_argument("b", help="FILE or DIR:STAGE")
+  parser.add_argument("--format", choices=("text", "json", "html"), default="text")
+  parser.add_argument("--out", default=None, help="write here instead of stdout")
+  parser.add_argument("--trace", default=None, metavar="DUMP_DIR",
+                      help="also trace each collective-permute through XLA's passes")
+  parser.add_argument("--ignore-metadata", action="store_true",
+                      help="do not report metadata (op_name, scheduling_name) changes")
+  common.add_partitions_flag(parser)
+  cli_io.add_max_input_bytes(parser)
+
+  def run(args):
+    src_a = read_input(args.a, args.max_input_bytes)
+    src_b = read_input(args.b, args.max_input_bytes)
+    for src in (src_a, src_b):
+      inputs.resolve_partitions(src, override=args.num_partitions)
+    # The parsed modules live until exit: keep the collector from rescanning
+    # them over and over while the diff allocates (it made the diff's cost per
+    # instruction grow with module size; docs/benchmarks.md).
+    gc.freeze()
+    common.check_out_path(args.out, [src_a.path, src_b.path])
+    tr = trace(args.trace) if args.trace else None
+    result = diff_sources(src_a, src_b, args.ignore_metadata)
+    common.write_output(_render(args, src_a, src_b, result, tr), args.out)
+    return 0
+
+  return common.run_command(parser, argv, run)
+
+
+if __name__ == "__main__":
+  sys.exit(cli_io.run_main(main, ["hlo-tools diff"] + sys.argv[1:]))

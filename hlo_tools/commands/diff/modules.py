@@ -1,0 +1,224 @@
+"""The diff of two modules: computations and instructions matched by name, then by
+structure (hash buckets, linear in module size), and every changed attribute."""
+
+import collections
+import json
+
+from hlo_tools.commands.diff.permutes import bucket_match, collective_view, collectives_diff
+
+
+def _comp_key(comp, loose=False):
+  params = tuple(p.shape.to_string(False) for p in comp.instructions
+                 if p.opcode == "parameter")
+  root = comp.root.opcode if comp.root is not None else None
+  return (root, params) if loose else (root, params, len(comp.instructions))
+
+
+def match_computations(ma, mb):
+  """[(comp_a or None, comp_b or None)]: by name, then by structure."""
+  pairs = {}
+  for cb in mb.computations:
+    if cb.name in ma:
+      pairs[cb.name] = ma.computation(cb.name)
+  matched_a = {ca.name for ca in pairs.values()}
+  for loose in (False, True):
+    un_a = [c for c in ma.computations if c.name not in matched_a]
+    un_b = [c for c in mb.computations if c.name not in pairs]
+    for ca, cb in bucket_match(un_a, un_b, lambda c: _comp_key(c, loose),
+                                lambda c: _comp_key(c, loose)):
+      pairs[cb.name] = ca
+      matched_a.add(ca.name)
+  out = [(pairs.get(cb.name), cb) for cb in mb.computations]
+  out += [(ca, None) for ca in ma.computations if ca.name not in matched_a]
+  return out
+
+
+def _leaf_text(instr):
+  return instr.operand_text if not instr.operands else None
+
+
+def match_instructions(ca, cb):
+  """{b name: a name} for one computation pair: names, then structure in 3 rounds."""
+  b_to_a = {ib.name: ib.name for ib in cb.instructions if ib.name in ca}
+  a_matched = set(b_to_a.values())
+
+  def op_key_a(name):
+    if name in a_matched_snapshot:
+      return ("=", name)
+    instr = ca.instruction(name) if name in ca else None
+    return ("?", instr.opcode, instr.shape.to_string(False)) if instr else ("?", name)
+
+  def op_key_b(name):
+    if name in b_to_a_snapshot:
+      return ("=", b_to_a_snapshot[name])
+    instr = cb.instruction(name) if name in cb else None
+    return ("?", instr.opcode, instr.shape.to_string(False)) if instr else ("?", name)
+
+  for rnd in range(3):
+    # Keys use the matches as they stood when the round began, on both sides alike.
+    a_matched_snapshot = set(a_matched)
+    b_to_a_snapshot = dict(b_to_a)
+    un_a = [i for i in ca.instructions if i.name not in a_matched]
+    un_b = [i for i in cb.instructions if i.name not in b_to_a]
+    if not un_a or not un_b:
+      break
+    if rnd < 2:
+      key_a = lambda i: (i.opcode, i.shape.to_string(False), _leaf_text(i),
+                         tuple(op_key_a(o) for o in i.operands))
+      key_b = lambda i: (i.opcode, i.shape.to_string(False), _leaf_text(i),
+                         tuple(op_key_b(o) for o in i.operands))
+    else:  # last resort: same opcode, shape and arity
+      key_a = key_b = lambda i: (i.opcode, i.shape.to_string(False), len(i.operands))
+    for ia, ib in bucket_match(un_a, un_b, key_a, key_b):
+      b_to_a[ib.name] = ia.name
+      a_matched.add(ia.name)
+  return b_to_a
+
+
+# ---------------------------------------------------------------------------------------
+# Attribute differences
+
+def _flatten(value, prefix, out):
+  if isinstance(value, dict) and (value or not prefix):
+    for k, v in value.items():
+      _flatten(v, f"{prefix}.{k}", out)
+  else:
+    out[prefix] = value
+  return out
+
+
+def _dict_changes(name, a, b, fmt=json.dumps):
+  out = []
+  for key in list(a) + [k for k in b if k not in a]:
+    va, vb = a.get(key), b.get(key)
+    if va != vb:
+      out.append({"attribute": f"{name}.{key}" if key != name else name,
+                  "a": None if key not in a else fmt(va),
+                  "b": None if key not in b else fmt(vb)})
+  return out
+
+
+def attribute_changes(ia, ib, comp_map, b_to_a, ignore_metadata=False):
+  """Changed attributes of a matched instruction pair, one entry per attribute."""
+  out = []
+  if ia.opcode != ib.opcode:
+    out.append({"attribute": "opcode", "a": ia.opcode, "b": ib.opcode})
+  sa, sb = ia.shape.to_string(), ib.shape.to_string()
+  if sa != sb:
+    out.append({"attribute": "shape", "a": sa, "b": sb})
+  ops_b = [b_to_a.get(o, o) for o in ib.operands]
+  if ops_b != list(ia.operands):
+    out.append({"attribute": "operands", "a": ", ".join("%" + o for o in ia.operands),
+                "b": ", ".join("%" + o for o in ib.operands)})
+  elif not ia.operands and ia.operand_text != ib.operand_text:
+    out.append({"attribute": "literal", "a": ia.operand_text, "b": ib.operand_text})
+  if ia.is_root != ib.is_root:
+    out.append({"attribute": "ROOT", "a": str(ia.is_root), "b": str(ib.is_root)})
+  keys = list(ia.attributes) + [k for k in ib.attributes if k not in ia.attributes]
+  for key in keys:
+    ra, rb = ia.attributes.get(key), ib.attributes.get(key)
+    if key in ("calls", "to_apply", "body", "condition", "branch_computations",
+               "true_computation", "false_computation") and ra and rb:
+      mapped = ",".join(comp_map.get(n.strip().lstrip("%"), n.strip().lstrip("%"))
+                        for n in rb.strip("{}").split(","))
+      if mapped == ",".join(n.strip().lstrip("%") for n in ra.strip("{}").split(",")):
+        continue
+    if ra == rb:
+      continue
+    if key == "metadata":
+      if not ignore_metadata:
+        out += _dict_changes("metadata", ia.metadata if ra else {},
+                             ib.metadata if rb else {}, fmt=str)
+    elif key == "frontend_attributes":
+      out += _dict_changes("frontend_attributes", ia.frontend_attributes if ra else {},
+                           ib.frontend_attributes if rb else {}, fmt=str)
+    elif key == "backend_config":
+      ja, jb = ia.backend_config_json(), ib.backend_config_json()
+      if (ra is None or isinstance(ja, dict)) and (rb is None or isinstance(jb, dict)):
+        out += _dict_changes("backend_config", _flatten(ja or {}, "", {}),
+                             _flatten(jb or {}, "", {}))
+        for change in out:
+          change["attribute"] = change["attribute"].replace("backend_config..",
+                                                            "backend_config.")
+      else:
+        out.append({"attribute": key, "a": ra, "b": rb})
+    else:
+      out.append({"attribute": key, "a": ra, "b": rb})
+  return out
+
+
+def diff_sources(src_a, src_b, ignore_metadata=False):
+  """The diff as a JSON-friendly dict."""
+  ma, mb = src_a.module, src_b.module
+  comp_pairs = match_computations(ma, mb)
+  comp_map = {cb.name: ca.name for ca, cb in comp_pairs if ca and cb}  # b -> a
+  comps = []
+  totals = collections.Counter()
+  for ca, cb in comp_pairs:
+    entry = {"a": ca.name if ca else None, "b": cb.name if cb else None,
+             "line_a": ca.line if ca else None, "line_b": cb.line if cb else None,
+             "status": "matched", "added": [], "removed": [], "changed": [],
+             "renamed": [], "unchanged": 0, "order": []}
+    if ca is None or cb is None:
+      entry["status"] = "added" if ca is None else "removed"
+      comp = cb or ca
+      key = "added" if ca is None else "removed"
+      entry[key] = [{"name": i.name, "line": i.line, "opcode": i.opcode}
+                    for i in comp.instructions]
+      totals[key] += len(comp.instructions)
+      totals["computations_" + key] += 1
+      comps.append(entry)
+      continue
+    if ca.name != cb.name:
+      entry["status"] = "renamed"
+    b_to_a = match_instructions(ca, cb)
+    a_to_b = {a: b for b, a in b_to_a.items()}
+    for ib in cb.instructions:
+      if ib.name not in b_to_a:
+        entry["added"].append({"name": ib.name, "line": ib.line, "opcode": ib.opcode})
+        continue
+      ia = ca.instruction(b_to_a[ib.name])
+      changes = attribute_changes(ia, ib, comp_map, b_to_a, ignore_metadata)
+      if ia.name != ib.name:
+        entry["renamed"].append({"a": ia.name, "b": ib.name})
+      if changes or ia.name != ib.name:
+        entry["changed"].append({"a": ia.name, "b": ib.name, "line_a": ia.line,
+                                 "line_b": ib.line, "changes": changes})
+      else:
+        entry["unchanged"] += 1
+    for ia in ca.instructions:
+      if ia.name not in a_to_b:
+        entry["removed"].append({"name": ia.name, "line": ia.line, "opcode": ia.opcode})
+    for key in ("added", "removed", "changed", "renamed", "unchanged"):
+      totals[key] += len(entry[key]) if key != "unchanged" else entry[key]
+    entry["b_to_a"] = b_to_a
+    comps.append(entry)
+  view_a, view_b = collective_view(src_a), collective_view(src_b)
+  return {
+      "a": src_a.label, "b": src_b.label,
+      "summary": {"num_partitions_a": src_a.num_partitions,
+                  "num_partitions_b": src_b.num_partitions,
+                  "instructions_a": ma.instruction_count,
+                  "instructions_b": mb.instruction_count,
+                  "computations_a": len(ma.computations),
+                  "computations_b": len(mb.computations),
+                  "added": totals["added"], "removed": totals["removed"],
+                  "changed": totals["changed"], "renamed": totals["renamed"],
+                  "unchanged": totals["unchanged"],
+                  "computations_added": totals["computations_added"],
+                  "computations_removed": totals["computations_removed"]},
+      "collectives": collectives_diff(view_a, view_b, comp_map),
+      "computations": comps,
+  }
+
+
+def to_json(result):
+  """The diff without the internal matching tables."""
+  out = dict(result)
+  out["computations"] = [{k: v for k, v in c.items() if k not in ("b_to_a", "order")}
+                         for c in result["computations"] if interesting(c)]
+  return out
+
+
+def interesting(comp):
+  return comp["status"] != "matched" or comp["added"] or comp["removed"] or comp["changed"]
