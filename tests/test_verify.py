@@ -162,7 +162,8 @@ ENTRY %main (p: f32[16]) -> f32[16] {
 def test_memory_space(capsys, tmp_path, result_layout, status):
   path = tmp_path / "memspace.hlo"
   path.write_text(MEMSPACE.replace("RESULT", result_layout))
-  rc, out, _ = run(capsys, path, "--topology=1x1x2", "--format=json", "--no-hlo-verifier")
+  rc, out, _ = run(capsys, path, "--topology=1x1x2", f"--cost-table={FAST_NVSHMEM}",
+                   "--format=json", "--no-hlo-verifier")
   ms = checks(out)["memory-space"]
   assert ms["status"] == status
   assert rc == (0 if status == "pass" else 1)

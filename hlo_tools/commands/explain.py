@@ -24,82 +24,11 @@ import sys
 from hlo_tools import cli_io
 from hlo_tools.commands import common
 from hlo_tools.commands.common import human_bytes, us
-from hlo_tools.model import decisions, driver, source as src_mod
-
-_NO_UPSTREAM = {"backend": None, "source": "unavailable: nvshmem-opt is not built or "
-                "could not load the module"}
+from hlo_tools.model import decisions
 
 
-def _recorded(start):
-  """What the pass wrote on the op (frontend attributes), if it ran."""
-  attrs = start.frontend_attributes
-  if "_nvshmem_plan" not in attrs:
-    return None
-  modeled = {}
-  for item in attrs.get("_nvshmem_modeled_us", "").split(","):
-    key, _, value = item.partition("=")
-    if key:
-      try:
-        modeled[key] = float(value)
-      except ValueError:
-        modeled[key] = None
-  return {"plan": attrs.get("_nvshmem_plan"), "reason": attrs.get("_nvshmem_reason"),
-          "modeled_us": modeled, "split_part": attrs.get("_nvshmem_split_part")}
-
-
-
-def entry(perm, upstream=None):
-  """The JSON entry of one collective-permute."""
-  rec, d = perm.record, perm.decision
-  modeled = {"nccl": d["nccl_us"], "nvshmem": d["nvshmem_us"], "split": d["split_us"],
-             "chosen": d["chosen_us"]}
-  trips = rec.trip_count
-  up_key = (rec.computation, rec.start)
-  up = ({"backend": upstream[up_key], "source": "nvshmem-opt --compare-upstream"}
-        if upstream is not None and up_key in upstream else dict(_NO_UPSTREAM))
-  return {
-      "computation": rec.computation, "instruction": rec.start, "done": rec.done,
-      "form": rec.form, "line": rec.start_line, "done_line": rec.done_line,
-      "while_loop": rec.while_loop, "while_computation": rec.while_computation,
-      "trip_count": trips, "channel_id": rec.channel_id,
-      "bytes": rec.bytes_per_device, "buffers": rec.buffers,
-      "pairs": [list(p) for p in perm.pairs],
-      "current_backend": rec.backend, "split_part": perm.split_part,
-      "decided_on": "union of split parts" if perm.group else "own pairs",
-      "edges_by_class": d["edges_by_class"],
-      "edges": [{"source": s, "target": t, "link_class": c} for s, t, c in perm.edges],
-      "modeled_us": modeled,
-      "modeled_loop_us": d["chosen_us"] * trips if trips else None,
-      "choice": {"plan": d["plan"],
-                 "backend": decisions.PLAN_BACKEND.get(d["plan"], d["plan"])},
-      "model_plan": d.get("model_plan", d["plan"]),
-      "reason": d["reason"],
-      "recorded": _recorded(perm.start),
-      "upstream": up,
-  }
-
-
-def explain(path, topology_spec, cost_table=None, use_driver=True, source=None,
-            num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, upstream=None):
-  """The explain JSON object for the module at `path` (raises InputError).
-
-  upstream: upstream's answers when the caller already has them
-  (driver.upstream_from_report); else the driver is asked once (use_driver)."""
-  topology, table = decisions.load_selection(topology_spec, cost_table)
-  source = src_mod.resolve_partitions(source or src_mod.read_source(path, max_bytes=max_bytes),
-                                      topology, num_partitions)
-  perms = decisions.analyze(source, topology, table)
-  if upstream is None and use_driver and perms:
-    upstream = driver.upstream_answers(path, topology_spec, cost_table,
-                                       src_mod.driver_partitions(source))
-  module = source.module
-  return {
-      "file": source.label, "module": module.name, "topology": topology_spec,
-      "cost_table": cost_table, "num_partitions": source.num_partitions,
-      "num_partitions_from": source.partitions_from,
-      "num_replicas": source.num_replicas,
-      "collectives": [entry(p, upstream) for p in perms],
-  }
+# The explain JSON is the model layer's description of a module (decisions.describe).
+explain = decisions.describe
 
 
 # ---------------------------------------------------------------------------------------
