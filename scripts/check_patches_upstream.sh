@@ -19,7 +19,9 @@
 #      or changes, except the files named in NOT_COMPILABLE with the reason;
 #      of gpu_compiler.cc, the registration the series adds, on its own;
 #   4. when a protoc that knows protobuf editions is at hand ($PROTOC,
-#      grpcio-tools, or protoc >= 27): the patched xla/xla.proto parses.
+#      grpcio-tools, or protoc >= 27): the patched xla/xla.proto parses;
+#   5. the patched CollectiveBackendAssigner, built against the wheel's XLA
+#      libraries, passes scripts/upstream_checks/assigner_fix_test.cc.
 #
 # Environment: PYTHON (default .venv/bin/python), CXX (default g++), PROTOC,
 # TF_DIR (default: the wheel of PYTHON), KEEP=1 keeps the scratch directory.
@@ -194,10 +196,34 @@ if [ ${#PROTOC_CMD[@]} -gt 0 ] &&
   fi
 fi
 
+# 5. The patched assigner runs: its .cc, copied out of the patched tree, is
+# compiled against the wheel's headers (wheel_compat/ maps the pinned paths)
+# and linked with the wheel's XLA, whose own RunImpl it replaces in the test
+# binary; scripts/upstream_checks/assigner_fix_test.cc tests its rule.
+assigner="not run"
+ASSIGNER_CC="$TREE/xla/backends/gpu/transforms/collectives/collective_backend_assigner.cc"
+RT_FLAGS=(-std=c++17 -O0 -Wno-deprecated-declarations -isystem "$ROOT/wheel_compat"
+          -isystem "$TF_DIR/include" -isystem "$TF_DIR/include/external/highwayhash"
+          -isystem "$TF_DIR/include/external/farmhash_archive/src")
+cp "$ASSIGNER_CC" "$WORK/collective_backend_assigner.cc"
+if "$CXX" "${RT_FLAGS[@]}" "$ROOT/scripts/upstream_checks/assigner_fix_test.cc" \
+    "$WORK/collective_backend_assigner.cc" -o "$WORK/assigner_fix_test" \
+    "$TF_DIR/libtensorflow_cc.so.2" "$TF_DIR/libtensorflow_framework.so.2" \
+    -Wl,-rpath,"$TF_DIR" -lgtest -lgtest_main -pthread >"$WORK/rt.log" 2>&1 &&
+   timeout 300 "$WORK/assigner_fix_test" >"$WORK/rt_run.log" 2>&1; then
+  assigner="patched assigner test passes ($(grep -c '^\[       OK \]' "$WORK/rt_run.log") tests)"
+  echo "ok   patched CollectiveBackendAssigner: scripts/upstream_checks/assigner_fix_test.cc"
+else
+  grep -m 20 -E 'error|Failure|FAILED|Expected|Which is|actual' "$WORK/rt.log" "$WORK/rt_run.log" >&2
+  assigner="patched assigner test FAILS"
+  echo "FAIL patched CollectiveBackendAssigner: scripts/upstream_checks/assigner_fix_test.cc"
+  failed+=("assigner_fix_test")
+fi
+
 status=OK
 [ ${#failed[@]} -eq 0 ] || status=FAIL
 echo "check_patches_upstream: $status: pin ${PIN:0:8}, ${#PATCHES[@]} patches applied with git am," \
   "$ok/${#FILES[@]} changed .cc files compile (syntax only), ${#skipped[@]} not compilable here" \
   "(${skipped[*]##*/}; gpu_compiler.cc's registration $registration), ${#failed[@]} failed;" \
-  "$proto; $absent absent blobs left out"
+  "$proto; $assigner; $absent absent blobs left out"
 [ "$status" = OK ]
