@@ -152,6 +152,7 @@ INCLUDE_DEPS = {
     "xla/service/gpu/backend_configs.pb.h": "//xla/service/gpu:backend_configs_cc",
     PKG + "/collective_backend_assigner.h": ":collective_backend_assigner",
     PKG + "/collective_ops_utils.h": ":collective_ops_utils",
+    "xla/service/computation_placer.h": "//xla/service:computation_placer",
     "xla/service/hlo_module_config.h": "//xla/service:hlo_module_config",
     "xla/service/hlo_verifier.h": "//xla/service:hlo_verifier",
     "xla/shape.h": "//xla:shape_util",
@@ -269,7 +270,8 @@ def derive_deps(target):
     for name in target.get("srcs", []) + target.get("hdrs", []):
         has_main = has_main or bool(MAIN_RE.search(read_source(name)))
         for kind, inc in source_includes(name):
-            where = f"xla_src/{PKG}/{name}: #include {kind}{inc}"
+            close = ">" if kind == "<" else '"'
+            where = f"xla_src/{PKG}/{name}: #include {kind}{inc}{close}"
             if kind == "<":
                 if inc in ANGLE_DEPS:
                     deps.add(ANGLE_DEPS[inc])
