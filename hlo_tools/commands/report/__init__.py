@@ -32,7 +32,6 @@ failed, 2 error (bad option or input, compile failure, nvshmem-opt missing or fa
 
 import dataclasses
 import json
-import math
 import os
 import re
 import shutil
@@ -41,17 +40,17 @@ import sys
 import time
 
 from hlo_tools import cli_io
-from hlo_tools import selection
 from hlo_tools.commands import common
 from hlo_tools.commands import diff as df
 from hlo_tools.commands import dump as dump_mod
 from hlo_tools.commands import explain
 from hlo_tools.commands import outdir
 from hlo_tools.commands import verify as vf
+from hlo_tools.commands.report.chart import chart_data
+from hlo_tools.commands.report.page import comparison_rows, fmt_us, render_page
 from hlo_tools.model import decisions, driver, dumps, source as inputs
 from hlo_tools.model.source import InputError
 
-# Llama-3-8B attention.
 DEFAULTS = {"seq_len": 131072, "num_heads": 32, "num_kv_heads": 8, "head_dim": 128,
             "batch": 1, "dtype": "bf16", "causal": True, "backward": False}
 DEFAULT_TOPOLOGY = "1x2x4"
@@ -59,12 +58,6 @@ DEFAULT_TOPOLOGY = "1x2x4"
 DEFAULT_GRID = (("1x1x8", 4096), ("1x1x8", 131072), ("1x2x4", 4096), ("1x2x4", 131072))
 DEFAULT_OUT = "nvshmem_report"
 _TOPO_RE = re.compile(r"^(?:(\d+)x)?(\d+)x(\d+)((?::.*)?)$")
-CHART_SIZES = [2 ** e for e in range(10, 31)]  # 1 KiB .. 1 GiB
-COLORS = {"nccl": "#1f77b4", "nvshmem": "#2ca02c", "chosen": "#000000",
-          "nccl_net": "#9467bd", "nvshmem_nvl": "#8c564b"}
-_LABELS = {"nccl": "NCCL (whole permute)", "nvshmem": "NVSHMEM (whole permute, if eligible)",
-           "chosen": "chosen by the core", "nccl_net": "one NCCL network edge",
-           "nvshmem_nvl": "one NVSHMEM NVLink edge"}
 
 
 def parse_topology_arg(spec):
@@ -269,264 +262,6 @@ def case_summary(result, case_dir_name):
 # ---------------------------------------------------------------------------------------
 # The chart
 
-def chart_data(topology, table, explained, source):
-  """Modeled microseconds per backend at each chart size, for the first permute's pairs."""
-  perms = explained["collectives"]
-  n = topology.num_devices
-  pairs = [tuple(p) for p in perms[0]["pairs"]] if perms else [(i, (i + 1) % n)
-                                                               for i in range(n)]
-  buffers = perms[0].get("buffers", 1) if perms else 1
-  series = {k: [] for k in COLORS}
-  for size in CHART_SIZES:
-    d = selection.decide(topology, table, size, pairs, True, source.num_partitions, 1,
-                         buffers=buffers)
-    series["nccl"].append(d["nccl_us"])
-    series["nvshmem"].append(d["nvshmem_us"])
-    series["chosen"].append(d["chosen_us"])
-    series["nccl_net"].append(selection.edge_time_us(table, "nccl", "network", size, buffers))
-    series["nvshmem_nvl"].append(selection.edge_time_us(table, "nvshmem", "nvlink", size,
-                                                         buffers))
-  marks = sorted({(e["bytes"], common.human_bytes(e["bytes"])) for e in perms})
-  return {"sizes": CHART_SIZES, "series_us": series, "pairs": pairs, "buffers": buffers,
-          "marks": marks}
-
-
-def _svg_axes(out, box, lo, hi, x, y):
-  left, top, pw, ph = box
-  decade = lo
-  while decade <= hi * 1.0001:
-    yy = y(decade)
-    out.append(f'<line x1="{left}" y1="{yy:.1f}" x2="{left + pw}" y2="{yy:.1f}" '
-               'stroke="#eee"/>')
-    out.append(f'<text x="{left - 6}" y="{yy + 4:.1f}" font-size="11" '
-               f'text-anchor="end">{decade:g}</text>')
-    decade *= 10
-  for size in CHART_SIZES[::2]:
-    xx = x(size)
-    out.append(f'<line x1="{xx:.1f}" y1="{top}" x2="{xx:.1f}" y2="{top + ph}" stroke="#eee"/>')
-    out.append(f'<text x="{xx:.1f}" y="{top + ph + 16}" font-size="11" '
-               f'text-anchor="middle">{df.esc(common.human_bytes(size).replace(".0 ", " "))}</text>')
-
-
-def _svg_series(out, series, box, x, y):
-  left, top, pw, _ = box
-  legend_y = top + 10
-  for key, points in series.items():
-    if not any(points):
-      continue
-    dash = ' stroke-dasharray="6 4"' if key in ("nccl_net", "nvshmem_nvl") else ""
-    width = 3.5 if key == "chosen" else 2
-    opacity = ' stroke-opacity="0.35"' if key == "chosen" else ""
-    segs, cur = [], []
-    for size, v in zip(CHART_SIZES, points):
-      if v:
-        cur.append(f"{x(size):.1f},{y(v):.1f}")
-      elif cur:
-        segs.append(cur)
-        cur = []
-    segs += [cur] if cur else []
-    for seg in segs:
-      out.append(f'<polyline class="series-{key}" fill="none" stroke="{COLORS[key]}" '
-                 f'stroke-width="{width}"{dash}{opacity} points="{" ".join(seg)}"/>')
-    lx = left + pw + 12
-    out.append(f'<line x1="{lx}" y1="{legend_y}" x2="{lx + 24}" y2="{legend_y}" '
-               f'stroke="{COLORS[key]}" stroke-width="{width}"{dash}{opacity}/>')
-    out.append(f'<text x="{lx + 30}" y="{legend_y + 4}" font-size="11">'
-               f'{df.esc(_LABELS[key])}</text>')
-    legend_y += 18
-  if not any(series.get("nvshmem", [])):
-    out.append(f'<text x="{left + pw + 12}" y="{legend_y + 4}" font-size="11" fill="#777">'
-               'NVSHMEM for the whole permute: not</text>')
-    out.append(f'<text x="{left + pw + 12}" y="{legend_y + 18}" font-size="11" fill="#777">'
-               'eligible (edges cross the network)</text>')
-
-
-def svg_chart(series, marks, title):
-  """Log-log SVG line chart, self-contained (no scripts, no external files)."""
-  w, h, left, right, top, bottom = 900, 460, 70, 250, 30, 50
-  pw, ph = w - left - right, h - top - bottom
-  values = [v for s in series.values() for v in s if v]
-  lo = 10 ** math.floor(math.log10(min(values)))
-  hi = 10 ** math.ceil(math.log10(max(values)))
-  x0, x1 = math.log2(CHART_SIZES[0]), math.log2(CHART_SIZES[-1])
-  x = lambda size: left + (math.log2(size) - x0) / (x1 - x0) * pw
-  y = lambda v: top + (1 - (math.log10(v) - math.log10(lo)) /
-                       (math.log10(hi) - math.log10(lo))) * ph
-  out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
-         f'viewBox="0 0 {w} {h}" role="img" aria-label="{df.esc(title)}">',
-         f'<text x="{left}" y="18" font-size="14" font-weight="600">{df.esc(title)}</text>',
-         f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>']
-  _svg_axes(out, (left, top, pw, ph), lo, hi, x, y)
-  out.append(f'<text x="{left + pw / 2}" y="{h - 8}" font-size="12" text-anchor="middle">'
-             'bytes per device</text>')
-  out.append(f'<text x="16" y="{top + ph / 2}" font-size="12" text-anchor="middle" '
-             f'transform="rotate(-90 16 {top + ph / 2})">modeled time (us)</text>')
-  for size, label in marks:
-    if CHART_SIZES[0] <= size <= CHART_SIZES[-1]:
-      xx = x(size)
-      out.append(f'<line x1="{xx:.1f}" y1="{top}" x2="{xx:.1f}" y2="{top + ph}" '
-                 'stroke="#d62728" stroke-dasharray="4 3"/>')
-      out.append(f'<text x="{xx + 3:.1f}" y="{top + 12}" font-size="11" '
-                 f'fill="#d62728">{df.esc(label)}</text>')
-  _svg_series(out, series, (left, top, pw, ph), x, y)
-  out.append("</svg>")
-  return "\n".join(out)
-
-
-# ---------------------------------------------------------------------------------------
-# The page
-
-def _num(v):
-  return "-" if v is None else f"{v:.2f}"
-
-
-def verdict(entry):
-  """One phrase: what the core chose and by how much, or why NVSHMEM cannot run."""
-  m = entry["modeled_us"]
-  nccl, nvshmem = m["nccl"], m["nvshmem"]
-  if nvshmem is None:
-    why = entry["reason"]
-    for prefix in ("NCCL: ", "nvshmem refused: "):
-      why = why[len(prefix):] if why.startswith(prefix) else why
-    return f"NCCL only: NVSHMEM cannot run here ({why})"
-  delta = (nccl - nvshmem) / nccl * 100 if nccl else 0.0
-  if entry["choice"]["plan"] == "nvshmem":
-    return f"NVSHMEM wins: {delta:.1f}% faster than NCCL"
-  if delta < 0:
-    return f"NCCL wins: NVSHMEM would be {-delta:.1f}% slower"
-  if entry["reason"].startswith("NCCL: NVSHMEM") and "margin" in entry["reason"]:
-    return f"NCCL kept: NVSHMEM only {delta:.1f}% faster, inside the core's margin"
-  return "NCCL: " + entry["reason"].split(": ", 1)[-1]
-
-
-def comparison_rows(results):
-  """The side-by-side table: one row per collective-permute of every case."""
-  rows = []
-  for r in results:
-    for e in r["explain"]["collectives"]:
-      m = e["modeled_us"]
-      trips = e["trip_count"] or 1
-      rows.append({"case": r["case"].id, "title": r["case"].title,
-                   "topology": r["case"].topology, "instruction": e["instruction"],
-                   "bytes": e["bytes"], "buffers": e.get("buffers", 1),
-                   "trip_count": e["trip_count"], "edges_by_class": e["edges_by_class"],
-                   "nccl_us": m["nccl"], "nvshmem_us": m["nvshmem"],
-                   "chosen_us": m["chosen"], "plan": e["choice"]["plan"],
-                   "saved_us_per_run": (m["nccl"] - m["chosen"]) * trips,
-                   "upstream": e["upstream"]["backend"], "verdict": verdict(e)})
-  return rows
-
-
-def _comparison_html(rows):
-  out = ["<table id=\"comparison\" class=\"decisions\"><tr><th>configuration</th>"
-         "<th>collective-permute</th><th>bytes/device</th><th>edges</th><th>NCCL us</th>"
-         "<th>NVSHMEM us</th><th>choice</th><th>saved per run (us)</th>"
-         "<th>upstream XLA</th><th>what it shows</th></tr>"]
-  for row in rows:
-    edges = ", ".join(f"{k} {v}" for k, v in row["edges_by_class"].items() if v)
-    trips = f" x{row['trip_count']} trips" if row["trip_count"] else ""
-    cls = "add" if row["plan"] == "nvshmem" else "same"
-    out.append(
-        f"<tr><td><a href=\"#{df.esc(row['case'])}\">{df.esc(row['title'])}</a></td>"
-        f"<td class=\"mono\">%{df.esc(row['instruction'])}</td>"
-        f"<td>{df.esc(common.human_bytes(row['bytes']))} in {row['buffers']} buffer(s)"
-        f"{df.esc(trips)}</td><td>{df.esc(edges)}</td><td>{_num(row['nccl_us'])}</td>"
-        f"<td>{_num(row['nvshmem_us'])}</td><td class=\"{cls}\"><b>{df.esc(row['plan'])}</b>"
-        f"</td><td>{_num(row['saved_us_per_run'])}</td><td>{df.esc(row['upstream'])}</td>"
-        f"<td>{df.esc(row['verdict'])}</td></tr>")
-  out.append("</table>")
-  return "\n".join(out)
-
-
-def _decision_table(result):
-  by_name = {(d["computation"], d["instruction"]): d
-             for d in result["passes"][result["first"]].get("decisions", [])}
-  rows = [f"<table class=\"decisions\" id=\"decisions-{df.esc(result['case'].id)}\"><tr>"
-          "<th>collective-permute</th><th>where</th><th>bytes/device</th><th>edges</th>"
-          "<th>NCCL us</th><th>NVSHMEM us</th><th>choice</th><th>upstream XLA</th>"
-          "<th>pass wrote</th><th>reason</th></tr>"]
-  for e in result["explain"]["collectives"]:
-    m = e["modeled_us"]
-    d = by_name.get((e["computation"], e["instruction"]), {})
-    edges = ", ".join(f"{k} {v}" for k, v in e["edges_by_class"].items() if v)
-    loop = f"while %{e['while_loop']} x{e['trip_count']}" if e["while_loop"] else "no loop"
-    new = ", ".join(d.get("new_instructions") or []) or "-"
-    rows.append(
-        f"<tr><td class=\"mono\">%{df.esc(e['instruction'])}</td>"
-        f"<td class=\"mono\">%{df.esc(e['computation'])} line {e['line']}<br>{df.esc(loop)}</td>"
-        f"<td>{df.esc(common.human_bytes(e['bytes']))}</td><td>{df.esc(edges)}</td>"
-        f"<td>{_num(m['nccl'])}</td><td>{_num(m['nvshmem'])}</td>"
-        f"<td><b>{df.esc(e['choice']['plan'])}</b> ({df.esc(e['choice']['backend'])})</td>"
-        f"<td>{df.esc(e['upstream']['backend'])}<br><small>{df.esc(e['upstream']['source'])}"
-        f"</small></td><td class=\"mono\">{df.esc(d.get('backend', '-'))}: {df.esc(new)}</td>"
-        f"<td>{df.esc(e['reason'])}</td></tr>")
-  rows.append("</table>")
-  return "\n".join(rows)
-
-
-def _verify_html(result):
-  status = ("all checks pass" if result["passed"] else
-            "FAILED: " + df.esc(", ".join(result["failed_checks"])))
-  rows = [f"<p><b>{df.esc(result['file'])}</b>: {status}</p><table class=\"verify\">"
-          "<tr><th>check</th><th>status</th><th>details</th></tr>"]
-  for c in result["checks"]:
-    cls = {"pass": "add", "fail": "del"}.get(c["status"], "same")
-    detail = "<br>".join(
-        df.esc((f"%{r['instruction']} line {r['line']}: " if r["instruction"] else "")
-               + r["message"]) for r in c["results"]) or df.esc(c["note"])
-    rows.append(f"<tr><td>{df.esc(c['name'])}</td><td class=\"{cls}\">{df.esc(c['status'])}"
-                f"</td><td class=\"mono\">{detail}</td></tr>")
-  rows.append("</table>")
-  return "\n".join(rows)
-
-
-def _case_html(result, max_rows):
-  case = result["case"]
-  chart = result["chart"]
-  first = result["first"]
-  body = [f"<h2 id=\"{df.esc(case.id)}\">{df.esc(case.title)}</h2>",
-          f"<p>Decisions on the module {'entering async-collective-creator' if first == 'before_async' else 'as given'}"
-          f" (<span class=\"mono\">{df.esc(case.id)}/hlo/{df.esc(first)}.hlo</span>):</p>",
-          _decision_table(result),
-          svg_chart(chart["series_us"], chart["marks"],
-                    f"{len(chart['pairs'])}-edge permute of {chart['buffers']} buffer(s) on "
-                    f"{case.topology}: modeled time vs size")]
-  body += [_verify_html(v) for v in result["verify"].values()]
-  for stage, d in result["diff"].items():
-    body.append(f"<details><summary>Diff of {df.esc(stage)} before vs after the pass"
-                "</summary>")
-    body.append(df.diff_html(d, result["sources"][stage], result["rewritten"][stage],
-                             max_rows=max_rows) if stage == first else
-                df.collectives_html(d["collectives"]))
-    body.append("</details>")
-  if result["trace"]:
-    body.append("<details><summary>Per-pass trace of each collective-permute</summary>")
-    body.append(df.trace_html(result["trace"]))
-    body.append("</details>")
-  return "\n".join(body)
-
-
-def render_page(report, results):
-  timing = ", ".join(f"{k} {v:.2f} s" for k, v in report["timings_s"].items())
-  cfg = results[0]["case"].config
-  shapes = (f"{cfg['num_heads']} query / {cfg['num_kv_heads']} KV heads x {cfg['head_dim']}, "
-            f"batch {cfg['batch']}, {cfg['dtype']}, {'causal' if cfg['causal'] else 'non-causal'}"
-            f", {'forward+backward' if cfg['backward'] else 'forward'}; " if cfg else "")
-  body = [
-      "<h1>NVSHMEM collective-permute report</h1>",
-      "<p>The pass gives each collective-permute the backend the selection core models "
-      "as faster: NVSHMEM only where every edge stays in an NVLink domain and every "
-      "device of the program has a source, NCCL elsewhere. "
-      f"{df.esc(shapes)}cost table {df.esc(report['cost_table'] or 'default')}.</p>",
-      "<h2>Side by side</h2>", _comparison_html(report["summary"]["comparison"]),
-      f"<p class=\"mono\">versions: {df.esc(json.dumps(report['versions']))}<br>"
-      f"timings: {df.esc(timing)}</p>"]
-  max_rows = 4000 // len(results)
-  body += [_case_html(r, max_rows) for r in results]
-  body.append("<h2>Files</h2><ul>" + "".join(
-      f"<li><a href=\"{df.esc(f)}\">{df.esc(f)}</a></li>" for f in report["files"]) + "</ul>")
-  return df.page("NVSHMEM collective-permute report", "\n".join(body))
-
 
 # ---------------------------------------------------------------------------------------
 # Building the directory
@@ -609,8 +344,8 @@ def summary_text(report):
     edges = ", ".join(f"{k} {v}" for k, v in row["edges_by_class"].items() if v)
     trips = f" x{row['trip_count']} trips" if row["trip_count"] else ""
     lines.append(f"  {row['title']}: %{row['instruction']} ({common.human_bytes(row['bytes'])}"
-                 f"/device{trips}; {edges}): {row['plan']}, nccl {_num(row['nccl_us'])} us, "
-                 f"nvshmem {_num(row['nvshmem_us'])} us; upstream {row['upstream']}; "
+                 f"/device{trips}; {edges}): {row['plan']}, nccl {fmt_us(row['nccl_us'])} us, "
+                 f"nvshmem {fmt_us(row['nvshmem_us'])} us; upstream {row['upstream']}; "
                  f"{row['verdict']}")
   s = report["summary"]
   lines.append("verify: " + ("all checks pass" if s["verify_passed"] else

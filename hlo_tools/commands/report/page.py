@@ -1,0 +1,160 @@
+"""The report's page: the side-by-side table of every configuration, then each
+configuration's decisions, chart, verify results, diff and trace."""
+
+import json
+
+from hlo_tools.commands import common
+from hlo_tools.commands import diff as df
+from hlo_tools.commands.report.chart import svg_chart
+
+
+def fmt_us(v):
+  return "-" if v is None else f"{v:.2f}"
+
+
+def verdict(entry):
+  """One phrase: what the core chose and by how much, or why NVSHMEM cannot run."""
+  m = entry["modeled_us"]
+  nccl, nvshmem = m["nccl"], m["nvshmem"]
+  if nvshmem is None:
+    why = entry["reason"]
+    for prefix in ("NCCL: ", "nvshmem refused: "):
+      why = why[len(prefix):] if why.startswith(prefix) else why
+    return f"NCCL only: NVSHMEM cannot run here ({why})"
+  delta = (nccl - nvshmem) / nccl * 100 if nccl else 0.0
+  if entry["choice"]["plan"] == "nvshmem":
+    return f"NVSHMEM wins: {delta:.1f}% faster than NCCL"
+  if delta < 0:
+    return f"NCCL wins: NVSHMEM would be {-delta:.1f}% slower"
+  if entry["reason"].startswith("NCCL: NVSHMEM") and "margin" in entry["reason"]:
+    return f"NCCL kept: NVSHMEM only {delta:.1f}% faster, inside the core's margin"
+  return "NCCL: " + entry["reason"].split(": ", 1)[-1]
+
+
+def comparison_rows(results):
+  """The side-by-side table: one row per collective-permute of every case."""
+  rows = []
+  for r in results:
+    for e in r["explain"]["collectives"]:
+      m = e["modeled_us"]
+      trips = e["trip_count"] or 1
+      rows.append({"case": r["case"].id, "title": r["case"].title,
+                   "topology": r["case"].topology, "instruction": e["instruction"],
+                   "bytes": e["bytes"], "buffers": e.get("buffers", 1),
+                   "trip_count": e["trip_count"], "edges_by_class": e["edges_by_class"],
+                   "nccl_us": m["nccl"], "nvshmem_us": m["nvshmem"],
+                   "chosen_us": m["chosen"], "plan": e["choice"]["plan"],
+                   "saved_us_per_run": (m["nccl"] - m["chosen"]) * trips,
+                   "upstream": e["upstream"]["backend"], "verdict": verdict(e)})
+  return rows
+
+
+def _comparison_html(rows):
+  out = ["<table id=\"comparison\" class=\"decisions\"><tr><th>configuration</th>"
+         "<th>collective-permute</th><th>bytes/device</th><th>edges</th><th>NCCL us</th>"
+         "<th>NVSHMEM us</th><th>choice</th><th>saved per run (us)</th>"
+         "<th>upstream XLA</th><th>what it shows</th></tr>"]
+  for row in rows:
+    edges = ", ".join(f"{k} {v}" for k, v in row["edges_by_class"].items() if v)
+    trips = f" x{row['trip_count']} trips" if row["trip_count"] else ""
+    cls = "add" if row["plan"] == "nvshmem" else "same"
+    out.append(
+        f"<tr><td><a href=\"#{df.esc(row['case'])}\">{df.esc(row['title'])}</a></td>"
+        f"<td class=\"mono\">%{df.esc(row['instruction'])}</td>"
+        f"<td>{df.esc(common.human_bytes(row['bytes']))} in {row['buffers']} buffer(s)"
+        f"{df.esc(trips)}</td><td>{df.esc(edges)}</td><td>{fmt_us(row['nccl_us'])}</td>"
+        f"<td>{fmt_us(row['nvshmem_us'])}</td><td class=\"{cls}\"><b>{df.esc(row['plan'])}</b>"
+        f"</td><td>{fmt_us(row['saved_us_per_run'])}</td><td>{df.esc(row['upstream'])}</td>"
+        f"<td>{df.esc(row['verdict'])}</td></tr>")
+  out.append("</table>")
+  return "\n".join(out)
+
+
+def _decision_table(result):
+  by_name = {(d["computation"], d["instruction"]): d
+             for d in result["passes"][result["first"]].get("decisions", [])}
+  rows = [f"<table class=\"decisions\" id=\"decisions-{df.esc(result['case'].id)}\"><tr>"
+          "<th>collective-permute</th><th>where</th><th>bytes/device</th><th>edges</th>"
+          "<th>NCCL us</th><th>NVSHMEM us</th><th>choice</th><th>upstream XLA</th>"
+          "<th>pass wrote</th><th>reason</th></tr>"]
+  for e in result["explain"]["collectives"]:
+    m = e["modeled_us"]
+    d = by_name.get((e["computation"], e["instruction"]), {})
+    edges = ", ".join(f"{k} {v}" for k, v in e["edges_by_class"].items() if v)
+    loop = f"while %{e['while_loop']} x{e['trip_count']}" if e["while_loop"] else "no loop"
+    new = ", ".join(d.get("new_instructions") or []) or "-"
+    rows.append(
+        f"<tr><td class=\"mono\">%{df.esc(e['instruction'])}</td>"
+        f"<td class=\"mono\">%{df.esc(e['computation'])} line {e['line']}<br>{df.esc(loop)}</td>"
+        f"<td>{df.esc(common.human_bytes(e['bytes']))}</td><td>{df.esc(edges)}</td>"
+        f"<td>{fmt_us(m['nccl'])}</td><td>{fmt_us(m['nvshmem'])}</td>"
+        f"<td><b>{df.esc(e['choice']['plan'])}</b> ({df.esc(e['choice']['backend'])})</td>"
+        f"<td>{df.esc(e['upstream']['backend'])}<br><small>{df.esc(e['upstream']['source'])}"
+        f"</small></td><td class=\"mono\">{df.esc(d.get('backend', '-'))}: {df.esc(new)}</td>"
+        f"<td>{df.esc(e['reason'])}</td></tr>")
+  rows.append("</table>")
+  return "\n".join(rows)
+
+
+def _verify_html(result):
+  status = ("all checks pass" if result["passed"] else
+            "FAILED: " + df.esc(", ".join(result["failed_checks"])))
+  rows = [f"<p><b>{df.esc(result['file'])}</b>: {status}</p><table class=\"verify\">"
+          "<tr><th>check</th><th>status</th><th>details</th></tr>"]
+  for c in result["checks"]:
+    cls = {"pass": "add", "fail": "del"}.get(c["status"], "same")
+    detail = "<br>".join(
+        df.esc((f"%{r['instruction']} line {r['line']}: " if r["instruction"] else "")
+               + r["message"]) for r in c["results"]) or df.esc(c["note"])
+    rows.append(f"<tr><td>{df.esc(c['name'])}</td><td class=\"{cls}\">{df.esc(c['status'])}"
+                f"</td><td class=\"mono\">{detail}</td></tr>")
+  rows.append("</table>")
+  return "\n".join(rows)
+
+
+def _case_html(result, max_rows):
+  case = result["case"]
+  chart = result["chart"]
+  first = result["first"]
+  body = [f"<h2 id=\"{df.esc(case.id)}\">{df.esc(case.title)}</h2>",
+          f"<p>Decisions on the module {'entering async-collective-creator' if first == 'before_async' else 'as given'}"
+          f" (<span class=\"mono\">{df.esc(case.id)}/hlo/{df.esc(first)}.hlo</span>):</p>",
+          _decision_table(result),
+          svg_chart(chart["series_us"], chart["marks"],
+                    f"{len(chart['pairs'])}-edge permute of {chart['buffers']} buffer(s) on "
+                    f"{case.topology}: modeled time vs size")]
+  body += [_verify_html(v) for v in result["verify"].values()]
+  for stage, d in result["diff"].items():
+    body.append(f"<details><summary>Diff of {df.esc(stage)} before vs after the pass"
+                "</summary>")
+    body.append(df.diff_html(d, result["sources"][stage], result["rewritten"][stage],
+                             max_rows=max_rows) if stage == first else
+                df.collectives_html(d["collectives"]))
+    body.append("</details>")
+  if result["trace"]:
+    body.append("<details><summary>Per-pass trace of each collective-permute</summary>")
+    body.append(df.trace_html(result["trace"]))
+    body.append("</details>")
+  return "\n".join(body)
+
+
+def render_page(report, results):
+  timing = ", ".join(f"{k} {v:.2f} s" for k, v in report["timings_s"].items())
+  cfg = results[0]["case"].config
+  shapes = (f"{cfg['num_heads']} query / {cfg['num_kv_heads']} KV heads x {cfg['head_dim']}, "
+            f"batch {cfg['batch']}, {cfg['dtype']}, {'causal' if cfg['causal'] else 'non-causal'}"
+            f", {'forward+backward' if cfg['backward'] else 'forward'}; " if cfg else "")
+  body = [
+      "<h1>NVSHMEM collective-permute report</h1>",
+      "<p>The pass gives each collective-permute the backend the selection core models "
+      "as faster: NVSHMEM only where every edge stays in an NVLink domain and every "
+      "device of the program has a source, NCCL elsewhere. "
+      f"{df.esc(shapes)}cost table {df.esc(report['cost_table'] or 'default')}.</p>",
+      "<h2>Side by side</h2>", _comparison_html(report["summary"]["comparison"]),
+      f"<p class=\"mono\">versions: {df.esc(json.dumps(report['versions']))}<br>"
+      f"timings: {df.esc(timing)}</p>"]
+  max_rows = 4000 // len(results)
+  body += [_case_html(r, max_rows) for r in results]
+  body.append("<h2>Files</h2><ul>" + "".join(
+      f"<li><a href=\"{df.esc(f)}\">{df.esc(f)}</a></li>" for f in report["files"]) + "</ul>")
+  return df.page("NVSHMEM collective-permute report", "\n".join(body))
