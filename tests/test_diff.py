@@ -233,3 +233,17 @@ def test_trace_follows_the_combiner_per_loop(capsys):
   out, _ = capsys.readouterr()
   assert rc == 0 and "decomposed" not in out
   assert "combined: %ppermute.22.0 + %ppermute.23.0 -> %collective-permute.1" in out
+
+
+def test_jax_lowered_module(capsys):
+  # No num_partitions, no known_trip_count: both are inferred and said so.
+  lowered = FIXTURES / "ring_1x2x4.lowered.hlo"
+  rc, out, err = run(capsys, lowered, lowered)
+  assert rc == 0, err
+  assert "8 partitions, inferred from the Shardy mesh" in out
+  assert "trip_count  8 (same)" in out
+  rc, out, err = run(capsys, lowered, lowered, "--num-partitions=8", "--format=json")
+  assert rc == 0, err
+  result = json.loads(out)
+  assert result["summary"]["num_partitions_from_a"] == "--num-partitions"
+  assert {r["a"]["trip_count"] for r in result["collectives"]} == {8}

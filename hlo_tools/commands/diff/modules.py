@@ -198,6 +198,8 @@ def diff_sources(src_a, src_b, ignore_metadata=False):
       "a": src_a.label, "b": src_b.label,
       "summary": {"num_partitions_a": src_a.num_partitions,
                   "num_partitions_b": src_b.num_partitions,
+                  "num_partitions_from_a": src_a.partitions_from,
+                  "num_partitions_from_b": src_b.partitions_from,
                   "instructions_a": ma.instruction_count,
                   "instructions_b": mb.instruction_count,
                   "computations_a": len(ma.computations),

@@ -53,12 +53,19 @@ def trace_text(tr):
   return "\n".join(lines)
 
 
+def _partitions(summary, side):
+  """'8 partitions', and where the count came from when the header did not say it."""
+  n, how = summary.get(f"num_partitions_{side}"), summary.get(f"num_partitions_from_{side}")
+  inferred = f", {how}" if how not in (None, "module header", "default") else ""
+  return f"{n} partitions{inferred}"
+
+
 def format_text(result, tr=None):
   s = result["summary"]
   lines = [f"--- {result['a']} ({s['instructions_a']} instructions, "
-           f"{s.get('num_partitions_a', '?')} partitions)",
+           f"{_partitions(s, 'a')})",
            f"+++ {result['b']} ({s['instructions_b']} instructions, "
-           f"{s.get('num_partitions_b', '?')} partitions)"]
+           f"{_partitions(s, 'b')})"]
   lines += collectives_text(result["collectives"])
   lines.append(f"instructions: {s['unchanged']} unchanged, {s['changed']} changed "
                f"({s['renamed']} renamed), {s['added']} added, {s['removed']} removed; "
