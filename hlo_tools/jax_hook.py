@@ -321,6 +321,17 @@ def install(topology, backends=("nccl", "peer"), cost_table=None, report=None,
   platforms = [platforms] if isinstance(platforms, str) else list(platforms)
   hook = Hook(name, jx.PipelineStage.PRE_SCHEDULER, platforms, selection, topo,
               table, backends, report)
-  register(hook, name=name, stage=hook.stage, platforms=platforms)
+  # Register per platform: a name jax has no client for (e.g. "gpu" where the
+  # plugin registers "cuda") is skipped; none at all is an error.
+  registered, errors = [], []
+  for platform in platforms:
+    try:
+      register(hook, name=name, stage=hook.stage, platforms=[platform])
+      registered.append(platform)
+    except Exception as e:  # jax raises its own runtime error type
+      errors.append(f"{platform}: {str(e).splitlines()[0]}")
+  if not registered:
+    raise HookError("no platform to register on: " + "; ".join(errors))
+  hook.platforms = registered
   hook.installed = True
   return hook
