@@ -25,13 +25,13 @@ limitations under the License.
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "xla/backends/gpu/transforms/collectives/collective_backend_assigner.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
 #include "xla/hlo/ir/hlo_instruction.h"
 #include "xla/hlo/ir/hlo_module.h"
 #include "xla/hlo/parser/hlo_parser.h"
 #include "xla/hlo/testlib/filecheck.h"
 #include "xla/service/computation_placer.h"
-#include "xla/backends/gpu/transforms/collectives/collective_backend_assigner.h"
 #include "xla/service/hlo_verifier.h"
 #include "xla/stream_executor/cuda/cuda_compute_capability.h"
 
@@ -387,6 +387,25 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, RealHugeMessageKeepsDefault) {
   // 2 GiB per device does not fit NVSHMEM's default 1 GiB symmetric heap.
   RunAndCheck(kHugeRingModule, Opts("1x1x8"), R"(CHECK: "backend":"DEFAULT")");
   EXPECT_NE(OnlyDecision().reason.find("symmetric heap"), std::string::npos);
+}
+
+TEST_F(NvshmemCollectivePermuteRewriterTest, RealNewerXlaConfigIsNotDropped) {
+  // An already-async start compiled by a newer XLA (jax 0.10.2): its
+  // backend_config has fields this XLA's proto lacks (collectives_mode). The
+  // proto writer refuses it instead of silently dropping them; a writer that
+  // keeps unknown fields (the out-of-tree driver's) is the way to edit it.
+  std::unique_ptr<HloModule> module = Parse(kAsyncRingModule);
+  ASSERT_NE(module->ToString().find("collectives_mode"), std::string::npos);
+  const std::string before = module->ToString();
+  Rewriter pass(Opts("1x1x8"));
+  EXPECT_FALSE(pass.Run(module.get()).ok());
+  EXPECT_EQ(module->ToString(), before);
+  // Deciding alone works, and sees the start as async.
+  Rewriter::Options decide = Opts("1x1x8");
+  decide.decide_only = true;
+  EXPECT_FALSE(Run(module.get(), decide));
+  EXPECT_EQ(records_.front().form, "async");
+  EXPECT_EQ(OnlyDecision().plan, sel::Plan::kNvshmem);
 }
 
 TEST_F(NvshmemCollectivePermuteRewriterTest, RealSelfPermute) {
