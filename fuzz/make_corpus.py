@@ -53,7 +53,9 @@ def main(argv):
            "1x2x4:map=1,0,3,2,5,4,7,6", "2x2x4:nvl=8"]
   tables = ["", "link nccl network 1 900\nsm_interference nccl 4\nsplit_overhead_us 0\n",
             "margin 0.5\nnvshmem_max_bytes 1024\n# comment\n",
-            "link nvshmem nvlink 0 1e-3\ncombine_bandwidth_GBps 1e9\n"]
+            "link nvshmem nvlink 0 1e-3\ncombine_bandwidth_GBps 1e9\n",
+            "point nccl nvlink 1 1024 14\npoint nccl nvlink 4 1024 40\n"
+            "point nccl nvlink 1 1048576 20\nsm_interference nccl 0\n"]
   requests = ["1048576 8 1 1 0 1 1 2 2 3 3 4 4 5 5 6 6 7 7 0",
               "4096 8 1 1 0 4 4 0", "0 4 2 0 0 1 1 0", "67108864 16 1 1 0 8 8 0 3 11"]
   n = 0
