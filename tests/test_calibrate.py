@@ -208,3 +208,24 @@ def test_committed_h200_csvs_read_as_is(name, backends):
   if backends == "nccl,nvshmem":
     # Measured: NVSHMEM moves large messages faster than NCCL.
     assert fits[("nvshmem", "nvlink")].bandwidth_gbps > fits[("nccl", "nvlink")].bandwidth_gbps
+
+
+def test_h200_calibration_set_validates_on_held_out_sizes_from_2_mib():
+  """The documented finding: the measured curve from the powers of 4 predicts the
+  held-out odd powers of two within 10% from 2 MiB up, for both backends."""
+  path = RESULTS / "h200x2_xla_permute_calibration_jax091.csv"
+  if not path.exists():
+    pytest.skip("no committed measurements")
+  result = calibrate.run_calibration(str(path), holdout="odd-powers-of-two")
+  checks = calibrate.evaluate(result.table, result.calibration, result.held_out)
+  held = [c for c in checks if c.held_out]
+  assert {c.backend for c in held} == {"nccl", "nvshmem"}
+  assert all(not calibrate._power_of_four(c.bytes) for c in held)
+  for c in held:
+    if c.bytes >= 2 << 20:
+      assert abs(calibrate.relative(c.model_us, c.measured_us)) <= calibrate.GOAL_REL, c
+      assert abs(calibrate.relative(c.model_step_us, c.step_us)) <= calibrate.GOAL_REL, c
+  # The committed table is this calibration.
+  committed = selection.load_cost_table(RESULTS / "h200x2_nvlink_cost_table.txt")
+  for key in (("nccl", "nvlink"), ("nvshmem", "nvlink")):
+    assert committed.points(*key) == result.table.points(*key)
