@@ -214,7 +214,8 @@ if "$CXX" "${RT_FLAGS[@]}" "$ROOT/scripts/upstream_checks/assigner_fix_test.cc" 
   assigner="patched assigner test passes ($(grep -c '^\[       OK \]' "$WORK/rt_run.log") tests)"
   echo "ok   patched CollectiveBackendAssigner: scripts/upstream_checks/assigner_fix_test.cc"
 else
-  grep -m 20 -E 'error|Failure|FAILED|Expected|Which is|actual' "$WORK/rt.log" "$WORK/rt_run.log" >&2
+  grep -h -m 20 -E 'error|Failure|FAILED|Expected|Which is|actual' "$WORK/rt.log" "$WORK/rt_run.log" \
+    2>/dev/null >&2
   assigner="patched assigner test FAILS"
   echo "FAIL patched CollectiveBackendAssigner: scripts/upstream_checks/assigner_fix_test.cc"
   failed+=("assigner_fix_test")
