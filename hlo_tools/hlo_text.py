@@ -111,6 +111,8 @@ _OPERAND = (r"(?:/\*.*?\*/\s*)*(?:(?:%s|%s)\s*)?%%?[A-Za-z_][\w.\-]*"
             % (_ARRAY_SHAPE, _TUPLE_SHAPE))
 # XLA takes empty operands between commas too: `(%a,, %b,)`.
 _OPERANDS_RE = re.compile(r"\s*(?:%s)?(?:\s*,\s*(?:%s)?)*\s*" % (_OPERAND, _OPERAND))
+# The usual spelling, `%a, /*index=5*/%b`, checked first because it is cheap.
+_SIMPLE_OPERANDS_RE = re.compile(r"(?:/\*index=\d+\*/)?%[\w.\-]+(?:, (?:/\*index=\d+\*/)?%[\w.\-]+)*")
 _ATTR_RE = re.compile(r"(,[ \t]*([A-Za-z_][\w.\-]*)=(" + _VALUE + "))")
 _PCT_NAME_RE = re.compile(r"%([\w.\-]+)")
 # A '{' after the dims starts a layout when an integer or ':' follows (XLA's rule).
@@ -123,7 +125,7 @@ _WS_RE = re.compile(r"(?:\s++|/\*.*?\*/)*+")
 _STR_RE = re.compile(_STR)
 _SPECIAL_RE = re.compile(r'[(){}\[\]"]')
 _COMP_HEAD_RE = re.compile(r"(ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*(.*?)[ \t]*\{\s*\Z")
-_MODULE_RE = re.compile(r"\s*HloModule[ \t]+([\w.\-]+)(.*)\Z")
+_MODULE_RE = re.compile(r"\s*HloModule[ \t]+([\w.\-]+):?(.*)\Z")
 _TABLE_ROW_RE = re.compile(r"\s*(\d+)\s+(.*?)\s*\Z")
 _KV_RE = re.compile(r"([\w.\-]+)=(" + _STR + r"|[^\s,\"]+)")
 _IOTA_RE = re.compile(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
@@ -137,6 +139,7 @@ _MODULE_ATTRS = frozenset((
     "origin_recovery_table replica_count").split())
 
 _PERMUTE_OPCODES = frozenset(("collective-permute", "collective-permute-start"))
+_GOOD_PAIRS = set()  # pair lists already seen to repeat no id
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 _CLOSERS = {"(": ")", "{": "}", "[": "]"}
 
@@ -241,6 +244,8 @@ _OPERAND_COUNT_SPEC = {
     5: "batch-norm-inference batch-norm-grad",
 }
 _OPERAND_COUNTS = {op: n for n, ops in _OPERAND_COUNT_SPEC.items() for op in ops.split()}
+_MIN_OPERANDS = _DYNAMIC_SLICES = {"dynamic-slice": 1, "dynamic-update-slice": 2}
+_FINISH_OPCODES = frozenset(("parameter", "broadcast", *_DYNAMIC_SLICES))
 
 # metadata={...}: its fields and their value forms.
 _META_FIELDS = {
@@ -249,14 +254,63 @@ _META_FIELDS = {
        "source_line source_end_line source_column source_end_column stack_frame_id".split()},
     "profile_type": "list", "metadata_payload": "any",
 }
-_META_ITEM_RE = re.compile(r'\s*([A-Za-z_][\w\-]*)\s*=\s*(%s|-?\d+|\{[^{}]*\})\s*,?' % _STR)
+# XLA takes a comma before each field, not after the last; `name=` is one token.
+_META_ITEM_RE = re.compile(r'\s*,?\s*([A-Za-z_][\w\-]*)=\s*(%s|-?\d+|\{[^{}]*\})' % _STR)
 _META_FORMS = {"str": re.compile(_STR), "int32": re.compile(r"-?\d{1,10}"),
                "list": re.compile(r"\{\s*(?:-?\d+(?:\s*,\s*-?\d+)*)?\s*\}"),
                "any": re.compile(r".*", re.S)}
 
 
+def _meta_item_pattern():
+  by_form = {}
+  for key, form in _META_FIELDS.items():
+    by_form.setdefault(form, []).append(key)
+  forms = {"str": _STR, "int32": r"-?\d{1,9}", "list": _META_FORMS["list"].pattern,
+           "any": r"(?:%s|-?\d+|\{[^{}]*\})" % _STR}
+  return "|".join(r"(?:(?:%s)=\s*%s)" % ("|".join(keys), forms[form])
+                  for form, keys in by_form.items())
+
+
+# The common case in one pass: every field known, of its form, ints of 9 digits or less.
+_META_FAST_RE = re.compile(r"\{(?:\s*+,?\s*+(?:%s))*+\s*+\}" % _meta_item_pattern())
+# Field names of text that _META_FAST_RE accepted (strings skipped whole).
+_META_KEYS_RE = re.compile(r'([A-Za-z_][\w\-]*)=\s*(?:%s|[^\s,{}"]*|\{[^{}]*\})' % _STR)
+
+
+# Fields in the order XLA prints them, each at most once: no duplicate to look for.
+# Written for speed (every instruction has metadata); anything else takes the long way.
+_META_PRINTED_RE = re.compile(r"\{%s *\}" % "".join(
+    r"(?: *,? *%s=%s)?" % (key, {"str": r'"[^"\\]*(?:\\.[^"\\]*)*"', "int32": r"-?\d{1,9}",
+                               "list": r"\{[\d, \-]*\}"}[_META_FIELDS[key]])
+    for key in ("op_type op_name source_file source_line source_end_line source_column "
+                "source_end_column profile_type deduplicated_name scheduling_name "
+                "stack_frame_id").split()))
+
+
+# One pass over the whole text: a metadata={...} that is not in the printed form (or
+# "metadata=" inside some string). None found: no instruction's metadata needs a look.
+_UNUSUAL_METADATA_RE = re.compile(r"metadata=(?!%s(?:[,}\s]|\Z))" % _META_PRINTED_RE.pattern)
+
+
 def _metadata_problem(value):
   """Why XLA's parser would refuse this metadata={...} text, or None."""
+  if _META_PRINTED_RE.fullmatch(value):
+    return None
+  if _META_FAST_RE.fullmatch(value):
+    equals = value.count("=")
+    if equals < 2:
+      return None
+    if equals == 2:  # two fields (or one with '=' in its string): differ unless repeated
+      first = value[1:value.index("=")].lstrip(" ,\t")
+      if value.count(first + "=") == 1:
+        return None
+    keys = _META_KEYS_RE.findall(value)
+    if len(set(keys)) == len(keys):
+      return None
+  return _metadata_problem_slow(value)
+
+
+def _metadata_problem_slow(value):
   if not (value.startswith("{") and value.endswith("}")):
     return "metadata must be {field=value ...}"
   body, i, seen = value[1:-1], 0, set()
@@ -334,6 +388,10 @@ _SHARDING_RE = re.compile(r"%s|\{\s*(?:%s(?:\s*,\s*%s)*)?\s*\}|\{\s*(?:maximal_)
                           % (_SINGLE_SHARDING, _SINGLE_SHARDING, _SINGLE_SHARDING), re.S)
 _SLICE_SIZES_LISTS = re.compile(r"\{\s*(?:%s(?:\s*,\s*%s)*)?\s*\}" % (_INT_LIST, _INT_LIST))
 _VALUE_FORMS["dimensions"] = _VALUE_FORMS["fft_length"]
+# name="string" or name={raw text}, comma-separated, nothing else.
+_FA_ITEM = r"[A-Za-z_][\w.\-]*=(?:%s|%s)" % (_STR, _BRACES)
+_VALUE_FORMS["frontend_attributes"] = re.compile(
+    r"\{\s*(?:%s(?:\s*,\s*%s)*)?\s*\}" % (_FA_ITEM, _FA_ITEM))
 _VALUE_FORMS["sharding"] = _SHARDING_RE
 
 
@@ -345,6 +403,7 @@ def _value_form(opcode, key):
 
 
 _ATTR_FORMS = {}  # opcode -> {allowed name: value regex or None}, filled as met
+_GOOD_VALUES = set()  # (value regex, value) pairs already checked
 _UNKNOWN = object()
 
 
@@ -527,7 +586,7 @@ _INT64_LIMIT = 1 << 63
 
 def _ints_fit(text):
   """False when a number in text is too large for XLA's int64 tokens."""
-  return all(int(n) < _INT64_LIMIT for n in _BIG_INT_RE.findall(text))
+  return len(text) < 19 or all(int(n) < _INT64_LIMIT for n in _BIG_INT_RE.findall(text))
 
 
 _DIM_RE = re.compile(r"\s*(?:(\d+)|<=\s*(\d+)|(\?))\s*\Z")
@@ -816,9 +875,20 @@ _FLOAT_LITERAL_RE = re.compile(r"-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|inf|nan)")
 _INT_BITS = {"s1": 1, "s2": 2, "s4": 4, "s8": 8, "s16": 16, "s32": 32, "s64": 64}
 
 
+_GOOD_LITERALS = set()  # (element type, literal) pairs already checked
+
+
 def _scalar_literal_problem(etype, text):
   """Why XLA would refuse `text` as a scalar constant of `etype`, or None."""
-  text = text.strip()
+  if (etype, text) in _GOOD_LITERALS:
+    return None
+  problem = _scalar_literal_check(etype, text.strip())
+  if problem is None and len(_GOOD_LITERALS) < 100000:
+    _GOOD_LITERALS.add((etype, text))
+  return problem
+
+
+def _scalar_literal_check(etype, text):
   if etype == "pred":
     ok = text in ("true", "false") or text.isdigit()
   elif etype[0] in "su" and etype[1:].isdigit():
@@ -829,8 +899,9 @@ def _scalar_literal_problem(etype, text):
                  else (0, (1 << bits) - 1))
     ok = low <= int(text) <= high
   elif etype.startswith(("f", "bf")):
-    ok = bool(_FLOAT_LITERAL_RE.fullmatch(text)) and _ints_fit(text) and (
-        "inf" in text or "nan" in text or abs(float(text)) != float("inf"))
+    ok = (bool(_FLOAT_LITERAL_RE.fullmatch(text))
+          and (not text.isdigit() or _ints_fit(text))  # an integer token must fit int64
+          and ("inf" in text or "nan" in text or abs(float(text)) != float("inf")))
   else:
     return None  # complex, token, opaque: not checked
   return None if ok else f"{text[:30]!r} is not a {etype} value"
@@ -849,9 +920,23 @@ def _top_level_arrow(text):
   return -1
 
 
-def _compatible_key(shape):
-  """Equal for shapes XLA calls compatible: layouts and dynamic bounds' marks ignored."""
-  return shape.to_string(False).replace("<=", "")
+def _compatible(a, b):
+  """XLA's ShapeUtil::Compatible: same structure, element types and sizes; layouts and
+  dynamic marks ignored. Iterative: tuples may nest deeply."""
+  todo = [(a, b)]
+  while todo:
+    a, b = todo.pop()
+    if a is b:
+      continue
+    if a.tuple_shapes is None or b.tuple_shapes is None:
+      if a.tuple_shapes is not b.tuple_shapes or a.element_type != b.element_type or (
+          a.dims != b.dims):
+        return False
+    elif len(a.tuple_shapes) != len(b.tuple_shapes):
+      return False
+    else:
+      todo.extend(zip(a.tuple_shapes, b.tuple_shapes))
+  return True
 
 
 class HloComputation:
@@ -1003,6 +1088,42 @@ def _decode(data, path):
 _NOT_UTF8_RE = re.compile("[\udc80-\udcff]")
 
 
+_OCTAL_RE = re.compile(r"[0-7]{1,3}")
+_HEX_RUN_RE = re.compile(r"[0-9A-Fa-f]*")
+_SIMPLE_ESCAPES = frozenset("ntr\\'\"?abfv")
+
+
+def _bad_escape(body):
+  """Offset of the first escape in a string's body that XLA (absl::CUnescape) refuses,
+  or None."""
+  k = body.find("\\")
+  while k >= 0:
+    c = body[k + 1:k + 2]
+    end = k + 2
+    if c in _SIMPLE_ESCAPES and c:
+      pass
+    elif c and c in "01234567":
+      digits = _OCTAL_RE.match(body, k + 1).group()
+      if int(digits, 8) > 0xFF:
+        return k
+      end = k + 1 + len(digits)
+    elif c == "x":
+      digits = _HEX_RUN_RE.match(body, k + 2).group()
+      if not digits or int(digits, 16) > 0xFF:
+        return k
+      end = k + 2 + len(digits)
+    elif c in ("u", "U"):
+      n = 4 if c == "u" else 8
+      digits = body[k + 2:k + 2 + n]
+      if len(digits) != n or not _HEX_RUN_RE.fullmatch(digits) or int(digits, 16) > 0x10FFFF:
+        return k
+      end = k + 2 + n
+    else:
+      return k
+    k = body.find("\\", end)
+  return None
+
+
 def _line_breaks(text):
   """Text with "\n" line ends only. XLA takes CR as white space: a CR-only file is
   read as lines, a stray CR elsewhere as a space."""
@@ -1014,6 +1135,11 @@ def _line_breaks(text):
 
 
 _STR_OR_COMMENT_RE = re.compile(r'"(?:[^"\\\n]|\\.)*+"?|/\*.*?\*/')
+
+
+def _quoted_comment(line):
+  """Whether some /* ... */ on the line may hold a quote (a cheap first look)."""
+  return any('"' in c for c in _COMMENT_RE.findall(line))
 
 
 def _blank_comments(line):
@@ -1030,13 +1156,35 @@ class _Parser:
 
   def __init__(self, text, path):
     self.path = path
+    self.check_metadata = _UNUSUAL_METADATA_RE.search(text) is not None
     self.lines = _line_breaks(text).split("\n")
     if "/*" in text:
-      self.lines = [_blank_comments(l) if "/*" in l and '"' in l else l for l in self.lines]
-    if _NOT_UTF8_RE.search(text):
+      self.lines = [_blank_comments(l) if "/*" in l and '"' in l and _quoted_comment(l) else l
+                    for l in self.lines]
+    if not text.isascii() and _NOT_UTF8_RE.search(text):
       self._check_not_utf8()
+    if "\\" in text:
+      for i, line in enumerate(self.lines):
+        if "\\" in line:
+          self._check_escapes(line, i)
     if len(self.lines) > 1 and not self.lines[-1]:
       self.lines.pop()  # the final newline does not start a line
+
+  def _check_escapes(self, line, i):
+    """C escapes in quoted strings, as XLA unescapes them (a JSON backend_config's own
+    strings excepted: XLA keeps that text as it is)."""
+    json_at = line.find("backend_config={")
+    json_end = -1
+    if json_at >= 0:
+      sc = _Scanner(self, line, i, 0)
+      sc.i = json_at + len("backend_config=")
+      json_end = sc.balanced()
+    for m in _STR_OR_COMMENT_RE.finditer(line):
+      if m.group(0)[0] != '"' or json_at < m.start() < json_end:
+        continue
+      bad = _bad_escape(m.group(0)[1:-1])
+      if bad is not None:
+        self.error(i, m.start() + 2 + bad, "invalid escape sequence in string")
 
   def _check_not_utf8(self):
     for i, line in enumerate(self.lines):
@@ -1092,15 +1240,19 @@ class _Parser:
     for key, value in attrs.items():
       form = forms.get(key, _UNKNOWN)
       if form is None:
-        if key == "metadata":
+        if key == "metadata" and self.check_metadata:
           problem = _metadata_problem(value)
           if problem:
             self._attr_error(i, key, problem, True)
         continue
       if form is _UNKNOWN:
         self._attr_error(i, key, f"{opcode} takes no attribute {key!r}")
-      if not form.fullmatch(value) or not _ints_fit(value):
+      if (form, value) in _GOOD_VALUES:  # values repeat: kind=kLoop, shardings, index=0
+        continue
+      if not form.fullmatch(value) or (len(value) > 18 and not _ints_fit(value)):
         self._attr_error(i, key, f"bad value for {key!r} of {opcode}: {value[:60]!r}", True)
+      if len(_GOOD_VALUES) < 100000:
+        _GOOD_VALUES.add((form, value))
     required = _REQUIRED_ATTRS.get(opcode)
     if required and not required <= attrs.keys():
       self.error(i, 1, f"{opcode} needs attribute {sorted(required - attrs.keys())[0]!r}")
@@ -1162,8 +1314,15 @@ class _Parser:
     """What XLA's verifier checks of every permute's pairs, before any tool decides on
     them: ids >= 0, and no source (target) twice, or, in the in-place form with N
     slices, no more than N times."""
-    pairs = [p for p in _parse_int_lists(instr.attributes["source_target_pairs"])
-             if len(p) == 2]
+    raw = instr.attributes["source_target_pairs"]
+    if raw in _GOOD_PAIRS:
+      return
+    pairs = [p for p in _parse_int_lists(raw) if len(p) == 2]
+    sources, targets = {p[0] for p in pairs}, {p[1] for p in pairs}
+    if len(sources) == len(targets) == len(pairs) and min(sources | targets, default=0) >= 0:
+      if len(_GOOD_PAIRS) < 10000:
+        _GOOD_PAIRS.add(raw)
+      return  # the usual case: a permutation of distinct ids
     allowed = self._slices(comp, instr)
     seen = ({}, {})
     for pair in pairs:
@@ -1242,6 +1401,9 @@ class _Parser:
     comp._declared_shape = result
     by_name = comp._by_name
     instrs = comp.instructions
+    late = None  # the first name used above its definition (or never defined)
+    check_metadata = self.check_metadata
+    numbers = set()  # parameter numbers
     i += 1
     n = len(lines)
     match = _INSTR_RE.match
@@ -1264,12 +1426,15 @@ class _Parser:
             tail = self._attributes("," + close.group(1), i, line.index(",") - 1)
             thread = tail.get("execution_thread")
             comp.execution_thread = _unquote(thread) if thread else None
-          self._finish(comp)
+          self._finish(comp, late)
           return comp, i + 1
         root, name, shape_text, opcode, ops, attrs, col = self._slow_instruction(line, i)
       else:
         root, name, shape_text, opcode, ops, rest = m.groups()
         col = m.start(2) + 1
+        if line[m.end(2):m.end(2) + 1] == "=" and line[m.start(2) - 1:m.start(2)] != "%":
+          # XLA's lexer reads `name=` as an attribute name, not an instruction's
+          self.error(i, col, f"expected ' = ' after instruction name {name}")
         if opcode not in OPCODES and not is_known_opcode(opcode):
           self.error(i, m.start(4) + 1, f"unknown opcode {opcode!r}")
         attrs = attrs_of(rest, i, m.start(6)) if rest else {}
@@ -1282,9 +1447,10 @@ class _Parser:
           problem = _scalar_literal_problem(shape.element_type, ops)
           if problem:
             self.error(i, line.find("constant(") + 10, problem)
-        if opcode == "parameter" and not (ops.strip().isdigit() and _ints_fit(ops)):
+        if opcode == "parameter" and not (_INT_VALUE_RE.fullmatch(ops.strip())
+                                          and _ints_fit(ops) and int(ops) >= 0):
           self.error(i, col, "parameter needs a number: parameter(N)")
-      elif not _OPERANDS_RE.fullmatch(ops):
+      elif not _SIMPLE_OPERANDS_RE.fullmatch(ops) and not _OPERANDS_RE.fullmatch(ops):
         self._bad_operands(ops, i, line)
       elif "%" in ops:
         operands = pct_findall(ops)
@@ -1292,16 +1458,34 @@ class _Parser:
           operands = [n.lstrip("%") for n in _bare_operands(ops)]
       else:
         operands = _bare_operands(ops)
-      if attrs or opcode in _REQUIRED_ATTRS:
+      if (len(attrs) > 1 or (attrs and (check_metadata or "metadata" not in attrs))
+          or opcode in _REQUIRED_ATTRS):
         self._check_attrs(opcode, attrs, i)
       if opcode == "tuple" and not shape.is_tuple:  # XLA's parser aborts on it
         self.error(i, col, "tuple needs a tuple shape")
+      if opcode == "tuple" and len(operands) != len(shape.tuple_shapes):
+        self.error(i, col, f"tuple of {len(shape.tuple_shapes)} elements has "
+                   f"{len(operands)} operands")
+      least = _MIN_OPERANDS.get(opcode)
+      if least is not None and len(operands) < least:
+        self.error(i, col, f"{opcode} takes at least {least} operand"
+                   f"{'s' if least != 1 else ''}, got {len(operands)}")
       count = _OPERAND_COUNTS.get(opcode)
       if count is not None and count != len(operands):
         self.error(i, col, f"{opcode} takes {count} operand{'s' if count != 1 else ''}, "
                    f"got {len(operands)}")
+      for op in operands:  # XLA resolves a name when it reads it: defined above or error
+        if op not in by_name and late is None:
+          late = (op, i, col, "use of")
+      if "control-predecessors" in attrs and late is None:
+        for op in _parse_name_list(attrs["control-predecessors"]):
+          if op not in by_name:
+            late = (op, i, col, "control predecessor")
+            break
       instr = HloInstruction(name, shape, opcode, operands, attrs, bool(root), i + 1, col, ops)
       instr.computation = comp
+      if opcode in _FINISH_OPCODES and late is None:
+        self._check_operand_shapes(instr, by_name, numbers)
       if name in by_name:
         self.error(i, col, f"duplicate instruction name %{name}")
       by_name[name] = instr
@@ -1315,38 +1499,50 @@ class _Parser:
                f"unexpected end of input: computation %{comp.name} (line {comp.line}) "
                "is not closed by '}'")
 
-  def _finish(self, comp):
+  def _finish(self, comp, late=None):
+    if late is not None:
+      op, i, col, what = late
+      if what != "use of":
+        self.error(i, col, f"{what} %{op} is not defined before this line")
+      self.error(i, col, f"use of %{op} before its definition" if op in comp._by_name
+                 else f"use of undefined instruction %{op}")
     if not comp.instructions:
       self.error(comp.line - 1, 1, f"computation %{comp.name} has no instructions")
     if comp.root is None:  # XLA makes the last instruction the root
       comp.root = comp.instructions[-1]
       comp.root.is_root = True
-    declared = comp._declared_shape
-    if declared is not None and _compatible_key(declared) != _compatible_key(comp.root.shape):
+    declared, root = comp._declared_shape, comp.root.shape
+    if declared is not None and declared is not root and not _compatible(declared, root):
       self.error(comp.root.line - 1, comp.root.col,
                  f"shape of computation %{comp.name}, {declared.to_string(False)}, is not "
                  f"compatible with that of its root %{comp.root.name}, "
                  f"{comp.root.shape.to_string(False)}")
-    by_name = comp._by_name
-    numbers = set()
-    for instr in comp.instructions:
-      if instr.opcode == "parameter":
-        if instr.operand_text.strip() in numbers:
-          self.error(instr.line - 1, instr.col,
-                     f"duplicate parameter number {instr.operand_text.strip()}")
-        numbers.add(instr.operand_text.strip())
-      for op in instr.operands:
-        if op not in by_name:
-          self.error(instr.line - 1, instr.col, f"use of undefined instruction %{op}")
-      if (instr.opcode == "broadcast" and "dimensions" not in instr.attributes
-          and by_name[instr.operands[0]].shape.dims):
+
+  def _check_operand_shapes(self, instr, by_name, numbers):
+    """The checks of XLA's parser that need operands: parameter numbers, broadcast's
+    dimensions, dynamic slices' start indices."""
+    if instr.opcode == "parameter":
+      if instr.parameter_number in numbers:
+        self.error(instr.line - 1, instr.col,
+                   f"duplicate parameter number {instr.parameter_number}")
+      numbers.add(instr.parameter_number)
+    elif instr.opcode == "broadcast":
+      if "dimensions" not in instr.attributes and by_name[instr.operands[0]].shape.dims:
         self.error(instr.line - 1, instr.col, "broadcast of a non-scalar needs 'dimensions'")
-      preds = instr.attributes.get("control-predecessors")
-      if preds is not None:
-        for op in _parse_name_list(preds):
-          if op not in by_name:
-            self.error(instr.line - 1, instr.col,
-                       f"control predecessor %{op} is not defined")
+    else:
+      self._check_dynamic_slice(instr, by_name)
+
+  def _check_dynamic_slice(self, instr, by_name):
+    """Start indices: one scalar per dimension, or one vector (XLA's parser)."""
+    fixed = _DYNAMIC_SLICES[instr.opcode]  # operands before the indices
+    ops = [by_name[o].shape for o in instr.operands]
+    if len(ops) < fixed:
+      return  # reported as too few operands already
+    one_vector = len(ops) == fixed + 1 and len(ops[fixed].dims) == 1
+    if not one_vector and len(ops) != fixed + len(ops[0].dims):
+      self.error(instr.line - 1, instr.col,
+                 f"{instr.opcode} of a rank-{len(ops[0].dims)} operand has "
+                 f"{len(ops) - fixed} start indices")
 
   def _check_calls(self, module):
     names = module._by_name
@@ -1430,6 +1626,8 @@ class _Parser:
     sc.i = m.end()
     if sc.peek() == ":" and line[m.start()] != "%":  # XLA's lexer takes `name:` too
       sc.i += 1
+    elif sc.peek() == "=" and line[m.start()] != "%":
+      sc.fail(f"expected ' = ' after instruction name {name}", m.start())
     sc.ws()
     sc.expect("=", f"expected '=' after instruction name %{name}")
     sc.ws()
