@@ -43,7 +43,6 @@ from hlo_tools import cli_io
 from hlo_tools.commands import common
 from hlo_tools.commands import diff as df
 from hlo_tools.commands import dump as dump_mod
-from hlo_tools.commands import explain
 from hlo_tools.commands import outdir
 from hlo_tools.commands import verify as vf
 from hlo_tools.commands.report.chart import chart_data
@@ -214,8 +213,9 @@ def analyze_case(case, case_dir, stages, dump_dir, cost_table, num_partitions, s
                                    partitions)
     rewritten[stage] = inputs.resolve_partitions(inputs.read_source(out, rel(out)), topology,
                                              num_partitions)
-  explained = explain.explain(stages[first], case.topology, cost_table, source=sources[first],
-                         upstream=driver.upstream_from_report(passes[first]))
+  explained = decisions.describe(stages[first], case.topology, cost_table,
+                                 source=sources[first],
+                                 upstream=driver.upstream_from_report(passes[first]))
   verified = {s: vf.verify(rewritten[s].path, case.topology, cost_table, source=rewritten[s],
                            num_partitions=num_partitions) for s in stages}
   diffs = {s: df.diff_sources(sources[s], rewritten[s]) for s in stages}
