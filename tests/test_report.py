@@ -261,3 +261,19 @@ def test_report_of_a_serialized_proto(tmp_path):
   [perm] = case["collective_permutes"]
   assert perm["bytes"] == 1024 * 64 * 4 and perm["edges_by_class"]["nvlink"] == 8
   assert (out / case["id"] / "hlo" / "input.hlo").read_text().startswith("HloModule")
+
+
+def test_report_of_a_function(tmp_path):
+  # module:function compiled as `hlo-tools dump` would, here one that needs --nocheck_vma.
+  if not DRIVER.exists():
+    pytest.skip("nvshmem-opt is not built")
+  out = tmp_path / "r"
+  rc = report.main(["hlo-tools report", "hlo_tools.pass_test_programs:ring_sum_fresh_carry",
+                    "--arg=1024,64:f32:cp", "--nocheck_vma", "--topology=1x1x8",
+                    f"--out={out}", "--quiet"])
+  assert rc == 0
+  [case] = json.loads((out / "report.json").read_text())["cases"]
+  assert case["stages"] == ["before_async", "after_optimizations"]
+  [perm] = case["collective_permutes"]
+  assert perm["bytes"] == 128 * 64 * 4 and perm["trip_count"] == 8
+  assert (out / case["id"] / "json" / "trace.json").is_file()
