@@ -384,7 +384,9 @@ _SHARDING_ITEM = (
     r"|metadata=\{(?:[^{}\"]|%s)*\}|last_tile_dims=\{[^{}]*\}|shard_as\s+\d+"
     r"|shard_like\s+\d+)" % (_INTS, _INTS, _INTS, _INTS, _STR))
 _SINGLE_SHARDING = r"\{\s*(?:%s\s*,?\s*)*\}" % _SHARDING_ITEM
-_SHARDING_RE = re.compile(r"%s|\{\s*(?:%s(?:\s*,\s*%s)*)?\s*\}|\{\s*(?:maximal_)?mesh\b.*"
+# A tuple sharding: XLA's printer puts /*index=N*/ before every fifth element.
+_SHARDING_RE = re.compile(r"%s|\{\s*(?:%s(?:\s*,\s*(?:/\*index=\d+\*/\s*)?%s)*)?\s*\}"
+                          r"|\{\s*(?:maximal_)?mesh\b.*"
                           % (_SINGLE_SHARDING, _SINGLE_SHARDING, _SINGLE_SHARDING), re.S)
 _SLICE_SIZES_LISTS = re.compile(r"\{\s*(?:%s(?:\s*,\s*%s)*)?\s*\}" % (_INT_LIST, _INT_LIST))
 _VALUE_FORMS["dimensions"] = _VALUE_FORMS["fft_length"]

@@ -120,6 +120,8 @@ def test_trace(capsys, ring_dump):
                      f"{ring_dump}:after_optimizations", "--trace", ring_dump, "--format=json")
   assert rc == 0, err
   tr = json.loads(out)["trace"]
+  # Every snapshot XLA wrote parses (tuple shardings carry /*index=N*/ comments).
+  assert not [e["message"] for e in tr["events"] if e["kind"] == "unreadable"]
   [final] = tr["final"]
   kinds = [tr["events"][i]["kind"] for i in final["events"]]
   assert "combined" in kinds  # K and V permutes merged by collective-permute-combiner
