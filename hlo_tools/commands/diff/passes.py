@@ -34,55 +34,40 @@ def _fmt_rec(r):
   return f"%{r['start']} ({r['form']}, {r['backend']}, {r['bytes']} B, {len(r['pairs'])} pairs)"
 
 
-def _events(prev, cur, prev_src, cur_src, lineage, next_id):
-  """Events between two snapshots; updates lineage {id(rec): set of origin ids}."""
+def _changes(ra, group, origins):
+  """Events of one permute that is still there (maybe under a new name or split)."""
+  events, names, rb = [], [r["start"] for r in group], group[0]
+  if len(group) > 1:
+    events.append(("split", f"%{ra['start']} split into " +
+                   ", ".join(_fmt_rec(r) for r in group), origins, names))
+  if ra["form"] == "sync" and rb["form"] != "sync":
+    events.append(("made async", f"%{ra['start']} -> %{rb['start']} / %{rb['done']} "
+                   f"({rb['form']})", origins, names))
+  if any(r["backend"] != ra["backend"] for r in group):
+    events.append(("backend set", f"%{rb['start']}: backend {ra['backend']} -> " +
+                   "/".join(r["backend"] for r in group), origins, names))
+  if sorted(map(tuple, ra["pairs"])) != sorted(tuple(p) for r in group for p in r["pairs"]):
+    events.append(("pairs changed", f"%{rb['start']}: {len(ra['pairs'])} -> "
+                   f"{sum(len(r['pairs']) for r in group)} pairs", origins, names))
+  if ra["bytes"] != rb["bytes"]:
+    events.append(("bytes changed", f"%{rb['start']}: {ra['bytes']} -> {rb['bytes']} B",
+                   origins, names))
+  if (ra["while_loop"] is None) != (rb["while_loop"] is None) or \
+      ra["trip_count"] != rb["trip_count"]:
+    events.append(("loop changed", f"%{rb['start']}: while {ra['while_loop']} "
+                   f"(trips {ra['trip_count']}) -> {rb['while_loop']} "
+                   f"(trips {rb['trip_count']})", origins, names))
+  if ra["computation"] != rb["computation"]:
+    events.append(("moved", f"%{rb['start']}: computation %{ra['computation']} -> "
+                   f"%{rb['computation']}", origins, names))
+  return events
+
+
+def _gone(vanished, new, lineage, sends_added):
+  """Events of permutes that vanished: decomposed into new ones, into send/recv, or
+  removed. A vanished permute whose pairs new ones of its computation share out (each
+  a part, none overlapping, as the cycle decomposer does) was decomposed."""
   events = []
-  matched = match_collectives(prev, cur)
-  vanished = [ra for ra, group in matched if ra is not None and not group]
-  new = [group[0] for ra, group in matched if ra is None]
-  for ra, group in matched:
-    if ra is None or not group:
-      continue
-    origins = lineage[id(ra)]
-    for rb in group:
-      lineage[id(rb)] = set(origins)
-    names = [rb["start"] for rb in group]
-    if len(group) > 1:
-      events.append(("split", f"%{ra['start']} split into " +
-                     ", ".join(_fmt_rec(r) for r in group), origins, names))
-    rb = group[0]
-    if ra["form"] == "sync" and rb["form"] != "sync":
-      events.append(("made async", f"%{ra['start']} -> %{rb['start']} / %{rb['done']} "
-                     f"({rb['form']})", origins, names))
-    if any(r["backend"] != ra["backend"] for r in group):
-      events.append(("backend set", f"%{rb['start']}: backend {ra['backend']} -> " +
-                     "/".join(r["backend"] for r in group), origins, names))
-    if sorted(map(tuple, ra["pairs"])) != sorted(tuple(p) for r in group for p in r["pairs"]):
-      events.append(("pairs changed", f"%{rb['start']}: {len(ra['pairs'])} -> "
-                     f"{sum(len(r['pairs']) for r in group)} pairs", origins, names))
-    if ra["bytes"] != rb["bytes"]:
-      events.append(("bytes changed", f"%{rb['start']}: {ra['bytes']} -> {rb['bytes']} B",
-                     origins, names))
-    if (ra["while_loop"] is None) != (rb["while_loop"] is None) or \
-        ra["trip_count"] != rb["trip_count"]:
-      events.append(("loop changed", f"%{rb['start']}: while {ra['while_loop']} "
-                     f"(trips {ra['trip_count']}) -> {rb['while_loop']} "
-                     f"(trips {rb['trip_count']})", origins, names))
-    if ra["computation"] != rb["computation"]:
-      events.append(("moved", f"%{rb['start']}: computation %{ra['computation']} -> "
-                     f"%{rb['computation']}", origins, names))
-  for rb, group in _combines(vanished, new):
-    origins = set().union(*(lineage[id(r)] for r in group))
-    lineage[id(rb)] = origins
-    events.append(("combined", " + ".join(f"%{r['start']}" for r in group) +
-                   f" -> {_fmt_rec(rb)}", origins, [rb["start"]]))
-    new.remove(rb)
-    for r in group:
-      vanished.remove(r)
-  # A vanished permute whose pairs new ones of its computation share out (each a
-  # part, none overlapping, as the cycle decomposer does): decomposed.
-  sends = sum(1 for i in cur_src.module.instructions() if i.opcode == "send")
-  prev_sends = sum(1 for i in prev_src.module.instructions() if i.opcode == "send")
   for ra in list(vanished):
     pairs = set(map(tuple, ra["pairs"]))
     parts = [rb for rb in new if rb["computation"] == ra["computation"]
@@ -94,11 +79,38 @@ def _events(prev, cur, prev_src, cur_src, lineage, next_id):
         new.remove(rb)
       events.append(("decomposed", f"%{ra['start']} -> " + ", ".join(_fmt_rec(r) for r in parts),
                      lineage[id(ra)], [r["start"] for r in parts]))
-    elif sends > prev_sends:
+    elif sends_added > 0:
       events.append(("decomposed", f"%{ra['start']} -> send/recv "
-                     f"({sends - prev_sends} send(s))", lineage[id(ra)], []))
+                     f"({sends_added} send(s))", lineage[id(ra)], []))
     else:
       events.append(("removed", f"%{ra['start']} is gone", lineage[id(ra)], []))
+  return events
+
+
+def _sends(src):
+  return sum(1 for i in src.module.instructions() if i.opcode == "send")
+
+
+def _events(prev, cur, prev_src, cur_src, lineage, next_id):
+  """Events between two snapshots; updates lineage {id(rec): set of origin ids}."""
+  events = []
+  matched = match_collectives(prev, cur)
+  vanished = [ra for ra, group in matched if ra is not None and not group]
+  new = [group[0] for ra, group in matched if ra is None]
+  for ra, group in matched:
+    if ra is not None and group:
+      for rb in group:
+        lineage[id(rb)] = set(lineage[id(ra)])
+      events += _changes(ra, group, lineage[id(ra)])
+  for rb, group in _combines(vanished, new):
+    origins = set().union(*(lineage[id(r)] for r in group))
+    lineage[id(rb)] = origins
+    events.append(("combined", " + ".join(f"%{r['start']}" for r in group) +
+                   f" -> {_fmt_rec(rb)}", origins, [rb["start"]]))
+    new.remove(rb)
+    for r in group:
+      vanished.remove(r)
+  events += _gone(vanished, new, lineage, _sends(cur_src) - _sends(prev_src))
   for rb in new:
     origin = f"{rb['start']}#{next_id[0]}"
     next_id[0] += 1
