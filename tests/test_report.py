@@ -77,6 +77,9 @@ def test_side_by_side_shows_where_nvshmem_wins_and_loses(tmp_path):
   assert gain[0] < min(gain[1:])
   assert data["summary"]["verify_passed"], data["summary"]["failed_checks"]
   assert "NVSHMEM wins" in rows[-1]["verdict"]
+  page = (tmp_path / "r" / "index.html").read_text()
+  takeaways = page[page.index('id="takeaways"'):page.index("</ul>")]
+  assert takeaways.count("<li>") == 2 and "NVSHMEM wins" in takeaways
 
 
 def test_embedded_default_is_a_grid():

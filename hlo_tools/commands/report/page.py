@@ -49,6 +49,18 @@ def comparison_rows(results):
   return rows
 
 
+def _takeaways(rows):
+  """One line per configuration: what the pass does there, in words."""
+  seen, items = set(), []
+  for row in rows:
+    if row["case"] in seen:
+      continue
+    seen.add(row["case"])
+    items.append(f"<li><b>{common.human_bytes(row['bytes'])}</b> per permute, "
+                 f"{df.esc(row['title'])}: {df.esc(row['verdict'])}</li>")
+  return "<ul id=\"takeaways\">" + "".join(items) + "</ul>"
+
+
 def _comparison_html(rows):
   out = ["<table id=\"comparison\" class=\"decisions\"><tr><th>configuration</th>"
          "<th>collective-permute</th><th>bytes/device</th><th>edges</th><th>NCCL us</th>"
@@ -150,7 +162,8 @@ def render_page(report, results):
       "as faster: NVSHMEM only where every edge stays in an NVLink domain and every "
       "device of the program has a source, NCCL elsewhere. "
       f"{df.esc(shapes)}cost table {df.esc(report['cost_table'] or 'default')}.</p>",
-      "<h2>Side by side</h2>", _comparison_html(report["summary"]["comparison"]),
+      "<h2>Side by side</h2>", _takeaways(report["summary"]["comparison"]),
+      _comparison_html(report["summary"]["comparison"]),
       f"<p class=\"mono\">versions: {df.esc(json.dumps(report['versions']))}<br>"
       f"timings: {df.esc(timing)}</p>"]
   max_rows = 4000 // len(results)
