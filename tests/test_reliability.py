@@ -471,13 +471,15 @@ def test_max_input_bytes_bounds_devices_and_pipes(command, tmp_path):
   writer.exception(timeout=60)  # BrokenPipe or done: either way the writer ends
 
 
-def test_error_lines_stay_readable(tmp_path):
+@pytest.mark.parametrize("command", READING_COMMANDS, ids=lambda c: c[0])
+def test_error_lines_stay_readable(command, tmp_path):
   # A real module that uses an undefined operand with a 1 MB name.
   text = FIXTURE_TEXT["ring_1x2x4.before_async.hlo"]
   m = re.search(r"collective-permute\(%([\w.\-]+)", text)
   path = tmp_path / "long.hlo"
   path.write_text(text[:m.start(1)] + "x" * 1_000_000 + text[m.end(1):])
-  result = _cli("parse", path)
+  args = [path if a == "SAME" else a for a in command]
+  result = _cli(args[0], path, *args[1:])
   assert result.returncode == 2
   assert result.stderr.count("\n") == 1 and len(result.stderr) < 600, len(result.stderr)
   assert re.search(r"use of undefined instruction %x+\.\.\. \(\d+ more characters\)\n\Z",
