@@ -44,7 +44,11 @@ for _topo in ("1x1x8", "1x2x4", "2x2x4"):
 # in the header, scan loops without known_trip_count.
 FIXTURES["ring_1x2x4"] = FIXTURES["ring_1x2x4"][:2] + (
     ("lowered", "before_async", "after_optimizations"),)
-FIXTURES["ring_bwd_1x2x4"] = ({"kind": "ring", "config": dict(SMALL_RING, backward=True)},
+# Non-causal: the causal backward's dynamic-bound chunk loops put its text over the
+# 200 KB fixture limit (about 220 KB, whatever the heads or length); the non-causal
+# one has the same permutes (K and V forward, their gradients back) at about 170 KB.
+FIXTURES["ring_bwd_1x2x4"] = ({"kind": "ring",
+                               "config": dict(SMALL_RING, backward=True, causal=False)},
                               "1x2x4", ("before_async",))
 # A non-cyclic shift (i -> i+1, no wrap-around): a permute that is not a ring.
 FIXTURES["shift_1x2x4"] = ({"kind": "function",
