@@ -41,6 +41,13 @@ def add_topology_flags(parser, required=True):
   parser.add_argument("--cost-table", "--cost_table", dest="cost_table", default=None)
 
 
+def add_backends_flag(parser):
+  parser.add_argument("--backends", default=None,
+                      help="the backends the target XLA offers, as for nvshmem-opt: "
+                      "nccl,nvshmem (the pinned XLA) or nccl,peer[,symmetric] (XLA of "
+                      "jax >= 0.10.2, collectives_mode); default: the cost table's set")
+
+
 def add_partitions_flag(parser):
   parser.add_argument("--num-partitions", "--num_partitions", dest="num_partitions",
                       type=int, default=None,

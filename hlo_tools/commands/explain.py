@@ -1,6 +1,7 @@
 """`hlo-tools explain FILE --topology=T`: why each collective-permute gets its backend.
 
     hlo-tools explain FILE --topology=SPEC [--cost-table=F] [--format=text|json]
+                      [--backends=nccl,nvshmem|nccl,peer[,symmetric]]
                       [--num-partitions=N] [--max-input-bytes=N] [--out=F]
 
 One entry per collective-permute (sync, start/done or async-wrapped): where it is
@@ -9,6 +10,11 @@ by link class, modeled time per backend, the selection core's choice and reason 
 the pass makes it in this module, and what upstream XLA's CollectiveBackendAssigner
 chooses: the real assigner, run by `nvshmem-opt --compare-upstream` (without the
 driver, upstream's answer is reported as unavailable, never guessed).
+
+--backends names the backends the target XLA offers, as for nvshmem-opt: nccl,nvshmem
+(the pinned XLA) or nccl,peer[,symmetric] (XLA of jax >= 0.10.2, written as
+collectives_mode); default: the cost table's set. Each backend of the set is shown
+with its modeled time, or why it is refused.
 
 Split parts written by an older pass (`<name>.nvshmem-start` / `<name>.nccl-start`,
 frontend attribute `_nvshmem_split_part`) are explained on the union of their
@@ -46,15 +52,33 @@ def where_text(e):
   return f"%{e['computation']} line {e['line']}{loop}"
 
 
+def modeled_text(e, m, sets):
+  """Each backend of the set with its modeled time ('refused' when it cannot run);
+  the pinned XLA's set keeps the split column of older reports."""
+  if not sets or list(sets) == ["nccl", "nvshmem"]:
+    return f"nccl {us(m['nccl'])}, nvshmem {us(m['nvshmem'])}, split {us(m['split'])}"
+  return ", ".join(f"{b} {'refused' if v['refused'] else us(v['us'])}"
+                   for b, v in sets.items())
+
+
+def current_text(e):
+  mode = e.get("current_collectives_mode")
+  if mode in (None, "COLLECTIVES_MODE_INVALID"):
+    return e["current_backend"]
+  return f"{e['current_backend']}, collectives_mode {mode} ({e['current_plan']})"
+
+
 def format_text(result):
   inferred = result.get("num_partitions_from", "module header")
   lines = [f"{result['file']}: {len(result['collectives'])} collective-permute(s), "
            f"topology {result['topology']}, {result['num_partitions']} partitions"
            + ("" if inferred in ("module header", "default") else f" ({inferred})")
-           + f" x {result['num_replicas']} replicas"]
+           + f" x {result['num_replicas']} replicas"
+           + (f", backends {result['backends']}" if result.get("backends") else "")]
   for e in result["collectives"]:
     classes = ", ".join(f"{k} {v}" for k, v in e["edges_by_class"].items() if v) or "none"
     m = e["modeled_us"]
+    sets = e.get("backends") or {}
     rows = [
         ("where", where_text(e)),
         ("form", e["form"] + (f" (done %{e['done']} line {e['done_line']})" if e["done"] else "")
@@ -64,15 +88,18 @@ def format_text(result):
                   f"{e.get('buffers', 1)} buffer(s)"),
         ("pairs", pairs_text(e["pairs"])),
         ("edges", classes),
-        ("modeled", f"nccl {us(m['nccl'])}, nvshmem {us(m['nvshmem'])}, "
-                    f"split {us(m['split'])}"
+        ("modeled", modeled_text(e, m, sets)
          + (f"; x{e['trip_count']} trips = {us(e['modeled_loop_us'])}"
             if e["modeled_loop_us"] is not None else "")),
-        ("choice", f"{e['choice']['plan']} (backend {e['choice']['backend']}, "
-                   f"{us(m['chosen'])}); now {e['current_backend']}"),
+        ("choice", f"{e['choice']['plan']} (backend {e['choice']['backend']}"
+                   + (f", collectives_mode {e['choice_collectives_mode']}"
+                      if e.get("choice_collectives_mode") else "")
+                   + f", {us(m['chosen'])}); now {current_text(e)}"),
         ("reason", e["reason"]),
         ("upstream XLA", f"{e['upstream']['backend'] or '-'} ({e['upstream']['source']})"),
     ]
+    rows[6:6] = [("refused", v["refused"]) for v in sets.values()
+                 if v["refused"]]
     if e["recorded"]:
       rows.append(("pass wrote", f"plan {e['recorded']['plan']}: {e['recorded']['reason']}"))
     lines.append("")
@@ -86,6 +113,7 @@ def main(argv):
   parser = common.parser_for(argv[0] if argv else "hlo-tools explain", __doc__)
   parser.add_argument("file", help="HLO text file")
   common.add_topology_flags(parser)
+  common.add_backends_flag(parser)
   parser.add_argument("--format", choices=("text", "json"), default="text")
   parser.add_argument("--out", default=None, help="write here instead of stdout")
   common.add_partitions_flag(parser)
@@ -94,7 +122,8 @@ def main(argv):
   def run(args):
     common.check_out_path(args.out, [args.file])
     result = explain(args.file, args.topology, args.cost_table,
-                     num_partitions=args.num_partitions, max_bytes=args.max_input_bytes)
+                     num_partitions=args.num_partitions, max_bytes=args.max_input_bytes,
+                     backends=args.backends)
     text = json.dumps(result, indent=1) if args.format == "json" else format_text(result)
     common.write_output(text, args.out)
     return 0

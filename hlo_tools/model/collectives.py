@@ -34,6 +34,8 @@ class CollectivePermute:
   done_line: int | None
   buffers: int = 1  # data operands: NVSHMEM pays a put and a barrier per buffer
   sugared_async: bool = False
+  # collective_backend_config.collectives_mode (XLA of jax >= 0.10.2), None when absent
+  collectives_mode: str | None = None
   wrapped_computation: str | None = None  # 'async-wrapped' only
   extra: dict = field(default_factory=dict)
 
@@ -74,7 +76,10 @@ def _record(module, callers, comp, form, start, done, permute):
   config = start.backend_config_json() or {}
   if "collective_backend_config" not in config and permute is not start:
     config = permute.backend_config_json() or config
-  backend = (config.get("collective_backend_config") or {}).get("backend") or "DEFAULT"
+  collective = config.get("collective_backend_config")
+  collective = collective if isinstance(collective, dict) else {}
+  backend = collective.get("backend") or "DEFAULT"
+  mode = collective.get("collectives_mode")
   channel = start.channel_id if start.channel_id is not None else permute.channel_id
   loop, loop_comp, trips = _enclosing_while(module, callers, comp.name)
   return CollectivePermute(
@@ -83,7 +88,8 @@ def _record(module, callers, comp, form, start, done, permute):
       pairs=permute.source_target_pairs or [],
       bytes_per_device=sum(op.shape.byte_size() for op in _data_operands(start)),
       buffers=max(1, len(_data_operands(start))),
-      backend=backend, is_async=form != "sync", channel_id=channel,
+      backend=backend, collectives_mode=mode if isinstance(mode, str) else None,
+      is_async=form != "sync", channel_id=channel,
       while_loop=loop, while_computation=loop_comp, trip_count=trips,
       start_line=start.line, done_line=done.line if done is not None else None)
 

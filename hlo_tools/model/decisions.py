@@ -13,15 +13,56 @@ from hlo_tools.model.source import InputError, strict_pairs
 
 # Link classes whose edges stay inside one NVLink domain: what NVSHMEM may use.
 NVLINK_CLASSES = ("same_device", "nvlink", "nvlink_domain")
-PLAN_BACKEND = {"nvshmem": "NVSHMEM", "nccl": "DEFAULT", "split": "SPLIT"}
+PLAN_BACKEND = {"nvshmem": "NVSHMEM", "nccl": "DEFAULT", "split": "SPLIT",
+                "peer": "DEFAULT", "symmetric": "DEFAULT"}
+# XLA of jax >= 0.10.2 runs peer and symmetric memory through collectives_mode.
+PLAN_MODE = {"peer": "COLLECTIVES_PEER_MEMORY", "symmetric": "COLLECTIVES_SYMMETRIC_MEMORY"}
+NO_MODE = "COLLECTIVES_MODE_INVALID"  # what XLA writes when no mode is chosen: NCCL
+# Every value of XLA's CollectivesMode enum (jax 0.10.2); private memory is no
+# backend of any set the core plans over.
+MODE_BACKEND = {NO_MODE: "nccl", "COLLECTIVES_PEER_MEMORY": "peer",
+                "COLLECTIVES_SYMMETRIC_MEMORY": "symmetric",
+                "COLLECTIVES_PRIVATE_MEMORY": "private"}
 SPLIT_SUFFIXES = (".nvshmem-start", ".nccl-start")
 
 
-def load_selection(topology_spec, cost_table_path):
+def load_selection(topology_spec, cost_table_path, backends=None):
+  """(topology, cost table); the table plans over `backends` ("nccl,peer") when
+  given, else over its own set, as `nvshmem-opt --backends` does."""
   try:
-    return selection.parse_topology(topology_spec), selection.load_cost_table(cost_table_path)
+    topology = selection.parse_topology(topology_spec)
+    table = selection.load_cost_table(cost_table_path)
   except selection.SelectionError as e:
     raise InputError(str(e)) from None
+  if backends:
+    try:
+      table = selection.with_backends(table, backends)
+    except selection.SelectionError as e:
+      raise InputError(f"--backends: {e}") from None
+  return topology, table
+
+
+def backend_set(table):
+  """The backends `table` plans over, e.g. ('nccl', 'peer')."""
+  return tuple(table.backends.split(","))
+
+
+def op_backend(record):
+  """The backend an op's backend_config selects: nccl, nvshmem, peer, symmetric,
+  or 'private' / the unknown collectives_mode itself (no set contains those)."""
+  if record.backend == "NVSHMEM":
+    return "nvshmem"
+  mode = record.collectives_mode
+  if mode is None:
+    return "nccl"
+  return MODE_BACKEND.get(mode, mode)
+
+
+def written_backend(record):
+  """How the op's backend reads in its backend_config: 'DEFAULT', 'NVSHMEM', or
+  'DEFAULT, COLLECTIVES_PEER_MEMORY' where a collectives_mode picks one."""
+  mode = record.collectives_mode
+  return record.backend if mode in (None, NO_MODE) else f"{record.backend}, {mode}"
 
 
 def split_group(record, instr):
@@ -137,8 +178,14 @@ def _recorded(start):
 
 
 
-def describe_permute(perm, upstream=None):
-  """The JSON entry of one collective-permute."""
+def backend_entries(decision, backends):
+  """{backend: {"us": modeled us or None, "refused": reason or None}} over the set."""
+  return {b: {"us": decision["backend_us"].get(b), "refused": decision["refused"].get(b)}
+          for b in backends}
+
+
+def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem")):
+  """The JSON entry of one collective-permute; `backends` is the set planned over."""
   rec, d = perm.record, perm.decision
   modeled = {"nccl": d["nccl_us"], "nvshmem": d["nvshmem_us"], "split": d["split_us"],
              "chosen": d["chosen_us"]}
@@ -153,7 +200,8 @@ def describe_permute(perm, upstream=None):
       "trip_count": trips, "channel_id": rec.channel_id,
       "bytes": rec.bytes_per_device, "buffers": rec.buffers,
       "pairs": [list(p) for p in perm.pairs],
-      "current_backend": rec.backend, "split_part": perm.split_part,
+      "current_backend": rec.backend, "current_collectives_mode": rec.collectives_mode,
+      "current_plan": op_backend(rec), "split_part": perm.split_part,
       "decided_on": "union of split parts" if perm.group else "own pairs",
       "edges_by_class": d["edges_by_class"],
       "edges": [{"source": s, "target": t, "link_class": c} for s, t, c in perm.edges],
@@ -161,6 +209,8 @@ def describe_permute(perm, upstream=None):
       "modeled_loop_us": d["chosen_us"] * trips if trips else None,
       "choice": {"plan": d["plan"],
                  "backend": PLAN_BACKEND.get(d["plan"], d["plan"])},
+      "choice_collectives_mode": PLAN_MODE.get(d["plan"]),
+      "backends": backend_entries(d, backends),
       "model_plan": d.get("model_plan", d["plan"]),
       "reason": d["reason"],
       "recorded": _recorded(perm.start),
@@ -169,23 +219,27 @@ def describe_permute(perm, upstream=None):
 
 
 def describe(path, topology_spec, cost_table=None, use_driver=True, source=None,
-             num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, upstream=None):
+             num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, upstream=None,
+             backends=None):
   """What `hlo-tools explain` prints as JSON, for the module at `path` (InputError).
 
   upstream: upstream's answers when the caller already has them
-  (driver.upstream_from_report); else the driver is asked once (use_driver)."""
-  topology, table = load_selection(topology_spec, cost_table)
+  (driver.upstream_from_report); else the driver is asked once (use_driver).
+  backends: the set to plan over ("nccl,peer"), else the cost table's."""
+  topology, table = load_selection(topology_spec, cost_table, backends)
   source = source or source_mod.read_source(path, max_bytes=max_bytes)
   source = source_mod.resolve_partitions(source, topology, num_partitions)
   perms = analyze(source, topology, table)
   if upstream is None and use_driver and perms:
     upstream = driver.upstream_answers(path, topology_spec, cost_table,
-                                       source_mod.driver_partitions(source))
+                                       source_mod.driver_partitions(source),
+                                       backends and table.backends)
   module = source.module
   return {
       "file": source.label, "module": module.name, "topology": topology_spec,
-      "cost_table": cost_table, "num_partitions": source.num_partitions,
+      "cost_table": cost_table, "backends": table.backends,
+      "num_partitions": source.num_partitions,
       "num_partitions_from": source.partitions_from,
       "num_replicas": source.num_replicas,
-      "collectives": [describe_permute(p, upstream) for p in perms],
+      "collectives": [describe_permute(p, upstream, backend_set(table)) for p in perms],
   }

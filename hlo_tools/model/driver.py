@@ -72,8 +72,10 @@ def _clean_stale_reports(directory):
 
 def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
                     compare_upstream=False, timeout=600, num_partitions=None,
-                    tmp_dir=None, annotate=False):
+                    tmp_dir=None, annotate=False, backends=None):
   """Runs the driver; returns (exit status, report dict or None, error line).
+
+  backends: the set the target XLA offers ("nccl,peer"), else the cost table's.
 
   The driver's JSON report goes to a temporary file in tmp_dir (default: the system's
   temporary directory), named with our pid so that a later run can remove it when a
@@ -92,6 +94,8 @@ def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
            f"--report={report_path}"]
     if cost_table:
       cmd.append(f"--cost-table={cost_table}")
+    if backends:
+      cmd.append(f"--backends={backends}")
     if compare_upstream:
       cmd.append("--compare-upstream")
     if num_partitions:
@@ -115,11 +119,12 @@ def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
 
 
 
-def upstream_answers(path, topology_spec, cost_table, num_partitions=None):
+def upstream_answers(path, topology_spec, cost_table, num_partitions=None, backends=None):
   """{(computation, instruction): backend} from nvshmem-opt --compare-upstream, or None."""
   try:
     rc, report, _ = run_nvshmem_opt(path, topology_spec, cost_table, mode="explain",
-                                    compare_upstream=True, num_partitions=num_partitions)
+                                    compare_upstream=True, num_partitions=num_partitions,
+                                    backends=backends)
   except (FileNotFoundError, OSError, subprocess.SubprocessError):
     return None
   if rc != 0 or not report:
