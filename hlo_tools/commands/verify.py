@@ -1,6 +1,12 @@
 """`hlo-tools verify FILE --topology=T`: named checks on a module's collective-permutes.
 
     hlo-tools verify FILE --topology=SPEC [--cost-table=F] [--format=text|json] [--out=F]
+                     [--backends=nccl,nvshmem|nccl,peer[,symmetric]]
+
+--backends names the backends the target XLA offers, as for nvshmem-opt (default: the
+cost table's set, nccl,nvshmem unless the table says otherwise). An op's backend is
+NVSHMEM by collective_backend_config.backend, peer or symmetric memory by its
+collectives_mode (XLA of jax >= 0.10.2), NCCL otherwise.
 
 Each check reports pass / fail / skip per instruction (with its line), or "not
 applicable" as a whole:
@@ -12,16 +18,21 @@ applicable" as a whole:
                   computation, and nothing but its done (and async-updates leading
                   to it) uses the start
   backend-config  backend_config is a JSON object; collective_backend_config, when
-                  present, is an object whose backend is DEFAULT or NVSHMEM; the
-                  pass's frontend attributes hold known values
+                  present, is an object whose backend is DEFAULT or NVSHMEM and whose
+                  collectives_mode is a value of XLA's enum (not set on an NVSHMEM
+                  op); the pass's frontend attributes hold known values
+  backend-set     every op's backend is one the backend set contains
   nvlink-domain   NVSHMEM only where every edge stays in one NVLink domain of the
                   topology (the selection core classifies each edge)
   nvshmem-team    no NVSHMEM permute leaves a device of the program without a
                   source: XLA's NVSHMEM collective-permute ends each buffer with a
                   barrier over every device of the program that only devices with a
                   source call, so such a permute hangs the runtime
-  selection       the backend equals what the selection core decides for the topology
-                  and cost table; split parts: the NVSHMEM part carries exactly the
+  peer-safety     peer and symmetric memory only where the core's safety rule for
+                  them allows (every edge inside one host; symmetric also needs
+                  NCCL signals, symmetric_signals in the table)
+  selection       the backend equals what the selection core decides for the topology,
+                  cost table and backend set; split parts: the NVSHMEM part carries exactly the
                   core's NVLink edges and the NCCL part the rest. In an already
                   scheduled module the pass keeps NCCL where the model prefers a
                   split. DEFAULT ops without a recorded decision (_nvshmem_plan, written
@@ -47,10 +58,10 @@ from hlo_tools.commands import common
 from hlo_tools.model import collectives, decisions, driver, source as inputs
 from hlo_tools.model.source import InputError
 
-CHECKS = ("permutation", "start-done", "backend-config", "nvlink-domain", "nvshmem-team",
-          "selection", "memory-space", "hlo-verifier")
+CHECKS = ("permutation", "start-done", "backend-config", "backend-set", "nvlink-domain",
+          "nvshmem-team", "peer-safety", "selection", "memory-space", "hlo-verifier")
 KNOWN_BACKENDS = ("DEFAULT", "NVSHMEM")
-KNOWN_PLANS = ("nccl", "nvshmem", "split")
+KNOWN_PLANS = ("nccl", "nvshmem", "split", "peer", "symmetric")
 KNOWN_PARTS = ("nvshmem", "nccl")
 COLLECTIVE_MEMORY_SPACE = 1  # XLA GPU's collective memory space color, printed S(1)
 _START_OPS = {"collective-permute-start": "collective-permute-done",
@@ -163,6 +174,17 @@ def check_start_done(module):
   return check
 
 
+def _mode_problems(cbc):
+  mode = cbc.get("collectives_mode")
+  if mode is None:
+    return []
+  if mode not in decisions.MODE_BACKEND:
+    return [f"collectives_mode {mode!r} is not one of {', '.join(decisions.MODE_BACKEND)}"]
+  if cbc.get("backend") == "NVSHMEM" and mode != decisions.NO_MODE:
+    return [f"backend NVSHMEM with collectives_mode {mode}: two backends at once"]
+  return []
+
+
 def check_backend_config(perms):
   check = Check("backend-config")
   for perm in perms:
@@ -181,6 +203,7 @@ def check_backend_config(perms):
           backend = cbc.get("backend")
           if backend is not None and backend not in KNOWN_BACKENDS:
             problems.append(f"backend {backend!r} is not one of {', '.join(KNOWN_BACKENDS)}")
+          problems += _mode_problems(cbc)
           for key in ("is_sync", "is_pipelined"):
             if key in cbc and not isinstance(cbc[key], bool):
               problems.append(f"{key} is {cbc[key]!r}, not a boolean")
@@ -194,8 +217,48 @@ def check_backend_config(perms):
     if problems:
       check.add("fail", instr, "; ".join(problems))
     else:
-      check.add("pass", instr, f"backend {perm.record.backend}" +
+      check.add("pass", instr, f"backend {decisions.written_backend(perm.record)}" +
                 ("" if raw is not None else " (no backend_config)"))
+  return check
+
+
+def check_backend_set(perms, backends):
+  """Each op's backend is in the set; NCCL is in every set, so only others are listed."""
+  check = Check("backend-set")
+  for perm in perms:
+    have = decisions.op_backend(perm.record)
+    if have == "nccl":
+      continue
+    written = decisions.written_backend(perm.record)
+    if have in backends:
+      check.add("pass", perm.start, f"{written}: {have}, in the set {','.join(backends)}")
+    else:
+      check.add("fail", perm.start, f"{written} selects {have}, which the backend set "
+                f"{','.join(backends)} does not contain")
+  if not check.results:
+    check.note = "every collective-permute runs NCCL, which every set contains"
+  return check
+
+
+def check_peer_safety(perms, source, topology, table):
+  """Peer and symmetric memory only where the core's safety rule for them allows."""
+  check = Check("peer-safety")
+  for perm in perms:
+    have = decisions.op_backend(perm.record)
+    if have not in decisions.PLAN_MODE:
+      continue
+    try:
+      reason = decisions.safety_refusal(perm, source, topology, table, have)
+    except (selection.SelectionError, ValueError) as e:
+      check.add("fail", perm.start, f"{have}, but its edges cannot be placed: {e}")
+      continue
+    if reason:
+      check.add("fail", perm.start, reason)
+    else:
+      check.add("pass", perm.start, f"{have}: the core's safety rule allows it "
+                f"({_edges_text(perm.edges) or 'no edges'})")
+  if not check.results:
+    check.note = "no collective-permute uses peer or symmetric memory"
   return check
 
 
@@ -296,19 +359,22 @@ def check_selection(perms, topology_spec):
       _check_split_part(check, perm, d)
       continue
     recorded = perm.start.frontend_attributes.get("_nvshmem_plan")
-    backend = perm.record.backend
-    if recorded is None and backend == "DEFAULT":
+    backend = decisions.written_backend(perm.record)
+    have = decisions.op_backend(perm.record)
+    if recorded is None and have == "nccl":
       check.add("skip", perm.start, f"no decision recorded (no _nvshmem_plan: the pass "
                 f"did not run, or ran without --annotate); the core would choose "
                 f"{d['plan']}")
       continue
     want = decisions.PLAN_BACKEND[d["plan"]]
+    if d["plan"] in decisions.PLAN_MODE:
+      want += f", {decisions.PLAN_MODE[d['plan']]}"
     problems = []
     if d["plan"] == "split":
       problems.append(f"the core decides split ({d['reason']}) but the op is not split")
-    elif backend != want:
-      problems.append(f"backend {backend}, the core decides {d['plan']} -> {want} on "
-                      f"{topology_spec}: {d['reason']}")
+    elif have != d["plan"]:
+      problems.append(f"backend {backend} ({have}), the core decides {d['plan']} -> {want} "
+                      f"on {topology_spec}: {d['reason']}")
     if recorded is not None and recorded != d["plan"]:
       problems.append(f"_nvshmem_plan says {recorded}, the core decides {d['plan']}")
     if problems:
@@ -356,14 +422,14 @@ def check_memory_space(perms, module):
   return check
 
 
-def check_hlo_verifier(path, topology_spec, cost_table, num_partitions=None):
+def check_hlo_verifier(path, topology_spec, cost_table, num_partitions=None, backends=None):
   check = Check("hlo-verifier")
   if driver.find_nvshmem_opt() is None:
     check.note = "skip: nvshmem-opt is not built (run scripts/setup.sh)"
     return check
   try:
     rc, _, message = driver.run_nvshmem_opt(path, topology_spec, cost_table, mode="explain",
-                                        num_partitions=num_partitions)
+                                            num_partitions=num_partitions, backends=backends)
   except (OSError, subprocess.SubprocessError) as e:
     check.note = f"skip: could not run nvshmem-opt: {e}"
     return check
@@ -384,9 +450,12 @@ def check_hlo_verifier(path, topology_spec, cost_table, num_partitions=None):
 # ---------------------------------------------------------------------------------------
 
 def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
-           num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
-  """The verify JSON object; raises InputError for unreadable input."""
-  topology, table = decisions.load_selection(topology_spec, cost_table)
+           num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, backends=None):
+  """The verify JSON object; raises InputError for unreadable input.
+
+  backends: the set the target XLA offers ("nccl,peer"), else the cost table's."""
+  topology, table = decisions.load_selection(topology_spec, cost_table, backends)
+  backend_set = decisions.backend_set(table)
   source = inputs.resolve_partitions(source or inputs.read_source(path, max_bytes=max_bytes),
                                  topology, num_partitions)
   module = source.module
@@ -395,14 +464,17 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
       check_permutation(perms, source),
       check_start_done(module),
       check_backend_config(perms),
+      check_backend_set(perms, backend_set),
       check_nvlink_domain(perms, topology, source, topology_spec),
       check_nvshmem_team(perms, topology, source),
+      check_peer_safety(perms, source, topology, table),
       check_selection(perms, topology_spec),
       check_memory_space(perms, module),
   ]
   if run_driver:
     checks.append(check_hlo_verifier(path, topology_spec, cost_table,
-                                     inputs.driver_partitions(source)))
+                                     inputs.driver_partitions(source),
+                                     backends and table.backends))
   else:
     skipped = Check("hlo-verifier")
     skipped.note = "skip: not requested"
@@ -412,7 +484,8 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
       check.note = "no collective-permutes" if not perms else "nothing to check"
   failed = [c.name for c in checks if c.status == "fail"]
   return {"file": source.label, "module": module.name, "topology": topology_spec,
-          "cost_table": cost_table, "collective_permutes": len(perms),
+          "cost_table": cost_table, "backends": table.backends,
+          "collective_permutes": len(perms),
           "num_partitions": source.num_partitions,
           "num_partitions_from": source.partitions_from,
           "passed": not failed, "failed_checks": failed,
@@ -440,6 +513,7 @@ def format_text(result):
   verdict = ("all checks pass" if result["passed"] else
              "FAILED: " + ", ".join(result["failed_checks"]))
   lines.append(f"{result['file']}: {verdict} (topology {result['topology']}, "
+               f"backends {result['backends']}, "
                f"{result['collective_permutes']} collective-permute(s))")
   return "\n".join(lines)
 
@@ -448,6 +522,7 @@ def main(argv):
   parser = common.parser_for(argv[0] if argv else "hlo-tools verify", __doc__)
   parser.add_argument("file", help="HLO text file")
   common.add_topology_flags(parser)
+  common.add_backends_flag(parser)
   parser.add_argument("--format", choices=("text", "json"), default="text")
   parser.add_argument("--out", default=None, help="write here instead of stdout")
   parser.add_argument("--no-hlo-verifier", dest="hlo_verifier", action="store_false",
@@ -458,7 +533,8 @@ def main(argv):
   def run(args):
     common.check_out_path(args.out, [args.file])
     result = verify(args.file, args.topology, args.cost_table, args.hlo_verifier,
-                    num_partitions=args.num_partitions, max_bytes=args.max_input_bytes)
+                    num_partitions=args.num_partitions, max_bytes=args.max_input_bytes,
+                    backends=args.backends)
     text = (json.dumps(result, indent=1) if args.format == "json"
             else format_text(result))
     common.write_output(text, args.out)

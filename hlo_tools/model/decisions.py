@@ -156,6 +156,18 @@ def analyze(source, topology, table, tolerant=False):
   return perms
 
 
+def safety_refusal(perm, source, topology, table, backend):
+  """Why the core's safety rule refuses `backend` for the permute, or None.
+
+  Asked of the core with the set {nccl, backend}, so that only the backend's own
+  rule (hosts, NVLink domain, team, signals) can refuse it, never its cost."""
+  decision = selection.decide(
+      topology, table, perm.record.bytes_per_device, perm.decided_pairs,
+      perm.record.channel_id is not None, source.num_partitions, source.num_replicas,
+      buffers=perm.record.buffers, backends=("nccl", backend))
+  return decision["refused"].get(backend)
+
+
 _NO_UPSTREAM = {"backend": None, "source": "unavailable: nvshmem-opt is not built or "
                 "could not load the module"}
 
