@@ -246,6 +246,7 @@ _OPERAND_COUNT_SPEC = {
 _OPERAND_COUNTS = {op: n for n, ops in _OPERAND_COUNT_SPEC.items() for op in ops.split()}
 _MIN_OPERANDS = _DYNAMIC_SLICES = {"dynamic-slice": 1, "dynamic-update-slice": 2}
 _FINISH_OPCODES = frozenset(("parameter", "broadcast", *_DYNAMIC_SLICES))
+_ARITY_OPCODES = frozenset(("tuple", *_OPERAND_COUNTS, *_MIN_OPERANDS))
 
 # metadata={...}: its fields and their value forms.
 _META_FIELDS = {
@@ -1389,9 +1390,8 @@ class _Parser:
     target[name].update(parsed)
     return i
 
-  def _computation(self, i):
-    lines = self.lines
-    head = lines[i]
+  def _computation_head(self, i):
+    head = self.lines[i]
     m = _COMP_HEAD_RE.match(head)
     if m is None:
       if head.rstrip().endswith("{"):
@@ -1401,34 +1401,25 @@ class _Parser:
     result = self._check_signature(signature, i, m.start(3)) if signature else None
     comp = HloComputation(m.group(2), bool(m.group(1)), i + 1, signature)
     comp._declared_shape = result
-    by_name = comp._by_name
-    instrs = comp.instructions
+    return comp
+
+  def _computation(self, i):
+    """Reads the computation starting at line i; returns it and the next line."""
+    comp = self._computation_head(i)
+    lines, by_name, instrs = self.lines, comp._by_name, comp.instructions
     late = None  # the first name used above its definition (or never defined)
     check_metadata = self.check_metadata
     numbers = set()  # parameter numbers
-    i += 1
-    n = len(lines)
-    match = _INSTR_RE.match
-    attrs_of = self._attributes_fast
-    shape_cache = _SHAPE_CACHE
-    pct_findall = _PCT_NAME_RE.findall
-    while i < n:
+    match, attrs_of, shape_cache = _INSTR_RE.match, self._attributes_fast, _SHAPE_CACHE
+    for i in range(i + 1, len(lines)):
       line = lines[i]
       m = match(line)
       if m is None:
         stripped = line.strip()
         if not stripped or stripped.startswith("//"):
-          i += 1
           continue
         if stripped[0] == "}":
-          close = _CLOSE_RE.match(line)
-          if close is None:
-            self.error(i, line.index("}") + 2, "unexpected text after '}'")
-          if close.group(1):
-            tail = self._attributes("," + close.group(1), i, line.index(",") - 1)
-            thread = tail.get("execution_thread")
-            comp.execution_thread = _unquote(thread) if thread else None
-          self._finish(comp, late)
+          self._close(comp, line, i, late)
           return comp, i + 1
         root, name, shape_text, opcode, ops, attrs, col = self._slow_instruction(line, i)
       else:
@@ -1443,47 +1434,17 @@ class _Parser:
       shape = shape_cache.get(shape_text)
       if shape is None:
         shape = self._shape(shape_text, i, line.find(shape_text))
-      if opcode == "constant" or opcode == "parameter" or not ops:
-        operands = []
-        if opcode == "constant" and not shape.dims and shape.element_type:
-          problem = _scalar_literal_problem(shape.element_type, ops)
-          if problem:
-            self.error(i, line.find("constant(") + 10, problem)
-        if opcode == "parameter" and not (_INT_VALUE_RE.fullmatch(ops.strip())
-                                          and _ints_fit(ops) and int(ops) >= 0):
-          self.error(i, col, "parameter needs a number: parameter(N)")
-      elif not _SIMPLE_OPERANDS_RE.fullmatch(ops) and not _OPERANDS_RE.fullmatch(ops):
-        self._bad_operands(ops, i, line)
-      elif "%" in ops:
-        operands = pct_findall(ops)
-        if len(operands) <= ops.count(","):  # a name without '%' among them?
-          operands = [n.lstrip("%") for n in _bare_operands(ops)]
-      else:
-        operands = _bare_operands(ops)
+      operands = self._operands(opcode, shape, ops, line, i, col)
       if (len(attrs) > 1 or (attrs and (check_metadata or "metadata" not in attrs))
           or opcode in _REQUIRED_ATTRS):
         self._check_attrs(opcode, attrs, i)
-      if opcode == "tuple" and not shape.is_tuple:  # XLA's parser aborts on it
-        self.error(i, col, "tuple needs a tuple shape")
-      if opcode == "tuple" and len(operands) != len(shape.tuple_shapes):
-        self.error(i, col, f"tuple of {len(shape.tuple_shapes)} elements has "
-                   f"{len(operands)} operands")
-      least = _MIN_OPERANDS.get(opcode)
-      if least is not None and len(operands) < least:
-        self.error(i, col, f"{opcode} takes at least {least} operand"
-                   f"{'s' if least != 1 else ''}, got {len(operands)}")
-      count = _OPERAND_COUNTS.get(opcode)
-      if count is not None and count != len(operands):
-        self.error(i, col, f"{opcode} takes {count} operand{'s' if count != 1 else ''}, "
-                   f"got {len(operands)}")
+      if opcode in _ARITY_OPCODES:
+        self._check_arity(opcode, shape, operands, i, col)
       for op in operands:  # XLA resolves a name when it reads it: defined above or error
         if op not in by_name and late is None:
           late = (op, i, col, "use of")
       if "control-predecessors" in attrs and late is None:
-        for op in _parse_name_list(attrs["control-predecessors"]):
-          if op not in by_name:
-            late = (op, i, col, "control predecessor")
-            break
+        late = self._late_predecessor(attrs, by_name, i, col)
       instr = HloInstruction(name, shape, opcode, operands, attrs, bool(root), i + 1, col, ops)
       instr.computation = comp
       if opcode in _FINISH_OPCODES and late is None:
@@ -1496,10 +1457,65 @@ class _Parser:
         if comp.root is not None:
           self.error(i, col, f"second ROOT in computation %{comp.name}")
         comp.root = instr
-      i += 1
-    self.error(n - 1, len(lines[-1]) + 1,
+    self.error(len(lines) - 1, len(lines[-1]) + 1,
                f"unexpected end of input: computation %{comp.name} (line {comp.line}) "
                "is not closed by '}'")
+
+  def _close(self, comp, line, i, late):
+    """The computation's closing line: `}` and maybe `, execution_thread="..."`."""
+    close = _CLOSE_RE.match(line)
+    if close is None:
+      self.error(i, line.index("}") + 2, "unexpected text after '}'")
+    if close.group(1):
+      tail = self._attributes("," + close.group(1), i, line.index(",") - 1)
+      thread = tail.get("execution_thread")
+      comp.execution_thread = _unquote(thread) if thread else None
+    self._finish(comp, late)
+
+  def _operands(self, opcode, shape, ops, line, i, col):
+    """Operand names from the text between the parentheses; constants' literals and
+    parameters' numbers checked as XLA reads them."""
+    if opcode == "constant" or opcode == "parameter" or not ops:
+      if opcode == "constant" and not shape.dims and shape.element_type:
+        problem = _scalar_literal_problem(shape.element_type, ops)
+        if problem:
+          self.error(i, line.find("constant(") + 10, problem)
+      if opcode == "parameter" and not (_INT_VALUE_RE.fullmatch(ops.strip())
+                                        and _ints_fit(ops) and int(ops) >= 0):
+        self.error(i, col, "parameter needs a number: parameter(N)")
+      return []
+    if not _SIMPLE_OPERANDS_RE.fullmatch(ops) and not _OPERANDS_RE.fullmatch(ops):
+      self._bad_operands(ops, i, line)
+    if "%" not in ops:
+      return _bare_operands(ops)
+    operands = _PCT_NAME_RE.findall(ops)
+    if len(operands) <= ops.count(","):  # a name without '%' among them?
+      operands = [n.lstrip("%") for n in _bare_operands(ops)]
+    return operands
+
+  def _check_arity(self, opcode, shape, operands, i, col):
+    """Operand counts XLA's parser checks before anything else."""
+    if opcode == "tuple":
+      if not shape.is_tuple:  # XLA's parser aborts on it
+        self.error(i, col, "tuple needs a tuple shape")
+      if len(operands) != len(shape.tuple_shapes):
+        self.error(i, col, f"tuple of {len(shape.tuple_shapes)} elements has "
+                   f"{len(operands)} operands")
+    least = _MIN_OPERANDS.get(opcode)
+    if least is not None and len(operands) < least:
+      self.error(i, col, f"{opcode} takes at least {least} operand"
+                 f"{'s' if least != 1 else ''}, got {len(operands)}")
+    count = _OPERAND_COUNTS.get(opcode)
+    if count is not None and count != len(operands):
+      self.error(i, col, f"{opcode} takes {count} operand{'s' if count != 1 else ''}, "
+                 f"got {len(operands)}")
+
+  @staticmethod
+  def _late_predecessor(attrs, by_name, i, col):
+    for op in _parse_name_list(attrs["control-predecessors"]):
+      if op not in by_name:
+        return (op, i, col, "control predecessor")
+    return None
 
   def _finish(self, comp, late=None):
     if late is not None:
