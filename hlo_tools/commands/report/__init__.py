@@ -1,6 +1,7 @@
 """`hlo-tools report`: what the NVSHMEM pass does to a program, as an HTML page.
 
     hlo-tools report [SOURCE] [--topology=SPEC] [--out=DIR] [--cost-table=F]
+                     [--backends=nccl,nvshmem|nccl,peer[,symmetric]]
                      [--num-partitions=N] [ring options] [--arg=... --out_spec=...]
 
 SOURCE is
@@ -25,6 +26,11 @@ the dump has every pass; a chart of modeled time vs message size. DIR (default
 ./nvshmem_report) gets index.html, report.json and one directory per configuration
 (json/, hlo/, dump/). It is written next to DIR and swapped in at the end: DIR holds
 the old report or the new one, never a mix, even when the run is killed.
+
+--backends names the backends the target XLA offers and goes to nvshmem-opt, explain
+and verify alike: nccl,nvshmem (the pinned XLA) or nccl,peer[,symmetric] (XLA of jax
+>= 0.10.2; the pass then writes collectives_mode, which the report shows beside each
+choice). Default: the cost table's set.
 
 Exit status: 0 report written and every check passed, 1 written but a verify check
 failed, 2 error (bad option or input, compile failure, nvshmem-opt missing or failing).
@@ -180,13 +186,13 @@ def prepare_inputs(case, case_dir, say, max_bytes):
 # ---------------------------------------------------------------------------------------
 # Analysis of one case
 
-def _run_pass(hlo_dir, json_dir, stage, path, case, cost_table, partitions):
+def _run_pass(hlo_dir, json_dir, stage, path, case, cost_table, partitions, backends=None):
   """nvshmem-opt (rewrite, upstream beside it) on one stage; (report, output path)."""
   out = os.path.join(hlo_dir, f"{stage}.nvshmem.hlo")
   try:
     rc, report, message = driver.run_nvshmem_opt(
         path, case.topology, cost_table, mode="rewrite", out=out, compare_upstream=True,
-        num_partitions=partitions, tmp_dir=json_dir, annotate=True)
+        num_partitions=partitions, tmp_dir=json_dir, annotate=True, backends=backends)
   except FileNotFoundError as e:
     raise InputError(f"hlo-tools report: {e}") from None
   if rc != 0:
@@ -196,11 +202,13 @@ def _run_pass(hlo_dir, json_dir, stage, path, case, cost_table, partitions):
   return report, out
 
 
-def analyze_case(case, case_dir, stages, dump_dir, cost_table, num_partitions, say):
+def analyze_case(case, case_dir, stages, dump_dir, cost_table, num_partitions, say,
+                 backends=None):
   """Runs the pass, explain, verify, diff and trace; writes json/; returns the results."""
   hlo_dir, json_dir = os.path.join(case_dir, "hlo"), os.path.join(case_dir, "json")
   os.makedirs(json_dir, exist_ok=True)
-  topology, table = decisions.load_selection(case.topology, cost_table)
+  topology, table = decisions.load_selection(case.topology, cost_table, backends)
+  backends = backends and table.backends  # one spelling for every tool
   rel = lambda p: os.path.relpath(p, os.path.dirname(case_dir))
   sources = {s: inputs.resolve_partitions(inputs.read_source(p, rel(p)), topology, num_partitions)
              for s, p in stages.items()}
@@ -210,14 +218,16 @@ def analyze_case(case, case_dir, stages, dump_dir, cost_table, num_partitions, s
   passes, rewritten = {}, {}
   for stage, path in stages.items():
     passes[stage], out = _run_pass(hlo_dir, json_dir, stage, path, case, cost_table,
-                                   partitions)
+                                   partitions, backends)
     rewritten[stage] = inputs.resolve_partitions(inputs.read_source(out, rel(out)), topology,
                                              num_partitions)
   explained = decisions.describe(stages[first], case.topology, cost_table,
                                  source=sources[first],
-                                 upstream=driver.upstream_from_report(passes[first]))
+                                 upstream=driver.upstream_from_report(passes[first]),
+                                 backends=backends)
   verified = {s: vf.verify(rewritten[s].path, case.topology, cost_table, source=rewritten[s],
-                           num_partitions=num_partitions) for s in stages}
+                           num_partitions=num_partitions, backends=backends)
+              for s in stages}
   diffs = {s: df.diff_sources(sources[s], rewritten[s]) for s in stages}
   trace = _trace(dump_dir)
   chart = chart_data(topology, table, explained, sources[first])
@@ -250,8 +260,9 @@ def case_summary(result, case_dir_name):
       "config": case.config, "input": case.path, "stages": result["stages"],
       "collective_permutes": [
           {k: e[k] for k in ("instruction", "computation", "bytes", "buffers",
-                             "edges_by_class", "modeled_us", "choice", "reason",
-                             "trip_count")}
+                             "edges_by_class", "modeled_us", "choice",
+                             "choice_collectives_mode", "backends", "reason", "trip_count")
+           if k in e}
           | {"upstream": e["upstream"]["backend"]} for e in result["explain"]["collectives"]],
       "verify_passed": all(v["passed"] for v in verified.values()),
       "failed_checks": sorted({c for v in verified.values() for c in v["failed_checks"]}),
@@ -297,10 +308,13 @@ def _files(work):
 
 
 def build(cases, out, cost_table=None, num_partitions=None, progress=True,
-          max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
-  """Builds the report directory; returns the report.json dict."""
-  for case in cases:
-    decisions.load_selection(case.topology, cost_table)  # bad specs fail before any compile
+          max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, backends=None):
+  """Builds the report directory; returns the report.json dict.
+
+  backends: the set the target XLA offers ("nccl,peer"), else the cost table's."""
+  offered = None
+  for case in cases:  # bad specs fail before any compile
+    offered = decisions.load_selection(case.topology, cost_table, backends)[1].backends
   out = os.path.abspath(out)
   _check_out(out)
   work = outdir.make_work_dir(out)
@@ -313,9 +327,10 @@ def build(cases, out, cost_table=None, num_partitions=None, progress=True,
       case_dir = os.path.join(work, case.id)
       stages, dump_dir = prepare_inputs(case, case_dir, say, max_bytes)
       results.append(analyze_case(case, case_dir, stages, dump_dir, cost_table,
-                                  num_partitions, say))
+                                  num_partitions, say, backends))
       timings[case.id] = time.monotonic() - t
-    report = {"cost_table": cost_table, "versions": _versions(work, results),
+    report = {"cost_table": cost_table, "backends": offered,
+              "versions": _versions(work, results),
               "timings_s": timings,
               "cases": [case_summary(r, r["case"].id) for r in results],
               "summary": {"comparison": comparison_rows(results)}}
@@ -339,19 +354,30 @@ def build(cases, out, cost_table=None, num_partitions=None, progress=True,
 
 def summary_text(report):
   lines = [f"NVSHMEM collective-permute report: {len(report['cases'])} configuration(s), "
-           f"cost table {report['cost_table'] or 'default'}"]
+           f"cost table {report['cost_table'] or 'default'}"
+           + (f", backends {report['backends']}" if report.get("backends") else "")]
   for row in report["summary"]["comparison"]:
     edges = ", ".join(f"{k} {v}" for k, v in row["edges_by_class"].items() if v)
     trips = f" x{row['trip_count']} trips" if row["trip_count"] else ""
     lines.append(f"  {row['title']}: %{row['instruction']} ({common.human_bytes(row['bytes'])}"
-                 f"/device{trips}; {edges}): {row['plan']}, nccl {fmt_us(row['nccl_us'])} us, "
-                 f"nvshmem {fmt_us(row['nvshmem_us'])} us; upstream {row['upstream']}; "
+                 f"/device{trips}; {edges}): {row['plan']}"
+                 + (f" ({row['collectives_mode']})" if row.get("collectives_mode") else "")
+                 + f", nccl {fmt_us(row['nccl_us'])} us, " + _others_text(row)
+                 + f"; upstream {row['upstream']}; "
                  f"{row['verdict']}")
   s = report["summary"]
   lines.append("verify: " + ("all checks pass" if s["verify_passed"] else
                              "FAILED " + ", ".join(s["failed_checks"])))
   lines.append(f"report: {os.path.join(report['out'], 'index.html')}")
   return "\n".join(lines)
+
+
+def _others_text(row):
+  """The other backends' modeled times: nvshmem's for the pinned XLA's set."""
+  others = {b: v for b, v in (row.get("backend_us") or {}).items() if b != "nccl"}
+  if not others or list(others) == ["nvshmem"]:
+    return f"nvshmem {fmt_us(row['nvshmem_us'])} us"
+  return ", ".join(f"{b} {fmt_us(v)} us" for b, v in others.items())
 
 
 # ---------------------------------------------------------------------------------------
@@ -367,6 +393,7 @@ def _parser(prog):
                       help=f"SxHxG or HxG, maybe with :nvlN / :map=... (default "
                       f"{DEFAULT_TOPOLOGY}; absent with no SOURCE: 1x1x8 and 1x2x4)")
   parser.add_argument("--cost-table", "--cost_table", dest="cost_table", default=None)
+  common.add_backends_flag(parser)
   for key in ("seq_len", "num_heads", "num_kv_heads", "head_dim", "batch"):
     parser.add_argument(f"--{key}", type=int, default=None)
   parser.add_argument("--dtype", choices=("bf16", "f16", "f32"), default=None)
@@ -409,7 +436,8 @@ def main(argv):
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
       report = build(cases, args.out, args.cost_table, args.num_partitions,
-                     progress=not args.quiet, max_bytes=args.max_input_bytes)
+                     progress=not args.quiet, max_bytes=args.max_input_bytes,
+                     backends=args.backends)
     finally:
       signal.signal(signal.SIGTERM, previous)
     print(summary_text(report))

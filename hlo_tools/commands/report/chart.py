@@ -8,11 +8,16 @@ from hlo_tools.commands import common
 from hlo_tools.commands.diff import esc
 
 CHART_SIZES = [2 ** e for e in range(10, 31)]  # 1 KiB .. 1 GiB
-COLORS = {"nccl": "#1f77b4", "nvshmem": "#2ca02c", "chosen": "#000000",
-          "nccl_net": "#9467bd", "nvshmem_nvl": "#8c564b"}
+COLORS = {"nccl": "#1f77b4", "nvshmem": "#2ca02c", "peer": "#ff7f0e",
+          "symmetric": "#17becf", "chosen": "#000000", "nccl_net": "#9467bd",
+          "nvshmem_nvl": "#8c564b"}
 _LABELS = {"nccl": "NCCL (whole permute)", "nvshmem": "NVSHMEM (whole permute, if eligible)",
+           "peer": "peer memory (whole permute, if eligible)",
+           "symmetric": "symmetric memory (whole permute, if eligible)",
            "chosen": "chosen by the core", "nccl_net": "one NCCL network edge",
            "nvshmem_nvl": "one NVSHMEM NVLink edge"}
+# The series of the backends the table's set offers; the others stay empty.
+_OFFERED = ("nvshmem", "peer", "symmetric")
 
 
 def chart_data(topology, table, explained, source):
@@ -22,16 +27,22 @@ def chart_data(topology, table, explained, source):
   pairs = [tuple(p) for p in perms[0]["pairs"]] if perms else [(i, (i + 1) % n)
                                                                for i in range(n)]
   buffers = perms[0].get("buffers", 1) if perms else 1
-  series = {k: [] for k in COLORS}
+  offered = table.backends.split(",")
+  series = {k: [] for k in COLORS if k not in _OFFERED or k in offered}
+  if "nvshmem" not in offered:
+    del series["nvshmem_nvl"]
   for size in CHART_SIZES:
     d = selection.decide(topology, table, size, pairs, True, source.num_partitions, 1,
                          buffers=buffers)
     series["nccl"].append(d["nccl_us"])
-    series["nvshmem"].append(d["nvshmem_us"])
+    for backend in _OFFERED:
+      if backend in series:
+        series[backend].append(d["backend_us"].get(backend))
     series["chosen"].append(d["chosen_us"])
     series["nccl_net"].append(selection.edge_time_us(table, "nccl", "network", size, buffers))
-    series["nvshmem_nvl"].append(selection.edge_time_us(table, "nvshmem", "nvlink", size,
-                                                         buffers))
+    if "nvshmem_nvl" in series:
+      series["nvshmem_nvl"].append(selection.edge_time_us(table, "nvshmem", "nvlink", size,
+                                                           buffers))
   marks = sorted({(e["bytes"], common.human_bytes(e["bytes"])) for e in perms})
   return {"sizes": CHART_SIZES, "series_us": series, "pairs": pairs, "buffers": buffers,
           "marks": marks}
@@ -80,7 +91,7 @@ def _svg_series(out, series, box, x, y):
     out.append(f'<text x="{lx + 30}" y="{legend_y + 4}" font-size="11">'
                f'{esc(_LABELS[key])}</text>')
     legend_y += 18
-  if not any(series.get("nvshmem", [])):
+  if "nvshmem" in series and not any(series["nvshmem"]):
     out.append(f'<text x="{left + pw + 12}" y="{legend_y + 4}" font-size="11" fill="#777">'
                'NVSHMEM for the whole permute: not</text>')
     out.append(f'<text x="{left + pw + 12}" y="{legend_y + 18}" font-size="11" fill="#777">'

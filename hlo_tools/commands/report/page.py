@@ -12,22 +12,43 @@ def fmt_us(v):
   return "-" if v is None else f"{v:.2f}"
 
 
+NAMES = {"nvshmem": "NVSHMEM", "peer": "peer memory", "symmetric": "symmetric memory"}
+
+
+def alternative(entry):
+  """(backend, modeled us) of the set's other backend the verdict weighs against NCCL:
+  the chosen one, else the fastest that can run, else the first refused."""
+  others = {b: v for b, v in (entry.get("backends") or
+                              {"nvshmem": {"us": entry["modeled_us"]["nvshmem"]}}).items()
+            if b != "nccl"}
+  plan = entry["choice"]["plan"]
+  if plan in others:
+    return plan, others[plan]["us"]
+  timed = [(v["us"], b) for b, v in others.items() if v["us"] is not None]
+  if timed:
+    us, b = min(timed)
+    return b, us
+  return next(iter(others), "nvshmem"), None
+
+
 def verdict(entry):
-  """One phrase: what the core chose and by how much, or why NVSHMEM cannot run."""
-  m = entry["modeled_us"]
-  nccl, nvshmem = m["nccl"], m["nvshmem"]
-  if nvshmem is None:
+  """One phrase: what the core chose and by how much, or why the other backend
+  cannot run."""
+  nccl = entry["modeled_us"]["nccl"]
+  backend, other = alternative(entry)
+  name = NAMES.get(backend, backend)
+  if other is None:
     why = entry["reason"]
-    for prefix in ("NCCL: ", "nvshmem refused: "):
+    for prefix in ("NCCL: ", f"{backend} refused: "):
       why = why[len(prefix):] if why.startswith(prefix) else why
-    return f"NCCL only: NVSHMEM cannot run here ({why})"
-  delta = (nccl - nvshmem) / nccl * 100 if nccl else 0.0
-  if entry["choice"]["plan"] == "nvshmem":
-    return f"NVSHMEM wins: {delta:.1f}% faster than NCCL"
+    return f"NCCL only: {name} cannot run here ({why})"
+  delta = (nccl - other) / nccl * 100 if nccl else 0.0
+  if entry["choice"]["plan"] == backend:
+    return f"{name} wins: {delta:.1f}% faster than NCCL"
   if delta < 0:
-    return f"NCCL wins: NVSHMEM would be {-delta:.1f}% slower"
-  if entry["reason"].startswith("NCCL: NVSHMEM") and "margin" in entry["reason"]:
-    return f"NCCL kept: NVSHMEM only {delta:.1f}% faster, inside the core's margin"
+    return f"NCCL wins: {name} would be {-delta:.1f}% slower"
+  if "margin" in entry["reason"]:
+    return f"NCCL kept: {name} only {delta:.1f}% faster, inside the core's margin"
   return "NCCL: " + entry["reason"].split(": ", 1)[-1]
 
 
@@ -44,6 +65,8 @@ def comparison_rows(results):
                    "trip_count": e["trip_count"], "edges_by_class": e["edges_by_class"],
                    "nccl_us": m["nccl"], "nvshmem_us": m["nvshmem"],
                    "chosen_us": m["chosen"], "plan": e["choice"]["plan"],
+                   "collectives_mode": e.get("choice_collectives_mode"),
+                   "backend_us": {b: v["us"] for b, v in (e.get("backends") or {}).items()},
                    "saved_us_per_run": (m["nccl"] - m["chosen"]) * trips,
                    "upstream": e["upstream"]["backend"], "verdict": verdict(e)})
   return rows
@@ -64,22 +87,34 @@ def _takeaways(rows):
 def _comparison_html(rows):
   out = ["<table id=\"comparison\" class=\"decisions\"><tr><th>configuration</th>"
          "<th>collective-permute</th><th>bytes/device</th><th>edges</th><th>NCCL us</th>"
-         "<th>NVSHMEM us</th><th>choice</th><th>saved per run (us)</th>"
+         "<th>other backends us</th><th>choice</th><th>saved per run (us)</th>"
          "<th>upstream XLA</th><th>what it shows</th></tr>"]
   for row in rows:
     edges = ", ".join(f"{k} {v}" for k, v in row["edges_by_class"].items() if v)
     trips = f" x{row['trip_count']} trips" if row["trip_count"] else ""
-    cls = "add" if row["plan"] == "nvshmem" else "same"
+    cls = "same" if row["plan"] == "nccl" else "add"
     out.append(
         f"<tr><td><a href=\"#{df.esc(row['case'])}\">{df.esc(row['title'])}</a></td>"
         f"<td class=\"mono\">%{df.esc(row['instruction'])}</td>"
         f"<td>{df.esc(common.human_bytes(row['bytes']))} in {row['buffers']} buffer(s)"
         f"{df.esc(trips)}</td><td>{df.esc(edges)}</td><td>{fmt_us(row['nccl_us'])}</td>"
-        f"<td>{fmt_us(row['nvshmem_us'])}</td><td class=\"{cls}\"><b>{df.esc(row['plan'])}</b>"
-        f"</td><td>{fmt_us(row['saved_us_per_run'])}</td><td>{df.esc(row['upstream'])}</td>"
+        f"<td>{_others_us(row)}</td><td class=\"{cls}\"><b>{df.esc(row['plan'])}</b>"
+        f"{_mode_html(row.get('collectives_mode'))}</td><td>{fmt_us(row['saved_us_per_run'])}</td><td>{df.esc(row['upstream'])}</td>"
         f"<td>{df.esc(row['verdict'])}</td></tr>")
   out.append("</table>")
   return "\n".join(out)
+
+
+def _others_us(row):
+  """The NVSHMEM column: its time, or each other backend's of a newer XLA's set."""
+  others = {b: v for b, v in (row.get("backend_us") or {}).items() if b != "nccl"}
+  if not others or list(others) == ["nvshmem"]:
+    return fmt_us(row["nvshmem_us"])
+  return "<br>".join(f"{df.esc(b)} {fmt_us(v)}" for b, v in others.items())
+
+
+def _mode_html(mode):
+  return f"<br><small class=\"mono\">{df.esc(mode)}</small>" if mode else ""
 
 
 def _decision_table(result):
@@ -87,7 +122,7 @@ def _decision_table(result):
              for d in result["passes"][result["first"]].get("decisions", [])}
   rows = [f"<table class=\"decisions\" id=\"decisions-{df.esc(result['case'].id)}\"><tr>"
           "<th>collective-permute</th><th>where</th><th>bytes/device</th><th>edges</th>"
-          "<th>NCCL us</th><th>NVSHMEM us</th><th>choice</th><th>upstream XLA</th>"
+          "<th>NCCL us</th><th>other backends us</th><th>choice</th><th>upstream XLA</th>"
           "<th>pass wrote</th><th>reason</th></tr>"]
   for e in result["explain"]["collectives"]:
     m = e["modeled_us"]
@@ -99,13 +134,20 @@ def _decision_table(result):
         f"<tr><td class=\"mono\">%{df.esc(e['instruction'])}</td>"
         f"<td class=\"mono\">%{df.esc(e['computation'])} line {e['line']}<br>{df.esc(loop)}</td>"
         f"<td>{df.esc(common.human_bytes(e['bytes']))}</td><td>{df.esc(edges)}</td>"
-        f"<td>{fmt_us(m['nccl'])}</td><td>{fmt_us(m['nvshmem'])}</td>"
-        f"<td><b>{df.esc(e['choice']['plan'])}</b> ({df.esc(e['choice']['backend'])})</td>"
+        f"<td>{fmt_us(m['nccl'])}</td><td>{_others_us(_row_us(e))}</td>"
+        f"<td><b>{df.esc(e['choice']['plan'])}</b> ({df.esc(e['choice']['backend'])})"
+        f"{_mode_html(e.get('choice_collectives_mode'))}</td>"
         f"<td>{df.esc(e['upstream']['backend'])}<br><small>{df.esc(e['upstream']['source'])}"
-        f"</small></td><td class=\"mono\">{df.esc(d.get('backend', '-'))}: {df.esc(new)}</td>"
+        f"</small></td><td class=\"mono\">{df.esc(d.get('backend', '-'))}"
+        f"{_mode_html(d.get('collectives_mode'))}: {df.esc(new)}</td>"
         f"<td>{df.esc(e['reason'])}</td></tr>")
   rows.append("</table>")
   return "\n".join(rows)
+
+
+def _row_us(e):
+  return {"nvshmem_us": e["modeled_us"]["nvshmem"],
+          "backend_us": {b: v["us"] for b, v in (e.get("backends") or {}).items()}}
 
 
 def _verify_html(result):
