@@ -32,7 +32,8 @@ def collective_view(source):
         "computation": rec.computation, "start": rec.start, "done": rec.done,
         "form": rec.form, "async": rec.is_async, "pairs": [list(p) for p in
                                                            inputs.strict_pairs(source, permute)],
-        "bytes": rec.bytes_per_device, "backend": rec.backend,
+        # With collectives_mode (XLA of jax >= 0.10.2): "DEFAULT, COLLECTIVES_PEER_MEMORY".
+        "bytes": rec.bytes_per_device, "backend": decisions.written_backend(rec),
         "while_loop": rec.while_loop, "trip_count": rec.trip_count,
         "line": rec.start_line, "channel_id": rec.channel_id,
         "split_part": start.frontend_attributes.get("_nvshmem_split_part"),
