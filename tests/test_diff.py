@@ -164,7 +164,7 @@ def test_bad_input(capsys, tmp_path, ring_dump):
   broken.write_text(text.replace("{{0,1},{1,2},", "{{0,1},{1},"))
   rc, _, err = run(capsys, good, broken)
   # The reader (or, past it, the strict pair check) names the line and the attribute.
-  assert rc == 2 and re.match(rf"{re.escape(str(broken))}:167:\d+: .*source_target_pairs", err)
+  assert rc == 2 and re.match(rf"{re.escape(str(broken))}:365:\d+: .*source_target_pairs", err)
   rc, _, err = run(capsys, good, tmp_path / "missing.hlo")
   assert rc == 2 and "missing.hlo: cannot read" in err
   rc, _, err = run(capsys, good, good, "--trace", tmp_path)

@@ -118,13 +118,13 @@ def test_id_outside_the_program_fails_permutation(capsys, tmp_path):
                    "--no-hlo-verifier")
   assert rc == 1
   [r] = checks(out)["permutation"]["results"]
-  assert r["status"] == "fail" and r["line"] == 167
+  assert r["status"] == "fail" and r["line"] == 365
   assert "target 9 outside 0..7" in r["message"]
   # A repeated target is malformed HLO (XLA's verifier rejects it): the reader stops.
   path = edited(tmp_path, FIXTURES / "ring_1x2x4.before_async.hlo", RING,
                 "source_target_pairs={{0,1},{1,1}}", name="repeated.hlo")
   rc, out, err = run(capsys, path, "--topology=1x2x4", "--no-hlo-verifier")
-  assert rc == 2 and out == "" and "repeated.hlo:167:" in err
+  assert rc == 2 and out == "" and "repeated.hlo:365:" in err
 
 
 def test_unknown_backend_fails_backend_config(capsys, tmp_path):
@@ -198,7 +198,7 @@ def test_bad_input(capsys, tmp_path):
   broken = edited(tmp_path, FIXTURES / "ring_1x2x4.before_async.hlo", RING,
                   "source_target_pairs={{0,1},{1,x}}")
   rc, _, err = run(capsys, broken, "--topology=1x2x4")
-  assert rc == 2 and ":167:" in err and "source_target_pairs" in err
+  assert rc == 2 and ":365:" in err and "source_target_pairs" in err
   rc, _, err = run(capsys, FIXTURES / "ring_1x2x4.before_async.hlo", "--topology=bogus")
   assert rc == 2 and len(err.strip().splitlines()) == 1
 
