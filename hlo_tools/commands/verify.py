@@ -178,7 +178,7 @@ def _mode_problems(cbc):
   mode = cbc.get("collectives_mode")
   if mode is None:
     return []
-  if mode not in decisions.MODE_BACKEND:
+  if not isinstance(mode, str) or mode not in decisions.MODE_BACKEND:
     return [f"collectives_mode {mode!r} is not one of {', '.join(decisions.MODE_BACKEND)}"]
   if cbc.get("backend") == "NVSHMEM" and mode != decisions.NO_MODE:
     return [f"backend NVSHMEM with collectives_mode {mode}: two backends at once"]
