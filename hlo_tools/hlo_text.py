@@ -116,7 +116,7 @@ _SIMPLE_OPERANDS_RE = re.compile(r"(?:/\*index=\d+\*/)?%[\w.\-]+(?:, (?:/\*index
 _ATTR_RE = re.compile(r"(,[ \t]*([A-Za-z_][\w.\-]*)=(" + _VALUE + "))")
 _PCT_NAME_RE = re.compile(r"%([\w.\-]+)")
 # A '{' after the dims starts a layout when an integer or ':' follows (XLA's rule).
-_ARRAY_RE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](?:\s*(\{(?=\s*[-\d:])[^{}]*\}))?")
+_ARRAY_RE = re.compile(r"([a-z][a-z0-9]*)\s*\[([^\]]*)\](?:\s*(\{(?=\s*[-\d:])[^{}]*\}))?")
 _COMMENT_RE = re.compile(r"/\*.*?\*/")
 _NAME_RE = re.compile(r"%?([A-Za-z_][\w.\-]*)")
 _KEY_RE = re.compile(r"[A-Za-z_][\w.\-]*")
@@ -879,6 +879,8 @@ _INT_BITS = {"s1": 1, "s2": 2, "s4": 4, "s8": 8, "s16": 16, "s32": 32, "s64": 64
 
 
 _GOOD_LITERALS = set()  # (element type, literal) pairs already checked
+# Numbers (and inf, nan, true, false) in braces: the characters an array literal has.
+_ARRAY_LITERAL_RE = re.compile(r"(?:[\s{}(),0-9.eE+\-]++|inf|nan|true|false)*+")
 
 
 def _scalar_literal_problem(etype, text):
@@ -1140,18 +1142,21 @@ def _line_breaks(text):
 _STR_OR_COMMENT_RE = re.compile(r'"(?:[^"\\\n]|\\.)*+"?|/\*.*?\*/')
 
 
-def _quoted_comment(line):
-  """Whether some /* ... */ on the line may hold a quote (a cheap first look)."""
-  return any('"' in c for c in _COMMENT_RE.findall(line))
+def _blank_comment(m):
+  return " " * len(m.group(0))
+
+
+def _blank_string_or_comment(m):
+  text = m.group(0)
+  return text if text[0] == '"' else " " * len(text)
 
 
 def _blank_comments(line):
-  """The line with every /* comment */'s body as spaces (columns kept), so that a quote
-  or bracket inside a comment means nothing, as in XLA's lexer."""
-  def blank(m):
-    text = m.group(0)
-    return text if text[0] == '"' else "/*" + " " * (len(text) - 4) + "*/"
-  return _STR_OR_COMMENT_RE.sub(blank, line)
+  """The line with every /* comment */ as spaces (columns kept): XLA's lexer skips
+  comments between any two tokens, so the reader sees white space there."""
+  if '"' not in line:
+    return _COMMENT_RE.sub(_blank_comment, line)
+  return _STR_OR_COMMENT_RE.sub(_blank_string_or_comment, line)
 
 
 class _Parser:
@@ -1162,8 +1167,7 @@ class _Parser:
     self.check_metadata = _UNUSUAL_METADATA_RE.search(text) is not None
     self.lines = _line_breaks(text).split("\n")
     if "/*" in text:
-      self.lines = [_blank_comments(l) if "/*" in l and '"' in l and _quoted_comment(l) else l
-                    for l in self.lines]
+      self.lines = [_blank_comments(l) if "/*" in l else l for l in self.lines]
     if not text.isascii() and _NOT_UTF8_RE.search(text):
       self._check_not_utf8()
     if "\\" in text:
@@ -1191,8 +1195,7 @@ class _Parser:
 
   def _check_not_utf8(self):
     for i, line in enumerate(self.lines):
-      if _NOT_UTF8_RE.search(line):
-        self.lines[i] = line = _blank_comments(line)
+      if _NOT_UTF8_RE.search(line):  # comments are blank already
         bad = _NOT_UTF8_RE.search(line)
         if bad:
           self.error(i, bad.start() + 1, f"byte {ord(bad.group()) - 0xDC00:#04x} is not UTF-8 "
@@ -1241,6 +1244,8 @@ class _Parser:
     if forms is None:
       forms = _ATTR_FORMS[opcode] = {k: _value_form(opcode, k) for k in _allowed_attrs(opcode)}
     for key, value in attrs.items():
+      if "/*" in value:  # XLA's lexer skips comments between any two tokens
+        value = _COMMENT_RE.sub(" ", value).strip()
       form = forms.get(key, _UNKNOWN)
       if form is None:
         if key == "metadata" and self.check_metadata:
@@ -1476,8 +1481,10 @@ class _Parser:
     """Operand names from the text between the parentheses; constants' literals and
     parameters' numbers checked as XLA reads them."""
     if opcode == "constant" or opcode == "parameter" or not ops:
-      if opcode == "constant" and not shape.dims and shape.element_type:
-        problem = _scalar_literal_problem(shape.element_type, ops)
+      if opcode == "constant" and shape.element_type:
+        problem = (_scalar_literal_problem(shape.element_type, ops) if not shape.dims
+                   else None if _ARRAY_LITERAL_RE.fullmatch(ops)
+                   else f"not an array literal: {ops.strip()[:30]!r}")
         if problem:
           self.error(i, line.find("constant(") + 10, problem)
       if opcode == "parameter" and not (_INT_VALUE_RE.fullmatch(ops.strip())

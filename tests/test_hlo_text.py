@@ -519,7 +519,7 @@ def _mutate_layout(rng, m):
 def _mutate_line(rng, line):
   """One edit of one instruction line, of the kinds that found reader bugs."""
   kind = rng.choice(["attr_name", "enum", "layout", "dims", "insert", "delete", "attr_drop",
-                     "attr_dup", "number", "opcode"])
+                     "attr_dup", "number", "opcode", "comment"])
   pick = lambda rx: (lambda ms: rng.choice(ms) if ms else None)(list(rx.finditer(line)))
   if kind == "attr_name" and (m := pick(_ATTR_KEY_RE)):
     k = m.start(1) + rng.randrange(len(m.group(1)))
@@ -546,6 +546,10 @@ def _mutate_line(rng, line):
   if kind == "number" and (m := pick(_NUMBER_RE)):
     new = rng.choice(["-1", "x", "99999999999999999999", "1.5", "", "0"])
     return line[:m.start()] + new + line[m.end():]
+  if kind == "comment":  # XLA's lexer skips a comment between any two tokens
+    k = rng.choice([k for k, ch in enumerate(line) if ch in ",={}()[] "] or [0])
+    k += rng.choice([0, 1])
+    return line[:k] + "/*c*/" + line[k:]
   if kind == "opcode" and (m := re.search(r"[\]}] ([a-z\-]+)\(", line)):
     new = rng.choice(["add", "negate", "copy", "tuple", "multiply", "fusion", "bitcast"])
     return line[:m.start(1)] + new + line[m.end(1):]
