@@ -381,8 +381,8 @@ _VALUE_FORMS = {
 _INTS = r"\s*-?\d+(?:\s*,\s*-?\d+)*\s*"
 _SHARDING_ITEM = (
     r"(?:maximal|replicated|manual|unknown|unreduced|last_tile_dim_replicate"
-    r"|device=-?\d+|devices=\[%s\](?:\s*<=\s*\[%s\](?:\s*T\(%s\))?|\s*%s)"
-    r"|metadata=\{(?:[^{}\"]|%s)*\}|last_tile_dims=\{[^{}]*\}|shard_as\s+\d+"
+    r"|device=\s*-?\d+|devices=\s*\[%s\](?:\s*<=\s*\[%s\](?:\s*T\(%s\))?|\s*%s)"
+    r"|metadata=\s*\{(?:[^{}\"]|%s)*\}|last_tile_dims=\s*\{[^{}]*\}|shard_as\s+\d+"
     r"|shard_like\s+\d+)" % (_INTS, _INTS, _INTS, _INTS, _STR))
 _SINGLE_SHARDING = r"\{\s*(?:%s\s*,?\s*)*\}" % _SHARDING_ITEM
 # A tuple sharding: XLA's printer puts /*index=N*/ before every fifth element.
@@ -392,7 +392,7 @@ _SHARDING_RE = re.compile(r"%s|\{\s*(?:%s(?:\s*,\s*(?:/\*index=\d+\*/\s*)?%s)*)?
 _SLICE_SIZES_LISTS = re.compile(r"\{\s*(?:%s(?:\s*,\s*%s)*)?\s*\}" % (_INT_LIST, _INT_LIST))
 _VALUE_FORMS["dimensions"] = _VALUE_FORMS["fft_length"]
 # name="string" or name={raw text}, comma-separated, nothing else.
-_FA_ITEM = r"[A-Za-z_][\w.\-]*=(?:%s|%s)" % (_STR, _BRACES)
+_FA_ITEM = r"[A-Za-z_][\w.\-]*=\s*(?:%s|%s)" % (_STR, _BRACES)
 _VALUE_FORMS["frontend_attributes"] = re.compile(
     r"\{\s*(?:%s(?:\s*,\s*%s)*)?\s*\}" % (_FA_ITEM, _FA_ITEM))
 _VALUE_FORMS["sharding"] = _SHARDING_RE
