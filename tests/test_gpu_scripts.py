@@ -34,7 +34,6 @@ def _load(name):
 
 p2p = _load("p2p_bench")
 ring = _load("ring_step_bench")
-compare = _load("compare_model")
 
 
 # --- p2p_bench: sizes and arguments -------------------------------------------------
@@ -305,32 +304,6 @@ def test_transform_mode_end_to_end_on_cpu(tmp_path):
   assert (tmp_path / "ring_results.csv").read_text().startswith("mode,seq_len,")
 
 
-# --- compare_model ------------------------------------------------------------------
-
-def test_compare_model_matches_the_selection_core(tmp_path):
-  table = compare.parse_table(str(selection.load_cost_table()))
-  assert ("nccl", "nvlink") in table["links"] and "nccl" in table["sm"]
-  core = selection.load_cost_table()
-  for backend in ("nccl", "nvshmem"):
-    for nbytes in (1024, 1 << 20, 1 << 30):
-      assert math.isclose(compare.modeled_us(table, backend, "nvlink", nbytes),
-                          selection.edge_time_us(core, backend, "nvlink", nbytes),
-                          rel_tol=1e-9)
-  path = tmp_path / "m.csv"
-  p2p.write_csv(path, _synthetic_rows(6.0, 450.0, "nccl") +
-                _synthetic_rows(5.6, 450.0, "nvshmem"))
-  rows = compare.compare(compare.read_measured(str(path)), {"default": table})
-  # The default table's NVLink entries are exactly these lines, so the transfer
-  # time matches and only NCCL's modeled time adds its SM interference.
-  summary = compare.summarize(rows, ["default"])
-  assert summary[("nccl", "nvlink", "default")][1] < 1e-6
-  assert summary[("nvshmem", "nvlink", "default")][1] < 1e-6
-  ratios = compare.ratio_rows(rows, ["default"])
-  assert len(ratios) == 19 and all(r["default"] < 1 for r in ratios)
-  md = compare.markdown(rows, ["default"])
-  assert "| nccl | nvlink | 1 KiB |" in md and "256 MiB" in md
-
-
 # --- ring_e2e: ring attention end to end ------------------------------------------
 
 e2e = _load("ring_e2e")
@@ -430,7 +403,10 @@ def test_e2e_route_watchdog_and_budget(tmp_path):
   csv_text, res = _e2e(tmp_path, "--single-process", "--num-procs=2", "--modes=pass,nccl",
                        "--pass-via=route", "--seq-lens=128,256,512", "--directions=fwd",
                        "--hang-at=256", "--run-timeout=20", "--budget-s=150",
-                       "--check-seq=0")
+                       "--check-seq=0",
+                       # A table under which NVSHMEM wins these tiny permutes: the
+                       # test is about the route, not the measured calibration.
+                       f"--cost-table={FIXTURES}/fast_nvshmem.cost")
   runs = {r["seq_len"]: r for r in res["modes"]["pass"]["runs"]}
   assert runs[128]["status"] == "ok" and runs[128]["pass_route"].startswith("nvshmem: core plan")
   assert runs[256]["status"] == "timeout" and runs[256]["step_s"] is None
