@@ -1233,10 +1233,25 @@ class _Parser:
     arrow = _top_level_arrow(body) if body is not None else -1
     if arrow < 0:
       self.error(i, at + 1, "entry_computation_layout must be {(parameter shapes)->shape}")
-    params = self._shape(body[:arrow], i, at + 1)
-    if not params.is_tuple or not body[:arrow].lstrip().startswith("("):
+    params = body[:arrow].rstrip()
+    k = _skip_ws(params, 0)
+    if not params.startswith("(", k) or not params.endswith(")"):
       self.error(i, at + 2, "entry_computation_layout needs its parameters in '(...)'")
+    self._shape_list(params[:-1], k + 1, i, at + 1)  # a list of shapes, not a tuple
     self._shape(body[arrow + 2:], i, at + 1 + arrow + 2)
+
+  def _shape_list(self, text, k, i, col0):
+    """Comma-separated shapes in text[k:], each checked on its own."""
+    try:
+      while _skip_ws(text, k) < len(text):
+        _, k = _parse_shape_at(text, k)
+        k = _skip_ws(text, k)
+        if k < len(text):
+          if text[k] != ",":
+            raise _ShapeError("expected ',' between parameter shapes", k)
+          k += 1
+    except _ShapeError as e:
+      self.error(i, col0 + e.offset + 1, str(e))
 
   def _check_attrs(self, opcode, attrs, i):
     """Names and value forms as XLA's parser takes them for this opcode."""
