@@ -111,8 +111,9 @@ _OPERAND = (r"(?:/\*.*?\*/\s*)*(?:(?:%s|%s)\s*)?%%?[A-Za-z_][\w.\-]*"
             % (_ARRAY_SHAPE, _TUPLE_SHAPE))
 # XLA takes empty operands between commas too: `(%a,, %b,)`.
 _OPERANDS_RE = re.compile(r"\s*(?:%s)?(?:\s*,\s*(?:%s)?)*\s*" % (_OPERAND, _OPERAND))
-# The usual spelling, `%a, /*index=5*/%b`, checked first because it is cheap.
-_SIMPLE_OPERANDS_RE = re.compile(r"(?:/\*index=\d+\*/)?%[\w.\-]+(?:, (?:/\*index=\d+\*/)?%[\w.\-]+)*")
+# The usual spelling, `%a, %b` (XLA's /*index=5*/ comments are blank by now), checked
+# first because it is cheap.
+_SIMPLE_OPERANDS_RE = re.compile(r"%[\w.\-]+(?:, *+%[\w.\-]+)*+")
 _ATTR_RE = re.compile(r"(,[ \t]*([A-Za-z_][\w.\-]*)=(" + _VALUE + "))")
 _PCT_NAME_RE = re.compile(r"%([\w.\-]+)")
 # A '{' after the dims starts a layout when an integer or ':' follows (XLA's rule).
@@ -247,6 +248,7 @@ _OPERAND_COUNTS = {op: n for n, ops in _OPERAND_COUNT_SPEC.items() for op in ops
 _MIN_OPERANDS = _DYNAMIC_SLICES = {"dynamic-slice": 1, "dynamic-update-slice": 2}
 _FINISH_OPCODES = frozenset(("parameter", "broadcast", *_DYNAMIC_SLICES))
 _ARITY_OPCODES = frozenset(("tuple", *_OPERAND_COUNTS, *_MIN_OPERANDS))
+_LITERAL_OPCODES = frozenset(("constant", "parameter"))
 
 # metadata={...}: its fields and their value forms.
 _META_FIELDS = {
@@ -1431,6 +1433,7 @@ class _Parser:
     check_metadata = self.check_metadata
     numbers = set()  # parameter numbers
     match, attrs_of, shape_cache = _INSTR_RE.match, self._attributes_fast, _SHAPE_CACHE
+    simple_operands, pct_findall = _SIMPLE_OPERANDS_RE.fullmatch, _PCT_NAME_RE.findall
     for i in range(i + 1, len(lines)):
       line = lines[i]
       m = match(line)
@@ -1454,7 +1457,10 @@ class _Parser:
       shape = shape_cache.get(shape_text)
       if shape is None:
         shape = self._shape(shape_text, i, line.find(shape_text))
-      operands = self._operands(opcode, shape, ops, line, i, col)
+      if "%" in ops and simple_operands(ops) and opcode not in _LITERAL_OPCODES:
+        operands = pct_findall(ops)  # the usual `%a, %b`: nothing more to check
+      else:
+        operands = self._operands(opcode, shape, ops, line, i, col)
       if (len(attrs) > 1 or (attrs and (check_metadata or "metadata" not in attrs))
           or opcode in _REQUIRED_ATTRS):
         self._check_attrs(opcode, attrs, i)
