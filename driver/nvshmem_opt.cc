@@ -440,40 +440,12 @@ std::string LocateParseError(const std::string& path,
   return path + ": " + OneLine(message);
 }
 
-std::unique_ptr<xla::HloModule> LoadModule(const std::string& path,
-                                           const Flags& flags,
-                                           const sel::Topology& topology,
-                                           std::string* text) {
-  std::string& data = *text;
-  data = ReadFileOrDie(path, flags.max_input_bytes);
-  if (data.empty()) Fail(2, path + ": empty file");
-  std::strncpy(g_guard.input, path.c_str(), sizeof(g_guard.input) - 1);
-  if (LooksLikeHloText(data)) {
-    if (int line = LineOverNestingLimit(data, kMaxNesting); line > 0) {
-      Fail(2, path + ":" + std::to_string(line) + ": nesting deeper than " +
-                  std::to_string(kMaxNesting) +
-                  " levels (shapes, tuples or braces); refused before XLA's "
-                  "parser, which would overflow its stack");
-    }
-  }
-  BeginXlaStage("parsing the module", 2);
-  if (LooksLikeHloText(data)) {
-    absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
-        xla::ParseAndReturnUnverifiedModule(data);
-    if (!module.ok()) {
-      std::string message =
-          LocateParseError(path, std::string(module.status().message()));
-      // jaxlib 0.10 prints GSPMD replica groups in a newer form.
-      if (data.find("replica_groups=mesh[") != std::string::npos) {
-        message +=
-            " (the module uses jaxlib 0.10's replica_groups=mesh[...] "
-            "syntax, which this XLA cannot read; hlo-tools can)";
-      }
-      Fail(2, message);
-    }
-    EndXlaStage();
-    return *std::move(module);
-  }
+// A serialized HloModuleProto (or HloProto) as a module; the proto does not
+// record how many partitions/replicas it runs on, so flags or the topology
+// say.
+absl::StatusOr<std::unique_ptr<xla::HloModule>> ModuleFromProto(
+    const std::string& path, const std::string& data, const Flags& flags,
+    const sel::Topology& topology) {
   xla::HloModuleProto proto;
   xla::HloProto wrapper;
   if (wrapper.ParseFromString(data) && wrapper.has_hlo_module() &&
@@ -481,17 +453,17 @@ std::unique_ptr<xla::HloModule> LoadModule(const std::string& path,
     proto = wrapper.hlo_module();
   } else if (!proto.ParseFromString(data) || proto.name().empty() ||
              proto.computations_size() == 0) {
-    Fail(2, path +
-                ": neither HLO text (starting with 'HloModule') nor a "
-                "serialized HloModuleProto");
+    return absl::InvalidArgumentError(
+        path +
+        ": neither HLO text (starting with 'HloModule') nor a serialized "
+        "HloModuleProto");
   }
   absl::StatusOr<xla::HloModuleConfig> config =
       xla::HloModule::CreateModuleConfigFromProto(proto, xla::DebugOptions());
   if (!config.ok()) {
-    Fail(2,
-         path + ": bad HloModuleProto: " + OneLine(config.status().ToString()));
+    return absl::InvalidArgumentError(path + ": bad HloModuleProto: " +
+                                      OneLine(config.status().ToString()));
   }
-  // The proto does not record how many partitions/replicas it runs on.
   int replicas = flags.num_replicas > 0 ? flags.num_replicas : 1;
   int partitions = flags.num_partitions > 0
                        ? flags.num_partitions
@@ -501,9 +473,54 @@ std::unique_ptr<xla::HloModule> LoadModule(const std::string& path,
   absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
       xla::HloModule::CreateFromProto(proto, *config);
   if (!module.ok()) {
-    Fail(2,
-         path + ": bad HloModuleProto: " + OneLine(module.status().ToString()));
+    return absl::InvalidArgumentError(path + ": bad HloModuleProto: " +
+                                      OneLine(module.status().ToString()));
   }
+  return module;
+}
+
+// The input's bytes as a module, or InvalidArgument with the one-line
+// message. Never exits, so that fuzz/driver_fuzzer runs exactly this path;
+// the caller guards it (BeginXlaStage) against XLA's own CHECK failures.
+// Checks that XLA's parser lacks come first.
+absl::StatusOr<std::unique_ptr<xla::HloModule>> ParseInput(
+    const std::string& path, const std::string& data, const Flags& flags,
+    const sel::Topology& topology) {
+  if (data.empty()) return absl::InvalidArgumentError(path + ": empty file");
+  if (!LooksLikeHloText(data)) {
+    return ModuleFromProto(path, data, flags, topology);
+  }
+  if (int line = LineOverNestingLimit(data, kMaxNesting); line > 0) {
+    return absl::InvalidArgumentError(
+        path + ":" + std::to_string(line) + ": nesting deeper than " +
+        std::to_string(kMaxNesting) +
+        " levels (shapes, tuples or braces); refused before XLA's parser, "
+        "which would overflow its stack");
+  }
+  absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
+      xla::ParseAndReturnUnverifiedModule(data);
+  if (module.ok()) return module;
+  std::string message =
+      LocateParseError(path, std::string(module.status().message()));
+  // jaxlib 0.10 prints GSPMD replica groups in a newer form.
+  if (data.find("replica_groups=mesh[") != std::string::npos) {
+    message +=
+        " (the module uses jaxlib 0.10's replica_groups=mesh[...] "
+        "syntax, which this XLA cannot read; hlo-tools can)";
+  }
+  return absl::InvalidArgumentError(message);
+}
+
+std::unique_ptr<xla::HloModule> LoadModule(const std::string& path,
+                                           const Flags& flags,
+                                           const sel::Topology& topology,
+                                           std::string* text) {
+  *text = ReadFileOrDie(path, flags.max_input_bytes);
+  std::strncpy(g_guard.input, path.c_str(), sizeof(g_guard.input) - 1);
+  BeginXlaStage("parsing the module", 2);
+  absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
+      ParseInput(path, *text, flags, topology);
+  if (!module.ok()) Fail(2, std::string(module.status().message()));
   EndXlaStage();
   return *std::move(module);
 }

@@ -2,6 +2,7 @@
 build/nvshmem-opt exits 0, 1 or 2 with one line on stderr and never dies of a
 signal; `hlo-tools parse` exits 0 or 2 and never prints a traceback."""
 
+import os
 import pathlib
 import shutil
 import subprocess
@@ -12,7 +13,8 @@ import pytest
 from conftest import NVSHMEM_OPT, ROOT, run_nvshmem_opt
 
 REGRESSIONS = sorted((ROOT / "fuzz" / "regressions").glob("*.hlo"))
-BUILD_FUZZ = ROOT / "build-fuzz"
+# fuzz/run_fuzz.sh builds into build-fuzz/; NVSHMEM_BUILD_FUZZ names another.
+BUILD_FUZZ = pathlib.Path(os.environ.get("NVSHMEM_BUILD_FUZZ", ROOT / "build-fuzz"))
 
 
 def _assert_clean(result):
@@ -46,11 +48,18 @@ def test_reader_cli_rejects_cleanly(path):
     assert lineno.isdigit() and col.isdigit(), line
 
 
-def test_xla_abort_becomes_one_line():
-  path = ROOT / "fuzz/regressions/xla_parser_param_number_check.hlo"
+@pytest.mark.parametrize("name,check", [
+    ("xla_parser_param_number_check.hlo", "Check failed: param_no"),
+    ("xla_parser_constant_bool_as_f32.hlo", "F32 is not PRED type"),
+    ("xla_parser_tuple_shape_not_tuple.hlo", "Expected a tuple shape. Got f32[2]"),
+])
+def test_xla_abort_becomes_one_line(name, check):
+  path = ROOT / "fuzz/regressions" / name
   result = run_nvshmem_opt(path, "--topology=1x2x4")
+  _assert_clean(result)
   assert result.returncode == 2
-  assert "XLA aborted while parsing the module: Check failed: param_no" in result.stderr
+  assert f"{path}: XLA aborted while parsing the module: " in result.stderr
+  assert check in result.stderr and result.stderr.endswith("(the input is malformed)\n")
 
 
 def test_invalid_layout_is_rejected_not_printed():
