@@ -3,9 +3,9 @@
 //   -> JSON report + print -> re-parse of the printed text -> pass again.
 //
 // It compiles the driver itself (driver/nvshmem_opt.cc, with its main renamed)
-// so that the driver's own helpers (LooksLikeHloText, LocateParseError,
-// Verify, RecordsToJson, JsonString) are the code under test; only the parts
-// that exit() (Fail, ReadFileOrDie) are replaced by in-process equivalents.
+// so that the driver's own code (ParseInput with its checks before XLA's
+// parser, Verify, RecordsToJson, JsonString) is the code under test; only the
+// parts that exit() (LoadModule's Fail, ReadFileOrDie) are left out.
 //
 // Input: byte 0 picks the configuration (topology x mode x cost table), the
 // rest is the module. fuzz/make_corpus.py writes the seeds.
@@ -32,25 +32,37 @@ namespace {
 // XLA's parser and verifier abort on some malformed modules (CHECK failures
 // inside the wheel's XLA). The driver turns those into a one-line error and
 // exit code 2 (see XlaGuard in nvshmem_opt.cc); here we jump back out of the
-// SIGABRT/SIGSEGV handler instead, count the input as rejected and go on. Only
+// fatal-signal handler instead, count the input as rejected and go on. Only
 // the input stages are guarded: a crash in the pass or on its output is still
 // a crash.
 sigjmp_buf g_jump;
 int64_t g_xla_input_aborts = 0;
 extern "C" void OnXlaInputAbort(int) { siglongjmp(g_jump, 1); }
 
+// The signals XLA dies of. A stack overflow leaves no stack for the
+// handler, so it runs on its own (as the driver's does).
+constexpr int kFatalSignals[] = {SIGABRT, SIGSEGV, SIGBUS, SIGFPE};
+
 struct InputGuard {
-  struct sigaction old_abrt, old_segv;
+  struct sigaction old[4];
   InputGuard() {
+    stack_t current = {};
+    sigaltstack(nullptr, &current);
+    if (current.ss_flags & SS_DISABLE) {  // ASan usually has set one up.
+      static char alt_stack[1 << 16];
+      stack_t stack = {};
+      stack.ss_sp = alt_stack;
+      stack.ss_size = sizeof(alt_stack);
+      sigaltstack(&stack, nullptr);
+    }
     struct sigaction action = {};
     action.sa_handler = OnXlaInputAbort;
+    action.sa_flags = SA_ONSTACK;
     sigemptyset(&action.sa_mask);
-    sigaction(SIGABRT, &action, &old_abrt);
-    sigaction(SIGSEGV, &action, &old_segv);
+    for (int i = 0; i < 4; ++i) sigaction(kFatalSignals[i], &action, &old[i]);
   }
   ~InputGuard() {
-    sigaction(SIGABRT, &old_abrt, nullptr);
-    sigaction(SIGSEGV, &old_segv, nullptr);
+    for (int i = 0; i < 4; ++i) sigaction(kFatalSignals[i], &old[i], nullptr);
   }
 };
 
@@ -107,50 +119,6 @@ void CheckJson(const std::string& json) {
   }
 }
 
-// Mirrors LoadModule without exiting; returns null and sets `error` on a
-// rejected input.
-std::unique_ptr<xla::HloModule> Load(const std::string& data,
-                                     const sel::Topology& topology,
-                                     std::string* error) {
-  const std::string path = "fuzz.hlo";
-  if (data.empty()) {
-    *error = path + ": empty file";
-    return nullptr;
-  }
-  if (LooksLikeHloText(data)) {
-    auto module = xla::ParseAndReturnUnverifiedModule(data);
-    if (!module.ok()) {
-      *error = LocateParseError(path, std::string(module.status().message()));
-      return nullptr;
-    }
-    return *std::move(module);
-  }
-  xla::HloModuleProto proto;
-  xla::HloProto wrapper;
-  if (wrapper.ParseFromString(data) && wrapper.has_hlo_module() &&
-      !wrapper.hlo_module().name().empty()) {
-    proto = wrapper.hlo_module();
-  } else if (!proto.ParseFromString(data) || proto.name().empty() ||
-             proto.computations_size() == 0) {
-    *error = path + ": neither HLO text nor a serialized HloModuleProto";
-    return nullptr;
-  }
-  auto config =
-      xla::HloModule::CreateModuleConfigFromProto(proto, xla::DebugOptions());
-  if (!config.ok()) {
-    *error = path + ": bad HloModuleProto: " + OneLine(config.status().ToString());
-    return nullptr;
-  }
-  config->set_replica_count(1);
-  config->set_num_partitions(std::max(1, topology.num_devices()));
-  auto module = xla::HloModule::CreateFromProto(proto, *config);
-  if (!module.ok()) {
-    *error = path + ": bad HloModuleProto: " + OneLine(module.status().ToString());
-    return nullptr;
-  }
-  return *std::move(module);
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
@@ -185,11 +153,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       module.release();
       return 0;
     }
-    module = Load(input, *topology, &error);
-    if (module == nullptr) {
-      CheckRejection(error);
+    // The driver's own loader: the same checks before XLA's parser.
+    Flags load_flags;
+    absl::StatusOr<std::unique_ptr<xla::HloModule>> loaded =
+        ParseInput("fuzz.hlo", input, load_flags, *topology);
+    if (!loaded.ok()) {
+      CheckRejection(std::string(loaded.status().message()));
       return 0;
     }
+    module = *std::move(loaded);
     if (absl::Status status = Verify(module.get()); !status.ok()) {
       CheckRejection("fuzz.hlo: HloVerifier rejects the input: " +
                      OneLine(std::string(status.message())));
