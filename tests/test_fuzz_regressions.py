@@ -113,3 +113,23 @@ def test_driver_fuzzer_replays_regressions(tmp_path):
                           env={"ASAN_OPTIONS": "detect_leaks=0", "TF_CPP_MIN_LOG_LEVEL": "3",
                                "PATH": "/usr/bin:/bin"})
   assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.skipif(not (BUILD_FUZZ / "driver_fuzzer").exists(),
+                    reason="fuzzers not built (fuzz/run_fuzz.sh)")
+def test_driver_fuzzer_survives_stack_overflow(tmp_path):
+  # 500 levels pass the driver's nesting limit; on a 256 KiB stack XLA's
+  # parser still overflows it. The harness's handler, on its own stack,
+  # counts that as a rejected input instead of dying of SIGSEGV.
+  import resource
+  shape = "(" * 500 + "f32[]" + ")" * 500
+  seed = tmp_path / "deep500"
+  seed.write_bytes(bytes([1]) + f"HloModule x\nENTRY e {{\n  ROOT p = {shape} parameter(0)\n}}\n".encode())
+  limit = 256 * 1024
+  result = subprocess.run([str(BUILD_FUZZ / "driver_fuzzer"), "-rss_limit_mb=8192", str(seed)],
+                          capture_output=True, text=True, timeout=120,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_STACK, (limit, limit)),
+                          env={"ASAN_OPTIONS": "detect_leaks=0", "TF_CPP_MIN_LOG_LEVEL": "3",
+                               "PATH": "/usr/bin:/bin"})
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "driver_fuzzer: 0 inputs" not in result.stderr  # it did overflow
