@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
 # Everything the GPU measurements need, in one command on the device machine.
 #
-#   bash gpu/device_run.sh OUTDIR [P2P_SIZES] [RING_SEQ_LENS] [NVSHMEM_SEQ_LENS]
+#   bash gpu/device_run.sh OUTDIR [P2P_SIZES] [RING_SEQ_LENS]
 #
 # Probes the machine (GPUs, links, versions of jax, NCCL, NVSHMEM, nvshmem4py),
 # installs nvshmem4py from wheels in .whl/ when they are there (the newest one
 # that imports and finds libnvshmem_host), then runs gpu/p2p_bench.py and
-# gpu/ring_step_bench.py. OUTDIR receives at most 8 files: probe.txt, log.txt,
-# p2p.csv, p2p_copy.csv, p2p_details.json, ring_results.json, ring_results.csv
-# and ring_files.tgz (HLO and per-mode results).
+# gpu/ring_e2e.py. OUTDIR receives probe.txt, log.txt,
+# p2p.csv, p2p_copy.csv, p2p_details.json and ring/ (ring_step.csv,
+# ring_e2e.json and per-mode logs).
 set -u
-OUTDIR=${1:?usage: device_run.sh OUTDIR [P2P_SIZES] [RING_SEQ_LENS] [NVSHMEM_SEQ_LENS]}
+OUTDIR=${1:?usage: device_run.sh OUTDIR [P2P_SIZES] [RING_SEQ_LENS]}
 P2P_SIZES=${2:-1K:256M}
 RING_SEQ_LENS=${3:-32K,64K,128K,256K}
-NVSHMEM_SEQ_LENS=${4:-$RING_SEQ_LENS}
 # NVLink multicast off, in this shell and every child.
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 export PYTHONUNBUFFERED=1
@@ -74,12 +73,8 @@ timeout 230 $PY gpu/p2p_bench.py --out="$OUTDIR/p2p.csv" --details="$OUTDIR/p2p_
   --sizes="$P2P_SIZES" --timeout=60
 echo "p2p_bench exit $?"
 
-echo "== ring_step_bench"
-RING_DIR=/tmp/ring_bench
-rm -rf "$RING_DIR"
-timeout 340 $PY gpu/ring_step_bench.py --out-dir="$RING_DIR" --seq-lens="$RING_SEQ_LENS" \
-  --nvshmem-seq-lens="$NVSHMEM_SEQ_LENS" --timeout=120
-echo "ring_step_bench exit $?"
-cp "$RING_DIR/ring_results.json" "$RING_DIR/ring_results.csv" "$OUTDIR/" 2>/dev/null
-tar -czf "$OUTDIR/ring_files.tgz" -C "$RING_DIR" . 2>/dev/null
+echo "== ring_e2e"
+timeout 560 $PY gpu/ring_e2e.py --out-dir="$OUTDIR/ring" --seq-lens="$RING_SEQ_LENS" \
+  --modes=nccl,pass --budget-s=540
+echo "ring_e2e exit $?"
 ls -la "$OUTDIR"

@@ -33,7 +33,6 @@ def _load(name):
 
 
 p2p = _load("p2p_bench")
-ring = _load("ring_step_bench")
 
 
 # --- p2p_bench: sizes and arguments -------------------------------------------------
@@ -113,7 +112,7 @@ def test_child_env_forces_multicast_off(monkeypatch):
     assert env[key] == value
   assert env["NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME"] == "lo"
   # Importing the scripts also sets them for the process itself.
-  assert p2p.MULTICAST_OFF == MULTICAST_OFF == ring.MULTICAST_OFF
+  assert p2p.MULTICAST_OFF == MULTICAST_OFF
 
 
 # --- p2p_bench: the CSV is what calibrate reads -------------------------------------
@@ -169,139 +168,6 @@ def test_p2p_on_a_gpu():
   if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU")
   pytest.skip("GPU runs go through gpu/device_run.sh on the device machine")
-
-
-# --- ring_step_bench ----------------------------------------------------------------
-
-def test_seq_lens_and_modes():
-  assert ring.parse_seq_lens(ring.DEFAULT_SEQ_LENS) == [32768, 65536, 131072, 262144]
-  assert ring.parse_seq_lens("16k, 4096,16K") == [4096, 16384]
-  assert ring.parse_modes("nccl,permute_peer") == ["nccl", "permute_peer"]
-  for bad in ("", "32X", "0"):
-    with pytest.raises(ring.BenchError):
-      ring.parse_seq_lens(bad)
-  with pytest.raises(ring.BenchError):
-    ring.parse_modes("nccl,mpi")
-
-
-def test_ring_parse_args():
-  args = ring.parse_args(["--seq-lens=4K,8K", "--nvshmem-seq-lens=4K", "--iters=3"])
-  assert args.seq_len_list == [4096, 8192] and args.nvshmem_seq_len_list == [4096]
-  assert args.mode_list == list(ring.MODES) and args.check_seq_len == 2048
-  assert ring.parse_args(["--check-seq=0"]).check_seq_len == 0
-  with pytest.raises(ring.BenchError):
-    ring.parse_args(["--iters=0"])
-
-
-def test_mode_env_sets_exactly_the_modes_flags():
-  base = {"XLA_FLAGS": "--xla_dump_to=/d --xla_gpu_experimental_enable_nvshmem=true "
-                       "--xla_gpu_collective_permute_mode=peer", "NCCL_NVLS_ENABLE": "1"}
-  flags = {m: ring.mode_env(m, base)["XLA_FLAGS"].split() for m in ring.MODES}
-  assert flags["nccl"] == ["--xla_dump_to=/d"]
-  assert flags["nvshmem_flag"] == ["--xla_dump_to=/d", ring.NVSHMEM_FLAG]
-  assert flags["nvshmem_transform"] == ["--xla_dump_to=/d"]
-  assert flags["permute_peer"][-1] == "--xla_gpu_collective_permute_mode=peer"
-  assert flags["permute_symmetric"][-1] == "--xla_gpu_collective_permute_mode=symmetric"
-  assert ring.NVSHMEM_FLAG in ring.mode_env("nvshmem_transform", base, True)["XLA_FLAGS"]
-  for mode in ring.MODES:
-    env = ring.mode_env(mode, base)
-    assert all(env[k] == v for k, v in MULTICAST_OFF.items())
-
-
-def test_set_permute_backend_on_async_permutes():
-  text = (FIXTURES / "ring_1x1x8.after_optimizations.hlo").read_text()
-  assert "NVSHMEM" not in text
-  before = ring.permute_backends(text)
-  assert before and all(set(per) == {"DEFAULT"} for per in before.values())
-  new, changed = ring.set_permute_backend(text, "NVSHMEM")
-  assert changed == sum(sum(per.values()) for per in before.values())
-  assert ring.permute_backends(new) == {
-      op: {"NVSHMEM": sum(per.values())} for op, per in before.items()}
-  # The project's own HLO reader sees the same backends, and nothing else moved.
-  records = collective_permutes(parse_hlo_text(new))
-  assert records and {r.backend for r in records} == {"NVSHMEM"}
-  assert len(new.splitlines()) == len(text.splitlines())
-  unchanged = [a == b for a, b in zip(text.splitlines(), new.splitlines())]
-  assert unchanged.count(False) == changed
-
-
-def test_set_permute_backend_adds_a_config_where_there_is_none():
-  # XLA's combiner has merged the K and V rotations into one variadic permute.
-  text = (FIXTURES / "ring_1x1x8.before_async.hlo").read_text()
-  assert "backend_config" not in [l for l in text.splitlines()
-                                  if " collective-permute(" in l][0]
-  new, changed = ring.set_permute_backend(text, "NVSHMEM")
-  assert changed == 1
-  assert ring.summarize_backends(ring.permute_backends(new)) == \
-      f"collective-permute:NVSHMEM={changed}"
-  records = collective_permutes(parse_hlo_text(new))
-  assert {r.backend for r in records} == {"NVSHMEM"}
-
-
-def test_permute_backends_reads_modes_and_braces_in_strings():
-  line = ('  %cp = f32[4]{0} collective-permute-start(%x), source_target_pairs={{0,1}}, '
-          'metadata={op_name="a{b"}, backend_config={"k":"}{","collective_backend_config":'
-          '{"backend":"DEFAULT","collectives_mode":"COLLECTIVES_SYMMETRIC_MEMORY"}}')
-  found = ring.permute_backends(line)
-  assert found == {"collective-permute-start": {"DEFAULT/COLLECTIVES_SYMMETRIC_MEMORY": 1}}
-  new, n = ring.set_permute_backend(line)
-  assert n == 1 and '"k":"}{"' in new
-  assert ring.permute_backends(new) == {
-      "collective-permute-start": {"NVSHMEM/COLLECTIVES_SYMMETRIC_MEMORY": 1}}
-  assert ring.summarize_backends({}) == "none"
-  assert ring.set_permute_backend("%a = f32[] add(%b, %c)") == ("%a = f32[] add(%b, %c)", 0)
-
-
-def test_result_rows_flatten_failures_and_runs():
-  results = {
-      "nccl": {"devices": 1, "runs": [{"seq_len": 4096, "status": "ok", "forward_s": 0.004,
-                                        "step_s": 0.004, "permutes": 0, "backends": "none"}]},
-      "nvshmem_flag": {"runs": [], "error": "child gave no result (exit status 1): F... "
-                                            "Unknown flag in XLA_FLAGS"}}
-  rows = ring.result_rows(results)
-  assert rows[0]["mode"] == "nccl" and rows[0]["forward_s"] == 0.004
-  assert rows[1] == {"mode": "nvshmem_flag", "status": "failed",
-                     "error": results["nvshmem_flag"]["error"]}
-  assert set(rows[0]) <= set(ring.RESULT_COLUMNS)
-
-
-def test_log_tail(tmp_path):
-  path = tmp_path / "log"
-  path.write_text("\n".join(f"line {i}" for i in range(30)))
-  assert ring.log_tail(str(path), lines=2) == "line 28\nline 29"
-  assert ring.log_tail(str(tmp_path / "missing")) == ""
-
-
-def _jax_has_transformations():
-  try:
-    from jax.extend import xla as jx
-  except Exception:
-    return False
-  return hasattr(jx, "register_hlo_module_transformation")
-
-
-@pytest.mark.skipif(not _jax_has_transformations(),
-                    reason="this jax has no register_hlo_module_transformation")
-def test_transform_mode_end_to_end_on_cpu(tmp_path):
-  """The registered pass really sets NVSHMEM on a 2-device CPU ring's permutes."""
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS="--xla_force_host_platform_device_count=2")
-  proc = subprocess.run(
-      [sys.executable, str(GPU / "ring_step_bench.py"), f"--out-dir={tmp_path}",
-       "--modes=nccl,nvshmem_transform", "--seq-lens=256", "--num-heads=2",
-       "--num-kv-heads=1", "--head-dim=8", "--check-seq=128", "--iters=1",
-       "--warmup=0", "--timeout=200"],
-      capture_output=True, text=True, env=env, timeout=300)
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  results = json.loads((tmp_path / "ring_results.json").read_text())
-  nccl, transform = results["nccl"], results["nvshmem_transform"]
-  assert nccl["ok"] and transform["ok"], (nccl.get("error"), transform.get("error"))
-  assert nccl["runs"][0]["backends"] == "collective-permute:DEFAULT=2"
-  assert transform["transform_registered"] is True
-  assert transform["runs"][0]["backends"] == "collective-permute:NVSHMEM=2"
-  assert transform["check"]["ok"] and nccl["check"]["ok"]
-  assert any(c.get("changed") for c in transform["transform_calls"])
-  assert (tmp_path / "ring_results.csv").read_text().startswith("mode,seq_len,")
 
 
 # --- ring_e2e: ring attention end to end ------------------------------------------
