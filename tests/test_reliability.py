@@ -493,3 +493,21 @@ def test_closed_stdout_ends_quietly(big_module):
   proc.stdout.close()  # as `| head -1` does
   err = proc.stderr.read().decode()
   assert proc.wait(timeout=120) == 141 and err == "", err
+
+
+@pytest.mark.parametrize("command", ["explain", "verify"])
+def test_commands_take_non_utf8_bytes_in_comments_only(tmp_path, command):
+  # As XLA's lexer: any bytes inside /* */ are fine, elsewhere they are an error
+  # at their line and column.
+  lines = (FIXTURES / "shift_1x1x2.before_async.hlo").read_bytes().split(b"\n")
+  ok = tmp_path / "comment.hlo"
+  ok.write_bytes(b"\n".join(lines[:1] + [b"/* caf\xe9 \xff */"] + lines[1:]))
+  proc = subprocess.run([sys.executable, "-m", "hlo_tools.cli", command, str(ok),
+                         "--topology=1x1x2"], capture_output=True, text=True)
+  assert proc.returncode == 0, proc.stderr
+  bad = tmp_path / "entry.hlo"
+  bad.write_bytes(b"\n".join(lines).replace(b"ENTRY", b"ENTRY \xff", 1))
+  proc = subprocess.run([sys.executable, "-m", "hlo_tools.cli", command, str(bad),
+                         "--topology=1x1x2"], capture_output=True, text=True)
+  [line] = proc.stderr.strip().splitlines()
+  assert proc.returncode == 2 and re.match(rf"{re.escape(str(bad))}:\d+:\d+: byte 0xff", line)

@@ -67,9 +67,16 @@ def read_source(path, label=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
   try:
     text = data.decode("utf-8")
   except UnicodeDecodeError as e:
-    raise InputError(f"{label or path}: not UTF-8 text (byte {e.start}); is it a "
-                     "serialized proto? convert it with nvshmem-opt first") from None
-  return read_text(path, text, label)
+    # XLA's lexer takes any bytes inside comments: so does the reader, which
+    # sees them as lone surrogates and rejects them anywhere else.
+    first_bad = e.start
+  else:
+    return read_text(path, text, label)
+  try:
+    return read_text(path, data.decode("utf-8", "surrogateescape"), label)
+  except InputError as err:
+    raise InputError(f"{err} (the input is not UTF-8 text from byte {first_bad}: a "
+                     "serialized proto? convert it with nvshmem-opt first)") from None
 
 
 _PAIR_RE = re.compile(r"\s*\{\s*(-?\d+)\s*,\s*(-?\d+)\s*\}\s*")
