@@ -2,6 +2,9 @@
 // same code the XLA pass runs. Errors become ValueError with the core's
 // one-line message.
 
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -9,9 +12,6 @@
 #include <tuple>
 #include <utility>
 #include <vector>
-
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
 
 #include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
 
@@ -29,7 +29,8 @@ sel::Topology ParseTopology(const std::string& spec) {
 
 sel::CostTable ParseTable(const std::string& text, const std::string& source) {
   std::string error;
-  std::optional<sel::CostTable> table = sel::ParseCostTable(text, source, &error);
+  std::optional<sel::CostTable> table =
+      sel::ParseCostTable(text, source, &error);
   if (!table) throw py::value_error(error);
   return *table;
 }
@@ -61,8 +62,8 @@ py::dict DecisionToDict(const sel::Decision& d) {
         d.edges_by_class[c];
   }
   out["edges_by_class"] = by_class;
-  out["nvshmem_edge"] = std::vector<bool>(d.nvshmem_edge.begin(),
-                                          d.nvshmem_edge.end());
+  out["nvshmem_edge"] =
+      std::vector<bool>(d.nvshmem_edge.begin(), d.nvshmem_edge.end());
   out["reason"] = d.reason;
   out["backend"] = sel::BackendName(d.backend);
   py::dict backend_us, refused;
@@ -93,15 +94,16 @@ PYBIND11_MODULE(_selection_core, m) {
       .def_property_readonly("num_devices", &sel::Topology::num_devices)
       .def_property_readonly("partition_to_device",
                              &sel::Topology::partition_to_device)
-      .def("classify",
-           [](const sel::Topology& t, int src, int dst) {
-             if (src < 0 || dst < 0 || src >= t.num_devices() ||
-                 dst >= t.num_devices()) {
-               throw py::value_error("device outside the topology");
-             }
-             return std::string(sel::LinkClassName(t.Classify(src, dst)));
-           },
-           py::arg("src_device"), py::arg("dst_device"))
+      .def(
+          "classify",
+          [](const sel::Topology& t, int src, int dst) {
+            if (src < 0 || dst < 0 || src >= t.num_devices() ||
+                dst >= t.num_devices()) {
+              throw py::value_error("device outside the topology");
+            }
+            return std::string(sel::LinkClassName(t.Classify(src, dst)));
+          },
+          py::arg("src_device"), py::arg("dst_device"))
       .def("__str__", &sel::Topology::ToString)
       .def("__repr__", [](const sel::Topology& t) {
         return "Topology('" + t.ToString() + "')";
@@ -116,7 +118,8 @@ PYBIND11_MODULE(_selection_core, m) {
       .def_property(
           "margin", [](const sel::CostTable& t) { return t.margin; },
           [](sel::CostTable& t, double v) {
-            if (!(v >= 0 && v < 1)) throw py::value_error("margin must be in [0, 1)");
+            if (!(v >= 0 && v < 1))
+              throw py::value_error("margin must be in [0, 1)");
             t.margin = v;
           })
       .def_property(
@@ -124,7 +127,8 @@ PYBIND11_MODULE(_selection_core, m) {
           [](const sel::CostTable& t) { return t.split_overhead_us; },
           [](sel::CostTable& t, double v) {
             if (!(v >= 0) || !std::isfinite(v)) {
-              throw py::value_error("split_overhead_us must be a finite number >= 0");
+              throw py::value_error(
+                  "split_overhead_us must be a finite number >= 0");
             }
             t.split_overhead_us = v;
           })
@@ -133,7 +137,8 @@ PYBIND11_MODULE(_selection_core, m) {
           [](const sel::CostTable& t) { return t.combine_bandwidth_gbps; },
           [](sel::CostTable& t, double v) {
             if (!(v > 0) || !std::isfinite(v)) {
-              throw py::value_error("combine_bandwidth_gbps must be a finite number > 0");
+              throw py::value_error(
+                  "combine_bandwidth_gbps must be a finite number > 0");
             }
             t.combine_bandwidth_gbps = v;
           })
@@ -157,8 +162,8 @@ PYBIND11_MODULE(_selection_core, m) {
            [](const sel::CostTable& t, const std::string& backend,
               const std::string& link_class) {
              std::vector<std::tuple<int, int64_t, double>> out;
-             for (const sel::CurvePoint& p :
-                  t.curve(BackendOrThrow(backend), LinkClassOrThrow(link_class))) {
+             for (const sel::CurvePoint& p : t.curve(
+                      BackendOrThrow(backend), LinkClassOrThrow(link_class))) {
                out.emplace_back(p.buffers, p.bytes, p.us);
              }
              return out;
@@ -169,14 +174,16 @@ PYBIND11_MODULE(_selection_core, m) {
              return sel::HasMeasuredCurve(t, BackendOrThrow(backend),
                                           LinkClassOrThrow(link_class));
            })
-      .def("sm_interference", [](const sel::CostTable& t,
-                                 const std::string& backend) {
-        return t.sm_interference[static_cast<int>(BackendOrThrow(backend))];
-      })
+      .def(
+          "sm_interference",
+          [](const sel::CostTable& t, const std::string& backend) {
+            return t.sm_interference[static_cast<int>(BackendOrThrow(backend))];
+          })
       .def("per_buffer_us",
            [](const sel::CostTable& t, const std::string& backend,
               const std::string& link_class) {
-             return t.link(BackendOrThrow(backend), LinkClassOrThrow(link_class))
+             return t
+                 .link(BackendOrThrow(backend), LinkClassOrThrow(link_class))
                  .per_buffer_us;
            })
       // The backend set as "nccl,peer"; set it from the same text.
@@ -209,63 +216,66 @@ PYBIND11_MODULE(_selection_core, m) {
     return names;
   });
 
-  m.def("edge_time_us",
-        [](const sel::CostTable& table, const std::string& backend,
-           const std::string& link_class, int64_t bytes, int buffers) {
-          if (buffers < 1) throw py::value_error("buffers must be >= 1");
-          return sel::EdgeTimeUs(table, BackendOrThrow(backend),
-                                 LinkClassOrThrow(link_class), bytes, buffers);
-        },
-        py::arg("table"), py::arg("backend"), py::arg("link_class"),
-        py::arg("bytes"), py::arg("buffers") = 1);
+  m.def(
+      "edge_time_us",
+      [](const sel::CostTable& table, const std::string& backend,
+         const std::string& link_class, int64_t bytes, int buffers) {
+        if (buffers < 1) throw py::value_error("buffers must be >= 1");
+        return sel::EdgeTimeUs(table, BackendOrThrow(backend),
+                               LinkClassOrThrow(link_class), bytes, buffers);
+      },
+      py::arg("table"), py::arg("backend"), py::arg("link_class"),
+      py::arg("bytes"), py::arg("buffers") = 1);
 
-  m.def("edge_ids_to_devices",
-        [](const sel::Topology& topology,
-           const std::vector<std::pair<int64_t, int64_t>>& pairs,
-           bool cross_partition, int num_partitions, int num_replicas) {
-          std::string error;
-          auto edges = sel::EdgeIdsToDevices(topology, pairs, cross_partition,
-                                             num_partitions, num_replicas,
-                                             &error);
-          if (!edges) throw py::value_error(error);
-          return *edges;
-        },
-        py::arg("topology"), py::arg("pairs"), py::arg("cross_partition"),
-        py::arg("num_partitions"), py::arg("num_replicas"));
+  m.def(
+      "edge_ids_to_devices",
+      [](const sel::Topology& topology,
+         const std::vector<std::pair<int64_t, int64_t>>& pairs,
+         bool cross_partition, int num_partitions, int num_replicas) {
+        std::string error;
+        auto edges =
+            sel::EdgeIdsToDevices(topology, pairs, cross_partition,
+                                  num_partitions, num_replicas, &error);
+        if (!edges) throw py::value_error(error);
+        return *edges;
+      },
+      py::arg("topology"), py::arg("pairs"), py::arg("cross_partition"),
+      py::arg("num_partitions"), py::arg("num_replicas"));
 
-  m.def("decide",
-        [](const sel::Topology& topology, const sel::CostTable& table,
-           int64_t bytes, const std::vector<std::pair<int, int>>& device_edges,
-           int pairs_per_group, int team_size, int buffers) {
-          if (team_size < 0) throw py::value_error("team_size must be >= 0");
-          if (buffers < 1) throw py::value_error("buffers must be >= 1");
-          if (pairs_per_group < 0 ||
-              (pairs_per_group > 0 && device_edges.size() % pairs_per_group != 0)) {
-            throw py::value_error("pairs_per_group must divide the number of edges");
+  m.def(
+      "decide",
+      [](const sel::Topology& topology, const sel::CostTable& table,
+         int64_t bytes, const std::vector<std::pair<int, int>>& device_edges,
+         int pairs_per_group, int team_size, int buffers) {
+        if (team_size < 0) throw py::value_error("team_size must be >= 0");
+        if (buffers < 1) throw py::value_error("buffers must be >= 1");
+        if (pairs_per_group < 0 ||
+            (pairs_per_group > 0 &&
+             device_edges.size() % pairs_per_group != 0)) {
+          throw py::value_error(
+              "pairs_per_group must divide the number of edges");
+        }
+        if (bytes < 0) throw py::value_error("bytes must be >= 0");
+        for (const auto& [src, dst] : device_edges) {
+          if (src < 0 || dst < 0 || src >= topology.num_devices() ||
+              dst >= topology.num_devices()) {
+            throw py::value_error(
+                "edge (" + std::to_string(src) + ", " + std::to_string(dst) +
+                ") names a device outside topology " + topology.ToString());
           }
-          if (bytes < 0) throw py::value_error("bytes must be >= 0");
-          for (const auto& [src, dst] : device_edges) {
-            if (src < 0 || dst < 0 || src >= topology.num_devices() ||
-                dst >= topology.num_devices()) {
-              throw py::value_error("edge (" + std::to_string(src) + ", " +
-                                    std::to_string(dst) +
-                                    ") names a device outside topology " +
-                                    topology.ToString());
-            }
-          }
-          return DecisionToDict(
-              sel::Decide(topology, table,
-                          {bytes, device_edges, pairs_per_group, team_size,
-                           buffers}));
-        },
-        py::arg("topology"), py::arg("table"), py::arg("bytes"),
-        py::arg("device_edges"), py::arg("pairs_per_group") = 0,
-        py::arg("team_size") = 0, py::arg("buffers") = 1);
+        }
+        return DecisionToDict(sel::Decide(
+            topology, table,
+            {bytes, device_edges, pairs_per_group, team_size, buffers}));
+      },
+      py::arg("topology"), py::arg("table"), py::arg("bytes"),
+      py::arg("device_edges"), py::arg("pairs_per_group") = 0,
+      py::arg("team_size") = 0, py::arg("buffers") = 1);
 
   m.def("team_devices", &sel::TeamDevices, py::arg("topology"),
         py::arg("team_size"));
 
   // Empty string when an NVSHMEM permute over these edges is safe.
-  m.def("nvshmem_hang_reason", &sel::NvshmemHangReason,
-        py::arg("device_edges"), py::arg("team"));
+  m.def("nvshmem_hang_reason", &sel::NvshmemHangReason, py::arg("device_edges"),
+        py::arg("team"));
 }

@@ -461,8 +461,8 @@ absl::StatusOr<std::unique_ptr<xla::HloModule>> ModuleFromProto(
   absl::StatusOr<xla::HloModuleConfig> config =
       xla::HloModule::CreateModuleConfigFromProto(proto, xla::DebugOptions());
   if (!config.ok()) {
-    return absl::InvalidArgumentError(path + ": bad HloModuleProto: " +
-                                      OneLine(config.status().ToString()));
+    return absl::InvalidArgumentError(
+        path + ": bad HloModuleProto: " + OneLine(config.status().ToString()));
   }
   int replicas = flags.num_replicas > 0 ? flags.num_replicas : 1;
   int partitions = flags.num_partitions > 0
@@ -473,8 +473,8 @@ absl::StatusOr<std::unique_ptr<xla::HloModule>> ModuleFromProto(
   absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
       xla::HloModule::CreateFromProto(proto, *config);
   if (!module.ok()) {
-    return absl::InvalidArgumentError(path + ": bad HloModuleProto: " +
-                                      OneLine(module.status().ToString()));
+    return absl::InvalidArgumentError(
+        path + ": bad HloModuleProto: " + OneLine(module.status().ToString()));
   }
   return module;
 }

@@ -11,9 +11,9 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cerrno>
 #include <cstring>
 #include <string>
 
@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
   argv[0] = const_cast<char*>(driver.c_str());
   execv(driver.c_str(), argv);
   // exec failed: restore stderr to say so.
-  if (const char* fd = std::getenv("NVSHMEM_OPT_STDERR_FD")) dup2(std::atoi(fd), 2);
+  if (const char* fd = std::getenv("NVSHMEM_OPT_STDERR_FD"))
+    dup2(std::atoi(fd), 2);
   std::fprintf(stderr, "nvshmem-opt: cannot run %s: %s\n", driver.c_str(),
                std::strerror(errno));
   return 2;

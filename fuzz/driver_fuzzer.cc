@@ -80,8 +80,8 @@ struct Config {
 };
 
 constexpr const char* kTopologies[] = {
-    "1x1x8", "1x2x4", "2x2x4", "1x2x4:nvl8", "1x1x4", "2x2x2", "1x4x4:nvl8",
-    "1x2x4:map=1,0,3,2,5,4,7,6"};
+    "1x1x8", "1x2x4", "2x2x4",      "1x2x4:nvl8",
+    "1x1x4", "2x2x2", "1x4x4:nvl8", "1x2x4:map=1,0,3,2,5,4,7,6"};
 constexpr const char* kModes[] = {"rewrite", "annotate", "explain"};
 constexpr char kSplitFriendly[] =
     "link nccl network 1 900\nsm_interference nccl 4\nsplit_overhead_us 0\n";
@@ -185,7 +185,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   absl::StatusOr<bool> changed = pass.Run(target);
   if (!changed.ok()) {
-    CheckRejection("fuzz.hlo: " + OneLine(std::string(changed.status().message())));
+    CheckRejection("fuzz.hlo: " +
+                   OneLine(std::string(changed.status().message())));
     return 0;
   }
   if (absl::Status status = Verify(target); !status.ok()) {
@@ -196,7 +197,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   flags.input = "fuzz.hlo";
   flags.topology = config.topology;
   flags.mode = mode;
-  CheckJson(RecordsToJson(flags, *topology, pass.records(), {}, nullptr, *changed, 1.0));
+  CheckJson(RecordsToJson(flags, *topology, pass.records(), {}, nullptr,
+                          *changed, 1.0));
 
   // The printed module reads back, and a second run changes nothing.
   const std::string text = target->ToString();
@@ -206,12 +208,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
               std::string(again.status().message()));
   }
   if (absl::Status status = Verify(again->get()); !status.ok()) {
-    Violation("printed module does not verify: " + std::string(status.message()));
+    Violation("printed module does not verify: " +
+              std::string(status.message()));
   }
   Rewriter second(options);
   absl::StatusOr<bool> changed_again = second.Run(again->get());
   if (!changed_again.ok()) {
-    Violation("second run fails: " + std::string(changed_again.status().message()));
+    Violation("second run fails: " +
+              std::string(changed_again.status().message()));
   }
   if (mode == "rewrite" && *changed_again) {
     Violation("second run changed the module (pass not idempotent)");

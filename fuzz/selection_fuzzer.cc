@@ -46,7 +46,8 @@ void CheckOneLine(const std::string& message, const char* what) {
   if (message.empty()) Violation(std::string(what) + ": empty message");
   for (unsigned char c : message) {
     if (c < 0x20 || c == 0x7f) {
-      Violation(std::string(what) + ": control character in message: " + message);
+      Violation(std::string(what) +
+                ": control character in message: " + message);
     }
   }
 }
@@ -56,8 +57,9 @@ std::vector<std::string> Sections(std::string_view text) {
   size_t start = 0;
   while (start <= text.size()) {
     size_t end = text.find('\n', start);
-    std::string_view line = text.substr(
-        start, end == std::string_view::npos ? std::string_view::npos : end - start);
+    std::string_view line = text.substr(start, end == std::string_view::npos
+                                                   ? std::string_view::npos
+                                                   : end - start);
     if (line == "%%") {
       sections.emplace_back();
     } else {
@@ -108,7 +110,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::optional<sel::Topology> topology = sel::Topology::Parse(spec, &error);
   if (!topology) {
     CheckOneLine(error, "topology error");
-    if (error.rfind("topology spec '", 0) != 0) Violation("topology error: " + error);
+    if (error.rfind("topology spec '", 0) != 0)
+      Violation("topology error: " + error);
   } else {
     std::string again_error;
     std::optional<sel::Topology> again =
@@ -122,7 +125,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       sel::ParseCostTable(sections[1], "costs.txt", &error);
   if (!table) {
     CheckOneLine(error, "cost table error");
-    if (error.rfind("costs.txt:", 0) != 0) Violation("cost table error: " + error);
+    if (error.rfind("costs.txt:", 0) != 0)
+      Violation("cost table error: " + error);
   } else {
     const std::string printed = sel::CostTableToString(*table);
     std::string again_error;
@@ -161,9 +165,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   const int team_size = static_cast<int>(partitions * replicas);
-  sel::Decision decision = sel::Decide(
-      *topology, *table,
-      {bytes, *edges, static_cast<int>(pairs.size()), team_size});
+  sel::Decision decision =
+      sel::Decide(*topology, *table,
+                  {bytes, *edges, static_cast<int>(pairs.size()), team_size});
   if (decision.plan == sel::Plan::kSplit) Violation("split planned");
   if (decision.plan == sel::Plan::kNvshmem &&
       !sel::NvshmemHangReason(*edges, sel::TeamDevices(*topology, team_size))
@@ -190,10 +194,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Violation("chosen time is not the plan's");
   }
   if (decision.backend != sel::Backend::kNccl &&
-      !sel::RefusalReason(*topology, *table,
-                          {bytes, *edges, static_cast<int>(pairs.size()),
-                           team_size},
-                          decision.backend)
+      !sel::RefusalReason(
+           *topology, *table,
+           {bytes, *edges, static_cast<int>(pairs.size()), team_size},
+           decision.backend)
            .empty()) {
     Violation("a refused backend was chosen: " + decision.reason);
   }

@@ -3,10 +3,11 @@
 // binary's own RunImpl replaces the wheel's. scripts/check_patches_upstream.sh
 // builds and runs it. Each process drives one device, the case in which the
 // unpatched assigner gives NVSHMEM to every collective-permute.
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <string>
 
-#include <gtest/gtest.h>
 #include "absl/status/statusor.h"
 #include "xla/backends/gpu/transforms/collectives/collective_backend_assigner.h"
 #include "xla/hlo/ir/hlo_module.h"
@@ -24,7 +25,8 @@ std::string AssignedBackend(const std::string& pairs, int partitions) {
     ENTRY main {
       p0 = u32[1024,1024] parameter(0)
       ROOT result = u32[1024,1024] collective-permute(p0), channel_id=1,
-        source_target_pairs=)" + pairs + "\n    }\n";
+        source_target_pairs=)" +
+                           pairs + "\n    }\n";
   absl::StatusOr<std::unique_ptr<HloModule>> module =
       ParseAndReturnUnverifiedModule(text);
   EXPECT_TRUE(module.ok()) << module.status();
@@ -35,7 +37,9 @@ std::string AssignedBackend(const std::string& pairs, int partitions) {
   absl::StatusOr<bool> changed = assigner.Run(module->get());
   EXPECT_TRUE(changed.ok()) << changed.status();
   absl::StatusOr<GpuBackendConfig> config =
-      (*module)->entry_computation()->root_instruction()
+      (*module)
+          ->entry_computation()
+          ->root_instruction()
           ->backend_config<GpuBackendConfig>();
   EXPECT_TRUE(config.ok()) << config.status();
   return CollectiveBackendConfig::CollectiveBackend_Name(

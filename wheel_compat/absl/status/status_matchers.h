@@ -4,9 +4,10 @@
 #ifndef WHEEL_COMPAT_ABSL_STATUS_STATUS_MATCHERS_H_
 #define WHEEL_COMPAT_ABSL_STATUS_STATUS_MATCHERS_H_
 
+#include <gmock/gmock.h>
+
 #include <string>
 
-#include <gmock/gmock.h>
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 

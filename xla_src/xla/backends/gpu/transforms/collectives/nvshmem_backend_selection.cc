@@ -100,8 +100,8 @@ std::string Printable(std::string_view s) {
 }
 
 std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' ||
-                        s.front() == '\r')) {
+  while (!s.empty() &&
+         (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
     s.remove_prefix(1);
   }
   while (!s.empty() &&
@@ -169,9 +169,9 @@ double PlanTimeForEdges(const CostTable& table, const Topology& topology,
                         const PermuteRequest& request, Backend backend) {
   double worst = 0;
   for (const auto& [src, dst] : request.device_edges) {
-    worst = std::max(worst, EdgeTimeUs(table, backend,
-                                       topology.Classify(src, dst),
-                                       request.bytes, request.buffers));
+    worst =
+        std::max(worst, EdgeTimeUs(table, backend, topology.Classify(src, dst),
+                                   request.bytes, request.buffers));
   }
   return worst;
 }
@@ -272,9 +272,8 @@ std::optional<Topology> Topology::Create(int slices, int hosts_per_slice,
   }
   int64_t devices = int64_t{slices} * hosts_per_slice * gpus_per_host;
   if (devices > kMaxDevices) {
-    *error = "topology has " + std::to_string(devices) +
-             " devices; at most " + std::to_string(kMaxDevices) +
-             " are supported";
+    *error = "topology has " + std::to_string(devices) + " devices; at most " +
+             std::to_string(kMaxDevices) + " are supported";
     return std::nullopt;
   }
   if (nvlink_domain_size == 0) nvlink_domain_size = gpus_per_host;
@@ -298,8 +297,7 @@ std::optional<Topology> Topology::Create(int slices, int hosts_per_slice,
         return std::nullopt;
       }
       if (seen[device]) {
-        *error = "device map names device " + std::to_string(device) +
-                 " twice";
+        *error = "device map names device " + std::to_string(device) + " twice";
         return std::nullopt;
       }
       seen[device] = true;
@@ -624,8 +622,11 @@ using Touched = std::array<std::array<bool, kNumLinkClasses>, kNumBackends>;
 
 void Touch(Backend backend, LinkClass link_class, CostTable* table,
            Touched* touched) {
-  bool& seen = (*touched)[static_cast<int>(backend)][static_cast<int>(link_class)];
-  if (!seen) table->curves[static_cast<int>(backend)][static_cast<int>(link_class)].clear();
+  bool& seen =
+      (*touched)[static_cast<int>(backend)][static_cast<int>(link_class)];
+  if (!seen)
+    table->curves[static_cast<int>(backend)][static_cast<int>(link_class)]
+        .clear();
   seen = true;
 }
 
@@ -645,7 +646,8 @@ std::string ApplyLink(const Words& words, CostTable* table, Touched* touched) {
   if (!link_class) return UnknownLinkClass(words[2]);
   LinkCost cost;  // An omitted per-buffer cost is 0.
   std::string error = ReadNumber(words, 3, 0, false, &cost.latency_us);
-  if (error.empty()) error = ReadNumber(words, 4, 0, true, &cost.bandwidth_gbps);
+  if (error.empty())
+    error = ReadNumber(words, 4, 0, true, &cost.bandwidth_gbps);
   if (error.empty() && words.size() == 6) {
     error = ReadNumber(words, 5, 0, false, &cost.per_buffer_us);
   }
@@ -690,7 +692,8 @@ std::string ApplyPoint(const Words& words, CostTable* table, Touched* touched) {
   std::vector<CurvePoint>& curve =
       table->curves[static_cast<int>(*backend)][static_cast<int>(*link_class)];
   auto before = [](const CurvePoint& a, const CurvePoint& b) {
-    return std::make_pair(a.buffers, a.bytes) < std::make_pair(b.buffers, b.bytes);
+    return std::make_pair(a.buffers, a.bytes) <
+           std::make_pair(b.buffers, b.bytes);
   };
   auto at = std::lower_bound(curve.begin(), curve.end(), point, before);
   if (at != curve.end() && !before(point, *at)) {
@@ -836,13 +839,13 @@ std::string CostTableToString(const CostTable& table) {
     }
   }
   for (int b = 0; b < kNumBackends; ++b) {
-    out += std::string("sm_interference ") + kBackendNames[b] +
-           " " + Shortest(table.sm_interference[b]) + "\n";
+    out += std::string("sm_interference ") + kBackendNames[b] + " " +
+           Shortest(table.sm_interference[b]) + "\n";
   }
   out += "margin " + Shortest(table.margin) + "\n";
   out += "split_overhead_us " + Shortest(table.split_overhead_us) + "\n";
-  out += "combine_bandwidth_GBps " + Shortest(table.combine_bandwidth_gbps) +
-         "\n";
+  out +=
+      "combine_bandwidth_GBps " + Shortest(table.combine_bandwidth_gbps) + "\n";
   out += "nvshmem_max_bytes " + std::to_string(table.nvshmem_max_bytes) + "\n";
   return out;
 }
@@ -856,10 +859,9 @@ double CurveTimeUs(const CurvePoint* begin, const CurvePoint* end,
   const CurvePoint& first = *begin;
   const CurvePoint& last = *(end - 1);
   if (bytes <= first.bytes) {
-    return std::max(
-        first.us - static_cast<double>(first.bytes - bytes) /
-                       (bandwidth_gbps * 1e3),
-        0.0);
+    return std::max(first.us - static_cast<double>(first.bytes - bytes) /
+                                   (bandwidth_gbps * 1e3),
+                    0.0);
   }
   if (bytes >= last.bytes) {
     return last.us +
@@ -928,10 +930,10 @@ double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
       static_cast<double>(bytes) / (cost.bandwidth_gbps * 1e3);
   const std::vector<CurvePoint>& curve = table.curve(backend, link_class);
   const double permute_us =
-      curve.empty() ? cost.latency_us +
-                          std::max(buffers - 1, 0) * cost.per_buffer_us +
-                          transfer_us
-                    : MeasuredTimeUs(curve, cost, bytes, buffers);
+      curve.empty()
+          ? cost.latency_us + std::max(buffers - 1, 0) * cost.per_buffer_us +
+                transfer_us
+          : MeasuredTimeUs(curve, cost, bytes, buffers);
   const double interference = table.sm_interference[static_cast<int>(backend)];
   // No interference adds nothing, even to an infinite transfer.
   return interference == 0 ? permute_us
@@ -949,7 +951,8 @@ std::vector<int> TeamDevices(const Topology& topology, int team_size) {
   }
   // One beyond the largest topology is enough to make an oversized team
   // unsatisfiable without allocating without bound.
-  const int size = static_cast<int>(std::min<int64_t>(team_size, kMaxDevices + 1));
+  const int size =
+      static_cast<int>(std::min<int64_t>(team_size, kMaxDevices + 1));
   team.reserve(size);
   for (int i = 0; i < size; ++i) team.push_back(topology.MapLogicalDevice(i));
   return team;
@@ -1012,8 +1015,7 @@ std::string RefusalReason(const Topology& topology, const CostTable& table,
   const int network = by_class[static_cast<int>(LinkClass::kNetwork)];
   const int off_host =
       network + by_class[static_cast<int>(LinkClass::kNvlinkDomain)];
-  const std::string of_total =
-      " of " + std::to_string(total) + " edges ";
+  const std::string of_total = " of " + std::to_string(total) + " edges ";
   if (backend == Backend::kNvshmem) {
     if (request.bytes > table.nvshmem_max_bytes) {
       return refused + Bytes(request.bytes) +
@@ -1068,8 +1070,8 @@ std::string ModelNote(const Topology& topology, const CostTable& table,
   const std::string nccl = ModelKind(topology, table, request, Backend::kNccl);
   const std::string alt = ModelKind(topology, table, request, other);
   if (nccl == alt) return nccl;
-  return "NCCL " + nccl + ", " + kBackendTitles[static_cast<int>(other)] +
-         " " + alt;
+  return "NCCL " + nccl + ", " + kBackendTitles[static_cast<int>(other)] + " " +
+         alt;
 }
 
 // The reason of a decision that keeps NCCL: every alternative's note.
@@ -1142,14 +1144,13 @@ Decision Decide(const Topology& topology, const CostTable& table,
   decision.backend = static_cast<Backend>(best);
   decision.plan = PlanForBackend(decision.backend);
   decision.chosen_us = best_us;
-  const std::string where =
-      decision.backend == Backend::kNvshmem ? " edges stay in an NVLink domain"
-                                            : " edges stay in one host";
-  decision.reason = title + ": all " + std::to_string(edges.size()) + where +
-                    "; " + size + " in " + Us(best_us) + " vs NCCL " +
-                    Us(decision.nccl_us) + " (" +
-                    GainText(decision.nccl_us, best_us) + " faster; " +
-                    model + ")";
+  const std::string where = decision.backend == Backend::kNvshmem
+                                ? " edges stay in an NVLink domain"
+                                : " edges stay in one host";
+  decision.reason =
+      title + ": all " + std::to_string(edges.size()) + where + "; " + size +
+      " in " + Us(best_us) + " vs NCCL " + Us(decision.nccl_us) + " (" +
+      GainText(decision.nccl_us, best_us) + " faster; " + model + ")";
   return decision;
 }
 

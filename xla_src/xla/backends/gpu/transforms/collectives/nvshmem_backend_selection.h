@@ -126,7 +126,13 @@ enum class Backend { kNccl = 0, kNvshmem = 1, kPeer = 2, kSymmetric = 3 };
 inline constexpr int kNumBackends = 4;
 
 // What Decide chose. kSplit is never returned (see the deadlock-free rule).
-enum class Plan { kNccl = 0, kNvshmem = 1, kSplit = 2, kPeer = 3, kSymmetric = 4 };
+enum class Plan {
+  kNccl = 0,
+  kNvshmem = 1,
+  kSplit = 2,
+  kPeer = 3,
+  kSymmetric = 4
+};
 Plan PlanForBackend(Backend backend);
 
 // A backend set as written in flags and tables: "nccl,nvshmem",
@@ -172,7 +178,9 @@ class Topology {
   int hosts_per_slice() const { return hosts_per_slice_; }
   int gpus_per_host() const { return gpus_per_host_; }
   int nvlink_domain_size() const { return nvlink_domain_size_; }
-  int num_devices() const { return slices_ * hosts_per_slice_ * gpus_per_host_; }
+  int num_devices() const {
+    return slices_ * hosts_per_slice_ * gpus_per_host_;
+  }
   const std::vector<int>& partition_to_device() const {
     return partition_to_device_;
   }
@@ -223,8 +231,8 @@ struct CostTable {
   std::vector<Backend> backends = {Backend::kNccl, Backend::kNvshmem};
   // Whether the runtime's NCCL supports signals (symmetric's put + signal).
   bool symmetric_signals = false;
-  double margin = 0.05;            // Required relative gain over NCCL.
-  double split_overhead_us = 2.0;  // Second collective launch.
+  double margin = 0.05;                  // Required relative gain over NCCL.
+  double split_overhead_us = 2.0;        // Second collective launch.
   double combine_bandwidth_gbps = 2400;  // Select of two results in HBM.
   int64_t nvshmem_max_bytes = int64_t{1} << 30;  // Symmetric heap budget.
 
@@ -351,9 +359,9 @@ Decision Decide(const Topology& topology, const CostTable& table,
 // turns it into a physical device. Returns nullopt and sets
 // `error` when an id is out of range or a device exceeds the topology.
 std::optional<std::vector<std::pair<int, int>>> EdgeIdsToDevices(
-    const Topology& topology, const std::vector<std::pair<int64_t, int64_t>>& pairs,
-    bool cross_partition, int num_partitions, int num_replicas,
-    std::string* error);
+    const Topology& topology,
+    const std::vector<std::pair<int64_t, int64_t>>& pairs, bool cross_partition,
+    int num_partitions, int num_replicas, std::string* error);
 
 }  // namespace nvshmem_selection
 }  // namespace gpu

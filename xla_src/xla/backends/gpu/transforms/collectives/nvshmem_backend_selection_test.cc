@@ -15,6 +15,8 @@ limitations under the License.
 
 #include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -22,8 +24,6 @@ limitations under the License.
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace xla {
 namespace gpu {
@@ -75,15 +75,18 @@ TEST(TopologyTest, ClassifiesEveryLinkClass) {
 }
 
 TEST(TopologyTest, RejectsMalformedSpecsWithClearErrors) {
-  EXPECT_NE(ParseError("").find("expected SLICESxHOSTSxGPUS"), std::string::npos);
-  EXPECT_NE(ParseError("1x2").find("expected SLICESxHOSTSxGPUS"), std::string::npos);
+  EXPECT_NE(ParseError("").find("expected SLICESxHOSTSxGPUS"),
+            std::string::npos);
+  EXPECT_NE(ParseError("1x2").find("expected SLICESxHOSTSxGPUS"),
+            std::string::npos);
   EXPECT_NE(ParseError("1x0x4").find("'0' is not a positive whole number"),
             std::string::npos);
   EXPECT_NE(ParseError("1x-2x4").find("not a positive"), std::string::npos);
   EXPECT_NE(ParseError("1x2x4x").find("expected"), std::string::npos);
   EXPECT_NE(ParseError("1x2x4:nvl6").find("whole number of hosts"),
             std::string::npos);
-  EXPECT_NE(ParseError("1x2x4:nvl16").find("divides a slice"), std::string::npos);
+  EXPECT_NE(ParseError("1x2x4:nvl16").find("divides a slice"),
+            std::string::npos);
   EXPECT_NE(ParseError("1x2x4:fast").find("unknown option 'fast'"),
             std::string::npos);
   EXPECT_NE(ParseError("1x1x2:map=0,0").find("twice"), std::string::npos);
@@ -108,8 +111,8 @@ TEST(CostTableTest, ParsesOverridesAndKeepsDefaults) {
   // Untouched entries keep the documented defaults.
   EXPECT_DOUBLE_EQ(
       table->link(Backend::kNvshmem, LinkClass::kNvlinkDomain).latency_us, 5.6);
-  EXPECT_FALSE(table->curve(Backend::kNvshmem, LinkClass::kIntraHostNvlink)
-                   .empty());
+  EXPECT_FALSE(
+      table->curve(Backend::kNvshmem, LinkClass::kIntraHostNvlink).empty());
 }
 
 TEST(CostTableTest, RoundTripsThroughText) {
@@ -131,7 +134,8 @@ TEST(CostTableTest, RoundTripsThroughText) {
 
 TEST(CostTableTest, ErrorsNameTheLine) {
   std::string error;
-  EXPECT_FALSE(ParseCostTable("margin 0.1\nlink nccl warp 1 2\n", "t.txt", &error));
+  EXPECT_FALSE(
+      ParseCostTable("margin 0.1\nlink nccl warp 1 2\n", "t.txt", &error));
   EXPECT_EQ(error.rfind("t.txt:2: unknown link class 'warp'", 0), 0u) << error;
   EXPECT_FALSE(ParseCostTable("link nccl nvlink 1 0\n", "t.txt", &error));
   EXPECT_EQ(error.rfind("t.txt:1: '0' is not a number > 0", 0), 0u) << error;
@@ -155,7 +159,8 @@ TEST(DecideTest, OneHostRingGoesToNvshmem) {
 }
 
 TEST(DecideTest, TwoHostRingStaysOnNcclWithDefaultCosts) {
-  Decision d = Decide(MustParse("1x2x4"), DefaultCostTable(), {32 << 20, Ring(8)});
+  Decision d =
+      Decide(MustParse("1x2x4"), DefaultCostTable(), {32 << 20, Ring(8)});
   EXPECT_EQ(d.plan, Plan::kNccl) << d.reason;
   EXPECT_LT(d.nvshmem_us, 0);
   EXPECT_LT(d.split_us, 0);
@@ -191,42 +196,45 @@ TEST(DeadlockFreeTest, NonCyclicShiftIsRefused) {
             "NCCL: nvshmem refused: 1 of 2 devices of the team (device 0) has "
             "no source; XLA's NVSHMEM permute would hang in its barrier");
   // The same devices as a cycle are safe and NVSHMEM wins with these costs.
-  Decision ring = Decide(MustParse("1x1x2"), DefaultCostTable(),
-                         {32 << 20, Ring(2), 0, 2});
+  Decision ring =
+      Decide(MustParse("1x1x2"), DefaultCostTable(), {32 << 20, Ring(2), 0, 2});
   EXPECT_EQ(ring.plan, Plan::kNvshmem) << ring.reason;
 }
 
 TEST(DeadlockFreeTest, ShiftOfEightListsTheDeviceWithoutSource) {
   std::vector<std::pair<int, int>> shift;
   for (int i = 0; i < 7; ++i) shift.emplace_back(i, i + 1);
-  Decision d = Decide(MustParse("1x1x8"), DefaultCostTable(),
-                      {32 << 20, shift, 0, 8});
+  Decision d =
+      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, shift, 0, 8});
   EXPECT_EQ(d.plan, Plan::kNccl);
-  EXPECT_NE(d.reason.find("1 of 8 devices of the team (device 0) has no source"),
-            std::string::npos)
+  EXPECT_NE(
+      d.reason.find("1 of 8 devices of the team (device 0) has no source"),
+      std::string::npos)
       << d.reason;
 }
 
 TEST(DeadlockFreeTest, PartialGroupIsRefusedForTheWholeProgram) {
   // A ring over devices 0..3 of an 8-device program: 4..7 call no barrier.
-  Decision d = Decide(MustParse("1x1x8"), DefaultCostTable(),
-                      {32 << 20, Ring(4), 0, 8});
+  Decision d =
+      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4), 0, 8});
   EXPECT_EQ(d.plan, Plan::kNccl);
   EXPECT_NE(d.reason.find("4 of 8 devices of the team (devices 4, 5, 6, 7) "
                           "have no source"),
             std::string::npos)
       << d.reason;
   // In a 4-device program on the same machine the ring covers the team.
-  Decision four = Decide(MustParse("1x1x8"), DefaultCostTable(),
-                         {32 << 20, Ring(4), 0, 4});
+  Decision four =
+      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4), 0, 4});
   EXPECT_EQ(four.plan, Plan::kNvshmem) << four.reason;
 }
 
 TEST(DeadlockFreeTest, UnknownTeamIsTheWholeTopology) {
-  Decision d = Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4)});
+  Decision d =
+      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4)});
   EXPECT_EQ(d.plan, Plan::kNccl);
   EXPECT_NE(d.reason.find("4 of 8 devices"), std::string::npos) << d.reason;
-  Decision full = Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(8)});
+  Decision full =
+      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(8)});
   EXPECT_EQ(full.plan, Plan::kNvshmem) << full.reason;
 }
 
@@ -245,12 +253,13 @@ TEST(DeadlockFreeTest, EveryReplicaGroupMustCoverItsDevices) {
   std::string error;
   Topology t = MustParse("1x1x8");
   // Cross-partition ring of 4 partitions x 2 replicas: every device a target.
-  auto ring = EdgeIdsToDevices(t, {{0, 1}, {1, 2}, {2, 3}, {3, 0}}, true, 4, 2,
-                               &error);
+  auto ring =
+      EdgeIdsToDevices(t, {{0, 1}, {1, 2}, {2, 3}, {3, 0}}, true, 4, 2, &error);
   ASSERT_TRUE(ring) << error;
   EXPECT_EQ(NvshmemHangReason(*ring, TeamDevices(t, 8)), "");
   // A shift 0->1->2->3 leaves partition 0 of both replicas (devices 0, 1).
-  auto shift = EdgeIdsToDevices(t, {{0, 1}, {1, 2}, {2, 3}}, true, 4, 2, &error);
+  auto shift =
+      EdgeIdsToDevices(t, {{0, 1}, {1, 2}, {2, 3}}, true, 4, 2, &error);
   ASSERT_TRUE(shift) << error;
   EXPECT_NE(NvshmemHangReason(*shift, TeamDevices(t, 8))
                 .find("2 of 8 devices of the team (devices 0, 1) have"),
@@ -268,8 +277,8 @@ TEST(DecideTest, Nvl72DomainAllowsNvshmemAcrossHosts) {
   EXPECT_EQ(d.plan, Plan::kNvshmem) << d.reason;
   EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kNvlinkDomain)], 9);
   // Same ring without the NVL72 domain: network edges, no NVSHMEM.
-  Decision plain = Decide(MustParse("1x9x8"), DefaultCostTable(),
-                          {32 << 20, Ring(72)});
+  Decision plain =
+      Decide(MustParse("1x9x8"), DefaultCostTable(), {32 << 20, Ring(72)});
   EXPECT_NE(plain.plan, Plan::kNvshmem);
 }
 
@@ -289,8 +298,8 @@ TEST(DecideTest, MarginKeepsNcclForTinyGains) {
 }
 
 TEST(DecideTest, DegenerateAndEmptyPermutes) {
-  Decision self = Decide(MustParse("1x1x4"), DefaultCostTable(),
-                         {4096, {{0, 0}, {1, 1}}});
+  Decision self =
+      Decide(MustParse("1x1x4"), DefaultCostTable(), {4096, {{0, 0}, {1, 1}}});
   EXPECT_EQ(self.edges_by_class[static_cast<int>(LinkClass::kSameDevice)], 2);
   Decision none = Decide(MustParse("1x1x4"), DefaultCostTable(), {4096, {}});
   EXPECT_EQ(none.plan, Plan::kNccl);
@@ -304,8 +313,9 @@ TEST(DecideTest, PairsSpanningHostsKeepNccl) {
   ASSERT_TRUE(table) << error;
   Topology t = MustParse("1x2x2:map=0,2,1,3");
   // Logical r + 2p -> device: (r0,p0)=0 (r1,p0)=2 (r0,p1)=1 (r1,p1)=3.
-  auto edges = EdgeIdsToDevices(t, {{0, 1}, {1, 0}}, /*cross_partition=*/true,
-                                /*num_partitions=*/2, /*num_replicas=*/2, &error);
+  auto edges =
+      EdgeIdsToDevices(t, {{0, 1}, {1, 0}}, /*cross_partition=*/true,
+                       /*num_partitions=*/2, /*num_replicas=*/2, &error);
   ASSERT_TRUE(edges) << error;
   // Edges: r0: 0->1, 1->0 (same host); r1: 2->3, 3->2 (same host).
   Decision d = Decide(t, *table, {64 << 20, *edges, 2, 4});
@@ -374,9 +384,9 @@ TEST(BackendSetTest, TableCarriesSetSignalsAndPerBufferCosts) {
       "link peer nvlink 20 300 1.5\n");
   EXPECT_EQ(BackendSetToString(table.backends), "nccl,peer,symmetric");
   EXPECT_TRUE(table.symmetric_signals);
-  EXPECT_DOUBLE_EQ(table.link(Backend::kPeer, LinkClass::kIntraHostNvlink)
-                       .per_buffer_us,
-                   1.5);
+  EXPECT_DOUBLE_EQ(
+      table.link(Backend::kPeer, LinkClass::kIntraHostNvlink).per_buffer_us,
+      1.5);
   std::string error;
   std::optional<CostTable> again =
       ParseCostTable(CostTableToString(table), "x", &error);
@@ -387,12 +397,14 @@ TEST(BackendSetTest, TableCarriesSetSignalsAndPerBufferCosts) {
 
 TEST(BackendSetTest, MeasuredParityKeepsNccl) {
   // Default peer and symmetric numbers are NCCL's (measured parity).
-  CostTable table = TableWith("backends nccl,peer,symmetric\nsymmetric_signals 1\n");
+  CostTable table =
+      TableWith("backends nccl,peer,symmetric\nsymmetric_signals 1\n");
   for (int64_t bytes : {int64_t{1024}, int64_t{64} << 20}) {
     Decision d = Decide(MustParse("1x1x2"), table, {bytes, Ring(2), 0, 2});
     EXPECT_EQ(d.plan, Plan::kNccl) << d.reason;
     EXPECT_DOUBLE_EQ(d.backend_us[static_cast<int>(Backend::kPeer)], d.nccl_us);
-    EXPECT_NE(d.reason.find("does not beat NCCL"), std::string::npos) << d.reason;
+    EXPECT_NE(d.reason.find("does not beat NCCL"), std::string::npos)
+        << d.reason;
   }
 }
 
@@ -478,10 +490,10 @@ double NvshmemNvlinkUs(const CostTable& table, int64_t bytes, int buffers) {
 
 TEST(MeasuredCurveTest, ExactAtThePointsAndLogLogBetween) {
   CostTable table = TableWith(kCurveTable);
-  EXPECT_TRUE(HasMeasuredCurve(table, Backend::kNvshmem,
-                               LinkClass::kIntraHostNvlink));
-  EXPECT_FALSE(HasMeasuredCurve(table, Backend::kNvshmem,
-                                LinkClass::kNvlinkDomain));
+  EXPECT_TRUE(
+      HasMeasuredCurve(table, Backend::kNvshmem, LinkClass::kIntraHostNvlink));
+  EXPECT_FALSE(
+      HasMeasuredCurve(table, Backend::kNvshmem, LinkClass::kNvlinkDomain));
   EXPECT_EQ(NvshmemNvlinkUs(table, 1024, 1), 20);
   EXPECT_EQ(NvshmemNvlinkUs(table, 1048576, 1), 30);
   EXPECT_EQ(NvshmemNvlinkUs(table, 67108864, 4), 260);
@@ -496,7 +508,8 @@ TEST(MeasuredCurveTest, ExactAtThePointsAndLogLogBetween) {
 TEST(MeasuredCurveTest, MonotoneWhereTheDataIs) {
   CostTable table = TableWith(kCurveTable);
   double previous = 0;
-  for (int64_t bytes = 1; bytes <= (int64_t{1} << 30); bytes = bytes * 3 / 2 + 1) {
+  for (int64_t bytes = 1; bytes <= (int64_t{1} << 30);
+       bytes = bytes * 3 / 2 + 1) {
     const double us = NvshmemNvlinkUs(table, bytes, 1);
     EXPECT_GE(us, previous) << bytes;
     previous = us;
@@ -505,8 +518,8 @@ TEST(MeasuredCurveTest, MonotoneWhereTheDataIs) {
   CostTable dip = TableWith(
       "point nccl nvlink 1 1000 20\npoint nccl nvlink 1 10000 15\n"
       "point nccl nvlink 1 100000 25\n");
-  const double mid = EdgeTimeUs(dip, Backend::kNccl,
-                                LinkClass::kIntraHostNvlink, 3000, 1);
+  const double mid =
+      EdgeTimeUs(dip, Backend::kNccl, LinkClass::kIntraHostNvlink, 3000, 1);
   EXPECT_LT(mid, 20);
   EXPECT_GT(mid, 15);
 }
@@ -516,8 +529,7 @@ TEST(MeasuredCurveTest, ExtrapolatesWithTheRowsBandwidth) {
   // 400 GB/s = 400000 bytes/us beyond 64 MiB, from the last point.
   const int64_t top = 67108864;
   EXPECT_NEAR(NvshmemNvlinkUs(table, top + 400000000, 1), 200 + 1000, 1e-9);
-  EXPECT_NEAR(NvshmemNvlinkUs(table, 4 * top, 4), 260 + 3.0 * top / 4e5,
-              1e-9);
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 4 * top, 4), 260 + 3.0 * top / 4e5, 1e-9);
   // Below 1 KiB: the first point less the transfer of the missing bytes.
   EXPECT_NEAR(NvshmemNvlinkUs(table, 24, 1), 20 - 1000.0 / 4e5, 1e-12);
   EXPECT_GE(NvshmemNvlinkUs(table, 0, 1), 0);
@@ -532,20 +544,22 @@ TEST(MeasuredCurveTest, BlendsBetweenBufferCountsAndAddsPerBufferBeyond) {
   // 6 buffers: the 4-buffer curve plus 2 x per_buffer (10 us).
   EXPECT_NEAR(NvshmemNvlinkUs(table, 1024, 6), 70, 1e-9);
   // Only 4 buffers measured: fewer buffers take per_buffer off, never below 0.
-  CostTable four = TableWith("link nccl nvlink 1 100 5\n"
-                             "point nccl nvlink 4 1000 12\n"
-                             "point nccl nvlink 4 2000 14\n"
-                             "sm_interference nccl 0\n");
-  EXPECT_NEAR(EdgeTimeUs(four, Backend::kNccl, LinkClass::kIntraHostNvlink,
-                         1000, 3), 7, 1e-9);
-  EXPECT_EQ(EdgeTimeUs(four, Backend::kNccl, LinkClass::kIntraHostNvlink, 1000,
-                       1),
-            0);
+  CostTable four = TableWith(
+      "link nccl nvlink 1 100 5\n"
+      "point nccl nvlink 4 1000 12\n"
+      "point nccl nvlink 4 2000 14\n"
+      "sm_interference nccl 0\n");
+  EXPECT_NEAR(
+      EdgeTimeUs(four, Backend::kNccl, LinkClass::kIntraHostNvlink, 1000, 3), 7,
+      1e-9);
+  EXPECT_EQ(
+      EdgeTimeUs(four, Backend::kNccl, LinkClass::kIntraHostNvlink, 1000, 1),
+      0);
 }
 
 TEST(MeasuredCurveTest, SmInterferenceAddsOnTopOfTheCurve) {
-  CostTable table = TableWith(std::string(kCurveTable) +
-                              "sm_interference nvshmem 0.5\n");
+  CostTable table =
+      TableWith(std::string(kCurveTable) + "sm_interference nvshmem 0.5\n");
   // 1 MiB at 400 GB/s is 2.62144 us of transfer; half of it on top.
   EXPECT_NEAR(NvshmemNvlinkUs(table, 1048576, 1), 30 + 0.5 * 2.62144, 1e-9);
 }
@@ -553,15 +567,16 @@ TEST(MeasuredCurveTest, SmInterferenceAddsOnTopOfTheCurve) {
 TEST(MeasuredCurveTest, ALinkLineAloneDropsTheInheritedCurve) {
   CostTable base = TableWith(kCurveTable);
   std::string error;
-  std::optional<CostTable> over = ParseCostTable(
-      CostTableToString(base) + "", "x", &error);
+  std::optional<CostTable> over =
+      ParseCostTable(CostTableToString(base) + "", "x", &error);
   ASSERT_TRUE(over) << error;
   EXPECT_EQ(CostTableToString(*over), CostTableToString(base));
   EXPECT_NE(CostTableToString(base).find("point nvshmem nvlink 4 1024 50\n"),
             std::string::npos);
   // The default's curves (if any) give way to a link line naming the pair.
-  CostTable parametric = TableWith("link nvshmem nvlink 5 450 1\n"
-                                   "link nccl nvlink 6 450 1\n");
+  CostTable parametric = TableWith(
+      "link nvshmem nvlink 5 450 1\n"
+      "link nccl nvlink 6 450 1\n");
   EXPECT_FALSE(HasMeasuredCurve(parametric, Backend::kNvshmem,
                                 LinkClass::kIntraHostNvlink));
   EXPECT_FALSE(HasMeasuredCurve(parametric, Backend::kNccl,
@@ -570,11 +585,11 @@ TEST(MeasuredCurveTest, ALinkLineAloneDropsTheInheritedCurve) {
                          LinkClass::kIntraHostNvlink, 450000, 3),
               5 + 2 + 1 * (1 + parametric.sm_interference[1]), 1e-9);
   // Point lines after a link line of the same pair in one file add up.
-  CostTable both = TableWith("link nccl nvlink 6 450\npoint nccl nvlink 1 10 7\n");
+  CostTable both =
+      TableWith("link nccl nvlink 6 450\npoint nccl nvlink 1 10 7\n");
   EXPECT_EQ(both.curve(Backend::kNccl, LinkClass::kIntraHostNvlink).size(), 1u);
-  EXPECT_DOUBLE_EQ(both.link(Backend::kNccl, LinkClass::kIntraHostNvlink)
-                       .latency_us,
-                   6);
+  EXPECT_DOUBLE_EQ(
+      both.link(Backend::kNccl, LinkClass::kIntraHostNvlink).latency_us, 6);
 }
 
 TEST(MeasuredCurveTest, BadPointRowsNameTheLine) {
@@ -627,8 +642,8 @@ TEST(MeasuredCurveTest, ReasonsSayWhichModelPriced) {
   EXPECT_NE(small.reason.find("margin for 1.0 KiB (measured curve)"),
             std::string::npos)
       << small.reason;
-  CostTable mixed = TableWith(std::string(kCurveTable) +
-                              "link nccl nvlink 1 450\n");
+  CostTable mixed =
+      TableWith(std::string(kCurveTable) + "link nccl nvlink 1 450\n");
   Decision m = Decide(MustParse("1x1x2"), mixed, {1024, Ring(2), 0, 2});
   EXPECT_NE(m.reason.find("(NCCL parametric, NVSHMEM measured curve)"),
             std::string::npos)
@@ -683,16 +698,17 @@ TEST(DefaultTableTest, DecidesAsMeasuredOnTwoH200) {
 TEST(EdgeIdsTest, ExpandsPartitionsAndReplicas) {
   std::string error;
   Topology t = MustParse("1x2x4");
-  auto edges = EdgeIdsToDevices(t, {{0, 1}, {1, 0}}, /*cross_partition=*/true,
-                                /*num_partitions=*/2, /*num_replicas=*/4, &error);
+  auto edges =
+      EdgeIdsToDevices(t, {{0, 1}, {1, 0}}, /*cross_partition=*/true,
+                       /*num_partitions=*/2, /*num_replicas=*/4, &error);
   ASSERT_TRUE(edges) << error;
   // Replica r, partition p -> device r + 4 p.
   ASSERT_EQ(edges->size(), 8u);
   EXPECT_EQ((*edges)[0], std::make_pair(0, 4));
   EXPECT_EQ((*edges)[3], std::make_pair(5, 1));
 
-  auto replicas = EdgeIdsToDevices(t, {{0, 3}}, /*cross_partition=*/false, 2, 4,
-                                   &error);
+  auto replicas =
+      EdgeIdsToDevices(t, {{0, 3}}, /*cross_partition=*/false, 2, 4, &error);
   ASSERT_TRUE(replicas) << error;
   EXPECT_EQ((*replicas)[1], std::make_pair(4, 7));
 
