@@ -233,6 +233,14 @@ def _e2e(tmp_path, *argv, timeout=500):
   return csv_text, json.loads((tmp_path / "ring_e2e.json").read_text())
 
 
+def _jax_has_transformations():
+  try:
+    from jax.extend import xla as jx
+  except Exception:
+    return False
+  return hasattr(jx, "register_hlo_module_transformation")
+
+
 @pytest.mark.skipif(not _jax_has_transformations(),
                     reason="this jax has no register_hlo_module_transformation")
 def test_e2e_two_processes_nccl_and_hooked_pass(tmp_path):
