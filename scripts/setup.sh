@@ -46,7 +46,8 @@ fi
 
 # Debian packages: googletest for the C++ tests, Chromium for the report's
 # page test, clang with libFuzzer and the sanitizers for fuzz/, LLVM's
-# FileCheck for the pass's tests (CI runs as root).
+# FileCheck for the pass's tests, clang-format for the style test (CI runs as
+# root).
 missing=()
 [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
 command -v cmake >/dev/null || missing+=(cmake)
@@ -55,6 +56,7 @@ command -v clang++ >/dev/null || missing+=(clang)
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 \
   || missing+=(libclang-rt-14-dev)
 ls /usr/lib/llvm-*/bin/FileCheck >/dev/null 2>&1 || missing+=(llvm-14-tools)
+command -v clang-format >/dev/null || missing+=(clang-format)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     step "updating Debian's package lists" apt-get update
