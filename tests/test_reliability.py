@@ -341,11 +341,27 @@ def test_output_is_all_or_nothing_when_killed(big_module, tmp_path):
   assert set(outcomes) <= {"complete", "absent"}
 
 
+# Linux keeps a process's peak RSS across exec, and a forked child starts with a
+# copy of its parent's pages: a child of the (large) pytest process would report
+# pytest's size. A small probe process forks the command and reports its peak.
+_RSS_PROBE = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+  devnull = os.open(os.devnull, os.O_WRONLY)
+  os.dup2(devnull, 1)
+  os.execvp(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
 def _peak_rss_kb(args):
-  proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-  _, status, usage = os.wait4(proc.pid, 0)
-  proc.returncode = os.waitstatus_to_exitcode(status)
-  return proc.returncode, usage.ru_maxrss
+  proc = subprocess.run([sys.executable, "-c", _RSS_PROBE, *map(str, args)],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                        check=False)
+  code, rss_kb = proc.stdout.split()[-2:]
+  return int(code), int(rss_kb)
 
 
 def test_memory_is_linear_in_input(big_module, tmp_path):
