@@ -14,7 +14,8 @@
 #   today-permute-1proc  the same with one process driving both GPUs
 #   pinned-e2e       ring attention end to end with the pinned jax
 #   today-e2e        ring attention end to end with the image's jax and the hook
-# The pinned steps expect the jax 0.9.1 wheels installed under /tmp/site (see
+# The pinned steps expect the jax 0.9.1 wheels installed under $PINNED_SITE
+# (default /tmp/site; see
 # the header of the wheel-carrying script) and use PYTHONPATH=/tmp/site.
 set -u
 STEP=${1:?usage: device_x2.sh STEP OUTDIR}
@@ -25,7 +26,7 @@ export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 
 pinned_env() {
-  export PYTHONPATH=/tmp/site JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1
+  export PYTHONPATH=${PINNED_SITE:-/tmp/site} JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1
   $PY -c "import jax, jaxlib; print('pinned jax', jax.__version__, jaxlib.__version__)" \
     2>&1 | grep -v "plugin configuration" | tail -1
 }
