@@ -12,11 +12,9 @@
 #   today-permute    with the image's jax (0.11.2): NCCL vs peer vs symmetric sweep,
 #                    one process per GPU
 #   today-permute-1proc  the same with one process driving both GPUs
-#   pinned-e2e       ring attention end to end with the pinned jax
-#   today-e2e        ring attention end to end with the image's jax and the hook
-# The pinned steps expect the jax 0.9.1 wheels installed under $PINNED_SITE
-# (default /tmp/site; see
-# the header of the wheel-carrying script) and use PYTHONPATH=/tmp/site.
+# The pinned steps expect the jax 0.9.1 wheels installed in the folder
+# $PINNED_SITE (default /tmp/site) and put it on PYTHONPATH. Ring attention end
+# to end runs through gpu/ring_e2e.py directly (docs/gpu_measurements.md).
 set -u
 STEP=${1:?usage: device_x2.sh STEP OUTDIR}
 OUT=${2:?usage: device_x2.sh STEP OUTDIR}
