@@ -36,6 +36,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "driver/alt_signal_stack.h"
 #include "driver/backend_config_json.h"
 #include "google/protobuf/util/json_util.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
@@ -199,20 +200,7 @@ void BeginXlaStage(const char* stage, int exit_code) {
   static bool installed = false;
   if (!installed) {
     installed = true;
-    // A stack overflow (deep recursion in XLA) leaves no stack to run the
-    // handler on: give it its own.
-    static char alt_stack[1 << 16];
-    stack_t stack = {};
-    stack.ss_sp = alt_stack;
-    stack.ss_size = sizeof(alt_stack);
-    sigaltstack(&stack, nullptr);
-    struct sigaction action = {};
-    action.sa_handler = OnFatalSignal;
-    action.sa_flags = SA_ONSTACK;
-    sigemptyset(&action.sa_mask);
-    for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE}) {
-      sigaction(sig, &action, nullptr);
-    }
+    nvshmem_opt::HandleFatalSignals(OnFatalSignal);
     if (std::getenv("NVSHMEM_OPT_TF_LOGS") == nullptr) {
       g_guard.capture = memfd_create("nvshmem-opt-xla-log", 0);
     }

@@ -39,31 +39,11 @@ sigjmp_buf g_jump;
 int64_t g_xla_input_aborts = 0;
 extern "C" void OnXlaInputAbort(int) { siglongjmp(g_jump, 1); }
 
-// The signals XLA dies of. A stack overflow leaves no stack for the
-// handler, so it runs on its own (as the driver's does).
-constexpr int kFatalSignals[] = {SIGABRT, SIGSEGV, SIGBUS, SIGFPE};
-
+// Runs on its own stack, as the driver's handler does (alt_signal_stack.h).
 struct InputGuard {
-  struct sigaction old[4];
-  InputGuard() {
-    stack_t current = {};
-    sigaltstack(nullptr, &current);
-    if (current.ss_flags & SS_DISABLE) {  // ASan usually has set one up.
-      static char alt_stack[1 << 16];
-      stack_t stack = {};
-      stack.ss_sp = alt_stack;
-      stack.ss_size = sizeof(alt_stack);
-      sigaltstack(&stack, nullptr);
-    }
-    struct sigaction action = {};
-    action.sa_handler = OnXlaInputAbort;
-    action.sa_flags = SA_ONSTACK;
-    sigemptyset(&action.sa_mask);
-    for (int i = 0; i < 4; ++i) sigaction(kFatalSignals[i], &action, &old[i]);
-  }
-  ~InputGuard() {
-    for (int i = 0; i < 4; ++i) sigaction(kFatalSignals[i], &old[i], nullptr);
-  }
+  struct sigaction old[nvshmem_opt::kNumFatalSignals];
+  InputGuard() { nvshmem_opt::HandleFatalSignals(OnXlaInputAbort, old); }
+  ~InputGuard() { nvshmem_opt::RestoreFatalSignals(old); }
 };
 
 void ReportAborts() {
