@@ -9,6 +9,9 @@
 #                    the non-cyclic shift hang check (NCCL vs NVSHMEM), then the
 #                    ring-permute sweep NCCL vs NVSHMEM, 1/2/4 operands, 1 KiB..256 MiB
 #   pinned-permute-fine  the pinned sweep at every power of two (calibration + held-out)
+#   pinned-permute-small the low-noise pinned sweep, 1 KiB..16 MiB: 8 dependent permutes
+#                    per loop step, 3 compiles per point, NVSHMEM uncombined, plus
+#                    one-buffer chain-1 reference points
 #   today-permute    with the image's jax (0.11.2): NCCL vs peer vs symmetric sweep,
 #                    one process per GPU
 #   today-permute-1proc  the same with one process driving both GPUs
@@ -69,6 +72,20 @@ case "$STEP" in
       --trips=100 --reps=7 --budget-s=540 \
       --out="$OUT/h200x2_xla_permute_fine_jax091.csv" \
       --details="$OUT/h200x2_xla_permute_fine_jax091.json"
+    echo "permute bench exit $?"
+    ;;
+  pinned-permute-small)
+    # Below ~2 MiB a permute costs 10-25 us and a loop step's overhead moves by a few
+    # us from compile to compile; 8 permutes per step divide that by 8, 3 compiles
+    # per point show what is left. NVSHMEM without combining (several buffers =
+    # several NVSHMEM permutes, what our pass's choice runs at the pin).
+    pinned_env
+    timeout 540 $PY gpu/xla_permute_bench.py --backends=nccl,nvshmem --uncombined=nvshmem \
+      --operands=1,2,4 --sizes=1K,2K,4K,8K,16K,32K,64K,128K,256K,512K,1M,2M,4M,8M,16M \
+      --chain=8 --compiles=3 --reference-operands=1 --trips=50 --reps=7 \
+      --budget-s=${SMALL_BUDGET_S:-500} \
+      --out="$OUT/h200x2_xla_permute_small_jax091.csv" \
+      --details="$OUT/h200x2_xla_permute_small_jax091.json"
     echo "permute bench exit $?"
     ;;
   today-permute-1proc)

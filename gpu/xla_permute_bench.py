@@ -3,7 +3,8 @@
 
     python3 gpu/xla_permute_bench.py --out=permute.csv [--backends=nccl,nvshmem]
         [--operands=1,2,4] [--sizes=1K:256M] [--trips=50] [--reps=5]
-        [--details=permute.json] [--budget-s=480]
+        [--chain=1] [--compiles=1] [--reference-operands=1]
+        [--uncombined=nvshmem] [--details=permute.json] [--budget-s=480]
     python3 gpu/xla_permute_bench.py --hang-check --out=hang.json [--timeout=40]
 
 Each process owns one GPU (jax.distributed, local_device_ids=[rank]), or with
@@ -14,6 +15,22 @@ collective-permute, as it does for ring attention's K and V) and multiplies them
 by a constant. The same loop without the permute gives the baseline: the loop,
 the multiply and the kernel launches. The permute's own time per step is
 step - baseline, which is what the cost model predicts.
+
+Small permutes (10-25 us) sit on a loop step whose overhead moves by a few us
+from one compile to the next, so one compile of each loop gives a noisy
+difference. Two options cut that noise:
+  --chain=N     N dependent (permute, multiply) pairs per loop step, and N
+                multiplies in the baseline: own = (step - baseline) / N, so the
+                compile-to-compile change of the loop's overhead is divided by N.
+  --compiles=C  C independent compiles of step and baseline per point, in C
+                rounds over all points (a budget cut leaves every point with the
+                rounds done); the row is the compile whose own time is the median,
+                and own_spread_s is the max - min of own over the compiles.
+--reference-operands=1 adds the same sizes at --chain=1 for those operand counts,
+to check that a permute in a chain costs what a lone permute per step costs.
+--uncombined=nvshmem sets XLA's permute combine threshold to 0 for those backends
+(at the pin the combiner runs after the NVSHMEM assigner, so combined permutes
+would run on NCCL).
 
 Backends are XLA modes, each in fresh processes because XLA reads XLA_FLAGS once:
   nccl       plain XLA
@@ -64,9 +81,12 @@ BACKEND_FLAGS = {
     "symmetric": ["--xla_gpu_collective_permute_mode=symmetric"],
 }
 _OWN_PREFIXES = ("--xla_gpu_experimental_enable_nvshmem",
-                 "--xla_gpu_collective_permute_mode")
+                 "--xla_gpu_collective_permute_mode",
+                 "--xla_gpu_collective_permute_combine_threshold_bytes")
 CSV_HEADER = ("backend", "link_class", "bytes", "seconds", "operands", "step_s",
-              "baseline_s", "devices", "jax_version", "loop_trips")
+              "baseline_s", "devices", "jax_version", "loop_trips", "chain",
+              "compiles", "own_spread_s")
+NO_COMBINE_FLAG = "--xla_gpu_collective_permute_combine_threshold_bytes=0"
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
@@ -94,7 +114,10 @@ def parse_sizes(text):
 
 
 def parse_list(text, allowed=None, cast=str):
-  items = [cast(t.strip()) for t in text.split(",") if t.strip()]
+  try:
+    items = [cast(t.strip()) for t in text.split(",") if t.strip()]
+  except ValueError:
+    raise BenchError(f"bad list {text!r}") from None
   if not items:
     raise BenchError(f"empty list {text!r}")
   if allowed is not None:
@@ -104,20 +127,21 @@ def parse_list(text, allowed=None, cast=str):
   return items
 
 
-def backend_env(backend, base_env):
+def backend_env(backend, base_env, uncombined=False):
   env = dict(base_env)
   env.update(MULTICAST_OFF)
   env["PYTHONUNBUFFERED"] = "1"
   flags = [f for f in env.get("XLA_FLAGS", "").split()
            if not f.startswith(_OWN_PREFIXES)]
-  env["XLA_FLAGS"] = " ".join(flags + BACKEND_FLAGS[backend])
+  flags += BACKEND_FLAGS[backend] + ([NO_COMBINE_FLAG] if uncombined else [])
+  env["XLA_FLAGS"] = " ".join(flags)
   # Symmetric heap for the largest buffers (in, out, and XLA's own).
   env.setdefault("NVSHMEM_SYMMETRIC_SIZE", "4G")
   return env
 
 
 def csv_rows(backend, points, devices, jax_version, trips):
-  """CSV rows from the merged per-point medians of all ranks."""
+  """CSV rows from the merged points (times per permute slot of the loop)."""
   rows = []
   for p in points:
     if p.get("step_s") is None or p.get("baseline_s") is None:
@@ -127,23 +151,58 @@ def csv_rows(backend, points, devices, jax_version, trips):
         "bytes": p["bytes"], "seconds": max(p["step_s"] - p["baseline_s"], 0.0),
         "operands": p["operands"], "step_s": p["step_s"],
         "baseline_s": p["baseline_s"], "devices": devices,
-        "jax_version": jax_version, "loop_trips": trips})
+        "jax_version": jax_version, "loop_trips": trips,
+        "chain": p.get("chain", 1), "compiles": p.get("compiles", 1),
+        "own_spread_s": p.get("own_spread_s", 0.0)})
   return rows
 
 
+def merge_compiles(chain, compiles):
+  """One point from its compiles [(step_s, baseline_s)] per loop trip.
+
+  Each compile gives own = (step - baseline) / chain; the point takes the
+  compile whose own time is the median (the lower middle one for an even
+  count), so step_s - baseline_s stays that compile's own time. Times are per
+  permute slot (divided by chain)."""
+  owns = [((st - ba) / chain, st / chain, ba / chain) for st, ba in compiles]
+  ranked = sorted(owns)
+  own, step, base = ranked[(len(ranked) - 1) // 2]
+  return {"step_s": step, "baseline_s": base, "compiles": len(owns),
+          "own_compiles_s": [o for o, _, _ in owns],
+          "own_spread_s": ranked[-1][0] - ranked[0][0]}
+
+
 def merge_ranks(rank_results):
-  """Slowest rank's medians per (operands, bytes)."""
+  """Per (chain, operands, bytes): per compile the slowest rank's step and
+  baseline (a ring step ends when its slowest edge does), then the median
+  compile (merge_compiles)."""
   merged = {}
   for res in rank_results:
     for p in res.get("points", []):
-      key = (p["operands"], p["bytes"])
-      m = merged.setdefault(key, {"operands": p["operands"], "bytes": p["bytes"],
-                                  "step_s": None, "baseline_s": None,
+      chain = p.get("chain", 1)
+      key = (chain, p["operands"], p["bytes"])
+      m = merged.setdefault(key, {"chain": chain, "operands": p["operands"],
+                                  "bytes": p["bytes"], "runs": {},
                                   "step_spread": None, "baseline_spread": None})
-      for k in ("step_s", "baseline_s", "step_spread", "baseline_spread"):
-        if p.get(k) is not None:
-          m[k] = p[k] if m[k] is None else max(m[k], p[k])
-  return [merged[k] for k in sorted(merged)]
+      for c, run in enumerate(p.get("runs", [])):
+        if run.get("step_s") is None or run.get("baseline_s") is None:
+          continue
+        old = m["runs"].get(c)
+        m["runs"][c] = run if old is None else {
+            k: max(old[k], run[k]) for k in ("step_s", "baseline_s")}
+        for k in ("step_spread", "baseline_spread"):
+          if run.get(k) is not None:
+            m[k] = run[k] if m[k] is None else max(m[k], run[k])
+  points = []
+  for key in sorted(merged):
+    m = merged[key]
+    by_compile = m.pop("runs")
+    runs = [by_compile[c] for c in sorted(by_compile)]
+    if runs:
+      m.update(merge_compiles(m["chain"], [(r["step_s"], r["baseline_s"])
+                                           for r in runs]))
+    points.append(m)
+  return points
 
 
 # ---------------------------------------------------------------------------
@@ -179,7 +238,7 @@ def _permute_backends(compiled_text):
   return found
 
 
-def _build(jax, mesh, operands, elems, perm, with_permute, trips):
+def _build(jax, mesh, operands, elems, perm, with_permute, trips, chain=1):
   import jax.numpy as jnp
   from jax import lax
   from jax.sharding import NamedSharding, PartitionSpec as P
@@ -191,10 +250,23 @@ def _build(jax, mesh, operands, elems, perm, with_permute, trips):
     smap = lambda f: shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=P("x"),
                                check_rep=False)
 
+  def mix(xs):
+    # Every operand takes one element of the next, so the permutes of one chain
+    # position depend on all of the position before: XLA's combiner can then
+    # join only the K permutes of one position, as in ring attention's K and V.
+    if len(xs) == 1:
+      return (xs[0] * jnp.float32(1.0001),)
+    return tuple(x * jnp.float32(1.0001) + xs[(i + 1) % len(xs)][:1] * jnp.float32(1e-30)
+                 for i, x in enumerate(xs))
+
   def step(xs):
-    if with_permute:
-      xs = lax.ppermute(xs, "x", perm)
-    return tuple(x * jnp.float32(1.0001) for x in xs)
+    for _ in range(chain):  # each pair depends on the one before
+      if with_permute:
+        xs = lax.ppermute(xs, "x", perm)
+      # The barrier keeps the baseline's multiplies apart, one kernel per
+      # position as between the permutes (fused they would cost less).
+      xs = lax.optimization_barrier(mix(xs)) if chain > 1 else mix(xs)
+    return xs
 
   @jax.jit
   @smap
@@ -218,23 +290,37 @@ def _time(jax, fn, xs, reps):
   return statistics.median(times)
 
 
-def _measure_point(jax, mesh, ring, operands, elems, args, point, result):
-  """Step and baseline medians, timed alternately so drift hits both alike."""
-  step_fn, xs = _build(jax, mesh, operands, elems, ring, True, args.trips)
-  base_fn, _ = _build(jax, mesh, operands, elems, ring, False, args.trips)
+def _measure_once(jax, mesh, ring, operands, elems, chain, args, result):
+  """One compile of step and baseline, timed alternately so drift hits both
+  alike: {step_s, baseline_s} per loop trip (medians) and their spreads."""
+  step_fn, xs = _build(jax, mesh, operands, elems, ring, True, args.trips, chain)
+  base_fn, _ = _build(jax, mesh, operands, elems, ring, False, args.trips, chain)
   seen = result.setdefault("compiled_permutes", {})
-  if str(operands) not in seen:
-    seen[str(operands)] = _permute_backends(step_fn.lower(xs).compile().as_text())
+  if f"{chain}x{operands}" not in seen:
+    seen[f"{chain}x{operands}"] = _permute_backends(
+        step_fn.lower(xs).compile().as_text())
   jax.block_until_ready(step_fn(xs))
   jax.block_until_ready(base_fn(xs))
   steps, bases = [], []
   for _ in range(args.reps):
     steps.append(_time(jax, step_fn, xs, 1) / args.trips)
     bases.append(_time(jax, base_fn, xs, 1) / args.trips)
-  point["step_s"] = statistics.median(steps)
-  point["baseline_s"] = statistics.median(bases)
-  point["step_spread"] = (max(steps) - min(steps)) / point["step_s"]
-  point["baseline_spread"] = (max(bases) - min(bases)) / point["baseline_s"]
+  step, base = statistics.median(steps), statistics.median(bases)
+  return {"step_s": step, "baseline_s": base,
+          "step_spread": (max(steps) - min(steps)) / step,
+          "baseline_spread": (max(bases) - min(bases)) / base}
+
+
+def point_plan(args):
+  """[(chain, operands, requested bytes)]: the main grid, then the chain-1
+  reference points."""
+  sizes = parse_sizes(args.sizes)
+  plan = [(args.chain, o, s) for o in parse_list(args.operands, cast=int)
+          for s in sizes]
+  if args.chain != 1 and args.reference_operands:
+    plan += [(1, o, s) for o in parse_list(args.reference_operands, cast=int)
+             for s in sizes]
+  return plan
 
 
 def run_child(args):
@@ -249,21 +335,32 @@ def run_child(args):
     n = mesh.devices.size
     ring = [(i, (i + 1) % n) for i in range(n)]
     deadline = time.time() + args.budget_s
-    for operands in parse_list(args.operands, cast=int):
-      for total in parse_sizes(args.sizes):
+    points = {}
+    # Rounds over compiles outermost: a budget cut leaves every point measured
+    # by the rounds already done.
+    for rnd in range(args.compiles):
+      for chain, operands, total in point_plan(args):
         if time.time() > deadline:
-          result["errors"].append(f"budget reached before {operands}x{total}")
+          result["errors"].append(f"budget reached in round {rnd + 1} before "
+                                  f"chain {chain}, {operands}x{total}")
           break
         elems = max(total // operands // 4, 1)
-        point = {"operands": operands, "bytes": elems * 4 * operands}
+        point = points.setdefault((chain, operands, total), {
+            "chain": chain, "operands": operands, "bytes": elems * 4 * operands,
+            "runs": []})
         try:
-          _measure_point(jax, mesh, ring, operands, elems, args, point, result)
-        except Exception as e:  # recorded; the size is skipped
-          result["errors"].append(f"{operands}x{total}: {type(e).__name__}: "
-                                  f"{str(e)[:300]}")
-        result["points"].append(point)
-        print(f"[rank {args.rank}] {operands} x {total} B: step "
-              f"{point.get('step_s')} baseline {point.get('baseline_s')}", flush=True)
+          run = _measure_once(jax, mesh, ring, operands, elems, chain, args, result)
+        except Exception as e:  # recorded; the compile is skipped
+          run = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+          result["errors"].append(f"chain {chain}, {operands}x{total}: {run['error']}")
+        point["runs"].append(run)
+        print(f"[rank {args.rank}] round {rnd + 1} chain {chain} {operands} x "
+              f"{total} B: step {run.get('step_s')} baseline {run.get('baseline_s')}",
+              flush=True)
+      else:
+        continue
+      break
+    result["points"] = list(points.values())
   except Exception as e:
     result["errors"].append(f"{type(e).__name__}: {str(e)[:1000]}")
   with open(args.child_out, "w") as f:
@@ -310,6 +407,8 @@ def bench(args):
   start = time.time()
   with tempfile.TemporaryDirectory() as tmp:
     backends = parse_list(args.backends, BACKEND_FLAGS)
+    uncombined_set = set(parse_list(args.uncombined, BACKEND_FLAGS)
+                         if args.uncombined else [])
     for i, backend in enumerate(backends):
       left = args.budget_s - (time.time() - start)
       share = left / (len(backends) - i)
@@ -319,10 +418,14 @@ def bench(args):
       outs = [os.path.join(tmp, f"{backend}_{r}.json") for r in range(nprocs)]
       extra = ["--child-out={}", "--operands", args.operands, "--sizes", args.sizes,
                "--trips", str(args.trips), "--reps", str(args.reps),
+               "--chain", str(args.chain), "--compiles", str(args.compiles),
+               "--reference-operands", args.reference_operands,
                "--budget-s", str(max(share - 45, 10))]
+      uncombined = backend in uncombined_set
       print(f"== {backend}: {gpus} GPUs, {nprocs} process(es), budget {share:.0f} s",
             flush=True)
-      status, logs = _spawn_with_outputs(extra, backend, nprocs, share, tmp, outs)
+      status, logs = _spawn_with_outputs(extra, backend, nprocs, share, tmp, outs,
+                                         uncombined)
       ranks = []
       for o in outs:
         if os.path.exists(o):
@@ -333,6 +436,7 @@ def bench(args):
       rows += csv_rows(backend, merged, gpus, version, args.trips)
       details["backends"][backend] = {
           "status": status, "points": merged, "jax_version": version,
+          "xla_flags": backend_env(backend, os.environ, uncombined)["XLA_FLAGS"],
           "compiled_permutes": [r.get("compiled_permutes") for r in ranks],
           "errors": [r.get("errors") for r in ranks],
           "log_tails": [t[-1500:] for t in logs]}
@@ -343,10 +447,10 @@ def bench(args):
   return 0
 
 
-def _spawn_with_outputs(extra, backend, nprocs, timeout, tmp, outs):
+def _spawn_with_outputs(extra, backend, nprocs, timeout, tmp, outs, uncombined=False):
   # Each rank gets its own output file: fill the placeholder per rank.
   port = _free_port()
-  env = backend_env(backend, os.environ)
+  env = backend_env(backend, os.environ, uncombined)
   procs, logs = [], []
   for r in range(nprocs):
     log = open(os.path.join(tmp, f"{backend}_{r}.log"), "w+")
@@ -428,6 +532,14 @@ def build_parser():
   p.add_argument("--sizes", default="1K:256M")
   p.add_argument("--trips", type=int, default=50)
   p.add_argument("--reps", type=int, default=5)
+  p.add_argument("--chain", type=int, default=1,
+                 help="dependent (permute, multiply) pairs per loop step")
+  p.add_argument("--compiles", type=int, default=1,
+                 help="independent compiles per point (rounds over all points)")
+  p.add_argument("--reference-operands", default="",
+                 help="operand counts also measured at chain 1 (with --chain > 1)")
+  p.add_argument("--uncombined", default="",
+                 help="backends run with XLA's permute combine threshold at 0")
   p.add_argument("--budget-s", type=float, default=480)
   p.add_argument("--timeout", type=float, default=40, help="per variant, --hang-check")
   p.add_argument("--nprocs", type=int, default=0, help="GPUs (default: all visible)")
@@ -457,6 +569,13 @@ def main(argv=None):
     parse_sizes(args.sizes)
     parse_list(args.operands, cast=int)
     parse_list(args.backends, BACKEND_FLAGS)
+    if args.uncombined:
+      parse_list(args.uncombined, BACKEND_FLAGS)
+    if args.reference_operands:
+      parse_list(args.reference_operands, cast=int)
+    for name in ("trips", "reps", "chain", "compiles"):
+      if getattr(args, name) < 1:
+        raise BenchError(f"--{name} must be >= 1")
     return hang_check(args) if args.hang_check else bench(args)
   except BenchError as e:
     print(f"xla_permute_bench: {e}", file=sys.stderr)
