@@ -80,10 +80,12 @@ case "$STEP" in
     # per point show what is left. NVSHMEM without combining (several buffers =
     # several NVSHMEM permutes, what our pass's choice runs at the pin).
     pinned_env
-    timeout 540 $PY gpu/xla_permute_bench.py --backends=nccl,nvshmem --uncombined=nvshmem \
+    probe pinned
+    budget=${SMALL_BUDGET_S:-500}
+    timeout $((budget + 40)) $PY gpu/xla_permute_bench.py --backends=nccl,nvshmem --uncombined=nvshmem \
       --operands=1,2,4 --sizes=1K,2K,4K,8K,16K,32K,64K,128K,256K,512K,1M,2M,4M,8M,16M \
       --chain=8 --compiles=3 --reference-operands=1 --trips=50 --reps=7 \
-      --budget-s=${SMALL_BUDGET_S:-500} \
+      --budget-s=$budget \
       --out="$OUT/h200x2_xla_permute_small_jax091.csv" \
       --details="$OUT/h200x2_xla_permute_small_jax091.json"
     echo "permute bench exit $?"
