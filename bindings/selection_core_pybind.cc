@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
 
 namespace py = pybind11;
@@ -20,19 +21,19 @@ namespace sel = xla::gpu::nvshmem_selection;
 
 namespace {
 
+// The value, or ValueError with the status's one-line message.
+template <typename T>
+T ValueOrThrow(absl::StatusOr<T> value) {
+  if (!value.ok()) throw py::value_error(std::string(value.status().message()));
+  return *std::move(value);
+}
+
 sel::Topology ParseTopology(const std::string& spec) {
-  std::string error;
-  std::optional<sel::Topology> topology = sel::Topology::Parse(spec, &error);
-  if (!topology) throw py::value_error(error);
-  return *topology;
+  return ValueOrThrow(sel::Topology::Parse(spec));
 }
 
 sel::CostTable ParseTable(const std::string& text, const std::string& source) {
-  std::string error;
-  std::optional<sel::CostTable> table =
-      sel::ParseCostTable(text, source, &error);
-  if (!table) throw py::value_error(error);
-  return *table;
+  return ValueOrThrow(sel::ParseCostTable(text, source));
 }
 
 sel::LinkClass LinkClassOrThrow(const std::string& name) {
@@ -79,11 +80,7 @@ py::dict DecisionToDict(const sel::Decision& d) {
   return out;
 }
 
-}  // namespace
-
-PYBIND11_MODULE(_selection_core, m) {
-  m.doc() = "Backend-selection core of the NVSHMEM collective-permute pass";
-
+void BindTopology(py::module_& m) {
   py::class_<sel::Topology>(m, "Topology")
       .def_static("parse", &ParseTopology, py::arg("spec"))
       .def_property_readonly("slices", &sel::Topology::slices)
@@ -108,7 +105,9 @@ PYBIND11_MODULE(_selection_core, m) {
       .def("__repr__", [](const sel::Topology& t) {
         return "Topology('" + t.ToString() + "')";
       });
+}
 
+void BindCostTable(py::module_& m) {
   py::class_<sel::CostTable>(m, "CostTable")
       .def_static("default", &sel::DefaultCostTable)
       .def_static("parse", &ParseTable, py::arg("text"),
@@ -193,13 +192,12 @@ PYBIND11_MODULE(_selection_core, m) {
             return sel::BackendSetToString(t.backends);
           },
           [](sel::CostTable& t, const std::string& text) {
-            std::string error;
-            auto backends = sel::ParseBackendSet(text, &error);
-            if (!backends) throw py::value_error(error);
-            t.backends = *backends;
+            t.backends = ValueOrThrow(sel::ParseBackendSet(text));
           })
       .def_readwrite("symmetric_signals", &sel::CostTable::symmetric_signals);
+}
 
+void BindNames(py::module_& m) {
   m.def("link_classes", []() {
     std::vector<std::string> names;
     for (int c = 0; c < sel::kNumLinkClasses; ++c) {
@@ -215,7 +213,9 @@ PYBIND11_MODULE(_selection_core, m) {
     }
     return names;
   });
+}
 
+void BindModel(py::module_& m) {
   m.def(
       "edge_time_us",
       [](const sel::CostTable& table, const std::string& backend,
@@ -232,16 +232,14 @@ PYBIND11_MODULE(_selection_core, m) {
       [](const sel::Topology& topology,
          const std::vector<std::pair<int64_t, int64_t>>& pairs,
          bool cross_partition, int num_partitions, int num_replicas) {
-        std::string error;
-        auto edges =
-            sel::EdgeIdsToDevices(topology, pairs, cross_partition,
-                                  num_partitions, num_replicas, &error);
-        if (!edges) throw py::value_error(error);
-        return *edges;
+        return ValueOrThrow(sel::EdgeIdsToDevices(
+            topology, pairs, cross_partition, num_partitions, num_replicas));
       },
       py::arg("topology"), py::arg("pairs"), py::arg("cross_partition"),
       py::arg("num_partitions"), py::arg("num_replicas"));
+}
 
+void BindDecide(py::module_& m) {
   m.def(
       "decide",
       [](const sel::Topology& topology, const sel::CostTable& table,
@@ -278,4 +276,15 @@ PYBIND11_MODULE(_selection_core, m) {
   // Empty string when an NVSHMEM permute over these edges is safe.
   m.def("nvshmem_hang_reason", &sel::NvshmemHangReason, py::arg("device_edges"),
         py::arg("team"));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_selection_core, m) {
+  m.doc() = "Backend-selection core of the NVSHMEM collective-permute pass";
+  BindTopology(m);
+  BindCostTable(m);
+  BindNames(m);
+  BindModel(m);
+  BindDecide(m);
 }

@@ -917,18 +917,19 @@ void RestoreStderr() {
 // backend set of --backends.
 sel::CostTable LoadCostTable(const Flags& flags, std::string* text) {
   sel::CostTable table = sel::DefaultCostTable();
-  std::string error;
   if (!flags.cost_table.empty()) {
     *text = ReadFileOrDie(flags.cost_table, flags.max_input_bytes);
-    std::optional<sel::CostTable> parsed =
-        sel::ParseCostTable(*text, flags.cost_table, &error);
-    if (!parsed) Fail(2, error);
+    absl::StatusOr<sel::CostTable> parsed =
+        sel::ParseCostTable(*text, flags.cost_table);
+    if (!parsed.ok()) Fail(2, std::string(parsed.status().message()));
     table = *std::move(parsed);
   }
   if (!flags.backends.empty()) {
-    std::optional<std::vector<sel::Backend>> backends =
-        sel::ParseBackendSet(flags.backends, &error);
-    if (!backends) Fail(2, "--backends: " + error);
+    absl::StatusOr<std::vector<sel::Backend>> backends =
+        sel::ParseBackendSet(flags.backends);
+    if (!backends.ok()) {
+      Fail(2, absl::StrCat("--backends: ", backends.status().message()));
+    }
     table.backends = *std::move(backends);
   }
   return table;
@@ -1067,10 +1068,8 @@ int main(int argc, char** argv) {
     std::cout << sel::CostTableToString(table);
     return 0;
   }
-  std::string error;
-  std::optional<sel::Topology> topology =
-      sel::Topology::Parse(flags.topology, &error);
-  if (!topology) Fail(2, error);
+  absl::StatusOr<sel::Topology> topology = sel::Topology::Parse(flags.topology);
+  if (!topology.ok()) Fail(2, std::string(topology.status().message()));
   if (!flags.output.empty() && flags.output != "-" &&
       SameFile(flags.input, flags.output)) {
     Fail(2, flags.output + ": refusing to overwrite the input");

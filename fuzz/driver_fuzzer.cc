@@ -114,14 +114,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Config config = PickConfig(data[0]);
   const std::string input(reinterpret_cast<const char*>(data) + 1, size - 1);
 
-  std::string error;
-  std::optional<sel::Topology> topology =
-      sel::Topology::Parse(config.topology, &error);
-  if (!topology) Violation("built-in topology rejected: " + error);
+  absl::StatusOr<sel::Topology> topology =
+      sel::Topology::Parse(config.topology);
+  if (!topology.ok()) {
+    Violation("built-in topology rejected: " +
+              std::string(topology.status().message()));
+  }
   sel::CostTable table = sel::DefaultCostTable();
   if (config.split_friendly) {
-    auto parsed = sel::ParseCostTable(kSplitFriendly, "split.txt", &error);
-    if (!parsed) Violation("built-in cost table rejected: " + error);
+    absl::StatusOr<sel::CostTable> parsed =
+        sel::ParseCostTable(kSplitFriendly, "split.txt");
+    if (!parsed.ok()) {
+      Violation("built-in cost table rejected: " +
+                std::string(parsed.status().message()));
+    }
     table = *parsed;
   }
 

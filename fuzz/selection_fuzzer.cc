@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
 
 namespace sel = xla::gpu::nvshmem_selection;
@@ -106,39 +107,41 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string spec = sections[0];
   if (!spec.empty() && spec.back() == '\n') spec.pop_back();
 
-  std::string error;
-  std::optional<sel::Topology> topology = sel::Topology::Parse(spec, &error);
-  if (!topology) {
+  absl::StatusOr<sel::Topology> topology = sel::Topology::Parse(spec);
+  if (!topology.ok()) {
+    const std::string error(topology.status().message());
     CheckOneLine(error, "topology error");
     if (error.rfind("topology spec '", 0) != 0)
       Violation("topology error: " + error);
   } else {
-    std::string again_error;
-    std::optional<sel::Topology> again =
-        sel::Topology::Parse(topology->ToString(), &again_error);
-    if (!again || again->ToString() != topology->ToString()) {
+    absl::StatusOr<sel::Topology> again =
+        sel::Topology::Parse(topology->ToString());
+    if (!again.ok() || again->ToString() != topology->ToString()) {
       Violation("topology does not round-trip: " + topology->ToString());
     }
   }
 
-  std::optional<sel::CostTable> table =
-      sel::ParseCostTable(sections[1], "costs.txt", &error);
-  if (!table) {
+  absl::StatusOr<sel::CostTable> table =
+      sel::ParseCostTable(sections[1], "costs.txt");
+  if (!table.ok()) {
+    const std::string error(table.status().message());
     CheckOneLine(error, "cost table error");
     if (error.rfind("costs.txt:", 0) != 0)
       Violation("cost table error: " + error);
   } else {
     const std::string printed = sel::CostTableToString(*table);
-    std::string again_error;
-    std::optional<sel::CostTable> again =
-        sel::ParseCostTable(printed, "printed", &again_error);
-    if (!again) Violation("printed cost table rejected: " + again_error);
+    absl::StatusOr<sel::CostTable> again =
+        sel::ParseCostTable(printed, "printed");
+    if (!again.ok()) {
+      Violation("printed cost table rejected: " +
+                std::string(again.status().message()));
+    }
     if (sel::CostTableToString(*again) != printed) {
       Violation("cost table does not round-trip:\n" + printed);
     }
     CheckCurves(*table);
   }
-  if (!topology || !table) return 0;
+  if (!topology.ok() || !table.ok()) return 0;
 
   // The request: small numbers keep each run fast.
   std::istringstream in(sections[2]);
@@ -151,11 +154,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   long long src, dst;
   while (pairs.size() < 256 && in >> src >> dst) pairs.emplace_back(src, dst);
 
-  std::optional<std::vector<std::pair<int, int>>> edges = sel::EdgeIdsToDevices(
-      *topology, pairs, cross != 0, static_cast<int>(partitions),
-      static_cast<int>(replicas), &error);
-  if (!edges) {
-    CheckOneLine(error, "request error");
+  absl::StatusOr<std::vector<std::pair<int, int>>> edges =
+      sel::EdgeIdsToDevices(*topology, pairs, cross != 0,
+                            static_cast<int>(partitions),
+                            static_cast<int>(replicas));
+  if (!edges.ok()) {
+    CheckOneLine(std::string(edges.status().message()), "request error");
     return 0;
   }
   for (const auto& [s, d] : *edges) {

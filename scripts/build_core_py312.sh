@@ -7,7 +7,8 @@
 #
 # PYTHON defaults to python3.12, OUT_DIR to .carry_py312. pybind11 comes from the
 # local package index into a throw-away virtual environment; the compiler is the
-# system g++. The folder is added to .git/info/exclude so that it stays ignored.
+# system g++, absl the system's (copied beside the binding). The folder is added to
+# .git/info/exclude so that it stays ignored.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${1:-python3.12}
@@ -27,10 +28,16 @@ SUFFIX=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var
 INCLUDES=$("$VENV/bin/python" -m pybind11 --includes)
 mkdir -p "$OUT"
 SRC=xla_src/xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.cc
-TMP="$OUT/_selection_core$SUFFIX.tmp$$"
+TMP="$VENV/_selection_core$SUFFIX"
 # shellcheck disable=SC2086  # INCLUDES is a list of -I flags
+# absl from the system (Debian's libabsl-dev); its shared libraries travel in
+# the folder, found through $ORIGIN (Debian's static ones are not PIC); each one
+# is a direct dependency, so none is looked for on the system.
+ABSL_LIBS=$(pkg-config --libs absl_statusor absl_status absl_str_format absl_strings)
+# shellcheck disable=SC2086  # ABSL_LIBS is a list of -l flags
 g++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden $INCLUDES -Ixla_src \
-  bindings/selection_core_pybind.cc "$SRC" -o "$TMP"
+  bindings/selection_core_pybind.cc "$SRC" -o "$TMP" -Wl,--no-as-needed $ABSL_LIBS -Wl,-rpath,'$ORIGIN'
+ldd "$TMP" | awk '/libabsl_/ {print $3}' | xargs -r cp -f -t "$OUT"
 mv -f "$TMP" "$OUT/_selection_core$SUFFIX"
 # The binding loads alone (no hlo_tools import needed for this check).
 (cd "$OUT" && "$VENV/bin/python" -c 'import _selection_core as c; print(c.Topology.parse("1x1x2"))') >/dev/null

@@ -16,17 +16,26 @@ limitations under the License.
 #include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
 
 #include <algorithm>
-#include <cerrno>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
+
+#include "absl/algorithm/container.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 
 namespace xla {
 namespace gpu {
@@ -48,13 +57,7 @@ constexpr int64_t kMaxDevices = 1 << 20;
 // Largest buffer count of a measured point (XLA permutes have a handful).
 constexpr int64_t kMaxBuffers = 1 << 20;
 
-std::string Format(const char* format, double a) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), format, a);
-  return buffer;
-}
-
-std::string Us(double us) { return Format("%.2f us", us); }
+std::string Us(double us) { return absl::StrFormat("%.2f us", us); }
 
 // The shortest text that reads back as the same double, fixed or scientific
 // whichever is shorter: 5.6 and 450, not 5.5999999999999996 (%.17g) or
@@ -67,98 +70,56 @@ std::string Shortest(double value) {
 }
 
 std::string Bytes(int64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double value = static_cast<double>(bytes);
   int unit = 0;
   while (value >= 1024 && unit < 4) {
     value /= 1024;
     ++unit;
   }
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), unit == 0 ? "%.0f %s" : "%.1f %s",
-                value, units[unit]);
-  return buffer;
+  return unit == 0 ? absl::StrFormat("%.0f %s", value, kUnits[unit])
+                   : absl::StrFormat("%.1f %s", value, kUnits[unit]);
 }
 
 // User text echoed in an error message: control characters escaped (so the
 // message stays on one line) and long text cut short.
-std::string Printable(std::string_view s) {
+std::string Printable(absl::string_view s) {
   constexpr size_t kMaxEchoed = 256;
   std::string out;
-  for (size_t i = 0; i < s.size() && i < kMaxEchoed; ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f) {
-      char buffer[8];
-      std::snprintf(buffer, sizeof(buffer), "\\x%02x", c);
-      out += buffer;
+  for (char c : s.substr(0, kMaxEchoed)) {
+    const unsigned char byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      absl::StrAppendFormat(&out, "\\x%02x", byte);
     } else {
-      out += static_cast<char>(c);
+      out += c;
     }
   }
   if (s.size() > kMaxEchoed) out += "...";
   return out;
 }
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() &&
-         (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() &&
-         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return s;
+// Words of a table line: blanks (space, tab, CR) separate them.
+std::vector<absl::string_view> SplitWords(absl::string_view line) {
+  return absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
 }
 
-std::vector<std::string_view> Split(std::string_view s, char separator) {
-  std::vector<std::string_view> parts;
-  size_t start = 0;
-  while (true) {
-    size_t end = s.find(separator, start);
-    if (end == std::string_view::npos) {
-      parts.push_back(s.substr(start));
-      return parts;
-    }
-    parts.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-}
-
-std::vector<std::string_view> SplitWhitespace(std::string_view s) {
-  std::vector<std::string_view> words;
-  size_t i = 0;
-  while (i < s.size()) {
-    while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r')) ++i;
-    size_t start = i;
-    while (i < s.size() && s[i] != ' ' && s[i] != '\t' && s[i] != '\r') ++i;
-    if (i > start) words.push_back(s.substr(start, i - start));
-  }
-  return words;
-}
-
-// Strict non-negative integer: digits only, no sign, no overflow.
-std::optional<int64_t> ParseCount(std::string_view s) {
-  if (s.empty() || s.size() > 18) return std::nullopt;
+// Strict non-negative integer: digits only (SimpleAtoi alone would take a
+// sign and blanks), no overflow.
+std::optional<int64_t> ParseCount(absl::string_view s) {
   int64_t value = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    value = value * 10 + (c - '0');
+  if (s.empty() || !absl::c_all_of(s, absl::ascii_isdigit) ||
+      !absl::SimpleAtoi(s, &value)) {
+    return std::nullopt;
   }
   return value;
 }
 
 // Strict finite number, whole string consumed.
-std::optional<double> ParseNumber(std::string_view s) {
-  if (s.empty() || s.size() > 64) return std::nullopt;
-  std::string copy(s);
-  char* end = nullptr;
-  errno = 0;
-  double value = std::strtod(copy.c_str(), &end);
-  // ERANGE on underflow still yields the nearest representable value, which
-  // is what a tiny (denormal) entry means.
-  bool overflow = errno == ERANGE && std::fabs(value) > 1;
-  if (overflow || end != copy.c_str() + copy.size() || !std::isfinite(value)) {
+std::optional<double> ParseNumber(absl::string_view s) {
+  double value = 0;
+  // SimpleAtod skips blanks; table words have none, spec items are trimmed.
+  if (s.empty() || s.size() > 64 || !absl::SimpleAtod(s, &value) ||
+      !std::isfinite(value)) {
     return std::nullopt;
   }
   return value;
@@ -186,14 +147,14 @@ const char* BackendName(Backend backend) {
 }
 const char* PlanName(Plan plan) { return kPlanNames[static_cast<int>(plan)]; }
 
-std::optional<LinkClass> LinkClassFromName(std::string_view name) {
+std::optional<LinkClass> LinkClassFromName(absl::string_view name) {
   for (int i = 0; i < kNumLinkClasses; ++i) {
     if (name == kLinkClassNames[i]) return static_cast<LinkClass>(i);
   }
   return std::nullopt;
 }
 
-std::optional<Backend> BackendFromName(std::string_view name) {
+std::optional<Backend> BackendFromName(absl::string_view name) {
   for (int i = 0; i < kNumBackends; ++i) {
     if (name == kBackendNames[i]) return static_cast<Backend>(i);
   }
@@ -214,94 +175,80 @@ Plan PlanForBackend(Backend backend) {
   return Plan::kNccl;
 }
 
-std::optional<std::vector<Backend>> ParseBackendSet(std::string_view text,
-                                                    std::string* error) {
+absl::StatusOr<std::vector<Backend>> ParseBackendSet(absl::string_view text) {
   std::vector<Backend> backends;
-  for (std::string_view item : Split(text, ',')) {
-    std::optional<Backend> backend = BackendFromName(Trim(item));
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    std::optional<Backend> backend = BackendFromName(item);
     if (!backend) {
-      *error = "unknown backend '" + Printable(Trim(item)) +
-               "' in backend set (nccl, nvshmem, peer, symmetric)";
-      return std::nullopt;
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown backend '", Printable(item),
+                       "' in backend set (nccl, nvshmem, peer, symmetric)"));
     }
-    if (std::find(backends.begin(), backends.end(), *backend) !=
-        backends.end()) {
-      *error = std::string("backend '") + BackendName(*backend) +
-               "' named twice in backend set";
-      return std::nullopt;
+    if (absl::c_linear_search(backends, *backend)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "backend '", BackendName(*backend), "' named twice in backend set"));
     }
     backends.push_back(*backend);
   }
-  auto has = [&](Backend b) {
-    return std::find(backends.begin(), backends.end(), b) != backends.end();
-  };
+  auto has = [&](Backend b) { return absl::c_linear_search(backends, b); };
   if (!has(Backend::kNccl)) {
-    *error = "backend set '" + Printable(text) +
-             "' lacks nccl, the default every XLA runs";
-    return std::nullopt;
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend set '", Printable(text),
+                     "' lacks nccl, the default every XLA runs"));
   }
   if (has(Backend::kNvshmem) &&
       (has(Backend::kPeer) || has(Backend::kSymmetric))) {
-    *error = "backend set '" + Printable(text) +
-             "' mixes nvshmem (XLA of jax <= 0.10.1) with peer/symmetric "
-             "(XLA of jax >= 0.10.2); no XLA offers both";
-    return std::nullopt;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backend set '", Printable(text),
+        "' mixes nvshmem (XLA of jax <= 0.10.1) with peer/symmetric "
+        "(XLA of jax >= 0.10.2); no XLA offers both"));
   }
   // Canonical order, so that text round-trips.
-  std::sort(backends.begin(), backends.end());
+  absl::c_sort(backends);
   return backends;
 }
 
 std::string BackendSetToString(const std::vector<Backend>& backends) {
-  std::string out;
-  for (Backend backend : backends) {
-    if (!out.empty()) out += ",";
-    out += BackendName(backend);
-  }
-  return out;
+  return absl::StrJoin(backends, ",", [](std::string* out, Backend backend) {
+    out->append(BackendName(backend));
+  });
 }
 
-std::optional<Topology> Topology::Create(int slices, int hosts_per_slice,
-                                         int gpus_per_host,
-                                         int nvlink_domain_size,
-                                         std::vector<int> partition_to_device,
-                                         std::string* error) {
+absl::StatusOr<Topology> Topology::Create(
+    int slices, int hosts_per_slice, int gpus_per_host, int nvlink_domain_size,
+    std::vector<int> partition_to_device) {
   if (slices < 1 || hosts_per_slice < 1 || gpus_per_host < 1) {
-    *error = "slices, hosts and GPUs per host must all be at least 1";
-    return std::nullopt;
+    return absl::InvalidArgumentError(
+        "slices, hosts and GPUs per host must all be at least 1");
   }
-  int64_t devices = int64_t{slices} * hosts_per_slice * gpus_per_host;
+  const int64_t devices = int64_t{slices} * hosts_per_slice * gpus_per_host;
   if (devices > kMaxDevices) {
-    *error = "topology has " + std::to_string(devices) + " devices; at most " +
-             std::to_string(kMaxDevices) + " are supported";
-    return std::nullopt;
+    return absl::InvalidArgumentError(
+        absl::StrCat("topology has ", devices, " devices; at most ",
+                     kMaxDevices, " are supported"));
   }
   if (nvlink_domain_size == 0) nvlink_domain_size = gpus_per_host;
-  int64_t slice_devices = int64_t{hosts_per_slice} * gpus_per_host;
+  const int64_t slice_devices = int64_t{hosts_per_slice} * gpus_per_host;
   if (nvlink_domain_size < gpus_per_host ||
       nvlink_domain_size % gpus_per_host != 0 ||
       slice_devices % nvlink_domain_size != 0) {
-    *error = "NVLink domain of " + std::to_string(nvlink_domain_size) +
-             " GPUs must be a whole number of hosts (" +
-             std::to_string(gpus_per_host) +
-             " GPUs each) that divides a slice (" +
-             std::to_string(slice_devices) + " GPUs)";
-    return std::nullopt;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "NVLink domain of ", nvlink_domain_size,
+        " GPUs must be a whole number of hosts (", gpus_per_host,
+        " GPUs each) that divides a slice (", slice_devices, " GPUs)"));
   }
-  if (!partition_to_device.empty()) {
-    std::vector<bool> seen(devices, false);
-    for (int device : partition_to_device) {
-      if (device < 0 || device >= devices) {
-        *error = "device map names device " + std::to_string(device) +
-                 " outside 0.." + std::to_string(devices - 1);
-        return std::nullopt;
-      }
-      if (seen[device]) {
-        *error = "device map names device " + std::to_string(device) + " twice";
-        return std::nullopt;
-      }
-      seen[device] = true;
+  std::vector<bool> seen(partition_to_device.empty() ? 0 : devices, false);
+  for (int device : partition_to_device) {
+    if (device < 0 || device >= devices) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device map names device ", device, " outside 0..", devices - 1));
     }
+    if (seen[device]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device map names device ", device, " twice"));
+    }
+    seen[device] = true;
   }
   Topology topology;
   topology.slices_ = slices;
@@ -312,68 +259,83 @@ std::optional<Topology> Topology::Create(int slices, int hosts_per_slice,
   return topology;
 }
 
-std::optional<Topology> Topology::Parse(std::string_view spec,
-                                        std::string* error) {
-  std::string quoted = "topology spec '" + Printable(spec) + "': ";
-  std::vector<std::string_view> sections = Split(spec, ':');
-  std::vector<std::string_view> dims = Split(sections[0], 'x');
+namespace {
+
+// The options after SLICESxHOSTSxGPUS: ":nvlN" and ":map=D0,D1,...".
+struct TopologyOptions {
+  int nvlink_domain_size = 0;  // 0: one host.
+  std::vector<int> map;
+};
+
+absl::StatusOr<TopologyOptions> ParseTopologyOptions(
+    const std::vector<absl::string_view>& sections) {
+  TopologyOptions options;
+  bool have_domain = false;
+  bool have_map = false;
+  for (size_t i = 1; i < sections.size(); ++i) {
+    absl::string_view option = sections[i];
+    if (absl::ConsumePrefix(&option, "nvl")) {
+      absl::ConsumePrefix(&option, "=");
+      std::optional<int64_t> value = ParseCount(option);
+      if (have_domain || !value || *value < 1 || *value > kMaxDevices) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("bad NVLink domain option '", Printable(sections[i]),
+                         "' (expected nvlN or nvl=N once, N GPUs)"));
+      }
+      options.nvlink_domain_size = static_cast<int>(*value);
+      have_domain = true;
+    } else if (absl::ConsumePrefix(&option, "map=")) {
+      if (have_map) return absl::InvalidArgumentError("map given twice");
+      have_map = true;
+      for (absl::string_view item : absl::StrSplit(option, ',')) {
+        std::optional<int64_t> value =
+            ParseCount(absl::StripAsciiWhitespace(item));
+        if (!value || *value > kMaxDevices) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("bad device '", Printable(item), "' in map"));
+        }
+        options.map.push_back(static_cast<int>(*value));
+      }
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown option '", Printable(option), "' (known: nvlN, map=...)"));
+    }
+  }
+  return options;
+}
+
+absl::StatusOr<Topology> ParseTopologySpec(absl::string_view spec) {
+  const std::vector<absl::string_view> sections = absl::StrSplit(spec, ':');
+  const std::vector<absl::string_view> dims = absl::StrSplit(sections[0], 'x');
   if (dims.size() != 3) {
-    *error = quoted +
-             "expected SLICESxHOSTSxGPUS such as 1x2x4, optionally followed "
-             "by :nvlN and :map=D0,D1,...";
-    return std::nullopt;
+    return absl::InvalidArgumentError(
+        "expected SLICESxHOSTSxGPUS such as 1x2x4, optionally followed by "
+        ":nvlN and :map=D0,D1,...");
   }
   int values[3];
   for (int i = 0; i < 3; ++i) {
     std::optional<int64_t> value = ParseCount(dims[i]);
     if (!value || *value < 1 || *value > kMaxDevices) {
-      *error = quoted + "'" + Printable(dims[i]) +
-               "' is not a positive whole number";
-      return std::nullopt;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", Printable(dims[i]), "' is not a positive whole number"));
     }
     values[i] = static_cast<int>(*value);
   }
-  int nvlink_domain_size = 0;
-  std::vector<int> map;
-  bool have_domain = false;
-  bool have_map = false;
-  for (size_t i = 1; i < sections.size(); ++i) {
-    std::string_view option = sections[i];
-    if (option.substr(0, 3) == "nvl") {
-      std::string_view number = option.substr(3);
-      if (!number.empty() && number.front() == '=') number.remove_prefix(1);
-      std::optional<int64_t> value = ParseCount(number);
-      if (have_domain || !value || *value < 1 || *value > kMaxDevices) {
-        *error = quoted + "bad NVLink domain option '" + Printable(option) +
-                 "' (expected nvlN or nvl=N once, N GPUs)";
-        return std::nullopt;
-      }
-      nvlink_domain_size = static_cast<int>(*value);
-      have_domain = true;
-    } else if (option.substr(0, 4) == "map=") {
-      if (have_map) {
-        *error = quoted + "map given twice";
-        return std::nullopt;
-      }
-      have_map = true;
-      for (std::string_view item : Split(option.substr(4), ',')) {
-        std::optional<int64_t> value = ParseCount(Trim(item));
-        if (!value || *value > kMaxDevices) {
-          *error = quoted + "bad device '" + Printable(item) + "' in map";
-          return std::nullopt;
-        }
-        map.push_back(static_cast<int>(*value));
-      }
-    } else {
-      *error = quoted + "unknown option '" + Printable(option) +
-               "' (known: nvlN, map=...)";
-      return std::nullopt;
-    }
+  absl::StatusOr<TopologyOptions> options = ParseTopologyOptions(sections);
+  if (!options.ok()) return options.status();
+  return Topology::Create(values[0], values[1], values[2],
+                          options->nvlink_domain_size, std::move(options->map));
+}
+
+}  // namespace
+
+absl::StatusOr<Topology> Topology::Parse(absl::string_view spec) {
+  absl::StatusOr<Topology> topology = ParseTopologySpec(spec);
+  if (!topology.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("topology spec '", Printable(spec),
+                     "': ", topology.status().message()));
   }
-  std::optional<Topology> topology =
-      Create(values[0], values[1], values[2], nvlink_domain_size,
-             std::move(map), error);
-  if (!topology) *error = quoted + *error;
   return topology;
 }
 
@@ -398,18 +360,13 @@ LinkClass Topology::Classify(int src_device, int dst_device) const {
 }
 
 std::string Topology::ToString() const {
-  std::string spec = std::to_string(slices_) + "x" +
-                     std::to_string(hosts_per_slice_) + "x" +
-                     std::to_string(gpus_per_host_);
+  std::string spec =
+      absl::StrCat(slices_, "x", hosts_per_slice_, "x", gpus_per_host_);
   if (nvlink_domain_size_ != gpus_per_host_) {
-    spec += ":nvl" + std::to_string(nvlink_domain_size_);
+    absl::StrAppend(&spec, ":nvl", nvlink_domain_size_);
   }
   if (!partition_to_device_.empty()) {
-    spec += ":map=";
-    for (size_t i = 0; i < partition_to_device_.size(); ++i) {
-      if (i > 0) spec += ",";
-      spec += std::to_string(partition_to_device_[i]);
-    }
+    absl::StrAppend(&spec, ":map=", absl::StrJoin(partition_to_device_, ","));
   }
   return spec;
 }
@@ -556,18 +513,16 @@ sm_interference nvshmem 0
 )table";
 // END GENERATED DEFAULT TABLE
 
-std::optional<CostTable> ParseCostTableOnto(CostTable table,
-                                            std::string_view text,
-                                            std::string_view source_name,
-                                            std::string* error);
+absl::StatusOr<CostTable> ParseCostTableOnto(CostTable table,
+                                             absl::string_view text,
+                                             absl::string_view source_name);
 
 CostTable BuildDefaultCostTable() {
-  std::string error;
-  std::optional<CostTable> table = ParseCostTableOnto(
-      DocumentedCostTable(), kMeasuredNvlinkTable, "default table", &error);
+  absl::StatusOr<CostTable> table = ParseCostTableOnto(
+      DocumentedCostTable(), kMeasuredNvlinkTable, "default table");
   // The block is the committed table's own lines (tested), so it parses;
   // should it not, the documented numbers are still a usable model.
-  if (!table) table = DocumentedCostTable();
+  if (!table.ok()) table = DocumentedCostTable();
   // Peer and symmetric memory (XLA of jax >= 0.10.2): measured at the XLA
   // level on 2x H200 with jax 0.11.2, NCCL, peer and symmetric are within
   // run-to-run noise of each other (1 x 64 MiB: 296.5, 296.7, 297.6 us per
@@ -591,7 +546,7 @@ CostTable DefaultCostTable() {
 
 namespace {
 
-using Words = std::vector<std::string_view>;
+using Words = std::vector<absl::string_view>;
 
 // Each Apply* below handles one kind of cost-table entry and returns the
 // error message without its "<source>:<line>: " prefix, or "" on success.
@@ -600,20 +555,21 @@ std::string ReadNumber(const Words& words, size_t index, double minimum,
                        bool exclusive, double* out) {
   std::optional<double> value = ParseNumber(words[index]);
   if (!value || (exclusive ? *value <= minimum : *value < minimum)) {
-    return "'" + Printable(words[index]) + "' is not a number " +
-           (exclusive ? "> " : ">= ") + Format("%g", minimum);
+    return absl::StrFormat("'%s' is not a number %s %g",
+                           Printable(words[index]),
+                           exclusive ? ">" : ">=", minimum);
   }
   *out = *value;
   return "";
 }
 
-std::string Usage(const std::string& usage) {
-  return "expected '" + usage + "'";
+std::string Usage(absl::string_view usage) {
+  return absl::StrCat("expected '", usage, "'");
 }
 
-std::string UnknownBackend(std::string_view name) {
-  return "unknown backend '" + Printable(name) +
-         "' (nccl, nvshmem, peer, symmetric)";
+std::string UnknownBackend(absl::string_view name) {
+  return absl::StrCat("unknown backend '", Printable(name),
+                      "' (nccl, nvshmem, peer, symmetric)");
 }
 
 // Which (backend, link class) pairs the text being parsed has named in a
@@ -630,9 +586,9 @@ void Touch(Backend backend, LinkClass link_class, CostTable* table,
   seen = true;
 }
 
-std::string UnknownLinkClass(std::string_view name) {
-  return "unknown link class '" + Printable(name) +
-         "' (same_device, nvlink, nvlink_domain, network)";
+std::string UnknownLinkClass(absl::string_view name) {
+  return absl::StrCat("unknown link class '", Printable(name),
+                      "' (same_device, nvlink, nvlink_domain, network)");
 }
 
 std::string ApplyLink(const Words& words, CostTable* table, Touched* touched) {
@@ -657,12 +613,12 @@ std::string ApplyLink(const Words& words, CostTable* table, Touched* touched) {
   return "";
 }
 
-std::string ReadWhole(std::string_view what, std::string_view text,
+std::string ReadWhole(absl::string_view what, absl::string_view text,
                       int64_t maximum, int64_t* out) {
   std::optional<int64_t> value = ParseCount(text);
   if (!value || *value < 1 || *value > maximum) {
-    return std::string(what) + " '" + Printable(text) +
-           "' is not a whole number from 1 to " + std::to_string(maximum);
+    return absl::StrCat(what, " '", Printable(text),
+                        "' is not a whole number from 1 to ", maximum);
   }
   *out = *value;
   return "";
@@ -697,15 +653,15 @@ std::string ApplyPoint(const Words& words, CostTable* table, Touched* touched) {
   };
   auto at = std::lower_bound(curve.begin(), curve.end(), point, before);
   if (at != curve.end() && !before(point, *at)) {
-    return std::string("point ") + BackendName(*backend) + " " +
-           LinkClassName(*link_class) + " at " + std::to_string(buffers) +
-           " buffers, " + std::to_string(bytes) +
-           " bytes given twice (one row per point; calibrate writes the "
-           "median)";
+    return absl::StrCat("point ", BackendName(*backend), " ",
+                        LinkClassName(*link_class), " at ", buffers,
+                        " buffers, ", bytes,
+                        " bytes given twice (one row per point; calibrate "
+                        "writes the median)");
   }
   if (curve.size() >= static_cast<size_t>(kMaxCurvePoints)) {
-    return "more than " + std::to_string(kMaxCurvePoints) + " points for " +
-           BackendName(*backend) + " " + LinkClassName(*link_class);
+    return absl::StrCat("more than ", kMaxCurvePoints, " points for ",
+                        BackendName(*backend), " ", LinkClassName(*link_class));
   }
   curve.insert(at, point);
   return "";
@@ -721,18 +677,17 @@ std::string ApplySmInterference(const Words& words, CostTable* table) {
 
 std::string ApplyBackendSet(const Words& words, CostTable* table) {
   if (words.size() != 2) return Usage("backends NAME,NAME,...");
-  std::string error;
-  std::optional<std::vector<Backend>> backends =
-      ParseBackendSet(words[1], &error);
-  if (backends) table->backends = *backends;
-  return error;
+  absl::StatusOr<std::vector<Backend>> backends = ParseBackendSet(words[1]);
+  if (!backends.ok()) return std::string(backends.status().message());
+  table->backends = *std::move(backends);
+  return "";
 }
 
 std::string ApplySymmetricSignals(const Words& words, CostTable* table) {
   if (words.size() != 2) return Usage("symmetric_signals 0|1");
   if (words[1] != "0" && words[1] != "1") {
-    return "symmetric_signals must be 0 or 1, not '" + Printable(words[1]) +
-           "'";
+    return absl::StrCat("symmetric_signals must be 0 or 1, not '",
+                        Printable(words[1]), "'");
   }
   table->symmetric_signals = words[1] == "1";
   return "";
@@ -740,8 +695,8 @@ std::string ApplySymmetricSignals(const Words& words, CostTable* table) {
 
 // margin, split_overhead_us, combine_bandwidth_GBps, nvshmem_max_bytes.
 std::string ApplyScalar(const Words& words, CostTable* table) {
-  const std::string_view key = words[0];
-  if (words.size() != 2) return Usage(std::string(key) + " VALUE");
+  const absl::string_view key = words[0];
+  if (words.size() != 2) return Usage(absl::StrCat(key, " VALUE"));
   double value;
   std::string error =
       ReadNumber(words, 1, 0, key == "combine_bandwidth_GBps", &value);
@@ -761,7 +716,7 @@ std::string ApplyScalar(const Words& words, CostTable* table) {
 }
 
 std::string ApplyEntry(const Words& words, CostTable* table, Touched* touched) {
-  const std::string_view key = words[0];
+  const absl::string_view key = words[0];
   if (key == "link") return ApplyLink(words, table, touched);
   if (key == "point") return ApplyPoint(words, table, touched);
   if (key == "sm_interference") return ApplySmInterference(words, table);
@@ -771,29 +726,25 @@ std::string ApplyEntry(const Words& words, CostTable* table, Touched* touched) {
       key == "combine_bandwidth_GBps" || key == "nvshmem_max_bytes") {
     return ApplyScalar(words, table);
   }
-  return "unknown entry '" + Printable(key) +
-         "' (link, point, sm_interference, backends, symmetric_signals, "
-         "margin, split_overhead_us, combine_bandwidth_GBps, "
-         "nvshmem_max_bytes)";
+  return absl::StrCat("unknown entry '", Printable(key),
+                      "' (link, point, sm_interference, backends, "
+                      "symmetric_signals, margin, split_overhead_us, "
+                      "combine_bandwidth_GBps, nvshmem_max_bytes)");
 }
 
-std::optional<CostTable> ParseCostTableOnto(CostTable table,
-                                            std::string_view text,
-                                            std::string_view source_name,
-                                            std::string* error) {
+absl::StatusOr<CostTable> ParseCostTableOnto(CostTable table,
+                                             absl::string_view text,
+                                             absl::string_view source_name) {
   Touched touched = {};
   int line_number = 0;
-  for (std::string_view line : Split(text, '\n')) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_number;
-    size_t hash = line.find('#');
-    if (hash != std::string_view::npos) line = line.substr(0, hash);
-    Words words = SplitWhitespace(line);
+    const Words words = SplitWords(line.substr(0, line.find('#')));
     if (words.empty()) continue;
-    std::string message = ApplyEntry(words, &table, &touched);
+    const std::string message = ApplyEntry(words, &table, &touched);
     if (!message.empty()) {
-      *error = std::string(source_name) + ":" + std::to_string(line_number) +
-               ": " + message;
-      return std::nullopt;
+      return absl::InvalidArgumentError(
+          absl::StrCat(source_name, ":", line_number, ": ", message));
     }
   }
   return table;
@@ -801,27 +752,28 @@ std::optional<CostTable> ParseCostTableOnto(CostTable table,
 
 }  // namespace
 
-std::optional<CostTable> ParseCostTable(std::string_view text,
-                                        std::string_view source_name,
-                                        std::string* error) {
-  return ParseCostTableOnto(DefaultCostTable(), text, source_name, error);
+absl::StatusOr<CostTable> ParseCostTable(absl::string_view text,
+                                         absl::string_view source_name) {
+  return ParseCostTableOnto(DefaultCostTable(), text, source_name);
 }
 
 std::string CostTableToString(const CostTable& table) {
-  std::string out = "backends " + BackendSetToString(table.backends) + "\n";
-  out += std::string("symmetric_signals ") +
-         (table.symmetric_signals ? "1" : "0") + "\n";
-  out += "# backend link_class latency_us bandwidth_GBps [per_buffer_us]\n";
+  std::string out =
+      absl::StrCat("backends ", BackendSetToString(table.backends), "\n",
+                   "symmetric_signals ", table.symmetric_signals ? 1 : 0, "\n",
+                   "# backend link_class latency_us bandwidth_GBps "
+                   "[per_buffer_us]\n");
   for (int b = 0; b < kNumBackends; ++b) {
     for (int c = 0; c < kNumLinkClasses; ++c) {
       const LinkCost& cost = table.links[b][c];
-      out += std::string("link ") + kBackendNames[b] + " " +
-             kLinkClassNames[c] + " " + Shortest(cost.latency_us) + " " +
-             Shortest(cost.bandwidth_gbps) +
-             // Optional column: five-word lines stay as they were.
-             (cost.per_buffer_us != 0 ? " " + Shortest(cost.per_buffer_us)
-                                      : std::string()) +
-             "\n";
+      absl::StrAppend(&out, "link ", kBackendNames[b], " ", kLinkClassNames[c],
+                      " ", Shortest(cost.latency_us), " ",
+                      Shortest(cost.bandwidth_gbps));
+      // Optional column: five-word lines stay as they were.
+      if (cost.per_buffer_us != 0) {
+        absl::StrAppend(&out, " ", Shortest(cost.per_buffer_us));
+      }
+      out += "\n";
     }
   }
   bool any_points = false;
@@ -832,21 +784,21 @@ std::string CostTableToString(const CostTable& table) {
           out += "# point backend link_class buffers bytes us (measured)\n";
           any_points = true;
         }
-        out += std::string("point ") + kBackendNames[b] + " " +
-               kLinkClassNames[c] + " " + std::to_string(point.buffers) + " " +
-               std::to_string(point.bytes) + " " + Shortest(point.us) + "\n";
+        absl::StrAppend(&out, "point ", kBackendNames[b], " ",
+                        kLinkClassNames[c], " ", point.buffers, " ",
+                        point.bytes, " ", Shortest(point.us), "\n");
       }
     }
   }
   for (int b = 0; b < kNumBackends; ++b) {
-    out += std::string("sm_interference ") + kBackendNames[b] + " " +
-           Shortest(table.sm_interference[b]) + "\n";
+    absl::StrAppend(&out, "sm_interference ", kBackendNames[b], " ",
+                    Shortest(table.sm_interference[b]), "\n");
   }
-  out += "margin " + Shortest(table.margin) + "\n";
-  out += "split_overhead_us " + Shortest(table.split_overhead_us) + "\n";
-  out +=
-      "combine_bandwidth_GBps " + Shortest(table.combine_bandwidth_gbps) + "\n";
-  out += "nvshmem_max_bytes " + std::to_string(table.nvshmem_max_bytes) + "\n";
+  absl::StrAppend(&out, "margin ", Shortest(table.margin), "\n",
+                  "split_overhead_us ", Shortest(table.split_overhead_us), "\n",
+                  "combine_bandwidth_GBps ",
+                  Shortest(table.combine_bandwidth_gbps), "\n",
+                  "nvshmem_max_bytes ", table.nvshmem_max_bytes, "\n");
   return out;
 }
 
@@ -962,50 +914,45 @@ std::string NvshmemHangReason(
     const std::vector<std::pair<int, int>>& device_edges,
     const std::vector<int>& team) {
   std::vector<int> members = team;
-  std::sort(members.begin(), members.end());
+  absl::c_sort(members);
   std::vector<int> targets;
   targets.reserve(device_edges.size());
   for (const auto& [src, dst] : device_edges) {
     for (int device : {src, dst}) {
-      if (!std::binary_search(members.begin(), members.end(), device)) {
-        return "nvshmem refused: edge (" + std::to_string(src) + ", " +
-               std::to_string(dst) + ") names device " +
-               std::to_string(device) + ", which is outside the team of " +
-               std::to_string(team.size()) + " devices";
+      if (!absl::c_binary_search(members, device)) {
+        return absl::StrCat(
+            "nvshmem refused: edge (", src, ", ", dst, ") names device ",
+            device, ", which is outside the team of ", team.size(), " devices");
       }
     }
     targets.push_back(dst);
   }
-  std::sort(targets.begin(), targets.end());
+  absl::c_sort(targets);
   std::vector<int> missing;
   for (int device : team) {
-    if (!std::binary_search(targets.begin(), targets.end(), device)) {
-      missing.push_back(device);
-    }
+    if (!absl::c_binary_search(targets, device)) missing.push_back(device);
   }
   if (missing.empty()) return "";
   constexpr size_t kListed = 4;
-  std::string listed;
-  for (size_t i = 0; i < missing.size() && i < kListed; ++i) {
-    listed += (i > 0 ? ", " : "") + std::to_string(missing[i]);
-  }
+  std::string listed =
+      absl::StrJoin(missing.begin(),
+                    missing.begin() + std::min(missing.size(), kListed), ", ");
   if (missing.size() > kListed) listed += ", ...";
   const bool one = missing.size() == 1;
-  return "nvshmem refused: " + std::to_string(missing.size()) + " of " +
-         std::to_string(team.size()) + " devices of the team (" +
-         (one ? "device " : "devices ") + listed + ") " +
-         (one ? "has" : "have") +
-         " no source; XLA's NVSHMEM permute would hang in its barrier";
+  return absl::StrCat("nvshmem refused: ", missing.size(), " of ", team.size(),
+                      " devices of the team (", one ? "device " : "devices ",
+                      listed, ") ", one ? "has" : "have",
+                      " no source; XLA's NVSHMEM permute would hang in its "
+                      "barrier");
 }
 
 std::string RefusalReason(const Topology& topology, const CostTable& table,
                           const PermuteRequest& request, Backend backend) {
   if (backend == Backend::kNccl) return "";
-  const std::string refused = std::string(BackendName(backend)) + " refused: ";
-  if (std::find(table.backends.begin(), table.backends.end(), backend) ==
-      table.backends.end()) {
-    return refused + "not offered by the target XLA (backends " +
-           BackendSetToString(table.backends) + ")";
+  const std::string refused = absl::StrCat(BackendName(backend), " refused: ");
+  if (!absl::c_linear_search(table.backends, backend)) {
+    return absl::StrCat(refused, "not offered by the target XLA (backends ",
+                        BackendSetToString(table.backends), ")");
   }
   std::array<int, kNumLinkClasses> by_class = {0, 0, 0, 0};
   for (const auto& [src, dst] : request.device_edges) {
@@ -1015,32 +962,35 @@ std::string RefusalReason(const Topology& topology, const CostTable& table,
   const int network = by_class[static_cast<int>(LinkClass::kNetwork)];
   const int off_host =
       network + by_class[static_cast<int>(LinkClass::kNvlinkDomain)];
-  const std::string of_total = " of " + std::to_string(total) + " edges ";
+  const std::string of_total = absl::StrCat(" of ", total, " edges ");
   if (backend == Backend::kNvshmem) {
     if (request.bytes > table.nvshmem_max_bytes) {
-      return refused + Bytes(request.bytes) +
-             " exceeds the NVSHMEM symmetric heap (" +
-             Bytes(table.nvshmem_max_bytes) + ")";
+      return absl::StrCat(refused, Bytes(request.bytes),
+                          " exceeds the NVSHMEM symmetric heap (",
+                          Bytes(table.nvshmem_max_bytes), ")");
     }
     if (network > 0) {
       // No split: its NVSHMEM half would leave the targets of these edges
       // without a source (the deadlock-free rule).
-      return refused + std::to_string(network) + of_total +
-             "cross the network; NVSHMEM is NVLink-only, and a split would "
-             "leave devices of the NVSHMEM team without a source";
+      return absl::StrCat(
+          refused, network, of_total,
+          "cross the network; NVSHMEM is NVLink-only, and a split would "
+          "leave devices of the NVSHMEM team without a source");
     }
     return NvshmemHangReason(request.device_edges,
                              TeamDevices(topology, request.team_size));
   }
   if (backend == Backend::kSymmetric && !table.symmetric_signals) {
-    return refused +
-           "the runtime's NCCL is not known to support signals "
-           "(symmetric_signals 0), and put + signal fails without them";
+    return absl::StrCat(
+        refused,
+        "the runtime's NCCL is not known to support signals "
+        "(symmetric_signals 0), and put + signal fails without them");
   }
   if (off_host > 0) {
-    return refused + std::to_string(off_host) + of_total +
-           "leave their host; XLA copies through peer memory only inside "
-           "one host and otherwise falls back to NCCL";
+    return absl::StrCat(
+        refused, off_host, of_total,
+        "leave their host; XLA copies through peer memory only inside "
+        "one host and otherwise falls back to NCCL");
   }
   return "";
 }
@@ -1048,7 +998,7 @@ std::string RefusalReason(const Topology& topology, const CostTable& table,
 namespace {
 
 std::string GainText(double nccl_us, double us) {
-  return Format("%.1f%%", 100.0 * (nccl_us - us) / nccl_us);
+  return absl::StrFormat("%.1f%%", 100.0 * (nccl_us - us) / nccl_us);
 }
 
 // Which model priced `backend` on the request's edges, for reasons.
@@ -1070,17 +1020,13 @@ std::string ModelNote(const Topology& topology, const CostTable& table,
   const std::string nccl = ModelKind(topology, table, request, Backend::kNccl);
   const std::string alt = ModelKind(topology, table, request, other);
   if (nccl == alt) return nccl;
-  return "NCCL " + nccl + ", " + kBackendTitles[static_cast<int>(other)] + " " +
-         alt;
+  return absl::StrCat("NCCL ", nccl, ", ",
+                      kBackendTitles[static_cast<int>(other)], " ", alt);
 }
 
 // The reason of a decision that keeps NCCL: every alternative's note.
 std::string KeepNcclReason(const std::vector<std::string>& notes) {
-  std::string reason = "NCCL: ";
-  for (size_t i = 0; i < notes.size(); ++i) {
-    reason += (i > 0 ? "; " : "") + notes[i];
-  }
-  return reason;
+  return absl::StrCat("NCCL: ", absl::StrJoin(notes, "; "));
 }
 
 }  // namespace
@@ -1107,8 +1053,7 @@ Decision Decide(const Topology& topology, const CostTable& table,
   for (int b = 1; b < kNumBackends; ++b) {
     const Backend backend = static_cast<Backend>(b);
     decision.refused[b] = RefusalReason(topology, table, request, backend);
-    const bool offered = std::find(table.backends.begin(), table.backends.end(),
-                                   backend) != table.backends.end();
+    const bool offered = absl::c_linear_search(table.backends, backend);
     if (!decision.refused[b].empty()) {
       // Only the offered backends make the reason; the rest say why apart.
       if (offered) notes.push_back(decision.refused[b]);
@@ -1134,10 +1079,9 @@ Decision Decide(const Topology& topology, const CostTable& table,
   const std::string model =
       ModelNote(topology, table, request, static_cast<Backend>(best));
   if (best_us > decision.nccl_us * (1.0 - table.margin)) {
-    notes.push_back(title + " " + Us(best_us) + " does not beat NCCL " +
-                    Us(decision.nccl_us) + " by the " +
-                    Format("%.0f%%", table.margin * 100) + " margin for " +
-                    size + " (" + model + ")");
+    notes.push_back(absl::StrFormat(
+        "%s %s does not beat NCCL %s by the %.0f%% margin for %s (%s)", title,
+        Us(best_us), Us(decision.nccl_us), table.margin * 100, size, model));
     decision.reason = KeepNcclReason(notes);
     return decision;
   }
@@ -1147,51 +1091,45 @@ Decision Decide(const Topology& topology, const CostTable& table,
   const std::string where = decision.backend == Backend::kNvshmem
                                 ? " edges stay in an NVLink domain"
                                 : " edges stay in one host";
-  decision.reason =
-      title + ": all " + std::to_string(edges.size()) + where + "; " + size +
-      " in " + Us(best_us) + " vs NCCL " + Us(decision.nccl_us) + " (" +
-      GainText(decision.nccl_us, best_us) + " faster; " + model + ")";
+  decision.reason = absl::StrCat(
+      title, ": all ", edges.size(), where, "; ", size, " in ", Us(best_us),
+      " vs NCCL ", Us(decision.nccl_us), " (",
+      GainText(decision.nccl_us, best_us), " faster; ", model, ")");
   return decision;
 }
 
-std::optional<std::vector<std::pair<int, int>>> EdgeIdsToDevices(
+absl::StatusOr<std::vector<std::pair<int, int>>> EdgeIdsToDevices(
     const Topology& topology,
     const std::vector<std::pair<int64_t, int64_t>>& pairs, bool cross_partition,
-    int num_partitions, int num_replicas, std::string* error) {
+    int num_partitions, int num_replicas) {
   if (num_partitions < 1 || num_replicas < 1) {
-    *error = "num_partitions and num_replicas must be at least 1";
-    return std::nullopt;
+    return absl::InvalidArgumentError(
+        "num_partitions and num_replicas must be at least 1");
   }
   const int64_t id_limit = cross_partition ? num_partitions : num_replicas;
   const int groups = cross_partition ? num_replicas : num_partitions;
   const int64_t logical_devices = int64_t{num_partitions} * num_replicas;
-  if (!topology.partition_to_device().empty() &&
-      static_cast<int64_t>(topology.partition_to_device().size()) !=
-          logical_devices) {
-    *error = "the topology's map has " +
-             std::to_string(topology.partition_to_device().size()) +
-             " entries but the module has " + std::to_string(logical_devices) +
-             " devices (partitions x replicas)";
-    return std::nullopt;
+  const size_t map_size = topology.partition_to_device().size();
+  if (map_size != 0 && static_cast<int64_t>(map_size) != logical_devices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the topology's map has ", map_size, " entries but the module has ",
+        logical_devices, " devices (partitions x replicas)"));
   }
   if (logical_devices > topology.num_devices()) {
-    *error = "the module needs " + std::to_string(logical_devices) +
-             " devices (" + std::to_string(num_partitions) + " partitions x " +
-             std::to_string(num_replicas) + " replicas) but topology " +
-             topology.ToString() + " has " +
-             std::to_string(topology.num_devices());
-    return std::nullopt;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the module needs ", logical_devices, " devices (", num_partitions,
+        " partitions x ", num_replicas, " replicas) but topology ",
+        topology.ToString(), " has ", topology.num_devices()));
+  }
+  for (const auto& [src, dst] : pairs) {
+    if (src < 0 || src >= id_limit || dst < 0 || dst >= id_limit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pair {", src, ",", dst, "} is outside 0..", id_limit - 1, " (",
+          cross_partition ? "partitions" : "replicas", ")"));
+    }
   }
   std::vector<std::pair<int, int>> edges;
   edges.reserve(pairs.size() * groups);
-  for (const auto& [src, dst] : pairs) {
-    if (src < 0 || src >= id_limit || dst < 0 || dst >= id_limit) {
-      *error = "pair {" + std::to_string(src) + "," + std::to_string(dst) +
-               "} is outside 0.." + std::to_string(id_limit - 1) + " (" +
-               (cross_partition ? "partitions" : "replicas") + ")";
-      return std::nullopt;
-    }
-  }
   for (int group = 0; group < groups; ++group) {
     for (const auto& [src, dst] : pairs) {
       auto logical = [&](int64_t id) {

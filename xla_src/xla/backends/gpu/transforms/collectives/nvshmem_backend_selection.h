@@ -19,11 +19,9 @@ limitations under the License.
 // Backend selection for collective-permutes: which of the backends that the
 // target XLA offers runs each permute.
 //
-// Plain C++17 with no XLA dependency, so that the XLA pass, the Python tools
-// (through bindings) and the heuristics harness all ask the very same code.
-// No absl either: out of tree, absl's compiled parts come only inside
-// TensorFlow's framework library, and the Python binding must load on
-// machines without TensorFlow; the fuzzer builds the core alone.
+// C++17 and absl, with no XLA dependency, so that the XLA pass, the Python
+// tools (through bindings) and the heuristics harness all ask the very same
+// code; outside XLA it builds against any absl.
 //
 // Backends are data. The cost table names the set the target XLA offers:
 //   nccl,nvshmem            the pinned XLA (jax <= 0.10.1): backend_config
@@ -106,9 +104,11 @@ limitations under the License.
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace xla {
 namespace gpu {
@@ -137,18 +137,17 @@ Plan PlanForBackend(Backend backend);
 
 // A backend set as written in flags and tables: "nccl,nvshmem",
 // "nccl,peer", "nccl,peer,symmetric". NCCL must be in it, and NVSHMEM does
-// not mix with peer/symmetric (no XLA offers both). Returns nullopt and sets
-// `error` otherwise.
-std::optional<std::vector<Backend>> ParseBackendSet(std::string_view text,
-                                                    std::string* error);
+// not mix with peer/symmetric (no XLA offers both); InvalidArgument
+// otherwise.
+absl::StatusOr<std::vector<Backend>> ParseBackendSet(absl::string_view text);
 std::string BackendSetToString(const std::vector<Backend>& backends);
 
 // Stable names used in spec strings, cost tables, HLO attributes and JSON.
 const char* LinkClassName(LinkClass link_class);
 const char* BackendName(Backend backend);
 const char* PlanName(Plan plan);
-std::optional<LinkClass> LinkClassFromName(std::string_view name);
-std::optional<Backend> BackendFromName(std::string_view name);
+std::optional<LinkClass> LinkClassFromName(absl::string_view name);
+std::optional<Backend> BackendFromName(absl::string_view name);
 
 // A GPU cluster: slices x hosts per slice x GPUs per host. Devices are
 // numbered slice-major, then host, then GPU. NVLink domains are consecutive
@@ -164,15 +163,15 @@ class Topology {
   //                    that is the device of each partition (default:
   //                    identity). A map must cover partitions x replicas.
   // Examples: "1x2x4", "1x9x8:nvl72", "2x2x4:map=0,2,4,6,1,3,5,7,8,9,10,11,..."
-  static std::optional<Topology> Parse(std::string_view spec,
-                                       std::string* error);
-  // A topology without a spec, for programmatic use. Returns nullopt and sets
-  // `error` when the numbers are inconsistent.
-  static std::optional<Topology> Create(int slices, int hosts_per_slice,
-                                        int gpus_per_host,
-                                        int nvlink_domain_size,
-                                        std::vector<int> partition_to_device,
-                                        std::string* error);
+  // Errors are InvalidArgument, their message starting "topology spec
+  // '<spec>': ".
+  static absl::StatusOr<Topology> Parse(absl::string_view spec);
+  // A topology without a spec, for programmatic use; InvalidArgument when the
+  // numbers are inconsistent.
+  static absl::StatusOr<Topology> Create(int slices, int hosts_per_slice,
+                                         int gpus_per_host,
+                                         int nvlink_domain_size,
+                                         std::vector<int> partition_to_device);
 
   int slices() const { return slices_; }
   int hosts_per_slice() const { return hosts_per_slice_; }
@@ -275,11 +274,10 @@ CostTable DefaultCostTable();
 // Entries not mentioned keep their defaults. A table that mentions a
 // (backend, link class) in a link or point line replaces its whole model:
 // the inherited points of that pair are dropped, so a link line alone means
-// the parametric model and point lines bring their own curve. Errors name
-// the line: "<source>:<line>: <message>".
-std::optional<CostTable> ParseCostTable(std::string_view text,
-                                        std::string_view source_name,
-                                        std::string* error);
+// the parametric model and point lines bring their own curve. Errors are
+// InvalidArgument and name the line: "<source>:<line>: <message>".
+absl::StatusOr<CostTable> ParseCostTable(absl::string_view text,
+                                         absl::string_view source_name);
 std::string CostTableToString(const CostTable& table);
 
 // One collective-permute, as the selection sees it.
@@ -356,12 +354,12 @@ Decision Decide(const Topology& topology, const CostTable& table,
 // every replica; otherwise they hold replica ids and apply to every
 // partition. The logical device of (replica r, partition p) follows XLA's
 // default placement, r + p * num_replicas; the topology's map, when given,
-// turns it into a physical device. Returns nullopt and sets
-// `error` when an id is out of range or a device exceeds the topology.
-std::optional<std::vector<std::pair<int, int>>> EdgeIdsToDevices(
+// turns it into a physical device. InvalidArgument when an id is out of
+// range or a device exceeds the topology.
+absl::StatusOr<std::vector<std::pair<int, int>>> EdgeIdsToDevices(
     const Topology& topology,
     const std::vector<std::pair<int64_t, int64_t>>& pairs, bool cross_partition,
-    int num_partitions, int num_replicas, std::string* error);
+    int num_partitions, int num_replicas);
 
 }  // namespace nvshmem_selection
 }  // namespace gpu

@@ -25,22 +25,31 @@ limitations under the License.
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
 namespace xla {
 namespace gpu {
 namespace nvshmem_selection {
 namespace {
 
 Topology MustParse(const std::string& spec) {
-  std::string error;
-  std::optional<Topology> topology = Topology::Parse(spec, &error);
-  EXPECT_TRUE(topology.has_value()) << error;
-  return topology.value_or(*Topology::Create(1, 1, 1, 0, {}, &error));
+  absl::StatusOr<Topology> topology = Topology::Parse(spec);
+  EXPECT_TRUE(topology.ok()) << topology.status();
+  return topology.ok() ? *topology : *Topology::Create(1, 1, 1, 0, {});
+}
+
+// The message of a failed call, "" when it succeeded.
+template <typename T>
+std::string ErrorOf(const absl::StatusOr<T>& value) {
+  return value.ok() ? "" : std::string(value.status().message());
 }
 
 std::string ParseError(const std::string& spec) {
-  std::string error;
-  EXPECT_FALSE(Topology::Parse(spec, &error).has_value()) << spec;
-  return error;
+  absl::StatusOr<Topology> topology = Topology::Parse(spec);
+  EXPECT_EQ(topology.status().code(), absl::StatusCode::kInvalidArgument)
+      << spec;
+  return ErrorOf(topology);
 }
 
 std::vector<std::pair<int, int>> Ring(int n) {
@@ -98,11 +107,11 @@ TEST(TopologyTest, RejectsMalformedSpecsWithClearErrors) {
 
 TEST(CostTableTest, ParsesOverridesAndKeepsDefaults) {
   std::string error;
-  std::optional<CostTable> table = ParseCostTable(
+  absl::StatusOr<CostTable> table = ParseCostTable(
       "# measured\nlink nccl network 12.5 45  # NDR\nmargin 0.1\n"
       "sm_interference nccl 0.2\nnvshmem_max_bytes 2147483648\n",
-      "t.txt", &error);
-  ASSERT_TRUE(table.has_value()) << error;
+      "t.txt");
+  ASSERT_TRUE(table.ok()) << table.status();
   EXPECT_DOUBLE_EQ(table->link(Backend::kNccl, LinkClass::kNetwork).latency_us,
                    12.5);
   EXPECT_DOUBLE_EQ(table->margin, 0.1);
@@ -119,9 +128,9 @@ TEST(CostTableTest, RoundTripsThroughText) {
   CostTable table = DefaultCostTable();
   table.margin = 0.125;
   std::string error;
-  std::optional<CostTable> again =
-      ParseCostTable(CostTableToString(table), "x", &error);
-  ASSERT_TRUE(again.has_value()) << error;
+  absl::StatusOr<CostTable> again =
+      ParseCostTable(CostTableToString(table), "x");
+  ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(CostTableToString(*again), CostTableToString(table));
   // Numbers print in their shortest exact form (5.6, not 5.5999999999999996;
   // 450, not 4.5e+02).
@@ -134,19 +143,25 @@ TEST(CostTableTest, RoundTripsThroughText) {
 
 TEST(CostTableTest, ErrorsNameTheLine) {
   std::string error;
-  EXPECT_FALSE(
-      ParseCostTable("margin 0.1\nlink nccl warp 1 2\n", "t.txt", &error));
+  error = ErrorOf(ParseCostTable("margin 0.1\nlink nccl warp 1 2\n", "t.txt"));
+  EXPECT_FALSE(error.empty());
   EXPECT_EQ(error.rfind("t.txt:2: unknown link class 'warp'", 0), 0u) << error;
-  EXPECT_FALSE(ParseCostTable("link nccl nvlink 1 0\n", "t.txt", &error));
+  error = ErrorOf(ParseCostTable("link nccl nvlink 1 0\n", "t.txt"));
+  EXPECT_FALSE(error.empty());
   EXPECT_EQ(error.rfind("t.txt:1: '0' is not a number > 0", 0), 0u) << error;
-  EXPECT_FALSE(ParseCostTable("\n\nfoo 1\n", "t.txt", &error));
+  error = ErrorOf(ParseCostTable("\n\nfoo 1\n", "t.txt"));
+  EXPECT_FALSE(error.empty());
   EXPECT_EQ(error.rfind("t.txt:3: unknown entry 'foo'", 0), 0u) << error;
-  EXPECT_FALSE(ParseCostTable("margin abc\n", "t.txt", &error));
+  error = ErrorOf(ParseCostTable("margin abc\n", "t.txt"));
+  EXPECT_FALSE(error.empty());
   EXPECT_EQ(error.rfind("t.txt:1:", 0), 0u) << error;
-  EXPECT_FALSE(ParseCostTable("margin 1.5\n", "t.txt", &error));
-  EXPECT_FALSE(ParseCostTable("link nccl nvlink 1\n", "t.txt", &error));
+  error = ErrorOf(ParseCostTable("margin 1.5\n", "t.txt"));
+  EXPECT_FALSE(error.empty());
+  error = ErrorOf(ParseCostTable("link nccl nvlink 1\n", "t.txt"));
+  EXPECT_FALSE(error.empty());
   EXPECT_NE(error.find("expected 'link BACKEND"), std::string::npos) << error;
-  EXPECT_FALSE(ParseCostTable("margin nan\n", "t.txt", &error));
+  error = ErrorOf(ParseCostTable("margin nan\n", "t.txt"));
+  EXPECT_FALSE(error.empty());
 }
 
 TEST(DecideTest, OneHostRingGoesToNvshmem) {
@@ -172,9 +187,9 @@ TEST(DecideTest, NeverSplitsEvenWhenTheModelWouldGain) {
   // These costs made the old split plan win by a wide margin; its NVSHMEM
   // half would leave devices 0 and 4 without a source and hang.
   std::string error;
-  std::optional<CostTable> table = ParseCostTable(
-      "link nccl network 4 900\nsm_interference nccl 0.5\n", "t", &error);
-  ASSERT_TRUE(table) << error;
+  absl::StatusOr<CostTable> table = ParseCostTable(
+      "link nccl network 4 900\nsm_interference nccl 0.5\n", "t");
+  ASSERT_TRUE(table.ok()) << table.status();
   Decision d = Decide(MustParse("1x2x4"), *table, {64 << 20, Ring(8), 0, 8});
   EXPECT_EQ(d.plan, Plan::kNccl) << d.reason;
   EXPECT_TRUE(d.nvshmem_edge.empty());
@@ -253,14 +268,12 @@ TEST(DeadlockFreeTest, EveryReplicaGroupMustCoverItsDevices) {
   std::string error;
   Topology t = MustParse("1x1x8");
   // Cross-partition ring of 4 partitions x 2 replicas: every device a target.
-  auto ring =
-      EdgeIdsToDevices(t, {{0, 1}, {1, 2}, {2, 3}, {3, 0}}, true, 4, 2, &error);
-  ASSERT_TRUE(ring) << error;
+  auto ring = EdgeIdsToDevices(t, {{0, 1}, {1, 2}, {2, 3}, {3, 0}}, true, 4, 2);
+  ASSERT_TRUE(ring.ok()) << ring.status();
   EXPECT_EQ(NvshmemHangReason(*ring, TeamDevices(t, 8)), "");
   // A shift 0->1->2->3 leaves partition 0 of both replicas (devices 0, 1).
-  auto shift =
-      EdgeIdsToDevices(t, {{0, 1}, {1, 2}, {2, 3}}, true, 4, 2, &error);
-  ASSERT_TRUE(shift) << error;
+  auto shift = EdgeIdsToDevices(t, {{0, 1}, {1, 2}, {2, 3}}, true, 4, 2);
+  ASSERT_TRUE(shift.ok()) << shift.status();
   EXPECT_NE(NvshmemHangReason(*shift, TeamDevices(t, 8))
                 .find("2 of 8 devices of the team (devices 0, 1) have"),
             std::string::npos);
@@ -308,15 +321,14 @@ TEST(DecideTest, DegenerateAndEmptyPermutes) {
 
 TEST(DecideTest, PairsSpanningHostsKeepNccl) {
   std::string error;
-  std::optional<CostTable> table = ParseCostTable(
-      "link nccl network 4 900\nsm_interference nccl 0.5\n", "t", &error);
-  ASSERT_TRUE(table) << error;
+  absl::StatusOr<CostTable> table = ParseCostTable(
+      "link nccl network 4 900\nsm_interference nccl 0.5\n", "t");
+  ASSERT_TRUE(table.ok()) << table.status();
   Topology t = MustParse("1x2x2:map=0,2,1,3");
   // Logical r + 2p -> device: (r0,p0)=0 (r1,p0)=2 (r0,p1)=1 (r1,p1)=3.
-  auto edges =
-      EdgeIdsToDevices(t, {{0, 1}, {1, 0}}, /*cross_partition=*/true,
-                       /*num_partitions=*/2, /*num_replicas=*/2, &error);
-  ASSERT_TRUE(edges) << error;
+  auto edges = EdgeIdsToDevices(t, {{0, 1}, {1, 0}}, /*cross_partition=*/true,
+                                /*num_partitions=*/2, /*num_replicas=*/2);
+  ASSERT_TRUE(edges.ok()) << edges.status();
   // Edges: r0: 0->1, 1->0 (same host); r1: 2->3, 3->2 (same host).
   Decision d = Decide(t, *table, {64 << 20, *edges, 2, 4});
   EXPECT_EQ(d.plan, Plan::kNvshmem) << d.reason;
@@ -330,9 +342,9 @@ TEST(DecideTest, PairsSpanningHostsKeepNccl) {
 
 TEST(DecideTest, ZeroCostKeepsNcclWithoutNan) {
   std::string error;
-  std::optional<CostTable> table = ParseCostTable(
-      "link nccl nvlink 0 450\nlink nvshmem nvlink 0 450\n", "t", &error);
-  ASSERT_TRUE(table) << error;
+  absl::StatusOr<CostTable> table = ParseCostTable(
+      "link nccl nvlink 0 450\nlink nvshmem nvlink 0 450\n", "t");
+  ASSERT_TRUE(table.ok()) << table.status();
   Decision d = Decide(MustParse("1x1x8"), *table, {0, Ring(8)});
   EXPECT_EQ(d.plan, Plan::kNccl);
   EXPECT_EQ(d.reason.find("nan"), std::string::npos) << d.reason;
@@ -355,26 +367,32 @@ TEST(DecideTest, ModeledTimeGrowsWithBytes) {
 
 CostTable TableWith(const std::string& text) {
   std::string error;
-  std::optional<CostTable> table = ParseCostTable(text, "t", &error);
-  EXPECT_TRUE(table.has_value()) << error;
+  absl::StatusOr<CostTable> table = ParseCostTable(text, "t");
+  EXPECT_TRUE(table.ok()) << table.status();
   return table.value_or(DefaultCostTable());
 }
 
 TEST(BackendSetTest, ParsesCanonicalSetsAndRejectsBadOnes) {
   std::string error;
-  auto set = ParseBackendSet("peer,nccl,symmetric", &error);
-  ASSERT_TRUE(set) << error;
+  auto set = ParseBackendSet("peer,nccl,symmetric");
+  ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_EQ(BackendSetToString(*set), "nccl,peer,symmetric");
-  EXPECT_FALSE(ParseBackendSet("peer", &error));
+  error = ErrorOf(ParseBackendSet("peer"));
+  EXPECT_FALSE(error.empty());
   EXPECT_NE(error.find("lacks nccl"), std::string::npos) << error;
-  EXPECT_FALSE(ParseBackendSet("nccl,nvshmem,peer", &error));
+  error = ErrorOf(ParseBackendSet("nccl,nvshmem,peer"));
+  EXPECT_FALSE(error.empty());
   EXPECT_NE(error.find("no XLA offers both"), std::string::npos) << error;
-  EXPECT_FALSE(ParseBackendSet("nccl,nccl", &error));
-  EXPECT_FALSE(ParseBackendSet("nccl,warp", &error));
+  error = ErrorOf(ParseBackendSet("nccl,nccl"));
+  EXPECT_FALSE(error.empty());
+  error = ErrorOf(ParseBackendSet("nccl,warp"));
+  EXPECT_FALSE(error.empty());
   EXPECT_NE(error.find("unknown backend 'warp'"), std::string::npos) << error;
-  EXPECT_FALSE(ParseCostTable("backends nccl,gloo\n", "t.txt", &error));
+  error = ErrorOf(ParseCostTable("backends nccl,gloo\n", "t.txt"));
+  EXPECT_FALSE(error.empty());
   EXPECT_EQ(error.rfind("t.txt:1: unknown backend 'gloo'", 0), 0u) << error;
-  EXPECT_FALSE(ParseCostTable("symmetric_signals yes\n", "t.txt", &error));
+  error = ErrorOf(ParseCostTable("symmetric_signals yes\n", "t.txt"));
+  EXPECT_FALSE(error.empty());
   EXPECT_EQ(error.rfind("t.txt:1: symmetric_signals must be 0 or 1", 0), 0u);
 }
 
@@ -388,9 +406,9 @@ TEST(BackendSetTest, TableCarriesSetSignalsAndPerBufferCosts) {
       table.link(Backend::kPeer, LinkClass::kIntraHostNvlink).per_buffer_us,
       1.5);
   std::string error;
-  std::optional<CostTable> again =
-      ParseCostTable(CostTableToString(table), "x", &error);
-  ASSERT_TRUE(again) << error;
+  absl::StatusOr<CostTable> again =
+      ParseCostTable(CostTableToString(table), "x");
+  ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(CostTableToString(*again), CostTableToString(table));
   EXPECT_EQ(BackendSetToString(DefaultCostTable().backends), "nccl,nvshmem");
 }
@@ -567,9 +585,9 @@ TEST(MeasuredCurveTest, SmInterferenceAddsOnTopOfTheCurve) {
 TEST(MeasuredCurveTest, ALinkLineAloneDropsTheInheritedCurve) {
   CostTable base = TableWith(kCurveTable);
   std::string error;
-  std::optional<CostTable> over =
-      ParseCostTable(CostTableToString(base) + "", "x", &error);
-  ASSERT_TRUE(over) << error;
+  absl::StatusOr<CostTable> over =
+      ParseCostTable(CostTableToString(base) + "", "x");
+  ASSERT_TRUE(over.ok()) << over.status();
   EXPECT_EQ(CostTableToString(*over), CostTableToString(base));
   EXPECT_NE(CostTableToString(base).find("point nvshmem nvlink 4 1024 50\n"),
             std::string::npos);
@@ -608,8 +626,8 @@ TEST(MeasuredCurveTest, BadPointRowsNameTheLine) {
   };
   for (const auto& [text, message] : cases) {
     std::string error;
-    EXPECT_FALSE(ParseCostTable(std::string("# c\n") + text, "t.txt", &error))
-        << text;
+    error = ErrorOf(ParseCostTable(std::string("# c\n") + text, "t.txt"));
+    EXPECT_FALSE(error.empty()) << text;
     const std::string line =
         std::string(text).find("given twice") == std::string::npos &&
                 std::string(message) != "given twice"
@@ -624,7 +642,8 @@ TEST(MeasuredCurveTest, BadPointRowsNameTheLine) {
     many += "point nccl nvlink 1 " + std::to_string(i) + " 5\n";
   }
   std::string error;
-  EXPECT_FALSE(ParseCostTable(many, "t.txt", &error));
+  error = ErrorOf(ParseCostTable(many, "t.txt"));
+  EXPECT_FALSE(error.empty());
   EXPECT_NE(error.find("more than 4096 points"), std::string::npos) << error;
 }
 
@@ -698,23 +717,24 @@ TEST(DefaultTableTest, DecidesAsMeasuredOnTwoH200) {
 TEST(EdgeIdsTest, ExpandsPartitionsAndReplicas) {
   std::string error;
   Topology t = MustParse("1x2x4");
-  auto edges =
-      EdgeIdsToDevices(t, {{0, 1}, {1, 0}}, /*cross_partition=*/true,
-                       /*num_partitions=*/2, /*num_replicas=*/4, &error);
-  ASSERT_TRUE(edges) << error;
+  auto edges = EdgeIdsToDevices(t, {{0, 1}, {1, 0}}, /*cross_partition=*/true,
+                                /*num_partitions=*/2, /*num_replicas=*/4);
+  ASSERT_TRUE(edges.ok()) << edges.status();
   // Replica r, partition p -> device r + 4 p.
   ASSERT_EQ(edges->size(), 8u);
   EXPECT_EQ((*edges)[0], std::make_pair(0, 4));
   EXPECT_EQ((*edges)[3], std::make_pair(5, 1));
 
   auto replicas =
-      EdgeIdsToDevices(t, {{0, 3}}, /*cross_partition=*/false, 2, 4, &error);
-  ASSERT_TRUE(replicas) << error;
+      EdgeIdsToDevices(t, {{0, 3}}, /*cross_partition=*/false, 2, 4);
+  ASSERT_TRUE(replicas.ok()) << replicas.status();
   EXPECT_EQ((*replicas)[1], std::make_pair(4, 7));
 
-  EXPECT_FALSE(EdgeIdsToDevices(t, {{0, 9}}, true, 8, 1, &error));
+  error = ErrorOf(EdgeIdsToDevices(t, {{0, 9}}, true, 8, 1));
+  EXPECT_FALSE(error.empty());
   EXPECT_NE(error.find("outside 0..7"), std::string::npos) << error;
-  EXPECT_FALSE(EdgeIdsToDevices(t, {{0, 1}}, true, 16, 1, &error));
+  error = ErrorOf(EdgeIdsToDevices(t, {{0, 1}}, true, 16, 1));
+  EXPECT_FALSE(error.empty());
   EXPECT_NE(error.find("needs 16 devices"), std::string::npos) << error;
 }
 

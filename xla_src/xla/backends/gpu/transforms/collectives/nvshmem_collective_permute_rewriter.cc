@@ -167,17 +167,11 @@ absl::StatusOr<sel::CostTable> CostTableFromOptions(
     TF_ASSIGN_OR_RETURN(text, ReadCostTableFile(options.cost_table_path));
     source = options.cost_table_path;
   }
-  std::string error;
-  std::optional<sel::CostTable> table =
-      sel::ParseCostTable(text, source, &error);
-  if (!table) return absl::InvalidArgumentError(error);
+  TF_ASSIGN_OR_RETURN(sel::CostTable table, sel::ParseCostTable(text, source));
   if (!options.backends.empty()) {
-    std::optional<std::vector<sel::Backend>> backends =
-        sel::ParseBackendSet(options.backends, &error);
-    if (!backends) return absl::InvalidArgumentError(error);
-    table->backends = *std::move(backends);
+    TF_ASSIGN_OR_RETURN(table.backends, sel::ParseBackendSet(options.backends));
   }
-  return *std::move(table);
+  return table;
 }
 
 }  // namespace
@@ -194,9 +188,13 @@ NvshmemCollectivePermuteRewriter::NvshmemCollectivePermuteRewriter(
   }
   cost_table_ = *std::move(table);
   if (!options_.topology.empty()) {
-    std::string error;
-    topology_ = sel::Topology::Parse(options_.topology, &error);
-    if (!topology_) init_status_ = absl::InvalidArgumentError(error);
+    absl::StatusOr<sel::Topology> topology =
+        sel::Topology::Parse(options_.topology);
+    if (topology.ok()) {
+      topology_ = *std::move(topology);
+    } else {
+      init_status_ = topology.status();
+    }
   }
 }
 
@@ -205,6 +203,7 @@ NvshmemCollectivePermuteRewriter::NvshmemCollectivePermuteRewriter(
 // module's static device assignment says when it has one.
 absl::StatusOr<sel::Topology> NvshmemCollectivePermuteRewriter::TopologyFor(
     const HloModule& module) const {
+  TF_RETURN_IF_ERROR(init_status_);  // A bad spec is not a derived topology.
   if (topology_.has_value()) return *topology_;
   const int per_host = options_.devices_per_host;
   if (per_host < 1) {
@@ -232,12 +231,8 @@ absl::StatusOr<sel::Topology> NvshmemCollectivePermuteRewriter::TopologyFor(
   if (hosts > (1 << 20)) {
     return absl::InvalidArgumentError("too many devices for a topology");
   }
-  std::string error;
-  std::optional<sel::Topology> topology =
-      sel::Topology::Create(1, static_cast<int>(hosts), per_host, per_host,
-                            std::move(placement), &error);
-  if (!topology) return absl::InvalidArgumentError(error);
-  return *std::move(topology);
+  return sel::Topology::Create(1, static_cast<int>(hosts), per_host, per_host,
+                               std::move(placement));
 }
 
 absl::StatusOr<OpRecord> NvshmemCollectivePermuteRewriter::Decide(
@@ -249,13 +244,12 @@ absl::StatusOr<OpRecord> NvshmemCollectivePermuteRewriter::Decide(
   record.form = cp.opcode() == HloOpcode::kCollectivePermute ? "sync" : "async";
   record.bytes = MessageBytes(cp);
   record.pairs = cp.source_target_pairs();
-  std::string error;
-  std::optional<std::vector<std::pair<int, int>>> edges = sel::EdgeIdsToDevices(
-      topology, record.pairs, cp.channel_id().has_value(),
-      config.num_partitions(), config.replica_count(), &error);
-  if (!edges) {
+  absl::StatusOr<std::vector<std::pair<int, int>>> edges =
+      sel::EdgeIdsToDevices(topology, record.pairs, cp.channel_id().has_value(),
+                            config.num_partitions(), config.replica_count());
+  if (!edges.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(name(), ": ", cp.name(), ": ", error));
+        absl::StrCat(name(), ": ", cp.name(), ": ", edges.status().message()));
   }
   sel::PermuteRequest request;
   request.bytes = record.bytes;
