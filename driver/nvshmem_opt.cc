@@ -61,20 +61,40 @@ namespace {
 namespace sel = xla::gpu::nvshmem_selection;
 using Rewriter = xla::gpu::NvshmemCollectivePermuteRewriter;
 
+// GPUs per host when the topology is derived and --devices-per-host is not
+// given: one HGX H100/H200 node. A module on fewer devices gets one host of
+// its size, so that a 2-GPU program is not modeled as 8.
+constexpr int kDefaultDevicesPerHost = 8;
+
 constexpr char kUsage[] =
-    "usage: nvshmem-opt INPUT --topology=SPEC [-o OUT] [--cost-table=FILE]\n"
+    "usage: nvshmem-opt INPUT [--topology=SPEC | --devices-per-host=N]\n"
+    "         [-o OUT] [--cost-table=FILE]\n"
     "         [--mode=rewrite|annotate|explain] [--annotate] [--report=JSON]\n"
     "         [--backends=nccl,nvshmem|nccl,peer[,symmetric]]\n"
     "         [--compare-upstream] [--upstream-threshold-bytes=N] [--time]\n"
+    "         [--num-partitions=N] [--num-replicas=N]\n"
     "         [--max-input-bytes=N (default 1 GiB; larger inputs are "
     "refused)]\n"
     "       nvshmem-opt --print-cost-table [--cost-table=FILE]\n"
     "INPUT is HLO text or a serialized HloModuleProto/HloProto; '-' reads "
     "stdin.\n"
-    "A proto carries no partition/replica counts: --num-partitions and\n"
-    "--num-replicas give them (default: the topology's devices, 1 replica).\n"
-    "SPEC is SLICESxHOSTSxGPUS[:nvlN][:map=D0,D1,...], e.g. 1x2x4 or "
+    "Without --topology, the topology comes from the module, as the pass "
+    "derives it\n"
+    "inside XLA: hosts of N GPUs (--devices-per-host, default 8 = one HGX "
+    "H100/H200\n"
+    "node, or the module's device count when smaller), one NVLink domain "
+    "each,\n"
+    "holding every device (partitions x replicas), placed by the module's "
+    "device\n"
+    "assignment when it has one. The devices must fill whole hosts.\n"
+    "SPEC overrides that: SLICESxHOSTSxGPUS[:nvlN][:map=D0,D1,...], e.g. "
+    "1x2x4 or\n"
     "1x9x8:nvl72.\n"
+    "Partition and replica counts come from the module (its header, a proto's "
+    "device\n"
+    "assignment, a Shardy mesh, the largest id its collectives name, the "
+    "topology);\n"
+    "--num-partitions and --num-replicas give them.\n"
     "rewrite writes each permute's backend (as XLA's "
     "CollectiveBackendAssigner\n"
     "does) and makes the permutes async (as XLA's AsyncCollectiveCreator "
@@ -89,7 +109,8 @@ constexpr char kUsage[] =
 struct Flags {
   std::string input;
   std::string output;
-  std::string topology;
+  std::string topology;      // Empty: derived from the module.
+  int devices_per_host = 0;  // 0: kDefaultDevicesPerHost (capped).
   std::string cost_table;
   std::string backends;  // Empty: the table's set (nccl,nvshmem by default).
   std::string mode = "rewrite";
@@ -98,7 +119,7 @@ struct Flags {
   bool annotate = false;  // Decisions also in frontend attributes.
   int64_t upstream_threshold_bytes = xla::gpu::kDefaultThresholdInBytes;
   bool print_cost_table = false;
-  int num_partitions = 0;  // 0: from the input (text) or the topology (proto).
+  int num_partitions = 0;  // 0: from the input (InferNumPartitions).
   int num_replicas = 0;
   bool time = false;
   int64_t max_input_bytes = int64_t{1} << 30;  // Larger inputs are refused.
@@ -277,6 +298,8 @@ bool SetFlag(Flags& flags, const std::string& name,
     *it->second = true;
   } else if (name == "upstream-threshold-bytes") {
     flags.upstream_threshold_bytes = IntegerFlag(name, take(), 0, kMaxInt64);
+  } else if (name == "devices-per-host") {
+    flags.devices_per_host = IntegerFlag(name, take(), 1, 1 << 20);
   } else if (name == "num-partitions") {
     flags.num_partitions = IntegerFlag(name, take(), 1, 1 << 20);
   } else if (name == "num-replicas") {
@@ -339,7 +362,11 @@ Flags ParseFlags(int argc, char** argv) {
                 " (see --help)");
   }
   flags.input = positional[0];
-  if (flags.topology.empty()) Fail(2, "--topology=SPEC is required");
+  if (!flags.topology.empty() && flags.devices_per_host > 0) {
+    Fail(2,
+         "--devices-per-host and --topology: give one (the spec says how many "
+         "GPUs a host has)");
+  }
   return flags;
 }
 
@@ -428,12 +455,13 @@ std::string LocateParseError(const std::string& path,
   return path + ": " + OneLine(message);
 }
 
-// A serialized HloModuleProto (or HloProto) as a module; the proto does not
-// record how many partitions/replicas it runs on, so flags or the topology
-// say.
+// A serialized HloModuleProto (or HloProto) as a module. The proto records
+// how many partitions/replicas it runs on only in its device assignment, when
+// it has one; else flags or the topology say, and without either
+// InferNumPartitions does.
 absl::StatusOr<std::unique_ptr<xla::HloModule>> ModuleFromProto(
     const std::string& path, const std::string& data, const Flags& flags,
-    const sel::Topology& topology) {
+    const sel::Topology* topology) {
   xla::HloModuleProto proto;
   xla::HloProto wrapper;
   if (wrapper.ParseFromString(data) && wrapper.has_hlo_module() &&
@@ -452,10 +480,17 @@ absl::StatusOr<std::unique_ptr<xla::HloModule>> ModuleFromProto(
     return absl::InvalidArgumentError(
         path + ": bad HloModuleProto: " + OneLine(config.status().ToString()));
   }
-  int replicas = flags.num_replicas > 0 ? flags.num_replicas : 1;
-  int partitions = flags.num_partitions > 0
-                       ? flags.num_partitions
-                       : std::max(1, topology.num_devices() / replicas);
+  int replicas = 1, partitions = 1;
+  if (config->has_static_device_assignment()) {
+    replicas = config->static_device_assignment().replica_count();
+    partitions = config->static_device_assignment().computation_count();
+  }
+  if (flags.num_replicas > 0) replicas = flags.num_replicas;
+  if (flags.num_partitions > 0) {
+    partitions = flags.num_partitions;
+  } else if (topology != nullptr && !config->has_static_device_assignment()) {
+    partitions = std::max(1, topology->num_devices() / replicas);
+  }
   config->set_replica_count(replicas);
   config->set_num_partitions(partitions);
   absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
@@ -473,7 +508,7 @@ absl::StatusOr<std::unique_ptr<xla::HloModule>> ModuleFromProto(
 // Checks that XLA's parser lacks come first.
 absl::StatusOr<std::unique_ptr<xla::HloModule>> ParseInput(
     const std::string& path, const std::string& data, const Flags& flags,
-    const sel::Topology& topology) {
+    const sel::Topology* topology) {
   if (data.empty()) return absl::InvalidArgumentError(path + ": empty file");
   if (!LooksLikeHloText(data)) {
     return ModuleFromProto(path, data, flags, topology);
@@ -501,7 +536,7 @@ absl::StatusOr<std::unique_ptr<xla::HloModule>> ParseInput(
 
 std::unique_ptr<xla::HloModule> LoadModule(const std::string& path,
                                            const Flags& flags,
-                                           const sel::Topology& topology,
+                                           const sel::Topology* topology,
                                            std::string* text) {
   *text = ReadFileOrDie(path, flags.max_input_bytes);
   std::strncpy(g_guard.input, path.c_str(), sizeof(g_guard.input) - 1);
@@ -565,35 +600,49 @@ int64_t PartitionIdsUsed(const xla::HloModule& module) {
   return used;
 }
 
-// Sets num_partitions of a text module whose header has none, from the
-// module's mesh or else the topology (never fewer than its ids need), and
-// says so on stderr.
+// Whether the input states its partition count: a text header's
+// num_partitions, a proto's device assignment.
+bool StatesPartitions(const std::string& data, const xla::HloModule& module) {
+  if (!LooksLikeHloText(data)) {
+    return module.config().has_static_device_assignment();
+  }
+  return data.substr(0, data.find('\n')).find("num_partitions=") !=
+         std::string::npos;
+}
+
+// Sets num_partitions of a module that does not state it, from the module's
+// mesh or else the topology when given or else the ids its collectives name
+// (never fewer than those), and says so on stderr.
 void InferNumPartitions(const std::string& data, const Flags& flags,
-                        const sel::Topology& topology, xla::HloModule* module) {
-  if (flags.num_partitions > 0 || !LooksLikeHloText(data) ||
-      module->config().num_partitions() != 1) {
+                        const sel::Topology* topology, xla::HloModule* module) {
+  if (flags.num_partitions > 0 || module->config().num_partitions() != 1 ||
+      StatesPartitions(data, *module)) {
     return;
   }
-  const std::string header = data.substr(0, data.find('\n'));
-  if (header.find("num_partitions=") != std::string::npos) return;
   const int64_t used = PartitionIdsUsed(*module);
   const int64_t mesh = SdyMeshDevices(*module);
   if (used <= 1 && mesh <= 1) return;
   const int replicas = module->config().replica_count();
-  int64_t partitions = mesh > 1 ? mesh : topology.num_devices() / replicas;
-  std::string from = mesh > 1 ? "the sdy mesh in its frontend_attributes"
-                              : "the topology's " +
-                                    std::to_string(topology.num_devices()) +
-                                    " devices";
+  int64_t partitions = used;
+  std::string from = "the largest partition id its collectives name";
+  if (mesh > 1) {
+    partitions = mesh;
+    from = "the sdy mesh in its frontend_attributes";
+  } else if (topology != nullptr) {
+    partitions = topology->num_devices() / replicas;
+    from = absl::StrCat("the topology's ", topology->num_devices(), " devices");
+  }
   if (partitions < used) {
     partitions = used;
     from = "the largest partition id its collectives name";
   }
   module->mutable_config().set_num_partitions(partitions);
-  std::cerr << "nvshmem-opt: " << flags.input
-            << ": the module's header gives no num_partitions (jax-lowered "
-               "text?); using "
-            << partitions << " from " << from
+  std::cerr << "nvshmem-opt: " << flags.input << ": "
+            << (LooksLikeHloText(data)
+                    ? "the module's header gives no num_partitions "
+                      "(jax-lowered text?)"
+                    : "the serialized module gives no num_partitions")
+            << "; using " << partitions << " from " << from
             << " (--num-partitions=N overrides)\n";
 }
 
@@ -802,80 +851,100 @@ absl::StatusOr<std::map<std::string, std::vector<std::string>>> MakeAsync(
   return made;
 }
 
+// The topology decisions are made on, and whether --topology gave it or the
+// pass derived it from the module.
+struct TopologyUsed {
+  sel::Topology topology;
+  bool derived = false;
+};
+
+// A decision's modeled times (null: the backend is refused or not offered)
+// and its edges by link class, as JSON members.
+std::string ModelJson(const sel::Decision& d) {
+  auto us = [](double v) {
+    return v < 0 ? std::string("null") : JsonNumber(v);
+  };
+  std::string out = "\"modeled_us\": {\"nccl\": " + JsonNumber(d.nccl_us) +
+                    ", \"nvshmem\": " + us(d.nvshmem_us) +
+                    ", \"split\": " + us(d.split_us) +
+                    ", \"chosen\": " + JsonNumber(d.chosen_us);
+  for (int b = 2; b < sel::kNumBackends; ++b) {
+    out += ", " + JsonString(sel::BackendName(static_cast<sel::Backend>(b))) +
+           ": " + us(d.backend_us[b]);
+  }
+  out += "}, \"edges_by_class\": {";
+  for (int c = 0; c < sel::kNumLinkClasses; ++c) {
+    if (c > 0) out += ", ";
+    out += JsonString(sel::LinkClassName(static_cast<sel::LinkClass>(c))) +
+           ": " + std::to_string(d.edges_by_class[c]);
+  }
+  return out + "}";
+}
+
+// One permute's record as a JSON object.
+std::string RecordJson(
+    const Rewriter::OpRecord& r,
+    const std::map<std::string, std::vector<std::string>>& made,
+    const std::map<std::string, std::string>* upstream) {
+  const sel::Decision& d = r.decision;
+  std::string out = "{\"computation\": " + JsonString(r.computation);
+  out += ", \"instruction\": " + JsonString(r.instruction);
+  out += ", \"form\": " + JsonString(r.form);
+  out += ", \"bytes\": " + std::to_string(r.bytes);
+  out += ", \"pairs\": [";
+  for (size_t p = 0; p < r.pairs.size(); ++p) {
+    if (p > 0) out += ", ";
+    out += "[" + std::to_string(r.pairs[p].first) + ", " +
+           std::to_string(r.pairs[p].second) + "]";
+  }
+  out += "], \"plan\": " + JsonString(sel::PlanName(d.plan));
+  // As XLA writes it: collective_backend_config.backend, and for the peer
+  // and symmetric backends of newer XLA, collectives_mode.
+  out +=
+      ", \"backend\": " +
+      JsonString(d.backend == sel::Backend::kNvshmem ? "NVSHMEM" : "DEFAULT");
+  out += ", \"collectives_mode\": " +
+         std::string(d.backend == sel::Backend::kPeer
+                         ? "\"COLLECTIVES_PEER_MEMORY\""
+                     : d.backend == sel::Backend::kSymmetric
+                         ? "\"COLLECTIVES_SYMMETRIC_MEMORY\""
+                         : "null");
+  out += ", \"skipped\": " + std::string(r.skipped ? "true" : "false");
+  out += ", \"reason\": " + JsonString(d.reason);
+  out += ", " + ModelJson(d) + ", \"new_instructions\": [";
+  if (auto it = made.find(r.instruction); it != made.end()) {
+    for (size_t n = 0; n < it->second.size(); ++n) {
+      out += (n > 0 ? ", " : "") + JsonString(it->second[n]);
+    }
+  }
+  out += "]";
+  if (upstream != nullptr) {
+    auto it = upstream->find(r.instruction);
+    out +=
+        ", \"upstream\": " +
+        (it == upstream->end() ? std::string("null") : JsonString(it->second));
+  }
+  return out + "}";
+}
+
 std::string RecordsToJson(
-    const Flags& flags, const sel::Topology& topology,
+    const Flags& flags, const TopologyUsed& topology,
     const std::vector<Rewriter::OpRecord>& records,
     const std::map<std::string, std::vector<std::string>>& made,
     const std::map<std::string, std::string>* upstream, bool changed,
     double pass_us) {
   std::string out = "{\n";
   out += "  \"input\": " + JsonString(flags.input) + ",\n";
-  out += "  \"topology\": " + JsonString(topology.ToString()) + ",\n";
+  out += "  \"topology\": " + JsonString(topology.topology.ToString()) + ",\n";
+  out += "  \"topology_source\": " +
+         JsonString(topology.derived ? "derived" : "given") + ",\n";
   out += "  \"mode\": " + JsonString(flags.mode) + ",\n";
   out += "  \"changed\": " + std::string(changed ? "true" : "false") + ",\n";
   out += "  \"pass_us\": " + JsonNumber(pass_us) + ",\n";
   out += "  \"decisions\": [";
   for (size_t i = 0; i < records.size(); ++i) {
-    const Rewriter::OpRecord& r = records[i];
-    const sel::Decision& d = r.decision;
-    out += i == 0 ? "\n" : ",\n";
-    out += "    {\"computation\": " + JsonString(r.computation);
-    out += ", \"instruction\": " + JsonString(r.instruction);
-    out += ", \"form\": " + JsonString(r.form);
-    out += ", \"bytes\": " + std::to_string(r.bytes);
-    out += ", \"pairs\": [";
-    for (size_t p = 0; p < r.pairs.size(); ++p) {
-      if (p > 0) out += ", ";
-      out += "[" + std::to_string(r.pairs[p].first) + ", " +
-             std::to_string(r.pairs[p].second) + "]";
-    }
-    out += "], \"plan\": " + JsonString(sel::PlanName(d.plan));
-    // As XLA writes it: collective_backend_config.backend, and for the peer
-    // and symmetric backends of newer XLA, collectives_mode.
-    out +=
-        ", \"backend\": " +
-        JsonString(d.backend == sel::Backend::kNvshmem ? "NVSHMEM" : "DEFAULT");
-    out += ", \"collectives_mode\": " +
-           std::string(d.backend == sel::Backend::kPeer
-                           ? "\"COLLECTIVES_PEER_MEMORY\""
-                       : d.backend == sel::Backend::kSymmetric
-                           ? "\"COLLECTIVES_SYMMETRIC_MEMORY\""
-                           : "null");
-    out += ", \"skipped\": " + std::string(r.skipped ? "true" : "false");
-    out += ", \"reason\": " + JsonString(d.reason);
-    out +=
-        ", \"modeled_us\": {\"nccl\": " + JsonNumber(d.nccl_us) +
-        ", \"nvshmem\": " +
-        (d.nvshmem_us < 0 ? "null" : JsonNumber(d.nvshmem_us)) +
-        ", \"split\": " + (d.split_us < 0 ? "null" : JsonNumber(d.split_us)) +
-        ", \"chosen\": " + JsonNumber(d.chosen_us);
-    for (int b = 2; b < sel::kNumBackends; ++b) {
-      out += ", " + JsonString(sel::BackendName(static_cast<sel::Backend>(b))) +
-             ": " +
-             (d.backend_us[b] < 0 ? "null" : JsonNumber(d.backend_us[b]));
-    }
-    out += "}";
-    out += ", \"edges_by_class\": {";
-    for (int c = 0; c < sel::kNumLinkClasses; ++c) {
-      if (c > 0) out += ", ";
-      out += JsonString(sel::LinkClassName(static_cast<sel::LinkClass>(c))) +
-             ": " + std::to_string(d.edges_by_class[c]);
-    }
-    out += "}, \"new_instructions\": [";
-    auto it = made.find(r.instruction);
-    if (it != made.end()) {
-      for (size_t n = 0; n < it->second.size(); ++n) {
-        out += (n > 0 ? ", " : "") + JsonString(it->second[n]);
-      }
-    }
-    out += "]";
-    if (upstream != nullptr) {
-      auto it = upstream->find(r.instruction);
-      out +=
-          ", \"upstream\": " + (it == upstream->end() ? std::string("null")
-                                                      : JsonString(it->second));
-    }
-    out += "}";
+    out += (i == 0 ? "\n    " : ",\n    ") +
+           RecordJson(records[i], made, upstream);
   }
   out += "\n  ]\n}\n";
   return out;
@@ -937,7 +1006,7 @@ sel::CostTable LoadCostTable(const Flags& flags, std::string* text) {
 
 // The input module with its partition and replica counts settled, verified.
 std::unique_ptr<xla::HloModule> LoadVerifiedModule(
-    const Flags& flags, const sel::Topology& topology) {
+    const Flags& flags, const sel::Topology* topology) {
   std::string data;
   std::unique_ptr<xla::HloModule> module =
       LoadModule(flags.input, flags, topology, &data);
@@ -954,7 +1023,78 @@ std::unique_ptr<xla::HloModule> LoadVerifiedModule(
     Fail(2, flags.input + ": HloVerifier rejects the input: " +
                 OneLine(std::string(status.message())));
   }
+  EndXlaStage();
   return module;
+}
+
+// --topology, parsed, or nullopt when the topology is to be derived.
+std::optional<sel::Topology> GivenTopology(const Flags& flags) {
+  if (flags.topology.empty()) return std::nullopt;
+  absl::StatusOr<sel::Topology> topology = sel::Topology::Parse(flags.topology);
+  if (!topology.ok()) Fail(2, std::string(topology.status().message()));
+  return *std::move(topology);
+}
+
+// GPUs per host of a derived topology: --devices-per-host, else
+// kDefaultDevicesPerHost but no more than the module's devices. Those must
+// fill whole hosts: a partial host is a placement only a spec can state.
+int DevicesPerHost(const Flags& flags, const xla::HloModule& module) {
+  const int64_t devices = int64_t{module.config().num_partitions()} *
+                          module.config().replica_count();
+  const int64_t per_host =
+      flags.devices_per_host > 0
+          ? flags.devices_per_host
+          : std::min<int64_t>(kDefaultDevicesPerHost, devices);
+  if (devices % per_host != 0) {
+    Fail(2,
+         absl::StrCat(flags.input, ": its ", devices,
+                      " devices (partitions x replicas) do not fill hosts of ",
+                      per_host, " GPUs (--devices-per-host",
+                      flags.devices_per_host > 0 ? "" : ", default 8",
+                      "); give --devices-per-host=N or --topology=SPEC"));
+  }
+  return static_cast<int>(per_host);
+}
+
+// The pass's options from the flags; `devices_per_host` is used only
+// without --topology.
+Rewriter::Options PassOptions(const Flags& flags,
+                              const std::string& cost_table_text,
+                              int devices_per_host) {
+  Rewriter::Options options;
+  options.topology = flags.topology;
+  options.devices_per_host = devices_per_host;
+  options.cost_table = cost_table_text;
+  options.backends = flags.backends;
+  options.annotate = flags.annotate || flags.mode == "annotate";
+  options.decide_only = flags.mode != "rewrite";
+  // Modules from newer jax carry backend_config fields this XLA lacks.
+  options.write_backend = nvshmem_opt::SetBackendInJson;
+  return options;
+}
+
+// The topology the pass will decide on, asked of the pass itself so that the
+// report and upstream's assigner see the very same one; says on stderr when
+// it was derived.
+TopologyUsed ResolveTopology(const Flags& flags,
+                             const Rewriter::Options& options,
+                             const xla::HloModule& module) {
+  absl::StatusOr<sel::Topology> topology =
+      Rewriter(options).TopologyFor(module);
+  if (!topology.ok()) {
+    Fail(2, absl::StrCat(flags.input, ": ", topology.status().message()));
+  }
+  TopologyUsed used{*std::move(topology), flags.topology.empty()};
+  if (used.derived) {
+    std::cerr << "nvshmem-opt: " << flags.input << ": no --topology; using "
+              << used.topology.ToString() << " (" << used.topology.num_devices()
+              << " devices in hosts of " << options.devices_per_host << " GPUs"
+              << (module.config().has_static_device_assignment()
+                      ? ", placed by the module's device assignment"
+                      : "")
+              << "; --devices-per-host=N or --topology=SPEC overrides)\n";
+  }
+  return used;
 }
 
 std::optional<std::map<std::string, std::string>> UpstreamOrNothing(
@@ -982,16 +1122,8 @@ struct PassRun {
 // The pass on `target`, then (when rewriting) XLA's AsyncCollectiveCreator,
 // then the verifier. Failures from here on are ours: exit 1 (2 where the
 // pass blames its input).
-PassRun RunPass(const Flags& flags, const std::string& cost_table_text,
+PassRun RunPass(const Flags& flags, const Rewriter::Options& options,
                 xla::HloModule* target) {
-  Rewriter::Options options;
-  options.topology = flags.topology;
-  options.cost_table = cost_table_text;
-  options.backends = flags.backends;
-  options.annotate = flags.annotate || flags.mode == "annotate";
-  options.decide_only = flags.mode != "rewrite";
-  // Modules from newer jax carry backend_config fields this XLA lacks.
-  options.write_backend = nvshmem_opt::SetBackendInJson;
   Rewriter pass(options);
   BeginXlaStage("running the pass", 1);
   auto begin = std::chrono::steady_clock::now();
@@ -1030,7 +1162,7 @@ PassRun RunPass(const Flags& flags, const std::string& cost_table_text,
 }
 
 // The report, the explanation or the module, each where the flags say.
-void WriteResults(const Flags& flags, const sel::Topology& topology,
+void WriteResults(const Flags& flags, const TopologyUsed& topology,
                   const PassRun& run, const xla::HloModule& module,
                   const std::map<std::string, std::string>* upstream) {
   if (!flags.report.empty()) {
@@ -1068,23 +1200,25 @@ int main(int argc, char** argv) {
     std::cout << sel::CostTableToString(table);
     return 0;
   }
-  absl::StatusOr<sel::Topology> topology = sel::Topology::Parse(flags.topology);
-  if (!topology.ok()) Fail(2, std::string(topology.status().message()));
+  std::optional<sel::Topology> given = GivenTopology(flags);
   if (!flags.output.empty() && flags.output != "-" &&
       SameFile(flags.input, flags.output)) {
     Fail(2, flags.output + ": refusing to overwrite the input");
   }
-  std::unique_ptr<xla::HloModule> module = LoadVerifiedModule(flags, *topology);
+  std::unique_ptr<xla::HloModule> module =
+      LoadVerifiedModule(flags, given ? &*given : nullptr);
+  const Rewriter::Options options = PassOptions(
+      flags, cost_table_text, given ? 0 : DevicesPerHost(flags, *module));
+  const TopologyUsed topology = ResolveTopology(flags, options, *module);
   std::optional<std::map<std::string, std::string>> upstream =
-      UpstreamOrNothing(flags, *module, *topology);
+      UpstreamOrNothing(flags, *module, topology.topology);
   // Explain leaves the module alone: decide on a copy.
   std::unique_ptr<xla::HloModule> copy =
       flags.mode == "explain" ? module->Clone("") : nullptr;
-  PassRun run =
-      RunPass(flags, cost_table_text, copy ? copy.get() : module.get());
+  PassRun run = RunPass(flags, options, copy ? copy.get() : module.get());
   if (flags.time) {
     std::cerr << "nvshmem-opt: pass took " << run.pass_us << " us\n";
   }
-  WriteResults(flags, *topology, run, *module, upstream ? &*upstream : nullptr);
+  WriteResults(flags, topology, run, *module, upstream ? &*upstream : nullptr);
   return 0;
 }

@@ -142,7 +142,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // The driver's own loader: the same checks before XLA's parser.
     Flags load_flags;
     absl::StatusOr<std::unique_ptr<xla::HloModule>> loaded =
-        ParseInput("fuzz.hlo", input, load_flags, *topology);
+        ParseInput("fuzz.hlo", input, load_flags, &*topology);
     if (!loaded.ok()) {
       CheckRejection(std::string(loaded.status().message()));
       return 0;
@@ -183,8 +183,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   flags.input = "fuzz.hlo";
   flags.topology = config.topology;
   flags.mode = mode;
-  CheckJson(RecordsToJson(flags, *topology, pass.records(), {}, nullptr,
-                          *changed, 1.0));
+  CheckJson(RecordsToJson(flags, {*topology, false}, pass.records(), {},
+                          nullptr, *changed, 1.0));
 
   // The printed module reads back, and a second run changes nothing.
   const std::string text = target->ToString();

@@ -157,7 +157,16 @@ def test_reads_serialized_proto(tmp_path):
     (["{ring}", "--topology=1x1x4"], "needs 8 devices"),
     (["{ring}", "--topology=1x1x8", "--mode=fast"], "unknown --mode 'fast'"),
     (["{ring}", "--topology=1x1x8", "--frobnicate"], "unknown flag '--frobnicate'"),
-    (["{ring}"], "--topology=SPEC is required"),
+    (["{ring}", "--devices-per-host=0"], "--devices-per-host: '0' is not a positive integer"),
+    (["{ring}", "--devices-per-host=-1"], "--devices-per-host: '-1' is not a positive integer"),
+    (["{ring}", "--devices-per-host=abc"], "--devices-per-host: 'abc' is not a positive"),
+    (["{ring}", "--devices-per-host"], "--devices-per-host needs a value"),
+    (["{ring}", "--devices-per-host=3"],
+     "{ring}: its 8 devices (partitions x replicas) do not fill hosts of 3 GPUs"),
+    (["{ring}", "--devices-per-host=16"], "{ring}: its 8 devices"),
+    (["{twelve}"], "{twelve}: its 12 devices (partitions x replicas) do not fill hosts of 8 "
+     "GPUs (--devices-per-host, default 8)"),
+    (["{ring}", "--devices-per-host=4", "--topology=1x2x4"], "give one"),
     (["{bad_pairs}", "--topology=1x1x2"], "{bad_pairs}:5:"),
     (["{truncated}", "--topology=1x1x8"], "{truncated}:"),
     (["{garbage}", "--topology=1x1x8"], "neither HLO text"),
@@ -171,7 +180,12 @@ def test_bad_input_exits_2_with_one_line(tmp_path, args, message):
       "truncated": tmp_path / "truncated.hlo",
       "garbage": tmp_path / "garbage.bin",
       "bad_table": tmp_path / "table.txt",
+      "twelve": tmp_path / "twelve.hlo",
   }
+  ring12 = ",".join(f"{{{i},{(i + 1) % 12}}}" for i in range(12))
+  paths["twelve"].write_text(
+      "HloModule m, num_partitions=12\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
+      f"  ROOT c = f32[4] collective-permute(p), channel_id=1, source_target_pairs={{{ring12}}}\n}}\n")
   shift = (FIXTURES / "shift_1x2x4.before_async.hlo").read_text()
   paths["bad_pairs"].write_text(
       "HloModule m, num_partitions=2\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
@@ -444,3 +458,123 @@ def test_decisions_are_not_attributes_unless_asked(tmp_path, favoured):
   assert "_nvshmem_plan" not in plain.read_text()
   start, = [l for l in annotated.read_text().splitlines() if "collective-permute-start(" in l]
   assert '_nvshmem_plan="nvshmem"' in start and '"backend":"NVSHMEM"' in start
+
+
+# --- The topology derived from the module (no --topology) -------------------------------
+
+def _decisions(result):
+  assert result.returncode == 0, result.stderr
+  report = json.loads(result.stdout)
+  return report, [{k: v for k, v in d.items() if k != "new_instructions"}
+                  for d in report["decisions"]]
+
+
+@pytest.mark.parametrize("fixture, flags, spec", [
+    ("ring_1x1x8.before_async.hlo", [], "1x1x8"),
+    ("ring_1x2x4.before_async.hlo", ["--devices-per-host=4"], "1x2x4"),
+    ("shift_1x2x4.before_async.hlo", ["--devices-per-host=4"], "1x2x4"),
+    ("shift_1x1x2.before_async.hlo", [], "1x1x2"),  # the default, capped at 2 devices
+])
+def test_derived_topology_decides_as_the_explicit_spec(fixture, flags, spec, favoured,
+                                                        tmp_path):
+  """Without --topology the driver asks the pass, which derives hosts of N GPUs."""
+  path = FIXTURES / fixture
+  common = ["--report=-", "--mode=explain", "--compare-upstream", favoured]
+  derived = run_nvshmem_opt(path, *flags, *common)
+  given = run_nvshmem_opt(path, f"--topology={spec}", *common)
+  (d_report, d_decisions), (g_report, g_decisions) = _decisions(derived), _decisions(given)
+  assert d_report["topology"] == g_report["topology"] == spec
+  assert (d_report["topology_source"], g_report["topology_source"]) == ("derived", "given")
+  assert d_decisions == g_decisions
+  # Said once on stderr, naming what overrides it; nothing when the spec is given.
+  line, = derived.stderr.strip().splitlines()
+  assert f"no --topology; using {spec}" in line and "--topology=SPEC" in line
+  assert given.stderr == ""
+  # The rewritten modules are the same too.
+  outs = [tmp_path / "derived.hlo", tmp_path / "given.hlo"]
+  assert run_nvshmem_opt(path, *flags, favoured, "-o", outs[0]).returncode == 0
+  assert run_nvshmem_opt(path, f"--topology={spec}", favoured, "-o", outs[1]).returncode == 0
+  assert outs[0].read_text() == outs[1].read_text()
+
+
+def test_two_hosts_of_four_and_one_of_eight_differ(favoured):
+  """The fixture compiled for 1x2x4 is NVSHMEM on one host, NCCL across two."""
+  path = FIXTURES / "ring_1x2x4.before_async.hlo"
+  _, one_host = _decisions(run_nvshmem_opt(path, "--report=-", "--mode=explain", favoured))
+  _, two_hosts = _decisions(run_nvshmem_opt(path, "--devices-per-host=4", "--report=-",
+                                            "--mode=explain", favoured))
+  assert [d["plan"] for d in one_host] == ["nvshmem"]
+  assert [d["plan"] for d in two_hosts] == ["nccl"]
+
+
+def _proto_with_assignment(tmp_path, fixture, devices=None):
+  """The fixture as a serialized HloModuleProto, with a static device assignment
+  (partition p on devices[p]) when `devices` is given."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  from jax._src.lib import xla_client  # pylint: disable=import-outside-toplevel
+  from jaxlib import _hlo  # pylint: disable=import-outside-toplevel
+  proto = _hlo.hlo_module_from_text((FIXTURES / fixture).read_text())
+  data = proto.as_serialized_hlo_module_proto()
+  if devices is not None:
+    # HloModuleProto.device_assignment is field 15; a field appended to a serialized
+    # message is part of it.
+    assignment = xla_client.DeviceAssignment.create(np.array([devices])).serialize()
+    size, length = len(assignment), b""
+    while True:
+      length += bytes([(size & 0x7F) | (0x80 if size > 0x7F else 0)])
+      size >>= 7
+      if not size:
+        break
+    data += bytes([15 << 3 | 2]) + length + assignment
+  path = tmp_path / (fixture + ".pb")
+  path.write_bytes(data)
+  return path
+
+
+def test_derived_topology_follows_the_device_assignment(tmp_path):
+  """A proto's device assignment places the partitions: here each ring neighbour is on
+  the other host, so every edge crosses the network."""
+  spread = [0, 4, 1, 5, 2, 6, 3, 7]
+  path = _proto_with_assignment(tmp_path, "ring_1x1x8.before_async.hlo", spread)
+  common = ["--report=-", "--mode=explain", "--compare-upstream"]
+  derived = run_nvshmem_opt(path, "--devices-per-host=4", *common)
+  report, decisions = _decisions(derived)
+  assert report["topology"] == "1x2x4:map=0,4,1,5,2,6,3,7"
+  assert report["topology_source"] == "derived"
+  assert "placed by the module's device assignment" in derived.stderr
+  assert decisions[0]["edges_by_class"]["network"] == 8
+  _, given = _decisions(run_nvshmem_opt(FIXTURES / "ring_1x1x8.before_async.hlo",
+                                        "--topology=1x2x4:map=0,4,1,5,2,6,3,7", *common))
+  assert decisions == given
+  # Without the assignment, partitions come from the ids the permute names (said on
+  # stderr), and the ring keeps 6 of its 8 edges on a host.
+  plain = _proto_with_assignment(tmp_path, "ring_1x1x8.before_async.hlo")
+  result = run_nvshmem_opt(plain, "--devices-per-host=4", *common)
+  report, decisions = _decisions(result)
+  assert report["topology"] == "1x2x4"
+  assert decisions[0]["edges_by_class"]["network"] == 2
+  assert "the serialized module gives no num_partitions; using 8" in result.stderr
+
+
+def test_device_assignment_that_does_not_match_the_counts_exits_2(tmp_path):
+  path = _proto_with_assignment(tmp_path, "ring_1x1x8.before_async.hlo", list(range(8)))
+  result = run_nvshmem_opt(path, "--num-replicas=2", "--mode=explain")
+  assert result.returncode == 2, result.stderr
+  line, = result.stderr.strip().splitlines()
+  assert str(path) in line and "device assignment does not match" in line
+
+
+def test_jax_lowered_module_without_topology(tmp_path):
+  """Partitions from the Shardy mesh, or without one from the ids used; then the
+  topology from those."""
+  result = run_nvshmem_opt(LOWERED, "--devices-per-host=4", "--report=-", "--mode=explain")
+  report, _ = _decisions(result)
+  assert report["topology"] == "1x2x4"
+  assert "using 8 from the sdy mesh" in result.stderr
+  header, rest = LOWERED.read_text().split("\n", 1)
+  no_mesh = tmp_path / "no_mesh.hlo"
+  no_mesh.write_text(header[:header.index(", frontend_attributes=")] + "\n" + rest)
+  result = run_nvshmem_opt(no_mesh, "--report=-", "--mode=explain")
+  report, _ = _decisions(result)
+  assert report["topology"] == "1x1x8"
+  assert "using 8 from the largest partition id its collectives name" in result.stderr

@@ -128,14 +128,19 @@ class NvshmemCollectivePermuteRewriter : public HloModulePass {
   // Records of the last run, in module order.
   const std::vector<OpRecord>& records() const { return records_; }
 
+  // The topology the pass decides on for `module`: the spec of the options
+  // when given, else the one derived from the module (see Options::topology).
+  // Tools that report or compare decisions ask here rather than derive it
+  // again.
+  absl::StatusOr<nvshmem_selection::Topology> TopologyFor(
+      const HloModule& module) const;
+
  protected:
   absl::StatusOr<bool> RunImpl(
       HloModule* module,
       const absl::flat_hash_set<absl::string_view>& execution_threads) override;
 
  private:
-  absl::StatusOr<nvshmem_selection::Topology> TopologyFor(
-      const HloModule& module) const;
   absl::StatusOr<OpRecord> Decide(const HloCollectivePermuteInstruction& cp,
                                   const nvshmem_selection::Topology& topology,
                                   const HloModuleConfig& config) const;
