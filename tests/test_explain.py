@@ -141,8 +141,29 @@ def test_bad_input(capsys, tmp_path):
   assert "broken_pairs.hlo:365:" in err and "source_target_pairs" in err
   rc, _, err = run(capsys, FIXTURES / "ring_1x2x4.before_async.hlo", "--topology=2x")
   assert rc == 2 and "topology" in err
-  rc, _, err = run(capsys, FIXTURES / "ring_1x2x4.before_async.hlo")
-  assert rc == 2 and "--topology" in err
+  rc, _, err = run(capsys, FIXTURES / "ring_1x2x4.before_async.hlo", "--devices-per-host=3")
+  assert rc == 2 and len(err.strip().splitlines()) == 1
+  assert "do not fill hosts of 3 GPUs" in err
+  rc, _, err = run(capsys, FIXTURES / "ring_1x2x4.before_async.hlo", "--devices-per-host=0")
+  assert rc == 2 and "--devices-per-host: '0' is not a positive integer" in err
+  rc, _, err = run(capsys, FIXTURES / "ring_1x2x4.before_async.hlo", "--devices-per-host=4",
+                   "--topology=1x2x4")
+  assert rc == 2 and "give one" in err
+
+
+def test_topology_derived_by_the_driver(capsys):
+  """Without --topology, the topology nvshmem-opt (and so the pass) derives: the same
+  explanation as with the equivalent spec."""
+  if not DRIVER.exists():
+    pytest.skip("nvshmem-opt is not built")
+  path = FIXTURES / "ring_1x2x4.before_async.hlo"
+  for flags, spec in (([], "1x1x8"), (["--devices-per-host=4"], "1x2x4")):
+    rc, derived, _ = run(capsys, path, *flags, "--format=json")
+    assert rc == 0
+    rc, given, _ = run(capsys, path, f"--topology={spec}", "--format=json")
+    assert rc == 0
+    assert json.loads(derived)["topology"] == spec
+    assert json.loads(derived) == json.loads(given)
 
 
 def test_cli_entry_point():

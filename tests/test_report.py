@@ -257,10 +257,11 @@ def test_report_of_a_serialized_proto(tmp_path):
                         timeout=300, check=False)
   assert made.returncode == 0, made.stderr
   out = tmp_path / "r"
-  rc = report.main(["hlo-tools report", str(proto), "--topology=1x1x8", f"--out={out}",
-                    "--quiet"])
+  # No --topology: the one nvshmem-opt derives from the module (8 devices, one host).
+  rc = report.main(["hlo-tools report", str(proto), f"--out={out}", "--quiet"])
   assert rc == 0
   [case] = json.loads((out / "report.json").read_text())["cases"]
+  assert case["topology"] == "1x1x8"
   [perm] = case["collective_permutes"]
   assert perm["bytes"] == 1024 * 64 * 4 and perm["edges_by_class"]["nvlink"] == 8
   assert (out / case["id"] / "hlo" / "input.hlo").read_text().startswith("HloModule")

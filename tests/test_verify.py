@@ -257,3 +257,17 @@ def test_pass_output_of_a_shift_passes_the_team_check(capsys, tmp_path):
   assert rc == 0, out + err
   assert checks(out)["nvshmem-team"]["status"] in ("pass", "not_applicable")
   assert '"backend":"NVSHMEM"' not in out_hlo.read_text()
+
+
+def test_topology_derived_by_the_driver(capsys, tmp_path):
+  """No --topology: the checks run on the topology nvshmem-opt derives from the module."""
+  if not DRIVER.exists():
+    pytest.skip("nvshmem-opt is not built")
+  path = FIXTURES / "ring_1x2x4.before_async.hlo"
+  rc, out, _ = run(capsys, path, "--devices-per-host=4", "--format=json")
+  assert rc == 0
+  result = json.loads(out)
+  assert result["topology"] == "1x2x4" and result["passed"]
+  rc, out, err = run(capsys, path, "--devices-per-host=5")
+  assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1
+  assert "do not fill hosts of 5 GPUs" in err

@@ -36,9 +36,26 @@ def run_command(parser, argv, body):
   return 2
 
 
-def add_topology_flags(parser, required=True):
-  parser.add_argument("--topology", required=required, help="e.g. 1x2x4 or 1x9x8:nvl72")
+def add_topology_flags(parser):
+  parser.add_argument("--topology", default=None,
+                      help="e.g. 1x2x4 or 1x9x8:nvl72 (default: derived from the module "
+                      "by nvshmem-opt, as the pass does)")
+  parser.add_argument("--devices-per-host", "--devices_per_host", dest="devices_per_host",
+                      type=int, default=None,
+                      help="GPUs per host when --topology is absent (nvshmem-opt's default)")
   parser.add_argument("--cost-table", "--cost_table", dest="cost_table", default=None)
+
+
+def topology_spec(args, path):
+  """--topology, or the topology nvshmem-opt derives from the module at `path`."""
+  if args.topology:
+    if args.devices_per_host is not None:
+      raise InputError("--devices-per-host and --topology: give one (the spec says how "
+                       "many GPUs a host has)")
+    return args.topology
+  from hlo_tools.model import driver  # pylint: disable=import-outside-toplevel
+  return driver.derived_topology(path, args.devices_per_host,
+                                 getattr(args, "num_partitions", None))
 
 
 def add_backends_flag(parser):

@@ -1,6 +1,7 @@
 """`hlo-tools explain FILE --topology=T`: why each collective-permute gets its backend.
 
-    hlo-tools explain FILE --topology=SPEC [--cost-table=F] [--format=text|json]
+    hlo-tools explain FILE [--topology=SPEC | --devices-per-host=N] [--cost-table=F]
+                      [--format=text|json]
                       [--backends=nccl,nvshmem|nccl,peer[,symmetric]]
                       [--num-partitions=N] [--max-input-bytes=N] [--out=F]
 
@@ -19,6 +20,10 @@ with its modeled time, or why it is refused.
 Split parts written by an older pass (`<name>.nvshmem-start` / `<name>.nccl-start`,
 frontend attribute `_nvshmem_split_part`) are explained on the union of their
 pairs, i.e. the permute the pass decided on.
+
+Without --topology the topology is the one nvshmem-opt derives from the module, as
+the pass does inside XLA: hosts of --devices-per-host GPUs (default 8, or the module's
+device count when smaller).
 
 Exit status: 0 ok, 2 bad input (unreadable or malformed HLO, broken pair list,
 bad topology or cost table).
@@ -121,7 +126,8 @@ def main(argv):
 
   def run(args):
     common.check_out_path(args.out, [args.file])
-    result = explain(args.file, args.topology, args.cost_table,
+    spec = common.topology_spec(args, args.file)
+    result = explain(args.file, spec, args.cost_table,
                      num_partitions=args.num_partitions, max_bytes=args.max_input_bytes,
                      backends=args.backends)
     text = json.dumps(result, indent=1) if args.format == "json" else format_text(result)

@@ -1,6 +1,7 @@
 """`hlo-tools verify FILE --topology=T`: named checks on a module's collective-permutes.
 
-    hlo-tools verify FILE --topology=SPEC [--cost-table=F] [--format=text|json] [--out=F]
+    hlo-tools verify FILE [--topology=SPEC | --devices-per-host=N] [--cost-table=F]
+                     [--format=text|json] [--out=F]
                      [--backends=nccl,nvshmem|nccl,peer[,symmetric]]
 
 --backends names the backends the target XLA offers, as for nvshmem-opt (default: the
@@ -42,6 +43,10 @@ applicable" as a whole:
                   annotated memory spaces (some layout in the module has S(n))
   hlo-verifier    XLA's HloVerifier accepts the module (`nvshmem-opt --mode=explain`);
                   skipped when nvshmem-opt is not built
+
+Without --topology the topology is the one nvshmem-opt derives from the module, as
+the pass does inside XLA: hosts of --devices-per-host GPUs (default 8, or the module's
+device count when smaller).
 
 Exit status: 0 all checks pass (skips allowed), 1 a check failed, 2 unreadable input
 (missing file, malformed HLO, broken pair list, bad topology or cost table).
@@ -532,7 +537,8 @@ def main(argv):
 
   def run(args):
     common.check_out_path(args.out, [args.file])
-    result = verify(args.file, args.topology, args.cost_table, args.hlo_verifier,
+    spec = common.topology_spec(args, args.file)
+    result = verify(args.file, spec, args.cost_table, args.hlo_verifier,
                     num_partitions=args.num_partitions, max_bytes=args.max_input_bytes,
                     backends=args.backends)
     text = (json.dumps(result, indent=1) if args.format == "json"

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import tempfile
 
+from hlo_tools.model.source import InputError
+
 # The driver's own log lines (TensorFlow/absl start-up noise) are not messages.
 _NOISE_RE = re.compile(r"^(WARNING: All log messages|[IWE]\d{4} |\s*$)")
 
@@ -72,9 +74,11 @@ def _clean_stale_reports(directory):
 
 def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
                     compare_upstream=False, timeout=600, num_partitions=None,
-                    tmp_dir=None, annotate=False, backends=None):
+                    tmp_dir=None, annotate=False, backends=None, devices_per_host=None):
   """Runs the driver; returns (exit status, report dict or None, error line).
 
+  topology: a spec, or None to let the driver derive it from the module (hosts of
+  devices_per_host GPUs, the driver's default when None; the report's "topology").
   backends: the set the target XLA offers ("nccl,peer"), else the cost table's.
 
   The driver's JSON report goes to a temporary file in tmp_dir (default: the system's
@@ -90,8 +94,11 @@ def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
                                      suffix=".json", dir=tmp_dir)
   os.close(fd)
   try:
-    cmd = [exe, os.fspath(path), f"--topology={topology}", f"--mode={mode}",
-           f"--report={report_path}"]
+    cmd = [exe, os.fspath(path), f"--mode={mode}", f"--report={report_path}"]
+    if topology:
+      cmd.append(f"--topology={topology}")
+    elif devices_per_host is not None:
+      cmd.append(f"--devices-per-host={devices_per_host}")
     if cost_table:
       cmd.append(f"--cost-table={cost_table}")
     if backends:
@@ -116,6 +123,21 @@ def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
     return proc.returncode, report, first_message(proc.stderr)
   finally:
     os.unlink(report_path)
+
+
+def derived_topology(path, devices_per_host=None, num_partitions=None):
+  """The topology spec the driver (and so the pass) derives from the module at `path`.
+
+  Raises InputError with the driver's one-line message when it cannot."""
+  try:
+    rc, report, message = run_nvshmem_opt(path, None, num_partitions=num_partitions,
+                                          devices_per_host=devices_per_host)
+  except (FileNotFoundError, OSError, subprocess.SubprocessError) as e:
+    raise InputError(f"{path}: no --topology given and the driver cannot derive one: "
+                     f"{e}") from None
+  if rc != 0 or not report:
+    raise InputError(message or f"{path}: nvshmem-opt exit {rc}")
+  return report["topology"]
 
 
 

@@ -68,7 +68,9 @@ def run_pass(path, out_path, topology=programs.TOPOLOGY):
   exe = driver.find_nvshmem_opt()
   if exe is None:
     raise RuntimeError("nvshmem-opt is not built (run scripts/setup.sh)")
-  cmd = [exe, path, f"--topology={topology}", "--report=-", "-o", out_path]
+  cmd = [exe, path, "--report=-", "-o", out_path]
+  if topology:  # None: the driver derives it from the module
+    cmd.append(f"--topology={topology}")
   t0 = time.perf_counter()
   proc = subprocess.run(cmd, env=driver.driver_env(), capture_output=True, text=True,
                         check=False)

@@ -1,6 +1,7 @@
 """`hlo-tools report`: what the NVSHMEM pass does to a program, as an HTML page.
 
-    hlo-tools report [SOURCE] [--topology=SPEC] [--out=DIR] [--cost-table=F]
+    hlo-tools report [SOURCE] [--topology=SPEC | --devices-per-host=N] [--out=DIR]
+                     [--cost-table=F]
                      [--backends=nccl,nvshmem|nccl,peer[,symmetric]]
                      [--num-partitions=N] [ring options] [--arg=... --out_spec=...]
 
@@ -12,6 +13,8 @@ SOURCE is
                     wins, where it loses and where it cannot run. With --topology or
                     --seq_len, that one configuration only.
   FILE              an HLO module (text, or a serialized HloModuleProto), as it is;
+                    without --topology, on the topology nvshmem-opt derives from it
+                    (hosts of --devices-per-host GPUs, default 8), as the pass does;
   DIR               a dump directory (`hlo-tools dump` or XLA's --xla_dump_to): the
                     module entering async-collective-creator when the dump has every
                     pass, and its after-optimizations module;
@@ -109,6 +112,10 @@ def plan_cases(args, config, explicit):
     if explicit:
       return [ring_case(config, topology)]
     return [ring_case(dict(config, seq_len=n), topo) for topo, n in DEFAULT_GRID]
+  if args.topology is None and os.path.isfile(args.source):
+    # As the pass does inside XLA: from the module itself.
+    topology = driver.derived_topology(args.source, args.devices_per_host,
+                                       args.num_partitions)
   compile_topo, spec = parse_topology_arg(topology)
   name = re.sub(r"[^\w.-]+", "_", os.path.basename(os.path.normpath(args.source)))
   if os.path.isdir(args.source) or os.path.isfile(args.source):
@@ -391,7 +398,12 @@ def _parser(prog):
   parser.add_argument("--out", default=DEFAULT_OUT)
   parser.add_argument("--topology", default=None,
                       help=f"SxHxG or HxG, maybe with :nvlN / :map=... (default "
-                      f"{DEFAULT_TOPOLOGY}; absent with no SOURCE: 1x1x8 and 1x2x4)")
+                      f"{DEFAULT_TOPOLOGY}; a FILE: derived from the module; absent with "
+                      "no SOURCE: 1x1x8 and 1x2x4)")
+  parser.add_argument("--devices-per-host", "--devices_per_host", dest="devices_per_host",
+                      type=int, default=None,
+                      help="FILE without --topology: GPUs per host of the topology "
+                      "nvshmem-opt derives from the module")
   parser.add_argument("--cost-table", "--cost_table", dest="cost_table", default=None)
   common.add_backends_flag(parser)
   for key in ("seq_len", "num_heads", "num_kv_heads", "head_dim", "batch"):
