@@ -5,6 +5,7 @@ path); a line the regex rejects goes through a small exact scanner that either
 accepts it (unusual but legal text) or raises HloParseError at the right column.
 """
 
+import bisect
 import itertools
 import json
 import os
@@ -125,12 +126,14 @@ _OPCODE_RE = re.compile(r"[a-z][a-z0-9\-]*")
 _WS_RE = re.compile(r"(?:\s++|/\*.*?\*/)*+")
 _STR_RE = re.compile(_STR)
 _SPECIAL_RE = re.compile(r'[(){}\[\]"]')
-_COMP_HEAD_RE = re.compile(r"(ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*(.*?)[ \t]*\{\s*\Z")
-_MODULE_RE = re.compile(r"\s*HloModule[ \t]+([\w.\-]+):?(.*)\Z")
+# re.S: a statement joined from several lines may hold a string with a raw newline.
+_COMP_HEAD_RE = re.compile(r"(ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*(.*?)[ \t]*\{\s*\Z",
+                           re.S)
+_MODULE_RE = re.compile(r"\s*HloModule[ \t]+([\w.\-]+):?(.*)\Z", re.S)
 _TABLE_ROW_RE = re.compile(r"\s*(\d+)\s+(.*?)\s*\Z")
 _KV_RE = re.compile(r"([\w.\-]+)=(" + _STR + r"|[^\s,\"]+)")
 _IOTA_RE = re.compile(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
-_CLOSE_RE = re.compile(r"\s*\}\s*(?:,(.*))?\Z")
+_CLOSE_RE = re.compile(r"\s*\}\s*(?:,(.*))?\Z", re.S)
 _INT_VALUE_RE = re.compile(r"-?\d+")
 _MODULE_INT_ATTRS = ("num_partitions", "replica_count")
 _MODULE_ATTRS = frozenset((
@@ -383,7 +386,7 @@ _VALUE_FORMS = {
 _INTS = r"\s*-?\d+(?:\s*,\s*-?\d+)*\s*"
 _SHARDING_ITEM = (
     r"(?:maximal|replicated|manual|unknown|unreduced|last_tile_dim_replicate"
-    r"|device=\s*-?\d+|devices=\s*\[%s\](?:\s*<=\s*\[%s\](?:\s*T\(%s\))?|\s*%s)"
+    r"|device=\s*-?\d+|devices=\s*\[%s\](?:\s*<=\s*\[%s\](?:\s*T\s*\(%s\))?|\s*%s)"
     r"|metadata=\s*\{(?:[^{}\"]|%s)*\}|last_tile_dims=\s*\{[^{}]*\}|shard_as\s+\d+"
     r"|shard_like\s+\d+)" % (_INTS, _INTS, _INTS, _INTS, _STR))
 _SINGLE_SHARDING = r"\{\s*(?:%s\s*,?\s*)*\}" % _SHARDING_ITEM
@@ -600,9 +603,10 @@ _DIM_RE = re.compile(r"\s*(?:(\d+)|<=\s*(\d+)|(\?))\s*\Z")
 # space, split configs, physical shape and metadata prefix.
 _LAYOUT_RE = re.compile(
     r"\{\s*(?:-?\d+(?:\s*,\s*-?\d+)*)?\s*(?::\s*"
-    r"(?:D\([A-Za-z+~,\s]*\)\s*)?(?:T(?:\([\d*,\s]*\))+\s*)?(?:L\(\d+\)\s*)?"
-    r"(?:#\([a-z][a-z0-9]*\)\s*)?(?:\*\([a-z][a-z0-9]*\)\s*)?(?:E\(\d+\)\s*)?"
-    r"(?:S\(\d+\)\s*)?(?:SC\([\d:,\s]*\)\s*)*(?:P\([^{}]*\)\s*)?(?:M\(\d+\)\s*)?)?\}")
+    r"(?:D\s*\([A-Za-z+~,\s]*\)\s*)?(?:T(?:\s*\([\d*,\s]*\))+\s*)?(?:L%s)?"
+    r"(?:#\s*\(\s*[a-z][a-z0-9]*\s*\)\s*)?(?:\*\s*\(\s*[a-z][a-z0-9]*\s*\)\s*)?(?:E%s)?"
+    r"(?:S%s)?(?:SC\s*\([\d:,\s]*\)\s*)*(?:P\s*\([^{}]*\)\s*)?(?:M%s)?)?\}"
+    % ((r"\s*\(\s*\d+\s*\)\s*",) * 4))  # white space between any two tokens (XLA)
 _LAYOUT_DIMS_RE = re.compile(r"\{\s*([\d,\s\-]*)")
 _BIG_INT_RE = re.compile(r"\d{19,}")  # may not fit in int64: checked exactly
 
@@ -708,7 +712,7 @@ def _parse_int_lists(text):
 
 def _expand_iota(text):
   """Expands `[G,S]<=[d0,d1,...]T(perm)` replica groups; None if not in that form."""
-  m = _IOTA_RE.fullmatch(text.strip())
+  m = _IOTA_RE.fullmatch(re.sub(r"\s+", "", text))  # spaces: a statement over lines
   if m is None:
     return None
   out_dims = [int(x) for x in m.group(1).split(",")]
@@ -1046,7 +1050,18 @@ def parse_hlo_text(text, path="<string>"):
   """Parses HLO module text (str or bytes) into an HloModule."""
   if isinstance(text, (bytes, bytearray)):
     text = _decode(bytes(text), path)
-  return _Parser(text, path).parse()
+  return _parse(text, path)
+
+
+def _parse(text, path):
+  """XLA prints one statement a line, and the fast reading takes that for granted. Where it
+  fails, the text is read again statement by statement, where a statement may span lines
+  (XLA's lexer takes a newline as white space): that reading accepts or gives the error."""
+  try:
+    return _Parser(text, path).parse()
+  except HloParseError:
+    pass  # leave the handler first: the traceback holds the first reading's objects
+  return _Parser(text, path, split=True).parse()
 
 
 # Larger inputs are refused before reading: the reader holds about 8 bytes per byte of
@@ -1063,7 +1078,7 @@ def parse_hlo_file(path, max_bytes=MAX_INPUT_BYTES):
     if e.message.startswith("input is"):
       raise HloParseError(str(path), 1, 1, e.message.replace(" (--max-input-bytes)", "")) from None
     raise OSError(e.message.replace("cannot read: ", "")) from None
-  return _Parser(_decode(data, str(path)), str(path)).parse()
+  return _parse(_decode(data, str(path)), str(path))
 
 
 def load_hlo_proto(path):
@@ -1142,6 +1157,7 @@ def _line_breaks(text):
 
 
 _STR_OR_COMMENT_RE = re.compile(r'"(?:[^"\\\n]|\\.)*+"?|/\*.*?\*/')
+_STR_SPLIT_RE = re.compile(r'"(?:[^"\\]++|\\.)*+"?')
 
 
 def _blank_comment(m):
@@ -1161,34 +1177,133 @@ def _blank_comments(line):
   return _STR_OR_COMMENT_RE.sub(_blank_string_or_comment, line)
 
 
-class _Parser:
-  """Line-oriented parser. XLA prints one instruction per line."""
+_SPLIT_SKIP_RE = re.compile(r'"|/[*/]')
 
-  def __init__(self, text, path):
+
+def _blank_all_comments(text):
+  """The text with every comment as spaces, newlines kept: /* */ may span lines and //
+  runs to the end of its line (XLA's lexer). Strings may span lines too, but not by a
+  backslash before the newline. One pass. Returns (text, offset of an unterminated /*
+  or string, or None): XLA's lexer fails there, whatever comes before."""
+  parts, k, done, bad = [], 0, 0, None
+  while True:
+    m = _SPLIT_SKIP_RE.search(text, k)
+    if m is None:
+      break
+    at = m.start()
+    if m.group() == '"':
+      sm = _STR_RE.match(text, at)
+      if sm is None:
+        bad = at
+        break
+      k = sm.end()
+      continue
+    end = text.find("*/", at + 2) + 2 if m.group() == "/*" else text.find("\n", at)
+    if end == 1:
+      bad = at
+      break
+    if end < 0:
+      end = len(text)
+    chunk = text[at:end]
+    parts += [text[done:at], "\n".join(" " * len(l) for l in chunk.split("\n"))]
+    k = done = end
+  if not parts:
+    return text, bad
+  parts.append(text[done:])
+  return "".join(parts), bad
+
+
+# Bracket nesting the scanners follow before refusing the text: XLA's parser recurses
+# per level (nvshmem-opt refuses more than 512), and a hostile line of a million '{'
+# must fail at once, not build a stack of a million entries.
+MAX_NESTING = 1024
+
+# A line that starts an instruction, a computation or a module. Inside an open bracket
+# it means the bracket is never closed: no value in XLA's grammar holds such text.
+_STATEMENT_START_RE = re.compile(
+    r"[ \t]*(?:(?:ROOT[ \t]+)?%?[A-Za-z_][\w.\-]*[ \t]*=[ \t]*(?:[a-z][a-z0-9]*[ \t]*\[|\()"
+    r"|ENTRY[ \t]|HloModule[ \t])")
+_TOP_TOKEN_RE = re.compile(r'[(){}\[\]",=]|[^\s(){}\[\]",=]+')
+_STR_TAIL_RE = re.compile(r'(?:[^"\\]++|\\.)*+"')  # the rest of a string begun above
+_NEWLINE_OR_STRING_RE = re.compile(r'"(?:[^"\\]++|\\.)*+"|\n')
+_WANTS_MORE = frozenset(("=", ",", "ROOT", "ENTRY", "HloModule"))  # a statement goes on
+_LAYOUT_FIRST = frozenset("0123456789-:")  # after '{', these make it a layout (XLA)
+# A bracketed group closed on its line (strings minded, 10 levels): skipped in one step.
+_GROUP_RES = {"{": re.compile(_BRACES), "(": re.compile(_nested("(", ")", True, 10)),
+              "[": re.compile(r'\[[^\[\]"]*+\]')}
+_FIRST_RE = re.compile(r"\s*+(\S)")
+
+
+def _first(line):
+  """The first character of line that is not white space, or ''."""
+  m = _FIRST_RE.match(line)
+  return m.group(1) if m else ""
+
+
+class _Gather:
+  """What _Parser._scan has read of a statement so far."""
+
+  __slots__ = ("depth", "last", "seen_eq", "operands", "operands_done", "opener",
+               "in_string", "string_lines", "brace_after_bracket", "too_deep", "tokens",
+               "kind_instr")
+
+  def __init__(self):
+    self.depth = 0  # open brackets
+    self.last = None  # last token outside brackets: '=', ',', a keyword, 'word', ...
+    self.seen_eq = False  # an '=' outside brackets (an instruction's)
+    self.operands = False  # the open '(' follows the opcode
+    self.operands_done = False  # the operand list is closed
+    self.opener = None  # (line, column, char) of the outermost open bracket
+    self.in_string = None  # (line, column) of an open string's quote
+    self.string_lines = False  # some string spans lines
+    self.brace_after_bracket = False  # the last top-level '{' follows ']'
+    self.too_deep = False  # nested deeper than MAX_NESTING
+    self.tokens = 0  # an instruction's words before its '=' (ROOT, the name, ':')
+    self.kind_instr = False
+
+
+class _Parser:
+  """Line-oriented parser. XLA prints one statement (module header, computation header,
+  instruction, closing brace) per line; with split=True a statement may span lines."""
+
+  def __init__(self, text, path, split=False):
     self.path = path
+    self.split = split
+    self._spans = {}  # first line of a joined statement -> offsets of its lines in it
     self.check_metadata = _UNUSUAL_METADATA_RE.search(text) is not None
-    self.lines = _line_breaks(text).split("\n")
-    if "/*" in text:
+    text = _line_breaks(text)
+    bad = None
+    if split and ("/" in text or '"' in text):
+      text, bad = _blank_all_comments(text)
+    self.lines = text.split("\n")
+    if bad is not None:
+      line = text.count("\n", 0, bad)
+      col = bad - (text.rfind("\n", 0, bad) + 1) + 1
+      self.error(line, col, "unterminated /* comment" if text[bad] == "/"
+                 else "unterminated string (a string may span lines, but not by a '\\' "
+                 "before the newline)")
+    if "/*" in text and not split:
       self.lines = [_blank_comments(l) if "/*" in l else l for l in self.lines]
     if not text.isascii() and _NOT_UTF8_RE.search(text):
       self._check_not_utf8()
-    if "\\" in text:
+    if "\\" in text and not split:  # split: per statement, once it is joined
       for i, line in enumerate(self.lines):
         if "\\" in line:
           self._check_escapes(line, i)
     if len(self.lines) > 1 and not self.lines[-1]:
       self.lines.pop()  # the final newline does not start a line
 
-  def _check_escapes(self, line, i):
+  def _check_escapes(self, line, i, split=False):
     """C escapes in quoted strings, as XLA unescapes them (a JSON backend_config's own
-    strings excepted: XLA keeps that text as it is)."""
+    strings excepted: XLA keeps that text as it is). split: a joined statement, whose
+    comments are blank already and whose strings may hold newlines."""
     json_at = line.find("backend_config={")
     json_end = -1
     if json_at >= 0:
       sc = _Scanner(self, line, i, 0)
       sc.i = json_at + len("backend_config=")
       json_end = sc.balanced()
-    for m in _STR_OR_COMMENT_RE.finditer(line):
+    for m in (_STR_SPLIT_RE if split else _STR_OR_COMMENT_RE).finditer(line):
       if m.group(0)[0] != '"' or json_at < m.start() < json_end:
         continue
       bad = _bad_escape(m.group(0)[1:-1])
@@ -1204,7 +1319,170 @@ class _Parser:
                      "(XLA takes such bytes inside /* comments */ only)")
 
   def error(self, lineno, col, message):
+    if self._spans and lineno in self._spans:  # a joined statement: that offset's line
+      line, col = self._where(lineno, col)
+      lineno = line - 1
     raise HloParseError(self.path, lineno + 1, col, message)
+
+  # -------------------------------------------------------------------------------------
+  # Statements over several lines (split=True). XLA's parser reads tokens, so a newline
+  # may stand wherever a space may. _gather finds where the statement that starts at
+  # line i ends, in one pass over its lines, and joins them into lines[i] (the other
+  # lines become blank); error() maps a column of the joined text back to its line.
+
+  def _gather(self, i, kind):
+    """lines[i], or the statement from line i joined with the lines it continues on.
+    kind: 'instr', 'head' (computation header), 'header' (HloModule), 'close' ('}')."""
+    lines, n, first_re = self.lines, len(self.lines), _FIRST_RE.match
+    st = _Gather()
+    st.kind_instr = kind == "instr"
+    k, pos = i, (lines[i].index("}") + 1 if kind == "close" else 0)
+    while True:
+      self._scan(st, k, pos)
+      pos = 0
+      if st.too_deep or st.tokens > 3:
+        break  # nesting the reader refuses, or more than `ROOT name:` before the '='
+      nxt, first = k + 1, None
+      while nxt < n:
+        first = first_re(lines[nxt])
+        if first:
+          first = first.group(1)
+          break
+        nxt += 1
+      if st.in_string is None:
+        if self._complete(st, kind, first):
+          break
+        if first is None:
+          self._unclosed(st, "the end of the input")
+          break
+        if _STATEMENT_START_RE.match(lines[nxt]):
+          self._unclosed(st, f"line {nxt + 1}, which starts a new statement")
+          if kind != "instr" or st.seen_eq:
+            break  # no statement holds that line: XLA fails before it, so does the reader
+        elif not st.depth and first == "}":
+          break  # a '}' that closes nothing of the statement: the reader reports it
+      elif first is None:
+        self._unclosed(st, "the end of the input")
+      k = nxt
+    if k > i:
+      self._join(i, k, st.string_lines)
+    if "\\" in lines[i]:
+      self._check_escapes(lines[i], i, True)
+    return lines[i]
+
+  def _statement(self, i):
+    """The instruction or '}' statement at line i (joined), and _INSTR_RE's match."""
+    line = self.lines[i]
+    first = _first(line)
+    if not first:
+      return line, None
+    line = self._gather(i, "close" if first == "}" else "instr")
+    return line, (_INSTR_RE.match(line) if "\n" not in line else None)  # (.*) stops at \n
+
+  def _where(self, i, col):
+    """(line number, column) of column col of the joined statement at line i."""
+    spans = self._spans[i]
+    k = max(bisect.bisect_right(spans, col - 1) - 1, 0)
+    return i + k + 1, col - spans[k]
+
+  @staticmethod
+  def _complete(st, kind, first):
+    """Whether the statement ends with the line just scanned (first: the first character
+    of the next line with text, None at the end). It goes on while a bracket is open or
+    a value is due; then, for a statement that may take more attributes, while the next
+    line does not start a statement."""
+    if kind == "head":  # ends with the body's '{', not a layout's
+      return st.depth == 1 and st.last == "{" and not (
+          st.brace_after_bracket and first in _LAYOUT_FIRST)
+    if st.depth or st.last in _WANTS_MORE or (kind == "instr" and not st.operands_done):
+      return False
+    return first is None or first in "%}" or first.isalpha() or first == "_"
+
+  def _unclosed(self, st, where):
+    """An open bracket or string where the statement has to end: the error, at it."""
+    if st.in_string is not None:
+      k, col = st.in_string
+      self.error(k, col + 1, f"unterminated string: no closing '\"' before {where}")
+    if st.depth:
+      k, col, ch = st.opener
+      self.error(k, col + 1, f"unbalanced {ch!r}: no matching {_CLOSERS[ch]!r} before {where}")
+
+  def _scan(self, st, k, pos):
+    """Reads the tokens of line k from pos into st (depth, last token and so on)."""
+    line = self.lines[k]
+    if st.in_string is not None:  # a string begun above: find its end
+      m = _STR_TAIL_RE.match(line)
+      if m is None:
+        return
+      st.in_string, st.string_lines, pos = None, True, m.end()
+      if not st.depth:
+        st.last = "value"
+    elif st.depth and '"' not in line:  # fast: a line inside a bracket it cannot close
+      closes = line.count(")") + line.count("]") + line.count("}")
+      if closes < st.depth:
+        st.depth += line.count("(") + line.count("[") + line.count("{") - closes
+        st.too_deep = st.depth > MAX_NESTING
+        return
+    while True:
+      m = (_SPECIAL_RE if st.depth else _TOP_TOKEN_RE).search(line, pos)
+      if m is None:
+        return
+      tok, pos = m.group(), m.end()
+      c = tok[0]
+      if c in "([{":
+        group = _GROUP_RES[c].match(line, m.start())  # the usual: closed on this line
+        if not st.depth:
+          operands = c == "(" and st.last == "word" and st.seen_eq
+          st.brace_after_bracket = st.last == "]"
+          if group is not None:
+            st.last = _CLOSERS[c]
+            st.operands_done = st.operands_done or operands
+          else:
+            st.opener, st.operands, st.last = (k, m.start(), c), operands, c
+        if group is not None:
+          pos = group.end()
+          continue
+        st.depth += 1
+        if st.depth > MAX_NESTING:
+          st.too_deep = True
+          return
+      elif c in ")]}":
+        if st.depth:
+          st.depth -= 1
+        if not st.depth:
+          st.last = c
+          st.operands_done = st.operands_done or st.operands
+      elif c == '"':
+        sm = _STR_RE.match(line, m.start())
+        if sm is None:
+          st.in_string = (k, m.start())
+          return
+        pos = sm.end()
+        if not st.depth:
+          st.last = "value"
+      elif not st.depth:
+        st.last = tok if tok in _WANTS_MORE else "word"
+        if tok == "=":
+          st.seen_eq = True
+        elif not st.seen_eq and st.kind_instr:
+          st.tokens += 1
+
+  def _join(self, i, k, string_lines):
+    """Lines i..k as one line at i, newlines as spaces (but inside strings)."""
+    lines = self.lines
+    seg = lines[i:k + 1]
+    starts, offset = [], 0
+    for line in seg:
+      starts.append(offset)
+      offset += len(line) + 1
+    if string_lines:
+      joined = _NEWLINE_OR_STRING_RE.sub(
+          lambda m: " " if m.group() == "\n" else m.group(), "\n".join(seg))
+    else:
+      joined = " ".join(seg)
+    lines[i] = joined
+    lines[i + 1:k + 1] = [""] * (k - i)
+    self._spans[i] = starts
 
   def _check_ints(self, attrs, keys, i):
     """Integer attributes are read lazily (e.g. `channel_id`); check them here so a bad
@@ -1294,6 +1572,8 @@ class _Parser:
     i = self._skip_blank(0)
     if i >= n:
       self.error(max(n - 1, 0), 1, "empty input: expected 'HloModule NAME'")
+    if self.split and lines[i].lstrip().startswith("HloModule"):
+      self._gather(i, "header")
     m = _MODULE_RE.match(lines[i])
     if m is None:
       self.error(i, 1, "expected 'HloModule NAME' header; this is not HLO text")
@@ -1399,6 +1679,8 @@ class _Parser:
       m = _TABLE_ROW_RE.match(line)
       if m is None:
         break  # the table ends where rows stop; a computation may follow
+      if self.split and "\\" in line:
+        self._check_escapes(line, i, True)
       raw.append(line)
       value = m.group(2)
       parsed[int(m.group(1))] = (
@@ -1413,7 +1695,7 @@ class _Parser:
     return i
 
   def _computation_head(self, i):
-    head = self.lines[i]
+    head = self._gather(i, "head") if self.split else self.lines[i]
     m = _COMP_HEAD_RE.match(head)
     if m is None:
       if head.rstrip().endswith("{"):
@@ -1434,9 +1716,13 @@ class _Parser:
     numbers = set()  # parameter numbers
     match, attrs_of, shape_cache = _INSTR_RE.match, self._attributes_fast, _SHAPE_CACHE
     simple_operands, pct_findall = _SIMPLE_OPERANDS_RE.fullmatch, _PCT_NAME_RE.findall
+    split = self.split
     for i in range(i + 1, len(lines)):
       line = lines[i]
-      m = match(line)
+      if split:
+        line, m = self._statement(i)
+      else:
+        m = match(line)
       if m is None:
         stripped = line.strip()
         if not stripped or stripped.startswith("//"):
@@ -1472,6 +1758,8 @@ class _Parser:
       if "control-predecessors" in attrs and late is None:
         late = self._late_predecessor(attrs, by_name, i, col)
       instr = HloInstruction(name, shape, opcode, operands, attrs, bool(root), i + 1, col, ops)
+      if split and i in self._spans:  # the name's own line and column
+        instr.line, instr.col = self._where(i, col)
       instr.computation = comp
       if opcode in _FINISH_OPCODES and late is None:
         self._check_operand_shapes(instr, by_name, numbers)
@@ -1678,8 +1966,11 @@ class _Parser:
     sc.expect("=", f"expected '=' after instruction name %{name}")
     sc.ws()
     start = sc.i
-    if sc.peek() == "(":
-      sc.balanced()
+    if sc.peek() == "(":  # the shape reader finds its end (and refuses deep nesting)
+      try:
+        sc.i = _parse_shape_at(line, start)[1]
+      except _ShapeError as e:
+        self.error(i, e.offset + 1, str(e))
     else:
       m = _ARRAY_RE.match(line, sc.i)
       if m is None:
@@ -1774,6 +2065,8 @@ class _Scanner:
         j = sm.end()
         continue
       if ch in _CLOSERS:
+        if len(stack) >= MAX_NESTING:
+          self.fail(f"brackets nest deeper than {MAX_NESTING} levels", j)
         stack.append((ch, j))
       else:
         opener, at = stack.pop()
