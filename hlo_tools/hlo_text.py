@@ -131,7 +131,8 @@ _COMP_HEAD_RE = re.compile(r"(ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*(.*?)[ \t]
                            re.S)
 _MODULE_RE = re.compile(r"\s*HloModule[ \t]+([\w.\-]+):?(.*)\Z", re.S)
 _TABLE_ROW_RE = re.compile(r"\s*(\d+)\s+(.*?)\s*\Z")
-_KV_RE = re.compile(r"([\w.\-]+)=(" + _STR + r"|[^\s,\"]+)")
+_TABLE_ITEM_RE = re.compile(r"\s*(\d+)\s*(%s|\{[^{}\"]*\})" % _STR)  # split=True
+_KV_RE = re.compile(r"([\w.\-]+)=\s*(" + _STR + r"|[^\s,\"]+)")
 _IOTA_RE = re.compile(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
 _CLOSE_RE = re.compile(r"\s*\}\s*(?:,(.*))?\Z", re.S)
 _INT_VALUE_RE = re.compile(r"-?\d+")
@@ -631,6 +632,8 @@ def _parse_array_shape_at(text, i, in_tuple=False):
     dynamic.append(exact is None)
   if layout is not None:
     _check_layout(layout, len(dims), m.start(3), in_tuple)
+    if not layout.isprintable() or " " in layout:  # as printed: {1,0}, not {1, 0}
+      layout = "".join(layout.split())
   return (Shape(etype, dims, layout, None, tuple(dynamic) if any(dynamic) else None),
           m.end())
 
@@ -1591,6 +1594,9 @@ class _Parser:
       if i >= n:
         break
       stripped = lines[i].strip()
+      if self.split and stripped.split(None, 1)[0] in _TABLES:
+        i = self._table_split(module, i)
+        continue
       if stripped in _TABLES:
         i = self._table(module, stripped, i + 1)
         continue
@@ -1682,17 +1688,58 @@ class _Parser:
       if self.split and "\\" in line:
         self._check_escapes(line, i, True)
       raw.append(line)
-      value = m.group(2)
-      parsed[int(m.group(1))] = (
-          _unquote(value) if value.startswith('"')
-          else {k: (int(v) if v.lstrip("-").isdigit() else _unquote(v))
-                for k, v in _parse_kv(value).items()} if value.startswith("{") else value)
+      self._table_row(parsed, m.group(1), m.group(2))
       i += 1
+    self._store_table(module, name, raw, parsed)
+    return i
+
+  @staticmethod
+  def _table_row(parsed, number, value):
+    parsed[int(number)] = (
+        _unquote(value) if value.startswith('"')
+        else {k: (int(v) if v.lstrip("-").isdigit() else _unquote(v))
+              for k, v in _parse_kv(value).items()} if value.startswith("{") else value)
+
+  @staticmethod
+  def _store_table(module, name, raw, parsed):
     module.tables[name] = raw
     target = {"FileNames": module.file_names, "FunctionNames": module.function_names,
               "FileLocations": module.file_locations, "StackFrames": module.stack_frames}
     target[name].update(parsed)
-    return i
+
+  def _table_split(self, module, i):
+    """A table read as tokens (split=True): its name, then `N "text"` or `N {...}` rows,
+    any number a line, a row over lines if need be, up to the next word at depth 0."""
+    lines = self.lines
+    k, st = i, _Gather()
+    while True:  # the table's last line: brackets closed, the next line starts a word
+      self._scan(st, k, 0)
+      nxt = k + 1
+      while nxt < len(lines) and not _first(lines[nxt]):
+        nxt += 1
+      first = _first(lines[nxt]) if nxt < len(lines) else None
+      if first is None or (not st.depth and st.in_string is None
+                           and (first.isalpha() or first in "_%}")):
+        break
+      k = nxt
+    if k > i:
+      self._join(i, k, False)
+    line = lines[i]
+    name = line.split(None, 1)[0]
+    pos = line.index(name) + len(name)
+    raw, parsed = [], {}
+    while True:
+      m = _TABLE_ITEM_RE.match(line, pos)
+      if m is None:
+        break
+      raw.append(f"{m.group(1)} {m.group(2)}")
+      self._table_row(parsed, m.group(1), m.group(2))
+      pos = m.end()
+    if line[pos:].strip():
+      self.error(i, pos + len(line[pos:]) - len(line[pos:].lstrip()) + 1,
+                 f"expected a row of table {name}: a number, then a string or {{...}}")
+    self._store_table(module, name, raw, parsed)
+    return k + 1
 
   def _computation_head(self, i):
     head = self._gather(i, "head") if self.split else self.lines[i]

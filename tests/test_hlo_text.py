@@ -2,6 +2,7 @@
 an 8-GPU H200 topology (plus every pass dump), and tests/fixtures/*.hlo. jaxlib's own
 parser is the reference; it runs in a subprocess because it aborts on some inputs."""
 
+import dataclasses
 import json
 import os
 import re
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from hlo_tools import hlo_parse_cli
+from hlo_tools import hlo_parse_cli, hlo_text
 from hlo_tools.hlo_text import (OPCODES, HloParseError, parse_hlo_file, parse_hlo_text,
                                 parse_shape)
 
@@ -573,6 +574,55 @@ def fixture_mutants(seed, count):
   return out
 
 
+# Line splits: XLA's lexer takes a newline as white space, so a newline may stand at any
+# token boundary: next to punctuation or a space, outside strings. A few of these
+# boundaries sit inside XLA's own tokens (`key=`, `<=`), which XLA then refuses.
+_BOUNDARY_CHARS = set(",(){}[]= ")
+_QUOTED_RE = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def token_boundaries(line, safe=False):
+  """Offsets in line where a newline may go without splitting a string; safe: nor one
+  of XLA's tokens that end in punctuation (`key=`, `name:`, `<=`)."""
+  quoted = set()
+  for m in _QUOTED_RE.finditer(line):
+    quoted.update(range(m.start() + 1, m.end()))
+  return [k for k in range(1, len(line)) if k not in quoted
+          and (line[k - 1] in _BOUNDARY_CHARS or line[k] in _BOUNDARY_CHARS)
+          and not (safe and line[k] in "=:" and (line[k - 1].isalnum() or line[k - 1] in "_.-<"))]
+
+
+def split_line(rng, line, count):
+  """line with newlines (and some indentation) at `count` random token boundaries."""
+  spots = token_boundaries(line)
+  for k in sorted(rng.sample(spots, min(count, len(spots))), reverse=True):
+    line = line[:k] + "\n" + rng.choice(["", "  ", "\t", "    ", " \n  "]) + line[k:]
+  return line
+
+
+def split_mutants(seed, count, edit=False):
+  """`count` mutants of tests/fixtures/*.hlo with 1-3 lines (header, computation headers,
+  instructions, closing braces) split at token boundaries; with edit, one of them also
+  gets one edit of _mutate_line first. [(fixture name, text, the text before splitting)]"""
+  import random
+  rng = random.Random(seed)
+  texts = {p.name: p.read_text() for p in sorted(FIXTURES_DIR.glob("*.hlo"))}
+  out = []
+  while len(out) < count:
+    name = rng.choice(sorted(texts))
+    lines = texts[name].split("\n")
+    picks = rng.sample([k for k, l in enumerate(lines) if l.strip()], rng.randint(1, 3))
+    if edit and " = " in lines[picks[0]]:
+      lines[picks[0]] = _mutate_line(rng, lines[picks[0]])
+    unsplit = "\n".join(lines)
+    for i in picks:
+      lines[i] = split_line(rng, lines[i], rng.randint(1, 4))
+    text = "\n".join(lines)
+    if text != unsplit:
+      out.append((name, text, unsplit))
+  return out
+
+
 # Reads JSON-quoted module texts, one a line; prints XLA's verdict for each. XLA aborts
 # on a few inputs (a CHECK in its literal parser): the caller restarts after the last.
 _XLA_VERDICT_SCRIPT = r"""
@@ -692,3 +742,196 @@ def test_repeated_source_or_target_is_rejected(tmp_path):
                                *command[1:]], capture_output=True, text=True, cwd=REPO,
                               timeout=120)
       assert (result.returncode, result.stderr) == (2, expected), command
+
+
+# ---------------------------------------------------------------------------------------
+# Statements over several lines. XLA's parser reads tokens: a newline may stand wherever
+# white space may. The reader takes the same text, reports an error at the line of the
+# offending token (an unclosed bracket: the bracket's own line), and stays linear.
+
+ALL_FIXTURES = FIXTURES + ([H200_HLO] if H200_HLO.exists() else [])
+
+
+def _split_everywhere(text, seed):
+  """text with most lines split at 1-4 token boundaries (an instruction's only after its
+  '=', so that its name stays on its first line); also old line -> new line."""
+  import random
+  rng = random.Random(seed)
+  out, new_line = [], {}
+  for n, line in enumerate(text.split("\n"), 1):
+    new_line[n] = sum(part.count("\n") for part in out) + len(out) + 1
+    after = line.find(" = ") + 3 if " = " in line else 0
+    spots = [k for k in token_boundaries(line, safe=True) if k > after]
+    for k in sorted(rng.sample(spots, min(rng.randint(1, 4), len(spots))), reverse=True):
+      line = line[:k] + "\n" + rng.choice(["", "  ", "\t", "      "]) + line[k:]
+    out.append(line)
+  return "\n".join(out), new_line
+
+
+def _records(module):
+  from hlo_tools.model.collectives import collective_permutes  # pylint: disable=import-outside-toplevel
+  return [dataclasses.asdict(r) for r in collective_permutes(module)]
+
+
+@pytest.mark.parametrize("path", ALL_FIXTURES, ids=lambda p: str(p.relative_to(FIXTURES_DIR)))
+def test_split_fixture_gives_identical_records(path):
+  text = path.read_text()
+  split, new_line = _split_everywhere(text, seed=len(text))
+  assert split.count("\n") > text.count("\n") * 1.5
+  whole, parts = parse_hlo_text(text, "a.hlo"), parse_hlo_text(split, "b.hlo")
+  records = _records(whole)
+  assert records, "every fixture has a collective-permute"
+  for rec in records:  # lines move: each instruction's first line, in the split text
+    rec["start_line"] = new_line[rec["start_line"]]
+    if rec["done_line"] is not None:
+      rec["done_line"] = new_line[rec["done_line"]]
+  assert _records(parts) == records
+  assert whole.attributes.keys() == parts.attributes.keys()
+  assert [c.name for c in whole.computations] == [c.name for c in parts.computations]
+  for a, b in zip(whole.instructions(), parts.instructions()):
+    assert (a.name, a.opcode, a.operands, a.shape, b.line) == (
+        b.name, b.opcode, b.operands, b.shape, new_line[a.line])
+    assert a.attributes.keys() == b.attributes.keys()
+    assert a.frontend_attributes == b.frontend_attributes and a.metadata == b.metadata
+
+
+def test_split_mutants_agree_with_xla_parser():
+  mutants = split_mutants(seed=7, count=250) + split_mutants(seed=8, count=250, edit=True)
+  verdicts = xla_parser_verdicts([t for _, t, _ in mutants])
+  disagreements, aborts = [], []
+  for (name, text, unsplit), (xla_ok, xla_msg) in zip(mutants, verdicts):
+    ours_ok, ours_msg = _our_verdict(text)
+    if not ours_ok:  # one line, a line of the text
+      assert "\n" not in ours_msg
+      assert 1 <= int(ours_msg.split(":")[1]) <= text.count("\n") + 1
+    if xla_ok is None:  # XLA aborts: no tool may accept it, unless the edit alone
+      xla_ok = False    # (not the split) is one of the few the reader does not know
+      if ours_ok and _our_verdict(unsplit)[0]:
+        aborts.append(name)
+        continue
+    if not ours_ok and xla_ok and "XLA's verifier rejects" in ours_msg:
+      continue
+    if ours_ok != xla_ok:
+      disagreements.append((name, ours_msg or "accepted", xla_msg or "accepted"))
+  assert not disagreements, disagreements[:5]
+  assert len(aborts) <= 2, aborts
+  accepted = sum(1 for ok, _ in verdicts if ok)
+  assert 200 < accepted < 450  # both verdicts are well represented
+
+
+def _split_base():
+  return (FIXTURES_DIR / "shift_1x2x4.before_async.hlo").read_text()
+
+
+def test_split_forms_xla_accepts():
+  base = _split_base()
+  forms = {
+      "pairs": ("{{0,1},{1,2}", "{{0,1},\n    {1,2}"),
+      "leading_comma": (", channel_id=1,", "\n  , channel_id=1,"),
+      "root": ("ROOT %loop", "ROOT\n  %loop"),
+      "opcode": ("{3,2,1,0} collective-permute", "{3,2,1,0}\n  collective-permute"),
+      "value": ("channel_id=1", "channel_id=\n1"),
+      "header": (", allow_spmd", ",\n    allow_spmd"),
+      "signature": ("(param_0: bf16[1,128,2,64]) -> bf16", "(param_0:\nbf16[1,128,2,64])\n-> bf16"),
+      "body_brace": ("-> bf16[1,128,2,64] {\n  %param.1", "-> bf16[1,128,2,64]\n{\n  %param.1"),
+      "comments": ("channel_id=1,", "channel_id=1, // the channel\n /* more\n */"),
+      "iota_transpose": ("devices=[1,8,1,1]<=[8]}", "devices=[1,8,1,1]<=[2,4]\nT\n(1,0)}"),
+      "newline_in_string": ('op_name="x"', 'op_name="x\ny"'),
+      "blank_lines": (", metadata={op_name=\"x\"}", "\n\n, metadata={op_name=\"x\"}"),
+  }
+  texts = {k: base.replace(old, new, 1) for k, (old, new) in forms.items()}
+  assert all(t != base for t in texts.values())
+  verdicts = xla_parser_verdicts(list(texts.values()))
+  assert [k for k, (ok, _) in zip(texts, verdicts) if not ok] == []
+  for name, text in texts.items():
+    module = parse_hlo_text(text, name)
+    permute = module.entry.instruction("ppermute.3.0")
+    assert permute.source_target_pairs == [(k, k + 1) for k in range(7)], name
+    assert permute.operands == ["param.1"] and permute.channel_id == 1, name
+  assert parse_hlo_text(texts["newline_in_string"]).entry.instruction(
+      "param.1").metadata["op_name"] == "x\ny"
+
+
+def test_split_error_lines():
+  base = _split_base()
+  lines = base.split("\n")
+  n = next(k for k, l in enumerate(lines) if "%ppermute.3.0 =" in l) + 1
+  split = base.replace(", source_target_pairs=", ",\n    source_target_pairs=", 1)
+  # The offending token's line and column, also on a continuation line.
+  for old, new, line, message, at in (
+      ("{{0,1},{1,2}", "{{0,1},{1,x}", n + 1, "bad value for 'source_target_pairs'", "{{0,1}"),
+      ("channel_id=1", "channel_id=x", n, "bad value for 'channel_id'", "x,"),
+      ("metadata={op_name=\"jit(neighbour_shift)/shard_map/ppermute\"}",
+       "metadata={op_nam=\"p\"}", n + 1, "metadata has no field 'op_nam'", "{op_nam"),
+  ):
+    text = split.replace(old, new, 1)
+    assert text != split
+    err = _error(text)
+    assert err.line == line and message in err.message, str(err)
+    assert text.split("\n")[err.line - 1][err.col - 1:].startswith(at), str(err)
+    [(xla_ok, _)] = xla_parser_verdicts([text])
+    assert xla_ok is False
+  # An instruction XLA refuses for a missing attribute: at its first line.
+  text = split.replace("source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7}}, ", "")
+  assert text != split
+  err = _error(text)
+  assert (err.line, err.col) == (n, 1) and "needs attribute 'source_target_pairs'" in err.message
+  # A bracket never closed: at the bracket, naming where the statement had to end.
+  text = split.replace("{{0,1},{1,2}", "{{0,1},\n{{1,2}", 1)
+  err = _error(text)
+  assert (err.line, err.message) == (
+      n + 1, f"unbalanced '{{': no matching '}}' before line {n + 3}, which starts a new "
+      "statement")
+  assert text.split("\n")[err.line - 1][err.col - 1:] == "{{0,1},"
+  err = _error(base.replace("%param.1 = ", "%param.1 =\n", 1).replace(
+      "%ppermute.3.0 = bf16", "%ppermute.3.0 = bf17", 1))
+  assert err.line == n + 1 and "element type" in err.message
+
+
+def test_split_error_through_cli(tmp_path, capsys):
+  path = tmp_path / "split.hlo"
+  path.write_text(_split_base().replace("{{0,1},{1,2}", "{{0,1},\n  {1,-2}", 1))
+  assert hlo_parse_cli.main(["hlo-tools parse", str(path)]) == 2
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and err.startswith(f"{path}:"), err
+  path.write_text(_split_base().replace("{{0,1},{1,2}", "{{0,1},\n  {1,2}", 1))
+  assert hlo_parse_cli.main(["hlo-tools parse", str(path), "--json"]) == 0
+  summary = json.loads(capsys.readouterr().out)
+  assert summary["collective_permutes"][0]["pairs"][:2] == [[0, 1], [1, 2]]
+
+
+def _time_parse(text):
+  import time  # pylint: disable=import-outside-toplevel
+  t0 = time.perf_counter()
+  with pytest.raises(HloParseError) as info:
+    parse_hlo_text(text, "h.hlo")
+  return time.perf_counter() - t0, info.value
+
+
+_HOSTILE_HEAD = ("HloModule m\nENTRY %e {\n  %p = f32[] parameter(0)\n  ROOT %c = f32[] "
+                 'custom-call(%p), custom_call_target="x", backend_config=')
+
+
+@pytest.mark.parametrize("kind", ["brace_lines", "brace_line", "comment", "string", "root"])
+def test_hostile_split_input_fails_in_linear_time(kind):
+  def text(size):
+    if kind == "brace_lines":  # a '{' never closed, a million lines of pairs after it
+      return _HOSTILE_HEAD + "{\n" + "{0,1},\n" * (size // 7)
+    if kind == "brace_line":
+      return _HOSTILE_HEAD + "{" * size + "\n}\n"
+    if kind == "comment":
+      return _HOSTILE_HEAD + "{}\n" + "/* x\n" * (size // 5)
+    if kind == "string":
+      return _HOSTILE_HEAD + '"' + "x\n" * (size // 2)
+    return _HOSTILE_HEAD + "{}\n" + "ROOT\n" * (size // 5)
+  small, large = text(1_000_000), text(4_000_000)
+  t_small, err = _time_parse(small)
+  t_large, err_large = _time_parse(large)
+  assert str(err) == str(err_large)  # the same error, at the same place
+  assert err.line <= 7 and "\n" not in str(err)
+  expected = {"brace_lines": "unbalanced '{': no matching '}' before the end of the input",
+              "brace_line": f"brackets nest deeper than {hlo_text.MAX_NESTING} levels",
+              "comment": "unterminated /* comment", "string": "unterminated string",
+              "root": "expected '=' after instruction name %ROOT"}[kind]
+  assert expected in err.message
+  assert t_large < 8 * t_small + 0.5, (t_small, t_large)  # 4x the input: about 4x the time
