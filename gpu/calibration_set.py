@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The pinned-XLA calibration CSV: what each backend costs when it really runs.
 
-    python3 gpu/calibration_set.py FINE.csv UNCOMBINED.csv OUT.csv
+    python3 gpu/calibration_set.py FINE.csv UNCOMBINED.csv OUT.csv [SMALL.csv ...]
+        [--small-upto=2M]
 
 At the pin, XLA's permute combiner runs after the backend assigner: permutes it
 combines (K buffers, total <= 30 MiB + 7 bytes, the default combine threshold)
@@ -13,29 +14,78 @@ cost is K separate NVSHMEM permutes (UNCOMBINED.csv, combine threshold 0).
 
 OUT keeps FINE.csv's nccl rows (XLA's default combining) and its one-operand
 nvshmem rows, and takes the several-operand nvshmem rows from UNCOMBINED.csv.
+
+SMALL.csv files are low-noise sweeps (xla_permute_bench.py --chain=N, nvshmem
+uncombined): their rows of the largest chain (not the chain-1 reference rows)
+replace every row up to --small-upto bytes; several files are duplicates, and
+the calibration takes the median of duplicate rows.
 """
 import csv
 import os
 import sys
 
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_bytes(text):
+  text = text.strip().upper().rstrip("B").rstrip("I")
+  unit = text[-1] if text and text[-1] in _UNITS else ""
+  number = text[:-1] if unit else text
+  if not number.isdigit():
+    raise ValueError(f"bad size {text!r} (e.g. 2M)")
+  return int(number) * _UNITS[unit]
+
+
+def read(path):
+  with open(path, newline="") as f:
+    reader = csv.DictReader(f)
+    return reader.fieldnames, list(reader)
+
+
+def small_rows(path, upto):
+  """Rows of the file's largest chain, up to `upto` bytes."""
+  _, rows = read(path)
+  chains = {int(r.get("chain") or 1) for r in rows}
+  top = max(chains)
+  return [r for r in rows
+          if int(r.get("chain") or 1) == top and int(r["bytes"]) <= upto]
+
+
+def build(fine, uncombined, smalls=(), upto=2 << 20):
+  header, rows = read(fine)
+  rows = [r for r in rows if r["backend"] == "nccl" or int(r["operands"]) == 1]
+  rows += [r for r in read(uncombined)[1]
+           if r["backend"] == "nvshmem" and int(r["operands"]) > 1]
+  if smalls:
+    rows = [r for r in rows if int(r["bytes"]) > upto]
+    for path in smalls:
+      rows += small_rows(path, upto)
+    header = list(header) + [c for c in ("chain", "compiles", "own_spread_s")
+                             if c not in header]
+  rows.sort(key=lambda r: (r["backend"], int(r["operands"]), int(r["bytes"])))
+  for r in rows:  # the one-compile, one-permute-per-step sweeps
+    r.setdefault("chain", "1")
+    r.setdefault("compiles", "1")
+    r.setdefault("own_spread_s", "")
+  return header, rows
+
 
 def main(argv):
-  if len(argv) != 3:
+  upto = 2 << 20
+  args = []
+  for a in argv:
+    if a.startswith("--small-upto="):
+      upto = parse_bytes(a.split("=", 1)[1])
+    else:
+      args.append(a)
+  if len(args) < 3:
     print(__doc__.split("\n")[2].strip(), file=sys.stderr)
     return 2
-  fine, uncombined, out = argv
-  with open(fine, newline="") as f:
-    reader = csv.DictReader(f)
-    header = reader.fieldnames
-    rows = [r for r in reader
-            if r["backend"] == "nccl" or int(r["operands"]) == 1]
-  with open(uncombined, newline="") as f:
-    rows += [r for r in csv.DictReader(f)
-             if r["backend"] == "nvshmem" and int(r["operands"]) > 1]
-  rows.sort(key=lambda r: (r["backend"], int(r["operands"]), int(r["bytes"])))
+  fine, uncombined, out, smalls = args[0], args[1], args[2], args[3:]
+  header, rows = build(fine, uncombined, smalls, upto)
   tmp = out + ".tmp"
   with open(tmp, "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=header)
+    w = csv.DictWriter(f, fieldnames=header, extrasaction="ignore")
     w.writeheader()
     w.writerows(rows)
   os.replace(tmp, out)

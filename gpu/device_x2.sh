@@ -12,6 +12,9 @@
 #   pinned-permute-small the low-noise pinned sweep, 1 KiB..16 MiB: 8 dependent permutes
 #                    per loop step, 3 compiles per point, NVSHMEM uncombined, plus
 #                    one-buffer chain-1 reference points
+#   pinned-permute-compute  one permute per loop step after a 64 MiB memory-bound
+#                    kernel (the host queues ahead, as in a program with compute),
+#                    5 compiles per point, NVSHMEM uncombined, 1 KiB..4 MiB
 #   today-permute    with the image's jax (0.11.2): NCCL vs peer vs symmetric sweep,
 #                    one process per GPU
 #   today-permute-1proc  the same with one process driving both GPUs
@@ -88,6 +91,16 @@ case "$STEP" in
       --budget-s=$budget \
       --out="$OUT/h200x2_xla_permute_small_jax091.csv" \
       --details="$OUT/h200x2_xla_permute_small_jax091.json"
+    echo "permute bench exit $?"
+    ;;
+  pinned-permute-compute)
+    pinned_env
+    budget=${SMALL_BUDGET_S:-300}
+    timeout $((budget + 40)) $PY gpu/xla_permute_bench.py --backends=nccl,nvshmem --uncombined=nvshmem \
+      --operands=1,2,4 --sizes=1K,2K,4K,8K,16K,32K,64K,128K,256K,512K,1M,2M,4M \
+      --chain=1 --compiles=5 --compute-bytes=64M --trips=50 --reps=7 --budget-s=$budget \
+      --out="$OUT/h200x2_xla_permute_compute_jax091.csv" \
+      --details="$OUT/h200x2_xla_permute_compute_jax091.json"
     echo "permute bench exit $?"
     ;;
   today-permute-1proc)

@@ -85,7 +85,7 @@ _OWN_PREFIXES = ("--xla_gpu_experimental_enable_nvshmem",
                  "--xla_gpu_collective_permute_combine_threshold_bytes")
 CSV_HEADER = ("backend", "link_class", "bytes", "seconds", "operands", "step_s",
               "baseline_s", "devices", "jax_version", "loop_trips", "chain",
-              "compiles", "own_spread_s")
+              "compiles", "own_spread_s", "compute_bytes")
 NO_COMBINE_FLAG = "--xla_gpu_collective_permute_combine_threshold_bytes=0"
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -140,7 +140,7 @@ def backend_env(backend, base_env, uncombined=False):
   return env
 
 
-def csv_rows(backend, points, devices, jax_version, trips):
+def csv_rows(backend, points, devices, jax_version, trips, compute_bytes=0):
   """CSV rows from the merged points (times per permute slot of the loop)."""
   rows = []
   for p in points:
@@ -153,7 +153,7 @@ def csv_rows(backend, points, devices, jax_version, trips):
         "baseline_s": p["baseline_s"], "devices": devices,
         "jax_version": jax_version, "loop_trips": trips,
         "chain": p.get("chain", 1), "compiles": p.get("compiles", 1),
-        "own_spread_s": p.get("own_spread_s", 0.0)})
+        "own_spread_s": p.get("own_spread_s", 0.0), "compute_bytes": compute_bytes})
   return rows
 
 
@@ -238,7 +238,8 @@ def _permute_backends(compiled_text):
   return found
 
 
-def _build(jax, mesh, operands, elems, perm, with_permute, trips, chain=1):
+def _build(jax, mesh, operands, elems, perm, with_permute, trips, chain=1,
+           compute_elems=0):
   import jax.numpy as jnp
   from jax import lax
   from jax.sharding import NamedSharding, PartitionSpec as P
@@ -259,7 +260,7 @@ def _build(jax, mesh, operands, elems, perm, with_permute, trips, chain=1):
     return tuple(x * jnp.float32(1.0001) + xs[(i + 1) % len(xs)][:1] * jnp.float32(1e-30)
                  for i, x in enumerate(xs))
 
-  def step(xs):
+  def chained(xs):
     for _ in range(chain):  # each pair depends on the one before
       if with_permute:
         xs = lax.ppermute(xs, "x", perm)
@@ -267,6 +268,16 @@ def _build(jax, mesh, operands, elems, perm, with_permute, trips, chain=1):
       # position as between the permutes (fused they would cost less).
       xs = lax.optimization_barrier(mix(xs)) if chain > 1 else mix(xs)
     return xs
+
+  def step(xs):
+    if not compute_elems:
+      return chained(xs)
+    # A memory-bound kernel first, which the operands then depend on (the
+    # barrier stops XLA from recomputing the one element they read): the GPU
+    # is busy while the host queues the permute, as in a program with compute.
+    big = lax.optimization_barrier(xs[-1] * jnp.float32(1.0001))
+    ops = tuple(x + big[:1] * jnp.float32(1e-30) for x in xs[:-1])
+    return chained(ops) + (big,)
 
   @jax.jit
   @smap
@@ -277,6 +288,8 @@ def _build(jax, mesh, operands, elems, perm, with_permute, trips, chain=1):
   n = mesh.devices.size
   xs = tuple(jax.device_put(jnp.ones((n * elems,), jnp.float32) * (k + 1), sharding)
              for k in range(operands))
+  if compute_elems:
+    xs += (jax.device_put(jnp.ones((n * compute_elems,), jnp.float32), sharding),)
   return loop, xs
 
 
@@ -293,8 +306,11 @@ def _time(jax, fn, xs, reps):
 def _measure_once(jax, mesh, ring, operands, elems, chain, args, result):
   """One compile of step and baseline, timed alternately so drift hits both
   alike: {step_s, baseline_s} per loop trip (medians) and their spreads."""
-  step_fn, xs = _build(jax, mesh, operands, elems, ring, True, args.trips, chain)
-  base_fn, _ = _build(jax, mesh, operands, elems, ring, False, args.trips, chain)
+  compute = compute_bytes(args) // 4
+  step_fn, xs = _build(jax, mesh, operands, elems, ring, True, args.trips, chain,
+                       compute)
+  base_fn, _ = _build(jax, mesh, operands, elems, ring, False, args.trips, chain,
+                      compute)
   seen = result.setdefault("compiled_permutes", {})
   if f"{chain}x{operands}" not in seen:
     seen[f"{chain}x{operands}"] = _permute_backends(
@@ -309,6 +325,11 @@ def _measure_once(jax, mesh, ring, operands, elems, chain, args, result):
   return {"step_s": step, "baseline_s": base,
           "step_spread": (max(steps) - min(steps)) / step,
           "baseline_spread": (max(bases) - min(bases)) / base}
+
+
+def compute_bytes(args):
+  text = args.compute_bytes
+  return 0 if text in ("", "0") else parse_size(text)
 
 
 def point_plan(args):
@@ -420,6 +441,7 @@ def bench(args):
                "--trips", str(args.trips), "--reps", str(args.reps),
                "--chain", str(args.chain), "--compiles", str(args.compiles),
                "--reference-operands", args.reference_operands,
+               "--compute-bytes", args.compute_bytes or "0",
                "--budget-s", str(max(share - 45, 10))]
       uncombined = backend in uncombined_set
       print(f"== {backend}: {gpus} GPUs, {nprocs} process(es), budget {share:.0f} s",
@@ -433,7 +455,8 @@ def bench(args):
             ranks.append(json.load(f))
       merged = merge_ranks(ranks)
       version = next((r.get("jax_version") for r in ranks if r.get("jax_version")), "")
-      rows += csv_rows(backend, merged, gpus, version, args.trips)
+      rows += csv_rows(backend, merged, gpus, version, args.trips,
+                       compute_bytes(args))
       details["backends"][backend] = {
           "status": status, "points": merged, "jax_version": version,
           "xla_flags": backend_env(backend, os.environ, uncombined)["XLA_FLAGS"],
@@ -538,6 +561,9 @@ def build_parser():
                  help="independent compiles per point (rounds over all points)")
   p.add_argument("--reference-operands", default="",
                  help="operand counts also measured at chain 1 (with --chain > 1)")
+  p.add_argument("--compute-bytes", default="",
+                 help="per device: a memory-bound kernel of this size before the "
+                      "permutes in every loop step (in step and baseline)")
   p.add_argument("--uncombined", default="",
                  help="backends run with XLA's permute combine threshold at 0")
   p.add_argument("--budget-s", type=float, default=480)
@@ -573,6 +599,7 @@ def main(argv=None):
       parse_list(args.uncombined, BACKEND_FLAGS)
     if args.reference_operands:
       parse_list(args.reference_operands, cast=int)
+    compute_bytes(args)
     for name in ("trips", "reps", "chain", "compiles"):
       if getattr(args, name) < 1:
         raise BenchError(f"--{name} must be >= 1")
