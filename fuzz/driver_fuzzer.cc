@@ -99,95 +99,37 @@ void CheckJson(const std::string& json) {
   }
 }
 
-}  // namespace
-
-extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  (void)argc;
-  (void)argv;
-  setenv("TF_CPP_MIN_LOG_LEVEL", "3", 0);
-  std::atexit(ReportAborts);
-  return 0;
+// The input through the driver's own loader (the same checks before XLA's
+// parser) and the verifier, guarded against XLA's aborts; null when rejected.
+std::unique_ptr<xla::HloModule> LoadGuarded(const std::string& input,
+                                            const sel::Topology& topology) {
+  std::unique_ptr<xla::HloModule> module;
+  InputGuard guard;
+  if (sigsetjmp(g_jump, 1) != 0) {
+    ++g_xla_input_aborts;  // What was allocated is leaked; fine here.
+    module.release();
+    return nullptr;
+  }
+  Flags load_flags;
+  absl::StatusOr<std::unique_ptr<xla::HloModule>> loaded =
+      ParseInput("fuzz.hlo", input, load_flags, &topology);
+  if (!loaded.ok()) {
+    CheckRejection(std::string(loaded.status().message()));
+    return nullptr;
+  }
+  module = *std::move(loaded);
+  if (absl::Status status = Verify(module.get()); !status.ok()) {
+    CheckRejection("fuzz.hlo: HloVerifier rejects the input: " +
+                   OneLine(std::string(status.message())));
+    return nullptr;
+  }
+  return module;
 }
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size < 1) return 0;
-  const Config config = PickConfig(data[0]);
-  const std::string input(reinterpret_cast<const char*>(data) + 1, size - 1);
-
-  absl::StatusOr<sel::Topology> topology =
-      sel::Topology::Parse(config.topology);
-  if (!topology.ok()) {
-    Violation("built-in topology rejected: " +
-              std::string(topology.status().message()));
-  }
-  sel::CostTable table = sel::DefaultCostTable();
-  if (config.split_friendly) {
-    absl::StatusOr<sel::CostTable> parsed =
-        sel::ParseCostTable(kSplitFriendly, "split.txt");
-    if (!parsed.ok()) {
-      Violation("built-in cost table rejected: " +
-                std::string(parsed.status().message()));
-    }
-    table = *parsed;
-  }
-
-  std::unique_ptr<xla::HloModule> module;
-  {
-    InputGuard guard;
-    if (sigsetjmp(g_jump, 1) != 0) {
-      ++g_xla_input_aborts;  // What was allocated is leaked; fine here.
-      module.release();
-      return 0;
-    }
-    // The driver's own loader: the same checks before XLA's parser.
-    Flags load_flags;
-    absl::StatusOr<std::unique_ptr<xla::HloModule>> loaded =
-        ParseInput("fuzz.hlo", input, load_flags, &*topology);
-    if (!loaded.ok()) {
-      CheckRejection(std::string(loaded.status().message()));
-      return 0;
-    }
-    module = *std::move(loaded);
-    if (absl::Status status = Verify(module.get()); !status.ok()) {
-      CheckRejection("fuzz.hlo: HloVerifier rejects the input: " +
-                     OneLine(std::string(status.message())));
-      return 0;
-    }
-  }
-
-  const std::string mode = config.mode;
-  Rewriter::Options options;
-  options.topology = config.topology;
-  options.cost_table = config.split_friendly ? kSplitFriendly : "";
-  options.annotate = mode == "annotate";
-  options.decide_only = mode != "rewrite";
-  options.write_backend = nvshmem_opt::SetBackendInJson;
-  Rewriter pass(options);
-  std::unique_ptr<xla::HloModule> scratch;
-  xla::HloModule* target = module.get();
-  if (mode == "explain") {
-    scratch = module->Clone("");
-    target = scratch.get();
-  }
-  absl::StatusOr<bool> changed = pass.Run(target);
-  if (!changed.ok()) {
-    CheckRejection("fuzz.hlo: " +
-                   OneLine(std::string(changed.status().message())));
-    return 0;
-  }
-  if (absl::Status status = Verify(target); !status.ok()) {
-    Violation("HloVerifier rejects the pass's output: " +
-              std::string(status.message()));
-  }
-  Flags flags;
-  flags.input = "fuzz.hlo";
-  flags.topology = config.topology;
-  flags.mode = mode;
-  CheckJson(RecordsToJson(flags, {*topology, false}, pass.records(), {},
-                          nullptr, *changed, 1.0));
-
-  // The printed module reads back, and a second run changes nothing.
-  const std::string text = target->ToString();
+// The printed module reads back, and a second run changes nothing.
+void CheckReprint(const xla::HloModule& target,
+                  const Rewriter::Options& options, const std::string& mode) {
+  const std::string text = target.ToString();
   auto again = xla::ParseAndReturnUnverifiedModule(text);
   if (!again.ok()) {
     Violation("printed module does not parse: " +
@@ -206,5 +148,64 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (mode == "rewrite" && *changed_again) {
     Violation("second run changed the module (pass not idempotent)");
   }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  (void)argc;
+  (void)argv;
+  setenv("TF_CPP_MIN_LOG_LEVEL", "3", 0);
+  std::atexit(ReportAborts);
+  // A broken built-in table would turn every input into a rejection.
+  if (absl::StatusOr<sel::CostTable> table =
+          sel::ParseCostTable(kSplitFriendly, "split.txt");
+      !table.ok()) {
+    Violation("built-in cost table rejected: " +
+              std::string(table.status().message()));
+  }
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  const Config config = PickConfig(data[0]);
+  const std::string input(reinterpret_cast<const char*>(data) + 1, size - 1);
+  absl::StatusOr<sel::Topology> topology =
+      sel::Topology::Parse(config.topology);
+  if (!topology.ok()) {
+    Violation("built-in topology rejected: " +
+              std::string(topology.status().message()));
+  }
+  std::unique_ptr<xla::HloModule> module = LoadGuarded(input, *topology);
+  if (module == nullptr) return 0;
+
+  // The pass as the driver configures it.
+  Flags flags;
+  flags.input = "fuzz.hlo";
+  flags.topology = config.topology;
+  flags.mode = config.mode;
+  const Rewriter::Options options =
+      PassOptions(flags, config.split_friendly ? kSplitFriendly : "", 0);
+  Rewriter pass(options);
+  std::unique_ptr<xla::HloModule> scratch;
+  xla::HloModule* target = module.get();
+  if (flags.mode == "explain") {
+    scratch = module->Clone("");
+    target = scratch.get();
+  }
+  absl::StatusOr<bool> changed = pass.Run(target);
+  if (!changed.ok()) {
+    CheckRejection("fuzz.hlo: " +
+                   OneLine(std::string(changed.status().message())));
+    return 0;
+  }
+  if (absl::Status status = Verify(target); !status.ok()) {
+    Violation("HloVerifier rejects the pass's output: " +
+              std::string(status.message()));
+  }
+  CheckJson(RecordsToJson(flags, {*topology, false}, pass.records(), {},
+                          nullptr, *changed, 1.0));
+  CheckReprint(*target, options, flags.mode);
   return 0;
 }
