@@ -133,6 +133,7 @@ _MODULE_RE = re.compile(r"\s*HloModule[ \t]+([\w.\-]+):?(.*)\Z", re.S)
 _TABLE_ROW_RE = re.compile(r"\s*(\d+)\s+(.*?)\s*\Z")
 _TABLE_ITEM_RE = re.compile(r"\s*(\d+)\s*(%s|\{[^{}\"]*\})" % _STR)  # split=True
 _KV_RE = re.compile(r"([\w.\-]+)=\s*(" + _STR + r"|[^\s,\"]+)")
+_IOTA_VALUE_RE = re.compile(r"\[[\d,\s]*\]\s*<=\s*\[[\d,\s]*\](?:\s*T\s*\([\d,\s]*\))?")
 _IOTA_RE = re.compile(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
 _CLOSE_RE = re.compile(r"\s*\}\s*(?:,(.*))?\Z", re.S)
 _INT_VALUE_RE = re.compile(r"-?\d+")
@@ -1235,6 +1236,7 @@ _LAYOUT_FIRST = frozenset("0123456789-:")  # after '{', these make it a layout (
 _GROUP_RES = {"{": re.compile(_BRACES), "(": re.compile(_nested("(", ")", True, 10)),
               "[": re.compile(r'\[[^\[\]"]*+\]')}
 _FIRST_RE = re.compile(r"\s*+(\S)")
+_WORD_PAREN_RE = re.compile(r"\s*[A-Za-z_][\w.\-]*\(")  # no statement starts so
 
 
 def _first(line):
@@ -1353,8 +1355,9 @@ class _Parser:
           break
         nxt += 1
       if st.in_string is None:
-        if self._complete(st, kind, first):
-          break
+        if self._complete(st, kind, first) and not (
+            kind == "instr" and first.isalpha() and _WORD_PAREN_RE.match(lines[nxt])):
+          break  # (a line such as `T(1,0)` goes on with an iota's transpose)
         if first is None:
           self._unclosed(st, "the end of the input")
           break
@@ -2145,6 +2148,10 @@ class _Scanner:
           self.i += 1
       if self.i == start:
         self.fail("expected an attribute value")
+      if s.startswith("[", start):  # iota groups `[2,4]<=[4,2]T(1,0)`, maybe over lines
+        m = _IOTA_VALUE_RE.match(s, start)
+        if m is not None and m.end() > self.i:
+          self.i = m.end()
       # jaxlib 0.10 prints replica groups as `mesh['a'=8,'b'=1] {'a'}`: the
       # axes chosen follow the mesh after a space.
       if s.startswith("mesh[", start) and s[self.i - 1] == "]":

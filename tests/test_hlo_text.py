@@ -935,3 +935,28 @@ def test_hostile_split_input_fails_in_linear_time(kind):
               "root": "expected '=' after instruction name %ROOT"}[kind]
   assert expected in err.message
   assert t_large < 8 * t_small + 0.5, (t_small, t_large)  # 4x the input: about 4x the time
+
+
+_IOTA_ALL_REDUCE = """HloModule m, num_partitions=8
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %c = f32[] add(%a, %b)
+}
+
+ENTRY %e (p: f32[8]) -> f32[8] {
+  %p = f32[8] parameter(0)
+  ROOT %r = f32[8] all-reduce(%p), channel_id=1, replica_groups=[2,4]<=[4,2]T(1,0), use_global_device_ids=true, to_apply=%add
+}
+"""
+
+
+def test_split_iota_replica_groups():
+  # A bare value of several tokens at the top level: the iota groups' `<=` and `T(...)`.
+  texts = [_IOTA_ALL_REDUCE.replace(old, new) for old, new in (
+      ("T(1,0)", "\nT(1,0)"), ("<=[4,2]", "\n<=\n[4,2]"), ("T(1,0)", "T\n(1,0)"),
+      ("[2,4]<=", "[2,4]\n  <=  "))]
+  assert all(ok for ok, _ in xla_parser_verdicts(texts))
+  for text in texts:
+    assert parse_hlo_text(text).entry.root.replica_groups == [[0, 2, 4, 6], [1, 3, 5, 7]]
