@@ -556,12 +556,18 @@ def test_derived_topology_follows_the_device_assignment(tmp_path):
   assert "the serialized module gives no num_partitions; using 8" in result.stderr
 
 
-def test_device_assignment_that_does_not_match_the_counts_exits_2(tmp_path):
-  path = _proto_with_assignment(tmp_path, "ring_1x1x8.before_async.hlo", list(range(8)))
-  result = run_nvshmem_opt(path, "--num-replicas=2", "--mode=explain")
+@pytest.mark.parametrize("devices, flags, message", [
+    (list(range(8)), ["--num-replicas=2"], "device assignment does not match"),
+    ([2**31 - 1] + list(range(1, 8)), [], "the device assignment names device 2147483647"),
+    ([-1] + list(range(1, 8)), [], "device -1"),
+    ([0, 0] + list(range(2, 8)), [], "device 0 twice"),
+])
+def test_bad_device_assignment_exits_2(devices, flags, message, tmp_path):
+  path = _proto_with_assignment(tmp_path, "ring_1x1x8.before_async.hlo", devices)
+  result = run_nvshmem_opt(path, *flags, "--mode=explain")
   assert result.returncode == 2, result.stderr
   line, = result.stderr.strip().splitlines()
-  assert str(path) in line and "device assignment does not match" in line
+  assert str(path) in line and message in line
 
 
 def test_jax_lowered_module_without_topology(tmp_path):

@@ -222,8 +222,13 @@ absl::StatusOr<sel::Topology> NvshmemCollectivePermuteRewriter::TopologyFor(
     }
     for (int p = 0; p < config.num_partitions(); ++p) {
       for (int r = 0; r < config.replica_count(); ++r) {
-        placement.push_back(static_cast<int>(assignment(r, p)));
-        devices = std::max<int64_t>(devices, placement.back() + 1);
+        const int64_t device = assignment(r, p);
+        if (device < 0 || device >= (int64_t{1} << 30)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("the device assignment names device ", device));
+        }
+        placement.push_back(static_cast<int>(device));
+        devices = std::max(devices, device + 1);
       }
     }
   }
