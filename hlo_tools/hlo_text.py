@@ -1,8 +1,16 @@
 """Pure-Python reader for XLA HLO module text (as printed by jax 0.9 - 0.11).
 
-No jaxlib needed. Each instruction line is matched by one compiled regex (the fast
-path); a line the regex rejects goes through a small exact scanner that either
-accepts it (unusual but legal text) or raises HloParseError at the right column.
+No jaxlib needed. XLA prints one statement a line, and the first reading takes that
+for granted: each instruction line is matched by one compiled regex (the fast path);
+a line the regex rejects goes through a small exact scanner that either accepts it
+(unusual but legal text) or raises HloParseError at the right column.
+
+XLA's parser reads tokens, so a newline may stand wherever white space may. Text the
+first reading refuses is read a second time, statement by statement: a statement goes
+on while a bracket is open, a value is due, or the next line starts with anything but
+a new statement (`,`, `{`, `<=`, ...); its lines are joined and read as one. That
+reading's verdict is final. An error names the line and column of the offending token
+(an unclosed bracket: the bracket's own), an instruction's `line` is that of its name.
 """
 
 import bisect
@@ -104,6 +112,9 @@ _TUPLE_SHAPE = _nested("(", ")", False, 8)
 _BARE = r"(?:[^\s,{}\"()\[\]]++|\[[^\[\]]*+\]|\([^()]*+\))++"
 _VALUE = r"(?:%s|%s|%s)" % (_BRACES, _STR, _BARE)
 
+_INSTR_HEAD_RE = re.compile(
+    r"[ \t]*(?:ROOT[ \t]+)?%?[A-Za-z_][\w.\-]*[ \t]*=[ \t]*"
+    r"(?:" + _ARRAY_SHAPE + "|" + _TUPLE_SHAPE + r")[ \t]+[a-z][a-z0-9\-]*\([^()\"]*+\)")
 _INSTR_RE = re.compile(
     r"[ \t]*(ROOT[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*=[ \t]*"
     r"(" + _ARRAY_SHAPE + "|" + _TUPLE_SHAPE + r")[ \t]+"
@@ -117,6 +128,7 @@ _OPERANDS_RE = re.compile(r"\s*(?:%s)?(?:\s*,\s*(?:%s)?)*\s*" % (_OPERAND, _OPER
 _SIMPLE_OPERANDS_RE = re.compile(r"%[\w.\-]+(?:, *+%[\w.\-]+)*+")
 _ATTR_RE = re.compile(r"(,[ \t]*([A-Za-z_][\w.\-]*)=(" + _VALUE + "))")
 _PCT_NAME_RE = re.compile(r"%([\w.\-]+)")
+_ATTR_RUN_RE = re.compile(r"(?:[ \t]*,[ \t]*[A-Za-z_][\w.\-]*=%s)*+" % _VALUE)
 # A '{' after the dims starts a layout when an integer or ':' follows (XLA's rule).
 _ARRAY_RE = re.compile(r"([a-z][a-z0-9]*)\s*\[([^\]]*)\](?:\s*(\{(?=\s*[-\d:])[^{}]*\}))?")
 _COMMENT_RE = re.compile(r"/\*.*?\*/")
@@ -1423,6 +1435,11 @@ class _Parser:
       st.in_string, st.string_lines, pos = None, True, m.end()
       if not st.depth:
         st.last = "value"
+    elif not st.depth and st.last is None and st.kind_instr:  # fast: the usual start
+      m = _INSTR_HEAD_RE.match(line, pos)
+      if m is not None:
+        st.seen_eq = st.operands_done = True
+        st.last, pos = ")", m.end()
     elif st.depth and '"' not in line:  # fast: a line inside a bracket it cannot close
       closes = line.count(")") + line.count("]") + line.count("}")
       if closes < st.depth:
@@ -1435,6 +1452,11 @@ class _Parser:
         return
       tok, pos = m.group(), m.end()
       c = tok[0]
+      if c == "," and not st.depth:  # fast: whole `, key=value` attributes
+        run = _ATTR_RUN_RE.match(line, m.start())
+        if run.end() > m.start():
+          st.last, pos = "value", run.end()
+          continue
       if c in "([{":
         group = _GROUP_RES[c].match(line, m.start())  # the usual: closed on this line
         if not st.depth:
