@@ -5,7 +5,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -50,12 +49,9 @@ sel::Backend BackendOrThrow(const std::string& name) {
 
 py::dict DecisionToDict(const sel::Decision& d) {
   py::dict out;
-  out["plan"] = sel::PlanName(d.plan);
-  out["nccl_us"] = d.nccl_us;
-  out["nvshmem_us"] = d.nvshmem_us < 0 ? py::object(py::none())
-                                       : py::object(py::float_(d.nvshmem_us));
-  out["split_us"] = d.split_us < 0 ? py::object(py::none())
-                                   : py::object(py::float_(d.split_us));
+  // "plan" is the backend's name, as in the driver's JSON and the HLO
+  // annotation.
+  out["plan"] = sel::BackendName(d.backend);
   out["chosen_us"] = d.chosen_us;
   py::dict by_class;
   for (int c = 0; c < sel::kNumLinkClasses; ++c) {
@@ -63,8 +59,6 @@ py::dict DecisionToDict(const sel::Decision& d) {
         d.edges_by_class[c];
   }
   out["edges_by_class"] = by_class;
-  out["nvshmem_edge"] =
-      std::vector<bool>(d.nvshmem_edge.begin(), d.nvshmem_edge.end());
   out["reason"] = d.reason;
   out["backend"] = sel::BackendName(d.backend);
   py::dict backend_us, refused;
@@ -120,26 +114,6 @@ void BindCostTable(py::module_& m) {
             if (!(v >= 0 && v < 1))
               throw py::value_error("margin must be in [0, 1)");
             t.margin = v;
-          })
-      .def_property(
-          "split_overhead_us",
-          [](const sel::CostTable& t) { return t.split_overhead_us; },
-          [](sel::CostTable& t, double v) {
-            if (!(v >= 0) || !std::isfinite(v)) {
-              throw py::value_error(
-                  "split_overhead_us must be a finite number >= 0");
-            }
-            t.split_overhead_us = v;
-          })
-      .def_property(
-          "combine_bandwidth_gbps",
-          [](const sel::CostTable& t) { return t.combine_bandwidth_gbps; },
-          [](sel::CostTable& t, double v) {
-            if (!(v > 0) || !std::isfinite(v)) {
-              throw py::value_error(
-                  "combine_bandwidth_gbps must be a finite number > 0");
-            }
-            t.combine_bandwidth_gbps = v;
           })
       .def_property(
           "nvshmem_max_bytes",
@@ -244,15 +218,9 @@ void BindDecide(py::module_& m) {
       "decide",
       [](const sel::Topology& topology, const sel::CostTable& table,
          int64_t bytes, const std::vector<std::pair<int, int>>& device_edges,
-         int pairs_per_group, int team_size, int buffers) {
+         int team_size, int buffers) {
         if (team_size < 0) throw py::value_error("team_size must be >= 0");
         if (buffers < 1) throw py::value_error("buffers must be >= 1");
-        if (pairs_per_group < 0 ||
-            (pairs_per_group > 0 &&
-             device_edges.size() % pairs_per_group != 0)) {
-          throw py::value_error(
-              "pairs_per_group must divide the number of edges");
-        }
         if (bytes < 0) throw py::value_error("bytes must be >= 0");
         for (const auto& [src, dst] : device_edges) {
           if (src < 0 || dst < 0 || src >= topology.num_devices() ||
@@ -263,12 +231,11 @@ void BindDecide(py::module_& m) {
           }
         }
         return DecisionToDict(sel::Decide(
-            topology, table,
-            {bytes, device_edges, pairs_per_group, team_size, buffers}));
+            topology, table, {bytes, device_edges, team_size, buffers}));
       },
       py::arg("topology"), py::arg("table"), py::arg("bytes"),
-      py::arg("device_edges"), py::arg("pairs_per_group") = 0,
-      py::arg("team_size") = 0, py::arg("buffers") = 1);
+      py::arg("device_edges"), py::arg("team_size") = 0,
+      py::arg("buffers") = 1);
 
   m.def("team_devices", &sel::TeamDevices, py::arg("topology"),
         py::arg("team_size"));

@@ -863,17 +863,14 @@ struct TopologyUsed {
 // A decision's modeled times (null: the backend is refused or not offered)
 // and its edges by link class, as JSON members.
 std::string ModelJson(const sel::Decision& d) {
-  auto us = [](double v) {
-    return v < 0 ? std::string("null") : JsonNumber(v);
-  };
-  std::string out = "\"modeled_us\": {\"nccl\": " + JsonNumber(d.nccl_us) +
-                    ", \"nvshmem\": " + us(d.nvshmem_us) +
-                    ", \"split\": " + us(d.split_us) +
-                    ", \"chosen\": " + JsonNumber(d.chosen_us);
-  for (int b = 2; b < sel::kNumBackends; ++b) {
-    out += ", " + JsonString(sel::BackendName(static_cast<sel::Backend>(b))) +
-           ": " + us(d.backend_us[b]);
+  std::string out = "\"modeled_us\": {";
+  for (int b = 0; b < sel::kNumBackends; ++b) {
+    out += JsonString(sel::BackendName(static_cast<sel::Backend>(b))) + ": " +
+           (d.backend_us[b] < 0 ? std::string("null")
+                                : JsonNumber(d.backend_us[b])) +
+           ", ";
   }
+  out += "\"chosen\": " + JsonNumber(d.chosen_us);
   out += "}, \"edges_by_class\": {";
   for (int c = 0; c < sel::kNumLinkClasses; ++c) {
     if (c > 0) out += ", ";
@@ -899,7 +896,7 @@ std::string RecordJson(
     out += "[" + std::to_string(r.pairs[p].first) + ", " +
            std::to_string(r.pairs[p].second) + "]";
   }
-  out += "], \"plan\": " + JsonString(sel::PlanName(d.plan));
+  out += "], \"plan\": " + JsonString(sel::BackendName(d.backend));
   // As XLA writes it: collective_backend_config.backend, and for the peer
   // and symmetric backends of newer XLA, collectives_mode.
   out +=
@@ -958,7 +955,7 @@ void PrintExplain(const std::vector<Rewriter::OpRecord>& records,
     const sel::Decision& d = r.decision;
     std::cout << r.computation << "/" << r.instruction << " (" << r.form << ", "
               << r.bytes << " bytes, " << r.pairs.size()
-              << " pairs): " << sel::PlanName(d.plan);
+              << " pairs): " << sel::BackendName(d.backend);
     if (upstream != nullptr) {
       auto it = upstream->find(r.instruction);
       if (it != upstream->end())

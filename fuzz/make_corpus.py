@@ -20,7 +20,8 @@ TEST_MODULES = (ROOT / "xla_src/xla/backends/gpu/transforms/collectives/"
 REGRESSIONS = ROOT / "fuzz" / "regressions"
 
 # Config bytes: byte % 8 topology, (byte // 8) % 3 mode, (byte // 24) % 2 costs.
-# Each module gets its own topology with rewrite/default and rewrite/split.
+# Each module gets its own topology with rewrite under the default costs and under
+# slow NCCL on the network ("rewrite-slownet").
 TOPOLOGY_INDEX = {"1x1x8": 0, "1x2x4": 1, "2x2x4": 2}
 
 
@@ -41,7 +42,7 @@ def main(argv):
   count = 0
   for name, data, topology in seed_modules():
     base = TOPOLOGY_INDEX.get(topology, 1)
-    for extra, tag in ((0, "rewrite"), (24, "rewrite-split"), (3 + 8, "annotate-nvl8"),
+    for extra, tag in ((0, "rewrite"), (24, "rewrite-slownet"), (3 + 8, "annotate-nvl8"),
                        (16, "explain")):
       (driver / f"{name}.{tag}").write_bytes(bytes([(base + extra) % 256]) + data)
       count += 1
@@ -51,9 +52,9 @@ def main(argv):
       count += 1
   specs = ["1x1x8", "1x2x4", "2x2x4", "1x2x4:nvl8", "1x9x8:nvl72",
            "1x2x4:map=1,0,3,2,5,4,7,6", "2x2x4:nvl=8"]
-  tables = ["", "link nccl network 1 900\nsm_interference nccl 4\nsplit_overhead_us 0\n",
+  tables = ["", "link nccl network 1 900\nsm_interference nccl 4\n",
             "margin 0.5\nnvshmem_max_bytes 1024\n# comment\n",
-            "link nvshmem nvlink 0 1e-3\ncombine_bandwidth_GBps 1e9\n",
+            "link nvshmem nvlink 0 1e-3\n",
             "point nccl nvlink 1 1024 14\npoint nccl nvlink 4 1024 40\n"
             "point nccl nvlink 1 1048576 20\nsm_interference nccl 0\n"]
   requests = ["1048576 8 1 1 0 1 1 2 2 3 3 4 4 5 5 6 6 7 7 0",

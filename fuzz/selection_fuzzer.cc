@@ -14,11 +14,10 @@
 //     (tables: "<source>:<line>: ...");
 //   * accepted specs and tables round-trip through ToString/CostTableToString;
 //   * measured curves are exact at their points, times never NaN or < 0;
-//   * no plan can hang the runtime: NVSHMEM only when every team member has a
-//     source, never a split;
-//   * a decision is consistent: edge counts add up,
-//     chosen time is the chosen plan's time, numbers are not NaN, the reason
-//     is one non-empty line.
+//   * no decision can hang the runtime: NVSHMEM only when every team member
+//     has a source;
+//   * a decision is consistent: edge counts add up, the chosen time is the
+//     chosen backend's, numbers are not NaN, the reason is one non-empty line.
 
 #include <cmath>
 #include <cstddef>
@@ -169,11 +168,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   const int team_size = static_cast<int>(partitions * replicas);
-  sel::Decision decision =
-      sel::Decide(*topology, *table,
-                  {bytes, *edges, static_cast<int>(pairs.size()), team_size});
-  if (decision.plan == sel::Plan::kSplit) Violation("split planned");
-  if (decision.plan == sel::Plan::kNvshmem &&
+  const sel::PermuteRequest request{bytes, *edges, team_size};
+  sel::Decision decision = sel::Decide(*topology, *table, request);
+  if (decision.backend == sel::Backend::kNvshmem &&
       !sel::NvshmemHangReason(*edges, sel::TeamDevices(*topology, team_size))
            .empty()) {
     Violation("NVSHMEM planned where a team member has no source: " +
@@ -183,25 +180,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int counted = 0;
   for (int c : decision.edges_by_class) counted += c;
   if (counted != static_cast<int>(edges->size())) Violation("edge counts");
-  for (double v : {decision.nccl_us, decision.nvshmem_us, decision.split_us,
-                   decision.chosen_us}) {
+  for (double v : decision.backend_us) {
     if (std::isnan(v)) Violation("NaN time in a decision: " + decision.reason);
+  }
+  if (std::isnan(decision.chosen_us)) {
+    Violation("NaN time in a decision: " + decision.reason);
   }
   if (decision.reason.find("nan") != std::string::npos) {
     Violation("NaN in a decision's reason: " + decision.reason);
   }
   const int chosen = static_cast<int>(decision.backend);
-  if (decision.plan != sel::PlanForBackend(decision.backend)) {
-    Violation("plan and backend disagree: " + decision.reason);
-  }
   if (decision.chosen_us != decision.backend_us[chosen]) {
-    Violation("chosen time is not the plan's");
+    Violation("chosen time is not the chosen backend's");
   }
   if (decision.backend != sel::Backend::kNccl &&
-      !sel::RefusalReason(
-           *topology, *table,
-           {bytes, *edges, static_cast<int>(pairs.size()), team_size},
-           decision.backend)
+      !sel::RefusalReason(*topology, *table, request, decision.backend)
            .empty()) {
     Violation("a refused backend was chosen: " + decision.reason);
   }

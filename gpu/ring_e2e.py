@@ -150,8 +150,7 @@ def permute_summary(text):
 def route_for(decisions):
   """(mode to execute, why) from the core's decisions on one compiled module.
 
-  The loop's K/V permute (the most bytes) decides when plans differ; a split,
-  which one flag cannot express, runs as NCCL.
+  The loop's K/V permute (the most bytes) decides when plans differ.
   """
   if not decisions:
     return "nccl", "no collective-permute in the module"
@@ -161,8 +160,6 @@ def route_for(decisions):
   why = f"core plan {main['plan']} for {main['permute']} ({main['bytes']} B)"
   if len(plans) > 1:
     why += f"; other permutes: {','.join(plans)} (one global flag cannot mix)"
-  if main["plan"] == "split":
-    why += "; split runs as nccl"
   return route, why
 
 

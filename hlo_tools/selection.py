@@ -54,11 +54,10 @@ def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
   given; `buffers` is the permute's number of operands and `bytes_per_device`
   all of them together.
 
-  Returns the core's dict: plan and backend ('nccl'|'nvshmem'|'peer'|
-  'symmetric'), backend_us ({backend: modeled us, None when not offered or
-  refused}), refused ({backend: one-line reason}), chosen_us, edges_by_class,
-  reason, and for older callers nccl_us, nvshmem_us, split_us (always None: the
-  core plans no split), nvshmem_edge. The NVSHMEM team is taken to be every
+  Returns the core's dict: plan and backend (the same name: 'nccl'|'nvshmem'|
+  'peer'|'symmetric'), backend_us ({backend: modeled us, None when not offered
+  or refused; NCCL's always set}), refused ({backend: one-line reason}),
+  chosen_us, edges_by_class, reason. The NVSHMEM team is taken to be every
   device of the program (num_partitions x num_replicas).
   """
   if num_partitions is None:
@@ -69,8 +68,8 @@ def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
     edges = core.edge_ids_to_devices(topology, [tuple(p) for p in pairs],
                                      cross_partition, num_partitions, num_replicas)
     # The NVSHMEM team is every device of the program.
-    return core.decide(topology, table, int(bytes_per_device), edges, len(pairs),
-                       num_partitions * num_replicas, int(buffers))
+    return core.decide(topology, table, int(bytes_per_device), edges,
+                       team_size=num_partitions * num_replicas, buffers=int(buffers))
   except ValueError as e:
     raise SelectionError(str(e)) from None
 

@@ -201,7 +201,7 @@ def test_e2e_route_follows_the_loop_permute():
   tail = {"permute": "cp.2", "bytes": 1 << 26, "in_loop": False, "plan": "nccl"}
   route, why = e2e.route_for([tail, loop])
   assert route == "nvshmem" and "cp.1" in why and "cannot mix" in why
-  assert e2e.route_for([dict(loop, plan="split")])[0] == "nccl"
+  assert e2e.route_for([dict(loop, plan="peer")])[0] == "nccl"
   assert e2e.route_for([])[0] == "nccl"
 
 

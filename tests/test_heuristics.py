@@ -217,7 +217,7 @@ def test_sweep_default_table_findings():
   hanging = {(r["topology"], r["shape"]) for r in rows if r["upstream_hangs"]}
   assert ("1x1x8", "shift") in hanging and all(shape == "shift" for _, shape in hanging)
   assert not [r for r in rows if r["upstream_hangs"] and r["chosen_plan"] == "nvshmem"]
-  assert s["plans_chosen"]["split"] == 0
+  assert set(s["plans_chosen"]) == {"nccl", "nvshmem"}
   assert s["mixed_ratio_to_nccl"]["min"] == s["mixed_ratio_to_nccl"]["max"] == 1.0
 
 
@@ -243,15 +243,15 @@ def test_sweep_bad_cost_table_names_line(tmp_path, capsys):
 # ---------------------------------------------------------------------------
 # check-pass: real JAX HLO through the real pass
 
-# NCCL's NVLink edges slower than its network: the only kind of table in which
-# a split can win (see docs/cost_model.md), so the pass's split path is checked.
-SPLIT_TABLE = "link nccl nvlink 20 100\nlink nccl network 3 1000\n"
+# NCCL's NVLink edges slower than its network: NVSHMEM would win on the NVLink
+# edges alone, but the network edges keep the whole permute on NCCL (there is no
+# split plan: its NVSHMEM part would leave devices without a source), in the pass
+# and in the core alike.
+SLOW_NVLINK_TABLE = "link nccl nvlink 20 100\nlink nccl network 3 1000\n"
 
 
-# The core no longer plans splits (an NVSHMEM part would leave devices without a
-# source); with the table that once favoured one, the pass and the core agree on NCCL.
 @pytest.mark.parametrize("table_text, expect_plan", [(None, "nccl"),
-                                                     (SPLIT_TABLE, "nccl")])
+                                                     (SLOW_NVLINK_TABLE, "nccl")])
 def test_check_pass_matches_core(tmp_path, capsys, table_text, expect_plan):
   argv = ["check-pass", "--topology=1x2x4", "--jobs=1"]
   if table_text:
@@ -293,8 +293,6 @@ def cost_tables(draw):
                    f"{draw(positive)!r}")
     lines.append(f"sm_interference {backend} {draw(small(0.5))!r}")
   lines.append(f"margin {draw(small(0.5))!r}")
-  lines.append(f"split_overhead_us {draw(small(10))!r}")
-  lines.append(f"combine_bandwidth_GBps {draw(positive)!r}")
   lines.append(f"nvshmem_max_bytes {draw(st.integers(0, 1 << 34))}")
   return selection.CostTable.parse("\n".join(lines), "generated")
 
@@ -326,12 +324,6 @@ def test_nvshmem_never_outside_an_nvlink_domain(permute, table, nbytes):
   classes = [topology.classify(s, t) for s, t in _device_edges(topology, pairs)]
   if d["plan"] == "nvshmem":
     assert "network" not in classes
-  elif d["plan"] == "split":
-    assert len(d["nvshmem_edge"]) == len(classes)
-    for on_nvshmem, link_class in zip(d["nvshmem_edge"], classes):
-      assert not (on_nvshmem and link_class == "network")
-  else:
-    assert d["nvshmem_edge"] == []
   if d["plan"] != "nccl":
     assert nbytes <= table.nvshmem_max_bytes
 
@@ -343,9 +335,10 @@ def test_modeled_time_monotone_in_bytes(permute, table, a, b):
   small, large = sorted((a, b))
   ds = selection.decide(topology, table, small, pairs)
   dl = selection.decide(topology, table, large, pairs)
-  for key in ("nccl_us", "nvshmem_us", "split_us"):
-    if ds[key] is not None and dl[key] is not None:
-      assert dl[key] >= ds[key], key
+  for key in ("nccl", "nvshmem"):
+    small_us, large_us = ds["backend_us"][key], dl["backend_us"][key]
+    if small_us is not None and large_us is not None:
+      assert large_us >= small_us, key
   # The chosen time is monotone only up to the margin: just past the point
   # where an alternative starts beating NCCL by the margin, the choice switches
   # and the chosen time drops below NCCL's at a smaller size.
@@ -382,18 +375,15 @@ def test_alternatives_only_when_they_beat_pure_plans_by_margin(permute, table, n
   topology, pairs = permute
   d = selection.decide(topology, table, nbytes, pairs)
   required = lambda us: us * (1 - table.margin)  # pylint: disable=unnecessary-lambda-assignment
-  if d["plan"] == "split":
-    assert d["split_us"] <= required(d["nccl_us"])
-    assert d["nvshmem_us"] is None or d["split_us"] <= required(d["nvshmem_us"])
-    assert d["chosen_us"] == d["split_us"]
+  us = d["backend_us"]
+  assert d["plan"] == d["backend"]
   if d["plan"] == "nvshmem":
-    assert d["nvshmem_us"] <= required(d["nccl_us"])
-    assert d["chosen_us"] == d["nvshmem_us"]
+    assert us["nvshmem"] <= required(us["nccl"])
+    assert d["chosen_us"] == us["nvshmem"]
   if d["plan"] == "nccl":
     # NCCL stays only when no eligible alternative clears the margin.
-    for key in ("nvshmem_us", "split_us"):
-      assert d[key] is None or d[key] >= required(d["nccl_us"])
-    assert d["chosen_us"] == d["nccl_us"]
+    assert us["nvshmem"] is None or us["nvshmem"] >= required(us["nccl"])
+    assert d["chosen_us"] == us["nccl"]
 
 
 @PROPERTY
@@ -405,7 +395,7 @@ def test_pure_plan_times_are_slowest_edge(permute, table, nbytes):
   edges = _device_edges(topology, pairs)
   expected = max((selection.edge_time_us(table, "nccl", topology.classify(s, t), nbytes)
                   for s, t in edges), default=0.0)
-  assert d["nccl_us"] == expected
+  assert d["backend_us"]["nccl"] == expected
   assert sum(d["edges_by_class"].values()) == len(edges)
 
 

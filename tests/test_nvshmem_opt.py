@@ -107,7 +107,7 @@ def test_no_split_even_where_the_costs_favour_one(tmp_path):
   # NVSHMEM on the NVLink edges would leave the targets of the network edges
   # without a source in NVSHMEM's world-team barrier: the ring stays NCCL.
   table = tmp_path / "fast_fabric.txt"
-  table.write_text("link nccl network 1 900\nsm_interference nccl 4\nsplit_overhead_us 0\n")
+  table.write_text("link nccl network 1 900\nsm_interference nccl 4\n")
   out = tmp_path / "out.hlo"
   result = run_nvshmem_opt(FIXTURES / "ring_1x2x4.before_async.hlo", "--topology=1x2x4",
                            f"--cost-table={table}", "-o", out, "--report=-")
@@ -171,6 +171,8 @@ def test_reads_serialized_proto(tmp_path):
     (["{truncated}", "--topology=1x1x8"], "{truncated}:"),
     (["{garbage}", "--topology=1x1x8"], "neither HLO text"),
     (["{ring}", "--topology=1x1x8", "--cost-table={bad_table}"], "{bad_table}:2: unknown link class"),
+    (["{ring}", "--topology=1x1x8", "--cost-table={split_table}"],
+     "{split_table}:2: split_overhead_us is no longer used (the split plan was removed)"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, args, message):
   paths = {
@@ -180,6 +182,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path, args, message):
       "truncated": tmp_path / "truncated.hlo",
       "garbage": tmp_path / "garbage.bin",
       "bad_table": tmp_path / "table.txt",
+      "split_table": tmp_path / "split_table.txt",
       "twelve": tmp_path / "twelve.hlo",
   }
   ring12 = ",".join(f"{{{i},{(i + 1) % 12}}}" for i in range(12))
@@ -193,6 +196,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path, args, message):
   paths["truncated"].write_text(shift[: len(shift) * 2 // 3])
   paths["garbage"].write_bytes(bytes(range(256)) * 8)
   paths["bad_table"].write_text("margin 0.1\nlink nccl warp 1 2\n")
+  paths["split_table"].write_text("margin 0.1\nsplit_overhead_us 2\n")
   formatted = [a.format(**paths) for a in args]
   result = run_nvshmem_opt(*formatted)
   assert result.returncode == 2, (result.stdout, result.stderr)

@@ -46,13 +46,16 @@ def test_topology_errors_are_one_line(spec, message):
 def test_decisions_match_the_cpp_tests():
   table = selection.load_cost_table()
   one_host = selection.decide(selection.parse_topology("1x1x8"), table, 32 << 20, ring(8))
-  assert one_host["plan"] == "nvshmem"
-  assert one_host["nvshmem_us"] < one_host["nccl_us"]
+  assert one_host["plan"] == one_host["backend"] == "nvshmem"
+  assert one_host["backend_us"]["nvshmem"] < one_host["backend_us"]["nccl"]
+  assert one_host["chosen_us"] == one_host["backend_us"]["nvshmem"]
   two_hosts = selection.decide(selection.parse_topology("1x2x4"), table, 32 << 20, ring(8))
   assert two_hosts["plan"] == "nccl"
   assert two_hosts["edges_by_class"]["network"] == 2
-  assert two_hosts["nvshmem_us"] is None
-  assert two_hosts["split_us"] is None
+  assert two_hosts["backend_us"]["nvshmem"] is None
+  assert "nvshmem" in two_hosts["refused"]
+  # The split plan's fields are gone from the decision.
+  assert not {"split_us", "nvshmem_edge", "nccl_us", "nvshmem_us"} & set(two_hosts)
   nvl72 = selection.decide(selection.parse_topology("1x9x8:nvl72"), table, 32 << 20,
                            ring(72), num_partitions=72)
   assert nvl72["plan"] == "nvshmem"
@@ -68,7 +71,7 @@ def test_cost_table_file_overrides_and_errors(tmp_path):
   assert table.sm_interference("nccl") == 0.5
   d = selection.decide(selection.parse_topology("1x2x4"), table, 64 << 20, ring(8))
   # These costs once made a split win; its NVSHMEM half would hang.
-  assert d["plan"] == "nccl" and d["split_us"] is None and d["nvshmem_edge"] == []
+  assert d["plan"] == "nccl" and d["backend_us"]["nvshmem"] is None
   assert "without a source" in d["reason"]
   # Text form round-trips through the parser.
   again = selection.CostTable.parse(str(table), "again")
@@ -80,6 +83,14 @@ def test_cost_table_file_overrides_and_errors(tmp_path):
     selection.load_cost_table(bad)
   with pytest.raises(selection.SelectionError, match="No such file"):
     selection.load_cost_table(tmp_path / "missing.txt")
+  # A table written for the removed split plan is refused, not half-read.
+  old = tmp_path / "old.txt"
+  old.write_text("margin 0.05\nsplit_overhead_us 2\ncombine_bandwidth_GBps 2400\n")
+  with pytest.raises(selection.SelectionError,
+                     match=r"old\.txt:2: split_overhead_us is no longer used \(the split "
+                           r"plan was removed\)"):
+    selection.load_cost_table(old)
+  assert "split" not in str(selection.load_cost_table())
 
 
 def test_edge_expansion_and_time():
@@ -112,7 +123,7 @@ def test_decide_refuses_nvshmem_for_shifts_and_partial_groups():
   table = selection.load_cost_table()
   t = selection.parse_topology("1x1x2")
   shift = selection.decide(t, table, 32 << 20, [(0, 1)], num_partitions=2)
-  assert shift["plan"] == "nccl" and shift["nvshmem_us"] is None
+  assert shift["plan"] == "nccl" and shift["backend_us"]["nvshmem"] is None
   assert "nvshmem refused: 1 of 2 devices" in shift["reason"]
   assert selection.decide(t, table, 32 << 20, ring(2))["plan"] == "nvshmem"
   # A ring of 4 partitions x 2 replicas on 8 GPUs covers the team...

@@ -17,10 +17,6 @@ driver, upstream's answer is reported as unavailable, never guessed).
 collectives_mode); default: the cost table's set. Each backend of the set is shown
 with its modeled time, or why it is refused.
 
-Split parts written by an older pass (`<name>.nvshmem-start` / `<name>.nccl-start`,
-frontend attribute `_nvshmem_split_part`) are explained on the union of their
-pairs, i.e. the permute the pass decided on.
-
 Without --topology the topology is the one nvshmem-opt derives from the module, as
 the pass does inside XLA: hosts of --devices-per-host GPUs (default 8, or the module's
 device count when smaller).
@@ -57,11 +53,10 @@ def where_text(e):
   return f"%{e['computation']} line {e['line']}{loop}"
 
 
-def modeled_text(e, m, sets):
-  """Each backend of the set with its modeled time ('refused' when it cannot run);
-  the pinned XLA's set keeps the split column of older reports."""
-  if not sets or list(sets) == ["nccl", "nvshmem"]:
-    return f"nccl {us(m['nccl'])}, nvshmem {us(m['nvshmem'])}, split {us(m['split'])}"
+def modeled_text(m, sets):
+  """Each backend of the set with its modeled time ('refused' when it cannot run)."""
+  if not sets:
+    return f"nccl {us(m['nccl'])}, nvshmem {us(m['nvshmem'])}"
   return ", ".join(f"{b} {'refused' if v['refused'] else us(v['us'])}"
                    for b, v in sets.items())
 
@@ -86,14 +81,12 @@ def format_text(result):
     sets = e.get("backends") or {}
     rows = [
         ("where", where_text(e)),
-        ("form", e["form"] + (f" (done %{e['done']} line {e['done_line']})" if e["done"] else "")
-         + (f", split part '{e['split_part']}', decided on the union of the parts"
-            if e["split_part"] else "")),
+        ("form", e["form"] + (f" (done %{e['done']} line {e['done_line']})" if e["done"] else "")),
         ("bytes", f"{e['bytes']} ({human_bytes(e['bytes'])}) per device in "
                   f"{e.get('buffers', 1)} buffer(s)"),
         ("pairs", pairs_text(e["pairs"])),
         ("edges", classes),
-        ("modeled", modeled_text(e, m, sets)
+        ("modeled", modeled_text(m, sets)
          + (f"; x{e['trip_count']} trips = {us(e['modeled_loop_us'])}"
             if e["modeled_loop_us"] is not None else "")),
         ("choice", f"{e['choice']['plan']} (backend {e['choice']['backend']}"

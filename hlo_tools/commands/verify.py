@@ -33,11 +33,9 @@ applicable" as a whole:
                   them allows (every edge inside one host; symmetric also needs
                   NCCL signals, symmetric_signals in the table)
   selection       the backend equals what the selection core decides for the topology,
-                  cost table and backend set; split parts: the NVSHMEM part carries exactly the
-                  core's NVLink edges and the NCCL part the rest. In an already
-                  scheduled module the pass keeps NCCL where the model prefers a
-                  split. DEFAULT ops without a recorded decision (_nvshmem_plan, written
-                  by `nvshmem-opt --annotate`) are skipped: nothing says the pass ran.
+                  cost table and backend set. DEFAULT ops without a recorded decision
+                  (_nvshmem_plan, written by `nvshmem-opt --annotate`) are skipped:
+                  nothing says the pass ran.
   memory-space    NVSHMEM operands and results live in the collective memory space
                   (S(1) in the layout); only applicable once buffer assignment has
                   annotated memory spaces (some layout in the module has S(n))
@@ -66,8 +64,7 @@ from hlo_tools.model.source import InputError
 CHECKS = ("permutation", "start-done", "backend-config", "backend-set", "nvlink-domain",
           "nvshmem-team", "peer-safety", "selection", "memory-space", "hlo-verifier")
 KNOWN_BACKENDS = ("DEFAULT", "NVSHMEM")
-KNOWN_PLANS = ("nccl", "nvshmem", "split", "peer", "symmetric")
-KNOWN_PARTS = ("nvshmem", "nccl")
+KNOWN_PLANS = ("nccl", "nvshmem", "peer", "symmetric")
 COLLECTIVE_MEMORY_SPACE = 1  # XLA GPU's collective memory space color, printed S(1)
 _START_OPS = {"collective-permute-start": "collective-permute-done",
               "async-start": "async-done"}
@@ -216,9 +213,6 @@ def check_backend_config(perms):
     plan = attrs.get("_nvshmem_plan")
     if plan is not None and plan not in KNOWN_PLANS:
       problems.append(f"_nvshmem_plan {plan!r} is not one of {', '.join(KNOWN_PLANS)}")
-    part = attrs.get("_nvshmem_split_part")
-    if part is not None and part not in KNOWN_PARTS:
-      problems.append(f"_nvshmem_split_part {part!r} is not one of {', '.join(KNOWN_PARTS)}")
     if problems:
       check.add("fail", instr, "; ".join(problems))
     else:
@@ -320,48 +314,12 @@ def check_nvshmem_team(perms, topology, source):
   return check
 
 
-def _check_split_part(check, perm, decision):
-  """A split part: plan split for the union; this part carries exactly its share."""
-  if decision["plan"] != "split":
-    check.add("fail", perm.start, f"split part '{perm.split_part}', but the core decides "
-              f"{decision['plan']} for the {len(perm.decided_pairs)} pairs of the "
-              f"original permute: {decision['reason']}")
-    return
-  mine = [tuple(p) for p, nv in zip(perm.decided_pairs, decision["nvshmem_edge"])
-          if nv == (perm.split_part == "nvshmem")]
-  want_backend = "NVSHMEM" if perm.split_part == "nvshmem" else "DEFAULT"
-  problems = []
-  if perm.record.backend != want_backend:
-    problems.append(f"backend {perm.record.backend}, the {perm.split_part} part needs "
-                    f"{want_backend}")
-  if sorted(mine) != sorted(tuple(p) for p in perm.pairs):
-    problems.append(f"carries {pairs_short(perm.pairs)}, the core assigns "
-                    f"{pairs_short(mine)} to the {perm.split_part} part")
-  if perm.split_part == "nvshmem":
-    wrong = [e for (p, e) in zip(perm.decided_pairs, perm.edges)
-             if tuple(p) in set(map(tuple, perm.pairs)) and e[2] not in decisions.NVLINK_CLASSES]
-    if wrong:
-      problems.append(f"NVSHMEM part carries non-NVLink edges {_edges_text(wrong)}")
-  if problems:
-    check.add("fail", perm.start, "; ".join(problems))
-  else:
-    check.add("pass", perm.start, f"split part '{perm.split_part}' with "
-              f"{len(perm.pairs)} of {len(perm.decided_pairs)} edges, as the core decides")
-
-
-def pairs_short(pairs):
-  return "{" + ",".join(f"{s}->{t}" for s, t in pairs[:8]) + (",..." if len(pairs) > 8 else "") + "}"
-
-
 def check_selection(perms, topology_spec):
   check = Check("selection")
   for perm in perms:
     d = perm.decision
     if d is None:
       check.add("fail", perm.start, f"the core cannot decide on {topology_spec}: {perm.error}")
-      continue
-    if perm.split_part is not None:
-      _check_split_part(check, perm, d)
       continue
     recorded = perm.start.frontend_attributes.get("_nvshmem_plan")
     backend = decisions.written_backend(perm.record)
@@ -375,9 +333,7 @@ def check_selection(perms, topology_spec):
     if d["plan"] in decisions.PLAN_MODE:
       want += f", {decisions.PLAN_MODE[d['plan']]}"
     problems = []
-    if d["plan"] == "split":
-      problems.append(f"the core decides split ({d['reason']}) but the op is not split")
-    elif have != d["plan"]:
+    if have != d["plan"]:
       problems.append(f"backend {backend} ({have}), the core decides {d['plan']} -> {want} "
                       f"on {topology_spec}: {d['reason']}")
     if recorded is not None and recorded != d["plan"]:

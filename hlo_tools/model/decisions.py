@@ -13,8 +13,8 @@ from hlo_tools.model.source import InputError, strict_pairs
 
 # Link classes whose edges stay inside one NVLink domain: what NVSHMEM may use.
 NVLINK_CLASSES = ("same_device", "nvlink", "nvlink_domain")
-PLAN_BACKEND = {"nvshmem": "NVSHMEM", "nccl": "DEFAULT", "split": "SPLIT",
-                "peer": "DEFAULT", "symmetric": "DEFAULT"}
+PLAN_BACKEND = {"nvshmem": "NVSHMEM", "nccl": "DEFAULT", "peer": "DEFAULT",
+                "symmetric": "DEFAULT"}
 # XLA of jax >= 0.10.2 runs peer and symmetric memory through collectives_mode.
 PLAN_MODE = {"peer": "COLLECTIVES_PEER_MEMORY", "symmetric": "COLLECTIVES_SYMMETRIC_MEMORY"}
 NO_MODE = "COLLECTIVES_MODE_INVALID"  # what XLA writes when no mode is chosen: NCCL
@@ -23,7 +23,6 @@ NO_MODE = "COLLECTIVES_MODE_INVALID"  # what XLA writes when no mode is chosen: 
 MODE_BACKEND = {NO_MODE: "nccl", "COLLECTIVES_PEER_MEMORY": "peer",
                 "COLLECTIVES_SYMMETRIC_MEMORY": "symmetric",
                 "COLLECTIVES_PRIVATE_MEMORY": "private"}
-SPLIT_SUFFIXES = (".nvshmem-start", ".nccl-start")
 
 
 def load_selection(topology_spec, cost_table_path, backends=None):
@@ -65,40 +64,11 @@ def written_backend(record):
   return record.backend if mode in (None, NO_MODE) else f"{record.backend}, {mode}"
 
 
-def split_group(record, instr):
-  """(computation, original name) of a split part, else None."""
-  part = instr.frontend_attributes.get("_nvshmem_split_part")
-  if part is None:
-    return None
-  base = record.start
-  for suffix in SPLIT_SUFFIXES:
-    if base.endswith(suffix):
-      base = base[:-len(suffix)]
-  return record.computation, base
-
-
 def device_edges(topology, source, pairs, cross_partition):
   edges = selection.core.edge_ids_to_devices(
       topology, [tuple(p) for p in pairs], cross_partition, source.num_partitions,
       source.num_replicas)
   return [(s, t, topology.classify(s, t)) for s, t in edges]
-
-
-def what_the_pass_does(module, decision):
-  """The core's decision as the pass applies it in `module`.
-
-  In a module that is already scheduled the pass does not split (new instructions
-  would lose the start/done overlap the schedule built) and keeps NCCL; the model's
-  preference stays in decision["model_plan"].
-  """
-  decision["model_plan"] = decision["plan"]
-  if decision["plan"] == "split" and module.is_scheduled:
-    decision.update(
-        plan="nccl", chosen_us=decision["nccl_us"], nvshmem_edge=[],
-        reason=(f"NCCL: the model prefers a split ({decision['split_us']:.2f} us vs NCCL "
-                f"{decision['nccl_us']:.2f} us) but the module is already scheduled, and "
-                "splitting would lose the start/done overlap"))
-  return decision
 
 
 class Permute:
@@ -108,11 +78,8 @@ class Permute:
     self.record = record
     self.start = start  # the -start / sync / async-start instruction
     self.pairs = pairs
-    self.split_part = start.frontend_attributes.get("_nvshmem_split_part")
-    self.group = None  # split parts: all parts of the original permute
     self.decision = None
-    self.decided_pairs = pairs
-    self.edges = []  # [(src device, dst device, link class)] of decided_pairs
+    self.edges = []  # [(src device, dst device, link class)] of pairs
     self.error = None
 
 
@@ -125,7 +92,6 @@ def analyze(source, topology, table, tolerant=False):
   """
   module = source.module
   perms = []
-  groups = {}
   for rec in collective_permutes(module):
     comp = module.computation(rec.computation)
     start = comp.instruction(rec.start)
@@ -133,26 +99,17 @@ def analyze(source, topology, table, tolerant=False):
     if rec.form == "async-wrapped":
       permute = module.computation(rec.wrapped_computation).root
     perm = Permute(rec, start, strict_pairs(source, permute))
-    key = split_group(rec, start)
-    if key is not None:
-      groups.setdefault(key, []).append(perm)
-      perm.group = groups[key]
     perms.append(perm)
-  for perm in perms:
-    if perm.group is not None:
-      perm.decided_pairs = [p for part in perm.group for p in part.pairs]
-    cross = perm.record.channel_id is not None
+    cross = rec.channel_id is not None
     try:
-      perm.edges = device_edges(topology, source, perm.decided_pairs, cross)
-      perm.decision = what_the_pass_does(module, selection.decide(
-          topology, table, perm.record.bytes_per_device, perm.decided_pairs, cross,
-          source.num_partitions, source.num_replicas, buffers=perm.record.buffers))
+      perm.edges = device_edges(topology, source, perm.pairs, cross)
+      perm.decision = selection.decide(
+          topology, table, rec.bytes_per_device, perm.pairs, cross,
+          source.num_partitions, source.num_replicas, buffers=rec.buffers)
     except (selection.SelectionError, ValueError) as e:
-      if tolerant:
-        perm.error, perm.edges = str(e), []
-        continue
-      raise InputError(f"{source.label}:{perm.start.line}: %{perm.start.name}: "
-                       f"{e}") from None
+      if not tolerant:
+        raise InputError(f"{source.label}:{start.line}: %{start.name}: {e}") from None
+      perm.error, perm.edges = str(e), []
   return perms
 
 
@@ -162,7 +119,7 @@ def safety_refusal(perm, source, topology, table, backend):
   Asked of the core with the set {nccl, backend}, so that only the backend's own
   rule (hosts, NVLink domain, team, signals) can refuse it, never its cost."""
   decision = selection.decide(
-      topology, table, perm.record.bytes_per_device, perm.decided_pairs,
+      topology, table, perm.record.bytes_per_device, perm.pairs,
       perm.record.channel_id is not None, source.num_partitions, source.num_replicas,
       buffers=perm.record.buffers, backends=("nccl", backend))
   return decision["refused"].get(backend)
@@ -186,7 +143,7 @@ def _recorded(start):
       except ValueError:
         modeled[key] = None
   return {"plan": attrs.get("_nvshmem_plan"), "reason": attrs.get("_nvshmem_reason"),
-          "modeled_us": modeled, "split_part": attrs.get("_nvshmem_split_part")}
+          "modeled_us": modeled}
 
 
 
@@ -199,7 +156,7 @@ def backend_entries(decision, backends):
 def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem")):
   """The JSON entry of one collective-permute; `backends` is the set planned over."""
   rec, d = perm.record, perm.decision
-  modeled = {"nccl": d["nccl_us"], "nvshmem": d["nvshmem_us"], "split": d["split_us"],
+  modeled = {"nccl": d["backend_us"]["nccl"], "nvshmem": d["backend_us"]["nvshmem"],
              "chosen": d["chosen_us"]}
   trips = rec.trip_count
   up_key = (rec.computation, rec.start)
@@ -213,8 +170,7 @@ def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem")):
       "bytes": rec.bytes_per_device, "buffers": rec.buffers,
       "pairs": [list(p) for p in perm.pairs],
       "current_backend": rec.backend, "current_collectives_mode": rec.collectives_mode,
-      "current_plan": op_backend(rec), "split_part": perm.split_part,
-      "decided_on": "union of split parts" if perm.group else "own pairs",
+      "current_plan": op_backend(rec),
       "edges_by_class": d["edges_by_class"],
       "edges": [{"source": s, "target": t, "link_class": c} for s, t, c in perm.edges],
       "modeled_us": modeled,
@@ -223,7 +179,6 @@ def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem")):
                  "backend": PLAN_BACKEND.get(d["plan"], d["plan"])},
       "choice_collectives_mode": PLAN_MODE.get(d["plan"]),
       "backends": backend_entries(d, backends),
-      "model_plan": d.get("model_plan", d["plan"]),
       "reason": d["reason"],
       "recorded": _recorded(perm.start),
       "upstream": up,

@@ -36,7 +36,6 @@ def collective_view(source):
         "bytes": rec.bytes_per_device, "backend": decisions.written_backend(rec),
         "while_loop": rec.while_loop, "trip_count": rec.trip_count,
         "line": rec.start_line, "channel_id": rec.channel_id,
-        "split_part": start.frontend_attributes.get("_nvshmem_split_part"),
         "plan": start.frontend_attributes.get("_nvshmem_plan"),
         "operands": list(permute.operands),
     })
@@ -44,10 +43,7 @@ def collective_view(source):
 
 
 def base_name(name):
-  """The name a collective-permute had before async conversion or a split."""
-  for suffix in decisions.SPLIT_SUFFIXES:
-    if name.endswith(suffix):
-      return name[:-len(suffix)]
+  """The name a collective-permute had before async conversion."""
   name = name.replace("collective-permute-start", "collective-permute")
   return name[:-len("-start")] if name.endswith("-start") else name
 
@@ -108,7 +104,7 @@ def _match_by_computation(recs_a, recs_b):
 
 
 VIEW_FIELDS = ("form", "backend", "pairs", "bytes", "while_loop", "trip_count",
-                "computation", "split_part")
+                "computation")
 
 
 def summarize_group(group):

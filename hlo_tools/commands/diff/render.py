@@ -130,7 +130,7 @@ def collectives_html(rows):
     a = f"%{row['a']['start']}" if row["a"] else "(none)"
     b = _names(row["b"]) if row["b"] else "(none)"
     fields = []
-    for k in ("form", "backend", "bytes", "pairs", "while_loop", "trip_count", "split_part"):
+    for k in ("form", "backend", "bytes", "pairs", "while_loop", "trip_count"):
       va = row["a"][k] if row["a"] else None
       vb = summarize_group(row["b"])[k] if row["b"] else None
       changed = any(c["field"] == k for c in row["changes"])

@@ -111,7 +111,7 @@ def compare(row, decision):
     problems.append(f"plan {decision['plan']} != core {row['chosen_plan']}")
   modeled = decision["modeled_us"]
   for key, column in (("nccl", "nccl_us"), ("nvshmem", "nvshmem_us"),
-                      ("split", "split_us"), ("chosen", "chosen_us")):
+                      ("chosen", "chosen_us")):
     if not _close(modeled.get(key), row[column]):
       problems.append(f"{key} {modeled.get(key)} us != core {row[column]}")
   upstream = _UPSTREAM.get(decision.get("upstream"), decision.get("upstream"))

@@ -10,9 +10,8 @@ import re
 from hlo_tools.commands.heuristics import shared as heuristics_io
 from hlo_tools.commands.heuristics.shared import HeuristicsError
 
-_STYLE = {"nccl": ("tab:blue", "NCCL-only"), "nvshmem": ("tab:green", "NVSHMEM-only"),
-          "split": ("tab:orange", "split")}
-_MARKERS = {"nccl": "o", "nvshmem": "^", "split": "s"}
+_STYLE = {"nccl": ("tab:blue", "NCCL-only"), "nvshmem": ("tab:green", "NVSHMEM-only")}
+_MARKERS = {"nccl": "o", "nvshmem": "^"}
 
 
 def _pyplot():

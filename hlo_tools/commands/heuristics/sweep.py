@@ -33,7 +33,7 @@ DEFAULT_SIZES = tuple(1 << e for e in range(10, 31))
 # variadic permute of two equal buffers (XLA's combiner merges the K and V
 # rotations), so it moves twice the bytes over the same pairs.
 SHAPES = {"ring": (1, True), "kv": (2, True), "shift": (1, False)}
-PLANS = ("nccl", "nvshmem", "split")
+PLANS = ("nccl", "nvshmem")
 # Shapes that count as rings in the "mixed multi-host rings" goal.
 RING_SHAPES = ("ring", "kv")
 # Relative slack when comparing modeled times: they are sums of doubles.
@@ -42,7 +42,7 @@ EPS = 1e-9
 COLUMNS = (
     "topology", "shape", "buffer_bytes", "bytes", "num_devices", "num_edges",
     "edges_same_device", "edges_nvlink", "edges_nvlink_domain", "edges_network",
-    "mixed", "multi_host", "nccl_us", "nvshmem_us", "split_us", "chosen_plan",
+    "mixed", "multi_host", "nccl_us", "nvshmem_us", "chosen_plan",
     "chosen_us", "oracle_plan", "oracle_us", "upstream_plan", "upstream_us",
     "upstream_over_heap", "upstream_hangs", "ratio_to_oracle", "ratio_to_upstream",
     "ratio_to_nccl", "reason")
@@ -67,8 +67,7 @@ def _oracle(decision):
 
   NCCL first because it is the default: an equal-time alternative is no gain.
   """
-  times = {"nccl": decision["nccl_us"], "nvshmem": decision["nvshmem_us"],
-           "split": decision["split_us"]}
+  times = {plan: decision["backend_us"][plan] for plan in PLANS}
   best = "nccl"
   for plan in PLANS[1:]:
     if times[plan] is not None and times[plan] < times[best]:
@@ -130,7 +129,7 @@ def _upstream(decision, table, nbytes, buffers, plan):
   above nvshmem_max_bytes (flagged)."""
   edges = decision["edges_by_class"]
   if plan != "nvshmem" or sum(edges.values()) == 0:
-    return "nccl", decision["nccl_us"], False
+    return "nccl", decision["backend_us"]["nccl"], False
   us = max(selection.edge_time_us(table, "nvshmem", link_class, nbytes, buffers)
            for link_class, count in edges.items() if count > 0)
   return "nvshmem", us, nbytes > table.nvshmem_max_bytes
@@ -162,15 +161,15 @@ def evaluate(spec, topology, table, shape, buffer_bytes, upstream_plan):
       "edges_network": edges["network"],
       "mixed": edges["network"] > 0 and in_domain > 0,
       "multi_host": edges["network"] + edges["nvlink_domain"] > 0,
-      "nccl_us": decision["nccl_us"], "nvshmem_us": decision["nvshmem_us"],
-      "split_us": decision["split_us"], "chosen_plan": decision["plan"],
+      "nccl_us": decision["backend_us"]["nccl"],
+      "nvshmem_us": decision["backend_us"]["nvshmem"], "chosen_plan": decision["plan"],
       "chosen_us": decision["chosen_us"], "oracle_plan": oracle_plan,
       "oracle_us": oracle_us, "upstream_plan": upstream_plan,
       "upstream_us": upstream_us, "upstream_over_heap": over_heap,
       "upstream_hangs": hangs,
       "ratio_to_oracle": _ratio(decision["chosen_us"], oracle_us),
       "ratio_to_upstream": _ratio(decision["chosen_us"], upstream_us),
-      "ratio_to_nccl": _ratio(decision["chosen_us"], decision["nccl_us"]),
+      "ratio_to_nccl": _ratio(decision["chosen_us"], decision["backend_us"]["nccl"]),
       "reason": decision["reason"],
   }
 
@@ -228,7 +227,6 @@ def summarize(rows):
       "mixed_multi_host_ring_cases": len(mixed_rings),
       "mixed_ratio_to_upstream": _stats(mixed_rings, "ratio_to_upstream"),
       "mixed_ratio_to_nccl": _stats(mixed_rings, "ratio_to_nccl"),
-      "mixed_split_chosen": sum(1 for r in mixed_rings if r["chosen_plan"] == "split"),
       "plans_chosen": {p: sum(1 for r in rows if r["chosen_plan"] == p) for p in PLANS},
   }
   mixed = summary["mixed_ratio_to_upstream"]
@@ -266,8 +264,7 @@ def format_summary(summary):
       f"barrier in {s['upstream_would_hang']} cases (not counted)",
       "ratio to upstream's assigner where its plan fits the heap: " +
       _fmt_stats(s["ratio_to_upstream_within_heap"]),
-      f"mixed multi-host rings ({s['mixed_multi_host_ring_cases']} cases, "
-      f"split chosen in {s['mixed_split_chosen']}):",
+      f"mixed multi-host rings ({s['mixed_multi_host_ring_cases']} cases):",
       "  ratio to upstream's assigner: " + _fmt_stats(s["mixed_ratio_to_upstream"]),
       "  ratio to NCCL-only: " + _fmt_stats(s["mixed_ratio_to_nccl"]),
       "goals: choice == oracle everywhere: "

@@ -34,7 +34,7 @@ def chart_data(topology, table, explained, source):
   for size in CHART_SIZES:
     d = selection.decide(topology, table, size, pairs, True, source.num_partitions, 1,
                          buffers=buffers)
-    series["nccl"].append(d["nccl_us"])
+    series["nccl"].append(d["backend_us"]["nccl"])
     for backend in _OFFERED:
       if backend in series:
         series[backend].append(d["backend_us"].get(backend))

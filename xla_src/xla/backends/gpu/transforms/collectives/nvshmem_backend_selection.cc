@@ -46,8 +46,6 @@ constexpr const char* kLinkClassNames[kNumLinkClasses] = {
     "same_device", "nvlink", "nvlink_domain", "network"};
 constexpr const char* kBackendNames[kNumBackends] = {"nccl", "nvshmem", "peer",
                                                      "symmetric"};
-constexpr const char* kPlanNames[5] = {"nccl", "nvshmem", "split", "peer",
-                                       "symmetric"};
 constexpr const char* kBackendTitles[kNumBackends] = {"NCCL", "NVSHMEM", "peer",
                                                       "symmetric"};
 
@@ -145,7 +143,6 @@ const char* LinkClassName(LinkClass link_class) {
 const char* BackendName(Backend backend) {
   return kBackendNames[static_cast<int>(backend)];
 }
-const char* PlanName(Plan plan) { return kPlanNames[static_cast<int>(plan)]; }
 
 std::optional<LinkClass> LinkClassFromName(absl::string_view name) {
   for (int i = 0; i < kNumLinkClasses; ++i) {
@@ -159,20 +156,6 @@ std::optional<Backend> BackendFromName(absl::string_view name) {
     if (name == kBackendNames[i]) return static_cast<Backend>(i);
   }
   return std::nullopt;
-}
-
-Plan PlanForBackend(Backend backend) {
-  switch (backend) {
-    case Backend::kNvshmem:
-      return Plan::kNvshmem;
-    case Backend::kPeer:
-      return Plan::kPeer;
-    case Backend::kSymmetric:
-      return Plan::kSymmetric;
-    case Backend::kNccl:
-      break;
-  }
-  return Plan::kNccl;
 }
 
 absl::StatusOr<std::vector<Backend>> ParseBackendSet(absl::string_view text) {
@@ -414,8 +397,6 @@ CostTable DocumentedCostTable() {
   table.backends = {Backend::kNccl, Backend::kNvshmem};
   table.symmetric_signals = false;
   table.margin = 0.05;
-  table.split_overhead_us = 2.0;
-  table.combine_bandwidth_gbps = 2400.0;
   // NVSHMEM's default symmetric heap (NVSHMEM_SYMMETRIC_SIZE) is 1 GiB.
   table.nvshmem_max_bytes = int64_t{1} << 30;
   return table;
@@ -693,21 +674,16 @@ std::string ApplySymmetricSignals(const Words& words, CostTable* table) {
   return "";
 }
 
-// margin, split_overhead_us, combine_bandwidth_GBps, nvshmem_max_bytes.
+// margin, nvshmem_max_bytes.
 std::string ApplyScalar(const Words& words, CostTable* table) {
   const absl::string_view key = words[0];
   if (words.size() != 2) return Usage(absl::StrCat(key, " VALUE"));
   double value;
-  std::string error =
-      ReadNumber(words, 1, 0, key == "combine_bandwidth_GBps", &value);
+  std::string error = ReadNumber(words, 1, 0, false, &value);
   if (!error.empty()) return error;
   if (key == "margin") {
     if (value >= 1) return "margin must be below 1";
     table->margin = value;
-  } else if (key == "split_overhead_us") {
-    table->split_overhead_us = value;
-  } else if (key == "combine_bandwidth_GBps") {
-    table->combine_bandwidth_gbps = value;
   } else {
     if (value > 9.2e18) return "nvshmem_max_bytes is too large";
     table->nvshmem_max_bytes = static_cast<int64_t>(value);
@@ -722,14 +698,19 @@ std::string ApplyEntry(const Words& words, CostTable* table, Touched* touched) {
   if (key == "sm_interference") return ApplySmInterference(words, table);
   if (key == "backends") return ApplyBackendSet(words, table);
   if (key == "symmetric_signals") return ApplySymmetricSignals(words, table);
-  if (key == "margin" || key == "split_overhead_us" ||
-      key == "combine_bandwidth_GBps" || key == "nvshmem_max_bytes") {
+  if (key == "margin" || key == "nvshmem_max_bytes") {
     return ApplyScalar(words, table);
+  }
+  // Entries of older tables: silently ignoring them would hide that the table
+  // was written for another model.
+  if (key == "split_overhead_us" || key == "combine_bandwidth_GBps") {
+    return absl::StrCat(key,
+                        " is no longer used (the split plan was removed); "
+                        "delete the line");
   }
   return absl::StrCat("unknown entry '", Printable(key),
                       "' (link, point, sm_interference, backends, "
-                      "symmetric_signals, margin, split_overhead_us, "
-                      "combine_bandwidth_GBps, nvshmem_max_bytes)");
+                      "symmetric_signals, margin, nvshmem_max_bytes)");
 }
 
 absl::StatusOr<CostTable> ParseCostTableOnto(CostTable table,
@@ -795,9 +776,6 @@ std::string CostTableToString(const CostTable& table) {
                     Shortest(table.sm_interference[b]), "\n");
   }
   absl::StrAppend(&out, "margin ", Shortest(table.margin), "\n",
-                  "split_overhead_us ", Shortest(table.split_overhead_us), "\n",
-                  "combine_bandwidth_GBps ",
-                  Shortest(table.combine_bandwidth_gbps), "\n",
                   "nvshmem_max_bytes ", table.nvshmem_max_bytes, "\n");
   return out;
 }
@@ -1043,9 +1021,10 @@ Decision Decide(const Topology& topology, const CostTable& table,
     decision.reason = "NCCL: no source-target pairs, nothing to move";
     return decision;
   }
-  decision.nccl_us = PlanTimeForEdges(table, topology, request, Backend::kNccl);
-  decision.backend_us[0] = decision.nccl_us;
-  decision.chosen_us = decision.nccl_us;
+  const double nccl_us =
+      PlanTimeForEdges(table, topology, request, Backend::kNccl);
+  decision.backend_us[0] = nccl_us;
+  decision.chosen_us = nccl_us;
   const std::string size = Bytes(request.bytes);
 
   std::vector<std::string> notes;
@@ -1065,12 +1044,11 @@ Decision Decide(const Topology& topology, const CostTable& table,
       best = b;
     }
   }
-  decision.nvshmem_us = decision.backend_us[1];
   if (best < 0) {
     decision.reason = KeepNcclReason(notes);
     return decision;
   }
-  if (!(decision.nccl_us > 0)) {
+  if (!(nccl_us > 0)) {
     decision.reason = "NCCL: modeled at 0 us, nothing to gain";
     return decision;
   }
@@ -1078,23 +1056,22 @@ Decision Decide(const Topology& topology, const CostTable& table,
   const std::string title = kBackendTitles[best];
   const std::string model =
       ModelNote(topology, table, request, static_cast<Backend>(best));
-  if (best_us > decision.nccl_us * (1.0 - table.margin)) {
+  if (best_us > nccl_us * (1.0 - table.margin)) {
     notes.push_back(absl::StrFormat(
         "%s %s does not beat NCCL %s by the %.0f%% margin for %s (%s)", title,
-        Us(best_us), Us(decision.nccl_us), table.margin * 100, size, model));
+        Us(best_us), Us(nccl_us), table.margin * 100, size, model));
     decision.reason = KeepNcclReason(notes);
     return decision;
   }
   decision.backend = static_cast<Backend>(best);
-  decision.plan = PlanForBackend(decision.backend);
   decision.chosen_us = best_us;
   const std::string where = decision.backend == Backend::kNvshmem
                                 ? " edges stay in an NVLink domain"
                                 : " edges stay in one host";
-  decision.reason = absl::StrCat(
-      title, ": all ", edges.size(), where, "; ", size, " in ", Us(best_us),
-      " vs NCCL ", Us(decision.nccl_us), " (",
-      GainText(decision.nccl_us, best_us), " faster; ", model, ")");
+  decision.reason =
+      absl::StrCat(title, ": all ", edges.size(), where, "; ", size, " in ",
+                   Us(best_us), " vs NCCL ", Us(nccl_us), " (",
+                   GainText(nccl_us, best_us), " faster; ", model, ")");
   return decision;
 }
 

@@ -91,11 +91,9 @@ limitations under the License.
 // devices that do wait in the barrier forever: the program hangs (observed on
 // two H200: pairs {0,1} never finishes). So Decide never plans NVSHMEM for a
 // permute in which a team member is not the target of some pair: non-cyclic
-// shifts, permutes over a subset of devices, and the NVSHMEM half of a split.
-// The split plan (NVSHMEM for the NVLink edges, NCCL for the network edges)
-// always leaves the targets of the network edges without an NVSHMEM source,
-// so Decide no longer plans it; Plan::kSplit stays in the enum only so that
-// existing callers compile, and Decide never returns it.
+// shifts and permutes over a subset of devices. For the same reason there is
+// no split plan (NVSHMEM for the NVLink edges, NCCL for the rest): its NVSHMEM
+// half would leave the targets of the other edges without a source.
 // The team is given by PermuteRequest::team_size; when it is unknown (0) the
 // team is taken to be every device of the topology, which can only refuse
 // more, never less, than the real team.
@@ -125,16 +123,6 @@ inline constexpr int kNumLinkClasses = 4;
 enum class Backend { kNccl = 0, kNvshmem = 1, kPeer = 2, kSymmetric = 3 };
 inline constexpr int kNumBackends = 4;
 
-// What Decide chose. kSplit is never returned (see the deadlock-free rule).
-enum class Plan {
-  kNccl = 0,
-  kNvshmem = 1,
-  kSplit = 2,
-  kPeer = 3,
-  kSymmetric = 4
-};
-Plan PlanForBackend(Backend backend);
-
 // A backend set as written in flags and tables: "nccl,nvshmem",
 // "nccl,peer", "nccl,peer,symmetric". NCCL must be in it, and NVSHMEM does
 // not mix with peer/symmetric (no XLA offers both); InvalidArgument
@@ -145,7 +133,6 @@ std::string BackendSetToString(const std::vector<Backend>& backends);
 // Stable names used in spec strings, cost tables, HLO attributes and JSON.
 const char* LinkClassName(LinkClass link_class);
 const char* BackendName(Backend backend);
-const char* PlanName(Plan plan);
 std::optional<LinkClass> LinkClassFromName(absl::string_view name);
 std::optional<Backend> BackendFromName(absl::string_view name);
 
@@ -230,9 +217,7 @@ struct CostTable {
   std::vector<Backend> backends = {Backend::kNccl, Backend::kNvshmem};
   // Whether the runtime's NCCL supports signals (symmetric's put + signal).
   bool symmetric_signals = false;
-  double margin = 0.05;                  // Required relative gain over NCCL.
-  double split_overhead_us = 2.0;        // Second collective launch.
-  double combine_bandwidth_gbps = 2400;  // Select of two results in HBM.
+  double margin = 0.05;  // Required relative gain over NCCL.
   int64_t nvshmem_max_bytes = int64_t{1} << 30;  // Symmetric heap budget.
 
   // Measured curves, sorted by (buffers, bytes), no two alike; empty: the
@@ -268,10 +253,10 @@ CostTable DefaultCostTable();
 //   backends <nccl,nvshmem|nccl,peer|nccl,peer,symmetric|...>
 //   symmetric_signals <0|1>
 //   margin <fraction>
-//   split_overhead_us <us>
-//   combine_bandwidth_GBps <GB/s>
 //   nvshmem_max_bytes <bytes>
-// Entries not mentioned keep their defaults. A table that mentions a
+// Entries not mentioned keep their defaults. The entries split_overhead_us
+// and combine_bandwidth_GBps of older tables are errors (the split plan they
+// priced was removed). A table that mentions a
 // (backend, link class) in a link or point line replaces its whole model:
 // the inherited points of that pair are dropped, so a link line alone means
 // the parametric model and point lines bring their own curve. Errors are
@@ -284,11 +269,6 @@ std::string CostTableToString(const CostTable& table);
 struct PermuteRequest {
   int64_t bytes = 0;  // Bytes each source sends (all operands together).
   std::vector<std::pair<int, int>> device_edges;  // (source, target) devices.
-  // The op's number of source_target_pairs when the edges come from
-  // EdgeIdsToDevices (edge i belongs to pair i % pairs_per_group); 0: every
-  // edge is its own pair. It only mattered to the split, which is no longer
-  // planned; kept so that callers need not change.
-  int pairs_per_group = 0;
   // Devices of the program (num_replicas x num_partitions), which is the
   // NVSHMEM team at the pinned XLA: logical devices 0..team_size-1, placed
   // through the topology's map. 0: unknown, the team is the whole topology
@@ -317,23 +297,15 @@ std::string NvshmemHangReason(
     const std::vector<int>& team);
 
 struct Decision {
-  Plan plan = Plan::kNccl;
-  Backend backend = Backend::kNccl;  // The backend of the plan.
+  Backend backend = Backend::kNccl;  // The chosen backend.
   // Modeled time of each backend, indexed by Backend; negative when it is not
-  // in the set or refused (refused[b] then says why, one line).
+  // in the set or refused (refused[b] then says why, one line). NCCL's is
+  // always set.
   std::array<double, kNumBackends> backend_us = {-1, -1, -1, -1};
   std::array<std::string, kNumBackends> refused;
-  // Kept for callers of the two-backend core: backend_us of NCCL and NVSHMEM.
-  double nccl_us = 0;
-  // Negative when the plan is not eligible.
-  double nvshmem_us = -1;
-  double split_us = -1;
-  double chosen_us = 0;
+  double chosen_us = 0;  // backend_us of the chosen backend.
   // Edge counts per link class, indexed by LinkClass.
   std::array<int, kNumLinkClasses> edges_by_class = {0, 0, 0, 0};
-  // For a split: which device edges go to NVSHMEM. Always empty now (Decide
-  // plans no split, see the deadlock-free rule); kept for callers.
-  std::vector<bool> nvshmem_edge;
   std::string reason;  // One line.
 };
 

@@ -164,21 +164,35 @@ TEST(CostTableTest, ErrorsNameTheLine) {
   EXPECT_FALSE(error.empty());
 }
 
+// The split plan's entries: an old table must not load as if they counted.
+TEST(CostTableTest, SplitEntriesAreRejected) {
+  EXPECT_EQ(
+      ErrorOf(ParseCostTable("margin 0.1\nsplit_overhead_us 2\n", "old.txt")),
+      "old.txt:2: split_overhead_us is no longer used (the split plan "
+      "was removed); delete the line");
+  EXPECT_EQ(
+      ErrorOf(ParseCostTable("combine_bandwidth_GBps 2400\n", "old.txt"))
+          .rfind("old.txt:1: combine_bandwidth_GBps is no longer used", 0),
+      0u);
+  EXPECT_EQ(CostTableToString(DefaultCostTable()).find("split"),
+            std::string::npos);
+}
+
 TEST(DecideTest, OneHostRingGoesToNvshmem) {
   Topology t = MustParse("1x1x8");
   Decision d = Decide(t, DefaultCostTable(), {32 << 20, Ring(8)});
-  EXPECT_EQ(d.plan, Plan::kNvshmem) << d.reason;
+  EXPECT_EQ(d.backend, Backend::kNvshmem) << d.reason;
   EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kIntraHostNvlink)], 8);
-  EXPECT_LT(d.nvshmem_us, d.nccl_us);
+  EXPECT_LT(d.backend_us[static_cast<int>(Backend::kNvshmem)],
+            d.backend_us[static_cast<int>(Backend::kNccl)]);
   EXPECT_EQ(d.reason.rfind("NVSHMEM: all 8 edges", 0), 0u) << d.reason;
 }
 
 TEST(DecideTest, TwoHostRingStaysOnNcclWithDefaultCosts) {
   Decision d =
       Decide(MustParse("1x2x4"), DefaultCostTable(), {32 << 20, Ring(8)});
-  EXPECT_EQ(d.plan, Plan::kNccl) << d.reason;
-  EXPECT_LT(d.nvshmem_us, 0);
-  EXPECT_LT(d.split_us, 0);
+  EXPECT_EQ(d.backend, Backend::kNccl) << d.reason;
+  EXPECT_LT(d.backend_us[static_cast<int>(Backend::kNvshmem)], 0);
   EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kNetwork)], 2);
   EXPECT_NE(d.reason.find("2 of 8 edges cross the network"), std::string::npos);
 }
@@ -190,10 +204,8 @@ TEST(DecideTest, NeverSplitsEvenWhenTheModelWouldGain) {
   absl::StatusOr<CostTable> table = ParseCostTable(
       "link nccl network 4 900\nsm_interference nccl 0.5\n", "t");
   ASSERT_TRUE(table.ok()) << table.status();
-  Decision d = Decide(MustParse("1x2x4"), *table, {64 << 20, Ring(8), 0, 8});
-  EXPECT_EQ(d.plan, Plan::kNccl) << d.reason;
-  EXPECT_TRUE(d.nvshmem_edge.empty());
-  EXPECT_LT(d.split_us, 0);
+  Decision d = Decide(MustParse("1x2x4"), *table, {64 << 20, Ring(8), 8});
+  EXPECT_EQ(d.backend, Backend::kNccl) << d.reason;
   EXPECT_NE(d.reason.find("a split would leave devices of the NVSHMEM team "
                           "without a source"),
             std::string::npos)
@@ -203,25 +215,25 @@ TEST(DecideTest, NeverSplitsEvenWhenTheModelWouldGain) {
 // The runtime's barrier is called only by devices with a source: any team
 // member without one hangs the others.
 TEST(DeadlockFreeTest, NonCyclicShiftIsRefused) {
-  Decision d = Decide(MustParse("1x1x2"), DefaultCostTable(),
-                      {32 << 20, {{0, 1}}, 0, 2});
-  EXPECT_EQ(d.plan, Plan::kNccl);
-  EXPECT_LT(d.nvshmem_us, 0);
+  Decision d =
+      Decide(MustParse("1x1x2"), DefaultCostTable(), {32 << 20, {{0, 1}}, 2});
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  EXPECT_LT(d.backend_us[static_cast<int>(Backend::kNvshmem)], 0);
   EXPECT_EQ(d.reason,
             "NCCL: nvshmem refused: 1 of 2 devices of the team (device 0) has "
             "no source; XLA's NVSHMEM permute would hang in its barrier");
   // The same devices as a cycle are safe and NVSHMEM wins with these costs.
   Decision ring =
-      Decide(MustParse("1x1x2"), DefaultCostTable(), {32 << 20, Ring(2), 0, 2});
-  EXPECT_EQ(ring.plan, Plan::kNvshmem) << ring.reason;
+      Decide(MustParse("1x1x2"), DefaultCostTable(), {32 << 20, Ring(2), 2});
+  EXPECT_EQ(ring.backend, Backend::kNvshmem) << ring.reason;
 }
 
 TEST(DeadlockFreeTest, ShiftOfEightListsTheDeviceWithoutSource) {
   std::vector<std::pair<int, int>> shift;
   for (int i = 0; i < 7; ++i) shift.emplace_back(i, i + 1);
   Decision d =
-      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, shift, 0, 8});
-  EXPECT_EQ(d.plan, Plan::kNccl);
+      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, shift, 8});
+  EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(
       d.reason.find("1 of 8 devices of the team (device 0) has no source"),
       std::string::npos)
@@ -231,26 +243,26 @@ TEST(DeadlockFreeTest, ShiftOfEightListsTheDeviceWithoutSource) {
 TEST(DeadlockFreeTest, PartialGroupIsRefusedForTheWholeProgram) {
   // A ring over devices 0..3 of an 8-device program: 4..7 call no barrier.
   Decision d =
-      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4), 0, 8});
-  EXPECT_EQ(d.plan, Plan::kNccl);
+      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4), 8});
+  EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(d.reason.find("4 of 8 devices of the team (devices 4, 5, 6, 7) "
                           "have no source"),
             std::string::npos)
       << d.reason;
   // In a 4-device program on the same machine the ring covers the team.
   Decision four =
-      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4), 0, 4});
-  EXPECT_EQ(four.plan, Plan::kNvshmem) << four.reason;
+      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4), 4});
+  EXPECT_EQ(four.backend, Backend::kNvshmem) << four.reason;
 }
 
 TEST(DeadlockFreeTest, UnknownTeamIsTheWholeTopology) {
   Decision d =
       Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4)});
-  EXPECT_EQ(d.plan, Plan::kNccl);
+  EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(d.reason.find("4 of 8 devices"), std::string::npos) << d.reason;
   Decision full =
       Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(8)});
-  EXPECT_EQ(full.plan, Plan::kNvshmem) << full.reason;
+  EXPECT_EQ(full.backend, Backend::kNvshmem) << full.reason;
 }
 
 TEST(DeadlockFreeTest, TeamFollowsTheDeviceMap) {
@@ -287,18 +299,18 @@ TEST(DeadlockFreeTest, SelfEdgesCountAsSources) {
 TEST(DecideTest, Nvl72DomainAllowsNvshmemAcrossHosts) {
   Decision d = Decide(MustParse("1x9x8:nvl72"), DefaultCostTable(),
                       {32 << 20, Ring(72)});
-  EXPECT_EQ(d.plan, Plan::kNvshmem) << d.reason;
+  EXPECT_EQ(d.backend, Backend::kNvshmem) << d.reason;
   EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kNvlinkDomain)], 9);
   // Same ring without the NVL72 domain: network edges, no NVSHMEM.
   Decision plain =
       Decide(MustParse("1x9x8"), DefaultCostTable(), {32 << 20, Ring(72)});
-  EXPECT_NE(plain.plan, Plan::kNvshmem);
+  EXPECT_NE(plain.backend, Backend::kNvshmem);
 }
 
 TEST(DecideTest, HugeMessagesExceedTheSymmetricHeap) {
   Decision d = Decide(MustParse("1x1x8"), DefaultCostTable(),
                       {int64_t{2} << 30, Ring(8)});
-  EXPECT_EQ(d.plan, Plan::kNccl);
+  EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(d.reason.find("symmetric heap"), std::string::npos) << d.reason;
 }
 
@@ -306,7 +318,7 @@ TEST(DecideTest, MarginKeepsNcclForTinyGains) {
   CostTable table = DefaultCostTable();
   table.margin = 0.5;
   Decision d = Decide(MustParse("1x1x8"), table, {1024, Ring(8)});
-  EXPECT_EQ(d.plan, Plan::kNccl);
+  EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(d.reason.find("margin"), std::string::npos) << d.reason;
 }
 
@@ -315,7 +327,7 @@ TEST(DecideTest, DegenerateAndEmptyPermutes) {
       Decide(MustParse("1x1x4"), DefaultCostTable(), {4096, {{0, 0}, {1, 1}}});
   EXPECT_EQ(self.edges_by_class[static_cast<int>(LinkClass::kSameDevice)], 2);
   Decision none = Decide(MustParse("1x1x4"), DefaultCostTable(), {4096, {}});
-  EXPECT_EQ(none.plan, Plan::kNccl);
+  EXPECT_EQ(none.backend, Backend::kNccl);
   EXPECT_NE(none.reason.find("no source-target pairs"), std::string::npos);
 }
 
@@ -330,11 +342,11 @@ TEST(DecideTest, PairsSpanningHostsKeepNccl) {
                                 /*num_partitions=*/2, /*num_replicas=*/2);
   ASSERT_TRUE(edges.ok()) << edges.status();
   // Edges: r0: 0->1, 1->0 (same host); r1: 2->3, 3->2 (same host).
-  Decision d = Decide(t, *table, {64 << 20, *edges, 2, 4});
-  EXPECT_EQ(d.plan, Plan::kNvshmem) << d.reason;
+  Decision d = Decide(t, *table, {64 << 20, *edges, 4});
+  EXPECT_EQ(d.backend, Backend::kNvshmem) << d.reason;
   std::vector<std::pair<int, int>> mixed = {{0, 1}, {1, 0}, {2, 1}, {1, 2}};
-  Decision whole = Decide(t, *table, {64 << 20, mixed, 2, 4});
-  EXPECT_EQ(whole.plan, Plan::kNccl) << whole.reason;
+  Decision whole = Decide(t, *table, {64 << 20, mixed, 4});
+  EXPECT_EQ(whole.backend, Backend::kNccl) << whole.reason;
   EXPECT_NE(whole.reason.find("2 of 4 edges cross the network"),
             std::string::npos)
       << whole.reason;
@@ -346,7 +358,7 @@ TEST(DecideTest, ZeroCostKeepsNcclWithoutNan) {
       "link nccl nvlink 0 450\nlink nvshmem nvlink 0 450\n", "t");
   ASSERT_TRUE(table.ok()) << table.status();
   Decision d = Decide(MustParse("1x1x8"), *table, {0, Ring(8)});
-  EXPECT_EQ(d.plan, Plan::kNccl);
+  EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_EQ(d.reason.find("nan"), std::string::npos) << d.reason;
 }
 
@@ -418,9 +430,10 @@ TEST(BackendSetTest, MeasuredParityKeepsNccl) {
   CostTable table =
       TableWith("backends nccl,peer,symmetric\nsymmetric_signals 1\n");
   for (int64_t bytes : {int64_t{1024}, int64_t{64} << 20}) {
-    Decision d = Decide(MustParse("1x1x2"), table, {bytes, Ring(2), 0, 2});
-    EXPECT_EQ(d.plan, Plan::kNccl) << d.reason;
-    EXPECT_DOUBLE_EQ(d.backend_us[static_cast<int>(Backend::kPeer)], d.nccl_us);
+    Decision d = Decide(MustParse("1x1x2"), table, {bytes, Ring(2), 2});
+    EXPECT_EQ(d.backend, Backend::kNccl) << d.reason;
+    EXPECT_DOUBLE_EQ(d.backend_us[static_cast<int>(Backend::kPeer)],
+                     d.backend_us[static_cast<int>(Backend::kNccl)]);
     EXPECT_NE(d.reason.find("does not beat NCCL"), std::string::npos)
         << d.reason;
   }
@@ -428,19 +441,19 @@ TEST(BackendSetTest, MeasuredParityKeepsNccl) {
 
 TEST(BackendSetTest, FasterPeerIsChosenInsideOneHost) {
   CostTable table = TableWith("backends nccl,peer\nlink peer nvlink 2 450\n");
-  Decision d = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 0, 2});
-  EXPECT_EQ(d.plan, Plan::kPeer) << d.reason;
+  Decision d = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 2});
+  EXPECT_EQ(d.backend, Backend::kPeer) << d.reason;
   EXPECT_EQ(d.backend, Backend::kPeer);
   EXPECT_EQ(d.reason.rfind("peer: all 2 edges stay in one host", 0), 0u)
       << d.reason;
   EXPECT_LT(d.backend_us[static_cast<int>(Backend::kNvshmem)], 0);
   EXPECT_NE(d.refused[static_cast<int>(Backend::kNvshmem)], "");
   // Peer has no team barrier: a shift is safe for it.
-  Decision shift = Decide(MustParse("1x1x2"), table, {1024, {{0, 1}}, 0, 2});
-  EXPECT_EQ(shift.plan, Plan::kPeer) << shift.reason;
+  Decision shift = Decide(MustParse("1x1x2"), table, {1024, {{0, 1}}, 2});
+  EXPECT_EQ(shift.backend, Backend::kPeer) << shift.reason;
   // Across hosts XLA falls back to NCCL: peer is refused.
-  Decision hosts = Decide(MustParse("1x2x1"), table, {1024, Ring(2), 0, 2});
-  EXPECT_EQ(hosts.plan, Plan::kNccl);
+  Decision hosts = Decide(MustParse("1x2x1"), table, {1024, Ring(2), 2});
+  EXPECT_EQ(hosts.backend, Backend::kNccl);
   EXPECT_NE(hosts.reason.find("peer refused: 2 of 2 edges leave their host"),
             std::string::npos)
       << hosts.reason;
@@ -449,24 +462,24 @@ TEST(BackendSetTest, FasterPeerIsChosenInsideOneHost) {
 TEST(BackendSetTest, SymmetricNeedsSignals) {
   CostTable table =
       TableWith("backends nccl,peer,symmetric\nlink symmetric nvlink 1 450\n");
-  Decision d = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 0, 2});
-  EXPECT_NE(d.plan, Plan::kSymmetric) << d.reason;
+  Decision d = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 2});
+  EXPECT_NE(d.backend, Backend::kSymmetric) << d.reason;
   EXPECT_NE(d.refused[static_cast<int>(Backend::kSymmetric)].find(
                 "symmetric refused: the runtime's NCCL is not known to support "
                 "signals"),
             std::string::npos);
   table.symmetric_signals = true;
-  EXPECT_EQ(Decide(MustParse("1x1x2"), table, {1024, Ring(2), 0, 2}).plan,
-            Plan::kSymmetric);
+  EXPECT_EQ(Decide(MustParse("1x1x2"), table, {1024, Ring(2), 2}).backend,
+            Backend::kSymmetric);
 }
 
 TEST(BackendSetTest, BackendOutsideTheSetIsRefused) {
   CostTable table = DefaultCostTable();
-  EXPECT_NE(RefusalReason(MustParse("1x1x2"), table, {1024, Ring(2), 0, 2},
+  EXPECT_NE(RefusalReason(MustParse("1x1x2"), table, {1024, Ring(2), 2},
                           Backend::kPeer)
                 .find("peer refused: not offered by the target XLA"),
             std::string::npos);
-  EXPECT_EQ(RefusalReason(MustParse("1x1x2"), table, {1024, Ring(2), 0, 2},
+  EXPECT_EQ(RefusalReason(MustParse("1x1x2"), table, {1024, Ring(2), 2},
                           Backend::kNccl),
             "");
 }
@@ -483,10 +496,10 @@ TEST(CostModelTest, PerBufferCostCountsExtraBuffers) {
                               LinkClass::kIntraHostNvlink, 1000000, 4),
                    27);
   // One buffer: NVSHMEM wins; four buffers: its per-buffer barrier loses.
-  PermuteRequest one{1000000, Ring(2), 0, 2, 1};
-  PermuteRequest four{1000000, Ring(2), 0, 2, 4};
-  EXPECT_EQ(Decide(MustParse("1x1x2"), table, one).plan, Plan::kNvshmem);
-  EXPECT_EQ(Decide(MustParse("1x1x2"), table, four).plan, Plan::kNccl);
+  PermuteRequest one{1000000, Ring(2), 2, 1};
+  PermuteRequest four{1000000, Ring(2), 2, 4};
+  EXPECT_EQ(Decide(MustParse("1x1x2"), table, one).backend, Backend::kNvshmem);
+  EXPECT_EQ(Decide(MustParse("1x1x2"), table, four).backend, Backend::kNccl);
 }
 
 // A measured NVSHMEM curve on NVLink: 1 and 4 buffers at 1 KiB, 1 MiB,
@@ -651,19 +664,19 @@ TEST(MeasuredCurveTest, ReasonsSayWhichModelPriced) {
   CostTable table = TableWith(std::string(kCurveTable) +
                               "point nccl nvlink 1 1024 10\n"
                               "point nccl nvlink 1 67108864 400\n");
-  Decision big = Decide(MustParse("1x1x2"), table, {64 << 20, Ring(2), 0, 2});
-  EXPECT_EQ(big.plan, Plan::kNvshmem) << big.reason;
-  EXPECT_DOUBLE_EQ(big.nvshmem_us, 200);
+  Decision big = Decide(MustParse("1x1x2"), table, {64 << 20, Ring(2), 2});
+  EXPECT_EQ(big.backend, Backend::kNvshmem) << big.reason;
+  EXPECT_DOUBLE_EQ(big.backend_us[static_cast<int>(Backend::kNvshmem)], 200);
   EXPECT_NE(big.reason.find("faster; measured curve)"), std::string::npos)
       << big.reason;
-  Decision small = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 0, 2});
-  EXPECT_EQ(small.plan, Plan::kNccl) << small.reason;
+  Decision small = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 2});
+  EXPECT_EQ(small.backend, Backend::kNccl) << small.reason;
   EXPECT_NE(small.reason.find("margin for 1.0 KiB (measured curve)"),
             std::string::npos)
       << small.reason;
   CostTable mixed =
       TableWith(std::string(kCurveTable) + "link nccl nvlink 1 450\n");
-  Decision m = Decide(MustParse("1x1x2"), mixed, {1024, Ring(2), 0, 2});
+  Decision m = Decide(MustParse("1x1x2"), mixed, {1024, Ring(2), 2});
   EXPECT_NE(m.reason.find("(NCCL parametric, NVSHMEM measured curve)"),
             std::string::npos)
       << m.reason;
@@ -703,15 +716,15 @@ TEST(DefaultTableTest, DecidesAsMeasuredOnTwoH200) {
   const Topology t = MustParse("1x1x2");
   // One buffer: NCCL below a few MiB (NVSHMEM's put + barrier costs more),
   // NVSHMEM from 16 MiB on (its copy moves data faster).
-  Decision small = Decide(t, DefaultCostTable(), {64 << 10, Ring(2), 0, 2});
-  EXPECT_EQ(small.plan, Plan::kNccl) << small.reason;
+  Decision small = Decide(t, DefaultCostTable(), {64 << 10, Ring(2), 2});
+  EXPECT_EQ(small.backend, Backend::kNccl) << small.reason;
   EXPECT_NE(small.reason.find("(measured curve)"), std::string::npos)
       << small.reason;
-  Decision big = Decide(t, DefaultCostTable(), {64 << 20, Ring(2), 0, 2});
-  EXPECT_EQ(big.plan, Plan::kNvshmem) << big.reason;
+  Decision big = Decide(t, DefaultCostTable(), {64 << 20, Ring(2), 2});
+  EXPECT_EQ(big.backend, Backend::kNvshmem) << big.reason;
   // Four buffers of 1 MiB in all: four barriers, NCCL.
-  Decision four = Decide(t, DefaultCostTable(), {1 << 20, Ring(2), 0, 2, 4});
-  EXPECT_EQ(four.plan, Plan::kNccl) << four.reason;
+  Decision four = Decide(t, DefaultCostTable(), {1 << 20, Ring(2), 2, 4});
+  EXPECT_EQ(four.backend, Backend::kNccl) << four.reason;
 }
 
 TEST(EdgeIdsTest, ExpandsPartitionsAndReplicas) {

@@ -108,7 +108,7 @@ bool Annotate(HloInstruction* instr, const OpRecord& record) {
   bool changed = false;
   for (const auto& [key, value] :
        {std::pair<absl::string_view, std::string>{
-            kNvshmemPlanAttr, sel::PlanName(record.decision.plan)},
+            kNvshmemPlanAttr, sel::BackendName(record.decision.backend)},
         {kNvshmemReasonAttr, record.decision.reason},
         {kNvshmemModeledAttr, ModeledUs(record.decision)}}) {
     auto it = map.find(std::string(key));
@@ -259,7 +259,6 @@ absl::StatusOr<OpRecord> NvshmemCollectivePermuteRewriter::Decide(
   sel::PermuteRequest request;
   request.bytes = record.bytes;
   request.device_edges = *std::move(edges);
-  request.pairs_per_group = static_cast<int>(record.pairs.size());
   // NVSHMEM's barrier spans every device of the program.
   request.team_size = config.num_partitions() * config.replica_count();
   request.buffers = static_cast<int>(cp.operand_count());
@@ -295,7 +294,7 @@ absl::StatusOr<bool> NvshmemCollectivePermuteRewriter::RunImpl(
     TF_ASSIGN_OR_RETURN(OpRecord record,
                         Decide(*cp, topology, module->config()));
     VLOG(1) << name() << ": " << cp->name() << ": "
-            << sel::PlanName(record.decision.plan) << ": "
+            << sel::BackendName(record.decision.backend) << ": "
             << record.decision.reason;
     TF_ASSIGN_OR_RETURN(bool op_changed, Apply(cp, record));
     changed |= op_changed;

@@ -146,7 +146,7 @@ CHECK-SAME: "collective_backend_config":{{.*}}"backend":"NVSHMEM"
 CHECK-NOT: collective-permute-start
 CHECK-NOT: _nvshmem_plan
 )");
-  EXPECT_EQ(OnlyDecision().plan, sel::Plan::kNvshmem);
+  EXPECT_EQ(OnlyDecision().backend, sel::Backend::kNvshmem);
 }
 
 TEST_F(NvshmemCollectivePermuteRewriterTest, RingAcrossHostsKeepsDefault) {
@@ -237,7 +237,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, DecideOnlyLeavesTheModule) {
   options.decide_only = true;
   EXPECT_FALSE(Run(module.get(), options));
   EXPECT_EQ(module->ToString(), before);
-  EXPECT_EQ(OnlyDecision().plan, sel::Plan::kNvshmem);
+  EXPECT_EQ(OnlyDecision().backend, sel::Backend::kNvshmem);
 }
 
 TEST_F(NvshmemCollectivePermuteRewriterTest, SecondRunChangesNothing) {
@@ -342,7 +342,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, PeerBackendGoesThroughTheWriter) {
   std::unique_ptr<HloModule> module = Parse(kRing8);
   EXPECT_TRUE(Run(module.get(), options));
   EXPECT_EQ(written, std::vector<sel::Backend>{sel::Backend::kPeer});
-  EXPECT_EQ(OnlyDecision().plan, sel::Plan::kPeer);
+  EXPECT_EQ(OnlyDecision().backend, sel::Backend::kPeer);
 }
 
 // --- Real modules from JAX ------------------------------------------------
@@ -405,7 +405,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, RealNewerXlaConfigIsNotDropped) {
   decide.decide_only = true;
   EXPECT_FALSE(Run(module.get(), decide));
   EXPECT_EQ(records_.front().form, "async");
-  EXPECT_EQ(OnlyDecision().plan, sel::Plan::kNvshmem);
+  EXPECT_EQ(OnlyDecision().backend, sel::Backend::kNvshmem);
 }
 
 TEST_F(NvshmemCollectivePermuteRewriterTest, RealSelfPermute) {
