@@ -1368,7 +1368,7 @@ class _Parser:
         nxt += 1
       if st.in_string is None:
         if self._complete(st, kind, first) and not (
-            kind == "instr" and first.isalpha() and _WORD_PAREN_RE.match(lines[nxt])):
+            kind == "instr" and first and first.isalpha() and _WORD_PAREN_RE.match(lines[nxt])):
           break  # (a line such as `T(1,0)` goes on with an iota's transpose)
         if first is None:
           self._unclosed(st, "the end of the input")
@@ -1611,6 +1611,9 @@ class _Parser:
         self._attr_error(i, key, f"HloModule takes no attribute {key!r}")
     if "entry_computation_layout" in attrs:
       self._check_entry_layout(attrs["entry_computation_layout"], i)
+    if not _VALUE_FORMS["frontend_attributes"].fullmatch(attrs.get("frontend_attributes", "{}")):
+      self._attr_error(i, "frontend_attributes", "bad value for the module's "
+                       "'frontend_attributes': expected {name=\"text\", ...}", True)
     self._check_ints(attrs, _MODULE_INT_ATTRS, i)
     module = HloModule(m.group(1), attrs, self.path)
     i += 1
