@@ -4,7 +4,8 @@
     python3 gpu/xla_permute_bench.py --out=permute.csv [--backends=nccl,nvshmem]
         [--operands=1,2,4] [--sizes=1K:256M] [--trips=50] [--reps=5]
         [--chain=1] [--compiles=1] [--reference-operands=1]
-        [--uncombined=nvshmem] [--details=permute.json] [--budget-s=480]
+        [--compute-bytes=64M] [--uncombined=nvshmem] [--details=permute.json]
+        [--budget-s=480]
     python3 gpu/xla_permute_bench.py --hang-check --out=hang.json [--timeout=40]
 
 Each process owns one GPU (jax.distributed, local_device_ids=[rank]), or with
@@ -26,8 +27,13 @@ difference. Two options cut that noise:
                 rounds over all points (a budget cut leaves every point with the
                 rounds done); the row is the compile whose own time is the median,
                 and own_spread_s is the max - min of own over the compiles.
+With a chain, every operand also reads one element of the next after each
+multiply, so XLA's combiner can join only the K permutes of one position.
 --reference-operands=1 adds the same sizes at --chain=1 for those operand counts,
 to check that a permute in a chain costs what a lone permute per step costs.
+--compute-bytes=64M puts a memory-bound kernel of that size (per device) before
+the permutes of every step, in step and baseline: the GPU is busy while the host
+queues the permute, as in a program with compute.
 --uncombined=nvshmem sets XLA's permute combine threshold to 0 for those backends
 (at the pin the combiner runs after the NVSHMEM assigner, so combined permutes
 would run on NCCL).
@@ -255,8 +261,9 @@ def _build(jax, mesh, operands, elems, perm, with_permute, trips, chain=1,
     # Every operand takes one element of the next, so the permutes of one chain
     # position depend on all of the position before: XLA's combiner can then
     # join only the K permutes of one position, as in ring attention's K and V.
-    if len(xs) == 1:
-      return (xs[0] * jnp.float32(1.0001),)
+    # One position (chain 1) needs no mixing: the step is the plain multiply.
+    if len(xs) == 1 or chain == 1:
+      return tuple(x * jnp.float32(1.0001) for x in xs)
     return tuple(x * jnp.float32(1.0001) + xs[(i + 1) % len(xs)][:1] * jnp.float32(1e-30)
                  for i, x in enumerate(xs))
 
