@@ -55,7 +55,7 @@ void ReportAborts() {
 
 struct Config {
   const char* topology;
-  bool split_friendly;
+  bool slow_network;
   const char* mode;
 };
 
@@ -63,16 +63,16 @@ constexpr const char* kTopologies[] = {
     "1x1x8", "1x2x4", "2x2x4",      "1x2x4:nvl8",
     "1x1x4", "2x2x2", "1x4x4:nvl8", "1x2x4:map=1,0,3,2,5,4,7,6"};
 constexpr const char* kModes[] = {"rewrite", "annotate", "explain"};
-// Slow NCCL on the network: costs under which a split once won, so inputs
-// also run where only the safety rules keep NVSHMEM off the network edges.
-constexpr char kSplitFriendly[] =
+// Slow NCCL on the network: NVSHMEM on the NVLink edges alone would pay off,
+// so inputs also run where only the safety rules keep a permute on NCCL.
+constexpr char kSlowNcclNetwork[] =
     "link nccl network 1 900\nsm_interference nccl 4\n";
 
 Config PickConfig(uint8_t byte) {
   Config config;
   config.topology = kTopologies[byte % 8];
   config.mode = kModes[(byte / 8) % 3];
-  config.split_friendly = (byte / 24) % 2 == 1;
+  config.slow_network = (byte / 24) % 2 == 1;
   return config;
 }
 
@@ -161,7 +161,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   std::atexit(ReportAborts);
   // A broken built-in table would turn every input into a rejection.
   if (absl::StatusOr<sel::CostTable> table =
-          sel::ParseCostTable(kSplitFriendly, "split.txt");
+          sel::ParseCostTable(kSlowNcclNetwork, "slow_network.txt");
       !table.ok()) {
     Violation("built-in cost table rejected: " +
               std::string(table.status().message()));
@@ -188,7 +188,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   flags.topology = config.topology;
   flags.mode = config.mode;
   const Rewriter::Options options =
-      PassOptions(flags, config.split_friendly ? kSplitFriendly : "", 0);
+      PassOptions(flags, config.slow_network ? kSlowNcclNetwork : "", 0);
   Rewriter pass(options);
   std::unique_ptr<xla::HloModule> scratch;
   xla::HloModule* target = module.get();
