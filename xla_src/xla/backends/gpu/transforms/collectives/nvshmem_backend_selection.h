@@ -254,13 +254,13 @@ CostTable DefaultCostTable();
 //   symmetric_signals <0|1>
 //   margin <fraction>
 //   nvshmem_max_bytes <bytes>
-// Entries not mentioned keep their defaults. The entries split_overhead_us
-// and combine_bandwidth_GBps of older tables are errors (the split plan they
-// priced was removed). A table that mentions a
+// Entries not mentioned keep their defaults. A table that mentions a
 // (backend, link class) in a link or point line replaces its whole model:
 // the inherited points of that pair are dropped, so a link line alone means
 // the parametric model and point lines bring their own curve. Errors are
-// InvalidArgument and name the line: "<source>:<line>: <message>".
+// InvalidArgument and name the line: "<source>:<line>: <message>". The
+// entries split_overhead_us and combine_bandwidth_GBps of older tables are
+// errors: they priced a split plan, which no longer exists.
 absl::StatusOr<CostTable> ParseCostTable(absl::string_view text,
                                          absl::string_view source_name);
 std::string CostTableToString(const CostTable& table);
