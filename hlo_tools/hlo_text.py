@@ -1073,10 +1073,13 @@ def _parse(text, path):
   """XLA prints one statement a line, and the fast reading takes that for granted. Where it
   fails, the text is read again statement by statement, where a statement may span lines
   (XLA's lexer takes a newline as white space): that reading accepts or gives the error."""
+  first = _Parser(text, path)
   try:
-    return _Parser(text, path).parse()
+    return first.parse()
   except HloParseError:
     pass  # leave the handler first: the traceback holds the first reading's objects
+  first.discard()
+  del first
   return _Parser(text, path, split=True).parse()
 
 
@@ -1287,6 +1290,7 @@ class _Parser:
     self.path = path
     self.split = split
     self._spans = {}  # first line of a joined statement -> offsets of its lines in it
+    self.module = self._comp = None  # what is being built (for discard())
     self.check_metadata = _UNUSUAL_METADATA_RE.search(text) is not None
     text = _line_breaks(text)
     bad = None
@@ -1309,6 +1313,16 @@ class _Parser:
           self._check_escapes(line, i)
     if len(self.lines) > 1 and not self.lines[-1]:
       self.lines.pop()  # the final newline does not start a line
+
+  def discard(self):
+    """Frees what a failed reading built now, not at the next garbage collection (its
+    instructions and computations refer to each other)."""
+    for comp in (self.module.computations if self.module else []) + [self._comp]:
+      if comp is not None:
+        comp.instructions.clear()
+        comp._by_name.clear()
+        comp.root = None
+    self.module = self._comp = self.lines = None
 
   def _check_escapes(self, line, i, split=False):
     """C escapes in quoted strings, as XLA unescapes them (a JSON backend_config's own
@@ -1615,7 +1629,7 @@ class _Parser:
       self._attr_error(i, "frontend_attributes", "bad value for the module's "
                        "'frontend_attributes': expected {name=\"text\", ...}", True)
     self._check_ints(attrs, _MODULE_INT_ATTRS, i)
-    module = HloModule(m.group(1), attrs, self.path)
+    module = self.module = HloModule(m.group(1), attrs, self.path)
     i += 1
     while True:
       i = self._skip_blank(i)
@@ -1784,7 +1798,7 @@ class _Parser:
 
   def _computation(self, i):
     """Reads the computation starting at line i; returns it and the next line."""
-    comp = self._computation_head(i)
+    comp = self._comp = self._computation_head(i)
     lines, by_name, instrs = self.lines, comp._by_name, comp.instructions
     late = None  # the first name used above its definition (or never defined)
     check_metadata = self.check_metadata
