@@ -164,9 +164,24 @@ def test_new_file_hunks_byte_identical():
   assert gen.check_hunks(REPO) is None
 
 
-def test_selection_core_depends_on_std_only():
+def test_selection_core_depends_on_absl_only():
   core = next(t for t in gen.TARGETS if t["name"] == "nvshmem_backend_selection")
-  assert gen.derive_deps(core) == []
+  deps = gen.derive_deps(core)
+  assert "@com_google_absl//absl/status:statusor" in deps
+  assert all(d.startswith("@com_google_absl//") for d in deps), deps
+
+
+def test_selection_core_with_an_xla_include_is_refused(monkeypatch):
+  core = next(t for t in gen.TARGETS if t["name"] == "nvshmem_backend_selection")
+  real = gen.source_includes
+
+  def with_xla(name):
+    extra = [('"', "xla/shape.h")] if name == core["srcs"][0] else []
+    return list(real(name)) + extra
+
+  monkeypatch.setattr(gen, "source_includes", with_xla)
+  with pytest.raises(gen.GenError, match="standard library and absl only"):
+    gen.derive_deps(core)
 
 
 def rebuilt_tree(root):
