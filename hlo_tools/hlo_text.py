@@ -1381,9 +1381,9 @@ class _Parser:
           break
         nxt += 1
       if st.in_string is None:
-        if self._complete(st, kind, first) and not (
+        if self._complete(st, kind, first) and not (  # `T(1,0)`: an iota's transpose
             kind == "instr" and first and first.isalpha() and _WORD_PAREN_RE.match(lines[nxt])):
-          break  # (a line such as `T(1,0)` goes on with an iota's transpose)
+          break
         if first is None:
           self._unclosed(st, "the end of the input")
           break
@@ -1727,8 +1727,6 @@ class _Parser:
       m = _TABLE_ROW_RE.match(line)
       if m is None:
         break  # the table ends where rows stop; a computation may follow
-      if self.split and "\\" in line:
-        self._check_escapes(line, i, True)
       raw.append(line)
       self._table_row(parsed, m.group(1), m.group(2))
       i += 1
@@ -1765,8 +1763,10 @@ class _Parser:
         break
       k = nxt
     if k > i:
-      self._join(i, k, False)
+      self._join(i, k, st.string_lines)
     line = lines[i]
+    if "\\" in line:
+      self._check_escapes(line, i, True)
     name = line.split(None, 1)[0]
     pos = line.index(name) + len(name)
     raw, parsed = [], {}

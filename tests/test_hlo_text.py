@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from hlo_tools import hlo_parse_cli, hlo_text
+from hlo_tools.model.collectives import collective_permutes
 from hlo_tools.hlo_text import (OPCODES, HloParseError, parse_hlo_file, parse_hlo_text,
                                 parse_shape)
 
@@ -769,7 +770,6 @@ def _split_everywhere(text, seed):
 
 
 def _records(module):
-  from hlo_tools.model.collectives import collective_permutes  # pylint: disable=import-outside-toplevel
   return [dataclasses.asdict(r) for r in collective_permutes(module)]
 
 
@@ -947,7 +947,8 @@ _IOTA_ALL_REDUCE = """HloModule m, num_partitions=8
 
 ENTRY %e (p: f32[8]) -> f32[8] {
   %p = f32[8] parameter(0)
-  ROOT %r = f32[8] all-reduce(%p), channel_id=1, replica_groups=[2,4]<=[4,2]T(1,0), use_global_device_ids=true, to_apply=%add
+  ROOT %r = f32[8] all-reduce(%p), channel_id=1, replica_groups=[2,4]<=[4,2]T(1,0), """ \
+    """use_global_device_ids=true, to_apply=%add
 }
 """
 
