@@ -142,8 +142,9 @@ _SPECIAL_RE = re.compile(r'[(){}\[\]"]')
 _COMP_HEAD_RE = re.compile(r"(ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*(.*?)[ \t]*\{\s*\Z",
                            re.S)
 _MODULE_RE = re.compile(r"\s*HloModule[ \t]+([\w.\-]+):?(.*)\Z", re.S)
-_TABLE_ROW_RE = re.compile(r"\s*(\d+)\s+(.*?)\s*\Z")
-_TABLE_ITEM_RE = re.compile(r"\s*(\d+)\s*(%s|\{[^{}\"]*\})" % _STR)  # split=True
+# A table row: a number, then a string or {key=value ...}; one a line (split=False).
+_TABLE_ITEM_RE = re.compile(r"\s*(\d+)\s*(%s|\{[^{}\"]*\})" % _STR)
+_TABLE_ROW_RE = re.compile(_TABLE_ITEM_RE.pattern + r"\s*\Z")
 _KV_RE = re.compile(r"([\w.\-]+)=\s*(" + _STR + r"|[^\s,\"]+)")
 _IOTA_VALUE_RE = re.compile(r"\[[\d,\s]*\]\s*<=\s*\[[\d,\s]*\](?:\s*T\s*\([\d,\s]*\))?")
 _IOTA_RE = re.compile(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")

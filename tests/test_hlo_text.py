@@ -982,3 +982,24 @@ def test_second_reading_frees_the_first():
   finally:
     gc.enable()
   assert after - before == module.instruction_count > 1000
+
+
+def test_stack_frame_tables_as_tokens():
+  if not H200_HLO.exists():
+    pytest.skip(f"{H200_HLO} not present")
+  base = H200_HLO.read_text()
+  forms = [('1 "ring_probe.py"', '1\n"ring_probe.py"'), ('1 "<module>"\n2', '1 "<module>" 2'),
+           ("FileNames\n1", "FileNames 1"), ("file_name_id=1 function_name_id=1 line=25",
+                                             "file_name_id=1\n function_name_id=1 line=25")]
+  texts = [base.replace(old, new, 1) for old, new in forms]
+  bad = base.replace('1 "<module>"\n2', '1 "<module>" x 2', 1)
+  assert all(t != base for t in texts + [bad])
+  verdicts = xla_parser_verdicts(texts + [bad])
+  assert [ok for ok, _ in verdicts] == [True] * len(texts) + [False]
+  whole = parse_hlo_text(base)
+  for text in texts:
+    module = parse_hlo_text(text)
+    assert (module.file_names, module.function_names, module.file_locations,
+            module.stack_frames) == (whole.file_names, whole.function_names,
+                                     whole.file_locations, whole.stack_frames)
+  assert "expected a row of table FunctionNames" in _error(bad).message
