@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -97,6 +98,85 @@ void CheckCurves(const sel::CostTable& table) {
   }
 }
 
+// A rejected spec says why on one line; an accepted one prints back to itself.
+std::optional<sel::Topology> CheckTopology(const std::string& spec) {
+  absl::StatusOr<sel::Topology> topology = sel::Topology::Parse(spec);
+  if (!topology.ok()) {
+    const std::string error(topology.status().message());
+    CheckOneLine(error, "topology error");
+    if (error.rfind("topology spec '", 0) != 0) {
+      Violation("topology error: " + error);
+    }
+    return std::nullopt;
+  }
+  absl::StatusOr<sel::Topology> again =
+      sel::Topology::Parse(topology->ToString());
+  if (!again.ok() || again->ToString() != topology->ToString()) {
+    Violation("topology does not round-trip: " + topology->ToString());
+  }
+  return *std::move(topology);
+}
+
+// A rejected table names its line; an accepted one round-trips in print.
+std::optional<sel::CostTable> CheckTable(const std::string& text) {
+  absl::StatusOr<sel::CostTable> table = sel::ParseCostTable(text, "costs.txt");
+  if (!table.ok()) {
+    const std::string error(table.status().message());
+    CheckOneLine(error, "cost table error");
+    if (error.rfind("costs.txt:", 0) != 0) {
+      Violation("cost table error: " + error);
+    }
+    return std::nullopt;
+  }
+  const std::string printed = sel::CostTableToString(*table);
+  absl::StatusOr<sel::CostTable> again =
+      sel::ParseCostTable(printed, "printed");
+  if (!again.ok()) {
+    Violation("printed cost table rejected: " +
+              std::string(again.status().message()));
+  }
+  if (sel::CostTableToString(*again) != printed) {
+    Violation("cost table does not round-trip:\n" + printed);
+  }
+  CheckCurves(*table);
+  return *std::move(table);
+}
+
+// A decision never plans a hanging or refused backend, and its numbers and
+// reason are sane.
+void CheckDecision(const sel::Topology& topology, const sel::CostTable& table,
+                   const sel::PermuteRequest& request) {
+  const sel::Decision decision = sel::Decide(topology, table, request);
+  if (decision.backend == sel::Backend::kNvshmem &&
+      !sel::NvshmemHangReason(request.device_edges,
+                              sel::TeamDevices(topology, request.team_size))
+           .empty()) {
+    Violation("NVSHMEM planned where a team member has no source: " +
+              decision.reason);
+  }
+  CheckOneLine(decision.reason, "decision reason");
+  int counted = 0;
+  for (int c : decision.edges_by_class) counted += c;
+  if (counted != static_cast<int>(request.device_edges.size())) {
+    Violation("edge counts");
+  }
+  for (double v : decision.backend_us) {
+    if (std::isnan(v)) Violation("NaN time in a decision: " + decision.reason);
+  }
+  if (std::isnan(decision.chosen_us) ||
+      decision.reason.find("nan") != std::string::npos) {
+    Violation("NaN in a decision: " + decision.reason);
+  }
+  const int chosen = static_cast<int>(decision.backend);
+  if (decision.chosen_us != decision.backend_us[chosen]) {
+    Violation("chosen time is not the chosen backend's");
+  }
+  if (decision.backend != sel::Backend::kNccl &&
+      !sel::RefusalReason(topology, table, request, decision.backend).empty()) {
+    Violation("a refused backend was chosen: " + decision.reason);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -105,42 +185,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   while (sections.size() < 3) sections.emplace_back();
   std::string spec = sections[0];
   if (!spec.empty() && spec.back() == '\n') spec.pop_back();
-
-  absl::StatusOr<sel::Topology> topology = sel::Topology::Parse(spec);
-  if (!topology.ok()) {
-    const std::string error(topology.status().message());
-    CheckOneLine(error, "topology error");
-    if (error.rfind("topology spec '", 0) != 0)
-      Violation("topology error: " + error);
-  } else {
-    absl::StatusOr<sel::Topology> again =
-        sel::Topology::Parse(topology->ToString());
-    if (!again.ok() || again->ToString() != topology->ToString()) {
-      Violation("topology does not round-trip: " + topology->ToString());
-    }
-  }
-
-  absl::StatusOr<sel::CostTable> table =
-      sel::ParseCostTable(sections[1], "costs.txt");
-  if (!table.ok()) {
-    const std::string error(table.status().message());
-    CheckOneLine(error, "cost table error");
-    if (error.rfind("costs.txt:", 0) != 0)
-      Violation("cost table error: " + error);
-  } else {
-    const std::string printed = sel::CostTableToString(*table);
-    absl::StatusOr<sel::CostTable> again =
-        sel::ParseCostTable(printed, "printed");
-    if (!again.ok()) {
-      Violation("printed cost table rejected: " +
-                std::string(again.status().message()));
-    }
-    if (sel::CostTableToString(*again) != printed) {
-      Violation("cost table does not round-trip:\n" + printed);
-    }
-    CheckCurves(*table);
-  }
-  if (!topology.ok() || !table.ok()) return 0;
+  const std::optional<sel::Topology> topology = CheckTopology(spec);
+  const std::optional<sel::CostTable> table = CheckTable(sections[1]);
+  if (!topology || !table) return 0;
 
   // The request: small numbers keep each run fast.
   std::istringstream in(sections[2]);
@@ -168,35 +215,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   const int team_size = static_cast<int>(partitions * replicas);
-  const sel::PermuteRequest request{bytes, *edges, team_size};
-  sel::Decision decision = sel::Decide(*topology, *table, request);
-  if (decision.backend == sel::Backend::kNvshmem &&
-      !sel::NvshmemHangReason(*edges, sel::TeamDevices(*topology, team_size))
-           .empty()) {
-    Violation("NVSHMEM planned where a team member has no source: " +
-              decision.reason);
-  }
-  CheckOneLine(decision.reason, "decision reason");
-  int counted = 0;
-  for (int c : decision.edges_by_class) counted += c;
-  if (counted != static_cast<int>(edges->size())) Violation("edge counts");
-  for (double v : decision.backend_us) {
-    if (std::isnan(v)) Violation("NaN time in a decision: " + decision.reason);
-  }
-  if (std::isnan(decision.chosen_us)) {
-    Violation("NaN time in a decision: " + decision.reason);
-  }
-  if (decision.reason.find("nan") != std::string::npos) {
-    Violation("NaN in a decision's reason: " + decision.reason);
-  }
-  const int chosen = static_cast<int>(decision.backend);
-  if (decision.chosen_us != decision.backend_us[chosen]) {
-    Violation("chosen time is not the chosen backend's");
-  }
-  if (decision.backend != sel::Backend::kNccl &&
-      !sel::RefusalReason(*topology, *table, request, decision.backend)
-           .empty()) {
-    Violation("a refused backend was chosen: " + decision.reason);
-  }
+  CheckDecision(*topology, *table, {bytes, *std::move(edges), team_size});
   return 0;
 }
