@@ -148,6 +148,9 @@ _TABLE_ROW_RE = re.compile(_TABLE_ITEM_RE.pattern + r"\s*\Z")
 _KV_RE = re.compile(r"([\w.\-]+)=\s*(" + _STR + r"|[^\s,\"]+)")
 _IOTA_VALUE_RE = re.compile(r"\[[\d,\s]*\]\s*<=\s*\[[\d,\s]*\](?:\s*T\s*\([\d,\s]*\))?")
 _IOTA_RE = re.compile(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
+# A computation's signature whose parameters nest no brackets beyond [dims] and {layout}.
+_SIGNATURE_RE = re.compile(r"\((?:[^()\[\]{}\"/]++|\[[^()\[\]{}\"/]*\]|\{[^()\[\]{}\"/]*\})*\)"
+                           r"[ \t]*->[ \t]*(\S(?:.*\S)?)[ \t]*\Z", re.S)
 _CLOSE_RE = re.compile(r"\s*\}\s*(?:,(.*))?\Z", re.S)
 _INT_VALUE_RE = re.compile(r"-?\d+")
 _MODULE_INT_ATTRS = ("num_partitions", "replica_count")
@@ -1991,6 +1994,10 @@ class _Parser:
       self.error(i, max(col0, 0) + e.offset + 1, str(e))
 
   def _check_signature(self, sig, i, col0):
+    m = _SIGNATURE_RE.match(sig)  # the usual: array-shaped parameters, then `-> shape`
+    if m is not None:
+      shape = _SHAPE_CACHE.get(m.group(1))
+      return shape if shape is not None else self._shape(m.group(1), i, col0 + m.start(1))
     sc = _Scanner(self, sig, i, col0)
     if sc.peek() != "(":
       sc.fail("expected '(' to start the parameter list")
