@@ -1975,12 +1975,8 @@ class _Parser:
     names = module._by_name
     for comp in module.computations:
       for instr in comp.instructions:
-        attrs = instr.attributes
-        if not attrs:
-          continue
-        for key in _CALL_ATTRS:
-          raw = attrs.get(key)
-          if raw is None:
+        for key, raw in instr.attributes.items():  # a few each: fewer than _CALL_ATTRS
+          if key not in _CALL_ATTR_SET:
             continue
           for callee in _parse_name_list(raw):
             if callee not in names:
