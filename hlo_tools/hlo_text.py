@@ -10,7 +10,9 @@ first reading refuses is read a second time, statement by statement: a statement
 on while a bracket is open, a value is due, or the next line starts with anything but
 a new statement (`,`, `{`, `<=`, ...); its lines are joined and read as one. That
 reading's verdict is final. An error names the line and column of the offending token
-(an unclosed bracket: the bracket's own), an instruction's `line` is that of its name.
+(a value of the wrong form: where the value starts; an unclosed bracket: the bracket;
+a missing attribute or operand: the instruction's first line or its name); an
+instruction's `line` is that of its name.
 """
 
 import bisect
