@@ -1248,6 +1248,9 @@ MAX_NESTING = 1024
 _STATEMENT_START_RE = re.compile(
     r"[ \t]*(?:(?:ROOT[ \t]+)?%?[A-Za-z_][\w.\-]*[ \t]*=[ \t]*(?:[a-z][a-z0-9]*[ \t]*\[|\()"
     r"|ENTRY[ \t]|HloModule[ \t])")
+_STATEMENT_START_ML_RE = re.compile("^" + _STATEMENT_START_RE.pattern, re.M)
+_FLAT_GROUP_RE = re.compile(r"\{[^{}()\[\]\n]*\}|\([^{}()\[\]\n]*\)|\[[^{}()\[\]\n]*\]")
+_CHUNK, _CHUNK_CHARS = 4096, 1 << 18  # what _skip_inside takes at once, at most
 _TOP_TOKEN_RE = re.compile(r'[(){}\[\]",=]|[^\s(){}\[\]",=]+')
 _STR_TAIL_RE = re.compile(r'(?:[^"\\]++|\\.)*+"')  # the rest of a string begun above
 _NEWLINE_OR_STRING_RE = re.compile(r'"(?:[^"\\]++|\\.)*+"|\n')
@@ -1271,7 +1274,7 @@ class _Gather:
 
   __slots__ = ("depth", "last", "seen_eq", "operands", "operands_done", "opener",
                "in_string", "string_lines", "brace_after_bracket", "too_deep", "tokens",
-               "kind_instr")
+               "kind_instr", "retry_at")
 
   def __init__(self):
     self.depth = 0  # open brackets
@@ -1286,6 +1289,7 @@ class _Gather:
     self.too_deep = False  # nested deeper than MAX_NESTING
     self.tokens = 0  # an instruction's words before its '=' (ROOT, the name, ':')
     self.kind_instr = False
+    self.retry_at = 0  # the first line _Parser._skip_inside may try again
 
 
 class _Parser:
@@ -1402,11 +1406,34 @@ class _Parser:
       elif first is None:
         self._unclosed(st, "the end of the input")
       k = nxt
+      if st.depth and st.in_string is None and kind != "head" and k >= st.retry_at:
+        k = self._skip_inside(st, k)
     if k > i:
       self._join(i, k, st.string_lines)
     if "\\" in lines[i]:
       self._check_escapes(lines[i], i, True)
     return lines[i]
+
+  def _skip_inside(self, st, k):
+    """Skips whole chunks of lines from line k that cannot close the open bracket: no
+    string, no line that starts a statement, fewer closers than open brackets once the
+    groups closed on their line are taken out. A bracket never closed over millions of
+    lines then costs a few scans per chunk; after a chunk that cannot be skipped, the
+    next try waits as many lines (linear either way). Returns the next line to scan."""
+    lines, count = self.lines, _CHUNK
+    while k + count < len(lines):
+      while count > 1 and sum(map(len, lines[k:k + count])) > _CHUNK_CHARS:
+        count //= 4  # long lines: fewer at once, to keep the copy small
+      chunk = "\n".join(lines[k:k + count])
+      rest = "" if '"' in chunk or _STATEMENT_START_ML_RE.search(chunk) else (
+          _FLAT_GROUP_RE.sub("", chunk))
+      closes = rest.count(")") + rest.count("]") + rest.count("}")
+      depth = st.depth + rest.count("(") + rest.count("[") + rest.count("{") - closes
+      if not rest or closes >= st.depth or depth > MAX_NESTING:
+        st.retry_at = k + count  # the lines decide: read them one by one
+        break
+      st.depth, k = depth, k + count
+    return k
 
   def _statement(self, i):
     """The instruction or '}' statement at line i (joined), and _INSTR_RE's match."""

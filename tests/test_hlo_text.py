@@ -912,11 +912,14 @@ _HOSTILE_HEAD = ("HloModule m\nENTRY %e {\n  %p = f32[] parameter(0)\n  ROOT %c 
                  'custom-call(%p), custom_call_target="x", backend_config=')
 
 
-@pytest.mark.parametrize("kind", ["brace_lines", "brace_line", "comment", "string", "root"])
+@pytest.mark.parametrize("kind", ["brace_lines", "brace_pairs", "brace_line", "comment", "string",
+                                  "root"])
 def test_hostile_split_input_fails_in_linear_time(kind):
   def text(size):
     if kind == "brace_lines":  # a '{' never closed, a million lines of pairs after it
       return _HOSTILE_HEAD + "{\n" + "{0,1},\n" * (size // 7)
+    if kind == "brace_pairs":  # the same, each pair's own braces over two lines
+      return _HOSTILE_HEAD + "{\n" + "{\n0,1},\n" * (size // 8)
     if kind == "brace_line":
       return _HOSTILE_HEAD + "{" * size + "\n}\n"
     if kind == "comment":
@@ -930,6 +933,7 @@ def test_hostile_split_input_fails_in_linear_time(kind):
   assert str(err) == str(err_large)  # the same error, at the same place
   assert err.line <= 7 and "\n" not in str(err)
   expected = {"brace_lines": "unbalanced '{': no matching '}' before the end of the input",
+              "brace_pairs": "unbalanced '{': no matching '}' before the end of the input",
               "brace_line": f"brackets nest deeper than {hlo_text.MAX_NESTING} levels",
               "comment": "unterminated /* comment", "string": "unterminated string",
               "root": "expected '=' after instruction name %ROOT"}[kind]
@@ -1003,3 +1007,25 @@ def test_stack_frame_tables_as_tokens():
             module.stack_frames) == (whole.file_names, whole.function_names,
                                      whole.file_locations, whole.stack_frames)
   assert "expected a row of table FunctionNames" in _error(bad).message
+
+
+def test_value_over_many_lines():
+  # A value over thousands of lines (read a chunk of lines at a time while its bracket
+  # stays open): the same pairs as on one line.
+  base = _split_base()
+  pairs = [(k, k + 1) for k in range(12000)]
+  one_line = ",".join(f"{{{a},{b}}}" for a, b in pairs)
+  old = "{{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7}}"
+  assert old in base
+  for sep in (",\n", ",\n  {\n", ", "):
+    body = sep.join(f"{{{a},{b}}}" for a, b in pairs) if "{\n" not in sep else (
+        ",\n".join(f"{{\n{a},{b}}}" for a, b in pairs))
+    text = base.replace(old, "{" + body + "}")
+    permute = parse_hlo_text(text).entry.instruction("ppermute.3.0")
+    assert permute.source_target_pairs == pairs
+    assert permute.line == next(n for n, l in enumerate(text.split("\n"), 1)
+                                if "%ppermute.3.0 =" in l)
+  assert parse_hlo_text(base.replace(old, "{" + one_line + "}")).entry.instruction(
+      "ppermute.3.0").source_target_pairs == pairs
+  err = _error(base.replace(old, "{" + one_line.replace(",", ",\n") + "\n"))
+  assert "unbalanced '{'" in err.message
