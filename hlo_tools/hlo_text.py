@@ -1407,20 +1407,23 @@ class _Parser:
         self._unclosed(st, "the end of the input")
       k = nxt
       if st.depth and st.in_string is None and kind != "head" and k >= st.retry_at:
-        k = self._skip_inside(st, k)
+        k = self._skip_inside(st, k, min(k - i, _CHUNK))
     if k > i:
       self._join(i, k, st.string_lines)
     if "\\" in lines[i]:
       self._check_escapes(lines[i], i, True)
     return lines[i]
 
-  def _skip_inside(self, st, k):
+  def _skip_inside(self, st, k, count):
     """Skips whole chunks of lines from line k that cannot close the open bracket: no
     string, no line that starts a statement, fewer closers than open brackets once the
     groups closed on their line are taken out. A bracket never closed over millions of
-    lines then costs a few scans per chunk; after a chunk that cannot be skipped, the
-    next try waits as many lines (linear either way). Returns the next line to scan."""
-    lines, count = self.lines, _CHUNK
+    lines then costs a few scans per chunk. A chunk has as many lines as the statement
+    has so far (up to _CHUNK), and one that cannot be skipped defers the next try by
+    as many lines: linear either way. Returns the next line to scan."""
+    lines = self.lines
+    if count < 64:
+      return k  # the usual statement of a few lines: line by line
     while k + count < len(lines):
       while count > 1 and sum(map(len, lines[k:k + count])) > _CHUNK_CHARS:
         count //= 4  # long lines: fewer at once, to keep the copy small
@@ -1432,7 +1435,7 @@ class _Parser:
       if not rest or closes >= st.depth or depth > MAX_NESTING:
         st.retry_at = k + count  # the lines decide: read them one by one
         break
-      st.depth, k = depth, k + count
+      st.depth, k, count = depth, k + count, min(count * 2, _CHUNK)
     return k
 
   def _statement(self, i):
@@ -1472,28 +1475,38 @@ class _Parser:
       k, col, ch = st.opener
       self.error(k, col + 1, f"unbalanced {ch!r}: no matching {_CLOSERS[ch]!r} before {where}")
 
-  def _scan(self, st, k, pos):
-    """Reads the tokens of line k from pos into st (depth, last token and so on)."""
-    line = self.lines[k]
+  @staticmethod
+  def _scan_start(st, line, pos):
+    """Where _scan starts its tokens in line (None: nothing left to read there): after
+    the end of a string begun above, after an instruction's usual head, or nowhere for
+    a line inside a bracket it cannot close."""
     if st.in_string is not None:  # a string begun above: find its end
       m = _STR_TAIL_RE.match(line)
       if m is None:
-        return
-      st.in_string, st.string_lines, pos = None, True, m.end()
+        return None
+      st.in_string, st.string_lines = None, True
       if not st.depth:
         st.last = "value"
-    elif not st.depth and st.last is None and st.kind_instr:  # fast: the usual start
+      return m.end()
+    if not st.depth and st.last is None and st.kind_instr:  # `[ROOT] name = shape op(...)`
       m = _INSTR_HEAD_RE.match(line, pos)
       if m is not None:
         st.seen_eq = st.operands_done = True
-        st.last, pos = ")", m.end()
-    elif st.depth and '"' not in line:  # fast: a line inside a bracket it cannot close
+        st.last = ")"
+        return m.end()
+    elif st.depth and '"' not in line:
       closes = line.count(")") + line.count("]") + line.count("}")
       if closes < st.depth:
         st.depth += line.count("(") + line.count("[") + line.count("{") - closes
         st.too_deep = st.depth > MAX_NESTING
-        return
-    while True:
+        return None
+    return pos
+
+  def _scan(self, st, k, pos):
+    """Reads the tokens of line k from pos into st (depth, last token and so on)."""
+    line = self.lines[k]
+    pos = self._scan_start(st, line, pos)
+    while pos is not None:
       m = (_SPECIAL_RE if st.depth else _TOP_TOKEN_RE).search(line, pos)
       if m is None:
         return
