@@ -5,6 +5,7 @@ parser is the reference; it runs in a subprocess because it aborts on some input
 import dataclasses
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -558,19 +559,23 @@ def _mutate_line(rng, line):
   return line
 
 
+def _random_fixture(rng):
+  """A fixture picked by rng: (its name, its text)."""
+  path = rng.choice(sorted(FIXTURES_DIR.glob("*.hlo")))
+  return path.name, path.read_text()
+
+
 def fixture_mutants(seed, count):
   """`count` one-edit mutants of tests/fixtures/*.hlo: [(fixture name, text)]."""
-  import random
   rng = random.Random(seed)
-  texts = {p.name: p.read_text() for p in sorted(FIXTURES_DIR.glob("*.hlo"))}
   out = []
   while len(out) < count:
-    name = rng.choice(sorted(texts))
-    lines = texts[name].split("\n")
+    name, original = _random_fixture(rng)
+    lines = original.split("\n")
     i = rng.choice([k for k, l in enumerate(lines) if " = " in l])
     lines[i] = _mutate_line(rng, lines[i])
     text = "\n".join(lines)
-    if text != texts[name]:
+    if text != original:
       out.append((name, text))
   return out
 
@@ -605,13 +610,11 @@ def split_mutants(seed, count, edit=False):
   """`count` mutants of tests/fixtures/*.hlo with 1-3 lines (header, computation headers,
   instructions, closing braces) split at token boundaries; with edit, one of them also
   gets one edit of _mutate_line first. [(fixture name, text, the text before splitting)]"""
-  import random
   rng = random.Random(seed)
-  texts = {p.name: p.read_text() for p in sorted(FIXTURES_DIR.glob("*.hlo"))}
   out = []
   while len(out) < count:
-    name = rng.choice(sorted(texts))
-    lines = texts[name].split("\n")
+    name, original = _random_fixture(rng)
+    lines = original.split("\n")
     picks = rng.sample([k for k, l in enumerate(lines) if l.strip()], rng.randint(1, 3))
     if edit and " = " in lines[picks[0]]:
       lines[picks[0]] = _mutate_line(rng, lines[picks[0]])
