@@ -281,3 +281,12 @@ def test_report_of_a_function(tmp_path):
   [perm] = case["collective_permutes"]
   assert perm["bytes"] == 128 * 64 * 4 and perm["trip_count"] == 8
   assert (out / case["id"] / "json" / "trace.json").is_file()
+
+
+def test_summary_says_refused_rather_than_a_dash():
+  # A backend the core refused has no modeled time: the summary line says so.
+  pinned = {"nccl_us": 59.5, "nvshmem_us": None, "backend_us": {"nccl": 59.5, "nvshmem": None}}
+  assert report._others_text(pinned) == "nvshmem refused"
+  today = {"nccl_us": 20.0, "nvshmem_us": None,
+           "backend_us": {"nccl": 20.0, "peer": 31.5, "symmetric": None}}
+  assert report._others_text(today) == "peer 31.50 us, symmetric refused"

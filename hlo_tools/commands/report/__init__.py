@@ -383,8 +383,9 @@ def _others_text(row):
   """The other backends' modeled times: nvshmem's for the pinned XLA's set."""
   others = {b: v for b, v in (row.get("backend_us") or {}).items() if b != "nccl"}
   if not others or list(others) == ["nvshmem"]:
-    return f"nvshmem {fmt_us(row['nvshmem_us'])} us"
-  return ", ".join(f"{b} {fmt_us(v)} us" for b, v in others.items())
+    others = {"nvshmem": row["nvshmem_us"]}
+  return ", ".join(f"{b} refused" if v is None else f"{b} {fmt_us(v)} us"
+                   for b, v in others.items())
 
 
 # ---------------------------------------------------------------------------------------
