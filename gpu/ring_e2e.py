@@ -469,7 +469,8 @@ def probe(args):
     events.emit(event="info", jax=jax.__version__, has_hook=has_hook)
     if has_hook:
       return 0
-    from hlo_tools import collectives, hlo_text, jax_hook
+    from hlo_tools import hlo_text, jax_hook
+    from hlo_tools.model import collectives
     from hlo_tools import ring_attention as ra
     try:
       sel = jax_hook.load_selection()

@@ -35,15 +35,17 @@ import collections
 import csv
 import datetime
 import hashlib
+import io
 import math
 import os
 import statistics
 import sys
 import textwrap
 
-from hlo_tools import heuristics_io
+from hlo_tools import cli_io
 from hlo_tools import selection
-from hlo_tools.heuristics_io import HeuristicsError
+from hlo_tools.commands.heuristics import shared as heuristics_io
+from hlo_tools.commands.heuristics.shared import HeuristicsError
 
 BACKENDS = selection.BACKENDS
 REQUIRED = ("backend", "link_class", "bytes", "seconds")
@@ -568,7 +570,7 @@ def write_errors_csv(path, checks):
 
 def _write(path, text):
   try:
-    heuristics_io.write_atomic(path, text)
+    cli_io.write_atomic(path, text)
   except OSError as e:
     raise HeuristicsError(f"{path}: {e.strerror}") from None
 
@@ -616,17 +618,10 @@ def plot(path, result, checks, source):
                ylabel="model - measured (%)")
   fig.suptitle(f"Cost model vs measurement ({source}); open markers: held out")
   fig.tight_layout()
-  directory = os.path.dirname(os.path.abspath(path))
-  tmp = os.path.join(directory, "." + os.path.basename(path) + ".tmp.png")
-  try:
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, path)
-  except OSError as e:
-    raise HeuristicsError(f"{path}: {e.strerror}") from None
-  finally:
-    plt.close(fig)
-    if os.path.exists(tmp):
-      os.unlink(tmp)
+  buffer = io.BytesIO()
+  fig.savefig(buffer, format="png", dpi=110)
+  plt.close(fig)
+  _write(path, buffer.getvalue())
 
 
 def main(argv):

@@ -15,6 +15,8 @@ Small on purpose; the whole API:
                                      `limit` characters plus "... (N more characters)";
                                      idempotent
     print_error(text)                one_line(text) on stderr
+    write_atomic(path, data)         writes str or bytes so that readers see the old
+                                     file or the new one, never a part
     run_main(main, argv) -> int      calls main(argv); a closed stdout (`| head`)
                                      ends the command quietly with 141, as SIGPIPE
                                      ends other Unix tools
@@ -27,6 +29,7 @@ import argparse
 import os
 import stat
 import sys
+import tempfile
 
 __all__ = ["DEFAULT_MAX_INPUT_BYTES", "MAX_MESSAGE_CHARS", "InputReadError", "add_max_input_bytes",
            "read_input", "one_line", "print_error", "run_main"]
@@ -141,3 +144,27 @@ def run_main(main, argv):
     except (OSError, ValueError):
       pass
     return _EXIT_SIGPIPE
+
+
+def write_atomic(path, data):
+  """Writes `data` (str or bytes) to `path` through a temporary file and os.replace.
+
+  The temporary file lives in the target's directory (os.replace is atomic only
+  within one file system) and gets the permissions a plain open() would give.
+  """
+  directory = os.path.dirname(os.path.abspath(path))
+  fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".",
+                             suffix=".tmp", dir=directory)
+  try:
+    with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as f:
+      f.write(data)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, path)
+  except BaseException:
+    try:
+      os.unlink(tmp)
+    except OSError:
+      pass
+    raise

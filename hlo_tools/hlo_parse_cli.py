@@ -6,7 +6,7 @@ import json
 import sys
 
 from hlo_tools import cli_io
-from hlo_tools.collectives import collective_permutes
+from hlo_tools.model.collectives import collective_permutes
 from hlo_tools.hlo_text import HloParseError, parse_hlo_text
 
 

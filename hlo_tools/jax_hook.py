@@ -27,8 +27,9 @@ import os
 import re
 import threading
 
-from hlo_tools import collectives
+from hlo_tools import cli_io
 from hlo_tools import hlo_text
+from hlo_tools.model import collectives
 
 # The core's plan (or a backend name) -> collectives_mode; None = NCCL (unset).
 MODES = {
@@ -273,10 +274,8 @@ class Hook:
   def _write_report(self):
     if not self.report:
       return
-    tmp = f"{self.report}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-      json.dump(self.summary(), f, indent=1, default=str)
-    os.replace(tmp, self.report)
+    cli_io.write_atomic(self.report,
+                        json.dumps(self.summary(), indent=1, default=str))
 
   def uninstall(self):
     """Removes the transformation; True when jax found it."""

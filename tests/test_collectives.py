@@ -1,4 +1,4 @@
-"""hlo_tools.collectives.collective_permutes on the three ways XLA prints a collective-permute."""
+"""hlo_tools.model.collectives.collective_permutes on the three ways XLA prints a collective-permute."""
 
 import os
 import subprocess

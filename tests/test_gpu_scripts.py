@@ -17,7 +17,7 @@ import pytest
 from conftest import FIXTURES, ROOT
 from hlo_tools import calibrate
 from hlo_tools import selection
-from hlo_tools.collectives import collective_permutes
+from hlo_tools.model.collectives import collective_permutes
 from hlo_tools.hlo_text import parse_hlo_text
 
 GPU = ROOT / "gpu"

@@ -433,7 +433,7 @@ def test_cli_dispatch_subprocess():
 def test_bench_parse_reports_both_parsers():
   if not H200_HLO.exists():
     pytest.skip(f"{H200_HLO} not present")
-  from hlo_tools.bench_reader import bench_parse  # pylint: disable=import-outside-toplevel
+  from hlo_tools.commands.bench.reader import bench_parse  # pylint: disable=import-outside-toplevel
   r = bench_parse(H200_HLO.read_text(), runs=3)
   assert r["ours_s"] > 0 and r["jaxlib_s"] > 0 and r["ratio"] > 0
 

@@ -7,7 +7,8 @@ import stat
 import pytest
 
 from conftest import FIXTURES, SHARED_DATA, run_nvshmem_opt
-from hlo_tools import collectives, hlo_text
+from hlo_tools import hlo_text
+from hlo_tools.model import collectives
 
 BEFORE_ASYNC = sorted(FIXTURES.glob("*.before_async.hlo"))
 AFTER_OPT = sorted(FIXTURES.glob("*.after_optimizations.hlo"))
@@ -272,7 +273,7 @@ JAX091 = FIXTURES / "jax091"
                                                      ("1x2x4:nvl8", "nvshmem", "NVSHMEM")])
 def test_jax091_fixtures_rewrite_and_verify(stage, topology, plan, backend, tmp_path,
                                             capsys, favoured):
-  from hlo_tools import verify  # pylint: disable=import-outside-toplevel
+  from hlo_tools.commands import verify  # pylint: disable=import-outside-toplevel
   path = JAX091 / f"ring_1x2x4.{stage}.hlo"
   out, report = tmp_path / "out.hlo", tmp_path / "report.json"
   result = run_nvshmem_opt(path, f"--topology={topology}", "-o", out,

@@ -529,3 +529,26 @@ def test_commands_take_non_utf8_bytes_in_comments_only(tmp_path, command):
                          "--topology=1x1x2"], capture_output=True, text=True)
   [line] = proc.stderr.strip().splitlines()
   assert proc.returncode == 2 and re.match(rf"{re.escape(str(bad))}:\d+:\d+: byte 0xff", line)
+
+
+def test_write_atomic_gives_plain_permissions_and_leaves_nothing_on_failure(tmp_path):
+  # Every command's output goes through cli_io.write_atomic: readers see the old file
+  # or the new one, never a part, a stray temporary, or a private (0600) file.
+  from hlo_tools import cli_io  # pylint: disable=import-outside-toplevel
+  target = tmp_path / "out.png"
+  target.write_bytes(b"old")
+  umask = os.umask(0o022)
+  try:
+    cli_io.write_atomic(str(target), b"new")
+  finally:
+    os.umask(umask)
+  assert target.read_bytes() == b"new"
+  assert target.stat().st_mode & 0o777 == 0o644
+
+  class Unwritable:  # str and bytes only: write() of anything else raises
+    pass
+
+  with pytest.raises(TypeError):
+    cli_io.write_atomic(str(target), Unwritable())
+  assert target.read_bytes() == b"new"
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["out.png"]

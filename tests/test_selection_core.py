@@ -185,7 +185,8 @@ def test_decide_takes_a_backend_set_per_call():
     ("ring_1x1x8.before_async.hlo", "1x1x8", "nvshmem", "NVSHMEM: all 8 edges"),
 ])
 def test_real_modules_never_plan_a_hanging_nvshmem_permute(fixture, spec, plan, reason):
-  from hlo_tools import collectives, hlo_text
+  from hlo_tools import hlo_text
+  from hlo_tools.model import collectives
   module = hlo_text.parse_hlo_file(str(FIXTURES / fixture))
   permutes = collectives.collective_permutes(module)
   assert permutes

@@ -3,7 +3,6 @@
 import argparse
 import os
 import sys
-import tempfile
 
 from hlo_tools import cli_io
 from hlo_tools.model.source import InputError
@@ -86,20 +85,7 @@ def write_output(text, out):
   if not out:
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return
-  directory = os.path.dirname(os.path.abspath(out))
-  fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(out)}.", dir=directory)
-  try:
-    with os.fdopen(fd, "w") as f:
-      f.write(text)
-    # mkstemp makes the file private; give it the permissions a plain open() would.
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    os.replace(tmp, out)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.unlink(tmp)
-    raise
+  cli_io.write_atomic(out, text)
 
 
 def human_bytes(n):

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 
-from hlo_tools.commands.heuristics import shared as heuristics_io
+from hlo_tools import cli_io
 from hlo_tools.commands.heuristics import programs as heuristics_programs
 from hlo_tools.commands.heuristics import sweep as heuristics_sweep
 from hlo_tools.commands.heuristics.shared import HeuristicsError
@@ -126,7 +126,7 @@ def check_topology(spec, topology, table, cost_table_path, tool, work_dir):
   cases = sample_cases(spec, topology)
   hlo = compile_module(spec, cases)
   stem = os.path.join(work_dir, spec.replace(":", "_"))
-  heuristics_io.write_atomic(stem + ".hlo", hlo)
+  cli_io.write_atomic(stem + ".hlo", hlo)
   report = run_pass(tool, stem + ".hlo", spec, cost_table_path, stem + ".json")
   decisions = list(report["decisions"])
   results = []

@@ -7,7 +7,7 @@ import io
 import os
 import re
 
-from hlo_tools.commands.heuristics import shared as heuristics_io
+from hlo_tools import cli_io
 from hlo_tools.commands.heuristics.shared import HeuristicsError
 
 _STYLE = {"nccl": ("tab:blue", "NCCL-only"), "nvshmem": ("tab:green", "NVSHMEM-only")}
@@ -47,7 +47,7 @@ def plot_topology(out_dir, spec, rows):
   fig.savefig(buffer, format="png", dpi=90)
   plt.close(fig)
   path = os.path.join(out_dir, file_name(spec))
-  heuristics_io.write_atomic(path, buffer.getvalue())
+  cli_io.write_atomic(path, buffer.getvalue())
   return path
 
 

@@ -1,35 +1,10 @@
-"""Small shared pieces of the `hlo-tools heuristics` commands: errors and atomic writes."""
-
-import os
-import tempfile
+"""Small shared pieces of the `hlo-tools heuristics` commands: errors and sizes."""
 
 from hlo_tools.model.source import InputError
 
 
 class HeuristicsError(InputError):
   """A user-facing failure: printed as one line, exit status 2."""
-
-
-def write_atomic(path, data):
-  """Writes `data` (str or bytes) to `path` so readers never see a partial file.
-
-  The temporary file lives in the target's directory: os.replace is atomic only
-  within one file system.
-  """
-  directory = os.path.dirname(os.path.abspath(path))
-  mode = "wb" if isinstance(data, bytes) else "w"
-  fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".",
-                             suffix=".tmp", dir=directory)
-  try:
-    with os.fdopen(fd, mode) as f:
-      f.write(data)
-    os.replace(tmp, path)
-  except BaseException:
-    try:
-      os.unlink(tmp)
-    except OSError:
-      pass
-    raise
 
 
 def format_bytes(n):

@@ -21,6 +21,7 @@ import os
 import sys
 import tempfile
 
+from hlo_tools import cli_io
 from hlo_tools.commands.heuristics import shared as heuristics_io
 from hlo_tools import selection
 from hlo_tools.model import driver
@@ -309,14 +310,14 @@ def write_outputs(out_dir, rows, summary, table, topologies, sizes, plots=True):
   os.makedirs(out_dir, exist_ok=True)
   paths = []
   csv_path = os.path.join(out_dir, "sweep.csv")
-  heuristics_io.write_atomic(csv_path, rows_to_csv(rows))
+  cli_io.write_atomic(csv_path, rows_to_csv(rows))
   paths.append(csv_path)
   doc = {"cost_table": str(table), "topologies": [s for s, _ in topologies],
          "sizes": list(sizes), "shapes": {k: {"buffers": b, "cyclic": c}
                                           for k, (b, c) in SHAPES.items()},
          "columns": list(COLUMNS), "rows": rows, "summary": summary}
   json_path = os.path.join(out_dir, "sweep.json")
-  heuristics_io.write_atomic(json_path,
+  cli_io.write_atomic(json_path,
                              json.dumps(_json_safe(doc), indent=1) + "\n")
   paths.append(json_path)
   if plots:
