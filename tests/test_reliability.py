@@ -1,4 +1,4 @@
-"""Reliability (issue 8): the reader under mutation, the pass's invariants on
+"""Reliability: the reader under mutation, the pass's invariants on
 every fixture and on mutated-but-valid modules, file safety and input limits.
 
 Budget: about a minute on 2 cores (driver runs go two at a time)."""
