@@ -1,4 +1,4 @@
-/* Copyright 2026 The NVSHMEM ring-attention pass authors.
+/* Copyright 2026 The OpenXLA Authors.
 
 Licensed under the Apache License, Version 2.0 (the "License");
 you may not use this file except in compliance with the License.
