@@ -239,11 +239,23 @@ def _merge(out_a, lse_a, out_b, lse_b):
   return out_a * to_rows(wa) + out_b * to_rows(wb), lse
 
 
+def _varying_axes(x):
+  """The manual mesh axes x varies over (jax >= 0.10: aval.mat; before: aval.vma)."""
+  aval = jax.typeof(x)
+  mat = getattr(aval, "mat", None)
+  return frozenset(mat.varying if mat is not None else getattr(aval, "vma", ()))
+
+
 def ring_attention_shard(q, k, v, *, causal, axis_name=AXIS, q_chunk=DEFAULT_CHUNK,
                          k_chunk=DEFAULT_CHUNK):
   """Per-device body (inside shard_map): q/k/v are this device's sequence blocks."""
   n = lax.axis_size(axis_name)
+  # Under a shard_map over more axes (tensor parallelism), q also varies over
+  # those; the position and the accumulators must vary like it (shard_map's types).
+  other_axes = tuple(sorted(_varying_axes(q) - {axis_name}))
   me = lax.axis_index(axis_name)
+  if other_axes:
+    me = lax.pcast(me, other_axes, to="varying")
   b, sq, h, d = q.shape
   kvh = k.shape[2]
   g = h // kvh
@@ -266,7 +278,8 @@ def ring_attention_shard(q, k, v, *, causal, axis_name=AXIS, q_chunk=DEFAULT_CHU
 
   # The accumulators differ per device, so they must be typed as varying over the
   # axis like the loop's outputs (shard_map checks the carry's manual axis types).
-  varying = functools.partial(lax.pcast, axis_name=axis_name, to="varying")
+  varying = functools.partial(lax.pcast, axis_name=(axis_name,) + other_axes,
+                              to="varying")
   out0 = varying(jnp.zeros((b, sq, kvh, g, d), jnp.float32))
   lse0 = varying(jnp.full((b, kvh, g, sq), -jnp.inf, jnp.float32))
   out, _, _, _ = lax.fori_loop(0, n, step, (out0, lse0, k, v))

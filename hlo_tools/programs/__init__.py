@@ -1,0 +1,1 @@
+"""Built-in example programs that `hlo-tools dump` and `report` compile by name."""
