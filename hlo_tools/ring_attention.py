@@ -1,18 +1,28 @@
 """Ring attention in JAX: the example whose collective-permutes the NVSHMEM pass moves.
 
 Sequence parallelism over a mesh axis `cp`: each device keeps its query block and
-passes its K/V block around the ring with one `lax.ppermute` per step (K and V
-together), one step per device. Grouped-query attention: `num_heads` query heads
-share `num_kv_heads` K/V heads.
+passes its K/V block around the ring, one step per device. Grouped-query
+attention: `num_heads` query heads share `num_kv_heads` K/V heads.
 
-The step is memory-efficient (FlashAttention-2 style): `block_attention` walks
-query and key chunks with a running max and sum, never building a block's whole
-score matrix, and returns (out, logsumexp). Its custom VJP keeps only q, k, v,
-out and logsumexp and recomputes the scores chunk by chunk in the backward, so
-forward and backward both stay O(sequence x head_dim) in memory. The ring folds
-the per-step results together by their logsumexp. Causal chunks that lie wholly
-in the future are skipped (their loops have dynamic bounds), so a device whose
-K/V block comes from a later position does no work for it.
+Per step one `lax.ppermute` moves K and V as one array, issued before the step's
+attention and independent of it, so the compiled step overlaps the transfer with
+the attention (XLA keeps one collective-permute in flight at a time, so separate
+K and V permutes would leave one exposed). The ring folds the per-step results
+together by their logsumexp.
+
+The ring has its own custom VJP: the backward runs the ring again with each
+block's gradients computed from the global output and logsumexp (exact shares,
+as in FlashAttention-2's backward), and K/V travel with their f32 gradient
+accumulators in one buffer per step; one last permute returns each block's
+gradient to its owner.
+
+The per-block kernel (`kernel=`): `cudnn` is cuDNN's fused flash attention
+(hlo_tools.attention_kernels); `blocked` is the memory-efficient online softmax
+below, which runs everywhere: it walks query and key chunks with a running max
+and sum, never building a block's whole score matrix, and skips causal chunks
+that lie wholly in the future (dynamic loop bounds). `auto` takes cuDNN on a GPU
+backend when the dtype and head size fit, else the blocked softmax (CPU tests,
+deviceless compiles).
 
 Layout: q is [batch, seq, num_heads, head_dim], k and v are
 [batch, seq, num_kv_heads, head_dim]; all three are sharded along seq.
@@ -27,6 +37,8 @@ from jax import lax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from hlo_tools import attention_kernels
 
 AXIS = "cp"
 
@@ -48,6 +60,7 @@ class RingConfig:
   batch: int = 1
   q_chunk: int = DEFAULT_CHUNK
   k_chunk: int = DEFAULT_CHUNK
+  kernel: str = "auto"  # per-block attention: auto, blocked or cudnn
 
   def validate(self, num_devices):
     if self.dtype not in DTYPES:
@@ -60,6 +73,7 @@ class RingConfig:
                        f"{num_devices} devices of the ring")
     if self.q_chunk < 1 or self.k_chunk < 1:
       raise ValueError("q_chunk and k_chunk must be >= 1")
+    attention_kernels.resolve(self.kernel, DTYPES[self.dtype], self.head_dim)
 
   def shapes(self):
     """Global (q, k, v) shapes."""
@@ -246,55 +260,207 @@ def _varying_axes(x):
   return frozenset(mat.varying if mat is not None else getattr(aval, "vma", ()))
 
 
-def ring_attention_shard(q, k, v, *, causal, axis_name=AXIS, q_chunk=DEFAULT_CHUNK,
-                         k_chunk=DEFAULT_CHUNK):
-  """Per-device body (inside shard_map): q/k/v are this device's sequence blocks."""
+def _case(q_off, k_off):
+  """Causal block pair: 0 = all keys in the future, 1 = all in the past, 2 = diagonal."""
+  return jnp.where(k_off > q_off, 0, jnp.where(k_off == q_off, 2, 1))
+
+
+def _cudnn_block_fwd(qg, k, v, q_off, k_off, causal):
+  """cuDNN forward of one block pair in the ring's layout: (out f32, lse [b, kvh, g, sq])."""
+  b, sq, kvh, g, d = qg.shape
+  vary = functools.partial(_vary_like, q_off + k_off)
+
+  def run(mask):
+    def branch():
+      out, lse = attention_kernels.cudnn_fwd(qg.reshape(b, sq, kvh * g, d), k, v, mask)
+      return vary(out.reshape(qg.shape), lse.reshape(b, kvh, g, sq))
+    return branch
+
+  def skip():
+    return vary(jnp.zeros(qg.shape, jnp.float32),
+                jnp.full((b, kvh, g, sq), -jnp.inf, jnp.float32))
+
+  if not causal:
+    return run(False)()
+  return lax.switch(_case(q_off, k_off), [skip, run(False), run(True)])
+
+
+def _cudnn_block_bwd(qg, k, v, q_off, k_off, out, lse, dout, causal):
+  """cuDNN gradients of one block pair given the ring's global out (qg's dtype) and lse."""
+  b, sq, kvh, g, d = qg.shape
+  flat = lambda x: x.reshape(b, sq, kvh * g, d)
+  vary = functools.partial(_vary_like, q_off + k_off)
+
+  def run(mask):
+    def branch():
+      dq, dk, dv = attention_kernels.cudnn_bwd(flat(qg), k, v, flat(out),
+                                               lse.reshape(b, kvh * g, sq), flat(dout), mask)
+      return vary(dq.reshape(qg.shape), dk, dv)
+    return branch
+
+  def skip():
+    return vary(jnp.zeros(qg.shape, jnp.float32), jnp.zeros(k.shape, jnp.float32),
+                jnp.zeros(v.shape, jnp.float32))
+
+  if not causal:
+    return run(False)()
+  return lax.switch(_case(q_off, k_off), [skip, run(False), run(True)])
+
+
+def _pair_fwd(kernel, qg, k, v, q_off, k_off, causal):
+  name, cq, ck = kernel
+  if name == "cudnn":
+    return _cudnn_block_fwd(qg, k, v, q_off, k_off, causal)
+  return _block_fwd_impl(qg, k, v, q_off, k_off, causal, cq, ck)
+
+
+def _pair_bwd(kernel, qg, k, v, q_off, k_off, out, lse, dout, causal):
+  name, cq, ck = kernel
+  if name == "cudnn":
+    return _cudnn_block_bwd(qg, k, v, q_off, k_off, out, lse, dout, causal)
+  return _block_bwd_impl(qg, k, v, q_off, k_off, out.astype(jnp.float32), lse, dout,
+                         jnp.zeros_like(lse), causal, cq, ck)
+
+
+def _pack(kv, acc):
+  """K/V and the f32 gradient accumulator in one buffer (bit-exact), for one permute."""
+  bits = lax.bitcast_convert_type(acc, kv.dtype)  # 16-bit kv: [..., d, 2]
+  return jnp.concatenate([kv, bits.reshape(acc.shape[:-1] + (-1,))], axis=-1)
+
+
+def _unpack(msg, d):
+  kv, bits = msg[..., :d], msg[..., d:]
+  if bits.shape[-1] != d:
+    bits = bits.reshape(bits.shape[:-1] + (d, -1))
+  return kv, lax.bitcast_convert_type(bits, jnp.float32)
+
+
+def _ring_perm(axis_name):
   n = lax.axis_size(axis_name)
-  # Under a shard_map over more axes (tensor parallelism), q also varies over
-  # those; the position and the accumulators must vary like it (shard_map's types).
-  other_axes = tuple(sorted(_varying_axes(q) - {axis_name}))
-  me = lax.axis_index(axis_name)
-  if other_axes:
-    me = lax.pcast(me, other_axes, to="varying")
-  b, sq, h, d = q.shape
-  kvh = k.shape[2]
-  g = h // kvh
-  block = sq  # every device holds an equal block of the sequence
-  cq, ck = _chunk(sq, q_chunk), _chunk(k.shape[1], k_chunk)
-  qg = q.reshape(b, sq, kvh, g, d)
   # Send to the next device: after i steps device `me` holds block (me - i) mod n.
-  perm = [(j, (j + 1) % n) for j in range(n)]
+  return n, lax.axis_index(axis_name), [(j, (j + 1) % n) for j in range(n)]
+
+
+def _ring_forward(qg, k, v, causal, axis_name, kernel):
+  """(out f32, lse) of this device's queries against every device's K/V block."""
+  n, me, perm = _ring_perm(axis_name)
+  b, sq, kvh, g, d = qg.shape
 
   def step(i, state):
-    out, lse, k_cur, v_cur = state
-    # One permute carries K and V; it does not depend on this step's compute,
-    # so XLA can overlap the transfer with it.
-    k_next, v_next = lax.ppermute((k_cur, v_cur), axis_name, perm)
+    out, lse, kv = state
+    # K and V travel as one array: one permute per step. It is issued first and
+    # does not depend on this step's attention, so XLA overlaps the two (its
+    # scheduler keeps one collective-permute in flight at a time, so separate K
+    # and V permutes would run one of them exposed).
+    kv_next = lax.ppermute(kv, axis_name, perm)
     src = (me - i) % n
-    o_i, lse_i = block_attention(qg, k_cur, v_cur, me * block, src * block,
-                                 causal, cq, ck)
+    o_i, lse_i = _pair_fwd(kernel, qg, kv[0], kv[1], me * sq, src * sq, causal)
     out, lse = _merge(out, lse, o_i, lse_i)
-    return out, lse, k_next, v_next
+    return out, lse, kv_next
 
-  # The accumulators differ per device, so they must be typed as varying over the
-  # axis like the loop's outputs (shard_map checks the carry's manual axis types).
-  varying = functools.partial(lax.pcast, axis_name=(axis_name,) + other_axes,
-                              to="varying")
-  out0 = varying(jnp.zeros((b, sq, kvh, g, d), jnp.float32))
-  lse0 = varying(jnp.full((b, kvh, g, sq), -jnp.inf, jnp.float32))
-  out, _, _, _ = lax.fori_loop(0, n, step, (out0, lse0, k, v))
-  return out.reshape(b, sq, h, d).astype(q.dtype)
+  # Carries typed as varying over the ring axis like the loop's outputs.
+  out0, lse0 = _vary_like(me, jnp.zeros(qg.shape, jnp.float32),
+                          jnp.full((b, kvh, g, sq), -jnp.inf, jnp.float32))
+  out, lse, _ = lax.fori_loop(0, n, step, (out0, lse0, jnp.stack([k, v])))
+  return out, lse
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
+def _ring(qg, k, v, causal, axis_name, kernel):
+  out, _ = _ring_forward(qg, k, v, causal, axis_name, kernel)
+  return out.astype(qg.dtype)
+
+
+def _ring_fwd_rule(qg, k, v, causal, axis_name, kernel):
+  out, lse = _ring_forward(qg, k, v, causal, axis_name, kernel)
+  out = out.astype(qg.dtype)
+  return out, (qg, k, v, out, lse)
+
+
+def _ring_bwd_rule(causal, axis_name, kernel, res, dout):
+  """The ring again, K/V travelling with their f32 gradient accumulators.
+
+  Each step's block gradients use the global out and lse, so they are exact
+  shares. The accumulator a device sends at the top of step i holds block
+  src(i-1)'s gradient so far (its own share from step i-1 plus what it received
+  then), so both the K/V and the gradient transfer are independent of step i's
+  attention and overlap it; after the loop one more permute hands every block's
+  total to its owner.
+  """
+  qg, k, v, out, lse = res
+  n, me, perm = _ring_perm(axis_name)
+  sq, d = qg.shape[1], k.shape[-1]
+
+  def step(i, state):
+    dq, kv, send = state
+    kv_next, recv = _unpack(lax.ppermute(_pack(kv, send), axis_name, perm), d)
+    src = (me - i) % n
+    dq_i, dk_i, dv_i = _pair_bwd(kernel, qg, kv[0], kv[1], me * sq, src * sq, out, lse,
+                                 dout, causal)
+    return dq + dq_i, kv_next, recv + jnp.stack([dk_i, dv_i]).astype(jnp.float32)
+
+  dq0, send0 = _vary_like(me, jnp.zeros(qg.shape, jnp.float32),
+                          jnp.zeros((2,) + k.shape, jnp.float32))
+  dq, _, send = lax.fori_loop(0, n, step, (dq0, jnp.stack([k, v]), send0))
+  dkv = lax.ppermute(send, axis_name, perm)
+  return dq.astype(qg.dtype), dkv[0].astype(k.dtype), dkv[1].astype(v.dtype)
+
+
+_ring.defvjp(_ring_fwd_rule, _ring_bwd_rule)
+
+
+def ring_attention_shard(q, k, v, *, causal, axis_name=AXIS, q_chunk=DEFAULT_CHUNK,
+                         k_chunk=DEFAULT_CHUNK, kernel="auto"):
+  """Per-device body (inside shard_map): q/k/v are this device's sequence blocks.
+
+  kernel: `blocked` (the online softmax above, runs everywhere), `cudnn` (cuDNN
+  flash attention, GPU, 16-bit) or `auto` (cuDNN on a GPU backend when it fits).
+  """
+  b, sq, h, d = q.shape
+  kvh = k.shape[2]
+  name = attention_kernels.resolve(kernel, q.dtype, d)
+  spec = (name, _chunk(sq, q_chunk), _chunk(k.shape[1], k_chunk))
+  out = _ring(q.reshape(b, sq, kvh, h // kvh, d), k, v, causal, axis_name, spec)
+  return out.reshape(b, sq, h, d)
+
+
+def simulated_ring(num_blocks, causal, kernel="auto", loss=None, q_chunk=DEFAULT_CHUNK,
+                   k_chunk=DEFAULT_CHUNK):
+  """The ring of `num_blocks` devices run on one device (jax.vmap names the ring axis).
+
+  Same per-step code, permutes and kernels as the sharded ring; for checking the
+  ring's arithmetic where there is one GPU. Returns (q, k, v) -> out, or with
+  `loss` (a function of an output block, summed over blocks) the gradients of
+  the summed loss. The gradient is taken per block inside the vmap, where the
+  ring's backward can name its axis (jax traces a custom VJP's backward outside
+  an enclosing vmap's axes).
+  """
+  attn = functools.partial(ring_attention_shard, causal=causal, q_chunk=q_chunk,
+                           k_chunk=k_chunk, kernel=kernel)
+  body = attn
+  if loss is not None:
+    body = jax.grad(lambda q, k, v: loss(attn(q, k, v)), argnums=(0, 1, 2))
+  split = lambda x: jnp.moveaxis(x.reshape(x.shape[0], num_blocks, -1, *x.shape[2:]), 1, 0)
+  join = lambda x, like: jnp.moveaxis(x, 0, 1).reshape(like.shape)
+
+  def fn(q, k, v):
+    out = jax.vmap(body, axis_name=AXIS)(split(q), split(k), split(v))
+    if loss is None:
+      return join(out, q)
+    return tuple(join(g, x) for g, x in zip(out, (q, k, v)))
+  return fn
 
 
 def make_mesh(devices):
   return Mesh(np.asarray(devices), (AXIS,))
 
 
-def ring_attention(mesh, causal, q_chunk=DEFAULT_CHUNK, k_chunk=DEFAULT_CHUNK):
+def ring_attention(mesh, causal, q_chunk=DEFAULT_CHUNK, k_chunk=DEFAULT_CHUNK,
+                   kernel="auto"):
   """Global function (q, k, v) -> out, sequence-sharded over the mesh's `cp` axis."""
   spec = P(None, AXIS)
   body = functools.partial(ring_attention_shard, causal=causal, q_chunk=q_chunk,
-                           k_chunk=k_chunk)
+                           k_chunk=k_chunk, kernel=kernel)
   return jax.shard_map(body, mesh=mesh, in_specs=(spec,) * 3, out_specs=spec)
 
 
@@ -305,7 +471,8 @@ def _loss(out):
 
 def example_function(config, mesh):
   """The function the dump compiles: forward, or loss gradients for backward."""
-  attn = ring_attention(mesh, config.causal, config.q_chunk, config.k_chunk)
+  attn = ring_attention(mesh, config.causal, config.q_chunk, config.k_chunk,
+                        config.kernel)
   if not config.backward:
     return attn
   return jax.grad(lambda q, k, v: _loss(attn(q, k, v)), argnums=(0, 1, 2))

@@ -1,9 +1,12 @@
 """Ring attention matches plain attention on 8 CPU devices (forward and gradients).
 
 Cases run with one chunk per block and with several query/key chunks per block
-(the blocked online softmax, its causal skipping and its custom VJP), in f32 and
-bf16; one more check compiles a forward+backward and asserts that no buffer has
-the shape of a whole block's score matrix.
+(the blocked online softmax, its causal skipping and the ring's custom VJP), in
+f32 and bf16; on the CPU the kernel choice `auto` falls back to the blocked
+softmax, and these cases check that path numerically. One more check compiles a
+forward+backward and asserts that no buffer has the shape of a whole block's
+score matrix; another compiles the ring for two GPUs without a GPU and checks
+that every permute of a ring step overlaps that step's attention.
 
 The comparison runs in a subprocess: 8 host devices need XLA_FLAGS set before jax
 initializes its backend, and pytest's process may already have a jax backend.
@@ -63,7 +66,26 @@ def _compare(cases):
       g, r = np.asarray(g, np.float32), np.asarray(r, np.float32)
       errors.append(float(np.max(np.abs(g - r)) / np.max(np.abs(r))))
     results.append(errors)
-  return {"errors": results, "score_shapes": _score_shapes(ra, mesh)}
+  return {"errors": results, "score_shapes": _score_shapes(ra, mesh),
+          "kernel": ra.attention_kernels.resolve("auto", jnp.bfloat16, 128),
+          "simulated": _simulated_errors(ra)}
+
+
+def _simulated_errors(ra):
+  """The ring of 4 blocks on one device (vmap): output and gradients vs the reference."""
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+  config = ra.RingConfig(seq_len=128, num_heads=4, num_kv_heads=2, head_dim=16,
+                         dtype="f32", causal=True)
+  rng = np.random.default_rng(1)
+  args = [jnp.asarray(rng.standard_normal(s), jnp.float32) for s in config.shapes()]
+  got = (ra.simulated_ring(4, True, q_chunk=8, k_chunk=16)(*args),) + ra.simulated_ring(
+      4, True, loss=ra._loss, q_chunk=8, k_chunk=16)(*args)
+  ref = (ra.reference_attention(*args, True),) + jax.grad(
+      lambda q, k, v: ra._loss(ra.reference_attention(q, k, v, True)), argnums=(0, 1, 2))(*args)
+  return [float(np.max(np.abs(np.asarray(g) - np.asarray(r))) / np.max(np.abs(np.asarray(r))))
+          for g, r in zip(got, ref)]
 
 
 def _score_shapes(ra, mesh):
@@ -113,6 +135,72 @@ def test_no_full_score_matrix(child):
   assert shapes["full"] == [], shapes["full"]
 
 
+def test_cpu_falls_back_to_the_blocked_kernel(child):
+  assert child["kernel"] == "blocked"
+
+
+def test_simulated_ring_matches_reference(child):
+  # Forward and the gradients for q, k, v through the ring's custom VJP.
+  assert len(child["simulated"]) == 4
+  assert max(child["simulated"]) < 1e-4, child["simulated"]
+
+
+def test_kernel_choice_rejects_what_cudnn_cannot_run():
+  import jax.numpy as jnp
+  from hlo_tools import attention_kernels
+  with pytest.raises(ValueError, match="bf16/f16"):
+    attention_kernels.resolve("cudnn", jnp.float32, 128)
+  with pytest.raises(ValueError, match="not in"):
+    attention_kernels.resolve("flash", jnp.bfloat16, 128)
+  assert attention_kernels.resolve("blocked", jnp.bfloat16, 128) == "blocked"
+
+
+def _overlap_child():
+  """Deviceless compile of the 2-GPU ring (forward, forward+backward); permute windows."""
+  import jax
+  from jax.experimental import topologies
+  from hlo_tools import ring_attention as ra, ring_overlap
+  from hlo_tools.commands.dump import DEFAULT_TARGET_CONFIG
+  with open(DEFAULT_TARGET_CONFIG, encoding="utf-8") as f:
+    devices = topologies.get_topology_desc(platform="cuda", topology="1x1x2",
+                                           target_config=f.read()).devices
+  mesh = ra.make_mesh(devices)
+  result = {"jax": jax.__version__}
+  for backward in (False, True):
+    config = ra.RingConfig(seq_len=32768, num_heads=32, num_kv_heads=8, backward=backward)
+    fn = jax.jit(ra.example_function(config, mesh))
+    text = fn.lower(*ra.example_args(config, mesh)).compile().as_text()
+    result["fwd_bwd" if backward else "fwd"] = ring_overlap.permute_windows(text)
+  return result
+
+
+@pytest.fixture(scope="module")
+def overlap():
+  env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
+             PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+  env.pop("XLA_FLAGS", None)
+  proc = subprocess.run([sys.executable, __file__, "overlap"], env=env,
+                        capture_output=True, text=True, timeout=600, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("direction", ["fwd", "fwd_bwd"])
+def test_ring_step_permutes_overlap_attention(overlap, direction):
+  """In the loop body every permute starts before and ends after the step's attention."""
+  windows = overlap[direction]
+  in_loop = [w for w in windows if w["in_loop_body"]]
+  # One permute per ring step: K and V (and in the backward their gradients) travel
+  # as one buffer.
+  assert len(in_loop) == (2 if direction == "fwd_bwd" else 1), windows
+  assert not any(w["synchronous"] for w in windows), windows
+  for w in in_loop:
+    assert w["attention_between"] >= 1, w
+  # Outside the loops only the backward's last hand-off of the gradients.
+  outside = [w for w in windows if not w["in_loop_body"]]
+  assert len(outside) == (1 if direction == "fwd_bwd" else 0), windows
+
+
 def test_config_validation():
   from hlo_tools.ring_attention import RingConfig
   with pytest.raises(ValueError, match="num_kv_heads"):
@@ -124,4 +212,7 @@ def test_config_validation():
 
 
 if __name__ == "__main__":
-  print(json.dumps(_compare(json.loads(sys.argv[1]))))
+  if sys.argv[1] == "overlap":
+    print(json.dumps(_overlap_child()))
+  else:
+    print(json.dumps(_compare(json.loads(sys.argv[1]))))
