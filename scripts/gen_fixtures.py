@@ -4,6 +4,7 @@
     .venv/bin/python scripts/gen_fixtures.py [--out_dir=tests/fixtures] [--only=NAME ...]
 
 Each fixture is one compile of a small example for an H200 topology:
+  <name>.before_optimizations.hlo  the module XLA starts from (sync permutes, psums)
   <name>.before_async.hlo          module after XLA's collective-permute-combiner,
                                    i.e. what collective-backend-assigner sees (sync
                                    collective-permutes, final message sizes); taken
@@ -62,6 +63,18 @@ FIXTURES["shift_1x1x2"] = ({"kind": "function",
                             "args": ["1,256,2,64:bf16:None,cp"], "out_spec": "None,cp"},
                            "1x1x2", ("before_async",))
 
+# The Llama-3-8B-shaped train step (hlo_tools/programs/train_step.py, its defaults:
+# 2 layers, 65536 tokens, vocabulary 8192) on one host and across hosts, each with
+# the mesh `hlo-tools dump --program=train_step` picks: tp inside a host, cp across.
+# jaxlib 0.10 prints all-reduce replica groups and collectives_mode fields that the
+# pinned XLA cannot read. No before_async: dumping every pass of this module takes
+# minutes and gigabytes.
+TRAIN_STEP_MESHES = {"1x1x8": "cp:4,tp:2", "1x2x8": "cp:2,tp:8", "1x4x4": "cp:4,tp:4"}
+for _topo, _mesh in TRAIN_STEP_MESHES.items():
+  FIXTURES[f"train_step_{_topo}"] = (
+      {"kind": "program", "program": "train_step", "config": {}, "mesh": _mesh}, _topo,
+      ("before_optimizations", "after_optimizations"))
+
 # A per-pass dump (what `hlo-tools dump --all_passes` writes), pruned to the snapshots
 # that change a collective-permute line: the input of `hlo-tools diff --trace`.
 # ring_product_grad's forward loop rotates 2 buffers and its backward loop 4, all with
@@ -90,7 +103,9 @@ def generate(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
   target.validate()
   written = []
   with tempfile.TemporaryDirectory(prefix="gen-fixtures-") as work_dir:
-    info = dump.compile_in_child(work_dir, source, target, pass_re=".*", progress=False)
+    info = dump.compile_in_child(work_dir, source, target,
+                                 pass_re=".*" if "before_async" in stages else None,
+                                 progress=False)
     xla_dir = os.path.join(work_dir, dump.XLA_DUMP_SUBDIR)
     modules = dump.index_xla_dump(xla_dir)
     key = dump.main_module(modules, info.get("module_name"))

@@ -194,8 +194,11 @@ def test_fixtures_are_reproducible(tmp_path):
 
 
 def test_fixtures_are_small():
+  # The train step's modules are real programs (two decoder layers, forward,
+  # backward, update): about 1 MB after optimization; the rest stay small.
   for fname in os.listdir(FIXTURES):
-    assert os.path.getsize(os.path.join(FIXTURES, fname)) < 200 * 1024, fname
+    limit = 2 * 1024 * 1024 if fname.startswith("train_step_") else 200 * 1024
+    assert os.path.getsize(os.path.join(FIXTURES, fname)) < limit, fname
 
 
 def test_check_vma_switch(tmp_path):

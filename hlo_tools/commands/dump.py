@@ -2,10 +2,20 @@
 
     hlo-tools dump [SOURCE] --out=DIR [--topology=SxHxG] [--all_passes] ...
 
-SOURCE is absent (the built-in ring-attention example), `module:function` (a
-per-shard function run under shard_map over a mesh axis `cp` spanning all devices,
-with arguments from repeated --arg=SHAPE:DTYPE[:PARTITIONSPEC]), or an existing
-directory written by XLA's --xla_dump_to (indexed as it is, nothing recompiled).
+SOURCE is absent (a built-in program: --program=ring, the default, ring attention
+alone; or --program=train_step, a Llama-3-8B-shaped train step with ring attention
+over a mesh axis `cp` and tensor parallelism over `tp`), `module:function` (a
+per-shard function run under shard_map, with arguments from repeated
+--arg=SHAPE:DTYPE[:PARTITIONSPEC]), or an existing directory written by XLA's
+--xla_dump_to (indexed as it is, nothing recompiled).
+
+The mesh: --mesh=NAME:SIZE[,NAME:SIZE...] names the axes in order, the last the
+fastest-varying (consecutive device ids, so GPUs of one host), e.g. --mesh=cp:4,tp:2;
+the sizes must multiply to the number of devices. Without --mesh, module:function
+gets one axis over all devices, named by its partition specs (`cp` when they name
+none); the train step gets tp = the GPUs of a host and cp = the hosts on a topology
+of several hosts, tp 2 and cp the rest on one host (1x1x8: cp 4 x tp 2), so the
+ring crosses hosts and tensor parallelism stays inside them.
 
 Compilation always happens in a child process: XLA reads XLA_FLAGS (dump
 directory, host device count) once, when jax first initializes its backend, so
@@ -42,8 +52,8 @@ _INFO_FILE = "child_info.json"
 _LOG_FILE = "child.log"
 LOWERED_FILE = "lowered.hlo"
 _TOPOLOGY_RE = re.compile(r"^([1-9]\d*)x([1-9]\d*)x([1-9]\d*)$")
-
-
+_AXIS_RE = re.compile(r"^[A-Za-z_]\w*$")
+PROGRAMS = ("ring", "train_step")  # the built-in programs (--program)
 
 
 class DumpError(InputError):
@@ -73,12 +83,90 @@ class Target:
     s, h, g = (int(x) for x in self.topology.split("x"))
     return s * h * g
 
+  def devices_per_host(self):
+    """GPUs per host of the topology; all devices for the CPU (one host)."""
+    return self.num_devices() if self.topology is None else int(self.topology.split("x")[2])
+
   def describe(self):
     if self.topology is None:
       return {"platform": "cpu", "num_devices": self.cpu_devices}
     return {"platform": "cuda", "topology": self.topology,
             "num_devices": self.num_devices(),
             "target_config": os.path.abspath(self.target_config)}
+
+
+# ----------------------------------------------------------------------------
+# The mesh: [[axis name, size], ...], slowest-varying axis first.
+
+
+def parse_mesh(text):
+  """'cp:4,tp:2' -> [['cp', 4], ['tp', 2]]. Raises DumpError on bad syntax."""
+  axes = []
+  for part in text.split(","):
+    name, sep, size = part.strip().partition(":")
+    if not sep or not _AXIS_RE.match(name) or not size.isdigit() or int(size) < 1:
+      raise DumpError(f"bad --mesh {text!r}: expected NAME:SIZE[,NAME:SIZE...] with "
+                      "positive sizes, e.g. cp:4,tp:2")
+    if name in (a for a, _ in axes):
+      raise DumpError(f"bad --mesh {text!r}: axis {name!r} given twice")
+    axes.append([name, int(size)])
+  return axes
+
+
+def format_mesh(axes):
+  return ",".join(f"{name}:{size}" for name, size in axes)
+
+
+def _spec_axes(source):
+  """Mesh axis names the partition specs of --arg and --out_spec use, in order."""
+  specs = [a.split(":")[2] for a in source["args"] if a.count(":") == 2]
+  names = []
+  for spec in specs + [source.get("out_spec") or ""]:
+    for part in spec.split(","):
+      if part not in ("", "None", "none") and part not in names:
+        names.append(part)
+  return names
+
+
+def _default_mesh(source, target):
+  n = target.num_devices()
+  if source["kind"] == "program" and source["program"] == "train_step":
+    from hlo_tools.programs import train_step  # pylint: disable=import-outside-toplevel
+    return [list(axis) for axis in train_step.default_mesh(n, target.devices_per_host())]
+  if source["kind"] == "function":
+    names = _spec_axes(source)
+    if len(names) > 1:
+      raise DumpError(f"the partition specs name mesh axes {', '.join(names)}: give "
+                      f"their sizes with --mesh, e.g. --mesh={names[0]}:{n},"
+                      + ",".join(f"{x}:1" for x in names[1:]))
+    return [[names[0] if names else "cp", n]]
+  return [["cp", n]]
+
+
+def resolve_mesh(source, target, mesh_text=None):
+  """The mesh of a compiled source: --mesh checked against the target and the
+  program, else the default (see the module docstring)."""
+  axes = parse_mesh(mesh_text) if mesh_text else _default_mesh(source, target)
+  product = 1
+  for _, size in axes:
+    product *= size
+  if product != target.num_devices():
+    raise DumpError(f"--mesh {format_mesh(axes)} has {product} devices, but the target "
+                    f"has {target.num_devices()}")
+  names = [a for a, _ in axes]
+  if source["kind"] == "ring" and names != ["cp"]:
+    raise DumpError(f"--mesh {format_mesh(axes)}: the ring-attention example has one "
+                    "mesh axis, cp")
+  if source["kind"] == "program" and source["program"] == "train_step" and \
+      sorted(names) != ["cp", "tp"]:
+    raise DumpError(f"--mesh {format_mesh(axes)}: the train step's mesh axes are cp "
+                    "and tp (either may have size 1)")
+  if source["kind"] == "function":
+    unknown = [a for a in _spec_axes(source) if a not in names]
+    if unknown:
+      raise DumpError(f"--arg/--out_spec name mesh axis {unknown[0]!r}, which the mesh "
+                      f"{format_mesh(axes)} does not have")
+  return axes
 
 
 # ----------------------------------------------------------------------------
@@ -142,23 +230,36 @@ def _user_function(source, mesh):
   return wrapped, args
 
 
+def _program(source, mesh):
+  """The function and abstract arguments of a built-in program or module:function."""
+  from hlo_tools import ring_attention
+  if source["kind"] == "ring":
+    config = ring_attention.RingConfig(**source["config"])
+    config.validate(mesh.size)
+    return (ring_attention.example_function(config, mesh),
+            ring_attention.example_args(config, mesh))
+  if source["kind"] == "program":
+    from hlo_tools.programs import train_step
+    config = train_step.TrainConfig(**source["config"])
+    config.validate(dict(mesh.shape))
+    return (train_step.train_step_function(config, mesh),
+            train_step.example_args(config, mesh))
+  return _user_function(source, mesh)
+
+
 def _child_compile(spec):
   """Lowers and compiles once; XLA writes its dump files as a side effect."""
   import jax
   import jaxlib
-  from hlo_tools import ring_attention
+  import numpy as np
+  from jax.sharding import Mesh
   target = Target(**spec["target"])
   out_dir = spec["out_dir"]
   devices = _devices(target)
-  mesh = ring_attention.make_mesh(devices)
   source = spec["source"]
-  if source["kind"] == "ring":
-    config = ring_attention.RingConfig(**source["config"])
-    config.validate(len(devices))
-    fn = ring_attention.example_function(config, mesh)
-    args = ring_attention.example_args(config, mesh)
-  else:
-    fn, args = _user_function(source, mesh)
+  names = [name for name, _ in spec["mesh"]]
+  mesh = Mesh(np.asarray(devices).reshape([size for _, size in spec["mesh"]]), names)
+  fn, args = _program(source, mesh)
   print("hlo-tools dump: lowering", file=sys.stderr, flush=True)
   lowered = jax.jit(fn).lower(*args)
   with open(os.path.join(out_dir, "stablehlo.mlir"), "w") as f:
@@ -252,14 +353,18 @@ def _die_with_parent():
     pass
 
 
-def compile_in_child(work_dir, source, target, pass_re=None, progress=True):
+def compile_in_child(work_dir, source, target, pass_re=None, progress=True, mesh=None):
   """Compiles `source` for `target` in a child; XLA's files land in work_dir/xla_dump.
 
-  Returns the child's info dict (module name, versions). Raises DumpError.
+  mesh: [[axis, size], ...] (resolve_mesh's answer), else source["mesh"] (the
+  --mesh text) or the source's default.
+  Returns the child's info dict (module name, versions, mesh). Raises DumpError.
   """
   xla_dir = os.path.join(work_dir, XLA_DUMP_SUBDIR)
   os.makedirs(xla_dir, exist_ok=True)
-  spec = {"source": source, "target": dataclasses.asdict(target), "out_dir": work_dir}
+  mesh = mesh or resolve_mesh(source, target, source.get("mesh"))
+  spec = {"source": source, "target": dataclasses.asdict(target), "out_dir": work_dir,
+          "mesh": mesh}
   log_path = os.path.join(work_dir, _LOG_FILE)
   start = time.monotonic()
   with open(log_path, "w") as log:
@@ -288,7 +393,7 @@ def compile_in_child(work_dir, source, target, pass_re=None, progress=True):
       tail = [l for l in f.read().splitlines() if l.strip()][-1:] or ["(no output)"]
     raise DumpError(f"compile process failed (exit {proc.returncode}): {tail[0]}")
   with open(os.path.join(work_dir, _INFO_FILE)) as f:
-    return json.load(f)
+    return dict(json.load(f), mesh=mesh)
 
 
 def write_stages(work_dir, modules, main_key):
@@ -317,13 +422,17 @@ def dump(source, out, target=None, all_passes=False, overwrite=False, options=No
          progress=True):
   """Library entry point behind `hlo-tools dump`. Returns the manifest dict.
 
-  source: {"kind": "ring", "config": {...}}, {"kind": "function", "function":
-  "mod:fn", "args": [...], "out_spec": "cp"} or {"kind": "xla_dump", "dir": DIR}.
+  source: {"kind": "ring", "config": {...}}, {"kind": "program", "program":
+  "train_step", "config": {...}}, {"kind": "function", "function": "mod:fn", "args":
+  [...], "out_spec": "cp"} (each with an optional "mesh": "cp:4,tp:2") or {"kind":
+  "xla_dump", "dir": DIR}. The manifest's keys are described in model/dumps.py.
   """
   target = target or Target()
   out = os.path.abspath(out)
+  mesh = None
   if source["kind"] != "xla_dump":
     target.validate()
+    mesh = resolve_mesh(source, target, source.get("mesh"))
   _check_out(out, overwrite)
   work_dir = make_work_dir(out)
   try:
@@ -336,7 +445,8 @@ def dump(source, out, target=None, all_passes=False, overwrite=False, options=No
       if progress:
         print(f"hlo-tools dump: compiling for {target.describe()}", file=sys.stderr)
       info = compile_in_child(work_dir, source, target,
-                              pass_re=".*" if all_passes else None, progress=progress)
+                              pass_re=".*" if all_passes else None, progress=progress,
+                              mesh=mesh)
     modules = index_xla_dump(os.path.join(work_dir, XLA_DUMP_SUBDIR))
     if not modules:
       raise DumpError(f"no XLA module dumps found in {source.get('dir', work_dir)}")
@@ -345,6 +455,8 @@ def dump(source, out, target=None, all_passes=False, overwrite=False, options=No
     manifest = {
         "source": source,
         "target": None if source["kind"] == "xla_dump" else target.describe(),
+        "topology": None if source["kind"] == "xla_dump" else target.topology,
+        "mesh": None if mesh is None else {name: size for name, size in mesh},
         "versions": info.get("versions") or _local_versions(),
         "options": dict(options or {}, all_passes=all_passes),
         "stages": stages,
@@ -408,8 +520,15 @@ def dump_pass_snapshot(config, topology, pass_name, target_config=DEFAULT_TARGET
 def _parser(prog):
   p = common.parser_for(prog, __doc__)
   p.add_argument("source", nargs="?", default=None,
-                 help="absent: ring-attention example; module:function; or an "
+                 help="absent: the built-in --program; module:function; or an "
                  "--xla_dump_to directory")
+  p.add_argument("--program", choices=PROGRAMS, default=None,
+                 help="built-in program when SOURCE is absent: ring (ring attention "
+                 "alone, the default) or train_step (Llama-3-8B-shaped layers, ring "
+                 "attention over cp, tensor parallelism over tp, gradients, Adam)")
+  p.add_argument("--mesh", default=None,
+                 help="NAME:SIZE[,NAME:SIZE...], slowest axis first, sizes multiplying "
+                 "to the devices, e.g. cp:4,tp:2 (default: see above)")
   p.add_argument("--out", required=True, help="output directory")
   p.add_argument("--topology", default=None,
                  help="GPU topology SxHxG (slices x hosts x GPUs/host); absent: CPU")
@@ -422,17 +541,24 @@ def _parser(prog):
   p.add_argument("--overwrite", action="store_true",
                  help="replace a non-empty --out")
   p.add_argument("--quiet", action="store_true", help="no progress on stderr")
-  ring = p.add_argument_group("built-in ring-attention example")
-  ring.add_argument("--seq_len", type=int, default=8192)
-  ring.add_argument("--num_heads", type=int, default=8)
-  ring.add_argument("--num_kv_heads", type=int, default=8)
-  ring.add_argument("--head_dim", type=int, default=128)
-  ring.add_argument("--batch", type=int, default=1)
-  ring.add_argument("--dtype", default="bf16", choices=["bf16", "f32", "f16"])
-  ring.add_argument("--causal", dest="causal", action="store_true", default=True)
+  ring = p.add_argument_group(
+      "built-in programs' shapes (defaults: ring 8192 tokens, 8 heads / 8 KV heads x "
+      "128; train_step Llama 3 8B's layers, 65536 tokens, 2 layers, vocabulary 8192)")
+  for key in ("seq_len", "num_heads", "num_kv_heads", "head_dim", "batch"):
+    ring.add_argument(f"--{key}", type=int, default=None)
+  ring.add_argument("--dtype", default=None, choices=["bf16", "f32", "f16"])
+  ring.add_argument("--causal", dest="causal", action="store_true", default=None,
+                    help="ring only (the train step is always causal)")
   ring.add_argument("--nocausal", dest="causal", action="store_false")
-  ring.add_argument("--backward", dest="backward", action="store_true", default=False)
+  ring.add_argument("--backward", dest="backward", action="store_true", default=None,
+                    help="ring only: loss gradients too (the train step always has them)")
   ring.add_argument("--nobackward", dest="backward", action="store_false")
+  for key in ("num_layers", "hidden", "mlp", "vocab"):
+    ring.add_argument(f"--{key}", type=int, default=None, help="train_step only")
+  ring.add_argument("--optimizer", choices=["adam", "sgd"], default=None,
+                    help="train_step only")
+  ring.add_argument("--norotary", dest="rotary", action="store_false", default=None,
+                    help="train_step only: no rotary position embedding")
   fn = p.add_argument_group("module:function source")
   fn.add_argument("--arg", action="append", default=[],
                   help="SHAPE:DTYPE[:PARTITIONSPEC], e.g. 8192,8,128:bf16:cp")
@@ -447,17 +573,53 @@ def _parser(prog):
   return p
 
 
+_RING_KEYS = ("seq_len", "num_heads", "num_kv_heads", "head_dim", "dtype", "causal",
+              "backward", "batch")
+_TRAIN_KEYS = ("seq_len", "num_heads", "num_kv_heads", "head_dim", "dtype", "batch",
+               "num_layers", "hidden", "mlp", "vocab", "optimizer", "rotary")
+_RING_DEFAULTS = {"seq_len": 8192, "num_heads": 8, "num_kv_heads": 8, "head_dim": 128,
+                  "dtype": "bf16", "causal": True, "backward": False, "batch": 1}
+
+
+def _given(args, keys):
+  return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+
+
+def program_source(args):
+  """The source of --program (ring by default), with the shapes given on the line."""
+  program = args.program or "ring"
+  keys = _RING_KEYS if program == "ring" else _TRAIN_KEYS
+  for key, value in vars(args).items():
+    if value is not None and key in set(_RING_KEYS + _TRAIN_KEYS) - set(keys):
+      raise DumpError(f"--{'norotary' if key == 'rotary' else key} does not apply to "
+                      f"--program={program}")
+  for key, value in _given(args, keys).items():
+    if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+      raise DumpError(f"--{key} must be >= 1, got {value}")
+  if program == "ring":
+    source = {"kind": "ring", "config": dict(_RING_DEFAULTS, **_given(args, keys))}
+  else:
+    source = {"kind": "program", "program": program, "config": _given(args, keys)}
+  if args.mesh:
+    source["mesh"] = args.mesh
+  return source
+
+
 def source_from_args(args):
   if args.source is None:
-    config = {k: getattr(args, k) for k in ("seq_len", "num_heads", "num_kv_heads",
-                                            "head_dim", "dtype", "causal", "backward",
-                                            "batch")}
-    return {"kind": "ring", "config": config}
+    return program_source(args)
+  if args.program:
+    raise DumpError(f"--program={args.program} and SOURCE {args.source!r}: give one")
   if os.path.isdir(args.source):
+    if args.mesh:
+      raise DumpError(f"--mesh does not apply to an XLA dump directory ({args.source})")
     return {"kind": "xla_dump", "dir": os.path.abspath(args.source)}
   if re.match(r"^[\w.]+:\w+$", args.source):
-    return {"kind": "function", "function": args.source, "args": args.arg,
-            "out_spec": args.out_spec, "check_vma": args.check_vma}
+    source = {"kind": "function", "function": args.source, "args": args.arg,
+              "out_spec": args.out_spec, "check_vma": args.check_vma}
+    if args.mesh:
+      source["mesh"] = args.mesh
+    return source
   raise DumpError(f"SOURCE {args.source!r} is neither a directory nor module:function")
 
 

@@ -8,11 +8,18 @@ MLP) under `jax.shard_map` over a 2-D mesh (`cp`, `tp`):
   attention is `hlo_tools.ring_attention`'s ring (K and V rotate with one
   collective-permute per step, in a loop; their gradients rotate back);
 * tensor parallelism over `tp`, Megatron-style: the Q/K/V and gate/up projections
-  are split by column (heads, MLP units), the output and down projections by row,
-  and a `psum` over `tp` sums each block's partial output (shard_map's types put
-  the matching all-reduce into the backward pass);
-* `jax.value_and_grad` of the token-mean cross-entropy, then an Adam (or SGD)
-  update of every parameter.
+  are split by column (heads, MLP units), the output and down projections by row;
+  a block's partial outputs are summed by a `psum` over `tp` in the forward pass,
+  and its input's gradient by a `psum` over `tp` in the backward pass;
+* `jax.value_and_grad` of the token-mean cross-entropy on each device, the
+  gradients summed over `cp` (every device holds every parameter of its tp rank),
+  clipped to a global norm and applied by Adam (or SGD). The update runs under
+  `jit` outside the shard_map, as optimizers do: XLA's partitioner adds the
+  all-reduce of the norm over the sharded gradients.
+
+The collectives are written out (shard_map with check_vma=False) rather than left to
+shard_map's type system, so the program states exactly which all-reduce runs where
+and does not depend on how the ring types its loop carries.
 
 The mesh is devices reshaped to (cp, tp), `tp` the faster-varying axis, so on a
 topology of hosts with G GPUs and tp <= G each tensor-parallel group sits inside
@@ -54,6 +61,7 @@ class TrainConfig:
   rotary: bool = True
   optimizer: str = "adam"  # or "sgd"
   learning_rate: float = 1e-4
+  clip_norm: float = 1.0
   q_chunk: int = ring_attention.DEFAULT_CHUNK
   k_chunk: int = ring_attention.DEFAULT_CHUNK
 
@@ -118,10 +126,31 @@ def _rotary(x, positions):
   return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1).astype(x.dtype)
 
 
+@jax.custom_vjp
+def _tp_input(x):
+  """Megatron's f: identity forward; the gradient is summed over tp (every tp rank
+  holds part of the columns x feeds)."""
+  return x
+
+
+_tp_input.defvjp(lambda x: (x, None), lambda _, g: (lax.psum(g, TP),))
+
+
+@jax.custom_vjp
+def _tp_output(x):
+  """Megatron's g: the partial outputs of the row-split matmul summed over tp; the
+  gradient passes through (every tp rank needs all of it)."""
+  return lax.psum(x, TP)
+
+
+_tp_output.defvjp(lambda x: (lax.psum(x, TP), None), lambda _, g: (g,))
+
+
 def _attention(x, p, config, positions):
   """Column-split Q/K/V (this device's heads), the ring over cp, row-split output."""
   b, s, _ = x.shape
   d = config.head_dim
+  x = _tp_input(x)
   q = (x @ p["wq"]).reshape(b, s, -1, d)
   k = (x @ p["wk"]).reshape(b, s, -1, d)
   v = (x @ p["wv"]).reshape(b, s, -1, d)
@@ -129,16 +158,17 @@ def _attention(x, p, config, positions):
     q, k = _rotary(q, positions), _rotary(k, positions)
   out = ring_attention.ring_attention_shard(q, k, v, causal=True, axis_name=CP,
                                             q_chunk=config.q_chunk, k_chunk=config.k_chunk)
-  return lax.psum(out.reshape(b, s, -1) @ p["wo"], TP)
+  return _tp_output(out.reshape(b, s, -1) @ p["wo"])
 
 
 def _mlp(x, p):
+  x = _tp_input(x)
   h = jax.nn.silu(x @ p["w_gate"]) * (x @ p["w_up"])
-  return lax.psum(h @ p["w_down"], TP)
+  return _tp_output(h @ p["w_down"])
 
 
 def _local_loss(params, tokens, targets, config):
-  """Per-shard body: the token-mean loss over the whole sequence (psum over cp)."""
+  """This device's share of the token-mean loss (its tokens' sum / all tokens)."""
   s = tokens.shape[1]
   positions = lax.axis_index(CP) * s + jnp.arange(s)
   x = params["embed"][tokens]
@@ -149,14 +179,22 @@ def _local_loss(params, tokens, targets, config):
                    preferred_element_type=jnp.float32)
   logp = jax.nn.log_softmax(logits, axis=-1)
   nll = -jnp.take_along_axis(logp, targets[..., None], axis=-1).sum()
-  return lax.psum(nll, CP) / (config.batch * config.seq_len)
+  return nll / (config.batch * config.seq_len)
 
 
-def loss_function(config, mesh):
-  """Global (params, tokens, targets) -> loss, sharded over the mesh by shard_map."""
+def _local_value_and_grad(params, tokens, targets, config):
+  """Per-shard body: the loss and the gradients, summed over the sequence blocks."""
+  loss, grads = jax.value_and_grad(_local_loss)(params, tokens, targets, config)
+  return lax.psum(loss, CP), jax.tree.map(lambda g: lax.psum(g, CP), grads)
+
+
+def value_and_grad_function(config, mesh):
+  """Global (params, tokens, targets) -> (loss, grads), sharded by shard_map."""
   data = P(None, CP)
-  return jax.shard_map(functools.partial(_local_loss, config=config), mesh=mesh,
-                       in_specs=(param_specs(config), data, data), out_specs=P())
+  specs = param_specs(config)
+  return jax.shard_map(functools.partial(_local_value_and_grad, config=config), mesh=mesh,
+                       in_specs=(specs, data, data), out_specs=(P(), specs),
+                       check_vma=False)
 
 
 def _adam(params, grads, state, lr, b1=0.9, b2=0.95, eps=1e-8):
@@ -170,12 +208,20 @@ def _adam(params, grads, state, lr, b1=0.9, b2=0.95, eps=1e-8):
   return new, {"step": step, "m": m, "v": v}
 
 
+def _clip_by_global_norm(grads, max_norm):
+  leaves = jax.tree.leaves(grads)
+  norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.astype(jnp.float32))) for g in leaves))
+  scale = jnp.minimum(1.0, max_norm / jnp.maximum(norm, 1e-6))
+  return jax.tree.map(lambda g: (g * scale).astype(g.dtype), grads)
+
+
 def train_step_function(config, mesh):
   """(params, opt_state, tokens, targets) -> (params, opt_state, loss)."""
-  loss_fn = loss_function(config, mesh)
+  value_and_grad = value_and_grad_function(config, mesh)
 
   def step(params, opt_state, tokens, targets):
-    loss, grads = jax.value_and_grad(loss_fn)(params, tokens, targets)
+    loss, grads = value_and_grad(params, tokens, targets)
+    grads = _clip_by_global_norm(grads, config.clip_norm)
     if config.optimizer == "sgd":
       new = jax.tree.map(lambda p, g: (p - config.learning_rate * g).astype(p.dtype),
                          params, grads)
@@ -184,6 +230,19 @@ def train_step_function(config, mesh):
     return new, opt_state, loss
 
   return step
+
+
+def default_mesh(num_devices, devices_per_host):
+  """[(cp, size), (tp, size)]: the layout that keeps tensor parallelism inside hosts.
+
+  Several hosts: tp = a host's GPUs, cp = the hosts (the ring crosses hosts). One
+  host: tp 2 (1 for an odd count) and cp the rest, so the ring still has a few steps.
+  """
+  if num_devices > devices_per_host and num_devices % devices_per_host == 0:
+    tp = devices_per_host
+  else:
+    tp = 2 if num_devices % 2 == 0 else 1
+  return [(CP, num_devices // tp), (TP, tp)]
 
 
 def make_mesh(devices, cp, tp):
