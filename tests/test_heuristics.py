@@ -244,9 +244,8 @@ def test_sweep_bad_cost_table_names_line(tmp_path, capsys):
 # check-pass: real JAX HLO through the real pass
 
 # NCCL's NVLink edges slower than its network: NVSHMEM would win on the NVLink
-# edges alone, but the network edges keep the whole permute on NCCL (there is no
-# split plan: its NVSHMEM part would leave devices without a source), in the pass
-# and in the core alike.
+# edges alone, but a permute runs whole on one backend, priced by its slowest
+# (network) edge, where NCCL wins, in the pass and in the core alike.
 SLOW_NVLINK_TABLE = "link nccl nvlink 20 100\nlink nccl network 3 1000\n"
 
 
@@ -318,12 +317,16 @@ def _device_edges(topology, pairs):
 
 @PROPERTY
 @given(permutes(), cost_tables(), SIZES)
-def test_nvshmem_never_outside_an_nvlink_domain(permute, table, nbytes):
+def test_nvshmem_only_where_every_device_has_a_source(permute, table, nbytes):
   topology, pairs = permute
   d = selection.decide(topology, table, nbytes, pairs)
-  classes = [topology.classify(s, t) for s, t in _device_edges(topology, pairs)]
+  edges = _device_edges(topology, pairs)
   if d["plan"] == "nvshmem":
-    assert "network" not in classes
+    assert selection.nvshmem_hang_reason(edges, topology.num_devices) is None
+    # Priced by its slowest edge, network edges included.
+    slowest = max(selection.edge_time_us(table, "nvshmem", topology.classify(s, t), nbytes)
+                  for s, t in edges)
+    assert d["backend_us"]["nvshmem"] == pytest.approx(slowest)
   if d["plan"] != "nccl":
     assert nbytes <= table.nvshmem_max_bytes
 

@@ -87,7 +87,7 @@ def test_explain_prints_one_block_per_permute():
                            "--mode=explain")
   assert result.returncode == 0
   assert "collective-permute (sync, 32768 bytes, 16 pairs): nccl" in result.stdout
-  assert "4 of 16 edges cross the network" in result.stdout
+  assert "does not beat NCCL" in result.stdout
 
 
 def test_cost_table_changes_the_decision(tmp_path):

@@ -95,7 +95,7 @@ def _svg_series(out, series, box, x, y):
     out.append(f'<text x="{left + pw + 12}" y="{legend_y + 4}" font-size="11" fill="#777">'
                'NVSHMEM for the whole permute: not</text>')
     out.append(f'<text x="{left + pw + 12}" y="{legend_y + 18}" font-size="11" fill="#777">'
-               'eligible (edges cross the network)</text>')
+               'eligible (refused: see the reason)</text>')
 
 
 def svg_chart(series, marks, title):

@@ -356,6 +356,34 @@ std::string Topology::ToString() const {
 
 namespace {
 
+// Network rows (estimates; sources in docs/cost_model.md). NCCL's own tuning
+// model prices a network hop of its proxy-driven Simple protocol at 14.0 us
+// against 3.4 us over NVLink: 10.6 us more, added to the NCCL row measured on
+// NVLink (10.15 us). One NDR NIC moves 50 GB/s per direction; 45 GB/s is what
+// RDMA transfers reach in practice (NVSHMEM's 43-58 GB/s in DeepEP).
+constexpr LinkCost kNcclNetwork = {20.75, 45.0, 7.6};
+// XLA's NVSHMEM permute does a put and a team barrier per buffer: two network
+// steps on top of the NVSHMEM row measured on NVLink (16.6 us, 16.0 us per
+// buffer). Through IBRC each step passes the CPU proxy thread (10.6 us, as
+// for NCCL's proxy); with IBGDA the GPU posts to the NIC itself, which leaves
+// the wire and NIC part of a hop (NCCL's LL protocol: 2.7 - 0.6 = 2.1 us).
+constexpr double kIbrcStepUs = 10.6;
+constexpr double kIbgdaStepUs = 2.1;
+
+}  // namespace
+
+LinkCost NvshmemNetworkCost(NvshmemTransport transport) {
+  const double step =
+      transport == NvshmemTransport::kIbgda ? kIbgdaStepUs : kIbrcStepUs;
+  return {16.6 + 2 * step, 45.0, 16.0 + 2 * step};
+}
+
+const char* NvshmemTransportName(NvshmemTransport transport) {
+  return transport == NvshmemTransport::kIbgda ? "ibgda" : "ibrc";
+}
+
+namespace {
+
 // The documented defaults before the measured curves are applied.
 CostTable DocumentedCostTable() {
   CostTable table;
@@ -367,8 +395,7 @@ CostTable DocumentedCostTable() {
   table.link(Backend::kNccl, LinkClass::kSameDevice) = {6.0, 2400.0};
   table.link(Backend::kNccl, LinkClass::kIntraHostNvlink) = {6.0, 450.0};
   table.link(Backend::kNccl, LinkClass::kNvlinkDomain) = {6.0, 450.0};
-  // Estimate: NVLink latency plus a NIC/proxy round; calibrate on the target.
-  table.link(Backend::kNccl, LinkClass::kNetwork) = {10.0, 50.0};
+  table.link(Backend::kNccl, LinkClass::kNetwork) = kNcclNetwork;
   // NVSHMEM on-stream put: XLA PR #30718 measured 5.6-7.5 us from 1 KB to
   // 32 MB for the put itself; the data still crosses the same link, so the
   // link bandwidth bounds the transfer. Same-device: an HBM3e copy on H200
@@ -376,15 +403,16 @@ CostTable DocumentedCostTable() {
   table.link(Backend::kNvshmem, LinkClass::kSameDevice) = {5.6, 2400.0};
   table.link(Backend::kNvshmem, LinkClass::kIntraHostNvlink) = {5.6, 450.0};
   table.link(Backend::kNvshmem, LinkClass::kNvlinkDomain) = {5.6, 450.0};
-  // Never used by default (NVSHMEM is not eligible off NVLink); kept so a
-  // table can describe it.
-  table.link(Backend::kNvshmem, LinkClass::kNetwork) = {10.0, 50.0};
+  table.link(Backend::kNvshmem, LinkClass::kNetwork) =
+      NvshmemNetworkCost(NvshmemTransport::kIbrc);
   // Each buffer beyond the first, fitted from the XLA-level ring permute on
   // 2x H200 NVLink with jax 0.9.1 (1, 2 and 4 operands): NCCL 7.6 us, NVSHMEM
   // 8.0 us (XLA's NVSHMEM permute repeats its put and team barrier for every
   // buffer; NCCL's grouped launch costs about as much at the XLA level).
-  // Measured on NVLink only; the other link classes assume the same.
+  // Measured on NVLink only; the other link classes assume the same, except
+  // the network rows, which carry their own (see NvshmemNetworkCost).
   for (int c = 0; c < kNumLinkClasses; ++c) {
+    if (c == static_cast<int>(LinkClass::kNetwork)) continue;
     table.links[static_cast<int>(Backend::kNccl)][c].per_buffer_us = 7.6;
     table.links[static_cast<int>(Backend::kNvshmem)][c].per_buffer_us = 8.0;
   }
@@ -674,6 +702,28 @@ std::string ApplySymmetricSignals(const Words& words, CostTable* table) {
   return "";
 }
 
+// nvshmem_transport ibrc|ibgda: the runtime's InfiniBand transport, which
+// sets NVSHMEM's network row to that transport's documented estimate (a later
+// link line still overrides it).
+std::string ApplyNvshmemTransport(const Words& words, CostTable* table,
+                                  Touched* touched) {
+  if (words.size() != 2) return Usage("nvshmem_transport ibrc|ibgda");
+  NvshmemTransport transport;
+  if (words[1] == "ibrc") {
+    transport = NvshmemTransport::kIbrc;
+  } else if (words[1] == "ibgda") {
+    transport = NvshmemTransport::kIbgda;
+  } else {
+    return absl::StrCat("nvshmem_transport must be ibrc or ibgda, not '",
+                        Printable(words[1]), "'");
+  }
+  table->nvshmem_transport = transport;
+  Touch(Backend::kNvshmem, LinkClass::kNetwork, table, touched);
+  table->link(Backend::kNvshmem, LinkClass::kNetwork) =
+      NvshmemNetworkCost(transport);
+  return "";
+}
+
 // margin, nvshmem_max_bytes.
 std::string ApplyScalar(const Words& words, CostTable* table) {
   const absl::string_view key = words[0];
@@ -698,6 +748,9 @@ std::string ApplyEntry(const Words& words, CostTable* table, Touched* touched) {
   if (key == "sm_interference") return ApplySmInterference(words, table);
   if (key == "backends") return ApplyBackendSet(words, table);
   if (key == "symmetric_signals") return ApplySymmetricSignals(words, table);
+  if (key == "nvshmem_transport") {
+    return ApplyNvshmemTransport(words, table, touched);
+  }
   if (key == "margin" || key == "nvshmem_max_bytes") {
     return ApplyScalar(words, table);
   }
@@ -710,7 +763,8 @@ std::string ApplyEntry(const Words& words, CostTable* table, Touched* touched) {
   }
   return absl::StrCat("unknown entry '", Printable(key),
                       "' (link, point, sm_interference, backends, "
-                      "symmetric_signals, margin, nvshmem_max_bytes)");
+                      "symmetric_signals, nvshmem_transport, margin, "
+                      "nvshmem_max_bytes)");
 }
 
 absl::StatusOr<CostTable> ParseCostTableOnto(CostTable table,
@@ -742,6 +796,10 @@ std::string CostTableToString(const CostTable& table) {
   std::string out =
       absl::StrCat("backends ", BackendSetToString(table.backends), "\n",
                    "symmetric_signals ", table.symmetric_signals ? 1 : 0, "\n",
+                   // Before the link rows: the network row printed below
+                   // overrides the transport's default on reading back.
+                   "nvshmem_transport ",
+                   NvshmemTransportName(table.nvshmem_transport), "\n",
                    "# backend link_class latency_us bandwidth_GBps "
                    "[per_buffer_us]\n");
   for (int b = 0; b < kNumBackends; ++b) {
@@ -937,23 +995,14 @@ std::string RefusalReason(const Topology& topology, const CostTable& table,
     ++by_class[static_cast<int>(topology.Classify(src, dst))];
   }
   const int total = static_cast<int>(request.device_edges.size());
-  const int network = by_class[static_cast<int>(LinkClass::kNetwork)];
-  const int off_host =
-      network + by_class[static_cast<int>(LinkClass::kNvlinkDomain)];
+  const int off_host = by_class[static_cast<int>(LinkClass::kNetwork)] +
+                       by_class[static_cast<int>(LinkClass::kNvlinkDomain)];
   const std::string of_total = absl::StrCat(" of ", total, " edges ");
   if (backend == Backend::kNvshmem) {
     if (request.bytes > table.nvshmem_max_bytes) {
       return absl::StrCat(refused, Bytes(request.bytes),
                           " exceeds the NVSHMEM symmetric heap (",
                           Bytes(table.nvshmem_max_bytes), ")");
-    }
-    if (network > 0) {
-      // No split: its NVSHMEM half would leave the targets of these edges
-      // without a source (the deadlock-free rule).
-      return absl::StrCat(
-          refused, network, of_total,
-          "cross the network; NVSHMEM is NVLink-only, and a split would "
-          "leave devices of the NVSHMEM team without a source");
     }
     return NvshmemHangReason(request.device_edges,
                              TeamDevices(topology, request.team_size));
@@ -1065,9 +1114,17 @@ Decision Decide(const Topology& topology, const CostTable& table,
   }
   decision.backend = static_cast<Backend>(best);
   decision.chosen_us = best_us;
-  const std::string where = decision.backend == Backend::kNvshmem
-                                ? " edges stay in an NVLink domain"
-                                : " edges stay in one host";
+  const int network =
+      decision.edges_by_class[static_cast<int>(LinkClass::kNetwork)];
+  std::string where = " edges stay in one host";
+  if (decision.backend == Backend::kNvshmem) {
+    where = network == 0 ? " edges stay in an NVLink domain"
+                         : absl::StrCat(" edges, ", network,
+                                        " across the network (",
+                                        NvshmemTransportName(
+                                            table.nvshmem_transport),
+                                        ")");
+  }
   decision.reason =
       absl::StrCat(title, ": all ", edges.size(), where, "; ", size, " in ",
                    Us(best_us), " vs NCCL ", Us(nccl_us), " (",

@@ -65,10 +65,11 @@ limitations under the License.
 //     `margin` (a fraction); otherwise NCCL.
 //
 // Safety rules, one per backend, each with its reason:
-//   nvshmem  (a) every edge inside one NVLink domain: NVSHMEM's puts here are
-//            NVLink loads/stores; (b) the message fits the symmetric heap
-//            (nvshmem_max_bytes); (c) every device of the team has a source,
-//            the deadlock-free rule below.
+//   nvshmem  (a) the message fits the symmetric heap (nvshmem_max_bytes);
+//            (b) every device of the team has a source, the deadlock-free
+//            rule below. Edges may cross the network: XLA initializes
+//            NVSHMEM over every process, and NVSHMEM carries puts between
+//            hosts over InfiniBand (IBRC or IBGDA); the model prices them.
 //   peer     every edge inside one host. XLA's peer-memory permute copies
 //            with the copy engines straight into the target's buffer, which
 //            needs CUDA peer access (devices of one host, all in one
@@ -91,9 +92,10 @@ limitations under the License.
 // devices that do wait in the barrier forever: the program hangs (observed on
 // two H200: pairs {0,1} never finishes). So Decide never plans NVSHMEM for a
 // permute in which a team member is not the target of some pair: non-cyclic
-// shifts and permutes over a subset of devices. For the same reason there is
-// no split plan (NVSHMEM for the NVLink edges, NCCL for the rest): its NVSHMEM
-// half would leave the targets of the other edges without a source.
+// shifts and permutes over a subset of devices. For the same reason a permute
+// runs whole on one backend, never split (NVSHMEM for some edges, NCCL for
+// the rest): its NVSHMEM half would leave the targets of the other edges
+// without a source.
 // The team is given by PermuteRequest::team_size; when it is unknown (0) the
 // team is taken to be every device of the topology, which can only refuse
 // more, never less, than the real team.
@@ -197,6 +199,14 @@ struct LinkCost {
   double per_buffer_us = 0;   // Each buffer beyond the first.
 };
 
+// How NVSHMEM reaches another host over InfiniBand: through the CPU proxy
+// thread (IBRC, NVSHMEM's default remote transport) or GPU-initiated
+// (IBGDA, NVSHMEM_IB_ENABLE_IBGDA=1). The default is IBRC, the slower one.
+enum class NvshmemTransport { kIbrc = 0, kIbgda = 1 };
+const char* NvshmemTransportName(NvshmemTransport transport);
+// The documented estimate of NVSHMEM's network row for a transport.
+LinkCost NvshmemNetworkCost(NvshmemTransport transport);
+
 // One measured point of a backend's curve on one link class: a permute of
 // `buffers` buffers moving `bytes` in all took `us` of its own per step.
 struct CurvePoint {
@@ -217,6 +227,8 @@ struct CostTable {
   std::vector<Backend> backends = {Backend::kNccl, Backend::kNvshmem};
   // Whether the runtime's NCCL supports signals (symmetric's put + signal).
   bool symmetric_signals = false;
+  // NVSHMEM's InfiniBand transport; picks its network row's default.
+  NvshmemTransport nvshmem_transport = NvshmemTransport::kIbrc;
   double margin = 0.05;  // Required relative gain over NCCL.
   int64_t nvshmem_max_bytes = int64_t{1} << 30;  // Symmetric heap budget.
 
@@ -252,6 +264,8 @@ CostTable DefaultCostTable();
 //   sm_interference <backend> <fraction>
 //   backends <nccl,nvshmem|nccl,peer|nccl,peer,symmetric|...>
 //   symmetric_signals <0|1>
+//   nvshmem_transport <ibrc|ibgda>   (sets NVSHMEM's network row to that
+//        transport's estimate; a later link line overrides it)
 //   margin <fraction>
 //   nvshmem_max_bytes <bytes>
 // Entries not mentioned keep their defaults. A table that mentions a

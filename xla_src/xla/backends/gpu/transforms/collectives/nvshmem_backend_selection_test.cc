@@ -188,28 +188,125 @@ TEST(DecideTest, OneHostRingGoesToNvshmem) {
   EXPECT_EQ(d.reason.rfind("NVSHMEM: all 8 edges", 0), 0u) << d.reason;
 }
 
-TEST(DecideTest, TwoHostRingStaysOnNcclWithDefaultCosts) {
+TEST(DecideTest, TwoHostRingIsPricedAndStaysOnNcclWithDefaultCosts) {
   Decision d =
       Decide(MustParse("1x2x4"), DefaultCostTable(), {32 << 20, Ring(8)});
   EXPECT_EQ(d.backend, Backend::kNccl) << d.reason;
-  EXPECT_LT(d.backend_us[static_cast<int>(Backend::kNvshmem)], 0);
+  // Eligible and priced by its slowest (network) edge, not refused.
+  EXPECT_EQ(d.refused[static_cast<int>(Backend::kNvshmem)], "");
+  EXPECT_DOUBLE_EQ(d.backend_us[static_cast<int>(Backend::kNvshmem)],
+                   EdgeTimeUs(DefaultCostTable(), Backend::kNvshmem,
+                              LinkClass::kNetwork, 32 << 20));
   EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kNetwork)], 2);
-  EXPECT_NE(d.reason.find("2 of 8 edges cross the network"), std::string::npos);
+  EXPECT_NE(d.reason.find("does not beat NCCL"), std::string::npos)
+      << d.reason;
 }
 
-TEST(DecideTest, NeverSplitsEvenWhenTheModelWouldGain) {
-  // These costs made the old split plan win by a wide margin; its NVSHMEM
-  // half would leave devices 0 and 4 without a source and hang.
-  std::string error;
-  absl::StatusOr<CostTable> table = ParseCostTable(
-      "link nccl network 4 900\nsm_interference nccl 0.5\n", "t");
-  ASSERT_TRUE(table.ok()) << table.status();
-  Decision d = Decide(MustParse("1x2x4"), *table, {64 << 20, Ring(8), 8});
-  EXPECT_EQ(d.backend, Backend::kNccl) << d.reason;
-  EXPECT_NE(d.reason.find("a split would leave devices of the NVSHMEM team "
-                          "without a source"),
+// Tensor parallelism inside each host, the context-parallel ring across
+// hosts: on 1x2x8 with cp 2, every edge of the ring's permute crosses the
+// network (device t <-> t + 8).
+std::vector<std::pair<int, int>> CpRingAcrossTwoHosts() {
+  std::vector<std::pair<int, int>> edges;
+  for (int t = 0; t < 8; ++t) {
+    edges.emplace_back(t, t + 8);
+    edges.emplace_back(t + 8, t);
+  }
+  return edges;
+}
+
+TEST(AcrossHostsTest, ModelPicksNvshmemWhereItsNetworkRowWins) {
+  // A table whose network rows say NVSHMEM is faster (as a calibration on
+  // the user's nodes may): the whole permute goes to NVSHMEM.
+  absl::StatusOr<CostTable> fast = ParseCostTable(
+      "link nccl network 25 40 8\nlink nvshmem network 12 48 10\n", "t");
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  Decision d = Decide(MustParse("1x2x8"), *fast,
+                      {8 << 20, CpRingAcrossTwoHosts(), 16});
+  EXPECT_EQ(d.backend, Backend::kNvshmem) << d.reason;
+  EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kNetwork)], 16);
+  EXPECT_EQ(d.reason.rfind("NVSHMEM: all 16 edges, 16 across the network "
+                           "(ibrc)",
+                           0),
+            0u)
+      << d.reason;
+  // The default estimates: the NIC bounds both, NVSHMEM's put and barrier
+  // cost more than NCCL's send/receive, so NCCL, priced, not refused.
+  Decision by_default = Decide(MustParse("1x2x8"), DefaultCostTable(),
+                               {8 << 20, CpRingAcrossTwoHosts(), 16});
+  EXPECT_EQ(by_default.backend, Backend::kNccl) << by_default.reason;
+  EXPECT_GT(by_default.backend_us[static_cast<int>(Backend::kNvshmem)],
+            by_default.backend_us[static_cast<int>(Backend::kNccl)]);
+}
+
+TEST(AcrossHostsTest, MixedRingIsPricedByItsSlowestEdge) {
+  absl::StatusOr<CostTable> fast =
+      ParseCostTable("link nvshmem network 12 60 10\n", "t");
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  const Topology t = MustParse("1x4x4");
+  Decision d = Decide(t, *fast, {64 << 20, Ring(16), 16});
+  EXPECT_EQ(d.backend, Backend::kNvshmem) << d.reason;
+  EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kNetwork)], 4);
+  EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kIntraHostNvlink)],
+            12);
+  EXPECT_DOUBLE_EQ(
+      d.backend_us[static_cast<int>(Backend::kNvshmem)],
+      EdgeTimeUs(*fast, Backend::kNvshmem, LinkClass::kNetwork, 64 << 20));
+  Decision by_default = Decide(t, DefaultCostTable(), {64 << 20, Ring(16), 16});
+  EXPECT_EQ(by_default.backend, Backend::kNccl) << by_default.reason;
+}
+
+TEST(AcrossHostsTest, ShiftAcrossHostsIsStillRefused) {
+  absl::StatusOr<CostTable> fast =
+      ParseCostTable("link nvshmem network 1 900 1\n", "t");
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  // Host 0 sends to host 1 only: devices 0..7 receive nothing.
+  std::vector<std::pair<int, int>> shift;
+  for (int t = 0; t < 8; ++t) shift.emplace_back(t, t + 8);
+  Decision d = Decide(MustParse("1x2x8"), *fast, {8 << 20, shift, 16});
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  EXPECT_NE(d.refused[static_cast<int>(Backend::kNvshmem)].find(
+                "8 of 16 devices of the team (devices 0, 1, 2, 3, ...) have "
+                "no source"),
             std::string::npos)
       << d.reason;
+}
+
+TEST(AcrossHostsTest, HeapLimitStillRefuses) {
+  absl::StatusOr<CostTable> fast =
+      ParseCostTable("link nvshmem network 1 900 1\n", "t");
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  Decision d = Decide(MustParse("1x2x8"), *fast,
+                      {int64_t{2} << 30, CpRingAcrossTwoHosts(), 16});
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  EXPECT_NE(d.reason.find("exceeds the NVSHMEM symmetric heap"),
+            std::string::npos)
+      << d.reason;
+}
+
+TEST(AcrossHostsTest, TransportPicksTheNetworkRow) {
+  const CostTable ibrc = DefaultCostTable();
+  EXPECT_EQ(ibrc.nvshmem_transport, NvshmemTransport::kIbrc);
+  absl::StatusOr<CostTable> ibgda =
+      ParseCostTable("nvshmem_transport ibgda\n", "t");
+  ASSERT_TRUE(ibgda.ok()) << ibgda.status();
+  EXPECT_EQ(ibgda->nvshmem_transport, NvshmemTransport::kIbgda);
+  // GPU-initiated puts skip the proxy: cheaper per permute and per buffer.
+  EXPECT_LT(ibgda->link(Backend::kNvshmem, LinkClass::kNetwork).latency_us,
+            ibrc.link(Backend::kNvshmem, LinkClass::kNetwork).latency_us);
+  EXPECT_LT(ibgda->link(Backend::kNvshmem, LinkClass::kNetwork).per_buffer_us,
+            ibrc.link(Backend::kNvshmem, LinkClass::kNetwork).per_buffer_us);
+  // Round trip: the printed table reads back to the same transport and row.
+  absl::StatusOr<CostTable> again =
+      ParseCostTable(CostTableToString(*ibgda), "again");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(CostTableToString(*again), CostTableToString(*ibgda));
+  // A link line after the transport overrides its row.
+  absl::StatusOr<CostTable> own = ParseCostTable(
+      "nvshmem_transport ibgda\nlink nvshmem network 3 40\n", "t");
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_DOUBLE_EQ(own->link(Backend::kNvshmem, LinkClass::kNetwork).latency_us,
+                   3);
+  EXPECT_FALSE(ParseCostTable("nvshmem_transport udp\n", "t").ok());
 }
 
 // The runtime's barrier is called only by devices with a source: any team
@@ -301,10 +398,11 @@ TEST(DecideTest, Nvl72DomainAllowsNvshmemAcrossHosts) {
                       {32 << 20, Ring(72)});
   EXPECT_EQ(d.backend, Backend::kNvshmem) << d.reason;
   EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kNvlinkDomain)], 9);
-  // Same ring without the NVL72 domain: network edges, no NVSHMEM.
+  // Same ring without the NVL72 domain: network edges, which the default
+  // estimates price above NCCL's.
   Decision plain =
       Decide(MustParse("1x9x8"), DefaultCostTable(), {32 << 20, Ring(72)});
-  EXPECT_NE(plain.backend, Backend::kNvshmem);
+  EXPECT_EQ(plain.backend, Backend::kNccl) << plain.reason;
 }
 
 TEST(DecideTest, HugeMessagesExceedTheSymmetricHeap) {
@@ -344,10 +442,12 @@ TEST(DecideTest, PairsSpanningHostsKeepNccl) {
   // Edges: r0: 0->1, 1->0 (same host); r1: 2->3, 3->2 (same host).
   Decision d = Decide(t, *table, {64 << 20, *edges, 4});
   EXPECT_EQ(d.backend, Backend::kNvshmem) << d.reason;
+  // Device 3 has no source here: refused whatever the costs.
   std::vector<std::pair<int, int>> mixed = {{0, 1}, {1, 0}, {2, 1}, {1, 2}};
   Decision whole = Decide(t, *table, {64 << 20, mixed, 4});
   EXPECT_EQ(whole.backend, Backend::kNccl) << whole.reason;
-  EXPECT_NE(whole.reason.find("2 of 4 edges cross the network"),
+  EXPECT_NE(whole.reason.find("1 of 4 devices of the team (device 3) "
+                              "has no source"),
             std::string::npos)
       << whole.reason;
 }
@@ -709,7 +809,7 @@ TEST(DefaultTableTest, MeasuredH200NvlinkCurvesForTheTwoPinnedBackends) {
   EXPECT_DOUBLE_EQ(
       table.link(Backend::kNvshmem, LinkClass::kNvlinkDomain).latency_us, 5.6);
   EXPECT_DOUBLE_EQ(table.link(Backend::kNccl, LinkClass::kNetwork).latency_us,
-                   10);
+                   20.75);
 }
 
 TEST(DefaultTableTest, DecidesAsMeasuredOnTwoH200) {
