@@ -166,6 +166,20 @@ def test_topology_derived_by_the_driver(capsys):
     assert json.loads(derived) == json.loads(given)
 
 
+def test_derived_topology_is_named_on_stderr(capsys):
+  """Without --topology the topology is said, once, on stderr (as nvshmem-opt says it);
+  stdout stays the explanation alone."""
+  if not DRIVER.exists():
+    pytest.skip("nvshmem-opt is not built")
+  path = FIXTURES / "ring_1x2x4.before_async.hlo"
+  rc, out, err = run(capsys, path, "--devices-per-host=4", "--format=json")
+  assert rc == 0 and json.loads(out)["topology"] == "1x2x4"
+  [line] = err.strip().splitlines()
+  assert "no --topology; using 1x2x4" in line and str(path) in line
+  rc, _, err = run(capsys, path, "--topology=1x2x4", "--format=json")
+  assert rc == 0 and err == ""
+
+
 def test_cli_entry_point():
   exe = REPO / ".venv" / "bin" / "hlo-tools"
   if not exe.exists():

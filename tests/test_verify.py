@@ -262,10 +262,13 @@ def test_topology_derived_by_the_driver(capsys, tmp_path):
   if not DRIVER.exists():
     pytest.skip("nvshmem-opt is not built")
   path = FIXTURES / "ring_1x2x4.before_async.hlo"
-  rc, out, _ = run(capsys, path, "--devices-per-host=4", "--format=json")
+  rc, out, err = run(capsys, path, "--devices-per-host=4", "--format=json")
   assert rc == 0
   result = json.loads(out)
   assert result["topology"] == "1x2x4" and result["passed"]
+  # The picked topology decides every check: said on stderr, as nvshmem-opt says it.
+  [line] = err.strip().splitlines()
+  assert "no --topology; using 1x2x4" in line
   rc, out, err = run(capsys, path, "--devices-per-host=5")
   assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1
   assert "do not fill hosts of 5 GPUs" in err

@@ -5,6 +5,7 @@ import os
 import sys
 
 from hlo_tools import cli_io
+from hlo_tools.commands import outdir
 from hlo_tools.model.source import InputError
 
 
@@ -20,11 +21,15 @@ def parser_for(prog, doc):
   return ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
+
+
 def run_command(parser, argv, body):
   """Parses argv[1:] and returns body(args)'s exit status.
 
   The one place where bad input becomes a message: any InputError (its subclasses
   included) or OSError ends the command with one line on stderr and status 2.
+  Ctrl-C ends it with one line and status 130, its work directories removed.
   """
   try:
     return body(parser.parse_args(argv[1:]))
@@ -32,6 +37,10 @@ def run_command(parser, argv, body):
     cli_io.print_error(e)
   except OSError as e:
     cli_io.print_error(f"{parser.prog}: {e}")
+  except KeyboardInterrupt:
+    outdir.discard_work_dirs()
+    cli_io.print_error(f"{parser.prog}: interrupted; nothing written")
+    return EXIT_INTERRUPTED
   return 2
 
 
@@ -45,16 +54,22 @@ def add_topology_flags(parser):
   parser.add_argument("--cost-table", "--cost_table", dest="cost_table", default=None)
 
 
-def topology_spec(args, path):
-  """--topology, or the topology nvshmem-opt derives from the module at `path`."""
+def topology_spec(args, path, prog=None):
+  """--topology, or the topology nvshmem-opt derives from the module at `path`; the
+  derived one is named on stderr (as nvshmem-opt does), since it decides every choice."""
   if args.topology:
     if args.devices_per_host is not None:
       raise InputError("--devices-per-host and --topology: give one (the spec says how "
                        "many GPUs a host has)")
     return args.topology
   from hlo_tools.model import driver  # pylint: disable=import-outside-toplevel
-  return driver.derived_topology(path, args.devices_per_host,
+  spec = driver.derived_topology(path, args.devices_per_host,
                                  getattr(args, "num_partitions", None))
+  if prog:
+    cli_io.print_error(f"{prog}: {path}: no --topology; using {spec} (derived from the "
+                       "module, as nvshmem-opt and the pass do; --topology=SPEC or "
+                       "--devices-per-host=N overrides)")
+  return spec
 
 
 def add_backends_flag(parser):
@@ -82,8 +97,9 @@ def check_out_path(out, inputs):
 
 def write_output(text, out):
   """Prints, or writes `out` atomically (temp file in the same directory + os.replace)."""
+  text = text if text.endswith("\n") else text + "\n"
   if not out:
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.write(text)
     return
   cli_io.write_atomic(out, text)
 

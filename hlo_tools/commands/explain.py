@@ -119,7 +119,7 @@ def main(argv):
 
   def run(args):
     common.check_out_path(args.out, [args.file])
-    spec = common.topology_spec(args, args.file)
+    spec = common.topology_spec(args, args.file, parser.prog)
     result = explain(args.file, spec, args.cost_table,
                      num_partitions=args.num_partitions, max_bytes=args.max_input_bytes,
                      backends=args.backends)

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -36,12 +37,32 @@ def _exchange(a, b):
   raise OSError(errno, os.strerror(errno), b)
 
 
+# Work directories this process made and has not published: what Ctrl-C removes.
+_OPEN = set()
+
+
 def make_work_dir(out):
   """A fresh `.DIR.tmp-PID-XXXX` next to `out`, after clearing dead runs' leftovers."""
   parent, base = os.path.dirname(out), os.path.basename(out)
   os.makedirs(parent, exist_ok=True)
   clean_stale(out)
-  return tempfile.mkdtemp(prefix=f".{base}.tmp-{os.getpid()}-", dir=parent)
+  work = tempfile.mkdtemp(prefix=f".{base}.tmp-{os.getpid()}-", dir=parent)
+  _OPEN.add(work)
+  return work
+
+
+def discard_work_dirs(attempts=20, pause_s=0.1):
+  """Removes every work directory this process made and did not publish.
+
+  A compile child interrupted with us may still be writing into one for a moment,
+  so removal is retried until the directory is gone."""
+  for work in sorted(_OPEN, key=len, reverse=True):
+    for _ in range(attempts):
+      shutil.rmtree(work, ignore_errors=True)
+      if not os.path.lexists(work):
+        break
+      time.sleep(pause_s)
+  _OPEN.clear()
 
 
 def _pid_alive(pid):
@@ -78,6 +99,7 @@ def clean_stale(out):
 
 def publish(work_dir, out):
   """Moves the finished work directory into place as `out` (see above)."""
+  _OPEN.discard(work_dir)
   if not os.path.lexists(out):
     os.rename(work_dir, out)
     return

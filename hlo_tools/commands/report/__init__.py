@@ -46,6 +46,7 @@ import re
 import shutil
 import signal
 import sys
+import tempfile
 import time
 
 from hlo_tools import cli_io
@@ -91,6 +92,7 @@ class Case:
   source: dict = None  # a dump.dump() source: ring or module:function
   config: dict = None  # the ring's shapes
   path: str = None  # FILE or DIR given by the user
+  label: str = None  # how messages name the input: as given, or <stdin>
 
 
 def _tokens(n):
@@ -112,21 +114,65 @@ def plan_cases(args, config, explicit):
     if explicit:
       return [ring_case(config, topology)]
     return [ring_case(dict(config, seq_len=n), topo) for topo, n in DEFAULT_GRID]
-  if args.topology is None and os.path.isfile(args.source):
-    # As the pass does inside XLA: from the module itself.
-    topology = driver.derived_topology(args.source, args.devices_per_host,
-                                       args.num_partitions)
+  path = getattr(args, "stdin_path", None) or args.source
+  label = "<stdin>" if path != args.source else args.source
+  if args.topology is None and (os.path.isfile(path) or os.path.isdir(path)):
+    # As the pass does inside XLA: from the dump's manifest or the module itself.
+    topology = input_topology(path, args, label)
   compile_topo, spec = parse_topology_arg(topology)
-  name = re.sub(r"[^\w.-]+", "_", os.path.basename(os.path.normpath(args.source)))
-  if os.path.isdir(args.source) or os.path.isfile(args.source):
-    return [Case(id=name, title=f"{args.source} on {spec}", topology=spec,
-                 path=os.path.abspath(args.source))]
+  name = "stdin" if label == "<stdin>" else \
+      re.sub(r"[^\w.-]+", "_", os.path.basename(os.path.normpath(args.source)))
+  if os.path.isdir(path) or os.path.isfile(path):
+    return [Case(id=name, title=f"{label} on {spec}", topology=spec,
+                 path=os.path.abspath(path), label=label)]
   if re.match(r"^[\w.]+:\w+$", args.source):
     source = {"kind": "function", "function": args.source, "args": args.arg,
               "out_spec": args.out_spec, "check_vma": args.check_vma}
     return [Case(id=name, title=f"{args.source} on {spec}", topology=spec,
                  compile_topology=compile_topo, source=source)]
   raise InputError(f"{args.source}: no such file or directory, and not module:function")
+
+
+def manifest_topology(dump_dir):
+  """The topology `hlo-tools dump` compiled the dump for (its manifest), or None."""
+  try:
+    with open(os.path.join(dump_dir, "manifest.json")) as f:
+      target = json.load(f).get("target") or {}
+  except (OSError, ValueError, AttributeError):
+    return None
+  topology = target.get("topology") if isinstance(target, dict) else None
+  return topology if isinstance(topology, str) and topology else None
+
+
+def input_topology(path, args, label):
+  """The topology of a FILE or DIR without --topology, said on stderr: a dump's
+  manifest's, else the one nvshmem-opt derives from the module, as the pass does."""
+  prog = "hlo-tools report"
+  if os.path.isdir(path):
+    spec = manifest_topology(path)
+    if spec is not None:
+      if args.devices_per_host is not None:
+        raise InputError(f"{prog}: --devices-per-host: {path} was compiled for {spec} "
+                         "(its manifest); give --topology to report it on another")
+      if not args.quiet:
+        cli_io.print_error(f"{prog}: {path}: no --topology; using {spec}, the topology "
+                           "the dump was compiled for (manifest.json)")
+      return spec
+    module = dumps.read_stage(path, "after_optimizations", args.max_input_bytes)
+    fd, tmp = tempfile.mkstemp(prefix="hlo-tools-report-", suffix=".hlo")
+    try:
+      with os.fdopen(fd, "w") as f:
+        f.write(module.text)
+      spec = driver.derived_topology(tmp, args.devices_per_host, args.num_partitions)
+    finally:
+      os.unlink(tmp)
+  else:
+    spec = driver.derived_topology(path, args.devices_per_host, args.num_partitions)
+  if not args.quiet:
+    cli_io.print_error(f"{prog}: {label}: no --topology; using {spec} (derived "
+                       "from the module, as nvshmem-opt and the pass do; --topology=SPEC "
+                       "or --devices-per-host=N overrides)")
+  return spec
 
 
 # ---------------------------------------------------------------------------------------
@@ -203,8 +249,11 @@ def _run_pass(hlo_dir, json_dir, stage, path, case, cost_table, partitions, back
   except FileNotFoundError as e:
     raise InputError(f"hlo-tools report: {e}") from None
   if rc != 0:
-    raise InputError(f"hlo-tools report: nvshmem-opt failed on {case.id}/hlo/{stage}.hlo "
-                        f"(exit {rc}): {message}")
+    # The driver names the copy under the work directory, which is gone by the time
+    # the user reads this: name the input the user gave instead.
+    label = case.label if stage == "input" else f"{case.label or case.id}:{stage}"
+    message = message.replace(os.fspath(path), label) or f"{label}: no message"
+    raise InputError(f"hlo-tools report: nvshmem-opt exit {rc}: {message}")
   _write(os.path.join(json_dir, f"pass_{stage}.json"), json.dumps(report, indent=1))
   return report, out
 
@@ -264,7 +313,7 @@ def case_summary(result, case_dir_name):
                  for sub in ("json", "hlo") for f in result.get("_files", {}).get(sub, []))
   return {
       "id": case.id, "title": case.title, "topology": case.topology,
-      "config": case.config, "input": case.path, "stages": result["stages"],
+      "config": case.config, "input": case.label or case.path, "stages": result["stages"],
       "collective_permutes": [
           {k: e[k] for k in ("instruction", "computation", "bytes", "buffers",
                              "edges_by_class", "modeled_us", "choice",
@@ -425,6 +474,25 @@ def _parser(prog):
   return parser
 
 
+_RING_KEYS = ("seq_len", "num_heads", "num_kv_heads", "head_dim", "batch", "dtype",
+              "causal", "backward")
+
+
+def _check_options(prog, args):
+  """Refuses options that the given SOURCE would silently ignore."""
+  if args.topology is not None and args.devices_per_host is not None:
+    raise InputError(f"{prog}: --devices-per-host and --topology: give one (the spec says "
+                     "how many GPUs a host has)")
+  ring = [k for k in _RING_KEYS if getattr(args, k) is not None]
+  if ring and args.source is not None:
+    raise InputError(f"{prog}: --{ring[0]} shapes the built-in ring-attention example; "
+                     f"{args.source} is compiled or read as it is")
+  if args.devices_per_host is not None and (
+      args.source is None or not (args.source == "-" or os.path.exists(args.source))):
+    raise InputError(f"{prog}: --devices-per-host applies to a FILE or DIR without "
+                     "--topology (the topology then comes from the module)")
+
+
 def _config(prog, args):
   """The ring's shapes (defaults where not given) and whether any was given."""
   given = {k: getattr(args, k) for k in DEFAULTS if getattr(args, k) is not None}
@@ -433,6 +501,21 @@ def _config(prog, args):
     if config[key] < 1:
       raise InputError(f"{prog}: --{key} must be >= 1, got {config[key]}")
   return config, bool(given) or args.topology is not None
+
+
+def _stdin_file(args):
+  """`report -`: stdin (text or a serialized proto) copied to a temporary file, since
+  nvshmem-opt and the report's hlo/ both read the module by path."""
+  try:
+    data = cli_io.read_input("-", args.max_input_bytes, "<stdin>")
+  except cli_io.InputReadError as e:
+    raise InputError(str(e)) from None
+  if not data.strip():
+    raise InputError("<stdin>: empty input, no HLO module")
+  fd, path = tempfile.mkstemp(prefix="hlo-tools-report-stdin-", suffix=".hlo")
+  with os.fdopen(fd, "wb") as f:
+    f.write(data)
+  return path
 
 
 def _terminate(signum, _frame):
@@ -444,15 +527,21 @@ def main(argv):
   parser = _parser(prog)
 
   def run(args):
+    _check_options(prog, args)
     config, explicit = _config(prog, args)
-    cases = plan_cases(args, config, explicit)
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    args.stdin_path = _stdin_file(args) if args.source == "-" else None
     try:
-      report = build(cases, args.out, args.cost_table, args.num_partitions,
-                     progress=not args.quiet, max_bytes=args.max_input_bytes,
-                     backends=args.backends)
+      cases = plan_cases(args, config, explicit)
+      previous = signal.signal(signal.SIGTERM, _terminate)
+      try:
+        report = build(cases, args.out, args.cost_table, args.num_partitions,
+                       progress=not args.quiet, max_bytes=args.max_input_bytes,
+                       backends=args.backends)
+      finally:
+        signal.signal(signal.SIGTERM, previous)
     finally:
-      signal.signal(signal.SIGTERM, previous)
+      if args.stdin_path:
+        os.unlink(args.stdin_path)
     print(summary_text(report))
     return 0 if report["summary"]["verify_passed"] else 1
 
