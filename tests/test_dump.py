@@ -121,6 +121,8 @@ def test_user_function_dump(tmp_path):
   assert proc.returncode == 0, proc.stderr
   text = (out / "after_optimizations.hlo").read_text()
   assert "source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7}}" in text
+  # No --mesh: one axis over all devices, named by the partition specs.
+  assert json.loads((out / "manifest.json").read_text())["mesh"] == {"cp": 8}
 
 
 def test_index_existing_xla_dump(tmp_path):
@@ -221,3 +223,90 @@ def test_check_vma_switch(tmp_path):
   assert "collective-permute-start" in text
   lowered = (out / "lowered.hlo").read_text()
   assert lowered.startswith("HloModule") and "collective-permute(" in lowered
+
+
+# ---------------------------------------------------------------------------------------
+# Meshes: --mesh, the defaults, the built-in train step
+
+
+def tp_cp_block(x):
+  """Per-shard function over a (cp, tp) mesh: a cp ring step, then a sum over tp."""
+  from jax import lax  # pylint: disable=import-outside-toplevel
+  n = lax.axis_size("cp")
+  return lax.psum(lax.ppermute(x, "cp", [(i, (i + 1) % n) for i in range(n)]), "tp")
+
+
+def test_parse_mesh_keeps_order_and_sizes():
+  from hlo_tools.commands import dump  # pylint: disable=import-outside-toplevel
+  assert dump.parse_mesh("cp:4,tp:2") == [["cp", 4], ["tp", 2]]
+  assert dump.parse_mesh("tp:8, dp:1") == [["tp", 8], ["dp", 1]]
+  for bad in ("cp", "cp:0", "cp:-2", "cp:x", "4:cp", "cp:4,", "c-p:4", "cp:4,cp:2", ""):
+    with pytest.raises(dump.DumpError, match="--mesh"):
+      dump.parse_mesh(bad)
+
+
+@pytest.mark.parametrize("args,needles", [
+    (["--program=train_step", "--mesh=cp:4,tp"], ["bad --mesh", "NAME:SIZE"]),
+    (["--program=train_step", "--mesh=cp:4,tp:4"], ["16 devices", "has 8"]),
+    (["--program=train_step", "--mesh=cp:4,dp:2"], ["cp and tp"]),
+    (["--program=train_step", "--mesh=cp:2,cp:4"], ["given twice"]),
+    (["--mesh=cp:4,tp:2"], ["ring-attention example has one mesh axis"]),
+    (["--program=train_step", "--nocausal"], ["--causal does not apply"]),
+    (["--program=train_step", "--num_layers=0"], ["--num_layers must be >= 1"]),
+    (["tests.test_dump:tp_cp_block", "--arg=16,64:f32:cp,tp", "--mesh=cp:8"],
+     ["mesh axis 'tp'", "cp:8"]),
+    (["tests.test_dump:tp_cp_block", "--arg=16,64:f32:cp,tp"],
+     ["--mesh=cp:8,tp:1"]),
+])
+def test_mesh_errors_are_one_line(tmp_path, args, needles):
+  proc = run_dump(*args, "--topology=1x1x8", "--quiet", f"--out={tmp_path / 'o'}")
+  _one_line_error(proc, *needles)
+  assert os.listdir(tmp_path) == []
+
+
+def test_mesh_does_not_apply_to_an_xla_dump(tmp_path):
+  proc = run_dump(FIXTURES, "--mesh=cp:8", f"--out={tmp_path / 'o'}")
+  _one_line_error(proc, "--mesh does not apply")
+
+
+def test_function_on_a_2d_mesh(tmp_path):
+  out = tmp_path / "tp_cp"
+  proc = run_dump("tests.test_dump:tp_cp_block", "--mesh=cp:4,tp:2", "--topology=1x1x8",
+                  "--arg=16,64:f32:cp,tp", "--out_spec=cp", "--quiet", f"--out={out}")
+  assert proc.returncode == 0, proc.stderr
+  manifest = json.loads((out / "manifest.json").read_text())
+  assert manifest["mesh"] == {"cp": 4, "tp": 2}
+  assert manifest["target"]["topology"] == "1x1x8"
+  text = (out / "after_optimizations.hlo").read_text()
+  # tp is the fast axis: device c*2+t; the ring steps along cp at each tp rank.
+  pairs = re.search(r"collective-permute-start\(.*?source_target_pairs=(\{[^ ]*\}),", text)
+  assert pairs, text
+  assert set(re.findall(r"\{(\d+),(\d+)\}", pairs.group(1))) == {
+      (str(c * 2 + t), str(((c + 1) % 4) * 2 + t)) for c in range(4) for t in range(2)}
+  assert "replica_groups={{0,1},{2,3},{4,5},{6,7}}" in text
+
+
+def test_train_step_dump_across_hosts(tmp_path):
+  # Two hosts of two GPUs: the default mesh puts tp inside a host, the ring across.
+  out = tmp_path / "train"
+  proc = run_dump("--program=train_step", "--topology=1x2x2", "--num_layers=1",
+                  "--hidden=256", "--mlp=512", "--vocab=256", "--seq_len=1024",
+                  "--num_heads=4", "--num_kv_heads=2", "--head_dim=64", "--quiet",
+                  f"--out={out}")
+  assert proc.returncode == 0, proc.stderr
+  manifest = json.loads((out / "manifest.json").read_text())
+  assert manifest["mesh"] == {"cp": 2, "tp": 2}
+  assert manifest["target"]["topology"] == "1x2x2"
+  assert manifest["source"] == {"kind": "program", "program": "train_step", "config": {
+      "seq_len": 1024, "num_heads": 4, "num_kv_heads": 2, "head_dim": 64,
+      "num_layers": 1, "hidden": 256, "mlp": 512, "vocab": 256}}
+  text = (out / "after_optimizations.hlo").read_text()
+  # Forward K/V, backward K/V with gradients, then the gradients home: all on the
+  # cp ring {0<->2, 1<->3}, which crosses the hosts.
+  pairs = re.findall(r"collective-permute-start\(.*?source_target_pairs=(\{[^ ]*\}),", text)
+  assert len(pairs) == 3, pairs
+  assert set(pairs) == {"{{0,2},{2,0},{1,3},{3,1}}"}
+  assert any("collective-permute-start" in b for b in while_bodies(text))
+  # Megatron's all-reduces over tp (inside a host) and the gradient sum over cp.
+  assert "replica_groups={{0,1},{2,3}}" in text
+  assert "replica_groups={{0,2},{1,3}}" in text

@@ -455,7 +455,6 @@ def dump(source, out, target=None, all_passes=False, overwrite=False, options=No
     manifest = {
         "source": source,
         "target": None if source["kind"] == "xla_dump" else target.describe(),
-        "topology": None if source["kind"] == "xla_dump" else target.topology,
         "mesh": None if mesh is None else {name: size for name, size in mesh},
         "versions": info.get("versions") or _local_versions(),
         "options": dict(options or {}, all_passes=all_passes),

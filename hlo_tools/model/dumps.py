@@ -3,6 +3,21 @@ indexed by module and pass, and the module at any stage or pass of one.
 
 XLA writes a pass's file only when the pass changed the module; every pipeline
 start is written.
+
+`hlo-tools dump` writes manifest.json beside the stage files. Its keys:
+  source        what was compiled: {"kind": "ring" | "program" | "function" |
+                "xla_dump", ...}, as given (a "mesh" key holds --mesh's text)
+  target        where for: {"platform": "cuda", "topology": "SxHxG" (slices x
+                hosts x GPUs per host), "num_devices", "target_config"} for a
+                deviceless GPU compile, {"platform": "cpu", "num_devices"} for host
+                devices, null for an indexed --xla_dump_to directory. Readers take
+                the dump's topology from target.topology (absent: none known).
+  mesh          the device mesh, {axis name: size} in mesh order (the last axis
+                the fastest-varying over device ids); null for an indexed directory
+  versions      jax, jaxlib (and the CUDA plugin) that compiled it
+  options       the command line's options
+  stages        stage name -> file in the dump directory
+  main_module, xla_dump_dir, modules   the index of XLA's files (index_xla_dump)
 """
 
 import json
