@@ -27,6 +27,7 @@ before_optimizations.hlo, after_optimizations.hlo, XLA's own files under
 xla_dump/ and manifest.json.
 """
 
+import argparse
 import dataclasses
 import json
 import os
@@ -518,6 +519,9 @@ def dump_pass_snapshot(config, topology, pass_name, target_config=DEFAULT_TARGET
 
 def _parser(prog):
   p = common.parser_for(prog, __doc__)
+  # The sources and the mesh, as the module docstring gives them.
+  p.epilog = "\n\n".join(__doc__.split("\n\n")[2:4])
+  p.formatter_class = argparse.RawDescriptionHelpFormatter
   p.add_argument("source", nargs="?", default=None,
                  help="absent: the built-in --program; module:function; or an "
                  "--xla_dump_to directory")
@@ -527,7 +531,7 @@ def _parser(prog):
                  "attention over cp, tensor parallelism over tp, gradients, Adam)")
   p.add_argument("--mesh", default=None,
                  help="NAME:SIZE[,NAME:SIZE...], slowest axis first, sizes multiplying "
-                 "to the devices, e.g. cp:4,tp:2 (default: see above)")
+                 "to the devices, e.g. cp:4,tp:2 (default: see below)")
   p.add_argument("--out", required=True, help="output directory")
   p.add_argument("--topology", default=None,
                  help="GPU topology SxHxG (slices x hosts x GPUs/host); absent: CPU")
