@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""The per-block attention kernels of ring attention on one GPU: check, speed, schedule.
+
+    python3 gpu/attention_kernel_bench.py --out-dir=DIR [--budget-s=420] [--quick]
+
+Llama-3-8B attention (32 query heads, 8 KV heads, head_dim 128), bf16, batch 1.
+Writes into DIR:
+  kernel.csv    jax,s_block,causal,direction,kernel,ms,tflops (rewritten after every row)
+  check.json    ring attention with the cuDNN kernel against plain f32 attention,
+                forward and the gradients of q, k, v: the ring of 4 blocks run on the
+                one GPU (vmap) and the sharded ring on this GPU; the cuDNN logsumexp
+                against the reference one
+  overlap.json  the ring compiled for two GPUs without them (deviceless, this jax's
+                XLA, the project's H200 target config), forward and forward+backward,
+                each kernel: every collective-permute's start/done and the attention
+                ops scheduled between them (hlo_tools.ring_overlap)
+
+Kernels: `ring` = what ring attention runs per block on a GPU (cuDNN flash
+attention forward with its logsumexp; backward from the output and logsumexp);
+`cudnn` = jax.nn.dot_product_attention(implementation="cudnn") and its VJP;
+`blocked` = the ring's own blocked online softmax (2048-token chunks).
+ms = median over 5 timed calls (after a warm-up) of one kernel run: each call
+runs the kernel R times in a device loop whose query is the previous output
+(R chosen so that a call takes about 50 ms), time / R. FLOPs: forward
+4 * s^2 * heads * head_dim (half under the causal mask), forward+backward 3.5x.
+"""
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+os.environ.update({"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1",
+                   "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"})
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+HEADER = ("jax", "s_block", "causal", "direction", "kernel", "ms", "tflops")
+HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
+PLAN = [  # (kernel, block lengths) in the order they run; ring first
+    ("ring", [16384, 8192, 4096, 2048, 1024, 512, 32768, 65536]),
+    ("cudnn", [16384, 8192, 2048, 32768]),
+    ("blocked", [16384, 4096]),
+]
+
+
+def log(msg):
+  print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def flops(s, causal, direction):
+  fwd = 4.0 * s * s * HEADS * HEAD_DIM * (0.5 if causal else 1.0)
+  return fwd * (3.5 if direction == "fwd_bwd" else 1.0)
+
+
+def _inputs(s, seed=0):
+  import jax
+  import jax.numpy as jnp
+  keys = jax.random.split(jax.random.PRNGKey(seed), 4)
+  q = jax.random.normal(keys[0], (1, s, HEADS, HEAD_DIM), jnp.bfloat16)
+  k = jax.random.normal(keys[1], (1, s, KV_HEADS, HEAD_DIM), jnp.bfloat16)
+  v = jax.random.normal(keys[2], (1, s, KV_HEADS, HEAD_DIM), jnp.bfloat16)
+  do = jax.random.normal(keys[3], (1, s, HEADS, HEAD_DIM), jnp.bfloat16)
+  return q, k, v, do
+
+
+def _kernel_step(kernel, causal, direction):
+  """One kernel run as a loop step: (q, k, v, do) -> (q', k, v, do)."""
+  import jax
+  import jax.numpy as jnp
+  from hlo_tools import attention_kernels as ak, ring_attention as ra
+
+  def fwd_bwd(q, k, v, do):
+    if kernel == "ring":
+      out, lse = ak.cudnn_fwd(q, k, v, causal)
+      return out, ak.cudnn_bwd(q, k, v, out, lse, do, causal)[0]
+    if kernel == "cudnn":
+      f = lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=causal,
+                                                       implementation="cudnn")
+      out, vjp = jax.vjp(f, q, k, v)
+      return out, vjp(do)[0]
+    b, s = q.shape[:2]
+    qg = q.reshape(b, s, KV_HEADS, HEADS // KV_HEADS, HEAD_DIM)
+    ch = ra._chunk(s, ra.DEFAULT_CHUNK)  # pylint: disable=protected-access
+    out, lse = ra._block_fwd_impl(qg, k, v, 0, 0, causal, ch, ch)  # pylint: disable=protected-access
+    if direction == "fwd":
+      return out.reshape(q.shape), None
+    dq, _, _ = ra._block_bwd_impl(qg, k, v, 0, 0, out, lse,  # pylint: disable=protected-access
+                                  do.reshape(qg.shape), jnp.zeros_like(lse), causal,
+                                  ch, ch)
+    return out.reshape(q.shape), dq.reshape(q.shape)
+
+  def step(c):
+    q, k, v, do = c
+    if direction == "fwd" and kernel != "blocked":
+      out = (ak.cudnn_fwd(q, k, v, causal)[0] if kernel == "ring" else
+             jax.nn.dot_product_attention(q, k, v, is_causal=causal, implementation="cudnn"))
+      return out.astype(q.dtype), k, v, do
+    out, dq = fwd_bwd(q, k, v, do)
+    nxt = out if dq is None else q.astype(jnp.float32) + 1e-3 * dq.astype(jnp.float32)
+    return nxt.astype(q.dtype), k, v, do
+  return step
+
+
+def time_kernel(kernel, s, causal, direction, calls=5, target_s=0.05):
+  import jax
+  from jax import lax
+  step = _kernel_step(kernel, causal, direction)
+  loop = jax.jit(lambda c, reps: lax.fori_loop(0, reps, lambda i, c: step(c), c))
+  carry = _inputs(s)
+
+  def once(reps):
+    t0 = time.perf_counter()
+    jax.block_until_ready(loop(carry, reps))
+    return time.perf_counter() - t0
+  once(1)
+  reps = max(1, min(2000, int(target_s / max(once(1), 1e-6))))
+  once(reps)
+  return statistics.median(once(reps) for _ in range(calls)) / reps
+
+
+def bench(args, jax_version, deadline):
+  rows = []
+  kernels = args.kernels.split(",")
+  for kernel, lengths in PLAN:
+    if kernel not in kernels:
+      continue
+    if args.lengths:
+      lengths = [int(x) for x in args.lengths.split(",")]
+    for s in lengths[:2] if args.quick else lengths:
+      for causal in (False, True):
+        for direction in ("fwd", "fwd_bwd"):
+          if time.time() > deadline:
+            log(f"budget reached before {kernel} {s} {causal} {direction}")
+            return rows
+          try:
+            sec = time_kernel(kernel, s, causal, direction)
+          except Exception as e:  # pylint: disable=broad-except
+            log(f"{kernel} {s} causal={causal} {direction}: FAILED {type(e).__name__}: "
+                f"{str(e)[:300]}")
+            continue
+          tf = flops(s, causal, direction) / sec / 1e12
+          log(f"{kernel:8s} s={s:6d} causal={int(causal)} {direction:8s} "
+              f"{sec * 1e3:9.3f} ms {tf:7.1f} TFLOP/s")
+          rows.append((jax_version, s, int(causal), direction, kernel,
+                       f"{sec * 1e3:.4f}", f"{tf:.1f}"))
+          write_csv(os.path.join(args.out_dir, "kernel.csv"), rows)
+  return rows
+
+
+def write_csv(path, rows):
+  tmp = path + ".tmp"
+  with open(tmp, "w", newline="", encoding="utf-8") as f:
+    w = csv.writer(f)
+    w.writerow(HEADER)
+    w.writerows(rows)
+  os.replace(tmp, path)
+
+
+def _rel(got, ref):
+  import numpy as np
+  g, r = np.asarray(got, np.float32), np.asarray(ref, np.float32)
+  return float(np.max(np.abs(g - r)) / np.max(np.abs(r)))
+
+
+def check(seq=4096):
+  """Ring attention (cuDNN kernel) vs plain f32 attention: forward and gradients."""
+  import jax
+  import jax.numpy as jnp
+  from hlo_tools import attention_kernels as ak, ring_attention as ra
+  q, k, v, _ = _inputs(seq, seed=1)
+  f32 = [x.astype(jnp.float32) for x in (q, k, v)]
+  result = {}
+  # The reference in full f32 (no TF32), so the errors are the ring's.
+  jax.config.update("jax_default_matmul_precision", "highest")
+  for causal in (True, False):
+    ref_fn = lambda q, k, v, c=causal: ra.reference_attention(q, k, v, c)
+    ref = (ref_fn(*f32),) + jax.grad(lambda *a: ra._loss(ref_fn(*a)), argnums=(0, 1, 2))(*f32)  # pylint: disable=protected-access
+    mesh = ra.make_mesh(jax.devices()[:1])
+    sharded = ra.ring_attention(mesh, causal, kernel="cudnn")
+    runs = {
+        "simulated_ring4_cudnn": (ra.simulated_ring(4, causal, "cudnn"),
+                                  ra.simulated_ring(4, causal, "cudnn", loss=ra._loss)),  # pylint: disable=protected-access
+        "sharded_ring1_cudnn": (sharded, jax.grad(lambda *a: ra._loss(sharded(*a)),  # pylint: disable=protected-access
+                                                  argnums=(0, 1, 2))),
+    }
+    for name, (fwd, grads) in runs.items():
+      try:
+        got = (jax.jit(fwd)(q, k, v),) + tuple(jax.jit(grads)(q, k, v))
+        jax.block_until_ready(got)
+        result[f"{name}_causal{int(causal)}"] = [_rel(g, r) for g, r in zip(got, ref)]
+      except Exception as e:  # pylint: disable=broad-except
+        result[f"{name}_causal{int(causal)}"] = f"FAILED {type(e).__name__}: {str(e)[:500]}"
+    scores = jnp.einsum("bqhd,bkhd->bhqk", f32[0], jnp.repeat(f32[1], HEADS // KV_HEADS, 2))
+    scores = scores / jnp.sqrt(HEAD_DIM)
+    if causal:
+      scores = jnp.where(jnp.tril(jnp.ones((seq, seq), bool)), scores, -jnp.inf)
+    lse_ref = jax.nn.logsumexp(scores, axis=-1)
+    lse = jax.jit(lambda q, k, v, c=causal: ak.cudnn_fwd(q, k, v, c)[1])(q, k, v)
+    result[f"lse_max_abs_causal{int(causal)}"] = float(jnp.max(jnp.abs(lse - lse_ref)))
+  jax.config.update("jax_default_matmul_precision", None)
+  return result
+
+
+def overlap(out_path):
+  """Deviceless 2-GPU compiles in a child (JAX_PLATFORMS=cpu, no GPU used)."""
+  code = r"""
+import json, sys, jax
+from jax.experimental import topologies
+from hlo_tools import ring_attention as ra, ring_overlap
+from hlo_tools.commands.dump import DEFAULT_TARGET_CONFIG
+devs = topologies.get_topology_desc(platform="cuda", topology="1x1x2",
+    target_config=open(DEFAULT_TARGET_CONFIG).read()).devices
+mesh = ra.make_mesh(devs)
+res = {"jax": jax.__version__}
+for kernel in ("blocked", "cudnn"):
+  for bwd in (False, True):
+    key = f"{kernel}_{'fwd_bwd' if bwd else 'fwd'}"
+    try:
+      c = ra.RingConfig(seq_len=32768, num_heads=32, num_kv_heads=8, backward=bwd, kernel=kernel)
+      text = jax.jit(ra.example_function(c, mesh)).lower(*ra.example_args(c, mesh)).compile().as_text()
+      res[key] = ring_overlap.permute_windows(text)
+    except Exception as e:
+      res[key] = f"FAILED {type(e).__name__}: {str(e)[:600]}"
+print(json.dumps(res))
+"""
+  env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
+             PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
+  proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                        text=True, timeout=300, check=False)
+  try:
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+  except (IndexError, ValueError):
+    res = {"error": proc.stderr[-3000:]}
+  with open(out_path, "w", encoding="utf-8") as f:
+    json.dump(res, f, indent=1)
+  return res
+
+
+def main(argv=None):
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p.add_argument("--out-dir", required=True)
+  p.add_argument("--budget-s", type=float, default=420.0, help="stop timing after this")
+  p.add_argument("--quick", action="store_true", help="two block lengths per kernel")
+  p.add_argument("--kernels", default="ring,cudnn,blocked")
+  p.add_argument("--lengths", default="", help="comma list of block lengths (all kernels)")
+  p.add_argument("--skip", default="", help="comma list of check,overlap,bench to skip")
+  args = p.parse_args(argv)
+  start = time.time()
+  os.makedirs(args.out_dir, exist_ok=True)
+  import jax
+  log(f"jax {jax.__version__} devices {jax.devices()}")
+  skip = set(filter(None, args.skip.split(",")))
+  if "overlap" not in skip:
+    log(f"overlap: {json.dumps(overlap(os.path.join(args.out_dir, 'overlap.json')))[:3000]}")
+  if "check" not in skip:
+    res = check()
+    with open(os.path.join(args.out_dir, "check.json"), "w", encoding="utf-8") as f:
+      json.dump({"jax": jax.__version__, **res}, f, indent=1)
+    log(f"check: {json.dumps(res)}")
+  if "bench" not in skip:
+    bench(args, jax.__version__, start + args.budget_s)
+  log("done")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
