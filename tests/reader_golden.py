@@ -4,7 +4,11 @@ tests/reader_golden.json holds, per module, its collective-permute records
 (hlo_tools.model.collectives) in full and a digest of its structure (header
 attributes, tables, computations, and each instruction's name, opcode, operands,
 shape, position and raw attributes). It was written by the reader that came before
-the present one, so a test can check that the present one reads the same.
+the present one (hlo_text.py at commit 8740ff5), so a test can check that the present
+one reads the same. That reader refused jaxlib 0.10's `replica_groups=mesh[...],
+device_ids=(...) {...}` (the train-step modules after optimizations and before async);
+those six entries come from it with only its value scanner taught to step over the
+`, device_ids=(...)` part (three lines), which no collective-permute record reads.
 
     python tests/reader_golden.py [--reader=PATH/hlo_text.py] [--update] [FILE ...]
 
