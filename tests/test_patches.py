@@ -1,19 +1,18 @@
 """The openxla/xla patch series in xla_patches/ (scripts/gen_patches.py).
 
-Without the upstream tree (as in CI):
-* regenerating the series from the sources, the edits and the committed hunks'
-  upstream lines reproduces xla_patches/ and WORKSPACE byte for byte;
-* its new-file hunks are byte-identical to xla_src/;
-* a stale patch, a changed edit and a malformed edits file are reported;
-* it applies with `git am` and `patch -p1` to a tree rebuilt from the lines
-  the hunks show;
-* the flags that 0003 reads are the fields and flags that 0002 adds;
-* the Bazel files, the BUILD hunk included, pass buildifier.
-With XLA_PIN set (openxla/xla at the pin: a git directory or a checkout),
-`gen_patches.py --check --xla` also regenerates it from the upstream files.
+Offline, as in CI (no XLA tree): the files the series adds are xla_src/'s
+(git apply), a changed source is reported stale; the patches' headers,
+messages and licence lines are an upstream change's; the BUILD hunk declares
+every source with the deps its includes need; the flags 0003 reads are the
+fields 0002 adds; the sources are clang-format 17.0.6 clean in the pin's style;
+the Bazel files pass buildifier. With openxla/xla at the pin ($XLA_PIN, or a
+local mirror where the machine has one): `--check` regenerates the series with
+git and finds it current, --edit/--from round-trip a change, the changed lines
+are clang-format and buildifier clean, and the style file is the pin's.
 """
 
-import importlib.util
+import ast
+import email
 import os
 import re
 import shutil
@@ -25,284 +24,284 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "gen_patches.py"
-PATCHES = sorted((REPO / "xla_patches").glob("*.patch"))
-
-_spec = importlib.util.spec_from_file_location("gen_patches", SCRIPT)
-gen = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gen)
-
-GIT_ENV = {
-    **{k: v for k, v in os.environ.items() if k != "XLA_PIN"},
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@invalid",
-    "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@invalid",
-}
-
-
-def run(cmd, cwd=None, env=GIT_ENV):
-  return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
+PATCHES = sorted((REPO / "xla_patches").glob("[0-9][0-9][0-9][0-9]-*.patch"))
+PKG = "xla/backends/gpu/transforms/collectives"
+SRC = REPO / "xla_src" / PKG
+STYLE = REPO / "scripts" / "upstream_checks" / "xla.clang-format"
+CLANG_FORMAT = REPO / ".venv" / "bin" / "clang-format"
+AUTHOR = "NVSHMEM ring-attention pass developers <nvshmem-ring-pass@users.noreply.github.com>"
+# A local mirror of openxla/xla (or a fork holding the pin), where the machine has one.
+LOCAL_MIRRORS = ["/work/.mirror/ROCm+xla/repo"]
+PIN_DIR = os.environ.get("XLA_PIN") or next(
+    (p for p in LOCAL_MIRRORS if Path(p, "HEAD").is_file()), None)
+needs_pin = pytest.mark.skipif(PIN_DIR is None, reason="needs openxla/xla at the pin ($XLA_PIN)")
+ENV = {**{k: v for k, v in os.environ.items() if k != "XLA_PIN"},
+       "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+       "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@invalid",
+       "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@invalid"}
 
 
-def copy_outputs(dst):
-  """The committed outputs under dst, as --out-root expects them."""
-  shutil.copytree(REPO / "xla_patches", dst / "xla_patches")
-  shutil.copy(REPO / "WORKSPACE", dst / "WORKSPACE")
-  return dst
+def run(cmd, cwd=REPO, **env):
+  return subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True,
+                        env={**ENV, **env})
 
 
-def patch_of(subject_word):
-  return next(p for p in PATCHES if subject_word in p.name)
+def gen(*args, cwd=REPO, **env):
+  return run([sys.executable, cwd / "scripts" / "gen_patches.py", *args], cwd=cwd, **env)
 
 
-def added_lines(patch, path_suffix):
-  """'+' lines of the diff of the file ending in path_suffix."""
-  text = patch.read_text()
-  out = []
-  for chunk in re.split(r"^diff --git ", text, flags=re.M)[1:]:
-    if chunk.split("\n", 1)[0].endswith(path_suffix):
-      out += [l[1:] for l in chunk.split("\n") if l.startswith("+") and not l.startswith("+++")]
+def file_diffs(patch):
+  """path -> the lines of that file's diff in the patch."""
+  parts = re.split(r"^diff --git a/(\S+) b/\S+\n", patch.read_text(), flags=re.M)
+  return {parts[i]: parts[i + 1].split("\n") for i in range(1, len(parts), 2)}
+
+
+def added(patch, path):
+  return [l[1:] for l in file_diffs(patch).get(path, []) if l.startswith("+")
+          and not l.startswith("+++")]
+
+
+def series_targets():
+  """name -> {rule, srcs, hdrs, deps} of the targets the BUILD hunks add."""
+  out = {}
+  for patch in PATCHES:
+    for path in file_diffs(patch):
+      if path.endswith("BUILD"):
+        out.update(parse_targets("\n".join(added(patch, path)), path))
   return out
 
 
-def test_series_is_numbered_and_touches_one_area_each():
-  assert [p.name[:5] for p in PATCHES] == ["0001-", "0002-", "0003-", "0004-"]
-  touched = {p.name[:4]: set(re.findall(r"^diff --git a/(\S+)", p.read_text(), re.M))
-             for p in PATCHES}
-  assert f"{gen.PKG}/BUILD" in touched["0001"]
-  assert all(f.startswith(gen.PKG + "/") for f in touched["0001"])
+def parse_targets(text, path):
+  targets = {}
+  try:
+    tree = ast.parse(text)
+  except SyntaxError:
+    return targets  # a hunk of deps inside an upstream rule, not whole rules
+  for call in ast.walk(tree):
+    if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
+      kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords
+            if isinstance(k.value, (ast.Constant, ast.List))}
+      if "name" in kw:
+        targets[kw["name"]] = {"rule": call.func.id, "package": path[:-len("/BUILD")],
+                               **{k: kw.get(k, []) for k in ("srcs", "hdrs", "deps")}}
+  return targets
+
+
+def includes(path):
+  return re.findall(r'^#include "([^"]+)"', path.read_text(), re.M)
+
+
+def repo_copy(tmp_path):
+  """The generator, xla_src/ and the series in a fresh git repository."""
+  dst = tmp_path / "repo"
+  (dst / "scripts").mkdir(parents=True)
+  shutil.copy(SCRIPT, dst / "scripts")
+  shutil.copytree(REPO / "xla_src" / "xla", dst / "xla_src" / "xla")
+  (dst / "xla_patches").mkdir()
+  for p in PATCHES:
+    shutil.copy(p, dst / "xla_patches")
+  assert run(["git", "init", "-q"], cwd=dst).returncode == 0
+  assert run(["git", "add", "-A"], cwd=dst).returncode == 0
+  return dst
+
+
+# --- offline -----------------------------------------------------------------
+
+def test_check_without_the_pin_finds_the_added_files_current():
+  r = gen("--check")
+  assert r.returncode == 0, r.stdout + r.stderr
+  assert "ok" in r.stdout
+
+
+def test_check_without_the_pin_names_a_changed_source(tmp_path):
+  repo = repo_copy(tmp_path)
+  header = repo / "xla_src" / PKG / "nvshmem_collective_permute_rewriter.h"
+  header.write_text(header.read_text() + "// changed\n")
+  r = gen("--check", cwd=repo)
+  assert r.returncode == 1
+  assert "nvshmem_collective_permute_rewriter.h" in r.stdout and "stale" in r.stdout
+
+
+def test_writing_without_the_pin_is_refused_in_one_line(tmp_path):
+  repo = repo_copy(tmp_path)
+  r = gen(cwd=repo)
+  assert r.returncode == 2
+  assert r.stderr.count("\n") == 1 and "XLA_PIN" in r.stderr
+  assert sorted(p.name for p in (repo / "xla_patches").iterdir()) == [p.name for p in PATCHES]
+
+
+def test_generator_is_short():
+  assert len(SCRIPT.read_text().splitlines()) <= 150
+
+
+def test_patches_are_an_upstream_change():
+  assert [p.name[:5] for p in PATCHES] == [f"{i:04d}-" for i in range(1, len(PATCHES) + 1)]
+  for i, patch in enumerate(PATCHES, 1):
+    text = patch.read_text()
+    msg = email.message_from_string(text)
+    assert text.startswith("From 0000000000000000000000000000000000000000 ")
+    assert " ".join(msg["From"].split()) == AUTHOR
+    subject = " ".join(msg["Subject"].split())
+    assert subject.startswith(f"[PATCH {i}/{len(PATCHES)}] [XLA:GPU] ")
+    assert len(subject) - len(f"[PATCH {i}/{len(PATCHES)}] ") <= 80
+    body = msg.get_payload().split("\n---\n")[0].strip()
+    assert len(body.splitlines()) >= 3, f"{patch.name}: the body must say why"
+    assert "Generated by" not in text and "nvshmem-pass@invalid" not in text
+
+
+def test_each_patch_touches_one_area():
+  touched = {p.name[:4]: set(file_diffs(p)) for p in PATCHES}
+  assert all(f.startswith(PKG + "/") for f in touched["0001"])
   assert touched["0002"] == {"xla/xla.proto", "xla/debug_options_flags.cc"}
   assert touched["0003"] == {"xla/service/gpu/gpu_compiler.cc", "xla/service/gpu/BUILD"}
-  assert touched["0004"] == {f"{gen.PKG}/collective_backend_assigner.cc",
-                             f"{gen.PKG}/collective_backend_assigner_test.cc"}
+  assert touched["0004"] == {f"{PKG}/collective_backend_assigner.cc",
+                             f"{PKG}/collective_backend_assigner_test.cc"}
 
 
-def test_check_passes():
-  r = run([sys.executable, str(SCRIPT), "--check"])
-  assert r.returncode == 0, r.stdout + r.stderr
+def test_added_cpp_carries_the_openxla_licence():
+  for path in list(SRC.glob("*.cc")) + list(SRC.glob("*.h")):
+    first = path.read_text().split("\n", 1)[0]
+    assert first == "/* Copyright 2026 The OpenXLA Authors.", path.name
 
 
-def test_regenerating_without_the_pin_changes_nothing(tmp_path):
-  root = copy_outputs(tmp_path)
-  before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
-  r = run([sys.executable, str(SCRIPT), "--out-root", str(root)])
-  assert r.returncode == 0, r.stdout + r.stderr
-  assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+def test_build_hunk_declares_every_source_once():
+  declared = [f for t in series_targets().values() if t["package"] == PKG
+              for f in t["srcs"] + t["hdrs"]]
+  assert sorted(declared) == sorted(p.name for p in SRC.iterdir())
 
 
-def test_check_names_a_stale_file(tmp_path):
-  root = copy_outputs(tmp_path)
-  patch = next((root / "xla_patches").glob("0001-*.patch"))
-  good = patch.read_bytes()
-  patch.write_bytes(good.replace(b"+#include", b"+#include ", 1))
-  r = run([sys.executable, str(SCRIPT), "--check", "--out-root", str(root)])
-  assert r.returncode == 1
-  lines = r.stdout.strip().splitlines()
-  assert len(lines) == 1 and patch.name in lines[0], r.stdout
-  patch.write_bytes(good)
-  (root / "xla_patches" / "0009-extra.patch").write_text("x\n")
-  r = run([sys.executable, str(SCRIPT), "--check", "--out-root", str(root)])
-  assert r.returncode == 1 and "0009-extra.patch" in r.stdout
-
-
-def test_check_names_a_changed_upstream_hunk(tmp_path):
-  root = copy_outputs(tmp_path)
-  patch = next((root / "xla_patches").glob("0004-*.patch"))
-  patch.write_bytes(patch.read_bytes().replace(b"+bool EveryDeviceHasSource",
-                                               b"+bool EveryDeviceHasASource", 1))
-  r = run([sys.executable, str(SCRIPT), "--check", "--out-root", str(root)])
-  assert r.returncode == 1
-  assert patch.name in r.stdout, r.stdout
-
-
-def with_edits_dir(monkeypatch, tmp_path):
-  edits = tmp_path / "xla_edits"
-  shutil.copytree(REPO / "xla_edits", edits)
-  monkeypatch.setattr(gen, "EDITS_DIR", edits)
-  return edits
-
-
-def test_changed_edit_needs_the_pin(monkeypatch, tmp_path):
-  edits = with_edits_dir(monkeypatch, tmp_path)
-  f = next(edits.glob("0004-*.edits"))
-  f.write_text(f.read_text().replace("bool EveryDeviceHasSource(",
-                                     "bool EveryDeviceSends(", 1))
-  with pytest.raises(gen.NeedPin, match=r"0004-.*--xla PIN"):
-    gen.build_series()
-
-
-def test_malformed_edits_name_file_and_line(monkeypatch, tmp_path):
-  edits = with_edits_dir(monkeypatch, tmp_path)
-  f = next(edits.glob("0003-*.edits"))
-  lines = f.read_text().splitlines(keepends=True)
-  n = next(i for i, l in enumerate(lines) if l.startswith("@@ insert"))
-  lines[n] = "@@ with\n"
-  f.write_text("".join(lines))
-  with pytest.raises(gen.GenError, match=rf"0003-registration.edits:{n + 1}: expected '@@ insert'"):
-    gen.build_series()
-
-
-def test_deterministic():
-  assert gen.build_series() == gen.build_series()
-  for p in PATCHES:
-    head = p.read_bytes().split(b"\n---\n", 1)[0]
-    assert head.startswith(gen.ZERO_FROM.encode() + b"\n")
-    assert f"From: {gen.AUTHOR}\n".encode() in head
-    assert f"Date: {gen.DATE}\n".encode() in head
-
-
-def test_new_file_hunks_byte_identical():
-  files = {}
-  for p in PATCHES:
-    files.update(gen.new_files_in_patch(p.read_bytes()))
-  sources = sorted((REPO / "xla_src" / gen.PKG).glob("nvshmem_*"))
-  assert sources
-  for src in sources:
-    rel = f"{gen.PKG}/{src.name}"
-    assert rel in files, f"{rel} is not in the series"
-    assert files[rel] == src.read_bytes(), rel
-  assert gen.check_hunks(REPO) is None
+def test_build_deps_name_the_package_headers_included():
+  targets = {n: t for n, t in series_targets().items() if t["package"] == PKG}
+  owner = {h: n for n, t in targets.items() for h in t["hdrs"]}
+  for name, t in targets.items():
+    for src in t["srcs"] + t["hdrs"]:
+      for inc in includes(SRC / src):
+        head = inc.rsplit("/", 1)[-1]
+        if inc.startswith(PKG + "/") and owner.get(head, name) != name:
+          assert f":{owner[head]}" in t["deps"], f"{name}: {inc} needs :{owner[head]}"
 
 
 def test_selection_core_depends_on_absl_only():
-  core = next(t for t in gen.TARGETS if t["name"] == "nvshmem_backend_selection")
-  deps = gen.derive_deps(core)
-  assert "@com_google_absl//absl/status:statusor" in deps
-  assert all(d.startswith("@com_google_absl//") for d in deps), deps
-
-
-def test_selection_core_with_an_xla_include_is_refused(monkeypatch):
-  core = next(t for t in gen.TARGETS if t["name"] == "nvshmem_backend_selection")
-  real = gen.source_includes
-
-  def with_xla(name):
-    extra = [('"', "xla/shape.h")] if name == core["srcs"][0] else []
-    return list(real(name)) + extra
-
-  monkeypatch.setattr(gen, "source_includes", with_xla)
-  with pytest.raises(gen.GenError, match="standard library and absl only"):
-    gen.derive_deps(core)
-
-
-def rebuilt_tree(root):
-  """Upstream files as the hunks show them, other lines replaced by fillers."""
-  views = gen.sparse_from_patches(REPO / "xla_patches")
-  assert set(views) == set(gen.UPSTREAM)
-  for path, view in views.items():
-    lines = [view.known.get(i, b"filler line %d" % i) for i in range(view.count)]
-    (root / path).parent.mkdir(parents=True, exist_ok=True)
-    (root / path).write_bytes(b"\n".join(lines) + b"\n")
-  return views
-
-
-def test_git_am_on_a_tree_rebuilt_from_the_hunks(tmp_path):
-  repo = tmp_path / "xla"
-  repo.mkdir()
-  rebuilt_tree(repo)
-  assert run(["git", "init", "-q"], cwd=repo).returncode == 0
-  assert run(["git", "add", "-A"], cwd=repo).returncode == 0
-  assert run(["git", "commit", "-qm", "base"], cwd=repo).returncode == 0
-  r = run(["git", "am", "-q", *map(str, PATCHES)], cwd=repo)
-  assert r.returncode == 0, r.stdout + r.stderr
-  log = run(["git", "log", "--format=%an <%ae>|%aD|%s", "-4"], cwd=repo).stdout.split("\n")
-  assert all(l.startswith(f"{gen.AUTHOR}|{gen.DATE}|") for l in log if l)
-  for src in sorted((REPO / "xla_src" / gen.PKG).glob("nvshmem_*")):
-    assert (repo / gen.PKG / src.name).read_bytes() == src.read_bytes(), src.name
-  build = (repo / gen.PKG / "BUILD").read_text()
-  for t in gen.TARGETS:
-    assert f'name = "{t["name"]}"' in build
-  compiler = (repo / "xla/service/gpu/gpu_compiler.cc").read_text()
-  assert "pipeline.AddPass<NvshmemCollectivePermuteRewriter>(" in compiler
-  combiner = compiler.index("AddCollectiveCombinerPasses(pipeline, *hlo_module")
-  assert combiner < compiler.index("pipeline.AddPass<NvshmemCollectivePermuteRewriter>(")
-  assert compiler.index("pipeline.AddPass<NvshmemCollectivePermuteRewriter>(") < \
-      compiler.index("pipeline.AddPass<AllReduceContiguous>();")
-
-
-@pytest.mark.skipif(shutil.which("patch") is None, reason="no patch(1)")
-def test_patch_p1_as_http_archive_does(tmp_path):
-  rebuilt_tree(tmp_path)
-  for p in PATCHES:
-    r = subprocess.run(["patch", "-p1", "-s", "-i", str(p)], cwd=tmp_path,
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-  assert (tmp_path / gen.PKG / "nvshmem_collective_permute_rewriter.h").is_file()
+  """The core builds outside XLA (the bindings, the fuzzers): absl, never XLA."""
+  core = {n: t for n, t in series_targets().items()
+          if t["package"] == PKG and t["rule"] == "cc_library" and "rewriter" not in n}
+  assert core
+  for name, t in core.items():
+    assert all(d.startswith(("@com_google_absl//", ":")) for d in t["deps"]), name
+    assert all(d[1:] in core for d in t["deps"] if d.startswith(":")), name
+    for src in t["srcs"] + t["hdrs"]:
+      for inc in includes(SRC / src):
+        assert inc.startswith("absl/") or inc.rsplit("/", 1)[-1] in {
+            h for c in core.values() for h in c["hdrs"]}, f"{src}: {inc}"
 
 
 def test_registration_reads_the_flags_that_0002_adds():
-  proto = "\n".join(added_lines(patch_of("0002-"), "xla/xla.proto"))
-  fields = dict(re.findall(r"optional \w+ (xla_\w+) = (\d+);", proto))
-  assert len(fields) == 3 and set(fields.values()) == {"456", "457", "458"}
-  assert "  // Next id: 459" in proto
-  flags = "\n".join(added_lines(patch_of("0002-"), "xla/debug_options_flags.cc"))
-  for name in fields:
-    assert f"opts.set_{name}(" in flags, name
-    assert f'"{name}",' in flags, name
-  compiler = "\n".join(added_lines(patch_of("0003-"), "gpu_compiler.cc"))
-  used = set(re.findall(r"\.(xla_gpu_experimental_\w+)\(\)", compiler))
-  assert used - {"xla_gpu_experimental_enable_nvshmem"} == set(fields)
+  regs = "\n".join(added(PATCHES[2], "xla/service/gpu/gpu_compiler.cc"))
+  proto = "\n".join(added(PATCHES[1], "xla/xla.proto"))
+  flags = "\n".join(added(PATCHES[1], "xla/debug_options_flags.cc"))
+  read = set(re.findall(r"debug_options\.(xla_gpu_experimental_nvshmem\w*|"
+                        r"xla_gpu_experimental_enable_nvshmem_\w+)\(\)", regs))
+  assert read
+  for field in read:
+    assert re.search(rf"optional \w+ {field} = \d+;", proto), field
+    assert f'"{field}"' in flags and f"set_{field}(" in flags, field
 
 
 def test_registration_sets_members_the_pass_options_have():
-  compiler = "\n".join(added_lines(patch_of("0003-"), "gpu_compiler.cc"))
-  members = set(re.findall(r"rewriter_options\.(\w+) =", compiler))
-  assert {"topology", "cost_table_path"} <= members
-  header = (REPO / "xla_src" / gen.PKG / "nvshmem_collective_permute_rewriter.h").read_text()
-  options = header[header.index("struct Options {"):]
-  options = options[:options.index("\n  };")]
+  regs = "\n".join(added(PATCHES[2], "xla/service/gpu/gpu_compiler.cc"))
+  header = (SRC / "nvshmem_collective_permute_rewriter.h").read_text()
+  members = set(re.findall(r"rewriter_options\.(\w+) =", regs))
+  assert members
   for m in members:
-    assert re.search(rf"\s{m}( = [^;]*)?;", options), m
+    assert re.search(rf"\b{m}\b[^;]*;", header), m
 
 
-def test_readme_documents_the_series():
-  readme = (REPO / "xla_patches" / "README.md").read_text()
-  assert gen.XLA_COMMIT in readme
-  for p in PATCHES:
-    assert p.name in readme
-  for path, (blob, _) in gen.UPSTREAM.items():
-    assert path in readme and blob in readme, path
-  assert "git am" in readme and "check_patches_upstream.sh" in readme
-  ws = (REPO / "WORKSPACE").read_text()
-  for p in PATCHES:
-    assert f"//xla_patches:{p.name}" in ws
-  assert gen.XLA_SHA256 in ws and gen.XLA_COMMIT in ws
+def test_sources_are_clang_format_17_clean():
+  assert CLANG_FORMAT.exists(), "clang-format 17.0.6 missing: scripts/setup.sh installs it"
+  assert " 17.0.6 " in run([CLANG_FORMAT, "--version"]).stdout
+  files = sorted(p for p in SRC.iterdir() if p.suffix in (".cc", ".h"))
+  r = run([CLANG_FORMAT, f"--style=file:{STYLE}", "--dry-run", *files])
+  assert r.returncode == 0 and "warning" not in r.stderr, r.stderr[:2000]
 
 
-BUILDIFIER = shutil.which("buildifier")
-
-
-@pytest.mark.skipif(BUILDIFIER is None, reason="buildifier not installed")
-def test_buildifier(tmp_path):
-  files = [REPO / "BUILD", REPO / "WORKSPACE", REPO / "xla_patches" / "BUILD.bazel"]
-  # The targets 0001 adds, with the package BUILD's loads.
-  targets = tmp_path / "BUILD"
-  targets.write_text('load("@rules_cc//cc:cc_library.bzl", "cc_library")\n'
-                     'load("//xla:xla.default.bzl", "xla_cc_test")\n\n' +
-                     "\n".join(added_lines(PATCHES[0], f"{gen.PKG}/BUILD")).rstrip() + "\n")
-  files.append(targets)
-  r = subprocess.run([BUILDIFIER, "--mode=check", "--lint=warn", *map(str, files)],
-                     capture_output=True, text=True)
+def test_bazel_files_pass_buildifier(tmp_path):
+  assert shutil.which("buildifier"), "buildifier missing: scripts/setup.sh installs it"
+  hunk = tmp_path / "BUILD"
+  hunk.write_text("\n".join(added(PATCHES[0], f"{PKG}/BUILD")).strip() + "\n")
+  files = [REPO / "WORKSPACE", REPO / "BUILD", REPO / "xla_patches" / "BUILD.bazel", hunk]
+  r = run(["buildifier", "--mode=check", *files])
   assert r.returncode == 0, r.stdout + r.stderr
 
 
-@pytest.mark.skipif(not os.environ.get("XLA_PIN"), reason="XLA_PIN (the upstream tree) not set")
+@pytest.mark.parametrize("args", [["--check", "--edit", "x"], ["--bogus"]])
+def test_generator_rejects_bad_arguments(args):
+  assert gen(*args).returncode == 2
+
+
+@pytest.mark.parametrize("args", [[], ["/nonexistent"], ["a", "b"]])
+def test_upstream_check_rejects_bad_arguments(args, tmp_path):
+  r = run([REPO / "scripts" / "check_patches_upstream.sh", *args])
+  assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_upstream_check_rejects_a_directory_without_the_pin(tmp_path):
+  run(["git", "init", "-q", tmp_path])
+  r = run([REPO / "scripts" / "check_patches_upstream.sh", tmp_path])
+  assert r.returncode == 2 and "not a git directory holding" in r.stderr
+
+
+# --- with openxla/xla at the pin --------------------------------------------
+
+@needs_pin
 def test_check_against_the_pin():
-  r = run([sys.executable, str(SCRIPT), "--check", "--xla", os.environ["XLA_PIN"]])
+  r = gen("--check", "--xla", PIN_DIR)
   assert r.returncode == 0, r.stdout + r.stderr
 
 
-CHECK_SCRIPT = REPO / "scripts" / "check_patches_upstream.sh"
+@needs_pin
+def test_check_against_the_pin_names_a_stale_patch(tmp_path):
+  repo = repo_copy(tmp_path)
+  cc = repo / "xla_src" / PKG / "nvshmem_collective_permute_rewriter.cc"
+  cc.write_text(cc.read_text() + "// changed\n")
+  r = gen("--check", "--xla", PIN_DIR, cwd=repo)
+  assert r.returncode == 1 and "0001-" in r.stdout
 
 
-@pytest.mark.parametrize("args", [[], ["/nonexistent/xla"], ["a", "b"]])
-def test_upstream_check_rejects_bad_arguments(args):
-  r = run(["bash", str(CHECK_SCRIPT), *args])
-  assert r.returncode == 2, r.stdout + r.stderr
-  lines = r.stderr.strip().splitlines()
-  assert len(lines) == 1 and lines[0].startswith("check_patches_upstream: "), r.stderr
+@needs_pin
+def test_edit_and_from_carry_a_change_made_with_git(tmp_path):
+  repo = repo_copy(tmp_path)
+  edit = tmp_path / "edit"
+  assert gen("--edit", edit, "--xla", PIN_DIR, cwd=repo).returncode == 0
+  assert run(["git", "rev-list", "--count", "pin..HEAD"], cwd=edit).stdout.strip() == str(
+      len(PATCHES))
+  msg = run(["git", "log", "-1", "--format=%B"], cwd=edit).stdout
+  amended = msg.replace("\n\n", "\n\nOne more sentence of why.\n\n", 1)
+  assert run(["git", "commit", "-q", "--amend", "-m", amended], cwd=edit).returncode == 0
+  r = gen("--from", edit, "--xla", PIN_DIR, cwd=repo)
+  assert r.returncode == 0, r.stderr
+  new = sorted((repo / "xla_patches").glob("*.patch"))
+  assert [p.name for p in new] == [p.name for p in PATCHES]
+  assert "One more sentence of why." in new[-1].read_text()
+  assert all(a.read_text() == b.read_text() for a, b in zip(new[:-1], PATCHES[:-1]))
 
 
-def test_upstream_check_rejects_a_tree_that_is_not_xla(tmp_path):
-  r = run(["bash", str(CHECK_SCRIPT), str(tmp_path)])
-  assert r.returncode == 2
-  assert "neither a git directory" in r.stderr or "gen_patches" in r.stderr, r.stderr
+@needs_pin
+def test_changed_lines_are_clang_format_and_buildifier_clean(tmp_path):
+  edit = tmp_path / "edit"
+  assert gen("--edit", edit, "--xla", PIN_DIR).returncode == 0
+  r = run(["git", "clang-format", f"--binary={CLANG_FORMAT}", "--diff", "pin", "--",
+           "*.cc", "*.h"], cwd=edit)
+  assert "did not modify" in r.stdout or "no modified files" in r.stdout, r.stdout[:3000]
+  builds = run(["git", "diff", "--name-only", "pin", "--", "*BUILD"], cwd=edit).stdout.split()
+  r = run(["buildifier", "--mode=check", *builds], cwd=edit)
+  assert r.returncode == 0, r.stdout + r.stderr
+
+
+@needs_pin
+def test_style_file_is_the_pins(tmp_path):
+  pins = tmp_path / "pin.clang-format"
+  pins.write_bytes(subprocess.run(["git", "--git-dir", PIN_DIR, "show",
+                                   "3cc8846c10052cc1c32c4db87866eac4e4cdbccd:.clang-format"],
+                                  capture_output=True, check=True).stdout)
+  dump = lambda f: run([CLANG_FORMAT, f"--style=file:{f}", "--dump-config"]).stdout
+  assert dump(STYLE) == dump(pins)
