@@ -40,7 +40,7 @@
 #include "driver/backend_config_json.h"
 #include "google/protobuf/util/json_util.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
+#include "plan/permute_plan.h"
 #include "xla/hlo/ir/hlo_casting_utils.h"
 #include "xla/hlo/ir/hlo_computation.h"
 #include "xla/hlo/ir/hlo_instruction.h"
@@ -59,7 +59,7 @@
 namespace {
 
 namespace sel = xla::gpu::nvshmem_selection;
-using Rewriter = xla::gpu::NvshmemCollectivePermuteRewriter;
+using Rewriter = nvshmem_plan::PlanningRewriter;
 
 // GPUs per host when the topology is derived and --devices-per-host is not
 // given: one HGX H100/H200 node. A module on fewer devices gets one host of

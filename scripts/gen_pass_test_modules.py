@@ -5,8 +5,7 @@
 
 Compiles the programs of hlo_tools/pass_test_programs.py for H200 topologies on
 the CPU (deviceless) and writes the module XLA's async-collective-creator
-receives (or, for the already-async case, the optimized module) as C++ raw
-string constants into
+receives as C++ raw string constants into
 xla_src/xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter_test_modules.inc.
 --check compares instead of writing and exits 1 when the file is stale.
 """
@@ -39,16 +38,9 @@ MODULES = {
                       "K and V rotated by one combined (variadic) permute"),
     "kKvLoopModule": (_function("kv_loop", KV), "1x2x4", "before_async",
                       "combined K/V permute inside a while body"),
-    "kSelfPermuteModule": (_function("self_permute", ["256,64:f32:cp"]), "1x1x4",
-                           "before_async", "degenerate permute, source == target"),
-    "kHugeRingModule": (_function("ring_shift", ["8,1073741824:bf16:cp"]), "1x1x8",
-                        "before_async", "a 2 GiB message per device"),
-    "kAsyncRingModule": (_function("ring_shift", ["1024,64:f32:cp"]), "1x1x8",
-                         "after_optimizations", "already-async start/done"),
 }
 # (fixture of scripts/gen_fixtures.py, stage, constant, what it shows)
 SHIFT_FIXTURES = [
-    ("shift_1x2x4", "before_async", "kShiftModule", "non-cyclic shift i -> i+1"),
     ("shift_1x1x2", "before_async", "kShiftPairModule",
      "non-cyclic shift on two devices, pairs {0,1}"),
 ]

@@ -25,7 +25,8 @@ absl::Status VerifiedHloModule::ParseHloStringAndVerifyModule(
   if (computation_count() != 0) {
     return absl::FailedPreconditionError("the module is not empty");
   }
-  TF_RETURN_IF_ERROR(HloParser::CreateHloParserForTests(str, options)->Run(this));
+  TF_RETURN_IF_ERROR(
+      HloParser::CreateHloParserForTests(str, options)->Run(this));
   return Verify();
 }
 

@@ -1,0 +1,141 @@
+#include "plan/permute_plan.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "xla/hlo/ir/hlo_computation.h"
+#include "xla/hlo/ir/hlo_instructions.h"
+#include "xla/hlo/ir/hlo_opcode.h"
+#include "xla/tsl/platform/errors.h"
+#include "xla/tsl/platform/statusor.h"
+#include "xla/xla_data.pb.h"
+
+namespace nvshmem_plan {
+namespace {
+
+namespace sel = xla::gpu::nvshmem_selection;
+using Rewriter = xla::gpu::NvshmemCollectivePermuteRewriter;
+using OpRecord = PlanningRewriter::OpRecord;
+
+std::string ModeledUs(const sel::Decision& d) {
+  std::string out;
+  for (int b = 0; b < sel::kNumBackends; ++b) {
+    if (d.backend_us[b] < 0) continue;
+    absl::StrAppendFormat(&out, "%s%s=%.3f", out.empty() ? "" : ",",
+                          sel::BackendName(static_cast<sel::Backend>(b)),
+                          d.backend_us[b]);
+  }
+  return out;
+}
+
+// Records the decision in the op's frontend attributes; true if changed.
+bool Annotate(xla::HloInstruction* instr, const OpRecord& record) {
+  xla::FrontendAttributes attributes = instr->frontend_attributes();
+  auto& map = *attributes.mutable_map();
+  bool changed = false;
+  for (const auto& [key, value] :
+       {std::pair<absl::string_view, std::string>{
+            kNvshmemPlanAttr, sel::BackendName(record.decision.backend)},
+        {kNvshmemReasonAttr, record.decision.reason},
+        {kNvshmemModeledAttr, ModeledUs(record.decision)}}) {
+    auto it = map.find(std::string(key));
+    if (it == map.end() || it->second != value) {
+      map[std::string(key)] = value;
+      changed = true;
+    }
+  }
+  if (changed) instr->set_frontend_attributes(attributes);
+  return changed;
+}
+
+// Why the pass leaves this permute alone (it does not say).
+std::string WhyLeftAlone(const xla::HloCollectivePermuteInstruction& cp) {
+  if (cp.inplace()) return "in-place (dynamic-slice) collective-permute";
+  return "wrapped in an async computation (newer XLA's async-start)";
+}
+
+OpRecord ToRecord(const Rewriter::PermuteDecision& d) {
+  OpRecord record;
+  record.computation = std::string(d.permute->parent()->name());
+  record.instruction = std::string(d.permute->name());
+  record.form = d.permute->opcode() == xla::HloOpcode::kCollectivePermute
+                    ? "sync"
+                    : "async";
+  record.bytes = d.bytes;
+  record.pairs = d.permute->source_target_pairs();
+  record.decision = d.decision;
+  if (!d.rewritable) {
+    record.skipped = true;
+    record.decision.reason =
+        absl::StrCat("not rewritten: ", WhyLeftAlone(*d.permute),
+                     "; model: ", record.decision.reason);
+  }
+  return record;
+}
+
+absl::StatusOr<std::unique_ptr<Rewriter>> MakePass(
+    const PlanningRewriter::Options& options) {
+  TF_ASSIGN_OR_RETURN(sel::CostTable table,
+                      sel::ParseCostTable(options.cost_table, "cost table"));
+  if (!options.backends.empty()) {
+    TF_ASSIGN_OR_RETURN(table.backends, sel::ParseBackendSet(options.backends));
+  }
+  std::optional<sel::Topology> topology;
+  if (!options.topology.empty()) {
+    TF_ASSIGN_OR_RETURN(topology, sel::Topology::Parse(options.topology));
+  }
+  if (!options.decide_only && !options.write_backend) {
+    return absl::InvalidArgumentError("no backend writer");
+  }
+  Rewriter::Options cluster;
+  cluster.num_devices_per_host = options.devices_per_host;
+  return std::make_unique<Rewriter>(std::move(table), std::move(topology),
+                                    cluster);
+}
+
+}  // namespace
+
+PlanningRewriter::PlanningRewriter(Options options)
+    : options_(std::move(options)) {
+  absl::StatusOr<std::unique_ptr<Rewriter>> pass = MakePass(options_);
+  if (pass.ok()) {
+    pass_ = *std::move(pass);
+  } else {
+    status_ = pass.status();
+  }
+}
+
+absl::StatusOr<sel::Topology> PlanningRewriter::TopologyFor(
+    const xla::HloModule& module) const {
+  TF_RETURN_IF_ERROR(status_);
+  return pass_->TopologyFor(module);
+}
+
+absl::StatusOr<bool> PlanningRewriter::RunImpl(
+    xla::HloModule* module,
+    const absl::flat_hash_set<absl::string_view>& execution_threads) {
+  records_.clear();
+  TF_RETURN_IF_ERROR(status_);
+  TF_ASSIGN_OR_RETURN(std::vector<Rewriter::PermuteDecision> decisions,
+                      pass_->Decide(*module, execution_threads));
+  bool changed = false;
+  for (const Rewriter::PermuteDecision& d : decisions) {
+    OpRecord record = ToRecord(d);
+    if (!record.skipped && !options_.decide_only) {
+      TF_ASSIGN_OR_RETURN(
+          bool written, options_.write_backend(d.permute, d.decision.backend));
+      changed |= written;
+    }
+    if (options_.annotate) changed |= Annotate(d.permute, record);
+    records_.push_back(std::move(record));
+  }
+  return changed;
+}
+
+}  // namespace nvshmem_plan

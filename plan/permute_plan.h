@@ -1,0 +1,99 @@
+// The project's layer over XLA's NvshmemCollectivePermuteRewriter, for the
+// out-of-tree tools (nvshmem-opt, its fuzzer): what the upstream pass keeps
+// out of XLA.
+//   * Records of every decision (op, form, bytes, pairs, the model's times
+//     and reason) for reports, and a decide-only mode that leaves the module.
+//   * Decisions written to frontend attributes (_nvshmem_plan, ...) on
+//     request; they change the module's fingerprint, so never by default.
+//   * The cost table's backend set: beside XLA's nccl,nvshmem, the peer and
+//     symmetric backends of newer XLA (jax >= 0.10.2), which set
+//     collectives_mode. The backend is written by a caller-given writer (the
+//     driver's edits the JSON text, keeping fields the wheel's proto lacks).
+// Decisions themselves are the pass's own (NvshmemCollectivePermuteRewriter::
+// Decide): the same topology, table and rules.
+
+#ifndef NVSHMEM_PLAN_PERMUTE_PLAN_H_
+#define NVSHMEM_PLAN_PERMUTE_PLAN_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
+#include "xla/hlo/ir/hlo_instruction.h"
+#include "xla/hlo/ir/hlo_module.h"
+#include "xla/hlo/pass/hlo_pass_interface.h"
+
+namespace nvshmem_plan {
+
+class PlanningRewriter : public xla::HloModulePass {
+ public:
+  // Writes the chosen backend into a permute's config; returns whether the
+  // config changed.
+  using BackendWriter = std::function<absl::StatusOr<bool>(
+      xla::HloInstruction*, xla::gpu::nvshmem_selection::Backend)>;
+
+  struct Options {
+    // Topology spec (Topology::Parse); empty: hosts of `devices_per_host`
+    // GPUs holding the module's devices, as the pass derives it.
+    std::string topology;
+    int devices_per_host = 0;
+    // Cost table text (ParseCostTable); empty: the built-in table.
+    std::string cost_table;
+    // Backend set (ParseBackendSet), e.g. "nccl,peer"; empty: the table's.
+    std::string backends;
+    bool annotate = false;        // Also write the decision to attributes.
+    bool decide_only = false;     // Leave backend configs as they are.
+    BackendWriter write_backend;  // Required unless decide_only.
+  };
+
+  // What the pass saw and decided for one collective-permute.
+  struct OpRecord {
+    std::string computation;
+    std::string instruction;
+    std::string form;  // "sync" or "async"
+    int64_t bytes = 0;
+    std::vector<std::pair<int64_t, int64_t>> pairs;
+    xla::gpu::nvshmem_selection::Decision decision;
+    bool skipped = false;  // Left alone by the pass; the reason says why.
+  };
+
+  // Bad options (spec, table, backend set, no writer) make Run and
+  // TopologyFor return InvalidArgument.
+  explicit PlanningRewriter(Options options);
+
+  absl::string_view name() const override { return "nvshmem-permute-plan"; }
+
+  const std::vector<OpRecord>& records() const { return records_; }
+
+  absl::StatusOr<xla::gpu::nvshmem_selection::Topology> TopologyFor(
+      const xla::HloModule& module) const;
+
+ protected:
+  absl::StatusOr<bool> RunImpl(
+      xla::HloModule* module,
+      const absl::flat_hash_set<absl::string_view>& execution_threads) override;
+
+ private:
+  Options options_;
+  absl::Status status_;  // Of the options.
+  std::unique_ptr<xla::gpu::NvshmemCollectivePermuteRewriter> pass_;
+  std::vector<OpRecord> records_;
+};
+
+// Frontend attribute keys written when annotating.
+inline constexpr absl::string_view kNvshmemPlanAttr = "_nvshmem_plan";
+inline constexpr absl::string_view kNvshmemReasonAttr = "_nvshmem_reason";
+inline constexpr absl::string_view kNvshmemModeledAttr = "_nvshmem_modeled_us";
+
+}  // namespace nvshmem_plan
+
+#endif  // NVSHMEM_PLAN_PERMUTE_PLAN_H_
