@@ -80,6 +80,8 @@ void BindTopology(py::module_& m) {
       .def_property_readonly("slices", &sel::Topology::slices)
       .def_property_readonly("hosts_per_slice", &sel::Topology::hosts_per_slice)
       .def_property_readonly("gpus_per_host", &sel::Topology::gpus_per_host)
+      .def_property_readonly("gpus_per_process",
+                             &sel::Topology::gpus_per_process)
       .def_property_readonly("nvlink_domain_size",
                              &sel::Topology::nvlink_domain_size)
       .def_property_readonly("num_devices", &sel::Topology::num_devices)

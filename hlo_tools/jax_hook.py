@@ -287,12 +287,23 @@ class Hook:
         self.name, stage=self.stage, platforms=self.platforms))
 
 
+def with_process_layout(spec, local_devices, all_devices):
+  """`spec` with `:gpus_per_process=N` from jax's view of the processes: N is
+  the number of devices this process drives (len(jax.local_devices())) when
+  there are others elsewhere. Peer and symmetric memory need every device of a
+  permute in one process; XLA runs them as NCCL otherwise."""
+  if "gpus_per_process" in spec or local_devices >= all_devices or local_devices < 1:
+    return spec
+  return f"{spec}:gpus_per_process={local_devices}"
+
+
 def install(topology, backends=("nccl", "peer"), cost_table=None, report=None,
             platforms=("cuda", "gpu"), name="nvshmem_opt_permute_modes"):
   """Registers the per-permute choice for every module jax compiles next.
 
   topology: a spec such as "1x1x2" (slices x hosts x GPUs per host) or a parsed
-  Topology; backends: the set the target XLA offers, NCCL first; cost_table:
+  Topology; a spec without gpus_per_process gets it from jax's local devices
+  (with_process_layout); backends: the set the target XLA offers, NCCL first; cost_table:
   None (the core's default), a path, or a CostTable; report: a JSON file
   rewritten after each compile with the decisions; platforms: where jax
   registers the pass ("cpu" too for tests). Returns a Hook.
@@ -310,6 +321,10 @@ def install(topology, backends=("nccl", "peer"), cost_table=None, report=None,
                     "jax.extend.xla.register_hlo_module_transformation "
                     "(needs jax >= 0.10.2)") from None
   selection = load_selection()
+  if isinstance(topology, str):
+    import jax
+    topology = with_process_layout(topology, len(jax.local_devices()),
+                                   len(jax.devices()))
   try:
     topo = (selection.parse_topology(topology) if isinstance(topology, str)
             else topology)

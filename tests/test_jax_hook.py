@@ -142,3 +142,16 @@ def test_registered_hook_runs_in_a_real_compile(tmp_path):
   assert got["ok"], "the program's result changed"
   assert got["removed"] and got["calls_after"] == len(got["calls"])
   assert json.loads(report.read_text())["decisions"] == got["decisions"]
+
+
+def test_process_layout_comes_from_jax_local_devices():
+  # One process per GPU (8 processes of 1 device): peer would run as NCCL.
+  assert jax_hook.with_process_layout("1x1x8", 1, 8) == "1x1x8:gpus_per_process=1"
+  # One process drives every GPU (JAX's default on one host): unchanged.
+  assert jax_hook.with_process_layout("1x1x8", 8, 8) == "1x1x8"
+  # A spec that says it already wins.
+  assert jax_hook.with_process_layout("1x2x4:gpus_per_process=4", 1, 8) == (
+      "1x2x4:gpus_per_process=4")
+  from hlo_tools import selection
+  t = selection.parse_topology(jax_hook.with_process_layout("1x2x4", 4, 8))
+  assert t.gpus_per_process == 4

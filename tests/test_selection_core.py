@@ -146,10 +146,11 @@ def test_backend_sets_from_python():
   with pytest.raises(selection.SelectionError, match="no XLA offers both"):
     selection.with_backends(default, "nccl,nvshmem,peer")
   t = selection.parse_topology("1x1x2")
-  # Measured parity (peer and symmetric carry NCCL's numbers) keeps NCCL.
-  d = selection.decide(t, peer, 64 << 20, ring(2))
+  # Peer's default is its measured curve with one process driving the GPUs:
+  # slower than NCCL below a few MiB, faster from 16 MiB.
+  d = selection.decide(t, peer, 1 << 20, ring(2))
   assert d["plan"] == d["backend"] == "nccl"
-  assert d["backend_us"]["peer"] == d["backend_us"]["nccl"]
+  assert d["backend_us"]["peer"] > d["backend_us"]["nccl"]
   assert d["backend_us"]["nvshmem"] is None
   assert "not offered" in d["refused"]["nvshmem"]
   assert "support signals" in d["refused"]["symmetric"]
@@ -362,3 +363,29 @@ def test_nvshmem_transport_sets_the_network_row():
   assert str(selection.CostTable.parse(str(ibgda), "again")) == str(ibgda)
   with pytest.raises(ValueError, match="t:1: nvshmem_transport must be ibrc or ibgda"):
     selection.CostTable.parse("nvshmem_transport roce\n", "t")
+
+
+def test_peer_by_default_on_one_host_unless_one_process_per_gpu():
+  """The backend set alone, no table: a one-host ring of 128 MiB gets peer
+  memory; with one process per GPU XLA would run it as NCCL, so it is refused."""
+  table = selection.with_backends(selection.load_cost_table(), "nccl,peer")
+  d = selection.decide(selection.parse_topology("1x1x8"), table, 128 << 20, ring(8))
+  assert d["plan"] == "peer" and "measured curve" in d["reason"], d["reason"]
+  per_gpu = selection.parse_topology("1x1x8:gpus_per_process=1")
+  assert per_gpu.gpus_per_process == 1 and str(per_gpu) == "1x1x8:gpus_per_process=1"
+  d = selection.decide(per_gpu, table, 128 << 20, ring(8))
+  assert d["plan"] == "nccl"
+  assert d["refused"]["peer"].startswith(
+      "peer refused: 8 of 8 edges join GPUs of different processes (1 GPU per process)")
+  with pytest.raises(selection.SelectionError, match="must divide a host"):
+    selection.parse_topology("1x1x8:gpus_per_process=3")
+
+
+def test_default_peer_curve_is_the_committed_one_process_table():
+  path = ROOT / "gpu" / "results" / "h200x2_nvlink_cost_table_jax0112.txt"
+  committed = selection.load_cost_table(path)
+  default = selection.CostTable.default()
+  assert default.points("peer", "nvlink") == committed.points("peer", "nvlink")
+  assert len(default.points("peer", "nvlink")) == 30
+  assert default.link("peer", "nvlink") == committed.link("peer", "nvlink")
+  assert default.per_buffer_us("peer", "nvlink") == committed.per_buffer_us("peer", "nvlink")

@@ -200,7 +200,7 @@ std::string BackendSetToString(const std::vector<Backend>& backends) {
 
 absl::StatusOr<Topology> Topology::Create(
     int slices, int hosts_per_slice, int gpus_per_host, int nvlink_domain_size,
-    std::vector<int> partition_to_device) {
+    std::vector<int> partition_to_device, int gpus_per_process) {
   if (slices < 1 || hosts_per_slice < 1 || gpus_per_host < 1) {
     return absl::InvalidArgumentError(
         "slices, hosts and GPUs per host must all be at least 1");
@@ -221,6 +221,12 @@ absl::StatusOr<Topology> Topology::Create(
         " GPUs must be a whole number of hosts (", gpus_per_host,
         " GPUs each) that divides a slice (", slice_devices, " GPUs)"));
   }
+  if (gpus_per_process == 0) gpus_per_process = gpus_per_host;
+  if (gpus_per_process < 1 || gpus_per_host % gpus_per_process != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(gpus_per_process, " GPUs per process must divide a host (",
+                     gpus_per_host, " GPUs)"));
+  }
   std::vector<bool> seen(partition_to_device.empty() ? 0 : devices, false);
   for (int device : partition_to_device) {
     if (device < 0 || device >= devices) {
@@ -238,6 +244,7 @@ absl::StatusOr<Topology> Topology::Create(
   topology.hosts_per_slice_ = hosts_per_slice;
   topology.gpus_per_host_ = gpus_per_host;
   topology.nvlink_domain_size_ = nvlink_domain_size;
+  topology.gpus_per_process_ = gpus_per_process;
   topology.partition_to_device_ = std::move(partition_to_device);
   return topology;
 }
@@ -247,6 +254,7 @@ namespace {
 // The options after SLICESxHOSTSxGPUS: ":nvlN" and ":map=D0,D1,...".
 struct TopologyOptions {
   int nvlink_domain_size = 0;  // 0: one host.
+  int gpus_per_process = 0;    // 0: one host.
   std::vector<int> map;
 };
 
@@ -255,6 +263,7 @@ absl::StatusOr<TopologyOptions> ParseTopologyOptions(
   TopologyOptions options;
   bool have_domain = false;
   bool have_map = false;
+  bool have_process = false;
   for (size_t i = 1; i < sections.size(); ++i) {
     absl::string_view option = sections[i];
     if (absl::ConsumePrefix(&option, "nvl")) {
@@ -267,6 +276,15 @@ absl::StatusOr<TopologyOptions> ParseTopologyOptions(
       }
       options.nvlink_domain_size = static_cast<int>(*value);
       have_domain = true;
+    } else if (absl::ConsumePrefix(&option, "gpus_per_process=")) {
+      std::optional<int64_t> value = ParseCount(option);
+      if (have_process || !value || *value < 1 || *value > kMaxDevices) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "bad option '", Printable(sections[i]),
+            "' (expected gpus_per_process=N once, N GPUs)"));
+      }
+      options.gpus_per_process = static_cast<int>(*value);
+      have_process = true;
     } else if (absl::ConsumePrefix(&option, "map=")) {
       if (have_map) return absl::InvalidArgumentError("map given twice");
       have_map = true;
@@ -281,7 +299,8 @@ absl::StatusOr<TopologyOptions> ParseTopologyOptions(
       }
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
-          "unknown option '", Printable(option), "' (known: nvlN, map=...)"));
+          "unknown option '", Printable(option),
+          "' (known: nvlN, gpus_per_process=N, map=...)"));
     }
   }
   return options;
@@ -307,7 +326,8 @@ absl::StatusOr<Topology> ParseTopologySpec(absl::string_view spec) {
   absl::StatusOr<TopologyOptions> options = ParseTopologyOptions(sections);
   if (!options.ok()) return options.status();
   return Topology::Create(values[0], values[1], values[2],
-                          options->nvlink_domain_size, std::move(options->map));
+                          options->nvlink_domain_size, std::move(options->map),
+                          options->gpus_per_process);
 }
 
 }  // namespace
@@ -347,6 +367,9 @@ std::string Topology::ToString() const {
       absl::StrCat(slices_, "x", hosts_per_slice_, "x", gpus_per_host_);
   if (nvlink_domain_size_ != gpus_per_host_) {
     absl::StrAppend(&spec, ":nvl", nvlink_domain_size_);
+  }
+  if (gpus_per_process_ != gpus_per_host_) {
+    absl::StrAppend(&spec, ":gpus_per_process=", gpus_per_process_);
   }
   if (!partition_to_device_.empty()) {
     absl::StrAppend(&spec, ":map=", absl::StrJoin(partition_to_device_, ","));
@@ -522,6 +545,46 @@ sm_interference nvshmem 0
 )table";
 // END GENERATED DEFAULT TABLE
 
+// The measured 2x H200 NVLink curve of peer memory with one process driving
+// both GPUs (the XLA of a later jax release; XLA takes the peer path only when
+// the calling process drives every device of the permute). Copied from
+// gpu/results/h200x2_nvlink_cost_table_jax0112.txt (machine, software and
+// CSV checksum there); a test checks the two agree.
+constexpr char kMeasuredPeerTable[] = R"table(
+link peer nvlink 29.2774 423.992 5.22982
+point peer nvlink 1 1024 28.7564
+point peer nvlink 1 4096 31.6171
+point peer nvlink 1 16384 33.3478
+point peer nvlink 1 65536 35.5272
+point peer nvlink 1 262144 34.8791
+point peer nvlink 1 1048576 35.0594
+point peer nvlink 1 4194304 34.7271
+point peer nvlink 1 16777216 66.4153
+point peer nvlink 1 67108864 196.021
+point peer nvlink 1 268435456 702.793
+point peer nvlink 2 1024 38.5729
+point peer nvlink 2 4096 36.3928
+point peer nvlink 2 16384 30.2589
+point peer nvlink 2 65536 37.1159
+point peer nvlink 2 262144 34.4449
+point peer nvlink 2 1048576 30.2898
+point peer nvlink 2 4194304 32.199
+point peer nvlink 2 16777216 68.9396
+point peer nvlink 2 67108864 191.826
+point peer nvlink 2 268435456 659.7
+point peer nvlink 4 1024 57.0906
+point peer nvlink 4 4096 50.0959
+point peer nvlink 4 16384 54.882
+point peer nvlink 4 65536 47.5541
+point peer nvlink 4 262144 53.1087
+point peer nvlink 4 1048576 45.6091
+point peer nvlink 4 4194304 47.0729
+point peer nvlink 4 16777216 74.8927
+point peer nvlink 4 67108864 199.45
+point peer nvlink 4 268435456 649.31
+sm_interference peer 0
+)table";
+
 absl::StatusOr<CostTable> ParseCostTableOnto(CostTable table,
                                              absl::string_view text,
                                              absl::string_view source_name);
@@ -532,10 +595,9 @@ CostTable BuildDefaultCostTable() {
   // The block is the committed table's own lines (tested), so it parses;
   // should it not, the documented numbers are still a usable model.
   if (!table.ok()) table = DocumentedCostTable();
-  // Peer and symmetric memory (XLA of jax >= 0.10.2): measured at the XLA
-  // level on 2x H200 with jax 0.11.2, NCCL, peer and symmetric are within
-  // run-to-run noise of each other (1 x 64 MiB: 296.5, 296.7, 297.6 us per
-  // step), so they get NCCL's numbers and parity keeps NCCL.
+  // Symmetric memory was never measured working (put + signal failed without
+  // NCCL signals): NCCL's numbers. Peer memory: NCCL's numbers off NVLink (it
+  // is refused there anyway), its own measured curve on NVLink.
   for (Backend backend : {Backend::kPeer, Backend::kSymmetric}) {
     const int b = static_cast<int>(backend);
     const int nccl = static_cast<int>(Backend::kNccl);
@@ -543,6 +605,9 @@ CostTable BuildDefaultCostTable() {
     table->curves[b] = table->curves[nccl];
     table->sm_interference[b] = table->sm_interference[nccl];
   }
+  absl::StatusOr<CostTable> with_peer =
+      ParseCostTableOnto(*table, kMeasuredPeerTable, "default peer table");
+  if (with_peer.ok()) table = *std::move(with_peer);
   return *table;
 }
 
@@ -1018,6 +1083,19 @@ std::string RefusalReason(const Topology& topology, const CostTable& table,
         refused, off_host, of_total,
         "leave their host; XLA copies through peer memory only inside "
         "one host and otherwise falls back to NCCL");
+  }
+  const int off_process = absl::c_count_if(
+      request.device_edges, [&](const std::pair<int, int>& edge) {
+        return topology.ProcessOf(edge.first) !=
+               topology.ProcessOf(edge.second);
+      });
+  if (off_process > 0) {
+    return absl::StrCat(
+        refused, off_process, of_total, "join GPUs of different processes (",
+        topology.gpus_per_process(),
+        topology.gpus_per_process() == 1 ? " GPU" : " GPUs",
+        " per process); XLA copies through peer memory only among one "
+        "process's GPUs and otherwise falls back to NCCL");
   }
   return "";
 }

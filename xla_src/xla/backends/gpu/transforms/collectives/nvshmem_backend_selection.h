@@ -70,14 +70,15 @@ limitations under the License.
 //            rule below. Edges may cross the network: XLA initializes
 //            NVSHMEM over every process, and NVSHMEM carries puts between
 //            hosts over InfiniBand (IBRC or IBGDA); the model prices them.
-//   peer     every edge inside one host. XLA's peer-memory permute copies
-//            with the copy engines straight into the target's buffer, which
-//            needs CUDA peer access (devices of one host, all in one
-//            process); for any other clique XLA falls back to NCCL's
-//            host-initiated permute, so there is nothing to gain and the model
-//            would be wrong. Safe for shifts: every rank of the clique joins
-//            the same rendezvous, with or without a source.
-//   symmetric  every edge inside one host (same fallback as peer), and the
+//   peer     every edge inside one host and one process (the topology's
+//            gpus_per_process; by default one process drives a host's GPUs).
+//            XLA's peer-memory permute copies with the copy engines straight
+//            into the target's buffer, which needs CUDA peer access among the
+//            calling process's devices; otherwise XLA falls back to NCCL's
+//            host-initiated permute, so there is nothing to gain and the
+//            model would be wrong. Safe for shifts: every rank of the clique
+//            joins the same rendezvous, with or without a source.
+//   symmetric  every edge inside one process (same fallback as peer), and the
 //            table says the runtime supports NCCL signals (symmetric_signals
 //            1). The one-sided put + signal on NCCL symmetric memory fails at
 //            run time where NCCL cannot query signal support ("Signal is not
@@ -146,26 +147,34 @@ class Topology {
  public:
   // Spec grammar: SLICESxHOSTSxGPUS[:OPTION]...
   //   nvlN | nvl=N     NVLink domain of N GPUs (default: one host)
+  //   gpus_per_process=N  GPUs each process drives (default: a whole host,
+  //                    one process per host; 1: one process per GPU). XLA's
+  //                    peer and symmetric paths need every device of the
+  //                    permute in the calling process.
   //   map=D0,D1,...    physical device of each logical device, where logical
   //                    device r + p * num_replicas is (replica r, partition
   //                    p) as XLA places them by default; with one replica
   //                    that is the device of each partition (default:
   //                    identity). A map must cover partitions x replicas.
-  // Examples: "1x2x4", "1x9x8:nvl72", "2x2x4:map=0,2,4,6,1,3,5,7,8,9,10,11,..."
+  // Examples: "1x2x4", "1x9x8:nvl72", "1x1x8:gpus_per_process=1",
+  //   "2x2x4:map=0,2,4,6,1,3,5,7,8,9,10,11,..."
   // Errors are InvalidArgument, their message starting "topology spec
   // '<spec>': ".
   static absl::StatusOr<Topology> Parse(absl::string_view spec);
   // A topology without a spec, for programmatic use; InvalidArgument when the
   // numbers are inconsistent.
+  // gpus_per_process 0 means a whole host.
   static absl::StatusOr<Topology> Create(int slices, int hosts_per_slice,
                                          int gpus_per_host,
                                          int nvlink_domain_size,
-                                         std::vector<int> partition_to_device);
+                                         std::vector<int> partition_to_device,
+                                         int gpus_per_process = 0);
 
   int slices() const { return slices_; }
   int hosts_per_slice() const { return hosts_per_slice_; }
   int gpus_per_host() const { return gpus_per_host_; }
   int nvlink_domain_size() const { return nvlink_domain_size_; }
+  int gpus_per_process() const { return gpus_per_process_; }
   int num_devices() const {
     return slices_ * hosts_per_slice_ * gpus_per_host_;
   }
@@ -175,6 +184,7 @@ class Topology {
 
   int HostOf(int device) const { return device / gpus_per_host_; }
   int NvlinkDomainOf(int device) const { return device / nvlink_domain_size_; }
+  int ProcessOf(int device) const { return device / gpus_per_process_; }
 
   // Device of a logical device number (XLA's default placement, see
   // EdgeIdsToDevices); identity unless a map was given.
@@ -190,6 +200,7 @@ class Topology {
   int hosts_per_slice_ = 1;
   int gpus_per_host_ = 1;
   int nvlink_domain_size_ = 1;
+  int gpus_per_process_ = 1;
   std::vector<int> partition_to_device_;
 };
 
@@ -249,9 +260,9 @@ struct CostTable {
   }
 };
 
-// The documented defaults, with the measured 2x H200 NVLink curves of NCCL
-// and NVSHMEM at the pinned XLA compiled in (peer and symmetric get NCCL's
-// numbers: measured parity). Built once.
+// The documented defaults, with the measured 2x H200 NVLink curves compiled
+// in: NCCL and NVSHMEM at the pinned XLA, peer memory with one process
+// driving the GPUs (symmetric gets NCCL's numbers). Built once.
 CostTable DefaultCostTable();
 
 // Text format, one entry per line, '#' starts a comment:

@@ -525,17 +525,42 @@ TEST(BackendSetTest, TableCarriesSetSignalsAndPerBufferCosts) {
   EXPECT_EQ(BackendSetToString(DefaultCostTable().backends), "nccl,nvshmem");
 }
 
-TEST(BackendSetTest, MeasuredParityKeepsNccl) {
-  // Default peer and symmetric numbers are NCCL's (measured parity).
-  CostTable table =
-      TableWith("backends nccl,peer,symmetric\nsymmetric_signals 1\n");
-  for (int64_t bytes : {int64_t{1024}, int64_t{64} << 20}) {
-    Decision d = Decide(MustParse("1x1x2"), table, {bytes, Ring(2), 2});
-    EXPECT_EQ(d.backend, Backend::kNccl) << d.reason;
-    EXPECT_DOUBLE_EQ(d.backend_us[static_cast<int>(Backend::kPeer)],
-                     d.backend_us[static_cast<int>(Backend::kNccl)]);
-    EXPECT_NE(d.reason.find("does not beat NCCL"), std::string::npos)
-        << d.reason;
+TEST(BackendSetTest, DefaultPeerIsTheMeasuredOneProcessCurve) {
+  // With the backend set alone, one host: peer's copies lose below a few MiB
+  // and win from 16 MiB on, as measured with one process driving the GPUs.
+  CostTable table = TableWith("backends nccl,peer\n");
+  const Topology host = MustParse("1x1x8");
+  Decision small = Decide(host, table, {1 << 20, Ring(8), 8});
+  EXPECT_EQ(small.backend, Backend::kNccl) << small.reason;
+  Decision big = Decide(host, table, {int64_t{128} << 20, Ring(8), 8});
+  EXPECT_EQ(big.backend, Backend::kPeer) << big.reason;
+  EXPECT_TRUE(HasMeasuredCurve(table, Backend::kPeer,
+                               LinkClass::kIntraHostNvlink));
+  // One process per GPU: XLA runs "peer" as NCCL, so it is refused.
+  const Topology per_gpu = MustParse("1x1x8:gpus_per_process=1");
+  Decision refused = Decide(per_gpu, table, {int64_t{128} << 20, Ring(8), 8});
+  EXPECT_EQ(refused.backend, Backend::kNccl);
+  EXPECT_EQ(refused.refused[static_cast<int>(Backend::kPeer)],
+            "peer refused: 8 of 8 edges join GPUs of different processes (1 "
+            "GPU per process); XLA copies through peer memory only among one "
+            "process's GPUs and otherwise falls back to NCCL");
+  // Two processes of four GPUs: a ring inside each process is fine.
+  const Topology halves = MustParse("1x1x8:gpus_per_process=4");
+  Decision inside = Decide(halves, table, {int64_t{128} << 20, Ring(4), 8});
+  EXPECT_EQ(inside.backend, Backend::kPeer) << inside.reason;
+}
+
+TEST(TopologyTest, GpusPerProcessOption) {
+  EXPECT_EQ(MustParse("1x2x4").gpus_per_process(), 4);
+  const Topology t = MustParse("1x2x4:gpus_per_process=2");
+  EXPECT_EQ(t.gpus_per_process(), 2);
+  EXPECT_EQ(t.ProcessOf(3), 1);
+  EXPECT_EQ(t.ToString(), "1x2x4:gpus_per_process=2");
+  EXPECT_EQ(MustParse("1x2x4:gpus_per_process=4").ToString(), "1x2x4");
+  for (const char* bad : {"1x2x4:gpus_per_process=3", "1x2x4:gpus_per_process=0",
+                          "1x2x4:gpus_per_process=8",
+                          "1x2x4:gpus_per_process=1:gpus_per_process=1"}) {
+    EXPECT_FALSE(Topology::Parse(bad).ok()) << bad;
   }
 }
 
@@ -799,8 +824,8 @@ TEST(DefaultTableTest, MeasuredH200NvlinkCurvesForTheTwoPinnedBackends) {
     EXPECT_FALSE(HasMeasuredCurve(table, backend, LinkClass::kNvlinkDomain));
     EXPECT_FALSE(HasMeasuredCurve(table, backend, LinkClass::kNetwork));
   }
-  // Peer and symmetric carry NCCL's numbers (measured parity).
-  EXPECT_EQ(EdgeTimeUs(table, Backend::kPeer, LinkClass::kIntraHostNvlink,
+  // Symmetric carries NCCL's numbers (never measured working).
+  EXPECT_EQ(EdgeTimeUs(table, Backend::kSymmetric, LinkClass::kIntraHostNvlink,
                        3 << 20, 3),
             EdgeTimeUs(table, Backend::kNccl, LinkClass::kIntraHostNvlink,
                        3 << 20, 3));
