@@ -6,6 +6,7 @@ builds for two H200s, with K and V blocks of 16 MiB each: big enough for the mea
 """
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -210,4 +211,14 @@ def test_report_passes_the_set_and_shows_the_mode(tmp_path, ring2):
   assert "backends nccl,peer" in summary and f"peer ({PEER})" in summary
   rewritten = list((tmp_path / "r").rglob("*.nvshmem.hlo"))
   assert rewritten and all(PEER in p.read_text() for p in rewritten)
-  assert PEER in (tmp_path / "r" / "index.html").read_text()
+  page = (tmp_path / "r" / "index.html").read_text()
+  assert PEER in page
+  # The page speaks of the set the target XLA offers: peer memory, never NVSHMEM
+  # (upstream's own answer, a column of its own, aside).
+  assert "NCCL or peer memory" in page and "NVSHMEM collective-permute report" not in page
+  prose = re.sub(r"<td>NVSHMEM<br>|<td>NVSHMEM</td>|<svg.*?</svg>", "", page, flags=re.S)
+  prose = prose[:prose.index("<h2>Files</h2>")]
+  assert "NVSHMEM" not in re.sub(r"<table class=\"verify\">.*?</table>", "", prose,
+                                 flags=re.S)
+  assert "peer memory (whole permute)" in page and "NVSHMEM (whole permute)" not in page
+  assert summary.startswith("Collective-permute report: NCCL or peer memory")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hlo_tools.commands import outdir, report
+from hlo_tools.commands import common, outdir, report
 
 REPO = Path(__file__).resolve().parents[1]
 DRIVER = REPO / "build" / "nvshmem-opt"
@@ -78,8 +78,9 @@ def test_side_by_side_shows_where_nvshmem_wins_and_loses(tmp_path):
   assert data["summary"]["verify_passed"], data["summary"]["failed_checks"]
   assert "NVSHMEM wins" in rows[-1]["verdict"]
   page = (tmp_path / "r" / "index.html").read_text()
-  takeaways = page[page.index('id="takeaways"'):page.index("</ul>")]
-  assert takeaways.count("<li>") == 2 and "NVSHMEM wins" in takeaways
+  takeaways = page[page.index('id="takeaways"'):page.index('id="comparison"')]
+  # One item per configuration, each listing its permutes.
+  assert takeaways.count("collective-permute(s)<ul>") == 2 and "NVSHMEM wins" in takeaways
 
 
 def test_embedded_default_is_a_grid():
@@ -405,3 +406,108 @@ def test_driver_message_is_not_cut(tmp_path, capsys):
   words = lambda text: " ".join(re.sub(r"goo\.gle/debug\S*", "", text).split())
   assert words(f"nvshmem-opt: {bad}: {driver_line}") in words(err), err
   assert "more characters" not in err
+
+
+def _svgs(page):
+  return re.findall(r"<svg.*?</svg>", page, flags=re.S)
+
+
+def test_report_charts_every_kind_of_permute(tmp_path):
+  # A 2-buffer and a 4-buffer permute: each drawn on its own curve and marked at its
+  # own size; the takeaways name both, not only the first.
+  if not DRIVER.exists():
+    pytest.skip("nvshmem-opt is not built")
+  data = report.build([report.Case(id="grad", title="grad on 1x1x8", topology="1x1x8",
+                                   path=str(FIXTURES / "ring_product_grad_1x2x4.passes"))],
+                      tmp_path / "r", progress=False)
+  [case] = data["cases"]
+  chart = json.loads((tmp_path / "r" / "grad" / "json" / "chart.json").read_text())
+  perms = case["collective_permutes"]
+  assert len(perms) == 2 and chart["kinds"] == 2
+  by_name = {p["instruction"]: p for p in perms}
+  for c in chart["charts"]:
+    [name] = c["instructions"]
+    perm = by_name[name]
+    assert c["buffers"] == perm["buffers"]
+    # The permute's own modeled time lies on its chart's curve, at its size.
+    i = c["sizes"].index(perm["bytes"])
+    assert c["series_us"]["nccl"][i] == pytest.approx(perm["modeled_us"]["nccl"])
+    assert [perm["bytes"], common.human_bytes(perm["bytes"])] in c["marks"]
+  assert sorted(c["buffers"] for c in chart["charts"]) == [2, 4]
+  page = (tmp_path / "r" / "index.html").read_text()
+  assert len(_svgs(page)) == 2
+  takeaways = page[page.index('id="takeaways"'):page.index('id="comparison"')]
+  assert all(f"%{p['instruction']}" in takeaways for p in perms)
+
+
+def test_chart_on_one_host_has_no_network_line_and_shows_the_choice(tmp_path):
+  if not DRIVER.exists():
+    pytest.skip("nvshmem-opt is not built")
+  path = str(FIXTURES / "ring_1x1x8.before_async.hlo")
+  data = report.build([report.Case(id=t, title=t, topology=t, path=path)
+                       for t in ("1x1x8", "1x2x4")], tmp_path / "r", progress=False)
+  assert len(data["cases"]) == 2
+  page = (tmp_path / "r" / "index.html").read_text()
+  one_host, two_hosts = _svgs(page)
+  assert "series-edge_network" not in one_host and "network edge" not in one_host
+  assert "series-edge_network" in two_hosts and "one network edge" in two_hosts
+  for svg in (one_host, two_hosts):
+    # The chosen line is drawn last (on top) and named in the legend.
+    lines = re.findall(r'<polyline class="series-(\w+)"', svg)
+    assert lines[-1] == "chosen" and "chosen by the core" in svg
+    # The legend is inside the picture: every legend text above the bottom edge.
+    height = float(re.search(r'<svg[^>]* height="([\d.]+)"', svg).group(1))
+    assert all(float(y) < height for y in re.findall(r'class="legend" x="[\d.]+" y="([\d.]+)"',
+                                                      svg))
+
+
+def test_chart_legend_gives_the_real_refusal(tmp_path):
+  # A shift on one host: NVSHMEM is refused because device 0 has no source, not
+  # because of the network (every edge is NVLink here).
+  if not DRIVER.exists():
+    pytest.skip("nvshmem-opt is not built")
+  data = report.build([report.Case(id="shift", title="shift", topology="1x1x8",
+                                   path=str(FIXTURES / "shift_1x2x4.before_async.hlo"))],
+                      tmp_path / "r", progress=False)
+  [perm] = data["cases"][0]["collective_permutes"]
+  assert perm["edges_by_class"]["network"] == 0
+  [svg] = _svgs((tmp_path / "r" / "index.html").read_text())
+  legend = " ".join(re.findall(r'class="legend"[^>]*>([^<]*)<', svg))
+  assert "NVSHMEM refused at every size" in legend and "has no source" in legend
+  assert "network" not in legend and "series-nvshmem" not in svg
+
+
+_NO_PERMUTE_SCRIPT = """
+import os, sys
+os.environ["JAX_PLATFORMS"] = "cpu"
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+import jax
+from jax.sharding import PartitionSpec as P
+from hlo_tools import ring_attention
+mesh = ring_attention.make_mesh(jax.devices("cpu"))
+f = jax.shard_map(lambda x: jax.lax.psum(x * 2, "cp"), mesh=mesh, in_specs=P("cp"),
+                  out_specs=P())
+print(jax.jit(f).lower(jax.ShapeDtypeStruct((8 * 16, 4), "float32")).as_text(dialect="hlo"))
+"""
+
+
+def test_report_of_a_module_without_permutes(tmp_path):
+  if not DRIVER.exists():
+    pytest.skip("nvshmem-opt is not built")
+  made = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-c", _NO_PERMUTE_SCRIPT],
+                        cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+  assert made.returncode == 0, made.stderr
+  module = tmp_path / "psum.hlo"
+  module.write_text(made.stdout)
+  assert "all-reduce" in made.stdout and "collective-permute" not in made.stdout
+  out = tmp_path / "r"
+  proc = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "hlo_tools.cli",
+                         "report", str(module), "--topology=1x1x8", f"--out={out}", "--quiet"],
+                        cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+  assert proc.returncode == 0, proc.stderr
+  assert "no collective-permutes, nothing for the pass to decide" in proc.stdout
+  page = (out / "index.html").read_text()
+  assert "no collective-permutes" in page and 'class="no-permutes"' in page
+  assert not _svgs(page) and 'id="comparison"' not in page and "decisions-" not in page
+  chart = json.loads((out / "psum.hlo" / "json" / "chart.json").read_text())
+  assert chart == {"charts": [], "kinds": 0}

@@ -56,7 +56,7 @@ from hlo_tools.commands import dump as dump_mod
 from hlo_tools.commands import outdir
 from hlo_tools.commands import verify as vf
 from hlo_tools.commands.report.chart import chart_data
-from hlo_tools.commands.report.page import comparison_rows, fmt_us, render_page
+from hlo_tools.commands.report.page import comparison_rows, fmt_us, page_title, render_page
 from hlo_tools.model import decisions, driver, dumps, source as inputs
 from hlo_tools.model.source import InputError
 
@@ -409,9 +409,11 @@ def build(cases, out, cost_table=None, num_partitions=None, progress=True,
 
 
 def summary_text(report):
-  lines = [f"NVSHMEM collective-permute report: {len(report['cases'])} configuration(s), "
+  lines = [f"{page_title(report.get('backends'))}: {len(report['cases'])} configuration(s), "
            f"cost table {report['cost_table'] or 'default'}"
            + (f", backends {report['backends']}" if report.get("backends") else "")]
+  lines += [f"  {c['title']}: no collective-permutes, nothing for the pass to decide"
+            for c in report["cases"] if not c["collective_permutes"]]
   for row in report["summary"]["comparison"]:
     edges = ", ".join(f"{k} {v}" for k, v in row["edges_by_class"].items() if v)
     trips = f" x{row['trip_count']} trips" if row["trip_count"] else ""

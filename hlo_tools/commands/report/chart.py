@@ -1,5 +1,9 @@
-"""The report's chart: modeled time of a permute vs its size, per backend, as a
-self-contained log-log SVG (no scripts, no external files)."""
+"""The report's charts: modeled time of a permute vs its size, per backend, as
+self-contained log-log SVGs (no scripts, no external files).
+
+One chart per kind of permute in the module: permutes with the same pairs and
+number of buffers share a curve, and each is marked at its own size.
+"""
 
 import math
 
@@ -7,48 +11,82 @@ from hlo_tools import selection
 from hlo_tools.commands import common
 from hlo_tools.commands.diff import esc
 
-CHART_SIZES = [2 ** e for e in range(10, 31)]  # 1 KiB .. 1 GiB
+CHART_SIZES = [2 ** e for e in range(10, 31)]  # 1 KiB .. 1 GiB, widened to every mark
 COLORS = {"nccl": "#1f77b4", "nvshmem": "#2ca02c", "peer": "#ff7f0e",
-          "symmetric": "#17becf", "chosen": "#000000", "nccl_net": "#9467bd",
-          "nvshmem_nvl": "#8c564b"}
-_LABELS = {"nccl": "NCCL (whole permute)", "nvshmem": "NVSHMEM (whole permute, if eligible)",
-           "peer": "peer memory (whole permute, if eligible)",
-           "symmetric": "symmetric memory (whole permute, if eligible)",
-           "chosen": "chosen by the core", "nccl_net": "one NCCL network edge",
-           "nvshmem_nvl": "one NVSHMEM NVLink edge"}
-# The series of the backends the table's set offers; the others stay empty.
-_OFFERED = ("nvshmem", "peer", "symmetric")
+          "symmetric": "#17becf", "chosen": "#000000", "edge_network": "#9467bd",
+          "edge_nvlink": "#8c564b", "edge_nvlink_domain": "#e377c2",
+          "edge_same_device": "#7f7f7f"}
+NAMES = {"nccl": "NCCL", "nvshmem": "NVSHMEM", "peer": "peer memory",
+         "symmetric": "symmetric memory"}
+_CLASS_NAMES = {"network": "network", "nvlink": "NVLink", "nvlink_domain": "NVLink-domain",
+                "same_device": "same-device"}
+MAX_CHARTS = 8  # kinds of permute drawn per configuration; the table lists them all
+
+
+def _label(key):
+  if key == "chosen":
+    return "chosen by the core (dotted)"
+  if key.startswith("edge_"):
+    return f"NCCL, one {_CLASS_NAMES[key[5:]]} edge alone"
+  return f"{NAMES[key]} (whole permute)"
+
+
+def chart_sizes(marks):
+  """Powers of two from 1 KiB to 1 GiB, widened so that every permute's size is inside."""
+  marks = [m for m in marks if m and m > 0]
+  lo = min([CHART_SIZES[0]] + [1 << (m.bit_length() - 1) for m in marks])
+  hi = max([CHART_SIZES[-1]] + [1 << (m - 1).bit_length() for m in marks])
+  return [1 << e for e in range(lo.bit_length() - 1, hi.bit_length())]
+
+
+def permute_kinds(perms):
+  """The module's permutes grouped by (pairs, buffers, cross-partition), in order."""
+  kinds = {}
+  for e in perms:
+    key = (tuple(tuple(p) for p in e["pairs"]), e.get("buffers", 1),
+           e.get("channel_id") is not None)
+    kinds.setdefault(key, []).append(e)
+  return kinds
+
+
+def _kind_chart(topology, table, source, key, members):
+  pairs, buffers, cross = key
+  offered = table.backends.split(",")
+  classes = sorted({c for e in members for c, n in e["edges_by_class"].items() if n})
+  series = {b: [] for b in offered}
+  series["chosen"] = []
+  # Per-edge lines only where edges differ: they show the slowest edge pricing a permute.
+  edge_keys = [f"edge_{c}" for c in classes] if len(classes) > 1 else []
+  series.update({k: [] for k in edge_keys})
+  refused = {}
+  sizes = chart_sizes(e["bytes"] for e in members)
+  for size in sizes:
+    d = selection.decide(topology, table, size, list(pairs), cross, source.num_partitions,
+                         source.num_replicas, buffers=buffers)
+    for b in offered:
+      series[b].append(d["backend_us"].get(b))
+      if b in d["refused"] and b not in refused:
+        refused[b] = {"from": size, "every_size": size == sizes[0],
+                      "reason": d["refused"][b]}
+    series["chosen"].append(d["chosen_us"])
+    for k in edge_keys:
+      series[k].append(selection.edge_time_us(table, "nccl", k[5:], size, buffers))
+  marks = sorted({(e["bytes"], common.human_bytes(e["bytes"])) for e in members})
+  return {"instructions": [e["instruction"] for e in members], "pairs": [list(p) for p in pairs],
+          "buffers": buffers, "sizes": sizes, "edge_classes": classes, "series_us": series,
+          "refused": refused, "marks": marks}
 
 
 def chart_data(topology, table, explained, source):
-  """Modeled microseconds per backend at each chart size, for the first permute's pairs."""
-  perms = explained["collectives"]
-  n = topology.num_devices
-  pairs = [tuple(p) for p in perms[0]["pairs"]] if perms else [(i, (i + 1) % n)
-                                                               for i in range(n)]
-  buffers = perms[0].get("buffers", 1) if perms else 1
-  offered = table.backends.split(",")
-  series = {k: [] for k in COLORS if k not in _OFFERED or k in offered}
-  if "nvshmem" not in offered:
-    del series["nvshmem_nvl"]
-  for size in CHART_SIZES:
-    d = selection.decide(topology, table, size, pairs, True, source.num_partitions, 1,
-                         buffers=buffers)
-    series["nccl"].append(d["backend_us"]["nccl"])
-    for backend in _OFFERED:
-      if backend in series:
-        series[backend].append(d["backend_us"].get(backend))
-    series["chosen"].append(d["chosen_us"])
-    series["nccl_net"].append(selection.edge_time_us(table, "nccl", "network", size, buffers))
-    if "nvshmem_nvl" in series:
-      series["nvshmem_nvl"].append(selection.edge_time_us(table, "nvshmem", "nvlink", size,
-                                                           buffers))
-  marks = sorted({(e["bytes"], common.human_bytes(e["bytes"])) for e in perms})
-  return {"sizes": CHART_SIZES, "series_us": series, "pairs": pairs, "buffers": buffers,
-          "marks": marks}
+  """{"sizes", "charts": one per kind of permute (at most MAX_CHARTS), "kinds": how
+  many kinds the module has}; no charts for a module without collective-permutes."""
+  kinds = permute_kinds(explained["collectives"])
+  charts = [_kind_chart(topology, table, source, key, members)
+            for key, members in list(kinds.items())[:MAX_CHARTS]]
+  return {"charts": charts, "kinds": len(kinds)}
 
 
-def _svg_axes(out, box, lo, hi, x, y):
+def _svg_axes(out, box, lo, hi, x, y, sizes):
   left, top, pw, ph = box
   decade = lo
   while decade <= hi * 1.0001:
@@ -58,73 +96,105 @@ def _svg_axes(out, box, lo, hi, x, y):
     out.append(f'<text x="{left - 6}" y="{yy + 4:.1f}" font-size="11" '
                f'text-anchor="end">{decade:g}</text>')
     decade *= 10
-  for size in CHART_SIZES[::2]:
+  for size in sizes[::2]:
     xx = x(size)
     out.append(f'<line x1="{xx:.1f}" y1="{top}" x2="{xx:.1f}" y2="{top + ph}" stroke="#eee"/>')
     out.append(f'<text x="{xx:.1f}" y="{top + ph + 16}" font-size="11" '
                f'text-anchor="middle">{esc(common.human_bytes(size).replace(".0 ", " "))}</text>')
 
 
-def _svg_series(out, series, box, x, y):
-  left, top, pw, _ = box
-  legend_y = top + 10
-  for key, points in series.items():
-    if not any(points):
-      continue
-    dash = ' stroke-dasharray="6 4"' if key in ("nccl_net", "nvshmem_nvl") else ""
-    width = 3.5 if key == "chosen" else 2
-    opacity = ' stroke-opacity="0.35"' if key == "chosen" else ""
-    segs, cur = [], []
-    for size, v in zip(CHART_SIZES, points):
-      if v:
-        cur.append(f"{x(size):.1f},{y(v):.1f}")
-      elif cur:
-        segs.append(cur)
-        cur = []
-    segs += [cur] if cur else []
-    for seg in segs:
-      out.append(f'<polyline class="series-{key}" fill="none" stroke="{COLORS[key]}" '
-                 f'stroke-width="{width}"{dash}{opacity} points="{" ".join(seg)}"/>')
-    lx = left + pw + 12
-    out.append(f'<line x1="{lx}" y1="{legend_y}" x2="{lx + 24}" y2="{legend_y}" '
-               f'stroke="{COLORS[key]}" stroke-width="{width}"{dash}{opacity}/>')
-    out.append(f'<text x="{lx + 30}" y="{legend_y + 4}" font-size="11">'
-               f'{esc(_LABELS[key])}</text>')
-    legend_y += 18
-  if "nvshmem" in series and not any(series["nvshmem"]):
-    out.append(f'<text x="{left + pw + 12}" y="{legend_y + 4}" font-size="11" fill="#777">'
-               'NVSHMEM for the whole permute: not</text>')
-    out.append(f'<text x="{left + pw + 12}" y="{legend_y + 18}" font-size="11" fill="#777">'
-               'eligible (refused: see the reason)</text>')
+def _style(key):
+  if key == "chosen":
+    return ('stroke="#000000" stroke-width="2.5" stroke-dasharray="1 5" '
+            'stroke-linecap="round"')
+  dash = ' stroke-dasharray="6 4"' if key.startswith("edge_") else ""
+  return f'stroke="{COLORS[key]}" stroke-width="2"{dash}'
 
 
-def svg_chart(series, marks, title):
-  """Log-log SVG line chart, self-contained (no scripts, no external files)."""
-  w, h, left, right, top, bottom = 900, 460, 70, 250, 30, 50
-  pw, ph = w - left - right, h - top - bottom
+def _polylines(points, x, y, sizes):
+  segs, cur = [], []
+  for size, v in zip(sizes, points):
+    if v:
+      cur.append(f"{x(size):.1f},{y(v):.1f}")
+    elif cur:
+      segs.append(cur)
+      cur = []
+  return segs + ([cur] if cur else [])
+
+
+def _wrap(text, width=120):
+  words, lines, cur = text.split(), [], ""
+  for w in words:
+    if cur and len(cur) + 1 + len(w) > width:
+      lines.append(cur)
+      cur = w
+    else:
+      cur = f"{cur} {w}" if cur else w
+  return lines + ([cur] if cur else [])
+
+
+def legend_lines(chart):
+  """[(series key or None, text)]: one per drawn series, then each refusal's reason."""
+  items = [(k, _label(k)) for k, pts in chart["series_us"].items() if any(pts)]
+  for b, r in chart["refused"].items():
+    where = ("at every size" if r["every_size"]
+             else f"from {common.human_bytes(r['from'])}")
+    reason = r["reason"].split(" refused: ", 1)[-1]
+    items += [(None, line) for line in _wrap(f"{NAMES.get(b, b)} refused {where}: {reason}")]
+  return items
+
+
+def svg_chart(chart, title):
+  """Log-log SVG line chart with its legend below the plot (never clipped)."""
+  series = chart["series_us"]
+  legend = legend_lines(chart)
+  w, left, right, top, plot_h = 900, 70, 30, 30, 380
+  pw = w - left - right
+  legend_top = top + plot_h + 46
+  h = legend_top + 16 * len(legend) + 10
   values = [v for s in series.values() for v in s if v]
   lo = 10 ** math.floor(math.log10(min(values)))
   hi = 10 ** math.ceil(math.log10(max(values)))
-  x0, x1 = math.log2(CHART_SIZES[0]), math.log2(CHART_SIZES[-1])
+  sizes = chart["sizes"]
+  x0, x1 = math.log2(sizes[0]), math.log2(sizes[-1])
   x = lambda size: left + (math.log2(size) - x0) / (x1 - x0) * pw
   y = lambda v: top + (1 - (math.log10(v) - math.log10(lo)) /
-                       (math.log10(hi) - math.log10(lo))) * ph
+                       (math.log10(hi) - math.log10(lo))) * plot_h
   out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
          f'viewBox="0 0 {w} {h}" role="img" aria-label="{esc(title)}">',
          f'<text x="{left}" y="18" font-size="14" font-weight="600">{esc(title)}</text>',
-         f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>']
-  _svg_axes(out, (left, top, pw, ph), lo, hi, x, y)
-  out.append(f'<text x="{left + pw / 2}" y="{h - 8}" font-size="12" text-anchor="middle">'
-             'bytes per device</text>')
-  out.append(f'<text x="16" y="{top + ph / 2}" font-size="12" text-anchor="middle" '
-             f'transform="rotate(-90 16 {top + ph / 2})">modeled time (us)</text>')
-  for size, label in marks:
-    if CHART_SIZES[0] <= size <= CHART_SIZES[-1]:
+         f'<rect x="{left}" y="{top}" width="{pw}" height="{plot_h}" fill="none" stroke="#999"/>']
+  _svg_axes(out, (left, top, pw, plot_h), lo, hi, x, y, sizes)
+  out.append(f'<text x="{left + pw / 2}" y="{top + plot_h + 34}" font-size="12" '
+             'text-anchor="middle">bytes per device</text>')
+  out.append(f'<text x="16" y="{top + plot_h / 2}" font-size="12" text-anchor="middle" '
+             f'transform="rotate(-90 16 {top + plot_h / 2})">modeled time (us)</text>')
+  for i, (size, label) in enumerate(chart["marks"]):
+    if sizes[0] <= size <= sizes[-1]:
       xx = x(size)
-      out.append(f'<line x1="{xx:.1f}" y1="{top}" x2="{xx:.1f}" y2="{top + ph}" '
+      out.append(f'<line x1="{xx:.1f}" y1="{top}" x2="{xx:.1f}" y2="{top + plot_h}" '
                  'stroke="#d62728" stroke-dasharray="4 3"/>')
-      out.append(f'<text x="{xx + 3:.1f}" y="{top + 12}" font-size="11" '
+      out.append(f'<text x="{xx + 3:.1f}" y="{top + 12 + 13 * (i % 3)}" font-size="11" '
                  f'fill="#d62728">{esc(label)}</text>')
-  _svg_series(out, series, (left, top, pw, ph), x, y)
+  # The chosen line last: on top of the backend it follows, never hidden under it.
+  for key in sorted(series, key=lambda k: k == "chosen"):
+    for seg in _polylines(series[key], x, y, sizes):
+      out.append(f'<polyline class="series-{key}" fill="none" {_style(key)} '
+                 f'points="{" ".join(seg)}"/>')
+  for i, (key, text) in enumerate(legend):
+    ly = legend_top + 16 * i
+    if key is not None:
+      out.append(f'<line x1="{left}" y1="{ly}" x2="{left + 28}" y2="{ly}" {_style(key)}/>')
+    fill = "" if key else ' fill="#555"'
+    out.append(f'<text class="legend" x="{left + 36}" y="{ly + 4}" font-size="11"{fill}>'
+               f'{esc(text)}</text>')
   out.append("</svg>")
   return "\n".join(out)
+
+
+def chart_title(chart, topology):
+  names = chart["instructions"]
+  listed = ", ".join(f"%{n}" for n in names[:3]) + (f" and {len(names) - 3} more"
+                                                    if len(names) > 3 else "")
+  return (f"{len(chart['pairs'])}-edge permute of {chart['buffers']} buffer(s) on "
+          f"{topology} ({listed}): modeled time vs size")

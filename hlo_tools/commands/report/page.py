@@ -5,7 +5,7 @@ import json
 
 from hlo_tools.commands import common
 from hlo_tools.commands import diff as df
-from hlo_tools.commands.report.chart import svg_chart
+from hlo_tools.commands.report.chart import MAX_CHARTS, chart_title, svg_chart
 
 
 def fmt_us(v):
@@ -72,19 +72,40 @@ def comparison_rows(results):
   return rows
 
 
-def _takeaways(rows):
-  """One line per configuration: what the pass does there, in words."""
-  seen, items = set(), []
-  for row in rows:
-    if row["case"] in seen:
+def _takeaways(rows, results):
+  """One item per configuration, with every permute of it in words (alike permutes
+  together): what the pass does there."""
+  items = []
+  for r in results:
+    mine = [row for row in rows if row["case"] == r["case"].id]
+    if not mine:
+      items.append(f"<li>{df.esc(r['case'].title)}: no collective-permutes, nothing for "
+                   "the pass to decide</li>")
       continue
-    seen.add(row["case"])
-    items.append(f"<li><b>{common.human_bytes(row['bytes'])}</b> per permute, "
-                 f"{df.esc(row['title'])}: {df.esc(row['verdict'])}</li>")
+    groups = {}
+    for row in mine:
+      key = (row["bytes"], row["buffers"], row["trip_count"], row["verdict"])
+      groups.setdefault(key, []).append(row["instruction"])
+    parts = []
+    for (size, buffers, trips, verdict), names in groups.items():
+      count = f"{len(names)} permutes" if len(names) > 1 else f"%{names[0]}"
+      parts.append(f"<li><b>{common.human_bytes(size)}</b> in {buffers} buffer(s)"
+                   f"{f' x{trips} trips' if trips else ''} ({df.esc(count)}): "
+                   f"{df.esc(verdict)}</li>")
+    items.append(f"<li>{df.esc(r['case'].title)}: {len(mine)} collective-permute(s)"
+                 f"<ul>{''.join(parts)}</ul></li>")
   return "<ul id=\"takeaways\">" + "".join(items) + "</ul>"
 
 
+def set_names(backends):
+  """'NVSHMEM', 'peer memory', 'peer memory or symmetric memory': the set's other backends."""
+  others = [b for b in (backends or "nccl,nvshmem").split(",") if b != "nccl"]
+  return " or ".join(NAMES.get(b, b) for b in others) or "NCCL only"
+
+
 def _comparison_html(rows):
+  if not rows:
+    return ""  # the takeaways say that no configuration has a permute
   out = ["<table id=\"comparison\" class=\"decisions\"><tr><th>configuration</th>"
          "<th>collective-permute</th><th>bytes/device</th><th>edges</th><th>NCCL us</th>"
          "<th>other backends us</th><th>choice</th><th>saved per run (us)</th>"
@@ -109,8 +130,9 @@ def _others_us(row):
   """The NVSHMEM column: its time, or each other backend's of a newer XLA's set."""
   others = {b: v for b, v in (row.get("backend_us") or {}).items() if b != "nccl"}
   if not others or list(others) == ["nvshmem"]:
-    return fmt_us(row["nvshmem_us"])
-  return "<br>".join(f"{df.esc(b)} {fmt_us(v)}" for b, v in others.items())
+    return "refused" if row["nvshmem_us"] is None else fmt_us(row["nvshmem_us"])
+  return "<br>".join(f"{df.esc(b)} {'refused' if v is None else fmt_us(v)}"
+                     for b, v in others.items())
 
 
 def _mode_html(mode):
@@ -166,17 +188,28 @@ def _verify_html(result):
   return "\n".join(rows)
 
 
+def _charts_html(result):
+  chart, case = result["chart"], result["case"]
+  body = [svg_chart(c, chart_title(c, case.topology)) for c in chart["charts"]]
+  if chart["kinds"] > MAX_CHARTS:
+    body.append(f"<p>{chart['kinds'] - MAX_CHARTS} more kinds of permute are not drawn; "
+                "the table above lists every permute.</p>")
+  return body
+
+
 def _case_html(result, max_rows):
   case = result["case"]
-  chart = result["chart"]
   first = result["first"]
-  body = [f"<h2 id=\"{df.esc(case.id)}\">{df.esc(case.title)}</h2>",
-          f"<p>Decisions on the module {'entering async-collective-creator' if first == 'before_async' else 'as given'}"
-          f" (<span class=\"mono\">{df.esc(case.id)}/hlo/{df.esc(first)}.hlo</span>):</p>",
-          _decision_table(result),
-          svg_chart(chart["series_us"], chart["marks"],
-                    f"{len(chart['pairs'])}-edge permute of {chart['buffers']} buffer(s) on "
-                    f"{case.topology}: modeled time vs size")]
+  body = [f"<h2 id=\"{df.esc(case.id)}\">{df.esc(case.title)}</h2>"]
+  where = "entering async-collective-creator" if first == "before_async" else "as given"
+  module = f"<span class=\"mono\">{df.esc(case.id)}/hlo/{df.esc(first)}.hlo</span>"
+  if result["explain"]["collectives"]:
+    body += [f"<p>Decisions on the module {where} ({module}):</p>", _decision_table(result)]
+    body += _charts_html(result)
+  else:
+    body.append(f"<p class=\"no-permutes\">No collective-permutes in the module {where} "
+                f"({module}): the pass has nothing to decide and leaves the module as it "
+                "is.</p>")
   body += [_verify_html(v) for v in result["verify"].values()]
   for stage, d in result["diff"].items():
     body.append(f"<details><summary>Diff of {df.esc(stage)} before vs after the pass"
@@ -192,19 +225,30 @@ def _case_html(result, max_rows):
   return "\n".join(body)
 
 
+def page_title(backends):
+  others = set_names(backends)
+  return ("NVSHMEM collective-permute report" if others == "NVSHMEM"
+          else f"Collective-permute report: NCCL or {others}")
+
+
 def render_page(report, results):
   timing = ", ".join(f"{k} {v:.2f} s" for k, v in report["timings_s"].items())
   cfg = results[0]["case"].config
   shapes = (f"{cfg['num_heads']} query / {cfg['num_kv_heads']} KV heads x {cfg['head_dim']}, "
             f"batch {cfg['batch']}, {cfg['dtype']}, {'causal' if cfg['causal'] else 'non-causal'}"
             f", {'forward+backward' if cfg['backward'] else 'forward'}; " if cfg else "")
+  others = set_names(report.get("backends"))
+  title = page_title(report.get("backends"))
   body = [
-      "<h1>NVSHMEM collective-permute report</h1>",
+      f"<h1>{df.esc(title)}</h1>",
       "<p>The pass gives each collective-permute the backend the selection core models "
-      "as faster: NVSHMEM only where every edge stays in an NVLink domain and every "
-      "device of the program has a source, NCCL elsewhere. "
-      f"{df.esc(shapes)}cost table {df.esc(report['cost_table'] or 'default')}.</p>",
-      "<h2>Side by side</h2>", _takeaways(report["summary"]["comparison"]),
+      f"as faster, NCCL or {df.esc(others)}, the whole permute on one backend, priced by "
+      f"its slowest edge. {df.esc(others[:1].upper() + others[1:])} only where the core's safety rules allow it "
+      "(every device of the program has a source; the message fits the memory it needs); "
+      f"NCCL elsewhere. {df.esc(shapes)}cost table "
+      f"{df.esc(report['cost_table'] or 'default')}, backends "
+      f"{df.esc(report.get('backends') or 'nccl,nvshmem')}.</p>",
+      "<h2>Side by side</h2>", _takeaways(report["summary"]["comparison"], results),
       _comparison_html(report["summary"]["comparison"]),
       f"<p class=\"mono\">versions: {df.esc(json.dumps(report['versions']))}<br>"
       f"timings: {df.esc(timing)}</p>"]
@@ -212,4 +256,4 @@ def render_page(report, results):
   body += [_case_html(r, max_rows) for r in results]
   body.append("<h2>Files</h2><ul>" + "".join(
       f"<li><a href=\"{df.esc(f)}\">{df.esc(f)}</a></li>" for f in report["files"]) + "</ul>")
-  return df.page("NVSHMEM collective-permute report", "\n".join(body))
+  return df.page(title, "\n".join(body))
