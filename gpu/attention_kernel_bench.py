@@ -10,6 +10,10 @@ Writes into DIR:
                 forward and the gradients of q, k, v: the ring of 4 blocks run on the
                 one GPU (vmap) and the sharded ring on this GPU; the cuDNN logsumexp
                 against the reference one
+  program.csv   the same columns for the whole ring program on this GPU (a ring of one
+                step: kernel, merge, loop, the backward's packing), `ring_program_n1`;
+                with gpu/prev_ring_attention.py present, the ring before this one
+                (blocked kernel, jax's autodiff backward) as `prev_ring_program_n1`
   overlap.json  the ring compiled for two GPUs without them (deviceless, this jax's
                 XLA, the project's H200 target config), forward and forward+backward,
                 each kernel: every collective-permute's start/done and the attention
@@ -106,10 +110,10 @@ def _kernel_step(kernel, causal, direction):
   return step
 
 
-def time_kernel(kernel, s, causal, direction, calls=5, target_s=0.05):
+def time_kernel(kernel, s, causal, direction, calls=5, target_s=0.05, step=None):
   import jax
   from jax import lax
-  step = _kernel_step(kernel, causal, direction)
+  step = step or _kernel_step(kernel, causal, direction)
   loop = jax.jit(lambda c, reps: lax.fori_loop(0, reps, lambda i, c: step(c), c))
   carry = _inputs(s)
 
@@ -121,6 +125,55 @@ def time_kernel(kernel, s, causal, direction, calls=5, target_s=0.05):
   reps = max(1, min(2000, int(target_s / max(once(1), 1e-6))))
   once(reps)
   return statistics.median(once(reps) for _ in range(calls)) / reps
+
+
+def _program_step(module, kernel, causal, direction):
+  """The whole per-device ring program on this one GPU (a ring of one step)."""
+  import jax
+  import jax.numpy as jnp
+  mesh = module.make_mesh(jax.devices()[:1])
+  attn = module.ring_attention(mesh, causal, **({"kernel": kernel} if kernel else {}))
+  grads = jax.grad(lambda q, k, v: module._loss(attn(q, k, v)), argnums=(0, 1, 2))  # pylint: disable=protected-access
+  nudge = lambda x, d: (x.astype(jnp.float32) + 1e-3 * d.astype(jnp.float32)).astype(x.dtype)
+
+  def step(c):
+    q, k, v, do = c
+    if direction == "fwd":
+      return attn(q, k, v).astype(q.dtype), k, v, do
+    dq, dk, dv = grads(q, k, v)
+    return nudge(q, dq), nudge(k, dk), nudge(v, dv), do
+  return step
+
+
+def program_rows(args, jax_version):
+  """`ring_program_n1`: this ring (cuDNN); `prev_ring_program_n1`: the ring before it."""
+  import importlib.util
+  from hlo_tools import ring_attention as ra
+  programs = [("ring_program_n1", ra, "cudnn")]
+  prev = os.path.join(REPO, "gpu", "prev_ring_attention.py")
+  if os.path.exists(prev):
+    spec = importlib.util.spec_from_file_location("prev_ring_attention", prev)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    programs.append(("prev_ring_program_n1", module, None))
+  rows = []
+  for name, module, kernel in programs:
+    lengths = [1024, 4096, 16384, 65536] if kernel else [16384, 32768]
+    for s in lengths:
+      for causal in ((False, True) if kernel else (True, False)):
+        for direction in ("fwd", "fwd_bwd"):
+          step = _program_step(module, kernel, causal, direction)
+          try:
+            sec = time_kernel(None, s, causal, direction, step=step)
+          except Exception as e:  # pylint: disable=broad-except
+            log(f"{name} {s} {causal} {direction}: FAILED {type(e).__name__}: {str(e)[:300]}")
+            continue
+          tf = flops(s, causal, direction) / sec / 1e12
+          log(f"{name} s={s} causal={int(causal)} {direction} {sec * 1e3:.3f} ms {tf:.1f}")
+          rows.append((jax_version, s, int(causal), direction, name, f"{sec * 1e3:.4f}",
+                       f"{tf:.1f}"))
+          write_csv(os.path.join(args.out_dir, "program.csv"), rows)
+  return rows
 
 
 def bench(args, jax_version, deadline):
@@ -248,7 +301,8 @@ def main(argv=None):
   p.add_argument("--quick", action="store_true", help="two block lengths per kernel")
   p.add_argument("--kernels", default="ring,cudnn,blocked")
   p.add_argument("--lengths", default="", help="comma list of block lengths (all kernels)")
-  p.add_argument("--skip", default="", help="comma list of check,overlap,bench to skip")
+  p.add_argument("--skip", default="",
+                 help="comma list of check,overlap,bench,program to skip")
   args = p.parse_args(argv)
   start = time.time()
   os.makedirs(args.out_dir, exist_ok=True)
@@ -264,6 +318,8 @@ def main(argv=None):
     log(f"check: {json.dumps(res)}")
   if "bench" not in skip:
     bench(args, jax.__version__, start + args.budget_s)
+  if "program" not in skip:
+    program_rows(args, jax.__version__)
   log("done")
   return 0
 
