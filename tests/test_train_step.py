@@ -1,5 +1,5 @@
-"""The Llama-3-8B-shaped train step: sharded over cp x tp, it computes what it
-computes on one device.
+"""The Llama-3-8B-shaped train step: its numbers, and its committed fixtures as the
+hlo_tools reader sees them.
 
 The numerical check runs in a subprocess: 8 host devices need XLA_FLAGS set before
 jax initializes its backend, and pytest's process may already have a jax backend.
@@ -10,7 +10,78 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+from hlo_tools import hlo_text
+from hlo_tools.model import collectives
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+
+# topology -> (cp, tp), as scripts/gen_fixtures.py compiles them; the train step's
+# defaults: 2 layers, 65536 tokens, batch 1, 8 KV heads x 128, hidden 4096, bf16.
+MESHES = {"1x1x8": (4, 2), "1x2x8": (2, 8), "1x4x4": (4, 4)}
+LAYERS, SEQ, KV_HEADS, HEAD_DIM, HIDDEN, BF16 = 2, 65536, 8, 128, 4096, 2
+
+
+def _module(topology, stage="after_optimizations"):
+  path = os.path.join(FIXTURES, f"train_step_{topology}.{stage}.hlo")
+  with open(path) as f:
+    return hlo_text.parse_hlo_text(f.read(), path)
+
+
+def _ring_pairs(cp, tp, step):
+  """The cp ring at every tp rank: device c*tp+t sends to ((c+step) % cp)*tp+t."""
+  return {(c * tp + t, ((c + step) % cp) * tp + t) for c in range(cp) for t in range(tp)}
+
+
+@pytest.mark.parametrize("stage", ["before_async", "after_optimizations"])
+@pytest.mark.parametrize("topology", sorted(MESHES))
+def test_train_step_fixture_permutes_are_the_cp_ring(topology, stage):
+  cp, tp = MESHES[topology]
+  permutes = collectives.collective_permutes(_module(topology, stage))
+  # K and V of one step travel in one buffer, bf16.
+  kv = 2 * (SEQ // cp) * (KV_HEADS // tp) * HEAD_DIM * BF16
+  rings = (_ring_pairs(cp, tp, 1), _ring_pairs(cp, tp, -1))
+  for p in permutes:
+    assert set(p.pairs) in rings, (p.start, p.pairs)
+    assert len(p.pairs) == cp * tp  # every device sends and receives
+    assert p.is_async == (stage == "after_optimizations") and p.backend == "DEFAULT"
+  in_loops = sorted((p.bytes_per_device, p.trip_count) for p in permutes if p.while_loop)
+  after = sorted(p.bytes_per_device for p in permutes if not p.while_loop)
+  # Per layer: the forward loop rotates K/V; the backward loop rotates K/V with their
+  # f32 gradient sums (3x the bytes); after it one permute hands the sums home (2x).
+  assert in_loops == [(kv, cp)] * LAYERS + [(3 * kv, cp)] * LAYERS
+  assert after == [2 * kv] * LAYERS
+
+
+def _all_reduce_groups(module):
+  """(replica groups as a set of frozensets, shape text) of every all-reduce."""
+  out = []
+  for comp in module.computations:
+    for instr in comp.instructions:
+      if instr.opcode in ("all-reduce", "all-reduce-start"):
+        groups = frozenset(frozenset(g) for g in instr.replica_groups)
+        out.append((groups, str(instr.shape)))
+  return out
+
+
+@pytest.mark.parametrize("topology", sorted(MESHES))
+def test_train_step_fixture_has_tensor_and_context_all_reduces(topology):
+  cp, tp = MESHES[topology]
+  tp_groups = frozenset(frozenset(c * tp + t for t in range(tp)) for c in range(cp))
+  cp_groups = frozenset(frozenset(c * tp + t for c in range(cp)) for t in range(tp))
+  reduces = _all_reduce_groups(_module(topology))
+  activation = f"bf16[1,{SEQ // cp},{HIDDEN}]"
+  # Megatron: per layer, the attention and MLP outputs forward and their inputs'
+  # gradients backward, each an all-reduce of one activation over tp.
+  over_tp = [shape for groups, shape in reduces if groups == tp_groups]
+  assert sum(activation in shape for shape in over_tp) == 4 * LAYERS, over_tp
+  # The gradients summed over the sequence blocks, and the clipping norm's partial
+  # sums over tp (jaxlib 0.10 prints that one in its mesh form).
+  assert any(groups == cp_groups for groups, _ in reduces)
+  assert any(groups == tp_groups and "f32" in shape and activation not in shape
+             for groups, shape in reduces)
 
 
 def _sharded_equals_one_device():
