@@ -135,7 +135,38 @@ def read_measurements(path, provenance=None):
           provenance.setdefault(column, set()).add(fields[index[column]].strip())
   if not groups:
     raise HeuristicsError(f"{path}:{header_line}: header but no measurements")
+  for key, points in groups.items():
+    check_units(path, key, points)
   return groups
+
+
+# What one permute's time can be on any GPU link: a CSV outside these bounds is in
+# another unit (microseconds or milliseconds in the seconds column), and a table
+# fitted from it would be wrong by a factor of a thousand or a million.
+MAX_PERMUTE_US = 1e6  # 1 s: 1 GiB at 1 GB/s
+MIN_PERMUTE_US = 0.1  # a kernel launch alone takes longer
+MIN_BANDWIDTH_MBPS = 500.0  # at 1 MiB and up; 10 Gb Ethernet alone moves 1.25 GB/s
+MAX_BANDWIDTH_MBPS = 1e7  # 10 TB/s; NVLink 4 moves 0.9 TB/s
+_UNIT_HINT = "the seconds column must hold seconds (a CSV in microseconds or milliseconds?)"
+
+
+def check_units(path, key, points):
+  """Refuses measurements no GPU link can produce, naming the first such row."""
+  for p in points:
+    if p.us > MAX_PERMUTE_US or p.us < MIN_PERMUTE_US:
+      bound = "over 1 s" if p.us > MAX_PERMUTE_US else "under 0.1 us"
+      raise HeuristicsError(f"{path}:{p.line}: {p.us * 1e-6:g} s for one permute of "
+                            f"{p.bytes} bytes is {bound}: {_UNIT_HINT}")
+  large = [p for p in points if p.bytes >= 1 << 20]
+  if not large:
+    return
+  fastest = max(large, key=lambda p: p.bytes / p.us)  # bytes per us = MB/s
+  rate = fastest.bytes / fastest.us
+  if rate < MIN_BANDWIDTH_MBPS or rate > MAX_BANDWIDTH_MBPS:
+    bound = "under 500 MB/s" if rate < MIN_BANDWIDTH_MBPS else "over 10 TB/s"
+    raise HeuristicsError(f"{path}:{fastest.line}: {key[0]} over {key[1]} moves at most "
+                          f"{rate:.4g} MB/s ({fastest.bytes} bytes in "
+                          f"{fastest.us * 1e-6:g} s), {bound}: {_UNIT_HINT}")
 
 
 def _parse_row(where, line, fields, index):

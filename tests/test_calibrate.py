@@ -229,3 +229,32 @@ def test_h200_calibration_set_validates_on_held_out_sizes_from_2_mib():
   committed = selection.load_cost_table(RESULTS / "h200x2_nvlink_cost_table.txt")
   for key in (("nccl", "nvlink"), ("nvshmem", "nvlink")):
     assert committed.points(*key) == result.table.points(*key)
+
+
+@pytest.mark.parametrize("scale, needle", [(1e6, "over 1 s"), (1e3, "under 500 MB/s"),
+                                           (1e-6, "under 0.1 us")])
+def test_csv_in_another_unit_is_refused(tmp_path, capsys, scale, needle):
+  # The seconds column in microseconds (x1e6) fitted a latency of 1e7 us and called
+  # the goal met; in milliseconds (x1e3) every size is 1000x too slow; x1e-6 is
+  # faster than any launch. Each is refused with one line naming the row.
+  good = write_xla_csv(tmp_path / "good.csv", TRUE)
+  lines = good.read_text().splitlines()
+  out = [lines[0]]
+  for line in lines[1:]:
+    fields = line.split(",")
+    fields[3] = repr(float(fields[3]) * scale)
+    out.append(",".join(fields))
+  bad = tmp_path / "bad.csv"
+  bad.write_text("\n".join(out) + "\n")
+  with pytest.raises(HeuristicsError) as e:
+    calibrate.read_measurements(str(bad))
+  message = str(e.value)
+  assert needle in message and "microseconds or milliseconds" in message
+  assert message.startswith(f"{bad}:") and "\n" not in message
+  from hlo_tools.commands import heuristics
+  rc = heuristics.main(["hlo-tools heuristics", "calibrate", str(bad),
+                        f"--out={tmp_path / 'table.txt'}"])
+  _, err = capsys.readouterr()
+  assert rc == 2 and len(err.strip().splitlines()) == 1 and needle in err
+  assert not (tmp_path / "table.txt").exists()
+  calibrate.read_measurements(str(good))  # seconds: accepted

@@ -13,6 +13,7 @@ core predicts. calibrate: fit a cost table from measured point-to-point times.
 import argparse
 import importlib
 import sys
+import textwrap
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
@@ -25,13 +26,29 @@ SUBCOMMANDS = {
     "check-pass": "hlo_tools.commands.heuristics.check",
     "calibrate": "hlo_tools.calibrate",
 }
+# What `--help` says of each; `hlo-tools heuristics SUBCOMMAND --help` says more.
+DESCRIPTIONS = {
+    "sweep": "modeled time of every plan over sizes x topologies x shapes, against the "
+             "model's best, upstream XLA's assigner and NCCL-only (CSV, JSON, plots)",
+    "check-pass": "compile real JAX programs for a sample of the sweep's cases and check "
+                  "that the C++ pass decides what the core predicts",
+    "calibrate": "fit a cost table from measured permute times (a CSV of seconds from "
+                 "gpu/xla_permute_bench.py)",
+}
 
 
 def main(argv):
   prog = argv[0] if argv else "hlo-tools heuristics"
-  parser = common.parser_for(prog, __doc__)
-  parser.add_argument("subcommand", choices=sorted(SUBCOMMANDS))
-  parser.add_argument("args", nargs=argparse.REMAINDER)
+  parser = common.ArgumentParser(
+      prog=prog, description=__doc__.split("\n\n", maxsplit=1)[0],
+      formatter_class=argparse.RawDescriptionHelpFormatter,
+      epilog="subcommands (SUBCOMMAND --help for their options):\n" + "\n".join(
+          textwrap.fill(text, 78, initial_indent=f"  {name:<11} ",
+                        subsequent_indent=" " * 14) for name, text in DESCRIPTIONS.items()))
+  parser.add_argument("subcommand", choices=sorted(SUBCOMMANDS),
+                      help="one of: " + ", ".join(DESCRIPTIONS))
+  parser.add_argument("args", nargs=argparse.REMAINDER,
+                      help="the subcommand's arguments")
 
   def run(args):
     sub_prog = f"{prog} {args.subcommand}"

@@ -96,4 +96,4 @@ def _curves(ax, x, part, scale):
             if r["chosen_plan"] != r["oracle_plan"]]
   if missed:
     ax.scatter(*zip(*missed), marker="x", s=40, color="magenta", zorder=4,
-               label="oracle (missed)")
+               label="oracle, margin ignored (NCCL kept)")
