@@ -24,7 +24,7 @@
 #      own against the real DebugOptions (patched xla.proto) and
 #      GpuCompiler::CompileOptions;
 #   8. the patched CollectiveBackendAssigner, linked with the wheel's XLA,
-#      passes scripts/upstream_checks/assigner_fix_test.cc.
+#      passes its own patched test (on wheel_compat's stand-in test base).
 # Exit 0 when all pass, 1 when a check fails, 2 on bad usage or a missing tool.
 # Environment: CXX (default clang++), KEEP=1 keeps the scratch directory.
 set -u -o pipefail
@@ -175,19 +175,20 @@ done
 # lines 0003 adds to RunPostFusionPasses, in a function with its parameters.
 REG="$TREE/xla/service/gpu/nvshmem_registration_check.cc"
 {
-  printf '#include <cstdint>\n#include <utility>\n'
+  printf '#include <cstdint>\n#include <memory>\n#include <utility>\n'
+  printf '#include "absl/status/status.h"\n#include "xla/tsl/platform/statusor.h"\n'
   printf '#include "xla/%s/nvshmem_collective_permute_rewriter.h"\n' "${PKG#xla/}"
   printf '#include "xla/hlo/ir/hlo_module.h"\n#include "xla/hlo/pass/hlo_pass_pipeline.h"\n'
   printf '#include "xla/service/compiler.h"\n#include "xla/service/hlo_module_config.h"\n'
   printf '#include "xla/xla.pb.h"\nnamespace xla::gpu {\n'
-  printf 'void Register(HloPassPipeline& pipeline, HloModule* hlo_module,\n'
-  printf '              const Compiler::CompileOptions& options) {\n'
+  printf 'absl::Status Register(HloPassPipeline& pipeline, HloModule* hlo_module,\n'
+  printf '                      const Compiler::CompileOptions& options) {\n'
   git -C "$TREE" diff -U0 "HEAD~$N" -- xla/service/gpu/gpu_compiler.cc |
     awk '/^@@/ {if (keep) exit; buf = ""; next} /^\+/ {buf = buf substr($0, 2) "\n"}
-         /AddPass<NvshmemCollectivePermuteRewriter>/ {keep = 1} END {printf "%s", buf}'
-  printf '}\n}  // namespace xla::gpu\n'
+         /NvshmemCollectivePermuteRewriter::Create/ {keep = 1} END {printf "%s", buf}'
+  printf 'return absl::OkStatus();\n}\n}  // namespace xla::gpu\n'
 } > "$REG"
-if grep -q 'AddPass<NvshmemCollectivePermuteRewriter>' "$REG" &&
+if grep -q 'NvshmemCollectivePermuteRewriter::Create' "$REG" &&
    (cd "$TREE" && compile "${REG#$TREE/}"); then
   echo "ok   gpu_compiler.cc's registration, against DebugOptions and CompileOptions"
   registration=compiles
@@ -195,21 +196,32 @@ else
   grep -m 15 error "$WORK/cc.log" >&2; step FAIL "gpu_compiler.cc's registration"; registration=FAILS
 fi
 
-# 8. The patched assigner runs, linked with the wheel's XLA (whose own
-# CollectiveBackendAssigner::RunImpl it replaces in the test binary).
-RT=(-std=c++17 -O0 -Wno-deprecated-declarations -isystem "$ROOT/wheel_compat"
-    -isystem "$TF/include" -isystem "$TF/include/external/highwayhash"
-    -isystem "$TF/include/external/farmhash_archive/src")
-cp "$TREE/$PKG/collective_backend_assigner.cc" "$WORK/assigner.cc"
-if g++ "${RT[@]}" "$ROOT/scripts/upstream_checks/assigner_fix_test.cc" "$WORK/assigner.cc" \
-     -o "$WORK/assigner_fix_test" "$TF/libtensorflow_cc.so.2" "$TF/libtensorflow_framework.so.2" \
-     -Wl,-rpath,"$TF" -lgtest -lgtest_main -pthread >"$WORK/rt.log" 2>&1 &&
-   timeout 300 "$WORK/assigner_fix_test" >"$WORK/rt_run.log" 2>&1; then
-  assigner="$(grep -c '^\[       OK \]' "$WORK/rt_run.log") tests pass"
+# 8. The patched assigner's own test (collective_backend_assigner_test.cc of
+# the patched tree) runs, against the wheel's XLA: the patched assigner
+# replaces the wheel's CollectiveBackendAssigner::RunImpl in the binary;
+# wheel_compat/ stands in for the test base and FileCheck, which the wheel
+# lacks, and maps the pinned header paths; gmock is built from Debian's source.
+RT=(-std=c++17 -O0 -w -isystem "$ROOT/wheel_compat" -isystem "$TF/include"
+    -isystem "$TF/include/external/highwayhash"
+    -isystem "$TF/include/external/farmhash_archive/src" -isystem "$GMOCK")
+mkdir -p "$WORK/rt"
+cp "$TREE/$PKG/collective_backend_assigner.cc" "$WORK/rt/assigner.cc"
+cp "$TREE/$PKG/collective_backend_assigner_test.cc" "$WORK/rt/assigner_test.cc"
+rt_ok=1
+for src in "$WORK/rt/assigner.cc" "$WORK/rt/assigner_test.cc" "$ROOT/wheel_compat/filecheck.cc" \
+           "$ROOT/wheel_compat/hlo_hardware_independent_test_base.cc" \
+           "${GMOCK%/include}/src/gmock-all.cc"; do
+  g++ "${RT[@]}" -I "${GMOCK%/include}" -c "$src" -o "$WORK/rt/$(basename "$src").o" \
+    >>"$WORK/rt.log" 2>&1 || rt_ok=0
+done
+if [ $rt_ok = 1 ] && g++ "$WORK"/rt/*.o -o "$WORK/rt/test" "$TF/libtensorflow_cc.so.2" \
+     "$TF/libtensorflow_framework.so.2" -Wl,-rpath,"$TF" -lgtest -lgtest_main -pthread \
+     >>"$WORK/rt.log" 2>&1 && timeout 300 "$WORK/rt/test" >"$WORK/rt_run.log" 2>&1; then
+  assigner="$(grep -c '^\[       OK \]' "$WORK/rt_run.log") tests of collective_backend_assigner_test.cc pass"
   echo "ok   patched CollectiveBackendAssigner: $assigner"
 else
   grep -h -m 20 -E 'error|Failure|FAILED|Expected|Which is' "$WORK/rt.log" "$WORK/rt_run.log" >&2
-  assigner=FAILS; step FAIL "assigner_fix_test"
+  assigner=FAILS; step FAIL "collective_backend_assigner_test"
 fi
 
 status=OK; [ ${#failed[@]} -eq 0 ] || status=FAIL

@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# Formats the tracked C++ in Google style, as XLA's (clang-format with the
-# repository's .clang-format), and the Bazel files with buildifier.
+# Formats the tracked C++ with clang-format 17.0.6 (the version XLA checks
+# with; scripts/setup.sh installs it in .venv) and the Bazel files with
+# buildifier. Each C++ file takes the nearest .clang-format: Google style at
+# the top, XLA's own settings in xla_src/ (the sources the patch series adds).
 #
 #   scripts/format.sh            format in place
 #   scripts/format.sh --check    change nothing; list what needs formatting, exit 1 if any
 #
-# Generated files are left alone: WORKSPACE and xla_patches/ come from
-# scripts/gen_patches.py, which must run after xla_src/ changes anyway.
-# Needs clang-format (Debian: apt-get install clang-format); buildifier is
-# skipped when it is not installed.
+# xla_patches/ is left alone: after xla_src/ changes, run scripts/gen_patches.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 check=0
@@ -17,24 +16,23 @@ case "${1:-}" in
   "") ;;
   *) echo "format.sh: unknown argument '$1'" >&2; exit 2 ;;
 esac
-command -v clang-format >/dev/null || { echo "format.sh: clang-format not found" >&2; exit 2; }
+CF=.venv/bin/clang-format
+"$CF" --version 2>/dev/null | grep -q ' 17\.0\.6 ' ||
+  { echo "format.sh: clang-format 17.0.6 not in .venv (run scripts/setup.sh)" >&2; exit 2; }
+command -v buildifier >/dev/null || { echo "format.sh: buildifier not found" >&2; exit 2; }
 
 mapfile -t cpp < <(git ls-files -- '*.cc' '*.h' '*.inc')
-mapfile -t bazel < <(git ls-files -- BUILD '*.bzl' '*.bazel' | grep -v '^xla_patches/' || true)
-status=0
+mapfile -t bazel < <(git ls-files -- WORKSPACE BUILD '*.bzl' '*.bazel')
 if [ "$check" = 1 ]; then
-  unformatted=$(clang-format --dry-run "${cpp[@]}" 2>&1 | { grep ': warning:' || true; } | cut -d: -f1 | sort -u)
+  status=0
+  unformatted=$("$CF" --dry-run "${cpp[@]}" 2>&1 | { grep ': warning:' || true; } | cut -d: -f1 | sort -u)
   if [ -n "$unformatted" ]; then
     echo "$unformatted" | sed 's/^/needs clang-format: /'
     status=1
   fi
-  if command -v buildifier >/dev/null && [ ${#bazel[@]} -gt 0 ]; then
-    buildifier --mode=check "${bazel[@]}" || status=1
-  fi
+  buildifier --mode=check "${bazel[@]}" || status=1
   exit $status
 fi
-clang-format -i "${cpp[@]}"
-if command -v buildifier >/dev/null && [ ${#bazel[@]} -gt 0 ]; then
-  buildifier "${bazel[@]}"
-fi
+"$CF" -i "${cpp[@]}"
+buildifier "${bazel[@]}"
 echo "formatted ${#cpp[@]} C++ and ${#bazel[@]} Bazel files; if xla_src/ changed, run scripts/gen_patches.py"

@@ -27,7 +27,7 @@ SCRIPT = REPO / "scripts" / "gen_patches.py"
 PATCHES = sorted((REPO / "xla_patches").glob("[0-9][0-9][0-9][0-9]-*.patch"))
 PKG = "xla/backends/gpu/transforms/collectives"
 SRC = REPO / "xla_src" / PKG
-STYLE = REPO / "scripts" / "upstream_checks" / "xla.clang-format"
+STYLE = REPO / "xla_src" / ".clang-format"
 CLANG_FORMAT = REPO / ".venv" / "bin" / "clang-format"
 AUTHOR = "NVSHMEM ring-attention pass developers <nvshmem-ring-pass@users.noreply.github.com>"
 # A local mirror of openxla/xla (or a fork holding the pin), where the machine has one.
