@@ -7,6 +7,7 @@ import sys
 
 from hlo_tools import cli_io
 from hlo_tools.model.collectives import collective_permutes
+from hlo_tools.model.source import InputError, require_entry
 from hlo_tools.hlo_text import HloParseError, parse_hlo_text
 
 
@@ -56,8 +57,9 @@ def main(argv):
   try:
     data = cli_io.read_input(args.file, args.max_input_bytes)
     module = parse_hlo_text(data, args.file)
+    require_entry(module, data.decode("utf-8", "replace"), args.file)
     summary = summarize(module)
-  except (HloParseError, cli_io.InputReadError) as e:
+  except (HloParseError, cli_io.InputReadError, InputError) as e:
     cli_io.print_error(e)
     return 2
   print(json.dumps(summary, indent=1) if args.json else _text(summary))

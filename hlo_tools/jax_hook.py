@@ -50,6 +50,11 @@ class HookError(ValueError):
   """A bad argument to install(); str() is one line."""
 
 
+# name -> the installed Hook: jax would run a second registration under one name as
+# a second transformation, deciding every permute twice.
+_INSTALLED = {}
+
+
 # ---------------------------------------------------------------------------
 # Core access
 
@@ -283,6 +288,8 @@ class Hook:
       return False
     from jax.extend import xla as jx
     self.installed = False
+    if _INSTALLED.get(self.name) is self:
+      del _INSTALLED[self.name]
     return bool(jx.clear_hlo_module_transformation(
         self.name, stage=self.stage, platforms=self.platforms))
 
@@ -308,6 +315,10 @@ def install(topology, backends=("nccl", "peer"), cost_table=None, report=None,
   rewritten after each compile with the decisions; platforms: where jax
   registers the pass ("cpu" too for tests). Returns a Hook.
   """
+  if name in _INSTALLED:
+    raise HookError(f"a hook named {name!r} is already installed (topology "
+                    f"{_INSTALLED[name].topology}); call its uninstall() first, or "
+                    "install under another name")
   backends = tuple(backends)
   bad = [b for b in backends if b not in KNOWN_BACKENDS]
   if bad or "nccl" not in backends:
@@ -348,4 +359,5 @@ def install(topology, backends=("nccl", "peer"), cost_table=None, report=None,
     raise HookError("no platform to register on: " + "; ".join(errors))
   hook.platforms = registered
   hook.installed = True
+  _INSTALLED[name] = hook
   return hook

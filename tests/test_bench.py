@@ -78,3 +78,15 @@ def test_bad_only_is_rejected():
                         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
   assert proc.returncode == 2
   assert "--only" in proc.stderr
+
+
+@pytest.mark.parametrize("where", ["missing/dir/bench.json", "."])
+def test_bad_json_path_is_refused_before_the_run(tmp_path, where):
+  # The full run takes minutes: a path that cannot be written fails at once.
+  path = tmp_path / where
+  proc = subprocess.run([sys.executable, "-m", "hlo_tools.cli", "bench", "--quick",
+                         f"--json={path}"], cwd=ROOT, capture_output=True, text=True,
+                        timeout=60, check=False)
+  assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+  assert "--json" in proc.stderr and proc.stdout == ""
+  assert "P1 pass overhead" not in proc.stdout

@@ -270,3 +270,19 @@ def test_unbounded_input_is_refused(command, capfd):
   _, err = capfd.readouterr()
   assert rc == 2 and len(err.strip().splitlines()) == 1
   assert "/dev/zero" in err and "100000" in err and "--max-input-bytes" in err
+
+
+@pytest.mark.parametrize("command", ["explain", "verify", "parse", "diff"])
+def test_module_cut_at_a_computation_boundary_is_refused(command, tmp_path, capfd):
+  # XLA's parser would take the last computation as the entry; nvshmem-opt's verifier
+  # rejects such a module, and so do the tools, with one line.
+  from hlo_tools import cli
+  text = (FIXTURES / "ring_1x1x8.before_async.hlo").read_text()
+  cut = tmp_path / "cut.hlo"
+  cut.write_text(text[:text.index("\nENTRY ")] + "\n")
+  extra = {"explain": ["--topology=1x1x8"], "verify": ["--topology=1x1x8"],
+           "parse": [], "diff": [str(FIXTURES / "ring_1x1x8.before_async.hlo")]}[command]
+  rc = cli.main([command, str(cut), *extra])
+  out, err = capfd.readouterr()
+  assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+  assert f"{cut}:" in err and "no ENTRY computation" in err

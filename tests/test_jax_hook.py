@@ -107,6 +107,11 @@ from jax.sharding import PartitionSpec as P
 from hlo_tools import jax_hook, ring_attention as ra
 hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), platforms=("cpu",),
                         report=sys.argv[1], cost_table=sys.argv[2])
+try:  # a second install must not stack a second transformation
+  jax_hook.install("1x1x2", backends=("nccl", "peer"), platforms=("cpu",))
+  twice = None
+except jax_hook.HookError as e:
+  twice = str(e)
 mesh = ra.make_mesh(jax.devices()[:2])
 f = jax.jit(jax.shard_map(lambda x: lax.ppermute(x, "cp", [(0, 1), (1, 0)]) * 2,
                           mesh=mesh, in_specs=P("cp"), out_specs=P("cp")))
@@ -117,8 +122,10 @@ ok = bool(jnp.array_equal(y, jnp.roll(x.reshape(2, -1), 1, axis=0).reshape(-1) *
 after = jax_hook.permute_modes(compiled.as_text())
 removed = hook.uninstall()
 again = jax.jit(lambda x: x + 1).lower(x).compile()
+reinstalled = jax_hook.install("1x1x2", backends=("nccl", "peer"), platforms=("cpu",))
 print(json.dumps({"calls": hook.calls, "decisions": hook.decisions, "after": after,
-                  "ok": ok, "removed": removed, "calls_after": len(hook.calls)}))
+                  "ok": ok, "removed": removed, "calls_after": len(hook.calls),
+                  "twice": twice, "reinstalled": reinstalled.uninstall()}))
 """
 
 
@@ -141,6 +148,10 @@ def test_registered_hook_runs_in_a_real_compile(tmp_path):
   assert got["after"] == {"collective-permute:COLLECTIVES_PEER_MEMORY": 1}
   assert got["ok"], "the program's result changed"
   assert got["removed"] and got["calls_after"] == len(got["calls"])
+  # install() twice: refused with one line, one transformation per compile.
+  assert got["twice"] and "already installed" in got["twice"] and "\n" not in got["twice"]
+  assert [c["module"] for c in got["calls"]].count("jit__lambda") == 1
+  assert got["reinstalled"]
   assert json.loads(report.read_text())["decisions"] == got["decisions"]
 
 

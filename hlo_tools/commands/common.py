@@ -95,6 +95,19 @@ def check_out_path(out, inputs):
       raise InputError(f"{out}: refusing to overwrite an input")
 
 
+def check_output_file(path, flag):
+  """Refuses, before any work, an output file that could not be written at the end."""
+  directory = os.path.dirname(os.path.abspath(path)) or "."
+  if os.path.isdir(path):
+    raise InputError(f"{flag} {path}: is a directory, not a file")
+  if not os.path.isdir(directory):
+    raise InputError(f"{flag} {path}: no such directory {directory}")
+  if not os.access(directory, os.W_OK | os.X_OK):
+    raise InputError(f"{flag} {path}: directory {directory} is not writable")
+  if os.path.exists(path) and not os.path.isfile(path):
+    raise InputError(f"{flag} {path}: exists and is not a regular file")
+
+
 def write_output(text, out):
   """Prints, or writes `out` atomically (temp file in the same directory + os.replace)."""
   text = text if text.endswith("\n") else text + "\n"

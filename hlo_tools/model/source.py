@@ -54,7 +54,23 @@ def read_text(path, text, label=None):
     module = parse_hlo_text(text, label)
   except HloParseError as e:
     raise InputError(str(e)) from None
+  require_entry(module, text, label)
   return Source(module, text, path, label)
+
+
+def require_entry(module, text, label):
+  """InputError unless a computation is marked ENTRY.
+
+  XLA's parser takes the last computation as the entry when none is marked, so a
+  module cut at a computation boundary still parses there; XLA's verifier (and so
+  nvshmem-opt) then rejects it. The tools refuse it up front, alike."""
+  if any(c.is_entry for c in module.computations):
+    return
+  last = module.computations[-1] if module.computations else None
+  ends = f" after %{last.name} (line {last.line})" if last else ""
+  lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+  raise InputError(f"{label}:{lines}: no ENTRY computation: the module ends{ends}; is "
+                   "the file cut at a computation boundary?")
 
 
 def read_source(path, label=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):

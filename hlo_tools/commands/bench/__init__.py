@@ -397,6 +397,8 @@ def main(argv):
 
   def run(args):
     only, sizes, runs = _sizes(prog, args)
+    if args.json:  # a run takes minutes: a bad path is refused before, not after
+      common.check_output_file(args.json, "--json")
     result = {"quick": args.quick, "runs": runs, "sizes": sizes,
               "machine": bench_env.machine(), "versions": bench_env.versions()}
     start = time.perf_counter()
@@ -410,8 +412,7 @@ def main(argv):
     result["bench_s"] = time.perf_counter() - start
     print(table(result))
     if args.json:
-      with open(args.json, "w") as f:
-        json.dump(result, f, indent=1)
+      cli_io.write_atomic(args.json, json.dumps(result, indent=1) + "\n")
     return 0
 
   return common.run_command(parser, argv, run)
