@@ -9,6 +9,8 @@
 #                    the non-cyclic shift hang check (NCCL vs NVSHMEM), then the
 #                    ring-permute sweep NCCL vs NVSHMEM, 1/2/4 operands, 1 KiB..256 MiB
 #   pinned-permute-fine  the pinned sweep at every power of two (calibration + held-out)
+#   pinned-permute-uncombined  2 and 4 buffers as separate permutes (combine threshold 0),
+#                    1 KiB..256 MiB: the several-buffer NVSHMEM rows of the calibration set
 #   pinned-permute-small the low-noise pinned sweep, 1 KiB..16 MiB: 8 dependent permutes
 #                    per loop step, 3 compiles per point, NVSHMEM uncombined, plus
 #                    one-buffer chain-1 reference points
@@ -75,6 +77,16 @@ case "$STEP" in
       --trips=100 --reps=7 --budget-s=540 \
       --out="$OUT/h200x2_xla_permute_fine_jax091.csv" \
       --details="$OUT/h200x2_xla_permute_fine_jax091.json"
+    echo "permute bench exit $?"
+    ;;
+  pinned-permute-uncombined)
+    # K separate permutes instead of one combined one: the combine threshold at 0
+    # for both backends (the committed run set it through XLA_FLAGS).
+    pinned_env
+    timeout 560 $PY gpu/xla_permute_bench.py --backends=nccl,nvshmem --uncombined=nccl,nvshmem \
+      --operands=2,4 --sizes=1K:256M --trips=100 --reps=7 --budget-s=380 \
+      --out="$OUT/h200x2_xla_permute_uncombined_jax091.csv" \
+      --details="$OUT/h200x2_xla_permute_uncombined_jax091.json"
     echo "permute bench exit $?"
     ;;
   pinned-permute-small)
