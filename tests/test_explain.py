@@ -286,3 +286,19 @@ def test_module_cut_at_a_computation_boundary_is_refused(command, tmp_path, capf
   out, err = capfd.readouterr()
   assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err
   assert f"{cut}:" in err and "no ENTRY computation" in err
+
+
+def test_pre_optimization_module_is_said_to_be_one(capsys):
+  # jax's lowered HLO has its permutes before collective-permute-combiner: what the
+  # pass decides inside XLA can differ, and explain says so, in text and JSON.
+  rc, out, err = run(capsys, LOWERED, "--topology=1x1x8")
+  assert rc == 0, err
+  assert out.splitlines()[1].startswith("note: this module is from before XLA's optimizations")
+  assert "collective-permute-combiner" in out and "before_async" in out
+  rc, out, _ = run(capsys, LOWERED, "--topology=1x1x8", "--format=json")
+  assert json.loads(out)["stage"] == "before_optimizations"
+  for fixture in ("ring_1x1x8.before_async.hlo", "ring_1x1x8.after_optimizations.hlo"):
+    rc, out, _ = run(capsys, FIXTURES / fixture, "--topology=1x1x8")
+    assert rc == 0 and "note:" not in out, fixture
+    rc, out, _ = run(capsys, FIXTURES / fixture, "--topology=1x1x8", "--format=json")
+    assert json.loads(out)["note"] is None

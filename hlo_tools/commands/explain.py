@@ -31,11 +31,36 @@ import sys
 from hlo_tools import cli_io
 from hlo_tools.commands import common
 from hlo_tools.commands.common import human_bytes, us
-from hlo_tools.model import decisions
+from hlo_tools.model import decisions, source as source_mod
 
 
-# The explain JSON is the model layer's description of a module (decisions.describe).
-explain = decisions.describe
+PRE_OPTIMIZATION_NOTE = (
+    "note: this module is from before XLA's optimizations (no fusions, no async "
+    "permutes), not what the pass sees: inside XLA it runs after "
+    "collective-permute-combiner, which merges the permutes of one step into fewer, "
+    "larger ones of several buffers, so its sizes and choices can differ from these. "
+    "Explain the module entering async-collective-creator (the before_async stage of "
+    "`hlo-tools dump --all_passes`) or the after-optimizations module instead.")
+
+
+def is_pre_optimization(module, collectives):
+  """A module with permutes, none async and no fusion: jax's lowered or XLA's
+  before-optimizations HLO, which the combiner has not seen yet."""
+  if not collectives or any(e["form"] != "sync" for e in collectives):
+    return False
+  return not any(i.opcode == "fusion" for i in module.instructions())
+
+
+def explain(path, topology_spec, cost_table=None, source=None,
+            max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, **kwargs):
+  """The model layer's description of the module (decisions.describe: kwargs), with
+  a note when the module is from before XLA's optimizations."""
+  source = source or source_mod.read_source(path, max_bytes=max_bytes)
+  result = decisions.describe(path, topology_spec, cost_table, source=source, **kwargs)
+  pre = is_pre_optimization(source.module, result["collectives"])
+  result["stage"] = "before_optimizations" if pre else None
+  result["note"] = PRE_OPTIMIZATION_NOTE if pre else None
+  return result
 
 
 # ---------------------------------------------------------------------------------------
@@ -75,6 +100,8 @@ def format_text(result):
            + ("" if inferred in ("module header", "default") else f" ({inferred})")
            + f" x {result['num_replicas']} replicas"
            + (f", backends {result['backends']}" if result.get("backends") else "")]
+  if result.get("note"):
+    lines.append(result["note"])
   for e in result["collectives"]:
     classes = ", ".join(f"{k} {v}" for k, v in e["edges_by_class"].items() if v) or "none"
     m = e["modeled_us"]
