@@ -293,7 +293,7 @@ def test_invariants_on_synthetic_modules(data, tmp_path):
 
 def test_refuses_to_overwrite_any_input(tmp_path):
   source = tmp_path / "in.hlo"
-  source.write_bytes(FIXTURE_PATHS[-1].read_bytes())
+  source.write_bytes((FIXTURES / "shift_1x2x4.before_async.hlo").read_bytes())
   table = tmp_path / "costs.txt"
   table.write_text(SLOW_NCCL_NETWORK)
   link = tmp_path / "hardlink.hlo"
