@@ -201,10 +201,12 @@ fi
 # replaces the wheel's CollectiveBackendAssigner::RunImpl in the binary;
 # wheel_compat/ stands in for the test base and FileCheck, which the wheel
 # lacks, and maps the pinned header paths; gmock is built from Debian's source.
-RT=(-std=c++17 -O0 -w -isystem "$ROOT/wheel_compat" -isystem "$TF/include"
+# The patched header goes first: 0003 gives the assigner a constructor argument.
+RT=(-std=c++17 -O0 -w -I "$WORK/rt/hdr" -isystem "$ROOT/wheel_compat" -isystem "$TF/include"
     -isystem "$TF/include/external/highwayhash"
     -isystem "$TF/include/external/farmhash_archive/src" -isystem "$GMOCK")
-mkdir -p "$WORK/rt"
+mkdir -p "$WORK/rt/hdr/$PKG"
+cp "$TREE/$PKG/collective_backend_assigner.h" "$WORK/rt/hdr/$PKG/"
 cp "$TREE/$PKG/collective_backend_assigner.cc" "$WORK/rt/assigner.cc"
 cp "$TREE/$PKG/collective_backend_assigner_test.cc" "$WORK/rt/assigner_test.cc"
 rt_ok=1
