@@ -302,3 +302,21 @@ def test_pre_optimization_module_is_said_to_be_one(capsys):
     assert rc == 0 and "note:" not in out, fixture
     rc, out, _ = run(capsys, FIXTURES / fixture, "--topology=1x1x8", "--format=json")
     assert json.loads(out)["note"] is None
+
+
+@pytest.mark.parametrize("command", [
+    ["explain", str(FIXTURES / "shift_1x1x2.before_async.hlo")],
+    ["verify", str(FIXTURES / "shift_1x1x2.before_async.hlo")],
+    ["report", str(FIXTURES / "shift_1x1x2.before_async.hlo"), "--out=unused"],
+    ["heuristics", "sweep", "--only-given", "--no-plots", "--out=unused"],
+])
+def test_too_large_topology_says_so(command, capfd, tmp_path, monkeypatch):
+  # The core reads 2000000 as "not a positive whole number"; it is a whole number,
+  # over the limit of 2**20 devices.
+  from hlo_tools import cli
+  monkeypatch.chdir(tmp_path)
+  rc = cli.main([*command, "--topology=1x2000000x8"])
+  out, err = capfd.readouterr()
+  assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+  assert "'2000000' is too large (max 1048576 devices)" in err
+  assert "whole number" not in err and not list(tmp_path.iterdir())

@@ -54,6 +54,21 @@ def add_topology_flags(parser):
   parser.add_argument("--cost-table", "--cost_table", dest="cost_table", default=None)
 
 
+# The selection core's limit on a topology's devices (and so on each dimension).
+MAX_DEVICES = 1 << 20
+
+
+def check_topology_size(spec):
+  """InputError for a dimension over the core's limit, which the core reports as
+  "not a positive whole number"; every other check stays the core's."""
+  dims = (spec or "").split(":", 1)[0].split("x")
+  for dim in dims:
+    if dim.isdigit() and int(dim) > MAX_DEVICES:
+      raise InputError(f"topology spec {spec!r}: '{dim}' is too large (max "
+                       f"{MAX_DEVICES} devices)")
+  return spec
+
+
 def topology_spec(args, path, prog=None):
   """--topology, or the topology nvshmem-opt derives from the module at `path`; the
   derived one is named on stderr (as nvshmem-opt does), since it decides every choice."""
@@ -61,7 +76,7 @@ def topology_spec(args, path, prog=None):
     if args.devices_per_host is not None:
       raise InputError("--devices-per-host and --topology: give one (the spec says how "
                        "many GPUs a host has)")
-    return args.topology
+    return check_topology_size(args.topology)
   from hlo_tools.model import driver  # pylint: disable=import-outside-toplevel
   spec = driver.derived_topology(path, args.devices_per_host,
                                  getattr(args, "num_partitions", None))

@@ -24,6 +24,7 @@ import sys
 import tempfile
 
 from hlo_tools import cli_io
+from hlo_tools.commands import common
 from hlo_tools.commands.heuristics import shared as heuristics_io
 from hlo_tools import selection
 from hlo_tools.model import driver
@@ -361,6 +362,7 @@ def parse_topologies(specs):
   out = []
   for spec in specs:
     try:
+      common.check_topology_size(spec)
       out.append((spec, selection.parse_topology(spec)))
     except selection.SelectionError as e:
       raise HeuristicsError(f"--topology: {e}") from None

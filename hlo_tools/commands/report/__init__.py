@@ -71,7 +71,7 @@ _TOPO_RE = re.compile(r"^(?:(\d+)x)?(\d+)x(\d+)((?::.*)?)$")
 
 def parse_topology_arg(spec):
   """'2x4' -> ('1x2x4', '1x2x4'); '1x2x4:nvl8' -> ('1x2x4', '1x2x4:nvl8')."""
-  m = _TOPO_RE.match(spec or "")
+  m = _TOPO_RE.match(common.check_topology_size(spec) or "")
   if not m:
     raise InputError(f"bad --topology {spec!r}: expected SxHxG or HxG, e.g. 1x2x4")
   slices = m.group(1) or "1"
