@@ -153,7 +153,11 @@ def test_each_patch_touches_one_area():
   touched = {p.name[:4]: set(file_diffs(p)) for p in PATCHES}
   assert all(f.startswith(PKG + "/") for f in touched["0001"])
   assert touched["0002"] == {"xla/xla.proto", "xla/debug_options_flags.cc"}
-  assert touched["0003"] == {"xla/service/gpu/gpu_compiler.cc", "xla/service/gpu/BUILD"}
+  # 0003 also tells the assigner to leave permutes to the rewriter.
+  assert touched["0003"] == {"xla/service/gpu/gpu_compiler.cc", "xla/service/gpu/BUILD",
+                             f"{PKG}/collective_backend_assigner.h",
+                             f"{PKG}/collective_backend_assigner.cc",
+                             f"{PKG}/collective_backend_assigner_test.cc"}
   assert touched["0004"] == {f"{PKG}/collective_backend_assigner.cc",
                              f"{PKG}/collective_backend_assigner_test.cc"}
 
