@@ -93,7 +93,7 @@ def check_offline(tmp):
   for patch in committed_patches():
     if created(patch):
       git("apply", *[f"--include={p}" for p in created(patch)], str(patch), cwd=tmp)
-  return compare(ROOT / "xla_src" / "xla", tmp / "xla", "xla_src/ differs from what the series adds",
+  return compare(ROOT / "xla_src" / "xla", tmp / "xla", "xla_src/ is not what the series adds",
                  "ok (without the pin: the files the series adds)")
 
 
