@@ -292,21 +292,15 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, CreateReadsTheCostTableFile) {
 }
 
 TEST_F(NvshmemCollectivePermuteRewriterTest, CreateRejectsBadOptions) {
-  std::string peer_table = ::testing::TempDir() + "/peer_costs.txt";
-  ASSERT_TRUE(tsl::WriteStringToFile(tsl::Env::Default(), peer_table,
-                                     "backends nccl,peer\n")
-                  .ok());
-  Rewriter::Options bad_spec, negative, missing_file, foreign_backend;
+  Rewriter::Options bad_spec, negative, missing_file;
   bad_spec.topology_spec = "1x2";
   negative.num_devices_per_host = -1;
   missing_file.cost_table_path = ::testing::TempDir() + "/no_such_table.txt";
-  foreign_backend.cost_table_path = peer_table;
   for (const auto& [options, code] :
        std::vector<std::pair<Rewriter::Options, absl::StatusCode>>{
            {bad_spec, absl::StatusCode::kInvalidArgument},
            {negative, absl::StatusCode::kInvalidArgument},
-           {missing_file, absl::StatusCode::kNotFound},
-           {foreign_backend, absl::StatusCode::kInvalidArgument}}) {
+           {missing_file, absl::StatusCode::kNotFound}}) {
     EXPECT_EQ(Rewriter::Create(options).status().code(), code);
   }
 }
