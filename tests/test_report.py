@@ -88,7 +88,12 @@ def test_embedded_default_is_a_grid():
   config, explicit = report._config("hlo-tools report", args)
   assert not explicit and config["seq_len"] == 131072 and config["num_heads"] == 32
   cases = report.plan_cases(args, config, explicit)
-  assert [(c.topology, c.config["seq_len"]) for c in cases] == list(report.DEFAULT_GRID)
+  rings = [c for c in cases if c.source["kind"] == "ring"]
+  assert [(c.topology, c.config["seq_len"]) for c in rings] == list(report.DEFAULT_GRID)
+  # Beside the ring, the train step on one host and across hosts.
+  assert [(c.source.get("program"), c.topology) for c in cases[len(rings):]] == [
+      ("train_step", "1x1x8"), ("train_step", "1x2x8")]
+  assert "cp 2 x tp 8" in cases[-1].title
   args = report._parser("hlo-tools report").parse_args(["--topology=1x8"])
   config, explicit = report._config("hlo-tools report", args)
   [case] = report.plan_cases(args, config, explicit)
@@ -511,3 +516,28 @@ def test_report_of_a_module_without_permutes(tmp_path):
   assert not _svgs(page) and 'id="comparison"' not in page and "decisions-" not in page
   chart = json.loads((out / "psum.hlo" / "json" / "chart.json").read_text())
   assert chart == {"charts": [], "kinds": 0}
+
+
+def test_report_of_a_train_step(tmp_path):
+  # The Llama train step as jax 0.10.2 compiles it for 2 hosts x 8 (cp 2 x tp 8):
+  # mesh replica groups and collectives_mode go through the driver; six permutes of
+  # three sizes, all on one curve (same pairs, one buffer), each size marked.
+  if not DRIVER.exists():
+    pytest.skip("nvshmem-opt is not built")
+  out = tmp_path / "r"
+  rc = report.main(["hlo-tools report",
+                    str(FIXTURES / "train_step_1x2x8.after_optimizations.hlo"),
+                    "--topology=1x2x8", f"--out={out}", "--quiet"])
+  assert rc == 0
+  data = json.loads((out / "report.json").read_text())
+  [case] = data["cases"]
+  perms = case["collective_permutes"]
+  assert len(perms) == 6 and case["verify_passed"]
+  assert all(p["upstream"] in ("DEFAULT", "NVSHMEM") for p in perms)
+  page = (out / "index.html").read_text()
+  [svg] = _svgs(page)
+  assert len(re.findall(r'stroke="#d62728" stroke-dasharray', svg)) == len(
+      {p["bytes"] for p in perms})
+  # The title fits: the permutes' names are cut to a subtitle of at most ~140 chars.
+  subtitle = re.search(r'class="permutes"[^>]*>([^<]*)<', svg).group(1)
+  assert "more" in subtitle and len(subtitle) < 150

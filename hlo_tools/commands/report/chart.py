@@ -145,10 +145,12 @@ def legend_lines(chart):
 
 
 def svg_chart(chart, title):
-  """Log-log SVG line chart with its legend below the plot (never clipped)."""
+  """Log-log SVG line chart with its legend below the plot (never clipped); title is
+  (title, subtitle), as chart_title gives it."""
+  title, subtitle = title
   series = chart["series_us"]
   legend = legend_lines(chart)
-  w, left, right, top, plot_h = 900, 70, 30, 30, 380
+  w, left, right, top, plot_h = 900, 70, 30, 44, 380
   pw = w - left - right
   legend_top = top + plot_h + 46
   h = legend_top + 16 * len(legend) + 10
@@ -161,8 +163,10 @@ def svg_chart(chart, title):
   y = lambda v: top + (1 - (math.log10(v) - math.log10(lo)) /
                        (math.log10(hi) - math.log10(lo))) * plot_h
   out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
-         f'viewBox="0 0 {w} {h}" role="img" aria-label="{esc(title)}">',
+         f'viewBox="0 0 {w} {h}" role="img" aria-label="{esc(title)}: {esc(subtitle)}">',
          f'<text x="{left}" y="18" font-size="14" font-weight="600">{esc(title)}</text>',
+         f'<text class="permutes" x="{left}" y="34" font-size="11" fill="#555">'
+         f'{esc(subtitle)}</text>',
          f'<rect x="{left}" y="{top}" width="{pw}" height="{plot_h}" fill="none" stroke="#999"/>']
   _svg_axes(out, (left, top, pw, plot_h), lo, hi, x, y, sizes)
   out.append(f'<text x="{left + pw / 2}" y="{top + plot_h + 34}" font-size="12" '
@@ -193,8 +197,17 @@ def svg_chart(chart, title):
 
 
 def chart_title(chart, topology):
+  """(title, subtitle): what is drawn, then which permutes (cut to fit the width)."""
   names = chart["instructions"]
-  listed = ", ".join(f"%{n}" for n in names[:3]) + (f" and {len(names) - 3} more"
-                                                    if len(names) > 3 else "")
-  return (f"{len(chart['pairs'])}-edge permute of {chart['buffers']} buffer(s) on "
-          f"{topology} ({listed}): modeled time vs size")
+  title = (f"{len(chart['pairs'])}-edge permute of {chart['buffers']} buffer(s) on "
+           f"{topology}: modeled time vs size")
+  shown, listed = [], ""
+  for i, n in enumerate(names):
+    more = len(names) - i - 1
+    candidate = ", ".join(shown + [f"%{n}"]) + (f" and {more} more" if more else "")
+    if len(candidate) > 120 and shown:
+      listed = ", ".join(shown) + f" and {len(names) - len(shown)} more"
+      break
+    shown.append(f"%{n}")
+    listed = candidate
+  return title, listed

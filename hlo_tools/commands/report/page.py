@@ -151,7 +151,7 @@ def _decision_table(result):
     d = by_name.get((e["computation"], e["instruction"]), {})
     edges = ", ".join(f"{k} {v}" for k, v in e["edges_by_class"].items() if v)
     loop = f"while %{e['while_loop']} x{e['trip_count']}" if e["while_loop"] else "no loop"
-    new = ", ".join(d.get("new_instructions") or []) or "-"
+    new = ", ".join(d.get("new_instructions") or [])
     rows.append(
         f"<tr><td class=\"mono\">%{df.esc(e['instruction'])}</td>"
         f"<td class=\"mono\">%{df.esc(e['computation'])} line {e['line']}<br>{df.esc(loop)}</td>"
@@ -161,7 +161,7 @@ def _decision_table(result):
         f"{_mode_html(e.get('choice_collectives_mode'))}</td>"
         f"<td>{df.esc(e['upstream']['backend'])}<br><small>{df.esc(e['upstream']['source'])}"
         f"</small></td><td class=\"mono\">{df.esc(d.get('backend', '-'))}"
-        f"{_mode_html(d.get('collectives_mode'))}: {df.esc(new)}</td>"
+        f"{_mode_html(d.get('collectives_mode'))}{': ' + df.esc(new) if new else ''}</td>"
         f"<td>{df.esc(e['reason'])}</td></tr>")
   rows.append("</table>")
   return "\n".join(rows)
