@@ -361,3 +361,24 @@ def test_every_tool_reads_real_modules(capsys, fixture, topology, permutes):
   assert json.loads(out)["summary"]["changed"] == 0
   if "mesh[" in text:
     assert "collectives_mode" in text
+
+
+def test_upstream_column_says_exactly_why_it_is_missing(capsys, tmp_path, monkeypatch):
+  # A module XLA's verifier rejects (a dot whose batch and contracting dimensions
+  # clash), which our reader takes: the column quotes the driver's own line.
+  if not DRIVER.exists():
+    pytest.skip("nvshmem-opt is not built")
+  bad = tmp_path / "bad.hlo"
+  bad.write_text((FIXTURES / "ring_1x1x8.before_async.hlo").read_text().replace(
+      "lhs_contracting_dims={2}, rhs_batch_dims={0}",
+      "lhs_contracting_dims={2}, rhs_batch_dims={1}", 1))
+  rc, out, err = run(capsys, bad, "--topology=1x1x8", "--format=json")
+  assert rc == 0, err
+  [e] = json.loads(out)["collectives"]
+  assert e["upstream"]["backend"] is None
+  assert e["upstream"]["source"].startswith(f"unavailable: nvshmem-opt: {bad}: ")
+  assert "HloVerifier rejects" in e["upstream"]["source"]
+  monkeypatch.setenv("NVSHMEM_OPT", str(tmp_path / "no-such-driver"))
+  rc, out, _ = run(capsys, FIXTURES / "ring_1x1x8.before_async.hlo", "--topology=1x1x8")
+  assert rc == 0
+  assert "upstream XLA  - (unavailable: nvshmem-opt is not built" in out
