@@ -538,6 +538,10 @@ def test_report_of_a_train_step(tmp_path):
   [svg] = _svgs(page)
   assert len(re.findall(r'stroke="#d62728" stroke-dasharray', svg)) == len(
       {p["bytes"] for p in perms})
+  # The comparison names the configuration once for its six rows.
+  table = page[page.index('id="comparison"'):]
+  table = table[:table.index("</table>")]
+  assert table.count(f">{case['title']}</a>") == 1 and 'rowspan="6"' in table
   # The title fits: the permutes' names are cut to a subtitle of at most ~140 chars.
   subtitle = re.search(r'class="permutes"[^>]*>([^<]*)<', svg).group(1)
   assert "more" in subtitle and len(subtitle) < 150

@@ -110,12 +110,20 @@ def _comparison_html(rows):
          "<th>collective-permute</th><th>bytes/device</th><th>edges</th><th>NCCL us</th>"
          "<th>other backends us</th><th>choice</th><th>saved per run (us)</th>"
          "<th>upstream XLA</th><th>what it shows</th></tr>"]
+  spans = {}
   for row in rows:
+    spans[row["case"]] = spans.get(row["case"], 0) + 1
+  for i, row in enumerate(rows):
     edges = ", ".join(f"{k} {v}" for k, v in row["edges_by_class"].items() if v)
     trips = f" x{row['trip_count']} trips" if row["trip_count"] else ""
     cls = "same" if row["plan"] == "nccl" else "add"
+    # The configuration once, spanning its permutes' rows.
+    first = i == 0 or rows[i - 1]["case"] != row["case"]
+    head = (f"<td rowspan=\"{spans[row['case']]}\" style=\"max-width:16em;"
+            f"overflow-wrap:anywhere\"><a href=\"#{df.esc(row['case'])}\">"
+            f"{df.esc(row['title'])}</a></td>") if first else ""
     out.append(
-        f"<tr><td><a href=\"#{df.esc(row['case'])}\">{df.esc(row['title'])}</a></td>"
+        f"<tr>{head}"
         f"<td class=\"mono\">%{df.esc(row['instruction'])}</td>"
         f"<td>{df.esc(common.human_bytes(row['bytes']))} in {row['buffers']} buffer(s)"
         f"{df.esc(trips)}</td><td>{df.esc(edges)}</td><td>{fmt_us(row['nccl_us'])}</td>"
