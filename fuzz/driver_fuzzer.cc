@@ -1,11 +1,8 @@
-// libFuzzer harness for nvshmem-opt's whole path:
-//   parse (HLO text or serialized proto) -> HloVerifier -> pass -> HloVerifier
-//   -> JSON report + print -> re-parse of the printed text -> pass again.
-//
-// It compiles the driver itself (driver/nvshmem_opt.cc, with its main renamed)
-// so that the driver's own code (ParseInput with its checks before XLA's
-// parser, Verify, RecordsToJson, JsonString) is the code under test; only the
-// parts that exit() (LoadModule's Fail, ReadFileOrDie) are left out.
+// libFuzzer harness for nvshmem-opt's whole path, through the driver's own
+// library (driver/input.h, driver/pipeline.h, driver/report.h):
+//   parse (HLO text or serialized proto) -> HloVerifier -> pass ->
+//   AsyncCollectiveCreator -> HloVerifier -> JSON report -> the output spliced
+//   into the input's text -> that text parsed, verified and run again.
 //
 // Input: byte 0 picks the configuration (topology x mode x cost table), the
 // rest is the module. fuzz/make_corpus.py writes the seeds.
@@ -14,24 +11,32 @@
 //   * a rejected input gets a non-empty, one-line error message;
 //   * the pass's output passes HloVerifier (the driver's exit code 1);
 //   * the JSON report holds no non-finite number (nan/inf is not JSON);
-//   * the printed module parses again, and the pass on it changes nothing.
-
-#define main nvshmem_opt_driver_main
-#include "../driver/nvshmem_opt.cc"
-#undef main
+//   * the output text parses and verifies again, and the pass on it changes
+//     nothing.
 
 #include <csetjmp>
 #include <csignal>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
+
+#include "driver/alt_signal_stack.h"
+#include "driver/input.h"
+#include "driver/pipeline.h"
+#include "driver/report.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
 
 namespace {
 
+namespace sel = xla::gpu::nvshmem_selection;
+using nvshmem_opt::Rewriter;
+
 // XLA's parser and verifier abort on some malformed modules (CHECK failures
-// inside the wheel's XLA). The driver turns those into a one-line error and
-// exit code 2 (see XlaGuard in nvshmem_opt.cc); here we jump back out of the
+// inside the wheel's XLA). The command line turns those into a one-line error
+// and exit code 2 (driver/crash_guard.h); here we jump back out of the
 // fatal-signal handler instead, count the input as rejected and go on. Only
 // the input stages are guarded: a crash in the pass or on its output is still
 // a crash.
@@ -92,10 +97,8 @@ void CheckRejection(const std::string& message) {
 }
 
 void CheckJson(const std::string& json) {
-  for (const char* bad : {"nan", "inf"}) {
-    // Numbers follow ": " in the report; strings are quoted.
-    if (json.find(std::string(": ") + bad) != std::string::npos ||
-        json.find(std::string(": -") + bad) != std::string::npos) {
+  for (const char* bad : {":nan", ":inf", ":-nan", ":-inf", "NaN", "Infinity"}) {
+    if (json.find(bad) != std::string::npos) {
       Violation(std::string("non-finite number in the JSON report: ") + json);
     }
   }
@@ -103,51 +106,63 @@ void CheckJson(const std::string& json) {
 
 // The input through the driver's own loader (the same checks before XLA's
 // parser) and the verifier, guarded against XLA's aborts; null when rejected.
-std::unique_ptr<xla::HloModule> LoadGuarded(const std::string& input,
-                                            const sel::Topology& topology) {
-  std::unique_ptr<xla::HloModule> module;
+std::unique_ptr<nvshmem_opt::LoadedModule> LoadGuarded(const std::string& input,
+                                                       const sel::Topology& topology) {
+  auto loaded = std::make_unique<nvshmem_opt::LoadedModule>();
   InputGuard guard;
   if (sigsetjmp(g_jump, 1) != 0) {
     ++g_xla_input_aborts;  // What was allocated is leaked; fine here.
-    module.release();
+    loaded.release();
     return nullptr;
   }
-  Flags load_flags;
-  absl::StatusOr<std::unique_ptr<xla::HloModule>> loaded =
-      ParseInput("fuzz.hlo", input, load_flags, &topology);
-  if (!loaded.ok()) {
-    CheckRejection(std::string(loaded.status().message()));
+  absl::StatusOr<nvshmem_opt::LoadedModule> parsed =
+      nvshmem_opt::ParseModule("fuzz.hlo", input, {0, 0, &topology});
+  if (!parsed.ok()) {
+    CheckRejection(std::string(parsed.status().message()));
     return nullptr;
   }
-  module = *std::move(loaded);
-  if (absl::Status status = Verify(module.get()); !status.ok()) {
+  *loaded = *std::move(parsed);
+  if (absl::Status status = nvshmem_opt::Verify(loaded->module.get()); !status.ok()) {
     CheckRejection("fuzz.hlo: HloVerifier rejects the input: " +
-                   OneLine(std::string(status.message())));
+                   nvshmem_opt::OneLine(std::string(status.message())));
     return nullptr;
   }
-  return module;
+  return loaded;
 }
 
-// The printed module reads back, and a second run changes nothing.
-void CheckReprint(const xla::HloModule& target,
-                  const Rewriter::Options& options, const std::string& mode) {
-  const std::string text = target.ToString();
-  auto again = xla::ParseAndReturnUnverifiedModule(text);
+void NoStage(const char*, int) {}
+
+// The pass's run; null when the input is refused. A bug (Internal) is a
+// violation.
+std::unique_ptr<nvshmem_opt::PassRun> Run(const Rewriter::Options& options,
+                                          xla::HloModule* target) {
+  absl::StatusOr<nvshmem_opt::PassRun> run = nvshmem_opt::RunPass(options, target, NoStage);
+  if (run.ok()) return std::make_unique<nvshmem_opt::PassRun>(*std::move(run));
+  if (run.status().code() != absl::StatusCode::kInvalidArgument) {
+    Violation(std::string(run.status().message()));
+  }
+  CheckRejection("fuzz.hlo: " + std::string(run.status().message()));
+  return nullptr;
+}
+
+// The written text reads back, and a second run changes nothing.
+void CheckOutput(const nvshmem_opt::LoadedModule& input, const nvshmem_opt::PassRun& run,
+                 const Rewriter::Options& options, const sel::Topology& topology) {
+  absl::StatusOr<std::string> text =
+      nvshmem_opt::OutputText(input, *input.module, run, options);
+  if (!text.ok()) Violation("no output: " + std::string(text.status().message()));
+  absl::StatusOr<nvshmem_opt::LoadedModule> again =
+      nvshmem_opt::ParseModule("out.hlo", *text, {0, 0, &topology});
   if (!again.ok()) {
-    Violation("printed module does not parse: " +
-              std::string(again.status().message()));
+    Violation("output does not parse: " + std::string(again.status().message()));
   }
-  if (absl::Status status = Verify(again->get()); !status.ok()) {
-    Violation("printed module does not verify: " +
-              std::string(status.message()));
+  if (absl::Status status = nvshmem_opt::Verify(again->module.get()); !status.ok()) {
+    Violation("output does not verify: " + std::string(status.message()));
   }
-  Rewriter second(options);
-  absl::StatusOr<bool> changed_again = second.Run(again->get());
-  if (!changed_again.ok()) {
-    Violation("second run fails: " +
-              std::string(changed_again.status().message()));
-  }
-  if (mode == "rewrite" && *changed_again) {
+  absl::StatusOr<nvshmem_opt::PassRun> second =
+      nvshmem_opt::RunPass(options, again->module.get(), NoStage);
+  if (!second.ok()) Violation("second run fails: " + std::string(second.status().message()));
+  if (!options.decide_only && second->changed) {
     Violation("second run changed the module (pass not idempotent)");
   }
 }
@@ -179,35 +194,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Violation("built-in topology rejected: " +
               std::string(topology.status().message()));
   }
-  std::unique_ptr<xla::HloModule> module = LoadGuarded(input, *topology);
-  if (module == nullptr) return 0;
+  std::unique_ptr<nvshmem_opt::LoadedModule> loaded = LoadGuarded(input, *topology);
+  if (loaded == nullptr) return 0;
 
-  // The pass as the driver configures it.
-  Flags flags;
-  flags.input = "fuzz.hlo";
-  flags.topology = config.topology;
-  flags.mode = config.mode;
-  const Rewriter::Options options =
-      PassOptions(flags, config.slow_network ? kSlowNcclNetwork : "", 0);
-  Rewriter pass(options);
-  std::unique_ptr<xla::HloModule> scratch;
-  xla::HloModule* target = module.get();
-  if (flags.mode == "explain") {
-    scratch = module->Clone("");
-    target = scratch.get();
-  }
-  absl::StatusOr<bool> changed = pass.Run(target);
-  if (!changed.ok()) {
-    CheckRejection("fuzz.hlo: " +
-                   OneLine(std::string(changed.status().message())));
-    return 0;
-  }
-  if (absl::Status status = Verify(target); !status.ok()) {
-    Violation("HloVerifier rejects the pass's output: " +
-              std::string(status.message()));
-  }
-  CheckJson(RecordsToJson(flags, {*topology, false}, pass.records(), {},
-                          nullptr, *changed, 1.0));
-  CheckReprint(*target, options, flags.mode);
+  // The pass as the driver configures it; explain decides on a copy.
+  const std::string mode = config.mode;
+  const Rewriter::Options options = nvshmem_opt::DriverPassOptions(
+      config.topology, 0, config.slow_network ? kSlowNcclNetwork : "", "", mode, false);
+  std::unique_ptr<xla::HloModule> copy =
+      mode == "explain" ? loaded->module->Clone("") : nullptr;
+  std::unique_ptr<nvshmem_opt::PassRun> run =
+      Run(options, copy ? copy.get() : loaded->module.get());
+  if (run == nullptr) return 0;
+  absl::StatusOr<std::string> json =
+      nvshmem_opt::ReportJson({"fuzz.hlo", config.topology, false, mode}, *run, nullptr);
+  if (!json.ok()) Violation(std::string(json.status().message()));
+  CheckJson(*json);
+  if (mode != "explain") CheckOutput(*loaded, *run, options, *topology);
   return 0;
 }

@@ -125,8 +125,8 @@ def safety_refusal(perm, source, topology, table, backend):
   return decision["refused"].get(backend)
 
 
-_NO_UPSTREAM = {"backend": None, "source": "unavailable: nvshmem-opt is not built or "
-                "could not load the module"}
+# Where the caller has upstream's answers but none for this permute.
+_NO_UPSTREAM = {"backend": None, "source": "unavailable: nvshmem-opt gave no answer for it"}
 
 
 def _recorded(start):
@@ -153,15 +153,18 @@ def backend_entries(decision, backends):
           for b in backends}
 
 
-def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem")):
-  """The JSON entry of one collective-permute; `backends` is the set planned over."""
+def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem"), upstream_why=None):
+  """The JSON entry of one collective-permute; `backends` is the set planned over;
+  `upstream_why`: why upstream's answers are missing (the driver's message)."""
   rec, d = perm.record, perm.decision
   modeled = {"nccl": d["backend_us"]["nccl"], "nvshmem": d["backend_us"]["nvshmem"],
              "chosen": d["chosen_us"]}
   trips = rec.trip_count
   up_key = (rec.computation, rec.start)
   up = ({"backend": upstream[up_key], "source": "nvshmem-opt --compare-upstream"}
-        if upstream is not None and up_key in upstream else dict(_NO_UPSTREAM))
+        if upstream is not None and up_key in upstream
+        else {"backend": None, "source": f"unavailable: {upstream_why}"} if upstream_why
+        else dict(_NO_UPSTREAM))
   return {
       "computation": rec.computation, "instruction": rec.start, "done": rec.done,
       "form": rec.form, "line": rec.start_line, "done_line": rec.done_line,
@@ -197,10 +200,11 @@ def describe(path, topology_spec, cost_table=None, use_driver=True, source=None,
   source = source or source_mod.read_source(path, max_bytes=max_bytes)
   source = source_mod.resolve_partitions(source, topology, num_partitions)
   perms = analyze(source, topology, table)
+  upstream_why = None if upstream is not None or use_driver else "not asked of nvshmem-opt"
   if upstream is None and use_driver and perms:
-    upstream = driver.upstream_answers(path, topology_spec, cost_table,
-                                       source_mod.driver_partitions(source),
-                                       backends and table.backends)
+    upstream, upstream_why = driver.upstream_answers(path, topology_spec, cost_table,
+                                                     source_mod.driver_partitions(source),
+                                                     backends and table.backends)
   module = source.module
   return {
       "file": source.label, "module": module.name, "topology": topology_spec,
@@ -208,5 +212,6 @@ def describe(path, topology_spec, cost_table=None, use_driver=True, source=None,
       "num_partitions": source.num_partitions,
       "num_partitions_from": source.partitions_from,
       "num_replicas": source.num_replicas,
-      "collectives": [describe_permute(p, upstream, backend_set(table)) for p in perms],
+      "collectives": [describe_permute(p, upstream, backend_set(table), upstream_why)
+                      for p in perms],
   }

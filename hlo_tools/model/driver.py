@@ -141,18 +141,25 @@ def derived_topology(path, devices_per_host=None, num_partitions=None):
 
 
 
-def upstream_answers(path, topology_spec, cost_table, num_partitions=None, backends=None):
-  """{(computation, instruction): backend} from nvshmem-opt --compare-upstream, or None."""
-  try:
-    rc, report, _ = run_nvshmem_opt(path, topology_spec, cost_table, mode="explain",
-                                    compare_upstream=True, num_partitions=num_partitions,
-                                    backends=backends)
-  except (FileNotFoundError, OSError, subprocess.SubprocessError):
-    return None
-  if rc != 0 or not report:
-    return None
-  return upstream_from_report(report)
+def upstream_answers(path, topology_spec, cost_table, num_partitions=None, backends=None,
+                     timeout=600):
+  """Upstream's answers from nvshmem-opt --compare-upstream, and why there are none.
 
+  Returns ({(computation, instruction): backend}, None), or (None, one line saying why:
+  the driver's own error message, or why it could not run)."""
+  try:
+    rc, report, message = run_nvshmem_opt(path, topology_spec, cost_table, mode="explain",
+                                          compare_upstream=True, num_partitions=num_partitions,
+                                          backends=backends, timeout=timeout)
+  except FileNotFoundError as e:
+    return None, str(e)
+  except subprocess.TimeoutExpired:
+    return None, f"nvshmem-opt did not finish within {timeout} s"
+  except (OSError, subprocess.SubprocessError) as e:
+    return None, f"nvshmem-opt could not run: {e}"
+  if rc != 0 or report is None:
+    return None, message or f"nvshmem-opt exited with status {rc} and said nothing"
+  return upstream_from_report(report), None
 
 
 def upstream_from_report(report):

@@ -1,0 +1,206 @@
+#include "driver/hlo_splice.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace nvshmem_opt {
+namespace {
+
+// Index of the last character of the quoted string or /* comment */ that
+// starts at i (the text's end when it never closes).
+size_t SkipQuoted(absl::string_view s, size_t i) {
+  if (s[i] == '"') {
+    for (++i; i < s.size() && s[i] != '"'; ++i) {
+      if (s[i] == '\\') ++i;
+    }
+    return std::min(i, s.size() - 1);
+  }
+  size_t end = s.find("*/", i + 2);
+  return end == absl::string_view::npos ? s.size() - 1 : end + 1;
+}
+
+bool StartsQuoted(absl::string_view s, size_t i) {
+  return s[i] == '"' || (s[i] == '/' && i + 1 < s.size() && s[i + 1] == '*');
+}
+
+// First name token of `text` after `skip` words ("ENTRY", "ROOT"), without
+// '%'.
+std::string LeadingName(absl::string_view text, absl::string_view skip) {
+  size_t i = text.find_first_not_of(" \t");
+  if (i == absl::string_view::npos) return "";
+  if (text.substr(i, skip.size() + 1) == absl::StrCat(skip, " ")) {
+    i = text.find_first_not_of(" \t", i + skip.size());
+    if (i == absl::string_view::npos) return "";
+  }
+  if (text[i] == '%') ++i;
+  size_t end = text.find_first_of(" =(\t", i);
+  return std::string(text.substr(i, end == absl::string_view::npos
+                                        ? absl::string_view::npos
+                                        : end - i));
+}
+
+struct Span {
+  size_t begin = 0, end = 0;  // [begin, end): the statement without newline.
+};
+using StatementIndex = std::map<std::pair<std::string, std::string>, Span>;
+
+// Top level: lines; a line ending in '{' opens a computation (the module's
+// header line never does: its braces close on the line). In a body, a
+// statement ends at a newline outside brackets and strings.
+StatementIndex IndexStatements(absl::string_view s) {
+  StatementIndex index;
+  std::string computation;
+  bool in_body = false;
+  int depth = 0;
+  size_t line = 0, begin = absl::string_view::npos;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (StartsQuoted(s, i)) {
+      if (in_body && begin == absl::string_view::npos) begin = i;
+      i = SkipQuoted(s, i);
+      continue;
+    }
+    if (!in_body) {
+      if (c != '\n' && i + 1 != s.size()) continue;
+      absl::string_view text = s.substr(line, i - line);
+      while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+        text.remove_suffix(1);
+      }
+      if (!text.empty() && text.back() == '{' &&
+          text.substr(text.find_first_not_of(" \t")).rfind("HloModule", 0) != 0) {
+        computation = LeadingName(text, "ENTRY");
+        in_body = true;
+        depth = 0;
+        begin = absl::string_view::npos;
+      }
+      line = i + 1;
+      continue;
+    }
+    auto close = [&](size_t end) {
+      if (begin == absl::string_view::npos) return;
+      absl::string_view text = s.substr(begin, end - begin);
+      while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+        text.remove_suffix(1);
+      }
+      index[{computation, LeadingName(text, "ROOT")}] = {begin, begin + text.size()};
+      begin = absl::string_view::npos;
+    };
+    if (depth == 0 && c == '}') {
+      close(i);
+      in_body = false;
+      line = i + 1;
+      continue;
+    }
+    if (depth == 0 && c == '\n') {
+      close(i);
+      continue;
+    }
+    if (begin == absl::string_view::npos && !std::isspace(static_cast<unsigned char>(c))) {
+      begin = i;
+    }
+    if (c == '(' || c == '[' || c == '{') ++depth;
+    if ((c == ')' || c == ']' || c == '}') && depth > 0) --depth;
+  }
+  return index;
+}
+
+// Top-level ", key=value" attributes of one statement: key -> value span.
+std::vector<std::tuple<std::string, size_t, size_t>> Attributes(absl::string_view s) {
+  std::vector<std::tuple<std::string, size_t, size_t>> out;
+  int depth = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (StartsQuoted(s, i)) {
+      i = SkipQuoted(s, i);
+      continue;
+    }
+    if (c == '(' || c == '[' || c == '{') ++depth;
+    if ((c == ')' || c == ']' || c == '}') && depth > 0) --depth;
+    if (depth != 0 || c != ',' || i + 1 >= s.size() || s[i + 1] != ' ') continue;
+    size_t k = i + 2;
+    while (k < s.size() && (std::isalnum(static_cast<unsigned char>(s[k])) ||
+                            s[k] == '_' || s[k] == '-' || s[k] == '.')) {
+      ++k;
+    }
+    if (k == i + 2 || k >= s.size() || s[k] != '=') continue;
+    if (!out.empty()) std::get<2>(out.back()) = i;
+    out.emplace_back(std::string(s.substr(i + 2, k - i - 2)), k + 1, s.size());
+  }
+  return out;
+}
+
+// The statement with `attributes` set.
+std::string Patch(absl::string_view statement,
+                  const std::vector<std::pair<std::string, std::string>>& attributes) {
+  std::string out(statement);
+  for (const auto& [key, value] : attributes) {
+    bool found = false;
+    for (const auto& [name, begin, end] : Attributes(out)) {
+      if (name != key) continue;
+      out.replace(begin, end - begin, value);
+      found = true;
+      break;
+    }
+    if (!found) absl::StrAppend(&out, ", ", key, "=", value);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string AttributeValue(const std::string& statement, const std::string& key) {
+  for (const auto& [name, begin, end] : Attributes(statement)) {
+    if (name == key) return statement.substr(begin, end - begin);
+  }
+  return "";
+}
+
+absl::StatusOr<std::string> SpliceStatements(
+    const std::string& text, const std::vector<StatementEdit>& edits) {
+  if (edits.empty()) return text;
+  const StatementIndex index = IndexStatements(text);
+  std::vector<std::pair<Span, std::string>> replacements;
+  for (const StatementEdit& edit : edits) {
+    auto it = index.find({edit.computation, edit.instruction});
+    if (it == index.end()) {
+      return absl::NotFoundError(absl::StrCat(
+          "no statement for ", edit.computation, "/", edit.instruction));
+    }
+    const Span span = it->second;
+    absl::string_view original(text.data() + span.begin, span.end - span.begin);
+    std::string replacement;
+    if (edit.statements.empty()) {
+      replacement = Patch(original, edit.attributes);
+    } else {
+      const size_t line = text.rfind('\n', span.begin);
+      const std::string indent =
+          text.substr(line == std::string::npos ? 0 : line + 1,
+                      span.begin - (line == std::string::npos ? 0 : line + 1));
+      const bool root = original.rfind("ROOT ", 0) == 0;
+      for (size_t k = 0; k < edit.statements.size(); ++k) {
+        if (k > 0) absl::StrAppend(&replacement, "\n", indent);
+        if (root && k + 1 == edit.statements.size()) replacement += "ROOT ";
+        replacement += Patch(edit.statements[k], edit.attributes);
+      }
+    }
+    replacements.emplace_back(span, std::move(replacement));
+  }
+  std::sort(replacements.begin(), replacements.end(),
+            [](const auto& a, const auto& b) { return a.first.begin > b.first.begin; });
+  std::string out = text;
+  for (const auto& [span, replacement] : replacements) {
+    out.replace(span.begin, span.end - span.begin, replacement);
+  }
+  return out;
+}
+
+}  // namespace nvshmem_opt

@@ -1,0 +1,307 @@
+#include "driver/input.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <regex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "driver/mesh_groups.h"
+#include "xla/hlo/ir/hlo_casting_utils.h"
+#include "xla/hlo/ir/hlo_computation.h"
+#include "xla/hlo/ir/hlo_instruction.h"
+#include "xla/hlo/ir/hlo_instructions.h"
+#include "xla/hlo/parser/hlo_parser.h"
+#include "xla/service/hlo.pb.h"
+#include "xla/service/hlo_verifier.h"
+#include "xla/shape_util.h"
+
+namespace nvshmem_opt {
+namespace {
+
+namespace sel = xla::gpu::nvshmem_selection;
+
+// XLA's HLO parser recurses once per nested shape, tuple or brace and
+// overflows the stack near 10,000 levels; real modules nest fewer than 10.
+constexpr int kMaxNesting = 512;
+
+// The 1-based line where nesting passes `limit`, or 0. Quoted strings and
+// /* */ comments do not count.
+int LineOverNestingLimit(const std::string& text, int limit) {
+  int depth = 0, line = 1;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '\n') {
+      ++line;
+    } else if (c == '"') {
+      for (++i; i < text.size() && text[i] != '"'; ++i) {
+        if (text[i] == '\\') {
+          ++i;
+        } else if (text[i] == '\n') {
+          ++line;
+        }
+      }
+    } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '*') {
+      size_t end = text.find("*/", i + 2);
+      if (end == std::string::npos) end = text.size();
+      line += static_cast<int>(std::count(text.begin() + i, text.begin() + end, '\n'));
+      i = end + 1;
+    } else if (c == '(' || c == '{' || c == '[') {
+      if (++depth > limit) return line;
+    } else if (c == ')' || c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return 0;
+}
+
+bool LooksLikeHloText(const std::string& data) {
+  size_t i = data.find_first_not_of(" \t\r\n");
+  return i != std::string::npos && data.compare(i, 9, "HloModule") == 0;
+}
+
+// XLA's parser reports "...\nLINE:COL: message\n<source line>\n^"; keep the
+// located line so the user sees file:line:col: message.
+std::string LocateParseError(const std::string& path, const std::string& message) {
+  static const std::regex located(R"((\d+):(\d+): (?:error: )?([^\n]*))");
+  std::smatch match;
+  if (std::regex_search(message, match, located)) {
+    return path + ":" + match[1].str() + ":" + match[2].str() + ": " + match[3].str();
+  }
+  return path + ": " + OneLine(message);
+}
+
+absl::Status Bad(const std::string& message) {
+  return absl::InvalidArgumentError(message);
+}
+
+// A serialized HloModuleProto (or HloProto). Its partition and replica
+// counts are in its device assignment when it has one.
+absl::StatusOr<std::unique_ptr<xla::HloModule>> ModuleFromProto(
+    const std::string& path, const std::string& data) {
+  xla::HloModuleProto proto;
+  xla::HloProto wrapper;
+  if (wrapper.ParseFromString(data) && wrapper.has_hlo_module() &&
+      !wrapper.hlo_module().name().empty()) {
+    proto = wrapper.hlo_module();
+  } else if (!proto.ParseFromString(data) || proto.name().empty() ||
+             proto.computations_size() == 0) {
+    return Bad(path + ": neither HLO text (starting with 'HloModule') nor a "
+                      "serialized HloModuleProto");
+  }
+  absl::StatusOr<xla::HloModuleConfig> config =
+      xla::HloModule::CreateModuleConfigFromProto(proto, xla::DebugOptions());
+  if (!config.ok()) {
+    return Bad(path + ": bad HloModuleProto: " + OneLine(config.status().ToString()));
+  }
+  int replicas = 1, partitions = 1;
+  if (config->has_static_device_assignment()) {
+    replicas = config->static_device_assignment().replica_count();
+    partitions = config->static_device_assignment().computation_count();
+  }
+  config->set_replica_count(replicas);
+  config->set_num_partitions(partitions);
+  absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
+      xla::HloModule::CreateFromProto(proto, *config);
+  if (!module.ok()) {
+    return Bad(path + ": bad HloModuleProto: " + OneLine(module.status().ToString()));
+  }
+  return module;
+}
+
+// --- Partition count of modules that do not state it ------------------------
+//
+// jax.jit(f).lower(...).as_text(dialect="hlo") prints no num_partitions in the
+// header, and XLA's parser then assumes 1, which no SPMD permute fits.
+
+// Devices of the largest Shardy mesh in the module's frontend attributes
+// (xla.sdy.meshes={mesh = #sdy.mesh<["cp"=8]>}), or 0 without one.
+int64_t SdyMeshDevices(const xla::HloModule& module) {
+  const auto& map = module.frontend_attributes().map();
+  auto it = map.find("xla.sdy.meshes");
+  if (it == map.end()) return 0;
+  static const std::regex mesh_re(R"(#sdy\.mesh<\[([^\]]*)\])");
+  static const std::regex axis_re(R"(=\s*(\d{1,7}))");
+  int64_t largest = 0;
+  const std::sregex_iterator end;
+  for (std::sregex_iterator m(it->second.begin(), it->second.end(), mesh_re);
+       m != end; ++m) {
+    const std::string axes = (*m)[1].str();
+    int64_t devices = 1;
+    for (std::sregex_iterator a(axes.begin(), axes.end(), axis_re); a != end; ++a) {
+      devices = std::min<int64_t>(devices * std::stoll((*a)[1].str()), 1 << 24);
+    }
+    largest = std::max(largest, devices);
+  }
+  return largest;
+}
+
+// One more than the largest partition id that a collective with a channel
+// (cross-partition) names in its pairs or groups; 0 when none does.
+int64_t PartitionIdsUsed(const xla::HloModule& module) {
+  int64_t used = 0;
+  for (const xla::HloComputation* computation : module.computations()) {
+    for (const xla::HloInstruction* instr : computation->instructions()) {
+      const auto* channel = xla::DynCast<xla::HloChannelInstruction>(instr);
+      if (channel == nullptr || !channel->channel_id().has_value()) continue;
+      if (const auto* cp = xla::DynCast<xla::HloCollectivePermuteInstruction>(instr)) {
+        for (const auto& [src, dst] : cp->source_target_pairs()) {
+          used = std::max({used, src + 1, dst + 1});
+        }
+      } else if (const auto* collective =
+                     xla::DynCast<xla::HloCollectiveInstruction>(instr)) {
+        for (const xla::ReplicaGroup& group : collective->replica_groups()) {
+          for (int64_t id : group.replica_ids()) used = std::max(used, id + 1);
+        }
+      }
+    }
+  }
+  return used;
+}
+
+// The one place partition and replica counts are settled: the options, else
+// what the input states (a text header's num_partitions, a proto's device
+// assignment), else the module's Shardy mesh, the given topology, or the
+// largest id its collectives name (never fewer than those). Returns a note
+// for the user when the count was inferred.
+std::string SettlePartitions(const std::string& path, bool text, const LoadOptions& options,
+                             const std::string& header, xla::HloModule* module) {
+  xla::HloModuleConfig& config = module->mutable_config();
+  if (options.num_replicas > 0) config.set_replica_count(options.num_replicas);
+  if (options.num_partitions > 0) {
+    config.set_num_partitions(options.num_partitions);
+    return "";
+  }
+  const bool stated = text ? header.find("num_partitions=") != std::string::npos
+                           : config.has_static_device_assignment();
+  if (stated || config.num_partitions() != 1) return "";
+  if (!text && options.topology != nullptr) {  // A proto fills the topology.
+    config.set_num_partitions(
+        std::max<int64_t>(1, options.topology->num_devices() / config.replica_count()));
+    return "";
+  }
+  const int64_t used = PartitionIdsUsed(*module);
+  const int64_t mesh = SdyMeshDevices(*module);
+  if (used <= 1 && mesh <= 1) return "";
+  int64_t partitions = used;
+  std::string from = "the largest partition id its collectives name";
+  if (mesh > 1) {
+    partitions = mesh;
+    from = "the sdy mesh in its frontend_attributes";
+  } else if (options.topology != nullptr) {
+    partitions = std::max<int64_t>(1, options.topology->num_devices() / config.replica_count());
+    from = absl::StrCat("the topology's ", options.topology->num_devices(), " devices");
+  }
+  if (partitions < used) {
+    partitions = used;
+    from = "the largest partition id its collectives name";
+  }
+  config.set_num_partitions(partitions);
+  return absl::StrCat(path, ": ",
+                      text ? "the module's header gives no num_partitions "
+                             "(jax-lowered text?)"
+                           : "the serialized module gives no num_partitions",
+                      "; using ", partitions, " from ", from,
+                      " (--num-partitions=N overrides)");
+}
+
+}  // namespace
+
+std::string OneLine(std::string text) {
+  for (char& c : text) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return text;
+}
+
+absl::StatusOr<std::string> ReadInput(const std::string& path, int64_t max_bytes) {
+  auto too_big = [&](const std::string& size) {
+    return Bad(path + ": input is " + size + " bytes, over the limit of " +
+               std::to_string(max_bytes) + " (--max-input-bytes)");
+  };
+  std::ifstream file;
+  if (path != "-") {
+    struct stat info;
+    if (stat(path.c_str(), &info) != 0) return Bad(path + ": no such file");
+    if (S_ISDIR(info.st_mode)) return Bad(path + ": is a directory, not a file");
+    if (S_ISREG(info.st_mode) && info.st_size > max_bytes) {
+      return too_big(std::to_string(info.st_size));
+    }
+    file.open(path, std::ios::binary);
+    if (!file) return Bad(path + ": cannot open for reading");
+  }
+  std::istream& in = path == "-" ? std::cin : file;
+  std::string data;
+  std::vector<char> chunk(1 << 16);
+  while (in.read(chunk.data(), chunk.size()) || in.gcount() > 0) {
+    data.append(chunk.data(), static_cast<size_t>(in.gcount()));
+    if (static_cast<int64_t>(data.size()) > max_bytes) {
+      return too_big("more than " + std::to_string(max_bytes));
+    }
+  }
+  if (in.bad()) return Bad(path + ": read error");
+  return data;
+}
+
+absl::StatusOr<LoadedModule> ParseModule(const std::string& path, std::string data,
+                                         const LoadOptions& options) {
+  if (data.empty()) return Bad(path + ": empty file");
+  LoadedModule loaded;
+  const bool text = LooksLikeHloText(data);
+  if (!text) {
+    absl::StatusOr<std::unique_ptr<xla::HloModule>> module = ModuleFromProto(path, data);
+    if (!module.ok()) return module.status();
+    loaded.module = *std::move(module);
+  } else {
+    if (int line = LineOverNestingLimit(data, kMaxNesting); line > 0) {
+      return Bad(absl::StrCat(path, ":", line, ": nesting deeper than ", kMaxNesting,
+                              " levels (shapes, tuples or braces); refused before "
+                              "XLA's parser, which would overflow its stack"));
+    }
+    // Same lines, so the parser's line numbers are the input's.
+    std::string readable = ExplicitReplicaGroups(data, &loaded.mesh_groups_rewritten);
+    absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
+        xla::ParseAndReturnUnverifiedModule(readable);
+    if (!module.ok()) {
+      std::string message = LocateParseError(path, std::string(module.status().message()));
+      if (readable.find("replica_groups=mesh[") != std::string::npos) {
+        message += " (replica_groups=mesh[...] in a form nvshmem-opt cannot expand)";
+      }
+      return Bad(message);
+    }
+    loaded.module = *std::move(module);
+    loaded.text = std::move(data);
+  }
+  loaded.partitions_note =
+      SettlePartitions(path, text, options, loaded.text.substr(0, loaded.text.find('\n')),
+                       loaded.module.get());
+  return loaded;
+}
+
+absl::Status Verify(xla::HloModule* module) {
+  xla::HloVerifier verifier(/*layout_sensitive=*/false, /*allow_mixed_precision=*/true);
+  if (absl::Status status = verifier.Run(module).status(); !status.ok()) return status;
+  // The layout-insensitive verifier accepts invalid layouts such as {2,2,0},
+  // on which XLA later throws (uncaught) while building tuple shapes, e.g. in
+  // HloModule::Clone (found by fuzz/driver_fuzzer).
+  for (const xla::HloComputation* computation : module->computations()) {
+    for (const xla::HloInstruction* instr : computation->instructions()) {
+      absl::Status status = xla::ShapeUtil::ValidateShapeWithOptionalLayout(instr->shape());
+      if (!status.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(instr->name(), ": ", status.message()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace nvshmem_opt

@@ -1,0 +1,61 @@
+// nvshmem-opt's input: the bytes of a file (bounded), HLO text from any jax
+// 0.9 -> 0.11 or a serialized HloModuleProto, made into a module of the
+// TensorFlow wheel's XLA with its partition count settled.
+//
+// Every failure is InvalidArgument with a one-line message that starts with
+// the input's path (and line, where the text has one). Nothing here exits:
+// the fuzz harness runs exactly this path.
+
+#ifndef NVSHMEM_OPT_DRIVER_INPUT_H_
+#define NVSHMEM_OPT_DRIVER_INPUT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "xla/hlo/ir/hlo_module.h"
+
+namespace nvshmem_opt {
+
+// Up to `max_bytes` of the file at `path` ('-': stdin). Regular files are
+// checked before reading; pipes and devices are refused once past the limit.
+absl::StatusOr<std::string> ReadInput(const std::string& path, int64_t max_bytes);
+
+struct LoadOptions {
+  int num_partitions = 0;  // 0: from the module (InferPartitions).
+  int num_replicas = 0;
+  // The topology given by the user, or null: sizes a proto's partitions.
+  const xla::gpu::nvshmem_selection::Topology* topology = nullptr;
+};
+
+struct LoadedModule {
+  std::unique_ptr<xla::HloModule> module;
+  // The input's HLO text exactly as read (empty for a proto): the pass's
+  // output is spliced into it (hlo_splice.h).
+  std::string text;
+  int mesh_groups_rewritten = 0;  // Replica groups given in explicit form.
+  // Where the partition count came from when the input does not state it
+  // (a message for the user), else empty.
+  std::string partitions_note;
+};
+
+// `data` (the input's bytes) as a module, parsed but not yet verified.
+// Text in forms the wheel's parser lacks (jaxlib >= 0.10's mesh replica
+// groups) is parsed in the equivalent form it reads; `text` keeps the input.
+absl::StatusOr<LoadedModule> ParseModule(const std::string& path,
+                                         std::string data,
+                                         const LoadOptions& options);
+
+// HloVerifier (layout-insensitive, mixed precision allowed) plus a check of
+// every shape's layout, which that verifier skips and XLA later trips on.
+absl::Status Verify(xla::HloModule* module);
+
+// Newlines and carriage returns as spaces: XLA's messages span lines.
+std::string OneLine(std::string text);
+
+}  // namespace nvshmem_opt
+
+#endif  // NVSHMEM_OPT_DRIVER_INPUT_H_

@@ -1,0 +1,128 @@
+#include "driver/report.h"
+
+#include <cmath>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "driver/report.pb.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace nvshmem_opt {
+namespace {
+
+namespace sel = xla::gpu::nvshmem_selection;
+using google::protobuf::Value;
+
+Value Null() {
+  Value v;
+  v.set_null_value(google::protobuf::NULL_VALUE);
+  return v;
+}
+Value Str(const std::string& s) {
+  Value v;
+  v.set_string_value(s);
+  return v;
+}
+// A modeled time, null where the backend is refused or not offered, or the
+// model gave no finite number (JSON has no nan/inf).
+Value Time(const std::optional<double>& us) {
+  if (!us.has_value() || !std::isfinite(*us)) return Null();
+  Value v;
+  v.set_number_value(*us);
+  return v;
+}
+// The same for a core that marks a refused backend with a negative time.
+Value Time(double us) { return us < 0 ? Null() : Time(std::optional<double>(us)); }
+
+void FillModel(const sel::Decision& d, Decision* out) {
+  ModeledUs* m = out->mutable_modeled_us();
+  *m->mutable_nccl() = Time(d.backend_us[static_cast<int>(sel::Backend::kNccl)]);
+  *m->mutable_nvshmem() = Time(d.backend_us[static_cast<int>(sel::Backend::kNvshmem)]);
+  *m->mutable_peer() = Time(d.backend_us[static_cast<int>(sel::Backend::kPeer)]);
+  *m->mutable_symmetric() = Time(d.backend_us[static_cast<int>(sel::Backend::kSymmetric)]);
+  m->set_chosen(std::isfinite(d.chosen_us) ? d.chosen_us : 0);
+  EdgesByClass* e = out->mutable_edges_by_class();
+  e->set_same_device(d.edges_by_class[static_cast<int>(sel::LinkClass::kSameDevice)]);
+  e->set_nvlink(d.edges_by_class[static_cast<int>(sel::LinkClass::kIntraHostNvlink)]);
+  e->set_nvlink_domain(d.edges_by_class[static_cast<int>(sel::LinkClass::kNvlinkDomain)]);
+  e->set_network(d.edges_by_class[static_cast<int>(sel::LinkClass::kNetwork)]);
+}
+
+void FillDecision(const Rewriter::OpRecord& r, const PassRun& run,
+                  const std::map<std::string, std::string>* upstream, Decision* out) {
+  const sel::Decision& d = r.decision;
+  out->set_computation(r.computation);
+  out->set_instruction(r.instruction);
+  out->set_form(r.form);
+  out->set_bytes(r.bytes);
+  for (const auto& [src, dst] : r.pairs) {
+    google::protobuf::ListValue* pair = out->add_pairs();
+    pair->add_values()->set_number_value(static_cast<double>(src));
+    pair->add_values()->set_number_value(static_cast<double>(dst));
+  }
+  out->set_plan(sel::BackendName(d.backend));
+  out->set_backend(d.backend == sel::Backend::kNvshmem ? "NVSHMEM" : "DEFAULT");
+  *out->mutable_collectives_mode() =
+      d.backend == sel::Backend::kPeer        ? Str("COLLECTIVES_PEER_MEMORY")
+      : d.backend == sel::Backend::kSymmetric ? Str("COLLECTIVES_SYMMETRIC_MEMORY")
+                                              : Null();
+  out->set_skipped(r.skipped);
+  out->set_reason(d.reason);
+  FillModel(d, out);
+  if (auto it = run.made.find(r.instruction); it != run.made.end()) {
+    for (const std::string& name : it->second) out->add_new_instructions(name);
+  }
+  if (upstream != nullptr) {
+    auto it = upstream->find(r.instruction);
+    *out->mutable_upstream() = it == upstream->end() ? Null() : Str(it->second);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReportJson(const ReportHeader& header, const PassRun& run,
+                                       const std::map<std::string, std::string>* upstream) {
+  Report report;
+  report.set_input(header.input);
+  report.set_topology(header.topology);
+  report.set_topology_source(header.topology_derived ? "derived" : "given");
+  report.set_mode(header.mode);
+  report.set_changed(run.changed);
+  report.set_pass_us(run.pass_us);
+  for (const Rewriter::OpRecord& r : run.records) {
+    FillDecision(r, run, upstream, report.add_decisions());
+  }
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_fields_with_no_presence = true;  // false, 0 and [] too.
+  options.unquote_int64_if_possible = true;             // bytes as a number.
+  std::string json;
+  if (absl::Status status = google::protobuf::util::MessageToJsonString(report, &json, options);
+      !status.ok()) {
+    return absl::InternalError("cannot write the JSON report (a bug): " +
+                               std::string(status.message()));
+  }
+  return json;
+}
+
+std::string ExplainText(const PassRun& run,
+                        const std::map<std::string, std::string>* upstream) {
+  std::ostringstream out;
+  for (const Rewriter::OpRecord& r : run.records) {
+    const sel::Decision& d = r.decision;
+    out << r.computation << "/" << r.instruction << " (" << r.form << ", " << r.bytes
+        << " bytes, " << r.pairs.size() << " pairs): " << sel::BackendName(d.backend);
+    if (upstream != nullptr) {
+      auto it = upstream->find(r.instruction);
+      if (it != upstream->end()) out << " [upstream: " << it->second << "]";
+    }
+    out << "\n    " << d.reason << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace nvshmem_opt

@@ -1,0 +1,33 @@
+// The driver's JSON report (one object per decision, optionally next to
+// upstream's choice) and the text that --mode=explain prints. The JSON is
+// built as a google.protobuf.Struct and written by protobuf's JSON printer.
+
+#ifndef NVSHMEM_OPT_DRIVER_REPORT_H_
+#define NVSHMEM_OPT_DRIVER_REPORT_H_
+
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "driver/pipeline.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+
+namespace nvshmem_opt {
+
+struct ReportHeader {
+  std::string input;
+  std::string topology;  // The spec decisions were made on.
+  bool topology_derived = false;
+  std::string mode;
+};
+
+// upstream: upstream's backend by instruction name, or null when not asked.
+absl::StatusOr<std::string> ReportJson(const ReportHeader& header, const PassRun& run,
+                                       const std::map<std::string, std::string>* upstream);
+
+std::string ExplainText(const PassRun& run,
+                        const std::map<std::string, std::string>* upstream);
+
+}  // namespace nvshmem_opt
+
+#endif  // NVSHMEM_OPT_DRIVER_REPORT_H_
