@@ -9,7 +9,8 @@ XLA_FLAGS it prints are flags the series adds or the pin has. With local
 mirrors of openxla/xla and jax (as test_patches finds them): the series
 applies in the script's checkout, the committed build.py options are those of
 `build.py build --help` at jax-v0.9.1, WORKSPACE's calls follow jax's
-WORKSPACE, and .bazelversion is the pin's.
+WORKSPACE, .bazelversion is the pin's, and each xla/ header a new source
+includes is declared by a dep of its target (Bazel's layering check).
 """
 
 import ast
@@ -19,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from test_patches import (ENV, PATCHES, PIN_DIR, PKG, REPO, added, file_diffs, needs_pin,
-                          run, series_targets)
+from test_patches import (PATCHES, PIN_DIR, PKG, REPO, file_diffs, includes, needs_pin, run,
+                          series_targets)
 
 PIN = "3cc8846c10052cc1c32c4db87866eac4e4cdbccd"
 SCRIPT = REPO / "scripts" / "build_jaxlib.sh"
@@ -208,3 +209,40 @@ def test_workspace_calls_follow_jax_v0_9_1s_workspace():
   version = subprocess.run(["git", "--git-dir", JAX_DIR, "show", "jax-v0.9.1:.bazelversion"],
                            capture_output=True, text=True, check=True).stdout
   assert (REPO / ".bazelversion").read_text() == version
+
+
+@needs_pin
+def test_build_deps_declare_every_xla_header_the_sources_include():
+  """What Bazel's layering check would ask: each xla/ header a new source
+  includes is declared by one of its target's deps (at the pin, or in the
+  series for the package's own targets)."""
+  targets = {n: t for n, t in series_targets().items() if t["package"] == PKG}
+  builds = {}
+
+  def rule_text(label):
+    package, name = (label[2:] if label.startswith("//") else PKG + label).split(":")
+    if package not in builds:
+      r = subprocess.run(["git", "--git-dir", PIN_DIR, "show", f"{PIN}:{package}/BUILD"],
+                         capture_output=True, text=True)
+      builds[package] = r.stdout
+    if package == PKG and name in targets:
+      return " ".join(targets[name]["srcs"] + targets[name]["hdrs"])
+    m = re.search(rf'\n\w+\(\n    name = "{name}",\n(.*?)\n\)', builds[package], re.S)
+    return m.group(1) if m else ""
+
+  for name, t in targets.items():
+    labels = [d for d in t["deps"] if d.startswith(("//xla", ":"))]
+    for src in t["srcs"] + t["hdrs"]:
+      if src.endswith(".inc"):
+        continue
+      for inc in includes(REPO / "xla_src" / PKG / src):
+        if not inc.startswith("xla/") or inc.rsplit("/", 1)[-1] in t["srcs"] + t["hdrs"]:
+          continue
+        base = inc.rsplit("/", 1)[-1]
+        if base.endswith(".pb.h"):  # a proto's C++ target: <name>_cc or <name>_proto_cc
+          stem = base[:-len(".pb.h")]
+          ok = any(d.rsplit(":", 1)[-1] in (f"{stem}_cc", f"{stem}_proto_cc") for d in labels)
+        else:
+          ok = any(f'"{base}"' in rule_text(d) or base in rule_text(d).split() for d in labels
+                   if d.startswith(":") or d[2:].split(":")[0] in inc)
+        assert ok, f"{name}: {src} includes {inc}; no dep declares it"
