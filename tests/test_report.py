@@ -339,6 +339,9 @@ def test_report_reads_stdin(tmp_path):
      "--seq_len shapes the built-in ring-attention example"),
     ([str(FIXTURES / "ring_1x1x8.before_async.hlo"), "--nocausal"], "--causal shapes"),
     (["--devices-per-host=4", "--seq_len=4096"], "applies to a FILE or DIR"),
+    (["hlo_tools.pass_test_programs:kv_loop", "--devices-per-host=4"],
+     "applies to a FILE or DIR"),
+    ([str(FIXTURES / "no_such.hlo"), "--devices-per-host=4"], "no such file"),
 ])
 def test_report_refuses_options_it_would_ignore(capsys, tmp_path, argv, needle):
   rc = report.main(["hlo-tools report", f"--out={tmp_path / 'r'}", "--quiet", *argv])

@@ -10,8 +10,13 @@ SOURCE is
                     shapes (32 query / 8 KV heads x 128, bf16, causal) side by side
                     on one host of 8 H200s (1x1x8) and on 2 hosts x 4 (1x2x4), at a
                     short (4K tokens) and a long (128K tokens) context: where NVSHMEM
-                    wins, where it loses and where it cannot run. With --topology or
-                    --seq_len, that one configuration only.
+                    wins, where it loses and where it cannot run; beside them, the
+                    Llama-3-8B-shaped train step (`hlo-tools dump --program=train_step`:
+                    2 decoder layers, ring attention over cp, tensor parallelism over
+                    tp, gradients, Adam; 64K tokens) on one host (1x1x8, cp 4 x tp 2)
+                    and across hosts (1x2x8, tp 8 inside each host, the ring across
+                    the two). With --topology or --seq_len, that one ring
+                    configuration only.
   FILE              an HLO module (text, or a serialized HloModuleProto), as it is;
                     without --topology, on the topology nvshmem-opt derives from it
                     (hosts of --devices-per-host GPUs, default 8), as the pass does;
@@ -65,6 +70,9 @@ DEFAULTS = {"seq_len": 131072, "num_heads": 32, "num_kv_heads": 8, "head_dim": 1
 DEFAULT_TOPOLOGY = "1x2x4"
 # The embedded default: one host vs two, short vs long context.
 DEFAULT_GRID = (("1x1x8", 4096), ("1x1x8", 131072), ("1x2x4", 4096), ("1x2x4", 131072))
+# The train step beside the ring: one host, and tensor parallelism inside hosts with
+# the ring across them.
+DEFAULT_TRAIN_STEP_TOPOLOGIES = ("1x1x8", "1x2x8")
 DEFAULT_OUT = "nvshmem_report"
 _TOPO_RE = re.compile(r"^(?:(\d+)x)?(\d+)x(\d+)((?::.*)?)$")
 
@@ -107,13 +115,24 @@ def ring_case(config, topology_arg):
               source={"kind": "ring", "config": config}, config=config)
 
 
+def train_step_case(topology):
+  """The built-in train step on `topology` (SxHxG), on dump's default mesh for it."""
+  source = {"kind": "program", "program": "train_step", "config": {}}
+  mesh = dump_mod.resolve_mesh(source, dump_mod.Target(topology=topology))
+  layout = " x ".join(f"{name} {size}" for name, size in mesh)
+  return Case(id=f"train_step-{topology}",
+              title=f"Llama train step ({layout}), 64K tokens, on {topology}",
+              topology=topology, compile_topology=topology, source=source)
+
+
 def plan_cases(args, config, explicit):
   """The cases a command line asks for (see the module docstring)."""
   topology = args.topology or DEFAULT_TOPOLOGY
   if args.source is None:
     if explicit:
       return [ring_case(config, topology)]
-    return [ring_case(dict(config, seq_len=n), topo) for topo, n in DEFAULT_GRID]
+    return [ring_case(dict(config, seq_len=n), topo) for topo, n in DEFAULT_GRID] + \
+        [train_step_case(topo) for topo in DEFAULT_TRAIN_STEP_TOPOLOGIES]
   path = getattr(args, "stdin_path", None) or args.source
   label = "<stdin>" if path != args.source else args.source
   if args.topology is None and (os.path.isfile(path) or os.path.isdir(path)):
@@ -489,8 +508,9 @@ def _check_options(prog, args):
   if ring and args.source is not None:
     raise InputError(f"{prog}: --{ring[0]} shapes the built-in ring-attention example; "
                      f"{args.source} is compiled or read as it is")
-  if args.devices_per_host is not None and (
-      args.source is None or not (args.source == "-" or os.path.exists(args.source))):
+  compiled = args.source is None or (
+      not os.path.exists(args.source) and re.match(r"^[\w.]+:\w+$", args.source))
+  if args.devices_per_host is not None and compiled:
     raise InputError(f"{prog}: --devices-per-host applies to a FILE or DIR without "
                      "--topology (the topology then comes from the module)")
 
