@@ -64,10 +64,10 @@ py::dict DecisionToDict(const sel::Decision& d) {
   py::dict backend_us, refused;
   for (int b = 0; b < sel::kNumBackends; ++b) {
     const char* name = sel::BackendName(static_cast<sel::Backend>(b));
-    backend_us[name] = d.backend_us[b] < 0
-                           ? py::object(py::none())
-                           : py::object(py::float_(d.backend_us[b]));
-    if (!d.refused[b].empty()) refused[name] = d.refused[b];
+    backend_us[name] = d.backend_us[b]
+                           ? py::object(py::float_(*d.backend_us[b]))
+                           : py::object(py::none());
+    if (d.refused[b]) refused[name] = sel::RefusalText(*d.refused[b]);
   }
   out["backend_us"] = backend_us;
   out["refused"] = refused;
@@ -242,9 +242,16 @@ void BindDecide(py::module_& m) {
   m.def("team_devices", &sel::TeamDevices, py::arg("topology"),
         py::arg("team_size"));
 
-  // Empty string when an NVSHMEM permute over these edges is safe.
-  m.def("nvshmem_hang_reason", &sel::NvshmemHangReason, py::arg("device_edges"),
-        py::arg("team"));
+  // None when an NVSHMEM permute over these edges is safe.
+  m.def(
+      "nvshmem_hang_reason",
+      [](const std::vector<std::pair<int, int>>& device_edges,
+         const std::vector<int>& team) -> std::optional<std::string> {
+        std::optional<sel::Refusal> hang = sel::NvshmemHang(device_edges, team);
+        if (!hang) return std::nullopt;
+        return sel::RefusalText(*hang);
+      },
+      py::arg("device_edges"), py::arg("team"));
 }
 
 }  // namespace

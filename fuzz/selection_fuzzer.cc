@@ -148,9 +148,8 @@ void CheckDecision(const sel::Topology& topology, const sel::CostTable& table,
                    const sel::PermuteRequest& request) {
   const sel::Decision decision = sel::Decide(topology, table, request);
   if (decision.backend == sel::Backend::kNvshmem &&
-      !sel::NvshmemHangReason(request.device_edges,
-                              sel::TeamDevices(topology, request.team_size))
-           .empty()) {
+      sel::NvshmemHang(request.device_edges,
+                       sel::TeamDevices(topology, request.team_size))) {
     Violation("NVSHMEM planned where a team member has no source: " +
               decision.reason);
   }
@@ -160,19 +159,25 @@ void CheckDecision(const sel::Topology& topology, const sel::CostTable& table,
   if (counted != static_cast<int>(request.device_edges.size())) {
     Violation("edge counts");
   }
-  for (double v : decision.backend_us) {
-    if (std::isnan(v)) Violation("NaN time in a decision: " + decision.reason);
+  for (const std::optional<double>& v : decision.backend_us) {
+    if (v && std::isnan(*v)) {
+      Violation("NaN time in a decision: " + decision.reason);
+    }
+  }
+  for (const std::optional<sel::Refusal>& refusal : decision.refused) {
+    if (refusal) CheckOneLine(sel::RefusalText(*refusal), "refusal");
   }
   if (std::isnan(decision.chosen_us) ||
       decision.reason.find("nan") != std::string::npos) {
     Violation("NaN in a decision: " + decision.reason);
   }
   const int chosen = static_cast<int>(decision.backend);
-  if (decision.chosen_us != decision.backend_us[chosen]) {
+  if (!decision.backend_us[chosen] ||
+      decision.chosen_us != *decision.backend_us[chosen]) {
     Violation("chosen time is not the chosen backend's");
   }
   if (decision.backend != sel::Backend::kNccl &&
-      !sel::RefusalReason(topology, table, request, decision.backend).empty()) {
+      sel::CheckSafety(topology, table, request, decision.backend)) {
     Violation("a refused backend was chosen: " + decision.reason);
   }
 }

@@ -26,10 +26,10 @@ using OpRecord = PlanningRewriter::OpRecord;
 std::string ModeledUs(const sel::Decision& d) {
   std::string out;
   for (int b = 0; b < sel::kNumBackends; ++b) {
-    if (d.backend_us[b] < 0) continue;
+    if (!d.backend_us[b]) continue;
     absl::StrAppendFormat(&out, "%s%s=%.3f", out.empty() ? "" : ",",
                           sel::BackendName(static_cast<sel::Backend>(b)),
-                          d.backend_us[b]);
+                          *d.backend_us[b]);
   }
   return out;
 }

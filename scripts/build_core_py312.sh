@@ -27,7 +27,8 @@ trap 'rm -rf "$VENV"' EXIT
 SUFFIX=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 INCLUDES=$("$VENV/bin/python" -m pybind11 --includes)
 mkdir -p "$OUT"
-SRC=xla_src/xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.cc
+CORE=xla_src/xla/backends/gpu/transforms/collectives
+SRC="$CORE/nvshmem_topology.cc $CORE/nvshmem_cost_table.cc $CORE/nvshmem_backend_selection.cc"
 TMP="$VENV/_selection_core$SUFFIX"
 # shellcheck disable=SC2086  # INCLUDES is a list of -I flags
 # absl from the system (Debian's libabsl-dev); its shared libraries travel in
@@ -36,7 +37,7 @@ TMP="$VENV/_selection_core$SUFFIX"
 ABSL_LIBS=$(pkg-config --libs absl_statusor absl_status absl_str_format absl_strings)
 # shellcheck disable=SC2086  # ABSL_LIBS is a list of -l flags
 g++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden $INCLUDES -Ixla_src \
-  bindings/selection_core_pybind.cc "$SRC" -o "$TMP" -Wl,--no-as-needed $ABSL_LIBS -Wl,-rpath,'$ORIGIN'
+  bindings/selection_core_pybind.cc $SRC -o "$TMP" -Wl,--no-as-needed $ABSL_LIBS -Wl,-rpath,'$ORIGIN'
 ldd "$TMP" | awk '/libabsl_/ {print $3}' | xargs -r cp -f -t "$OUT"
 mv -f "$TMP" "$OUT/_selection_core$SUFFIX"
 # The binding loads alone (no hlo_tools import needed for this check).

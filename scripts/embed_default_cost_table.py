@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Copies the measured NVLink entries of a calibrated cost table into the
 selection core's default table (the generated block of
-nvshmem_backend_selection.cc), with the table's provenance as comments.
+nvshmem_cost_table.cc), with the table's provenance as comments.
 
     scripts/embed_default_cost_table.py [TABLE] [--check]
 
@@ -18,7 +18,7 @@ sys.path.insert(0, ROOT)
 from hlo_tools import calibrate  # noqa: E402  (after the path set-up)
 
 SOURCE = os.path.join(ROOT, "xla_src/xla/backends/gpu/transforms/collectives/"
-                      "nvshmem_backend_selection.cc")
+                      "nvshmem_cost_table.cc")
 DEFAULT_TABLE = "gpu/results/h200x2_nvlink_cost_table.txt"
 
 

@@ -180,9 +180,9 @@ ENTRY e {
   ASSERT_EQ(decisions.size(), 1);
   EXPECT_FALSE(decisions[0].rewritable);
   EXPECT_EQ(decisions[0].decision.backend, sel::Backend::kNccl);
-  EXPECT_FALSE(decisions[0]
-                   .decision.refused[static_cast<int>(sel::Backend::kNvshmem)]
-                   .empty());
+  EXPECT_TRUE(decisions[0]
+                  .decision.refused[static_cast<int>(sel::Backend::kNvshmem)]
+                  .has_value());
   EXPECT_FALSE(RunHloPass(&pass, module.get()).value());
 }
 

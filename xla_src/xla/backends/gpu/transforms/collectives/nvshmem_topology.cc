@@ -1,0 +1,319 @@
+/* Copyright 2026 The OpenXLA Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+==============================================================================*/
+
+#include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/algorithm/container.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+
+namespace xla {
+namespace gpu {
+namespace nvshmem_selection {
+
+namespace text_internal {
+
+std::string Printable(absl::string_view s) {
+  constexpr size_t kMaxEchoed = 256;
+  std::string out;
+  for (char c : s.substr(0, kMaxEchoed)) {
+    const unsigned char byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      absl::StrAppendFormat(&out, "\\x%02x", byte);
+    } else {
+      out += c;
+    }
+  }
+  if (s.size() > kMaxEchoed) out += "...";
+  return out;
+}
+
+std::optional<int64_t> ParseCount(absl::string_view s) {
+  int64_t value = 0;
+  if (s.empty() || !absl::c_all_of(s, absl::ascii_isdigit) ||
+      !absl::SimpleAtoi(s, &value)) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+}  // namespace text_internal
+
+namespace {
+
+using text_internal::kMaxDevices;
+using text_internal::ParseCount;
+using text_internal::Printable;
+
+constexpr const char* kLinkClassNames[kNumLinkClasses] = {
+    "same_device", "nvlink", "nvlink_domain", "network"};
+}  // namespace
+
+const char* LinkClassName(LinkClass link_class) {
+  return kLinkClassNames[static_cast<int>(link_class)];
+}
+
+std::optional<LinkClass> LinkClassFromName(absl::string_view name) {
+  for (int i = 0; i < kNumLinkClasses; ++i) {
+    if (name == kLinkClassNames[i]) return static_cast<LinkClass>(i);
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<Topology> Topology::Create(int slices, int hosts_per_slice,
+                                          int gpus_per_host,
+                                          int nvlink_domain_size,
+                                          std::vector<int> partition_to_device,
+                                          int gpus_per_process) {
+  if (slices < 1 || hosts_per_slice < 1 || gpus_per_host < 1) {
+    return absl::InvalidArgumentError(
+        "slices, hosts and GPUs per host must all be at least 1");
+  }
+  const int64_t devices = int64_t{slices} * hosts_per_slice * gpus_per_host;
+  if (devices > kMaxDevices) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("topology has ", devices, " devices; at most ",
+                     kMaxDevices, " are supported"));
+  }
+  if (nvlink_domain_size == 0) nvlink_domain_size = gpus_per_host;
+  const int64_t slice_devices = int64_t{hosts_per_slice} * gpus_per_host;
+  if (nvlink_domain_size < gpus_per_host ||
+      nvlink_domain_size % gpus_per_host != 0 ||
+      slice_devices % nvlink_domain_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "NVLink domain of ", nvlink_domain_size,
+        " GPUs must be a whole number of hosts (", gpus_per_host,
+        " GPUs each) that divides a slice (", slice_devices, " GPUs)"));
+  }
+  if (gpus_per_process == 0) gpus_per_process = gpus_per_host;
+  if (gpus_per_process < 1 || gpus_per_host % gpus_per_process != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(gpus_per_process, " GPUs per process must divide a host (",
+                     gpus_per_host, " GPUs)"));
+  }
+  std::vector<bool> seen(partition_to_device.empty() ? 0 : devices, false);
+  for (int device : partition_to_device) {
+    if (device < 0 || device >= devices) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device map names device ", device, " outside 0..", devices - 1));
+    }
+    if (seen[device]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device map names device ", device, " twice"));
+    }
+    seen[device] = true;
+  }
+  Topology topology;
+  topology.slices_ = slices;
+  topology.hosts_per_slice_ = hosts_per_slice;
+  topology.gpus_per_host_ = gpus_per_host;
+  topology.nvlink_domain_size_ = nvlink_domain_size;
+  topology.gpus_per_process_ = gpus_per_process;
+  topology.partition_to_device_ = std::move(partition_to_device);
+  return topology;
+}
+
+namespace {
+
+// The options after SLICESxHOSTSxGPUS: ":nvlN" and ":map=D0,D1,...".
+struct TopologyOptions {
+  int nvlink_domain_size = 0;  // 0: one host.
+  int gpus_per_process = 0;    // 0: one host.
+  std::vector<int> map;
+};
+
+absl::StatusOr<TopologyOptions> ParseTopologyOptions(
+    const std::vector<absl::string_view>& sections) {
+  TopologyOptions options;
+  bool have_domain = false;
+  bool have_map = false;
+  bool have_process = false;
+  for (size_t i = 1; i < sections.size(); ++i) {
+    absl::string_view option = sections[i];
+    if (absl::ConsumePrefix(&option, "nvl")) {
+      absl::ConsumePrefix(&option, "=");
+      std::optional<int64_t> value = ParseCount(option);
+      if (have_domain || !value || *value < 1 || *value > kMaxDevices) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("bad NVLink domain option '", Printable(sections[i]),
+                         "' (expected nvlN or nvl=N once, N GPUs)"));
+      }
+      options.nvlink_domain_size = static_cast<int>(*value);
+      have_domain = true;
+    } else if (absl::ConsumePrefix(&option, "gpus_per_process=")) {
+      std::optional<int64_t> value = ParseCount(option);
+      if (have_process || !value || *value < 1 || *value > kMaxDevices) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("bad option '", Printable(sections[i]),
+                         "' (expected gpus_per_process=N once, N GPUs)"));
+      }
+      options.gpus_per_process = static_cast<int>(*value);
+      have_process = true;
+    } else if (absl::ConsumePrefix(&option, "map=")) {
+      if (have_map) return absl::InvalidArgumentError("map given twice");
+      have_map = true;
+      for (absl::string_view item : absl::StrSplit(option, ',')) {
+        std::optional<int64_t> value =
+            ParseCount(absl::StripAsciiWhitespace(item));
+        if (!value || *value > kMaxDevices) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("bad device '", Printable(item), "' in map"));
+        }
+        options.map.push_back(static_cast<int>(*value));
+      }
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown option '", Printable(option),
+                       "' (known: nvlN, gpus_per_process=N, map=...)"));
+    }
+  }
+  return options;
+}
+
+absl::StatusOr<Topology> ParseTopologySpec(absl::string_view spec) {
+  const std::vector<absl::string_view> sections = absl::StrSplit(spec, ':');
+  const std::vector<absl::string_view> dims = absl::StrSplit(sections[0], 'x');
+  if (dims.size() != 3) {
+    return absl::InvalidArgumentError(
+        "expected SLICESxHOSTSxGPUS such as 1x2x4, optionally followed by "
+        ":nvlN and :map=D0,D1,...");
+  }
+  int values[3];
+  for (int i = 0; i < 3; ++i) {
+    std::optional<int64_t> value = ParseCount(dims[i]);
+    if (!value || *value < 1 || *value > kMaxDevices) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", Printable(dims[i]), "' is not a positive whole number"));
+    }
+    values[i] = static_cast<int>(*value);
+  }
+  absl::StatusOr<TopologyOptions> options = ParseTopologyOptions(sections);
+  if (!options.ok()) return options.status();
+  return Topology::Create(values[0], values[1], values[2],
+                          options->nvlink_domain_size, std::move(options->map),
+                          options->gpus_per_process);
+}
+
+}  // namespace
+
+absl::StatusOr<Topology> Topology::Parse(absl::string_view spec) {
+  absl::StatusOr<Topology> topology = ParseTopologySpec(spec);
+  if (!topology.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("topology spec '", Printable(spec),
+                     "': ", topology.status().message()));
+  }
+  return topology;
+}
+
+std::optional<int> Topology::MapLogicalDevice(int logical_device) const {
+  if (partition_to_device_.empty()) return logical_device;
+  if (logical_device < 0 ||
+      logical_device >= static_cast<int>(partition_to_device_.size())) {
+    return std::nullopt;
+  }
+  return partition_to_device_[logical_device];
+}
+
+LinkClass Topology::Classify(int src_device, int dst_device) const {
+  if (src_device == dst_device) return LinkClass::kSameDevice;
+  if (HostOf(src_device) == HostOf(dst_device)) {
+    return LinkClass::kIntraHostNvlink;
+  }
+  if (NvlinkDomainOf(src_device) == NvlinkDomainOf(dst_device)) {
+    return LinkClass::kNvlinkDomain;
+  }
+  return LinkClass::kNetwork;
+}
+
+std::string Topology::ToString() const {
+  std::string spec =
+      absl::StrCat(slices_, "x", hosts_per_slice_, "x", gpus_per_host_);
+  if (nvlink_domain_size_ != gpus_per_host_) {
+    absl::StrAppend(&spec, ":nvl", nvlink_domain_size_);
+  }
+  if (gpus_per_process_ != gpus_per_host_) {
+    absl::StrAppend(&spec, ":gpus_per_process=", gpus_per_process_);
+  }
+  if (!partition_to_device_.empty()) {
+    absl::StrAppend(&spec, ":map=", absl::StrJoin(partition_to_device_, ","));
+  }
+  return spec;
+}
+
+absl::StatusOr<std::vector<std::pair<int, int>>> EdgeIdsToDevices(
+    const Topology& topology,
+    const std::vector<std::pair<int64_t, int64_t>>& pairs, bool cross_partition,
+    int num_partitions, int num_replicas) {
+  if (num_partitions < 1 || num_replicas < 1) {
+    return absl::InvalidArgumentError(
+        "num_partitions and num_replicas must be at least 1");
+  }
+  const int64_t id_limit = cross_partition ? num_partitions : num_replicas;
+  const int groups = cross_partition ? num_replicas : num_partitions;
+  const int64_t logical_devices = int64_t{num_partitions} * num_replicas;
+  const size_t map_size = topology.partition_to_device().size();
+  if (map_size != 0 && static_cast<int64_t>(map_size) != logical_devices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the topology's map has ", map_size, " entries but the module has ",
+        logical_devices, " devices (partitions x replicas)"));
+  }
+  if (logical_devices > topology.num_devices()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the module needs ", logical_devices, " devices (", num_partitions,
+        " partitions x ", num_replicas, " replicas) but topology ",
+        topology.ToString(), " has ", topology.num_devices()));
+  }
+  for (const auto& [src, dst] : pairs) {
+    if (src < 0 || src >= id_limit || dst < 0 || dst >= id_limit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pair {", src, ",", dst, "} is outside 0..", id_limit - 1, " (",
+          cross_partition ? "partitions" : "replicas", ")"));
+    }
+  }
+  std::vector<std::pair<int, int>> edges;
+  edges.reserve(pairs.size() * groups);
+  for (int group = 0; group < groups; ++group) {
+    for (const auto& [src, dst] : pairs) {
+      auto logical = [&](int64_t id) {
+        int64_t replica = cross_partition ? group : id;
+        int64_t partition = cross_partition ? id : group;
+        return static_cast<int>(replica + partition * num_replicas);
+      };
+      // In range: the map, when given, covers every logical device (above).
+      edges.emplace_back(*topology.MapLogicalDevice(logical(src)),
+                         *topology.MapLogicalDevice(logical(dst)));
+    }
+  }
+  return edges;
+}
+
+}  // namespace nvshmem_selection
+}  // namespace gpu
+}  // namespace xla
