@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets everything up (idempotent), then runs the main job on its embedded
-# default: `hlo-tools report` (ring attention with Llama-3-8B attention shapes,
-# 128K tokens, compiled for 2 hosts x 4 H200s on this CPU, through the pass,
-# verify and diff). Extra arguments go to `hlo-tools report`.
+# default: `hlo-tools report` (ring attention with Llama-3-8B attention shapes at
+# 4K and 128K tokens on 1x1x8 and 1x2x4, and the Llama-3-8B-shaped train step on
+# 1x1x8 and 1x2x8, each compiled for H200s on this CPU, through the pass, verify
+# and diff). Extra arguments go to `hlo-tools report`.
 # The report goes to $NVSHMEM_REPORT_DIR (default: nvshmem-opt/report under
 # the user's cache directory), outside the repository, unless --out is given.
 set -euo pipefail
