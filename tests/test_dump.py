@@ -257,6 +257,8 @@ def test_parse_mesh_keeps_order_and_sizes():
     (["--mesh=cp:4,tp:2"], ["ring-attention example has one mesh axis"]),
     (["--program=train_step", "--nocausal"], ["--causal does not apply"]),
     (["--program=train_step", "--num_layers=0"], ["--num_layers must be >= 1"]),
+    (["--program=train_step", "--mesh=cp:1,tp:8", "--num_kv_heads=4", "--num_heads=8"],
+     ["num_kv_heads=4 does not split over tp=8", "cp:1,tp:8"]),
     (["tests.test_dump:tp_cp_block", "--arg=16,64:f32:cp,tp", "--mesh=cp:8"],
      ["mesh axis 'tp'", "cp:8"]),
     (["tests.test_dump:tp_cp_block", "--arg=16,64:f32:cp,tp"],

@@ -158,10 +158,15 @@ def resolve_mesh(source, target, mesh_text=None):
   if source["kind"] == "ring" and names != ["cp"]:
     raise DumpError(f"--mesh {format_mesh(axes)}: the ring-attention example has one "
                     "mesh axis, cp")
-  if source["kind"] == "program" and source["program"] == "train_step" and \
-      sorted(names) != ["cp", "tp"]:
-    raise DumpError(f"--mesh {format_mesh(axes)}: the train step's mesh axes are cp "
-                    "and tp (either may have size 1)")
+  if source["kind"] == "program" and source["program"] == "train_step":
+    if sorted(names) != ["cp", "tp"]:
+      raise DumpError(f"--mesh {format_mesh(axes)}: the train step's mesh axes are cp "
+                      "and tp (either may have size 1)")
+    from hlo_tools.programs import train_step  # pylint: disable=import-outside-toplevel
+    try:  # shapes that do not split over the mesh fail here, before any compile
+      train_step.TrainConfig(**source["config"]).validate(dict(axes))
+    except (TypeError, ValueError) as e:
+      raise DumpError(f"--program=train_step on mesh {format_mesh(axes)}: {e}") from None
   if source["kind"] == "function":
     unknown = [a for a in _spec_axes(source) if a not in names]
     if unknown:
