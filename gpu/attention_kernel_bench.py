@@ -30,7 +30,6 @@ runs the kernel R times in a device loop whose query is the previous output
 """
 
 import argparse
-import csv
 import json
 import os
 import statistics
@@ -38,10 +37,11 @@ import subprocess
 import sys
 import time
 
-os.environ.update({"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1",
-                   "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"})
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
+sys.path[:0] = [os.path.join(REPO, "gpu"), REPO]
+import benchlib  # pylint: disable=wrong-import-position
+
+os.environ.update(benchlib.MULTICAST_OFF)
 
 HEADER = ("jax", "s_block", "causal", "direction", "kernel", "ms", "tflops")
 HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
@@ -206,12 +206,7 @@ def bench(args, jax_version, deadline):
 
 
 def write_csv(path, rows):
-  tmp = path + ".tmp"
-  with open(tmp, "w", newline="", encoding="utf-8") as f:
-    w = csv.writer(f)
-    w.writerow(HEADER)
-    w.writerows(rows)
-  os.replace(tmp, path)
+  benchlib.write_csv(path, HEADER, rows)
 
 
 def _rel(got, ref):
@@ -289,8 +284,7 @@ print(json.dumps(res))
     res = json.loads(proc.stdout.strip().splitlines()[-1])
   except (IndexError, ValueError):
     res = {"error": proc.stderr[-3000:]}
-  with open(out_path, "w", encoding="utf-8") as f:
-    json.dump(res, f, indent=1)
+  benchlib.write_json(out_path, res)
   return res
 
 
@@ -313,8 +307,7 @@ def main(argv=None):
     log(f"overlap: {json.dumps(overlap(os.path.join(args.out_dir, 'overlap.json')))[:3000]}")
   if "check" not in skip:
     res = check()
-    with open(os.path.join(args.out_dir, "check.json"), "w", encoding="utf-8") as f:
-      json.dump({"jax": jax.__version__, **res}, f, indent=1)
+    benchlib.write_json(os.path.join(args.out_dir, "check.json"), {"jax": jax.__version__, **res})
     log(f"check: {json.dumps(res)}")
   if "bench" not in skip:
     bench(args, jax.__version__, start + args.budget_s)

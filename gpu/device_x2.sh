@@ -57,14 +57,14 @@ case "$STEP" in
       --timeout=50 --out="$OUT/shift_hang_check.json"
     echo "hang check exit $?"
     timeout 420 $PY gpu/xla_permute_bench.py --backends=nccl,nvshmem --operands=1,2,4 \
-      --sizes=1K:256M --trips=50 --reps=5 --budget-s=400 \
+      --sizes=1K:256M:4 --trips=50 --reps=5 --budget-s=400 \
       --out="$OUT/h200x2_xla_permute_jax091.csv" --details="$OUT/h200x2_xla_permute_jax091.json"
     echo "permute bench exit $?"
     ;;
   today-permute)
     probe today
     timeout 560 $PY gpu/xla_permute_bench.py --backends=nccl,peer,symmetric --operands=1,2,4 \
-      --sizes=1K:256M --trips=50 --reps=5 --budget-s=540 \
+      --sizes=1K:256M:4 --trips=50 --reps=5 --budget-s=540 \
       --out="$OUT/h200x2_xla_permute_jax0112.csv" --details="$OUT/h200x2_xla_permute_jax0112.json"
     echo "permute bench exit $?"
     ;;
@@ -84,7 +84,7 @@ case "$STEP" in
     # for both backends (the committed run set it through XLA_FLAGS).
     pinned_env
     timeout 560 $PY gpu/xla_permute_bench.py --backends=nccl,nvshmem --uncombined=nccl,nvshmem \
-      --operands=2,4 --sizes=1K:256M --trips=100 --reps=7 --budget-s=380 \
+      --operands=2,4 --sizes=1K:256M:4 --trips=100 --reps=7 --budget-s=380 \
       --out="$OUT/h200x2_xla_permute_uncombined_jax091.csv" \
       --details="$OUT/h200x2_xla_permute_uncombined_jax091.json"
     echo "permute bench exit $?"
@@ -120,7 +120,7 @@ case "$STEP" in
     # one process holds every device of the permute (else they fall back to NCCL).
     probe today
     timeout 560 $PY gpu/xla_permute_bench.py --single-process --backends=nccl,peer,symmetric \
-      --operands=1,2,4 --sizes=1K:256M --trips=100 --reps=7 --budget-s=540 \
+      --operands=1,2,4 --sizes=1K:256M:4 --trips=100 --reps=7 --budget-s=540 \
       --out="$OUT/h200x2_xla_permute_1proc_jax0112.csv" \
       --details="$OUT/h200x2_xla_permute_1proc_jax0112.json"
     echo "permute bench exit $?"

@@ -33,23 +33,19 @@ TORCH_SYMM_MEM_DISABLE_MULTICAST=1 are set here and in every child's environment
 """
 
 import argparse
-import csv
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # pylint: disable=wrong-import-position
+from benchlib import (BenchError, MULTICAST_OFF, file_barrier,  # pylint: disable=wrong-import-position,unused-import
+                      parse_size, parse_sizes, publish as _publish, wait_for as _wait_for)
 
 # Keep NVLink multicast off everywhere (the device machines ask for it: a program
 # that uses it can put a shared host's GPUs out of service).
-MULTICAST_OFF = {
-    "NCCL_NVLS_ENABLE": "0",
-    "NVSHMEM_DISABLE_NVLS": "1",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-}
 os.environ.update(MULTICAST_OFF)
 
 CSV_COLUMNS = ("backend", "link_class", "bytes", "seconds", "gbps", "ranks",
@@ -57,61 +53,8 @@ CSV_COLUMNS = ("backend", "link_class", "bytes", "seconds", "gbps", "ranks",
 BACKENDS = ("nccl", "nvshmem")
 COPY_BACKENDS = ("cuda_memcpy_d2d", "cuda_memcpy_peer")
 DEFAULT_SIZES = "1K:256M"
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10,
-          "M": 1 << 20, "MB": 1 << 20, "MIB": 1 << 20,
-          "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([A-Za-z]*)\s*$")
-
-
-class BenchError(Exception):
-  """A user-facing failure, printed as one line."""
-
-
 # ---------------------------------------------------------------------------
 # Pure helpers (tested on the CPU)
-
-def parse_size(text):
-  """'1K' -> 1024, '256M' -> 268435456, '4096' -> 4096 (binary units)."""
-  m = _SIZE_RE.match(text)
-  if not m or m.group(2).upper() not in _UNITS:
-    raise BenchError(f"bad size {text!r} (e.g. 4096, 1K, 256M, 1G)")
-  value = int(m.group(1)) * _UNITS[m.group(2).upper()]
-  if value <= 0:
-    raise BenchError(f"size {text!r} must be positive")
-  return value
-
-
-def parse_sizes(text):
-  """'1K:256M' -> powers of two from 1 KiB to 256 MiB; '1K,4K,1M' -> that list.
-
-  A range 'A:B' doubles from A while <= B; 'A:B:F' multiplies by F instead.
-  The result is sorted and has no repeats.
-  """
-  sizes = set()
-  for part in text.split(","):
-    part = part.strip()
-    if not part:
-      continue
-    if ":" in part:
-      fields = part.split(":")
-      if len(fields) not in (2, 3):
-        raise BenchError(f"bad size range {part!r} (A:B or A:B:FACTOR)")
-      lo, hi = parse_size(fields[0]), parse_size(fields[1])
-      factor = int(fields[2]) if len(fields) == 3 and fields[2].isdigit() else 2
-      if len(fields) == 3 and (not fields[2].isdigit() or factor < 2):
-        raise BenchError(f"bad factor in {part!r}: a whole number >= 2")
-      if lo > hi:
-        raise BenchError(f"empty size range {part!r}")
-      s = lo
-      while s <= hi:
-        sizes.add(s)
-        s *= factor
-    else:
-      sizes.add(parse_size(part))
-  if not sizes:
-    raise BenchError("no sizes given")
-  return sorted(sizes)
-
 
 def link_class_for(nprocs):
   """The calibrate link class of the ring's edges: the self-ring or one host's GPUs."""
@@ -161,23 +104,12 @@ def csv_rows(backend, link_class, merged, nprocs):
 
 def write_csv(path, rows, comments=()):
   """Writes rows under the header calibrate reads; comments go first as '# ...'."""
-  with open(path, "w", newline="") as f:
-    for c in comments:
-      f.write(f"# {c}\n")
-    w = csv.DictWriter(f, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    w.writeheader()
-    for row in rows:
-      w.writerow({k: row.get(k, "") for k in CSV_COLUMNS})
+  benchlib.write_csv(path, CSV_COLUMNS, rows, comments)
 
 
 def child_env(extra=None):
   """The environment of a child process: ours, multicast off, and extra."""
-  env = dict(os.environ)
-  env.update(MULTICAST_OFF)
-  env.setdefault("PYTHONUNBUFFERED", "1")
-  if extra:
-    env.update(extra)
-  return env
+  return benchlib.child_env(extra=extra)
 
 
 def build_parser():
@@ -220,33 +152,6 @@ def parse_args(argv):
     root, ext = os.path.splitext(args.out)
     args.copy_out = f"{root}_copy{ext or '.csv'}"
   return args
-
-
-# ---------------------------------------------------------------------------
-# Rendezvous between the worker processes (files in a shared directory)
-
-def _publish(rdv, name, data):
-  tmp = os.path.join(rdv, f".{name}.{os.getpid()}")
-  with open(tmp, "wb") as f:
-    f.write(data)
-  os.replace(tmp, os.path.join(rdv, name))
-
-
-def _wait_for(rdv, name, timeout=120):
-  path = os.path.join(rdv, name)
-  deadline = time.time() + timeout
-  while not os.path.exists(path):
-    if time.time() > deadline:
-      raise BenchError(f"timed out waiting for {name} in {rdv}")
-    time.sleep(0.01)
-  with open(path, "rb") as f:
-    return f.read()
-
-
-def file_barrier(rdv, tag, rank, nprocs, timeout=120):
-  _publish(rdv, f"barrier_{tag}_{rank}", b"1")
-  for r in range(nprocs):
-    _wait_for(rdv, f"barrier_{tag}_{r}", timeout)
 
 
 # ---------------------------------------------------------------------------
@@ -543,15 +448,9 @@ def _run_group(args, backend, nprocs, tmp, extra_env=None):
            f"--reps={args.reps}", f"--warmup={args.warmup}"]
     if args.no_graph:
       cmd.append("--no-graph")
-    procs.append(subprocess.Popen(cmd, env=child_env(extra_env)))
+    procs.append(benchlib.spawn(cmd, child_env(extra_env)))
     paths.append(result)
-  deadline = time.time() + args.timeout
-  for p in procs:
-    try:
-      p.wait(timeout=max(1, deadline - time.time()))
-    except subprocess.TimeoutExpired:
-      p.kill()
-      p.wait()
+  benchlib.wait_all(procs, args.timeout)
   infos = []
   for rank, (p, path) in enumerate(zip(procs, paths)):
     if os.path.exists(path):

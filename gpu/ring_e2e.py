@@ -5,8 +5,10 @@
                             [--directions=fwd,fwd_bwd] [--budget-s=570]
     python3 gpu/ring_e2e.py merge OUT.csv IN.csv [IN.csv ...]
 
-The program is hlo_tools/ring_attention.py (blocked online softmax, one K/V
-permute per ring step): Llama-3-8B attention by default (32 query heads, 8 KV
+The program is hlo_tools/ring_attention.py (on GPUs cuDNN flash attention per
+block, K and V in one permute per ring step; the committed 2-GPU results of
+2026-11-30 ran the ring before that: blocked online softmax, K and V in two
+permutes): Llama-3-8B attention by default (32 query heads, 8 KV
 heads, head_dim 128, bf16, causal), batch 1, the sequence sharded over every
 device. Direction `fwd` runs the attention; `fwd_bwd` runs the gradients of
 sum(out^2) with respect to q, k and v (forward, then backward).
@@ -52,14 +54,15 @@ import csv
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import time
 
-MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1",
-                 "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # pylint: disable=wrong-import-position
+from benchlib import MULTICAST_OFF, free_port  # pylint: disable=wrong-import-position,unused-import
+
 os.environ.update(MULTICAST_OFF)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,8 +80,8 @@ _OWN_FLAGS = ("--xla_gpu_experimental_enable_nvshmem", "--xla_gpu_collective_per
 _PERMUTE_RE = re.compile(r"\s(collective-permute(?:-start)?)\(")
 
 
-class E2EError(Exception):
-  """A user-facing failure, printed as one line (exit 2)."""
+# A user-facing failure, printed as one line (the shared scripts' error).
+E2EError = benchlib.BenchError
 
 
 def log(msg):
@@ -96,25 +99,18 @@ def parse_seq_len(text):
 
 
 def parse_list(text, allowed, what):
-  items = [t.strip() for t in text.split(",") if t.strip()]
-  bad = [t for t in items if t not in allowed]
-  if bad or not items:
-    raise E2EError(f"unknown {what} {bad or text!r}; known: {', '.join(allowed)}")
-  return list(dict.fromkeys(items))
+  return benchlib.parse_list(text, allowed, what=what)
 
 
 def mode_env(mode, base, platform, num_procs, devices_per_proc, route=None):
   """Environment of a mode's children: multicast off and exactly the mode's flags."""
-  env = dict(base)
-  env.update(MULTICAST_OFF)
-  env["PYTHONUNBUFFERED"] = "1"
+  flags = list(MODE_FLAGS[route or mode])
+  if platform == "cpu":
+    flags.append(f"--xla_force_host_platform_device_count={devices_per_proc}")
+  env = benchlib.child_env(base, drop_flags=_OWN_FLAGS, xla_flags=flags)
   env["PYTHONPATH"] = os.pathsep.join([REPO] + [p for p in [base.get("PYTHONPATH")] if p])
-  flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(_OWN_FLAGS)]
-  flags += MODE_FLAGS[route or mode]
   if platform == "cpu":
     env["JAX_PLATFORMS"] = "cpu"
-    flags.append(f"--xla_force_host_platform_device_count={devices_per_proc}")
-  env["XLA_FLAGS"] = " ".join(flags)
   # NVSHMEM's symmetric heap holds the permuted K/V (and their gradients): 512 MiB
   # per direction at 256K tokens on 2 GPUs, several live at once; 1 GiB default.
   env.setdefault("NVSHMEM_SYMMETRIC_SIZE", "16G")
@@ -168,20 +164,9 @@ def csv_rows(runs):
            "step_s": f"{r['step_s']:.6g}"} for r in runs if r.get("step_s") is not None]
 
 
-def write_atomic(path, write):
-  tmp = f"{path}.tmp{os.getpid()}"
-  with open(tmp, "w", newline="") as f:
-    write(f)
-  os.replace(tmp, path)
-
-
 def write_csv(path, rows):
-  def write(f):
-    w = csv.DictWriter(f, fieldnames=CSV_HEADER, lineterminator="\n")
-    w.writeheader()
-    for r in sorted(rows, key=lambda r: (int(r["seq_len"]), r["direction"], r["mode"])):
-      w.writerow({k: r[k] for k in CSV_HEADER})
-  write_atomic(path, write)
+  benchlib.write_csv(path, CSV_HEADER, sorted(
+      rows, key=lambda r: (int(r["seq_len"]), r["direction"], r["mode"])))
 
 
 def read_csv(path):
@@ -212,12 +197,6 @@ def merge(out, inputs):
   return len(rows)
 
 
-def free_port():
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
-
-
 # ---------------------------------------------------------------------------
 # Arguments
 
@@ -243,6 +222,8 @@ def build_parser():
   p.add_argument("--causal", type=int, choices=(0, 1), default=1)
   p.add_argument("--q-chunk", type=int, default=2048)
   p.add_argument("--k-chunk", type=int, default=2048)
+  p.add_argument("--kernel", choices=("auto", "blocked", "cudnn"), default="auto",
+                 help="per-block attention (auto: cuDNN on GPUs where it fits)")
   p.add_argument("--topology", default=None, help="for pass (default 1x1xN)")
   p.add_argument("--pass-backends", default="nccl,peer", help="hook's backend set")
   p.add_argument("--cost-table", default=None,
@@ -330,7 +311,7 @@ def _config(args, seq_len, direction):
                        num_kv_heads=args.num_kv_heads, head_dim=args.head_dim,
                        dtype=args.dtype, causal=bool(args.causal),
                        backward=direction == "fwd_bwd", q_chunk=args.q_chunk,
-                       k_chunk=args.k_chunk)
+                       k_chunk=args.k_chunk, kernel=args.kernel)
 
 
 def _inputs(jax, config, mesh, seed=0):
@@ -532,8 +513,7 @@ class Results:
     out = self.args.out_dir
     runs = [r for m in self.data["modes"].values() for r in m["runs"]]
     write_csv(os.path.join(out, "ring_step.csv"), csv_rows(runs))
-    write_atomic(os.path.join(out, "ring_e2e.json"),
-                 lambda f: json.dump(self.data, f, indent=1, default=str))
+    benchlib.write_json(os.path.join(out, "ring_e2e.json"), self.data)
 
 
 def _spawn(args, mode, route, items, do_check, launch):
@@ -554,23 +534,14 @@ def _spawn(args, mode, route, items, do_check, launch):
       cmd.append(f"--route={route}")
     path = os.path.join(args.out_dir, mode, f"log_launch{launch}_rank{rank}.txt")
     with open(path, "w") as logf:
-      procs.append((rank, subprocess.Popen(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT,
-                                           start_new_session=True), path))
+      procs.append((rank, benchlib.spawn(cmd, env, logf), path))
   log(f"{mode}{'/' + route if route else ''}: launch {launch}, {nproc} process(es), "
       f"XLA_FLAGS={env['XLA_FLAGS']!r}, {len(items)} run(s)")
   return procs
 
 
 def _kill(procs):
-  import signal
-  for _, p, _ in procs:
-    if p.poll() is None:
-      try:
-        os.killpg(p.pid, signal.SIGKILL)
-      except ProcessLookupError:
-        pass
-  for _, p, _ in procs:
-    p.wait()
+  benchlib.kill([p for _, p, _ in procs])
 
 
 def _tail(path, n=1500):

@@ -2,7 +2,7 @@
 """Ring collective-permute microbenchmark at the level XLA works, one process per GPU.
 
     python3 gpu/xla_permute_bench.py --out=permute.csv [--backends=nccl,nvshmem]
-        [--operands=1,2,4] [--sizes=1K:256M] [--trips=50] [--reps=5]
+        [--operands=1,2,4] [--sizes=1K:256M:4] [--trips=50] [--reps=5]
         [--chain=1] [--compiles=1] [--reference-operands=1]
         [--compute-bytes=64M] [--uncombined=nvshmem] [--details=permute.json]
         [--budget-s=480]
@@ -61,23 +61,19 @@ NVSHMEM_DISABLE_NVLS=1, TORCH_SYMM_MEM_DISABLE_MULTICAST=1).
 """
 
 import argparse
-import csv
 import json
 import os
 import re
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-MULTICAST_OFF = {
-    "NCCL_NVLS_ENABLE": "0",
-    "NVSHMEM_DISABLE_NVLS": "1",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # pylint: disable=wrong-import-position
+from benchlib import (BenchError, MULTICAST_OFF, parse_list,  # pylint: disable=wrong-import-position,unused-import
+                      parse_size)
+
 os.environ.update(MULTICAST_OFF)
 
 BACKEND_FLAGS = {
@@ -93,54 +89,15 @@ CSV_HEADER = ("backend", "link_class", "bytes", "seconds", "operands", "step_s",
               "baseline_s", "devices", "jax_version", "loop_trips", "chain",
               "compiles", "own_spread_s", "compute_bytes")
 NO_COMBINE_FLAG = "--xla_gpu_collective_permute_combine_threshold_bytes=0"
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
-class BenchError(Exception):
-  """A user-facing failure, printed as one line."""
-
-
-def parse_size(text):
-  m = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)(i?[bB])?\s*", text)
-  if not m or int(m.group(1)) <= 0:
-    raise BenchError(f"bad size {text!r} (e.g. 1K, 64M)")
-  return int(m.group(1)) * _UNITS[m.group(2).upper()]
-
-
 def parse_sizes(text):
-  """'1K:256M' -> powers of 4 from 1 KiB to 256 MiB; '1K,1M' -> those two."""
-  if ":" in text:
-    lo, hi = (parse_size(t) for t in text.split(":", 1))
-    sizes, s = [], lo
-    while s <= hi:
-      sizes.append(s)
-      s *= 4
-    return sizes
-  return sorted({parse_size(t) for t in text.split(",") if t.strip()})
-
-
-def parse_list(text, allowed=None, cast=str):
-  try:
-    items = [cast(t.strip()) for t in text.split(",") if t.strip()]
-  except ValueError:
-    raise BenchError(f"bad list {text!r}") from None
-  if not items:
-    raise BenchError(f"empty list {text!r}")
-  if allowed is not None:
-    bad = [i for i in items if i not in allowed]
-    if bad:
-      raise BenchError(f"unknown {bad}: choose from {', '.join(allowed)}")
-  return items
+  """'1K:256M' -> powers of two from 1 KiB to 256 MiB ('1K:256M:4': powers of 4);
+  '1K,1M' -> those two."""
+  return benchlib.parse_sizes(text)
 
 
 def backend_env(backend, base_env, uncombined=False):
-  env = dict(base_env)
-  env.update(MULTICAST_OFF)
-  env["PYTHONUNBUFFERED"] = "1"
-  flags = [f for f in env.get("XLA_FLAGS", "").split()
-           if not f.startswith(_OWN_PREFIXES)]
-  flags += BACKEND_FLAGS[backend] + ([NO_COMBINE_FLAG] if uncombined else [])
-  env["XLA_FLAGS"] = " ".join(flags)
+  env = benchlib.child_env(base_env, drop_flags=_OWN_PREFIXES, xla_flags=(
+      BACKEND_FLAGS[backend] + ([NO_COMBINE_FLAG] if uncombined else [])))
   # Symmetric heap for the largest buffers (in, out, and XLA's own).
   env.setdefault("NVSHMEM_SYMMETRIC_SIZE", "4G")
   return env
@@ -413,15 +370,10 @@ def run_hang_child(args):
 # ---------------------------------------------------------------------------
 # Parent.
 
-def _free_port():
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
-
-
 def _gpu_count():
+  import subprocess  # pylint: disable=import-outside-toplevel
   try:
-    out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False)
   except OSError:
     return 1
   return max(len([l for l in out.stdout.splitlines() if l.startswith("GPU")]), 1)
@@ -479,7 +431,7 @@ def bench(args):
 
 def _spawn_with_outputs(extra, backend, nprocs, timeout, tmp, outs, uncombined=False):
   # Each rank gets its own output file: fill the placeholder per rank.
-  port = _free_port()
+  port = benchlib.free_port()
   env = backend_env(backend, os.environ, uncombined)
   procs, logs = [], []
   for r in range(nprocs):
@@ -489,31 +441,15 @@ def _spawn_with_outputs(extra, backend, nprocs, timeout, tmp, outs, uncombined=F
     if nprocs == 1 and extra and extra[0] == "--child-out={}" and _SINGLE[0]:
       cmd.append("--single-process")
     cmd += [e.format(outs[r]) if e == "--child-out={}" else e for e in extra]
-    procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                  start_new_session=True))
+    procs.append(benchlib.spawn(cmd, env, log))
     logs.append(log)
-  status = _wait_all(procs, timeout)
+  status = benchlib.wait_all(procs, timeout)
   texts = []
   for log in logs:
     log.seek(0)
     texts.append(log.read())
     log.close()
   return status, texts
-
-
-def _wait_all(procs, timeout):
-  deadline = time.time() + timeout
-  while any(p.poll() is None for p in procs):
-    if time.time() > deadline:
-      for p in procs:
-        if p.poll() is None:
-          os.killpg(p.pid, signal.SIGKILL)
-      for p in procs:
-        p.wait()
-      return "timed out"
-    time.sleep(0.5)
-  codes = [p.returncode for p in procs]
-  return "finished" if not any(codes) else f"failed (exit {codes})"
 
 
 def hang_check(args):
@@ -538,19 +474,11 @@ def hang_check(args):
 
 
 def _write_csv(path, rows):
-  tmp = path + ".tmp"
-  with open(tmp, "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=CSV_HEADER)
-    w.writeheader()
-    w.writerows(rows)
-  os.replace(tmp, path)
+  benchlib.write_csv(path, CSV_HEADER, rows)
 
 
 def _write_json(path, data):
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
-    json.dump(data, f, indent=1, default=str)
-  os.replace(tmp, path)
+  benchlib.write_json(path, data)
 
 
 def build_parser():
@@ -559,7 +487,7 @@ def build_parser():
   p.add_argument("--details", help="JSON with per-rank details")
   p.add_argument("--backends", default="nccl,nvshmem")
   p.add_argument("--operands", default="1,2,4")
-  p.add_argument("--sizes", default="1K:256M")
+  p.add_argument("--sizes", default="1K:256M:4")
   p.add_argument("--trips", type=int, default=50)
   p.add_argument("--reps", type=int, default=5)
   p.add_argument("--chain", type=int, default=1,

@@ -369,3 +369,41 @@ def test_scale_model_reproduces_its_committed_table_and_the_2gpu_check(tmp_path)
   assert nvlink(lines) == nvlink(committed) and len(nvlink(lines)) == 6 * 2 * 6
   rows = check.read_text().splitlines()[1:]
   assert len(rows) == 48 and max(abs(float(r.split(",")[-1])) for r in rows) <= 10.0
+
+
+# --- benchlib: what the scripts share -------------------------------------------------
+
+benchlib = _load("benchlib")
+
+
+def test_benchlib_size_ranges_double_unless_a_factor_is_given():
+  assert benchlib.parse_sizes("1K:8K") == [1024, 2048, 4096, 8192]
+  assert benchlib.parse_sizes("1K:64K:4") == [1024, 4096, 16384, 65536]
+  # Every script reads one syntax: the pinned sweeps' powers of 4 are spelled out.
+  xb = _load("xla_permute_bench")
+  assert xb.parse_sizes("1K:256M") == p2p.parse_sizes("1K:256M")
+  assert xb.build_parser().parse_args([]).sizes == "1K:256M:4"
+
+
+def test_benchlib_child_env_replaces_only_the_named_xla_flags():
+  env = benchlib.child_env({"XLA_FLAGS": "--xla_a=1 --xla_mode=x", "NCCL_NVLS_ENABLE": "1"},
+                           drop_flags=("--xla_mode",), xla_flags=["--xla_mode=y"])
+  assert env["XLA_FLAGS"] == "--xla_a=1 --xla_mode=y"
+  assert {k: env[k] for k in MULTICAST_OFF} == MULTICAST_OFF
+
+
+def test_benchlib_wait_all_kills_workers_past_the_deadline():
+  import time
+  procs = [benchlib.spawn([sys.executable, "-c", "import time; time.sleep(60)"], dict(os.environ))
+           for _ in range(2)]
+  t0 = time.time()
+  assert benchlib.wait_all(procs, timeout=1) == "timed out"
+  assert time.time() - t0 < 20 and all(p.returncode is not None for p in procs)
+  ok = [benchlib.spawn([sys.executable, "-c", "pass"], dict(os.environ))]
+  assert benchlib.wait_all(ok, timeout=60) == "finished"
+
+
+def test_benchlib_csv_takes_dicts_or_rows_after_comments(tmp_path):
+  path = tmp_path / "x.csv"
+  benchlib.write_csv(path, ("a", "b"), [{"a": 1}, (2, 3)], comments=["made here"])
+  assert path.read_text() == "# made here\na,b\n1,\n2,3\n"
