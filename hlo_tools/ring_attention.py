@@ -253,13 +253,6 @@ def _merge(out_a, lse_a, out_b, lse_b):
   return out_a * to_rows(wa) + out_b * to_rows(wb), lse
 
 
-def _varying_axes(x):
-  """The manual mesh axes x varies over (jax >= 0.10: aval.mat; before: aval.vma)."""
-  aval = jax.typeof(x)
-  mat = getattr(aval, "mat", None)
-  return frozenset(mat.varying if mat is not None else getattr(aval, "vma", ()))
-
-
 def _case(q_off, k_off):
   """Causal block pair: 0 = all keys in the future, 1 = all in the past, 2 = diagonal."""
   return jnp.where(k_off > q_off, 0, jnp.where(k_off == q_off, 2, 1))
