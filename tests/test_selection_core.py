@@ -389,3 +389,27 @@ def test_default_peer_curve_is_the_committed_one_process_table():
   assert len(default.points("peer", "nvlink")) == 30
   assert default.link("peer", "nvlink") == committed.link("peer", "nvlink")
   assert default.per_buffer_us("peer", "nvlink") == committed.per_buffer_us("peer", "nvlink")
+
+
+@pytest.mark.parametrize("fixture, spec", [
+    ("train_step_1x2x8.after_optimizations.hlo", "1x2x8"),
+    ("train_step_1x4x4.after_optimizations.hlo", "1x4x4"),
+])
+def test_real_train_step_rings_across_hosts_go_where_the_model_says(fixture, spec):
+  """The Llama train step's context-parallel ring crosses hosts: NVSHMEM is
+  priced there, never refused, and wins only with a table that makes it faster."""
+  from hlo_tools import hlo_text
+  from hlo_tools.model import collectives
+  module = hlo_text.parse_hlo_file(str(FIXTURES / fixture))
+  permutes = collectives.collective_permutes(module)
+  assert permutes
+  t = selection.parse_topology(spec)
+  fast = selection.CostTable.parse("link nvshmem network 12 60 10\n", "fast")
+  for p in permutes:
+    args = dict(num_partitions=module.num_partitions, buffers=p.buffers)
+    default = selection.decide(t, selection.load_cost_table(), p.bytes_per_device,
+                               p.pairs, **args)
+    assert default["edges_by_class"]["network"] > 0
+    assert default["plan"] == "nccl" and "nvshmem" not in default["refused"]
+    favoured = selection.decide(t, fast, p.bytes_per_device, p.pairs, **args)
+    assert favoured["plan"] == "nvshmem", favoured["reason"]
