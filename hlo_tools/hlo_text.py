@@ -57,14 +57,11 @@ shift-left shift-right-arithmetic shift-right-logical sign sine sinh slice sort 
 stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while xor
 """.split())
 
-_ASYNC_SUFFIXES = ("-start", "-update", "-done")
-
-
 def is_known_opcode(opcode):
   """XLA's opcodes, and `{op}-start/-update/-done`: XLA's printed sugar for an async
   start/update/done wrapping the single instruction `op`."""
   return opcode in OPCODES or any(opcode.endswith(s) and opcode[:-len(s)] in OPCODES
-                                  for s in _ASYNC_SUFFIXES)
+                                  for s in ("-start", "-update", "-done"))
 
 
 # Bytes per element; sub-byte types count a byte each (XLA stores them unpacked).
@@ -146,6 +143,7 @@ _PAIRS_RE = re.compile(r"\{\s*(?:\{\s*\d+\s*,\s*\d+\s*\}(?:\s*,\s*\{\s*\d+\s*,\s
 _ARRAY_RE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](\{[^{}]*\})?")
 _DIM_RE = re.compile(r"\s*(?:(\d+)|<=\s*(\d+)|(\?))\s*\Z")
 _NOT_UTF8_RE = re.compile("[\udc80-\udcff]")
+_ESCAPE_RE = re.compile(r"\\(.)", re.S)
 _IOTA_RE = re.compile(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
 _MESH_RE = re.compile(r"mesh\[([^\]]*)\](?:,\s*device_ids=\(\[([\d,]+)\](?:T\(([\d,]+)\))?\))?"
                       r"\s*\{([^}]*)\}")
@@ -313,11 +311,13 @@ def _unquote(text):
   body = text[1:-1]
   if "\\" not in body:
     return body
+  body = _ESCAPE_RE.sub(  # an unknown escape is its character, as C compilers take it
+      lambda m: m.group() if m.group(1) in "\\'\"abfnrtvx01234567" else m.group(1), body)
   try:  # C escapes (\n, \", \ooo, \xhh), as Python's bytes literals take them
-    raw = codecs.escape_decode(body.encode("utf-8", "surrogateescape"))[0]
+    return codecs.escape_decode(body.encode("utf-8", "surrogateescape"))[0].decode(
+        "utf-8", "replace")
   except ValueError:  # `\x` without digits: keep the text
     return body
-  return raw.decode("utf-8", "replace")
 
 
 def _parse_kv(text):
@@ -357,15 +357,13 @@ def _iota_ids(dims, perm=None):
           for idx in itertools.product(*(range(dims[p]) for p in perm))]
 
 
-def _chunks(ids, size):
-  return [ids[i:i + size] for i in range(0, len(ids), size)] if size > 0 else []
-
-
 def _expand_iota(text):
   """Expands `[G,S]<=[d0,d1,...]T(perm)` replica groups; None if not in that form."""
   m = _IOTA_RE.fullmatch(re.sub(r"\s+", "", text))
   ids = m and _iota_ids(_ints(m.group(2)), _ints(m.group(3)))
-  return None if ids is None else _chunks(ids, _ints(m.group(1))[-1])
+  size = m and _ints(m.group(1))[-1]
+  return None if ids is None else [ids[i:i + size]
+                                   for i in range(0, len(ids) * (size > 0), size or 1)]
 
 
 def expand_mesh_groups(text):
@@ -389,7 +387,8 @@ def expand_mesh_groups(text):
   ids = _iota_ids(_ints(m.group(2)), _ints(m.group(3))) if m.group(2) else range(len(order))
   if ids is None or len(ids) != len(order):
     return None
-  return _chunks([ids[p] for p in order], math.prod(axes[c] for c in chosen))
+  size = math.prod(axes[c] for c in chosen)
+  return [[ids[p] for p in order[i:i + size]] for i in range(0, len(order), max(size, 1))]
 
 
 def _split_attributes(text):
@@ -410,8 +409,8 @@ def _split_attributes(text):
 class HloInstruction:
   """One HLO instruction. `attributes` holds every `key=value` as raw text, in order."""
 
-  # Few objects for the cyclic collector to rescan: operands are a str or a tuple of
-  # them (which it stops watching), attributes stay text until asked for, and the
+  # Few objects for the cyclic collector to rescan: operands and attributes stay text
+  # until asked for (or are a tuple of strings, which it stops watching), and the
   # computation is a weak reference (no cycle: a dropped module is freed at once).
   __slots__ = ("name", "shape", "opcode", "_operands", "_attributes", "is_root", "line",
                "col", "operand_text", "_computation")
@@ -419,7 +418,7 @@ class HloInstruction:
   def __init__(self, name, shape, opcode, operands, attr_text, is_root, line, col,
                operand_text, computation):
     self.name, self.shape, self.opcode = name, shape, opcode
-    self._operands = operands  # a str for one operand, else a tuple
+    self._operands = operands  # `a, %b, %c` as printed, or a tuple of names
     self._attributes = attr_text  # `, key=value, ...` as read: a dict once asked for
     self.is_root, self.line, self.col = is_root, line, col
     self.operand_text = operand_text  # raw text between the parentheses
@@ -434,7 +433,7 @@ class HloInstruction:
   def operands(self):
     """Operand instruction names, without '%' (a new list each time)."""
     ops = self._operands
-    return [ops] if ops.__class__ is str else list(ops)
+    return ops.split(", %") if ops.__class__ is str else list(ops)
 
   @property
   def attributes(self):
@@ -753,8 +752,7 @@ class _Reader:
         if opcode not in opcodes and not is_known_opcode(opcode):
           self.error(i, m.start(4) + 1, f"unknown opcode {opcode!r}")
         if simple is not None and opcode != "parameter":  # `%a, %b`, the usual
-          ops = simple  # one name is kept as a str, more as a tuple
-          operands = tuple(simple[1:].split(", %")) if ", " in simple else simple[1:]
+          ops, operands = simple, simple[1:]  # `a, %b`: split when asked for
         else:
           ops = simple or ops
           operands = self._operands(opcode, ops, line, i, col) if ops else ()
@@ -772,7 +770,8 @@ class _Reader:
         shape = self._shape(shape_text, i, line.find(shape_text, col - 1))
       instr = HloInstruction(name, shape, opcode, operands, rest, bool(root), i + 1, col, ops,
                              comp_ref)
-      if not (defined(operands) if operands.__class__ is str else all(map(defined, operands))):
+      if not (all(map(defined, operands.split(", %"))) if operands.__class__ is str
+              else all(map(defined, operands))):
         late.append((operands, i, col))
       if opcode in permutes or "channel_id=" in rest:
         self._check_collective(instr, line, i)
@@ -797,7 +796,7 @@ class _Reader:
         "execution_thread")
     comp.execution_thread = _unquote(thread) if thread else None
     for operands, k, col in late:  # operands may be defined below their use
-      for op in (operands,) if isinstance(operands, str) else operands:
+      for op in operands.split(", %") if isinstance(operands, str) else operands:
         if op not in comp._by_name:
           self.error(k, col, f"use of undefined instruction %{op}")
     if not comp.instructions:
@@ -902,10 +901,10 @@ def _slices(instr):
   """How often an id may repeat in a permute's pairs: the slice count of the in-place
   form (4 operands, the third a tuple of index tuples), else 1."""
   try:
-    ops = instr.operand_instructions()
+    ops = instr.operand_instructions() if len(instr.operands) == 4 else None
     offsets = ops[2].shape.tuple_shapes
-    return len(offsets[0].tuple_shapes if ops[0].shape.is_tuple else offsets) if len(ops) == 4 else 1
-  except (KeyError, TypeError, IndexError):
+    return len(offsets[0].tuple_shapes if ops[0].shape.is_tuple else offsets)
+  except (KeyError, TypeError, IndexError):  # not that form
     return 1
 
 

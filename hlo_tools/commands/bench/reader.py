@@ -1,9 +1,13 @@
 """Times hlo_text's parser against jaxlib's C++ HLO parser on the same text.
 
-`python -m hlo_tools.commands.bench.reader [FILE]` benchmarks FILE, or a multi-MB module it compiles
-with JAX (an unrolled ring of ppermutes for 8 H200s, compiled on the CPU).
+`python -m hlo_tools.commands.bench.reader [FILE] [--runs=N] [--previous=PATH]` benchmarks
+FILE, or a multi-MB module it compiles with JAX (an unrolled ring of ppermutes for 8
+H200s, compiled on the CPU). --previous also times another hlo_text.py (e.g. one taken
+with `git show REV:hlo_tools/hlo_text.py`) in the same turns.
 """
 
+import argparse
+import importlib.util
 import os
 import statistics
 import sys
@@ -18,29 +22,34 @@ def _seconds(fn):
   return time.perf_counter() - t0
 
 
-def bench_parse(text, runs=5):
+def bench_parse(text, runs=5, others=None):
   """Parse seconds of ours and jaxlib's (`jaxlib._hlo.hlo_module_from_text`).
 
-  The two parsers take turns within each run, and which goes first alternates, so
-  that drift of the machine (frequency, other load) falls on both sides alike.
-  Medians under ours_s/jaxlib_s; every run under ours_samples/jaxlib_samples.
+  The parsers take turns within each run, and which goes first rotates, so that drift
+  of the machine (frequency, other load) falls on all of them alike. Medians under
+  ours_s/jaxlib_s; every run under ours_samples/jaxlib_samples. `others` ({label:
+  parse function}) are timed in the same turns, under others[label].
   """
   try:
     from jaxlib import _hlo  # pylint: disable=import-outside-toplevel
   except ImportError:
     _hlo = None
-  ours, theirs = [], []
+  parsers = {"ours": lambda: parse_hlo_text(text)}
+  if _hlo is not None:
+    parsers["jaxlib"] = lambda: _hlo.hlo_module_from_text(text)
+  for label, parse in (others or {}).items():
+    parsers[label] = lambda parse=parse: parse(text)
+  samples = {label: [] for label in parsers}
+  order = list(parsers)
   for r in range(runs):
-    ours_first = r % 2 == 0
-    if ours_first:
-      ours.append(_seconds(lambda: parse_hlo_text(text)))
-    if _hlo is not None:
-      theirs.append(_seconds(lambda: _hlo.hlo_module_from_text(text)))
-    if not ours_first:
-      ours.append(_seconds(lambda: parse_hlo_text(text)))
+    for label in order[r % len(order):] + order[:r % len(order)]:
+      samples[label].append(_seconds(parsers[label]))
+  ours, theirs = samples.pop("ours"), samples.pop("jaxlib", [])
   result = {"bytes": len(text.encode()), "lines": text.count("\n"), "runs": runs,
             "ours_s": statistics.median(ours), "jaxlib_s": None, "ratio": None,
-            "ours_samples": ours, "jaxlib_samples": theirs}
+            "ours_samples": ours, "jaxlib_samples": theirs,
+            "others": {label: {"median_s": statistics.median(s), "samples": s}
+                       for label, s in samples.items()}}
   if theirs:
     result.update(jaxlib_s=statistics.median(theirs),
                   ratio=statistics.median(ours) / statistics.median(theirs))
@@ -75,15 +84,43 @@ def _generate_big_module(layers=400):
   return f.lower(x, w).compile().as_text()
 
 
+def _load_reader(path):
+  """The parse_hlo_text of another hlo_text.py."""
+  spec = importlib.util.spec_from_file_location("hlo_text_previous", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.parse_hlo_text
+
+
+def _ms(samples):
+  return (f"{statistics.median(samples) * 1e3:.1f} ms "
+          f"[{min(samples) * 1e3:.1f}, {max(samples) * 1e3:.1f}]")
+
+
 def main(argv):
-  if len(argv) > 1:
-    with open(argv[1]) as f:
+  parser = argparse.ArgumentParser(prog="python -m hlo_tools.commands.bench.reader",
+                                   description=__doc__.split("\n\n")[0])
+  parser.add_argument("file", nargs="?", help="HLO text (default: compile a ring)")
+  parser.add_argument("--runs", type=int, default=5)
+  parser.add_argument("--previous", help="another hlo_text.py to time alongside")
+  args = parser.parse_args(argv[1:])
+  if args.file:
+    with open(args.file) as f:
       text = f.read()
   else:
     text = _generate_big_module()
-  r = bench_parse(text)
-  print(f"{r['bytes'] / 1e6:.2f} MB, {r['lines']} lines: ours {r['ours_s'] * 1e3:.1f} ms, "
-        f"jaxlib {r['jaxlib_s'] * 1e3:.1f} ms, ratio {r['ratio']:.2f}x (median of {r['runs']})")
+  others = {"previous": _load_reader(args.previous)} if args.previous else None
+  r = bench_parse(text, args.runs, others)
+  print(f"{r['bytes'] / 1e6:.2f} MB, {r['lines']} lines, median [min, max] of {r['runs']}:")
+  print(f"  ours      {_ms(r['ours_samples'])}")
+  for label, other in r["others"].items():
+    print(f"  {label:9s} {_ms(other['samples'])}")
+  if r["jaxlib_s"]:
+    print(f"  jaxlib    {_ms(r['jaxlib_samples'])}")
+    ratios = [a / b for a, b in zip(r["ours_samples"], r["jaxlib_samples"])]
+    print(f"  ours / jaxlib {r['ratio']:.2f} (per run {min(ratios):.2f}-{max(ratios):.2f})")
+    for label, other in r["others"].items():
+      print(f"  {label} / jaxlib {other['median_s'] / r['jaxlib_s']:.2f}")
   return 0
 
 
