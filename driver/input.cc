@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "driver/mesh_groups.h"
+#include "driver/readable_text.h"
 #include "xla/hlo/ir/hlo_casting_utils.h"
 #include "xla/hlo/ir/hlo_computation.h"
 #include "xla/hlo/ir/hlo_instruction.h"
@@ -268,7 +268,7 @@ absl::StatusOr<LoadedModule> ParseModule(const std::string& path, std::string da
                               "XLA's parser, which would overflow its stack"));
     }
     // Same lines, so the parser's line numbers are the input's.
-    std::string readable = ExplicitReplicaGroups(data, &loaded.mesh_groups_rewritten);
+    std::string readable = ReadableText(data, &loaded.rewritten_for_xla);
     absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
         xla::ParseAndReturnUnverifiedModule(readable);
     if (!module.ok()) {

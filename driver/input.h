@@ -36,15 +36,15 @@ struct LoadedModule {
   // The input's HLO text exactly as read (empty for a proto): the pass's
   // output is spliced into it (hlo_splice.h).
   std::string text;
-  int mesh_groups_rewritten = 0;  // Replica groups given in explicit form.
+  int rewritten_for_xla = 0;  // Places read in the wheel's form (readable_text.h).
   // Where the partition count came from when the input does not state it
   // (a message for the user), else empty.
   std::string partitions_note;
 };
 
 // `data` (the input's bytes) as a module, parsed but not yet verified.
-// Text in forms the wheel's parser lacks (jaxlib >= 0.10's mesh replica
-// groups) is parsed in the equivalent form it reads; `text` keeps the input.
+// Text in forms the wheel's parser lacks (readable_text.h) is parsed in the
+// equivalent form it reads; `text` keeps the input.
 absl::StatusOr<LoadedModule> ParseModule(const std::string& path,
                                          std::string data,
                                          const LoadOptions& options);

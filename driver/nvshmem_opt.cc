@@ -28,7 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "driver/crash_guard.h"
 #include "driver/input.h"
-#include "driver/mesh_groups.h"
+#include "driver/readable_text.h"
 #include "driver/pipeline.h"
 #include "driver/report.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
@@ -173,8 +173,8 @@ Flags ParseFlags(int argc, char** argv) {
       integer("max-input-bytes", &f.max_input_bytes, 1, kMax64),
       tsl::Flag("print-cost-table", &f.print_cost_table, "print the table and exit"),
       tsl::Flag("print-readable", &f.print_readable,
-                "print INPUT as this build's XLA reads it (mesh replica groups of "
-                "jaxlib >= 0.10 in explicit form) and exit"),
+                "print INPUT as this build's XLA reads it (newer jaxlib's forms in "
+                "older ones) and exit"),
   };
   std::vector<std::string> args = CanonicalArgs(
       argc, argv, {"annotate", "compare-upstream", "time", "print-cost-table", "print-readable"});
@@ -339,7 +339,7 @@ int main(int argc, char** argv) {
   }
   if (flags.print_readable) {
     int rewritten = 0;
-    std::cout << nvshmem_opt::ExplicitReplicaGroups(
+    std::cout << nvshmem_opt::ReadableText(
         OrFail(nvshmem_opt::ReadInput(flags.input, flags.max_input_bytes)), &rewritten);
     return 0;
   }

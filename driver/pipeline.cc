@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "driver/backend_config_json.h"
 #include "driver/hlo_splice.h"
-#include "driver/mesh_groups.h"
+#include "driver/readable_text.h"
 #include "google/protobuf/util/json_util.h"
 #include "xla/hlo/ir/hlo_computation.h"
 #include "xla/hlo/ir/hlo_instruction.h"
@@ -246,7 +246,7 @@ absl::StatusOr<std::string> OutputText(const LoadedModule& input,
   }
   // The spliced text must read back as a valid module.
   int rewritten = 0;
-  auto again = xla::ParseAndReturnUnverifiedModule(ExplicitReplicaGroups(*text, &rewritten),
+  auto again = xla::ParseAndReturnUnverifiedModule(ReadableText(*text, &rewritten),
                                                    output.config());
   absl::Status status = again.ok() ? Verify(again->get()) : again.status();
   if (!status.ok()) {

@@ -1,0 +1,23 @@
+// HLO text of newer jaxlib in the forms the TensorFlow wheel's XLA reads.
+// Each rewrite keeps every line where it was, so the parser's line numbers
+// are the input's, and changes only what the older XLA spells differently:
+//   * replica_groups=mesh[...] {...} (jaxlib >= 0.10) as explicit lists
+//     (mesh_groups.h);
+//   * a one-operand collective-permute-start's shape ((T), T) (jaxlib 0.11)
+//     as (T, T).
+// The driver parses the result but writes back the input's own text
+// (hlo_splice.h), so nothing rewritten here reaches its output.
+
+#ifndef NVSHMEM_OPT_DRIVER_READABLE_TEXT_H_
+#define NVSHMEM_OPT_DRIVER_READABLE_TEXT_H_
+
+#include <string>
+
+namespace nvshmem_opt {
+
+// `rewritten` gets how many places changed.
+std::string ReadableText(const std::string& text, int* rewritten);
+
+}  // namespace nvshmem_opt
+
+#endif  // NVSHMEM_OPT_DRIVER_READABLE_TEXT_H_
