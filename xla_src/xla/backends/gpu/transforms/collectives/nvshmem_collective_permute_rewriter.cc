@@ -113,9 +113,16 @@ absl::StatusOr<std::vector<int>> Placement(const HloModuleConfig& config) {
 
 absl::StatusOr<std::unique_ptr<NvshmemCollectivePermuteRewriter>>
 NvshmemCollectivePermuteRewriter::Create(const Options& options) {
-  if (options.num_devices_per_host < 0 || options.slice_size < 0) {
+  const int64_t per_host = options.num_devices_per_host;
+  if (per_host < 0 || options.slice_size < 0) {
     return absl::InvalidArgumentError(
         "devices per host and slice size must not be negative");
+  }
+  if (per_host > 0 && options.slice_size > per_host &&
+      options.slice_size % per_host != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a slice of ", options.slice_size,
+                     " devices is not a whole number of hosts of ", per_host));
   }
   std::optional<sel::Topology> topology;
   if (!options.topology_spec.empty()) {

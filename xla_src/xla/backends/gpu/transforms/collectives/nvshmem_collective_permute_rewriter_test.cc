@@ -292,14 +292,17 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, CreateReadsTheCostTableFile) {
 }
 
 TEST_F(NvshmemCollectivePermuteRewriterTest, CreateRejectsBadOptions) {
-  Rewriter::Options bad_spec, negative, missing_file;
+  Rewriter::Options bad_spec, negative, bad_slice, missing_file;
   bad_spec.topology_spec = "1x2";
   negative.num_devices_per_host = -1;
+  bad_slice.num_devices_per_host = 4;
+  bad_slice.slice_size = 6;
   missing_file.cost_table_path = ::testing::TempDir() + "/no_such_table.txt";
   for (const auto& [options, code] :
        std::vector<std::pair<Rewriter::Options, absl::StatusCode>>{
            {bad_spec, absl::StatusCode::kInvalidArgument},
            {negative, absl::StatusCode::kInvalidArgument},
+           {bad_slice, absl::StatusCode::kInvalidArgument},
            {missing_file, absl::StatusCode::kNotFound}}) {
     EXPECT_EQ(Rewriter::Create(options).status().code(), code);
   }
