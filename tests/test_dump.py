@@ -240,6 +240,14 @@ def tp_cp_block(x):
   return lax.psum(lax.ppermute(x, "cp", [(i, (i + 1) % n) for i in range(n)]), "tp")
 
 
+def global_tp_cp(x):
+  """A whole program: its own shard_map on the context mesh, then a global sum."""
+  import jax  # pylint: disable=import-outside-toplevel
+  from jax.sharding import PartitionSpec as P  # pylint: disable=import-outside-toplevel
+  step = jax.shard_map(tp_cp_block, in_specs=P("cp", "tp"), out_specs=P("cp"))
+  return step(x).sum()
+
+
 def test_parse_mesh_keeps_order_and_sizes():
   from hlo_tools.commands import dump  # pylint: disable=import-outside-toplevel
   assert dump.parse_mesh("cp:4,tp:2") == [["cp", 4], ["tp", 2]]
@@ -316,3 +324,15 @@ def test_train_step_dump_across_hosts(tmp_path):
   # Megatron's all-reduces over tp (inside a host) and the gradient sum over cp.
   assert "replica_groups={{0,1},{2,3}}" in text
   assert "replica_groups={{0,2},{1,3}}" in text
+
+
+def test_global_function_uses_the_mesh(tmp_path):
+  out = tmp_path / "global"
+  proc = run_dump("tests.test_dump:global_tp_cp", "--global", "--mesh=cp:4,tp:2",
+                  "--topology=1x1x8", "--arg=16,64:f32:cp,tp", "--quiet", f"--out={out}")
+  assert proc.returncode == 0, proc.stderr
+  manifest = json.loads((out / "manifest.json").read_text())
+  assert manifest["source"]["global"] is True and manifest["mesh"] == {"cp": 4, "tp": 2}
+  text = (out / "after_optimizations.hlo").read_text()
+  assert "source_target_pairs={{0,2},{2,4},{4,6},{6,0},{1,3},{3,5},{5,7},{7,1}}" in text
+  assert "all-reduce" in text  # the shard_map's psum and the global sum

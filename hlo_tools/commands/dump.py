@@ -6,7 +6,8 @@ SOURCE is absent (a built-in program: --program=ring, the default, ring attentio
 alone; or --program=train_step, a Llama-3-8B-shaped train step with ring attention
 over a mesh axis `cp` and tensor parallelism over `tp`), `module:function` (a
 per-shard function run under shard_map, with arguments from repeated
---arg=SHAPE:DTYPE[:PARTITIONSPEC]), or an existing directory written by XLA's
+--arg=SHAPE:DTYPE[:PARTITIONSPEC]; with --global, a whole program compiled as it is
+on the mesh, which its own shard_map calls use), or an existing directory written by XLA's
 --xla_dump_to (indexed as it is, nothing recompiled).
 
 The mesh: --mesh=NAME:SIZE[,NAME:SIZE...] names the axes in order, the last the
@@ -122,7 +123,8 @@ def _spec_axes(source):
   """Mesh axis names the partition specs of --arg and --out_spec use, in order."""
   specs = [a.split(":")[2] for a in source["args"] if a.count(":") == 2]
   names = []
-  for spec in specs + [source.get("out_spec") or ""]:
+  outs = [] if source.get("global") else [source.get("out_spec") or ""]
+  for spec in specs + outs:
     for part in spec.split(","):
       if part not in ("", "None", "none") and part not in names:
         names.append(part)
@@ -212,7 +214,8 @@ def _devices(target):
 
 
 def _user_function(source, mesh):
-  """Imports module:function and wraps it in shard_map with the --arg specs."""
+  """Imports module:function and wraps it in shard_map with the --arg specs (with
+  --global: as it is; it runs its own shard_map or jit sharding on the mesh)."""
   import importlib
   import jax
   import jax.numpy as jnp
@@ -230,6 +233,8 @@ def _user_function(source, mesh):
   for shape, dtype, spec in parsed:
     dt = ring_attention.DTYPES.get(dtype) or jnp.dtype(dtype)
     args.append(jax.ShapeDtypeStruct(shape, dt, sharding=NamedSharding(mesh, spec)))
+  if source.get("global"):
+    return fn, args
   out_spec = _parse_spec(source["out_spec"])
   wrapped = jax.shard_map(fn, mesh=mesh, in_specs=tuple(s for _, _, s in parsed),
                           out_specs=out_spec, check_vma=source.get("check_vma", True))
@@ -267,7 +272,8 @@ def _child_compile(spec):
   mesh = Mesh(np.asarray(devices).reshape([size for _, size in spec["mesh"]]), names)
   fn, args = _program(source, mesh)
   print("hlo-tools dump: lowering", file=sys.stderr, flush=True)
-  lowered = jax.jit(fn).lower(*args)
+  with jax.set_mesh(mesh):  # the mesh of shard_maps and shardings that name none
+    lowered = jax.jit(fn).lower(*args)
   with open(os.path.join(out_dir, "stablehlo.mlir"), "w") as f:
     f.write(lowered.as_text())
   try:  # the HLO a user gets from jax.jit(f).lower(...) (no num_partitions in it)
@@ -572,6 +578,10 @@ def _parser(prog):
                   help="SHAPE:DTYPE[:PARTITIONSPEC], e.g. 8192,8,128:bf16:cp")
   fn.add_argument("--out_spec", default="cp",
                   help="shard_map out_specs of the function, e.g. cp or None,cp")
+  fn.add_argument("--global", dest="global_fn", action="store_true",
+                  help="the function is global, not per-shard: compile it as it is, "
+                  "its arguments sharded by --arg, on the mesh (jax.set_mesh), so its "
+                  "own shard_map calls and sharding constraints need not name one")
   fn.add_argument("--check_vma", dest="check_vma", action="store_true", default=True,
                   help="shard_map's varying-type check (default on)")
   fn.add_argument("--nocheck_vma", dest="check_vma", action="store_false",
@@ -625,6 +635,8 @@ def source_from_args(args):
   if re.match(r"^[\w.]+:\w+$", args.source):
     source = {"kind": "function", "function": args.source, "args": args.arg,
               "out_spec": args.out_spec, "check_vma": args.check_vma}
+    if args.global_fn:
+      source["global"] = True
     if args.mesh:
       source["mesh"] = args.mesh
     return source
