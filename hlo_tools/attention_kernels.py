@@ -35,13 +35,20 @@ def cudnn_fits(dtype, head_dim):
           and head_dim % 8 == 0 and head_dim <= 128)
 
 
+def _on_cuda():
+  """Whether jax runs on NVIDIA GPUs (a ROCm backend is also named 'gpu')."""
+  if jax.default_backend() != "gpu":
+    return False
+  version = getattr(getattr(jax.devices()[0], "client", None), "platform_version", "")
+  return "cuda" in str(version).lower()
+
+
 def resolve(kernel, dtype, head_dim):
   """The kernel to run: `auto` is cuDNN on a GPU backend when it fits, else blocked."""
   if kernel not in KERNELS:
     raise ValueError(f"kernel {kernel!r} not in {KERNELS}")
   if kernel == "auto":
-    on_gpu = jax.default_backend() == "gpu"
-    return "cudnn" if on_gpu and cudnn_fits(dtype, head_dim) else "blocked"
+    return "cudnn" if _on_cuda() and cudnn_fits(dtype, head_dim) else "blocked"
   if kernel == "cudnn" and not cudnn_fits(dtype, head_dim):
     raise ValueError(f"cuDNN flash attention needs bf16/f16 and head_dim <= 128 "
                      f"(multiple of 8); got {jnp.dtype(dtype)}, {head_dim}")
