@@ -216,3 +216,26 @@ if __name__ == "__main__":
     print(json.dumps(_overlap_child()))
   else:
     print(json.dumps(_compare(json.loads(sys.argv[1]))))
+
+
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+
+
+def test_overlap_reader_reports_a_synchronous_permute_as_not_overlapped():
+  from hlo_tools import ring_overlap
+  with open(os.path.join(FIXTURES, "ring_1x1x8.before_async.hlo"), encoding="utf-8") as f:
+    windows = ring_overlap.permute_windows(f.read())
+  assert windows and all(w["synchronous"] and w["attention_between"] == 0 for w in windows)
+  with open(os.path.join(FIXTURES, "ring_1x1x8.after_optimizations.hlo"),
+            encoding="utf-8") as f:
+    windows = ring_overlap.permute_windows(f.read())
+  assert windows and not any(w["synchronous"] for w in windows)
+
+
+def test_overlap_reader_cli_names_an_unreadable_file(tmp_path):
+  missing = tmp_path / "none.hlo"
+  proc = subprocess.run([sys.executable, "-m", "hlo_tools.ring_overlap", str(missing)],
+                        capture_output=True, text=True, timeout=60, check=False,
+                        env=dict(os.environ, PYTHONPATH=ROOT))
+  assert proc.returncode == 2
+  assert proc.stderr.count("\n") == 1 and str(missing) in proc.stderr
