@@ -6,7 +6,8 @@ MLP) under `jax.shard_map` over a 2-D mesh (`cp`, `tp`):
 
 * context parallelism over `cp`: every device holds a block of the sequence, and
   attention is `hlo_tools.ring_attention`'s ring (K and V rotate with one
-  collective-permute per step, in a loop; their gradients rotate back);
+  collective-permute per step, in a loop; the backward pass runs the ring again
+  for their gradients);
 * tensor parallelism over `tp`, Megatron-style: the Q/K/V and gate/up projections
   are split by column (heads, MLP units), the output and down projections by row;
   a block's partial outputs are summed by a `psum` over `tp` in the forward pass,
@@ -26,7 +27,7 @@ topology of hosts with G GPUs and tp <= G each tensor-parallel group sits inside
 one host and the ring runs across hosts once cp exceeds G / tp.
 
 Defaults are Llama 3 8B's layer shapes (hidden 4096, 32 query / 8 KV heads x 128,
-MLP 14336) with 2 layers and a 8192-token vocabulary, so that a deviceless compile
+MLP 14336) with 2 layers and an 8192-token vocabulary, so that a deviceless compile
 takes tens of seconds: the HLO grows with the layer count, not with the shapes.
 """
 
