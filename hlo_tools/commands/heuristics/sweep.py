@@ -47,7 +47,8 @@ COLUMNS = (
     "topology", "shape", "buffer_bytes", "bytes", "num_devices", "num_edges",
     "edges_same_device", "edges_nvlink", "edges_nvlink_domain", "edges_network",
     "mixed", "multi_host", "nccl_us", "nvshmem_us", "chosen_plan",
-    "chosen_us", "best_plan", "inside_margin", "oracle_plan", "oracle_us", "upstream_plan", "upstream_us",
+    "chosen_us", "best_plan", "inside_margin", "oracle_plan", "oracle_us",
+    "upstream_plan", "upstream_us",
     "upstream_over_heap", "upstream_hangs", "ratio_to_oracle", "ratio_to_upstream",
     "ratio_to_nccl", "reason")
 

@@ -128,7 +128,8 @@ def _comparison_html(rows):
         f"<td>{df.esc(common.human_bytes(row['bytes']))} in {row['buffers']} buffer(s)"
         f"{df.esc(trips)}</td><td>{df.esc(edges)}</td><td>{fmt_us(row['nccl_us'])}</td>"
         f"<td>{_others_us(row)}</td><td class=\"{cls}\"><b>{df.esc(row['plan'])}</b>"
-        f"{_mode_html(row.get('collectives_mode'))}</td><td>{fmt_us(row['saved_us_per_run'])}</td><td>{df.esc(row['upstream'])}</td>"
+        f"{_mode_html(row.get('collectives_mode'))}</td>"
+        f"<td>{fmt_us(row['saved_us_per_run'])}</td><td>{df.esc(row['upstream'])}</td>"
         f"<td>{df.esc(row['verdict'])}</td></tr>")
   out.append("</table>")
   return "\n".join(out)
@@ -241,8 +242,11 @@ def page_title(backends):
 
 def render_page(report, results):
   timing = ", ".join(f"{k} {v:.2f} s" for k, v in report["timings_s"].items())
-  cfg = results[0]["case"].config
-  shapes = (f"{cfg['num_heads']} query / {cfg['num_kv_heads']} KV heads x {cfg['head_dim']}, "
+  # The ring's shapes, where a configuration is the built-in ring.
+  cfg = next((r["case"].config for r in results
+              if (r["case"].source or {}).get("kind") == "ring" and r["case"].config), None)
+  shapes = (f"Ring attention: {cfg['num_heads']} query / {cfg['num_kv_heads']} KV heads x "
+            f"{cfg['head_dim']}, "
             f"batch {cfg['batch']}, {cfg['dtype']}, {'causal' if cfg['causal'] else 'non-causal'}"
             f", {'forward+backward' if cfg['backward'] else 'forward'}; " if cfg else "")
   others = set_names(report.get("backends"))
@@ -251,7 +255,8 @@ def render_page(report, results):
       f"<h1>{df.esc(title)}</h1>",
       "<p>The pass gives each collective-permute the backend the selection core models "
       f"as faster, NCCL or {df.esc(others)}, the whole permute on one backend, priced by "
-      f"its slowest edge. {df.esc(others[:1].upper() + others[1:])} only where the core's safety rules allow it "
+      f"its slowest edge. {df.esc(others[:1].upper() + others[1:])} only where the "
+      "core's safety rules allow it "
       "(every device of the program has a source; the message fits the memory it needs); "
       f"NCCL elsewhere. {df.esc(shapes)}cost table "
       f"{df.esc(report['cost_table'] or 'default')}, backends "
