@@ -458,7 +458,15 @@ def test_chart_on_one_host_has_no_network_line_and_shows_the_choice(tmp_path):
   page = (tmp_path / "r" / "index.html").read_text()
   one_host, two_hosts = _svgs(page)
   assert "series-edge_network" not in one_host and "network edge" not in one_host
-  assert "series-edge_network" in two_hosts and "one network edge" in two_hosts
+  # Two hosts: the network edges price the whole NCCL permute, which the NCCL line's
+  # legend says; the NVLink edge alone is a line of its own.
+  assert "series-edge_nvlink" in two_hosts and "its network edges, the slowest" in two_hosts
+  # No line hidden under another: drawn series differ (the chosen one lies on its
+  # backend's by design).
+  for svg in (one_host, two_hosts):
+    drawn = re.findall(r'<polyline class="series-(\w+)"[^>]* points="([^"]*)"', svg)
+    points = [p for k, p in drawn if k != "chosen"]
+    assert len(points) == len(set(points)), [k for k, _ in drawn]
   for svg in (one_host, two_hosts):
     # The chosen line is drawn last (on top) and named in the legend.
     lines = re.findall(r'<polyline class="series-(\w+)"', svg)

@@ -71,9 +71,17 @@ def _kind_chart(topology, table, source, key, members):
     series["chosen"].append(d["chosen_us"])
     for k in edge_keys:
       series[k].append(selection.edge_time_us(table, "nccl", k[5:], size, buffers))
+  # An edge class that prices the whole permute draws the NCCL line again: said in
+  # the NCCL line's legend instead of a line hidden under it.
+  priced_by = [k[5:] for k in edge_keys
+               if all(a == b or (a and b and abs(a - b) <= 1e-9 * b)
+                      for a, b in zip(series[k], series["nccl"]))]
+  for c in priced_by:
+    del series[f"edge_{c}"]
   marks = sorted({(e["bytes"], common.human_bytes(e["bytes"])) for e in members})
-  return {"instructions": [e["instruction"] for e in members], "pairs": [list(p) for p in pairs],
-          "buffers": buffers, "sizes": sizes, "edge_classes": classes, "series_us": series,
+  return {"instructions": [e["instruction"] for e in members],
+          "pairs": [list(p) for p in pairs], "buffers": buffers, "sizes": sizes,
+          "edge_classes": classes, "nccl_priced_by": priced_by, "series_us": series,
           "refused": refused, "marks": marks}
 
 
@@ -136,6 +144,10 @@ def _wrap(text, width=120):
 def legend_lines(chart):
   """[(series key or None, text)]: one per drawn series, then each refusal's reason."""
   items = [(k, _label(k)) for k, pts in chart["series_us"].items() if any(pts)]
+  if chart.get("nccl_priced_by"):
+    names = " and ".join(_CLASS_NAMES[c] for c in chart["nccl_priced_by"])
+    items = [(k, f"NCCL (whole permute: its {names} edges, the slowest)" if k == "nccl"
+              else text) for k, text in items]
   for b, r in chart["refused"].items():
     where = ("at every size" if r["every_size"]
              else f"from {common.human_bytes(r['from'])}")
