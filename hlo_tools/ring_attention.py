@@ -328,15 +328,32 @@ def _unpack(msg, d):
   return kv, lax.bitcast_convert_type(bits, jnp.float32)
 
 
-def _ring_perm(axis_name):
+def _varying_axes(x):
+  """The manual mesh axes x varies over (jax >= 0.10: aval.mat; before: aval.vma)."""
+  aval = jax.typeof(x)
+  mat = getattr(aval, "mat", None)
+  return frozenset(mat.varying if mat is not None else getattr(aval, "vma", ()))
+
+
+def _ring_perm(axis_name, q):
+  """(n, this device's index, the ring's pairs).
+
+  The index is typed as varying over every manual axis q varies over (under a
+  shard_map over more axes, e.g. tensor parallelism), so that the positions and
+  the loop carries derived from it match what the loops compute from q.
+  """
   n = lax.axis_size(axis_name)
+  me = lax.axis_index(axis_name)
+  other_axes = tuple(sorted(_varying_axes(q) - {axis_name}))
+  if other_axes:
+    me = lax.pcast(me, other_axes, to="varying")
   # Send to the next device: after i steps device `me` holds block (me - i) mod n.
-  return n, lax.axis_index(axis_name), [(j, (j + 1) % n) for j in range(n)]
+  return n, me, [(j, (j + 1) % n) for j in range(n)]
 
 
 def _ring_forward(qg, k, v, causal, axis_name, kernel):
   """(out f32, lse) of this device's queries against every device's K/V block."""
-  n, me, perm = _ring_perm(axis_name)
+  n, me, perm = _ring_perm(axis_name, qg)
   b, sq, kvh, g, d = qg.shape
 
   def step(i, state):
@@ -381,7 +398,7 @@ def _ring_bwd_rule(causal, axis_name, kernel, res, dout):
   total to its owner.
   """
   qg, k, v, out, lse = res
-  n, me, perm = _ring_perm(axis_name)
+  n, me, perm = _ring_perm(axis_name, qg)
   sq, d = qg.shape[1], k.shape[-1]
 
   def step(i, state):
