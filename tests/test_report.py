@@ -45,6 +45,7 @@ def test_report_directory(small_report):
   [case] = data["cases"]
   assert case["config"]["seq_len"] == 4096 and case["topology"] == "1x2x4"
   assert case["stages"] == ["before_async", "after_optimizations"]
+  assert case["note"] is None  # the module the pass sees
   for name in data["files"]:
     assert (out / name).is_file(), name
   assert data["summary"]["verify_passed"]
@@ -115,6 +116,9 @@ def test_report_of_a_file(tmp_path):
   explained = json.loads((out / case["id"] / "json" / "explain.json").read_text())
   assert explained["num_partitions"] == 8
   assert (out / case["id"] / "hlo" / "input.nvshmem.hlo").is_file()
+  # jax's lowered HLO is from before the combiner: the report says so.
+  assert case["note"].startswith("note: this module is from before XLA's optimizations")
+  assert 'class="note"' in (out / "index.html").read_text()
 
 
 def test_report_of_a_dump_directory(tmp_path):

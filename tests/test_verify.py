@@ -171,6 +171,17 @@ def test_memory_space(capsys, tmp_path, result_layout, status):
     assert "result %done f32[16]{0}" in ms["results"][0]["message"]
 
 
+def test_memory_space_note_fits_an_optimized_module_without_nvshmem(capsys):
+  # An after-optimizations module whose permutes all run NCCL: nothing to check, and
+  # the note says why (it said "from before buffer assignment").
+  rc, out, _ = run(capsys, FIXTURES / "ring_1x2x4.after_optimizations.hlo",
+                   "--topology=1x2x4", "--format=json", "--no-hlo-verifier")
+  assert rc == 0
+  ms = checks(out)["memory-space"]
+  assert ms["status"] == "not_applicable"
+  assert ms["note"] == "no collective-permute uses NVSHMEM"
+
+
 def test_hlo_verifier_rejects(capsys, tmp_path):
   if not DRIVER.exists():
     pytest.skip("nvshmem-opt is not built")

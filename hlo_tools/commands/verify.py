@@ -355,6 +355,9 @@ def _has_memory_spaces(module):
 
 def check_memory_space(perms, module):
   check = Check("memory-space")
+  if not any(perm.record.backend == "NVSHMEM" for perm in perms):
+    check.note = "no collective-permute uses NVSHMEM"
+    return check
   if not _has_memory_spaces(module):
     check.note = ("no layout has a memory space S(n): the module is from before "
                   "buffer assignment")

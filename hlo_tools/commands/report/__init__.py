@@ -58,6 +58,7 @@ from hlo_tools import cli_io
 from hlo_tools.commands import common
 from hlo_tools.commands import diff as df
 from hlo_tools.commands import dump as dump_mod
+from hlo_tools.commands import explain as explain_cmd
 from hlo_tools.commands import outdir
 from hlo_tools.commands import verify as vf
 from hlo_tools.commands.report.chart import chart_data
@@ -310,6 +311,8 @@ def analyze_case(case, case_dir, stages, dump_dir, cost_table, num_partitions, s
       [(f"verify_{s}", v) for s, v in verified.items()] + \
       [(f"diff_{s}", df.to_json(d)) for s, d in diffs.items()]:
     _write(os.path.join(json_dir, f"{name}.json"), json.dumps(value, indent=1))
+  if explain_cmd.is_pre_optimization(sources[first].module, explained["collectives"]):
+    explained["note"] = explain_cmd.PRE_OPTIMIZATION_NOTE
   return {"case": case, "stages": list(stages), "explain": explained, "passes": passes,
           "verify": verified, "diff": diffs, "trace": trace, "chart": chart,
           "sources": sources, "rewritten": rewritten, "first": first, "dump_dir": dump_dir}
@@ -339,6 +342,7 @@ def case_summary(result, case_dir_name):
                              "choice_collectives_mode", "backends", "reason", "trip_count")
            if k in e}
           | {"upstream": e["upstream"]["backend"]} for e in result["explain"]["collectives"]],
+      "note": result["explain"].get("note"),
       "verify_passed": all(v["passed"] for v in verified.values()),
       "failed_checks": sorted({c for v in verified.values() for c in v["failed_checks"]}),
       "files": files,
@@ -433,6 +437,7 @@ def summary_text(report):
            + (f", backends {report['backends']}" if report.get("backends") else "")]
   lines += [f"  {c['title']}: no collective-permutes, nothing for the pass to decide"
             for c in report["cases"] if not c["collective_permutes"]]
+  lines += [f"  {c['title']}: {c['note']}" for c in report["cases"] if c.get("note")]
   for row in report["summary"]["comparison"]:
     edges = ", ".join(f"{k} {v}" for k, v in row["edges_by_class"].items() if v)
     trips = f" x{row['trip_count']} trips" if row["trip_count"] else ""

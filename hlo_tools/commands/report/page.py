@@ -212,6 +212,8 @@ def _case_html(result, max_rows):
   body = [f"<h2 id=\"{df.esc(case.id)}\">{df.esc(case.title)}</h2>"]
   where = "entering async-collective-creator" if first == "before_async" else "as given"
   module = f"<span class=\"mono\">{df.esc(case.id)}/hlo/{df.esc(first)}.hlo</span>"
+  if result["explain"].get("note"):
+    body.append(f"<p class=\"note\"><b>{df.esc(result['explain']['note'])}</b></p>")
   if result["explain"]["collectives"]:
     body += [f"<p>Decisions on the module {where} ({module}):</p>", _decision_table(result)]
     body += _charts_html(result)
