@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (build-fuzz/, clang + ASan/UBSan) and runs
 # both: fuzz/selection_fuzzer (selection core, no XLA) and fuzz/driver_fuzzer
-# (nvshmem-opt's parse -> verify -> pass -> verify -> print path against the
-# TensorFlow wheel's XLA).
+# (nvshmem-opt's library: parse -> verify -> pass -> async -> verify -> report
+# -> output spliced into the input -> reparse, against the TensorFlow wheel's XLA).
 #
 #   fuzz/run_fuzz.sh [--runs=N] [--time=SECONDS] [--sanitizers=LIST] [--no-build]
 #
