@@ -7,6 +7,7 @@ with `git show REV:hlo_tools/hlo_text.py`) in the same turns.
 """
 
 import argparse
+import gc
 import importlib.util
 import os
 import statistics
@@ -17,6 +18,9 @@ from hlo_tools.hlo_text import parse_hlo_text
 
 
 def _seconds(fn):
+  """Wall seconds of fn(), from a collected heap: no parser pays for another's garbage
+  (the collector stays on during the call, as in use)."""
+  gc.collect()
   t0 = time.perf_counter()
   fn()
   return time.perf_counter() - t0
@@ -26,7 +30,8 @@ def bench_parse(text, runs=5, others=None):
   """Parse seconds of ours and jaxlib's (`jaxlib._hlo.hlo_module_from_text`).
 
   The parsers take turns within each run, and which goes first rotates, so that drift
-  of the machine (frequency, other load) falls on all of them alike. Medians under
+  of the machine (frequency, other load) falls on all of them alike; each call starts
+  from a collected heap. Medians under
   ours_s/jaxlib_s; every run under ours_samples/jaxlib_samples. `others` ({label:
   parse function}) are timed in the same turns, under others[label].
   """
