@@ -114,15 +114,20 @@ StatementIndex IndexStatements(absl::string_view s) {
 }
 
 // Top-level ", key=value" attributes of one statement: key -> value span.
+// The wheel's short mesh form "@mesh<a=4,b=2>" counts as a bracket.
 std::vector<std::tuple<std::string, size_t, size_t>> Attributes(absl::string_view s) {
   std::vector<std::tuple<std::string, size_t, size_t>> out;
   int depth = 0;
+  bool in_mesh = false;
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
     if (StartsQuoted(s, i)) {
       i = SkipQuoted(s, i);
       continue;
     }
+    if (c == '<' && i >= 5 && s.substr(i - 5, 5) == "@mesh") in_mesh = true;
+    if (c == '>' && in_mesh) in_mesh = false;
+    if (in_mesh) continue;
     if (c == '(' || c == '[' || c == '{') ++depth;
     if ((c == ')' || c == ']' || c == '}') && depth > 0) --depth;
     if (depth != 0 || c != ',' || i + 1 >= s.size() || s[i + 1] != ' ') continue;

@@ -11,12 +11,15 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "driver/backend_config_json.h"
 #include "driver/hlo_splice.h"
 #include "driver/readable_text.h"
 #include "google/protobuf/util/json_util.h"
+#include "xla/hlo/ir/hlo_casting_utils.h"
 #include "xla/hlo/ir/hlo_computation.h"
 #include "xla/hlo/ir/hlo_instruction.h"
+#include "xla/hlo/ir/hlo_instructions.h"
 #include "xla/hlo/parser/hlo_parser.h"
 #include "xla/hlo/transforms/collectives/async_collective_creator.h"
 #include "xla/service/gpu/backend_configs.pb.h"
@@ -141,6 +144,33 @@ std::optional<StatementEdit> EditFor(const xla::HloModule& output, const PassRun
   return edit;
 }
 
+// A proto's module as XLA prints it, but replica groups in this XLA's short
+// mesh form (@mesh<...> {...}), which no jax reads, as full lists.
+absl::StatusOr<std::string> PrintWithFullGroups(const xla::HloModule& module) {
+  std::vector<StatementEdit> edits;
+  for (const xla::HloComputation* computation : module.computations()) {
+    for (const xla::HloInstruction* instr : computation->instructions()) {
+      const auto* collective = xla::DynCast<xla::HloCollectiveInstruction>(instr);
+      if (collective == nullptr ||
+          AttributeValue(instr->ToString(), "replica_groups").rfind("@", 0) != 0) {
+        continue;
+      }
+      std::vector<std::string> groups;
+      for (const xla::ReplicaGroup& group : collective->replica_groups()) {
+        groups.push_back(absl::StrCat("{", absl::StrJoin(group.replica_ids(), ","), "}"));
+      }
+      edits.push_back({std::string(computation->name()), std::string(instr->name()), {},
+                       {{"replica_groups", absl::StrCat("{", absl::StrJoin(groups, ","), "}")}}});
+    }
+  }
+  absl::StatusOr<std::string> text = SpliceStatements(module.ToString(), edits);
+  if (!text.ok()) {
+    return absl::InternalError(absl::StrCat("cannot print replica groups in full: ",
+                                            text.status().message(), " (a bug)"));
+  }
+  return text;
+}
+
 }  // namespace
 
 Rewriter::Options DriverPassOptions(const std::string& topology, int devices_per_host,
@@ -226,7 +256,7 @@ absl::StatusOr<std::map<std::string, std::string>> UpstreamDecisions(
 absl::StatusOr<std::string> OutputText(const LoadedModule& input,
                                        const xla::HloModule& output, const PassRun& run,
                                        const Rewriter::Options& options) {
-  if (input.text.empty()) return output.ToString();
+  if (input.text.empty()) return PrintWithFullGroups(output);
   const bool annotate = options.annotate;
   std::vector<StatementEdit> edits;
   for (const Rewriter::OpRecord& record : run.records) {

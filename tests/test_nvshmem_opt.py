@@ -366,6 +366,22 @@ def test_mesh_groups_expand_as_jaxs_xla_does(tmp_path):
     assert jax_groups and ours == jax_groups
 
 
+def test_proto_of_a_jax_010_module_comes_back_readable_by_jax(tmp_path, favoured):
+  """A serialized module with mesh groups: this XLA prints them in a short form of its
+  own (@mesh<...>) that jax cannot read; the driver writes the full lists instead."""
+  from jaxlib import _hlo  # pylint: disable=import-outside-toplevel
+  module = _hlo.hlo_module_from_text(TP_CP.read_text())
+  proto, out = tmp_path / "tp_cp.pb", tmp_path / "out.hlo"
+  proto.write_bytes(module.as_serialized_hlo_module_proto())
+  result = run_nvshmem_opt(proto, "--topology=1x1x8", "-o", out, favoured)
+  assert result.returncode == 0, result.stderr
+  text = out.read_text()
+  assert "@mesh" not in text and "collective-permute-start" in text
+  again = _hlo.hlo_module_from_text(text)  # jax's own XLA reads it
+  full = _hlo.HloPrintOptions.fingerprint()
+  assert _groups_by_channel(again.to_string(full)) == _groups_by_channel(module.to_string(full))
+
+
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("train_step_*.after_optimizations.hlo")),
                          ids=lambda p: p.name)
 def test_train_steps_compare_with_upstream(path):
