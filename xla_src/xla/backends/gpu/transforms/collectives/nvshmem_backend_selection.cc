@@ -67,6 +67,13 @@ double PlanTimeForEdges(const CostTable& table, const Topology& topology,
   return worst;
 }
 
+// Logical devices the topology places: its map's, or one per device.
+int PlacedDevices(const Topology& topology) {
+  return topology.partition_to_device().empty()
+             ? topology.num_devices()
+             : static_cast<int>(topology.partition_to_device().size());
+}
+
 Refusal MakeRefusal(Backend backend, RefusalKind kind) {
   Refusal refusal;
   refusal.backend = backend;
@@ -109,15 +116,11 @@ std::vector<int> TeamDevices(const Topology& topology, int team_size) {
     for (int d = 0; d < topology.num_devices(); ++d) team.push_back(d);
     return team;
   }
-  // One beyond the largest topology is enough to make an oversized team
-  // unsatisfiable without allocating without bound.
-  const int size = static_cast<int>(
-      std::min<int64_t>(team_size, text_internal::kMaxDevices + 1));
+  const int size = std::min(team_size, PlacedDevices(topology));
   team.reserve(size);
   for (int i = 0; i < size; ++i) {
-    // A logical device beyond the map has no physical device: -1 is none,
-    // and no edge names it, so it counts as a member without a source.
-    team.push_back(topology.MapLogicalDevice(i).value_or(-1));
+    std::optional<int> device = topology.MapLogicalDevice(i);
+    if (device) team.push_back(*device);
   }
   return team;
 }
@@ -172,6 +175,12 @@ std::optional<Refusal> CheckSafety(const Topology& topology,
       refusal.limit = table.nvshmem_max_bytes;
       return refusal;
     }
+    if (request.team_size > PlacedDevices(topology)) {
+      Refusal refusal = MakeRefusal(backend, RefusalKind::kTeamOutsideTopology);
+      refusal.count = request.team_size;
+      refusal.total = PlacedDevices(topology);
+      return refusal;
+    }
     return NvshmemHang(request.device_edges,
                        TeamDevices(topology, request.team_size));
   }
@@ -211,6 +220,10 @@ std::string RefusalText(const Refusal& r) {
           " no source; XLA's NVSHMEM permute would hang in its "
           "barrier");
     }
+    case RefusalKind::kTeamOutsideTopology:
+      return absl::StrCat(refused, "the program's ", r.count,
+                          " devices are more than the topology places (",
+                          r.total, "); the team cannot be checked");
     case RefusalKind::kNoSignals:
       return absl::StrCat(
           refused,

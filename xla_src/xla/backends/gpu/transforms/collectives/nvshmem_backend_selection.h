@@ -88,6 +88,8 @@ enum class RefusalKind {
   kExceedsHeap,          // nvshmem: above nvshmem_max_bytes.
   kEdgeOutsideTeam,      // nvshmem: an edge names a device outside the team.
   kDeviceWithoutSource,  // nvshmem: a team member receives nothing (hang).
+  kTeamOutsideTopology,  // nvshmem: the program has devices the topology
+                         // does not place.
   kNoSignals,            // symmetric: NCCL signals not known to work.
   kLeavesHost,           // peer, symmetric: edges between hosts.
   kCrossesProcesses,     // peer, symmetric: edges between processes.
@@ -119,7 +121,8 @@ std::optional<Refusal> CheckSafety(const Topology& topology,
                                    Backend backend);
 
 // Physical devices of the NVSHMEM team of a request with `team_size` (see
-// PermuteRequest::team_size), in logical order.
+// PermuteRequest::team_size), in logical order; at most as many as the
+// topology places (CheckSafety refuses a larger team).
 std::vector<int> TeamDevices(const Topology& topology, int team_size);
 
 // Why an NVSHMEM permute over `device_edges` would hang XLA's runtime with

@@ -288,6 +288,20 @@ TEST(DeadlockFreeTest, EveryReplicaGroupMustCoverItsDevices) {
             std::string::npos);
 }
 
+TEST(DeadlockFreeTest, TeamLargerThanTheTopologyIsRefused) {
+  const Topology t = MustParse("1x1x4");
+  EXPECT_EQ(TeamDevices(t, 6).size(), 4u);
+  Decision d = Decide(t, DefaultCostTable(), {32 << 20, Ring(4), 6});
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  const std::optional<Refusal>& refusal =
+      d.refused[static_cast<int>(Backend::kNvshmem)];
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_EQ(refusal->kind, RefusalKind::kTeamOutsideTopology);
+  EXPECT_EQ(Text(refusal),
+            "nvshmem refused: the program's 6 devices are more than the "
+            "topology places (4); the team cannot be checked");
+}
+
 TEST(DeadlockFreeTest, SelfEdgesCountAsSources) {
   EXPECT_EQ(HangText({{0, 0}, {1, 1}}, {0, 1}), "");
   EXPECT_NE(HangText({}, {0}), "");
@@ -526,8 +540,8 @@ TEST(DecideTest, EveryRefusalKindHasOneLineOfText) {
   for (RefusalKind kind :
        {RefusalKind::kNotOffered, RefusalKind::kExceedsHeap,
         RefusalKind::kEdgeOutsideTeam, RefusalKind::kDeviceWithoutSource,
-        RefusalKind::kNoSignals, RefusalKind::kLeavesHost,
-        RefusalKind::kCrossesProcesses}) {
+        RefusalKind::kTeamOutsideTopology, RefusalKind::kNoSignals,
+        RefusalKind::kLeavesHost, RefusalKind::kCrossesProcesses}) {
     Refusal refusal;
     refusal.backend = Backend::kPeer;
     refusal.kind = kind;
