@@ -23,8 +23,8 @@ applicable" as a whole:
                   collectives_mode is a value of XLA's enum (not set on an NVSHMEM
                   op); the pass's frontend attributes hold known values
   backend-set     every op's backend is one the backend set contains
-  nvlink-domain   NVSHMEM only where every edge stays in one NVLink domain of the
-                  topology (the selection core classifies each edge)
+  nvshmem-heap    NVSHMEM only where the message fits the symmetric heap
+                  (nvshmem_max_bytes in the cost table)
   nvshmem-team    no NVSHMEM permute leaves a device of the program without a
                   source: XLA's NVSHMEM collective-permute ends each buffer with a
                   barrier over every device of the program that only devices with a
@@ -61,7 +61,7 @@ from hlo_tools.commands import common
 from hlo_tools.model import collectives, decisions, driver, source as inputs
 from hlo_tools.model.source import InputError
 
-CHECKS = ("permutation", "start-done", "backend-config", "backend-set", "nvlink-domain",
+CHECKS = ("permutation", "start-done", "backend-config", "backend-set", "nvshmem-heap",
           "nvshmem-team", "peer-safety", "selection", "memory-space", "hlo-verifier")
 KNOWN_BACKENDS = ("DEFAULT", "NVSHMEM")
 KNOWN_PLANS = ("nccl", "nvshmem", "peer", "symmetric")
@@ -270,24 +270,20 @@ def _own_edges(perm, topology, source):
   return decisions.device_edges(topology, source, perm.pairs, perm.record.channel_id is not None)
 
 
-def check_nvlink_domain(perms, topology, source, topology_spec):
-  check = Check("nvlink-domain")
+def check_nvshmem_heap(perms, table):
+  # NVSHMEM runs over NVLink and across the network alike; what it cannot do is
+  # move a message larger than the symmetric heap the table allows for.
+  check = Check("nvshmem-heap")
+  limit = table.nvshmem_max_bytes
   for perm in perms:
     if perm.record.backend != "NVSHMEM":
       continue
-    try:
-      edges = _own_edges(perm, topology, source)
-    except ValueError as e:
-      check.add("fail", perm.start, f"NVSHMEM, but its edges cannot be placed on "
-                f"{topology_spec}: {e}")
-      continue
-    outside = [e for e in edges if e[2] not in decisions.NVLINK_CLASSES]
-    if outside:
-      check.add("fail", perm.start, f"NVSHMEM but {len(outside)} of {len(edges)} edges "
-                f"leave the NVLink domain on {topology_spec}: {_edges_text(outside)}")
+    size = perm.record.bytes_per_device
+    if limit and size > limit:
+      check.add("fail", perm.start, f"NVSHMEM but {size} bytes exceed the symmetric heap "
+                f"limit of {limit} bytes (nvshmem_max_bytes)")
     else:
-      check.add("pass", perm.start, f"NVSHMEM; all {len(edges)} edges stay in an "
-                "NVLink domain")
+      check.add("pass", perm.start, f"NVSHMEM; {size} bytes fit the symmetric heap")
   if not check.results:
     check.note = "no collective-permute uses NVSHMEM"
   return check
@@ -301,8 +297,10 @@ def check_nvshmem_team(perms, topology, source):
       continue
     try:
       edges = _own_edges(perm, topology, source)
-    except ValueError:
-      continue  # unplaceable pairs fail the nvlink-domain and permutation checks
+    except ValueError as e:
+      check.add("fail", perm.start, f"NVSHMEM, but its edges cannot be placed on the "
+                f"topology: {e}")
+      continue
     reason = selection.nvshmem_hang_reason([(s, t) for s, t, _ in edges], team)
     if reason:
       check.add("fail", perm.start, f"NVSHMEM: {reason}")
@@ -429,7 +427,7 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
       check_start_done(module),
       check_backend_config(perms),
       check_backend_set(perms, backend_set),
-      check_nvlink_domain(perms, topology, source, topology_spec),
+      check_nvshmem_heap(perms, table),
       check_nvshmem_team(perms, topology, source),
       check_peer_safety(perms, source, topology, table),
       check_selection(perms, topology_spec),

@@ -11,8 +11,6 @@ from hlo_tools.model import driver, source as source_mod
 from hlo_tools.model.collectives import collective_permutes
 from hlo_tools.model.source import InputError, strict_pairs
 
-# Link classes whose edges stay inside one NVLink domain: what NVSHMEM may use.
-NVLINK_CLASSES = ("same_device", "nvlink", "nvlink_domain")
 PLAN_BACKEND = {"nvshmem": "NVSHMEM", "nccl": "DEFAULT", "peer": "DEFAULT",
                 "symmetric": "DEFAULT"}
 # XLA of jax >= 0.10.2 runs peer and symmetric memory through collectives_mode.
