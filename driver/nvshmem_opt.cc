@@ -138,7 +138,8 @@ Flags ParseFlags(int argc, char** argv) {
   std::string error;
   constexpr int64_t kMax64 = std::numeric_limits<int64_t>::max();
   // An integer flag in [min, max]; the first bad value is the error.
-  auto integer = [&](const char* name, auto* dst, int64_t min, int64_t max) {
+  auto integer = [&](const char* name, auto* dst, int64_t min, int64_t max,
+                     const char* usage) {
     return tsl::Flag(
         name,
         std::function<bool(std::string)>([=, &error](std::string text) {
@@ -154,23 +155,25 @@ Flags ParseFlags(int argc, char** argv) {
           }
           return true;
         }),
-        "", "integer");
+        *dst == 0 ? "" : std::to_string(*dst), usage);
   };
   const std::vector<tsl::Flag> list = {
       tsl::Flag("output", &f.output, "where the module goes (default stdout)"),
       tsl::Flag("topology", &f.topology, "SLICESxHOSTSxGPUS[:nvlN][:map=...]"),
-      integer("devices-per-host", &f.devices_per_host, 1, 1 << 20),
+      integer("devices-per-host", &f.devices_per_host, 1, 1 << 20,
+              "GPUs per host of the derived topology (default 8, at most the module's)"),
       tsl::Flag("cost-table", &f.cost_table, "cost table file"),
       tsl::Flag("mode", &f.mode, "rewrite|annotate|explain"),
       tsl::Flag("annotate", &f.annotate, "rewrite, and record decisions in attributes"),
       tsl::Flag("report", &f.report, "JSON report file ('-': stdout)"),
       tsl::Flag("backends", &f.backends, "nccl,nvshmem (default) | nccl,peer[,symmetric]"),
       tsl::Flag("compare-upstream", &f.compare_upstream, "add upstream's assignment"),
-      integer("upstream-threshold-bytes", &f.upstream_threshold_bytes, 0, kMax64),
+      integer("upstream-threshold-bytes", &f.upstream_threshold_bytes, 0, kMax64,
+              "upstream assigner's largest NVSHMEM message"),
       tsl::Flag("time", &f.time, "say how long the pass took"),
-      integer("num-partitions", &f.num_partitions, 1, 1 << 20),
-      integer("num-replicas", &f.num_replicas, 1, 1 << 20),
-      integer("max-input-bytes", &f.max_input_bytes, 1, kMax64),
+      integer("num-partitions", &f.num_partitions, 1, 1 << 20, "default: the module's"),
+      integer("num-replicas", &f.num_replicas, 1, 1 << 20, "default: the module's"),
+      integer("max-input-bytes", &f.max_input_bytes, 1, kMax64, "larger inputs are refused"),
       tsl::Flag("print-cost-table", &f.print_cost_table, "print the table and exit"),
       tsl::Flag("print-readable", &f.print_readable,
                 "print INPUT as this build's XLA reads it (newer jaxlib's forms in "
