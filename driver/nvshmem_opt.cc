@@ -48,20 +48,17 @@ constexpr char kUsage[] =
     "usage: nvshmem-opt INPUT [flags]   (INPUT: HLO text or a serialized\n"
     "         HloModuleProto/HloProto; '-' reads stdin; -o OUT = --output=OUT)\n"
     "       nvshmem-opt --print-cost-table [--cost-table=FILE]\n"
-    "Without --topology, the topology comes from the module, as the pass derives\n"
-    "it inside XLA: hosts of --devices-per-host GPUs (default 8 = one HGX\n"
-    "H100/H200 node, or the module's device count when smaller), one NVLink\n"
-    "domain each, holding every device (partitions x replicas), placed by the\n"
-    "module's device assignment when it has one; they must fill whole hosts.\n"
-    "A topology SPEC is SLICESxHOSTSxGPUS[:nvlN][:map=D0,D1,...], e.g. 1x2x4 or\n"
-    "1x9x8:nvl72. Partition and replica counts come from the module (its header,\n"
-    "a proto's device assignment, a Shardy mesh, the largest id its collectives\n"
+    "Without --topology, the topology is the one the pass derives inside XLA:\n"
+    "hosts of --devices-per-host GPUs (one NVLink domain each) holding every\n"
+    "device (partitions x replicas), placed by the module's device assignment\n"
+    "when it has one. A SPEC is SLICESxHOSTSxGPUS[:nvlN][:map=D0,D1,...], e.g.\n"
+    "1x2x4 or 1x9x8:nvl72. Partitions and replicas come from the module (its\n"
+    "header, a proto's device assignment, a Shardy mesh, the ids its collectives\n"
     "name, the topology) unless given.\n"
-    "rewrite writes each permute's backend (as XLA's CollectiveBackendAssigner\n"
-    "does) and makes the permutes async (as XLA's AsyncCollectiveCreator does);\n"
-    "annotate only records decisions in frontend attributes; explain prints them.\n"
-    "Only the permutes' statements change: every other byte of HLO text input is\n"
-    "written back as read.\n";
+    "rewrite writes each permute's backend (as CollectiveBackendAssigner does)\n"
+    "and makes the permutes async (as AsyncCollectiveCreator does); annotate\n"
+    "records decisions in frontend attributes; explain prints them. Only the\n"
+    "permutes' statements change: the rest of HLO text input is written as read.\n";
 
 struct Flags {
   std::string input, output, topology, cost_table, backends, report;
@@ -133,9 +130,8 @@ std::vector<std::string> CanonicalArgs(int argc, char** argv,
   return args;
 }
 
-Flags ParseFlags(int argc, char** argv) {
-  Flags f;
-  std::string error;
+// The flags, writing into `f`; a bad integer's message goes to `error`.
+std::vector<tsl::Flag> FlagList(Flags& f, std::string& error) {
   constexpr int64_t kMax64 = std::numeric_limits<int64_t>::max();
   // An integer flag in [min, max]; the first bad value is the error.
   auto integer = [&](const char* name, auto* dst, int64_t min, int64_t max,
@@ -157,7 +153,7 @@ Flags ParseFlags(int argc, char** argv) {
         }),
         *dst == 0 ? "" : std::to_string(*dst), usage);
   };
-  const std::vector<tsl::Flag> list = {
+  return {
       tsl::Flag("output", &f.output, "where the module goes (default stdout)"),
       tsl::Flag("topology", &f.topology, "SLICESxHOSTSxGPUS[:nvlN][:map=...]"),
       integer("devices-per-host", &f.devices_per_host, 1, 1 << 20,
@@ -179,6 +175,12 @@ Flags ParseFlags(int argc, char** argv) {
                 "print INPUT as this build's XLA reads it (newer jaxlib's forms in "
                 "older ones) and exit"),
   };
+}
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags f;
+  std::string error;
+  const std::vector<tsl::Flag> list = FlagList(f, error);
   std::vector<std::string> args = CanonicalArgs(
       argc, argv, {"annotate", "compare-upstream", "time", "print-cost-table", "print-readable"});
   const std::string usage = tsl::Flags::Usage("nvshmem-opt", list);
