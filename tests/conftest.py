@@ -21,6 +21,14 @@ def run_nvshmem_opt(*args, check=False, **kwargs):
                         text=True, check=check, timeout=120, **kwargs)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def nvshmem_opt_is_built():
+  """The one build guard: without build/nvshmem-opt every test fails loudly (a broken
+  build must never turn into skipped tests that read as a green run)."""
+  if not NVSHMEM_OPT.exists():
+    pytest.fail(f"{NVSHMEM_OPT} is not built: run scripts/setup.sh")
+
+
 @pytest.fixture
 def nvshmem_opt():
   return run_nvshmem_opt

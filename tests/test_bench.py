@@ -48,7 +48,7 @@ def test_ratios_are_positive(quick_result):
     assert isinstance(fig["met"], bool)
 
 
-def test_raw_times(quick_result):
+def test_every_timing_is_positive_with_spread(quick_result):
   result, _ = quick_result
   p1, p2, p3 = result["P1"], result["P2"], result["P3"]
   for st in (p1["pass_s"], p1["process_s"], p1["compile_s"], p2["ours_s"],
@@ -63,7 +63,7 @@ def test_raw_times(quick_result):
   assert p3["large"]["instructions"] > p3["small"]["instructions"]
 
 
-def test_machine_and_versions(quick_result):
+def test_result_names_machine_and_versions(quick_result):
   result, table = quick_result
   assert result["quick"] is True
   assert result["machine"]["cpu_count"] >= 1

@@ -196,8 +196,6 @@ def test_duplicate_rows_give_their_median_as_the_point(tmp_path):
     ("h200x2_xla_permute_jax0112.csv", "nccl,peer,symmetric")])
 def test_committed_h200_csvs_read_as_is(name, backends):
   path = RESULTS / name
-  if not path.exists():
-    pytest.skip("no committed measurements")
   text, fits = calibrate.calibrate(str(path))
   table = selection.CostTable.parse(text, name)
   assert table.backends == backends
@@ -214,8 +212,6 @@ def test_h200_calibration_set_validates_on_held_out_sizes_from_2_mib():
   """The documented finding: the measured curve from the powers of 4 predicts the
   held-out odd powers of two within 10% from 2 MiB up, for both backends."""
   path = RESULTS / "h200x2_xla_permute_calibration_jax091.csv"
-  if not path.exists():
-    pytest.skip("no committed measurements")
   result = calibrate.run_calibration(str(path), holdout="odd-powers-of-two")
   checks = calibrate.evaluate(result.table, result.calibration, result.held_out)
   held = [c for c in checks if c.held_out]

@@ -59,8 +59,6 @@ MIB2 = 2 * 1024 * 1024  # bf16[1024,1024]
 
 
 def test_h200_sugared_start_done():
-  if not H200_HLO.exists():
-    pytest.skip(f"{H200_HLO} not present")
   [rec] = collective_permutes(parse_hlo_file(H200_HLO))
   assert (rec.form, rec.start, rec.done) == (
       "start-done", "collective-permute-start", "collective-permute-done")
@@ -73,7 +71,7 @@ def test_h200_sugared_start_done():
   assert (rec.start_line, rec.done_line) == (33, 36)
 
 
-def test_async_wrapped():
+def test_async_wrapped_permute_reads_its_wrapped_computation():
   [rec] = collective_permutes(parse_hlo_text(ASYNC_WRAPPED))
   assert rec.form == "async-wrapped" and rec.is_async
   assert (rec.start, rec.done, rec.wrapped_computation) == (
@@ -100,7 +98,7 @@ def test_async_wrapped_as_reprinted_by_jaxlib():
   assert rec.bytes_per_device == MIB2 and rec.trip_count == 3
 
 
-def test_generated_ring(generated_dir):  # noqa: F811
+def test_generated_ring_has_one_async_permute_in_a_6_trip_loop(generated_dir):  # noqa: F811
   [rec] = collective_permutes(parse_hlo_file(generated_dir / "ring_compiled.hlo"))
   assert rec.form == "start-done" and rec.is_async
   assert rec.pairs == [(j, (j + 1) % 8) for j in range(8)]
@@ -122,9 +120,8 @@ def test_generated_pass_dumps_sync_then_async(generated_dir):  # noqa: F811
   assert any(r.trip_count == 6 for r in forms["start-done"])
 
 
-@pytest.mark.skipif(not FIXTURES, reason="no tests/fixtures/*.hlo yet")
 @pytest.mark.parametrize("path", FIXTURES, ids=FIXTURE_IDS)
-def test_fixture_collectives(path):
+def test_every_fixture_has_permutes_of_its_stage_form(path):
   records = collective_permutes(parse_hlo_file(path))
   assert records, path
   for rec in records:

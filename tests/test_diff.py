@@ -37,8 +37,6 @@ def ring_dump(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def nvshmem_1x1x8(tmp_path_factory):
-  if not DRIVER.exists():
-    pytest.skip("nvshmem-opt is not built")
   out = tmp_path_factory.mktemp("pass") / "ring_1x1x8.nvshmem.hlo"
   proc = subprocess.run([str(DRIVER), str(FIXTURES / "ring_1x1x8.before_async.hlo"),
                          "--topology=1x1x8", f"--cost-table={FAST_NVSHMEM}", "-o", str(out)],
@@ -48,7 +46,7 @@ def nvshmem_1x1x8(tmp_path_factory):
   return out
 
 
-def test_pass_output_json(capsys, nvshmem_1x1x8):
+def test_pass_output_shows_sync_permute_became_start_done(capsys, nvshmem_1x1x8):
   rc, out, err = run(capsys, FIXTURES / "ring_1x1x8.before_async.hlo", nvshmem_1x1x8,
                      "--format=json")
   assert rc == 0, err
@@ -119,7 +117,7 @@ def test_dump_stages_and_passes(capsys, ring_dump):
   assert "form        sync -> start-done" in out
 
 
-def test_trace(capsys, ring_dump):
+def test_trace_follows_each_permute_through_every_pass(capsys, ring_dump):
   rc, out, err = run(capsys, f"{ring_dump}:before_optimizations",
                      f"{ring_dump}:after_optimizations", "--trace", ring_dump, "--format=json")
   assert rc == 0, err
@@ -139,7 +137,7 @@ def test_trace(capsys, ring_dump):
   assert "trace of" in out and "made async" in out
 
 
-def test_html(capsys, tmp_path, nvshmem_1x1x8, ring_dump):
+def test_html_page_is_self_contained_side_by_side(capsys, tmp_path, nvshmem_1x1x8, ring_dump):
   dest = tmp_path / "diff.html"
   rc, out, _ = run(capsys, FIXTURES / "ring_1x1x8.before_async.hlo", nvshmem_1x1x8,
                    "--format=html", f"--out={dest}", "--trace", ring_dump)
@@ -151,7 +149,7 @@ def test_html(capsys, tmp_path, nvshmem_1x1x8, ring_dump):
   assert "http" not in page.split("</style>")[0]  # self-contained
 
 
-def test_bad_input(capsys, tmp_path, ring_dump):
+def test_bad_input_is_one_line_naming_the_file(capsys, tmp_path, ring_dump):
   good = FIXTURES / "ring_1x2x4.before_async.hlo"
   text = good.read_text()
   trunc = tmp_path / "truncated.hlo"
@@ -242,7 +240,7 @@ def test_trace_follows_the_combiner_per_loop(capsys):
   assert "combined: %ppermute.22.0 + %ppermute.23.0 -> %collective-permute.1" in out
 
 
-def test_jax_lowered_module(capsys):
+def test_lowered_module_infers_partitions_and_trip_count(capsys):
   # No num_partitions, no known_trip_count: both are inferred and said so.
   lowered = FIXTURES / "ring_1x2x4.lowered.hlo"
   rc, out, err = run(capsys, lowered, lowered)

@@ -106,7 +106,7 @@ def test_manifest_lists_passes_in_xla_order(gpu_dumps):
   assert any("collective-permute-start(" in b for b in while_bodies(after))
 
 
-def test_cpu_dump(tmp_path):
+def test_cpu_dump_writes_manifest_and_stages(tmp_path):
   out = tmp_path / "cpu"
   proc = run_dump("--cpu_devices=4", f"--out={out}", "--seq_len=128", "--num_heads=2",
                   "--num_kv_heads=1", "--head_dim=16", "--dtype=f32", "--nocausal")
@@ -118,7 +118,7 @@ def test_cpu_dump(tmp_path):
   assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]  # temp dir renamed
 
 
-def test_user_function_dump(tmp_path):
+def test_user_function_dumps_with_one_mesh_axis(tmp_path):
   out = tmp_path / "shift"
   proc = run_dump("hlo_tools.ring_attention:neighbour_shift", "--topology=1x2x4",
                   "--arg=1,256,2,16:bf16:None,cp", "--out_spec=None,cp", f"--out={out}")
@@ -158,20 +158,20 @@ def _one_line_error(proc, *needles):
     assert needle in lines[0], lines[0]
 
 
-def test_bad_topology(tmp_path):
+def test_bad_topology_is_refused_before_compiling(tmp_path):
   proc = run_dump("--topology=2x4", f"--out={tmp_path / 'o'}")
   _one_line_error(proc, "topology", "2x4", "SxHxG")
   assert not os.path.exists(tmp_path / "o")
 
 
-def test_bad_function(tmp_path):
+def test_unimportable_function_is_one_line_leaving_nothing(tmp_path):
   proc = run_dump("no_such_module_xyz:fn", "--arg=8:f32:cp", "--quiet",
                   f"--out={tmp_path / 'o'}")
   _one_line_error(proc, "cannot import", "no_such_module_xyz")
   assert os.listdir(tmp_path) == []  # no temp directory left behind
 
 
-def test_compile_error(tmp_path):
+def test_compile_error_is_one_line_leaving_nothing(tmp_path):
   proc = run_dump("--seq_len=100", "--topology=1x1x8", "--quiet", f"--out={tmp_path / 'o'}")
   _one_line_error(proc, "divisible")
   assert os.listdir(tmp_path) == []
@@ -207,7 +207,7 @@ def test_fixtures_are_small():
     assert os.path.getsize(os.path.join(FIXTURES, fname)) < limit, fname
 
 
-def test_check_vma_switch(tmp_path):
+def test_nocheck_vma_lets_a_fresh_carry_compile(tmp_path):
   # A real per-shard function whose scan carry starts from fresh (non-varying)
   # zeros: shard_map's default type check rejects it, and the error says what to do.
   fn = "hlo_tools.pass_test_programs:ring_sum_fresh_carry"

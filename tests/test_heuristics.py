@@ -121,7 +121,7 @@ GOOD_ROWS = "nccl,nvlink,1024,6e-6\nnccl,nvlink,1048576,1e-5\n"
     ("backend,link_class,bytes,seconds\nnccl,nvlink,1024,2e-5\nnccl,nvlink,4096,1e-5\n", 2,
      "time does not grow with size"),
 ])
-def test_calibrate_malformed_csv(tmp_path, capsys, content, line, message):
+def test_calibrate_refuses_malformed_csv_naming_the_line(tmp_path, capsys, content, line, message):
   path = tmp_path / "bad.csv"
   path.write_text(content)
   rc, out, err = run_cli(["calibrate", str(path)], capsys)
@@ -132,7 +132,7 @@ def test_calibrate_malformed_csv(tmp_path, capsys, content, line, message):
   assert where in lines[0] and message in lines[0], lines[0]
 
 
-def test_calibrate_missing_file(tmp_path, capsys):
+def test_calibrate_refuses_a_missing_file_in_one_line(tmp_path, capsys):
   rc, _, err = run_cli(["calibrate", str(tmp_path / "nope.csv")], capsys)
   assert rc == 2 and "nope.csv: No such file" in err and len(err.splitlines()) == 1
 
@@ -274,7 +274,7 @@ def test_sweep_goal_over_no_case_is_not_applicable(tmp_path, capsys):
     (["--sizes=1K,zz"], "--sizes: bad size 'zz'"),
     (["--shapes=ring,torus"], "unknown ['torus']"),
 ])
-def test_sweep_bad_arguments(tmp_path, capsys, argv, message):
+def test_sweep_refuses_bad_arguments_in_one_line(tmp_path, capsys, argv, message):
   rc, _, err = run_cli(["sweep", f"--out={tmp_path}", "--no-plots"] + argv, capsys)
   assert rc == 2 and message in err and len(err.strip().splitlines()) == 1, err
 
@@ -454,7 +454,7 @@ def test_no_traceback_on_unknown_subcommand(capsys):
   assert rc == 2 and "invalid choice: 'frobnicate'" in err and len(err.strip().splitlines()) == 1
 
 
-def test_cli_dispatches_heuristics():
+def test_cli_dispatches_heuristics_sweep():
   proc = subprocess.run([sys.executable, "-m", "hlo_tools.cli", "heuristics", "sweep",
                          "--help"], capture_output=True, text=True, cwd=ROOT, check=False)
   assert proc.returncode == 0 and "--cost-table" in proc.stdout

@@ -92,7 +92,7 @@ def test_line_without_backend_config_gets_one():
   assert jax_hook.line_mode(out) == "COLLECTIVES_PEER_MEMORY"
 
 
-def test_bad_backends():
+def test_install_refuses_backends_without_nccl_or_unknown_to_this_xla():
   with pytest.raises(jax_hook.HookError, match="backends"):
     jax_hook.install("1x1x2", backends=("peer",))
   with pytest.raises(jax_hook.HookError, match="backends"):

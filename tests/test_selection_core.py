@@ -162,7 +162,7 @@ def test_backend_sets_from_python():
   assert two_hosts["plan"] == "nccl" and "leave their host" in two_hosts["refused"]["peer"]
 
 
-def test_per_buffer_cost():
+def test_per_buffer_cost_adds_per_extra_buffer():
   table = selection.CostTable.parse("link nvshmem nvlink 5 100 4\n")
   one = selection.edge_time_us(table, "nvshmem", "nvlink", 10**6)
   four = selection.edge_time_us(table, "nvshmem", "nvlink", 10**6, buffers=4)
