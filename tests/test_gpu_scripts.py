@@ -163,13 +163,6 @@ def test_p2p_help_runs_without_a_gpu():
   assert proc.returncode == 0 and "--sizes" in proc.stdout
 
 
-def test_p2p_on_a_gpu():
-  torch = pytest.importorskip("torch")
-  if not torch.cuda.is_available():
-    pytest.skip("needs a CUDA GPU")
-  pytest.skip("GPU runs go through gpu/device_run.sh on the device machine")
-
-
 # --- ring_e2e: ring attention end to end ------------------------------------------
 
 e2e = _load("ring_e2e")
