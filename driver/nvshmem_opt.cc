@@ -203,10 +203,12 @@ Flags ParseFlags(int argc, char** argv) {
   if (f.mode != "rewrite" && f.mode != "annotate" && f.mode != "explain") {
     Fail(2, "unknown --mode '" + f.mode + "' (expected rewrite, annotate or explain)");
   }
+  if (f.mode == "explain" && !f.output.empty()) {
+    Fail(2, "--mode=explain writes no module: drop -o (--report=FILE saves the decisions)");
+  }
   if (f.print_cost_table) return f;
   if (positional.size() != 1) {
-    Fail(2, std::string(positional.empty() ? "no INPUT given" : "more than one INPUT given") +
-                " (see --help)");
+    Fail(2, positional.empty() ? "no INPUT given (see --help)" : "more than one INPUT given");
   }
   f.input = positional[0];
   if (!f.topology.empty() && f.devices_per_host > 0) {
@@ -226,15 +228,13 @@ bool SameFile(const std::string& a, const std::string& b) {
 void WriteAtomically(const Flags& flags, const std::string& path, const std::string& text) {
   if (SameFile(flags.input, path)) Fail(2, path + ": refusing to overwrite the input");
   std::string temp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream file(temp, std::ios::binary | std::ios::trunc);
-    if (!file) Fail(2, path + ": cannot write");
-    file << text;
-    file.flush();
-    if (!file) {
-      std::remove(temp.c_str());
-      Fail(2, path + ": write failed");
-    }
+  std::ofstream file(temp, std::ios::binary | std::ios::trunc);
+  if (!file) Fail(2, path + ": cannot write");
+  file << text;
+  file.close();
+  if (!file) {
+    std::remove(temp.c_str());
+    Fail(2, path + ": write failed");
   }
   if (std::rename(temp.c_str(), path.c_str()) != 0) {
     std::remove(temp.c_str());

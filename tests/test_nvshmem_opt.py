@@ -159,6 +159,7 @@ def test_reads_serialized_proto(tmp_path):
     (["{ring}", "--topology=1x1x4"], "needs 8 devices"),
     (["{ring}", "--topology=1x1x8", "--mode=fast"], "unknown --mode 'fast'"),
     (["{ring}", "--topology=1x1x8", "--frobnicate"], "unknown flag '--frobnicate'"),
+    (["{ring}", "--mode=explain", "-o", "{missing}"], "--mode=explain writes no module"),
     (["{ring}", "--devices-per-host=0"], "--devices-per-host: '0' is not a positive integer"),
     (["{ring}", "--devices-per-host=-1"], "--devices-per-host: '-1' is not a positive integer"),
     (["{ring}", "--devices-per-host=abc"], "--devices-per-host: 'abc' is not a positive"),
@@ -279,8 +280,8 @@ TP_CP = FIXTURES / "driver_tp_cp_1x1x8.after_optimizations.hlo"
 
 @pytest.mark.parametrize("mode", ["rewrite", "annotate", "explain"])
 def test_tp_cp_module_goes_through_every_mode(mode, tmp_path, favoured):
-  out = tmp_path / "out.hlo"
-  result = run_nvshmem_opt(TP_CP, "--topology=1x1x8", f"--mode={mode}", "-o", out,
+  output = [] if mode == "explain" else ["-o", tmp_path / "out.hlo"]
+  result = run_nvshmem_opt(TP_CP, "--topology=1x1x8", f"--mode={mode}", *output,
                            f"--report={tmp_path / 'report.json'}", "--compare-upstream",
                            favoured)
   assert result.returncode == 0, result.stderr
@@ -414,8 +415,9 @@ JAX091 = FIXTURES / "jax091"
 @pytest.mark.parametrize("topology, plan, backend", [("1x2x4", "nccl", "DEFAULT"),
                                                      ("1x2x4:nvl8", "nvshmem", "NVSHMEM")])
 def test_jax091_fixtures_rewrite_and_verify(stage, topology, plan, backend, tmp_path,
-                                            capsys, favoured):
-  from hlo_tools.commands import verify  # pylint: disable=import-outside-toplevel
+                                            favoured):
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
   path = JAX091 / f"ring_1x2x4.{stage}.hlo"
   out, report = tmp_path / "out.hlo", tmp_path / "report.json"
   result = run_nvshmem_opt(path, f"--topology={topology}", "-o", out,
@@ -429,11 +431,11 @@ def test_jax091_fixtures_rewrite_and_verify(stage, topology, plan, backend, tmp_
   permute, = collectives.collective_permutes(hlo_text.parse_hlo_file(out))
   assert permute.form == "start-done" and permute.backend == backend
   assert permute.while_loop is not None
-  capsys.readouterr()
-  rc = verify.main(["hlo-tools verify", str(out), f"--topology={topology}", favoured])
-  captured = capsys.readouterr()
-  assert rc == 0, captured.out + captured.err
-  assert "all checks pass" in captured.out
+  verified = subprocess.run(
+      [sys.executable, "-m", "hlo_tools.cli", "verify", str(out), f"--topology={topology}",
+       favoured], capture_output=True, text=True, cwd=FIXTURES.parents[1], timeout=300)
+  assert verified.returncode == 0, verified.stdout + verified.stderr
+  assert "all checks pass" in verified.stdout
 
 
 # --- Input a user actually has, and hostile input --------------------------------------
