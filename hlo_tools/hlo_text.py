@@ -57,6 +57,7 @@ shift-left shift-right-arithmetic shift-right-logical sign sine sinh slice sort 
 stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while xor
 """.split())
 
+
 def is_known_opcode(opcode):
   """XLA's opcodes, and `{op}-start/-update/-done`: XLA's printed sugar for an async
   start/update/done wrapping the single instruction `op`."""
