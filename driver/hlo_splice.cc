@@ -48,6 +48,18 @@ std::string LeadingName(absl::string_view text, absl::string_view skip) {
                                         : end - i));
 }
 
+// The first character after position i that is not space or a comment.
+char NextSignificant(absl::string_view s, size_t i) {
+  for (++i; i < s.size(); ++i) {
+    if (s[i] == '/' && i + 1 < s.size() && s[i + 1] == '*') {
+      i = SkipQuoted(s, i);
+    } else if (!std::isspace(static_cast<unsigned char>(s[i]))) {
+      return s[i];
+    }
+  }
+  return 0;
+}
+
 struct Span {
   size_t begin = 0, end = 0;  // [begin, end): the statement without newline.
 };
@@ -61,11 +73,13 @@ StatementIndex IndexStatements(absl::string_view s) {
   std::string computation;
   bool in_body = false;
   int depth = 0;
+  char last = 0;  // The statement's last character outside comments.
   size_t line = 0, begin = absl::string_view::npos;
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
     if (StartsQuoted(s, i)) {
       if (in_body && begin == absl::string_view::npos) begin = i;
+      if (s[i] == '"') last = '"';
       i = SkipQuoted(s, i);
       continue;
     }
@@ -100,12 +114,15 @@ StatementIndex IndexStatements(absl::string_view s) {
       line = i + 1;
       continue;
     }
-    if (depth == 0 && c == '\n') {
+    // A statement goes on over a line break after or before a comma.
+    if (depth == 0 && c == '\n' && last != ',' && NextSignificant(s, i) != ',') {
       close(i);
+      last = 0;
       continue;
     }
-    if (begin == absl::string_view::npos && !std::isspace(static_cast<unsigned char>(c))) {
-      begin = i;
+    if (!std::isspace(static_cast<unsigned char>(c))) {
+      if (begin == absl::string_view::npos) begin = i;
+      last = c;
     }
     if (c == '(' || c == '[' || c == '{') ++depth;
     if ((c == ')' || c == ']' || c == '}') && depth > 0) --depth;
@@ -130,15 +147,17 @@ std::vector<std::tuple<std::string, size_t, size_t>> Attributes(absl::string_vie
     if (in_mesh) continue;
     if (c == '(' || c == '[' || c == '{') ++depth;
     if ((c == ')' || c == ']' || c == '}') && depth > 0) --depth;
-    if (depth != 0 || c != ',' || i + 1 >= s.size() || s[i + 1] != ' ') continue;
-    size_t k = i + 2;
+    if (depth != 0 || c != ',') continue;
+    size_t key = i + 1;
+    while (key < s.size() && std::isspace(static_cast<unsigned char>(s[key]))) ++key;
+    size_t k = key;
     while (k < s.size() && (std::isalnum(static_cast<unsigned char>(s[k])) ||
                             s[k] == '_' || s[k] == '-' || s[k] == '.')) {
       ++k;
     }
-    if (k == i + 2 || k >= s.size() || s[k] != '=') continue;
+    if (k == key || k >= s.size() || s[k] != '=') continue;
     if (!out.empty()) std::get<2>(out.back()) = i;
-    out.emplace_back(std::string(s.substr(i + 2, k - i - 2)), k + 1, s.size());
+    out.emplace_back(std::string(s.substr(key, k - key)), k + 1, s.size());
   }
   return out;
 }

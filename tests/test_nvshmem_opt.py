@@ -326,6 +326,23 @@ def test_output_is_lossless(path, tmp_path, favoured):
   _hlo.hlo_module_from_text(out.read_text())  # raises if jax's XLA cannot read it
 
 
+@pytest.mark.parametrize("mode", ["rewrite", "annotate"])
+def test_permute_written_over_several_lines_is_replaced_whole(mode, tmp_path, favoured):
+  from jaxlib import _hlo  # pylint: disable=import-outside-toplevel
+  path, out = tmp_path / "lines.hlo", tmp_path / "out.hlo"
+  path.write_text("HloModule m, num_partitions=4\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
+                  "  c = f32[4] collective-permute(p), channel_id=1,\n"
+                  "      source_target_pairs={{0,1},{1,2},{2,3},{3,0}}  /* a { */\n"
+                  "  ROOT n = f32[4] negate(c)\n}\n")
+  result = run_nvshmem_opt(path, "--topology=1x1x4", f"--mode={mode}", "-o", out, favoured)
+  assert result.returncode == 0, result.stderr
+  text = out.read_text()
+  assert "  p = f32[4] parameter(0)\n" in text and "  ROOT n = f32[4] negate(c)\n" in text
+  assert ('"backend":"NVSHMEM"' in text) == (mode == "rewrite")
+  assert ('_nvshmem_plan="nvshmem"' in text) == (mode == "annotate")
+  _hlo.hlo_module_from_text(text)
+
+
 def _groups_by_channel(text):
   return {int(m.group(1)): m.group(2) for m in
           re.finditer(r"channel_id=(\d+), replica_groups=(\{\{[\d,{}]*\}\})", text)}
