@@ -65,8 +65,7 @@ struct Span {
 };
 using StatementIndex = std::map<std::pair<std::string, std::string>, Span>;
 
-// Top level: lines; a line ending in '{' opens a computation (the module's
-// header line never does: its braces close on the line). In a body, a
+// Top level: computation headers, each opening a body. In a body, a
 // statement ends at a newline outside brackets and strings.
 StatementIndex IndexStatements(absl::string_view s) {
   StatementIndex index;
@@ -84,19 +83,23 @@ StatementIndex IndexStatements(absl::string_view s) {
       continue;
     }
     if (!in_body) {
-      if (c != '\n' && i + 1 != s.size()) continue;
-      absl::string_view text = s.substr(line, i - line);
-      while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
-        text.remove_suffix(1);
-      }
-      if (!text.empty() && text.back() == '{' &&
-          text.substr(text.find_first_not_of(" \t")).rfind("HloModule", 0) != 0) {
-        computation = LeadingName(text, "ENTRY");
+      if (c == '\n' && depth == 0) line = i + 1;
+      if (c == '(' || c == '[') ++depth;
+      if ((c == ')' || c == ']' || c == '}') && depth > 0) --depth;
+      if (c != '{') continue;
+      // A body opens at a '{' after white space outside brackets; layouts
+      // ("f32[4]{0}") and the module header's values follow other characters.
+      absl::string_view head = s.substr(line, i - line);
+      const size_t first = head.find_first_not_of(" \t");
+      if (depth == 0 && i > line && std::isspace(static_cast<unsigned char>(s[i - 1])) &&
+          first != absl::string_view::npos && head.substr(first).rfind("HloModule", 0) != 0) {
+        computation = LeadingName(head, "ENTRY");
         in_body = true;
-        depth = 0;
         begin = absl::string_view::npos;
+        last = 0;
+      } else {
+        ++depth;
       }
-      line = i + 1;
       continue;
     }
     auto close = [&](size_t end) {
@@ -111,7 +114,7 @@ StatementIndex IndexStatements(absl::string_view s) {
     if (depth == 0 && c == '}') {
       close(i);
       in_body = false;
-      line = i + 1;
+      line = i + 1;  // A header may follow on the same line.
       continue;
     }
     // A statement goes on over a line break after or before a comma.
