@@ -70,7 +70,9 @@ def _generate_big_module(layers=400):
   from jax import lax  # pylint: disable=import-outside-toplevel
   from jax.experimental import topologies  # pylint: disable=import-outside-toplevel
   from jax.sharding import NamedSharding, PartitionSpec as P  # pylint: disable=import-outside-toplevel
-  config = os.path.join(os.path.dirname(__file__), "data", "h200_gpu_target_config.pbtxt")
+  import hlo_tools  # pylint: disable=import-outside-toplevel
+  config = os.path.join(os.path.dirname(hlo_tools.__file__), "data",
+                        "h200_gpu_target_config.pbtxt")
   with open(config) as f:
     topo = topologies.get_topology_desc(platform="cuda", topology="1x2x4",
                                         target_config=f.read())
