@@ -87,7 +87,10 @@ def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
   """
   exe = find_nvshmem_opt()
   if exe is None:
-    raise FileNotFoundError("nvshmem-opt is not built (run scripts/setup.sh)")
+    env = os.environ.get("NVSHMEM_OPT")
+    raise FileNotFoundError(
+        f"nvshmem-opt is not built at $NVSHMEM_OPT={env} (not an executable file)" if env
+        else "nvshmem-opt is not built (run scripts/setup.sh)")
   tmp_dir = tmp_dir or tempfile.gettempdir()
   _clean_stale_reports(tmp_dir)
   fd, report_path = tempfile.mkstemp(prefix=f"{_REPORT_PREFIX}{os.getpid()}-",
