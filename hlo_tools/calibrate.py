@@ -44,8 +44,8 @@ import textwrap
 
 from hlo_tools import cli_io
 from hlo_tools import selection
-from hlo_tools.commands.heuristics import shared as heuristics_io
-from hlo_tools.commands.heuristics.shared import HeuristicsError
+from hlo_tools.ops.sizes import format_bytes
+from hlo_tools.ops.heuristics import HeuristicsError
 
 BACKENDS = selection.BACKENDS
 REQUIRED = ("backend", "link_class", "bytes", "seconds")
@@ -530,7 +530,7 @@ def _by_size(checks, step):
 
 
 def _size_name(nbytes):
-  return heuristics_io.format_bytes(nbytes).replace(" ", "")
+  return format_bytes(nbytes, precise=True).replace(" ", "")
 
 
 def _error_line(label, by_size, mark_held_out=False):

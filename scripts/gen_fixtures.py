@@ -25,7 +25,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from hlo_tools.commands import dump  # pylint: disable=wrong-import-position
+from hlo_tools.ops import dump  # pylint: disable=wrong-import-position
 
 # The module entering XLA's async-collective-creator: sync collective-permutes with
 # final message sizes. It equals the module after collective-permute-combiner (and
@@ -80,7 +80,7 @@ for _topo, _mesh in TRAIN_STEP_MESHES.items():
 # the same pairs and bytes: XLA's combiner must be followed per loop.
 PASS_DUMPS = {
     "ring_product_grad_1x2x4": ({"kind": "function",
-                                 "function": "hlo_tools.pass_test_programs:ring_product_grad",
+                                 "function": "hlo_tools.programs.pass_tests:ring_product_grad",
                                  "args": ["64,8:f32:cp"] * 3, "out_spec": "cp"}, "1x2x4"),
 }
 
@@ -126,7 +126,7 @@ def generate(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
 
 def generate_pass_dump(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
   """Writes <name>.passes/ (manifest.json + xla_dump/), pruned; returns its path."""
-  from hlo_tools.commands import diff  # pylint: disable=import-outside-toplevel
+  from hlo_tools.ops import diff  # pylint: disable=import-outside-toplevel
   source, topology = PASS_DUMPS[name]
   target = dump.Target(topology=topology, target_config=target_config)
   target.validate()

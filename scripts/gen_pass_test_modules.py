@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/gen_pass_test_modules.py [--check]
 
-Compiles the programs of hlo_tools/pass_test_programs.py for H200 topologies on
+Compiles the programs of hlo_tools/programs/pass_tests.py for H200 topologies on
 the CPU (deviceless) and writes the module XLA's async-collective-creator
 receives as C++ raw string constants into
 xla_src/xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter_test_modules.inc.
@@ -27,7 +27,7 @@ OUTPUT = os.path.join(ROOT, "xla_src", "xla", "backends", "gpu", "transforms",
 
 
 def _function(name, args):
-  return {"kind": "function", "function": f"hlo_tools.pass_test_programs:{name}",
+  return {"kind": "function", "function": f"hlo_tools.programs.pass_tests:{name}",
           "args": args, "out_spec": "cp"}
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from hlo_tools import hlo_text
-from hlo_tools.commands import explain, report, verify
+from hlo_tools import cli
+from hlo_tools.ops import report, verify
 from hlo_tools.model import decisions, driver
 from hlo_tools.model.collectives import collective_permutes
 
@@ -28,7 +29,7 @@ PEER_SET = ["--backends=nccl,peer", f"--cost-table={H200_TABLE}"]
 
 
 def run(capsys, command, *argv):
-  rc = command.main([f"hlo-tools {command.__name__.rsplit('.', 1)[-1]}", *map(str, argv)])
+  rc = cli.main([command, *map(str, argv)])
   out, err = capsys.readouterr()
   return rc, out, err
 
@@ -78,7 +79,7 @@ def flipped(tmp_path, path, old, new, count=1):
 
 
 def test_peer_output_explained_and_verified(capsys, ring2, peer_output):
-  rc, out, _ = run(capsys, explain, peer_output, "--topology=1x1x2", *PEER_SET,
+  rc, out, _ = run(capsys, "explain", peer_output, "--topology=1x1x2", *PEER_SET,
                    "--format=json")
   assert rc == 0
   result = json.loads(out)
@@ -90,10 +91,10 @@ def test_peer_output_explained_and_verified(capsys, ring2, peer_output):
     assert list(e["backends"]) == ["nccl", "peer"]
     assert e["backends"]["peer"]["us"] < e["backends"]["nccl"]["us"]
     assert e["backends"]["peer"]["refused"] is None
-  rc, out, _ = run(capsys, explain, peer_output, "--topology=1x1x2", *PEER_SET)
+  rc, out, _ = run(capsys, "explain", peer_output, "--topology=1x1x2", *PEER_SET)
   assert "choice        peer (backend DEFAULT, collectives_mode COLLECTIVES_PEER_MEMORY" in out
   assert f"now DEFAULT, collectives_mode {PEER} (peer)" in out
-  rc, out, _ = run(capsys, verify, peer_output, "--topology=1x1x2", *PEER_SET,
+  rc, out, _ = run(capsys, "verify", peer_output, "--topology=1x1x2", *PEER_SET,
                    "--format=json")
   assert rc == 0, out
   by_name = checks(out)
@@ -101,7 +102,7 @@ def test_peer_output_explained_and_verified(capsys, ring2, peer_output):
   for name in ("backend-config", "backend-set", "peer-safety", "selection"):
     assert by_name[name]["status"] == "pass", by_name[name]
   # The input: XLA left NCCL; explain shows what the pass will choose.
-  rc, out, _ = run(capsys, explain, ring2, "--topology=1x1x2", *PEER_SET, "--format=json")
+  rc, out, _ = run(capsys, "explain", ring2, "--topology=1x1x2", *PEER_SET, "--format=json")
   assert {e["current_plan"] for e in json.loads(out)["collectives"]} == {"nccl"}
   assert {e["choice"]["plan"] for e in json.loads(out)["collectives"]} == {"peer"}
 
@@ -109,7 +110,7 @@ def test_peer_output_explained_and_verified(capsys, ring2, peer_output):
 def test_hand_flipped_mode_fails_verify_naming_the_op(capsys, tmp_path, peer_output):
   # A mode the set does not offer: the first permute flipped to symmetric memory.
   path = flipped(tmp_path, peer_output, PEER, SYMMETRIC)
-  rc, out, _ = run(capsys, verify, path, "--topology=1x1x2", *PEER_SET, "--format=json",
+  rc, out, _ = run(capsys, "verify", path, "--topology=1x1x2", *PEER_SET, "--format=json",
                    "--no-hlo-verifier")
   assert rc == 1
   result = json.loads(out)
@@ -120,7 +121,7 @@ def test_hand_flipped_mode_fails_verify_naming_the_op(capsys, tmp_path, peer_out
   [bad] = [r for r in checks(out)["backend-set"]["results"] if r["status"] == "fail"]
   assert bad["instruction"] == failed[0]["instruction"]
   assert "symmetric, which the backend set nccl,peer does not contain" in bad["message"]
-  rc, out, _ = run(capsys, verify, path, "--topology=1x1x2", *PEER_SET, "--no-hlo-verifier")
+  rc, out, _ = run(capsys, "verify", path, "--topology=1x1x2", *PEER_SET, "--no-hlo-verifier")
   assert rc == 1 and f"%{bad['instruction']}" in out and "FAIL selection" in out
 
 
@@ -128,7 +129,7 @@ def test_flip_back_to_nccl_fails_where_the_pass_recorded_peer(capsys, tmp_path, 
   annotated = tmp_path / "annotated.hlo"
   nvshmem_opt(ring2, "--topology=1x1x2", *PEER_SET, "--annotate", "-o", annotated)
   path = flipped(tmp_path, annotated, PEER, decisions.NO_MODE)
-  rc, out, _ = run(capsys, verify, path, "--topology=1x1x2", *PEER_SET, "--format=json",
+  rc, out, _ = run(capsys, "verify", path, "--topology=1x1x2", *PEER_SET, "--format=json",
                    "--no-hlo-verifier")
   assert rc == 1 and json.loads(out)["failed_checks"] == ["selection"]
   [bad] = [r for r in checks(out)["selection"]["results"] if r["status"] == "fail"]
@@ -138,7 +139,7 @@ def test_flip_back_to_nccl_fails_where_the_pass_recorded_peer(capsys, tmp_path, 
 
 def test_peer_where_its_safety_rule_refuses(capsys, peer_output):
   # The same module checked for two hosts of one GPU: peer memory needs one host.
-  rc, out, _ = run(capsys, verify, peer_output, "--topology=1x2x1", *PEER_SET,
+  rc, out, _ = run(capsys, "verify", peer_output, "--topology=1x2x1", *PEER_SET,
                    "--format=json", "--no-hlo-verifier")
   assert rc == 1
   safety = checks(out)["peer-safety"]
@@ -146,7 +147,7 @@ def test_peer_where_its_safety_rule_refuses(capsys, peer_output):
   assert all("peer refused: 2 of 2 edges leave their host" in r["message"]
              for r in safety["results"])
   # And for the pinned XLA's set, peer memory is no backend at all.
-  rc, out, _ = run(capsys, verify, peer_output, "--topology=1x1x2",
+  rc, out, _ = run(capsys, "verify", peer_output, "--topology=1x1x2",
                    f"--cost-table={H200_TABLE}", "--backends=nccl,nvshmem", "--format=json",
                    "--no-hlo-verifier")
   assert rc == 1 and "backend-set" in json.loads(out)["failed_checks"]
@@ -154,19 +155,19 @@ def test_peer_where_its_safety_rule_refuses(capsys, peer_output):
 
 def test_default_set_is_the_tables(capsys, ring2):
   # No --backends: the table's set, as for nvshmem-opt (the measured table says nccl,peer).
-  rc, out, _ = run(capsys, explain, ring2, "--topology=1x1x2",
+  rc, out, _ = run(capsys, "explain", ring2, "--topology=1x1x2",
                    f"--cost-table={H200_TABLE}", "--format=json")
   assert rc == 0 and json.loads(out)["backends"] == "nccl,peer"
-  rc, out, _ = run(capsys, explain, ring2, "--topology=1x1x2", "--format=json")
+  rc, out, _ = run(capsys, "explain", ring2, "--topology=1x1x2", "--format=json")
   result = json.loads(out)
   assert result["backends"] == "nccl,nvshmem"
   for e in result["collectives"]:
     assert e["choice_collectives_mode"] is None and list(e["backends"]) == ["nccl", "nvshmem"]
-  rc, out, _ = run(capsys, explain, ring2, "--topology=1x1x2")
+  rc, out, _ = run(capsys, "explain", ring2, "--topology=1x1x2")
   assert "modeled       nccl " in out and ", nvshmem " in out and "split" not in out
 
 
-@pytest.mark.parametrize("command", [explain, verify])
+@pytest.mark.parametrize("command", ["explain", "verify"])
 def test_bad_backend_set_exits_2(capsys, command):
   rc, out, err = run(capsys, command, JAX0112, "--topology=1x1x1", "--backends=nccl,warp")
   assert rc == 2 and out == ""
@@ -180,17 +181,17 @@ def test_newer_xla_module_modes(capsys, tmp_path):
   assert perm.collectives_mode == decisions.NO_MODE and decisions.op_backend(perm) == "nccl"
   path = flipped(tmp_path, JAX0112, f'"collectives_mode":"{decisions.NO_MODE}"',
                  f'"collectives_mode":"{PEER}"')
-  rc, out, _ = run(capsys, explain, path, "--topology=1x1x1", *PEER_SET, "--format=json")
+  rc, out, _ = run(capsys, "explain", path, "--topology=1x1x1", *PEER_SET, "--format=json")
   [e] = json.loads(out)["collectives"]
   assert rc == 0 and e["current_plan"] == "peer" and e["choice"]["plan"] == "nccl"
-  rc, out, _ = run(capsys, verify, path, "--topology=1x1x1", *PEER_SET, "--format=json",
+  rc, out, _ = run(capsys, "verify", path, "--topology=1x1x1", *PEER_SET, "--format=json",
                    "--no-hlo-verifier")
   assert rc == 1 and json.loads(out)["failed_checks"] == ["selection"]
   [r] = checks(out)["selection"]["results"]
   assert r["instruction"] == "collective-permute-start" and "the core decides nccl" in r["message"]
   path = flipped(tmp_path, JAX0112, f'"collectives_mode":"{decisions.NO_MODE}"',
                  '"collectives_mode":"COLLECTIVES_MAGIC"')
-  rc, out, _ = run(capsys, verify, path, "--topology=1x1x1", *PEER_SET, "--format=json",
+  rc, out, _ = run(capsys, "verify", path, "--topology=1x1x1", *PEER_SET, "--format=json",
                    "--no-hlo-verifier")
   assert rc == 1 and "backend-config" in json.loads(out)["failed_checks"]
 

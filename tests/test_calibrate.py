@@ -9,7 +9,7 @@ import pytest
 
 from hlo_tools import calibrate
 from hlo_tools import selection
-from hlo_tools.commands.heuristics.shared import HeuristicsError
+from hlo_tools.ops.heuristics import HeuristicsError
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "gpu" / "results"

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hlo_tools.commands import diff, dump
+from hlo_tools import cli
+from hlo_tools.ops import diff, dump
 from hlo_tools.model import driver, source as inputs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -21,7 +22,7 @@ SMALL_RING = {"seq_len": 1024, "num_heads": 4, "num_kv_heads": 2, "head_dim": 64
 
 
 def run(capsys, *argv):
-  rc = diff.main(["hlo-tools diff", *map(str, argv)])
+  rc = cli.main(["diff", *map(str, argv)])
   out, err = capsys.readouterr()
   return rc, out, err
 
@@ -233,7 +234,7 @@ def test_trace_follows_the_combiner_per_loop(capsys):
   comp_of = {i.name: c.name for c in before.module.computations for i in c.instructions}
   for origins in final.values():
     assert len({comp_of[name] for name in origins}) == 1
-  rc = diff.main(["hlo-tools diff", f"{passes}:before_optimizations",
+  rc = cli.main(["diff", f"{passes}:before_optimizations",
                   f"{passes}:after_optimizations", "--trace", str(passes)])
   out, _ = capsys.readouterr()
   assert rc == 0 and "decomposed" not in out

@@ -210,7 +210,7 @@ def test_fixtures_are_small():
 def test_nocheck_vma_lets_a_fresh_carry_compile(tmp_path):
   # A real per-shard function whose scan carry starts from fresh (non-varying)
   # zeros: shard_map's default type check rejects it, and the error says what to do.
-  fn = "hlo_tools.pass_test_programs:ring_sum_fresh_carry"
+  fn = "hlo_tools.programs.pass_tests:ring_sum_fresh_carry"
   args = [fn, "--arg=1024,64:f32:cp", "--topology=1x1x8", "--quiet"]
   proc = run_dump(*args, f"--out={tmp_path / 'checked'}")
   assert proc.returncode == 2
@@ -249,7 +249,7 @@ def global_tp_cp(x):
 
 
 def test_parse_mesh_keeps_order_and_sizes():
-  from hlo_tools.commands import dump  # pylint: disable=import-outside-toplevel
+  from hlo_tools.ops import dump  # pylint: disable=import-outside-toplevel
   assert dump.parse_mesh("cp:4,tp:2") == [["cp", 4], ["tp", 2]]
   assert dump.parse_mesh("tp:8, dp:1") == [["tp", 8], ["dp", 1]]
   for bad in ("cp", "cp:0", "cp:-2", "cp:x", "4:cp", "cp:4,", "c-p:4", "cp:4,cp:2", ""):

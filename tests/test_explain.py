@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hlo_tools.commands import explain
+from hlo_tools import cli
 from hlo_tools.model import driver
 
 REPO = Path(__file__).resolve().parents[1]
@@ -19,7 +19,7 @@ RING_PAIRS = [[i, (i + 1) % 8] for i in range(8)]
 
 
 def run(capsys, *argv):
-  rc = explain.main(["hlo-tools explain", *map(str, argv)])
+  rc = cli.main(["explain", *map(str, argv)])
   out, err = capsys.readouterr()
   return rc, out, err
 
@@ -330,7 +330,6 @@ REAL_MODULES = [
 
 @pytest.mark.parametrize("fixture,topology,permutes", REAL_MODULES)
 def test_every_tool_reads_real_modules(capsys, fixture, topology, permutes):
-  from hlo_tools.commands import diff, verify
   path = FIXTURES / fixture
   text = path.read_text()
   rc, out, err = run(capsys, path, f"--topology={topology}", "--format=json")
@@ -340,13 +339,13 @@ def test_every_tool_reads_real_modules(capsys, fixture, topology, permutes):
   # Upstream's answer came from its real assigner: the driver read the module.
   assert {e["upstream"]["source"] for e in result["collectives"]} == {
       "nvshmem-opt --compare-upstream"}, result["collectives"][0]["upstream"]
-  rc = verify.main(["hlo-tools verify", str(path), f"--topology={topology}",
+  rc = cli.main(["verify", str(path), f"--topology={topology}",
                     "--format=json"])
   out, err = capsys.readouterr()
   assert rc == 0, out + err
   checks = {c["name"]: c["status"] for c in json.loads(out)["checks"]}
   assert checks["hlo-verifier"] == "pass" and checks["permutation"] == "pass"
-  rc = diff.main(["hlo-tools diff", str(path), str(path), "--format=json"])
+  rc = cli.main(["diff", str(path), str(path), "--format=json"])
   out, err = capsys.readouterr()
   assert rc == 0, err
   assert json.loads(out)["summary"]["changed"] == 0

@@ -13,9 +13,8 @@ from hypothesis import strategies as st
 
 from hlo_tools import calibrate
 from hlo_tools.commands import heuristics
-from hlo_tools.commands.heuristics import sweep as heuristics_sweep
+from hlo_tools.ops.heuristics import sweep
 from hlo_tools import selection
-from hlo_tools.commands.heuristics.shared import HeuristicsError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NVSHMEM_OPT = os.path.join(os.path.dirname(sys.executable), "nvshmem-opt")
@@ -179,7 +178,7 @@ def test_sweep_reduced_grid_outputs_are_consistent(tmp_path, capsys):
     for key, value in row.items():
       assert _from_csv(csv_row[key], value) == value, key
   # The summary is a function of the rows alone, and the printed one is it.
-  assert heuristics_sweep.summarize(rows) == doc["summary"]
+  assert sweep.summarize(rows) == doc["summary"]
   lines = stdout.strip().splitlines()
   fraction = doc["summary"]["choice_equals_best_fraction"]
   assert lines[-1].startswith(f"choice == model's best: {100 * fraction:.1f}%")
@@ -187,7 +186,7 @@ def test_sweep_reduced_grid_outputs_are_consistent(tmp_path, capsys):
   assert any("ratio to NCCL-only" in l for l in lines)
   # Per-row invariants: the oracle is the fastest eligible plan, ratios agree.
   for row in rows:
-    times = [row[f"{p}_us"] for p in heuristics_sweep.PLANS if row[f"{p}_us"] is not None]
+    times = [row[f"{p}_us"] for p in sweep.PLANS if row[f"{p}_us"] is not None]
     assert row["oracle_us"] == min(times)
     assert row["chosen_us"] >= row["oracle_us"]
     assert row["ratio_to_nccl"] == pytest.approx(row["chosen_us"] / row["nccl_us"])
@@ -200,10 +199,10 @@ def test_sweep_reduced_grid_outputs_are_consistent(tmp_path, capsys):
 
 def test_sweep_default_table_findings():
   """What holds for the shipped table, whatever its calibrated numbers."""
-  topologies = heuristics_sweep.parse_topologies(heuristics_sweep.DEFAULT_TOPOLOGIES)
+  topologies = sweep.parse_topologies(sweep.DEFAULT_TOPOLOGIES)
   table = selection.load_cost_table()
-  rows = heuristics_sweep.sweep(topologies, table)
-  s = heuristics_sweep.summarize(rows)
+  rows = sweep.sweep(topologies, table)
+  s = sweep.summarize(rows)
   assert s["cases"] == 5 * 3 * 21
   # The core departs from the fastest plan only inside its margin.
   for row in rows:
@@ -225,10 +224,10 @@ def test_sweep_choice_is_the_models_best_and_the_margin_is_named():
   # The two cases where the choice differed from the oracle (1x1x8 and 1x9x8:nvl72,
   # K/V 4 MiB each) are the margin: NVSHMEM modeled 1.7% faster, NCCL kept by the
   # core's 5% rule. The choice equals the model's best (margin applied) everywhere.
-  topologies = heuristics_sweep.parse_topologies(heuristics_sweep.DEFAULT_TOPOLOGIES)
+  topologies = sweep.parse_topologies(sweep.DEFAULT_TOPOLOGIES)
   table = selection.load_cost_table()
-  rows = heuristics_sweep.sweep(topologies, table)
-  s = heuristics_sweep.summarize(rows)
+  rows = sweep.sweep(topologies, table)
+  s = sweep.summarize(rows)
   assert s["mismatches"] == [] and s["choice_equals_best"] == len(rows)
   assert s["goals"]["choice_equals_best_everywhere"] is True
   for row in rows:
@@ -236,22 +235,22 @@ def test_sweep_choice_is_the_models_best_and_the_margin_is_named():
       assert row["inside_margin"] and row["chosen_plan"] == "nccl"
       assert row["nvshmem_us"] > row["nccl_us"] * (1 - table.margin)
   assert {n.split()[0] for n in s["kept_inside_margin"]} <= {"1x1x8", "1x9x8:nvl72"}
-  lines = heuristics_sweep.format_summary(s)
+  lines = sweep.format_summary(s)
   assert any(l.startswith("NCCL kept inside the margin") for l in lines)
 
 
 def test_sweep_never_prices_a_plan_that_hangs():
   # Upstream's NVSHMEM plan for a shift hangs XLA's barrier: it has no time, so it is
   # in no ratio (it was the "worst 1.332x (1x1x8 shift 16 MiB)").
-  topologies = heuristics_sweep.parse_topologies(["1x1x8"])
-  rows = heuristics_sweep.sweep(topologies, selection.load_cost_table())
-  s = heuristics_sweep.summarize(rows)
+  topologies = sweep.parse_topologies(["1x1x8"])
+  rows = sweep.sweep(topologies, selection.load_cost_table())
+  s = sweep.summarize(rows)
   assert s["upstream_would_hang"] > 0
   for key in ("ratio_to_upstream", "ratio_to_upstream_within_heap"):
     assert "shift" not in s[key]["max_case"] and "shift" not in s[key]["min_case"]
   runs = [r for r in rows if not r["upstream_hangs"]]
   assert s["ratio_to_upstream"]["max"] == max(r["ratio_to_upstream"] for r in runs)
-  assert "in no ratio" in "\n".join(heuristics_sweep.format_summary(s))
+  assert "in no ratio" in "\n".join(sweep.format_summary(s))
 
 
 def test_sweep_goal_over_no_case_is_not_applicable(tmp_path, capsys):

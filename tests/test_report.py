@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hlo_tools.commands import common, outdir, report
+from hlo_tools.ops import outdir, report
+from hlo_tools.ops.sizes import format_bytes
 
 REPO = Path(__file__).resolve().parents[1]
 DRIVER = REPO / "build" / "nvshmem-opt"
@@ -238,9 +239,10 @@ os.environ["JAX_PLATFORMS"] = "cpu"
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
 import jax
 from jax.sharding import PartitionSpec as P
-from hlo_tools import pass_test_programs, ring_attention
+from hlo_tools import ring_attention
+from hlo_tools.programs import pass_tests
 mesh = ring_attention.make_mesh(jax.devices("cpu"))
-f = jax.shard_map(pass_test_programs.ring_shift, mesh=mesh, in_specs=P("cp"),
+f = jax.shard_map(pass_tests.ring_shift, mesh=mesh, in_specs=P("cp"),
                   out_specs=P("cp"))
 lowered = jax.jit(f).lower(jax.ShapeDtypeStruct((8 * 1024, 64), "float32"))
 with open(sys.argv[1], "wb") as out:
@@ -268,7 +270,7 @@ def test_report_of_a_serialized_proto(tmp_path):
 def test_report_of_a_function(tmp_path):
   # module:function compiled as `hlo-tools dump` would, here one that needs --nocheck_vma.
   out = tmp_path / "r"
-  rc = report.main(["hlo-tools report", "hlo_tools.pass_test_programs:ring_sum_fresh_carry",
+  rc = report.main(["hlo-tools report", "hlo_tools.programs.pass_tests:ring_sum_fresh_carry",
                     "--arg=1024,64:f32:cp", "--nocheck_vma", "--topology=1x1x8",
                     f"--out={out}", "--quiet"])
   assert rc == 0
@@ -325,7 +327,7 @@ def test_report_reads_stdin(tmp_path):
      "--seq_len shapes the built-in ring-attention example"),
     ([str(FIXTURES / "ring_1x1x8.before_async.hlo"), "--nocausal"], "--causal shapes"),
     (["--devices-per-host=4", "--seq_len=4096"], "applies to a FILE or DIR"),
-    (["hlo_tools.pass_test_programs:kv_loop", "--devices-per-host=4"],
+    (["hlo_tools.programs.pass_tests:kv_loop", "--devices-per-host=4"],
      "applies to a FILE or DIR"),
     ([str(FIXTURES / "no_such.hlo"), "--devices-per-host=4"], "no such file"),
 ])
@@ -420,7 +422,7 @@ def test_report_charts_every_kind_of_permute(tmp_path):
     # The permute's own modeled time lies on its chart's curve, at its size.
     i = c["sizes"].index(perm["bytes"])
     assert c["series_us"]["nccl"][i] == pytest.approx(perm["modeled_us"]["nccl"])
-    assert [perm["bytes"], common.human_bytes(perm["bytes"])] in c["marks"]
+    assert [perm["bytes"], format_bytes(perm["bytes"])] in c["marks"]
   assert sorted(c["buffers"] for c in chart["charts"]) == [2, 4]
   page = (tmp_path / "r" / "index.html").read_text()
   assert len(_svgs(page)) == 2

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from hlo_tools.commands import explain, verify
+from hlo_tools import cli
+from hlo_tools.ops import explain, verify
 from hlo_tools.model import driver
 
 REPO = Path(__file__).resolve().parents[1]
@@ -19,7 +20,7 @@ RING = "source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}"
 
 
 def run(capsys, *argv):
-  rc = verify.main(["hlo-tools verify", *map(str, argv)])
+  rc = cli.main(["verify", *map(str, argv)])
   out, err = capsys.readouterr()
   return rc, out, err
 

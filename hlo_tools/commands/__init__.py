@@ -1,4 +1,5 @@
-"""The `hlo-tools` commands: thin layers over hlo_tools.model.
+"""The `hlo-tools` commands: each parses its arguments, calls hlo_tools.ops and writes
+the output; no logic of its own, and no command imports another.
 
 Each command module has main(argv) (argv[0] is the program name) built on
 commands.common.run_command, which turns every kind of bad input into one line

@@ -5,8 +5,9 @@ import os
 import sys
 
 from hlo_tools import cli_io
-from hlo_tools.commands import outdir
+from hlo_tools.model.topology import check_topology_size
 from hlo_tools.model.source import InputError
+from hlo_tools.ops import outdir
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -52,21 +53,6 @@ def add_topology_flags(parser):
                       type=int, default=None,
                       help="GPUs per host when --topology is absent (nvshmem-opt's default)")
   parser.add_argument("--cost-table", "--cost_table", dest="cost_table", default=None)
-
-
-# The selection core's limit on a topology's devices (and so on each dimension).
-MAX_DEVICES = 1 << 20
-
-
-def check_topology_size(spec):
-  """InputError for a dimension over the core's limit, which the core reports as
-  "not a positive whole number"; every other check stays the core's."""
-  dims = (spec or "").split(":", 1)[0].split("x")
-  for dim in dims:
-    if dim.isdigit() and int(dim) > MAX_DEVICES:
-      raise InputError(f"topology spec {spec!r}: '{dim}' is too large (max "
-                       f"{MAX_DEVICES} devices)")
-  return spec
 
 
 def topology_spec(args, path, prog=None):
@@ -130,17 +116,3 @@ def write_output(text, out):
     sys.stdout.write(text)
     return
   cli_io.write_atomic(out, text)
-
-
-def human_bytes(n):
-  if n is None:
-    return "-"
-  for unit in ("B", "KiB", "MiB", "GiB"):
-    if abs(n) < 1024 or unit == "GiB":
-      return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-    n /= 1024.0
-  return f"{n} B"
-
-
-def us(value):
-  return "-" if value is None else f"{value:.2f} us"

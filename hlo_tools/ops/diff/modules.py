@@ -4,7 +4,7 @@ structure (hash buckets, linear in module size), and every changed attribute."""
 import collections
 import json
 
-from hlo_tools.commands.diff.permutes import bucket_match, collective_view, collectives_diff
+from hlo_tools.ops.diff.permutes import bucket_match, collective_view, collectives_diff
 
 
 def _comp_key(comp, loose=False):

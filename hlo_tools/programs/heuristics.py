@@ -59,6 +59,6 @@ def chain(shapes):
 
 
 # The program check-pass compiles: its cases are (shape, per-buffer size) pairs
-# in this order; hlo_tools.commands.heuristics.check gives the sizes.
+# in this order; hlo_tools.ops.heuristics.check gives the sizes.
 SAMPLE_SHAPES = ("ring", "ring", "kv", "shift")
 sample = chain(SAMPLE_SHAPES)

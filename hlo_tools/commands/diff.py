@@ -31,58 +31,24 @@ Exit status: 0 (also when the modules differ), 2 bad input.
 
 import gc
 import json
-import os
 import sys
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
-from hlo_tools.commands.diff.modules import (attribute_changes, diff_sources,
-                                             match_computations, match_instructions,
-                                             to_json)
-from hlo_tools.commands.diff.passes import signature, trace
-from hlo_tools.commands.diff.permutes import (base_name, collective_view, collectives_diff,
-                                              match_collectives)
-from hlo_tools.commands.diff.render import (collectives_html, diff_html, esc, format_html,
-                                            format_text, page, trace_html, trace_text)
 from hlo_tools.model import source as inputs
-from hlo_tools.model.dumps import STAGE_HELP, read_stage
-from hlo_tools.model.source import InputError
-
-# The library API (report, bench and the fixture generator use it).
-__all__ = ["attribute_changes", "base_name", "collective_view", "collectives_diff",
-           "collectives_html", "diff_html", "diff_sources", "esc", "format_html",
-           "format_text", "main", "match_collectives", "match_computations",
-           "match_instructions", "page", "read_input", "read_stage", "signature", "to_json",
-           "trace", "trace_html", "trace_text"]
-
-
-def read_input(spec, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
-  """FILE or DIR:STAGE (the first ':' whose left side is a directory splits them).
-
-  FILE may be any readable file, device or pipe, "-" for stdin; reading stops past
-  max_bytes."""
-  if spec == "-" or (os.path.exists(spec) and not os.path.isdir(spec)):
-    return inputs.read_source(spec, max_bytes=max_bytes)
-  idx = spec.find(":")
-  while idx != -1:
-    if os.path.isdir(spec[:idx]):
-      return read_stage(spec[:idx], spec[idx + 1:], max_bytes)
-    idx = spec.find(":", idx + 1)
-  if os.path.isdir(spec):
-    raise InputError(f"{spec}: is a directory; name a stage, e.g. "
-                        f"{spec}:after_optimizations ({STAGE_HELP})")
-  raise InputError(f"{spec}: cannot read: No such file or directory")
+from hlo_tools.ops import diff
+from hlo_tools.model.dumps import STAGE_HELP
 
 
 def _render(args, src_a, src_b, result, tr):
   if args.format == "json":
-    out = to_json(result)
+    out = diff.to_json(result)
     if tr is not None:
       out["trace"] = tr
     return json.dumps(out, indent=1)
   if args.format == "html":
-    return format_html(result, src_a, src_b, tr)
-  return format_text(result, tr)
+    return diff.format_html(result, src_a, src_b, tr)
+  return diff.format_text(result, tr)
 
 
 def main(argv):
@@ -99,8 +65,8 @@ def main(argv):
   cli_io.add_max_input_bytes(parser)
 
   def run(args):
-    src_a = read_input(args.a, args.max_input_bytes)
-    src_b = read_input(args.b, args.max_input_bytes)
+    src_a = diff.read_input(args.a, args.max_input_bytes)
+    src_b = diff.read_input(args.b, args.max_input_bytes)
     for src in (src_a, src_b):
       inputs.resolve_partitions(src, override=args.num_partitions)
     # The parsed modules live until exit: keep the collector from rescanning
@@ -108,8 +74,8 @@ def main(argv):
     # instruction grow with module size; docs/benchmarks.md).
     gc.freeze()
     common.check_out_path(args.out, [src_a.path, src_b.path])
-    tr = trace(args.trace) if args.trace else None
-    result = diff_sources(src_a, src_b, args.ignore_metadata)
+    tr = diff.trace(args.trace) if args.trace else None
+    result = diff.diff_sources(src_a, src_b, args.ignore_metadata)
     common.write_output(_render(args, src_a, src_b, result, tr), args.out)
     return 0
 

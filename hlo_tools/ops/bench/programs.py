@@ -8,14 +8,13 @@ Two programs:
   ring   an unrolled ring of ppermute + matmul steps (bench_reader's generator):
          cheap to compile, so it scales to big modules for the reader and diff.
 
-Compilation runs in a child (`python -m hlo_tools.commands.bench.programs SPEC_JSON`) for the
-same reason as in hlo_tools.commands.dump: XLA reads XLA_FLAGS once per process, and the
+Compilation runs in a child (`python -m hlo_tools.ops.bench.programs SPEC_JSON`) for the
+same reason as in hlo_tools.ops.dump: XLA reads XLA_FLAGS once per process, and the
 dumping compile must not share a process with the timed ones (dumping every pass
 would inflate the compile time we divide by).
 """
 
 import dataclasses
-import itertools
 import json
 import os
 import re
@@ -24,7 +23,7 @@ import sys
 import tempfile
 import time
 
-from hlo_tools.commands import dump as dump_mod
+from hlo_tools.ops import dump
 from hlo_tools import hlo_text
 
 TOPOLOGY = "1x2x4"
@@ -129,8 +128,8 @@ def ring_args(mesh):
 def _build(program):
   """(function, args) for a program spec {"name": "llama"|"ring", ...}."""
   from hlo_tools import ring_attention  # pylint: disable=import-outside-toplevel
-  target = dump_mod.Target(topology=program.get("topology", TOPOLOGY))
-  mesh = ring_attention.make_mesh(dump_mod._devices(target))  # pylint: disable=protected-access
+  target = dump.Target(topology=program.get("topology", TOPOLOGY))
+  mesh = ring_attention.make_mesh(dump._devices(target))  # pylint: disable=protected-access
   if program["name"] == "llama":
     config = LlamaConfig(**program["config"])
     return llama_function(config, mesh), llama_args(config, mesh)
@@ -216,7 +215,7 @@ def run_child(program, repeats=1, xla_dump_dir=None, pass_re=None, text_out=None
   with tempfile.TemporaryDirectory(prefix="hlo-tools-bench-") as tmp:
     spec = {"program": program, "repeats": repeats, "text_out": text_out,
             "result": os.path.join(tmp, "result.json")}
-    proc = subprocess.run([sys.executable, "-m", "hlo_tools.commands.bench.programs",
+    proc = subprocess.run([sys.executable, "-m", "hlo_tools.ops.bench.programs",
                            json.dumps(spec)], env=_env(xla_dump_dir, pass_re),
                           capture_output=True, text=True, timeout=timeout, check=False)
     if proc.returncode != 0:
@@ -236,7 +235,7 @@ def before_async_text(program, timeout=3600, text_out=None):
   with tempfile.TemporaryDirectory(prefix="hlo-tools-bench-dump-") as tmp:
     run_child(program, xla_dump_dir=tmp, pass_re="async-collective-creator",
               text_out=text_out, timeout=timeout)
-    return dump_mod.pass_snapshot_text(tmp, "async-collective-creator", when="before")
+    return dump.pass_snapshot_text(tmp, "async-collective-creator", when="before")
 
 
 def both_texts(program):

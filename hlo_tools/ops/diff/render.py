@@ -2,8 +2,8 @@
 
 import html
 
-from hlo_tools.commands.diff.modules import interesting
-from hlo_tools.commands.diff.permutes import VIEW_FIELDS, summarize_group
+from hlo_tools.ops.diff.modules import interesting
+from hlo_tools.ops.diff.permutes import VIEW_FIELDS, summarize_group
 
 
 def _short(value, limit=120):

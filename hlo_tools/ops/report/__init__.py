@@ -56,15 +56,17 @@ import time
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
-from hlo_tools.commands import diff as df
-from hlo_tools.commands import dump as dump_mod
-from hlo_tools.commands import explain as explain_cmd
-from hlo_tools.commands import outdir
-from hlo_tools.commands import verify as vf
-from hlo_tools.commands.report.chart import chart_data
-from hlo_tools.commands.report.page import comparison_rows, fmt_us, page_title, render_page
+from hlo_tools.ops import diff
+from hlo_tools.ops import dump
+from hlo_tools.ops import explain
+from hlo_tools.ops import outdir
+from hlo_tools.ops import verify
+from hlo_tools.ops.report.chart import chart_data
+from hlo_tools.ops.report.page import comparison_rows, fmt_us, page_title, render_page
 from hlo_tools.model import decisions, driver, dumps, source as inputs
 from hlo_tools.model.source import InputError
+from hlo_tools.model.topology import check_topology_size
+from hlo_tools.ops.sizes import format_bytes
 
 DEFAULTS = {"seq_len": 131072, "num_heads": 32, "num_kv_heads": 8, "head_dim": 128,
             "batch": 1, "dtype": "bf16", "causal": True, "backward": False}
@@ -80,7 +82,7 @@ _TOPO_RE = re.compile(r"^(?:(\d+)x)?(\d+)x(\d+)((?::.*)?)$")
 
 def parse_topology_arg(spec):
   """'2x4' -> ('1x2x4', '1x2x4'); '1x2x4:nvl8' -> ('1x2x4', '1x2x4:nvl8')."""
-  m = _TOPO_RE.match(common.check_topology_size(spec) or "")
+  m = _TOPO_RE.match(check_topology_size(spec) or "")
   if not m:
     raise InputError(f"bad --topology {spec!r}: expected SxHxG or HxG, e.g. 1x2x4")
   slices = m.group(1) or "1"
@@ -119,7 +121,7 @@ def ring_case(config, topology_arg):
 def train_step_case(topology):
   """The built-in train step on `topology` (SxHxG), on dump's default mesh for it."""
   source = {"kind": "program", "program": "train_step", "config": {}}
-  mesh = dump_mod.resolve_mesh(source, dump_mod.Target(topology=topology))
+  mesh = dump.resolve_mesh(source, dump.Target(topology=topology))
   layout = " x ".join(f"{name} {size}" for name, size in mesh)
   return Case(id=f"train_step-{topology}",
               title=f"Llama train step ({layout}), 64K tokens, on {topology}",
@@ -209,9 +211,9 @@ def _compiled_inputs(case, case_dir, say):
   dump_dir = os.path.join(case_dir, "dump")
   say(f"{case.id}: compiling for {case.compile_topology} (deviceless, all passes)")
   try:
-    dump_mod.dump(case.source, dump_dir, target=dump_mod.Target(topology=case.compile_topology),
+    dump.dump(case.source, dump_dir, target=dump.Target(topology=case.compile_topology),
                   all_passes=True, options=dict(case.config or {}), progress=False)
-  except dump_mod.DumpError as e:
+  except dump.DumpError as e:
     raise InputError(f"hlo-tools report: compile failed: {e}") from None
   return dump_dir
 
@@ -301,18 +303,18 @@ def analyze_case(case, case_dir, stages, dump_dir, cost_table, num_partitions, s
                                  source=sources[first],
                                  upstream=driver.upstream_from_report(passes[first]),
                                  backends=backends)
-  verified = {s: vf.verify(rewritten[s].path, case.topology, cost_table, source=rewritten[s],
+  verified = {s: verify.verify(rewritten[s].path, case.topology, cost_table, source=rewritten[s],
                            num_partitions=num_partitions, backends=backends)
               for s in stages}
-  diffs = {s: df.diff_sources(sources[s], rewritten[s]) for s in stages}
+  diffs = {s: diff.diff_sources(sources[s], rewritten[s]) for s in stages}
   trace = _trace(dump_dir)
   chart = chart_data(topology, table, explained, sources[first])
   for name, value in [("explain", explained), ("trace", trace), ("chart", chart)] + \
       [(f"verify_{s}", v) for s, v in verified.items()] + \
-      [(f"diff_{s}", df.to_json(d)) for s, d in diffs.items()]:
+      [(f"diff_{s}", diff.to_json(d)) for s, d in diffs.items()]:
     _write(os.path.join(json_dir, f"{name}.json"), json.dumps(value, indent=1))
-  if explain_cmd.is_pre_optimization(sources[first].module, explained["collectives"]):
-    explained["note"] = explain_cmd.PRE_OPTIMIZATION_NOTE
+  if explain.is_pre_optimization(sources[first].module, explained["collectives"]):
+    explained["note"] = explain.PRE_OPTIMIZATION_NOTE
   return {"case": case, "stages": list(stages), "explain": explained, "passes": passes,
           "verify": verified, "diff": diffs, "trace": trace, "chart": chart,
           "sources": sources, "rewritten": rewritten, "first": first, "dump_dir": dump_dir}
@@ -322,7 +324,7 @@ def _trace(dump_dir):
   if dump_dir is None:
     return None
   try:
-    return df.trace(dump_dir)
+    return diff.trace(dump_dir)
   except InputError:
     return None  # a dump without per-pass snapshots: nothing to trace
 
@@ -371,7 +373,7 @@ def _versions(work, results):
     if os.path.exists(path):
       with open(path) as f:
         return json.load(f).get("versions")
-  return dump_mod._local_versions()  # pylint: disable=protected-access
+  return dump._local_versions()  # pylint: disable=protected-access
 
 
 def _files(work):
@@ -441,7 +443,7 @@ def summary_text(report):
   for row in report["summary"]["comparison"]:
     edges = ", ".join(f"{k} {v}" for k, v in row["edges_by_class"].items() if v)
     trips = f" x{row['trip_count']} trips" if row["trip_count"] else ""
-    lines.append(f"  {row['title']}: %{row['instruction']} ({common.human_bytes(row['bytes'])}"
+    lines.append(f"  {row['title']}: %{row['instruction']} ({format_bytes(row['bytes'])}"
                  f"/device{trips}; {edges}): {row['plan']}"
                  + (f" ({row['collectives_mode']})" if row.get("collectives_mode") else "")
                  + f", nccl {fmt_us(row['nccl_us'])} us, " + _others_text(row)

@@ -24,11 +24,11 @@ import sys
 import tempfile
 
 from hlo_tools import cli_io
-from hlo_tools.commands import common
-from hlo_tools.commands.heuristics import shared as heuristics_io
+from hlo_tools.ops.sizes import format_bytes, parse_size
 from hlo_tools import selection
 from hlo_tools.model import driver
-from hlo_tools.commands.heuristics.shared import HeuristicsError
+from hlo_tools.ops.heuristics import HeuristicsError
+from hlo_tools.model.topology import check_topology_size
 
 DEFAULT_TOPOLOGIES = ("1x1x8", "1x2x4", "2x2x4", "1x4x2", "1x9x8:nvl72")
 # 1 KiB .. 1 GiB in factors of two: the grid a user reads off a log-log plot.
@@ -216,7 +216,7 @@ def _stats(rows, key):
 
 def case_name(row):
   return (f"{row['topology']} {row['shape']} "
-          f"{heuristics_io.format_bytes(row['buffer_bytes'])}")
+          f"{format_bytes(row['buffer_bytes'], precise=True)}")
 
 
 def summarize(rows):
@@ -352,9 +352,9 @@ def write_outputs(out_dir, rows, summary, table, topologies, sizes, plots=True):
                              json.dumps(_json_safe(doc), indent=1) + "\n")
   paths.append(json_path)
   if plots:
-    from hlo_tools.commands.heuristics import plot as heuristics_plot  # matplotlib only when plotting
+    from hlo_tools.ops.heuristics import plot  # matplotlib only when plotting
     for spec, _ in topologies:
-      paths.append(heuristics_plot.plot_topology(
+      paths.append(plot.plot_topology(
           out_dir, spec, [r for r in rows if r["topology"] == spec]))
   return paths
 
@@ -363,7 +363,7 @@ def parse_topologies(specs):
   out = []
   for spec in specs:
     try:
-      common.check_topology_size(spec)
+      check_topology_size(spec)
       out.append((spec, selection.parse_topology(spec)))
     except selection.SelectionError as e:
       raise HeuristicsError(f"--topology: {e}") from None
@@ -405,7 +405,7 @@ def main(argv):
   sizes = DEFAULT_SIZES
   if args.sizes:
     try:
-      sizes = tuple(sorted({heuristics_io.parse_size(s)
+      sizes = tuple(sorted({parse_size(s)
                             for s in args.sizes.split(",")}))
     except ValueError as e:
       raise HeuristicsError(f"--sizes: {e}") from None

@@ -12,7 +12,7 @@
   P2 reader speed   hlo_tools' parse time / jaxlib's `hlo_module_from_text` time on the
                     same >= 10 MB HLO text compiled from JAX; plus peak memory of each.
                     Goal <= 2.0.
-  P3 diff scaling   `hlo_tools.commands.diff` time on two ~50k-instruction modules (a module and
+  P3 diff scaling   `hlo_tools.ops.diff` time on two ~50k-instruction modules (a module and
                     the pass's rewrite of it) / the time to parse both; and the growth
                     of the per-instruction diff time from ~5k to ~50k instructions.
                     Goal <= 2.0 (and growth near 1).
@@ -32,9 +32,9 @@ import time
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
-from hlo_tools.commands.bench import env as bench_env
-from hlo_tools.commands.bench import programs
-from hlo_tools.commands.bench import reader as bench_reader
+from hlo_tools.ops.bench import env
+from hlo_tools.ops.bench import programs
+from hlo_tools.commands.bench import reader
 from hlo_tools.model.source import InputError
 
 GOALS = {"P1": 0.005, "P2": 2.0, "P3": 2.0}
@@ -145,7 +145,7 @@ def bench_p2(sizes, runs, keep_dir=None):
   text = _ring_texts(layers)[1]
   _keep(keep_dir, "p2_ring.after_optimizations.hlo", text)
   _log(f"P2: parsing {len(text) / 1e6:.1f} MB, {runs} runs each, interleaved")
-  r = bench_reader.bench_parse(text, runs)
+  r = reader.bench_parse(text, runs)
   ours, theirs = r["ours_samples"], r["jaxlib_samples"]
   ratios = [a / b for a, b in zip(ours, theirs)]
   ratio = statistics.median(ours) / statistics.median(theirs)
@@ -242,7 +242,7 @@ def _diff_pair(layers, keep_dir, tag):
 
 
 def _time_diff(text_a, text_b, runs):
-  from hlo_tools.commands import diff  # pylint: disable=import-outside-toplevel
+  from hlo_tools.ops import diff  # pylint: disable=import-outside-toplevel
   from hlo_tools.model import source as inputs  # pylint: disable=import-outside-toplevel
   parse_s, diff_s, total_s, ratios = [], [], [], []
   summary = None
@@ -400,7 +400,7 @@ def main(argv):
     if args.json:  # a run takes minutes: a bad path is refused before, not after
       common.check_output_file(args.json, "--json")
     result = {"quick": args.quick, "runs": runs, "sizes": sizes,
-              "machine": bench_env.machine(), "versions": bench_env.versions()}
+              "machine": env.machine(), "versions": env.versions()}
     start = time.perf_counter()
     benches = {"P1": bench_p1, "P2": bench_p2, "P3": bench_p3}
     try:

@@ -3,9 +3,9 @@ configuration's decisions, chart, verify results, diff and trace."""
 
 import json
 
-from hlo_tools.commands import common
-from hlo_tools.commands import diff as df
-from hlo_tools.commands.report.chart import MAX_CHARTS, chart_title, svg_chart
+from hlo_tools.ops import diff
+from hlo_tools.ops.report.chart import MAX_CHARTS, chart_title, svg_chart
+from hlo_tools.ops.sizes import format_bytes
 
 
 def fmt_us(v):
@@ -79,7 +79,7 @@ def _takeaways(rows, results):
   for r in results:
     mine = [row for row in rows if row["case"] == r["case"].id]
     if not mine:
-      items.append(f"<li>{df.esc(r['case'].title)}: no collective-permutes, nothing for "
+      items.append(f"<li>{diff.esc(r['case'].title)}: no collective-permutes, nothing for "
                    "the pass to decide</li>")
       continue
     groups = {}
@@ -89,10 +89,10 @@ def _takeaways(rows, results):
     parts = []
     for (size, buffers, trips, verdict), names in groups.items():
       count = f"{len(names)} permutes" if len(names) > 1 else f"%{names[0]}"
-      parts.append(f"<li><b>{common.human_bytes(size)}</b> in {buffers} buffer(s)"
-                   f"{f' x{trips} trips' if trips else ''} ({df.esc(count)}): "
-                   f"{df.esc(verdict)}</li>")
-    items.append(f"<li>{df.esc(r['case'].title)}: {len(mine)} collective-permute(s)"
+      parts.append(f"<li><b>{format_bytes(size)}</b> in {buffers} buffer(s)"
+                   f"{f' x{trips} trips' if trips else ''} ({diff.esc(count)}): "
+                   f"{diff.esc(verdict)}</li>")
+    items.append(f"<li>{diff.esc(r['case'].title)}: {len(mine)} collective-permute(s)"
                  f"<ul>{''.join(parts)}</ul></li>")
   return "<ul id=\"takeaways\">" + "".join(items) + "</ul>"
 
@@ -120,17 +120,17 @@ def _comparison_html(rows):
     # The configuration once, spanning its permutes' rows.
     first = i == 0 or rows[i - 1]["case"] != row["case"]
     head = (f"<td rowspan=\"{spans[row['case']]}\" style=\"max-width:16em;"
-            f"overflow-wrap:anywhere\"><a href=\"#{df.esc(row['case'])}\">"
-            f"{df.esc(row['title'])}</a></td>") if first else ""
+            f"overflow-wrap:anywhere\"><a href=\"#{diff.esc(row['case'])}\">"
+            f"{diff.esc(row['title'])}</a></td>") if first else ""
     out.append(
         f"<tr>{head}"
-        f"<td class=\"mono\">%{df.esc(row['instruction'])}</td>"
-        f"<td>{df.esc(common.human_bytes(row['bytes']))} in {row['buffers']} buffer(s)"
-        f"{df.esc(trips)}</td><td>{df.esc(edges)}</td><td>{fmt_us(row['nccl_us'])}</td>"
-        f"<td>{_others_us(row)}</td><td class=\"{cls}\"><b>{df.esc(row['plan'])}</b>"
+        f"<td class=\"mono\">%{diff.esc(row['instruction'])}</td>"
+        f"<td>{diff.esc(format_bytes(row['bytes']))} in {row['buffers']} buffer(s)"
+        f"{diff.esc(trips)}</td><td>{diff.esc(edges)}</td><td>{fmt_us(row['nccl_us'])}</td>"
+        f"<td>{_others_us(row)}</td><td class=\"{cls}\"><b>{diff.esc(row['plan'])}</b>"
         f"{_mode_html(row.get('collectives_mode'))}</td>"
-        f"<td>{fmt_us(row['saved_us_per_run'])}</td><td>{df.esc(row['upstream'])}</td>"
-        f"<td>{df.esc(row['verdict'])}</td></tr>")
+        f"<td>{fmt_us(row['saved_us_per_run'])}</td><td>{diff.esc(row['upstream'])}</td>"
+        f"<td>{diff.esc(row['verdict'])}</td></tr>")
   out.append("</table>")
   return "\n".join(out)
 
@@ -140,18 +140,18 @@ def _others_us(row):
   others = {b: v for b, v in (row.get("backend_us") or {}).items() if b != "nccl"}
   if not others or list(others) == ["nvshmem"]:
     return "refused" if row["nvshmem_us"] is None else fmt_us(row["nvshmem_us"])
-  return "<br>".join(f"{df.esc(b)} {'refused' if v is None else fmt_us(v)}"
+  return "<br>".join(f"{diff.esc(b)} {'refused' if v is None else fmt_us(v)}"
                      for b, v in others.items())
 
 
 def _mode_html(mode):
-  return f"<br><small class=\"mono\">{df.esc(mode)}</small>" if mode else ""
+  return f"<br><small class=\"mono\">{diff.esc(mode)}</small>" if mode else ""
 
 
 def _decision_table(result):
   by_name = {(d["computation"], d["instruction"]): d
              for d in result["passes"][result["first"]].get("decisions", [])}
-  rows = [f"<table class=\"decisions\" id=\"decisions-{df.esc(result['case'].id)}\"><tr>"
+  rows = [f"<table class=\"decisions\" id=\"decisions-{diff.esc(result['case'].id)}\"><tr>"
           "<th>collective-permute</th><th>where</th><th>bytes/device</th><th>edges</th>"
           "<th>NCCL us</th><th>other backends us</th><th>choice</th><th>upstream XLA</th>"
           "<th>pass wrote</th><th>reason</th></tr>"]
@@ -162,16 +162,17 @@ def _decision_table(result):
     loop = f"while %{e['while_loop']} x{e['trip_count']}" if e["while_loop"] else "no loop"
     new = ", ".join(d.get("new_instructions") or [])
     rows.append(
-        f"<tr><td class=\"mono\">%{df.esc(e['instruction'])}</td>"
-        f"<td class=\"mono\">%{df.esc(e['computation'])} line {e['line']}<br>{df.esc(loop)}</td>"
-        f"<td>{df.esc(common.human_bytes(e['bytes']))}</td><td>{df.esc(edges)}</td>"
+        f"<tr><td class=\"mono\">%{diff.esc(e['instruction'])}</td>"
+        f"<td class=\"mono\">%{diff.esc(e['computation'])} line {e['line']}<br>"
+        f"{diff.esc(loop)}</td>"
+        f"<td>{diff.esc(format_bytes(e['bytes']))}</td><td>{diff.esc(edges)}</td>"
         f"<td>{fmt_us(m['nccl'])}</td><td>{_others_us(_row_us(e))}</td>"
-        f"<td><b>{df.esc(e['choice']['plan'])}</b> ({df.esc(e['choice']['backend'])})"
+        f"<td><b>{diff.esc(e['choice']['plan'])}</b> ({diff.esc(e['choice']['backend'])})"
         f"{_mode_html(e.get('choice_collectives_mode'))}</td>"
-        f"<td>{df.esc(e['upstream']['backend'])}<br><small>{df.esc(e['upstream']['source'])}"
-        f"</small></td><td class=\"mono\">{df.esc(d.get('backend', '-'))}"
-        f"{_mode_html(d.get('collectives_mode'))}{': ' + df.esc(new) if new else ''}</td>"
-        f"<td>{df.esc(e['reason'])}</td></tr>")
+        f"<td>{diff.esc(e['upstream']['backend'])}<br><small>{diff.esc(e['upstream']['source'])}"
+        f"</small></td><td class=\"mono\">{diff.esc(d.get('backend', '-'))}"
+        f"{_mode_html(d.get('collectives_mode'))}{': ' + diff.esc(new) if new else ''}</td>"
+        f"<td>{diff.esc(e['reason'])}</td></tr>")
   rows.append("</table>")
   return "\n".join(rows)
 
@@ -183,15 +184,15 @@ def _row_us(e):
 
 def _verify_html(result):
   status = ("all checks pass" if result["passed"] else
-            "FAILED: " + df.esc(", ".join(result["failed_checks"])))
-  rows = [f"<p><b>{df.esc(result['file'])}</b>: {status}</p><table class=\"verify\">"
+            "FAILED: " + diff.esc(", ".join(result["failed_checks"])))
+  rows = [f"<p><b>{diff.esc(result['file'])}</b>: {status}</p><table class=\"verify\">"
           "<tr><th>check</th><th>status</th><th>details</th></tr>"]
   for c in result["checks"]:
     cls = {"pass": "add", "fail": "del"}.get(c["status"], "same")
     detail = "<br>".join(
-        df.esc((f"%{r['instruction']} line {r['line']}: " if r["instruction"] else "")
-               + r["message"]) for r in c["results"]) or df.esc(c["note"])
-    rows.append(f"<tr><td>{df.esc(c['name'])}</td><td class=\"{cls}\">{df.esc(c['status'])}"
+        diff.esc((f"%{r['instruction']} line {r['line']}: " if r["instruction"] else "")
+               + r["message"]) for r in c["results"]) or diff.esc(c["note"])
+    rows.append(f"<tr><td>{diff.esc(c['name'])}</td><td class=\"{cls}\">{diff.esc(c['status'])}"
                 f"</td><td class=\"mono\">{detail}</td></tr>")
   rows.append("</table>")
   return "\n".join(rows)
@@ -209,11 +210,11 @@ def _charts_html(result):
 def _case_html(result, max_rows):
   case = result["case"]
   first = result["first"]
-  body = [f"<h2 id=\"{df.esc(case.id)}\">{df.esc(case.title)}</h2>"]
+  body = [f"<h2 id=\"{diff.esc(case.id)}\">{diff.esc(case.title)}</h2>"]
   where = "entering async-collective-creator" if first == "before_async" else "as given"
-  module = f"<span class=\"mono\">{df.esc(case.id)}/hlo/{df.esc(first)}.hlo</span>"
+  module = f"<span class=\"mono\">{diff.esc(case.id)}/hlo/{diff.esc(first)}.hlo</span>"
   if result["explain"].get("note"):
-    body.append(f"<p class=\"note\"><b>{df.esc(result['explain']['note'])}</b></p>")
+    body.append(f"<p class=\"note\"><b>{diff.esc(result['explain']['note'])}</b></p>")
   if result["explain"]["collectives"]:
     body += [f"<p>Decisions on the module {where} ({module}):</p>", _decision_table(result)]
     body += _charts_html(result)
@@ -223,15 +224,15 @@ def _case_html(result, max_rows):
                 "is.</p>")
   body += [_verify_html(v) for v in result["verify"].values()]
   for stage, d in result["diff"].items():
-    body.append(f"<details><summary>Diff of {df.esc(stage)} before vs after the pass"
+    body.append(f"<details><summary>Diff of {diff.esc(stage)} before vs after the pass"
                 "</summary>")
-    body.append(df.diff_html(d, result["sources"][stage], result["rewritten"][stage],
+    body.append(diff.diff_html(d, result["sources"][stage], result["rewritten"][stage],
                              max_rows=max_rows) if stage == first else
-                df.collectives_html(d["collectives"]))
+                diff.collectives_html(d["collectives"]))
     body.append("</details>")
   if result["trace"]:
     body.append("<details><summary>Per-pass trace of each collective-permute</summary>")
-    body.append(df.trace_html(result["trace"]))
+    body.append(diff.trace_html(result["trace"]))
     body.append("</details>")
   return "\n".join(body)
 
@@ -254,21 +255,21 @@ def render_page(report, results):
   others = set_names(report.get("backends"))
   title = page_title(report.get("backends"))
   body = [
-      f"<h1>{df.esc(title)}</h1>",
+      f"<h1>{diff.esc(title)}</h1>",
       "<p>The pass gives each collective-permute the backend the selection core models "
-      f"as faster, NCCL or {df.esc(others)}, the whole permute on one backend, priced by "
-      f"its slowest edge. {df.esc(others[:1].upper() + others[1:])} only where the "
+      f"as faster, NCCL or {diff.esc(others)}, the whole permute on one backend, priced by "
+      f"its slowest edge. {diff.esc(others[:1].upper() + others[1:])} only where the "
       "core's safety rules allow it "
       "(every device of the program has a source; the message fits the memory it needs); "
-      f"NCCL elsewhere. {df.esc(shapes)}cost table "
-      f"{df.esc(report['cost_table'] or 'default')}, backends "
-      f"{df.esc(report.get('backends') or 'nccl,nvshmem')}.</p>",
+      f"NCCL elsewhere. {diff.esc(shapes)}cost table "
+      f"{diff.esc(report['cost_table'] or 'default')}, backends "
+      f"{diff.esc(report.get('backends') or 'nccl,nvshmem')}.</p>",
       "<h2>Side by side</h2>", _takeaways(report["summary"]["comparison"], results),
       _comparison_html(report["summary"]["comparison"]),
-      f"<p class=\"mono\">versions: {df.esc(json.dumps(report['versions']))}<br>"
-      f"timings: {df.esc(timing)}</p>"]
+      f"<p class=\"mono\">versions: {diff.esc(json.dumps(report['versions']))}<br>"
+      f"timings: {diff.esc(timing)}</p>"]
   max_rows = 4000 // len(results)
   body += [_case_html(r, max_rows) for r in results]
   body.append("<h2>Files</h2><ul>" + "".join(
-      f"<li><a href=\"{df.esc(f)}\">{df.esc(f)}</a></li>" for f in report["files"]) + "</ul>")
-  return df.page(title, "\n".join(body))
+      f"<li><a href=\"{diff.esc(f)}\">{diff.esc(f)}</a></li>" for f in report["files"]) + "</ul>")
+  return diff.page(title, "\n".join(body))

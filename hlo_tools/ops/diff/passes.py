@@ -4,7 +4,7 @@ scheduled; each permute of the final module with the permutes it came from."""
 
 import os
 
-from hlo_tools.commands.diff.permutes import VIEW_FIELDS, collective_view, match_collectives
+from hlo_tools.ops.diff.permutes import VIEW_FIELDS, collective_view, match_collectives
 from hlo_tools.model import dumps, source as inputs
 from hlo_tools.model.dumps import xla_dir_of
 from hlo_tools.model.source import InputError

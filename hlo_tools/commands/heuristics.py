@@ -17,13 +17,13 @@ import textwrap
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
-from hlo_tools.commands.heuristics.shared import HeuristicsError
+from hlo_tools.ops.heuristics import HeuristicsError
 
 # subcommand -> module with main(argv); imported lazily (check-pass pulls in
 # the dump machinery, sweep may pull in matplotlib).
 SUBCOMMANDS = {
-    "sweep": "hlo_tools.commands.heuristics.sweep",
-    "check-pass": "hlo_tools.commands.heuristics.check",
+    "sweep": "hlo_tools.ops.heuristics.sweep",
+    "check-pass": "hlo_tools.ops.heuristics.check",
     "calibrate": "hlo_tools.calibrate",
 }
 # What `--help` says of each; `hlo-tools heuristics SUBCOMMAND --help` says more.

@@ -8,8 +8,8 @@ number of buffers share a curve, and each is marked at its own size.
 import math
 
 from hlo_tools import selection
-from hlo_tools.commands import common
-from hlo_tools.commands.diff import esc
+from hlo_tools.ops.diff import esc
+from hlo_tools.ops.sizes import format_bytes
 
 CHART_SIZES = [2 ** e for e in range(10, 31)]  # 1 KiB .. 1 GiB, widened to every mark
 COLORS = {"nccl": "#1f77b4", "nvshmem": "#2ca02c", "peer": "#ff7f0e",
@@ -78,7 +78,7 @@ def _kind_chart(topology, table, source, key, members):
                       for a, b in zip(series[k], series["nccl"]))]
   for c in priced_by:
     del series[f"edge_{c}"]
-  marks = sorted({(e["bytes"], common.human_bytes(e["bytes"])) for e in members})
+  marks = sorted({(e["bytes"], format_bytes(e["bytes"])) for e in members})
   return {"instructions": [e["instruction"] for e in members],
           "pairs": [list(p) for p in pairs], "buffers": buffers, "sizes": sizes,
           "edge_classes": classes, "nccl_priced_by": priced_by, "series_us": series,
@@ -108,7 +108,7 @@ def _svg_axes(out, box, lo, hi, x, y, sizes):
     xx = x(size)
     out.append(f'<line x1="{xx:.1f}" y1="{top}" x2="{xx:.1f}" y2="{top + ph}" stroke="#eee"/>')
     out.append(f'<text x="{xx:.1f}" y="{top + ph + 16}" font-size="11" '
-               f'text-anchor="middle">{esc(common.human_bytes(size).replace(".0 ", " "))}</text>')
+               f'text-anchor="middle">{esc(format_bytes(size).replace(".0 ", " "))}</text>')
 
 
 def _style(key):
@@ -150,7 +150,7 @@ def legend_lines(chart):
               else text) for k, text in items]
   for b, r in chart["refused"].items():
     where = ("at every size" if r["every_size"]
-             else f"from {common.human_bytes(r['from'])}")
+             else f"from {format_bytes(r['from'])}")
     reason = r["reason"].split(" refused: ", 1)[-1]
     items += [(None, line) for line in _wrap(f"{NAMES.get(b, b)} refused {where}: {reason}")]
   return items

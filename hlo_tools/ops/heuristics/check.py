@@ -5,7 +5,7 @@
 
 For a sample of the sweep's cases, compiles a real JAX program per topology
 (deviceless GPU compile on the CPU; one program carries one permute per
-sampled case, see hlo_tools.commands.heuristics.programs), takes the module XLA's
+sampled case, see hlo_tools.programs.heuristics), takes the module XLA's
 async-collective-creator receives, runs nvshmem-opt --mode=explain on it and
 compares every decision with the sweep's row for that case: plan and every
 modeled time. It also compares upstream's CollectiveBackendAssigner (run by
@@ -25,11 +25,11 @@ import sys
 import tempfile
 
 from hlo_tools import cli_io
-from hlo_tools.commands.heuristics import programs as heuristics_programs
-from hlo_tools.commands.heuristics import sweep as heuristics_sweep
-from hlo_tools.commands.heuristics.shared import HeuristicsError
+from hlo_tools.programs import heuristics
+from hlo_tools.ops.heuristics import sweep
+from hlo_tools.ops.heuristics import HeuristicsError
 
-# Buffer sizes per entry of heuristics_programs.SAMPLE_SHAPES: latency-bound,
+# Buffer sizes per entry of heuristics.SAMPLE_SHAPES: latency-bound,
 # bandwidth-bound, a combined K/V pair, a shift. On 1x1x8 the second ring is
 # 2 GiB, above the 1 GiB symmetric heap, where the core must fall back to NCCL
 # while upstream's rule still says NVSHMEM.
@@ -44,7 +44,7 @@ _UPSTREAM = {"NVSHMEM": "nvshmem", "DEFAULT": "nccl"}
 def sample_cases(spec, topology):
   """[(shape, buffer_bytes)] in the program's argument order."""
   sizes = SIZES_BY_TOPOLOGY.get(spec, DEFAULT_SIZES)
-  return list(zip(heuristics_programs.SAMPLE_SHAPES, sizes))
+  return list(zip(heuristics.SAMPLE_SHAPES, sizes))
 
 
 def _program_args(cases, num_devices):
@@ -67,14 +67,14 @@ def _nvshmem_opt_path(given):
 
 def compile_module(spec, cases):
   """HLO text entering async-collective-creator for the sample program."""
-  from hlo_tools.commands import dump  # jax only when actually compiling
+  from hlo_tools.ops import dump  # jax only when actually compiling
   # dump's deviceless targets take SxHxG; NVLink domains only matter to the pass.
   base = spec.split(":", 1)[0]
   n = 1
   for d in base.split("x"):
     n *= int(d)
   source = {"kind": "function",
-            "function": "hlo_tools.commands.heuristics.programs:sample",
+            "function": "hlo_tools.programs.heuristics:sample",
             "args": _program_args(cases, n), "out_spec": "cp"}
   try:
     return dump.dump_pass_snapshot(source, base, "async-collective-creator",
@@ -85,7 +85,7 @@ def compile_module(spec, cases):
 
 def run_pass(tool, hlo_path, spec, cost_table, report_path):
   cmd = [tool, hlo_path, f"--topology={spec}", f"--report={report_path}",
-         "--mode=explain", "--compare-upstream", "-o", os.devnull]
+         "--mode=explain", "--compare-upstream"]
   if cost_table:
     cmd.append(f"--cost-table={cost_table}")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="0")
@@ -131,13 +131,13 @@ def check_topology(spec, topology, table, cost_table_path, tool, work_dir):
   decisions = list(report["decisions"])
   results = []
   n = topology.num_devices
-  upstream = heuristics_sweep.upstream_plans([(spec, topology)])
+  upstream = sweep.upstream_plans([(spec, topology)])
   for shape, size in cases:
-    row = heuristics_sweep.evaluate(spec, topology, table, shape, size,
+    row = sweep.evaluate(spec, topology, table, shape, size,
                                     upstream[(spec, shape)])
-    pairs = [list(p) for p in heuristics_sweep.pairs_for(shape, n)]
+    pairs = [list(p) for p in sweep.pairs_for(shape, n)]
     found = [d for d in decisions if d["bytes"] == row["bytes"] and d["pairs"] == pairs]
-    name = heuristics_sweep.case_name(row)
+    name = sweep.case_name(row)
     if len(found) != 1:
       results.append((name, row, [f"{len(found)} decisions in the pass report have "
                                   f"{row['bytes']} bytes and the {shape} pairs; "
@@ -168,8 +168,8 @@ def _parser(prog):
 def main(argv):
   args = _parser(argv[0]).parse_args(argv[1:])
   specs = args.topology or list(DEFAULT_TOPOLOGIES)
-  topologies = heuristics_sweep.parse_topologies(specs)
-  table = heuristics_sweep.load_table(args.cost_table)
+  topologies = sweep.parse_topologies(specs)
+  table = sweep.load_table(args.cost_table)
   tool = _nvshmem_opt_path(args.nvshmem_opt)
   if not tool or not os.path.exists(tool):
     raise HeuristicsError("nvshmem-opt not found; build it (scripts/setup.sh) or "

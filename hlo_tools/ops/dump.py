@@ -1,0 +1,499 @@
+"""Compiles a JAX program (or reads an XLA dump) into a stage directory: the module
+before and after XLA's passes, a manifest of what produced it; the JAX compile runs
+in a child process."""
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from hlo_tools.ops.outdir import make_work_dir, publish
+from hlo_tools.model.dumps import (XLA_DUMP_SUBDIR, index_xla_dump, main_module,
+                                   pass_snapshot_text)
+from hlo_tools.model.source import InputError
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # hlo_tools/
+DEFAULT_TARGET_CONFIG = os.path.join(_PACKAGE, "data",
+                                     "h200_gpu_target_config.pbtxt")
+_ERROR_FILE = "child_error.txt"
+_INFO_FILE = "child_info.json"
+_LOG_FILE = "child.log"
+LOWERED_FILE = "lowered.hlo"
+_TOPOLOGY_RE = re.compile(r"^([1-9]\d*)x([1-9]\d*)x([1-9]\d*)$")
+_AXIS_RE = re.compile(r"^[A-Za-z_]\w*$")
+PROGRAMS = ("ring", "train_step")  # the built-in programs (--program)
+
+
+class DumpError(InputError):
+  """A user-facing failure: reported as one line on stderr, exit status 2."""
+
+
+@dataclasses.dataclass
+class Target:
+  """Where to compile for: a deviceless GPU topology, or N host (CPU) devices."""
+  topology: str = None  # "SxHxG": slices x hosts x GPUs per host
+  cpu_devices: int = 8
+  target_config: str = DEFAULT_TARGET_CONFIG
+
+  def validate(self):
+    if self.topology is not None:
+      if not _TOPOLOGY_RE.match(self.topology):
+        raise DumpError(f"bad --topology {self.topology!r}: expected SxHxG "
+                        "(slices x hosts x GPUs per host), e.g. 1x2x4")
+      if not os.path.isfile(self.target_config):
+        raise DumpError(f"--target_config {self.target_config!r} is not a file")
+    elif self.cpu_devices < 1:
+      raise DumpError(f"--cpu_devices must be >= 1, got {self.cpu_devices}")
+
+  def num_devices(self):
+    if self.topology is None:
+      return self.cpu_devices
+    s, h, g = (int(x) for x in self.topology.split("x"))
+    return s * h * g
+
+  def devices_per_host(self):
+    """GPUs per host of the topology; all devices for the CPU (one host)."""
+    return self.num_devices() if self.topology is None else int(self.topology.split("x")[2])
+
+  def describe(self):
+    if self.topology is None:
+      return {"platform": "cpu", "num_devices": self.cpu_devices}
+    return {"platform": "cuda", "topology": self.topology,
+            "num_devices": self.num_devices(),
+            "target_config": os.path.abspath(self.target_config)}
+
+
+# ----------------------------------------------------------------------------
+# The mesh: [[axis name, size], ...], slowest-varying axis first.
+
+
+def parse_mesh(text):
+  """'cp:4,tp:2' -> [['cp', 4], ['tp', 2]]. Raises DumpError on bad syntax."""
+  axes = []
+  for part in text.split(","):
+    name, sep, size = part.strip().partition(":")
+    if not sep or not _AXIS_RE.match(name) or not size.isdigit() or int(size) < 1:
+      raise DumpError(f"bad --mesh {text!r}: expected NAME:SIZE[,NAME:SIZE...] with "
+                      "positive sizes, e.g. cp:4,tp:2")
+    if name in (a for a, _ in axes):
+      raise DumpError(f"bad --mesh {text!r}: axis {name!r} given twice")
+    axes.append([name, int(size)])
+  return axes
+
+
+def format_mesh(axes):
+  return ",".join(f"{name}:{size}" for name, size in axes)
+
+
+def _spec_axes(source):
+  """Mesh axis names the partition specs of --arg and --out_spec use, in order."""
+  specs = [a.split(":")[2] for a in source["args"] if a.count(":") == 2]
+  names = []
+  outs = [] if source.get("global") else [source.get("out_spec") or ""]
+  for spec in specs + outs:
+    for part in spec.split(","):
+      if part not in ("", "None", "none") and part not in names:
+        names.append(part)
+  return names
+
+
+def _default_mesh(source, target):
+  n = target.num_devices()
+  if source["kind"] == "program" and source["program"] == "train_step":
+    from hlo_tools.programs import train_step  # pylint: disable=import-outside-toplevel
+    return [list(axis) for axis in train_step.default_mesh(n, target.devices_per_host())]
+  if source["kind"] == "function":
+    names = _spec_axes(source)
+    if len(names) > 1:
+      raise DumpError(f"the partition specs name mesh axes {', '.join(names)}: give "
+                      f"their sizes with --mesh, e.g. --mesh={names[0]}:{n},"
+                      + ",".join(f"{x}:1" for x in names[1:]))
+    return [[names[0] if names else "cp", n]]
+  return [["cp", n]]
+
+
+def resolve_mesh(source, target, mesh_text=None):
+  """The mesh of a compiled source: --mesh checked against the target and the
+  program, else the default (see the module docstring)."""
+  axes = parse_mesh(mesh_text) if mesh_text else _default_mesh(source, target)
+  product = 1
+  for _, size in axes:
+    product *= size
+  if product != target.num_devices():
+    raise DumpError(f"--mesh {format_mesh(axes)} has {product} devices, but the target "
+                    f"has {target.num_devices()}")
+  names = [a for a, _ in axes]
+  if source["kind"] == "ring" and names != ["cp"]:
+    raise DumpError(f"--mesh {format_mesh(axes)}: the ring-attention example has one "
+                    "mesh axis, cp")
+  if source["kind"] == "program" and source["program"] == "train_step":
+    if sorted(names) != ["cp", "tp"]:
+      raise DumpError(f"--mesh {format_mesh(axes)}: the train step's mesh axes are cp "
+                      "and tp (either may have size 1)")
+    from hlo_tools.programs import train_step  # pylint: disable=import-outside-toplevel
+    try:  # shapes that do not split over the mesh fail here, before any compile
+      train_step.TrainConfig(**source["config"]).validate(dict(axes))
+    except (TypeError, ValueError) as e:
+      raise DumpError(f"--program=train_step on mesh {format_mesh(axes)}: {e}") from None
+  if source["kind"] == "function":
+    unknown = [a for a in _spec_axes(source) if a not in names]
+    if unknown:
+      raise DumpError(f"--arg/--out_spec name mesh axis {unknown[0]!r}, which the mesh "
+                      f"{format_mesh(axes)} does not have")
+  return axes
+
+
+# ----------------------------------------------------------------------------
+# Child side: runs with XLA_FLAGS already in its environment.
+
+
+def _parse_spec(text):
+  """'cp' -> P('cp'); 'None,cp' or ',cp' -> P(None, 'cp'); '' -> P() (replicated)."""
+  from jax.sharding import PartitionSpec as P
+  if not text:
+    return P()
+  return P(*[None if part in ("", "None", "none") else part
+             for part in text.split(",")])
+
+
+def _parse_arg(text):
+  """'8192,8,128:bf16:cp' -> (shape, dtype name, PartitionSpec)."""
+  parts = text.split(":")
+  if len(parts) not in (2, 3):
+    raise DumpError(f"bad --arg {text!r}: expected SHAPE:DTYPE[:PARTITIONSPEC]")
+  try:
+    shape = tuple(int(x) for x in parts[0].split(",") if x)
+  except ValueError:
+    raise DumpError(f"bad shape in --arg {text!r}") from None
+  return shape, parts[1], _parse_spec(parts[2] if len(parts) == 3 else "")
+
+
+def _devices(target):
+  import jax
+  if target.topology is None:
+    return jax.devices("cpu")
+  from jax.experimental import topologies
+  with open(target.target_config) as f:
+    config = f.read()
+  return topologies.get_topology_desc(platform="cuda", topology=target.topology,
+                                      target_config=config).devices
+
+
+def _user_function(source, mesh):
+  """Imports module:function and wraps it in shard_map with the --arg specs (with
+  --global: as it is; it runs its own shard_map or jit sharding on the mesh)."""
+  import importlib
+  import jax
+  import jax.numpy as jnp
+  from jax.sharding import NamedSharding
+  from hlo_tools import ring_attention
+  module_name, _, fn_name = source["function"].partition(":")
+  try:
+    fn = getattr(importlib.import_module(module_name), fn_name)
+  except (ImportError, AttributeError) as e:
+    raise DumpError(f"cannot import {source['function']!r}: {e}") from None
+  if not source["args"]:
+    raise DumpError("a module:function source needs at least one --arg")
+  parsed = [_parse_arg(a) for a in source["args"]]
+  args = []
+  for shape, dtype, spec in parsed:
+    dt = ring_attention.DTYPES.get(dtype) or jnp.dtype(dtype)
+    args.append(jax.ShapeDtypeStruct(shape, dt, sharding=NamedSharding(mesh, spec)))
+  if source.get("global"):
+    return fn, args
+  out_spec = _parse_spec(source["out_spec"])
+  wrapped = jax.shard_map(fn, mesh=mesh, in_specs=tuple(s for _, _, s in parsed),
+                          out_specs=out_spec, check_vma=source.get("check_vma", True))
+  return wrapped, args
+
+
+def _program(source, mesh):
+  """The function and abstract arguments of a built-in program or module:function."""
+  from hlo_tools import ring_attention
+  if source["kind"] == "ring":
+    config = ring_attention.RingConfig(**source["config"])
+    config.validate(mesh.size)
+    return (ring_attention.example_function(config, mesh),
+            ring_attention.example_args(config, mesh))
+  if source["kind"] == "program":
+    from hlo_tools.programs import train_step
+    config = train_step.TrainConfig(**source["config"])
+    config.validate(dict(mesh.shape))
+    return (train_step.train_step_function(config, mesh),
+            train_step.example_args(config, mesh))
+  return _user_function(source, mesh)
+
+
+def _child_compile(spec):
+  """Lowers and compiles once; XLA writes its dump files as a side effect."""
+  import jax
+  import jaxlib
+  import numpy as np
+  from jax.sharding import Mesh
+  target = Target(**spec["target"])
+  out_dir = spec["out_dir"]
+  devices = _devices(target)
+  source = spec["source"]
+  names = [name for name, _ in spec["mesh"]]
+  mesh = Mesh(np.asarray(devices).reshape([size for _, size in spec["mesh"]]), names)
+  fn, args = _program(source, mesh)
+  print("hlo-tools dump: lowering", file=sys.stderr, flush=True)
+  with jax.set_mesh(mesh):  # the mesh of shard_maps and shardings that name none
+    lowered = jax.jit(fn).lower(*args)
+  with open(os.path.join(out_dir, "stablehlo.mlir"), "w") as f:
+    f.write(lowered.as_text())
+  try:  # the HLO a user gets from jax.jit(f).lower(...) (no num_partitions in it)
+    hlo = lowered.as_text(dialect="hlo")
+  except Exception:  # pylint: disable=broad-except  # older jax: no such dialect
+    hlo = None
+  if hlo:
+    with open(os.path.join(out_dir, LOWERED_FILE), "w") as f:
+      f.write(hlo)
+  print("hlo-tools dump: compiling", file=sys.stderr, flush=True)
+  compiled = lowered.compile()
+  text = compiled.as_text()
+  module_name = text.split(None, 2)[1].rstrip(",") if text.startswith("HloModule") else None
+  versions = {"jax": jax.__version__, "jaxlib": jaxlib.__version__}
+  try:
+    from importlib import metadata
+    for dist in metadata.distributions():
+      name = dist.metadata["Name"] or ""
+      if name.startswith("jax-cuda") or name.startswith("jax_cuda"):
+        versions[name] = dist.version
+  except Exception:  # versions are informative only
+    pass
+  with open(os.path.join(out_dir, _INFO_FILE), "w") as f:
+    json.dump({"module_name": module_name, "versions": versions,
+               "devices": [str(d) for d in devices]}, f, indent=1)
+
+
+def _is_vma_error(message):
+  """jax's shard_map type error for a carry or branch whose manual axes differ."""
+  return ("manual axis types" in message or "check_vma" in message
+          or "varying manual axes" in message or "{V:" in message)
+
+
+def _child_main(argv):
+  spec = json.loads(argv[0])
+  try:
+    _child_compile(spec)
+  except Exception as e:  # pylint: disable=broad-except
+    # The parent reports this line; the full traceback stays in child.log.
+    import traceback
+    traceback.print_exc()
+    message = " ".join(str(e).split()) or type(e).__name__
+    if not isinstance(e, DumpError):
+      message = f"{type(e).__name__}: {message}"
+    if _is_vma_error(message) and spec["source"].get("check_vma", True):
+      message = (f"shard_map's varying-type check (check_vma) rejects {spec['source'].get('function')}"
+                 ": rerun with --nocheck_vma to compile it without the check, or make the "
+                 "loop carry / cond branches varying (jax.lax.pcast) as jax says: " + message)
+    with open(os.path.join(spec["out_dir"], _ERROR_FILE), "w") as f:
+      f.write(message[:2000])
+    return 3
+  return 0
+
+
+# ----------------------------------------------------------------------------
+# Parent side.
+
+
+def _child_env(target, xla_dump_dir, pass_re):
+  env = dict(os.environ)
+  flags = [env.get("XLA_FLAGS", ""), f"--xla_dump_to={xla_dump_dir}",
+           "--xla_dump_hlo_as_text"]
+  if pass_re:
+    flags.append(f"--xla_dump_hlo_pass_re={pass_re}")
+  if target.topology is None:
+    flags.append(f"--xla_force_host_platform_device_count={target.cpu_devices}")
+  else:
+    # Deviceless: compile for the GPU topology on the CPU, no GPU needed.
+    env["JAX_SKIP_CUDA_CONSTRAINTS_CHECK"] = "1"
+  env["JAX_PLATFORMS"] = "cpu"
+  env["XLA_FLAGS"] = " ".join(f for f in flags if f)
+  # The child must import hlo_tools even when it is not installed, and user
+  # modules relative to the caller's working directory.
+  package_root = os.path.dirname(_PACKAGE)
+  paths = [package_root, os.getcwd()] + [p for p in env.get("PYTHONPATH", "").split(
+      os.pathsep) if p]
+  env["PYTHONPATH"] = os.pathsep.join(paths)
+  return env
+
+
+def _die_with_parent():
+  """In the child: end when the parent does (a killed command leaves no compile
+  writing into a directory the next run cleans up)."""
+  import ctypes  # pylint: disable=import-outside-toplevel
+  import signal  # pylint: disable=import-outside-toplevel
+  try:
+    ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+  except (OSError, AttributeError):
+    pass
+
+
+def compile_in_child(work_dir, source, target, pass_re=None, progress=True, mesh=None):
+  """Compiles `source` for `target` in a child; XLA's files land in work_dir/xla_dump.
+
+  mesh: [[axis, size], ...] (resolve_mesh's answer), else source["mesh"] (the
+  --mesh text) or the source's default.
+  Returns the child's info dict (module name, versions, mesh). Raises DumpError.
+  """
+  xla_dir = os.path.join(work_dir, XLA_DUMP_SUBDIR)
+  os.makedirs(xla_dir, exist_ok=True)
+  mesh = mesh or resolve_mesh(source, target, source.get("mesh"))
+  spec = {"source": source, "target": dataclasses.asdict(target), "out_dir": work_dir,
+          "mesh": mesh}
+  log_path = os.path.join(work_dir, _LOG_FILE)
+  start = time.monotonic()
+  with open(log_path, "w") as log:
+    proc = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys; from hlo_tools.ops import dump; "
+         "sys.exit(dump._child_main(sys.argv[1:]))",
+         json.dumps(spec)],
+        env=_child_env(target, xla_dir, pass_re), stdout=log, stderr=log,
+        preexec_fn=_die_with_parent)
+    last_report = start
+    while proc.poll() is None:
+      time.sleep(0.2)
+      now = time.monotonic()
+      if progress and now - last_report >= 10:
+        print(f"hlo-tools dump: still compiling ({now - start:.0f}s, "
+              f"{len(os.listdir(xla_dir))} XLA files so far)", file=sys.stderr,
+              flush=True)
+        last_report = now
+  error_path = os.path.join(work_dir, _ERROR_FILE)
+  if os.path.exists(error_path):
+    with open(error_path) as f:
+      raise DumpError(f.read().strip())
+  if proc.returncode != 0:
+    with open(log_path) as f:
+      tail = [l for l in f.read().splitlines() if l.strip()][-1:] or ["(no output)"]
+    raise DumpError(f"compile process failed (exit {proc.returncode}): {tail[0]}")
+  with open(os.path.join(work_dir, _INFO_FILE)) as f:
+    return dict(json.load(f), mesh=mesh)
+
+
+def write_stages(work_dir, modules, main_key):
+  """Copies the main module's stage files to fixed names; returns stage -> file."""
+  stages = {}
+  if os.path.exists(os.path.join(work_dir, "stablehlo.mlir")):
+    stages["stablehlo"] = "stablehlo.mlir"
+  if os.path.exists(os.path.join(work_dir, LOWERED_FILE)):
+    stages["lowered"] = LOWERED_FILE
+  if main_key is not None:
+    for stage, fname in sorted(modules[main_key]["stages"].items()):
+      shutil.copyfile(os.path.join(work_dir, XLA_DUMP_SUBDIR, fname),
+                      os.path.join(work_dir, stage + ".hlo"))
+      stages[stage] = stage + ".hlo"
+  return stages
+
+
+def _check_out(out, overwrite):
+  if os.path.isdir(out) and os.listdir(out) and not overwrite:
+    raise DumpError(f"--out {out!r} exists and is not empty (use --overwrite)")
+  if os.path.exists(out) and not os.path.isdir(out):
+    raise DumpError(f"--out {out!r} exists and is not a directory")
+
+
+def dump(source, out, target=None, all_passes=False, overwrite=False, options=None,
+         progress=True):
+  """Library entry point behind `hlo-tools dump`. Returns the manifest dict.
+
+  source: {"kind": "ring", "config": {...}}, {"kind": "program", "program":
+  "train_step", "config": {...}}, {"kind": "function", "function": "mod:fn", "args":
+  [...], "out_spec": "cp"} (each with an optional "mesh": "cp:4,tp:2") or {"kind":
+  "xla_dump", "dir": DIR}. The manifest's keys are described in model/dumps.py.
+  """
+  target = target or Target()
+  out = os.path.abspath(out)
+  mesh = None
+  if source["kind"] != "xla_dump":
+    target.validate()
+    mesh = resolve_mesh(source, target, source.get("mesh"))
+  _check_out(out, overwrite)
+  work_dir = make_work_dir(out)
+  try:
+    info = {}
+    if source["kind"] == "xla_dump":
+      if progress:
+        print(f"hlo-tools dump: indexing {source['dir']}", file=sys.stderr)
+      shutil.copytree(source["dir"], os.path.join(work_dir, XLA_DUMP_SUBDIR))
+    else:
+      if progress:
+        print(f"hlo-tools dump: compiling for {target.describe()}", file=sys.stderr)
+      info = compile_in_child(work_dir, source, target,
+                              pass_re=".*" if all_passes else None, progress=progress,
+                              mesh=mesh)
+    modules = index_xla_dump(os.path.join(work_dir, XLA_DUMP_SUBDIR))
+    if not modules:
+      raise DumpError(f"no XLA module dumps found in {source.get('dir', work_dir)}")
+    main_key = main_module(modules, info.get("module_name"))
+    stages = write_stages(work_dir, modules, main_key)
+    manifest = {
+        "source": source,
+        "target": None if source["kind"] == "xla_dump" else target.describe(),
+        "mesh": None if mesh is None else {name: size for name, size in mesh},
+        "versions": info.get("versions") or _local_versions(),
+        "options": dict(options or {}, all_passes=all_passes),
+        "stages": stages,
+        "main_module": main_key,
+        "xla_dump_dir": XLA_DUMP_SUBDIR,
+        "modules": modules,
+    }
+    with open(os.path.join(work_dir, "manifest.json"), "w") as f:
+      json.dump(manifest, f, indent=1)
+    publish(work_dir, out)
+    if progress:
+      n = sum(len(m["passes"]) for m in modules.values())
+      print(f"hlo-tools dump: wrote {out} ({len(stages)} stages, {n} pass snapshots)",
+            file=sys.stderr)
+    return manifest
+  except BaseException:
+    shutil.rmtree(work_dir, ignore_errors=True)
+    raise
+
+
+def _local_versions():
+  """Versions without importing jax (indexing never needs it)."""
+  from importlib import metadata
+  versions = {}
+  for name in ("jax", "jaxlib"):
+    try:
+      versions[name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+      pass
+  return versions
+
+
+def dump_pass_snapshot(config, topology, pass_name, target_config=DEFAULT_TARGET_CONFIG,
+                       occurrence=-1, when="after", progress=False):
+  """Compiles the ring example for a GPU topology; returns the HLO after `pass_name`.
+
+  E.g. pass_name="collective-permute-combiner" gives the module XLA's own
+  collective-backend-assigner sees: sync collective-permutes, final message sizes.
+  when="before" gives the module a pass starts from instead (see pass_snapshot_text).
+  config is a RingConfig, or a source dict as taken by dump().
+  """
+  if isinstance(config, dict):
+    source = config
+  else:
+    source = {"kind": "ring", "config": dataclasses.asdict(config)}
+  target = Target(topology=topology, target_config=target_config)
+  target.validate()
+  with tempfile.TemporaryDirectory(prefix="hlo-tools-snapshot-") as work_dir:
+    info = compile_in_child(work_dir, source, target, pass_re=".*", progress=progress)
+    xla_dir = os.path.join(work_dir, XLA_DUMP_SUBDIR)
+    modules = index_xla_dump(xla_dir)
+    return pass_snapshot_text(xla_dir, pass_name,
+                              main_module(modules, info.get("module_name")),
+                              occurrence, when)
+
+
+# ----------------------------------------------------------------------------
+# Command line.

@@ -1,0 +1,110 @@
+"""Why each collective-permute gets its backend: the selection core's reasoning, the
+modeled time per backend and upstream's answer, per permute."""
+
+
+from hlo_tools import cli_io
+from hlo_tools.ops.sizes import format_bytes
+from hlo_tools.model import decisions, source as source_mod
+
+
+PRE_OPTIMIZATION_NOTE = (
+    "note: this module is from before XLA's optimizations (no fusions, no async "
+    "permutes), not what the pass sees: inside XLA it runs after "
+    "collective-permute-combiner, which merges the permutes of one step into fewer, "
+    "larger ones of several buffers, so its sizes and choices can differ from these. "
+    "Explain the module entering async-collective-creator (the before_async stage of "
+    "`hlo-tools dump --all_passes`) or the after-optimizations module instead.")
+
+
+def us(value):
+  return "-" if value is None else f"{value:.2f} us"
+
+
+def is_pre_optimization(module, collectives):
+  """A module with permutes, none async and no fusion: jax's lowered or XLA's
+  before-optimizations HLO, which the combiner has not seen yet."""
+  if not collectives or any(e["form"] != "sync" for e in collectives):
+    return False
+  return not any(i.opcode == "fusion" for i in module.instructions())
+
+
+def explain(path, topology_spec, cost_table=None, source=None,
+            max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, **kwargs):
+  """The model layer's description of the module (decisions.describe: kwargs), with
+  a note when the module is from before XLA's optimizations."""
+  source = source or source_mod.read_source(path, max_bytes=max_bytes)
+  result = decisions.describe(path, topology_spec, cost_table, source=source, **kwargs)
+  pre = is_pre_optimization(source.module, result["collectives"])
+  result["stage"] = "before_optimizations" if pre else None
+  result["note"] = PRE_OPTIMIZATION_NOTE if pre else None
+  return result
+
+
+# ---------------------------------------------------------------------------------------
+# Text
+
+def pairs_text(pairs, limit=16):
+  text = " ".join(f"{s}->{t}" for s, t in pairs[:limit])
+  return text + (f" ... ({len(pairs)} pairs)" if len(pairs) > limit else "")
+
+
+def where_text(e):
+  loop = (f"; while %{e['while_loop']} in %{e['while_computation']}, trip count "
+          f"{e['trip_count'] if e['trip_count'] is not None else 'unknown'}"
+          if e["while_loop"] else "; not in a loop")
+  return f"%{e['computation']} line {e['line']}{loop}"
+
+
+def modeled_text(m, sets):
+  """Each backend of the set with its modeled time ('refused' when it cannot run)."""
+  if not sets:
+    return f"nccl {us(m['nccl'])}, nvshmem {us(m['nvshmem'])}"
+  return ", ".join(f"{b} {'refused' if v['refused'] else us(v['us'])}"
+                   for b, v in sets.items())
+
+
+def current_text(e):
+  mode = e.get("current_collectives_mode")
+  if mode in (None, "COLLECTIVES_MODE_INVALID"):
+    return e["current_backend"]
+  return f"{e['current_backend']}, collectives_mode {mode} ({e['current_plan']})"
+
+
+def format_text(result):
+  inferred = result.get("num_partitions_from", "module header")
+  lines = [f"{result['file']}: {len(result['collectives'])} collective-permute(s), "
+           f"topology {result['topology']}, {result['num_partitions']} partitions"
+           + ("" if inferred in ("module header", "default") else f" ({inferred})")
+           + f" x {result['num_replicas']} replicas"
+           + (f", backends {result['backends']}" if result.get("backends") else "")]
+  if result.get("note"):
+    lines.append(result["note"])
+  for e in result["collectives"]:
+    classes = ", ".join(f"{k} {v}" for k, v in e["edges_by_class"].items() if v) or "none"
+    m = e["modeled_us"]
+    sets = e.get("backends") or {}
+    rows = [
+        ("where", where_text(e)),
+        ("form", e["form"] + (f" (done %{e['done']} line {e['done_line']})" if e["done"] else "")),
+        ("bytes", f"{e['bytes']} ({format_bytes(e['bytes'])}) per device in "
+                  f"{e.get('buffers', 1)} buffer(s)"),
+        ("pairs", pairs_text(e["pairs"])),
+        ("edges", classes),
+        ("modeled", modeled_text(m, sets)
+         + (f"; x{e['trip_count']} trips = {us(e['modeled_loop_us'])}"
+            if e["modeled_loop_us"] is not None else "")),
+        ("choice", f"{e['choice']['plan']} (backend {e['choice']['backend']}"
+                   + (f", collectives_mode {e['choice_collectives_mode']}"
+                      if e.get("choice_collectives_mode") else "")
+                   + f", {us(m['chosen'])}); now {current_text(e)}"),
+        ("reason", e["reason"]),
+        ("upstream XLA", f"{e['upstream']['backend'] or '-'} ({e['upstream']['source']})"),
+    ]
+    rows[6:6] = [("refused", v["refused"]) for v in sets.values()
+                 if v["refused"]]
+    if e["recorded"]:
+      rows.append(("pass wrote", f"plan {e['recorded']['plan']}: {e['recorded']['reason']}"))
+    lines.append("")
+    lines.append(f"%{e['instruction']}")
+    lines.extend(f"  {k:<13} {v}" for k, v in rows)
+  return "\n".join(lines)

@@ -1,0 +1,426 @@
+"""Named checks on a module's collective-permutes (the checks:
+hlo_tools.commands.verify's help)."""
+
+import subprocess
+
+from hlo_tools import cli_io
+from hlo_tools import selection
+from hlo_tools.model import collectives, decisions, driver, source as inputs
+
+CHECKS = ("permutation", "start-done", "backend-config", "backend-set", "nvshmem-heap",
+          "nvshmem-team", "peer-safety", "selection", "memory-space", "hlo-verifier")
+KNOWN_BACKENDS = ("DEFAULT", "NVSHMEM")
+KNOWN_PLANS = ("nccl", "nvshmem", "peer", "symmetric")
+COLLECTIVE_MEMORY_SPACE = 1  # XLA GPU's collective memory space color, printed S(1)
+_START_OPS = {"collective-permute-start": "collective-permute-done",
+              "async-start": "async-done"}
+_UPDATE_OPS = ("collective-permute-update", "async-update")
+
+
+class Check:
+  """One named check: its per-instruction results and an overall status."""
+
+  def __init__(self, name):
+    self.name = name
+    self.results = []
+    self.note = None  # set when the whole check does not apply or was skipped
+
+  def add(self, status, instr, message):
+    self.results.append({
+        "status": status, "instruction": instr.name if instr is not None else None,
+        "computation": instr.computation.name if instr is not None else None,
+        "line": instr.line if instr is not None else None, "message": message})
+
+  @property
+  def status(self):
+    statuses = {r["status"] for r in self.results}
+    if "fail" in statuses:
+      return "fail"
+    if "pass" in statuses:
+      return "pass"
+    if self.note is not None and self.note.startswith("skip"):
+      return "skip"
+    if "skip" in statuses:
+      return "skip"
+    return "not_applicable"
+
+  def to_json(self):
+    return {"name": self.name, "status": self.status, "note": self.note,
+            "results": self.results}
+
+
+# ---------------------------------------------------------------------------------------
+# The checks
+
+def check_permutation(perms, source):
+  check = Check("permutation")
+  for perm in perms:
+    cross = perm.record.channel_id is not None
+    bound = source.num_partitions if cross else source.num_replicas
+    kind = "partitions" if cross else "replicas"
+    problems = []
+    for ids, what in ((([s for s, _ in perm.pairs]), "source"),
+                      ([t for _, t in perm.pairs], "target")):
+      seen = set()
+      for i in ids:
+        if i in seen:
+          problems.append(f"{what} {i} repeated")
+        seen.add(i)
+        if not 0 <= i < bound:
+          problems.append(f"{what} {i} outside 0..{bound - 1} ({bound} {kind})")
+    if problems:
+      check.add("fail", perm.start, "; ".join(dict.fromkeys(problems)))
+    else:
+      check.add("pass", perm.start, f"{len(perm.pairs)} pairs, a permutation of "
+                f"{bound} {kind}")
+  return check
+
+
+def _is_permute_start(module, instr):
+  if instr.opcode == "collective-permute-start":
+    return True
+  if instr.opcode == "async-start":
+    for name in instr.called_computations:
+      if name in module and module.computation(name).root.opcode == "collective-permute":
+        return True
+  return False
+
+
+def check_start_done(module):
+  check = Check("start-done")
+  for comp in module.computations:
+    users = None
+    for instr in comp.instructions:
+      if not _is_permute_start(module, instr):
+        continue
+      users = users or collectives.operand_users(comp)
+      done_op = _START_OPS[instr.opcode]
+      dones, others = [], []
+      todo, seen = [instr.name], set()
+      while todo:  # follow async-updates; they chain start -> update -> done
+        for user in users.get(todo.pop(), ()):
+          if user.name in seen:
+            continue
+          seen.add(user.name)
+          if user.opcode == done_op:
+            dones.append(user)
+          elif user.opcode in _UPDATE_OPS:
+            todo.append(user.name)
+          else:
+            others.append(user)
+      problems = []
+      if len(dones) != 1:
+        problems.append(f"{len(dones)} {done_op}s" + (
+            " (" + ", ".join(f"%{d.name} line {d.line}" for d in dones) + ")" if dones else ""))
+      if others:
+        problems.append("also used by " + ", ".join(
+            f"%{u.name} ({u.opcode}, line {u.line})" for u in others[:5]))
+      if problems:
+        check.add("fail", instr, "; ".join(problems))
+      else:
+        check.add("pass", instr, f"one {done_op} %{dones[0].name} (line {dones[0].line})")
+  return check
+
+
+def _mode_problems(cbc):
+  mode = cbc.get("collectives_mode")
+  if mode is None:
+    return []
+  if not isinstance(mode, str) or mode not in decisions.MODE_BACKEND:
+    return [f"collectives_mode {mode!r} is not one of {', '.join(decisions.MODE_BACKEND)}"]
+  if cbc.get("backend") == "NVSHMEM" and mode != decisions.NO_MODE:
+    return [f"backend NVSHMEM with collectives_mode {mode}: two backends at once"]
+  return []
+
+
+def check_backend_config(perms):
+  check = Check("backend-config")
+  for perm in perms:
+    instr = perm.start
+    raw = instr.attributes.get("backend_config")
+    problems = []
+    if raw is not None:
+      config = instr.backend_config_json()
+      if not isinstance(config, dict):
+        problems.append("backend_config is not a JSON object")
+      else:
+        cbc = config.get("collective_backend_config")
+        if cbc is not None and not isinstance(cbc, dict):
+          problems.append("collective_backend_config is not an object")
+        elif cbc is not None:
+          backend = cbc.get("backend")
+          if backend is not None and backend not in KNOWN_BACKENDS:
+            problems.append(f"backend {backend!r} is not one of {', '.join(KNOWN_BACKENDS)}")
+          problems += _mode_problems(cbc)
+          for key in ("is_sync", "is_pipelined"):
+            if key in cbc and not isinstance(cbc[key], bool):
+              problems.append(f"{key} is {cbc[key]!r}, not a boolean")
+    attrs = instr.frontend_attributes
+    plan = attrs.get("_nvshmem_plan")
+    if plan is not None and plan not in KNOWN_PLANS:
+      problems.append(f"_nvshmem_plan {plan!r} is not one of {', '.join(KNOWN_PLANS)}")
+    if problems:
+      check.add("fail", instr, "; ".join(problems))
+    else:
+      check.add("pass", instr, f"backend {decisions.written_backend(perm.record)}" +
+                ("" if raw is not None else " (no backend_config)"))
+  return check
+
+
+def check_backend_set(perms, backends):
+  """Each op's backend is in the set; NCCL is in every set, so only others are listed."""
+  check = Check("backend-set")
+  for perm in perms:
+    have = decisions.op_backend(perm.record)
+    if have == "nccl":
+      continue
+    written = decisions.written_backend(perm.record)
+    if have in backends:
+      check.add("pass", perm.start, f"{written}: {have}, in the set {','.join(backends)}")
+    else:
+      check.add("fail", perm.start, f"{written} selects {have}, which the backend set "
+                f"{','.join(backends)} does not contain")
+  if not check.results:
+    check.note = "every collective-permute runs NCCL, which every set contains"
+  return check
+
+
+def check_peer_safety(perms, source, topology, table):
+  """Peer and symmetric memory only where the core's safety rule for them allows."""
+  check = Check("peer-safety")
+  for perm in perms:
+    have = decisions.op_backend(perm.record)
+    if have not in decisions.PLAN_MODE:
+      continue
+    try:
+      reason = decisions.safety_refusal(perm, source, topology, table, have)
+    except (selection.SelectionError, ValueError) as e:
+      check.add("fail", perm.start, f"{have}, but its edges cannot be placed: {e}")
+      continue
+    if reason:
+      check.add("fail", perm.start, reason)
+    else:
+      check.add("pass", perm.start, f"{have}: the core's safety rule allows it "
+                f"({_edges_text(perm.edges) or 'no edges'})")
+  if not check.results:
+    check.note = "no collective-permute uses peer or symmetric memory"
+  return check
+
+
+def _edges_text(edges):
+  return ", ".join(f"{s}->{t} ({c})" for s, t, c in edges[:8]) + (
+      f" and {len(edges) - 8} more" if len(edges) > 8 else "")
+
+
+def _own_edges(perm, topology, source):
+  return decisions.device_edges(topology, source, perm.pairs, perm.record.channel_id is not None)
+
+
+def check_nvshmem_heap(perms, table):
+  # NVSHMEM runs over NVLink and across the network alike; what it cannot do is
+  # move a message larger than the symmetric heap the table allows for.
+  check = Check("nvshmem-heap")
+  limit = table.nvshmem_max_bytes
+  for perm in perms:
+    if perm.record.backend != "NVSHMEM":
+      continue
+    size = perm.record.bytes_per_device
+    if limit and size > limit:
+      check.add("fail", perm.start, f"NVSHMEM but {size} bytes exceed the symmetric heap "
+                f"limit of {limit} bytes (nvshmem_max_bytes)")
+    else:
+      check.add("pass", perm.start, f"NVSHMEM; {size} bytes fit the symmetric heap")
+  if not check.results:
+    check.note = "no collective-permute uses NVSHMEM"
+  return check
+
+
+def check_nvshmem_team(perms, topology, source):
+  check = Check("nvshmem-team")
+  team = source.num_partitions * source.num_replicas
+  for perm in perms:
+    if perm.record.backend != "NVSHMEM":
+      continue
+    try:
+      edges = _own_edges(perm, topology, source)
+    except ValueError as e:
+      check.add("fail", perm.start, f"NVSHMEM, but its edges cannot be placed on the "
+                f"topology: {e}")
+      continue
+    reason = selection.nvshmem_hang_reason([(s, t) for s, t, _ in edges], team)
+    if reason:
+      check.add("fail", perm.start, f"NVSHMEM: {reason}")
+    else:
+      check.add("pass", perm.start, f"NVSHMEM; all {team} devices of the program have a "
+                "source, so every device reaches the barrier")
+  if not check.results:
+    check.note = "no collective-permute uses NVSHMEM"
+  return check
+
+
+def check_selection(perms, topology_spec):
+  check = Check("selection")
+  for perm in perms:
+    d = perm.decision
+    if d is None:
+      check.add("fail", perm.start, f"the core cannot decide on {topology_spec}: {perm.error}")
+      continue
+    recorded = perm.start.frontend_attributes.get("_nvshmem_plan")
+    backend = decisions.written_backend(perm.record)
+    have = decisions.op_backend(perm.record)
+    if recorded is None and have == "nccl":
+      check.add("skip", perm.start, f"no decision recorded (no _nvshmem_plan: the pass "
+                f"did not run, or ran without --annotate); the core would choose "
+                f"{d['plan']}")
+      continue
+    want = decisions.PLAN_BACKEND[d["plan"]]
+    if d["plan"] in decisions.PLAN_MODE:
+      want += f", {decisions.PLAN_MODE[d['plan']]}"
+    problems = []
+    if have != d["plan"]:
+      problems.append(f"backend {backend} ({have}), the core decides {d['plan']} -> {want} "
+                      f"on {topology_spec}: {d['reason']}")
+    if recorded is not None and recorded != d["plan"]:
+      problems.append(f"_nvshmem_plan says {recorded}, the core decides {d['plan']}")
+    if problems:
+      check.add("fail", perm.start, "; ".join(problems))
+    else:
+      check.add("pass", perm.start, f"{d['plan']} -> {backend}: {d['reason']}")
+  return check
+
+
+def _has_memory_spaces(module):
+  for instr in module.instructions():
+    for leaf in instr.shape.leaves():
+      if leaf.layout and "S(" in leaf.layout:
+        return True
+  return False
+
+
+def check_memory_space(perms, module):
+  check = Check("memory-space")
+  if not any(perm.record.backend == "NVSHMEM" for perm in perms):
+    check.note = "no collective-permute uses NVSHMEM"
+    return check
+  if not _has_memory_spaces(module):
+    check.note = ("no layout has a memory space S(n): the module is from before "
+                  "buffer assignment")
+    return check
+  for perm in perms:
+    if perm.record.backend != "NVSHMEM":
+      continue
+    comp = perm.start.computation
+    shapes = [(f"operand %{op.name}", leaf) for op in perm.start.operand_instructions()
+              for leaf in op.shape.leaves()]
+    result = comp.instruction(perm.record.done) if perm.record.done else perm.start
+    shapes += [(f"result %{result.name}", leaf) for leaf in result.shape.leaves()]
+    # Scalar u32/s32 leaves are async context (sync flags), not data buffers.
+    data = [(what, leaf) for what, leaf in shapes
+            if leaf.element_type != "token" and (leaf.dims or leaf.element_type
+                                                 not in ("u32", "s32"))]
+    wrong = [f"{what} {leaf}" for what, leaf in data
+             if leaf.memory_space != COLLECTIVE_MEMORY_SPACE]
+    if wrong:
+      check.add("fail", perm.start, "NVSHMEM buffers outside the collective memory space "
+                f"S({COLLECTIVE_MEMORY_SPACE}): " + "; ".join(wrong[:4]))
+    else:
+      check.add("pass", perm.start, f"{len(shapes)} buffers in S({COLLECTIVE_MEMORY_SPACE})")
+  if not check.results:
+    check.note = "no collective-permute uses NVSHMEM"
+  return check
+
+
+def check_hlo_verifier(path, topology_spec, cost_table, num_partitions=None, backends=None):
+  check = Check("hlo-verifier")
+  if driver.find_nvshmem_opt() is None:
+    check.note = "skip: nvshmem-opt is not built (run scripts/setup.sh)"
+    return check
+  try:
+    rc, _, message = driver.run_nvshmem_opt(path, topology_spec, cost_table, mode="explain",
+                                            num_partitions=num_partitions, backends=backends)
+  except (OSError, subprocess.SubprocessError) as e:
+    check.note = f"skip: could not run nvshmem-opt: {e}"
+    return check
+  if rc == 0:
+    check.results.append({"status": "pass", "instruction": None, "computation": None,
+                          "line": None, "message": "HloVerifier accepts the module"})
+  elif rc == 2 and "HloVerifier rejects" not in message:
+    # The driver could not even load the module (e.g. text from a newer XLA than the
+    # one it links): that says nothing about HloVerifier.
+    check.note = f"skip: nvshmem-opt could not load the module: {message}"
+  else:
+    check.results.append({"status": "fail", "instruction": None, "computation": None,
+                          "line": None,
+                          "message": f"nvshmem-opt exit {rc}: {message or '(no message)'}"})
+  return check
+
+
+# ---------------------------------------------------------------------------------------
+
+def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
+           num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, backends=None):
+  """The verify JSON object; raises InputError for unreadable input.
+
+  backends: the set the target XLA offers ("nccl,peer"), else the cost table's."""
+  topology, table = decisions.load_selection(topology_spec, cost_table, backends)
+  backend_set = decisions.backend_set(table)
+  source = inputs.resolve_partitions(source or inputs.read_source(path, max_bytes=max_bytes),
+                                 topology, num_partitions)
+  module = source.module
+  perms = decisions.analyze(source, topology, table, tolerant=True)
+  checks = [
+      check_permutation(perms, source),
+      check_start_done(module),
+      check_backend_config(perms),
+      check_backend_set(perms, backend_set),
+      check_nvshmem_heap(perms, table),
+      check_nvshmem_team(perms, topology, source),
+      check_peer_safety(perms, source, topology, table),
+      check_selection(perms, topology_spec),
+      check_memory_space(perms, module),
+  ]
+  if run_driver:
+    checks.append(check_hlo_verifier(path, topology_spec, cost_table,
+                                     inputs.driver_partitions(source),
+                                     backends and table.backends))
+  else:
+    skipped = Check("hlo-verifier")
+    skipped.note = "skip: not requested"
+    checks.append(skipped)
+  for check in checks:
+    if not check.results and check.note is None:
+      check.note = "no collective-permutes" if not perms else "nothing to check"
+  failed = [c.name for c in checks if c.status == "fail"]
+  return {"file": source.label, "module": module.name, "topology": topology_spec,
+          "cost_table": cost_table, "backends": table.backends,
+          "collective_permutes": len(perms),
+          "num_partitions": source.num_partitions,
+          "num_partitions_from": source.partitions_from,
+          "passed": not failed, "failed_checks": failed,
+          "checks": [c.to_json() for c in checks]}
+
+
+_MARK = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP", "not_applicable": "N/A "}
+
+
+def format_text(result):
+  lines = []
+  inferred = result.get("num_partitions_from", "module header")
+  if inferred not in ("module header", "default"):
+    lines.append(f"{result['file']}: num_partitions {result['num_partitions']} ({inferred}; "
+                 "the module header does not say)")
+  for check in result["checks"]:
+    head = f"{_MARK[check['status']]} {check['name']}"
+    if check["note"]:
+      head += f": {check['note']}"
+    lines.append(head)
+    for r in check["results"]:
+      where = (f"%{r['instruction']} ({r['computation']}) line {r['line']}: "
+               if r["instruction"] else "")
+      lines.append(f"  {r['status']:<4} {where}{r['message']}")
+  verdict = ("all checks pass" if result["passed"] else
+             "FAILED: " + ", ".join(result["failed_checks"]))
+  lines.append(f"{result['file']}: {verdict} (topology {result['topology']}, "
+               f"backends {result['backends']}, "
+               f"{result['collective_permutes']} collective-permute(s))")
+  return "\n".join(lines)
