@@ -13,9 +13,9 @@ COMMANDS = {
     "explain": "hlo_tools.commands.explain",
     "verify": "hlo_tools.commands.verify",
     "diff": "hlo_tools.commands.diff",
-    "report": "hlo_tools.ops.report",
+    "report": "hlo_tools.commands.report",
     "heuristics": "hlo_tools.commands.heuristics",
-    "bench": "hlo_tools.ops.bench",
+    "bench": "hlo_tools.commands.bench",
 }
 
 USAGE = "usage: hlo-tools {" + ",".join(sorted(COMMANDS)) + "} [ARGS...]"

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+import hlo_tools.commands.report
+from hlo_tools import cli
 from hlo_tools.ops import outdir, report
 from hlo_tools.ops.sizes import format_bytes
 
@@ -82,8 +84,8 @@ def test_side_by_side_shows_where_nvshmem_wins_and_loses(tmp_path):
 
 
 def test_embedded_default_is_a_grid():
-  args = report._parser("hlo-tools report").parse_args([])
-  config, explicit = report._config("hlo-tools report", args)
+  args = hlo_tools.commands.report._parser("hlo-tools report").parse_args([])
+  config, explicit = hlo_tools.commands.report._config("hlo-tools report", args)
   assert not explicit and config["seq_len"] == 131072 and config["num_heads"] == 32
   cases = report.plan_cases(args, config, explicit)
   rings = [c for c in cases if c.source["kind"] == "ring"]
@@ -92,15 +94,15 @@ def test_embedded_default_is_a_grid():
   assert [(c.source.get("program"), c.topology) for c in cases[len(rings):]] == [
       ("train_step", "1x1x8"), ("train_step", "1x2x8")]
   assert "cp 2 x tp 8" in cases[-1].title
-  args = report._parser("hlo-tools report").parse_args(["--topology=1x8"])
-  config, explicit = report._config("hlo-tools report", args)
+  args = hlo_tools.commands.report._parser("hlo-tools report").parse_args(["--topology=1x8"])
+  config, explicit = hlo_tools.commands.report._config("hlo-tools report", args)
   [case] = report.plan_cases(args, config, explicit)
   assert case.topology == "1x1x8" and case.config["seq_len"] == 131072
 
 
 def test_report_of_a_file(tmp_path):
   out = tmp_path / "r"
-  rc = report.main(["hlo-tools report", str(FIXTURES / "ring_1x2x4.lowered.hlo"),
+  rc = cli.main(["report", str(FIXTURES / "ring_1x2x4.lowered.hlo"),
                     "--topology=1x2x4", f"--out={out}", "--quiet"])
   assert rc == 0
   data = json.loads((out / "report.json").read_text())
@@ -118,7 +120,7 @@ def test_report_of_a_file(tmp_path):
 
 def test_report_of_a_dump_directory(tmp_path):
   out = tmp_path / "r"
-  rc = report.main(["hlo-tools report", str(FIXTURES / "ring_product_grad_1x2x4.passes"),
+  rc = cli.main(["report", str(FIXTURES / "ring_product_grad_1x2x4.passes"),
                     "--topology=1x1x8", f"--out={out}", "--quiet"])
   assert rc == 0
   data = json.loads((out / "report.json").read_text())
@@ -130,21 +132,21 @@ def test_report_of_a_dump_directory(tmp_path):
 
 
 def test_bad_options_are_refused_before_writing(capsys, tmp_path):
-  rc = report.main(["hlo-tools report", f"--out={tmp_path / 'r'}", "--topology=two-by-four"])
+  rc = cli.main(["report", f"--out={tmp_path / 'r'}", "--topology=two-by-four"])
   _, err = capsys.readouterr()
   assert rc == 2 and "bad --topology" in err and len(err.strip().splitlines()) == 1
-  rc = report.main(["hlo-tools report", f"--out={tmp_path / 'r'}", "--quiet",
+  rc = cli.main(["report", f"--out={tmp_path / 'r'}", "--quiet",
                     "--seq_len=1001", "--num_heads=4", "--num_kv_heads=2", "--head_dim=64"])
   _, err = capsys.readouterr()
   assert rc == 2 and "not divisible" in err and len(err.strip().splitlines()) == 1
   assert not (tmp_path / "r").exists()
-  rc = report.main(["hlo-tools report", str(tmp_path / "nothing.hlo"), f"--out={tmp_path / 'r'}"])
+  rc = cli.main(["report", str(tmp_path / "nothing.hlo"), f"--out={tmp_path / 'r'}"])
   _, err = capsys.readouterr()
   assert rc == 2 and "nothing.hlo" in err and len(err.strip().splitlines()) == 1
   keep = tmp_path / "precious"
   keep.mkdir()
   (keep / "notes.txt").write_text("mine")
-  rc = report.main(["hlo-tools report", f"--out={keep}", "--quiet", *SMALL])
+  rc = cli.main(["report", f"--out={keep}", "--quiet", *SMALL])
   _, err = capsys.readouterr()
   assert rc == 2 and "refusing to replace" in err
   assert (keep / "notes.txt").read_text() == "mine"
@@ -258,7 +260,7 @@ def test_report_of_a_serialized_proto(tmp_path):
   assert made.returncode == 0, made.stderr
   out = tmp_path / "r"
   # No --topology: the one nvshmem-opt derives from the module (8 devices, one host).
-  rc = report.main(["hlo-tools report", str(proto), f"--out={out}", "--quiet"])
+  rc = cli.main(["report", str(proto), f"--out={out}", "--quiet"])
   assert rc == 0
   [case] = json.loads((out / "report.json").read_text())["cases"]
   assert case["topology"] == "1x1x8"
@@ -270,7 +272,7 @@ def test_report_of_a_serialized_proto(tmp_path):
 def test_report_of_a_function(tmp_path):
   # module:function compiled as `hlo-tools dump` would, here one that needs --nocheck_vma.
   out = tmp_path / "r"
-  rc = report.main(["hlo-tools report", "hlo_tools.programs.pass_tests:ring_sum_fresh_carry",
+  rc = cli.main(["report", "hlo_tools.programs.pass_tests:ring_sum_fresh_carry",
                     "--arg=1024,64:f32:cp", "--nocheck_vma", "--topology=1x1x8",
                     f"--out={out}", "--quiet"])
   assert rc == 0
@@ -298,7 +300,7 @@ def test_report_uses_manifest_topology(tmp_path, capsys):
   manifest["target"]["topology"] = "1x1x8"
   (dump_dir / "manifest.json").write_text(json.dumps(manifest))
   out = tmp_path / "r"
-  rc = report.main(["hlo-tools report", str(dump_dir), f"--out={out}"])
+  rc = cli.main(["report", str(dump_dir), f"--out={out}"])
   _, err = capsys.readouterr()
   assert rc == 0, err
   [case] = json.loads((out / "report.json").read_text())["cases"]
@@ -332,7 +334,7 @@ def test_report_reads_stdin(tmp_path):
     ([str(FIXTURES / "no_such.hlo"), "--devices-per-host=4"], "no such file"),
 ])
 def test_report_refuses_options_it_would_ignore(capsys, tmp_path, argv, needle):
-  rc = report.main(["hlo-tools report", f"--out={tmp_path / 'r'}", "--quiet", *argv])
+  rc = cli.main(["report", f"--out={tmp_path / 'r'}", "--quiet", *argv])
   out, err = capsys.readouterr()
   assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1
   assert needle in err
@@ -389,7 +391,7 @@ def test_driver_message_is_not_cut(tmp_path, capsys):
   assert direct.returncode == 2
   [driver_line] = [l.split("bad.hlo: ", 1)[1] for l in direct.stderr.splitlines()
                    if l.startswith("nvshmem-opt: bad.hlo: ")]
-  rc = report.main(["hlo-tools report", str(bad), "--topology=1x1x8",
+  rc = cli.main(["report", str(bad), "--topology=1x1x8",
                     f"--out={tmp_path / 'r'}", "--quiet"])
   _, err = capsys.readouterr()
   assert rc == 2 and len(err.strip().splitlines()) == 1
@@ -510,8 +512,7 @@ def test_report_of_a_train_step(tmp_path):
   # mesh replica groups and collectives_mode go through the driver; six permutes of
   # three sizes, all on one curve (same pairs, one buffer), each size marked.
   out = tmp_path / "r"
-  rc = report.main(["hlo-tools report",
-                    str(FIXTURES / "train_step_1x2x8.after_optimizations.hlo"),
+  rc = cli.main(["report", str(FIXTURES / "train_step_1x2x8.after_optimizations.hlo"),
                     "--topology=1x2x8", f"--out={out}", "--quiet"])
   assert rc == 0
   data = json.loads((out / "report.json").read_text())

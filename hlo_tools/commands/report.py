@@ -1,0 +1,170 @@
+"""`hlo-tools report`: what the NVSHMEM pass does to a program, as an HTML page.
+
+    hlo-tools report [SOURCE] [--topology=SPEC | --devices-per-host=N] [--out=DIR]
+                     [--cost-table=F]
+                     [--backends=nccl,nvshmem|nccl,peer[,symmetric]]
+                     [--num-partitions=N] [ring options] [--arg=... --out_spec=...]
+
+SOURCE is
+  absent            the embedded default: ring attention with Llama-3-8B attention
+                    shapes (32 query / 8 KV heads x 128, bf16, causal) side by side
+                    on one host of 8 H200s (1x1x8) and on 2 hosts x 4 (1x2x4), at a
+                    short (4K tokens) and a long (128K tokens) context: where NVSHMEM
+                    wins, where it loses and where it cannot run; beside them, the
+                    Llama-3-8B-shaped train step (`hlo-tools dump --program=train_step`:
+                    2 decoder layers, ring attention over cp, tensor parallelism over
+                    tp, gradients, Adam; 64K tokens) on one host (1x1x8, cp 4 x tp 2)
+                    and across hosts (1x2x8, tp 8 inside each host, the ring across
+                    the two). With --topology or --seq_len, that one ring
+                    configuration only.
+  FILE              an HLO module (text, or a serialized HloModuleProto), as it is;
+                    without --topology, on the topology nvshmem-opt derives from it
+                    (hosts of --devices-per-host GPUs, default 8), as the pass does;
+  DIR               a dump directory (`hlo-tools dump` or XLA's --xla_dump_to): the
+                    module entering async-collective-creator when the dump has every
+                    pass, and its after-optimizations module;
+  module:function   a per-shard JAX function, compiled like `hlo-tools dump
+                    module:function` (--arg, --out_spec, --nocheck_vma).
+
+For each configuration: the pass (nvshmem-opt, with upstream's assigner beside it)
+on the module entering async-collective-creator and on the after-optimizations
+module; explain (the selection core's reasoning per collective-permute); verify of
+both rewritten modules; diff before/after; the per-pass trace of each permute when
+the dump has every pass; a chart of modeled time vs message size. DIR (default
+./nvshmem_report) gets index.html, report.json and one directory per configuration
+(json/, hlo/, dump/). It is written next to DIR and swapped in at the end: DIR holds
+the old report or the new one, never a mix, even when the run is killed.
+
+--backends names the backends the target XLA offers and goes to nvshmem-opt, explain
+and verify alike: nccl,nvshmem (the pinned XLA) or nccl,peer[,symmetric] (XLA of jax
+>= 0.10.2; the pass then writes collectives_mode, which the report shows beside each
+choice). Default: the cost table's set.
+
+Exit status: 0 report written and every check passed, 1 written but a verify check
+failed, 2 error (bad option or input, compile failure, nvshmem-opt missing or failing).
+"""
+
+import os
+import re
+import signal
+import sys
+import tempfile
+
+from hlo_tools import cli_io
+from hlo_tools.commands import common
+from hlo_tools.model.source import InputError
+from hlo_tools.ops import report
+from hlo_tools.ops.report import DEFAULT_OUT, DEFAULT_TOPOLOGY, DEFAULTS
+
+
+def _parser(prog):
+  parser = common.parser_for(prog, __doc__)
+  parser.add_argument("source", nargs="?", default=None,
+                      help="absent: the embedded default; an HLO file, a dump directory "
+                      "or module:function")
+  parser.add_argument("--out", default=DEFAULT_OUT)
+  parser.add_argument("--topology", default=None,
+                      help=f"SxHxG or HxG, maybe with :nvlN / :map=... (default "
+                      f"{DEFAULT_TOPOLOGY}; a FILE: derived from the module; absent with "
+                      "no SOURCE: 1x1x8 and 1x2x4)")
+  parser.add_argument("--devices-per-host", "--devices_per_host", dest="devices_per_host",
+                      type=int, default=None,
+                      help="FILE without --topology: GPUs per host of the topology "
+                      "nvshmem-opt derives from the module")
+  parser.add_argument("--cost-table", "--cost_table", dest="cost_table", default=None)
+  common.add_backends_flag(parser)
+  for key in ("seq_len", "num_heads", "num_kv_heads", "head_dim", "batch"):
+    parser.add_argument(f"--{key}", type=int, default=None)
+  parser.add_argument("--dtype", choices=("bf16", "f16", "f32"), default=None)
+  parser.add_argument("--causal", dest="causal", action="store_true", default=None)
+  parser.add_argument("--nocausal", dest="causal", action="store_false")
+  parser.add_argument("--backward", dest="backward", action="store_true", default=None)
+  parser.add_argument("--nobackward", dest="backward", action="store_false")
+  parser.add_argument("--arg", action="append", default=[],
+                      help="module:function only: SHAPE:DTYPE[:PARTITIONSPEC]")
+  parser.add_argument("--out_spec", default="cp", help="module:function only")
+  parser.add_argument("--nocheck_vma", dest="check_vma", action="store_false", default=True,
+                      help="module:function only: shard_map(check_vma=False)")
+  parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+  common.add_partitions_flag(parser)
+  cli_io.add_max_input_bytes(parser)
+  return parser
+
+
+_RING_KEYS = ("seq_len", "num_heads", "num_kv_heads", "head_dim", "batch", "dtype",
+              "causal", "backward")
+
+
+def _check_options(prog, args):
+  """Refuses options that the given SOURCE would silently ignore."""
+  if args.topology is not None and args.devices_per_host is not None:
+    raise InputError(f"{prog}: --devices-per-host and --topology: give one (the spec says "
+                     "how many GPUs a host has)")
+  ring = [k for k in _RING_KEYS if getattr(args, k) is not None]
+  if ring and args.source is not None:
+    raise InputError(f"{prog}: --{ring[0]} shapes the built-in ring-attention example; "
+                     f"{args.source} is compiled or read as it is")
+  compiled = args.source is None or (
+      not os.path.exists(args.source) and re.match(r"^[\w.]+:\w+$", args.source))
+  if args.devices_per_host is not None and compiled:
+    raise InputError(f"{prog}: --devices-per-host applies to a FILE or DIR without "
+                     "--topology (the topology then comes from the module)")
+
+
+def _config(prog, args):
+  """The ring's shapes (defaults where not given) and whether any was given."""
+  given = {k: getattr(args, k) for k in DEFAULTS if getattr(args, k) is not None}
+  config = dict(DEFAULTS, **given)
+  for key in ("seq_len", "num_heads", "num_kv_heads", "head_dim", "batch"):
+    if config[key] < 1:
+      raise InputError(f"{prog}: --{key} must be >= 1, got {config[key]}")
+  return config, bool(given) or args.topology is not None
+
+
+def _stdin_file(args):
+  """`report -`: stdin (text or a serialized proto) copied to a temporary file, since
+  nvshmem-opt and the report's hlo/ both read the module by path."""
+  try:
+    data = cli_io.read_input("-", args.max_input_bytes, "<stdin>")
+  except cli_io.InputReadError as e:
+    raise InputError(str(e)) from None
+  if not data.strip():
+    raise InputError("<stdin>: empty input, no HLO module")
+  fd, path = tempfile.mkstemp(prefix="hlo-tools-report-stdin-", suffix=".hlo")
+  with os.fdopen(fd, "wb") as f:
+    f.write(data)
+  return path
+
+
+def _terminate(signum, _frame):
+  raise SystemExit(128 + signum)  # runs the clean-up of the work directory
+
+
+def main(argv):
+  prog = argv[0] if argv else "hlo-tools report"
+  parser = _parser(prog)
+
+  def run(args):
+    _check_options(prog, args)
+    config, explicit = _config(prog, args)
+    args.stdin_path = _stdin_file(args) if args.source == "-" else None
+    try:
+      cases = report.plan_cases(args, config, explicit)
+      previous = signal.signal(signal.SIGTERM, _terminate)
+      try:
+        result = report.build(cases, args.out, args.cost_table, args.num_partitions,
+                              progress=not args.quiet, max_bytes=args.max_input_bytes,
+                              backends=args.backends)
+      finally:
+        signal.signal(signal.SIGTERM, previous)
+    finally:
+      if args.stdin_path:
+        os.unlink(args.stdin_path)
+    print(report.summary_text(result))
+    return 0 if result["summary"]["verify_passed"] else 1
+
+  return common.run_command(parser, argv, run)
+
+
+if __name__ == "__main__":
+  sys.exit(cli_io.run_main(main, ["hlo-tools report"] + sys.argv[1:]))
