@@ -756,7 +756,7 @@ class _Reader:
           ops, operands = simple, simple[1:]  # `a, %b`: split when asked for
         else:
           ops = simple or ops
-          operands = self._operands(opcode, ops, line, i, col) if ops else ()
+          operands = self._operands(opcode, ops, line, i, col)
       else:
         stripped = line.strip()
         if not stripped or stripped.startswith("//"):

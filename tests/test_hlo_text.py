@@ -683,6 +683,7 @@ def _garbage():
       "no_closing_brace": "\n".join(l for l in lines if l != "}").encode(),
       "latin1": ring.replace("ppermute", "pperm\u00fcte").encode("latin-1"),
       "doubled": (ring + ring).encode(),
+      "parameter_without_number": ring.replace("parameter(0)", "parameter()", 1).encode(),
   }
 
 
