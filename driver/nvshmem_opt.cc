@@ -8,6 +8,7 @@
 // Exit codes: 0 success, 1 the pass produced an invalid module (a bug),
 // 2 unusable input (missing file, malformed HLO, bad flag or topology).
 
+#include <ext/stdio_filebuf.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,7 +27,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "driver/crash_guard.h"
 #include "driver/input.h"
 #include "driver/readable_text.h"
 #include "driver/pipeline.h"
@@ -82,7 +82,6 @@ std::string CapLine(const std::string& text) {
 }
 
 [[noreturn]] void Fail(int code, const std::string& message) {
-  nvshmem_opt::EndXlaStage();
   std::cerr << "nvshmem-opt: " << CapLine(message) << "\n";
   std::exit(code);
 }
@@ -242,18 +241,23 @@ void WriteAtomically(const Flags& flags, const std::string& path, const std::str
   }
 }
 
-// The launcher (nvshmem_opt_launcher.cc) parks stderr while TensorFlow's
-// libraries log from their static initializers and passes the real one as a
-// descriptor; take it back before saying anything.
-void RestoreStderr() {
-  const char* fd = std::getenv("NVSHMEM_OPT_STDERR_FD");
-  if (fd == nullptr) return;
-  int saved = std::atoi(fd);
-  if (saved > 2) {
-    dup2(saved, 2);
-    close(saved);
+// Under the launcher (nvshmem_opt_launcher.cc) stderr is a memory file that
+// keeps TensorFlow's and XLA's logs: the driver's own lines go to the real
+// stderr it passes, and each stage that runs XLA is recorded for it, with the
+// exit code a death there means (2: the input is at fault, 1: a bug).
+int g_stage_fd = -1;
+void UseLauncherFds() {
+  if (const char* fd = std::getenv("NVSHMEM_OPT_STDERR_FD")) {
+    static __gnu_cxx::stdio_filebuf<char> real(std::atoi(fd), std::ios::out);
+    std::cerr.rdbuf(&real);
   }
-  unsetenv("NVSHMEM_OPT_STDERR_FD");
+  if (const char* fd = std::getenv("NVSHMEM_OPT_STAGE_FD")) g_stage_fd = std::atoi(fd);
+}
+void Stage(const std::string& input, const char* stage, int code) {
+  const std::string record = absl::StrCat(code, "\t", input, "\t", stage);
+  if (g_stage_fd >= 0 && pwrite(g_stage_fd, record.data(), record.size(), 0) >= 0) {
+    if (ftruncate(g_stage_fd, record.size()) != 0) g_stage_fd = -1;
+  }
 }
 
 // The cost table of --cost-table (its text kept for the pass) with the
@@ -273,19 +277,17 @@ sel::CostTable LoadCostTable(const Flags& flags, std::string* text) {
 // The input, parsed and verified, its partitions settled.
 nvshmem_opt::LoadedModule Load(const Flags& flags, const sel::Topology* topology) {
   std::string data = OrFail(nvshmem_opt::ReadInput(flags.input, flags.max_input_bytes));
-  nvshmem_opt::BeginXlaStage(flags.input, "parsing the module", 2);
+  Stage(flags.input, "parsing the module", 2);
   nvshmem_opt::LoadedModule loaded = OrFail(nvshmem_opt::ParseModule(
       flags.input, std::move(data), {flags.num_partitions, flags.num_replicas, topology}));
-  nvshmem_opt::EndXlaStage();
   if (!loaded.partitions_note.empty()) {
     std::cerr << "nvshmem-opt: " << loaded.partitions_note << "\n";
   }
-  nvshmem_opt::BeginXlaStage(flags.input, "verifying the input", 2);
+  Stage(flags.input, "verifying the input", 2);
   if (absl::Status status = nvshmem_opt::Verify(loaded.module.get()); !status.ok()) {
     Fail(2, flags.input + ": HloVerifier rejects the input: " +
                 nvshmem_opt::OneLine(std::string(status.message())));
   }
-  nvshmem_opt::EndXlaStage();
   return loaded;
 }
 
@@ -329,7 +331,7 @@ sel::Topology ResolveTopology(const Flags& flags, const Rewriter::Options& optio
 }  // namespace
 
 int main(int argc, char** argv) {
-  RestoreStderr();
+  UseLauncherFds();
   const Flags flags = ParseFlags(argc, argv);
   std::string cost_table_text;
   const sel::CostTable table = LoadCostTable(flags, &cost_table_text);
@@ -355,7 +357,7 @@ int main(int argc, char** argv) {
   const sel::Topology topology = ResolveTopology(flags, options, *input.module);
   std::optional<std::map<std::string, std::string>> upstream;
   if (flags.compare_upstream) {
-    nvshmem_opt::BeginXlaStage(flags.input, "running upstream's CollectiveBackendAssigner", 2);
+    Stage(flags.input, "running upstream's CollectiveBackendAssigner", 2);
     upstream = OrFail(nvshmem_opt::UpstreamDecisions(*input.module, topology,
                                                      flags.upstream_threshold_bytes),
                       flags.input + ": upstream CollectiveBackendAssigner failed: ");
@@ -363,13 +365,10 @@ int main(int argc, char** argv) {
   // Explain leaves the module alone: decide on a copy.
   std::unique_ptr<xla::HloModule> copy =
       flags.mode == "explain" ? input.module->Clone("") : nullptr;
-  auto stage = [&](const char* name, int code) {
-    nvshmem_opt::BeginXlaStage(flags.input, name, code);
-  };
+  auto stage = [&](const char* name, int code) { Stage(flags.input, name, code); };
   const nvshmem_opt::PassRun run =
       OrFail(nvshmem_opt::RunPass(options, copy ? copy.get() : input.module.get(), stage),
              flags.input + ": ");
-  nvshmem_opt::EndXlaStage();
   if (flags.time) std::cerr << "nvshmem-opt: pass took " << run.pass_us << " us\n";
   const auto* upstream_ptr = upstream ? &*upstream : nullptr;
   if (!flags.report.empty()) {
@@ -386,11 +385,10 @@ int main(int argc, char** argv) {
     if (flags.report != "-") std::cout << nvshmem_opt::ExplainText(run, upstream_ptr);
     return 0;
   }
-  nvshmem_opt::BeginXlaStage(flags.input, "printing the module", 1);
+  Stage(flags.input, "printing the module", 1);
   const std::string text = OrFail(
       nvshmem_opt::OutputText(input, *input.module, run, options),
       flags.input + ": ");
-  nvshmem_opt::EndXlaStage();
   if (flags.output.empty() || flags.output == "-") {
     if (flags.report != "-") std::cout << text;
   } else {

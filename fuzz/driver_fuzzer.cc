@@ -23,10 +23,10 @@
 #include <memory>
 #include <string>
 
-#include "driver/alt_signal_stack.h"
 #include "driver/input.h"
 #include "driver/pipeline.h"
 #include "driver/report.h"
+#include "fuzz/alt_signal_stack.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
 
 namespace {
@@ -35,8 +35,8 @@ namespace sel = xla::gpu::nvshmem_selection;
 using nvshmem_opt::Rewriter;
 
 // XLA's parser and verifier abort on some malformed modules (CHECK failures
-// inside the wheel's XLA). The command line turns those into a one-line error
-// and exit code 2 (driver/crash_guard.h); here we jump back out of the
+// inside the wheel's XLA). The command line's launcher turns those into a
+// one-line error and exit code 2; here we jump back out of the
 // fatal-signal handler instead, count the input as rejected and go on. Only
 // the input stages are guarded: a crash in the pass or on its output is still
 // a crash.
@@ -44,7 +44,7 @@ sigjmp_buf g_jump;
 int64_t g_xla_input_aborts = 0;
 extern "C" void OnXlaInputAbort(int) { siglongjmp(g_jump, 1); }
 
-// Runs on its own stack, as the driver's handler does (alt_signal_stack.h).
+// Runs on its own stack (alt_signal_stack.h), so a stack overflow is caught.
 struct InputGuard {
   struct sigaction old[nvshmem_opt::kNumFatalSignals];
   InputGuard() { nvshmem_opt::HandleFatalSignals(OnXlaInputAbort, old); }

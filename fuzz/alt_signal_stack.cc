@@ -1,4 +1,4 @@
-#include "driver/alt_signal_stack.h"
+#include "fuzz/alt_signal_stack.h"
 
 #include <signal.h>
 

@@ -1,9 +1,10 @@
-// The fatal-signal handling that nvshmem-opt and its fuzz harness share: XLA
-// dies of these signals on some malformed modules, and a stack overflow (deep
-// recursion in XLA's parser) leaves no stack to run a handler on.
+// The fuzz harness's fatal-signal handling: XLA dies of these signals on some
+// malformed modules, and a stack overflow (deep recursion in XLA's parser)
+// leaves no stack to run a handler on. (nvshmem-opt itself needs none: its
+// launcher watches the driver from another process.)
 
-#ifndef DRIVER_ALT_SIGNAL_STACK_H_
-#define DRIVER_ALT_SIGNAL_STACK_H_
+#ifndef FUZZ_ALT_SIGNAL_STACK_H_
+#define FUZZ_ALT_SIGNAL_STACK_H_
 
 #include <signal.h>
 
@@ -25,4 +26,4 @@ void RestoreFatalSignals(const struct sigaction* previous);
 
 }  // namespace nvshmem_opt
 
-#endif  // DRIVER_ALT_SIGNAL_STACK_H_
+#endif  // FUZZ_ALT_SIGNAL_STACK_H_
