@@ -30,7 +30,6 @@ held-out sizes and (c) the whole loop step (baseline + modeled permute), each
 against the goal of 10%; --plot draws model against measurement.
 """
 
-import argparse
 import collections
 import csv
 import datetime
@@ -39,7 +38,6 @@ import io
 import math
 import os
 import statistics
-import sys
 import textwrap
 
 from hlo_tools import cli_io
@@ -596,10 +594,10 @@ def write_errors_csv(path, checks):
                  f"{'held_out' if c.held_out else 'calibration'},{c.measured_us:.4f},"
                  f"{c.model_us:.4f},{relative(c.model_us, c.measured_us):.4f},"
                  + (step or ",,"))
-  _write(path, "\n".join(lines) + "\n")
+  write_file(path, "\n".join(lines) + "\n")
 
 
-def _write(path, text):
+def write_file(path, text):
   try:
     cli_io.write_atomic(path, text)
   except OSError as e:
@@ -652,46 +650,7 @@ def plot(path, result, checks, source):
   buffer = io.BytesIO()
   fig.savefig(buffer, format="png", dpi=110)
   plt.close(fig)
-  _write(path, buffer.getvalue())
-
-
-def main(argv):
-  p = argparse.ArgumentParser(prog=argv[0], description=__doc__.split("\n\n")[0])
-  p.add_argument("csv", help="measured times: backend,link_class,bytes,seconds"
-                 "[,operands,step_s,baseline_s,...]")
-  p.add_argument("--out", default="-", help="cost table to write ('-': stdout)")
-  p.add_argument("--base-table", help="table whose entries are kept where the CSV "
-                 "has no data (default: the built-in defaults)")
-  p.add_argument("--holdout", default="none", choices=HOLDOUTS,
-                 help="odd-powers-of-two: sizes that are not powers of 4 only "
-                 "validate the model")
-  p.add_argument("--holdout-csv", help="a second CSV that only validates the model")
-  p.add_argument("--machine", help="where the CSV was measured, for the table's "
-                 "provenance (e.g. '2x H200 SXM, NV18 NVLink')")
-  p.add_argument("--software", help="versions measured with, for the provenance")
-  p.add_argument("--note", action="append", default=[],
-                 help="a further provenance comment (repeatable)")
-  p.add_argument("--date", help="date for the provenance (default: today, UTC)")
-  p.add_argument("--plot", help="PNG of model vs measurement per backend")
-  p.add_argument("--errors-csv", help="every measurement with its modeled time")
-  args = p.parse_args(argv[1:])
-  result = run_calibration(args.csv, args.base_table, args.machine, args.date,
-                           args.holdout, args.holdout_csv, args.software, args.note)
-  checks = evaluate(result.table, result.calibration, result.held_out)
-  for line in error_report(result.fits, checks):
-    print(line, file=sys.stderr)
-  if args.plot:
-    plot(args.plot, result, checks, os.path.basename(args.csv))
-    print(f"wrote {args.plot}", file=sys.stderr)
-  if args.errors_csv:
-    write_errors_csv(args.errors_csv, checks)
-    print(f"wrote {args.errors_csv}", file=sys.stderr)
-  if args.out == "-":
-    sys.stdout.write(result.text)
-  else:
-    _write(args.out, result.text)
-    print(f"wrote {args.out}", file=sys.stderr)
-  return 0
+  write_file(path, buffer.getvalue())
 
 
 # The selection core's default table carries the measured NVLink entries of the

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from hlo_tools import calibrate
+from hlo_tools import cli
 from hlo_tools import selection
 from hlo_tools.ops.heuristics import HeuristicsError
 
@@ -129,9 +130,9 @@ def test_bad_operands_name_the_line(tmp_path, operands, message):
 def test_cli_reports_calibration_held_out_and_step_and_plots(tmp_path, capsys):
   path = write_xla_csv(tmp_path / "bench.csv", TRUE, noise=0.01, step=1)
   out, png, errors = tmp_path / "table.txt", tmp_path / "fit.png", tmp_path / "e.csv"
-  rc = calibrate.main(["calibrate", str(path), f"--out={out}", f"--plot={png}",
-                       "--machine=test box", "--holdout=odd-powers-of-two",
-                       f"--errors-csv={errors}"])
+  rc = cli.main(["heuristics", "calibrate", str(path), f"--out={out}", f"--plot={png}",
+                 "--machine=test box", "--holdout=odd-powers-of-two",
+                 f"--errors-csv={errors}"])
   assert rc == 0
   err = capsys.readouterr().err
   assert "nvshmem nvlink: measured curve of 30 points; parametric row latency" in err
@@ -247,8 +248,7 @@ def test_csv_in_another_unit_is_refused(tmp_path, capsys, scale, needle):
   message = str(e.value)
   assert needle in message and "microseconds or milliseconds" in message
   assert message.startswith(f"{bad}:") and "\n" not in message
-  from hlo_tools.commands import heuristics
-  rc = heuristics.main(["hlo-tools heuristics", "calibrate", str(bad),
+  rc = cli.main(["heuristics", "calibrate", str(bad),
                         f"--out={tmp_path / 'table.txt'}"])
   _, err = capsys.readouterr()
   assert rc == 2 and len(err.strip().splitlines()) == 1 and needle in err

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hlo_tools import calibrate
+from hlo_tools import cli
 from hlo_tools.commands import heuristics
 from hlo_tools.ops.heuristics import sweep
 from hlo_tools import selection
@@ -22,7 +23,7 @@ TOOL_ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="0")
 
 
 def run_cli(argv, capsys):
-  rc = heuristics.main(["hlo-tools heuristics"] + argv)
+  rc = cli.main(["heuristics"] + argv)
   out, err = capsys.readouterr()
   return rc, out, err
 
@@ -461,9 +462,7 @@ def test_cli_dispatches_heuristics_sweep():
 
 def test_sweep_plots_a_topology_where_a_shape_has_no_edges(tmp_path):
   # A non-cyclic shift on one device moves nothing; the plot must still be drawn.
-  from hlo_tools.commands import heuristics  # pylint: disable=import-outside-toplevel
-  rc = heuristics.main(["hlo-tools heuristics", "sweep", "--topology=1x1x1",
-                        f"--out={tmp_path}"])
+  rc = cli.main(["heuristics", "sweep", "--topology=1x1x1", f"--out={tmp_path}"])
   assert rc == 0
   assert list(tmp_path.glob("*1x1x1*.png"))
 

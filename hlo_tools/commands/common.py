@@ -7,7 +7,6 @@ import sys
 from hlo_tools import cli_io
 from hlo_tools.model.topology import check_topology_size
 from hlo_tools.model.source import InputError
-from hlo_tools.ops import outdir
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -22,27 +21,10 @@ def parser_for(prog, doc):
   return ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
 
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
-
-
 def run_command(parser, argv, body):
-  """Parses argv[1:] and returns body(args)'s exit status.
-
-  The one place where bad input becomes a message: any InputError (its subclasses
-  included) or OSError ends the command with one line on stderr and status 2.
-  Ctrl-C ends it with one line and status 130, its work directories removed.
-  """
-  try:
-    return body(parser.parse_args(argv[1:]))
-  except InputError as e:
-    cli_io.print_error(e)
-  except OSError as e:
-    cli_io.print_error(f"{parser.prog}: {e}")
-  except KeyboardInterrupt:
-    outdir.discard_work_dirs()
-    cli_io.print_error(f"{parser.prog}: interrupted; nothing written")
-    return EXIT_INTERRUPTED
-  return 2
+  """Parses argv[1:] and returns body(args)'s exit status. Failures propagate: the
+  CLI root (hlo_tools.cli.run) turns them into one line and an exit status."""
+  return body(parser.parse_args(argv[1:]))
 
 
 def add_topology_flags(parser):

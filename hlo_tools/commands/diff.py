@@ -31,7 +31,6 @@ Exit status: 0 (also when the modules differ), 2 bad input.
 
 import gc
 import json
-import sys
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
@@ -80,7 +79,3 @@ def main(argv):
     return 0
 
   return common.run_command(parser, argv, run)
-
-
-if __name__ == "__main__":
-  sys.exit(cli_io.run_main(main, ["hlo-tools diff"] + sys.argv[1:]))

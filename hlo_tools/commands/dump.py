@@ -31,9 +31,7 @@ xla_dump/ and manifest.json.
 import argparse
 import os
 import re
-import sys
 
-from hlo_tools import cli_io
 from hlo_tools.commands import common
 from hlo_tools.ops import dump
 from hlo_tools.ops.dump import DEFAULT_TARGET_CONFIG, DumpError
@@ -172,7 +170,3 @@ def main(argv):
     return 0
 
   return common.run_command(parser, argv, run)
-
-
-if __name__ == "__main__":
-  sys.exit(cli_io.run_main(main, ["hlo-tools dump"] + sys.argv[1:]))

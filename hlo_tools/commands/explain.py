@@ -26,7 +26,6 @@ bad topology or cost table).
 """
 
 import json
-import sys
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
@@ -55,7 +54,3 @@ def main(argv):
     return 0
 
   return common.run_command(parser, argv, run)
-
-
-if __name__ == "__main__":
-  sys.exit(cli_io.run_main(main, ["hlo-tools explain"] + sys.argv[1:]))

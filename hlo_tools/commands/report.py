@@ -47,7 +47,6 @@ failed, 2 error (bad option or input, compile failure, nvshmem-opt missing or fa
 import os
 import re
 import signal
-import sys
 import tempfile
 
 from hlo_tools import cli_io
@@ -164,7 +163,3 @@ def main(argv):
     return 0 if result["summary"]["verify_passed"] else 1
 
   return common.run_command(parser, argv, run)
-
-
-if __name__ == "__main__":
-  sys.exit(cli_io.run_main(main, ["hlo-tools report"] + sys.argv[1:]))

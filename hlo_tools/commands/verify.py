@@ -51,7 +51,6 @@ Exit status: 0 all checks pass (skips allowed), 1 a check failed, 2 unreadable i
 """
 
 import json
-import sys
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
@@ -82,7 +81,3 @@ def main(argv):
     return 0 if result["passed"] else 1
 
   return common.run_command(parser, argv, run)
-
-
-if __name__ == "__main__":
-  sys.exit(cli_io.run_main(main, ["hlo-tools verify"] + sys.argv[1:]))

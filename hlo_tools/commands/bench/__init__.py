@@ -24,7 +24,6 @@ small programs (for tests): its numbers say nothing about the goals.
 
 import json
 import subprocess
-import sys
 import time
 
 from hlo_tools import cli_io
@@ -89,7 +88,3 @@ def main(argv):
     return 0
 
   return common.run_command(parser, argv, run)
-
-
-if __name__ == "__main__":
-  sys.exit(cli_io.run_main(main, ["hlo-tools bench"] + sys.argv[1:]))

@@ -14,7 +14,6 @@ the sweep asks it about.
 Exit status: 0 all match, 1 a mismatch, 2 unusable input or a failed compile.
 """
 
-import argparse
 import concurrent.futures
 import json
 import math
@@ -151,47 +150,23 @@ def check_topology(spec, topology, table, cost_table_path, tool, work_dir):
   return results
 
 
-def _parser(prog):
-  p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
-  p.add_argument("--topology", action="append", default=[],
-                 help="topology SPEC to check (repeatable; default: "
-                      + ", ".join(DEFAULT_TOPOLOGIES) + ")")
-  p.add_argument("--cost-table", help="cost table for both the core and the pass")
-  p.add_argument("--nvshmem-opt", help="path of nvshmem-opt (default: next to "
-                 "this python, else on PATH)")
-  p.add_argument("--out", help="keep the compiled HLO and pass reports here")
-  p.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1),
-                 help="compiles in parallel (default: %(default)s)")
-  return p
-
-
-def main(argv):
-  args = _parser(argv[0]).parse_args(argv[1:])
-  specs = args.topology or list(DEFAULT_TOPOLOGIES)
-  topologies = sweep.parse_topologies(specs)
-  table = sweep.load_table(args.cost_table)
-  tool = _nvshmem_opt_path(args.nvshmem_opt)
+def run_check(specs=(), cost_table=None, nvshmem_opt=None, out=None, jobs=1):
+  """[(case name, sweep row, problems)] for every sampled case of every topology
+  (default: DEFAULT_TOPOLOGIES); the compiled HLO and reports stay in `out` if given."""
+  topologies = sweep.parse_topologies(list(specs) or list(DEFAULT_TOPOLOGIES))
+  table = sweep.load_table(cost_table)
+  tool = _nvshmem_opt_path(nvshmem_opt)
   if not tool or not os.path.exists(tool):
     raise HeuristicsError("nvshmem-opt not found; build it (scripts/setup.sh) or "
                           "pass --nvshmem-opt=PATH")
-  if args.jobs < 1:
+  if jobs < 1:
     raise HeuristicsError("--jobs must be at least 1")
-  if args.out:
-    os.makedirs(args.out, exist_ok=True)
+  if out:
+    os.makedirs(out, exist_ok=True)
   with tempfile.TemporaryDirectory(prefix="heuristics-check-") as tmp:
-    work_dir = args.out or tmp
-    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-      futures = [pool.submit(check_topology, spec, topology, table,
-                             args.cost_table, tool, work_dir)
+    work_dir = out or tmp
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+      futures = [pool.submit(check_topology, spec, topology, table, cost_table, tool,
+                             work_dir)
                  for spec, topology in topologies]
-      results = [r for f in futures for r in f.result()]
-  failed = 0
-  for name, row, problems in results:
-    if problems:
-      failed += 1
-      print(f"MISMATCH {name}: " + "; ".join(problems))
-    else:
-      print(f"ok {name}: {row['chosen_plan']} {row['chosen_us']:.2f} us "
-            f"(nccl {row['nccl_us']:.2f}, upstream {row['upstream_plan']})")
-  print(f"check-pass: {len(results) - failed} of {len(results)} cases match the core")
-  return 1 if failed else 0
+      return [r for f in futures for r in f.result()]

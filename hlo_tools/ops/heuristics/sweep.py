@@ -14,13 +14,11 @@ same model, and NCCL-only. DIR receives sweep.csv, sweep.json and one PNG per
 topology; the summary is printed last.
 """
 
-import argparse
 import csv
 import io
 import json
 import math
 import os
-import sys
 import tempfile
 
 from hlo_tools import cli_io
@@ -377,53 +375,34 @@ def load_table(path):
     raise HeuristicsError(str(e)) from None
 
 
-def _parser(prog):
-  p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
-  p.add_argument("--out", default="heuristics-sweep",
-                 help="output directory (default: %(default)s)")
-  p.add_argument("--topology", action="append", default=[],
-                 help="extra topology SPEC (repeatable), e.g. 2x4x8:nvl16")
-  p.add_argument("--only-given", action="store_true",
-                 help="sweep only the --topology specs, not the built-in five")
-  p.add_argument("--cost-table", help="cost table file (default: built-in table)")
-  p.add_argument("--sizes", help="comma-separated buffer sizes, e.g. 1K,1M,1G "
-                 "(default: 1 KiB .. 1 GiB in factors of 2)")
-  p.add_argument("--shapes", default=",".join(SHAPES),
-                 help="comma-separated subset of " + ",".join(SHAPES))
-  p.add_argument("--no-plots", action="store_true", help="skip the PNGs")
-  return p
-
-
-def main(argv):
-  args = _parser(argv[0]).parse_args(argv[1:])
-  specs = ([] if args.only_given else list(DEFAULT_TOPOLOGIES)) + [
-      t for t in args.topology if args.only_given or t not in DEFAULT_TOPOLOGIES]
+def run_sweep(out, topology_specs=(), only_given=False, cost_table=None, sizes=None,
+              shapes=None, plots=True):
+  """The sweep over the built-in topologies (and/or the given specs), written to `out`;
+  returns (paths written, summary). sizes and shapes: comma-separated text, as on the
+  command line (default: every size and shape)."""
+  specs = ([] if only_given else list(DEFAULT_TOPOLOGIES)) + [
+      t for t in topology_specs if only_given or t not in DEFAULT_TOPOLOGIES]
   if not specs:
     raise HeuristicsError("--only-given needs at least one --topology")
   topologies = parse_topologies(specs)
-  table = load_table(args.cost_table)
-  sizes = DEFAULT_SIZES
-  if args.sizes:
+  table = load_table(cost_table)
+  size_list = DEFAULT_SIZES
+  if sizes:
     try:
-      sizes = tuple(sorted({parse_size(s)
-                            for s in args.sizes.split(",")}))
+      size_list = tuple(sorted({parse_size(s) for s in sizes.split(",")}))
     except ValueError as e:
       raise HeuristicsError(f"--sizes: {e}") from None
-  shapes = tuple(s.strip() for s in args.shapes.split(",") if s.strip())
-  unknown = [s for s in shapes if s not in SHAPES]
-  if unknown or not shapes:
+  shape_list = tuple(s.strip() for s in (shapes or ",".join(SHAPES)).split(",") if s.strip())
+  unknown = [s for s in shape_list if s not in SHAPES]
+  if unknown or not shape_list:
     raise HeuristicsError(f"--shapes: unknown {unknown} (known: {', '.join(SHAPES)})")
   try:
-    rows = sweep(topologies, table, sizes, shapes)
+    rows = sweep(topologies, table, size_list, shape_list)
   except selection.SelectionError as e:
     raise HeuristicsError(str(e)) from None
   summary = summarize(rows)
   try:
-    paths = write_outputs(args.out, rows, summary, table, topologies, sizes,
-                          plots=not args.no_plots)
+    paths = write_outputs(out, rows, summary, table, topologies, size_list, plots=plots)
   except OSError as e:
-    raise HeuristicsError(f"{e.filename or args.out}: {e.strerror}") from None
-  for path in paths:
-    print(f"wrote {path}", file=sys.stderr)
-  print("\n".join(format_summary(summary)))
-  return 0
+    raise HeuristicsError(f"{e.filename or out}: {e.strerror}") from None
+  return paths, summary
