@@ -54,7 +54,7 @@ def test_pass_output_shows_sync_permute_became_start_done(capsys, nvshmem_1x1x8)
   result = json.loads(out)
   [row] = result["collectives"]
   assert row["status"] == "changed"
-  assert row["a"]["start"] == "collective-permute"
+  assert row["a"]["start"] == "ppermute.6.0"
   assert [r["start"] for r in row["b"]] == ["collective-permute-start"]
   fields = {c["field"]: (c["a"], c["b"]) for c in row["changes"]}
   assert fields == {"form": ("sync", "start-done"), "backend": ("DEFAULT", "NVSHMEM")}
@@ -168,7 +168,7 @@ def test_bad_input_is_one_line_naming_the_file(capsys, tmp_path, ring_dump):
   broken.write_text(text.replace("{{0,1},{1,2},", "{{0,1},{1},"))
   rc, _, err = run(capsys, good, broken)
   # The reader (or, past it, the strict pair check) names the line and the attribute.
-  assert rc == 2 and re.match(rf"{re.escape(str(broken))}:365:\d+: .*source_target_pairs", err)
+  assert rc == 2 and re.match(rf"{re.escape(str(broken))}:368:\d+: .*source_target_pairs", err)
   rc, _, err = run(capsys, good, tmp_path / "missing.hlo")
   assert rc == 2 and "missing.hlo: cannot read" in err
   rc, _, err = run(capsys, good, good, "--trace", tmp_path)

@@ -130,13 +130,13 @@ def test_id_outside_the_program_fails_permutation(capsys, tmp_path):
                    "--no-hlo-verifier")
   assert rc == 1
   [r] = checks(out)["permutation"]["results"]
-  assert r["status"] == "fail" and r["line"] == 365
+  assert r["status"] == "fail" and r["line"] == 368
   assert "target 9 outside 0..7" in r["message"]
   # A repeated target is malformed HLO (XLA's verifier rejects it): the reader stops.
   path = edited(tmp_path, FIXTURES / "ring_1x2x4.before_async.hlo", RING,
                 "source_target_pairs={{0,1},{1,1}}", name="repeated.hlo")
   rc, out, err = run(capsys, path, "--topology=1x2x4", "--no-hlo-verifier")
-  assert rc == 2 and out == "" and "repeated.hlo:365:" in err
+  assert rc == 2 and out == "" and "repeated.hlo:368:" in err
 
 
 def test_unknown_backend_fails_backend_config(capsys, tmp_path):
@@ -150,7 +150,8 @@ def test_unknown_backend_fails_backend_config(capsys, tmp_path):
 def test_second_user_of_start_fails_start_done(capsys, tmp_path):
   src = FIXTURES / "ring_1x2x4.after_optimizations.hlo"
   text = src.read_text()
-  done = next(l for l in text.splitlines() if "= (bf16" in l and "collective-permute-done(" in l)
+  done = next(l for l in text.splitlines()
+              if "%collective-permute-done = bf16[2,1,128,2,64]" in l)
   extra = done.replace("%collective-permute-done =", "%collective-permute-done.extra =")
   path = tmp_path / "two_dones.hlo"
   path.write_text(text.replace(done, done + "\n" + extra))
@@ -197,10 +198,8 @@ def test_memory_space_note_fits_an_optimized_module_without_nvshmem(capsys):
 def test_hlo_verifier_rejection_fails_the_check(capsys, tmp_path):
   # A start whose done has the wrong shape: our reader accepts it, XLA's verifier not.
   path = edited(tmp_path, FIXTURES / "ring_1x2x4.after_optimizations.hlo",
-                "%collective-permute-done = (bf16[1,128,2,64]{3,2,1,0}, bf16[1,128,2,64]{3,2,1,0}) "
-                "collective-permute-done(",
-                "%collective-permute-done = (bf16[1,128,2,64]{3,2,1,0}, bf16[1,128,2,32]{3,2,1,0}) "
-                "collective-permute-done(")
+                "%collective-permute-done = bf16[2,1,128,2,64]{4,3,2,1,0} collective-permute-done(",
+                "%collective-permute-done = bf16[2,1,128,2,32]{4,3,2,1,0} collective-permute-done(")
   rc, out, _ = run(capsys, path, "--topology=1x2x4", "--format=json")
   assert rc == 1
   hv = checks(out)["hlo-verifier"]
@@ -219,7 +218,7 @@ def test_bad_input_is_one_line_naming_the_file(capsys, tmp_path):
   broken = edited(tmp_path, FIXTURES / "ring_1x2x4.before_async.hlo", RING,
                   "source_target_pairs={{0,1},{1,x}}")
   rc, _, err = run(capsys, broken, "--topology=1x2x4")
-  assert rc == 2 and ":365:" in err and "source_target_pairs" in err
+  assert rc == 2 and ":368:" in err and "source_target_pairs" in err
   rc, _, err = run(capsys, FIXTURES / "ring_1x2x4.before_async.hlo", "--topology=bogus")
   assert rc == 2 and len(err.strip().splitlines()) == 1
 
