@@ -17,7 +17,7 @@ Writes into DIR:
   overlap.json  the ring compiled for two GPUs without them (deviceless, this jax's
                 XLA, the project's H200 target config), forward and forward+backward,
                 each kernel: every collective-permute's start/done and the attention
-                ops scheduled between them (hlo_tools.ring_overlap)
+                ops scheduled between them (hlo_tools.ops.ring_overlap)
 
 Kernels: `ring` = what ring attention runs per block on a GPU (cuDNN flash
 attention forward with its logsumexp; backward from the output and logsumexp);
@@ -76,12 +76,12 @@ def _kernel_step(kernel, causal, direction):
   """One kernel run as a loop step: (q, k, v, do) -> (q', k, v, do)."""
   import jax
   import jax.numpy as jnp
-  from hlo_tools import attention_kernels as ak, ring_attention as ra
+  from hlo_tools.programs import attention_kernels, ring_attention
 
   def fwd_bwd(q, k, v, do):
     if kernel == "ring":
-      out, lse = ak.cudnn_fwd(q, k, v, causal)
-      return out, ak.cudnn_bwd(q, k, v, out, lse, do, causal)[0]
+      out, lse = attention_kernels.cudnn_fwd(q, k, v, causal)
+      return out, attention_kernels.cudnn_bwd(q, k, v, out, lse, do, causal)[0]
     if kernel == "cudnn":
       f = lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=causal,
                                                        implementation="cudnn")
@@ -89,11 +89,11 @@ def _kernel_step(kernel, causal, direction):
       return out, vjp(do)[0]
     b, s = q.shape[:2]
     qg = q.reshape(b, s, KV_HEADS, HEADS // KV_HEADS, HEAD_DIM)
-    ch = ra._chunk(s, ra.DEFAULT_CHUNK)  # pylint: disable=protected-access
-    out, lse = ra._block_fwd_impl(qg, k, v, 0, 0, causal, ch, ch)  # pylint: disable=protected-access
+    ch = ring_attention._chunk(s, ring_attention.DEFAULT_CHUNK)  # pylint: disable=protected-access
+    out, lse = ring_attention._block_fwd_impl(qg, k, v, 0, 0, causal, ch, ch)  # pylint: disable=protected-access
     if direction == "fwd":
       return out.reshape(q.shape), None
-    dq, _, _ = ra._block_bwd_impl(qg, k, v, 0, 0, out, lse,  # pylint: disable=protected-access
+    dq, _, _ = ring_attention._block_bwd_impl(qg, k, v, 0, 0, out, lse,  # pylint: disable=protected-access
                                   do.reshape(qg.shape), jnp.zeros_like(lse), causal,
                                   ch, ch)
     return out.reshape(q.shape), dq.reshape(q.shape)
@@ -101,7 +101,7 @@ def _kernel_step(kernel, causal, direction):
   def step(c):
     q, k, v, do = c
     if direction == "fwd" and kernel != "blocked":
-      out = (ak.cudnn_fwd(q, k, v, causal)[0] if kernel == "ring" else
+      out = (attention_kernels.cudnn_fwd(q, k, v, causal)[0] if kernel == "ring" else
              jax.nn.dot_product_attention(q, k, v, is_causal=causal, implementation="cudnn"))
       return out.astype(q.dtype), k, v, do
     out, dq = fwd_bwd(q, k, v, do)
@@ -148,8 +148,8 @@ def _program_step(module, kernel, causal, direction):
 def program_rows(args, jax_version):
   """`ring_program_n1`: this ring (cuDNN); `prev_ring_program_n1`: the ring before it."""
   import importlib.util
-  from hlo_tools import ring_attention as ra
-  programs = [("ring_program_n1", ra, "cudnn")]
+  from hlo_tools.programs import ring_attention
+  programs = [("ring_program_n1", ring_attention, "cudnn")]
   prev = os.path.join(REPO, "gpu", "prev_ring_attention.py")
   if os.path.exists(prev):
     spec = importlib.util.spec_from_file_location("prev_ring_attention", prev)
@@ -219,21 +219,21 @@ def check(seq=4096):
   """Ring attention (cuDNN kernel) vs plain f32 attention: forward and gradients."""
   import jax
   import jax.numpy as jnp
-  from hlo_tools import attention_kernels as ak, ring_attention as ra
+  from hlo_tools.programs import attention_kernels, ring_attention
   q, k, v, _ = _inputs(seq, seed=1)
   f32 = [x.astype(jnp.float32) for x in (q, k, v)]
   result = {}
   # The reference in full f32 (no TF32), so the errors are the ring's.
   jax.config.update("jax_default_matmul_precision", "highest")
   for causal in (True, False):
-    ref_fn = lambda q, k, v, c=causal: ra.reference_attention(q, k, v, c)
-    ref = (ref_fn(*f32),) + jax.grad(lambda *a: ra._loss(ref_fn(*a)), argnums=(0, 1, 2))(*f32)  # pylint: disable=protected-access
-    mesh = ra.make_mesh(jax.devices()[:1])
-    sharded = ra.ring_attention(mesh, causal, kernel="cudnn")
+    ref_fn = lambda q, k, v, c=causal: ring_attention.reference_attention(q, k, v, c)
+    ref = (ref_fn(*f32),) + jax.grad(lambda *a: ring_attention._loss(ref_fn(*a)), argnums=(0, 1, 2))(*f32)  # pylint: disable=protected-access
+    mesh = ring_attention.make_mesh(jax.devices()[:1])
+    sharded = ring_attention.ring_attention(mesh, causal, kernel="cudnn")
     runs = {
-        "simulated_ring4_cudnn": (ra.simulated_ring(4, causal, "cudnn"),
-                                  ra.simulated_ring(4, causal, "cudnn", loss=ra._loss)),  # pylint: disable=protected-access
-        "sharded_ring1_cudnn": (sharded, jax.grad(lambda *a: ra._loss(sharded(*a)),  # pylint: disable=protected-access
+        "simulated_ring4_cudnn": (ring_attention.simulated_ring(4, causal, "cudnn"),
+                                  ring_attention.simulated_ring(4, causal, "cudnn", loss=ring_attention._loss)),  # pylint: disable=protected-access
+        "sharded_ring1_cudnn": (sharded, jax.grad(lambda *a: ring_attention._loss(sharded(*a)),  # pylint: disable=protected-access
                                                   argnums=(0, 1, 2))),
     }
     for name, (fwd, grads) in runs.items():
@@ -248,7 +248,7 @@ def check(seq=4096):
     if causal:
       scores = jnp.where(jnp.tril(jnp.ones((seq, seq), bool)), scores, -jnp.inf)
     lse_ref = jax.nn.logsumexp(scores, axis=-1)
-    lse = jax.jit(lambda q, k, v, c=causal: ak.cudnn_fwd(q, k, v, c)[1])(q, k, v)
+    lse = jax.jit(lambda q, k, v, c=causal: attention_kernels.cudnn_fwd(q, k, v, c)[1])(q, k, v)
     result[f"lse_max_abs_causal{int(causal)}"] = float(jnp.max(jnp.abs(lse - lse_ref)))
   jax.config.update("jax_default_matmul_precision", None)
   return result
@@ -259,18 +259,19 @@ def overlap(out_path):
   code = r"""
 import json, sys, jax
 from jax.experimental import topologies
-from hlo_tools import ring_attention as ra, ring_overlap
-from hlo_tools.commands.dump import DEFAULT_TARGET_CONFIG
+from hlo_tools.programs import ring_attention
+from hlo_tools.ops import ring_overlap
+from hlo_tools.ops.dump import DEFAULT_TARGET_CONFIG
 devs = topologies.get_topology_desc(platform="cuda", topology="1x1x2",
     target_config=open(DEFAULT_TARGET_CONFIG).read()).devices
-mesh = ra.make_mesh(devs)
+mesh = ring_attention.make_mesh(devs)
 res = {"jax": jax.__version__}
 for kernel in ("blocked", "cudnn"):
   for bwd in (False, True):
     key = f"{kernel}_{'fwd_bwd' if bwd else 'fwd'}"
     try:
-      c = ra.RingConfig(seq_len=32768, num_heads=32, num_kv_heads=8, backward=bwd, kernel=kernel)
-      text = jax.jit(ra.example_function(c, mesh)).lower(*ra.example_args(c, mesh)).compile().as_text()
+      c = ring_attention.RingConfig(seq_len=32768, num_heads=32, num_kv_heads=8, backward=bwd, kernel=kernel)
+      text = jax.jit(ring_attention.example_function(c, mesh)).lower(*ring_attention.example_args(c, mesh)).compile().as_text()
       res[key] = ring_overlap.permute_windows(text)
     except Exception as e:
       res[key] = f"FAILED {type(e).__name__}: {str(e)[:600]}"

@@ -5,7 +5,7 @@
                             [--directions=fwd,fwd_bwd] [--budget-s=570]
     python3 gpu/ring_e2e.py merge OUT.csv IN.csv [IN.csv ...]
 
-The program is hlo_tools/ring_attention.py (on GPUs cuDNN flash attention per
+The program is hlo_tools/programs/ring_attention.py (on GPUs cuDNN flash attention per
 block, K and V in one permute per ring step; the committed 2-GPU results of
 2026-11-30 ran the ring before that: blocked online softmax, K and V in two
 permutes): Llama-3-8B attention by default (32 query heads, 8 KV
@@ -306,8 +306,8 @@ def _init_jax(args):
 
 
 def _config(args, seq_len, direction):
-  from hlo_tools import ring_attention as ra
-  return ra.RingConfig(seq_len=seq_len, num_heads=args.num_heads,
+  from hlo_tools.programs import ring_attention
+  return ring_attention.RingConfig(seq_len=seq_len, num_heads=args.num_heads,
                        num_kv_heads=args.num_kv_heads, head_dim=args.head_dim,
                        dtype=args.dtype, causal=bool(args.causal),
                        backward=direction == "fwd_bwd", q_chunk=args.q_chunk,
@@ -317,9 +317,9 @@ def _config(args, seq_len, direction):
 def _inputs(jax, config, mesh, seed=0):
   """Random q, k, v made on their devices (no host copy of the global arrays)."""
   from jax.sharding import NamedSharding, PartitionSpec as P
-  from hlo_tools import ring_attention as ra
-  sharding = NamedSharding(mesh, P(None, ra.AXIS))
-  dtype = ra.DTYPES[config.dtype]
+  from hlo_tools.programs import ring_attention
+  sharding = NamedSharding(mesh, P(None, ring_attention.AXIS))
+  dtype = ring_attention.DTYPES[config.dtype]
   keys = jax.random.split(jax.random.key(seed), 3)
   return [jax.jit(lambda k, s=s: jax.random.normal(k, s, dtype), out_shardings=sharding)(key)
           for key, s in zip(keys, config.shapes())]
@@ -334,9 +334,9 @@ def _check(jax, args, mesh, direction):
   """max|ring - plain| / max|plain| per output, plain attention in f32."""
   import jax.numpy as jnp
   from jax.sharding import NamedSharding, PartitionSpec as P
-  from hlo_tools import ring_attention as ra
+  from hlo_tools.programs import ring_attention
   config = _config(args, args.check_len, direction)
-  ring, ref = ra.example_function(config, mesh), ra.reference_function(config)
+  ring, ref = ring_attention.example_function(config, mesh), ring_attention.reference_function(config)
 
   def errors(q, k, v):
     got = jax.tree.leaves(ring(q, k, v))
@@ -352,13 +352,13 @@ def _check(jax, args, mesh, direction):
 
 
 def _run_item(jax, args, mesh, seq_len, direction, events, dump_hlo, hook=None):
-  from hlo_tools import ring_attention as ra
+  from hlo_tools.programs import ring_attention
   seen = len(hook.decisions) if hook is not None else 0
   config = _config(args, seq_len, direction)
   config.validate(mesh.size)
   inputs = _inputs(jax, config, mesh)
   t0 = time.perf_counter()
-  compiled = jax.jit(ra.example_function(config, mesh)).lower(*inputs).compile()
+  compiled = jax.jit(ring_attention.example_function(config, mesh)).lower(*inputs).compile()
   compile_s = time.perf_counter() - t0
   text = compiled.as_text()
   if dump_hlo:
@@ -390,7 +390,7 @@ def worker(args):
   events = Events(os.path.join(mode_dir, f"events_rank{args.rank}.jsonl"))
   try:
     jax = _init_jax(args)
-    from hlo_tools import ring_attention as ra
+    from hlo_tools.programs import ring_attention
     hook = None
     if args.mode == "pass" and not args.route:
       from hlo_tools import jax_hook
@@ -400,7 +400,7 @@ def worker(args):
                               report=os.path.join(mode_dir, f"hook_rank{args.rank}.json"),
                               cost_table=args.cost_table)
     import jaxlib
-    mesh = ra.make_mesh(jax.devices())
+    mesh = ring_attention.make_mesh(jax.devices())
     events.emit(event="ready", route=args.route, jax=jax.__version__, jaxlib=jaxlib.__version__,
                 python=sys.version.split()[0], xla_flags=os.environ.get("XLA_FLAGS", ""),
                 devices=[f"{d.platform}:{d.id}:{getattr(d, 'device_kind', '')}"
@@ -452,20 +452,20 @@ def probe(args):
       return 0
     from hlo_tools import hlo_text, jax_hook
     from hlo_tools.model import collectives
-    from hlo_tools import ring_attention as ra
+    from hlo_tools.programs import ring_attention
     try:
-      sel = jax_hook.load_selection()
+      sel = jax_hook.import_selection()
     except ImportError as e:
       events.emit(event="core_error", error=f"core binding not importable: {e}")
       return 0
     topo, table = sel.parse_topology(args.topology), sel.load_cost_table(args.cost_table)
-    mesh = ra.make_mesh(jax.devices()[:args.num_procs])
+    mesh = ring_attention.make_mesh(jax.devices()[:args.num_procs])
     for item in args.items.split(";"):
       seq_len, direction = int(item.split(",")[0]), item.split(",")[1]
       config = _config(args, seq_len, direction)
       config.validate(mesh.size)
-      text = jax.jit(ra.example_function(config, mesh)).lower(
-          *ra.example_args(config, mesh)).compile().as_text()
+      text = jax.jit(ring_attention.example_function(config, mesh)).lower(
+          *ring_attention.example_args(config, mesh)).compile().as_text()
       decisions = []
       module = hlo_text.parse_hlo_text(text)
       for p in collectives.collective_permutes(module):

@@ -13,7 +13,7 @@ accumulators). The permute's time per step comes from the selection core (the
 C++ core the pass runs) with the mode's cost table: the slowest edge of the
 ring, for a forced backend, or the core's own decision (`pass`). The compiled
 ring starts the permute before the step's attention and ends it after
-(hlo_tools.ring_overlap on the compiled modules), so a step takes
+(hlo_tools.ops.ring_overlap on the compiled modules), so a step takes
 max(compute, permute); the backward's last hand-off of the gradients is exposed.
 Causal: step 0 is the diagonal block, every later step has a device computing a
 full block (the critical device), and the ring waits for it.

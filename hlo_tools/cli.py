@@ -13,7 +13,7 @@ from hlo_tools.ops import outdir
 # that reading HLO never pays for importing jax.
 COMMANDS = {
     "dump": "hlo_tools.commands.dump",
-    "parse": "hlo_tools.hlo_parse_cli",
+    "parse": "hlo_tools.commands.parse",
     "explain": "hlo_tools.commands.explain",
     "verify": "hlo_tools.commands.verify",
     "diff": "hlo_tools.commands.diff",

@@ -17,9 +17,6 @@ Small on purpose; the whole API:
     print_error(text)                one_line(text) on stderr
     write_atomic(path, data)         writes str or bytes so that readers see the old
                                      file or the new one, never a part
-    run_main(main, argv) -> int      calls main(argv); a closed stdout (`| head`)
-                                     ends the command quietly with 141, as SIGPIPE
-                                     ends other Unix tools
 
 Why a bound on every read: /dev/zero, a FIFO or a pipe has no size to check
 before reading, so a plain f.read() grows without end.
@@ -32,7 +29,7 @@ import sys
 import tempfile
 
 __all__ = ["DEFAULT_MAX_INPUT_BYTES", "MAX_MESSAGE_CHARS", "InputReadError", "add_max_input_bytes",
-           "read_input", "one_line", "print_error", "run_main"]
+           "read_input", "one_line", "print_error", "write_atomic"]
 
 # The reader holds about 8 bytes of memory per byte of text (docs/reliability.md).
 DEFAULT_MAX_INPUT_BYTES = 1 << 30
@@ -42,7 +39,6 @@ DEFAULT_MAX_INPUT_BYTES = 1 << 30
 MAX_MESSAGE_CHARS = 600
 _CUT_SLACK = 32
 _CHUNK = 1 << 20
-_EXIT_SIGPIPE = 128 + 13
 
 
 class InputReadError(ValueError):
@@ -127,24 +123,6 @@ def one_line(text, limit=MAX_MESSAGE_CHARS):
 def print_error(text):
   """Prints one_line(text) on stderr."""
   print(one_line(text), file=sys.stderr)
-
-
-def run_main(main, argv):
-  """main(argv), except that a reader who closed stdout early ends us quietly (141)."""
-  try:
-    code = main(argv)
-    sys.stdout.flush()
-    return code
-  except BrokenPipeError:
-    # Python would report the pipe again when flushing stdout at exit: point the
-    # descriptor at /dev/null first.
-    try:
-      devnull = os.open(os.devnull, os.O_WRONLY)
-      os.dup2(devnull, sys.stdout.fileno())
-      os.close(devnull)
-    except (OSError, ValueError):
-      pass
-    return _EXIT_SIGPIPE
 
 
 def write_atomic(path, data):

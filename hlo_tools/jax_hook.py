@@ -58,7 +58,7 @@ _INSTALLED = {}
 # ---------------------------------------------------------------------------
 # Core access
 
-def load_selection():
+def import_selection():
   """hlo_tools.selection, looking also in carried binding folders."""
   try:
     from hlo_tools import selection
@@ -331,7 +331,7 @@ def install(topology, backends=("nccl", "peer"), cost_table=None, report=None,
     raise HookError(f"jax {jax.__version__} has no "
                     "jax.extend.xla.register_hlo_module_transformation "
                     "(needs jax >= 0.10.2)") from None
-  selection = load_selection()
+  selection = import_selection()
   if isinstance(topology, str):
     import jax
     topology = with_process_layout(topology, len(jax.local_devices()),

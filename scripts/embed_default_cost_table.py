@@ -15,7 +15,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from hlo_tools import calibrate  # noqa: E402  (after the path set-up)
+from hlo_tools.ops.heuristics import calibrate  # noqa: E402  (after the path set-up)
 
 SOURCE = os.path.join(ROOT, "xla_src/xla/backends/gpu/transforms/collectives/"
                       "nvshmem_cost_table.cc")

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from hlo_tools import calibrate
+from hlo_tools.ops.heuristics import calibrate
 from hlo_tools import cli
 from hlo_tools import selection
 from hlo_tools.ops.heuristics import HeuristicsError

@@ -120,7 +120,7 @@ def test_cpu_dump_writes_manifest_and_stages(tmp_path):
 
 def test_user_function_dumps_with_one_mesh_axis(tmp_path):
   out = tmp_path / "shift"
-  proc = run_dump("hlo_tools.ring_attention:neighbour_shift", "--topology=1x2x4",
+  proc = run_dump("hlo_tools.programs.ring_attention:neighbour_shift", "--topology=1x2x4",
                   "--arg=1,256,2,16:bf16:None,cp", "--out_spec=None,cp", f"--out={out}")
   assert proc.returncode == 0, proc.stderr
   text = (out / "after_optimizations.hlo").read_text()

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hlo_tools import calibrate
+from hlo_tools.ops.heuristics import calibrate
 from hlo_tools import cli
 from hlo_tools.commands import heuristics
 from hlo_tools.ops.heuristics import sweep

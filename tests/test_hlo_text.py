@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import reader_golden
-from hlo_tools import hlo_parse_cli, hlo_text
+from hlo_tools import cli, hlo_text
 from hlo_tools.hlo_text import (OPCODES, HloParseError, parse_hlo_file, parse_hlo_text,
                                 parse_shape)
 
@@ -406,19 +406,19 @@ def test_mutations_raise_only_hlo_parse_error(data):
 def test_cli(capsys, tmp_path):
   if not H200_HLO.exists():
     pytest.skip(f"{H200_HLO} not present")
-  assert hlo_parse_cli.main(["hlo-tools parse", str(H200_HLO)]) == 0
+  assert cli.main(["parse", str(H200_HLO)]) == 0
   out = capsys.readouterr().out
   assert "5 computations, 24 instructions" in out
   assert re.search(r"start-done %collective-permute-start .*trip count 4", out)
-  assert hlo_parse_cli.main(["hlo-tools parse", str(H200_HLO), "--json"]) == 0
+  assert cli.main(["parse", str(H200_HLO), "--json"]) == 0
   summary = json.loads(capsys.readouterr().out)
   assert summary["collective_permutes"][0]["pairs"] == [[0, 0]]
   bad = tmp_path / "bad.hlo"
   bad.write_text("HloModule m\nENTRY %e {\n  ROOT %r = f32[] bogus()\n}\n")
-  assert hlo_parse_cli.main(["hlo-tools parse", str(bad)]) == 2
+  assert cli.main(["parse", str(bad)]) == 2
   err = capsys.readouterr().err
   assert err == f"{bad}:3:19: unknown opcode 'bogus'\n"
-  assert hlo_parse_cli.main(["hlo-tools parse", str(tmp_path / "missing.hlo")]) == 2
+  assert cli.main(["parse", str(tmp_path / "missing.hlo")]) == 2
   err = capsys.readouterr().err
   assert err.count("\n") == 1 and "missing.hlo" in err
 
@@ -435,7 +435,7 @@ def test_cli_dispatch_subprocess():
 def test_bench_parse_reports_both_parsers():
   if not H200_HLO.exists():
     pytest.skip(f"{H200_HLO} not present")
-  from hlo_tools.commands.bench.reader import bench_parse  # pylint: disable=import-outside-toplevel
+  from hlo_tools.ops.bench.reader import bench_parse  # pylint: disable=import-outside-toplevel
   r = bench_parse(H200_HLO.read_text(), runs=3)
   assert r["ours_s"] > 0 and r["jaxlib_s"] > 0 and r["ratio"] > 0
 

@@ -26,7 +26,7 @@ def _permute_lines(text):
 
 @pytest.fixture(scope="module")
 def core():
-  sel = jax_hook.load_selection()
+  sel = jax_hook.import_selection()
   return sel, sel.load_cost_table()
 
 
@@ -104,7 +104,8 @@ import json, sys
 import jax, jax.numpy as jnp
 from jax import lax
 from jax.sharding import PartitionSpec as P
-from hlo_tools import jax_hook, ring_attention as ra
+from hlo_tools import jax_hook
+from hlo_tools.programs import ring_attention
 hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), platforms=("cpu",),
                         report=sys.argv[1], cost_table=sys.argv[2])
 try:  # a second install must not stack a second transformation
@@ -112,7 +113,7 @@ try:  # a second install must not stack a second transformation
   twice = None
 except jax_hook.HookError as e:
   twice = str(e)
-mesh = ra.make_mesh(jax.devices()[:2])
+mesh = ring_attention.make_mesh(jax.devices()[:2])
 f = jax.jit(jax.shard_map(lambda x: lax.ppermute(x, "cp", [(0, 1), (1, 0)]) * 2,
                           mesh=mesh, in_specs=P("cp"), out_specs=P("cp")))
 x = jnp.arange(1 << 20, dtype=jnp.float32)

@@ -5,7 +5,6 @@ Budget: about a minute on 2 cores (driver runs go two at a time)."""
 
 import concurrent.futures
 import hashlib
-import io
 import json
 import os
 import random
@@ -19,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import FIXTURES, NVSHMEM_OPT, ROOT, run_nvshmem_opt
-from hlo_tools import hlo_parse_cli, hlo_text
+from hlo_tools import cli, hlo_text
+from hlo_tools.commands import parse
 from hlo_tools.hlo_text import HloParseError
 
 FIXTURE_PATHS = sorted(FIXTURES.glob("*.hlo"))
@@ -88,7 +88,7 @@ def test_reader_never_raises_anything_but_parse_error(text):
     _check_parse_error(e, "m.hlo")
     return
   # What parses must also summarise (properties read lazily: ints, pairs, JSON).
-  hlo_parse_cli._text(hlo_parse_cli.summarize(module))
+  parse._text(parse.summarize(module))
 
 
 @settings(max_examples=60, deadline=None, derandomize=True,
@@ -101,7 +101,7 @@ def test_parse_cli_exits_0_or_2(text, as_bytes, tmp_path, capsys):
   if as_bytes:  # also invalid UTF-8
     data = data.replace(b"\xc3\xa9", b"\xc3")
   path.write_bytes(data)
-  code = hlo_parse_cli.main(["hlo-tools parse", str(path), "--json"])
+  code = cli.main(["parse", str(path), "--json"])
   err = capsys.readouterr().err
   assert code in (0, 2)
   if code == 2:
@@ -397,7 +397,7 @@ def test_size_limits(tmp_path):
   assert _run(source, "--topology=1x2x4", "--max-input-bytes=0").returncode == 2
   with pytest.raises(HloParseError, match=r":1:1: input is \d+ bytes, over the limit of 10$"):
     hlo_text.parse_hlo_file(source, max_bytes=10)
-  assert hlo_parse_cli.main(["hlo-tools parse", str(source), "--max-input-bytes=10"]) == 2
+  assert cli.main(["parse", str(source), "--max-input-bytes=10"]) == 2
 
 
 # --------------------------------------------------------------------------------------

@@ -46,32 +46,32 @@ def _compare(cases):
   import jax
   import jax.numpy as jnp
   import numpy as np
-  from hlo_tools import ring_attention as ra
+  from hlo_tools.programs import ring_attention
   assert len(jax.devices()) == 8, jax.devices()
-  mesh = ra.make_mesh(jax.devices())
+  mesh = ring_attention.make_mesh(jax.devices())
   results = []
   for causal, backward, dtype, _, (q_chunk, k_chunk) in cases:
     # seq 256 over 8 devices: blocks of 32; 4 q heads sharing 2 kv heads (GQA).
-    config = ra.RingConfig(seq_len=256, num_heads=4, num_kv_heads=2, head_dim=32,
+    config = ring_attention.RingConfig(seq_len=256, num_heads=4, num_kv_heads=2, head_dim=32,
                            dtype=dtype, causal=causal, backward=backward, batch=2,
                            q_chunk=q_chunk, k_chunk=k_chunk)
     rng = np.random.default_rng(0)
-    args = [jnp.asarray(rng.standard_normal(s), ra.DTYPES[dtype]) for s in config.shapes()]
-    got = jax.jit(ra.example_function(config, mesh))(*args)
+    args = [jnp.asarray(rng.standard_normal(s), ring_attention.DTYPES[dtype]) for s in config.shapes()]
+    got = jax.jit(ring_attention.example_function(config, mesh))(*args)
     # The reference runs in f32 so that bf16 cases measure the ring's error only.
-    ref = jax.jit(ra.reference_function(config))(*[a.astype(jnp.float32) for a in args])
+    ref = jax.jit(ring_attention.reference_function(config))(*[a.astype(jnp.float32) for a in args])
     errors = []
     for g, r in zip(jax.tree.leaves(got), jax.tree.leaves(ref)):
       assert g.shape == r.shape, (g.shape, r.shape)
       g, r = np.asarray(g, np.float32), np.asarray(r, np.float32)
       errors.append(float(np.max(np.abs(g - r)) / np.max(np.abs(r))))
     results.append(errors)
-  return {"errors": results, "score_shapes": _score_shapes(ra, mesh),
-          "kernel": ra.attention_kernels.resolve("auto", jnp.bfloat16, 128),
-          "simulated": _simulated_errors(ra), "two_axes": _two_axis_errors(ra)}
+  return {"errors": results, "score_shapes": _score_shapes(ring_attention, mesh),
+          "kernel": ring_attention.attention_kernels.resolve("auto", jnp.bfloat16, 128),
+          "simulated": _simulated_errors(ring_attention), "two_axes": _two_axis_errors(ring_attention)}
 
 
-def _two_axis_errors(ra):
+def _two_axis_errors(ring_attention):
   """The ring over cp inside a cp x tp shard_map (heads split over tp), shard_map's
   type checks on: output and gradients vs the reference."""
   import jax
@@ -80,49 +80,49 @@ def _two_axis_errors(ra):
   from jax.sharding import Mesh, PartitionSpec as P
   mesh = Mesh(np.asarray(jax.devices()).reshape(4, 2), ("cp", "tp"))
   spec = P(None, "cp", "tp")
-  attn = jax.shard_map(lambda q, k, v: ra.ring_attention_shard(
+  attn = jax.shard_map(lambda q, k, v: ring_attention.ring_attention_shard(
       q, k, v, causal=True, axis_name="cp", q_chunk=8, k_chunk=8),
                        mesh=mesh, in_specs=(spec,) * 3, out_specs=spec)
   rng = np.random.default_rng(2)
   args = [jnp.asarray(rng.standard_normal(s), jnp.float32)
           for s in ((1, 64, 4, 16), (1, 64, 2, 16), (1, 64, 2, 16))]
   got = (jax.jit(attn)(*args),) + jax.jit(jax.grad(
-      lambda *a: ra._loss(attn(*a)), argnums=(0, 1, 2)))(*args)
-  ref = (ra.reference_attention(*args, True),) + jax.grad(
-      lambda *a: ra._loss(ra.reference_attention(*a, True)), argnums=(0, 1, 2))(*args)
+      lambda *a: ring_attention._loss(attn(*a)), argnums=(0, 1, 2)))(*args)
+  ref = (ring_attention.reference_attention(*args, True),) + jax.grad(
+      lambda *a: ring_attention._loss(ring_attention.reference_attention(*a, True)), argnums=(0, 1, 2))(*args)
   return [float(np.max(np.abs(np.asarray(g) - np.asarray(r))) / np.max(np.abs(np.asarray(r))))
           for g, r in zip(got, ref)]
 
 
-def _simulated_errors(ra):
+def _simulated_errors(ring_attention):
   """The ring of 4 blocks on one device (vmap): output and gradients vs the reference."""
   import jax
   import jax.numpy as jnp
   import numpy as np
-  config = ra.RingConfig(seq_len=128, num_heads=4, num_kv_heads=2, head_dim=16,
+  config = ring_attention.RingConfig(seq_len=128, num_heads=4, num_kv_heads=2, head_dim=16,
                          dtype="f32", causal=True)
   rng = np.random.default_rng(1)
   args = [jnp.asarray(rng.standard_normal(s), jnp.float32) for s in config.shapes()]
-  got = (ra.simulated_ring(4, True, q_chunk=8, k_chunk=16)(*args),) + ra.simulated_ring(
-      4, True, loss=ra._loss, q_chunk=8, k_chunk=16)(*args)
-  ref = (ra.reference_attention(*args, True),) + jax.grad(
-      lambda q, k, v: ra._loss(ra.reference_attention(q, k, v, True)), argnums=(0, 1, 2))(*args)
+  got = (ring_attention.simulated_ring(4, True, q_chunk=8, k_chunk=16)(*args),) + ring_attention.simulated_ring(
+      4, True, loss=ring_attention._loss, q_chunk=8, k_chunk=16)(*args)
+  ref = (ring_attention.reference_attention(*args, True),) + jax.grad(
+      lambda q, k, v: ring_attention._loss(ring_attention.reference_attention(q, k, v, True)), argnums=(0, 1, 2))(*args)
   return [float(np.max(np.abs(np.asarray(g) - np.asarray(r))) / np.max(np.abs(np.asarray(r))))
           for g, r in zip(got, ref)]
 
 
-def _score_shapes(ra, mesh):
+def _score_shapes(ring_attention, mesh):
   """Shapes in a compiled forward+backward that hold a whole block's scores.
 
   Blocks of 128 tokens, chunks of 16 x 32, head_dim 8: a dimension pair
   "128,128" can only be a block x block score matrix.
   """
   import re
-  config = ra.RingConfig(seq_len=1024, num_heads=4, num_kv_heads=2, head_dim=8,
+  config = ring_attention.RingConfig(seq_len=1024, num_heads=4, num_kv_heads=2, head_dim=8,
                          dtype="f32", causal=True, backward=True, q_chunk=16,
                          k_chunk=32)
-  fn = __import__("jax").jit(ra.example_function(config, mesh))
-  text = fn.lower(*ra.example_args(config, mesh)).compile().as_text()
+  fn = __import__("jax").jit(ring_attention.example_function(config, mesh))
+  text = fn.lower(*ring_attention.example_args(config, mesh)).compile().as_text()
   chunked = bool(re.search(r"\[[\d,]*\b16,32\]", text))
   return {"full": sorted(set(re.findall(r"\w+\[[\d,]*\b128,128\b[\d,]*\]", text))),
           "chunked": chunked}
@@ -176,7 +176,7 @@ def test_ring_runs_inside_a_two_axis_shard_map(child):
 
 def test_kernel_choice_rejects_what_cudnn_cannot_run():
   import jax.numpy as jnp
-  from hlo_tools import attention_kernels
+  from hlo_tools.programs import attention_kernels
   with pytest.raises(ValueError, match="bf16/f16"):
     attention_kernels.resolve("cudnn", jnp.float32, 128)
   with pytest.raises(ValueError, match="not in"):
@@ -188,17 +188,18 @@ def _overlap_child():
   """Deviceless compile of the 2-GPU ring (forward, forward+backward); permute windows."""
   import jax
   from jax.experimental import topologies
-  from hlo_tools import ring_attention as ra, ring_overlap
-  from hlo_tools.commands.dump import DEFAULT_TARGET_CONFIG
+  from hlo_tools.programs import ring_attention
+  from hlo_tools.ops import ring_overlap
+  from hlo_tools.ops.dump import DEFAULT_TARGET_CONFIG
   with open(DEFAULT_TARGET_CONFIG, encoding="utf-8") as f:
     devices = topologies.get_topology_desc(platform="cuda", topology="1x1x2",
                                            target_config=f.read()).devices
-  mesh = ra.make_mesh(devices)
+  mesh = ring_attention.make_mesh(devices)
   result = {"jax": jax.__version__}
   for backward in (False, True):
-    config = ra.RingConfig(seq_len=32768, num_heads=32, num_kv_heads=8, backward=backward)
-    fn = jax.jit(ra.example_function(config, mesh))
-    text = fn.lower(*ra.example_args(config, mesh)).compile().as_text()
+    config = ring_attention.RingConfig(seq_len=32768, num_heads=32, num_kv_heads=8, backward=backward)
+    fn = jax.jit(ring_attention.example_function(config, mesh))
+    text = fn.lower(*ring_attention.example_args(config, mesh)).compile().as_text()
     result["fwd_bwd" if backward else "fwd"] = ring_overlap.permute_windows(text)
   return result
 
@@ -231,7 +232,7 @@ def test_ring_step_permutes_overlap_attention(overlap, direction):
 
 
 def test_config_validation():
-  from hlo_tools.ring_attention import RingConfig
+  from hlo_tools.programs.ring_attention import RingConfig
   with pytest.raises(ValueError, match="num_kv_heads"):
     RingConfig(num_heads=6, num_kv_heads=4).validate(8)
   with pytest.raises(ValueError, match="divisible"):
@@ -251,7 +252,7 @@ FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 
 
 def test_overlap_reader_reports_a_synchronous_permute_as_not_overlapped():
-  from hlo_tools import ring_overlap
+  from hlo_tools.ops import ring_overlap
   with open(os.path.join(FIXTURES, "ring_1x1x8.before_async.hlo"), encoding="utf-8") as f:
     windows = ring_overlap.permute_windows(f.read())
   assert windows and all(w["synchronous"] and w["attention_between"] == 0 for w in windows)
@@ -263,7 +264,7 @@ def test_overlap_reader_reports_a_synchronous_permute_as_not_overlapped():
 
 def test_overlap_reader_cli_names_an_unreadable_file(tmp_path):
   missing = tmp_path / "none.hlo"
-  proc = subprocess.run([sys.executable, "-m", "hlo_tools.ring_overlap", str(missing)],
+  proc = subprocess.run([sys.executable, "-m", "hlo_tools.ops.ring_overlap", str(missing)],
                         capture_output=True, text=True, timeout=60, check=False,
                         env=dict(os.environ, PYTHONPATH=ROOT))
   assert proc.returncode == 2

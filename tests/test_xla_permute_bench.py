@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from hlo_tools import calibrate
+from hlo_tools.ops.heuristics import calibrate
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "gpu" / "results"

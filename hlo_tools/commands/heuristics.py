@@ -112,7 +112,7 @@ def _check_pass(argv):
 
 
 def _calibrate(argv):
-  from hlo_tools import calibrate  # pylint: disable=import-outside-toplevel
+  from hlo_tools.ops.heuristics import calibrate  # pylint: disable=import-outside-toplevel
   p = argparse.ArgumentParser(prog=argv[0], description=calibrate.__doc__.split("\n\n")[0])
   p.add_argument("csv", help="measured times: backend,link_class,bytes,seconds"
                  "[,operands,step_s,baseline_s,...]")

@@ -191,7 +191,7 @@ def _user_function(source, mesh):
   import jax
   import jax.numpy as jnp
   from jax.sharding import NamedSharding
-  from hlo_tools import ring_attention
+  from hlo_tools.programs import ring_attention
   module_name, _, fn_name = source["function"].partition(":")
   try:
     fn = getattr(importlib.import_module(module_name), fn_name)
@@ -214,7 +214,7 @@ def _user_function(source, mesh):
 
 def _program(source, mesh):
   """The function and abstract arguments of a built-in program or module:function."""
-  from hlo_tools import ring_attention
+  from hlo_tools.programs import ring_attention
   if source["kind"] == "ring":
     config = ring_attention.RingConfig(**source["config"])
     config.validate(mesh.size)

@@ -5,7 +5,7 @@ decoder layers (RMSNorm, grouped-query attention with rotary positions, a SwiGLU
 MLP) under `jax.shard_map` over a 2-D mesh (`cp`, `tp`):
 
 * context parallelism over `cp`: every device holds a block of the sequence, and
-  attention is `hlo_tools.ring_attention`'s ring (K and V rotate with one
+  attention is `hlo_tools.programs.ring_attention`'s ring (K and V rotate with one
   collective-permute per step, in a loop; the backward pass runs the ring again
   for their gradients);
 * tensor parallelism over `tp`, Megatron-style: the Q/K/V and gate/up projections
@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from hlo_tools import ring_attention
+from hlo_tools.programs import ring_attention
 
 CP, TP = "cp", "tp"
 DTYPES = ring_attention.DTYPES

@@ -10,7 +10,7 @@ import tempfile
 import time
 
 from hlo_tools.ops.bench import programs
-from hlo_tools.commands.bench import reader
+from hlo_tools.ops.bench import reader
 
 GOALS = {"P1": 0.005, "P2": 2.0, "P3": 2.0}
 FULL = {"layers": 32, "seq_len": 8192, "ring_layers": 2400, "ring_small": 240, "runs": 5}

@@ -3,7 +3,7 @@
 Two programs:
   llama  a Llama-3-8B-shaped transformer layer stack (hidden 4096, 32 query heads,
          8 K/V heads, head dim 128, MLP 14336, bf16) whose attention is the ring of
-         hlo_tools.ring_attention over CP=8, loss gradients (forward and backward)
+         hlo_tools.programs.ring_attention over CP=8, loss gradients (forward and backward)
          w.r.t. the input and every weight; `num_layers` layers, unrolled.
   ring   an unrolled ring of ppermute + matmul steps (bench_reader's generator):
          cheap to compile, so it scales to big modules for the reader and diff.
@@ -54,7 +54,7 @@ def llama_function(config, mesh):
   """Global (weights, x) -> (d weights, d x) of a sum-of-squares loss over the stack."""
   import jax  # pylint: disable=import-outside-toplevel
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-  from hlo_tools import ring_attention  # pylint: disable=import-outside-toplevel
+  from hlo_tools.programs import ring_attention  # pylint: disable=import-outside-toplevel
   attn = ring_attention.ring_attention(mesh, causal=True)
   b, s = config.batch, config.seq_len
   h, kvh, d = config.num_heads, config.num_kv_heads, config.head_dim
@@ -79,7 +79,7 @@ def llama_args(config, mesh):
   """Abstract arguments: replicated weights, activations sharded along the sequence."""
   import jax  # pylint: disable=import-outside-toplevel
   from jax.sharding import NamedSharding, PartitionSpec as P  # pylint: disable=import-outside-toplevel
-  from hlo_tools import ring_attention  # pylint: disable=import-outside-toplevel
+  from hlo_tools.programs import ring_attention  # pylint: disable=import-outside-toplevel
   dt = ring_attention.DTYPES[config.dtype]
   rep = NamedSharding(mesh, P())
   hd, kvd = config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim
@@ -127,7 +127,7 @@ def ring_args(mesh):
 
 def _build(program):
   """(function, args) for a program spec {"name": "llama"|"ring", ...}."""
-  from hlo_tools import ring_attention  # pylint: disable=import-outside-toplevel
+  from hlo_tools.programs import ring_attention  # pylint: disable=import-outside-toplevel
   target = dump.Target(topology=program.get("topology", TOPOLOGY))
   mesh = ring_attention.make_mesh(dump._devices(target))  # pylint: disable=protected-access
   if program["name"] == "llama":

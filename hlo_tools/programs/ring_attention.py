@@ -17,7 +17,7 @@ accumulators in one buffer per step; one last permute returns each block's
 gradient to its owner.
 
 The per-block kernel (`kernel=`): `cudnn` is cuDNN's fused flash attention
-(hlo_tools.attention_kernels); `blocked` is the memory-efficient online softmax
+(hlo_tools.programs.attention_kernels); `blocked` is the memory-efficient online softmax
 below, which runs everywhere: it walks query and key chunks with a running max
 and sum, never building a block's whole score matrix, and skips causal chunks
 that lie wholly in the future (dynamic loop bounds). `auto` takes cuDNN on a GPU
@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from hlo_tools import attention_kernels
+from hlo_tools.programs import attention_kernels
 
 AXIS = "cp"
 
@@ -519,7 +519,7 @@ def reference_function(config):
 def neighbour_shift(x):
   """Non-cyclic shift (device i -> i+1, the last sends nowhere): a permute that is no ring.
 
-  Per-shard function for `hlo-tools dump hlo_tools.ring_attention:neighbour_shift`.
+  Per-shard function for `hlo-tools dump hlo_tools.programs.ring_attention:neighbour_shift`.
   """
   n = lax.axis_size(AXIS)
   return lax.ppermute(x, AXIS, [(j, j + 1) for j in range(n - 1)]) * 2

@@ -7,7 +7,7 @@ them: a cuDNN fused-attention custom-call, a conditional (the ring's causal
 switch around the kernel) or a while loop (the blocked kernel's chunk loops).
 A synchronous `collective-permute` overlaps nothing.
 
-    python -m hlo_tools.ring_overlap MODULE.txt     # one JSON line per permute
+    python -m hlo_tools.ops.ring_overlap MODULE.txt     # one JSON line per permute
 """
 
 import json
@@ -70,7 +70,7 @@ def permute_windows(text):
 
 def main(argv):
   if len(argv) != 1:
-    print("usage: python -m hlo_tools.ring_overlap MODULE.txt", file=sys.stderr)
+    print("usage: python -m hlo_tools.ops.ring_overlap MODULE.txt", file=sys.stderr)
     return 2
   try:
     with open(argv[0], encoding="utf-8") as f:

@@ -3,7 +3,6 @@
 import argparse
 import dataclasses
 import json
-import sys
 
 from hlo_tools import cli_io
 from hlo_tools.model.collectives import collective_permutes
@@ -57,14 +56,10 @@ def main(argv):
   try:
     data = cli_io.read_input(args.file, args.max_input_bytes)
     module = parse_hlo_text(data, args.file)
-    require_entry(module, data.decode("utf-8", "replace"), args.file)
-    summary = summarize(module)
-  except (HloParseError, cli_io.InputReadError, InputError) as e:
-    cli_io.print_error(e)
-    return 2
+  except (HloParseError, cli_io.InputReadError) as e:
+    raise InputError(str(e)) from None
+  require_entry(module, data.decode("utf-8", "replace"), args.file)
+  summary = summarize(module)
   print(json.dumps(summary, indent=1) if args.json else _text(summary))
   return 0
 
-
-if __name__ == "__main__":
-  sys.exit(cli_io.run_main(main, ["hlo-tools parse"] + sys.argv[1:]))

@@ -38,7 +38,6 @@ import io
 import math
 import os
 import statistics
-import textwrap
 
 from hlo_tools import cli_io
 from hlo_tools import selection
@@ -662,24 +661,18 @@ DEFAULT_PAIRS = (("nccl", "nvlink"), ("nvshmem", "nvlink"))
 
 
 def default_block(table_text, source_name):
-  """The C++ block (markers included) for a calibrated table's text: its
-  provenance as comments, and its link, point and sm_interference lines of
-  nccl and nvshmem on NVLink in the cost-table format."""
-  provenance, entries, header = [], [], True
+  """The C++ block (markers included) for a calibrated table's text: its link,
+  point and sm_interference lines of nccl and nvshmem on NVLink in the
+  cost-table format. The provenance stays in the table's file (`source_name`),
+  out of the upstream source."""
+  del source_name
+  entries = []
   for line in table_text.splitlines():
     words = line.split("#", 1)[0].split()
-    header = header and not words  # The comments before the first entry.
-    if not words:
-      if header and line.startswith("# ") and "without a '# fit'" not in line:
-        provenance.append(line[2:])
-      continue
-    if ((words[0] in ("link", "point") and tuple(words[1:3]) in DEFAULT_PAIRS) or
-        (words[0] == "sm_interference" and words[1] in ("nccl", "nvshmem"))):
+    if words and ((words[0] in ("link", "point") and tuple(words[1:3]) in DEFAULT_PAIRS) or
+                  (words[0] == "sm_interference" and words[1] in ("nccl", "nvshmem"))):
       entries.append(" ".join(words))
-  comments = [f"// Generated from {source_name}; provenance:"]
-  for text in provenance:
-    comments += ["//   " + l for l in textwrap.wrap(text, 74,
-                                                   subsequent_indent="  ")]
+  comments = []
   return "\n".join([DEFAULT_BLOCK_BEGIN] + comments +
                    ['constexpr char kMeasuredNvlinkTable[] = R"table('] + entries +
                    [')table";', DEFAULT_BLOCK_END]) + "\n"
