@@ -1,5 +1,6 @@
-// Python bindings of the backend-selection core, so hlo_tools asks the very
-// same code the XLA pass runs. Errors become ValueError with the core's
+// Python bindings of the backend selection (the project's layer over the
+// core, extensions/backends.h), so hlo_tools asks the very same code the XLA
+// pass and nvshmem-opt run. Errors become ValueError with the core's
 // one-line message.
 
 #include <pybind11/pybind11.h>
@@ -13,10 +14,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "extensions/backends.h"
 
 namespace py = pybind11;
-namespace sel = xla::gpu::nvshmem_selection;
+namespace sel = nvshmem_ext;
 
 namespace {
 
@@ -111,18 +112,18 @@ void BindCostTable(py::module_& m) {
       .def("__str__", &sel::CostTableToString)
       // Setters keep the ranges ParseCostTable enforces.
       .def_property(
-          "margin", [](const sel::CostTable& t) { return t.margin; },
+          "margin", [](const sel::CostTable& t) { return t.core.margin; },
           [](sel::CostTable& t, double v) {
             if (!(v >= 0 && v < 1))
               throw py::value_error("margin must be in [0, 1)");
-            t.margin = v;
+            t.core.margin = v;
           })
       .def_property(
           "nvshmem_max_bytes",
-          [](const sel::CostTable& t) { return t.nvshmem_max_bytes; },
+          [](const sel::CostTable& t) { return t.core.nvshmem_max_bytes; },
           [](sel::CostTable& t, int64_t v) {
             if (v < 0) throw py::value_error("nvshmem_max_bytes must be >= 0");
-            t.nvshmem_max_bytes = v;
+            t.core.nvshmem_max_bytes = v;
           })
       .def("link",
            [](const sel::CostTable& t, const std::string& backend,
@@ -152,7 +153,7 @@ void BindCostTable(py::module_& m) {
       .def(
           "sm_interference",
           [](const sel::CostTable& t, const std::string& backend) {
-            return t.sm_interference[static_cast<int>(BackendOrThrow(backend))];
+            return t.sm_interference(BackendOrThrow(backend));
           })
       .def("per_buffer_us",
            [](const sel::CostTable& t, const std::string& backend,
@@ -239,8 +240,12 @@ void BindDecide(py::module_& m) {
       py::arg("device_edges"), py::arg("team_size") = 0,
       py::arg("buffers") = 1);
 
-  m.def("team_devices", &sel::TeamDevices, py::arg("topology"),
-        py::arg("team_size"));
+  m.def(
+      "team_devices",
+      [](const sel::Topology& topology, int team_size) {
+        return sel::TeamDevices(topology, team_size);
+      },
+      py::arg("topology"), py::arg("team_size"));
 
   // None when an NVSHMEM permute over these edges is safe.
   m.def(

@@ -13,7 +13,7 @@
 namespace nvshmem_opt {
 namespace {
 
-namespace sel = xla::gpu::nvshmem_selection;
+namespace sel = nvshmem_ext;
 
 // --- Order-preserving JSON, just enough to set two fields -----------------
 

@@ -13,7 +13,7 @@
 #define NVSHMEM_OPT_DRIVER_BACKEND_CONFIG_JSON_H_
 
 #include "absl/status/statusor.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "extensions/backends.h"
 #include "xla/hlo/ir/hlo_instruction.h"
 
 namespace nvshmem_opt {
@@ -24,7 +24,7 @@ namespace nvshmem_opt {
 // present mode to COLLECTIVES_MODE_INVALID, i.e. unset). Returns whether the
 // text changed; InvalidArgument when the config is not a JSON object.
 absl::StatusOr<bool> SetBackendInJson(
-    xla::HloInstruction* instr, xla::gpu::nvshmem_selection::Backend backend);
+    xla::HloInstruction* instr, nvshmem_ext::Backend backend);
 
 }  // namespace nvshmem_opt
 

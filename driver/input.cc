@@ -28,7 +28,7 @@
 namespace nvshmem_opt {
 namespace {
 
-namespace sel = xla::gpu::nvshmem_selection;
+namespace sel = nvshmem_ext;
 
 // XLA's HLO parser recurses once per nested shape, tuple or brace and
 // overflows the stack near 10,000 levels; real modules nest fewer than 10.

@@ -15,7 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "extensions/backends.h"
 #include "xla/hlo/ir/hlo_module.h"
 
 namespace nvshmem_opt {
@@ -28,7 +28,7 @@ struct LoadOptions {
   int num_partitions = 0;  // 0: from the module (InferPartitions).
   int num_replicas = 0;
   // The topology given by the user, or null: sizes a proto's partitions.
-  const xla::gpu::nvshmem_selection::Topology* topology = nullptr;
+  const nvshmem_ext::Topology* topology = nullptr;
 };
 
 struct LoadedModule {

@@ -31,13 +31,13 @@
 #include "driver/readable_text.h"
 #include "driver/pipeline.h"
 #include "driver/report.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "extensions/backends.h"
 #include "xla/service/gpu/transforms/collectives/collective_backend_assigner.h"
 #include "xla/tsl/util/command_line_flags.h"
 
 namespace {
 
-namespace sel = xla::gpu::nvshmem_selection;
+namespace sel = nvshmem_ext;
 using nvshmem_opt::Rewriter;
 
 // GPUs per host when the topology is derived and --devices-per-host is not

@@ -29,7 +29,7 @@
 namespace nvshmem_opt {
 namespace {
 
-namespace sel = xla::gpu::nvshmem_selection;
+namespace sel = nvshmem_ext;
 
 bool IsPermute(const xla::HloInstruction* instr) {
   return instr->opcode() == xla::HloOpcode::kCollectivePermute ||
@@ -233,7 +233,7 @@ absl::StatusOr<std::map<std::string, std::string>> UpstreamDecisions(
   // closest thing in our topology is the NVLink domain.
   xla::gpu::CollectiveBackendAssigner assigner(
       stream_executor::CudaComputeCapability(9, 0),
-      /*num_visible_devices_per_process=*/topology.gpus_per_host(),
+      /*num_visible_devices_per_process=*/topology.gpus_per_process(),
       /*slice_size=*/topology.nvlink_domain_size(), threshold_bytes);
   absl::StatusOr<bool> ran = assigner.Run(copy.get());
   if (!ran.ok()) return ran.status();

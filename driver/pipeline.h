@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "driver/input.h"
 #include "plan/permute_plan.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "extensions/backends.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
 #include "xla/hlo/ir/hlo_module.h"
 
@@ -59,7 +59,7 @@ absl::StatusOr<PassRun> RunPass(const Rewriter::Options& options, xla::HloModule
 // Upstream's backend for each collective-permute, by instruction name, on a
 // copy with NVSHMEM enabled (upstream assigns backends only then).
 absl::StatusOr<std::map<std::string, std::string>> UpstreamDecisions(
-    const xla::HloModule& module, const xla::gpu::nvshmem_selection::Topology& topology,
+    const xla::HloModule& module, const nvshmem_ext::Topology& topology,
     int64_t threshold_bytes);
 
 // The module to write: the input's own text with the statements of the

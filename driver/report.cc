@@ -14,7 +14,7 @@
 namespace nvshmem_opt {
 namespace {
 
-namespace sel = xla::gpu::nvshmem_selection;
+namespace sel = nvshmem_ext;
 using google::protobuf::Value;
 
 Value Null() {

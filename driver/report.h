@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "driver/pipeline.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "extensions/backends.h"
 
 namespace nvshmem_opt {
 

@@ -27,11 +27,11 @@
 #include "driver/pipeline.h"
 #include "driver/report.h"
 #include "fuzz/alt_signal_stack.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "extensions/backends.h"
 
 namespace {
 
-namespace sel = xla::gpu::nvshmem_selection;
+namespace sel = nvshmem_ext;
 using nvshmem_opt::Rewriter;
 
 // XLA's parser and verifier abort on some malformed modules (CHECK failures

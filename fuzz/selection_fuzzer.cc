@@ -32,9 +32,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "extensions/backends.h"
 
-namespace sel = xla::gpu::nvshmem_selection;
+namespace sel = nvshmem_ext;
 
 namespace {
 
@@ -88,7 +88,7 @@ void CheckCurves(const sel::CostTable& table) {
             Violation("curve time NaN or negative");
           }
         }
-        if (table.sm_interference[b] == 0 &&
+        if (table.sm_interference(backend) == 0 &&
             sel::EdgeTimeUs(table, backend, link_class, p.bytes, p.buffers) !=
                 p.us) {
           Violation("curve not exact at a measured point");

@@ -19,7 +19,7 @@
 namespace nvshmem_plan {
 namespace {
 
-namespace sel = xla::gpu::nvshmem_selection;
+namespace sel = nvshmem_ext;
 using Rewriter = xla::gpu::NvshmemCollectivePermuteRewriter;
 using OpRecord = PlanningRewriter::OpRecord;
 
@@ -60,16 +60,16 @@ std::string WhyLeftAlone(const xla::HloCollectivePermuteInstruction& cp) {
   return "wrapped in an async computation (newer XLA's async-start)";
 }
 
-OpRecord ToRecord(const Rewriter::PermuteDecision& d) {
+OpRecord ToRecord(const Rewriter::PermuteDecision& d, sel::Decision decision) {
   OpRecord record;
+  record.decision = std::move(decision);
   record.computation = std::string(d.permute->parent()->name());
   record.instruction = std::string(d.permute->name());
   record.form = d.permute->opcode() == xla::HloOpcode::kCollectivePermute
                     ? "sync"
                     : "async";
-  record.bytes = d.bytes;
+  record.bytes = d.request.bytes;
   record.pairs = d.permute->source_target_pairs();
-  record.decision = d.decision;
   if (!d.rewritable) {
     record.skipped = true;
     record.decision.reason =
@@ -79,42 +79,40 @@ OpRecord ToRecord(const Rewriter::PermuteDecision& d) {
   return record;
 }
 
-absl::StatusOr<std::unique_ptr<Rewriter>> MakePass(
-    const PlanningRewriter::Options& options) {
-  TF_ASSIGN_OR_RETURN(sel::CostTable table,
-                      sel::ParseCostTable(options.cost_table, "cost table"));
-  if (!options.backends.empty()) {
-    TF_ASSIGN_OR_RETURN(table.backends, sel::ParseBackendSet(options.backends));
-  }
-  std::optional<sel::Topology> topology;
-  if (!options.topology.empty()) {
-    TF_ASSIGN_OR_RETURN(topology, sel::Topology::Parse(options.topology));
-  }
-  if (!options.decide_only && !options.write_backend) {
-    return absl::InvalidArgumentError("no backend writer");
-  }
-  Rewriter::Options cluster;
-  cluster.num_devices_per_host = options.devices_per_host;
-  return std::make_unique<Rewriter>(std::move(table), std::move(topology),
-                                    cluster);
-}
-
 }  // namespace
 
 PlanningRewriter::PlanningRewriter(Options options)
     : options_(std::move(options)) {
-  absl::StatusOr<std::unique_ptr<Rewriter>> pass = MakePass(options_);
-  if (pass.ok()) {
-    pass_ = *std::move(pass);
-  } else {
-    status_ = pass.status();
-  }
+  status_ = [&]() -> absl::Status {
+    TF_ASSIGN_OR_RETURN(table_,
+                        sel::ParseCostTable(options_.cost_table, "cost table"));
+    if (!options_.backends.empty()) {
+      TF_ASSIGN_OR_RETURN(table_.backends,
+                          sel::ParseBackendSet(options_.backends));
+    }
+    if (!options_.topology.empty()) {
+      TF_ASSIGN_OR_RETURN(topology_, sel::Topology::Parse(options_.topology));
+    }
+    if (!options_.decide_only && !options_.write_backend) {
+      return absl::InvalidArgumentError("no backend writer");
+    }
+    Rewriter::Options cluster;
+    cluster.num_devices_per_host = options_.devices_per_host;
+    std::optional<xla::gpu::nvshmem_selection::Topology> core_topology;
+    if (topology_) core_topology = *topology_;
+    pass_ = std::make_unique<Rewriter>(table_.core, std::move(core_topology),
+                                       cluster);
+    return absl::OkStatus();
+  }();
 }
 
 absl::StatusOr<sel::Topology> PlanningRewriter::TopologyFor(
     const xla::HloModule& module) const {
   TF_RETURN_IF_ERROR(status_);
-  return pass_->TopologyFor(module);
+  if (topology_) return *topology_;
+  TF_ASSIGN_OR_RETURN(xla::gpu::nvshmem_selection::Topology topology,
+                      pass_->TopologyFor(module));
+  return sel::Topology::OneProcessPerHost(std::move(topology));
 }
 
 absl::StatusOr<bool> PlanningRewriter::RunImpl(
@@ -122,14 +120,16 @@ absl::StatusOr<bool> PlanningRewriter::RunImpl(
     const absl::flat_hash_set<absl::string_view>& execution_threads) {
   records_.clear();
   TF_RETURN_IF_ERROR(status_);
+  TF_ASSIGN_OR_RETURN(sel::Topology topology, TopologyFor(*module));
   TF_ASSIGN_OR_RETURN(std::vector<Rewriter::PermuteDecision> decisions,
                       pass_->Decide(*module, execution_threads));
   bool changed = false;
   for (const Rewriter::PermuteDecision& d : decisions) {
-    OpRecord record = ToRecord(d);
+    OpRecord record =
+        ToRecord(d, sel::Decide(topology, table_, d.request));
     if (!record.skipped && !options_.decide_only) {
       TF_ASSIGN_OR_RETURN(
-          bool written, options_.write_backend(d.permute, d.decision.backend));
+          bool written, options_.write_backend(d.permute, record.decision.backend));
       changed |= written;
     }
     if (options_.annotate) changed |= Annotate(d.permute, record);

@@ -5,12 +5,11 @@
 //     and reason) for reports, and a decide-only mode that leaves the module.
 //   * Decisions written to frontend attributes (_nvshmem_plan, ...) on
 //     request; they change the module's fingerprint, so never by default.
-//   * The cost table's backend set: beside XLA's nccl,nvshmem, the peer and
-//     symmetric backends of newer XLA (jax >= 0.10.2), which set
-//     collectives_mode. The backend is written by a caller-given writer (the
-//     driver's edits the JSON text, keeping fields the wheel's proto lacks).
-// Decisions themselves are the pass's own (NvshmemCollectivePermuteRewriter::
-// Decide): the same topology, table and rules.
+//   * The peer and symmetric backends of newer XLA (extensions/backends.h).
+//     The backend is written by a caller-given writer (the driver's edits the
+//     JSON text, keeping fields the wheel's proto lacks).
+// The pass finds the permutes and their requests; extensions/ decides them
+// through the core's rule, with the same topology and table.
 
 #ifndef NVSHMEM_PLAN_PERMUTE_PLAN_H_
 #define NVSHMEM_PLAN_PERMUTE_PLAN_H_
@@ -18,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,7 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "extensions/backends.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
 #include "xla/hlo/ir/hlo_instruction.h"
 #include "xla/hlo/ir/hlo_module.h"
@@ -39,7 +39,7 @@ class PlanningRewriter : public xla::HloModulePass {
   // Writes the chosen backend into a permute's config; returns whether the
   // config changed.
   using BackendWriter = std::function<absl::StatusOr<bool>(
-      xla::HloInstruction*, xla::gpu::nvshmem_selection::Backend)>;
+      xla::HloInstruction*, nvshmem_ext::Backend)>;
 
   struct Options {
     // Topology spec (Topology::Parse); empty: hosts of `devices_per_host`
@@ -62,7 +62,7 @@ class PlanningRewriter : public xla::HloModulePass {
     std::string form;  // "sync" or "async"
     int64_t bytes = 0;
     std::vector<std::pair<int64_t, int64_t>> pairs;
-    xla::gpu::nvshmem_selection::Decision decision;
+    nvshmem_ext::Decision decision;
     bool skipped = false;  // Left alone by the pass; the reason says why.
   };
 
@@ -74,7 +74,7 @@ class PlanningRewriter : public xla::HloModulePass {
 
   const std::vector<OpRecord>& records() const { return records_; }
 
-  absl::StatusOr<xla::gpu::nvshmem_selection::Topology> TopologyFor(
+  absl::StatusOr<nvshmem_ext::Topology> TopologyFor(
       const xla::HloModule& module) const;
 
  protected:
@@ -85,6 +85,8 @@ class PlanningRewriter : public xla::HloModulePass {
  private:
   Options options_;
   absl::Status status_;  // Of the options.
+  nvshmem_ext::CostTable table_;
+  std::optional<nvshmem_ext::Topology> topology_;
   std::unique_ptr<xla::gpu::NvshmemCollectivePermuteRewriter> pass_;
   std::vector<OpRecord> records_;
 };

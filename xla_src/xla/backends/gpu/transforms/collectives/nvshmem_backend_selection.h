@@ -16,50 +16,22 @@ limitations under the License.
 #ifndef XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_BACKEND_SELECTION_H_
 #define XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_BACKEND_SELECTION_H_
 
-// Backend selection for collective-permutes: which of the backends that the
-// target XLA offers runs each permute. C++17 and absl, no XLA dependency.
+// Backend selection for collective-permutes. A backend's time for a permute
+// is its slowest edge (all edges move at once); a permute runs whole on one
+// backend. An alternative to NCCL is chosen when its rules allow the permute
+// and it beats NCCL by the table's margin.
 //
-//   * Every source->target edge gets a link class from the topology
-//     (nvshmem_topology.h); the cost table prices it (nvshmem_cost_table.h).
-//   * A backend's time for the permute is its slowest edge (all edges move
-//     at once); a permute runs whole on one backend, never split.
-//   * Each backend other than NCCL runs only where its safety rules hold
-//     (CheckSafety); NCCL runs everywhere.
-//   * The fastest safe backend is chosen when it beats NCCL by at least the
-//     table's margin (a fraction); otherwise NCCL.
-//
-// Safety rules, one per backend:
-//   nvshmem  (a) the message fits the symmetric heap (nvshmem_max_bytes);
-//            (b) every device of the team has a source (below). Edges may
-//            cross the network: XLA initializes NVSHMEM over every process,
-//            and NVSHMEM carries puts between hosts over InfiniBand.
-//   peer     every edge inside one host and one process (the topology's
-//            gpus_per_process). XLA's peer-memory permute copies with the
-//            copy engines into the target's buffer, which needs CUDA peer
-//            access among the calling process's devices; otherwise XLA falls
-//            back to NCCL, so there is nothing to gain. Safe for shifts:
-//            every rank of the clique joins the same rendezvous.
-//   symmetric  as peer, and the table says the runtime's NCCL supports
-//            signals (symmetric_signals 1): the one-sided put + signal fails
-//            at run time where NCCL cannot query signal support.
-//
-// Deadlock-free rule (nvshmem). XLA's NVSHMEM collective-permute does, for
-// each buffer, a put to the target and then a barrier on a communicator of
-// the world team, i.e. every device of the program (replicas x partitions).
-// Only devices that receive (have a source) call that barrier. If any device
-// of the team has no source, the others wait in the barrier forever. So
-// NVSHMEM is never planned for a permute in which a team member is not the
-// target of some pair: non-cyclic shifts and permutes over a subset of
-// devices. For the same reason there is no split plan (NVSHMEM for some
-// edges, NCCL for the rest): its NVSHMEM half would leave the targets of the
-// other edges without a source. The team is PermuteRequest::team_size; when
-// it is unknown (0), every device of the topology, which can only refuse
-// more, never less, than the real team.
+// NVSHMEM's rules: the message fits the symmetric heap, and every device of
+// the team receives. XLA's NVSHMEM permute ends each buffer with a barrier
+// over the world team (every device of the program) that only receiving
+// devices call, so a device without a source leaves the others waiting. The
+// team is PermuteRequest::team_size logical devices; 0 (unknown) means the
+// whole topology, which can only refuse more than the real team.
 
-#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -70,100 +42,85 @@ namespace xla {
 namespace gpu {
 namespace nvshmem_selection {
 
-// One collective-permute, as the selection sees it.
 struct PermuteRequest {
-  int64_t bytes = 0;  // Bytes each source sends (all operands together).
-  std::vector<std::pair<int, int>> device_edges;  // (source, target) devices.
-  // Devices of the program (num_replicas x num_partitions), which is the
-  // NVSHMEM team at the pinned XLA: logical devices 0..team_size-1, placed
-  // through the topology's map. 0: unknown, the team is the whole topology.
-  int team_size = 0;
-  // Buffers (operands) of the one permute; `bytes` is all of them together.
-  int buffers = 1;
+  int64_t bytes = 0;  // From each source, all operands together.
+  std::vector<std::pair<int, int>> device_edges;  // (source, target).
+  int team_size = 0;  // Devices of the program; 0: unknown.
+  int buffers = 1;    // Operands.
 };
 
-// Why a backend may not run a permute.
 enum class RefusalKind {
-  kNotOffered,           // Not in the table's backend set.
-  kExceedsHeap,          // nvshmem: above nvshmem_max_bytes.
-  kEdgeOutsideTeam,      // nvshmem: an edge names a device outside the team.
-  kDeviceWithoutSource,  // nvshmem: a team member receives nothing (hang).
-  kTeamOutsideTopology,  // nvshmem: the program has devices the topology
-                         // does not place.
-  kNoSignals,            // symmetric: NCCL signals not known to work.
-  kLeavesHost,           // peer, symmetric: edges between hosts.
-  kCrossesProcesses,     // peer, symmetric: edges between processes.
+  kExceedsHeap,
+  kEdgeOutsideTeam,      // An edge names a device outside the team.
+  kDeviceWithoutSource,  // A team member receives nothing.
+  kTeamOutsideTopology,  // The program has more devices than are placed.
 };
 
-// A refusal and the facts its text names.
 struct Refusal {
-  Backend backend = Backend::kNccl;
-  RefusalKind kind = RefusalKind::kNotOffered;
-  int count = 0;  // Edges or team devices concerned.
-  int total = 0;  // Of how many edges, or devices of the team.
-  // kDeviceWithoutSource: the devices without a source (all of them);
-  // kEdgeOutsideTeam: source, target and the device outside the team.
+  RefusalKind kind = RefusalKind::kExceedsHeap;
+  int count = 0;  // Devices concerned.
+  int total = 0;  // Devices of the team (or placed).
+  // kDeviceWithoutSource: those devices; kEdgeOutsideTeam: source, target
+  // and the device outside the team.
   std::vector<int> devices;
-  int64_t bytes = 0;             // kExceedsHeap: the message ...
-  int64_t limit = 0;             // ... and the heap.
-  int gpus_per_process = 0;      // kCrossesProcesses.
-  std::vector<Backend> offered;  // kNotOffered: the table's set.
+  int64_t bytes = 0;  // kExceedsHeap: the message and the heap.
+  int64_t limit = 0;
 };
 
-// The one-line text of a refusal, "<backend> refused: ...".
-std::string RefusalText(const Refusal& refusal);
-
-// The refusal of `backend` for this permute, or nullopt when its safety rules
-// hold (see the header comment). NCCL is never refused.
-std::optional<Refusal> CheckSafety(const Topology& topology,
-                                   const CostTable& table,
-                                   const PermuteRequest& request,
-                                   Backend backend);
-
-// Physical devices of the NVSHMEM team of a request with `team_size` (see
-// PermuteRequest::team_size), in logical order; at most as many as the
-// topology places (CheckSafety refuses a larger team).
+// Physical devices of a team of `team_size` logical devices.
 std::vector<int> TeamDevices(const Topology& topology, int team_size);
 
-// Why an NVSHMEM permute over `device_edges` would hang XLA's runtime with
-// this team (a team member without a source, or an edge that names a device
-// outside the team); nullopt when it is safe.
+// Why NVSHMEM over `device_edges` would hang with `team`, or nullopt.
 std::optional<Refusal> NvshmemHang(
     const std::vector<std::pair<int, int>>& device_edges,
     const std::vector<int>& team);
 
-// How the decision came about, apart from its text.
+// Why NVSHMEM may not run the permute, or nullopt.
+std::optional<Refusal> CheckNvshmem(const Topology& topology,
+                                    const CostTable& table,
+                                    const PermuteRequest& request);
+
+// The time of one edge of the request's link class on some backend.
+using EdgeTimeFn = std::function<double(LinkClass)>;
+
+// A backend weighed against NCCL.
+struct Candidate {
+  EdgeTimeFn edge_us;
+  bool allowed = false;  // Whether its rules allow the permute.
+};
+
 enum class Verdict {
   kNoEdges,        // Nothing to move: NCCL.
-  kNoAlternative,  // Every other backend refused or not offered: NCCL.
-  kZeroCost,       // NCCL modeled at 0: nothing to gain.
-  kWithinMargin,   // The fastest alternative does not beat NCCL by the margin.
-  kAlternative,    // The fastest alternative wins.
+  kNoAlternative,  // No candidate allowed: NCCL.
+  kZeroCost,       // NCCL modeled at 0: NCCL.
+  kWithinMargin,   // The fastest candidate does not beat NCCL by the margin.
+  kAlternative,    // The fastest candidate wins.
 };
 
-struct Decision {
-  Backend backend = Backend::kNccl;  // The chosen backend.
+struct Choice {
   Verdict verdict = Verdict::kNoEdges;
-  // The fastest safe backend other than NCCL, when there is one.
-  std::optional<Backend> fastest_alternative;
-  // Modeled time of each backend, indexed by Backend; none when it is not
-  // in the set or refused (refused[b] says why). NCCL's is always set.
-  std::array<std::optional<double>, kNumBackends> backend_us;
-  std::array<std::optional<Refusal>, kNumBackends> refused;
-  double chosen_us = 0;  // backend_us of the chosen backend.
-  // Edge counts per link class, indexed by LinkClass.
-  std::array<int, kNumLinkClasses> edges_by_class = {0, 0, 0, 0};
-  std::string reason;  // One line, DescribeDecision's.
+  std::optional<size_t> chosen;   // Index of the chosen candidate; none: NCCL.
+  std::optional<size_t> fastest;  // Fastest allowed candidate.
+  double nccl_us = 0;
+  std::vector<std::optional<double>> candidate_us;  // Allowed ones only.
 };
 
+// The slowest edge of the request.
+double PermuteTimeUs(const Topology& topology, const PermuteRequest& request,
+                     const EdgeTimeFn& edge_us);
+
+Choice Choose(const Topology& topology, const PermuteRequest& request,
+              const EdgeTimeFn& nccl_edge_us,
+              const std::vector<Candidate>& candidates, double margin);
+
+// The pass's choice between NCCL and NVSHMEM.
+struct Decision {
+  Backend backend = Backend::kNccl;
+  Choice choice;  // Candidate 0 is NVSHMEM.
+  std::optional<Refusal> nvshmem_refusal;
+};
 Decision Decide(const Topology& topology, const CostTable& table,
                 const PermuteRequest& request);
-
-// The decision's reason as one line: the chosen backend, the modeled times,
-// and the refusals of the offered backends.
-std::string DescribeDecision(const Topology& topology, const CostTable& table,
-                             const PermuteRequest& request,
-                             const Decision& decision);
 
 }  // namespace nvshmem_selection
 }  // namespace gpu

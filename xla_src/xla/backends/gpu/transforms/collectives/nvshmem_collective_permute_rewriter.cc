@@ -66,11 +66,6 @@ int64_t MessageBytes(const HloInstruction& instr) {
 
 // Writes `backend` into the permute's config; returns whether it changed.
 absl::StatusOr<bool> WriteBackend(HloInstruction* instr, sel::Backend backend) {
-  if (backend != sel::Backend::kNccl && backend != sel::Backend::kNvshmem) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(instr->name(), ": CollectiveBackendConfig has no backend ",
-                     sel::BackendName(backend)));
-  }
   const CollectiveBackendConfig::CollectiveBackend wanted =
       backend == sel::Backend::kNvshmem ? CollectiveBackendConfig::NVSHMEM
                                         : CollectiveBackendConfig::DEFAULT;
@@ -135,13 +130,6 @@ NvshmemCollectivePermuteRewriter::Create(const Options& options) {
                                              options.cost_table_path, &text));
     TF_ASSIGN_OR_RETURN(table,
                         sel::ParseCostTable(text, options.cost_table_path));
-  }
-  for (sel::Backend backend : table.backends) {
-    if (backend != sel::Backend::kNccl && backend != sel::Backend::kNvshmem) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(options.cost_table_path, ": backend ",
-                       sel::BackendName(backend), " is not one of XLA's"));
-    }
   }
   return std::make_unique<NvshmemCollectivePermuteRewriter>(
       std::move(table), std::move(topology), options);
@@ -213,10 +201,10 @@ NvshmemCollectivePermuteRewriter::Decide(
       // NVSHMEM's barrier spans every device of the program.
       request.team_size = config.num_partitions() * config.replica_count();
       request.buffers = static_cast<int>(permute->operand_count());
+      sel::Decision decision = sel::Decide(topology, cost_table_, request);
       decisions.push_back(
-          {permute, request.bytes,
-           !permute->inplace() && !computation->IsAsyncComputation(),
-           sel::Decide(topology, cost_table_, request)});
+          {permute, !permute->inplace() && !computation->IsAsyncComputation(),
+           std::move(request), std::move(decision)});
     }
   }
   return decisions;
@@ -230,8 +218,8 @@ absl::StatusOr<bool> NvshmemCollectivePermuteRewriter::RunImpl(
   bool changed = false;
   for (const PermuteDecision& d : decisions) {
     VLOG(1) << name() << ": " << d.permute->name() << ": "
-            << sel::BackendName(d.decision.backend) << ": "
-            << d.decision.reason;
+            << sel::BackendName(d.decision.backend) << " (NCCL "
+            << d.decision.choice.nccl_us << " us)";
     if (!d.rewritable) continue;
     TF_ASSIGN_OR_RETURN(bool op_changed,
                         WriteBackend(d.permute, d.decision.backend));

@@ -62,9 +62,8 @@ class NvshmemCollectivePermuteRewriter : public HloModulePass {
   // One permute's decision.
   struct PermuteDecision {
     HloCollectivePermuteInstruction* permute;
-    int64_t bytes;  // All operands together, from each source.
-    // False for permutes the pass leaves alone (see above).
-    bool rewritable;
+    bool rewritable;  // False for permutes the pass leaves alone.
+    nvshmem_selection::PermuteRequest request;
     nvshmem_selection::Decision decision;
   };
 

@@ -180,9 +180,7 @@ ENTRY e {
   ASSERT_EQ(decisions.size(), 1);
   EXPECT_FALSE(decisions[0].rewritable);
   EXPECT_EQ(decisions[0].decision.backend, sel::Backend::kNccl);
-  EXPECT_TRUE(decisions[0]
-                  .decision.refused[static_cast<int>(sel::Backend::kNvshmem)]
-                  .has_value());
+  EXPECT_TRUE(decisions[0].decision.nvshmem_refusal.has_value());
   EXPECT_FALSE(RunHloPass(&pass, module.get()).value());
 }
 
@@ -228,7 +226,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, DecideChangesNothing) {
   TF_ASSERT_OK_AND_ASSIGN(auto decisions, MakePass("1x1x8").Decide(*module));
   ASSERT_EQ(decisions.size(), 1);
   EXPECT_EQ(decisions[0].decision.backend, sel::Backend::kNvshmem);
-  EXPECT_EQ(decisions[0].bytes, 1024 * 4);
+  EXPECT_EQ(decisions[0].request.bytes, 1024 * 4);
   EXPECT_EQ(module->ToString(), before);
 }
 

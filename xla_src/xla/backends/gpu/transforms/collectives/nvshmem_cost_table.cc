@@ -45,20 +45,9 @@ namespace {
 using text_internal::ParseCount;
 using text_internal::Printable;
 
-constexpr const char* kBackendNames[kNumBackends] = {"nccl", "nvshmem", "peer",
-                                                     "symmetric"};
+constexpr const char* kBackendNames[kNumBackends] = {"nccl", "nvshmem"};
 // Largest buffer count of a measured point (XLA permutes have a handful).
 constexpr int64_t kMaxBuffers = 1 << 20;
-
-// The shortest text that reads back as the same double, fixed or scientific
-// whichever is shorter: 5.6 and 450, not 5.5999999999999996 (%.17g) or
-// 4.5e+02 (%g), so printed tables stay readable and round-trip exactly.
-std::string Shortest(double value) {
-  char buffer[64];
-  std::to_chars_result result =
-      std::to_chars(buffer, buffer + sizeof(buffer), value);
-  return std::string(buffer, result.ptr);
-}
 
 // Words of a table line: blanks (space, tab, CR) separate them.
 std::vector<absl::string_view> SplitWords(absl::string_view line) {
@@ -87,45 +76,6 @@ std::optional<Backend> BackendFromName(absl::string_view name) {
     if (name == kBackendNames[i]) return static_cast<Backend>(i);
   }
   return std::nullopt;
-}
-
-absl::StatusOr<std::vector<Backend>> ParseBackendSet(absl::string_view text) {
-  std::vector<Backend> backends;
-  for (absl::string_view item : absl::StrSplit(text, ',')) {
-    item = absl::StripAsciiWhitespace(item);
-    std::optional<Backend> backend = BackendFromName(item);
-    if (!backend) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown backend '", Printable(item),
-                       "' in backend set (nccl, nvshmem, peer, symmetric)"));
-    }
-    if (absl::c_linear_search(backends, *backend)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "backend '", BackendName(*backend), "' named twice in backend set"));
-    }
-    backends.push_back(*backend);
-  }
-  auto has = [&](Backend b) { return absl::c_linear_search(backends, b); };
-  if (!has(Backend::kNccl)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("backend set '", Printable(text),
-                     "' lacks nccl, the default every XLA runs"));
-  }
-  if (has(Backend::kNvshmem) &&
-      (has(Backend::kPeer) || has(Backend::kSymmetric))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "backend set '", Printable(text),
-        "' mixes nvshmem with peer/symmetric; no XLA offers both"));
-  }
-  // Canonical order, so that text round-trips.
-  absl::c_sort(backends);
-  return backends;
-}
-
-std::string BackendSetToString(const std::vector<Backend>& backends) {
-  return absl::StrJoin(backends, ",", [](std::string* out, Backend backend) {
-    out->append(BackendName(backend));
-  });
 }
 
 namespace {
@@ -195,39 +145,16 @@ CostTable DocumentedCostTable() {
   // the transfer overlaps it. NVSHMEM's on-stream puts use copy engines.
   // The measured table below sets both to 0: its times include everything
   // the measured permute paid.
-  table.sm_interference = {0.12, 0.0, 0.12, 0.12};
-  table.backends = {Backend::kNccl, Backend::kNvshmem};
-  table.symmetric_signals = false;
+  table.sm_interference = {0.12, 0.0};
   table.margin = 0.05;
   // NVSHMEM's default symmetric heap (NVSHMEM_SYMMETRIC_SIZE) is 1 GiB.
   table.nvshmem_max_bytes = int64_t{1} << 30;
   return table;
 }
 
-// The measured 2x H200 NVLink entries of NCCL and NVSHMEM at the pinned XLA,
-// in the cost-table format. Written by scripts/embed_default_cost_table.py
-// from the committed calibrated table; edit that table, not this block.
+// NCCL and NVSHMEM measured on 2x H200 over NVLink at this XLA: the permute's
+// own time per step, 1 KiB to 256 MiB, 1, 2 and 4 buffers.
 // BEGIN GENERATED DEFAULT TABLE
-// Generated from gpu/results/h200x2_nvlink_cost_table.txt; provenance:
-//   Cost table fitted by hlo-tools heuristics calibrate from
-//     h200x2_xla_permute_calibration_jax091.csv.
-//   Measured on: 2x NVIDIA H200 143771 MiB, NV18 NVLink, driver 580.159.04
-//   jax: 0.9.1; devices: 2; loop trips: 100
-//   Software: jax, jaxlib, jax-cuda13-plugin 0.9.1 (XLA openxla/xla 3cc8846c)
-//   Note: CSV built by gpu/calibration_set.py: nccl and one-operand nvshmem
-//     rows from the fine sweep (every power of two 1 KiB..256 MiB, step and
-//     baseline timed alternately), two- and four-operand nvshmem rows from the
-//     sweep without permute combining (at the pin the combiner runs after the
-//     backend assigner, so combined permutes ran on NCCL)
-//   Note: h200x2_xla_permute_fine_jax091.csv sha256
-//     d418259514395b34408dc6d11099f73264b49f5e49c64386621432bfda449c4e
-//   Measurements: h200x2_xla_permute_calibration_jax091.csv (sha256
-//     c45a58e906641d4eeddcff001d710c71413ea4c2d30354fae671e331178aa95f)
-//   Calibrated: 2026-11-30 by hlo-tools heuristics calibrate; model: the
-//     measured curve (point rows: log-log interpolation, linear in buffers),
-//     the link row outside the measured sizes and buffer counts
-//   Point rows: sizes that are powers of 4; the other sizes were held out for
-//     validation
 constexpr char kMeasuredNvlinkTable[] = R"table(
 link nccl nvlink 10.15 316.47 7.05471
 point nccl nvlink 1 1024 14.5772
@@ -296,69 +223,12 @@ sm_interference nvshmem 0
 )table";
 // END GENERATED DEFAULT TABLE
 
-// The measured 2x H200 NVLink curve of peer memory with one process driving
-// both GPUs (an XLA later than the pin; XLA takes the peer path only when
-// the calling process drives every device of the permute). Copied from
-// gpu/results/h200x2_nvlink_cost_table_jax0112.txt (machine, software and
-// CSV checksum there); a test checks the two agree.
-constexpr char kMeasuredPeerTable[] = R"table(
-link peer nvlink 29.2774 423.992 5.22982
-point peer nvlink 1 1024 28.7564
-point peer nvlink 1 4096 31.6171
-point peer nvlink 1 16384 33.3478
-point peer nvlink 1 65536 35.5272
-point peer nvlink 1 262144 34.8791
-point peer nvlink 1 1048576 35.0594
-point peer nvlink 1 4194304 34.7271
-point peer nvlink 1 16777216 66.4153
-point peer nvlink 1 67108864 196.021
-point peer nvlink 1 268435456 702.793
-point peer nvlink 2 1024 38.5729
-point peer nvlink 2 4096 36.3928
-point peer nvlink 2 16384 30.2589
-point peer nvlink 2 65536 37.1159
-point peer nvlink 2 262144 34.4449
-point peer nvlink 2 1048576 30.2898
-point peer nvlink 2 4194304 32.199
-point peer nvlink 2 16777216 68.9396
-point peer nvlink 2 67108864 191.826
-point peer nvlink 2 268435456 659.7
-point peer nvlink 4 1024 57.0906
-point peer nvlink 4 4096 50.0959
-point peer nvlink 4 16384 54.882
-point peer nvlink 4 65536 47.5541
-point peer nvlink 4 262144 53.1087
-point peer nvlink 4 1048576 45.6091
-point peer nvlink 4 4194304 47.0729
-point peer nvlink 4 16777216 74.8927
-point peer nvlink 4 67108864 199.45
-point peer nvlink 4 268435456 649.31
-sm_interference peer 0
-)table";
-
-absl::StatusOr<CostTable> ParseCostTableOnto(CostTable table,
-                                             absl::string_view text,
-                                             absl::string_view source_name);
-
 CostTable BuildDefaultCostTable() {
   absl::StatusOr<CostTable> table = ParseCostTableOnto(
       DocumentedCostTable(), kMeasuredNvlinkTable, "default table");
   // The block is the committed table's own lines (tested), so it parses;
   // should it not, the documented numbers are still a usable model.
   if (!table.ok()) table = DocumentedCostTable();
-  // Symmetric memory was never measured working (put + signal failed without
-  // NCCL signals): NCCL's numbers. Peer memory: NCCL's numbers off NVLink (it
-  // is refused there anyway), its own measured curve on NVLink.
-  for (Backend backend : {Backend::kPeer, Backend::kSymmetric}) {
-    const int b = static_cast<int>(backend);
-    const int nccl = static_cast<int>(Backend::kNccl);
-    table->links[b] = table->links[nccl];
-    table->curves[b] = table->curves[nccl];
-    table->sm_interference[b] = table->sm_interference[nccl];
-  }
-  absl::StatusOr<CostTable> with_peer =
-      ParseCostTableOnto(*table, kMeasuredPeerTable, "default peer table");
-  if (with_peer.ok()) table = *std::move(with_peer);
   return *table;
 }
 
@@ -399,7 +269,7 @@ absl::StatusOr<Backend> ReadBackend(absl::string_view name) {
   std::optional<Backend> backend = BackendFromName(name);
   if (!backend) {
     return Invalid(absl::StrCat("unknown backend '", Printable(name),
-                                "' (nccl, nvshmem, peer, symmetric)"));
+                                "' (nccl, nvshmem)"));
   }
   return *backend;
 }
@@ -519,24 +389,6 @@ absl::Status ApplySmInterference(const Words& words, CostTable* table) {
   return absl::OkStatus();
 }
 
-absl::Status ApplyBackendSet(const Words& words, CostTable* table) {
-  if (words.size() != 2) return Usage("backends NAME,NAME,...");
-  absl::StatusOr<std::vector<Backend>> backends = ParseBackendSet(words[1]);
-  if (!backends.ok()) return backends.status();
-  table->backends = *std::move(backends);
-  return absl::OkStatus();
-}
-
-absl::Status ApplySymmetricSignals(const Words& words, CostTable* table) {
-  if (words.size() != 2) return Usage("symmetric_signals 0|1");
-  if (words[1] != "0" && words[1] != "1") {
-    return Invalid(absl::StrCat("symmetric_signals must be 0 or 1, not '",
-                                Printable(words[1]), "'"));
-  }
-  table->symmetric_signals = words[1] == "1";
-  return absl::OkStatus();
-}
-
 // nvshmem_transport ibrc|ibgda: the runtime's InfiniBand transport, which
 // sets NVSHMEM's network row to that transport's documented estimate (a later
 // link line still overrides it).
@@ -582,26 +434,18 @@ absl::Status ApplyEntry(const Words& words, CostTable* table,
   if (key == "link") return ApplyLink(words, table, touched);
   if (key == "point") return ApplyPoint(words, table, touched);
   if (key == "sm_interference") return ApplySmInterference(words, table);
-  if (key == "backends") return ApplyBackendSet(words, table);
-  if (key == "symmetric_signals") return ApplySymmetricSignals(words, table);
   if (key == "nvshmem_transport") {
     return ApplyNvshmemTransport(words, table, touched);
   }
   if (key == "margin" || key == "nvshmem_max_bytes") {
     return ApplyScalar(words, table);
   }
-  // Entries of older tables: silently ignoring them would hide that the table
-  // was written for another model.
-  if (key == "split_overhead_us" || key == "combine_bandwidth_GBps") {
-    return Invalid(absl::StrCat(key,
-                                " is no longer used (the split plan was "
-                                "removed); delete the line"));
-  }
   return Invalid(absl::StrCat("unknown entry '", Printable(key),
-                              "' (link, point, sm_interference, backends, "
-                              "symmetric_signals, nvshmem_transport, margin, "
-                              "nvshmem_max_bytes)"));
+                              "' (link, point, sm_interference, "
+                              "nvshmem_transport, margin, nvshmem_max_bytes)"));
 }
+
+}  // namespace
 
 absl::StatusOr<CostTable> ParseCostTableOnto(CostTable table,
                                              absl::string_view text,
@@ -621,58 +465,9 @@ absl::StatusOr<CostTable> ParseCostTableOnto(CostTable table,
   return table;
 }
 
-}  // namespace
-
 absl::StatusOr<CostTable> ParseCostTable(absl::string_view text,
                                          absl::string_view source_name) {
   return ParseCostTableOnto(DefaultCostTable(), text, source_name);
-}
-
-std::string CostTableToString(const CostTable& table) {
-  std::string out = absl::StrCat(
-      "backends ", BackendSetToString(table.backends), "\n",
-      "symmetric_signals ", table.symmetric_signals ? 1 : 0, "\n",
-      // Before the link rows: the network row printed below
-      // overrides the transport's default on reading back.
-      "nvshmem_transport ", NvshmemTransportName(table.nvshmem_transport), "\n",
-      "# backend link_class latency_us bandwidth_GBps "
-      "[per_buffer_us]\n");
-  for (int b = 0; b < kNumBackends; ++b) {
-    for (int c = 0; c < kNumLinkClasses; ++c) {
-      const LinkCost& cost = table.links[b][c];
-      absl::StrAppend(&out, "link ", kBackendNames[b], " ",
-                      LinkClassName(static_cast<LinkClass>(c)), " ",
-                      Shortest(cost.latency_us), " ",
-                      Shortest(cost.bandwidth_gbps));
-      // Optional column: five-word lines stay as they were.
-      if (cost.per_buffer_us != 0) {
-        absl::StrAppend(&out, " ", Shortest(cost.per_buffer_us));
-      }
-      out += "\n";
-    }
-  }
-  bool any_points = false;
-  for (int b = 0; b < kNumBackends; ++b) {
-    for (int c = 0; c < kNumLinkClasses; ++c) {
-      for (const CurvePoint& point : table.curves[b][c]) {
-        if (!any_points) {
-          out += "# point backend link_class buffers bytes us (measured)\n";
-          any_points = true;
-        }
-        absl::StrAppend(&out, "point ", kBackendNames[b], " ",
-                        LinkClassName(static_cast<LinkClass>(c)), " ",
-                        point.buffers, " ", point.bytes, " ",
-                        Shortest(point.us), "\n");
-      }
-    }
-  }
-  for (int b = 0; b < kNumBackends; ++b) {
-    absl::StrAppend(&out, "sm_interference ", kBackendNames[b], " ",
-                    Shortest(table.sm_interference[b]), "\n");
-  }
-  absl::StrAppend(&out, "margin ", Shortest(table.margin), "\n",
-                  "nvshmem_max_bytes ", table.nvshmem_max_bytes, "\n");
-  return out;
 }
 
 namespace {

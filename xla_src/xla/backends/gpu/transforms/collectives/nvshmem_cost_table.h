@@ -56,21 +56,12 @@ namespace xla {
 namespace gpu {
 namespace nvshmem_selection {
 
-// Backends are data: the cost table names the set the target XLA offers (see
-// ParseBackendSet). NCCL (XLA's DEFAULT, host-initiated NCCL send/recv) is
-// always in the set and is the default answer.
-enum class Backend { kNccl = 0, kNvshmem = 1, kPeer = 2, kSymmetric = 3 };
-inline constexpr int kNumBackends = 4;
+// NCCL (XLA's DEFAULT backend, host-initiated send/recv) and NVSHMEM.
+enum class Backend { kNccl = 0, kNvshmem = 1 };
+inline constexpr int kNumBackends = 2;
 
 const char* BackendName(Backend backend);
 std::optional<Backend> BackendFromName(absl::string_view name);
-
-// A backend set as written in flags and tables: "nccl,nvshmem",
-// "nccl,peer", "nccl,peer,symmetric". NCCL must be in it, and NVSHMEM does
-// not mix with peer/symmetric (no XLA offers both); InvalidArgument
-// otherwise.
-absl::StatusOr<std::vector<Backend>> ParseBackendSet(absl::string_view text);
-std::string BackendSetToString(const std::vector<Backend>& backends);
 
 struct LinkCost {
   double latency_us = 0;      // One permute of one buffer.
@@ -78,9 +69,8 @@ struct LinkCost {
   double per_buffer_us = 0;   // Each buffer beyond the first.
 };
 
-// How NVSHMEM reaches another host over InfiniBand: through the CPU proxy
-// thread (IBRC, NVSHMEM's default remote transport) or GPU-initiated
-// (IBGDA, NVSHMEM_IB_ENABLE_IBGDA=1). The default is IBRC, the slower one.
+// NVSHMEM's InfiniBand transport: IBRC (CPU proxy, the default) or IBGDA
+// (GPU-initiated, NVSHMEM_IB_ENABLE_IBGDA=1).
 enum class NvshmemTransport { kIbrc = 0, kIbgda = 1 };
 const char* NvshmemTransportName(NvshmemTransport transport);
 // The documented estimate of NVSHMEM's network row for a transport.
@@ -97,15 +87,10 @@ struct CurvePoint {
 // tens; the bound keeps parsing hostile input linear in practice.
 inline constexpr int kMaxCurvePoints = 4096;
 
-// Cost model parameters. Defaults (see DefaultCostTable in the .cc) carry
-// their sources; a text table can override any of them.
+// Cost model parameters; a text table can override any of them.
 struct CostTable {
   std::array<std::array<LinkCost, kNumLinkClasses>, kNumBackends> links;
-  std::array<double, kNumBackends> sm_interference = {0, 0, 0, 0};
-  // The backends the target XLA offers (see the header comment).
-  std::vector<Backend> backends = {Backend::kNccl, Backend::kNvshmem};
-  // Whether the runtime's NCCL supports signals (symmetric's put + signal).
-  bool symmetric_signals = false;
+  std::array<double, kNumBackends> sm_interference = {0, 0};
   // NVSHMEM's InfiniBand transport; picks its network row's default.
   NvshmemTransport nvshmem_transport = NvshmemTransport::kIbrc;
   double margin = 0.05;  // Required relative gain over NCCL.
@@ -128,35 +113,26 @@ struct CostTable {
   }
 };
 
-// The documented defaults, with the measured 2x H200 NVLink curves compiled
-// in: NCCL and NVSHMEM at the pinned XLA, peer memory with one process
-// driving the GPUs (symmetric gets NCCL's numbers). Built once.
+// The documented defaults with the measured 2x H200 NVLink curves of NCCL
+// and NVSHMEM compiled in. Built once.
 CostTable DefaultCostTable();
 
 // Text format, one entry per line, '#' starts a comment:
-//   link <nccl|nvshmem|peer|symmetric>
-//        <same_device|nvlink|nvlink_domain|network>
-//        <latency_us> <bandwidth_GBps> [<per_buffer_us>]   (omitted: 0)
-//   point <backend> <link_class> <buffers> <bytes> <us>   (a measured point;
-//        buffers and bytes whole numbers >= 1, us > 0, each (buffers, bytes)
-//        once per backend and link class)
+//   link <nccl|nvshmem> <same_device|nvlink|nvlink_domain|network>
+//        <latency_us> <bandwidth_GBps> [<per_buffer_us>]
+//   point <backend> <link_class> <buffers> <bytes> <us>   (measured)
 //   sm_interference <backend> <fraction>
-//   backends <nccl,nvshmem|nccl,peer|nccl,peer,symmetric|...>
-//   symmetric_signals <0|1>
-//   nvshmem_transport <ibrc|ibgda>   (sets NVSHMEM's network row to that
-//        transport's estimate; a later link line overrides it)
+//   nvshmem_transport <ibrc|ibgda>
 //   margin <fraction>
 //   nvshmem_max_bytes <bytes>
-// Entries not mentioned keep their defaults. A table that mentions a
-// (backend, link class) in a link or point line replaces its whole model:
-// the inherited points of that pair are dropped, so a link line alone means
-// the parametric model and point lines bring their own curve. Errors are
-// InvalidArgument and name the line: "<source>:<line>: <message>". The
-// entries split_overhead_us and combine_bandwidth_GBps of older tables are
-// errors: they priced a split plan, which no longer exists.
+// Entries not mentioned keep `base`'s values (ParseCostTable: the defaults).
+// The first link or point line of a (backend, link class) drops the inherited
+// curve of that pair. Errors are InvalidArgument: "<source>:<line>: ...".
 absl::StatusOr<CostTable> ParseCostTable(absl::string_view text,
                                          absl::string_view source_name);
-std::string CostTableToString(const CostTable& table);
+absl::StatusOr<CostTable> ParseCostTableOnto(CostTable base,
+                                             absl::string_view text,
+                                             absl::string_view source_name);
 
 // Time of one edge on one backend, for a permute of `buffers` buffers that
 // moves `bytes` in all.

@@ -89,8 +89,7 @@ std::optional<LinkClass> LinkClassFromName(absl::string_view name) {
 absl::StatusOr<Topology> Topology::Create(int slices, int hosts_per_slice,
                                           int gpus_per_host,
                                           int nvlink_domain_size,
-                                          std::vector<int> partition_to_device,
-                                          int gpus_per_process) {
+                                          std::vector<int> partition_to_device) {
   if (slices < 1 || hosts_per_slice < 1 || gpus_per_host < 1) {
     return absl::InvalidArgumentError(
         "slices, hosts and GPUs per host must all be at least 1");
@@ -111,12 +110,6 @@ absl::StatusOr<Topology> Topology::Create(int slices, int hosts_per_slice,
         " GPUs must be a whole number of hosts (", gpus_per_host,
         " GPUs each) that divides a slice (", slice_devices, " GPUs)"));
   }
-  if (gpus_per_process == 0) gpus_per_process = gpus_per_host;
-  if (gpus_per_process < 1 || gpus_per_host % gpus_per_process != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(gpus_per_process, " GPUs per process must divide a host (",
-                     gpus_per_host, " GPUs)"));
-  }
   std::vector<bool> seen(partition_to_device.empty() ? 0 : devices, false);
   for (int device : partition_to_device) {
     if (device < 0 || device >= devices) {
@@ -134,7 +127,6 @@ absl::StatusOr<Topology> Topology::Create(int slices, int hosts_per_slice,
   topology.hosts_per_slice_ = hosts_per_slice;
   topology.gpus_per_host_ = gpus_per_host;
   topology.nvlink_domain_size_ = nvlink_domain_size;
-  topology.gpus_per_process_ = gpus_per_process;
   topology.partition_to_device_ = std::move(partition_to_device);
   return topology;
 }
@@ -144,7 +136,6 @@ namespace {
 // The options after SLICESxHOSTSxGPUS: ":nvlN" and ":map=D0,D1,...".
 struct TopologyOptions {
   int nvlink_domain_size = 0;  // 0: one host.
-  int gpus_per_process = 0;    // 0: one host.
   std::vector<int> map;
 };
 
@@ -153,7 +144,6 @@ absl::StatusOr<TopologyOptions> ParseTopologyOptions(
   TopologyOptions options;
   bool have_domain = false;
   bool have_map = false;
-  bool have_process = false;
   for (size_t i = 1; i < sections.size(); ++i) {
     absl::string_view option = sections[i];
     if (absl::ConsumePrefix(&option, "nvl")) {
@@ -166,15 +156,6 @@ absl::StatusOr<TopologyOptions> ParseTopologyOptions(
       }
       options.nvlink_domain_size = static_cast<int>(*value);
       have_domain = true;
-    } else if (absl::ConsumePrefix(&option, "gpus_per_process=")) {
-      std::optional<int64_t> value = ParseCount(option);
-      if (have_process || !value || *value < 1 || *value > kMaxDevices) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("bad option '", Printable(sections[i]),
-                         "' (expected gpus_per_process=N once, N GPUs)"));
-      }
-      options.gpus_per_process = static_cast<int>(*value);
-      have_process = true;
     } else if (absl::ConsumePrefix(&option, "map=")) {
       if (have_map) return absl::InvalidArgumentError("map given twice");
       have_map = true;
@@ -190,7 +171,7 @@ absl::StatusOr<TopologyOptions> ParseTopologyOptions(
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown option '", Printable(option),
-                       "' (known: nvlN, gpus_per_process=N, map=...)"));
+                       "' (known: nvlN, map=...)"));
     }
   }
   return options;
@@ -207,17 +188,23 @@ absl::StatusOr<Topology> ParseTopologySpec(absl::string_view spec) {
   int values[3];
   for (int i = 0; i < 3; ++i) {
     std::optional<int64_t> value = ParseCount(dims[i]);
-    if (!value || *value < 1 || *value > kMaxDevices) {
+    const bool digits =
+        !dims[i].empty() && absl::c_all_of(dims[i], absl::ascii_isdigit);
+    if (!digits || (value && *value < 1)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "'", Printable(dims[i]), "' is not a positive whole number"));
+    }
+    if (!value || *value > kMaxDevices) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", Printable(dims[i]), "' is too large (max ",
+                       kMaxDevices, " devices)"));
     }
     values[i] = static_cast<int>(*value);
   }
   absl::StatusOr<TopologyOptions> options = ParseTopologyOptions(sections);
   if (!options.ok()) return options.status();
   return Topology::Create(values[0], values[1], values[2],
-                          options->nvlink_domain_size, std::move(options->map),
-                          options->gpus_per_process);
+                          options->nvlink_domain_size, std::move(options->map));
 }
 
 }  // namespace
@@ -257,9 +244,6 @@ std::string Topology::ToString() const {
       absl::StrCat(slices_, "x", hosts_per_slice_, "x", gpus_per_host_);
   if (nvlink_domain_size_ != gpus_per_host_) {
     absl::StrAppend(&spec, ":nvl", nvlink_domain_size_);
-  }
-  if (gpus_per_process_ != gpus_per_host_) {
-    absl::StrAppend(&spec, ":gpus_per_process=", gpus_per_process_);
   }
   if (!partition_to_device_.empty()) {
     absl::StrAppend(&spec, ":map=", absl::StrJoin(partition_to_device_, ","));

@@ -17,8 +17,8 @@ limitations under the License.
 #define XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_TOPOLOGY_H_
 
 // The cluster a collective-permute runs on, for backend selection: slices x
-// hosts x GPUs per host, NVLink domains, which GPUs share a process, and
-// where XLA places each logical device. C++17 and absl only.
+// hosts x GPUs per host, NVLink domains, and where XLA places each logical
+// device. C++17 and absl only.
 
 #include <cstdint>
 #include <optional>
@@ -53,34 +53,27 @@ class Topology {
  public:
   // Spec grammar: SLICESxHOSTSxGPUS[:OPTION]...
   //   nvlN | nvl=N     NVLink domain of N GPUs (default: one host)
-  //   gpus_per_process=N  GPUs each process drives (default: a whole host,
-  //                    one process per host; 1: one process per GPU). XLA's
-  //                    peer and symmetric paths need every device of the
-  //                    permute in the calling process.
   //   map=D0,D1,...    physical device of each logical device, where logical
   //                    device r + p * num_replicas is (replica r, partition
   //                    p) as XLA places them by default; with one replica
   //                    that is the device of each partition (default:
   //                    identity). A map must cover partitions x replicas.
-  // Examples: "1x2x4", "1x9x8:nvl72", "1x1x8:gpus_per_process=1",
+  // Examples: "1x2x4", "1x9x8:nvl72",
   //   "2x2x4:map=0,2,4,6,1,3,5,7,8,9,10,11,..."
   // Errors are InvalidArgument, their message starting "topology spec
   // '<spec>': ".
   static absl::StatusOr<Topology> Parse(absl::string_view spec);
   // A topology without a spec, for programmatic use; InvalidArgument when the
-  // numbers are inconsistent.
-  // gpus_per_process 0 means a whole host.
+  // numbers are inconsistent. nvlink_domain_size 0 means one host.
   static absl::StatusOr<Topology> Create(int slices, int hosts_per_slice,
                                          int gpus_per_host,
                                          int nvlink_domain_size,
-                                         std::vector<int> partition_to_device,
-                                         int gpus_per_process = 0);
+                                         std::vector<int> partition_to_device);
 
   int slices() const { return slices_; }
   int hosts_per_slice() const { return hosts_per_slice_; }
   int gpus_per_host() const { return gpus_per_host_; }
   int nvlink_domain_size() const { return nvlink_domain_size_; }
-  int gpus_per_process() const { return gpus_per_process_; }
   int num_devices() const {
     return slices_ * hosts_per_slice_ * gpus_per_host_;
   }
@@ -90,7 +83,6 @@ class Topology {
 
   int HostOf(int device) const { return device / gpus_per_host_; }
   int NvlinkDomainOf(int device) const { return device / nvlink_domain_size_; }
-  int ProcessOf(int device) const { return device / gpus_per_process_; }
 
   // Device of a logical device number (XLA's default placement, see
   // EdgeIdsToDevices); identity unless a map was given; nullopt outside the
@@ -107,7 +99,6 @@ class Topology {
   int hosts_per_slice_ = 1;
   int gpus_per_host_ = 1;
   int nvlink_domain_size_ = 1;
-  int gpus_per_process_ = 1;
   std::vector<int> partition_to_device_;
 };
 
@@ -125,8 +116,7 @@ absl::StatusOr<std::vector<std::pair<int, int>>> EdgeIdsToDevices(
 
 // Text helpers shared by the topology and cost-table parsers.
 namespace text_internal {
-// Largest topology accepted: guards against specs that would allocate
-// absurd maps or overflow device numbers.
+// Largest topology accepted (bounds maps and device numbers).
 inline constexpr int64_t kMaxDevices = 1 << 20;
 // User text echoed in an error message: one line, cut short.
 std::string Printable(absl::string_view s);

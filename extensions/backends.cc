@@ -1,0 +1,200 @@
+#include "extensions/backends.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/algorithm/container.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+
+namespace nvshmem_ext {
+namespace {
+
+using core::text_internal::kMaxDevices;
+using core::text_internal::ParseCount;
+using core::text_internal::Printable;
+
+constexpr const char* kBackendNames[kNumBackends] = {"nccl", "nvshmem", "peer",
+                                                     "symmetric"};
+
+bool IsCore(Backend backend) {
+  return backend == Backend::kNccl || backend == Backend::kNvshmem;
+}
+core::Backend CoreBackend(Backend backend) {
+  return static_cast<core::Backend>(static_cast<int>(backend));
+}
+// Peer and symmetric live in slot 0 or 1 of CostTable::extra.
+int ExtraIndex(Backend backend) { return static_cast<int>(backend) - 2; }
+
+absl::Status SpecError(absl::string_view spec, absl::string_view message) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("topology spec '", Printable(spec), "': ", message));
+}
+
+}  // namespace
+
+absl::StatusOr<Topology> Topology::Create(int slices, int hosts_per_slice,
+                                          int gpus_per_host,
+                                          int nvlink_domain_size,
+                                          std::vector<int> partition_to_device,
+                                          int gpus_per_process) {
+  absl::StatusOr<core::Topology> base =
+      core::Topology::Create(slices, hosts_per_slice, gpus_per_host,
+                             nvlink_domain_size, std::move(partition_to_device));
+  if (!base.ok()) return base.status();
+  if (gpus_per_process == 0) gpus_per_process = gpus_per_host;
+  if (gpus_per_process < 1 || gpus_per_host % gpus_per_process != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(gpus_per_process, " GPUs per process must divide a host (",
+                     gpus_per_host, " GPUs)"));
+  }
+  return Topology(*std::move(base), gpus_per_process);
+}
+
+Topology Topology::OneProcessPerHost(core::Topology topology) {
+  const int per_host = topology.gpus_per_host();
+  return Topology(std::move(topology), per_host);
+}
+
+absl::StatusOr<Topology> Topology::Parse(absl::string_view spec) {
+  // Takes ":gpus_per_process=N" out; the rest is the core's.
+  std::vector<absl::string_view> kept;
+  int per_process = 0;
+  for (absl::string_view section : absl::StrSplit(spec, ':')) {
+    absl::string_view value = section;
+    if (kept.empty() || !absl::ConsumePrefix(&value, "gpus_per_process=")) {
+      kept.push_back(section);
+      continue;
+    }
+    std::optional<int64_t> n = ParseCount(value);
+    if (per_process != 0 || !n || *n < 1 || *n > kMaxDevices) {
+      return SpecError(spec, absl::StrCat("bad option '", Printable(section),
+                                          "' (expected gpus_per_process=N "
+                                          "once, N GPUs)"));
+    }
+    per_process = static_cast<int>(*n);
+  }
+  absl::StatusOr<core::Topology> base =
+      core::Topology::Parse(absl::StrJoin(kept, ":"));
+  if (!base.ok()) {
+    // The core's message names the spec without the option; name it whole.
+    absl::string_view message = base.status().message();
+    message.remove_prefix(std::min(message.find("': "), message.size()));
+    absl::ConsumePrefix(&message, "': ");
+    return SpecError(spec, absl::StrReplaceAll(
+                               message, {{"(known: nvlN, map=...)",
+                                          "(known: nvlN, gpus_per_process=N, "
+                                          "map=...)"}}));
+  }
+  absl::StatusOr<Topology> topology = Create(
+      base->slices(), base->hosts_per_slice(), base->gpus_per_host(),
+      base->nvlink_domain_size(), base->partition_to_device(), per_process);
+  if (!topology.ok()) return SpecError(spec, topology.status().message());
+  return topology;
+}
+
+std::string Topology::ToString() const {
+  std::string spec = core::Topology::ToString();
+  if (gpus_per_process_ != gpus_per_host()) {
+    // Before the map, as Parse reads it anywhere.
+    const size_t map = std::min(spec.find(":map="), spec.size());
+    spec.insert(map, absl::StrCat(":gpus_per_process=", gpus_per_process_));
+  }
+  return spec;
+}
+
+const char* BackendName(Backend backend) {
+  return kBackendNames[static_cast<int>(backend)];
+}
+
+std::optional<Backend> BackendFromName(absl::string_view name) {
+  for (int i = 0; i < kNumBackends; ++i) {
+    if (name == kBackendNames[i]) return static_cast<Backend>(i);
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<std::vector<Backend>> ParseBackendSet(absl::string_view text) {
+  std::vector<Backend> backends;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    std::optional<Backend> backend = BackendFromName(item);
+    if (!backend) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown backend '", Printable(item),
+                       "' in backend set (nccl, nvshmem, peer, symmetric)"));
+    }
+    if (absl::c_linear_search(backends, *backend)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "backend '", BackendName(*backend), "' named twice in backend set"));
+    }
+    backends.push_back(*backend);
+  }
+  auto has = [&](Backend b) { return absl::c_linear_search(backends, b); };
+  if (!has(Backend::kNccl)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend set '", Printable(text),
+                     "' lacks nccl, the default every XLA runs"));
+  }
+  if (has(Backend::kNvshmem) &&
+      (has(Backend::kPeer) || has(Backend::kSymmetric))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backend set '", Printable(text),
+        "' mixes nvshmem with peer/symmetric; no XLA offers both"));
+  }
+  absl::c_sort(backends);  // Canonical order, so that text round-trips.
+  return backends;
+}
+
+std::string BackendSetToString(const std::vector<Backend>& backends) {
+  return absl::StrJoin(backends, ",", [](std::string* out, Backend backend) {
+    out->append(BackendName(backend));
+  });
+}
+
+const LinkCost& CostTable::link(Backend b, LinkClass c) const {
+  return IsCore(b) ? core.link(CoreBackend(b), c)
+                   : extra[ExtraIndex(b)].link(core::Backend::kNccl, c);
+}
+LinkCost& CostTable::link(Backend b, LinkClass c) {
+  return IsCore(b) ? core.link(CoreBackend(b), c)
+                   : extra[ExtraIndex(b)].link(core::Backend::kNccl, c);
+}
+const std::vector<CurvePoint>& CostTable::curve(Backend b, LinkClass c) const {
+  return IsCore(b) ? core.curve(CoreBackend(b), c)
+                   : extra[ExtraIndex(b)].curve(core::Backend::kNccl, c);
+}
+double CostTable::sm_interference(Backend b) const {
+  return IsCore(b) ? core.sm_interference[static_cast<int>(b)]
+                   : extra[ExtraIndex(b)].sm_interference[0];
+}
+
+double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
+                  int64_t bytes, int buffers) {
+  if (IsCore(backend)) {
+    return core::EdgeTimeUs(table.core, CoreBackend(backend), link_class,
+                            bytes, buffers);
+  }
+  return core::EdgeTimeUs(table.extra[ExtraIndex(backend)],
+                          core::Backend::kNccl, link_class, bytes, buffers);
+}
+
+bool HasMeasuredCurve(const CostTable& table, Backend backend,
+                      LinkClass link_class) {
+  return !table.curve(backend, link_class).empty();
+}
+
+}  // namespace nvshmem_ext

@@ -1,0 +1,168 @@
+// The project's backends beside the core's NCCL and NVSHMEM: peer memory and
+// symmetric memory, the permute paths of XLA newer than the pin (jax >=
+// 0.10.2, collectives_mode). The XLA patch knows NCCL and NVSHMEM only; the
+// tools (nvshmem-opt, the Python binding, the fuzzers) decide through this
+// layer, which adds these candidates to the core's one decision rule
+// (nvshmem_selection::Choose) and keeps the core's time model and NVSHMEM
+// rules.
+//
+//   peer       every edge inside one host and one process (the topology's
+//              gpus_per_process): XLA copies into the target's buffer with
+//              CUDA peer access among the calling process's devices, and
+//              otherwise falls back to NCCL.
+//   symmetric  as peer, and the runtime's NCCL supports signals
+//              (symmetric_signals 1): put + signal fails without them.
+//
+// Cost-table rows `link|point|sm_interference peer|symmetric ...`, and the
+// entries `backends` and `symmetric_signals`, are this layer's; the other
+// rows go to the core's parser.
+
+#ifndef NVSHMEM_EXTENSIONS_BACKENDS_H_
+#define NVSHMEM_EXTENSIONS_BACKENDS_H_
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
+
+namespace nvshmem_ext {
+
+namespace core = ::xla::gpu::nvshmem_selection;
+
+// The core's names that this layer uses unchanged.
+using core::CurvePoint;
+using core::EdgeIdsToDevices;
+using core::kMaxCurvePoints;
+using core::kNumLinkClasses;
+using core::LinkClass;
+using core::LinkClassFromName;
+using core::LinkClassName;
+using core::LinkCost;
+using core::NvshmemNetworkCost;
+using core::NvshmemTransport;
+using core::NvshmemTransportName;
+using core::PermuteRequest;
+using core::TeamDevices;
+using core::Verdict;
+
+// The core's topology and which GPUs share a process (default: a host).
+class Topology : public core::Topology {
+ public:
+  // The core's spec grammar plus ":gpus_per_process=N".
+  static absl::StatusOr<Topology> Parse(absl::string_view spec);
+  // gpus_per_process 0 means a whole host.
+  static absl::StatusOr<Topology> Create(int slices, int hosts_per_slice,
+                                         int gpus_per_host,
+                                         int nvlink_domain_size,
+                                         std::vector<int> partition_to_device,
+                                         int gpus_per_process = 0);
+  // A core topology with one process per host.
+  static Topology OneProcessPerHost(core::Topology topology);
+
+  int gpus_per_process() const { return gpus_per_process_; }
+  int ProcessOf(int device) const { return device / gpus_per_process_; }
+  std::string ToString() const;
+
+ private:
+  Topology(core::Topology topology, int gpus_per_process)
+      : core::Topology(std::move(topology)),
+        gpus_per_process_(gpus_per_process) {}
+  int gpus_per_process_ = 1;
+};
+
+enum class Backend { kNccl = 0, kNvshmem = 1, kPeer = 2, kSymmetric = 3 };
+inline constexpr int kNumBackends = 4;
+
+const char* BackendName(Backend backend);
+std::optional<Backend> BackendFromName(absl::string_view name);
+
+// "nccl,nvshmem", "nccl,peer", "nccl,peer,symmetric": NCCL always, NVSHMEM
+// never with peer/symmetric (no XLA offers both).
+absl::StatusOr<std::vector<Backend>> ParseBackendSet(absl::string_view text);
+std::string BackendSetToString(const std::vector<Backend>& backends);
+
+struct CostTable {
+  core::CostTable core;  // NCCL, NVSHMEM and the scalars.
+  // Peer and symmetric, each in the NCCL slot of a core table.
+  std::array<core::CostTable, 2> extra;
+  std::vector<Backend> backends = {Backend::kNccl, Backend::kNvshmem};
+  bool symmetric_signals = false;
+
+  const LinkCost& link(Backend backend, LinkClass link_class) const;
+  LinkCost& link(Backend backend, LinkClass link_class);
+  const std::vector<CurvePoint>& curve(Backend backend,
+                                       LinkClass link_class) const;
+  double sm_interference(Backend backend) const;
+};
+
+// The core's defaults; peer gets NCCL's numbers with its own measured 2x H200
+// NVLink curve, symmetric NCCL's numbers.
+CostTable DefaultCostTable();
+absl::StatusOr<CostTable> ParseCostTable(absl::string_view text,
+                                         absl::string_view source_name);
+std::string CostTableToString(const CostTable& table);
+
+double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
+                  int64_t bytes, int buffers = 1);
+bool HasMeasuredCurve(const CostTable& table, Backend backend,
+                      LinkClass link_class);
+
+enum class RefusalKind {
+  kNotOffered,
+  kExceedsHeap,
+  kEdgeOutsideTeam,
+  kDeviceWithoutSource,
+  kTeamOutsideTopology,
+  kNoSignals,
+  kLeavesHost,
+  kCrossesProcesses,
+};
+
+struct Refusal {
+  Backend backend = Backend::kNccl;
+  RefusalKind kind = RefusalKind::kNotOffered;
+  int count = 0;
+  int total = 0;
+  std::vector<int> devices;
+  int64_t bytes = 0;
+  int64_t limit = 0;
+  int gpus_per_process = 0;
+  std::vector<Backend> offered;
+};
+
+std::string RefusalText(const Refusal& refusal);
+
+std::optional<Refusal> CheckSafety(const Topology& topology,
+                                   const CostTable& table,
+                                   const PermuteRequest& request,
+                                   Backend backend);
+std::optional<Refusal> NvshmemHang(
+    const std::vector<std::pair<int, int>>& device_edges,
+    const std::vector<int>& team);
+
+struct Decision {
+  Backend backend = Backend::kNccl;
+  Verdict verdict = Verdict::kNoEdges;
+  std::optional<Backend> fastest_alternative;
+  std::array<std::optional<double>, kNumBackends> backend_us;
+  std::array<std::optional<Refusal>, kNumBackends> refused;
+  double chosen_us = 0;
+  std::array<int, kNumLinkClasses> edges_by_class = {0, 0, 0, 0};
+  std::string reason;  // One line.
+};
+
+// The core's Choose over NVSHMEM, peer and symmetric.
+Decision Decide(const Topology& topology, const CostTable& table,
+                const PermuteRequest& request);
+
+}  // namespace nvshmem_ext
+
+#endif  // NVSHMEM_EXTENSIONS_BACKENDS_H_

@@ -1,0 +1,868 @@
+// Tests of the project's layer over the selection core: peer and symmetric
+// memory, the table text with their rows, the decision's reasons, and the
+// behaviour the tools rely on through it (moved here from the core's tests).
+
+#include "extensions/backends.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace nvshmem_ext {
+namespace {
+
+Topology MustParse(const std::string& spec) {
+  absl::StatusOr<Topology> topology = Topology::Parse(spec);
+  EXPECT_TRUE(topology.ok()) << topology.status();
+  return topology.ok() ? *topology : *Topology::Create(1, 1, 1, 0, {});
+}
+
+// The message of a failed call, "" when it succeeded.
+template <typename T>
+std::string ErrorOf(const absl::StatusOr<T>& value) {
+  return value.ok() ? "" : std::string(value.status().message());
+}
+
+std::string ParseError(const std::string& spec) {
+  absl::StatusOr<Topology> topology = Topology::Parse(spec);
+  EXPECT_EQ(topology.status().code(), absl::StatusCode::kInvalidArgument)
+      << spec;
+  return ErrorOf(topology);
+}
+
+CostTable TableWith(const std::string& text) {
+  absl::StatusOr<CostTable> table = ParseCostTable(text, "t");
+  EXPECT_TRUE(table.ok()) << table.status();
+  return table.value_or(DefaultCostTable());
+}
+
+// A measured NVSHMEM curve on NVLink: 1 and 4 buffers at 1 KiB, 1 MiB,
+// 64 MiB; the link row (latency 99 would be far off) only extrapolates.
+constexpr char kCurveTable[] =
+    "link nvshmem nvlink 99 400 10\n"
+    "point nvshmem nvlink 1 1024 20\n"
+    "point nvshmem nvlink 1 1048576 30\n"
+    "point nvshmem nvlink 1 67108864 200\n"
+    "point nvshmem nvlink 4 67108864 260\n"  // Out of order: sorted on read.
+    "point nvshmem nvlink 4 1024 50\n"
+    "point nvshmem nvlink 4 1048576 60\n"
+    "sm_interference nvshmem 0\n";
+
+double NvshmemNvlinkUs(const CostTable& table, int64_t bytes, int buffers) {
+  return EdgeTimeUs(table, Backend::kNvshmem, LinkClass::kIntraHostNvlink,
+                    bytes, buffers);
+}
+
+std::vector<std::pair<int, int>> Ring(int n) {
+  std::vector<std::pair<int, int>> edges;
+  for (int i = 0; i < n; ++i) edges.emplace_back(i, (i + 1) % n);
+  return edges;
+}
+
+// A refusal's text, or "" when there is none (for readable expectations).
+std::string Text(const std::optional<Refusal>& refusal) {
+  return refusal ? RefusalText(*refusal) : "";
+}
+
+std::string HangText(const std::vector<std::pair<int, int>>& edges,
+                     const std::vector<int>& team) {
+  return Text(NvshmemHang(edges, team));
+}
+
+std::string SafetyText(const Topology& topology, const CostTable& table,
+                       const PermuteRequest& request, Backend backend) {
+  return Text(CheckSafety(topology, table, request, backend));
+}
+
+TEST(TopologyTest, GpusPerProcessOption) {
+  EXPECT_EQ(MustParse("1x2x4").gpus_per_process(), 4);
+  const Topology t = MustParse("1x2x4:gpus_per_process=2");
+  EXPECT_EQ(t.gpus_per_process(), 2);
+  EXPECT_EQ(t.ProcessOf(3), 1);
+  EXPECT_EQ(t.ToString(), "1x2x4:gpus_per_process=2");
+  EXPECT_EQ(MustParse("1x2x4:gpus_per_process=4").ToString(), "1x2x4");
+  for (const char* bad :
+       {"1x2x4:gpus_per_process=3", "1x2x4:gpus_per_process=0",
+        "1x2x4:gpus_per_process=8",
+        "1x2x4:gpus_per_process=1:gpus_per_process=1"}) {
+    EXPECT_FALSE(Topology::Parse(bad).ok()) << bad;
+  }
+}
+
+TEST(CostTableTest, ParsesOverridesAndKeepsDefaults) {
+  std::string error;
+  absl::StatusOr<CostTable> table = ParseCostTable(
+      "# measured\nlink nccl network 12.5 45  # NDR\nmargin 0.1\n"
+      "sm_interference nccl 0.2\nnvshmem_max_bytes 2147483648\n",
+      "t.txt");
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_DOUBLE_EQ(table->link(Backend::kNccl, LinkClass::kNetwork).latency_us,
+                   12.5);
+  EXPECT_DOUBLE_EQ(table->core.margin, 0.1);
+  EXPECT_DOUBLE_EQ(table->sm_interference(Backend::kNccl), 0.2);
+  EXPECT_EQ(table->core.nvshmem_max_bytes, int64_t{2147483648});
+  // Untouched entries keep the documented defaults.
+  EXPECT_DOUBLE_EQ(
+      table->link(Backend::kNvshmem, LinkClass::kNvlinkDomain).latency_us, 5.6);
+  EXPECT_FALSE(
+      table->curve(Backend::kNvshmem, LinkClass::kIntraHostNvlink).empty());
+}
+
+TEST(CostTableTest, RoundTripsThroughText) {
+  CostTable table = DefaultCostTable();
+  table.core.margin = 0.125;
+  std::string error;
+  absl::StatusOr<CostTable> again =
+      ParseCostTable(CostTableToString(table), "x");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(CostTableToString(*again), CostTableToString(table));
+  // Numbers print in their shortest exact form (5.6, not 5.5999999999999996;
+  // 450, not 4.5e+02).
+  EXPECT_EQ(CostTableToString(table).find("e+"), std::string::npos)
+      << CostTableToString(table);
+  EXPECT_NE(CostTableToString(table).find("link nvshmem nvlink_domain 5.6 "),
+            std::string::npos)
+      << CostTableToString(table);
+}
+
+TEST(CostTableTest, ErrorsNameTheLine) {
+  std::string error;
+  error = ErrorOf(ParseCostTable("margin 0.1\nlink nccl warp 1 2\n", "t.txt"));
+  EXPECT_FALSE(error.empty());
+  EXPECT_EQ(error.rfind("t.txt:2: unknown link class 'warp'", 0), 0u) << error;
+  error = ErrorOf(ParseCostTable("link nccl nvlink 1 0\n", "t.txt"));
+  EXPECT_FALSE(error.empty());
+  EXPECT_EQ(error.rfind("t.txt:1: '0' is not a number > 0", 0), 0u) << error;
+  error = ErrorOf(ParseCostTable("\n\nfoo 1\n", "t.txt"));
+  EXPECT_FALSE(error.empty());
+  EXPECT_EQ(error.rfind("t.txt:3: unknown entry 'foo'", 0), 0u) << error;
+  error = ErrorOf(ParseCostTable("margin abc\n", "t.txt"));
+  EXPECT_FALSE(error.empty());
+  EXPECT_EQ(error.rfind("t.txt:1:", 0), 0u) << error;
+  error = ErrorOf(ParseCostTable("margin 1.5\n", "t.txt"));
+  EXPECT_FALSE(error.empty());
+  error = ErrorOf(ParseCostTable("link nccl nvlink 1\n", "t.txt"));
+  EXPECT_FALSE(error.empty());
+  EXPECT_NE(error.find("expected 'link BACKEND"), std::string::npos) << error;
+  error = ErrorOf(ParseCostTable("margin nan\n", "t.txt"));
+  EXPECT_FALSE(error.empty());
+}
+
+// The split plan's entries: an old table must not load as if they counted.
+TEST(CostTableTest, SplitEntriesAreRejected) {
+  EXPECT_EQ(
+      ErrorOf(ParseCostTable("margin 0.1\nsplit_overhead_us 2\n", "old.txt")),
+      "old.txt:2: split_overhead_us is no longer used (the split plan "
+      "was removed); delete the line");
+  EXPECT_EQ(
+      ErrorOf(ParseCostTable("combine_bandwidth_GBps 2400\n", "old.txt"))
+          .rfind("old.txt:1: combine_bandwidth_GBps is no longer used", 0),
+      0u);
+  EXPECT_EQ(CostTableToString(DefaultCostTable()).find("split"),
+            std::string::npos);
+}
+
+TEST(AcrossHostsTest, TransportPicksTheNetworkRow) {
+  const CostTable ibrc = DefaultCostTable();
+  EXPECT_EQ(ibrc.core.nvshmem_transport, NvshmemTransport::kIbrc);
+  absl::StatusOr<CostTable> ibgda =
+      ParseCostTable("nvshmem_transport ibgda\n", "t");
+  ASSERT_TRUE(ibgda.ok()) << ibgda.status();
+  EXPECT_EQ(ibgda->core.nvshmem_transport, NvshmemTransport::kIbgda);
+  // GPU-initiated puts skip the proxy: cheaper per permute and per buffer.
+  EXPECT_LT(ibgda->link(Backend::kNvshmem, LinkClass::kNetwork).latency_us,
+            ibrc.link(Backend::kNvshmem, LinkClass::kNetwork).latency_us);
+  EXPECT_LT(ibgda->link(Backend::kNvshmem, LinkClass::kNetwork).per_buffer_us,
+            ibrc.link(Backend::kNvshmem, LinkClass::kNetwork).per_buffer_us);
+  // Round trip: the printed table reads back to the same transport and row.
+  absl::StatusOr<CostTable> again =
+      ParseCostTable(CostTableToString(*ibgda), "again");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(CostTableToString(*again), CostTableToString(*ibgda));
+  // A link line after the transport overrides its row.
+  absl::StatusOr<CostTable> own = ParseCostTable(
+      "nvshmem_transport ibgda\nlink nvshmem network 3 40\n", "t");
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_DOUBLE_EQ(own->link(Backend::kNvshmem, LinkClass::kNetwork).latency_us,
+                   3);
+  EXPECT_FALSE(ParseCostTable("nvshmem_transport udp\n", "t").ok());
+}
+
+TEST(BackendSetTest, ParsesCanonicalSetsAndRejectsBadOnes) {
+  std::string error;
+  auto set = ParseBackendSet("peer,nccl,symmetric");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(BackendSetToString(*set), "nccl,peer,symmetric");
+  error = ErrorOf(ParseBackendSet("peer"));
+  EXPECT_FALSE(error.empty());
+  EXPECT_NE(error.find("lacks nccl"), std::string::npos) << error;
+  error = ErrorOf(ParseBackendSet("nccl,nvshmem,peer"));
+  EXPECT_FALSE(error.empty());
+  EXPECT_NE(error.find("no XLA offers both"), std::string::npos) << error;
+  error = ErrorOf(ParseBackendSet("nccl,nccl"));
+  EXPECT_FALSE(error.empty());
+  error = ErrorOf(ParseBackendSet("nccl,warp"));
+  EXPECT_FALSE(error.empty());
+  EXPECT_NE(error.find("unknown backend 'warp'"), std::string::npos) << error;
+  error = ErrorOf(ParseCostTable("backends nccl,gloo\n", "t.txt"));
+  EXPECT_FALSE(error.empty());
+  EXPECT_EQ(error.rfind("t.txt:1: unknown backend 'gloo'", 0), 0u) << error;
+  error = ErrorOf(ParseCostTable("symmetric_signals yes\n", "t.txt"));
+  EXPECT_FALSE(error.empty());
+  EXPECT_EQ(error.rfind("t.txt:1: symmetric_signals must be 0 or 1", 0), 0u);
+}
+
+TEST(BackendSetTest, TableCarriesSetSignalsAndPerBufferCosts) {
+  CostTable table = TableWith(
+      "backends nccl,peer,symmetric\nsymmetric_signals 1\n"
+      "link peer nvlink 20 300 1.5\n");
+  EXPECT_EQ(BackendSetToString(table.backends), "nccl,peer,symmetric");
+  EXPECT_TRUE(table.symmetric_signals);
+  EXPECT_DOUBLE_EQ(
+      table.link(Backend::kPeer, LinkClass::kIntraHostNvlink).per_buffer_us,
+      1.5);
+  std::string error;
+  absl::StatusOr<CostTable> again =
+      ParseCostTable(CostTableToString(table), "x");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(CostTableToString(*again), CostTableToString(table));
+  EXPECT_EQ(BackendSetToString(DefaultCostTable().backends), "nccl,nvshmem");
+}
+
+TEST(MeasuredCurveTest, ExactAtThePointsAndLogLogBetween) {
+  CostTable table = TableWith(kCurveTable);
+  EXPECT_TRUE(
+      HasMeasuredCurve(table, Backend::kNvshmem, LinkClass::kIntraHostNvlink));
+  EXPECT_FALSE(
+      HasMeasuredCurve(table, Backend::kNvshmem, LinkClass::kNvlinkDomain));
+  EXPECT_EQ(NvshmemNvlinkUs(table, 1024, 1), 20);
+  EXPECT_EQ(NvshmemNvlinkUs(table, 1048576, 1), 30);
+  EXPECT_EQ(NvshmemNvlinkUs(table, 67108864, 4), 260);
+  // 32 KiB is halfway between 1 KiB and 1 MiB in log(bytes): the geometric
+  // mean of the times.
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 32768, 1), std::sqrt(20.0 * 30.0), 1e-9);
+  // 8 MiB is halfway between 1 MiB and 64 MiB.
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 8 << 20, 1), std::sqrt(30.0 * 200.0),
+              1e-9);
+}
+
+TEST(MeasuredCurveTest, MonotoneWhereTheDataIs) {
+  CostTable table = TableWith(kCurveTable);
+  double previous = 0;
+  for (int64_t bytes = 1; bytes <= (int64_t{1} << 30);
+       bytes = bytes * 3 / 2 + 1) {
+    const double us = NvshmemNvlinkUs(table, bytes, 1);
+    EXPECT_GE(us, previous) << bytes;
+    previous = us;
+  }
+  // Data that dips stays between its neighbours, not beyond.
+  CostTable dip = TableWith(
+      "point nccl nvlink 1 1000 20\npoint nccl nvlink 1 10000 15\n"
+      "point nccl nvlink 1 100000 25\n");
+  const double mid =
+      EdgeTimeUs(dip, Backend::kNccl, LinkClass::kIntraHostNvlink, 3000, 1);
+  EXPECT_LT(mid, 20);
+  EXPECT_GT(mid, 15);
+}
+
+TEST(MeasuredCurveTest, ExtrapolatesWithTheRowsBandwidth) {
+  CostTable table = TableWith(kCurveTable);
+  // 400 GB/s = 400000 bytes/us beyond 64 MiB, from the last point.
+  const int64_t top = 67108864;
+  EXPECT_NEAR(NvshmemNvlinkUs(table, top + 400000000, 1), 200 + 1000, 1e-9);
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 4 * top, 4), 260 + 3.0 * top / 4e5, 1e-9);
+  // Below 1 KiB: the first point less the transfer of the missing bytes.
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 24, 1), 20 - 1000.0 / 4e5, 1e-12);
+  EXPECT_GE(NvshmemNvlinkUs(table, 0, 1), 0);
+}
+
+TEST(MeasuredCurveTest, BlendsBetweenBufferCountsAndAddsPerBufferBeyond) {
+  CostTable table = TableWith(kCurveTable);
+  // 2 buffers: a third of the way from the 1-buffer to the 4-buffer curve.
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 1024, 2), 20 + (50 - 20) / 3.0, 1e-9);
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 1048576, 3), 30 + 2 * (60 - 30) / 3.0,
+              1e-9);
+  // 6 buffers: the 4-buffer curve plus 2 x per_buffer (10 us).
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 1024, 6), 70, 1e-9);
+  // Only 4 buffers measured: fewer buffers take per_buffer off, never below 0.
+  CostTable four = TableWith(
+      "link nccl nvlink 1 100 5\n"
+      "point nccl nvlink 4 1000 12\n"
+      "point nccl nvlink 4 2000 14\n"
+      "sm_interference nccl 0\n");
+  EXPECT_NEAR(
+      EdgeTimeUs(four, Backend::kNccl, LinkClass::kIntraHostNvlink, 1000, 3), 7,
+      1e-9);
+  EXPECT_EQ(
+      EdgeTimeUs(four, Backend::kNccl, LinkClass::kIntraHostNvlink, 1000, 1),
+      0);
+}
+
+TEST(MeasuredCurveTest, SmInterferenceAddsOnTopOfTheCurve) {
+  CostTable table =
+      TableWith(std::string(kCurveTable) + "sm_interference nvshmem 0.5\n");
+  // 1 MiB at 400 GB/s is 2.62144 us of transfer; half of it on top.
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 1048576, 1), 30 + 0.5 * 2.62144, 1e-9);
+}
+
+TEST(MeasuredCurveTest, ALinkLineAloneDropsTheInheritedCurve) {
+  CostTable base = TableWith(kCurveTable);
+  std::string error;
+  absl::StatusOr<CostTable> over =
+      ParseCostTable(CostTableToString(base) + "", "x");
+  ASSERT_TRUE(over.ok()) << over.status();
+  EXPECT_EQ(CostTableToString(*over), CostTableToString(base));
+  EXPECT_NE(CostTableToString(base).find("point nvshmem nvlink 4 1024 50\n"),
+            std::string::npos);
+  // The default's curves (if any) give way to a link line naming the pair.
+  CostTable parametric = TableWith(
+      "link nvshmem nvlink 5 450 1\n"
+      "link nccl nvlink 6 450 1\n");
+  EXPECT_FALSE(HasMeasuredCurve(parametric, Backend::kNvshmem,
+                                LinkClass::kIntraHostNvlink));
+  EXPECT_FALSE(HasMeasuredCurve(parametric, Backend::kNccl,
+                                LinkClass::kIntraHostNvlink));
+  EXPECT_NEAR(EdgeTimeUs(parametric, Backend::kNvshmem,
+                         LinkClass::kIntraHostNvlink, 450000, 3),
+              5 + 2 + 1 * (1 + parametric.sm_interference(Backend::kNvshmem)), 1e-9);
+  // Point lines after a link line of the same pair in one file add up.
+  CostTable both =
+      TableWith("link nccl nvlink 6 450\npoint nccl nvlink 1 10 7\n");
+  EXPECT_EQ(both.curve(Backend::kNccl, LinkClass::kIntraHostNvlink).size(), 1u);
+  EXPECT_DOUBLE_EQ(
+      both.link(Backend::kNccl, LinkClass::kIntraHostNvlink).latency_us, 6);
+}
+
+TEST(MeasuredCurveTest, BadPointRowsNameTheLine) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"point nccl nvlink 1 1024\n", "expected 'point BACKEND"},
+      {"point gloo nvlink 1 1024 5\n", "unknown backend 'gloo'"},
+      {"point nccl warp 1 1024 5\n", "unknown link class 'warp'"},
+      {"point nccl nvlink 0 1024 5\n", "buffers '0' is not a whole number"},
+      {"point nccl nvlink 1.5 1024 5\n", "buffers '1.5' is not a whole"},
+      {"point nccl nvlink 1 0 5\n", "bytes '0' is not a whole number"},
+      {"point nccl nvlink 1 -4 5\n", "bytes '-4' is not a whole number"},
+      {"point nccl nvlink 1 1024 0\n", "'0' is not a number > 0"},
+      {"point nccl nvlink 1 1024 inf\n", "'inf' is not a number > 0"},
+      {"point nccl nvlink 1 1024 5\npoint nccl nvlink 1 1024 6\n",
+       "given twice"},
+  };
+  for (const auto& [text, message] : cases) {
+    std::string error;
+    error = ErrorOf(ParseCostTable(std::string("# c\n") + text, "t.txt"));
+    EXPECT_FALSE(error.empty()) << text;
+    const std::string line =
+        std::string(text).find("given twice") == std::string::npos &&
+                std::string(message) != "given twice"
+            ? "t.txt:2: "
+            : "t.txt:3: ";
+    EXPECT_EQ(error.rfind(line, 0), 0u) << error;
+    EXPECT_NE(error.find(message), std::string::npos) << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  }
+  std::string many;
+  for (int i = 1; i <= kMaxCurvePoints + 1; ++i) {
+    many += "point nccl nvlink 1 " + std::to_string(i) + " 5\n";
+  }
+  std::string error;
+  error = ErrorOf(ParseCostTable(many, "t.txt"));
+  EXPECT_FALSE(error.empty());
+  EXPECT_NE(error.find("more than 4096 points"), std::string::npos) << error;
+}
+
+TEST(DefaultTableTest, MeasuredH200NvlinkCurvesForTheTwoPinnedBackends) {
+  const CostTable table = DefaultCostTable();
+  for (Backend backend : {Backend::kNccl, Backend::kNvshmem, Backend::kPeer,
+                          Backend::kSymmetric}) {
+    const std::vector<CurvePoint>& curve =
+        table.curve(backend, LinkClass::kIntraHostNvlink);
+    ASSERT_FALSE(curve.empty()) << BackendName(backend);
+    EXPECT_EQ(curve.front().buffers, 1);
+    EXPECT_EQ(curve.front().bytes, 1024);
+    EXPECT_EQ(curve.back().buffers, 4);
+    EXPECT_EQ(curve.back().bytes, int64_t{256} << 20);
+    // The measured time is the whole cost: no interference on top.
+    EXPECT_EQ(table.sm_interference(backend), 0);
+    // Other link classes keep the documented parametric model.
+    EXPECT_FALSE(HasMeasuredCurve(table, backend, LinkClass::kNvlinkDomain));
+    EXPECT_FALSE(HasMeasuredCurve(table, backend, LinkClass::kNetwork));
+  }
+  // Symmetric carries NCCL's numbers (never measured working).
+  EXPECT_EQ(EdgeTimeUs(table, Backend::kSymmetric, LinkClass::kIntraHostNvlink,
+                       3 << 20, 3),
+            EdgeTimeUs(table, Backend::kNccl, LinkClass::kIntraHostNvlink,
+                       3 << 20, 3));
+  EXPECT_DOUBLE_EQ(
+      table.link(Backend::kNccl, LinkClass::kNvlinkDomain).latency_us, 6);
+  EXPECT_DOUBLE_EQ(
+      table.link(Backend::kNvshmem, LinkClass::kNvlinkDomain).latency_us, 5.6);
+  EXPECT_DOUBLE_EQ(table.link(Backend::kNccl, LinkClass::kNetwork).latency_us,
+                   20.75);
+}
+TEST(DecideTest, OneHostRingGoesToNvshmem) {
+  Topology t = MustParse("1x1x8");
+  Decision d = Decide(t, DefaultCostTable(), {32 << 20, Ring(8)});
+  EXPECT_EQ(d.backend, Backend::kNvshmem) << d.reason;
+  EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kIntraHostNvlink)], 8);
+  EXPECT_LT(d.backend_us[static_cast<int>(Backend::kNvshmem)],
+            d.backend_us[static_cast<int>(Backend::kNccl)]);
+  EXPECT_EQ(d.reason.rfind("NVSHMEM: all 8 edges", 0), 0u) << d.reason;
+}
+
+TEST(DecideTest, TwoHostRingIsPricedAndStaysOnNcclWithDefaultCosts) {
+  Decision d =
+      Decide(MustParse("1x2x4"), DefaultCostTable(), {32 << 20, Ring(8)});
+  EXPECT_EQ(d.backend, Backend::kNccl) << d.reason;
+  // Eligible and priced by its slowest (network) edge, not refused.
+  EXPECT_EQ(Text(d.refused[static_cast<int>(Backend::kNvshmem)]), "");
+  EXPECT_DOUBLE_EQ(*d.backend_us[static_cast<int>(Backend::kNvshmem)],
+                   EdgeTimeUs(DefaultCostTable(), Backend::kNvshmem,
+                              LinkClass::kNetwork, 32 << 20));
+  EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kNetwork)], 2);
+  EXPECT_NE(d.reason.find("does not beat NCCL"), std::string::npos) << d.reason;
+}
+
+// Tensor parallelism inside each host, the context-parallel ring across
+// hosts: on 1x2x8 with cp 2, every edge of the ring's permute crosses the
+// network (device t <-> t + 8).
+std::vector<std::pair<int, int>> CpRingAcrossTwoHosts() {
+  std::vector<std::pair<int, int>> edges;
+  for (int t = 0; t < 8; ++t) {
+    edges.emplace_back(t, t + 8);
+    edges.emplace_back(t + 8, t);
+  }
+  return edges;
+}
+
+TEST(AcrossHostsTest, ModelPicksNvshmemWhereItsNetworkRowWins) {
+  // A table whose network rows say NVSHMEM is faster (as a calibration on
+  // the user's nodes may): the whole permute goes to NVSHMEM.
+  absl::StatusOr<CostTable> fast = ParseCostTable(
+      "link nccl network 25 40 8\nlink nvshmem network 12 48 10\n", "t");
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  Decision d =
+      Decide(MustParse("1x2x8"), *fast, {8 << 20, CpRingAcrossTwoHosts(), 16});
+  EXPECT_EQ(d.backend, Backend::kNvshmem) << d.reason;
+  EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kNetwork)], 16);
+  EXPECT_EQ(d.reason.rfind("NVSHMEM: all 16 edges, 16 across the network "
+                           "(ibrc)",
+                           0),
+            0u)
+      << d.reason;
+  // The default estimates: the NIC bounds both, NVSHMEM's put and barrier
+  // cost more than NCCL's send/receive, so NCCL, priced, not refused.
+  Decision by_default = Decide(MustParse("1x2x8"), DefaultCostTable(),
+                               {8 << 20, CpRingAcrossTwoHosts(), 16});
+  EXPECT_EQ(by_default.backend, Backend::kNccl) << by_default.reason;
+  EXPECT_GT(by_default.backend_us[static_cast<int>(Backend::kNvshmem)],
+            by_default.backend_us[static_cast<int>(Backend::kNccl)]);
+}
+
+TEST(AcrossHostsTest, MixedRingIsPricedByItsSlowestEdge) {
+  absl::StatusOr<CostTable> fast =
+      ParseCostTable("link nvshmem network 12 60 10\n", "t");
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  const Topology t = MustParse("1x4x4");
+  Decision d = Decide(t, *fast, {64 << 20, Ring(16), 16});
+  EXPECT_EQ(d.backend, Backend::kNvshmem) << d.reason;
+  EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kNetwork)], 4);
+  EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kIntraHostNvlink)],
+            12);
+  EXPECT_DOUBLE_EQ(
+      *d.backend_us[static_cast<int>(Backend::kNvshmem)],
+      EdgeTimeUs(*fast, Backend::kNvshmem, LinkClass::kNetwork, 64 << 20));
+  Decision by_default = Decide(t, DefaultCostTable(), {64 << 20, Ring(16), 16});
+  EXPECT_EQ(by_default.backend, Backend::kNccl) << by_default.reason;
+}
+
+TEST(AcrossHostsTest, ShiftAcrossHostsIsStillRefused) {
+  absl::StatusOr<CostTable> fast =
+      ParseCostTable("link nvshmem network 1 900 1\n", "t");
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  // Host 0 sends to host 1 only: devices 0..7 receive nothing.
+  std::vector<std::pair<int, int>> shift;
+  for (int t = 0; t < 8; ++t) shift.emplace_back(t, t + 8);
+  Decision d = Decide(MustParse("1x2x8"), *fast, {8 << 20, shift, 16});
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  const std::optional<Refusal>& refusal =
+      d.refused[static_cast<int>(Backend::kNvshmem)];
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_EQ(refusal->kind, RefusalKind::kDeviceWithoutSource);
+  EXPECT_EQ(refusal->devices, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(refusal->total, 16);
+  EXPECT_NE(Text(refusal).find(
+                "8 of 16 devices of the team (devices 0, 1, 2, 3, ...) have "
+                "no source"),
+            std::string::npos)
+      << d.reason;
+}
+
+TEST(AcrossHostsTest, HeapLimitStillRefuses) {
+  absl::StatusOr<CostTable> fast =
+      ParseCostTable("link nvshmem network 1 900 1\n", "t");
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  Decision d = Decide(MustParse("1x2x8"), *fast,
+                      {int64_t{2} << 30, CpRingAcrossTwoHosts(), 16});
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  EXPECT_EQ(d.verdict, Verdict::kNoAlternative);
+  const std::optional<Refusal>& refusal =
+      d.refused[static_cast<int>(Backend::kNvshmem)];
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_EQ(refusal->kind, RefusalKind::kExceedsHeap);
+  EXPECT_EQ(refusal->bytes, int64_t{2} << 30);
+  EXPECT_EQ(refusal->limit, int64_t{1} << 30);
+  EXPECT_NE(d.reason.find("exceeds the NVSHMEM symmetric heap"),
+            std::string::npos)
+      << d.reason;
+}
+
+// The runtime's barrier is called only by devices with a source: any team
+// member without one hangs the others.
+TEST(DeadlockFreeTest, NonCyclicShiftIsRefused) {
+  Decision d =
+      Decide(MustParse("1x1x2"), DefaultCostTable(), {32 << 20, {{0, 1}}, 2});
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  EXPECT_FALSE(d.backend_us[static_cast<int>(Backend::kNvshmem)].has_value());
+  EXPECT_EQ(d.reason,
+            "NCCL: nvshmem refused: 1 of 2 devices of the team (device 0) has "
+            "no source; XLA's NVSHMEM permute would hang in its barrier");
+  // The same devices as a cycle are safe and NVSHMEM wins with these costs.
+  Decision ring =
+      Decide(MustParse("1x1x2"), DefaultCostTable(), {32 << 20, Ring(2), 2});
+  EXPECT_EQ(ring.backend, Backend::kNvshmem) << ring.reason;
+}
+
+TEST(DeadlockFreeTest, ShiftOfEightListsTheDeviceWithoutSource) {
+  std::vector<std::pair<int, int>> shift;
+  for (int i = 0; i < 7; ++i) shift.emplace_back(i, i + 1);
+  Decision d =
+      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, shift, 8});
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  EXPECT_NE(
+      d.reason.find("1 of 8 devices of the team (device 0) has no source"),
+      std::string::npos)
+      << d.reason;
+}
+
+TEST(DeadlockFreeTest, PartialGroupIsRefusedForTheWholeProgram) {
+  // A ring over devices 0..3 of an 8-device program: 4..7 call no barrier.
+  Decision d =
+      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4), 8});
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  EXPECT_NE(d.reason.find("4 of 8 devices of the team (devices 4, 5, 6, 7) "
+                          "have no source"),
+            std::string::npos)
+      << d.reason;
+  // In a 4-device program on the same machine the ring covers the team.
+  Decision four =
+      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4), 4});
+  EXPECT_EQ(four.backend, Backend::kNvshmem) << four.reason;
+}
+
+TEST(DeadlockFreeTest, UnknownTeamIsTheWholeTopology) {
+  Decision d =
+      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4)});
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  EXPECT_NE(d.reason.find("4 of 8 devices"), std::string::npos) << d.reason;
+  Decision full =
+      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(8)});
+  EXPECT_EQ(full.backend, Backend::kNvshmem) << full.reason;
+}
+
+TEST(DeadlockFreeTest, TeamFollowsTheDeviceMap) {
+  Topology t = MustParse("1x1x4:map=3,2,1,0");
+  EXPECT_EQ(TeamDevices(t, 2), (std::vector<int>{3, 2}));
+  EXPECT_EQ(TeamDevices(t, 0), (std::vector<int>{0, 1, 2, 3}));
+  // Logical 0,1 live on devices 3,2: a 2-device ring there is safe.
+  EXPECT_EQ(HangText({{3, 2}, {2, 3}}, TeamDevices(t, 2)), "");
+  EXPECT_NE(HangText({{0, 1}, {1, 0}}, TeamDevices(t, 2))
+                .find("names device 0, which is outside the team of 2"),
+            std::string::npos);
+}
+
+TEST(DeadlockFreeTest, EveryReplicaGroupMustCoverItsDevices) {
+  std::string error;
+  Topology t = MustParse("1x1x8");
+  // Cross-partition ring of 4 partitions x 2 replicas: every device a target.
+  auto ring = EdgeIdsToDevices(t, {{0, 1}, {1, 2}, {2, 3}, {3, 0}}, true, 4, 2);
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  EXPECT_EQ(HangText(*ring, TeamDevices(t, 8)), "");
+  // A shift 0->1->2->3 leaves partition 0 of both replicas (devices 0, 1).
+  auto shift = EdgeIdsToDevices(t, {{0, 1}, {1, 2}, {2, 3}}, true, 4, 2);
+  ASSERT_TRUE(shift.ok()) << shift.status();
+  EXPECT_NE(HangText(*shift, TeamDevices(t, 8))
+                .find("2 of 8 devices of the team (devices 0, 1) have"),
+            std::string::npos);
+}
+
+TEST(DeadlockFreeTest, TeamLargerThanTheTopologyIsRefused) {
+  const Topology t = MustParse("1x1x4");
+  EXPECT_EQ(TeamDevices(t, 6).size(), 4u);
+  Decision d = Decide(t, DefaultCostTable(), {32 << 20, Ring(4), 6});
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  const std::optional<Refusal>& refusal =
+      d.refused[static_cast<int>(Backend::kNvshmem)];
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_EQ(refusal->kind, RefusalKind::kTeamOutsideTopology);
+  EXPECT_EQ(Text(refusal),
+            "nvshmem refused: the program's 6 devices are more than the "
+            "topology places (4); the team cannot be checked");
+}
+
+TEST(DeadlockFreeTest, SelfEdgesCountAsSources) {
+  EXPECT_EQ(HangText({{0, 0}, {1, 1}}, {0, 1}), "");
+  EXPECT_NE(HangText({}, {0}), "");
+}
+
+TEST(DecideTest, Nvl72DomainAllowsNvshmemAcrossHosts) {
+  Decision d = Decide(MustParse("1x9x8:nvl72"), DefaultCostTable(),
+                      {32 << 20, Ring(72)});
+  EXPECT_EQ(d.backend, Backend::kNvshmem) << d.reason;
+  EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kNvlinkDomain)], 9);
+  // Same ring without the NVL72 domain: network edges, which the default
+  // estimates price above NCCL's.
+  Decision plain =
+      Decide(MustParse("1x9x8"), DefaultCostTable(), {32 << 20, Ring(72)});
+  EXPECT_EQ(plain.backend, Backend::kNccl) << plain.reason;
+}
+
+TEST(DecideTest, HugeMessagesExceedTheSymmetricHeap) {
+  Decision d = Decide(MustParse("1x1x8"), DefaultCostTable(),
+                      {int64_t{2} << 30, Ring(8)});
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  EXPECT_NE(d.reason.find("symmetric heap"), std::string::npos) << d.reason;
+}
+
+TEST(DecideTest, MarginKeepsNcclForTinyGains) {
+  CostTable table = DefaultCostTable();
+  table.core.margin = 0.5;
+  Decision d = Decide(MustParse("1x1x8"), table, {1024, Ring(8)});
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  EXPECT_NE(d.reason.find("margin"), std::string::npos) << d.reason;
+}
+
+TEST(DecideTest, DegenerateAndEmptyPermutes) {
+  Decision self =
+      Decide(MustParse("1x1x4"), DefaultCostTable(), {4096, {{0, 0}, {1, 1}}});
+  EXPECT_EQ(self.edges_by_class[static_cast<int>(LinkClass::kSameDevice)], 2);
+  Decision none = Decide(MustParse("1x1x4"), DefaultCostTable(), {4096, {}});
+  EXPECT_EQ(none.backend, Backend::kNccl);
+  EXPECT_NE(none.reason.find("no source-target pairs"), std::string::npos);
+}
+
+TEST(DecideTest, PairsSpanningHostsKeepNccl) {
+  std::string error;
+  absl::StatusOr<CostTable> table = ParseCostTable(
+      "link nccl network 4 900\nsm_interference nccl 0.5\n", "t");
+  ASSERT_TRUE(table.ok()) << table.status();
+  Topology t = MustParse("1x2x2:map=0,2,1,3");
+  // Logical r + 2p -> device: (r0,p0)=0 (r1,p0)=2 (r0,p1)=1 (r1,p1)=3.
+  auto edges = EdgeIdsToDevices(t, {{0, 1}, {1, 0}}, /*cross_partition=*/true,
+                                /*num_partitions=*/2, /*num_replicas=*/2);
+  ASSERT_TRUE(edges.ok()) << edges.status();
+  // Edges: r0: 0->1, 1->0 (same host); r1: 2->3, 3->2 (same host).
+  Decision d = Decide(t, *table, {64 << 20, *edges, 4});
+  EXPECT_EQ(d.backend, Backend::kNvshmem) << d.reason;
+  // Device 3 has no source here: refused whatever the costs.
+  std::vector<std::pair<int, int>> mixed = {{0, 1}, {1, 0}, {2, 1}, {1, 2}};
+  Decision whole = Decide(t, *table, {64 << 20, mixed, 4});
+  EXPECT_EQ(whole.backend, Backend::kNccl) << whole.reason;
+  EXPECT_NE(whole.reason.find("1 of 4 devices of the team (device 3) "
+                              "has no source"),
+            std::string::npos)
+      << whole.reason;
+}
+
+TEST(DecideTest, ZeroCostKeepsNcclWithoutNan) {
+  std::string error;
+  absl::StatusOr<CostTable> table = ParseCostTable(
+      "link nccl nvlink 0 450\nlink nvshmem nvlink 0 450\n", "t");
+  ASSERT_TRUE(table.ok()) << table.status();
+  Decision d = Decide(MustParse("1x1x8"), *table, {0, Ring(8)});
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  EXPECT_EQ(d.reason.find("nan"), std::string::npos) << d.reason;
+}
+
+TEST(DecideTest, ModeledTimeGrowsWithBytes) {
+  // The parametric model grows with size; measured curves follow their data
+  // (MeasuredCurveTest), which at small sizes is noise around a plateau.
+  CostTable parametric = TableWith("link nccl nvlink 6 450 7.6\n");
+  Topology t = MustParse("1x2x4");
+  double previous = -1;
+  for (int64_t bytes = 1024; bytes <= (int64_t{1} << 30); bytes *= 4) {
+    Decision d = Decide(t, parametric, {bytes, Ring(8)});
+    EXPECT_GT(d.chosen_us, previous);
+    previous = d.chosen_us;
+  }
+}
+
+TEST(BackendSetTest, DefaultPeerIsTheMeasuredOneProcessCurve) {
+  // With the backend set alone, one host: peer's copies lose below a few MiB
+  // and win from 16 MiB on, as measured with one process driving the GPUs.
+  CostTable table = TableWith("backends nccl,peer\n");
+  const Topology host = MustParse("1x1x8");
+  Decision small = Decide(host, table, {1 << 20, Ring(8), 8});
+  EXPECT_EQ(small.backend, Backend::kNccl) << small.reason;
+  Decision big = Decide(host, table, {int64_t{128} << 20, Ring(8), 8});
+  EXPECT_EQ(big.backend, Backend::kPeer) << big.reason;
+  EXPECT_TRUE(
+      HasMeasuredCurve(table, Backend::kPeer, LinkClass::kIntraHostNvlink));
+  // One process per GPU: XLA runs "peer" as NCCL, so it is refused.
+  const Topology per_gpu = MustParse("1x1x8:gpus_per_process=1");
+  Decision refused = Decide(per_gpu, table, {int64_t{128} << 20, Ring(8), 8});
+  EXPECT_EQ(refused.backend, Backend::kNccl);
+  EXPECT_EQ(Text(refused.refused[static_cast<int>(Backend::kPeer)]),
+            "peer refused: 8 of 8 edges join GPUs of different processes (1 "
+            "GPU per process); XLA copies through peer memory only among one "
+            "process's GPUs and otherwise falls back to NCCL");
+  // Two processes of four GPUs: a ring inside each process is fine.
+  const Topology halves = MustParse("1x1x8:gpus_per_process=4");
+  Decision inside = Decide(halves, table, {int64_t{128} << 20, Ring(4), 8});
+  EXPECT_EQ(inside.backend, Backend::kPeer) << inside.reason;
+}
+
+TEST(BackendSetTest, FasterPeerIsChosenInsideOneHost) {
+  CostTable table = TableWith("backends nccl,peer\nlink peer nvlink 2 450\n");
+  Decision d = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 2});
+  EXPECT_EQ(d.backend, Backend::kPeer) << d.reason;
+  EXPECT_EQ(d.backend, Backend::kPeer);
+  EXPECT_EQ(d.reason.rfind("peer: all 2 edges stay in one host", 0), 0u)
+      << d.reason;
+  EXPECT_FALSE(d.backend_us[static_cast<int>(Backend::kNvshmem)].has_value());
+  EXPECT_NE(Text(d.refused[static_cast<int>(Backend::kNvshmem)]), "");
+  // Peer has no team barrier: a shift is safe for it.
+  Decision shift = Decide(MustParse("1x1x2"), table, {1024, {{0, 1}}, 2});
+  EXPECT_EQ(shift.backend, Backend::kPeer) << shift.reason;
+  // Across hosts XLA falls back to NCCL: peer is refused.
+  Decision hosts = Decide(MustParse("1x2x1"), table, {1024, Ring(2), 2});
+  EXPECT_EQ(hosts.backend, Backend::kNccl);
+  EXPECT_NE(hosts.reason.find("peer refused: 2 of 2 edges leave their host"),
+            std::string::npos)
+      << hosts.reason;
+}
+
+TEST(BackendSetTest, SymmetricNeedsSignals) {
+  CostTable table =
+      TableWith("backends nccl,peer,symmetric\nlink symmetric nvlink 1 450\n");
+  Decision d = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 2});
+  EXPECT_NE(d.backend, Backend::kSymmetric) << d.reason;
+  EXPECT_NE(
+      Text(d.refused[static_cast<int>(Backend::kSymmetric)])
+          .find("symmetric refused: the runtime's NCCL is not known to support "
+                "signals"),
+      std::string::npos);
+  table.symmetric_signals = true;
+  EXPECT_EQ(Decide(MustParse("1x1x2"), table, {1024, Ring(2), 2}).backend,
+            Backend::kSymmetric);
+}
+
+TEST(BackendSetTest, BackendOutsideTheSetIsRefused) {
+  CostTable table = DefaultCostTable();
+  EXPECT_NE(
+      SafetyText(MustParse("1x1x2"), table, {1024, Ring(2), 2}, Backend::kPeer)
+          .find("peer refused: not offered by the target XLA"),
+      std::string::npos);
+  EXPECT_EQ(
+      SafetyText(MustParse("1x1x2"), table, {1024, Ring(2), 2}, Backend::kNccl),
+      "");
+}
+
+TEST(CostModelTest, PerBufferCostCountsExtraBuffers) {
+  CostTable table = TableWith(
+      "link nccl nvlink 10 100 0\nlink nvshmem nvlink 5 100 4\n"
+      "sm_interference nccl 0\n");
+  // 1 MB over 100 GB/s = 10 us.
+  EXPECT_DOUBLE_EQ(EdgeTimeUs(table, Backend::kNvshmem,
+                              LinkClass::kIntraHostNvlink, 1000000, 1),
+                   15);
+  EXPECT_DOUBLE_EQ(EdgeTimeUs(table, Backend::kNvshmem,
+                              LinkClass::kIntraHostNvlink, 1000000, 4),
+                   27);
+  // One buffer: NVSHMEM wins; four buffers: its per-buffer barrier loses.
+  PermuteRequest one{1000000, Ring(2), 2, 1};
+  PermuteRequest four{1000000, Ring(2), 2, 4};
+  EXPECT_EQ(Decide(MustParse("1x1x2"), table, one).backend, Backend::kNvshmem);
+  EXPECT_EQ(Decide(MustParse("1x1x2"), table, four).backend, Backend::kNccl);
+}
+
+TEST(MeasuredCurveTest, ReasonsSayWhichModelPriced) {
+  CostTable table = TableWith(std::string(kCurveTable) +
+                              "point nccl nvlink 1 1024 10\n"
+                              "point nccl nvlink 1 67108864 400\n");
+  Decision big = Decide(MustParse("1x1x2"), table, {64 << 20, Ring(2), 2});
+  EXPECT_EQ(big.backend, Backend::kNvshmem) << big.reason;
+  EXPECT_DOUBLE_EQ(*big.backend_us[static_cast<int>(Backend::kNvshmem)], 200);
+  EXPECT_NE(big.reason.find("faster; measured curve)"), std::string::npos)
+      << big.reason;
+  Decision small = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 2});
+  EXPECT_EQ(small.backend, Backend::kNccl) << small.reason;
+  EXPECT_NE(small.reason.find("margin for 1.0 KiB (measured curve)"),
+            std::string::npos)
+      << small.reason;
+  CostTable mixed =
+      TableWith(std::string(kCurveTable) + "link nccl nvlink 1 450\n");
+  Decision m = Decide(MustParse("1x1x2"), mixed, {1024, Ring(2), 2});
+  EXPECT_NE(m.reason.find("(NCCL parametric, NVSHMEM measured curve)"),
+            std::string::npos)
+      << m.reason;
+}
+
+TEST(DefaultTableTest, DecidesAsMeasuredOnTwoH200) {
+  const Topology t = MustParse("1x1x2");
+  // One buffer: NCCL below a few MiB (NVSHMEM's put + barrier costs more),
+  // NVSHMEM from 16 MiB on (its copy moves data faster).
+  Decision small = Decide(t, DefaultCostTable(), {64 << 10, Ring(2), 2});
+  EXPECT_EQ(small.backend, Backend::kNccl) << small.reason;
+  EXPECT_NE(small.reason.find("(measured curve)"), std::string::npos)
+      << small.reason;
+  Decision big = Decide(t, DefaultCostTable(), {64 << 20, Ring(2), 2});
+  EXPECT_EQ(big.backend, Backend::kNvshmem) << big.reason;
+  // Four buffers of 1 MiB in all: four barriers, NCCL.
+  Decision four = Decide(t, DefaultCostTable(), {1 << 20, Ring(2), 2, 4});
+  EXPECT_EQ(four.backend, Backend::kNccl) << four.reason;
+}
+TEST(DecideTest, VerdictSaysHowTheDecisionCameAbout) {
+  const Topology t = MustParse("1x1x8");
+  EXPECT_EQ(Decide(t, DefaultCostTable(), {4096, {}}).verdict,
+            Verdict::kNoEdges);
+  Decision shift = Decide(t, DefaultCostTable(), {32 << 20, {{0, 1}}, 8});
+  EXPECT_EQ(shift.verdict, Verdict::kNoAlternative);
+  EXPECT_FALSE(shift.fastest_alternative.has_value());
+  Decision small = Decide(t, DefaultCostTable(), {1024, Ring(8), 8});
+  EXPECT_EQ(small.verdict, Verdict::kWithinMargin);
+  EXPECT_EQ(small.fastest_alternative, Backend::kNvshmem);
+  EXPECT_EQ(small.backend, Backend::kNccl);
+  Decision big = Decide(t, DefaultCostTable(), {32 << 20, Ring(8), 8});
+  EXPECT_EQ(big.verdict, Verdict::kAlternative);
+  EXPECT_EQ(big.backend, Backend::kNvshmem);
+  EXPECT_EQ(big.chosen_us,
+            *big.backend_us[static_cast<int>(Backend::kNvshmem)]);
+}
+
+TEST(DecideTest, EveryRefusalKindHasOneLineOfText) {
+  for (RefusalKind kind :
+       {RefusalKind::kNotOffered, RefusalKind::kExceedsHeap,
+        RefusalKind::kEdgeOutsideTeam, RefusalKind::kDeviceWithoutSource,
+        RefusalKind::kTeamOutsideTopology, RefusalKind::kNoSignals,
+        RefusalKind::kLeavesHost, RefusalKind::kCrossesProcesses}) {
+    Refusal refusal;
+    refusal.backend = Backend::kPeer;
+    refusal.kind = kind;
+    refusal.devices = {0, 1, 2};
+    const std::string text = RefusalText(refusal);
+    EXPECT_EQ(text.rfind("peer refused: ", 0), 0u) << text;
+    EXPECT_GT(text.size(), std::string("peer refused: ").size()) << text;
+    EXPECT_EQ(text.find('\n'), std::string::npos) << text;
+  }
+}
+
+}  // namespace
+}  // namespace nvshmem_ext
