@@ -116,6 +116,10 @@ std::string Topology::ToString() const {
   return spec;
 }
 
+const char* NvshmemTransportName(NvshmemTransport transport) {
+  return transport == NvshmemTransport::kIbgda ? "ibgda" : "ibrc";
+}
+
 const char* BackendName(Backend backend) {
   return kBackendNames[static_cast<int>(backend)];
 }

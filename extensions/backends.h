@@ -48,7 +48,6 @@ using core::LinkClassName;
 using core::LinkCost;
 using core::NvshmemNetworkCost;
 using core::NvshmemTransport;
-using core::NvshmemTransportName;
 using core::PermuteRequest;
 using core::TeamDevices;
 using core::Verdict;
@@ -82,6 +81,7 @@ enum class Backend { kNccl = 0, kNvshmem = 1, kPeer = 2, kSymmetric = 3 };
 inline constexpr int kNumBackends = 4;
 
 const char* BackendName(Backend backend);
+const char* NvshmemTransportName(NvshmemTransport transport);
 std::optional<Backend> BackendFromName(absl::string_view name);
 
 // "nccl,nvshmem", "nccl,peer", "nccl,peer,symmetric": NCCL always, NVSHMEM

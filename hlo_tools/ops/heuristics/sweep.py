@@ -26,7 +26,6 @@ from hlo_tools.ops.sizes import format_bytes, parse_size
 from hlo_tools import selection
 from hlo_tools.model import driver
 from hlo_tools.ops.heuristics import HeuristicsError
-from hlo_tools.model.topology import check_topology_size
 
 DEFAULT_TOPOLOGIES = ("1x1x8", "1x2x4", "2x2x4", "1x4x2", "1x9x8:nvl72")
 # 1 KiB .. 1 GiB in factors of two: the grid a user reads off a log-log plot.
@@ -361,7 +360,6 @@ def parse_topologies(specs):
   out = []
   for spec in specs:
     try:
-      check_topology_size(spec)
       out.append((spec, selection.parse_topology(spec)))
     except selection.SelectionError as e:
       raise HeuristicsError(f"--topology: {e}") from None

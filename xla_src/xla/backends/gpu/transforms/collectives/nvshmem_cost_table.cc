@@ -17,7 +17,6 @@ limitations under the License.
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -25,16 +24,13 @@ limitations under the License.
 #include <utility>
 #include <vector>
 
-#include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "absl/strings/strip.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
 
 namespace xla {
@@ -80,17 +76,12 @@ std::optional<Backend> BackendFromName(absl::string_view name) {
 
 namespace {
 
-// Network rows (estimates; sources in docs/cost_model.md). NCCL's own tuning
-// model prices a network hop of its proxy-driven Simple protocol at 14.0 us
-// against 3.4 us over NVLink: 10.6 us more, added to the NCCL row measured on
-// NVLink (10.15 us). One NDR NIC moves 50 GB/s per direction; 45 GB/s is what
-// RDMA transfers reach in practice (NVSHMEM's 43-58 GB/s in DeepEP).
+// Network rows are estimates. NCCL: its NVLink row plus the 10.6 us its own
+// tuning model adds for a proxy-driven network hop; 45 GB/s of an NDR NIC's
+// 50. NVSHMEM: a put and a team barrier per buffer, each a network step on
+// top of its NVLink row: through the CPU proxy (IBRC) like NCCL's hop, or
+// posted by the GPU (IBGDA), the wire and NIC part of a hop only.
 constexpr LinkCost kNcclNetwork = {20.75, 45.0, 7.6};
-// XLA's NVSHMEM permute does a put and a team barrier per buffer: two network
-// steps on top of the NVSHMEM row measured on NVLink (16.6 us, 16.0 us per
-// buffer). Through IBRC each step passes the CPU proxy thread (10.6 us, as
-// for NCCL's proxy); with IBGDA the GPU posts to the NIC itself, which leaves
-// the wire and NIC part of a hop (NCCL's LL protocol: 2.7 - 0.6 = 2.1 us).
 constexpr double kIbrcStepUs = 10.6;
 constexpr double kIbgdaStepUs = 2.1;
 
@@ -102,54 +93,31 @@ LinkCost NvshmemNetworkCost(NvshmemTransport transport) {
   return {16.6 + 2 * step, 45.0, 16.0 + 2 * step};
 }
 
-const char* NvshmemTransportName(NvshmemTransport transport) {
-  return transport == NvshmemTransport::kIbgda ? "ibgda" : "ibrc";
-}
-
 namespace {
 
-// The documented defaults before the measured curves are applied.
+// Defaults where nothing was measured: NVLink4 450 GB/s per direction, an
+// HBM3e copy on the same device 2.4 TB/s, NCCL's grouped send/recv about
+// 6 us, NVSHMEM's on-stream put 5.6 us; per extra buffer as fitted on NVLink.
+// NCCL's kernels take SMs from overlapping compute (~12%); NVSHMEM's puts use
+// copy engines.
 CostTable DocumentedCostTable() {
   CostTable table;
-  // NCCL (XLA's DEFAULT backend). Latency: NCCL's small-message point-to-point
-  // latency is about 3-6 us over NVLink; a collective-permute is a grouped
-  // send + receive on every device, so we take the upper end. Bandwidth:
-  // NVLink4 gives 450 GB/s per direction per H100/H200; NDR InfiniBand
-  // 50 GB/s per direction (400 Gb/s) per NIC.
   table.link(Backend::kNccl, LinkClass::kSameDevice) = {6.0, 2400.0};
   table.link(Backend::kNccl, LinkClass::kIntraHostNvlink) = {6.0, 450.0};
   table.link(Backend::kNccl, LinkClass::kNvlinkDomain) = {6.0, 450.0};
   table.link(Backend::kNccl, LinkClass::kNetwork) = kNcclNetwork;
-  // NVSHMEM on-stream put: XLA PR #30718 measured 5.6-7.5 us from 1 KB to
-  // 32 MB for the put itself; the data still crosses the same link, so the
-  // link bandwidth bounds the transfer. Same-device: an HBM3e copy on H200
-  // (4.8 TB/s read + write -> 2.4 TB/s).
   table.link(Backend::kNvshmem, LinkClass::kSameDevice) = {5.6, 2400.0};
   table.link(Backend::kNvshmem, LinkClass::kIntraHostNvlink) = {5.6, 450.0};
   table.link(Backend::kNvshmem, LinkClass::kNvlinkDomain) = {5.6, 450.0};
   table.link(Backend::kNvshmem, LinkClass::kNetwork) =
       NvshmemNetworkCost(NvshmemTransport::kIbrc);
-  // Each buffer beyond the first, fitted from the XLA-level ring permute on
-  // 2x H200 NVLink at the pinned XLA (1, 2 and 4 operands): NCCL 7.6 us,
-  // NVSHMEM 8.0 us (XLA's NVSHMEM permute repeats its put and team barrier for
-  // every buffer; NCCL's grouped launch costs about as much at the XLA level).
-  // Measured on NVLink only; the other link classes assume the same, except
-  // the network rows, which carry their own (see NvshmemNetworkCost).
   for (int c = 0; c < kNumLinkClasses; ++c) {
     if (c == static_cast<int>(LinkClass::kNetwork)) continue;
     table.links[static_cast<int>(Backend::kNccl)][c].per_buffer_us = 7.6;
     table.links[static_cast<int>(Backend::kNvshmem)][c].per_buffer_us = 8.0;
   }
-  // Estimate: NCCL's point-to-point kernels run one CTA per channel, 8-32
-  // channels on Hopper; 16 of H200's 132 SMs is ~12% of compute taken while
-  // the transfer overlaps it. NVSHMEM's on-stream puts use copy engines.
-  // The measured table below sets both to 0: its times include everything
-  // the measured permute paid.
   table.sm_interference = {0.12, 0.0};
-  table.margin = 0.05;
-  // NVSHMEM's default symmetric heap (NVSHMEM_SYMMETRIC_SIZE) is 1 GiB.
-  table.nvshmem_max_bytes = int64_t{1} << 30;
-  return table;
+  return table;  // margin 0.05; heap 1 GiB, NVSHMEM_SYMMETRIC_SIZE's default.
 }
 
 // NCCL and NVSHMEM measured on 2x H200 over NVLink at this XLA: the permute's
@@ -536,11 +504,6 @@ double MeasuredTimeUs(const std::vector<CurvePoint>& curve,
 }
 
 }  // namespace
-
-bool HasMeasuredCurve(const CostTable& table, Backend backend,
-                      LinkClass link_class) {
-  return !table.curve(backend, link_class).empty();
-}
 
 double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
                   int64_t bytes, int buffers) {

@@ -16,31 +16,16 @@ limitations under the License.
 #ifndef XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_COST_TABLE_H_
 #define XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_COST_TABLE_H_
 
-// What a collective-permute costs on each backend and link class: the cost
-// table (documented defaults with measured curves compiled in, a text format
-// to override them) and the time of one edge. C++17 and absl only.
-//
-// A backend's time on an edge, for a permute of B buffers (operands) moving
-// `bytes` in all from each source, is
+// What a collective-permute costs on each backend and link class. An edge of
+// a permute of B buffers moving `bytes` costs
 //     permute(backend, class, B, bytes)
-//       + bytes / bandwidth(backend, class) * sm_interference(backend)
-// sm_interference is the share of the transfer time that the backend takes
-// away from compute it overlaps with. permute() is, when the table has
-// measured points for (backend, class), the measured curve; otherwise the
-// parametric model
-//     latency + (B - 1) * per_buffer + bytes / bandwidth
-// per_buffer is what each extra buffer costs: XLA's NVSHMEM permute does a
-// put and a barrier per buffer, NCCL groups all buffers in one launch.
-//
-// Measured curve. Points (buffers, bytes, us) measured at the XLA level (the
-// permute's own time per loop step). On the points of one buffer count, time
-// is interpolated linearly in log(bytes)-log(time), exact at the points and
-// monotone wherever the points are; outside the measured sizes it continues
-// from the end point at the row's bandwidth. Between two measured buffer
-// counts the two curves' times blend linearly; below the smallest or beyond
-// the largest count, per_buffer is subtracted or added per buffer. Measured
-// because the XLA-level costs are not linear: on 2x H200 a second buffer
-// costs 1-5 us, four buffers 25-30 us, and both backends bend at 16 MiB.
+//       + bytes / bandwidth * sm_interference(backend)
+// where permute() is the measured curve when the table has points for
+// (backend, class), else latency + (B - 1) * per_buffer + bytes / bandwidth.
+// A curve interpolates log(time) over log(bytes) between the points of one
+// buffer count, continues at the row's bandwidth beyond them, blends two
+// measured buffer counts linearly, and adds per_buffer per buffer outside
+// them. Measured because XLA-level costs are not linear in B or bytes.
 
 #include <array>
 #include <cstdint>
@@ -72,19 +57,16 @@ struct LinkCost {
 // NVSHMEM's InfiniBand transport: IBRC (CPU proxy, the default) or IBGDA
 // (GPU-initiated, NVSHMEM_IB_ENABLE_IBGDA=1).
 enum class NvshmemTransport { kIbrc = 0, kIbgda = 1 };
-const char* NvshmemTransportName(NvshmemTransport transport);
-// The documented estimate of NVSHMEM's network row for a transport.
+// The estimate of NVSHMEM's network row for a transport.
 LinkCost NvshmemNetworkCost(NvshmemTransport transport);
 
-// One measured point of a backend's curve on one link class: a permute of
-// `buffers` buffers moving `bytes` in all took `us` of its own per step.
+// A permute of `buffers` buffers moving `bytes` took `us` per step.
 struct CurvePoint {
   int buffers = 1;
   int64_t bytes = 1;
   double us = 1;
 };
-// Points per (backend, link class) a table may hold: a measured curve has
-// tens; the bound keeps parsing hostile input linear in practice.
+// Points per (backend, link class): bounds the cost of parsing.
 inline constexpr int kMaxCurvePoints = 4096;
 
 // Cost model parameters; a text table can override any of them.
@@ -134,14 +116,9 @@ absl::StatusOr<CostTable> ParseCostTableOnto(CostTable base,
                                              absl::string_view text,
                                              absl::string_view source_name);
 
-// Time of one edge on one backend, for a permute of `buffers` buffers that
-// moves `bytes` in all.
+// Time of one edge of a permute of `buffers` buffers moving `bytes`.
 double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
                   int64_t bytes, int buffers = 1);
-
-// Whether EdgeTimeUs uses a measured curve (else the parametric model).
-bool HasMeasuredCurve(const CostTable& table, Backend backend,
-                      LinkClass link_class);
 
 }  // namespace nvshmem_selection
 }  // namespace gpu

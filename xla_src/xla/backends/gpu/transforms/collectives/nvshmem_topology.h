@@ -41,7 +41,7 @@ enum class LinkClass {
 };
 inline constexpr int kNumLinkClasses = 4;
 
-// Stable names used in spec strings, cost tables, HLO attributes and JSON.
+// Names in cost tables.
 const char* LinkClassName(LinkClass link_class);
 std::optional<LinkClass> LinkClassFromName(absl::string_view name);
 
