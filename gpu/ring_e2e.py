@@ -450,7 +450,8 @@ def probe(args):
     events.emit(event="info", jax=jax.__version__, has_hook=has_hook)
     if has_hook:
       return 0
-    from hlo_tools import hlo_text, jax_hook
+    from hlo_tools import jax_hook
+    from hlo_tools.hlo import reader
     from hlo_tools.model import collectives
     from hlo_tools.programs import ring_attention
     try:
@@ -467,7 +468,7 @@ def probe(args):
       text = jax.jit(ring_attention.example_function(config, mesh)).lower(
           *ring_attention.example_args(config, mesh)).compile().as_text()
       decisions = []
-      module = hlo_text.parse_hlo_text(text)
+      module = reader.parse_hlo_text(text)
       for p in collectives.collective_permutes(module):
         instr = next(i for i in module.computation(p.computation).instructions
                      if i.name == p.start)

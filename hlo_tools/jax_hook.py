@@ -16,7 +16,7 @@ source-target pairs, topology) and writes the chosen mode into that permute's
 backend_config, keeping every other field; NCCL leaves the field unset.
 
 Only pure Python and the core's binding are imported (no TensorFlow): the
-module is read with hlo_tools.hlo_text, edited as text and re-parsed by jaxlib.
+module is read with hlo_tools.hlo.reader, edited as text and re-parsed by jaxlib.
 A module the hook cannot read or rewrite is left as jax built it, and the
 error is recorded in the handle's `calls`.
 """
@@ -28,7 +28,7 @@ import re
 import threading
 
 from hlo_tools import cli_io
-from hlo_tools import hlo_text
+from hlo_tools.hlo import reader
 from hlo_tools.model import collectives
 
 # The core's plan (or a backend name) -> collectives_mode; None = NCCL (unset).
@@ -207,7 +207,7 @@ def _permute_line(module, permute):
 
 def transform_text(text, selection, topology, table, backends):
   """(new text or None when unchanged, [decision records]) for one module."""
-  module = hlo_text.parse_hlo_text(text)
+  module = reader.parse_hlo_text(text)
   lines = text.split("\n")
   records, changed = [], False
   for permute in collectives.collective_permutes(module):

@@ -1,4 +1,4 @@
-"""What hlo_tools.hlo_text reads from every committed real module, as a golden file.
+"""What hlo_tools.hlo.reader reads from every committed real module, as a golden file.
 
 tests/reader_golden.json holds, per module, its collective-permute records
 (hlo_tools.model.collectives) in full and a digest of its structure (header
@@ -89,7 +89,7 @@ def main(argv):
   if args.reader:
     reader = _load_reader(args.reader)
   else:
-    from hlo_tools import hlo_text as reader  # pylint: disable=import-outside-toplevel
+    from hlo_tools.hlo import reader  # pylint: disable=import-outside-toplevel
   golden = json.loads(GOLDEN.read_text()) if args.update and GOLDEN.exists() else {}
   for path in args.files or real_modules():
     golden[key(path)] = snapshot(reader.parse_hlo_file(str(path)))

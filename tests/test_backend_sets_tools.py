@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hlo_tools import hlo_text
+from hlo_tools.hlo import reader
 from hlo_tools import cli
 from hlo_tools.ops import report, verify
 from hlo_tools.model import decisions, driver
@@ -56,7 +56,7 @@ def ring2(tmp_path_factory):
       timeout=300)
   assert proc.returncode == 0, proc.stderr
   module = out / "after_optimizations.hlo"
-  perms = collective_permutes(hlo_text.parse_hlo_file(module))
+  perms = collective_permutes(reader.parse_hlo_file(module))
   assert perms and all(p.bytes_per_device >= 16 << 20 for p in perms)
   # jax 0.10.2 writes collectives_mode on every permute; XLA's default is no mode.
   assert {p.collectives_mode for p in perms} == {decisions.NO_MODE}
@@ -177,7 +177,7 @@ def test_bad_backend_set_exits_2(capsys, command):
 
 def test_newer_xla_module_modes(capsys, tmp_path):
   # jax 0.11.2's text: the mode is read; a hand-written peer mode is checked like any.
-  [perm] = collective_permutes(hlo_text.parse_hlo_file(JAX0112))
+  [perm] = collective_permutes(reader.parse_hlo_file(JAX0112))
   assert perm.collectives_mode == decisions.NO_MODE and decisions.op_backend(perm) == "nccl"
   path = flipped(tmp_path, JAX0112, f'"collectives_mode":"{decisions.NO_MODE}"',
                  f'"collectives_mode":"{PEER}"')

@@ -10,7 +10,7 @@ import pytest
 
 from hlo_tools import cli
 from hlo_tools.ops import diff, dump
-from hlo_tools.model import driver, source as inputs
+from hlo_tools.model import driver, sources
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -202,8 +202,8 @@ def synthetic(n, rename=False):
 def test_scales_near_linearly(tmp_path):
   times = {}
   for n in (5000, 40000):
-    a = inputs.read_text("a", synthetic(n))
-    b = inputs.read_text("b", synthetic(n, rename=True))
+    a = sources.read_text("a", synthetic(n))
+    b = sources.read_text("b", synthetic(n, rename=True))
     t = time.perf_counter()
     result = diff.diff_sources(a, b)
     times[n] = time.perf_counter() - t
@@ -230,7 +230,7 @@ def test_trace_follows_the_combiner_per_loop(capsys):
   assert final == {"collective-permute-start": {f"ppermute.{i}" for i in (8, 9, 10, 11)},
                    "collective-permute-start.1": {"ppermute.2", "ppermute.3"}}
   # Each origin set is one loop of the module before optimization.
-  before = inputs.read_source(str(next((passes / "xla_dump").glob("*before_optimizations*"))))
+  before = sources.read_source(str(next((passes / "xla_dump").glob("*before_optimizations*"))))
   comp_of = {i.name: c.name for c in before.module.computations for i in c.instructions}
   for origins in final.values():
     assert len({comp_of[name] for name in origins}) == 1

@@ -228,7 +228,7 @@ def test_num_partitions_overrides_topology_and_mesh(capsys, tmp_path):
 
 def test_trip_count_of_scan_loop_before_optimization():
   from hlo_tools.model.collectives import collective_permutes
-  from hlo_tools.hlo_text import parse_hlo_file
+  from hlo_tools.hlo.reader import parse_hlo_file
   recs = collective_permutes(parse_hlo_file(LOWERED))
   assert [(r.while_loop, r.trip_count) for r in recs] == [("while.30", 8)]
   # A bound of 5 from 0, `le` instead of `lt`: 6 trips.
@@ -236,7 +236,7 @@ def test_trip_count_of_scan_loop_before_optimization():
                                      "constant.80 = s32[] constant(5)")
   text = text.replace("compare(get-tuple-element.93, constant.80), direction=LT",
                       "compare(get-tuple-element.93, constant.80), direction=LE")
-  from hlo_tools.hlo_text import parse_hlo_text
+  from hlo_tools.hlo.reader import parse_hlo_text
   assert [r.trip_count for r in collective_permutes(parse_hlo_text(text))] == [6]
 
 

@@ -4,13 +4,12 @@ signal; `hlo-tools parse` exits 0 or 2 and never prints a traceback."""
 
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import NVSHMEM_OPT, ROOT, run_nvshmem_opt
+from conftest import ROOT, run_nvshmem_opt
 
 REGRESSIONS = sorted((ROOT / "fuzz" / "regressions").glob("*.hlo"))
 # fuzz/run_fuzz.sh builds into build-fuzz/; NVSHMEM_BUILD_FUZZ names another.
@@ -87,19 +86,21 @@ def test_cost_table_error_is_one_line(tmp_path):
   assert f"{table}:2:" in result.stderr
 
 
-@pytest.mark.skipif(not shutil.which("clang++"), reason="clang++ not installed")
-@pytest.mark.skipif(not (BUILD_FUZZ / "selection_fuzzer").exists(),
-                    reason="fuzzers not built (fuzz/run_fuzz.sh)")
+def fuzzer(name):
+  """A built fuzz harness: scripts/test.sh builds them (fuzz/run_fuzz.sh) before the
+  Python tests, so a missing one fails, never skips."""
+  path = BUILD_FUZZ / name
+  assert path.exists(), f"{path} is not built: run fuzz/run_fuzz.sh (clang++ with libFuzzer)"
+  return str(path)
+
+
 def test_selection_fuzzer_short_run(tmp_path):
-  result = subprocess.run([str(BUILD_FUZZ / "selection_fuzzer"), "-runs=3000", "-seed=1",
+  result = subprocess.run([fuzzer("selection_fuzzer"), "-runs=3000", "-seed=1",
                            f"-artifact_prefix={tmp_path}/"],
                           capture_output=True, text=True, timeout=60)
   assert result.returncode == 0, result.stderr[-2000:]
 
 
-@pytest.mark.skipif(not shutil.which("clang++"), reason="clang++ not installed")
-@pytest.mark.skipif(not (BUILD_FUZZ / "driver_fuzzer").exists(),
-                    reason="fuzzers not built (fuzz/run_fuzz.sh)")
 def test_driver_fuzzer_replays_regressions(tmp_path):
   # Each regression behind config bytes 1 (1x2x4 rewrite) and 17 (1x2x4 explain).
   inputs = []
@@ -108,15 +109,13 @@ def test_driver_fuzzer_replays_regressions(tmp_path):
       target = tmp_path / f"{path.stem}.{byte}"
       target.write_bytes(bytes([byte]) + path.read_bytes())
       inputs.append(str(target))
-  result = subprocess.run([str(BUILD_FUZZ / "driver_fuzzer"), "-rss_limit_mb=8192", *inputs],
+  result = subprocess.run([fuzzer("driver_fuzzer"), "-rss_limit_mb=8192", *inputs],
                           capture_output=True, text=True, timeout=120,
                           env={"ASAN_OPTIONS": "detect_leaks=0", "TF_CPP_MIN_LOG_LEVEL": "3",
                                "PATH": "/usr/bin:/bin"})
   assert result.returncode == 0, result.stderr[-3000:]
 
 
-@pytest.mark.skipif(not (BUILD_FUZZ / "driver_fuzzer").exists(),
-                    reason="fuzzers not built (fuzz/run_fuzz.sh)")
 def test_driver_fuzzer_survives_stack_overflow(tmp_path):
   # 500 levels pass the driver's nesting limit; on a 256 KiB stack XLA's
   # parser still overflows it. The harness's handler, on its own stack,
@@ -126,7 +125,7 @@ def test_driver_fuzzer_survives_stack_overflow(tmp_path):
   seed = tmp_path / "deep500"
   seed.write_bytes(bytes([1]) + f"HloModule x\nENTRY e {{\n  ROOT p = {shape} parameter(0)\n}}\n".encode())
   limit = 256 * 1024
-  result = subprocess.run([str(BUILD_FUZZ / "driver_fuzzer"), "-rss_limit_mb=8192", str(seed)],
+  result = subprocess.run([fuzzer("driver_fuzzer"), "-rss_limit_mb=8192", str(seed)],
                           capture_output=True, text=True, timeout=120,
                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_STACK, (limit, limit)),
                           env={"ASAN_OPTIONS": "detect_leaks=0", "TF_CPP_MIN_LOG_LEVEL": "3",

@@ -50,18 +50,18 @@ def test_default_sizes_are_1k_to_256m_in_powers_of_two():
     ("1G", [1 << 30]),
     ("2MiB", [2 << 20]),
 ])
-def test_parse_sizes(text, expected):
+def test_p2p_size_lists_parse(text, expected):
   assert p2p.parse_sizes(text) == expected
 
 
 @pytest.mark.parametrize("text", ["", "1X", "0", "8K:1K", "1K:2K:1", "1K:2K:x",
                                   "1:2:3:4", "-1K"])
-def test_parse_sizes_rejects(text):
+def test_p2p_size_lists_refuse_malformed_text(text):
   with pytest.raises(p2p.BenchError):
     p2p.parse_sizes(text)
 
 
-def test_parse_args_defaults():
+def test_p2p_defaults_cover_three_backends_1k_to_256m():
   args = p2p.parse_args(["--out=/tmp/x/p2p.csv"])
   assert args.backend_list == ["nccl", "nvshmem", "copy"]
   assert args.copy_out == "/tmp/x/p2p_copy.csv"
@@ -69,7 +69,7 @@ def test_parse_args_defaults():
   assert args.nprocs is None and not args.no_graph and args.worker is None
 
 
-def test_parse_args_options():
+def test_p2p_options_override_the_defaults():
   args = p2p.parse_args(["--backends=nvshmem", "--sizes=1K,2K", "--nprocs=4",
                          "--copy-out=c.csv", "--reps=3", "--no-graph"])
   assert args.backend_list == ["nvshmem"] and args.size_list == [1024, 2048]
@@ -79,7 +79,7 @@ def test_parse_args_options():
 
 @pytest.mark.parametrize("argv", [["--backends=mpi"], ["--backends=,"], ["--nprocs=0"],
                                   ["--reps=0"], ["--warmup=-1"], ["--sizes=1Q"]])
-def test_parse_args_rejects(argv):
+def test_p2p_refuses_bad_arguments(argv):
   with pytest.raises(p2p.BenchError):
     p2p.parse_args(argv)
 

@@ -1,4 +1,4 @@
-"""hlo_tools.hlo_text against real HLO: every committed module read exactly as the reader
+"""hlo_tools.hlo.reader against real HLO: every committed module read exactly as the reader
 before it read it (tests/reader_golden.json), HLO that JAX compiles here for an 8-GPU
 H200 topology (plus every pass dump) against jaxlib's own parser (in a subprocess,
 as it aborts on some inputs), and garbage refused with one line."""
@@ -17,8 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import reader_golden
-from hlo_tools import cli, hlo_text
-from hlo_tools.hlo_text import (OPCODES, HloParseError, parse_hlo_file, parse_hlo_text,
+from hlo_tools import cli
+from hlo_tools.hlo import reader
+from hlo_tools.hlo.reader import (OPCODES, HloParseError, parse_hlo_file, parse_hlo_text,
                                 parse_shape)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -156,8 +157,6 @@ def jaxlib_views(all_hlo_files):
 
 @pytest.fixture(scope="module")
 def h200():
-  if not H200_HLO.exists():
-    pytest.skip(f"{H200_HLO} not present")
   return parse_hlo_file(H200_HLO)
 
 
@@ -175,7 +174,7 @@ def test_h200_header_and_tables(h200):
   assert len(h200.tables["StackFrames"]) == 5
 
 
-def test_h200_computations(h200):
+def test_h200_computations_parse_in_order_with_entry_and_roots(h200):
   assert [c.name for c in h200.computations] == [
       "fused_add", "region_0.1", "fused_compare", "region_1.2", "main.3"]
   assert h200.entry is h200.computation("main.3") and h200.entry.is_entry
@@ -186,7 +185,7 @@ def test_h200_computations(h200):
   assert h200.instruction_count == 24
 
 
-def test_h200_instruction_details(h200):
+def test_h200_permute_start_keeps_shape_operands_and_pairs(h200):
   start = h200.computation("region_0.1").instruction("collective-permute-start")
   assert start.opcode == "collective-permute-start"
   assert str(start.shape) == "((bf16[1024,1024]{1,0}), bf16[1024,1024]{1,0})"
@@ -212,7 +211,7 @@ def test_h200_instruction_details(h200):
 # ---------------------------------------------------------------------------------------
 # Fidelity against jaxlib on every real HLO file
 
-def test_fidelity_against_jaxlib(all_hlo_files, jaxlib_views):
+def test_every_real_module_matches_jaxlib_computations(all_hlo_files, jaxlib_views):
   compared = 0
   for path in all_hlo_files:
     view = jaxlib_views.get(str(path))
@@ -249,9 +248,8 @@ def test_generated_files_cover_both_collective_spellings(generated_dir):
           "while", "fusion"} <= opcodes
 
 
-@pytest.mark.skipif(not FIXTURES, reason="no tests/fixtures/*.hlo yet")
 @pytest.mark.parametrize("path", FIXTURES, ids=FIXTURE_IDS)
-def test_fixture_parses(path):
+def test_every_fixture_parses_with_an_entry(path):
   module = parse_hlo_file(path)
   assert module.entry is not None and module.instruction_count > 0
 
@@ -267,7 +265,7 @@ def test_opcode_set_matches_jaxlib_enum():
 # ---------------------------------------------------------------------------------------
 # Shapes and attributes
 
-def test_shapes():
+def test_shapes_parse_layouts_tuples_and_byte_sizes():
   s = parse_shape("f32[8,128]{1,0:T(8,128)S(1)}")
   assert s.dims == (8, 128) and s.memory_space == 1 and s.minor_to_major == (1, 0)
   assert s.byte_size() == 4096
@@ -284,7 +282,7 @@ def _module(body, extra=""):
   return f"HloModule m\n\n{extra}ENTRY %e (p: f32[8]) -> f32[8] {{\n{body}\n}}\n"
 
 
-def test_attribute_values():
+def test_attribute_values_survive_quotes_braces_and_groups():
   text = _module(
       '  %p = f32[8]{0} parameter(0), sharding={devices=[8]<=[8]}\n'
       '  %cp = f32[8]{0} collective-permute(%p), channel_id=7, '
@@ -309,8 +307,6 @@ def test_attribute_values():
 # Malformed input: always HloParseError, at the right line
 
 def _h200_lines():
-  if not H200_HLO.exists():
-    pytest.skip(f"{H200_HLO} not present")
   return H200_HLO.read_text().split("\n")
 
 
@@ -322,7 +318,7 @@ def _error(text):
   return err
 
 
-def test_unknown_opcode():
+def test_unknown_opcode_is_refused_at_its_column():
   lines = _h200_lines()
   n = next(k for k, l in enumerate(lines) if " copy(%collective-permute-done)" in l)
   lines[n] = lines[n].replace(" copy(", " kopy(")
@@ -331,7 +327,7 @@ def test_unknown_opcode():
   assert "unknown opcode 'kopy'" in err.message
 
 
-def test_unbalanced_brace():
+def test_unbalanced_brace_is_refused_on_its_line():
   lines = _h200_lines()
   n = next(k for k, l in enumerate(lines) if "%loop_add_fusion =" in l)
   lines[n] = lines[n].replace('stack_frame_id=4}', 'stack_frame_id=4', 1)
@@ -350,7 +346,7 @@ def test_missing_equals_and_bad_shape():
   assert err.line == n + 1 and "element type" in err.message
 
 
-def test_truncated():
+def test_truncated_module_is_refused_at_the_cut():
   lines = _h200_lines()
   n = next(k for k, l in enumerate(lines) if "%collective-permute-start =" in l)
   cut = "\n".join(lines[:n] + [lines[n][:len(lines[n]) // 2]])
@@ -359,14 +355,14 @@ def test_truncated():
   assert err.line == n and "not closed" in err.message
 
 
-def test_undefined_references():
+def test_undefined_references_are_refused_on_their_line():
   err = _error(_module("  %p = f32[8] parameter(0)\n  ROOT %r = f32[8] add(%p, %q)"))
   assert err.line == 5 and "%q" in err.message
   err = _error(_module("  %p = f32[8] parameter(0)\n  ROOT %r = f32[8] call(%p), to_apply=%nope"))
   assert err.line == 5 and "%nope" in err.message
 
 
-def test_not_hlo(tmp_path):
+def test_non_hlo_input_is_refused_with_a_reason(tmp_path):
   assert "empty" in _error("").message
   assert _error("\n\n  \n").line == 3
   assert "HloModule" in _error("def f():\n  return 1\n").message
@@ -403,9 +399,7 @@ def test_mutations_raise_only_hlo_parse_error(data):
 # ---------------------------------------------------------------------------------------
 # CLI
 
-def test_cli(capsys, tmp_path):
-  if not H200_HLO.exists():
-    pytest.skip(f"{H200_HLO} not present")
+def test_parse_command_summarizes_text_and_json(capsys, tmp_path):
   assert cli.main(["parse", str(H200_HLO)]) == 0
   out = capsys.readouterr().out
   assert "5 computations, 24 instructions" in out
@@ -423,9 +417,7 @@ def test_cli(capsys, tmp_path):
   assert err.count("\n") == 1 and "missing.hlo" in err
 
 
-def test_cli_dispatch_subprocess():
-  if not H200_HLO.exists():
-    pytest.skip(f"{H200_HLO} not present")
+def test_parse_command_runs_without_importing_jax():
   proc = subprocess.run([sys.executable, "-m", "hlo_tools.cli", "parse", str(H200_HLO)],
                         cwd=REPO, capture_output=True, text=True, timeout=120)
   assert proc.returncode == 0 and "collective-permutes: 1" in proc.stdout
@@ -433,15 +425,13 @@ def test_cli_dispatch_subprocess():
 
 
 def test_bench_parse_reports_both_parsers():
-  if not H200_HLO.exists():
-    pytest.skip(f"{H200_HLO} not present")
   from hlo_tools.ops.bench.reader import bench_parse  # pylint: disable=import-outside-toplevel
   r = bench_parse(H200_HLO.read_text(), runs=3)
   assert r["ours_s"] > 0 and r["jaxlib_s"] > 0 and r["ratio"] > 0
 
 
-def test_load_hlo_proto(tmp_path, all_hlo_files):
-  from hlo_tools.hlo_text import load_hlo_proto  # pylint: disable=import-outside-toplevel
+def test_serialized_proto_loads_like_its_text(tmp_path, all_hlo_files):
+  from hlo_tools.hlo.reader import load_hlo_proto  # pylint: disable=import-outside-toplevel
   src = all_hlo_files[0]
   proto = tmp_path / "module.pb"
   code = ("import sys; from jaxlib import _hlo; open(sys.argv[2], 'wb').write("
@@ -472,7 +462,7 @@ sys.stdout.write(c.as_text())
 
 def test_reads_jax_010_mesh_replica_groups():
   """jaxlib 0.10 prints GSPMD all-reduce groups as `mesh['axis_0'=1,'axis_1'=8] {'axis_1'}`."""
-  from hlo_tools import hlo_text  # pylint: disable=import-outside-toplevel
+  from hlo_tools.hlo import reader  # pylint: disable=import-outside-toplevel
   root = Path(__file__).resolve().parents[1]
   env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1")
   text = subprocess.run(
@@ -480,14 +470,14 @@ def test_reads_jax_010_mesh_replica_groups():
        str(root / "hlo_tools" / "data" / "h200_gpu_target_config.pbtxt")],
       capture_output=True, text=True, env=env, check=True, timeout=300).stdout
   assert "replica_groups=mesh[" in text
-  module = hlo_text.parse_hlo_text(text, "mesh.hlo")
+  module = reader.parse_hlo_text(text, "mesh.hlo")
   reducers = [i for i in module.instructions() if i.opcode in ("all-reduce", "all-reduce-start")]
   assert reducers
   for instr in reducers:
     assert instr.replica_groups == [list(range(8))]
-  assert hlo_text.expand_mesh_groups("mesh['a'=2,'b'=4] {'a'}") == [
+  assert reader.expand_mesh_groups("mesh['a'=2,'b'=4] {'a'}") == [
       [0, 4], [1, 5], [2, 6], [3, 7]]
-  assert hlo_text.expand_mesh_groups("mesh['a'=2,'b'=4] {'b','a'}") == [
+  assert reader.expand_mesh_groups("mesh['a'=2,'b'=4] {'b','a'}") == [
       [0, 4, 1, 5, 2, 6, 3, 7]]
 
 
@@ -606,7 +596,7 @@ def test_hostile_input_fails_at_its_line_in_linear_time(kind):
   assert err.line <= 7 and "\n" not in str(err)
   expected = {"brace_lines": "unbalanced '{': no matching '}' on this line",
               "brace_pairs": "unbalanced '{': no matching '}' on this line",
-              "brace_line": f"brackets nest deeper than {hlo_text.MAX_NESTING} levels",
+              "brace_line": f"brackets nest deeper than {reader.MAX_NESTING} levels",
               "comment": "unterminated /* comment", "string": "unterminated string",
               "root": "expected '=' after instruction name %ROOT"}[kind]
   assert expected in err.message
@@ -654,7 +644,7 @@ def test_device_ids_mesh_groups_are_the_modules_explicit_tp_groups():
     explicit = [g for g in groups[False] if len(g[0]) == tp and g[0][1] == 1]
     assert groups[True] and explicit
     assert all(g == explicit[0] for g in groups[True]), name
-  assert hlo_text.expand_mesh_groups(
+  assert reader.expand_mesh_groups(
       "mesh['a'=1,'b'=2,'c'=4], device_ids=([4,2]T(1,0)) {'b'}") == [[0, 1], [2, 3], [4, 5],
                                                                      [6, 7]]
 

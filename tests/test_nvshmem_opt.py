@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from conftest import FIXTURES, SHARED_DATA, run_nvshmem_opt
-from hlo_tools import hlo_text
+from hlo_tools.hlo import reader
 from hlo_tools.model import collectives
 
 BEFORE_ASYNC = sorted(FIXTURES.glob("*.before_async.hlo"))
@@ -42,7 +42,7 @@ def test_rewrites_every_fixture_and_output_verifies(path, tmp_path):
   assert result.stderr == ""
   decisions = json.loads(report.read_text())["decisions"]
   assert decisions, "every fixture has at least one collective-permute"
-  module = hlo_text.parse_hlo_file(out)
+  module = reader.parse_hlo_file(out)
   permutes = collectives.collective_permutes(module)
   # No sync permute survives; every async one carries the decided backend.
   assert all(p.form != "sync" for p in permutes)
@@ -137,7 +137,7 @@ def test_non_cyclic_shift_never_gets_nvshmem(fixture, topology, team, tmp_path, 
   assert "nvshmem refused" in decision["reason"]
   assert f"of {team} devices of the team (device 0) has no source" in decision["reason"]
   assert decision["upstream"] == "NVSHMEM"  # the assignment that hangs
-  permute, = collectives.collective_permutes(hlo_text.parse_hlo_file(out))
+  permute, = collectives.collective_permutes(reader.parse_hlo_file(out))
   assert permute.backend == "DEFAULT"
 
 
@@ -447,7 +447,7 @@ def test_jax091_fixtures_rewrite_and_verify(stage, topology, plan, backend, tmp_
   assert decision["plan"] == plan, decision
   assert decision["backend"] == backend
   assert decision["bytes"] == 65536  # K and V blocks: 2 x bf16[1,128,2,64]
-  permute, = collectives.collective_permutes(hlo_text.parse_hlo_file(out))
+  permute, = collectives.collective_permutes(reader.parse_hlo_file(out))
   assert permute.form == "start-done" and permute.backend == backend
   assert permute.while_loop is not None
   verified = subprocess.run(
@@ -558,7 +558,7 @@ PEER_FAVOURED = "link peer nvlink 1 450\n"
 
 
 def _permute_configs(path):
-  return [p.backend_config for p in collectives.collective_permutes(hlo_text.parse_hlo_file(path))]
+  return [p.backend_config for p in collectives.collective_permutes(reader.parse_hlo_file(path))]
 
 
 @pytest.mark.parametrize("stage", ["before_async", "after_optimizations"])

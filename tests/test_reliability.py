@@ -18,9 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import FIXTURES, NVSHMEM_OPT, ROOT, run_nvshmem_opt
-from hlo_tools import cli, hlo_text
+from hlo_tools import cli
+from hlo_tools.hlo import reader
 from hlo_tools.commands import parse
-from hlo_tools.hlo_text import HloParseError
+from hlo_tools.hlo.reader import HloParseError
 
 FIXTURE_PATHS = sorted(FIXTURES.glob("*.hlo"))
 FIXTURE_TEXT = {p.name: p.read_text() for p in FIXTURE_PATHS}
@@ -83,7 +84,7 @@ def _check_parse_error(error, path):
 @given(mutated_hlo())
 def test_reader_never_raises_anything_but_parse_error(text):
   try:
-    module = hlo_text.parse_hlo_text(text, "m.hlo")
+    module = reader.parse_hlo_text(text, "m.hlo")
   except HloParseError as e:
     _check_parse_error(e, "m.hlo")
     return
@@ -138,8 +139,8 @@ def _instrs(module):
 
 
 def _check_preserved(before_path, after_path, report):
-  before = hlo_text.parse_hlo_file(before_path)
-  after = hlo_text.parse_hlo_file(after_path)
+  before = reader.parse_hlo_file(before_path)
+  after = reader.parse_hlo_file(after_path)
   after_by_name = {i.name: i for c in after.computations for i in c.instructions}
   old = {i.name: i for c in before.computations for i in c.instructions}
   for (comp, name), instr in _instrs(before).items():
@@ -374,7 +375,7 @@ def test_memory_is_linear_in_input(big_module, tmp_path):
   # ~300 MB of TensorFlow libraries plus ~12 bytes per byte of HLO (docs/reliability.md).
   assert driver_kb / 1024 < 400 + 20 * size_mb, (driver_kb, size_mb)
   code, reader_kb = _peak_rss_kb([sys.executable, "-c",
-                                  "import sys; from hlo_tools.hlo_text import parse_hlo_file; "
+                                  "import sys; from hlo_tools.hlo.reader import parse_hlo_file; "
                                   f"parse_hlo_file({str(big_module)!r})"])
   assert code == 0
   # A loose guard against runaway growth only; the measured figures (about 7-8
@@ -383,7 +384,7 @@ def test_memory_is_linear_in_input(big_module, tmp_path):
   assert reader_kb / 1024 < 150 + 30 * size_mb, (reader_kb, size_mb)
 
 
-def test_size_limits(tmp_path):
+def test_driver_refuses_input_over_max_input_bytes(tmp_path):
   source = FIXTURES / "shift_1x2x4.before_async.hlo"
   size = source.stat().st_size
   result = _run(source, "--topology=1x2x4", f"--max-input-bytes={size - 1}")
@@ -396,7 +397,7 @@ def test_size_limits(tmp_path):
   assert piped.returncode == 2 and b"over the limit of 100" in piped.stderr
   assert _run(source, "--topology=1x2x4", "--max-input-bytes=0").returncode == 2
   with pytest.raises(HloParseError, match=r":1:1: input is \d+ bytes, over the limit of 10$"):
-    hlo_text.parse_hlo_file(source, max_bytes=10)
+    reader.parse_hlo_file(source, max_bytes=10)
   assert cli.main(["parse", str(source), "--max-input-bytes=10"]) == 2
 
 
@@ -430,22 +431,22 @@ def test_deep_tuple_shape_is_one_line_error(command, tmp_path):
   args = [path if a == "SAME" else a for a in command]
   result = _cli(args[0], path, *args[1:])
   assert result.returncode == 2, result.stderr[-2000:]
-  assert result.stderr == (f"{path}:{lineno}:{11 + hlo_text.MAX_SHAPE_DEPTH}: tuple shape "
-                           f"nests deeper than {hlo_text.MAX_SHAPE_DEPTH} levels\n")
+  assert result.stderr == (f"{path}:{lineno}:{11 + reader.MAX_SHAPE_DEPTH}: tuple shape "
+                           f"nests deeper than {reader.MAX_SHAPE_DEPTH} levels\n")
 
 
-@pytest.mark.parametrize("depth", [hlo_text.MAX_SHAPE_DEPTH, hlo_text.MAX_SHAPE_DEPTH + 1, 1000])
+@pytest.mark.parametrize("depth", [reader.MAX_SHAPE_DEPTH, reader.MAX_SHAPE_DEPTH + 1, 1000])
 def test_deep_tuples_reader_and_driver_agree(depth, tmp_path):
   # Both read a module nested as deep as the reader allows, and refuse one level more
   # (nvshmem-opt before XLA's parser, whose recursion would overflow its stack).
   text, lineno = _deep_tuple_module(depth)
   path = tmp_path / "deep.hlo"
   path.write_text(text)
-  accepted = depth <= hlo_text.MAX_SHAPE_DEPTH
+  accepted = depth <= reader.MAX_SHAPE_DEPTH
   driver = _run(path, "--topology=1x1x8", "--mode=explain")
   assert driver.returncode == (0 if accepted else 2), driver.stderr[-2000:]
   if accepted:
-    deep = hlo_text.parse_hlo_file(path).entry.instruction("deep")
+    deep = reader.parse_hlo_file(path).entry.instruction("deep")
     assert deep.line == lineno and deep.shape.byte_size() == 4
     assert deep.shape.to_string() == "(" * depth + "f32[]" + ")" * depth
   for command in READING_COMMANDS:

@@ -231,7 +231,7 @@ def test_ring_step_permutes_overlap_attention(overlap, direction):
   assert len(outside) == (1 if direction == "fwd_bwd" else 0), windows
 
 
-def test_config_validation():
+def test_config_refuses_bad_heads_and_lengths():
   from hlo_tools.programs.ring_attention import RingConfig
   with pytest.raises(ValueError, match="num_kv_heads"):
     RingConfig(num_heads=6, num_kv_heads=4).validate(8)

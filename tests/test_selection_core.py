@@ -188,9 +188,9 @@ def test_decide_takes_a_backend_set_per_call():
     ("ring_1x1x8.before_async.hlo", "1x1x8", "nvshmem", "NVSHMEM: all 8 edges"),
 ])
 def test_real_modules_never_plan_a_hanging_nvshmem_permute(fixture, spec, plan, reason):
-  from hlo_tools import hlo_text
+  from hlo_tools.hlo import reader
   from hlo_tools.model import collectives
-  module = hlo_text.parse_hlo_file(str(FIXTURES / fixture))
+  module = reader.parse_hlo_file(str(FIXTURES / fixture))
   permutes = collectives.collective_permutes(module)
   assert permutes
   t = selection.parse_topology(spec)
@@ -398,9 +398,9 @@ def test_default_peer_curve_is_the_committed_one_process_table():
 def test_real_train_step_rings_across_hosts_go_where_the_model_says(fixture, spec):
   """The Llama train step's context-parallel ring crosses hosts: NVSHMEM is
   priced there, never refused, and wins only with a table that makes it faster."""
-  from hlo_tools import hlo_text
+  from hlo_tools.hlo import reader
   from hlo_tools.model import collectives
-  module = hlo_text.parse_hlo_file(str(FIXTURES / fixture))
+  module = reader.parse_hlo_file(str(FIXTURES / fixture))
   permutes = collectives.collective_permutes(module)
   assert permutes
   t = selection.parse_topology(spec)

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from hlo_tools import hlo_text
+from hlo_tools.hlo import reader
 from hlo_tools.model import collectives
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -27,7 +27,7 @@ LAYERS, SEQ, KV_HEADS, HEAD_DIM, HIDDEN, BF16 = 2, 65536, 8, 128, 4096, 2
 def _module(topology, stage="after_optimizations"):
   path = os.path.join(FIXTURES, f"train_step_{topology}.{stage}.hlo")
   with open(path) as f:
-    return hlo_text.parse_hlo_text(f.read(), path)
+    return reader.parse_hlo_text(f.read(), path)
 
 
 def _ring_pairs(cp, tp, step):

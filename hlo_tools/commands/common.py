@@ -6,7 +6,7 @@ import sys
 
 from hlo_tools import cli_io
 from hlo_tools.model.topology import check_topology_size
-from hlo_tools.model.source import InputError
+from hlo_tools.model.sources import InputError
 
 
 class ArgumentParser(argparse.ArgumentParser):

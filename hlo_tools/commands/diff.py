@@ -34,7 +34,7 @@ import json
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
-from hlo_tools.model import source as inputs
+from hlo_tools.model import sources
 from hlo_tools.ops import diff
 from hlo_tools.model.dumps import STAGE_HELP
 
@@ -67,7 +67,7 @@ def main(argv):
     src_a = diff.read_input(args.a, args.max_input_bytes)
     src_b = diff.read_input(args.b, args.max_input_bytes)
     for src in (src_a, src_b):
-      inputs.resolve_partitions(src, override=args.num_partitions)
+      sources.resolve_partitions(src, override=args.num_partitions)
     # The parsed modules live until exit: keep the collector from rescanning
     # them over and over while the diff allocates (it made the diff's cost per
     # instruction grow with module size; docs/benchmarks.md).

@@ -6,8 +6,8 @@ import json
 
 from hlo_tools import cli_io
 from hlo_tools.model.collectives import collective_permutes
-from hlo_tools.model.source import InputError, require_entry
-from hlo_tools.hlo_text import HloParseError, parse_hlo_text
+from hlo_tools.model.sources import InputError, require_entry
+from hlo_tools.hlo.reader import HloParseError, parse_hlo_text
 
 
 def summarize(module):

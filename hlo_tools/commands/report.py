@@ -51,7 +51,7 @@ import tempfile
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
-from hlo_tools.model.source import InputError
+from hlo_tools.model.sources import InputError
 from hlo_tools.ops import report
 from hlo_tools.ops.report import DEFAULT_OUT, DEFAULT_TOPOLOGY, DEFAULTS
 

@@ -1,6 +1,6 @@
 """The model layer of hlo_tools; data flows one way, through these modules in order:
 
-  source       HLO text -> a parsed module (hlo_text) with its text and program size
+  source       HLO text -> a parsed module (hlo.reader) with its text and program size
   collectives  module -> one record per collective-permute, whatever its form
   decisions    records -> the selection core's choice, as the pass makes it
   driver       nvshmem-opt: the pass itself, XLA's verifier and upstream's assigner

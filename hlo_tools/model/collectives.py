@@ -41,7 +41,7 @@ class CollectivePermute:
 
 
 def collective_permutes(module):
-  """All collective-permutes of `module` (an hlo_text.HloModule), in text order."""
+  """All collective-permutes of `module` (an hlo.reader.HloModule), in text order."""
   callers = _callers(module)
   wrapped = _async_wrapped_bodies(module)
   out = []

@@ -7,9 +7,9 @@ The choice comes from the C++ selection core through its bindings
 
 from hlo_tools import cli_io
 from hlo_tools import selection
-from hlo_tools.model import driver, source as source_mod
+from hlo_tools.model import driver, sources
 from hlo_tools.model.collectives import collective_permutes
-from hlo_tools.model.source import InputError, strict_pairs
+from hlo_tools.model.sources import InputError, strict_pairs
 
 PLAN_BACKEND = {"nvshmem": "NVSHMEM", "nccl": "DEFAULT", "peer": "DEFAULT",
                 "symmetric": "DEFAULT"}
@@ -195,13 +195,13 @@ def describe(path, topology_spec, cost_table=None, use_driver=True, source=None,
   (driver.upstream_from_report); else the driver is asked once (use_driver).
   backends: the set to plan over ("nccl,peer"), else the cost table's."""
   topology, table = load_selection(topology_spec, cost_table, backends)
-  source = source or source_mod.read_source(path, max_bytes=max_bytes)
-  source = source_mod.resolve_partitions(source, topology, num_partitions)
+  source = source or sources.read_source(path, max_bytes=max_bytes)
+  source = sources.resolve_partitions(source, topology, num_partitions)
   perms = analyze(source, topology, table)
   upstream_why = None if upstream is not None or use_driver else "not asked of nvshmem-opt"
   if upstream is None and use_driver and perms:
     upstream, upstream_why = driver.upstream_answers(path, topology_spec, cost_table,
-                                                     source_mod.driver_partitions(source),
+                                                     sources.driver_partitions(source),
                                                      backends and table.backends)
   module = source.module
   return {

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 
-from hlo_tools.model.source import InputError
+from hlo_tools.model.sources import InputError
 
 # The driver's own log lines (TensorFlow/absl start-up noise) are not messages.
 _NOISE_RE = re.compile(r"^(WARNING: All log messages|[IWE]\d{4} |\s*$)")

@@ -25,8 +25,8 @@ import os
 import re
 
 from hlo_tools import cli_io
-from hlo_tools.model import source as inputs
-from hlo_tools.model.source import InputError
+from hlo_tools.model import sources
+from hlo_tools.model.sources import InputError
 
 XLA_DUMP_SUBDIR = "xla_dump"  # where `hlo-tools dump` keeps XLA's own files
 STAGE_HELP = ("before_optimizations, after_optimizations, before_async, after:PASS[#N] "
@@ -148,10 +148,10 @@ def read_stage(dump_dir, stage, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
   if stage in ("before_optimizations", "after_optimizations"):
     copied = os.path.join(dump_dir, stage + ".hlo")
     if os.path.isfile(copied):
-      return inputs.read_source(copied, label, max_bytes)
+      return sources.read_source(copied, label, max_bytes)
     if key is None or stage not in modules[key]["stages"]:
       raise InputError(f"{dump_dir}: no {stage} module in this dump directory")
-    return inputs.read_source(os.path.join(xla_dir, modules[key]["stages"][stage]), label,
+    return sources.read_source(os.path.join(xla_dir, modules[key]["stages"][stage]), label,
                               max_bytes)
   when, pass_name, occurrence = None, None, -1
   if stage == "before_async":
@@ -175,4 +175,4 @@ def read_stage(dump_dir, stage, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
     raise InputError(f"{dump_dir}: {e}") from None
   except IndexError:
     raise InputError(f"{label}: pass {pass_name!r} has no run #{occurrence}") from None
-  return inputs.read_text(label, text, label)
+  return sources.read_text(label, text, label)

@@ -2,7 +2,7 @@
 the core sees it (the spec's grammar stays the core's; the one derived from a module
 is nvshmem-opt's: model.driver.derived_topology)."""
 
-from hlo_tools.model.source import InputError
+from hlo_tools.model.sources import InputError
 
 # The selection core's limit on a topology's devices (and so on each dimension).
 MAX_DEVICES = 1 << 20

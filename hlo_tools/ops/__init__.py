@@ -10,6 +10,6 @@
   sizes       the one size parser and the one byte formatter
   outdir      work directories published atomically
 
-Operations use hlo_tools.model (and hlo_tools.hlo_text, selection) below them and
+Operations use hlo_tools.model (and hlo_tools.hlo, selection) below them and
 never a command: argument parsing and output stay in hlo_tools.commands.
 """

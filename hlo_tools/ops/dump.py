@@ -15,7 +15,7 @@ import time
 from hlo_tools.ops.outdir import make_work_dir, publish
 from hlo_tools.model.dumps import (XLA_DUMP_SUBDIR, index_xla_dump, main_module,
                                    pass_snapshot_text)
-from hlo_tools.model.source import InputError
+from hlo_tools.model.sources import InputError
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # hlo_tools/
 DEFAULT_TARGET_CONFIG = os.path.join(_PACKAGE, "data",

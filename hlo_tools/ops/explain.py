@@ -4,7 +4,7 @@ modeled time per backend and upstream's answer, per permute."""
 
 from hlo_tools import cli_io
 from hlo_tools.ops.sizes import format_bytes
-from hlo_tools.model import decisions, source as source_mod
+from hlo_tools.model import decisions, sources
 
 
 PRE_OPTIMIZATION_NOTE = (
@@ -32,7 +32,7 @@ def explain(path, topology_spec, cost_table=None, source=None,
             max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, **kwargs):
   """The model layer's description of the module (decisions.describe: kwargs), with
   a note when the module is from before XLA's optimizations."""
-  source = source or source_mod.read_source(path, max_bytes=max_bytes)
+  source = source or sources.read_source(path, max_bytes=max_bytes)
   result = decisions.describe(path, topology_spec, cost_table, source=source, **kwargs)
   pre = is_pre_optimization(source.module, result["collectives"])
   result["stage"] = "before_optimizations" if pre else None

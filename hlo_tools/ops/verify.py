@@ -5,7 +5,7 @@ import subprocess
 
 from hlo_tools import cli_io
 from hlo_tools import selection
-from hlo_tools.model import collectives, decisions, driver, source as inputs
+from hlo_tools.model import collectives, decisions, driver, sources
 
 CHECKS = ("permutation", "start-done", "backend-config", "backend-set", "nvshmem-heap",
           "nvshmem-team", "peer-safety", "selection", "memory-space", "hlo-verifier")
@@ -364,7 +364,7 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
   backends: the set the target XLA offers ("nccl,peer"), else the cost table's."""
   topology, table = decisions.load_selection(topology_spec, cost_table, backends)
   backend_set = decisions.backend_set(table)
-  source = inputs.resolve_partitions(source or inputs.read_source(path, max_bytes=max_bytes),
+  source = sources.resolve_partitions(source or sources.read_source(path, max_bytes=max_bytes),
                                  topology, num_partitions)
   module = source.module
   perms = decisions.analyze(source, topology, table, tolerant=True)
@@ -381,7 +381,7 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
   ]
   if run_driver:
     checks.append(check_hlo_verifier(path, topology_spec, cost_table,
-                                     inputs.driver_partitions(source),
+                                     sources.driver_partitions(source),
                                      backends and table.backends))
   else:
     skipped = Check("hlo-verifier")

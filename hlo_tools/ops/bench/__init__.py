@@ -140,7 +140,7 @@ which, path = sys.argv[1], sys.argv[2]
 with open(path) as f:
   text = f.read()
 if which == "ours":
-  from hlo_tools.hlo_text import parse_hlo_text as parse
+  from hlo_tools.hlo.reader import parse_hlo_text as parse
 else:
   from jaxlib._hlo import hlo_module_from_text as parse
 gc.collect()
@@ -162,7 +162,7 @@ print(json.dumps({"rss_before_kb": before, "hwm_kb": status_kb("VmHWM"),
 def _p2_memory(text):
   """Peak memory of each parser: RSS growth in a fresh child, and ours by tracemalloc."""
   import tracemalloc  # pylint: disable=import-outside-toplevel
-  from hlo_tools.hlo_text import parse_hlo_text  # pylint: disable=import-outside-toplevel
+  from hlo_tools.hlo.reader import parse_hlo_text  # pylint: disable=import-outside-toplevel
   result = {}
   with tempfile.TemporaryDirectory(prefix="hlo-tools-bench-p2-") as tmp:
     path = os.path.join(tmp, "module.hlo")
@@ -218,13 +218,13 @@ def _diff_pair(layers, keep_dir, tag):
 
 def _time_diff(text_a, text_b, runs):
   from hlo_tools.ops import diff  # pylint: disable=import-outside-toplevel
-  from hlo_tools.model import source as inputs  # pylint: disable=import-outside-toplevel
+  from hlo_tools.model import sources  # pylint: disable=import-outside-toplevel
   parse_s, diff_s, total_s, ratios = [], [], [], []
   summary = None
   for _ in range(runs):
     t0 = time.perf_counter()
-    src_a = inputs.read_text("a.hlo", text_a)
-    src_b = inputs.read_text("b.hlo", text_b)
+    src_a = sources.read_text("a.hlo", text_a)
+    src_b = sources.read_text("b.hlo", text_b)
     t1 = time.perf_counter()
     # What `hlo-tools diff --format=json` does once both modules are read.
     result = diff.diff_sources(src_a, src_b)

@@ -24,7 +24,7 @@ import tempfile
 import time
 
 from hlo_tools.ops import dump
-from hlo_tools import hlo_text
+from hlo_tools.hlo import reader
 
 TOPOLOGY = "1x2x4"
 
@@ -172,7 +172,7 @@ _MESH_GROUPS_RE = re.compile(r"replica_groups=(mesh\[[^\]]*\]\s*\{[^}]*\})")
 
 
 def _explicit_groups(m):
-  groups = hlo_text.expand_mesh_groups(m.group(1))
+  groups = reader.expand_mesh_groups(m.group(1))
   return "replica_groups={" + ",".join(
       "{" + ",".join(map(str, g)) + "}" for g in groups) + "}"
 

@@ -14,7 +14,7 @@ import statistics
 import sys
 import time
 
-from hlo_tools.hlo_text import parse_hlo_text
+from hlo_tools.hlo.reader import parse_hlo_text
 
 
 def _seconds(fn):

@@ -12,9 +12,9 @@ from hlo_tools.ops.diff.permutes import (base_name, collective_view, collectives
                                               match_collectives)
 from hlo_tools.ops.diff.render import (collectives_html, diff_html, esc, format_html,
                                             format_text, page, trace_html, trace_text)
-from hlo_tools.model import source as inputs
+from hlo_tools.model import sources
 from hlo_tools.model.dumps import STAGE_HELP, read_stage
-from hlo_tools.model.source import InputError
+from hlo_tools.model.sources import InputError
 
 # The library API (report, bench and the fixture generator use it).
 __all__ = ["attribute_changes", "base_name", "collective_view", "collectives_diff",
@@ -30,7 +30,7 @@ def read_input(spec, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
   FILE may be any readable file, device or pipe, "-" for stdin; reading stops past
   max_bytes."""
   if spec == "-" or (os.path.exists(spec) and not os.path.isdir(spec)):
-    return inputs.read_source(spec, max_bytes=max_bytes)
+    return sources.read_source(spec, max_bytes=max_bytes)
   idx = spec.find(":")
   while idx != -1:
     if os.path.isdir(spec[:idx]):

@@ -5,9 +5,9 @@ scheduled; each permute of the final module with the permutes it came from."""
 import os
 
 from hlo_tools.ops.diff.permutes import VIEW_FIELDS, collective_view, match_collectives
-from hlo_tools.model import dumps, source as inputs
+from hlo_tools.model import dumps, sources
 from hlo_tools.model.dumps import xla_dir_of
-from hlo_tools.model.source import InputError
+from hlo_tools.model.sources import InputError
 
 
 def signature(text):
@@ -181,7 +181,7 @@ def trace(dump_dir):
     if sig == prev_sig:
       continue  # no line a collective-permute depends on changed
     try:
-      src = inputs.read_text(path, text, snap["file"])
+      src = sources.read_text(path, text, snap["file"])
       cur = collective_view(src)
     except InputError as e:
       events.append({"seq": snap["seq"], "pipeline": snap["pipeline"], "pass": snap["pass"],

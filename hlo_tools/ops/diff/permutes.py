@@ -3,7 +3,7 @@ by computation and name, then by the permutes each renamed computation holds."""
 
 import collections
 
-from hlo_tools.model import decisions, source as inputs
+from hlo_tools.model import decisions, sources
 from hlo_tools.model.collectives import collective_permutes
 
 
@@ -31,7 +31,7 @@ def collective_view(source):
     out.append({
         "computation": rec.computation, "start": rec.start, "done": rec.done,
         "form": rec.form, "async": rec.is_async, "pairs": [list(p) for p in
-                                                           inputs.strict_pairs(source, permute)],
+                                                           sources.strict_pairs(source, permute)],
         # With collectives_mode (XLA of jax >= 0.10.2): "DEFAULT, COLLECTIVES_PEER_MEMORY".
         "bytes": rec.bytes_per_device, "backend": decisions.written_backend(rec),
         "while_loop": rec.while_loop, "trip_count": rec.trip_count,

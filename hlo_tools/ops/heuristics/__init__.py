@@ -2,7 +2,7 @@
 check (the C++ pass against the core on real compiles), calibrate (a cost table from
 measurements)."""
 
-from hlo_tools.model.source import InputError
+from hlo_tools.model.sources import InputError
 
 
 class HeuristicsError(InputError):

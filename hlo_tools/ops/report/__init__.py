@@ -19,8 +19,8 @@ from hlo_tools.ops import outdir
 from hlo_tools.ops import verify
 from hlo_tools.ops.report.chart import chart_data
 from hlo_tools.ops.report.page import comparison_rows, fmt_us, page_title, render_page
-from hlo_tools.model import decisions, driver, dumps, source as inputs
-from hlo_tools.model.source import InputError
+from hlo_tools.model import decisions, driver, dumps, sources
+from hlo_tools.model.sources import InputError
 from hlo_tools.model.topology import check_topology_size
 from hlo_tools.ops.sizes import format_bytes
 
@@ -244,36 +244,36 @@ def analyze_case(case, case_dir, stages, dump_dir, cost_table, num_partitions, s
   topology, table = decisions.load_selection(case.topology, cost_table, backends)
   backends = backends and table.backends  # one spelling for every tool
   rel = lambda p: os.path.relpath(p, os.path.dirname(case_dir))
-  sources = {s: inputs.resolve_partitions(inputs.read_source(p, rel(p)), topology, num_partitions)
+  parsed = {s: sources.resolve_partitions(sources.read_source(p, rel(p)), topology, num_partitions)
              for s, p in stages.items()}
   first = next(iter(stages))
-  partitions = inputs.driver_partitions(sources[first])
+  partitions = sources.driver_partitions(parsed[first])
   say(f"{case.id}: running nvshmem-opt, explain, verify, diff")
   passes, rewritten = {}, {}
   for stage, path in stages.items():
     passes[stage], out = _run_pass(hlo_dir, json_dir, stage, path, case, cost_table,
                                    partitions, backends)
-    rewritten[stage] = inputs.resolve_partitions(inputs.read_source(out, rel(out)), topology,
+    rewritten[stage] = sources.resolve_partitions(sources.read_source(out, rel(out)), topology,
                                              num_partitions)
   explained = decisions.describe(stages[first], case.topology, cost_table,
-                                 source=sources[first],
+                                 source=parsed[first],
                                  upstream=driver.upstream_from_report(passes[first]),
                                  backends=backends)
   verified = {s: verify.verify(rewritten[s].path, case.topology, cost_table, source=rewritten[s],
                            num_partitions=num_partitions, backends=backends)
               for s in stages}
-  diffs = {s: diff.diff_sources(sources[s], rewritten[s]) for s in stages}
+  diffs = {s: diff.diff_sources(parsed[s], rewritten[s]) for s in stages}
   trace = _trace(dump_dir)
-  chart = chart_data(topology, table, explained, sources[first])
+  chart = chart_data(topology, table, explained, parsed[first])
   for name, value in [("explain", explained), ("trace", trace), ("chart", chart)] + \
       [(f"verify_{s}", v) for s, v in verified.items()] + \
       [(f"diff_{s}", diff.to_json(d)) for s, d in diffs.items()]:
     _write(os.path.join(json_dir, f"{name}.json"), json.dumps(value, indent=1))
-  if explain.is_pre_optimization(sources[first].module, explained["collectives"]):
+  if explain.is_pre_optimization(parsed[first].module, explained["collectives"]):
     explained["note"] = explain.PRE_OPTIMIZATION_NOTE
   return {"case": case, "stages": list(stages), "explain": explained, "passes": passes,
           "verify": verified, "diff": diffs, "trace": trace, "chart": chart,
-          "sources": sources, "rewritten": rewritten, "first": first, "dump_dir": dump_dir}
+          "sources": parsed, "rewritten": rewritten, "first": first, "dump_dir": dump_dir}
 
 
 def _trace(dump_dir):

@@ -7,7 +7,7 @@ Errors are InputError: one line, `file:line:col: message`, exit status 2.
 import re
 
 from hlo_tools import cli_io
-from hlo_tools.hlo_text import HloParseError, parse_hlo_text
+from hlo_tools.hlo.reader import HloParseError, parse_hlo_text
 
 
 class InputError(Exception):
