@@ -672,9 +672,8 @@ def default_block(table_text, source_name):
     if words and ((words[0] in ("link", "point") and tuple(words[1:3]) in DEFAULT_PAIRS) or
                   (words[0] == "sm_interference" and words[1] in ("nccl", "nvshmem"))):
       entries.append(" ".join(words))
-  comments = []
-  return "\n".join([DEFAULT_BLOCK_BEGIN] + comments +
-                   ['constexpr char kMeasuredNvlinkTable[] = R"table('] + entries +
+  return "\n".join([DEFAULT_BLOCK_BEGIN, 'constexpr char kMeasuredNvlinkTable[] = R"table('] +
+                   entries +
                    [')table";', DEFAULT_BLOCK_END]) + "\n"
 
 
