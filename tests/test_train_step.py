@@ -89,15 +89,16 @@ def _sharded_equals_one_device():
   import jax
   import jax.numpy as jnp
   import numpy as np
-  from hlo_tools.programs import train_step as ts
-  config = ts.TrainConfig(num_layers=1, hidden=64, num_heads=8, num_kv_heads=2,
+  from hlo_tools.programs import train_step
+  config = train_step.TrainConfig(num_layers=1, hidden=64, num_heads=8, num_kv_heads=2,
                           head_dim=16, mlp=128, vocab=128, seq_len=64, dtype="f32",
                           q_chunk=8, k_chunk=8)
 
   def run(cp, tp):
-    mesh = ts.make_mesh(jax.devices()[:cp * tp], cp, tp)
+    mesh = train_step.make_mesh(jax.devices()[:cp * tp], cp, tp)
     config.validate({"cp": cp, "tp": tp})
-    abstract, tree = jax.tree_util.tree_flatten_with_path(ts.example_args(config, mesh))
+    abstract, tree = jax.tree_util.tree_flatten_with_path(
+        train_step.example_args(config, mesh))
     values = []
     for i, (path, a) in enumerate(abstract):
       key = jax.random.PRNGKey(i)
@@ -108,7 +109,8 @@ def _sharded_equals_one_device():
         if "'v'" in jax.tree_util.keystr(path):  # Adam's second moment is >= 0
           v = jnp.square(v)
       values.append(jax.device_put(v, a.sharding))
-    return jax.jit(ts.train_step_function(config, mesh))(*jax.tree.unflatten(tree, values))
+    step = train_step.train_step_function(config, mesh)
+    return jax.jit(step)(*jax.tree.unflatten(tree, values))
 
   sharded, single = run(4, 2), run(1, 1)
   errors = [float(np.max(np.abs(np.asarray(a) - np.asarray(b))) /

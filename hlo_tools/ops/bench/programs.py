@@ -1,12 +1,5 @@
-"""The JAX programs `hlo-tools bench` compiles, and the child process that compiles them.
-
-Two programs:
-  llama  a Llama-3-8B-shaped transformer layer stack (hidden 4096, 32 query heads,
-         8 K/V heads, head dim 128, MLP 14336, bf16) whose attention is the ring of
-         hlo_tools.programs.ring_attention over CP=8, loss gradients (forward and backward)
-         w.r.t. the input and every weight; `num_layers` layers, unrolled.
-  ring   an unrolled ring of ppermute + matmul steps (bench_reader's generator):
-         cheap to compile, so it scales to big modules for the reader and diff.
+"""Compiles the programs of `hlo-tools bench` (hlo_tools.programs.bench: llama, ring)
+in a child process and returns their texts and compile times.
 
 Compilation runs in a child (`python -m hlo_tools.ops.bench.programs SPEC_JSON`) for the
 same reason as in hlo_tools.ops.dump: XLA reads XLA_FLAGS once per process, and the
@@ -14,7 +7,6 @@ dumping compile must not share a process with the timed ones (dumping every pass
 would inflate the compile time we divide by).
 """
 
-import dataclasses
 import json
 import os
 import re
@@ -29,111 +21,15 @@ from hlo_tools.hlo import reader
 TOPOLOGY = "1x2x4"
 
 
-@dataclasses.dataclass(frozen=True)
-class LlamaConfig:
-  """Llama-3-8B layer shape; seq_len is global (split over the CP ring)."""
-  num_layers: int = 4
-  seq_len: int = 8192
-  hidden: int = 4096
-  num_heads: int = 32
-  num_kv_heads: int = 8
-  head_dim: int = 128
-  mlp: int = 14336
-  batch: int = 1
-  dtype: str = "bf16"
-
-
-def _rms_norm(x):
-  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-  xf = x.astype(jnp.float32)
-  return (xf * (1.0 / jnp.sqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + 1e-5))
-          ).astype(x.dtype)
-
-
-def llama_function(config, mesh):
-  """Global (weights, x) -> (d weights, d x) of a sum-of-squares loss over the stack."""
-  import jax  # pylint: disable=import-outside-toplevel
-  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-  from hlo_tools.programs import ring_attention  # pylint: disable=import-outside-toplevel
-  attn = ring_attention.ring_attention(mesh, causal=True)
-  b, s = config.batch, config.seq_len
-  h, kvh, d = config.num_heads, config.num_kv_heads, config.head_dim
-
-  def loss(weights, x):
-    # A Python loop, not a scan: every layer is its own code in the module, as in
-    # an unrolled production step, so the module grows with num_layers.
-    for w in weights:
-      y = _rms_norm(x)
-      q = (y @ w["wq"]).reshape(b, s, h, d)
-      k = (y @ w["wk"]).reshape(b, s, kvh, d)
-      v = (y @ w["wv"]).reshape(b, s, kvh, d)
-      x = x + attn(q, k, v).reshape(b, s, h * d) @ w["wo"]
-      y = _rms_norm(x)
-      x = x + (jax.nn.silu(y @ w["w1"]) * (y @ w["w3"])) @ w["w2"]
-    return jnp.sum(jnp.square(x.astype(jnp.float32)))
-
-  return jax.grad(loss, argnums=(0, 1))
-
-
-def llama_args(config, mesh):
-  """Abstract arguments: replicated weights, activations sharded along the sequence."""
-  import jax  # pylint: disable=import-outside-toplevel
-  from jax.sharding import NamedSharding, PartitionSpec as P  # pylint: disable=import-outside-toplevel
-  from hlo_tools.programs import ring_attention  # pylint: disable=import-outside-toplevel
-  dt = ring_attention.DTYPES[config.dtype]
-  rep = NamedSharding(mesh, P())
-  hd, kvd = config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim
-  shapes = {"wq": (config.hidden, hd), "wk": (config.hidden, kvd),
-            "wv": (config.hidden, kvd), "wo": (hd, config.hidden),
-            "w1": (config.hidden, config.mlp), "w3": (config.hidden, config.mlp),
-            "w2": (config.mlp, config.hidden)}
-  weights = [{k: jax.ShapeDtypeStruct(v, dt, sharding=rep) for k, v in shapes.items()}
-             for _ in range(config.num_layers)]
-  x = jax.ShapeDtypeStruct((config.batch, config.seq_len, config.hidden), dt,
-                           sharding=NamedSharding(mesh, P(None, ring_attention.AXIS)))
-  return weights, x
-
-
-def ring_function(layers, mesh):
-  """bench_reader's unrolled ring: `layers` ppermute + matmul steps, no loop."""
-  import jax  # pylint: disable=import-outside-toplevel
-  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-  from jax import lax  # pylint: disable=import-outside-toplevel
-  from jax.sharding import PartitionSpec as P  # pylint: disable=import-outside-toplevel
-  n = mesh.devices.size
-  perm = [(j, (j + 1) % n) for j in range(n)]
-
-  def ring(x, w):
-    for k in range(layers):  # unrolled on purpose: a big module
-      x = jnp.tanh(lax.ppermute(x, "cp", perm) @ w + k)
-    return x
-
-  return jax.shard_map(ring, mesh=mesh, in_specs=(P("cp"), P()), out_specs=P("cp"))
-
-
-def ring_args(mesh):
-  import jax  # pylint: disable=import-outside-toplevel
-  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-  from jax.sharding import NamedSharding, PartitionSpec as P  # pylint: disable=import-outside-toplevel
-  n = mesh.devices.size
-  return (jax.ShapeDtypeStruct((n * 128, 256), jnp.bfloat16,
-                               sharding=NamedSharding(mesh, P("cp"))),
-          jax.ShapeDtypeStruct((256, 256), jnp.bfloat16, sharding=NamedSharding(mesh, P())))
-
-
-# ----------------------------------------------------------------------------
-# Child side.
-
-
 def _build(program):
   """(function, args) for a program spec {"name": "llama"|"ring", ...}."""
-  from hlo_tools.programs import ring_attention  # pylint: disable=import-outside-toplevel
+  from hlo_tools.programs import bench, ring_attention  # pylint: disable=import-outside-toplevel
   target = dump.Target(topology=program.get("topology", TOPOLOGY))
   mesh = ring_attention.make_mesh(dump._devices(target))  # pylint: disable=protected-access
   if program["name"] == "llama":
-    config = LlamaConfig(**program["config"])
-    return llama_function(config, mesh), llama_args(config, mesh)
-  return ring_function(program["layers"], mesh), ring_args(mesh)
+    config = bench.LlamaConfig(**program["config"])
+    return bench.llama_function(config, mesh), bench.llama_args(config, mesh)
+  return bench.ring_function(program["layers"], mesh), bench.ring_args(mesh)
 
 
 def _child(spec):

@@ -1,6 +1,6 @@
 """Times hlo_text's parser against jaxlib's C++ HLO parser on the same text.
 
-`python -m hlo_tools.commands.bench.reader [FILE] [--runs=N] [--previous=PATH]` benchmarks
+`python -m hlo_tools.ops.bench.reader [FILE] [--runs=N] [--previous=PATH]` benchmarks
 FILE, or a multi-MB module it compiles with JAX (an unrolled ring of ppermutes for 8
 H200s, compiled on the CPU). --previous also times another hlo_text.py (e.g. one taken
 with `git show REV:hlo_tools/hlo_text.py`) in the same turns.
@@ -105,7 +105,7 @@ def _ms(samples):
 
 
 def main(argv):
-  parser = argparse.ArgumentParser(prog="python -m hlo_tools.commands.bench.reader",
+  parser = argparse.ArgumentParser(prog="python -m hlo_tools.ops.bench.reader",
                                    description=__doc__.split("\n\n")[0])
   parser.add_argument("file", nargs="?", help="HLO text (default: compile a ring)")
   parser.add_argument("--runs", type=int, default=5)
