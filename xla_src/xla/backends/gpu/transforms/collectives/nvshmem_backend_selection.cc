@@ -159,10 +159,9 @@ Decision Decide(const Topology& topology, const CostTable& table,
     };
   };
   decision.nvshmem_refusal = CheckNvshmem(topology, table, request);
-  decision.choice =
-      Choose(topology, request, time_on(Backend::kNccl),
-             {{time_on(Backend::kNvshmem), !decision.nvshmem_refusal}},
-             table.margin);
+  decision.choice = Choose(
+      topology, request, time_on(Backend::kNccl),
+      {{time_on(Backend::kNvshmem), !decision.nvshmem_refusal}}, table.margin);
   if (decision.choice.chosen) decision.backend = Backend::kNvshmem;
   return decision;
 }

@@ -42,16 +42,16 @@ std::vector<std::pair<int, int>> Ring(int n) {
 }
 
 TEST(DecideTest, OneHostRingGoesToNvshmem) {
-  Decision d = Decide(MustParse("1x1x8"), DefaultCostTable(),
-                      {32 << 20, Ring(8), 8});
+  Decision d =
+      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(8), 8});
   EXPECT_EQ(d.backend, Backend::kNvshmem);
   EXPECT_EQ(d.choice.verdict, Verdict::kAlternative);
   EXPECT_LT(*d.choice.candidate_us[0], d.choice.nccl_us);
 }
 
 TEST(DecideTest, SmallMessagesStayOnNccl) {
-  Decision d = Decide(MustParse("1x1x8"), DefaultCostTable(),
-                      {1024, Ring(8), 8});
+  Decision d =
+      Decide(MustParse("1x1x8"), DefaultCostTable(), {1024, Ring(8), 8});
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_EQ(d.choice.verdict, Verdict::kWithinMargin);
 }
@@ -112,9 +112,9 @@ TEST(ChooseTest, FastestAllowedCandidateMustBeatTheMargin) {
   const Topology t = MustParse("1x1x2");
   const PermuteRequest request{1024, Ring(2), 2};
   auto flat = [](double us) { return [us](LinkClass) { return us; }; };
-  Choice choice = Choose(t, request, flat(100),
-                         {{flat(10), false}, {flat(60), true}, {flat(50), true}},
-                         0.05);
+  Choice choice =
+      Choose(t, request, flat(100),
+             {{flat(10), false}, {flat(60), true}, {flat(50), true}}, 0.05);
   EXPECT_EQ(choice.chosen, 2u);
   EXPECT_FALSE(choice.candidate_us[0].has_value());
   EXPECT_EQ(choice.nccl_us, 100);

@@ -86,10 +86,9 @@ std::optional<LinkClass> LinkClassFromName(absl::string_view name) {
   return std::nullopt;
 }
 
-absl::StatusOr<Topology> Topology::Create(int slices, int hosts_per_slice,
-                                          int gpus_per_host,
-                                          int nvlink_domain_size,
-                                          std::vector<int> partition_to_device) {
+absl::StatusOr<Topology> Topology::Create(
+    int slices, int hosts_per_slice, int gpus_per_host, int nvlink_domain_size,
+    std::vector<int> partition_to_device) {
   if (slices < 1 || hosts_per_slice < 1 || gpus_per_host < 1) {
     return absl::InvalidArgumentError(
         "slices, hosts and GPUs per host must all be at least 1");
@@ -169,9 +168,8 @@ absl::StatusOr<TopologyOptions> ParseTopologyOptions(
         options.map.push_back(static_cast<int>(*value));
       }
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown option '", Printable(option),
-                       "' (known: nvlN, map=...)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown option '", Printable(option), "' (known: nvlN, map=...)"));
     }
   }
   return options;
@@ -195,9 +193,9 @@ absl::StatusOr<Topology> ParseTopologySpec(absl::string_view spec) {
           "'", Printable(dims[i]), "' is not a positive whole number"));
     }
     if (!value || *value > kMaxDevices) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", Printable(dims[i]), "' is too large (max ",
-                       kMaxDevices, " devices)"));
+      return absl::InvalidArgumentError(absl::StrCat("'", Printable(dims[i]),
+                                                     "' is too large (max ",
+                                                     kMaxDevices, " devices)"));
     }
     values[i] = static_cast<int>(*value);
   }
