@@ -24,16 +24,8 @@ import csv
 import os
 import sys
 
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
-def parse_bytes(text):
-  text = text.strip().upper().rstrip("B").rstrip("I")
-  unit = text[-1] if text and text[-1] in _UNITS else ""
-  number = text[:-1] if unit else text
-  if not number.isdigit():
-    raise ValueError(f"bad size {text!r} (e.g. 2M)")
-  return int(number) * _UNITS[unit]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import BenchError, parse_size  # pylint: disable=wrong-import-position
 
 
 def read(path):
@@ -75,7 +67,11 @@ def main(argv):
   args = []
   for a in argv:
     if a.startswith("--small-upto="):
-      upto = parse_bytes(a.split("=", 1)[1])
+      try:
+        upto = parse_size(a.split("=", 1)[1])
+      except BenchError as e:
+        print(f"calibration_set: --small-upto: {e}", file=sys.stderr)
+        return 2
     else:
       args.append(a)
   if len(args) < 3:
