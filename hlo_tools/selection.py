@@ -7,16 +7,16 @@ same sources as the pass): one implementation of the heuristic, not two.
 import os
 
 try:
-  from hlo_tools import _selection_core as core
+  from hlo_tools import _selection_core
 except ImportError as e:  # pragma: no cover - only without the C++ build
   raise ImportError(
       "hlo_tools._selection_core is not built; run scripts/setup.sh "
       f"({e})") from e
 
-Topology = core.Topology
-CostTable = core.CostTable
-LINK_CLASSES = tuple(core.link_classes())
-BACKENDS = tuple(core.backend_names())
+Topology = _selection_core.Topology
+CostTable = _selection_core.CostTable
+LINK_CLASSES = tuple(_selection_core.link_classes())
+BACKENDS = tuple(_selection_core.backend_names())
 
 
 class SelectionError(ValueError):
@@ -25,7 +25,7 @@ class SelectionError(ValueError):
 
 def parse_topology(spec):
   try:
-    return core.Topology.parse(spec)
+    return _selection_core.Topology.parse(spec)
   except ValueError as e:
     raise SelectionError(str(e)) from None
 
@@ -33,14 +33,14 @@ def parse_topology(spec):
 def load_cost_table(path=None):
   """The default table, or the defaults overridden by the file at `path`."""
   if path is None:
-    return core.CostTable.default()
+    return _selection_core.CostTable.default()
   try:
     with open(path) as f:
       text = f.read()
   except OSError as e:
     raise SelectionError(f"{path}: {e.strerror}") from None
   try:
-    return core.CostTable.parse(text, os.fspath(path))
+    return _selection_core.CostTable.parse(text, os.fspath(path))
   except ValueError as e:
     raise SelectionError(str(e)) from None
 
@@ -65,10 +65,10 @@ def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
   if backends is not None:
     table = with_backends(table, backends)
   try:
-    edges = core.edge_ids_to_devices(topology, [tuple(p) for p in pairs],
+    edges = _selection_core.edge_ids_to_devices(topology, [tuple(p) for p in pairs],
                                      cross_partition, num_partitions, num_replicas)
     # The NVSHMEM team is every device of the program.
-    return core.decide(topology, table, int(bytes_per_device), edges,
+    return _selection_core.decide(topology, table, int(bytes_per_device), edges,
                        team_size=num_partitions * num_replicas, buffers=int(buffers))
   except ValueError as e:
     raise SelectionError(str(e)) from None
@@ -78,7 +78,7 @@ def with_backends(table, backends):
   """A copy of `table` planning over `backends` ("nccl,peer" or a sequence)."""
   if not isinstance(backends, str):
     backends = ",".join(backends)
-  copy = core.CostTable.parse(str(table), "<table>")
+  copy = _selection_core.CostTable.parse(str(table), "<table>")
   try:
     copy.backends = backends
   except ValueError as e:
@@ -87,7 +87,7 @@ def with_backends(table, backends):
 
 
 def edge_time_us(table, backend, link_class, nbytes, buffers=1):
-  return core.edge_time_us(table, backend, link_class, int(nbytes), int(buffers))
+  return _selection_core.edge_time_us(table, backend, link_class, int(nbytes), int(buffers))
 
 
 def nvshmem_hang_reason(device_edges, team_size):
@@ -105,5 +105,5 @@ def nvshmem_hang_reason(device_edges, team_size):
     team_size = 1 + max((max(s, t) for s, t in edges), default=-1)
   if team_size < 0:
     raise SelectionError(f"team_size must be >= 0, got {team_size}")
-  reason = core.nvshmem_hang_reason(edges, list(range(team_size)))
+  reason = _selection_core.nvshmem_hang_reason(edges, list(range(team_size)))
   return reason or None

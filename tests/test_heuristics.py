@@ -15,7 +15,8 @@ from hlo_tools.ops.heuristics import calibrate
 from hlo_tools import cli
 from hlo_tools.commands import heuristics
 from hlo_tools.ops.heuristics import sweep
-from hlo_tools import selection
+from hlo_tools import selection  # first: it says how to build a missing binding
+from hlo_tools import _selection_core
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NVSHMEM_OPT = os.path.join(os.path.dirname(sys.executable), "nvshmem-opt")
@@ -358,7 +359,7 @@ PROPERTY = settings(max_examples=150, deadline=None,
 
 
 def _device_edges(topology, pairs):
-  return selection.core.edge_ids_to_devices(topology, pairs, True,
+  return _selection_core.edge_ids_to_devices(topology, pairs, True,
                                             topology.num_devices, 1)
 
 

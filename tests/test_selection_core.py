@@ -4,7 +4,8 @@ import pathlib
 
 import pytest
 
-from hlo_tools import selection
+from hlo_tools import selection  # first: it says how to build a missing binding
+from hlo_tools import _selection_core
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 
@@ -97,9 +98,9 @@ def test_cost_table_file_overrides_and_errors(tmp_path):
 
 def test_edge_expansion_and_time():
   t = selection.parse_topology("1x2x4")
-  assert selection.core.edge_ids_to_devices(t, [(0, 5)], True, 8, 1) == [(0, 5)]
+  assert _selection_core.edge_ids_to_devices(t, [(0, 5)], True, 8, 1) == [(0, 5)]
   with pytest.raises(ValueError, match="outside 0..7"):
-    selection.core.edge_ids_to_devices(t, [(0, 8)], True, 8, 1)
+    _selection_core.edge_ids_to_devices(t, [(0, 8)], True, 8, 1)
   table = selection.load_cost_table()
   small = selection.edge_time_us(table, "nccl", "network", 1024)
   big = selection.edge_time_us(table, "nccl", "network", 1 << 30)
@@ -134,7 +135,7 @@ def test_decide_refuses_nvshmem_for_shifts_and_partial_groups():
   assert full["plan"] == "nvshmem", full["reason"]
   # ...a 4-device program's ring too, with the team given by the program.
   assert selection.decide(t8, table, 32 << 20, ring(4), num_partitions=4)["plan"] == "nvshmem"
-  assert selection.core.team_devices(selection.parse_topology("1x1x4:map=3,2,1,0"), 2) == [3, 2]
+  assert _selection_core.team_devices(selection.parse_topology("1x1x4:map=3,2,1,0"), 2) == [3, 2]
 
 
 def test_backend_sets_from_python():
@@ -199,7 +200,7 @@ def test_real_modules_never_plan_a_hanging_nvshmem_permute(fixture, spec, plan, 
     d = selection.decide(t, table, p.bytes_per_device, p.pairs,
                          num_partitions=module.num_partitions, buffers=p.buffers)
     assert d["plan"] == plan and reason in d["reason"], (p.start, d["reason"])
-    edges = selection.core.edge_ids_to_devices(t, [tuple(x) for x in p.pairs], True,
+    edges = _selection_core.edge_ids_to_devices(t, [tuple(x) for x in p.pairs], True,
                                                module.num_partitions, 1)
     hang = selection.nvshmem_hang_reason(edges, module.num_partitions)
     assert (hang is None) == (plan == "nvshmem")
@@ -329,12 +330,12 @@ def cp_ring_across_two_hosts():
 def test_ring_across_hosts_is_decided_by_the_model():
   t = selection.parse_topology("1x2x8")
   edges = cp_ring_across_two_hosts()
-  default = selection.core.decide(t, selection.load_cost_table(), 8 << 20, edges,
+  default = _selection_core.decide(t, selection.load_cost_table(), 8 << 20, edges,
                                   team_size=16)
   assert default["plan"] == "nccl" and "nvshmem" not in default["refused"]
   assert default["backend_us"]["nvshmem"] > default["backend_us"]["nccl"]
   fast = selection.CostTable.parse("link nvshmem network 12 48 10\n", "fast")
-  d = selection.core.decide(t, fast, 8 << 20, edges, team_size=16)
+  d = _selection_core.decide(t, fast, 8 << 20, edges, team_size=16)
   assert d["plan"] == "nvshmem" and d["edges_by_class"]["network"] == 16
   assert d["reason"].startswith("NVSHMEM: all 16 edges, 16 across the network (ibrc)")
   # 1x4x4: a ring over all 16 devices mixes NVLink and network edges.
@@ -348,9 +349,9 @@ def test_across_hosts_the_safety_rules_still_refuse():
   t = selection.parse_topology("1x2x8")
   fast = selection.CostTable.parse("link nvshmem network 1 900 1\n", "fast")
   shift = [(d, d + 8) for d in range(8)]
-  d = selection.core.decide(t, fast, 8 << 20, shift, team_size=16)
+  d = _selection_core.decide(t, fast, 8 << 20, shift, team_size=16)
   assert d["plan"] == "nccl" and "8 of 16 devices of the team" in d["refused"]["nvshmem"]
-  huge = selection.core.decide(t, fast, 2 << 30, cp_ring_across_two_hosts(), team_size=16)
+  huge = _selection_core.decide(t, fast, 2 << 30, cp_ring_across_two_hosts(), team_size=16)
   assert huge["plan"] == "nccl" and "symmetric heap" in huge["refused"]["nvshmem"]
 
 

@@ -6,7 +6,8 @@ The choice comes from the C++ selection core through its bindings
 """
 
 from hlo_tools import cli_io
-from hlo_tools import selection
+from hlo_tools import selection  # first: it says how to build a missing binding
+from hlo_tools import _selection_core
 from hlo_tools.model import driver, sources
 from hlo_tools.model.collectives import collective_permutes
 from hlo_tools.model.sources import InputError, strict_pairs
@@ -63,7 +64,7 @@ def written_backend(record):
 
 
 def device_edges(topology, source, pairs, cross_partition):
-  edges = selection.core.edge_ids_to_devices(
+  edges = _selection_core.edge_ids_to_devices(
       topology, [tuple(p) for p in pairs], cross_partition, source.num_partitions,
       source.num_replicas)
   return [(s, t, topology.classify(s, t)) for s, t in edges]

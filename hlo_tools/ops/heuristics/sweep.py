@@ -23,7 +23,8 @@ import tempfile
 
 from hlo_tools import cli_io
 from hlo_tools.ops.sizes import format_bytes, parse_size
-from hlo_tools import selection
+from hlo_tools import selection  # first: it says how to build a missing binding
+from hlo_tools import _selection_core
 from hlo_tools.model import driver
 from hlo_tools.ops.heuristics import HeuristicsError
 
@@ -163,7 +164,7 @@ def evaluate(spec, topology, table, shape, buffer_bytes, upstream_plan):
   # Upstream picks NVSHMEM for permutes that leave a device without a source, which
   # hang XLA's NVSHMEM barrier: priced as if they ran, but flagged.
   hangs = upstream_plan == "nvshmem" and selection.nvshmem_hang_reason(
-      selection.core.edge_ids_to_devices(topology, pairs_for(shape, n), True, n, 1),
+      _selection_core.edge_ids_to_devices(topology, pairs_for(shape, n), True, n, 1),
       n) is not None
   in_domain = edges["same_device"] + edges["nvlink"] + edges["nvlink_domain"]
   return {
