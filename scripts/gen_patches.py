@@ -7,11 +7,11 @@
     scripts/gen_patches.py --from DIR [--xla GIT_DIR]  the series from DIR's commits
 
 GIT_DIR: a git directory holding openxla/xla's commit PIN (default $XLA_PIN).
-Sources: xla_src/, which the first patch adds byte for byte; for the rest
-(messages, authors, edits of upstream files) the committed patches: on the
-pin's versions of the upstream files they change, `git am`, the first commit
-amended to add xla_src/'s files, `git format-patch`. To change an upstream
-edit or a message: --edit DIR, change DIR's commits with git, --from DIR.
+Sources: xla_src/, whose files each patch adds byte for byte (the first also
+any new one); the committed patches for the rest (messages, authors, edits of
+upstream files): on the pin's files they change, `git am`, each commit amended
+to add its xla_src/ files, `git format-patch`. To change an upstream edit or a
+message: --edit DIR, change DIR's commits with git, --from DIR.
 Without GIT_DIR, --check compares xla_src/ with the files the series creates.
 """
 
@@ -70,16 +70,15 @@ def build(xla, patches, repo):
   git("add", "-A", cwd=repo)
   git("commit", "-q", "-m", f"openxla/xla {PIN[:8]}: the files the series changes", cwd=repo)
   git("tag", "pin", cwd=repo)
-  git("am", "-q", "--keep-non-patch", str(patches[0]), cwd=repo)
-  for path in created(patches[0]):
-    (repo / path).unlink()
-  for path in sources():
-    (repo / path).parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(ROOT / "xla_src" / path, repo / path)
-  git("add", "-A", cwd=repo)
-  git("commit", "-q", "--amend", "--no-edit", cwd=repo)
-  if len(patches) > 1:
-    git("am", "-q", "--keep-non-patch", *map(str, patches[1:]), cwd=repo)
+  owned = {p for q in patches[1:] for p in created(q)}
+  for i, patch in enumerate(patches):  # each adds its xla_src/ files; the first, new ones too
+    git("am", "-q", "--keep-non-patch", str(patch), cwd=repo)
+    mine = created(patch) if i else [p for p in sources() if p not in owned]
+    for path in mine:
+      (repo / path).parent.mkdir(parents=True, exist_ok=True)
+      shutil.copyfile(ROOT / "xla_src" / path, repo / path)
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "--amend", "--no-edit", "--allow-empty", cwd=repo)
 
 
 def format_patches(repo, out):
