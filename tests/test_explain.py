@@ -1,6 +1,7 @@
 """hlo-tools explain: per-permute reasoning on real fixtures, the pass's output, bad input."""
 
 import json
+import shutil
 import os
 import subprocess
 from pathlib import Path
@@ -172,6 +173,23 @@ def test_derived_topology_is_named_on_stderr(capsys):
   assert "no --topology; using 1x2x4" in line and str(path) in line
   rc, _, err = run(capsys, path, "--topology=1x2x4", "--format=json")
   assert rc == 0 and err == ""
+
+
+def test_file_of_a_dump_takes_the_topology_of_its_manifest(tmp_path, capsys):
+  """A module inside an `hlo-tools dump` directory is explained on the topology the
+  dump was compiled for (its manifest.json), which the module text does not carry."""
+  dump_dir = tmp_path / "dump"
+  shutil.copytree(FIXTURES / "ring_product_grad_1x2x4.passes", dump_dir)
+  manifest = json.loads((dump_dir / "manifest.json").read_text())
+  manifest["target"]["topology"] = "2x1x4"
+  (dump_dir / "manifest.json").write_text(json.dumps(manifest))
+  module = dump_dir / "ring.hlo"
+  shutil.copyfile(FIXTURES / "ring_1x1x8.before_async.hlo", module)
+  rc, out, err = run(capsys, module, "--format=json")
+  assert rc == 0 and json.loads(out)["topology"] == "2x1x4"
+  assert "using 2x1x4, the topology its dump was compiled for" in err
+  rc, out, _ = run(capsys, module, "--devices-per-host=8", "--format=json")
+  assert rc == 0 and json.loads(out)["topology"] == "1x1x8"
 
 
 def test_installed_entry_point_explains_without_the_driver():

@@ -5,6 +5,7 @@ import os
 import sys
 
 from hlo_tools import cli_io
+from hlo_tools.model import dumps
 from hlo_tools.model.topology import check_topology_size
 from hlo_tools.model.sources import InputError
 
@@ -45,6 +46,14 @@ def topology_spec(args, path, prog=None):
       raise InputError("--devices-per-host and --topology: give one (the spec says how "
                        "many GPUs a host has)")
     return check_topology_size(args.topology)
+  if args.devices_per_host is None and os.path.isfile(path):
+    spec = dumps.manifest_topology(os.path.dirname(os.path.abspath(path)))
+    if spec:
+      if prog:
+        cli_io.print_error(f"{prog}: {path}: no --topology; using {spec}, the topology "
+                           "its dump was compiled for (manifest.json beside it; "
+                           "--topology=SPEC overrides)")
+      return spec
   from hlo_tools.model import driver  # pylint: disable=import-outside-toplevel
   spec = driver.derived_topology(path, args.devices_per_host,
                                  getattr(args, "num_partitions", None))

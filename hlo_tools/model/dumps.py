@@ -176,3 +176,14 @@ def read_stage(dump_dir, stage, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
   except IndexError:
     raise InputError(f"{label}: pass {pass_name!r} has no run #{occurrence}") from None
   return sources.read_text(label, text, label)
+
+
+def manifest_topology(dump_dir):
+  """The topology `hlo-tools dump` compiled the dump for (its manifest), or None."""
+  try:
+    with open(os.path.join(dump_dir, "manifest.json")) as f:
+      target = json.load(f).get("target") or {}
+  except (OSError, ValueError, AttributeError):
+    return None
+  topology = target.get("topology") if isinstance(target, dict) else None
+  return topology if isinstance(topology, str) and topology else None

@@ -111,23 +111,12 @@ def plan_cases(args, config, explicit):
   raise InputError(f"{args.source}: no such file or directory, and not module:function")
 
 
-def manifest_topology(dump_dir):
-  """The topology `hlo-tools dump` compiled the dump for (its manifest), or None."""
-  try:
-    with open(os.path.join(dump_dir, "manifest.json")) as f:
-      target = json.load(f).get("target") or {}
-  except (OSError, ValueError, AttributeError):
-    return None
-  topology = target.get("topology") if isinstance(target, dict) else None
-  return topology if isinstance(topology, str) and topology else None
-
-
 def input_topology(path, args, label):
   """The topology of a FILE or DIR without --topology, said on stderr: a dump's
   manifest's, else the one nvshmem-opt derives from the module, as the pass does."""
   prog = "hlo-tools report"
   if os.path.isdir(path):
-    spec = manifest_topology(path)
+    spec = dumps.manifest_topology(path)
     if spec is not None:
       if args.devices_per_host is not None:
         raise InputError(f"{prog}: --devices-per-host: {path} was compiled for {spec} "
