@@ -103,14 +103,17 @@ def backend_env(backend, base_env, uncombined=False):
   return env
 
 
-def csv_rows(backend, points, devices, jax_version, trips, compute_bytes=0):
-  """CSV rows from the merged points (times per permute slot of the loop)."""
+def csv_rows(backend, points, devices, jax_version, trips, compute_bytes=0,
+             link_class=None):
+  """CSV rows from the merged points (times per permute slot of the loop);
+  link_class defaults to one host's (nvlink, or same_device for one GPU)."""
+  link_class = link_class or ("nvlink" if devices > 1 else "same_device")
   rows = []
   for p in points:
     if p.get("step_s") is None or p.get("baseline_s") is None:
       continue
     rows.append({
-        "backend": backend, "link_class": "nvlink" if devices > 1 else "same_device",
+        "backend": backend, "link_class": link_class,
         "bytes": p["bytes"], "seconds": max(p["step_s"] - p["baseline_s"], 0.0),
         "operands": p["operands"], "step_s": p["step_s"],
         "baseline_s": p["baseline_s"], "devices": devices,
@@ -473,6 +476,131 @@ def hang_check(args):
   return 0
 
 
+# ---------------------------------------------------------------------------
+# Cross-host mode: the user launches one process per GPU on every node.
+
+# (process id, process count, local GPU) defaults from the launcher.
+LAUNCHER_ENV = (("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"),
+                ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                 "OMPI_COMM_WORLD_LOCAL_RANK"))
+
+
+def _env_int(env, name):
+  text = env.get(name, "")
+  try:
+    return int(text)
+  except ValueError:
+    raise BenchError(f"{name}={text!r} is not a whole number") from None
+
+
+def cross_host_settings(args, env):
+  """{coordinator, process_id, num_processes, local_id, gpus_per_host} from the
+  flags, falling back to Slurm's or Open MPI's variables; BenchError on bad input."""
+  pid, nprocs, local = args.process_id, args.num_processes, args.local_id
+  for rank_var, size_var, local_var in LAUNCHER_ENV:
+    if rank_var in env:
+      pid = _env_int(env, rank_var) if pid is None else pid
+      nprocs = _env_int(env, size_var) if nprocs is None and size_var in env else nprocs
+      local = _env_int(env, local_var) if local is None and local_var in env else local
+      break
+  if ":" not in args.coordinator or not args.coordinator.rsplit(":", 1)[1].isdigit():
+    raise BenchError(f"--coordinator={args.coordinator!r}: expected HOST:PORT")
+  if nprocs is None or nprocs < 1:
+    raise BenchError("--num-processes must be >= 1 (or set SLURM_NTASKS / "
+                     "OMPI_COMM_WORLD_SIZE)")
+  if pid is None or not 0 <= pid < nprocs:
+    raise BenchError(f"--process-id={pid} must be in 0..{nprocs - 1}")
+  g = args.gpus_per_host
+  if g < 1 or nprocs % g:
+    raise BenchError(f"--gpus-per-host={g} must be >= 1 and divide "
+                     f"--num-processes={nprocs}")
+  if local is None:
+    local = pid % g
+  if not 0 <= local < g:
+    raise BenchError(f"local GPU {local} must be in 0..{g - 1}")
+  if len(parse_list(args.backends, BACKEND_FLAGS)) != 1:
+    raise BenchError("--coordinator measures one backend per launch "
+                     "(XLA's flags are fixed when jax starts): give one --backends")
+  return {"coordinator": args.coordinator, "process_id": pid,
+          "num_processes": nprocs, "local_id": local, "gpus_per_host": g}
+
+
+def ring_edges(num_devices):
+  """The ring over every device in process order (one GPU per process)."""
+  return [(i, (i + 1) % num_devices) for i in range(num_devices)]
+
+
+def edge_link_class(src, dst, gpus_per_host):
+  if src == dst:
+    return "same_device"
+  return "nvlink" if src // gpus_per_host == dst // gpus_per_host else "network"
+
+
+def ring_link_class(edges, gpus_per_host):
+  """The permute's class is its worst edge's (a ring step ends with its slowest edge)."""
+  order = ("same_device", "nvlink", "network")
+  return max((edge_link_class(s, d, gpus_per_host) for s, d in edges),
+             key=order.index)
+
+
+def _gather_points(jax, points, compiles):
+  """Every process's runs, as rank results for merge_ranks (allgather over the
+  coordinator's processes; a missing run travels as NaN)."""
+  import numpy as np
+  from jax.experimental import multihost_utils
+  keys = sorted(points)
+  local = np.full((len(keys), compiles, 2), np.nan)
+  for k, key in enumerate(keys):
+    for c, run in enumerate(points[key]["runs"][:compiles]):
+      if run.get("step_s") is not None and run.get("baseline_s") is not None:
+        local[k, c] = (run["step_s"], run["baseline_s"])
+  every = np.asarray(multihost_utils.process_allgather(local))
+  ranks = []
+  for per_rank in every.reshape((-1,) + local.shape):
+    ranks.append({"points": [
+        dict(points[key], runs=[{"step_s": float(s), "baseline_s": float(b)}
+                                for s, b in per_rank[k] if not np.isnan(s)])
+        for k, key in enumerate(keys)]})
+  return ranks
+
+
+def run_cross_host(args, settings):
+  """One process of a multi-node run; process 0 writes the CSV."""
+  backend = parse_list(args.backends, BACKEND_FLAGS)[0]
+  # XLA reads its flags when jax starts: set them before the import.
+  os.environ.update(backend_env(backend, os.environ, False))
+  import jax
+  import numpy as np
+  from jax.sharding import Mesh
+  kwargs = {"local_device_ids": [settings["local_id"]]}
+  if os.environ.get("JAX_PLATFORMS") == "cpu":
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    kwargs = {}
+  jax.distributed.initialize(settings["coordinator"],
+                             num_processes=settings["num_processes"],
+                             process_id=settings["process_id"], **kwargs)
+  mesh = Mesh(np.array(jax.devices()), ("x",))
+  n = mesh.devices.size
+  ring = ring_edges(n)
+  link = ring_link_class(ring, settings["gpus_per_host"])
+  result, points = {"rank": settings["process_id"], "errors": []}, {}
+  for rnd in range(args.compiles):
+    for chain, operands, total in point_plan(args):
+      elems = max(total // operands // 4, 1)
+      point = points.setdefault((chain, operands, total), {
+          "chain": chain, "operands": operands, "bytes": elems * 4 * operands,
+          "runs": []})
+      point["runs"].append(_measure_once(jax, mesh, ring, operands, elems, chain,
+                                         args, result))
+      print(f"[process {settings['process_id']}] round {rnd + 1} chain {chain} "
+            f"{operands} x {total} B ({link})", flush=True)
+  merged = merge_ranks(_gather_points(jax, points, args.compiles))
+  if settings["process_id"] == 0:
+    _write_csv(args.out, csv_rows(backend, merged, n, jax.__version__, args.trips,
+                                  compute_bytes(args), link_class=link))
+  return 0
+
+
 def _write_csv(path, rows):
   benchlib.write_csv(path, CSV_HEADER, rows)
 
@@ -508,6 +636,17 @@ def build_parser():
                  help="one process drives every GPU (XLA's peer and symmetric permutes "
                       "run only when one process holds every device of the permute)")
   p.add_argument("--hang-check", action="store_true")
+  # Cross-host mode: one process per GPU, started by the user on every node.
+  p.add_argument("--coordinator", default="",
+                 help="HOST:PORT of process 0; runs this process of a multi-node ring")
+  p.add_argument("--num-processes", type=int, default=None,
+                 help="with --coordinator (default: SLURM_NTASKS / OMPI_COMM_WORLD_SIZE)")
+  p.add_argument("--process-id", type=int, default=None,
+                 help="with --coordinator (default: SLURM_PROCID / OMPI_COMM_WORLD_RANK)")
+  p.add_argument("--local-id", type=int, default=None,
+                 help="this process's GPU on its node (default: SLURM_LOCALID / "
+                      "OMPI_COMM_WORLD_LOCAL_RANK, else process id mod --gpus-per-host)")
+  p.add_argument("--gpus-per-host", type=int, default=8)
   # Child-only arguments.
   p.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
   p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -538,6 +677,10 @@ def main(argv=None):
     for name in ("trips", "reps", "chain", "compiles"):
       if getattr(args, name) < 1:
         raise BenchError(f"--{name} must be >= 1")
+    if args.coordinator or args.num_processes is not None or args.process_id is not None:
+      if not args.coordinator:
+        raise BenchError("--num-processes / --process-id need --coordinator=HOST:PORT")
+      return run_cross_host(args, cross_host_settings(args, os.environ))
     return hang_check(args) if args.hang_check else bench(args)
   except BenchError as e:
     print(f"xla_permute_bench: {e}", file=sys.stderr)

@@ -5,6 +5,7 @@ import csv
 import importlib.util
 import pathlib
 import statistics
+import sys
 
 import pytest
 
@@ -147,3 +148,96 @@ def test_nccl_small_permutes_differ_between_machines():
     a, b = _own_us(first, 8, backend, 1), _own_us(second, 8, backend, 1)
     worst = max(abs(b[s] / a[s] - 1) for s in a)
     assert (worst <= 0.10) == agree, (backend, worst)
+
+
+# ---------------------------------------------------------------------------
+# Cross-host mode (one process per GPU on every node): CPU-checkable parts.
+
+def _cross_args(*extra):
+  return bench.build_parser().parse_args(["--out=x.csv", "--backends=nccl", *extra])
+
+
+def test_cross_host_flags_give_the_process_and_its_gpu():
+  s = bench.cross_host_settings(_cross_args(
+      "--coordinator=node0:1234", "--num-processes=8", "--process-id=5",
+      "--gpus-per-host=4"), {})
+  assert s == {"coordinator": "node0:1234", "process_id": 5, "num_processes": 8,
+               "local_id": 1, "gpus_per_host": 4}
+
+
+def test_cross_host_defaults_come_from_slurm_then_open_mpi():
+  args = _cross_args("--coordinator=node0:1234", "--gpus-per-host=4")
+  slurm = {"SLURM_PROCID": "6", "SLURM_NTASKS": "8", "SLURM_LOCALID": "2"}
+  s = bench.cross_host_settings(args, slurm)
+  assert (s["process_id"], s["num_processes"], s["local_id"]) == (6, 8, 2)
+  ompi = {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "8",
+          "OMPI_COMM_WORLD_LOCAL_RANK": "3"}
+  s = bench.cross_host_settings(args, ompi)
+  assert (s["process_id"], s["num_processes"], s["local_id"]) == (3, 8, 3)
+  # Flags win over the launcher's variables.
+  s = bench.cross_host_settings(_cross_args(
+      "--coordinator=node0:1234", "--gpus-per-host=4", "--process-id=1"), slurm)
+  assert s["process_id"] == 1
+
+
+@pytest.mark.parametrize("argv, env, message", [
+    (["--num-processes=8", "--process-id=0"], {}, "need --coordinator=HOST:PORT"),
+    (["--coordinator=node0", "--num-processes=8", "--process-id=0"], {},
+     "expected HOST:PORT"),
+    (["--coordinator=node0:1234", "--num-processes=8", "--process-id=8"], {},
+     "--process-id=8 must be in 0..7"),
+    (["--coordinator=node0:1234", "--num-processes=8", "--process-id=-1"], {},
+     "--process-id=-1 must be in 0..7"),
+    (["--coordinator=node0:1234", "--process-id=0"], {},
+     "--num-processes must be >= 1"),
+    (["--coordinator=node0:1234"], {"SLURM_PROCID": "x", "SLURM_NTASKS": "8"},
+     "SLURM_PROCID='x' is not a whole number"),
+    (["--coordinator=node0:1234", "--num-processes=6", "--process-id=0",
+      "--gpus-per-host=4"], {}, "must be >= 1 and divide --num-processes=6"),
+    (["--coordinator=node0:1234", "--num-processes=8", "--process-id=0",
+      "--backends=nccl,nvshmem"], {}, "one backend per launch"),
+])
+def test_cross_host_bad_input_is_one_line_and_exit_2(argv, env, message, capsys,
+                                                      monkeypatch):
+  for name in ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
+               "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"):
+    monkeypatch.delenv(name, raising=False)
+  for name, value in env.items():
+    monkeypatch.setenv(name, value)
+  argv = ["--out=x.csv"] + (argv if any(a.startswith("--backends") for a in argv)
+                            else ["--backends=nccl"] + argv)
+  assert bench.main(argv) == 2
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and message in err, err
+
+
+def test_ring_over_two_hosts_of_four_crosses_the_network_twice():
+  ring = bench.ring_edges(8)
+  assert ring == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 7), (7, 0)]
+  classes = {e: bench.edge_link_class(*e, 4) for e in ring}
+  assert [e for e, c in classes.items() if c == "network"] == [(3, 4), (7, 0)]
+  assert all(c == "nvlink" for e, c in classes.items() if e not in ((3, 4), (7, 0)))
+  # The permute is priced by its worst edge.
+  assert bench.ring_link_class(ring, 4) == "network"
+  assert bench.ring_link_class(ring, 8) == "nvlink"
+
+
+def test_cross_host_csv_calibrates_into_network_rows(tmp_path):
+  # Rows written by the bench's own functions, as process 0 writes them.
+  rows = []
+  for backend, lat_us, gbps in (("nccl", 20.0, 40.0), ("nvshmem", 12.0, 45.0)):
+    points = [{"chain": 1, "operands": 1, "bytes": 4 ** k,
+               "step_s": 30e-6 + (lat_us + 4 ** k / (gbps * 1e3)) * 1e-6,
+               "baseline_s": 30e-6, "compiles": 1, "own_spread_s": 0.0}
+              for k in range(5, 14)]
+    rows += bench.csv_rows(backend, points, 16, "0.10.2", 50,
+                           link_class=bench.ring_link_class(bench.ring_edges(16), 8))
+  path = tmp_path / "network.csv"
+  bench._write_csv(str(path), rows)
+  assert all(r["link_class"] == "network" for r in rows)
+  text, fits = calibrate.calibrate(str(path))
+  assert set(fits) == {("nccl", "network"), ("nvshmem", "network")}
+  lines = text.splitlines()
+  for backend in ("nccl", "nvshmem"):
+    assert any(l.startswith(f"link {backend} network ") for l in lines), text
+    assert any(l.startswith(f"point {backend} network 1 ") for l in lines), text
