@@ -150,11 +150,10 @@ void BindCostTable(py::module_& m) {
              return sel::HasMeasuredCurve(t, BackendOrThrow(backend),
                                           LinkClassOrThrow(link_class));
            })
-      .def(
-          "sm_interference",
-          [](const sel::CostTable& t, const std::string& backend) {
-            return t.sm_interference(BackendOrThrow(backend));
-          })
+      .def("sm_interference",
+           [](const sel::CostTable& t, const std::string& backend) {
+             return t.sm_interference(BackendOrThrow(backend));
+           })
       .def("per_buffer_us",
            [](const sel::CostTable& t, const std::string& backend,
               const std::string& link_class) {

@@ -23,8 +23,8 @@ namespace nvshmem_opt {
 // (COLLECTIVES_PEER_MEMORY / COLLECTIVES_SYMMETRIC_MEMORY; NCCL resets a
 // present mode to COLLECTIVES_MODE_INVALID, i.e. unset). Returns whether the
 // text changed; InvalidArgument when the config is not a JSON object.
-absl::StatusOr<bool> SetBackendInJson(
-    xla::HloInstruction* instr, nvshmem_ext::Backend backend);
+absl::StatusOr<bool> SetBackendInJson(xla::HloInstruction* instr,
+                                      nvshmem_ext::Backend backend);
 
 }  // namespace nvshmem_opt
 

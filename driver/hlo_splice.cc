@@ -43,9 +43,8 @@ std::string LeadingName(absl::string_view text, absl::string_view skip) {
   }
   if (text[i] == '%') ++i;
   size_t end = text.find_first_of(" =(\t", i);
-  return std::string(text.substr(i, end == absl::string_view::npos
-                                        ? absl::string_view::npos
-                                        : end - i));
+  return std::string(text.substr(
+      i, end == absl::string_view::npos ? absl::string_view::npos : end - i));
 }
 
 // The first character after position i that is not space or a comment.
@@ -91,8 +90,10 @@ StatementIndex IndexStatements(absl::string_view s) {
       // ("f32[4]{0}") and the module header's values follow other characters.
       absl::string_view head = s.substr(line, i - line);
       const size_t first = head.find_first_not_of(" \t");
-      if (depth == 0 && i > line && std::isspace(static_cast<unsigned char>(s[i - 1])) &&
-          first != absl::string_view::npos && head.substr(first).rfind("HloModule", 0) != 0) {
+      if (depth == 0 && i > line &&
+          std::isspace(static_cast<unsigned char>(s[i - 1])) &&
+          first != absl::string_view::npos &&
+          head.substr(first).rfind("HloModule", 0) != 0) {
         computation = LeadingName(head, "ENTRY");
         in_body = true;
         begin = absl::string_view::npos;
@@ -105,10 +106,12 @@ StatementIndex IndexStatements(absl::string_view s) {
     auto close = [&](size_t end) {
       if (begin == absl::string_view::npos) return;
       absl::string_view text = s.substr(begin, end - begin);
-      while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+      while (!text.empty() &&
+             std::isspace(static_cast<unsigned char>(text.back()))) {
         text.remove_suffix(1);
       }
-      index[{computation, LeadingName(text, "ROOT")}] = {begin, begin + text.size()};
+      index[{computation, LeadingName(text, "ROOT")}] = {begin,
+                                                         begin + text.size()};
       begin = absl::string_view::npos;
     };
     if (depth == 0 && c == '}') {
@@ -118,7 +121,8 @@ StatementIndex IndexStatements(absl::string_view s) {
       continue;
     }
     // A statement goes on over a line break after or before a comma.
-    if (depth == 0 && c == '\n' && last != ',' && NextSignificant(s, i) != ',') {
+    if (depth == 0 && c == '\n' && last != ',' &&
+        NextSignificant(s, i) != ',') {
       close(i);
       last = 0;
       continue;
@@ -135,7 +139,8 @@ StatementIndex IndexStatements(absl::string_view s) {
 
 // Top-level ", key=value" attributes of one statement: key -> value span.
 // The wheel's short mesh form "@mesh<a=4,b=2>" counts as a bracket.
-std::vector<std::tuple<std::string, size_t, size_t>> Attributes(absl::string_view s) {
+std::vector<std::tuple<std::string, size_t, size_t>> Attributes(
+    absl::string_view s) {
   std::vector<std::tuple<std::string, size_t, size_t>> out;
   int depth = 0;
   bool in_mesh = false;
@@ -152,7 +157,8 @@ std::vector<std::tuple<std::string, size_t, size_t>> Attributes(absl::string_vie
     if ((c == ')' || c == ']' || c == '}') && depth > 0) --depth;
     if (depth != 0 || c != ',') continue;
     size_t key = i + 1;
-    while (key < s.size() && std::isspace(static_cast<unsigned char>(s[key]))) ++key;
+    while (key < s.size() && std::isspace(static_cast<unsigned char>(s[key])))
+      ++key;
     size_t k = key;
     while (k < s.size() && (std::isalnum(static_cast<unsigned char>(s[k])) ||
                             s[k] == '_' || s[k] == '-' || s[k] == '.')) {
@@ -166,8 +172,9 @@ std::vector<std::tuple<std::string, size_t, size_t>> Attributes(absl::string_vie
 }
 
 // The statement with `attributes` set.
-std::string Patch(absl::string_view statement,
-                  const std::vector<std::pair<std::string, std::string>>& attributes) {
+std::string Patch(
+    absl::string_view statement,
+    const std::vector<std::pair<std::string, std::string>>& attributes) {
   std::string out(statement);
   for (const auto& [key, value] : attributes) {
     bool found = false;
@@ -184,7 +191,8 @@ std::string Patch(absl::string_view statement,
 
 }  // namespace
 
-std::string AttributeValue(const std::string& statement, const std::string& key) {
+std::string AttributeValue(const std::string& statement,
+                           const std::string& key) {
   for (const auto& [name, begin, end] : Attributes(statement)) {
     if (name == key) return statement.substr(begin, end - begin);
   }
@@ -222,7 +230,9 @@ absl::StatusOr<std::string> SpliceStatements(
     replacements.emplace_back(span, std::move(replacement));
   }
   std::sort(replacements.begin(), replacements.end(),
-            [](const auto& a, const auto& b) { return a.first.begin > b.first.begin; });
+            [](const auto& a, const auto& b) {
+              return a.first.begin > b.first.begin;
+            });
   std::string out = text;
   for (const auto& [span, replacement] : replacements) {
     out.replace(span.begin, span.end - span.begin, replacement);

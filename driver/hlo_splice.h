@@ -35,7 +35,8 @@ absl::StatusOr<std::string> SpliceStatements(
     const std::string& text, const std::vector<StatementEdit>& edits);
 
 // The value of attribute `key` in one printed statement, or "" when absent.
-std::string AttributeValue(const std::string& statement, const std::string& key);
+std::string AttributeValue(const std::string& statement,
+                           const std::string& key);
 
 }  // namespace nvshmem_opt
 

@@ -53,7 +53,8 @@ int LineOverNestingLimit(const std::string& text, int limit) {
     } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '*') {
       size_t end = text.find("*/", i + 2);
       if (end == std::string::npos) end = text.size();
-      line += static_cast<int>(std::count(text.begin() + i, text.begin() + end, '\n'));
+      line += static_cast<int>(
+          std::count(text.begin() + i, text.begin() + end, '\n'));
       i = end + 1;
     } else if (c == '(' || c == '{' || c == '[') {
       if (++depth > limit) return line;
@@ -71,11 +72,13 @@ bool LooksLikeHloText(const std::string& data) {
 
 // XLA's parser reports "...\nLINE:COL: message\n<source line>\n^"; keep the
 // located line so the user sees file:line:col: message.
-std::string LocateParseError(const std::string& path, const std::string& message) {
+std::string LocateParseError(const std::string& path,
+                             const std::string& message) {
   static const std::regex located(R"((\d+):(\d+): (?:error: )?([^\n]*))");
   std::smatch match;
   if (std::regex_search(message, match, located)) {
-    return path + ":" + match[1].str() + ":" + match[2].str() + ": " + match[3].str();
+    return path + ":" + match[1].str() + ":" + match[2].str() + ": " +
+           match[3].str();
   }
   return path + ": " + OneLine(message);
 }
@@ -95,13 +98,15 @@ absl::StatusOr<std::unique_ptr<xla::HloModule>> ModuleFromProto(
     proto = wrapper.hlo_module();
   } else if (!proto.ParseFromString(data) || proto.name().empty() ||
              proto.computations_size() == 0) {
-    return Bad(path + ": neither HLO text (starting with 'HloModule') nor a "
-                      "serialized HloModuleProto");
+    return Bad(path +
+               ": neither HLO text (starting with 'HloModule') nor a "
+               "serialized HloModuleProto");
   }
   absl::StatusOr<xla::HloModuleConfig> config =
       xla::HloModule::CreateModuleConfigFromProto(proto, xla::DebugOptions());
   if (!config.ok()) {
-    return Bad(path + ": bad HloModuleProto: " + OneLine(config.status().ToString()));
+    return Bad(path +
+               ": bad HloModuleProto: " + OneLine(config.status().ToString()));
   }
   int replicas = 1, partitions = 1;
   if (config->has_static_device_assignment()) {
@@ -113,7 +118,8 @@ absl::StatusOr<std::unique_ptr<xla::HloModule>> ModuleFromProto(
   absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
       xla::HloModule::CreateFromProto(proto, *config);
   if (!module.ok()) {
-    return Bad(path + ": bad HloModuleProto: " + OneLine(module.status().ToString()));
+    return Bad(path +
+               ": bad HloModuleProto: " + OneLine(module.status().ToString()));
   }
   return module;
 }
@@ -137,7 +143,8 @@ int64_t SdyMeshDevices(const xla::HloModule& module) {
        m != end; ++m) {
     const std::string axes = (*m)[1].str();
     int64_t devices = 1;
-    for (std::sregex_iterator a(axes.begin(), axes.end(), axis_re); a != end; ++a) {
+    for (std::sregex_iterator a(axes.begin(), axes.end(), axis_re); a != end;
+         ++a) {
       devices = std::min<int64_t>(devices * std::stoll((*a)[1].str()), 1 << 24);
     }
     largest = std::max(largest, devices);
@@ -153,7 +160,8 @@ int64_t PartitionIdsUsed(const xla::HloModule& module) {
     for (const xla::HloInstruction* instr : computation->instructions()) {
       const auto* channel = xla::DynCast<xla::HloChannelInstruction>(instr);
       if (channel == nullptr || !channel->channel_id().has_value()) continue;
-      if (const auto* cp = xla::DynCast<xla::HloCollectivePermuteInstruction>(instr)) {
+      if (const auto* cp =
+              xla::DynCast<xla::HloCollectivePermuteInstruction>(instr)) {
         for (const auto& [src, dst] : cp->source_target_pairs()) {
           used = std::max({used, src + 1, dst + 1});
         }
@@ -173,8 +181,10 @@ int64_t PartitionIdsUsed(const xla::HloModule& module) {
 // assignment), else the module's Shardy mesh, the given topology, or the
 // largest id its collectives name (never fewer than those). Returns a note
 // for the user when the count was inferred.
-std::string SettlePartitions(const std::string& path, bool text, const LoadOptions& options,
-                             const std::string& header, xla::HloModule* module) {
+std::string SettlePartitions(const std::string& path, bool text,
+                             const LoadOptions& options,
+                             const std::string& header,
+                             xla::HloModule* module) {
   xla::HloModuleConfig& config = module->mutable_config();
   if (options.num_replicas > 0) config.set_replica_count(options.num_replicas);
   if (options.num_partitions > 0) {
@@ -185,8 +195,8 @@ std::string SettlePartitions(const std::string& path, bool text, const LoadOptio
                            : config.has_static_device_assignment();
   if (stated || config.num_partitions() != 1) return "";
   if (!text && options.topology != nullptr) {  // A proto fills the topology.
-    config.set_num_partitions(
-        std::max<int64_t>(1, options.topology->num_devices() / config.replica_count()));
+    config.set_num_partitions(std::max<int64_t>(
+        1, options.topology->num_devices() / config.replica_count()));
     return "";
   }
   const int64_t used = PartitionIdsUsed(*module);
@@ -198,8 +208,10 @@ std::string SettlePartitions(const std::string& path, bool text, const LoadOptio
     partitions = mesh;
     from = "the sdy mesh in its frontend_attributes";
   } else if (options.topology != nullptr) {
-    partitions = std::max<int64_t>(1, options.topology->num_devices() / config.replica_count());
-    from = absl::StrCat("the topology's ", options.topology->num_devices(), " devices");
+    partitions = std::max<int64_t>(
+        1, options.topology->num_devices() / config.replica_count());
+    from = absl::StrCat("the topology's ", options.topology->num_devices(),
+                        " devices");
   }
   if (partitions < used) {
     partitions = used;
@@ -223,7 +235,8 @@ std::string OneLine(std::string text) {
   return text;
 }
 
-absl::StatusOr<std::string> ReadInput(const std::string& path, int64_t max_bytes) {
+absl::StatusOr<std::string> ReadInput(const std::string& path,
+                                      int64_t max_bytes) {
   auto too_big = [&](const std::string& size) {
     return Bad(path + ": input is " + size + " bytes, over the limit of " +
                std::to_string(max_bytes) + " (--max-input-bytes)");
@@ -232,7 +245,8 @@ absl::StatusOr<std::string> ReadInput(const std::string& path, int64_t max_bytes
   if (path != "-") {
     struct stat info;
     if (stat(path.c_str(), &info) != 0) return Bad(path + ": no such file");
-    if (S_ISDIR(info.st_mode)) return Bad(path + ": is a directory, not a file");
+    if (S_ISDIR(info.st_mode))
+      return Bad(path + ": is a directory, not a file");
     if (S_ISREG(info.st_mode) && info.st_size > max_bytes) {
       return too_big(std::to_string(info.st_size));
     }
@@ -252,52 +266,61 @@ absl::StatusOr<std::string> ReadInput(const std::string& path, int64_t max_bytes
   return data;
 }
 
-absl::StatusOr<LoadedModule> ParseModule(const std::string& path, std::string data,
+absl::StatusOr<LoadedModule> ParseModule(const std::string& path,
+                                         std::string data,
                                          const LoadOptions& options) {
   if (data.empty()) return Bad(path + ": empty file");
   LoadedModule loaded;
   const bool text = LooksLikeHloText(data);
   if (!text) {
-    absl::StatusOr<std::unique_ptr<xla::HloModule>> module = ModuleFromProto(path, data);
+    absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
+        ModuleFromProto(path, data);
     if (!module.ok()) return module.status();
     loaded.module = *std::move(module);
   } else {
     if (int line = LineOverNestingLimit(data, kMaxNesting); line > 0) {
-      return Bad(absl::StrCat(path, ":", line, ": nesting deeper than ", kMaxNesting,
-                              " levels (shapes, tuples or braces); refused before "
-                              "XLA's parser, which would overflow its stack"));
+      return Bad(
+          absl::StrCat(path, ":", line, ": nesting deeper than ", kMaxNesting,
+                       " levels (shapes, tuples or braces); refused before "
+                       "XLA's parser, which would overflow its stack"));
     }
     // Same lines, so the parser's line numbers are the input's.
     std::string readable = ReadableText(data, &loaded.rewritten_for_xla);
     absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
         xla::ParseAndReturnUnverifiedModule(readable);
     if (!module.ok()) {
-      std::string message = LocateParseError(path, std::string(module.status().message()));
+      std::string message =
+          LocateParseError(path, std::string(module.status().message()));
       if (readable.find("replica_groups=mesh[") != std::string::npos) {
-        message += " (replica_groups=mesh[...] in a form nvshmem-opt cannot expand)";
+        message +=
+            " (replica_groups=mesh[...] in a form nvshmem-opt cannot expand)";
       }
       return Bad(message);
     }
     loaded.module = *std::move(module);
     loaded.text = std::move(data);
   }
-  loaded.partitions_note =
-      SettlePartitions(path, text, options, loaded.text.substr(0, loaded.text.find('\n')),
-                       loaded.module.get());
+  loaded.partitions_note = SettlePartitions(
+      path, text, options, loaded.text.substr(0, loaded.text.find('\n')),
+      loaded.module.get());
   return loaded;
 }
 
 absl::Status Verify(xla::HloModule* module) {
-  xla::HloVerifier verifier(/*layout_sensitive=*/false, /*allow_mixed_precision=*/true);
-  if (absl::Status status = verifier.Run(module).status(); !status.ok()) return status;
+  xla::HloVerifier verifier(/*layout_sensitive=*/false,
+                            /*allow_mixed_precision=*/true);
+  if (absl::Status status = verifier.Run(module).status(); !status.ok())
+    return status;
   // The layout-insensitive verifier accepts invalid layouts such as {2,2,0},
   // on which XLA later throws (uncaught) while building tuple shapes, e.g. in
   // HloModule::Clone (found by fuzz/driver_fuzzer).
   for (const xla::HloComputation* computation : module->computations()) {
     for (const xla::HloInstruction* instr : computation->instructions()) {
-      absl::Status status = xla::ShapeUtil::ValidateShapeWithOptionalLayout(instr->shape());
+      absl::Status status =
+          xla::ShapeUtil::ValidateShapeWithOptionalLayout(instr->shape());
       if (!status.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(instr->name(), ": ", status.message()));
+        return absl::InvalidArgumentError(
+            absl::StrCat(instr->name(), ": ", status.message()));
       }
     }
   }

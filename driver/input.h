@@ -22,7 +22,8 @@ namespace nvshmem_opt {
 
 // Up to `max_bytes` of the file at `path` ('-': stdin). Regular files are
 // checked before reading; pipes and devices are refused once past the limit.
-absl::StatusOr<std::string> ReadInput(const std::string& path, int64_t max_bytes);
+absl::StatusOr<std::string> ReadInput(const std::string& path,
+                                      int64_t max_bytes);
 
 struct LoadOptions {
   int num_partitions = 0;  // 0: from the module (InferPartitions).
@@ -36,7 +37,8 @@ struct LoadedModule {
   // The input's HLO text exactly as read (empty for a proto): the pass's
   // output is spliced into it (hlo_splice.h).
   std::string text;
-  int rewritten_for_xla = 0;  // Places read in the wheel's form (readable_text.h).
+  int rewritten_for_xla =
+      0;  // Places read in the wheel's form (readable_text.h).
   // Where the partition count came from when the input does not state it
   // (a message for the user), else empty.
   std::string partitions_note;

@@ -81,8 +81,8 @@ struct MeshForm {
 };
 
 // iota(N) reshaped to `dims`, transposed by `perm`, flattened.
-std::optional<std::vector<int64_t>> IotaDevices(const std::vector<int64_t>& dims,
-                                                std::vector<int64_t> perm) {
+std::optional<std::vector<int64_t>> IotaDevices(
+    const std::vector<int64_t>& dims, std::vector<int64_t> perm) {
   if (perm.empty()) {
     perm.resize(dims.size());
     std::iota(perm.begin(), perm.end(), 0);
@@ -106,7 +106,8 @@ std::optional<std::vector<int64_t>> IotaDevices(const std::vector<int64_t>& dims
   std::vector<int64_t> index(dims.size(), 0);
   for (int64_t n = 0; n < total; ++n) {
     int64_t flat = 0;
-    for (size_t k = 0; k < order.size(); ++k) flat += index[k] * strides[order[k]];
+    for (size_t k = 0; k < order.size(); ++k)
+      flat += index[k] * strides[order[k]];
     out.push_back(flat);
     for (int k = static_cast<int>(order.size()) - 1; k >= 0; --k) {
       if (++index[k] < dims[order[k]]) break;
@@ -280,14 +281,16 @@ std::string ExplicitReplicaGroups(const std::string& text, int* rewritten) {
     if (text[i] != 'r' || text.compare(i, kKey.size(), kKey) != 0) continue;
     const size_t value = i + kKey.size() - 5;  // At "mesh[".
     size_t length = 0;
-    auto groups = ExpandMeshGroups(absl::string_view(text).substr(value), &length);
+    auto groups =
+        ExpandMeshGroups(absl::string_view(text).substr(value), &length);
     if (!groups) continue;
     std::vector<std::string> lists;
     for (const auto& group : *groups) {
       lists.push_back(absl::StrCat("{", absl::StrJoin(group, ","), "}"));
     }
-    absl::StrAppend(&out, absl::string_view(text).substr(copied, value - copied),
-                    "{", absl::StrJoin(lists, ","), "}");
+    absl::StrAppend(&out,
+                    absl::string_view(text).substr(copied, value - copied), "{",
+                    absl::StrJoin(lists, ","), "}");
     copied = value + length;
     i = copied - 1;
     ++*rewritten;

@@ -8,13 +8,13 @@
 // Exit codes: 0 success, 1 the pass produced an invalid module (a bug),
 // 2 unusable input (missing file, malformed HLO, bad flag or topology).
 
-#include <ext/stdio_filebuf.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <ext/stdio_filebuf.h>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -28,8 +28,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "driver/input.h"
-#include "driver/readable_text.h"
 #include "driver/pipeline.h"
+#include "driver/readable_text.h"
 #include "driver/report.h"
 #include "extensions/backends.h"
 #include "xla/service/gpu/transforms/collectives/collective_backend_assigner.h"
@@ -46,28 +46,34 @@ constexpr int kDefaultDevicesPerHost = 8;
 
 constexpr char kUsage[] =
     "usage: nvshmem-opt INPUT [flags]   (INPUT: HLO text or a serialized\n"
-    "         HloModuleProto/HloProto; '-' reads stdin; -o OUT = --output=OUT)\n"
+    "         HloModuleProto/HloProto; '-' reads stdin; -o OUT = "
+    "--output=OUT)\n"
     "       nvshmem-opt --print-cost-table [--cost-table=FILE]\n"
     "Without --topology, the topology is the one the pass derives inside XLA:\n"
     "hosts of --devices-per-host GPUs (one NVLink domain each) holding every\n"
     "device (partitions x replicas), placed by the module's device assignment\n"
-    "when it has one. A SPEC is SLICESxHOSTSxGPUS[:nvlN][:map=D0,D1,...], e.g.\n"
+    "when it has one. A SPEC is SLICESxHOSTSxGPUS[:nvlN][:map=D0,D1,...], "
+    "e.g.\n"
     "1x2x4 or 1x9x8:nvl72. Partitions and replicas come from the module (its\n"
-    "header, a proto's device assignment, a Shardy mesh, the ids its collectives\n"
+    "header, a proto's device assignment, a Shardy mesh, the ids its "
+    "collectives\n"
     "name, the topology) unless given.\n"
-    "rewrite writes each permute's backend (as CollectiveBackendAssigner does)\n"
+    "rewrite writes each permute's backend (as CollectiveBackendAssigner "
+    "does)\n"
     "and makes the permutes async (as AsyncCollectiveCreator does); annotate\n"
     "records decisions in frontend attributes; explain prints them. Only the\n"
-    "permutes' statements change: the rest of HLO text input is written as read.\n";
+    "permutes' statements change: the rest of HLO text input is written as "
+    "read.\n";
 
 struct Flags {
   std::string input, output, topology, cost_table, backends, report;
   std::string mode = "rewrite";
   int devices_per_host = 0;  // 0: kDefaultDevicesPerHost (capped).
-  bool compare_upstream = false, annotate = false, print_cost_table = false, time = false;
+  bool compare_upstream = false, annotate = false, print_cost_table = false,
+       time = false;
   bool print_readable = false;
   int64_t upstream_threshold_bytes = xla::gpu::kDefaultThresholdInBytes;
-  int num_partitions = 0, num_replicas = 0;  // 0: from the input.
+  int num_partitions = 0, num_replicas = 0;    // 0: from the input.
   int64_t max_input_bytes = int64_t{1} << 30;  // Larger inputs are refused.
 };
 
@@ -76,7 +82,8 @@ std::string CapLine(const std::string& text) {
   constexpr size_t kLimit = 400, kKept = 300;
   if (text.size() <= kLimit) return text;
   size_t cut = kKept;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
+    --cut;
   return text.substr(0, cut) + "... (" + std::to_string(text.size() - cut) +
          " more characters)";
 }
@@ -90,14 +97,15 @@ std::string CapLine(const std::string& text) {
 template <typename T>
 T OrFail(absl::StatusOr<T> value, const std::string& prefix = "") {
   if (value.ok()) return *std::move(value);
-  const bool input = value.status().code() == absl::StatusCode::kInvalidArgument;
+  const bool input =
+      value.status().code() == absl::StatusCode::kInvalidArgument;
   Fail(input ? 2 : 1, prefix + std::string(value.status().message()));
 }
 
 // argv in the form tsl::Flags reads: "--name=value" ('_' as '-'; "--name
 // value" and "-o OUT" joined; switches as "--name=true").
-std::vector<std::string> CanonicalArgs(int argc, char** argv,
-                                       const std::vector<std::string>& switches) {
+std::vector<std::string> CanonicalArgs(
+    int argc, char** argv, const std::vector<std::string>& switches) {
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -119,9 +127,11 @@ std::vector<std::string> CanonicalArgs(int argc, char** argv,
       args.push_back("--" + name + "=true");
     } else if (eq != std::string::npos) {
       args.push_back("--" + name + arg.substr(eq));
-    } else if (name.find_first_not_of("abcdefghijklmnopqrstuvwxyz-") != std::string::npos ||
+    } else if (name.find_first_not_of("abcdefghijklmnopqrstuvwxyz-") !=
+                   std::string::npos ||
                i + 1 >= argc) {
-      args.push_back(arg);  // Unknown, or a flag without its value (said below).
+      args.push_back(
+          arg);  // Unknown, or a flag without its value (said below).
     } else {
       args.push_back("--" + name + "=" + argv[++i]);
     }
@@ -136,8 +146,7 @@ std::vector<tsl::Flag> FlagList(Flags& f, std::string& error) {
   auto integer = [&](const char* name, auto* dst, int64_t min, int64_t max,
                      const char* usage) {
     return tsl::Flag(
-        name,
-        std::function<bool(std::string)>([=, &error](std::string text) {
+        name, std::function<bool(std::string)>([=, &error](std::string text) {
           int64_t v = 0;
           if (!absl::SimpleAtoi(text, &v) || v < min || v > max) {
             if (error.empty()) {
@@ -156,23 +165,32 @@ std::vector<tsl::Flag> FlagList(Flags& f, std::string& error) {
       tsl::Flag("output", &f.output, "where the module goes (default stdout)"),
       tsl::Flag("topology", &f.topology, "SLICESxHOSTSxGPUS[:nvlN][:map=...]"),
       integer("devices-per-host", &f.devices_per_host, 1, 1 << 20,
-              "GPUs per host of the derived topology (default 8, at most the module's)"),
+              "GPUs per host of the derived topology (default 8, at most the "
+              "module's)"),
       tsl::Flag("cost-table", &f.cost_table, "cost table file"),
       tsl::Flag("mode", &f.mode, "rewrite|annotate|explain"),
-      tsl::Flag("annotate", &f.annotate, "rewrite, and record decisions in attributes"),
+      tsl::Flag("annotate", &f.annotate,
+                "rewrite, and record decisions in attributes"),
       tsl::Flag("report", &f.report, "JSON report file ('-': stdout)"),
-      tsl::Flag("backends", &f.backends, "nccl,nvshmem (default) | nccl,peer[,symmetric]"),
-      tsl::Flag("compare-upstream", &f.compare_upstream, "add upstream's assignment"),
-      integer("upstream-threshold-bytes", &f.upstream_threshold_bytes, 0, kMax64,
-              "upstream assigner's largest NVSHMEM message"),
+      tsl::Flag("backends", &f.backends,
+                "nccl,nvshmem (default) | nccl,peer[,symmetric]"),
+      tsl::Flag("compare-upstream", &f.compare_upstream,
+                "add upstream's assignment"),
+      integer("upstream-threshold-bytes", &f.upstream_threshold_bytes, 0,
+              kMax64, "upstream assigner's largest NVSHMEM message"),
       tsl::Flag("time", &f.time, "say how long the pass took"),
-      integer("num-partitions", &f.num_partitions, 1, 1 << 20, "default: the module's"),
-      integer("num-replicas", &f.num_replicas, 1, 1 << 20, "default: the module's"),
-      integer("max-input-bytes", &f.max_input_bytes, 1, kMax64, "larger inputs are refused"),
-      tsl::Flag("print-cost-table", &f.print_cost_table, "print the table and exit"),
-      tsl::Flag("print-readable", &f.print_readable,
-                "print INPUT as this build's XLA reads it (newer jaxlib's forms in "
-                "older ones) and exit"),
+      integer("num-partitions", &f.num_partitions, 1, 1 << 20,
+              "default: the module's"),
+      integer("num-replicas", &f.num_replicas, 1, 1 << 20,
+              "default: the module's"),
+      integer("max-input-bytes", &f.max_input_bytes, 1, kMax64,
+              "larger inputs are refused"),
+      tsl::Flag("print-cost-table", &f.print_cost_table,
+                "print the table and exit"),
+      tsl::Flag(
+          "print-readable", &f.print_readable,
+          "print INPUT as this build's XLA reads it (newer jaxlib's forms in "
+          "older ones) and exit"),
   };
 }
 
@@ -180,8 +198,10 @@ Flags ParseFlags(int argc, char** argv) {
   Flags f;
   std::string error;
   const std::vector<tsl::Flag> list = FlagList(f, error);
-  std::vector<std::string> args = CanonicalArgs(
-      argc, argv, {"annotate", "compare-upstream", "time", "print-cost-table", "print-readable"});
+  std::vector<std::string> args =
+      CanonicalArgs(argc, argv,
+                    {"annotate", "compare-upstream", "time", "print-cost-table",
+                     "print-readable"});
   const std::string usage = tsl::Flags::Usage("nvshmem-opt", list);
   if (args == std::vector<std::string>{"--help"}) {
     std::cout << kUsage << usage;
@@ -200,19 +220,25 @@ Flags ParseFlags(int argc, char** argv) {
   }
   if (!error.empty()) Fail(2, error);
   if (f.mode != "rewrite" && f.mode != "annotate" && f.mode != "explain") {
-    Fail(2, "unknown --mode '" + f.mode + "' (expected rewrite, annotate or explain)");
+    Fail(2, "unknown --mode '" + f.mode +
+                "' (expected rewrite, annotate or explain)");
   }
   if (f.mode == "explain" && !f.output.empty()) {
-    Fail(2, "--mode=explain writes no module: drop -o (--report=FILE saves the decisions)");
+    Fail(2,
+         "--mode=explain writes no module: drop -o (--report=FILE saves the "
+         "decisions)");
   }
   if (f.print_cost_table) return f;
   if (positional.size() != 1) {
-    Fail(2, positional.empty() ? "no INPUT given (see --help)" : "more than one INPUT given");
+    Fail(2, positional.empty() ? "no INPUT given (see --help)"
+                               : "more than one INPUT given");
   }
   f.input = positional[0];
   if (!f.topology.empty() && f.devices_per_host > 0) {
-    Fail(2, "--devices-per-host and --topology: give one (the spec says how many GPUs a "
-            "host has)");
+    Fail(2,
+         "--devices-per-host and --topology: give one (the spec says how many "
+         "GPUs a "
+         "host has)");
   }
   return f;
 }
@@ -224,8 +250,10 @@ bool SameFile(const std::string& a, const std::string& b) {
 }
 
 // Writes next to the destination and renames: readers never see half a file.
-void WriteAtomically(const Flags& flags, const std::string& path, const std::string& text) {
-  if (SameFile(flags.input, path)) Fail(2, path + ": refusing to overwrite the input");
+void WriteAtomically(const Flags& flags, const std::string& path,
+                     const std::string& text) {
+  if (SameFile(flags.input, path))
+    Fail(2, path + ": refusing to overwrite the input");
   std::string temp = path + ".tmp." + std::to_string(getpid());
   std::ofstream file(temp, std::ios::binary | std::ios::trunc);
   if (!file) Fail(2, path + ": cannot write");
@@ -251,11 +279,13 @@ void UseLauncherFds() {
     static __gnu_cxx::stdio_filebuf<char> real(std::atoi(fd), std::ios::out);
     std::cerr.rdbuf(&real);
   }
-  if (const char* fd = std::getenv("NVSHMEM_OPT_STAGE_FD")) g_stage_fd = std::atoi(fd);
+  if (const char* fd = std::getenv("NVSHMEM_OPT_STAGE_FD"))
+    g_stage_fd = std::atoi(fd);
 }
 void Stage(const std::string& input, const char* stage, int code) {
   const std::string record = absl::StrCat(code, "\t", input, "\t", stage);
-  if (g_stage_fd >= 0 && pwrite(g_stage_fd, record.data(), record.size(), 0) >= 0) {
+  if (g_stage_fd >= 0 &&
+      pwrite(g_stage_fd, record.data(), record.size(), 0) >= 0) {
     if (ftruncate(g_stage_fd, record.size()) != 0) g_stage_fd = -1;
   }
 }
@@ -265,26 +295,32 @@ void Stage(const std::string& input, const char* stage, int code) {
 sel::CostTable LoadCostTable(const Flags& flags, std::string* text) {
   sel::CostTable table = sel::DefaultCostTable();
   if (!flags.cost_table.empty()) {
-    *text = OrFail(nvshmem_opt::ReadInput(flags.cost_table, flags.max_input_bytes));
+    *text =
+        OrFail(nvshmem_opt::ReadInput(flags.cost_table, flags.max_input_bytes));
     table = OrFail(sel::ParseCostTable(*text, flags.cost_table));
   }
   if (!flags.backends.empty()) {
-    table.backends = OrFail(sel::ParseBackendSet(flags.backends), "--backends: ");
+    table.backends =
+        OrFail(sel::ParseBackendSet(flags.backends), "--backends: ");
   }
   return table;
 }
 
 // The input, parsed and verified, its partitions settled.
-nvshmem_opt::LoadedModule Load(const Flags& flags, const sel::Topology* topology) {
-  std::string data = OrFail(nvshmem_opt::ReadInput(flags.input, flags.max_input_bytes));
+nvshmem_opt::LoadedModule Load(const Flags& flags,
+                               const sel::Topology* topology) {
+  std::string data =
+      OrFail(nvshmem_opt::ReadInput(flags.input, flags.max_input_bytes));
   Stage(flags.input, "parsing the module", 2);
   nvshmem_opt::LoadedModule loaded = OrFail(nvshmem_opt::ParseModule(
-      flags.input, std::move(data), {flags.num_partitions, flags.num_replicas, topology}));
+      flags.input, std::move(data),
+      {flags.num_partitions, flags.num_replicas, topology}));
   if (!loaded.partitions_note.empty()) {
     std::cerr << "nvshmem-opt: " << loaded.partitions_note << "\n";
   }
   Stage(flags.input, "verifying the input", 2);
-  if (absl::Status status = nvshmem_opt::Verify(loaded.module.get()); !status.ok()) {
+  if (absl::Status status = nvshmem_opt::Verify(loaded.module.get());
+      !status.ok()) {
     Fail(2, flags.input + ": HloVerifier rejects the input: " +
                 nvshmem_opt::OneLine(std::string(status.message())));
   }
@@ -295,24 +331,27 @@ nvshmem_opt::LoadedModule Load(const Flags& flags, const sel::Topology* topology
 // kDefaultDevicesPerHost but no more than the module's devices, which must
 // fill whole hosts (a partial host is a placement only a spec can state).
 int DevicesPerHost(const Flags& flags, const xla::HloModule& module) {
-  const int64_t devices =
-      int64_t{module.config().num_partitions()} * module.config().replica_count();
-  const int64_t per_host = flags.devices_per_host > 0
-                               ? flags.devices_per_host
-                               : std::min<int64_t>(kDefaultDevicesPerHost, devices);
+  const int64_t devices = int64_t{module.config().num_partitions()} *
+                          module.config().replica_count();
+  const int64_t per_host =
+      flags.devices_per_host > 0
+          ? flags.devices_per_host
+          : std::min<int64_t>(kDefaultDevicesPerHost, devices);
   if (devices % per_host != 0) {
-    Fail(2, absl::StrCat(flags.input, ": its ", devices,
-                         " devices (partitions x replicas) do not fill hosts of ", per_host,
-                         " GPUs (--devices-per-host",
-                         flags.devices_per_host > 0 ? "" : ", default 8",
-                         "); give --devices-per-host=N or --topology=SPEC"));
+    Fail(2,
+         absl::StrCat(flags.input, ": its ", devices,
+                      " devices (partitions x replicas) do not fill hosts of ",
+                      per_host, " GPUs (--devices-per-host",
+                      flags.devices_per_host > 0 ? "" : ", default 8",
+                      "); give --devices-per-host=N or --topology=SPEC"));
   }
   return static_cast<int>(per_host);
 }
 
 // The topology the pass decides on, asked of the pass itself so that the
 // report and upstream's assigner see the same one; said when derived.
-sel::Topology ResolveTopology(const Flags& flags, const Rewriter::Options& options,
+sel::Topology ResolveTopology(const Flags& flags,
+                              const Rewriter::Options& options,
                               const xla::HloModule& module) {
   sel::Topology topology =
       OrFail(Rewriter(options).TopologyFor(module), flags.input + ": ");
@@ -340,41 +379,49 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::optional<sel::Topology> given;
-  if (!flags.topology.empty()) given = OrFail(sel::Topology::Parse(flags.topology));
-  if (!flags.output.empty() && flags.output != "-" && SameFile(flags.input, flags.output)) {
+  if (!flags.topology.empty())
+    given = OrFail(sel::Topology::Parse(flags.topology));
+  if (!flags.output.empty() && flags.output != "-" &&
+      SameFile(flags.input, flags.output)) {
     Fail(2, flags.output + ": refusing to overwrite the input");
   }
   if (flags.print_readable) {
     int rewritten = 0;
     std::cout << nvshmem_opt::ReadableText(
-        OrFail(nvshmem_opt::ReadInput(flags.input, flags.max_input_bytes)), &rewritten);
+        OrFail(nvshmem_opt::ReadInput(flags.input, flags.max_input_bytes)),
+        &rewritten);
     return 0;
   }
   nvshmem_opt::LoadedModule input = Load(flags, given ? &*given : nullptr);
   const Rewriter::Options options = nvshmem_opt::DriverPassOptions(
-      flags.topology, given ? 0 : DevicesPerHost(flags, *input.module), cost_table_text,
-      flags.backends, flags.mode, flags.annotate);
+      flags.topology, given ? 0 : DevicesPerHost(flags, *input.module),
+      cost_table_text, flags.backends, flags.mode, flags.annotate);
   const sel::Topology topology = ResolveTopology(flags, options, *input.module);
   std::optional<std::map<std::string, std::string>> upstream;
   if (flags.compare_upstream) {
     Stage(flags.input, "running upstream's CollectiveBackendAssigner", 2);
-    upstream = OrFail(nvshmem_opt::UpstreamDecisions(*input.module, topology,
-                                                     flags.upstream_threshold_bytes),
-                      flags.input + ": upstream CollectiveBackendAssigner failed: ");
+    upstream =
+        OrFail(nvshmem_opt::UpstreamDecisions(*input.module, topology,
+                                              flags.upstream_threshold_bytes),
+               flags.input + ": upstream CollectiveBackendAssigner failed: ");
   }
   // Explain leaves the module alone: decide on a copy.
   std::unique_ptr<xla::HloModule> copy =
       flags.mode == "explain" ? input.module->Clone("") : nullptr;
-  auto stage = [&](const char* name, int code) { Stage(flags.input, name, code); };
+  auto stage = [&](const char* name, int code) {
+    Stage(flags.input, name, code);
+  };
   const nvshmem_opt::PassRun run =
-      OrFail(nvshmem_opt::RunPass(options, copy ? copy.get() : input.module.get(), stage),
+      OrFail(nvshmem_opt::RunPass(
+                 options, copy ? copy.get() : input.module.get(), stage),
              flags.input + ": ");
-  if (flags.time) std::cerr << "nvshmem-opt: pass took " << run.pass_us << " us\n";
+  if (flags.time)
+    std::cerr << "nvshmem-opt: pass took " << run.pass_us << " us\n";
   const auto* upstream_ptr = upstream ? &*upstream : nullptr;
   if (!flags.report.empty()) {
     const std::string json = OrFail(nvshmem_opt::ReportJson(
-        {flags.input, topology.ToString(), flags.topology.empty(), flags.mode}, run,
-        upstream_ptr));
+        {flags.input, topology.ToString(), flags.topology.empty(), flags.mode},
+        run, upstream_ptr));
     if (flags.report == "-") {
       std::cout << json << "\n";
     } else {
@@ -382,13 +429,14 @@ int main(int argc, char** argv) {
     }
   }
   if (flags.mode == "explain") {
-    if (flags.report != "-") std::cout << nvshmem_opt::ExplainText(run, upstream_ptr);
+    if (flags.report != "-")
+      std::cout << nvshmem_opt::ExplainText(run, upstream_ptr);
     return 0;
   }
   Stage(flags.input, "printing the module", 1);
-  const std::string text = OrFail(
-      nvshmem_opt::OutputText(input, *input.module, run, options),
-      flags.input + ": ");
+  const std::string text =
+      OrFail(nvshmem_opt::OutputText(input, *input.module, run, options),
+             flags.input + ": ");
   if (flags.output.empty() || flags.output == "-") {
     if (flags.report != "-") std::cout << text;
   } else {

@@ -10,7 +10,8 @@
 // (NVSHMEM_OPT_STAGE_FD: "exit code<TAB>input<TAB>stage"). When the child dies
 // of SIGABRT/SIGSEGV/SIGBUS/SIGFPE/SIGILL, the launcher says so in one line,
 // quoting XLA's fatal log line:
-//   nvshmem-opt: IN.hlo: XLA aborted while parsing the module: Check failed: ...
+//   nvshmem-opt: IN.hlo: XLA aborted while parsing the module: Check failed:
+//   ...
 // and exits with the stage's code (2 while reading the input, 1 after: a bug).
 // NVSHMEM_OPT_TF_LOGS=1 runs the driver directly, TensorFlow's logs shown.
 
@@ -52,8 +53,10 @@ std::string FatalDetail(const std::string& log) {
     const std::string line = log.substr(start, end - start);
     size_t what = line.find("what():  ");
     size_t bracket = line.find("] ");
-    if (what != std::string::npos || (line[0] == 'F' && bracket != std::string::npos)) {
-      std::string detail = line.substr(what != std::string::npos ? what + 9 : bracket + 2);
+    if (what != std::string::npos ||
+        (line[0] == 'F' && bracket != std::string::npos)) {
+      std::string detail =
+          line.substr(what != std::string::npos ? what + 9 : bracket + 2);
       for (char& c : detail) {
         if (static_cast<unsigned char>(c) < 0x20) c = ' ';
       }
@@ -79,12 +82,14 @@ int ReportDeath(int sig, int log, int stage) {
   }
   std::string detail = FatalDetail(ReadAll(log, 1 << 20));
   if (detail.empty() && sig != SIGABRT) {
-    detail = sig == SIGSEGV ? "segmentation fault" : sig == SIGBUS ? "bus error"
-             : sig == SIGFPE ? "arithmetic error" : "illegal instruction";
+    detail = sig == SIGSEGV  ? "segmentation fault"
+             : sig == SIGBUS ? "bus error"
+             : sig == SIGFPE ? "arithmetic error"
+                             : "illegal instruction";
   }
-  std::fprintf(stderr, "nvshmem-opt: %s: XLA %s while %s%s%s %s\n", input.c_str(),
-               sig == SIGABRT ? "aborted" : "crashed", where.c_str(),
-               detail.empty() ? "" : ": ", detail.c_str(),
+  std::fprintf(stderr, "nvshmem-opt: %s: XLA %s while %s%s%s %s\n",
+               input.c_str(), sig == SIGABRT ? "aborted" : "crashed",
+               where.c_str(), detail.empty() ? "" : ": ", detail.c_str(),
                code == 2 ? "(the input is malformed)" : "(a bug)");
   return code;
 }
@@ -127,7 +132,8 @@ int main(int argc, char** argv) {
   const int log = memfd_create("nvshmem-opt-xla-log", 0);
   const int stage = memfd_create("nvshmem-opt-stage", 0);
   const int real = dup(2);
-  if (log < 0 || stage < 0 || real < 0) Exec(driver, argv);  // Unguarded, still runs.
+  if (log < 0 || stage < 0 || real < 0)
+    Exec(driver, argv);  // Unguarded, still runs.
   setenv("NVSHMEM_OPT_STDERR_FD", std::to_string(real).c_str(), 1);
   setenv("NVSHMEM_OPT_STAGE_FD", std::to_string(stage).c_str(), 1);
   const pid_t parent = getpid();
@@ -146,7 +152,8 @@ int main(int argc, char** argv) {
   if (child < 0) Exec(driver, argv);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   const int sig = WTERMSIG(status);
-  if (sig == SIGABRT || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL) {
+  if (sig == SIGABRT || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
+      sig == SIGILL) {
     return ReportDeath(sig, log, stage);
   }
   signal(sig, SIG_DFL);  // Interrupted or killed: end the same way.

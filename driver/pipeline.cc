@@ -46,7 +46,8 @@ absl::StatusOr<std::map<std::string, std::vector<std::string>>> MakeAsync(
     if (r.form == "sync" && !r.skipped) by_name[r.instruction] = &r;
   }
   // The start keeps the permute's operands: that is how it is found again.
-  using Key = std::pair<const xla::HloComputation*, std::vector<const xla::HloInstruction*>>;
+  using Key = std::pair<const xla::HloComputation*,
+                        std::vector<const xla::HloInstruction*>>;
   std::map<Key, std::string> names;
   absl::flat_hash_set<const xla::HloInstruction*> convert;
   for (xla::HloComputation* computation : module->computations()) {
@@ -54,7 +55,8 @@ absl::StatusOr<std::map<std::string, std::vector<std::string>>> MakeAsync(
       if (instr->opcode() == xla::HloOpcode::kCollectivePermute &&
           by_name.count(std::string(instr->name())) > 0) {
         convert.insert(instr);
-        names[{computation, {instr->operands().begin(), instr->operands().end()}}] =
+        names[{computation,
+               {instr->operands().begin(), instr->operands().end()}}] =
             std::string(instr->name());
       }
     }
@@ -69,7 +71,8 @@ absl::StatusOr<std::map<std::string, std::vector<std::string>>> MakeAsync(
   for (xla::HloComputation* computation : module->computations()) {
     for (xla::HloInstruction* instr : computation->instructions()) {
       if (instr->opcode() != xla::HloOpcode::kCollectivePermuteStart) continue;
-      auto it = names.find({computation, {instr->operands().begin(), instr->operands().end()}});
+      auto it = names.find(
+          {computation, {instr->operands().begin(), instr->operands().end()}});
       if (it == names.end()) continue;
       std::vector<std::string>& entry = made[it->second];
       entry.push_back(std::string(instr->name()));
@@ -96,13 +99,16 @@ absl::Status ReadableConfigs(xla::HloModule* module) {
     for (xla::HloInstruction* instr : computation->instructions()) {
       const std::string raw = instr->raw_backend_config_string();
       xla::gpu::GpuBackendConfig config;
-      if (!raw.empty() && !google::protobuf::util::JsonStringToMessage(raw, &config).ok()) {
+      if (!raw.empty() &&
+          !google::protobuf::util::JsonStringToMessage(raw, &config).ok()) {
         config.Clear();
-        if (!google::protobuf::util::JsonStringToMessage(raw, &config, lenient).ok()) {
+        if (!google::protobuf::util::JsonStringToMessage(raw, &config, lenient)
+                 .ok()) {
           continue;  // Not a GpuBackendConfig; upstream does not read it.
         }
         if (!IsPermute(instr)) {
-          if (absl::Status s = instr->set_backend_config(config); !s.ok()) return s;
+          if (absl::Status s = instr->set_backend_config(config); !s.ok())
+            return s;
         }
       }
       if (!IsPermute(instr)) continue;
@@ -117,8 +123,10 @@ absl::Status ReadableConfigs(xla::HloModule* module) {
 // The edit of one decided permute: its start and done as XLA prints them
 // (the permute became async), or its own statement's backend_config (and
 // frontend attributes when annotating).
-std::optional<StatementEdit> EditFor(const xla::HloModule& output, const PassRun& run,
-                                     const Rewriter::OpRecord& record, bool annotate) {
+std::optional<StatementEdit> EditFor(const xla::HloModule& output,
+                                     const PassRun& run,
+                                     const Rewriter::OpRecord& record,
+                                     bool annotate) {
   xla::HloComputation* computation = nullptr;
   for (xla::HloComputation* c : output.computations()) {
     if (c->name() == record.computation) computation = c;
@@ -127,13 +135,15 @@ std::optional<StatementEdit> EditFor(const xla::HloModule& output, const PassRun
   StatementEdit edit{record.computation, record.instruction, {}, {}};
   if (auto it = run.made.find(record.instruction); it != run.made.end()) {
     for (const std::string& name : it->second) {
-      const xla::HloInstruction* instr = computation->GetInstructionWithName(name);
+      const xla::HloInstruction* instr =
+          computation->GetInstructionWithName(name);
       if (instr == nullptr) return std::nullopt;
       edit.statements.push_back(instr->ToString());
     }
     return edit;
   }
-  const xla::HloInstruction* instr = computation->GetInstructionWithName(record.instruction);
+  const xla::HloInstruction* instr =
+      computation->GetInstructionWithName(record.instruction);
   if (instr == nullptr) return std::nullopt;
   const std::string printed = instr->ToString();
   for (const char* key : {"backend_config", "frontend_attributes"}) {
@@ -150,33 +160,41 @@ absl::StatusOr<std::string> PrintWithFullGroups(const xla::HloModule& module) {
   std::vector<StatementEdit> edits;
   for (const xla::HloComputation* computation : module.computations()) {
     for (const xla::HloInstruction* instr : computation->instructions()) {
-      const auto* collective = xla::DynCast<xla::HloCollectiveInstruction>(instr);
+      const auto* collective =
+          xla::DynCast<xla::HloCollectiveInstruction>(instr);
       if (collective == nullptr ||
-          AttributeValue(instr->ToString(), "replica_groups").rfind("@", 0) != 0) {
+          AttributeValue(instr->ToString(), "replica_groups").rfind("@", 0) !=
+              0) {
         continue;
       }
       std::vector<std::string> groups;
       for (const xla::ReplicaGroup& group : collective->replica_groups()) {
-        groups.push_back(absl::StrCat("{", absl::StrJoin(group.replica_ids(), ","), "}"));
+        groups.push_back(
+            absl::StrCat("{", absl::StrJoin(group.replica_ids(), ","), "}"));
       }
-      edits.push_back({std::string(computation->name()), std::string(instr->name()), {},
-                       {{"replica_groups", absl::StrCat("{", absl::StrJoin(groups, ","), "}")}}});
+      edits.push_back({std::string(computation->name()),
+                       std::string(instr->name()),
+                       {},
+                       {{"replica_groups",
+                         absl::StrCat("{", absl::StrJoin(groups, ","), "}")}}});
     }
   }
   absl::StatusOr<std::string> text = SpliceStatements(module.ToString(), edits);
   if (!text.ok()) {
-    return absl::InternalError(absl::StrCat("cannot print replica groups in full: ",
-                                            text.status().message(), " (a bug)"));
+    return absl::InternalError(absl::StrCat(
+        "cannot print replica groups in full: ", text.status().message(),
+        " (a bug)"));
   }
   return text;
 }
 
 }  // namespace
 
-Rewriter::Options DriverPassOptions(const std::string& topology, int devices_per_host,
+Rewriter::Options DriverPassOptions(const std::string& topology,
+                                    int devices_per_host,
                                     const std::string& cost_table_text,
-                                    const std::string& backends, const std::string& mode,
-                                    bool annotate) {
+                                    const std::string& backends,
+                                    const std::string& mode, bool annotate) {
   Rewriter::Options options;
   options.topology = topology;
   options.devices_per_host = devices_per_host;
@@ -188,7 +206,8 @@ Rewriter::Options DriverPassOptions(const std::string& topology, int devices_per
   return options;
 }
 
-absl::StatusOr<PassRun> RunPass(const Rewriter::Options& options, xla::HloModule* target,
+absl::StatusOr<PassRun> RunPass(const Rewriter::Options& options,
+                                xla::HloModule* target,
                                 const StageHook& stage) {
   Rewriter pass(options);
   stage("running the pass", 1);
@@ -196,13 +215,16 @@ absl::StatusOr<PassRun> RunPass(const Rewriter::Options& options, xla::HloModule
   absl::StatusOr<bool> changed = pass.Run(target);
   PassRun run;
   run.pass_us = std::chrono::duration<double, std::micro>(
-                    std::chrono::steady_clock::now() - begin).count();
+                    std::chrono::steady_clock::now() - begin)
+                    .count();
   if (!changed.ok()) {
     // InvalidArgument: the input does not fit (topology, backend_config).
     if (changed.status().code() == absl::StatusCode::kInvalidArgument) {
-      return absl::InvalidArgumentError(OneLine(std::string(changed.status().message())));
+      return absl::InvalidArgumentError(
+          OneLine(std::string(changed.status().message())));
     }
-    return absl::InternalError(OneLine(std::string(changed.status().message())) + " (a bug)");
+    return absl::InternalError(
+        OneLine(std::string(changed.status().message())) + " (a bug)");
   }
   run.changed = *changed;
   run.records = pass.records();
@@ -218,17 +240,22 @@ absl::StatusOr<PassRun> RunPass(const Rewriter::Options& options, xla::HloModule
   }
   stage("verifying the pass's output", 1);
   if (absl::Status status = Verify(target); !status.ok()) {
-    return absl::InternalError("HloVerifier rejects the pass's output (a bug): " +
-                               OneLine(std::string(status.message())));
+    return absl::InternalError(
+        "HloVerifier rejects the pass's output (a bug): " +
+        OneLine(std::string(status.message())));
   }
   return run;
 }
 
 absl::StatusOr<std::map<std::string, std::string>> UpstreamDecisions(
-    const xla::HloModule& module, const sel::Topology& topology, int64_t threshold_bytes) {
+    const xla::HloModule& module, const sel::Topology& topology,
+    int64_t threshold_bytes) {
   std::unique_ptr<xla::HloModule> copy = module.Clone("");
-  copy->mutable_config().mutable_debug_options().set_xla_gpu_experimental_enable_nvshmem(true);
-  if (absl::Status status = ReadableConfigs(copy.get()); !status.ok()) return status;
+  copy->mutable_config()
+      .mutable_debug_options()
+      .set_xla_gpu_experimental_enable_nvshmem(true);
+  if (absl::Status status = ReadableConfigs(copy.get()); !status.ok())
+    return status;
   // Upstream models one NVLink island per "slice" of slice_size devices; the
   // closest thing in our topology is the NVLink domain.
   xla::gpu::CollectiveBackendAssigner assigner(
@@ -254,7 +281,8 @@ absl::StatusOr<std::map<std::string, std::string>> UpstreamDecisions(
 }
 
 absl::StatusOr<std::string> OutputText(const LoadedModule& input,
-                                       const xla::HloModule& output, const PassRun& run,
+                                       const xla::HloModule& output,
+                                       const PassRun& run,
                                        const Rewriter::Options& options) {
   if (input.text.empty()) return PrintWithFullGroups(output);
   const bool annotate = options.annotate;
@@ -263,8 +291,9 @@ absl::StatusOr<std::string> OutputText(const LoadedModule& input,
     if (record.skipped && !annotate) continue;
     std::optional<StatementEdit> edit = EditFor(output, run, record, annotate);
     if (!edit) {
-      return absl::InternalError(absl::StrCat("the pass's output has no ", record.computation,
-                                              "/", record.instruction, " (a bug)"));
+      return absl::InternalError(absl::StrCat("the pass's output has no ",
+                                              record.computation, "/",
+                                              record.instruction, " (a bug)"));
     }
     edits.push_back(*std::move(edit));
   }
@@ -274,8 +303,8 @@ absl::StatusOr<std::string> OutputText(const LoadedModule& input,
   if (!text.ok()) return PrintWithFullGroups(output);
   // The spliced text must read back as a valid module.
   int rewritten = 0;
-  auto again = xla::ParseAndReturnUnverifiedModule(ReadableText(*text, &rewritten),
-                                                   output.config());
+  auto again = xla::ParseAndReturnUnverifiedModule(
+      ReadableText(*text, &rewritten), output.config());
   absl::Status status = again.ok() ? Verify(again->get()) : again.status();
   if (!status.ok()) {
     return absl::InternalError("the spliced output does not verify (a bug): " +

@@ -19,8 +19,8 @@
 
 #include "absl/status/statusor.h"
 #include "driver/input.h"
-#include "plan/permute_plan.h"
 #include "extensions/backends.h"
+#include "plan/permute_plan.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
 #include "xla/hlo/ir/hlo_module.h"
 
@@ -42,10 +42,11 @@ struct PassRun {
 // explain). Modules from newer jax carry backend_config fields this XLA
 // lacks, so the backend is written into the JSON text itself
 // (backend_config_json.h).
-Rewriter::Options DriverPassOptions(const std::string& topology, int devices_per_host,
+Rewriter::Options DriverPassOptions(const std::string& topology,
+                                    int devices_per_host,
                                     const std::string& cost_table_text,
-                                    const std::string& backends, const std::string& mode,
-                                    bool annotate);
+                                    const std::string& backends,
+                                    const std::string& mode, bool annotate);
 
 // Called as each XLA stage starts ("running the pass", ...), with the exit
 // code a crash there would mean.
@@ -53,8 +54,8 @@ using StageHook = std::function<void(const char* stage, int exit_code)>;
 
 // The pass on `target`; unless it only decides, AsyncCollectiveCreator on
 // the permutes it decided; then the verifier.
-absl::StatusOr<PassRun> RunPass(const Rewriter::Options& options, xla::HloModule* target,
-                                const StageHook& stage);
+absl::StatusOr<PassRun> RunPass(const Rewriter::Options& options,
+                                xla::HloModule* target, const StageHook& stage);
 
 // Upstream's backend for each collective-permute, by instruction name, on a
 // copy with NVSHMEM enabled (upstream assigns backends only then).
@@ -66,7 +67,8 @@ absl::StatusOr<std::map<std::string, std::string>> UpstreamDecisions(
 // permutes the pass changed replaced (a proto's input: XLA's printing). The
 // result is parsed and verified again; a failure is Internal.
 absl::StatusOr<std::string> OutputText(const LoadedModule& input,
-                                       const xla::HloModule& output, const PassRun& run,
+                                       const xla::HloModule& output,
+                                       const PassRun& run,
                                        const Rewriter::Options& options);
 
 }  // namespace nvshmem_opt

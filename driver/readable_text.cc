@@ -11,7 +11,8 @@ constexpr char kStart[] = " collective-permute-start(";
 
 // In a statement "NAME = ((T), R) collective-permute-start(...", the span of
 // "(T)" when T is one shape (no comma outside its brackets), else npos.
-size_t OneOperandTuple(const std::string& text, size_t line, size_t end, size_t* close) {
+size_t OneOperandTuple(const std::string& text, size_t line, size_t end,
+                       size_t* close) {
   size_t eq = text.find(" = ((", line);
   if (eq == std::string::npos || eq >= end) return std::string::npos;
   const size_t open = eq + 4;
@@ -34,7 +35,9 @@ std::string PermuteStartShapes(const std::string& text, int* rewritten) {
   size_t copied = 0;
   for (size_t at = text.find(kStart); at != std::string::npos;
        at = text.find(kStart, at + 1)) {
-    const size_t line = text.rfind('\n', at) == std::string::npos ? 0 : text.rfind('\n', at) + 1;
+    const size_t line = text.rfind('\n', at) == std::string::npos
+                            ? 0
+                            : text.rfind('\n', at) + 1;
     if (line < copied) continue;
     size_t close = 0;
     const size_t open = OneOperandTuple(text, line, at, &close);
@@ -53,7 +56,8 @@ std::string PermuteStartShapes(const std::string& text, int* rewritten) {
 
 std::string ReadableText(const std::string& text, int* rewritten) {
   int groups = 0, shapes = 0;
-  std::string out = PermuteStartShapes(ExplicitReplicaGroups(text, &groups), &shapes);
+  std::string out =
+      PermuteStartShapes(ExplicitReplicaGroups(text, &groups), &shapes);
   *rewritten = groups + shapes;
   return out;
 }

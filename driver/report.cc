@@ -36,24 +36,34 @@ Value Time(const std::optional<double>& us) {
   return v;
 }
 // The same for a core that marks a refused backend with a negative time.
-Value Time(double us) { return us < 0 ? Null() : Time(std::optional<double>(us)); }
+Value Time(double us) {
+  return us < 0 ? Null() : Time(std::optional<double>(us));
+}
 
 void FillModel(const sel::Decision& d, Decision* out) {
   ModeledUs* m = out->mutable_modeled_us();
-  *m->mutable_nccl() = Time(d.backend_us[static_cast<int>(sel::Backend::kNccl)]);
-  *m->mutable_nvshmem() = Time(d.backend_us[static_cast<int>(sel::Backend::kNvshmem)]);
-  *m->mutable_peer() = Time(d.backend_us[static_cast<int>(sel::Backend::kPeer)]);
-  *m->mutable_symmetric() = Time(d.backend_us[static_cast<int>(sel::Backend::kSymmetric)]);
+  *m->mutable_nccl() =
+      Time(d.backend_us[static_cast<int>(sel::Backend::kNccl)]);
+  *m->mutable_nvshmem() =
+      Time(d.backend_us[static_cast<int>(sel::Backend::kNvshmem)]);
+  *m->mutable_peer() =
+      Time(d.backend_us[static_cast<int>(sel::Backend::kPeer)]);
+  *m->mutable_symmetric() =
+      Time(d.backend_us[static_cast<int>(sel::Backend::kSymmetric)]);
   m->set_chosen(std::isfinite(d.chosen_us) ? d.chosen_us : 0);
   EdgesByClass* e = out->mutable_edges_by_class();
-  e->set_same_device(d.edges_by_class[static_cast<int>(sel::LinkClass::kSameDevice)]);
-  e->set_nvlink(d.edges_by_class[static_cast<int>(sel::LinkClass::kIntraHostNvlink)]);
-  e->set_nvlink_domain(d.edges_by_class[static_cast<int>(sel::LinkClass::kNvlinkDomain)]);
+  e->set_same_device(
+      d.edges_by_class[static_cast<int>(sel::LinkClass::kSameDevice)]);
+  e->set_nvlink(
+      d.edges_by_class[static_cast<int>(sel::LinkClass::kIntraHostNvlink)]);
+  e->set_nvlink_domain(
+      d.edges_by_class[static_cast<int>(sel::LinkClass::kNvlinkDomain)]);
   e->set_network(d.edges_by_class[static_cast<int>(sel::LinkClass::kNetwork)]);
 }
 
 void FillDecision(const Rewriter::OpRecord& r, const PassRun& run,
-                  const std::map<std::string, std::string>* upstream, Decision* out) {
+                  const std::map<std::string, std::string>* upstream,
+                  Decision* out) {
   const sel::Decision& d = r.decision;
   out->set_computation(r.computation);
   out->set_instruction(r.instruction);
@@ -66,10 +76,11 @@ void FillDecision(const Rewriter::OpRecord& r, const PassRun& run,
   }
   out->set_plan(sel::BackendName(d.backend));
   out->set_backend(d.backend == sel::Backend::kNvshmem ? "NVSHMEM" : "DEFAULT");
-  *out->mutable_collectives_mode() =
-      d.backend == sel::Backend::kPeer        ? Str("COLLECTIVES_PEER_MEMORY")
-      : d.backend == sel::Backend::kSymmetric ? Str("COLLECTIVES_SYMMETRIC_MEMORY")
-                                              : Null();
+  *out->mutable_collectives_mode() = d.backend == sel::Backend::kPeer
+                                         ? Str("COLLECTIVES_PEER_MEMORY")
+                                     : d.backend == sel::Backend::kSymmetric
+                                         ? Str("COLLECTIVES_SYMMETRIC_MEMORY")
+                                         : Null();
   out->set_skipped(r.skipped);
   out->set_reason(d.reason);
   FillModel(d, out);
@@ -84,8 +95,9 @@ void FillDecision(const Rewriter::OpRecord& r, const PassRun& run,
 
 }  // namespace
 
-absl::StatusOr<std::string> ReportJson(const ReportHeader& header, const PassRun& run,
-                                       const std::map<std::string, std::string>* upstream) {
+absl::StatusOr<std::string> ReportJson(
+    const ReportHeader& header, const PassRun& run,
+    const std::map<std::string, std::string>* upstream) {
   Report report;
   report.set_input(header.input);
   report.set_topology(header.topology);
@@ -101,7 +113,8 @@ absl::StatusOr<std::string> ReportJson(const ReportHeader& header, const PassRun
   options.always_print_fields_with_no_presence = true;  // false, 0 and [] too.
   options.unquote_int64_if_possible = true;             // bytes as a number.
   std::string json;
-  if (absl::Status status = google::protobuf::util::MessageToJsonString(report, &json, options);
+  if (absl::Status status =
+          google::protobuf::util::MessageToJsonString(report, &json, options);
       !status.ok()) {
     return absl::InternalError("cannot write the JSON report (a bug): " +
                                std::string(status.message()));
@@ -114,8 +127,9 @@ std::string ExplainText(const PassRun& run,
   std::ostringstream out;
   for (const Rewriter::OpRecord& r : run.records) {
     const sel::Decision& d = r.decision;
-    out << r.computation << "/" << r.instruction << " (" << r.form << ", " << r.bytes
-        << " bytes, " << r.pairs.size() << " pairs): " << sel::BackendName(d.backend);
+    out << r.computation << "/" << r.instruction << " (" << r.form << ", "
+        << r.bytes << " bytes, " << r.pairs.size()
+        << " pairs): " << sel::BackendName(d.backend);
     if (upstream != nullptr) {
       auto it = upstream->find(r.instruction);
       if (it != upstream->end()) out << " [upstream: " << it->second << "]";

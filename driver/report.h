@@ -22,8 +22,9 @@ struct ReportHeader {
 };
 
 // upstream: upstream's backend by instruction name, or null when not asked.
-absl::StatusOr<std::string> ReportJson(const ReportHeader& header, const PassRun& run,
-                                       const std::map<std::string, std::string>* upstream);
+absl::StatusOr<std::string> ReportJson(
+    const ReportHeader& header, const PassRun& run,
+    const std::map<std::string, std::string>* upstream);
 
 std::string ExplainText(const PassRun& run,
                         const std::map<std::string, std::string>* upstream);

@@ -51,9 +51,9 @@ absl::StatusOr<Topology> Topology::Create(int slices, int hosts_per_slice,
                                           int nvlink_domain_size,
                                           std::vector<int> partition_to_device,
                                           int gpus_per_process) {
-  absl::StatusOr<core::Topology> base =
-      core::Topology::Create(slices, hosts_per_slice, gpus_per_host,
-                             nvlink_domain_size, std::move(partition_to_device));
+  absl::StatusOr<core::Topology> base = core::Topology::Create(
+      slices, hosts_per_slice, gpus_per_host, nvlink_domain_size,
+      std::move(partition_to_device));
   if (!base.ok()) return base.status();
   if (gpus_per_process == 0) gpus_per_process = gpus_per_host;
   if (gpus_per_process < 1 || gpus_per_host % gpus_per_process != 0) {
@@ -189,8 +189,8 @@ double CostTable::sm_interference(Backend b) const {
 double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
                   int64_t bytes, int buffers) {
   if (IsCore(backend)) {
-    return core::EdgeTimeUs(table.core, CoreBackend(backend), link_class,
-                            bytes, buffers);
+    return core::EdgeTimeUs(table.core, CoreBackend(backend), link_class, bytes,
+                            buffers);
   }
   return core::EdgeTimeUs(table.extra[ExtraIndex(backend)],
                           core::Backend::kNccl, link_class, bytes, buffers);

@@ -4,6 +4,8 @@
 
 #include "extensions/backends.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -12,7 +14,6 @@
 #include <utility>
 #include <vector>
 
-#include <gtest/gtest.h>
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -332,7 +333,8 @@ TEST(MeasuredCurveTest, ALinkLineAloneDropsTheInheritedCurve) {
                                 LinkClass::kIntraHostNvlink));
   EXPECT_NEAR(EdgeTimeUs(parametric, Backend::kNvshmem,
                          LinkClass::kIntraHostNvlink, 450000, 3),
-              5 + 2 + 1 * (1 + parametric.sm_interference(Backend::kNvshmem)), 1e-9);
+              5 + 2 + 1 * (1 + parametric.sm_interference(Backend::kNvshmem)),
+              1e-9);
   // Point lines after a link line of the same pair in one file add up.
   CostTable both =
       TableWith("link nccl nvlink 6 450\npoint nccl nvlink 1 10 7\n");

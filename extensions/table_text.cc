@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
-#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -99,9 +99,8 @@ std::optional<absl::Status> ApplyOwnEntry(
       return absl::InvalidArgumentError("expected 'symmetric_signals 0|1'");
     }
     if (words[1] != "0" && words[1] != "1") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("symmetric_signals must be 0 or 1, not '",
-                       Printable(words[1]), "'"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "symmetric_signals must be 0 or 1, not '", Printable(words[1]), "'"));
     }
     table->symmetric_signals = words[1] == "1";
     return absl::OkStatus();
@@ -145,20 +144,22 @@ absl::StatusOr<CostTable> ParseOnto(CostTable table, absl::string_view text,
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_number;
     std::vector<absl::string_view> words =
-        absl::StrSplit(line.substr(0, line.find('#')),
-                       absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
+        absl::StrSplit(line.substr(0, line.find('#')), absl::ByAnyChar(" \t\r"),
+                       absl::SkipEmpty());
     std::string* part = &core_text;
     std::string routed(line);
     if (!words.empty() && !error) {
       std::optional<absl::Status> own = ApplyOwnEntry(words, &table);
       if (own.has_value()) {
-        if (!own->ok()) error = LineError{line_number, std::string(own->message())};
+        if (!own->ok())
+          error = LineError{line_number, std::string(own->message())};
         routed.clear();
-      } else if (words.size() >= 2 && (words[0] == "link" ||
-                                       words[0] == "point" ||
-                                       words[0] == "sm_interference")) {
+      } else if (words.size() >= 2 &&
+                 (words[0] == "link" || words[0] == "point" ||
+                  words[0] == "sm_interference")) {
         std::optional<Backend> backend = BackendFromName(words[1]);
-        if (backend && !(*backend == Backend::kNccl || *backend == Backend::kNvshmem)) {
+        if (backend &&
+            !(*backend == Backend::kNccl || *backend == Backend::kNvshmem)) {
           part = &extra_text[static_cast<int>(*backend) - 2];
           words[1] = "nccl";
           routed = absl::StrJoin(words, " ");
@@ -189,9 +190,8 @@ absl::StatusOr<CostTable> ParseOnto(CostTable table, absl::string_view text,
   }
   if (!errors.empty()) {
     const LineError& first = *absl::c_min_element(
-        errors, [](const LineError& a, const LineError& b) {
-          return a.line < b.line;
-        });
+        errors,
+        [](const LineError& a, const LineError& b) { return a.line < b.line; });
     return absl::InvalidArgumentError(
         absl::StrCat(source, ":", first.line, ": ", first.message));
   }
@@ -228,9 +228,8 @@ std::string CostTableToString(const CostTable& table) {
       "symmetric_signals ", table.symmetric_signals ? 1 : 0, "\n",
       // Before the link rows: the network row printed below
       // overrides the transport's default on reading back.
-      "nvshmem_transport ",
-      NvshmemTransportName(table.core.nvshmem_transport), "\n",
-      "# backend link_class latency_us bandwidth_GBps [per_buffer_us]\n");
+      "nvshmem_transport ", NvshmemTransportName(table.core.nvshmem_transport),
+      "\n", "# backend link_class latency_us bandwidth_GBps [per_buffer_us]\n");
   for (int b = 0; b < kNumBackends; ++b) {
     for (int c = 0; c < kNumLinkClasses; ++c) {
       const LinkCost& cost =
@@ -248,23 +247,23 @@ std::string CostTableToString(const CostTable& table) {
   bool any_points = false;
   for (int b = 0; b < kNumBackends; ++b) {
     for (int c = 0; c < kNumLinkClasses; ++c) {
-      for (const CurvePoint& point : table.curve(static_cast<Backend>(b),
-                                                 static_cast<LinkClass>(c))) {
+      for (const CurvePoint& point :
+           table.curve(static_cast<Backend>(b), static_cast<LinkClass>(c))) {
         if (!any_points) {
           out += "# point backend link_class buffers bytes us (measured)\n";
           any_points = true;
         }
-        absl::StrAppend(&out, "point ", BackendName(static_cast<Backend>(b)), " ",
-                        LinkClassName(static_cast<LinkClass>(c)), " ",
+        absl::StrAppend(&out, "point ", BackendName(static_cast<Backend>(b)),
+                        " ", LinkClassName(static_cast<LinkClass>(c)), " ",
                         point.buffers, " ", point.bytes, " ",
                         Shortest(point.us), "\n");
       }
     }
   }
   for (int b = 0; b < kNumBackends; ++b) {
-    absl::StrAppend(&out, "sm_interference ", BackendName(static_cast<Backend>(b)), " ",
-                    Shortest(table.sm_interference(static_cast<Backend>(b))),
-                    "\n");
+    absl::StrAppend(
+        &out, "sm_interference ", BackendName(static_cast<Backend>(b)), " ",
+        Shortest(table.sm_interference(static_cast<Backend>(b))), "\n");
   }
   absl::StrAppend(&out, "margin ", Shortest(table.core.margin), "\n",
                   "nvshmem_max_bytes ", table.core.nvshmem_max_bytes, "\n");

@@ -26,8 +26,8 @@
 #include "driver/input.h"
 #include "driver/pipeline.h"
 #include "driver/report.h"
-#include "fuzz/alt_signal_stack.h"
 #include "extensions/backends.h"
+#include "fuzz/alt_signal_stack.h"
 
 namespace {
 
@@ -97,7 +97,8 @@ void CheckRejection(const std::string& message) {
 }
 
 void CheckJson(const std::string& json) {
-  for (const char* bad : {":nan", ":inf", ":-nan", ":-inf", "NaN", "Infinity"}) {
+  for (const char* bad :
+       {":nan", ":inf", ":-nan", ":-inf", "NaN", "Infinity"}) {
     if (json.find(bad) != std::string::npos) {
       Violation(std::string("non-finite number in the JSON report: ") + json);
     }
@@ -106,8 +107,8 @@ void CheckJson(const std::string& json) {
 
 // The input through the driver's own loader (the same checks before XLA's
 // parser) and the verifier, guarded against XLA's aborts; null when rejected.
-std::unique_ptr<nvshmem_opt::LoadedModule> LoadGuarded(const std::string& input,
-                                                       const sel::Topology& topology) {
+std::unique_ptr<nvshmem_opt::LoadedModule> LoadGuarded(
+    const std::string& input, const sel::Topology& topology) {
   auto loaded = std::make_unique<nvshmem_opt::LoadedModule>();
   InputGuard guard;
   if (sigsetjmp(g_jump, 1) != 0) {
@@ -122,7 +123,8 @@ std::unique_ptr<nvshmem_opt::LoadedModule> LoadGuarded(const std::string& input,
     return nullptr;
   }
   *loaded = *std::move(parsed);
-  if (absl::Status status = nvshmem_opt::Verify(loaded->module.get()); !status.ok()) {
+  if (absl::Status status = nvshmem_opt::Verify(loaded->module.get());
+      !status.ok()) {
     CheckRejection("fuzz.hlo: HloVerifier rejects the input: " +
                    nvshmem_opt::OneLine(std::string(status.message())));
     return nullptr;
@@ -136,7 +138,8 @@ void NoStage(const char*, int) {}
 // violation.
 std::unique_ptr<nvshmem_opt::PassRun> Run(const Rewriter::Options& options,
                                           xla::HloModule* target) {
-  absl::StatusOr<nvshmem_opt::PassRun> run = nvshmem_opt::RunPass(options, target, NoStage);
+  absl::StatusOr<nvshmem_opt::PassRun> run =
+      nvshmem_opt::RunPass(options, target, NoStage);
   if (run.ok()) return std::make_unique<nvshmem_opt::PassRun>(*std::move(run));
   if (run.status().code() != absl::StatusCode::kInvalidArgument) {
     Violation(std::string(run.status().message()));
@@ -146,22 +149,28 @@ std::unique_ptr<nvshmem_opt::PassRun> Run(const Rewriter::Options& options,
 }
 
 // The written text reads back, and a second run changes nothing.
-void CheckOutput(const nvshmem_opt::LoadedModule& input, const nvshmem_opt::PassRun& run,
-                 const Rewriter::Options& options, const sel::Topology& topology) {
+void CheckOutput(const nvshmem_opt::LoadedModule& input,
+                 const nvshmem_opt::PassRun& run,
+                 const Rewriter::Options& options,
+                 const sel::Topology& topology) {
   absl::StatusOr<std::string> text =
       nvshmem_opt::OutputText(input, *input.module, run, options);
-  if (!text.ok()) Violation("no output: " + std::string(text.status().message()));
+  if (!text.ok())
+    Violation("no output: " + std::string(text.status().message()));
   absl::StatusOr<nvshmem_opt::LoadedModule> again =
       nvshmem_opt::ParseModule("out.hlo", *text, {0, 0, &topology});
   if (!again.ok()) {
-    Violation("output does not parse: " + std::string(again.status().message()));
+    Violation("output does not parse: " +
+              std::string(again.status().message()));
   }
-  if (absl::Status status = nvshmem_opt::Verify(again->module.get()); !status.ok()) {
+  if (absl::Status status = nvshmem_opt::Verify(again->module.get());
+      !status.ok()) {
     Violation("output does not verify: " + std::string(status.message()));
   }
   absl::StatusOr<nvshmem_opt::PassRun> second =
       nvshmem_opt::RunPass(options, again->module.get(), NoStage);
-  if (!second.ok()) Violation("second run fails: " + std::string(second.status().message()));
+  if (!second.ok())
+    Violation("second run fails: " + std::string(second.status().message()));
   if (!options.decide_only && second->changed) {
     Violation("second run changed the module (pass not idempotent)");
   }
@@ -194,20 +203,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Violation("built-in topology rejected: " +
               std::string(topology.status().message()));
   }
-  std::unique_ptr<nvshmem_opt::LoadedModule> loaded = LoadGuarded(input, *topology);
+  std::unique_ptr<nvshmem_opt::LoadedModule> loaded =
+      LoadGuarded(input, *topology);
   if (loaded == nullptr) return 0;
 
   // The pass as the driver configures it; explain decides on a copy.
   const std::string mode = config.mode;
   const Rewriter::Options options = nvshmem_opt::DriverPassOptions(
-      config.topology, 0, config.slow_network ? kSlowNcclNetwork : "", "", mode, false);
+      config.topology, 0, config.slow_network ? kSlowNcclNetwork : "", "", mode,
+      false);
   std::unique_ptr<xla::HloModule> copy =
       mode == "explain" ? loaded->module->Clone("") : nullptr;
   std::unique_ptr<nvshmem_opt::PassRun> run =
       Run(options, copy ? copy.get() : loaded->module.get());
   if (run == nullptr) return 0;
-  absl::StatusOr<std::string> json =
-      nvshmem_opt::ReportJson({"fuzz.hlo", config.topology, false, mode}, *run, nullptr);
+  absl::StatusOr<std::string> json = nvshmem_opt::ReportJson(
+      {"fuzz.hlo", config.topology, false, mode}, *run, nullptr);
   if (!json.ok()) Violation(std::string(json.status().message()));
   CheckJson(*json);
   if (mode != "explain") CheckOutput(*loaded, *run, options, *topology);

@@ -125,11 +125,11 @@ absl::StatusOr<bool> PlanningRewriter::RunImpl(
                       pass_->Decide(*module, execution_threads));
   bool changed = false;
   for (const Rewriter::PermuteDecision& d : decisions) {
-    OpRecord record =
-        ToRecord(d, sel::Decide(topology, table_, d.request));
+    OpRecord record = ToRecord(d, sel::Decide(topology, table_, d.request));
     if (!record.skipped && !options_.decide_only) {
       TF_ASSIGN_OR_RETURN(
-          bool written, options_.write_backend(d.permute, record.decision.backend));
+          bool written,
+          options_.write_backend(d.permute, record.decision.backend));
       changed |= written;
     }
     if (options_.annotate) changed |= Annotate(d.permute, record);
