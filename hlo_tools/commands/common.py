@@ -6,7 +6,7 @@ import sys
 
 from hlo_tools import cli_io
 from hlo_tools.model import dumps
-from hlo_tools.model.topology import check_topology_size
+from hlo_tools.model.topology import check_topology
 from hlo_tools.model.sources import InputError
 
 
@@ -45,7 +45,7 @@ def topology_spec(args, path, prog=None):
     if args.devices_per_host is not None:
       raise InputError("--devices-per-host and --topology: give one (the spec says how "
                        "many GPUs a host has)")
-    return check_topology_size(args.topology)
+    return check_topology(args.topology)
   if args.devices_per_host is None and os.path.isfile(path):
     spec = dumps.manifest_topology(os.path.dirname(os.path.abspath(path)))
     if spec:

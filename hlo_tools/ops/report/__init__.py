@@ -21,7 +21,7 @@ from hlo_tools.ops.report.chart import chart_data
 from hlo_tools.ops.report.page import comparison_rows, fmt_us, page_title, render_page
 from hlo_tools.model import decisions, driver, dumps, sources
 from hlo_tools.model.sources import InputError
-from hlo_tools.model.topology import check_topology_size
+from hlo_tools.model.topology import check_topology
 from hlo_tools.ops.sizes import format_bytes
 
 DEFAULTS = {"seq_len": 131072, "num_heads": 32, "num_kv_heads": 8, "head_dim": 128,
@@ -38,12 +38,12 @@ _TOPO_RE = re.compile(r"^(?:(\d+)x)?(\d+)x(\d+)((?::.*)?)$")
 
 def parse_topology_arg(spec):
   """'2x4' -> ('1x2x4', '1x2x4'); '1x2x4:nvl8' -> ('1x2x4', '1x2x4:nvl8')."""
-  m = _TOPO_RE.match(check_topology_size(spec) or "")
+  m = _TOPO_RE.match(spec or "")
   if not m:
     raise InputError(f"bad --topology {spec!r}: expected SxHxG or HxG, e.g. 1x2x4")
   slices = m.group(1) or "1"
   compile_topo = f"{slices}x{m.group(2)}x{m.group(3)}"
-  return compile_topo, compile_topo + m.group(4)
+  return compile_topo, check_topology(compile_topo + m.group(4))
 
 
 # ---------------------------------------------------------------------------------------
