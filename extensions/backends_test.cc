@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 
 namespace nvshmem_ext {
 namespace {
@@ -47,15 +48,22 @@ CostTable TableWith(const std::string& text) {
 
 // A measured NVSHMEM curve on NVLink: 1 and 4 buffers at 1 KiB, 1 MiB,
 // 64 MiB; the link row (latency 99 would be far off) only extrapolates.
-constexpr char kCurveTable[] =
-    "link nvshmem nvlink 99 400 10\n"
-    "point nvshmem nvlink 1 1024 20\n"
-    "point nvshmem nvlink 1 1048576 30\n"
-    "point nvshmem nvlink 1 67108864 200\n"
-    "point nvshmem nvlink 4 67108864 260\n"  // Out of order: sorted on read.
-    "point nvshmem nvlink 4 1024 50\n"
-    "point nvshmem nvlink 4 1048576 60\n"
-    "sm_interference nvshmem 0\n";
+constexpr char kCurveTable[] = R"table(
+  links {
+    backend: NVSHMEM
+    link_class: NVLINK
+    latency_us: 99
+    bandwidth_gbps: 400
+    per_buffer_us: 10
+    points { buffers: 1 bytes: 1024 us: 20 }
+    points { buffers: 1 bytes: 1048576 us: 30 }
+    points { buffers: 1 bytes: 67108864 us: 200 }
+    points { buffers: 4 bytes: 67108864 us: 260 }  # Sorted on read.
+    points { buffers: 4 bytes: 1024 us: 50 }
+    points { buffers: 4 bytes: 1048576 us: 60 }
+  }
+  sm_interference { backend: NVSHMEM fraction: 0 }
+)table";
 
 double NvshmemNvlinkUs(const CostTable& table, int64_t bytes, int buffers) {
   return EdgeTimeUs(table, Backend::kNvshmem, LinkClass::kIntraHostNvlink,
@@ -101,8 +109,7 @@ TEST(TopologyTest, GpusPerProcessOption) {
 TEST(CostTableTest, ParsesOverridesAndKeepsDefaults) {
   std::string error;
   absl::StatusOr<CostTable> table = ParseCostTable(
-      "# measured\nlink nccl network 12.5 45  # NDR\nmargin 0.1\n"
-      "sm_interference nccl 0.2\nnvshmem_max_bytes 2147483648\n",
+      "# measured\nlinks { backend: NCCL link_class: NETWORK latency_us: 12.5 bandwidth_gbps: 45 per_buffer_us: 0 }\nmargin: 0.1\nsm_interference { backend: NCCL fraction: 0.2 }\nnvshmem_max_bytes: 2147483648\n",
       "t.txt");
   ASSERT_TRUE(table.ok()) << table.status();
   EXPECT_DOUBLE_EQ(table->link(Backend::kNccl, LinkClass::kNetwork).latency_us,
@@ -129,53 +136,56 @@ TEST(CostTableTest, RoundTripsThroughText) {
   // 450, not 4.5e+02).
   EXPECT_EQ(CostTableToString(table).find("e+"), std::string::npos)
       << CostTableToString(table);
-  EXPECT_NE(CostTableToString(table).find("link nvshmem nvlink_domain 5.6 "),
+  EXPECT_NE(CostTableToString(table).find(
+                "  backend: NVSHMEM\n  link_class: NVLINK_DOMAIN\n  latency_us: 5.6\n"),
             std::string::npos)
       << CostTableToString(table);
 }
 
 TEST(CostTableTest, ErrorsNameTheLine) {
-  std::string error;
-  error = ErrorOf(ParseCostTable("margin 0.1\nlink nccl warp 1 2\n", "t.txt"));
-  EXPECT_FALSE(error.empty());
-  EXPECT_EQ(error.rfind("t.txt:2: unknown link class 'warp'", 0), 0u) << error;
-  error = ErrorOf(ParseCostTable("link nccl nvlink 1 0\n", "t.txt"));
-  EXPECT_FALSE(error.empty());
-  EXPECT_EQ(error.rfind("t.txt:1: '0' is not a number > 0", 0), 0u) << error;
-  error = ErrorOf(ParseCostTable("\n\nfoo 1\n", "t.txt"));
-  EXPECT_FALSE(error.empty());
-  EXPECT_EQ(error.rfind("t.txt:3: unknown entry 'foo'", 0), 0u) << error;
-  error = ErrorOf(ParseCostTable("margin abc\n", "t.txt"));
-  EXPECT_FALSE(error.empty());
-  EXPECT_EQ(error.rfind("t.txt:1:", 0), 0u) << error;
-  error = ErrorOf(ParseCostTable("margin 1.5\n", "t.txt"));
-  EXPECT_FALSE(error.empty());
-  error = ErrorOf(ParseCostTable("link nccl nvlink 1\n", "t.txt"));
-  EXPECT_FALSE(error.empty());
-  EXPECT_NE(error.find("expected 'link BACKEND"), std::string::npos) << error;
-  error = ErrorOf(ParseCostTable("margin nan\n", "t.txt"));
-  EXPECT_FALSE(error.empty());
+  const std::pair<const char*, const char*> cases[] = {
+      {"margin: 0.1\nlinks { backend: NCCL link_class: WARP }",
+       "t.txt:2: Unknown enumeration value of \"WARP\""},
+      {"links { backend: NCCL link_class: NVLINK bandwidth_gbps: 0 }",
+       "t.txt:1: bandwidth_gbps must be a number > 0, not 0"},
+      {"\n\nfoo: 1", "t.txt:3: Message type \"nvshmem_ext.CostTableProto\" "
+                    "has no field named \"foo\""},
+      {"margin: abc", "t.txt:1: "},
+      {"margin: 1.5", "t.txt:1: margin must be below 1"},
+      {"margin: nan", "t.txt:1: margin must be a number >= 0, not nan"},
+      {"# c\nlinks { link_class: NVLINK }",
+       "t.txt:2: backend must be NCCL, NVSHMEM, PEER or SYMMETRIC"},
+      {"sm_interference { fraction: 0.5 }",
+       "t.txt:1: backend must be NCCL, NVSHMEM, PEER or SYMMETRIC"},
+      {"links { backend: PEER link_class: NVLINK }\n"
+       "links { backend: PEER link_class: NVLINK }",
+       "t.txt:2: a second entry for peer nvlink"},
+      {"link nccl nvlink 1 2\n",
+       "t.txt:1: the cost table is in text format now"},
+  };
+  for (const auto& [text, message] : cases) {
+    const std::string error = ErrorOf(ParseCostTable(text, "t.txt"));
+    EXPECT_EQ(error.rfind(message, 0), 0u) << text << " -> " << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  }
 }
 
-// The split plan's entries: an old table must not load as if they counted.
-TEST(CostTableTest, SplitEntriesAreRejected) {
-  EXPECT_EQ(
-      ErrorOf(ParseCostTable("margin 0.1\nsplit_overhead_us 2\n", "old.txt")),
-      "old.txt:2: split_overhead_us is no longer used (the split plan "
-      "was removed); delete the line");
-  EXPECT_EQ(
-      ErrorOf(ParseCostTable("combine_bandwidth_GBps 2400\n", "old.txt"))
-          .rfind("old.txt:1: combine_bandwidth_GBps is no longer used", 0),
-      0u);
-  EXPECT_EQ(CostTableToString(DefaultCostTable()).find("split"),
-            std::string::npos);
+TEST(CostTableTest, AnErrorChangesNothing) {
+  // The error comes after the margin: neither part applies.
+  absl::StatusOr<CostTable> table = ParseCostTable(
+      "margin: 0.2\nlinks { backend: SYMMETRIC link_class: NVLINK "
+      "bandwidth_gbps: -1 }",
+      "t");
+  EXPECT_EQ(table.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorOf(table).rfind("t:2: bandwidth_gbps", 0), 0u)
+      << ErrorOf(table);
 }
 
 TEST(AcrossHostsTest, TransportPicksTheNetworkRow) {
   const CostTable ibrc = DefaultCostTable();
   EXPECT_EQ(ibrc.core.nvshmem_transport, NvshmemTransport::kIbrc);
   absl::StatusOr<CostTable> ibgda =
-      ParseCostTable("nvshmem_transport ibgda\n", "t");
+      ParseCostTable("nvshmem_transport: IBGDA\n", "t");
   ASSERT_TRUE(ibgda.ok()) << ibgda.status();
   EXPECT_EQ(ibgda->core.nvshmem_transport, NvshmemTransport::kIbgda);
   // GPU-initiated puts skip the proxy: cheaper per permute and per buffer.
@@ -188,13 +198,13 @@ TEST(AcrossHostsTest, TransportPicksTheNetworkRow) {
       ParseCostTable(CostTableToString(*ibgda), "again");
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(CostTableToString(*again), CostTableToString(*ibgda));
-  // A link line after the transport overrides its row.
+  // A links entry overrides the transport's row.
   absl::StatusOr<CostTable> own = ParseCostTable(
-      "nvshmem_transport ibgda\nlink nvshmem network 3 40\n", "t");
+      "nvshmem_transport: IBGDA\nlinks { backend: NVSHMEM link_class: NETWORK latency_us: 3 bandwidth_gbps: 40 per_buffer_us: 0 }\n", "t");
   ASSERT_TRUE(own.ok()) << own.status();
   EXPECT_DOUBLE_EQ(own->link(Backend::kNvshmem, LinkClass::kNetwork).latency_us,
                    3);
-  EXPECT_FALSE(ParseCostTable("nvshmem_transport udp\n", "t").ok());
+  EXPECT_FALSE(ParseCostTable("nvshmem_transport: UDP\n", "t").ok());
 }
 
 TEST(BackendSetTest, ParsesCanonicalSetsAndRejectsBadOnes) {
@@ -213,18 +223,20 @@ TEST(BackendSetTest, ParsesCanonicalSetsAndRejectsBadOnes) {
   error = ErrorOf(ParseBackendSet("nccl,warp"));
   EXPECT_FALSE(error.empty());
   EXPECT_NE(error.find("unknown backend 'warp'"), std::string::npos) << error;
-  error = ErrorOf(ParseCostTable("backends nccl,gloo\n", "t.txt"));
+  error = ErrorOf(ParseCostTable("backends: [NCCL, GLOO]\n", "t.txt"));
   EXPECT_FALSE(error.empty());
-  EXPECT_EQ(error.rfind("t.txt:1: unknown backend 'gloo'", 0), 0u) << error;
-  error = ErrorOf(ParseCostTable("symmetric_signals yes\n", "t.txt"));
-  EXPECT_FALSE(error.empty());
-  EXPECT_EQ(error.rfind("t.txt:1: symmetric_signals must be 0 or 1", 0), 0u);
+  EXPECT_EQ(error.rfind("t.txt:1: Unknown enumeration value of \"GLOO\"", 0), 0u)
+      << error;
+  error = ErrorOf(ParseCostTable("\nbackends: [PEER, SYMMETRIC]\n", "t.txt"));
+  EXPECT_EQ(error.rfind("t.txt:2: backend set 'peer,symmetric' lacks nccl", 0), 0u)
+      << error;
+  error = ErrorOf(ParseCostTable("symmetric_signals: yes", "t.txt"));
+  EXPECT_EQ(error.rfind("t.txt:1: ", 0), 0u) << error;
 }
 
 TEST(BackendSetTest, TableCarriesSetSignalsAndPerBufferCosts) {
   CostTable table = TableWith(
-      "backends nccl,peer,symmetric\nsymmetric_signals 1\n"
-      "link peer nvlink 20 300 1.5\n");
+      "backends: [NCCL, PEER, SYMMETRIC]\nsymmetric_signals: true\nlinks { backend: PEER link_class: NVLINK latency_us: 20 bandwidth_gbps: 300 per_buffer_us: 1.5 }\n");
   EXPECT_EQ(BackendSetToString(table.backends), "nccl,peer,symmetric");
   EXPECT_TRUE(table.symmetric_signals);
   EXPECT_DOUBLE_EQ(
@@ -266,8 +278,7 @@ TEST(MeasuredCurveTest, MonotoneWhereTheDataIs) {
   }
   // Data that dips stays between its neighbours, not beyond.
   CostTable dip = TableWith(
-      "point nccl nvlink 1 1000 20\npoint nccl nvlink 1 10000 15\n"
-      "point nccl nvlink 1 100000 25\n");
+      "links { backend: NCCL link_class: NVLINK points { buffers: 1 bytes: 1000 us: 20 } points { buffers: 1 bytes: 10000 us: 15 } points { buffers: 1 bytes: 100000 us: 25 } }\n");
   const double mid =
       EdgeTimeUs(dip, Backend::kNccl, LinkClass::kIntraHostNvlink, 3000, 1);
   EXPECT_LT(mid, 20);
@@ -295,10 +306,7 @@ TEST(MeasuredCurveTest, BlendsBetweenBufferCountsAndAddsPerBufferBeyond) {
   EXPECT_NEAR(NvshmemNvlinkUs(table, 1024, 6), 70, 1e-9);
   // Only 4 buffers measured: fewer buffers take per_buffer off, never below 0.
   CostTable four = TableWith(
-      "link nccl nvlink 1 100 5\n"
-      "point nccl nvlink 4 1000 12\n"
-      "point nccl nvlink 4 2000 14\n"
-      "sm_interference nccl 0\n");
+      "links { backend: NCCL link_class: NVLINK latency_us: 1 bandwidth_gbps: 100 per_buffer_us: 5 points { buffers: 4 bytes: 1000 us: 12 } points { buffers: 4 bytes: 2000 us: 14 } }\nsm_interference { backend: NCCL fraction: 0 }\n");
   EXPECT_NEAR(
       EdgeTimeUs(four, Backend::kNccl, LinkClass::kIntraHostNvlink, 1000, 3), 7,
       1e-9);
@@ -309,24 +317,23 @@ TEST(MeasuredCurveTest, BlendsBetweenBufferCountsAndAddsPerBufferBeyond) {
 
 TEST(MeasuredCurveTest, SmInterferenceAddsOnTopOfTheCurve) {
   CostTable table =
-      TableWith(std::string(kCurveTable) + "sm_interference nvshmem 0.5\n");
+      TableWith(std::string(kCurveTable) + "sm_interference { backend: NVSHMEM fraction: 0.5 }\n");
   // 1 MiB at 400 GB/s is 2.62144 us of transfer; half of it on top.
   EXPECT_NEAR(NvshmemNvlinkUs(table, 1048576, 1), 30 + 0.5 * 2.62144, 1e-9);
 }
 
-TEST(MeasuredCurveTest, ALinkLineAloneDropsTheInheritedCurve) {
+TEST(MeasuredCurveTest, AnEntryWithoutPointsDropsTheInheritedCurve) {
   CostTable base = TableWith(kCurveTable);
   std::string error;
   absl::StatusOr<CostTable> over =
       ParseCostTable(CostTableToString(base) + "", "x");
   ASSERT_TRUE(over.ok()) << over.status();
   EXPECT_EQ(CostTableToString(*over), CostTableToString(base));
-  EXPECT_NE(CostTableToString(base).find("point nvshmem nvlink 4 1024 50\n"),
+  EXPECT_NE(CostTableToString(base).find("  points { buffers: 4 bytes: 1024 us: 50 }\n"),
             std::string::npos);
-  // The default's curves (if any) give way to a link line naming the pair.
+  // The default's curves (if any) give way to an entry naming the pair.
   CostTable parametric = TableWith(
-      "link nvshmem nvlink 5 450 1\n"
-      "link nccl nvlink 6 450 1\n");
+      "links { backend: NVSHMEM link_class: NVLINK latency_us: 5 bandwidth_gbps: 450 per_buffer_us: 1 }\nlinks { backend: NCCL link_class: NVLINK latency_us: 6 bandwidth_gbps: 450 per_buffer_us: 1 }\n");
   EXPECT_FALSE(HasMeasuredCurve(parametric, Backend::kNvshmem,
                                 LinkClass::kIntraHostNvlink));
   EXPECT_FALSE(HasMeasuredCurve(parametric, Backend::kNccl,
@@ -335,48 +342,46 @@ TEST(MeasuredCurveTest, ALinkLineAloneDropsTheInheritedCurve) {
                          LinkClass::kIntraHostNvlink, 450000, 3),
               5 + 2 + 1 * (1 + parametric.sm_interference(Backend::kNvshmem)),
               1e-9);
-  // Point lines after a link line of the same pair in one file add up.
+  // An entry's numbers and points apply together.
   CostTable both =
-      TableWith("link nccl nvlink 6 450\npoint nccl nvlink 1 10 7\n");
+      TableWith("links { backend: NCCL link_class: NVLINK latency_us: 6 bandwidth_gbps: 450 per_buffer_us: 0 points { buffers: 1 bytes: 10 us: 7 } }\n");
   EXPECT_EQ(both.curve(Backend::kNccl, LinkClass::kIntraHostNvlink).size(), 1u);
   EXPECT_DOUBLE_EQ(
       both.link(Backend::kNccl, LinkClass::kIntraHostNvlink).latency_us, 6);
 }
 
-TEST(MeasuredCurveTest, BadPointRowsNameTheLine) {
+TEST(MeasuredCurveTest, BadPointsNameTheirLine) {
   const std::pair<const char*, const char*> cases[] = {
-      {"point nccl nvlink 1 1024\n", "expected 'point BACKEND"},
-      {"point gloo nvlink 1 1024 5\n", "unknown backend 'gloo'"},
-      {"point nccl warp 1 1024 5\n", "unknown link class 'warp'"},
-      {"point nccl nvlink 0 1024 5\n", "buffers '0' is not a whole number"},
-      {"point nccl nvlink 1.5 1024 5\n", "buffers '1.5' is not a whole"},
-      {"point nccl nvlink 1 0 5\n", "bytes '0' is not a whole number"},
-      {"point nccl nvlink 1 -4 5\n", "bytes '-4' is not a whole number"},
-      {"point nccl nvlink 1 1024 0\n", "'0' is not a number > 0"},
-      {"point nccl nvlink 1 1024 inf\n", "'inf' is not a number > 0"},
-      {"point nccl nvlink 1 1024 5\npoint nccl nvlink 1 1024 6\n",
-       "given twice"},
+      {"points { buffers: 1 bytes: 1024 }", "us must be a number > 0, not 0"},
+      {"points { buffers: 0 bytes: 1024 us: 5 }",
+       "buffers must be from 1 to 1048576, not 0"},
+      {"points { buffers: 1.5 bytes: 1024 us: 5 }", "Expected integer"},
+      {"points { buffers: 1 bytes: 0 us: 5 }", "bytes must be at least 1, not 0"},
+      {"points { buffers: 1 bytes: -4 us: 5 }",
+       "bytes must be at least 1, not -4"},
+      {"points { buffers: 1 bytes: 1024 us: inf }",
+       "us must be a number > 0, not inf"},
+      {"points { buffers: 1 bytes: 1024 us: 5 }\n"
+       "points { buffers: 1 bytes: 1024 us: 6 }",
+       "a second point at 1 buffers and 1024 bytes"},
   };
-  for (const auto& [text, message] : cases) {
-    std::string error;
-    error = ErrorOf(ParseCostTable(std::string("# c\n") + text, "t.txt"));
-    EXPECT_FALSE(error.empty()) << text;
-    const std::string line =
-        std::string(text).find("given twice") == std::string::npos &&
-                std::string(message) != "given twice"
-            ? "t.txt:2: "
-            : "t.txt:3: ";
-    EXPECT_EQ(error.rfind(line, 0), 0u) << error;
+  for (const auto& [points, message] : cases) {
+    const std::string text =
+        absl::StrCat("# c\nlinks {\n  backend: NCCL link_class: NVLINK\n",
+                     points, "\n}\n");
+    const std::string error = ErrorOf(ParseCostTable(text, "t.txt"));
+    // The line of the bad point: the last one given.
+    const int line = std::string(points).find('\n') == std::string::npos ? 4 : 5;
+    EXPECT_EQ(error.rfind(absl::StrCat("t.txt:", line, ": "), 0), 0u)
+        << text << " -> " << error;
     EXPECT_NE(error.find(message), std::string::npos) << error;
     EXPECT_EQ(error.find('\n'), std::string::npos) << error;
   }
-  std::string many;
+  std::string many = "links { backend: NCCL link_class: NVLINK\n";
   for (int i = 1; i <= kMaxCurvePoints + 1; ++i) {
-    many += "point nccl nvlink 1 " + std::to_string(i) + " 5\n";
+    absl::StrAppend(&many, "points { buffers: 1 bytes: ", i, " us: 5 }\n");
   }
-  std::string error;
-  error = ErrorOf(ParseCostTable(many, "t.txt"));
-  EXPECT_FALSE(error.empty());
+  const std::string error = ErrorOf(ParseCostTable(many + "}\n", "t.txt"));
   EXPECT_NE(error.find("more than 4096 points"), std::string::npos) << error;
 }
 
@@ -448,7 +453,7 @@ TEST(AcrossHostsTest, ModelPicksNvshmemWhereItsNetworkRowWins) {
   // A table whose network rows say NVSHMEM is faster (as a calibration on
   // the user's nodes may): the whole permute goes to NVSHMEM.
   absl::StatusOr<CostTable> fast = ParseCostTable(
-      "link nccl network 25 40 8\nlink nvshmem network 12 48 10\n", "t");
+      "links { backend: NCCL link_class: NETWORK latency_us: 25 bandwidth_gbps: 40 per_buffer_us: 8 }\nlinks { backend: NVSHMEM link_class: NETWORK latency_us: 12 bandwidth_gbps: 48 per_buffer_us: 10 }\n", "t");
   ASSERT_TRUE(fast.ok()) << fast.status();
   Decision d =
       Decide(MustParse("1x2x8"), *fast, {8 << 20, CpRingAcrossTwoHosts(), 16});
@@ -470,7 +475,7 @@ TEST(AcrossHostsTest, ModelPicksNvshmemWhereItsNetworkRowWins) {
 
 TEST(AcrossHostsTest, MixedRingIsPricedByItsSlowestEdge) {
   absl::StatusOr<CostTable> fast =
-      ParseCostTable("link nvshmem network 12 60 10\n", "t");
+      ParseCostTable("links { backend: NVSHMEM link_class: NETWORK latency_us: 12 bandwidth_gbps: 60 per_buffer_us: 10 }\n", "t");
   ASSERT_TRUE(fast.ok()) << fast.status();
   const Topology t = MustParse("1x4x4");
   Decision d = Decide(t, *fast, {64 << 20, Ring(16), 16});
@@ -487,7 +492,7 @@ TEST(AcrossHostsTest, MixedRingIsPricedByItsSlowestEdge) {
 
 TEST(AcrossHostsTest, ShiftAcrossHostsIsStillRefused) {
   absl::StatusOr<CostTable> fast =
-      ParseCostTable("link nvshmem network 1 900 1\n", "t");
+      ParseCostTable("links { backend: NVSHMEM link_class: NETWORK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 1 }\n", "t");
   ASSERT_TRUE(fast.ok()) << fast.status();
   // Host 0 sends to host 1 only: devices 0..7 receive nothing.
   std::vector<std::pair<int, int>> shift;
@@ -509,7 +514,7 @@ TEST(AcrossHostsTest, ShiftAcrossHostsIsStillRefused) {
 
 TEST(AcrossHostsTest, HeapLimitStillRefuses) {
   absl::StatusOr<CostTable> fast =
-      ParseCostTable("link nvshmem network 1 900 1\n", "t");
+      ParseCostTable("links { backend: NVSHMEM link_class: NETWORK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 1 }\n", "t");
   ASSERT_TRUE(fast.ok()) << fast.status();
   Decision d = Decide(MustParse("1x2x8"), *fast,
                       {int64_t{2} << 30, CpRingAcrossTwoHosts(), 16});
@@ -663,7 +668,7 @@ TEST(DecideTest, DegenerateAndEmptyPermutes) {
 TEST(DecideTest, PairsSpanningHostsKeepNccl) {
   std::string error;
   absl::StatusOr<CostTable> table = ParseCostTable(
-      "link nccl network 4 900\nsm_interference nccl 0.5\n", "t");
+      "links { backend: NCCL link_class: NETWORK latency_us: 4 bandwidth_gbps: 900 per_buffer_us: 0 }\nsm_interference { backend: NCCL fraction: 0.5 }\n", "t");
   ASSERT_TRUE(table.ok()) << table.status();
   Topology t = MustParse("1x2x2:map=0,2,1,3");
   // Logical r + 2p -> device: (r0,p0)=0 (r1,p0)=2 (r0,p1)=1 (r1,p1)=3.
@@ -686,7 +691,7 @@ TEST(DecideTest, PairsSpanningHostsKeepNccl) {
 TEST(DecideTest, ZeroCostKeepsNcclWithoutNan) {
   std::string error;
   absl::StatusOr<CostTable> table = ParseCostTable(
-      "link nccl nvlink 0 450\nlink nvshmem nvlink 0 450\n", "t");
+      "links { backend: NCCL link_class: NVLINK latency_us: 0 bandwidth_gbps: 450 per_buffer_us: 0 }\nlinks { backend: NVSHMEM link_class: NVLINK latency_us: 0 bandwidth_gbps: 450 per_buffer_us: 0 }\n", "t");
   ASSERT_TRUE(table.ok()) << table.status();
   Decision d = Decide(MustParse("1x1x8"), *table, {0, Ring(8)});
   EXPECT_EQ(d.backend, Backend::kNccl);
@@ -696,7 +701,7 @@ TEST(DecideTest, ZeroCostKeepsNcclWithoutNan) {
 TEST(DecideTest, ModeledTimeGrowsWithBytes) {
   // The parametric model grows with size; measured curves follow their data
   // (MeasuredCurveTest), which at small sizes is noise around a plateau.
-  CostTable parametric = TableWith("link nccl nvlink 6 450 7.6\n");
+  CostTable parametric = TableWith("links { backend: NCCL link_class: NVLINK latency_us: 6 bandwidth_gbps: 450 per_buffer_us: 7.6 }\n");
   Topology t = MustParse("1x2x4");
   double previous = -1;
   for (int64_t bytes = 1024; bytes <= (int64_t{1} << 30); bytes *= 4) {
@@ -709,7 +714,7 @@ TEST(DecideTest, ModeledTimeGrowsWithBytes) {
 TEST(BackendSetTest, DefaultPeerIsTheMeasuredOneProcessCurve) {
   // With the backend set alone, one host: peer's copies lose below a few MiB
   // and win from 16 MiB on, as measured with one process driving the GPUs.
-  CostTable table = TableWith("backends nccl,peer\n");
+  CostTable table = TableWith("backends: [NCCL, PEER]\n");
   const Topology host = MustParse("1x1x8");
   Decision small = Decide(host, table, {1 << 20, Ring(8), 8});
   EXPECT_EQ(small.backend, Backend::kNccl) << small.reason;
@@ -732,7 +737,7 @@ TEST(BackendSetTest, DefaultPeerIsTheMeasuredOneProcessCurve) {
 }
 
 TEST(BackendSetTest, FasterPeerIsChosenInsideOneHost) {
-  CostTable table = TableWith("backends nccl,peer\nlink peer nvlink 2 450\n");
+  CostTable table = TableWith("backends: [NCCL, PEER]\nlinks { backend: PEER link_class: NVLINK latency_us: 2 bandwidth_gbps: 450 per_buffer_us: 0 }\n");
   Decision d = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 2});
   EXPECT_EQ(d.backend, Backend::kPeer) << d.reason;
   EXPECT_EQ(d.backend, Backend::kPeer);
@@ -753,7 +758,7 @@ TEST(BackendSetTest, FasterPeerIsChosenInsideOneHost) {
 
 TEST(BackendSetTest, SymmetricNeedsSignals) {
   CostTable table =
-      TableWith("backends nccl,peer,symmetric\nlink symmetric nvlink 1 450\n");
+      TableWith("backends: [NCCL, PEER, SYMMETRIC]\nlinks { backend: SYMMETRIC link_class: NVLINK latency_us: 1 bandwidth_gbps: 450 per_buffer_us: 0 }\n");
   Decision d = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 2});
   EXPECT_NE(d.backend, Backend::kSymmetric) << d.reason;
   EXPECT_NE(
@@ -779,8 +784,7 @@ TEST(BackendSetTest, BackendOutsideTheSetIsRefused) {
 
 TEST(CostModelTest, PerBufferCostCountsExtraBuffers) {
   CostTable table = TableWith(
-      "link nccl nvlink 10 100 0\nlink nvshmem nvlink 5 100 4\n"
-      "sm_interference nccl 0\n");
+      "links { backend: NCCL link_class: NVLINK latency_us: 10 bandwidth_gbps: 100 per_buffer_us: 0 }\nlinks { backend: NVSHMEM link_class: NVLINK latency_us: 5 bandwidth_gbps: 100 per_buffer_us: 4 }\nsm_interference { backend: NCCL fraction: 0 }\n");
   // 1 MB over 100 GB/s = 10 us.
   EXPECT_DOUBLE_EQ(EdgeTimeUs(table, Backend::kNvshmem,
                               LinkClass::kIntraHostNvlink, 1000000, 1),
@@ -797,8 +801,7 @@ TEST(CostModelTest, PerBufferCostCountsExtraBuffers) {
 
 TEST(MeasuredCurveTest, ReasonsSayWhichModelPriced) {
   CostTable table = TableWith(std::string(kCurveTable) +
-                              "point nccl nvlink 1 1024 10\n"
-                              "point nccl nvlink 1 67108864 400\n");
+                              "links { backend: NCCL link_class: NVLINK points { buffers: 1 bytes: 1024 us: 10 } points { buffers: 1 bytes: 67108864 us: 400 } }\n");
   Decision big = Decide(MustParse("1x1x2"), table, {64 << 20, Ring(2), 2});
   EXPECT_EQ(big.backend, Backend::kNvshmem) << big.reason;
   EXPECT_DOUBLE_EQ(*big.backend_us[static_cast<int>(Backend::kNvshmem)], 200);
@@ -810,7 +813,7 @@ TEST(MeasuredCurveTest, ReasonsSayWhichModelPriced) {
             std::string::npos)
       << small.reason;
   CostTable mixed =
-      TableWith(std::string(kCurveTable) + "link nccl nvlink 1 450\n");
+      TableWith(std::string(kCurveTable) + "links { backend: NCCL link_class: NVLINK latency_us: 1 bandwidth_gbps: 450 per_buffer_us: 0 }\n");
   Decision m = Decide(MustParse("1x1x2"), mixed, {1024, Ring(2), 2});
   EXPECT_NE(m.reason.find("(NCCL parametric, NVSHMEM measured curve)"),
             std::string::npos)

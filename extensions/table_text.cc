@@ -1,10 +1,9 @@
-// The project's cost table: the core's text format plus the rows of peer and
-// symmetric memory and the entries `backends` and `symmetric_signals`. Each
-// line goes to one parser: this layer's entries here, peer/symmetric rows to
-// the core's parser on that backend's table (named "nccl" there), the rest to
-// the core's parser; lines keep their numbers in every part.
+// The project's cost table in text format (CostTableProto): the core's
+// entries go to the core's ApplyCostTableProto; peer and symmetric entries go
+// to the same function on that backend's own core table, in its NCCL slot;
+// `backends` and `symmetric_signals` are this layer's. Errors name the line of
+// the entry they are about.
 
-#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <optional>
@@ -15,56 +14,66 @@
 #include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "extensions/backends.h"
+#include "extensions/cost_table.pb.h"
+#include "tsl/platform/protobuf.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.pb.h"
 
 namespace nvshmem_ext {
 namespace {
 
-using core::text_internal::Printable;
+using Proto = CostTableProto;
+using CoreProto = ::xla::gpu::NvshmemCostTableProto;
 
 // The measured 2x H200 NVLink curve of peer memory with one process driving
 // both GPUs (XLA of jax 0.11.2). Copied from
-// gpu/results/h200x2_nvlink_cost_table_jax0112.txt (machine, software and
+// gpu/results/h200x2_nvlink_cost_table_jax0112.txtpb (machine, software and
 // CSV checksum there); a test checks the two agree.
 constexpr char kMeasuredPeerTable[] = R"table(
-link peer nvlink 29.2774 423.992 5.22982
-point peer nvlink 1 1024 28.7564
-point peer nvlink 1 4096 31.6171
-point peer nvlink 1 16384 33.3478
-point peer nvlink 1 65536 35.5272
-point peer nvlink 1 262144 34.8791
-point peer nvlink 1 1048576 35.0594
-point peer nvlink 1 4194304 34.7271
-point peer nvlink 1 16777216 66.4153
-point peer nvlink 1 67108864 196.021
-point peer nvlink 1 268435456 702.793
-point peer nvlink 2 1024 38.5729
-point peer nvlink 2 4096 36.3928
-point peer nvlink 2 16384 30.2589
-point peer nvlink 2 65536 37.1159
-point peer nvlink 2 262144 34.4449
-point peer nvlink 2 1048576 30.2898
-point peer nvlink 2 4194304 32.199
-point peer nvlink 2 16777216 68.9396
-point peer nvlink 2 67108864 191.826
-point peer nvlink 2 268435456 659.7
-point peer nvlink 4 1024 57.0906
-point peer nvlink 4 4096 50.0959
-point peer nvlink 4 16384 54.882
-point peer nvlink 4 65536 47.5541
-point peer nvlink 4 262144 53.1087
-point peer nvlink 4 1048576 45.6091
-point peer nvlink 4 4194304 47.0729
-point peer nvlink 4 16777216 74.8927
-point peer nvlink 4 67108864 199.45
-point peer nvlink 4 268435456 649.31
-sm_interference peer 0
+links {
+  backend: PEER
+  link_class: NVLINK
+  latency_us: 29.2774
+  bandwidth_gbps: 423.992
+  per_buffer_us: 5.22982
+  points { buffers: 1 bytes: 1024 us: 28.7564 }
+  points { buffers: 1 bytes: 4096 us: 31.6171 }
+  points { buffers: 1 bytes: 16384 us: 33.3478 }
+  points { buffers: 1 bytes: 65536 us: 35.5272 }
+  points { buffers: 1 bytes: 262144 us: 34.8791 }
+  points { buffers: 1 bytes: 1048576 us: 35.0594 }
+  points { buffers: 1 bytes: 4194304 us: 34.7271 }
+  points { buffers: 1 bytes: 16777216 us: 66.4153 }
+  points { buffers: 1 bytes: 67108864 us: 196.021 }
+  points { buffers: 1 bytes: 268435456 us: 702.793 }
+  points { buffers: 2 bytes: 1024 us: 38.5729 }
+  points { buffers: 2 bytes: 4096 us: 36.3928 }
+  points { buffers: 2 bytes: 16384 us: 30.2589 }
+  points { buffers: 2 bytes: 65536 us: 37.1159 }
+  points { buffers: 2 bytes: 262144 us: 34.4449 }
+  points { buffers: 2 bytes: 1048576 us: 30.2898 }
+  points { buffers: 2 bytes: 4194304 us: 32.199 }
+  points { buffers: 2 bytes: 16777216 us: 68.9396 }
+  points { buffers: 2 bytes: 67108864 us: 191.826 }
+  points { buffers: 2 bytes: 268435456 us: 659.7 }
+  points { buffers: 4 bytes: 1024 us: 57.0906 }
+  points { buffers: 4 bytes: 4096 us: 50.0959 }
+  points { buffers: 4 bytes: 16384 us: 54.882 }
+  points { buffers: 4 bytes: 65536 us: 47.5541 }
+  points { buffers: 4 bytes: 262144 us: 53.1087 }
+  points { buffers: 4 bytes: 1048576 us: 45.6091 }
+  points { buffers: 4 bytes: 4194304 us: 47.0729 }
+  points { buffers: 4 bytes: 16777216 us: 74.8927 }
+  points { buffers: 4 bytes: 67108864 us: 199.45 }
+  points { buffers: 4 bytes: 268435456 us: 649.31 }
+}
+sm_interference { backend: PEER fraction: 0 }
 )table";
 
 // The shortest text that reads back as the same double (5.6, not
@@ -76,124 +85,164 @@ std::string Shortest(double value) {
   return std::string(buffer, result.ptr);
 }
 
-struct LineError {
-  int line = 0;
-  std::string message;  // Without "<source>:<line>: ".
-};
+// Backends are numbered as in the proto, less one; UNSPECIFIED and numbers
+// the enum lacks have none.
+std::optional<Backend> BackendOf(int value) {
+  if (value < 1 || value > kNumBackends) return std::nullopt;
+  return static_cast<Backend>(value - 1);
+}
+Proto::Backend ProtoBackend(Backend backend) {
+  return static_cast<Proto::Backend>(static_cast<int>(backend) + 1);
+}
+// Link classes likewise (SAME_DEVICE = 1 ... NETWORK = 4).
+CoreProto::LinkClass ProtoLinkClass(LinkClass link_class) {
+  return static_cast<CoreProto::LinkClass>(static_cast<int>(link_class) + 1);
+}
 
-// This layer's own entries; nullopt when `words` is not one.
-std::optional<absl::Status> ApplyOwnEntry(
-    const std::vector<absl::string_view>& words, CostTable* table) {
-  const absl::string_view key = words[0];
-  if (key == "backends") {
-    if (words.size() != 2) {
-      return absl::InvalidArgumentError("expected 'backends NAME,NAME,...'");
+absl::Status NoBackend() {
+  return absl::InvalidArgumentError(
+      "backend must be NCCL, NVSHMEM, PEER or SYMMETRIC");
+}
+
+// `backends` and `symmetric_signals`, and that every entry names a backend.
+absl::Status ApplyOwnEntries(const Proto& proto, CostTable* table,
+                             core::CostTableEntry* bad) {
+  for (int i = 0; i < proto.links_size(); ++i) {
+    *bad = {Proto::kLinksFieldNumber, i};
+    if (!BackendOf(proto.links(i).backend())) return NoBackend();
+  }
+  for (int i = 0; i < proto.sm_interference_size(); ++i) {
+    *bad = {Proto::kSmInterferenceFieldNumber, i};
+    if (!BackendOf(proto.sm_interference(i).backend())) return NoBackend();
+  }
+  if (proto.backends_size() > 0) {
+    *bad = {Proto::kBackendsFieldNumber, 0};
+    std::vector<std::string> names;
+    for (int backend : proto.backends()) {
+      if (!BackendOf(backend)) return NoBackend();
+      names.push_back(BackendName(*BackendOf(backend)));
     }
-    absl::StatusOr<std::vector<Backend>> set = ParseBackendSet(words[1]);
+    absl::StatusOr<std::vector<Backend>> set =
+        ParseBackendSet(absl::StrJoin(names, ","));
     if (!set.ok()) return set.status();
     table->backends = *std::move(set);
-    return absl::OkStatus();
   }
-  if (key == "symmetric_signals") {
-    if (words.size() != 2) {
-      return absl::InvalidArgumentError("expected 'symmetric_signals 0|1'");
-    }
-    if (words[1] != "0" && words[1] != "1") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "symmetric_signals must be 0 or 1, not '", Printable(words[1]), "'"));
-    }
-    table->symmetric_signals = words[1] == "1";
-    return absl::OkStatus();
+  if (proto.has_symmetric_signals()) {
+    table->symmetric_signals = proto.symmetric_signals();
   }
-  // Entries of older tables: ignoring them would hide that the table was
-  // written for another model.
-  if (key == "split_overhead_us" || key == "combine_bandwidth_GBps") {
-    return absl::InvalidArgumentError(
-        absl::StrCat(key,
-                     " is no longer used (the split plan was removed); "
-                     "delete the line"));
+  return absl::OkStatus();
+}
+
+// Applies the entries of `backends` onto `target`, a core table: as they are
+// for the core's own backends, under NCCL's name for peer or symmetric.
+// A bad entry is reported by its index in `proto`.
+absl::Status ApplyPart(const Proto& proto, const std::vector<Backend>& backends,
+                       core::CostTable* target, core::CostTableEntry* bad) {
+  const bool core_part = absl::c_linear_search(backends, Backend::kNccl);
+  Proto part = proto;
+  part.clear_links();
+  part.clear_sm_interference();
+  part.clear_backends();
+  part.clear_symmetric_signals();
+  if (!core_part) {
+    part.clear_nvshmem_transport();
+    part.clear_margin();
+    part.clear_nvshmem_max_bytes();
+  }
+  std::vector<int> links, sm_interference;
+  auto take = [&](int backend) {
+    return absl::c_linear_search(backends, *BackendOf(backend));
+  };
+  for (int i = 0; i < proto.links_size(); ++i) {
+    if (!take(proto.links(i).backend())) continue;
+    Proto::Link* link = part.add_links();
+    *link = proto.links(i);
+    if (!core_part) link->set_backend(Proto::NCCL);
+    links.push_back(i);
+  }
+  for (int i = 0; i < proto.sm_interference_size(); ++i) {
+    if (!take(proto.sm_interference(i).backend())) continue;
+    Proto::SmInterference* sm = part.add_sm_interference();
+    *sm = proto.sm_interference(i);
+    if (!core_part) sm->set_backend(Proto::NCCL);
+    sm_interference.push_back(i);
+  }
+  // The two messages share field numbers: the part reads as a core table.
+  CoreProto core_proto;
+  if (!core_proto.ParseFromString(part.SerializeAsString())) {
+    return absl::InternalError("a cost table part did not read back");
+  }
+  absl::Status status = core::ApplyCostTableProto(core_proto, target, bad);
+  if (status.ok()) return status;
+  if (bad->field_number == Proto::kLinksFieldNumber) {
+    bad->index = links[bad->index];
+  } else if (bad->field_number == Proto::kSmInterferenceFieldNumber) {
+    bad->index = sm_interference[bad->index];
+  }
+  if (core_part) return status;
+  return absl::InvalidArgumentError(absl::StrReplaceAll(
+      status.message(), {{"nccl", BackendName(backends.front())}}));
+}
+
+absl::Status Apply(const Proto& proto, CostTable* table,
+                   core::CostTableEntry* bad) {
+  CostTable result = *table;
+  absl::Status status = ApplyOwnEntries(proto, &result, bad);
+  if (status.ok()) {
+    status = ApplyPart(proto, {Backend::kNccl, Backend::kNvshmem},
+                       &result.core, bad);
+  }
+  for (int i = 0; i < 2 && status.ok(); ++i) {
+    status = ApplyPart(proto, {static_cast<Backend>(i + 2)}, &result.extra[i],
+                       bad);
+  }
+  if (status.ok()) *table = std::move(result);
+  return status;
+}
+
+// The line of the first entry when it is in the line format that tables had
+// before they were text protos ("link nccl nvlink 6 450"); else nullopt.
+std::optional<int> LineFormatEntry(absl::string_view text) {
+  int number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++number;
+    std::vector<absl::string_view> words =
+        absl::StrSplit(line.substr(0, line.find('#')), absl::ByAnyChar(" \t\r"),
+                       absl::SkipEmpty());
+    if (words.empty()) continue;
+    constexpr absl::string_view kKeys[] = {
+        "link",   "point",         "sm_interference",   "nvshmem_transport",
+        "margin", "nvshmem_max_bytes", "backends", "symmetric_signals"};
+    if (words.size() >= 2 && absl::c_linear_search(kKeys, words[0]) &&
+        !absl::StrContains(line, ':') && !absl::StrContains(line, '{')) {
+      return number;
+    }
+    return std::nullopt;
   }
   return std::nullopt;
 }
 
-// The core's parse of one part, its error split into line and message.
-std::optional<LineError> ParsePart(core::CostTable* table,
-                                   absl::string_view text,
-                                   absl::string_view source) {
-  absl::StatusOr<core::CostTable> parsed =
-      core::ParseCostTableOnto(*table, text, source);
-  if (parsed.ok()) {
-    *table = *std::move(parsed);
-    return std::nullopt;
-  }
-  absl::string_view message = parsed.status().message();
-  message.remove_prefix(source.size() + 1);
-  const size_t colon = message.find(": ");
-  LineError error;
-  if (!absl::SimpleAtoi(message.substr(0, colon), &error.line)) error.line = 0;
-  error.message = std::string(message.substr(colon + 2));
-  return error;
-}
-
 absl::StatusOr<CostTable> ParseOnto(CostTable table, absl::string_view text,
                                     absl::string_view source) {
-  std::string core_text;
-  std::string extra_text[2];
-  std::optional<LineError> error;
-  int line_number = 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    ++line_number;
-    std::vector<absl::string_view> words =
-        absl::StrSplit(line.substr(0, line.find('#')), absl::ByAnyChar(" \t\r"),
-                       absl::SkipEmpty());
-    std::string* part = &core_text;
-    std::string routed(line);
-    if (!words.empty() && !error) {
-      std::optional<absl::Status> own = ApplyOwnEntry(words, &table);
-      if (own.has_value()) {
-        if (!own->ok())
-          error = LineError{line_number, std::string(own->message())};
-        routed.clear();
-      } else if (words.size() >= 2 &&
-                 (words[0] == "link" || words[0] == "point" ||
-                  words[0] == "sm_interference")) {
-        std::optional<Backend> backend = BackendFromName(words[1]);
-        if (backend &&
-            !(*backend == Backend::kNccl || *backend == Backend::kNvshmem)) {
-          part = &extra_text[static_cast<int>(*backend) - 2];
-          words[1] = "nccl";
-          routed = absl::StrJoin(words, " ");
-        }
-      }
-    }
-    for (std::string* each : {&core_text, &extra_text[0], &extra_text[1]}) {
-      if (each == part) *each += routed;
-      *each += '\n';
-    }
+  Proto proto;
+  tsl::protobuf::TextFormat::ParseInfoTree locations;
+  absl::Status status =
+      core::text_internal::ParseTextProto(text, source, &proto, &locations);
+  if (!status.ok()) {
+    std::optional<int> line = LineFormatEntry(text);
+    if (!line) return status;
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ":", *line,
+        ": the cost table is in text format now (CostTableProto); this line "
+        "is in the line format of earlier releases"));
   }
-  std::vector<LineError> errors;
-  if (error) errors.push_back(*error);
-  if (auto e = ParsePart(&table.core, core_text, source)) {
-    e->message = absl::StrReplaceAll(
-        e->message,
-        {{"(nccl, nvshmem)", "(nccl, nvshmem, peer, symmetric)"},
-         {"(link, point, sm_interference, ",
-          "(link, point, sm_interference, backends, symmetric_signals, "}});
-    errors.push_back(*e);
-  }
-  for (int i = 0; i < 2; ++i) {
-    if (auto e = ParsePart(&table.extra[i], extra_text[i], source)) {
-      e->message = absl::StrReplaceAll(
-          e->message, {{"nccl", BackendName(static_cast<Backend>(i + 2))}});
-      errors.push_back(*e);
-    }
-  }
-  if (!errors.empty()) {
-    const LineError& first = *absl::c_min_element(
-        errors,
-        [](const LineError& a, const LineError& b) { return a.line < b.line; });
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ":", first.line, ": ", first.message));
+  core::CostTableEntry bad;
+  status = Apply(proto, &table, &bad);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ":",
+        core::text_internal::EntryLine(locations, *Proto::descriptor(), bad),
+        ": ", status.message()));
   }
   return table;
 }
@@ -210,6 +259,25 @@ CostTable BuildDefault() {
   return table;
 }
 
+// One `links` entry: its numbers, then its measured points, one a line.
+void PrintLink(const CostTable& table, Backend backend, LinkClass link_class,
+               std::string* out) {
+  const LinkCost& cost = table.link(backend, link_class);
+  absl::StrAppend(out, "links {\n  backend: ",
+                  Proto::Backend_Name(ProtoBackend(backend)),
+                  "\n  link_class: ",
+                  CoreProto::LinkClass_Name(ProtoLinkClass(link_class)),
+                  "\n  latency_us: ", Shortest(cost.latency_us),
+                  "\n  bandwidth_gbps: ", Shortest(cost.bandwidth_gbps),
+                  "\n  per_buffer_us: ", Shortest(cost.per_buffer_us), "\n");
+  for (const CurvePoint& point : table.curve(backend, link_class)) {
+    absl::StrAppend(out, "  points { buffers: ", point.buffers,
+                    " bytes: ", point.bytes, " us: ", Shortest(point.us),
+                    " }\n");
+  }
+  out->append("}\n");
+}
+
 }  // namespace
 
 CostTable DefaultCostTable() {
@@ -224,49 +292,34 @@ absl::StatusOr<CostTable> ParseCostTable(absl::string_view text,
 
 std::string CostTableToString(const CostTable& table) {
   std::string out = absl::StrCat(
-      "backends ", BackendSetToString(table.backends), "\n",
-      "symmetric_signals ", table.symmetric_signals ? 1 : 0, "\n",
-      // Before the link rows: the network row printed below
-      // overrides the transport's default on reading back.
-      "nvshmem_transport ", NvshmemTransportName(table.core.nvshmem_transport),
-      "\n", "# backend link_class latency_us bandwidth_GBps [per_buffer_us]\n");
+      "backends: [",
+      absl::StrJoin(table.backends, ", ",
+                    [](std::string* s, Backend backend) {
+                      s->append(Proto::Backend_Name(ProtoBackend(backend)));
+                    }),
+      "]\nsymmetric_signals: ", table.symmetric_signals ? "true" : "false",
+      // Applied before the links: the network row printed below stays.
+      "\nnvshmem_transport: ",
+      CoreProto::NvshmemTransport_Name(
+          table.core.nvshmem_transport == NvshmemTransport::kIbgda
+              ? CoreProto::IBGDA
+              : CoreProto::IBRC),
+      "\n");
   for (int b = 0; b < kNumBackends; ++b) {
     for (int c = 0; c < kNumLinkClasses; ++c) {
-      const LinkCost& cost =
-          table.link(static_cast<Backend>(b), static_cast<LinkClass>(c));
-      absl::StrAppend(&out, "link ", BackendName(static_cast<Backend>(b)), " ",
-                      LinkClassName(static_cast<LinkClass>(c)), " ",
-                      Shortest(cost.latency_us), " ",
-                      Shortest(cost.bandwidth_gbps));
-      if (cost.per_buffer_us != 0) {
-        absl::StrAppend(&out, " ", Shortest(cost.per_buffer_us));
-      }
-      out += "\n";
-    }
-  }
-  bool any_points = false;
-  for (int b = 0; b < kNumBackends; ++b) {
-    for (int c = 0; c < kNumLinkClasses; ++c) {
-      for (const CurvePoint& point :
-           table.curve(static_cast<Backend>(b), static_cast<LinkClass>(c))) {
-        if (!any_points) {
-          out += "# point backend link_class buffers bytes us (measured)\n";
-          any_points = true;
-        }
-        absl::StrAppend(&out, "point ", BackendName(static_cast<Backend>(b)),
-                        " ", LinkClassName(static_cast<LinkClass>(c)), " ",
-                        point.buffers, " ", point.bytes, " ",
-                        Shortest(point.us), "\n");
-      }
+      PrintLink(table, static_cast<Backend>(b), static_cast<LinkClass>(c),
+                &out);
     }
   }
   for (int b = 0; b < kNumBackends; ++b) {
-    absl::StrAppend(
-        &out, "sm_interference ", BackendName(static_cast<Backend>(b)), " ",
-        Shortest(table.sm_interference(static_cast<Backend>(b))), "\n");
+    const Backend backend = static_cast<Backend>(b);
+    absl::StrAppend(&out, "sm_interference { backend: ",
+                    Proto::Backend_Name(ProtoBackend(backend)), " fraction: ",
+                    Shortest(table.sm_interference(backend)), " }\n");
   }
-  absl::StrAppend(&out, "margin ", Shortest(table.core.margin), "\n",
-                  "nvshmem_max_bytes ", table.core.nvshmem_max_bytes, "\n");
+  absl::StrAppend(&out, "margin: ", Shortest(table.core.margin),
+                  "\nnvshmem_max_bytes: ", table.core.nvshmem_max_bytes,
+                  "\n");
   return out;
 }
 

@@ -52,11 +52,12 @@ def main(argv):
       count += 1
   specs = ["1x1x8", "1x2x4", "2x2x4", "1x2x4:nvl8", "1x9x8:nvl72",
            "1x2x4:map=1,0,3,2,5,4,7,6", "2x2x4:nvl=8"]
-  tables = ["", "link nccl network 1 900\nsm_interference nccl 4\n",
-            "margin 0.5\nnvshmem_max_bytes 1024\n# comment\n",
-            "link nvshmem nvlink 0 1e-3\n",
-            "point nccl nvlink 1 1024 14\npoint nccl nvlink 4 1024 40\n"
-            "point nccl nvlink 1 1048576 20\nsm_interference nccl 0\n"]
+  tables = ["",
+            "links { backend: NCCL link_class: NETWORK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 0 }\nsm_interference { backend: NCCL fraction: 4 }\n",
+            "margin: 0.5\nnvshmem_max_bytes: 1024\n# comment\n",
+            "links { backend: NVSHMEM link_class: NVLINK latency_us: 0 bandwidth_gbps: 1e-3 per_buffer_us: 0 }\n",
+            "links { backend: NCCL link_class: NVLINK points { buffers: 1 bytes: 1024 us: 14 } points { buffers: 4 bytes: 1024 us: 40 } points { buffers: 1 bytes: 1048576 us: 20 } }\nsm_interference { backend: NCCL fraction: 0 }\n",
+            "backends: [NCCL, PEER]\nlinks { backend: PEER link_class: NVLINK latency_us: 2 }\n"]
   requests = ["1048576 8 1 1 0 1 1 2 2 3 3 4 4 5 5 6 6 7 7 0",
               "4096 8 1 1 0 4 4 0", "0 4 2 0 0 1 1 0", "67108864 16 1 1 0 8 8 0 3 11"]
   n = 0

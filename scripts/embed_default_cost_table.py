@@ -5,7 +5,7 @@ nvshmem_cost_table.cc), with the table's provenance as comments.
 
     scripts/embed_default_cost_table.py [TABLE] [--check]
 
-TABLE defaults to gpu/results/h200x2_nvlink_cost_table.txt (written by
+TABLE defaults to gpu/results/h200x2_nvlink_cost_table.txtpb (written by
 `hlo-tools heuristics calibrate`). --check changes nothing and exits 1 when the
 source's block differs from the table. Rebuild the core afterwards.
 """
@@ -19,7 +19,7 @@ from hlo_tools.ops.heuristics import calibrate  # noqa: E402  (after the path se
 
 SOURCE = os.path.join(ROOT, "xla_src/xla/backends/gpu/transforms/collectives/"
                       "nvshmem_cost_table.cc")
-DEFAULT_TABLE = "gpu/results/h200x2_nvlink_cost_table.txt"
+DEFAULT_TABLE = "gpu/results/h200x2_nvlink_cost_table.txtpb"
 
 
 def main(argv):

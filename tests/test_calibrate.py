@@ -146,8 +146,9 @@ def test_cli_reports_calibration_held_out_and_step_and_plots(tmp_path, capsys):
   assert "2KiB:" in held[0] and "4KiB:" not in held[0]
   assert "2KiB:" in step[0] and "*" in step[0]
   text = out.read_text()
-  assert "point nccl nvlink 1 1024 " in text and "point nccl nvlink 1 2048 " not in text
-  assert "# Point rows: sizes that are powers of 4" in text
+  assert "points { buffers: 1 bytes: 1024 " in text
+  assert "points { buffers: 1 bytes: 2048 " not in text
+  assert "# Points: sizes that are powers of 4" in text
   table = selection.load_cost_table(out)
   assert table.has_measured_curve("nvshmem", "nvlink")
   # The errors CSV holds what the report summarizes: the core's price of every
@@ -187,7 +188,7 @@ def test_duplicate_rows_give_their_median_as_the_point(tmp_path):
                   "nccl,nvlink,1024,10e-6,1\nnccl,nvlink,1024,30e-6,1\n"
                   "nccl,nvlink,1024,12e-6,1\nnccl,nvlink,1048576,40e-6,1\n")
   text, _ = calibrate.calibrate(str(path))
-  assert "point nccl nvlink 1 1024 12\n" in text
+  assert "  points { buffers: 1 bytes: 1024 us: 12 }\n" in text
   table = selection.CostTable.parse(text, "dup")
   assert table.points("nccl", "nvlink") == [(1, 1024, 12.0), (1, 1048576, 40.0)]
 
@@ -223,7 +224,7 @@ def test_h200_calibration_set_validates_on_held_out_sizes_from_2_mib():
       assert abs(calibrate.relative(c.model_us, c.measured_us)) <= calibrate.GOAL_REL, c
       assert abs(calibrate.relative(c.model_step_us, c.step_us)) <= calibrate.GOAL_REL, c
   # The committed table is this calibration.
-  committed = selection.load_cost_table(RESULTS / "h200x2_nvlink_cost_table.txt")
+  committed = selection.load_cost_table(RESULTS / "h200x2_nvlink_cost_table.txtpb")
   for key in (("nccl", "nvlink"), ("nvshmem", "nvlink")):
     assert committed.points(*key) == result.table.points(*key)
 

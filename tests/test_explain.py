@@ -80,7 +80,7 @@ def test_no_split_where_nvlink_is_slow(capsys, tmp_path):
   # NCCL over NVLink slow: NVSHMEM would win on the NVLink edges, but the permute
   # runs whole on one backend, priced by its slowest (network) edge, where NCCL wins.
   table = tmp_path / "slow_nccl_nvlink.cost"
-  table.write_text("link nccl nvlink 30 450\n")
+  table.write_text("links { backend: NCCL link_class: NVLINK latency_us: 30 bandwidth_gbps: 450 per_buffer_us: 0 }\n")
   out_hlo = pass_output(tmp_path, "ring_1x2x4.before_async", "1x2x4", f"--cost-table={table}")
   rc, out, err = run(capsys, out_hlo, "--topology=1x2x4", f"--cost-table={table}",
                      "--format=json")

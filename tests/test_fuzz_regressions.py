@@ -78,8 +78,8 @@ def test_topology_error_is_one_line(spec):
 
 
 def test_cost_table_error_is_one_line(tmp_path):
-  table = tmp_path / "costs.txt"
-  table.write_bytes(b"margin 0.1\nlink nccl \x0bnvlink 1 2\n")
+  table = tmp_path / "costs.txtpb"
+  table.write_bytes(b"margin: 0.1\nlinks { backend: NCCL \x0b link_class: NVLINK }\n")
   result = run_nvshmem_opt(ROOT / "tests/fixtures/shift_1x2x4.before_async.hlo",
                            "--topology=1x2x4", f"--cost-table={table}")
   _assert_clean(result)

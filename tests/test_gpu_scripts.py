@@ -133,7 +133,8 @@ def test_written_csv_calibrates_to_the_generating_line(tmp_path):
   assert math.isclose(fits[("nccl", "nvlink")].bandwidth_gbps, 400.0, rel_tol=1e-4)
   assert math.isclose(fits[("nvshmem", "nvlink")].latency_us, 3.0, rel_tol=1e-4)
   assert math.isclose(fits[("nvshmem", "nvlink")].bandwidth_gbps, 500.0, rel_tol=1e-4)
-  assert "link nvshmem nvlink 3 500" in table
+  assert ("  backend: NVSHMEM\n  link_class: NVLINK\n  latency_us: 3\n"
+          "  bandwidth_gbps: 500\n") in table
   # Extra columns are ignored by calibrate but carry the bandwidth for people.
   assert rows[-1]["gbps"] and rows[-1]["mode"] == "graph"
 

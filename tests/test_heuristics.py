@@ -84,9 +84,8 @@ def test_calibrate_cli_writes_table_nvshmem_opt_accepts(tmp_path, capsys):
   proc = subprocess.run([NVSHMEM_OPT, "--print-cost-table", f"--cost-table={out}"],
                         capture_output=True, text=True, env=TOOL_ENV, check=False)
   assert proc.returncode == 0, proc.stderr
-  nccl_network = [l for l in proc.stdout.splitlines()
-                  if l.startswith("link nccl network ")]
-  latency, gbps = (float(x) for x in nccl_network[0].split()[3:5])
+  table = selection.CostTable.parse(proc.stdout, "printed")
+  latency, gbps = table.link("nccl", "network")
   assert latency == pytest.approx(15.0, rel=0.03) and gbps == pytest.approx(40, rel=0.03)
 
 
@@ -281,8 +280,8 @@ def test_sweep_refuses_bad_arguments_in_one_line(tmp_path, capsys, argv, message
 
 
 def test_sweep_bad_cost_table_names_line(tmp_path, capsys):
-  table = tmp_path / "t.txt"
-  table.write_text("margin 0.1\nlink nccl nvlink 5\n")
+  table = tmp_path / "t.txtpb"
+  table.write_text("margin: 0.1\nlinks { backend: NCCL link_class: NVLINK bandwidth_gbps: -5 }\n")
   rc, _, err = run_cli(["sweep", f"--out={tmp_path}", "--no-plots",
                         f"--cost-table={table}"], capsys)
   assert rc == 2 and f"{table}:2:" in err
@@ -294,7 +293,7 @@ def test_sweep_bad_cost_table_names_line(tmp_path, capsys):
 # NCCL's NVLink edges slower than its network: NVSHMEM would win on the NVLink
 # edges alone, but a permute runs whole on one backend, priced by its slowest
 # (network) edge, where NCCL wins, in the pass and in the core alike.
-SLOW_NVLINK_TABLE = "link nccl nvlink 20 100\nlink nccl network 3 1000\n"
+SLOW_NVLINK_TABLE = "links { backend: NCCL link_class: NVLINK latency_us: 20 bandwidth_gbps: 100 per_buffer_us: 0 }\nlinks { backend: NCCL link_class: NETWORK latency_us: 3 bandwidth_gbps: 1000 per_buffer_us: 0 }\n"
 
 
 @pytest.mark.parametrize("table_text, expect_plan", [(None, "nccl"),
@@ -334,13 +333,14 @@ def cost_tables(draw):
   positive = st.floats(0.5, 5000, allow_nan=False)
   small = lambda hi: st.floats(0, hi, allow_subnormal=False)  # pylint: disable=unnecessary-lambda-assignment
   lines = []
-  for backend in ("nccl", "nvshmem"):
+  for backend in ("NCCL", "NVSHMEM"):
     for link_class in selection.LINK_CLASSES:
-      lines.append(f"link {backend} {link_class} {draw(small(50))!r} "
-                   f"{draw(positive)!r}")
-    lines.append(f"sm_interference {backend} {draw(small(0.5))!r}")
-  lines.append(f"margin {draw(small(0.5))!r}")
-  lines.append(f"nvshmem_max_bytes {draw(st.integers(0, 1 << 34))}")
+      lines.append(f"links {{ backend: {backend} link_class: {link_class.upper()} "
+                   f"latency_us: {draw(small(50))!r} bandwidth_gbps: {draw(positive)!r} "
+                   "per_buffer_us: 0 }")
+    lines.append(f"sm_interference {{ backend: {backend} fraction: {draw(small(0.5))!r} }}")
+  lines.append(f"margin: {draw(small(0.5))!r}")
+  lines.append(f"nvshmem_max_bytes: {draw(st.integers(0, 1 << 34))}")
   return selection.CostTable.parse("\n".join(lines), "generated")
 
 
@@ -402,8 +402,7 @@ def test_chosen_time_monotone_without_margin(permute, a, b):
   topology, pairs = permute
   # Parametric NVLink rows: the default's measured curves follow their noisy
   # data, which is not monotone below a few MiB.
-  table = selection.CostTable.parse("margin 0\nlink nccl nvlink 6 450 7.6\n"
-                                    "link nvshmem nvlink 5.6 450 8\n", "no-margin")
+  table = selection.CostTable.parse("margin: 0\nlinks { backend: NCCL link_class: NVLINK latency_us: 6 bandwidth_gbps: 450 per_buffer_us: 7.6 }\nlinks { backend: NVSHMEM link_class: NVLINK latency_us: 5.6 bandwidth_gbps: 450 per_buffer_us: 8 }\n", "no-margin")
   small, large = sorted((a, b))
   assert (selection.decide(topology, table, large, pairs)["chosen_us"] >=
           selection.decide(topology, table, small, pairs)["chosen_us"])

@@ -134,7 +134,7 @@ def test_registered_hook_runs_in_a_real_compile(tmp_path):
   report = tmp_path / "hook.json"
   # A table in which peer memory clearly wins, so the mode must reach the module.
   table = tmp_path / "table.txt"
-  table.write_text("link peer nvlink 1 900 1\n")
+  table.write_text("links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 1 }\n")
   env = dict(os.environ, JAX_PLATFORMS="cpu",
              XLA_FLAGS="--xla_force_host_platform_device_count=2",
              PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))

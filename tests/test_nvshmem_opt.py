@@ -18,7 +18,7 @@ AFTER_OPT = sorted(FIXTURES.glob("*.after_optimizations.hlo"))
 # Under this table NVSHMEM wins every NVLink edge (no per-buffer cost), so the
 # tests below check what the driver does with a decision, not the default
 # table's calibration.
-NVSHMEM_FAVOURED = "link nvshmem nvlink 1 450 0\nlink nvshmem nvlink_domain 1 450 0\n"
+NVSHMEM_FAVOURED = "links { backend: NVSHMEM link_class: NVLINK latency_us: 1 bandwidth_gbps: 450 per_buffer_us: 0 }\nlinks { backend: NVSHMEM link_class: NVLINK_DOMAIN latency_us: 1 bandwidth_gbps: 450 per_buffer_us: 0 }\n"
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +97,7 @@ def test_cost_table_changes_the_decision(tmp_path):
   ring = FIXTURES / "ring_1x1x8.before_async.hlo"
   fast, slow = tmp_path / "fast.txt", tmp_path / "slow.txt"
   fast.write_text(NVSHMEM_FAVOURED)
-  slow.write_text("link nvshmem nvlink 1000 450 0\n")
+  slow.write_text("links { backend: NVSHMEM link_class: NVLINK latency_us: 1000 bandwidth_gbps: 450 per_buffer_us: 0 }\n")
   for extra, plan in (([f"--cost-table={fast}"], "nvshmem"),
                       ([f"--cost-table={slow}"], "nccl")):
     result = run_nvshmem_opt(ring, "--topology=1x1x8", "--report=-", "--mode=explain",
@@ -111,7 +111,7 @@ def test_no_split_even_where_the_costs_favour_one(tmp_path):
   # NVSHMEM on the NVLink edges would leave the targets of the network edges
   # without a source in NVSHMEM's world-team barrier: the ring stays NCCL.
   table = tmp_path / "fast_fabric.txt"
-  table.write_text("link nccl network 1 900\nsm_interference nccl 4\n")
+  table.write_text("links { backend: NCCL link_class: NETWORK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 0 }\nsm_interference { backend: NCCL fraction: 4 }\n")
   out = tmp_path / "out.hlo"
   result = run_nvshmem_opt(FIXTURES / "ring_1x2x4.before_async.hlo", "--topology=1x2x4",
                            f"--cost-table={table}", "-o", out, "--report=-")
@@ -200,7 +200,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path, args, message):
       "  ROOT c = f32[4] collective-permute(p), channel_id=1, source_target_pairs={{0,1},{1,}}\n}\n")
   paths["truncated"].write_text(shift[: len(shift) * 2 // 3])
   paths["garbage"].write_bytes(bytes(range(256)) * 8)
-  paths["bad_table"].write_text("margin 0.1\nlink nccl warp 1 2\n")
+  paths["bad_table"].write_text("margin: 0.1\nlinks { backend: NCCL link_class: WARP latency_us: 1 bandwidth_gbps: 2 per_buffer_us: 0 }\n")
   paths["split_table"].write_text("margin 0.1\nsplit_overhead_us 2\n")
   formatted = [a.format(**paths) for a in args]
   result = run_nvshmem_opt(*formatted)
@@ -554,7 +554,7 @@ def test_error_lines_stay_readable(tmp_path):
 
 # Peer copies beat NCCL on NVLink under this table (on 2x H200 they measured at parity,
 # and the default table says so: NCCL is kept).
-PEER_FAVOURED = "link peer nvlink 1 450\n"
+PEER_FAVOURED = "links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 450 per_buffer_us: 0 }\n"
 
 
 def _permute_configs(path):
@@ -605,7 +605,7 @@ def test_default_backend_set_is_nccl_nvshmem(favoured):
   decision, = json.loads(result.stdout)["decisions"]
   assert decision["plan"] == "nvshmem" and decision["collectives_mode"] is None
   printed = run_nvshmem_opt("--print-cost-table", "--backends=nccl,peer,symmetric")
-  assert "backends nccl,peer,symmetric" in printed.stdout
+  assert "backends: [NCCL, PEER, SYMMETRIC]" in printed.stdout
 
 
 @pytest.mark.parametrize("backends", ["nvshmem,peer", "peer", "nccl,warp"])

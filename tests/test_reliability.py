@@ -27,7 +27,7 @@ FIXTURE_PATHS = sorted(FIXTURES.glob("*.hlo"))
 FIXTURE_TEXT = {p.name: p.read_text() for p in FIXTURE_PATHS}
 # NCCL slow on the network: costs under which NVSHMEM on the NVLink edges alone would
 # pay off, so the pass also runs where only its safety rules keep NVSHMEM out.
-SLOW_NCCL_NETWORK = "link nccl network 1 900\nsm_interference nccl 4\n"
+SLOW_NCCL_NETWORK = "links { backend: NCCL link_class: NETWORK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 0 }\nsm_interference { backend: NCCL fraction: 4 }\n"
 PERMUTE_OPS = {"collective-permute", "collective-permute-start", "collective-permute-done"}
 POOL = concurrent.futures.ThreadPoolExecutor(max_workers=2)
 

@@ -69,7 +69,7 @@ def test_decisions_match_the_cpp_tests():
 
 def test_cost_table_file_overrides_and_errors(tmp_path):
   good = tmp_path / "t.txt"
-  good.write_text("link nccl network 4 900\nsm_interference nccl 0.5\n")
+  good.write_text("links { backend: NCCL link_class: NETWORK latency_us: 4 bandwidth_gbps: 900 per_buffer_us: 0 }\nsm_interference { backend: NCCL fraction: 0.5 }\n")
   table = selection.load_cost_table(good)
   assert table.link("nccl", "network") == (4.0, 900.0)
   assert table.sm_interference("nccl") == 0.5
@@ -80,20 +80,18 @@ def test_cost_table_file_overrides_and_errors(tmp_path):
   again = selection.CostTable.parse(str(table), "again")
   assert str(again) == str(table)
 
-  bad = tmp_path / "bad.txt"
-  bad.write_text("margin 0.1\n\nlink nvshmem nvlink fast 1\n")
-  with pytest.raises(selection.SelectionError, match=r"bad\.txt:3: 'fast' is not a number"):
+  bad = tmp_path / "bad.txtpb"
+  bad.write_text("margin: 0.1\n\nlinks { backend: NVSHMEM link_class: NVLINK latency_us: fast }\n")
+  with pytest.raises(selection.SelectionError, match=r"bad\.txtpb:3: Expected double, got: fast"):
     selection.load_cost_table(bad)
   with pytest.raises(selection.SelectionError, match="No such file"):
     selection.load_cost_table(tmp_path / "missing.txt")
-  # A table written for the removed split plan is refused, not half-read.
+  # A table in the line format of earlier releases is refused, not half-read.
   old = tmp_path / "old.txt"
-  old.write_text("margin 0.05\nsplit_overhead_us 2\ncombine_bandwidth_GBps 2400\n")
+  old.write_text("# measured\nmargin 0.05\nsplit_overhead_us 2\n")
   with pytest.raises(selection.SelectionError,
-                     match=r"old\.txt:2: split_overhead_us is no longer used \(the split "
-                           r"plan was removed\)"):
+                     match=r"old\.txt:2: the cost table is in text format now"):
     selection.load_cost_table(old)
-  assert "split" not in str(selection.load_cost_table())
 
 
 def test_edge_expansion_and_time():
@@ -155,7 +153,7 @@ def test_backend_sets_from_python():
   assert d["backend_us"]["nvshmem"] is None
   assert "not offered" in d["refused"]["nvshmem"]
   assert "support signals" in d["refused"]["symmetric"]
-  faster = selection.CostTable.parse("backends nccl,peer\nlink peer nvlink 1 900 0.5\n")
+  faster = selection.CostTable.parse("backends: [NCCL, PEER]\nlinks { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 0.5 }\n")
   assert faster.per_buffer_us("peer", "nvlink") == 0.5
   d = selection.decide(t, faster, 64 << 20, ring(2), buffers=2)
   assert d["plan"] == "peer" and d["reason"].startswith("peer: all 2 edges stay in one host")
@@ -164,7 +162,7 @@ def test_backend_sets_from_python():
 
 
 def test_per_buffer_cost_adds_per_extra_buffer():
-  table = selection.CostTable.parse("link nvshmem nvlink 5 100 4\n")
+  table = selection.CostTable.parse("links { backend: NVSHMEM link_class: NVLINK latency_us: 5 bandwidth_gbps: 100 per_buffer_us: 4 }\n")
   one = selection.edge_time_us(table, "nvshmem", "nvlink", 10**6)
   four = selection.edge_time_us(table, "nvshmem", "nvlink", 10**6, buffers=4)
   assert one == pytest.approx(15) and four == pytest.approx(27)
@@ -173,7 +171,7 @@ def test_per_buffer_cost_adds_per_extra_buffer():
 
 
 def test_decide_takes_a_backend_set_per_call():
-  table = selection.CostTable.parse("link peer nvlink 1 900\n")
+  table = selection.CostTable.parse("links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 0 }\n")
   t = selection.parse_topology("1x1x2")
   assert selection.decide(t, table, 1 << 20, ring(2), backends=("nccl", "peer"))["plan"] == "peer"
   assert table.backends == "nccl,nvshmem"  # the caller's table is unchanged
@@ -195,7 +193,7 @@ def test_real_modules_never_plan_a_hanging_nvshmem_permute(fixture, spec, plan, 
   permutes = collectives.collective_permutes(module)
   assert permutes
   t = selection.parse_topology(spec)
-  table = selection.CostTable.parse("link nvshmem nvlink 1 900\n")  # NVSHMEM favoured
+  table = selection.CostTable.parse("links { backend: NVSHMEM link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 0 }\n")  # NVSHMEM favoured
   for p in permutes:
     d = selection.decide(t, table, p.bytes_per_device, p.pairs,
                          num_partitions=module.num_partitions, buffers=p.buffers)
@@ -206,14 +204,20 @@ def test_real_modules_never_plan_a_hanging_nvshmem_permute(fixture, spec, plan, 
     assert (hang is None) == (plan == "nvshmem")
 
 
-CURVE = """link nvshmem nvlink 99 400 10
-point nvshmem nvlink 1 1024 20
-point nvshmem nvlink 1 1048576 30
-point nvshmem nvlink 1 67108864 200
-point nvshmem nvlink 4 1024 50
-point nvshmem nvlink 4 1048576 60
-point nvshmem nvlink 4 67108864 260
-sm_interference nvshmem 0
+CURVE = """links {
+  backend: NVSHMEM
+  link_class: NVLINK
+  latency_us: 99
+  bandwidth_gbps: 400
+  per_buffer_us: 10
+  points { buffers: 1 bytes: 1024 us: 20 }
+  points { buffers: 1 bytes: 1048576 us: 30 }
+  points { buffers: 1 bytes: 67108864 us: 200 }
+  points { buffers: 4 bytes: 1024 us: 50 }
+  points { buffers: 4 bytes: 1048576 us: 60 }
+  points { buffers: 4 bytes: 67108864 us: 260 }
+}
+sm_interference { backend: NVSHMEM fraction: 0 }
 """
 
 
@@ -252,32 +256,38 @@ def test_link_line_gives_the_parametric_model_and_text_round_trips():
   again = selection.CostTable.parse(str(table), "again")
   assert str(again) == str(table)
   assert again.points("nvshmem", "nvlink") == table.points("nvshmem", "nvlink")
-  # A table naming the pair in a link line only drops the inherited curve.
-  plain = selection.CostTable.parse("link nvshmem nvlink 5 450 1\n", "plain")
+  # A table naming the pair without points drops the inherited curve.
+  plain = selection.CostTable.parse("links { backend: NVSHMEM link_class: NVLINK latency_us: 5 bandwidth_gbps: 450 per_buffer_us: 1 }\n", "plain")
   assert not plain.has_measured_curve("nvshmem", "nvlink")
   # with_backends copies the curves along.
   assert selection.with_backends(table, "nccl,nvshmem").points(
       "nvshmem", "nvlink") == table.points("nvshmem", "nvlink")
 
 
-@pytest.mark.parametrize("row, message", [
-    ("point nccl nvlink 1 1024", "expected 'point BACKEND"),
-    ("point nccl nvlink 0 1024 5", "buffers '0' is not a whole number"),
-    ("point nccl nvlink 1 0 5", "bytes '0' is not a whole number"),
-    ("point nccl nvlink 1 1024 -3", "'-3' is not a number > 0"),
-    ("point nccl nvlink 1 1024 5\npoint nccl nvlink 1 1024 6", "given twice"),
+@pytest.mark.parametrize("points, message", [
+    ("points { buffers: 1 bytes: 1024 }", "us must be a number > 0, not 0"),
+    ("points { buffers: 0 bytes: 1024 us: 5 }", "buffers must be from 1 to 1048576, not 0"),
+    ("points { buffers: 1 bytes: 0 us: 5 }", "bytes must be at least 1, not 0"),
+    ("points { buffers: 1 bytes: 1024 us: -3 }", "us must be a number > 0, not -3"),
+    ("points { buffers: 1 bytes: 1024 us: 5 }\npoints { buffers: 1 bytes: 1024 us: 6 }",
+     "a second point at 1 buffers and 1024 bytes"),
+    ("point nccl nvlink 1 1024 5", "is in the line format of earlier releases"),
 ])
-def test_bad_point_rows_name_file_and_line(tmp_path, row, message):
-  path = tmp_path / "bad.txt"
-  path.write_text("# measured\n" + row + "\n")
-  line = 2 + row.count("\n")
+def test_bad_points_name_file_and_line(tmp_path, points, message):
+  path = tmp_path / "bad.txtpb"
+  if points.startswith("point "):
+    path.write_text("# measured\n" + points + "\n")
+    line = 2
+  else:
+    path.write_text("# measured\nlinks { backend: NCCL link_class: NVLINK\n" + points + "\n}\n")
+    line = 3 + points.count("\n")
   with pytest.raises(selection.SelectionError) as e:
     selection.load_cost_table(path)
   assert str(e.value).startswith(f"{path}:{line}: ") and message in str(e.value)
 
 
 ROOT = FIXTURES.parents[1]
-H200_TABLE = ROOT / "gpu" / "results" / "h200x2_nvlink_cost_table.txt"
+H200_TABLE = ROOT / "gpu" / "results" / "h200x2_nvlink_cost_table.txtpb"
 
 
 def test_compiled_in_default_is_the_committed_h200_table():
@@ -298,9 +308,11 @@ def test_compiled_in_default_is_the_committed_h200_table():
   # The committed file names every measured pair itself, so the equality does
   # not come from inheriting the defaults.
   for backend in ("nccl", "nvshmem"):
-    rows = [l for l in text.splitlines() if l.startswith(f"point {backend} nvlink ")]
+    block = text.split(f"  backend: {backend.upper()}\n  link_class: NVLINK\n", 1)[1]
+    rows = [l.split() for l in block.split("\n}", 1)[0].splitlines()
+            if l.startswith("  points {")]
     assert len(rows) == len(default.points(backend, "nvlink")) >= 30
-    assert {int(l.split()[3]) for l in rows} == {1, 2, 4}
+    assert {int(r[3]) for r in rows} == {1, 2, 4}
   assert "# Measured on: 2x NVIDIA H200 143771 MiB, NV18 NVLink, driver 580.159.04" in text
   assert "XLA openxla/xla 3cc8846c" in text and "sha256 " in text
   # The generated block of the core's source is this table's.
@@ -312,7 +324,7 @@ def test_compiled_in_default_is_the_committed_h200_table():
 def test_jax0112_one_process_table_puts_large_permutes_on_peer():
   """XLA of jax 0.11.2, one process driving both H200s: peer copies lose below
   a few MiB and win from 16 MiB on; NCCL elsewhere."""
-  path = ROOT / "gpu" / "results" / "h200x2_nvlink_cost_table_jax0112.txt"
+  path = ROOT / "gpu" / "results" / "h200x2_nvlink_cost_table_jax0112.txtpb"
   table = selection.load_cost_table(path)
   assert table.backends == "nccl,peer" and not table.symmetric_signals
   t = selection.parse_topology("1x1x2")
@@ -334,7 +346,7 @@ def test_ring_across_hosts_is_decided_by_the_model():
                                   team_size=16)
   assert default["plan"] == "nccl" and "nvshmem" not in default["refused"]
   assert default["backend_us"]["nvshmem"] > default["backend_us"]["nccl"]
-  fast = selection.CostTable.parse("link nvshmem network 12 48 10\n", "fast")
+  fast = selection.CostTable.parse("links { backend: NVSHMEM link_class: NETWORK latency_us: 12 bandwidth_gbps: 48 per_buffer_us: 10 }\n", "fast")
   d = _selection_core.decide(t, fast, 8 << 20, edges, team_size=16)
   assert d["plan"] == "nvshmem" and d["edges_by_class"]["network"] == 16
   assert d["reason"].startswith("NVSHMEM: all 16 edges, 16 across the network (ibrc)")
@@ -347,7 +359,7 @@ def test_ring_across_hosts_is_decided_by_the_model():
 
 def test_across_hosts_the_safety_rules_still_refuse():
   t = selection.parse_topology("1x2x8")
-  fast = selection.CostTable.parse("link nvshmem network 1 900 1\n", "fast")
+  fast = selection.CostTable.parse("links { backend: NVSHMEM link_class: NETWORK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 1 }\n", "fast")
   shift = [(d, d + 8) for d in range(8)]
   d = _selection_core.decide(t, fast, 8 << 20, shift, team_size=16)
   assert d["plan"] == "nccl" and "8 of 16 devices of the team" in d["refused"]["nvshmem"]
@@ -357,13 +369,13 @@ def test_across_hosts_the_safety_rules_still_refuse():
 
 def test_nvshmem_transport_sets_the_network_row():
   ibrc = selection.load_cost_table()
-  ibgda = selection.CostTable.parse("nvshmem_transport ibgda\n", "t")
-  assert "nvshmem_transport ibrc" in str(ibrc)
-  assert "nvshmem_transport ibgda" in str(ibgda)
+  ibgda = selection.CostTable.parse("nvshmem_transport: IBGDA\n", "t")
+  assert "nvshmem_transport: IBRC" in str(ibrc)
+  assert "nvshmem_transport: IBGDA" in str(ibgda)
   assert ibgda.link("nvshmem", "network")[0] < ibrc.link("nvshmem", "network")[0]
   assert str(selection.CostTable.parse(str(ibgda), "again")) == str(ibgda)
-  with pytest.raises(ValueError, match="t:1: nvshmem_transport must be ibrc or ibgda"):
-    selection.CostTable.parse("nvshmem_transport roce\n", "t")
+  with pytest.raises(ValueError, match='t:1: Unknown enumeration value of "ROCE"'):
+    selection.CostTable.parse("nvshmem_transport: ROCE\n", "t")
 
 
 def test_peer_by_default_on_one_host_unless_one_process_per_gpu():
@@ -383,7 +395,7 @@ def test_peer_by_default_on_one_host_unless_one_process_per_gpu():
 
 
 def test_default_peer_curve_is_the_committed_one_process_table():
-  path = ROOT / "gpu" / "results" / "h200x2_nvlink_cost_table_jax0112.txt"
+  path = ROOT / "gpu" / "results" / "h200x2_nvlink_cost_table_jax0112.txtpb"
   committed = selection.load_cost_table(path)
   default = selection.CostTable.default()
   assert default.points("peer", "nvlink") == committed.points("peer", "nvlink")
@@ -405,7 +417,7 @@ def test_real_train_step_rings_across_hosts_go_where_the_model_says(fixture, spe
   permutes = collectives.collective_permutes(module)
   assert permutes
   t = selection.parse_topology(spec)
-  fast = selection.CostTable.parse("link nvshmem network 12 60 10\n", "fast")
+  fast = selection.CostTable.parse("links { backend: NVSHMEM link_class: NETWORK latency_us: 12 bandwidth_gbps: 60 per_buffer_us: 10 }\n", "fast")
   for p in permutes:
     args = dict(num_partitions=module.num_partitions, buffers=p.buffers)
     default = selection.decide(t, selection.load_cost_table(), p.bytes_per_device,

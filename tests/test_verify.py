@@ -93,7 +93,7 @@ def test_nvshmem_over_the_heap_limit_fails(capsys, tmp_path):
   out_hlo = pass_output(tmp_path, "ring_1x1x8.before_async", "1x1x8",
                         f"--cost-table={FAST_NVSHMEM}")
   small_heap = tmp_path / "small_heap.cost"
-  small_heap.write_text(FAST_NVSHMEM.read_text() + "nvshmem_max_bytes 1024\n")
+  small_heap.write_text(FAST_NVSHMEM.read_text() + "nvshmem_max_bytes: 1024\n")
   rc, out, _ = run(capsys, out_hlo, "--topology=1x1x8", f"--cost-table={small_heap}",
                    "--format=json")
   assert rc == 1
@@ -106,7 +106,7 @@ def test_no_split_where_nvlink_is_slow(capsys, tmp_path):
   # NCCL over NVLink slow: the pass keeps the permute whole on NCCL (an NVSHMEM
   # part would hang), and verify agrees with either table.
   table = tmp_path / "slow_nccl_nvlink.cost"
-  table.write_text("link nccl nvlink 30 450\n")
+  table.write_text("links { backend: NCCL link_class: NVLINK latency_us: 30 bandwidth_gbps: 450 per_buffer_us: 0 }\n")
   out_hlo = pass_output(tmp_path, "ring_1x2x4.before_async", "1x2x4", f"--cost-table={table}")
   for extra in ([f"--cost-table={table}"], []):
     rc, out, _ = run(capsys, out_hlo, "--topology=1x2x4", *extra, "--format=json")
@@ -236,7 +236,7 @@ def test_scheduled_module_with_slow_nccl_nvlink(capsys, tmp_path):
   # A scheduled module with a table where NCCL's NVLink edges are slow: the pass keeps
   # the mixed ring on NCCL, and verify passes its own output with the same table.
   table = tmp_path / "slow_nvlink.tbl"
-  table.write_text("link nccl nvlink 6 20\nlink nccl nvlink_domain 6 20\n")
+  table.write_text("links { backend: NCCL link_class: NVLINK latency_us: 6 bandwidth_gbps: 20 per_buffer_us: 0 }\nlinks { backend: NCCL link_class: NVLINK_DOMAIN latency_us: 6 bandwidth_gbps: 20 per_buffer_us: 0 }\n")
   out_hlo = pass_output(tmp_path, "ring_1x2x4.after_optimizations", "1x2x4",
                         f"--cost-table={table}")
   rc, out, err = run(capsys, out_hlo, "--topology=1x2x4", f"--cost-table={table}",

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from hlo_tools import selection
 from hlo_tools.ops.heuristics import calibrate
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -237,7 +238,7 @@ def test_cross_host_csv_calibrates_into_network_rows(tmp_path):
   assert all(r["link_class"] == "network" for r in rows)
   text, fits = calibrate.calibrate(str(path))
   assert set(fits) == {("nccl", "network"), ("nvshmem", "network")}
-  lines = text.splitlines()
+  table = selection.CostTable.parse(text, "calibrated")
   for backend in ("nccl", "nvshmem"):
-    assert any(l.startswith(f"link {backend} network ") for l in lines), text
-    assert any(l.startswith(f"point {backend} network 1 ") for l in lines), text
+    assert f"  backend: {backend.upper()}\n  link_class: NETWORK\n" in text, text
+    assert table.points(backend, "network")[0][0] == 1, text

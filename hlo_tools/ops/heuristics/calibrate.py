@@ -12,17 +12,17 @@ time), and optionally operands (buffers in the one permute; 1 when absent, as in
 point-to-point CSVs), step_s and baseline_s (the loop step with and without the
 permute, for the step check).
 
-For each (backend, link class) with data the table gets
-  * the measured curve: one `point` row per (operands, bytes), the median of the
+For each (backend, link class) with data the table gets a `links` entry with
+  * the measured curve: one `points` entry per (operands, bytes), the median of the
     CSV's rows there (rows of zero bytes are left out: the curve is in log(bytes));
   * the parametric row as fallback and for extrapolation: bandwidth from the top
     points (the slope between the two largest sizes), then latency and per-buffer
     cost (when several operand counts) by least squares with that bandwidth,
         t = latency + (operands - 1) * per_buffer + bytes / bandwidth.
 With --holdout=odd-powers-of-two, sizes that are not powers of 4 are held out: no
-point rows, only validation; --holdout-csv gives a second CSV to validate on.
-The table is the defaults (or --base-table) with those entries replaced, in the
-core's text format, headed by provenance comments, so nvshmem-opt --cost-table and
+points, only validation; --holdout-csv gives a second CSV to validate on.
+The table is the defaults (or --base-table) with those entries replaced, in text
+format (the project's CostTableProto), headed by provenance comments, so nvshmem-opt --cost-table and
 hlo_tools.selection.load_cost_table accept it. Without --out it goes to stdout.
 The core itself prices every measurement with the written table, and the
 relative error at every size is printed for (a) the calibration sizes, (b) the
@@ -332,11 +332,11 @@ def provenance_lines(csv_path, provenance, machine, date, software=None,
   lines += [
       f"# Measurements: {os.path.basename(csv_path)} (sha256 {_sha256(csv_path)})",
       f"# Calibrated: {date} by hlo-tools heuristics calibrate; model: the "
-      "measured curve (point rows: log-log interpolation, linear in buffers), "
-      "the link row outside the measured sizes and buffer counts",
+      "measured curve (points: log-log interpolation, linear in buffers), "
+      "the links entry's numbers outside the measured sizes and buffer counts",
   ]
   if holdout != "none":
-    lines.append("# Point rows: sizes that are powers of 4; the other sizes "
+    lines.append("# Points: sizes that are powers of 4; the other sizes "
                  "were held out for validation")
   if holdout_csv:
     lines.append(f"# Validated on: {os.path.basename(holdout_csv)} "
@@ -353,28 +353,56 @@ def _sha256(path):
 
 
 def render_table(base, fits, source, provenance=(), groups=None):
-  """Cost-table text: base entries, fitted pairs' link lines replaced and their
-  point rows (from `groups`, the calibration measurements) added."""
+  """Cost-table text (text proto): the base table as the core prints it, the
+  fitted pairs' `links` entries replaced by the fit and its points (from
+  `groups`, the calibration measurements)."""
   out = [f"# Cost table fitted by hlo-tools heuristics calibrate from {source}."]
   out += list(provenance)
-  out.append("# Link entries without a '# fit' comment keep the base table's values.")
+  out.append("# Links entries without a '# fit' comment keep the base table's values.")
   backends = _measured_backend_set(fits)
   fitted_backends = {b for b, _ in fits}
-  for line in str(base).splitlines():
-    words = line.split()
-    key = tuple(words[1:3]) if words[:1] in (["link"], ["point"]) else None
-    if words[:1] == ["backends"] and backends:
-      out.append(f"backends {backends}  # the backends measured")
-    elif words[:1] == ["sm_interference"] and words[1] in fitted_backends:
+  lines = iter(str(base).splitlines())
+  for line in lines:
+    if line.startswith("links {"):
+      block = [line] + list(_until_block_end(lines))
+      key = _block_key(block)
+      if key in fits:
+        out.extend(_fit_lines(key, fits[key], base))
+        out.extend(_point_lines(key, (groups or {}).get(key, [])))
+        out.append("}")
+      else:
+        out.extend(block)
+    elif line.startswith("backends:") and backends:
+      names = ", ".join(b.upper() for b in backends.split(","))
+      out.append(f"backends: [{names}]  # the backends measured")
+    elif line.startswith("sm_interference {") and _block_key([line])[0] in fitted_backends:
       # The measured time is the whole cost of the permute; a factor on top
       # would make the core predict other times than were measured.
-      out.append(f"sm_interference {words[1]} 0  # measured: included in the fit")
-    elif key in fits and words[0] == "link":
-      out.extend(_fit_lines(key, fits[key], base))
-      out.extend(_point_lines(key, (groups or {}).get(key, [])))
-    elif key not in fits:  # the base's points of fitted pairs give way
+      backend = _block_key([line])[0].upper()
+      out.append(f"sm_interference {{ backend: {backend} fraction: 0 }}"
+                 "  # measured: included in the fit")
+    else:
       out.append(line)
   return "\n".join(out) + "\n"
+
+
+def _until_block_end(lines):
+  for line in lines:
+    yield line
+    if line == "}":
+      return
+
+
+def _block_key(block):
+  """(backend, link class) of a printed `links` block, lower case as in CSVs;
+  link class None for an sm_interference line."""
+  fields = {}
+  for line in block:
+    words = line.replace("{", " ").replace("}", " ").split()
+    for name, value in zip(words, words[1:]):
+      if name in ("backend:", "link_class:"):
+        fields[name] = value.lower()
+  return fields.get("backend:"), fields.get("link_class:")
 
 
 def _point_lines(key, points):
@@ -382,12 +410,15 @@ def _point_lines(key, points):
   rows = [(ops, n, us) for (ops, n), us in medians(points).items() if n > 0]
   if not rows:
     return []
-  return ([f"# measured curve {key[0]} {key[1]}: {len(rows)} points, median "
+  return ([f"  # measured curve {key[0]} {key[1]}: {len(rows)} points, median "
            "of the CSV's rows at each (operands, bytes)"] +
-          [f"point {key[0]} {key[1]} {ops} {n} {us:.6g}" for ops, n, us in rows])
+          [f"  points {{ buffers: {ops} bytes: {n} us: {us:.6g} }}"
+           for ops, n, us in rows])
 
 
 def _fit_lines(key, fit, base):
+  """The comment and the opening of the fitted pair's `links` entry (numbers,
+  not yet its points or closing brace)."""
   note = f"; held at 0: {fit.clamped}" if fit.clamped else ""
   per_buffer = fit.per_buffer_us
   if per_buffer is None:
@@ -398,8 +429,12 @@ def _fit_lines(key, fit, base):
           f"operands {','.join(map(str, fit.operand_counts))}; parametric row "
           f"(bandwidth from the top points) rms relative error "
           f"{100 * fit.rms_rel:.2f}%, max {100 * worst:.2f}%{note}",
-          f"link {key[0]} {key[1]} {fit.latency_us:.6g} {fit.bandwidth_gbps:.6g} "
-          f"{max(per_buffer, 0.0):.6g}"]
+          "links {",
+          f"  backend: {key[0].upper()}",
+          f"  link_class: {key[1].upper()}",
+          f"  latency_us: {fit.latency_us:.6g}",
+          f"  bandwidth_gbps: {fit.bandwidth_gbps:.6g}",
+          f"  per_buffer_us: {max(per_buffer, 0.0):.6g}"]
 
 
 def _measured_backend_set(fits):
@@ -661,20 +696,36 @@ DEFAULT_PAIRS = (("nccl", "nvlink"), ("nvshmem", "nvlink"))
 
 
 def default_block(table_text, source_name):
-  """The C++ block (markers included) for a calibrated table's text: its link,
-  point and sm_interference lines of nccl and nvshmem on NVLink in the
-  cost-table format. The provenance stays in the table's file (`source_name`),
-  out of the upstream source."""
-  del source_name
+  """The C++ block (markers included) for a calibrated table's text: the
+  `links` entries of nccl and nvshmem on NVLink and their sm_interference, in
+  text format, as the core reads them. The provenance stays in the table's
+  file (`source_name`), out of the upstream source."""
+  try:
+    table = selection.CostTable.parse(table_text, source_name)
+  except ValueError as e:
+    raise HeuristicsError(str(e)) from None
   entries = []
-  for line in table_text.splitlines():
-    words = line.split("#", 1)[0].split()
-    if words and ((words[0] in ("link", "point") and tuple(words[1:3]) in DEFAULT_PAIRS) or
-                  (words[0] == "sm_interference" and words[1] in ("nccl", "nvshmem"))):
-      entries.append(" ".join(words))
+  for backend, link_class in DEFAULT_PAIRS:
+    latency, bandwidth = table.link(backend, link_class)
+    entries += ["links {", f"  backend: {backend.upper()}",
+                f"  link_class: {link_class.upper()}",
+                f"  latency_us: {_shortest(latency)}", f"  bandwidth_gbps: {_shortest(bandwidth)}",
+                f"  per_buffer_us: {_shortest(table.per_buffer_us(backend, link_class))}"]
+    entries += [f"  points {{ buffers: {b} bytes: {n} us: {_shortest(us)} }}"
+                for b, n, us in table.points(backend, link_class)]
+    entries.append("}")
+  entries += [f"sm_interference {{ backend: {backend.upper()} fraction: "
+              f"{_shortest(table.sm_interference(backend))} }}" for backend in ("nccl", "nvshmem")]
   return "\n".join([DEFAULT_BLOCK_BEGIN, 'constexpr char kMeasuredNvlinkTable[] = R"table('] +
                    entries +
                    [')table";', DEFAULT_BLOCK_END]) + "\n"
+
+
+def _shortest(value):
+  """The shortest text of a float that reads back the same, as the core prints
+  it: 2400, not 2400.0."""
+  text = repr(float(value))
+  return text[:-2] if text.endswith(".0") else text
 
 
 def replace_default_block(source_text, block):

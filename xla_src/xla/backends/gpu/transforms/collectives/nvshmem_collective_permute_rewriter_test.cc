@@ -50,9 +50,22 @@ using Rewriter = NvshmemCollectivePermuteRewriter;
 
 // NVSHMEM wins every NVLink edge: the tests check what the pass does with a
 // decision, not the default table's calibration.
-constexpr char kNvshmemFavoured[] =
-    "link nvshmem nvlink 1 450 0\n"
-    "link nvshmem nvlink_domain 1 450 0\n";
+constexpr char kNvshmemFavoured[] = R"table(
+  links {
+    backend: NVSHMEM
+    link_class: NVLINK
+    latency_us: 1
+    bandwidth_gbps: 450
+    per_buffer_us: 0
+  }
+  links {
+    backend: NVSHMEM
+    link_class: NVLINK_DOMAIN
+    latency_us: 1
+    bandwidth_gbps: 450
+    per_buffer_us: 0
+  }
+)table";
 
 constexpr char kRing8[] = R"(
 HloModule ring
@@ -274,7 +287,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyTooSmallIsAnError) {
 }
 
 TEST_F(NvshmemCollectivePermuteRewriterTest, CreateReadsTheCostTableFile) {
-  std::string path = ::testing::TempDir() + "/favoured_costs.txt";
+  std::string path = ::testing::TempDir() + "/favoured_costs.txtpb";
   ASSERT_TRUE(
       tsl::WriteStringToFile(tsl::Env::Default(), path, kNvshmemFavoured).ok());
   Rewriter::Options options;
@@ -295,7 +308,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, CreateRejectsBadOptions) {
   negative.num_devices_per_host = -1;
   bad_slice.num_devices_per_host = 4;
   bad_slice.slice_size = 6;
-  missing_file.cost_table_path = ::testing::TempDir() + "/no_such_table.txt";
+  missing_file.cost_table_path = ::testing::TempDir() + "/no_such_table.txtpb";
   for (const auto& [options, code] :
        std::vector<std::pair<Rewriter::Options, absl::StatusCode>>{
            {bad_spec, absl::StatusCode::kInvalidArgument},

@@ -26,40 +26,20 @@ limitations under the License.
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.pb.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
+#include "tsl/platform/protobuf.h"
 
 namespace xla {
 namespace gpu {
 namespace nvshmem_selection {
 namespace {
 
-using text_internal::ParseCount;
-using text_internal::Printable;
-
 constexpr const char* kBackendNames[kNumBackends] = {"nccl", "nvshmem"};
-// Largest buffer count of a measured point (XLA permutes have a handful).
-constexpr int64_t kMaxBuffers = 1 << 20;
-
-// Words of a table line: blanks (space, tab, CR) separate them.
-std::vector<absl::string_view> SplitWords(absl::string_view line) {
-  return absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
-}
-
-// Strict finite number, whole string consumed.
-std::optional<double> ParseNumber(absl::string_view s) {
-  double value = 0;
-  // SimpleAtod skips blanks; table words have none, spec items are trimmed.
-  if (s.empty() || s.size() > 64 || !absl::SimpleAtod(s, &value) ||
-      !std::isfinite(value)) {
-    return std::nullopt;
-  }
-  return value;
-}
 
 }  // namespace
 
@@ -124,70 +104,82 @@ CostTable DocumentedCostTable() {
 // own time per step, 1 KiB to 256 MiB, 1, 2 and 4 buffers.
 // BEGIN GENERATED DEFAULT TABLE
 constexpr char kMeasuredNvlinkTable[] = R"table(
-link nccl nvlink 10.15 316.47 7.05471
-point nccl nvlink 1 1024 14.5772
-point nccl nvlink 1 4096 17.2559
-point nccl nvlink 1 16384 15.5571
-point nccl nvlink 1 65536 10.1698
-point nccl nvlink 1 262144 13.7265
-point nccl nvlink 1 1048576 12.7499
-point nccl nvlink 1 4194304 27.3116
-point nccl nvlink 1 16777216 87.9325
-point nccl nvlink 1 67108864 251.413
-point nccl nvlink 1 268435456 878.109
-point nccl nvlink 2 1024 11.9895
-point nccl nvlink 2 4096 11.8388
-point nccl nvlink 2 16384 15.4894
-point nccl nvlink 2 65536 11.6695
-point nccl nvlink 2 262144 16.4905
-point nccl nvlink 2 1048576 20.5988
-point nccl nvlink 2 4194304 30.9077
-point nccl nvlink 2 16777216 91.5907
-point nccl nvlink 2 67108864 265.207
-point nccl nvlink 2 268435456 897.841
-point nccl nvlink 4 1024 42.8117
-point nccl nvlink 4 4096 42.3326
-point nccl nvlink 4 16384 39.0704
-point nccl nvlink 4 65536 43.5768
-point nccl nvlink 4 262144 44.6771
-point nccl nvlink 4 1048576 43.8672
-point nccl nvlink 4 4194304 57.7051
-point nccl nvlink 4 16777216 120.04
-point nccl nvlink 4 67108864 302.831
-point nccl nvlink 4 268435456 951.988
-link nvshmem nvlink 16.5555 419.617 16.0292
-point nvshmem nvlink 1 1024 21.6699
-point nvshmem nvlink 1 4096 18.2826
-point nvshmem nvlink 1 16384 20.6729
-point nvshmem nvlink 1 65536 21.9467
-point nvshmem nvlink 1 262144 14.5943
-point nvshmem nvlink 1 1048576 18.4228
-point nvshmem nvlink 1 4194304 25.1187
-point nvshmem nvlink 1 16777216 66.0216
-point nvshmem nvlink 1 67108864 193.784
-point nvshmem nvlink 1 268435456 707.543
-point nvshmem nvlink 2 1024 33.7911
-point nvshmem nvlink 2 4096 34.9409
-point nvshmem nvlink 2 16384 32.8862
-point nvshmem nvlink 2 65536 26.2151
-point nvshmem nvlink 2 262144 25.1904
-point nvshmem nvlink 2 1048576 27.0985
-point nvshmem nvlink 2 4194304 35.9205
-point nvshmem nvlink 2 16777216 76.1716
-point nvshmem nvlink 2 67108864 192.175
-point nvshmem nvlink 2 268435456 665.359
-point nvshmem nvlink 4 1024 76.2832
-point nvshmem nvlink 4 4096 75.4755
-point nvshmem nvlink 4 16384 81.2555
-point nvshmem nvlink 4 65536 80.5964
-point nvshmem nvlink 4 262144 81.9409
-point nvshmem nvlink 4 1048576 78.2031
-point nvshmem nvlink 4 4194304 71.1472
-point nvshmem nvlink 4 16777216 97.3978
-point nvshmem nvlink 4 67108864 217.314
-point nvshmem nvlink 4 268435456 669.732
-sm_interference nccl 0
-sm_interference nvshmem 0
+links {
+  backend: NCCL
+  link_class: NVLINK
+  latency_us: 10.15
+  bandwidth_gbps: 316.47
+  per_buffer_us: 7.05471
+  points { buffers: 1 bytes: 1024 us: 14.5772 }
+  points { buffers: 1 bytes: 4096 us: 17.2559 }
+  points { buffers: 1 bytes: 16384 us: 15.5571 }
+  points { buffers: 1 bytes: 65536 us: 10.1698 }
+  points { buffers: 1 bytes: 262144 us: 13.7265 }
+  points { buffers: 1 bytes: 1048576 us: 12.7499 }
+  points { buffers: 1 bytes: 4194304 us: 27.3116 }
+  points { buffers: 1 bytes: 16777216 us: 87.9325 }
+  points { buffers: 1 bytes: 67108864 us: 251.413 }
+  points { buffers: 1 bytes: 268435456 us: 878.109 }
+  points { buffers: 2 bytes: 1024 us: 11.9895 }
+  points { buffers: 2 bytes: 4096 us: 11.8388 }
+  points { buffers: 2 bytes: 16384 us: 15.4894 }
+  points { buffers: 2 bytes: 65536 us: 11.6695 }
+  points { buffers: 2 bytes: 262144 us: 16.4905 }
+  points { buffers: 2 bytes: 1048576 us: 20.5988 }
+  points { buffers: 2 bytes: 4194304 us: 30.9077 }
+  points { buffers: 2 bytes: 16777216 us: 91.5907 }
+  points { buffers: 2 bytes: 67108864 us: 265.207 }
+  points { buffers: 2 bytes: 268435456 us: 897.841 }
+  points { buffers: 4 bytes: 1024 us: 42.8117 }
+  points { buffers: 4 bytes: 4096 us: 42.3326 }
+  points { buffers: 4 bytes: 16384 us: 39.0704 }
+  points { buffers: 4 bytes: 65536 us: 43.5768 }
+  points { buffers: 4 bytes: 262144 us: 44.6771 }
+  points { buffers: 4 bytes: 1048576 us: 43.8672 }
+  points { buffers: 4 bytes: 4194304 us: 57.7051 }
+  points { buffers: 4 bytes: 16777216 us: 120.04 }
+  points { buffers: 4 bytes: 67108864 us: 302.831 }
+  points { buffers: 4 bytes: 268435456 us: 951.988 }
+}
+links {
+  backend: NVSHMEM
+  link_class: NVLINK
+  latency_us: 16.5555
+  bandwidth_gbps: 419.617
+  per_buffer_us: 16.0292
+  points { buffers: 1 bytes: 1024 us: 21.6699 }
+  points { buffers: 1 bytes: 4096 us: 18.2826 }
+  points { buffers: 1 bytes: 16384 us: 20.6729 }
+  points { buffers: 1 bytes: 65536 us: 21.9467 }
+  points { buffers: 1 bytes: 262144 us: 14.5943 }
+  points { buffers: 1 bytes: 1048576 us: 18.4228 }
+  points { buffers: 1 bytes: 4194304 us: 25.1187 }
+  points { buffers: 1 bytes: 16777216 us: 66.0216 }
+  points { buffers: 1 bytes: 67108864 us: 193.784 }
+  points { buffers: 1 bytes: 268435456 us: 707.543 }
+  points { buffers: 2 bytes: 1024 us: 33.7911 }
+  points { buffers: 2 bytes: 4096 us: 34.9409 }
+  points { buffers: 2 bytes: 16384 us: 32.8862 }
+  points { buffers: 2 bytes: 65536 us: 26.2151 }
+  points { buffers: 2 bytes: 262144 us: 25.1904 }
+  points { buffers: 2 bytes: 1048576 us: 27.0985 }
+  points { buffers: 2 bytes: 4194304 us: 35.9205 }
+  points { buffers: 2 bytes: 16777216 us: 76.1716 }
+  points { buffers: 2 bytes: 67108864 us: 192.175 }
+  points { buffers: 2 bytes: 268435456 us: 665.359 }
+  points { buffers: 4 bytes: 1024 us: 76.2832 }
+  points { buffers: 4 bytes: 4096 us: 75.4755 }
+  points { buffers: 4 bytes: 16384 us: 81.2555 }
+  points { buffers: 4 bytes: 65536 us: 80.5964 }
+  points { buffers: 4 bytes: 262144 us: 81.9409 }
+  points { buffers: 4 bytes: 1048576 us: 78.2031 }
+  points { buffers: 4 bytes: 4194304 us: 71.1472 }
+  points { buffers: 4 bytes: 16777216 us: 97.3978 }
+  points { buffers: 4 bytes: 67108864 us: 217.314 }
+  points { buffers: 4 bytes: 268435456 us: 669.732 }
+}
+sm_interference { backend: NCCL fraction: 0 }
+sm_interference { backend: NVSHMEM fraction: 0 }
 )table";
 // END GENERATED DEFAULT TABLE
 
@@ -209,226 +201,307 @@ CostTable DefaultCostTable() {
 
 namespace {
 
-using Words = std::vector<absl::string_view>;
+using Proto = NvshmemCostTableProto;
+using tsl::protobuf::TextFormat;
 
-// Each Apply* below handles one kind of cost-table entry; its error's message
-// lacks the "<source>:<line>: " prefix, which the caller adds.
+// Largest buffer count of a measured point (XLA permutes have a handful).
+constexpr int64_t kMaxBuffers = 1 << 20;
 
 absl::Status Invalid(absl::string_view message) {
   return absl::InvalidArgumentError(message);
 }
 
-absl::StatusOr<double> ReadNumber(absl::string_view word, double minimum,
-                                  bool exclusive) {
-  std::optional<double> value = ParseNumber(word);
-  if (!value || (exclusive ? *value <= minimum : *value < minimum)) {
-    return Invalid(absl::StrFormat("'%s' is not a number %s %g",
-                                   Printable(word),
-                                   exclusive ? ">" : ">=", minimum));
+std::optional<Backend> BackendOf(int backend) {
+  switch (backend) {
+    case Proto::NCCL:
+      return Backend::kNccl;
+    case Proto::NVSHMEM:
+      return Backend::kNvshmem;
+    default:
+      return std::nullopt;
   }
-  return *value;
 }
 
-absl::Status Usage(absl::string_view usage) {
-  return Invalid(absl::StrCat("expected '", usage, "'"));
+std::optional<LinkClass> LinkClassOf(int link_class) {
+  switch (link_class) {
+    case Proto::SAME_DEVICE:
+      return LinkClass::kSameDevice;
+    case Proto::NVLINK:
+      return LinkClass::kIntraHostNvlink;
+    case Proto::NVLINK_DOMAIN:
+      return LinkClass::kNvlinkDomain;
+    case Proto::NETWORK:
+      return LinkClass::kNetwork;
+    default:
+      return std::nullopt;
+  }
 }
 
-absl::StatusOr<Backend> ReadBackend(absl::string_view name) {
-  std::optional<Backend> backend = BackendFromName(name);
-  if (!backend) {
-    return Invalid(absl::StrCat("unknown backend '", Printable(name),
-                                "' (nccl, nvshmem)"));
+// `value` finite and at least (or, `exclusive`, above) `minimum`.
+absl::Status CheckNumber(absl::string_view field, double value, double minimum,
+                         bool exclusive) {
+  if (std::isfinite(value) && (exclusive ? value > minimum : value >= minimum)) {
+    return absl::OkStatus();
   }
-  return *backend;
-}
-
-absl::StatusOr<LinkClass> ReadLinkClass(absl::string_view name) {
-  std::optional<LinkClass> link_class = LinkClassFromName(name);
-  if (!link_class) {
-    return Invalid(
-        absl::StrCat("unknown link class '", Printable(name),
-                     "' (same_device, nvlink, nvlink_domain, network)"));
-  }
-  return *link_class;
-}
-
-// Which (backend, link class) pairs the text being parsed has named in a
-// link or point line: the first such line drops the inherited curve.
-using Touched = std::array<std::array<bool, kNumLinkClasses>, kNumBackends>;
-
-void Touch(Backend backend, LinkClass link_class, CostTable* table,
-           Touched* touched) {
-  bool& seen =
-      (*touched)[static_cast<int>(backend)][static_cast<int>(link_class)];
-  if (!seen) {
-    table->curves[static_cast<int>(backend)][static_cast<int>(link_class)]
-        .clear();
-  }
-  seen = true;
-}
-
-absl::Status ApplyLink(const Words& words, CostTable* table, Touched* touched) {
-  if (words.size() != 5 && words.size() != 6) {
-    return Usage(
-        "link BACKEND LINK_CLASS LATENCY_US BANDWIDTH_GBPS [PER_BUFFER_US]");
-  }
-  absl::StatusOr<Backend> backend = ReadBackend(words[1]);
-  if (!backend.ok()) return backend.status();
-  absl::StatusOr<LinkClass> link_class = ReadLinkClass(words[2]);
-  if (!link_class.ok()) return link_class.status();
-  absl::StatusOr<double> latency = ReadNumber(words[3], 0, false);
-  if (!latency.ok()) return latency.status();
-  absl::StatusOr<double> bandwidth = ReadNumber(words[4], 0, true);
-  if (!bandwidth.ok()) return bandwidth.status();
-  // An omitted per-buffer cost is 0.
-  absl::StatusOr<double> per_buffer =
-      words.size() == 6 ? ReadNumber(words[5], 0, false) : 0.0;
-  if (!per_buffer.ok()) return per_buffer.status();
-  Touch(*backend, *link_class, table, touched);
-  table->link(*backend, *link_class) = {*latency, *bandwidth, *per_buffer};
-  return absl::OkStatus();
-}
-
-absl::StatusOr<int64_t> ReadWhole(absl::string_view what,
-                                  absl::string_view text, int64_t maximum) {
-  std::optional<int64_t> value = ParseCount(text);
-  if (!value || *value < 1 || *value > maximum) {
-    return Invalid(absl::StrCat(what, " '", Printable(text),
-                                "' is not a whole number from 1 to ", maximum));
-  }
-  return *value;
+  return Invalid(absl::StrFormat("%s must be a number %s %g, not %g", field,
+                                 exclusive ? ">" : ">=", minimum, value));
 }
 
 // Inserts a point into its sorted curve; each (buffers, bytes) once.
-absl::Status InsertPoint(Backend backend, LinkClass link_class,
-                         const CurvePoint& point, CostTable* table) {
-  std::vector<CurvePoint>& curve =
-      table->curves[static_cast<int>(backend)][static_cast<int>(link_class)];
+absl::Status InsertPoint(const Proto::Point& point,
+                         std::vector<CurvePoint>* curve) {
+  if (point.buffers() < 1 || point.buffers() > kMaxBuffers) {
+    return Invalid(absl::StrCat("buffers must be from 1 to ", kMaxBuffers,
+                                ", not ", point.buffers()));
+  }
+  if (point.bytes() < 1) {
+    return Invalid(absl::StrCat("bytes must be at least 1, not ", point.bytes()));
+  }
+  // Time is interpolated in log(time): it must be above 0.
+  absl::Status us = CheckNumber("us", point.us(), 0, /*exclusive=*/true);
+  if (!us.ok()) return us;
+  const CurvePoint added = {point.buffers(), point.bytes(), point.us()};
   auto before = [](const CurvePoint& a, const CurvePoint& b) {
     return std::make_pair(a.buffers, a.bytes) <
            std::make_pair(b.buffers, b.bytes);
   };
-  auto at = std::lower_bound(curve.begin(), curve.end(), point, before);
-  if (at != curve.end() && !before(point, *at)) {
-    return Invalid(absl::StrCat("point ", BackendName(backend), " ",
-                                LinkClassName(link_class), " at ",
-                                point.buffers, " buffers, ", point.bytes,
-                                " bytes given twice (one row per point)"));
+  auto at = std::lower_bound(curve->begin(), curve->end(), added, before);
+  if (at != curve->end() && !before(added, *at)) {
+    return Invalid(absl::StrCat("a second point at ", added.buffers,
+                                " buffers and ", added.bytes, " bytes"));
   }
-  if (curve.size() >= static_cast<size_t>(kMaxCurvePoints)) {
-    return Invalid(absl::StrCat("more than ", kMaxCurvePoints, " points for ",
-                                BackendName(backend), " ",
-                                LinkClassName(link_class)));
-  }
-  curve.insert(at, point);
+  curve->insert(at, added);
   return absl::OkStatus();
 }
 
-// point BACKEND LINK_CLASS BUFFERS BYTES US: one measured point.
-absl::Status ApplyPoint(const Words& words, CostTable* table,
-                        Touched* touched) {
-  if (words.size() != 6) {
-    return Usage("point BACKEND LINK_CLASS BUFFERS BYTES US");
-  }
-  absl::StatusOr<Backend> backend = ReadBackend(words[1]);
-  if (!backend.ok()) return backend.status();
-  absl::StatusOr<LinkClass> link_class = ReadLinkClass(words[2]);
-  if (!link_class.ok()) return link_class.status();
-  absl::StatusOr<int64_t> buffers = ReadWhole("buffers", words[3], kMaxBuffers);
-  if (!buffers.ok()) return buffers.status();
-  absl::StatusOr<int64_t> bytes =
-      ReadWhole("bytes", words[4], int64_t{1} << 62);
-  if (!bytes.ok()) return bytes.status();
-  // Time is interpolated in log(time): it must be above 0.
-  absl::StatusOr<double> us = ReadNumber(words[5], 0, true);
-  if (!us.ok()) return us.status();
-  Touch(*backend, *link_class, table, touched);
-  return InsertPoint(*backend, *link_class,
-                     {static_cast<int>(*buffers), *bytes, *us}, table);
-}
+// Which (backend, link class) pairs the proto has an entry for.
+using Seen = std::array<std::array<bool, kNumLinkClasses>, kNumBackends>;
 
-absl::Status ApplySmInterference(const Words& words, CostTable* table) {
-  if (words.size() != 3) return Usage("sm_interference BACKEND FRACTION");
-  absl::StatusOr<Backend> backend = ReadBackend(words[1]);
-  if (!backend.ok()) return backend.status();
-  absl::StatusOr<double> value = ReadNumber(words[2], 0, false);
-  if (!value.ok()) return value.status();
-  table->sm_interference[static_cast<int>(*backend)] = *value;
-  return absl::OkStatus();
-}
-
-// nvshmem_transport ibrc|ibgda: the runtime's InfiniBand transport, which
-// sets NVSHMEM's network row to that transport's documented estimate (a later
-// link line still overrides it).
-absl::Status ApplyNvshmemTransport(const Words& words, CostTable* table,
-                                   Touched* touched) {
-  if (words.size() != 2) return Usage("nvshmem_transport ibrc|ibgda");
-  NvshmemTransport transport;
-  if (words[1] == "ibrc") {
-    transport = NvshmemTransport::kIbrc;
-  } else if (words[1] == "ibgda") {
-    transport = NvshmemTransport::kIbgda;
-  } else {
+// Applies one entry of `links`; `entry->point` names a bad point.
+absl::Status ApplyLink(const Proto::Link& link, CostTable* table, Seen* seen,
+                       CostTableEntry* entry) {
+  std::optional<Backend> backend = BackendOf(link.backend());
+  if (!backend) return Invalid("backend must be NCCL or NVSHMEM");
+  std::optional<LinkClass> link_class = LinkClassOf(link.link_class());
+  if (!link_class) {
     return Invalid(
-        absl::StrCat("nvshmem_transport must be ibrc or ibgda, not '",
-                     Printable(words[1]), "'"));
+        "link_class must be SAME_DEVICE, NVLINK, NVLINK_DOMAIN or NETWORK");
   }
-  table->nvshmem_transport = transport;
-  Touch(Backend::kNvshmem, LinkClass::kNetwork, table, touched);
-  table->link(Backend::kNvshmem, LinkClass::kNetwork) =
-      NvshmemNetworkCost(transport);
+  const int b = static_cast<int>(*backend), c = static_cast<int>(*link_class);
+  if ((*seen)[b][c]) {
+    return Invalid(absl::StrCat("a second entry for ", BackendName(*backend),
+                                " ", LinkClassName(*link_class)));
+  }
+  (*seen)[b][c] = true;
+  LinkCost& cost = table->links[b][c];
+  absl::Status status = absl::OkStatus();
+  if (link.has_latency_us()) {
+    status.Update(CheckNumber("latency_us", link.latency_us(), 0, false));
+    cost.latency_us = link.latency_us();
+  }
+  if (link.has_bandwidth_gbps()) {
+    status.Update(CheckNumber("bandwidth_gbps", link.bandwidth_gbps(), 0, true));
+    cost.bandwidth_gbps = link.bandwidth_gbps();
+  }
+  if (link.has_per_buffer_us()) {
+    status.Update(CheckNumber("per_buffer_us", link.per_buffer_us(), 0, false));
+    cost.per_buffer_us = link.per_buffer_us();
+  }
+  if (!status.ok()) return status;
+  if (link.points_size() > kMaxCurvePoints) {
+    return Invalid(absl::StrCat("more than ", kMaxCurvePoints, " points"));
+  }
+  // The entry's points replace the inherited curve; none leave the pair to
+  // the parametric model.
+  std::vector<CurvePoint>& curve = table->curves[b][c];
+  curve.clear();
+  for (entry->point = 0; entry->point < link.points_size(); ++entry->point) {
+    status = InsertPoint(link.points(entry->point), &curve);
+    if (!status.ok()) return status;
+  }
+  entry->point = -1;
   return absl::OkStatus();
 }
 
-// margin, nvshmem_max_bytes.
-absl::Status ApplyScalar(const Words& words, CostTable* table) {
-  const absl::string_view key = words[0];
-  if (words.size() != 2) return Usage(absl::StrCat(key, " VALUE"));
-  absl::StatusOr<double> value = ReadNumber(words[1], 0, false);
-  if (!value.ok()) return value.status();
-  if (key == "margin") {
-    if (*value >= 1) return Invalid("margin must be below 1");
-    table->margin = *value;
-  } else {
-    if (*value > 9.2e18) return Invalid("nvshmem_max_bytes is too large");
-    table->nvshmem_max_bytes = static_cast<int64_t>(*value);
+absl::Status ApplyTransport(int transport, CostTable* table) {
+  if (transport != Proto::IBRC && transport != Proto::IBGDA) {
+    return Invalid("nvshmem_transport must be IBRC or IBGDA");
+  }
+  table->nvshmem_transport = transport == Proto::IBGDA
+                                 ? NvshmemTransport::kIbgda
+                                 : NvshmemTransport::kIbrc;
+  // The transport's estimate replaces the network row and its curve.
+  const int nvshmem = static_cast<int>(Backend::kNvshmem);
+  const int network = static_cast<int>(LinkClass::kNetwork);
+  table->links[nvshmem][network] = NvshmemNetworkCost(table->nvshmem_transport);
+  table->curves[nvshmem][network].clear();
+  return absl::OkStatus();
+}
+
+absl::Status ApplyScalars(const Proto& proto, CostTable* table,
+                          CostTableEntry* entry) {
+  if (proto.has_margin()) {
+    *entry = {Proto::kMarginFieldNumber};
+    absl::Status status = CheckNumber("margin", proto.margin(), 0, false);
+    if (!status.ok()) return status;
+    if (proto.margin() >= 1) return Invalid("margin must be below 1");
+    table->margin = proto.margin();
+  }
+  if (proto.has_nvshmem_max_bytes()) {
+    *entry = {Proto::kNvshmemMaxBytesFieldNumber};
+    if (proto.nvshmem_max_bytes() < 0) {
+      return Invalid("nvshmem_max_bytes must not be negative");
+    }
+    table->nvshmem_max_bytes = proto.nvshmem_max_bytes();
   }
   return absl::OkStatus();
 }
 
-absl::Status ApplyEntry(const Words& words, CostTable* table,
-                        Touched* touched) {
-  const absl::string_view key = words[0];
-  if (key == "link") return ApplyLink(words, table, touched);
-  if (key == "point") return ApplyPoint(words, table, touched);
-  if (key == "sm_interference") return ApplySmInterference(words, table);
-  if (key == "nvshmem_transport") {
-    return ApplyNvshmemTransport(words, table, touched);
+absl::Status ApplyEntries(const Proto& proto, CostTable* table,
+                          CostTableEntry* entry) {
+  if (proto.nvshmem_transport() != Proto::NVSHMEM_TRANSPORT_UNSPECIFIED) {
+    *entry = {Proto::kNvshmemTransportFieldNumber};
+    absl::Status status = ApplyTransport(proto.nvshmem_transport(), table);
+    if (!status.ok()) return status;
   }
-  if (key == "margin" || key == "nvshmem_max_bytes") {
-    return ApplyScalar(words, table);
+  Seen seen = {};
+  for (int i = 0; i < proto.links_size(); ++i) {
+    *entry = {Proto::kLinksFieldNumber, i};
+    absl::Status status = ApplyLink(proto.links(i), table, &seen, entry);
+    if (!status.ok()) return status;
   }
-  return Invalid(absl::StrCat("unknown entry '", Printable(key),
-                              "' (link, point, sm_interference, "
-                              "nvshmem_transport, margin, nvshmem_max_bytes)"));
+  for (int i = 0; i < proto.sm_interference_size(); ++i) {
+    *entry = {Proto::kSmInterferenceFieldNumber, i};
+    const Proto::SmInterference& sm = proto.sm_interference(i);
+    std::optional<Backend> backend = BackendOf(sm.backend());
+    if (!backend) return Invalid("backend must be NCCL or NVSHMEM");
+    absl::Status status = CheckNumber("fraction", sm.fraction(), 0, false);
+    if (!status.ok()) return status;
+    table->sm_interference[static_cast<int>(*backend)] = sm.fraction();
+  }
+  return ApplyScalars(proto, table, entry);
+}
+
+// Keeps the first syntax error and where it was (0-based).
+class FirstError : public tsl::protobuf::io::ErrorCollector {
+ public:
+  void RecordError(int line, tsl::protobuf::io::ColumnNumber column,
+                   absl::string_view message) override {
+    if (!message_.empty()) return;
+    line_ = line;
+    column_ = column;
+    message_ = std::string(message);
+  }
+  int line() const { return line_; }
+  int column() const { return column_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  int line_ = 0;
+  int column_ = 0;
+  std::string message_;
+};
+
+// The parser reports a bad value once it has read it, at the token after it,
+// which may be on a later line: the line of the token before (line, column).
+int LineOfTokenBefore(absl::string_view text, int line, int column) {
+  tsl::protobuf::io::ArrayInputStream input(text.data(),
+                                            static_cast<int>(text.size()));
+  FirstError ignored;
+  tsl::protobuf::io::Tokenizer tokenizer(&input, &ignored);
+  int before = line;
+  while (tokenizer.Next()) {
+    const tsl::protobuf::io::Tokenizer::Token& token = tokenizer.current();
+    if (std::make_pair(token.line, token.column) >= std::make_pair(line, column))
+      break;
+    before = token.line;
+  }
+  return before;
+}
+
+bool IsAboutTheValueRead(absl::string_view message) {
+  return absl::StartsWith(message, "Unknown enumeration value") ||
+         absl::StartsWith(message, "Invalid value for boolean") ||
+         absl::StrContains(message, "out of range");
 }
 
 }  // namespace
 
+absl::Status ApplyCostTableProto(const NvshmemCostTableProto& proto,
+                                 CostTable* table, CostTableEntry* bad_entry) {
+  // Applied to a copy: a table is changed entirely or not at all.
+  CostTable result = *table;
+  CostTableEntry entry;
+  absl::Status status = ApplyEntries(proto, &result, &entry);
+  if (!status.ok()) {
+    if (bad_entry != nullptr) *bad_entry = entry;
+    return status;
+  }
+  *table = std::move(result);
+  return absl::OkStatus();
+}
+
+namespace text_internal {
+
+absl::Status ParseTextProto(absl::string_view text,
+                            absl::string_view source_name,
+                            tsl::protobuf::Message* message,
+                            TextFormat::ParseInfoTree* locations) {
+  FirstError errors;
+  TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  parser.WriteLocationsTo(locations);
+  if (!parser.ParseFromString(std::string(text), message)) {
+    int line = errors.line();
+    if (IsAboutTheValueRead(errors.message())) {
+      line = LineOfTokenBefore(text, line, errors.column());
+    }
+    return Invalid(
+        absl::StrCat(source_name, ":", line + 1, ": ", errors.message()));
+  }
+  return absl::OkStatus();
+}
+
+int EntryLine(const TextFormat::ParseInfoTree& locations,
+              const tsl::protobuf::Descriptor& descriptor,
+              const CostTableEntry& entry) {
+  const tsl::protobuf::FieldDescriptor* field =
+      descriptor.FindFieldByNumber(entry.field_number);
+  if (field == nullptr) return 0;
+  const int index = field->is_repeated() ? std::max(entry.index, 0) : -1;
+  const tsl::protobuf::FieldDescriptor* points =
+      field->message_type() == nullptr
+          ? nullptr
+          : field->message_type()->FindFieldByName("points");
+  if (entry.point >= 0 && points != nullptr) {
+    const TextFormat::ParseInfoTree* nested =
+        locations.GetTreeForNested(field, index);
+    if (nested != nullptr) {
+      const int line = nested->GetLocation(points, entry.point).line;
+      if (line >= 0) return line + 1;
+    }
+  }
+  const int line = locations.GetLocation(field, index).line;
+  return line >= 0 ? line + 1 : 0;
+}
+
+}  // namespace text_internal
+
 absl::StatusOr<CostTable> ParseCostTableOnto(CostTable table,
                                              absl::string_view text,
                                              absl::string_view source_name) {
-  Touched touched = {};
-  int line_number = 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    ++line_number;
-    const Words words = SplitWords(line.substr(0, line.find('#')));
-    if (words.empty()) continue;
-    const absl::Status status = ApplyEntry(words, &table, &touched);
-    if (!status.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source_name, ":", line_number, ": ", status.message()));
-    }
+  NvshmemCostTableProto proto;
+  TextFormat::ParseInfoTree locations;
+  absl::Status status =
+      text_internal::ParseTextProto(text, source_name, &proto, &locations);
+  if (!status.ok()) return status;
+  CostTableEntry bad;
+  status = ApplyCostTableProto(proto, &table, &bad);
+  if (!status.ok()) {
+    return Invalid(absl::StrCat(
+        source_name, ":",
+        text_internal::EntryLine(locations, *proto.GetDescriptor(), bad), ": ",
+        status.message()));
   }
   return table;
 }

@@ -33,9 +33,12 @@ limitations under the License.
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.pb.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
+#include "tsl/platform/protobuf.h"
 
 namespace xla {
 namespace gpu {
@@ -69,7 +72,8 @@ struct CurvePoint {
 // Points per (backend, link class): bounds the cost of parsing.
 inline constexpr int kMaxCurvePoints = 4096;
 
-// Cost model parameters; a text table can override any of them.
+// Cost model parameters; a table (NvshmemCostTableProto) can override any of
+// them.
 struct CostTable {
   std::array<std::array<LinkCost, kNumLinkClasses>, kNumBackends> links;
   std::array<double, kNumBackends> sm_interference = {0, 0};
@@ -99,17 +103,23 @@ struct CostTable {
 // and NVSHMEM compiled in. Built once.
 CostTable DefaultCostTable();
 
-// Text format, one entry per line, '#' starts a comment:
-//   link <nccl|nvshmem> <same_device|nvlink|nvlink_domain|network>
-//        <latency_us> <bandwidth_GBps> [<per_buffer_us>]
-//   point <backend> <link_class> <buffers> <bytes> <us>   (measured)
-//   sm_interference <backend> <fraction>
-//   nvshmem_transport <ibrc|ibgda>
-//   margin <fraction>
-//   nvshmem_max_bytes <bytes>
-// Entries not mentioned keep `base`'s values (ParseCostTable: the defaults).
-// The first link or point line of a (backend, link class) drops the inherited
-// curve of that pair. Errors are InvalidArgument: "<source>:<line>: ...".
+// Which entry of an NvshmemCostTableProto: a field number, the index in a
+// repeated field, and the index of a link's point.
+struct CostTableEntry {
+  int field_number = 0;
+  int index = -1;
+  int point = -1;
+};
+
+// Applies the overrides of `proto` onto `table`: `nvshmem_transport` first,
+// then the other fields. On an invalid entry returns InvalidArgument and, when
+// `bad_entry` is given, says there which entry it was.
+absl::Status ApplyCostTableProto(const NvshmemCostTableProto& proto,
+                                 CostTable* table,
+                                 CostTableEntry* bad_entry = nullptr);
+
+// A table in text format (NvshmemCostTableProto) applied onto the defaults
+// or onto `base`. Errors are InvalidArgument: "<source>:<line>: ...".
 absl::StatusOr<CostTable> ParseCostTable(absl::string_view text,
                                          absl::string_view source_name);
 absl::StatusOr<CostTable> ParseCostTableOnto(CostTable base,
@@ -119,6 +129,20 @@ absl::StatusOr<CostTable> ParseCostTableOnto(CostTable base,
 // Time of one edge of a permute of `buffers` buffers moving `bytes`.
 double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
                   int64_t bytes, int buffers = 1);
+
+namespace text_internal {
+// Parses `text` into `message`, recording where each field was in
+// `locations`. A syntax error is InvalidArgument "<source>:<line>: ...".
+absl::Status ParseTextProto(absl::string_view text,
+                            absl::string_view source_name,
+                            tsl::protobuf::Message* message,
+                            tsl::protobuf::TextFormat::ParseInfoTree* locations);
+// The 1-based line of `entry` in a message of type `descriptor` parsed with
+// `locations`; 0 where unknown.
+int EntryLine(const tsl::protobuf::TextFormat::ParseInfoTree& locations,
+              const tsl::protobuf::Descriptor& descriptor,
+              const CostTableEntry& entry);
+}  // namespace text_internal
 
 }  // namespace nvshmem_selection
 }  // namespace gpu

@@ -22,6 +22,9 @@ limitations under the License.
 #include <gtest/gtest.h>
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.pb.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
 
 namespace xla {
@@ -36,15 +39,22 @@ CostTable TableWith(const std::string& text) {
 }
 
 // NVSHMEM on NVLink measured at 1 and 4 buffers; the link row extrapolates.
-constexpr char kCurveTable[] =
-    "link nvshmem nvlink 99 400 10\n"
-    "point nvshmem nvlink 1 1024 20\n"
-    "point nvshmem nvlink 1 1048576 30\n"
-    "point nvshmem nvlink 1 67108864 200\n"
-    "point nvshmem nvlink 4 67108864 260\n"  // Out of order: sorted on read.
-    "point nvshmem nvlink 4 1024 50\n"
-    "point nvshmem nvlink 4 1048576 60\n"
-    "sm_interference nvshmem 0\n";
+constexpr char kCurveTable[] = R"table(
+  links {
+    backend: NVSHMEM
+    link_class: NVLINK
+    latency_us: 99
+    bandwidth_gbps: 400
+    per_buffer_us: 10
+    points { buffers: 1 bytes: 1024 us: 20 }
+    points { buffers: 1 bytes: 1048576 us: 30 }
+    points { buffers: 1 bytes: 67108864 us: 200 }
+    points { buffers: 4 bytes: 67108864 us: 260 }  # Sorted on read.
+    points { buffers: 4 bytes: 1024 us: 50 }
+    points { buffers: 4 bytes: 1048576 us: 60 }
+  }
+  sm_interference { backend: NVSHMEM fraction: 0 }
+)table";
 
 double NvshmemNvlinkUs(const CostTable& table, int64_t bytes, int buffers) {
   return EdgeTimeUs(table, Backend::kNvshmem, LinkClass::kIntraHostNvlink,
@@ -52,11 +62,19 @@ double NvshmemNvlinkUs(const CostTable& table, int64_t bytes, int buffers) {
 }
 
 TEST(CostTableTest, ParsesOverridesAndKeepsDefaults) {
-  CostTable table = TableWith(
-      "# comment\nlink nccl network 12.5 45\nmargin 0.1\n"
-      "sm_interference nccl 0.2\nnvshmem_max_bytes 2147483648\n");
-  EXPECT_DOUBLE_EQ(table.link(Backend::kNccl, LinkClass::kNetwork).latency_us,
-                   12.5);
+  CostTable table = TableWith(R"table(
+    # A comment.
+    links { backend: NCCL link_class: NETWORK latency_us: 12.5 }
+    margin: 0.1
+    sm_interference { backend: NCCL fraction: 0.2 }
+    nvshmem_max_bytes: 2147483648
+  )table");
+  const LinkCost& network = table.link(Backend::kNccl, LinkClass::kNetwork);
+  EXPECT_DOUBLE_EQ(network.latency_us, 12.5);
+  EXPECT_DOUBLE_EQ(network.bandwidth_gbps,
+                   DefaultCostTable()
+                       .link(Backend::kNccl, LinkClass::kNetwork)
+                       .bandwidth_gbps);
   EXPECT_DOUBLE_EQ(table.margin, 0.1);
   EXPECT_DOUBLE_EQ(table.sm_interference[0], 0.2);
   EXPECT_EQ(table.nvshmem_max_bytes, int64_t{2147483648});
@@ -64,21 +82,70 @@ TEST(CostTableTest, ParsesOverridesAndKeepsDefaults) {
       table.curve(Backend::kNvshmem, LinkClass::kIntraHostNvlink).empty());
 }
 
-TEST(CostTableTest, RejectsBadEntries) {
-  for (const char* bad :
-       {"link nccl warp 1 2\n", "link gloo nvlink 1 2\n", "margin 1.5\n",
-        "margin nan\n", "bogus 1\n", "point nccl nvlink 1 1024\n",
-        "point nccl nvlink 0 1024 5\n", "point nccl nvlink 1 1024 0\n",
-        "point nccl nvlink 1 1024 5\npoint nccl nvlink 1 1024 6\n",
-        "nvshmem_transport udp\n"}) {
-    EXPECT_EQ(ParseCostTable(bad, "t").status().code(),
-              absl::StatusCode::kInvalidArgument)
-        << bad;
+TEST(CostTableTest, RejectsBadEntriesNamingTheirLine) {
+  struct Case {
+    const char* text;
+    int line;
+  };
+  for (const Case& bad : {
+           Case{"links { backend: NCCL link_class: WARP }", 1},
+           Case{"\nlinks { backend: GLOO link_class: NVLINK }", 2},
+           Case{"links { link_class: NVLINK }", 1},
+           Case{"links { backend: NCCL }", 1},
+           Case{"margin: 1.5", 1},
+           Case{"margin: nan", 1},
+           Case{"bogus: 1", 1},
+           Case{"links { backend: NCCL link_class: NVLINK bandwidth_gbps: 0 }",
+                1},
+           Case{"links {\n backend: NCCL\n link_class: NVLINK\n"
+                " points { buffers: 0 bytes: 1024 us: 5 }\n}",
+                4},
+           Case{"links { backend: NCCL link_class: NVLINK\n"
+                " points { buffers: 1 bytes: 1024 us: 0 } }",
+                2},
+           Case{"links { backend: NCCL link_class: NVLINK\n"
+                " points { buffers: 1 bytes: 1024 us: 5 }\n"
+                " points { buffers: 1 bytes: 1024 us: 6 } }",
+                3},
+           Case{"links { backend: NCCL link_class: NVLINK }\n\n"
+                "links { backend: NCCL link_class: NVLINK }",
+                3},
+           Case{"nvshmem_transport: UDP", 1},
+           Case{"nvshmem_transport: 7", 1},
+           Case{"link nccl nvlink 1 2", 1},
+           // Bad values are reported once read, at the next token: here on
+           // the next line.
+           Case{"links { backend: NCCL link_class: WARP\n}", 1},
+           Case{"\nnvshmem_transport: ROCE\n\n", 2},
+           Case{"margin: 0.1\nnvshmem_max_bytes: 99999999999999999999\n", 2},
+       }) {
+    absl::StatusOr<CostTable> table = ParseCostTable(bad.text, "t");
+    ASSERT_EQ(table.status().code(), absl::StatusCode::kInvalidArgument)
+        << bad.text;
+    EXPECT_TRUE(absl::StartsWith(table.status().message(),
+                                 absl::StrCat("t:", bad.line, ": ")))
+        << bad.text << " -> " << table.status();
   }
 }
 
+TEST(CostTableTest, AppliedProtoChangesNothingOnError) {
+  NvshmemCostTableProto proto;
+  proto.set_margin(0.2);
+  NvshmemCostTableProto::Link* link = proto.add_links();
+  link->set_backend(NvshmemCostTableProto::NCCL);
+  link->set_link_class(NvshmemCostTableProto::NVLINK);
+  link->add_points()->set_buffers(1);  // No bytes.
+  CostTable table = DefaultCostTable();
+  CostTableEntry bad;
+  EXPECT_FALSE(ApplyCostTableProto(proto, &table, &bad).ok());
+  EXPECT_EQ(bad.field_number, NvshmemCostTableProto::kLinksFieldNumber);
+  EXPECT_EQ(bad.index, 0);
+  EXPECT_EQ(bad.point, 0);
+  EXPECT_DOUBLE_EQ(table.margin, DefaultCostTable().margin);
+}
+
 TEST(CostTableTest, TransportPicksTheNetworkRow) {
-  CostTable ibgda = TableWith("nvshmem_transport ibgda\n");
+  CostTable ibgda = TableWith("nvshmem_transport: IBGDA");
   EXPECT_LT(ibgda.link(Backend::kNvshmem, LinkClass::kNetwork).latency_us,
             DefaultCostTable()
                 .link(Backend::kNvshmem, LinkClass::kNetwork)
@@ -105,8 +172,10 @@ TEST(MeasuredCurveTest, BlendsBetweenBufferCountsAndAddsPerBufferBeyond) {
   EXPECT_NEAR(NvshmemNvlinkUs(table, 1024, 6), 70, 1e-9);  // + 2 x 10 us.
 }
 
-TEST(MeasuredCurveTest, ALinkLineAloneDropsTheInheritedCurve) {
-  CostTable parametric = TableWith("link nvshmem nvlink 5 450 1\n");
+TEST(MeasuredCurveTest, AnEntryWithoutPointsDropsTheInheritedCurve) {
+  CostTable parametric = TableWith(
+      "links { backend: NVSHMEM link_class: NVLINK latency_us: 5 "
+      "bandwidth_gbps: 450 per_buffer_us: 1 }");
   EXPECT_TRUE(
       parametric.curve(Backend::kNvshmem, LinkClass::kIntraHostNvlink).empty());
   EXPECT_NEAR(EdgeTimeUs(parametric, Backend::kNvshmem,
