@@ -109,7 +109,9 @@ TEST(TopologyTest, GpusPerProcessOption) {
 TEST(CostTableTest, ParsesOverridesAndKeepsDefaults) {
   std::string error;
   absl::StatusOr<CostTable> table = ParseCostTable(
-      "# measured\nlinks { backend: NCCL link_class: NETWORK latency_us: 12.5 bandwidth_gbps: 45 per_buffer_us: 0 }\nmargin: 0.1\nsm_interference { backend: NCCL fraction: 0.2 }\nnvshmem_max_bytes: 2147483648\n",
+      "# measured\nlinks { backend: NCCL link_class: NETWORK latency_us: 12.5 "
+      "bandwidth_gbps: 45 per_buffer_us: 0 }\nmargin: 0.1\nsm_interference { "
+      "backend: NCCL fraction: 0.2 }\nnvshmem_max_bytes: 2147483648\n",
       "t.txt");
   ASSERT_TRUE(table.ok()) << table.status();
   EXPECT_DOUBLE_EQ(table->link(Backend::kNccl, LinkClass::kNetwork).latency_us,
@@ -136,8 +138,8 @@ TEST(CostTableTest, RoundTripsThroughText) {
   // 450, not 4.5e+02).
   EXPECT_EQ(CostTableToString(table).find("e+"), std::string::npos)
       << CostTableToString(table);
-  EXPECT_NE(CostTableToString(table).find(
-                "  backend: NVSHMEM\n  link_class: NVLINK_DOMAIN\n  latency_us: 5.6\n"),
+  EXPECT_NE(CostTableToString(table).find("  backend: NVSHMEM\n  link_class: "
+                                          "NVLINK_DOMAIN\n  latency_us: 5.6\n"),
             std::string::npos)
       << CostTableToString(table);
 }
@@ -148,8 +150,9 @@ TEST(CostTableTest, ErrorsNameTheLine) {
        "t.txt:2: Unknown enumeration value of \"WARP\""},
       {"links { backend: NCCL link_class: NVLINK bandwidth_gbps: 0 }",
        "t.txt:1: bandwidth_gbps must be a number > 0, not 0"},
-      {"\n\nfoo: 1", "t.txt:3: Message type \"nvshmem_ext.CostTableProto\" "
-                    "has no field named \"foo\""},
+      {"\n\nfoo: 1",
+       "t.txt:3: Message type \"nvshmem_ext.CostTableProto\" "
+       "has no field named \"foo\""},
       {"margin: abc", "t.txt:1: "},
       {"margin: 1.5", "t.txt:1: margin must be below 1"},
       {"margin: nan", "t.txt:1: margin must be a number >= 0, not nan"},
@@ -200,7 +203,9 @@ TEST(AcrossHostsTest, TransportPicksTheNetworkRow) {
   EXPECT_EQ(CostTableToString(*again), CostTableToString(*ibgda));
   // A links entry overrides the transport's row.
   absl::StatusOr<CostTable> own = ParseCostTable(
-      "nvshmem_transport: IBGDA\nlinks { backend: NVSHMEM link_class: NETWORK latency_us: 3 bandwidth_gbps: 40 per_buffer_us: 0 }\n", "t");
+      "nvshmem_transport: IBGDA\nlinks { backend: NVSHMEM link_class: NETWORK "
+      "latency_us: 3 bandwidth_gbps: 40 per_buffer_us: 0 }\n",
+      "t");
   ASSERT_TRUE(own.ok()) << own.status();
   EXPECT_DOUBLE_EQ(own->link(Backend::kNvshmem, LinkClass::kNetwork).latency_us,
                    3);
@@ -225,10 +230,12 @@ TEST(BackendSetTest, ParsesCanonicalSetsAndRejectsBadOnes) {
   EXPECT_NE(error.find("unknown backend 'warp'"), std::string::npos) << error;
   error = ErrorOf(ParseCostTable("backends: [NCCL, GLOO]\n", "t.txt"));
   EXPECT_FALSE(error.empty());
-  EXPECT_EQ(error.rfind("t.txt:1: Unknown enumeration value of \"GLOO\"", 0), 0u)
+  EXPECT_EQ(error.rfind("t.txt:1: Unknown enumeration value of \"GLOO\"", 0),
+            0u)
       << error;
   error = ErrorOf(ParseCostTable("\nbackends: [PEER, SYMMETRIC]\n", "t.txt"));
-  EXPECT_EQ(error.rfind("t.txt:2: backend set 'peer,symmetric' lacks nccl", 0), 0u)
+  EXPECT_EQ(error.rfind("t.txt:2: backend set 'peer,symmetric' lacks nccl", 0),
+            0u)
       << error;
   error = ErrorOf(ParseCostTable("symmetric_signals: yes", "t.txt"));
   EXPECT_EQ(error.rfind("t.txt:1: ", 0), 0u) << error;
@@ -236,7 +243,9 @@ TEST(BackendSetTest, ParsesCanonicalSetsAndRejectsBadOnes) {
 
 TEST(BackendSetTest, TableCarriesSetSignalsAndPerBufferCosts) {
   CostTable table = TableWith(
-      "backends: [NCCL, PEER, SYMMETRIC]\nsymmetric_signals: true\nlinks { backend: PEER link_class: NVLINK latency_us: 20 bandwidth_gbps: 300 per_buffer_us: 1.5 }\n");
+      "backends: [NCCL, PEER, SYMMETRIC]\nsymmetric_signals: true\nlinks { "
+      "backend: PEER link_class: NVLINK latency_us: 20 bandwidth_gbps: 300 "
+      "per_buffer_us: 1.5 }\n");
   EXPECT_EQ(BackendSetToString(table.backends), "nccl,peer,symmetric");
   EXPECT_TRUE(table.symmetric_signals);
   EXPECT_DOUBLE_EQ(
@@ -278,7 +287,9 @@ TEST(MeasuredCurveTest, MonotoneWhereTheDataIs) {
   }
   // Data that dips stays between its neighbours, not beyond.
   CostTable dip = TableWith(
-      "links { backend: NCCL link_class: NVLINK points { buffers: 1 bytes: 1000 us: 20 } points { buffers: 1 bytes: 10000 us: 15 } points { buffers: 1 bytes: 100000 us: 25 } }\n");
+      "links { backend: NCCL link_class: NVLINK points { buffers: 1 bytes: "
+      "1000 us: 20 } points { buffers: 1 bytes: 10000 us: 15 } points { "
+      "buffers: 1 bytes: 100000 us: 25 } }\n");
   const double mid =
       EdgeTimeUs(dip, Backend::kNccl, LinkClass::kIntraHostNvlink, 3000, 1);
   EXPECT_LT(mid, 20);
@@ -306,7 +317,10 @@ TEST(MeasuredCurveTest, BlendsBetweenBufferCountsAndAddsPerBufferBeyond) {
   EXPECT_NEAR(NvshmemNvlinkUs(table, 1024, 6), 70, 1e-9);
   // Only 4 buffers measured: fewer buffers take per_buffer off, never below 0.
   CostTable four = TableWith(
-      "links { backend: NCCL link_class: NVLINK latency_us: 1 bandwidth_gbps: 100 per_buffer_us: 5 points { buffers: 4 bytes: 1000 us: 12 } points { buffers: 4 bytes: 2000 us: 14 } }\nsm_interference { backend: NCCL fraction: 0 }\n");
+      "links { backend: NCCL link_class: NVLINK latency_us: 1 bandwidth_gbps: "
+      "100 per_buffer_us: 5 points { buffers: 4 bytes: 1000 us: 12 } points { "
+      "buffers: 4 bytes: 2000 us: 14 } }\nsm_interference { backend: NCCL "
+      "fraction: 0 }\n");
   EXPECT_NEAR(
       EdgeTimeUs(four, Backend::kNccl, LinkClass::kIntraHostNvlink, 1000, 3), 7,
       1e-9);
@@ -317,7 +331,8 @@ TEST(MeasuredCurveTest, BlendsBetweenBufferCountsAndAddsPerBufferBeyond) {
 
 TEST(MeasuredCurveTest, SmInterferenceAddsOnTopOfTheCurve) {
   CostTable table =
-      TableWith(std::string(kCurveTable) + "sm_interference { backend: NVSHMEM fraction: 0.5 }\n");
+      TableWith(std::string(kCurveTable) +
+                "sm_interference { backend: NVSHMEM fraction: 0.5 }\n");
   // 1 MiB at 400 GB/s is 2.62144 us of transfer; half of it on top.
   EXPECT_NEAR(NvshmemNvlinkUs(table, 1048576, 1), 30 + 0.5 * 2.62144, 1e-9);
 }
@@ -329,11 +344,15 @@ TEST(MeasuredCurveTest, AnEntryWithoutPointsDropsTheInheritedCurve) {
       ParseCostTable(CostTableToString(base) + "", "x");
   ASSERT_TRUE(over.ok()) << over.status();
   EXPECT_EQ(CostTableToString(*over), CostTableToString(base));
-  EXPECT_NE(CostTableToString(base).find("  points { buffers: 4 bytes: 1024 us: 50 }\n"),
+  EXPECT_NE(CostTableToString(base).find(
+                "  points { buffers: 4 bytes: 1024 us: 50 }\n"),
             std::string::npos);
   // The default's curves (if any) give way to an entry naming the pair.
   CostTable parametric = TableWith(
-      "links { backend: NVSHMEM link_class: NVLINK latency_us: 5 bandwidth_gbps: 450 per_buffer_us: 1 }\nlinks { backend: NCCL link_class: NVLINK latency_us: 6 bandwidth_gbps: 450 per_buffer_us: 1 }\n");
+      "links { backend: NVSHMEM link_class: NVLINK latency_us: 5 "
+      "bandwidth_gbps: 450 per_buffer_us: 1 }\nlinks { backend: NCCL "
+      "link_class: NVLINK latency_us: 6 bandwidth_gbps: 450 per_buffer_us: 1 "
+      "}\n");
   EXPECT_FALSE(HasMeasuredCurve(parametric, Backend::kNvshmem,
                                 LinkClass::kIntraHostNvlink));
   EXPECT_FALSE(HasMeasuredCurve(parametric, Backend::kNccl,
@@ -343,8 +362,9 @@ TEST(MeasuredCurveTest, AnEntryWithoutPointsDropsTheInheritedCurve) {
               5 + 2 + 1 * (1 + parametric.sm_interference(Backend::kNvshmem)),
               1e-9);
   // An entry's numbers and points apply together.
-  CostTable both =
-      TableWith("links { backend: NCCL link_class: NVLINK latency_us: 6 bandwidth_gbps: 450 per_buffer_us: 0 points { buffers: 1 bytes: 10 us: 7 } }\n");
+  CostTable both = TableWith(
+      "links { backend: NCCL link_class: NVLINK latency_us: 6 bandwidth_gbps: "
+      "450 per_buffer_us: 0 points { buffers: 1 bytes: 10 us: 7 } }\n");
   EXPECT_EQ(both.curve(Backend::kNccl, LinkClass::kIntraHostNvlink).size(), 1u);
   EXPECT_DOUBLE_EQ(
       both.link(Backend::kNccl, LinkClass::kIntraHostNvlink).latency_us, 6);
@@ -356,7 +376,8 @@ TEST(MeasuredCurveTest, BadPointsNameTheirLine) {
       {"points { buffers: 0 bytes: 1024 us: 5 }",
        "buffers must be from 1 to 1048576, not 0"},
       {"points { buffers: 1.5 bytes: 1024 us: 5 }", "Expected integer"},
-      {"points { buffers: 1 bytes: 0 us: 5 }", "bytes must be at least 1, not 0"},
+      {"points { buffers: 1 bytes: 0 us: 5 }",
+       "bytes must be at least 1, not 0"},
       {"points { buffers: 1 bytes: -4 us: 5 }",
        "bytes must be at least 1, not -4"},
       {"points { buffers: 1 bytes: 1024 us: inf }",
@@ -366,12 +387,12 @@ TEST(MeasuredCurveTest, BadPointsNameTheirLine) {
        "a second point at 1 buffers and 1024 bytes"},
   };
   for (const auto& [points, message] : cases) {
-    const std::string text =
-        absl::StrCat("# c\nlinks {\n  backend: NCCL link_class: NVLINK\n",
-                     points, "\n}\n");
+    const std::string text = absl::StrCat(
+        "# c\nlinks {\n  backend: NCCL link_class: NVLINK\n", points, "\n}\n");
     const std::string error = ErrorOf(ParseCostTable(text, "t.txt"));
     // The line of the bad point: the last one given.
-    const int line = std::string(points).find('\n') == std::string::npos ? 4 : 5;
+    const int line =
+        std::string(points).find('\n') == std::string::npos ? 4 : 5;
     EXPECT_EQ(error.rfind(absl::StrCat("t.txt:", line, ": "), 0), 0u)
         << text << " -> " << error;
     EXPECT_NE(error.find(message), std::string::npos) << error;
@@ -453,7 +474,11 @@ TEST(AcrossHostsTest, ModelPicksNvshmemWhereItsNetworkRowWins) {
   // A table whose network rows say NVSHMEM is faster (as a calibration on
   // the user's nodes may): the whole permute goes to NVSHMEM.
   absl::StatusOr<CostTable> fast = ParseCostTable(
-      "links { backend: NCCL link_class: NETWORK latency_us: 25 bandwidth_gbps: 40 per_buffer_us: 8 }\nlinks { backend: NVSHMEM link_class: NETWORK latency_us: 12 bandwidth_gbps: 48 per_buffer_us: 10 }\n", "t");
+      "links { backend: NCCL link_class: NETWORK latency_us: 25 "
+      "bandwidth_gbps: 40 per_buffer_us: 8 }\nlinks { backend: NVSHMEM "
+      "link_class: NETWORK latency_us: 12 bandwidth_gbps: 48 per_buffer_us: 10 "
+      "}\n",
+      "t");
   ASSERT_TRUE(fast.ok()) << fast.status();
   Decision d =
       Decide(MustParse("1x2x8"), *fast, {8 << 20, CpRingAcrossTwoHosts(), 16});
@@ -474,8 +499,10 @@ TEST(AcrossHostsTest, ModelPicksNvshmemWhereItsNetworkRowWins) {
 }
 
 TEST(AcrossHostsTest, MixedRingIsPricedByItsSlowestEdge) {
-  absl::StatusOr<CostTable> fast =
-      ParseCostTable("links { backend: NVSHMEM link_class: NETWORK latency_us: 12 bandwidth_gbps: 60 per_buffer_us: 10 }\n", "t");
+  absl::StatusOr<CostTable> fast = ParseCostTable(
+      "links { backend: NVSHMEM link_class: NETWORK latency_us: 12 "
+      "bandwidth_gbps: 60 per_buffer_us: 10 }\n",
+      "t");
   ASSERT_TRUE(fast.ok()) << fast.status();
   const Topology t = MustParse("1x4x4");
   Decision d = Decide(t, *fast, {64 << 20, Ring(16), 16});
@@ -491,8 +518,10 @@ TEST(AcrossHostsTest, MixedRingIsPricedByItsSlowestEdge) {
 }
 
 TEST(AcrossHostsTest, ShiftAcrossHostsIsStillRefused) {
-  absl::StatusOr<CostTable> fast =
-      ParseCostTable("links { backend: NVSHMEM link_class: NETWORK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 1 }\n", "t");
+  absl::StatusOr<CostTable> fast = ParseCostTable(
+      "links { backend: NVSHMEM link_class: NETWORK latency_us: 1 "
+      "bandwidth_gbps: 900 per_buffer_us: 1 }\n",
+      "t");
   ASSERT_TRUE(fast.ok()) << fast.status();
   // Host 0 sends to host 1 only: devices 0..7 receive nothing.
   std::vector<std::pair<int, int>> shift;
@@ -513,8 +542,10 @@ TEST(AcrossHostsTest, ShiftAcrossHostsIsStillRefused) {
 }
 
 TEST(AcrossHostsTest, HeapLimitStillRefuses) {
-  absl::StatusOr<CostTable> fast =
-      ParseCostTable("links { backend: NVSHMEM link_class: NETWORK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 1 }\n", "t");
+  absl::StatusOr<CostTable> fast = ParseCostTable(
+      "links { backend: NVSHMEM link_class: NETWORK latency_us: 1 "
+      "bandwidth_gbps: 900 per_buffer_us: 1 }\n",
+      "t");
   ASSERT_TRUE(fast.ok()) << fast.status();
   Decision d = Decide(MustParse("1x2x8"), *fast,
                       {int64_t{2} << 30, CpRingAcrossTwoHosts(), 16});
@@ -668,7 +699,10 @@ TEST(DecideTest, DegenerateAndEmptyPermutes) {
 TEST(DecideTest, PairsSpanningHostsKeepNccl) {
   std::string error;
   absl::StatusOr<CostTable> table = ParseCostTable(
-      "links { backend: NCCL link_class: NETWORK latency_us: 4 bandwidth_gbps: 900 per_buffer_us: 0 }\nsm_interference { backend: NCCL fraction: 0.5 }\n", "t");
+      "links { backend: NCCL link_class: NETWORK latency_us: 4 bandwidth_gbps: "
+      "900 per_buffer_us: 0 }\nsm_interference { backend: NCCL fraction: 0.5 "
+      "}\n",
+      "t");
   ASSERT_TRUE(table.ok()) << table.status();
   Topology t = MustParse("1x2x2:map=0,2,1,3");
   // Logical r + 2p -> device: (r0,p0)=0 (r1,p0)=2 (r0,p1)=1 (r1,p1)=3.
@@ -691,7 +725,10 @@ TEST(DecideTest, PairsSpanningHostsKeepNccl) {
 TEST(DecideTest, ZeroCostKeepsNcclWithoutNan) {
   std::string error;
   absl::StatusOr<CostTable> table = ParseCostTable(
-      "links { backend: NCCL link_class: NVLINK latency_us: 0 bandwidth_gbps: 450 per_buffer_us: 0 }\nlinks { backend: NVSHMEM link_class: NVLINK latency_us: 0 bandwidth_gbps: 450 per_buffer_us: 0 }\n", "t");
+      "links { backend: NCCL link_class: NVLINK latency_us: 0 bandwidth_gbps: "
+      "450 per_buffer_us: 0 }\nlinks { backend: NVSHMEM link_class: NVLINK "
+      "latency_us: 0 bandwidth_gbps: 450 per_buffer_us: 0 }\n",
+      "t");
   ASSERT_TRUE(table.ok()) << table.status();
   Decision d = Decide(MustParse("1x1x8"), *table, {0, Ring(8)});
   EXPECT_EQ(d.backend, Backend::kNccl);
@@ -701,7 +738,9 @@ TEST(DecideTest, ZeroCostKeepsNcclWithoutNan) {
 TEST(DecideTest, ModeledTimeGrowsWithBytes) {
   // The parametric model grows with size; measured curves follow their data
   // (MeasuredCurveTest), which at small sizes is noise around a plateau.
-  CostTable parametric = TableWith("links { backend: NCCL link_class: NVLINK latency_us: 6 bandwidth_gbps: 450 per_buffer_us: 7.6 }\n");
+  CostTable parametric = TableWith(
+      "links { backend: NCCL link_class: NVLINK latency_us: 6 bandwidth_gbps: "
+      "450 per_buffer_us: 7.6 }\n");
   Topology t = MustParse("1x2x4");
   double previous = -1;
   for (int64_t bytes = 1024; bytes <= (int64_t{1} << 30); bytes *= 4) {
@@ -737,7 +776,9 @@ TEST(BackendSetTest, DefaultPeerIsTheMeasuredOneProcessCurve) {
 }
 
 TEST(BackendSetTest, FasterPeerIsChosenInsideOneHost) {
-  CostTable table = TableWith("backends: [NCCL, PEER]\nlinks { backend: PEER link_class: NVLINK latency_us: 2 bandwidth_gbps: 450 per_buffer_us: 0 }\n");
+  CostTable table = TableWith(
+      "backends: [NCCL, PEER]\nlinks { backend: PEER link_class: NVLINK "
+      "latency_us: 2 bandwidth_gbps: 450 per_buffer_us: 0 }\n");
   Decision d = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 2});
   EXPECT_EQ(d.backend, Backend::kPeer) << d.reason;
   EXPECT_EQ(d.backend, Backend::kPeer);
@@ -757,8 +798,10 @@ TEST(BackendSetTest, FasterPeerIsChosenInsideOneHost) {
 }
 
 TEST(BackendSetTest, SymmetricNeedsSignals) {
-  CostTable table =
-      TableWith("backends: [NCCL, PEER, SYMMETRIC]\nlinks { backend: SYMMETRIC link_class: NVLINK latency_us: 1 bandwidth_gbps: 450 per_buffer_us: 0 }\n");
+  CostTable table = TableWith(
+      "backends: [NCCL, PEER, SYMMETRIC]\nlinks { backend: SYMMETRIC "
+      "link_class: NVLINK latency_us: 1 bandwidth_gbps: 450 per_buffer_us: 0 "
+      "}\n");
   Decision d = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 2});
   EXPECT_NE(d.backend, Backend::kSymmetric) << d.reason;
   EXPECT_NE(
@@ -784,7 +827,10 @@ TEST(BackendSetTest, BackendOutsideTheSetIsRefused) {
 
 TEST(CostModelTest, PerBufferCostCountsExtraBuffers) {
   CostTable table = TableWith(
-      "links { backend: NCCL link_class: NVLINK latency_us: 10 bandwidth_gbps: 100 per_buffer_us: 0 }\nlinks { backend: NVSHMEM link_class: NVLINK latency_us: 5 bandwidth_gbps: 100 per_buffer_us: 4 }\nsm_interference { backend: NCCL fraction: 0 }\n");
+      "links { backend: NCCL link_class: NVLINK latency_us: 10 bandwidth_gbps: "
+      "100 per_buffer_us: 0 }\nlinks { backend: NVSHMEM link_class: NVLINK "
+      "latency_us: 5 bandwidth_gbps: 100 per_buffer_us: 4 }\nsm_interference { "
+      "backend: NCCL fraction: 0 }\n");
   // 1 MB over 100 GB/s = 10 us.
   EXPECT_DOUBLE_EQ(EdgeTimeUs(table, Backend::kNvshmem,
                               LinkClass::kIntraHostNvlink, 1000000, 1),
@@ -800,8 +846,10 @@ TEST(CostModelTest, PerBufferCostCountsExtraBuffers) {
 }
 
 TEST(MeasuredCurveTest, ReasonsSayWhichModelPriced) {
-  CostTable table = TableWith(std::string(kCurveTable) +
-                              "links { backend: NCCL link_class: NVLINK points { buffers: 1 bytes: 1024 us: 10 } points { buffers: 1 bytes: 67108864 us: 400 } }\n");
+  CostTable table = TableWith(
+      std::string(kCurveTable) +
+      "links { backend: NCCL link_class: NVLINK points { buffers: 1 bytes: "
+      "1024 us: 10 } points { buffers: 1 bytes: 67108864 us: 400 } }\n");
   Decision big = Decide(MustParse("1x1x2"), table, {64 << 20, Ring(2), 2});
   EXPECT_EQ(big.backend, Backend::kNvshmem) << big.reason;
   EXPECT_DOUBLE_EQ(*big.backend_us[static_cast<int>(Backend::kNvshmem)], 200);
@@ -813,7 +861,9 @@ TEST(MeasuredCurveTest, ReasonsSayWhichModelPriced) {
             std::string::npos)
       << small.reason;
   CostTable mixed =
-      TableWith(std::string(kCurveTable) + "links { backend: NCCL link_class: NVLINK latency_us: 1 bandwidth_gbps: 450 per_buffer_us: 0 }\n");
+      TableWith(std::string(kCurveTable) +
+                "links { backend: NCCL link_class: NVLINK latency_us: 1 "
+                "bandwidth_gbps: 450 per_buffer_us: 0 }\n");
   Decision m = Decide(MustParse("1x1x2"), mixed, {1024, Ring(2), 2});
   EXPECT_NE(m.reason.find("(NCCL parametric, NVSHMEM measured curve)"),
             std::string::npos)

@@ -14,9 +14,9 @@
 #include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -189,12 +189,12 @@ absl::Status Apply(const Proto& proto, CostTable* table,
   CostTable result = *table;
   absl::Status status = ApplyOwnEntries(proto, &result, bad);
   if (status.ok()) {
-    status = ApplyPart(proto, {Backend::kNccl, Backend::kNvshmem},
-                       &result.core, bad);
+    status = ApplyPart(proto, {Backend::kNccl, Backend::kNvshmem}, &result.core,
+                       bad);
   }
   for (int i = 0; i < 2 && status.ok(); ++i) {
-    status = ApplyPart(proto, {static_cast<Backend>(i + 2)}, &result.extra[i],
-                       bad);
+    status =
+        ApplyPart(proto, {static_cast<Backend>(i + 2)}, &result.extra[i], bad);
   }
   if (status.ok()) *table = std::move(result);
   return status;
@@ -210,9 +210,14 @@ std::optional<int> LineFormatEntry(absl::string_view text) {
         absl::StrSplit(line.substr(0, line.find('#')), absl::ByAnyChar(" \t\r"),
                        absl::SkipEmpty());
     if (words.empty()) continue;
-    constexpr absl::string_view kKeys[] = {
-        "link",   "point",         "sm_interference",   "nvshmem_transport",
-        "margin", "nvshmem_max_bytes", "backends", "symmetric_signals"};
+    constexpr absl::string_view kKeys[] = {"link",
+                                           "point",
+                                           "sm_interference",
+                                           "nvshmem_transport",
+                                           "margin",
+                                           "nvshmem_max_bytes",
+                                           "backends",
+                                           "symmetric_signals"};
     if (words.size() >= 2 && absl::c_linear_search(kKeys, words[0]) &&
         !absl::StrContains(line, ':') && !absl::StrContains(line, '{')) {
       return number;
@@ -263,13 +268,12 @@ CostTable BuildDefault() {
 void PrintLink(const CostTable& table, Backend backend, LinkClass link_class,
                std::string* out) {
   const LinkCost& cost = table.link(backend, link_class);
-  absl::StrAppend(out, "links {\n  backend: ",
-                  Proto::Backend_Name(ProtoBackend(backend)),
-                  "\n  link_class: ",
-                  CoreProto::LinkClass_Name(ProtoLinkClass(link_class)),
-                  "\n  latency_us: ", Shortest(cost.latency_us),
-                  "\n  bandwidth_gbps: ", Shortest(cost.bandwidth_gbps),
-                  "\n  per_buffer_us: ", Shortest(cost.per_buffer_us), "\n");
+  absl::StrAppend(
+      out, "links {\n  backend: ", Proto::Backend_Name(ProtoBackend(backend)),
+      "\n  link_class: ", CoreProto::LinkClass_Name(ProtoLinkClass(link_class)),
+      "\n  latency_us: ", Shortest(cost.latency_us),
+      "\n  bandwidth_gbps: ", Shortest(cost.bandwidth_gbps),
+      "\n  per_buffer_us: ", Shortest(cost.per_buffer_us), "\n");
   for (const CurvePoint& point : table.curve(backend, link_class)) {
     absl::StrAppend(out, "  points { buffers: ", point.buffers,
                     " bytes: ", point.bytes, " us: ", Shortest(point.us),
@@ -300,10 +304,10 @@ std::string CostTableToString(const CostTable& table) {
       "]\nsymmetric_signals: ", table.symmetric_signals ? "true" : "false",
       // Applied before the links: the network row printed below stays.
       "\nnvshmem_transport: ",
-      CoreProto::NvshmemTransport_Name(
-          table.core.nvshmem_transport == NvshmemTransport::kIbgda
-              ? CoreProto::IBGDA
-              : CoreProto::IBRC),
+      CoreProto::NvshmemTransport_Name(table.core.nvshmem_transport ==
+                                               NvshmemTransport::kIbgda
+                                           ? CoreProto::IBGDA
+                                           : CoreProto::IBRC),
       "\n");
   for (int b = 0; b < kNumBackends; ++b) {
     for (int c = 0; c < kNumLinkClasses; ++c) {
@@ -314,12 +318,12 @@ std::string CostTableToString(const CostTable& table) {
   for (int b = 0; b < kNumBackends; ++b) {
     const Backend backend = static_cast<Backend>(b);
     absl::StrAppend(&out, "sm_interference { backend: ",
-                    Proto::Backend_Name(ProtoBackend(backend)), " fraction: ",
-                    Shortest(table.sm_interference(backend)), " }\n");
+                    Proto::Backend_Name(ProtoBackend(backend)),
+                    " fraction: ", Shortest(table.sm_interference(backend)),
+                    " }\n");
   }
   absl::StrAppend(&out, "margin: ", Shortest(table.core.margin),
-                  "\nnvshmem_max_bytes: ", table.core.nvshmem_max_bytes,
-                  "\n");
+                  "\nnvshmem_max_bytes: ", table.core.nvshmem_max_bytes, "\n");
   return out;
 }
 

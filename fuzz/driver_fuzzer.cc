@@ -71,7 +71,8 @@ constexpr const char* kModes[] = {"rewrite", "annotate", "explain"};
 // Slow NCCL on the network: NVSHMEM on the NVLink edges alone would pay off,
 // so inputs also run where only the safety rules keep a permute on NCCL.
 constexpr char kSlowNcclNetwork[] =
-    "links { backend: NCCL link_class: NETWORK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 0 }\nsm_interference { backend: NCCL fraction: 4 }\n";
+    "links { backend: NCCL link_class: NETWORK latency_us: 1 bandwidth_gbps: "
+    "900 per_buffer_us: 0 }\nsm_interference { backend: NCCL fraction: 4 }\n";
 
 Config PickConfig(uint8_t byte) {
   Config config;

@@ -172,7 +172,7 @@ for f in "${CC[@]}"; do
 done
 
 # 7. The registration, against the real DebugOptions and CompileOptions: the
-# lines 0005 adds to RunPostFusionPasses, in a function with its parameters.
+# lines 0006 adds to RunPostFusionPasses, in a function with its parameters.
 REG="$TREE/xla/service/gpu/nvshmem_registration_check.cc"
 {
   printf '#include <cstdint>\n#include <memory>\n#include <utility>\n'
@@ -201,7 +201,7 @@ fi
 # replaces the wheel's CollectiveBackendAssigner::RunImpl in the binary;
 # wheel_compat/ stands in for the test base and FileCheck, which the wheel
 # lacks, and maps the pinned header paths; gmock is built from Debian's source.
-# The patched header goes first: 0005 gives the assigner a constructor argument.
+# The patched header goes first: 0006 gives the assigner a constructor argument.
 RT=(-std=c++17 -O0 -w -I "$WORK/rt/hdr" -isystem "$ROOT/wheel_compat" -isystem "$TF/include"
     -isystem "$TF/include/external/highwayhash"
     -isystem "$TF/include/external/farmhash_archive/src" -isystem "$GMOCK")

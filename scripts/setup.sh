@@ -45,14 +45,17 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-# Debian packages: googletest for the C++ tests, absl for the selection core
-# outside XLA (the binding must not need TensorFlow), Chromium for the report's
+# Debian packages: googletest for the C++ tests, absl and protobuf (with its
+# protoc) for the selection core outside XLA (the binding must not need
+# TensorFlow), Chromium for the report's
 # page test, clang with libFuzzer and the sanitizers for fuzz/, LLVM's
 # FileCheck for the pass's tests, clang-format for the style test (CI runs as
 # root).
 missing=()
 [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
 [ -f /usr/include/absl/status/statusor.h ] || missing+=(libabsl-dev)
+[ -f /usr/include/google/protobuf/text_format.h ] || missing+=(libprotobuf-dev)
+[ -x /usr/bin/protoc ] || missing+=(protobuf-compiler)
 command -v cmake >/dev/null || missing+=(cmake)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v clang++ >/dev/null || missing+=(clang)
@@ -67,7 +70,8 @@ if [ ${#missing[@]} -gt 0 ]; then
       env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
   else
     say "missing Debian packages (install them as root): ${missing[*]}"
-    [[ " ${missing[*]} " == *" libgtest-dev "* || " ${missing[*]} " == *" libabsl-dev "* ]] && exit 1
+    [[ " ${missing[*]} " == *" libgtest-dev "* || " ${missing[*]} " == *" libabsl-dev "* ||
+       " ${missing[*]} " == *" libprotobuf-dev "* || " ${missing[*]} " == *" protobuf-compiler "* ]] && exit 1
   fi
 fi
 # buildifier checks the Bazel files (npm registry); optional.

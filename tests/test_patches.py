@@ -151,17 +151,17 @@ def test_patches_are_an_upstream_change():
 
 def test_each_patch_touches_one_area():
   touched = {p.name[:4]: set(file_diffs(p)) for p in PATCHES}
-  # The core (topology and cost model, then the decision) and the pass, each
-  # with its BUILD targets, are three patches a reviewer can take one by one.
-  for n in ("0001", "0002", "0003"):
+  # The core (topology, cost model, decision) and the pass, each with its BUILD
+  # targets, are four patches a reviewer can take one by one.
+  for n in ("0001", "0002", "0003", "0004"):
     assert all(f.startswith(PKG + "/") for f in touched[n]), n
-  assert touched["0004"] == {"xla/xla.proto", "xla/debug_options_flags.cc"}
+  assert touched["0005"] == {"xla/xla.proto", "xla/debug_options_flags.cc"}
   # The registration also tells the assigner to leave permutes to the rewriter.
-  assert touched["0005"] == {"xla/service/gpu/gpu_compiler.cc", "xla/service/gpu/BUILD",
+  assert touched["0006"] == {"xla/service/gpu/gpu_compiler.cc", "xla/service/gpu/BUILD",
                              f"{PKG}/collective_backend_assigner.h",
                              f"{PKG}/collective_backend_assigner.cc",
                              f"{PKG}/collective_backend_assigner_test.cc"}
-  assert touched["0006"] == {f"{PKG}/collective_backend_assigner.cc",
+  assert touched["0007"] == {f"{PKG}/collective_backend_assigner.cc",
                              f"{PKG}/collective_backend_assigner_test.cc"}
 
 
@@ -193,24 +193,32 @@ def test_build_deps_name_the_package_headers_included():
           assert f":{owner[head]}" in t["deps"], f"{name}: {inc} needs :{owner[head]}"
 
 
-def test_selection_core_depends_on_absl_only():
-  """The core builds outside XLA (the bindings, the fuzzers): absl, never XLA."""
+def test_selection_core_depends_on_absl_and_protobuf_only():
+  """The core builds outside XLA (the bindings, the fuzzers): absl and protobuf
+  (its own table proto, tsl's protobuf names), never XLA."""
   core = {n: t for n, t in series_targets().items()
-          if t["package"] == PKG and t["rule"] == "cc_library" and "rewriter" not in n}
-  assert core
+          if t["package"] == PKG and t["rule"] in ("cc_library", "tf_proto_library")
+          and "rewriter" not in n}
+  assert "nvshmem_cost_table_proto" in core
+  protobuf = "@tsl//tsl/platform:protobuf"
   for name, t in core.items():
-    assert all(d.startswith(("@com_google_absl//", ":")) for d in t["deps"]), name
-    assert all(d[1:] in core for d in t["deps"] if d.startswith(":")), name
+    assert all(d.startswith(("@com_google_absl//", ":")) or d == protobuf
+               for d in t["deps"]), name
+    assert all(d[1:] in core or d[1:-3] in core for d in t["deps"]
+               if d.startswith(":")), name
     for src in t["srcs"] + t["hdrs"]:
+      if src.endswith(".proto"):
+        continue
       for inc in includes(SRC / src):
-        assert inc.startswith("absl/") or inc.rsplit("/", 1)[-1] in {
-            h for c in core.values() for h in c["hdrs"]}, f"{src}: {inc}"
+        assert (inc.startswith("absl/") or inc == "tsl/platform/protobuf.h" or
+                inc == f"{PKG}/nvshmem_cost_table.pb.h" or inc.rsplit("/", 1)[-1] in {
+                    h for c in core.values() for h in c["hdrs"]}), f"{src}: {inc}"
 
 
 def test_registration_reads_the_flags_that_the_flags_patch_adds():
-  regs = "\n".join(added(PATCHES[4], "xla/service/gpu/gpu_compiler.cc"))
-  proto = "\n".join(added(PATCHES[3], "xla/xla.proto"))
-  flags = "\n".join(added(PATCHES[3], "xla/debug_options_flags.cc"))
+  regs = "\n".join(added(PATCHES[5], "xla/service/gpu/gpu_compiler.cc"))
+  proto = "\n".join(added(PATCHES[4], "xla/xla.proto"))
+  flags = "\n".join(added(PATCHES[4], "xla/debug_options_flags.cc"))
   read = set(re.findall(r"debug_options\.(xla_gpu_experimental_nvshmem\w*|"
                         r"xla_gpu_experimental_enable_nvshmem_\w+)\(\)", regs))
   assert read
@@ -220,7 +228,7 @@ def test_registration_reads_the_flags_that_the_flags_patch_adds():
 
 
 def test_registration_sets_members_the_pass_options_have():
-  regs = "\n".join(added(PATCHES[4], "xla/service/gpu/gpu_compiler.cc"))
+  regs = "\n".join(added(PATCHES[5], "xla/service/gpu/gpu_compiler.cc"))
   header = (SRC / "nvshmem_collective_permute_rewriter.h").read_text()
   members = set(re.findall(r"rewriter_options\.(\w+) =", regs))
   assert members
@@ -239,8 +247,11 @@ def test_sources_are_clang_format_17_clean():
 def test_bazel_files_pass_buildifier(tmp_path):
   assert shutil.which("buildifier"), "buildifier missing: scripts/setup.sh installs it"
   hunk = tmp_path / "BUILD"
-  hunk.write_text("\n".join(l for p in PATCHES[:3] for l in added(p, f"{PKG}/BUILD")).strip()
-                  + "\n")
+  lines = [l for p in PATCHES[:4] for l in added(p, f"{PKG}/BUILD")]
+  # The loads a patch adds go to the top of the file, the targets further down.
+  loads = [l for l in lines if l.startswith("load(")]
+  rest = [l for l in lines if not l.startswith("load(")]
+  hunk.write_text("\n".join(loads + [""] + rest).strip() + "\n")
   files = [REPO / "WORKSPACE", REPO / "BUILD", REPO / "xla_patches" / "BUILD.bazel", hunk]
   r = run(["buildifier", "--mode=check", *files])
   assert r.returncode == 0, r.stdout + r.stderr
@@ -277,7 +288,7 @@ def test_check_against_the_pin_names_a_stale_patch(tmp_path):
   cc = repo / "xla_src" / PKG / "nvshmem_collective_permute_rewriter.cc"
   cc.write_text(cc.read_text() + "// changed\n")
   r = gen("--check", "--xla", PIN_DIR, cwd=repo)
-  assert r.returncode == 1 and "0003-" in r.stdout
+  assert r.returncode == 1 and "0004-" in r.stdout
 
 
 @needs_pin

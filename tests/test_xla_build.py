@@ -125,7 +125,7 @@ def test_build_command_uses_jax_v0_9_1_build_py_options():
 
 
 def test_recipe_flags_are_flags_of_the_series_or_the_pin():
-  flags_cc = file_diffs(PATCHES[3])["xla/debug_options_flags.cc"]
+  flags_cc = file_diffs(PATCHES[4])["xla/debug_options_flags.cc"]
   added_flags = set(re.findall(r'^\+\s+"(xla_\w+)",', "\n".join(flags_cc), re.M))
   context = "\n".join(l for l in flags_cc if l.startswith(" "))
   for doc in (SCRIPT, REPO / "README.md"):

@@ -240,7 +240,8 @@ std::optional<LinkClass> LinkClassOf(int link_class) {
 // `value` finite and at least (or, `exclusive`, above) `minimum`.
 absl::Status CheckNumber(absl::string_view field, double value, double minimum,
                          bool exclusive) {
-  if (std::isfinite(value) && (exclusive ? value > minimum : value >= minimum)) {
+  if (std::isfinite(value) &&
+      (exclusive ? value > minimum : value >= minimum)) {
     return absl::OkStatus();
   }
   return Invalid(absl::StrFormat("%s must be a number %s %g, not %g", field,
@@ -255,7 +256,8 @@ absl::Status InsertPoint(const Proto::Point& point,
                                 ", not ", point.buffers()));
   }
   if (point.bytes() < 1) {
-    return Invalid(absl::StrCat("bytes must be at least 1, not ", point.bytes()));
+    return Invalid(
+        absl::StrCat("bytes must be at least 1, not ", point.bytes()));
   }
   // Time is interpolated in log(time): it must be above 0.
   absl::Status us = CheckNumber("us", point.us(), 0, /*exclusive=*/true);
@@ -300,7 +302,8 @@ absl::Status ApplyLink(const Proto::Link& link, CostTable* table, Seen* seen,
     cost.latency_us = link.latency_us();
   }
   if (link.has_bandwidth_gbps()) {
-    status.Update(CheckNumber("bandwidth_gbps", link.bandwidth_gbps(), 0, true));
+    status.Update(
+        CheckNumber("bandwidth_gbps", link.bandwidth_gbps(), 0, true));
     cost.bandwidth_gbps = link.bandwidth_gbps();
   }
   if (link.has_per_buffer_us()) {
@@ -412,7 +415,8 @@ int LineOfTokenBefore(absl::string_view text, int line, int column) {
   int before = line;
   while (tokenizer.Next()) {
     const tsl::protobuf::io::Tokenizer::Token& token = tokenizer.current();
-    if (std::make_pair(token.line, token.column) >= std::make_pair(line, column))
+    if (std::make_pair(token.line, token.column) >=
+        std::make_pair(line, column))
       break;
     before = token.line;
   }

@@ -133,10 +133,10 @@ double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
 namespace text_internal {
 // Parses `text` into `message`, recording where each field was in
 // `locations`. A syntax error is InvalidArgument "<source>:<line>: ...".
-absl::Status ParseTextProto(absl::string_view text,
-                            absl::string_view source_name,
-                            tsl::protobuf::Message* message,
-                            tsl::protobuf::TextFormat::ParseInfoTree* locations);
+absl::Status ParseTextProto(
+    absl::string_view text, absl::string_view source_name,
+    tsl::protobuf::Message* message,
+    tsl::protobuf::TextFormat::ParseInfoTree* locations);
 // The 1-based line of `entry` in a message of type `descriptor` parsed with
 // `locations`; 0 where unknown.
 int EntryLine(const tsl::protobuf::TextFormat::ParseInfoTree& locations,
