@@ -175,9 +175,10 @@ def test_reads_serialized_proto(tmp_path):
     (["{bad_pairs}", "--topology=1x1x2"], "{bad_pairs}:5:"),
     (["{truncated}", "--topology=1x1x8"], "{truncated}:"),
     (["{garbage}", "--topology=1x1x8"], "neither HLO text"),
-    (["{ring}", "--topology=1x1x8", "--cost-table={bad_table}"], "{bad_table}:2: unknown link class"),
-    (["{ring}", "--topology=1x1x8", "--cost-table={split_table}"],
-     "{split_table}:2: split_overhead_us is no longer used (the split plan was removed)"),
+    (["{ring}", "--topology=1x1x8", "--cost-table={bad_table}"],
+     '{bad_table}:2: Unknown enumeration value of "WARP" for field "link_class"'),
+    (["{ring}", "--topology=1x1x8", "--cost-table={old_table}"],
+     "{old_table}:2: the cost table is in text format now"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, args, message):
   paths = {
@@ -187,7 +188,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path, args, message):
       "truncated": tmp_path / "truncated.hlo",
       "garbage": tmp_path / "garbage.bin",
       "bad_table": tmp_path / "table.txt",
-      "split_table": tmp_path / "split_table.txt",
+      "old_table": tmp_path / "old_table.txt",
       "twelve": tmp_path / "twelve.hlo",
   }
   ring12 = ",".join(f"{{{i},{(i + 1) % 12}}}" for i in range(12))
@@ -200,8 +201,8 @@ def test_bad_input_exits_2_with_one_line(tmp_path, args, message):
       "  ROOT c = f32[4] collective-permute(p), channel_id=1, source_target_pairs={{0,1},{1,}}\n}\n")
   paths["truncated"].write_text(shift[: len(shift) * 2 // 3])
   paths["garbage"].write_bytes(bytes(range(256)) * 8)
-  paths["bad_table"].write_text("margin: 0.1\nlinks { backend: NCCL link_class: WARP latency_us: 1 bandwidth_gbps: 2 per_buffer_us: 0 }\n")
-  paths["split_table"].write_text("margin 0.1\nsplit_overhead_us 2\n")
+  paths["bad_table"].write_text("margin: 0.1\nlinks { backend: NCCL link_class: WARP }\n")
+  paths["old_table"].write_text("# a table of an earlier release\nmargin 0.1\n")
   formatted = [a.format(**paths) for a in args]
   result = run_nvshmem_opt(*formatted)
   assert result.returncode == 2, (result.stdout, result.stderr)
