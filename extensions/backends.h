@@ -11,11 +11,11 @@
 //              CUDA peer access among the calling process's devices, and
 //              otherwise falls back to NCCL.
 //   symmetric  as peer, and the runtime's NCCL supports signals
-//              (symmetric_signals 1): put + signal fails without them.
+//              (symmetric_signals: true): put + signal fails without them.
 //
-// Cost-table rows `link|point|sm_interference peer|symmetric ...`, and the
-// entries `backends` and `symmetric_signals`, are this layer's; the other
-// rows go to the core's parser.
+// The cost table is CostTableProto (cost_table.proto) in text format: the
+// core's entries, plus PEER and SYMMETRIC ones, `backends` and
+// `symmetric_signals`, which are this layer's.
 
 #ifndef NVSHMEM_EXTENSIONS_BACKENDS_H_
 #define NVSHMEM_EXTENSIONS_BACKENDS_H_

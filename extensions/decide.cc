@@ -162,7 +162,7 @@ std::string RefusalText(const Refusal& r) {
       return absl::StrCat(
           refused,
           "the runtime's NCCL is not known to support signals "
-          "(symmetric_signals 0), and put + signal fails without them");
+          "(symmetric_signals: false), and put + signal fails without them");
     case RefusalKind::kLeavesHost:
       return absl::StrCat(
           refused, r.count, of_total,

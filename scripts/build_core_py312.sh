@@ -7,7 +7,7 @@
 #
 # PYTHON defaults to python3.12, OUT_DIR to .carry_py312. pybind11 comes from the
 # local package index into a throw-away virtual environment; the compiler is the
-# system g++, absl the system's (copied beside the binding). The folder is added to
+# system g++, absl and protobuf the system's (copied beside the binding). The folder is added to
 # .git/info/exclude so that it stays ignored.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,17 +28,26 @@ SUFFIX=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var
 INCLUDES=$("$VENV/bin/python" -m pybind11 --includes)
 mkdir -p "$OUT"
 CORE=xla_src/xla/backends/gpu/transforms/collectives
-SRC="$CORE/nvshmem_topology.cc $CORE/nvshmem_cost_table.cc $CORE/nvshmem_backend_selection.cc"
+# The cost tables' C++ from the system's protoc, for the system's protobuf.
+GEN="$VENV/generated"
+mkdir -p "$GEN"
+/usr/bin/protoc -I xla_src -I . --cpp_out="$GEN" "$CORE/nvshmem_cost_table.proto" \
+  extensions/cost_table.proto
+PKG=${CORE#xla_src/}
+SRC="$CORE/nvshmem_topology.cc $CORE/nvshmem_cost_table.cc $CORE/nvshmem_backend_selection.cc
+  extensions/backends.cc extensions/table_text.cc extensions/decide.cc
+  $GEN/$PKG/nvshmem_cost_table.pb.cc $GEN/extensions/cost_table.pb.cc"
 TMP="$VENV/_selection_core$SUFFIX"
 # shellcheck disable=SC2086  # INCLUDES is a list of -I flags
-# absl from the system (Debian's libabsl-dev); its shared libraries travel in
-# the folder, found through $ORIGIN (Debian's static ones are not PIC); each one
-# is a direct dependency, so none is looked for on the system.
-ABSL_LIBS=$(pkg-config --libs absl_statusor absl_status absl_str_format absl_strings)
+# absl and protobuf from the system (Debian's libabsl-dev, libprotobuf-dev);
+# their shared libraries travel in the folder, found through $ORIGIN (Debian's
+# static ones are not PIC); each one is a direct dependency, so none is looked
+# for on the system.
+ABSL_LIBS="$(pkg-config --libs absl_statusor absl_status absl_str_format absl_strings) -lprotobuf"
 # shellcheck disable=SC2086  # ABSL_LIBS is a list of -l flags
-g++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden $INCLUDES -Ixla_src \
+g++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden $INCLUDES -Ixla_src -I. -I"$GEN" -Isystem_compat \
   bindings/selection_core_pybind.cc $SRC -o "$TMP" -Wl,--no-as-needed $ABSL_LIBS -Wl,-rpath,'$ORIGIN'
-ldd "$TMP" | awk '/libabsl_/ {print $3}' | xargs -r cp -f -t "$OUT"
+ldd "$TMP" | awk '/libabsl_|libprotobuf/ {print $3}' | xargs -r cp -f -t "$OUT"
 mv -f "$TMP" "$OUT/_selection_core$SUFFIX"
 # The binding loads alone (no hlo_tools import needed for this check).
 (cd "$OUT" && "$VENV/bin/python" -c 'import _selection_core as c; print(c.Topology.parse("1x1x2"))') >/dev/null
