@@ -79,7 +79,7 @@ def test_topology_error_is_one_line(spec):
 
 def test_cost_table_error_is_one_line(tmp_path):
   table = tmp_path / "costs.txtpb"
-  table.write_bytes(b"margin: 0.1\nlinks { backend: NCCL \x0b link_class: NVLINK }\n")
+  table.write_bytes(b"margin: 0.1\nlinks { backend: \x01NCCL link_class: NVLINK }\n")
   result = run_nvshmem_opt(ROOT / "tests/fixtures/shift_1x2x4.before_async.hlo",
                            "--topology=1x2x4", f"--cost-table={table}")
   _assert_clean(result)

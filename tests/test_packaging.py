@@ -73,7 +73,8 @@ def test_installed_package_runs_on_a_real_module(wheel, tmp_path):
 
   table = run([bin_dir / "nvshmem-opt", "--print-cost-table"], cwd=tmp_path)
   # The compiled-in default: the measured 2x H200 NVLink curve.
-  assert "\npoint nvshmem nvlink 1 1024 " in table.stdout, table.stdout[:400]
+  assert ("  backend: NVSHMEM\n  link_class: NVLINK\n" in table.stdout and
+          "\n  points { buffers: 1 bytes: 1024 us: " in table.stdout), table.stdout[:400]
   explained = run([bin_dir / "nvshmem-opt", FIXTURE, "--topology=1x1x8", "--mode=explain"],
                   cwd=tmp_path)
   assert "8 pairs): " in explained.stdout, explained.stdout  # the ring permute, explained
