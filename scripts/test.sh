@@ -7,6 +7,19 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh || exit 1
 status=0
+export NVSHMEM_TEST_PACKAGE=${NVSHMEM_TEST_PACKAGE:-1}
+# The packaging test's wheel, built as a user builds it (`pip wheel .`, isolated,
+# with the declared build requirements) beside ctest and the fuzzing, which are
+# one process at a time and leave a core to it; the test checks this wheel.
+wheel_pid=
+if [ "$NVSHMEM_TEST_PACKAGE" = 1 ] && [ -z "${NVSHMEM_TEST_WHEEL:-}" ]; then
+  wheel_dir=$(mktemp -d)
+  trap 'rm -rf "$wheel_dir"' EXIT
+  echo "== Building the wheel for the packaging test in the background (build/wheel.log)"
+  .venv/bin/python -m pip wheel --no-deps --progress-bar off -w "$wheel_dir" . \
+    > build/wheel.log 2>&1 &
+  wheel_pid=$!
+fi
 echo "== C++ tests (ctest)"
 ctest --test-dir build --output-on-failure || status=1
 if command -v clang++ >/dev/null; then
@@ -15,7 +28,17 @@ if command -v clang++ >/dev/null; then
 else
   echo "== Fuzzing skipped: clang++ not installed"
 fi
-echo "== Python tests (pytest)"
-NVSHMEM_TEST_PACKAGE=${NVSHMEM_TEST_PACKAGE:-1} \
-  .venv/bin/python -m pytest -q -p no:cacheprovider "$@" || status=1
+if [ -n "$wheel_pid" ]; then
+  if wait "$wheel_pid"; then
+    NVSHMEM_TEST_WHEEL=$(ls "$wheel_dir"/hlo_tools-*.whl)
+    export NVSHMEM_TEST_WHEEL
+  else
+    echo "== The wheel did not build (build/wheel.log); the packaging test builds it again"
+  fi
+fi
+# Two workers (pytest-xdist), a file at a time each, the slowest files first
+# (tests/conftest.py): the suite is mostly one process waiting on another.
+echo "== Python tests (pytest, ${NVSHMEM_TEST_WORKERS:-2} workers)"
+.venv/bin/python -m pytest -q -p no:cacheprovider -n "${NVSHMEM_TEST_WORKERS:-2}" \
+  --dist loadfile --no-loadscope-reorder "$@" || status=1
 exit $status

@@ -37,3 +37,16 @@ def nvshmem_opt():
 @pytest.fixture
 def fixtures_dir():
   return FIXTURES
+
+
+# The files that take minutes (the wheel build, the GPU scripts' CPU runs) or
+# tens of seconds run first, so that the two workers of scripts/test.sh
+# (pytest-xdist, one file per worker at a time) end together; the rest follow
+# in their usual order.
+SLOW_FIRST = ("test_packaging.py", "test_gpu_scripts.py", "test_reliability.py",
+              "test_ring_attention.py", "test_report.py", "test_bench.py")
+
+
+def pytest_collection_modifyitems(items):
+  rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+  items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FIRST)))

@@ -5,7 +5,8 @@ extension, `hlo-tools` and `nvshmem-opt` run from there on a real module.
 
 It builds the C++ a second time and installs tensorflow twice (build and run
 environments): several minutes, so it runs only when NVSHMEM_TEST_PACKAGE=1
-(scripts/test.sh sets it).
+(scripts/test.sh sets it, and builds the wheel the same way while the fuzzing
+runs: NVSHMEM_TEST_WHEEL names it).
 """
 
 import os
@@ -33,6 +34,9 @@ def run(cmd, **kw):
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
+  prebuilt = os.environ.get("NVSHMEM_TEST_WHEEL")
+  if prebuilt:  # scripts/test.sh builds it the same way, beside the fuzzing
+    return Path(prebuilt)
   dist = tmp_path_factory.mktemp("dist")
   env = {**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": "2"}
   run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--progress-bar", "off",
