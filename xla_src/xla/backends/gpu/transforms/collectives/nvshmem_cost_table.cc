@@ -460,8 +460,9 @@ absl::Status ParseTextProto(absl::string_view text,
     if (IsAboutTheValueRead(errors.message())) {
       line = LineOfTokenBefore(text, line, errors.column());
     }
-    return Invalid(
-        absl::StrCat(source_name, ":", line + 1, ": ", errors.message()));
+    // The parser quotes the offending token, which may hold any byte.
+    return Invalid(absl::StrCat(source_name, ":", line + 1, ": ",
+                                text_internal::Printable(errors.message())));
   }
   return absl::OkStatus();
 }

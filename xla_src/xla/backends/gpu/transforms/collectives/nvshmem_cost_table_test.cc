@@ -126,6 +126,10 @@ TEST(CostTableTest, RejectsBadEntriesNamingTheirLine) {
                                  absl::StrCat("t:", bad.line, ": ")))
         << bad.text << " -> " << table.status();
   }
+  // The parser quotes the bad token; a control character in it is escaped.
+  absl::StatusOr<CostTable> control = ParseCostTable("links \x7f", "t");
+  EXPECT_EQ(control.status().message(),
+            "t:1: Expected \"{\", found \"\\x7f\".");
 }
 
 TEST(CostTableTest, AppliedProtoChangesNothingOnError) {
