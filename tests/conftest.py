@@ -1,5 +1,6 @@
 """Shared paths for the tests: fixtures, shared data, the built C++ driver."""
 
+import importlib.util
 import os
 import pathlib
 import subprocess
@@ -11,6 +12,18 @@ FIXTURES = ROOT / "tests" / "fixtures"
 # Data from outside the repo, copied into tests/fixtures/ so CI does not need it.
 SHARED_DATA = ROOT / "tests" / "fixtures" / "jax0112"
 NVSHMEM_OPT = ROOT / "build" / "nvshmem-opt"
+GPU = ROOT / "gpu"
+# Every process of a GPU script keeps NVLink multicast off.
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1",
+                 "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
+
+
+def load_gpu_script(name):
+  """gpu/NAME.py as a module (the scripts are not a package)."""
+  spec = importlib.util.spec_from_file_location(f"gpu_{name}", GPU / f"{name}.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
 
 
 def run_nvshmem_opt(*args, check=False, **kwargs):
@@ -43,8 +56,9 @@ def fixtures_dir():
 # tens of seconds run first, so that the two workers of scripts/test.sh
 # (pytest-xdist, one file per worker at a time) end together; the rest follow
 # in their usual order.
-SLOW_FIRST = ("test_packaging.py", "test_gpu_scripts.py", "test_reliability.py",
-              "test_ring_attention.py", "test_report.py", "test_bench.py")
+SLOW_FIRST = ("test_ring_e2e.py", "test_packaging.py", "test_attention_kernel_bench.py",
+              "test_reliability.py", "test_ring_attention.py", "test_report.py",
+              "test_bench.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -2,13 +2,13 @@
 measured facts the low-noise sweeps established (committed CSVs)."""
 
 import csv
-import importlib.util
 import pathlib
 import statistics
 import sys
 
 import pytest
 
+from conftest import load_gpu_script
 from hlo_tools import selection
 from hlo_tools.ops.heuristics import calibrate
 
@@ -16,15 +16,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "gpu" / "results"
 
 
-def _load(name):
-  spec = importlib.util.spec_from_file_location(name, ROOT / "gpu" / f"{name}.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-bench = _load("xla_permute_bench")
-calset = _load("calibration_set")
+bench = load_gpu_script("xla_permute_bench")
+calset = load_gpu_script("calibration_set")
 
 
 def test_median_compile_is_the_row_and_times_are_per_permute():
