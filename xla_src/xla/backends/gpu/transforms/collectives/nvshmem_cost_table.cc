@@ -296,21 +296,35 @@ absl::Status ApplyLink(const Proto::Link& link, CostTable* table, Seen* seen,
   }
   (*seen)[b][c] = true;
   LinkCost& cost = table->links[b][c];
+  // Each number given is checked; a bad one names its own field.
+  const struct {
+    bool given;
+    const char* name;
+    int field_number;
+    double value;
+    bool exclusive;
+    double* slot;
+  } numbers[] = {
+      {link.has_latency_us(), "latency_us", Proto::Link::kLatencyUsFieldNumber,
+       link.latency_us(), false, &cost.latency_us},
+      {link.has_bandwidth_gbps(), "bandwidth_gbps",
+       Proto::Link::kBandwidthGbpsFieldNumber, link.bandwidth_gbps(), true,
+       &cost.bandwidth_gbps},
+      {link.has_per_buffer_us(), "per_buffer_us",
+       Proto::Link::kPerBufferUsFieldNumber, link.per_buffer_us(), false,
+       &cost.per_buffer_us},
+  };
+  for (const auto& number : numbers) {
+    if (!number.given) continue;
+    absl::Status status =
+        CheckNumber(number.name, number.value, 0, number.exclusive);
+    if (!status.ok()) {
+      entry->subfield_number = number.field_number;
+      return status;
+    }
+    *number.slot = number.value;
+  }
   absl::Status status = absl::OkStatus();
-  if (link.has_latency_us()) {
-    status.Update(CheckNumber("latency_us", link.latency_us(), 0, false));
-    cost.latency_us = link.latency_us();
-  }
-  if (link.has_bandwidth_gbps()) {
-    status.Update(
-        CheckNumber("bandwidth_gbps", link.bandwidth_gbps(), 0, true));
-    cost.bandwidth_gbps = link.bandwidth_gbps();
-  }
-  if (link.has_per_buffer_us()) {
-    status.Update(CheckNumber("per_buffer_us", link.per_buffer_us(), 0, false));
-    cost.per_buffer_us = link.per_buffer_us();
-  }
-  if (!status.ok()) return status;
   if (link.points_size() > kMaxCurvePoints) {
     return Invalid(absl::StrCat("more than ", kMaxCurvePoints, " points"));
   }
@@ -379,7 +393,10 @@ absl::Status ApplyEntries(const Proto& proto, CostTable* table,
     std::optional<Backend> backend = BackendOf(sm.backend());
     if (!backend) return Invalid("backend must be NCCL or NVSHMEM");
     absl::Status status = CheckNumber("fraction", sm.fraction(), 0, false);
-    if (!status.ok()) return status;
+    if (!status.ok()) {
+      entry->subfield_number = Proto::SmInterference::kFractionFieldNumber;
+      return status;
+    }
     table->sm_interference[static_cast<int>(*backend)] = sm.fraction();
   }
   return ApplyScalars(proto, table, entry);
@@ -474,17 +491,18 @@ int EntryLine(const TextFormat::ParseInfoTree& locations,
       descriptor.FindFieldByNumber(entry.field_number);
   if (field == nullptr) return 0;
   const int index = field->is_repeated() ? std::max(entry.index, 0) : -1;
-  const tsl::protobuf::FieldDescriptor* points =
-      field->message_type() == nullptr
-          ? nullptr
-          : field->message_type()->FindFieldByName("points");
-  if (entry.point >= 0 && points != nullptr) {
-    const TextFormat::ParseInfoTree* nested =
-        locations.GetTreeForNested(field, index);
-    if (nested != nullptr) {
-      const int line = nested->GetLocation(points, entry.point).line;
-      if (line >= 0) return line + 1;
-    }
+  // The most precise place known: a point, else a field of the entry.
+  const tsl::protobuf::Descriptor* message = field->message_type();
+  const tsl::protobuf::FieldDescriptor* inner =
+      message == nullptr ? nullptr
+      : entry.point >= 0 ? message->FindFieldByName("points")
+                         : message->FindFieldByNumber(entry.subfield_number);
+  const TextFormat::ParseInfoTree* nested =
+      inner == nullptr ? nullptr : locations.GetTreeForNested(field, index);
+  if (nested != nullptr) {
+    const int line =
+        nested->GetLocation(inner, entry.point >= 0 ? entry.point : -1).line;
+    if (line >= 0) return line + 1;
   }
   const int line = locations.GetLocation(field, index).line;
   return line >= 0 ? line + 1 : 0;

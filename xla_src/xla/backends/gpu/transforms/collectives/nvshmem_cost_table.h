@@ -104,11 +104,13 @@ struct CostTable {
 CostTable DefaultCostTable();
 
 // Which entry of an NvshmemCostTableProto: a field number, the index in a
-// repeated field, and the index of a link's point.
+// repeated field, and the index of a link's point or the number of the
+// entry's own field that is wrong (0: the entry as a whole).
 struct CostTableEntry {
   int field_number = 0;
   int index = -1;
   int point = -1;
+  int subfield_number = 0;
 };
 
 // Applies the overrides of `proto` onto `table`: `nvshmem_transport` first,

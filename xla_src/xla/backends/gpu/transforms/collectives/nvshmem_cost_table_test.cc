@@ -113,6 +113,11 @@ TEST(CostTableTest, RejectsBadEntriesNamingTheirLine) {
            Case{"nvshmem_transport: UDP", 1},
            Case{"nvshmem_transport: 7", 1},
            Case{"link nccl nvlink 1 2", 1},
+           // A bad number names its own line inside the entry.
+           Case{"links {\n  backend: NCCL\n  link_class: NVLINK\n"
+                "  latency_us: -1\n}",
+                4},
+           Case{"sm_interference {\n  backend: NCCL\n  fraction: -0.5\n}", 3},
            // Bad values are reported once read, at the next token: here on
            // the next line.
            Case{"links { backend: NCCL link_class: WARP\n}", 1},
