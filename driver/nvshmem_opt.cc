@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ext/stdio_filebuf.h>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -28,6 +27,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "driver/input.h"
+#include "driver/output_file.h"
 #include "driver/pipeline.h"
 #include "driver/readable_text.h"
 #include "driver/report.h"
@@ -249,24 +249,14 @@ bool SameFile(const std::string& a, const std::string& b) {
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-// Writes next to the destination and renames: readers never see half a file.
-void WriteAtomically(const Flags& flags, const std::string& path,
-                     const std::string& text) {
-  if (SameFile(flags.input, path))
+// Every file the driver writes goes through WriteOutput (output_file.h):
+// regular files atomically, devices and FIFOs in place, '-' to stdout.
+void Write(const Flags& flags, const std::string& path,
+           const std::string& text) {
+  if (path != "-" && SameFile(flags.input, path))
     Fail(2, path + ": refusing to overwrite the input");
-  std::string temp = path + ".tmp." + std::to_string(getpid());
-  std::ofstream file(temp, std::ios::binary | std::ios::trunc);
-  if (!file) Fail(2, path + ": cannot write");
-  file << text;
-  file.close();
-  if (!file) {
-    std::remove(temp.c_str());
-    Fail(2, path + ": write failed");
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    std::remove(temp.c_str());
-    Fail(2, path + ": cannot move the written file into place");
-  }
+  if (absl::Status status = nvshmem_opt::WriteOutput(path, text); !status.ok())
+    Fail(2, std::string(status.message()));
 }
 
 // Under the launcher (nvshmem_opt_launcher.cc) stderr is a memory file that
@@ -422,11 +412,7 @@ int main(int argc, char** argv) {
     const std::string json = OrFail(nvshmem_opt::ReportJson(
         {flags.input, topology.ToString(), flags.topology.empty(), flags.mode},
         run, upstream_ptr));
-    if (flags.report == "-") {
-      std::cout << json << "\n";
-    } else {
-      WriteAtomically(flags, flags.report, json + "\n");
-    }
+    Write(flags, flags.report, json + "\n");
   }
   if (flags.mode == "explain") {
     if (flags.report != "-")
@@ -437,10 +423,8 @@ int main(int argc, char** argv) {
   const std::string text =
       OrFail(nvshmem_opt::OutputText(input, *input.module, run, options),
              flags.input + ": ");
-  if (flags.output.empty() || flags.output == "-") {
-    if (flags.report != "-") std::cout << text;
-  } else {
-    WriteAtomically(flags, flags.output, text);
-  }
+  const bool to_stdout = flags.output.empty() || flags.output == "-";
+  if (to_stdout && flags.report == "-") return 0;  // stdout has the report.
+  Write(flags, to_stdout ? "-" : flags.output, text);
   return 0;
 }

@@ -168,11 +168,9 @@ def file_barrier(rdv, tag, rank, nprocs, timeout=120):
 # Output
 
 def write_text(path, text):
-  """Through a temporary file in the target's directory and os.replace."""
-  tmp = f"{path}.tmp{os.getpid()}"
-  with open(tmp, "w", newline="", encoding="utf-8") as f:
-    f.write(text)
-  os.replace(tmp, path)
+  """hlo-tools' one writer: a regular file atomically, a device or FIFO in place."""
+  from hlo_tools.cli_io import write_atomic  # pylint: disable=import-outside-toplevel
+  write_atomic(path, text.encode("utf-8"))
 
 
 def write_csv(path, header, rows, comments=()):

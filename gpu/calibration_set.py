@@ -21,6 +21,7 @@ replace every row up to --small-upto bytes; several files are duplicates, and
 the calibration takes the median of duplicate rows.
 """
 import csv
+import io
 import os
 import sys
 
@@ -79,12 +80,12 @@ def main(argv):
     return 2
   fine, uncombined, out, smalls = args[0], args[1], args[2], args[3:]
   header, rows = build(fine, uncombined, smalls, upto)
-  tmp = out + ".tmp"
-  with open(tmp, "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=header, extrasaction="ignore")
-    w.writeheader()
-    w.writerows(rows)
-  os.replace(tmp, out)
+  from hlo_tools.cli_io import write_atomic  # pylint: disable=import-outside-toplevel
+  buf = io.StringIO()
+  w = csv.DictWriter(buf, fieldnames=header, extrasaction="ignore")
+  w.writeheader()
+  w.writerows(rows)
+  write_atomic(out, buf.getvalue())
   return 0
 
 

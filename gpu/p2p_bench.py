@@ -519,8 +519,7 @@ def main(argv=None):
               ["copy ceiling (cudaMemcpyAsync through torch copy_); not for calibrate"])
     print(f"wrote {args.copy_out} ({len(copy_rows)} rows)", file=sys.stderr)
   if args.details:
-    with open(args.details, "w") as f:
-      json.dump(details, f, indent=1)
+    benchlib.write_json(args.details, details)
   for row in rows:
     print(f"{row['backend']:8s} {row['link_class']:12s} {row['bytes']:>10d} B "
           f"{float(row['seconds']) * 1e6:10.2f} us {row['gbps']:>10s} GB/s {row['mode']}")

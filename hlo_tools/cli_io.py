@@ -15,21 +15,25 @@ Small on purpose; the whole API:
                                      `limit` characters plus "... (N more characters)";
                                      idempotent
     print_error(text)                one_line(text) on stderr
-    write_atomic(path, data)         writes str or bytes so that readers see the old
-                                     file or the new one, never a part
+    write_atomic(path, data)         writes str or bytes: a regular file atomically
+                                     (readers see the old file or the new one), a
+                                     device or FIFO in place, "-" to stdout; a symlink
+                                     is followed, never replaced
+    resolve_links(path) -> str       the path a symlink (chain) names
 
 Why a bound on every read: /dev/zero, a FIFO or a pipe has no size to check
 before reading, so a plain f.read() grows without end.
 """
 
 import argparse
+import errno
 import os
 import stat
 import sys
 import tempfile
 
 __all__ = ["DEFAULT_MAX_INPUT_BYTES", "MAX_MESSAGE_CHARS", "InputReadError", "add_max_input_bytes",
-           "read_input", "one_line", "print_error", "write_atomic"]
+           "read_input", "one_line", "print_error", "resolve_links", "write_atomic"]
 
 # The reader holds about 8 bytes of memory per byte of text (docs/reliability.md).
 DEFAULT_MAX_INPUT_BYTES = 1 << 30
@@ -126,21 +130,81 @@ def print_error(text):
 
 
 def write_atomic(path, data):
-  """Writes `data` (str or bytes) to `path` through a temporary file and os.replace.
+  """Writes `data` (str or bytes) to `path`; never replaces what is not a regular file.
 
-  The temporary file lives in the target's directory (os.replace is atomic only
-  within one file system) and gets the permissions a plain open() would give.
+  "-": stdout. A symlink is followed (a dangling one creates the file it names); the
+  link stays a link. What it ends at decides:
+  * a device, FIFO or socket: written in place (opened without O_CREAT/O_TRUNC), so
+    `--out /dev/null` stays the device and a FIFO's reader gets the bytes;
+  * a regular file or nothing: a temporary file beside it (os.replace is atomic only
+    within one file system), fsync, os.replace: readers see the old file or the new
+    one, never a part. An existing file keeps its mode (and owner where we may set
+    it); a new one gets the permissions a plain open() would give.
+  Raises OSError (IsADirectoryError for a directory).
   """
-  directory = os.path.dirname(os.path.abspath(path))
-  fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".",
+  raw = data.encode() if isinstance(data, str) else bytes(data)
+  if str(path) == "-":
+    sys.stdout.flush()
+    sys.stdout.buffer.write(raw)
+    sys.stdout.buffer.flush()
+    return
+  real = resolve_links(path)
+  try:
+    info = os.stat(real)
+  except FileNotFoundError:
+    info = None
+  if info is not None and stat.S_ISDIR(info.st_mode):
+    raise IsADirectoryError(errno.EISDIR, "is a directory, not a file", str(path))
+  if info is not None and not stat.S_ISREG(info.st_mode):
+    fd = os.open(real, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+      _write_all(fd, raw)
+    finally:
+      os.close(fd)
+    return
+  _replace(real, info, raw)
+
+
+def resolve_links(path):
+  """`path` with the symlinks of its last component followed (relative targets from
+  the link's directory); the path itself when it is none. OSError on a loop."""
+  current = os.fspath(path)
+  for _ in range(40):
+    if not os.path.islink(current):
+      return current
+    target = os.readlink(current)
+    current = os.path.join(os.path.dirname(current), target)
+  raise OSError(errno.ELOOP, "too many levels of symbolic links", str(path))
+
+
+def _write_all(fd, raw):
+  view = memoryview(raw)
+  while view:
+    view = view[os.write(fd, view):]
+
+
+def _replace(real, info, raw):
+  directory = os.path.dirname(os.path.abspath(real))
+  fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(real) + ".",
                              suffix=".tmp", dir=directory)
   try:
-    with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as f:
-      f.write(data)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    os.replace(tmp, path)
+    try:
+      _write_all(fd, raw)
+      if info is not None:
+        if (info.st_uid, info.st_gid) != (os.geteuid(), os.getegid()):
+          try:
+            os.fchown(fd, info.st_uid, info.st_gid)
+          except OSError:
+            pass  # only root may give a file away
+        os.fchmod(fd, stat.S_IMODE(info.st_mode))
+      else:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
+      os.fsync(fd)
+    finally:
+      os.close(fd)
+    os.replace(tmp, real)
   except BaseException:
     try:
       os.unlink(tmp)

@@ -3,7 +3,9 @@
 import importlib.util
 import os
 import pathlib
+import stat
 import subprocess
+import sys
 
 import pytest
 
@@ -64,3 +66,12 @@ SLOW_FIRST = ("test_ring_e2e.py", "test_packaging.py", "test_attention_kernel_be
 def pytest_collection_modifyitems(items):
   rank = {name: i for i, name in enumerate(SLOW_FIRST)}
   items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FIRST)))
+
+
+def pytest_sessionfinish(session, exitstatus):
+  """Fails the run when /dev/null is no longer a character device: a tool that replaced
+  it (`-o /dev/null` as root) breaks every later program, git included."""
+  if not stat.S_ISCHR(os.stat("/dev/null").st_mode):
+    sys.stderr.write("\nFAILED: /dev/null is no longer a character device; a test's "
+                     "output replaced it (restore: rm /dev/null && mknod -m 666 /dev/null c 1 3)\n")
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

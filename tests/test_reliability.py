@@ -7,9 +7,12 @@ import concurrent.futures
 import hashlib
 import json
 import os
+import pathlib
 import random
 import re
+import shlex
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -553,3 +556,172 @@ def test_write_atomic_gives_plain_permissions_and_leaves_nothing_on_failure(tmp_
     cli_io.write_atomic(str(target), Unwritable())
   assert target.read_bytes() == b"new"
   assert sorted(p.name for p in tmp_path.iterdir()) == ["out.png"]
+
+
+# --------------------------------------------------------------------------------------
+# 6. Outputs never replace what is not a regular file: a device or FIFO is written in
+#    place, a symlink is followed (the link stays, its target is replaced atomically).
+
+SHIFT = FIXTURES / "shift_1x2x4.before_async.hlo"
+# (name, argv writing its output to OUT); "-" for OUT gives the bytes on stdout.
+WRITERS = {
+    "nvshmem-opt -o": lambda out: [str(NVSHMEM_OPT), str(SHIFT), "--topology=1x2x4",
+                                   "-o", str(out)],
+    "nvshmem-opt --report": lambda out: [str(NVSHMEM_OPT), str(SHIFT), "--topology=1x2x4",
+                                         "--mode=explain", f"--report={out}"],
+    "hlo-tools explain --out": lambda out: [sys.executable, "-m", "hlo_tools.cli", "explain",
+                                            str(SHIFT), "--topology=1x2x4", "--format=json",
+                                            "--out", str(out)],
+}
+
+
+def _write_with(writer, out):
+  result = subprocess.run(WRITERS[writer](out), capture_output=True, cwd=ROOT, timeout=120)
+  assert result.returncode == 0, result.stderr.decode()[-2000:]
+  return result.stdout
+
+
+def _comparable(writer, data):
+  if writer == "nvshmem-opt --report":  # the pass's time differs run to run
+    report = json.loads(data)
+    report.pop("pass_us")
+    return report
+  return data
+
+
+@pytest.fixture(scope="module")
+def expected_outputs():
+  """What each writer gives on stdout: what it must put into a FIFO or file."""
+  return {w: _write_with(w, "-") for w in WRITERS}
+
+
+def _private_device(tmp_path):
+  """A char device equal to /dev/null but ours (root: mknod 1,3); else /dev/null
+  itself, which a non-root writer could not replace anyway (/dev is root's)."""
+  node = tmp_path / "null"
+  try:
+    os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    with open(node, "wb") as f:  # a nodev mount refuses to open it
+      f.write(b"")
+    return node
+  except OSError:
+    if os.geteuid() == 0:
+      pytest.skip("cannot make or open a device node here (root on a nodev mount)")
+    return pathlib.Path("/dev/null")
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_output_to_a_fifo_is_written_in_place(writer, expected_outputs, tmp_path):
+  fifo = tmp_path / "fifo"
+  os.mkfifo(fifo)
+  reader_ = POOL.submit(fifo.read_bytes)  # the writer's open waits for this reader
+  try:
+    _write_with(writer, fifo)
+  finally:
+    if not reader_.done():  # a writer that never opened it: let the reader go
+      os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+  assert _comparable(writer, reader_.result(timeout=60)) == \
+      _comparable(writer, expected_outputs[writer])
+  assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo"]
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_output_through_a_symlink_to_a_device_keeps_both(writer, tmp_path):
+  device = _private_device(tmp_path)
+  link = tmp_path / "link"
+  link.symlink_to(device)
+  _write_with(writer, link)
+  assert link.is_symlink() and os.readlink(link) == str(device)
+  assert stat.S_ISCHR(os.stat(device).st_mode)
+  assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_output_through_a_symlink_replaces_its_target(writer, expected_outputs, tmp_path):
+  (tmp_path / "real").mkdir()
+  target = tmp_path / "real" / "out.txt"
+  target.write_bytes(b"old")
+  target.chmod(0o640)
+  (tmp_path / "links").mkdir()
+  link = tmp_path / "links" / "out.txt"
+  link.symlink_to("../real/out.txt")  # relative: read from the link's directory
+  _write_with(writer, link)
+  assert link.is_symlink() and os.readlink(link) == "../real/out.txt"
+  assert _comparable(writer, target.read_bytes()) == \
+      _comparable(writer, expected_outputs[writer])
+  assert stat.S_IMODE(target.stat().st_mode) == 0o640  # the file keeps its mode
+  assert sorted(p.name for p in tmp_path.rglob("*")) == ["links", "out.txt", "out.txt",
+                                                          "real"]  # no temporaries left
+  # A dangling link creates the file it names, and stays a link.
+  target.unlink()
+  _write_with(writer, link)
+  assert link.is_symlink() and _comparable(writer, target.read_bytes()) == \
+      _comparable(writer, expected_outputs[writer])
+
+
+# Inside a private mount namespace, /dev is a fresh tmpfs holding our own null device:
+# a writer that replaced /dev/null would replace that one, never the machine's.
+_PRIVATE_DEV = ("mount -t tmpfs none /dev && mknod -m 666 /dev/null c 1 3 && "
+                "mknod -m 666 /dev/zero c 1 5 && mknod -m 666 /dev/urandom c 1 9 && "
+                "mkdir /dev/shm && ln -s /proc/self/fd /dev/fd && {cmd}; "
+                "echo \"exit=$?\"; stat -c %F /dev/null")
+
+
+def _private_namespace_or_skip():
+  probe = subprocess.run(["unshare", "-m", "--propagation", "private", "true"],
+                         capture_output=True, text=True)
+  if probe.returncode != 0:
+    pytest.skip("unshare -m is not permitted here (needs CAP_SYS_ADMIN): "
+                + probe.stderr.strip()[:200])
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_output_to_dev_null_leaves_a_device(writer, tmp_path):
+  _private_namespace_or_skip()
+  cmd = " ".join(shlex.quote(a) for a in WRITERS[writer]("/dev/null"))
+  result = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                           _PRIVATE_DEV.format(cmd=cmd)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+  lines = result.stdout.strip().splitlines()
+  assert lines[-2:] == ["exit=0", "character special file"], (result.stdout, result.stderr)
+  assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_write_atomic_semantics_directly(tmp_path):
+  from hlo_tools import cli_io  # pylint: disable=import-outside-toplevel
+  device = _private_device(tmp_path)
+  link = tmp_path / "to_device"
+  link.symlink_to(device)
+  cli_io.write_atomic(link, "text")
+  assert link.is_symlink() and stat.S_ISCHR(os.stat(device).st_mode)
+  with pytest.raises(IsADirectoryError):
+    cli_io.write_atomic(tmp_path, b"x")
+  loop = tmp_path / "loop"
+  loop.symlink_to("loop")
+  with pytest.raises(OSError):
+    cli_io.write_atomic(loop, b"x")
+
+
+def test_output_directory_through_a_symlink_stays_a_link(tmp_path):
+  # report/dump --out DIR publish a whole directory at once; a DIR that is a symlink
+  # keeps being one, and the directory it names gets the new content.
+  from hlo_tools.ops import outdir  # pylint: disable=import-outside-toplevel
+  real = tmp_path / "store" / "report"
+  real.mkdir(parents=True)
+  (real / "old.txt").write_text("old")
+  link = tmp_path / "report"
+  link.symlink_to(real)
+  for content in ("first", "second"):
+    work = outdir.make_work_dir(str(link))
+    assert os.path.dirname(work) == str(real.parent)  # beside the real directory
+    pathlib.Path(work, "index.html").write_text(content)
+    outdir.publish(work, str(link))
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert sorted(p.name for p in real.iterdir()) == ["index.html"]
+    assert (real / "index.html").read_text() == content
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["report", "store"]
+  assert sorted(p.name for p in real.parent.iterdir()) == ["report"]
+  (tmp_path / "file").write_text("x")
+  with pytest.raises(NotADirectoryError):
+    outdir.make_work_dir(str(tmp_path / "file"))

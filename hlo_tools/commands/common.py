@@ -88,16 +88,19 @@ def check_out_path(out, inputs):
 
 
 def check_output_file(path, flag):
-  """Refuses, before any work, an output file that could not be written at the end."""
-  directory = os.path.dirname(os.path.abspath(path)) or "."
-  if os.path.isdir(path):
+  """Refuses, before any work, an output file that could not be written at the end.
+  A device or FIFO is written in place (cli_io.write_atomic), a symlink followed."""
+  real = cli_io.resolve_links(path)
+  if os.path.isdir(real):
     raise InputError(f"{flag} {path}: is a directory, not a file")
+  if os.path.exists(real):
+    if not os.path.isfile(real):
+      return  # a device or FIFO: written as it is, its directory untouched
+  directory = os.path.dirname(os.path.abspath(real)) or "."
   if not os.path.isdir(directory):
     raise InputError(f"{flag} {path}: no such directory {directory}")
   if not os.access(directory, os.W_OK | os.X_OK):
     raise InputError(f"{flag} {path}: directory {directory} is not writable")
-  if os.path.exists(path) and not os.path.isfile(path):
-    raise InputError(f"{flag} {path}: exists and is not a regular file")
 
 
 def write_output(text, out):

@@ -7,6 +7,10 @@ place, is deleted. Where the file system cannot exchange, DIR moves aside to
 `.DIR.old-PID-XXXX/old` first; a run killed between those two renames leaves
 the old report there, and the next run puts it back. Leftovers of dead
 processes are removed when the next run starts.
+
+A DIR that is a symlink stays one: the directory it names is the one replaced (the
+work directory lives beside that one). A DIR that exists and is not a directory is
+refused (NotADirectoryError).
 """
 
 import os
@@ -14,6 +18,8 @@ import re
 import shutil
 import tempfile
 import time
+
+from hlo_tools import cli_io
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -43,6 +49,9 @@ _OPEN = set()
 
 def make_work_dir(out):
   """A fresh `.DIR.tmp-PID-XXXX` next to `out`, after clearing dead runs' leftovers."""
+  out = cli_io.resolve_links(out)
+  if os.path.exists(out) and not os.path.isdir(out):
+    raise NotADirectoryError(f"{out}: exists and is not a directory")
   parent, base = os.path.dirname(out), os.path.basename(out)
   os.makedirs(parent, exist_ok=True)
   clean_stale(out)
@@ -100,6 +109,7 @@ def clean_stale(out):
 def publish(work_dir, out):
   """Moves the finished work directory into place as `out` (see above)."""
   _OPEN.discard(work_dir)
+  out = cli_io.resolve_links(out)
   if not os.path.lexists(out):
     os.rename(work_dir, out)
     return

@@ -9,6 +9,7 @@ import sys
 import tempfile
 import time
 
+from hlo_tools import cli_io
 from hlo_tools.ops.bench import programs
 from hlo_tools.ops.bench import reader
 
@@ -30,8 +31,7 @@ def _log(message):
 def _keep(keep_dir, name, text):
   if keep_dir:
     os.makedirs(keep_dir, exist_ok=True)
-    with open(os.path.join(keep_dir, name), "w") as f:
-      f.write(text)
+    cli_io.write_atomic(os.path.join(keep_dir, name), text)
 
 
 # ---------------------------------------------------------------------------------------
