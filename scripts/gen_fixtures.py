@@ -74,6 +74,27 @@ for _topo, _mesh in TRAIN_STEP_MESHES.items():
       {"kind": "program", "program": "train_step", "config": {}, "mesh": _mesh}, _topo,
       ("before_optimizations", "before_async", "after_optimizations"))
 
+# Parallel shapes beside a ring (hlo_tools/programs/parallel_shapes.py), the smallest
+# shapes that keep the structure: a GPipe pipeline (7 steps, a non-cyclic pp shift, a
+# 4-step cp ring inside: 28 ring trips), dp x cp x tp on 4 hosts, a ring both ways,
+# Ulysses all-to-all (no permute) and a scan over 4 rematerialized layers around an
+# 8-step ring (the backward recomputes it).
+_SHAPES = "hlo_tools.programs.parallel_shapes:"
+for _name, _fn, _topo, _mesh, _args, _out in (
+    ("pipeline_1x2x4", "pipeline_ring", "1x2x4", "pp:2,cp:4",
+     ["6,64,32:f32:None,cp", "2,32,32:f32:pp"], "None,cp"),
+    ("dp_cp_tp_1x4x8", "dp_cp_tp_block", "1x4x8", "dp:2,cp:4,tp:4",
+     ["2,64,32:f32:dp,cp", "32,64:f32:None,tp", "64,32:f32:tp,None"],
+     ["None,tp", "tp,None"]),
+    ("bidir_1x1x8", "bidirectional_ring", "1x1x8", None, ["64,32:f32:cp", "32,32:f32"],
+     "cp"),
+    ("ulysses_1x1x8", "ulysses_attention", "1x1x8", None, ["64,8,16:bf16:cp"] * 3, "cp"),
+    ("scan_remat_1x1x8", "scan_remat_ring", "1x1x8", None,
+     ["64,32:f32:cp", "4,32,32:f32"], "")):
+  FIXTURES[_name] = ({"kind": "function", "function": _SHAPES + _fn, "args": _args,
+                      "out_spec": _out, "check_vma": False}
+                     | ({"mesh": _mesh} if _mesh else {}), _topo, ("before_async",))
+
 # A per-pass dump (what `hlo-tools dump --all_passes` writes), pruned to the snapshots
 # that change a collective-permute line: the input of `hlo-tools diff --trace`.
 # ring_product_grad's forward loop rotates 2 buffers and its backward loop 4, all with

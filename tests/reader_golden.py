@@ -65,12 +65,22 @@ def structure(module):
 
 def snapshot(module):
   from hlo_tools.model.collectives import collective_permutes  # pylint: disable=import-outside-toplevel
-  records = [dataclasses.asdict(r) for r in collective_permutes(module)]
+  records = [_as_recorded(dataclasses.asdict(r)) for r in collective_permutes(module)]
   text = json.dumps(structure(module), sort_keys=True, separators=(",", ":"))
   return {"records": json.loads(json.dumps(records)),  # tuples as lists, as stored
           "computations": len(module.computations),
           "instructions": module.instruction_count,
           "structure_sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+
+def _as_recorded(record):
+  """A record in the golden file's fields: the innermost loop's own trip count, as
+  records held when it was written (the loop nest is derived from it since)."""
+  loops = record.pop("loops", None)
+  record.pop("trips_at_least", None)
+  if loops is not None:
+    record["trip_count"] = loops[0][2] if loops else None
+  return record
 
 
 def _load_reader(path):

@@ -5,7 +5,7 @@ import dataclasses
 import json
 
 from hlo_tools import cli_io
-from hlo_tools.model.collectives import collective_permutes
+from hlo_tools.model.collectives import collective_permutes, trips_text
 from hlo_tools.model.sources import InputError, require_entry
 from hlo_tools.hlo.reader import HloParseError, parse_hlo_text
 
@@ -37,7 +37,10 @@ def _text(summary):
   perms = summary["collective_permutes"]
   lines.append(f"collective-permutes: {len(perms)}")
   for r in perms:
-    loop = (f" in while %{r['while_loop']} (trip count {r['trip_count']})"
+    counts = [n for _, _, n in r["loops"]]
+    loop = (f" in while %{r['while_loop']} (trip count "
+            f"{'unknown' if counts[0] is None else counts[0]}"
+            + (f"; {trips_text(counts)} in all loops" if len(counts) > 1 else "") + ")"
             if r["while_loop"] else "")
     names = r["start"] + (f" -> %{r['done']}" if r["done"] else "")
     lines.append(f"  {r['form']} %{names} in %{r['computation']} line {r['start_line']}: "

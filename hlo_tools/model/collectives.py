@@ -29,7 +29,10 @@ class CollectivePermute:
   channel_id: int | None
   while_loop: str | None  # innermost `while` whose body (transitively) holds it
   while_computation: str | None  # computation holding that while
-  trip_count: int | None  # the while's known_trip_count.n when XLA recorded it
+  # Runs per execution of the module: the trip counts of every enclosing while
+  # multiplied (a ring inside a 7-step pipeline loop runs 7 x 4 times); None
+  # when a count is unknown or outside any loop.
+  trip_count: int | None
   start_line: int
   done_line: int | None
   buffers: int = 1  # data operands: NVSHMEM pays a put and a barrier per buffer
@@ -38,6 +41,10 @@ class CollectivePermute:
   collectives_mode: str | None = None
   wrapped_computation: str | None = None  # 'async-wrapped' only
   extra: dict = field(default_factory=dict)
+  # [(while, its computation, its own trip count or None)], innermost first.
+  loops: list = field(default_factory=list)
+  # The product of the known counts: what trip_count is at least when one is unknown.
+  trips_at_least: int = 1
 
 
 def collective_permutes(module):
@@ -81,7 +88,11 @@ def _record(module, callers, comp, form, start, done, permute):
   backend = collective.get("backend") or "DEFAULT"
   mode = collective.get("collectives_mode")
   channel = start.channel_id if start.channel_id is not None else permute.channel_id
-  loop, loop_comp, trips = _enclosing_while(module, callers, comp.name)
+  loops = loop_nest(module, callers, comp.name)
+  loop, loop_comp = loops[0][:2] if loops else (None, None)
+  known = [n for _, _, n in loops if n is not None]
+  at_least = _product(known)
+  trips = at_least if loops and len(known) == len(loops) else None
   return CollectivePermute(
       computation=comp.name, form=form, start=start.name,
       done=done.name if done is not None else None,
@@ -91,7 +102,15 @@ def _record(module, callers, comp, form, start, done, permute):
       backend=backend, collectives_mode=mode if isinstance(mode, str) else None,
       is_async=form != "sync", channel_id=channel,
       while_loop=loop, while_computation=loop_comp, trip_count=trips,
-      start_line=start.line, done_line=done.line if done is not None else None)
+      start_line=start.line, done_line=done.line if done is not None else None,
+      loops=loops, trips_at_least=at_least)
+
+
+def _product(values):
+  out = 1
+  for v in values:
+    out *= v
+  return out
 
 
 def _data_operands(instr):
@@ -173,6 +192,31 @@ def _enclosing_while(module, callers, comp_name):
         seen.add(comp.name)
         todo.append(comp.name)
   return None, None, None
+
+
+def trips_text(counts):
+  """How often a permute runs, from its loops' trip counts (innermost first, None
+  unknown): 'x28 trips (7 x 4)', 'at least x4 trips (? x 4; ...)', '' outside loops."""
+  if not counts:
+    return ""
+  known = _product(c for c in counts if c is not None)
+  nest = " x ".join("?" if c is None else str(c) for c in reversed(counts))
+  if None in counts:
+    if all(c is None for c in counts):
+      return "trips unknown" + (f" ({nest})" if len(counts) > 1 else "")
+    return f"at least x{known} trips ({nest}; ? = a loop whose count is unknown)"
+  return f"x{known} trips" + (f" ({nest})" if len(counts) > 1 else "")
+
+
+def loop_nest(module, callers, comp_name):
+  """Every while enclosing comp_name, innermost first: [(while, computation, trips)]."""
+  loops, seen = [], set()
+  loop, loop_comp, trips = _enclosing_while(module, callers, comp_name)
+  while loop is not None and (loop_comp, loop) not in seen:
+    seen.add((loop_comp, loop))
+    loops.append((loop, loop_comp, trips))
+    loop, loop_comp, trips = _enclosing_while(module, callers, loop_comp)
+  return loops
 
 
 def trip_count(module, while_instr):

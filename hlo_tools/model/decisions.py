@@ -158,7 +158,9 @@ def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem"), upstream
   rec, d = perm.record, perm.decision
   modeled = {"nccl": d["backend_us"]["nccl"], "nvshmem": d["backend_us"]["nvshmem"],
              "chosen": d["chosen_us"]}
-  trips = rec.trip_count
+  known = any(n is not None for _, _, n in rec.loops)
+  trips = rec.trip_count if rec.trip_count is not None else (
+      rec.trips_at_least if known else None)  # at least, where a count is unknown
   up_key = (rec.computation, rec.start)
   up = ({"backend": upstream[up_key], "source": "nvshmem-opt --compare-upstream"}
         if upstream is not None and up_key in upstream
@@ -168,7 +170,11 @@ def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem"), upstream
       "computation": rec.computation, "instruction": rec.start, "done": rec.done,
       "form": rec.form, "line": rec.start_line, "done_line": rec.done_line,
       "while_loop": rec.while_loop, "while_computation": rec.while_computation,
-      "trip_count": trips, "channel_id": rec.channel_id,
+      # Runs per step: every enclosing loop's count multiplied; None when one is
+      # unknown (trips_at_least then says how many at least).
+      "trip_count": rec.trip_count, "trips_at_least": rec.trips_at_least,
+      "loops": [{"while": w, "computation": c, "trip_count": n} for w, c, n in rec.loops],
+      "channel_id": rec.channel_id,
       "bytes": rec.bytes_per_device, "buffers": rec.buffers,
       "pairs": [list(p) for p in perm.pairs],
       "current_backend": rec.backend, "current_collectives_mode": rec.collectives_mode,

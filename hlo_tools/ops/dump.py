@@ -94,7 +94,7 @@ def _spec_axes(source):
   """Mesh axis names the partition specs of --arg and --out_spec use, in order."""
   specs = [a.split(":")[2] for a in source["args"] if a.count(":") == 2]
   names = []
-  outs = [] if source.get("global") else [source.get("out_spec") or ""]
+  outs = [] if source.get("global") else out_specs(source)
   for spec in specs + outs:
     for part in spec.split(","):
       if part not in ("", "None", "none") and part not in names:
@@ -152,6 +152,15 @@ def resolve_mesh(source, target, mesh_text=None):
 # Child side: runs with XLA_FLAGS already in its environment.
 
 
+def out_specs(source):
+  """A function source's out_specs as texts: one per output of a function that
+  returns a tuple (repeated --out_spec), else the one spec (default cp)."""
+  spec = source.get("out_spec")
+  if spec is None:
+    return ["cp"]
+  return [spec] if isinstance(spec, str) else [s or "" for s in spec]
+
+
 def _parse_spec(text):
   """'cp' -> P('cp'); 'None,cp' or ',cp' -> P(None, 'cp'); '' -> P() (replicated)."""
   from jax.sharding import PartitionSpec as P
@@ -206,7 +215,8 @@ def _user_function(source, mesh):
     args.append(jax.ShapeDtypeStruct(shape, dt, sharding=NamedSharding(mesh, spec)))
   if source.get("global"):
     return fn, args
-  out_spec = _parse_spec(source["out_spec"])
+  specs = [_parse_spec(s) for s in out_specs(source)]
+  out_spec = specs[0] if len(specs) == 1 else tuple(specs)
   wrapped = jax.shard_map(fn, mesh=mesh, in_specs=tuple(s for _, _, s in parsed),
                           out_specs=out_spec, check_vma=source.get("check_vma", True))
   return wrapped, args

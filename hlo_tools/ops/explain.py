@@ -5,6 +5,7 @@ modeled time per backend and upstream's answer, per permute."""
 from hlo_tools import cli_io
 from hlo_tools.ops.sizes import format_bytes
 from hlo_tools.model import decisions, sources
+from hlo_tools.model.collectives import trips_text
 
 
 PRE_OPTIMIZATION_NOTE = (
@@ -48,11 +49,20 @@ def pairs_text(pairs, limit=16):
   return text + (f" ... ({len(pairs)} pairs)" if len(pairs) > limit else "")
 
 
+def loop_counts(e):
+  """The trip counts of the permute's loops, innermost first (None: unknown)."""
+  return [loop["trip_count"] for loop in e.get("loops") or ()]
+
+
 def where_text(e):
-  loop = (f"; while %{e['while_loop']} in %{e['while_computation']}, trip count "
-          f"{e['trip_count'] if e['trip_count'] is not None else 'unknown'}"
-          if e["while_loop"] else "; not in a loop")
-  return f"%{e['computation']} line {e['line']}{loop}"
+  """Where the permute is, with every loop around it (innermost first)."""
+  loops = e.get("loops") or []
+  if not loops:
+    return f"%{e['computation']} line {e['line']}; not in a loop"
+  nest = " inside ".join(
+      f"while %{x['while']} in %{x['computation']} (trip count "
+      f"{x['trip_count'] if x['trip_count'] is not None else 'unknown'})" for x in loops)
+  return f"%{e['computation']} line {e['line']}; {nest}"
 
 
 def modeled_text(m, sets):
@@ -91,7 +101,7 @@ def format_text(result):
         ("pairs", pairs_text(e["pairs"])),
         ("edges", classes),
         ("modeled", modeled_text(m, sets)
-         + (f"; x{e['trip_count']} trips = {us(e['modeled_loop_us'])}"
+         + (f"; {trips_text(loop_counts(e))} = {us(e['modeled_loop_us'])}"
             if e["modeled_loop_us"] is not None else "")),
         ("choice", f"{e['choice']['plan']} (backend {e['choice']['backend']}"
                    + (f", collectives_mode {e['choice_collectives_mode']}"

@@ -3,7 +3,9 @@ configuration's decisions, chart, verify results, diff and trace."""
 
 import json
 
+from hlo_tools.model.collectives import trips_text
 from hlo_tools.ops import diff
+from hlo_tools.ops.explain import loop_counts
 from hlo_tools.ops.report.chart import MAX_CHARTS, chart_title, svg_chart
 from hlo_tools.ops.sizes import format_bytes
 
@@ -58,11 +60,13 @@ def comparison_rows(results):
   for r in results:
     for e in r["explain"]["collectives"]:
       m = e["modeled_us"]
-      trips = e["trip_count"] or 1
+      # Runs per step through every enclosing loop (at least, where a count is unknown).
+      trips = e["trip_count"] or e.get("trips_at_least") or 1
       rows.append({"case": r["case"].id, "title": r["case"].title,
                    "topology": r["case"].topology, "instruction": e["instruction"],
                    "bytes": e["bytes"], "buffers": e.get("buffers", 1),
                    "trip_count": e["trip_count"], "edges_by_class": e["edges_by_class"],
+                   "trips": trips_text(loop_counts(e)),
                    "nccl_us": m["nccl"], "nvshmem_us": m["nvshmem"],
                    "chosen_us": m["chosen"], "plan": e["choice"]["plan"],
                    "collectives_mode": e.get("choice_collectives_mode"),
@@ -84,13 +88,13 @@ def _takeaways(rows, results):
       continue
     groups = {}
     for row in mine:
-      key = (row["bytes"], row["buffers"], row["trip_count"], row["verdict"])
+      key = (row["bytes"], row["buffers"], row.get("trips", ""), row["verdict"])
       groups.setdefault(key, []).append(row["instruction"])
     parts = []
     for (size, buffers, trips, verdict), names in groups.items():
       count = f"{len(names)} permutes" if len(names) > 1 else f"%{names[0]}"
       parts.append(f"<li><b>{format_bytes(size)}</b> in {buffers} buffer(s)"
-                   f"{f' x{trips} trips' if trips else ''} ({diff.esc(count)}): "
+                   f"{f' {trips}' if trips else ''} ({diff.esc(count)}): "
                    f"{diff.esc(verdict)}</li>")
     items.append(f"<li>{diff.esc(r['case'].title)}: {len(mine)} collective-permute(s)"
                  f"<ul>{''.join(parts)}</ul></li>")
@@ -115,7 +119,7 @@ def _comparison_html(rows):
     spans[row["case"]] = spans.get(row["case"], 0) + 1
   for i, row in enumerate(rows):
     edges = ", ".join(f"{k} {v}" for k, v in row["edges_by_class"].items() if v)
-    trips = f" x{row['trip_count']} trips" if row["trip_count"] else ""
+    trips = f" {row['trips']}" if row.get("trips") else ""
     cls = "same" if row["plan"] == "nccl" else "add"
     # The configuration once, spanning its permutes' rows.
     first = i == 0 or rows[i - 1]["case"] != row["case"]
@@ -159,7 +163,8 @@ def _decision_table(result):
     m = e["modeled_us"]
     d = by_name.get((e["computation"], e["instruction"]), {})
     edges = ", ".join(f"{k} {v}" for k, v in e["edges_by_class"].items() if v)
-    loop = f"while %{e['while_loop']} x{e['trip_count']}" if e["while_loop"] else "no loop"
+    loop = (f"while %{e['while_loop']} {trips_text(loop_counts(e))}" if e["while_loop"]
+            else "no loop")
     new = ", ".join(d.get("new_instructions") or [])
     rows.append(
         f"<tr><td class=\"mono\">%{diff.esc(e['instruction'])}</td>"
