@@ -90,10 +90,10 @@ def test_embedded_default_is_a_grid():
   cases = report.plan_cases(args, config, explicit)
   rings = [c for c in cases if c.source["kind"] == "ring"]
   assert [(c.topology, c.config["seq_len"]) for c in rings] == list(report.DEFAULT_GRID)
-  # Beside the ring, the train step on one host and across hosts.
+  # Beside the ring, the train step on one host and across hosts (its layouts:
+  # test_report_main_job).
   assert [(c.source.get("program"), c.topology) for c in cases[len(rings):]] == [
-      ("train_step", "1x1x8"), ("train_step", "1x2x8")]
-  assert "cp 2 x tp 8" in cases[-1].title
+      ("train_step", t) for t, _, _ in report.DEFAULT_TRAIN_STEPS]
   args = hlo_tools.commands.report._parser("hlo-tools report").parse_args(["--topology=1x8"])
   config, explicit = hlo_tools.commands.report._config("hlo-tools report", args)
   [case] = report.plan_cases(args, config, explicit)

@@ -29,9 +29,16 @@ DEFAULTS = {"seq_len": 131072, "num_heads": 32, "num_kv_heads": 8, "head_dim": 1
 DEFAULT_TOPOLOGY = "1x2x4"
 # The embedded default: one host vs two, short vs long context.
 DEFAULT_GRID = (("1x1x8", 4096), ("1x1x8", 131072), ("1x2x4", 4096), ("1x2x4", 131072))
-# The train step beside the ring: one host, and tensor parallelism inside hosts with
-# the ring across them.
-DEFAULT_TRAIN_STEP_TOPOLOGIES = ("1x1x8", "1x2x8")
+# The seed's layout on 2 hosts x 8: the mesh's last axis spans consecutive device ids,
+# so cp is the 8 GPUs of a host (the ring on NVLink) and tp spans the two hosts.
+SEED_MESH = "tp:2,cp:8"
+# The train step beside the ring, as (topology, mesh or None for dump's default, tokens):
+# one host (cp 4 x tp 2); tp inside each host with the ring across the two (cp 2 x tp 8),
+# where NVSHMEM cannot run at the pin; the seed's layout at 64K, 128K and 256K tokens
+# (each compiles deviceless in about 25 s, whatever the length).
+DEFAULT_TRAIN_STEPS = (("1x1x8", None, 65536), ("1x2x8", None, 65536),
+                       ("1x2x8", SEED_MESH, 65536), ("1x2x8", SEED_MESH, 131072),
+                       ("1x2x8", SEED_MESH, 262144))
 DEFAULT_OUT = "nvshmem_report"
 _TOPO_RE = re.compile(r"^(?:(\d+)x)?(\d+)x(\d+)((?::.*)?)$")
 
@@ -74,13 +81,17 @@ def ring_case(config, topology_arg):
               source={"kind": "ring", "config": config}, config=config)
 
 
-def train_step_case(topology):
-  """The built-in train step on `topology` (SxHxG), on dump's default mesh for it."""
-  source = {"kind": "program", "program": "train_step", "config": {}}
-  mesh = dump.resolve_mesh(source, dump.Target(topology=topology))
-  layout = " x ".join(f"{name} {size}" for name, size in mesh)
-  return Case(id=f"train_step-{topology}",
-              title=f"Llama train step ({layout}), 64K tokens, on {topology}",
+def train_step_case(topology, mesh=None, seq_len=65536):
+  """The built-in train step on `topology` (SxHxG) and `mesh` ('tp:2,cp:8', slowest axis
+  first; None: dump's default mesh for the topology) at seq_len tokens."""
+  source = {"kind": "program", "program": "train_step", "config": {"seq_len": seq_len}}
+  if mesh is not None:
+    source["mesh"] = mesh
+  axes = dump.resolve_mesh(source, dump.Target(topology=topology), mesh)
+  layout = " x ".join(f"{name} {size}" for name, size in axes)
+  return Case(id=f"train_step-{topology}-{'_'.join(f'{n}{s}' for n, s in axes)}-"
+              f"{_tokens(seq_len)}",
+              title=f"Llama train step ({layout}), {_tokens(seq_len)} tokens, on {topology}",
               topology=topology, compile_topology=topology, source=source)
 
 
@@ -91,7 +102,7 @@ def plan_cases(args, config, explicit):
     if explicit:
       return [ring_case(config, topology)]
     return [ring_case(dict(config, seq_len=n), topo) for topo, n in DEFAULT_GRID] + \
-        [train_step_case(topo) for topo in DEFAULT_TRAIN_STEP_TOPOLOGIES]
+        [train_step_case(*entry) for entry in DEFAULT_TRAIN_STEPS]
   path = getattr(args, "stdin_path", None) or args.source
   label = "<stdin>" if path != args.source else args.source
   if args.topology is None and (os.path.isfile(path) or os.path.isdir(path)):
@@ -286,7 +297,8 @@ def case_summary(result, case_dir_name):
       "collective_permutes": [
           {k: e[k] for k in ("instruction", "computation", "bytes", "buffers",
                              "edges_by_class", "modeled_us", "choice",
-                             "choice_collectives_mode", "backends", "reason", "trip_count")
+                             "choice_collectives_mode", "backends", "reason", "trip_count",
+                             "while_loop")
            if k in e}
           | {"upstream": e["upstream"]["backend"]} for e in result["explain"]["collectives"]],
       "note": result["explain"].get("note"),
@@ -385,7 +397,9 @@ def summary_text(report):
   lines += [f"  {c['title']}: no collective-permutes, nothing for the pass to decide"
             for c in report["cases"] if not c["collective_permutes"]]
   lines += [f"  {c['title']}: {c['note']}" for c in report["cases"] if c.get("note")]
+  steps = {c["id"]: step_line(c) for c in report["cases"] if c["collective_permutes"]}
   for row in report["summary"]["comparison"]:
+    lines += [steps.pop(row["case"])] if row["case"] in steps else []
     edges = ", ".join(f"{k} {v}" for k, v in row["edges_by_class"].items() if v)
     trips = f" x{row['trip_count']} trips" if row["trip_count"] else ""
     lines.append(f"  {row['title']}: %{row['instruction']} ({format_bytes(row['bytes'])}"
@@ -399,6 +413,50 @@ def summary_text(report):
                              "FAILED " + ", ".join(s["failed_checks"])))
   lines.append(f"report: {os.path.join(report['out'], 'index.html')}")
   return "\n".join(lines)
+
+
+def permute_runs(permute):
+  """How often a permute runs per step: the model's trip count inside a loop, once
+  outside any loop, None when the loop's count is unknown."""
+  if permute.get("while_loop") is None:
+    return permute["trip_count"] or 1
+  return permute["trip_count"]
+
+
+def step_saving(case):
+  """Per permute (name, plan, modeled us saved per run against NCCL, runs per step) and
+  the step's (us saved, us on NCCL): each permute's saving x its runs, summed; the
+  permutes of unknown runs are left out of the sums."""
+  permutes, saved, nccl = [], 0.0, 0.0
+  for p in case["collective_permutes"]:
+    m, runs = p["modeled_us"], permute_runs(p)
+    save = m["nccl"] - m["chosen"]
+    permutes.append((p["instruction"], p["choice"]["plan"], save, runs))
+    if runs is not None:
+      saved, nccl = saved + save * runs, nccl + m["nccl"] * runs
+  return permutes, saved, nccl
+
+
+def _runs_text(runs):
+  return " x? (trips unknown)" if runs is None else f" x{runs}" if runs > 1 else ""
+
+
+def _duration(us):
+  return f"{us / 1000:.2f} ms" if abs(us) >= 1000 else f"{us:.2f} us"
+
+
+def step_line(case):
+  """A configuration in one line: per permute its choice and modeled saving against
+  NCCL, and what the choices save per step (saving x runs, summed over permutes)."""
+  permutes, saved, nccl = step_saving(case)
+  each = ", ".join(f"%{name} {plan} saves {save:.2f} us{_runs_text(runs)}"
+                   for name, plan, save, runs in permutes)
+  share = f", {saved / nccl * 100:.1f}% of {_duration(nccl)} on NCCL" if nccl else ""
+  unknown = sum(runs is None for *_, runs in permutes)
+  return (f"  {case['title']}: per step the choices save {_duration(saved)} of modeled "
+          f"permute time{share}"
+          + (f" (without {unknown} permute(s) of unknown trips)" if unknown else "")
+          + f"; {each}")
 
 
 def _others_text(row):
