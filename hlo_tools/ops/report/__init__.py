@@ -297,8 +297,7 @@ def case_summary(result, case_dir_name):
       "collective_permutes": [
           {k: e[k] for k in ("instruction", "computation", "bytes", "buffers",
                              "edges_by_class", "modeled_us", "choice",
-                             "choice_collectives_mode", "backends", "reason", "trip_count",
-                             "while_loop")
+                             "choice_collectives_mode", "backends", "reason", "trip_count")
            if k in e}
           | {"upstream": e["upstream"]["backend"]} for e in result["explain"]["collectives"]],
       "note": result["explain"].get("note"),
@@ -397,11 +396,12 @@ def summary_text(report):
   lines += [f"  {c['title']}: no collective-permutes, nothing for the pass to decide"
             for c in report["cases"] if not c["collective_permutes"]]
   lines += [f"  {c['title']}: {c['note']}" for c in report["cases"] if c.get("note")]
-  steps = {c["id"]: step_line(c) for c in report["cases"] if c["collective_permutes"]}
-  for row in report["summary"]["comparison"]:
-    lines += [steps.pop(row["case"])] if row["case"] in steps else []
+  rows = report["summary"]["comparison"]
+  for i, row in enumerate(rows):
+    if i == 0 or rows[i - 1]["case"] != row["case"]:  # the configuration, then its permutes
+      lines.append(step_line([r for r in rows if r["case"] == row["case"]]))
     edges = ", ".join(f"{k} {v}" for k, v in row["edges_by_class"].items() if v)
-    trips = f" x{row['trip_count']} trips" if row["trip_count"] else ""
+    trips = f" {row['trips']}" if row.get("trips") else ""
     lines.append(f"  {row['title']}: %{row['instruction']} ({format_bytes(row['bytes'])}"
                  f"/device{trips}; {edges}): {row['plan']}"
                  + (f" ({row['collectives_mode']})" if row.get("collectives_mode") else "")
@@ -415,48 +415,30 @@ def summary_text(report):
   return "\n".join(lines)
 
 
-def permute_runs(permute):
-  """How often a permute runs per step: the model's trip count inside a loop, once
-  outside any loop, None when the loop's count is unknown."""
-  if permute.get("while_loop") is None:
-    return permute["trip_count"] or 1
-  return permute["trip_count"]
-
-
-def step_saving(case):
-  """Per permute (name, plan, modeled us saved per run against NCCL, runs per step) and
-  the step's (us saved, us on NCCL): each permute's saving x its runs, summed; the
-  permutes of unknown runs are left out of the sums."""
-  permutes, saved, nccl = [], 0.0, 0.0
-  for p in case["collective_permutes"]:
-    m, runs = p["modeled_us"], permute_runs(p)
-    save = m["nccl"] - m["chosen"]
-    permutes.append((p["instruction"], p["choice"]["plan"], save, runs))
-    if runs is not None:
-      saved, nccl = saved + save * runs, nccl + m["nccl"] * runs
-  return permutes, saved, nccl
-
-
-def _runs_text(runs):
-  return " x? (trips unknown)" if runs is None else f" x{runs}" if runs > 1 else ""
+def step_saving(rows):
+  """A configuration's comparison rows as (us saved, us on NCCL) per step: each permute's
+  modeled saving against NCCL x its runs per step (the model's trips through every
+  loop; at least, where a count is unknown), summed."""
+  return (sum(r["saved_us_per_run"] for r in rows),
+          sum(r["nccl_us"] * r["runs"] for r in rows))
 
 
 def _duration(us):
   return f"{us / 1000:.2f} ms" if abs(us) >= 1000 else f"{us:.2f} us"
 
 
-def step_line(case):
-  """A configuration in one line: per permute its choice and modeled saving against
-  NCCL, and what the choices save per step (saving x runs, summed over permutes)."""
-  permutes, saved, nccl = step_saving(case)
-  each = ", ".join(f"%{name} {plan} saves {save:.2f} us{_runs_text(runs)}"
-                   for name, plan, save, runs in permutes)
+def step_line(rows):
+  """A configuration in one line: per permute its choice and modeled saving per run
+  against NCCL, and what the choices save per step (saving x runs, summed)."""
+  saved, nccl = step_saving(rows)
+  each = ", ".join(f"%{r['instruction']} {r['plan']} saves "
+                   f"{r['nccl_us'] - r['chosen_us']:.2f} us"
+                   + (f" {r['trips']}" if r.get("trips") else "") for r in rows)
+  # In a loop without a known count of runs per step: its runs are a lower bound.
+  bound = "at least " if any(r.get("trips") and r["trip_count"] is None for r in rows) else ""
   share = f", {saved / nccl * 100:.1f}% of {_duration(nccl)} on NCCL" if nccl else ""
-  unknown = sum(runs is None for *_, runs in permutes)
-  return (f"  {case['title']}: per step the choices save {_duration(saved)} of modeled "
-          f"permute time{share}"
-          + (f" (without {unknown} permute(s) of unknown trips)" if unknown else "")
-          + f"; {each}")
+  return (f"  {rows[0]['title']}: per step the choices save {bound}{_duration(saved)} of "
+          f"modeled permute time{share}; {each}")
 
 
 def _others_text(row):

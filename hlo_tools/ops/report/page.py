@@ -71,7 +71,7 @@ def comparison_rows(results):
                    "chosen_us": m["chosen"], "plan": e["choice"]["plan"],
                    "collectives_mode": e.get("choice_collectives_mode"),
                    "backend_us": {b: v["us"] for b, v in (e.get("backends") or {}).items()},
-                   "saved_us_per_run": (m["nccl"] - m["chosen"]) * trips,
+                   "runs": trips, "saved_us_per_run": (m["nccl"] - m["chosen"]) * trips,
                    "upstream": e["upstream"]["backend"], "verdict": verdict(e)})
   return rows
 
