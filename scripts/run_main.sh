@@ -2,8 +2,10 @@
 # Sets everything up (idempotent), then runs the main job on its embedded
 # default: `hlo-tools report` (ring attention with Llama-3-8B attention shapes at
 # 4K and 128K tokens on 1x1x8 and 1x2x4, and the Llama-3-8B-shaped train step on
-# 1x1x8 and 1x2x8, each compiled for H200s on this CPU, through the pass, verify
-# and diff). Extra arguments go to `hlo-tools report`.
+# 1x1x8 (cp 4 x tp 2) and 1x2x8 (cp 2 x tp 8; and the seed's layout tp 2 x cp 8, the
+# ring inside each host, at 64K, 128K and 256K tokens), each compiled for H200s on
+# this CPU, through the pass, verify and diff). Extra arguments go to
+# `hlo-tools report`.
 # The report goes to $NVSHMEM_REPORT_DIR (default: nvshmem-opt/report under
 # the user's cache directory), outside the repository, unless --out is given.
 set -euo pipefail

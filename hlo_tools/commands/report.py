@@ -13,10 +13,14 @@ SOURCE is
                     wins, where it loses and where it cannot run; beside them, the
                     Llama-3-8B-shaped train step (`hlo-tools dump --program=train_step`:
                     2 decoder layers, ring attention over cp, tensor parallelism over
-                    tp, gradients, Adam; 64K tokens) on one host (1x1x8, cp 4 x tp 2)
-                    and across hosts (1x2x8, tp 8 inside each host, the ring across
-                    the two). With --topology or --seq_len, that one ring
-                    configuration only.
+                    tp, gradients, Adam) on one host (1x1x8, cp 4 x tp 2, 64K tokens),
+                    across hosts with tp 8 inside each and the ring across the two
+                    (1x2x8, cp 2 x tp 8, 64K), and in the seed's layout: the ring on
+                    each host's NVLink, tp across the two hosts (1x2x8, --mesh
+                    tp:2,cp:8, at 64K, 128K and 256K tokens). The summary gives, per
+                    configuration, each permute's choice and modeled saving against
+                    NCCL and the permute time the choices save per step. With
+                    --topology or --seq_len, that one ring configuration only.
   FILE              an HLO module (text, or a serialized HloModuleProto), as it is;
                     without --topology, on the topology nvshmem-opt derives from it
                     (hosts of --devices-per-host GPUs, default 8), as the pass does;
@@ -65,7 +69,8 @@ def _parser(prog):
   parser.add_argument("--topology", default=None,
                       help=f"SxHxG or HxG, maybe with :nvlN / :map=... (default "
                       f"{DEFAULT_TOPOLOGY}; a FILE: derived from the module; absent with "
-                      "no SOURCE: 1x1x8 and 1x2x4)")
+                      "no SOURCE: the ring on 1x1x8 and 1x2x4, the train step on 1x1x8 "
+                      "and 1x2x8)")
   parser.add_argument("--devices-per-host", "--devices_per_host", dest="devices_per_host",
                       type=int, default=None,
                       help="FILE without --topology: GPUs per host of the topology "
