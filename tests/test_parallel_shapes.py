@@ -95,3 +95,93 @@ def test_report_saved_per_run_counts_every_loop():
   assert e["choice"]["plan"] == "nvshmem" and saved_once > 0
   assert abs(ring_row["saved_us_per_run"] - 28 * saved_once) < 1e-9
   assert ring_row["trips"] == "x28 trips (7 x 4)"
+
+
+# ---------------------------------------------------------------------------------------
+# report module:function takes every option that shapes the compile, as dump does
+
+PIPELINE_FLAGS = ("--topology=1x2x4", "--mesh=pp:2,cp:4", "--nocheck_vma",
+                  "--arg=6,64,32:f32:None,cp", "--arg=2,32,32:f32:pp", "--out_spec=None,cp")
+
+
+def test_report_compiles_a_function_on_a_two_axis_mesh(capsys, tmp_path):
+  rc, out, err = run(capsys, "report", "hlo_tools.programs.parallel_shapes:pipeline_ring",
+                     *PIPELINE_FLAGS, "--quiet", f"--out={tmp_path / 'r'}")
+  assert rc == 0, err
+  report = json.loads((tmp_path / "r" / "report.json").read_text())
+  [case] = report["cases"]
+  manifest = json.loads((tmp_path / "r" / case["id"] / "dump" / "manifest.json").read_text())
+  assert manifest["mesh"] == {"pp": 2, "cp": 4}
+  assert sorted(p["trip_count"] for p in case["collective_permutes"]) == [7, 28]
+  assert "verify: all checks pass" in out
+
+
+def test_report_names_the_mesh_flag_it_takes(capsys, tmp_path):
+  # Without --mesh the compile fails naming --mesh; report takes it (no dead end).
+  flags = [f for f in PIPELINE_FLAGS if not f.startswith("--mesh")]
+  rc, _, err = run(capsys, "report", "hlo_tools.programs.parallel_shapes:pipeline_ring",
+                   *flags, "--quiet", f"--out={tmp_path / 'r'}")
+  assert rc == 2 and "--mesh=" in err and "unrecognized" not in err
+
+
+def test_dump_and_report_share_the_compile_options():
+  from hlo_tools.commands import dump as dump_cmd, report as report_cmd  # pylint: disable=import-outside-toplevel
+  def flags(parser):
+    return {o for a in parser._actions for o in a.option_strings}  # pylint: disable=protected-access
+  shared = {"--mesh", "--arg", "--out_spec", "--global", "--check_vma", "--nocheck_vma",
+            "--target_config"}
+  assert shared <= flags(dump_cmd._parser("dump")) & flags(report_cmd._parser("report"))  # pylint: disable=protected-access
+
+
+def test_report_refuses_compile_options_for_a_file(capsys, tmp_path):
+  rc, _, err = run(capsys, "report", PIPELINE, "--mesh=pp:2,cp:4", f"--out={tmp_path / 'r'}")
+  assert rc == 2 and "--mesh applies to a module:function SOURCE" in err
+
+
+# ---------------------------------------------------------------------------------------
+# explain and verify take DIR:STAGE, as diff does; the manifest names before_async
+
+def test_explain_and_verify_read_a_dump_stage(capsys, tmp_path):
+  dump_dir = tmp_path / "pipeline"
+  rc, _, err = run(capsys, "dump", "hlo_tools.programs.parallel_shapes:pipeline_ring",
+                   *PIPELINE_FLAGS, "--all_passes", "--quiet", f"--out={dump_dir}")
+  assert rc == 0, err
+  manifest = json.loads((dump_dir / "manifest.json").read_text())
+  assert manifest["stages"]["before_async"] == "before_async.hlo"
+  assert (dump_dir / "before_async.hlo").read_text().startswith("HloModule")
+  for stage in ("before_async", "after_optimizations"):
+    rc, out, err = run(capsys, "explain", f"{dump_dir}:{stage}", "--format=json")
+    assert rc == 0, err
+    assert "using 1x2x4, the topology its dump was compiled for" in err
+    result = json.loads(out)
+    assert result["file"] == f"{dump_dir}:{stage}"
+    assert sorted(e["trip_count"] for e in result["collectives"]) == [7, 28]
+  rc, out, err = run(capsys, "verify", f"{dump_dir}:before_async")
+  assert rc == 0, err
+  assert f"{dump_dir}:before_async: all checks pass (topology 1x2x4" in out
+  rc, _, err = run(capsys, "verify", f"{dump_dir}:no_such_stage")
+  assert rc == 2 and "unknown stage 'no_such_stage'" in err
+
+
+# ---------------------------------------------------------------------------------------
+# The pre-optimization warning names the stage the tools actually used
+
+def test_report_dir_does_not_warn_on_its_before_async_stage(capsys, tmp_path):
+  # K and V rotated once: the module entering async-collective-creator has two
+  # permutes and no fusion, as a module before optimizations looks.
+  dump_dir = tmp_path / "kv"
+  rc, _, err = run(capsys, "dump", "hlo_tools.programs.pass_tests:kv_step",
+                   "--topology=1x1x2", "--arg=64,8:f32:cp", "--arg=64,8:f32:cp",
+                   "--out_spec=cp", "--out_spec=cp", "--all_passes", "--quiet",
+                   f"--out={dump_dir}")
+  assert rc == 0, err
+  assert "fusion" not in (dump_dir / "before_async.hlo").read_text()
+  rc, out, err = run(capsys, "report", dump_dir, "--quiet", f"--out={tmp_path / 'r'}")
+  assert rc == 0, err
+  assert "before XLA's optimizations" not in out
+  for spec, warned in ((f"{dump_dir}:before_async", False),
+                       (dump_dir / "before_async.hlo", False),
+                       (f"{dump_dir}:before_optimizations", True)):
+    rc, out, err = run(capsys, "explain", spec)
+    assert rc == 0, err
+    assert ("before XLA's optimizations" in out) == warned, spec

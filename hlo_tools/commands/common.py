@@ -1,8 +1,10 @@
 """What every command shares: its argument parser, its error handling, its output."""
 
 import argparse
+import contextlib
 import os
 import sys
+import tempfile
 
 from hlo_tools import cli_io
 from hlo_tools.model import dumps
@@ -64,6 +66,43 @@ def topology_spec(args, path, prog=None):
   return spec
 
 
+@contextlib.contextmanager
+def module_file(spec, max_bytes):
+  """(path, source) for FILE or DIR:STAGE (a stage of a dump directory, as diff reads
+  it). A FILE is read by the operation itself (source None); a stage is parsed here
+  and, when it is no file of its own (a pass snapshot), copied to a temporary file
+  for nvshmem-opt, which reads modules by path."""
+  split = dumps.split_spec(spec)
+  if split is None:
+    yield spec, None
+    return
+  source = dumps.read_stage(split[0], split[1], max_bytes)
+  if source.path and os.path.isfile(source.path):
+    yield source.path, source
+    return
+  fd, path = tempfile.mkstemp(prefix="hlo-tools-stage-", suffix=".hlo")
+  try:
+    with os.fdopen(fd, "w") as f:
+      f.write(source.text)
+    yield path, source
+  finally:
+    os.unlink(path)
+
+
+def stage_topology(args, spec, prog):
+  """--topology, else for DIR:STAGE the topology its dump was compiled for (said on
+  stderr), else None (the caller derives one from the module)."""
+  split = None if args.topology else dumps.split_spec(spec)
+  if split is None or args.devices_per_host is not None:
+    return None
+  topology = dumps.manifest_topology(split[0])
+  if topology:
+    cli_io.print_error(f"{prog}: {spec}: no --topology; using {topology}, the topology "
+                       "its dump was compiled for (manifest.json; --topology=SPEC "
+                       "overrides)")
+  return topology
+
+
 def add_backends_flag(parser):
   parser.add_argument("--backends", default=None,
                       help="the backends the target XLA offers, as for nvshmem-opt: "
@@ -76,6 +115,49 @@ def add_partitions_flag(parser):
                       type=int, default=None,
                       help="devices of the program when the module header does not say "
                       "(default: inferred from the mesh, the topology or the ids used)")
+
+
+def add_function_flags(parser, target_config_default):
+  """The options that shape the compile of a module:function source, shared by
+  `dump` and `report` so that one command line compiles the same program in both."""
+  fn = parser.add_argument_group("module:function source")
+  fn.add_argument("--mesh", default=None,
+                  help="NAME:SIZE[,NAME:SIZE...], slowest axis first, sizes multiplying "
+                  "to the devices, e.g. cp:4,tp:2 (default: one axis over all devices, "
+                  "named by the partition specs)")
+  fn.add_argument("--arg", action="append", default=[],
+                  help="SHAPE:DTYPE[:PARTITIONSPEC], e.g. 8192,8,128:bf16:cp (repeat "
+                  "per argument)")
+  fn.add_argument("--out_spec", action="append", default=None,
+                  help="shard_map out_specs of the function, e.g. cp or None,cp; repeat "
+                  "it for a function returning a tuple, one per output (an empty "
+                  "--out_spec= is replicated); default cp")
+  fn.add_argument("--global", dest="global_fn", action="store_true",
+                  help="the function is global, not per-shard: compile it as it is, "
+                  "its arguments sharded by --arg, on the mesh (jax.set_mesh), so its "
+                  "own shard_map calls and sharding constraints need not name one")
+  fn.add_argument("--check_vma", dest="check_vma", action="store_true", default=True,
+                  help="shard_map's varying-type check (default on)")
+  fn.add_argument("--nocheck_vma", dest="check_vma", action="store_false",
+                  help="shard_map(check_vma=False): for functions written before jax "
+                  "typed values as varying over mesh axes (loop carries started from "
+                  "fresh zeros)")
+  fn.add_argument("--target_config", default=target_config_default,
+                  help="GPU target config (text proto) for deviceless compilation")
+  return fn
+
+
+def function_source(args, function):
+  """The ops.dump source of module:function from the flags of add_function_flags."""
+  specs = args.out_spec or ["cp"]
+  source = {"kind": "function", "function": function, "args": list(args.arg),
+            "out_spec": specs[0] if len(specs) == 1 else list(specs),
+            "check_vma": args.check_vma}
+  if args.global_fn:
+    source["global"] = True
+  if args.mesh:
+    source["mesh"] = args.mesh
+  return source
 
 
 def check_out_path(out, inputs):

@@ -24,8 +24,12 @@ the parent cannot set them for itself, and one process could not serve two dumps
 
 The output directory holds stablehlo.mlir, lowered.hlo (jax's HLO text of the
 lowered program, as `jax.jit(f).lower(...).as_text(dialect="hlo")` gives it),
-before_optimizations.hlo, after_optimizations.hlo, XLA's own files under
-xla_dump/ and manifest.json.
+before_optimizations.hlo, after_optimizations.hlo, with --all_passes
+before_async.hlo (the module entering async-collective-creator, what the NVSHMEM
+pass and XLA's backend assigner see), XLA's own files under xla_dump/ and
+manifest.json. `hlo-tools report module:function` takes the same options that
+shape the compile (--mesh, --arg, --out_spec, --global, --nocheck_vma,
+--target_config).
 """
 
 import argparse
@@ -49,14 +53,9 @@ def _parser(prog):
                  help="built-in program when SOURCE is absent: ring (ring attention "
                  "alone, the default) or train_step (Llama-3-8B-shaped layers, ring "
                  "attention over cp, tensor parallelism over tp, gradients, Adam)")
-  p.add_argument("--mesh", default=None,
-                 help="NAME:SIZE[,NAME:SIZE...], slowest axis first, sizes multiplying "
-                 "to the devices, e.g. cp:4,tp:2 (default: see below)")
   p.add_argument("--out", required=True, help="output directory")
   p.add_argument("--topology", default=None,
                  help="GPU topology SxHxG (slices x hosts x GPUs/host); absent: CPU")
-  p.add_argument("--target_config", default=DEFAULT_TARGET_CONFIG,
-                 help="GPU target config (text proto) for deviceless compilation")
   p.add_argument("--cpu_devices", type=int, default=8,
                  help="host devices when --topology is absent")
   p.add_argument("--all_passes", action="store_true",
@@ -82,21 +81,7 @@ def _parser(prog):
                     help="train_step only")
   ring.add_argument("--norotary", dest="rotary", action="store_false", default=None,
                     help="train_step only: no rotary position embedding")
-  fn = p.add_argument_group("module:function source")
-  fn.add_argument("--arg", action="append", default=[],
-                  help="SHAPE:DTYPE[:PARTITIONSPEC], e.g. 8192,8,128:bf16:cp")
-  fn.add_argument("--out_spec", default="cp",
-                  help="shard_map out_specs of the function, e.g. cp or None,cp")
-  fn.add_argument("--global", dest="global_fn", action="store_true",
-                  help="the function is global, not per-shard: compile it as it is, "
-                  "its arguments sharded by --arg, on the mesh (jax.set_mesh), so its "
-                  "own shard_map calls and sharding constraints need not name one")
-  fn.add_argument("--check_vma", dest="check_vma", action="store_true", default=True,
-                  help="shard_map's varying-type check (default on)")
-  fn.add_argument("--nocheck_vma", dest="check_vma", action="store_false",
-                  help="shard_map(check_vma=False): for functions written before jax "
-                  "typed values as varying over mesh axes (loop carries started from "
-                  "fresh zeros)")
+  common.add_function_flags(p, DEFAULT_TARGET_CONFIG)
   return p
 
 
@@ -146,13 +131,7 @@ def source_from_args(args):
       raise DumpError(f"--mesh does not apply to an XLA dump directory ({args.source})")
     return {"kind": "xla_dump", "dir": os.path.abspath(args.source)}
   if re.match(r"^[\w.]+:\w+$", args.source):
-    source = {"kind": "function", "function": args.source, "args": args.arg,
-              "out_spec": args.out_spec, "check_vma": args.check_vma}
-    if args.global_fn:
-      source["global"] = True
-    if args.mesh:
-      source["mesh"] = args.mesh
-    return source
+    return common.function_source(args, args.source)
   raise DumpError(f"SOURCE {args.source!r} is neither a directory nor module:function")
 
 

@@ -1,6 +1,6 @@
-"""`hlo-tools explain FILE --topology=T`: why each collective-permute gets its backend.
+"""`hlo-tools explain FILE|DIR:STAGE --topology=T`: why each collective-permute gets its backend.
 
-    hlo-tools explain FILE [--topology=SPEC | --devices-per-host=N] [--cost-table=F]
+    hlo-tools explain FILE|DIR:STAGE [--topology=SPEC | --devices-per-host=N] [--cost-table=F]
                       [--format=text|json]
                       [--backends=nccl,nvshmem|nccl,peer[,symmetric]]
                       [--num-partitions=N] [--max-input-bytes=N] [--out=F]
@@ -17,6 +17,10 @@ driver, upstream's answer is reported as unavailable, never guessed).
 collectives_mode); default: the cost table's set. Each backend of the set is shown
 with its modeled time, or why it is refused.
 
+DIR:STAGE reads a stage of a dump directory as `hlo-tools diff` does, e.g.
+DIR:before_async (the module entering async-collective-creator) or
+DIR:after:PASS[#N]; without --topology, on the topology the dump was compiled for.
+
 Without --topology the topology is the one nvshmem-opt derives from the module, as
 the pass does inside XLA: hosts of --devices-per-host GPUs (default 8, or the module's
 device count when smaller).
@@ -29,12 +33,14 @@ import json
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
+from hlo_tools.model import dumps
 from hlo_tools.ops import explain
 
 
 def main(argv):
   parser = common.parser_for(argv[0] if argv else "hlo-tools explain", __doc__)
-  parser.add_argument("file", help="HLO text file")
+  parser.add_argument("file", help="HLO file, or DIR:STAGE of a dump directory (" +
+                      dumps.STAGE_HELP + ")")
   common.add_topology_flags(parser)
   common.add_backends_flag(parser)
   parser.add_argument("--format", choices=("text", "json"), default="text")
@@ -43,11 +49,15 @@ def main(argv):
   cli_io.add_max_input_bytes(parser)
 
   def run(args):
-    common.check_out_path(args.out, [args.file])
-    spec = common.topology_spec(args, args.file, parser.prog)
-    result = explain.explain(args.file, spec, args.cost_table,
-                             num_partitions=args.num_partitions,
-                             max_bytes=args.max_input_bytes, backends=args.backends)
+    with common.module_file(args.file, args.max_input_bytes) as (path, source):
+      common.check_out_path(args.out, [path])
+      spec = common.stage_topology(args, args.file, parser.prog) or \
+          common.topology_spec(args, path, parser.prog)
+      stage = (dumps.split_spec(args.file) or (None, None))[1] or \
+          dumps.manifest_stage(path)
+      result = explain.explain(path, spec, args.cost_table, source=source, stage=stage,
+                               num_partitions=args.num_partitions,
+                               max_bytes=args.max_input_bytes, backends=args.backends)
     text = (json.dumps(result, indent=1) if args.format == "json"
             else explain.format_text(result))
     common.write_output(text, args.out)

@@ -3,7 +3,8 @@
     hlo-tools report [SOURCE] [--topology=SPEC | --devices-per-host=N] [--out=DIR]
                      [--cost-table=F]
                      [--backends=nccl,nvshmem|nccl,peer[,symmetric]]
-                     [--num-partitions=N] [ring options] [--arg=... --out_spec=...]
+                     [--num-partitions=N] [ring options]
+                     [--mesh=... --arg=... --out_spec=... --global --nocheck_vma]
 
 SOURCE is
   absent            the embedded default: ring attention with Llama-3-8B attention
@@ -28,7 +29,8 @@ SOURCE is
                     module entering async-collective-creator when the dump has every
                     pass, and its after-optimizations module;
   module:function   a per-shard JAX function, compiled like `hlo-tools dump
-                    module:function` (--arg, --out_spec, --nocheck_vma).
+                    module:function`, with the same options (--mesh, --arg,
+                    --out_spec, --global, --nocheck_vma, --target_config).
 
 For each configuration: the pass (nvshmem-opt, with upstream's assigner beside it)
 on the module entering async-collective-creator and on the after-optimizations
@@ -57,6 +59,7 @@ from hlo_tools import cli_io
 from hlo_tools.commands import common
 from hlo_tools.model.sources import InputError
 from hlo_tools.ops import report
+from hlo_tools.ops.dump import DEFAULT_TARGET_CONFIG
 from hlo_tools.ops.report import DEFAULT_OUT, DEFAULT_TOPOLOGY, DEFAULTS
 
 
@@ -84,14 +87,11 @@ def _parser(prog):
   parser.add_argument("--nocausal", dest="causal", action="store_false")
   parser.add_argument("--backward", dest="backward", action="store_true", default=None)
   parser.add_argument("--nobackward", dest="backward", action="store_false")
-  parser.add_argument("--arg", action="append", default=[],
-                      help="module:function only: SHAPE:DTYPE[:PARTITIONSPEC]")
-  parser.add_argument("--out_spec", default="cp", help="module:function only")
-  parser.add_argument("--nocheck_vma", dest="check_vma", action="store_false", default=True,
-                      help="module:function only: shard_map(check_vma=False)")
   parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
   common.add_partitions_flag(parser)
   cli_io.add_max_input_bytes(parser)
+  # module:function: the options `hlo-tools dump` compiles it with, the same group.
+  common.add_function_flags(parser, DEFAULT_TARGET_CONFIG)
   return parser
 
 
@@ -108,11 +108,23 @@ def _check_options(prog, args):
   if ring and args.source is not None:
     raise InputError(f"{prog}: --{ring[0]} shapes the built-in ring-attention example; "
                      f"{args.source} is compiled or read as it is")
-  compiled = args.source is None or (
-      not os.path.exists(args.source) and re.match(r"^[\w.]+:\w+$", args.source))
+  function = args.source is not None and not os.path.exists(args.source) and \
+      re.match(r"^[\w.]+:\w+$", args.source)
+  compiled = args.source is None or function
+  given = [flag for flag, value in _function_flags(args) if value]
+  if given and not function:
+    raise InputError(f"{prog}: {given[0]} applies to a module:function SOURCE (it shapes "
+                     "the compile), not to " + (args.source or "the built-in default"))
   if args.devices_per_host is not None and compiled:
     raise InputError(f"{prog}: --devices-per-host applies to a FILE or DIR without "
                      "--topology (the topology then comes from the module)")
+
+
+def _function_flags(args):
+  """(flag, whether given) for each option of common.add_function_flags."""
+  return (("--mesh", args.mesh), ("--arg", args.arg), ("--out_spec", args.out_spec),
+          ("--global", args.global_fn), ("--nocheck_vma", not args.check_vma),
+          ("--target_config", args.target_config != DEFAULT_TARGET_CONFIG))
 
 
 def _config(prog, args):
@@ -152,6 +164,9 @@ def main(argv):
     _check_options(prog, args)
     config, explicit = _config(prog, args)
     args.stdin_path = _stdin_file(args) if args.source == "-" else None
+    if args.source and re.match(r"^[\w.]+:\w+$", args.source) and \
+        not os.path.exists(args.source):
+      args.function_source = common.function_source(args, args.source)
     try:
       cases = report.plan_cases(args, config, explicit)
       previous = signal.signal(signal.SIGTERM, _terminate)

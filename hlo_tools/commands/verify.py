@@ -1,6 +1,6 @@
-"""`hlo-tools verify FILE --topology=T`: named checks on a module's collective-permutes.
+"""`hlo-tools verify FILE|DIR:STAGE --topology=T`: named checks on a module's collective-permutes.
 
-    hlo-tools verify FILE [--topology=SPEC | --devices-per-host=N] [--cost-table=F]
+    hlo-tools verify FILE|DIR:STAGE [--topology=SPEC | --devices-per-host=N] [--cost-table=F]
                      [--format=text|json] [--out=F]
                      [--backends=nccl,nvshmem|nccl,peer[,symmetric]]
 
@@ -42,6 +42,10 @@ applicable" as a whole:
   hlo-verifier    XLA's HloVerifier accepts the module (`nvshmem-opt --mode=explain`);
                   skipped when nvshmem-opt is not built
 
+DIR:STAGE reads a stage of a dump directory as `hlo-tools diff` does, e.g.
+DIR:before_async (the module entering async-collective-creator) or
+DIR:after:PASS[#N]; without --topology, on the topology the dump was compiled for.
+
 Without --topology the topology is the one nvshmem-opt derives from the module, as
 the pass does inside XLA: hosts of --devices-per-host GPUs (default 8, or the module's
 device count when smaller).
@@ -54,12 +58,14 @@ import json
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
+from hlo_tools.model import dumps
 from hlo_tools.ops import verify
 
 
 def main(argv):
   parser = common.parser_for(argv[0] if argv else "hlo-tools verify", __doc__)
-  parser.add_argument("file", help="HLO text file")
+  parser.add_argument("file", help="HLO file, or DIR:STAGE of a dump directory (" +
+                      dumps.STAGE_HELP + ")")
   common.add_topology_flags(parser)
   common.add_backends_flag(parser)
   parser.add_argument("--format", choices=("text", "json"), default="text")
@@ -70,11 +76,13 @@ def main(argv):
   cli_io.add_max_input_bytes(parser)
 
   def run(args):
-    common.check_out_path(args.out, [args.file])
-    spec = common.topology_spec(args, args.file, parser.prog)
-    result = verify.verify(args.file, spec, args.cost_table, args.hlo_verifier,
-                           num_partitions=args.num_partitions,
-                           max_bytes=args.max_input_bytes, backends=args.backends)
+    with common.module_file(args.file, args.max_input_bytes) as (path, source):
+      common.check_out_path(args.out, [path])
+      spec = common.stage_topology(args, args.file, parser.prog) or \
+          common.topology_spec(args, path, parser.prog)
+      result = verify.verify(path, spec, args.cost_table, args.hlo_verifier, source=source,
+                             num_partitions=args.num_partitions,
+                             max_bytes=args.max_input_bytes, backends=args.backends)
     text = (json.dumps(result, indent=1) if args.format == "json"
             else verify.format_text(result))
     common.write_output(text, args.out)

@@ -16,7 +16,8 @@ start is written.
                 the fastest-varying over device ids); null for an indexed directory
   versions      jax, jaxlib (and the CUDA plugin) that compiled it
   options       the command line's options
-  stages        stage name -> file in the dump directory
+  stages        stage name -> file in the dump directory; with every pass dumped,
+                before_async is the module entering async-collective-creator
   main_module, xla_dump_dir, modules   the index of XLA's files (index_xla_dump)
 """
 
@@ -145,8 +146,11 @@ def read_stage(dump_dir, stage, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
   xla_dir = xla_dir_of(dump_dir)
   modules = index_xla_dump(xla_dir)
   key = main_key(dump_dir, modules) if modules else None
-  if stage in ("before_optimizations", "after_optimizations"):
+  if stage in ("before_optimizations", "after_optimizations", "before_async"):
     copied = os.path.join(dump_dir, stage + ".hlo")
+    if stage == "before_async" and os.path.isfile(copied):
+      return sources.read_source(copied, label, max_bytes)
+  if stage in ("before_optimizations", "after_optimizations"):
     if os.path.isfile(copied):
       return sources.read_source(copied, label, max_bytes)
     if key is None or stage not in modules[key]["stages"]:
@@ -176,6 +180,46 @@ def read_stage(dump_dir, stage, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
   except IndexError:
     raise InputError(f"{label}: pass {pass_name!r} has no run #{occurrence}") from None
   return sources.read_text(label, text, label)
+
+
+def split_spec(spec):
+  """(DIR, STAGE) when spec names a stage of a dump directory (the first ':' whose
+  left side is a directory splits them), else None."""
+  if spec == "-" or (os.path.exists(spec) and not os.path.isdir(spec)):
+    return None
+  idx = spec.find(":")
+  while idx != -1:
+    if os.path.isdir(spec[:idx]):
+      return spec[:idx], spec[idx + 1:]
+    idx = spec.find(":", idx + 1)
+  return None
+
+
+def read_input(spec, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
+  """FILE or DIR:STAGE. FILE may be any readable file, device or pipe, "-" for stdin;
+  reading stops past max_bytes."""
+  split = split_spec(spec)
+  if split is not None:
+    return read_stage(split[0], split[1], max_bytes)
+  if spec == "-" or os.path.exists(spec) and not os.path.isdir(spec):
+    return sources.read_source(spec, max_bytes=max_bytes)
+  if os.path.isdir(spec):
+    raise InputError(f"{spec}: is a directory; name a stage, e.g. "
+                     f"{spec}:after_optimizations ({STAGE_HELP})")
+  raise InputError(f"{spec}: cannot read: No such file or directory")
+
+
+def manifest_stage(path):
+  """The stage a file is in the `hlo-tools dump` directory holding it (its manifest's
+  stages), or None."""
+  try:
+    with open(os.path.join(os.path.dirname(os.path.abspath(path)), "manifest.json")) as f:
+      stages = json.load(f).get("stages") or {}
+  except (OSError, ValueError, AttributeError, TypeError):
+    return None
+  name = os.path.basename(path)
+  return next((k for k, v in stages.items() if v == name), None) \
+      if isinstance(stages, dict) else None
 
 
 def manifest_topology(dump_dir):

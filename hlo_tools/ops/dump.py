@@ -13,8 +13,8 @@ import tempfile
 import time
 
 from hlo_tools.ops.outdir import make_work_dir, publish
-from hlo_tools.model.dumps import (XLA_DUMP_SUBDIR, index_xla_dump, main_module,
-                                   pass_snapshot_text)
+from hlo_tools.model.dumps import (BEFORE_ASYNC_PASS, XLA_DUMP_SUBDIR, DumpReadError,
+                                   index_xla_dump, main_module, pass_snapshot_text)
 from hlo_tools.model.sources import InputError
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # hlo_tools/
@@ -401,6 +401,15 @@ def write_stages(work_dir, modules, main_key):
       shutil.copyfile(os.path.join(work_dir, XLA_DUMP_SUBDIR, fname),
                       os.path.join(work_dir, stage + ".hlo"))
       stages[stage] = stage + ".hlo"
+    if modules[main_key]["passes"]:  # every pass dumped: what the assigner sees
+      try:
+        text = pass_snapshot_text(os.path.join(work_dir, XLA_DUMP_SUBDIR),
+                                  BEFORE_ASYNC_PASS, main_key, when="before")
+      except DumpReadError:
+        return stages  # no async-collective-creator in this pipeline
+      with open(os.path.join(work_dir, "before_async.hlo"), "w") as f:
+        f.write(text)
+      stages["before_async"] = "before_async.hlo"
   return stages
 
 

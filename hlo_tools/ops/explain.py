@@ -30,12 +30,14 @@ def is_pre_optimization(module, collectives):
 
 
 def explain(path, topology_spec, cost_table=None, source=None,
-            max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, **kwargs):
+            max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, stage=None, **kwargs):
   """The model layer's description of the module (decisions.describe: kwargs), with
-  a note when the module is from before XLA's optimizations."""
+  a note when the module is from before XLA's optimizations: by its `stage` of a dump
+  when known, else by its structure."""
   source = source or sources.read_source(path, max_bytes=max_bytes)
   result = decisions.describe(path, topology_spec, cost_table, source=source, **kwargs)
-  pre = is_pre_optimization(source.module, result["collectives"])
+  pre = (stage in ("before_optimizations", "lowered") if stage is not None
+         else is_pre_optimization(source.module, result["collectives"]))
   result["stage"] = "before_optimizations" if pre else None
   result["note"] = PRE_OPTIMIZATION_NOTE if pre else None
   return result

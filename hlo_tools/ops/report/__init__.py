@@ -67,6 +67,7 @@ class Case:
   config: dict = None  # the ring's shapes
   path: str = None  # FILE or DIR given by the user
   label: str = None  # how messages name the input: as given, or <stdin>
+  target_config: str = None  # the GPU target config to compile for (default: H200)
 
 
 def _tokens(n):
@@ -115,10 +116,12 @@ def plan_cases(args, config, explicit):
     return [Case(id=name, title=f"{label} on {spec}", topology=spec,
                  path=os.path.abspath(path), label=label)]
   if re.match(r"^[\w.]+:\w+$", args.source):
-    source = {"kind": "function", "function": args.source, "args": args.arg,
-              "out_spec": args.out_spec, "check_vma": args.check_vma}
+    source = getattr(args, "function_source", None) or {
+        "kind": "function", "function": args.source, "args": args.arg,
+        "out_spec": args.out_spec, "check_vma": args.check_vma}
     return [Case(id=name, title=f"{args.source} on {spec}", topology=spec,
-                 compile_topology=compile_topo, source=source)]
+                 compile_topology=compile_topo, source=source,
+                 target_config=getattr(args, "target_config", None))]
   raise InputError(f"{args.source}: no such file or directory, and not module:function")
 
 
@@ -167,7 +170,9 @@ def _compiled_inputs(case, case_dir, say):
   dump_dir = os.path.join(case_dir, "dump")
   say(f"{case.id}: compiling for {case.compile_topology} (deviceless, all passes)")
   try:
-    dump.dump(case.source, dump_dir, target=dump.Target(topology=case.compile_topology),
+    target = dump.Target(topology=case.compile_topology,
+                         target_config=case.target_config or dump.DEFAULT_TARGET_CONFIG)
+    dump.dump(case.source, dump_dir, target=target,
                   all_passes=True, options=dict(case.config or {}), progress=False)
   except dump.DumpError as e:
     raise InputError(f"hlo-tools report: compile failed: {e}") from None
@@ -269,7 +274,11 @@ def analyze_case(case, case_dir, stages, dump_dir, cost_table, num_partitions, s
       [(f"verify_{s}", v) for s, v in verified.items()] + \
       [(f"diff_{s}", diff.to_json(d)) for s, d in diffs.items()]:
     _write(os.path.join(json_dir, f"{name}.json"), json.dumps(value, indent=1))
-  if explain.is_pre_optimization(parsed[first].module, explained["collectives"]):
+  # A dump's stages are named (before_async first), and so is a FILE of a dump
+  # directory by its manifest; only another FILE is judged by its structure.
+  stage = first if first != "input" else dumps.manifest_stage(case.path or "")
+  if (stage in ("before_optimizations", "lowered") if stage else
+      explain.is_pre_optimization(parsed[first].module, explained["collectives"])):
     explained["note"] = explain.PRE_OPTIMIZATION_NOTE
   return {"case": case, "stages": list(stages), "explain": explained, "passes": passes,
           "verify": verified, "diff": diffs, "trace": trace, "chart": chart,
