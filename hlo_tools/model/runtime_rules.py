@@ -1,0 +1,127 @@
+"""What each backend's runtime really needs of a collective-permute, read from its code,
+for the plans the tools are given (hand-edited, upstream's assigner, or ours).
+
+The selection core refuses NVSHMEM where the pinned runtime would hang (a device of
+the team without a source) or overflow its heap; the binding asks it for those
+(selection.decide, selection.nvshmem_hang_reason). Its refusals of unsupported
+element types and of edges outside one shared-memory domain are not exposed to
+Python yet, so they are checked here, once, for verify and explain alike.
+
+Sources: the pinned XLA, openxla/xla 3cc8846c (jax v0.9.1), for NVSHMEM; the XLA of
+jax 0.10.2, openxla/xla 5a9e73cbd92530cac2ac36f4736a774b2412afe2, for peer and
+symmetric memory.
+"""
+
+from hlo_tools.model.collectives import data_operands
+
+# NvshmemCommunicator::P2P puts only these (nvshmem_communicator.cc, the switch at
+# line 367); any other type fails at run time with "Invalid NVSHMEM send type."
+# (line 442), and ThunkEmitter::EmitCollectivePermute checks none of it.
+NVSHMEM_ELEMENT_TYPES = ("f64", "f32", "f16", "bf16", "s32", "s64", "u32", "u64")
+
+# One line per backend: the rule its runtime applies, with the code that applies it.
+RULES = {
+    "nccl": "NCCL: any permute; a device without a source gets zeros.",
+    "nvshmem": (
+        "NVSHMEM (pinned XLA 3cc8846c): element types F64, F32, F16, BF16, S32, S64, "
+        "U32, U64 only (nvshmem_communicator.cc:367, else 'Invalid NVSHMEM send type' "
+        "at :442); every edge inside one host, since the receive side waits with "
+        "nvshmemx_barrier_on_stream(NVSHMEM_TEAM_SHARED) (:179), the PEs of one "
+        "shared-memory domain, so a receiver on another host does not wait for the "
+        "put; every device of the team needs a source, or the barrier hangs; the "
+        "message must fit the symmetric heap; xla_gpu_use_memcpy_local_p2p must be "
+        "off (the thunk's Initialize refuses it)."),
+    "peer": (
+        "peer memory (XLA of jax 0.10.2, 5a9e73cb): every device of the permute driven "
+        "by one process (GpuCliqueKey::is_local, gpu_clique_key.h:98, tested at "
+        "collective_permute_thunk.cc:317) with peer access enabled (:320), else XLA "
+        "runs NCCL (:329); the core also keeps it inside one host. Any element type "
+        "(a byte copy, :456); a device without a source gets zeros (:472), so no "
+        "source is needed for every device."),
+    "symmetric": (
+        "symmetric memory (XLA of jax 0.10.2, 5a9e73cb): every device of the permute "
+        "driven by one process (collective_permute_thunk.cc:309, else NCCL at :329) "
+        "and an NCCL with one-sided signals (nccl_communicator.cc:870; "
+        "symmetric_signals in the cost table); the core also keeps it inside one "
+        "host. Any element type (a byte put, :559); a device without a source gets "
+        "zeros (:570)."),
+}
+
+
+def rule_lines(backends):
+  """The RULES lines of a backend set ("nccl,peer" or a sequence), NCCL last."""
+  names = backends.split(",") if isinstance(backends, str) else list(backends)
+  return [RULES[b] for b in names if b != "nccl" and b in RULES] + [RULES["nccl"]]
+
+
+def data_element_types(start):
+  """Element types of the buffers a permute sends (every leaf of a tuple operand)."""
+  return [leaf.element_type for op in data_operands(start) for leaf in op.shape.leaves()
+          if leaf.element_type != "token"]
+
+
+def nvshmem_type_problem(start):
+  """Why NVSHMEM cannot put the permute's buffers at the pin, or None."""
+  bad = sorted({t for t in data_element_types(start) if t not in NVSHMEM_ELEMENT_TYPES})
+  if not bad:
+    return None
+  return (f"element type {', '.join(bad)} is not one NVSHMEM puts at the pinned XLA "
+          f"({', '.join(t.upper() for t in NVSHMEM_ELEMENT_TYPES)}; "
+          "nvshmem_communicator.cc:367): it fails at run time with 'Invalid NVSHMEM send "
+          "type'")
+
+
+def nvshmem_domain_problem(device_edges, topology):
+  """Why an NVSHMEM permute over `device_edges` [(src, dst, link class)] leaves one
+  shared-memory domain, or None. A host is the domain: whether NVSHMEM_TEAM_SHARED
+  spans a multi-host NVLink domain (:nvlN) is not established, so those edges are
+  refused too."""
+  per_host = topology.gpus_per_host
+  crossing = [(s, t) for s, t, _ in device_edges if s // per_host != t // per_host]
+  if not crossing:
+    return None
+  listed = ", ".join(f"{s}->{t}" for s, t in crossing[:4]) + (
+      ", ..." if len(crossing) > 4 else "")
+  return (f"{len(crossing)} of {len(device_edges)} edges ({listed}) cross hosts: the "
+          "pinned XLA's receiver waits only on NVSHMEM_TEAM_SHARED, the PEs of its own "
+          "shared-memory domain (nvshmem_communicator.cc:179), so it can read the "
+          "buffer before the remote put lands")
+
+
+def nvshmem_problems(perm, topology, source):
+  """Every reason in this module why the pinned runtime cannot run `perm`
+  (a model.decisions.Permute) on NVSHMEM; [] when none does. Edges the topology
+  cannot place are left to the team check, which reports them."""
+  from hlo_tools.model import decisions  # pylint: disable=import-outside-toplevel
+  problems = [nvshmem_type_problem(perm.start)]
+  try:
+    edges = perm.edges or decisions.device_edges(topology, source, perm.pairs,
+                                                 perm.record.channel_id is not None)
+  except ValueError:
+    edges = []
+  problems.append(nvshmem_domain_problem(edges, topology))
+  return [p for p in problems if p]
+
+
+def unsafe_reasons(perm, source, topology, table):
+  """Why the backend the op already carries cannot run it, by its runtime's rules
+  (those above, and the core's hang, heap and peer/symmetric rules); [] when it can
+  or the op runs NCCL. What explain marks and verify fails."""
+  from hlo_tools import selection  # pylint: disable=import-outside-toplevel
+  from hlo_tools.model import decisions  # pylint: disable=import-outside-toplevel
+  have = decisions.op_backend(perm.record)
+  try:
+    if have == "nvshmem":
+      reasons = nvshmem_problems(perm, topology, source)
+      team = source.num_partitions * source.num_replicas
+      hang = selection.nvshmem_hang_reason([(s, t) for s, t, _ in perm.edges], team)
+      limit, size = table.nvshmem_max_bytes, perm.record.bytes_per_device
+      heap = (f"{size} bytes exceed the symmetric heap limit of {limit} bytes"
+              if limit and size > limit else None)
+      return [r for r in (hang, heap) if r] + reasons
+    if have in decisions.PLAN_MODE:
+      reason = decisions.safety_refusal(perm, source, topology, table, have)
+      return [reason] if reason else []
+  except (selection.SelectionError, ValueError) as e:
+    return [f"{have}, but its edges cannot be placed on the topology: {e}"]
+  return []

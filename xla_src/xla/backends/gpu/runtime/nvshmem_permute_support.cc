@@ -1,0 +1,142 @@
+/* Copyright 2026 The OpenXLA Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+==============================================================================*/
+
+#include "xla/backends/gpu/runtime/nvshmem_permute_support.h"
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
+#include "absl/types/span.h"
+#include "xla/hlo/ir/hlo_instruction.h"
+#include "xla/hlo/ir/hlo_instructions.h"
+#include "xla/primitive_util.h"
+#include "xla/service/hlo_module_config.h"
+#include "xla/tsl/platform/errors.h"
+#include "xla/tsl/platform/statusor.h"
+#include "xla/xla_data.pb.h"
+
+namespace xla::gpu {
+namespace {
+
+// The types of NvshmemCommunicator::P2P's switch.
+bool HasNvshmemPut(PrimitiveType type) {
+  switch (type) {
+    case F64:
+    case F32:
+    case F16:
+    case BF16:
+    case S32:
+    case S64:
+    case U32:
+    case U64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::Status CheckOperands(const HloCollectivePermuteInstruction& permute) {
+  if (permute.inplace()) {
+    return absl::FailedPreconditionError(
+        "in-place collective-permute: the NVSHMEM thunk puts whole operands");
+  }
+  for (const HloInstruction* operand : permute.operands()) {
+    const PrimitiveType type = operand->shape().element_type();
+    if (!HasNvshmemPut(type)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "operand %s is %s: NVSHMEM puts only f64, f32, f16, bf16, s32, s64, "
+          "u32 and u64",
+          operand->name(), primitive_util::LowercasePrimitiveTypeName(type)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckEveryIdReceivesOnce(
+    const HloCollectivePermuteInstruction& permute, int64_t group_size) {
+  std::vector<int64_t> sources(group_size, 0);
+  for (const auto& [source, target] : permute.source_target_pairs()) {
+    if (target < 0 || target >= group_size) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("pair %d -> %d: target outside the group of %d ids",
+                          source, target, group_size));
+    }
+    ++sources[target];
+  }
+  for (int64_t id = 0; id < group_size; ++id) {
+    if (sources[id] == 0) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "id %d receives nothing: it skips the receive barrier over "
+          "NVSHMEM_TEAM_SHARED, in which the devices with a source would hang",
+          id));
+    }
+    if (sources[id] > 1) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "id %d receives from %d sources: the NVSHMEM thunk keeps one", id,
+          sources[id]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CanRunNvshmemCollectivePermute(
+    const HloCollectivePermuteInstruction& permute,
+    const HloModuleConfig& config) {
+  if (config.debug_options().xla_gpu_use_memcpy_local_p2p()) {
+    return absl::FailedPreconditionError(
+        "xla_gpu_use_memcpy_local_p2p is set, which the NVSHMEM thunk refuses");
+  }
+  TF_RETURN_IF_ERROR(CheckOperands(permute));
+  // The ids as NvshmemCollectivePermuteStartThunk::GetNvshmemP2PConfig counts.
+  const int64_t group_size = permute.channel_id().has_value()
+                                 ? config.num_partitions()
+                                 : config.replica_count();
+  const int64_t devices = config.replica_count() * config.num_partitions();
+  if (group_size != devices) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the permute's group has %d of the program's %d devices, and the "
+        "NVSHMEM thunk uses its ids as PEs",
+        group_size, devices));
+  }
+  return CheckEveryIdReceivesOnce(permute, group_size);
+}
+
+absl::Status CheckPairsInsideBarrierTeam(
+    absl::Span<const std::pair<int64_t, int64_t>> pairs,
+    absl::FunctionRef<absl::StatusOr<bool>(int64_t)> is_barrier_peer) {
+  for (const auto& [source, target] : pairs) {
+    TF_ASSIGN_OR_RETURN(bool source_inside, is_barrier_peer(source));
+    TF_ASSIGN_OR_RETURN(bool target_inside, is_barrier_peer(target));
+    if (source_inside != target_inside) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "NVSHMEM collective-permute pair %d -> %d crosses "
+          "NVSHMEM_TEAM_SHARED (PE %d shares this PE's memory domain, PE %d "
+          "does not): the receive barrier would not wait for the put; run "
+          "this permute with NCCL",
+          source, target, source_inside ? source : target,
+          source_inside ? target : source));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace xla::gpu

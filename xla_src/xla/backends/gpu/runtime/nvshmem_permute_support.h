@@ -1,0 +1,61 @@
+/* Copyright 2026 The OpenXLA Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+==============================================================================*/
+
+#ifndef XLA_BACKENDS_GPU_RUNTIME_NVSHMEM_PERMUTE_SUPPORT_H_
+#define XLA_BACKENDS_GPU_RUNTIME_NVSHMEM_PERMUTE_SUPPORT_H_
+
+#include <cstdint>
+#include <utility>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "xla/hlo/ir/hlo_instructions.h"
+#include "xla/service/hlo_module_config.h"
+
+namespace xla::gpu {
+
+// Returns OK when NvshmemCollectivePermuteStartThunk can run `permute` (a
+// collective-permute or collective-permute-start of a module with `config`),
+// else FailedPrecondition naming the rule it breaks:
+//
+//  * xla_gpu_use_memcpy_local_p2p is off: the thunk's Initialize fails with it.
+//  * The permute is not in-place and each operand is an array of F64, F32, F16,
+//    BF16, S32, S64, U32 or U64: NvshmemCommunicator::P2P puts those types
+//    only and fails at run time on any other; the thunk puts whole operands.
+//  * Its group (partition ids with a channel id, replica ids without) holds
+//    every device of the program: the thunk sends to its ids as NVSHMEM PEs.
+//  * Every id of the group is the target of exactly one pair. A device with a
+//    source waits for its data in a barrier over NVSHMEM_TEAM_SHARED that every
+//    PE of the team must enter, and a device without one never enters it: the
+//    others would hang. The thunk keeps one source per target.
+//
+// That no pair leaves an NVSHMEM_TEAM_SHARED is known only at run time; the
+// thunk checks it with CheckPairsInsideBarrierTeam.
+absl::Status CanRunNvshmemCollectivePermute(
+    const HloCollectivePermuteInstruction& permute,
+    const HloModuleConfig& config);
+
+// Fails when a (source, target) pair of `pairs` joins a PE for which
+// `is_barrier_peer` holds and one for which it does not: the receive barrier
+// would not wait for that put, and the receiver would read stale data.
+absl::Status CheckPairsInsideBarrierTeam(
+    absl::Span<const std::pair<int64_t, int64_t>> pairs,
+    absl::FunctionRef<absl::StatusOr<bool>(int64_t)> is_barrier_peer);
+
+}  // namespace xla::gpu
+
+#endif  // XLA_BACKENDS_GPU_RUNTIME_NVSHMEM_PERMUTE_SUPPORT_H_
