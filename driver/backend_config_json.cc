@@ -35,6 +35,18 @@ class JsonReader {
     return value;
   }
 
+  // Where a failed ReadDocument stopped, said for a user: "')' at character
+  // 96" (1-based), or "the end" when the text ends early.
+  std::string ErrorPlace() const {
+    if (pos_ >= text_.size()) return "the end (it stops early)";
+    const unsigned char c = static_cast<unsigned char>(text_[pos_]);
+    const std::string shown =
+        c >= 0x20 && c < 0x7f
+            ? absl::StrCat("'", std::string(1, c), "'")
+            : absl::StrCat("byte 0x", absl::Hex(c, absl::kZeroPad2));
+    return absl::StrCat(shown, " at character ", pos_ + 1);
+  }
+
  private:
   void SkipSpace() {
     while (pos_ < text_.size() &&
@@ -189,12 +201,11 @@ absl::StatusOr<JsonValue> ParseBackendConfig(const xla::HloInstruction* instr) {
     empty.kind = JsonValue::Kind::kObject;
     return empty;
   }
-  std::optional<JsonValue> value = JsonReader(raw).ReadDocument();
-  if (!value || value->kind != JsonValue::Kind::kObject) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        instr->name(), ": backend_config is not a JSON object: ", raw));
+  if (absl::Status status = CheckBackendConfigJson(raw); !status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(instr->name(), ": ", status.message()));
   }
-  return *std::move(value);
+  return *JsonReader(raw).ReadDocument();
 }
 
 // Sets `key` of `object` to the quoted `value`, adding it after `after` (or
@@ -224,6 +235,21 @@ bool SetString(JsonValue& object, absl::string_view key,
 }
 
 }  // namespace
+
+absl::Status CheckBackendConfigJson(absl::string_view raw) {
+  if (raw.empty()) return absl::OkStatus();
+  JsonReader reader(raw);
+  std::optional<JsonValue> value = reader.ReadDocument();
+  if (!value) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backend_config is not valid JSON: ", reader.ErrorPlace(), " of it"));
+  }
+  if (value->kind != JsonValue::Kind::kObject) {
+    return absl::InvalidArgumentError(
+        "backend_config is JSON but not an object ({...})");
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<bool> SetBackendInJson(xla::HloInstruction* instr,
                                       sel::Backend backend) {

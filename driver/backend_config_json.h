@@ -12,11 +12,20 @@
 #ifndef NVSHMEM_OPT_DRIVER_BACKEND_CONFIG_JSON_H_
 #define NVSHMEM_OPT_DRIVER_BACKEND_CONFIG_JSON_H_
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "extensions/backends.h"
 #include "xla/hlo/ir/hlo_instruction.h"
 
 namespace nvshmem_opt {
+
+// OK when `raw`, a backend_config as read, is empty or a JSON object this
+// file can edit; else InvalidArgument naming where it goes wrong
+// ("backend_config is not valid JSON: ')' at character 96 of it"). XLA's
+// parser takes any brace-balanced text there; the GPU compiler and the pass
+// need JSON.
+absl::Status CheckBackendConfigJson(absl::string_view raw);
 
 // Sets collective_backend_config.backend ("DEFAULT" or "NVSHMEM") and, for
 // the peer and symmetric backends of jax >= 0.10.2's XLA, collectives_mode

@@ -6,6 +6,11 @@
 // a form that jax no longer matches line for line. So only the statements of
 // the permutes the pass changed are replaced or patched; every other byte of
 // the input is kept.
+//
+// Statements are found as XLA's lexer reads text: brackets counted outside
+// strings and comments (/* */ and //), and a JSON dict (backend_config={...},
+// a frontend attribute's {...}) read as one token whose own brackets do not
+// count: XLA accepts `{"a":"b)"}` and `{"a"):1}` there alike.
 
 #ifndef NVSHMEM_OPT_DRIVER_HLO_SPLICE_H_
 #define NVSHMEM_OPT_DRIVER_HLO_SPLICE_H_
@@ -33,6 +38,11 @@ struct StatementEdit {
 // cannot be located (the caller falls back to printing the module).
 absl::StatusOr<std::string> SpliceStatements(
     const std::string& text, const std::vector<StatementEdit>& edits);
+
+// The 1-based line where the statement of `instruction` in `computation`
+// starts in `text`, or 0 when it cannot be located.
+int StatementLine(const std::string& text, const std::string& computation,
+                  const std::string& instruction);
 
 // The value of attribute `key` in one printed statement, or "" when absent.
 std::string AttributeValue(const std::string& statement,

@@ -15,6 +15,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "driver/backend_config_json.h"
+#include "driver/hlo_splice.h"
 #include "driver/readable_text.h"
 #include "xla/hlo/ir/hlo_casting_utils.h"
 #include "xla/hlo/ir/hlo_computation.h"
@@ -65,9 +67,62 @@ int LineOverNestingLimit(const std::string& text, int limit) {
   return 0;
 }
 
+// Where XLA's lexer finds the first token: after white space (' ', \t, \r,
+// \n) and comments (/* */, // to the line's end); data.size() when none.
+size_t FirstToken(const std::string& data) {
+  size_t i = 0;
+  while (i < data.size()) {
+    if (data[i] == ' ' || data[i] == '\t' || data[i] == '\r' ||
+        data[i] == '\n') {
+      ++i;
+    } else if (data.compare(i, 2, "/*") == 0) {
+      const size_t end = data.find("*/", i + 2);
+      if (end == std::string::npos) return data.size();
+      i = end + 2;
+    } else if (data.compare(i, 2, "//") == 0) {
+      i = data.find('\n', i);
+      if (i == std::string::npos) return data.size();
+    } else {
+      break;
+    }
+  }
+  return i;
+}
+
 bool LooksLikeHloText(const std::string& data) {
-  size_t i = data.find_first_not_of(" \t\r\n");
-  return i != std::string::npos && data.compare(i, 9, "HloModule") == 0;
+  return data.compare(FirstToken(data), 9, "HloModule") == 0;
+}
+
+// 1-based line and column of byte `pos`.
+std::string LineColumn(const std::string& data, size_t pos) {
+  const size_t line_start = pos == 0 ? 0 : data.rfind('\n', pos - 1) + 1;
+  return absl::StrCat(std::count(data.begin(), data.begin() + pos, '\n') + 1,
+                      ":", pos - line_start + 1);
+}
+
+// Input that is neither: when it reads as text with 'HloModule' near its
+// start, what stands before it, at its line and column.
+std::string NotAModule(const std::string& path, const std::string& data) {
+  const std::string generic =
+      path +
+      ": neither HLO text (starting with 'HloModule') nor a serialized "
+      "HloModuleProto";
+  const size_t at = FirstToken(data);
+  if (at >= data.size() ||
+      data.find("HloModule", at) > std::min<size_t>(data.size(), at + 256)) {
+    return generic;
+  }
+  const unsigned char c = static_cast<unsigned char>(data[at]);
+  std::string found = absl::StrCat("byte 0x", absl::Hex(c, absl::kZeroPad2));
+  if (c >= 0x20 && c < 0x7f) {
+    const size_t end = data.find_first_of(" \t\r\n", at);
+    found =
+        absl::StrCat("'", data.substr(at, std::min<size_t>(16, end - at)), "'");
+  }
+  return absl::StrCat(path, ":", LineColumn(data, at), ": ", found,
+                      " before 'HloModule' (HLO text starts with it, after "
+                      "white space and comments only); not a serialized "
+                      "HloModuleProto either");
 }
 
 // XLA's parser reports "...\nLINE:COL: message\n<source line>\n^"; keep the
@@ -98,9 +153,7 @@ absl::StatusOr<std::unique_ptr<xla::HloModule>> ModuleFromProto(
     proto = wrapper.hlo_module();
   } else if (!proto.ParseFromString(data) || proto.name().empty() ||
              proto.computations_size() == 0) {
-    return Bad(path +
-               ": neither HLO text (starting with 'HloModule') nor a "
-               "serialized HloModuleProto");
+    return Bad(NotAModule(path, data));
   }
   absl::StatusOr<xla::HloModuleConfig> config =
       xla::HloModule::CreateModuleConfigFromProto(proto, xla::DebugOptions());
@@ -226,6 +279,29 @@ std::string SettlePartitions(const std::string& path, bool text,
                       " (--num-partitions=N overrides)");
 }
 
+// Each permute's backend_config as the pass will edit it: JSON (XLA's parser
+// takes any brace-balanced text). The message names the statement's line.
+absl::Status CheckPermuteConfigs(const std::string& path,
+                                 const LoadedModule& loaded) {
+  for (const xla::HloComputation* computation : loaded.module->computations()) {
+    for (const xla::HloInstruction* instr : computation->instructions()) {
+      if (instr->opcode() != xla::HloOpcode::kCollectivePermute &&
+          instr->opcode() != xla::HloOpcode::kCollectivePermuteStart) {
+        continue;
+      }
+      absl::Status status =
+          CheckBackendConfigJson(instr->raw_backend_config_string());
+      if (status.ok()) continue;
+      const int line =
+          StatementLine(loaded.text, std::string(computation->name()),
+                        std::string(instr->name()));
+      return Bad(absl::StrCat(path, line > 0 ? absl::StrCat(":", line) : "",
+                              ": ", instr->name(), ": ", status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string OneLine(std::string text) {
@@ -300,9 +376,29 @@ absl::StatusOr<LoadedModule> ParseModule(const std::string& path,
     loaded.module = *std::move(module);
     loaded.text = std::move(data);
   }
+  const size_t header = text ? FirstToken(loaded.text) : 0;
   loaded.partitions_note = SettlePartitions(
-      path, text, options, loaded.text.substr(0, loaded.text.find('\n')),
+      path, text, options,
+      loaded.text.substr(header, loaded.text.find('\n', header) - header),
       loaded.module.get());
+  return loaded;
+}
+
+absl::StatusOr<LoadedModule> LoadModule(const std::string& path,
+                                        std::string data,
+                                        const LoadOptions& options,
+                                        const LoadHook& stage) {
+  if (stage) stage("parsing the module");
+  absl::StatusOr<LoadedModule> loaded =
+      ParseModule(path, std::move(data), options);
+  if (!loaded.ok()) return loaded.status();
+  if (stage) stage("verifying the input");
+  if (absl::Status status = Verify(loaded->module.get()); !status.ok()) {
+    return Bad(path + ": HloVerifier rejects the input: " +
+               OneLine(std::string(status.message())));
+  }
+  if (absl::Status status = CheckPermuteConfigs(path, *loaded); !status.ok())
+    return status;
   return loaded;
 }
 

@@ -10,6 +10,7 @@
 #define NVSHMEM_OPT_DRIVER_INPUT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -50,6 +51,19 @@ struct LoadedModule {
 absl::StatusOr<LoadedModule> ParseModule(const std::string& path,
                                          std::string data,
                                          const LoadOptions& options);
+
+// Called as each XLA stage of loading starts ("parsing the module",
+// "verifying the input"): the driver records it for its launcher.
+using LoadHook = std::function<void(const char* stage)>;
+
+// The one reading path, of nvshmem-opt and of the fuzz harness alike: the
+// bytes as a module (ParseModule), verified (Verify), each permute's
+// backend_config checked as the pass will edit it (JSON). Every message
+// starts with `path`, and with its line where the text has one.
+absl::StatusOr<LoadedModule> LoadModule(const std::string& path,
+                                        std::string data,
+                                        const LoadOptions& options,
+                                        const LoadHook& stage = nullptr);
 
 // HloVerifier (layout-insensitive, mixed precision allowed) plus a check of
 // every shape's layout, which that verifier skips and XLA later trips on.

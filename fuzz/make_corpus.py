@@ -3,9 +3,11 @@
   python fuzz/make_corpus.py OUT_DIR
 
 OUT_DIR/driver/: every tests/fixtures/*.hlo and every module of the pass's C++
-test (nvshmem_collective_permute_rewriter_test_modules.inc), each behind a
-configuration byte (topology x mode x cost table, see driver_fuzzer.cc), plus
-every regression input under fuzz/regressions/.
+test (nvshmem_collective_permute_rewriter_test_modules.inc), each under four
+configurations named by a leading comment that XLA and nvshmem-opt skip
+("/* driver_fuzzer --topology=T --mode=M [--slow-network] */", see
+driver_fuzzer.cc), so every seed is a module file nvshmem-opt reads as it is;
+plus every regression input under fuzz/regressions/, as it is.
 OUT_DIR/selection/: topology specs x cost tables x requests.
 """
 
@@ -19,10 +21,21 @@ TEST_MODULES = (ROOT / "xla_src/xla/backends/gpu/transforms/collectives/"
                 "nvshmem_collective_permute_rewriter_test_modules.inc")
 REGRESSIONS = ROOT / "fuzz" / "regressions"
 
-# Config bytes: byte % 8 topology, (byte // 8) % 3 mode, (byte // 24) % 2 costs.
-# Each module gets its own topology with rewrite under the default costs and under
-# slow NCCL on the network ("rewrite-slownet").
+# driver_fuzzer's kTopologies and kModes. Each module gets its own topology with
+# rewrite under the default costs and under slow NCCL on the network
+# ("rewrite-slownet"), annotate on another topology, and explain.
+TOPOLOGIES = ["1x1x8", "1x2x4", "2x2x4", "1x2x4:nvl8", "1x1x4", "2x2x2", "1x4x4:nvl8",
+              "1x2x4:map=1,0,3,2,5,4,7,6"]
+MODES = ["rewrite", "annotate", "explain"]
 TOPOLOGY_INDEX = {"1x1x8": 0, "1x2x4": 1, "2x2x4": 2}
+
+
+def config_comment(code):
+  """The comment naming configuration `code` (topology code % 8, mode code // 8 % 3,
+  slow network code // 24 % 2)."""
+  slow = " --slow-network" if (code // 24) % 2 else ""
+  return (f"/* driver_fuzzer --topology={TOPOLOGIES[code % 8]} "
+          f"--mode={MODES[(code // 8) % 3]}{slow} */\n").encode()
 
 
 def seed_modules():
@@ -44,11 +57,11 @@ def main(argv):
     base = TOPOLOGY_INDEX.get(topology, 1)
     for extra, tag in ((0, "rewrite"), (24, "rewrite-slownet"), (3 + 8, "annotate-nvl8"),
                        (16, "explain")):
-      (driver / f"{name}.{tag}").write_bytes(bytes([(base + extra) % 256]) + data)
+      (driver / f"{name}.{tag}").write_bytes(config_comment(base + extra) + data)
       count += 1
   for path in sorted(REGRESSIONS.glob("*")) if REGRESSIONS.is_dir() else []:
     if path.is_file() and path.suffix in (".hlo", ".pb"):
-      (driver / f"regression.{path.name}").write_bytes(bytes([1]) + path.read_bytes())
+      (driver / f"regression.{path.name}").write_bytes(path.read_bytes())
       count += 1
   specs = ["1x1x8", "1x2x4", "2x2x4", "1x2x4:nvl8", "1x9x8:nvl72",
            "1x2x4:map=1,0,3,2,5,4,7,6", "2x2x4:nvl=8"]

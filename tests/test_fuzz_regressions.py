@@ -1,9 +1,12 @@
 """Every input the fuzzers found (fuzz/regressions/) through the normal tools:
-build/nvshmem-opt exits 0, 1 or 2 with one line on stderr and never dies of a
-signal; `hlo-tools parse` exits 0 or 2 and never prints a traceback."""
+build/nvshmem-opt exits 0 (the valid ones) or 2 with one line on stderr, never 1 (a
+bug) and never dies of a signal; `hlo-tools parse` exits 0 or 2 and never prints a
+traceback. The harness reads the same files as they are (its configuration in a
+leading comment that XLA and the driver skip)."""
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -24,14 +27,73 @@ def _assert_clean(result):
     assert lines[0].startswith("nvshmem-opt: "), result.stderr
 
 
-@pytest.mark.parametrize("mode", ["rewrite", "annotate", "explain"])
+# Valid modules the splicer once mangled; every other regression is malformed.
+VALID = {"driver_splice_frontend_json.hlo"}
+MODES = ["rewrite", "annotate", "explain"]
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.name)
 def test_driver_rejects_cleanly(path, mode, tmp_path):
+  out = tmp_path / "out.hlo"
   result = run_nvshmem_opt(path, "--topology=1x2x4", f"--mode={mode}",
-                           "-o", tmp_path / "out.hlo")
+                           *(["-o", out] if mode != "explain" else []))
   _assert_clean(result)
-  assert result.returncode == 2, result.stderr  # all of them are malformed
-  assert not (tmp_path / "out.hlo").exists()
+  if path.name in VALID:
+    assert result.returncode == 0, result.stderr
+  else:
+    assert result.returncode == 2, result.stderr
+    assert not out.exists()
+
+
+SPLICE_INVALID = ROOT / "fuzz/regressions/driver_splice_invalid.hlo"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_permute_backend_config_that_is_not_json_is_named_at_its_line(mode):
+  # driver_fuzzer: `"backend"):"DEFAULT"` in a permute's backend_config. XLA's parser
+  # takes any brace-balanced text there; the splicer then counted the ')' and cut the
+  # statement wrong ("the spliced output does not verify (a bug)", exit 1). Now the
+  # input is refused, in every mode, at the statement's line.
+  result = run_nvshmem_opt(SPLICE_INVALID, "--topology=1x2x4:nvl8", f"--mode={mode}")
+  _assert_clean(result)
+  assert result.returncode == 2
+  assert re.fullmatch(
+      rf"nvshmem-opt: {re.escape(str(SPLICE_INVALID))}:64: collective-permute-start: "
+      r"backend_config is not valid JSON: '\)' at character \d+ of it\n",
+      result.stderr), result.stderr
+
+
+def test_file_that_does_not_start_with_hlomodule_says_what_is_before_it(tmp_path):
+  # The fuzzer's input as the old harness took it: a configuration byte (0x0b), then
+  # the module. The driver called it "neither HLO text nor a serialized
+  # HloModuleProto"; it now says what stands before 'HloModule', where.
+  text = SPLICE_INVALID.read_bytes()
+  old_form = tmp_path / "crash-old-harness"
+  old_form.write_bytes(b"\x0b" + text[text.index(b"HloModule"):])
+  result = run_nvshmem_opt(old_form, "--topology=1x2x4")
+  _assert_clean(result)
+  assert result.returncode == 2
+  assert result.stderr.startswith(f"nvshmem-opt: {old_form}:1:1: byte 0x0b before "
+                                  "'HloModule'"), result.stderr
+
+
+@pytest.mark.parametrize("mode", ["rewrite", "annotate"])
+def test_splice_steps_over_brackets_in_json_dicts(mode, tmp_path):
+  # A frontend attribute's {...} value is a JSON dict to XLA's lexer, whatever
+  # brackets it holds: the splicer took its ')' for a bracket and cut the
+  # permute's statement short (exit 1 before the fix).
+  path = ROOT / "fuzz/regressions/driver_splice_frontend_json.hlo"
+  out = tmp_path / "out.hlo"
+  result = run_nvshmem_opt(path, "--topology=1x2x4", f"--mode={mode}", "-o", out)
+  assert result.returncode == 0, result.stderr
+  before, after = path.read_text().splitlines(), out.read_text().splitlines()
+  permute = next(i for i, line in enumerate(before) if "collective-permute(" in line)
+  grown = len(after) - len(before)  # rewrite: a start and a done for the permute
+  assert before[:permute] == after[:permute]
+  assert before[permute + 1:] == after[permute + 1 + grown:]
+  again = run_nvshmem_opt(out, "--topology=1x2x4", f"--mode={mode}", "--report=-")
+  assert again.returncode == 0, again.stderr
 
 
 @pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.name)
@@ -102,12 +164,14 @@ def test_selection_fuzzer_short_run(tmp_path):
 
 
 def test_driver_fuzzer_replays_regressions(tmp_path):
-  # Each regression behind config bytes 1 (1x2x4 rewrite) and 17 (1x2x4 explain).
-  inputs = []
+  # Each regression as it is (its own comment's configuration, else 1x2x4 rewrite)
+  # and under 1x2x4 explain and annotate.
+  inputs = [str(path) for path in REGRESSIONS]
   for path in REGRESSIONS:
-    for byte in (1, 17):
-      target = tmp_path / f"{path.stem}.{byte}"
-      target.write_bytes(bytes([byte]) + path.read_bytes())
+    for mode in ("explain", "annotate"):
+      target = tmp_path / f"{path.stem}.{mode}"
+      target.write_bytes(f"/* driver_fuzzer --topology=1x2x4 --mode={mode} */\n".encode()
+                         + path.read_bytes())
       inputs.append(str(target))
   result = subprocess.run([fuzzer("driver_fuzzer"), "-rss_limit_mb=8192", *inputs],
                           capture_output=True, text=True, timeout=120,
@@ -123,7 +187,7 @@ def test_driver_fuzzer_survives_stack_overflow(tmp_path):
   import resource
   shape = "(" * 500 + "f32[]" + ")" * 500
   seed = tmp_path / "deep500"
-  seed.write_bytes(bytes([1]) + f"HloModule x\nENTRY e {{\n  ROOT p = {shape} parameter(0)\n}}\n".encode())
+  seed.write_bytes(f"HloModule x\nENTRY e {{\n  ROOT p = {shape} parameter(0)\n}}\n".encode())
   limit = 256 * 1024
   result = subprocess.run([fuzzer("driver_fuzzer"), "-rss_limit_mb=8192", str(seed)],
                           capture_output=True, text=True, timeout=120,
