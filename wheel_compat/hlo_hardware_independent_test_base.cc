@@ -108,6 +108,14 @@ std::string HloHardwareIndependentTestBase::TestName() {
   return info != nullptr ? info->name() : "unknown_test_name";
 }
 
+std::unique_ptr<VerifiedHloModule>
+HloHardwareIndependentTestBase::CreateNewVerifiedModule(
+    const std::string& name, int64_t replica_count) const {
+  return std::make_unique<VerifiedHloModule>(
+      name, GetModuleConfigForTest(replica_count), verifier_layout_sensitive_,
+      allow_mixed_precision_in_hlo_verifier_, ShapeUtil::ByteSizeOfElements);
+}
+
 absl::StatusOr<std::unique_ptr<VerifiedHloModule>>
 HloHardwareIndependentTestBase::ParseAndReturnVerifiedModule(
     absl::string_view hlo_text, int64_t replica_count, int64_t num_partitions,

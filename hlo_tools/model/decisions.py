@@ -8,7 +8,7 @@ The choice comes from the C++ selection core through its bindings
 from hlo_tools import cli_io
 from hlo_tools import selection  # first: it says how to build a missing binding
 from hlo_tools import _selection_core
-from hlo_tools.model import driver, sources
+from hlo_tools.model import driver, modes, sources
 from hlo_tools.model.collectives import collective_permutes
 from hlo_tools.model.sources import InputError, strict_pairs
 
@@ -189,6 +189,8 @@ def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem"), upstream
       "backends": backend_entries(d, backends),
       "reason": d["reason"],
       "recorded": _recorded(perm.start),
+      # The mode its _xla_collectives_mode attribute asks for (None: none).
+      "requested_mode": modes.requested(perm.start),
       "upstream": up,
   }
 

@@ -4,7 +4,7 @@ modeled time per backend and upstream's answer, per permute."""
 
 from hlo_tools import cli_io
 from hlo_tools.ops.sizes import format_bytes
-from hlo_tools.model import decisions, sources
+from hlo_tools.model import decisions, modes, sources
 from hlo_tools.model.collectives import trips_text
 
 
@@ -114,6 +114,10 @@ def format_text(result):
     ]
     rows[6:6] = [("refused", v["refused"]) for v in sets.values()
                  if v["refused"]]
+    if e.get("requested_mode"):
+      r = e["requested_mode"]
+      rows.insert([k for k, _ in rows].index("choice"), ("attribute", (
+          f"{modes.ATTRIBUTE}=\"{r['attribute']}\": {r['mode'] or 'not taken'}; {r['why']}")))
     if e["recorded"]:
       rows.append(("pass wrote", f"plan {e['recorded']['plan']}: {e['recorded']['reason']}"))
     lines.append("")

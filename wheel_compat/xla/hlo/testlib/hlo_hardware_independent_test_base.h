@@ -64,6 +64,9 @@ class HloHardwareIndependentTestBase : public ::testing::Test {
       absl::string_view hlo_text, const HloModuleConfig& config,
       const HloParserOptions& parser_options = HloParserOptions()) const;
 
+  std::unique_ptr<VerifiedHloModule> CreateNewVerifiedModule(
+      const std::string& name = TestName(), int64_t replica_count = 1) const;
+
   static absl::StatusOr<bool> RunHloPass(HloPassInterface* hlo_pass,
                                          HloModule* module);
   static absl::StatusOr<bool> RunHloPass(HloPassInterface& hlo_pass,

