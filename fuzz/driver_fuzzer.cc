@@ -83,8 +83,9 @@ constexpr char kSlowNcclNetwork[] =
 Config PickConfig(const std::string& input) {
   Config config{"1x2x4", false, "rewrite"};
   constexpr char kTag[] = "/* driver_fuzzer ";
+  if (input.rfind(kTag, 0) != 0) return config;
   const size_t end = input.find("*/");
-  if (input.rfind(kTag, 0) != 0 || end == std::string::npos) return config;
+  if (end == std::string::npos) return config;
   const std::string comment = " " + input.substr(0, end) + " ";
   for (const char* topology : kTopologies) {
     if (comment.find(std::string(" --topology=") + topology + " ") !=
@@ -100,7 +101,7 @@ Config PickConfig(const std::string& input) {
   return config;
 }
 
-Config g_config;  // The current input's, for the replay line.
+Config g_config{"1x2x4", false, "rewrite"};  // The input's, for the replay.
 
 [[noreturn]] void Violation(const std::string& what) {
   std::fprintf(stderr, "PROPERTY VIOLATED: %s\n", what.c_str());

@@ -1,31 +1,39 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harnesses (build-fuzz/, clang + ASan/UBSan) and runs
-# both: fuzz/selection_fuzzer (selection core, no XLA) and fuzz/driver_fuzzer
+# The test command's fuzzing (scripts/test.sh): builds the libFuzzer harnesses
+# (build-fuzz/, clang + ASan/UBSan) and runs both, deterministically:
+# fuzz/selection_fuzzer (selection core, no XLA) and fuzz/driver_fuzzer
 # (nvshmem-opt's library: parse -> verify -> pass -> async -> verify -> report
 # -> output spliced into the input -> reparse, against the TensorFlow wheel's XLA).
 #
-#   fuzz/run_fuzz.sh [--runs=N] [--time=SECONDS] [--sanitizers=LIST] [--no-build]
+#   fuzz/run_fuzz.sh [--runs=N] [--seed=S] [--sanitizers=LIST] [--no-build] [--build-only]
 #
-# --runs=N (default 10000) executions per harness; --time=S instead runs each
-# for S seconds (-max_total_time). --sanitizers defaults to
-# fuzzer,address,undefined; fuzzer,undefined is the fallback without ASan.
-# Needs clang++ with libFuzzer (Debian: apt-get install clang libclang-rt-14-dev).
+# The same inputs every run: libFuzzer's -seed=S (default 1), the committed seeds
+# (fuzz/make_corpus.py: the fixtures, the pass's test modules, fuzz/regressions/)
+# written afresh, and a fresh empty corpus directory that is deleted afterwards,
+# so nothing found by an earlier run is carried into the next. --runs=N (default
+# 10000) executions per harness. Open-ended discovery (random seed, a corpus kept
+# between runs, a time limit) is fuzz/campaign.sh.
+# --sanitizers defaults to fuzzer,address,undefined; fuzzer,undefined is the
+# fallback without ASan. Needs clang++ with libFuzzer (Debian: apt-get install
+# clang libclang-rt-14-dev).
 # Exit status: 0 when both runs end without a crash, hang or property
 # violation; crashing inputs land in build-fuzz/crashes/.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="$ROOT/build-fuzz"
 RUNS=10000
-TIME=""
+SEED=1
 SANITIZERS="fuzzer,address,undefined"
 BUILD_IT=1
+RUN_IT=1
 for arg in "$@"; do
   case "$arg" in
     --runs=*) RUNS="${arg#--runs=}" ;;
-    --time=*) TIME="${arg#--time=}" ;;
+    --seed=*) SEED="${arg#--seed=}" ;;
     --sanitizers=*) SANITIZERS="${arg#--sanitizers=}" ;;
     --no-build) BUILD_IT=0 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --build-only) RUN_IT=0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "run_fuzz.sh: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -39,20 +47,25 @@ if [ "$BUILD_IT" = 1 ]; then
     -DPython3_EXECUTABLE="$PY" >/dev/null
   cmake --build "$BUILD" --target selection_fuzzer driver_fuzzer -j"$(nproc)"
 fi
-"$PY" "$ROOT/fuzz/make_corpus.py" "$BUILD/seeds"
-mkdir -p "$BUILD/corpus/driver" "$BUILD/corpus/selection" "$BUILD/crashes"
+[ "$RUN_IT" = 1 ] || exit 0
 
-LIMIT=(-runs="$RUNS")
-[ -n "$TIME" ] && LIMIT=(-max_total_time="$TIME")
+# Seeds written afresh (no stale file of an older checkout), an empty corpus.
+rm -rf "$BUILD/seeds"
+"$PY" "$ROOT/fuzz/make_corpus.py" "$BUILD/seeds"
+mkdir -p "$BUILD/crashes"
+work=$(mktemp -d "${TMPDIR:-/tmp}/run_fuzz.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}"  # TF's libraries keep globals
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export TF_CPP_MIN_LOG_LEVEL=3
 status=0
 for h in selection driver; do
-  echo "== ${h}_fuzzer ${LIMIT[*]}"
-  if ! "$BUILD/${h}_fuzzer" "${LIMIT[@]}" -timeout=20 -rss_limit_mb=8192 \
+  echo "== ${h}_fuzzer -runs=$RUNS -seed=$SEED"
+  mkdir "$work/$h"
+  if ! "$BUILD/${h}_fuzzer" -runs="$RUNS" -seed="$SEED" -timeout=20 -rss_limit_mb=8192 \
       -print_final_stats=1 -artifact_prefix="$BUILD/crashes/" \
-      "$BUILD/corpus/$h" "$BUILD/seeds/$h" > "$BUILD/$h.log" 2>&1; then
+      "$work/$h" "$BUILD/seeds/$h" > "$BUILD/$h.log" 2>&1; then
     status=1
     echo "${h}_fuzzer FAILED; see $BUILD/$h.log and $BUILD/crashes/" >&2
   fi
