@@ -125,6 +125,10 @@ absl::StatusOr<std::string> ReportJson(
 std::string ExplainText(const PassRun& run,
                         const std::map<std::string, std::string>* upstream) {
   std::ostringstream out;
+  if (run.records.empty()) {
+    // Silence would read as a failure to look; say there was nothing to decide.
+    out << "no collective-permutes, nothing for the pass to decide\n";
+  }
   for (const Rewriter::OpRecord& r : run.records) {
     const sel::Decision& d = r.decision;
     out << r.computation << "/" << r.instruction << " (" << r.form << ", "

@@ -95,6 +95,12 @@ for _name, _fn, _topo, _mesh, _args, _out in (
                       "out_spec": _out, "check_vma": False}
                      | ({"mesh": _mesh} if _mesh else {}), _topo, ("before_async",))
 
+# K and V in fp8 rotated around a ring: a type the pinned NVSHMEM runtime cannot put.
+FIXTURES["fp8_kv_ring_1x1x8"] = ({"kind": "function",
+                                  "function": "hlo_tools.programs.pass_tests:kv_loop",
+                                  "args": ["64,16:float8_e4m3fn:cp"] * 2, "out_spec": "cp"},
+                                 "1x1x8", ("before_async",))
+
 # A per-pass dump (what `hlo-tools dump --all_passes` writes), pruned to the snapshots
 # that change a collective-permute line: the input of `hlo-tools diff --trace`.
 # ring_product_grad's forward loop rotates 2 buffers and its backward loop 4, all with

@@ -185,3 +185,149 @@ def test_report_dir_does_not_warn_on_its_before_async_stage(capsys, tmp_path):
     rc, out, err = run(capsys, "explain", spec)
     assert rc == 0, err
     assert ("before XLA's optimizations" in out) == warned, spec
+
+
+# ---------------------------------------------------------------------------------------
+# A plan the input already carries is judged by its runtime's rules
+
+def with_backend(path, tmp_path, pairs_text, backend="NVSHMEM", name="edited.hlo"):
+  """The module at `path` with the permute of `pairs_text` set to `backend`, as a
+  hand edit (or upstream's assigner) writes it."""
+  text = path.read_text()
+  old = f"source_target_pairs={pairs_text}, "
+  assert text.count(old) == 1, pairs_text
+  config = '{"collective_backend_config":{"backend":"' + backend + '"}}'
+  out = tmp_path / name
+  out.write_text(text.replace(old, f"{old}backend_config={config}, "))
+  return out
+
+
+SHIFT_PAIRS = "{{0,4},{1,5},{2,6},{3,7}}"  # the pipeline's pp shift on 1x2x4
+
+
+def test_unsafe_nvshmem_shift_fails_verify_explain_and_report(capsys, tmp_path):
+  edited = with_backend(PIPELINE, tmp_path, SHIFT_PAIRS)
+  rc, out, _ = run(capsys, "verify", edited, "--topology=1x2x4", "--format=json")
+  assert rc == 1
+  failed = json.loads(out)["failed_checks"]
+  assert "nvshmem-team" in failed and "nvshmem-runtime" in failed
+  rc, out, _ = run(capsys, "explain", edited, "--topology=1x2x4")
+  assert rc == 0 and out.count("UNSAFE") == 2  # the header and the shift's row
+  assert "have no source" in out and "NVSHMEM_TEAM_SHARED" in out
+  rc, out, err = run(capsys, "report", edited, "--topology=1x2x4", "--quiet",
+                     f"--out={tmp_path / 'r'}")
+  assert rc == 1, err
+  assert "verify: all checks pass" not in out
+  assert "FAILED" in out and "nvshmem-team" in out and "nvshmem-runtime" in out
+  page = (tmp_path / "r" / "index.html").read_text()
+  assert "edited.hlo (as given)" in page
+
+
+def test_nvshmem_fp8_ring_fails_on_its_element_type(capsys, tmp_path):
+  fp8 = FIXTURES / "fp8_kv_ring_1x1x8.before_async.hlo"
+  ring = "{{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}"
+  edited = with_backend(fp8, tmp_path, ring)
+  rc, out, _ = run(capsys, "verify", edited, "--topology=1x1x8")
+  assert rc == 1
+  assert "element type f8e4m3fn is not one NVSHMEM puts" in out
+  assert "FAILED: nvshmem-runtime" in out  # a ring: every device has a source
+  # The same ring in bf16 runs: its NVSHMEM plan passes the runtime's rules.
+  bf16 = with_backend(FIXTURES / "ring_1x1x8.before_async.hlo", tmp_path, ring,
+                      name="bf16.hlo")
+  rc, out, _ = run(capsys, "verify", bf16, "--topology=1x1x8", "--format=json")
+  checks = {c["name"]: c["status"] for c in json.loads(out)["checks"]}
+  assert checks["nvshmem-runtime"] == "pass" and checks["nvshmem-team"] == "pass"
+
+
+def test_nvshmem_across_hosts_of_one_nvlink_domain_is_refused(capsys, tmp_path):
+  # The cp ring of dp x cp x tp crosses hosts; even where one NVLink domain spans
+  # them (:nvl32) nothing establishes that NVSHMEM_TEAM_SHARED does.
+  [rec] = collective_permutes(sources.read_source(DP_CP_TP).module)
+  pairs = "{" + ",".join(f"{{{s},{t}}}" for s, t in rec.pairs) + "}"
+  edited = with_backend(DP_CP_TP, tmp_path, pairs)
+  for topology in ("1x4x8", "1x4x8:nvl32"):
+    rc, out, _ = run(capsys, "verify", edited, f"--topology={topology}", "--format=json")
+    [check] = [c for c in json.loads(out)["checks"] if c["name"] == "nvshmem-runtime"]
+    assert rc == 1 and check["status"] == "fail", topology
+    assert "cross hosts" in check["results"][0]["message"]
+
+
+def test_upstream_assigners_nvshmem_shift_fails_verify(capsys, tmp_path):
+  # Upstream's assigner puts the two-GPU shift {0->1} on NVSHMEM (small message);
+  # written into the module, verify fails it: device 0 has no source.
+  from hlo_tools.model import driver  # pylint: disable=import-outside-toplevel
+  shift = FIXTURES / "shift_1x1x2.before_async.hlo"
+  answers, why = driver.upstream_answers(str(shift), "1x1x2", None)
+  assert answers is not None, why
+  assert list(answers.values()) == ["NVSHMEM"]
+  edited = with_backend(shift, tmp_path, "{{0,1}}")
+  rc, out, _ = run(capsys, "verify", edited, "--topology=1x1x2", "--format=json")
+  assert rc == 1 and "nvshmem-team" in json.loads(out)["failed_checks"]
+
+
+# ---------------------------------------------------------------------------------------
+# The rule each backend really applies, with its runtime's code
+
+def test_report_states_each_backends_rule(capsys, tmp_path):
+  # Peer memory on the non-cyclic pp shift of one host: allowed (a device without a
+  # source gets zeros), and the page says why instead of claiming a source for all.
+  rc, _, err = run(capsys, "report", FIXTURES / "shift_1x1x2.before_async.hlo",
+                   "--topology=1x1x2", "--backends=nccl,peer", "--quiet",
+                   f"--out={tmp_path / 'r'}")
+  assert rc == 0, err
+  page = (tmp_path / "r" / "index.html").read_text()
+  assert "every device of the program has a source" not in page
+  assert "GpuCliqueKey::is_local, gpu_clique_key.h:98" in page
+  assert "collective_permute_thunk.cc:317" in page and "gets zeros (:472)" in page
+  rc, _, err = run(capsys, "report", PIPELINE, "--topology=1x2x4", "--quiet",
+                   f"--out={tmp_path / 'n'}")
+  page = (tmp_path / "n" / "index.html").read_text()
+  assert "nvshmem_communicator.cc:367" in page and "NVSHMEM_TEAM_SHARED" in page
+
+
+# ---------------------------------------------------------------------------------------
+# Small ones
+
+def test_ulysses_has_nothing_to_decide(capsys):
+  import subprocess  # pylint: disable=import-outside-toplevel
+  from hlo_tools.model import driver  # pylint: disable=import-outside-toplevel
+  rc, out, err = run(capsys, "explain", ULYSSES, "--topology=1x1x8")
+  assert rc == 0, err
+  assert "0 collective-permute(s)" in out and "nothing for the pass to decide" in out
+  rc, out, _ = run(capsys, "verify", ULYSSES, "--topology=1x1x8")
+  assert rc == 0 and "no collective-permutes" in out
+  proc = subprocess.run([str(driver.find_nvshmem_opt()), str(ULYSSES), "--topology=1x1x8",
+                         "--mode=explain"], capture_output=True, text=True,
+                        env=driver.driver_env(), check=False)
+  assert proc.returncode == 0, proc.stderr
+  assert "no collective-permutes, nothing for the pass to decide" in proc.stdout
+
+
+def test_topology_larger_than_the_module_is_said(capsys):
+  rc, out, _ = run(capsys, "explain", BIDIR, "--topology=1x2x8")
+  assert rc == 0
+  assert "warning: topology 1x2x8 has 16 GPUs but the module runs on 8" in out
+  rc, out, _ = run(capsys, "verify", BIDIR, "--topology=1x2x8")
+  assert "has 16 GPUs but the module runs on 8" in out
+
+
+def test_derived_topology_names_the_other_host_shapes(capsys):
+  rc, _, err = run(capsys, "explain", BIDIR)
+  assert rc == 0
+  assert "using 1x1x8" in err
+  assert "warning:" in err and "(1x2x4, 1x4x2)" in err and "--topology" in err
+
+
+def test_bidirectional_ring_prices_each_direction_by_its_slowest_edge(capsys):
+  rc, out, _ = run(capsys, "explain", BIDIR, "--topology=1x2x4", "--format=json")
+  assert rc == 0
+  forward, backward = json.loads(out)["collectives"]
+  assert sorted(map(tuple, forward["pairs"])) == [(i, (i + 1) % 8) for i in range(8)]
+  assert sorted(map(tuple, backward["pairs"])) == sorted((i, (i - 1) % 8) for i in range(8))
+  for e in (forward, backward):
+    assert e["trip_count"] == 8 and e["edges_by_class"]["network"] == 2
+    # The slowest edge crosses hosts; the default table estimates it (no curve there).
+    assert e["priced_by"]["nccl"] == {"link_class": "network", "model": "parametric"}
+  rc, out, _ = run(capsys, "explain", BIDIR, "--topology=1x2x4")
+  assert "nccl by its slowest edge, network (parametric); " in out
+  assert "parametric: an estimate, latency + size / bandwidth" in out

@@ -73,20 +73,22 @@ def test_pass_output_passes_for_its_topology(capsys, tmp_path):
   assert "PASS start-done" in out and "all checks pass" in out
 
 
-def test_backend_contradicting_topology_fails_selection_not_safety(capsys, tmp_path):
-  # NVSHMEM chosen for one host of 8, then checked against 2 hosts of 4: NVSHMEM
-  # may cross the network (every device still has a source), but the model's
-  # network estimates pick NCCL there, so only the selection check fails.
+def test_backend_contradicting_topology_fails_selection_and_runtime(capsys, tmp_path):
+  # NVSHMEM chosen for one host of 8, then checked against 2 hosts of 4: every
+  # device still has a source (no hang), but two edges now cross hosts, where the
+  # pinned runtime's receiver does not wait for the put (NVSHMEM_TEAM_SHARED), and
+  # the model picks NCCL there.
   out_hlo = pass_output(tmp_path, "ring_1x1x8.before_async", "1x1x8",
                         f"--cost-table={FAST_NVSHMEM}")
   rc, out, _ = run(capsys, out_hlo, "--topology=1x2x4", f"--cost-table={FAST_NVSHMEM}",
                    "--format=json")
   assert rc == 1
   result = json.loads(out)
-  assert result["failed_checks"] == ["selection"]
+  assert result["failed_checks"] == ["nvshmem-runtime", "selection"]
   assert checks(out)["nvshmem-team"]["status"] == "pass"
   rc, out, _ = run(capsys, out_hlo, "--topology=1x2x4", f"--cost-table={FAST_NVSHMEM}")
-  assert rc == 1 and "PASS nvshmem-heap" in out and "FAILED: selection" in out
+  assert rc == 1 and "PASS nvshmem-heap" in out
+  assert "FAILED: nvshmem-runtime, selection" in out and "2 of 8 edges" in out
 
 
 def test_nvshmem_over_the_heap_limit_fails(capsys, tmp_path):

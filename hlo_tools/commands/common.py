@@ -8,7 +8,7 @@ import tempfile
 
 from hlo_tools import cli_io
 from hlo_tools.model import dumps
-from hlo_tools.model.topology import check_topology
+from hlo_tools.model.topology import check_topology, other_host_shapes
 from hlo_tools.model.sources import InputError
 
 
@@ -63,6 +63,12 @@ def topology_spec(args, path, prog=None):
     cli_io.print_error(f"{prog}: {path}: no --topology; using {spec} (derived from the "
                        "module, as nvshmem-opt and the pass do; --topology=SPEC or "
                        "--devices-per-host=N overrides)")
+    others = other_host_shapes(spec)
+    if others and args.devices_per_host is None:
+      cli_io.print_error(f"{prog}: warning: {path}: the module's devices fit other host "
+                         f"shapes too ({', '.join(others)}), which can change every "
+                         f"choice; {spec} is only the pass's default (hosts of up to 8 "
+                         "GPUs): give --topology for the job's real one")
   return spec
 
 

@@ -26,12 +26,23 @@ applicable" as a whole:
   nvshmem-heap    NVSHMEM only where the message fits the symmetric heap
                   (nvshmem_max_bytes in the cost table)
   nvshmem-team    no NVSHMEM permute leaves a device of the program without a
-                  source: XLA's NVSHMEM collective-permute ends each buffer with a
-                  barrier over every device of the program that only devices with a
+                  source: the pinned XLA's NVSHMEM collective-permute ends each buffer
+                  with a barrier over NVSHMEM_TEAM_SHARED that only devices with a
                   source call, so such a permute hangs the runtime
+  nvshmem-runtime what else the pinned runtime needs of an NVSHMEM permute: every
+                  buffer of an element type it puts (F64, F32, F16, BF16, S32, S64,
+                  U32, U64; nvshmem_communicator.cc:367, else it fails at run time),
+                  every edge inside one host (the receiver waits only on
+                  NVSHMEM_TEAM_SHARED, :179; a multi-host NVLink domain is refused
+                  too, as nothing establishes that the team spans it).
+                  xla_gpu_use_memcpy_local_p2p, which the thunk refuses, is a flag,
+                  not in the HLO: not checked
   peer-safety     peer and symmetric memory only where the core's safety rule for
-                  them allows (every edge inside one host; symmetric also needs
-                  NCCL signals, symmetric_signals in the table)
+                  them allows: every device of the permute in one process (XLA of
+                  jax 0.10.2 otherwise runs NCCL, collective_permute_thunk.cc:309,
+                  :317) and inside one host; symmetric also needs NCCL signals
+                  (symmetric_signals in the table). Neither needs a source for
+                  every device: one without gets zeros
   selection       the backend equals what the selection core decides for the topology,
                   cost table and backend set. DEFAULT ops without a recorded decision
                   (_nvshmem_plan, written by `nvshmem-opt --annotate`) are skipped:
@@ -49,6 +60,9 @@ DIR:after:PASS[#N]; without --topology, on the topology the dump was compiled fo
 Without --topology the topology is the one nvshmem-opt derives from the module, as
 the pass does inside XLA: hosts of --devices-per-host GPUs (default 8, or the module's
 device count when smaller).
+
+Any plan the module carries is judged, whoever wrote it: the pass, upstream's
+assigner, or a hand edit.
 
 Exit status: 0 all checks pass (skips allowed), 1 a check failed, 2 unreadable input
 (missing file, malformed HLO, broken pair list, bad topology or cost table).

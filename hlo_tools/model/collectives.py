@@ -97,8 +97,8 @@ def _record(module, callers, comp, form, start, done, permute):
       computation=comp.name, form=form, start=start.name,
       done=done.name if done is not None else None,
       pairs=permute.source_target_pairs or [],
-      bytes_per_device=sum(op.shape.byte_size() for op in _data_operands(start)),
-      buffers=max(1, len(_data_operands(start))),
+      bytes_per_device=sum(op.shape.byte_size() for op in data_operands(start)),
+      buffers=max(1, len(data_operands(start))),
       backend=backend, collectives_mode=mode if isinstance(mode, str) else None,
       is_async=form != "sync", channel_id=channel,
       while_loop=loop, while_computation=loop_comp, trip_count=trips,
@@ -113,7 +113,7 @@ def _product(values):
   return out
 
 
-def _data_operands(instr):
+def data_operands(instr):
   """The operands sent. The in-place form's 4 operands (input, output buffer, 2 index
   tuples) send only the first."""
   ops = instr.operand_instructions()

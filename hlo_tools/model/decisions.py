@@ -8,8 +8,9 @@ The choice comes from the C++ selection core through its bindings
 from hlo_tools import cli_io
 from hlo_tools import selection  # first: it says how to build a missing binding
 from hlo_tools import _selection_core
-from hlo_tools.model import driver, modes, sources
+from hlo_tools.model import driver, modes, runtime_rules, sources
 from hlo_tools.model.collectives import collective_permutes
+from hlo_tools.model.topology import size_note
 from hlo_tools.model.sources import InputError, strict_pairs
 
 PLAN_BACKEND = {"nvshmem": "NVSHMEM", "nccl": "DEFAULT", "peer": "DEFAULT",
@@ -152,9 +153,28 @@ def backend_entries(decision, backends):
           for b in backends}
 
 
-def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem"), upstream_why=None):
+def pricing(table, decision, nbytes, buffers):
+  """{backend: {"link_class", "model"}}: the edge class whose time prices each
+  backend that can run the permute (its slowest edge) and whether the table has a
+  measured curve there or estimates it (parametric: latency + size / bandwidth)."""
+  out = {}
+  classes = [c for c, n in decision["edges_by_class"].items() if n]
+  for backend, us in decision["backend_us"].items():
+    if us is None or not classes:
+      continue
+    slowest = max(classes, key=lambda c: selection.edge_time_us(table, backend, c, nbytes,
+                                                                buffers))
+    out[backend] = {"link_class": slowest,
+                    "model": ("measured curve" if table.has_measured_curve(backend, slowest)
+                              else "parametric")}
+  return out
+
+
+def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem"), upstream_why=None,
+                     unsafe=(), table=None):
   """The JSON entry of one collective-permute; `backends` is the set planned over;
-  `upstream_why`: why upstream's answers are missing (the driver's message)."""
+  `upstream_why`: why upstream's answers are missing (the driver's message);
+  `unsafe`: why the backend the op carries cannot run it (runtime_rules)."""
   rec, d = perm.record, perm.decision
   modeled = {"nccl": d["backend_us"]["nccl"], "nvshmem": d["backend_us"]["nvshmem"],
              "chosen": d["chosen_us"]}
@@ -179,6 +199,8 @@ def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem"), upstream
       "pairs": [list(p) for p in perm.pairs],
       "current_backend": rec.backend, "current_collectives_mode": rec.collectives_mode,
       "current_plan": op_backend(rec),
+      "current_unsafe": list(unsafe),
+      "priced_by": pricing(table, d, rec.bytes_per_device, rec.buffers) if table else {},
       "edges_by_class": d["edges_by_class"],
       "edges": [{"source": s, "target": t, "link_class": c} for s, t, c in perm.edges],
       "modeled_us": modeled,
@@ -215,10 +237,14 @@ def describe(path, topology_spec, cost_table=None, use_driver=True, source=None,
   module = source.module
   return {
       "file": source.label, "module": module.name, "topology": topology_spec,
+      "topology_note": size_note(topology_spec, topology,
+                                 source.num_partitions * source.num_replicas),
       "cost_table": cost_table, "backends": table.backends,
       "num_partitions": source.num_partitions,
       "num_partitions_from": source.partitions_from,
       "num_replicas": source.num_replicas,
-      "collectives": [describe_permute(p, upstream, backend_set(table), upstream_why)
+      "collectives": [describe_permute(
+          p, upstream, backend_set(table), upstream_why,
+          runtime_rules.unsafe_reasons(p, source, topology, table), table)
                       for p in perms],
   }

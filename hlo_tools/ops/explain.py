@@ -75,6 +75,16 @@ def modeled_text(m, sets):
                    for b, v in sets.items())
 
 
+def priced_text(priced_by):
+  """Per backend, the edge class of its slowest edge and how the table prices it."""
+  text = "; ".join(f"{b} by its slowest edge, {p['link_class']} ({p['model']})"
+                   for b, p in priced_by.items())
+  if any(p["model"] == "parametric" for p in priced_by.values()):
+    text += ("; parametric: an estimate, latency + size / bandwidth from the cost "
+             "table, where it has no measured curve")
+  return text
+
+
 def current_text(e):
   mode = e.get("current_collectives_mode")
   if mode in (None, "COLLECTIVES_MODE_INVALID"):
@@ -89,8 +99,16 @@ def format_text(result):
            + ("" if inferred in ("module header", "default") else f" ({inferred})")
            + f" x {result['num_replicas']} replicas"
            + (f", backends {result['backends']}" if result.get("backends") else "")]
+  if not result["collectives"]:
+    lines.append("no collective-permutes, nothing for the pass to decide")
   if result.get("note"):
     lines.append(result["note"])
+  if result.get("topology_note"):
+    lines.append(result["topology_note"])
+  unsafe = [e for e in result["collectives"] if e.get("current_unsafe")]
+  if unsafe:
+    lines.append(f"UNSAFE: {len(unsafe)} collective-permute(s) already carry a backend "
+                 "their runtime cannot run (marked below; verify fails them)")
   for e in result["collectives"]:
     classes = ", ".join(f"{k} {v}" for k, v in e["edges_by_class"].items() if v) or "none"
     m = e["modeled_us"]
@@ -112,12 +130,17 @@ def format_text(result):
         ("reason", e["reason"]),
         ("upstream XLA", f"{e['upstream']['backend'] or '-'} ({e['upstream']['source']})"),
     ]
+    if e.get("priced_by"):
+      rows.insert(6, ("priced by", priced_text(e["priced_by"])))
     rows[6:6] = [("refused", v["refused"]) for v in sets.values()
                  if v["refused"]]
     if e.get("requested_mode"):
       r = e["requested_mode"]
       rows.insert([k for k, _ in rows].index("choice"), ("attribute", (
           f"{modes.ATTRIBUTE}=\"{r['attribute']}\": {r['mode'] or 'not taken'}; {r['why']}")))
+    if e.get("current_unsafe"):
+      rows.insert([k for k, _ in rows].index("choice") + 1, ("UNSAFE", f"now {current_text(e)}, which its runtime cannot run: "
+                      + "; ".join(e["current_unsafe"])))
     if e["recorded"]:
       rows.append(("pass wrote", f"plan {e['recorded']['plan']}: {e['recorded']['reason']}"))
     lines.append("")

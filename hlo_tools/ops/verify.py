@@ -5,10 +5,15 @@ import subprocess
 
 from hlo_tools import cli_io
 from hlo_tools import selection
-from hlo_tools.model import collectives, decisions, driver, sources
+from hlo_tools.model import collectives, decisions, driver, runtime_rules, sources
+from hlo_tools.model.topology import size_note
 
 CHECKS = ("permutation", "start-done", "backend-config", "backend-set", "nvshmem-heap",
-          "nvshmem-team", "peer-safety", "selection", "memory-space", "hlo-verifier")
+          "nvshmem-team", "nvshmem-runtime", "peer-safety", "selection", "memory-space",
+          "hlo-verifier")
+# The checks of what a runtime can run at all (not of what the core would choose).
+SAFETY_CHECKS = ("permutation", "start-done", "backend-config", "nvshmem-heap",
+                 "nvshmem-team", "nvshmem-runtime", "peer-safety")
 KNOWN_BACKENDS = ("DEFAULT", "NVSHMEM")
 KNOWN_PLANS = ("nccl", "nvshmem", "peer", "symmetric")
 COLLECTIVE_MEMORY_SPACE = 1  # XLA GPU's collective memory space color, printed S(1)
@@ -258,6 +263,25 @@ def check_nvshmem_team(perms, topology, source):
   return check
 
 
+def check_nvshmem_runtime(perms, topology, source):
+  """What the pinned runtime's NVSHMEM permute needs beside a source for every
+  device: element types it puts, every edge inside one shared-memory domain."""
+  check = Check("nvshmem-runtime")
+  for perm in perms:
+    if perm.record.backend != "NVSHMEM":
+      continue
+    problems = runtime_rules.nvshmem_problems(perm, topology, source)
+    if problems:
+      check.add("fail", perm.start, "NVSHMEM: " + "; ".join(problems))
+    else:
+      check.add("pass", perm.start, "NVSHMEM; element types "
+                f"{', '.join(sorted(set(runtime_rules.data_element_types(perm.start))))} "
+                "and every edge inside one host")
+  if not check.results:
+    check.note = "no collective-permute uses NVSHMEM"
+  return check
+
+
 def check_selection(perms, topology_spec):
   check = Check("selection")
   for perm in perms:
@@ -358,10 +382,12 @@ def check_hlo_verifier(path, topology_spec, cost_table, num_partitions=None, bac
 # ---------------------------------------------------------------------------------------
 
 def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
-           num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, backends=None):
+           num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, backends=None,
+           only=None):
   """The verify JSON object; raises InputError for unreadable input.
 
-  backends: the set the target XLA offers ("nccl,peer"), else the cost table's."""
+  backends: the set the target XLA offers ("nccl,peer"), else the cost table's.
+  only: the names of the checks to run (e.g. SAFETY_CHECKS), else every one."""
   topology, table = decisions.load_selection(topology_spec, cost_table, backends)
   backend_set = decisions.backend_set(table)
   source = sources.resolve_partitions(source or sources.read_source(path, max_bytes=max_bytes),
@@ -375,6 +401,7 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
       check_backend_set(perms, backend_set),
       check_nvshmem_heap(perms, table),
       check_nvshmem_team(perms, topology, source),
+      check_nvshmem_runtime(perms, topology, source),
       check_peer_safety(perms, source, topology, table),
       check_selection(perms, topology_spec),
       check_memory_space(perms, module),
@@ -387,6 +414,8 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
     skipped = Check("hlo-verifier")
     skipped.note = "skip: not requested"
     checks.append(skipped)
+  if only is not None:
+    checks = [c for c in checks if c.name in only]
   for check in checks:
     if not check.results and check.note is None:
       check.note = "no collective-permutes" if not perms else "nothing to check"
@@ -397,6 +426,8 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
           "num_partitions": source.num_partitions,
           "num_partitions_from": source.partitions_from,
           "passed": not failed, "failed_checks": failed,
+          "topology_note": size_note(topology_spec, topology,
+                                     source.num_partitions * source.num_replicas),
           "checks": [c.to_json() for c in checks]}
 
 
@@ -409,6 +440,8 @@ def format_text(result):
   if inferred not in ("module header", "default"):
     lines.append(f"{result['file']}: num_partitions {result['num_partitions']} ({inferred}; "
                  "the module header does not say)")
+  if result.get("topology_note"):
+    lines.append(result["topology_note"])
   for check in result["checks"]:
     head = f"{_MARK[check['status']]} {check['name']}"
     if check["note"]:

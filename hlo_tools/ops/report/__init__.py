@@ -21,7 +21,7 @@ from hlo_tools.ops.report.chart import chart_data
 from hlo_tools.ops.report.page import comparison_rows, fmt_us, page_title, render_page
 from hlo_tools.model import decisions, driver, dumps, sources
 from hlo_tools.model.sources import InputError
-from hlo_tools.model.topology import check_topology
+from hlo_tools.model.topology import check_topology, other_host_shapes
 from hlo_tools.ops.sizes import format_bytes
 
 DEFAULTS = {"seq_len": 131072, "num_heads": 32, "num_kv_heads": 8, "head_dim": 128,
@@ -153,6 +153,11 @@ def input_topology(path, args, label):
     cli_io.print_error(f"{prog}: {label}: no --topology; using {spec} (derived "
                        "from the module, as nvshmem-opt and the pass do; --topology=SPEC "
                        "or --devices-per-host=N overrides)")
+  others = other_host_shapes(spec) if args.devices_per_host is None else []
+  if others:  # loud even with --quiet: every choice depends on it
+    cli_io.print_error(f"{prog}: warning: {label}: the module's devices fit other host "
+                       f"shapes too ({', '.join(others)}); {spec} is only the pass's "
+                       "default: give --topology for the job's real one")
   return spec
 
 
@@ -267,6 +272,15 @@ def analyze_case(case, case_dir, stages, dump_dir, cost_table, num_partitions, s
   verified = {s: verify.verify(rewritten[s].path, case.topology, cost_table, source=rewritten[s],
                            num_partitions=num_partitions, backends=backends)
               for s in stages}
+  # A plan the input already carries (hand-edited, another pass) that its runtime
+  # cannot run fails the report even though the pass's rewrite replaces it.
+  for s in stages:
+    given = verify.verify(stages[s], case.topology, cost_table, run_driver=False,
+                          source=parsed[s], num_partitions=num_partitions,
+                          backends=backends, only=verify.SAFETY_CHECKS)
+    if not given["passed"]:
+      given["file"] = f"{case.label or case.id}{'' if s == 'input' else ':' + s} (as given)"
+      verified[f"{s}_as_given"] = given
   diffs = {s: diff.diff_sources(parsed[s], rewritten[s]) for s in stages}
   trace = _trace(dump_dir)
   chart = chart_data(topology, table, explained, parsed[first])

@@ -4,6 +4,7 @@ configuration's decisions, chart, verify results, diff and trace."""
 import json
 
 from hlo_tools.model.collectives import trips_text
+from hlo_tools.model.runtime_rules import rule_lines
 from hlo_tools.ops import diff
 from hlo_tools.ops.explain import loop_counts
 from hlo_tools.ops.report.chart import MAX_CHARTS, chart_title, svg_chart
@@ -242,6 +243,13 @@ def _case_html(result, max_rows):
   return "\n".join(body)
 
 
+def _rules_html(backends):
+  """The rule each backend of the set really applies, as its runtime's code says."""
+  return ("<ul id=\"rules\">" + "".join(
+      f"<li>{diff.esc(line)}</li>" for line in rule_lines(backends or "nccl,nvshmem"))
+          + "</ul>")
+
+
 def page_title(backends):
   others = set_names(backends)
   return ("NVSHMEM collective-permute report" if others == "NVSHMEM"
@@ -263,12 +271,11 @@ def render_page(report, results):
       f"<h1>{diff.esc(title)}</h1>",
       "<p>The pass gives each collective-permute the backend the selection core models "
       f"as faster, NCCL or {diff.esc(others)}, the whole permute on one backend, priced by "
-      f"its slowest edge. {diff.esc(others[:1].upper() + others[1:])} only where the "
-      "core's safety rules allow it "
-      "(every device of the program has a source; the message fits the memory it needs); "
-      f"NCCL elsewhere. {diff.esc(shapes)}cost table "
+      f"its slowest edge, and only where that backend's runtime can run it; NCCL "
+      f"elsewhere. {diff.esc(shapes)}cost table "
       f"{diff.esc(report['cost_table'] or 'default')}, backends "
       f"{diff.esc(report.get('backends') or 'nccl,nvshmem')}.</p>",
+      _rules_html(report.get("backends")),
       "<h2>Side by side</h2>", _takeaways(report["summary"]["comparison"], results),
       _comparison_html(report["summary"]["comparison"]),
       f"<p class=\"mono\">versions: {diff.esc(json.dumps(report['versions']))}<br>"
