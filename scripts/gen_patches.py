@@ -7,8 +7,8 @@
     scripts/gen_patches.py --from DIR [--xla GIT_DIR]  the series from DIR's commits
 
 GIT_DIR: a git directory holding openxla/xla's commit PIN (default $XLA_PIN).
-Sources: xla_src/, whose files each patch adds byte for byte (the first also
-any new one); the committed patches for the rest (messages, authors, edits of
+Sources: xla_src/, whose files each patch adds byte for byte (0001 also any new
+one); the committed patches for the rest (messages, authors, edits of
 upstream files): on the pin's files they change, `git am`, each commit amended
 to add its xla_src/ files, `git format-patch`. To change an upstream edit or a
 message: --edit DIR, change DIR's commits with git, --from DIR.
@@ -70,10 +70,11 @@ def build(xla, patches, repo):
   git("add", "-A", cwd=repo)
   git("commit", "-q", "-m", f"openxla/xla {PIN[:8]}: the files the series changes", cwd=repo)
   git("tag", "pin", cwd=repo)
-  owned = {p for q in patches[1:] for p in created(q)}
-  for i, patch in enumerate(patches):  # each adds its xla_src/ files; the first, new ones too
+  lead = int(patches[0].name.startswith("0000-"))  # a 0000 patch adds only its own files
+  owned = {p for j, q in enumerate(patches) if j != lead for p in created(q)}
+  for i, patch in enumerate(patches):  # each adds its xla_src/ files; the lead, new ones too
     git("am", "-q", "--keep-non-patch", str(patch), cwd=repo)
-    mine = created(patch) if i else [p for p in sources() if p not in owned]
+    mine = created(patch) if i != lead else [p for p in sources() if p not in owned]
     for path in mine:
       (repo / path).parent.mkdir(parents=True, exist_ok=True)
       shutil.copyfile(ROOT / "xla_src" / path, repo / path)
@@ -82,8 +83,12 @@ def build(xla, patches, repo):
 
 
 def format_patches(repo, out):
-  git("format-patch", "-q", "--zero-commit", "--no-signature", "-o", str(out), "pin..HEAD",
-      cwd=repo)
+  """A 0000 patch stands alone ([PATCH]); the others are numbered from 0001 ([PATCH i/N])."""
+  args, base = ["format-patch", "-q", "--zero-commit", "--no-signature", "-o", str(out)], "pin"
+  if committed_patches()[0].name.startswith("0000-"):
+    base = git("rev-list", "--reverse", "pin..HEAD", cwd=repo).split()[0]
+    git(*args, "--no-numbered", "--start-number=0", "-1", base, cwd=repo)
+  git(*args, f"{base}..HEAD", cwd=repo)
   return sorted(out.glob("*.patch"))
 
 

@@ -24,7 +24,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "gen_patches.py"
-PATCHES = sorted((REPO / "xla_patches").glob("[0-9][0-9][0-9][0-9]-*.patch"))
+ALL = sorted((REPO / "xla_patches").glob("[0-9][0-9][0-9][0-9]-*.patch"))
+# 0000 stands alone (the runtime's own rules); the series proper is 0001-.
+PATCHES = [p for p in ALL if not p.name.startswith("0000-")]
+RUNTIME = "xla/backends/gpu/runtime"
 PKG = "xla/backends/gpu/transforms/collectives"
 SRC = REPO / "xla_src" / PKG
 STYLE = REPO / "xla_src" / ".clang-format"
@@ -98,7 +101,7 @@ def repo_copy(tmp_path):
   shutil.copy(SCRIPT, dst / "scripts")
   shutil.copytree(REPO / "xla_src" / "xla", dst / "xla_src" / "xla")
   (dst / "xla_patches").mkdir()
-  for p in PATCHES:
+  for p in ALL:
     shutil.copy(p, dst / "xla_patches")
   assert run(["git", "init", "-q"], cwd=dst).returncode == 0
   assert run(["git", "add", "-A"], cwd=dst).returncode == 0
@@ -127,11 +130,11 @@ def test_writing_without_the_pin_is_refused_in_one_line(tmp_path):
   r = gen(cwd=repo)
   assert r.returncode == 2
   assert r.stderr.count("\n") == 1 and "XLA_PIN" in r.stderr
-  assert sorted(p.name for p in (repo / "xla_patches").iterdir()) == [p.name for p in PATCHES]
+  assert sorted(p.name for p in (repo / "xla_patches").iterdir()) == [p.name for p in ALL]
 
 
 def test_generator_is_short():
-  assert len(SCRIPT.read_text().splitlines()) <= 150
+  assert len(SCRIPT.read_text().splitlines()) <= 160
 
 
 def test_patches_are_an_upstream_change():
@@ -274,6 +277,72 @@ def test_upstream_check_rejects_a_directory_without_the_pin(tmp_path):
   assert r.returncode == 2 and "not a git directory holding" in r.stderr
 
 
+# --- 0000: the runtime's own rules, a patch that stands alone -----------------
+
+STANDALONE = [p for p in ALL if p.name.startswith("0000-")]
+RUNTIME_SRC = REPO / "xla_src" / RUNTIME
+RUNTIME_FILES = {f"{RUNTIME}/nvshmem_permute_support{s}" for s in (".h", ".cc", "_test.cc")}
+
+
+def test_standalone_patch_is_an_upstream_change():
+  assert len(STANDALONE) == 1
+  text = STANDALONE[0].read_text()
+  msg = email.message_from_string(text)
+  assert " ".join(msg["From"].split()) == AUTHOR
+  subject = " ".join(msg["Subject"].split())
+  assert subject.startswith("[PATCH] [XLA:GPU] ") and len(subject) - 8 <= 80
+  body = msg.get_payload().split("\n---\n")[0]
+  assert "NVSHMEM_TEAM_SHARED" in body and "xla_gpu_use_memcpy_local_p2p" in body
+
+
+def test_standalone_patch_touches_the_runtime_emitter_and_communicator_only():
+  assert set(file_diffs(STANDALONE[0])) == RUNTIME_FILES | {
+      f"{RUNTIME}/BUILD", f"{RUNTIME}/nvshmem_collective_permute_thunk.cc",
+      "xla/backends/gpu/collectives/nvshmem_communicator.h",
+      "xla/backends/gpu/collectives/nvshmem_communicator.cc",
+      "xla/core/collectives/communicator.h", "xla/service/gpu/thunk_emitter.cc",
+      "xla/service/gpu/BUILD"}
+  assert {p.name for p in RUNTIME_SRC.iterdir()} == {f.rsplit("/", 1)[1] for f in RUNTIME_FILES}
+  # No other patch touches what 0000 adds: it applies alone, first.
+  assert not any(RUNTIME_FILES & set(file_diffs(p)) for p in PATCHES)
+
+
+def test_emitter_decides_start_and_done_alike():
+  lines = added(STANDALONE[0], "xla/service/gpu/thunk_emitter.cc")
+  uses = [l for l in lines if "UseNvshmemCollectivePermute(" in l]
+  # The definition, the start (EmitCollectivePermute) and the done dispatch.
+  assert len(uses) == 3, uses
+  assert any("kCollectivePermuteDone" in l for l in lines)
+  assert any("CanRunNvshmemCollectivePermute(" in l for l in lines)
+
+
+def test_thunk_initialize_checks_the_team():
+  lines = "\n".join(added(STANDALONE[0], f"{RUNTIME}/nvshmem_collective_permute_thunk.cc"))
+  assert "CheckPairsInsideBarrierTeam(" in lines and "IsBarrierPeer(" in lines
+  comm = "\n".join(added(STANDALONE[0], "xla/backends/gpu/collectives/nvshmem_communicator.cc"))
+  assert "nvshmem_team_translate_pe(NVSHMEM_TEAM_WORLD" in comm and "NVSHMEM_TEAM_SHARED" in comm
+
+
+def test_runtime_sources_carry_the_licence_and_are_clang_format_clean():
+  files = sorted(RUNTIME_SRC.iterdir())
+  for path in files:
+    assert path.read_text().startswith("/* Copyright 2026 The OpenXLA Authors.\n"), path.name
+  r = run([CLANG_FORMAT, f"--style=file:{STYLE}", "--dry-run", *files])
+  assert r.returncode == 0 and "warning" not in r.stderr, r.stderr[:2000]
+
+
+@needs_pin
+def test_standalone_patch_applies_alone_to_the_pin(tmp_path):
+  changed = [f for f in file_diffs(STANDALONE[0]) if f not in RUNTIME_FILES]
+  for f in changed:
+    (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / f).write_bytes(subprocess.run(
+        ["git", "--git-dir", PIN_DIR, "show", f"3cc8846c10052cc1c32c4db87866eac4e4cdbccd:{f}"],
+        capture_output=True, check=True).stdout)
+  r = run(["git", "apply", "--check", "--whitespace=error-all", STANDALONE[0]], cwd=tmp_path)
+  assert r.returncode == 0, r.stderr
+
+
 # --- with openxla/xla at the pin --------------------------------------------
 
 @needs_pin
@@ -297,16 +366,16 @@ def test_edit_and_from_carry_a_change_made_with_git(tmp_path):
   edit = tmp_path / "edit"
   assert gen("--edit", edit, "--xla", PIN_DIR, cwd=repo).returncode == 0
   assert run(["git", "rev-list", "--count", "pin..HEAD"], cwd=edit).stdout.strip() == str(
-      len(PATCHES))
+      len(ALL))
   msg = run(["git", "log", "-1", "--format=%B"], cwd=edit).stdout
   amended = msg.replace("\n\n", "\n\nOne more sentence of why.\n\n", 1)
   assert run(["git", "commit", "-q", "--amend", "-m", amended], cwd=edit).returncode == 0
   r = gen("--from", edit, "--xla", PIN_DIR, cwd=repo)
   assert r.returncode == 0, r.stderr
   new = sorted((repo / "xla_patches").glob("*.patch"))
-  assert [p.name for p in new] == [p.name for p in PATCHES]
+  assert [p.name for p in new] == [p.name for p in ALL]
   assert "One more sentence of why." in new[-1].read_text()
-  assert all(a.read_text() == b.read_text() for a, b in zip(new[:-1], PATCHES[:-1]))
+  assert all(a.read_text() == b.read_text() for a, b in zip(new[:-1], ALL[:-1]))
 
 
 @needs_pin

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from test_patches import (PATCHES, PIN_DIR, PKG, REPO, file_diffs, includes, needs_pin, run,
+from test_patches import (ALL, PATCHES, PIN_DIR, PKG, REPO, file_diffs, includes, needs_pin, run,
                           series_targets)
 
 PIN = "3cc8846c10052cc1c32c4db87866eac4e4cdbccd"
@@ -90,7 +90,7 @@ def script_command():
 
 def test_workspace_applies_the_series_in_order():
   patches = ast.literal_eval(xla_archive()["patches"])
-  assert patches == [f"//xla_patches:{p.name}" for p in PATCHES]
+  assert patches == [f"//xla_patches:{p.name}" for p in ALL]
   assert ast.literal_eval(xla_archive()["patch_args"]) == ["-p1"]
 
 
@@ -171,7 +171,7 @@ def test_changed_upstream_targets_are_declared_at_the_pin():
 
 @needs_pin
 def test_build_jaxlib_applies_the_series_on_the_pins_files(tmp_path):
-  changed = {l.split("\t")[2] for p in PATCHES
+  changed = {l.split("\t")[2] for p in ALL
              for l in run(["git", "apply", "--numstat", p]).stdout.splitlines()}
   files = {}
   for path in changed:
@@ -184,7 +184,7 @@ def test_build_jaxlib_applies_the_series_on_the_pins_files(tmp_path):
   r = run([SCRIPT, "--dry-run", "--work", work, "--jax", tmp_path / "jax",
            "--xla", tmp_path / "xla", "--xla-rev", xla_rev])
   assert r.returncode == 0, r.stdout + r.stderr
-  assert git("rev-list", "--count", f"{xla_rev}..HEAD", cwd=work / "xla") == str(len(PATCHES))
+  assert git("rev-list", "--count", f"{xla_rev}..HEAD", cwd=work / "xla") == str(len(ALL))
   assert f"--local_xla_path={work / 'xla'}" in r.stdout
   assert (work / "xla" / PKG / "nvshmem_collective_permute_rewriter.cc").exists()
 
