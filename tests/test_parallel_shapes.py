@@ -331,3 +331,15 @@ def test_bidirectional_ring_prices_each_direction_by_its_slowest_edge(capsys):
   rc, out, _ = run(capsys, "explain", BIDIR, "--topology=1x2x4")
   assert "nccl by its slowest edge, network (parametric); " in out
   assert "parametric: an estimate, latency + size / bandwidth" in out
+
+
+def test_dp_cp_tp_ring_runs_over_cp_across_hosts(capsys):
+  # dp 2 x cp 4 x tp 4 on 4 hosts of 8: the cp ring of each (dp, tp) pair steps by 4
+  # devices, so half its edges leave the host; 8 rings of 4 in one permute.
+  rc, out, err = run(capsys, "explain", DP_CP_TP, "--topology=1x4x8", "--format=json")
+  assert rc == 0, err
+  [e] = json.loads(out)["collectives"]
+  assert len(e["pairs"]) == 32 and [0, 4] in e["pairs"] and [12, 0] in e["pairs"]
+  assert e["trip_count"] == 4 and e["bytes"] == 16 * 32 * 4
+  assert e["edges_by_class"]["network"] == 16 and e["edges_by_class"]["nvlink"] == 16
+  assert e["choice"]["plan"] == "nccl" and e["priced_by"]["nccl"]["link_class"] == "network"

@@ -13,8 +13,8 @@ PRE_OPTIMIZATION_NOTE = (
     "permutes), not what the pass sees: inside XLA it runs after "
     "collective-permute-combiner, which merges the permutes of one step into fewer, "
     "larger ones of several buffers, so its sizes and choices can differ from these. "
-    "Explain the module entering async-collective-creator (the before_async stage of "
-    "`hlo-tools dump --all_passes`) or the after-optimizations module instead.")
+    "Explain the module entering async-collective-creator (DIR:before_async of a "
+    "`hlo-tools dump --all_passes` directory) or DIR:after_optimizations instead.")
 
 
 def us(value):
