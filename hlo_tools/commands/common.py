@@ -123,14 +123,15 @@ def add_partitions_flag(parser):
                       "(default: inferred from the mesh, the topology or the ids used)")
 
 
-def add_function_flags(parser, target_config_default):
+def add_function_flags(parser, target_config_default, title="module:function source"):
   """The options that shape the compile of a module:function source, shared by
   `dump` and `report` so that one command line compiles the same program in both."""
-  fn = parser.add_argument_group("module:function source")
+  fn = parser.add_argument_group(title)
   fn.add_argument("--mesh", default=None,
                   help="NAME:SIZE[,NAME:SIZE...], slowest axis first, sizes multiplying "
-                  "to the devices, e.g. cp:4,tp:2 (default: one axis over all devices, "
-                  "named by the partition specs)")
+                  "to the devices, e.g. cp:4,tp:2 (default: a function gets one axis "
+                  "over all devices, named by its partition specs; dump's train step tp "
+                  "over a host's GPUs and cp across hosts)")
   fn.add_argument("--arg", action="append", default=[],
                   help="SHAPE:DTYPE[:PARTITIONSPEC], e.g. 8192,8,128:bf16:cp (repeat "
                   "per argument)")

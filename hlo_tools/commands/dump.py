@@ -81,7 +81,8 @@ def _parser(prog):
                     help="train_step only")
   ring.add_argument("--norotary", dest="rotary", action="store_false", default=None,
                     help="train_step only: no rotary position embedding")
-  common.add_function_flags(p, DEFAULT_TARGET_CONFIG)
+  common.add_function_flags(p, DEFAULT_TARGET_CONFIG, "the compile: module:function "
+                            "source (--mesh and --target_config: any program)")
   return p
 
 
