@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Builds jaxlib and the CUDA plugin of jax v0.9.1 with XLA at its pin plus the
-# patch series (xla_patches/), using jax's own build (build/build.py).
+# Builds jaxlib and the CUDA plugin of a jax release with the XLA it pins plus
+# the patch series for that XLA, using jax's own build (build/build.py).
 #
-#   scripts/build_jaxlib.sh [--work DIR] [--jax SRC] [--xla SRC] [--dry-run]
+#   scripts/build_jaxlib.sh [--jax-version V] [--work DIR] [--jax SRC] [--xla SRC] [--dry-run]
 #
+#   --jax-version V  0.9.1 (default: XLA 3cc8846c, the NVSHMEM rewriter series)
+#                    or 0.11.0 (XLA 131bf41a, the per-permute collectives mode
+#                    series, xla_patches/xla-131bf41a_jax-0.11.0/)
+#   --series DIR     the patches to apply (default: the series of that version)
 #   --work DIR       checkouts and wheels go here (default: ./jaxlib-build)
 #   --jax SRC        jax's git repository (default https://github.com/jax-ml/jax)
 #   --xla SRC        openxla/xla's (default https://github.com/openxla/xla)
-#   --jax-rev REV    default jax-v0.9.1
-#   --xla-rev REV    default the pin of jax-v0.9.1 (3cc8846c...)
+#   --jax-rev REV    default jax-vV
+#   --xla-rev REV    default the XLA that jax-vV pins
 #   --cuda-capabilities LIST   default sm_90 (H100, H200)
 #   --dry-run        checkouts and `git am` only; print build.py's command
 #
@@ -26,25 +30,34 @@
 set -u -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PIN=3cc8846c10052cc1c32c4db87866eac4e4cdbccd
 WORK=./jaxlib-build JAX=https://github.com/jax-ml/jax XLA=https://github.com/openxla/xla
-JAX_REV=jax-v0.9.1 XLA_REV=$PIN CAPS=sm_90 DRY=0
+JAX_VERSION=0.9.1 SERIES="" JAX_REV="" XLA_REV="" CAPS=sm_90 DRY=0
 die() { echo "build_jaxlib: $*" >&2; exit "${2:-2}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --work|--jax|--xla|--jax-rev|--xla-rev|--cuda-capabilities)
+    --work|--jax|--xla|--jax-rev|--xla-rev|--cuda-capabilities|--jax-version|--series)
       [ $# -ge 2 ] || die "$1 needs a value"
       case "$1" in
         --work) WORK=$2 ;; --jax) JAX=$2 ;; --xla) XLA=$2 ;;
         --jax-rev) JAX_REV=$2 ;; --xla-rev) XLA_REV=$2 ;; --cuda-capabilities) CAPS=$2 ;;
+        --jax-version) JAX_VERSION=$2 ;; --series) SERIES=$2 ;;
       esac
       shift 2 ;;
     --dry-run) DRY=1; shift ;;
     *) die "unknown argument '$1' (see the header of $0)" ;;
   esac
 done
-PATCHES=("$ROOT"/xla_patches/[0-9][0-9][0-9][0-9]-*.patch)
-[ -f "${PATCHES[0]}" ] || die "$ROOT/xla_patches: no patches"
+case "$JAX_VERSION" in
+  0.9.1) PIN=3cc8846c10052cc1c32c4db87866eac4e4cdbccd
+         DEFAULT_SERIES="$ROOT/xla_patches/xla-3cc8846c_jax-0.9.1"
+         [ -d "$DEFAULT_SERIES" ] || DEFAULT_SERIES="$ROOT/xla_patches" ;;
+  0.11.0) PIN=131bf41acb4650e4391a640c3f1859c1c86ad74b
+          DEFAULT_SERIES="$ROOT/xla_patches/xla-131bf41a_jax-0.11.0" ;;
+  *) die "--jax-version: 0.9.1 or 0.11.0, not '$JAX_VERSION'" ;;
+esac
+SERIES=${SERIES:-$DEFAULT_SERIES} JAX_REV=${JAX_REV:-jax-v$JAX_VERSION} XLA_REV=${XLA_REV:-$PIN}
+PATCHES=("$SERIES"/[0-9][0-9][0-9][0-9]-*.patch)
+[ -f "${PATCHES[0]}" ] || die "$SERIES: no patches"
 mkdir -p "$WORK" || die "$WORK: cannot create"
 WORK="$(cd "$WORK" && pwd)"
 for d in jax xla; do
@@ -78,6 +91,21 @@ if [ "$DRY" = 0 ]; then
 fi
 
 # 4. Using it.
+if [ "$JAX_VERSION" = 0.11.0 ]; then
+  cat <<EOF
+Install the wheels (and jax itself at the same version):
+  pip install jax==0.11.0 $WORK/dist/*.whl
+Mark a permute with its mode, which then wins over the flag
+xla_gpu_collective_permute_mode (private, symmetric or peer):
+  with jax.experimental.xla_metadata.set_xla_metadata(_xla_collectives_mode="peer"):
+    y = jax.lax.ppermute(x, "cp", perm)
+Check it: dump the optimized module; each permute's backend_config carries
+collective_backend_config.collectives_mode:
+  XLA_FLAGS="--xla_dump_to=/tmp/xla_dump" python your_program.py
+  hlo-tools explain /tmp/xla_dump/*after_optimizations.txt
+EOF
+  exit 0
+fi
 cat <<EOF
 Install the wheels (and jax itself at the same version):
   pip install jax==0.9.1 $WORK/dist/*.whl

@@ -33,6 +33,12 @@ def committed():
   return sorted(SERIES.glob("[0-9][0-9][0-9][0-9]-*.patch"))
 
 
+def format_patches(repo, out):
+  gp.git("format-patch", "-q", "--zero-commit", "--no-signature", "-o", str(out), "pin..HEAD",
+         cwd=repo)
+  return sorted(out.glob("*.patch"))
+
+
 def build(xla, patches, repo):
   """The series as commits in repo, on a commit of the pin's files."""
   changed = {p for q in patches for p in gp.created(q, "")}
@@ -67,14 +73,14 @@ def main():
   gp.git("--git-dir", args.xla, "cat-file", "-e", f"{PIN}^{{commit}}")
   with tempfile.TemporaryDirectory() as tmp:
     tmp = Path(tmp)
-    patches = gp.format_patches(args.from_dir, tmp / "from") if args.from_dir else committed()
+    patches = format_patches(args.from_dir, tmp / "from") if args.from_dir else committed()
     if not patches:
       raise gp.Fail(f"{SERIES}: no NNNN-*.patch files")
     build(args.xla, patches, args.edit or tmp / "repo")
     if args.edit:
       print(f"{args.edit}: {len(patches)} commits on tag 'pin'; edit, then --from {args.edit}")
       return 0
-    made = gp.format_patches(tmp / "repo", tmp / "new")
+    made = format_patches(tmp / "repo", tmp / "new")
     if args.check:
       (tmp / "old").mkdir()
       for p in committed():
