@@ -13,7 +13,10 @@ flag sets one mode for every permute. `install` registers a module
 transformation (jax.extend.xla.register_hlo_module_transformation, before the
 scheduler) that runs the selection core on each permute of the module (bytes,
 source-target pairs, topology) and writes the chosen mode into that permute's
-backend_config, keeping every other field; NCCL leaves the field unset.
+backend_config, keeping every other field; NCCL leaves the field unset. It
+also writes the choice as the frontend attribute _xla_collectives_mode
+(private, peer, symmetric), which the patch series for jax v0.11.0's XLA reads;
+a permute the user marked with that attribute (set_xla_metadata) keeps its mode.
 
 Only pure Python and the core's binding are imported (no TensorFlow): the
 module is read with hlo_tools.hlo.reader, edited as text and re-parsed by jaxlib.
@@ -29,7 +32,7 @@ import threading
 
 from hlo_tools import cli_io
 from hlo_tools.hlo import reader
-from hlo_tools.model import collectives
+from hlo_tools.model import collectives, modes
 
 # The core's plan (or a backend name) -> collectives_mode; None = NCCL (unset).
 MODES = {
@@ -182,6 +185,23 @@ def line_mode(line):
   return None if mode in (None, "COLLECTIVES_MODE_INVALID") else mode
 
 
+_ATTRS_RE = re.compile(r"frontend_attributes=\{")
+
+
+def set_line_attribute(line, value):
+  """One instruction line with frontend attribute _xla_collectives_mode=value, the
+  language of the patched XLA's assigner; the other attributes are kept."""
+  item = f'{modes.ATTRIBUTE}="{value}"'
+  m = _ATTRS_RE.search(line)
+  if m is None:
+    at = line.find(", backend_config=")
+    at = at if at >= 0 else len(line.rstrip())
+    return line[:at] + ", frontend_attributes={" + item + "}" + line[at:]
+  begin, end = m.end() - 1, _match_brace(line, m.end() - 1)
+  old = re.sub(rf'{modes.ATTRIBUTE}="[^"]*",?', "", line[begin + 1:end - 1]).rstrip(",")
+  return line[:begin] + "{" + ",".join(x for x in (item, old) if x) + "}" + line[end:]
+
+
 def permute_modes(text):
   """{backend/mode summary: count} of the collective-permutes in HLO text."""
   found = {}
@@ -214,8 +234,17 @@ def transform_text(text, selection, topology, table, backends):
     buffers = operand_count(module, permute)
     backend, decision = decide_mode(selection, topology, table, backends, permute,
                                     buffers)
+    # A permute the user marked keeps its mode, as the patched assigner keeps it.
+    start = next(i for i in module.computation(permute.computation).instructions
+                 if i.name == permute.start)
+    asked = modes.requested(start)
+    if asked and asked["mode"]:
+      backend = {v: k for k, v in MODES.items() if v}.get(asked["mode"], "nccl")
+      decision = {**decision, "reason": f"{modes.ATTRIBUTE}=\"{asked['attribute']}\" "
+                  f"on the permute ({decision.get('reason')})"}
     at = _permute_line(module, permute) - 1
-    new = set_line_mode(lines[at], MODES[backend])
+    new = set_line_attribute(set_line_mode(lines[at], MODES[backend]),
+                             modes.BACKEND_VALUES[backend])
     changed |= new != lines[at]
     lines[at] = new
     records.append({"module": module.name, "permute": permute.start,

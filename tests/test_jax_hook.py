@@ -49,10 +49,17 @@ def test_transform_sets_mode_and_keeps_the_rest(core, name, topology):
   for a, b in changed:
     assert jax_hook._PERMUTE_RE.search(a)  # pylint: disable=protected-access
     ca, cb = _config(a), _config(b)
-    mode = cb["collective_backend_config"].pop("collectives_mode", None)
+    mode = cb.get("collective_backend_config", {}).pop("collectives_mode", None)
     ca.get("collective_backend_config", {}).pop("collectives_mode", None)
     assert mode in (None, "COLLECTIVES_PEER_MEMORY"), mode  # None: NCCL
     assert {k: v for k, v in ca.items() if v} == {k: v for k, v in cb.items() if v}
+    # Before the config, only the mode attribute of the patched XLA is new.
+    value = "peer" if mode else "private"
+    assert f'_xla_collectives_mode="{value}"' in b
+    a = jax_hook.set_line_attribute(a, value)
+    if "backend_config=" not in b:  # NCCL on a line without a config
+      assert a == b
+      continue
     head = a[:a.index("backend_config=")] if "backend_config=" in a else a.rstrip() + ", "
     assert head == b[:b.index("backend_config=")]
   for r in records:
