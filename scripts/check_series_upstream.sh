@@ -9,7 +9,7 @@
 #                  after "xla-" in DIR's name, expanded in GIT_DIR)
 #   --tf-venv DIR  a venv whose tensorflow wheel carries that XLA's headers
 #                  and symbols (default .venv-next: tf-nightly of the pin's days,
-#                  which scripts/setup_next.sh installs)
+#                  which scripts/setup.sh installs)
 #   GIT_DIR        a git directory holding the commit (default $XLA_NEXT, then
 #                  $XLA_PIN); nothing in it is changed
 #
@@ -22,9 +22,9 @@
 #      -Werror) of every .cc the series adds or changes, against the commit's
 #      headers, the .pb.h of its protos by protoc 31.1 (the protobuf of the
 #      wheel's headers), and the wheel's third-party headers (never its XLA);
-#      a file that needs LLVM or MLIR headers is skipped, and the lines the
-#      series adds to it are compiled in a function of their own when they
-#      are one call (thunk_emitter.cc's);
+#      a file whose headers need the commit's LLVM (not here; the wheel has
+#      none) is skipped; then what patch 0001 adds to the thunk and the emitter
+#      is compiled on its own against the real types it uses;
 #   6. the series' tests (collective_backend_assigner_test.cc,
 #      collective_permute_combiner_test.cc of the patched tree), built with the
 #      patched sources they test and linked with the wheel's XLA, on
@@ -65,7 +65,7 @@ PIN=$(git --git-dir="$GD" rev-parse -q --verify "$COMMIT^{commit}" 2>/dev/null) 
 command -v buildifier >/dev/null || die "buildifier not found (scripts/setup.sh installs it)"
 command -v "$CXX" >/dev/null || die "$CXX not found"
 TF="$("$TFV/bin/python" -c 'import importlib.util as u, os; print(os.path.dirname(u.find_spec("tensorflow").origin))' 2>/dev/null)"
-[ -d "$TF/include/absl" ] || die "no tensorflow wheel with headers in $TFV (scripts/setup_next.sh)"
+[ -d "$TF/include/absl" ] || die "no tensorflow wheel with headers in $TFV (scripts/setup.sh)"
 GMOCK=/usr/src/googletest/googlemock/include
 [ -f "$GMOCK/gmock/gmock.h" ] || die "$GMOCK: gmock headers not found (Debian package googletest)"
 
@@ -169,34 +169,43 @@ compile() {  # compile FILE: 0 when it compiles; generates missing .pb.h first
   done
   return 1
 }
-ok=0; compiled=(); excerpts=()
+ok=0; compiled=(); needs_llvm=()
 for f in "${CC[@]}"; do
-  if grep -qE '^#include "(llvm|mlir)/' "$TREE/$f"; then
-    # The lines the series adds to it, when they are one call, in a function
-    # whose parameters are the names they use.
-    body=$(git -C "$TREE" diff -U0 "HEAD~$N" -- "$f" | sed -n 's/^+\([^+]\)/\1/p' | tr -d '\n')
-    echo "skip $f: needs LLVM and MLIR headers"
-    if [[ "$body" =~ ^\ *([A-Za-z]+)::([A-Za-z]+)\((.*)\),\ *$ ]]; then
-      X="$TREE/${f%.cc}_excerpt_check.cc"
-      { grep -E '^#include "xla/backends/gpu/runtime/' "$TREE/$f"; grep -E '^#include "xla/(hlo/ir|xla\.pb)' "$TREE/$f"
-        printf 'namespace xla::gpu {\nstruct Ctx { const DebugOptions& debug_options() const; };\n'
-        printf 'auto Excerpt(const HloInstruction* async_start, const Ctx* ir_emitter_context_) {\n'
-        printf '  return %s;\n}\n}  // namespace xla::gpu\n' "${body%,*}"; } > "$X"
-      if (cd "$TREE" && compile "${X#$TREE/}"); then
-        excerpts+=("${f##*/}"); echo "ok   the lines the series adds to $f"
-      else
-        grep -m 15 error "$WORK/cc.log" >&2; step FAIL "the lines added to $f"
-      fi
-    fi
-    continue
-  fi
   t0=$(date +%s)
   if (cd "$TREE" && compile "$f"); then
     ok=$((ok + 1)); compiled+=("${f##*/}"); echo "ok   $f ($(( $(date +%s) - t0 )) s)"
+  elif grep -qE "'(llvm|mlir)/[^']*' file not found" "$WORK/cc.log"; then
+    needs_llvm+=("${f##*/}"); echo "skip $f: its headers need the commit's LLVM, which is not here"
   else
     grep -m 15 -E 'error' "$WORK/cc.log" >&2; step FAIL "compile $f"
   fi
 done
+# 5b. What patch 0001 adds to the thunk and the emitter (whose headers need
+# LLVM): the function and the call, against the real HloInstruction,
+# GpuBackendConfig and DebugOptions, in a class reduced to the declaration
+# the patch adds.
+plus() { git -C "$TREE" diff -U0 "HEAD~$N" -- "$1" | sed -n 's/^+\([^+]\)/\1/p' | grep -v '^#include'; }
+excerpt=none
+if [[ " ${needs_llvm[*]} " == *" collective_permute_thunk.cc "* ]] &&
+   plus xla/backends/gpu/runtime/collective_permute_thunk.h | grep -q GetCollectivesMode; then
+  X="$TREE/xla/backends/gpu/runtime/collectives_mode_excerpt_check.cc"
+  { printf '#include <tuple>\n#include "absl/status/statusor.h"\n'
+    printf '#include "xla/hlo/ir/hlo_instruction.h"\n#include "xla/service/gpu/backend_configs.pb.h"\n'
+    printf '#include "xla/xla.pb.h"\nnamespace xla::gpu {\n'
+    printf 'struct CollectiveThunk { using CollectivesMode = DebugOptions::CollectivesMode; };\n'
+    printf 'class CollectivePermuteThunk : public CollectiveThunk {\n public:\n'
+    plus xla/backends/gpu/runtime/collective_permute_thunk.h; printf '};\n'
+    plus xla/backends/gpu/runtime/collective_permute_thunk.cc
+    printf 'struct IrEmitterContext { const DebugOptions& debug_options() const; };\n'
+    printf 'auto Emit(const HloInstruction* async_start, const IrEmitterContext* ir_emitter_context_) {\n'
+    printf '  return std::make_tuple(\n'; plus xla/service/gpu/thunk_emitter.cc; printf '0);\n}\n'
+    printf '}  // namespace xla::gpu\n'; } > "$X"
+  if (cd "$TREE" && compile "${X#$TREE/}"); then
+    excerpt=compiles; echo "ok   what 0001 adds to collective_permute_thunk.{h,cc} and thunk_emitter.cc"
+  else
+    grep -m 15 error "$WORK/cc.log" >&2; excerpt=FAILS; step FAIL "the thunk and emitter lines"
+  fi
+fi
 
 # 6. The series' tests against the wheel's XLA: each test with the patched
 # sources it tests (their symbols come first), the rest from the wheel.
@@ -240,9 +249,10 @@ done
 status=OK; [ ${#failed[@]} -eq 0 ] || status=FAIL
 echo "check_series_upstream: $status: ${SERIES##*/} on ${PIN:0:8}, $N patches applied with git am;" \
   "$ok/${#CC[@]} added or changed .cc compile with $("$CXX" --version | head -1 | sed 's/ (.*//') -c -Werror" \
-  "(${compiled[*]}${excerpts[*]:+; the lines added to ${excerpts[*]}}); clang-format and buildifier" \
+  "(${compiled[*]}; not: ${needs_llvm[*]:-none}, whose headers need LLVM; what 0001 adds to them:" \
+  "$excerpt); clang-format and buildifier" \
   "clean unless listed; tests against the XLA of tensorflow $("$TFV/bin/python" -c \
-  'import tensorflow.version as v; print(v.VERSION)' 2>/dev/null || echo '?'):" \
+  'import importlib.metadata as m; print(m.version("tf-nightly"))' 2>/dev/null || echo '?'):" \
   "${results[*]}; $(wc -l < "$WORK/absent") absent blobs left out;" \
   "$(( $(date +%s) - START )) s; failed: ${#failed[@]}${failed[*]:+ (${failed[*]})}"
 [ "$status" = OK ]
