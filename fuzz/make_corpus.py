@@ -3,7 +3,8 @@
   python fuzz/make_corpus.py OUT_DIR
 
 OUT_DIR/driver/: every tests/fixtures/*.hlo and every module of the pass's C++
-test (nvshmem_collective_permute_rewriter_test_modules.inc), each under four
+test (the HloModule raw strings of nvshmem_collective_permute_rewriter_test.cc),
+each under four
 configurations named by a leading comment that XLA and nvshmem-opt skip
 ("/* driver_fuzzer --topology=T --mode=M [--slow-network] */", see
 driver_fuzzer.cc), so every seed is a module file nvshmem-opt reads as it is;
@@ -17,8 +18,8 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
-TEST_MODULES = (ROOT / "xla_src/xla/backends/gpu/transforms/collectives/"
-                "nvshmem_collective_permute_rewriter_test_modules.inc")
+PASS_TEST = (ROOT / "xla_src/xla/backends/gpu/transforms/collectives/"
+             "nvshmem_collective_permute_rewriter_test.cc")
 REGRESSIONS = ROOT / "fuzz" / "regressions"
 
 # driver_fuzzer's kTopologies and kModes. Each module gets its own topology with
@@ -41,10 +42,11 @@ def config_comment(code):
 def seed_modules():
   for path in sorted(FIXTURES.glob("*.hlo")):
     yield path.stem, path.read_bytes(), path.name.split(".")[0].split("_")[-1]
-  text = TEST_MODULES.read_text()
-  for m in re.finditer(r'constexpr char (\w+)\[\] = R"hlo\((.*?)\)hlo";', text, re.S):
-    body = m.group(2).strip()
-    yield m.group(1), body.encode() + b"\n", "1x2x4"
+  text = PASS_TEST.read_text()
+  for m in re.finditer(r'constexpr char (\w+)\[\] = R"(\w*)\((.*?)\)\2";', text, re.S):
+    body = m.group(3).strip()
+    if body.startswith("HloModule"):
+      yield m.group(1), body.encode() + b"\n", "1x2x4"
 
 
 def main(argv):
