@@ -208,6 +208,8 @@ def _partitions(text):
 def _topologies(path):
   if _partitions(FIXTURE_TEXT[path.name]) == 16:
     return ["2x2x4"]
+  if _partitions(FIXTURE_TEXT[path.name]) == 32:  # dp x cp x tp on four hosts
+    return ["1x4x8"]
   return ["1x1x8", "1x2x4", "1x2x4:nvl8"]
 
 
