@@ -311,6 +311,13 @@ def test_topology_larger_than_the_module_is_said(capsys):
   assert "has 16 GPUs but the module runs on 8" in out
 
 
+def test_report_says_the_topology_is_larger_than_the_module(capsys, tmp_path):
+  rc, out, err = run(capsys, "report", BIDIR, "--topology=1x2x8", "--quiet",
+                     f"--out={tmp_path / 'r'}")
+  assert rc == 0, err
+  assert "warning: topology 1x2x8 has 16 GPUs but the module runs on 8" in out
+
+
 def test_derived_topology_names_the_other_host_shapes(capsys):
   rc, _, err = run(capsys, "explain", BIDIR)
   assert rc == 0

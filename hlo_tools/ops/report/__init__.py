@@ -12,6 +12,7 @@ import tempfile
 import time
 
 from hlo_tools import cli_io
+from hlo_tools import selection
 from hlo_tools.ops import diff
 from hlo_tools.ops import dump
 from hlo_tools.ops import explain
@@ -19,9 +20,9 @@ from hlo_tools.ops import outdir
 from hlo_tools.ops import verify
 from hlo_tools.ops.report.chart import chart_data
 from hlo_tools.ops.report.page import comparison_rows, fmt_us, page_title, render_page
-from hlo_tools.model import decisions, driver, dumps, sources
-from hlo_tools.model.sources import InputError
-from hlo_tools.model.topology import check_topology, other_host_shapes
+from hlo_tools.errors import InputError
+from hlo_tools.model import decisions, driver, dumps, options, sources
+from hlo_tools.model.topology import jax_topology, other_host_shapes
 from hlo_tools.ops.sizes import format_bytes
 
 DEFAULTS = {"seq_len": 131072, "num_heads": 32, "num_kv_heads": 8, "head_dim": 128,
@@ -40,17 +41,14 @@ DEFAULT_TRAIN_STEPS = (("1x1x8", None, 65536), ("1x2x8", None, 65536),
                        ("1x2x8", SEED_MESH, 65536), ("1x2x8", SEED_MESH, 131072),
                        ("1x2x8", SEED_MESH, 262144))
 DEFAULT_OUT = "nvshmem_report"
-_TOPO_RE = re.compile(r"^(?:(\d+)x)?(\d+)x(\d+)((?::.*)?)$")
 
 
 def parse_topology_arg(spec):
-  """'2x4' -> ('1x2x4', '1x2x4'); '1x2x4:nvl8' -> ('1x2x4', '1x2x4:nvl8')."""
-  m = _TOPO_RE.match(spec or "")
-  if not m:
-    raise InputError(f"bad --topology {spec!r}: expected SxHxG or HxG, e.g. 1x2x4")
-  slices = m.group(1) or "1"
-  compile_topo = f"{slices}x{m.group(2)}x{m.group(3)}"
-  return compile_topo, check_topology(compile_topo + m.group(4))
+  """(SxHxG to compile for, the spec, the core's Topology): the spec in the core's
+  grammar, parsed once by the core, whose one-line error a bad one raises.
+  '1x9x8:nvl72' -> ('1x9x8', '1x9x8:nvl72', Topology)."""
+  topology = selection.parse_topology(spec)
+  return jax_topology(topology), spec, topology
 
 
 # ---------------------------------------------------------------------------------------
@@ -62,6 +60,7 @@ class Case:
   id: str  # directory name inside DIR
   title: str
   topology: str  # the selection core's spec
+  parsed: object = None  # the core's Topology of `topology`, when already parsed
   compile_topology: str = None  # SxHxG, for programs compiled here
   source: dict = None  # a dump.dump() source: ring or module:function
   config: dict = None  # the ring's shapes
@@ -75,10 +74,10 @@ def _tokens(n):
 
 
 def ring_case(config, topology_arg):
-  compile_topo, spec = parse_topology_arg(topology_arg)
+  compile_topo, spec, parsed = parse_topology_arg(topology_arg)
   return Case(id=f"{spec.replace(':', '_')}-{_tokens(config['seq_len'])}",
               title=f"ring attention, {_tokens(config['seq_len'])} tokens, on {spec}",
-              topology=spec, compile_topology=compile_topo,
+              topology=spec, parsed=parsed, compile_topology=compile_topo,
               source={"kind": "ring", "config": config}, config=config)
 
 
@@ -96,64 +95,78 @@ def train_step_case(topology, mesh=None, seq_len=65536):
               topology=topology, compile_topology=topology, source=source)
 
 
-def plan_cases(args, config, explicit):
-  """The cases a command line asks for (see the module docstring)."""
-  topology = args.topology or DEFAULT_TOPOLOGY
-  if args.source is None:
-    if explicit:
-      return [ring_case(config, topology)]
-    return [ring_case(dict(config, seq_len=n), topo) for topo, n in DEFAULT_GRID] + \
+@dataclasses.dataclass
+class Request:
+  """What a command line asks `report` for, flags already turned into values."""
+  source: str = None  # None: the embedded default; FILE, DIR, '-' or module:function
+  config: dict = None  # the ring's shapes
+  explicit: bool = False  # a ring option or --topology given: that one ring only
+  topology: str = None  # --topology; None: the default, the manifest's or derived
+  stdin_path: str = None  # for '-': the file holding what stdin gave
+  function_source: dict = None  # for module:function: the ops.dump source
+  target_config: str = None
+  devices_per_host: int = None  # FILE or DIR without --topology
+  num_partitions: int = None
+  max_input_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES
+  quiet: bool = False
+
+
+def plan_cases(request):
+  """The cases a Request asks for (see the module docstring)."""
+  topology = request.topology or DEFAULT_TOPOLOGY
+  if request.source is None:
+    if request.explicit:
+      return [ring_case(request.config, topology)]
+    return [ring_case(dict(request.config, seq_len=n), topo) for topo, n in DEFAULT_GRID] + \
         [train_step_case(*entry) for entry in DEFAULT_TRAIN_STEPS]
-  path = getattr(args, "stdin_path", None) or args.source
-  label = "<stdin>" if path != args.source else args.source
-  if args.topology is None and (os.path.isfile(path) or os.path.isdir(path)):
+  path = request.stdin_path or request.source
+  label = "<stdin>" if path != request.source else request.source
+  if request.topology is None and (os.path.isfile(path) or os.path.isdir(path)):
     # As the pass does inside XLA: from the dump's manifest or the module itself.
-    topology = input_topology(path, args, label)
-  compile_topo, spec = parse_topology_arg(topology)
+    topology = input_topology(path, label, request)
+  compile_topo, spec, parsed = parse_topology_arg(topology)
   name = "stdin" if label == "<stdin>" else \
-      re.sub(r"[^\w.-]+", "_", os.path.basename(os.path.normpath(args.source)))
+      re.sub(r"[^\w.-]+", "_", os.path.basename(os.path.normpath(request.source)))
   if os.path.isdir(path) or os.path.isfile(path):
-    return [Case(id=name, title=f"{label} on {spec}", topology=spec,
+    return [Case(id=name, title=f"{label} on {spec}", topology=spec, parsed=parsed,
                  path=os.path.abspath(path), label=label)]
-  if re.match(r"^[\w.]+:\w+$", args.source):
-    source = getattr(args, "function_source", None) or {
-        "kind": "function", "function": args.source, "args": args.arg,
-        "out_spec": args.out_spec, "check_vma": args.check_vma}
-    return [Case(id=name, title=f"{args.source} on {spec}", topology=spec,
-                 compile_topology=compile_topo, source=source,
-                 target_config=getattr(args, "target_config", None))]
-  raise InputError(f"{args.source}: no such file or directory, and not module:function")
+  if request.function_source is not None:
+    return [Case(id=name, title=f"{request.source} on {spec}", topology=spec,
+                 parsed=parsed, compile_topology=compile_topo,
+                 source=request.function_source, target_config=request.target_config)]
+  raise InputError(f"{request.source}: no such file or directory, and not module:function")
 
 
-def input_topology(path, args, label):
+def input_topology(path, label, request):
   """The topology of a FILE or DIR without --topology, said on stderr: a dump's
   manifest's, else the one nvshmem-opt derives from the module, as the pass does."""
   prog = "hlo-tools report"
+  per_host, partitions = request.devices_per_host, request.num_partitions
   if os.path.isdir(path):
     spec = dumps.manifest_topology(path)
     if spec is not None:
-      if args.devices_per_host is not None:
+      if per_host is not None:
         raise InputError(f"{prog}: --devices-per-host: {path} was compiled for {spec} "
                          "(its manifest); give --topology to report it on another")
-      if not args.quiet:
+      if not request.quiet:
         cli_io.print_error(f"{prog}: {path}: no --topology; using {spec}, the topology "
                            "the dump was compiled for (manifest.json)")
       return spec
-    module = dumps.read_stage(path, "after_optimizations", args.max_input_bytes)
+    module = dumps.read_stage(path, "after_optimizations", request.max_input_bytes)
     fd, tmp = tempfile.mkstemp(prefix="hlo-tools-report-", suffix=".hlo")
     try:
       with os.fdopen(fd, "w") as f:
         f.write(module.text)
-      spec = driver.derived_topology(tmp, args.devices_per_host, args.num_partitions)
+      spec = driver.derived_topology(tmp, per_host, partitions)
     finally:
       os.unlink(tmp)
   else:
-    spec = driver.derived_topology(path, args.devices_per_host, args.num_partitions)
-  if not args.quiet:
+    spec = driver.derived_topology(path, per_host, partitions)
+  if not request.quiet:
     cli_io.print_error(f"{prog}: {label}: no --topology; using {spec} (derived "
                        "from the module, as nvshmem-opt and the pass do; --topology=SPEC "
                        "or --devices-per-host=N overrides)")
-  others = other_host_shapes(spec) if args.devices_per_host is None else []
+  others = other_host_shapes(spec) if per_host is None else []
   if others:  # loud even with --quiet: every choice depends on it
     cli_io.print_error(f"{prog}: warning: {label}: the module's devices fit other host "
                        f"shapes too ({', '.join(others)}); {spec} is only the pass's "
@@ -175,7 +188,8 @@ def _compiled_inputs(case, case_dir, say):
   dump_dir = os.path.join(case_dir, "dump")
   say(f"{case.id}: compiling for {case.compile_topology} (deviceless, all passes)")
   try:
-    target = dump.Target(topology=case.compile_topology,
+    # The whole spec for the manifest, its SxHxG (already parsed) for jax.
+    target = dump.Target(topology=case.topology, jax_topology=case.compile_topology,
                          target_config=case.target_config or dump.DEFAULT_TARGET_CONFIG)
     dump.dump(case.source, dump_dir, target=target,
                   all_passes=True, options=dict(case.config or {}), progress=False)
@@ -186,10 +200,7 @@ def _compiled_inputs(case, case_dir, say):
 
 def _file_text(path, max_bytes):
   """HLO text of FILE: text as is; a serialized HloModuleProto printed by jaxlib."""
-  try:
-    data = cli_io.read_input(path, max_bytes)
-  except cli_io.InputReadError as e:
-    raise InputError(str(e)) from None
+  data = cli_io.read_input(path, max_bytes)
   if b"\0" not in data[:4096]:
     return data.decode("utf-8", errors="replace")
   try:
@@ -227,13 +238,14 @@ def prepare_inputs(case, case_dir, say, max_bytes):
 # ---------------------------------------------------------------------------------------
 # Analysis of one case
 
-def _run_pass(hlo_dir, json_dir, stage, path, case, cost_table, partitions, backends=None):
+def _run_pass(hlo_dir, json_dir, stage, path, case, selected, partitions):
   """nvshmem-opt (rewrite, upstream beside it) on one stage; (report, output path)."""
   out = os.path.join(hlo_dir, f"{stage}.nvshmem.hlo")
   try:
     rc, report, message = driver.run_nvshmem_opt(
-        path, case.topology, cost_table, mode="rewrite", out=out, compare_upstream=True,
-        num_partitions=partitions, tmp_dir=json_dir, annotate=True, backends=backends)
+        path, selected.spec, selected.cost_table, mode="rewrite", out=out,
+        compare_upstream=True, num_partitions=partitions, tmp_dir=json_dir, annotate=True,
+        backends=selected.backends)
   except FileNotFoundError as e:
     raise InputError(f"hlo-tools report: {e}") from None
   if rc != 0:
@@ -246,13 +258,16 @@ def _run_pass(hlo_dir, json_dir, stage, path, case, cost_table, partitions, back
   return report, out
 
 
-def analyze_case(case, case_dir, stages, dump_dir, cost_table, num_partitions, say,
-                 backends=None):
-  """Runs the pass, explain, verify, diff and trace; writes json/; returns the results."""
+# nvshmem-opt's rewrite re-reads the text it writes and runs XLA's verifier on it.
+VERIFIED_BY_PASS = "HloVerifier accepts the module (nvshmem-opt verified the text it wrote)"
+
+
+def analyze_case(case, case_dir, stages, dump_dir, selected, num_partitions, say):
+  """Runs the pass, explain, verify, diff and trace; writes json/; returns the results.
+  selected: the case's options.Selection (topology, cost table, backends)."""
   hlo_dir, json_dir = os.path.join(case_dir, "hlo"), os.path.join(case_dir, "json")
   os.makedirs(json_dir, exist_ok=True)
-  topology, table = decisions.load_selection(case.topology, cost_table, backends)
-  backends = backends and table.backends  # one spelling for every tool
+  topology, table = selected.topology, selected.table
   rel = lambda p: os.path.relpath(p, os.path.dirname(case_dir))
   parsed = {s: sources.resolve_partitions(sources.read_source(p, rel(p)), topology, num_partitions)
              for s, p in stages.items()}
@@ -261,23 +276,23 @@ def analyze_case(case, case_dir, stages, dump_dir, cost_table, num_partitions, s
   say(f"{case.id}: running nvshmem-opt, explain, verify, diff")
   passes, rewritten = {}, {}
   for stage, path in stages.items():
-    passes[stage], out = _run_pass(hlo_dir, json_dir, stage, path, case, cost_table,
-                                   partitions, backends)
+    passes[stage], out = _run_pass(hlo_dir, json_dir, stage, path, case, selected,
+                                   partitions)
     rewritten[stage] = sources.resolve_partitions(sources.read_source(out, rel(out)), topology,
                                              num_partitions)
-  explained = decisions.describe(stages[first], case.topology, cost_table,
-                                 source=parsed[first],
+  explained = decisions.describe(stages[first], None, source=parsed[first],
                                  upstream=driver.upstream_from_report(passes[first]),
-                                 backends=backends)
-  verified = {s: verify.verify(rewritten[s].path, case.topology, cost_table, source=rewritten[s],
-                           num_partitions=num_partitions, backends=backends)
+                                 selected=selected)
+  verified = {s: verify.verify(rewritten[s].path, None, source=rewritten[s],
+                               num_partitions=num_partitions, selected=selected,
+                               verified_by=VERIFIED_BY_PASS)
               for s in stages}
   # A plan the input already carries (hand-edited, another pass) that its runtime
   # cannot run fails the report even though the pass's rewrite replaces it.
   for s in stages:
-    given = verify.verify(stages[s], case.topology, cost_table, run_driver=False,
-                          source=parsed[s], num_partitions=num_partitions,
-                          backends=backends, only=verify.SAFETY_CHECKS)
+    given = verify.verify(stages[s], None, run_driver=False, source=parsed[s],
+                          num_partitions=num_partitions, selected=selected,
+                          only=verify.SAFETY_CHECKS)
     if not given["passed"]:
       given["file"] = f"{case.label or case.id}{'' if s == 'input' else ':' + s} (as given)"
       verified[f"{s}_as_given"] = given
@@ -294,6 +309,9 @@ def analyze_case(case, case_dir, stages, dump_dir, cost_table, num_partitions, s
   if (stage in ("before_optimizations", "lowered") if stage else
       explain.is_pre_optimization(parsed[first].module, explained["collectives"])):
     explained["note"] = explain.PRE_OPTIMIZATION_NOTE
+  if explained.get("topology_note"):  # a topology larger than the module
+    explained["note"] = " ".join(filter(None, (explained.get("note"),
+                                               explained["topology_note"])))
   return {"case": case, "stages": list(stages), "explain": explained, "passes": passes,
           "verify": verified, "diff": diffs, "trace": trace, "chart": chart,
           "sources": parsed, "rewritten": rewritten, "first": first, "dump_dir": dump_dir}
@@ -372,9 +390,13 @@ def build(cases, out, cost_table=None, num_partitions=None, progress=True,
   """Builds the report directory; returns the report.json dict.
 
   backends: the set the target XLA offers ("nccl,peer"), else the cost table's."""
-  offered = None
-  for case in cases:  # bad specs fail before any compile
-    offered = decisions.load_selection(case.topology, cost_table, backends)[1].backends
+  # Each input parsed once, bad ones failing before any compile: the table's file
+  # and the backend set for every case, each case's topology unless its Case has it.
+  table, backends = options.load_table(cost_table, backends)
+  offered = table.backends
+  selected = {case.id: options.Selection(
+      spec=case.topology, topology=case.parsed or selection.parse_topology(case.topology),
+      table=table, cost_table=cost_table, backends=backends) for case in cases}
   out = os.path.abspath(out)
   _check_out(out)
   work = outdir.make_work_dir(out)
@@ -386,8 +408,8 @@ def build(cases, out, cost_table=None, num_partitions=None, progress=True,
       t = time.monotonic()
       case_dir = os.path.join(work, case.id)
       stages, dump_dir = prepare_inputs(case, case_dir, say, max_bytes)
-      results.append(analyze_case(case, case_dir, stages, dump_dir, cost_table,
-                                  num_partitions, say, backends))
+      results.append(analyze_case(case, case_dir, stages, dump_dir, selected[case.id],
+                                  num_partitions, say))
       timings[case.id] = time.monotonic() - t
     report = {"cost_table": cost_table, "backends": offered,
               "versions": _versions(work, results),
