@@ -190,13 +190,15 @@ def test_report_dir_does_not_warn_on_its_before_async_stage(capsys, tmp_path):
 # ---------------------------------------------------------------------------------------
 # A plan the input already carries is judged by its runtime's rules
 
-def with_backend(path, tmp_path, pairs_text, backend="NVSHMEM", name="edited.hlo"):
-  """The module at `path` with the permute of `pairs_text` set to `backend`, as a
-  hand edit (or upstream's assigner) writes it."""
+def with_backend(path, tmp_path, pairs_text, backend="NVSHMEM", name="edited.hlo",
+                 mode=None):
+  """The module at `path` with the permute of `pairs_text` set to `backend` (and
+  collectives_mode `mode`), as a hand edit (or upstream's assigner) writes it."""
   text = path.read_text()
   old = f"source_target_pairs={pairs_text}, "
   assert text.count(old) == 1, pairs_text
-  config = '{"collective_backend_config":{"backend":"' + backend + '"}}'
+  config = ('{"collective_backend_config":{"backend":"' + backend + '"'
+            + (f',"collectives_mode":"{mode}"' if mode else "") + "}}")
   out = tmp_path / name
   out.write_text(text.replace(old, f"{old}backend_config={config}, "))
   return out
@@ -263,6 +265,18 @@ def test_upstream_assigners_nvshmem_shift_fails_verify(capsys, tmp_path):
   edited = with_backend(shift, tmp_path, "{{0,1}}")
   rc, out, _ = run(capsys, "verify", edited, "--topology=1x1x2", "--format=json")
   assert rc == 1 and "nvshmem-team" in json.loads(out)["failed_checks"]
+
+
+def test_peer_memory_across_hosts_is_marked_unsafe(capsys, tmp_path):
+  # The bidirectional ring's clockwise half set to peer memory on two hosts of 4:
+  # XLA of jax 0.10.2 copies through peer memory only inside one process.
+  ring = "{{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}"
+  edited = with_backend(BIDIR, tmp_path, ring, backend="DEFAULT",
+                        mode="COLLECTIVES_PEER_MEMORY")
+  rc, out, _ = run(capsys, "verify", edited, "--topology=1x2x4", "--backends=nccl,peer")
+  assert rc == 1 and "FAIL peer-safety" in out and "leave their host" in out
+  rc, out, _ = run(capsys, "explain", edited, "--topology=1x2x4", "--backends=nccl,peer")
+  assert rc == 0 and "UNSAFE" in out and "COLLECTIVES_PEER_MEMORY" in out
 
 
 # ---------------------------------------------------------------------------------------
