@@ -364,3 +364,12 @@ def test_dp_cp_tp_ring_runs_over_cp_across_hosts(capsys):
   assert e["trip_count"] == 4 and e["bytes"] == 16 * 32 * 4
   assert e["edges_by_class"]["network"] == 16 and e["edges_by_class"]["nvlink"] == 16
   assert e["choice"]["plan"] == "nccl" and e["priced_by"]["nccl"]["link_class"] == "network"
+
+
+def test_explain_and_verify_name_a_missing_stage_or_directory(capsys, tmp_path):
+  for argv, message in (((tmp_path,), "is a directory; name a stage, e.g. "),
+                        ((f"{tmp_path}/none:before_async",), "cannot read: No such file"),
+                        ((f"{tmp_path}:before_async",), "no XLA module dumps")):
+    for command in ("explain", "verify"):
+      rc, _, err = run(capsys, command, *argv, "--topology=1x1x8")
+      assert rc == 2 and message in err and err.count("\n") == 1, (command, err)

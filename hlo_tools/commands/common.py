@@ -7,9 +7,9 @@ import sys
 import tempfile
 
 from hlo_tools import cli_io
-from hlo_tools.model import dumps
-from hlo_tools.model.topology import check_topology, other_host_shapes
-from hlo_tools.model.sources import InputError
+from hlo_tools.model import dumps, options
+from hlo_tools.model.topology import other_host_shapes
+from hlo_tools.errors import InputError
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -40,6 +40,12 @@ def add_topology_flags(parser):
   parser.add_argument("--cost-table", "--cost_table", dest="cost_table", default=None)
 
 
+def selection_for(args, spec):
+  """The command's topology, cost table and backends as one options.Selection, each
+  parsed by the core here, once; its one-line error for a bad one."""
+  return options.load(spec, args.cost_table, args.backends)
+
+
 def topology_spec(args, path, prog=None):
   """--topology, or the topology nvshmem-opt derives from the module at `path`; the
   derived one is named on stderr (as nvshmem-opt does), since it decides every choice."""
@@ -47,7 +53,7 @@ def topology_spec(args, path, prog=None):
     if args.devices_per_host is not None:
       raise InputError("--devices-per-host and --topology: give one (the spec says how "
                        "many GPUs a host has)")
-    return check_topology(args.topology)
+    return args.topology  # parsed by selection_for, with the cost table
   if args.devices_per_host is None and os.path.isfile(path):
     spec = dumps.manifest_topology(os.path.dirname(os.path.abspath(path)))
     if spec:
@@ -80,6 +86,8 @@ def module_file(spec, max_bytes):
   for nvshmem-opt, which reads modules by path."""
   split = dumps.split_spec(spec)
   if split is None:
+    if spec != "-" and (os.path.isdir(spec) or not os.path.exists(spec)):
+      dumps.read_input(spec, max_bytes)  # raises: a directory names no stage; missing
     yield spec, None
     return
   source = dumps.read_stage(split[0], split[1], max_bytes)
