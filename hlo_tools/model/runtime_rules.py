@@ -28,9 +28,10 @@ RULES = {
         "at :442); every edge inside one host, since the receive side waits with "
         "nvshmemx_barrier_on_stream(NVSHMEM_TEAM_SHARED) (:179), the PEs of one "
         "shared-memory domain, so a receiver on another host does not wait for the "
-        "put; every device of the team needs a source, or the barrier hangs; the "
-        "message must fit the symmetric heap; xla_gpu_use_memcpy_local_p2p must be "
-        "off (the thunk's Initialize refuses it)."),
+        "put; every device of that team needs a source, or the barrier, entered only "
+        "by devices with one, hangs; the message must fit the symmetric heap; "
+        "xla_gpu_use_memcpy_local_p2p must be off (InvalidArgument at "
+        "nvshmem_collective_permute_thunk.cc:118; a flag, not visible in the HLO)."),
     "peer": (
         "peer memory (XLA of jax 0.10.2, 5a9e73cb): every device of the permute driven "
         "by one process (GpuCliqueKey::is_local, gpu_clique_key.h:98, tested at "
