@@ -6,7 +6,7 @@ import os
 import sys
 
 from hlo_tools import cli_io
-from hlo_tools.model.sources import InputError
+from hlo_tools.errors import InputError
 from hlo_tools.ops import outdir
 
 # command -> module whose main(argv) implements it. Modules are imported lazily so

@@ -9,7 +9,7 @@ Small on purpose; the whole API:
                                      never more than max_bytes + 1 bytes; raises
                                      InputReadError (one line) when unreadable or
                                      larger than max_bytes
-    InputReadError                   ValueError; str() is `LABEL: message`, one line
+    InputReadError                   an errors.InputError; str() is `LABEL: message`
     one_line(text, limit=MAX_MESSAGE_CHARS) -> str
                                      control characters escaped and the text cut to
                                      `limit` characters plus "... (N more characters)";
@@ -32,25 +32,14 @@ import stat
 import sys
 import tempfile
 
+from hlo_tools.errors import MAX_MESSAGE_CHARS, InputReadError, one_line
+
 __all__ = ["DEFAULT_MAX_INPUT_BYTES", "MAX_MESSAGE_CHARS", "InputReadError", "add_max_input_bytes",
            "read_input", "one_line", "print_error", "resolve_links", "write_atomic"]
 
 # The reader holds about 8 bytes of memory per byte of text (docs/reliability.md).
 DEFAULT_MAX_INPUT_BYTES = 1 << 30
-# An error line longer than this is cut: a message quoting a whole instruction with
-# a million pairs helps nobody. Room for a prefix around nvshmem-opt's own line,
-# which the driver already cuts at about 330 characters, so it is never cut twice.
-MAX_MESSAGE_CHARS = 600
-_CUT_SLACK = 32
 _CHUNK = 1 << 20
-
-
-class InputReadError(ValueError):
-  """An input that cannot be read or is over the limit; str() is one line."""
-
-  def __init__(self, label, message, size=None):
-    super().__init__(one_line(f"{label}: {message}"))
-    self.label, self.message, self.size = label, message, size
 
 
 def _byte_count(text):
@@ -111,17 +100,6 @@ def _read_bounded(f, max_bytes, label):
     chunks.append(chunk)
     total += len(chunk)
   raise _too_large(label, max_bytes)
-
-
-def one_line(text, limit=MAX_MESSAGE_CHARS):
-  """`text` as one readable line: newlines and other control characters escaped,
-  at most `limit` characters followed by "... (N more characters)"."""
-  text = str(text)
-  if len(text) > limit + _CUT_SLACK:  # the slack makes a cut line stay as it is
-    text = f"{text[:limit]}... ({len(text) - limit} more characters)"
-  if any(ch < " " or ch == "\x7f" for ch in text):
-    text = "".join(ch if ch >= " " and ch != "\x7f" else repr(ch)[1:-1] for ch in text)
-  return text
 
 
 def print_error(text):

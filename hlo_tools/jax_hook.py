@@ -31,6 +31,7 @@ import re
 import threading
 
 from hlo_tools import cli_io
+from hlo_tools.errors import HookError
 from hlo_tools.hlo import reader
 from hlo_tools.model import collectives, modes
 
@@ -47,10 +48,6 @@ _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # scripts/build_core_py312.sh); searched only when the package has none.
 CORE_DIRS_ENV = "NVSHMEM_OPT_CORE_DIR"
 _CARRY_DIRS = (".carry_py312",)
-
-
-class HookError(ValueError):
-  """A bad argument to install(); str() is one line."""
 
 
 # name -> the installed Hook: jax would run a second registration under one name as

@@ -4,7 +4,10 @@ A thin layer over the C++ bindings (`_selection_core`, built by CMake from the
 same sources as the pass): one implementation of the heuristic, not two.
 """
 
+import collections
 import os
+
+from hlo_tools.errors import SelectionError
 
 try:
   from hlo_tools import _selection_core
@@ -18,12 +21,14 @@ CostTable = _selection_core.CostTable
 LINK_CLASSES = tuple(_selection_core.link_classes())
 BACKENDS = tuple(_selection_core.backend_names())
 
-
-class SelectionError(ValueError):
-  """A bad topology spec, cost table or permute; str() is one line."""
+# What this process asked of the core and the file system, for the test that each
+# input is parsed once (tests/test_parse_once.py): "topology_parse",
+# "cost_table_read" (a file read) and "cost_table_parse".
+COUNTS = collections.Counter()
 
 
 def parse_topology(spec):
+  COUNTS["topology_parse"] += 1
   try:
     return _selection_core.Topology.parse(spec)
   except ValueError as e:
@@ -34,13 +39,21 @@ def load_cost_table(path=None):
   """The default table, or the defaults overridden by the file at `path`."""
   if path is None:
     return _selection_core.CostTable.default()
+  COUNTS["cost_table_read"] += 1
   try:
     with open(path) as f:
       text = f.read()
   except OSError as e:
     raise SelectionError(f"{path}: {e.strerror}") from None
+  return parse_cost_table(text, os.fspath(path))
+
+
+def parse_cost_table(text, source="<string>"):
+  """The defaults overridden by the text-format table `text` (`source` names it in
+  errors)."""
+  COUNTS["cost_table_parse"] += 1
   try:
-    return _selection_core.CostTable.parse(text, os.fspath(path))
+    return _selection_core.CostTable.parse(text, source)
   except ValueError as e:
     raise SelectionError(str(e)) from None
 
@@ -78,7 +91,7 @@ def with_backends(table, backends):
   """A copy of `table` planning over `backends` ("nccl,peer" or a sequence)."""
   if not isinstance(backends, str):
     backends = ",".join(backends)
-  copy = _selection_core.CostTable.parse(str(table), "<table>")
+  copy = parse_cost_table(str(table), "<table>")
   try:
     copy.backends = backends
   except ValueError as e:

@@ -160,7 +160,7 @@ def _one_line_error(proc, *needles):
 
 def test_bad_topology_is_refused_before_compiling(tmp_path):
   proc = run_dump("--topology=2x4", f"--out={tmp_path / 'o'}")
-  _one_line_error(proc, "topology", "2x4", "SxHxG")
+  _one_line_error(proc, "topology spec '2x4'", "SLICESxHOSTSxGPUS")
   assert not os.path.exists(tmp_path / "o")
 
 

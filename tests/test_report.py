@@ -87,16 +87,16 @@ def test_embedded_default_is_a_grid():
   args = hlo_tools.commands.report._parser("hlo-tools report").parse_args([])
   config, explicit = hlo_tools.commands.report._config("hlo-tools report", args)
   assert not explicit and config["seq_len"] == 131072 and config["num_heads"] == 32
-  cases = report.plan_cases(args, config, explicit)
+  cases = report.plan_cases(hlo_tools.commands.report.request_for(args, config, explicit))
   rings = [c for c in cases if c.source["kind"] == "ring"]
   assert [(c.topology, c.config["seq_len"]) for c in rings] == list(report.DEFAULT_GRID)
   # Beside the ring, the train step on one host and across hosts (its layouts:
   # test_report_main_job).
   assert [(c.source.get("program"), c.topology) for c in cases[len(rings):]] == [
       ("train_step", t) for t, _, _ in report.DEFAULT_TRAIN_STEPS]
-  args = hlo_tools.commands.report._parser("hlo-tools report").parse_args(["--topology=1x8"])
+  args = hlo_tools.commands.report._parser("hlo-tools report").parse_args(["--topology=1x1x8"])
   config, explicit = hlo_tools.commands.report._config("hlo-tools report", args)
-  [case] = report.plan_cases(args, config, explicit)
+  [case] = report.plan_cases(hlo_tools.commands.report.request_for(args, config, explicit))
   assert case.topology == "1x1x8" and case.config["seq_len"] == 131072
 
 
@@ -132,9 +132,12 @@ def test_report_of_a_dump_directory(tmp_path):
 
 
 def test_bad_options_are_refused_before_writing(capsys, tmp_path):
-  rc = cli.main(["report", f"--out={tmp_path / 'r'}", "--topology=two-by-four"])
-  _, err = capsys.readouterr()
-  assert rc == 2 and "bad --topology" in err and len(err.strip().splitlines()) == 1
+  # The core's grammar and its one-line error, as every command: no HxG shorthand.
+  for spec in ("two-by-four", "2x4"):
+    rc = cli.main(["report", f"--out={tmp_path / 'r'}", f"--topology={spec}"])
+    _, err = capsys.readouterr()
+    assert rc == 2 and f"topology spec '{spec}': expected SLICESxHOSTSxGPUS" in err
+    assert len(err.strip().splitlines()) == 1
   rc = cli.main(["report", f"--out={tmp_path / 'r'}", "--quiet",
                     "--seq_len=1001", "--num_heads=4", "--num_kv_heads=2", "--head_dim=64"])
   _, err = capsys.readouterr()

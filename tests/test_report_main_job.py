@@ -17,7 +17,7 @@ PROG = "hlo-tools report"
 def _default_cases():
   args = hlo_tools.commands.report._parser(PROG).parse_args([])
   config, explicit = hlo_tools.commands.report._config(PROG, args)
-  return report.plan_cases(args, config, explicit)
+  return report.plan_cases(hlo_tools.commands.report.request_for(args, config, explicit))
 
 
 def test_default_grid_holds_the_seed_layout():

@@ -28,7 +28,7 @@ import time
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
-from hlo_tools.model.sources import InputError
+from hlo_tools.errors import InputError
 from hlo_tools.ops import bench
 from hlo_tools.ops.bench import env
 

@@ -1,6 +1,6 @@
 """`hlo-tools dump`: compile a JAX program (or index an XLA dump) into a stage directory.
 
-    hlo-tools dump [SOURCE] --out=DIR [--topology=SxHxG] [--all_passes] ...
+    hlo-tools dump [SOURCE] --out=DIR [--topology=SPEC] [--all_passes] ...
 
 SOURCE is absent (a built-in program: --program=ring, the default, ring attention
 alone; or --program=train_step, a Llama-3-8B-shaped train step with ring attention
@@ -55,7 +55,10 @@ def _parser(prog):
                  "attention over cp, tensor parallelism over tp, gradients, Adam)")
   p.add_argument("--out", required=True, help="output directory")
   p.add_argument("--topology", default=None,
-                 help="GPU topology SxHxG (slices x hosts x GPUs/host); absent: CPU")
+                 help="GPU topology in the selection core's grammar, "
+                 "SxHxG[:nvlN][:gpus_per_process=N][:map=...] (slices x hosts x GPUs per "
+                 "host, e.g. 1x9x8:nvl72): jax compiles for SxHxG, the manifest keeps the "
+                 "spec for report, explain and verify; absent: CPU")
   p.add_argument("--cpu_devices", type=int, default=8,
                  help="host devices when --topology is absent")
   p.add_argument("--all_passes", action="store_true",

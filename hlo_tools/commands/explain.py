@@ -53,11 +53,12 @@ def main(argv):
       common.check_out_path(args.out, [path])
       spec = common.stage_topology(args, args.file, parser.prog) or \
           common.topology_spec(args, path, parser.prog)
+      selected = common.selection_for(args, spec)
       stage = (dumps.split_spec(args.file) or (None, None))[1] or \
           dumps.manifest_stage(path)
-      result = explain.explain(path, spec, args.cost_table, source=source, stage=stage,
+      result = explain.explain(path, None, source=source, stage=stage,
                                num_partitions=args.num_partitions,
-                               max_bytes=args.max_input_bytes, backends=args.backends)
+                               max_bytes=args.max_input_bytes, selected=selected)
     text = (json.dumps(result, indent=1) if args.format == "json"
             else explain.format_text(result))
     common.write_output(text, args.out)

@@ -6,8 +6,9 @@ import json
 
 from hlo_tools import cli_io
 from hlo_tools.model.collectives import collective_permutes, trips_text
-from hlo_tools.model.sources import InputError, require_entry
-from hlo_tools.hlo.reader import HloParseError, parse_hlo_text
+from hlo_tools.errors import InputError
+from hlo_tools.model.sources import require_entry
+from hlo_tools.hlo.reader import parse_hlo_text
 
 
 def summarize(module):
@@ -56,11 +57,8 @@ def main(argv):
   parser.add_argument("--json", action="store_true", help="print the summary as JSON")
   cli_io.add_max_input_bytes(parser)
   args = parser.parse_args(argv[1:])
-  try:
-    data = cli_io.read_input(args.file, args.max_input_bytes)
-    module = parse_hlo_text(data, args.file)
-  except (HloParseError, cli_io.InputReadError) as e:
-    raise InputError(str(e)) from None
+  data = cli_io.read_input(args.file, args.max_input_bytes)
+  module = parse_hlo_text(data, args.file)
   require_entry(module, data.decode("utf-8", "replace"), args.file)
   summary = summarize(module)
   print(json.dumps(summary, indent=1) if args.json else _text(summary))

@@ -57,7 +57,7 @@ import tempfile
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
-from hlo_tools.model.sources import InputError
+from hlo_tools.errors import InputError
 from hlo_tools.ops import report
 from hlo_tools.ops.dump import DEFAULT_TARGET_CONFIG
 from hlo_tools.ops.report import DEFAULT_OUT, DEFAULT_TOPOLOGY, DEFAULTS
@@ -70,7 +70,7 @@ def _parser(prog):
                       "or module:function")
   parser.add_argument("--out", default=DEFAULT_OUT)
   parser.add_argument("--topology", default=None,
-                      help=f"SxHxG or HxG, maybe with :nvlN / :map=... (default "
+                      help=f"SxHxG[:nvlN][:gpus_per_process=N][:map=...] (default "
                       f"{DEFAULT_TOPOLOGY}; a FILE: derived from the module; absent with "
                       "no SOURCE: the ring on 1x1x8 and 1x2x4, the train step on 1x1x8 "
                       "and 1x2x8)")
@@ -140,16 +140,26 @@ def _config(prog, args):
 def _stdin_file(args):
   """`report -`: stdin (text or a serialized proto) copied to a temporary file, since
   nvshmem-opt and the report's hlo/ both read the module by path."""
-  try:
-    data = cli_io.read_input("-", args.max_input_bytes, "<stdin>")
-  except cli_io.InputReadError as e:
-    raise InputError(str(e)) from None
+  data = cli_io.read_input("-", args.max_input_bytes, "<stdin>")
   if not data.strip():
     raise InputError("<stdin>: empty input, no HLO module")
   fd, path = tempfile.mkstemp(prefix="hlo-tools-report-stdin-", suffix=".hlo")
   with os.fdopen(fd, "wb") as f:
     f.write(data)
   return path
+
+
+def request_for(args, config, explicit, stdin_path=None):
+  """The command line as an ops.report.Request: flags turned into values once."""
+  function = args.source and re.match(r"^[\w.]+:\w+$", args.source) and \
+      not os.path.exists(args.source)
+  return report.Request(
+      source=args.source, config=config, explicit=explicit, topology=args.topology,
+      stdin_path=stdin_path,
+      function_source=common.function_source(args, args.source) if function else None,
+      target_config=args.target_config, devices_per_host=args.devices_per_host,
+      num_partitions=args.num_partitions, max_input_bytes=args.max_input_bytes,
+      quiet=args.quiet)
 
 
 def _terminate(signum, _frame):
@@ -163,12 +173,9 @@ def main(argv):
   def run(args):
     _check_options(prog, args)
     config, explicit = _config(prog, args)
-    args.stdin_path = _stdin_file(args) if args.source == "-" else None
-    if args.source and re.match(r"^[\w.]+:\w+$", args.source) and \
-        not os.path.exists(args.source):
-      args.function_source = common.function_source(args, args.source)
+    stdin_path = _stdin_file(args) if args.source == "-" else None
     try:
-      cases = report.plan_cases(args, config, explicit)
+      cases = report.plan_cases(request_for(args, config, explicit, stdin_path))
       previous = signal.signal(signal.SIGTERM, _terminate)
       try:
         result = report.build(cases, args.out, args.cost_table, args.num_partitions,
@@ -177,8 +184,8 @@ def main(argv):
       finally:
         signal.signal(signal.SIGTERM, previous)
     finally:
-      if args.stdin_path:
-        os.unlink(args.stdin_path)
+      if stdin_path:
+        os.unlink(stdin_path)
     print(report.summary_text(result))
     return 0 if result["summary"]["verify_passed"] else 1
 

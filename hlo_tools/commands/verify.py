@@ -94,9 +94,10 @@ def main(argv):
       common.check_out_path(args.out, [path])
       spec = common.stage_topology(args, args.file, parser.prog) or \
           common.topology_spec(args, path, parser.prog)
-      result = verify.verify(path, spec, args.cost_table, args.hlo_verifier, source=source,
+      selected = common.selection_for(args, spec)
+      result = verify.verify(path, None, run_driver=args.hlo_verifier, source=source,
                              num_partitions=args.num_partitions,
-                             max_bytes=args.max_input_bytes, backends=args.backends)
+                             max_bytes=args.max_input_bytes, selected=selected)
     text = (json.dumps(result, indent=1) if args.format == "json"
             else verify.format_text(result))
     common.write_output(text, args.out)

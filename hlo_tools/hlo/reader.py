@@ -17,23 +17,12 @@ import math
 import re
 import weakref
 
-from hlo_tools.cli_io import DEFAULT_MAX_INPUT_BYTES, InputReadError, one_line, read_input
+from hlo_tools.cli_io import DEFAULT_MAX_INPUT_BYTES, InputReadError, read_input
+from hlo_tools.errors import HloParseError
 
 __all__ = ["HloParseError", "Shape", "HloInstruction", "HloComputation", "HloModule",
            "parse_shape", "is_known_opcode", "parse_hlo_text", "parse_hlo_file",
            "load_hlo_proto", "expand_mesh_groups", "OPCODES"]
-
-
-class HloParseError(ValueError):
-  """Bad HLO text; str() is `path:line:col: message`, one line."""
-
-  def __init__(self, path, line, col, message):
-    message = one_line(message, 400)  # one readable line even when it quotes huge text
-    super().__init__(f"{one_line(path, 200)}:{line}:{col}: {message}")
-    self.path, self.line, self.col, self.message = path, line, col, message
-
-  def __reduce__(self):  # picklable despite the 4-argument constructor
-    return (HloParseError, (self.path, self.line, self.col, self.message))
 
 
 # Opcode spellings of XLA's HloOpcodeString() (jaxlib 0.10.2's enum): a word outside

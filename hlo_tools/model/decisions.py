@@ -8,10 +8,11 @@ The choice comes from the C++ selection core through its bindings
 from hlo_tools import cli_io
 from hlo_tools import selection  # first: it says how to build a missing binding
 from hlo_tools import _selection_core
-from hlo_tools.model import driver, modes, runtime_rules, sources
+from hlo_tools.model import driver, modes, options, runtime_rules, sources
 from hlo_tools.model.collectives import collective_permutes
 from hlo_tools.model.topology import size_note
-from hlo_tools.model.sources import InputError, strict_pairs
+from hlo_tools.errors import InputError
+from hlo_tools.model.sources import strict_pairs
 
 PLAN_BACKEND = {"nvshmem": "NVSHMEM", "nccl": "DEFAULT", "peer": "DEFAULT",
                 "symmetric": "DEFAULT"}
@@ -25,20 +26,10 @@ MODE_BACKEND = {NO_MODE: "nccl", "COLLECTIVES_PEER_MEMORY": "peer",
                 "COLLECTIVES_PRIVATE_MEMORY": "private"}
 
 
-def load_selection(topology_spec, cost_table_path, backends=None):
-  """(topology, cost table); the table plans over `backends` ("nccl,peer") when
-  given, else over its own set, as `nvshmem-opt --backends` does."""
-  try:
-    topology = selection.parse_topology(topology_spec)
-    table = selection.load_cost_table(cost_table_path)
-  except selection.SelectionError as e:
-    raise InputError(str(e)) from None
-  if backends:
-    try:
-      table = selection.with_backends(table, backends)
-    except selection.SelectionError as e:
-      raise InputError(f"--backends: {e}") from None
-  return topology, table
+def load_selection(topology_spec, cost_table_path, backends=None, selected=None):
+  """`selected` (an options.Selection the caller parsed once), else one parsed from
+  the spec, the table's file and the backend set ("nccl,peer"; else the table's)."""
+  return selected or options.load(topology_spec, cost_table_path, backends)
 
 
 def backend_set(table):
@@ -219,13 +210,17 @@ def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem"), upstream
 
 def describe(path, topology_spec, cost_table=None, use_driver=True, source=None,
              num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, upstream=None,
-             backends=None):
+             backends=None, selected=None):
   """What `hlo-tools explain` prints as JSON, for the module at `path` (InputError).
 
   upstream: upstream's answers when the caller already has them
   (driver.upstream_from_report); else the driver is asked once (use_driver).
-  backends: the set to plan over ("nccl,peer"), else the cost table's."""
-  topology, table = load_selection(topology_spec, cost_table, backends)
+  backends: the set to plan over ("nccl,peer"), else the cost table's.
+  selected: an options.Selection parsed once by the caller, in place of
+  topology_spec, cost_table and backends."""
+  selected = load_selection(topology_spec, cost_table, backends, selected)
+  topology, table, topology_spec = selected.topology, selected.table, selected.spec
+  cost_table, backends = selected.cost_table, selected.backends
   source = source or sources.read_source(path, max_bytes=max_bytes)
   source = sources.resolve_partitions(source, topology, num_partitions)
   perms = analyze(source, topology, table)

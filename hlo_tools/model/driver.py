@@ -4,6 +4,7 @@ Upstream XLA's CollectiveBackendAssigner runs only inside the driver (the real p
 from the XLA it links, `--compare-upstream`); Python never re-implements its rule.
 """
 
+import collections
 import json
 import os
 import re
@@ -12,7 +13,11 @@ import subprocess
 import sys
 import tempfile
 
-from hlo_tools.model.sources import InputError
+from hlo_tools.errors import InputError
+
+# nvshmem-opt processes this process started, by --mode: a hook for the test that
+# each input goes to the driver once (tests/test_parse_once.py).
+RUNS = collections.Counter()
 
 # The driver's own log lines (TensorFlow/absl start-up noise) are not messages.
 _NOISE_RE = re.compile(r"^(WARNING: All log messages|[IWE]\d{4} |\s*$)")
@@ -114,6 +119,7 @@ def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
       cmd.append("--annotate")  # decisions also in frontend attributes
     if out:
       cmd += ["-o", os.fspath(out)]
+    RUNS[mode] += 1
     proc = subprocess.run(cmd, env=driver_env(), capture_output=True, text=True,
                           timeout=timeout, check=False)
     report = None

@@ -27,7 +27,7 @@ import re
 
 from hlo_tools import cli_io
 from hlo_tools.model import sources
-from hlo_tools.model.sources import InputError
+from hlo_tools.errors import DumpReadError, InputError
 
 XLA_DUMP_SUBDIR = "xla_dump"  # where `hlo-tools dump` keeps XLA's own files
 STAGE_HELP = ("before_optimizations, after_optimizations, before_async, after:PASS[#N] "
@@ -44,10 +44,6 @@ _PASS_FILE_RE = re.compile(
 _STAGE_FILE_RE = re.compile(
     r"^module_(?P<id>\d+)\.(?P<name>.+?)\.(?:[\w.]*_)?(?P<stage>before_optimizations|"
     r"after_optimizations)\.txt$")
-
-
-class DumpReadError(InputError):
-  """A stage or pass a dump directory does not have."""
 
 
 def index_xla_dump(xla_dir):

@@ -7,14 +7,8 @@ Errors are InputError: one line, `file:line:col: message`, exit status 2.
 import re
 
 from hlo_tools import cli_io
-from hlo_tools.hlo.reader import HloParseError, parse_hlo_text
-
-
-class InputError(Exception):
-  """Bad input: str() is the one line printed on stderr (`file:line:col: ...`)."""
-
-  def __init__(self, message):
-    super().__init__(cli_io.one_line(message))
+from hlo_tools.errors import InputError
+from hlo_tools.hlo.reader import parse_hlo_text
 
 
 # ---------------------------------------------------------------------------------------
@@ -50,10 +44,7 @@ def read_text(path, text, label=None):
   label = label or path
   if not text.strip():
     raise InputError(f"{label}: empty file, no HLO module")
-  try:
-    module = parse_hlo_text(text, label)
-  except HloParseError as e:
-    raise InputError(str(e)) from None
+  module = parse_hlo_text(text, label)
   require_entry(module, text, label)
   return Source(module, text, path, label)
 
@@ -76,10 +67,7 @@ def require_entry(module, text, label):
 def read_source(path, label=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
   """Reads and parses an HLO text file (any file, device or pipe; "-" is stdin),
   never more than max_bytes of it."""
-  try:
-    data = cli_io.read_input(path, max_bytes, label)
-  except cli_io.InputReadError as e:
-    raise InputError(str(e)) from None
+  data = cli_io.read_input(path, max_bytes, label)
   try:
     text = data.decode("utf-8")
   except UnicodeDecodeError as e:

@@ -12,10 +12,12 @@ import sys
 import tempfile
 import time
 
+from hlo_tools import selection
 from hlo_tools.ops.outdir import make_work_dir, publish
 from hlo_tools.model.dumps import (BEFORE_ASYNC_PASS, XLA_DUMP_SUBDIR, DumpReadError,
                                    index_xla_dump, main_module, pass_snapshot_text)
-from hlo_tools.model.sources import InputError
+from hlo_tools.errors import DumpError, InputError
+from hlo_tools.model.topology import jax_topology
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # hlo_tools/
 DEFAULT_TARGET_CONFIG = os.path.join(_PACKAGE, "data",
@@ -24,27 +26,30 @@ _ERROR_FILE = "child_error.txt"
 _INFO_FILE = "child_info.json"
 _LOG_FILE = "child.log"
 LOWERED_FILE = "lowered.hlo"
-_TOPOLOGY_RE = re.compile(r"^([1-9]\d*)x([1-9]\d*)x([1-9]\d*)$")
 _AXIS_RE = re.compile(r"^[A-Za-z_]\w*$")
 PROGRAMS = ("ring", "train_step")  # the built-in programs (--program)
-
-
-class DumpError(InputError):
-  """A user-facing failure: reported as one line on stderr, exit status 2."""
 
 
 @dataclasses.dataclass
 class Target:
   """Where to compile for: a deviceless GPU topology, or N host (CPU) devices."""
-  topology: str = None  # "SxHxG": slices x hosts x GPUs per host
+  # The selection core's spec, SxHxG[:nvlN][:gpus_per_process=N][:map=...]: jax
+  # compiles for its SxHxG; the rest shapes pricing, so the manifest keeps it all.
+  topology: str = None
   cpu_devices: int = 8
   target_config: str = DEFAULT_TARGET_CONFIG
+  jax_topology: str = None  # SxHxG, from the core's parse of `topology`
+
+  def _shape(self):
+    """(slices, hosts, GPUs per host); the spec parsed by the core once, its one-line
+    error (a SelectionError) when bad."""
+    if self.jax_topology is None:
+      self.jax_topology = jax_topology(selection.parse_topology(self.topology))
+    return tuple(int(x) for x in self.jax_topology.split("x"))
 
   def validate(self):
     if self.topology is not None:
-      if not _TOPOLOGY_RE.match(self.topology):
-        raise DumpError(f"bad --topology {self.topology!r}: expected SxHxG "
-                        "(slices x hosts x GPUs per host), e.g. 1x2x4")
+      self._shape()
       if not os.path.isfile(self.target_config):
         raise DumpError(f"--target_config {self.target_config!r} is not a file")
     elif self.cpu_devices < 1:
@@ -53,12 +58,12 @@ class Target:
   def num_devices(self):
     if self.topology is None:
       return self.cpu_devices
-    s, h, g = (int(x) for x in self.topology.split("x"))
+    s, h, g = self._shape()
     return s * h * g
 
   def devices_per_host(self):
     """GPUs per host of the topology; all devices for the CPU (one host)."""
-    return self.num_devices() if self.topology is None else int(self.topology.split("x")[2])
+    return self.num_devices() if self.topology is None else self._shape()[2]
 
   def describe(self):
     if self.topology is None:
@@ -189,7 +194,8 @@ def _devices(target):
   from jax.experimental import topologies
   with open(target.target_config) as f:
     config = f.read()
-  return topologies.get_topology_desc(platform="cuda", topology=target.topology,
+  target._shape()  # pylint: disable=protected-access  # sets jax_topology
+  return topologies.get_topology_desc(platform="cuda", topology=target.jax_topology,
                                       target_config=config).devices
 
 

@@ -15,7 +15,7 @@ CHECKS = ("permutation", "start-done", "backend-config", "backend-set", "nvshmem
 SAFETY_CHECKS = ("permutation", "start-done", "backend-config", "nvshmem-heap",
                  "nvshmem-team", "nvshmem-runtime", "peer-safety")
 KNOWN_BACKENDS = ("DEFAULT", "NVSHMEM")
-KNOWN_PLANS = ("nccl", "nvshmem", "peer", "symmetric")
+KNOWN_PLANS = selection.BACKENDS  # the core's names
 COLLECTIVE_MEMORY_SPACE = 1  # XLA GPU's collective memory space color, printed S(1)
 _START_OPS = {"collective-permute-start": "collective-permute-done",
               "async-start": "async-done"}
@@ -383,12 +383,18 @@ def check_hlo_verifier(path, topology_spec, cost_table, num_partitions=None, bac
 
 def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
            num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, backends=None,
-           only=None):
+           only=None, selected=None, verified_by=None):
   """The verify JSON object; raises InputError for unreadable input.
 
   backends: the set the target XLA offers ("nccl,peer"), else the cost table's.
-  only: the names of the checks to run (e.g. SAFETY_CHECKS), else every one."""
-  topology, table = decisions.load_selection(topology_spec, cost_table, backends)
+  only: the names of the checks to run (e.g. SAFETY_CHECKS), else every one.
+  selected: an options.Selection parsed once by the caller, in place of
+  topology_spec, cost_table and backends.
+  verified_by: how XLA's verifier already accepted this module (nvshmem-opt's
+  rewrite verifies the text it writes), in place of another driver run."""
+  selected = decisions.load_selection(topology_spec, cost_table, backends, selected)
+  topology, table, topology_spec = selected.topology, selected.table, selected.spec
+  cost_table, backends = selected.cost_table, selected.backends
   backend_set = decisions.backend_set(table)
   source = sources.resolve_partitions(source or sources.read_source(path, max_bytes=max_bytes),
                                  topology, num_partitions)
@@ -406,7 +412,12 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
       check_selection(perms, topology_spec),
       check_memory_space(perms, module),
   ]
-  if run_driver:
+  if verified_by:
+    accepted = Check("hlo-verifier")
+    accepted.results.append({"status": "pass", "instruction": None, "computation": None,
+                             "line": None, "message": verified_by})
+    checks.append(accepted)
+  elif run_driver:
     checks.append(check_hlo_verifier(path, topology_spec, cost_table,
                                      sources.driver_partitions(source),
                                      backends and table.backends))

@@ -7,7 +7,7 @@ import os
 from hlo_tools.ops.diff.permutes import VIEW_FIELDS, collective_view, match_collectives
 from hlo_tools.model import dumps, sources
 from hlo_tools.model.dumps import xla_dir_of
-from hlo_tools.model.sources import InputError
+from hlo_tools.errors import InputError
 
 
 def signature(text):

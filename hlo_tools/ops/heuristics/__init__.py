@@ -2,8 +2,4 @@
 check (the C++ pass against the core on real compiles), calibrate (a cost table from
 measurements)."""
 
-from hlo_tools.model.sources import InputError
-
-
-class HeuristicsError(InputError):
-  """A user-facing failure: printed as one line, exit status 2."""
+from hlo_tools.errors import HeuristicsError  # noqa: F401  (its home before errors.py)

@@ -42,7 +42,7 @@ import statistics
 from hlo_tools import cli_io
 from hlo_tools import selection
 from hlo_tools.ops.sizes import format_bytes
-from hlo_tools.ops.heuristics import HeuristicsError
+from hlo_tools.errors import HeuristicsError
 
 BACKENDS = selection.BACKENDS
 REQUIRED = ("backend", "link_class", "bytes", "seconds")
@@ -175,6 +175,9 @@ def _parse_row(where, line, fields, index):
   if link_class not in selection.LINK_CLASSES:
     raise HeuristicsError(f"{where}: unknown link class {link_class!r} "
                           f"({', '.join(selection.LINK_CLASSES)})")
+  if backend == "nvshmem" and link_class == "network":
+    raise HeuristicsError(f"{where}: nvshmem has no network row: the pinned XLA runs "
+                          "NVSHMEM only inside NVSHMEM_TEAM_SHARED (one host)")
   nbytes = _number(where, "bytes", fields[index["bytes"]])
   seconds = _number(where, "seconds", fields[index["seconds"]])
   operands = 1.0
@@ -490,10 +493,7 @@ def run_calibration(csv_path, base_table_path=None, machine=None, date=None,
       held_out.setdefault(key, []).extend(points)
   fits = {key: fit_group(csv_path, key, points)
           for key, points in sorted(calibration.items())}
-  try:
-    base = selection.load_cost_table(base_table_path)
-  except selection.SelectionError as e:
-    raise HeuristicsError(str(e)) from None
+  base = selection.load_cost_table(base_table_path)
   date = date or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
   text = render_table(base, fits, os.path.basename(csv_path),
                       provenance_lines(csv_path, provenance, machine, date, software,

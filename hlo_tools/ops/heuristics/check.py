@@ -26,7 +26,7 @@ import tempfile
 from hlo_tools import cli_io
 from hlo_tools.programs import heuristics
 from hlo_tools.ops.heuristics import sweep
-from hlo_tools.ops.heuristics import HeuristicsError
+from hlo_tools.errors import HeuristicsError
 
 # Buffer sizes per entry of heuristics.SAMPLE_SHAPES: latency-bound,
 # bandwidth-bound, a combined K/V pair, a shift. On 1x1x8 the second ring is

@@ -8,7 +8,7 @@ import os
 import re
 
 from hlo_tools import cli_io
-from hlo_tools.ops.heuristics import HeuristicsError
+from hlo_tools.errors import HeuristicsError
 
 _STYLE = {"nccl": ("tab:blue", "NCCL-only"), "nvshmem": ("tab:green", "NVSHMEM-only")}
 _MARKERS = {"nccl": "o", "nvshmem": "^"}

@@ -26,7 +26,7 @@ from hlo_tools.ops.sizes import format_bytes, parse_size
 from hlo_tools import selection  # first: it says how to build a missing binding
 from hlo_tools import _selection_core
 from hlo_tools.model import driver
-from hlo_tools.ops.heuristics import HeuristicsError
+from hlo_tools.errors import HeuristicsError
 
 DEFAULT_TOPOLOGIES = ("1x1x8", "1x2x4", "2x2x4", "1x4x2", "1x9x8:nvl72")
 # 1 KiB .. 1 GiB in factors of two: the grid a user reads off a log-log plot.
@@ -43,7 +43,7 @@ EPS = 1e-9
 
 COLUMNS = (
     "topology", "shape", "buffer_bytes", "bytes", "num_devices", "num_edges",
-    "edges_same_device", "edges_nvlink", "edges_nvlink_domain", "edges_network",
+    *(f"edges_{c}" for c in selection.LINK_CLASSES),  # the core's link classes
     "mixed", "multi_host", "nccl_us", "nvshmem_us", "chosen_plan",
     "chosen_us", "best_plan", "inside_margin", "oracle_plan", "oracle_us",
     "upstream_plan", "upstream_us",
@@ -170,9 +170,7 @@ def evaluate(spec, topology, table, shape, buffer_bytes, upstream_plan):
   return {
       "topology": spec, "shape": shape, "buffer_bytes": buffer_bytes,
       "bytes": nbytes, "num_devices": n, "num_edges": sum(edges.values()),
-      "edges_same_device": edges["same_device"], "edges_nvlink": edges["nvlink"],
-      "edges_nvlink_domain": edges["nvlink_domain"],
-      "edges_network": edges["network"],
+      **{f"edges_{c}": edges[c] for c in selection.LINK_CLASSES},
       "mixed": edges["network"] > 0 and in_domain > 0,
       "multi_host": edges["network"] + edges["nvlink_domain"] > 0,
       "nccl_us": decision["backend_us"]["nccl"],
@@ -368,10 +366,7 @@ def parse_topologies(specs):
 
 
 def load_table(path):
-  try:
-    return selection.load_cost_table(path)
-  except selection.SelectionError as e:
-    raise HeuristicsError(str(e)) from None
+  return selection.load_cost_table(path)
 
 
 def run_sweep(out, topology_specs=(), only_given=False, cost_table=None, sizes=None,
@@ -395,10 +390,7 @@ def run_sweep(out, topology_specs=(), only_given=False, cost_table=None, sizes=N
   unknown = [s for s in shape_list if s not in SHAPES]
   if unknown or not shape_list:
     raise HeuristicsError(f"--shapes: unknown {unknown} (known: {', '.join(SHAPES)})")
-  try:
-    rows = sweep(topologies, table, size_list, shape_list)
-  except selection.SelectionError as e:
-    raise HeuristicsError(str(e)) from None
+  rows = sweep(topologies, table, size_list, shape_list)
   summary = summarize(rows)
   try:
     paths = write_outputs(out, rows, summary, table, topologies, size_list, plots=plots)

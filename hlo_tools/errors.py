@@ -1,0 +1,83 @@
+"""Every error type of hlo_tools, in one module at the bottom of the import graph.
+
+Bad input of any kind is an InputError: str() is the one line the CLI root prints
+(`file:line:col: message` or `LABEL: message`) before it exits with status 2. The
+subclasses say where it was found, so a caller that needs to can tell them apart;
+none needs translating into another on its way up.
+
+    InputError        bad input (the base)
+    InputReadError    a file, device or stdin that cannot be read or is over the limit
+    HloParseError     HLO text the reader refuses
+    SelectionError    a topology spec, cost table or permute the selection core refuses
+    DumpError         a compile or dump that failed
+    DumpReadError     a stage or pass a dump directory does not have
+    HeuristicsError   a sweep, check or calibration that cannot run
+    HookError         a bad argument to jax_hook.install() (a caller's bug, not input)
+"""
+
+# An error line longer than this is cut: a message quoting a whole instruction with
+# a million pairs helps nobody. Room for a prefix around nvshmem-opt's own line,
+# which the driver already cuts at about 330 characters, so it is never cut twice.
+MAX_MESSAGE_CHARS = 600
+_CUT_SLACK = 32
+
+
+def one_line(text, limit=MAX_MESSAGE_CHARS):
+  """`text` as one readable line: newlines and other control characters escaped,
+  at most `limit` characters followed by "... (N more characters)"."""
+  text = str(text)
+  if len(text) > limit + _CUT_SLACK:  # the slack makes a cut line stay as it is
+    text = f"{text[:limit]}... ({len(text) - limit} more characters)"
+  if any(ch < " " or ch == "\x7f" for ch in text):
+    text = "".join(ch if ch >= " " and ch != "\x7f" else repr(ch)[1:-1] for ch in text)
+  return text
+
+
+class InputError(Exception):
+  """Bad input: str() is the one line printed on stderr (`file:line:col: ...`)."""
+
+  def __init__(self, message):
+    super().__init__(one_line(message))
+
+
+class InputReadError(InputError, ValueError):
+  """An input that cannot be read or is over the limit; str() is `LABEL: message`."""
+
+  def __init__(self, label, message, size=None):
+    super().__init__(f"{label}: {message}")
+    self.label, self.message, self.size = label, message, size
+
+  def __reduce__(self):
+    return (InputReadError, (self.label, self.message, self.size))
+
+
+class HloParseError(InputError, ValueError):
+  """Bad HLO text; str() is `path:line:col: message`."""
+
+  def __init__(self, path, line, col, message):
+    message = one_line(message, 400)  # one readable line even when it quotes huge text
+    super().__init__(f"{one_line(path, 200)}:{line}:{col}: {message}")
+    self.path, self.line, self.col, self.message = path, line, col, message
+
+  def __reduce__(self):  # picklable despite the 4-argument constructor
+    return (HloParseError, (self.path, self.line, self.col, self.message))
+
+
+class SelectionError(InputError, ValueError):
+  """A bad topology spec, cost table or permute: the selection core's one line."""
+
+
+class DumpError(InputError):
+  """A compile or dump that failed."""
+
+
+class DumpReadError(InputError):
+  """A stage or pass a dump directory does not have."""
+
+
+class HeuristicsError(InputError):
+  """A sweep, check or calibration that cannot run."""
+
+
+class HookError(ValueError):
+  """A bad argument to jax_hook.install(); str() is one line."""
