@@ -7,7 +7,8 @@
 # it is changed. Steps, each printed as it ends, then one summary line:
 #   1. scripts/gen_patches.py --check: the series is what the sources make;
 #   2. a pristine tree of the pin (every blob GIT_DIR holds), committed in a
-#      scratch directory, and `git am --whitespace=error-all` of the series;
+#      scratch directory, and `git am --whitespace=error-all` of the series:
+#      the first (the runtime's own rules) alone on the pristine tree, then the rest;
 #   3. clang-format 17.0.6 with the pin's .clang-format: the lines the series
 #      changes, and every C++ file it adds, need no change;
 #   4. buildifier: every BUILD file the series changes is formatted;
@@ -17,14 +18,19 @@
 #   6. a real compile (clang++ -c, C++17, the pin's warnings.bazelrc copts,
 #      -Werror) of every .cc the series adds or changes: pin headers first,
 #      the generated .pb.h, then the wheel's third-party headers (never its
-#      XLA or TSL headers); gpu_compiler.cc excepted, which needs the pin's
-#      LLVM and MLIR (the wheel's are another version); wheel_compat/'s
-#      absl/status/status_matchers.h stands in for the pin's newer absl's;
+#      XLA or TSL headers; its CUDA and NVSHMEM 3.2.5 headers for
+#      nvshmem_communicator.cc); gpu_compiler.cc, thunk_emitter.cc and
+#      nvshmem_collective_permute_thunk.cc excepted, which need the pin's LLVM
+#      and MLIR with its tablegen output (the wheel's are another version);
+#      wheel_compat/'s absl/status/status_matchers.h stands in for the pin's
+#      newer absl's; the function the first patch adds to thunk_emitter.cc compiles alone;
 #   7. the registration the series adds to gpu_compiler.cc, compiled on its
 #      own against the real DebugOptions (patched xla.proto) and
 #      GpuCompiler::CompileOptions;
 #   8. the patched CollectiveBackendAssigner, linked with the wheel's XLA,
-#      passes its own patched test (on wheel_compat's stand-in test base).
+#      passes its own patched test (on wheel_compat's stand-in test base);
+#   9. the first patch's nvshmem_permute_support, linked with the wheel's XLA, passes its
+#      test (the same test base).
 # Exit 0 when all pass, 1 when a check fails, 2 on bad usage or a missing tool.
 # Environment: CXX (default clang++), KEEP=1 keeps the scratch directory.
 set -u -o pipefail
@@ -144,7 +150,8 @@ WARN=($(sed -n 's/^build:warnings --copt=\(-W[^ ]*\)$/\1/p' "$TREE/warnings.baze
 [[ "$CXX" == *clang* ]] || WARN=(-Wall -Werror -Wno-sign-compare)
 FLAGS=(-std=c++17 -c -o /dev/null "${WARN[@]}" -Wno-unknown-warning-option
        -I "$TREE" -I "$TREE/third_party/tsl" -I "$GEN" -isystem "$EXT" -isystem "$TF/include/external/highwayhash"
-       -isystem "$TF/include/external/farmhash_archive/src" -isystem "$GMOCK" -isystem "$WORK/compat")
+       -isystem "$TF/include/external/farmhash_archive/src" -isystem "$GMOCK" -isystem "$WORK/compat"
+       -isystem "$TF/include/external/nvshmem/_virtual_includes/nvshmem_lib")
 compile() {  # compile FILE: 0 when it compiles; generates missing .pb.h first
   local i missing
   for i in $(seq 30); do
@@ -156,12 +163,24 @@ compile() {  # compile FILE: 0 when it compiles; generates missing .pb.h first
   return 1
 }
 
-# 6. Real compiles.
-ok=0; compiled=()
+# 6. Real compiles. These include headers of the pin's LLVM, MLIR or Triton,
+# whose generated .inc files only the pin's LLVM tablegen writes; none is here.
+needs_llvm() {
+  case "$1" in
+    xla/service/gpu/gpu_compiler.cc) echo "includes llvm/IR/Module.h and mlir/ headers";;
+    xla/service/gpu/thunk_emitter.cc) echo "includes llvm/, mlir/ and triton/ headers" \
+      "(the function the first patch adds is compiled below)";;
+    xla/backends/gpu/runtime/nvshmem_collective_permute_thunk.cc)
+      echo "p2p_thunk_common.h includes mlir/IR/BuiltinAttributes.h (with" \
+        "tablegen's BuiltinAttributes.h.inc); its Initialize calls CheckPairsInsideBarrierTeam" \
+        "and IsBarrierPeer, compiled here";;
+    *) return 1;;
+  esac
+}
+ok=0; compiled=(); skipped=()
 for f in "${CC[@]}"; do
-  if [ "$f" = xla/service/gpu/gpu_compiler.cc ]; then
-    echo "skip $f: needs the pin's LLVM and MLIR headers (the wheel ships another LLVM)"
-    continue
+  if why=$(needs_llvm "$f"); then
+    echo "skip $f: $why"; skipped+=("${f##*/}"); continue
   fi
   t0=$(date +%s)
   if (cd "$TREE" && compile "$f"); then
@@ -196,6 +215,31 @@ else
   grep -m 15 error "$WORK/cc.log" >&2; step FAIL "gpu_compiler.cc's registration"; registration=FAILS
 fi
 
+# 7b. The function the first patch adds to thunk_emitter.cc (with IsNvshmemCollective,
+# which it calls), alone against the real headers it uses.
+EMIT="$TREE/xla/service/gpu/nvshmem_emitter_check.cc"
+emitter=absent
+if grep -q 'UseNvshmemCollectivePermute' "$TREE/xla/service/gpu/thunk_emitter.cc"; then
+  {
+    printf '#include "absl/log/log.h"\n#include "absl/status/status.h"\n'
+    printf '#include "xla/backends/gpu/runtime/nvshmem_permute_support.h"\n'
+    printf '#include "xla/hlo/ir/hlo_casting_utils.h"\n#include "xla/hlo/ir/hlo_instruction.h"\n'
+    printf '#include "xla/hlo/ir/hlo_instructions.h"\n#include "xla/hlo/ir/hlo_opcode.h"\n'
+    printf '#include "xla/service/gpu/backend_configs.pb.h"\n'
+    printf '#include "xla/service/hlo_module_config.h"\nnamespace xla::gpu {\n'
+    awk '/^bool IsNvshmemCollective\(/ {on = 1} on {print}
+         on && /^}/ {n++; if (n == 2) exit}' "$TREE/xla/service/gpu/thunk_emitter.cc"
+    printf 'bool CheckUse(const HloInstruction* i, const HloModuleConfig& c);\n'
+    printf 'bool CheckUse(const HloInstruction* i, const HloModuleConfig& c) {\n'
+    printf '  return UseNvshmemCollectivePermute(i, c);\n}\n}  // namespace xla::gpu\n'
+  } > "$EMIT"
+  if (cd "$TREE" && compile "${EMIT#$TREE/}"); then
+    emitter=compiles; echo "ok   thunk_emitter.cc's UseNvshmemCollectivePermute, alone"
+  else
+    grep -m 15 error "$WORK/cc.log" >&2; step FAIL "thunk_emitter.cc's function"; emitter=FAILS
+  fi
+fi
+
 # 8. The patched assigner's own test (collective_backend_assigner_test.cc of
 # the patched tree) runs, against the wheel's XLA: the patched assigner
 # replaces the wheel's CollectiveBackendAssigner::RunImpl in the binary;
@@ -226,12 +270,36 @@ else
   assigner=FAILS; step FAIL "collective_backend_assigner_test"
 fi
 
+# 9. The first patch's rules and their test, against the wheel's XLA (gmock and the
+# test base as step 8 built them).
+RS=xla/backends/gpu/runtime/nvshmem_permute_support
+support=absent
+if [ -f "$TREE/$RS.cc" ]; then
+  mkdir -p "$WORK/rs/hdr/${RS%/*}" && cp "$TREE/$RS.h" "$WORK/rs/hdr/$RS.h"
+  rs_ok=1
+  for src in "$TREE/$RS.cc" "$TREE/${RS}_test.cc"; do
+    g++ "${RT[@]:0:4}" "$WORK/rs/hdr" "${RT[@]:5}" -c "$src" -o "$WORK/rs/$(basename "$src").o" \
+      >>"$WORK/rs.log" 2>&1 || rs_ok=0
+  done
+  if [ $rs_ok = 1 ] && g++ "$WORK"/rs/*.o "$WORK/rt/hlo_hardware_independent_test_base.cc.o" \
+       "$WORK/rt/gmock-all.cc.o" -o "$WORK/rs/test" "$TF/libtensorflow_cc.so.2" \
+       "$TF/libtensorflow_framework.so.2" -Wl,-rpath,"$TF" -lgtest -lgtest_main -pthread \
+       >>"$WORK/rs.log" 2>&1 && timeout 300 "$WORK/rs/test" >"$WORK/rs_run.log" 2>&1; then
+    support="$(grep -c '^\[       OK \]' "$WORK/rs_run.log") tests of nvshmem_permute_support_test.cc pass"
+    echo "ok   nvshmem_permute_support: $support"
+  else
+    grep -h -m 20 -E 'error|Failure|FAILED|Expected|Which is' "$WORK/rs.log" "$WORK/rs_run.log" >&2
+    support=FAILS; step FAIL "nvshmem_permute_support_test"
+  fi
+fi
+
 status=OK; [ ${#failed[@]} -eq 0 ] || status=FAIL
 echo "check_patches_upstream: $status: pin ${PIN:0:8}, $N patches applied with git am;" \
   "$ok/${#CC[@]} added or changed .cc compile with $("$CXX" --version | head -1 | sed 's/ (.*//')" \
-  "-c -Werror (${compiled[*]}; gpu_compiler.cc not: needs the pin's LLVM), its registration" \
-  "$registration; protoc 31.1 wrote $(find "$GEN" -name '*.pb.h' | wc -l) .pb.h;" \
+  "-c -Werror (${compiled[*]}; not: ${skipped[*]}: need the pin's LLVM/MLIR), its registration" \
+  "$registration, the emitter's NVSHMEM choice $emitter; protoc 31.1 wrote $(find "$GEN" -name '*.pb.h' | wc -l) .pb.h;" \
   "clang-format 17.0.6 and buildifier clean unless listed; assigner: $assigner;" \
+  "runtime rules: $support;" \
   "$(wc -l < "$WORK/absent") absent blobs left out; $(( $(date +%s) - START )) s;" \
   "failed: ${#failed[@]}${failed[*]:+ (${failed[*]})}"
 [ "$status" = OK ]

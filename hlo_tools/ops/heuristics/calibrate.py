@@ -500,8 +500,8 @@ def run_calibration(csv_path, base_table_path=None, machine=None, date=None,
                                        holdout, holdout_csv, notes),
                       calibration)
   try:
-    table = selection.CostTable.parse(text, "calibrated table")
-  except ValueError as e:  # a bug here, not bad input; still one line
+    table = selection.parse_cost_table(text, "calibrated table")
+  except selection.SelectionError as e:  # a bug here, not bad input; still one line
     raise HeuristicsError(f"internal error, the written table does not parse: {e}") from None
   return Calibration(text, fits, table, calibration, held_out)
 
@@ -700,10 +700,7 @@ def default_block(table_text, source_name):
   `links` entries of nccl and nvshmem on NVLink and their sm_interference, in
   text format, as the core reads them. The provenance stays in the table's
   file (`source_name`), out of the upstream source."""
-  try:
-    table = selection.CostTable.parse(table_text, source_name)
-  except ValueError as e:
-    raise HeuristicsError(str(e)) from None
+  table = selection.parse_cost_table(table_text, source_name)
   entries = []
   for backend, link_class in DEFAULT_PAIRS:
     latency, bandwidth = table.link(backend, link_class)
