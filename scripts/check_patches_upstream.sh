@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks xla_patches/ against openxla/xla at the pin, as a reviewer would:
+# Checks xla_patches/xla-3cc8846c_jax-0.9.1/ against openxla/xla at the pin, as a reviewer would:
 #
 #   scripts/check_patches_upstream.sh [GIT_DIR]      (default: $XLA_PIN)
 #
@@ -90,9 +90,16 @@ git --git-dir="$GD" checkout-index -a --prefix="$TREE/" || die "could not export
 unset GIT_INDEX_FILE
 git -C "$TREE" init -q && git -C "$TREE" add -A && git -C "$TREE" commit -qm pin ||
   die "could not commit the pristine tree"
-PATCHES=("$ROOT"/xla_patches/[0-9][0-9][0-9][0-9]-*.patch)
+PATCHES=("$ROOT"/xla_patches/xla-3cc8846c_jax-0.9.1/[0-9][0-9][0-9][0-9]-*.patch)
 N=${#PATCHES[@]}
-if git -C "$TREE" am -q --whitespace=error-all "${PATCHES[@]}" >"$WORK/am.log" 2>&1; then
+# The first patch (the runtime's own rules) alone on the pristine tree.
+if git -C "$TREE" am -q --whitespace=error-all "${PATCHES[0]}" >"$WORK/am.log" 2>&1; then
+  step ok "git am ${PATCHES[0]##*/} alone on the pristine pin"
+else
+  cat "$WORK/am.log" >&2; step FAIL "git am of the first patch alone"
+  echo "check_patches_upstream: FAIL: ${PATCHES[0]##*/} does not apply alone to ${PIN:0:8}"; exit 1
+fi
+if [ "$N" = 1 ] || git -C "$TREE" am -q --whitespace=error-all "${PATCHES[@]:1}" >"$WORK/am.log" 2>&1; then
   step ok "git am --whitespace=error-all ($N patches)"
 else
   cat "$WORK/am.log" >&2; step FAIL "git am"
