@@ -27,6 +27,7 @@ from hlo_tools import cli_io
 from hlo_tools.programs import heuristics
 from hlo_tools.ops.heuristics import sweep
 from hlo_tools.errors import HeuristicsError
+from hlo_tools.model.topology import jax_topology
 
 # Buffer sizes per entry of heuristics.SAMPLE_SHAPES: latency-bound,
 # bandwidth-bound, a combined K/V pair, a shift. On 1x1x8 the second ring is
@@ -64,14 +65,12 @@ def _nvshmem_opt_path(given):
   return beside if os.path.exists(beside) else shutil.which("nvshmem-opt")
 
 
-def compile_module(spec, cases):
-  """HLO text entering async-collective-creator for the sample program."""
+def compile_module(topology, cases):
+  """HLO text entering async-collective-creator for the sample program, compiled for
+  the SxHxG of `topology` (the core's parse): NVLink domains and maps only matter to
+  the pass."""
   from hlo_tools.ops import dump  # jax only when actually compiling
-  # dump's deviceless targets take SxHxG; NVLink domains only matter to the pass.
-  base = spec.split(":", 1)[0]
-  n = 1
-  for d in base.split("x"):
-    n *= int(d)
+  base, n = jax_topology(topology), topology.num_devices
   source = {"kind": "function",
             "function": "hlo_tools.programs.heuristics:sample",
             "args": _program_args(cases, n), "out_spec": "cp"}
@@ -123,7 +122,7 @@ def compare(row, decision):
 def check_topology(spec, topology, table, cost_table_path, tool, work_dir):
   """[(case name, problems)] for one topology's sample."""
   cases = sample_cases(spec, topology)
-  hlo = compile_module(spec, cases)
+  hlo = compile_module(topology, cases)
   stem = os.path.join(work_dir, spec.replace(":", "_"))
   cli_io.write_atomic(stem + ".hlo", hlo)
   report = run_pass(tool, stem + ".hlo", spec, cost_table_path, stem + ".json")
