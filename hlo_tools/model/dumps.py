@@ -7,8 +7,9 @@ start is written.
 `hlo-tools dump` writes manifest.json beside the stage files. Its keys:
   source        what was compiled: {"kind": "ring" | "program" | "function" |
                 "xla_dump", ...}, as given (a "mesh" key holds --mesh's text)
-  target        where for: {"platform": "cuda", "topology": "SxHxG" (slices x
-                hosts x GPUs per host), "num_devices", "target_config"} for a
+  target        where for: {"platform": "cuda", "topology": the core's spec as
+                given (SxHxG, slices x hosts x GPUs per host, maybe with :nvlN,
+                :gpus_per_process=N, :map=...), "num_devices", "target_config"} for a
                 deviceless GPU compile, {"platform": "cpu", "num_devices"} for host
                 devices, null for an indexed --xla_dump_to directory. Readers take
                 the dump's topology from target.topology (absent: none known).
