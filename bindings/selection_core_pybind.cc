@@ -220,7 +220,8 @@ void BindDecide(py::module_& m) {
       "decide",
       [](const sel::Topology& topology, const sel::CostTable& table,
          int64_t bytes, const std::vector<std::pair<int, int>>& device_edges,
-         int team_size, int buffers) {
+         int team_size, int buffers,
+         const std::vector<std::string>& element_types, bool memcpy_local_p2p) {
         if (team_size < 0) throw py::value_error("team_size must be >= 0");
         if (buffers < 1) throw py::value_error("buffers must be >= 1");
         if (bytes < 0) throw py::value_error("bytes must be >= 0");
@@ -232,12 +233,15 @@ void BindDecide(py::module_& m) {
                 ") names a device outside topology " + topology.ToString());
           }
         }
-        return DecisionToDict(sel::Decide(
-            topology, table, {bytes, device_edges, team_size, buffers}));
+        return DecisionToDict(
+            sel::Decide(topology, table,
+                        {bytes, device_edges, team_size, buffers, element_types,
+                         memcpy_local_p2p}));
       },
       py::arg("topology"), py::arg("table"), py::arg("bytes"),
-      py::arg("device_edges"), py::arg("team_size") = 0,
-      py::arg("buffers") = 1);
+      py::arg("device_edges"), py::arg("team_size") = 0, py::arg("buffers") = 1,
+      py::arg("element_types") = std::vector<std::string>{},
+      py::arg("memcpy_local_p2p") = false);
 
   m.def(
       "team_devices",

@@ -11,7 +11,9 @@
 #include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -23,9 +25,10 @@
 namespace nvshmem_ext {
 namespace {
 
-using core::text_internal::kMaxDevices;
-using core::text_internal::ParseCount;
-using core::text_internal::Printable;
+constexpr int64_t kMaxDevices = 1 << 20;  // As the core's topology.
+
+constexpr const char* kLinkClassNames[kNumLinkClasses] = {
+    "same_device", "nvlink", "nvlink_domain", "network"};
 
 constexpr const char* kBackendNames[kNumBackends] = {"nccl", "nvshmem", "peer",
                                                      "symmetric"};
@@ -45,6 +48,41 @@ absl::Status SpecError(absl::string_view spec, absl::string_view message) {
 }
 
 }  // namespace
+
+std::string Printable(absl::string_view s) {
+  constexpr size_t kMaxEchoed = 256;
+  std::string out;
+  for (char c : s.substr(0, kMaxEchoed)) {
+    const unsigned char byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      absl::StrAppendFormat(&out, "\\x%02x", byte);
+    } else {
+      out += c;
+    }
+  }
+  if (s.size() > kMaxEchoed) out += "...";
+  return out;
+}
+
+std::optional<int64_t> ParseCount(absl::string_view s) {
+  int64_t value = 0;
+  if (s.empty() || !absl::c_all_of(s, absl::ascii_isdigit) ||
+      !absl::SimpleAtoi(s, &value)) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+const char* LinkClassName(LinkClass link_class) {
+  return kLinkClassNames[static_cast<int>(link_class)];
+}
+
+std::optional<LinkClass> LinkClassFromName(absl::string_view name) {
+  for (int i = 0; i < kNumLinkClasses; ++i) {
+    if (name == kLinkClassNames[i]) return static_cast<LinkClass>(i);
+  }
+  return std::nullopt;
+}
 
 absl::StatusOr<Topology> Topology::Create(int slices, int hosts_per_slice,
                                           int gpus_per_host,
@@ -116,10 +154,6 @@ std::string Topology::ToString() const {
   return spec;
 }
 
-const char* NvshmemTransportName(NvshmemTransport transport) {
-  return transport == NvshmemTransport::kIbgda ? "ibgda" : "ibrc";
-}
-
 const char* BackendName(Backend backend) {
   return kBackendNames[static_cast<int>(backend)];
 }
@@ -174,8 +208,8 @@ const LinkCost& CostTable::link(Backend b, LinkClass c) const {
                    : extra[ExtraIndex(b)].link(core::Backend::kNccl, c);
 }
 LinkCost& CostTable::link(Backend b, LinkClass c) {
-  return IsCore(b) ? core.link(CoreBackend(b), c)
-                   : extra[ExtraIndex(b)].link(core::Backend::kNccl, c);
+  core::CostTable& table = IsCore(b) ? core : extra[ExtraIndex(b)];
+  return table.links[IsCore(b) ? static_cast<int>(b) : 0][static_cast<int>(c)];
 }
 const std::vector<CurvePoint>& CostTable::curve(Backend b, LinkClass c) const {
   return IsCore(b) ? core.curve(CoreBackend(b), c)

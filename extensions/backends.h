@@ -3,8 +3,8 @@
 // 0.10.2, collectives_mode). The XLA patch knows NCCL and NVSHMEM only; the
 // tools (nvshmem-opt, the Python binding, the fuzzers) decide through this
 // layer, which adds these candidates to the core's one decision rule
-// (nvshmem_selection::Choose) and keeps the core's time model and NVSHMEM
-// rules.
+// (nvshmem_selection::Decide's margin) and keeps the core's time model and
+// NVSHMEM rules.
 //
 //   peer       every edge inside one host and one process (the topology's
 //              gpus_per_process): XLA copies into the target's buffer with
@@ -40,17 +40,24 @@ namespace core = ::xla::gpu::nvshmem_selection;
 // The core's names that this layer uses unchanged.
 using core::CurvePoint;
 using core::EdgeIdsToDevices;
-using core::kMaxCurvePoints;
 using core::kNumLinkClasses;
 using core::LinkClass;
-using core::LinkClassFromName;
-using core::LinkClassName;
 using core::LinkCost;
-using core::NvshmemNetworkCost;
-using core::NvshmemTransport;
 using core::PermuteRequest;
 using core::TeamDevices;
-using core::Verdict;
+
+// Points per (backend, link class) a table may give: bounds parsing.
+inline constexpr int kMaxCurvePoints = 4096;
+
+// User text in an error message: one line, cut short.
+std::string Printable(absl::string_view s);
+// Digits only, no sign or blanks, no overflow.
+std::optional<int64_t> ParseCount(absl::string_view s);
+
+// Names in cost tables and reports: same_device, nvlink, nvlink_domain,
+// network.
+const char* LinkClassName(LinkClass link_class);
+std::optional<LinkClass> LinkClassFromName(absl::string_view name);
 
 // The core's topology and which GPUs share a process (default: a host).
 class Topology : public core::Topology {
@@ -81,7 +88,6 @@ enum class Backend { kNccl = 0, kNvshmem = 1, kPeer = 2, kSymmetric = 3 };
 inline constexpr int kNumBackends = 4;
 
 const char* BackendName(Backend backend);
-const char* NvshmemTransportName(NvshmemTransport transport);
 std::optional<Backend> BackendFromName(absl::string_view name);
 
 // "nccl,nvshmem", "nccl,peer", "nccl,peer,symmetric": NCCL always, NVSHMEM
@@ -117,6 +123,9 @@ bool HasMeasuredCurve(const CostTable& table, Backend backend,
 
 enum class RefusalKind {
   kNotOffered,
+  kUnsupportedType,
+  kMemcpyLocalP2p,
+  kOutsideSharedMemory,
   kExceedsHeap,
   kEdgeOutsideTeam,
   kDeviceWithoutSource,
@@ -136,6 +145,7 @@ struct Refusal {
   int64_t limit = 0;
   int gpus_per_process = 0;
   std::vector<Backend> offered;
+  std::string type;  // kUnsupportedType.
 };
 
 std::string RefusalText(const Refusal& refusal);
@@ -148,6 +158,14 @@ std::optional<Refusal> NvshmemHang(
     const std::vector<std::pair<int, int>>& device_edges,
     const std::vector<int>& team);
 
+enum class Verdict {
+  kNoEdges,        // Nothing to move: NCCL.
+  kNoAlternative,  // No alternative allowed: NCCL.
+  kZeroCost,       // NCCL modeled at 0: NCCL.
+  kWithinMargin,   // The fastest alternative does not beat NCCL by the margin.
+  kAlternative,    // The fastest alternative wins.
+};
+
 struct Decision {
   Backend backend = Backend::kNccl;
   Verdict verdict = Verdict::kNoEdges;
@@ -159,7 +177,8 @@ struct Decision {
   std::string reason;  // One line.
 };
 
-// The core's Choose over NVSHMEM, peer and symmetric.
+// The core's rule over NVSHMEM, peer and symmetric: the fastest allowed
+// alternative when it beats NCCL by the margin (ties to the first).
 Decision Decide(const Topology& topology, const CostTable& table,
                 const PermuteRequest& request);
 

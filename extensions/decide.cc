@@ -51,6 +51,15 @@ Refusal FromCore(const core::Refusal& r) {
   switch (r.kind) {
     case core::RefusalKind::kExceedsHeap:
       break;
+    case core::RefusalKind::kUnsupportedType:
+      refusal.kind = RefusalKind::kUnsupportedType;
+      break;
+    case core::RefusalKind::kMemcpyLocalP2p:
+      refusal.kind = RefusalKind::kMemcpyLocalP2p;
+      break;
+    case core::RefusalKind::kOutsideSharedMemory:
+      refusal.kind = RefusalKind::kOutsideSharedMemory;
+      break;
     case core::RefusalKind::kEdgeOutsideTeam:
       refusal.kind = RefusalKind::kEdgeOutsideTeam;
       break;
@@ -66,6 +75,7 @@ Refusal FromCore(const core::Refusal& r) {
   refusal.devices = r.devices;
   refusal.bytes = r.bytes;
   refusal.limit = r.limit;
+  refusal.type = r.type;
   return refusal;
 }
 
@@ -132,6 +142,19 @@ std::string RefusalText(const Refusal& r) {
     case RefusalKind::kNotOffered:
       return absl::StrCat(refused, "not offered by the target XLA (backends ",
                           BackendSetToString(r.offered), ")");
+    case RefusalKind::kUnsupportedType:
+      return absl::StrCat(refused, "element type ", r.type,
+                          " is not one NVSHMEM puts (f64, f32, f16, bf16, s32, "
+                          "s64, u32, u64); XLA's NVSHMEM permute would fail");
+    case RefusalKind::kMemcpyLocalP2p:
+      return absl::StrCat(refused,
+                          "xla_gpu_use_memcpy_local_p2p is on, which XLA's "
+                          "NVSHMEM permute refuses");
+    case RefusalKind::kOutsideSharedMemory:
+      return absl::StrCat(
+          refused, r.count, of_total,
+          "leave their host; XLA's NVSHMEM permute waits for data only in a "
+          "barrier over NVSHMEM_TEAM_SHARED, one host's GPUs");
     case RefusalKind::kExceedsHeap:
       return absl::StrCat(refused, Bytes(r.bytes),
                           " exceeds the NVSHMEM symmetric heap (",
@@ -149,10 +172,10 @@ std::string RefusalText(const Refusal& r) {
       if (r.devices.size() > kListed) devices += ", ...";
       const bool one = r.count == 1;
       return absl::StrCat(
-          refused, r.count, " of ", r.total, " devices of the team (",
-          one ? "device " : "devices ", devices, ") ", one ? "has" : "have",
-          " no source; XLA's NVSHMEM permute would hang in its "
-          "barrier");
+          refused, r.count, " of ", r.total,
+          " devices of NVSHMEM_TEAM_SHARED (", one ? "device " : "devices ",
+          devices, ") ", one ? "has" : "have",
+          " no source; XLA's NVSHMEM permute would hang in its barrier");
     }
     case RefusalKind::kTeamOutsideTopology:
       return absl::StrCat(refused, "the program's ", r.count,
@@ -206,15 +229,9 @@ std::string ModelNote(const Topology& topology, const CostTable& table,
   return absl::StrCat("NCCL ", nccl, ", ", Title(other), " ", alt);
 }
 
-// Where the chosen backend's edges run.
-std::string WhereText(const CostTable& table, const Decision& decision) {
-  const int network =
-      decision.edges_by_class[static_cast<int>(LinkClass::kNetwork)];
-  if (decision.backend != Backend::kNvshmem) return " edges stay in one host";
-  if (network == 0) return " edges stay in an NVLink domain";
-  return absl::StrCat(" edges, ", network, " across the network (",
-                      NvshmemTransportName(table.core.nvshmem_transport), ")");
-}
+// Where the chosen backend's edges run: every backend but NCCL stays in a
+// host.
+std::string WhereText() { return " edges stay in one host"; }
 
 std::string DescribeDecision(const Topology& topology, const CostTable& table,
                              const PermuteRequest& request,
@@ -231,8 +248,8 @@ std::string DescribeDecision(const Topology& topology, const CostTable& table,
     const double us = decision.chosen_us;
     return absl::StrCat(
         Title(decision.backend), ": all ", request.device_edges.size(),
-        WhereText(table, decision), "; ", size, " in ", Us(us), " vs NCCL ",
-        Us(nccl_us), " (", GainText(nccl_us, us), " faster; ",
+        WhereText(), "; ", size, " in ", Us(us), " vs NCCL ", Us(nccl_us), " (",
+        GainText(nccl_us, us), " faster; ",
         ModelNote(topology, table, request, decision.backend), ")");
   }
   // NCCL kept: why each offered alternative is not taken.
@@ -261,36 +278,50 @@ Decision Decide(const Topology& topology, const CostTable& table,
   for (const auto& [src, dst] : request.device_edges) {
     ++decision.edges_by_class[static_cast<int>(topology.Classify(src, dst))];
   }
-  auto time_on = [&](Backend backend) -> core::EdgeTimeFn {
-    return [&table, &request, backend](LinkClass link_class) {
-      return EdgeTimeUs(table, backend, link_class, request.bytes,
-                        request.buffers);
-    };
+  auto time_on = [&](Backend backend) {
+    double worst = 0;
+    for (const auto& [src, dst] : request.device_edges) {
+      worst = std::max(worst,
+                       EdgeTimeUs(table, backend, topology.Classify(src, dst),
+                                  request.bytes, request.buffers));
+    }
+    return worst;
   };
-  // Candidates in backend order: ties go to the first, as they always did.
-  std::vector<core::Candidate> candidates;
-  if (!request.device_edges.empty()) {
-    for (int b = 1; b < kNumBackends; ++b) {
-      const Backend backend = static_cast<Backend>(b);
-      decision.refused[b] = CheckSafety(topology, table, request, backend);
-      candidates.push_back({time_on(backend), !decision.refused[b]});
+  if (request.device_edges.empty()) {
+    decision.backend_us[0] = 0;
+    decision.reason = DescribeDecision(topology, table, request, decision);
+    return decision;
+  }
+  const double nccl_us = time_on(Backend::kNccl);
+  decision.backend_us[0] = decision.chosen_us = nccl_us;
+  // Alternatives in backend order: ties go to the first.
+  for (int b = 1; b < kNumBackends; ++b) {
+    const Backend backend = static_cast<Backend>(b);
+    decision.refused[b] = CheckSafety(topology, table, request, backend);
+    if (decision.refused[b]) continue;
+    decision.backend_us[b] = time_on(backend);
+    if (!decision.fastest_alternative ||
+        *decision.backend_us[b] <
+            *decision
+                 .backend_us[static_cast<int>(*decision.fastest_alternative)]) {
+      decision.fastest_alternative = backend;
     }
   }
-  const core::Choice choice =
-      core::Choose(topology, request, time_on(Backend::kNccl), candidates,
-                   table.core.margin);
-  decision.verdict = choice.verdict;
-  decision.backend_us[0] = choice.nccl_us;
-  decision.chosen_us = choice.nccl_us;
-  for (size_t i = 0; i < choice.candidate_us.size(); ++i) {
-    decision.backend_us[i + 1] = choice.candidate_us[i];
-  }
-  if (choice.fastest) {
-    decision.fastest_alternative = static_cast<Backend>(*choice.fastest + 1);
-  }
-  if (choice.chosen) {
-    decision.backend = static_cast<Backend>(*choice.chosen + 1);
-    decision.chosen_us = *choice.candidate_us[*choice.chosen];
+  if (!decision.fastest_alternative) {
+    decision.verdict = Verdict::kNoAlternative;
+  } else if (!(nccl_us > 0)) {
+    decision.verdict = Verdict::kZeroCost;
+  } else {
+    const Backend best = *decision.fastest_alternative;
+    const double best_us = *decision.backend_us[static_cast<int>(best)];
+    // The core's rule (nvshmem_selection::Decide).
+    if (best_us <= nccl_us * (1.0 - table.core.margin)) {
+      decision.verdict = Verdict::kAlternative;
+      decision.backend = best;
+      decision.chosen_us = best_us;
+    } else {
+      decision.verdict = Verdict::kWithinMargin;
+    }
   }
   decision.reason = DescribeDecision(topology, table, request, decision);
   return decision;

@@ -145,7 +145,6 @@ absl::Status ApplyPart(const Proto& proto, const std::vector<Backend>& backends,
   part.clear_backends();
   part.clear_symmetric_signals();
   if (!core_part) {
-    part.clear_nvshmem_transport();
     part.clear_margin();
     part.clear_nvshmem_max_bytes();
   }
@@ -200,6 +199,102 @@ absl::Status Apply(const Proto& proto, CostTable* table,
   return status;
 }
 
+using tsl::protobuf::TextFormat;
+
+// Keeps the first syntax error and where it was (0-based).
+class FirstError : public tsl::protobuf::io::ErrorCollector {
+ public:
+  void RecordError(int line, tsl::protobuf::io::ColumnNumber column,
+                   absl::string_view message) override {
+    if (!message_.empty()) return;
+    line_ = line;
+    column_ = column;
+    message_ = std::string(message);
+  }
+  int line() const { return line_; }
+  int column() const { return column_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  int line_ = 0;
+  int column_ = 0;
+  std::string message_;
+};
+
+// The parser reports a bad value once it has read it, at the token after it,
+// which may be on a later line: the line of the token before (line, column).
+int LineOfTokenBefore(absl::string_view text, int line, int column) {
+  tsl::protobuf::io::ArrayInputStream input(text.data(),
+                                            static_cast<int>(text.size()));
+  FirstError ignored;
+  tsl::protobuf::io::Tokenizer tokenizer(&input, &ignored);
+  int before = line;
+  while (tokenizer.Next()) {
+    const tsl::protobuf::io::Tokenizer::Token& token = tokenizer.current();
+    if (std::make_pair(token.line, token.column) >=
+        std::make_pair(line, column))
+      break;
+    before = token.line;
+  }
+  return before;
+}
+
+bool IsAboutTheValueRead(absl::string_view message) {
+  return absl::StartsWith(message, "Unknown enumeration value") ||
+         absl::StartsWith(message, "Invalid value for boolean") ||
+         absl::StrContains(message, "out of range");
+}
+
+// Parses `text` into `message`, recording where each field was in
+// `locations`. A syntax error is InvalidArgument "<source>:<line>: ...".
+absl::Status ParseTextProto(absl::string_view text,
+                            absl::string_view source_name,
+                            tsl::protobuf::Message* message,
+                            TextFormat::ParseInfoTree* locations) {
+  FirstError errors;
+  TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  parser.WriteLocationsTo(locations);
+  if (!parser.ParseFromString(std::string(text), message)) {
+    int line = errors.line();
+    if (IsAboutTheValueRead(errors.message())) {
+      line = LineOfTokenBefore(text, line, errors.column());
+    }
+    // The parser quotes the offending token, which may hold any byte.
+    return absl::InvalidArgumentError(absl::StrCat(
+        source_name, ":", line + 1, ": ", Printable(errors.message())));
+  }
+  return absl::OkStatus();
+}
+
+// The 1-based line of `entry` in a message of type `descriptor` parsed with
+// `locations`, of its field that `error` starts with when it names one; 0
+// where unknown.
+int EntryLine(const TextFormat::ParseInfoTree& locations,
+              const tsl::protobuf::Descriptor& descriptor,
+              const core::CostTableEntry& entry, absl::string_view error) {
+  const tsl::protobuf::FieldDescriptor* field =
+      descriptor.FindFieldByNumber(entry.field_number);
+  if (field == nullptr) return 0;
+  const int index = field->is_repeated() ? std::max(entry.index, 0) : -1;
+  // The most precise place known: a point, else a field of the entry.
+  const tsl::protobuf::Descriptor* message = field->message_type();
+  const tsl::protobuf::FieldDescriptor* inner =
+      message == nullptr ? nullptr
+      : entry.point >= 0 ? message->FindFieldByName("points")
+                         : message->FindFieldByName(
+                               std::string(error.substr(0, error.find(' '))));
+  const TextFormat::ParseInfoTree* nested =
+      inner == nullptr ? nullptr : locations.GetTreeForNested(field, index);
+  if (nested != nullptr) {
+    const int line =
+        nested->GetLocation(inner, entry.point >= 0 ? entry.point : -1).line;
+    if (line >= 0) return line + 1;
+  }
+  const int line = locations.GetLocation(field, index).line;
+  return line >= 0 ? line + 1 : 0;
+}
+
 // The line of the first entry when it is in the line format that tables had
 // before they were text protos ("link nccl nvlink 6 450"); else nullopt.
 std::optional<int> LineFormatEntry(absl::string_view text) {
@@ -213,7 +308,6 @@ std::optional<int> LineFormatEntry(absl::string_view text) {
     constexpr absl::string_view kKeys[] = {"link",
                                            "point",
                                            "sm_interference",
-                                           "nvshmem_transport",
                                            "margin",
                                            "nvshmem_max_bytes",
                                            "backends",
@@ -231,8 +325,7 @@ absl::StatusOr<CostTable> ParseOnto(CostTable table, absl::string_view text,
                                     absl::string_view source) {
   Proto proto;
   tsl::protobuf::TextFormat::ParseInfoTree locations;
-  absl::Status status =
-      core::text_internal::ParseTextProto(text, source, &proto, &locations);
+  absl::Status status = ParseTextProto(text, source, &proto, &locations);
   if (!status.ok()) {
     std::optional<int> line = LineFormatEntry(text);
     if (!line) return status;
@@ -246,8 +339,8 @@ absl::StatusOr<CostTable> ParseOnto(CostTable table, absl::string_view text,
   if (!status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         source, ":",
-        core::text_internal::EntryLine(locations, *Proto::descriptor(), bad),
-        ": ", status.message()));
+        EntryLine(locations, *Proto::descriptor(), bad, status.message()), ": ",
+        status.message()));
   }
   return table;
 }
@@ -302,15 +395,14 @@ std::string CostTableToString(const CostTable& table) {
                       s->append(Proto::Backend_Name(ProtoBackend(backend)));
                     }),
       "]\nsymmetric_signals: ", table.symmetric_signals ? "true" : "false",
-      // Applied before the links: the network row printed below stays.
-      "\nnvshmem_transport: ",
-      CoreProto::NvshmemTransport_Name(table.core.nvshmem_transport ==
-                                               NvshmemTransport::kIbgda
-                                           ? CoreProto::IBGDA
-                                           : CoreProto::IBRC),
       "\n");
   for (int b = 0; b < kNumBackends; ++b) {
     for (int c = 0; c < kNumLinkClasses; ++c) {
+      // NVSHMEM has no network row: it runs only inside one host.
+      if (b == static_cast<int>(Backend::kNvshmem) &&
+          c == static_cast<int>(LinkClass::kNetwork)) {
+        continue;
+      }
       PrintLink(table, static_cast<Backend>(b), static_cast<LinkClass>(c),
                 &out);
     }

@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -147,11 +148,23 @@ std::optional<sel::CostTable> CheckTable(const std::string& text) {
 void CheckDecision(const sel::Topology& topology, const sel::CostTable& table,
                    const sel::PermuteRequest& request) {
   const sel::Decision decision = sel::Decide(topology, table, request);
-  if (decision.backend == sel::Backend::kNvshmem &&
-      sel::NvshmemHang(request.device_edges,
-                       sel::TeamDevices(topology, request.team_size))) {
-    Violation("NVSHMEM planned where a team member has no source: " +
-              decision.reason);
+  if (decision.backend == sel::Backend::kNvshmem) {
+    // NVSHMEM_TEAM_SHARED is a host's devices of the program: every edge
+    // inside a host, every device of a host an edge touches a target.
+    std::set<int> hosts, targets;
+    for (const auto& [src, dst] : request.device_edges) {
+      if (topology.HostOf(src) != topology.HostOf(dst)) {
+        Violation("NVSHMEM planned across hosts: " + decision.reason);
+      }
+      hosts.insert(topology.HostOf(src));
+      targets.insert(dst);
+    }
+    for (int device : sel::TeamDevices(topology, request.team_size)) {
+      if (hosts.count(topology.HostOf(device)) && !targets.count(device)) {
+        Violation("NVSHMEM planned where a team member has no source: " +
+                  decision.reason);
+      }
+    }
   }
   CheckOneLine(decision.reason, "decision reason");
   int counted = 0;

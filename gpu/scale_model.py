@@ -22,6 +22,20 @@ Columns: step_s = the modeled attention call time / number of GPUs (the mean
 ring step, as gpu/ring_e2e.py reports it); exposed_s = the part of step_s that
 is communication not hidden by compute.
 
+NVSHMEM runs only inside one host at the pinned XLA (openxla/xla 3cc8846c): its
+receiver waits for a put in nvshmemx_barrier_on_stream(NVSHMEM_TEAM_SHARED, ...)
+(xla/backends/gpu/collectives/nvshmem_communicator.cc:179), the PEs that share a
+memory domain, so a put from another host is not waited for; whether that team
+spans the hosts of an NVL72 domain is not established. Where the core refuses
+NVSHMEM (every ring here past 8 GPUs), the `nvshmem` mode runs NCCL, as a plan the
+pass emits would.
+
+Assumptions (not measured): the overlapped permute and attention do not slow each
+other (a step is max(compute, permute)); every cost-table row other than one
+host's NVLink (NCCL across InfiniBand and between the hosts of an NVLink domain) is
+the core's documented estimate; kernels and program overhead measured on one H200
+hold on every GPU of a larger machine; 8 GPUs per host.
+
 The 2-GPU check models the program the committed 2-GPU end-to-end runs measured
 (the previous ring: blocked kernel, jax's autodiff backward, K and V in two
 permutes of which one ran exposed) from its one-GPU program times
@@ -47,7 +61,7 @@ GPUS = (8, 16, 64, 72)
 SEQ_LENS = tuple(1024 * k for k in (32, 64, 128, 256, 512, 1024))
 # mode -> (jax version of the kernel table, backends XLA offers, forced backend or
 # None for the core's choice). Costs: the core's default table (measured NVLink
-# curves; network and NVLink-domain rows as the core documents them).
+# curves; NCCL's network and NVLink-domain rows as the core documents them).
 MODES = {
     "nccl": ("0.9.1", "nccl,nvshmem", "nccl"),
     "nvshmem": ("0.9.1", "nccl,nvshmem", "nvshmem"),
@@ -135,7 +149,7 @@ class Comm:
     if backend is None:
       return d["chosen_us"] * 1e-6, d["backend"]
     us = d["backend_us"].get(backend)
-    if us is None:  # refused (peer across hosts): XLA runs NCCL there
+    if us is None:  # refused (across hosts): the plan runs NCCL there
       return d["backend_us"]["nccl"] * 1e-6, "nccl"
     return us * 1e-6, backend
 

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "xla/hlo/ir/hlo_casting_utils.h"
 #include "xla/hlo/ir/hlo_computation.h"
 #include "xla/hlo/ir/hlo_instructions.h"
 #include "xla/hlo/ir/hlo_opcode.h"
@@ -60,20 +61,22 @@ std::string WhyLeftAlone(const xla::HloCollectivePermuteInstruction& cp) {
   return "wrapped in an async computation (newer XLA's async-start)";
 }
 
-OpRecord ToRecord(const Rewriter::PermuteDecision& d, sel::Decision decision) {
+// `rewritable`: whether the pass would write this permute's backend.
+OpRecord ToRecord(const xla::HloCollectivePermuteInstruction& permute,
+                  const sel::PermuteRequest& request, bool rewritable,
+                  sel::Decision decision) {
   OpRecord record;
   record.decision = std::move(decision);
-  record.computation = std::string(d.permute->parent()->name());
-  record.instruction = std::string(d.permute->name());
-  record.form = d.permute->opcode() == xla::HloOpcode::kCollectivePermute
-                    ? "sync"
-                    : "async";
-  record.bytes = d.request.bytes;
-  record.pairs = d.permute->source_target_pairs();
-  if (!d.rewritable) {
+  record.computation = std::string(permute.parent()->name());
+  record.instruction = std::string(permute.name());
+  record.form =
+      permute.opcode() == xla::HloOpcode::kCollectivePermute ? "sync" : "async";
+  record.bytes = request.bytes;
+  record.pairs = permute.source_target_pairs();
+  if (!rewritable) {
     record.skipped = true;
     record.decision.reason =
-        absl::StrCat("not rewritten: ", WhyLeftAlone(*d.permute),
+        absl::StrCat("not rewritten: ", WhyLeftAlone(permute),
                      "; model: ", record.decision.reason);
   }
   return record;
@@ -121,19 +124,28 @@ absl::StatusOr<bool> PlanningRewriter::RunImpl(
   records_.clear();
   TF_RETURN_IF_ERROR(status_);
   TF_ASSIGN_OR_RETURN(sel::Topology topology, TopologyFor(*module));
-  TF_ASSIGN_OR_RETURN(std::vector<Rewriter::PermuteDecision> decisions,
-                      pass_->Decide(*module, execution_threads));
   bool changed = false;
-  for (const Rewriter::PermuteDecision& d : decisions) {
-    OpRecord record = ToRecord(d, sel::Decide(topology, table_, d.request));
-    if (!record.skipped && !options_.decide_only) {
-      TF_ASSIGN_OR_RETURN(
-          bool written,
-          options_.write_backend(d.permute, record.decision.backend));
-      changed |= written;
+  // The permutes the pass visits, in its order, with its requests.
+  for (xla::HloComputation* computation :
+       module->MakeNonfusionComputations(execution_threads)) {
+    for (xla::HloInstruction* instr : computation->MakeInstructionPostOrder()) {
+      auto* permute = xla::DynCast<xla::HloCollectivePermuteInstruction>(instr);
+      if (permute == nullptr) continue;
+      TF_ASSIGN_OR_RETURN(sel::PermuteRequest request,
+                          Rewriter::RequestFor(*permute, topology));
+      const bool rewritable =
+          !permute->inplace() && !computation->IsAsyncComputation();
+      OpRecord record = ToRecord(*permute, request, rewritable,
+                                 sel::Decide(topology, table_, request));
+      if (!record.skipped && !options_.decide_only) {
+        TF_ASSIGN_OR_RETURN(
+            bool written,
+            options_.write_backend(permute, record.decision.backend));
+        changed |= written;
+      }
+      if (options_.annotate) changed |= Annotate(permute, record);
+      records_.push_back(std::move(record));
     }
-    if (options_.annotate) changed |= Annotate(d.permute, record);
-    records_.push_back(std::move(record));
   }
   return changed;
 }

@@ -1,25 +1,56 @@
 #!/usr/bin/env python3
-"""Copies the measured NVLink entries of a calibrated cost table into the
-selection core's default table (the generated block of
-nvshmem_cost_table.cc), with the table's provenance as comments.
+"""Checks, or rewrites, the measured NVLink curves of the selection core's default
+table (the kNvlinkUs array of nvshmem_cost_table.cc) against a calibrated table.
 
     scripts/embed_default_cost_table.py [TABLE] [--check]
 
 TABLE defaults to gpu/results/h200x2_nvlink_cost_table.txtpb (written by
-`hlo-tools heuristics calibrate`). --check changes nothing and exits 1 when the
-source's block differs from the table. Rebuild the core afterwards.
+`hlo-tools heuristics calibrate`); its NCCL and NVSHMEM NVLink points at 1, 2 and
+4 buffers and 1 KiB * 4^i bytes (i = 0..9) become the array's rows. --check changes
+nothing and exits 1 when the array differs. Rebuild the core afterwards.
 """
 import os
+import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from hlo_tools.ops.heuristics import calibrate  # noqa: E402  (after the path set-up)
-
 SOURCE = os.path.join(ROOT, "xla_src/xla/backends/gpu/transforms/collectives/"
                       "nvshmem_cost_table.cc")
 DEFAULT_TABLE = "gpu/results/h200x2_nvlink_cost_table.txtpb"
+BUFFERS = (1, 2, 4)
+SIZES = tuple(1024 << (2 * i) for i in range(10))
+ARRAY = re.compile(r"(constexpr double kNvlinkUs\[kNumBackends\]\[3\]\[kMeasuredSizes\] = )"
+                   r"\{.*?\};\n", re.S)
+
+
+def curves(text, name):
+  """[backend][buffers] -> the times at SIZES, from the table's NVLink entries."""
+  rows = []
+  for backend in ("NCCL", "NVSHMEM"):
+    entry = re.search(rf"links \{{\s*backend: {backend}\s*link_class: NVLINK\b(.*?)\n\}}",
+                      text, re.S)
+    if entry is None:
+      raise ValueError(f"{name}: no {backend} NVLINK entry")
+    points = {(int(b), int(n)): u for b, n, u in re.findall(
+        r"points \{ buffers: (\d+) bytes: (\d+) us: ([0-9.e+-]+) \}", entry.group(1))}
+    try:
+      rows.append([[points[(b, n)] for n in SIZES] for b in BUFFERS])
+    except KeyError as e:
+      raise ValueError(f"{name}: {backend} NVLINK has no point at {e.args[0]}") from None
+  return rows
+
+
+def render(rows):
+  """The array's initializer as clang-format lays it out."""
+  out = []
+  for b, backend in enumerate(rows):
+    for n, times in enumerate(backend):
+      head = ("{{" if n == 0 else " {") if b == 0 or n else "{{"
+      lines = [", ".join(times[:8]) + ",", ", ".join(times[8:])]
+      tail = "}" + ("}" if n == 2 else "") + ("};" if n == 2 and b == 1 else ",")
+      indent = "    " if n == 0 else "     "
+      out.append(f"{indent}{head}{lines[0]}\n      {lines[1]}{tail}")
+  return "{\n" + "\n".join(out) + "\n"
 
 
 def main(argv):
@@ -30,23 +61,31 @@ def main(argv):
     return 2
   table = args[0] if args else os.path.join(ROOT, DEFAULT_TABLE)
   try:
-    with open(table) as f:
-      text = f.read()
-    with open(SOURCE) as f:
+    with open(table, encoding="utf-8") as f:
+      rows = curves(f.read(), table)
+    with open(SOURCE, encoding="utf-8") as f:
       source = f.read()
   except OSError as e:
     print(f"embed_default_cost_table: {e.filename}: {e.strerror}", file=sys.stderr)
     return 2
-  name = os.path.relpath(os.path.abspath(table), ROOT)
-  updated = calibrate.replace_default_block(source, calibrate.default_block(text, name))
+  except ValueError as e:
+    print(f"embed_default_cost_table: {e}", file=sys.stderr)
+    return 2
+  found = ARRAY.search(source)
+  if found is None:
+    print(f"embed_default_cost_table: {SOURCE}: no kNvlinkUs array", file=sys.stderr)
+    return 2
+  have = [float(x) for x in re.findall(r"[0-9][0-9.e+-]*", found.group(0).split("= ", 1)[1])]
+  want = [float(u) for backend in rows for times in backend for u in times]
   if check:
-    if updated != source:
-      print(f"{SOURCE}: the default table's block differs from {name}", file=sys.stderr)
+    if have != want:
+      print(f"{SOURCE}: the default table's curves differ from {table}", file=sys.stderr)
       return 1
     return 0
-  if updated != source:
+  if have != want:
+    updated = source[:found.start()] + found.group(1) + render(rows) + source[found.end():]
     tmp = SOURCE + ".tmp"
-    with open(tmp, "w") as f:
+    with open(tmp, "w", encoding="utf-8") as f:
       f.write(updated)
     os.replace(tmp, SOURCE)
     print(f"updated {SOURCE}", file=sys.stderr)

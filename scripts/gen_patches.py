@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Makes the openxla/xla patch series in xla_patches/ with git.
+"""Makes the openxla/xla patch series for jax v0.9.1's XLA with git, in
+xla_patches/xla-3cc8846c_jax-0.9.1/ (SERIES below).
 
-    scripts/gen_patches.py [--xla GIT_DIR]             rewrite xla_patches/*.patch
+    scripts/gen_patches.py [--xla GIT_DIR]             rewrite SERIES/*.patch
     scripts/gen_patches.py --check [--xla GIT_DIR]     exit 1 if they are stale
     scripts/gen_patches.py --edit DIR [--xla GIT_DIR]  the series as commits in DIR
     scripts/gen_patches.py --from DIR [--xla GIT_DIR]  the series from DIR's commits
 
 GIT_DIR: a git directory holding openxla/xla's commit PIN (default $XLA_PIN).
-Sources: xla_src/, whose files each patch adds byte for byte (0001 also any new
-one); the committed patches for the rest (messages, authors, edits of
+Sources: xla_src/, whose files each patch adds byte for byte (a new one goes to
+the first patch adding files in its folder; one gone from xla_src/ leaves its
+patch); the committed patches for the rest (messages, authors, edits of
 upstream files): on the pin's files they change, `git am`, each commit amended
 to add its xla_src/ files, `git format-patch`. To change an upstream edit or a
 message: --edit DIR, change DIR's commits with git, --from DIR.
@@ -24,8 +26,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PATCH_DIR = ROOT / "xla_patches"
 PIN = "3cc8846c10052cc1c32c4db87866eac4e4cdbccd"
+PATCH_DIR = ROOT / "xla_patches" / f"xla-{PIN[:8]}_jax-0.9.1"
 AUTHOR = ("NVSHMEM ring-attention pass developers",
           "nvshmem-ring-pass@users.noreply.github.com")
 ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
@@ -70,25 +72,31 @@ def build(xla, patches, repo):
   git("add", "-A", cwd=repo)
   git("commit", "-q", "-m", f"openxla/xla {PIN[:8]}: the files the series changes", cwd=repo)
   git("tag", "pin", cwd=repo)
-  lead = int(patches[0].name.startswith("0000-"))  # a 0000 patch adds only its own files
-  owned = {p for j, q in enumerate(patches) if j != lead for p in created(q)}
-  for i, patch in enumerate(patches):  # each adds its xla_src/ files; the lead, new ones too
+  adds = [created(patch) for patch in patches]
+  for i, patch in enumerate(patches):  # each adds its xla_src/ files
     git("am", "-q", "--keep-non-patch", str(patch), cwd=repo)
-    mine = created(patch) if i != lead else [p for p in sources() if p not in owned]
-    for path in mine:
-      (repo / path).parent.mkdir(parents=True, exist_ok=True)
-      shutil.copyfile(ROOT / "xla_src" / path, repo / path)
+    for path in adds[i] + new_files(adds, i):
+      (repo / path).unlink(missing_ok=True)  # gone from xla_src/: not added
+      if (ROOT / "xla_src" / path).is_file():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / "xla_src" / path, repo / path)
     git("add", "-A", cwd=repo)
     git("commit", "-q", "--amend", "--no-edit", "--allow-empty", cwd=repo)
 
 
+def new_files(adds, i):
+  """xla_src/ files no patch adds that patch i takes: it adds the first of their folder."""
+  added = {p for a in adds for p in a}
+  folder = {os.path.dirname(p) for p in adds[i]}
+  first = lambda p: next((j for j, a in enumerate(adds)  # noqa: E731
+                          if any(os.path.dirname(q) == os.path.dirname(p) for q in a)), 0)
+  return [p for p in sources() if p not in added and first(p) == i and
+          (os.path.dirname(p) in folder or i == 0)]
+
+
 def format_patches(repo, out):
-  """A 0000 patch stands alone ([PATCH]); the others are numbered from 0001 ([PATCH i/N])."""
-  args, base = ["format-patch", "-q", "--zero-commit", "--no-signature", "-o", str(out)], "pin"
-  if committed_patches()[0].name.startswith("0000-"):
-    base = git("rev-list", "--reverse", "pin..HEAD", cwd=repo).split()[0]
-    git(*args, "--no-numbered", "--start-number=0", "-1", base, cwd=repo)
-  git(*args, f"{base}..HEAD", cwd=repo)
+  git("format-patch", "-q", "--zero-commit", "--no-signature", "-o", str(out), "pin..HEAD",
+      cwd=repo)
   return sorted(out.glob("*.patch"))
 
 

@@ -1,6 +1,6 @@
 """Building XLA with the series: WORKSPACE (Bazel) and scripts/build_jaxlib.sh.
 
-Offline, as in CI: WORKSPACE applies xla_patches/ in order to jax v0.9.1's
+Offline, as in CI: WORKSPACE applies the series (SERIES) in order to jax v0.9.1's
 XLA and completes XLA's set-up in jax's order; the docs name only @xla labels
 the series declares (or whose sources it changes); build_jaxlib.sh checks out
 jax from a local git repository, stops with one line when the series does not
@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from test_patches import (ALL, PATCHES, PIN_DIR, PKG, REPO, file_diffs, includes, needs_pin, run,
+from test_patches import (ALL, PATCHES, SERIES, PIN_DIR, PKG, REPO, file_diffs, includes, needs_pin, run,
                           series_targets)
 
 PIN = "3cc8846c10052cc1c32c4db87866eac4e4cdbccd"
 SCRIPT = REPO / "scripts" / "build_jaxlib.sh"
 OPTIONS = REPO / "scripts" / "upstream_checks" / "jax-v0.9.1_build_py_options.txt"
-DOCS = [REPO / "README.md", REPO / "xla_patches" / "README.md", REPO / "WORKSPACE",
+DOCS = [REPO / "README.md", SERIES / "README.md", REPO / "WORKSPACE",
         REPO / "docs" / "xla_pin_research.md", SCRIPT]
 JAX_MIRRORS = ["/work/.mirror/jax-ml+jax/repo"]
 JAX_DIR = next((p for p in JAX_MIRRORS if Path(p, "HEAD").is_file()), None)
@@ -90,7 +90,7 @@ def script_command():
 
 def test_workspace_applies_the_series_in_order():
   patches = ast.literal_eval(xla_archive()["patches"])
-  assert patches == [f"//xla_patches:{p.name}" for p in ALL]
+  assert patches == [f"//xla_patches/xla-3cc8846c_jax-0.9.1:{p.name}" for p in ALL]
   assert ast.literal_eval(xla_archive()["patch_args"]) == ["-p1"]
 
 

@@ -16,6 +16,7 @@ limitations under the License.
 #include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -23,6 +24,7 @@ limitations under the License.
 #include <vector>
 
 #include "absl/algorithm/container.h"
+#include "absl/strings/string_view.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
 
@@ -38,7 +40,7 @@ int PlacedDevices(const Topology& topology) {
              : static_cast<int>(topology.partition_to_device().size());
 }
 
-Refusal MakeRefusal(RefusalKind kind, int count, int total) {
+Refusal MakeRefusal(RefusalKind kind, int count = 0, int total = 0) {
   Refusal refusal;
   refusal.kind = kind;
   refusal.count = count;
@@ -46,7 +48,95 @@ Refusal MakeRefusal(RefusalKind kind, int count, int total) {
   return refusal;
 }
 
+// The devices of `program` in a host that an edge touches: the members of
+// the NVSHMEM_TEAM_SHARED teams whose barrier the permute enters.
+std::vector<int> TouchedTeams(const Topology& topology,
+                              const std::vector<std::pair<int, int>>& edges,
+                              const std::vector<int>& program) {
+  std::vector<int> hosts, team;
+  for (const auto& [src, dst] : edges) {
+    hosts.push_back(topology.HostOf(src));
+    hosts.push_back(topology.HostOf(dst));
+  }
+  absl::c_sort(hosts);
+  for (int device : program) {
+    if (absl::c_binary_search(hosts, topology.HostOf(device))) {
+      team.push_back(device);
+    }
+  }
+  return team;
+}
+
+// Time on the points [begin, end) of one buffer count, sorted by bytes:
+// log-log interpolation inside, the row's bandwidth from the end points out.
+double CurveTimeUs(const CurvePoint* begin, const CurvePoint* end,
+                   int64_t bytes, double bandwidth_gbps) {
+  const CurvePoint& first = *begin;
+  const CurvePoint& last = *(end - 1);
+  if (bytes <= first.bytes) {
+    return std::max(first.us - static_cast<double>(first.bytes - bytes) /
+                                   (bandwidth_gbps * 1e3),
+                    0.0);
+  }
+  if (bytes >= last.bytes) {
+    return last.us +
+           static_cast<double>(bytes - last.bytes) / (bandwidth_gbps * 1e3);
+  }
+  const CurvePoint* upper = std::lower_bound(
+      begin, end, bytes,
+      [](const CurvePoint& p, int64_t b) { return p.bytes < b; });
+  if (upper->bytes == bytes) return upper->us;  // Exact at the points.
+  const CurvePoint& lower = *(upper - 1);
+  const double x = std::log(static_cast<double>(bytes));
+  const double x0 = std::log(static_cast<double>(lower.bytes));
+  const double x1 = std::log(static_cast<double>(upper->bytes));
+  const double f = (x - x0) / (x1 - x0);
+  return std::exp(std::log(lower.us) +
+                  f * (std::log(upper->us) - std::log(lower.us)));
+}
+
+// The measured curve at `buffers`: the curve of that count, a linear blend of
+// the two measured counts around it, or per_buffer per buffer beyond them.
+double MeasuredTimeUs(const std::vector<CurvePoint>& curve,
+                      const LinkCost& cost, int64_t bytes, int buffers) {
+  // Runs of one buffer count, in increasing count.
+  std::vector<std::pair<const CurvePoint*, const CurvePoint*>> runs;
+  const CurvePoint* data = curve.data();
+  for (size_t i = 0; i < curve.size();) {
+    size_t j = i;
+    while (j < curve.size() && curve[j].buffers == curve[i].buffers) ++j;
+    runs.emplace_back(data + i, data + j);
+    i = j;
+  }
+  auto time = [&](size_t run) {
+    return CurveTimeUs(runs[run].first, runs[run].second, bytes,
+                       cost.bandwidth_gbps);
+  };
+  auto count = [&](size_t run) { return runs[run].first->buffers; };
+  if (buffers <= count(0)) {
+    return std::max(time(0) - (count(0) - buffers) * cost.per_buffer_us, 0.0);
+  }
+  const size_t top = runs.size() - 1;
+  if (buffers >= count(top)) {
+    return time(top) + (buffers - count(top)) * cost.per_buffer_us;
+  }
+  size_t hi = 1;
+  while (count(hi) < buffers) ++hi;
+  if (count(hi) == buffers) return time(hi);
+  const double f = static_cast<double>(buffers - count(hi - 1)) /
+                   (count(hi) - count(hi - 1));
+  const double low = time(hi - 1), high = time(hi);
+  // Equal ends (infinite ones included) need no blend, and inf - inf is NaN.
+  return low == high ? low : low + f * (high - low);
+}
+
 }  // namespace
+
+bool NvshmemPutsType(absl::string_view type) {
+  constexpr absl::string_view kPut[] = {"f64", "f32", "f16", "bf16",
+                                        "s32", "s64", "u32", "u64"};
+  return absl::c_linear_search(kPut, type);
+}
 
 std::vector<int> TeamDevices(const Topology& topology, int team_size) {
   std::vector<int> team;
@@ -55,8 +145,7 @@ std::vector<int> TeamDevices(const Topology& topology, int team_size) {
     for (int d = 0; d < topology.num_devices(); ++d) team.push_back(d);
     return team;
   }
-  const int size = std::min(team_size, PlacedDevices(topology));
-  for (int i = 0; i < size; ++i) {
+  for (int i = 0; i < std::min(team_size, PlacedDevices(topology)); ++i) {
     if (std::optional<int> device = topology.MapLogicalDevice(i)) {
       team.push_back(*device);
     }
@@ -67,9 +156,8 @@ std::vector<int> TeamDevices(const Topology& topology, int team_size) {
 std::optional<Refusal> NvshmemHang(
     const std::vector<std::pair<int, int>>& device_edges,
     const std::vector<int>& team) {
-  std::vector<int> members = team;
+  std::vector<int> members = team, targets;
   absl::c_sort(members);
-  std::vector<int> targets;
   for (const auto& [src, dst] : device_edges) {
     for (int device : {src, dst}) {
       if (!absl::c_binary_search(members, device)) {
@@ -97,8 +185,25 @@ std::optional<Refusal> NvshmemHang(
 std::optional<Refusal> CheckNvshmem(const Topology& topology,
                                     const CostTable& table,
                                     const PermuteRequest& request) {
+  for (const std::string& type : request.element_types) {
+    if (NvshmemPutsType(type)) continue;
+    Refusal refusal = MakeRefusal(RefusalKind::kUnsupportedType);
+    refusal.type = type;
+    return refusal;
+  }
+  if (request.memcpy_local_p2p) {
+    return MakeRefusal(RefusalKind::kMemcpyLocalP2p);
+  }
+  const auto& edges = request.device_edges;
+  const int off_host = static_cast<int>(absl::c_count_if(edges, [&](auto e) {
+    return topology.HostOf(e.first) != topology.HostOf(e.second);
+  }));
+  if (off_host > 0) {
+    return MakeRefusal(RefusalKind::kOutsideSharedMemory, off_host,
+                       static_cast<int>(edges.size()));
+  }
   if (request.bytes > table.nvshmem_max_bytes) {
-    Refusal refusal = MakeRefusal(RefusalKind::kExceedsHeap, 0, 0);
+    Refusal refusal = MakeRefusal(RefusalKind::kExceedsHeap);
     refusal.bytes = request.bytes;
     refusal.limit = table.nvshmem_max_bytes;
     return refusal;
@@ -107,62 +212,52 @@ std::optional<Refusal> CheckNvshmem(const Topology& topology,
     return MakeRefusal(RefusalKind::kTeamOutsideTopology, request.team_size,
                        PlacedDevices(topology));
   }
-  return NvshmemHang(request.device_edges,
-                     TeamDevices(topology, request.team_size));
+  const std::vector<int> program = TeamDevices(topology, request.team_size);
+  return NvshmemHang(edges, TouchedTeams(topology, edges, program));
 }
 
-double PermuteTimeUs(const Topology& topology, const PermuteRequest& request,
-                     const EdgeTimeFn& edge_us) {
+double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
+                  int64_t bytes, int buffers) {
+  const LinkCost& cost = table.link(backend, link_class);
+  // GB/s = 1e3 bytes per microsecond.
+  const double transfer_us =
+      static_cast<double>(bytes) / (cost.bandwidth_gbps * 1e3);
+  const std::vector<CurvePoint>& curve = table.curve(backend, link_class);
+  const double permute_us =
+      curve.empty()
+          ? cost.latency_us + std::max(buffers - 1, 0) * cost.per_buffer_us +
+                transfer_us
+          : MeasuredTimeUs(curve, cost, bytes, buffers);
+  const double interference = table.sm_interference[static_cast<int>(backend)];
+  // No interference adds nothing, even to an infinite transfer.
+  return interference == 0 ? permute_us
+                           : permute_us + transfer_us * interference;
+}
+
+double PermuteTimeUs(const Topology& topology, const CostTable& table,
+                     Backend backend, const PermuteRequest& request) {
   double worst = 0;
   for (const auto& [src, dst] : request.device_edges) {
-    worst = std::max(worst, edge_us(topology.Classify(src, dst)));
+    worst =
+        std::max(worst, EdgeTimeUs(table, backend, topology.Classify(src, dst),
+                                   request.bytes, request.buffers));
   }
   return worst;
-}
-
-Choice Choose(const Topology& topology, const PermuteRequest& request,
-              const EdgeTimeFn& nccl_edge_us,
-              const std::vector<Candidate>& candidates, double margin) {
-  Choice choice;
-  choice.candidate_us.resize(candidates.size());
-  if (request.device_edges.empty()) return choice;
-  choice.nccl_us = PermuteTimeUs(topology, request, nccl_edge_us);
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    if (!candidates[i].allowed) continue;
-    const double us = PermuteTimeUs(topology, request, candidates[i].edge_us);
-    choice.candidate_us[i] = us;
-    if (!choice.fastest || us < *choice.candidate_us[*choice.fastest]) {
-      choice.fastest = i;
-    }
-  }
-  if (!choice.fastest) {
-    choice.verdict = Verdict::kNoAlternative;
-  } else if (!(choice.nccl_us > 0)) {
-    choice.verdict = Verdict::kZeroCost;
-  } else if (*choice.candidate_us[*choice.fastest] >
-             choice.nccl_us * (1.0 - margin)) {
-    choice.verdict = Verdict::kWithinMargin;
-  } else {
-    choice.verdict = Verdict::kAlternative;
-    choice.chosen = choice.fastest;
-  }
-  return choice;
 }
 
 Decision Decide(const Topology& topology, const CostTable& table,
                 const PermuteRequest& request) {
   Decision decision;
-  auto time_on = [&](Backend backend) -> EdgeTimeFn {
-    return [&table, &request, backend](LinkClass link_class) {
-      return EdgeTimeUs(table, backend, link_class, request.bytes,
-                        request.buffers);
-    };
-  };
-  decision.nvshmem_refusal = CheckNvshmem(topology, table, request);
-  decision.choice = Choose(
-      topology, request, time_on(Backend::kNccl),
-      {{time_on(Backend::kNvshmem), !decision.nvshmem_refusal}}, table.margin);
-  if (decision.choice.chosen) decision.backend = Backend::kNvshmem;
+  if (request.device_edges.empty()) return decision;
+  decision.nccl_us = PermuteTimeUs(topology, table, Backend::kNccl, request);
+  decision.refusal = CheckNvshmem(topology, table, request);
+  if (decision.refusal) return decision;
+  decision.nvshmem_us =
+      PermuteTimeUs(topology, table, Backend::kNvshmem, request);
+  if (decision.nccl_us > 0 &&
+      *decision.nvshmem_us <= decision.nccl_us * (1.0 - table.margin)) {
+    decision.backend = Backend::kNvshmem;
+  }
   return decision;
 }
 

@@ -16,25 +16,32 @@ limitations under the License.
 #ifndef XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_BACKEND_SELECTION_H_
 #define XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_BACKEND_SELECTION_H_
 
-// Backend selection for collective-permutes. A backend's time for a permute
-// is its slowest edge (all edges move at once); a permute runs whole on one
-// backend. An alternative to NCCL is chosen when its rules allow the permute
-// and it beats NCCL by the table's margin.
+// Backend selection for one collective-permute: NVSHMEM when its runtime can
+// run the permute and is modeled faster than NCCL by the table's margin. A
+// backend's time is its slowest edge (all edges move at once).
 //
-// NVSHMEM's rules: the message fits the symmetric heap, and every device of
-// the team receives. XLA's NVSHMEM permute ends each buffer with a barrier
-// over the world team (every device of the program) that only receiving
-// devices call, so a device without a source leaves the others waiting. The
-// team is PermuteRequest::team_size logical devices; 0 (unknown) means the
-// whole topology, which can only refuse more than the real team.
+// What XLA's NVSHMEM runtime can run (backends/gpu/collectives/
+// nvshmem_communicator.cc and backends/gpu/runtime/
+// nvshmem_collective_permute_thunk.cc):
+//  * element types F64, F32, F16, BF16, S32, S64, U32 and U64: the only ones
+//    NvshmemCommunicator::P2P puts ("Invalid NVSHMEM send type" otherwise);
+//  * xla_gpu_use_memcpy_local_p2p off: the thunk's Initialize refuses it;
+//  * every edge inside one host: a receiver waits for its data in
+//    nvshmemx_barrier_on_stream(NVSHMEM_TEAM_SHARED), the PEs that share a
+//    memory domain, so a put from another host is not waited for. Whether
+//    NVSHMEM_TEAM_SHARED spans a multi-node NVLink domain is not established,
+//    so edges between hosts of one NVLink domain are refused too;
+//  * a source for every device of each NVSHMEM_TEAM_SHARED team the permute
+//    touches: only receiving devices enter that barrier;
+//  * the message fits the symmetric heap.
 
-#include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
 
@@ -45,32 +52,40 @@ namespace nvshmem_selection {
 struct PermuteRequest {
   int64_t bytes = 0;  // From each source, all operands together.
   std::vector<std::pair<int, int>> device_edges;  // (source, target).
-  int team_size = 0;  // Devices of the program; 0: unknown.
+  int team_size = 0;  // Devices of the program; 0: unknown (the topology).
   int buffers = 1;    // Operands.
+  std::vector<std::string> element_types;  // Of each buffer, as in HLO: "f32".
+  bool memcpy_local_p2p = false;           // xla_gpu_use_memcpy_local_p2p.
 };
 
 enum class RefusalKind {
-  kExceedsHeap,
-  kEdgeOutsideTeam,      // An edge names a device outside the team.
-  kDeviceWithoutSource,  // A team member receives nothing.
+  kUnsupportedType,      // `type` is not put by NVSHMEM.
+  kMemcpyLocalP2p,       // The flag is on.
+  kOutsideSharedMemory,  // `count` edges leave their host.
+  kExceedsHeap,          // `bytes` above `limit`.
+  kEdgeOutsideTeam,      // Edge devices[0..1] names devices[2], not a member.
+  kDeviceWithoutSource,  // `devices` of the team receive nothing.
   kTeamOutsideTopology,  // The program has more devices than are placed.
 };
 
 struct Refusal {
   RefusalKind kind = RefusalKind::kExceedsHeap;
-  int count = 0;  // Devices concerned.
-  int total = 0;  // Devices of the team (or placed).
-  // kDeviceWithoutSource: those devices; kEdgeOutsideTeam: source, target
-  // and the device outside the team.
+  int count = 0;  // Devices or edges concerned.
+  int total = 0;  // Devices of the team, or edges.
   std::vector<int> devices;
-  int64_t bytes = 0;  // kExceedsHeap: the message and the heap.
+  int64_t bytes = 0;
   int64_t limit = 0;
+  std::string type;
 };
 
-// Physical devices of a team of `team_size` logical devices.
+// Whether NVSHMEM puts buffers of this HLO element type ("bf16").
+bool NvshmemPutsType(absl::string_view type);
+
+// Physical devices of a program of `team_size` logical devices.
 std::vector<int> TeamDevices(const Topology& topology, int team_size);
 
-// Why NVSHMEM over `device_edges` would hang with `team`, or nullopt.
+// Why NVSHMEM over `device_edges` would hang with the members of `team`, or
+// nullopt.
 std::optional<Refusal> NvshmemHang(
     const std::vector<std::pair<int, int>>& device_edges,
     const std::vector<int>& team);
@@ -80,44 +95,27 @@ std::optional<Refusal> CheckNvshmem(const Topology& topology,
                                     const CostTable& table,
                                     const PermuteRequest& request);
 
-// The time of one edge of the request's link class on some backend.
-using EdgeTimeFn = std::function<double(LinkClass)>;
+// The slowest edge of the request on `backend`.
+double PermuteTimeUs(const Topology& topology, const CostTable& table,
+                     Backend backend, const PermuteRequest& request);
 
-// A backend weighed against NCCL.
-struct Candidate {
-  EdgeTimeFn edge_us;
-  bool allowed = false;  // Whether its rules allow the permute.
-};
+// Time of one edge of a permute of B = `buffers` buffers moving `bytes`:
+//     permute(backend, class, B, bytes)
+//       + bytes / bandwidth * sm_interference(backend)
+// where permute() is the measured curve when the table has points for
+// (backend, class), else latency + (B - 1) * per_buffer + bytes / bandwidth.
+// A curve interpolates log(time) over log(bytes) between the points of one
+// buffer count, continues at the row's bandwidth beyond them, blends two
+// measured buffer counts linearly, and adds per_buffer per buffer outside
+// them: XLA-level costs are not linear in B or bytes.
+double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
+                  int64_t bytes, int buffers = 1);
 
-enum class Verdict {
-  kNoEdges,        // Nothing to move: NCCL.
-  kNoAlternative,  // No candidate allowed: NCCL.
-  kZeroCost,       // NCCL modeled at 0: NCCL.
-  kWithinMargin,   // The fastest candidate does not beat NCCL by the margin.
-  kAlternative,    // The fastest candidate wins.
-};
-
-struct Choice {
-  Verdict verdict = Verdict::kNoEdges;
-  std::optional<size_t> chosen;   // Index of the chosen candidate; none: NCCL.
-  std::optional<size_t> fastest;  // Fastest allowed candidate.
-  double nccl_us = 0;
-  std::vector<std::optional<double>> candidate_us;  // Allowed ones only.
-};
-
-// The slowest edge of the request.
-double PermuteTimeUs(const Topology& topology, const PermuteRequest& request,
-                     const EdgeTimeFn& edge_us);
-
-Choice Choose(const Topology& topology, const PermuteRequest& request,
-              const EdgeTimeFn& nccl_edge_us,
-              const std::vector<Candidate>& candidates, double margin);
-
-// The pass's choice between NCCL and NVSHMEM.
 struct Decision {
   Backend backend = Backend::kNccl;
-  Choice choice;  // Candidate 0 is NVSHMEM.
-  std::optional<Refusal> nvshmem_refusal;
+  double nccl_us = 0;
+  std::optional<double> nvshmem_us;  // When NVSHMEM may run it.
+  std::optional<Refusal> refusal;    // When it may not.
 };
 Decision Decide(const Topology& topology, const CostTable& table,
                 const PermuteRequest& request);

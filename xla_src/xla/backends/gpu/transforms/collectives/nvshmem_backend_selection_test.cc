@@ -15,12 +15,16 @@ limitations under the License.
 
 #include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
 
+#include <cmath>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
 
@@ -41,25 +45,146 @@ std::vector<std::pair<int, int>> Ring(int n) {
   return edges;
 }
 
+CostTable TableWith(const std::string& text) {
+  absl::StatusOr<CostTable> table = ParseCostTable(text, "t");
+  EXPECT_TRUE(table.ok()) << table.status();
+  return table.value_or(DefaultCostTable());
+}
+
+// NVSHMEM on NVLink measured at 1 and 4 buffers; the link row extrapolates.
+constexpr char kCurveTable[] = R"table(
+  links {
+    backend: NVSHMEM
+    link_class: NVLINK
+    latency_us: 99
+    bandwidth_gbps: 400
+    per_buffer_us: 10
+    points { buffers: 1 bytes: 1024 us: 20 }
+    points { buffers: 1 bytes: 1048576 us: 30 }
+    points { buffers: 1 bytes: 67108864 us: 200 }
+    points { buffers: 4 bytes: 67108864 us: 260 }  # Sorted on read.
+    points { buffers: 4 bytes: 1024 us: 50 }
+    points { buffers: 4 bytes: 1048576 us: 60 }
+  }
+  sm_interference { backend: NVSHMEM fraction: 0 }
+)table";
+
+double NvshmemNvlinkUs(const CostTable& table, int64_t bytes, int buffers) {
+  return EdgeTimeUs(table, Backend::kNvshmem, LinkClass::kIntraHostNvlink,
+                    bytes, buffers);
+}
+
+TEST(MeasuredCurveTest, ExactAtThePointsAndLogLogBetween) {
+  CostTable table = TableWith(kCurveTable);
+  EXPECT_EQ(NvshmemNvlinkUs(table, 1024, 1), 20);
+  EXPECT_EQ(NvshmemNvlinkUs(table, 67108864, 4), 260);
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 32768, 1), std::sqrt(20.0 * 30.0), 1e-9);
+}
+
+TEST(MeasuredCurveTest, ExtrapolatesWithTheRowsBandwidth) {
+  CostTable table = TableWith(kCurveTable);
+  // 400 GB/s = 400000 bytes/us beyond the last point.
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 67108864 + 400000000, 1), 1200, 1e-9);
+  EXPECT_GE(NvshmemNvlinkUs(table, 0, 1), 0);
+}
+
+TEST(MeasuredCurveTest, BlendsBetweenBufferCountsAndAddsPerBufferBeyond) {
+  CostTable table = TableWith(kCurveTable);
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 1024, 2), 20 + (50 - 20) / 3.0, 1e-9);
+  EXPECT_NEAR(NvshmemNvlinkUs(table, 1024, 6), 70, 1e-9);  // + 2 x 10 us.
+}
+
+TEST(MeasuredCurveTest, AnEntryWithoutPointsDropsTheInheritedCurve) {
+  CostTable parametric = TableWith(
+      "links { backend: NVSHMEM link_class: NVLINK latency_us: 5 "
+      "bandwidth_gbps: 450 per_buffer_us: 1 }");
+  EXPECT_TRUE(
+      parametric.curve(Backend::kNvshmem, LinkClass::kIntraHostNvlink).empty());
+  EXPECT_NEAR(EdgeTimeUs(parametric, Backend::kNvshmem,
+                         LinkClass::kIntraHostNvlink, 450000, 3),
+              5 + 2 + 1, 1e-9);
+}
+
 TEST(DecideTest, OneHostRingGoesToNvshmem) {
   Decision d =
       Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(8), 8});
   EXPECT_EQ(d.backend, Backend::kNvshmem);
-  EXPECT_EQ(d.choice.verdict, Verdict::kAlternative);
-  EXPECT_LT(*d.choice.candidate_us[0], d.choice.nccl_us);
+  EXPECT_LT(*d.nvshmem_us, d.nccl_us);
 }
 
 TEST(DecideTest, SmallMessagesStayOnNccl) {
   Decision d =
       Decide(MustParse("1x1x8"), DefaultCostTable(), {1024, Ring(8), 8});
   EXPECT_EQ(d.backend, Backend::kNccl);
-  EXPECT_EQ(d.choice.verdict, Verdict::kWithinMargin);
+  EXPECT_FALSE(d.refusal.has_value());
 }
 
 TEST(DecideTest, EmptyPermuteMovesNothing) {
   Decision d = Decide(MustParse("1x1x8"), DefaultCostTable(), {1024, {}, 8});
   EXPECT_EQ(d.backend, Backend::kNccl);
-  EXPECT_EQ(d.choice.verdict, Verdict::kNoEdges);
+  EXPECT_EQ(d.nccl_us, 0);
+}
+
+TEST(DecideTest, NvshmemMustBeatTheMargin) {
+  for (const auto& [latency, backend] :
+       std::vector<std::pair<const char*, Backend>>{
+           {"96", Backend::kNccl}, {"94", Backend::kNvshmem}}) {
+    absl::StatusOr<CostTable> table = ParseCostTable(
+        absl::StrCat("links { backend: NCCL link_class: NVLINK latency_us: 100 "
+                     "bandwidth_gbps: 1e9 }\n"
+                     "links { backend: NVSHMEM link_class: NVLINK latency_us: ",
+                     latency, " bandwidth_gbps: 1e9 }"),
+        "t");
+    ASSERT_TRUE(table.ok()) << table.status();
+    EXPECT_EQ(Decide(MustParse("1x1x2"), *table, {1024, Ring(2), 2}).backend,
+              backend)
+        << latency;
+  }
+}
+
+TEST(RuntimeRulesTest, OnlyTypesNvshmemPuts) {
+  for (const char* type :
+       {"f64", "f32", "f16", "bf16", "s32", "s64", "u32", "u64"}) {
+    EXPECT_TRUE(NvshmemPutsType(type)) << type;
+  }
+  for (const char* type :
+       {"pred", "s8", "u8", "s16", "u16", "f8e4m3fn", "f8e5m2", "c64", "s4"}) {
+    EXPECT_FALSE(NvshmemPutsType(type)) << type;
+  }
+  PermuteRequest request{32 << 20, Ring(8), 8, 2};
+  request.element_types = {"bf16", "f8e4m3fn"};  // One buffer is enough.
+  Decision d = Decide(MustParse("1x1x8"), DefaultCostTable(), request);
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  ASSERT_TRUE(d.refusal.has_value());
+  EXPECT_EQ(d.refusal->kind, RefusalKind::kUnsupportedType);
+  EXPECT_EQ(d.refusal->type, "f8e4m3fn");
+}
+
+TEST(RuntimeRulesTest, MemcpyLocalP2pRefusesNvshmem) {
+  PermuteRequest request{32 << 20, Ring(8), 8};
+  request.memcpy_local_p2p = true;
+  std::optional<Refusal> refusal =
+      CheckNvshmem(MustParse("1x1x8"), DefaultCostTable(), request);
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_EQ(refusal->kind, RefusalKind::kMemcpyLocalP2p);
+}
+
+TEST(RuntimeRulesTest, EveryEdgeInsideOneHost) {
+  // NVSHMEM_TEAM_SHARED is a host's PEs; it is not known to span an NVLink
+  // domain of several hosts, so both refuse.
+  for (const char* spec : {"1x2x4", "1x2x4:nvl8", "2x1x4"}) {
+    std::optional<Refusal> refusal =
+        CheckNvshmem(MustParse(spec), DefaultCostTable(), {1024, Ring(8), 8});
+    ASSERT_TRUE(refusal.has_value()) << spec;
+    EXPECT_EQ(refusal->kind, RefusalKind::kOutsideSharedMemory);
+    EXPECT_EQ(refusal->count, 2);
+    EXPECT_EQ(refusal->total, 8);
+  }
+  // Huge tables cannot change it: the rule is not a cost.
+  EXPECT_EQ(Decide(MustParse("1x2x4"), DefaultCostTable(),
+                   {int64_t{1} << 29, Ring(8), 8})
+                .backend,
+            Backend::kNccl);
 }
 
 TEST(DeadlockFreeTest, DeviceWithoutSourceRefusesNvshmem) {
@@ -69,14 +194,13 @@ TEST(DeadlockFreeTest, DeviceWithoutSourceRefusesNvshmem) {
   Decision d =
       Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, shift, 8});
   EXPECT_EQ(d.backend, Backend::kNccl);
-  EXPECT_EQ(d.choice.verdict, Verdict::kNoAlternative);
-  ASSERT_TRUE(d.nvshmem_refusal.has_value());
-  EXPECT_EQ(d.nvshmem_refusal->kind, RefusalKind::kDeviceWithoutSource);
-  EXPECT_EQ(d.nvshmem_refusal->devices, std::vector<int>{0});
+  ASSERT_TRUE(d.refusal.has_value());
+  EXPECT_EQ(d.refusal->kind, RefusalKind::kDeviceWithoutSource);
+  EXPECT_EQ(d.refusal->devices, std::vector<int>{0});
 }
 
-TEST(DeadlockFreeTest, TheTeamIsTheWholeProgram) {
-  // A ring over half the program leaves the other half without a source.
+TEST(DeadlockFreeTest, TheTeamIsTheHostsDevicesOfTheProgram) {
+  // A ring over half of one host leaves the other half without a source.
   const Topology t = MustParse("1x1x8");
   EXPECT_FALSE(CheckNvshmem(t, DefaultCostTable(), {1 << 20, Ring(4), 4}));
   std::optional<Refusal> half =
@@ -89,6 +213,15 @@ TEST(DeadlockFreeTest, TheTeamIsTheWholeProgram) {
       CheckNvshmem(t, DefaultCostTable(), {1 << 20, Ring(8), 16});
   ASSERT_TRUE(big.has_value());
   EXPECT_EQ(big->kind, RefusalKind::kTeamOutsideTopology);
+  // Two hosts: a ring on the first leaves the second's team out of it; a
+  // shift on the first does not.
+  const Topology two = MustParse("1x2x4");
+  EXPECT_FALSE(CheckNvshmem(two, DefaultCostTable(), {1 << 20, Ring(4), 8}));
+  std::optional<Refusal> shift = CheckNvshmem(
+      two, DefaultCostTable(), {1 << 20, {{0, 1}, {1, 2}, {2, 3}}, 8});
+  ASSERT_TRUE(shift.has_value());
+  EXPECT_EQ(shift->devices, std::vector<int>{0});
+  EXPECT_EQ(shift->total, 4);
 }
 
 TEST(DeadlockFreeTest, TeamFollowsTheDeviceMap) {
@@ -104,25 +237,8 @@ TEST(DecideTest, HeapLimitRefusesNvshmem) {
   table.nvshmem_max_bytes = 1 << 20;
   Decision d = Decide(MustParse("1x1x8"), table, {32 << 20, Ring(8), 8});
   EXPECT_EQ(d.backend, Backend::kNccl);
-  ASSERT_TRUE(d.nvshmem_refusal.has_value());
-  EXPECT_EQ(d.nvshmem_refusal->kind, RefusalKind::kExceedsHeap);
-}
-
-TEST(ChooseTest, FastestAllowedCandidateMustBeatTheMargin) {
-  const Topology t = MustParse("1x1x2");
-  const PermuteRequest request{1024, Ring(2), 2};
-  auto flat = [](double us) { return [us](LinkClass) { return us; }; };
-  Choice choice =
-      Choose(t, request, flat(100),
-             {{flat(10), false}, {flat(60), true}, {flat(50), true}}, 0.05);
-  EXPECT_EQ(choice.chosen, 2u);
-  EXPECT_FALSE(choice.candidate_us[0].has_value());
-  EXPECT_EQ(choice.nccl_us, 100);
-  Choice close = Choose(t, request, flat(100), {{flat(96), true}}, 0.05);
-  EXPECT_EQ(close.verdict, Verdict::kWithinMargin);
-  EXPECT_FALSE(close.chosen.has_value());
-  Choice zero = Choose(t, request, flat(0), {{flat(0), true}}, 0.05);
-  EXPECT_EQ(zero.verdict, Verdict::kZeroCost);
+  ASSERT_TRUE(d.refusal.has_value());
+  EXPECT_EQ(d.refusal->kind, RefusalKind::kExceedsHeap);
 }
 
 }  // namespace

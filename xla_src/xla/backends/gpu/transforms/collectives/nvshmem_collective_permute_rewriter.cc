@@ -36,6 +36,7 @@ limitations under the License.
 #include "xla/hlo/ir/hlo_instructions.h"
 #include "xla/hlo/ir/hlo_module.h"
 #include "xla/hlo/ir/hlo_opcode.h"
+#include "xla/primitive_util.h"
 #include "xla/service/computation_placer.h"
 #include "xla/service/gpu/backend_configs.pb.h"
 #include "xla/service/hlo_module_config.h"
@@ -50,19 +51,6 @@ namespace gpu {
 namespace {
 
 namespace sel = nvshmem_selection;
-
-int64_t MessageBytes(const HloInstruction& instr) {
-  int64_t bytes = 0;
-  for (const HloInstruction* operand : instr.operands()) {
-    ShapeUtil::ForEachSubshape(
-        operand->shape(), [&](const Shape& subshape, const ShapeIndex&) {
-          if (subshape.IsArray()) {
-            bytes += ShapeUtil::ByteSizeOfElements(subshape);
-          }
-        });
-  }
-  return bytes;
-}
 
 // Writes `backend` into the permute's config; returns whether it changed.
 absl::StatusOr<bool> WriteBackend(HloInstruction* instr, sel::Backend backend) {
@@ -171,59 +159,63 @@ absl::StatusOr<sel::Topology> NvshmemCollectivePermuteRewriter::TopologyFor(
                                static_cast<int>(domain), std::move(placement));
 }
 
-absl::StatusOr<std::vector<NvshmemCollectivePermuteRewriter::PermuteDecision>>
-NvshmemCollectivePermuteRewriter::Decide(
-    const HloModule& module,
-    const absl::flat_hash_set<absl::string_view>& execution_threads) const {
-  TF_ASSIGN_OR_RETURN(sel::Topology topology, TopologyFor(module));
-  const HloModuleConfig& config = module.config();
-  std::vector<PermuteDecision> decisions;
-  for (HloComputation* computation :
-       module.MakeNonfusionComputations(execution_threads)) {
-    for (HloInstruction* instr : computation->MakeInstructionPostOrder()) {
-      if (!HloPredicateIsOp<HloOpcode::kCollectivePermute,
-                            HloOpcode::kCollectivePermuteStart>(instr)) {
-        continue;
-      }
-      auto* permute = Cast<HloCollectivePermuteInstruction>(instr);
-      sel::PermuteRequest request;
-      request.bytes = MessageBytes(*permute);
-      absl::StatusOr<std::vector<std::pair<int, int>>> edges =
-          sel::EdgeIdsToDevices(topology, permute->source_target_pairs(),
-                                permute->channel_id().has_value(),
-                                config.num_partitions(),
-                                config.replica_count());
-      if (!edges.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(permute->name(), ": ", edges.status().message()));
-      }
-      request.device_edges = *std::move(edges);
-      // NVSHMEM's barrier spans every device of the program.
-      request.team_size = config.num_partitions() * config.replica_count();
-      request.buffers = static_cast<int>(permute->operand_count());
-      sel::Decision decision = sel::Decide(topology, cost_table_, request);
-      decisions.push_back(
-          {permute, !permute->inplace() && !computation->IsAsyncComputation(),
-           std::move(request), std::move(decision)});
-    }
+absl::StatusOr<sel::PermuteRequest>
+NvshmemCollectivePermuteRewriter::RequestFor(
+    const HloCollectivePermuteInstruction& permute,
+    const sel::Topology& topology) {
+  const HloModuleConfig& config = permute.GetModule()->config();
+  sel::PermuteRequest request;
+  absl::StatusOr<std::vector<std::pair<int, int>>> edges =
+      sel::EdgeIdsToDevices(topology, permute.source_target_pairs(),
+                            permute.channel_id().has_value(),
+                            config.num_partitions(), config.replica_count());
+  if (!edges.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(permute.name(), ": ", edges.status().message()));
   }
-  return decisions;
+  request.device_edges = *std::move(edges);
+  // Every device of the program runs the permute.
+  request.team_size = config.num_partitions() * config.replica_count();
+  request.buffers = static_cast<int>(permute.operand_count());
+  request.memcpy_local_p2p =
+      config.debug_options().xla_gpu_use_memcpy_local_p2p();
+  for (const HloInstruction* operand : permute.operands()) {
+    ShapeUtil::ForEachSubshape(operand->shape(), [&](const Shape& subshape,
+                                                     const ShapeIndex&) {
+      if (!subshape.IsArray()) return;
+      request.bytes += ShapeUtil::ByteSizeOfElements(subshape);
+      request.element_types.push_back(
+          primitive_util::LowercasePrimitiveTypeName(subshape.element_type()));
+    });
+  }
+  return request;
 }
 
 absl::StatusOr<bool> NvshmemCollectivePermuteRewriter::RunImpl(
     HloModule* module,
     const absl::flat_hash_set<absl::string_view>& execution_threads) {
-  TF_ASSIGN_OR_RETURN(std::vector<PermuteDecision> decisions,
-                      Decide(*module, execution_threads));
+  TF_ASSIGN_OR_RETURN(sel::Topology topology, TopologyFor(*module));
   bool changed = false;
-  for (const PermuteDecision& d : decisions) {
-    VLOG(1) << name() << ": " << d.permute->name() << ": "
-            << sel::BackendName(d.decision.backend) << " (NCCL "
-            << d.decision.choice.nccl_us << " us)";
-    if (!d.rewritable) continue;
-    TF_ASSIGN_OR_RETURN(bool op_changed,
-                        WriteBackend(d.permute, d.decision.backend));
-    changed |= op_changed;
+  for (HloComputation* computation :
+       module->MakeNonfusionComputations(execution_threads)) {
+    for (HloInstruction* instr : computation->MakeInstructionPostOrder()) {
+      auto* permute = DynCast<HloCollectivePermuteInstruction>(instr);
+      if (permute == nullptr || permute->inplace() ||
+          computation->IsAsyncComputation()) {
+        continue;
+      }
+      TF_ASSIGN_OR_RETURN(sel::PermuteRequest request,
+                          RequestFor(*permute, topology));
+      const sel::Decision decision =
+          sel::Decide(topology, cost_table_, request);
+      VLOG(1) << name() << ": " << permute->name() << ": "
+              << sel::BackendName(decision.backend) << " (NCCL "
+              << decision.nccl_us << " us"
+              << (decision.refusal ? "; NVSHMEM cannot run it)" : ")");
+      TF_ASSIGN_OR_RETURN(bool op_changed,
+                          WriteBackend(permute, decision.backend));
+      changed |= op_changed;
+    }
   }
   return changed;
 }

@@ -20,7 +20,6 @@ limitations under the License.
 #include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
@@ -34,17 +33,17 @@ namespace xla {
 namespace gpu {
 
 // Chooses NCCL (the DEFAULT backend) or NVSHMEM for each collective-permute
-// and writes it into the op's collective_backend_config. Each source-target
-// edge is classified by the link it crosses (same host, an NVLink domain over
-// several hosts, or the network) and priced per backend by the cost model of
-// nvshmem_backend_selection.h; NCCL stays unless NVSHMEM is modeled faster.
-// NVSHMEM is never chosen when a device of the program receives nothing: XLA's
-// NVSHMEM permute ends with a barrier that only receiving devices call.
+// and writes it into the op's collective_backend_config: NVSHMEM only where
+// XLA's NVSHMEM runtime can run the permute (nvshmem_backend_selection.h:
+// element types, xla_gpu_use_memcpy_local_p2p, every edge inside one
+// NVSHMEM_TEAM_SHARED, a source for each of its members) and the cost model
+// prices it below NCCL by the table's margin. A config set before, by
+// CollectiveBackendAssigner or by hand, is replaced.
 //
 // Runs after the collective combiners (it prices combined messages) and
 // before AsyncCollectiveCreator, which copies the config onto the start and
-// done. When it runs, CollectiveBackendAssigner leaves permutes to it.
-// In-place permutes and permutes inside async computations are left alone.
+// done. In-place permutes and permutes inside async computations are left
+// alone.
 class NvshmemCollectivePermuteRewriter : public HloModulePass {
  public:
   struct Options {
@@ -57,14 +56,6 @@ class NvshmemCollectivePermuteRewriter : public HloModulePass {
     // a cost table file (ParseCostTable) in place of the built-in table.
     std::string topology_spec;
     std::string cost_table_path;
-  };
-
-  // One permute's decision.
-  struct PermuteDecision {
-    HloCollectivePermuteInstruction* permute;
-    bool rewritable;  // False for permutes the pass leaves alone.
-    nvshmem_selection::PermuteRequest request;
-    nvshmem_selection::Decision decision;
   };
 
   // Parses and reads what `options` name: InvalidArgument when a value is
@@ -83,16 +74,14 @@ class NvshmemCollectivePermuteRewriter : public HloModulePass {
     return "nvshmem-collective-permute-rewriter";
   }
 
-  // The topology decisions on `module` are made on.
+  // The topology the module's permutes are decided on.
   absl::StatusOr<nvshmem_selection::Topology> TopologyFor(
       const HloModule& module) const;
 
-  // The decision for every collective-permute, in post order; changes
-  // nothing.
-  absl::StatusOr<std::vector<PermuteDecision>> Decide(
-      const HloModule& module,
-      const absl::flat_hash_set<absl::string_view>& execution_threads = {})
-      const;
+  // What `permute` asks of a backend on `topology`.
+  static absl::StatusOr<nvshmem_selection::PermuteRequest> RequestFor(
+      const HloCollectivePermuteInstruction& permute,
+      const nvshmem_selection::Topology& topology);
 
  protected:
   absl::StatusOr<bool> RunImpl(

@@ -25,25 +25,28 @@ limitations under the License.
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "xla/hlo/ir/hlo_casting_utils.h"
 #include "xla/hlo/ir/hlo_instruction.h"
+#include "xla/hlo/ir/hlo_instructions.h"
 #include "xla/hlo/ir/hlo_module.h"
 #include "xla/hlo/ir/hlo_opcode.h"
+#include "xla/hlo/pass/hlo_pass_pipeline.h"
 #include "xla/hlo/testlib/filecheck.h"
 #include "xla/hlo/testlib/hlo_hardware_independent_test_base.h"
+#include "xla/hlo/transforms/collectives/async_collective_creator.h"
 #include "xla/service/computation_placer.h"
 #include "xla/service/gpu/backend_configs.pb.h"
 #include "xla/tsl/platform/env.h"
 #include "xla/tsl/platform/statusor.h"
+#include "xla/util.h"
 
 namespace xla {
 namespace gpu {
 namespace {
-
-// Real HLO: small JAX programs compiled by XLA for H200 topologies, taken
-// where AsyncCollectiveCreator receives them.
-#include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter_test_modules.inc"
 
 namespace sel = nvshmem_selection;
 using Rewriter = NvshmemCollectivePermuteRewriter;
@@ -76,6 +79,24 @@ ENTRY e {
     source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}
 }
 )";
+
+// K and V rotated by one combined permute, as XLA's combiner leaves them.
+constexpr char kKvStep[] = R"(
+HloModule kv_step
+
+ENTRY e {
+  k = bf16[64,2,64] parameter(0)
+  v = bf16[64,2,64] parameter(1)
+  ROOT cp = (bf16[64,2,64], bf16[64,2,64]) collective-permute(k, v),
+    channel_id=1,
+    source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}
+}
+)";
+
+// NCCL wins everywhere.
+constexpr char kNccLFavoured[] = R"table(
+  links { backend: NCCL link_class: NVLINK latency_us: 0.1 bandwidth_gbps: 1e6 }
+)table";
 
 constexpr char kRing4[] = R"(
 HloModule ring4
@@ -189,11 +210,6 @@ ENTRY e {
   TF_ASSERT_OK_AND_ASSIGN(auto module,
                           ParseAndReturnVerifiedModule(kInPlace, 1, 4));
   Rewriter pass = MakePass("1x1x4");
-  TF_ASSERT_OK_AND_ASSIGN(auto decisions, pass.Decide(*module));
-  ASSERT_EQ(decisions.size(), 1);
-  EXPECT_FALSE(decisions[0].rewritable);
-  EXPECT_EQ(decisions[0].decision.backend, sel::Backend::kNccl);
-  EXPECT_TRUE(decisions[0].decision.nvshmem_refusal.has_value());
   EXPECT_FALSE(RunHloPass(&pass, module.get()).value());
 }
 
@@ -232,15 +248,79 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, SecondRunChangesNothing) {
   }
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, DecideChangesNothing) {
+TEST_F(NvshmemCollectivePermuteRewriterTest, RequestNamesBytesTypesAndFlag) {
+  TF_ASSERT_OK_AND_ASSIGN(auto module,
+                          ParseAndReturnVerifiedModule(kKvStep, 1, 8));
+  module->mutable_config()
+      .mutable_debug_options()
+      .set_xla_gpu_use_memcpy_local_p2p(true);
+  TF_ASSERT_OK_AND_ASSIGN(sel::Topology topology,
+                          MakePass("1x1x8").TopologyFor(*module));
+  auto* permute = Cast<HloCollectivePermuteInstruction>(
+      FindInstruction(module.get(), HloOpcode::kCollectivePermute));
+  TF_ASSERT_OK_AND_ASSIGN(sel::PermuteRequest request,
+                          Rewriter::RequestFor(*permute, topology));
+  EXPECT_EQ(request.bytes, 2 * 64 * 2 * 64 * 2);
+  EXPECT_EQ(request.buffers, 2);
+  EXPECT_EQ(request.element_types, (std::vector<std::string>{"bf16", "bf16"}));
+  EXPECT_EQ(request.device_edges.size(), 8);
+  EXPECT_EQ(request.team_size, 8);
+  EXPECT_TRUE(request.memcpy_local_p2p);
+}
+
+TEST_F(NvshmemCollectivePermuteRewriterTest, TypesNvshmemDoesNotPutKeep) {
+  // NVSHMEM puts f64, f32, f16, bf16, s32, s64, u32 and u64 only; one buffer
+  // of another type keeps the whole permute on NCCL.
+  for (const auto& [types, backend] : std::vector<
+           std::pair<std::string, CollectiveBackendConfig::CollectiveBackend>>{
+           {"bf16,bf16", CollectiveBackendConfig::NVSHMEM},
+           {"u64,s32", CollectiveBackendConfig::NVSHMEM},
+           {"f8e4m3fn,f8e4m3fn", CollectiveBackendConfig::DEFAULT},
+           {"bf16,s8", CollectiveBackendConfig::DEFAULT},
+           {"pred,f32", CollectiveBackendConfig::DEFAULT}}) {
+    const std::vector<std::string> t = absl::StrSplit(types, ',');
+    const std::string hlo = absl::StrReplaceAll(R"(
+HloModule kv
+
+ENTRY e {
+  k = A[64] parameter(0)
+  v = B[64] parameter(1)
+  ROOT cp = (A[64], B[64]) collective-permute(k, v), channel_id=1,
+    source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+}
+)",
+                                                {{"A", t[0]}, {"B", t[1]}});
+    EXPECT_EQ(PermuteBackend(hlo, 4, MakePass("1x1x4")), backend) << types;
+  }
+}
+
+TEST_F(NvshmemCollectivePermuteRewriterTest, MemcpyLocalP2pKeeps) {
+  // NVSHMEM's thunk refuses xla_gpu_use_memcpy_local_p2p at Initialize.
   TF_ASSERT_OK_AND_ASSIGN(auto module,
                           ParseAndReturnVerifiedModule(kRing8, 1, 8));
-  const std::string before = module->ToString();
-  TF_ASSERT_OK_AND_ASSIGN(auto decisions, MakePass("1x1x8").Decide(*module));
-  ASSERT_EQ(decisions.size(), 1);
-  EXPECT_EQ(decisions[0].decision.backend, sel::Backend::kNvshmem);
-  EXPECT_EQ(decisions[0].request.bytes, 1024 * 4);
-  EXPECT_EQ(module->ToString(), before);
+  module->mutable_config()
+      .mutable_debug_options()
+      .set_xla_gpu_use_memcpy_local_p2p(true);
+  Rewriter pass = MakePass("1x1x8");
+  ASSERT_TRUE(RunHloPass(&pass, module.get()).ok());
+  EXPECT_EQ(BackendOf(module->entry_computation()->root_instruction()),
+            CollectiveBackendConfig::DEFAULT);
+}
+
+TEST_F(NvshmemCollectivePermuteRewriterTest, NvshmemSetBeforeIsReplaced) {
+  // As CollectiveBackendAssigner sets it for a shift, which would hang.
+  constexpr char kShift[] = R"(
+HloModule shift
+
+ENTRY e {
+  p = f32[1024] parameter(0)
+  ROOT cp = f32[1024] collective-permute(p), channel_id=1,
+    source_target_pairs={{0,1}},
+    backend_config={"collective_backend_config":{"backend":"NVSHMEM"}}
+}
+)";
+  EXPECT_EQ(PermuteBackend(kShift, 2, MakePass("1x1x2")),
+            CollectiveBackendConfig::DEFAULT);
 }
 
 TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyFromDevicesPerHost) {
@@ -251,8 +331,12 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyFromDevicesPerHost) {
   options.num_devices_per_host = 4;
   EXPECT_EQ(PermuteBackend(kRing8, 8, MakePass("", options)),
             CollectiveBackendConfig::DEFAULT);
-  // Two hosts of 4 in one NVLink domain of 8 (the slice size).
+  // Two hosts of 4 in one NVLink domain of 8 (the slice size): still two
+  // NVSHMEM_TEAM_SHARED teams as far as is established.
   options.slice_size = 8;
+  EXPECT_EQ(PermuteBackend(kRing8, 8, MakePass("", options)),
+            CollectiveBackendConfig::DEFAULT);
+  options.num_devices_per_host = 8;
   EXPECT_EQ(PermuteBackend(kRing8, 8, MakePass("", options)),
             CollectiveBackendConfig::NVSHMEM);
 }
@@ -319,43 +403,126 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, CreateRejectsBadOptions) {
   }
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, RealKvStepOnOneHost) {
-  // K and V rotated by one combined permute of two buffers.
+TEST_F(NvshmemCollectivePermuteRewriterTest, CombinedKvStepOnOneHost) {
   TF_ASSERT_OK_AND_ASSIGN(auto module,
-                          ParseAndReturnVerifiedModule(kKvStepModule, 1, 8));
+                          ParseAndReturnVerifiedModule(kKvStep, 1, 8));
   Rewriter pass = MakePass("1x1x8");
   EXPECT_TRUE(RunHloPass(&pass, module.get()).value());
   TF_ASSERT_OK_AND_ASSIGN(bool matched, RunFileCheck(module->ToString(), R"(
-CHECK: collective-permute(%param.2, %param.3)
+CHECK: collective-permute(%k, %v)
 CHECK-SAME: "backend":"NVSHMEM"
 )"));
   EXPECT_TRUE(matched);
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, RealKvLoopAcrossTwoHosts) {
-  // The permute inside the while body: NCCL across two hosts, NVSHMEM when
-  // one NVLink domain spans both.
+TEST_F(NvshmemCollectivePermuteRewriterTest, LoopPermuteStaysInsideAHost) {
+  // The permute inside a while body: NCCL across two hosts, and across two
+  // hosts of one NVLink domain, which NVSHMEM_TEAM_SHARED is not known to
+  // span; NVSHMEM on one host.
+  constexpr char kLoop[] = R"(
+HloModule loop
+
+body {
+  p = (s32[], bf16[64]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  kv = bf16[64] get-tuple-element(p), index=1
+  cp = bf16[64] collective-permute(kv), channel_id=1,
+    source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}
+  ROOT t = (s32[], bf16[64]) tuple(next, cp)
+}
+
+cond {
+  p = (s32[], bf16[64]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(8)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+ENTRY e {
+  zero = s32[] constant(0)
+  kv = bf16[64] parameter(0)
+  init = (s32[], bf16[64]) tuple(zero, kv)
+  ROOT w = (s32[], bf16[64]) while(init), condition=cond, body=body
+}
+)";
   for (const auto& [spec, backend] :
        std::vector<std::pair<absl::string_view,
                              CollectiveBackendConfig::CollectiveBackend>>{
            {"1x2x4", CollectiveBackendConfig::DEFAULT},
-           {"1x2x4:nvl8", CollectiveBackendConfig::NVSHMEM}}) {
+           {"1x2x4:nvl8", CollectiveBackendConfig::DEFAULT},
+           {"1x1x8", CollectiveBackendConfig::NVSHMEM}}) {
     TF_ASSERT_OK_AND_ASSIGN(auto module,
-                            ParseAndReturnVerifiedModule(kKvLoopModule, 1, 8));
+                            ParseAndReturnVerifiedModule(kLoop, 1, 8));
     Rewriter pass = MakePass(spec);
     ASSERT_TRUE(RunHloPass(&pass, module.get()).ok());
-    const HloInstruction* permute =
-        FindInstruction(module.get(), HloOpcode::kCollectivePermute);
-    ASSERT_NE(permute, nullptr);
-    EXPECT_NE(permute->parent(), module->entry_computation());
-    EXPECT_EQ(BackendOf(permute), backend) << spec;
+    EXPECT_EQ(BackendOf(FindInstruction(module.get(), "cp")), backend) << spec;
   }
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, RealShiftOnTwoDevicesKeeps) {
-  // lax.ppermute with pairs {0,1}, measured to hang on NVSHMEM on two H200.
-  EXPECT_EQ(PermuteBackend(kShiftPairModule, 2, MakePass("1x1x2")),
-            CollectiveBackendConfig::DEFAULT);
+TEST_F(NvshmemCollectivePermuteRewriterTest, RingsInsideEachHostGetNvshmem) {
+  // Two hosts of 4, a ring inside each: every NVSHMEM_TEAM_SHARED team has a
+  // source for each member.
+  constexpr char kTwoRings[] = R"(
+HloModule rings
+
+ENTRY e {
+  p = f32[1024] parameter(0)
+  ROOT cp = f32[1024] collective-permute(p), channel_id=1,
+    source_target_pairs={{0,1},{1,2},{2,3},{3,0},{4,5},{5,6},{6,7},{7,4}}
+}
+)";
+  EXPECT_EQ(PermuteBackend(kTwoRings, 8, MakePass("1x2x4")),
+            CollectiveBackendConfig::NVSHMEM);
+}
+
+TEST_F(NvshmemCollectivePermuteRewriterTest, AsTheCompilerRunsIt) {
+  // The GPU compiler's order: the pass from its options, then
+  // AsyncCollectiveCreator, which carries the backend onto the start; an
+  // all-reduce keeps the backend CollectiveBackendAssigner gave it.
+  constexpr char kStep[] = R"(
+HloModule step
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY e {
+  p = f32[1024] parameter(0)
+  ar = f32[1024] all-reduce(p), channel_id=1, replica_groups={{0,1,2,3}},
+    use_global_device_ids=true, to_apply=add,
+    backend_config={"collective_backend_config":{"backend":"NVSHMEM"}}
+  ROOT cp = f32[1024] collective-permute(ar), channel_id=2,
+    source_target_pairs={{0,1},{1,2},{2,3},{3,0}},
+    backend_config={"collective_backend_config":{"backend":"NVSHMEM"}}
+}
+)";
+  std::string path = ::testing::TempDir() + "/compiler_costs.txtpb";
+  ASSERT_TRUE(
+      tsl::WriteStringToFile(tsl::Env::Default(), path, kNccLFavoured).ok());
+  Rewriter::Options options;
+  options.num_devices_per_host = 4;
+  options.cost_table_path = path;
+  TF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Rewriter> rewriter,
+                          Rewriter::Create(options));
+  HloPassPipeline pipeline("post-fusion");
+  pipeline.AddPass(std::move(rewriter));
+  AsyncCollectiveCreator::CollectiveCreatorConfig config;
+  config.convert_collective_permute = HloPredicateTrue;
+  pipeline.AddPass<AsyncCollectiveCreator>(config);
+  TF_ASSERT_OK_AND_ASSIGN(auto module,
+                          ParseAndReturnVerifiedModule(kStep, 1, 4));
+  EXPECT_TRUE(RunHloPass(&pipeline, module.get()).value());
+  TF_ASSERT_OK_AND_ASSIGN(bool matched, RunFileCheck(module->ToString(), R"(
+CHECK: %ar = {{.*}} all-reduce(%p)
+CHECK-SAME: "backend":"NVSHMEM"
+CHECK: collective-permute-start(%ar)
+CHECK-SAME: "backend":"DEFAULT"
+)"));
+  EXPECT_TRUE(matched);
 }
 
 }  // namespace

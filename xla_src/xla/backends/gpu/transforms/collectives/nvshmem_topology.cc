@@ -37,8 +37,12 @@ namespace xla {
 namespace gpu {
 namespace nvshmem_selection {
 
-namespace text_internal {
+namespace {
 
+// Largest topology accepted (bounds maps and device numbers).
+constexpr int64_t kMaxDevices = 1 << 20;
+
+// User text echoed in an error message: one line, cut short.
 std::string Printable(absl::string_view s) {
   constexpr size_t kMaxEchoed = 256;
   std::string out;
@@ -54,6 +58,7 @@ std::string Printable(absl::string_view s) {
   return out;
 }
 
+// Digits only, no sign or blanks, no overflow.
 std::optional<int64_t> ParseCount(absl::string_view s) {
   int64_t value = 0;
   if (s.empty() || !absl::c_all_of(s, absl::ascii_isdigit) ||
@@ -63,28 +68,7 @@ std::optional<int64_t> ParseCount(absl::string_view s) {
   return value;
 }
 
-}  // namespace text_internal
-
-namespace {
-
-using text_internal::kMaxDevices;
-using text_internal::ParseCount;
-using text_internal::Printable;
-
-constexpr const char* kLinkClassNames[kNumLinkClasses] = {
-    "same_device", "nvlink", "nvlink_domain", "network"};
 }  // namespace
-
-const char* LinkClassName(LinkClass link_class) {
-  return kLinkClassNames[static_cast<int>(link_class)];
-}
-
-std::optional<LinkClass> LinkClassFromName(absl::string_view name) {
-  for (int i = 0; i < kNumLinkClasses; ++i) {
-    if (name == kLinkClassNames[i]) return static_cast<LinkClass>(i);
-  }
-  return std::nullopt;
-}
 
 absl::StatusOr<Topology> Topology::Create(
     int slices, int hosts_per_slice, int gpus_per_host, int nvlink_domain_size,

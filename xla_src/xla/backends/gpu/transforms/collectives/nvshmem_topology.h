@@ -41,14 +41,9 @@ enum class LinkClass {
 };
 inline constexpr int kNumLinkClasses = 4;
 
-// Names in cost tables.
-const char* LinkClassName(LinkClass link_class);
-std::optional<LinkClass> LinkClassFromName(absl::string_view name);
-
-// A GPU cluster: slices x hosts per slice x GPUs per host. Devices are
-// numbered slice-major, then host, then GPU. NVLink domains are consecutive
-// groups of `nvlink_domain_size` devices (a whole number of hosts, never
-// crossing a slice).
+// A GPU cluster: slices x hosts per slice x GPUs per host, numbered
+// slice-major, then host, then GPU. NVLink domains are consecutive groups of
+// `nvlink_domain_size` devices (whole hosts, never crossing a slice).
 class Topology {
  public:
   // Spec grammar: SLICESxHOSTSxGPUS[:OPTION]...
@@ -58,13 +53,10 @@ class Topology {
   //                    p) as XLA places them by default; with one replica
   //                    that is the device of each partition (default:
   //                    identity). A map must cover partitions x replicas.
-  // Examples: "1x2x4", "1x9x8:nvl72",
-  //   "2x2x4:map=0,2,4,6,1,3,5,7,8,9,10,11,..."
-  // Errors are InvalidArgument, their message starting "topology spec
-  // '<spec>': ".
+  // Examples: "1x2x4", "1x9x8:nvl72". Errors are InvalidArgument,
+  // "topology spec '<spec>': ...".
   static absl::StatusOr<Topology> Parse(absl::string_view spec);
-  // A topology without a spec, for programmatic use; InvalidArgument when the
-  // numbers are inconsistent. nvlink_domain_size 0 means one host.
+  // InvalidArgument when inconsistent; nvlink_domain_size 0 means one host.
   static absl::StatusOr<Topology> Create(int slices, int hosts_per_slice,
                                          int gpus_per_host,
                                          int nvlink_domain_size,
@@ -84,8 +76,7 @@ class Topology {
   int HostOf(int device) const { return device / gpus_per_host_; }
   int NvlinkDomainOf(int device) const { return device / nvlink_domain_size_; }
 
-  // Device of a logical device number (XLA's default placement, see
-  // EdgeIdsToDevices); identity unless a map was given; nullopt outside the
+  // Device of a logical device (see EdgeIdsToDevices); nullopt outside the
   // map.
   std::optional<int> MapLogicalDevice(int logical_device) const;
 
@@ -102,27 +93,15 @@ class Topology {
   std::vector<int> partition_to_device_;
 };
 
-// Expands the ids of source_target_pairs to device edges. In cross-partition
-// mode (the op has a channel id) the pairs hold partition ids and apply to
-// every replica; otherwise they hold replica ids and apply to every
-// partition. The logical device of (replica r, partition p) follows XLA's
-// default placement, r + p * num_replicas; the topology's map, when given,
-// turns it into a physical device. InvalidArgument when an id is out of
-// range or a device exceeds the topology.
+// Expands source_target_pairs to device edges: partition ids applied to
+// every replica when `cross_partition` (the op has a channel id), else
+// replica ids applied to every partition. (replica r, partition p) is logical
+// device r + p * num_replicas, XLA's default placement, which the topology's
+// map turns into a device. InvalidArgument when an id is out of range.
 absl::StatusOr<std::vector<std::pair<int, int>>> EdgeIdsToDevices(
     const Topology& topology,
     const std::vector<std::pair<int64_t, int64_t>>& pairs, bool cross_partition,
     int num_partitions, int num_replicas);
-
-// Text helpers shared by the topology and cost-table parsers.
-namespace text_internal {
-// Largest topology accepted (bounds maps and device numbers).
-inline constexpr int64_t kMaxDevices = 1 << 20;
-// User text echoed in an error message: one line, cut short.
-std::string Printable(absl::string_view s);
-// Digits only, no sign or blanks, no overflow.
-std::optional<int64_t> ParseCount(absl::string_view s);
-}  // namespace text_internal
 
 }  // namespace nvshmem_selection
 }  // namespace gpu
