@@ -65,7 +65,7 @@ def test_one_host_ring_is_nvshmem_two_hosts_nccl(favoured):
   ring = FIXTURES / "ring_1x1x8.before_async.hlo"
   for topology, plan, backend in (("1x1x8", "nvshmem", "NVSHMEM"),
                                   ("1x2x4", "nccl", "DEFAULT"),
-                                  ("1x2x4:nvl8", "nvshmem", "NVSHMEM")):
+                                  ("1x2x4:nvl8", "nccl", "DEFAULT")):
     result = run_nvshmem_opt(ring, f"--topology={topology}", "--report=-",
                              "--mode=explain", "--compare-upstream", favoured)
     assert result.returncode == 0, result.stderr
@@ -73,7 +73,9 @@ def test_one_host_ring_is_nvshmem_two_hosts_nccl(favoured):
     assert decision["plan"] == plan, decision
     assert decision["backend"] == backend
     assert decision["bytes"] == 65536  # K and V stacked: bf16[2,1,128,2,64]
-    assert decision["upstream"] == backend  # upstream agrees on these three
+    # Upstream's assigner gives NVSHMEM to the NVLink domain of two hosts, which
+    # NVSHMEM_TEAM_SHARED is not known to span; it agrees on the other two.
+    assert decision["upstream"] == ("NVSHMEM" if topology.endswith("nvl8") else backend)
 
 
 def test_backward_fixture_has_permutes_in_both_loops(favoured):
@@ -92,7 +94,7 @@ def test_explain_prints_one_block_per_permute():
                            "--mode=explain")
   assert result.returncode == 0
   assert "region_0.5_spmd/ppermute.6.0 (sync, 32768 bytes, 16 pairs): nccl" in result.stdout
-  assert "does not beat NCCL" in result.stdout
+  assert "4 of 16 edges leave their host" in result.stdout
 
 
 def test_cost_table_changes_the_decision(tmp_path):
@@ -125,7 +127,6 @@ def test_no_split_even_where_the_costs_favour_one(tmp_path):
 
 
 @pytest.mark.parametrize("fixture, topology, team", [("shift_1x2x4", "1x1x8", 8),
-                                                     ("shift_1x2x4", "1x2x4:nvl8", 8),
                                                      ("shift_1x1x2", "1x1x2", 2)])
 def test_non_cyclic_shift_never_gets_nvshmem(fixture, topology, team, tmp_path, favoured):
   """A device without a source would hang XLA's NVSHMEM permute; upstream picks it."""
@@ -137,7 +138,8 @@ def test_non_cyclic_shift_never_gets_nvshmem(fixture, topology, team, tmp_path, 
   decision, = json.loads(result.stdout)["decisions"]
   assert decision["plan"] == "nccl" and decision["backend"] == "DEFAULT", decision
   assert "nvshmem refused" in decision["reason"]
-  assert f"of {team} devices of the team (device 0) has no source" in decision["reason"]
+  assert (f"of {team} devices of NVSHMEM_TEAM_SHARED (device 0) has no source"
+          in decision["reason"])
   assert decision["upstream"] == "NVSHMEM"  # the assignment that hangs
   permute, = collectives.collective_permutes(reader.parse_hlo_file(out))
   assert permute.backend == "DEFAULT"
@@ -435,7 +437,7 @@ JAX091 = FIXTURES / "jax091"
 
 @pytest.mark.parametrize("stage", ["before_async", "after_optimizations"])
 @pytest.mark.parametrize("topology, plan, backend", [("1x2x4", "nccl", "DEFAULT"),
-                                                     ("1x2x4:nvl8", "nvshmem", "NVSHMEM")])
+                                                     ("1x1x8", "nvshmem", "NVSHMEM")])
 def test_jax091_fixtures_rewrite_and_verify(stage, topology, plan, backend, tmp_path,
                                             favoured):
   import subprocess  # pylint: disable=import-outside-toplevel
