@@ -274,6 +274,19 @@ absl::StatusOr<bool> SetBackendInJson(xla::HloInstruction* instr,
     changed |= SetString(collective, "collectives_mode",
                          "COLLECTIVES_MODE_INVALID", "backend");
   }
+  // The same choice as the attribute that the patched assigner of jax
+  // v0.11.0's XLA reads; NCCL only replaces one already there.
+  constexpr absl::string_view kModeAttr = "_xla_collectives_mode";
+  std::optional<std::string> asked = instr->get_frontend_attribute(kModeAttr);
+  const char* value = backend == sel::Backend::kPeer        ? "peer"
+                      : backend == sel::Backend::kSymmetric ? "symmetric"
+                      : backend == sel::Backend::kNccl && asked.has_value()
+                          ? "private"
+                          : nullptr;
+  if (value != nullptr && asked != value) {
+    instr->set_frontend_attribute(kModeAttr, value);
+    changed = true;
+  }
   if (!changed) return false;
   std::string out;
   WriteJson(*config, &out);

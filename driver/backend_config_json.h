@@ -30,8 +30,10 @@ absl::Status CheckBackendConfigJson(absl::string_view raw);
 // Sets collective_backend_config.backend ("DEFAULT" or "NVSHMEM") and, for
 // the peer and symmetric backends of jax >= 0.10.2's XLA, collectives_mode
 // (COLLECTIVES_PEER_MEMORY / COLLECTIVES_SYMMETRIC_MEMORY; NCCL resets a
-// present mode to COLLECTIVES_MODE_INVALID, i.e. unset). Returns whether the
-// text changed; InvalidArgument when the config is not a JSON object.
+// present mode to COLLECTIVES_MODE_INVALID, i.e. unset), and the frontend
+// attribute _xla_collectives_mode (peer, symmetric; NCCL: private where the op
+// has one). Returns whether the text changed; InvalidArgument when the config
+// is not a JSON object.
 absl::StatusOr<bool> SetBackendInJson(xla::HloInstruction* instr,
                                       nvshmem_ext::Backend backend);
 

@@ -147,7 +147,11 @@ std::optional<StatementEdit> EditFor(const xla::HloModule& output,
   if (instr == nullptr) return std::nullopt;
   const std::string printed = instr->ToString();
   for (const char* key : {"backend_config", "frontend_attributes"}) {
-    if (std::string(key) == "frontend_attributes" && !annotate) continue;
+    // Without annotations only the collectives mode attribute is written.
+    if (std::string(key) == "frontend_attributes" && !annotate &&
+        !instr->get_frontend_attribute("_xla_collectives_mode")) {
+      continue;
+    }
     std::string value = AttributeValue(printed, key);
     if (!value.empty()) edit.attributes.emplace_back(key, std::move(value));
   }

@@ -123,3 +123,22 @@ def test_jax_hook_keeps_the_users_mark_and_writes_its_own(compiled):
                                           sel.load_cost_table(), ("nccl", "peer"))
   value = modes.BACKEND_VALUES[record["backend"]]
   assert f'_xla_collectives_mode="{value}"' in (new or "")
+
+
+def test_nvshmem_opt_writes_the_attribute_of_its_choice(compiled, tmp_path):
+  """nvshmem-opt --backends writes a peer or symmetric choice as the attribute too, in
+  the language the patched XLA and the JAX hook use."""
+  from hlo_tools.model import driver  # pylint: disable=import-outside-toplevel
+  table = tmp_path / "peer_wins.txtpb"
+  table.write_text("links { backend: PEER link_class: NVLINK latency_us: 1 "
+                   "bandwidth_gbps: 900 per_buffer_us: 1 }\n")
+  unmarked = tmp_path / "unmarked.hlo"
+  unmarked.write_text(compiled.read_text().replace('_xla_collectives_mode="peer"', '_other="x"'))
+  out = tmp_path / "out.hlo"
+  proc = subprocess.run([str(REPO / "build" / "nvshmem-opt"), str(unmarked), "--topology=1x1x2",
+                         "--backends=nccl,peer", f"--cost-table={table}", "-o", str(out)],
+                        capture_output=True, text=True, env=driver.driver_env(), timeout=300)
+  assert proc.returncode == 0, proc.stderr
+  [start] = [l for l in out.read_text().splitlines() if " collective-permute-start(" in l]
+  assert '_xla_collectives_mode="peer"' in start and "COLLECTIVES_PEER_MEMORY" in start
+  assert '_other="x"' in start

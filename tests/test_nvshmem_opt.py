@@ -584,7 +584,9 @@ def test_peer_backend_writes_collectives_mode(stage, tmp_path):
   if stage == "after_optimizations":
     # Fields this build's XLA does not know survive, in their order.
     assert '"kernel_strategy":"KERNEL_STRATEGY_DEFAULT"' in line
-    assert line.count("collectives_mode") == 1
+    assert line.count('"collectives_mode"') == 1
+  # The same choice as the frontend attribute of the series for jax v0.11.0's XLA.
+  assert '_xla_collectives_mode="peer"' in line
 
 
 def test_peer_is_refused_across_hosts_and_at_parity(tmp_path):
