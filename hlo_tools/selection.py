@@ -80,7 +80,7 @@ def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
   try:
     edges = _selection_core.edge_ids_to_devices(topology, [tuple(p) for p in pairs],
                                      cross_partition, num_partitions, num_replicas)
-    # The NVSHMEM team is every device of the program.
+    # The program's devices; the core finds among them each host's NVSHMEM_TEAM_SHARED team.
     return _selection_core.decide(topology, table, int(bytes_per_device), edges,
                        team_size=num_partitions * num_replicas, buffers=int(buffers))
   except ValueError as e:
