@@ -10,7 +10,10 @@
 # The same inputs every run: libFuzzer's -seed=S (default 1), the committed seeds
 # (fuzz/make_corpus.py: the fixtures, the pass's test modules, fuzz/regressions/)
 # written afresh, and a fresh empty corpus directory that is deleted afterwards,
-# so nothing found by an earlier run is carried into the next. --runs=N (default
+# so nothing found by an earlier run is carried into the next; address-space
+# randomization off (setarch -R: absl seeds its hashes with addresses, so the
+# same input took other paths from process to process) and libFuzzer's timed
+# corpus re-read off (-reload=0). --runs=N (default
 # 10000) executions per harness. Open-ended discovery (random seed, a corpus kept
 # between runs, a time limit) is fuzz/campaign.sh.
 # --sanitizers defaults to fuzzer,address,undefined; fuzzer,undefined is the
@@ -33,7 +36,7 @@ for arg in "$@"; do
     --sanitizers=*) SANITIZERS="${arg#--sanitizers=}" ;;
     --no-build) BUILD_IT=0 ;;
     --build-only) RUN_IT=0 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "run_fuzz.sh: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -59,12 +62,18 @@ trap 'rm -rf "$work"' EXIT
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}"  # TF's libraries keep globals
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export TF_CPP_MIN_LOG_LEVEL=3
+# Same inputs, same paths: without ASLR the coverage of a run repeats exactly.
+NO_ASLR=(setarch "$(uname -m)" -R)
+"${NO_ASLR[@]}" true 2>/dev/null || {
+  echo "run_fuzz.sh: setarch -R not permitted here; runs may differ in coverage" >&2
+  NO_ASLR=()
+}
 status=0
 for h in selection driver; do
   echo "== ${h}_fuzzer -runs=$RUNS -seed=$SEED"
   mkdir "$work/$h"
-  if ! "$BUILD/${h}_fuzzer" -runs="$RUNS" -seed="$SEED" -timeout=20 -rss_limit_mb=8192 \
-      -print_final_stats=1 -artifact_prefix="$BUILD/crashes/" \
+  if ! "${NO_ASLR[@]}" "$BUILD/${h}_fuzzer" -runs="$RUNS" -seed="$SEED" -reload=0 \
+      -timeout=20 -rss_limit_mb=8192 -print_final_stats=1 -artifact_prefix="$BUILD/crashes/" \
       "$work/$h" "$BUILD/seeds/$h" > "$BUILD/$h.log" 2>&1; then
     status=1
     echo "${h}_fuzzer FAILED; see $BUILD/$h.log and $BUILD/crashes/" >&2
