@@ -18,7 +18,7 @@
 #   6. a real compile (clang++ -c, C++17, the pin's warnings.bazelrc copts,
 #      -Werror) of every .cc the series adds or changes: pin headers first,
 #      the generated .pb.h, then the wheel's third-party headers (never its
-#      XLA or TSL headers; its CUDA and NVSHMEM 3.2.5 headers for
+#      XLA or TSL headers; its CUDA and NVSHMEM 3.1.7 headers for
 #      nvshmem_communicator.cc); gpu_compiler.cc, thunk_emitter.cc and
 #      nvshmem_collective_permute_thunk.cc excepted, which need the pin's LLVM
 #      and MLIR with its tablegen output (the wheel's are another version);
@@ -158,7 +158,10 @@ WARN=($(sed -n 's/^build:warnings --copt=\(-W[^ ]*\)$/\1/p' "$TREE/warnings.baze
 FLAGS=(-std=c++17 -c -o /dev/null "${WARN[@]}" -Wno-unknown-warning-option
        -I "$TREE" -I "$TREE/third_party/tsl" -I "$GEN" -isystem "$EXT" -isystem "$TF/include/external/highwayhash"
        -isystem "$TF/include/external/farmhash_archive/src" -isystem "$GMOCK" -isystem "$WORK/compat"
-       -isystem "$TF/include/external/nvshmem/_virtual_includes/nvshmem_lib")
+       -isystem "$TF/include/external/nvshmem/_virtual_includes/nvshmem_lib"
+       -isystem "$TF/include/external/nvshmem/_virtual_includes/nvshmem_lib/third_party/nvshmem"
+       -isystem "$TF/include/third_party/gpus/cuda/include"
+       -isystem "$TF/include/external/cuda_cccl/libcudacxx/include")
 compile() {  # compile FILE: 0 when it compiles; generates missing .pb.h first
   local i missing
   for i in $(seq 30); do
