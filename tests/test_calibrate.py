@@ -127,6 +127,22 @@ def test_bad_operands_name_the_line(tmp_path, operands, message):
   assert f"{path}:3: " in str(e.value) and message in str(e.value)
 
 
+def test_nvshmem_network_rows_are_an_input_error_at_their_line(tmp_path, capsys):
+  # The pinned XLA runs NVSHMEM only inside NVSHMEM_TEAM_SHARED (one host): a
+  # measured NVSHMEM row across hosts is bad input, not a table the core refuses
+  # after it was written.
+  path = write_xla_csv(tmp_path / "hosts.csv", {("nccl", "network"): (20.0, 7.0, 45.0)})
+  lines = path.read_text().splitlines()
+  lines.insert(5, "nvshmem,network,1024,2e-05,1,5e-05,3e-05,16,0.9.1,50")
+  path.write_text("\n".join(lines) + "\n")
+  out = tmp_path / "table.txt"
+  rc = cli.main(["heuristics", "calibrate", str(path), f"--out={out}"])
+  _, err = capsys.readouterr()
+  assert rc == 2 and len(err.strip().splitlines()) == 1, err
+  assert f"{path}:6: nvshmem has no network row" in err and "internal" not in err, err
+  assert not out.exists()
+
+
 def test_cli_reports_calibration_held_out_and_step_and_plots(tmp_path, capsys):
   path = write_xla_csv(tmp_path / "bench.csv", TRUE, noise=0.01, step=1)
   out, png, errors = tmp_path / "table.txt", tmp_path / "fit.png", tmp_path / "e.csv"
