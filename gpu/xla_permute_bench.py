@@ -521,6 +521,12 @@ def cross_host_settings(args, env):
   if len(parse_list(args.backends, BACKEND_FLAGS)) != 1:
     raise BenchError("--coordinator measures one backend per launch "
                      "(XLA's flags are fixed when jax starts): give one --backends")
+  if parse_list(args.backends, BACKEND_FLAGS) == ["nvshmem"] and nprocs > g:
+    # The pinned receiver waits only in a barrier over NVSHMEM_TEAM_SHARED (one
+    # host), so a put from another host is not waited for: nothing to measure.
+    raise BenchError(f"--backends=nvshmem: the ring of {nprocs} processes leaves its "
+                     f"host of {g} GPUs, and NVSHMEM runs only inside one host "
+                     "(NVSHMEM_TEAM_SHARED) at the pinned XLA; measure nccl")
   return {"coordinator": args.coordinator, "process_id": pid,
           "num_processes": nprocs, "local_id": local, "gpus_per_host": g}
 

@@ -157,6 +157,11 @@ def test_cross_host_flags_give_the_process_and_its_gpu():
       "--gpus-per-host=4"), {})
   assert s == {"coordinator": "node0:1234", "process_id": 5, "num_processes": 8,
                "local_id": 1, "gpus_per_host": 4}
+  # NVSHMEM is measured only on a ring inside one host.
+  s = bench.cross_host_settings(bench.build_parser().parse_args([
+      "--out=x.csv", "--backends=nvshmem", "--coordinator=node0:1234",
+      "--num-processes=8", "--process-id=5"]), {})
+  assert (s["num_processes"], s["gpus_per_host"]) == (8, 8)
 
 
 def test_cross_host_defaults_come_from_slurm_then_open_mpi():
@@ -190,6 +195,8 @@ def test_cross_host_defaults_come_from_slurm_then_open_mpi():
       "--gpus-per-host=4"], {}, "must be >= 1 and divide --num-processes=6"),
     (["--coordinator=node0:1234", "--num-processes=8", "--process-id=0",
       "--backends=nccl,nvshmem"], {}, "one backend per launch"),
+    (["--coordinator=node0:1234", "--num-processes=8", "--process-id=0",
+      "--gpus-per-host=4", "--backends=nvshmem"], {}, "NVSHMEM runs only inside one host"),
 ])
 def test_cross_host_bad_input_is_one_line_and_exit_2(argv, env, message, capsys,
                                                       monkeypatch):
