@@ -7,7 +7,8 @@
 
 CSV columns (header required, any order, extra columns ignored): backend
 (nccl|nvshmem|peer|symmetric), link_class (same_device|nvlink|nvlink_domain|
-network), bytes (all buffers of one permute together), seconds (the permute's own
+network; never network for nvshmem, which the pinned XLA runs only inside one
+host), bytes (all buffers of one permute together), seconds (the permute's own
 time), and optionally operands (buffers in the one permute; 1 when absent, as in
 point-to-point CSVs), step_s and baseline_s (the loop step with and without the
 permute, for the step check).
