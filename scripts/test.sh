@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up (idempotent), then runs every test: the C++ tests
 # (googletest, through ctest), the fuzzing (fixed seed, committed corpus and
-# regressions: the same inputs every run) and the Python tests
+# regressions: the same inputs every run), the reviewer's check of the jax v0.11.0
+# series and the Python tests
 # (pytest, including `pip install .` into a fresh environment,
 # tests/test_packaging.py). Fails when any test fails.
 set -uo pipefail
@@ -39,9 +40,17 @@ if [ -n "$wheel_pid" ]; then
     echo "== The wheel did not build (build/wheel.log); the packaging test builds it again"
   fi
 fi
+# The jax v0.11.0 series as a reviewer checks it (git am at 131bf41a, format, -c
+# compiles, its tests against tf-nightly's XLA): about ten minutes of compiling,
+# a step of its own so that the Python suite's time stays the suite's. The test
+# skips, saying why, where .venv-next or openxla/xla at 131bf41a is missing.
+echo "== The jax v0.11.0 series against 131bf41a and tf-nightly's XLA (scripts/check_series_upstream.sh)"
+.venv/bin/python -m pytest -q -p no:cacheprovider -rs \
+  tests/test_series_next.py::test_reviewers_check_passes || status=1
 # Two workers (pytest-xdist), a file at a time each, the slowest files first
 # (tests/conftest.py): the suite is mostly one process waiting on another.
 echo "== Python tests (pytest, ${NVSHMEM_TEST_WORKERS:-2} workers)"
 .venv/bin/python -m pytest -q -p no:cacheprovider -n "${NVSHMEM_TEST_WORKERS:-2}" \
-  --dist loadfile --no-loadscope-reorder "$@" || status=1
+  --dist loadfile --no-loadscope-reorder \
+  --deselect tests/test_series_next.py::test_reviewers_check_passes "$@" || status=1
 exit $status

@@ -58,7 +58,7 @@ def fixtures_dir():
 # tens of seconds run first, so that the two workers of scripts/test.sh
 # (pytest-xdist, one file per worker at a time) end together; the rest follow
 # in their usual order.
-SLOW_FIRST = ("test_series_next.py", "test_ring_e2e.py", "test_packaging.py",
+SLOW_FIRST = ("test_ring_e2e.py", "test_packaging.py",
               "test_attention_kernel_bench.py",
               "test_reliability.py", "test_ring_attention.py", "test_report.py",
               "test_bench.py")
