@@ -167,7 +167,8 @@ std::vector<tsl::Flag> FlagList(Flags& f, std::string& error) {
       integer("devices-per-host", &f.devices_per_host, 1, 1 << 20,
               "GPUs per host of the derived topology (default 8, at most the "
               "module's)"),
-      tsl::Flag("cost-table", &f.cost_table, "cost table file"),
+      tsl::Flag("cost-table", &f.cost_table,
+                "cost table file ('-': its text on stdin)"),
       tsl::Flag("mode", &f.mode, "rewrite|annotate|explain"),
       tsl::Flag("annotate", &f.annotate,
                 "rewrite, and record decisions in attributes"),
@@ -280,14 +281,33 @@ void Stage(const std::string& input, const char* stage, int code) {
   }
 }
 
-// The cost table of --cost-table (its text kept for the pass) with the
-// backend set of --backends.
-sel::CostTable LoadCostTable(const Flags& flags, std::string* text) {
+// Reads of a cost-table file; '-' (stdin) carries a text the caller has
+// already read (hlo-tools), not a read of the file.
+int g_cost_table_reads = 0;
+
+// With NVSHMEM_OPT_COUNT_PARSES=1, what this run parsed, said at exit: a hook
+// for the test that each input is parsed once.
+void CountParsesAtExit() {
+  const char* env = std::getenv("NVSHMEM_OPT_COUNT_PARSES");
+  if (env == nullptr || std::string(env) != "1") return;
+  std::atexit([] {
+    std::cerr << "nvshmem-opt parses: topology=" << sel::Parses().topology
+              << " cost_table_reads=" << g_cost_table_reads
+              << " cost_table_parses=" << sel::Parses().cost_table << "\n";
+  });
+}
+
+// The cost table of --cost-table ('-': stdin) with the backend set of
+// --backends, parsed once for the whole run.
+sel::CostTable LoadCostTable(const Flags& flags) {
   sel::CostTable table = sel::DefaultCostTable();
   if (!flags.cost_table.empty()) {
-    *text =
+    if (flags.cost_table == "-" && flags.input == "-")
+      Fail(2, "INPUT and --cost-table cannot both be '-' (stdin)");
+    if (flags.cost_table != "-") ++g_cost_table_reads;
+    const std::string text =
         OrFail(nvshmem_opt::ReadInput(flags.cost_table, flags.max_input_bytes));
-    table = OrFail(sel::ParseCostTable(*text, flags.cost_table));
+    table = OrFail(sel::ParseCostTable(text, flags.cost_table));
   }
   if (!flags.backends.empty()) {
     table.backends =
@@ -335,11 +355,9 @@ int DevicesPerHost(const Flags& flags, const xla::HloModule& module) {
 
 // The topology the pass decides on, asked of the pass itself so that the
 // report and upstream's assigner see the same one; said when derived.
-sel::Topology ResolveTopology(const Flags& flags,
-                              const Rewriter::Options& options,
+sel::Topology ResolveTopology(const Flags& flags, const Rewriter& pass,
                               const xla::HloModule& module) {
-  sel::Topology topology =
-      OrFail(Rewriter(options).TopologyFor(module), flags.input + ": ");
+  sel::Topology topology = OrFail(pass.TopologyFor(module), flags.input + ": ");
   if (flags.topology.empty()) {
     std::cerr << "nvshmem-opt: " << flags.input << ": no --topology; using "
               << topology.ToString() << " (" << topology.num_devices()
@@ -356,9 +374,9 @@ sel::Topology ResolveTopology(const Flags& flags,
 
 int main(int argc, char** argv) {
   UseLauncherFds();
+  CountParsesAtExit();
   const Flags flags = ParseFlags(argc, argv);
-  std::string cost_table_text;
-  const sel::CostTable table = LoadCostTable(flags, &cost_table_text);
+  const sel::CostTable table = LoadCostTable(flags);
   if (flags.print_cost_table) {
     std::cout << sel::CostTableToString(table);
     return 0;
@@ -378,10 +396,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   nvshmem_opt::LoadedModule input = Load(flags, given ? &*given : nullptr);
-  const Rewriter::Options options = nvshmem_opt::DriverPassOptions(
-      flags.topology, given ? 0 : DevicesPerHost(flags, *input.module),
-      cost_table_text, flags.backends, flags.mode, flags.annotate);
-  const sel::Topology topology = ResolveTopology(flags, options, *input.module);
+  // One rewriter, on the spec and table parsed above, resolves the topology
+  // and runs the pass.
+  Rewriter::Options options = nvshmem_opt::DriverPassOptions(
+      "", given ? 0 : DevicesPerHost(flags, *input.module), "", "", flags.mode,
+      flags.annotate);
+  options.parsed_topology = given;
+  options.parsed_table = table;
+  Rewriter pass(options);
+  const sel::Topology topology = ResolveTopology(flags, pass, *input.module);
   std::optional<std::map<std::string, std::string>> upstream;
   if (flags.compare_upstream) {
     Stage(flags.input, "running upstream's CollectiveBackendAssigner", 2);
@@ -398,7 +421,7 @@ int main(int argc, char** argv) {
   };
   const nvshmem_opt::PassRun run =
       OrFail(nvshmem_opt::RunPass(
-                 options, copy ? copy.get() : input.module.get(), stage),
+                 pass, options, copy ? copy.get() : input.module.get(), stage),
              flags.input + ": ");
   if (flags.time)
     std::cerr << "nvshmem-opt: pass took " << run.pass_us << " us\n";

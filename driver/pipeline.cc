@@ -214,6 +214,13 @@ absl::StatusOr<PassRun> RunPass(const Rewriter::Options& options,
                                 xla::HloModule* target,
                                 const StageHook& stage) {
   Rewriter pass(options);
+  return RunPass(pass, options, target, stage);
+}
+
+absl::StatusOr<PassRun> RunPass(Rewriter& pass,
+                                const Rewriter::Options& options,
+                                xla::HloModule* target,
+                                const StageHook& stage) {
   stage("running the pass", 1);
   auto begin = std::chrono::steady_clock::now();
   absl::StatusOr<bool> changed = pass.Run(target);

@@ -53,7 +53,12 @@ Rewriter::Options DriverPassOptions(const std::string& topology,
 using StageHook = std::function<void(const char* stage, int exit_code)>;
 
 // The pass on `target`; unless it only decides, AsyncCollectiveCreator on
-// the permutes it decided; then the verifier.
+// the permutes it decided; then the verifier. `pass` is the driver's one
+// rewriter, the same that resolved the topology (its inputs parsed once).
+absl::StatusOr<PassRun> RunPass(Rewriter& pass,
+                                const Rewriter::Options& options,
+                                xla::HloModule* target, const StageHook& stage);
+// The same with a rewriter of its own, built from `options`.
 absl::StatusOr<PassRun> RunPass(const Rewriter::Options& options,
                                 xla::HloModule* target, const StageHook& stage);
 

@@ -107,7 +107,13 @@ Topology Topology::OneProcessPerHost(core::Topology topology) {
   return Topology(std::move(topology), per_host);
 }
 
+ParseCounts& Parses() {
+  static ParseCounts counts;
+  return counts;
+}
+
 absl::StatusOr<Topology> Topology::Parse(absl::string_view spec) {
+  ++Parses().topology;
   // Takes ":gpus_per_process=N" out; the rest is the core's.
   std::vector<absl::string_view> kept;
   int per_process = 0;

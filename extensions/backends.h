@@ -112,6 +112,15 @@ struct CostTable {
 // The core's defaults; peer gets NCCL's numbers with its own measured 2x H200
 // NVLink curve, symmetric NCCL's numbers.
 CostTable DefaultCostTable();
+
+// Specs and tables this process has parsed (Topology::Parse, ParseCostTable):
+// a hook for the test that each input is parsed once.
+struct ParseCounts {
+  int topology = 0;
+  int cost_table = 0;
+};
+ParseCounts& Parses();
+
 absl::StatusOr<CostTable> ParseCostTable(absl::string_view text,
                                          absl::string_view source_name);
 std::string CostTableToString(const CostTable& table);

@@ -87,13 +87,19 @@ OpRecord ToRecord(const xla::HloCollectivePermuteInstruction& permute,
 PlanningRewriter::PlanningRewriter(Options options)
     : options_(std::move(options)) {
   status_ = [&]() -> absl::Status {
-    TF_ASSIGN_OR_RETURN(table_,
-                        sel::ParseCostTable(options_.cost_table, "cost table"));
-    if (!options_.backends.empty()) {
-      TF_ASSIGN_OR_RETURN(table_.backends,
-                          sel::ParseBackendSet(options_.backends));
+    if (options_.parsed_table) {
+      table_ = *options_.parsed_table;
+    } else {
+      TF_ASSIGN_OR_RETURN(
+          table_, sel::ParseCostTable(options_.cost_table, "cost table"));
+      if (!options_.backends.empty()) {
+        TF_ASSIGN_OR_RETURN(table_.backends,
+                            sel::ParseBackendSet(options_.backends));
+      }
     }
-    if (!options_.topology.empty()) {
+    if (options_.parsed_topology) {
+      topology_ = options_.parsed_topology;
+    } else if (!options_.topology.empty()) {
       TF_ASSIGN_OR_RETURN(topology_, sel::Topology::Parse(options_.topology));
     }
     if (!options_.decide_only && !options_.write_backend) {

@@ -50,6 +50,10 @@ class PlanningRewriter : public xla::HloModulePass {
     std::string cost_table;
     // Backend set (ParseBackendSet), e.g. "nccl,peer"; empty: the table's.
     std::string backends;
+    // Already parsed (the driver parses its flags once): when set, used
+    // instead of `topology`, or of `cost_table` and `backends`.
+    std::optional<nvshmem_ext::Topology> parsed_topology;
+    std::optional<nvshmem_ext::CostTable> parsed_table;
     bool annotate = false;        // Also write the decision to attributes.
     bool decide_only = false;     // Leave backend configs as they are.
     BackendWriter write_backend;  // Required unless decide_only.

@@ -19,8 +19,14 @@ from hlo_tools.errors import InputError
 # each input goes to the driver once (tests/test_parse_once.py).
 RUNS = collections.Counter()
 
-# The driver's own log lines (TensorFlow/absl start-up noise) are not messages.
-_NOISE_RE = re.compile(r"^(WARNING: All log messages|[IWE]\d{4} |\s*$)")
+# What those processes parsed ("topology", "cost_table_reads", "cost_table_parses"),
+# summed from the line each prints when NVSHMEM_OPT_COUNT_PARSES=1 is set.
+PARSES = collections.Counter()
+_PARSES_RE = re.compile(r"^nvshmem-opt parses: (.*)$", re.M)
+
+# The driver's own log lines (TensorFlow/absl start-up noise, its parse counts) are
+# not messages.
+_NOISE_RE = re.compile(r"^(WARNING: All log messages|[IWE]\d{4} |nvshmem-opt parses: |\s*$)")
 
 
 def find_nvshmem_opt():
@@ -84,6 +90,8 @@ def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
 
   topology: a spec, or None to let the driver derive it from the module (hosts of
   devices_per_host GPUs, the driver's default when None; the report's "topology").
+  cost_table: a file, or a table already read (selection.CostTable), which goes to
+  the driver as its text on stdin so that the file is read once.
   backends: the set the target XLA offers ("nccl,peer"), else the cost table's.
 
   The driver's JSON report goes to a temporary file in tmp_dir (default: the system's
@@ -107,8 +115,13 @@ def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
       cmd.append(f"--topology={topology}")
     elif devices_per_host is not None:
       cmd.append(f"--devices-per-host={devices_per_host}")
-    if cost_table:
-      cmd.append(f"--cost-table={cost_table}")
+    table_text = None
+    if isinstance(cost_table, (str, os.PathLike)):
+      if os.fspath(cost_table):
+        cmd.append(f"--cost-table={os.fspath(cost_table)}")
+    elif cost_table is not None:
+      table_text = str(cost_table)
+      cmd.append("--cost-table=-")
     if backends:
       cmd.append(f"--backends={backends}")
     if compare_upstream:
@@ -121,7 +134,9 @@ def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
       cmd += ["-o", os.fspath(out)]
     RUNS[mode] += 1
     proc = subprocess.run(cmd, env=driver_env(), capture_output=True, text=True,
-                          timeout=timeout, check=False)
+                          input=table_text, timeout=timeout, check=False)
+    for counts in _PARSES_RE.findall(proc.stderr):
+      PARSES.update({k: int(v) for k, v in (kv.split("=") for kv in counts.split())})
     report = None
     if proc.returncode == 0:
       try:

@@ -242,8 +242,10 @@ def _run_pass(hlo_dir, json_dir, stage, path, case, selected, partitions):
   """nvshmem-opt (rewrite, upstream beside it) on one stage; (report, output path)."""
   out = os.path.join(hlo_dir, f"{stage}.nvshmem.hlo")
   try:
+    # The table read at the command boundary, not its file again.
     rc, report, message = driver.run_nvshmem_opt(
-        path, selected.spec, selected.cost_table, mode="rewrite", out=out,
+        path, selected.spec, selected.table if selected.cost_table else None,
+        mode="rewrite", out=out,
         compare_upstream=True, num_partitions=partitions, tmp_dir=json_dir, annotate=True,
         backends=selected.backends)
   except FileNotFoundError as e:
