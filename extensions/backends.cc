@@ -13,9 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
@@ -48,30 +46,6 @@ absl::Status SpecError(absl::string_view spec, absl::string_view message) {
 }
 
 }  // namespace
-
-std::string Printable(absl::string_view s) {
-  constexpr size_t kMaxEchoed = 256;
-  std::string out;
-  for (char c : s.substr(0, kMaxEchoed)) {
-    const unsigned char byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte == 0x7f) {
-      absl::StrAppendFormat(&out, "\\x%02x", byte);
-    } else {
-      out += c;
-    }
-  }
-  if (s.size() > kMaxEchoed) out += "...";
-  return out;
-}
-
-std::optional<int64_t> ParseCount(absl::string_view s) {
-  int64_t value = 0;
-  if (s.empty() || !absl::c_all_of(s, absl::ascii_isdigit) ||
-      !absl::SimpleAtoi(s, &value)) {
-    return std::nullopt;
-  }
-  return value;
-}
 
 const char* LinkClassName(LinkClass link_class) {
   return kLinkClassNames[static_cast<int>(link_class)];
@@ -123,7 +97,7 @@ absl::StatusOr<Topology> Topology::Parse(absl::string_view spec) {
       kept.push_back(section);
       continue;
     }
-    std::optional<int64_t> n = ParseCount(value);
+    std::optional<int64_t> n = core::ParseCount(value);
     if (per_process != 0 || !n || *n < 1 || *n > kMaxDevices) {
       return SpecError(spec, absl::StrCat("bad option '", Printable(section),
                                           "' (expected gpus_per_process=N "

@@ -44,15 +44,11 @@ using core::kNumLinkClasses;
 using core::LinkClass;
 using core::LinkCost;
 using core::PermuteRequest;
+using core::Printable;  // User text in an error message.
 using core::TeamDevices;
 
 // Points per (backend, link class) a table may give: bounds parsing.
 inline constexpr int kMaxCurvePoints = 4096;
-
-// User text in an error message: one line, cut short.
-std::string Printable(absl::string_view s);
-// Digits only, no sign or blanks, no overflow.
-std::optional<int64_t> ParseCount(absl::string_view s);
 
 // Names in cost tables and reports: same_device, nvlink, nvlink_domain,
 // network.

@@ -37,12 +37,9 @@ namespace xla {
 namespace gpu {
 namespace nvshmem_selection {
 
-namespace {
-
 // Largest topology accepted (bounds maps and device numbers).
 constexpr int64_t kMaxDevices = 1 << 20;
 
-// User text echoed in an error message: one line, cut short.
 std::string Printable(absl::string_view s) {
   constexpr size_t kMaxEchoed = 256;
   std::string out;
@@ -58,7 +55,6 @@ std::string Printable(absl::string_view s) {
   return out;
 }
 
-// Digits only, no sign or blanks, no overflow.
 std::optional<int64_t> ParseCount(absl::string_view s) {
   int64_t value = 0;
   if (s.empty() || !absl::c_all_of(s, absl::ascii_isdigit) ||
@@ -67,8 +63,6 @@ std::optional<int64_t> ParseCount(absl::string_view s) {
   }
   return value;
 }
-
-}  // namespace
 
 absl::StatusOr<Topology> Topology::Create(
     int slices, int hosts_per_slice, int gpus_per_host, int nvlink_domain_size,

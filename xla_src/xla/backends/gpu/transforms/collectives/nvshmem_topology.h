@@ -103,6 +103,11 @@ absl::StatusOr<std::vector<std::pair<int, int>>> EdgeIdsToDevices(
     const std::vector<std::pair<int64_t, int64_t>>& pairs, bool cross_partition,
     int num_partitions, int num_replicas);
 
+// User text echoed in an error message: one line, cut short.
+std::string Printable(absl::string_view s);
+// Digits only, no sign or blanks, no overflow.
+std::optional<int64_t> ParseCount(absl::string_view s);
+
 }  // namespace nvshmem_selection
 }  // namespace gpu
 }  // namespace xla
