@@ -192,6 +192,14 @@ void BindNames(py::module_& m) {
 }
 
 void BindModel(py::module_& m) {
+  // The pinned runtime's put list, asked of the core so the tools hold no copy.
+  m.def(
+      "nvshmem_puts_type",
+      [](const std::string& type) {
+        return xla::gpu::nvshmem_selection::NvshmemPutsType(type);
+      },
+      py::arg("element_type"));
+
   m.def(
       "edge_time_us",
       [](const sel::CostTable& table, const std::string& backend,

@@ -103,6 +103,11 @@ def edge_time_us(table, backend, link_class, nbytes, buffers=1):
   return _selection_core.edge_time_us(table, backend, link_class, int(nbytes), int(buffers))
 
 
+def nvshmem_puts_type(element_type):
+  """Whether the pinned XLA's NVSHMEM put exists for an HLO element type ('bf16')."""
+  return _selection_core.nvshmem_puts_type(element_type)
+
+
 def nvshmem_hang_reason(device_edges, team_size):
   """Why an NVSHMEM permute over `device_edges` would hang the pinned XLA, or None.
 

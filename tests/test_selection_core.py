@@ -416,3 +416,10 @@ def test_real_train_step_rings_across_hosts_go_where_the_model_says(fixture, spe
     assert default["edges_by_class"]["network"] > 0
     assert default["plan"] == "nccl"
     assert "leave their host" in default["refused"]["nvshmem"], default["reason"]
+
+
+def test_nvshmem_put_types_are_the_cores():
+  # The pinned runtime's put list (nvshmem_communicator.cc:367), asked of the core.
+  puts = [t for t in ("f64", "f32", "f16", "bf16", "s32", "s64", "u32", "u64", "s8", "u8",
+                      "f8e4m3fn", "f8e5m2", "pred", "s16", "c64") if selection.nvshmem_puts_type(t)]
+  assert puts == ["f64", "f32", "f16", "bf16", "s32", "s64", "u32", "u64"]

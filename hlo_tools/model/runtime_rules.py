@@ -1,23 +1,19 @@
 """What each backend's runtime really needs of a collective-permute, read from its code,
 for the plans the tools are given (hand-edited, upstream's assigner, or ours).
 
-The selection core refuses NVSHMEM where the pinned runtime would hang (a device of
-the team without a source) or overflow its heap; the binding asks it for those
-(selection.decide, selection.nvshmem_hang_reason). Its refusals of unsupported
-element types and of edges outside one shared-memory domain are not exposed to
-Python yet, so they are checked here, once, for verify and explain alike.
+The selection core holds the rules: where NVSHMEM would hang (a device of the team
+without a source), overflow its heap, or put an element type the runtime has no put
+for (selection.decide, selection.nvshmem_hang_reason, selection.nvshmem_puts_type).
+This module words them per permute for verify and explain alike, listing every
+problem an op already carries rather than the core's first refusal.
 
 Sources: the pinned XLA, openxla/xla 3cc8846c (jax v0.9.1), for NVSHMEM; the XLA of
 jax 0.10.2, openxla/xla 5a9e73cbd92530cac2ac36f4736a774b2412afe2, for peer and
 symmetric memory.
 """
 
+from hlo_tools import selection
 from hlo_tools.model.collectives import data_operands
-
-# NvshmemCommunicator::P2P puts only these (nvshmem_communicator.cc, the switch at
-# line 367); any other type fails at run time with "Invalid NVSHMEM send type."
-# (line 442), and ThunkEmitter::EmitCollectivePermute checks none of it.
-NVSHMEM_ELEMENT_TYPES = ("f64", "f32", "f16", "bf16", "s32", "s64", "u32", "u64")
 
 # One line per backend: the rule its runtime applies, with the code that applies it.
 RULES = {
@@ -63,13 +59,12 @@ def data_element_types(start):
 
 def nvshmem_type_problem(start):
   """Why NVSHMEM cannot put the permute's buffers at the pin, or None."""
-  bad = sorted({t for t in data_element_types(start) if t not in NVSHMEM_ELEMENT_TYPES})
+  bad = sorted({t for t in data_element_types(start) if not selection.nvshmem_puts_type(t)})
   if not bad:
     return None
   return (f"element type {', '.join(bad)} is not one NVSHMEM puts at the pinned XLA "
-          f"({', '.join(t.upper() for t in NVSHMEM_ELEMENT_TYPES)}; "
-          "nvshmem_communicator.cc:367): it fails at run time with 'Invalid NVSHMEM send "
-          "type'")
+          "(F64, F32, F16, BF16, S32, S64, U32, U64; nvshmem_communicator.cc:367): it "
+          "fails at run time with 'Invalid NVSHMEM send type'")
 
 
 def nvshmem_domain_problem(device_edges, topology):
@@ -108,7 +103,6 @@ def unsafe_reasons(perm, source, topology, table):
   """Why the backend the op already carries cannot run it, by its runtime's rules
   (those above, and the core's hang, heap and peer/symmetric rules); [] when it can
   or the op runs NCCL. What explain marks and verify fails."""
-  from hlo_tools import selection  # pylint: disable=import-outside-toplevel
   from hlo_tools.model import decisions  # pylint: disable=import-outside-toplevel
   have = decisions.op_backend(perm.record)
   try:
