@@ -345,21 +345,35 @@ def test_report_refuses_options_it_would_ignore(capsys, tmp_path, argv, needle):
   assert not (tmp_path / "r").exists()
 
 
-def _interrupt_after(cmd, marker, cwd):
+def _interrupt_after(cmd, marker, cwd, env=None, ready=None):
   """Runs cmd in its own process group and sends it Ctrl-C's SIGINT once `marker`
-  shows on stderr; returns (exit status, stderr)."""
+  shows on stderr (and, given `ready`, once that file exists); returns (exit status,
+  stderr after the signal, stderr before it)."""
   proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True, start_new_session=True)
+                          text=True, start_new_session=True, env=env)
   seen = []
   for line in proc.stderr:
     seen.append(line)
     if marker in line:
+      deadline = time.monotonic() + 120
+      while ready is not None and not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
       time.sleep(0.3)
       os.killpg(proc.pid, signal.SIGINT)
       break
   rest = proc.stderr.read()
   proc.wait(timeout=60)
   return proc.returncode, rest, "".join(seen)
+
+
+def _slow_driver(directory):
+  """The real nvshmem-opt behind a start that touches `ready` and then waits, so that
+  Ctrl-C lands while the driver runs however fast the machine is."""
+  ready = directory / "driver-started"
+  wrapper = directory / "nvshmem-opt"
+  wrapper.write_text(f"#!/bin/sh\ntouch '{ready}'\nsleep 60\nexec '{DRIVER}' \"$@\"\n")
+  wrapper.chmod(0o755)
+  return {**os.environ, "NVSHMEM_OPT": str(wrapper)}, ready
 
 
 @pytest.mark.parametrize("command,marker", [
@@ -369,14 +383,17 @@ def _interrupt_after(cmd, marker, cwd):
     (["dump", "--topology=1x1x8", "--all_passes", "--out=r", *SMALL], "compiling"),
 ])
 def test_ctrl_c_ends_with_one_line_and_no_leftovers(tmp_path, command, marker):
+  work = tmp_path / "cwd"
+  work.mkdir()
+  env, ready = _slow_driver(tmp_path) if marker == "running nvshmem-opt" else (None, None)
   rc, err, before = _interrupt_after(
       [str(REPO / ".venv" / "bin" / "python"), "-m", "hlo_tools.cli", *command], marker,
-      tmp_path)
+      work, env=env, ready=ready)
   assert rc == 130, before + err
   assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
   assert "interrupted" in err
   time.sleep(1)  # an interrupted compile child must not write after us
-  assert sorted(p.name for p in tmp_path.iterdir()) == [], before + err
+  assert sorted(p.name for p in work.iterdir()) == [], before + err
 
 
 def test_driver_message_is_not_cut(tmp_path, capsys):
