@@ -23,8 +23,6 @@
 namespace nvshmem_ext {
 namespace {
 
-constexpr int64_t kMaxDevices = 1 << 20;  // As the core's topology.
-
 constexpr const char* kLinkClassNames[kNumLinkClasses] = {
     "same_device", "nvlink", "nvlink_domain", "network"};
 
@@ -39,11 +37,6 @@ core::Backend CoreBackend(Backend backend) {
 }
 // Peer and symmetric live in slot 0 or 1 of CostTable::extra.
 int ExtraIndex(Backend backend) { return static_cast<int>(backend) - 2; }
-
-absl::Status SpecError(absl::string_view spec, absl::string_view message) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("topology spec '", Printable(spec), "': ", message));
-}
 
 }  // namespace
 
@@ -84,54 +77,6 @@ Topology Topology::OneProcessPerHost(core::Topology topology) {
 ParseCounts& Parses() {
   static ParseCounts counts;
   return counts;
-}
-
-absl::StatusOr<Topology> Topology::Parse(absl::string_view spec) {
-  ++Parses().topology;
-  // Takes ":gpus_per_process=N" out; the rest is the core's.
-  std::vector<absl::string_view> kept;
-  int per_process = 0;
-  for (absl::string_view section : absl::StrSplit(spec, ':')) {
-    absl::string_view value = section;
-    if (kept.empty() || !absl::ConsumePrefix(&value, "gpus_per_process=")) {
-      kept.push_back(section);
-      continue;
-    }
-    std::optional<int64_t> n = core::ParseCount(value);
-    if (per_process != 0 || !n || *n < 1 || *n > kMaxDevices) {
-      return SpecError(spec, absl::StrCat("bad option '", Printable(section),
-                                          "' (expected gpus_per_process=N "
-                                          "once, N GPUs)"));
-    }
-    per_process = static_cast<int>(*n);
-  }
-  absl::StatusOr<core::Topology> base =
-      core::Topology::Parse(absl::StrJoin(kept, ":"));
-  if (!base.ok()) {
-    // The core's message names the spec without the option; name it whole.
-    absl::string_view message = base.status().message();
-    message.remove_prefix(std::min(message.find("': "), message.size()));
-    absl::ConsumePrefix(&message, "': ");
-    return SpecError(spec, absl::StrReplaceAll(
-                               message, {{"(known: nvlN, map=...)",
-                                          "(known: nvlN, gpus_per_process=N, "
-                                          "map=...)"}}));
-  }
-  absl::StatusOr<Topology> topology = Create(
-      base->slices(), base->hosts_per_slice(), base->gpus_per_host(),
-      base->nvlink_domain_size(), base->partition_to_device(), per_process);
-  if (!topology.ok()) return SpecError(spec, topology.status().message());
-  return topology;
-}
-
-std::string Topology::ToString() const {
-  std::string spec = core::Topology::ToString();
-  if (gpus_per_process_ != gpus_per_host()) {
-    // Before the map, as Parse reads it anywhere.
-    const size_t map = std::min(spec.find(":map="), spec.size());
-    spec.insert(map, absl::StrCat(":gpus_per_process=", gpus_per_process_));
-  }
-  return spec;
 }
 
 const char* BackendName(Backend backend) {

@@ -44,8 +44,12 @@ using core::kNumLinkClasses;
 using core::LinkClass;
 using core::LinkCost;
 using core::PermuteRequest;
-using core::Printable;  // User text in an error message.
 using core::TeamDevices;
+
+// User text echoed in an error message: one line, cut short.
+std::string Printable(absl::string_view s);
+// Digits only, no sign or blanks, no overflow.
+std::optional<int64_t> ParseCount(absl::string_view s);
 
 // Points per (backend, link class) a table may give: bounds parsing.
 inline constexpr int kMaxCurvePoints = 4096;
@@ -58,7 +62,14 @@ std::optional<LinkClass> LinkClassFromName(absl::string_view name);
 // The core's topology and which GPUs share a process (default: a host).
 class Topology : public core::Topology {
  public:
-  // The core's spec grammar plus ":gpus_per_process=N".
+  // SLICESxHOSTSxGPUS[:OPTION]... with options
+  //   nvlN | nvl=N           NVLink domain of N GPUs (default: one host)
+  //   gpus_per_process=N     GPUs that share a process (default: one host)
+  //   map=D0,D1,...          physical device of each logical device, where
+  //                          logical device r + p * num_replicas is (replica
+  //                          r, partition p) as XLA places them by default
+  // Examples: "1x2x4", "1x9x8:nvl72". Errors are InvalidArgument,
+  // "topology spec '<spec>': ...".
   static absl::StatusOr<Topology> Parse(absl::string_view spec);
   // gpus_per_process 0 means a whole host.
   static absl::StatusOr<Topology> Create(int slices, int hosts_per_slice,

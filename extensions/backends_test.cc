@@ -91,6 +91,37 @@ std::string SafetyText(const Topology& topology, const CostTable& table,
   return Text(CheckSafety(topology, table, request, backend));
 }
 
+TEST(TopologyTest, ParsesShapesDomainsAndMaps) {
+  Topology t = MustParse("2x2x4");
+  EXPECT_EQ(t.num_devices(), 16);
+  EXPECT_EQ(t.nvlink_domain_size(), 4);
+  EXPECT_EQ(t.ToString(), "2x2x4");
+  EXPECT_EQ(MustParse("1x9x8:nvl=72").ToString(), "1x9x8:nvl72");
+  Topology mapped = MustParse("1x2x2:map=0,2,1,3");
+  EXPECT_EQ(mapped.MapLogicalDevice(1), 2);
+  EXPECT_EQ(mapped.ToString(), "1x2x2:map=0,2,1,3");
+  EXPECT_EQ(
+      MustParse("1x2x4:map=0,1,2,3,4,5,6,7:gpus_per_process=2:nvl8").ToString(),
+      "1x2x4:nvl8:gpus_per_process=2:map=0,1,2,3,4,5,6,7");
+}
+
+TEST(TopologyTest, RejectsMalformedSpecs) {
+  for (const char* bad :
+       {"", "1x2", "1x0x4", "1x-2x4", "1x2x4x", "1x2x4:nvl6", "1x2x4:nvl16",
+        "1x2x4:fast", "1x1x2:map=0,0", "1x1x2:map=0,5", "1x1x2:map=0,x",
+        "1x2x4:nvl8:nvl8", "1x1x2:map=0,1:map=0,1", "9999x9999x9999",
+        "1x2000000x8", "1x99999999999999999999x8"}) {
+    EXPECT_EQ(ParseError(bad).rfind("topology spec '", 0), 0u) << bad;
+  }
+  EXPECT_EQ(ParseError("1x2x4:fast"),
+            "topology spec '1x2x4:fast': unknown option 'fast' (known: nvlN, "
+            "gpus_per_process=N, map=...)");
+  EXPECT_EQ(Printable("a\nb"), "a\\x0ab");
+  EXPECT_EQ(ParseCount("12"), 12);
+  EXPECT_FALSE(ParseCount("+1").has_value());
+  EXPECT_FALSE(ParseCount("99999999999999999999").has_value());
+}
+
 TEST(TopologyTest, GpusPerProcessOption) {
   EXPECT_EQ(MustParse("1x2x4").gpus_per_process(), 4);
   const Topology t = MustParse("1x2x4:gpus_per_process=2");

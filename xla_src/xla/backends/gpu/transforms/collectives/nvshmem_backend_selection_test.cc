@@ -19,6 +19,7 @@ limitations under the License.
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -33,8 +34,10 @@ namespace gpu {
 namespace nvshmem_selection {
 namespace {
 
-Topology MustParse(const std::string& spec) {
-  absl::StatusOr<Topology> topology = Topology::Parse(spec);
+// Hosts of `gpus` GPUs; `map` places the logical devices (empty: identity).
+Topology Hosts(int hosts, int gpus, std::vector<int> map = {}) {
+  absl::StatusOr<Topology> topology =
+      Topology::Create(1, hosts, gpus, 0, std::move(map));
   EXPECT_TRUE(topology.ok()) << topology.status();
   return topology.ok() ? *topology : *Topology::Create(1, 1, 1, 0, {});
 }
@@ -106,21 +109,19 @@ TEST(MeasuredCurveTest, AnEntryWithoutPointsDropsTheInheritedCurve) {
 }
 
 TEST(DecideTest, OneHostRingGoesToNvshmem) {
-  Decision d =
-      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(8), 8});
+  Decision d = Decide(Hosts(1, 8), DefaultCostTable(), {32 << 20, Ring(8), 8});
   EXPECT_EQ(d.backend, Backend::kNvshmem);
   EXPECT_LT(*d.nvshmem_us, d.nccl_us);
 }
 
 TEST(DecideTest, SmallMessagesStayOnNccl) {
-  Decision d =
-      Decide(MustParse("1x1x8"), DefaultCostTable(), {1024, Ring(8), 8});
+  Decision d = Decide(Hosts(1, 8), DefaultCostTable(), {1024, Ring(8), 8});
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_FALSE(d.refusal.has_value());
 }
 
 TEST(DecideTest, EmptyPermuteMovesNothing) {
-  Decision d = Decide(MustParse("1x1x8"), DefaultCostTable(), {1024, {}, 8});
+  Decision d = Decide(Hosts(1, 8), DefaultCostTable(), {1024, {}, 8});
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_EQ(d.nccl_us, 0);
 }
@@ -136,8 +137,7 @@ TEST(DecideTest, NvshmemMustBeatTheMargin) {
                      latency, " bandwidth_gbps: 1e9 }"),
         "t");
     ASSERT_TRUE(table.ok()) << table.status();
-    EXPECT_EQ(Decide(MustParse("1x1x2"), *table, {1024, Ring(2), 2}).backend,
-              backend)
+    EXPECT_EQ(Decide(Hosts(1, 2), *table, {1024, Ring(2), 2}).backend, backend)
         << latency;
   }
 }
@@ -153,7 +153,7 @@ TEST(RuntimeRulesTest, OnlyTypesNvshmemPuts) {
   }
   PermuteRequest request{32 << 20, Ring(8), 8, 2};
   request.element_types = {"bf16", "f8e4m3fn"};  // One buffer is enough.
-  Decision d = Decide(MustParse("1x1x8"), DefaultCostTable(), request);
+  Decision d = Decide(Hosts(1, 8), DefaultCostTable(), request);
   EXPECT_EQ(d.backend, Backend::kNccl);
   ASSERT_TRUE(d.refusal.has_value());
   EXPECT_EQ(d.refusal->kind, RefusalKind::kUnsupportedType);
@@ -164,7 +164,7 @@ TEST(RuntimeRulesTest, MemcpyLocalP2pRefusesNvshmem) {
   PermuteRequest request{32 << 20, Ring(8), 8};
   request.memcpy_local_p2p = true;
   std::optional<Refusal> refusal =
-      CheckNvshmem(MustParse("1x1x8"), DefaultCostTable(), request);
+      CheckNvshmem(Hosts(1, 8), DefaultCostTable(), request);
   ASSERT_TRUE(refusal.has_value());
   EXPECT_EQ(refusal->kind, RefusalKind::kMemcpyLocalP2p);
 }
@@ -172,27 +172,32 @@ TEST(RuntimeRulesTest, MemcpyLocalP2pRefusesNvshmem) {
 TEST(RuntimeRulesTest, EveryEdgeInsideOneHost) {
   // NVSHMEM_TEAM_SHARED is a host's PEs; it is not known to span an NVLink
   // domain of several hosts, so both refuse.
-  for (const char* spec : {"1x2x4", "1x2x4:nvl8", "2x1x4"}) {
+  // Two hosts of 4 alone, in an NVLink domain of 8, and in two slices.
+  for (const auto& [slices, hosts, domain] :
+       std::vector<std::tuple<int, int, int>>{
+           {1, 2, 0}, {1, 2, 8}, {2, 1, 0}}) {
+    absl::StatusOr<Topology> topology =
+        Topology::Create(slices, hosts, 4, domain, {});
+    ASSERT_TRUE(topology.ok()) << topology.status();
     std::optional<Refusal> refusal =
-        CheckNvshmem(MustParse(spec), DefaultCostTable(), {1024, Ring(8), 8});
-    ASSERT_TRUE(refusal.has_value()) << spec;
+        CheckNvshmem(*topology, DefaultCostTable(), {1024, Ring(8), 8});
+    ASSERT_TRUE(refusal.has_value()) << slices << "x" << hosts << " " << domain;
     EXPECT_EQ(refusal->kind, RefusalKind::kOutsideSharedMemory);
     EXPECT_EQ(refusal->count, 2);
     EXPECT_EQ(refusal->total, 8);
   }
   // Huge tables cannot change it: the rule is not a cost.
-  EXPECT_EQ(Decide(MustParse("1x2x4"), DefaultCostTable(),
-                   {int64_t{1} << 29, Ring(8), 8})
-                .backend,
-            Backend::kNccl);
+  EXPECT_EQ(
+      Decide(Hosts(2, 4), DefaultCostTable(), {int64_t{1} << 29, Ring(8), 8})
+          .backend,
+      Backend::kNccl);
 }
 
 TEST(DeadlockFreeTest, DeviceWithoutSourceRefusesNvshmem) {
   // A non-cyclic shift: device 0 receives nothing.
   std::vector<std::pair<int, int>> shift = Ring(8);
   shift.pop_back();
-  Decision d =
-      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, shift, 8});
+  Decision d = Decide(Hosts(1, 8), DefaultCostTable(), {32 << 20, shift, 8});
   EXPECT_EQ(d.backend, Backend::kNccl);
   ASSERT_TRUE(d.refusal.has_value());
   EXPECT_EQ(d.refusal->kind, RefusalKind::kDeviceWithoutSource);
@@ -201,7 +206,7 @@ TEST(DeadlockFreeTest, DeviceWithoutSourceRefusesNvshmem) {
 
 TEST(DeadlockFreeTest, TheTeamIsTheHostsDevicesOfTheProgram) {
   // A ring over half of one host leaves the other half without a source.
-  const Topology t = MustParse("1x1x8");
+  const Topology t = Hosts(1, 8);
   EXPECT_FALSE(CheckNvshmem(t, DefaultCostTable(), {1 << 20, Ring(4), 4}));
   std::optional<Refusal> half =
       CheckNvshmem(t, DefaultCostTable(), {1 << 20, Ring(4), 8});
@@ -215,7 +220,7 @@ TEST(DeadlockFreeTest, TheTeamIsTheHostsDevicesOfTheProgram) {
   EXPECT_EQ(big->kind, RefusalKind::kTeamOutsideTopology);
   // Two hosts: a ring on the first leaves the second's team out of it; a
   // shift on the first does not.
-  const Topology two = MustParse("1x2x4");
+  const Topology two = Hosts(2, 4);
   EXPECT_FALSE(CheckNvshmem(two, DefaultCostTable(), {1 << 20, Ring(4), 8}));
   std::optional<Refusal> shift = CheckNvshmem(
       two, DefaultCostTable(), {1 << 20, {{0, 1}, {1, 2}, {2, 3}}, 8});
@@ -225,7 +230,7 @@ TEST(DeadlockFreeTest, TheTeamIsTheHostsDevicesOfTheProgram) {
 }
 
 TEST(DeadlockFreeTest, TeamFollowsTheDeviceMap) {
-  const Topology t = MustParse("1x1x4:map=3,2,1,0");
+  const Topology t = Hosts(1, 4, {3, 2, 1, 0});
   EXPECT_EQ(TeamDevices(t, 2), (std::vector<int>{3, 2}));
   std::optional<Refusal> outside = NvshmemHang({{3, 0}, {2, 3}}, {3, 2});
   ASSERT_TRUE(outside.has_value());
@@ -235,7 +240,7 @@ TEST(DeadlockFreeTest, TeamFollowsTheDeviceMap) {
 TEST(DecideTest, HeapLimitRefusesNvshmem) {
   CostTable table = DefaultCostTable();
   table.nvshmem_max_bytes = 1 << 20;
-  Decision d = Decide(MustParse("1x1x8"), table, {32 << 20, Ring(8), 8});
+  Decision d = Decide(Hosts(1, 8), table, {32 << 20, Ring(8), 8});
   EXPECT_EQ(d.backend, Backend::kNccl);
   ASSERT_TRUE(d.refusal.has_value());
   EXPECT_EQ(d.refusal->kind, RefusalKind::kExceedsHeap);

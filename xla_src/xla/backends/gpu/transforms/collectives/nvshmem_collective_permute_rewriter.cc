@@ -107,10 +107,6 @@ NvshmemCollectivePermuteRewriter::Create(const Options& options) {
         absl::StrCat("a slice of ", options.slice_size,
                      " devices is not a whole number of hosts of ", per_host));
   }
-  std::optional<sel::Topology> topology;
-  if (!options.topology_spec.empty()) {
-    TF_ASSIGN_OR_RETURN(topology, sel::Topology::Parse(options.topology_spec));
-  }
   sel::CostTable table = sel::DefaultCostTable();
   if (!options.cost_table_path.empty()) {
     std::string text;
@@ -120,7 +116,7 @@ NvshmemCollectivePermuteRewriter::Create(const Options& options) {
                         sel::ParseCostTable(text, options.cost_table_path));
   }
   return std::make_unique<NvshmemCollectivePermuteRewriter>(
-      std::move(table), std::move(topology), options);
+      std::move(table), std::nullopt, options);
 }
 
 NvshmemCollectivePermuteRewriter::NvshmemCollectivePermuteRewriter(

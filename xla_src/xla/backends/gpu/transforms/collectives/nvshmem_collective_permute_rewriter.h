@@ -52,14 +52,12 @@ class NvshmemCollectivePermuteRewriter : public HloModulePass {
     // domain, 0 when unknown.
     int64_t num_devices_per_host = 0;
     int64_t slice_size = 0;
-    // Overrides: a topology spec (Topology::Parse) in place of the above, and
-    // a cost table file (ParseCostTable) in place of the built-in table.
-    std::string topology_spec;
+    // A cost table file (ParseCostTable) in place of the built-in table.
     std::string cost_table_path;
   };
 
-  // Parses and reads what `options` name: InvalidArgument when a value is
-  // bad, the file system's error when the table cannot be read.
+  // Reads what `options` name: InvalidArgument when a value is bad, the file
+  // system's error when the table cannot be read.
   static absl::StatusOr<std::unique_ptr<NvshmemCollectivePermuteRewriter>>
   Create(const Options& options);
 

@@ -15,9 +15,11 @@ limitations under the License.
 
 #include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -111,20 +113,20 @@ ENTRY e {
 class NvshmemCollectivePermuteRewriterTest
     : public HloHardwareIndependentTestBase {
  protected:
-  // The pass on `spec` (empty: derived from `options`) with the favoured
-  // table.
-  static Rewriter MakePass(absl::string_view spec,
-                           const Rewriter::Options& options = {}) {
+  // The pass with the favoured table on hosts of `devices_per_host` GPUs in
+  // NVLink domains of `slice_size` devices (0: one host), as the compiler
+  // describes the cluster.
+  static Rewriter MakePass(const Rewriter::Options& options) {
     absl::StatusOr<sel::CostTable> table =
         sel::ParseCostTable(kNvshmemFavoured, "test");
     EXPECT_TRUE(table.ok()) << table.status();
-    std::optional<sel::Topology> topology;
-    if (!spec.empty()) {
-      absl::StatusOr<sel::Topology> parsed = sel::Topology::Parse(spec);
-      EXPECT_TRUE(parsed.ok()) << parsed.status();
-      topology = *std::move(parsed);
-    }
-    return Rewriter(*std::move(table), std::move(topology), options);
+    return Rewriter(*std::move(table), std::nullopt, options);
+  }
+  static Rewriter MakePass(int64_t devices_per_host, int64_t slice_size = 0) {
+    Rewriter::Options options;
+    options.num_devices_per_host = devices_per_host;
+    options.slice_size = slice_size;
+    return MakePass(options);
   }
 
   // The collective_backend_config backend of `instr`.
@@ -151,7 +153,7 @@ class NvshmemCollectivePermuteRewriterTest
 TEST_F(NvshmemCollectivePermuteRewriterTest, OneHostRingGetsNvshmemStaysSync) {
   TF_ASSERT_OK_AND_ASSIGN(auto module,
                           ParseAndReturnVerifiedModule(kRing8, 1, 8));
-  Rewriter pass = MakePass("1x1x8");
+  Rewriter pass = MakePass(8);
   TF_ASSERT_OK_AND_ASSIGN(bool changed, RunHloPass(&pass, module.get()));
   EXPECT_TRUE(changed);
   TF_ASSERT_OK_AND_ASSIGN(bool matched, RunFileCheck(module->ToString(), R"(
@@ -163,7 +165,7 @@ CHECK-NOT: collective-permute-start
 }
 
 TEST_F(NvshmemCollectivePermuteRewriterTest, RingAcrossHostsKeepsDefault) {
-  EXPECT_EQ(PermuteBackend(kRing8, 8, MakePass("1x2x4")),
+  EXPECT_EQ(PermuteBackend(kRing8, 8, MakePass(4)),
             CollectiveBackendConfig::DEFAULT);
 }
 
@@ -179,7 +181,7 @@ ENTRY e {
   ROOT cp = f32[1024] collective-permute(p), channel_id=1,
     source_target_pairs={)",
                                          pairs, "}\n}\n");
-    EXPECT_EQ(PermuteBackend(hlo, 4, MakePass("1x1x4")),
+    EXPECT_EQ(PermuteBackend(hlo, 4, MakePass(4)),
               CollectiveBackendConfig::DEFAULT)
         << pairs;
   }
@@ -209,7 +211,7 @@ ENTRY e {
 )";
   TF_ASSERT_OK_AND_ASSIGN(auto module,
                           ParseAndReturnVerifiedModule(kInPlace, 1, 4));
-  Rewriter pass = MakePass("1x1x4");
+  Rewriter pass = MakePass(4);
   EXPECT_FALSE(RunHloPass(&pass, module.get()).value());
 }
 
@@ -227,7 +229,7 @@ ENTRY e {
 )";
   TF_ASSERT_OK_AND_ASSIGN(auto module,
                           ParseAndReturnVerifiedModule(kAsync, 1, 8));
-  Rewriter pass = MakePass("1x1x8");
+  Rewriter pass = MakePass(8);
   EXPECT_TRUE(RunHloPass(&pass, module.get()).value());
   TF_ASSERT_OK_AND_ASSIGN(bool matched, RunFileCheck(module->ToString(), R"(
 CHECK: %s = {{.*}} collective-permute-start(%p)
@@ -239,12 +241,12 @@ CHECK: %d = f32[64]{0} collective-permute-done(%s)
 }
 
 TEST_F(NvshmemCollectivePermuteRewriterTest, SecondRunChangesNothing) {
-  for (absl::string_view spec : {"1x1x8", "1x2x4"}) {
+  for (int64_t per_host : {8, 4}) {
     TF_ASSERT_OK_AND_ASSIGN(auto module,
                             ParseAndReturnVerifiedModule(kRing8, 1, 8));
-    Rewriter pass = MakePass(spec);
+    Rewriter pass = MakePass(per_host);
     EXPECT_TRUE(RunHloPass(&pass, module.get()).value());
-    EXPECT_FALSE(RunHloPass(&pass, module.get()).value()) << spec;
+    EXPECT_FALSE(RunHloPass(&pass, module.get()).value()) << per_host;
   }
 }
 
@@ -255,7 +257,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, RequestNamesBytesTypesAndFlag) {
       .mutable_debug_options()
       .set_xla_gpu_use_memcpy_local_p2p(true);
   TF_ASSERT_OK_AND_ASSIGN(sel::Topology topology,
-                          MakePass("1x1x8").TopologyFor(*module));
+                          MakePass(8).TopologyFor(*module));
   auto* permute = Cast<HloCollectivePermuteInstruction>(
       FindInstruction(module.get(), HloOpcode::kCollectivePermute));
   TF_ASSERT_OK_AND_ASSIGN(sel::PermuteRequest request,
@@ -290,7 +292,7 @@ ENTRY e {
 }
 )",
                                                 {{"A", t[0]}, {"B", t[1]}});
-    EXPECT_EQ(PermuteBackend(hlo, 4, MakePass("1x1x4")), backend) << types;
+    EXPECT_EQ(PermuteBackend(hlo, 4, MakePass(4)), backend) << types;
   }
 }
 
@@ -301,7 +303,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, MemcpyLocalP2pKeeps) {
   module->mutable_config()
       .mutable_debug_options()
       .set_xla_gpu_use_memcpy_local_p2p(true);
-  Rewriter pass = MakePass("1x1x8");
+  Rewriter pass = MakePass(8);
   ASSERT_TRUE(RunHloPass(&pass, module.get()).ok());
   EXPECT_EQ(BackendOf(module->entry_computation()->root_instruction()),
             CollectiveBackendConfig::DEFAULT);
@@ -319,25 +321,25 @@ ENTRY e {
     backend_config={"collective_backend_config":{"backend":"NVSHMEM"}}
 }
 )";
-  EXPECT_EQ(PermuteBackend(kShift, 2, MakePass("1x1x2")),
+  EXPECT_EQ(PermuteBackend(kShift, 2, MakePass(2)),
             CollectiveBackendConfig::DEFAULT);
 }
 
 TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyFromDevicesPerHost) {
   Rewriter::Options options;
   options.num_devices_per_host = 8;
-  EXPECT_EQ(PermuteBackend(kRing8, 8, MakePass("", options)),
+  EXPECT_EQ(PermuteBackend(kRing8, 8, MakePass(options)),
             CollectiveBackendConfig::NVSHMEM);
   options.num_devices_per_host = 4;
-  EXPECT_EQ(PermuteBackend(kRing8, 8, MakePass("", options)),
+  EXPECT_EQ(PermuteBackend(kRing8, 8, MakePass(options)),
             CollectiveBackendConfig::DEFAULT);
   // Two hosts of 4 in one NVLink domain of 8 (the slice size): still two
   // NVSHMEM_TEAM_SHARED teams as far as is established.
   options.slice_size = 8;
-  EXPECT_EQ(PermuteBackend(kRing8, 8, MakePass("", options)),
+  EXPECT_EQ(PermuteBackend(kRing8, 8, MakePass(options)),
             CollectiveBackendConfig::DEFAULT);
   options.num_devices_per_host = 8;
-  EXPECT_EQ(PermuteBackend(kRing8, 8, MakePass("", options)),
+  EXPECT_EQ(PermuteBackend(kRing8, 8, MakePass(options)),
             CollectiveBackendConfig::NVSHMEM);
 }
 
@@ -355,7 +357,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyFromDeviceAssignment) {
     for (int p = 0; p < 4; ++p) assignment(0, p) = devices[p];
     TF_ASSERT_OK_AND_ASSIGN(
         auto module, ParseAndReturnVerifiedModule(kRing4, 1, 4, assignment));
-    Rewriter pass = MakePass("", options);
+    Rewriter pass = MakePass(options);
     ASSERT_TRUE(RunHloPass(&pass, module.get()).ok());
     EXPECT_EQ(BackendOf(module->entry_computation()->root_instruction()),
               backend);
@@ -365,7 +367,11 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyFromDeviceAssignment) {
 TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyTooSmallIsAnError) {
   TF_ASSERT_OK_AND_ASSIGN(auto module,
                           ParseAndReturnVerifiedModule(kRing8, 1, 8));
-  Rewriter pass = MakePass("1x1x4");
+  // A topology given to the constructor (as a tool does) that is smaller than
+  // the module.
+  TF_ASSERT_OK_AND_ASSIGN(sel::Topology four,
+                          sel::Topology::Create(1, 1, 4, 0, {}));
+  Rewriter pass(sel::DefaultCostTable(), four, {});
   EXPECT_EQ(RunHloPass(&pass, module.get()).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -375,7 +381,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, CreateReadsTheCostTableFile) {
   ASSERT_TRUE(
       tsl::WriteStringToFile(tsl::Env::Default(), path, kNvshmemFavoured).ok());
   Rewriter::Options options;
-  options.topology_spec = "1x1x8";
+  options.num_devices_per_host = 8;
   options.cost_table_path = path;
   TF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Rewriter> pass,
                           Rewriter::Create(options));
@@ -387,15 +393,13 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, CreateReadsTheCostTableFile) {
 }
 
 TEST_F(NvshmemCollectivePermuteRewriterTest, CreateRejectsBadOptions) {
-  Rewriter::Options bad_spec, negative, bad_slice, missing_file;
-  bad_spec.topology_spec = "1x2";
+  Rewriter::Options negative, bad_slice, missing_file;
   negative.num_devices_per_host = -1;
   bad_slice.num_devices_per_host = 4;
   bad_slice.slice_size = 6;
   missing_file.cost_table_path = ::testing::TempDir() + "/no_such_table.txtpb";
   for (const auto& [options, code] :
        std::vector<std::pair<Rewriter::Options, absl::StatusCode>>{
-           {bad_spec, absl::StatusCode::kInvalidArgument},
            {negative, absl::StatusCode::kInvalidArgument},
            {bad_slice, absl::StatusCode::kInvalidArgument},
            {missing_file, absl::StatusCode::kNotFound}}) {
@@ -406,7 +410,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, CreateRejectsBadOptions) {
 TEST_F(NvshmemCollectivePermuteRewriterTest, CombinedKvStepOnOneHost) {
   TF_ASSERT_OK_AND_ASSIGN(auto module,
                           ParseAndReturnVerifiedModule(kKvStep, 1, 8));
-  Rewriter pass = MakePass("1x1x8");
+  Rewriter pass = MakePass(8);
   EXPECT_TRUE(RunHloPass(&pass, module.get()).value());
   TF_ASSERT_OK_AND_ASSIGN(bool matched, RunFileCheck(module->ToString(), R"(
 CHECK: collective-permute(%k, %v)
@@ -447,17 +451,19 @@ ENTRY e {
   ROOT w = (s32[], bf16[64]) while(init), condition=cond, body=body
 }
 )";
-  for (const auto& [spec, backend] :
-       std::vector<std::pair<absl::string_view,
-                             CollectiveBackendConfig::CollectiveBackend>>{
-           {"1x2x4", CollectiveBackendConfig::DEFAULT},
-           {"1x2x4:nvl8", CollectiveBackendConfig::DEFAULT},
-           {"1x1x8", CollectiveBackendConfig::NVSHMEM}}) {
+  // Hosts of 4, alone or in an NVLink domain of 8; one host of 8.
+  for (const auto& [per_host, slice, backend] :
+       std::vector<std::tuple<int64_t, int64_t,
+                              CollectiveBackendConfig::CollectiveBackend>>{
+           {4, 0, CollectiveBackendConfig::DEFAULT},
+           {4, 8, CollectiveBackendConfig::DEFAULT},
+           {8, 0, CollectiveBackendConfig::NVSHMEM}}) {
     TF_ASSERT_OK_AND_ASSIGN(auto module,
                             ParseAndReturnVerifiedModule(kLoop, 1, 8));
-    Rewriter pass = MakePass(spec);
+    Rewriter pass = MakePass(per_host, slice);
     ASSERT_TRUE(RunHloPass(&pass, module.get()).ok());
-    EXPECT_EQ(BackendOf(FindInstruction(module.get(), "cp")), backend) << spec;
+    EXPECT_EQ(BackendOf(FindInstruction(module.get(), "cp")), backend)
+        << per_host << " " << slice;
   }
 }
 
@@ -473,7 +479,7 @@ ENTRY e {
     source_target_pairs={{0,1},{1,2},{2,3},{3,0},{4,5},{5,6},{6,7},{7,4}}
 }
 )";
-  EXPECT_EQ(PermuteBackend(kTwoRings, 8, MakePass("1x2x4")),
+  EXPECT_EQ(PermuteBackend(kTwoRings, 8, MakePass(4)),
             CollectiveBackendConfig::NVSHMEM);
 }
 

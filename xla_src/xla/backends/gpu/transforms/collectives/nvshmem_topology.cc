@@ -17,21 +17,12 @@ limitations under the License.
 
 #include <cstdint>
 #include <optional>
-#include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/string_view.h"
-#include "absl/strings/strip.h"
 
 namespace xla {
 namespace gpu {
@@ -39,30 +30,6 @@ namespace nvshmem_selection {
 
 // Largest topology accepted (bounds maps and device numbers).
 constexpr int64_t kMaxDevices = 1 << 20;
-
-std::string Printable(absl::string_view s) {
-  constexpr size_t kMaxEchoed = 256;
-  std::string out;
-  for (char c : s.substr(0, kMaxEchoed)) {
-    const unsigned char byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte == 0x7f) {
-      absl::StrAppendFormat(&out, "\\x%02x", byte);
-    } else {
-      out += c;
-    }
-  }
-  if (s.size() > kMaxEchoed) out += "...";
-  return out;
-}
-
-std::optional<int64_t> ParseCount(absl::string_view s) {
-  int64_t value = 0;
-  if (s.empty() || !absl::c_all_of(s, absl::ascii_isdigit) ||
-      !absl::SimpleAtoi(s, &value)) {
-    return std::nullopt;
-  }
-  return value;
-}
 
 absl::StatusOr<Topology> Topology::Create(
     int slices, int hosts_per_slice, int gpus_per_host, int nvlink_domain_size,
@@ -108,93 +75,6 @@ absl::StatusOr<Topology> Topology::Create(
   return topology;
 }
 
-namespace {
-
-// The options after SLICESxHOSTSxGPUS: ":nvlN" and ":map=D0,D1,...".
-struct TopologyOptions {
-  int nvlink_domain_size = 0;  // 0: one host.
-  std::vector<int> map;
-};
-
-absl::StatusOr<TopologyOptions> ParseTopologyOptions(
-    const std::vector<absl::string_view>& sections) {
-  TopologyOptions options;
-  bool have_domain = false;
-  bool have_map = false;
-  for (size_t i = 1; i < sections.size(); ++i) {
-    absl::string_view option = sections[i];
-    if (absl::ConsumePrefix(&option, "nvl")) {
-      absl::ConsumePrefix(&option, "=");
-      std::optional<int64_t> value = ParseCount(option);
-      if (have_domain || !value || *value < 1 || *value > kMaxDevices) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("bad NVLink domain option '", Printable(sections[i]),
-                         "' (expected nvlN or nvl=N once, N GPUs)"));
-      }
-      options.nvlink_domain_size = static_cast<int>(*value);
-      have_domain = true;
-    } else if (absl::ConsumePrefix(&option, "map=")) {
-      if (have_map) return absl::InvalidArgumentError("map given twice");
-      have_map = true;
-      for (absl::string_view item : absl::StrSplit(option, ',')) {
-        std::optional<int64_t> value =
-            ParseCount(absl::StripAsciiWhitespace(item));
-        if (!value || *value > kMaxDevices) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("bad device '", Printable(item), "' in map"));
-        }
-        options.map.push_back(static_cast<int>(*value));
-      }
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown option '", Printable(option), "' (known: nvlN, map=...)"));
-    }
-  }
-  return options;
-}
-
-absl::StatusOr<Topology> ParseTopologySpec(absl::string_view spec) {
-  const std::vector<absl::string_view> sections = absl::StrSplit(spec, ':');
-  const std::vector<absl::string_view> dims = absl::StrSplit(sections[0], 'x');
-  if (dims.size() != 3) {
-    return absl::InvalidArgumentError(
-        "expected SLICESxHOSTSxGPUS such as 1x2x4, optionally followed by "
-        ":nvlN and :map=D0,D1,...");
-  }
-  int values[3];
-  for (int i = 0; i < 3; ++i) {
-    std::optional<int64_t> value = ParseCount(dims[i]);
-    const bool digits =
-        !dims[i].empty() && absl::c_all_of(dims[i], absl::ascii_isdigit);
-    if (!digits || (value && *value < 1)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", Printable(dims[i]), "' is not a positive whole number"));
-    }
-    if (!value || *value > kMaxDevices) {
-      return absl::InvalidArgumentError(absl::StrCat("'", Printable(dims[i]),
-                                                     "' is too large (max ",
-                                                     kMaxDevices, " devices)"));
-    }
-    values[i] = static_cast<int>(*value);
-  }
-  absl::StatusOr<TopologyOptions> options = ParseTopologyOptions(sections);
-  if (!options.ok()) return options.status();
-  return Topology::Create(values[0], values[1], values[2],
-                          options->nvlink_domain_size, std::move(options->map));
-}
-
-}  // namespace
-
-absl::StatusOr<Topology> Topology::Parse(absl::string_view spec) {
-  absl::StatusOr<Topology> topology = ParseTopologySpec(spec);
-  if (!topology.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("topology spec '", Printable(spec),
-                     "': ", topology.status().message()));
-  }
-  return topology;
-}
-
 std::optional<int> Topology::MapLogicalDevice(int logical_device) const {
   if (partition_to_device_.empty()) return logical_device;
   if (logical_device < 0 ||
@@ -213,18 +93,6 @@ LinkClass Topology::Classify(int src_device, int dst_device) const {
     return LinkClass::kNvlinkDomain;
   }
   return LinkClass::kNetwork;
-}
-
-std::string Topology::ToString() const {
-  std::string spec =
-      absl::StrCat(slices_, "x", hosts_per_slice_, "x", gpus_per_host_);
-  if (nvlink_domain_size_ != gpus_per_host_) {
-    absl::StrAppend(&spec, ":nvl", nvlink_domain_size_);
-  }
-  if (!partition_to_device_.empty()) {
-    absl::StrAppend(&spec, ":map=", absl::StrJoin(partition_to_device_, ","));
-  }
-  return spec;
 }
 
 absl::StatusOr<std::vector<std::pair<int, int>>> EdgeIdsToDevices(
@@ -247,8 +115,8 @@ absl::StatusOr<std::vector<std::pair<int, int>>> EdgeIdsToDevices(
   if (logical_devices > topology.num_devices()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the module needs ", logical_devices, " devices (", num_partitions,
-        " partitions x ", num_replicas, " replicas) but topology ",
-        topology.ToString(), " has ", topology.num_devices()));
+        " partitions x ", num_replicas, " replicas) but the topology has ",
+        topology.num_devices()));
   }
   for (const auto& [src, dst] : pairs) {
     if (src < 0 || src >= id_limit || dst < 0 || dst >= id_limit) {

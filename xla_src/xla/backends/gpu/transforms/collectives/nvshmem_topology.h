@@ -22,12 +22,10 @@ limitations under the License.
 
 #include <cstdint>
 #include <optional>
-#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 
 namespace xla {
 namespace gpu {
@@ -46,16 +44,9 @@ inline constexpr int kNumLinkClasses = 4;
 // `nvlink_domain_size` devices (whole hosts, never crossing a slice).
 class Topology {
  public:
-  // Spec grammar: SLICESxHOSTSxGPUS[:OPTION]...
-  //   nvlN | nvl=N     NVLink domain of N GPUs (default: one host)
-  //   map=D0,D1,...    physical device of each logical device, where logical
-  //                    device r + p * num_replicas is (replica r, partition
-  //                    p) as XLA places them by default; with one replica
-  //                    that is the device of each partition (default:
-  //                    identity). A map must cover partitions x replicas.
-  // Examples: "1x2x4", "1x9x8:nvl72". Errors are InvalidArgument,
-  // "topology spec '<spec>': ...".
-  static absl::StatusOr<Topology> Parse(absl::string_view spec);
+  // partition_to_device: the physical device of each logical device, where
+  // logical device r + p * num_replicas is (replica r, partition p) as XLA
+  // places them by default; empty means identity.
   // InvalidArgument when inconsistent; nvlink_domain_size 0 means one host.
   static absl::StatusOr<Topology> Create(int slices, int hosts_per_slice,
                                          int gpus_per_host,
@@ -82,9 +73,6 @@ class Topology {
 
   LinkClass Classify(int src_device, int dst_device) const;
 
-  // Canonical spec string, parseable by Parse.
-  std::string ToString() const;
-
  private:
   int slices_ = 1;
   int hosts_per_slice_ = 1;
@@ -102,11 +90,6 @@ absl::StatusOr<std::vector<std::pair<int, int>>> EdgeIdsToDevices(
     const Topology& topology,
     const std::vector<std::pair<int64_t, int64_t>>& pairs, bool cross_partition,
     int num_partitions, int num_replicas);
-
-// User text echoed in an error message: one line, cut short.
-std::string Printable(absl::string_view s);
-// Digits only, no sign or blanks, no overflow.
-std::optional<int64_t> ParseCount(absl::string_view s);
 
 }  // namespace nvshmem_selection
 }  // namespace gpu

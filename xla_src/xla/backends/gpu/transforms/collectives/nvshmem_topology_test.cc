@@ -15,8 +15,8 @@ limitations under the License.
 
 #include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
 
-#include <string>
 #include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include "absl/status/status.h"
@@ -27,45 +27,54 @@ namespace gpu {
 namespace nvshmem_selection {
 namespace {
 
-Topology MustParse(const std::string& spec) {
-  absl::StatusOr<Topology> topology = Topology::Parse(spec);
+Topology MustCreate(int slices, int hosts, int gpus, int nvlink_domain = 0,
+                    std::vector<int> map = {}) {
+  absl::StatusOr<Topology> topology =
+      Topology::Create(slices, hosts, gpus, nvlink_domain, std::move(map));
   EXPECT_TRUE(topology.ok()) << topology.status();
   return topology.ok() ? *topology : *Topology::Create(1, 1, 1, 0, {});
 }
 
-TEST(TopologyTest, ParsesShapesDomainsAndMaps) {
-  Topology t = MustParse("2x2x4");
+TEST(TopologyTest, CreatesShapesDomainsAndMaps) {
+  Topology t = MustCreate(2, 2, 4);
   EXPECT_EQ(t.num_devices(), 16);
   EXPECT_EQ(t.nvlink_domain_size(), 4);
-  EXPECT_EQ(t.ToString(), "2x2x4");
-  EXPECT_EQ(MustParse("1x9x8:nvl=72").ToString(), "1x9x8:nvl72");
-  Topology mapped = MustParse("1x2x2:map=0,2,1,3");
+  EXPECT_EQ(MustCreate(1, 9, 8, 72).nvlink_domain_size(), 72);
+  Topology mapped = MustCreate(1, 2, 2, 0, {0, 2, 1, 3});
   EXPECT_EQ(mapped.MapLogicalDevice(1), 2);
   EXPECT_FALSE(mapped.MapLogicalDevice(4).has_value());
-  EXPECT_EQ(mapped.ToString(), "1x2x2:map=0,2,1,3");
 }
 
 TEST(TopologyTest, ClassifiesEveryLinkClass) {
-  Topology t = MustParse("2x2x4:nvl8");  // Two NVL8 domains of two hosts.
+  Topology t = MustCreate(2, 2, 4, 8);  // Two NVL8 domains of two hosts.
   EXPECT_EQ(t.Classify(3, 3), LinkClass::kSameDevice);
   EXPECT_EQ(t.Classify(0, 3), LinkClass::kIntraHostNvlink);
   EXPECT_EQ(t.Classify(3, 4), LinkClass::kNvlinkDomain);
   EXPECT_EQ(t.Classify(7, 8), LinkClass::kNetwork);
 }
 
-TEST(TopologyTest, RejectsMalformedSpecs) {
-  for (const char* bad :
-       {"", "1x2", "1x0x4", "1x-2x4", "1x2x4x", "1x2x4:nvl6", "1x2x4:nvl16",
-        "1x2x4:fast", "1x1x2:map=0,0", "1x1x2:map=0,5", "1x1x2:map=0,x",
-        "9999x9999x9999", "1x2000000x8", "1x99999999999999999999x8"}) {
-    EXPECT_EQ(Topology::Parse(bad).status().code(),
+TEST(TopologyTest, RejectsInconsistentShapes) {
+  struct Shape {
+    int slices, hosts, gpus, nvlink_domain;
+    std::vector<int> map;
+  };
+  for (const Shape& bad : std::vector<Shape>{{1, 0, 4, 0, {}},
+                                             {1, 2, 4, 6, {}},
+                                             {1, 2, 4, 16, {}},
+                                             {1, 1, 2, 0, {0, 0}},
+                                             {1, 1, 2, 0, {0, 5}},
+                                             {1, 2000000, 8, 0, {}}}) {
+    EXPECT_EQ(Topology::Create(bad.slices, bad.hosts, bad.gpus,
+                               bad.nvlink_domain, bad.map)
+                  .status()
+                  .code(),
               absl::StatusCode::kInvalidArgument)
-        << bad;
+        << bad.hosts << "x" << bad.gpus;
   }
 }
 
 TEST(EdgeIdsTest, ExpandsPartitionsAndReplicas) {
-  Topology t = MustParse("1x2x4");
+  Topology t = MustCreate(1, 2, 4);
   auto edges = EdgeIdsToDevices(t, {{0, 1}, {1, 0}}, /*cross_partition=*/true,
                                 /*num_partitions=*/2, /*num_replicas=*/4);
   ASSERT_TRUE(edges.ok()) << edges.status();

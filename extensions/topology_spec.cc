@@ -1,0 +1,176 @@
+// The topology spec grammar, one for every command and the driver. The XLA
+// pass takes no spec: it builds its topology from the compiler's cluster
+// description, so the grammar lives here, beside the tools.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/algorithm/container.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "extensions/backends.h"
+
+namespace nvshmem_ext {
+namespace {
+
+constexpr int64_t kMaxDevices = 1 << 20;  // As the core's topology.
+
+// What follows SLICESxHOSTSxGPUS.
+struct SpecOptions {
+  int nvlink_domain_size = 0;  // 0: one host.
+  int gpus_per_process = 0;    // 0: one host.
+  std::vector<int> map;
+};
+
+// "nvlN", "nvl=N" or "gpus_per_process=N", each once: the N, else an error.
+absl::StatusOr<int> CountOption(absl::string_view section,
+                                absl::string_view value, bool given,
+                                absl::string_view expected) {
+  std::optional<int64_t> n = ParseCount(value);
+  if (given || !n || *n < 1 || *n > kMaxDevices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bad option '", Printable(section), "' (expected ", expected, ")"));
+  }
+  return static_cast<int>(*n);
+}
+
+absl::Status ParseMap(absl::string_view list, std::vector<int>* map) {
+  for (absl::string_view item : absl::StrSplit(list, ',')) {
+    std::optional<int64_t> value = ParseCount(absl::StripAsciiWhitespace(item));
+    if (!value || *value > kMaxDevices) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad device '", Printable(item), "' in map"));
+    }
+    map->push_back(static_cast<int>(*value));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SpecOptions> ParseOptions(
+    const std::vector<absl::string_view>& sections) {
+  SpecOptions options;
+  bool have_map = false;
+  for (size_t i = 1; i < sections.size(); ++i) {
+    absl::string_view value = sections[i];
+    if (absl::ConsumePrefix(&value, "nvl")) {
+      absl::ConsumePrefix(&value, "=");
+      absl::StatusOr<int> n =
+          CountOption(sections[i], value, options.nvlink_domain_size != 0,
+                      "nvlN or nvl=N once, N GPUs");
+      if (!n.ok()) return n.status();
+      options.nvlink_domain_size = *n;
+    } else if (absl::ConsumePrefix(&value, "gpus_per_process=")) {
+      absl::StatusOr<int> n =
+          CountOption(sections[i], value, options.gpus_per_process != 0,
+                      "gpus_per_process=N once, N GPUs");
+      if (!n.ok()) return n.status();
+      options.gpus_per_process = *n;
+    } else if (absl::ConsumePrefix(&value, "map=")) {
+      if (have_map) return absl::InvalidArgumentError("map given twice");
+      have_map = true;
+      absl::Status status = ParseMap(value, &options.map);
+      if (!status.ok()) return status;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown option '", Printable(value),
+                       "' (known: nvlN, gpus_per_process=N, map=...)"));
+    }
+  }
+  return options;
+}
+
+absl::StatusOr<Topology> ParseSpec(absl::string_view spec) {
+  const std::vector<absl::string_view> sections = absl::StrSplit(spec, ':');
+  const std::vector<absl::string_view> dims = absl::StrSplit(sections[0], 'x');
+  if (dims.size() != 3) {
+    return absl::InvalidArgumentError(
+        "expected SLICESxHOSTSxGPUS such as 1x2x4, optionally followed by "
+        ":nvlN and :map=D0,D1,...");
+  }
+  int values[3];
+  for (int i = 0; i < 3; ++i) {
+    std::optional<int64_t> value = ParseCount(dims[i]);
+    const bool digits =
+        !dims[i].empty() && absl::c_all_of(dims[i], absl::ascii_isdigit);
+    if (!digits || (value && *value < 1)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", Printable(dims[i]), "' is not a positive whole number"));
+    }
+    if (!value || *value > kMaxDevices) {
+      return absl::InvalidArgumentError(absl::StrCat("'", Printable(dims[i]),
+                                                     "' is too large (max ",
+                                                     kMaxDevices, " devices)"));
+    }
+    values[i] = static_cast<int>(*value);
+  }
+  absl::StatusOr<SpecOptions> options = ParseOptions(sections);
+  if (!options.ok()) return options.status();
+  return Topology::Create(values[0], values[1], values[2],
+                          options->nvlink_domain_size, std::move(options->map),
+                          options->gpus_per_process);
+}
+
+}  // namespace
+
+std::string Printable(absl::string_view s) {
+  constexpr size_t kMaxEchoed = 256;
+  std::string out;
+  for (char c : s.substr(0, kMaxEchoed)) {
+    const unsigned char byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      absl::StrAppendFormat(&out, "\\x%02x", byte);
+    } else {
+      out += c;
+    }
+  }
+  if (s.size() > kMaxEchoed) out += "...";
+  return out;
+}
+
+std::optional<int64_t> ParseCount(absl::string_view s) {
+  int64_t value = 0;
+  if (s.empty() || !absl::c_all_of(s, absl::ascii_isdigit) ||
+      !absl::SimpleAtoi(s, &value)) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+absl::StatusOr<Topology> Topology::Parse(absl::string_view spec) {
+  ++Parses().topology;
+  absl::StatusOr<Topology> topology = ParseSpec(spec);
+  if (!topology.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("topology spec '", Printable(spec),
+                     "': ", topology.status().message()));
+  }
+  return topology;
+}
+
+std::string Topology::ToString() const {
+  std::string spec =
+      absl::StrCat(slices(), "x", hosts_per_slice(), "x", gpus_per_host());
+  if (nvlink_domain_size() != gpus_per_host()) {
+    absl::StrAppend(&spec, ":nvl", nvlink_domain_size());
+  }
+  if (gpus_per_process_ != gpus_per_host()) {
+    absl::StrAppend(&spec, ":gpus_per_process=", gpus_per_process_);
+  }
+  if (!partition_to_device().empty()) {
+    absl::StrAppend(&spec, ":map=", absl::StrJoin(partition_to_device(), ","));
+  }
+  return spec;
+}
+
+}  // namespace nvshmem_ext
