@@ -189,6 +189,23 @@ void BindNames(py::module_& m) {
     }
     return names;
   });
+
+  // Each backend's record (extensions/backends.h BackendInfo), in core order.
+  m.def("backend_info", []() {
+    py::list records;
+    for (int b = 0; b < sel::kNumBackends; ++b) {
+      const sel::BackendInfo& info = sel::Info(static_cast<sel::Backend>(b));
+      py::dict record;
+      record["name"] = info.name;
+      record["label"] = info.label;
+      record["config_backend"] = info.config_backend;
+      record["collectives_mode"] = info.collectives_mode;
+      record["mode_attribute"] = info.mode_attribute;
+      record["runtime"] = info.runtime;
+      records.append(record);
+    }
+    return records;
+  });
 }
 
 void BindModel(py::module_& m) {

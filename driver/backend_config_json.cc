@@ -260,14 +260,10 @@ absl::StatusOr<bool> SetBackendInJson(xla::HloInstruction* instr,
     return absl::InvalidArgumentError(absl::StrCat(
         instr->name(), ": collective_backend_config is not an object"));
   }
-  bool changed =
-      SetString(collective, "backend",
-                backend == sel::Backend::kNvshmem ? "NVSHMEM" : "DEFAULT", "");
-  const char* mode = backend == sel::Backend::kPeer ? "COLLECTIVES_PEER_MEMORY"
-                     : backend == sel::Backend::kSymmetric
-                         ? "COLLECTIVES_SYMMETRIC_MEMORY"
-                         : nullptr;
-  if (mode != nullptr) {
+  const sel::BackendInfo& info = sel::Info(backend);
+  bool changed = SetString(collective, "backend", info.config_backend, "");
+  const absl::string_view mode = info.collectives_mode;
+  if (!mode.empty()) {
     changed |= SetString(collective, "collectives_mode", mode, "backend");
   } else if (backend == sel::Backend::kNccl &&
              FindMember(collective, "collectives_mode") != nullptr) {
@@ -278,12 +274,10 @@ absl::StatusOr<bool> SetBackendInJson(xla::HloInstruction* instr,
   // v0.11.0's XLA reads; NCCL only replaces one already there.
   constexpr absl::string_view kModeAttr = "_xla_collectives_mode";
   std::optional<std::string> asked = instr->get_frontend_attribute(kModeAttr);
-  const char* value = backend == sel::Backend::kPeer        ? "peer"
-                      : backend == sel::Backend::kSymmetric ? "symmetric"
-                      : backend == sel::Backend::kNccl && asked.has_value()
-                          ? "private"
-                          : nullptr;
-  if (value != nullptr && asked != value) {
+  const std::string value = info.mode_attribute;
+  const bool write =
+      !value.empty() && (backend != sel::Backend::kNccl || asked.has_value());
+  if (write && asked != value) {
     instr->set_frontend_attribute(kModeAttr, value);
     changed = true;
   }

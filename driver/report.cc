@@ -40,25 +40,21 @@ Value Time(double us) {
   return us < 0 ? Null() : Time(std::optional<double>(us));
 }
 
+// One entry per backend and per link class of the core, by name: a backend or
+// link class added to the core reaches the report without a change here.
 void FillModel(const sel::Decision& d, Decision* out) {
-  ModeledUs* m = out->mutable_modeled_us();
-  *m->mutable_nccl() =
-      Time(d.backend_us[static_cast<int>(sel::Backend::kNccl)]);
-  *m->mutable_nvshmem() =
-      Time(d.backend_us[static_cast<int>(sel::Backend::kNvshmem)]);
-  *m->mutable_peer() =
-      Time(d.backend_us[static_cast<int>(sel::Backend::kPeer)]);
-  *m->mutable_symmetric() =
-      Time(d.backend_us[static_cast<int>(sel::Backend::kSymmetric)]);
-  m->set_chosen(std::isfinite(d.chosen_us) ? d.chosen_us : 0);
-  EdgesByClass* e = out->mutable_edges_by_class();
-  e->set_same_device(
-      d.edges_by_class[static_cast<int>(sel::LinkClass::kSameDevice)]);
-  e->set_nvlink(
-      d.edges_by_class[static_cast<int>(sel::LinkClass::kIntraHostNvlink)]);
-  e->set_nvlink_domain(
-      d.edges_by_class[static_cast<int>(sel::LinkClass::kNvlinkDomain)]);
-  e->set_network(d.edges_by_class[static_cast<int>(sel::LinkClass::kNetwork)]);
+  auto& times = *out->mutable_modeled_us()->mutable_fields();
+  for (int b = 0; b < sel::kNumBackends; ++b) {
+    times[sel::BackendName(static_cast<sel::Backend>(b))] =
+        Time(d.backend_us[b]);
+  }
+  times["chosen"].set_number_value(std::isfinite(d.chosen_us) ? d.chosen_us
+                                                              : 0);
+  auto& edges = *out->mutable_edges_by_class()->mutable_fields();
+  for (int c = 0; c < sel::kNumLinkClasses; ++c) {
+    edges[sel::LinkClassName(static_cast<sel::LinkClass>(c))].set_number_value(
+        d.edges_by_class[c]);
+  }
 }
 
 void FillDecision(const Rewriter::OpRecord& r, const PassRun& run,
@@ -75,12 +71,10 @@ void FillDecision(const Rewriter::OpRecord& r, const PassRun& run,
     pair->add_values()->set_number_value(static_cast<double>(dst));
   }
   out->set_plan(sel::BackendName(d.backend));
-  out->set_backend(d.backend == sel::Backend::kNvshmem ? "NVSHMEM" : "DEFAULT");
-  *out->mutable_collectives_mode() = d.backend == sel::Backend::kPeer
-                                         ? Str("COLLECTIVES_PEER_MEMORY")
-                                     : d.backend == sel::Backend::kSymmetric
-                                         ? Str("COLLECTIVES_SYMMETRIC_MEMORY")
-                                         : Null();
+  const sel::BackendInfo& info = sel::Info(d.backend);
+  out->set_backend(info.config_backend);
+  *out->mutable_collectives_mode() =
+      *info.collectives_mode != '\0' ? Str(info.collectives_mode) : Null();
   out->set_skipped(r.skipped);
   out->set_reason(d.reason);
   FillModel(d, out);

@@ -26,8 +26,13 @@ namespace {
 constexpr const char* kLinkClassNames[kNumLinkClasses] = {
     "same_device", "nvlink", "nvlink_domain", "network"};
 
-constexpr const char* kBackendNames[kNumBackends] = {"nccl", "nvshmem", "peer",
-                                                     "symmetric"};
+constexpr BackendInfo kBackends[kNumBackends] = {
+    {"nccl", "NCCL", "DEFAULT", "", "private", "every XLA"},
+    {"nvshmem", "NVSHMEM", "NVSHMEM", "", "", "XLA up to jax 0.10.1"},
+    {"peer", "peer memory", "DEFAULT", "COLLECTIVES_PEER_MEMORY", "peer",
+     "XLA of jax >= 0.10.2"},
+    {"symmetric", "symmetric memory", "DEFAULT", "COLLECTIVES_SYMMETRIC_MEMORY",
+     "symmetric", "XLA of jax >= 0.10.2"}};
 
 bool IsCore(Backend backend) {
   return backend == Backend::kNccl || backend == Backend::kNvshmem;
@@ -79,13 +84,15 @@ ParseCounts& Parses() {
   return counts;
 }
 
-const char* BackendName(Backend backend) {
-  return kBackendNames[static_cast<int>(backend)];
+const BackendInfo& Info(Backend backend) {
+  return kBackends[static_cast<int>(backend)];
 }
+
+const char* BackendName(Backend backend) { return Info(backend).name; }
 
 std::optional<Backend> BackendFromName(absl::string_view name) {
   for (int i = 0; i < kNumBackends; ++i) {
-    if (name == kBackendNames[i]) return static_cast<Backend>(i);
+    if (name == kBackends[i].name) return static_cast<Backend>(i);
   }
   return std::nullopt;
 }
@@ -112,11 +119,18 @@ absl::StatusOr<std::vector<Backend>> ParseBackendSet(absl::string_view text) {
         absl::StrCat("backend set '", Printable(text),
                      "' lacks nccl, the default every XLA runs"));
   }
-  if (has(Backend::kNvshmem) &&
-      (has(Backend::kPeer) || has(Backend::kSymmetric))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "backend set '", Printable(text),
-        "' mixes nvshmem with peer/symmetric; no XLA offers both"));
+  // One XLA runs every backend of a set: NCCL, which all run, and others of
+  // one runtime.
+  for (Backend a : backends) {
+    for (Backend b : backends) {
+      if (a != Backend::kNccl && b != Backend::kNccl &&
+          absl::string_view(Info(a).runtime) != Info(b).runtime) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "backend set '", Printable(text), "' mixes ", BackendName(a), " (",
+            Info(a).runtime, ") with ", BackendName(b), " (", Info(b).runtime,
+            "); no XLA offers both"));
+      }
+    }
   }
   absl::c_sort(backends);  // Canonical order, so that text round-trips.
   return backends;

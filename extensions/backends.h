@@ -94,6 +94,23 @@ class Topology : public core::Topology {
 enum class Backend { kNccl = 0, kNvshmem = 1, kPeer = 2, kSymmetric = 3 };
 inline constexpr int kNumBackends = 4;
 
+// Everything the tools say or write about a backend, in one place: its name,
+// how people call it, what choosing it writes into a collective-permute, and
+// the XLA that runs it. Python reads the same records through the binding.
+struct BackendInfo {
+  const char* name;   // In backend sets, tables and reports: "peer".
+  const char* label;  // For people: "peer memory".
+  // collective_backend_config.backend, and .collectives_mode ("": none; the
+  // driver then clears a mode already there).
+  const char* config_backend;
+  const char* collectives_mode;
+  // The _xla_collectives_mode frontend attribute ("": none; NCCL writes
+  // "private" only over an attribute already there).
+  const char* mode_attribute;
+  const char* runtime;  // The XLA that runs it.
+};
+const BackendInfo& Info(Backend backend);
+
 const char* BackendName(Backend backend);
 std::optional<Backend> BackendFromName(absl::string_view name);
 

@@ -20,6 +20,10 @@ Topology = _selection_core.Topology
 CostTable = _selection_core.CostTable
 LINK_CLASSES = tuple(_selection_core.link_classes())
 BACKENDS = tuple(_selection_core.backend_names())
+# Each backend's record, from the core (extensions/backends.h BackendInfo): name,
+# label, config_backend and collectives_mode (what choosing it writes into
+# collective_backend_config; "" for none), mode_attribute, runtime.
+BACKEND_INFO = {r["name"]: r for r in _selection_core.backend_info()}
 
 # What this process asked of the core and the file system, for the test that each
 # input is parsed once (tests/test_parse_once.py): "topology_parse",

@@ -14,15 +14,15 @@ from hlo_tools.model.topology import size_note
 from hlo_tools.errors import InputError
 from hlo_tools.model.sources import strict_pairs
 
-PLAN_BACKEND = {"nvshmem": "NVSHMEM", "nccl": "DEFAULT", "peer": "DEFAULT",
-                "symmetric": "DEFAULT"}
+# What choosing each backend writes, from the core's records.
+PLAN_BACKEND = {n: r["config_backend"] for n, r in selection.BACKEND_INFO.items()}
 # XLA of jax >= 0.10.2 runs peer and symmetric memory through collectives_mode.
-PLAN_MODE = {"peer": "COLLECTIVES_PEER_MEMORY", "symmetric": "COLLECTIVES_SYMMETRIC_MEMORY"}
+PLAN_MODE = {n: r["collectives_mode"] for n, r in selection.BACKEND_INFO.items()
+             if r["collectives_mode"]}
 NO_MODE = "COLLECTIVES_MODE_INVALID"  # what XLA writes when no mode is chosen: NCCL
 # Every value of XLA's CollectivesMode enum (jax 0.10.2); private memory is no
 # backend of any set the core plans over.
-MODE_BACKEND = {NO_MODE: "nccl", "COLLECTIVES_PEER_MEMORY": "peer",
-                "COLLECTIVES_SYMMETRIC_MEMORY": "symmetric",
+MODE_BACKEND = {NO_MODE: "nccl", **{mode: n for n, mode in PLAN_MODE.items()},
                 "COLLECTIVES_PRIVATE_MEMORY": "private"}
 
 

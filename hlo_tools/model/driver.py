@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 
+from hlo_tools import selection
 from hlo_tools.errors import InputError
 
 # nvshmem-opt processes this process started, by --mode: a hook for the test that
@@ -141,12 +142,28 @@ def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
     if proc.returncode == 0:
       try:
         with open(report_path) as f:
-          report = json.load(f)
+          report = _in_core_order(json.load(f))
       except (OSError, ValueError):
         report = None
     return proc.returncode, report, first_message(proc.stderr)
   finally:
     os.unlink(report_path)
+
+
+def _in_core_order(report):
+  """The report with each decision's per-backend times and per-link-class edge
+  counts (JSON objects keyed by the core's names, in no set order) in the core's
+  order, "chosen" last, so that what is printed from them reads the same every run."""
+  for d in report.get("decisions", ()):
+    for key, names in (("modeled_us", selection.BACKENDS + ("chosen",)),
+                       ("edges_by_class", selection.LINK_CLASSES)):
+      given = d.get(key)
+      if isinstance(given, dict):
+        d[key] = {**{n: given[n] for n in names if n in given}, **given}
+    edges = d.get("edges_by_class")
+    if isinstance(edges, dict):
+      d["edges_by_class"] = {k: int(v) if isinstance(v, float) else v for k, v in edges.items()}
+  return report
 
 
 def derived_topology(path, devices_per_host=None, num_partitions=None):

@@ -14,7 +14,9 @@ CHECKS = ("permutation", "start-done", "backend-config", "backend-set", "nvshmem
 # The checks of what a runtime can run at all (not of what the core would choose).
 SAFETY_CHECKS = ("permutation", "start-done", "backend-config", "nvshmem-heap",
                  "nvshmem-team", "nvshmem-runtime", "peer-safety")
-KNOWN_BACKENDS = ("DEFAULT", "NVSHMEM")
+# collective_backend_config.backend values the core's backends write.
+KNOWN_BACKENDS = tuple(dict.fromkeys(r["config_backend"]
+                                     for r in selection.BACKEND_INFO.values()))
 KNOWN_PLANS = selection.BACKENDS  # the core's names
 COLLECTIVE_MEMORY_SPACE = 1  # XLA GPU's collective memory space color, printed S(1)
 _START_OPS = {"collective-permute-start": "collective-permute-done",

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-from hlo_tools import cli_io
+from hlo_tools import cli_io, selection
 from hlo_tools.programs import heuristics
 from hlo_tools.ops.heuristics import sweep
 from hlo_tools.errors import HeuristicsError
@@ -38,7 +38,9 @@ SIZES_BY_TOPOLOGY = {"1x1x8": (4 << 10, 2 << 30, 1 << 20, 256 << 10)}
 DEFAULT_TOPOLOGIES = ("1x1x8", "1x2x4", "2x2x4", "1x9x8:nvl72")
 # nvshmem-opt prints modeled times with 6 significant digits (%.6g).
 REL_TOL = 2e-5
-_UPSTREAM = {"NVSHMEM": "nvshmem", "DEFAULT": "nccl"}
+# Upstream's assigner writes a backend_config backend, never a collectives_mode.
+_UPSTREAM = {r["config_backend"]: n for n, r in reversed(selection.BACKEND_INFO.items())
+             if not r["collectives_mode"]}
 
 
 def sample_cases(spec, topology):

@@ -12,12 +12,16 @@ from hlo_tools.ops.diff import esc
 from hlo_tools.ops.sizes import format_bytes
 
 CHART_SIZES = [2 ** e for e in range(10, 31)]  # 1 KiB .. 1 GiB, widened to every mark
-COLORS = {"nccl": "#1f77b4", "nvshmem": "#2ca02c", "peer": "#ff7f0e",
-          "symmetric": "#17becf", "chosen": "#000000", "edge_network": "#9467bd",
-          "edge_nvlink": "#8c564b", "edge_nvlink_domain": "#e377c2",
-          "edge_same_device": "#7f7f7f"}
-NAMES = {"nccl": "NCCL", "nvshmem": "NVSHMEM", "peer": "peer memory",
-         "symmetric": "symmetric memory"}
+# Colours by the core's order, so that a backend or link class the core adds gets
+# one: NCCL blue, NVSHMEM green, peer orange, symmetric cyan; edges by link class.
+_BACKEND_PALETTE = ("#1f77b4", "#2ca02c", "#ff7f0e", "#17becf", "#d62728", "#bcbd22")
+_EDGE_PALETTE = ("#7f7f7f", "#8c564b", "#e377c2", "#9467bd", "#d62728", "#bcbd22")
+COLORS = {**{b: _BACKEND_PALETTE[i % len(_BACKEND_PALETTE)]
+             for i, b in enumerate(selection.BACKENDS)},
+          "chosen": "#000000",
+          **{f"edge_{c}": _EDGE_PALETTE[i % len(_EDGE_PALETTE)]
+             for i, c in enumerate(selection.LINK_CLASSES)}}
+NAMES = {n: r["label"] for n, r in selection.BACKEND_INFO.items()}
 _CLASS_NAMES = {"network": "network", "nvlink": "NVLink", "nvlink_domain": "NVLink-domain",
                 "same_device": "same-device"}
 MAX_CHARTS = 8  # kinds of permute drawn per configuration; the table lists them all
@@ -27,7 +31,7 @@ def _label(key):
   if key == "chosen":
     return "chosen by the core (dotted)"
   if key.startswith("edge_"):
-    return f"NCCL, one {_CLASS_NAMES[key[5:]]} edge alone"
+    return f"NCCL, one {_CLASS_NAMES.get(key[5:], key[5:])} edge alone"
   return f"{NAMES[key]} (whole permute)"
 
 
@@ -145,7 +149,7 @@ def legend_lines(chart):
   """[(series key or None, text)]: one per drawn series, then each refusal's reason."""
   items = [(k, _label(k)) for k, pts in chart["series_us"].items() if any(pts)]
   if chart.get("nccl_priced_by"):
-    names = " and ".join(_CLASS_NAMES[c] for c in chart["nccl_priced_by"])
+    names = " and ".join(_CLASS_NAMES.get(c, c) for c in chart["nccl_priced_by"])
     items = [(k, f"NCCL (whole permute: its {names} edges, the slowest)" if k == "nccl"
               else text) for k, text in items]
   for b, r in chart["refused"].items():

@@ -3,6 +3,7 @@ configuration's decisions, chart, verify results, diff and trace."""
 
 import json
 
+from hlo_tools import selection
 from hlo_tools.model.collectives import trips_text
 from hlo_tools.model.runtime_rules import rule_lines
 from hlo_tools.ops import diff
@@ -15,7 +16,7 @@ def fmt_us(v):
   return "-" if v is None else f"{v:.2f}"
 
 
-NAMES = {"nvshmem": "NVSHMEM", "peer": "peer memory", "symmetric": "symmetric memory"}
+NAMES = {n: r["label"] for n, r in selection.BACKEND_INFO.items()}
 
 
 def alternative(entry):

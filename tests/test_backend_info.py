@@ -1,0 +1,59 @@
+"""Each backend is described once, in the core (extensions/backends.h BackendInfo):
+the tools' tables of what a backend writes and how it is named come from there."""
+
+from hlo_tools import selection
+from hlo_tools.model import decisions
+from hlo_tools.ops import verify
+from hlo_tools.ops.heuristics import check
+from hlo_tools.ops.report import page
+
+
+def test_records_cover_every_backend_in_core_order():
+  assert tuple(selection.BACKEND_INFO) == selection.BACKENDS
+  for name, record in selection.BACKEND_INFO.items():
+    assert record["name"] == name
+    assert set(record) == {"name", "label", "config_backend", "collectives_mode",
+                           "mode_attribute", "runtime"}
+    assert record["label"] and record["runtime"]
+
+
+def test_what_each_backend_writes():
+  info = selection.BACKEND_INFO
+  written = {n: (r["config_backend"], r["collectives_mode"], r["mode_attribute"])
+             for n, r in info.items()}
+  assert written == {
+      "nccl": ("DEFAULT", "", "private"),
+      "nvshmem": ("NVSHMEM", "", ""),
+      "peer": ("DEFAULT", "COLLECTIVES_PEER_MEMORY", "peer"),
+      "symmetric": ("DEFAULT", "COLLECTIVES_SYMMETRIC_MEMORY", "symmetric")}
+
+
+def test_tools_tables_are_derived_from_the_records():
+  info = selection.BACKEND_INFO
+  assert decisions.PLAN_BACKEND == {n: r["config_backend"] for n, r in info.items()}
+  assert decisions.PLAN_MODE == {"peer": "COLLECTIVES_PEER_MEMORY",
+                                 "symmetric": "COLLECTIVES_SYMMETRIC_MEMORY"}
+  assert decisions.MODE_BACKEND["COLLECTIVES_PEER_MEMORY"] == "peer"
+  assert decisions.MODE_BACKEND[decisions.NO_MODE] == "nccl"
+  assert verify.KNOWN_BACKENDS == ("DEFAULT", "NVSHMEM")
+  assert check._UPSTREAM == {"NVSHMEM": "nvshmem", "DEFAULT": "nccl"}
+  assert page.NAMES["peer"] == "peer memory" and page.NAMES["nvshmem"] == "NVSHMEM"
+  assert page.set_names("nccl,peer,symmetric") == "peer memory or symmetric memory"
+
+
+def test_driver_report_lists_every_backend_and_link_class_of_the_core(tmp_path):
+  from pathlib import Path
+  from hlo_tools.model import driver
+  fixture = Path(__file__).parent / "fixtures" / "ring_1x1x8.before_async.hlo"
+  rc, report, message = driver.run_nvshmem_opt(fixture, "1x2x4", tmp_dir=tmp_path)
+  assert rc == 0, message
+  [d] = report["decisions"]
+  # Keyed by the core's names, read back in the core's order.
+  assert tuple(d["modeled_us"]) == selection.BACKENDS + ("chosen",)
+  assert tuple(d["edges_by_class"]) == selection.LINK_CLASSES
+  assert d["edges_by_class"] == {"same_device": 0, "nvlink": 6, "nvlink_domain": 0,
+                                 "network": 2}
+  assert d["modeled_us"]["chosen"] == d["modeled_us"][d["plan"]]
+  record = selection.BACKEND_INFO[d["plan"]]
+  assert d["backend"] == record["config_backend"]
+  assert d["collectives_mode"] == (record["collectives_mode"] or None)
