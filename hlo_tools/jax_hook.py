@@ -35,13 +35,6 @@ from hlo_tools.errors import HookError
 from hlo_tools.hlo import reader
 from hlo_tools.model import collectives, modes
 
-# The core's plan (or a backend name) -> collectives_mode; None = NCCL (unset).
-MODES = {
-    "nccl": None,
-    "peer": "COLLECTIVES_PEER_MEMORY",
-    "symmetric": "COLLECTIVES_SYMMETRIC_MEMORY",
-}
-KNOWN_BACKENDS = ("nccl", "peer", "symmetric")
 _PERMUTE_RE = re.compile(r"\s(collective-permute(?:-start)?)\(")
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Where a binding built for another interpreter may sit (see
@@ -73,6 +66,14 @@ def import_selection():
       hlo_tools.__path__.append(d)
   from hlo_tools import selection  # raises ImportError naming what is missing
   return selection
+
+
+def hook_modes(selection):
+  """{backend: (collectives_mode or None for NCCL, _xla_collectives_mode value)} for
+  the backends the hook writes (those with a mode attribute: the XLA of jax >=
+  0.10.2), from the core's records."""
+  return {n: (r["collectives_mode"] or None, r["mode_attribute"])
+          for n, r in selection.BACKEND_INFO.items() if r["mode_attribute"]}
 
 
 def _decide_params(selection):
@@ -107,7 +108,7 @@ def decide_mode(selection, topology, table, backends, permute, buffers=1):
     d = selection.decide(topology, table, permute.bytes_per_device, pairs,
                          backends=tuple(backends), **kwargs)
     backend = d.get("backend") or d.get("plan")
-    return (backend if backend in MODES else "nccl"), d
+    return (backend if backend in hook_modes(selection) else "nccl"), d
   d = selection.decide(topology, table, permute.bytes_per_device, pairs)
   plan = d.get("plan")
   one_sided = [b for b in backends if b != "nccl"]
@@ -227,6 +228,7 @@ def transform_text(text, selection, topology, table, backends):
   module = reader.parse_hlo_text(text)
   lines = text.split("\n")
   records, changed = [], False
+  written = hook_modes(selection)
   for permute in collectives.collective_permutes(module):
     buffers = operand_count(module, permute)
     backend, decision = decide_mode(selection, topology, table, backends, permute,
@@ -236,19 +238,19 @@ def transform_text(text, selection, topology, table, backends):
                  if i.name == permute.start)
     asked = modes.requested(start)
     if asked and asked["mode"]:
-      backend = {v: k for k, v in MODES.items() if v}.get(asked["mode"], "nccl")
+      backend = {m: b for b, (m, _) in written.items() if m}.get(asked["mode"], "nccl")
       decision = {**decision, "reason": f"{modes.ATTRIBUTE}=\"{asked['attribute']}\" "
                   f"on the permute ({decision.get('reason')})"}
     at = _permute_line(module, permute) - 1
-    new = set_line_attribute(set_line_mode(lines[at], MODES[backend]),
-                             modes.BACKEND_VALUES[backend])
+    mode, value = written[backend]
+    new = set_line_attribute(set_line_mode(lines[at], mode), value)
     changed |= new != lines[at]
     lines[at] = new
     records.append({"module": module.name, "permute": permute.start,
                     "bytes": permute.bytes_per_device, "buffers": buffers,
                     "pairs": [list(p) for p in permute.pairs],
                     "in_loop": permute.while_loop is not None,
-                    "backend": backend, "mode": MODES[backend],
+                    "backend": backend, "mode": mode,
                     "plan": decision.get("plan"),
                     "mapped_from": decision.get("mapped_from"),
                     "reason": decision.get("reason"),
@@ -345,10 +347,12 @@ def install(topology, backends=("nccl", "peer"), cost_table=None, report=None,
     raise HookError(f"a hook named {name!r} is already installed (topology "
                     f"{_INSTALLED[name].topology}); call its uninstall() first, or "
                     "install under another name")
+  selection = import_selection()
   backends = tuple(backends)
-  bad = [b for b in backends if b not in KNOWN_BACKENDS]
+  known = tuple(hook_modes(selection))
+  bad = [b for b in backends if b not in known]
   if bad or "nccl" not in backends:
-    raise HookError(f"backends {backends!r}: need nccl and only {KNOWN_BACKENDS}")
+    raise HookError(f"backends {backends!r}: need nccl and only {known}")
   try:
     from jax.extend import xla as jx
     register = jx.register_hlo_module_transformation
@@ -357,7 +361,6 @@ def install(topology, backends=("nccl", "peer"), cost_table=None, report=None,
     raise HookError(f"jax {jax.__version__} has no "
                     "jax.extend.xla.register_hlo_module_transformation "
                     "(needs jax >= 0.10.2)") from None
-  selection = import_selection()
   if isinstance(topology, str):
     import jax
     topology = with_process_layout(topology, len(jax.local_devices()),

@@ -57,3 +57,11 @@ def test_driver_report_lists_every_backend_and_link_class_of_the_core(tmp_path):
   record = selection.BACKEND_INFO[d["plan"]]
   assert d["backend"] == record["config_backend"]
   assert d["collectives_mode"] == (record["collectives_mode"] or None)
+
+
+def test_jax_hook_writes_what_the_records_say():
+  from hlo_tools import jax_hook
+  assert jax_hook.hook_modes(selection) == {
+      "nccl": (None, "private"),
+      "peer": ("COLLECTIVES_PEER_MEMORY", "peer"),
+      "symmetric": ("COLLECTIVES_SYMMETRIC_MEMORY", "symmetric")}

@@ -121,7 +121,7 @@ def test_jax_hook_keeps_the_users_mark_and_writes_its_own(compiled):
   unmarked = text.replace('_xla_collectives_mode="peer"', '_other="x"')
   new, [record] = jax_hook.transform_text(unmarked, sel, sel.parse_topology("1x1x2"),
                                           sel.load_cost_table(), ("nccl", "peer"))
-  value = modes.BACKEND_VALUES[record["backend"]]
+  value = sel.BACKEND_INFO[record["backend"]]["mode_attribute"]
   assert f'_xla_collectives_mode="{value}"' in (new or "")
 
 

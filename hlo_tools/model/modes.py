@@ -18,8 +18,6 @@ ATTRIBUTE = "_xla_collectives_mode"
 MODES = {"private": "COLLECTIVES_PRIVATE_MEMORY",
          "symmetric": "COLLECTIVES_SYMMETRIC_MEMORY",
          "peer": "COLLECTIVES_PEER_MEMORY"}
-# The tools' backend names -> attribute values.
-BACKEND_VALUES = {"nccl": "private", "peer": "peer", "symmetric": "symmetric"}
 
 
 def _spaces(shape):
