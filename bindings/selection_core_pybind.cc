@@ -28,6 +28,10 @@ T ValueOrThrow(absl::StatusOr<T> value) {
   return *std::move(value);
 }
 
+void ThrowIfError(const absl::Status& status) {
+  if (!status.ok()) throw py::value_error(std::string(status.message()));
+}
+
 sel::Topology ParseTopology(const std::string& spec) {
   return ValueOrThrow(sel::Topology::Parse(spec));
 }
@@ -110,6 +114,7 @@ void BindCostTable(py::module_& m) {
       .def_static("parse", &ParseTable, py::arg("text"),
                   py::arg("source") = "<string>")
       .def("__str__", &sel::CostTableToString)
+      .def("copy", [](const sel::CostTable& t) { return t; })
       // Setters keep the ranges ParseCostTable enforces.
       .def_property(
           "margin", [](const sel::CostTable& t) { return t.core.margin; },
@@ -160,6 +165,30 @@ void BindCostTable(py::module_& m) {
              return t
                  .link(BackendOrThrow(backend), LinkClassOrThrow(link_class))
                  .per_buffer_us;
+           })
+      // A row and its measured points [(buffers, bytes, us)] (none: the
+      // parametric model), checked as a table's text is.
+      .def(
+          "set_link",
+          [](sel::CostTable& t, const std::string& backend,
+             const std::string& link_class, double latency_us,
+             double bandwidth_gbps, double per_buffer_us,
+             const std::vector<std::tuple<int, int64_t, double>>& points) {
+            std::vector<sel::CurvePoint> curve;
+            for (const auto& [buffers, bytes, us] : points) {
+              curve.push_back({buffers, bytes, us});
+            }
+            ThrowIfError(sel::SetLink(
+                &t, BackendOrThrow(backend), LinkClassOrThrow(link_class),
+                {latency_us, bandwidth_gbps, per_buffer_us}, curve));
+          },
+          py::arg("backend"), py::arg("link_class"), py::arg("latency_us"),
+          py::arg("bandwidth_gbps"), py::arg("per_buffer_us"),
+          py::arg("points") = std::vector<std::tuple<int, int64_t, double>>())
+      .def("set_sm_interference",
+           [](sel::CostTable& t, const std::string& backend, double fraction) {
+             ThrowIfError(
+                 sel::SetSmInterference(&t, BackendOrThrow(backend), fraction));
            })
       // The backend set as "nccl,peer"; set it from the same text.
       .def_property(

@@ -149,6 +149,16 @@ absl::StatusOr<CostTable> ParseCostTable(absl::string_view text,
                                          absl::string_view source_name);
 std::string CostTableToString(const CostTable& table);
 
+// Sets one (backend, link class) row of `table` and its measured points (none:
+// the parametric model), or a backend's SM interference, checked as the same
+// entry of a table's text is: InvalidArgument naming the bad field, and
+// `table` unchanged. For tools that build tables (calibrate).
+absl::Status SetLink(CostTable* table, Backend backend, LinkClass link_class,
+                     const LinkCost& cost,
+                     const std::vector<CurvePoint>& points);
+absl::Status SetSmInterference(CostTable* table, Backend backend,
+                               double fraction);
+
 double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
                   int64_t bytes, int buffers = 1);
 bool HasMeasuredCurve(const CostTable& table, Backend backend,

@@ -388,6 +388,36 @@ absl::StatusOr<CostTable> ParseCostTable(absl::string_view text,
   return ParseOnto(DefaultCostTable(), text, source_name);
 }
 
+absl::Status SetLink(CostTable* table, Backend backend, LinkClass link_class,
+                     const LinkCost& cost,
+                     const std::vector<CurvePoint>& points) {
+  Proto proto;
+  Proto::Link* link = proto.add_links();
+  link->set_backend(ProtoBackend(backend));
+  link->set_link_class(ProtoLinkClass(link_class));
+  link->set_latency_us(cost.latency_us);
+  link->set_bandwidth_gbps(cost.bandwidth_gbps);
+  link->set_per_buffer_us(cost.per_buffer_us);
+  for (const CurvePoint& p : points) {
+    CoreProto::Point* point = link->add_points();
+    point->set_buffers(p.buffers);
+    point->set_bytes(p.bytes);
+    point->set_us(p.us);
+  }
+  core::CostTableEntry bad;
+  return Apply(proto, table, &bad);
+}
+
+absl::Status SetSmInterference(CostTable* table, Backend backend,
+                               double fraction) {
+  Proto proto;
+  Proto::SmInterference* sm = proto.add_sm_interference();
+  sm->set_backend(ProtoBackend(backend));
+  sm->set_fraction(fraction);
+  core::CostTableEntry bad;
+  return Apply(proto, table, &bad);
+}
+
 std::string CostTableToString(const CostTable& table) {
   std::string out = absl::StrCat(
       "backends: [",

@@ -65,3 +65,23 @@ def test_jax_hook_writes_what_the_records_say():
       "nccl": (None, "private"),
       "peer": ("COLLECTIVES_PEER_MEMORY", "peer"),
       "symmetric": ("COLLECTIVES_SYMMETRIC_MEMORY", "symmetric")}
+
+
+def test_tables_are_built_through_the_core():
+  table = selection.CostTable.default()
+  copy = table.copy()
+  copy.set_link("peer", "nvlink", 5, 400, 3, [(1, 1 << 20, 30.0), (1, 1024, 10.0)])
+  assert copy.points("peer", "nvlink") == [(1, 1024, 10.0), (1, 1 << 20, 30.0)]
+  assert copy.link("peer", "nvlink") == (5.0, 400.0)
+  assert table.link("peer", "nvlink") != (5.0, 400.0)  # the copy alone changed
+  # Checked as a table's text is; the table is left as it was.
+  import pytest
+  with pytest.raises(ValueError, match="latency_us must be a number >= 0"):
+    copy.set_link("nccl", "nvlink", -1, 400, 3)
+  with pytest.raises(ValueError, match="a second point"):
+    copy.set_link("nccl", "nvlink", 1, 400, 3, [(1, 1024, 1.0), (1, 1024, 2.0)])
+  assert copy.link("nccl", "nvlink") == table.link("nccl", "nvlink")
+  copy.set_sm_interference("nvshmem", 0.25)
+  assert copy.sm_interference("nvshmem") == 0.25
+  assert selection.parse_cost_table(str(copy)).points("peer", "nvlink") == \
+      copy.points("peer", "nvlink")

@@ -356,35 +356,45 @@ def _sha256(path):
     raise HeuristicsError(f"{path}: {e.strerror}") from None
 
 
+def build_table(base, fits, groups=None):
+  """The base table with each fitted pair's row and its measured points (medians
+  of `groups`, the calibration measurements) set through the core, which checks
+  them as it checks a table's text; fitted backends' SM interference 0 (the
+  measured time is the permute's whole cost: a factor on top would make the core
+  predict other times than were measured) and the backend set measured."""
+  table = base.copy()
+  for key, fit in fits.items():
+    per_buffer = fit.per_buffer_us
+    if per_buffer is None:
+      per_buffer = base.per_buffer_us(*key)
+    table.set_link(*key, _g6(fit.latency_us), _g6(fit.bandwidth_gbps),
+                   _g6(max(per_buffer, 0.0)), _curve(groups, key))
+    table.set_sm_interference(key[0], 0.0)
+  backends = _measured_backend_set(fits)
+  if backends:
+    table.backends = backends
+  return table
+
+
 def render_table(base, fits, source, provenance=(), groups=None):
-  """Cost-table text (text proto): the base table as the core prints it, the
-  fitted pairs' `links` entries replaced by the fit and its points (from
-  `groups`, the calibration measurements)."""
+  """Cost-table text (text proto): the table build_table makes, as the core prints
+  it, with a comment on each fitted entry."""
   out = [f"# Cost table fitted by hlo-tools heuristics calibrate from {source}."]
   out += list(provenance)
   out.append("# Links entries without a '# fit' comment keep the base table's values.")
-  backends = _measured_backend_set(fits)
   fitted_backends = {b for b, _ in fits}
-  lines = iter(str(base).splitlines())
+  lines = iter(str(build_table(base, fits, groups)).splitlines())
   for line in lines:
     if line.startswith("links {"):
       block = [line] + list(_until_block_end(lines))
       key = _block_key(block)
       if key in fits:
-        out.extend(_fit_lines(key, fits[key], base))
-        out.extend(_point_lines(key, (groups or {}).get(key, [])))
-        out.append("}")
-      else:
-        out.extend(block)
-    elif line.startswith("backends:") and backends:
-      names = ", ".join(b.upper() for b in backends.split(","))
-      out.append(f"backends: [{names}]  # the backends measured")
+        out += _fit_comments(key, fits[key], len(_curve(groups, key)))
+      out.extend(block)
+    elif line.startswith("backends:") and _measured_backend_set(fits):
+      out.append(f"{line}  # the backends measured")
     elif line.startswith("sm_interference {") and _block_key([line])[0] in fitted_backends:
-      # The measured time is the whole cost of the permute; a factor on top
-      # would make the core predict other times than were measured.
-      backend = _block_key([line])[0].upper()
-      out.append(f"sm_interference {{ backend: {backend} fraction: 0 }}"
-                 "  # measured: included in the fit")
+      out.append(f"{line}  # measured: included in the fit")
     else:
       out.append(line)
   return "\n".join(out) + "\n"
@@ -409,36 +419,31 @@ def _block_key(block):
   return fields.get("backend:"), fields.get("link_class:")
 
 
-def _point_lines(key, points):
-  # Zero-byte rows fit the line but have no place in log(bytes).
-  rows = [(ops, n, us) for (ops, n), us in medians(points).items() if n > 0]
-  if not rows:
-    return []
-  return ([f"  # measured curve {key[0]} {key[1]}: {len(rows)} points, median "
-           "of the CSV's rows at each (operands, bytes)"] +
-          [f"  points {{ buffers: {ops} bytes: {n} us: {us:.6g} }}"
-           for ops, n, us in rows])
+def _curve(groups, key):
+  """[(operands, bytes, median us)] of the pair's measurements; zero-byte rows fit
+  the line but have no place in log(bytes)."""
+  return [(ops, n, _g6(us)) for (ops, n), us in medians((groups or {}).get(key, [])).items()
+          if n > 0]
 
 
-def _fit_lines(key, fit, base):
-  """The comment and the opening of the fitted pair's `links` entry (numbers,
-  not yet its points or closing brace)."""
+def _g6(value):
+  """Six significant digits: the table keeps what the measurements resolve."""
+  return float(f"{value:.6g}")
+
+
+def _fit_comments(key, fit, points):
   note = f"; held at 0: {fit.clamped}" if fit.clamped else ""
-  per_buffer = fit.per_buffer_us
-  if per_buffer is None:
-    per_buffer = base.per_buffer_us(*key)
+  if fit.per_buffer_us is None:
     note += "; per_buffer from the base table (one operand count measured)"
   worst = max(fit.max_rel_by_size.values())
-  return [f"# fit {key[0]} {key[1]}: {fit.points} points at {fit.sizes} sizes, "
-          f"operands {','.join(map(str, fit.operand_counts))}; parametric row "
-          f"(bandwidth from the top points) rms relative error "
-          f"{100 * fit.rms_rel:.2f}%, max {100 * worst:.2f}%{note}",
-          "links {",
-          f"  backend: {key[0].upper()}",
-          f"  link_class: {key[1].upper()}",
-          f"  latency_us: {fit.latency_us:.6g}",
-          f"  bandwidth_gbps: {fit.bandwidth_gbps:.6g}",
-          f"  per_buffer_us: {max(per_buffer, 0.0):.6g}"]
+  lines = [f"# fit {key[0]} {key[1]}: {fit.points} points at {fit.sizes} sizes, "
+           f"operands {','.join(map(str, fit.operand_counts))}; parametric row "
+           f"(bandwidth from the top points) rms relative error "
+           f"{100 * fit.rms_rel:.2f}%, max {100 * worst:.2f}%{note}"]
+  if points:
+    lines.append(f"# measured curve {key[0]} {key[1]}: {points} points, median of the "
+                 "CSV's rows at each (operands, bytes)")
+  return lines
 
 
 def _measured_backend_set(fits):
@@ -686,48 +691,3 @@ def plot(path, result, checks, source):
   fig.savefig(buffer, format="png", dpi=110)
   plt.close(fig)
   write_file(path, buffer.getvalue())
-
-
-# The selection core's default table carries the measured NVLink entries of the
-# pinned XLA's two backends, copied from the committed calibrated table into a
-# generated block of its source (scripts/embed_default_cost_table.py).
-DEFAULT_BLOCK_BEGIN = "// BEGIN GENERATED DEFAULT TABLE"
-DEFAULT_BLOCK_END = "// END GENERATED DEFAULT TABLE"
-DEFAULT_PAIRS = (("nccl", "nvlink"), ("nvshmem", "nvlink"))
-
-
-def default_block(table_text, source_name):
-  """The C++ block (markers included) for a calibrated table's text: the
-  `links` entries of nccl and nvshmem on NVLink and their sm_interference, in
-  text format, as the core reads them. The provenance stays in the table's
-  file (`source_name`), out of the upstream source."""
-  table = selection.parse_cost_table(table_text, source_name)
-  entries = []
-  for backend, link_class in DEFAULT_PAIRS:
-    latency, bandwidth = table.link(backend, link_class)
-    entries += ["links {", f"  backend: {backend.upper()}",
-                f"  link_class: {link_class.upper()}",
-                f"  latency_us: {_shortest(latency)}", f"  bandwidth_gbps: {_shortest(bandwidth)}",
-                f"  per_buffer_us: {_shortest(table.per_buffer_us(backend, link_class))}"]
-    entries += [f"  points {{ buffers: {b} bytes: {n} us: {_shortest(us)} }}"
-                for b, n, us in table.points(backend, link_class)]
-    entries.append("}")
-  entries += [f"sm_interference {{ backend: {backend.upper()} fraction: "
-              f"{_shortest(table.sm_interference(backend))} }}" for backend in ("nccl", "nvshmem")]
-  return "\n".join([DEFAULT_BLOCK_BEGIN, 'constexpr char kMeasuredNvlinkTable[] = R"table('] +
-                   entries +
-                   [')table";', DEFAULT_BLOCK_END]) + "\n"
-
-
-def _shortest(value):
-  """The shortest text of a float that reads back the same, as the core prints
-  it: 2400, not 2400.0."""
-  text = repr(float(value))
-  return text[:-2] if text.endswith(".0") else text
-
-
-def replace_default_block(source_text, block):
-  """`source_text` with its generated block replaced by `block`."""
-  begin = source_text.index(DEFAULT_BLOCK_BEGIN)
-  end = source_text.index(DEFAULT_BLOCK_END, begin) + len(DEFAULT_BLOCK_END) + 1
-  return source_text[:begin] + block + source_text[end:]
