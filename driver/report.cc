@@ -50,6 +50,13 @@ void FillModel(const sel::Decision& d, Decision* out) {
   }
   times["chosen"].set_number_value(std::isfinite(d.chosen_us) ? d.chosen_us
                                                               : 0);
+  auto& refused = *out->mutable_refused()->mutable_fields();
+  for (int b = 0; b < sel::kNumBackends; ++b) {
+    if (d.refused[b].has_value()) {
+      refused[sel::BackendName(static_cast<sel::Backend>(b))].set_string_value(
+          sel::RefusalText(*d.refused[b]));
+    }
+  }
   auto& edges = *out->mutable_edges_by_class()->mutable_fields();
   for (int c = 0; c < sel::kNumLinkClasses; ++c) {
     edges[sel::LinkClassName(static_cast<sel::LinkClass>(c))].set_number_value(

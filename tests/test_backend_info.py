@@ -54,6 +54,12 @@ def test_driver_report_lists_every_backend_and_link_class_of_the_core(tmp_path):
   assert d["edges_by_class"] == {"same_device": 0, "nvlink": 6, "nvlink_domain": 0,
                                  "network": 2}
   assert d["modeled_us"]["chosen"] == d["modeled_us"][d["plan"]]
+  # Every candidate has a modeled time or a refusal that says why not.
+  assert tuple(d["refused"]) == ("nvshmem", "peer", "symmetric")
+  assert "leave their host" in d["refused"]["nvshmem"]
+  assert "not offered by the target XLA" in d["refused"]["peer"]
+  for backend in selection.BACKENDS:
+    assert (d["modeled_us"][backend] is None) == (backend in d["refused"]), backend
   record = selection.BACKEND_INFO[d["plan"]]
   assert d["backend"] == record["config_backend"]
   assert d["collectives_mode"] == (record["collectives_mode"] or None)

@@ -151,11 +151,13 @@ def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
 
 
 def _in_core_order(report):
-  """The report with each decision's per-backend times and per-link-class edge
-  counts (JSON objects keyed by the core's names, in no set order) in the core's
-  order, "chosen" last, so that what is printed from them reads the same every run."""
+  """The report with each decision's per-backend times and refusals and
+  per-link-class edge counts (JSON objects keyed by the core's names, in no set
+  order) in the core's order, "chosen" last, so that what is printed from them
+  reads the same every run."""
   for d in report.get("decisions", ()):
     for key, names in (("modeled_us", selection.BACKENDS + ("chosen",)),
+                       ("refused", selection.BACKENDS),
                        ("edges_by_class", selection.LINK_CLASSES)):
       given = d.get(key)
       if isinstance(given, dict):
