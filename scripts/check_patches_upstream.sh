@@ -36,6 +36,8 @@
 set -u -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/xla_tree_checks.sh
+. "$ROOT/scripts/lib/xla_tree_checks.sh"
 PIN=3cc8846c10052cc1c32c4db87866eac4e4cdbccd
 VENV="$ROOT/.venv"
 CXX="${CXX:-clang++}"
@@ -109,69 +111,14 @@ mapfile -t CC < <(git -C "$TREE" diff --name-only --diff-filter=AM "HEAD~$N" -- 
 mapfile -t ADDED_CPP < <(git -C "$TREE" diff --name-only --diff-filter=A "HEAD~$N" -- '*.cc' '*.h' '*.inc')
 mapfile -t BUILDS < <(git -C "$TREE" diff --name-only "HEAD~$N" -- '*BUILD' '*.bzl')
 
-# 3. clang-format 17 with the pin's .clang-format.
-fmt=$(cd "$TREE" && git clang-format --binary "$VENV/bin/clang-format" --diff "HEAD~$N" -- '*.cc' '*.h' 2>&1)
-whole=$(cd "$TREE" && "$VENV/bin/clang-format" --dry-run "${ADDED_CPP[@]}" 2>&1 | grep -c 'warning:')
-if [[ "$fmt" == *"did not modify"* || "$fmt" == *"no modified files"* ]] && [ "$whole" = 0 ]; then
-  step ok "clang-format $("$VENV/bin/clang-format" --version | awk '{print $3}')"
-else
-  echo "$fmt" | head -40 >&2; step FAIL "clang-format (changed lines; $whole warnings in added files)"
-fi
-
-# 4. buildifier.
-if (cd "$TREE" && buildifier --mode=check "${BUILDS[@]}") >"$WORK/bf.log" 2>&1; then
-  step ok "buildifier (${BUILDS[*]})"
-else
-  cat "$WORK/bf.log" >&2; step FAIL "buildifier"
-fi
-
-# 5. protoc on demand: the proto of a missing .pb.h and its imports.
-imports() {  # the closure of a proto's imports inside the tree
-  local todo=("$1") seen=" " p
-  while [ ${#todo[@]} -gt 0 ]; do
-    p=${todo[0]}; todo=("${todo[@]:1}")
-    [[ "$seen" == *" $p "* ]] && continue
-    [ -f "$TREE/$p" ] || [ -f "$TREE/third_party/tsl/$p" ] || continue
-    seen+="$p "; echo "$p"
-    mapfile -t -O ${#todo[@]} todo < <(sed -n 's/^import \(public \)\?"\([^"]*\)";.*/\2/p' \
-      "$TREE/$p" "$TREE/third_party/tsl/$p" 2>/dev/null)
-  done
-}
-gen_proto() {
-  local protos
-  mapfile -t protos < <(imports "${1%.pb.h}.proto")
-  [ ${#protos[@]} -gt 0 ] || return 1
-  (cd "$TREE" && "$VENV/bin/protoc" -I . -I third_party/tsl -I "$VENV/include" --cpp_out="$GEN" \
-    "${protos[@]}") 2>>"$WORK/protoc.log"
-}
-# The wheel's third-party headers only: its xla/, tsl/ and tensorflow/ are
-# another XLA and must never stand in for the pin's.
-for d in "$TF"/include/*; do
-  case "${d##*/}" in xla|tsl|tensorflow) ;; *) ln -s "$d" "$EXT/${d##*/}" ;; esac
-done
-# absl at the pin is newer than the wheel's: its test matchers header, which
-# the tests include, comes from wheel_compat/ (the one stand-in used here).
-mkdir -p "$WORK/compat/absl/status"
-ln -s "$ROOT/wheel_compat/absl/status/status_matchers.h" "$WORK/compat/absl/status/"
-WARN=($(sed -n 's/^build:warnings --copt=\(-W[^ ]*\)$/\1/p' "$TREE/warnings.bazelrc" | sort -u))
-[[ "$CXX" == *clang* ]] || WARN=(-Wall -Werror -Wno-sign-compare)
-FLAGS=(-std=c++17 -c -o /dev/null "${WARN[@]}" -Wno-unknown-warning-option
-       -I "$TREE" -I "$TREE/third_party/tsl" -I "$GEN" -isystem "$EXT" -isystem "$TF/include/external/highwayhash"
-       -isystem "$TF/include/external/farmhash_archive/src" -isystem "$GMOCK" -isystem "$WORK/compat"
-       -isystem "$TF/include/external/nvshmem/_virtual_includes/nvshmem_lib"
-       -isystem "$TF/include/external/nvshmem/_virtual_includes/nvshmem_lib/third_party/nvshmem"
-       -isystem "$TF/include/third_party/gpus/cuda/include"
-       -isystem "$TF/include/external/cuda_cccl/libcudacxx/include")
-compile() {  # compile FILE: 0 when it compiles; generates missing .pb.h first
-  local i missing
-  for i in $(seq 30); do
-    "$CXX" "${FLAGS[@]}" "$1" >"$WORK/cc.log" 2>&1 && return 0
-    missing=$(grep -oE "['\"]?[A-Za-z0-9_/.]+\.pb\.h['\"]? file not found|[A-Za-z0-9_/.]+\.pb\.h: No such file" \
-      "$WORK/cc.log" | head -1 | grep -oE '[A-Za-z0-9_/.]+\.pb\.h')
-    [ -n "$missing" ] && gen_proto "$missing" || return 1
-  done
-  return 1
-}
+# 3.-5. Format, buildifier, compile flags (scripts/lib/xla_tree_checks.sh); the
+# CUDA and NVSHMEM 3.1.7 headers of the wheel for nvshmem_communicator.cc.
+check_format "${ADDED_CPP[@]}"
+check_buildifier "${BUILDS[@]}"
+compile_flags "$TF/include/external/nvshmem/_virtual_includes/nvshmem_lib" \
+  "$TF/include/external/nvshmem/_virtual_includes/nvshmem_lib/third_party/nvshmem" \
+  "$TF/include/third_party/gpus/cuda/include" \
+  "$TF/include/external/cuda_cccl/libcudacxx/include"
 
 # 6. Real compiles. These include headers of the pin's LLVM, MLIR or Triton,
 # whose generated .inc files only the pin's LLVM tablegen writes; none is here.

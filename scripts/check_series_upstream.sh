@@ -34,6 +34,8 @@
 set -u -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/xla_tree_checks.sh
+. "$ROOT/scripts/lib/xla_tree_checks.sh"
 VENV="$ROOT/.venv"
 CXX="${CXX:-clang++}"
 SERIES="$ROOT/xla_patches/xla-131bf41a_jax-0.11.0" COMMIT="" TFV="$ROOT/.venv-next"
@@ -112,63 +114,11 @@ mapfile -t CC < <(git -C "$TREE" diff --name-only --diff-filter=AM "HEAD~$N" -- 
 mapfile -t ADDED_CPP < <(git -C "$TREE" diff --name-only --diff-filter=A "HEAD~$N" -- '*.cc' '*.h')
 mapfile -t BUILDS < <(git -C "$TREE" diff --name-only "HEAD~$N" -- '*BUILD' '*.bzl')
 
-# 3. clang-format 17 with the commit's .clang-format.
-fmt=$(cd "$TREE" && git clang-format --binary "$VENV/bin/clang-format" --diff "HEAD~$N" -- '*.cc' '*.h' 2>&1)
-whole=0
-[ ${#ADDED_CPP[@]} -eq 0 ] ||
-  whole=$(cd "$TREE" && "$VENV/bin/clang-format" --dry-run "${ADDED_CPP[@]}" 2>&1 | grep -c 'warning:')
-if [[ "$fmt" == *"did not modify"* || "$fmt" == *"no modified files"* ]] && [ "$whole" = 0 ]; then
-  step ok "clang-format $("$VENV/bin/clang-format" --version | awk '{print $3}')"
-else
-  echo "$fmt" | head -40 >&2; step FAIL "clang-format"
-fi
+# 3.-5. Format, buildifier, compile flags (scripts/lib/xla_tree_checks.sh).
+check_format "${ADDED_CPP[@]}"
+check_buildifier "${BUILDS[@]}"
+compile_flags
 
-# 4. buildifier.
-if (cd "$TREE" && buildifier --mode=check "${BUILDS[@]}") >"$WORK/bf.log" 2>&1; then
-  step ok "buildifier (${BUILDS[*]})"
-else
-  cat "$WORK/bf.log" >&2; step FAIL "buildifier"
-fi
-
-# 5. Real compiles; protoc on demand for a missing .pb.h.
-imports() {  # the closure of a proto's imports inside the tree
-  local todo=("$1") seen=" " p
-  while [ ${#todo[@]} -gt 0 ]; do
-    p=${todo[0]}; todo=("${todo[@]:1}")
-    [[ "$seen" == *" $p "* ]] && continue
-    [ -f "$TREE/$p" ] || [ -f "$TREE/third_party/tsl/$p" ] || continue
-    seen+="$p "; echo "$p"
-    mapfile -t -O ${#todo[@]} todo < <(sed -n 's/^import \(public \)\?"\([^"]*\)";.*/\2/p' \
-      "$TREE/$p" "$TREE/third_party/tsl/$p" 2>/dev/null)
-  done
-}
-gen_proto() {
-  local protos
-  mapfile -t protos < <(imports "${1%.pb.h}.proto")
-  [ ${#protos[@]} -gt 0 ] || return 1
-  (cd "$TREE" && "$VENV/bin/protoc" -I . -I third_party/tsl -I "$VENV/include" --cpp_out="$GEN" \
-    "${protos[@]}") 2>>"$WORK/protoc.log"
-}
-for d in "$TF"/include/*; do
-  case "${d##*/}" in xla|tsl|tensorflow) ;; *) ln -s "$d" "$EXT/${d##*/}" ;; esac
-done
-mkdir -p "$WORK/compat/absl/status"
-ln -s "$ROOT/wheel_compat/absl/status/status_matchers.h" "$WORK/compat/absl/status/"
-WARN=($(sed -n 's/^build:warnings --copt=\(-W[^ ]*\)$/\1/p' "$TREE/warnings.bazelrc" | sort -u))
-[[ "$CXX" == *clang* ]] || WARN=(-Wall -Werror -Wno-sign-compare)
-FLAGS=(-std=c++17 -c -o /dev/null "${WARN[@]}" -Wno-unknown-warning-option
-       -I "$TREE" -I "$TREE/third_party/tsl" -I "$GEN" -isystem "$EXT" -isystem "$TF/include/external/highwayhash"
-       -isystem "$TF/include/external/farmhash_archive/src" -isystem "$GMOCK" -isystem "$WORK/compat")
-compile() {  # compile FILE: 0 when it compiles; generates missing .pb.h first
-  local i missing
-  for i in $(seq 40); do
-    "$CXX" "${FLAGS[@]}" "$1" >"$WORK/cc.log" 2>&1 && return 0
-    missing=$(grep -oE "['\"]?[A-Za-z0-9_/.]+\.pb\.h['\"]? file not found|[A-Za-z0-9_/.]+\.pb\.h: No such file" \
-      "$WORK/cc.log" | head -1 | grep -oE '[A-Za-z0-9_/.]+\.pb\.h')
-    [ -n "$missing" ] && gen_proto "$missing" || return 1
-  done
-  return 1
-}
 ok=0; compiled=(); needs_llvm=()
 for f in "${CC[@]}"; do
   t0=$(date +%s)
