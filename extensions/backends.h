@@ -122,7 +122,7 @@ std::string BackendSetToString(const std::vector<Backend>& backends);
 struct CostTable {
   core::CostTable core;  // NCCL, NVSHMEM and the scalars.
   // Peer and symmetric, each in the NCCL slot of a core table.
-  std::array<core::CostTable, 2> extra;
+  std::array<core::CostTable, kNumBackends - 2> extra;
   std::vector<Backend> backends = {Backend::kNccl, Backend::kNvshmem};
   bool symmetric_signals = false;
 

@@ -14,6 +14,7 @@
 #include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -100,8 +101,14 @@ CoreProto::LinkClass ProtoLinkClass(LinkClass link_class) {
 }
 
 absl::Status NoBackend() {
-  return absl::InvalidArgumentError(
-      "backend must be NCCL, NVSHMEM, PEER or SYMMETRIC");
+  std::vector<std::string> names;
+  for (int b = 0; b < kNumBackends; ++b) {
+    names.push_back(
+        absl::AsciiStrToUpper(BackendName(static_cast<Backend>(b))));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "backend must be ", absl::StrJoin(names.begin(), names.end() - 1, ", "),
+      " or ", names.back()));
 }
 
 // `backends` and `symmetric_signals`, and that every entry names a backend.
@@ -191,7 +198,8 @@ absl::Status Apply(const Proto& proto, CostTable* table,
     status = ApplyPart(proto, {Backend::kNccl, Backend::kNvshmem}, &result.core,
                        bad);
   }
-  for (int i = 0; i < 2 && status.ok(); ++i) {
+  for (int i = 0; i < static_cast<int>(result.extra.size()) && status.ok();
+       ++i) {
     status =
         ApplyPart(proto, {static_cast<Backend>(i + 2)}, &result.extra[i], bad);
   }
@@ -348,9 +356,10 @@ absl::StatusOr<CostTable> ParseOnto(CostTable table, absl::string_view text,
 CostTable BuildDefault() {
   CostTable table;
   table.core = core::DefaultCostTable();
-  // Peer and symmetric start from NCCL's numbers; symmetric was never
-  // measured working (put + signal failed without NCCL signals).
-  table.extra = {table.core, table.core};
+  // Peer and symmetric (every backend beyond the core's) start from NCCL's
+  // numbers; symmetric was never measured working (put + signal failed
+  // without NCCL signals).
+  table.extra.fill(table.core);
   absl::StatusOr<CostTable> with_peer =
       ParseOnto(table, kMeasuredPeerTable, "default peer table");
   if (with_peer.ok()) table = *std::move(with_peer);
