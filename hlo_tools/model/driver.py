@@ -162,9 +162,6 @@ def _in_core_order(report):
       given = d.get(key)
       if isinstance(given, dict):
         d[key] = {**{n: given[n] for n in names if n in given}, **given}
-    edges = d.get("edges_by_class")
-    if isinstance(edges, dict):
-      d["edges_by_class"] = {k: int(v) if isinstance(v, float) else v for k, v in edges.items()}
   return report
 
 
