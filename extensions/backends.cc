@@ -34,15 +34,6 @@ constexpr BackendInfo kBackends[kNumBackends] = {
     {"symmetric", "symmetric memory", "DEFAULT", "COLLECTIVES_SYMMETRIC_MEMORY",
      "symmetric", "XLA of jax >= 0.10.2"}};
 
-bool IsCore(Backend backend) {
-  return backend == Backend::kNccl || backend == Backend::kNvshmem;
-}
-core::Backend CoreBackend(Backend backend) {
-  return static_cast<core::Backend>(static_cast<int>(backend));
-}
-// Peer and symmetric live in slot 0 or 1 of CostTable::extra.
-int ExtraIndex(Backend backend) { return static_cast<int>(backend) - 2; }
-
 }  // namespace
 
 const char* LinkClassName(LinkClass link_class) {
@@ -87,8 +78,6 @@ ParseCounts& Parses() {
 const BackendInfo& Info(Backend backend) {
   return kBackends[static_cast<int>(backend)];
 }
-
-const char* BackendName(Backend backend) { return Info(backend).name; }
 
 std::optional<Backend> BackendFromName(absl::string_view name) {
   for (int i = 0; i < kNumBackends; ++i) {
@@ -143,30 +132,21 @@ std::string BackendSetToString(const std::vector<Backend>& backends) {
 }
 
 const LinkCost& CostTable::link(Backend b, LinkClass c) const {
-  return IsCore(b) ? core.link(CoreBackend(b), c)
-                   : extra[ExtraIndex(b)].link(core::Backend::kNccl, c);
+  return core.link(b, c);
 }
 LinkCost& CostTable::link(Backend b, LinkClass c) {
-  core::CostTable& table = IsCore(b) ? core : extra[ExtraIndex(b)];
-  return table.links[IsCore(b) ? static_cast<int>(b) : 0][static_cast<int>(c)];
+  return core.links[static_cast<int>(b)][static_cast<int>(c)];
 }
 const std::vector<CurvePoint>& CostTable::curve(Backend b, LinkClass c) const {
-  return IsCore(b) ? core.curve(CoreBackend(b), c)
-                   : extra[ExtraIndex(b)].curve(core::Backend::kNccl, c);
+  return core.curve(b, c);
 }
 double CostTable::sm_interference(Backend b) const {
-  return IsCore(b) ? core.sm_interference[static_cast<int>(b)]
-                   : extra[ExtraIndex(b)].sm_interference[0];
+  return core.sm_interference[static_cast<int>(b)];
 }
 
 double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
                   int64_t bytes, int buffers) {
-  if (IsCore(backend)) {
-    return core::EdgeTimeUs(table.core, CoreBackend(backend), link_class, bytes,
-                            buffers);
-  }
-  return core::EdgeTimeUs(table.extra[ExtraIndex(backend)],
-                          core::Backend::kNccl, link_class, bytes, buffers);
+  return core::EdgeTimeUs(table.core, backend, link_class, bytes, buffers);
 }
 
 bool HasMeasuredCurve(const CostTable& table, Backend backend,

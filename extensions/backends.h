@@ -1,10 +1,10 @@
-// The project's backends beside the core's NCCL and NVSHMEM: peer memory and
-// symmetric memory, the permute paths of XLA newer than the pin (jax >=
-// 0.10.2, collectives_mode). The XLA patch knows NCCL and NVSHMEM only; the
-// tools (nvshmem-opt, the Python binding, the fuzzers) decide through this
-// layer, which adds these candidates to the core's one decision rule
-// (nvshmem_selection::Decide's margin) and keeps the core's time model and
-// NVSHMEM rules.
+// The tools' layer over the core's backends (NCCL, NVSHMEM, and peer and
+// symmetric memory, the permute paths of XLA newer than the pin: jax >=
+// 0.10.2, collectives_mode). The pass at the pin decides NCCL or NVSHMEM,
+// the one at jax 0.11.0's XLA NCCL or peer; the tools (nvshmem-opt, the
+// Python binding, the fuzzers) decide over a set of them through this layer,
+// which adds what only a tool knows (the process layout, NCCL signals, the
+// offered set) to the core's rules, time model and margin.
 //
 //   peer       every edge inside one host and one process (the topology's
 //              gpus_per_process): XLA copies into the target's buffer with
@@ -91,8 +91,10 @@ class Topology : public core::Topology {
   int gpus_per_process_ = 1;
 };
 
-enum class Backend { kNccl = 0, kNvshmem = 1, kPeer = 2, kSymmetric = 3 };
-inline constexpr int kNumBackends = 4;
+// The core's backends and names: nccl, nvshmem, peer, symmetric.
+using core::Backend;
+using core::BackendName;
+using core::kNumBackends;
 
 // Everything the tools say or write about a backend, in one place: its name,
 // how people call it, what choosing it writes into a collective-permute, and
@@ -111,7 +113,6 @@ struct BackendInfo {
 };
 const BackendInfo& Info(Backend backend);
 
-const char* BackendName(Backend backend);
 std::optional<Backend> BackendFromName(absl::string_view name);
 
 // "nccl,nvshmem", "nccl,peer", "nccl,peer,symmetric": NCCL always, NVSHMEM
@@ -119,10 +120,9 @@ std::optional<Backend> BackendFromName(absl::string_view name);
 absl::StatusOr<std::vector<Backend>> ParseBackendSet(absl::string_view text);
 std::string BackendSetToString(const std::vector<Backend>& backends);
 
+// The core's table and what the tools plan over.
 struct CostTable {
-  core::CostTable core;  // NCCL, NVSHMEM and the scalars.
-  // Peer and symmetric, each in the NCCL slot of a core table.
-  std::array<core::CostTable, kNumBackends - 2> extra;
+  core::CostTable core;
   std::vector<Backend> backends = {Backend::kNccl, Backend::kNvshmem};
   bool symmetric_signals = false;
 
@@ -133,8 +133,7 @@ struct CostTable {
   double sm_interference(Backend backend) const;
 };
 
-// The core's defaults; peer gets NCCL's numbers with its own measured 2x H200
-// NVLink curve, symmetric NCCL's numbers.
+// The core's defaults, planning over NCCL and NVSHMEM.
 CostTable DefaultCostTable();
 
 // Specs and tables this process has parsed (Topology::Parse, ParseCostTable):

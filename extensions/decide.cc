@@ -46,9 +46,12 @@ Refusal MakeRefusal(Backend backend, RefusalKind kind) {
   return refusal;
 }
 
-Refusal FromCore(const core::Refusal& r) {
-  Refusal refusal = MakeRefusal(Backend::kNvshmem, RefusalKind::kExceedsHeap);
+Refusal FromCore(const core::Refusal& r, Backend backend = Backend::kNvshmem) {
+  Refusal refusal = MakeRefusal(backend, RefusalKind::kExceedsHeap);
   switch (r.kind) {
+    case core::RefusalKind::kLeavesHost:
+      refusal.kind = RefusalKind::kLeavesHost;
+      break;
     case core::RefusalKind::kExceedsHeap:
       break;
     case core::RefusalKind::kUnsupportedType:
@@ -79,24 +82,24 @@ Refusal FromCore(const core::Refusal& r) {
   return refusal;
 }
 
-// Peer and symmetric memory run only among one process's GPUs of one host.
+// Peer and symmetric memory: the core's rule (every edge inside one host),
+// then the process layout, which only the tools know.
 std::optional<Refusal> CheckOneProcess(const Topology& topology,
+                                       const CostTable& table,
                                        const PermuteRequest& request,
                                        Backend backend) {
+  if (std::optional<core::Refusal> refusal =
+          core::CheckBackend(topology, table.core, request, backend)) {
+    return FromCore(*refusal, backend);
+  }
   const auto& edges = request.device_edges;
-  auto count = [&](auto differ) {
-    return static_cast<int>(
-        absl::c_count_if(edges, [&](const std::pair<int, int>& e) {
-          return differ(e.first) != differ(e.second);
-        }));
-  };
-  const int off_host = count([&](int d) { return topology.HostOf(d); });
-  const int off_process = count([&](int d) { return topology.ProcessOf(d); });
-  if (off_host == 0 && off_process == 0) return std::nullopt;
-  Refusal refusal =
-      MakeRefusal(backend, off_host > 0 ? RefusalKind::kLeavesHost
-                                        : RefusalKind::kCrossesProcesses);
-  refusal.count = off_host > 0 ? off_host : off_process;
+  const int off_process =
+      static_cast<int>(absl::c_count_if(edges, [&](const auto& e) {
+        return topology.ProcessOf(e.first) != topology.ProcessOf(e.second);
+      }));
+  if (off_process == 0) return std::nullopt;
+  Refusal refusal = MakeRefusal(backend, RefusalKind::kCrossesProcesses);
+  refusal.count = off_process;
   refusal.total = static_cast<int>(edges.size());
   refusal.gpus_per_process = topology.gpus_per_process();
   return refusal;
@@ -131,7 +134,7 @@ std::optional<Refusal> CheckSafety(const Topology& topology,
   if (backend == Backend::kSymmetric && !table.symmetric_signals) {
     return MakeRefusal(backend, RefusalKind::kNoSignals);
   }
-  return CheckOneProcess(topology, request, backend);
+  return CheckOneProcess(topology, table, request, backend);
 }
 
 std::string RefusalText(const Refusal& r) {

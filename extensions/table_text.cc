@@ -32,51 +32,6 @@ namespace {
 using Proto = CostTableProto;
 using CoreProto = ::xla::gpu::NvshmemCostTableProto;
 
-// The measured 2x H200 NVLink curve of peer memory with one process driving
-// both GPUs (XLA of jax 0.11.2). Copied from
-// gpu/results/h200x2_nvlink_cost_table_jax0112.txtpb (machine, software and
-// CSV checksum there); a test checks the two agree.
-constexpr char kMeasuredPeerTable[] = R"table(
-links {
-  backend: PEER
-  link_class: NVLINK
-  latency_us: 29.2774
-  bandwidth_gbps: 423.992
-  per_buffer_us: 5.22982
-  points { buffers: 1 bytes: 1024 us: 28.7564 }
-  points { buffers: 1 bytes: 4096 us: 31.6171 }
-  points { buffers: 1 bytes: 16384 us: 33.3478 }
-  points { buffers: 1 bytes: 65536 us: 35.5272 }
-  points { buffers: 1 bytes: 262144 us: 34.8791 }
-  points { buffers: 1 bytes: 1048576 us: 35.0594 }
-  points { buffers: 1 bytes: 4194304 us: 34.7271 }
-  points { buffers: 1 bytes: 16777216 us: 66.4153 }
-  points { buffers: 1 bytes: 67108864 us: 196.021 }
-  points { buffers: 1 bytes: 268435456 us: 702.793 }
-  points { buffers: 2 bytes: 1024 us: 38.5729 }
-  points { buffers: 2 bytes: 4096 us: 36.3928 }
-  points { buffers: 2 bytes: 16384 us: 30.2589 }
-  points { buffers: 2 bytes: 65536 us: 37.1159 }
-  points { buffers: 2 bytes: 262144 us: 34.4449 }
-  points { buffers: 2 bytes: 1048576 us: 30.2898 }
-  points { buffers: 2 bytes: 4194304 us: 32.199 }
-  points { buffers: 2 bytes: 16777216 us: 68.9396 }
-  points { buffers: 2 bytes: 67108864 us: 191.826 }
-  points { buffers: 2 bytes: 268435456 us: 659.7 }
-  points { buffers: 4 bytes: 1024 us: 57.0906 }
-  points { buffers: 4 bytes: 4096 us: 50.0959 }
-  points { buffers: 4 bytes: 16384 us: 54.882 }
-  points { buffers: 4 bytes: 65536 us: 47.5541 }
-  points { buffers: 4 bytes: 262144 us: 53.1087 }
-  points { buffers: 4 bytes: 1048576 us: 45.6091 }
-  points { buffers: 4 bytes: 4194304 us: 47.0729 }
-  points { buffers: 4 bytes: 16777216 us: 74.8927 }
-  points { buffers: 4 bytes: 67108864 us: 199.45 }
-  points { buffers: 4 bytes: 268435456 us: 649.31 }
-}
-sm_interference { backend: PEER fraction: 0 }
-)table";
-
 // The shortest text that reads back as the same double (5.6, not
 // 5.5999999999999996), so printed tables stay readable and round-trip.
 std::string Shortest(double value) {
@@ -140,69 +95,21 @@ absl::Status ApplyOwnEntries(const Proto& proto, CostTable* table,
   return absl::OkStatus();
 }
 
-// Applies the entries of `backends` onto `target`, a core table: as they are
-// for the core's own backends, under NCCL's name for peer or symmetric.
-// A bad entry is reported by its index in `proto`.
-absl::Status ApplyPart(const Proto& proto, const std::vector<Backend>& backends,
-                       core::CostTable* target, core::CostTableEntry* bad) {
-  const bool core_part = absl::c_linear_search(backends, Backend::kNccl);
-  Proto part = proto;
-  part.clear_links();
-  part.clear_sm_interference();
-  part.clear_backends();
-  part.clear_symmetric_signals();
-  if (!core_part) {
-    part.clear_margin();
-    part.clear_nvshmem_max_bytes();
-  }
-  std::vector<int> links, sm_interference;
-  auto take = [&](int backend) {
-    return absl::c_linear_search(backends, *BackendOf(backend));
-  };
-  for (int i = 0; i < proto.links_size(); ++i) {
-    if (!take(proto.links(i).backend())) continue;
-    Proto::Link* link = part.add_links();
-    *link = proto.links(i);
-    if (!core_part) link->set_backend(Proto::NCCL);
-    links.push_back(i);
-  }
-  for (int i = 0; i < proto.sm_interference_size(); ++i) {
-    if (!take(proto.sm_interference(i).backend())) continue;
-    Proto::SmInterference* sm = part.add_sm_interference();
-    *sm = proto.sm_interference(i);
-    if (!core_part) sm->set_backend(Proto::NCCL);
-    sm_interference.push_back(i);
-  }
-  // The two messages share field numbers: the part reads as a core table.
-  CoreProto core_proto;
-  if (!core_proto.ParseFromString(part.SerializeAsString())) {
-    return absl::InternalError("a cost table part did not read back");
-  }
-  absl::Status status = core::ApplyCostTableProto(core_proto, target, bad);
-  if (status.ok()) return status;
-  if (bad->field_number == Proto::kLinksFieldNumber) {
-    bad->index = links[bad->index];
-  } else if (bad->field_number == Proto::kSmInterferenceFieldNumber) {
-    bad->index = sm_interference[bad->index];
-  }
-  if (core_part) return status;
-  return absl::InvalidArgumentError(absl::StrReplaceAll(
-      status.message(), {{"nccl", BackendName(backends.front())}}));
-}
-
 absl::Status Apply(const Proto& proto, CostTable* table,
                    core::CostTableEntry* bad) {
   CostTable result = *table;
   absl::Status status = ApplyOwnEntries(proto, &result, bad);
-  if (status.ok()) {
-    status = ApplyPart(proto, {Backend::kNccl, Backend::kNvshmem}, &result.core,
-                       bad);
+  if (!status.ok()) return status;
+  // The two messages share field numbers and backend values: less this
+  // layer's fields, the table reads as the core's.
+  Proto part = proto;
+  part.clear_backends();
+  part.clear_symmetric_signals();
+  CoreProto core_proto;
+  if (!core_proto.ParseFromString(part.SerializeAsString())) {
+    return absl::InternalError("a cost table did not read back");
   }
-  for (int i = 0; i < static_cast<int>(result.extra.size()) && status.ok();
-       ++i) {
-    status =
-        ApplyPart(proto, {static_cast<Backend>(i + 2)}, &result.extra[i], bad);
-  }
+  status = core::ApplyCostTableProto(core_proto, &result.core, bad);
   if (status.ok()) *table = std::move(result);
   return status;
 }
@@ -353,19 +260,6 @@ absl::StatusOr<CostTable> ParseOnto(CostTable table, absl::string_view text,
   return table;
 }
 
-CostTable BuildDefault() {
-  CostTable table;
-  table.core = core::DefaultCostTable();
-  // Peer and symmetric (every backend beyond the core's) start from NCCL's
-  // numbers; symmetric was never measured working (put + signal failed
-  // without NCCL signals).
-  table.extra.fill(table.core);
-  absl::StatusOr<CostTable> with_peer =
-      ParseOnto(table, kMeasuredPeerTable, "default peer table");
-  if (with_peer.ok()) table = *std::move(with_peer);
-  return table;
-}
-
 // One `links` entry: its numbers, then its measured points, one a line.
 void PrintLink(const CostTable& table, Backend backend, LinkClass link_class,
                std::string* out) {
@@ -387,7 +281,7 @@ void PrintLink(const CostTable& table, Backend backend, LinkClass link_class,
 }  // namespace
 
 CostTable DefaultCostTable() {
-  static const CostTable* const table = new CostTable(BuildDefault());
+  static const CostTable* const table = new CostTable{core::DefaultCostTable()};
   return *table;
 }
 

@@ -8,6 +8,9 @@ TABLE defaults to gpu/results/h200x2_nvlink_cost_table.txtpb (written by
 `hlo-tools heuristics calibrate`); its NCCL and NVSHMEM NVLink points at 1, 2 and
 4 buffers and 1 KiB * 4^i bytes (i = 0..9) become the array's rows. --check changes
 nothing and exits 1 when the array differs. Rebuild the core afterwards.
+
+The array's third backend, peer memory, comes from
+gpu/results/h200x2_nvlink_cost_table_jax0112.txtpb (XLA of jax 0.11.2).
 """
 import os
 import re
@@ -19,14 +22,15 @@ SOURCE = os.path.join(ROOT, "xla_src/xla/backends/gpu/transforms/collectives/"
 DEFAULT_TABLE = "gpu/results/h200x2_nvlink_cost_table.txtpb"
 BUFFERS = (1, 2, 4)
 SIZES = tuple(1024 << (2 * i) for i in range(10))
-ARRAY = re.compile(r"(constexpr double kNvlinkUs\[kNumBackends\]\[3\]\[kMeasuredSizes\] = )"
+ARRAY = re.compile(r"(constexpr double kNvlinkUs\[kMeasuredBackends\]\[3\]\[kMeasuredSizes\] = )"
                    r"\{.*?\};\n", re.S)
+PEER_TABLE = "gpu/results/h200x2_nvlink_cost_table_jax0112.txtpb"
 
 
-def curves(text, name):
+def curves(text, name, backends=("NCCL", "NVSHMEM")):
   """[backend][buffers] -> the times at SIZES, from the table's NVLink entries."""
   rows = []
-  for backend in ("NCCL", "NVSHMEM"):
+  for backend in backends:
     entry = re.search(rf"links \{{\s*backend: {backend}\s*link_class: NVLINK\b(.*?)\n\}}",
                       text, re.S)
     if entry is None:
@@ -47,10 +51,14 @@ def render(rows):
     for n, times in enumerate(backend):
       head = ("{{" if n == 0 else " {") if b == 0 or n else "{{"
       lines = [", ".join(times[:8]) + ",", ", ".join(times[8:])]
-      tail = "}" + ("}" if n == 2 else "") + ("};" if n == 2 and b == 1 else ",")
-      indent = "    " if n == 0 else "     "
+      tail = "}" + ("}" if n == 2 else "") + ("};" if n == 2 and b == len(rows) - 1 else ",")
+      indent = "    "
       out.append(f"{indent}{head}{lines[0]}\n      {lines[1]}{tail}")
   return "{\n" + "\n".join(out) + "\n"
+
+
+def numbers(array):
+  return [float(x) for x in re.findall(r"[0-9][0-9.e+-]*", array.split("= ", 1)[1])]
 
 
 def main(argv):
@@ -63,6 +71,8 @@ def main(argv):
   try:
     with open(table, encoding="utf-8") as f:
       rows = curves(f.read(), table)
+    with open(os.path.join(ROOT, PEER_TABLE), encoding="utf-8") as f:
+      rows += curves(f.read(), PEER_TABLE, ("PEER",))
     with open(SOURCE, encoding="utf-8") as f:
       source = f.read()
   except OSError as e:
@@ -75,11 +85,11 @@ def main(argv):
   if found is None:
     print(f"embed_default_cost_table: {SOURCE}: no kNvlinkUs array", file=sys.stderr)
     return 2
-  have = [float(x) for x in re.findall(r"[0-9][0-9.e+-]*", found.group(0).split("= ", 1)[1])]
+  have = numbers(found.group(0))
   want = [float(u) for backend in rows for times in backend for u in times]
   if check:
     if have != want:
-      print(f"{SOURCE}: the default table's curves differ from {table}", file=sys.stderr)
+      print(f"{SOURCE}: the default table's curves differ from {table} or {PEER_TABLE}", file=sys.stderr)
       return 1
     return 0
   if have != want:

@@ -216,6 +216,23 @@ std::optional<Refusal> CheckNvshmem(const Topology& topology,
   return NvshmemHang(edges, TouchedTeams(topology, edges, program));
 }
 
+std::optional<Refusal> CheckBackend(const Topology& topology,
+                                    const CostTable& table,
+                                    const PermuteRequest& request,
+                                    Backend backend) {
+  if (backend == Backend::kNccl) return std::nullopt;
+  if (backend == Backend::kNvshmem) {
+    return CheckNvshmem(topology, table, request);
+  }
+  const auto& edges = request.device_edges;
+  const int off_host = static_cast<int>(absl::c_count_if(edges, [&](auto e) {
+    return topology.HostOf(e.first) != topology.HostOf(e.second);
+  }));
+  if (off_host == 0) return std::nullopt;
+  return MakeRefusal(RefusalKind::kLeavesHost, off_host,
+                     static_cast<int>(edges.size()));
+}
+
 double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
                   int64_t bytes, int buffers) {
   const LinkCost& cost = table.link(backend, link_class);
@@ -246,17 +263,17 @@ double PermuteTimeUs(const Topology& topology, const CostTable& table,
 }
 
 Decision Decide(const Topology& topology, const CostTable& table,
-                const PermuteRequest& request) {
+                const PermuteRequest& request, Backend alternative) {
   Decision decision;
   if (request.device_edges.empty()) return decision;
   decision.nccl_us = PermuteTimeUs(topology, table, Backend::kNccl, request);
-  decision.refusal = CheckNvshmem(topology, table, request);
+  decision.refusal = CheckBackend(topology, table, request, alternative);
   if (decision.refusal) return decision;
-  decision.nvshmem_us =
-      PermuteTimeUs(topology, table, Backend::kNvshmem, request);
+  decision.alternative_us =
+      PermuteTimeUs(topology, table, alternative, request);
   if (decision.nccl_us > 0 &&
-      *decision.nvshmem_us <= decision.nccl_us * (1.0 - table.margin)) {
-    decision.backend = Backend::kNvshmem;
+      *decision.alternative_us <= decision.nccl_us * (1.0 - table.margin)) {
+    decision.backend = alternative;
   }
   return decision;
 }

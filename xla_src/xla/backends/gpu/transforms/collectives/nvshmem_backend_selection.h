@@ -16,9 +16,15 @@ limitations under the License.
 #ifndef XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_BACKEND_SELECTION_H_
 #define XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_BACKEND_SELECTION_H_
 
-// Backend selection for one collective-permute: NVSHMEM when its runtime can
-// run the permute and is modeled faster than NCCL by the table's margin. A
-// backend's time is its slowest edge (all edges move at once).
+// Backend selection for one collective-permute: another backend than NCCL
+// when its runtime can run the permute and it is modeled faster than NCCL by
+// the table's margin. A backend's time is its slowest edge (all edges move at
+// once).
+//
+// Peer and symmetric memory (XLA after NVSHMEM's removal,
+// backends/gpu/runtime/collective_permute_thunk.cc) copy or put among the
+// GPUs of one process and fall back to NCCL otherwise: they are chosen only
+// for permutes whose every edge stays inside one host.
 //
 // What XLA's NVSHMEM runtime can run (backends/gpu/collectives/
 // nvshmem_communicator.cc and backends/gpu/runtime/
@@ -66,6 +72,7 @@ enum class RefusalKind {
   kEdgeOutsideTeam,      // Edge devices[0..1] names devices[2], not a member.
   kDeviceWithoutSource,  // `devices` of the team receive nothing.
   kTeamOutsideTopology,  // The program has more devices than are placed.
+  kLeavesHost,           // Peer or symmetric: `count` edges leave their host.
 };
 
 struct Refusal {
@@ -95,6 +102,12 @@ std::optional<Refusal> CheckNvshmem(const Topology& topology,
                                     const CostTable& table,
                                     const PermuteRequest& request);
 
+// Why `backend` may not run the permute, or nullopt (NCCL runs any).
+std::optional<Refusal> CheckBackend(const Topology& topology,
+                                    const CostTable& table,
+                                    const PermuteRequest& request,
+                                    Backend backend);
+
 // The slowest edge of the request on `backend`.
 double PermuteTimeUs(const Topology& topology, const CostTable& table,
                      Backend backend, const PermuteRequest& request);
@@ -114,11 +127,13 @@ double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
 struct Decision {
   Backend backend = Backend::kNccl;
   double nccl_us = 0;
-  std::optional<double> nvshmem_us;  // When NVSHMEM may run it.
-  std::optional<Refusal> refusal;    // When it may not.
+  std::optional<double> alternative_us;  // When the alternative may run it.
+  std::optional<Refusal> refusal;        // When it may not.
 };
+// NCCL or `alternative`.
 Decision Decide(const Topology& topology, const CostTable& table,
-                const PermuteRequest& request);
+                const PermuteRequest& request,
+                Backend alternative = Backend::kNvshmem);
 
 }  // namespace nvshmem_selection
 }  // namespace gpu

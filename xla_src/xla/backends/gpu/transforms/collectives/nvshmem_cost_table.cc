@@ -40,11 +40,13 @@ namespace {
 
 using Proto = NvshmemCostTableProto;
 
-// Measured at this XLA on 2x H200 over NVLink (NV18): the permute's own time
-// per step in us, per backend, for 1, 2 and 4 buffers at 1 KiB * 4^i bytes.
+// Measured on 2x H200 over NVLink (NV18): the permute's own time per step in
+// us, for 1, 2 and 4 buffers at 1 KiB * 4^i bytes; NCCL and NVSHMEM at this
+// XLA, peer memory at jax 0.11.2's XLA with one process driving both GPUs.
 constexpr int kMeasuredBuffers[] = {1, 2, 4};
 constexpr int kMeasuredSizes = 10;
-constexpr double kNvlinkUs[kNumBackends][3][kMeasuredSizes] = {
+constexpr int kMeasuredBackends = 3;  // NCCL, NVSHMEM, peer.
+constexpr double kNvlinkUs[kMeasuredBackends][3][kMeasuredSizes] = {
     {{14.5772, 17.2559, 15.5571, 10.1698, 13.7265, 12.7499, 27.3116, 87.9325,
       251.413, 878.109},
      {11.9895, 11.8388, 15.4894, 11.6695, 16.4905, 20.5988, 30.9077, 91.5907,
@@ -56,26 +58,35 @@ constexpr double kNvlinkUs[kNumBackends][3][kMeasuredSizes] = {
      {33.7911, 34.9409, 32.8862, 26.2151, 25.1904, 27.0985, 35.9205, 76.1716,
       192.175, 665.359},
      {76.2832, 75.4755, 81.2555, 80.5964, 81.9409, 78.2031, 71.1472, 97.3978,
-      217.314, 669.732}}};
+      217.314, 669.732}},
+    {{28.7564, 31.6171, 33.3478, 35.5272, 34.8791, 35.0594, 34.7271, 66.4153,
+      196.021, 702.793},
+     {38.5729, 36.3928, 30.2589, 37.1159, 34.4449, 30.2898, 32.199, 68.9396,
+      191.826, 659.7},
+     {57.0906, 50.0959, 54.882, 47.5541, 53.1087, 45.6091, 47.0729, 74.8927,
+      199.45, 649.31}}};
 
 // Where nothing was measured: NVLink4 450 GB/s, an HBM3e copy 2.4 TB/s,
 // NCCL's grouped send/recv about 6 us and NVSHMEM's on-stream put 5.6 us;
 // NCCL across hosts adds the 10.6 us its tuning model gives a proxy-driven
 // network hop, at 45 of an NDR NIC's 50 GB/s. NVSHMEM has no network row: it
-// runs only inside NVSHMEM_TEAM_SHARED (nvshmem_backend_selection.h). On
-// NVLink, the rows fitted beyond the measured points.
+// runs only inside NVSHMEM_TEAM_SHARED (nvshmem_backend_selection.h). Peer
+// and symmetric memory take NCCL's numbers (symmetric memory never ran here:
+// put + signal needs NCCL signals). On NVLink, the rows fitted beyond the
+// measured points.
 CostTable BuildDefaultCostTable() {
   CostTable table;
-  auto& nccl = table.links[static_cast<int>(Backend::kNccl)];
-  auto& nvshmem = table.links[static_cast<int>(Backend::kNvshmem)];
-  nccl = {{{6.0, 2400.0, 7.6},
-           {10.15, 316.47, 7.05471},
-           {6.0, 450.0, 7.6},
-           {20.75, 45.0, 7.6}}};
-  nvshmem = {
-      {{5.6, 2400.0, 8.0}, {16.5555, 419.617, 16.0292}, {5.6, 450.0, 8.0}}};
   const int nvlink = static_cast<int>(LinkClass::kIntraHostNvlink);
-  for (int b = 0; b < kNumBackends; ++b) {
+  auto& links = table.links;
+  links[0] = {{{6.0, 2400.0, 7.6},
+               {10.15, 316.47, 7.05471},
+               {6.0, 450.0, 7.6},
+               {20.75, 45.0, 7.6}}};
+  links[1] = {
+      {{5.6, 2400.0, 8.0}, {16.5555, 419.617, 16.0292}, {5.6, 450.0, 8.0}}};
+  links[2] = links[3] = links[0];
+  links[2][nvlink] = {29.2774, 423.992, 5.22982};
+  for (int b = 0; b < kMeasuredBackends; ++b) {
     for (int n = 0; n < 3; ++n) {
       for (int i = 0; i < kMeasuredSizes; ++i) {
         table.curves[b][nvlink].push_back({kMeasuredBuffers[n],
@@ -84,6 +95,7 @@ CostTable BuildDefaultCostTable() {
       }
     }
   }
+  table.curves[3] = table.curves[0];
   return table;  // No SM interference measured; heap 1 GiB, margin 5%.
 }
 
@@ -91,10 +103,10 @@ absl::Status Invalid(absl::string_view message) {
   return absl::InvalidArgumentError(message);
 }
 
+// The proto's values are the enum's plus one.
 std::optional<Backend> BackendOf(int backend) {
-  if (backend == Proto::NCCL) return Backend::kNccl;
-  if (backend == Proto::NVSHMEM) return Backend::kNvshmem;
-  return std::nullopt;
+  if (backend < Proto::NCCL || backend > Proto::SYMMETRIC) return std::nullopt;
+  return static_cast<Backend>(backend - 1);
 }
 
 // Sets `*slot` to a given `value`: finite, >= 0, and > 0 if `positive`.
@@ -236,7 +248,9 @@ class FirstError : public tsl::protobuf::io::ErrorCollector {
 }  // namespace
 
 const char* BackendName(Backend backend) {
-  return backend == Backend::kNccl ? "nccl" : "nvshmem";
+  constexpr const char* kNames[kNumBackends] = {"nccl", "nvshmem", "peer",
+                                                "symmetric"};
+  return kNames[static_cast<int>(backend)];
 }
 
 const CostTable& DefaultCostTable() {

@@ -34,9 +34,11 @@ namespace xla {
 namespace gpu {
 namespace nvshmem_selection {
 
-// NCCL (XLA's DEFAULT backend) and NVSHMEM.
-enum class Backend { kNccl = 0, kNvshmem = 1 };
-inline constexpr int kNumBackends = 2;
+// NCCL (XLA's DEFAULT backend, the PRIVATE collectives mode), NVSHMEM (up
+// to jax 0.10.1's XLA), and the PEER and SYMMETRIC collectives modes of later
+// XLA.
+enum class Backend { kNccl = 0, kNvshmem = 1, kPeer = 2, kSymmetric = 3 };
+inline constexpr int kNumBackends = 4;
 
 const char* BackendName(Backend backend);
 
@@ -58,7 +60,7 @@ struct CostTable {
   // Measured curves, sorted by (buffers, bytes); empty: the parametric model.
   std::array<std::array<std::vector<CurvePoint>, kNumLinkClasses>, kNumBackends>
       curves;
-  std::array<double, kNumBackends> sm_interference = {0, 0};
+  std::array<double, kNumBackends> sm_interference = {};
   double margin = 0.05;  // Required relative gain over NCCL.
   int64_t nvshmem_max_bytes = int64_t{1} << 30;  // Symmetric heap budget.
 
@@ -71,7 +73,8 @@ struct CostTable {
   }
 };
 
-// Estimates, with the curves of NCCL and NVSHMEM measured on 2x H200 NVLink.
+// Estimates, with the curves of NCCL, NVSHMEM and peer memory measured on 2x
+// H200 NVLink; peer and symmetric memory otherwise take NCCL's numbers.
 const CostTable& DefaultCostTable();
 
 // Which entry of an NvshmemCostTableProto is bad: a field number, the index

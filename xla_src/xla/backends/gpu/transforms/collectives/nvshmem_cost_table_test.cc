@@ -104,7 +104,7 @@ TEST(CostTableTest, RejectsBadEntriesNamingThem) {
 
 TEST(CostTableTest, DefaultHasTheMeasuredCurvesAndNoNvshmemNetworkRow) {
   const CostTable& table = DefaultCostTable();
-  for (Backend backend : {Backend::kNccl, Backend::kNvshmem}) {
+  for (Backend backend : {Backend::kNccl, Backend::kNvshmem, Backend::kPeer}) {
     const std::vector<CurvePoint>& curve =
         table.curve(backend, LinkClass::kIntraHostNvlink);
     ASSERT_EQ(curve.size(), 30);
@@ -113,6 +113,20 @@ TEST(CostTableTest, DefaultHasTheMeasuredCurvesAndNoNvshmemNetworkRow) {
   EXPECT_DOUBLE_EQ(
       table.curve(Backend::kNccl, LinkClass::kIntraHostNvlink)[5].us, 12.7499);
   EXPECT_TRUE(table.curve(Backend::kNvshmem, LinkClass::kNetwork).empty());
+  // Symmetric memory was never measured: NCCL's numbers.
+  EXPECT_EQ(table.curve(Backend::kSymmetric, LinkClass::kIntraHostNvlink)[5].us,
+            table.curve(Backend::kNccl, LinkClass::kIntraHostNvlink)[5].us);
+  EXPECT_EQ(table.link(Backend::kPeer, LinkClass::kNetwork).latency_us,
+            table.link(Backend::kNccl, LinkClass::kNetwork).latency_us);
+}
+
+TEST(CostTableTest, ReadsPeerAndSymmetricEntries) {
+  absl::StatusOr<CostTable> table = ParseCostTable(
+      "links { backend: SYMMETRIC link_class: NETWORK latency_us: 3 }", "t");
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ(table->link(Backend::kSymmetric, LinkClass::kNetwork).latency_us,
+            3);
+  EXPECT_STREQ(BackendName(Backend::kPeer), "peer");
 }
 
 TEST(CostTableTest, AppliedProtoChangesNothingOnError) {
