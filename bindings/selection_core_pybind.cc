@@ -33,7 +33,7 @@ void ThrowIfError(const absl::Status& status) {
 }
 
 sel::Topology ParseTopology(const std::string& spec) {
-  return ValueOrThrow(sel::Topology::Parse(spec));
+  return ValueOrThrow(sel::ParseTopology(spec));
 }
 
 sel::CostTable ParseTable(const std::string& text, const std::string& source) {
@@ -102,9 +102,9 @@ void BindTopology(py::module_& m) {
             return std::string(sel::LinkClassName(t.Classify(src, dst)));
           },
           py::arg("src_device"), py::arg("dst_device"))
-      .def("__str__", &sel::Topology::ToString)
+      .def("__str__", &sel::TopologySpec)
       .def("__repr__", [](const sel::Topology& t) {
-        return "Topology('" + t.ToString() + "')";
+        return "Topology('" + sel::TopologySpec(t) + "')";
       });
 }
 
@@ -282,9 +282,10 @@ void BindDecide(py::module_& m) {
         for (const auto& [src, dst] : device_edges) {
           if (src < 0 || dst < 0 || src >= topology.num_devices() ||
               dst >= topology.num_devices()) {
-            throw py::value_error(
-                "edge (" + std::to_string(src) + ", " + std::to_string(dst) +
-                ") names a device outside topology " + topology.ToString());
+            throw py::value_error("edge (" + std::to_string(src) + ", " +
+                                  std::to_string(dst) +
+                                  ") names a device outside topology " +
+                                  sel::TopologySpec(topology));
           }
         }
         return DecisionToDict(

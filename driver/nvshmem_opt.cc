@@ -360,7 +360,7 @@ sel::Topology ResolveTopology(const Flags& flags, const Rewriter& pass,
   sel::Topology topology = OrFail(pass.TopologyFor(module), flags.input + ": ");
   if (flags.topology.empty()) {
     std::cerr << "nvshmem-opt: " << flags.input << ": no --topology; using "
-              << topology.ToString() << " (" << topology.num_devices()
+              << sel::TopologySpec(topology) << " (" << topology.num_devices()
               << " devices in hosts of " << topology.gpus_per_host() << " GPUs"
               << (module.config().has_static_device_assignment()
                       ? ", placed by the module's device assignment"
@@ -383,7 +383,7 @@ int main(int argc, char** argv) {
   }
   std::optional<sel::Topology> given;
   if (!flags.topology.empty())
-    given = OrFail(sel::Topology::Parse(flags.topology));
+    given = OrFail(sel::ParseTopology(flags.topology));
   if (!flags.output.empty() && flags.output != "-" &&
       SameFile(flags.input, flags.output)) {
     Fail(2, flags.output + ": refusing to overwrite the input");
@@ -427,9 +427,10 @@ int main(int argc, char** argv) {
     std::cerr << "nvshmem-opt: pass took " << run.pass_us << " us\n";
   const auto* upstream_ptr = upstream ? &*upstream : nullptr;
   if (!flags.report.empty()) {
-    const std::string json = OrFail(nvshmem_opt::ReportJson(
-        {flags.input, topology.ToString(), flags.topology.empty(), flags.mode},
-        run, upstream_ptr));
+    const std::string json = OrFail(
+        nvshmem_opt::ReportJson({flags.input, sel::TopologySpec(topology),
+                                 flags.topology.empty(), flags.mode},
+                                run, upstream_ptr));
     Write(flags, flags.report, json + "\n");
   }
   if (flags.mode == "explain") {

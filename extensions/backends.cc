@@ -47,29 +47,6 @@ std::optional<LinkClass> LinkClassFromName(absl::string_view name) {
   return std::nullopt;
 }
 
-absl::StatusOr<Topology> Topology::Create(int slices, int hosts_per_slice,
-                                          int gpus_per_host,
-                                          int nvlink_domain_size,
-                                          std::vector<int> partition_to_device,
-                                          int gpus_per_process) {
-  absl::StatusOr<core::Topology> base = core::Topology::Create(
-      slices, hosts_per_slice, gpus_per_host, nvlink_domain_size,
-      std::move(partition_to_device));
-  if (!base.ok()) return base.status();
-  if (gpus_per_process == 0) gpus_per_process = gpus_per_host;
-  if (gpus_per_process < 1 || gpus_per_host % gpus_per_process != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(gpus_per_process, " GPUs per process must divide a host (",
-                     gpus_per_host, " GPUs)"));
-  }
-  return Topology(*std::move(base), gpus_per_process);
-}
-
-Topology Topology::OneProcessPerHost(core::Topology topology) {
-  const int per_host = topology.gpus_per_host();
-  return Topology(std::move(topology), per_host);
-}
-
 ParseCounts& Parses() {
   static ParseCounts counts;
   return counts;

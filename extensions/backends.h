@@ -59,37 +59,18 @@ inline constexpr int kMaxCurvePoints = 4096;
 const char* LinkClassName(LinkClass link_class);
 std::optional<LinkClass> LinkClassFromName(absl::string_view name);
 
-// The core's topology and which GPUs share a process (default: a host).
-class Topology : public core::Topology {
- public:
-  // SLICESxHOSTSxGPUS[:OPTION]... with options
-  //   nvlN | nvl=N           NVLink domain of N GPUs (default: one host)
-  //   gpus_per_process=N     GPUs that share a process (default: one host)
-  //   map=D0,D1,...          physical device of each logical device, where
-  //                          logical device r + p * num_replicas is (replica
-  //                          r, partition p) as XLA places them by default
-  // Examples: "1x2x4", "1x9x8:nvl72". Errors are InvalidArgument,
-  // "topology spec '<spec>': ...".
-  static absl::StatusOr<Topology> Parse(absl::string_view spec);
-  // gpus_per_process 0 means a whole host.
-  static absl::StatusOr<Topology> Create(int slices, int hosts_per_slice,
-                                         int gpus_per_host,
-                                         int nvlink_domain_size,
-                                         std::vector<int> partition_to_device,
-                                         int gpus_per_process = 0);
-  // A core topology with one process per host.
-  static Topology OneProcessPerHost(core::Topology topology);
-
-  int gpus_per_process() const { return gpus_per_process_; }
-  int ProcessOf(int device) const { return device / gpus_per_process_; }
-  std::string ToString() const;
-
- private:
-  Topology(core::Topology topology, int gpus_per_process)
-      : core::Topology(std::move(topology)),
-        gpus_per_process_(gpus_per_process) {}
-  int gpus_per_process_ = 1;
-};
+// The core's topology, written as a spec:
+//   SLICESxHOSTSxGPUS[:OPTION]... with options
+//   nvlN | nvl=N           NVLink domain of N GPUs (default: one host)
+//   gpus_per_process=N     GPUs that share a process (default: one host)
+//   map=D0,D1,...          physical device of each logical device, where
+//                          logical device r + p * num_replicas is (replica
+//                          r, partition p) as XLA places them by default
+// Examples: "1x2x4", "1x9x8:nvl72". Errors are InvalidArgument,
+// "topology spec '<spec>': ...".
+using core::Topology;
+absl::StatusOr<Topology> ParseTopology(absl::string_view spec);
+std::string TopologySpec(const Topology& topology);
 
 // The core's backends and names: nccl, nvshmem, peer, symmetric.
 using core::Backend;
@@ -136,7 +117,7 @@ struct CostTable {
 // The core's defaults, planning over NCCL and NVSHMEM.
 CostTable DefaultCostTable();
 
-// Specs and tables this process has parsed (Topology::Parse, ParseCostTable):
+// Specs and tables this process has parsed (ParseTopology, ParseCostTable):
 // a hook for the test that each input is parsed once.
 struct ParseCounts {
   int topology = 0;

@@ -52,6 +52,9 @@ Refusal FromCore(const core::Refusal& r, Backend backend = Backend::kNvshmem) {
     case core::RefusalKind::kLeavesHost:
       refusal.kind = RefusalKind::kLeavesHost;
       break;
+    case core::RefusalKind::kCrossesProcesses:
+      refusal.kind = RefusalKind::kCrossesProcesses;
+      break;
     case core::RefusalKind::kExceedsHeap:
       break;
     case core::RefusalKind::kUnsupportedType:
@@ -82,29 +85,6 @@ Refusal FromCore(const core::Refusal& r, Backend backend = Backend::kNvshmem) {
   return refusal;
 }
 
-// Peer and symmetric memory: the core's rule (every edge inside one host),
-// then the process layout, which only the tools know.
-std::optional<Refusal> CheckOneProcess(const Topology& topology,
-                                       const CostTable& table,
-                                       const PermuteRequest& request,
-                                       Backend backend) {
-  if (std::optional<core::Refusal> refusal =
-          core::CheckBackend(topology, table.core, request, backend)) {
-    return FromCore(*refusal, backend);
-  }
-  const auto& edges = request.device_edges;
-  const int off_process =
-      static_cast<int>(absl::c_count_if(edges, [&](const auto& e) {
-        return topology.ProcessOf(e.first) != topology.ProcessOf(e.second);
-      }));
-  if (off_process == 0) return std::nullopt;
-  Refusal refusal = MakeRefusal(backend, RefusalKind::kCrossesProcesses);
-  refusal.count = off_process;
-  refusal.total = static_cast<int>(edges.size());
-  refusal.gpus_per_process = topology.gpus_per_process();
-  return refusal;
-}
-
 }  // namespace
 
 std::optional<Refusal> NvshmemHang(
@@ -125,16 +105,15 @@ std::optional<Refusal> CheckSafety(const Topology& topology,
     refusal.offered = table.backends;
     return refusal;
   }
-  if (backend == Backend::kNvshmem) {
-    std::optional<core::Refusal> refusal =
-        core::CheckNvshmem(topology, table.core, request);
-    if (!refusal) return std::nullopt;
-    return FromCore(*refusal);
-  }
   if (backend == Backend::kSymmetric && !table.symmetric_signals) {
     return MakeRefusal(backend, RefusalKind::kNoSignals);
   }
-  return CheckOneProcess(topology, table, request, backend);
+  std::optional<core::Refusal> refusal =
+      core::CheckBackend(topology, table.core, request, backend);
+  if (!refusal) return std::nullopt;
+  Refusal ours = FromCore(*refusal, backend);
+  ours.gpus_per_process = topology.gpus_per_process();
+  return ours;
 }
 
 std::string RefusalText(const Refusal& r) {

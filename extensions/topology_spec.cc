@@ -147,7 +147,7 @@ std::optional<int64_t> ParseCount(absl::string_view s) {
   return value;
 }
 
-absl::StatusOr<Topology> Topology::Parse(absl::string_view spec) {
+absl::StatusOr<Topology> ParseTopology(absl::string_view spec) {
   ++Parses().topology;
   absl::StatusOr<Topology> topology = ParseSpec(spec);
   if (!topology.ok()) {
@@ -158,17 +158,18 @@ absl::StatusOr<Topology> Topology::Parse(absl::string_view spec) {
   return topology;
 }
 
-std::string Topology::ToString() const {
-  std::string spec =
-      absl::StrCat(slices(), "x", hosts_per_slice(), "x", gpus_per_host());
-  if (nvlink_domain_size() != gpus_per_host()) {
-    absl::StrAppend(&spec, ":nvl", nvlink_domain_size());
+std::string TopologySpec(const Topology& t) {
+  std::string spec = absl::StrCat(t.slices(), "x", t.hosts_per_slice(), "x",
+                                  t.gpus_per_host());
+  if (t.nvlink_domain_size() != t.gpus_per_host()) {
+    absl::StrAppend(&spec, ":nvl", t.nvlink_domain_size());
   }
-  if (gpus_per_process_ != gpus_per_host()) {
-    absl::StrAppend(&spec, ":gpus_per_process=", gpus_per_process_);
+  if (t.gpus_per_process() != t.gpus_per_host()) {
+    absl::StrAppend(&spec, ":gpus_per_process=", t.gpus_per_process());
   }
-  if (!partition_to_device().empty()) {
-    absl::StrAppend(&spec, ":map=", absl::StrJoin(partition_to_device(), ","));
+  if (!t.partition_to_device().empty()) {
+    absl::StrAppend(&spec,
+                    ":map=", absl::StrJoin(t.partition_to_device(), ","));
   }
   return spec;
 }

@@ -215,8 +215,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);
   const Config config = g_config = PickConfig(input);
-  absl::StatusOr<sel::Topology> topology =
-      sel::Topology::Parse(config.topology);
+  absl::StatusOr<sel::Topology> topology = sel::ParseTopology(config.topology);
   if (!topology.ok()) {
     Violation("built-in topology rejected: " +
               std::string(topology.status().message()));

@@ -1,5 +1,5 @@
 // libFuzzer harness for the backend-selection core alone (no XLA):
-// Topology::Parse, ParseCostTable, EdgeIdsToDevices and Decide.
+// ParseTopology, ParseCostTable, EdgeIdsToDevices and Decide.
 //
 // Input: text sections separated by a line "%%":
 //   topology spec
@@ -101,7 +101,7 @@ void CheckCurves(const sel::CostTable& table) {
 
 // A rejected spec says why on one line; an accepted one prints back to itself.
 std::optional<sel::Topology> CheckTopology(const std::string& spec) {
-  absl::StatusOr<sel::Topology> topology = sel::Topology::Parse(spec);
+  absl::StatusOr<sel::Topology> topology = sel::ParseTopology(spec);
   if (!topology.ok()) {
     const std::string error(topology.status().message());
     CheckOneLine(error, "topology error");
@@ -111,9 +111,10 @@ std::optional<sel::Topology> CheckTopology(const std::string& spec) {
     return std::nullopt;
   }
   absl::StatusOr<sel::Topology> again =
-      sel::Topology::Parse(topology->ToString());
-  if (!again.ok() || again->ToString() != topology->ToString()) {
-    Violation("topology does not round-trip: " + topology->ToString());
+      sel::ParseTopology(sel::TopologySpec(*topology));
+  if (!again.ok() ||
+      sel::TopologySpec(*again) != sel::TopologySpec(*topology)) {
+    Violation("topology does not round-trip: " + sel::TopologySpec(*topology));
   }
   return *std::move(topology);
 }

@@ -100,7 +100,7 @@ PlanningRewriter::PlanningRewriter(Options options)
     if (options_.parsed_topology) {
       topology_ = options_.parsed_topology;
     } else if (!options_.topology.empty()) {
-      TF_ASSIGN_OR_RETURN(topology_, sel::Topology::Parse(options_.topology));
+      TF_ASSIGN_OR_RETURN(topology_, sel::ParseTopology(options_.topology));
     }
     if (!options_.decide_only && !options_.write_backend) {
       return absl::InvalidArgumentError("no backend writer");
@@ -119,9 +119,7 @@ absl::StatusOr<sel::Topology> PlanningRewriter::TopologyFor(
     const xla::HloModule& module) const {
   TF_RETURN_IF_ERROR(status_);
   if (topology_) return *topology_;
-  TF_ASSIGN_OR_RETURN(xla::gpu::nvshmem_selection::Topology topology,
-                      pass_->TopologyFor(module));
-  return sel::Topology::OneProcessPerHost(std::move(topology));
+  return pass_->TopologyFor(module);
 }
 
 absl::StatusOr<bool> PlanningRewriter::RunImpl(

@@ -181,9 +181,10 @@ def lines_added_outside_tests(patch):
 # files; 2,495 before the runtime rules moved into the core and tool-only code left
 # for extensions/ and plan/, 2,128 before the topology spec grammar left for the
 # tools (the pass takes GPUs per host, not a spec), 1,975 before the core took
-# peer and symmetric memory (its rows, the one-host rule, Decide over one
-# alternative), which the jax v0.11.0 series' pass decides over. The goal is 1,000.
-SERIES_NON_TEST_LINES = 2028
+# peer and symmetric memory (their rows, the one-process rule, GPUs per process
+# in the topology, Decide over one alternative), which the jax v0.11.0 series'
+# pass decides over. The goal is 1,000.
+SERIES_NON_TEST_LINES = 2049
 
 
 def test_series_size_outside_tests():

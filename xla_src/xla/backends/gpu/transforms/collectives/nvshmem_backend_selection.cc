@@ -225,12 +225,18 @@ std::optional<Refusal> CheckBackend(const Topology& topology,
     return CheckNvshmem(topology, table, request);
   }
   const auto& edges = request.device_edges;
-  const int off_host = static_cast<int>(absl::c_count_if(edges, [&](auto e) {
-    return topology.HostOf(e.first) != topology.HostOf(e.second);
-  }));
-  if (off_host == 0) return std::nullopt;
-  return MakeRefusal(RefusalKind::kLeavesHost, off_host,
-                     static_cast<int>(edges.size()));
+  auto count = [&](auto of) {
+    return static_cast<int>(absl::c_count_if(
+        edges, [&](auto e) { return of(e.first) != of(e.second); }));
+  };
+  const int total = static_cast<int>(edges.size());
+  if (int n = count([&](int d) { return topology.HostOf(d); })) {
+    return MakeRefusal(RefusalKind::kLeavesHost, n, total);
+  }
+  if (int n = count([&](int d) { return topology.ProcessOf(d); })) {
+    return MakeRefusal(RefusalKind::kCrossesProcesses, n, total);
+  }
+  return std::nullopt;
 }
 
 double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,

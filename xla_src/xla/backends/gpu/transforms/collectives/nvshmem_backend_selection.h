@@ -24,7 +24,7 @@ limitations under the License.
 // Peer and symmetric memory (XLA after NVSHMEM's removal,
 // backends/gpu/runtime/collective_permute_thunk.cc) copy or put among the
 // GPUs of one process and fall back to NCCL otherwise: they are chosen only
-// for permutes whose every edge stays inside one host.
+// for permutes whose every edge stays inside one process.
 //
 // What XLA's NVSHMEM runtime can run (backends/gpu/collectives/
 // nvshmem_communicator.cc and backends/gpu/runtime/
@@ -72,7 +72,8 @@ enum class RefusalKind {
   kEdgeOutsideTeam,      // Edge devices[0..1] names devices[2], not a member.
   kDeviceWithoutSource,  // `devices` of the team receive nothing.
   kTeamOutsideTopology,  // The program has more devices than are placed.
-  kLeavesHost,           // Peer or symmetric: `count` edges leave their host.
+  kLeavesHost,           // Peer or symmetric: `count` edges leave their host,
+  kCrossesProcesses,     // or their process.
 };
 
 struct Refusal {

@@ -253,6 +253,12 @@ TEST(DecideTest, PeerForLargeMessagesInsideOneHost) {
   ASSERT_TRUE(across.refusal.has_value());
   EXPECT_EQ(across.refusal->kind, RefusalKind::kLeavesHost);
   EXPECT_EQ(across.refusal->count, 2);
+  absl::StatusOr<Topology> processes = Topology::Create(1, 1, 2, 0, {}, 1);
+  ASSERT_TRUE(processes.ok()) << processes.status();
+  Decision apart =
+      Decide(*processes, table, {64 << 20, Ring(2), 2}, Backend::kPeer);
+  EXPECT_EQ(apart.backend, Backend::kNccl);
+  EXPECT_EQ(apart.refusal->kind, RefusalKind::kCrossesProcesses);
 }
 
 TEST(DecideTest, HeapLimitRefusesNvshmem) {

@@ -31,9 +31,11 @@ namespace nvshmem_selection {
 // Largest topology accepted (bounds maps and device numbers).
 constexpr int64_t kMaxDevices = 1 << 20;
 
-absl::StatusOr<Topology> Topology::Create(
-    int slices, int hosts_per_slice, int gpus_per_host, int nvlink_domain_size,
-    std::vector<int> partition_to_device) {
+absl::StatusOr<Topology> Topology::Create(int slices, int hosts_per_slice,
+                                          int gpus_per_host,
+                                          int nvlink_domain_size,
+                                          std::vector<int> partition_to_device,
+                                          int gpus_per_process) {
   if (slices < 1 || hosts_per_slice < 1 || gpus_per_host < 1) {
     return absl::InvalidArgumentError(
         "slices, hosts and GPUs per host must all be at least 1");
@@ -54,6 +56,12 @@ absl::StatusOr<Topology> Topology::Create(
         " GPUs must be a whole number of hosts (", gpus_per_host,
         " GPUs each) that divides a slice (", slice_devices, " GPUs)"));
   }
+  if (gpus_per_process == 0) gpus_per_process = gpus_per_host;
+  if (gpus_per_process < 1 || gpus_per_host % gpus_per_process != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(gpus_per_process, " GPUs per process must divide a host (",
+                     gpus_per_host, " GPUs)"));
+  }
   std::vector<bool> seen(partition_to_device.empty() ? 0 : devices, false);
   for (int device : partition_to_device) {
     if (device < 0 || device >= devices) {
@@ -71,6 +79,7 @@ absl::StatusOr<Topology> Topology::Create(
   topology.hosts_per_slice_ = hosts_per_slice;
   topology.gpus_per_host_ = gpus_per_host;
   topology.nvlink_domain_size_ = nvlink_domain_size;
+  topology.gpus_per_process_ = gpus_per_process;
   topology.partition_to_device_ = std::move(partition_to_device);
   return topology;
 }

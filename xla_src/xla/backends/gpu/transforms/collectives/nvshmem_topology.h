@@ -41,22 +41,25 @@ inline constexpr int kNumLinkClasses = 4;
 
 // A GPU cluster: slices x hosts per slice x GPUs per host, numbered
 // slice-major, then host, then GPU. NVLink domains are consecutive groups of
-// `nvlink_domain_size` devices (whole hosts, never crossing a slice).
+// `nvlink_domain_size` devices (whole hosts, never crossing a slice), and
+// processes of `gpus_per_process` devices (dividing a host).
 class Topology {
  public:
   // partition_to_device: the physical device of each logical device, where
   // logical device r + p * num_replicas is (replica r, partition p) as XLA
-  // places them by default; empty means identity.
-  // InvalidArgument when inconsistent; nvlink_domain_size 0 means one host.
+  // places them by default; empty means identity. InvalidArgument when
+  // inconsistent; nvlink_domain_size and gpus_per_process 0 mean one host.
   static absl::StatusOr<Topology> Create(int slices, int hosts_per_slice,
                                          int gpus_per_host,
                                          int nvlink_domain_size,
-                                         std::vector<int> partition_to_device);
+                                         std::vector<int> partition_to_device,
+                                         int gpus_per_process = 0);
 
   int slices() const { return slices_; }
   int hosts_per_slice() const { return hosts_per_slice_; }
   int gpus_per_host() const { return gpus_per_host_; }
   int nvlink_domain_size() const { return nvlink_domain_size_; }
+  int gpus_per_process() const { return gpus_per_process_; }
   int num_devices() const {
     return slices_ * hosts_per_slice_ * gpus_per_host_;
   }
@@ -66,6 +69,7 @@ class Topology {
 
   int HostOf(int device) const { return device / gpus_per_host_; }
   int NvlinkDomainOf(int device) const { return device / nvlink_domain_size_; }
+  int ProcessOf(int device) const { return device / gpus_per_process_; }
 
   // Device of a logical device (see EdgeIdsToDevices); nullopt outside the
   // map.
@@ -78,6 +82,7 @@ class Topology {
   int hosts_per_slice_ = 1;
   int gpus_per_host_ = 1;
   int nvlink_domain_size_ = 1;
+  int gpus_per_process_ = 1;
   std::vector<int> partition_to_device_;
 };
 

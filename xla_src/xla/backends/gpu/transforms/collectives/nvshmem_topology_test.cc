@@ -45,6 +45,15 @@ TEST(TopologyTest, CreatesShapesDomainsAndMaps) {
   EXPECT_FALSE(mapped.MapLogicalDevice(4).has_value());
 }
 
+TEST(TopologyTest, ProcessesDivideAHost) {
+  EXPECT_EQ(MustCreate(1, 2, 4).gpus_per_process(), 4);
+  absl::StatusOr<Topology> pairs = Topology::Create(1, 2, 4, 0, {}, 2);
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  EXPECT_EQ(pairs->ProcessOf(3), 1);
+  EXPECT_EQ(pairs->ProcessOf(4), 2);
+  EXPECT_FALSE(Topology::Create(1, 2, 4, 0, {}, 3).ok());
+}
+
 TEST(TopologyTest, ClassifiesEveryLinkClass) {
   Topology t = MustCreate(2, 2, 4, 8);  // Two NVL8 domains of two hosts.
   EXPECT_EQ(t.Classify(3, 3), LinkClass::kSameDevice);
