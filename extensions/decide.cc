@@ -85,6 +85,21 @@ Refusal FromCore(const core::Refusal& r, Backend backend = Backend::kNvshmem) {
   return refusal;
 }
 
+// The tools' own refusals: a backend the target XLA does not offer, and
+// symmetric memory without NCCL signals (put + signal fails without them).
+std::optional<Refusal> OfferedAndSignaled(const CostTable& table,
+                                          Backend backend) {
+  if (!absl::c_linear_search(table.backends, backend)) {
+    Refusal refusal = MakeRefusal(backend, RefusalKind::kNotOffered);
+    refusal.offered = table.backends;
+    return refusal;
+  }
+  if (backend == Backend::kSymmetric && !table.symmetric_signals) {
+    return MakeRefusal(backend, RefusalKind::kNoSignals);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<Refusal> NvshmemHang(
@@ -100,13 +115,8 @@ std::optional<Refusal> CheckSafety(const Topology& topology,
                                    const PermuteRequest& request,
                                    Backend backend) {
   if (backend == Backend::kNccl) return std::nullopt;
-  if (!absl::c_linear_search(table.backends, backend)) {
-    Refusal refusal = MakeRefusal(backend, RefusalKind::kNotOffered);
-    refusal.offered = table.backends;
+  if (std::optional<Refusal> refusal = OfferedAndSignaled(table, backend)) {
     return refusal;
-  }
-  if (backend == Backend::kSymmetric && !table.symmetric_signals) {
-    return MakeRefusal(backend, RefusalKind::kNoSignals);
   }
   std::optional<core::Refusal> refusal =
       core::CheckBackend(topology, table.core, request, backend);
@@ -260,50 +270,43 @@ Decision Decide(const Topology& topology, const CostTable& table,
   for (const auto& [src, dst] : request.device_edges) {
     ++decision.edges_by_class[static_cast<int>(topology.Classify(src, dst))];
   }
-  auto time_on = [&](Backend backend) {
-    double worst = 0;
-    for (const auto& [src, dst] : request.device_edges) {
-      worst = std::max(worst,
-                       EdgeTimeUs(table, backend, topology.Classify(src, dst),
-                                  request.bytes, request.buffers));
-    }
-    return worst;
-  };
+  // What only the tools know first (the offered set, NCCL signals); the core
+  // decides over the rest.
+  std::vector<Backend> candidates;
+  for (int b = 1; b < kNumBackends; ++b) {
+    const Backend backend = static_cast<Backend>(b);
+    decision.refused[b] = OfferedAndSignaled(table, backend);
+    if (!decision.refused[b]) candidates.push_back(backend);
+  }
+  const core::Decision core =
+      core::Decide(topology, table.core, request, candidates);
+  decision.backend = core.backend;
+  decision.backend_us[0] = decision.chosen_us = core.nccl_us;
   if (request.device_edges.empty()) {
-    decision.backend_us[0] = 0;
     decision.reason = DescribeDecision(topology, table, request, decision);
     return decision;
   }
-  const double nccl_us = time_on(Backend::kNccl);
-  decision.backend_us[0] = decision.chosen_us = nccl_us;
-  // Alternatives in backend order: ties go to the first.
-  for (int b = 1; b < kNumBackends; ++b) {
-    const Backend backend = static_cast<Backend>(b);
-    decision.refused[b] = CheckSafety(topology, table, request, backend);
-    if (decision.refused[b]) continue;
-    decision.backend_us[b] = time_on(backend);
-    if (!decision.fastest_alternative ||
-        *decision.backend_us[b] <
-            *decision
-                 .backend_us[static_cast<int>(*decision.fastest_alternative)]) {
+  for (Backend backend : candidates) {
+    const int b = static_cast<int>(backend);
+    decision.backend_us[b] = core.us[b];
+    if (core.refusals[b]) {
+      decision.refused[b] = FromCore(*core.refusals[b], backend);
+      decision.refused[b]->gpus_per_process = topology.gpus_per_process();
+    } else if (!decision.fastest_alternative ||
+               *core.us[b] < *decision.backend_us[static_cast<int>(
+                                 *decision.fastest_alternative)]) {
       decision.fastest_alternative = backend;
     }
   }
   if (!decision.fastest_alternative) {
     decision.verdict = Verdict::kNoAlternative;
-  } else if (!(nccl_us > 0)) {
+  } else if (!(core.nccl_us > 0)) {
     decision.verdict = Verdict::kZeroCost;
+  } else if (core.backend != Backend::kNccl) {
+    decision.verdict = Verdict::kAlternative;
+    decision.chosen_us = *core.us[static_cast<int>(core.backend)];
   } else {
-    const Backend best = *decision.fastest_alternative;
-    const double best_us = *decision.backend_us[static_cast<int>(best)];
-    // The core's rule (nvshmem_selection::Decide).
-    if (best_us <= nccl_us * (1.0 - table.core.margin)) {
-      decision.verdict = Verdict::kAlternative;
-      decision.backend = best;
-      decision.chosen_us = best_us;
-    } else {
-      decision.verdict = Verdict::kWithinMargin;
-    }
+    decision.verdict = Verdict::kWithinMargin;
   }
   decision.reason = DescribeDecision(topology, table, request, decision);
   return decision;

@@ -151,9 +151,28 @@ if [[ " ${needs_llvm[*]} " == *" collective_permute_thunk.cc "* ]] &&
     printf '  return std::make_tuple(\n'; plus xla/service/gpu/thunk_emitter.cc; printf '0);\n}\n'
     printf '}  // namespace xla::gpu\n'; } > "$X"
   if (cd "$TREE" && compile "${X#$TREE/}"); then
-    excerpt=compiles; echo "ok   what 0001 adds to collective_permute_thunk.{h,cc} and thunk_emitter.cc"
+    excerpt="0001's lines compile"; echo "ok   what 0001 adds to collective_permute_thunk.{h,cc} and thunk_emitter.cc"
   else
     grep -m 15 error "$WORK/cc.log" >&2; excerpt=FAILS; step FAIL "the thunk and emitter lines"
+  fi
+fi
+
+# 5c. What patch 0002 adds to gpu_compiler.cc (whose headers need LLVM): the
+# call, in a function with the parameters it uses.
+if [[ " ${needs_llvm[*]} " == *" gpu_compiler.cc "* ]] &&
+   plus xla/service/gpu/gpu_compiler.cc | grep -q CollectivesCluster; then
+  X="$TREE/xla/service/gpu/mode_by_cost_excerpt_check.cc"
+  { printf '#include "xla/backends/gpu/transforms/collectives/collective_backend_assigner.h"\n'
+    printf '#include "xla/hlo/pass/hlo_pass_pipeline.h"\n#include "xla/service/gpu_topology.h"\n'
+    printf '#include "xla/xla.pb.h"\nnamespace xla::gpu {\n'
+    printf 'void Add(HloPassPipeline& pipeline, const DebugOptions& opts,\n'
+    printf '         const GpuTopology& gpu_topology) {\n'
+    plus xla/service/gpu/gpu_compiler.cc; printf '}\n}  // namespace xla::gpu\n'; } > "$X"
+  if (cd "$TREE" && compile "${X#$TREE/}"); then
+    excerpt+=", 0002's call in gpu_compiler.cc compiles"
+    echo "ok   what 0002 adds to gpu_compiler.cc"
+  else
+    grep -m 15 error "$WORK/cc.log" >&2; excerpt+=", 0002's call FAILS"; step FAIL "the gpu_compiler lines"
   fi
 fi
 
@@ -166,17 +185,29 @@ RT=(-std=c++17 -O0 -w -I "$WORK/rt/hdr" -isystem "$ROOT/wheel_compat" -isystem "
 mkdir -p "$WORK/rt/hdr/$PKG" "$WORK/rt/hdr/xla"
 cp "$TREE/$PKG/collective_backend_assigner.h" "$WORK/rt/hdr/$PKG/"
 cp "$TREE/xla/side_effect_util.h" "$WORK/rt/hdr/xla/"
-COMMON=(xla/side_effect_util.cc xla/service/collective_permute_key.cc)
+# The selection core (patch 0002), with its table proto by protoc 31.1.
+CORE=() CORE_TESTS=()
+if [ -f "$TREE/$PKG/collectives_mode_by_cost.h" ]; then
+  cp "$TREE/$PKG"/{collectives_mode_by_cost,nvshmem_topology,nvshmem_cost_table,nvshmem_backend_selection}.h \
+    "$WORK/rt/hdr/$PKG/"
+  (cd "$TREE" && "$VENV/bin/protoc" -I . --cpp_out="$WORK/rt/hdr" "$PKG/nvshmem_cost_table.proto") ||
+    step FAIL "protoc $PKG/nvshmem_cost_table.proto"
+  CORE=("$PKG/collectives_mode_by_cost.cc" "$PKG/nvshmem_topology.cc" "$PKG/nvshmem_cost_table.cc"
+        "$PKG/nvshmem_backend_selection.cc" "../rt/hdr/$PKG/nvshmem_cost_table.pb.cc")
+  CORE_TESTS=(core)
+fi
+COMMON=(xla/side_effect_util.cc xla/service/collective_permute_key.cc "${CORE[@]}")
 declare -A TESTS=(
   [assigner]="$PKG/collective_backend_assigner.cc $PKG/collective_backend_assigner_test.cc"
-  [combiner]="xla/hlo/transforms/collectives/collective_permute_combiner.cc xla/hlo/transforms/collectives/collective_permute_combiner_test.cc")
+  [combiner]="xla/hlo/transforms/collectives/collective_permute_combiner.cc xla/hlo/transforms/collectives/collective_permute_combiner_test.cc"
+  [core]="$PKG/nvshmem_topology_test.cc $PKG/nvshmem_cost_table_test.cc $PKG/nvshmem_backend_selection_test.cc")
 rt_obj() {  # rt_obj SRC: its object in $WORK/rt
   local o="$WORK/rt/$(echo "$1" | tr / _).o"
   [ -f "$o" ] || g++ "${RT[@]}" -c "$1" -o "$o" >>"$WORK/rt.log" 2>&1 || return 1
   echo "$o"
 }
 results=()
-for name in assigner combiner; do
+for name in assigner combiner "${CORE_TESTS[@]}"; do
   objs=() built=1
   for src in ${TESTS[$name]} "${COMMON[@]}"; do
     o=$(cd "$TREE" && rt_obj "$TREE/$src") && objs+=("$o") || built=0
@@ -199,8 +230,8 @@ done
 status=OK; [ ${#failed[@]} -eq 0 ] || status=FAIL
 echo "check_series_upstream: $status: ${SERIES##*/} on ${PIN:0:8}, $N patches applied with git am;" \
   "$ok/${#CC[@]} added or changed .cc compile with $("$CXX" --version | head -1 | sed 's/ (.*//') -c -Werror" \
-  "(${compiled[*]}; not: ${needs_llvm[*]:-none}, whose headers need LLVM; what 0001 adds to them:" \
-  "$excerpt); clang-format and buildifier" \
+  "(${compiled[*]}; not: ${needs_llvm[*]:-none}, whose headers need LLVM; what the series adds" \
+  "to them: $excerpt); clang-format and buildifier" \
   "clean unless listed; tests against the XLA of tensorflow $("$TFV/bin/python" -c \
   'import importlib.metadata as m; print(m.version("tf-nightly"))' 2>/dev/null || echo '?'):" \
   "${results[*]}; $(wc -l < "$WORK/absent") absent blobs left out;" \

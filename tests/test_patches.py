@@ -182,9 +182,9 @@ def lines_added_outside_tests(patch):
 # for extensions/ and plan/, 2,128 before the topology spec grammar left for the
 # tools (the pass takes GPUs per host, not a spec), 1,975 before the core took
 # peer and symmetric memory (their rows, the one-process rule, GPUs per process
-# in the topology, Decide over one alternative), which the jax v0.11.0 series'
+# in the topology, Decide over a set of alternatives), which the jax v0.11.0 series'
 # pass decides over. The goal is 1,000.
-SERIES_NON_TEST_LINES = 2049
+SERIES_NON_TEST_LINES = 2059
 
 
 def test_series_size_outside_tests():

@@ -87,10 +87,12 @@ def test_build_jaxlib_applies_the_series_at_jax_v0_11_0s_xla(tmp_path):
   for d in (xla, jax):
     assert run(["git", "init", "-q", d]).returncode == 0
   for path in changed:
-    data = subprocess.run(["git", "--git-dir", XLA_DIR, "show", f"{PIN}:{path}"],
-                          capture_output=True, check=True).stdout
+    shown = subprocess.run(["git", "--git-dir", XLA_DIR, "show", f"{PIN}:{path}"],
+                           capture_output=True)
+    if shown.returncode:  # a file the series adds
+      continue
     (xla / path).parent.mkdir(parents=True, exist_ok=True)
-    (xla / path).write_bytes(data)
+    (xla / path).write_bytes(shown.stdout)
   (jax / "README.md").write_text("jax\n")
   for d in (xla, jax):
     assert run(["git", "add", "-A"], cwd=d).returncode == 0
@@ -118,3 +120,29 @@ def test_reviewers_check_passes():
   r = run(["bash", CHECK, XLA_DIR], cwd=REPO, timeout=3600)
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
   assert "check_series_upstream: OK" in r.stdout
+
+
+CORE = ["nvshmem_topology.h", "nvshmem_topology.cc", "nvshmem_cost_table.proto",
+        "nvshmem_cost_table.h", "nvshmem_cost_table.cc", "nvshmem_backend_selection.h",
+        "nvshmem_backend_selection.cc"]
+PKG = "xla/backends/gpu/transforms/collectives"
+
+
+def added_file(patch_text, path):
+  """The text a patch gives a file it creates."""
+  diff = patch_text.split(f"diff --git a/{path} b/{path}\n", 1)[1].split("\ndiff --git ", 1)[0]
+  body = diff.split("\n@@ ", 1)[1].split("\n", 1)[1]
+  return "".join(l[1:] + "\n" for l in body.split("\n") if l.startswith("+"))
+
+
+def test_second_patch_chooses_the_mode_by_cost_with_the_shared_core():
+  """0002: the selection core as xla_src/ holds it (the pinned series' files), the
+  flag (field 515, off by default) and the assigner's test of the choice."""
+  text = PATCHES[1].read_text()
+  assert "Subject: [PATCH 2/2] [XLA:GPU] Choose a collective-permute's collectives mode" in text
+  for name in CORE:
+    assert added_file(text, f"{PKG}/{name}") == (REPO / "xla_src" / PKG / name).read_text(), name
+  assert "+  optional bool xla_gpu_experimental_collective_permute_mode_by_cost = 515;" in text
+  assert "+  opts.set_xla_gpu_experimental_collective_permute_mode_by_cost(false);" in text
+  assert "TEST_F(CollectiveBackendAssignerTest, CollectivesModeByCost)" in text
+  assert "+      CollectivesCluster{gpu_topology.num_devices_per_host()," in text

@@ -269,17 +269,22 @@ double PermuteTimeUs(const Topology& topology, const CostTable& table,
 }
 
 Decision Decide(const Topology& topology, const CostTable& table,
-                const PermuteRequest& request, Backend alternative) {
+                const PermuteRequest& request,
+                const std::vector<Backend>& alternatives) {
   Decision decision;
   if (request.device_edges.empty()) return decision;
   decision.nccl_us = PermuteTimeUs(topology, table, Backend::kNccl, request);
-  decision.refusal = CheckBackend(topology, table, request, alternative);
-  if (decision.refusal) return decision;
-  decision.alternative_us =
-      PermuteTimeUs(topology, table, alternative, request);
-  if (decision.nccl_us > 0 &&
-      *decision.alternative_us <= decision.nccl_us * (1.0 - table.margin)) {
-    decision.backend = alternative;
+  double best_us = decision.nccl_us * (1.0 - table.margin);
+  for (Backend backend : alternatives) {
+    const int b = static_cast<int>(backend);
+    decision.refusals[b] = CheckBackend(topology, table, request, backend);
+    if (decision.refusals[b]) continue;
+    decision.us[b] = PermuteTimeUs(topology, table, backend, request);
+    if (decision.nccl_us > 0 && *decision.us[b] <= best_us &&
+        (decision.backend == Backend::kNccl || *decision.us[b] < best_us)) {
+      decision.backend = backend;
+      best_us = *decision.us[b];
+    }
   }
   return decision;
 }

@@ -41,6 +41,7 @@ limitations under the License.
 //    touches: only receiving devices enter that barrier;
 //  * the message fits the symmetric heap.
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -128,13 +129,15 @@ double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
 struct Decision {
   Backend backend = Backend::kNccl;
   double nccl_us = 0;
-  std::optional<double> alternative_us;  // When the alternative may run it.
-  std::optional<Refusal> refusal;        // When it may not.
+  // Of each alternative: its time when it may run the permute, else why not.
+  std::array<std::optional<double>, kNumBackends> us;
+  std::array<std::optional<Refusal>, kNumBackends> refusals;
 };
-// NCCL or `alternative`.
+// NCCL, or the fastest of `alternatives` (ties to the first) that may run
+// the permute when it beats NCCL by the margin.
 Decision Decide(const Topology& topology, const CostTable& table,
                 const PermuteRequest& request,
-                Backend alternative = Backend::kNvshmem);
+                const std::vector<Backend>& alternatives = {Backend::kNvshmem});
 
 }  // namespace nvshmem_selection
 }  // namespace gpu

@@ -111,13 +111,13 @@ TEST(MeasuredCurveTest, AnEntryWithoutPointsDropsTheInheritedCurve) {
 TEST(DecideTest, OneHostRingGoesToNvshmem) {
   Decision d = Decide(Hosts(1, 8), DefaultCostTable(), {32 << 20, Ring(8), 8});
   EXPECT_EQ(d.backend, Backend::kNvshmem);
-  EXPECT_LT(*d.alternative_us, d.nccl_us);
+  EXPECT_LT(*d.us[1], d.nccl_us);
 }
 
 TEST(DecideTest, SmallMessagesStayOnNccl) {
   Decision d = Decide(Hosts(1, 8), DefaultCostTable(), {1024, Ring(8), 8});
   EXPECT_EQ(d.backend, Backend::kNccl);
-  EXPECT_FALSE(d.refusal.has_value());
+  EXPECT_FALSE(d.refusals[1].has_value());
 }
 
 TEST(DecideTest, EmptyPermuteMovesNothing) {
@@ -155,9 +155,9 @@ TEST(RuntimeRulesTest, OnlyTypesNvshmemPuts) {
   request.element_types = {"bf16", "f8e4m3fn"};  // One buffer is enough.
   Decision d = Decide(Hosts(1, 8), DefaultCostTable(), request);
   EXPECT_EQ(d.backend, Backend::kNccl);
-  ASSERT_TRUE(d.refusal.has_value());
-  EXPECT_EQ(d.refusal->kind, RefusalKind::kUnsupportedType);
-  EXPECT_EQ(d.refusal->type, "f8e4m3fn");
+  ASSERT_TRUE(d.refusals[1].has_value());
+  EXPECT_EQ(d.refusals[1]->kind, RefusalKind::kUnsupportedType);
+  EXPECT_EQ(d.refusals[1]->type, "f8e4m3fn");
 }
 
 TEST(RuntimeRulesTest, MemcpyLocalP2pRefusesNvshmem) {
@@ -199,9 +199,9 @@ TEST(DeadlockFreeTest, DeviceWithoutSourceRefusesNvshmem) {
   shift.pop_back();
   Decision d = Decide(Hosts(1, 8), DefaultCostTable(), {32 << 20, shift, 8});
   EXPECT_EQ(d.backend, Backend::kNccl);
-  ASSERT_TRUE(d.refusal.has_value());
-  EXPECT_EQ(d.refusal->kind, RefusalKind::kDeviceWithoutSource);
-  EXPECT_EQ(d.refusal->devices, std::vector<int>{0});
+  ASSERT_TRUE(d.refusals[1].has_value());
+  EXPECT_EQ(d.refusals[1]->kind, RefusalKind::kDeviceWithoutSource);
+  EXPECT_EQ(d.refusals[1]->devices, std::vector<int>{0});
 }
 
 TEST(DeadlockFreeTest, TheTeamIsTheHostsDevicesOfTheProgram) {
@@ -241,24 +241,40 @@ TEST(DeadlockFreeTest, TeamFollowsTheDeviceMap) {
 // quarter faster from 16 MiB; never across hosts.
 TEST(DecideTest, PeerForLargeMessagesInsideOneHost) {
   const CostTable& table = DefaultCostTable();
-  EXPECT_EQ(Decide(Hosts(1, 2), table, {64 << 20, Ring(2), 2}, Backend::kPeer)
-                .backend,
+  const std::vector<Backend> peer = {Backend::kPeer};
+  EXPECT_EQ(Decide(Hosts(1, 2), table, {64 << 20, Ring(2), 2}, peer).backend,
             Backend::kPeer);
-  EXPECT_EQ(
-      Decide(Hosts(1, 2), table, {1 << 20, Ring(2), 2}, Backend::kPeer).backend,
-      Backend::kNccl);
-  Decision across =
-      Decide(Hosts(2, 1), table, {64 << 20, Ring(2), 2}, Backend::kPeer);
+  EXPECT_EQ(Decide(Hosts(1, 2), table, {1 << 20, Ring(2), 2}, peer).backend,
+            Backend::kNccl);
+  Decision across = Decide(Hosts(2, 1), table, {64 << 20, Ring(2), 2}, peer);
   EXPECT_EQ(across.backend, Backend::kNccl);
-  ASSERT_TRUE(across.refusal.has_value());
-  EXPECT_EQ(across.refusal->kind, RefusalKind::kLeavesHost);
-  EXPECT_EQ(across.refusal->count, 2);
+  ASSERT_TRUE(across.refusals[2].has_value());
+  EXPECT_EQ(across.refusals[2]->kind, RefusalKind::kLeavesHost);
+  EXPECT_EQ(across.refusals[2]->count, 2);
   absl::StatusOr<Topology> processes = Topology::Create(1, 1, 2, 0, {}, 1);
   ASSERT_TRUE(processes.ok()) << processes.status();
-  Decision apart =
-      Decide(*processes, table, {64 << 20, Ring(2), 2}, Backend::kPeer);
+  Decision apart = Decide(*processes, table, {64 << 20, Ring(2), 2}, peer);
   EXPECT_EQ(apart.backend, Backend::kNccl);
-  EXPECT_EQ(apart.refusal->kind, RefusalKind::kCrossesProcesses);
+  EXPECT_EQ(apart.refusals[2]->kind, RefusalKind::kCrossesProcesses);
+}
+
+// Over several alternatives the fastest that beats NCCL wins; ties go to the
+// first.
+TEST(DecideTest, FastestAlternativeWinsTiesToTheFirst) {
+  const CostTable& table = DefaultCostTable();
+  const PermuteRequest request = {64 << 20, Ring(2), 2};
+  Decision d =
+      Decide(Hosts(1, 2), table, request, {Backend::kNvshmem, Backend::kPeer});
+  ASSERT_TRUE(d.us[1].has_value() && d.us[2].has_value());
+  EXPECT_EQ(d.backend,
+            *d.us[1] < *d.us[2] ? Backend::kNvshmem : Backend::kPeer);
+  CostTable tied = table;
+  tied.curves[3] = tied.curves[2];
+  tied.links[3] = tied.links[2];
+  EXPECT_EQ(
+      Decide(Hosts(1, 2), tied, request, {Backend::kSymmetric, Backend::kPeer})
+          .backend,
+      Backend::kSymmetric);
 }
 
 TEST(DecideTest, HeapLimitRefusesNvshmem) {
@@ -266,8 +282,8 @@ TEST(DecideTest, HeapLimitRefusesNvshmem) {
   table.nvshmem_max_bytes = 1 << 20;
   Decision d = Decide(Hosts(1, 8), table, {32 << 20, Ring(8), 8});
   EXPECT_EQ(d.backend, Backend::kNccl);
-  ASSERT_TRUE(d.refusal.has_value());
-  EXPECT_EQ(d.refusal->kind, RefusalKind::kExceedsHeap);
+  ASSERT_TRUE(d.refusals[1].has_value());
+  EXPECT_EQ(d.refusals[1]->kind, RefusalKind::kExceedsHeap);
 }
 
 }  // namespace

@@ -207,7 +207,9 @@ absl::StatusOr<bool> NvshmemCollectivePermuteRewriter::RunImpl(
       VLOG(1) << name() << ": " << permute->name() << ": "
               << sel::BackendName(decision.backend) << " (NCCL "
               << decision.nccl_us << " us"
-              << (decision.refusal ? "; NVSHMEM cannot run it)" : ")");
+              << (decision.refusals[static_cast<int>(sel::Backend::kNvshmem)]
+                      ? "; NVSHMEM cannot run it)"
+                      : ")");
       TF_ASSIGN_OR_RETURN(bool op_changed,
                           WriteBackend(permute, decision.backend));
       changed |= op_changed;
