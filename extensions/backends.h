@@ -144,31 +144,19 @@ double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
 bool HasMeasuredCurve(const CostTable& table, Backend backend,
                       LinkClass link_class);
 
-enum class RefusalKind {
-  kNotOffered,
-  kUnsupportedType,
-  kMemcpyLocalP2p,
-  kOutsideSharedMemory,
-  kExceedsHeap,
-  kEdgeOutsideTeam,
-  kDeviceWithoutSource,
-  kTeamOutsideTopology,
-  kNoSignals,
-  kLeavesHost,
-  kCrossesProcesses,
+// Why a backend may not run a permute: one of the core's rules (its
+// RefusalKind and details), or a rule only the tools know.
+using core::RefusalKind;
+enum class ToolRule {
+  kNone,        // The core's rule.
+  kNotOffered,  // The target XLA does not offer it (`offered`).
+  kNoSignals,   // Symmetric memory without NCCL signals.
 };
-
-struct Refusal {
+struct Refusal : core::Refusal {
   Backend backend = Backend::kNccl;
-  RefusalKind kind = RefusalKind::kNotOffered;
-  int count = 0;
-  int total = 0;
-  std::vector<int> devices;
-  int64_t bytes = 0;
-  int64_t limit = 0;
+  ToolRule tool_rule = ToolRule::kNone;
   int gpus_per_process = 0;
   std::vector<Backend> offered;
-  std::string type;  // kUnsupportedType.
 };
 
 std::string RefusalText(const Refusal& refusal);

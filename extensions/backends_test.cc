@@ -881,15 +881,23 @@ TEST(DecideTest, VerdictSaysHowTheDecisionCameAbout) {
             *big.backend_us[static_cast<int>(Backend::kNvshmem)]);
 }
 
-TEST(DecideTest, EveryRefusalKindHasOneLineOfText) {
+TEST(DecideTest, EveryRefusalHasOneLineOfText) {
+  std::vector<Refusal> refusals;
   for (RefusalKind kind :
-       {RefusalKind::kNotOffered, RefusalKind::kExceedsHeap,
+       {RefusalKind::kUnsupportedType, RefusalKind::kMemcpyLocalP2p,
+        RefusalKind::kOutsideSharedMemory, RefusalKind::kExceedsHeap,
         RefusalKind::kEdgeOutsideTeam, RefusalKind::kDeviceWithoutSource,
-        RefusalKind::kTeamOutsideTopology, RefusalKind::kNoSignals,
-        RefusalKind::kLeavesHost, RefusalKind::kCrossesProcesses}) {
-    Refusal refusal;
+        RefusalKind::kTeamOutsideTopology, RefusalKind::kLeavesHost,
+        RefusalKind::kCrossesProcesses}) {
+    refusals.emplace_back();
+    refusals.back().kind = kind;
+  }
+  for (ToolRule rule : {ToolRule::kNotOffered, ToolRule::kNoSignals}) {
+    refusals.emplace_back();
+    refusals.back().tool_rule = rule;
+  }
+  for (Refusal& refusal : refusals) {
     refusal.backend = Backend::kPeer;
-    refusal.kind = kind;
     refusal.devices = {0, 1, 2};
     const std::string text = RefusalText(refusal);
     EXPECT_EQ(text.rfind("peer refused: ", 0), 0u) << text;

@@ -39,49 +39,17 @@ std::string Bytes(int64_t bytes) {
                    : absl::StrFormat("%.1f %s", value, kUnits[unit]);
 }
 
-Refusal MakeRefusal(Backend backend, RefusalKind kind) {
+Refusal ToolRefusal(Backend backend, ToolRule rule) {
   Refusal refusal;
   refusal.backend = backend;
-  refusal.kind = kind;
+  refusal.tool_rule = rule;
   return refusal;
 }
 
 Refusal FromCore(const core::Refusal& r, Backend backend = Backend::kNvshmem) {
-  Refusal refusal = MakeRefusal(backend, RefusalKind::kExceedsHeap);
-  switch (r.kind) {
-    case core::RefusalKind::kLeavesHost:
-      refusal.kind = RefusalKind::kLeavesHost;
-      break;
-    case core::RefusalKind::kCrossesProcesses:
-      refusal.kind = RefusalKind::kCrossesProcesses;
-      break;
-    case core::RefusalKind::kExceedsHeap:
-      break;
-    case core::RefusalKind::kUnsupportedType:
-      refusal.kind = RefusalKind::kUnsupportedType;
-      break;
-    case core::RefusalKind::kMemcpyLocalP2p:
-      refusal.kind = RefusalKind::kMemcpyLocalP2p;
-      break;
-    case core::RefusalKind::kOutsideSharedMemory:
-      refusal.kind = RefusalKind::kOutsideSharedMemory;
-      break;
-    case core::RefusalKind::kEdgeOutsideTeam:
-      refusal.kind = RefusalKind::kEdgeOutsideTeam;
-      break;
-    case core::RefusalKind::kDeviceWithoutSource:
-      refusal.kind = RefusalKind::kDeviceWithoutSource;
-      break;
-    case core::RefusalKind::kTeamOutsideTopology:
-      refusal.kind = RefusalKind::kTeamOutsideTopology;
-      break;
-  }
-  refusal.count = r.kind == core::RefusalKind::kEdgeOutsideTeam ? 0 : r.count;
-  refusal.total = r.total;
-  refusal.devices = r.devices;
-  refusal.bytes = r.bytes;
-  refusal.limit = r.limit;
-  refusal.type = r.type;
+  Refusal refusal;
+  static_cast<core::Refusal&>(refusal) = r;
+  refusal.backend = backend;
   return refusal;
 }
 
@@ -90,12 +58,12 @@ Refusal FromCore(const core::Refusal& r, Backend backend = Backend::kNvshmem) {
 std::optional<Refusal> OfferedAndSignaled(const CostTable& table,
                                           Backend backend) {
   if (!absl::c_linear_search(table.backends, backend)) {
-    Refusal refusal = MakeRefusal(backend, RefusalKind::kNotOffered);
+    Refusal refusal = ToolRefusal(backend, ToolRule::kNotOffered);
     refusal.offered = table.backends;
     return refusal;
   }
   if (backend == Backend::kSymmetric && !table.symmetric_signals) {
-    return MakeRefusal(backend, RefusalKind::kNoSignals);
+    return ToolRefusal(backend, ToolRule::kNoSignals);
   }
   return std::nullopt;
 }
@@ -130,10 +98,17 @@ std::string RefusalText(const Refusal& r) {
   const std::string refused =
       absl::StrCat(BackendName(r.backend), " refused: ");
   const std::string of_total = absl::StrCat(" of ", r.total, " edges ");
+  if (r.tool_rule == ToolRule::kNotOffered) {
+    return absl::StrCat(refused, "not offered by the target XLA (backends ",
+                        BackendSetToString(r.offered), ")");
+  }
+  if (r.tool_rule == ToolRule::kNoSignals) {
+    return absl::StrCat(
+        refused,
+        "the runtime's NCCL is not known to support signals "
+        "(symmetric_signals: false), and put + signal fails without them");
+  }
   switch (r.kind) {
-    case RefusalKind::kNotOffered:
-      return absl::StrCat(refused, "not offered by the target XLA (backends ",
-                          BackendSetToString(r.offered), ")");
     case RefusalKind::kUnsupportedType:
       return absl::StrCat(refused, "element type ", r.type,
                           " is not one NVSHMEM puts (f64, f32, f16, bf16, s32, "
@@ -173,11 +148,6 @@ std::string RefusalText(const Refusal& r) {
       return absl::StrCat(refused, "the program's ", r.count,
                           " devices are more than the topology places (",
                           r.total, "); the team cannot be checked");
-    case RefusalKind::kNoSignals:
-      return absl::StrCat(
-          refused,
-          "the runtime's NCCL is not known to support signals "
-          "(symmetric_signals: false), and put + signal fails without them");
     case RefusalKind::kLeavesHost:
       return absl::StrCat(
           refused, r.count, of_total,
@@ -247,7 +217,7 @@ std::string DescribeDecision(const Topology& topology, const CostTable& table,
   // NCCL kept: why each offered alternative is not taken.
   std::vector<std::string> notes;
   for (const std::optional<Refusal>& refusal : decision.refused) {
-    if (refusal && refusal->kind != RefusalKind::kNotOffered) {
+    if (refusal && refusal->tool_rule != ToolRule::kNotOffered) {
       notes.push_back(RefusalText(*refusal));
     }
   }

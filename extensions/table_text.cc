@@ -47,8 +47,8 @@ std::optional<Backend> BackendOf(int value) {
   if (value < 1 || value > kNumBackends) return std::nullopt;
   return static_cast<Backend>(value - 1);
 }
-Proto::Backend ProtoBackend(Backend backend) {
-  return static_cast<Proto::Backend>(static_cast<int>(backend) + 1);
+CoreProto::Backend ProtoBackend(Backend backend) {
+  return static_cast<CoreProto::Backend>(static_cast<int>(backend) + 1);
 }
 // Link classes likewise (SAME_DEVICE = 1 ... NETWORK = 4).
 CoreProto::LinkClass ProtoLinkClass(LinkClass link_class) {
@@ -265,7 +265,8 @@ void PrintLink(const CostTable& table, Backend backend, LinkClass link_class,
                std::string* out) {
   const LinkCost& cost = table.link(backend, link_class);
   absl::StrAppend(
-      out, "links {\n  backend: ", Proto::Backend_Name(ProtoBackend(backend)),
+      out,
+      "links {\n  backend: ", CoreProto::Backend_Name(ProtoBackend(backend)),
       "\n  link_class: ", CoreProto::LinkClass_Name(ProtoLinkClass(link_class)),
       "\n  latency_us: ", Shortest(cost.latency_us),
       "\n  bandwidth_gbps: ", Shortest(cost.bandwidth_gbps),
@@ -295,7 +296,7 @@ absl::Status SetLink(CostTable* table, Backend backend, LinkClass link_class,
                      const LinkCost& cost,
                      const std::vector<CurvePoint>& points) {
   Proto proto;
-  Proto::Link* link = proto.add_links();
+  CoreProto::Link* link = proto.add_links();
   link->set_backend(ProtoBackend(backend));
   link->set_link_class(ProtoLinkClass(link_class));
   link->set_latency_us(cost.latency_us);
@@ -314,7 +315,7 @@ absl::Status SetLink(CostTable* table, Backend backend, LinkClass link_class,
 absl::Status SetSmInterference(CostTable* table, Backend backend,
                                double fraction) {
   Proto proto;
-  Proto::SmInterference* sm = proto.add_sm_interference();
+  CoreProto::SmInterference* sm = proto.add_sm_interference();
   sm->set_backend(ProtoBackend(backend));
   sm->set_fraction(fraction);
   core::CostTableEntry bad;
@@ -326,7 +327,7 @@ std::string CostTableToString(const CostTable& table) {
       "backends: [",
       absl::StrJoin(table.backends, ", ",
                     [](std::string* s, Backend backend) {
-                      s->append(Proto::Backend_Name(ProtoBackend(backend)));
+                      s->append(CoreProto::Backend_Name(ProtoBackend(backend)));
                     }),
       "]\nsymmetric_signals: ", table.symmetric_signals ? "true" : "false",
       "\n");
@@ -344,7 +345,7 @@ std::string CostTableToString(const CostTable& table) {
   for (int b = 0; b < kNumBackends; ++b) {
     const Backend backend = static_cast<Backend>(b);
     absl::StrAppend(&out, "sm_interference { backend: ",
-                    Proto::Backend_Name(ProtoBackend(backend)),
+                    CoreProto::Backend_Name(ProtoBackend(backend)),
                     " fraction: ", Shortest(table.sm_interference(backend)),
                     " }\n");
   }
