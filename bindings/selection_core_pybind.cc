@@ -231,6 +231,8 @@ void BindNames(py::module_& m) {
       record["collectives_mode"] = info.collectives_mode;
       record["mode_attribute"] = info.mode_attribute;
       record["runtime"] = info.runtime;
+      record["rule"] = info.rule;
+      record["curve"] = info.curve;
       records.append(record);
     }
     return records;

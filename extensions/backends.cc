@@ -27,12 +27,42 @@ constexpr const char* kLinkClassNames[kNumLinkClasses] = {
     "same_device", "nvlink", "nvlink_domain", "network"};
 
 constexpr BackendInfo kBackends[kNumBackends] = {
-    {"nccl", "NCCL", "DEFAULT", "", "private", "every XLA"},
-    {"nvshmem", "NVSHMEM", "NVSHMEM", "", "", "XLA up to jax 0.10.1"},
+    {"nccl", "NCCL", "DEFAULT", "", "private", "every XLA",
+     "NCCL: any permute; a device without a source gets zeros.",
+     "2x H200 NVLink, XLA of jax 0.9.1 (one process per GPU)"},
+    {"nvshmem", "NVSHMEM", "NVSHMEM", "", "", "XLA up to jax 0.10.1",
+     "NVSHMEM (pinned XLA 3cc8846c): element types F64, F32, F16, BF16, "
+     "S32, S64, U32, U64 only (nvshmem_communicator.cc:367, else "
+     "'Invalid NVSHMEM send type' at :442); every edge inside one host, "
+     "since the receive side waits with "
+     "nvshmemx_barrier_on_stream(NVSHMEM_TEAM_SHARED) (:179), the PEs of "
+     "one shared-memory domain, so a receiver on another host does not "
+     "wait for the put; every device of that team needs a source, or the "
+     "barrier, entered only by devices with one, hangs; the message must "
+     "fit the symmetric heap; xla_gpu_use_memcpy_local_p2p must be off "
+     "(InvalidArgument at nvshmem_collective_permute_thunk.cc:118; a "
+     "flag, not visible in the HLO).",
+     "2x H200 NVLink, XLA of jax 0.9.1 (one process per GPU)"},
     {"peer", "peer memory", "DEFAULT", "COLLECTIVES_PEER_MEMORY", "peer",
-     "XLA of jax >= 0.10.2"},
+     "XLA of jax >= 0.10.2",
+     "peer memory (XLA of jax 0.10.2, 5a9e73cb): every device of the "
+     "permute driven by one process (GpuCliqueKey::is_local, "
+     "gpu_clique_key.h:98, tested at collective_permute_thunk.cc:317) "
+     "with peer access enabled (:320), else XLA runs NCCL (:329); the "
+     "core prices it only inside one process. Any element type (a byte copy, "
+     ":456); a device without a source gets zeros (:472), so no source "
+     "is needed for every device.",
+     "2x H200 NVLink, XLA of jax 0.11.2 (one process for both GPUs)"},
     {"symmetric", "symmetric memory", "DEFAULT", "COLLECTIVES_SYMMETRIC_MEMORY",
-     "symmetric", "XLA of jax >= 0.10.2"}};
+     "symmetric", "XLA of jax >= 0.10.2",
+     "symmetric memory (XLA of jax 0.10.2, 5a9e73cb): every device of "
+     "the permute driven by one process "
+     "(collective_permute_thunk.cc:309, else NCCL at :329) and an NCCL "
+     "with one-sided signals (nccl_communicator.cc:870; "
+     "symmetric_signals in the cost table); the core prices it only "
+     "inside one process. Any element type (a byte put, :559); a device "
+     "without a source gets zeros (:570).",
+     "none: NCCL's numbers (it did not run without NCCL signals)"}};
 
 }  // namespace
 

@@ -91,6 +91,10 @@ struct BackendInfo {
   // "private" only over an attribute already there).
   const char* mode_attribute;
   const char* runtime;  // The XLA that runs it.
+  // What its runtime needs of a permute, with the code that says so; where
+  // its built-in curve was measured.
+  const char* rule;
+  const char* curve;
 };
 const BackendInfo& Info(Backend backend);
 

@@ -761,7 +761,8 @@ TEST(BackendSetTest, FasterPeerIsChosenInsideOneHost) {
   Decision d = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 2});
   EXPECT_EQ(d.backend, Backend::kPeer) << d.reason;
   EXPECT_EQ(d.backend, Backend::kPeer);
-  EXPECT_EQ(d.reason.rfind("peer: all 2 edges stay in one host", 0), 0u)
+  EXPECT_EQ(d.reason.rfind("peer memory: all 2 edges stay in one process", 0),
+            0u)
       << d.reason;
   EXPECT_FALSE(d.backend_us[static_cast<int>(Backend::kNvshmem)].has_value());
   EXPECT_NE(Text(d.refused[static_cast<int>(Backend::kNvshmem)]), "");

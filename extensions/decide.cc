@@ -18,12 +18,7 @@
 namespace nvshmem_ext {
 namespace {
 
-constexpr const char* kBackendTitles[kNumBackends] = {"NCCL", "NVSHMEM", "peer",
-                                                      "symmetric"};
-
-std::string Title(Backend backend) {
-  return kBackendTitles[static_cast<int>(backend)];
-}
+std::string Title(Backend backend) { return Info(backend).label; }
 
 std::string Us(double us) { return absl::StrFormat("%.2f us", us); }
 
@@ -191,9 +186,12 @@ std::string ModelNote(const Topology& topology, const CostTable& table,
   return absl::StrCat("NCCL ", nccl, ", ", Title(other), " ", alt);
 }
 
-// Where the chosen backend's edges run: every backend but NCCL stays in a
-// host.
-std::string WhereText() { return " edges stay in one host"; }
+// Where the chosen backend's edges run: NVSHMEM's in one host, peer and
+// symmetric memory's in one process.
+std::string WhereText(Backend backend) {
+  return backend == Backend::kNvshmem ? " edges stay in one host"
+                                      : " edges stay in one process";
+}
 
 std::string DescribeDecision(const Topology& topology, const CostTable& table,
                              const PermuteRequest& request,
@@ -210,8 +208,8 @@ std::string DescribeDecision(const Topology& topology, const CostTable& table,
     const double us = decision.chosen_us;
     return absl::StrCat(
         Title(decision.backend), ": all ", request.device_edges.size(),
-        WhereText(), "; ", size, " in ", Us(us), " vs NCCL ", Us(nccl_us), " (",
-        GainText(nccl_us, us), " faster; ",
+        WhereText(decision.backend), "; ", size, " in ", Us(us), " vs NCCL ",
+        Us(nccl_us), " (", GainText(nccl_us, us), " faster; ",
         ModelNote(topology, table, request, decision.backend), ")");
   }
   // NCCL kept: why each offered alternative is not taken.

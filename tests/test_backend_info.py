@@ -2,7 +2,7 @@
 the tools' tables of what a backend writes and how it is named come from there."""
 
 from hlo_tools import selection
-from hlo_tools.model import decisions
+from hlo_tools.model import decisions, runtime_rules
 from hlo_tools.ops import verify
 from hlo_tools.ops.heuristics import check
 from hlo_tools.ops.report import page
@@ -13,8 +13,8 @@ def test_records_cover_every_backend_in_core_order():
   for name, record in selection.BACKEND_INFO.items():
     assert record["name"] == name
     assert set(record) == {"name", "label", "config_backend", "collectives_mode",
-                           "mode_attribute", "runtime"}
-    assert record["label"] and record["runtime"]
+                           "mode_attribute", "runtime", "rule", "curve"}
+    assert record["label"] and record["runtime"] and record["rule"] and record["curve"]
 
 
 def test_what_each_backend_writes():
@@ -39,6 +39,10 @@ def test_tools_tables_are_derived_from_the_records():
   assert check._UPSTREAM == {"NVSHMEM": "nvshmem", "DEFAULT": "nccl"}
   assert page.NAMES["peer"] == "peer memory" and page.NAMES["nvshmem"] == "NVSHMEM"
   assert page.set_names("nccl,peer,symmetric") == "peer memory or symmetric memory"
+  # The runtime rule lines the report and verify print are the records'.
+  assert runtime_rules.RULES == {n: r["rule"] for n, r in info.items()}
+  assert "nvshmem_communicator.cc:367" in info["nvshmem"]["rule"]
+  assert "jax 0.11.2" in info["peer"]["curve"] and "NCCL's numbers" in info["symmetric"]["curve"]
 
 
 def test_driver_report_lists_every_backend_and_link_class_of_the_core(tmp_path):

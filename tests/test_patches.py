@@ -184,7 +184,7 @@ def lines_added_outside_tests(patch):
 # peer and symmetric memory (their rows, the one-process rule, GPUs per process
 # in the topology, Decide over a set of alternatives), which the jax v0.11.0 series'
 # pass decides over. The goal is 1,000.
-SERIES_NON_TEST_LINES = 2059
+SERIES_NON_TEST_LINES = 2060
 
 
 def test_series_size_outside_tests():

@@ -155,7 +155,7 @@ def test_backend_sets_from_python():
   faster = selection.CostTable.parse("backends: [NCCL, PEER]\nlinks { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 0.5 }\n")
   assert faster.per_buffer_us("peer", "nvlink") == 0.5
   d = selection.decide(t, faster, 64 << 20, ring(2), buffers=2)
-  assert d["plan"] == "peer" and d["reason"].startswith("peer: all 2 edges stay in one host")
+  assert d["plan"] == "peer" and d["reason"].startswith("peer memory: all 2 edges stay in one process")
   two_hosts = selection.decide(selection.parse_topology("1x2x1"), faster, 1 << 20, ring(2))
   assert two_hosts["plan"] == "nccl" and "leave their host" in two_hosts["refused"]["peer"]
 

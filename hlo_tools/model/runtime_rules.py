@@ -15,34 +15,9 @@ symmetric memory.
 from hlo_tools import selection
 from hlo_tools.model.collectives import data_operands
 
-# One line per backend: the rule its runtime applies, with the code that applies it.
-RULES = {
-    "nccl": "NCCL: any permute; a device without a source gets zeros.",
-    "nvshmem": (
-        "NVSHMEM (pinned XLA 3cc8846c): element types F64, F32, F16, BF16, S32, S64, "
-        "U32, U64 only (nvshmem_communicator.cc:367, else 'Invalid NVSHMEM send type' "
-        "at :442); every edge inside one host, since the receive side waits with "
-        "nvshmemx_barrier_on_stream(NVSHMEM_TEAM_SHARED) (:179), the PEs of one "
-        "shared-memory domain, so a receiver on another host does not wait for the "
-        "put; every device of that team needs a source, or the barrier, entered only "
-        "by devices with one, hangs; the message must fit the symmetric heap; "
-        "xla_gpu_use_memcpy_local_p2p must be off (InvalidArgument at "
-        "nvshmem_collective_permute_thunk.cc:118; a flag, not visible in the HLO)."),
-    "peer": (
-        "peer memory (XLA of jax 0.10.2, 5a9e73cb): every device of the permute driven "
-        "by one process (GpuCliqueKey::is_local, gpu_clique_key.h:98, tested at "
-        "collective_permute_thunk.cc:317) with peer access enabled (:320), else XLA "
-        "runs NCCL (:329); the core also keeps it inside one host. Any element type "
-        "(a byte copy, :456); a device without a source gets zeros (:472), so no "
-        "source is needed for every device."),
-    "symmetric": (
-        "symmetric memory (XLA of jax 0.10.2, 5a9e73cb): every device of the permute "
-        "driven by one process (collective_permute_thunk.cc:309, else NCCL at :329) "
-        "and an NCCL with one-sided signals (nccl_communicator.cc:870; "
-        "symmetric_signals in the cost table); the core also keeps it inside one "
-        "host. Any element type (a byte put, :559); a device without a source gets "
-        "zeros (:570)."),
-}
+# One line per backend: the rule its runtime applies, with the code that applies it
+# (the core's backend records).
+RULES = {name: info["rule"] for name, info in selection.BACKEND_INFO.items()}
 
 
 def rule_lines(backends):

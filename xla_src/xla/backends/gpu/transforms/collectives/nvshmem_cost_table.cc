@@ -70,10 +70,9 @@ constexpr double kNvlinkUs[kMeasuredBackends][3][kMeasuredSizes] = {
 // NCCL's grouped send/recv about 6 us and NVSHMEM's on-stream put 5.6 us;
 // NCCL across hosts adds the 10.6 us its tuning model gives a proxy-driven
 // network hop, at 45 of an NDR NIC's 50 GB/s. NVSHMEM has no network row: it
-// runs only inside NVSHMEM_TEAM_SHARED (nvshmem_backend_selection.h). Peer
-// and symmetric memory take NCCL's numbers (symmetric memory never ran here:
-// put + signal needs NCCL signals). On NVLink, the rows fitted beyond the
-// measured points.
+// runs only inside NVSHMEM_TEAM_SHARED (nvshmem_backend_selection.h). Later
+// backends start from NCCL's numbers (symmetric memory never ran here). On
+// NVLink, the rows fitted beyond the measured points.
 CostTable BuildDefaultCostTable() {
   CostTable table;
   const int nvlink = static_cast<int>(LinkClass::kIntraHostNvlink);
@@ -84,7 +83,7 @@ CostTable BuildDefaultCostTable() {
                {20.75, 45.0, 7.6}}};
   links[1] = {
       {{5.6, 2400.0, 8.0}, {16.5555, 419.617, 16.0292}, {5.6, 450.0, 8.0}}};
-  links[2] = links[3] = links[0];
+  for (int b = 2; b < kNumBackends; ++b) links[b] = links[0];
   links[2][nvlink] = {29.2774, 423.992, 5.22982};
   for (int b = 0; b < kMeasuredBackends; ++b) {
     for (int n = 0; n < 3; ++n) {
@@ -95,7 +94,9 @@ CostTable BuildDefaultCostTable() {
       }
     }
   }
-  table.curves[3] = table.curves[0];
+  for (int b = kMeasuredBackends; b < kNumBackends; ++b) {
+    table.curves[b] = table.curves[0];
+  }
   return table;  // No SM interference measured; heap 1 GiB, margin 5%.
 }
 
