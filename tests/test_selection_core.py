@@ -320,6 +320,22 @@ def test_compiled_in_default_is_the_committed_h200_table():
   assert check.returncode == 0, check.stderr
 
 
+def test_built_in_table_puts_these_ring_steps_on_peer():
+  """What the jax v0.11.0 series' by-cost assigner chooses on two GPUs of one
+  process (the same core and built-in table): peer memory at 16 MiB and more, and
+  at 4 MiB with 4 buffers; NCCL at the other measured points."""
+  table = selection.with_backends(selection.load_cost_table(), "nccl,peer")
+  t = selection.parse_topology("1x1x2")
+  peer = {(buffers, 1024 << (2 * i)) for buffers in (1, 2, 4) for i in range(10)
+          if selection.decide(t, table, 1024 << (2 * i), ring(2),
+                              buffers=buffers)["plan"] == "peer"}
+  assert peer == {(b, n) for b in (1, 2, 4) for n in (16 << 20, 64 << 20, 256 << 20)} \
+      | {(4, 4 << 20)}
+  # Across processes the thunk would run NCCL: no peer.
+  apart = selection.parse_topology("1x1x2:gpus_per_process=1")
+  assert selection.decide(apart, table, 64 << 20, ring(2))["plan"] == "nccl"
+
+
 def test_jax0112_one_process_table_puts_large_permutes_on_peer():
   """XLA of jax 0.11.2, one process driving both H200s: peer copies lose below
   a few MiB and win from 16 MiB on; NCCL elsewhere."""
