@@ -88,7 +88,9 @@ const BackendInfo& Info(Backend backend) {
 
 std::optional<Backend> BackendFromName(absl::string_view name) {
   for (int i = 0; i < kNumBackends; ++i) {
-    if (name == kBackends[i].name) return static_cast<Backend>(i);
+    if (name == BackendName(static_cast<Backend>(i))) {
+      return static_cast<Backend>(i);
+    }
   }
   return std::nullopt;
 }

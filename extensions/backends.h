@@ -3,8 +3,8 @@
 // 0.10.2, collectives_mode). The pass at the pin decides NCCL or NVSHMEM,
 // the one at jax 0.11.0's XLA NCCL or peer; the tools (nvshmem-opt, the
 // Python binding, the fuzzers) decide over a set of them through this layer,
-// which adds what only a tool knows (the process layout, NCCL signals, the
-// offered set) to the core's rules, time model and margin.
+// which adds what only a tool knows (the offered set, NCCL signals, the
+// spec grammar, one-line reasons) to the core's rules, time model and margin.
 //
 //   peer       every edge inside one host and one process (the topology's
 //              gpus_per_process): XLA copies into the target's buffer with

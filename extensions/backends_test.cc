@@ -907,5 +907,13 @@ TEST(DecideTest, EveryRefusalHasOneLineOfText) {
   }
 }
 
+TEST(BackendInfoTest, RecordsAreNamedAsTheCoreNamesBackends) {
+  for (int b = 0; b < kNumBackends; ++b) {
+    const Backend backend = static_cast<Backend>(b);
+    EXPECT_STREQ(Info(backend).name, BackendName(backend));
+    EXPECT_EQ(BackendFromName(BackendName(backend)), backend);
+  }
+}
+
 }  // namespace
 }  // namespace nvshmem_ext

@@ -41,10 +41,12 @@ Refusal ToolRefusal(Backend backend, ToolRule rule) {
   return refusal;
 }
 
-Refusal FromCore(const core::Refusal& r, Backend backend = Backend::kNvshmem) {
+Refusal FromCore(const core::Refusal& r, Backend backend = Backend::kNvshmem,
+                 int gpus_per_process = 0) {
   Refusal refusal;
   static_cast<core::Refusal&>(refusal) = r;
   refusal.backend = backend;
+  refusal.gpus_per_process = gpus_per_process;
   return refusal;
 }
 
@@ -84,9 +86,7 @@ std::optional<Refusal> CheckSafety(const Topology& topology,
   std::optional<core::Refusal> refusal =
       core::CheckBackend(topology, table.core, request, backend);
   if (!refusal) return std::nullopt;
-  Refusal ours = FromCore(*refusal, backend);
-  ours.gpus_per_process = topology.gpus_per_process();
-  return ours;
+  return FromCore(*refusal, backend, topology.gpus_per_process());
 }
 
 std::string RefusalText(const Refusal& r) {
@@ -258,8 +258,8 @@ Decision Decide(const Topology& topology, const CostTable& table,
     const int b = static_cast<int>(backend);
     decision.backend_us[b] = core.us[b];
     if (core.refusals[b]) {
-      decision.refused[b] = FromCore(*core.refusals[b], backend);
-      decision.refused[b]->gpus_per_process = topology.gpus_per_process();
+      decision.refused[b] =
+          FromCore(*core.refusals[b], backend, topology.gpus_per_process());
     } else if (!decision.fastest_alternative ||
                *core.us[b] < *decision.backend_us[static_cast<int>(
                                  *decision.fastest_alternative)]) {
