@@ -57,7 +57,7 @@ py::dict DecisionToDict(const sel::Decision& d) {
   // "plan" is the backend's name, as in the driver's JSON and the HLO
   // annotation.
   out["plan"] = sel::BackendName(d.backend);
-  out["chosen_us"] = d.chosen_us;
+  out["chosen_us"] = d.ChosenUs();
   py::dict by_class;
   for (int c = 0; c < sel::kNumLinkClasses; ++c) {
     by_class[sel::LinkClassName(static_cast<sel::LinkClass>(c))] =
@@ -68,10 +68,11 @@ py::dict DecisionToDict(const sel::Decision& d) {
   out["backend"] = sel::BackendName(d.backend);
   py::dict backend_us, refused;
   for (int b = 0; b < sel::kNumBackends; ++b) {
-    const char* name = sel::BackendName(static_cast<sel::Backend>(b));
-    backend_us[name] = d.backend_us[b]
-                           ? py::object(py::float_(*d.backend_us[b]))
-                           : py::object(py::none());
+    const auto backend = static_cast<sel::Backend>(b);
+    const char* name = sel::BackendName(backend);
+    const std::optional<double> us = d.TimeUs(backend);
+    backend_us[name] =
+        us ? py::object(py::float_(*us)) : py::object(py::none());
     if (d.refused[b]) refused[name] = sel::RefusalText(*d.refused[b]);
   }
   out["backend_us"] = backend_us;

@@ -45,11 +45,11 @@ Value Time(double us) {
 void FillModel(const sel::Decision& d, Decision* out) {
   auto& times = *out->mutable_modeled_us()->mutable_fields();
   for (int b = 0; b < sel::kNumBackends; ++b) {
-    times[sel::BackendName(static_cast<sel::Backend>(b))] =
-        Time(d.backend_us[b]);
+    const auto backend = static_cast<sel::Backend>(b);
+    times[sel::BackendName(backend)] = Time(d.TimeUs(backend));
   }
-  times["chosen"].set_number_value(std::isfinite(d.chosen_us) ? d.chosen_us
-                                                              : 0);
+  times["chosen"].set_number_value(std::isfinite(d.ChosenUs()) ? d.ChosenUs()
+                                                               : 0);
   auto& refused = *out->mutable_refused()->mutable_fields();
   for (int b = 0; b < sel::kNumBackends; ++b) {
     if (d.refused[b].has_value()) {

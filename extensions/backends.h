@@ -181,15 +181,22 @@ enum class Verdict {
   kAlternative,    // The fastest alternative wins.
 };
 
-struct Decision {
-  Backend backend = Backend::kNccl;
+// The core's decision (backend, NCCL's time, each alternative's time or
+// refusal) with what the tools add: the verdict, every backend's refusal
+// including the tools' own rules, the edge counts and the one-line reason.
+struct Decision : core::Decision {
   Verdict verdict = Verdict::kNoEdges;
   std::optional<Backend> fastest_alternative;
-  std::array<std::optional<double>, kNumBackends> backend_us;
   std::array<std::optional<Refusal>, kNumBackends> refused;
-  double chosen_us = 0;
   std::array<int, kNumLinkClasses> edges_by_class = {0, 0, 0, 0};
   std::string reason;  // One line.
+
+  // A backend's modeled time: NCCL's always, another's unless refused.
+  std::optional<double> TimeUs(Backend backend) const {
+    if (backend == Backend::kNccl) return nccl_us;
+    return us[static_cast<int>(backend)];
+  }
+  double ChosenUs() const { return *TimeUs(backend); }
 };
 
 // The core's rule over NVSHMEM, peer and symmetric: the fastest allowed

@@ -457,8 +457,7 @@ TEST(DecideTest, OneHostRingGoesToNvshmem) {
   Decision d = Decide(t, DefaultCostTable(), {32 << 20, Ring(8)});
   EXPECT_EQ(d.backend, Backend::kNvshmem) << d.reason;
   EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kIntraHostNvlink)], 8);
-  EXPECT_LT(d.backend_us[static_cast<int>(Backend::kNvshmem)],
-            d.backend_us[static_cast<int>(Backend::kNccl)]);
+  EXPECT_LT(d.TimeUs(Backend::kNvshmem), d.TimeUs(Backend::kNccl));
   EXPECT_EQ(d.reason.rfind("NVSHMEM: all 8 edges", 0), 0u) << d.reason;
 }
 
@@ -470,7 +469,7 @@ TEST(DecideTest, TwoHostRingIsRefusedNvshmem) {
             "nvshmem refused: 2 of 8 edges leave their host; XLA's NVSHMEM "
             "permute waits for data only in a barrier over "
             "NVSHMEM_TEAM_SHARED, one host's GPUs");
-  EXPECT_FALSE(d.backend_us[static_cast<int>(Backend::kNvshmem)].has_value());
+  EXPECT_FALSE(d.TimeUs(Backend::kNvshmem).has_value());
   EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kNetwork)], 2);
 }
 
@@ -546,7 +545,7 @@ TEST(DeadlockFreeTest, NonCyclicShiftIsRefused) {
   Decision d =
       Decide(MustParse("1x1x2"), DefaultCostTable(), {32 << 20, {{0, 1}}, 2});
   EXPECT_EQ(d.backend, Backend::kNccl);
-  EXPECT_FALSE(d.backend_us[static_cast<int>(Backend::kNvshmem)].has_value());
+  EXPECT_FALSE(d.TimeUs(Backend::kNvshmem).has_value());
   EXPECT_EQ(
       d.reason,
       "NCCL: nvshmem refused: 1 of 2 devices of NVSHMEM_TEAM_SHARED (device 0) "
@@ -724,8 +723,8 @@ TEST(DecideTest, ModeledTimeGrowsWithBytes) {
   double previous = -1;
   for (int64_t bytes = 1024; bytes <= (int64_t{1} << 30); bytes *= 4) {
     Decision d = Decide(t, parametric, {bytes, Ring(8)});
-    EXPECT_GT(d.chosen_us, previous);
-    previous = d.chosen_us;
+    EXPECT_GT(d.ChosenUs(), previous);
+    previous = d.ChosenUs();
   }
 }
 
@@ -764,7 +763,7 @@ TEST(BackendSetTest, FasterPeerIsChosenInsideOneHost) {
   EXPECT_EQ(d.reason.rfind("peer memory: all 2 edges stay in one process", 0),
             0u)
       << d.reason;
-  EXPECT_FALSE(d.backend_us[static_cast<int>(Backend::kNvshmem)].has_value());
+  EXPECT_FALSE(d.TimeUs(Backend::kNvshmem).has_value());
   EXPECT_NE(Text(d.refused[static_cast<int>(Backend::kNvshmem)]), "");
   // Peer has no team barrier: a shift is safe for it.
   Decision shift = Decide(MustParse("1x1x2"), table, {1024, {{0, 1}}, 2});
@@ -832,7 +831,7 @@ TEST(MeasuredCurveTest, ReasonsSayWhichModelPriced) {
       "1024 us: 10 } points { buffers: 1 bytes: 67108864 us: 400 } }\n");
   Decision big = Decide(MustParse("1x1x2"), table, {64 << 20, Ring(2), 2});
   EXPECT_EQ(big.backend, Backend::kNvshmem) << big.reason;
-  EXPECT_DOUBLE_EQ(*big.backend_us[static_cast<int>(Backend::kNvshmem)], 200);
+  EXPECT_DOUBLE_EQ(*big.TimeUs(Backend::kNvshmem), 200);
   EXPECT_NE(big.reason.find("faster; measured curve)"), std::string::npos)
       << big.reason;
   Decision small = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 2});
@@ -878,8 +877,7 @@ TEST(DecideTest, VerdictSaysHowTheDecisionCameAbout) {
   Decision big = Decide(t, DefaultCostTable(), {32 << 20, Ring(8), 8});
   EXPECT_EQ(big.verdict, Verdict::kAlternative);
   EXPECT_EQ(big.backend, Backend::kNvshmem);
-  EXPECT_EQ(big.chosen_us,
-            *big.backend_us[static_cast<int>(Backend::kNvshmem)]);
+  EXPECT_EQ(big.ChosenUs(), *big.TimeUs(Backend::kNvshmem));
 }
 
 TEST(DecideTest, EveryRefusalHasOneLineOfText) {

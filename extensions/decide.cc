@@ -202,10 +202,10 @@ std::string DescribeDecision(const Topology& topology, const CostTable& table,
   if (decision.verdict == Verdict::kZeroCost) {
     return "NCCL: modeled at 0 us, nothing to gain";
   }
-  const double nccl_us = *decision.backend_us[static_cast<int>(Backend::kNccl)];
+  const double nccl_us = decision.nccl_us;
   const std::string size = Bytes(request.bytes);
   if (decision.verdict == Verdict::kAlternative) {
-    const double us = decision.chosen_us;
+    const double us = decision.ChosenUs();
     return absl::StrCat(
         Title(decision.backend), ": all ", request.device_edges.size(),
         WhereText(decision.backend), "; ", size, " in ", Us(us), " vs NCCL ",
@@ -221,7 +221,7 @@ std::string DescribeDecision(const Topology& topology, const CostTable& table,
   }
   if (decision.verdict == Verdict::kWithinMargin) {
     const Backend best = *decision.fastest_alternative;
-    const double best_us = *decision.backend_us[static_cast<int>(best)];
+    const double best_us = *decision.TimeUs(best);
     notes.push_back(absl::StrFormat(
         "%s %s does not beat NCCL %s by the %.0f%% margin for %s (%s)",
         Title(best), Us(best_us), Us(nccl_us), table.core.margin * 100, size,
@@ -246,33 +246,29 @@ Decision Decide(const Topology& topology, const CostTable& table,
     decision.refused[b] = OfferedAndSignaled(table, backend);
     if (!decision.refused[b]) candidates.push_back(backend);
   }
-  const core::Decision core =
+  static_cast<core::Decision&>(decision) =
       core::Decide(topology, table.core, request, candidates);
-  decision.backend = core.backend;
-  decision.backend_us[0] = decision.chosen_us = core.nccl_us;
   if (request.device_edges.empty()) {
     decision.reason = DescribeDecision(topology, table, request, decision);
     return decision;
   }
   for (Backend backend : candidates) {
     const int b = static_cast<int>(backend);
-    decision.backend_us[b] = core.us[b];
-    if (core.refusals[b]) {
+    if (decision.refusals[b]) {
       decision.refused[b] =
-          FromCore(*core.refusals[b], backend, topology.gpus_per_process());
+          FromCore(*decision.refusals[b], backend, topology.gpus_per_process());
     } else if (!decision.fastest_alternative ||
-               *core.us[b] < *decision.backend_us[static_cast<int>(
-                                 *decision.fastest_alternative)]) {
+               *decision.us[b] <
+                   *decision.TimeUs(*decision.fastest_alternative)) {
       decision.fastest_alternative = backend;
     }
   }
   if (!decision.fastest_alternative) {
     decision.verdict = Verdict::kNoAlternative;
-  } else if (!(core.nccl_us > 0)) {
+  } else if (!(decision.nccl_us > 0)) {
     decision.verdict = Verdict::kZeroCost;
-  } else if (core.backend != Backend::kNccl) {
+  } else if (decision.backend != Backend::kNccl) {
     decision.verdict = Verdict::kAlternative;
-    decision.chosen_us = *core.us[static_cast<int>(core.backend)];
   } else {
     decision.verdict = Verdict::kWithinMargin;
   }

@@ -173,7 +173,9 @@ void CheckDecision(const sel::Topology& topology, const sel::CostTable& table,
   if (counted != static_cast<int>(request.device_edges.size())) {
     Violation("edge counts");
   }
-  for (const std::optional<double>& v : decision.backend_us) {
+  for (int b = 0; b < sel::kNumBackends; ++b) {
+    const std::optional<double> v =
+        decision.TimeUs(static_cast<sel::Backend>(b));
     if (v && std::isnan(*v)) {
       Violation("NaN time in a decision: " + decision.reason);
     }
@@ -181,14 +183,12 @@ void CheckDecision(const sel::Topology& topology, const sel::CostTable& table,
   for (const std::optional<sel::Refusal>& refusal : decision.refused) {
     if (refusal) CheckOneLine(sel::RefusalText(*refusal), "refusal");
   }
-  if (std::isnan(decision.chosen_us) ||
+  if (!decision.TimeUs(decision.backend)) {
+    Violation("the chosen backend has no modeled time");
+  }
+  if (std::isnan(decision.ChosenUs()) ||
       decision.reason.find("nan") != std::string::npos) {
     Violation("NaN in a decision: " + decision.reason);
-  }
-  const int chosen = static_cast<int>(decision.backend);
-  if (!decision.backend_us[chosen] ||
-      decision.chosen_us != *decision.backend_us[chosen]) {
-    Violation("chosen time is not the chosen backend's");
   }
   if (decision.backend != sel::Backend::kNccl &&
       sel::CheckSafety(topology, table, request, decision.backend)) {

@@ -27,10 +27,10 @@ using OpRecord = PlanningRewriter::OpRecord;
 std::string ModeledUs(const sel::Decision& d) {
   std::string out;
   for (int b = 0; b < sel::kNumBackends; ++b) {
-    if (!d.backend_us[b]) continue;
+    const auto backend = static_cast<sel::Backend>(b);
+    if (!d.TimeUs(backend)) continue;
     absl::StrAppendFormat(&out, "%s%s=%.3f", out.empty() ? "" : ",",
-                          sel::BackendName(static_cast<sel::Backend>(b)),
-                          *d.backend_us[b]);
+                          sel::BackendName(backend), *d.TimeUs(backend));
   }
   return out;
 }
