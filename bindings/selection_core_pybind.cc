@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "extensions/backends.h"
+#include "extensions/partitions.h"
 
 namespace py = pybind11;
 namespace sel = nvshmem_ext;
@@ -318,6 +319,18 @@ void BindDecide(py::module_& m) {
         return sel::RefusalText(*hang);
       },
       py::arg("device_edges"), py::arg("team"));
+
+  // (partitions, what they were inferred from, or "" when nothing was).
+  m.def(
+      "infer_partitions",
+      [](int64_t ids_used, int64_t mesh_devices, int64_t topology_devices,
+         int64_t replicas) {
+        const sel::PartitionCount count = sel::InferPartitions(
+            {ids_used, mesh_devices, topology_devices, replicas});
+        return std::make_pair(count.partitions, count.from);
+      },
+      py::arg("ids_used"), py::arg("mesh_devices"), py::arg("topology_devices"),
+      py::arg("replicas"));
 }
 
 }  // namespace

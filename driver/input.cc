@@ -18,6 +18,7 @@
 #include "driver/backend_config_json.h"
 #include "driver/hlo_splice.h"
 #include "driver/readable_text.h"
+#include "extensions/partitions.h"
 #include "xla/hlo/ir/hlo_casting_utils.h"
 #include "xla/hlo/ir/hlo_computation.h"
 #include "xla/hlo/ir/hlo_instruction.h"
@@ -229,15 +230,14 @@ int64_t PartitionIdsUsed(const xla::HloModule& module) {
   return used;
 }
 
-// The one place partition and replica counts are settled: the options, else
+// Where the driver settles partition and replica counts: the options, else
 // what the input states (a text header's num_partitions, a proto's device
-// assignment), else the module's Shardy mesh, the given topology, or the
-// largest id its collectives name (never fewer than those). Returns a note
-// for the user when the count was inferred.
+// assignment), else InferPartitions (extensions/partitions.h, the rule the
+// Python tools share). Returns a note for the user when it was inferred.
 std::string SettlePartitions(const std::string& path, bool text,
                              const LoadOptions& options,
-                             const std::string& header,
-                             xla::HloModule* module) {
+                             const std::string& header, xla::HloModule* module,
+                             std::string* inferred_from) {
   xla::HloModuleConfig& config = module->mutable_config();
   if (options.num_replicas > 0) config.set_replica_count(options.num_replicas);
   if (options.num_partitions > 0) {
@@ -252,30 +252,22 @@ std::string SettlePartitions(const std::string& path, bool text,
         1, options.topology->num_devices() / config.replica_count()));
     return "";
   }
-  const int64_t used = PartitionIdsUsed(*module);
-  const int64_t mesh = SdyMeshDevices(*module);
-  if (used <= 1 && mesh <= 1) return "";
-  int64_t partitions = used;
-  std::string from = "the largest partition id its collectives name";
-  if (mesh > 1) {
-    partitions = mesh;
-    from = "the sdy mesh in its frontend_attributes";
-  } else if (options.topology != nullptr) {
-    partitions = std::max<int64_t>(
-        1, options.topology->num_devices() / config.replica_count());
-    from = absl::StrCat("the topology's ", options.topology->num_devices(),
-                        " devices");
-  }
-  if (partitions < used) {
-    partitions = used;
-    from = "the largest partition id its collectives name";
-  }
-  config.set_num_partitions(partitions);
+  nvshmem_ext::ModuleDevices devices;
+  devices.ids_used = PartitionIdsUsed(*module);
+  devices.mesh_devices = SdyMeshDevices(*module);
+  devices.topology_devices =
+      options.topology != nullptr ? options.topology->num_devices() : 0;
+  devices.replicas = config.replica_count();
+  const nvshmem_ext::PartitionCount count =
+      nvshmem_ext::InferPartitions(devices);
+  if (count.from.empty()) return "";
+  config.set_num_partitions(count.partitions);
+  *inferred_from = count.from;
   return absl::StrCat(path, ": ",
                       text ? "the module's header gives no num_partitions "
                              "(jax-lowered text?)"
                            : "the serialized module gives no num_partitions",
-                      "; using ", partitions, " from ", from,
+                      "; using ", count.partitions, " from ", count.from,
                       " (--num-partitions=N overrides)");
 }
 
@@ -380,7 +372,7 @@ absl::StatusOr<LoadedModule> ParseModule(const std::string& path,
   loaded.partitions_note = SettlePartitions(
       path, text, options,
       loaded.text.substr(header, loaded.text.find('\n', header) - header),
-      loaded.module.get());
+      loaded.module.get(), &loaded.partitions_from);
   return loaded;
 }
 

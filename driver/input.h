@@ -43,6 +43,7 @@ struct LoadedModule {
   // Where the partition count came from when the input does not state it
   // (a message for the user), else empty.
   std::string partitions_note;
+  std::string partitions_from;  // What the count was inferred from, or "".
 };
 
 // `data` (the input's bytes) as a module, parsed but not yet verified.

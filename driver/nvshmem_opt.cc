@@ -427,10 +427,11 @@ int main(int argc, char** argv) {
     std::cerr << "nvshmem-opt: pass took " << run.pass_us << " us\n";
   const auto* upstream_ptr = upstream ? &*upstream : nullptr;
   if (!flags.report.empty()) {
-    const std::string json = OrFail(
-        nvshmem_opt::ReportJson({flags.input, sel::TopologySpec(topology),
-                                 flags.topology.empty(), flags.mode},
-                                run, upstream_ptr));
+    const std::string json = OrFail(nvshmem_opt::ReportJson(
+        {flags.input, sel::TopologySpec(topology), flags.topology.empty(),
+         flags.mode, input.module->config().num_partitions(),
+         input.module->config().replica_count(), input.partitions_from},
+        run, upstream_ptr));
     Write(flags, flags.report, json + "\n");
   }
   if (flags.mode == "explain") {

@@ -72,6 +72,24 @@ void FillDecision(const Rewriter::OpRecord& r, const PassRun& run,
   out->set_instruction(r.instruction);
   out->set_form(r.form);
   out->set_bytes(r.bytes);
+  out->set_buffers(r.buffers);
+  for (const auto& [src, dst, link_class] : r.edges) {
+    google::protobuf::ListValue* edge = out->add_edges();
+    edge->add_values()->set_number_value(src);
+    edge->add_values()->set_number_value(dst);
+    edge->add_values()->set_string_value(sel::LinkClassName(link_class));
+  }
+  for (const nvshmem_plan::EnclosingLoop& loop : r.loops) {
+    Loop* out_loop = out->add_loops();
+    out_loop->set_while_loop(loop.while_name);
+    out_loop->set_computation(loop.computation);
+    if (loop.trip_count) {
+      out_loop->mutable_trip_count()->set_number_value(
+          static_cast<double>(*loop.trip_count));
+    } else {
+      *out_loop->mutable_trip_count() = Null();
+    }
+  }
   for (const auto& [src, dst] : r.pairs) {
     google::protobuf::ListValue* pair = out->add_pairs();
     pair->add_values()->set_number_value(static_cast<double>(src));
@@ -104,6 +122,9 @@ absl::StatusOr<std::string> ReportJson(
   report.set_topology(header.topology);
   report.set_topology_source(header.topology_derived ? "derived" : "given");
   report.set_mode(header.mode);
+  report.set_num_partitions(header.num_partitions);
+  report.set_num_replicas(header.num_replicas);
+  report.set_partitions_from(header.partitions_from);
   report.set_changed(run.changed);
   report.set_pass_us(run.pass_us);
   for (const Rewriter::OpRecord& r : run.records) {

@@ -19,6 +19,9 @@ struct ReportHeader {
   std::string topology;  // The spec decisions were made on.
   bool topology_derived = false;
   std::string mode;
+  int64_t num_partitions = 1;
+  int64_t num_replicas = 1;
+  std::string partitions_from;  // What num_partitions was inferred from.
 };
 
 // upstream: upstream's backend by instruction name, or null when not asked.

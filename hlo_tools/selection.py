@@ -63,13 +63,15 @@ def parse_cost_table(text, source="<string>"):
 
 
 def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
-           num_partitions=None, num_replicas=1, buffers=1, backends=None):
+           num_partitions=None, num_replicas=1, buffers=1, backends=None,
+           element_types=()):
   """Decision for one collective-permute given its id pairs, as the pass sees it.
 
   The backends considered are the table's set (`table.backends`, e.g.
   "nccl,nvshmem" or "nccl,peer"), or `backends` ("nccl,peer" or a sequence) when
   given; `buffers` is the permute's number of operands and `bytes_per_device`
-  all of them together.
+  all of them together; `element_types` those of its buffers ("f32"), which the
+  NVSHMEM rule reads.
 
   Returns the core's dict: plan and backend (the same name: 'nccl'|'nvshmem'|
   'peer'|'symmetric'), backend_us ({backend: modeled us, None when not offered
@@ -86,7 +88,8 @@ def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
                                      cross_partition, num_partitions, num_replicas)
     # The program's devices; the core finds among them each host's NVSHMEM_TEAM_SHARED team.
     return _selection_core.decide(topology, table, int(bytes_per_device), edges,
-                       team_size=num_partitions * num_replicas, buffers=int(buffers))
+                       team_size=num_partitions * num_replicas, buffers=int(buffers),
+                       element_types=list(element_types))
   except ValueError as e:
     raise SelectionError(str(e)) from None
 

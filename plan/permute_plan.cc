@@ -63,6 +63,7 @@ std::string WhyLeftAlone(const xla::HloCollectivePermuteInstruction& cp) {
 
 // `rewritable`: whether the pass would write this permute's backend.
 OpRecord ToRecord(const xla::HloCollectivePermuteInstruction& permute,
+                  const sel::Topology& topology,
                   const sel::PermuteRequest& request, bool rewritable,
                   sel::Decision decision) {
   OpRecord record;
@@ -73,6 +74,10 @@ OpRecord ToRecord(const xla::HloCollectivePermuteInstruction& permute,
       permute.opcode() == xla::HloOpcode::kCollectivePermute ? "sync" : "async";
   record.bytes = request.bytes;
   record.pairs = permute.source_target_pairs();
+  record.buffers = request.buffers;
+  for (const auto& [src, dst] : request.device_edges) {
+    record.edges.emplace_back(src, dst, topology.Classify(src, dst));
+  }
   if (!rewritable) {
     record.skipped = true;
     record.decision.reason =
@@ -129,6 +134,7 @@ absl::StatusOr<bool> PlanningRewriter::RunImpl(
   TF_RETURN_IF_ERROR(status_);
   TF_ASSIGN_OR_RETURN(sel::Topology topology, TopologyFor(*module));
   bool changed = false;
+  const LoopNests loop_nests(*module);
   // The permutes the pass visits, in its order, with its requests.
   for (xla::HloComputation* computation :
        module->MakeNonfusionComputations(execution_threads)) {
@@ -139,8 +145,9 @@ absl::StatusOr<bool> PlanningRewriter::RunImpl(
                           Rewriter::RequestFor(*permute, topology));
       const bool rewritable =
           !permute->inplace() && !computation->IsAsyncComputation();
-      OpRecord record = ToRecord(*permute, request, rewritable,
+      OpRecord record = ToRecord(*permute, topology, request, rewritable,
                                  sel::Decide(topology, table_, request));
+      record.loops = loop_nests.Of(*computation);
       if (!record.skipped && !options_.decide_only) {
         TF_ASSIGN_OR_RETURN(
             bool written,

@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "extensions/backends.h"
+#include "plan/loop_nest.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
 #include "xla/hlo/ir/hlo_instruction.h"
 #include "xla/hlo/ir/hlo_module.h"
@@ -66,6 +68,10 @@ class PlanningRewriter : public xla::HloModulePass {
     std::string form;  // "sync" or "async"
     int64_t bytes = 0;
     std::vector<std::pair<int64_t, int64_t>> pairs;
+    int buffers = 1;
+    // The pairs' devices on the topology and the link between them.
+    std::vector<std::tuple<int, int, nvshmem_ext::LinkClass>> edges;
+    std::vector<EnclosingLoop> loops;  // Innermost first.
     nvshmem_ext::Decision decision;
     bool skipped = false;  // Left alone by the pass; the reason says why.
   };

@@ -217,14 +217,15 @@ def test_lowered_module_infers_partitions_and_trip_count(capsys):
   assert rc == 0, err
   result = json.loads(out)
   assert result["num_partitions"] == 8
-  assert result["num_partitions_from"] == "inferred from the Shardy mesh"
+  assert result["num_partitions_from"] == (
+      "inferred from the Shardy mesh in its frontend attributes")
   assert [e["instruction"] for e in result["collectives"]] == ["ppermute.1"]
   for e in result["collectives"]:
     assert e["pairs"] == RING_PAIRS and e["trip_count"] == 8
     assert e["choice"]["plan"] == "nvshmem"
   rc, out, _ = run(capsys, LOWERED, "--topology=1x2x4")
   assert rc == 0
-  assert "8 partitions (inferred from the Shardy mesh)" in out
+  assert "8 partitions (inferred from the Shardy mesh in its frontend attributes)" in out
   assert "trip count 8" in out and "trip count unknown" not in out
   assert "choice        nccl" in out
 
@@ -237,7 +238,7 @@ def test_num_partitions_overrides_topology_and_mesh(capsys, tmp_path):
   bare.write_text(header.split(", frontend_attributes=")[0] + "\n" + rest)
   rc, out, err = run(capsys, bare, "--topology=1x2x4", "--format=json")
   assert rc == 0, err
-  assert json.loads(out)["num_partitions_from"] == "inferred from the topology's devices"
+  assert json.loads(out)["num_partitions_from"] == "inferred from the topology's 8 devices"
   rc, out, err = run(capsys, bare, "--topology=1x2x4", "--num-partitions=4", "--format=json")
   assert rc == 2 and "outside" in err and "\n" not in err.strip()
   rc, out, err = run(capsys, bare, "--topology=2x2x4", "--num-partitions=8", "--format=json")

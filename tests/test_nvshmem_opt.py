@@ -421,12 +421,13 @@ def test_train_steps_compare_with_upstream(path):
 
 def test_python_side_says_why_upstream_is_missing(tmp_path):
   from hlo_tools.model import driver  # pylint: disable=import-outside-toplevel
-  answers, why = driver.upstream_answers(TP_CP, "1x1x8", None)
-  assert why is None and list(answers.values()) == ["NVSHMEM"]
+  report, why = driver.explain_report(TP_CP, "1x1x8", None)
+  assert why is None
+  assert list(driver.upstream_from_report(report).values()) == ["NVSHMEM"]
   bad = tmp_path / "bad.hlo"
   bad.write_text("HloModule m\n\nENTRY e {\n  ROOT p = f32[4] parameter(0),\n}\n")
-  answers, why = driver.upstream_answers(bad, "1x1x8", None)
-  assert answers is None and why.startswith(f"nvshmem-opt: {bad}:5:")
+  report, why = driver.explain_report(bad, "1x1x8", None)
+  assert report is None and why.startswith(f"nvshmem-opt: {bad}:5:")
 
 
 # The same small ring compiled by jax 0.9.1 (tests/fixtures/jax091/README.md): the oldest
@@ -473,7 +474,7 @@ def test_jax_lowered_module_gets_its_partitions_from_the_mesh():
   result = run_nvshmem_opt(LOWERED, "--topology=1x2x4", "--report=-", "--mode=explain")
   assert result.returncode == 0, result.stderr
   line, = result.stderr.strip().splitlines()
-  assert "using 8 from the sdy mesh" in line and "--num-partitions" in line
+  assert "using 8 from the Shardy mesh" in line and "--num-partitions" in line
   decisions = json.loads(result.stdout)["decisions"]
   assert len(decisions) == 1 and {d["plan"] for d in decisions} == {"nccl"}
   # Said explicitly, nothing is inferred and nothing is said.
@@ -751,7 +752,7 @@ def test_jax_lowered_module_without_topology(tmp_path):
   result = run_nvshmem_opt(LOWERED, "--devices-per-host=4", "--report=-", "--mode=explain")
   report, _ = _decisions(result)
   assert report["topology"] == "1x2x4"
-  assert "using 8 from the sdy mesh" in result.stderr
+  assert "using 8 from the Shardy mesh" in result.stderr
   header, rest = LOWERED.read_text().split("\n", 1)
   no_mesh = tmp_path / "no_mesh.hlo"
   no_mesh.write_text(header[:header.index(", frontend_attributes=")] + "\n" + rest)

@@ -56,10 +56,11 @@ def test_trips_text_says_at_least_where_a_count_is_unknown():
   assert trips_text([]) == ""
 
 
-def test_unknown_outer_count_gives_at_least(tmp_path, capsys):
-  # The pipeline with its schedule loop's recorded count taken away (a loop whose
-  # bound XLA cannot prove; its condition is a fusion, which no reader counts): the
-  # ring runs at least its own 4 trips.
+def test_unknown_outer_count_gives_at_least(tmp_path, capsys, monkeypatch):
+  # The pipeline with its schedule loop's recorded count taken away: its condition is
+  # a fusion, which this reader does not count, so alone it says the ring runs at
+  # least its own 4 trips; nvshmem-opt's report counts the loop with XLA's own loop
+  # analysis (7), and explain takes its facts from there.
   path = tmp_path / "pipeline_unknown.hlo"
   path.write_text(PIPELINE.read_text().replace('"known_trip_count":{"n":"7"}',
                                                '"known_trip_count":{}'))
@@ -70,6 +71,15 @@ def test_unknown_outer_count_gives_at_least(tmp_path, capsys):
   rc, out, err = run(capsys, "explain", path, "--topology=1x2x4", "--format=json")
   assert rc == 0, err
   ring_e, shift_e = sorted(json.loads(out)["collectives"], key=lambda e: -len(e["pairs"]))
+  assert ring_e["decided_by"] == "nvshmem-opt"
+  assert [loop["trip_count"] for loop in ring_e["loops"]] == [4, 7]
+  assert ring_e["modeled_loop_us"] == ring_e["modeled_us"]["chosen"] * 28
+  # Without the driver the reader's own facts stand.
+  monkeypatch.setenv("NVSHMEM_OPT", str(tmp_path / "no_driver"))
+  rc, out, err = run(capsys, "explain", path, "--topology=1x2x4", "--format=json")
+  assert rc == 0, err
+  ring_e, shift_e = sorted(json.loads(out)["collectives"], key=lambda e: -len(e["pairs"]))
+  assert ring_e["decided_by"] == "core binding"
   assert ring_e["modeled_loop_us"] == ring_e["modeled_us"]["chosen"] * 4
   assert shift_e["modeled_loop_us"] is None  # nothing known about how often it runs
   rc, out, _ = run(capsys, "explain", path, "--topology=1x2x4")
@@ -259,9 +269,9 @@ def test_upstream_assigners_nvshmem_shift_fails_verify(capsys, tmp_path):
   # written into the module, verify fails it: device 0 has no source.
   from hlo_tools.model import driver  # pylint: disable=import-outside-toplevel
   shift = FIXTURES / "shift_1x1x2.before_async.hlo"
-  answers, why = driver.upstream_answers(str(shift), "1x1x2", None)
-  assert answers is not None, why
-  assert list(answers.values()) == ["NVSHMEM"]
+  report, why = driver.explain_report(str(shift), "1x1x2", None)
+  assert report is not None, why
+  assert list(driver.upstream_from_report(report).values()) == ["NVSHMEM"]
   edited = with_backend(shift, tmp_path, "{{0,1}}")
   rc, out, _ = run(capsys, "verify", edited, "--topology=1x1x2", "--format=json")
   assert rc == 1 and "nvshmem-team" in json.loads(out)["failed_checks"]

@@ -89,10 +89,7 @@ def _record(module, callers, comp, form, start, done, permute):
   mode = collective.get("collectives_mode")
   channel = start.channel_id if start.channel_id is not None else permute.channel_id
   loops = loop_nest(module, callers, comp.name)
-  loop, loop_comp = loops[0][:2] if loops else (None, None)
-  known = [n for _, _, n in loops if n is not None]
-  at_least = _product(known)
-  trips = at_least if loops and len(known) == len(loops) else None
+  loop, loop_comp, trips, at_least = loop_summary(loops)
   return CollectivePermute(
       computation=comp.name, form=form, start=start.name,
       done=done.name if done is not None else None,
@@ -120,6 +117,12 @@ def data_operands(instr):
   if instr.opcode != "async-start" and len(ops) == 4 and ops[2].shape.is_tuple:
     ops = ops[:1]
   return ops
+
+
+def data_element_types(start):
+  """Element types of the buffers a permute sends (every leaf of a tuple operand)."""
+  return [leaf.element_type for op in data_operands(start) for leaf in op.shape.leaves()
+          if leaf.element_type != "token"]
 
 
 # Between a start and its done: updates (plain or sugared) and tuple unpacking.
@@ -192,6 +195,15 @@ def _enclosing_while(module, callers, comp_name):
         seen.add(comp.name)
         todo.append(comp.name)
   return None, None, None
+
+
+def loop_summary(loops):
+  """(innermost while, its computation, runs per execution or None when a count
+  is unknown, the product of the known counts) of a loop nest, innermost first."""
+  loop, loop_comp = loops[0][:2] if loops else (None, None)
+  known = [n for _, _, n in loops if n is not None]
+  at_least = _product(known)
+  return loop, loop_comp, at_least if len(known) == len(loops) and loops else None, at_least
 
 
 def trips_text(counts):

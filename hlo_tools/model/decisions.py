@@ -9,7 +9,7 @@ from hlo_tools import cli_io
 from hlo_tools import selection  # first: it says how to build a missing binding
 from hlo_tools import _selection_core
 from hlo_tools.model import driver, modes, options, runtime_rules, sources
-from hlo_tools.model.collectives import collective_permutes
+from hlo_tools.model.collectives import collective_permutes, data_element_types, loop_summary
 from hlo_tools.model.topology import size_note
 from hlo_tools.errors import InputError
 from hlo_tools.model.sources import strict_pairs
@@ -69,19 +69,57 @@ class Permute:
     self.record = record
     self.start = start  # the -start / sync / async-start instruction
     self.pairs = pairs
+    self.bytes, self.buffers = record.bytes_per_device, record.buffers
+    self.loops = record.loops  # [(while, its computation, trip count)], innermost first
     self.decision = None
     self.edges = []  # [(src device, dst device, link class)] of pairs
     self.error = None
+    # Who decided: "nvshmem-opt" (its JSON, on the module as XLA parsed it) or
+    # "core binding" (this reader's facts, where the driver gave no answer).
+    self.decided_by = None
 
 
-def analyze(source, topology, table, tolerant=False):
+def driver_decisions(report):
+  """{(computation, instruction): decision entry} of a driver report."""
+  return {(d.get("computation"), d.get("instruction")): d
+          for d in (report or {}).get("decisions", ())}
+
+
+def from_driver(entry):
+  """The decision as nvshmem-opt's JSON gives it, in selection.decide's shape."""
+  modeled = entry["modeled_us"]
+  return {"plan": entry["plan"], "backend": entry["plan"], "reason": entry["reason"],
+          "backend_us": {b: modeled.get(b) for b in selection.BACKENDS},
+          "refused": dict(entry.get("refused") or {}), "chosen_us": modeled["chosen"],
+          "edges_by_class": entry["edges_by_class"]}
+
+
+def _decide_here(perm, source, topology, table):
+  """The core's decision from this reader's facts, through the binding."""
+  rec = perm.record
+  cross = rec.channel_id is not None
+  perm.edges = device_edges(topology, source, perm.pairs, cross)
+  perm.decision = selection.decide(
+      topology, table, rec.bytes_per_device, perm.pairs, cross,
+      source.num_partitions, source.num_replicas, buffers=rec.buffers,
+      element_types=data_element_types(perm.start))
+  perm.decided_by = "core binding"
+
+
+def analyze(source, topology, table, tolerant=False, report=None):
   """Permute objects for every collective-permute, decided by the selection core.
+
+  report: nvshmem-opt's JSON on this module (one run of the driver): each permute
+  it decided takes its decision, bytes and device edges from there, as the pass
+  computed them on XLA's own parse; the rest (no report, a module XLA refuses)
+  are decided here through the binding.
 
   Raises InputError for broken pair lists, and for pairs the topology cannot place
   unless `tolerant` (verify reports those as failed checks): then perm.error says
   why and perm.decision is None.
   """
   module = source.module
+  decided = driver_decisions(report)
   perms = []
   for rec in collective_permutes(module):
     comp = module.computation(rec.computation)
@@ -91,12 +129,17 @@ def analyze(source, topology, table, tolerant=False):
       permute = module.computation(rec.wrapped_computation).root
     perm = Permute(rec, start, strict_pairs(source, permute))
     perms.append(perm)
-    cross = rec.channel_id is not None
+    entry = decided.get((rec.computation, rec.start)) or decided.get(
+        (rec.wrapped_computation, permute.name))
+    if entry is not None:
+      perm.decision, perm.decided_by = from_driver(entry), "nvshmem-opt"
+      perm.edges = [tuple(e) for e in entry["edges"]]
+      perm.bytes, perm.buffers = entry["bytes"], entry["buffers"]
+      perm.loops = [(loop["while_loop"], loop["computation"], loop["trip_count"])
+                    for loop in entry["loops"]]
+      continue
     try:
-      perm.edges = device_edges(topology, source, perm.pairs, cross)
-      perm.decision = selection.decide(
-          topology, table, rec.bytes_per_device, perm.pairs, cross,
-          source.num_partitions, source.num_replicas, buffers=rec.buffers)
+      _decide_here(perm, source, topology, table)
     except (selection.SelectionError, ValueError) as e:
       if not tolerant:
         raise InputError(f"{source.label}:{start.line}: %{start.name}: {e}") from None
@@ -169,9 +212,10 @@ def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem"), upstream
   rec, d = perm.record, perm.decision
   modeled = {"nccl": d["backend_us"]["nccl"], "nvshmem": d["backend_us"]["nvshmem"],
              "chosen": d["chosen_us"]}
-  known = any(n is not None for _, _, n in rec.loops)
-  trips = rec.trip_count if rec.trip_count is not None else (
-      rec.trips_at_least if known else None)  # at least, where a count is unknown
+  loop, loop_comp, trip_count, at_least = loop_summary(perm.loops)
+  known = any(n is not None for _, _, n in perm.loops)
+  trips = trip_count if trip_count is not None else (
+      at_least if known else None)  # at least, where a count is unknown
   up_key = (rec.computation, rec.start)
   up = ({"backend": upstream[up_key], "source": "nvshmem-opt --compare-upstream"}
         if upstream is not None and up_key in upstream
@@ -180,18 +224,18 @@ def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem"), upstream
   return {
       "computation": rec.computation, "instruction": rec.start, "done": rec.done,
       "form": rec.form, "line": rec.start_line, "done_line": rec.done_line,
-      "while_loop": rec.while_loop, "while_computation": rec.while_computation,
+      "while_loop": loop, "while_computation": loop_comp,
       # Runs per step: every enclosing loop's count multiplied; None when one is
       # unknown (trips_at_least then says how many at least).
-      "trip_count": rec.trip_count, "trips_at_least": rec.trips_at_least,
-      "loops": [{"while": w, "computation": c, "trip_count": n} for w, c, n in rec.loops],
+      "trip_count": trip_count, "trips_at_least": at_least,
+      "loops": [{"while": w, "computation": c, "trip_count": n} for w, c, n in perm.loops],
       "channel_id": rec.channel_id,
-      "bytes": rec.bytes_per_device, "buffers": rec.buffers,
+      "bytes": perm.bytes, "buffers": perm.buffers, "decided_by": perm.decided_by,
       "pairs": [list(p) for p in perm.pairs],
       "current_backend": rec.backend, "current_collectives_mode": rec.collectives_mode,
       "current_plan": op_backend(rec),
       "current_unsafe": list(unsafe),
-      "priced_by": pricing(table, d, rec.bytes_per_device, rec.buffers) if table else {},
+      "priced_by": pricing(table, d, perm.bytes, perm.buffers) if table else {},
       "edges_by_class": d["edges_by_class"],
       "edges": [{"source": s, "target": t, "link_class": c} for s, t, c in perm.edges],
       "modeled_us": modeled,
@@ -209,12 +253,15 @@ def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem"), upstream
 
 
 def describe(path, topology_spec, cost_table=None, use_driver=True, source=None,
-             num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, upstream=None,
+             num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, report=None,
              backends=None, selected=None):
   """What `hlo-tools explain` prints as JSON, for the module at `path` (InputError).
 
-  upstream: upstream's answers when the caller already has them
-  (driver.upstream_from_report); else the driver is asked once (use_driver).
+  report: nvshmem-opt's JSON on this module with upstream's answers, when the
+  caller already ran it; else the driver is asked once (use_driver). Its
+  decisions and partition count are the module's facts; without it (or for a
+  module the driver refuses) this reader's facts are decided through the binding.
+  num_partitions: the user's --num-partitions, else the module's own count.
   backends: the set to plan over ("nccl,peer"), else the cost table's.
   selected: an options.Selection parsed once by the caller, in place of
   topology_spec, cost_table and backends."""
@@ -223,12 +270,13 @@ def describe(path, topology_spec, cost_table=None, use_driver=True, source=None,
   cost_table, backends = selected.cost_table, selected.backends
   source = source or sources.read_source(path, max_bytes=max_bytes)
   source = sources.resolve_partitions(source, topology, num_partitions)
-  perms = analyze(source, topology, table)
-  upstream_why = None if upstream is not None or use_driver else "not asked of nvshmem-opt"
-  if upstream is None and use_driver and perms:
-    upstream, upstream_why = driver.upstream_answers(path, topology_spec, cost_table,
-                                                     sources.driver_partitions(source),
-                                                     backends and table.backends)
+  upstream_why = None if report is not None or use_driver else "not asked of nvshmem-opt"
+  if report is None and use_driver and collective_permutes(source.module):
+    report, upstream_why = driver.explain_report(path, topology_spec, cost_table,
+                                                 num_partitions, backends and table.backends)
+  sources.adopt_driver_partitions(source, report)
+  perms = analyze(source, topology, table, report=report)
+  upstream = driver.upstream_from_report(report) if report is not None else None
   module = source.module
   return {
       "file": source.label, "module": module.name, "topology": topology_spec,

@@ -181,12 +181,13 @@ def derived_topology(path, devices_per_host=None, num_partitions=None):
 
 
 
-def upstream_answers(path, topology_spec, cost_table, num_partitions=None, backends=None,
-                     timeout=600):
-  """Upstream's answers from nvshmem-opt --compare-upstream, and why there are none.
+def explain_report(path, topology_spec, cost_table, num_partitions=None, backends=None,
+                   timeout=600):
+  """nvshmem-opt --mode=explain --compare-upstream on the module: its decisions,
+  counts and upstream's answers, and why there are none.
 
-  Returns ({(computation, instruction): backend}, None), or (None, one line saying why:
-  the driver's own error message, or why it could not run)."""
+  Returns (report, None), or (None, one line saying why: the driver's own error
+  message, or why it could not run)."""
   try:
     rc, report, message = run_nvshmem_opt(path, topology_spec, cost_table, mode="explain",
                                           compare_upstream=True, num_partitions=num_partitions,
@@ -199,7 +200,7 @@ def upstream_answers(path, topology_spec, cost_table, num_partitions=None, backe
     return None, f"nvshmem-opt could not run: {e}"
   if rc != 0 or report is None:
     return None, message or f"nvshmem-opt exited with status {rc} and said nothing"
-  return upstream_from_report(report), None
+  return report, None
 
 
 def upstream_from_report(report):

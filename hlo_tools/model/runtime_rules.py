@@ -13,7 +13,7 @@ symmetric memory.
 """
 
 from hlo_tools import selection
-from hlo_tools.model.collectives import data_operands
+from hlo_tools.model.collectives import data_element_types
 
 # One line per backend: the rule its runtime applies, with the code that applies it
 # (the core's backend records).
@@ -24,12 +24,6 @@ def rule_lines(backends):
   """The RULES lines of a backend set ("nccl,peer" or a sequence), NCCL last."""
   names = backends.split(",") if isinstance(backends, str) else list(backends)
   return [RULES[b] for b in names if b != "nccl" and b in RULES] + [RULES["nccl"]]
-
-
-def data_element_types(start):
-  """Element types of the buffers a permute sends (every leaf of a tuple operand)."""
-  return [leaf.element_type for op in data_operands(start) for leaf in op.shape.leaves()
-          if leaf.element_type != "token"]
 
 
 def nvshmem_type_problem(start):

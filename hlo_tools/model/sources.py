@@ -7,6 +7,8 @@ Errors are InputError: one line, `file:line:col: message`, exit status 2.
 import re
 
 from hlo_tools import cli_io
+from hlo_tools import selection  # noqa: F401 (first: it says how to build a missing binding)
+from hlo_tools import _selection_core
 from hlo_tools.errors import InputError
 from hlo_tools.hlo.reader import parse_hlo_text
 
@@ -161,9 +163,10 @@ def resolve_partitions(source, topology=None, override=None):
   """Sets source.num_partitions for a module whose header does not say it.
 
   jax's lowered modules (`jax.jit(f).lower(...).as_text(dialect="hlo")`) carry no
-  num_partitions; the count is then the --num-partitions override, the Shardy mesh in
-  the frontend attributes, the topology's devices (when they hold every id used), or
-  the largest id used plus one, in that order. source.partitions_from says which.
+  num_partitions; the count is then the --num-partitions override, else the rule
+  nvshmem-opt applies too (the core's infer_partitions) over what this reader
+  sees: the Shardy mesh, the topology's devices, the largest id used.
+  source.partitions_from says which.
   """
   module = source.module
   if override is not None:
@@ -173,18 +176,11 @@ def resolve_partitions(source, topology=None, override=None):
     return source
   if "num_partitions" in module.attributes:
     return source
-  largest = largest_partition_id(module)
-  if largest < 0:
-    return source  # nothing crosses partitions: the default of 1 is right
-  mesh = mesh_devices(module)
-  if mesh is not None and mesh > largest:
-    source.num_partitions, source.partitions_from = mesh, "inferred from the Shardy mesh"
-  elif topology is not None and topology.num_devices > largest:
-    source.num_partitions = topology.num_devices
-    source.partitions_from = "inferred from the topology's devices"
-  else:
-    source.num_partitions = largest + 1
-    source.partitions_from = "inferred from the largest device id used"
+  count, inferred_from = _selection_core.infer_partitions(
+      largest_partition_id(module) + 1, mesh_devices(module) or 0,
+      topology.num_devices if topology is not None else 0, source.num_replicas)
+  if inferred_from:
+    source.num_partitions, source.partitions_from = count, f"inferred from {inferred_from}"
   return source
 
 
@@ -197,7 +193,13 @@ def partitions_note(source):
 
 
 
-def driver_partitions(source):
-  """The --num-partitions to hand nvshmem-opt: only when the header does not say it."""
-  return None if source.partitions_from in ("module header", "default") \
-      else source.num_partitions
+def adopt_driver_partitions(source, report):
+  """Takes the partition count nvshmem-opt settled for this module (its report),
+  so that the reader and the driver describe one module alike."""
+  if not report or "num_partitions" not in report:
+    return source
+  if report["num_partitions"] != source.num_partitions:
+    source.num_partitions = report["num_partitions"]
+    source.partitions_from = (f"inferred from {report['partitions_from']}"
+                              if report.get("partitions_from") else "nvshmem-opt")
+  return source

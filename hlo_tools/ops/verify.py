@@ -277,7 +277,7 @@ def check_nvshmem_runtime(perms, topology, source):
       check.add("fail", perm.start, "NVSHMEM: " + "; ".join(problems))
     else:
       check.add("pass", perm.start, "NVSHMEM; element types "
-                f"{', '.join(sorted(set(runtime_rules.data_element_types(perm.start))))} "
+                f"{', '.join(sorted(set(collectives.data_element_types(perm.start))))} "
                 "and every edge inside one host")
   if not check.results:
     check.note = "no collective-permute uses NVSHMEM"
@@ -357,16 +357,19 @@ def check_memory_space(perms, module):
 
 
 def check_hlo_verifier(path, topology_spec, cost_table, num_partitions=None, backends=None):
+  """The check, and the driver's report on the module (None when it gave none):
+  one run both verifies the module and decides each permute on XLA's parse."""
   check = Check("hlo-verifier")
   if driver.find_nvshmem_opt() is None:
     check.note = "skip: nvshmem-opt is not built (run scripts/setup.sh)"
-    return check
+    return check, None
   try:
-    rc, _, message = driver.run_nvshmem_opt(path, topology_spec, cost_table, mode="explain",
-                                            num_partitions=num_partitions, backends=backends)
+    rc, report, message = driver.run_nvshmem_opt(
+        path, topology_spec, cost_table, mode="explain", num_partitions=num_partitions,
+        backends=backends)
   except (OSError, subprocess.SubprocessError) as e:
     check.note = f"skip: could not run nvshmem-opt: {e}"
-    return check
+    return check, None
   if rc == 0:
     check.results.append({"status": "pass", "instruction": None, "computation": None,
                           "line": None, "message": "HloVerifier accepts the module"})
@@ -378,7 +381,7 @@ def check_hlo_verifier(path, topology_spec, cost_table, num_partitions=None, bac
     check.results.append({"status": "fail", "instruction": None, "computation": None,
                           "line": None,
                           "message": f"nvshmem-opt exit {rc}: {message or '(no message)'}"})
-  return check
+  return check, report if rc == 0 else None
 
 
 # ---------------------------------------------------------------------------------------
@@ -401,7 +404,12 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
   source = sources.resolve_partitions(source or sources.read_source(path, max_bytes=max_bytes),
                                  topology, num_partitions)
   module = source.module
-  perms = decisions.analyze(source, topology, table, tolerant=True)
+  verifier, report = None, None
+  if run_driver and not verified_by:
+    verifier, report = check_hlo_verifier(path, topology_spec, cost_table, num_partitions,
+                                          backends and table.backends)
+    sources.adopt_driver_partitions(source, report)
+  perms = decisions.analyze(source, topology, table, tolerant=True, report=report)
   checks = [
       check_permutation(perms, source),
       check_start_done(module),
@@ -420,9 +428,7 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
                              "line": None, "message": verified_by})
     checks.append(accepted)
   elif run_driver:
-    checks.append(check_hlo_verifier(path, topology_spec, cost_table,
-                                     sources.driver_partitions(source),
-                                     backends and table.backends))
+    checks.append(verifier)
   else:
     skipped = Check("hlo-verifier")
     skipped.note = "skip: not requested"

@@ -274,7 +274,7 @@ def analyze_case(case, case_dir, stages, dump_dir, selected, num_partitions, say
   parsed = {s: sources.resolve_partitions(sources.read_source(p, rel(p)), topology, num_partitions)
              for s, p in stages.items()}
   first = next(iter(stages))
-  partitions = sources.driver_partitions(parsed[first])
+  partitions = num_partitions  # the user's; else the driver settles each module's
   say(f"{case.id}: running nvshmem-opt, explain, verify, diff")
   passes, rewritten = {}, {}
   for stage, path in stages.items():
@@ -283,7 +283,7 @@ def analyze_case(case, case_dir, stages, dump_dir, selected, num_partitions, say
     rewritten[stage] = sources.resolve_partitions(sources.read_source(out, rel(out)), topology,
                                              num_partitions)
   explained = decisions.describe(stages[first], None, source=parsed[first],
-                                 upstream=driver.upstream_from_report(passes[first]),
+                                 report=passes[first],
                                  selected=selected)
   verified = {s: verify.verify(rewritten[s].path, None, source=rewritten[s],
                                num_partitions=num_partitions, selected=selected,
