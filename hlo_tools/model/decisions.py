@@ -94,6 +94,15 @@ def from_driver(entry):
           "edges_by_class": entry["edges_by_class"]}
 
 
+def _take_driver_facts(perm, entry):
+  """The permute as the driver saw it: decision, bytes, buffers, edges, loops."""
+  perm.decision, perm.decided_by = from_driver(entry), "nvshmem-opt"
+  perm.edges = [tuple(e) for e in entry["edges"]]
+  perm.bytes, perm.buffers = entry["bytes"], entry["buffers"]
+  perm.loops = [(loop["while_loop"], loop["computation"], loop["trip_count"])
+                for loop in entry["loops"]]
+
+
 def _decide_here(perm, source, topology, table):
   """The core's decision from this reader's facts, through the binding."""
   rec = perm.record
@@ -132,11 +141,7 @@ def analyze(source, topology, table, tolerant=False, report=None):
     entry = decided.get((rec.computation, rec.start)) or decided.get(
         (rec.wrapped_computation, permute.name))
     if entry is not None:
-      perm.decision, perm.decided_by = from_driver(entry), "nvshmem-opt"
-      perm.edges = [tuple(e) for e in entry["edges"]]
-      perm.bytes, perm.buffers = entry["bytes"], entry["buffers"]
-      perm.loops = [(loop["while_loop"], loop["computation"], loop["trip_count"])
-                    for loop in entry["loops"]]
+      _take_driver_facts(perm, entry)
       continue
     try:
       _decide_here(perm, source, topology, table)
