@@ -349,8 +349,11 @@ def _interrupt_after(cmd, marker, cwd, env=None, ready=None):
   """Runs cmd in its own process group and sends it Ctrl-C's SIGINT once `marker`
   shows on stderr (and, given `ready`, once that file exists); returns (exit status,
   stderr after the signal, stderr before it)."""
+  # Ctrl-C's default action in the child even when this runner was started with
+  # SIGINT ignored (a shell's background job): an ignored signal is inherited.
   proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True, start_new_session=True, env=env)
+                          text=True, start_new_session=True, env=env,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
   seen = []
   for line in proc.stderr:
     seen.append(line)
