@@ -215,7 +215,9 @@ def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem"), upstream
   `upstream_why`: why upstream's answers are missing (the driver's message);
   `unsafe`: why the backend the op carries cannot run it (runtime_rules)."""
   rec, d = perm.record, perm.decision
-  modeled = {"nccl": d["backend_us"]["nccl"], "nvshmem": d["backend_us"]["nvshmem"],
+  # Every backend of the core by name (None where refused or not offered), as in
+  # the driver's JSON, then the chosen one's.
+  modeled = {**{b: d["backend_us"].get(b) for b in selection.BACKENDS},
              "chosen": d["chosen_us"]}
   loop, loop_comp, trip_count, at_least = loop_summary(perm.loops)
   known = any(n is not None for _, _, n in perm.loops)
