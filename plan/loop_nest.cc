@@ -72,8 +72,10 @@ std::vector<EnclosingLoop> LoopNests::Of(
   for (const xla::HloInstruction* loop = EnclosingWhile(&computation);
        loop != nullptr && seen.insert(loop).second;
        loop = EnclosingWhile(loop->parent())) {
+    auto [it, added] = trip_counts_.try_emplace(loop);
+    if (added) it->second = TripCount(*loop);
     loops.push_back({std::string(loop->name()),
-                     std::string(loop->parent()->name()), TripCount(*loop)});
+                     std::string(loop->parent()->name()), it->second});
   }
   return loops;
 }

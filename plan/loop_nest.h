@@ -38,6 +38,10 @@ class LoopNests {
   absl::flat_hash_map<const xla::HloComputation*,
                       std::vector<const xla::HloInstruction*>>
       callers_;
+  // Each while's count, worked out once however many permutes it encloses.
+  mutable absl::flat_hash_map<const xla::HloInstruction*,
+                              std::optional<int64_t>>
+      trip_counts_;
 };
 
 }  // namespace nvshmem_plan
