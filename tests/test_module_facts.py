@@ -101,3 +101,15 @@ def test_driver_json_gives_loops_edges_and_counts():
     assert len(d["edges"]) == len(d["pairs"]) == 8
     assert {link for _, _, link in d["edges"]} == {"nvlink"}
     assert d["buffers"] >= 1 and d["bytes"] > 0
+
+
+def test_driver_error_is_not_its_partition_note(tmp_path):
+  # A module without num_partitions whose ids need 16 devices on an 8-device
+  # topology: the driver first notes the count it inferred, then fails; the tools
+  # quote the failure.
+  bad = tmp_path / "wide.hlo"
+  bad.write_text((FIXTURES / "ring_1x2x4.lowered.hlo").read_text().replace(
+      "source_target_pairs={{0,1}", "source_target_pairs={{0,15}", 1))
+  report, why = driver.explain_report(bad, "1x2x4", None)
+  assert report is None
+  assert "needs 16 devices" in why and "gives no num_partitions" not in why

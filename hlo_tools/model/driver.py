@@ -25,9 +25,12 @@ RUNS = collections.Counter()
 PARSES = collections.Counter()
 _PARSES_RE = re.compile(r"^nvshmem-opt parses: (.*)$", re.M)
 
-# The driver's own log lines (TensorFlow/absl start-up noise, its parse counts) are
+# The driver's own log lines (TensorFlow/absl start-up noise, its parse counts, its
+# note on an inferred partition count, which the tools print from its report) are
 # not messages.
-_NOISE_RE = re.compile(r"^(WARNING: All log messages|[IWE]\d{4} |nvshmem-opt parses: |\s*$)")
+_NOISE_RE = re.compile(r"^(WARNING: All log messages|[IWE]\d{4} |nvshmem-opt parses: |\s*$"
+                       r"|nvshmem-opt: .* gives no num_partitions .*\(--num-partitions=N "
+                       r"overrides\)$)")
 
 
 def find_nvshmem_opt():
