@@ -159,6 +159,8 @@ def program_rows(args, jax_version):
   rows = []
   for name, module, kernel in programs:
     lengths = [1024, 4096, 16384, 65536] if kernel else [16384, 32768]
+    if args.lengths:
+      lengths = [int(x) for x in args.lengths.split(",")]
     for s in lengths:
       for causal in ((False, True) if kernel else (True, False)):
         for direction in ("fwd", "fwd_bwd"):
@@ -295,7 +297,7 @@ def main(argv=None):
   p.add_argument("--budget-s", type=float, default=420.0, help="stop timing after this")
   p.add_argument("--quick", action="store_true", help="two block lengths per kernel")
   p.add_argument("--kernels", default="ring,cudnn,blocked")
-  p.add_argument("--lengths", default="", help="comma list of block lengths (all kernels)")
+  p.add_argument("--lengths", default="", help="comma list of block lengths (all kernels and programs)")
   p.add_argument("--skip", default="",
                  help="comma list of check,overlap,bench,program to skip")
   args = p.parse_args(argv)

@@ -29,6 +29,10 @@ def test_attention_bench_times_the_blocked_kernel_on_the_cpu(tmp_path):
   assert {(r[2], r[3]) for r in rows} == {("0", "fwd"), ("0", "fwd_bwd"), ("1", "fwd"),
                                           ("1", "fwd_bwd")}
   assert all(r[1] == "256" and r[4] == "blocked" and float(r[5]) > 0 for r in rows)
+  # The ring program takes --lengths too (on the CPU it stops at cuDNN), not its 1K-64K.
+  tried = {l.split("ring_program_n1 ")[1].split()[0] for l in proc.stdout.splitlines()
+           if "ring_program_n1 " in l}
+  assert tried == {"256"}, proc.stdout[-2000:]
 
 
 def test_committed_kernel_table_has_the_ring_kernel_at_16k_in_both_versions():
