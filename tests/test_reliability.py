@@ -191,6 +191,10 @@ def _pass_case(source, topology, table, tmp_path, tag, check_preserved=True):
   first = _run(source, *args, "-o", out1, f"--report={report1}")
   assert first.returncode == 0, (tag, first.stderr)  # 0: the output verified
   assert _fingerprint(source) == before, "input was written"
+  if out1.read_bytes() == source.read_bytes():
+    # Nothing to rewrite: a second run would repeat this one on the same bytes.
+    assert json.loads(report1.read_text())["changed"] is False, tag
+    return out1
   second = _run(out1, *args, "-o", out2, f"--report={report2}")
   assert second.returncode == 0, (tag, second.stderr)
   assert json.loads(report2.read_text())["changed"] is False, tag
