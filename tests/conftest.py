@@ -18,6 +18,10 @@ GPU = ROOT / "gpu"
 # Every process of a GPU script keeps NVLink multicast off.
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1",
                  "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
+# For jax programs that the tests compile and run on the CPU only to check values and
+# HLO: LLVM without optimisation. Their compiles take a third less time; the HLO
+# passes, and so the values and the compiled HLO the tests read, are the same.
+CPU_CODEGEN_O0 = "--xla_backend_optimization_level=0"
 
 
 def load_gpu_script(name):

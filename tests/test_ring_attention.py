@@ -130,8 +130,9 @@ def _score_shapes(ring_attention, mesh):
 
 @pytest.fixture(scope="module")
 def child():
+  from conftest import CPU_CODEGEN_O0
   env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS="--xla_force_host_platform_device_count=8",
+             XLA_FLAGS=f"--xla_force_host_platform_device_count=8 {CPU_CODEGEN_O0}",
              PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
   proc = subprocess.run([sys.executable, __file__, json.dumps(CASES)], env=env,
                         capture_output=True, text=True, timeout=600, check=False)

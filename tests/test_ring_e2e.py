@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import FIXTURES, GPU, MULTICAST_OFF, load_gpu_script
+from conftest import CPU_CODEGEN_O0, FIXTURES, GPU, MULTICAST_OFF, load_gpu_script
 
 e2e = load_gpu_script("ring_e2e")
 _TINY = ["--platform=cpu", "--num-heads=4", "--num-kv-heads=2", "--head-dim=16",
@@ -63,6 +63,7 @@ def test_e2e_csv_and_merge(tmp_path):
 
 def _e2e(tmp_path, *argv, timeout=500):
   env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
+  env["XLA_FLAGS"] = CPU_CODEGEN_O0  # each mode adds its own flags to it
   proc = subprocess.run([sys.executable, str(GPU / "ring_e2e.py"), f"--out-dir={tmp_path}",
                          *_TINY, *argv], capture_output=True, text=True, env=env,
                         timeout=timeout)

@@ -120,10 +120,11 @@ def _sharded_equals_one_device():
 
 
 def test_sharded_train_step_matches_one_device():
+  from conftest import CPU_CODEGEN_O0  # not at the top: the child imports this module
   code = ("import json, sys; from tests import test_train_step as t; "
           "print(json.dumps(t._sharded_equals_one_device()))")
   env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT,
-             XLA_FLAGS="--xla_force_host_platform_device_count=8")
+             XLA_FLAGS=f"--xla_force_host_platform_device_count=8 {CPU_CODEGEN_O0}")
   proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
                         capture_output=True, text=True, timeout=600, check=False)
   assert proc.returncode == 0, proc.stderr[-3000:]
