@@ -106,7 +106,7 @@ def test_e2e_route_watchdog_and_budget(tmp_path):
   the budget ends the call with every run accounted for."""
   csv_text, res = _e2e(tmp_path, "--single-process", "--num-procs=2", "--modes=pass,nccl",
                        "--pass-via=route", "--seq-lens=128,256,512", "--directions=fwd",
-                       "--hang-at=256", "--run-timeout=20", "--budget-s=150",
+                       "--hang-at=256", "--run-timeout=8", "--budget-s=150",
                        "--check-seq=0",
                        # A table under which NVSHMEM wins these tiny permutes: the
                        # test is about the route, not the measured calibration.
