@@ -158,9 +158,7 @@ def program_rows(args, jax_version):
     programs.append(("prev_ring_program_n1", module, None))
   rows = []
   for name, module, kernel in programs:
-    lengths = [1024, 4096, 16384, 65536] if kernel else [16384, 32768]
-    if args.lengths:
-      lengths = [int(x) for x in args.lengths.split(",")]
+    lengths = args.lengths or ([1024, 4096, 16384, 65536] if kernel else [16384, 32768])
     for s in lengths:
       for causal in ((False, True) if kernel else (True, False)):
         for direction in ("fwd", "fwd_bwd"):
@@ -184,8 +182,7 @@ def bench(args, jax_version, deadline):
   for kernel, lengths in PLAN:
     if kernel not in kernels:
       continue
-    if args.lengths:
-      lengths = [int(x) for x in args.lengths.split(",")]
+    lengths = args.lengths or lengths
     for s in lengths[:2] if args.quick else lengths:
       for causal in (False, True):
         for direction in ("fwd", "fwd_bwd"):
@@ -291,13 +288,24 @@ print(json.dumps(res))
   return res
 
 
+def _lengths(text):
+  """--lengths: positive integers, comma-separated."""
+  try:
+    lengths = [int(x) for x in text.split(",")]
+  except ValueError:
+    lengths = []
+  if not lengths or min(lengths) < 1:
+    raise argparse.ArgumentTypeError(f"not a comma list of positive lengths: {text!r}")
+  return lengths
+
+
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--out-dir", required=True)
   p.add_argument("--budget-s", type=float, default=420.0, help="stop timing after this")
   p.add_argument("--quick", action="store_true", help="two block lengths per kernel")
   p.add_argument("--kernels", default="ring,cudnn,blocked")
-  p.add_argument("--lengths", default="", help="comma list of block lengths (all kernels and programs)")
+  p.add_argument("--lengths", type=_lengths, default=[], help="comma list of block lengths (all kernels and programs)")
   p.add_argument("--skip", default="",
                  help="comma list of check,overlap,bench,program to skip")
   args = p.parse_args(argv)
