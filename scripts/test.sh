@@ -11,15 +11,19 @@ scripts/setup.sh || exit 1
 status=0
 export NVSHMEM_TEST_PACKAGE=${NVSHMEM_TEST_PACKAGE:-1}
 # The packaging test's wheel, built as a user builds it (`pip wheel .`, isolated,
-# with the declared build requirements) beside ctest and the fuzzing, which are
-# one process at a time and leave a core to it; the test checks this wheel.
+# with the declared build requirements), then installed with its dependencies
+# into a fresh environment, beside ctest and the fuzzing, which are one process
+# at a time and leave a core to it; the test checks this wheel and environment.
 wheel_pid=
 if [ "$NVSHMEM_TEST_PACKAGE" = 1 ] && [ -z "${NVSHMEM_TEST_WHEEL:-}" ]; then
   wheel_dir=$(mktemp -d)
   trap 'rm -rf "$wheel_dir"' EXIT
-  echo "== Building the wheel for the packaging test in the background (build/wheel.log)"
-  .venv/bin/python -m pip wheel --no-deps --progress-bar off -w "$wheel_dir" . \
-    > build/wheel.log 2>&1 &
+  echo "== Building and installing the wheel for the packaging test in the background (build/wheel.log)"
+  (.venv/bin/python -m pip wheel --no-deps --progress-bar off -w "$wheel_dir/dist" . &&
+   .venv/bin/python -c 'import sys; sys.path.insert(0, "tests")
+from test_packaging import install_wheel
+install_wheel(sys.argv[1], sys.argv[2])' "$wheel_dir"/dist/hlo_tools-*.whl "$wheel_dir/venv" &&
+   touch "$wheel_dir/installed") > build/wheel.log 2>&1 &
   wheel_pid=$!
 fi
 echo "== C++ tests (ctest)"
@@ -28,16 +32,21 @@ if command -v clang++ >/dev/null; then
   # Deterministic: -seed=1 over the committed seeds and fuzz/regressions/, a fresh
   # empty corpus each run. Discovery is fuzz/campaign.sh, never part of this command.
   echo "== Fuzzing: 10,000 executions per harness, seed 1, under ASan/UBSan (fuzz/run_fuzz.sh)"
-  fuzz/run_fuzz.sh --runs=10000 --seed=1 || status=1
+  if fuzz/run_fuzz.sh --runs=10000 --seed=1; then
+    export NVSHMEM_FUZZED=1  # pytest's shorter run of the same fuzzer is left out
+  else
+    status=1
+  fi
 else
   echo "== Fuzzing skipped: clang++ not installed"
 fi
 if [ -n "$wheel_pid" ]; then
-  if wait "$wheel_pid"; then
-    NVSHMEM_TEST_WHEEL=$(ls "$wheel_dir"/hlo_tools-*.whl)
-    export NVSHMEM_TEST_WHEEL
+  wait "$wheel_pid"
+  if [ -f "$wheel_dir/installed" ]; then
+    NVSHMEM_TEST_WHEEL=$(ls "$wheel_dir"/dist/hlo_tools-*.whl)
+    export NVSHMEM_TEST_WHEEL NVSHMEM_TEST_VENV="$wheel_dir/venv"
   else
-    echo "== The wheel did not build (build/wheel.log); the packaging test builds it again"
+    echo "== The wheel did not build or install (build/wheel.log); the packaging test does it again"
   fi
 fi
 # The jax v0.11.0 series as a reviewer checks it (git am at 131bf41a, format, -c

@@ -54,11 +54,8 @@ def test_rewrites_every_fixture_and_output_verifies(path, tmp_path):
     assert backends == {"NVSHMEM"}
   if by_plan == {"nccl"}:
     assert backends == {"DEFAULT"}
-  # Output passes the driver (and so XLA's verifier) again, unchanged.
-  again = run_nvshmem_opt(out, f"--topology={_topology_for(path)}", "--report=-",
-                          "--mode=explain")
-  assert again.returncode == 0, again.stderr
-  assert json.loads(again.stdout)["changed"] is False
+  # Exit 0: the output passed XLA's verifier. A second run over it changes nothing
+  # (test_reliability.py's invariants, every fixture on every topology).
 
 
 def test_one_host_ring_is_nvshmem_two_hosts_nccl(favoured):
