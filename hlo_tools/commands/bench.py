@@ -38,7 +38,7 @@ def _parser(prog):
   p.add_argument("--json", default=None, metavar="PATH", help="write the results here")
   p.add_argument("--only", default="P1,P2,P3", help="comma-separated subset of P1,P2,P3")
   p.add_argument("--runs", type=int, default=None, help="runs per figure (default 5; "
-                 "2 with --quick)")
+                 "1 with --quick)")
   p.add_argument("--quick", action="store_true", help="small sizes, for tests")
   p.add_argument("--layers", type=int, default=None, help="P1: Llama layers")
   p.add_argument("--ring-layers", type=int, default=None,

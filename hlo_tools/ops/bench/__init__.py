@@ -15,7 +15,7 @@ from hlo_tools.ops.bench import reader
 
 GOALS = {"P1": 0.005, "P2": 2.0, "P3": 2.0}
 FULL = {"layers": 32, "seq_len": 8192, "ring_layers": 2400, "ring_small": 240, "runs": 5}
-QUICK = {"layers": 1, "seq_len": 8192, "ring_layers": 60, "ring_small": 12, "runs": 2}
+QUICK = {"layers": 1, "seq_len": 8192, "ring_layers": 60, "ring_small": 12, "runs": 1}
 
 
 def stats(samples):
