@@ -20,9 +20,7 @@ if [ "$NVSHMEM_TEST_PACKAGE" = 1 ] && [ -z "${NVSHMEM_TEST_WHEEL:-}" ]; then
   trap 'rm -rf "$wheel_dir"' EXIT
   echo "== Building and installing the wheel for the packaging test in the background (build/wheel.log)"
   (.venv/bin/python -m pip wheel --no-deps --progress-bar off -w "$wheel_dir/dist" . &&
-   .venv/bin/python -c 'import sys; sys.path.insert(0, "tests")
-from test_packaging import install_wheel
-install_wheel(sys.argv[1], sys.argv[2])' "$wheel_dir"/dist/hlo_tools-*.whl "$wheel_dir/venv" &&
+   .venv/bin/python tests/test_packaging.py "$wheel_dir"/dist/hlo_tools-*.whl "$wheel_dir/venv" &&
    touch "$wheel_dir/installed") > build/wheel.log 2>&1 &
   wheel_pid=$!
 fi

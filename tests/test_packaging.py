@@ -101,3 +101,7 @@ def test_installed_package_runs_on_a_real_module(wheel, tmp_path):
   run([bin_dir / "nvshmem-opt", FIXTURE, "--topology=1x1x8", "-o", out], cwd=tmp_path)
   # hlo-tools finds the nvshmem-opt installed beside it.
   run([bin_dir / "hlo-tools", "verify", out, "--topology=1x1x8"], cwd=tmp_path)
+
+
+if __name__ == "__main__":  # scripts/test.sh: python tests/test_packaging.py WHEEL ENV_DIR
+  install_wheel(*sys.argv[1:])
