@@ -279,8 +279,10 @@ void BindDecide(py::module_& m) {
       [](const sel::Topology& topology, const sel::CostTable& table,
          int64_t bytes, const std::vector<std::pair<int, int>>& device_edges,
          int team_size, int buffers,
-         const std::vector<std::string>& element_types, bool memcpy_local_p2p) {
+         const std::vector<std::string>& element_types, bool memcpy_local_p2p,
+         int groups) {
         if (team_size < 0) throw py::value_error("team_size must be >= 0");
+        if (groups < 1) throw py::value_error("groups must be >= 1");
         if (buffers < 1) throw py::value_error("buffers must be >= 1");
         if (bytes < 0) throw py::value_error("bytes must be >= 0");
         for (const auto& [src, dst] : device_edges) {
@@ -295,12 +297,12 @@ void BindDecide(py::module_& m) {
         return DecisionToDict(
             sel::Decide(topology, table,
                         {bytes, device_edges, team_size, buffers, element_types,
-                         memcpy_local_p2p}));
+                         memcpy_local_p2p, groups}));
       },
       py::arg("topology"), py::arg("table"), py::arg("bytes"),
       py::arg("device_edges"), py::arg("team_size") = 0, py::arg("buffers") = 1,
       py::arg("element_types") = std::vector<std::string>{},
-      py::arg("memcpy_local_p2p") = false);
+      py::arg("memcpy_local_p2p") = false, py::arg("groups") = 1);
 
   m.def(
       "team_devices",
@@ -308,6 +310,18 @@ void BindDecide(py::module_& m) {
         return sel::TeamDevices(topology, team_size);
       },
       py::arg("topology"), py::arg("team_size"));
+
+  // None when NVSHMEM's PEs are the permute's devices.
+  m.def(
+      "nvshmem_pe_reason",
+      [](const sel::Topology& topology, int team_size,
+         int groups) -> std::optional<std::string> {
+        std::optional<sel::Refusal> mismatch =
+            sel::NvshmemPeMismatch(topology, team_size, groups);
+        if (!mismatch) return std::nullopt;
+        return sel::RefusalText(*mismatch);
+      },
+      py::arg("topology"), py::arg("team_size"), py::arg("groups"));
 
   // None when an NVSHMEM permute over these edges is safe.
   m.def(

@@ -172,6 +172,8 @@ std::optional<Refusal> CheckSafety(const Topology& topology,
 std::optional<Refusal> NvshmemHang(
     const std::vector<std::pair<int, int>>& device_edges,
     const std::vector<int>& team);
+std::optional<Refusal> NvshmemPeMismatch(const Topology& topology,
+                                         int team_size, int groups);
 
 enum class Verdict {
   kNoEdges,        // Nothing to move: NCCL.

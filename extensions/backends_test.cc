@@ -548,9 +548,9 @@ TEST(DeadlockFreeTest, NonCyclicShiftIsRefused) {
   EXPECT_FALSE(d.TimeUs(Backend::kNvshmem).has_value());
   EXPECT_EQ(
       d.reason,
-      "NCCL: nvshmem refused: 1 of 2 devices of NVSHMEM_TEAM_SHARED (device 0) "
-      "has "
-      "no source; XLA's NVSHMEM permute would hang in its barrier");
+      "NCCL: nvshmem refused: 1 of 2 devices of the program (device 0) has "
+      "no source; a device without one skips the barrier over "
+      "NVSHMEM_TEAM_SHARED, in which the rest of its host would hang");
   // The same devices as a cycle are safe and NVSHMEM wins with these costs.
   Decision ring =
       Decide(MustParse("1x1x2"), DefaultCostTable(), {32 << 20, Ring(2), 2});
@@ -564,8 +564,7 @@ TEST(DeadlockFreeTest, ShiftOfEightListsTheDeviceWithoutSource) {
       Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, shift, 8});
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(
-      d.reason.find(
-          "1 of 8 devices of NVSHMEM_TEAM_SHARED (device 0) has no source"),
+      d.reason.find("1 of 8 devices of the program (device 0) has no source"),
       std::string::npos)
       << d.reason;
 }
@@ -575,7 +574,7 @@ TEST(DeadlockFreeTest, PartialGroupIsRefusedForTheWholeProgram) {
   Decision d =
       Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4), 8});
   EXPECT_EQ(d.backend, Backend::kNccl);
-  EXPECT_NE(d.reason.find("4 of 8 devices of NVSHMEM_TEAM_SHARED (devices 4, "
+  EXPECT_NE(d.reason.find("4 of 8 devices of the program (devices 4, "
                           "5, 6, 7) have no source"),
             std::string::npos)
       << d.reason;
@@ -617,7 +616,7 @@ TEST(DeadlockFreeTest, EveryReplicaGroupMustCoverItsDevices) {
   auto shift = EdgeIdsToDevices(t, {{0, 1}, {1, 2}, {2, 3}}, true, 4, 2);
   ASSERT_TRUE(shift.ok()) << shift.status();
   EXPECT_NE(HangText(*shift, TeamDevices(t, 8))
-                .find("2 of 8 devices of NVSHMEM_TEAM_SHARED (devices 0, 1) "
+                .find("2 of 8 devices of the program (devices 0, 1) "
                       "have"),
             std::string::npos);
 }
@@ -683,13 +682,10 @@ TEST(DecideTest, PairsSpanningHostsKeepNccl) {
       "}\n",
       "t");
   ASSERT_TRUE(table.ok()) << table.status();
-  Topology t = MustParse("1x2x2:map=0,2,1,3");
-  // Logical r + 2p -> device: (r0,p0)=0 (r1,p0)=2 (r0,p1)=1 (r1,p1)=3.
-  auto edges = EdgeIdsToDevices(t, {{0, 1}, {1, 0}}, /*cross_partition=*/true,
-                                /*num_partitions=*/2, /*num_replicas=*/2);
-  ASSERT_TRUE(edges.ok()) << edges.status();
-  // Edges: r0: 0->1, 1->0 (same host); r1: 2->3, 3->2 (same host).
-  Decision d = Decide(t, *table, {64 << 20, *edges, 4});
+  Topology t = MustParse("1x2x2");
+  // Two rings, one inside each host.
+  Decision d =
+      Decide(t, *table, {64 << 20, {{0, 1}, {1, 0}, {2, 3}, {3, 2}}, 4});
   EXPECT_EQ(d.backend, Backend::kNvshmem) << d.reason;
   // Devices 1 and 2 are on different hosts: refused whatever the costs.
   std::vector<std::pair<int, int>> mixed = {{0, 1}, {1, 0}, {2, 1}, {1, 2}};
@@ -880,13 +876,34 @@ TEST(DecideTest, VerdictSaysHowTheDecisionCameAbout) {
   EXPECT_EQ(big.ChosenUs(), *big.TimeUs(Backend::kNvshmem));
 }
 
+TEST(DecideTest, NvshmemPutsToGroupIdsAsPes) {
+  // Logical r + 2p -> device: (r0,p0)=0 (r1,p0)=2 (r0,p1)=1 (r1,p1)=3.
+  Topology t = MustParse("1x1x4:map=0,2,1,3");
+  auto edges = EdgeIdsToDevices(t, {{0, 1}, {1, 0}}, /*cross_partition=*/true,
+                                /*num_partitions=*/2, /*num_replicas=*/2);
+  ASSERT_TRUE(edges.ok()) << edges.status();
+  PermuteRequest request = {64 << 20, *edges, 4};
+  request.groups = 2;
+  Decision d = Decide(t, DefaultCostTable(), request);
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  EXPECT_NE(d.reason.find("its pairs apply to 2 groups"), std::string::npos)
+      << d.reason;
+  request.groups = 1;
+  d = Decide(t, DefaultCostTable(), request);
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  EXPECT_NE(d.reason.find("logical device 1 runs on device 2"),
+            std::string::npos)
+      << d.reason;
+}
+
 TEST(DecideTest, EveryRefusalHasOneLineOfText) {
   std::vector<Refusal> refusals;
   for (RefusalKind kind :
        {RefusalKind::kUnsupportedType, RefusalKind::kMemcpyLocalP2p,
         RefusalKind::kOutsideSharedMemory, RefusalKind::kExceedsHeap,
         RefusalKind::kEdgeOutsideTeam, RefusalKind::kDeviceWithoutSource,
-        RefusalKind::kTeamOutsideTopology, RefusalKind::kLeavesHost,
+        RefusalKind::kTeamOutsideTopology, RefusalKind::kSeveralGroups,
+        RefusalKind::kPlacedOffItsPe, RefusalKind::kLeavesHost,
         RefusalKind::kCrossesProcesses}) {
     refusals.emplace_back();
     refusals.back().kind = kind;

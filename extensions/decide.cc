@@ -75,6 +75,14 @@ std::optional<Refusal> NvshmemHang(
   return FromCore(*hang);
 }
 
+std::optional<Refusal> NvshmemPeMismatch(const Topology& topology,
+                                         int team_size, int groups) {
+  std::optional<core::Refusal> mismatch =
+      core::NvshmemPeMismatch(topology, team_size, groups);
+  if (!mismatch) return std::nullopt;
+  return FromCore(*mismatch);
+}
+
 std::optional<Refusal> CheckSafety(const Topology& topology,
                                    const CostTable& table,
                                    const PermuteRequest& request,
@@ -134,15 +142,26 @@ std::string RefusalText(const Refusal& r) {
       if (r.devices.size() > kListed) devices += ", ...";
       const bool one = r.count == 1;
       return absl::StrCat(
-          refused, r.count, " of ", r.total,
-          " devices of NVSHMEM_TEAM_SHARED (", one ? "device " : "devices ",
-          devices, ") ", one ? "has" : "have",
-          " no source; XLA's NVSHMEM permute would hang in its barrier");
+          refused, r.count, " of ", r.total, " devices of the program (",
+          one ? "device " : "devices ", devices, ") ", one ? "has" : "have",
+          " no source; a device without one skips the barrier over "
+          "NVSHMEM_TEAM_SHARED, in which the rest of its host would hang");
     }
     case RefusalKind::kTeamOutsideTopology:
       return absl::StrCat(refused, "the program's ", r.count,
                           " devices are more than the topology places (",
                           r.total, "); the team cannot be checked");
+    case RefusalKind::kSeveralGroups:
+      return absl::StrCat(
+          refused, "its pairs apply to ", r.count,
+          " groups (replicas with a channel id, else partitions), and XLA's "
+          "NVSHMEM permute puts to a group's id as the PE: the groups would "
+          "put to the same GPUs");
+    case RefusalKind::kPlacedOffItsPe:
+      return absl::StrCat(
+          refused, "logical device ", r.devices[0], " runs on device ",
+          r.devices[1], ", and XLA's NVSHMEM permute puts to logical id ",
+          r.devices[0], " as the PE, the process of device ", r.devices[0]);
     case RefusalKind::kLeavesHost:
       return absl::StrCat(
           refused, r.count, of_total,

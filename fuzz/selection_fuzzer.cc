@@ -150,20 +150,24 @@ void CheckDecision(const sel::Topology& topology, const sel::CostTable& table,
                    const sel::PermuteRequest& request) {
   const sel::Decision decision = sel::Decide(topology, table, request);
   if (decision.backend == sel::Backend::kNvshmem) {
-    // NVSHMEM_TEAM_SHARED is a host's devices of the program: every edge
-    // inside a host, every device of a host an edge touches a target.
-    std::set<int> hosts, targets;
+    // Every edge inside a host (NVSHMEM_TEAM_SHARED), every device of the
+    // program a target, one group, logical device i on device i (its PE).
+    std::set<int> targets;
     for (const auto& [src, dst] : request.device_edges) {
       if (topology.HostOf(src) != topology.HostOf(dst)) {
         Violation("NVSHMEM planned across hosts: " + decision.reason);
       }
-      hosts.insert(topology.HostOf(src));
       targets.insert(dst);
     }
-    for (int device : sel::TeamDevices(topology, request.team_size)) {
-      if (hosts.count(topology.HostOf(device)) && !targets.count(device)) {
-        Violation("NVSHMEM planned where a team member has no source: " +
+    const std::vector<int> program =
+        sel::TeamDevices(topology, request.team_size);
+    for (int i = 0; i < static_cast<int>(program.size()); ++i) {
+      if (!targets.count(program[i])) {
+        Violation("NVSHMEM planned where a device has no source: " +
                   decision.reason);
+      }
+      if (program[i] != i || request.groups > 1) {
+        Violation("NVSHMEM planned off its PEs: " + decision.reason);
       }
     }
   }

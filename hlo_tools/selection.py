@@ -86,10 +86,11 @@ def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
   try:
     edges = _selection_core.edge_ids_to_devices(topology, [tuple(p) for p in pairs],
                                      cross_partition, num_partitions, num_replicas)
-    # The program's devices; the core finds among them each host's NVSHMEM_TEAM_SHARED team.
+    # The program's devices, in groups of the pairs' ids (NVSHMEM takes ids as PEs).
     return _selection_core.decide(topology, table, int(bytes_per_device), edges,
                        team_size=num_partitions * num_replicas, buffers=int(buffers),
-                       element_types=list(element_types))
+                       element_types=list(element_types),
+                       groups=num_replicas if cross_partition else num_partitions)
   except ValueError as e:
     raise SelectionError(str(e)) from None
 
@@ -115,12 +116,23 @@ def nvshmem_puts_type(element_type):
   return _selection_core.nvshmem_puts_type(element_type)
 
 
+def nvshmem_pe_reason(topology, team_size, groups):
+  """Why XLA's NVSHMEM permute would put to other GPUs than the permute's, or None:
+  it takes the ids of one of `groups` groups as PEs (processes, one GPU each), so
+  the group must be the program and logical device i device i of `topology`."""
+  try:
+    return _selection_core.nvshmem_pe_reason(topology, int(team_size), int(groups)) or None
+  except ValueError as e:
+    raise SelectionError(str(e)) from None
+
+
 def nvshmem_hang_reason(device_edges, team_size):
   """Why an NVSHMEM permute over `device_edges` would hang the pinned XLA, or None.
 
-  XLA's NVSHMEM permute ends each buffer with a barrier over every device of
-  the program that only devices with a source call, so every team member must
-  be the target of some edge. `team_size` is the number of devices of the
+  XLA's NVSHMEM permute ends each buffer with a barrier over NVSHMEM_TEAM_SHARED
+  (a host's devices) that only devices with a source call, and the thunk emitter,
+  which cannot see hosts, runs NVSHMEM only when every device of the program is
+  the target of some edge. `team_size` is the number of devices of the
   program (devices 0..team_size-1); when it is None or 0 the team is taken to
   be devices 0..max device named by the edges, which is what the edges alone
   can tell (a caller that knows the program's size should pass it).

@@ -183,8 +183,9 @@ def lines_added_outside_tests(patch):
 # tools (the pass takes GPUs per host, not a spec), 1,975 before the core took
 # peer and symmetric memory (their rows, the one-process rule, GPUs per process
 # in the topology, Decide over a set of alternatives), which the jax v0.11.0 series'
-# pass decides over. The goal is 1,000.
-SERIES_NON_TEST_LINES = 2060
+# pass decides over, 2,060 before the runtime's PE rules (one group of ids, id i
+# on device i and PE i: the emitter's check and Initialize's). The goal is 1,000.
+SERIES_NON_TEST_LINES = 2137
 
 
 def test_series_size_outside_tests():

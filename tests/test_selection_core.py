@@ -106,8 +106,9 @@ def test_edge_expansion_and_time():
 
 def test_nvshmem_hang_reason_for_verify():
   assert selection.nvshmem_hang_reason([(0, 1)], 2) == (
-      "nvshmem refused: 1 of 2 devices of NVSHMEM_TEAM_SHARED (device 0) has no source; "
-      "XLA's NVSHMEM permute would hang in its barrier")
+      "nvshmem refused: 1 of 2 devices of the program (device 0) has no source; "
+      "a device without one skips the barrier over NVSHMEM_TEAM_SHARED, in which "
+      "the rest of its host would hang")
   assert selection.nvshmem_hang_reason(ring(2), 2) is None
   # Unknown team: devices 0..max named; a ring over them is safe.
   assert selection.nvshmem_hang_reason(ring(4), None) is None
@@ -126,13 +127,18 @@ def test_decide_refuses_nvshmem_for_shifts_and_partial_groups():
   assert shift["plan"] == "nccl" and shift["backend_us"]["nvshmem"] is None
   assert "nvshmem refused: 1 of 2 devices" in shift["reason"]
   assert selection.decide(t, table, 32 << 20, ring(2))["plan"] == "nvshmem"
-  # A ring of 4 partitions x 2 replicas on 8 GPUs covers the team...
+  # A ring of 4 partitions x 2 replicas on 8 GPUs gives every device a source, but
+  # both replicas' ids name PEs 0..3...
   t8 = selection.parse_topology("1x1x8")
-  full = selection.decide(t8, table, 32 << 20, ring(4), num_partitions=4, num_replicas=2)
-  assert full["plan"] == "nvshmem", full["reason"]
-  # ...a 4-device program's ring too, with the team given by the program.
+  groups = selection.decide(t8, table, 32 << 20, ring(4), num_partitions=4, num_replicas=2)
+  assert groups["plan"] == "nccl"
+  assert "its pairs apply to 2 groups" in groups["reason"], groups["reason"]
+  # ...a 4-device program's ring is one group, with the team given by the program.
   assert selection.decide(t8, table, 32 << 20, ring(4), num_partitions=4)["plan"] == "nvshmem"
-  assert _selection_core.team_devices(selection.parse_topology("1x1x4:map=3,2,1,0"), 2) == [3, 2]
+  mapped = selection.parse_topology("1x1x4:map=3,2,1,0")
+  assert _selection_core.team_devices(mapped, 2) == [3, 2]
+  assert "logical device 0 runs on device 3" in selection.nvshmem_pe_reason(mapped, 2, 1)
+  assert selection.nvshmem_pe_reason(t8, 8, 1) is None
 
 
 def test_backend_sets_from_python():
@@ -181,7 +187,7 @@ def test_decide_takes_a_backend_set_per_call():
 @pytest.mark.parametrize("fixture, spec, plan, reason", [
     # jax's ppermute of a one-step shift on 2 devices: device 0 has no source.
     ("shift_1x1x2.before_async.hlo", "1x1x2", "nccl",
-     "nvshmem refused: 1 of 2 devices of NVSHMEM_TEAM_SHARED (device 0) has no source"),
+     "nvshmem refused: 1 of 2 devices of the program (device 0) has no source"),
     ("shift_1x2x4.before_async.hlo", "1x1x8", "nccl", "has no source"),
     ("ring_1x1x8.before_async.hlo", "1x1x8", "nvshmem", "NVSHMEM: all 8 edges"),
 ])

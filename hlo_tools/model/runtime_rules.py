@@ -1,9 +1,11 @@
 """What each backend's runtime really needs of a collective-permute, read from its code,
 for the plans the tools are given (hand-edited, upstream's assigner, or ours).
 
-The selection core holds the rules: where NVSHMEM would hang (a device of the team
-without a source), overflow its heap, or put an element type the runtime has no put
-for (selection.decide, selection.nvshmem_hang_reason, selection.nvshmem_puts_type).
+The selection core holds the rules: where NVSHMEM would hang (a device of the
+program without a source), put to other GPUs (pairs over several groups, a logical
+device off its PE), overflow its heap, or put an element type the runtime has no put
+for (selection.decide, selection.nvshmem_hang_reason, selection.nvshmem_pe_reason,
+selection.nvshmem_puts_type).
 This module words them per permute for verify and explain alike, listing every
 problem an op already carries rather than the core's first refusal.
 
@@ -65,6 +67,9 @@ def nvshmem_problems(perm, topology, source):
   except ValueError:
     edges = []
   problems.append(nvshmem_domain_problem(edges, topology))
+  groups = source.num_replicas if perm.record.channel_id is not None else source.num_partitions
+  problems.append(selection.nvshmem_pe_reason(
+      topology, source.num_partitions * source.num_replicas, groups))
   return [p for p in problems if p]
 
 

@@ -267,7 +267,8 @@ def check_nvshmem_team(perms, topology, source):
 
 def check_nvshmem_runtime(perms, topology, source):
   """What the pinned runtime's NVSHMEM permute needs beside a source for every
-  device: element types it puts, every edge inside one shared-memory domain."""
+  device: element types it puts, every edge inside one shared-memory domain, one
+  group of ids that are the devices' PEs."""
   check = Check("nvshmem-runtime")
   for perm in perms:
     if perm.record.backend != "NVSHMEM":
@@ -278,7 +279,7 @@ def check_nvshmem_runtime(perms, topology, source):
     else:
       check.add("pass", perm.start, "NVSHMEM; element types "
                 f"{', '.join(sorted(set(collectives.data_element_types(perm.start))))} "
-                "and every edge inside one host")
+                "and every edge inside one host; its ids are its devices' PEs")
   if not check.results:
     check.note = "no collective-permute uses NVSHMEM"
   return check

@@ -27,6 +27,7 @@ limitations under the License.
 #include "xla/hlo/ir/hlo_instruction.h"
 #include "xla/hlo/ir/hlo_instructions.h"
 #include "xla/primitive_util.h"
+#include "xla/service/computation_placer.h"
 #include "xla/service/hlo_module_config.h"
 #include "xla/tsl/platform/errors.h"
 #include "xla/tsl/platform/statusor.h"
@@ -96,6 +97,26 @@ absl::Status CheckEveryIdReceivesOnce(
   return absl::OkStatus();
 }
 
+absl::Status CheckIdsRunOnTheirPes(const HloModuleConfig& config) {
+  if (!config.has_static_device_assignment()) {
+    return absl::OkStatus();
+  }
+  const DeviceAssignment& assignment = config.static_device_assignment();
+  const int replicas = assignment.replica_count();
+  for (int r = 0; r < replicas; ++r) {
+    for (int p = 0; p < assignment.computation_count(); ++p) {
+      const int64_t id = r + int64_t{p} * replicas;
+      if (assignment(r, p) != id) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "id %d runs on device %d: the NVSHMEM thunk puts to id %d as the "
+            "PE, the process of device %d",
+            id, assignment(r, p), id, id));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CanRunNvshmemCollectivePermute(
@@ -117,7 +138,19 @@ absl::Status CanRunNvshmemCollectivePermute(
         "NVSHMEM thunk uses its ids as PEs",
         group_size, devices));
   }
+  TF_RETURN_IF_ERROR(CheckIdsRunOnTheirPes(config));
   return CheckEveryIdReceivesOnce(permute, group_size);
+}
+
+absl::Status CheckIdIsOwnPe(int64_t id, int64_t pe) {
+  if (id == pe) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "NVSHMEM collective-permute on id %d, which is NVSHMEM PE %d: the thunk "
+      "puts to a target id as the PE, so the data would reach other devices; "
+      "place id i on the process of PE i or run this permute with NCCL",
+      id, pe));
 }
 
 absl::Status CheckPairsInsideBarrierTeam(

@@ -37,7 +37,9 @@ namespace xla::gpu {
 //    BF16, S32, S64, U32 or U64: NvshmemCommunicator::P2P puts those types
 //    only and fails at run time on any other; the thunk puts whole operands.
 //  * Its group (partition ids with a channel id, replica ids without) holds
-//    every device of the program: the thunk sends to its ids as NVSHMEM PEs.
+//    every device of the program, and the static device assignment, when the
+//    config has one, runs id i on device i: the thunk puts to an id as the
+//    NVSHMEM PE, and PE i is process i, which drives device i (one GPU each).
 //  * Every id of the group is the target of exactly one pair. A device with a
 //    source waits for its data in a barrier over NVSHMEM_TEAM_SHARED that every
 //    PE of the team must enter, and a device without one never enters it: the
@@ -48,6 +50,11 @@ namespace xla::gpu {
 absl::Status CanRunNvshmemCollectivePermute(
     const HloCollectivePermuteInstruction& permute,
     const HloModuleConfig& config);
+
+// Fails unless `id`, this device's id in the permute's group, is `pe`, its
+// NVSHMEM PE: the thunk puts to a target id as the PE, so any other PE
+// numbering sends the data to other devices.
+absl::Status CheckIdIsOwnPe(int64_t id, int64_t pe);
 
 // Fails when a (source, target) pair of `pairs` joins a PE for which
 // `is_barrier_peer` holds and one for which it does not: the receive barrier

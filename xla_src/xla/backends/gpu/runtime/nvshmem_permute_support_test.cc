@@ -33,6 +33,7 @@ limitations under the License.
 #include "xla/hlo/ir/hlo_module.h"
 #include "xla/hlo/ir/hlo_opcode.h"
 #include "xla/hlo/testlib/hlo_hardware_independent_test_base.h"
+#include "xla/service/computation_placer.h"
 
 namespace xla::gpu {
 namespace {
@@ -151,6 +152,36 @@ TEST_F(NvshmemPermuteSupportTest, MemcpyLocalP2pIsRefused) {
                   module_->config()),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("xla_gpu_use_memcpy_local_p2p")));
+}
+
+TEST_F(NvshmemPermuteSupportTest, IdsOnOtherDevicesAreRefused) {
+  ASSERT_THAT(CanRun("f32", kRing), IsOk());
+  for (const auto& [devices, runs] :
+       std::vector<std::pair<std::vector<int64_t>, bool>>{
+           {{0, 1, 2, 3}, true},
+           {{1, 0, 2, 3}, false},
+           {{4, 5, 6, 7}, false}}) {
+    DeviceAssignment assignment(1, 4);
+    for (int p = 0; p < 4; ++p) assignment(0, p) = devices[p];
+    module_->mutable_config().set_static_device_assignment(assignment);
+    absl::Status status = CanRunNvshmemCollectivePermute(
+        *Cast<HloCollectivePermuteInstruction>(
+            FindInstruction(module_.get(), HloOpcode::kCollectivePermute)),
+        module_->config());
+    if (runs) {
+      EXPECT_THAT(status, IsOk());
+    } else {
+      EXPECT_THAT(status, StatusIs(absl::StatusCode::kFailedPrecondition,
+                                   HasSubstr("id 0 runs on device")));
+    }
+  }
+}
+
+TEST(CheckIdIsOwnPeTest, OnlyTheSameNumberPasses) {
+  EXPECT_THAT(CheckIdIsOwnPe(3, 3), IsOk());
+  EXPECT_THAT(CheckIdIsOwnPe(0, 8),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("id 0, which is NVSHMEM PE 8")));
 }
 
 // PEs 0 and 1 share this PE's memory domain; 2 and 3 another one.

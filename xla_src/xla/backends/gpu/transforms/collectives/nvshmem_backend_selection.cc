@@ -48,25 +48,6 @@ Refusal MakeRefusal(RefusalKind kind, int count = 0, int total = 0) {
   return refusal;
 }
 
-// The devices of `program` in a host that an edge touches: the members of
-// the NVSHMEM_TEAM_SHARED teams whose barrier the permute enters.
-std::vector<int> TouchedTeams(const Topology& topology,
-                              const std::vector<std::pair<int, int>>& edges,
-                              const std::vector<int>& program) {
-  std::vector<int> hosts, team;
-  for (const auto& [src, dst] : edges) {
-    hosts.push_back(topology.HostOf(src));
-    hosts.push_back(topology.HostOf(dst));
-  }
-  absl::c_sort(hosts);
-  for (int device : program) {
-    if (absl::c_binary_search(hosts, topology.HostOf(device))) {
-      team.push_back(device);
-    }
-  }
-  return team;
-}
-
 // Time on the points [begin, end) of one buffer count, sorted by bytes:
 // log-log interpolation inside, the row's bandwidth from the end points out.
 double CurveTimeUs(const CurvePoint* begin, const CurvePoint* end,
@@ -182,6 +163,20 @@ std::optional<Refusal> NvshmemHang(
   return refusal;
 }
 
+std::optional<Refusal> NvshmemPeMismatch(const Topology& topology,
+                                         int team_size, int groups) {
+  if (groups > 1) return MakeRefusal(RefusalKind::kSeveralGroups, groups);
+  const std::vector<int> program = TeamDevices(topology, team_size);
+  for (int i = 0; i < static_cast<int>(program.size()); ++i) {
+    if (program[i] == i) continue;
+    Refusal refusal = MakeRefusal(RefusalKind::kPlacedOffItsPe, 1,
+                                  static_cast<int>(program.size()));
+    refusal.devices = {i, program[i]};
+    return refusal;
+  }
+  return std::nullopt;
+}
+
 std::optional<Refusal> CheckNvshmem(const Topology& topology,
                                     const CostTable& table,
                                     const PermuteRequest& request) {
@@ -212,8 +207,11 @@ std::optional<Refusal> CheckNvshmem(const Topology& topology,
     return MakeRefusal(RefusalKind::kTeamOutsideTopology, request.team_size,
                        PlacedDevices(topology));
   }
-  const std::vector<int> program = TeamDevices(topology, request.team_size);
-  return NvshmemHang(edges, TouchedTeams(topology, edges, program));
+  if (std::optional<Refusal> mismatch =
+          NvshmemPeMismatch(topology, request.team_size, request.groups)) {
+    return mismatch;
+  }
+  return NvshmemHang(edges, TeamDevices(topology, request.team_size));
 }
 
 std::optional<Refusal> CheckBackend(const Topology& topology,

@@ -37,8 +37,12 @@ limitations under the License.
 //    memory domain, so a put from another host is not waited for. Whether
 //    NVSHMEM_TEAM_SHARED spans a multi-node NVLink domain is not established,
 //    so edges between hosts of one NVLink domain are refused too;
-//  * a source for every device of each NVSHMEM_TEAM_SHARED team the permute
-//    touches: only receiving devices enter that barrier;
+//  * the group is the whole program and logical device i is device i: the
+//    thunk puts to a group id as the PE, which is a process (one GPU each);
+//  * a source for every device of the program: only receiving devices enter
+//    the barrier, and the thunk emitter, which cannot see hosts, falls back
+//    to NCCL unless every device has one
+//    (backends/gpu/runtime/nvshmem_permute_support.h);
 //  * the message fits the symmetric heap.
 
 #include <array>
@@ -63,6 +67,8 @@ struct PermuteRequest {
   int buffers = 1;    // Operands.
   std::vector<std::string> element_types;  // Of each buffer, as in HLO: "f32".
   bool memcpy_local_p2p = false;           // xla_gpu_use_memcpy_local_p2p.
+  int groups = 1;  // Copies of the pairs: replicas with a channel id, else
+                   // partitions.
 };
 
 enum class RefusalKind {
@@ -73,6 +79,8 @@ enum class RefusalKind {
   kEdgeOutsideTeam,      // Edge devices[0..1] names devices[2], not a member.
   kDeviceWithoutSource,  // `devices` of the team receive nothing.
   kTeamOutsideTopology,  // The program has more devices than are placed.
+  kSeveralGroups,        // The pairs apply to `count` groups.
+  kPlacedOffItsPe,       // Logical device devices[0] runs on devices[1].
   kLeavesHost,           // Peer or symmetric: `count` edges leave their host,
   kCrossesProcesses,     // or their process.
 };
@@ -98,6 +106,12 @@ std::vector<int> TeamDevices(const Topology& topology, int team_size);
 std::optional<Refusal> NvshmemHang(
     const std::vector<std::pair<int, int>>& device_edges,
     const std::vector<int>& team);
+
+// Why XLA's NVSHMEM permute would put to other GPUs than the permute's, or
+// nullopt: the pairs of one group of `groups` name PEs, and logical device i
+// of the program's `team_size` must be device i, whose process is PE i.
+std::optional<Refusal> NvshmemPeMismatch(const Topology& topology,
+                                         int team_size, int groups);
 
 // Why NVSHMEM may not run the permute, or nullopt.
 std::optional<Refusal> CheckNvshmem(const Topology& topology,

@@ -204,7 +204,7 @@ TEST(DeadlockFreeTest, DeviceWithoutSourceRefusesNvshmem) {
   EXPECT_EQ(d.refusals[1]->devices, std::vector<int>{0});
 }
 
-TEST(DeadlockFreeTest, TheTeamIsTheHostsDevicesOfTheProgram) {
+TEST(DeadlockFreeTest, EveryDeviceOfTheProgramNeedsASource) {
   // A ring over half of one host leaves the other half without a source.
   const Topology t = Hosts(1, 8);
   EXPECT_FALSE(CheckNvshmem(t, DefaultCostTable(), {1 << 20, Ring(4), 4}));
@@ -218,20 +218,36 @@ TEST(DeadlockFreeTest, TheTeamIsTheHostsDevicesOfTheProgram) {
       CheckNvshmem(t, DefaultCostTable(), {1 << 20, Ring(8), 16});
   ASSERT_TRUE(big.has_value());
   EXPECT_EQ(big->kind, RefusalKind::kTeamOutsideTopology);
-  // Two hosts: a ring on the first leaves the second's team out of it; a
-  // shift on the first does not.
-  const Topology two = Hosts(2, 4);
-  EXPECT_FALSE(CheckNvshmem(two, DefaultCostTable(), {1 << 20, Ring(4), 8}));
-  std::optional<Refusal> shift = CheckNvshmem(
-      two, DefaultCostTable(), {1 << 20, {{0, 1}, {1, 2}, {2, 3}}, 8});
-  ASSERT_TRUE(shift.has_value());
-  EXPECT_EQ(shift->devices, std::vector<int>{0});
-  EXPECT_EQ(shift->total, 4);
+  // Two hosts: a ring on the first leaves the second without a source, which
+  // the thunk emitter, blind to hosts, runs on NCCL.
+  std::optional<Refusal> other_host =
+      CheckNvshmem(Hosts(2, 4), DefaultCostTable(), {1 << 20, Ring(4), 8});
+  ASSERT_TRUE(other_host.has_value());
+  EXPECT_EQ(other_host->kind, RefusalKind::kDeviceWithoutSource);
+  EXPECT_EQ(other_host->devices, (std::vector<int>{4, 5, 6, 7}));
 }
 
-TEST(DeadlockFreeTest, TeamFollowsTheDeviceMap) {
+TEST(PeTest, TheGroupMustBeTheProgram) {
+  // 4 partitions x 2 replicas: the ring's ids name PEs 0..3 in both groups.
+  PermuteRequest request = {1 << 20, Ring(8), 8};
+  EXPECT_FALSE(CheckNvshmem(Hosts(1, 8), DefaultCostTable(), request));
+  request.groups = 2;
+  std::optional<Refusal> refusal =
+      CheckNvshmem(Hosts(1, 8), DefaultCostTable(), request);
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_EQ(refusal->kind, RefusalKind::kSeveralGroups);
+  EXPECT_EQ(refusal->count, 2);
+}
+
+TEST(PeTest, LogicalDeviceIMustBeDeviceI) {
   const Topology t = Hosts(1, 4, {3, 2, 1, 0});
   EXPECT_EQ(TeamDevices(t, 2), (std::vector<int>{3, 2}));
+  std::optional<Refusal> moved =
+      CheckNvshmem(t, DefaultCostTable(), {1 << 20, {{3, 2}, {2, 3}}, 2});
+  ASSERT_TRUE(moved.has_value());
+  EXPECT_EQ(moved->kind, RefusalKind::kPlacedOffItsPe);
+  EXPECT_EQ(moved->devices, (std::vector<int>{0, 3}));
+  EXPECT_FALSE(NvshmemPeMismatch(Hosts(1, 4, {0, 1, 2, 3}), 4, 1));
   std::optional<Refusal> outside = NvshmemHang({{3, 0}, {2, 3}}, {3, 2});
   ASSERT_TRUE(outside.has_value());
   EXPECT_EQ(outside->kind, RefusalKind::kEdgeOutsideTeam);

@@ -170,8 +170,10 @@ NvshmemCollectivePermuteRewriter::RequestFor(
         absl::StrCat(permute.name(), ": ", edges.status().message()));
   }
   request.device_edges = *std::move(edges);
-  // Every device of the program runs the permute.
+  // Every device of the program runs the permute, in groups of its ids.
   request.team_size = config.num_partitions() * config.replica_count();
+  request.groups = permute.channel_id().has_value() ? config.replica_count()
+                                                    : config.num_partitions();
   request.buffers = static_cast<int>(permute.operand_count());
   request.memcpy_local_p2p =
       config.debug_options().xla_gpu_use_memcpy_local_p2p();

@@ -267,7 +267,26 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, RequestNamesBytesTypesAndFlag) {
   EXPECT_EQ(request.element_types, (std::vector<std::string>{"bf16", "bf16"}));
   EXPECT_EQ(request.device_edges.size(), 8);
   EXPECT_EQ(request.team_size, 8);
+  EXPECT_EQ(request.groups, 1);
   EXPECT_TRUE(request.memcpy_local_p2p);
+}
+
+TEST_F(NvshmemCollectivePermuteRewriterTest, PartitionRingOverReplicasKeeps) {
+  // 2 replicas x 4 partitions: the thunk would take partition ids as PEs
+  // 0..3 in both replicas, so the ring stays on NCCL.
+  TF_ASSERT_OK_AND_ASSIGN(auto module,
+                          ParseAndReturnVerifiedModule(kRing4, 2, 4));
+  Rewriter pass = MakePass(8);
+  ASSERT_TRUE(RunHloPass(&pass, module.get()).ok());
+  EXPECT_EQ(BackendOf(module->entry_computation()->root_instruction()),
+            CollectiveBackendConfig::DEFAULT);
+  TF_ASSERT_OK_AND_ASSIGN(sel::Topology topology, pass.TopologyFor(*module));
+  TF_ASSERT_OK_AND_ASSIGN(
+      sel::PermuteRequest request,
+      Rewriter::RequestFor(*Cast<HloCollectivePermuteInstruction>(
+                               module->entry_computation()->root_instruction()),
+                           topology));
+  EXPECT_EQ(request.groups, 2);
 }
 
 TEST_F(NvshmemCollectivePermuteRewriterTest, TypesNvshmemDoesNotPutKeep) {
@@ -345,13 +364,16 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyFromDevicesPerHost) {
 
 TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyFromDeviceAssignment) {
   // Hosts of 4 GPUs: the module's devices decide whether a 4-device ring
-  // stays on one host.
+  // stays on one host, and NVSHMEM puts to partition p as PE p, the process
+  // of device p: any other placement keeps NCCL.
   Rewriter::Options options;
   options.num_devices_per_host = 4;
   for (const auto& [devices, backend] :
        std::vector<std::pair<std::vector<int>,
                              CollectiveBackendConfig::CollectiveBackend>>{
-           {{4, 5, 6, 7}, CollectiveBackendConfig::NVSHMEM},
+           {{0, 1, 2, 3}, CollectiveBackendConfig::NVSHMEM},
+           {{4, 5, 6, 7}, CollectiveBackendConfig::DEFAULT},
+           {{1, 0, 2, 3}, CollectiveBackendConfig::DEFAULT},
            {{0, 4, 1, 5}, CollectiveBackendConfig::DEFAULT}}) {
     DeviceAssignment assignment(1, 4);
     for (int p = 0; p < 4; ++p) assignment(0, p) = devices[p];
