@@ -38,7 +38,10 @@ constexpr BackendInfo kBackends[kNumBackends] = {
      "nvshmemx_barrier_on_stream(NVSHMEM_TEAM_SHARED) (:179), the PEs of "
      "one shared-memory domain, so a receiver on another host does not "
      "wait for the put; every device of that team needs a source, or the "
-     "barrier, entered only by devices with one, hangs; the message must "
+     "barrier, entered only by devices with one, hangs (the patched "
+     "emitter asks it of every device of the program); the pairs must be "
+     "one group and logical device i device i, since the thunk puts to an "
+     "id as the PE (:185), process i (nvshmem.cc:104); the message must "
      "fit the symmetric heap; xla_gpu_use_memcpy_local_p2p must be off "
      "(InvalidArgument at nvshmem_collective_permute_thunk.cc:118; a "
      "flag, not visible in the HLO).",

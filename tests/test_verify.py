@@ -91,6 +91,22 @@ def test_backend_contradicting_topology_fails_selection_and_runtime(capsys, tmp_
   assert "FAILED: nvshmem-runtime, selection" in out and "2 of 8 edges" in out
 
 
+def test_nvshmem_on_devices_other_than_its_pes_fails(capsys, tmp_path):
+  # NVSHMEM chosen for one host of 8, then checked where the device assignment
+  # swaps devices 0 and 1: every edge stays on the host and every device has a
+  # source, but the pinned thunk puts to partition id i as PE i, the process of
+  # device i, so the data would land on other GPUs.
+  out_hlo = pass_output(tmp_path, "ring_1x1x8.before_async", "1x1x8",
+                        f"--cost-table={FAST_NVSHMEM}")
+  rc, out, _ = run(capsys, out_hlo, "--topology=1x1x8:map=1,0,2,3,4,5,6,7",
+                   f"--cost-table={FAST_NVSHMEM}", "--format=json")
+  assert rc == 1
+  assert "nvshmem-runtime" in json.loads(out)["failed_checks"]
+  [r] = checks(out)["nvshmem-runtime"]["results"]
+  assert "logical device 0 runs on device 1" in r["message"], r["message"]
+  assert checks(out)["nvshmem-team"]["status"] == "pass"
+
+
 def test_nvshmem_over_the_heap_limit_fails(capsys, tmp_path):
   out_hlo = pass_output(tmp_path, "ring_1x1x8.before_async", "1x1x8",
                         f"--cost-table={FAST_NVSHMEM}")
