@@ -237,7 +237,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Violation("edge outside the topology");
     }
   }
-  const int team_size = static_cast<int>(partitions * replicas);
-  CheckDecision(*topology, *table, {bytes, *std::move(edges), team_size});
+  sel::PermuteRequest request = {bytes, *std::move(edges),
+                                 static_cast<int>(partitions * replicas)};
+  request.groups = static_cast<int>(cross != 0 ? replicas : partitions);
+  CheckDecision(*topology, *table, request);
   return 0;
 }

@@ -129,8 +129,8 @@ needs_llvm() {
       "(the function the first patch adds is compiled below)";;
     xla/backends/gpu/runtime/nvshmem_collective_permute_thunk.cc)
       echo "p2p_thunk_common.h includes mlir/IR/BuiltinAttributes.h (with" \
-        "tablegen's BuiltinAttributes.h.inc); its Initialize calls CheckPairsInsideBarrierTeam" \
-        "and IsBarrierPeer, compiled here";;
+        "tablegen's BuiltinAttributes.h.inc); its Initialize calls CheckIdIsOwnPe," \
+        "CheckPairsInsideBarrierTeam, AddressedRank and IsBarrierPeer, compiled here";;
     *) return 1;;
   esac
 }
