@@ -550,7 +550,8 @@ TEST(DeadlockFreeTest, NonCyclicShiftIsRefused) {
       d.reason,
       "NCCL: nvshmem refused: 1 of 2 devices of the program (device 0) has "
       "no source; a device without one skips the barrier over "
-      "NVSHMEM_TEAM_SHARED, in which the rest of its host would hang");
+      "NVSHMEM_TEAM_SHARED, in which its host's devices with a source "
+      "would hang, so the patched runtime runs such a permute on NCCL");
   // The same devices as a cycle are safe and NVSHMEM wins with these costs.
   Decision ring =
       Decide(MustParse("1x1x2"), DefaultCostTable(), {32 << 20, Ring(2), 2});

@@ -145,7 +145,8 @@ std::string RefusalText(const Refusal& r) {
           refused, r.count, " of ", r.total, " devices of the program (",
           one ? "device " : "devices ", devices, ") ", one ? "has" : "have",
           " no source; a device without one skips the barrier over "
-          "NVSHMEM_TEAM_SHARED, in which the rest of its host would hang");
+          "NVSHMEM_TEAM_SHARED, in which its host's devices with a source "
+          "would hang, so the patched runtime runs such a permute on NCCL");
     }
     case RefusalKind::kTeamOutsideTopology:
       return absl::StrCat(refused, "the program's ", r.count,
@@ -161,7 +162,8 @@ std::string RefusalText(const Refusal& r) {
       return absl::StrCat(
           refused, "logical device ", r.devices[0], " runs on device ",
           r.devices[1], ", and XLA's NVSHMEM permute puts to logical id ",
-          r.devices[0], " as the PE, the process of device ", r.devices[0]);
+          r.devices[0], " as the PE, which should be the process of device ",
+          r.devices[0]);
     case RefusalKind::kLeavesHost:
       return absl::StrCat(
           refused, r.count, of_total,

@@ -129,7 +129,7 @@ needs_llvm() {
       "(the function the first patch adds is compiled below)";;
     xla/backends/gpu/runtime/nvshmem_collective_permute_thunk.cc)
       echo "p2p_thunk_common.h includes mlir/IR/BuiltinAttributes.h (with" \
-        "tablegen's BuiltinAttributes.h.inc); its Initialize calls CheckIdIsOwnPe," \
+        "tablegen's BuiltinAttributes.h.inc); its Initialize calls CheckIdIsOwnPe, CheckBarrierTeamInsideGroup," \
         "CheckPairsInsideBarrierTeam, AddressedRank and IsBarrierPeer, compiled here";;
     *) return 1;;
   esac

@@ -107,8 +107,9 @@ def test_edge_expansion_and_time():
 def test_nvshmem_hang_reason_for_verify():
   assert selection.nvshmem_hang_reason([(0, 1)], 2) == (
       "nvshmem refused: 1 of 2 devices of the program (device 0) has no source; "
-      "a device without one skips the barrier over NVSHMEM_TEAM_SHARED, in which "
-      "the rest of its host would hang")
+      "a device without one skips the barrier over NVSHMEM_TEAM_SHARED, in which its "
+      "host's devices with a source would hang, so the patched runtime runs such a "
+      "permute on NCCL")
   assert selection.nvshmem_hang_reason(ring(2), 2) is None
   # Unknown team: devices 0..max named; a ring over them is safe.
   assert selection.nvshmem_hang_reason(ring(4), None) is None

@@ -109,7 +109,7 @@ absl::Status CheckIdsRunOnTheirPes(const HloModuleConfig& config) {
       if (assignment(r, p) != id) {
         return absl::FailedPreconditionError(absl::StrFormat(
             "id %d runs on device %d: the NVSHMEM thunk puts to id %d as the "
-            "PE, the process of device %d",
+            "PE, which should be the process of device %d",
             id, assignment(r, p), id, id));
       }
     }
@@ -149,8 +149,26 @@ absl::Status CheckIdIsOwnPe(int64_t id, int64_t pe) {
   return absl::FailedPreconditionError(absl::StrFormat(
       "NVSHMEM collective-permute on id %d, which is NVSHMEM PE %d: the thunk "
       "puts to a target id as the PE, so the data would reach other devices; "
-      "place id i on the process of PE i or run this permute with NCCL",
+      "run id i in the process of PE i or run this permute with NCCL",
       id, pe));
+}
+
+absl::Status CheckBarrierTeamInsideGroup(
+    int64_t group_size, int64_t team_size,
+    absl::FunctionRef<absl::StatusOr<bool>(int64_t)> is_barrier_peer) {
+  int64_t inside = 0;
+  for (int64_t id = 0; id < group_size; ++id) {
+    TF_ASSIGN_OR_RETURN(bool peer, is_barrier_peer(id));
+    inside += peer ? 1 : 0;
+  }
+  if (inside == team_size) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "NVSHMEM_TEAM_SHARED has %d PEs, %d of them among the permute's %d ids: "
+      "the receive barrier would wait for PEs that do not run it; run this "
+      "permute with NCCL",
+      team_size, inside, group_size));
 }
 
 absl::Status CheckPairsInsideBarrierTeam(

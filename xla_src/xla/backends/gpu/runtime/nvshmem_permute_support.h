@@ -45,8 +45,9 @@ namespace xla::gpu {
 //    PE of the team must enter, and a device without one never enters it: the
 //    others would hang. The thunk keeps one source per target.
 //
-// That no pair leaves an NVSHMEM_TEAM_SHARED is known only at run time; the
-// thunk checks it with CheckPairsInsideBarrierTeam.
+// Which PEs share an NVSHMEM_TEAM_SHARED, and which PE a device is, are known
+// only at run time; the thunk's Initialize checks them with CheckIdIsOwnPe,
+// CheckBarrierTeamInsideGroup and CheckPairsInsideBarrierTeam.
 absl::Status CanRunNvshmemCollectivePermute(
     const HloCollectivePermuteInstruction& permute,
     const HloModuleConfig& config);
@@ -55,6 +56,14 @@ absl::Status CanRunNvshmemCollectivePermute(
 // NVSHMEM PE: the thunk puts to a target id as the PE, so any other PE
 // numbering sends the data to other devices.
 absl::Status CheckIdIsOwnPe(int64_t id, int64_t pe);
+
+// Fails unless the `team_size` PEs of this PE's NVSHMEM_TEAM_SHARED, those for
+// which `is_barrier_peer` holds, are all among the permute's ids
+// 0..group_size-1: the receive barrier waits for every PE of the team, and a PE
+// outside the group never runs the permute.
+absl::Status CheckBarrierTeamInsideGroup(
+    int64_t group_size, int64_t team_size,
+    absl::FunctionRef<absl::StatusOr<bool>(int64_t)> is_barrier_peer);
 
 // Fails when a (source, target) pair of `pairs` joins a PE for which
 // `is_barrier_peer` holds and one for which it does not: the receive barrier

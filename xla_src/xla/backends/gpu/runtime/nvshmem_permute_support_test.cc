@@ -187,6 +187,15 @@ TEST(CheckIdIsOwnPeTest, OnlyTheSameNumberPasses) {
 // PEs 0 and 1 share this PE's memory domain; 2 and 3 another one.
 absl::StatusOr<bool> InTeamOfZeroAndOne(int64_t pe) { return pe < 2; }
 
+TEST(CheckBarrierTeamInsideGroupTest, EveryTeamPeMustBeAnId) {
+  EXPECT_THAT(CheckBarrierTeamInsideGroup(4, 2, InTeamOfZeroAndOne), IsOk());
+  // A group of ids 0..0: PE 1 shares the barrier and never runs the permute.
+  EXPECT_THAT(
+      CheckBarrierTeamInsideGroup(1, 2, InTeamOfZeroAndOne),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               HasSubstr("2 PEs, 1 of them among the permute's 1 ids")));
+}
+
 TEST(CheckPairsInsideBarrierTeamTest, PairsInsideEachTeamPass) {
   std::vector<std::pair<int64_t, int64_t>> pairs = {
       {0, 1}, {1, 0}, {2, 3}, {3, 2}};
