@@ -90,7 +90,7 @@ def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
     return _selection_core.decide(topology, table, int(bytes_per_device), edges,
                        team_size=num_partitions * num_replicas, buffers=int(buffers),
                        element_types=list(element_types),
-                       groups=num_replicas if cross_partition else num_partitions)
+                       groups=_groups(cross_partition, num_partitions, num_replicas))
   except ValueError as e:
     raise SelectionError(str(e)) from None
 
@@ -116,12 +116,19 @@ def nvshmem_puts_type(element_type):
   return _selection_core.nvshmem_puts_type(element_type)
 
 
-def nvshmem_pe_reason(topology, team_size, groups):
+def _groups(cross_partition, num_partitions, num_replicas):
+  """Copies of a permute's pairs: one per replica with a channel id, else per partition."""
+  return int(num_replicas if cross_partition else num_partitions)
+
+
+def nvshmem_pe_reason(topology, cross_partition, num_partitions, num_replicas):
   """Why XLA's NVSHMEM permute would put to other GPUs than the permute's, or None:
-  it takes the ids of one of `groups` groups as PEs (processes, one GPU each), so
-  the group must be the program and logical device i device i of `topology`."""
+  it takes a group's ids as PEs (processes, one GPU each), so the pairs must form one
+  group and logical device i must be device i of `topology`."""
   try:
-    return _selection_core.nvshmem_pe_reason(topology, int(team_size), int(groups)) or None
+    return _selection_core.nvshmem_pe_reason(
+        topology, int(num_partitions * num_replicas),
+        _groups(cross_partition, num_partitions, num_replicas)) or None
   except ValueError as e:
     raise SelectionError(str(e)) from None
 

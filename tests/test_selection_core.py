@@ -138,8 +138,10 @@ def test_decide_refuses_nvshmem_for_shifts_and_partial_groups():
   assert selection.decide(t8, table, 32 << 20, ring(4), num_partitions=4)["plan"] == "nvshmem"
   mapped = selection.parse_topology("1x1x4:map=3,2,1,0")
   assert _selection_core.team_devices(mapped, 2) == [3, 2]
-  assert "logical device 0 runs on device 3" in selection.nvshmem_pe_reason(mapped, 2, 1)
-  assert selection.nvshmem_pe_reason(t8, 8, 1) is None
+  assert "logical device 0 runs on device 3" in selection.nvshmem_pe_reason(mapped, True, 2, 1)
+  assert selection.nvshmem_pe_reason(t8, True, 8, 1) is None
+  assert "apply to 2 groups" in selection.nvshmem_pe_reason(t8, True, 4, 2)
+  assert "apply to 4 groups" in selection.nvshmem_pe_reason(t8, False, 4, 2)
 
 
 def test_backend_sets_from_python():

@@ -67,9 +67,9 @@ def nvshmem_problems(perm, topology, source):
   except ValueError:
     edges = []
   problems.append(nvshmem_domain_problem(edges, topology))
-  groups = source.num_replicas if perm.record.channel_id is not None else source.num_partitions
   problems.append(selection.nvshmem_pe_reason(
-      topology, source.num_partitions * source.num_replicas, groups))
+      topology, perm.record.channel_id is not None, source.num_partitions,
+      source.num_replicas))
   return [p for p in problems if p]
 
 
