@@ -44,7 +44,9 @@ constexpr BackendInfo kBackends[kNumBackends] = {
      "id as the PE (:185), process i (nvshmem.cc:104); the message must "
      "fit the symmetric heap; xla_gpu_use_memcpy_local_p2p must be off "
      "(InvalidArgument at nvshmem_collective_permute_thunk.cc:118; a "
-     "flag, not visible in the HLO).",
+     "flag, not visible in the HLO); each process must drive one GPU "
+     "(LOG(FATAL) at nvshmem.cc:76; the XLA pass keeps NCCL when a process "
+     "sees more).",
      "2x H200 NVLink, XLA of jax 0.9.1 (one process per GPU)"},
     {"peer", "peer memory", "DEFAULT", "COLLECTIVES_PEER_MEMORY", "peer",
      "XLA of jax >= 0.10.2",

@@ -158,7 +158,8 @@ REG="$TREE/xla/service/gpu/nvshmem_registration_check.cc"
   printf '#include "xla/service/compiler.h"\n#include "xla/service/hlo_module_config.h"\n'
   printf '#include "xla/xla.pb.h"\nnamespace xla::gpu {\n'
   printf 'absl::Status Register(HloPassPipeline& pipeline, HloModule* hlo_module,\n'
-  printf '                      const Compiler::CompileOptions& options) {\n'
+  printf '                      const Compiler::CompileOptions& options,\n'
+  printf '                      int num_visible_devices_per_process) {\n'
   git -C "$TREE" diff -U0 "HEAD~$N" -- xla/service/gpu/gpu_compiler.cc |
     awk '/^@@/ {if (keep) exit; buf = ""; next} /^\+/ {buf = buf substr($0, 2) "\n"}
          /NvshmemCollectivePermuteRewriter::Create/ {keep = 1} END {printf "%s", buf}'

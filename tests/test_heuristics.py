@@ -225,9 +225,10 @@ def test_sweep_default_table_findings():
 
 
 def test_sweep_choice_is_the_models_best_and_the_margin_is_named():
-  # The two cases where the choice differed from the oracle (1x1x8 and 1x9x8:nvl72,
-  # K/V 4 MiB each) are the margin: NVSHMEM modeled 1.7% faster, NCCL kept by the
-  # core's 5% rule. The choice equals the model's best (margin applied) everywhere.
+  # Where the choice differs from the oracle it is the margin: NVSHMEM modeled
+  # faster by less than the core's 5%, NCCL kept (1x1x8 and 1x9x8:nvl72 at K/V 4 MiB
+  # each, before NVSHMEM was charged the barrier its thunk now enters before its
+  # puts). The choice equals the model's best (margin applied) everywhere.
   topologies = sweep.parse_topologies(sweep.DEFAULT_TOPOLOGIES)
   table = selection.load_cost_table()
   rows = sweep.sweep(topologies, table)
@@ -240,7 +241,8 @@ def test_sweep_choice_is_the_models_best_and_the_margin_is_named():
       assert row["nvshmem_us"] > row["nccl_us"] * (1 - table.margin)
   assert {n.split()[0] for n in s["kept_inside_margin"]} <= {"1x1x8", "1x9x8:nvl72"}
   lines = sweep.format_summary(s)
-  assert any(l.startswith("NCCL kept inside the margin") for l in lines)
+  assert any(l.startswith("NCCL kept inside the margin") for l in lines) == bool(
+      s["kept_inside_margin"])
 
 
 def test_sweep_never_prices_a_plan_that_hangs():

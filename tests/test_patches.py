@@ -185,8 +185,11 @@ def lines_added_outside_tests(patch):
 # in the topology, Decide over a set of alternatives), which the jax v0.11.0 series'
 # pass decides over, 2,060 before the runtime's PE rules (one group of ids, id i
 # on device i and PE i, every PE of the barrier's team one of the ids: the
-# emitter's checks and Initialize's). The goal is 1,000.
-SERIES_NON_TEST_LINES = 2170
+# emitter's checks and Initialize's), 2,170 before the thunk's barrier before
+# its puts, the emitter's NVSHMEM-flag and collectives-group rules, the default
+# table's charge for that barrier, the one-GPU-per-process rule and the pass's
+# collectives-group rule. The goal is 1,000.
+SERIES_NON_TEST_LINES = 2230
 
 
 def test_series_size_outside_tests():

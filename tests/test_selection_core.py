@@ -308,11 +308,17 @@ def test_compiled_in_default_is_the_committed_h200_table():
   # The measured entries; the file's other rows are the estimates of the day
   # it was written.
   for backend in ("nccl", "nvshmem"):
-    assert committed.link(backend, "nvlink") == default.link(backend, "nvlink")
     assert committed.per_buffer_us(backend, "nvlink") == default.per_buffer_us(
         backend, "nvlink")
-    assert committed.points(backend, "nvlink") == default.points(backend, "nvlink")
+    # NVSHMEM's thunk now also enters a barrier before its puts, which the
+    # measurement predates: the default charges it one more buffer.
+    extra = default.per_buffer_us(backend, "nvlink") if backend == "nvshmem" else 0
+    latency, bandwidth = committed.link(backend, "nvlink")
+    assert default.link(backend, "nvlink") == (pytest.approx(latency + extra), bandwidth)
+    assert default.points(backend, "nvlink") == [
+        (b, n, pytest.approx(us + extra)) for b, n, us in committed.points(backend, "nvlink")]
     assert committed.sm_interference(backend) == default.sm_interference(backend)
+  assert default.link("nvshmem", "nvlink")[0] > committed.link("nvshmem", "nvlink")[0] + 16
   # The committed file names every measured pair itself, so the equality does
   # not come from inheriting the defaults.
   for backend in ("nccl", "nvshmem"):

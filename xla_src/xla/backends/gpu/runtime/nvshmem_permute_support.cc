@@ -24,6 +24,7 @@ limitations under the License.
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
+#include "xla/hlo/ir/hlo_computation.h"
 #include "xla/hlo/ir/hlo_instruction.h"
 #include "xla/hlo/ir/hlo_instructions.h"
 #include "xla/primitive_util.h"
@@ -122,9 +123,19 @@ absl::Status CheckIdsRunOnTheirPes(const HloModuleConfig& config) {
 absl::Status CanRunNvshmemCollectivePermute(
     const HloCollectivePermuteInstruction& permute,
     const HloModuleConfig& config) {
+  if (!config.debug_options().xla_gpu_experimental_enable_nvshmem()) {
+    return absl::FailedPreconditionError(
+        "xla_gpu_experimental_enable_nvshmem is off: buffers are not placed in "
+        "NVSHMEM memory");
+  }
   if (config.debug_options().xla_gpu_use_memcpy_local_p2p()) {
     return absl::FailedPreconditionError(
         "xla_gpu_use_memcpy_local_p2p is set, which the NVSHMEM thunk refuses");
+  }
+  if (permute.parent() != nullptr && permute.parent()->IsAsyncComputation()) {
+    return absl::FailedPreconditionError(
+        "in a collectives group, whose thunk needs NCCL communicators: the "
+        "NVSHMEM thunk has none");
   }
   TF_RETURN_IF_ERROR(CheckOperands(permute));
   // The ids as NvshmemCollectivePermuteStartThunk::GetNvshmemP2PConfig counts.

@@ -32,7 +32,10 @@ namespace xla::gpu {
 // collective-permute or collective-permute-start of a module with `config`),
 // else FailedPrecondition naming the rule it breaks:
 //
-//  * xla_gpu_use_memcpy_local_p2p is off: the thunk's Initialize fails with it.
+//  * xla_gpu_experimental_enable_nvshmem is on: without it no buffer is placed
+//    in NVSHMEM memory. xla_gpu_use_memcpy_local_p2p is off: the thunk's
+//    Initialize fails with it. The permute is not inside a collectives group
+//    (an async computation), whose thunk runs NCCL communicators only.
 //  * The permute is not in-place and each operand is an array of F64, F32, F16,
 //    BF16, S32, S64, U32 or U64: NvshmemCommunicator::P2P puts those types
 //    only and fails at run time on any other; the thunk puts whole operands.

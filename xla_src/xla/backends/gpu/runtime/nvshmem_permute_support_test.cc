@@ -64,6 +64,14 @@ class NvshmemPermuteSupportTest : public HloHardwareIndependentTestBase {
       return module.status();
     }
     module_ = *std::move(module);
+    module_->mutable_config()
+        .mutable_debug_options()
+        .set_xla_gpu_experimental_enable_nvshmem(true);
+    return Recheck();
+  }
+
+  // The verdict on the last module parsed, after a test changed its config.
+  absl::Status Recheck() {
     return CanRunNvshmemCollectivePermute(
         *Cast<HloCollectivePermuteInstruction>(
             FindInstruction(module_.get(), HloOpcode::kCollectivePermute)),
@@ -146,12 +154,37 @@ TEST_F(NvshmemPermuteSupportTest, MemcpyLocalP2pIsRefused) {
   module_->mutable_config()
       .mutable_debug_options()
       .set_xla_gpu_use_memcpy_local_p2p(true);
-  EXPECT_THAT(CanRunNvshmemCollectivePermute(
-                  *Cast<HloCollectivePermuteInstruction>(FindInstruction(
-                      module_.get(), HloOpcode::kCollectivePermute)),
-                  module_->config()),
+  EXPECT_THAT(Recheck(), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                  HasSubstr("xla_gpu_use_memcpy_local_p2p")));
+}
+
+TEST_F(NvshmemPermuteSupportTest, NvshmemOffIsRefused) {
+  ASSERT_THAT(CanRun("f32", kRing), IsOk());
+  module_->mutable_config()
+      .mutable_debug_options()
+      .set_xla_gpu_experimental_enable_nvshmem(false);
+  EXPECT_THAT(Recheck(),
               StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("xla_gpu_use_memcpy_local_p2p")));
+                       HasSubstr("xla_gpu_experimental_enable_nvshmem")));
+}
+
+TEST_F(NvshmemPermuteSupportTest, PermuteInCollectivesGroupIsRefused) {
+  constexpr absl::string_view kGroup = R"(
+HloModule m
+
+group {
+  p = f32[64] parameter(0)
+  ROOT cp = f32[64] collective-permute(p), channel_id=1,
+    source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+}
+
+ENTRY e {
+  p = f32[64] parameter(0)
+  start = ((f32[64]), f32[64]) async-start(p), calls=group
+  ROOT done = f32[64] async-done(start)
+})";
+  EXPECT_THAT(CanRun(kGroup), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                       HasSubstr("collectives group")));
 }
 
 TEST_F(NvshmemPermuteSupportTest, IdsOnOtherDevicesAreRefused) {
@@ -164,10 +197,7 @@ TEST_F(NvshmemPermuteSupportTest, IdsOnOtherDevicesAreRefused) {
     DeviceAssignment assignment(1, 4);
     for (int p = 0; p < 4; ++p) assignment(0, p) = devices[p];
     module_->mutable_config().set_static_device_assignment(assignment);
-    absl::Status status = CanRunNvshmemCollectivePermute(
-        *Cast<HloCollectivePermuteInstruction>(
-            FindInstruction(module_.get(), HloOpcode::kCollectivePermute)),
-        module_->config());
+    absl::Status status = Recheck();
     if (runs) {
       EXPECT_THAT(status, IsOk());
     } else {

@@ -42,6 +42,7 @@ limitations under the License.
 #include "xla/service/hlo_module_config.h"
 #include "xla/shape.h"
 #include "xla/shape_util.h"
+#include "xla/side_effect_util.h"
 #include "xla/tsl/platform/env.h"
 #include "xla/tsl/platform/errors.h"
 #include "xla/tsl/platform/statusor.h"
@@ -92,6 +93,22 @@ absl::StatusOr<std::vector<int>> Placement(const HloModuleConfig& config) {
   return placement;
 }
 
+// Computations that a call marked kCollectivesGroupAttr runs as one group:
+// the group's thunk needs NCCL communicators, which NVSHMEM's thunk has not.
+absl::flat_hash_set<const HloComputation*> CollectivesGroups(
+    const HloModule& module) {
+  absl::flat_hash_set<const HloComputation*> groups;
+  for (const HloComputation* computation : module.computations()) {
+    for (const HloInstruction* instr : computation->instructions()) {
+      if (instr->opcode() == HloOpcode::kCall &&
+          instr->frontend_attributes().map().contains(kCollectivesGroupAttr)) {
+        groups.insert(instr->to_apply());
+      }
+    }
+  }
+  return groups;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<NvshmemCollectivePermuteRewriter>>
@@ -125,7 +142,9 @@ NvshmemCollectivePermuteRewriter::NvshmemCollectivePermuteRewriter(
     : cost_table_(std::move(cost_table)),
       topology_(std::move(topology)),
       num_devices_per_host_(options.num_devices_per_host),
-      slice_size_(options.slice_size) {}
+      slice_size_(options.slice_size),
+      num_visible_devices_per_process_(
+          options.num_visible_devices_per_process) {}
 
 // Hosts of num_devices_per_host GPUs (else of a slice, else one host), in
 // NVLink domains of slice_size devices (else of one host), holding every
@@ -193,9 +212,19 @@ absl::StatusOr<bool> NvshmemCollectivePermuteRewriter::RunImpl(
     HloModule* module,
     const absl::flat_hash_set<absl::string_view>& execution_threads) {
   TF_ASSIGN_OR_RETURN(sel::Topology topology, TopologyFor(*module));
+  std::vector<sel::Backend> alternatives = {sel::Backend::kNvshmem};
+  if (num_visible_devices_per_process_ != 1) {
+    VLOG(1) << name() << ": NCCL throughout: this process sees "
+            << num_visible_devices_per_process_
+            << " GPUs, and NVSHMEM runs only with one GPU per process";
+    alternatives.clear();
+  }
+  const absl::flat_hash_set<const HloComputation*> groups =
+      CollectivesGroups(*module);
   bool changed = false;
   for (HloComputation* computation :
        module->MakeNonfusionComputations(execution_threads)) {
+    const bool in_group = groups.contains(computation);
     for (HloInstruction* instr : computation->MakeInstructionPostOrder()) {
       auto* permute = DynCast<HloCollectivePermuteInstruction>(instr);
       if (permute == nullptr || permute->inplace() ||
@@ -205,7 +234,8 @@ absl::StatusOr<bool> NvshmemCollectivePermuteRewriter::RunImpl(
       TF_ASSIGN_OR_RETURN(sel::PermuteRequest request,
                           RequestFor(*permute, topology));
       const sel::Decision decision =
-          sel::Decide(topology, cost_table_, request);
+          sel::Decide(topology, cost_table_, request,
+                      in_group ? std::vector<sel::Backend>() : alternatives);
       VLOG(1) << name() << ": " << permute->name() << ": "
               << sel::BackendName(decision.backend) << " (NCCL "
               << decision.nccl_us << " us"

@@ -54,6 +54,10 @@ class NvshmemCollectivePermuteRewriter : public HloModulePass {
     int64_t slice_size = 0;
     // A cost table file (ParseCostTable) in place of the built-in table.
     std::string cost_table_path;
+    // GPUs this process sees. NVSHMEM's initialisation stops a process that
+    // drives more than one (stream_executor/cuda/nvshmem.cc), so NVSHMEM is
+    // chosen only when it sees one, as CollectiveBackendAssigner requires.
+    int64_t num_visible_devices_per_process = 1;
   };
 
   // Reads what `options` name: InvalidArgument when a value is bad, the file
@@ -91,6 +95,7 @@ class NvshmemCollectivePermuteRewriter : public HloModulePass {
   std::optional<nvshmem_selection::Topology> topology_;
   int64_t num_devices_per_host_;
   int64_t slice_size_;
+  int64_t num_visible_devices_per_process_;
 };
 
 }  // namespace gpu

@@ -362,6 +362,39 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyFromDevicesPerHost) {
             CollectiveBackendConfig::NVSHMEM);
 }
 
+TEST_F(NvshmemCollectivePermuteRewriterTest, SeveralGpusPerProcessKeep) {
+  Rewriter::Options options;
+  options.num_devices_per_host = 8;
+  options.num_visible_devices_per_process = 8;
+  EXPECT_EQ(PermuteBackend(kRing8, 8, MakePass(options)),
+            CollectiveBackendConfig::DEFAULT);
+  options.num_visible_devices_per_process = 1;
+  EXPECT_EQ(PermuteBackend(kRing8, 8, MakePass(options)),
+            CollectiveBackendConfig::NVSHMEM);
+}
+
+TEST_F(NvshmemCollectivePermuteRewriterTest, CollectivesGroupKeeps) {
+  constexpr char kGroup[] = R"(
+HloModule group
+
+g {
+  p = f32[1024] parameter(0)
+  ROOT cp = f32[1024] collective-permute(p), channel_id=1,
+    source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+}
+
+ENTRY e {
+  p = f32[1024] parameter(0)
+  ROOT c = f32[1024] call(p), to_apply=g,
+    frontend_attributes={_collectives_group=""}
+}
+)";
+  EXPECT_EQ(PermuteBackend(kGroup, 4, MakePass(4)),
+            CollectiveBackendConfig::DEFAULT);
+  EXPECT_EQ(PermuteBackend(kRing4, 4, MakePass(4)),
+            CollectiveBackendConfig::NVSHMEM);
+}
+
 TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyFromDeviceAssignment) {
   // Hosts of 4 GPUs: the module's devices decide whether a 4-device ring
   // stays on one host, and NVSHMEM puts to partition p as PE p, the process

@@ -112,6 +112,15 @@ TEST(CostTableTest, DefaultHasTheMeasuredCurvesAndNoNvshmemNetworkRow) {
   }
   EXPECT_DOUBLE_EQ(
       table.curve(Backend::kNccl, LinkClass::kIntraHostNvlink)[5].us, 12.7499);
+  // NVSHMEM's measured 18.4228 us and 16.5555 us, plus one more buffer (a put
+  // and the barrier the thunk now enters before its puts).
+  const LinkCost& nvshmem =
+      table.link(Backend::kNvshmem, LinkClass::kIntraHostNvlink);
+  EXPECT_DOUBLE_EQ(nvshmem.per_buffer_us, 16.0292);
+  EXPECT_DOUBLE_EQ(
+      table.curve(Backend::kNvshmem, LinkClass::kIntraHostNvlink)[5].us,
+      18.4228 + 16.0292);
+  EXPECT_DOUBLE_EQ(nvshmem.latency_us, 16.5555 + 16.0292);
   EXPECT_TRUE(table.curve(Backend::kNvshmem, LinkClass::kNetwork).empty());
   // Symmetric memory was never measured: NCCL's numbers.
   EXPECT_EQ(table.curve(Backend::kSymmetric, LinkClass::kIntraHostNvlink)[5].us,
