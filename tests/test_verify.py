@@ -107,6 +107,35 @@ def test_nvshmem_on_devices_other_than_its_pes_fails(capsys, tmp_path):
   assert checks(out)["nvshmem-team"]["status"] == "pass"
 
 
+# A ring of four, in a collectives group as a user marks one (a call with
+# _collectives_group), its permute already set to NVSHMEM.
+GROUPED_RING = """HloModule group, num_partitions=4
+
+group {
+  p = f32[4096] parameter(0)
+  ROOT cp = f32[4096] collective-permute(p), channel_id=1, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}, backend_config={"collective_backend_config":{"backend":"NVSHMEM"}}
+}
+
+ENTRY e {
+  p = f32[4096] parameter(0)
+  ROOT c = f32[4096] call(p), to_apply=group, frontend_attributes={ATTRS}
+}
+"""
+
+
+@pytest.mark.parametrize("attrs,fails", [('_collectives_group=""', True), ('x=""', False)])
+def test_nvshmem_inside_a_collectives_group_fails(capsys, tmp_path, attrs, fails):
+  # The group runs as one thunk that needs NCCL communicators: the patched emitter
+  # falls back to NCCL, so the plan is not what would run.
+  hlo = tmp_path / "group.hlo"
+  hlo.write_text(GROUPED_RING.replace("ATTRS", attrs))
+  rc, out, _ = run(capsys, hlo, "--topology=1x1x4", f"--cost-table={FAST_NVSHMEM}",
+                   "--format=json")
+  [r] = checks(out)["nvshmem-runtime"]["results"]
+  assert (r["status"] == "fail") == fails and ("collectives group" in r["message"]) == fails
+  assert (rc == 1) == fails, out
+
+
 def test_nvshmem_over_the_heap_limit_fails(capsys, tmp_path):
   out_hlo = pass_output(tmp_path, "ring_1x1x8.before_async", "1x1x8",
                         f"--cost-table={FAST_NVSHMEM}")

@@ -14,6 +14,8 @@ jax 0.10.2, openxla/xla 5a9e73cbd92530cac2ac36f4736a774b2412afe2, for peer and
 symmetric memory.
 """
 
+import weakref
+
 from hlo_tools import selection
 from hlo_tools.model.collectives import data_element_types
 
@@ -55,6 +57,30 @@ def nvshmem_domain_problem(device_edges, topology):
           "buffer before the remote put lands")
 
 
+_GROUPS = weakref.WeakKeyDictionary()  # module -> collectives_groups(module)
+
+
+def collectives_groups(module):
+  """Names of the computations that a call or async-start marked
+  `_collectives_group` runs as one collectives group (read once per module)."""
+  if module not in _GROUPS:
+    _GROUPS[module] = frozenset(
+        name for instr in module.instructions()
+        if instr.opcode in ("call", "async-start")
+        and "_collectives_group" in instr.frontend_attributes
+        for name in instr.called_computations)
+  return _GROUPS[module]
+
+
+def nvshmem_group_problem(perm, groups):
+  """Why NVSHMEM cannot run `perm` because it is inside one of `groups`, or None."""
+  if perm.record.computation not in groups:
+    return None
+  return ("inside a collectives group (_collectives_group): the group runs as one "
+          "thunk that needs NCCL communicators, which the NVSHMEM thunk has not "
+          "(collective_group_thunk.cc:81); the patched emitter runs it on NCCL")
+
+
 def nvshmem_problems(perm, topology, source):
   """Every reason in this module why the pinned runtime cannot run `perm`
   (a model.decisions.Permute) on NVSHMEM; [] when none does. Edges the topology
@@ -70,6 +96,7 @@ def nvshmem_problems(perm, topology, source):
   problems.append(selection.nvshmem_pe_reason(
       topology, perm.record.channel_id is not None, source.num_partitions,
       source.num_replicas))
+  problems.append(nvshmem_group_problem(perm, collectives_groups(source.module)))
   return [p for p in problems if p]
 
 
