@@ -516,7 +516,7 @@ TEST(AcrossHostsTest, HeapLimitRefuses) {
   EXPECT_EQ(refusal->kind, RefusalKind::kExceedsHeap);
   EXPECT_EQ(refusal->bytes, int64_t{2} << 30);
   EXPECT_EQ(refusal->limit, int64_t{1} << 30);
-  EXPECT_NE(d.reason.find("exceeds the NVSHMEM symmetric heap"),
+  EXPECT_NE(d.reason.find("2 x 2.0 GiB, exceed the NVSHMEM symmetric heap"),
             std::string::npos)
       << d.reason;
 }

@@ -126,8 +126,8 @@ std::string RefusalText(const Refusal& r) {
           "leave their host; XLA's NVSHMEM permute waits for data only in a "
           "barrier over NVSHMEM_TEAM_SHARED, one host's GPUs");
     case RefusalKind::kExceedsHeap:
-      return absl::StrCat(refused, Bytes(r.bytes),
-                          " exceeds the NVSHMEM symmetric heap (",
+      return absl::StrCat(refused, "operand and result, 2 x ", Bytes(r.bytes),
+                          ", exceed the NVSHMEM symmetric heap (",
                           Bytes(r.limit), ")");
     case RefusalKind::kEdgeOutsideTeam:
       return absl::StrCat(refused, "edge (", r.devices[0], ", ", r.devices[1],

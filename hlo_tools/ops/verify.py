@@ -224,17 +224,15 @@ def _own_edges(perm, topology, source):
 
 
 def check_nvshmem_heap(perms, table):
-  # NVSHMEM runs over NVLink and across the network alike; what it cannot do is
-  # move a message larger than the symmetric heap the table allows for.
+  # The permute's operand and result both live in NVSHMEM's symmetric heap.
   check = Check("nvshmem-heap")
-  limit = table.nvshmem_max_bytes
   for perm in perms:
     if perm.record.backend != "NVSHMEM":
       continue
     size = perm.record.bytes_per_device
-    if limit and size > limit:
-      check.add("fail", perm.start, f"NVSHMEM but {size} bytes exceed the symmetric heap "
-                f"limit of {limit} bytes (nvshmem_max_bytes)")
+    problem = runtime_rules.nvshmem_heap_problem(size, table)
+    if problem:
+      check.add("fail", perm.start, f"NVSHMEM but {problem}")
     else:
       check.add("pass", perm.start, f"NVSHMEM; {size} bytes fit the symmetric heap")
   if not check.results:

@@ -139,13 +139,13 @@ def _upstream(decision, table, nbytes, buffers, plan):
   """Upstream's plan priced with our model: (plan, us, over_heap).
 
   Upstream does not look at the symmetric heap, so its NVSHMEM plan is priced even
-  above nvshmem_max_bytes (flagged)."""
+  where operand and result overflow nvshmem_max_bytes (flagged)."""
   edges = decision["edges_by_class"]
   if plan != "nvshmem" or sum(edges.values()) == 0:
     return "nccl", decision["backend_us"]["nccl"], False
   us = max(selection.edge_time_us(table, "nvshmem", link_class, nbytes, buffers)
            for link_class, count in edges.items() if count > 0)
-  return "nvshmem", us, nbytes > table.nvshmem_max_bytes
+  return "nvshmem", us, 2 * nbytes > table.nvshmem_max_bytes
 
 
 def evaluate(spec, topology, table, shape, buffer_bytes, upstream_plan):

@@ -197,7 +197,7 @@ std::optional<Refusal> CheckNvshmem(const Topology& topology,
     return MakeRefusal(RefusalKind::kOutsideSharedMemory, off_host,
                        static_cast<int>(edges.size()));
   }
-  if (request.bytes > table.nvshmem_max_bytes) {
+  if (request.bytes > table.nvshmem_max_bytes / 2) {
     Refusal refusal = MakeRefusal(RefusalKind::kExceedsHeap);
     refusal.bytes = request.bytes;
     refusal.limit = table.nvshmem_max_bytes;

@@ -43,7 +43,8 @@ limitations under the License.
 //    the barrier, and the thunk emitter, which cannot see hosts, falls back
 //    to NCCL unless every device has one
 //    (backends/gpu/runtime/nvshmem_permute_support.h);
-//  * the message fits the symmetric heap.
+//  * the message fits the symmetric heap twice: operand and result are both
+//    placed in NVSHMEM memory.
 
 #include <array>
 #include <cstdint>
@@ -75,7 +76,7 @@ enum class RefusalKind {
   kUnsupportedType,      // `type` is not put by NVSHMEM.
   kMemcpyLocalP2p,       // The flag is on.
   kOutsideSharedMemory,  // `count` edges leave their host.
-  kExceedsHeap,          // `bytes` above `limit`.
+  kExceedsHeap,          // Twice `bytes` above `limit`.
   kEdgeOutsideTeam,      // Edge devices[0..1] names devices[2], not a member.
   kDeviceWithoutSource,  // `devices` of the team receive nothing.
   kTeamOutsideTopology,  // The program has more devices than are placed.

@@ -300,6 +300,12 @@ TEST(DecideTest, HeapLimitRefusesNvshmem) {
   EXPECT_EQ(d.backend, Backend::kNccl);
   ASSERT_TRUE(d.refusals[1].has_value());
   EXPECT_EQ(d.refusals[1]->kind, RefusalKind::kExceedsHeap);
+  // The heap holds operand and result: 32 MiB each need 64 MiB.
+  table.nvshmem_max_bytes = (64 << 20) - 1;
+  EXPECT_TRUE(Decide(Hosts(1, 8), table, {32 << 20, Ring(8), 8}).refusals[1]);
+  table.nvshmem_max_bytes = 64 << 20;
+  EXPECT_EQ(Decide(Hosts(1, 8), table, {32 << 20, Ring(8), 8}).backend,
+            Backend::kNvshmem);
 }
 
 }  // namespace
