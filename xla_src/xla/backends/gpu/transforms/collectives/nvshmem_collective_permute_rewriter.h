@@ -47,9 +47,9 @@ namespace gpu {
 class NvshmemCollectivePermuteRewriter : public HloModulePass {
  public:
   struct Options {
-    // The cluster as the compiler knows it (CompileOptions::gpu_topology or
-    // the fast-interconnect slice size): GPUs per host and devices per NVLink
-    // domain, 0 when unknown.
+    // The cluster as the compiler knows it: GPUs per host (a flag; XLA's
+    // GpuTopology counts processes as hosts) and devices per NVLink domain
+    // (the fast-interconnect slice), 0 when unknown.
     int64_t num_devices_per_host = 0;
     int64_t slice_size = 0;
     // A cost table file (ParseCostTable) in place of the built-in table.
