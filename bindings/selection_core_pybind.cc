@@ -323,6 +323,18 @@ void BindDecide(py::module_& m) {
       },
       py::arg("topology"), py::arg("team_size"), py::arg("groups"));
 
+  // None when operand and result of `bytes` fit NVSHMEM's heap.
+  m.def(
+      "nvshmem_heap_reason",
+      [](const sel::CostTable& table,
+         int64_t bytes) -> std::optional<std::string> {
+        std::optional<sel::Refusal> heap =
+            sel::NvshmemHeapOverflow(table, bytes);
+        if (!heap) return std::nullopt;
+        return sel::RefusalText(*heap);
+      },
+      py::arg("table"), py::arg("bytes"));
+
   // None when an NVSHMEM permute over these edges is safe.
   m.def(
       "nvshmem_hang_reason",

@@ -174,6 +174,8 @@ std::optional<Refusal> NvshmemHang(
     const std::vector<int>& team);
 std::optional<Refusal> NvshmemPeMismatch(const Topology& topology,
                                          int team_size, int groups);
+std::optional<Refusal> NvshmemHeapOverflow(const CostTable& table,
+                                           int64_t bytes);
 
 enum class Verdict {
   kNoEdges,        // Nothing to move: NCCL.

@@ -83,6 +83,14 @@ std::optional<Refusal> NvshmemPeMismatch(const Topology& topology,
   return FromCore(*mismatch);
 }
 
+std::optional<Refusal> NvshmemHeapOverflow(const CostTable& table,
+                                           int64_t bytes) {
+  std::optional<core::Refusal> heap =
+      core::NvshmemHeapOverflow(table.core, bytes);
+  if (!heap) return std::nullopt;
+  return FromCore(*heap);
+}
+
 std::optional<Refusal> CheckSafety(const Topology& topology,
                                    const CostTable& table,
                                    const PermuteRequest& request,

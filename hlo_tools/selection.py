@@ -133,6 +133,12 @@ def nvshmem_pe_reason(topology, cross_partition, num_partitions, num_replicas):
     raise SelectionError(str(e)) from None
 
 
+def nvshmem_heap_reason(table, nbytes):
+  """Why an NVSHMEM permute moving `nbytes` per device overflows the symmetric heap
+  (the table's nvshmem_max_bytes), or None: its operand and result both live there."""
+  return _selection_core.nvshmem_heap_reason(table, int(nbytes)) or None
+
+
 def nvshmem_hang_reason(device_edges, team_size):
   """Why an NVSHMEM permute over `device_edges` would hang the pinned XLA, or None.
 

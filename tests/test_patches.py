@@ -188,9 +188,10 @@ def lines_added_outside_tests(patch):
 # emitter's checks and Initialize's), 2,170 before the thunk's barrier before
 # its puts, the emitter's NVSHMEM-flag and collectives-group rules, the default
 # table's charge for that barrier, the one-GPU-per-process rule and the pass's
-# collectives-group rule, and the heap bound on operand and result. The goal is
+# collectives-group rule, and the heap bound on operand and result (2,232 before
+# that bound became one function the tools call). The goal is
 # 1,000.
-SERIES_NON_TEST_LINES = 2232
+SERIES_NON_TEST_LINES = 2243
 
 
 def test_series_size_outside_tests():

@@ -64,6 +64,9 @@ def test_decisions_match_the_cpp_tests():
   assert nvl72["plan"] == "nccl" and "leave their host" in nvl72["refused"]["nvshmem"]
   huge = selection.decide(selection.parse_topology("1x1x8"), table, 2 << 30, ring(8))
   assert huge["plan"] == "nccl" and "symmetric heap" in huge["reason"]
+  # Operand and result both live in the heap (1 GiB): 512 MiB fits, one byte more not.
+  assert selection.nvshmem_heap_reason(table, 512 << 20) is None
+  assert "2 x 512.0 MiB" in selection.nvshmem_heap_reason(table, (512 << 20) + 1)
 
 
 def test_cost_table_file_overrides_and_errors(tmp_path):

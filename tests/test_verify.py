@@ -146,7 +146,7 @@ def test_nvshmem_over_the_heap_limit_fails(capsys, tmp_path):
   assert rc == 1
   assert "nvshmem-heap" in json.loads(out)["failed_checks"]
   [r] = checks(out)["nvshmem-heap"]["results"]
-  assert r["status"] == "fail" and "exceed the symmetric heap" in r["message"]
+  assert r["status"] == "fail" and "exceed the NVSHMEM symmetric heap" in r["message"]
 
 
 def test_no_split_where_nvlink_is_slow(capsys, tmp_path):

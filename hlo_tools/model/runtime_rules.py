@@ -5,7 +5,7 @@ The selection core holds the rules: where NVSHMEM would hang (a device of the
 program without a source), put to other GPUs (pairs over several groups, a logical
 device off its PE), overflow its heap, or put an element type the runtime has no put
 for (selection.decide, selection.nvshmem_hang_reason, selection.nvshmem_pe_reason,
-selection.nvshmem_puts_type).
+selection.nvshmem_heap_reason, selection.nvshmem_puts_type).
 This module words them per permute for verify and explain alike, listing every
 problem an op already carries rather than the core's first refusal.
 
@@ -81,17 +81,6 @@ def nvshmem_group_problem(perm, groups):
           "(collective_group_thunk.cc:81); the patched emitter runs it on NCCL")
 
 
-def nvshmem_heap_problem(size, table):
-  """Why an NVSHMEM permute moving `size` bytes per device overflows the symmetric
-  heap (nvshmem_max_bytes), or None: its operand is placed in NVSHMEM memory as well
-  as its result, so the heap must hold both (the core's rule)."""
-  limit = table.nvshmem_max_bytes
-  if 2 * size <= limit:
-    return None
-  return (f"its operand and result, 2 x {size} bytes, exceed the symmetric heap "
-          f"limit of {limit} bytes (nvshmem_max_bytes)")
-
-
 def nvshmem_problems(perm, topology, source):
   """Every reason in this module why the pinned runtime cannot run `perm`
   (a model.decisions.Permute) on NVSHMEM; [] when none does. Edges the topology
@@ -122,7 +111,7 @@ def unsafe_reasons(perm, source, topology, table):
       reasons = nvshmem_problems(perm, topology, source)
       team = source.num_partitions * source.num_replicas
       hang = selection.nvshmem_hang_reason([(s, t) for s, t, _ in perm.edges], team)
-      heap = nvshmem_heap_problem(perm.record.bytes_per_device, table)
+      heap = selection.nvshmem_heap_reason(table, perm.record.bytes_per_device)
       return [r for r in (hang, heap) if r] + reasons
     if have in decisions.PLAN_MODE:
       reason = decisions.safety_refusal(perm, source, topology, table, have)

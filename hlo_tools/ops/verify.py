@@ -230,9 +230,9 @@ def check_nvshmem_heap(perms, table):
     if perm.record.backend != "NVSHMEM":
       continue
     size = perm.record.bytes_per_device
-    problem = runtime_rules.nvshmem_heap_problem(size, table)
+    problem = selection.nvshmem_heap_reason(table, size)
     if problem:
-      check.add("fail", perm.start, f"NVSHMEM but {problem}")
+      check.add("fail", perm.start, f"NVSHMEM: {problem}")
     else:
       check.add("pass", perm.start, f"NVSHMEM; {size} bytes fit the symmetric heap")
   if not check.results:

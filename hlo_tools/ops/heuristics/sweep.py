@@ -145,7 +145,7 @@ def _upstream(decision, table, nbytes, buffers, plan):
     return "nccl", decision["backend_us"]["nccl"], False
   us = max(selection.edge_time_us(table, "nvshmem", link_class, nbytes, buffers)
            for link_class, count in edges.items() if count > 0)
-  return "nvshmem", us, 2 * nbytes > table.nvshmem_max_bytes
+  return "nvshmem", us, selection.nvshmem_heap_reason(table, nbytes) is not None
 
 
 def evaluate(spec, topology, table, shape, buffer_bytes, upstream_plan):

@@ -163,6 +163,15 @@ std::optional<Refusal> NvshmemHang(
   return refusal;
 }
 
+std::optional<Refusal> NvshmemHeapOverflow(const CostTable& table,
+                                           int64_t bytes) {
+  if (bytes <= table.nvshmem_max_bytes / 2) return std::nullopt;
+  Refusal refusal = MakeRefusal(RefusalKind::kExceedsHeap);
+  refusal.bytes = bytes;
+  refusal.limit = table.nvshmem_max_bytes;
+  return refusal;
+}
+
 std::optional<Refusal> NvshmemPeMismatch(const Topology& topology,
                                          int team_size, int groups) {
   if (groups > 1) return MakeRefusal(RefusalKind::kSeveralGroups, groups);
@@ -197,11 +206,8 @@ std::optional<Refusal> CheckNvshmem(const Topology& topology,
     return MakeRefusal(RefusalKind::kOutsideSharedMemory, off_host,
                        static_cast<int>(edges.size()));
   }
-  if (request.bytes > table.nvshmem_max_bytes / 2) {
-    Refusal refusal = MakeRefusal(RefusalKind::kExceedsHeap);
-    refusal.bytes = request.bytes;
-    refusal.limit = table.nvshmem_max_bytes;
-    return refusal;
+  if (std::optional<Refusal> heap = NvshmemHeapOverflow(table, request.bytes)) {
+    return heap;
   }
   if (request.team_size > PlacedDevices(topology)) {
     return MakeRefusal(RefusalKind::kTeamOutsideTopology, request.team_size,

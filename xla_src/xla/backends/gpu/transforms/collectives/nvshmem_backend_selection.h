@@ -108,6 +108,11 @@ std::optional<Refusal> NvshmemHang(
     const std::vector<std::pair<int, int>>& device_edges,
     const std::vector<int>& team);
 
+// Why a permute moving `bytes` from each source overflows NVSHMEM's symmetric
+// heap, or nullopt: its operand and result are both placed in it.
+std::optional<Refusal> NvshmemHeapOverflow(const CostTable& table,
+                                           int64_t bytes);
+
 // Why XLA's NVSHMEM permute would put to other GPUs than the permute's, or
 // nullopt: the pairs of one group of `groups` name PEs, and logical device i
 // of the program's `team_size` must be device i, whose process is PE i.
