@@ -46,7 +46,11 @@ constexpr BackendInfo kBackends[kNumBackends] = {
      "(InvalidArgument at nvshmem_collective_permute_thunk.cc:118; a "
      "flag, not visible in the HLO); each process must drive one GPU "
      "(LOG(FATAL) at nvshmem.cc:76; the XLA pass keeps NCCL when a process "
-     "sees more).",
+     "sees more); xla_gpu_experimental_enable_nvshmem must be in XLA_FLAGS "
+     "too, which NVSHMEM's set-up reads (cuda_platform.cc:127), and the "
+     "destination must be XLA's collective memory, never a donated "
+     "parameter (the caller's, outside the heap): the patched emitter keeps "
+     "NCCL otherwise.",
      "2x H200 NVLink, XLA of jax 0.9.1 (one process per GPU)"},
     {"peer", "peer memory", "DEFAULT", "COLLECTIVES_PEER_MEMORY", "peer",
      "XLA of jax >= 0.10.2",

@@ -131,6 +131,9 @@ needs_llvm() {
       echo "p2p_thunk_common.h includes mlir/IR/BuiltinAttributes.h (with" \
         "tablegen's BuiltinAttributes.h.inc); its Initialize calls CheckIdIsOwnPe, CheckBarrierTeamInsideGroup," \
         "CheckPairsInsideBarrierTeam, AddressedRank and IsBarrierPeer, compiled here";;
+    xla/backends/gpu/runtime/nvshmem_collective_thunk.cc)
+      echo "collective_thunk.h includes xla/service/llvm_ir/llvm_util.h (LLVM); the sync" \
+        "branch now makes the calls the async branch makes, on the same stream";;
     *) return 1;;
   esac
 }
@@ -183,13 +186,18 @@ if grep -q 'UseNvshmemCollectivePermute' "$TREE/xla/service/gpu/thunk_emitter.cc
     printf '#include "xla/backends/gpu/runtime/nvshmem_permute_support.h"\n'
     printf '#include "xla/hlo/ir/hlo_casting_utils.h"\n#include "xla/hlo/ir/hlo_instruction.h"\n'
     printf '#include "xla/hlo/ir/hlo_instructions.h"\n#include "xla/hlo/ir/hlo_opcode.h"\n'
+    printf '#include "absl/status/statusor.h"\n#include "xla/service/buffer_assignment.h"\n'
     printf '#include "xla/service/gpu/backend_configs.pb.h"\n'
-    printf '#include "xla/service/hlo_module_config.h"\nnamespace xla::gpu {\n'
+    printf '#include "xla/service/gpu/gpu_memory_space_assignment.h"\n'
+    printf '#include "xla/service/hlo_module_config.h"\n#include "xla/shape_util.h"\n'
+    printf 'namespace xla::gpu {\n'
     awk '/^bool IsNvshmemCollective\(/ {on = 1} on {print}
          on && /^}/ {n++; if (n == 2) exit}' "$TREE/xla/service/gpu/thunk_emitter.cc"
-    printf 'bool CheckUse(const HloInstruction* i, const HloModuleConfig& c);\n'
-    printf 'bool CheckUse(const HloInstruction* i, const HloModuleConfig& c) {\n'
-    printf '  return UseNvshmemCollectivePermute(i, c);\n}\n}  // namespace xla::gpu\n'
+    printf 'bool CheckUse(const HloInstruction* i, const HloModuleConfig& c,\n'
+    printf '              const BufferAssignment& a);\n'
+    printf 'bool CheckUse(const HloInstruction* i, const HloModuleConfig& c,\n'
+    printf '              const BufferAssignment& a) {\n'
+    printf '  return UseNvshmemCollectivePermute(i, c, a);\n}\n}  // namespace xla::gpu\n'
   } > "$EMIT"
   if (cd "$TREE" && compile "${EMIT#$TREE/}"); then
     emitter=compiles; echo "ok   thunk_emitter.cc's UseNvshmemCollectivePermute, alone"

@@ -42,6 +42,8 @@ def test_tools_tables_are_derived_from_the_records():
   # The runtime rule lines the report and verify print are the records'.
   assert runtime_rules.RULES == {n: r["rule"] for n, r in info.items()}
   assert "nvshmem_communicator.cc:367" in info["nvshmem"]["rule"]
+  # The patched emitter's rules beyond the HLO: the process's flags, the destination.
+  assert "XLA_FLAGS" in info["nvshmem"]["rule"] and "donated" in info["nvshmem"]["rule"]
   assert "jax 0.11.2" in info["peer"]["curve"] and "NCCL's numbers" in info["symmetric"]["curve"]
 
 

@@ -24,10 +24,12 @@ limitations under the License.
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
+#include "xla/debug_options_flags.h"
 #include "xla/hlo/ir/hlo_computation.h"
 #include "xla/hlo/ir/hlo_instruction.h"
 #include "xla/hlo/ir/hlo_instructions.h"
 #include "xla/primitive_util.h"
+#include "xla/service/buffer_assignment.h"
 #include "xla/service/computation_placer.h"
 #include "xla/service/hlo_module_config.h"
 #include "xla/tsl/platform/errors.h"
@@ -128,6 +130,13 @@ absl::Status CanRunNvshmemCollectivePermute(
         "xla_gpu_experimental_enable_nvshmem is off: buffers are not placed in "
         "NVSHMEM memory");
   }
+  // The collective allocator and NVSHMEM's set-up read the process's flags,
+  // not the module's (nccl_collectives.cc, cuda_platform.cc).
+  if (!GetDebugOptionsFromFlags().xla_gpu_experimental_enable_nvshmem()) {
+    return absl::FailedPreconditionError(
+        "xla_gpu_experimental_enable_nvshmem is not in XLA_FLAGS: this process "
+        "does not set NVSHMEM up");
+  }
   if (config.debug_options().xla_gpu_use_memcpy_local_p2p()) {
     return absl::FailedPreconditionError(
         "xla_gpu_use_memcpy_local_p2p is set, which the NVSHMEM thunk refuses");
@@ -151,6 +160,22 @@ absl::Status CanRunNvshmemCollectivePermute(
   }
   TF_RETURN_IF_ERROR(CheckIdsRunOnTheirPes(config));
   return CheckEveryIdReceivesOnce(permute, group_size);
+}
+
+absl::Status CheckNvshmemDestination(const BufferAllocation& destination,
+                                     int64_t collective_color) {
+  if (destination.is_entry_computation_parameter()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "its destination is parameter %d's buffer, which the caller allocated "
+        "outside the NVSHMEM heap",
+        destination.parameter_number()));
+  }
+  if (destination.color() != collective_color) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "its destination is in memory space %d, not the NVSHMEM heap's %d",
+        destination.color(), collective_color));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckIdIsOwnPe(int64_t id, int64_t pe) {

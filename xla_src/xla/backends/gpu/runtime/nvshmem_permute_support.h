@@ -24,6 +24,7 @@ limitations under the License.
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "xla/hlo/ir/hlo_instructions.h"
+#include "xla/service/buffer_assignment.h"
 #include "xla/service/hlo_module_config.h"
 
 namespace xla::gpu {
@@ -32,8 +33,10 @@ namespace xla::gpu {
 // collective-permute or collective-permute-start of a module with `config`),
 // else FailedPrecondition naming the rule it breaks:
 //
-//  * xla_gpu_experimental_enable_nvshmem is on: without it no buffer is placed
-//    in NVSHMEM memory. xla_gpu_use_memcpy_local_p2p is off: the thunk's
+//  * xla_gpu_experimental_enable_nvshmem is on in the module's options and in
+//    XLA_FLAGS: without the first no buffer is placed in NVSHMEM memory,
+//    without the second NVSHMEM is not set up in this process and collective
+//    memory comes from NCCL. xla_gpu_use_memcpy_local_p2p is off: the thunk's
 //    Initialize fails with it. The permute is not inside a collectives group
 //    (an async computation), whose thunk runs NCCL communicators only.
 //  * The permute is not in-place and each operand is an array of F64, F32, F16,
@@ -54,6 +57,13 @@ namespace xla::gpu {
 absl::Status CanRunNvshmemCollectivePermute(
     const HloCollectivePermuteInstruction& permute,
     const HloModuleConfig& config);
+
+// Fails unless `destination`, a buffer the permute writes, is one XLA allocates
+// in `collective_color`, the memory space that NVSHMEM's allocator serves: an
+// entry parameter (a donated input reused as the output) is the caller's
+// memory, outside the symmetric heap, where a put cannot land.
+absl::Status CheckNvshmemDestination(const BufferAllocation& destination,
+                                     int64_t collective_color);
 
 // Fails unless `id`, this device's id in the permute's group, is `pe`, its
 // NVSHMEM PE: the thunk puts to a target id as the PE, so any other PE

@@ -28,12 +28,15 @@ limitations under the License.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
+#include "xla/debug_options_flags.h"
 #include "xla/hlo/ir/hlo_casting_utils.h"
 #include "xla/hlo/ir/hlo_instructions.h"
 #include "xla/hlo/ir/hlo_module.h"
 #include "xla/hlo/ir/hlo_opcode.h"
 #include "xla/hlo/testlib/hlo_hardware_independent_test_base.h"
+#include "xla/service/buffer_assignment.h"
 #include "xla/service/computation_placer.h"
+#include "xla/tsl/platform/env.h"
 
 namespace xla::gpu {
 namespace {
@@ -54,8 +57,19 @@ ENTRY e {
 
 constexpr absl::string_view kRing = "{{0,1},{1,2},{2,3},{3,0}}";
 
+// Sets xla_gpu_experimental_enable_nvshmem in the process's flags.
+void SetNvshmemInXlaFlags(bool on) {
+  tsl::setenv("XLA_FLAGS",
+              on ? "--xla_gpu_experimental_enable_nvshmem=true"
+                 : "--xla_gpu_experimental_enable_nvshmem=false",
+              /*overwrite=*/1);
+  ParseDebugOptionFlagsFromEnv(/*reset_envvar=*/true);
+}
+
 class NvshmemPermuteSupportTest : public HloHardwareIndependentTestBase {
  protected:
+  static void SetUpTestSuite() { SetNvshmemInXlaFlags(true); }
+
   // Whether NVSHMEM can run the permute `hlo` of `replicas` x `partitions`.
   absl::Status CanRun(absl::string_view hlo, int64_t replicas = 1,
                       int64_t partitions = 4) {
@@ -168,6 +182,15 @@ TEST_F(NvshmemPermuteSupportTest, NvshmemOffIsRefused) {
                        HasSubstr("xla_gpu_experimental_enable_nvshmem")));
 }
 
+TEST_F(NvshmemPermuteSupportTest, NvshmemOffInXlaFlagsIsRefused) {
+  ASSERT_THAT(CanRun("f32", kRing), IsOk());
+  SetNvshmemInXlaFlags(false);
+  absl::Status status = Recheck();
+  SetNvshmemInXlaFlags(true);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kFailedPrecondition,
+                               HasSubstr("not in XLA_FLAGS")));
+}
+
 TEST_F(NvshmemPermuteSupportTest, PermuteInCollectivesGroupIsRefused) {
   constexpr absl::string_view kGroup = R"(
 HloModule m
@@ -205,6 +228,22 @@ TEST_F(NvshmemPermuteSupportTest, IdsOnOtherDevicesAreRefused) {
                                    HasSubstr("id 0 runs on device")));
     }
   }
+}
+
+TEST(CheckNvshmemDestinationTest, OnlyXlaAllocatedCollectiveMemoryPasses) {
+  constexpr int64_t kCollective = 1;
+  EXPECT_THAT(CheckNvshmemDestination(BufferAllocation(0, 256, kCollective),
+                                      kCollective),
+              IsOk());
+  EXPECT_THAT(CheckNvshmemDestination(BufferAllocation(0, 256, 0), kCollective),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("memory space 0")));
+  BufferAllocation donated(0, 256, kCollective);
+  donated.set_entry_computation_parameter(
+      2, {}, /*parameter_aliased_with_output=*/true);
+  EXPECT_THAT(CheckNvshmemDestination(donated, kCollective),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("parameter 2's buffer")));
 }
 
 TEST(CheckIdIsOwnPeTest, OnlyTheSameNumberPasses) {
