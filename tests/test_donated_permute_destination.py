@@ -7,6 +7,7 @@ permute's result into parameter 0's allocation; without the donation, into one X
 allocates. CheckNvshmemDestination (the first patch) keeps the first on NCCL.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -15,8 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from hlo_tools import cli
+from hlo_tools.hlo import buffer_assignment
+
 REPO = Path(__file__).resolve().parents[1]
 TARGET = REPO / "hlo_tools" / "data" / "h200_gpu_target_config.pbtxt"
+# A table where NVSHMEM wins on NVLink at every size.
+FAST_NVSHMEM = REPO / "tests" / "fixtures" / "fast_nvshmem.cost"
 
 _RING_LOOP = r'''
 import sys, jax, jax.numpy as jnp, numpy as np
@@ -38,23 +44,87 @@ f.lower(a, a).compile()
 '''
 
 
-def _permute_result_allocation(tmp_path, mode):
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory):
+  """{mode: (module after optimizations, its buffer assignment)} for "donate" and "keep"."""
+  out = {}
+  for mode in ("donate", "keep"):
+    dump = tmp_path_factory.mktemp(mode)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
+               XLA_FLAGS=f"--xla_dump_to={dump}")
+    subprocess.run([sys.executable, "-c", _RING_LOOP, str(TARGET), mode], check=True,
+                   capture_output=True, text=True, env=env, timeout=300)
+    [module] = dump.glob("*jit_ring*after_optimizations.txt")
+    out[mode] = (module, Path(buffer_assignment.sibling_path(module)))
+  return out
+
+
+def _permute_result_allocation(assignment):
   """The header line of the allocation holding collective-permute-start{1}."""
-  dump = tmp_path / mode
-  env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
-             XLA_FLAGS=f"--xla_dump_to={dump}")
-  subprocess.run([sys.executable, "-c", _RING_LOOP, str(TARGET), mode], check=True,
-                 capture_output=True, text=True, env=env, timeout=300)
-  [assignment] = dump.glob("*after_optimizations-buffer-assignment.txt")
   header = None
   for line in assignment.read_text().splitlines():
     if line.startswith("allocation "):
       header = line
     elif re.search(r"collective-permute-start(\.\d+)?\{1\}", line):
       return header
-  pytest.fail(f"no collective-permute-start{{1}} in {assignment.name}")
+  return pytest.fail(f"no collective-permute-start{{1}} in {assignment.name}")
 
 
-def test_a_donated_ring_carry_is_the_permute_destination(tmp_path):
-  assert ", parameter 0," in _permute_result_allocation(tmp_path, "donate")
-  assert "parameter" not in _permute_result_allocation(tmp_path, "keep")
+def test_a_donated_ring_carry_is_the_permute_destination(dumps):
+  assert ", parameter 0," in _permute_result_allocation(dumps["donate"][1])
+  assert "parameter" not in _permute_result_allocation(dumps["keep"][1])
+
+
+def _as_nvshmem(tmp_path, dumps, mode, edit=None):
+  """The compiled module with its permute on NVSHMEM, beside its buffer assignment
+  (`edit` applied to the latter's text)."""
+  module, assignment = dumps[mode]
+  text = module.read_text()
+  assert text.count('"backend":"DEFAULT"') == 1
+  path = tmp_path / f"{mode}.txt"
+  path.write_text(text.replace('"backend":"DEFAULT"', '"backend":"NVSHMEM"'))
+  placed = assignment.read_text()
+  Path(buffer_assignment.sibling_path(path)).write_text(edit(placed) if edit else placed)
+  return path
+
+
+def _nvshmem_runtime(capsys, path):
+  rc = cli.main(["verify", str(path), "--topology=1x1x2", f"--cost-table={FAST_NVSHMEM}",
+                 "--format=json"])
+  out, _ = capsys.readouterr()
+  by_name = {c["name"]: c for c in json.loads(out)["checks"]}
+  return rc, by_name["nvshmem-runtime"]["results"]
+
+
+def test_verify_fails_nvshmem_into_a_donated_carry(capsys, tmp_path, dumps):
+  rc, [r] = _nvshmem_runtime(capsys, _as_nvshmem(tmp_path, dumps, "donate"))
+  assert rc == 1 and r["status"] == "fail"
+  assert "destination {1} (allocation 0) is parameter 0's buffer" in r["message"]
+  # explain marks it, with the same reason.
+  assert cli.main(["explain", str(tmp_path / "donate.txt"), "--topology=1x1x2",
+                   f"--cost-table={FAST_NVSHMEM}"]) == 0
+  unsafe = [l for l in capsys.readouterr().out.splitlines() if l.strip().startswith("UNSAFE ")]
+  assert len(unsafe) == 1 and "parameter 0's buffer" in unsafe[0]
+
+
+def test_verify_wants_the_destination_in_collective_memory(capsys, tmp_path, dumps):
+  # Compiled without NVSHMEM, XLA left the buffer in memory space 0; with NVSHMEM on,
+  # the pinned XLA colors it 1 (the collective allocator's).
+  _, [r] = _nvshmem_runtime(capsys, _as_nvshmem(tmp_path, dumps, "keep"))
+  assert r["status"] == "fail" and "is in memory space 0" in r["message"]
+
+  header = _permute_result_allocation(dumps["keep"][1])
+  assert ", color" not in header
+
+  def colored(text):
+    return text.replace(header, re.sub(r"^(allocation \d+: size \d+)", r"\1, color 1", header))
+  _, [r] = _nvshmem_runtime(capsys, _as_nvshmem(tmp_path, dumps, "keep", colored))
+  assert r["status"] == "pass", r
+
+
+def test_a_malformed_buffer_assignment_is_named_by_line(capsys, tmp_path, dumps):
+  path = _as_nvshmem(tmp_path, dumps, "keep", lambda t: t.replace(" value: <", " value: <x", 1))
+  rc = cli.main(["verify", str(path), "--topology=1x1x2"])
+  _, err = capsys.readouterr()
+  assert rc == 2
+  assert f"{buffer_assignment.sibling_path(path)}:3: expected ' value:" in err

@@ -81,6 +81,33 @@ def nvshmem_group_problem(perm, groups):
           "(collective_group_thunk.cc:81); the patched emitter runs it on NCCL")
 
 
+# MemorySpaceColor::kCollective (gpu_memory_space_assignment.h:33 at the pin): the
+# buffers XLA allocates through the collective allocator, NVSHMEM's heap.
+COLLECTIVE_COLOR = 1
+
+
+def nvshmem_destination_problem(perm, allocations):
+  """Why a destination of the NVSHMEM permute-start `perm` is outside the NVSHMEM heap
+  by the module's buffer assignment (`allocations`, hlo.buffer_assignment), or None."""
+  start = perm.start
+  if not allocations or start.opcode != "collective-permute-start":
+    return None
+  held = {i: a for i, a in allocations.get(start.name, {}).items() if i[:1] == (1,)}
+  for index, alloc in sorted(held.items()):
+    if index + (0,) in held:
+      continue  # a combined permute's tuple: its buffers are {1,i}
+    where = f"its destination {{{','.join(map(str, index))}}} (allocation {alloc.number})"
+    if alloc.parameter is not None:
+      return (f"{where} is parameter {alloc.parameter}'s buffer, which the caller "
+              "allocated outside the NVSHMEM heap (a donated input): a put there lands "
+              "elsewhere; the patched emitter runs it on NCCL (CheckNvshmemDestination)")
+    if alloc.color != COLLECTIVE_COLOR:
+      return (f"{where} is in memory space {alloc.color}, not the collective memory "
+              f"({COLLECTIVE_COLOR}) that NVSHMEM's heap serves: the patched emitter runs "
+              "it on NCCL (CheckNvshmemDestination)")
+  return None
+
+
 def nvshmem_problems(perm, topology, source):
   """Every reason in this module why the pinned runtime cannot run `perm`
   (a model.decisions.Permute) on NVSHMEM; [] when none does. Edges the topology
@@ -97,6 +124,7 @@ def nvshmem_problems(perm, topology, source):
       topology, perm.record.channel_id is not None, source.num_partitions,
       source.num_replicas))
   problems.append(nvshmem_group_problem(perm, collectives_groups(source.module)))
+  problems.append(nvshmem_destination_problem(perm, source.allocations))
   return [p for p in problems if p]
 
 

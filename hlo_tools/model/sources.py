@@ -4,12 +4,14 @@ and the program's partition count where the module header does not say it.
 Errors are InputError: one line, `file:line:col: message`, exit status 2.
 """
 
+import os
 import re
 
 from hlo_tools import cli_io
 from hlo_tools import selection  # noqa: F401 (first: it says how to build a missing binding)
 from hlo_tools import _selection_core
 from hlo_tools.errors import InputError
+from hlo_tools.hlo import buffer_assignment
 from hlo_tools.hlo.reader import parse_hlo_text
 
 
@@ -25,11 +27,25 @@ class Source:
     self.path = path
     self.label = label or path
     self._lines = None
+    self._allocations = None
     # The program's partition count: the header's, else inferred (resolve_partitions).
     self.num_partitions = module.num_partitions
     self.num_replicas = module.num_replicas
     self.partitions_from = "module header" if "num_partitions" in module.attributes \
         else "default"
+
+  @property
+  def allocations(self):
+    """The buffer-assignment dump beside the module (hlo.buffer_assignment.parse),
+    read once; {} where there is none."""
+    if self._allocations is None:
+      self._allocations = {}
+      path = self.path and str(self.path) != "-" and buffer_assignment.sibling_path(self.path)
+      if path and os.path.isfile(path):
+        data = cli_io.read_input(path)
+        self._allocations = buffer_assignment.parse(
+            data.decode("utf-8", "surrogateescape"), path)
+    return self._allocations
 
   @property
   def lines(self):

@@ -266,7 +266,8 @@ def check_nvshmem_team(perms, topology, source):
 def check_nvshmem_runtime(perms, topology, source):
   """What the pinned runtime's NVSHMEM permute needs beside a source for every
   device: element types it puts, every edge inside one shared-memory domain, one
-  group of ids that are the devices' PEs."""
+  group of ids that are the devices' PEs, no collectives group, and, where XLA's
+  buffer-assignment dump lies beside the module, destinations in its heap."""
   check = Check("nvshmem-runtime")
   for perm in perms:
     if perm.record.backend != "NVSHMEM":

@@ -1,0 +1,51 @@
+"""XLA's buffer-assignment dump, `<module>-buffer-assignment.txt` beside a module
+after optimizations: which allocation holds each value an instruction defines.
+
+Only what the runtime rules read: an allocation's number, its color (memory space;
+XLA prints one only when it is not 0) and the entry parameter it is, if any. Errors
+are InputError, `file:line: message`.
+"""
+
+import collections
+import re
+
+from hlo_tools.errors import InputError
+
+Allocation = collections.namedtuple("Allocation", "number color parameter")
+
+_HEADER = "BufferAssignment:"
+_ALLOCATION = re.compile(r"allocation (\d+): size \d+(?:, color (\d+))?(?:, parameter (\d+),)?")
+_VALUE = re.compile(r" value: <\d+ ([\w.\-]+)(?:\{([\d,]*)\})?(?: \(phi\))? @\d+>")
+
+
+def sibling_path(module_path):
+  """Where XLA dumps the buffer assignment of the module at `module_path`."""
+  stem = str(module_path)
+  for suffix in (".txt", ".hlo"):
+    if stem.endswith(suffix):
+      stem = stem[:-len(suffix)]
+  return stem + "-buffer-assignment.txt"
+
+
+def parse(text, label):
+  """{instruction: {shape index tuple: Allocation}} of the values the dump places."""
+  lines = text.split("\n")
+  if lines[0].strip() != _HEADER:
+    raise InputError(f"{label}:1: not an XLA buffer-assignment dump (no '{_HEADER}' line)")
+  holders, current = {}, None
+  for lineno, line in enumerate(lines[1:], 2):
+    if line.startswith("allocation "):
+      m = _ALLOCATION.match(line)
+      if not m:
+        raise InputError(f"{label}:{lineno}: expected 'allocation N: size S, ...'")
+      current = Allocation(int(m[1]), int(m[2] or 0), None if m[3] is None else int(m[3]))
+    elif line.startswith(" value: "):
+      m = _VALUE.match(line)
+      if not m or current is None:
+        raise InputError(f"{label}:{lineno}: expected ' value: <id name{{index}} @n>' "
+                         "under an allocation line")
+      index = tuple(int(i) for i in (m[2] or "").split(",") if i)
+      holders.setdefault(m[1], {}).setdefault(index, current)
+    else:
+      current = None  # later sections list values in other forms
+  return holders
