@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from hlo_tools.hlo import buffer_assignment
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 SMALL = ["--seq_len=512", "--num_heads=4", "--num_kv_heads=2", "--head_dim=32"]
@@ -79,6 +81,10 @@ def test_gpu_dump_has_async_permutes_in_while_body(gpu_dumps, topo):
   assert any("collective-permute-start(" in b and "collective-permute-done(" in b
              for b in bodies)
   assert '"backend":"DEFAULT"' in text
+  # Its buffer assignment lies beside it, where verify and explain look for it.
+  placed = buffer_assignment.parse(
+      (out / "after_optimizations-buffer-assignment.txt").read_text(), "placed")
+  assert any(name.startswith("collective-permute-start") for name in placed)
 
 
 def test_manifest_lists_passes_in_xla_order(gpu_dumps):

@@ -13,6 +13,7 @@ import tempfile
 import time
 
 from hlo_tools import selection
+from hlo_tools.hlo import buffer_assignment
 from hlo_tools.ops.outdir import make_work_dir, publish
 from hlo_tools.model.dumps import (BEFORE_ASYNC_PASS, XLA_DUMP_SUBDIR, DumpReadError,
                                    index_xla_dump, main_module, pass_snapshot_text)
@@ -407,6 +408,11 @@ def write_stages(work_dir, modules, main_key):
       shutil.copyfile(os.path.join(work_dir, XLA_DUMP_SUBDIR, fname),
                       os.path.join(work_dir, stage + ".hlo"))
       stages[stage] = stage + ".hlo"
+      # Its buffer assignment beside it, where the runtime rules look for it.
+      placed = buffer_assignment.sibling_path(os.path.join(work_dir, XLA_DUMP_SUBDIR, fname))
+      if os.path.isfile(placed):
+        shutil.copyfile(placed, buffer_assignment.sibling_path(os.path.join(work_dir,
+                                                                            stage + ".hlo")))
     if modules[main_key]["passes"]:  # every pass dumped: what the assigner sees
       try:
         text = pass_snapshot_text(os.path.join(work_dir, XLA_DUMP_SUBDIR),
