@@ -49,8 +49,10 @@ constexpr BackendInfo kBackends[kNumBackends] = {
      "sees more); xla_gpu_experimental_enable_nvshmem must be in XLA_FLAGS "
      "too, which NVSHMEM's set-up reads (cuda_platform.cc:127), and the "
      "destination must be XLA's collective memory, never a donated "
-     "parameter (the caller's, outside the heap): the patched emitter keeps "
-     "NCCL otherwise.",
+     "parameter (the caller's, outside the heap), and no buffer of that "
+     "memory may be live out (a put lands at the sender's heap offset, and "
+     "each process frees an output when its caller does): the patched "
+     "emitter keeps NCCL otherwise.",
      "2x H200 NVLink, XLA of jax 0.9.1 (one process per GPU)"},
     {"peer", "peer memory", "DEFAULT", "COLLECTIVES_PEER_MEMORY", "peer",
      "XLA of jax >= 0.10.2",

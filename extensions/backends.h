@@ -152,9 +152,10 @@ bool HasMeasuredCurve(const CostTable& table, Backend backend,
 // RefusalKind and details), or a rule only the tools know.
 using core::RefusalKind;
 enum class ToolRule {
-  kNone,        // The core's rule.
-  kNotOffered,  // The target XLA does not offer it (`offered`).
-  kNoSignals,   // Symmetric memory without NCCL signals.
+  kNone,           // The core's rule.
+  kNotOffered,     // The target XLA does not offer it (`offered`).
+  kNoSignals,      // Symmetric memory without NCCL signals.
+  kNcclOnlyPlace,  // In a collectives group or under a conditional's branch.
 };
 struct Refusal : core::Refusal {
   Backend backend = Backend::kNccl;
@@ -204,9 +205,11 @@ struct Decision : core::Decision {
 };
 
 // The core's rule over NVSHMEM, peer and symmetric: the fastest allowed
-// alternative when it beats NCCL by the margin (ties to the first).
+// alternative when it beats NCCL by the margin (ties to the first). NCCL
+// alone where the pass keeps it (`nccl_only_place`,
+// NvshmemCollectivePermuteRewriter::NcclOnlyComputations).
 Decision Decide(const Topology& topology, const CostTable& table,
-                const PermuteRequest& request);
+                const PermuteRequest& request, bool nccl_only_place = false);
 
 }  // namespace nvshmem_ext
 

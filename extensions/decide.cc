@@ -113,6 +113,13 @@ std::string RefusalText(const Refusal& r) {
     return absl::StrCat(refused, "not offered by the target XLA (backends ",
                         BackendSetToString(r.offered), ")");
   }
+  if (r.tool_rule == ToolRule::kNcclOnlyPlace) {
+    return absl::StrCat(
+        refused,
+        "in a collectives group or under a conditional's branch, where the "
+        "pass keeps NCCL (a group's thunk needs NCCL communicators; devices "
+        "may take different branches)");
+  }
   if (r.tool_rule == ToolRule::kNoSignals) {
     return absl::StrCat(
         refused,
@@ -262,7 +269,7 @@ std::string DescribeDecision(const Topology& topology, const CostTable& table,
 }  // namespace
 
 Decision Decide(const Topology& topology, const CostTable& table,
-                const PermuteRequest& request) {
+                const PermuteRequest& request, bool nccl_only_place) {
   Decision decision;
   for (const auto& [src, dst] : request.device_edges) {
     ++decision.edges_by_class[static_cast<int>(topology.Classify(src, dst))];
@@ -273,6 +280,9 @@ Decision Decide(const Topology& topology, const CostTable& table,
   for (int b = 1; b < kNumBackends; ++b) {
     const Backend backend = static_cast<Backend>(b);
     decision.refused[b] = OfferedAndSignaled(table, backend);
+    if (!decision.refused[b] && nccl_only_place) {
+      decision.refused[b] = ToolRefusal(backend, ToolRule::kNcclOnlyPlace);
+    }
     if (!decision.refused[b]) candidates.push_back(backend);
   }
   static_cast<core::Decision&>(decision) =

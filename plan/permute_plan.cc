@@ -135,6 +135,7 @@ absl::StatusOr<bool> PlanningRewriter::RunImpl(
   TF_ASSIGN_OR_RETURN(sel::Topology topology, TopologyFor(*module));
   bool changed = false;
   const LoopNests loop_nests(*module);
+  const auto nccl_only = Rewriter::NcclOnlyComputations(*module);
   // The permutes the pass visits, in its order, with its requests.
   for (xla::HloComputation* computation :
        module->MakeNonfusionComputations(execution_threads)) {
@@ -146,7 +147,8 @@ absl::StatusOr<bool> PlanningRewriter::RunImpl(
       const bool rewritable =
           !permute->inplace() && !computation->IsAsyncComputation();
       OpRecord record = ToRecord(*permute, topology, request, rewritable,
-                                 sel::Decide(topology, table_, request));
+                                 sel::Decide(topology, table_, request,
+                                             nccl_only.contains(computation)));
       record.loops = loop_nests.Of(*computation);
       if (!record.skipped && !options_.decide_only) {
         TF_ASSIGN_OR_RETURN(

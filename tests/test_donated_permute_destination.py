@@ -5,6 +5,11 @@ memory space; an entry parameter's buffer is the caller's. In a deviceless GPU c
 (jax 0.10.2's XLA, two H200), a ring in a fori_loop whose carry is donated writes the
 permute's result into parameter 0's allocation; without the donation, into one XLA
 allocates. CheckNvshmemDestination (the first patch) keeps the first on NCCL.
+
+A put lands at the sender's own offset in the heap, and each process allocates from
+its own pool: a heap buffer that is the program's output (the ring returns its carry)
+lives as long as each process's caller keeps it, after which offsets can differ.
+CheckCollectiveMemoryFreedEachRun keeps such a program on NCCL.
 """
 
 import json
@@ -35,7 +40,9 @@ def body(i, c):
   k, acc = c
   return jax.lax.ppermute(k, "cp", [(0, 1), (1, 0)]), acc + jnp.sin(k)
 def ring(k, acc):
-  return jax.lax.fori_loop(0, 3, body, (k, acc))
+  k, acc = jax.lax.fori_loop(0, 3, body, (k, acc))
+  # "temp": the carries stay inside the program, which returns a few elements.
+  return (acc[:8], acc[:8]) if sys.argv[2] == "temp" else (k, acc)
 f = jax.jit(jax.shard_map(ring, mesh=mesh, in_specs=(P("cp"), P("cp")),
                           out_specs=(P("cp"), P("cp"))),
             donate_argnums=(0, 1) if sys.argv[2] == "donate" else ())
@@ -46,9 +53,10 @@ f.lower(a, a).compile()
 
 @pytest.fixture(scope="module")
 def dumps(tmp_path_factory):
-  """{mode: (module after optimizations, its buffer assignment)} for "donate" and "keep"."""
+  """{mode: (module after optimizations, its buffer assignment)} for "donate", "keep"
+  and "temp"."""
   out = {}
-  for mode in ("donate", "keep"):
+  for mode in ("donate", "keep", "temp"):
     dump = tmp_path_factory.mktemp(mode)
     env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
                XLA_FLAGS=f"--xla_dump_to={dump}")
@@ -107,23 +115,37 @@ def test_verify_fails_nvshmem_into_a_donated_carry(capsys, tmp_path, dumps):
   assert len(unsafe) == 1 and "parameter 0's buffer" in unsafe[0]
 
 
-def test_verify_wants_the_destination_in_collective_memory(capsys, tmp_path, dumps):
-  # Compiled without NVSHMEM, XLA left the buffer in memory space 0; with NVSHMEM on,
-  # the pinned XLA colors it 1 (the collective allocator's).
-  _, [r] = _nvshmem_runtime(capsys, _as_nvshmem(tmp_path, dumps, "keep"))
-  assert r["status"] == "fail" and "is in memory space 0" in r["message"]
-
-  header = _permute_result_allocation(dumps["keep"][1])
+def _colored(header):
+  """An edit that puts the allocation of `header` in memory space 1, as the pinned XLA
+  colors every buffer an NVSHMEM permute reads or writes when NVSHMEM is on."""
   assert ", color" not in header
+  return lambda text: text.replace(
+      header, re.sub(r"^(allocation \d+: size \d+)", r"\1, color 1", header))
 
-  def colored(text):
-    return text.replace(header, re.sub(r"^(allocation \d+: size \d+)", r"\1, color 1", header))
-  _, [r] = _nvshmem_runtime(capsys, _as_nvshmem(tmp_path, dumps, "keep", colored))
+
+def test_verify_wants_the_destination_in_collective_memory(capsys, tmp_path, dumps):
+  # Compiled without NVSHMEM, XLA left the buffer in memory space 0.
+  _, [r] = _nvshmem_runtime(capsys, _as_nvshmem(tmp_path, dumps, "temp"))
+  assert r["status"] == "fail" and "is in memory space 0" in r["message"]
+  header = _permute_result_allocation(dumps["temp"][1])
+  assert "maybe-live-out" not in header
+  _, [r] = _nvshmem_runtime(capsys, _as_nvshmem(tmp_path, dumps, "temp", _colored(header)))
   assert r["status"] == "pass", r
 
 
+def test_verify_fails_a_heap_buffer_that_outlives_the_run(capsys, tmp_path, dumps):
+  # The ring returns its last carry: the permute writes a buffer that is the program's
+  # output, which each process frees when its own caller drops it.
+  header = _permute_result_allocation(dumps["keep"][1])
+  assert header.endswith(", maybe-live-out:")
+  rc, [r] = _nvshmem_runtime(capsys, _as_nvshmem(tmp_path, dumps, "keep", _colored(header)))
+  assert rc == 1 and r["status"] == "fail"
+  number = re.match(r"allocation (\d+):", header)[1]
+  assert f"allocation {number} of the collective memory (1) may be live out" in r["message"]
+
+
 def test_a_malformed_buffer_assignment_is_named_by_line(capsys, tmp_path, dumps):
-  path = _as_nvshmem(tmp_path, dumps, "keep", lambda t: t.replace(" value: <", " value: <x", 1))
+  path = _as_nvshmem(tmp_path, dumps, "temp", lambda t: t.replace(" value: <", " value: <x", 1))
   rc = cli.main(["verify", str(path), "--topology=1x1x2"])
   _, err = capsys.readouterr()
   assert rc == 2

@@ -2,8 +2,8 @@
 after optimizations: which allocation holds each value an instruction defines.
 
 Only what the runtime rules read: an allocation's number, its color (memory space;
-XLA prints one only when it is not 0) and the entry parameter it is, if any. Errors
-are InputError, `file:line: message`.
+XLA prints one only when it is not 0), the entry parameter it is, if any, and whether
+it may be live out. Errors are InputError, `file:line: message`.
 """
 
 import collections
@@ -11,7 +11,7 @@ import re
 
 from hlo_tools.errors import InputError
 
-Allocation = collections.namedtuple("Allocation", "number color parameter")
+Allocation = collections.namedtuple("Allocation", "number color parameter live_out")
 
 _HEADER = "BufferAssignment:"
 _ALLOCATION = re.compile(r"allocation (\d+): size \d+(?:, color (\d+))?(?:, parameter (\d+),)?")
@@ -38,7 +38,8 @@ def parse(text, label):
       m = _ALLOCATION.match(line)
       if not m:
         raise InputError(f"{label}:{lineno}: expected 'allocation N: size S, ...'")
-      current = Allocation(int(m[1]), int(m[2] or 0), None if m[3] is None else int(m[3]))
+      current = Allocation(int(m[1]), int(m[2] or 0), None if m[3] is None else int(m[3]),
+                           ", maybe-live-out" in line)
     elif line.startswith(" value: "):
       m = _VALUE.match(line)
       if not m or current is None:

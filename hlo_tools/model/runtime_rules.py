@@ -57,28 +57,43 @@ def nvshmem_domain_problem(device_edges, topology):
           "buffer before the remote put lands")
 
 
-_GROUPS = weakref.WeakKeyDictionary()  # module -> collectives_groups(module)
+_NCCL_ONLY = weakref.WeakKeyDictionary()  # module -> nccl_only_computations(module)
 
 
-def collectives_groups(module):
-  """Names of the computations that a call or async-start marked
-  `_collectives_group` runs as one collectives group (read once per module)."""
-  if module not in _GROUPS:
-    _GROUPS[module] = frozenset(
-        name for instr in module.instructions()
-        if instr.opcode in ("call", "async-start")
-        and "_collectives_group" in instr.frontend_attributes
-        for name in instr.called_computations)
-  return _GROUPS[module]
+def nccl_only_computations(module):
+  """{computation name: "group" or "branch"} for the computations whose permutes the
+  patched XLA keeps on NCCL, with all they call: those a call or async-start marked
+  `_collectives_group` runs, and a conditional's branches (read once per module)."""
+  if module not in _NCCL_ONLY:
+    calls = {c.name: [n for i in c.instructions for n in i.called_computations]
+             for c in module.computations}
+    found = {}
+    for instr in module.instructions():
+      grouped = (instr.opcode in ("call", "async-start")
+                 and "_collectives_group" in instr.frontend_attributes)
+      if grouped or instr.opcode == "conditional":
+        pending = list(instr.called_computations)
+        while pending:
+          name = pending.pop()
+          if found.setdefault(name, "group" if grouped else "branch") and name in calls:
+            pending.extend(n for n in calls.pop(name) if n not in found)
+    _NCCL_ONLY[module] = found
+  return _NCCL_ONLY[module]
 
 
-def nvshmem_group_problem(perm, groups):
-  """Why NVSHMEM cannot run `perm` because it is inside one of `groups`, or None."""
-  if perm.record.computation not in groups:
-    return None
-  return ("inside a collectives group (_collectives_group): the group runs as one "
-          "thunk that needs NCCL communicators, which the NVSHMEM thunk has not "
-          "(collective_group_thunk.cc:81); the patched emitter runs it on NCCL")
+def nvshmem_control_problem(perm, nccl_only):
+  """Why NVSHMEM cannot run `perm` where it sits (`nccl_only`, from
+  nccl_only_computations), or None."""
+  where = nccl_only.get(perm.record.computation)
+  if where == "group":
+    return ("inside a collectives group (_collectives_group): the group runs as one "
+            "thunk that needs NCCL communicators, which the NVSHMEM thunk has not "
+            "(collective_group_thunk.cc:81); the patched emitter runs it on NCCL")
+  if where == "branch":
+    return ("under a conditional's branch: devices may take different branches, and the "
+            "thunk puts to the address of the sender's own destination, so the data "
+            "lands in another buffer; the patched emitter runs it on NCCL")
+  return None
 
 
 # MemorySpaceColor::kCollective (gpu_memory_space_assignment.h:33 at the pin): the
@@ -86,12 +101,20 @@ def nvshmem_group_problem(perm, groups):
 COLLECTIVE_COLOR = 1
 
 
-def nvshmem_destination_problem(perm, allocations):
-  """Why a destination of the NVSHMEM permute-start `perm` is outside the NVSHMEM heap
-  by the module's buffer assignment (`allocations`, hlo.buffer_assignment), or None."""
+def nvshmem_heap_problem(perm, allocations):
+  """Why the NVSHMEM permute-start `perm` cannot put into the NVSHMEM heap by the
+  module's buffer assignment (`allocations`, hlo.buffer_assignment): a buffer of the
+  heap outlives the run, or a destination lies outside the heap; None when neither."""
   start = perm.start
   if not allocations or start.opcode != "collective-permute-start":
     return None
+  escaping = sorted({a.number for placed in allocations.values() for a in placed.values()
+                     if a.color == COLLECTIVE_COLOR and a.live_out})
+  if escaping:
+    return (f"allocation {escaping[0]} of the collective memory ({COLLECTIVE_COLOR}) may be "
+            "live out: each process frees it when its caller does, so later NVSHMEM heap "
+            "offsets need not agree across processes and a put lands in another buffer; "
+            "the patched emitter runs it on NCCL (CheckCollectiveMemoryFreedEachRun)")
   held = {i: a for i, a in allocations.get(start.name, {}).items() if i[:1] == (1,)}
   for index, alloc in sorted(held.items()):
     if index + (0,) in held:
@@ -123,8 +146,8 @@ def nvshmem_problems(perm, topology, source):
   problems.append(selection.nvshmem_pe_reason(
       topology, perm.record.channel_id is not None, source.num_partitions,
       source.num_replicas))
-  problems.append(nvshmem_group_problem(perm, collectives_groups(source.module)))
-  problems.append(nvshmem_destination_problem(perm, source.allocations))
+  problems.append(nvshmem_control_problem(perm, nccl_only_computations(source.module)))
+  problems.append(nvshmem_heap_problem(perm, source.allocations))
   return [p for p in problems if p]
 
 

@@ -19,6 +19,7 @@ limitations under the License.
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -28,6 +29,7 @@ limitations under the License.
 #include "xla/hlo/ir/hlo_computation.h"
 #include "xla/hlo/ir/hlo_instruction.h"
 #include "xla/hlo/ir/hlo_instructions.h"
+#include "xla/hlo/ir/hlo_opcode.h"
 #include "xla/primitive_util.h"
 #include "xla/service/buffer_assignment.h"
 #include "xla/service/computation_placer.h"
@@ -54,6 +56,27 @@ bool HasNvshmemPut(PrimitiveType type) {
     default:
       return false;
   }
+}
+
+// Whether `computation` runs under a conditional's branch, directly or
+// through the computations that call it.
+bool UnderConditionalBranch(const HloComputation* computation) {
+  std::vector<const HloComputation*> pending = {computation};
+  absl::flat_hash_set<const HloComputation*> seen;
+  while (!pending.empty()) {
+    const HloComputation* callee = pending.back();
+    pending.pop_back();
+    if (callee == nullptr || !seen.insert(callee).second) {
+      continue;
+    }
+    for (const HloInstruction* caller : callee->caller_instructions()) {
+      if (caller->opcode() == HloOpcode::kConditional) {
+        return true;
+      }
+      pending.push_back(caller->parent());
+    }
+  }
+  return false;
 }
 
 absl::Status CheckOperands(const HloCollectivePermuteInstruction& permute) {
@@ -146,6 +169,11 @@ absl::Status CanRunNvshmemCollectivePermute(
         "in a collectives group, whose thunk needs NCCL communicators: the "
         "NVSHMEM thunk has none");
   }
+  if (UnderConditionalBranch(permute.parent())) {
+    return absl::FailedPreconditionError(
+        "under a conditional's branch: devices may take different branches, "
+        "and a put lands at the address of the sender's own branch's buffer");
+  }
   TF_RETURN_IF_ERROR(CheckOperands(permute));
   // The ids as NvshmemCollectivePermuteStartThunk::GetNvshmemP2PConfig counts.
   const int64_t group_size = permute.channel_id().has_value()
@@ -174,6 +202,20 @@ absl::Status CheckNvshmemDestination(const BufferAllocation& destination,
     return absl::FailedPreconditionError(absl::StrFormat(
         "its destination is in memory space %d, not the NVSHMEM heap's %d",
         destination.color(), collective_color));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckCollectiveMemoryFreedEachRun(
+    absl::Span<const BufferAllocation> allocations, int64_t collective_color) {
+  for (const BufferAllocation& allocation : allocations) {
+    if (allocation.color() == collective_color && allocation.maybe_live_out()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "allocation %d of the NVSHMEM heap may be live out: each process "
+          "frees it when its caller does, so later heap offsets need not agree "
+          "across PEs",
+          allocation.index()));
+    }
   }
   return absl::OkStatus();
 }

@@ -38,7 +38,9 @@ namespace xla::gpu {
 //    without the second NVSHMEM is not set up in this process and collective
 //    memory comes from NCCL. xla_gpu_use_memcpy_local_p2p is off: the thunk's
 //    Initialize fails with it. The permute is not inside a collectives group
-//    (an async computation), whose thunk runs NCCL communicators only.
+//    (an async computation), whose thunk runs NCCL communicators only, nor
+//    under a conditional's branch: devices may take different branches, and
+//    the thunk puts to the address of the sender's own destination.
 //  * The permute is not in-place and each operand is an array of F64, F32, F16,
 //    BF16, S32, S64, U32 or U64: NvshmemCommunicator::P2P puts those types
 //    only and fails at run time on any other; the thunk puts whole operands.
@@ -64,6 +66,14 @@ absl::Status CanRunNvshmemCollectivePermute(
 // memory, outside the symmetric heap, where a put cannot land.
 absl::Status CheckNvshmemDestination(const BufferAllocation& destination,
                                      int64_t collective_color);
+
+// Fails when an allocation of `collective_color` among `allocations` may be
+// live out. A put lands at the sender's own offset in the symmetric heap, so
+// offsets must agree on every PE, and each process serves collective memory
+// from its own pool: a buffer that outlives the run is freed when that
+// process's caller drops it, after which the processes allocate differently.
+absl::Status CheckCollectiveMemoryFreedEachRun(
+    absl::Span<const BufferAllocation> allocations, int64_t collective_color);
 
 // Fails unless `id`, this device's id in the permute's group, is `pe`, its
 // NVSHMEM PE: the thunk puts to a target id as the PE, so any other PE

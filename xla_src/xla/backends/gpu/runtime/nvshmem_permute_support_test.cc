@@ -210,6 +210,35 @@ ENTRY e {
                                        HasSubstr("collectives group")));
 }
 
+TEST_F(NvshmemPermuteSupportTest, PermuteUnderConditionalBranchIsRefused) {
+  constexpr absl::string_view kBranch = R"(
+HloModule m
+
+ring {
+  p = f32[64] parameter(0)
+  ROOT cp = f32[64] collective-permute(p), channel_id=1,
+    source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+}
+
+on_true {
+  p = f32[64] parameter(0)
+  ROOT c = f32[64] call(p), to_apply=ring
+}
+
+on_false {
+  ROOT p = f32[64] parameter(0)
+}
+
+ENTRY e {
+  b = pred[] parameter(0)
+  p = f32[64] parameter(1)
+  ROOT r = f32[64] conditional(b, p, p), true_computation=on_true,
+    false_computation=on_false
+})";
+  EXPECT_THAT(CanRun(kBranch), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                        HasSubstr("conditional's branch")));
+}
+
 TEST_F(NvshmemPermuteSupportTest, IdsOnOtherDevicesAreRefused) {
   ASSERT_THAT(CanRun("f32", kRing), IsOk());
   for (const auto& [devices, runs] :
@@ -244,6 +273,20 @@ TEST(CheckNvshmemDestinationTest, OnlyXlaAllocatedCollectiveMemoryPasses) {
   EXPECT_THAT(CheckNvshmemDestination(donated, kCollective),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("parameter 2's buffer")));
+}
+
+TEST(CheckCollectiveMemoryFreedEachRunTest, NoHeapBufferOutlivesTheRun) {
+  constexpr int64_t kCollective = 1;
+  std::vector<BufferAllocation> allocations = {
+      BufferAllocation(0, 256, 0), BufferAllocation(1, 256, kCollective),
+      BufferAllocation(2, 256, kCollective)};
+  allocations[0].set_maybe_live_out(true);  // The default memory's output.
+  EXPECT_THAT(CheckCollectiveMemoryFreedEachRun(allocations, kCollective),
+              IsOk());
+  allocations[2].set_maybe_live_out(true);
+  EXPECT_THAT(CheckCollectiveMemoryFreedEachRun(allocations, kCollective),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("allocation 2 of the NVSHMEM heap")));
 }
 
 TEST(CheckIdIsOwnPeTest, OnlyTheSameNumberPasses) {

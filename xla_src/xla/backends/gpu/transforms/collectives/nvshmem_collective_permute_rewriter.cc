@@ -93,22 +93,6 @@ absl::StatusOr<std::vector<int>> Placement(const HloModuleConfig& config) {
   return placement;
 }
 
-// Computations that a call marked kCollectivesGroupAttr runs as one group:
-// the group's thunk needs NCCL communicators, which NVSHMEM's thunk has not.
-absl::flat_hash_set<const HloComputation*> CollectivesGroups(
-    const HloModule& module) {
-  absl::flat_hash_set<const HloComputation*> groups;
-  for (const HloComputation* computation : module.computations()) {
-    for (const HloInstruction* instr : computation->instructions()) {
-      if (instr->opcode() == HloOpcode::kCall &&
-          instr->frontend_attributes().map().contains(kCollectivesGroupAttr)) {
-        groups.insert(instr->to_apply());
-      }
-    }
-  }
-  return groups;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<NvshmemCollectivePermuteRewriter>>
@@ -174,6 +158,30 @@ absl::StatusOr<sel::Topology> NvshmemCollectivePermuteRewriter::TopologyFor(
                                static_cast<int>(domain), std::move(placement));
 }
 
+// A collectives group's thunk needs NCCL communicators; devices may take
+// different branches, and a put lands at the address of the sender's own
+// branch's buffer.
+absl::flat_hash_set<const HloComputation*>
+NvshmemCollectivePermuteRewriter::NcclOnlyComputations(
+    const HloModule& module) {
+  absl::flat_hash_set<const HloComputation*> nccl_only;
+  const std::vector<HloComputation*> callees_first =
+      module.MakeComputationPostOrder();
+  for (auto it = callees_first.rbegin(); it != callees_first.rend(); ++it) {
+    const bool inherited = nccl_only.contains(*it);
+    for (const HloInstruction* instr : (*it)->instructions()) {
+      if (inherited || instr->opcode() == HloOpcode::kConditional ||
+          (instr->opcode() == HloOpcode::kCall &&
+           instr->frontend_attributes().map().contains(
+               kCollectivesGroupAttr))) {
+        nccl_only.insert(instr->called_computations().begin(),
+                         instr->called_computations().end());
+      }
+    }
+  }
+  return nccl_only;
+}
+
 absl::StatusOr<sel::PermuteRequest>
 NvshmemCollectivePermuteRewriter::RequestFor(
     const HloCollectivePermuteInstruction& permute,
@@ -219,12 +227,12 @@ absl::StatusOr<bool> NvshmemCollectivePermuteRewriter::RunImpl(
             << " GPUs, and NVSHMEM runs only with one GPU per process";
     alternatives.clear();
   }
-  const absl::flat_hash_set<const HloComputation*> groups =
-      CollectivesGroups(*module);
+  const absl::flat_hash_set<const HloComputation*> nccl_only =
+      NcclOnlyComputations(*module);
   bool changed = false;
   for (HloComputation* computation :
        module->MakeNonfusionComputations(execution_threads)) {
-    const bool in_group = groups.contains(computation);
+    const bool in_nccl_only = nccl_only.contains(computation);
     for (HloInstruction* instr : computation->MakeInstructionPostOrder()) {
       auto* permute = DynCast<HloCollectivePermuteInstruction>(instr);
       if (permute == nullptr || permute->inplace() ||
@@ -233,9 +241,9 @@ absl::StatusOr<bool> NvshmemCollectivePermuteRewriter::RunImpl(
       }
       TF_ASSIGN_OR_RETURN(sel::PermuteRequest request,
                           RequestFor(*permute, topology));
-      const sel::Decision decision =
-          sel::Decide(topology, cost_table_, request,
-                      in_group ? std::vector<sel::Backend>() : alternatives);
+      const sel::Decision decision = sel::Decide(
+          topology, cost_table_, request,
+          in_nccl_only ? std::vector<sel::Backend>() : alternatives);
       VLOG(1) << name() << ": " << permute->name() << ": "
               << sel::BackendName(decision.backend) << " (NCCL "
               << decision.nccl_us << " us"

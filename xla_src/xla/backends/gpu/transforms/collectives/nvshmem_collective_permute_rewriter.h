@@ -25,6 +25,7 @@ limitations under the License.
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "xla/hlo/ir/hlo_computation.h"
 #include "xla/hlo/ir/hlo_instructions.h"
 #include "xla/hlo/ir/hlo_module.h"
 #include "xla/hlo/pass/hlo_pass_interface.h"
@@ -43,7 +44,8 @@ namespace gpu {
 // Runs after the collective combiners (it prices combined messages) and
 // before AsyncCollectiveCreator, which copies the config onto the start and
 // done. In-place permutes and permutes inside async computations are left
-// alone.
+// alone; permutes in a collectives group or under a conditional's branch stay
+// on NCCL.
 class NvshmemCollectivePermuteRewriter : public HloModulePass {
  public:
   struct Options {
@@ -79,6 +81,11 @@ class NvshmemCollectivePermuteRewriter : public HloModulePass {
   // The topology the module's permutes are decided on.
   absl::StatusOr<nvshmem_selection::Topology> TopologyFor(
       const HloModule& module) const;
+
+  // Computations whose permutes stay on NCCL, with all they call: those a
+  // call marked kCollectivesGroupAttr runs, and a conditional's branches.
+  static absl::flat_hash_set<const HloComputation*> NcclOnlyComputations(
+      const HloModule& module);
 
   // What `permute` asks of a backend on `topology`.
   static absl::StatusOr<nvshmem_selection::PermuteRequest> RequestFor(

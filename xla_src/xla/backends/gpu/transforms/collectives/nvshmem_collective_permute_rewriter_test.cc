@@ -395,6 +395,39 @@ ENTRY e {
             CollectiveBackendConfig::NVSHMEM);
 }
 
+TEST_F(NvshmemCollectivePermuteRewriterTest, ConditionalBranchKeeps) {
+  // Devices may take different branches, and the put would land at the
+  // address of the sender's branch's buffer: NCCL under any branch, also
+  // through a call.
+  constexpr char kBranch[] = R"(
+HloModule branch
+
+inner {
+  p = f32[1024] parameter(0)
+  ROOT cp = f32[1024] collective-permute(p), channel_id=1,
+    source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+}
+
+on_true {
+  p = f32[1024] parameter(0)
+  ROOT c = f32[1024] call(p), to_apply=inner
+}
+
+on_false {
+  ROOT p = f32[1024] parameter(0)
+}
+
+ENTRY e {
+  b = pred[] parameter(0)
+  p = f32[1024] parameter(1)
+  ROOT r = f32[1024] conditional(b, p, p), true_computation=on_true,
+    false_computation=on_false
+}
+)";
+  EXPECT_EQ(PermuteBackend(kBranch, 4, MakePass(4)),
+            CollectiveBackendConfig::DEFAULT);
+}
+
 TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyFromDeviceAssignment) {
   // Hosts of 4 GPUs: the module's devices decide whether a 4-device ring
   // stays on one host, and NVSHMEM puts to partition p as PE p, the process
