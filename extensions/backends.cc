@@ -62,7 +62,10 @@ constexpr BackendInfo kBackends[kNumBackends] = {
      "with peer access enabled (:320), else XLA runs NCCL (:329); the "
      "core prices it only inside one process. Any element type (a byte copy, "
      ":456); a device without a source gets zeros (:472), so no source "
-     "is needed for every device.",
+     "is needed for every device. Never under a conditional's branch: "
+     "the copy goes to the peer's copy of the sender's own destination "
+     "(collective_memory.cc FindPeerAddress, at 131bf41a), which a device "
+     "on the other branch does not read.",
      "2x H200 NVLink, XLA of jax 0.11.2 (one process for both GPUs)"},
     {"symmetric", "symmetric memory", "DEFAULT", "COLLECTIVES_SYMMETRIC_MEMORY",
      "symmetric", "XLA of jax >= 0.10.2",
@@ -72,7 +75,9 @@ constexpr BackendInfo kBackends[kNumBackends] = {
      "with one-sided signals (nccl_communicator.cc:870; "
      "symmetric_signals in the cost table); the core prices it only "
      "inside one process. Any element type (a byte put, :559); a device "
-     "without a source gets zeros (:570).",
+     "without a source gets zeros (:570). Never under a conditional's "
+     "branch: the put goes to the peer's window of the sender's own "
+     "destination (collective_memory.cc FindSymmetricMemory, at 131bf41a).",
      "none: NCCL's numbers (it did not run without NCCL signals)"}};
 
 }  // namespace

@@ -117,8 +117,8 @@ std::string RefusalText(const Refusal& r) {
     return absl::StrCat(
         refused,
         "in a collectives group or under a conditional's branch, where the "
-        "pass keeps NCCL (a group's thunk needs NCCL communicators; devices "
-        "may take different branches)");
+        "patched XLA keeps NCCL (a group's thunk needs NCCL communicators; "
+        "devices may take different branches)");
   }
   if (r.tool_rule == ToolRule::kNoSignals) {
     return absl::StrCat(

@@ -4,7 +4,9 @@ The pinned NVSHMEM thunk puts to the sender's own destination address. Devices t
 take different branches of a conditional run different permutes, whose buffers sit at
 different addresses, so a put lands in another buffer; NCCL matches each side's own
 buffers. The patched emitter refuses NVSHMEM there (CanRunNvshmemCollectivePermute),
-the pass keeps NCCL there (NcclOnlyComputations), and the tools say so. The module is
+the pass keeps NCCL there (NcclOnlyComputations), and the tools say so. On today's
+XLA a peer or symmetric put lands in the peer's copy of the sender's own destination
+just the same; the patched assigner makes such a permute private. The module is
 a deviceless GPU compile (jax 0.10.2's XLA, two H200) of a cond on the device index
 whose branches each rotate a block.
 """
@@ -69,7 +71,8 @@ def test_explain_keeps_nccl_under_a_branch(capsys, tmp_path, branches):
   assert len(choices) == 2 and all("nccl (backend DEFAULT" in c for c in choices), out
   reasons = [l for l in out.splitlines() if l.strip().startswith("reason")]
   assert len(reasons) == 2
-  assert all("under a conditional's branch, where the pass keeps NCCL" in r for r in reasons)
+  assert all("under a conditional's branch, where the patched XLA keeps NCCL" in r
+             for r in reasons)
 
 
 def test_verify_fails_nvshmem_under_a_branch(capsys, tmp_path, branches):
@@ -82,3 +85,18 @@ def test_verify_fails_nvshmem_under_a_branch(capsys, tmp_path, branches):
   results = by_name["nvshmem-runtime"]["results"]
   assert len(results) == 2 and all(r["status"] == "fail" for r in results)
   assert all("under a conditional's branch" in r["message"] for r in results)
+
+
+def test_verify_fails_peer_memory_under_a_branch(capsys, tmp_path, branches):
+  # Today's XLA: a peer (or symmetric) put lands in the peer's copy of the sender's
+  # own destination; the patched assigner makes such a permute private.
+  path = tmp_path / "branches.txt"
+  path.write_text(branches.replace('"collectives_mode":"COLLECTIVES_MODE_INVALID"',
+                                   '"collectives_mode":"COLLECTIVES_PEER_MEMORY"'))
+  rc = cli.main(["verify", str(path), "--topology=1x1x2", "--backends=nccl,peer",
+                 "--format=json"])
+  by_name = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+  assert rc == 1
+  results = by_name["peer-safety"]["results"]
+  assert len(results) == 2 and all(r["status"] == "fail" for r in results)
+  assert all("peer under a conditional's branch" in r["message"] for r in results)

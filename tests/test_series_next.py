@@ -139,10 +139,20 @@ def test_second_patch_chooses_the_mode_by_cost_with_the_shared_core():
   """0002: the selection core as xla_src/ holds it (the pinned series' files), the
   flag (field 515, off by default) and the assigner's test of the choice."""
   text = PATCHES[1].read_text()
-  assert "Subject: [PATCH 2/2] [XLA:GPU] Choose a collective-permute's collectives mode" in text
+  assert "Subject: [PATCH 2/3] [XLA:GPU] Choose a collective-permute's collectives mode" in text
   for name in CORE:
     assert added_file(text, f"{PKG}/{name}") == (REPO / "xla_src" / PKG / name).read_text(), name
   assert "+  optional bool xla_gpu_experimental_collective_permute_mode_by_cost = 515;" in text
   assert "+  opts.set_xla_gpu_experimental_collective_permute_mode_by_cost(false);" in text
   assert "TEST_F(CollectiveBackendAssignerTest, CollectivesModeByCost)" in text
   assert "+      CollectivesCluster{gpu_topology.num_devices_per_host()," in text
+
+
+def test_third_patch_keeps_permutes_under_a_branch_private():
+  """0003: devices may take different branches, and a peer or symmetric put lands
+  in the peer's copy of the sender's own destination; the assigner gives PRIVATE."""
+  text = PATCHES[2].read_text()
+  assert "Subject: [PATCH 3/3] [XLA:GPU] Keep collective-permutes under a" in text
+  assert "+absl::flat_hash_set<const HloComputation*> ConditionalBranches(" in text
+  assert "+        requested = mode = DebugOptions::COLLECTIVES_PRIVATE_MEMORY;" in text
+  assert "TEST_F(CollectiveBackendAssignerTest, PermuteUnderConditionalBranchIsPrivate)" in text

@@ -42,7 +42,8 @@ applicable" as a whole:
                   jax 0.10.2 otherwise runs NCCL, collective_permute_thunk.cc:309,
                   :317) and inside one host; symmetric also needs NCCL signals
                   (symmetric_signals in the table). Neither needs a source for
-                  every device: one without gets zeros
+                  every device: one without gets zeros. Neither runs under a
+                  conditional's branch, where devices may run other permutes
   selection       the backend equals what the selection core decides for the topology,
                   cost table and backend set. DEFAULT ops without a recorded decision
                   (_nvshmem_plan, written by `nvshmem-opt --annotate`) are skipped:

@@ -195,9 +195,16 @@ def check_backend_set(perms, backends):
 def check_peer_safety(perms, source, topology, table):
   """Peer and symmetric memory only where the core's safety rule for them allows."""
   check = Check("peer-safety")
+  places = runtime_rules.nccl_only_computations(source.module)
   for perm in perms:
     have = decisions.op_backend(perm.record)
     if have not in decisions.PLAN_MODE:
+      continue
+    if places.get(perm.record.computation) == "branch":
+      check.add("fail", perm.start, f"{have} under a conditional's branch: devices may "
+                "take different branches, and the put lands in the peer's copy of the "
+                "sender's own destination (collective_memory.cc, FindPeerAddress and "
+                "FindSymmetricMemory, at 131bf41a); the patched assigner makes it private")
       continue
     try:
       reason = decisions.safety_refusal(perm, source, topology, table, have)
