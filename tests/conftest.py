@@ -24,6 +24,30 @@ MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1",
 CPU_CODEGEN_O0 = "--xla_backend_optimization_level=0"
 
 
+# The start of a jax program compiled for two H200s on the CPU (deviceless, jax
+# 0.10.2's XLA): `mesh` over axis "cp"; sys.argv[1] is the target config.
+TWO_H200_PRELUDE = r'''
+import sys, jax, jax.numpy as jnp, numpy as np
+from jax.experimental import topologies
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+topo = topologies.get_topology_desc(platform="cuda", topology="1x1x2",
+                                    target_config=open(sys.argv[1]).read())
+mesh = Mesh(np.array(topo.devices), ("cp",))
+'''
+H200_TARGET = ROOT / "hlo_tools" / "data" / "h200_gpu_target_config.pbtxt"
+
+
+def compile_two_h200(program, dump, *args):
+  """Compiles TWO_H200_PRELUDE + `program` (more argv in `args`) with XLA dumping
+  into `dump`; returns `dump`."""
+  env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
+             XLA_FLAGS=f"--xla_dump_to={dump}")
+  subprocess.run([sys.executable, "-c", TWO_H200_PRELUDE + program, str(H200_TARGET),
+                  *map(str, args)], check=True, capture_output=True, text=True, env=env,
+                 timeout=300)
+  return dump
+
+
 def load_gpu_script(name):
   """gpu/NAME.py as a module (the scripts are not a package)."""
   spec = importlib.util.spec_from_file_location(f"gpu_{name}", GPU / f"{name}.py")

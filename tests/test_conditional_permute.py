@@ -12,27 +12,19 @@ whose branches each rotate a block.
 """
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from hlo_tools import cli
 
+from conftest import compile_two_h200
+
 REPO = Path(__file__).resolve().parents[1]
-TARGET = REPO / "hlo_tools" / "data" / "h200_gpu_target_config.pbtxt"
 # A table where NVSHMEM wins on NVLink at every size.
 FAST_NVSHMEM = REPO / "tests" / "fixtures" / "fast_nvshmem.cost"
 
 _BRANCHES = r'''
-import sys, jax, jax.numpy as jnp, numpy as np
-from jax.experimental import topologies
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-topo = topologies.get_topology_desc(platform="cuda", topology="1x1x2",
-                                    target_config=open(sys.argv[1]).read())
-mesh = Mesh(np.array(topo.devices), ("cp",))
 pairs = [(0, 1), (1, 0)]
 def first(x):
   return jax.lax.ppermute(x, "cp", pairs) * 2.0
@@ -50,11 +42,7 @@ f.lower(a).compile()
 @pytest.fixture(scope="module")
 def branches(tmp_path_factory):
   """The compiled module, its permutes still DEFAULT."""
-  dump = tmp_path_factory.mktemp("branches")
-  env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
-             XLA_FLAGS=f"--xla_dump_to={dump}")
-  subprocess.run([sys.executable, "-c", _BRANCHES, str(TARGET)], check=True,
-                 capture_output=True, text=True, env=env, timeout=300)
+  dump = compile_two_h200(_BRANCHES, tmp_path_factory.mktemp("branches"))
   [module] = dump.glob("*jit_prog*after_optimizations.txt")
   text = module.read_text()
   assert text.count('"backend":"DEFAULT"') == 2 and "conditional(" in text
@@ -75,28 +63,29 @@ def test_explain_keeps_nccl_under_a_branch(capsys, tmp_path, branches):
              for r in reasons)
 
 
-def test_verify_fails_nvshmem_under_a_branch(capsys, tmp_path, branches):
+def _failures(capsys, tmp_path, text, check, *flags):
+  """verify's results of `check` on the module `text`, after asserting it fails."""
   path = tmp_path / "branches.txt"
-  path.write_text(branches.replace('"backend":"DEFAULT"', '"backend":"NVSHMEM"'))
-  rc = cli.main(["verify", str(path), "--topology=1x1x2", f"--cost-table={FAST_NVSHMEM}",
-                 "--format=json"])
+  path.write_text(text)
+  rc = cli.main(["verify", str(path), "--topology=1x1x2", *flags, "--format=json"])
   by_name = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
   assert rc == 1
-  results = by_name["nvshmem-runtime"]["results"]
+  results = by_name[check]["results"]
   assert len(results) == 2 and all(r["status"] == "fail" for r in results)
-  assert all("under a conditional's branch" in r["message"] for r in results)
+  return [r["message"] for r in results]
+
+
+def test_verify_fails_nvshmem_under_a_branch(capsys, tmp_path, branches):
+  messages = _failures(capsys, tmp_path,
+                       branches.replace('"backend":"DEFAULT"', '"backend":"NVSHMEM"'),
+                       "nvshmem-runtime", f"--cost-table={FAST_NVSHMEM}")
+  assert all("under a conditional's branch" in m for m in messages)
 
 
 def test_verify_fails_peer_memory_under_a_branch(capsys, tmp_path, branches):
   # Today's XLA: a peer (or symmetric) put lands in the peer's copy of the sender's
   # own destination; the patched assigner makes such a permute private.
-  path = tmp_path / "branches.txt"
-  path.write_text(branches.replace('"collectives_mode":"COLLECTIVES_MODE_INVALID"',
-                                   '"collectives_mode":"COLLECTIVES_PEER_MEMORY"'))
-  rc = cli.main(["verify", str(path), "--topology=1x1x2", "--backends=nccl,peer",
-                 "--format=json"])
-  by_name = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
-  assert rc == 1
-  results = by_name["peer-safety"]["results"]
-  assert len(results) == 2 and all(r["status"] == "fail" for r in results)
-  assert all("peer under a conditional's branch" in r["message"] for r in results)
+  peer = branches.replace('"collectives_mode":"COLLECTIVES_MODE_INVALID"',
+                          '"collectives_mode":"COLLECTIVES_PEER_MEMORY"')
+  messages = _failures(capsys, tmp_path, peer, "peer-safety", "--backends=nccl,peer")
+  assert all("peer under a conditional's branch" in m for m in messages)

@@ -13,10 +13,7 @@ CheckCollectiveMemoryFreedEachRun keeps such a program on NCCL.
 """
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,18 +21,13 @@ import pytest
 from hlo_tools import cli
 from hlo_tools.hlo import buffer_assignment
 
+from conftest import compile_two_h200
+
 REPO = Path(__file__).resolve().parents[1]
-TARGET = REPO / "hlo_tools" / "data" / "h200_gpu_target_config.pbtxt"
 # A table where NVSHMEM wins on NVLink at every size.
 FAST_NVSHMEM = REPO / "tests" / "fixtures" / "fast_nvshmem.cost"
 
 _RING_LOOP = r'''
-import sys, jax, jax.numpy as jnp, numpy as np
-from jax.experimental import topologies
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-topo = topologies.get_topology_desc(platform="cuda", topology="1x1x2",
-                                    target_config=open(sys.argv[1]).read())
-mesh = Mesh(np.array(topo.devices), ("cp",))
 def body(i, c):
   k, acc = c
   return jax.lax.ppermute(k, "cp", [(0, 1), (1, 0)]), acc + jnp.sin(k)
@@ -57,11 +49,7 @@ def dumps(tmp_path_factory):
   and "temp"."""
   out = {}
   for mode in ("donate", "keep", "temp"):
-    dump = tmp_path_factory.mktemp(mode)
-    env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
-               XLA_FLAGS=f"--xla_dump_to={dump}")
-    subprocess.run([sys.executable, "-c", _RING_LOOP, str(TARGET), mode], check=True,
-                   capture_output=True, text=True, env=env, timeout=300)
+    dump = compile_two_h200(_RING_LOOP, tmp_path_factory.mktemp(mode), mode)
     [module] = dump.glob("*jit_ring*after_optimizations.txt")
     out[mode] = (module, Path(buffer_assignment.sibling_path(module)))
   return out
