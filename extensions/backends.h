@@ -152,10 +152,11 @@ bool HasMeasuredCurve(const CostTable& table, Backend backend,
 // RefusalKind and details), or a rule only the tools know.
 using core::RefusalKind;
 enum class ToolRule {
-  kNone,           // The core's rule.
-  kNotOffered,     // The target XLA does not offer it (`offered`).
-  kNoSignals,      // Symmetric memory without NCCL signals.
-  kNcclOnlyPlace,  // In a collectives group or under a conditional's branch.
+  kNone,         // The core's rule.
+  kNotOffered,   // The target XLA does not offer it (`offered`).
+  kNoSignals,    // Symmetric memory without NCCL signals.
+  kInGroup,      // NVSHMEM in a collectives group.
+  kUnderBranch,  // Under a conditional's branch.
 };
 struct Refusal : core::Refusal {
   Backend backend = Backend::kNccl;
@@ -204,12 +205,15 @@ struct Decision : core::Decision {
   double ChosenUs() const { return *TimeUs(backend); }
 };
 
+// Where a permute sits, as far as the patched XLAs' rules go: NVSHMEM's thunk
+// cannot run in a collectives group, and no one-sided backend under a
+// conditional's branch, where devices may run other permutes.
+enum class Place { kAnywhere, kCollectivesGroup, kConditionalBranch };
+
 // The core's rule over NVSHMEM, peer and symmetric: the fastest allowed
-// alternative when it beats NCCL by the margin (ties to the first). NCCL
-// alone where the pass keeps it (`nccl_only_place`,
-// NvshmemCollectivePermuteRewriter::NcclOnlyComputations).
+// alternative when it beats NCCL by the margin (ties to the first).
 Decision Decide(const Topology& topology, const CostTable& table,
-                const PermuteRequest& request, bool nccl_only_place = false);
+                const PermuteRequest& request, Place place = Place::kAnywhere);
 
 }  // namespace nvshmem_ext
 

@@ -113,12 +113,17 @@ std::string RefusalText(const Refusal& r) {
     return absl::StrCat(refused, "not offered by the target XLA (backends ",
                         BackendSetToString(r.offered), ")");
   }
-  if (r.tool_rule == ToolRule::kNcclOnlyPlace) {
+  if (r.tool_rule == ToolRule::kInGroup) {
+    return absl::StrCat(refused,
+                        "in a collectives group, whose thunk needs NCCL "
+                        "communicators; the patched XLA keeps NCCL there");
+  }
+  if (r.tool_rule == ToolRule::kUnderBranch) {
     return absl::StrCat(
         refused,
-        "in a collectives group or under a conditional's branch, where the "
-        "patched XLA keeps NCCL (a group's thunk needs NCCL communicators; "
-        "devices may take different branches)");
+        "under a conditional's branch, where devices may run other permutes "
+        "and a one-sided write lands in the sender's own buffer's place; the "
+        "patched XLA keeps NCCL there");
   }
   if (r.tool_rule == ToolRule::kNoSignals) {
     return absl::StrCat(
@@ -269,7 +274,7 @@ std::string DescribeDecision(const Topology& topology, const CostTable& table,
 }  // namespace
 
 Decision Decide(const Topology& topology, const CostTable& table,
-                const PermuteRequest& request, bool nccl_only_place) {
+                const PermuteRequest& request, Place place) {
   Decision decision;
   for (const auto& [src, dst] : request.device_edges) {
     ++decision.edges_by_class[static_cast<int>(topology.Classify(src, dst))];
@@ -280,8 +285,11 @@ Decision Decide(const Topology& topology, const CostTable& table,
   for (int b = 1; b < kNumBackends; ++b) {
     const Backend backend = static_cast<Backend>(b);
     decision.refused[b] = OfferedAndSignaled(table, backend);
-    if (!decision.refused[b] && nccl_only_place) {
-      decision.refused[b] = ToolRefusal(backend, ToolRule::kNcclOnlyPlace);
+    if (!decision.refused[b] && place == Place::kConditionalBranch) {
+      decision.refused[b] = ToolRefusal(backend, ToolRule::kUnderBranch);
+    } else if (!decision.refused[b] && place == Place::kCollectivesGroup &&
+               backend == Backend::kNvshmem) {
+      decision.refused[b] = ToolRefusal(backend, ToolRule::kInGroup);
     }
     if (!decision.refused[b]) candidates.push_back(backend);
   }

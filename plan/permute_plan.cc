@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "xla/backends/gpu/runtime/nvshmem_permute_support.h"
 #include "xla/hlo/ir/hlo_casting_utils.h"
 #include "xla/hlo/ir/hlo_computation.h"
 #include "xla/hlo/ir/hlo_instructions.h"
@@ -135,7 +136,7 @@ absl::StatusOr<bool> PlanningRewriter::RunImpl(
   TF_ASSIGN_OR_RETURN(sel::Topology topology, TopologyFor(*module));
   bool changed = false;
   const LoopNests loop_nests(*module);
-  const auto nccl_only = Rewriter::NcclOnlyComputations(*module);
+  const auto groups = Rewriter::CollectivesGroups(*module);
   // The permutes the pass visits, in its order, with its requests.
   for (xla::HloComputation* computation :
        module->MakeNonfusionComputations(execution_threads)) {
@@ -146,9 +147,13 @@ absl::StatusOr<bool> PlanningRewriter::RunImpl(
                           Rewriter::RequestFor(*permute, topology));
       const bool rewritable =
           !permute->inplace() && !computation->IsAsyncComputation();
+      const sel::Place place =
+          xla::gpu::RunsUnderConditionalBranch(*computation)
+              ? sel::Place::kConditionalBranch
+          : groups.contains(computation) ? sel::Place::kCollectivesGroup
+                                         : sel::Place::kAnywhere;
       OpRecord record = ToRecord(*permute, topology, request, rewritable,
-                                 sel::Decide(topology, table_, request,
-                                             nccl_only.contains(computation)));
+                                 sel::Decide(topology, table_, request, place));
       record.loops = loop_nests.Of(*computation);
       if (!record.skipped && !options_.decide_only) {
         TF_ASSIGN_OR_RETURN(

@@ -3,10 +3,10 @@
 The pinned NVSHMEM thunk puts to the sender's own destination address. Devices that
 take different branches of a conditional run different permutes, whose buffers sit at
 different addresses, so a put lands in another buffer; NCCL matches each side's own
-buffers. The patched emitter refuses NVSHMEM there (CanRunNvshmemCollectivePermute),
-the pass keeps NCCL there (NcclOnlyComputations), and the tools say so. On today's
-XLA a peer or symmetric put lands in the peer's copy of the sender's own destination
-just the same; the patched assigner makes such a permute private. The module is
+buffers. The patched emitter refuses NVSHMEM there and the pass keeps NCCL there,
+both through RunsUnderConditionalBranch, and the tools say so. On today's XLA a peer
+or symmetric put lands in the peer's copy of the sender's own destination just the
+same; the patched assigner makes such a permute private. The module is
 a deviceless GPU compile (jax 0.10.2's XLA, two H200) of a cond on the device index
 whose branches each rotate a block.
 """
@@ -59,8 +59,8 @@ def test_explain_keeps_nccl_under_a_branch(capsys, tmp_path, branches):
   assert len(choices) == 2 and all("nccl (backend DEFAULT" in c for c in choices), out
   reasons = [l for l in out.splitlines() if l.strip().startswith("reason")]
   assert len(reasons) == 2
-  assert all("under a conditional's branch, where the patched XLA keeps NCCL" in r
-             for r in reasons)
+  assert all("nvshmem refused: under a conditional's branch" in r
+             and "the patched XLA keeps NCCL there" in r for r in reasons)
 
 
 def _failures(capsys, tmp_path, text, check, *flags):

@@ -192,8 +192,10 @@ def lines_added_outside_tests(patch):
 # that bound became one function the tools call; 2,243 before the emitter's
 # rules that XLA_FLAGS, which NVSHMEM's set-up reads, enable NVSHMEM too, that
 # each destination be XLA's collective memory and not a donated parameter, and
-# that sync NVSHMEM collectives run on the collective stream). The goal is 1,000.
-SERIES_NON_TEST_LINES = 2379
+# that sync NVSHMEM collectives run on the collective stream; 2,308 before the
+# rules that no collective-memory buffer be live out and no NVSHMEM permute run
+# under a conditional's branch). The goal is 1,000.
+SERIES_NON_TEST_LINES = 2383
 
 
 def test_series_size_outside_tests():

@@ -273,8 +273,9 @@ def check_nvshmem_team(perms, topology, source):
 def check_nvshmem_runtime(perms, topology, source):
   """What the pinned runtime's NVSHMEM permute needs beside a source for every
   device: element types it puts, every edge inside one shared-memory domain, one
-  group of ids that are the devices' PEs, no collectives group, and, where XLA's
-  buffer-assignment dump lies beside the module, destinations in its heap."""
+  group of ids that are the devices' PEs, neither a collectives group nor a
+  conditional's branch around it, and, where XLA's buffer-assignment dump lies
+  beside the module, destinations in its heap and no heap buffer live out."""
   check = Check("nvshmem-runtime")
   for perm in perms:
     if perm.record.backend != "NVSHMEM":

@@ -58,27 +58,6 @@ bool HasNvshmemPut(PrimitiveType type) {
   }
 }
 
-// Whether `computation` runs under a conditional's branch, directly or
-// through the computations that call it.
-bool UnderConditionalBranch(const HloComputation* computation) {
-  std::vector<const HloComputation*> pending = {computation};
-  absl::flat_hash_set<const HloComputation*> seen;
-  while (!pending.empty()) {
-    const HloComputation* callee = pending.back();
-    pending.pop_back();
-    if (callee == nullptr || !seen.insert(callee).second) {
-      continue;
-    }
-    for (const HloInstruction* caller : callee->caller_instructions()) {
-      if (caller->opcode() == HloOpcode::kConditional) {
-        return true;
-      }
-      pending.push_back(caller->parent());
-    }
-  }
-  return false;
-}
-
 absl::Status CheckOperands(const HloCollectivePermuteInstruction& permute) {
   if (permute.inplace()) {
     return absl::FailedPreconditionError(
@@ -169,7 +148,8 @@ absl::Status CanRunNvshmemCollectivePermute(
         "in a collectives group, whose thunk needs NCCL communicators: the "
         "NVSHMEM thunk has none");
   }
-  if (UnderConditionalBranch(permute.parent())) {
+  if (permute.parent() != nullptr &&
+      RunsUnderConditionalBranch(*permute.parent())) {
     return absl::FailedPreconditionError(
         "under a conditional's branch: devices may take different branches, "
         "and a put lands at the address of the sender's own branch's buffer");
@@ -188,6 +168,25 @@ absl::Status CanRunNvshmemCollectivePermute(
   }
   TF_RETURN_IF_ERROR(CheckIdsRunOnTheirPes(config));
   return CheckEveryIdReceivesOnce(permute, group_size);
+}
+
+bool RunsUnderConditionalBranch(const HloComputation& computation) {
+  std::vector<const HloComputation*> pending = {&computation};
+  absl::flat_hash_set<const HloComputation*> seen;
+  while (!pending.empty()) {
+    const HloComputation* callee = pending.back();
+    pending.pop_back();
+    if (callee == nullptr || !seen.insert(callee).second) {
+      continue;
+    }
+    for (const HloInstruction* caller : callee->caller_instructions()) {
+      if (caller->opcode() == HloOpcode::kConditional) {
+        return true;
+      }
+      pending.push_back(caller->parent());
+    }
+  }
+  return false;
 }
 
 absl::Status CheckNvshmemDestination(const BufferAllocation& destination,

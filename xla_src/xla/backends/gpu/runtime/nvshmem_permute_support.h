@@ -23,6 +23,7 @@ limitations under the License.
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "xla/hlo/ir/hlo_computation.h"
 #include "xla/hlo/ir/hlo_instructions.h"
 #include "xla/service/buffer_assignment.h"
 #include "xla/service/hlo_module_config.h"
@@ -59,6 +60,11 @@ namespace xla::gpu {
 absl::Status CanRunNvshmemCollectivePermute(
     const HloCollectivePermuteInstruction& permute,
     const HloModuleConfig& config);
+
+// Whether `computation` runs under a conditional's branch, directly or through
+// the computations that call it: devices may take different branches, and the
+// NVSHMEM thunk puts to the address of the sender's own destination.
+bool RunsUnderConditionalBranch(const HloComputation& computation);
 
 // Fails unless `destination`, a buffer the permute writes, is one XLA allocates
 // in `collective_color`, the memory space that NVSHMEM's allocator serves: an

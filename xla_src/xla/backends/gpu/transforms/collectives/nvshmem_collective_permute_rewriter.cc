@@ -29,6 +29,7 @@ limitations under the License.
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "xla/backends/gpu/runtime/nvshmem_permute_support.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
 #include "xla/hlo/ir/hlo_casting_utils.h"
 #include "xla/hlo/ir/hlo_computation.h"
@@ -158,28 +159,23 @@ absl::StatusOr<sel::Topology> NvshmemCollectivePermuteRewriter::TopologyFor(
                                static_cast<int>(domain), std::move(placement));
 }
 
-// A collectives group's thunk needs NCCL communicators; devices may take
-// different branches, and a put lands at the address of the sender's own
-// branch's buffer.
 absl::flat_hash_set<const HloComputation*>
-NvshmemCollectivePermuteRewriter::NcclOnlyComputations(
-    const HloModule& module) {
-  absl::flat_hash_set<const HloComputation*> nccl_only;
+NvshmemCollectivePermuteRewriter::CollectivesGroups(const HloModule& module) {
+  absl::flat_hash_set<const HloComputation*> groups;
   const std::vector<HloComputation*> callees_first =
       module.MakeComputationPostOrder();
   for (auto it = callees_first.rbegin(); it != callees_first.rend(); ++it) {
-    const bool inherited = nccl_only.contains(*it);
+    const bool inherited = groups.contains(*it);
     for (const HloInstruction* instr : (*it)->instructions()) {
-      if (inherited || instr->opcode() == HloOpcode::kConditional ||
-          (instr->opcode() == HloOpcode::kCall &&
-           instr->frontend_attributes().map().contains(
-               kCollectivesGroupAttr))) {
-        nccl_only.insert(instr->called_computations().begin(),
-                         instr->called_computations().end());
+      if (inherited || (instr->opcode() == HloOpcode::kCall &&
+                        instr->frontend_attributes().map().contains(
+                            kCollectivesGroupAttr))) {
+        groups.insert(instr->called_computations().begin(),
+                      instr->called_computations().end());
       }
     }
   }
-  return nccl_only;
+  return groups;
 }
 
 absl::StatusOr<sel::PermuteRequest>
@@ -227,12 +223,14 @@ absl::StatusOr<bool> NvshmemCollectivePermuteRewriter::RunImpl(
             << " GPUs, and NVSHMEM runs only with one GPU per process";
     alternatives.clear();
   }
-  const absl::flat_hash_set<const HloComputation*> nccl_only =
-      NcclOnlyComputations(*module);
+  const absl::flat_hash_set<const HloComputation*> groups =
+      CollectivesGroups(*module);
   bool changed = false;
   for (HloComputation* computation :
        module->MakeNonfusionComputations(execution_threads)) {
-    const bool in_nccl_only = nccl_only.contains(computation);
+    // NVSHMEM's own rules for where a permute sits (nvshmem_permute_support).
+    const bool nccl_only = groups.contains(computation) ||
+                           RunsUnderConditionalBranch(*computation);
     for (HloInstruction* instr : computation->MakeInstructionPostOrder()) {
       auto* permute = DynCast<HloCollectivePermuteInstruction>(instr);
       if (permute == nullptr || permute->inplace() ||
@@ -241,9 +239,9 @@ absl::StatusOr<bool> NvshmemCollectivePermuteRewriter::RunImpl(
       }
       TF_ASSIGN_OR_RETURN(sel::PermuteRequest request,
                           RequestFor(*permute, topology));
-      const sel::Decision decision = sel::Decide(
-          topology, cost_table_, request,
-          in_nccl_only ? std::vector<sel::Backend>() : alternatives);
+      const sel::Decision decision =
+          sel::Decide(topology, cost_table_, request,
+                      nccl_only ? std::vector<sel::Backend>() : alternatives);
       VLOG(1) << name() << ": " << permute->name() << ": "
               << sel::BackendName(decision.backend) << " (NCCL "
               << decision.nccl_us << " us"

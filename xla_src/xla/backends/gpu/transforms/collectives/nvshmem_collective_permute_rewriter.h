@@ -82,9 +82,9 @@ class NvshmemCollectivePermuteRewriter : public HloModulePass {
   absl::StatusOr<nvshmem_selection::Topology> TopologyFor(
       const HloModule& module) const;
 
-  // Computations whose permutes stay on NCCL, with all they call: those a
-  // call marked kCollectivesGroupAttr runs, and a conditional's branches.
-  static absl::flat_hash_set<const HloComputation*> NcclOnlyComputations(
+  // Computations that a call marked kCollectivesGroupAttr runs as one group,
+  // with all they call: the group's thunk needs NCCL communicators.
+  static absl::flat_hash_set<const HloComputation*> CollectivesGroups(
       const HloModule& module);
 
   // What `permute` asks of a backend on `topology`.
