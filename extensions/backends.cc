@@ -52,7 +52,11 @@ constexpr BackendInfo kBackends[kNumBackends] = {
      "parameter (the caller's, outside the heap), and no buffer of that "
      "memory may be live out (a put lands at the sender's heap offset, and "
      "each process frees an output when its caller does): the patched "
-     "emitter keeps NCCL otherwise.",
+     "emitter keeps NCCL otherwise. Some pair must leave its device: "
+     "with none the emitter copies locally (thunk_emitter.cc:1529) while "
+     "the config still places the buffers on the heap, whose set-up and "
+     "allocations every process of the job joins, so the program must "
+     "span the job.",
      "2x H200 NVLink, XLA of jax 0.9.1 (one process per GPU)"},
     {"peer", "peer memory", "DEFAULT", "COLLECTIVES_PEER_MEMORY", "peer",
      "XLA of jax >= 0.10.2",
@@ -60,7 +64,10 @@ constexpr BackendInfo kBackends[kNumBackends] = {
      "permute driven by one process (GpuCliqueKey::is_local, "
      "gpu_clique_key.h:98, tested at collective_permute_thunk.cc:317) "
      "with peer access enabled (:320), else XLA runs NCCL (:329); the "
-     "core prices it only inside one process. Any element type (a byte copy, "
+     "clique is every device of the group unless "
+     "xla_gpu_collective_permute_connected_components is set, so the core "
+     "prices it only for a program inside one process. Any element type (a "
+     "byte copy, "
      ":456); a device without a source gets zeros (:472), so no source "
      "is needed for every device. Never under a conditional's branch: "
      "the copy goes to the peer's copy of the sender's own destination "
@@ -74,7 +81,8 @@ constexpr BackendInfo kBackends[kNumBackends] = {
      "(collective_permute_thunk.cc:309, else NCCL at :329) and an NCCL "
      "with one-sided signals (nccl_communicator.cc:870; "
      "symmetric_signals in the cost table); the core prices it only "
-     "inside one process. Any element type (a byte put, :559); a device "
+     "for a program inside one process. Any element type (a byte put, :559); a "
+     "device "
      "without a source gets zeros (:570). Never under a conditional's "
      "branch: the put goes to the peer's window of the sender's own "
      "destination (collective_memory.cc FindSymmetricMemory, at 131bf41a).",

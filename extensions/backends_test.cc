@@ -741,12 +741,18 @@ TEST(BackendSetTest, DefaultPeerIsTheMeasuredOneProcessCurve) {
   Decision refused = Decide(per_gpu, table, {int64_t{128} << 20, Ring(8), 8});
   EXPECT_EQ(refused.backend, Backend::kNccl);
   EXPECT_EQ(Text(refused.refused[static_cast<int>(Backend::kPeer)]),
-            "peer refused: 8 of 8 edges join GPUs of different processes (1 "
-            "GPU per process); XLA copies through peer memory only among one "
-            "process's GPUs and otherwise falls back to NCCL");
-  // Two processes of four GPUs: a ring inside each process is fine.
+            "peer refused: 7 of the program's 8 devices are outside its first "
+            "device's process (1 GPU per process); XLA copies through peer "
+            "memory only when every "
+            "device of the permute's group is in one process and otherwise "
+            "falls back to NCCL");
+  // Two processes of four GPUs: a ring inside one process is refused in a
+  // program of eight devices, whose permute's clique is all eight, and chosen
+  // in a program of four.
   const Topology halves = MustParse("1x1x8:gpus_per_process=4");
-  Decision inside = Decide(halves, table, {int64_t{128} << 20, Ring(4), 8});
+  Decision wide = Decide(halves, table, {int64_t{128} << 20, Ring(4), 8});
+  EXPECT_EQ(wide.backend, Backend::kNccl) << wide.reason;
+  Decision inside = Decide(halves, table, {int64_t{128} << 20, Ring(4), 4});
   EXPECT_EQ(inside.backend, Backend::kPeer) << inside.reason;
 }
 
@@ -905,7 +911,7 @@ TEST(DecideTest, EveryRefusalHasOneLineOfText) {
         RefusalKind::kEdgeOutsideTeam, RefusalKind::kDeviceWithoutSource,
         RefusalKind::kTeamOutsideTopology, RefusalKind::kSeveralGroups,
         RefusalKind::kPlacedOffItsPe, RefusalKind::kLeavesHost,
-        RefusalKind::kCrossesProcesses}) {
+        RefusalKind::kCrossesProcesses, RefusalKind::kLocalCopy}) {
     refusals.emplace_back();
     refusals.back().kind = kind;
   }

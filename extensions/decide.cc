@@ -189,12 +189,20 @@ std::string RefusalText(const Refusal& r) {
           refused, r.count, of_total,
           "leave their host; XLA copies through peer memory only inside "
           "one host and otherwise falls back to NCCL");
+    case RefusalKind::kLocalCopy:
+      return absl::StrCat(refused,
+                          "every pair is a device to itself, which XLA "
+                          "copies locally; the config would only place the "
+                          "buffers on the symmetric heap, whose allocations "
+                          "every process of the job must join");
     case RefusalKind::kCrossesProcesses:
       return absl::StrCat(
-          refused, r.count, of_total, "join GPUs of different processes (",
+          refused, r.count, " of the program's ", r.total,
+          " devices are outside its first device's process (",
           r.gpus_per_process, r.gpus_per_process == 1 ? " GPU" : " GPUs",
-          " per process); XLA copies through peer memory only among one "
-          "process's GPUs and otherwise falls back to NCCL");
+          " per process); XLA copies through peer memory only when every "
+          "device of the permute's group is in one process and otherwise "
+          "falls back to NCCL");
   }
   return refused;
 }

@@ -415,7 +415,8 @@ def test_peer_by_default_on_one_host_unless_one_process_per_gpu():
   d = selection.decide(per_gpu, table, 128 << 20, ring(8))
   assert d["plan"] == "nccl"
   assert d["refused"]["peer"].startswith(
-      "peer refused: 8 of 8 edges join GPUs of different processes (1 GPU per process)")
+      "peer refused: 7 of the program's 8 devices are outside its first device's "
+      "process (1 GPU per process)")
   with pytest.raises(selection.SelectionError, match="must divide a host"):
     selection.parse_topology("1x1x8:gpus_per_process=3")
 

@@ -279,6 +279,18 @@ def test_newer_xla_text_passes_the_reader_checks(capsys):
   assert rc in (0, 1)
 
 
+def test_nvshmem_on_a_local_copy_fails(capsys, tmp_path):
+  # A one-device program's permute, every pair a device to itself, set to NVSHMEM by
+  # hand: XLA copies it locally, and the config would only put its buffers on the heap.
+  text = H200_HLO.read_text()
+  assert text.count('"backend":"DEFAULT"') == 1
+  path = tmp_path / "self.hlo"
+  path.write_text(text.replace('"backend":"DEFAULT"', '"backend":"NVSHMEM"'))
+  rc, out, _ = run(capsys, path, "--topology=1x1x1", "--format=json", "--no-hlo-verifier")
+  [result] = checks(out)["nvshmem-runtime"]["results"]
+  assert rc == 1 and "every pair is a device to itself" in result["message"], result
+
+
 def test_scheduled_module_with_slow_nccl_nvlink(capsys, tmp_path):
   # A scheduled module with a table where NCCL's NVLink edges are slow: the pass keeps
   # the mixed ring on NCCL, and verify passes its own output with the same table.

@@ -57,6 +57,17 @@ def nvshmem_domain_problem(device_edges, topology):
           "buffer before the remote put lands")
 
 
+def nvshmem_local_copy_problem(device_edges):
+  """Why an NVSHMEM permute whose every pair is a device to itself should not carry
+  NVSHMEM, or None (the core's kLocalCopy)."""
+  if not device_edges or any(s != t for s, t, _ in device_edges):
+    return None
+  return ("every pair is a device to itself: the pinned XLA copies it locally "
+          "(thunk_emitter.cc:1529-1541), and the NVSHMEM config only places its buffers "
+          "on the symmetric heap, whose set-up and allocations every process of the job "
+          "must join")
+
+
 _NCCL_ONLY = weakref.WeakKeyDictionary()  # module -> nccl_only_computations(module)
 
 
@@ -142,6 +153,7 @@ def nvshmem_problems(perm, topology, source):
                                                  perm.record.channel_id is not None)
   except ValueError:
     edges = []
+  problems.append(nvshmem_local_copy_problem(edges))
   problems.append(nvshmem_domain_problem(edges, topology))
   problems.append(selection.nvshmem_pe_reason(
       topology, perm.record.channel_id is not None, source.num_partitions,

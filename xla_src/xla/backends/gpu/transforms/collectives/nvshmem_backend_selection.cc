@@ -33,19 +33,19 @@ namespace gpu {
 namespace nvshmem_selection {
 namespace {
 
-// Logical devices the topology places: its map's, or one per device.
-int PlacedDevices(const Topology& topology) {
-  return topology.partition_to_device().empty()
-             ? topology.num_devices()
-             : static_cast<int>(topology.partition_to_device().size());
-}
-
 Refusal MakeRefusal(RefusalKind kind, int count = 0, int total = 0) {
   Refusal refusal;
   refusal.kind = kind;
   refusal.count = count;
   refusal.total = total;
   return refusal;
+}
+
+// Logical devices the topology places: its map's, or one per device.
+int PlacedDevices(const Topology& topology) {
+  return topology.partition_to_device().empty()
+             ? topology.num_devices()
+             : static_cast<int>(topology.partition_to_device().size());
 }
 
 // Time on the points [begin, end) of one buffer count, sorted by bytes:
@@ -199,10 +199,10 @@ std::optional<Refusal> CheckNvshmem(const Topology& topology,
     return MakeRefusal(RefusalKind::kMemcpyLocalP2p);
   }
   const auto& edges = request.device_edges;
-  const int off_host = static_cast<int>(absl::c_count_if(edges, [&](auto e) {
-    return topology.HostOf(e.first) != topology.HostOf(e.second);
-  }));
-  if (off_host > 0) {
+  if (absl::c_all_of(edges, [](auto e) { return e.first == e.second; })) {
+    return MakeRefusal(RefusalKind::kLocalCopy);
+  }
+  if (int off_host = EdgesLeavingHost(topology, edges)) {
     return MakeRefusal(RefusalKind::kOutsideSharedMemory, off_host,
                        static_cast<int>(edges.size()));
   }
@@ -228,17 +228,18 @@ std::optional<Refusal> CheckBackend(const Topology& topology,
   if (backend == Backend::kNvshmem) {
     return CheckNvshmem(topology, table, request);
   }
-  const auto& edges = request.device_edges;
-  auto count = [&](auto of) {
-    return static_cast<int>(absl::c_count_if(
-        edges, [&](auto e) { return of(e.first) != of(e.second); }));
-  };
-  const int total = static_cast<int>(edges.size());
-  if (int n = count([&](int d) { return topology.HostOf(d); })) {
-    return MakeRefusal(RefusalKind::kLeavesHost, n, total);
+  if (int n = EdgesLeavingHost(topology, request.device_edges)) {
+    return MakeRefusal(RefusalKind::kLeavesHost, n,
+                       static_cast<int>(request.device_edges.size()));
   }
-  if (int n = count([&](int d) { return topology.ProcessOf(d); })) {
-    return MakeRefusal(RefusalKind::kCrossesProcesses, n, total);
+  // The thunk's clique, every device of the group, must be in one process.
+  const std::vector<int> team = TeamDevices(topology, request.team_size);
+  const int outside = static_cast<int>(absl::c_count_if(team, [&](int d) {
+    return topology.ProcessOf(d) != topology.ProcessOf(team.front());
+  }));
+  if (outside > 0) {
+    return MakeRefusal(RefusalKind::kCrossesProcesses, outside,
+                       static_cast<int>(team.size()));
   }
   return std::nullopt;
 }

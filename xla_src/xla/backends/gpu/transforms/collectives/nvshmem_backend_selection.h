@@ -22,9 +22,9 @@ limitations under the License.
 // once).
 //
 // Peer and symmetric memory (XLA after NVSHMEM's removal,
-// backends/gpu/runtime/collective_permute_thunk.cc) copy or put among the
-// GPUs of one process and fall back to NCCL otherwise: they are chosen only
-// for permutes whose every edge stays inside one process.
+// backends/gpu/runtime/collective_permute_thunk.cc) copy or put only when the
+// permute's clique, every device of its group, is in one process, and fall
+// back to NCCL otherwise: they are chosen only for a program in one process.
 //
 // What XLA's NVSHMEM runtime can run (backends/gpu/collectives/
 // nvshmem_communicator.cc and backends/gpu/runtime/
@@ -44,7 +44,10 @@ limitations under the License.
 //    to NCCL unless every device has one
 //    (backends/gpu/runtime/nvshmem_permute_support.h);
 //  * the message fits the symmetric heap twice: operand and result are both
-//    placed in NVSHMEM memory.
+//    placed in NVSHMEM memory;
+//  * a pair that leaves its device: with none, the emitter copies locally,
+//    and the NVSHMEM config would only place the buffers on the heap, whose
+//    set-up and allocations every process of the job must join.
 
 #include <array>
 #include <cstdint>
@@ -83,7 +86,9 @@ enum class RefusalKind {
   kSeveralGroups,        // The pairs apply to `count` groups.
   kPlacedOffItsPe,       // Logical device devices[0] runs on devices[1].
   kLeavesHost,           // Peer or symmetric: `count` edges leave their host,
-  kCrossesProcesses,     // or their process.
+  kCrossesProcesses,     // or `count` devices of the program are outside
+                         // the process of its first.
+  kLocalCopy,            // Every pair is a device to itself.
 };
 
 struct Refusal {

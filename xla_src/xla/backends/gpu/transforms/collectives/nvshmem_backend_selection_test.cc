@@ -272,6 +272,25 @@ TEST(DecideTest, PeerForLargeMessagesInsideOneHost) {
   Decision apart = Decide(*processes, table, {64 << 20, Ring(2), 2}, peer);
   EXPECT_EQ(apart.backend, Backend::kNccl);
   EXPECT_EQ(apart.refusals[2]->kind, RefusalKind::kCrossesProcesses);
+  // Edges inside one process are not enough: the thunk's clique is every
+  // device of the program.
+  absl::StatusOr<Topology> pairs = Topology::Create(1, 1, 4, 0, {}, 2);
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  Decision wide = Decide(*pairs, table, {64 << 20, Ring(2), 4}, peer);
+  ASSERT_TRUE(wide.refusals[2].has_value());
+  EXPECT_EQ(wide.refusals[2]->kind, RefusalKind::kCrossesProcesses);
+  EXPECT_EQ(wide.refusals[2]->count, 2);  // Devices 2 and 3.
+  EXPECT_EQ(Decide(*pairs, table, {64 << 20, Ring(2), 2}, peer).backend,
+            Backend::kPeer);
+}
+
+// A permute of each device to itself is a local copy: no NVSHMEM heap.
+TEST(DecideTest, LocalCopyStaysOnNccl) {
+  const std::vector<std::pair<int, int>> self = {{0, 0}, {1, 1}};
+  Decision d = Decide(Hosts(1, 2), DefaultCostTable(), {1024, self, 2});
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  ASSERT_TRUE(d.refusals[1].has_value());
+  EXPECT_EQ(d.refusals[1]->kind, RefusalKind::kLocalCopy);
 }
 
 // Over several alternatives the fastest that beats NCCL wins; ties go to the

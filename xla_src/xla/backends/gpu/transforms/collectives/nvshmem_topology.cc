@@ -151,6 +151,15 @@ absl::StatusOr<std::vector<std::pair<int, int>>> EdgeIdsToDevices(
   return edges;
 }
 
+int EdgesLeavingHost(const Topology& topology,
+                     const std::vector<std::pair<int, int>>& edges) {
+  int count = 0;
+  for (const auto& [src, dst] : edges) {
+    count += topology.HostOf(src) != topology.HostOf(dst) ? 1 : 0;
+  }
+  return count;
+}
+
 }  // namespace nvshmem_selection
 }  // namespace gpu
 }  // namespace xla

@@ -96,6 +96,10 @@ absl::StatusOr<std::vector<std::pair<int, int>>> EdgeIdsToDevices(
     const std::vector<std::pair<int64_t, int64_t>>& pairs, bool cross_partition,
     int num_partitions, int num_replicas);
 
+// How many of `edges` join devices of different hosts.
+int EdgesLeavingHost(const Topology& topology,
+                     const std::vector<std::pair<int, int>>& edges);
+
 }  // namespace nvshmem_selection
 }  // namespace gpu
 }  // namespace xla

@@ -97,6 +97,12 @@ TEST(EdgeIdsTest, ExpandsPartitionsAndReplicas) {
   EXPECT_FALSE(EdgeIdsToDevices(t, {{0, 1}}, true, 16, 1).ok());
 }
 
+TEST(TopologyTest, CountsEdgesLeavingTheirHost) {
+  absl::StatusOr<Topology> t = Topology::Create(1, 2, 4, 0, {});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(EdgesLeavingHost(*t, {{0, 3}, {3, 4}, {7, 0}, {5, 5}}), 2);
+}
+
 }  // namespace
 }  // namespace nvshmem_selection
 }  // namespace gpu
