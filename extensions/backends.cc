@@ -66,13 +66,12 @@ constexpr BackendInfo kBackends[kNumBackends] = {
      "with peer access enabled (:320), else XLA runs NCCL (:329); the "
      "clique is every device of the group unless "
      "xla_gpu_collective_permute_connected_components is set, so the core "
-     "prices it only for a program inside one process. Any element type (a "
-     "byte copy, "
-     ":456); a device without a source gets zeros (:472), so no source "
-     "is needed for every device. Never under a conditional's branch: "
-     "the copy goes to the peer's copy of the sender's own destination "
-     "(collective_memory.cc FindPeerAddress, at 131bf41a), which a device "
-     "on the other branch does not read.",
+     "prices it only for a program inside one process. Any element type "
+     "(a byte copy, :456); a device without a source gets zeros (:472), "
+     "so no source is needed for every device. Never under a "
+     "conditional's branch: the copy goes to the peer's copy of the "
+     "sender's own destination (collective_memory.cc FindPeerAddress, at "
+     "131bf41a), which a device on the other branch does not read.",
      "2x H200 NVLink, XLA of jax 0.11.2 (one process for both GPUs)"},
     {"symmetric", "symmetric memory", "DEFAULT", "COLLECTIVES_SYMMETRIC_MEMORY",
      "symmetric", "XLA of jax >= 0.10.2",
@@ -81,11 +80,11 @@ constexpr BackendInfo kBackends[kNumBackends] = {
      "(collective_permute_thunk.cc:309, else NCCL at :329) and an NCCL "
      "with one-sided signals (nccl_communicator.cc:870; "
      "symmetric_signals in the cost table); the core prices it only "
-     "for a program inside one process. Any element type (a byte put, :559); a "
-     "device "
-     "without a source gets zeros (:570). Never under a conditional's "
-     "branch: the put goes to the peer's window of the sender's own "
-     "destination (collective_memory.cc FindSymmetricMemory, at 131bf41a).",
+     "for a program inside one process. Any element type (a byte put, "
+     ":559); a device without a source gets zeros (:570). Never under a "
+     "conditional's branch: the put goes to the peer's window of the "
+     "sender's own destination (collective_memory.cc FindSymmetricMemory, "
+     "at 131bf41a).",
      "none: NCCL's numbers (it did not run without NCCL signals)"}};
 
 }  // namespace

@@ -33,19 +33,19 @@ namespace gpu {
 namespace nvshmem_selection {
 namespace {
 
+// Logical devices the topology places: its map's, or one per device.
+int PlacedDevices(const Topology& topology) {
+  return topology.partition_to_device().empty()
+             ? topology.num_devices()
+             : static_cast<int>(topology.partition_to_device().size());
+}
+
 Refusal MakeRefusal(RefusalKind kind, int count = 0, int total = 0) {
   Refusal refusal;
   refusal.kind = kind;
   refusal.count = count;
   refusal.total = total;
   return refusal;
-}
-
-// Logical devices the topology places: its map's, or one per device.
-int PlacedDevices(const Topology& topology) {
-  return topology.partition_to_device().empty()
-             ? topology.num_devices()
-             : static_cast<int>(topology.partition_to_device().size());
 }
 
 // Time on the points [begin, end) of one buffer count, sorted by bytes:

@@ -155,7 +155,7 @@ int EdgesLeavingHost(const Topology& topology,
                      const std::vector<std::pair<int, int>>& edges) {
   int count = 0;
   for (const auto& [src, dst] : edges) {
-    count += topology.HostOf(src) != topology.HostOf(dst) ? 1 : 0;
+    if (topology.HostOf(src) != topology.HostOf(dst)) ++count;
   }
   return count;
 }
