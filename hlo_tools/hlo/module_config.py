@@ -1,0 +1,341 @@
+"""XLA's module config beside a module: the device each partition runs on, and the
+collective flags the compile ran with.
+
+XLA's GPU compiler writes the module's HloModuleConfigProto, in protobuf text
+format, when it starts the module's passes (DumpHloConfigIfEnabled,
+xla/service/dump.cc:844 and xla/service/gpu/gpu_compiler.cc:2084 at openxla/xla
+3cc8846c; xla_dump_full_hlo_config is on by default, debug_options_flags.cc:205).
+
+Where the config of a module file is (find_config), first found wins:
+  1. the sidecar `<stem>.config.pbtxt`, stem the file's path less `.hlo` or `.txt`:
+     `after_optimizations.config.pbtxt` beside `after_optimizations.hlo`. This is
+     the name `hlo-tools dump` gives its copy beside each stage file it writes, and
+     the fixtures' (`ring.after_optimizations.config.pbtxt`).
+  2. in an XLA dump folder, for any file of module `module_NNNN.NAME` (a stage, a
+     pass snapshot): XLA's own `module_NNNN.NAME.config.pbtxt` beside it.
+  3. for a stage file of an `hlo-tools dump` directory made without the sidecar:
+     its manifest's main module's config under xla_dump/.
+
+What is read (ModuleConfig): static_device_assignment, the top-level replica_count
+and num_partitions, and two debug options, xla_gpu_collective_permute_mode and
+xla_gpu_experimental_enable_nvshmem. The reader is a small, strict protobuf
+text-format reader: every other field is parsed and skipped; a syntax error, a
+field given twice, or a device assignment XLA would refuse is an InputError,
+`file:line: message`.
+
+partition_to_device is indexed by XLA's flattened id, replica * computation_count +
+partition (xla/service/collective_ops_utils.cc:423 at 3cc8846c); with one replica,
+the partition. Its value is the device id of computation_devices[partition]
+.replica_device_ids[replica] (DeviceAssignment::Serialize,
+xla/service/computation_placer.cc:95).
+"""
+
+import dataclasses
+import json
+import os
+import re
+
+from hlo_tools import cli_io
+from hlo_tools.errors import InputError
+
+SUFFIX = ".config.pbtxt"
+_MODULE_FILE_RE = re.compile(r"^module_\d+\.")
+_TOKEN_RE = re.compile(r"""
+    (?P<space>[ \t\r\f\v]+) | (?P<newline>\n) | (?P<comment>\#[^\n]*)
+  | (?P<string>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
+  | (?P<number>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fFuUlL]*)
+  | (?P<word>[-]?[A-Za-z_][\w]*)
+  | (?P<punct>[{}:\[\],;])
+  """, re.X)
+_BOOLS = {"true": True, "True": True, "t": True, "1": True,
+          "false": False, "False": False, "f": False, "0": False}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModuleConfig:
+  """What the tools take from a module's config; None where the config does not say."""
+  path: str
+  replica_count: int
+  computation_count: int
+  # Flattened id (replica * computation_count + partition) -> device id.
+  partition_to_device: tuple[int, ...] | None
+  collective_permute_mode: str | None  # e.g. "COLLECTIVES_PRIVATE_MEMORY"
+  nvshmem_enabled: bool | None
+
+
+# ---------------------------------------------------------------------------------------
+# Where the config is
+
+
+def sidecar_path(module_path: str) -> str:
+  """`<stem>.config.pbtxt` for the module file at `module_path` (stem: less .hlo/.txt)."""
+  stem = str(module_path)
+  for suffix in (".hlo", ".txt"):
+    if stem.endswith(suffix):
+      stem = stem[:-len(suffix)]
+      break
+  return stem + SUFFIX
+
+
+def xla_dump_config(xla_dir: str, module_key: str) -> str | None:
+  """XLA's config of module `module_key` (`module_NNNN.NAME`) in its dump folder."""
+  path = os.path.join(xla_dir, module_key + SUFFIX)
+  return path if os.path.isfile(path) else None
+
+
+def find_config(module_path: str) -> str | None:
+  """The config file of the module at `module_path` (see the module docstring), or None."""
+  if not module_path or str(module_path) == "-":
+    return None
+  path = sidecar_path(module_path)
+  if os.path.isfile(path):
+    return path
+  directory, base = os.path.split(str(module_path))
+  if _MODULE_FILE_RE.match(base):
+    # module_0001.jit_f.sm_9.0a_gpu_after_optimizations.txt: the name may hold dots,
+    # so each prefix ending before a dot is tried, the longest first.
+    for cut in reversed([m.start() for m in re.finditer(r"\.", base)][1:]):
+      found = xla_dump_config(directory, base[:cut])
+      if found:
+        return found
+  return _manifest_config(directory)
+
+
+def _manifest_config(directory):
+  try:
+    with open(os.path.join(directory, "manifest.json")) as f:
+      manifest = json.load(f)
+    key, sub = manifest["main_module"], manifest.get("xla_dump_dir") or "xla_dump"
+  except (OSError, ValueError, KeyError, TypeError):
+    return None
+  if not isinstance(key, str) or not isinstance(sub, str) or "/" in key:
+    return None
+  return xla_dump_config(os.path.join(directory, sub), key)
+
+
+def read_config(path: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> ModuleConfig:
+  """Reads and parses the config at `path`; InputError (one line) when bad or too big."""
+  data = cli_io.read_input(path, max_bytes)
+  try:
+    text = data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    line = data.count(b"\n", 0, e.start) + 1
+    raise InputError(f"{path}:{line}: not UTF-8 text (byte {e.start})") from None
+  return parse_config(text, str(path))
+
+
+def for_module(module_path: str,
+               max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> ModuleConfig | None:
+  """The parsed config of the module at `module_path`, or None where there is none."""
+  path = find_config(module_path)
+  return None if path is None else read_config(path, max_bytes)
+
+
+# ---------------------------------------------------------------------------------------
+# Text format
+
+
+class _Field:
+  __slots__ = ("name", "value", "line", "kind")
+
+  def __init__(self, name, value, line, kind):
+    self.name, self.value, self.line, self.kind = name, value, line, kind
+
+
+def _tokens(text, label):
+  """(kind, text, line) of each token, then ("end", "", last line)."""
+  line, pos = 1, 0
+  while pos < len(text):
+    m = _TOKEN_RE.match(text, pos)
+    if not m:
+      raise InputError(f"{label}:{line}: unexpected character {text[pos]!r}")
+    kind, pos = m.lastgroup, m.end()
+    if kind == "newline":
+      line += 1
+    elif kind not in ("space", "comment"):
+      yield kind, m.group(), line
+  yield "end", "", line
+
+
+class _Parser:
+  def __init__(self, text, label):
+    self.label = label
+    self.tokens = _tokens(text, label)
+    self.advance()
+
+  def advance(self):
+    self.kind, self.text, self.line = next(self.tokens)
+
+  def fail(self, message, line=None):
+    raise InputError(f"{self.label}:{line or self.line}: {message}")
+
+  def expect(self, text):
+    if self.text != text or self.kind == "string":
+      self.fail(f"expected '{text}', found {self._found()}")
+    self.advance()
+
+  def _found(self):
+    return "the end of the file" if self.kind == "end" else repr(self.text)
+
+  def message(self, opener=None):
+    """Fields up to the closing brace (opener: (name, line)) or the end of the file."""
+    fields = []
+    while True:
+      if self.kind == "end":
+        if opener:
+          self.fail(f"the file ends inside '{opener[0]}' (opened at line {opener[1]})")
+        return fields
+      if self.text == "}" and self.kind == "punct":
+        if not opener:
+          self.fail("'}' without a block to close")
+        self.advance()
+        return fields
+      fields += self.field()
+      if self.text in (",", ";") and self.kind == "punct":
+        self.advance()
+
+  def field(self):
+    if self.kind != "word" or self.text.startswith("-"):
+      self.fail(f"expected a field name, found {self._found()}")
+    name, line = self.text, self.line
+    self.advance()
+    colon = self.text == ":" and self.kind == "punct"
+    if colon:
+      self.advance()
+    if self.text == "{" and self.kind == "punct":
+      self.advance()
+      return [_Field(name, self.message((name, line)), line, "message")]
+    if not colon:
+      self.fail(f"expected ':' or '{{' after '{name}', found {self._found()}")
+    if self.text == "[" and self.kind == "punct":
+      return self.scalar_list(name)
+    return [self.scalar(name)]
+
+  def scalar(self, name):
+    if self.kind not in ("string", "number", "word"):
+      self.fail(f"expected a value for '{name}', found {self._found()}")
+    field = _Field(name, self.text, self.line, self.kind)
+    self.advance()
+    while field.kind == "string" and self.kind == "string":  # "a" "b" is one string
+      self.advance()
+    return field
+
+  def scalar_list(self, name):
+    self.advance()
+    values = []
+    while not (self.text == "]" and self.kind == "punct"):
+      values.append(self.scalar(name))
+      if self.text == "," and self.kind == "punct":
+        self.advance()
+      elif not (self.text == "]" and self.kind == "punct"):
+        self.fail(f"expected ',' or ']' in the list of '{name}', found {self._found()}")
+    self.advance()
+    return values
+
+
+# ---------------------------------------------------------------------------------------
+# The fields the tools read
+
+
+class _Reader:
+  """Typed access to parsed fields, each error naming the field's line."""
+
+  def __init__(self, label):
+    self.label = label
+
+  def fail(self, line, message):
+    raise InputError(f"{self.label}:{line}: {message}")
+
+  def one(self, fields, name, kind):
+    """The field `name` (None if absent); a second one is an error."""
+    found = [f for f in fields if f.name == name]
+    if len(found) > 1:
+      self.fail(found[1].line, f"'{name}' given twice (first at line {found[0].line})")
+    if found and (found[0].kind == "message") != (kind == "message"):
+      self.fail(found[0].line, f"'{name}' must be {'a block' if kind == 'message' else 'a value'}")
+    return found[0] if found else None
+
+  def integer(self, field):
+    if field.kind != "number" or not re.fullmatch(r"[-+]?\d+", field.value):
+      self.fail(field.line, f"'{field.name}' must be an integer, not {field.value!r}")
+    return int(field.value)
+
+  def int_field(self, fields, name):
+    field = self.one(fields, name, "scalar")
+    return None if field is None else (self.integer(field), field.line)
+
+  def enum_field(self, fields, name):
+    field = self.one(fields, name, "scalar")
+    if field is not None and field.kind == "string":
+      self.fail(field.line, f"'{name}' must be an enum name or number, not a string")
+    return None if field is None else field.value
+
+  def bool_field(self, fields, name):
+    field = self.one(fields, name, "scalar")
+    if field is None:
+      return None
+    if field.kind == "string" or field.value not in _BOOLS:
+      self.fail(field.line, f"'{name}' must be true or false, not {field.value!r}")
+    return _BOOLS[field.value]
+
+
+def parse_config(text: str, label: str) -> ModuleConfig:
+  """Parses an HloModuleConfigProto in text format (see the module docstring)."""
+  top = _Parser(text, label).message()
+  reader = _Reader(label)
+  replicas = reader.int_field(top, "replica_count")
+  partitions = reader.int_field(top, "num_partitions")
+  debug = reader.one(top, "debug_options", "message")
+  debug_fields = debug.value if debug else []
+  assignment = reader.one(top, "static_device_assignment", "message")
+  replica_count, computation_count, devices = (replicas[0] if replicas else 1,
+                                               partitions[0] if partitions else 1, None)
+  if assignment is not None:
+    replica_count, computation_count, devices = _device_assignment(reader, assignment)
+    for given, name, want in ((replicas, "replica_count", replica_count),
+                              (partitions, "num_partitions", computation_count)):
+      if given and given[0] > 0 and given[0] != want:
+        reader.fail(given[1], f"{name} {given[0]} differs from the device assignment's "
+                              f"{want} (line {assignment.line})")
+  return ModuleConfig(
+      path=label, replica_count=replica_count, computation_count=computation_count,
+      partition_to_device=devices,
+      collective_permute_mode=reader.enum_field(debug_fields, "xla_gpu_collective_permute_mode"),
+      nvshmem_enabled=reader.bool_field(debug_fields, "xla_gpu_experimental_enable_nvshmem"))
+
+
+def _device_assignment(reader, block):
+  """(replica_count, computation_count, devices by flattened id): the checks of XLA's
+  DeviceAssignment::Deserialize (computation_placer.cc:111), and distinct devices."""
+  fields = block.value
+  counts = []
+  for name in ("replica_count", "computation_count"):
+    value = reader.int_field(fields, name)
+    if value is None or value[0] <= 0:
+      reader.fail(value[1] if value else block.line,
+                  f"static_device_assignment needs {name} > 0, "
+                  f"{'got ' + str(value[0]) if value else 'none given'}")
+    counts.append(value[0])
+  replicas, computations = counts
+  rows = [f for f in fields if f.name == "computation_devices"]
+  if len(rows) != computations:
+    reader.fail(rows[computations].line if len(rows) > computations else block.line,
+                f"static_device_assignment has {len(rows)} computation_devices for "
+                f"computation_count {computations}")
+  by_id, seen = [None] * (replicas * computations), {}
+  for partition, row in enumerate(rows):
+    if row.kind != "message":
+      reader.fail(row.line, "'computation_devices' must be a block")
+    ids = [f for f in row.value if f.name == "replica_device_ids"]
+    if len(ids) != replicas:
+      reader.fail(row.line, f"computation_devices {partition} has {len(ids)} "
+                            f"replica_device_ids for replica_count {replicas}")
+    for replica, field in enumerate(ids):
+      device = reader.integer(field)
+      if device < 0:
+        reader.fail(field.line, f"device id {device} is negative")
+      if device in seen:
+        reader.fail(field.line, f"device {device} is given twice (first at line {seen[device]})")
+      seen[device] = field.line
+      by_id[replica * computations + partition] = device
+  return replicas, computations, tuple(by_id)
