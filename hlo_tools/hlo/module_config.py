@@ -113,15 +113,18 @@ def _manifest_config(directory):
   return xla_dump_config(os.path.join(directory, sub), key)
 
 
-def read_config(path: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> ModuleConfig:
-  """Reads and parses the config at `path`; InputError (one line) when bad or too big."""
-  data = cli_io.read_input(path, max_bytes)
+def read_config(path: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
+                label: str | None = None) -> ModuleConfig:
+  """Reads and parses the config at `path`; InputError (one line, naming `label`,
+  default the path) when bad or over max_bytes."""
+  label = str(label or path)
+  data = cli_io.read_input(path, max_bytes, label)
   try:
     text = data.decode("utf-8")
   except UnicodeDecodeError as e:
     line = data.count(b"\n", 0, e.start) + 1
-    raise InputError(f"{path}:{line}: not UTF-8 text (byte {e.start})") from None
-  return parse_config(text, str(path))
+    raise InputError(f"{label}:{line}: not UTF-8 text (byte {e.start})") from None
+  return parse_config(text, label)
 
 
 def for_module(module_path: str,
@@ -161,33 +164,33 @@ class _Parser:
   def __init__(self, text, label):
     self.label = label
     self.tokens = _tokens(text, label)
+    self.open = []  # (name, line) of each block the parser is inside
     self.advance()
 
   def advance(self):
     self.kind, self.text, self.line = next(self.tokens)
 
   def fail(self, message, line=None):
+    if self.kind == "end" and self.open:  # a cut file: say where it was cut
+      name, opened = self.open[-1]
+      message = f"the file ends inside '{name}' (opened at line {opened})"
     raise InputError(f"{self.label}:{line or self.line}: {message}")
-
-  def expect(self, text):
-    if self.text != text or self.kind == "string":
-      self.fail(f"expected '{text}', found {self._found()}")
-    self.advance()
 
   def _found(self):
     return "the end of the file" if self.kind == "end" else repr(self.text)
 
-  def message(self, opener=None):
-    """Fields up to the closing brace (opener: (name, line)) or the end of the file."""
+  def message(self, nested=False):
+    """Fields up to the closing brace (nested) or the end of the file."""
     fields = []
     while True:
       if self.kind == "end":
-        if opener:
-          self.fail(f"the file ends inside '{opener[0]}' (opened at line {opener[1]})")
+        if nested:
+          self.fail("the file ends inside a block")
         return fields
       if self.text == "}" and self.kind == "punct":
-        if not opener:
+        if not nested:
           self.fail("'}' without a block to close")
+        self.open.pop()
         self.advance()
         return fields
       fields += self.field()
@@ -203,8 +206,9 @@ class _Parser:
     if colon:
       self.advance()
     if self.text == "{" and self.kind == "punct":
+      self.open.append((name, line))
       self.advance()
-      return [_Field(name, self.message((name, line)), line, "message")]
+      return [_Field(name, self.message(nested=True), line, "message")]
     if not colon:
       self.fail(f"expected ':' or '{{' after '{name}', found {self._found()}")
     if self.text == "[" and self.kind == "punct":

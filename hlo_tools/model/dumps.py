@@ -18,7 +18,11 @@ start is written.
   versions      jax, jaxlib (and the CUDA plugin) that compiled it
   options       the command line's options
   stages        stage name -> file in the dump directory; with every pass dumped,
-                before_async is the module entering async-collective-creator
+                before_async is the module entering async-collective-creator.
+                Beside each HLO stage file X.hlo lies X.config.pbtxt, XLA's module
+                config of the compile (hlo.module_config), where XLA wrote one
+  partition_to_device   the device id of each partition (XLA's flattened id,
+                hlo.module_config), from XLA's module config; null without one
   main_module, xla_dump_dir, modules   the index of XLA's files (index_xla_dump)
 """
 
@@ -27,6 +31,7 @@ import os
 import re
 
 from hlo_tools import cli_io
+from hlo_tools.hlo import module_config
 from hlo_tools.model import sources
 from hlo_tools.errors import DumpReadError, InputError
 
@@ -177,6 +182,15 @@ def read_stage(dump_dir, stage, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
   except IndexError:
     raise InputError(f"{label}: pass {pass_name!r} has no run #{occurrence}") from None
   return sources.read_text(label, text, label)
+
+
+def module_config_path(dump_dir):
+  """XLA's module config (hlo.module_config) of the dump's main module, every stage's
+  and pass's alike; None where XLA wrote none."""
+  xla_dir = xla_dir_of(dump_dir)
+  modules = index_xla_dump(xla_dir)
+  key = main_key(dump_dir, modules) if modules else None
+  return key and module_config.xla_dump_config(xla_dir, key)
 
 
 def split_spec(spec):

@@ -13,7 +13,7 @@ import tempfile
 import time
 
 from hlo_tools import selection
-from hlo_tools.hlo import buffer_assignment
+from hlo_tools.hlo import buffer_assignment, module_config
 from hlo_tools.ops.outdir import make_work_dir, publish
 from hlo_tools.model.dumps import (BEFORE_ASYNC_PASS, XLA_DUMP_SUBDIR, DumpReadError,
                                    index_xla_dump, main_module, pass_snapshot_text)
@@ -397,12 +397,23 @@ def compile_in_child(work_dir, source, target, pass_re=None, progress=True, mesh
 
 
 def write_stages(work_dir, modules, main_key):
-  """Copies the main module's stage files to fixed names; returns stage -> file."""
-  stages = {}
+  """Copies the main module's stage files to fixed names, each with XLA's module config
+  beside it (module_config.sidecar_path); returns stage -> file."""
+  stages = _write_module_stages(work_dir, modules, main_key)
+  if os.path.exists(os.path.join(work_dir, LOWERED_FILE)):
+    stages["lowered"] = LOWERED_FILE  # jax's lowering of the same compile: same devices
+  config = main_key and module_config.xla_dump_config(
+      os.path.join(work_dir, XLA_DUMP_SUBDIR), main_key)
+  if config:
+    for fname in stages.values():
+      shutil.copyfile(config, module_config.sidecar_path(os.path.join(work_dir, fname)))
   if os.path.exists(os.path.join(work_dir, "stablehlo.mlir")):
     stages["stablehlo"] = "stablehlo.mlir"
-  if os.path.exists(os.path.join(work_dir, LOWERED_FILE)):
-    stages["lowered"] = LOWERED_FILE
+  return dict(sorted(stages.items()))
+
+
+def _write_module_stages(work_dir, modules, main_key):
+  stages = {}
   if main_key is not None:
     for stage, fname in sorted(modules[main_key]["stages"].items()):
       shutil.copyfile(os.path.join(work_dir, XLA_DUMP_SUBDIR, fname),
@@ -465,6 +476,7 @@ def dump(source, out, target=None, all_passes=False, overwrite=False, options=No
     if not modules:
       raise DumpError(f"no XLA module dumps found in {source.get('dir', work_dir)}")
     main_key = main_module(modules, info.get("module_name"))
+    config = _main_config(work_dir, main_key, source)
     stages = write_stages(work_dir, modules, main_key)
     manifest = {
         "source": source,
@@ -473,6 +485,8 @@ def dump(source, out, target=None, all_passes=False, overwrite=False, options=No
         "versions": info.get("versions") or _local_versions(),
         "options": dict(options or {}, all_passes=all_passes),
         "stages": stages,
+        "partition_to_device": list(config.partition_to_device)
+                               if config and config.partition_to_device else None,
         "main_module": main_key,
         "xla_dump_dir": XLA_DUMP_SUBDIR,
         "modules": modules,
@@ -488,6 +502,19 @@ def dump(source, out, target=None, all_passes=False, overwrite=False, options=No
   except BaseException:
     shutil.rmtree(work_dir, ignore_errors=True)
     raise
+
+
+def _main_config(work_dir, main_key, source):
+  """The main module's config (module_config.ModuleConfig), None where XLA wrote none;
+  a bad one is refused under the name the user gave it."""
+  path = main_key and module_config.xla_dump_config(
+      os.path.join(work_dir, XLA_DUMP_SUBDIR), main_key)
+  if not path:
+    return None
+  label = path
+  if source["kind"] == "xla_dump":
+    label = os.path.join(source["dir"], os.path.basename(path))
+  return module_config.read_config(path, label=label)
 
 
 def _local_versions():
