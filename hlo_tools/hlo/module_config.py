@@ -157,7 +157,7 @@ def _tokens(text, label):
       line += 1
     elif kind not in ("space", "comment"):
       yield kind, m.group(), line
-  yield "end", "", line
+  yield "end", "", line - 1 if text.endswith("\n") and line > 1 else line  # the last line
 
 
 class _Parser:
