@@ -1,22 +1,36 @@
-"""Per-op collective-permute backends inside jax's own compile (jax >= 0.10.2).
+"""The selection core inside jax's own compile (jax >= 0.10.2): one collectives mode
+for the whole program on a stock XLA, one per collective-permute on an XLA with the
+patch series for jax v0.11.0's XLA.
 
     from hlo_tools import jax_hook
     hook = jax_hook.install(topology="1x1x2", backends=("nccl", "peer"))
-    ...  # every module jax compiles from now on gets a per-permute choice
+    compiled = hook.compile(jax.jit(f).lower(x))  # the program's best safe mode applied
     hook.uninstall()
 
-The XLA of jax 0.10.2 and later runs a collective-permute on NCCL unless its
-backend_config names `collective_backend_config.collectives_mode`:
-COLLECTIVES_PEER_MEMORY (copy-engine writes into the peer's buffer) or
-COLLECTIVES_SYMMETRIC_MEMORY (put + signal on NCCL symmetric memory). Its own
-flag sets one mode for every permute. `install` registers a module
-transformation (jax.extend.xla.register_hlo_module_transformation, before the
-scheduler) that runs the selection core on each permute of the module (bytes,
-source-target pairs, topology) and writes the chosen mode into that permute's
-backend_config, keeping every other field; NCCL leaves the field unset. It
-also writes the choice as the frontend attribute _xla_collectives_mode
-(private, peer, symmetric), which the patch series for jax v0.11.0's XLA reads;
-a permute the user marked with that attribute (set_xla_metadata) keeps its mode.
+What each XLA honours. Every XLA that jax ships builds a CollectivePermuteThunk with
+the flag `xla_gpu_collective_permute_mode` (thunk_emitter.cc:1824 at 5a9e73cb, jax
+0.10.2; :1948 at 131bf41a, jax 0.11.0; :2188 at 183fa00c); a permute's own
+`collective_backend_config.collectives_mode` only moves a SYMMETRIC permute's
+buffers into the collective memory (gpu_memory_space_assignment.cc:145 and :130).
+So on a stock XLA the mode is one per compiled program: `compile` (or `jit`) reads
+the program's permutes from a first compile, lets the core choose the one mode
+every permute can run that is modeled fastest in sum (model.program_mode), and
+compiles again with it in jax's compiler_options when it is not the mode the first
+compile ran; it writes no mode on any op. With the series the thunk runs the op's
+own mode; the transformation that `install` registers (before the scheduler, where
+jax runs it: a compile on a live client) then writes each permute's choice into its
+backend_config and as the frontend attribute _xla_collectives_mode, and a permute
+the user marked (set_xla_metadata) keeps its mode.
+
+Which XLA is which is asked of the XLA itself (`probe`): a one-device permute marked
+`_xla_collectives_mode="peer"` is compiled with the flag at its default; the
+series' assigner writes PEER into its config (the same patch makes the thunk read
+it), a stock assigner leaves the config as it was (collective_backend_assigner.cc:51).
+
+A deviceless compile (jax.experimental.topologies.get_topology_desc) runs no
+registered transformation: jax 0.10.2 registers it only on a PjRt client, and the
+compile-only client of a topology refuses it ("implemented for a PjRt-compatible
+backend only"). `compile` needs none, so it works there too.
 
 Only pure Python and the core's binding are imported (no TensorFlow): the
 module is read with hlo_tools.hlo.reader, edited as text and re-parsed by jaxlib.
@@ -260,37 +274,172 @@ def transform_text(text, selection, topology, table, backends):
 
 
 # ---------------------------------------------------------------------------
+# What the XLA honours
+
+# (platform, platform_version) -> probe(): one probe per XLA in a process.
+_PROBED = {}
+# Set while a probe compiles, so that an installed transformation leaves it alone.
+_LOCAL = threading.local()
+_FLAG = "xla_gpu_collective_permute_mode"
+_DEFAULT_MODE = "COLLECTIVES_PRIVATE_MEMORY"
+
+
+def probe(device) -> dict:
+  """Whether the XLA that compiles for `device` runs a permute in its own mode.
+
+  Compiles a one-device permute marked _xla_collectives_mode="peer", the flag
+  at XLA's default: {"per_op": True} when the compiled permute's config says
+  PEER (the series' assigner took the mark), False when it carries no mode (a
+  stock assigner reads no mark), with the evidence."""
+  client = device.client
+  key = (client.platform, client.platform_version)
+  if key not in _PROBED:
+    _LOCAL.probing = True
+    try:
+      found = permute_modes(_probe_text(device))
+    finally:
+      _LOCAL.probing = False
+    per_op = any(k.endswith(":COLLECTIVES_PEER_MEMORY") for k in found)
+    _PROBED[key] = {
+        "per_op": per_op, "platform": client.platform,
+        "evidence": (f"a permute marked {modes.ATTRIBUTE}=\"peer\" compiled with "
+                     f"{_FLAG}={_DEFAULT_MODE} came out as {found}: "
+                     + ("the assigner took the mark, so the thunk runs each op's own "
+                        "mode (the series)" if per_op else
+                        "the mark was not read; every permute runs the flag's mode "
+                        "(a stock XLA)"))}
+  return _PROBED[key]
+
+
+def _probe_text(device):
+  import jax  # pylint: disable=import-outside-toplevel
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  from jax.experimental.xla_metadata import set_xla_metadata  # pylint: disable=import-outside-toplevel
+  from jax.sharding import Mesh, NamedSharding, PartitionSpec  # pylint: disable=import-outside-toplevel
+  mesh = Mesh(np.array([device]), ("p",))
+
+  def body(x):
+    with set_xla_metadata(**{modes.ATTRIBUTE: "peer"}):
+      return jax.lax.ppermute(x, "p", [(0, 0)])
+
+  f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=PartitionSpec("p"),
+                            out_specs=PartitionSpec("p")))
+  x = jax.ShapeDtypeStruct((256,), np.float32,
+                           sharding=NamedSharding(mesh, PartitionSpec("p")))
+  return f.lower(x).compile({_FLAG: _DEFAULT_MODE}).as_text()
+
+
+def _a_device(compiled):
+  """One device the compiled program runs on (a compile-only one when deviceless)."""
+  import jax  # pylint: disable=import-outside-toplevel
+  shardings = jax.tree.leaves(compiled.input_shardings) + \
+      jax.tree.leaves(compiled.output_shardings)
+  for sharding in shardings:
+    devices = getattr(sharding, "device_set", None)
+    if devices:
+      return min(devices, key=lambda d: d.id)
+  raise HookError("the compiled program names no device to probe its XLA with")
+
+
+def _module_name(text):
+  head = text.split("\n", 1)[0].split()
+  return head[1].rstrip(",") if len(head) > 1 and head[0] == "HloModule" else "module"
+
+
+def flag_in_effect(compiler_options) -> tuple:
+  """(the permute mode a compile with these options runs, where it comes from):
+  its compiler_options, else XLA_FLAGS, else XLA's default."""
+  if compiler_options and _FLAG in compiler_options:
+    return str(compiler_options[_FLAG]), "compiler_options"
+  m = re.search(rf"--{_FLAG}=(\S+)", os.environ.get("XLA_FLAGS", ""))
+  if m:
+    return m.group(1), "XLA_FLAGS"
+  return _DEFAULT_MODE, "XLA's default"
+
+
+# ---------------------------------------------------------------------------
+# One mode for the program (stock XLA)
+
+def program_choice(text, selection, topology, table, backends, label="<module>"):
+  """model.program_mode.choose on the module in HLO `text`."""
+  from hlo_tools.model import decisions, program_mode, sources  # pylint: disable=import-outside-toplevel
+  source = sources.resolve_partitions(sources.read_text(None, text, label), topology)
+  perms = decisions.analyze(source, topology, table)
+  del selection  # decisions calls the same binding
+  return program_mode.choose(perms, source, topology, table, backends)
+
+
+def compile_program(lowered, topology, table, backends, compiler_options=None,
+                    selection=None, per_op=None):
+  """(compiled, record): `lowered` compiled with the program's one mode applied.
+
+  A first compile with the caller's options gives the program as XLA optimized
+  it; on a stock XLA the core chooses its mode from that, and a second compile
+  applies it through compiler_options when it differs from the mode the first
+  ran. A mode the caller set in compiler_options is kept. On the series' XLA
+  (per_op, else probed) the first compile stands: the registered transformation
+  decides per op."""
+  selection = selection or import_selection()
+  options = dict(compiler_options or {})
+  compiled = lowered.compile(options or None)
+  xla = {"per_op": per_op, "evidence": "given by the caller"} if per_op is not None \
+      else probe(_a_device(compiled))
+  text = compiled.as_text()
+  choice = program_choice(text, selection, topology, table, backends,
+                          label=f"<{_module_name(text)}>")
+  ran, ran_from = flag_in_effect(options)
+  record = {"xla": xla, "program": choice, "first_compile_mode": ran,
+            "first_compile_mode_from": ran_from}
+  if xla["per_op"]:
+    record["applied"] = None
+    record["why"] = ("this XLA runs each permute in its own mode: the per-op "
+                     "transformation decides, not one mode for the program")
+    return compiled, record
+  if ran_from == "compiler_options":
+    record["applied"] = ran
+    record["why"] = f"kept the caller's compiler_options {_FLAG}={ran}"
+    refused = next((m["refused"] for m in choice["modes"].values()
+                    if m["mode"] == ran and m["refused"]), None)
+    if refused:
+      record["why"] += f", which the core refuses ({refused})"
+    return compiled, record
+  record["applied"] = choice["mode"]
+  record["why"] = choice["why"]
+  if choice["mode"] != ran:
+    compiled = lowered.compile({**options, _FLAG: choice["mode"]})
+    text = compiled.as_text()
+  record["compiled_permutes"] = permute_modes(text)
+  return compiled, record
+
+
+# ---------------------------------------------------------------------------
 # Registration
 
 class Hook:
-  """An installed transformation: decisions and calls so far; uninstall()."""
+  """An installed transformation: decisions and calls so far; compile(), jit(),
+  uninstall(). `xla`: what probe() found of the XLA (per_op None: not probed)."""
 
   def __init__(self, name, stage, platforms, selection, topology, table, backends,
-               report):
+               report, xla=None):
     self.name, self.stage, self.platforms = name, stage, platforms
     self.topology, self.table, self.backends = topology, table, tuple(backends)
     self.report = report
-    self.decisions, self.calls = [], []
+    self.decisions, self.calls, self.programs = [], [], []
+    self.xla = xla or {"per_op": None, "evidence": "not probed"}
     self._selection = selection
     self._lock = threading.Lock()
     self.installed = False
 
   def __call__(self, proto_bytes):
+    if getattr(_LOCAL, "probing", False):
+      return None  # the probe's own module
     from jax._src.lib import xla_client  # jaxlib's own HLO parser and printer
     call = {"bytes_in": len(proto_bytes)}
     try:
       module = xla_client.hlo.HloModule.from_serialized_hlo_module_proto(proto_bytes)
       call["module"] = module.name
-      new_text, records = transform_text(module.to_string(), self._selection,
-                                         self.topology, self.table, self.backends)
-      call["permutes"] = len(records)
-      result = None
-      if new_text is not None:
-        result = xla_client.hlo.hlo_module_from_text(new_text)
-        result = result.as_serialized_hlo_module_proto()
-        call["permutes_out"] = permute_modes(new_text)
-      with self._lock:
-        self.decisions.extend(records)
+      result = (self._per_op(module.to_string(), call) if self.xla["per_op"]
+                else self._program(module.to_string(), call))
     except Exception as e:  # the module stays as jax built it; the error is kept
       call["error"] = f"{type(e).__name__}: {e}"[:2000]
       result = None
@@ -299,10 +448,75 @@ class Hook:
       self._write_report()
     return result
 
+  def _per_op(self, text, call):
+    """The series' XLA: each permute's choice written on it."""
+    from jax._src.lib import xla_client  # pylint: disable=import-outside-toplevel
+    new_text, records = transform_text(text, self._selection, self.topology, self.table,
+                                       self.backends)
+    call["permutes"] = len(records)
+    result = None
+    if new_text is not None:
+      result = xla_client.hlo.hlo_module_from_text(new_text)
+      result = result.as_serialized_hlo_module_proto()
+      call["permutes_out"] = permute_modes(new_text)
+    with self._lock:
+      self.decisions.extend(records)
+    return result
+
+  def _program(self, text, call):
+    """A stock XLA: the program's one mode decided and recorded, nothing written
+    (the flag of this compile is already set; compile() applies it)."""
+    if getattr(_LOCAL, "compiling", False):
+      return None  # compile() records its own decision
+    choice = program_choice(text, self._selection, self.topology, self.table,
+                            self.backends, label=f"<{call['module']}>")
+    call["permutes"] = choice["permutes"]
+    with self._lock:
+      self.programs.append({"module": call["module"], "program": choice, "applied": None,
+                            "why": "decided inside a compile, whose flag is already "
+                            f"set: apply it with {choice['xla_flags']}, or compile "
+                            "through hook.compile() / hook.jit()"})
+    return None
+
+  def compile(self, lowered, compiler_options=None):
+    """`lowered` (jax.jit(f).lower(...)) compiled with the program's best safe mode
+    on a stock XLA (compile_program); the decision is kept in `programs`."""
+    _LOCAL.compiling = True
+    try:
+      per_op = self.xla["per_op"]
+      compiled, record = compile_program(lowered, self.topology, self.table,
+                                         self.backends, compiler_options,
+                                         self._selection, per_op)
+    finally:
+      _LOCAL.compiling = False
+    if self.xla["per_op"] is None:
+      self.xla = record["xla"]
+    record["module"] = _module_name(compiled.as_text())
+    with self._lock:
+      self.programs.append(record)
+      self._write_report()
+    return compiled
+
+  def jit(self, fun, **jit_kwargs):
+    """jax.jit(fun, **jit_kwargs) whose every new argument signature compiles
+    through compile()."""
+    import jax  # pylint: disable=import-outside-toplevel
+    jitted, cache = jax.jit(fun, **jit_kwargs), {}
+
+    def call(*args):
+      leaves, tree = jax.tree.flatten(args)
+      key = (tree, tuple((getattr(x, "shape", None), str(getattr(x, "dtype", type(x))),
+                          str(getattr(x, "sharding", None))) for x in leaves))
+      if key not in cache:
+        cache[key] = self.compile(jitted.lower(*args))
+      return cache[key](*args)
+
+    return call
+
   def summary(self):
     return {"name": self.name, "topology": str(self.topology),
-            "backends": list(self.backends), "calls": list(self.calls),
-            "decisions": list(self.decisions)}
+            "backends": list(self.backends), "xla": self.xla, "calls": list(self.calls),
+            "decisions": list(self.decisions), "programs": list(self.programs)}
 
   def _write_report(self):
     if not self.report:
@@ -332,16 +546,32 @@ def with_process_layout(spec, local_devices, all_devices):
   return f"{spec}:gpus_per_process={local_devices}"
 
 
+def _probe_live(platforms):
+  """probe() on the first of `platforms` with a live device; not probed without one
+  (a deviceless process: compile() probes with the program's device)."""
+  import jax  # pylint: disable=import-outside-toplevel
+  for platform in platforms:
+    try:
+      devices = jax.devices(platform)
+    except RuntimeError:
+      continue
+    if devices:
+      return probe(devices[0])
+  return {"per_op": None, "evidence": f"not probed: no live device of {platforms}"}
+
+
 def install(topology, backends=("nccl", "peer"), cost_table=None, report=None,
-            platforms=("cuda", "gpu"), name="nvshmem_opt_permute_modes"):
-  """Registers the per-permute choice for every module jax compiles next.
+            platforms=("cuda", "gpu"), name="nvshmem_opt_permute_modes", per_op=None):
+  """Registers the hook for every module jax compiles next (see the module docstring).
 
   topology: a spec such as "1x1x2" (slices x hosts x GPUs per host) or a parsed
   Topology; a spec without gpus_per_process gets it from jax's local devices
   (with_process_layout); backends: the set the target XLA offers, NCCL first; cost_table:
   None (the core's default), a path, or a CostTable; report: a JSON file
   rewritten after each compile with the decisions; platforms: where jax
-  registers the pass ("cpu" too for tests). Returns a Hook.
+  registers the pass ("cpu" too for tests); per_op: whether the XLA runs each
+  permute in its own mode, None to probe it (on the first platform with a live
+  device, else at the first compile()). Returns a Hook.
   """
   if name in _INSTALLED:
     raise HookError(f"a hook named {name!r} is already installed (topology "
@@ -370,11 +600,14 @@ def install(topology, backends=("nccl", "peer"), cost_table=None, report=None,
             else topology)
     table = (cost_table if cost_table is not None and not isinstance(cost_table, str)
              else selection.load_cost_table(cost_table))
+    table = selection.with_backends(table, backends)
   except selection.SelectionError as e:
     raise HookError(str(e)) from None
   platforms = [platforms] if isinstance(platforms, str) else list(platforms)
+  xla = ({"per_op": per_op, "evidence": "given by the caller"} if per_op is not None
+         else _probe_live(platforms))
   hook = Hook(name, jx.PipelineStage.PRE_SCHEDULER, platforms, selection, topo,
-              table, backends, report)
+              table, backends, report, xla)
   # Register per platform: a name jax has no client for (e.g. "gpu" where the
   # plugin registers "cuda") is skipped; none at all is an error.
   registered, errors = [], []

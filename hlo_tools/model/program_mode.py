@@ -1,0 +1,160 @@
+"""One collectives mode for a whole program: what a stock XLA runs, and which to set.
+
+Every XLA that jax ships (0.10.2's 5a9e73cb, 0.11.0's 131bf41a, and upstream as far
+as 183fa00c) builds each CollectivePermuteThunk with the flag
+`xla_gpu_collective_permute_mode` (thunk_emitter.cc:1824, :1948, :2188 there). A
+permute's own `collective_backend_config.collectives_mode` is read for its buffers
+only: memory space assignment puts a SYMMETRIC permute's buffers in the collective
+memory (gpu_memory_space_assignment.cc:145 at 5a9e73cb, :130 at 131bf41a). Its
+CollectiveBackendAssigner, which runs after the pre-scheduler transformations,
+writes the flag's mode on every permute unless the flag is PRIVATE, when it writes
+nothing (collective_backend_assigner.cc:51-53 and :63) and a mode already on an op
+stays there. So a stock program runs one mode for all its permutes, set in
+XLA_FLAGS or per compile through jax's compiler_options; the patch series for jax
+v0.11.0's XLA makes the thunk read the op's own mode instead.
+
+`choose` picks that one mode with the selection core: every mode of the backend
+set that the flag can name, refused when one permute of the program cannot run it,
+priced as the sum over permutes of modeled time x runs per step.
+"""
+
+from hlo_tools import selection
+from hlo_tools.model import collectives, decisions, runtime_rules
+
+FLAG = "xla_gpu_collective_permute_mode"
+# The flag's value for each backend it can name; PRIVATE is XLA's default.
+FLAG_VALUE = {"nccl": "COLLECTIVES_PRIVATE_MEMORY", "peer": "COLLECTIVES_PEER_MEMORY",
+              "symmetric": "COLLECTIVES_SYMMETRIC_MEMORY"}
+DEFAULT = FLAG_VALUE["nccl"]
+FLAG_BACKEND = {v: b for b, v in FLAG_VALUE.items()}
+# Where each XLA's permute thunk takes its mode (the flag), by commit.
+THUNK_READS_FLAG = ("thunk_emitter.cc:1824 at 5a9e73cb (jax 0.10.2), :1948 at 131bf41a "
+                    "(jax 0.11.0), :2188 at 183fa00c")
+
+
+def settings(mode: str) -> dict:
+  """The two ways to apply `mode` to a program: XLA_FLAGS and jax's compiler_options."""
+  return {"xla_flags": f"XLA_FLAGS=--{FLAG}={mode}",
+          "compiler_options": {FLAG: mode}}
+
+
+def runs_per_step(perm) -> tuple:
+  """(runs of the permute per step, whether every loop count around it is known):
+  the product of its loops' trip counts, at least that where one is unknown."""
+  _, _, exact, at_least = collectives.loop_summary(perm.loops)
+  return (exact or at_least or 1), (exact is not None or not perm.loops)
+
+
+def _memory_spaces(instr) -> set:
+  shapes = [instr.shape] + [o.shape for o in instr.operand_instructions()]
+  return {s.memory_space for shape in shapes if shape is not None
+          for s in shape.leaves() if s.memory_space}
+
+
+def refusal(perm, source, topology, table, backend: str):
+  """Why the program cannot run `perm` in `backend`'s mode, or None. NCCL runs any."""
+  if backend == "nccl":
+    return None
+  if perm.decision is None:
+    return f"its edges cannot be placed on the topology: {perm.error}"
+  where = runtime_rules.nccl_only_computations(source.module).get(perm.record.computation)
+  if where == "branch":
+    return ("under a conditional's branch: devices may take different branches, and a "
+            "peer or symmetric write lands in the peer's copy of the sender's own "
+            "destination, which the other branch does not read")
+  spaces = _memory_spaces(perm.start) if backend == "symmetric" else set()
+  if spaces:
+    return (f"a buffer in memory space {', '.join(f'S({s})' for s in sorted(spaces))}: "
+            "symmetric memory needs the collective color, and memory space assignment "
+            "fails on a buffer with two")
+  return decisions.safety_refusal(perm, source, topology, table, backend)
+
+
+def _modeled(perm, source, topology, table, backend):
+  """The core's modeled time of one run of `perm` on `backend`."""
+  us = perm.decision["backend_us"].get(backend)
+  if us is None:
+    d = selection.decide(topology, table, perm.record.bytes_per_device, perm.pairs,
+                         perm.record.channel_id is not None, source.num_partitions,
+                         source.num_replicas, buffers=perm.record.buffers,
+                         backends=("nccl", backend))
+    us = d["backend_us"].get(backend)
+  return us
+
+
+def candidates(backends) -> list:
+  """The backends of the set the flag can name, NCCL first (the default wins ties)."""
+  names = backends.split(",") if isinstance(backends, str) else list(backends)
+  return ["nccl"] + [b for b in names if b in FLAG_VALUE and b != "nccl"]
+
+
+def choose(perms, source, topology, table, backends) -> dict:
+  """The program's one mode (see the module docstring) and what a per-op choice,
+  which only the series' XLA runs, would add. `perms`: model.decisions.analyze's."""
+  modes = {}
+  for backend in candidates(backends):
+    total, refused = 0.0, None
+    for perm in perms:
+      why = refusal(perm, source, topology, table, backend)
+      if why:
+        refused = f"%{perm.record.start}: {why}"
+        break
+      total += _modeled(perm, source, topology, table, backend) * runs_per_step(perm)[0]
+    modes[backend] = {"mode": FLAG_VALUE[backend], "total_us": None if refused else total,
+                      "refused": refused}
+  offered = [b for b, m in modes.items() if m["total_us"] is not None]
+  best = min(offered, key=lambda b: modes[b]["total_us"])  # NCCL is never refused
+  nccl_us, best_us = modes["nccl"]["total_us"], modes[best]["total_us"]
+  per_op_us = _per_op_total(perms, source, modes)
+  known = all(runs_per_step(p)[1] for p in perms)
+  return {"flag": FLAG, "backend": best, "mode": FLAG_VALUE[best],
+          **settings(FLAG_VALUE[best]), "modes": modes, "nccl_us": nccl_us,
+          "best_us": best_us, "saving_us": nccl_us - best_us,
+          "per_op_us": per_op_us,
+          "per_op_adds_us": None if per_op_us is None else best_us - per_op_us,
+          "runs_known": known, "permutes": len(perms),
+          "why": _why(best, modes, nccl_us, best_us, known)}
+
+
+def _per_op_total(perms, source, modes):
+  """Sum of each permute's own best of the flag's modes (the core's choice over the
+  set), NCCL under a branch, as the series' assigner keeps it; None if one is
+  undecided."""
+  if any(p.decision is None for p in perms):
+    return None
+  branches = runtime_rules.nccl_only_computations(source.module)
+  names = [b for b in modes if b != "nccl"]
+  total = 0.0
+  for perm in perms:
+    us = [perm.decision["backend_us"]["nccl"]]
+    if branches.get(perm.record.computation) != "branch":
+      us += [perm.decision["backend_us"][b] for b in names
+             if perm.decision["backend_us"].get(b) is not None]
+    total += min(us) * runs_per_step(perm)[0]
+  return total
+
+
+def _why(best, modes, nccl_us, best_us, known):
+  bound = "" if known else " (runs per step at least; a loop count is unknown)"
+  others = "; ".join(f"{b} refused: {m['refused']}" for b, m in modes.items()
+                     if m["refused"])
+  head = (f"{best} is modeled fastest for the whole program: {best_us:.2f} us per step "
+          f"against {nccl_us:.2f} us on NCCL{bound}" if best != "nccl" else
+          f"nccl: no other mode of the set is modeled faster for the whole program "
+          f"({nccl_us:.2f} us per step{bound})")
+  return head + (f"; {others}" if others else "")
+
+
+def what_runs(op_mode, flag_mode, per_op_xla: bool) -> dict:
+  """What a compiled permute runs: `thunk`, the mode its thunk runs; `config`, the
+  mode its backend_config carries after the assigner (None: none), which places its
+  buffers (SYMMETRIC: in the collective memory); `agree`, whether the two match.
+  op_mode: the config's collectives_mode as the module has it; flag_mode: the flag
+  the module was compiled with (None: unknown, XLA's default taken)."""
+  flag = flag_mode or DEFAULT
+  op = None if op_mode in (None, decisions.NO_MODE) else op_mode
+  if per_op_xla:  # the series' thunk: the config's mode, else the flag's
+    return {"thunk": op or flag, "config": op, "agree": True}
+  # A stock assigner writes a non-default flag's mode over every permute's.
+  config = flag if flag != DEFAULT else op
+  return {"thunk": flag, "config": config, "agree": (config or DEFAULT) == flag}
