@@ -113,8 +113,10 @@ from jax import lax
 from jax.sharding import PartitionSpec as P
 from hlo_tools import jax_hook
 from hlo_tools.programs import ring_attention
+# The series' per-op path, on the CPU compiler, which carries the mode through (no
+# XLA here has the series; the probe would find the CPU's XLA reads no mark).
 hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), platforms=("cpu",),
-                        report=sys.argv[1], cost_table=sys.argv[2])
+                        report=sys.argv[1], cost_table=sys.argv[2], per_op=True)
 try:  # a second install must not stack a second transformation
   jax_hook.install("1x1x2", backends=("nccl", "peer"), platforms=("cpu",))
   twice = None
@@ -130,7 +132,8 @@ ok = bool(jnp.array_equal(y, jnp.roll(x.reshape(2, -1), 1, axis=0).reshape(-1) *
 after = jax_hook.permute_modes(compiled.as_text())
 removed = hook.uninstall()
 again = jax.jit(lambda x: x + 1).lower(x).compile()
-reinstalled = jax_hook.install("1x1x2", backends=("nccl", "peer"), platforms=("cpu",))
+reinstalled = jax_hook.install("1x1x2", backends=("nccl", "peer"), platforms=("cpu",),
+                               per_op=True)
 print(json.dumps({"calls": hook.calls, "decisions": hook.decisions, "after": after,
                   "ok": ok, "removed": removed, "calls_after": len(hook.calls),
                   "twice": twice, "reinstalled": reinstalled.uninstall()}))
@@ -174,3 +177,118 @@ def test_process_layout_comes_from_jax_local_devices():
   from hlo_tools import selection
   t = selection.parse_topology(jax_hook.with_process_layout("1x2x4", 4, 8))
   assert t.gpus_per_process == 4
+
+
+# Deviceless: the project's ring attention (forward and backward) on two H200s,
+# compiled on the CPU by jax 0.10.2's own XLA, through hook.compile.
+_DEVICELESS = r"""
+import glob, json, os, sys
+import jax, numpy as np
+from jax.experimental import topologies
+from hlo_tools import jax_hook
+from hlo_tools.hlo import module_config
+from hlo_tools.programs import ring_attention as ra
+topo = topologies.get_topology_desc(platform="cuda", topology="1x1x2",
+                                    target_config=open(sys.argv[1]).read())
+mesh = ra.make_mesh(topo.devices)
+hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), cost_table=sys.argv[2])
+xla_at_install = dict(hook.xla)
+out = {}
+for name, cond in (("ring", False), ("cond", True)):
+  if cond:  # the ring's direction picked by a conditional on the step
+    from jax import lax
+    from jax.sharding import PartitionSpec as P
+    def body(x):
+      def step(i, x):
+        return lax.cond(i % 2 == 0, lambda y: lax.ppermute(y, "cp", [(0, 1), (1, 0)]),
+                        lambda y: lax.ppermute(y * 2, "cp", [(0, 1), (1, 0)]), x)
+      return lax.fori_loop(0, 4, step, x)
+    f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("cp"), out_specs=P("cp")))
+    args = [jax.ShapeDtypeStruct((2, 8 << 20), np.float32,
+                                 sharding=jax.sharding.NamedSharding(mesh, P("cp")))]
+  else:
+    config = ra.RingConfig(seq_len=16384, backward=True, kernel="blocked", dtype="f32")
+    f = jax.jit(ra.example_function(config, mesh))
+    args = ra.example_args(config, mesh)
+  compiled = hook.compile(f.lower(*args))
+  out[name] = {"record": hook.programs[-1], "after": jax_hook.permute_modes(compiled.as_text())}
+configs = {}
+for path in glob.glob(os.path.join(sys.argv[3], "*.config.pbtxt")):
+  c = module_config.read_config(path)
+  configs[os.path.basename(path)] = c.collective_permute_mode
+print(json.dumps({"install": xla_at_install, "xla": hook.xla, "calls": hook.calls,
+                  "out": out, "configs": configs}, default=str))
+"""
+
+
+@pytest.fixture(scope="module")
+def deviceless(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("hook_deviceless")
+  table = tmp / "table.txt"
+  table.write_text("links { backend: PEER link_class: NVLINK latency_us: 1 "
+                   "bandwidth_gbps: 900 per_buffer_us: 1 }\n")
+  dump = tmp / "xla_dump"
+  env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
+             XLA_FLAGS=f"--xla_dump_to={dump}",
+             PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+  proc = subprocess.run([sys.executable, "-c", _DEVICELESS,
+                         os.path.join(ROOT, "hlo_tools", "data", "h200_gpu_target_config.pbtxt"),
+                         str(table), str(dump)],
+                        env=env, capture_output=True, text=True, timeout=600, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_stock_xla_gets_one_mode_for_the_whole_ring(deviceless):
+  # No live device to probe at install; the first compile probed jax 0.10.2's XLA.
+  assert deviceless["install"]["per_op"] is None
+  assert deviceless["xla"]["per_op"] is False and "stock" in deviceless["xla"]["evidence"]
+  # A deviceless compile runs no registered transformation (the module docstring).
+  assert deviceless["calls"] == []
+  ring = deviceless["out"]["ring"]
+  record = ring["record"]
+  assert record["first_compile_mode"] == "COLLECTIVES_PRIVATE_MEMORY"
+  assert record["program"]["backend"] == "peer" and record["program"]["permutes"] >= 2
+  assert record["applied"] == "COLLECTIVES_PEER_MEMORY"
+  # Every permute of the program carries the flag's mode, written by XLA's own
+  # assigner; none carries another.
+  modes = {k.split(":")[1] for k in ring["after"]}
+  assert modes == {"COLLECTIVES_PEER_MEMORY"}, ring["after"]
+  assert sum(ring["after"].values()) == record["program"]["permutes"]
+  # The compile that produced it ran with the flag, as XLA's config dump says.
+  assert "COLLECTIVES_PEER_MEMORY" in deviceless["configs"].values()
+
+
+def test_stock_xla_keeps_nccl_where_a_permute_sits_under_a_branch(deviceless):
+  cond = deviceless["out"]["cond"]
+  record = cond["record"]
+  assert record["applied"] == "COLLECTIVES_PRIVATE_MEMORY"
+  assert "conditional's branch" in record["program"]["modes"]["peer"]["refused"]
+  assert {k.split(":")[1] for k in cond["after"]} == {"NCCL"}
+
+
+def test_probe_of_a_cpu_xla_finds_no_per_op_mode():
+  code = ("import jax, json; from hlo_tools import jax_hook; "
+          "print(json.dumps(jax_hook.probe(jax.devices('cpu')[0])))")
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+  proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                        text=True, timeout=300, check=False)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  got = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert got["per_op"] is False and got["platform"] == "cpu"
+
+
+def test_series_transform_keeps_the_users_mark(core):
+  """On the series' XLA the hook decides per op; a permute the user marked keeps the
+  mode of its mark, as the series' assigner keeps it."""
+  sel, table = core
+  with open(os.path.join(FIXTURES, "marked_ring_1x1x8.before_async.hlo")) as f:
+    text = f.read()
+  new, records = jax_hook.transform_text(text, sel, sel.parse_topology("1x1x8"), table,
+                                         ("nccl", "peer"))
+  assert records and all(r["backend"] == "nccl" for r in records)
+  assert all("_xla_collectives_mode=\"private\"" in r["reason"] for r in records)
+  for line in _permute_lines(new or text):
+    if "backend_config=" in line:
+      assert jax_hook.line_mode(line) is None

@@ -1,0 +1,85 @@
+"""One collectives mode per program (model.program_mode) on real compiled modules."""
+
+import pytest
+
+from hlo_tools.hlo import module_config
+from hlo_tools.model import decisions, options, program_mode, sources
+
+from conftest import FIXTURES
+
+PEER = "COLLECTIVES_PEER_MEMORY"
+PRIVATE = "COLLECTIVES_PRIVATE_MEMORY"
+SYMMETRIC = "COLLECTIVES_SYMMETRIC_MEMORY"
+
+
+def _choose(name, topology, backends="nccl,peer,symmetric"):
+  selected = options.load(topology, None, backends)
+  source = sources.resolve_partitions(sources.read_source(str(FIXTURES / name)),
+                                      selected.topology)
+  perms = decisions.analyze(source, selected.topology, selected.table)
+  return program_mode.choose(perms, source, selected.topology, selected.table,
+                             selected.table.backends), perms
+
+
+def test_a_train_step_on_one_host_runs_peer_for_the_whole_program():
+  got, perms = _choose("train_step_1x1x8.after_optimizations.hlo", "1x1x8")
+  assert len(perms) > 1 and got["permutes"] == len(perms)
+  assert got["backend"] == "peer" and got["mode"] == PEER
+  assert got["xla_flags"] == f"XLA_FLAGS=--xla_gpu_collective_permute_mode={PEER}"
+  assert got["compiler_options"] == {"xla_gpu_collective_permute_mode": PEER}
+  # The sum over permutes of modeled time x runs, for each mode.
+  total = sum(p.decision["backend_us"]["peer"] * program_mode.runs_per_step(p)[0]
+              for p in perms)
+  assert got["modes"]["peer"]["total_us"] == pytest.approx(total)
+  assert got["saving_us"] == pytest.approx(got["nccl_us"] - total) and got["saving_us"] > 0
+  # Symmetric memory needs NCCL signals, which the default table does not claim.
+  assert "signals" in got["modes"]["symmetric"]["refused"]
+  assert got["per_op_adds_us"] >= 0
+
+
+def test_a_permute_under_a_branch_refuses_every_one_sided_mode():
+  got, _ = _choose("cond_ring_1x1x8.after_optimizations.hlo", "1x1x8")
+  assert got["backend"] == "nccl" and got["mode"] == PRIVATE
+  for backend in ("peer", "symmetric"):
+    assert "conditional's branch" in got["modes"][backend]["refused"]
+    assert got["modes"][backend]["total_us"] is None
+  assert got["saving_us"] == 0 and got["per_op_adds_us"] == 0
+  assert "peer refused" in got["why"]
+
+
+def test_a_ring_across_hosts_stays_on_nccl():
+  got, _ = _choose("ring_1x2x4.after_optimizations.hlo", "1x2x4", "nccl,peer")
+  assert got["backend"] == "nccl" and got["modes"]["peer"]["refused"]
+  assert list(got["modes"]) == ["nccl", "peer"]
+
+
+def test_per_op_choice_adds_where_permutes_differ():
+  """Per op, each permute takes its own best; one mode for all cannot do better."""
+  got, perms = _choose("train_step_1x1x8.after_optimizations.hlo", "1x1x8", "nccl,peer")
+  per_op = sum(min(p.decision["backend_us"]["nccl"], p.decision["backend_us"]["peer"])
+               * program_mode.runs_per_step(p)[0] for p in perms)
+  assert got["per_op_us"] == pytest.approx(per_op)
+  assert got["per_op_us"] <= got["best_us"] <= got["nccl_us"]
+
+
+def test_what_a_stock_permute_runs():
+  # The default flag, a mode written on the op: its thunk runs NCCL all the same.
+  run = program_mode.what_runs(PEER, PRIVATE, per_op_xla=False)
+  assert run == {"thunk": PRIVATE, "config": PEER, "agree": False}
+  run = program_mode.what_runs(SYMMETRIC, None, per_op_xla=False)
+  assert run["thunk"] == PRIVATE and not run["agree"]
+  # A flag other than the default: the assigner writes it over every op's mode.
+  assert program_mode.what_runs(None, PEER, per_op_xla=False) == {
+      "thunk": PEER, "config": PEER, "agree": True}
+  assert program_mode.what_runs(SYMMETRIC, PEER, per_op_xla=False)["agree"]
+  assert program_mode.what_runs(decisions.NO_MODE, PRIVATE, False) == {
+      "thunk": PRIVATE, "config": None, "agree": True}
+  # The series' thunk runs the op's own mode.
+  assert program_mode.what_runs(PEER, PRIVATE, per_op_xla=True) == {
+      "thunk": PEER, "config": PEER, "agree": True}
+
+
+def test_the_flag_a_fixture_was_compiled_with_is_in_its_config():
+  config = module_config.for_module(str(FIXTURES / "marked_ring_1x1x8.after_optimizations.hlo"))
+  assert config.collective_permute_mode == PRIVATE
+  assert program_mode.FLAG_BACKEND[config.collective_permute_mode] == "nccl"
