@@ -17,6 +17,7 @@ list, a user's collectives-mode mark, a ring whose direction a conditional picks
 --xla_dump_dir keeps XLA's whole dump folder of each compile under DIR/<name>.
 """
 
+# pylint: disable=import-outside-toplevel  # jax only in the child, with XLA_FLAGS set
 import argparse
 import os
 import re
@@ -59,8 +60,8 @@ FIXTURES = {
 
 
 def _ring_body(kind, n):
-  from jax import lax  # pylint: disable=import-outside-toplevel
-  from jax.experimental.xla_metadata import set_xla_metadata  # pylint: disable=import-outside-toplevel
+  from jax import lax
+  from jax.experimental.xla_metadata import set_xla_metadata
   forward = [(i, (i + 1) % n) for i in range(n)]
   backward = [(i, (i - 1) % n) for i in range(n)]
 
@@ -81,12 +82,12 @@ def _ring_body(kind, n):
 
 
 def _child(name, work_dir):
-  import jax  # pylint: disable=import-outside-toplevel
-  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-  import numpy as np  # pylint: disable=import-outside-toplevel
-  from jax import lax  # pylint: disable=import-outside-toplevel
-  from jax.experimental import topologies  # pylint: disable=import-outside-toplevel
-  from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # pylint: disable=import-outside-toplevel
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+  from jax import lax
+  from jax.experimental import topologies
+  from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
   topology, order, shape, axes, kind = FIXTURES[name]
   with open(dump.DEFAULT_TARGET_CONFIG) as f:
     devices = topologies.get_topology_desc(platform="cuda", topology=topology,
@@ -117,7 +118,8 @@ def _compile(name, work_dir):
   """Runs the child; returns (XLA's dump folder, its main module's key)."""
   topology = FIXTURES[name][0]
   xla_dir = os.path.join(work_dir, dump.XLA_DUMP_SUBDIR)
-  env = dump._child_env(dump.Target(topology=topology), xla_dir, ".*")  # pylint: disable=protected-access
+  # The environment `hlo-tools dump` compiles in: deviceless, every pass dumped.
+  env = dump._child_env(dump.Target(topology=topology), xla_dir, ".*")  # pylint: disable=W0212
   proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name, work_dir],
                         env=env, capture_output=True, text=True, check=False, timeout=600)
   if proc.returncode != 0:
