@@ -161,6 +161,9 @@ def test_dump_of_an_xla_folder_copies_the_config(tmp_path):
   (out / "after_optimizations.config.pbtxt").unlink()
   found = module_config.find_config(str(out / "after_optimizations.hlo"))
   assert found == str(out / "xla_dump" / "module_0007.jit_ring.config.pbtxt")
+  # Not for a file the manifest does not list as a stage.
+  shutil.copyfile(out / "after_optimizations.hlo", out / "mine.hlo")
+  assert module_config.find_config(str(out / "mine.hlo")) is None
 
 
 def test_dump_of_an_xla_folder_with_a_bad_config_names_the_users_file(tmp_path, capsys):

@@ -54,7 +54,7 @@ _BOOLS = {"true": True, "True": True, "t": True, "1": True,
 @dataclasses.dataclass(frozen=True)
 class ModuleConfig:
   """What the tools take from a module's config; None where the config does not say."""
-  path: str
+  path: str  # the config file, as errors name it
   replica_count: int
   computation_count: int
   # Flattened id (replica * computation_count + partition) -> device id.
@@ -98,17 +98,20 @@ def find_config(module_path: str) -> str | None:
       found = xla_dump_config(directory, base[:cut])
       if found:
         return found
-  return _manifest_config(directory)
+  return _manifest_config(directory, base)
 
 
-def _manifest_config(directory):
+def _manifest_config(directory, base):
+  """XLA's config of the main module of the `hlo-tools dump` directory holding stage
+  file `base`, or None."""
   try:
     with open(os.path.join(directory, "manifest.json")) as f:
       manifest = json.load(f)
     key, sub = manifest["main_module"], manifest.get("xla_dump_dir") or "xla_dump"
-  except (OSError, ValueError, KeyError, TypeError):
+    is_stage = base in manifest["stages"].values()
+  except (OSError, ValueError, KeyError, TypeError, AttributeError):
     return None
-  if not isinstance(key, str) or not isinstance(sub, str) or "/" in key:
+  if not is_stage or not isinstance(key, str) or not isinstance(sub, str) or "/" in key:
     return None
   return xla_dump_config(os.path.join(directory, sub), key)
 
