@@ -2,19 +2,22 @@
 # Checks a patch series against the openxla/xla commit it is for, as a
 # reviewer would, and runs its tests against the XLA of a tensorflow wheel:
 #
-#   scripts/check_series_upstream.sh [--series DIR] [--commit SHA] [--tf-venv DIR] [GIT_DIR]
+#   scripts/check_series_upstream.sh [--series DIR] [--tf-venv DIR] [COMMIT] [GIT_DIR]
 #
-#   --series DIR   the series (default xla_patches/xla-131bf41a_jax-0.11.0)
-#   --commit SHA   the XLA commit it applies to (default: the 8 hex digits
-#                  after "xla-" in DIR's name, expanded in GIT_DIR)
+#   COMMIT         183fa00c (openxla main of 2026-08-22) or 131bf41a (jax
+#                  v0.11.0's XLA), 8 or more hex digits: picks the series
+#                  xla_patches/xla-COMMIT_*/ (default 131bf41a)
+#   --series DIR   a series folder instead (its commit: the 8 hex digits
+#                  after "xla-" in its name)
 #   --tf-venv DIR  a venv whose tensorflow wheel carries that XLA's headers
-#                  and symbols (default .venv-next: tf-nightly of the pin's days,
-#                  which scripts/setup.sh installs)
+#                  and symbols (default: .venv-main for 183fa00c, tf-nightly
+#                  2.22.0.dev20260823; .venv-next for 131bf41a, tf-nightly
+#                  2.22.0.dev20260715)
 #   GIT_DIR        a git directory holding the commit (default $XLA_NEXT, then
 #                  $XLA_PIN); nothing in it is changed
 #
 # Steps, each printed as it ends, then one summary line:
-#   1. scripts/gen_patches_next.py --check (for the default series);
+#   1. scripts/gen_patches_next.py --check for the series;
 #   2. a pristine tree of the commit and `git am --whitespace=error-all`;
 #   3. clang-format 17.0.6 with the commit's .clang-format on the changed lines;
 #   4. buildifier on the BUILD files the series changes;
@@ -23,8 +26,8 @@
 #      headers, the .pb.h of its protos by protoc 31.1 (the protobuf of the
 #      wheel's headers), and the wheel's third-party headers (never its XLA);
 #      a file whose headers need the commit's LLVM (not here; the wheel has
-#      none) is skipped; then what patch 0001 adds to the thunk and the emitter
-#      is compiled on its own against the real types it uses;
+#      none) is skipped; then what the series adds to the thunk emitter and
+#      the GPU compiler is compiled on its own against the real types it uses;
 #   6. the series' tests (collective_backend_assigner_test.cc,
 #      collective_permute_combiner_test.cc of the patched tree), built with the
 #      patched sources they test and linked with the wheel's XLA, on
@@ -38,25 +41,33 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$ROOT/scripts/lib/xla_tree_checks.sh"
 VENV="$ROOT/.venv"
 CXX="${CXX:-clang++}"
-SERIES="$ROOT/xla_patches/xla-131bf41a_jax-0.11.0" COMMIT="" TFV="$ROOT/.venv-next"
+SERIES="" COMMIT="" TFV=""
 die() { echo "check_series_upstream: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --series|--commit|--tf-venv)
+    --series|--tf-venv)
       [ $# -ge 2 ] || die "$1 needs a value"
-      case "$1" in --series) SERIES=$2 ;; --commit) COMMIT=$2 ;; --tf-venv) TFV=$2 ;; esac
+      case "$1" in --series) SERIES=$2 ;; --tf-venv) TFV=$2 ;; esac
       shift 2 ;;
     -*) die "unknown option '$1' (see the header of $0)" ;;
-    *) [ -z "${GD:-}" ] || die "one GIT_DIR only"; GD=$1; shift ;;
+    *) if [[ "$1" =~ ^[0-9a-f]{8,40}$ ]] && [ -z "$COMMIT" ]; then COMMIT=$1
+       else [ -z "${GD:-}" ] || die "one GIT_DIR only"; GD=$1; fi
+       shift ;;
   esac
 done
 GD="${GD:-${XLA_NEXT:-${XLA_PIN:-}}}"
-[ -n "$GD" ] || die "usage: $0 [--series DIR] [--commit SHA] GIT_DIR (or set XLA_NEXT)"
+[ -n "$GD" ] || die "usage: $0 [COMMIT] GIT_DIR (or set XLA_NEXT)"
+if [ -z "$SERIES" ]; then
+  COMMIT=${COMMIT:-131bf41a}
+  SERIES=$(ls -d "$ROOT/xla_patches/xla-${COMMIT:0:8}_"* 2>/dev/null | head -1)
+  [ -n "$SERIES" ] || die "no series for ${COMMIT:0:8} in xla_patches/"
+fi
 SERIES="$(cd "$SERIES" 2>/dev/null && pwd)" || die "no series directory"
 PATCHES=("$SERIES"/[0-9][0-9][0-9][0-9]-*.patch)
 [ -f "${PATCHES[0]}" ] || die "$SERIES: no NNNN-*.patch files"
-[ -n "$COMMIT" ] || COMMIT=$(basename "$SERIES" | sed -n 's/^xla-\([0-9a-f]\{8\}\)_.*/\1/p')
-[ -n "$COMMIT" ] || die "$SERIES: name the commit with --commit"
+COMMIT=$(basename "$SERIES" | sed -n 's/^xla-\([0-9a-f]\{8\}\)_.*/\1/p')
+[ -n "$COMMIT" ] || die "$SERIES: its name must be xla-<8 hex digits>_..."
+case "$COMMIT" in 183fa00c) TFV=${TFV:-$ROOT/.venv-main} ;; *) TFV=${TFV:-$ROOT/.venv-next} ;; esac
 [ -e "$GD/.git" ] && GD="$GD/.git"
 PIN=$(git --git-dir="$GD" rev-parse -q --verify "$COMMIT^{commit}" 2>/dev/null) ||
   die "$GD: not a git directory holding $COMMIT"
@@ -67,7 +78,7 @@ PIN=$(git --git-dir="$GD" rev-parse -q --verify "$COMMIT^{commit}" 2>/dev/null) 
 command -v buildifier >/dev/null || die "buildifier not found (scripts/setup.sh installs it)"
 command -v "$CXX" >/dev/null || die "$CXX not found"
 TF="$("$TFV/bin/python" -c 'import importlib.util as u, os; print(os.path.dirname(u.find_spec("tensorflow").origin))' 2>/dev/null)"
-[ -d "$TF/include/absl" ] || die "no tensorflow wheel with headers in $TFV (scripts/setup.sh)"
+[ -d "$TF/include/absl" ] || die "no tensorflow wheel with headers in $TFV (see --tf-venv)"
 GMOCK=/usr/src/googletest/googlemock/include
 [ -f "$GMOCK/gmock/gmock.h" ] || die "$GMOCK: gmock headers not found (Debian package googletest)"
 
@@ -83,12 +94,11 @@ failed=()
 step() { echo "$1 $2"; [ "$1" = ok ] || failed+=("$2"); }
 
 # 1. The committed series is what the sources make.
-if [ "$SERIES" = "$ROOT/xla_patches/xla-131bf41a_jax-0.11.0" ]; then
-  if out=$("$VENV/bin/python" "$ROOT/scripts/gen_patches_next.py" --check --xla "$GD" 2>&1); then
-    step ok "gen_patches_next.py --check"
-  else
-    echo "$out" >&2; step FAIL "gen_patches_next.py --check"
-  fi
+if out=$("$VENV/bin/python" "$ROOT/scripts/gen_patches_next.py" --check --series "$SERIES" \
+    --xla "$GD" 2>&1); then
+  step ok "gen_patches_next.py --check"
+else
+  echo "$out" >&2; step FAIL "gen_patches_next.py --check"
 fi
 
 # 2. A pristine tree (blobs a partial mirror lacks, large test data, left out).
@@ -130,84 +140,69 @@ for f in "${CC[@]}"; do
     grep -m 15 -E 'error' "$WORK/cc.log" >&2; step FAIL "compile $f"
   fi
 done
-# 5b. What patch 0001 adds to the thunk and the emitter (whose headers need
-# LLVM): the function and the call, against the real HloInstruction,
-# GpuBackendConfig and DebugOptions, in a class reduced to the declaration
-# the patch adds.
+# 5b. What the series adds to the thunk emitter and the GPU compiler, whose
+# headers need LLVM: the emitter's function (all its new lines but the last)
+# and its call (the last), against the real HloInstruction, GpuBackendConfig
+# and DebugOptions, with CollectiveThunk and IrEmitterContext reduced to the
+# one name each the lines use; the compiler's new pass, in a function taking
+# the pipeline and the GpuTopology it uses.
 plus() { git -C "$TREE" diff -U0 "HEAD~$N" -- "$1" | sed -n 's/^+\([^+]\)/\1/p' | grep -v '^#include'; }
 excerpt=none
-if [[ " ${needs_llvm[*]} " == *" collective_permute_thunk.cc "* ]] &&
-   plus xla/backends/gpu/runtime/collective_permute_thunk.h | grep -q GetCollectivesMode; then
-  X="$TREE/xla/backends/gpu/runtime/collectives_mode_excerpt_check.cc"
+EMIT=xla/service/gpu/thunk_emitter.cc
+if [[ " ${needs_llvm[*]} " == *" thunk_emitter.cc "* ]] && plus "$EMIT" | grep -q CollectivePermuteMode; then
+  X="$TREE/xla/service/gpu/collectives_mode_excerpt_check.cc"
   { printf '#include <tuple>\n#include "absl/status/statusor.h"\n'
-    printf '#include "xla/hlo/ir/hlo_instruction.h"\n#include "xla/service/gpu/backend_configs.pb.h"\n'
-    printf '#include "xla/xla.pb.h"\nnamespace xla::gpu {\n'
+    printf '#include "xla/hlo/ir/hlo_instructions.h"\n#include "xla/service/gpu/backend_configs.pb.h"\n'
+    printf '#include "xla/xla.pb.h"\nnamespace xla::gpu {\nnamespace {\n'
     printf 'struct CollectiveThunk { using CollectivesMode = DebugOptions::CollectivesMode; };\n'
-    printf 'class CollectivePermuteThunk : public CollectiveThunk {\n public:\n'
-    plus xla/backends/gpu/runtime/collective_permute_thunk.h; printf '};\n'
-    plus xla/backends/gpu/runtime/collective_permute_thunk.cc
-    printf 'struct IrEmitterContext { const DebugOptions& debug_options() const; };\n'
-    printf 'auto Emit(const HloInstruction* async_start, const IrEmitterContext* ir_emitter_context_) {\n'
-    printf '  return std::make_tuple(\n'; plus xla/service/gpu/thunk_emitter.cc; printf '0);\n}\n'
-    printf '}  // namespace xla::gpu\n'; } > "$X"
+    plus "$EMIT" | sed '$d'
+    printf '}  // namespace\nstruct IrEmitterContext { const DebugOptions& debug_options() const; };\n'
+    printf 'auto Emit(const HloCollectivePermuteInstruction* inst,\n'
+    printf '          const IrEmitterContext* ir_emitter_context_) {\n  return std::make_tuple(\n'
+    plus "$EMIT" | tail -1; printf '0);\n}\n}  // namespace xla::gpu\n'; } > "$X"
   if (cd "$TREE" && compile "${X#$TREE/}"); then
-    excerpt="0001's lines compile"; echo "ok   what 0001 adds to collective_permute_thunk.{h,cc} and thunk_emitter.cc"
+    excerpt="the emitter's lines compile"; echo "ok   what the series adds to $EMIT"
   else
-    grep -m 15 error "$WORK/cc.log" >&2; excerpt=FAILS; step FAIL "the thunk and emitter lines"
+    grep -m 15 error "$WORK/cc.log" >&2; excerpt="the emitter's lines FAIL"; step FAIL "the emitter's lines"
   fi
 fi
-
-# 5c. What patch 0002 adds to gpu_compiler.cc (whose headers need LLVM): the
-# call, in a function with the parameters it uses.
-if [[ " ${needs_llvm[*]} " == *" gpu_compiler.cc "* ]] &&
-   plus xla/service/gpu/gpu_compiler.cc | grep -q CollectivesCluster; then
-  X="$TREE/xla/service/gpu/mode_by_cost_excerpt_check.cc"
+COMP=xla/service/gpu/gpu_compiler.cc
+if [[ " ${needs_llvm[*]} " == *" gpu_compiler.cc "* ]] && plus "$COMP" | grep -q num_devices_per_process; then
+  X="$TREE/xla/service/gpu/assigner_construction_check.cc"
   { printf '#include "xla/backends/gpu/transforms/collectives/collective_backend_assigner.h"\n'
     printf '#include "xla/hlo/pass/hlo_pass_pipeline.h"\n#include "xla/service/gpu_topology.h"\n'
-    printf '#include "xla/xla.pb.h"\nnamespace xla::gpu {\n'
-    printf 'void Add(HloPassPipeline& pipeline, const DebugOptions& opts,\n'
-    printf '         const GpuTopology& gpu_topology) {\n'
-    plus xla/service/gpu/gpu_compiler.cc; printf '}\n}  // namespace xla::gpu\n'; } > "$X"
+    printf 'namespace xla::gpu {\n'
+    printf 'void Add(HloPassPipeline& pipeline, const GpuTopology& gpu_topology) {\n'
+    plus "$COMP"; printf '}\n}  // namespace xla::gpu\n'; } > "$X"
   if (cd "$TREE" && compile "${X#$TREE/}"); then
-    excerpt+=", 0002's call in gpu_compiler.cc compiles"
-    echo "ok   what 0002 adds to gpu_compiler.cc"
+    excerpt+=", the compiler's lines compile"; echo "ok   what the series adds to $COMP"
   else
-    grep -m 15 error "$WORK/cc.log" >&2; excerpt+=", 0002's call FAILS"; step FAIL "the gpu_compiler lines"
+    grep -m 15 error "$WORK/cc.log" >&2; excerpt+=", the compiler's lines FAIL"; step FAIL "the compiler's lines"
   fi
 fi
 
 # 6. The series' tests against the wheel's XLA: each test with the patched
-# sources it tests (their symbols come first), the rest from the wheel.
+# sources it tests and the patched headers they share (their symbols and
+# declarations come first), the rest from the wheel.
 PKG=xla/backends/gpu/transforms/collectives
 RT=(-std=c++17 -O0 -w -I "$WORK/rt/hdr" -isystem "$ROOT/wheel_compat" -isystem "$TF/include"
     -isystem "$TF/include/external/highwayhash"
     -isystem "$TF/include/external/farmhash_archive/src" -isystem "$GMOCK" -I "${GMOCK%/include}")
-mkdir -p "$WORK/rt/hdr/$PKG" "$WORK/rt/hdr/xla"
+mkdir -p "$WORK/rt/hdr/$PKG" "$WORK/rt/hdr/xla/service"
 cp "$TREE/$PKG/collective_backend_assigner.h" "$WORK/rt/hdr/$PKG/"
 cp "$TREE/xla/side_effect_util.h" "$WORK/rt/hdr/xla/"
-# The selection core (patch 0002), with its table proto by protoc 31.1.
-CORE=() CORE_TESTS=()
-if [ -f "$TREE/$PKG/collectives_mode_by_cost.h" ]; then
-  cp "$TREE/$PKG"/{collectives_mode_by_cost,nvshmem_topology,nvshmem_cost_table,nvshmem_backend_selection}.h \
-    "$WORK/rt/hdr/$PKG/"
-  (cd "$TREE" && "$VENV/bin/protoc" -I . --cpp_out="$WORK/rt/hdr" "$PKG/nvshmem_cost_table.proto") ||
-    step FAIL "protoc $PKG/nvshmem_cost_table.proto"
-  CORE=("$PKG/collectives_mode_by_cost.cc" "$PKG/nvshmem_topology.cc" "$PKG/nvshmem_cost_table.cc"
-        "$PKG/nvshmem_backend_selection.cc" "../rt/hdr/$PKG/nvshmem_cost_table.pb.cc")
-  CORE_TESTS=(core)
-fi
-COMMON=(xla/side_effect_util.cc xla/service/collective_permute_key.cc "${CORE[@]}")
+cp "$TREE/xla/service/collective_permute_key.h" "$WORK/rt/hdr/xla/service/"
+COMMON=(xla/side_effect_util.cc xla/service/collective_permute_key.cc)
 declare -A TESTS=(
   [assigner]="$PKG/collective_backend_assigner.cc $PKG/collective_backend_assigner_test.cc"
-  [combiner]="xla/hlo/transforms/collectives/collective_permute_combiner.cc xla/hlo/transforms/collectives/collective_permute_combiner_test.cc"
-  [core]="$PKG/nvshmem_topology_test.cc $PKG/nvshmem_cost_table_test.cc $PKG/nvshmem_backend_selection_test.cc")
+  [combiner]="xla/hlo/transforms/collectives/collective_permute_combiner.cc xla/hlo/transforms/collectives/collective_permute_combiner_test.cc")
 rt_obj() {  # rt_obj SRC: its object in $WORK/rt
   local o="$WORK/rt/$(echo "$1" | tr / _).o"
   [ -f "$o" ] || g++ "${RT[@]}" -c "$1" -o "$o" >>"$WORK/rt.log" 2>&1 || return 1
   echo "$o"
 }
 results=()
-for name in assigner combiner "${CORE_TESTS[@]}"; do
+for name in assigner combiner; do
   objs=() built=1
   for src in ${TESTS[$name]} "${COMMON[@]}"; do
     o=$(cd "$TREE" && rt_obj "$TREE/$src") && objs+=("$o") || built=0

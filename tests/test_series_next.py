@@ -1,13 +1,17 @@
-"""The patch series for jax v0.11.0's XLA (xla_patches/xla-131bf41a_jax-0.11.0/).
+"""The patch series for XLA newer than the pin: openxla/xla main at 183fa00c
+(xla_patches/xla-183fa00c_openxla-main/) and its backport to jax v0.11.0's XLA
+(xla_patches/xla-131bf41a_jax-0.11.0/).
 
 Offline: each patch is a commit of the project's author with an [XLA:GPU] summary
-and a body; patch 0001 stays small enough to send first (200 changed lines with
-its tests); build_jaxlib.sh refuses an unknown jax version in one line. With
-openxla/xla at 131bf41a ($XLA_NEXT, $XLA_PIN or a local mirror): the series is
-what scripts/gen_patches_next.py makes, and build_jaxlib.sh --jax-version 0.11.0
-applies it with git am. The reviewer's check (scripts/check_series_upstream.sh:
-compiles against the commit, tests against tf-nightly's XLA) runs where
-scripts/setup.sh installed tf-nightly into .venv-next (not with
+and a body; the non-test lines of each series (lines added and removed outside
+*_test.cc, as `git apply --numstat` counts them) stay within 250; both series
+make the same changes and add the same tests; build_jaxlib.sh refuses an unknown
+jax version in one line. With openxla/xla holding both commits ($XLA_NEXT,
+$XLA_PIN or a local mirror): each series is what scripts/gen_patches_next.py
+makes, and build_jaxlib.sh --jax-version 0.11.0 applies the backport with git am.
+The reviewer's check (scripts/check_series_upstream.sh COMMIT: compiles against
+the commit, tests against tf-nightly's XLA) runs where the wheel of that commit's
+days is installed (.venv-main for 183fa00c, .venv-next for 131bf41a; not with
 NVSHMEM_TEST_SERIES_UPSTREAM=0).
 """
 
@@ -19,23 +23,31 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SERIES = REPO / "xla_patches" / "xla-131bf41a_jax-0.11.0"
-PATCHES = sorted(SERIES.glob("[0-9][0-9][0-9][0-9]-*.patch"))
-PIN = "131bf41acb4650e4391a640c3f1859c1c86ad74b"
+COMMITS = {"183fa00c": "183fa00cb5d82384463a1a7aed1ab06bc9026974",
+           "131bf41a": "131bf41acb4650e4391a640c3f1859c1c86ad74b"}
+SERIES = {"183fa00c": REPO / "xla_patches" / "xla-183fa00c_openxla-main",
+          "131bf41a": REPO / "xla_patches" / "xla-131bf41a_jax-0.11.0"}
+VENVS = {"183fa00c": REPO / ".venv-main", "131bf41a": REPO / ".venv-next"}
+NON_TEST_LIMIT = 250
 GEN = REPO / "scripts" / "gen_patches_next.py"
 BUILD = REPO / "scripts" / "build_jaxlib.sh"
 CHECK = REPO / "scripts" / "check_series_upstream.sh"
 LOCAL_MIRRORS = ["/work/.mirror/ROCm+xla/repo"]
+PKG = "xla/backends/gpu/transforms/collectives"
 
 
-def _has_pin(d):
-  return d and subprocess.run(["git", "--git-dir", d, "cat-file", "-e", f"{PIN}^{{commit}}"],
-                              capture_output=True).returncode == 0
+def patches(key):
+  return sorted(SERIES[key].glob("[0-9][0-9][0-9][0-9]-*.patch"))
+
+
+def _has_commits(d):
+  return d and all(subprocess.run(["git", "--git-dir", d, "cat-file", "-e", f"{c}^{{commit}}"],
+                                  capture_output=True).returncode == 0 for c in COMMITS.values())
 
 
 XLA_DIR = next((d for d in [os.environ.get("XLA_NEXT"), os.environ.get("XLA_PIN"),
-                            *LOCAL_MIRRORS] if _has_pin(d)), None)
-needs_pin = pytest.mark.skipif(XLA_DIR is None, reason="needs openxla/xla at 131bf41a")
+                            *LOCAL_MIRRORS] if _has_commits(d)), None)
+needs_xla = pytest.mark.skipif(XLA_DIR is None, reason="needs openxla/xla at 183fa00c and 131bf41a")
 ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
        "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@invalid",
        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@invalid"}
@@ -46,23 +58,76 @@ def run(cmd, **kw):
                         timeout=kw.pop("timeout", 600), **kw)
 
 
-def test_patches_are_commits_of_the_project_with_a_reason():
-  assert PATCHES
-  for p in PATCHES:
+def numstat(patch):
+  """(added, removed, path) per file the patch changes."""
+  rows = run(["git", "apply", "--numstat", patch], cwd=REPO).stdout.splitlines()
+  return [(int(a), int(d), p) for a, d, p in (r.split("\t") for r in rows if r)]
+
+
+def non_test_lines(key):
+  """Lines added and removed outside tests, over the whole series."""
+  return sum(a + d for p in patches(key) for a, d, path in numstat(p)
+             if not path.endswith("_test.cc"))
+
+
+def added_lines(key, path):
+  """The lines the series adds to path, in order."""
+  out = []
+  for p in patches(key):
+    diff = p.read_text().split(f"diff --git a/{path} b/{path}\n")
+    if len(diff) > 1:
+      body = diff[1].split("\ndiff --git ", 1)[0]
+      out += [l[1:] for l in body.splitlines() if l.startswith("+") and not l.startswith("+++")]
+  return out
+
+
+@pytest.mark.parametrize("key", COMMITS)
+def test_patches_are_commits_of_the_project_with_a_reason(key):
+  assert len(patches(key)) == 2
+  for p in patches(key):
     text = p.read_text()
     assert "From: NVSHMEM ring-attention pass developers" in text, p.name
     subject = re.search(r"^Subject: \[PATCH[^\]]*\] (.*(?:\n .*)*)", text, re.M).group(1)
     assert subject.startswith("[XLA:GPU] "), p.name
     body = text.split("\n\n", 1)[1].split("\n---\n", 1)[0]
-    assert len(body.split()) > 50, p.name
+    assert len(body.split()) > 100, p.name
 
 
-def test_first_patch_is_small_enough_to_send_first():
-  numstat = run(["git", "apply", "--numstat", PATCHES[0]], cwd=REPO).stdout.split("\n")
-  changed = sum(int(a) + int(d) for a, d, _ in (l.split("\t") for l in numstat if l))
-  assert changed <= 205, changed
-  tests = [l.split("\t")[2] for l in numstat if l.endswith("_test.cc")]
-  assert "xla/backends/gpu/transforms/collectives/collective_backend_assigner_test.cc" in tests
+@pytest.mark.parametrize("key", COMMITS)
+def test_non_test_lines_stay_within_the_limit(key):
+  lines = non_test_lines(key)
+  assert 150 < lines <= NON_TEST_LIMIT, lines
+  tests = {path for p in patches(key) for _, _, path in numstat(p) if path.endswith("_test.cc")}
+  assert tests == {f"{PKG}/collective_backend_assigner_test.cc",
+                   "xla/hlo/transforms/collectives/collective_permute_combiner_test.cc"}
+
+
+def test_backport_makes_the_same_change():
+  """The assigner's new code differs only in the status macros' names, the
+  combiner key in the field openxla added after 131bf41a, and the tests not at all."""
+  for path in [f"{PKG}/collective_backend_assigner_test.cc",
+               "xla/hlo/transforms/collectives/collective_permute_combiner_test.cc",
+               "xla/side_effect_util.h", "xla/side_effect_util.cc"]:
+    assert added_lines("183fa00c", path) == added_lines("131bf41a", path), path
+  main = [l.replace("ABSL_", "") for l in added_lines("183fa00c", f"{PKG}/collective_backend_assigner.cc")]
+  back = added_lines("131bf41a", f"{PKG}/collective_backend_assigner.cc")
+  code = lambda lines: [re.sub(r"\s+", " ", l).strip() for l in lines  # noqa: E731
+                        if l.strip() and not l.startswith("#include")]
+  assert code(main) == code(back)
+
+
+@pytest.mark.parametrize("key", COMMITS)
+def test_attribute_is_legalized_into_the_config_and_read_by_the_thunk_emitter(key):
+  first, second = (p.read_text() for p in patches(key))
+  assert "+const char kXlaCollectivesModeAttr[] = \"_xla_collectives_mode\";" in first
+  assert "+      changed |= instr->erase_frontend_attribute(kXlaCollectivesModeAttr) != 0;" in first
+  assert "+CollectiveThunk::CollectivesMode CollectivePermuteMode(" in first
+  assert "-        ir_emitter_context_->debug_options().xla_gpu_collective_permute_mode()," in first
+  assert "+    /*collectives_mode=*/std::string>;" in first
+  assert "+      gpu_topology.num_devices_per_process());" in first
+  assert "TEST_F(CollectiveBackendAssignerTest, CliqueLargerThanProcessIsPrivate)" in first
+  assert "+absl::flat_hash_set<const HloComputation*> ConditionalBranches(" in second
+  assert "TEST_F(CollectiveBackendAssignerTest, PermuteUnderConditionalBranchIsPrivate)" in second
 
 
 @pytest.mark.parametrize("version", ["0.10.2", "0.11", ""])
@@ -71,26 +136,31 @@ def test_build_jaxlib_refuses_an_unknown_jax_version(version, tmp_path):
   assert r.returncode == 2 and r.stderr.count("\n") == 1 and "0.11.0" in r.stderr
 
 
-@needs_pin
-def test_series_is_what_the_generator_makes():
-  r = run(["python3", GEN, "--check", "--xla", XLA_DIR], cwd=REPO)
+def test_gen_patches_next_refuses_an_unknown_series():
+  r = run(["python3", GEN, "--check", "--series", "deadbeef", "--xla", REPO], cwd=REPO)
+  assert r.returncode == 2 and r.stderr.count("\n") == 1 and "deadbeef" in r.stderr
+
+
+@needs_xla
+@pytest.mark.parametrize("key", COMMITS)
+def test_series_is_what_the_generator_makes(key):
+  r = run(["python3", GEN, "--check", "--series", key, "--xla", XLA_DIR], cwd=REPO)
   assert r.returncode == 0, r.stdout + r.stderr
 
 
-@needs_pin
+@needs_xla
 def test_build_jaxlib_applies_the_series_at_jax_v0_11_0s_xla(tmp_path):
   """--jax-version 0.11.0: jax at jax-v0.11.0, XLA at 131bf41a (its files the series
   changes, in a small repository), git am of the series, the build command."""
-  changed = {l.split("\t")[2] for p in PATCHES
-             for l in run(["git", "apply", "--numstat", p]).stdout.splitlines()}
+  pin = COMMITS["131bf41a"]
+  changed = {path for p in patches("131bf41a") for _, _, path in numstat(p)}
   xla, jax = tmp_path / "xla", tmp_path / "jax"
   for d in (xla, jax):
     assert run(["git", "init", "-q", d]).returncode == 0
   for path in changed:
-    shown = subprocess.run(["git", "--git-dir", XLA_DIR, "show", f"{PIN}:{path}"],
+    shown = subprocess.run(["git", "--git-dir", XLA_DIR, "show", f"{pin}:{path}"],
                            capture_output=True)
-    if shown.returncode:  # a file the series adds
-      continue
+    assert shown.returncode == 0, path  # the series adds no file
     (xla / path).parent.mkdir(parents=True, exist_ok=True)
     (xla / path).write_bytes(shown.stdout)
   (jax / "README.md").write_text("jax\n")
@@ -104,55 +174,25 @@ def test_build_jaxlib_applies_the_series_at_jax_v0_11_0s_xla(tmp_path):
            "--xla", xla, "--xla-rev", rev])
   assert r.returncode == 0, r.stdout + r.stderr
   assert run(["git", "rev-list", "--count", f"{rev}..HEAD"], cwd=work / "xla").stdout.strip() \
-      == str(len(PATCHES))
+      == str(len(patches("131bf41a")))
   assert f"--local_xla_path={work / 'xla'}" in r.stdout
   assert "set_xla_metadata(_xla_collectives_mode=" in r.stdout
   assert "kXlaCollectivesModeAttr" in (work / "xla" / "xla" / "side_effect_util.h").read_text()
 
 
-@needs_pin
-@pytest.mark.skipif(not list((REPO / ".venv-next").glob("lib/python*/site-packages/tensorflow"))
-                    or os.environ.get("NVSHMEM_TEST_SERIES_UPSTREAM") == "0",
-                    reason="needs tf-nightly in .venv-next (scripts/setup.sh)")
-def test_reviewers_check_passes():
-  """About 10 minutes on two cores: git am, clang-format, buildifier, the compiles
-  against 131bf41a and the assigner's and combiner's tests against tf-nightly's XLA."""
-  r = run(["bash", CHECK, XLA_DIR], cwd=REPO, timeout=3600)
+def _has_wheel(key):
+  return bool(list(VENVS[key].glob("lib/python*/site-packages/tensorflow")))
+
+
+@needs_xla
+@pytest.mark.parametrize("key", COMMITS)
+def test_reviewers_check_passes(key):
+  """About 10 minutes each on two cores: git am, clang-format, buildifier, the
+  compiles against the commit and the assigner's and combiner's tests against
+  the XLA of the tf-nightly of the commit's days."""
+  if not _has_wheel(key) or os.environ.get("NVSHMEM_TEST_SERIES_UPSTREAM") == "0":
+    pytest.skip(f"needs tf-nightly in {VENVS[key].name} (scripts/setup.sh)")
+  r = run(["bash", CHECK, key, XLA_DIR], cwd=REPO, timeout=3600)
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-  assert "check_series_upstream: OK" in r.stdout
-
-
-CORE = ["nvshmem_topology.h", "nvshmem_topology.cc", "nvshmem_cost_table.proto",
-        "nvshmem_cost_table.h", "nvshmem_cost_table.cc", "nvshmem_backend_selection.h",
-        "nvshmem_backend_selection.cc"]
-PKG = "xla/backends/gpu/transforms/collectives"
-
-
-def added_file(patch_text, path):
-  """The text a patch gives a file it creates."""
-  diff = patch_text.split(f"diff --git a/{path} b/{path}\n", 1)[1].split("\ndiff --git ", 1)[0]
-  body = diff.split("\n@@ ", 1)[1].split("\n", 1)[1]
-  return "".join(l[1:] + "\n" for l in body.split("\n") if l.startswith("+"))
-
-
-def test_second_patch_chooses_the_mode_by_cost_with_the_shared_core():
-  """0002: the selection core as xla_src/ holds it (the pinned series' files), the
-  flag (field 515, off by default) and the assigner's test of the choice."""
-  text = PATCHES[1].read_text()
-  assert "Subject: [PATCH 2/3] [XLA:GPU] Choose a collective-permute's collectives mode" in text
-  for name in CORE:
-    assert added_file(text, f"{PKG}/{name}") == (REPO / "xla_src" / PKG / name).read_text(), name
-  assert "+  optional bool xla_gpu_experimental_collective_permute_mode_by_cost = 515;" in text
-  assert "+  opts.set_xla_gpu_experimental_collective_permute_mode_by_cost(false);" in text
-  assert "TEST_F(CollectiveBackendAssignerTest, CollectivesModeByCost)" in text
-  assert "+      CollectivesCluster{gpu_topology.num_devices_per_host()," in text
-
-
-def test_third_patch_keeps_permutes_under_a_branch_private():
-  """0003: devices may take different branches, and a peer or symmetric put lands
-  in the peer's copy of the sender's own destination; the assigner gives PRIVATE."""
-  text = PATCHES[2].read_text()
-  assert "Subject: [PATCH 3/3] [XLA:GPU] Keep collective-permutes under a" in text
-  assert "+absl::flat_hash_set<const HloComputation*> ConditionalBranches(" in text
-  assert "+        requested = mode = DebugOptions::COLLECTIVES_PRIVATE_MEMORY;" in text
-  assert "TEST_F(CollectiveBackendAssignerTest, PermuteUnderConditionalBranchIsPrivate)" in text
+  assert f"check_series_upstream: OK: {SERIES[key].name} on {key}" in r.stdout
+  assert re.search(r"assigner (\d+) passed", r.stdout) and re.search(r"combiner (\d+) passed", r.stdout)
