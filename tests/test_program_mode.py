@@ -83,3 +83,86 @@ def test_the_flag_a_fixture_was_compiled_with_is_in_its_config():
   config = module_config.for_module(str(FIXTURES / "marked_ring_1x1x8.after_optimizations.hlo"))
   assert config.collective_permute_mode == PRIVATE
   assert program_mode.FLAG_BACKEND[config.collective_permute_mode] == "nccl"
+
+
+# ---------------------------------------------------------------------------------------
+# What the tools say of a compiled module's modes
+
+def _with_peer_on_first_permute(src, dst):
+  """`src` with COLLECTIVES_PEER_MEMORY written into its first permute's config, as
+  the series' assigner writes a mode it takes from a mark (the rest as XLA left them)."""
+  from hlo_tools import jax_hook
+  lines = src.read_text().split("\n")
+  at = next(i for i, l in enumerate(lines) if "collective-permute-start(" in l)
+  lines[at] = jax_hook.set_line_mode(lines[at], PEER)
+  dst.write_text("\n".join(lines))
+  return dst
+
+
+def _run(capsys, command, *argv):
+  from hlo_tools import cli
+  rc = cli.main([command, *map(str, argv)])
+  out, err = capsys.readouterr()
+  return rc, out, err
+
+
+def _check(result, name):
+  return next(c for c in result["checks"] if c["name"] == name)
+
+
+def test_verify_fails_a_per_op_mode_a_stock_xla_does_not_run(tmp_path, capsys):
+  import json
+  module = _with_peer_on_first_permute(
+      FIXTURES / "train_step_1x1x8.after_optimizations.hlo", tmp_path / "m.hlo")
+  rc, out, err = _run(capsys, "verify", module, "--topology=1x1x8", "--backends=nccl,peer",
+                      "--no-hlo-verifier", "--format=json")
+  check = _check(json.loads(out), "permute-mode")
+  assert check["status"] == "fail", check
+  [failed] = [r for r in check["results"] if r["status"] == "fail"]
+  assert "thunk_emitter.cc:1824" in failed["message"] and PRIVATE in failed["message"]
+  # On the series' XLA the op's own mode runs.
+  rc, out, err = _run(capsys, "verify", module, "--topology=1x1x8", "--backends=nccl,peer",
+                      "--no-hlo-verifier", "--format=json", "--per-op-modes")
+  assert _check(json.loads(out), "permute-mode")["status"] == "pass"
+
+
+def test_verify_reads_the_flag_from_the_module_config(tmp_path, capsys):
+  """A module compiled with the flag at peer: XLA's assigner wrote PEER on every
+  permute, and that is what its thunks run."""
+  import json
+  from hlo_tools import jax_hook
+  text = (FIXTURES / "marked_ring_1x1x8.after_optimizations.hlo").read_text()
+  lines = [jax_hook.set_line_mode(l, PEER) if "collective-permute-start(" in l else l
+           for l in text.split("\n")]
+  module = tmp_path / "ring.after_optimizations.hlo"
+  module.write_text("\n".join(lines))
+  config = (FIXTURES / "marked_ring_1x1x8.after_optimizations.config.pbtxt").read_text()
+  assert f"xla_gpu_collective_permute_mode: {PRIVATE}" in config
+  (tmp_path / "ring.after_optimizations.config.pbtxt").write_text(
+      config.replace(f"xla_gpu_collective_permute_mode: {PRIVATE}",
+                     f"xla_gpu_collective_permute_mode: {PEER}"))
+  rc, out, err = _run(capsys, "verify", module, "--topology=1x1x8", "--backends=nccl,peer",
+                      "--no-hlo-verifier", "--format=json")
+  check = _check(json.loads(out), "permute-mode")
+  assert check["status"] == "pass" and "config.pbtxt" in check["results"][0]["message"]
+  rc, out, err = _run(capsys, "explain", module, "--topology=1x1x8", "--backends=nccl,peer",
+                      "--format=json")
+  result = json.loads(out)
+  assert result["program"]["compiled_with"] == PEER
+  assert result["collectives"][0]["runs"] == {"thunk": PEER, "config": PEER, "agree": True}
+
+
+def test_explain_prints_the_programs_mode_and_its_setting(tmp_path, capsys):
+  module = _with_peer_on_first_permute(
+      FIXTURES / "train_step_1x1x8.after_optimizations.hlo", tmp_path / "m.hlo")
+  rc, out, err = _run(capsys, "explain", module, "--topology=1x1x8", "--backends=nccl,peer")
+  assert rc == 0, err
+  assert "program: one mode for every permute (what a stock XLA runs): peer" in out
+  assert f"XLA_FLAGS=--xla_gpu_collective_permute_mode={PEER}" in out
+  assert f'compiler_options={{"xla_gpu_collective_permute_mode": "{PEER}"}}' in out
+  assert "per op" in out and "compiled with unknown" in out
+  # The permute carrying PEER runs the flag's mode on a stock XLA, and says so.
+  assert f"runs          {PRIVATE}, the flag's mode (stock XLA); its backend_config says {PEER}" in out
+  rc, out, err = _run(capsys, "explain", module, "--topology=1x1x8", "--backends=nccl,peer",
+                      "--per-op-modes")
+  assert f"runs          {PEER}, its own mode (the series)" in out

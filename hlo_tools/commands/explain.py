@@ -4,6 +4,7 @@
                       [--format=text|json]
                       [--backends=nccl,nvshmem|nccl,peer[,symmetric]]
                       [--num-partitions=N] [--max-input-bytes=N] [--out=F]
+                      [--per-op-modes]
 
 One entry per collective-permute (sync, start/done or async-wrapped): where it is
 (computation, enclosing while loop and trip count, line), bytes per device, edges
@@ -16,6 +17,15 @@ driver, upstream's answer is reported as unavailable, never guessed).
 (the pinned XLA) or nccl,peer[,symmetric] (XLA of jax >= 0.10.2, written as
 collectives_mode); default: the cost table's set. Each backend of the set is shown
 with its modeled time, or why it is refused.
+
+Per program: the one collectives mode a stock XLA would run for every permute (each
+XLA jax ships builds the permute thunk with the flag xla_gpu_collective_permute_mode),
+chosen by the core as the fastest mode every permute can run (modeled time x runs per
+step, summed), the setting that applies it (XLA_FLAGS and jax's compiler_options),
+its modeled saving against NCCL, and what a per-op choice would add, which only an
+XLA with the series for jax v0.11.0 runs. Per permute, `runs`: the mode its thunk
+runs, from the flag the module was compiled with (XLA's module config beside the
+file; else XLA's default), or with --per-op-modes its own.
 
 DIR:STAGE reads a stage of a dump directory as `hlo-tools diff` does, e.g.
 DIR:before_async (the module entering async-collective-creator) or
@@ -45,6 +55,10 @@ def main(argv):
   common.add_backends_flag(parser)
   parser.add_argument("--format", choices=("text", "json"), default="text")
   parser.add_argument("--out", default=None, help="write here instead of stdout")
+  parser.add_argument("--per-op-modes", action="store_true",
+                      help="the target XLA runs each permute in its own collectives_mode "
+                      "(the series for jax v0.11.0's XLA); default: a stock XLA, whose "
+                      "permutes all run the flag's mode")
   common.add_partitions_flag(parser)
   cli_io.add_max_input_bytes(parser)
 
@@ -58,7 +72,8 @@ def main(argv):
           dumps.manifest_stage(path)
       result = explain.explain(path, None, source=source, stage=stage,
                                num_partitions=args.num_partitions,
-                               max_bytes=args.max_input_bytes, selected=selected)
+                               max_bytes=args.max_input_bytes, selected=selected,
+                               per_op_xla=args.per_op_modes)
     text = (json.dumps(result, indent=1) if args.format == "json"
             else explain.format_text(result))
     common.write_output(text, args.out)

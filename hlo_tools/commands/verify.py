@@ -2,7 +2,7 @@
 
     hlo-tools verify FILE|DIR:STAGE [--topology=SPEC | --devices-per-host=N] [--cost-table=F]
                      [--format=text|json] [--out=F]
-                     [--backends=nccl,nvshmem|nccl,peer[,symmetric]]
+                     [--backends=nccl,nvshmem|nccl,peer[,symmetric]] [--per-op-modes]
 
 --backends names the backends the target XLA offers, as for nvshmem-opt (default: the
 cost table's set, nccl,nvshmem unless the table says otherwise). An op's backend is
@@ -53,6 +53,13 @@ applicable" as a whole:
                   annotated memory spaces (some layout in the module has S(n))
   hlo-verifier    XLA's HloVerifier accepts the module (`nvshmem-opt --mode=explain`);
                   skipped when nvshmem-opt is not built
+  permute-mode    a collectives_mode written on a permute is the mode its thunk runs:
+                  a stock XLA runs every permute in the flag
+                  xla_gpu_collective_permute_mode it was compiled with (read from
+                  XLA's module config beside the file, else XLA's default PRIVATE),
+                  so a different mode on the op is not run (and a SYMMETRIC one has
+                  moved the op's buffers); --per-op-modes: the target XLA carries
+                  the series for jax v0.11.0, whose thunk runs the op's own mode
 
 DIR:STAGE reads a stage of a dump directory as `hlo-tools diff` does, e.g.
 DIR:before_async (the module entering async-collective-creator) or
@@ -87,6 +94,10 @@ def main(argv):
   parser.add_argument("--out", default=None, help="write here instead of stdout")
   parser.add_argument("--no-hlo-verifier", dest="hlo_verifier", action="store_false",
                       help="do not run XLA's HloVerifier through nvshmem-opt")
+  parser.add_argument("--per-op-modes", action="store_true",
+                      help="the target XLA runs each permute in its own collectives_mode "
+                      "(the series for jax v0.11.0's XLA); default: a stock XLA, whose "
+                      "permutes all run the flag's mode")
   common.add_partitions_flag(parser)
   cli_io.add_max_input_bytes(parser)
 
@@ -98,7 +109,8 @@ def main(argv):
       selected = common.selection_for(args, spec)
       result = verify.verify(path, None, run_driver=args.hlo_verifier, source=source,
                              num_partitions=args.num_partitions,
-                             max_bytes=args.max_input_bytes, selected=selected)
+                             max_bytes=args.max_input_bytes, selected=selected,
+                             per_op_xla=args.per_op_modes)
     text = (json.dumps(result, indent=1) if args.format == "json"
             else verify.format_text(result))
     common.write_output(text, args.out)

@@ -19,6 +19,7 @@ priced as the sum over permutes of modeled time x runs per step.
 """
 
 from hlo_tools import selection
+from hlo_tools.hlo import module_config
 from hlo_tools.model import collectives, decisions, runtime_rules
 
 FLAG = "xla_gpu_collective_permute_mode"
@@ -90,7 +91,9 @@ def candidates(backends) -> list:
 
 def choose(perms, source, topology, table, backends) -> dict:
   """The program's one mode (see the module docstring) and what a per-op choice,
-  which only the series' XLA runs, would add. `perms`: model.decisions.analyze's."""
+  which only the series' XLA runs, would add. `perms`: model.decisions.analyze's
+  (a permute it could not place refuses every mode but NCCL and is not priced)."""
+  unpriced = [p.record.start for p in perms if p.decision is None]
   modes = {}
   for backend in candidates(backends):
     total, refused = 0.0, None
@@ -99,7 +102,8 @@ def choose(perms, source, topology, table, backends) -> dict:
       if why:
         refused = f"%{perm.record.start}: {why}"
         break
-      total += _modeled(perm, source, topology, table, backend) * runs_per_step(perm)[0]
+      if perm.decision is not None:
+        total += _modeled(perm, source, topology, table, backend) * runs_per_step(perm)[0]
     modes[backend] = {"mode": FLAG_VALUE[backend], "total_us": None if refused else total,
                       "refused": refused}
   offered = [b for b, m in modes.items() if m["total_us"] is not None]
@@ -112,7 +116,7 @@ def choose(perms, source, topology, table, backends) -> dict:
           "best_us": best_us, "saving_us": nccl_us - best_us,
           "per_op_us": per_op_us,
           "per_op_adds_us": None if per_op_us is None else best_us - per_op_us,
-          "runs_known": known, "permutes": len(perms),
+          "runs_known": known, "permutes": len(perms), "unpriced": unpriced,
           "why": _why(best, modes, nccl_us, best_us, known)}
 
 
@@ -126,6 +130,8 @@ def _per_op_total(perms, source, modes):
   names = [b for b in modes if b != "nccl"]
   total = 0.0
   for perm in perms:
+    if perm.decision is None:
+      continue
     us = [perm.decision["backend_us"]["nccl"]]
     if branches.get(perm.record.computation) != "branch":
       us += [perm.decision["backend_us"][b] for b in names
@@ -158,3 +164,27 @@ def what_runs(op_mode, flag_mode, per_op_xla: bool) -> dict:
   # A stock assigner writes a non-default flag's mode over every permute's.
   config = flag if flag != DEFAULT else op
   return {"thunk": flag, "config": config, "agree": (config or DEFAULT) == flag}
+
+
+def compiled_flag(source) -> tuple:
+  """(the flag the module was compiled with, the config file saying so), from XLA's
+  module config beside it (hlo.module_config); (None, None) where there is none."""
+  path = source.path if source.path and str(source.path) != "-" else None
+  config = module_config.for_module(str(path)) if path else None
+  if config is None:
+    return None, None
+  return config.collective_permute_mode, config.path
+
+
+def for_source(source, topology, table, backends, per_op_xla: bool = False) -> dict:
+  """choose() on a module read by the tools, with the flag it was compiled with
+  (compiled_flag) and, per permute ({(computation, start): what_runs}), what it runs
+  on this XLA."""
+  perms = decisions.analyze(source, topology, table, tolerant=True)
+  result = choose(perms, source, topology, table, backends)
+  flag, path = compiled_flag(source)
+  result["compiled_with"], result["compiled_with_from"] = flag, path
+  result["per_op_xla"] = per_op_xla
+  result["runs"] = {(p.record.computation, p.record.start):
+                    what_runs(p.record.collectives_mode, flag, per_op_xla) for p in perms}
+  return result

@@ -4,7 +4,8 @@ modeled time per backend and upstream's answer, per permute."""
 
 from hlo_tools import cli_io
 from hlo_tools.ops.sizes import format_bytes
-from hlo_tools.model import decisions, modes, sources
+from hlo_tools.model import decisions, modes, program_mode, sources
+from hlo_tools.ops import program_text
 from hlo_tools.model.collectives import trips_text
 
 
@@ -35,12 +36,26 @@ def explain(path, topology_spec, cost_table=None, source=None,
   a note when the module is from before XLA's optimizations: by its `stage` of a dump
   when known, else by its structure."""
   source = source or sources.read_source(path, max_bytes=max_bytes)
-  result = decisions.describe(path, topology_spec, cost_table, source=source, **kwargs)
+  per_op_xla = kwargs.pop("per_op_xla", False)
+  selected = decisions.load_selection(topology_spec, cost_table, kwargs.pop("backends", None),
+                                      kwargs.pop("selected", None))
+  result = decisions.describe(path, None, source=source, selected=selected, **kwargs)
+  add_program(result, source, selected, per_op_xla)
   pre = (stage in ("before_optimizations", "lowered") if stage is not None
          else is_pre_optimization(source.module, result["collectives"]))
   result["stage"] = "before_optimizations" if pre else None
   result["note"] = PRE_OPTIMIZATION_NOTE if pre else None
   return result
+
+
+def add_program(result, source, selected, per_op_xla=False):
+  """The program's one mode (model.program_mode) into `result`, and into each
+  permute's entry what it runs on this XLA (`runs`)."""
+  program = program_mode.for_source(source, selected.topology, selected.table,
+                                    selected.table.backends, per_op_xla)
+  for e in result["collectives"]:
+    e["runs"] = program["runs"].get((e["computation"], e["instruction"]))
+  result["program"] = program_text.json_ready(program)
 
 
 # ---------------------------------------------------------------------------------------
@@ -105,6 +120,7 @@ def format_text(result):
     lines.append(result["note"])
   if result.get("topology_note"):
     lines.append(result["topology_note"])
+  lines += program_text.lines(result.get("program"))
   unsafe = [e for e in result["collectives"] if e.get("current_unsafe")]
   if unsafe:
     lines.append(f"UNSAFE: {len(unsafe)} collective-permute(s) already carry a backend "
@@ -138,6 +154,9 @@ def format_text(result):
       r = e["requested_mode"]
       rows.insert([k for k, _ in rows].index("choice"), ("attribute", (
           f"{modes.ATTRIBUTE}=\"{r['attribute']}\": {r['mode'] or 'not taken'}; {r['why']}")))
+    if e.get("runs"):
+      rows.insert([k for k, _ in rows].index("choice") + 1, ("runs", program_text.runs_text(
+          e["runs"], (result.get("program") or {}).get("per_op_xla", False))))
     if e.get("current_unsafe"):
       rows.insert([k for k, _ in rows].index("choice") + 1, ("UNSAFE", f"now {current_text(e)}, which its runtime cannot run: "
                       + "; ".join(e["current_unsafe"])))

@@ -6,11 +6,13 @@ import subprocess
 from hlo_tools import cli_io
 from hlo_tools import selection
 from hlo_tools.model import collectives, decisions, driver, runtime_rules, sources
+from hlo_tools.model import program_mode
 from hlo_tools.model.topology import size_note
 
 CHECKS = ("permutation", "start-done", "backend-config", "backend-set", "nvshmem-heap",
           "nvshmem-team", "nvshmem-runtime", "peer-safety", "selection", "memory-space",
-          "hlo-verifier")
+          "hlo-verifier",
+          "permute-mode")
 # The checks of what a runtime can run at all (not of what the core would choose).
 SAFETY_CHECKS = ("permutation", "start-done", "backend-config", "nvshmem-heap",
                  "nvshmem-team", "nvshmem-runtime", "peer-safety")
@@ -221,6 +223,35 @@ def check_peer_safety(perms, source, topology, table):
   return check
 
 
+def check_permute_mode(perms, source, per_op_xla=False):
+  """A mode written on a permute runs only where the XLA honours it: a stock XLA's
+  thunk runs the flag's mode (program_mode.THUNK_READS_FLAG), so a mode on the op
+  that differs from it is not run, and a SYMMETRIC one has moved its buffers."""
+  check = Check("permute-mode")
+  flag, config = program_mode.compiled_flag(source)
+  flag_text = (f"{flag} ({config})" if flag else
+               f"{program_mode.DEFAULT}, XLA's default (no module config beside the file)")
+  for perm in perms:
+    op = perm.record.collectives_mode
+    if op in (None, decisions.NO_MODE):
+      continue
+    run = program_mode.what_runs(op, flag, per_op_xla)
+    if run["agree"]:
+      check.add("pass", perm.start, f"collectives_mode {op}: its thunk runs "
+                f"{run['thunk']}" + ("" if per_op_xla else f", the flag's {flag_text}"))
+      continue
+    check.add("fail", perm.start, (
+        f"collectives_mode {op} on the op, but a stock XLA's thunk runs the flag's mode, "
+        f"{flag_text} ({program_mode.THUNK_READS_FLAG})"
+        + ("; the op's buffers were placed in the collective memory for it"
+           if op == program_mode.FLAG_VALUE["symmetric"] else "")
+        + ": set the mode for the program (explain's `program`), or compile with an XLA "
+        "carrying the series for jax v0.11.0 (--per-op-modes)"))
+  if not check.results:
+    check.note = "no collective-permute carries its own collectives_mode"
+  return check
+
+
 def _edges_text(edges):
   return ", ".join(f"{s}->{t} ({c})" for s, t, c in edges[:8]) + (
       f" and {len(edges) - 8} more" if len(edges) > 8 else "")
@@ -396,7 +427,7 @@ def check_hlo_verifier(path, topology_spec, cost_table, num_partitions=None, bac
 
 def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
            num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, backends=None,
-           only=None, selected=None, verified_by=None):
+           only=None, selected=None, verified_by=None, per_op_xla=False):
   """The verify JSON object; raises InputError for unreadable input.
 
   backends: the set the target XLA offers ("nccl,peer"), else the cost table's.
@@ -404,7 +435,9 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
   selected: an options.Selection parsed once by the caller, in place of
   topology_spec, cost_table and backends.
   verified_by: how XLA's verifier already accepted this module (nvshmem-opt's
-  rewrite verifies the text it writes), in place of another driver run."""
+  rewrite verifies the text it writes), in place of another driver run.
+  per_op_xla: the target XLA runs each permute's own mode (the series for jax
+  v0.11.0's XLA), else the flag's (every stock XLA)."""
   selected = decisions.load_selection(topology_spec, cost_table, backends, selected)
   topology, table, topology_spec = selected.topology, selected.table, selected.spec
   cost_table, backends = selected.cost_table, selected.backends
@@ -441,6 +474,7 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
     skipped = Check("hlo-verifier")
     skipped.note = "skip: not requested"
     checks.append(skipped)
+  checks.append(check_permute_mode(perms, source, per_op_xla))
   if only is not None:
     checks = [c for c in checks if c.name in only]
   for check in checks:

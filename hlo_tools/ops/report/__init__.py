@@ -17,6 +17,7 @@ from hlo_tools.ops import diff
 from hlo_tools.ops import dump
 from hlo_tools.ops import explain
 from hlo_tools.ops import outdir
+from hlo_tools.ops import program_text
 from hlo_tools.ops import verify
 from hlo_tools.ops.report.chart import chart_data
 from hlo_tools.ops.report.page import comparison_rows, fmt_us, page_title, render_page
@@ -285,9 +286,10 @@ def analyze_case(case, case_dir, stages, dump_dir, selected, num_partitions, say
   explained = decisions.describe(stages[first], None, source=parsed[first],
                                  report=passes[first],
                                  selected=selected)
+  explain.add_program(explained, parsed[first], selected)
   verified = {s: verify.verify(rewritten[s].path, None, source=rewritten[s],
                                num_partitions=num_partitions, selected=selected,
-                               verified_by=VERIFIED_BY_PASS)
+                               verified_by=VERIFIED_BY_PASS, per_op_xla=True)
               for s in stages}
   # A plan the input already carries (hand-edited, another pass) that its runtime
   # cannot run fails the report even though the pass's rewrite replaces it.
@@ -344,6 +346,8 @@ def case_summary(result, case_dir_name):
            if k in e}
           | {"upstream": e["upstream"]["backend"]} for e in result["explain"]["collectives"]],
       "note": result["explain"].get("note"),
+      "program": {k: v for k, v in (result["explain"].get("program") or {}).items()
+                  if k != "runs"},
       "verify_passed": all(v["passed"] for v in verified.values()),
       "failed_checks": sorted({c for v in verified.values() for c in v["failed_checks"]}),
       "files": files,
@@ -443,6 +447,8 @@ def summary_text(report):
   lines += [f"  {c['title']}: no collective-permutes, nothing for the pass to decide"
             for c in report["cases"] if not c["collective_permutes"]]
   lines += [f"  {c['title']}: {c['note']}" for c in report["cases"] if c.get("note")]
+  lines += [f"  {c['title']}: {program_text.summary(c['program'])}"
+            for c in report["cases"] if (c.get("program") or {}).get("permutes")]
   rows = report["summary"]["comparison"]
   for i, row in enumerate(rows):
     if i == 0 or rows[i - 1]["case"] != row["case"]:  # the configuration, then its permutes
