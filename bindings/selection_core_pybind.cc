@@ -33,8 +33,19 @@ void ThrowIfError(const absl::Status& status) {
   if (!status.ok()) throw py::value_error(std::string(status.message()));
 }
 
-sel::Topology ParseTopology(const std::string& spec) {
-  return ValueOrThrow(sel::ParseTopology(spec));
+sel::Topology ParseTopology(const std::string& spec,
+                            const std::optional<std::string>& backends) {
+  if (!backends) return ValueOrThrow(sel::ParseTopology(spec));
+  return ValueOrThrow(
+      sel::ParseTopology(spec, ValueOrThrow(sel::ParseBackendSet(*backends))));
+}
+
+sel::Place PlaceOrThrow(const std::string& name) {
+  if (name == "anywhere") return sel::Place::kAnywhere;
+  if (name == "group") return sel::Place::kCollectivesGroup;
+  if (name == "branch") return sel::Place::kConditionalBranch;
+  throw py::value_error("unknown place '" + name +
+                        "' (anywhere, group, branch)");
 }
 
 sel::CostTable ParseTable(const std::string& text, const std::string& source) {
@@ -83,7 +94,8 @@ py::dict DecisionToDict(const sel::Decision& d) {
 
 void BindTopology(py::module_& m) {
   py::class_<sel::Topology>(m, "Topology")
-      .def_static("parse", &ParseTopology, py::arg("spec"))
+      .def_static("parse", &ParseTopology, py::arg("spec"),
+                  py::arg("backends") = py::none())
       .def_property_readonly("slices", &sel::Topology::slices)
       .def_property_readonly("hosts_per_slice", &sel::Topology::hosts_per_slice)
       .def_property_readonly("gpus_per_host", &sel::Topology::gpus_per_host)
@@ -280,7 +292,7 @@ void BindDecide(py::module_& m) {
          int64_t bytes, const std::vector<std::pair<int, int>>& device_edges,
          int team_size, int buffers,
          const std::vector<std::string>& element_types, bool memcpy_local_p2p,
-         int groups) {
+         int groups, const std::string& place) {
         if (team_size < 0) throw py::value_error("team_size must be >= 0");
         if (groups < 1) throw py::value_error("groups must be >= 1");
         if (buffers < 1) throw py::value_error("buffers must be >= 1");
@@ -297,12 +309,36 @@ void BindDecide(py::module_& m) {
         return DecisionToDict(
             sel::Decide(topology, table,
                         {bytes, device_edges, team_size, buffers, element_types,
-                         memcpy_local_p2p, groups}));
+                         memcpy_local_p2p, groups},
+                        PlaceOrThrow(place)));
       },
       py::arg("topology"), py::arg("table"), py::arg("bytes"),
       py::arg("device_edges"), py::arg("team_size") = 0, py::arg("buffers") = 1,
       py::arg("element_types") = std::vector<std::string>{},
-      py::arg("memcpy_local_p2p") = false, py::arg("groups") = 1);
+      py::arg("memcpy_local_p2p") = false, py::arg("groups") = 1,
+      py::arg("place") = "anywhere");
+
+  m.def(
+      "layout_refusal",
+      [](const sel::Topology& topology, int team_size,
+         const std::string& backend) -> std::optional<std::string> {
+        sel::PermuteRequest request;
+        request.team_size = team_size;
+        std::optional<sel::Refusal> refusal =
+            sel::LayoutRefusal(topology, request, BackendOrThrow(backend));
+        if (!refusal) return std::nullopt;
+        return sel::RefusalText(*refusal);
+      },
+      py::arg("topology"), py::arg("team_size"), py::arg("backend"));
+
+  m.def(
+      "process_layout_text",
+      [](const sel::Topology& topology, bool stated,
+         const std::string& backends) {
+        return sel::ProcessLayoutText(
+            topology, stated, ValueOrThrow(sel::ParseBackendSet(backends)));
+      },
+      py::arg("topology"), py::arg("stated"), py::arg("backends"));
 
   m.def(
       "team_devices",

@@ -365,9 +365,17 @@ sel::Topology ResolveTopology(const Flags& flags, const Rewriter& pass,
               << (module.config().has_static_device_assignment()
                       ? ", placed by the module's device assignment"
                       : "")
+              << "; " << topology.gpus_per_process() << " GPUs per process"
               << "; --devices-per-host=N or --topology=SPEC overrides)\n";
   }
   return topology;
+}
+
+// Where the device of each logical id came from.
+std::string PlacementText(const Flags& flags, const sel::Topology& topology) {
+  if (topology.partition_to_device().empty()) return "unknown";
+  return flags.topology.empty() ? "the module's device assignment"
+                                : "the topology's map";
 }
 
 }  // namespace
@@ -383,7 +391,7 @@ int main(int argc, char** argv) {
   }
   std::optional<sel::Topology> given;
   if (!flags.topology.empty())
-    given = OrFail(sel::ParseTopology(flags.topology));
+    given = OrFail(sel::ParseTopology(flags.topology, table.backends));
   if (!flags.output.empty() && flags.output != "-" &&
       SameFile(flags.input, flags.output)) {
     Fail(2, flags.output + ": refusing to overwrite the input");
@@ -430,7 +438,11 @@ int main(int argc, char** argv) {
     const std::string json = OrFail(nvshmem_opt::ReportJson(
         {flags.input, sel::TopologySpec(topology), flags.topology.empty(),
          flags.mode, input.module->config().num_partitions(),
-         input.module->config().replica_count(), input.partitions_from},
+         input.module->config().replica_count(), input.partitions_from,
+         sel::ProcessLayoutText(topology,
+                                sel::SpecStatesProcesses(flags.topology),
+                                table.backends),
+         PlacementText(flags, topology)},
         run, upstream_ptr));
     Write(flags, flags.report, json + "\n");
   }

@@ -101,6 +101,7 @@ void FillDecision(const Rewriter::OpRecord& r, const PassRun& run,
   *out->mutable_collectives_mode() =
       *info.collectives_mode != '\0' ? Str(info.collectives_mode) : Null();
   out->set_skipped(r.skipped);
+  out->set_user_mark(r.user_mark);
   out->set_reason(d.reason);
   FillModel(d, out);
   if (auto it = run.made.find(r.instruction); it != run.made.end()) {
@@ -125,6 +126,8 @@ absl::StatusOr<std::string> ReportJson(
   report.set_num_partitions(header.num_partitions);
   report.set_num_replicas(header.num_replicas);
   report.set_partitions_from(header.partitions_from);
+  report.set_processes(header.processes);
+  report.set_placement(header.placement);
   report.set_changed(run.changed);
   report.set_pass_us(run.pass_us);
   for (const Rewriter::OpRecord& r : run.records) {

@@ -22,6 +22,8 @@ struct ReportHeader {
   int64_t num_partitions = 1;
   int64_t num_replicas = 1;
   std::string partitions_from;  // What num_partitions was inferred from.
+  std::string processes;        // ProcessLayoutText.
+  std::string placement;        // Where the device map came from.
 };
 
 // upstream: upstream's backend by instruction name, or null when not asked.

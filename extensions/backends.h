@@ -62,7 +62,8 @@ std::optional<LinkClass> LinkClassFromName(absl::string_view name);
 // The core's topology, written as a spec:
 //   SLICESxHOSTSxGPUS[:OPTION]... with options
 //   nvlN | nvl=N           NVLink domain of N GPUs (default: one host)
-//   gpus_per_process=N     GPUs that share a process (default: one host)
+//   gpus_per_process=N     GPUs that share a process (default: see
+//                          DefaultGpusPerProcess)
 //   map=D0,D1,...          physical device of each logical device, where
 //                          logical device r + p * num_replicas is (replica
 //                          r, partition p) as XLA places them by default
@@ -74,6 +75,27 @@ std::string TopologySpec(const Topology& topology);
 
 // The core's backends and names: nccl, nvshmem, peer, symmetric.
 using core::Backend;
+
+// The process layout a spec leaves unstated, one fact for every backend: one
+// GPU per process where the target XLA offers NVSHMEM (the pinned XLA runs it
+// only so: its pass keeps NCCL when a process sees more GPUs), else one
+// process per host (jax's default on a host, the layout peer memory needs).
+int DefaultGpusPerProcess(const std::vector<Backend>& offered,
+                          int gpus_per_host);
+// A spec with the layout default of the `offered` backend set.
+absl::StatusOr<Topology> ParseTopology(absl::string_view spec,
+                                       const std::vector<Backend>& offered);
+// Whether a spec states its process layout (gpus_per_process=N).
+bool SpecStatesProcesses(absl::string_view spec);
+// The process layout in words, with why where it is the default:
+// "processes of 1 GPU (the default where the target XLA offers NVSHMEM ...)".
+std::string ProcessLayoutText(const Topology& topology, bool stated,
+                              const std::vector<Backend>& offered);
+// `topology` with the layout default of `offered` where it has one host per
+// process by default (a topology derived from a module states none).
+Topology WithDefaultProcesses(const Topology& topology,
+                              const std::vector<Backend>& offered);
+
 using core::BackendName;
 using core::kNumBackends;
 
@@ -152,11 +174,14 @@ bool HasMeasuredCurve(const CostTable& table, Backend backend,
 // RefusalKind and details), or a rule only the tools know.
 using core::RefusalKind;
 enum class ToolRule {
-  kNone,         // The core's rule.
-  kNotOffered,   // The target XLA does not offer it (`offered`).
-  kNoSignals,    // Symmetric memory without NCCL signals.
-  kInGroup,      // NVSHMEM in a collectives group.
-  kUnderBranch,  // Under a conditional's branch.
+  kNone,                   // The core's rule.
+  kNotOffered,             // The target XLA does not offer it (`offered`).
+  kNoSignals,              // Symmetric memory without NCCL signals.
+  kInGroup,                // NVSHMEM in a collectives group.
+  kUnderBranch,            // Under a conditional's branch.
+  kSeveralGpusPerProcess,  // NVSHMEM where a process drives `count` GPUs.
+  kPlacementUnknown,       // No map, and the program spans `count` processes
+                      // over `total` hosts: where each device runs decides.
 };
 struct Refusal : core::Refusal {
   Backend backend = Backend::kNccl;
@@ -166,6 +191,15 @@ struct Refusal : core::Refusal {
 };
 
 std::string RefusalText(const Refusal& refusal);
+
+// What the program's layout refuses a one-sided backend, or nullopt: NVSHMEM
+// where a process drives several GPUs, and any of them where no map says
+// which device runs each logical device while the program spans several
+// processes or hosts (then every edge's class and process, and NVSHMEM's PE
+// for each id, rest on the unknown order).
+std::optional<Refusal> LayoutRefusal(const Topology& topology,
+                                     const PermuteRequest& request,
+                                     Backend backend);
 
 std::optional<Refusal> CheckSafety(const Topology& topology,
                                    const CostTable& table,

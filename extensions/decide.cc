@@ -67,6 +67,32 @@ std::optional<Refusal> OfferedAndSignaled(const CostTable& table,
 
 }  // namespace
 
+std::optional<Refusal> LayoutRefusal(const Topology& topology,
+                                     const PermuteRequest& request,
+                                     Backend backend) {
+  if (backend == Backend::kNvshmem && topology.gpus_per_process() > 1) {
+    Refusal refusal = ToolRefusal(backend, ToolRule::kSeveralGpusPerProcess);
+    refusal.count = refusal.gpus_per_process = topology.gpus_per_process();
+    return refusal;
+  }
+  if (!topology.partition_to_device().empty()) return std::nullopt;
+  std::vector<int> processes, hosts;
+  for (int device : TeamDevices(topology, request.team_size)) {
+    processes.push_back(topology.ProcessOf(device));
+    hosts.push_back(topology.HostOf(device));
+  }
+  for (std::vector<int>* ids : {&processes, &hosts}) {
+    absl::c_sort(*ids);
+    ids->erase(std::unique(ids->begin(), ids->end()), ids->end());
+  }
+  if (processes.size() <= 1 && hosts.size() <= 1) return std::nullopt;
+  Refusal refusal = ToolRefusal(backend, ToolRule::kPlacementUnknown);
+  refusal.count = static_cast<int>(processes.size());
+  refusal.total = static_cast<int>(hosts.size());
+  refusal.gpus_per_process = topology.gpus_per_process();
+  return refusal;
+}
+
 std::optional<Refusal> NvshmemHang(
     const std::vector<std::pair<int, int>>& device_edges,
     const std::vector<int>& team) {
@@ -124,6 +150,24 @@ std::string RefusalText(const Refusal& r) {
         "under a conditional's branch, where devices may run other permutes "
         "and a one-sided write lands in the sender's own buffer's place; the "
         "patched XLA keeps NCCL there");
+  }
+  if (r.tool_rule == ToolRule::kSeveralGpusPerProcess) {
+    return absl::StrCat(
+        refused, "a process drives ", r.count,
+        " GPUs (gpus_per_process); the pinned XLA's pass keeps NCCL unless "
+        "each process sees one GPU, and NVSHMEM's set-up stops a process "
+        "that drives more");
+  }
+  if (r.tool_rule == ToolRule::kPlacementUnknown) {
+    return absl::StrCat(
+        refused,
+        "the module does not say which device runs each of its ids "
+        "(HLO text carries no device assignment), and the program spans ",
+        r.count, r.count == 1 ? " process" : " processes", " (",
+        r.gpus_per_process, r.gpus_per_process == 1 ? " GPU" : " GPUs",
+        " each) on ", r.total, r.total == 1 ? " host" : " hosts",
+        ", so the edges' hosts and processes are unknown: give the dump's "
+        "folder, a .hlo.pb, or --topology=...:map=D0,D1,...");
   }
   if (r.tool_rule == ToolRule::kNoSignals) {
     return absl::StrCat(
@@ -293,6 +337,9 @@ Decision Decide(const Topology& topology, const CostTable& table,
   for (int b = 1; b < kNumBackends; ++b) {
     const Backend backend = static_cast<Backend>(b);
     decision.refused[b] = OfferedAndSignaled(table, backend);
+    if (!decision.refused[b] && !request.device_edges.empty()) {
+      decision.refused[b] = LayoutRefusal(topology, request, backend);
+    }
     if (!decision.refused[b] && place == Place::kConditionalBranch) {
       decision.refused[b] = ToolRefusal(backend, ToolRule::kUnderBranch);
     } else if (!decision.refused[b] && place == Place::kCollectivesGroup &&

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -90,7 +91,8 @@ absl::StatusOr<SpecOptions> ParseOptions(
   return options;
 }
 
-absl::StatusOr<Topology> ParseSpec(absl::string_view spec) {
+absl::StatusOr<Topology> ParseSpec(absl::string_view spec,
+                                   const std::vector<Backend>* offered) {
   const std::vector<absl::string_view> sections = absl::StrSplit(spec, ':');
   const std::vector<absl::string_view> dims = absl::StrSplit(sections[0], 'x');
   if (dims.size() != 3) {
@@ -116,6 +118,9 @@ absl::StatusOr<Topology> ParseSpec(absl::string_view spec) {
   }
   absl::StatusOr<SpecOptions> options = ParseOptions(sections);
   if (!options.ok()) return options.status();
+  if (options->gpus_per_process == 0 && offered != nullptr) {
+    options->gpus_per_process = DefaultGpusPerProcess(*offered, values[2]);
+  }
   return Topology::Create(values[0], values[1], values[2],
                           options->nvlink_domain_size, std::move(options->map),
                           options->gpus_per_process);
@@ -147,9 +152,50 @@ std::optional<int64_t> ParseCount(absl::string_view s) {
   return value;
 }
 
+int DefaultGpusPerProcess(const std::vector<Backend>& offered,
+                          int gpus_per_host) {
+  return absl::c_linear_search(offered, Backend::kNvshmem) ? 1 : gpus_per_host;
+}
+
+bool SpecStatesProcesses(absl::string_view spec) {
+  return absl::StrContains(spec, ":gpus_per_process=");
+}
+
+std::string ProcessLayoutText(const Topology& topology, bool stated,
+                              const std::vector<Backend>& offered) {
+  const int n = topology.gpus_per_process();
+  std::string text =
+      absl::StrCat("processes of ", n, n == 1 ? " GPU" : " GPUs");
+  if (stated) return absl::StrCat(text, " (stated)");
+  const bool nvshmem = absl::c_linear_search(offered, Backend::kNvshmem);
+  return absl::StrCat(
+      text,
+      nvshmem ? " (the default where the target XLA offers NVSHMEM, which its "
+                "pass runs only with one GPU per process)"
+              : " (the default: one process per host, as jax runs a host's "
+                "GPUs)",
+      "; :gpus_per_process=N states the job's layout");
+}
+
+Topology WithDefaultProcesses(const Topology& t,
+                              const std::vector<Backend>& offered) {
+  const int per_process = DefaultGpusPerProcess(offered, t.gpus_per_host());
+  if (per_process == t.gpus_per_process()) return t;
+  // The same cluster with another divisor of a host: Create cannot refuse it.
+  return *Topology::Create(t.slices(), t.hosts_per_slice(), t.gpus_per_host(),
+                           t.nvlink_domain_size(), t.partition_to_device(),
+                           per_process);
+}
+
 absl::StatusOr<Topology> ParseTopology(absl::string_view spec) {
+  return ParseTopology(spec, {});
+}
+
+absl::StatusOr<Topology> ParseTopology(absl::string_view spec,
+                                       const std::vector<Backend>& offered) {
   ++Parses().topology;
-  absl::StatusOr<Topology> topology = ParseSpec(spec);
+  absl::StatusOr<Topology> topology =
+      ParseSpec(spec, offered.empty() ? nullptr : &offered);
   if (!topology.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("topology spec '", Printable(spec),

@@ -30,11 +30,19 @@ BACKEND_INFO = {r["name"]: r for r in _selection_core.backend_info()}
 # "cost_table_read" (a file read) and "cost_table_parse".
 COUNTS = collections.Counter()
 
+# Where a permute sits, as far as the patched XLAs' rules go (the core's Place):
+# anywhere, inside a collectives group (_collectives_group), under a conditional's
+# branch.
+PLACES = ("anywhere", "group", "branch")
 
-def parse_topology(spec):
+
+def parse_topology(spec, backends=None):
+  """The core's Topology of `spec`; with `backends` (the target XLA's set,
+  "nccl,nvshmem"), an unstated process layout is that set's default
+  (one GPU per process where NVSHMEM is offered, else one process per host)."""
   COUNTS["topology_parse"] += 1
   try:
-    return _selection_core.Topology.parse(spec)
+    return _selection_core.Topology.parse(spec, backends)
   except ValueError as e:
     raise SelectionError(str(e)) from None
 
@@ -64,14 +72,17 @@ def parse_cost_table(text, source="<string>"):
 
 def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
            num_partitions=None, num_replicas=1, buffers=1, backends=None,
-           element_types=()):
+           element_types=(), place="anywhere"):
   """Decision for one collective-permute given its id pairs, as the pass sees it.
 
   The backends considered are the table's set (`table.backends`, e.g.
   "nccl,nvshmem" or "nccl,peer"), or `backends` ("nccl,peer" or a sequence) when
   given; `buffers` is the permute's number of operands and `bytes_per_device`
   all of them together; `element_types` those of its buffers ("f32"), which the
-  NVSHMEM rule reads.
+  NVSHMEM rule reads; `place` where the permute sits, as the patched XLAs' rules
+  see it (PLACES): "group" (inside a collectives group: no NVSHMEM) or "branch"
+  (under a conditional's branch: no one-sided backend), as nvshmem-opt's planner
+  asks the core.
 
   Returns the core's dict: plan and backend (the same name: 'nccl'|'nvshmem'|
   'peer'|'symmetric'), backend_us ({backend: modeled us, None when not offered
@@ -81,8 +92,12 @@ def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
   """
   if num_partitions is None:
     num_partitions = topology.num_devices // max(num_replicas, 1)
+  if place not in PLACES:
+    raise SelectionError(f"place {place!r} is not one of {', '.join(PLACES)}")
   if backends is not None:
     table = with_backends(table, backends)
+  # The binding's own default is "anywhere"; named only where it is not.
+  where = {} if place == "anywhere" else {"place": place}
   try:
     edges = _selection_core.edge_ids_to_devices(topology, [tuple(p) for p in pairs],
                                      cross_partition, num_partitions, num_replicas)
@@ -90,9 +105,26 @@ def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
     return _selection_core.decide(topology, table, int(bytes_per_device), edges,
                        team_size=num_partitions * num_replicas, buffers=int(buffers),
                        element_types=list(element_types),
-                       groups=_groups(cross_partition, num_partitions, num_replicas))
+                       groups=_groups(cross_partition, num_partitions, num_replicas),
+                       **where)
   except ValueError as e:
     raise SelectionError(str(e)) from None
+
+
+def layout_refusal(topology, team_size, backend):
+  """Why the program's layout refuses `backend` (several GPUs per process for
+  NVSHMEM; no device map on a program over several hosts or processes), or None."""
+  return _selection_core.layout_refusal(topology, team_size, backend)
+
+
+def process_layout_text(topology, stated, backends):
+  """The process layout in words, with why where it is the backend set's default."""
+  return _selection_core.process_layout_text(topology, stated, backends)
+
+
+def states_processes(spec):
+  """Whether a topology spec states its process layout (:gpus_per_process=N)."""
+  return ":gpus_per_process=" in spec
 
 
 def with_backends(table, backends):

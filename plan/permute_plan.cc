@@ -7,8 +7,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 #include "xla/backends/gpu/runtime/nvshmem_permute_support.h"
 #include "xla/hlo/ir/hlo_casting_utils.h"
 #include "xla/hlo/ir/hlo_computation.h"
@@ -88,6 +90,43 @@ OpRecord ToRecord(const xla::HloCollectivePermuteInstruction& permute,
   return record;
 }
 
+// The backend a user's mark asks for, where the permute can run it: private
+// is NCCL's path; a mode the decision refused, or no mode, keeps NCCL (the
+// patched XLA falls back to the flag's mode, private by default).
+sel::Backend MarkedBackend(absl::string_view mark,
+                           const sel::Decision& decision) {
+  const std::string mode = absl::AsciiStrToLower(mark);
+  for (sel::Backend backend : {sel::Backend::kPeer, sel::Backend::kSymmetric}) {
+    if (mode == sel::Info(backend).mode_attribute &&
+        decision.TimeUs(backend).has_value()) {
+      return backend;
+    }
+  }
+  return sel::Backend::kNccl;
+}
+
+// A permute the user marked keeps its mark: the plan is the mark's backend,
+// and the reason says why where the permute cannot run it.
+void KeepUserMark(const xla::HloInstruction& permute, OpRecord& record) {
+  std::optional<std::string> mark =
+      permute.get_frontend_attribute("_xla_collectives_mode");
+  if (!mark.has_value()) return;
+  sel::Decision& decision = record.decision;
+  record.user_mark = *mark;
+  record.skipped = true;
+  decision.backend = MarkedBackend(*mark, decision);
+  std::string why =
+      absl::StrCat("marked by the user: ", *mark, "; kept as marked");
+  for (const auto& refusal : decision.refused) {
+    if (refusal && absl::AsciiStrToLower(*mark) ==
+                       sel::Info(refusal->backend).mode_attribute) {
+      absl::StrAppend(&why, ", though XLA keeps the flag's mode: ",
+                      sel::RefusalText(*refusal));
+    }
+  }
+  decision.reason = std::move(why);
+}
+
 }  // namespace
 
 PlanningRewriter::PlanningRewriter(Options options)
@@ -106,7 +145,8 @@ PlanningRewriter::PlanningRewriter(Options options)
     if (options_.parsed_topology) {
       topology_ = options_.parsed_topology;
     } else if (!options_.topology.empty()) {
-      TF_ASSIGN_OR_RETURN(topology_, sel::ParseTopology(options_.topology));
+      TF_ASSIGN_OR_RETURN(
+          topology_, sel::ParseTopology(options_.topology, table_.backends));
     }
     if (!options_.decide_only && !options_.write_backend) {
       return absl::InvalidArgumentError("no backend writer");
@@ -125,7 +165,9 @@ absl::StatusOr<sel::Topology> PlanningRewriter::TopologyFor(
     const xla::HloModule& module) const {
   TF_RETURN_IF_ERROR(status_);
   if (topology_) return *topology_;
-  return pass_->TopologyFor(module);
+  // A derived topology states no process layout: the backend set's default.
+  TF_ASSIGN_OR_RETURN(sel::Topology derived, pass_->TopologyFor(module));
+  return sel::WithDefaultProcesses(derived, table_.backends);
 }
 
 absl::StatusOr<bool> PlanningRewriter::RunImpl(
@@ -155,6 +197,7 @@ absl::StatusOr<bool> PlanningRewriter::RunImpl(
       OpRecord record = ToRecord(*permute, topology, request, rewritable,
                                  sel::Decide(topology, table_, request, place));
       record.loops = loop_nests.Of(*computation);
+      KeepUserMark(*permute, record);
       if (!record.skipped && !options_.decide_only) {
         TF_ASSIGN_OR_RETURN(
             bool written,

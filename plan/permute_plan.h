@@ -74,6 +74,9 @@ class PlanningRewriter : public xla::HloModulePass {
     std::vector<EnclosingLoop> loops;  // Innermost first.
     nvshmem_ext::Decision decision;
     bool skipped = false;  // Left alone by the pass; the reason says why.
+    // The user's _xla_collectives_mode on the permute ("": none), which no
+    // tool overrides: the pass leaves a marked permute as it is.
+    std::string user_mark;
   };
 
   // Bad options (spec, table, backend set, no writer) make Run and

@@ -17,11 +17,14 @@ class Selection:
   table: object  # selection.CostTable, planning over the backend set
   cost_table: str = None  # the table's file, None for the embedded default
   backends: str = None  # the set given (the core's spelling), None: the table's own
+  # Where the spec's device map came from (model.placement), None: no map known.
+  placement: str = None
 
   def with_topology(self, spec, topology=None):
     """The same table and backends on another topology (parsed here unless given)."""
-    return dataclasses.replace(self, spec=spec,
-                               topology=topology or selection.parse_topology(spec))
+    return dataclasses.replace(
+        self, spec=spec,
+        topology=topology or selection.parse_topology(spec, self.table.backends))
 
 
 def load_table(cost_table=None, backends=None):
@@ -38,7 +41,9 @@ def load_table(cost_table=None, backends=None):
 
 
 def load(spec, cost_table=None, backends=None, topology=None):
-  """A Selection; `topology` when the caller has already parsed `spec`."""
+  """A Selection; `topology` when the caller has already parsed `spec` (with the
+  set's process layout: selection.parse_topology(spec, table.backends))."""
   table, backends = load_table(cost_table, backends)
-  return Selection(spec=spec, topology=topology or selection.parse_topology(spec),
+  return Selection(spec=spec,
+                   topology=topology or selection.parse_topology(spec, table.backends),
                    table=table, cost_table=cost_table, backends=backends)

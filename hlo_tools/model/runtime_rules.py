@@ -147,7 +147,8 @@ def nvshmem_problems(perm, topology, source):
   (a model.decisions.Permute) on NVSHMEM; [] when none does. Edges the topology
   cannot place are left to the team check, which reports them."""
   from hlo_tools.model import decisions  # pylint: disable=import-outside-toplevel
-  problems = [nvshmem_type_problem(perm.start)]
+  team = source.num_partitions * source.num_replicas
+  problems = [selection.layout_refusal(topology, team, "nvshmem"), nvshmem_type_problem(perm.start)]
   try:
     edges = perm.edges or decisions.device_edges(topology, source, perm.pairs,
                                                  perm.record.channel_id is not None)

@@ -1,0 +1,81 @@
+"""Where each logical device of a module runs: the partition->device map XLA wrote
+beside the module (its config, hlo.module_config), merged into the topology the
+command decides on, so that no verdict assumes the identity silently.
+
+The map enters the core as the spec's `:map=`: the driver and the binding then
+decide on the same placement. A spec that states its own map keeps it. Without
+any map the core refuses the one-sided backends wherever the program spans more
+than one host or process (the device order decides every edge's class there).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hlo_tools import cli_io, selection
+from hlo_tools.errors import InputError, SelectionError
+from hlo_tools.hlo import module_config
+from hlo_tools.model.options import Selection
+
+MAP_OPTION = ":map="
+
+
+def spec_map(spec: str) -> str | None:
+  """The `map=` list a spec states, or None."""
+  for option in spec.split(":")[1:]:
+    if option.startswith("map="):
+      return option[len("map="):]
+  return None
+
+
+def module_map(path: str | None,
+               max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> tuple[list[int], str] | None:
+  """(partition->device map, the config file it came from) for the module at `path`,
+  or None where XLA wrote none beside it."""
+  config = module_config.for_module(path, max_bytes) if path else None
+  if config is None or not config.partition_to_device:
+    return None
+  return list(config.partition_to_device), config.path
+
+
+def placed(selected: Selection, path: str | None,
+           max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> Selection:
+  """`selected` on the module's own device map, where the spec states none and XLA
+  wrote one beside the module; `selected.placement` says where the map came from
+  (a selection already placed stays as it is)."""
+  if selected.placement:
+    return selected
+  if spec_map(selected.spec) is not None:
+    return dataclasses.replace(selected, placement="the topology's map")
+  found = module_map(path, max_bytes)
+  if found is None:
+    return dataclasses.replace(selected, placement=None)
+  device_map, origin = found
+  if len(device_map) > selected.topology.num_devices:
+    raise InputError(f"{origin}: the module's device assignment places "
+                     f"{len(device_map)} devices, more than topology {selected.spec} "
+                     f"has ({selected.topology.num_devices})")
+  spec = selected.spec + MAP_OPTION + ",".join(map(str, device_map))
+  try:
+    topology = selection.parse_topology(spec, selected.table.backends)
+  except SelectionError as e:
+    raise InputError(f"{origin}: its device assignment does not fit topology "
+                     f"{selected.spec}: {e}") from None
+  return dataclasses.replace(selected, spec=spec, topology=topology,
+                             placement=f"the module's device assignment ({origin})")
+
+
+def placement_text(selected: Selection) -> str:
+  """One line for the user: where each logical device runs, and where that came from."""
+  if selected.placement:
+    return f"device order: {selected.placement}"
+  return ("device order: unknown (the module came without XLA's config beside it and "
+          "the spec gives no :map=); NVSHMEM, peer and symmetric memory are refused "
+          "where the program spans more than one host or process")
+
+
+def layout_text(selected: Selection) -> str:
+  """The process layout the decisions assume, with why where it is the default."""
+  return selection.process_layout_text(selected.topology,
+                                       selection.states_processes(selected.spec),
+                                       selected.table.backends)
