@@ -352,8 +352,9 @@ def flag_in_effect(compiler_options) -> tuple:
   if compiler_options and _FLAG in compiler_options:
     return str(compiler_options[_FLAG]), "compiler_options"
   m = re.search(rf"--{_FLAG}=(\S+)", os.environ.get("XLA_FLAGS", ""))
-  if m:
-    return m.group(1), "XLA_FLAGS"
+  if m:  # XLA_FLAGS spells it private|symmetric|peer, any case
+    word = m.group(1).lower()
+    return f"COLLECTIVES_{word.upper()}_MEMORY", "XLA_FLAGS"
   return _DEFAULT_MODE, "XLA's default"
 
 

@@ -25,7 +25,7 @@ def test_a_train_step_on_one_host_runs_peer_for_the_whole_program():
   got, perms = _choose("train_step_1x1x8.after_optimizations.hlo", "1x1x8")
   assert len(perms) > 1 and got["permutes"] == len(perms)
   assert got["backend"] == "peer" and got["mode"] == PEER
-  assert got["xla_flags"] == f"XLA_FLAGS=--xla_gpu_collective_permute_mode={PEER}"
+  assert got["xla_flags"] == "XLA_FLAGS=--xla_gpu_collective_permute_mode=peer"
   assert got["compiler_options"] == {"xla_gpu_collective_permute_mode": PEER}
   # The sum over permutes of modeled time x runs, for each mode.
   total = sum(p.decision["backend_us"]["peer"] * program_mode.runs_per_step(p)[0]
@@ -158,7 +158,7 @@ def test_explain_prints_the_programs_mode_and_its_setting(tmp_path, capsys):
   rc, out, err = _run(capsys, "explain", module, "--topology=1x1x8", "--backends=nccl,peer")
   assert rc == 0, err
   assert "program: one mode for every permute (what a stock XLA runs): peer" in out
-  assert f"XLA_FLAGS=--xla_gpu_collective_permute_mode={PEER}" in out
+  assert "XLA_FLAGS=--xla_gpu_collective_permute_mode=peer" in out
   assert f'compiler_options={{"xla_gpu_collective_permute_mode": "{PEER}"}}' in out
   assert "per op" in out and "compiled with unknown" in out
   # The permute carrying PEER runs the flag's mode on a stock XLA, and says so.

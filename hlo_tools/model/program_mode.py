@@ -33,9 +33,15 @@ THUNK_READS_FLAG = ("thunk_emitter.cc:1824 at 5a9e73cb (jax 0.10.2), :1948 at 13
                     "(jax 0.11.0), :2188 at 183fa00c")
 
 
+# XLA_FLAGS spells the mode private|symmetric|peer (debug_options_flags.cc:768-781 at
+# 5a9e73cb, :862-875 at 131bf41a); compiler_options set the proto field by the enum's name.
+FLAG_WORD = {"COLLECTIVES_PRIVATE_MEMORY": "private", "COLLECTIVES_PEER_MEMORY": "peer",
+             "COLLECTIVES_SYMMETRIC_MEMORY": "symmetric"}
+
+
 def settings(mode: str) -> dict:
   """The two ways to apply `mode` to a program: XLA_FLAGS and jax's compiler_options."""
-  return {"xla_flags": f"XLA_FLAGS=--{FLAG}={mode}",
+  return {"xla_flags": f"XLA_FLAGS=--{FLAG}={FLAG_WORD[mode]}",
           "compiler_options": {FLAG: mode}}
 
 
