@@ -45,6 +45,10 @@ class CollectivePermute:
   loops: list = field(default_factory=list)
   # The product of the known counts: what trip_count is at least when one is unknown.
   trips_at_least: int = 1
+  # (conditional, its computation, the branch computation) of the innermost
+  # conditional whose branch runs the permute, None outside any: it then runs on
+  # some executions only, so its loops' counts bound its runs from above.
+  branch: tuple | None = None
 
 
 def collective_permutes(module):
@@ -100,7 +104,8 @@ def _record(module, callers, comp, form, start, done, permute):
       is_async=form != "sync", channel_id=channel,
       while_loop=loop, while_computation=loop_comp, trip_count=trips,
       start_line=start.line, done_line=done.line if done is not None else None,
-      loops=loops, trips_at_least=at_least)
+      loops=loops, trips_at_least=at_least,
+      branch=enclosing_conditional(callers, comp.name))
 
 
 def _product(values):
@@ -197,6 +202,35 @@ def _enclosing_while(module, callers, comp_name):
   return None, None, None
 
 
+def enclosing_conditional(callers, comp_name):
+  """(conditional, its computation, branch computation) of the innermost conditional
+  whose branch reaches comp_name, breadth-first up the call graph; None if none."""
+  seen = {comp_name}
+  todo = deque([comp_name])
+  while todo:
+    name = todo.popleft()
+    for instr, comp in callers.get(name, ()):
+      if instr.opcode == "conditional":
+        return instr.name, comp.name, name
+      if comp.name not in seen:
+        seen.add(comp.name)
+        todo.append(comp.name)
+  return None
+
+
+def runs_per_step(loops, under_branch=False):
+  """(runs, bound) of a permute per execution of the module, from its loops'
+  counts (innermost first, None unknown): bound is "exact"; "at least" where a
+  count is unknown (runs is then the product of the known ones); "at most" under a
+  conditional's branch, which runs on only some of the trips and whose share XLA's
+  trip counts do not tell; "unknown" for both (runs: the known counts' product)."""
+  known = _product(n for _, _, n in loops if n is not None)
+  complete = all(n is not None for _, _, n in loops)
+  if under_branch:
+    return known, "at most" if complete else "unknown"
+  return known, "exact" if complete else "at least"
+
+
 def loop_summary(loops):
   """(innermost while, its computation, runs per execution or None when a count
   is unknown, the product of the known counts) of a loop nest, innermost first."""
@@ -206,13 +240,19 @@ def loop_summary(loops):
   return loop, loop_comp, at_least if len(known) == len(loops) and loops else None, at_least
 
 
-def trips_text(counts):
+def trips_text(counts, under_branch=False):
   """How often a permute runs, from its loops' trip counts (innermost first, None
-  unknown): 'x28 trips (7 x 4)', 'at least x4 trips (? x 4; ...)', '' outside loops."""
+  unknown): 'x28 trips (7 x 4)', 'at least x4 trips (? x 4; ...)', '' outside loops;
+  under a conditional's branch 'at most x6 trips (...)', as runs_per_step bounds it."""
   if not counts:
     return ""
   known = _product(c for c in counts if c is not None)
   nest = " x ".join("?" if c is None else str(c) for c in reversed(counts))
+  if under_branch:
+    why = "under a conditional's branch, which runs on only some of them"
+    if None in counts:
+      return f"trips unknown ({nest}; ? = a loop whose count is unknown; {why})"
+    return f"at most x{known} trips ({nest + '; ' if len(counts) > 1 else ''}{why})"
   if None in counts:
     if all(c is None for c in counts):
       return "trips unknown" + (f" ({nest})" if len(counts) > 1 else "")

@@ -9,7 +9,8 @@ from hlo_tools import cli_io
 from hlo_tools import selection  # first: it says how to build a missing binding
 from hlo_tools import _selection_core
 from hlo_tools.model import driver, modes, options, runtime_rules, sources
-from hlo_tools.model.collectives import collective_permutes, data_element_types, loop_summary
+from hlo_tools.model.collectives import (collective_permutes, data_element_types,
+                                         loop_summary, runs_per_step)
 from hlo_tools.model.topology import size_note
 from hlo_tools.errors import InputError
 from hlo_tools.model.sources import strict_pairs
@@ -20,6 +21,10 @@ PLAN_BACKEND = {n: r["config_backend"] for n, r in selection.BACKEND_INFO.items(
 PLAN_MODE = {n: r["collectives_mode"] for n, r in selection.BACKEND_INFO.items()
              if r["collectives_mode"]}
 NO_MODE = "COLLECTIVES_MODE_INVALID"  # what XLA writes when no mode is chosen: NCCL
+# The _xla_collectives_mode value that asks for each backend (NCCL: private).
+MODE_ATTRIBUTE = {n: r["mode_attribute"] for n, r in selection.BACKEND_INFO.items()
+                  if r["mode_attribute"]}
+MARK_PLAN = {value: n for n, value in MODE_ATTRIBUTE.items()}
 # Every value of XLA's CollectivesMode enum (jax 0.10.2); private memory is no
 # backend of any set the core plans over.
 MODE_BACKEND = {NO_MODE: "nccl", **{mode: n for n, mode in PLAN_MODE.items()},
@@ -55,6 +60,20 @@ def written_backend(record):
   return record.backend if mode in (None, NO_MODE) else f"{record.backend}, {mode}"
 
 
+def require_devices(source, topology) -> None:
+  """InputError, as explain's for its first permute, when the topology cannot hold
+  the module's devices (partitions x replicas): bad input for every command, not a
+  failed check. A module without permutes asks nothing of the topology."""
+  first = next(iter(collective_permutes(source.module)), None)
+  if first is None:
+    return
+  try:
+    _selection_core.edge_ids_to_devices(topology, [], True, source.num_partitions,
+                                        source.num_replicas)
+  except ValueError as e:
+    raise InputError(f"{source.label}:{first.start_line}: %{first.start}: {e}") from None
+
+
 def device_edges(topology, source, pairs, cross_partition):
   edges = _selection_core.edge_ids_to_devices(
       topology, [tuple(p) for p in pairs], cross_partition, source.num_partitions,
@@ -77,6 +96,7 @@ class Permute:
     # Who decided: "nvshmem-opt" (its JSON, on the module as XLA parsed it) or
     # "core binding" (this reader's facts, where the driver gave no answer).
     self.decided_by = None
+    self.mark = None  # the user's _xla_collectives_mode, as written
 
 
 def driver_decisions(report):
@@ -111,8 +131,16 @@ def _decide_here(perm, source, topology, table):
   perm.decision = selection.decide(
       topology, table, rec.bytes_per_device, perm.pairs, cross,
       source.num_partitions, source.num_replicas, buffers=rec.buffers,
-      element_types=data_element_types(perm.start))
+      element_types=data_element_types(perm.start), place=place_of(perm, source))
   perm.decided_by = "core binding"
+
+
+def place_of(perm, source):
+  """Where the permute sits for the core's rules (selection.PLACES): under a
+  conditional's branch, inside a collectives group, or anywhere, as nvshmem-opt's
+  planner tells the core."""
+  where = runtime_rules.nccl_only_computations(source.module).get(perm.record.computation)
+  return where or "anywhere"
 
 
 def analyze(source, topology, table, tolerant=False, report=None):
@@ -137,19 +165,44 @@ def analyze(source, topology, table, tolerant=False, report=None):
     if rec.form == "async-wrapped":
       permute = module.computation(rec.wrapped_computation).root
     perm = Permute(rec, start, strict_pairs(source, permute))
+    perm.mark = user_mark(start) or user_mark(permute)
     perms.append(perm)
     entry = decided.get((rec.computation, rec.start)) or decided.get(
         (rec.wrapped_computation, permute.name))
     if entry is not None:
       _take_driver_facts(perm, entry)
-      continue
-    try:
-      _decide_here(perm, source, topology, table)
-    except (selection.SelectionError, ValueError) as e:
-      if not tolerant:
-        raise InputError(f"{source.label}:{start.line}: %{start.name}: {e}") from None
-      perm.error, perm.edges = str(e), []
+    else:
+      try:
+        _decide_here(perm, source, topology, table)
+      except (selection.SelectionError, ValueError) as e:
+        if not tolerant:
+          raise InputError(f"{source.label}:{start.line}: %{start.name}: {e}") from None
+        perm.error, perm.edges = str(e), []
+    _keep_mark(perm)
   return perms
+
+
+def user_mark(instr):
+  """The user's _xla_collectives_mode on the permute, as written; None without."""
+  return instr.frontend_attributes.get(modes.ATTRIBUTE)
+
+
+def _keep_mark(perm):
+  """A marked permute keeps its mark, as nvshmem-opt's planner keeps it (a decision
+  from its report already has): the plan is peer or symmetric where the mark names
+  it and the core models it, else NCCL (private's path; where the permute cannot
+  run the mark's mode, XLA falls back to the flag's, private by default)."""
+  d = perm.decision
+  if perm.mark is None or d is None or perm.decided_by == "nvshmem-opt":
+    return
+  mark = perm.mark.lower()
+  plan = next((b for b in ("peer", "symmetric") if mark == MODE_ATTRIBUTE[b]
+               and d["backend_us"].get(b) is not None), "nccl")
+  why = f"marked by the user: {perm.mark}; kept as marked"
+  why += "".join(f", though XLA keeps the flag's mode: {text}"
+                 for b, text in d["refused"].items() if MODE_ATTRIBUTE.get(b) == mark)
+  perm.decision = {**d, "plan": plan, "backend": plan,
+                   "chosen_us": d["backend_us"][plan], "reason": why}
 
 
 def safety_refusal(perm, source, topology, table, backend):
@@ -221,8 +274,11 @@ def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem"), upstream
              "chosen": d["chosen_us"]}
   loop, loop_comp, trip_count, at_least = loop_summary(perm.loops)
   known = any(n is not None for _, _, n in perm.loops)
-  trips = trip_count if trip_count is not None else (
-      at_least if known else None)  # at least, where a count is unknown
+  runs, bound = runs_per_step(perm.loops, rec.branch is not None)
+  # Runs the loop figure multiplies by: exact, at least or at most (runs_bound).
+  trips = runs if known and bound != "unknown" else None
+  if rec.branch is not None:
+    trip_count, at_least = None, None  # a branch runs on some trips only
   up_key = (rec.computation, rec.start)
   up = ({"backend": upstream[up_key], "source": "nvshmem-opt --compare-upstream"}
         if upstream is not None and up_key in upstream
@@ -233,8 +289,14 @@ def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem"), upstream
       "form": rec.form, "line": rec.start_line, "done_line": rec.done_line,
       "while_loop": loop, "while_computation": loop_comp,
       # Runs per step: every enclosing loop's count multiplied; None when one is
-      # unknown (trips_at_least then says how many at least).
+      # unknown (trips_at_least then says how many at least) or under a
+      # conditional's branch (trips_at_most then bounds it).
       "trip_count": trip_count, "trips_at_least": at_least,
+      "trips_at_most": runs if bound == "at most" else None,
+      # What the per-step figures multiply by, and whether it is exact or a bound.
+      "runs_per_step": runs, "runs_bound": bound,
+      "under_branch": ({"conditional": rec.branch[0], "computation": rec.branch[1],
+                        "branch": rec.branch[2]} if rec.branch else None),
       "loops": [{"while": w, "computation": c, "trip_count": n} for w, c, n in perm.loops],
       "channel_id": rec.channel_id,
       "bytes": perm.bytes, "buffers": perm.buffers, "decided_by": perm.decided_by,
@@ -246,7 +308,8 @@ def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem"), upstream
       "edges_by_class": d["edges_by_class"],
       "edges": [{"source": s, "target": t, "link_class": c} for s, t, c in perm.edges],
       "modeled_us": modeled,
-      "modeled_loop_us": d["chosen_us"] * trips if trips else None,
+      "modeled_loop_us": (d["chosen_us"] * trips
+                          if trips and d["chosen_us"] is not None else None),
       "choice": {"plan": d["plan"],
                  "backend": PLAN_BACKEND.get(d["plan"], d["plan"])},
       "choice_collectives_mode": PLAN_MODE.get(d["plan"]),
@@ -255,6 +318,8 @@ def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem"), upstream
       "recorded": _recorded(perm.start),
       # The mode its _xla_collectives_mode attribute asks for (None: none).
       "requested_mode": modes.requested(perm.start),
+      # The user's mark, which no tool overrides: the choice is the mark's backend.
+      "user_mark": perm.mark,
       "upstream": up,
   }
 

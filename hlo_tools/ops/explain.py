@@ -74,12 +74,30 @@ def loop_counts(e):
 def where_text(e):
   """Where the permute is, with every loop around it (innermost first)."""
   loops = e.get("loops") or []
+  branch = e.get("under_branch")
+  under = (f"; a branch of conditional %{branch['conditional']} in %{branch['computation']}"
+           if branch else "")
   if not loops:
-    return f"%{e['computation']} line {e['line']}; not in a loop"
+    return f"%{e['computation']} line {e['line']}{under}; not in a loop"
   nest = " inside ".join(
       f"while %{x['while']} in %{x['computation']} (trip count "
       f"{x['trip_count'] if x['trip_count'] is not None else 'unknown'})" for x in loops)
-  return f"%{e['computation']} line {e['line']}; {nest}"
+  return f"%{e['computation']} line {e['line']}{under}; {nest}"
+
+
+def entry_trips_text(e):
+  """trips_text of an explain entry: its loops' counts, bounded under a branch."""
+  return trips_text(loop_counts(e), bool(e.get("under_branch")))
+
+
+def choice_text(e):
+  """The choice row: the core's plan, or the user's mark, which is the choice."""
+  head = (f"marked by the user: {e['user_mark']} -> {e['choice']['plan']}"
+          if e.get("user_mark") is not None else e["choice"]["plan"])
+  mode = e.get("choice_collectives_mode")
+  return (f"{head} (backend {e['choice']['backend']}"
+          + (f", collectives_mode {mode}" if mode else "")
+          + f", {us(e['modeled_us']['chosen'])}); now {current_text(e)}")
 
 
 def modeled_text(m, sets):
@@ -137,12 +155,9 @@ def format_text(result):
         ("pairs", pairs_text(e["pairs"])),
         ("edges", classes),
         ("modeled", modeled_text(m, sets)
-         + (f"; {trips_text(loop_counts(e))} = {us(e['modeled_loop_us'])}"
+         + (f"; {entry_trips_text(e)} = {us(e['modeled_loop_us'])}"
             if e["modeled_loop_us"] is not None else "")),
-        ("choice", f"{e['choice']['plan']} (backend {e['choice']['backend']}"
-                   + (f", collectives_mode {e['choice_collectives_mode']}"
-                      if e.get("choice_collectives_mode") else "")
-                   + f", {us(m['chosen'])}); now {current_text(e)}"),
+        ("choice", choice_text(e)),
         ("reason", e["reason"]),
         ("upstream XLA", f"{e['upstream']['backend'] or '-'} ({e['upstream']['source']})"),
     ]

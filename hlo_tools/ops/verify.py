@@ -1,21 +1,26 @@
 """Named checks on a module's collective-permutes (the checks:
 hlo_tools.commands.verify's help)."""
 
+import os
 import subprocess
 
 from hlo_tools import cli_io
 from hlo_tools import selection
-from hlo_tools.model import collectives, decisions, driver, runtime_rules, sources
+from hlo_tools.hlo import buffer_assignment
+from hlo_tools.model import collectives, decisions, driver, modes, runtime_rules
+from hlo_tools.model import sources
 from hlo_tools.model import program_mode
 from hlo_tools.model.topology import size_note
 
-CHECKS = ("permutation", "start-done", "backend-config", "backend-set", "nvshmem-heap",
-          "nvshmem-team", "nvshmem-runtime", "peer-safety", "selection", "memory-space",
-          "hlo-verifier",
+CHECKS = ("permutation", "start-done", "backend-config", "start-done-agree", "backend-set",
+          "user-mark", "nvshmem-heap", "nvshmem-team", "nvshmem-runtime", "peer-safety",
+          "selection", "memory-space", "hlo-verifier",
           "permute-mode")
-# The checks of what a runtime can run at all (not of what the core would choose).
-SAFETY_CHECKS = ("permutation", "start-done", "backend-config", "nvshmem-heap",
-                 "nvshmem-team", "nvshmem-runtime", "peer-safety")
+# The checks of what a runtime can run at all (not of what the core would choose), and
+# of what no tool may change (the user's mark).
+SAFETY_CHECKS = ("permutation", "start-done", "start-done-agree", "backend-config",
+                 "user-mark", "nvshmem-heap", "nvshmem-team", "nvshmem-runtime",
+                 "peer-safety")
 # collective_backend_config.backend values the core's backends write.
 KNOWN_BACKENDS = tuple(dict.fromkeys(r["config_backend"]
                                      for r in selection.BACKEND_INFO.values()))
@@ -128,6 +133,90 @@ def check_start_done(module):
         check.add("fail", instr, "; ".join(problems))
       else:
         check.add("pass", instr, f"one {done_op} %{dones[0].name} (line {dones[0].line})")
+  return check
+
+
+def _collective_config(instr):
+  """(backend, collectives_mode) of the op's collective_backend_config, None without."""
+  config = instr.backend_config_json() if "backend_config" in instr.attributes else None
+  cbc = config.get("collective_backend_config") if isinstance(config, dict) else None
+  if not isinstance(cbc, dict):
+    return None
+  return cbc.get("backend", "DEFAULT"), cbc.get("collectives_mode", decisions.NO_MODE)
+
+
+def check_start_done_agree(perms, module):
+  """A permute's start and done say the same: the done's collective_backend_config,
+  where it has one, and its _xla_collectives_mode, where it has one, are the start's
+  (a tool that rewrites one op of the pair leaves the runtime two answers)."""
+  check = Check("start-done-agree")
+  for perm in perms:
+    if perm.record.done is None:
+      continue
+    done = module.computation(perm.record.computation).instruction(perm.record.done)
+    problems = []
+    start_config, done_config = _collective_config(perm.start), _collective_config(done)
+    if done_config is not None and done_config != start_config:
+      problems.append(f"backend_config: the start says {start_config}, the done "
+                      f"%{done.name} (line {done.line}) {done_config}")
+    start_mark, done_mark = decisions.user_mark(perm.start), decisions.user_mark(done)
+    if done_mark is not None and done_mark != start_mark:
+      problems.append(f"{modes.ATTRIBUTE}: the start says {start_mark!r}, the done "
+                      f"%{done.name} (line {done.line}) {done_mark!r}")
+    if problems:
+      check.add("fail", perm.start, "; ".join(problems))
+    else:
+      check.add("pass", perm.start, f"the done %{done.name} agrees")
+  if not check.results:
+    check.note = "no collective-permute with a done op"
+  return check
+
+
+def _marks(source):
+  """{(computation, start): the user's mark} of a module's marked permutes."""
+  marks = {}
+  for rec in collectives.collective_permutes(source.module):
+    start = source.module.computation(rec.computation).instruction(rec.start)
+    mark = decisions.user_mark(start)
+    if mark is None and rec.wrapped_computation:
+      mark = decisions.user_mark(source.module.computation(rec.wrapped_computation).root)
+    if mark is not None:
+      marks[(rec.computation, rec.start)] = mark
+  return marks
+
+
+def check_user_mark(perms, given=None):
+  """A permute the user marked with _xla_collectives_mode runs the mark's mode: its
+  backend_config chooses no other backend, and (`given`: the module before a rewrite)
+  the mark is the one it had."""
+  check = Check("user-mark")
+  before = _marks(given) if given is not None else {}
+  for perm in perms:
+    key = (perm.record.computation, perm.record.start)
+    was = before.get(key)
+    if perm.mark is None and was is None:
+      continue
+    problems = []
+    if was is not None and perm.mark != was:
+      problems.append(f"the user marked it {modes.ATTRIBUTE}=\"{was}\", and it now says "
+                      f"{perm.mark!r}: no tool may change a user's mark")
+    mark = perm.mark if perm.mark is not None else was
+    # Private memory is NCCL's path; a value that is no mode keeps NCCL too.
+    wanted = decisions.MARK_PLAN.get(mark.lower(), "nccl")
+    have = {"private": "nccl"}.get(decisions.op_backend(perm.record),
+                                   decisions.op_backend(perm.record))
+    chosen = perm.record.backend != "DEFAULT" or perm.record.collectives_mode not in (
+        None, decisions.NO_MODE)
+    if chosen and have != wanted:
+      problems.append(f"marked {mark!r}, but backend {decisions.written_backend(perm.record)} "
+                      f"runs {have}, not {wanted}")
+    if problems:
+      check.add("fail", perm.start, "; ".join(problems))
+    else:
+      check.add("pass", perm.start, f"marked {mark!r}; backend "
+                f"{decisions.written_backend(perm.record)} keeps it")
+  if not check.results:
+    check.note = "no collective-permute carries a user's mark"
   return check
 
 
@@ -362,14 +451,20 @@ def _has_memory_spaces(module):
   return False
 
 
-def check_memory_space(perms, module):
+def check_memory_space(perms, source):
   check = Check("memory-space")
+  module = source.module
   if not any(perm.record.backend == "NVSHMEM" for perm in perms):
     check.note = "no collective-permute uses NVSHMEM"
     return check
   if not _has_memory_spaces(module):
-    check.note = ("no layout has a memory space S(n): the module is from before "
-                  "buffer assignment")
+    beside = source.path and buffer_assignment.sibling_path(source.path)
+    check.note = ("no layout in the module names a memory space S(n), so its text does "
+                  "not say where the NVSHMEM buffers live; " + (
+                      "the buffer-assignment dump beside it does, and nvshmem-runtime "
+                      "checks their destinations there" if source.allocations else
+                      f"no buffer-assignment dump lies beside it "
+                      f"({os.path.basename(str(beside)) if beside else 'none for stdin'})"))
     return check
   for perm in perms:
     if perm.record.backend != "NVSHMEM":
@@ -427,7 +522,7 @@ def check_hlo_verifier(path, topology_spec, cost_table, num_partitions=None, bac
 
 def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
            num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, backends=None,
-           only=None, selected=None, verified_by=None, per_op_xla=False):
+           only=None, selected=None, verified_by=None, per_op_xla=False, given=None):
   """The verify JSON object; raises InputError for unreadable input.
 
   backends: the set the target XLA offers ("nccl,peer"), else the cost table's.
@@ -437,7 +532,8 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
   verified_by: how XLA's verifier already accepted this module (nvshmem-opt's
   rewrite verifies the text it writes), in place of another driver run.
   per_op_xla: the target XLA runs each permute's own mode (the series for jax
-  v0.11.0's XLA), else the flag's (every stock XLA)."""
+  v0.11.0's XLA), else the flag's (every stock XLA).
+  given: the Source this module was rewritten from, whose users' marks it must keep."""
   selected = decisions.load_selection(topology_spec, cost_table, backends, selected)
   topology, table, topology_spec = selected.topology, selected.table, selected.spec
   cost_table, backends = selected.cost_table, selected.backends
@@ -445,6 +541,7 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
   source = sources.resolve_partitions(source or sources.read_source(path, max_bytes=max_bytes),
                                  topology, num_partitions)
   module = source.module
+  decisions.require_devices(source, topology)
   verifier, report = None, None
   if run_driver and not verified_by:
     verifier, report = check_hlo_verifier(path, topology_spec, cost_table, num_partitions,
@@ -455,13 +552,15 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
       check_permutation(perms, source),
       check_start_done(module),
       check_backend_config(perms),
+      check_start_done_agree(perms, module),
       check_backend_set(perms, backend_set),
+      check_user_mark(perms, given),
       check_nvshmem_heap(perms, table),
       check_nvshmem_team(perms, topology, source),
       check_nvshmem_runtime(perms, topology, source),
       check_peer_safety(perms, source, topology, table),
       check_selection(perms, topology_spec),
-      check_memory_space(perms, module),
+      check_memory_space(perms, source),
   ]
   if verified_by:
     accepted = Check("hlo-verifier")

@@ -18,6 +18,7 @@ from hlo_tools.ops import dump
 from hlo_tools.ops import explain
 from hlo_tools.ops import outdir
 from hlo_tools.ops import program_text
+from hlo_tools.ops import ring_overlap
 from hlo_tools.ops import verify
 from hlo_tools.ops.report.chart import chart_data
 from hlo_tools.ops.report.page import comparison_rows, fmt_us, page_title, render_page
@@ -239,6 +240,15 @@ def prepare_inputs(case, case_dir, say, max_bytes):
 # ---------------------------------------------------------------------------------------
 # Analysis of one case
 
+def input_label(case, stage, copy):
+  """How messages name a stage's input: the user's FILE (or <stdin>) as given, a
+  dump's DIR:STAGE; `copy`, the report's own file, only for a program compiled here.
+  The copy under hlo/ holds the same text, so its line numbers are the input's."""
+  if case.path is None:
+    return copy
+  return case.label if stage == "input" else f"{case.label}:{stage}"
+
+
 def _run_pass(hlo_dir, json_dir, stage, path, case, selected, partitions):
   """nvshmem-opt (rewrite, upstream beside it) on one stage; (report, output path)."""
   out = os.path.join(hlo_dir, f"{stage}.nvshmem.hlo")
@@ -272,8 +282,9 @@ def analyze_case(case, case_dir, stages, dump_dir, selected, num_partitions, say
   os.makedirs(json_dir, exist_ok=True)
   topology, table = selected.topology, selected.table
   rel = lambda p: os.path.relpath(p, os.path.dirname(case_dir))
-  parsed = {s: sources.resolve_partitions(sources.read_source(p, rel(p)), topology, num_partitions)
-             for s, p in stages.items()}
+  parsed = {s: sources.resolve_partitions(sources.read_source(p, input_label(case, s, rel(p))),
+                                          topology, num_partitions)
+            for s, p in stages.items()}
   first = next(iter(stages))
   partitions = num_partitions  # the user's; else the driver settles each module's
   say(f"{case.id}: running nvshmem-opt, explain, verify, diff")
@@ -289,7 +300,7 @@ def analyze_case(case, case_dir, stages, dump_dir, selected, num_partitions, say
   explain.add_program(explained, parsed[first], selected)
   verified = {s: verify.verify(rewritten[s].path, None, source=rewritten[s],
                                num_partitions=num_partitions, selected=selected,
-                               verified_by=VERIFIED_BY_PASS, per_op_xla=True)
+                               verified_by=VERIFIED_BY_PASS, per_op_xla=True, given=parsed[s])
               for s in stages}
   # A plan the input already carries (hand-edited, another pass) that its runtime
   # cannot run fails the report even though the pass's rewrite replaces it.
@@ -316,9 +327,12 @@ def analyze_case(case, case_dir, stages, dump_dir, selected, num_partitions, say
   if explained.get("topology_note"):  # a topology larger than the module
     explained["note"] = " ".join(filter(None, (explained.get("note"),
                                                explained["topology_note"])))
+  # The scheduled module says whether the permutes overlap compute.
+  scheduled = parsed.get("after_optimizations") or parsed[first]
   return {"case": case, "stages": list(stages), "explain": explained, "passes": passes,
           "verify": verified, "diff": diffs, "trace": trace, "chart": chart,
-          "sources": parsed, "rewritten": rewritten, "first": first, "dump_dir": dump_dir}
+          "sources": parsed, "rewritten": rewritten, "first": first, "dump_dir": dump_dir,
+          "overlap": ring_overlap.permute_windows(scheduled.text)}
 
 
 def _trace(dump_dir):
@@ -421,7 +435,8 @@ def build(cases, out, cost_table=None, num_partitions=None, progress=True,
               "versions": _versions(work, results),
               "timings_s": timings,
               "cases": [case_summary(r, r["case"].id) for r in results],
-              "summary": {"comparison": comparison_rows(results)}}
+              "summary": {"comparison": comparison_rows(results),
+                          "overlap": {r["case"].id: r["overlap"] for r in results}}}
     report["summary"]["verify_passed"] = all(c["verify_passed"] for c in report["cases"])
     report["summary"]["failed_checks"] = sorted(
         {f for c in report["cases"] for f in c["failed_checks"]})
@@ -452,7 +467,8 @@ def summary_text(report):
   rows = report["summary"]["comparison"]
   for i, row in enumerate(rows):
     if i == 0 or rows[i - 1]["case"] != row["case"]:  # the configuration, then its permutes
-      lines.append(step_line([r for r in rows if r["case"] == row["case"]]))
+      lines.append(step_line([r for r in rows if r["case"] == row["case"]],
+                             report["summary"].get("overlap", {}).get(row["case"])))
     edges = ", ".join(f"{k} {v}" for k, v in row["edges_by_class"].items() if v)
     trips = f" {row['trips']}" if row.get("trips") else ""
     lines.append(f"  {row['title']}: %{row['instruction']} ({format_bytes(row['bytes'])}"
@@ -468,30 +484,76 @@ def summary_text(report):
   return "\n".join(lines)
 
 
+def _per_step(rows, key):
+  """`key` summed over a configuration's rows, but the permutes under one conditional
+  count only its largest branch: one branch runs per execution, so summing both
+  would count trips that no branch ran (each branch's figure is already at most)."""
+  total, conditionals = 0.0, {}
+  for r in rows:
+    if not r.get("branch"):
+      total += r[key]
+      continue
+    branches = conditionals.setdefault(tuple(r["branch"][:2]), {})
+    branches[r["branch"][2]] = branches.get(r["branch"][2], 0.0) + r[key]
+  return total + sum(max(b.values()) for b in conditionals.values())
+
+
 def step_saving(rows):
   """A configuration's comparison rows as (us saved, us on NCCL) per step: each permute's
   modeled saving against NCCL x its runs per step (the model's trips through every
-  loop; at least, where a count is unknown), summed."""
-  return (sum(r["saved_us_per_run"] for r in rows),
-          sum(r["nccl_us"] * r["runs"] for r in rows))
+  loop; a bound where a count is unknown or a conditional's branch runs on some trips
+  only), summed, a conditional's branches by the largest."""
+  return _per_step(rows, "saved_us_per_run"), _per_step(rows, "nccl_us_per_step")
 
 
 def _duration(us):
   return f"{us / 1000:.2f} ms" if abs(us) >= 1000 else f"{us:.2f} us"
 
 
-def step_line(rows):
-  """A configuration in one line: per permute its choice and modeled saving per run
-  against NCCL, and what the choices save per step (saving x runs, summed)."""
+def _bound(rows):
+  """('at least ' | 'at most ' | '', note): how the per-step figures bound the truth."""
+  bounds = {r.get("runs_bound", "exact") for r in rows} - {"exact"}
+  if not bounds:
+    return "", ""
+  if len(bounds) == 1 and bounds != {"unknown"}:
+    return f"{bounds.pop()} ", ""
+  return "", (" (neither a lower nor an upper bound: loops of unknown count are counted "
+              "at least, permutes under a conditional's branch at most)")
+
+
+def overlap_text(windows):
+  """What the compiled schedule says of the permutes and the step's compute
+  (ring_overlap's windows of the scheduled module)."""
+  asynchronous = [w for w in windows if not w["synchronous"]]
+  if not asynchronous:
+    return ("the module is not scheduled with async permutes, so whether they overlap "
+            "attention is not known")
+  hidden = sum(1 for w in asynchronous if w["attention_between"])
+  what = "attention (a fused-attention call, a conditional or a loop)"
+  if not hidden:
+    return (f"none of the {len(asynchronous)} async permutes has {what} scheduled between "
+            "start and done")
+  return (f"{hidden} of {len(asynchronous)} async permutes have {what} scheduled between "
+          "start and done, so the step gains only the part of a saving that was not "
+          "hidden under it")
+
+
+def step_line(rows, windows=None):
+  """A configuration in one line: what the choices save per step (saving x runs,
+  summed), and that this is modeled permute time, which may overlap attention, not
+  step time; then per permute its choice and modeled saving per run against NCCL."""
   saved, nccl = step_saving(rows)
   each = ", ".join(f"%{r['instruction']} {r['plan']} saves "
-                   f"{r['nccl_us'] - r['chosen_us']:.2f} us"
+                   f"{0 if r.get('user_mark') is not None else r['nccl_us'] - r['chosen_us']:.2f} us"
+                   + (" (marked by the user)" if r.get("user_mark") is not None else "")
                    + (f" {r['trips']}" if r.get("trips") else "") for r in rows)
-  # In a loop without a known count of runs per step: its runs are a lower bound.
-  bound = "at least " if any(r.get("trips") and r["trip_count"] is None for r in rows) else ""
+  bound, note = _bound(rows)
   share = f", {saved / nccl * 100:.1f}% of {_duration(nccl)} on NCCL" if nccl else ""
+  overlap = f"; {overlap_text(windows)}" if windows is not None else ""
   return (f"  {rows[0]['title']}: per step the choices save {bound}{_duration(saved)} of "
-          f"modeled permute time{share}; {each}")
+          f"modeled permute time{share}{note}, time that may overlap attention: the step's "
+          f"own time is not modeled here, so its share of a step is not known{overlap}; "
+          f"{each}")
 
 
 def _others_text(row):

@@ -4,10 +4,9 @@ configuration's decisions, chart, verify results, diff and trace."""
 import json
 
 from hlo_tools import selection
-from hlo_tools.model.collectives import trips_text
 from hlo_tools.model.runtime_rules import rule_lines
 from hlo_tools.ops import diff
-from hlo_tools.ops.explain import loop_counts
+from hlo_tools.ops.explain import entry_trips_text
 from hlo_tools.ops.report.chart import MAX_CHARTS, chart_title, svg_chart
 from hlo_tools.ops.sizes import format_bytes
 
@@ -39,6 +38,9 @@ def verdict(entry):
   """One phrase: what the core chose and by how much, or why the other backend
   cannot run."""
   nccl = entry["modeled_us"]["nccl"]
+  if entry.get("user_mark") is not None:
+    return (f"marked by the user: {entry['user_mark']}; kept as marked "
+            f"({NAMES.get(entry['choice']['plan'], entry['choice']['plan'])}), no saving counted")
   backend, other = alternative(entry)
   name = NAMES.get(backend, backend)
   if other is None:
@@ -62,18 +64,27 @@ def comparison_rows(results):
   for r in results:
     for e in r["explain"]["collectives"]:
       m = e["modeled_us"]
-      # Runs per step through every enclosing loop (at least, where a count is unknown).
-      trips = e["trip_count"] or e.get("trips_at_least") or 1
+      # Runs per step through every enclosing loop: exact, or a bound (runs_bound).
+      trips = e["runs_per_step"]
+      # A mark is the user's choice, not the pass's: no saving is the pass's.
+      saved = 0.0 if e.get("user_mark") is not None or m["chosen"] is None else \
+          (m["nccl"] - m["chosen"]) * trips
+      branch = e.get("under_branch")
       rows.append({"case": r["case"].id, "title": r["case"].title,
                    "topology": r["case"].topology, "instruction": e["instruction"],
                    "bytes": e["bytes"], "buffers": e.get("buffers", 1),
                    "trip_count": e["trip_count"], "edges_by_class": e["edges_by_class"],
-                   "trips": trips_text(loop_counts(e)),
+                   "trips": entry_trips_text(e),
                    "nccl_us": m["nccl"], "nvshmem_us": m["nvshmem"],
                    "chosen_us": m["chosen"], "plan": e["choice"]["plan"],
                    "collectives_mode": e.get("choice_collectives_mode"),
                    "backend_us": {b: v["us"] for b, v in (e.get("backends") or {}).items()},
-                   "runs": trips, "saved_us_per_run": (m["nccl"] - m["chosen"]) * trips,
+                   "runs": trips, "runs_bound": e["runs_bound"],
+                   "saved_us_per_run": saved, "nccl_us_per_step": m["nccl"] * trips,
+                   "user_mark": e.get("user_mark"),
+                   # One branch of a conditional runs per execution (step_saving).
+                   "branch": [branch["computation"], branch["conditional"],
+                              branch["branch"]] if branch else None,
                    "upstream": e["upstream"]["backend"], "verdict": verdict(e)})
   return rows
 
@@ -165,7 +176,7 @@ def _decision_table(result):
     m = e["modeled_us"]
     d = by_name.get((e["computation"], e["instruction"]), {})
     edges = ", ".join(f"{k} {v}" for k, v in e["edges_by_class"].items() if v)
-    loop = (f"while %{e['while_loop']} {trips_text(loop_counts(e))}" if e["while_loop"]
+    loop = (f"while %{e['while_loop']} {entry_trips_text(e)}" if e["while_loop"]
             else "no loop")
     new = ", ".join(d.get("new_instructions") or [])
     rows.append(

@@ -1,0 +1,173 @@
+"""A user's _xla_collectives_mode mark is the permute's choice, in every tool.
+
+tests/fixtures/marked_ring_1x1x8.* is a deviceless H200 compile (jax 0.10.2) of a
+32 MiB-per-device ring in a 7-trip loop whose ppermute sits inside
+`set_xla_metadata(_xla_collectives_mode="private")`; after optimizations both the
+start and the done carry the mark. Peer memory is modeled faster than NCCL there, so
+a tool that re-decided the permute would choose peer: explain must say the user's
+mark and no other choice, nvshmem-opt must leave the permute as it is, the report
+must count no saving for it, and verify must fail a module where the start and the
+done disagree or a plan overrides the mark.
+"""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hlo_tools import cli
+from hlo_tools.model import decisions, driver, sources
+from hlo_tools.ops import report, verify
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
+AFTER = FIXTURES / "marked_ring_1x1x8.after_optimizations.hlo"
+BEFORE = FIXTURES / "marked_ring_1x1x8.before_async.hlo"
+MARK = '_xla_collectives_mode="private"'
+NO_MODE = '"collectives_mode":"COLLECTIVES_MODE_INVALID"'
+PEER_MODE = '"collectives_mode":"COLLECTIVES_PEER_MEMORY"'
+
+
+def _lines(text, opcode):
+  return [l for l in text.splitlines() if f" {opcode}(" in l]
+
+
+def _verify(capsys, path, *flags):
+  rc = cli.main(["verify", str(path), "--topology=1x1x8", "--backends=nccl,peer",
+                 "--format=json", *flags])
+  result = json.loads(capsys.readouterr().out)
+  return rc, result, {c["name"]: c for c in result["checks"]}
+
+
+def _edited(tmp_path, name, start=None, done=None):
+  """The fixture with its start line and/or done line edited (old, new)."""
+  text = AFTER.read_text()
+  lines = text.split("\n")
+  for opcode, edit in (("collective-permute-start", start), ("collective-permute-done", done)):
+    if edit is None:
+      continue
+    [i] = [i for i, l in enumerate(lines) if f" {opcode}(" in l]
+    assert edit[0] in lines[i], (opcode, edit)
+    lines[i] = lines[i].replace(*edit)
+  path = tmp_path / name
+  path.write_text("\n".join(lines))
+  return path
+
+
+def test_the_fixture_is_marked_and_peer_would_win():
+  text = AFTER.read_text()
+  [start], [done] = _lines(text, "collective-permute-start"), _lines(text, "collective-permute-done")
+  assert MARK in start and MARK in done and NO_MODE in start
+  # Without the mark the core chooses peer memory for this permute.
+  unmarked = decisions.describe(str(AFTER), "1x1x8", backends="nccl,peer", use_driver=False,
+                                source=sources.read_text("m.hlo", text.replace(MARK, 'x="y"')))
+  assert [e["choice"]["plan"] for e in unmarked["collectives"]] == ["peer"]
+
+
+@pytest.mark.parametrize("path", [AFTER, BEFORE], ids=["after_optimizations", "before_async"])
+@pytest.mark.parametrize("backends", ["nccl,peer", "nccl,nvshmem"])
+def test_explain_says_the_mark_and_no_other_choice(capsys, path, backends):
+  assert cli.main(["explain", str(path), "--topology=1x1x8", f"--backends={backends}"]) == 0
+  out = capsys.readouterr().out
+  choices = [l.strip() for l in out.splitlines() if l.strip().startswith("choice")]
+  assert choices == ["choice        marked by the user: private -> nccl (backend DEFAULT, "
+                     + choices[0].split("(backend DEFAULT, ")[1]], out
+  reasons = [l.strip() for l in out.splitlines() if l.strip().startswith("reason")]
+  assert reasons == ["reason        marked by the user: private; kept as marked"], out
+  assert "choice        peer" not in out and "choice        nvshmem" not in out
+
+
+@pytest.mark.parametrize("backends", ["nccl,peer", "nccl,nvshmem"])
+def test_binding_and_driver_keep_the_mark_alike(backends):
+  with_driver = decisions.describe(str(AFTER), "1x1x8", backends=backends)
+  binding = decisions.describe(str(AFTER), "1x1x8", backends=backends, use_driver=False)
+  for result, by in ((with_driver, "nvshmem-opt"), (binding, "core binding")):
+    [e] = result["collectives"]
+    assert e["decided_by"] == by and e["user_mark"] == "private"
+    assert e["choice"] == {"plan": "nccl", "backend": "DEFAULT"}
+    assert e["reason"] == "marked by the user: private; kept as marked"
+    assert e["modeled_us"]["chosen"] == e["modeled_us"]["nccl"]
+
+
+def test_nvshmem_opt_leaves_a_marked_permute_as_it_is(tmp_path, capsys):
+  # --backends=nccl,peer, where peer wins the unmarked permute: start and done keep
+  # the user's mark and the start's config names no mode.
+  out = tmp_path / "out.hlo"
+  proc = subprocess.run([str(REPO / "build" / "nvshmem-opt"), str(AFTER), "--topology=1x1x8",
+                         "--backends=nccl,peer", "-o", str(out)], capture_output=True,
+                        text=True, env=driver.driver_env(), timeout=300, check=False)
+  assert proc.returncode == 0, proc.stderr
+  text = out.read_text()
+  [start], [done] = _lines(text, "collective-permute-start"), _lines(text, "collective-permute-done")
+  assert MARK in start and MARK in done, start
+  assert NO_MODE in start and PEER_MODE not in start
+  rc, result, _ = _verify(capsys, out)
+  assert rc == 0 and result["passed"], result["failed_checks"]
+
+
+def test_report_counts_no_saving_for_a_mark(tmp_path):
+  case = report.Case(id="marked", title="marked ring", topology="1x1x8", path=str(AFTER),
+                     label=str(AFTER))
+  data = report.build([case], tmp_path / "r", progress=False, backends="nccl,peer")
+  assert data["summary"]["verify_passed"], data["summary"]["failed_checks"]
+  [row] = data["summary"]["comparison"]
+  assert row["plan"] == "nccl" and row["user_mark"] == "private"
+  assert row["saved_us_per_run"] == 0 and row["verdict"].startswith("marked by the user: private")
+  assert report.step_saving([row])[0] == 0
+  line = report.step_line([row])
+  assert "save 0.00 us of modeled permute time" in line
+  assert "%collective-permute-start nccl saves 0.00 us (marked by the user) x7 trips" in line
+
+
+def test_verify_fails_a_start_rewritten_apart_from_its_done(tmp_path, capsys):
+  # What a rewrite of the start alone leaves: the start says peer, the done private.
+  path = _edited(tmp_path, "split.hlo", start=(MARK, '_xla_collectives_mode="peer"'))
+  path.write_text(path.read_text().replace(NO_MODE, PEER_MODE, 1))
+  rc, result, checks = _verify(capsys, path)
+  assert rc == 1 and "start-done-agree" in result["failed_checks"]
+  [r] = checks["start-done-agree"]["results"]
+  assert r["status"] == "fail" and "'peer'" in r["message"] and "'private'" in r["message"]
+  assert r["line"] == 20
+
+
+def test_verify_fails_a_done_config_that_differs(tmp_path, capsys):
+  path = _edited(tmp_path, "done_config.hlo", done=(
+      "), frontend_attributes=",
+      '), backend_config={"collective_backend_config":{"backend":"NVSHMEM"}}, '
+      "frontend_attributes="))
+  rc, result, checks = _verify(capsys, path)
+  assert rc == 1 and "start-done-agree" in result["failed_checks"]
+  [r] = checks["start-done-agree"]["results"]
+  assert "('DEFAULT', 'COLLECTIVES_MODE_INVALID')" in r["message"]
+  assert "('NVSHMEM', 'COLLECTIVES_MODE_INVALID')" in r["message"]
+
+
+def test_verify_fails_a_plan_that_overrides_the_mark(tmp_path, capsys):
+  # Both ops still marked private, but the start's config chooses peer memory.
+  path = _edited(tmp_path, "override.hlo", start=(NO_MODE, PEER_MODE))
+  rc, result, checks = _verify(capsys, path)
+  assert rc == 1
+  assert {"user-mark", "selection"} <= set(result["failed_checks"])
+  [r] = checks["user-mark"]["results"]
+  assert "marked 'private'" in r["message"] and "runs peer, not nccl" in r["message"]
+  # The unedited fixture passes the same checks.
+  rc, result, checks = _verify(capsys, AFTER)
+  assert rc == 0 and checks["user-mark"]["status"] == "pass"
+  assert checks["start-done-agree"]["status"] == "pass"
+
+
+def test_verify_fails_a_rewrite_that_changed_the_mark(tmp_path):
+  # The report's check of a rewrite: the mark must be the one the input had.
+  changed = _edited(tmp_path, "changed.hlo", start=(MARK, '_xla_collectives_mode="peer"'),
+                    done=(MARK, '_xla_collectives_mode="peer"'))
+  changed.write_text(changed.read_text().replace(NO_MODE, PEER_MODE, 1))
+  given = sources.read_source(str(AFTER))
+  result = verify.verify(str(changed), "1x1x8", backends="nccl,peer", run_driver=False,
+                         given=given)
+  assert not result["passed"] and "user-mark" in result["failed_checks"]
+  [check] = [c for c in result["checks"] if c["name"] == "user-mark"]
+  assert "no tool may change a user's mark" in check["results"][0]["message"]
+  # Without the input beside it, the same module is self-consistent.
+  alone = verify.verify(str(changed), "1x1x8", backends="nccl,peer", run_driver=False)
+  assert "user-mark" not in alone["failed_checks"]
