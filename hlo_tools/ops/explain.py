@@ -50,7 +50,10 @@ def explain(path, topology_spec, cost_table=None, source=None,
 
 def add_program(result, source, selected, per_op_xla=False):
   """The program's one mode (model.program_mode) into `result`, and into each
-  permute's entry what it runs on this XLA (`runs`)."""
+  permute's entry what it runs on this XLA (`runs`). Nothing for a backend set
+  without a mode the flag names (the pinned XLA's nccl,nvshmem has no such flag)."""
+  if program_mode.candidates(selected.table.backends) == ["nccl"]:
+    return
   program = program_mode.for_source(source, selected.topology, selected.table,
                                     selected.table.backends, per_op_xla)
   for e in result["collectives"]:

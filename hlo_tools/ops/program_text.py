@@ -65,7 +65,7 @@ def runs_text(run: dict, per_op_xla: bool) -> str:
 def summary(program: dict) -> str:
   """One line: the program's mode, its setting and saving, and the per-op addition."""
   text = (f"one mode for the program (stock XLA): {program['backend']}, "
-          f"{setting_text(program)}; saves {_us(program['saving_us'])} per step against "
+          f"{setting_text(program)}; saves {_us(program['saving_us'])} a step against "
           "NCCL")
   if program.get("per_op_adds_us") is not None:
     text += (f"; per op (the series' XLA only) {_us(program['per_op_adds_us'])} more")
