@@ -128,6 +128,11 @@ mapfile -t BUILDS < <(git -C "$TREE" diff --name-only "HEAD~$N" -- '*BUILD' '*.b
 check_format "${ADDED_CPP[@]}"
 check_buildifier "${BUILDS[@]}"
 compile_flags
+# XLA's tests include <gmock/gmock.h> as its wrapper, which adds ASSERT_OK and
+# ASSERT_OK_AND_ASSIGN and then includes googletest's (#include_next).
+GW="$TREE/third_party/xla_googletest_wrapper/include"
+GWI=(); [ -f "$GW/gmock/gmock.h" ] && GWI=(-I "$GW")
+FLAGS+=("${GWI[@]}")
 
 ok=0; compiled=(); needs_llvm=()
 for f in "${CC[@]}"; do
@@ -185,7 +190,7 @@ fi
 # sources it tests and the patched headers they share (their symbols and
 # declarations come first), the rest from the wheel.
 PKG=xla/backends/gpu/transforms/collectives
-RT=(-std=c++17 -O0 -w -I "$WORK/rt/hdr" -isystem "$ROOT/wheel_compat" -isystem "$TF/include"
+RT=(-std=c++17 -O0 -w -I "$WORK/rt/hdr" "${GWI[@]}" -isystem "$ROOT/wheel_compat" -isystem "$TF/include"
     -isystem "$TF/include/external/highwayhash"
     -isystem "$TF/include/external/farmhash_archive/src" -isystem "$GMOCK" -I "${GMOCK%/include}")
 mkdir -p "$WORK/rt/hdr/$PKG" "$WORK/rt/hdr/xla/service"
