@@ -99,14 +99,17 @@ if [ "$(cat "$editable" 2>/dev/null)" != scikit-build-core-inplace ] \
     --no-build-isolation -C wheel.cmake=false -C editable.mode=inplace -e "$ROOT"
   echo scikit-build-core-inplace > "$editable"
 fi
-# .venv-next/: tf-nightly of the days of jax v0.11.0's XLA (131bf41a), whose
-# headers and libraries the series for that XLA is tested against
-# (scripts/check_series_upstream.sh); its packages are not needed (--no-deps).
-NEXT=$ROOT/.venv-next TF_NEXT=tf-nightly==2.22.0.dev20260715
-if [ "$(cat "$NEXT/.pins" 2>/dev/null)" != "$TF_NEXT" ]; then
-  [ -x "$NEXT/bin/python" ] || step "creating $NEXT" python3 -m venv "$NEXT"
-  step "installing $TF_NEXT into $NEXT (620 MB download)" \
-    "$NEXT/bin/python" -m pip install --progress-bar off --no-deps "$TF_NEXT"
-  echo "$TF_NEXT" > "$NEXT/.pins"
-fi
+# .venv-next/ and .venv-main/: tf-nightly of the days of jax v0.11.0's XLA
+# (131bf41a) and of openxla main at 183fa00c, whose headers and libraries the
+# series for those XLAs are tested against (scripts/check_series_upstream.sh);
+# their packages are not needed (--no-deps).
+for pair in .venv-next:tf-nightly==2.22.0.dev20260715 .venv-main:tf-nightly==2.22.0.dev20260823; do
+  NEXT=$ROOT/${pair%%:*} TF_NEXT=${pair#*:}
+  if [ "$(cat "$NEXT/.pins" 2>/dev/null)" != "$TF_NEXT" ]; then
+    [ -x "$NEXT/bin/python" ] || step "creating $NEXT" python3 -m venv "$NEXT"
+    step "installing $TF_NEXT into $NEXT (620 MB download)" \
+      "$NEXT/bin/python" -m pip install --progress-bar off --no-deps "$TF_NEXT"
+    echo "$TF_NEXT" > "$NEXT/.pins"
+  fi
+done
 say "done: $VENV/bin/hlo-tools, $VENV/bin/nvshmem-opt (log: $LOG)"
