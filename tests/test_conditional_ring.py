@@ -142,3 +142,14 @@ def test_per_step_totals_count_one_branch_per_trip(tmp_path, capsys):
   free = dict(rows[0], branch=None, runs_bound="exact", nccl_us_per_step=nccl * TRIPS)
   assert report.step_saving([free, rows[1]])[1] == pytest.approx(2 * TRIPS * nccl)
   assert os.path.isfile(tmp_path / "r" / "index.html")
+
+
+def test_program_mode_counts_one_branch_per_trip():
+  # The whole program's modeled permute time per step, as explain's program mode
+  # sums it: one 32 MiB permute per trip, at most 7 trips.
+  result = explain_op.explain(str(RING), "1x1x8", backends="nccl,peer")
+  program = result["program"]
+  nccl = result["collectives"][0]["modeled_us"]["nccl"]
+  assert program["nccl_us"] == pytest.approx(TRIPS * nccl)
+  assert program["per_op_us"] == pytest.approx(TRIPS * nccl)
+  assert not program["runs_known"] and "at most under a conditional's branch" in program["why"]

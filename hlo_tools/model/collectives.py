@@ -231,6 +231,22 @@ def runs_per_step(loops, under_branch=False):
   return known, "exact" if complete else "at least"
 
 
+def per_step_sum(items) -> float:
+  """Sum of (us per step, branch) over permutes, branch a record's `branch` (None
+  outside any conditional): the permutes under one conditional count only its largest
+  branch, since one branch runs per execution; summing every branch would count
+  trips that none of them ran."""
+  total, conditionals = 0.0, {}
+  for us, branch in items:
+    if branch is None:
+      total += us
+      continue
+    conditional, _, name = branch
+    sums = conditionals.setdefault(conditional, {})
+    sums[name] = sums.get(name, 0.0) + us
+  return total + sum(max(sums.values()) for sums in conditionals.values())
+
+
 def loop_summary(loops):
   """(innermost while, its computation, runs per execution or None when a count
   is unknown, the product of the known counts) of a loop nest, innermost first."""

@@ -46,10 +46,18 @@ def settings(mode: str) -> dict:
 
 
 def runs_per_step(perm) -> tuple:
-  """(runs of the permute per step, whether every loop count around it is known):
-  the product of its loops' trip counts, at least that where one is unknown."""
-  _, _, exact, at_least = collectives.loop_summary(perm.loops)
-  return (exact or at_least or 1), (exact is not None or not perm.loops)
+  """(runs of the permute per step, whether that is exact): the product of its loops'
+  trip counts, at least that where one is unknown, at most under a conditional's
+  branch (collectives.runs_per_step)."""
+  runs, bound = collectives.runs_per_step(perm.loops, perm.record.branch is not None)
+  return runs, bound == "exact"
+
+
+def _per_step(perms, us_of) -> float:
+  """Sum over permutes of us_of(perm) x runs per step, a conditional's branches by the
+  largest (one branch runs per execution)."""
+  return collectives.per_step_sum((us_of(p) * runs_per_step(p)[0], p.record.branch)
+                                  for p in perms)
 
 
 def _memory_spaces(instr) -> set:
@@ -102,16 +110,12 @@ def choose(perms, source, topology, table, backends) -> dict:
   unpriced = [p.record.start for p in perms if p.decision is None]
   modes = {}
   for backend in candidates(backends):
-    total, refused = 0.0, None
-    for perm in perms:
-      why = refusal(perm, source, topology, table, backend)
-      if why:
-        refused = f"%{perm.record.start}: {why}"
-        break
-      if perm.decision is not None:
-        total += _modeled(perm, source, topology, table, backend) * runs_per_step(perm)[0]
-    modes[backend] = {"mode": FLAG_VALUE[backend], "total_us": None if refused else total,
-                      "refused": refused}
+    refused = next((f"%{p.record.start}: {why}" for p in perms
+                    for why in [refusal(p, source, topology, table, backend)] if why), None)
+    total = None if refused else _per_step(
+        [p for p in perms if p.decision is not None],
+        lambda p, b=backend: _modeled(p, source, topology, table, b))
+    modes[backend] = {"mode": FLAG_VALUE[backend], "total_us": total, "refused": refused}
   offered = [b for b, m in modes.items() if m["total_us"] is not None]
   best = min(offered, key=lambda b: modes[b]["total_us"])  # NCCL is never refused
   nccl_us, best_us = modes["nccl"]["total_us"], modes[best]["total_us"]
@@ -134,20 +138,19 @@ def _per_op_total(perms, source, modes):
     return None
   branches = runtime_rules.nccl_only_computations(source.module)
   names = [b for b in modes if b != "nccl"]
-  total = 0.0
-  for perm in perms:
-    if perm.decision is None:
-      continue
+
+  def best(perm):
     us = [perm.decision["backend_us"]["nccl"]]
     if branches.get(perm.record.computation) != "branch":
       us += [perm.decision["backend_us"][b] for b in names
              if perm.decision["backend_us"].get(b) is not None]
-    total += min(us) * runs_per_step(perm)[0]
-  return total
+    return min(us)
+  return _per_step(perms, best)
 
 
 def _why(best, modes, nccl_us, best_us, known):
-  bound = "" if known else " (runs per step at least; a loop count is unknown)"
+  bound = "" if known else (" (runs per step a bound: at least where a loop count is "
+                            "unknown, at most under a conditional's branch)")
   others = "; ".join(f"{b} refused: {m['refused']}" for b, m in modes.items()
                      if m["refused"])
   head = (f"{best} is modeled fastest for the whole program: {best_us:.2f} us per step "

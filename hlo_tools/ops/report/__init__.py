@@ -24,6 +24,7 @@ from hlo_tools.ops.report.chart import chart_data
 from hlo_tools.ops.report.page import comparison_rows, fmt_us, page_title, render_page
 from hlo_tools.errors import InputError
 from hlo_tools.model import decisions, driver, dumps, options, sources
+from hlo_tools.model.collectives import per_step_sum
 from hlo_tools.model.topology import jax_topology, other_host_shapes
 from hlo_tools.ops.sizes import format_bytes
 
@@ -485,17 +486,10 @@ def summary_text(report):
 
 
 def _per_step(rows, key):
-  """`key` summed over a configuration's rows, but the permutes under one conditional
-  count only its largest branch: one branch runs per execution, so summing both
-  would count trips that no branch ran (each branch's figure is already at most)."""
-  total, conditionals = 0.0, {}
-  for r in rows:
-    if not r.get("branch"):
-      total += r[key]
-      continue
-    branches = conditionals.setdefault(tuple(r["branch"][:2]), {})
-    branches[r["branch"][2]] = branches.get(r["branch"][2], 0.0) + r[key]
-  return total + sum(max(b.values()) for b in conditionals.values())
+  """`key` summed over a configuration's rows, a conditional's branches by the largest
+  (collectives.per_step_sum)."""
+  return per_step_sum((r[key], tuple(r["branch"]) if r.get("branch") else None)
+                      for r in rows)
 
 
 def step_saving(rows):

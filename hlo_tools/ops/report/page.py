@@ -83,7 +83,7 @@ def comparison_rows(results):
                    "saved_us_per_run": saved, "nccl_us_per_step": m["nccl"] * trips,
                    "user_mark": e.get("user_mark"),
                    # One branch of a conditional runs per execution (step_saving).
-                   "branch": [branch["computation"], branch["conditional"],
+                   "branch": [branch["conditional"], branch["computation"],
                               branch["branch"]] if branch else None,
                    "upstream": e["upstream"]["backend"], "verdict": verdict(e)})
   return rows
