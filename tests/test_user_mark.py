@@ -151,6 +151,8 @@ def test_verify_fails_a_plan_that_overrides_the_mark(tmp_path, capsys):
   assert {"user-mark", "selection"} <= set(result["failed_checks"])
   [r] = checks["user-mark"]["results"]
   assert "marked 'private'" in r["message"] and "runs peer, not nccl" in r["message"]
+  [r] = checks["selection"]["results"]
+  assert "the user's mark keeps nccl -> DEFAULT" in r["message"], r
   # The unedited fixture passes the same checks.
   rc, result, checks = _verify(capsys, AFTER)
   assert rc == 0 and checks["user-mark"]["status"] == "pass"

@@ -22,7 +22,15 @@ applicable" as a whole:
                   present, is an object whose backend is DEFAULT or NVSHMEM and whose
                   collectives_mode is a value of XLA's enum (not set on an NVSHMEM
                   op); the pass's frontend attributes hold known values
+  start-done-agree
+                  a permute's start and done say the same: the done's
+                  collective_backend_config, where it has one, and its
+                  _xla_collectives_mode, where it has one, are the start's
   backend-set     every op's backend is one the backend set contains
+  user-mark       a permute the user marked with _xla_collectives_mode (jax's
+                  set_xla_metadata) runs the mark's mode: its backend_config names
+                  no other (private is NCCL's); in the report's check of a rewrite,
+                  the mark is also the one the input had
   nvshmem-heap    NVSHMEM only where the message fits the symmetric heap
                   (nvshmem_max_bytes in the cost table)
   nvshmem-team    no NVSHMEM permute leaves a device of the program without a
@@ -49,8 +57,10 @@ applicable" as a whole:
                   (_nvshmem_plan, written by `nvshmem-opt --annotate`) are skipped:
                   nothing says the pass ran.
   memory-space    NVSHMEM operands and results live in the collective memory space
-                  (S(1) in the layout); only applicable once buffer assignment has
-                  annotated memory spaces (some layout in the module has S(n))
+                  (S(1) in the layout); only applicable where some layout in the
+                  module names a memory space S(n); otherwise the note says whether
+                  XLA's buffer-assignment dump lies beside the module, which
+                  nvshmem-runtime reads for the destinations
   hlo-verifier    XLA's HloVerifier accepts the module (`nvshmem-opt --mode=explain`);
                   skipped when nvshmem-opt is not built
   permute-mode    a collectives_mode written on a permute is the mode its thunk runs:
@@ -73,7 +83,8 @@ Any plan the module carries is judged, whoever wrote it: the pass, upstream's
 assigner, or a hand edit.
 
 Exit status: 0 all checks pass (skips allowed), 1 a check failed, 2 unreadable input
-(missing file, malformed HLO, broken pair list, bad topology or cost table).
+(missing file, malformed HLO, broken pair list, bad topology or cost table, a topology
+with fewer devices than the module).
 """
 
 import json

@@ -431,11 +431,12 @@ def check_selection(perms, topology_spec):
     if d["plan"] in decisions.PLAN_MODE:
       want += f", {decisions.PLAN_MODE[d['plan']]}"
     problems = []
+    who = "the user's mark keeps" if perm.mark is not None else "the core decides"
     if have != d["plan"]:
-      problems.append(f"backend {backend} ({have}), the core decides {d['plan']} -> {want} "
+      problems.append(f"backend {backend} ({have}), {who} {d['plan']} -> {want} "
                       f"on {topology_spec}: {d['reason']}")
     if recorded is not None and recorded != d["plan"]:
-      problems.append(f"_nvshmem_plan says {recorded}, the core decides {d['plan']}")
+      problems.append(f"_nvshmem_plan says {recorded}, {who} {d['plan']}")
     if problems:
       check.add("fail", perm.start, "; ".join(problems))
     else:

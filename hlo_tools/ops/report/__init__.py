@@ -357,7 +357,8 @@ def case_summary(result, case_dir_name):
       "collective_permutes": [
           {k: e[k] for k in ("instruction", "computation", "bytes", "buffers",
                              "edges_by_class", "modeled_us", "choice",
-                             "choice_collectives_mode", "backends", "reason", "trip_count")
+                             "choice_collectives_mode", "backends", "reason", "trip_count",
+                             "runs_per_step", "runs_bound", "under_branch", "user_mark")
            if k in e}
           | {"upstream": e["upstream"]["backend"]} for e in result["explain"]["collectives"]],
       "note": result["explain"].get("note"),
