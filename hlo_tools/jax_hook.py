@@ -278,8 +278,9 @@ def transform_text(text, selection, topology, table, backends):
 
 # (platform, platform_version) -> probe(): one probe per XLA in a process.
 _PROBED = {}
-# Set while a probe compiles, so that an installed transformation leaves it alone.
-_LOCAL = threading.local()
+# Set while a probe compiles, so that an installed transformation leaves it alone
+# (not thread-local: XLA may run the transformation on a thread of its own).
+_STATE = {"probing": 0}
 _FLAG = "xla_gpu_collective_permute_mode"
 _DEFAULT_MODE = "COLLECTIVES_PRIVATE_MEMORY"
 
@@ -294,11 +295,11 @@ def probe(device) -> dict:
   client = device.client
   key = (client.platform, client.platform_version)
   if key not in _PROBED:
-    _LOCAL.probing = True
+    _STATE["probing"] += 1
     try:
       found = permute_modes(_probe_text(device))
     finally:
-      _LOCAL.probing = False
+      _STATE["probing"] -= 1
     per_op = any(k.endswith(":COLLECTIVES_PEER_MEMORY") for k in found)
     _PROBED[key] = {
         "per_op": per_op, "platform": client.platform,
@@ -429,10 +430,11 @@ class Hook:
     self.xla = xla or {"per_op": None, "evidence": "not probed"}
     self._selection = selection
     self._lock = threading.Lock()
+    self._compiling = 0  # compile() calls under way, which record their own decision
     self.installed = False
 
   def __call__(self, proto_bytes):
-    if getattr(_LOCAL, "probing", False):
+    if _STATE["probing"]:
       return None  # the probe's own module
     from jax._src.lib import xla_client  # jaxlib's own HLO parser and printer
     call = {"bytes_in": len(proto_bytes)}
@@ -467,11 +469,13 @@ class Hook:
   def _program(self, text, call):
     """A stock XLA: the program's one mode decided and recorded, nothing written
     (the flag of this compile is already set; compile() applies it)."""
-    if getattr(_LOCAL, "compiling", False):
+    if self._compiling:
       return None  # compile() records its own decision
     choice = program_choice(text, self._selection, self.topology, self.table,
                             self.backends, label=f"<{call['module']}>")
     call["permutes"] = choice["permutes"]
+    if not choice["permutes"]:
+      return None
     with self._lock:
       self.programs.append({"module": call["module"], "program": choice, "applied": None,
                             "why": "decided inside a compile, whose flag is already "
@@ -482,14 +486,16 @@ class Hook:
   def compile(self, lowered, compiler_options=None):
     """`lowered` (jax.jit(f).lower(...)) compiled with the program's best safe mode
     on a stock XLA (compile_program); the decision is kept in `programs`."""
-    _LOCAL.compiling = True
+    with self._lock:
+      self._compiling += 1
     try:
       per_op = self.xla["per_op"]
       compiled, record = compile_program(lowered, self.topology, self.table,
                                          self.backends, compiler_options,
                                          self._selection, per_op)
     finally:
-      _LOCAL.compiling = False
+      with self._lock:
+        self._compiling -= 1
     if self.xla["per_op"] is None:
       self.xla = record["xla"]
     record["module"] = _module_name(compiled.as_text())

@@ -292,3 +292,47 @@ def test_series_transform_keeps_the_users_mark(core):
   for line in _permute_lines(new or text):
     if "backend_config=" in line:
       assert jax_hook.line_mode(line) is None
+
+
+_JIT = r"""
+import json, sys
+import jax, jax.numpy as jnp
+from jax import lax
+from jax.sharding import PartitionSpec as P
+from hlo_tools import jax_hook
+from hlo_tools.programs import ring_attention
+# The CPU's XLA reads no mark: the probe finds a stock XLA, so one mode per program.
+hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), platforms=("cpu",),
+                        cost_table=sys.argv[1])
+mesh = ring_attention.make_mesh(jax.devices()[:2])
+g = hook.jit(jax.shard_map(lambda x: lax.ppermute(x, "cp", [(0, 1), (1, 0)]) * 2,
+                           mesh=mesh, in_specs=P("cp"), out_specs=P("cp")))
+x = jnp.arange(1 << 20, dtype=jnp.float32)
+y1, y2 = g(x), g(x + 1)  # one signature: compiled once
+want = lambda v: jnp.roll(v.reshape(2, -1), 1, axis=0).reshape(-1) * 2
+ok = bool(jnp.array_equal(y1, want(x))) and bool(jnp.array_equal(y2, want(x + 1)))
+print(json.dumps({"xla": hook.xla, "programs": hook.programs, "ok": ok,
+                  "calls": hook.calls}, default=str))
+hook.uninstall()
+"""
+
+
+def test_jit_runs_the_program_in_its_one_mode(tmp_path):
+  table = tmp_path / "table.txt"
+  table.write_text("links { backend: PEER link_class: NVLINK latency_us: 1 "
+                   "bandwidth_gbps: 900 per_buffer_us: 1 }\n")
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             XLA_FLAGS="--xla_force_host_platform_device_count=2",
+             PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+  proc = subprocess.run([sys.executable, "-c", _JIT, str(table)], env=env,
+                        capture_output=True, text=True, timeout=600, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  got = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert got["ok"], "the program's result changed"
+  assert got["xla"]["per_op"] is False
+  # One record, from compile(): the transformation inside jax's compiles adds none for
+  # that program, none for modules without permutes, and writes nothing.
+  [record] = got["programs"]
+  assert record["applied"] == "COLLECTIVES_PEER_MEMORY" and record["module"] == "jit__lambda"
+  assert record["program"]["xla_flags"] == "XLA_FLAGS=--xla_gpu_collective_permute_mode=peer"
+  assert all("permutes_out" not in c and c.get("error") is None for c in got["calls"])
