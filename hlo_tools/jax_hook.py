@@ -283,9 +283,10 @@ _PROBED = {}
 _STATE = {"probing": 0}
 _FLAG = "xla_gpu_collective_permute_mode"
 _DEFAULT_MODE = "COLLECTIVES_PRIVATE_MEMORY"
+_FLAG_WORDS = {w: f"COLLECTIVES_{w.upper()}_MEMORY" for w in ("private", "symmetric", "peer")}
 
 
-def probe(device) -> dict:
+def probe(device) -> dict:  # device: a jax Device
   """Whether the XLA that compiles for `device` runs a permute in its own mode.
 
   Compiles a one-device permute marked _xla_collectives_mode="peer", the flag
@@ -355,24 +356,24 @@ def flag_in_effect(compiler_options) -> tuple:
   m = re.search(rf"--{_FLAG}=(\S+)", os.environ.get("XLA_FLAGS", ""))
   if m:  # XLA_FLAGS spells it private|symmetric|peer, any case
     word = m.group(1).lower()
-    return f"COLLECTIVES_{word.upper()}_MEMORY", "XLA_FLAGS"
+    return _FLAG_WORDS.get(word, m.group(1)), "XLA_FLAGS"
   return _DEFAULT_MODE, "XLA's default"
 
 
 # ---------------------------------------------------------------------------
 # One mode for the program (stock XLA)
 
-def program_choice(text, selection, topology, table, backends, label="<module>"):
-  """model.program_mode.choose on the module in HLO `text`."""
+def program_choice(text: str, topology, table, backends, label: str = "<module>") -> dict:
+  """model.program_mode.choose on the module in HLO `text` (import_selection first:
+  the model imports the binding)."""
   from hlo_tools.model import decisions, program_mode, sources  # pylint: disable=import-outside-toplevel
   source = sources.resolve_partitions(sources.read_text(None, text, label), topology)
   perms = decisions.analyze(source, topology, table)
-  del selection  # decisions calls the same binding
   return program_mode.choose(perms, source, topology, table, backends)
 
 
 def compile_program(lowered, topology, table, backends, compiler_options=None,
-                    selection=None, per_op=None):
+                    per_op=None) -> tuple:
   """(compiled, record): `lowered` compiled with the program's one mode applied.
 
   A first compile with the caller's options gives the program as XLA optimized
@@ -381,14 +382,13 @@ def compile_program(lowered, topology, table, backends, compiler_options=None,
   ran. A mode the caller set in compiler_options is kept. On the series' XLA
   (per_op, else probed) the first compile stands: the registered transformation
   decides per op."""
-  selection = selection or import_selection()
+  import_selection()
   options = dict(compiler_options or {})
   compiled = lowered.compile(options or None)
   xla = {"per_op": per_op, "evidence": "given by the caller"} if per_op is not None \
       else probe(_a_device(compiled))
   text = compiled.as_text()
-  choice = program_choice(text, selection, topology, table, backends,
-                          label=f"<{_module_name(text)}>")
+  choice = program_choice(text, topology, table, backends, label=f"<{_module_name(text)}>")
   ran, ran_from = flag_in_effect(options)
   record = {"xla": xla, "program": choice, "first_compile_mode": ran,
             "first_compile_mode_from": ran_from}
@@ -471,8 +471,8 @@ class Hook:
     (the flag of this compile is already set; compile() applies it)."""
     if self._compiling:
       return None  # compile() records its own decision
-    choice = program_choice(text, self._selection, self.topology, self.table,
-                            self.backends, label=f"<{call['module']}>")
+    choice = program_choice(text, self.topology, self.table, self.backends,
+                            label=f"<{call['module']}>")
     call["permutes"] = choice["permutes"]
     if not choice["permutes"]:
       return None
@@ -491,8 +491,7 @@ class Hook:
     try:
       per_op = self.xla["per_op"]
       compiled, record = compile_program(lowered, self.topology, self.table,
-                                         self.backends, compiler_options,
-                                         self._selection, per_op)
+                                         self.backends, compiler_options, per_op)
     finally:
       with self._lock:
         self._compiling -= 1

@@ -221,15 +221,13 @@ print(json.dumps({"install": xla_at_install, "xla": hook.xla, "calls": hook.call
 """
 
 
-@pytest.fixture(scope="module")
-def deviceless(tmp_path_factory):
-  tmp = tmp_path_factory.mktemp("hook_deviceless")
+def _run_deviceless(tmp, flags=""):
   table = tmp / "table.txt"
   table.write_text("links { backend: PEER link_class: NVLINK latency_us: 1 "
                    "bandwidth_gbps: 900 per_buffer_us: 1 }\n")
   dump = tmp / "xla_dump"
   env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
-             XLA_FLAGS=f"--xla_dump_to={dump}",
+             XLA_FLAGS=f"--xla_dump_to={dump} {flags}",
              PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
   proc = subprocess.run([sys.executable, "-c", _DEVICELESS,
                          os.path.join(ROOT, "hlo_tools", "data", "h200_gpu_target_config.pbtxt"),
@@ -237,6 +235,11 @@ def deviceless(tmp_path_factory):
                         env=env, capture_output=True, text=True, timeout=600, check=False)
   assert proc.returncode == 0, proc.stderr[-3000:]
   return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def deviceless(tmp_path_factory):
+  return _run_deviceless(tmp_path_factory.mktemp("hook_deviceless"))
 
 
 def test_stock_xla_gets_one_mode_for_the_whole_ring(deviceless):
@@ -265,6 +268,20 @@ def test_stock_xla_keeps_nccl_where_a_permute_sits_under_a_branch(deviceless):
   assert record["applied"] == "COLLECTIVES_PRIVATE_MEMORY"
   assert "conditional's branch" in record["program"]["modes"]["peer"]["refused"]
   assert {k.split(":")[1] for k in cond["after"]} == {"NCCL"}
+
+
+def test_the_programs_mode_overrides_xla_flags(tmp_path):
+  """XLA_FLAGS asks peer for every program; the conditional ring cannot run it, and
+  its compile gets PRIVATE through compiler_options, which XLA takes over XLA_FLAGS."""
+  got = _run_deviceless(tmp_path, "--xla_gpu_collective_permute_mode=peer")
+  ring, cond = got["out"]["ring"], got["out"]["cond"]
+  assert ring["record"]["first_compile_mode"] == "COLLECTIVES_PEER_MEMORY"
+  assert ring["record"]["first_compile_mode_from"] == "XLA_FLAGS"
+  assert {k.split(":")[1] for k in ring["after"]} == {"COLLECTIVES_PEER_MEMORY"}
+  assert cond["record"]["first_compile_mode"] == "COLLECTIVES_PEER_MEMORY"
+  assert cond["record"]["applied"] == "COLLECTIVES_PRIVATE_MEMORY"
+  assert {k.split(":")[1] for k in cond["after"]} == {"NCCL"}
+  assert "COLLECTIVES_PRIVATE_MEMORY" in got["configs"].values()
 
 
 def test_probe_of_a_cpu_xla_finds_no_per_op_mode():
