@@ -358,7 +358,10 @@ def _run_item(jax, args, mesh, seq_len, direction, events, dump_hlo, hook=None):
   config.validate(mesh.size)
   inputs = _inputs(jax, config, mesh)
   t0 = time.perf_counter()
-  compiled = jax.jit(ring_attention.example_function(config, mesh)).lower(*inputs).compile()
+  lowered = jax.jit(ring_attention.example_function(config, mesh)).lower(*inputs)
+  # On a stock XLA the hook applies one mode for the program (its compile()); with
+  # the series its transformation decides per permute inside that compile.
+  compiled = hook.compile(lowered) if hook is not None else lowered.compile()
   compile_s = time.perf_counter() - t0
   text = compiled.as_text()
   if dump_hlo:
@@ -382,7 +385,8 @@ def _run_item(jax, args, mesh, seq_len, direction, events, dump_hlo, hook=None):
     times.append(time.perf_counter() - t)
   return {"compile_s": compile_s, "times_s": times, "median_s": statistics.median(times),
           "backends": permute_summary(text), "memory": mem,
-          "hook_decisions": hook.decisions[seen:] if hook is not None else None}
+          "hook_decisions": hook.decisions[seen:] if hook is not None else None,
+          "hook_program": hook.programs[-1] if hook is not None and hook.programs else None}
 
 
 def worker(args):
@@ -423,7 +427,8 @@ def worker(args):
         events.emit(event="error", seq_len=seq_len, direction=direction,
                     error=f"{type(e).__name__}: {e}"[:4000])
     if hook is not None:
-      events.emit(event="hook", decisions=hook.decisions[-20:], calls=hook.calls[-20:])
+      events.emit(event="hook", decisions=hook.decisions[-20:], calls=hook.calls[-20:],
+                  xla=hook.xla)
     events.emit(event="exit")
   except BaseException as e:
     events.emit(event="fatal", error=f"{type(e).__name__}: {e}"[:4000])
@@ -601,6 +606,8 @@ def _run_launch(args, res, mode, route, pending, do_check, launch, deadline, rou
                  backends=dones[0]["backends"], memory=dones[0]["memory"])
       if dones[0].get("hook_decisions") is not None:
         run["hook_decisions"] = dones[0]["hook_decisions"]
+      if dones[0].get("hook_program") is not None:
+        run["hook_program"] = dones[0]["hook_program"]
     elif status == "ok":
       run.update(status="error", error=" | ".join(errs)[:4000] or "incomplete")
     pending.remove(item)
