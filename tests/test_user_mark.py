@@ -57,7 +57,8 @@ def _edited(tmp_path, name, start=None, done=None):
 
 def test_the_fixture_is_marked_and_peer_would_win():
   text = AFTER.read_text()
-  [start], [done] = _lines(text, "collective-permute-start"), _lines(text, "collective-permute-done")
+  [start] = _lines(text, "collective-permute-start")
+  [done] = _lines(text, "collective-permute-done")
   assert MARK in start and MARK in done and NO_MODE in start
   # Without the mark the core chooses peer memory for this permute.
   unmarked = decisions.describe(str(AFTER), "1x1x8", backends="nccl,peer", use_driver=False,
@@ -99,7 +100,8 @@ def test_nvshmem_opt_leaves_a_marked_permute_as_it_is(tmp_path, capsys):
                         text=True, env=driver.driver_env(), timeout=300, check=False)
   assert proc.returncode == 0, proc.stderr
   text = out.read_text()
-  [start], [done] = _lines(text, "collective-permute-start"), _lines(text, "collective-permute-done")
+  [start] = _lines(text, "collective-permute-start")
+  [done] = _lines(text, "collective-permute-done")
   assert MARK in start and MARK in done, start
   assert NO_MODE in start and PEER_MODE not in start
   rc, result, _ = _verify(capsys, out)

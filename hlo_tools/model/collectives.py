@@ -202,7 +202,7 @@ def _enclosing_while(module, callers, comp_name):
   return None, None, None
 
 
-def enclosing_conditional(callers, comp_name):
+def enclosing_conditional(callers: dict, comp_name: str) -> tuple | None:
   """(conditional, its computation, branch computation) of the innermost conditional
   whose branch reaches comp_name, breadth-first up the call graph; None if none."""
   seen = {comp_name}
@@ -218,7 +218,7 @@ def enclosing_conditional(callers, comp_name):
   return None
 
 
-def runs_per_step(loops, under_branch=False):
+def runs_per_step(loops: list, under_branch: bool = False) -> tuple:
   """(runs, bound) of a permute per execution of the module, from its loops'
   counts (innermost first, None unknown): bound is "exact"; "at least" where a
   count is unknown (runs is then the product of the known ones); "at most" under a
@@ -256,7 +256,7 @@ def loop_summary(loops):
   return loop, loop_comp, at_least if len(known) == len(loops) and loops else None, at_least
 
 
-def trips_text(counts, under_branch=False):
+def trips_text(counts: list, under_branch: bool = False) -> str:
   """How often a permute runs, from its loops' trip counts (innermost first, None
   unknown): 'x28 trips (7 x 4)', 'at least x4 trips (? x 4; ...)', '' outside loops;
   under a conditional's branch 'at most x6 trips (...)', as runs_per_step bounds it."""

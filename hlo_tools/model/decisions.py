@@ -60,7 +60,7 @@ def written_backend(record):
   return record.backend if mode in (None, NO_MODE) else f"{record.backend}, {mode}"
 
 
-def require_devices(source, topology) -> None:
+def require_devices(source: sources.Source, topology: selection.Topology) -> None:
   """InputError, as explain's for its first permute, when the topology cannot hold
   the module's devices (partitions x replicas): bad input for every command, not a
   failed check. A module without permutes asks nothing of the topology."""
@@ -135,7 +135,7 @@ def _decide_here(perm, source, topology, table):
   perm.decided_by = "core binding"
 
 
-def place_of(perm, source):
+def place_of(perm: Permute, source: sources.Source) -> str:
   """Where the permute sits for the core's rules (selection.PLACES): under a
   conditional's branch, inside a collectives group, or anywhere, as nvshmem-opt's
   planner tells the core."""
@@ -182,7 +182,7 @@ def analyze(source, topology, table, tolerant=False, report=None):
   return perms
 
 
-def user_mark(instr):
+def user_mark(instr) -> str | None:
   """The user's _xla_collectives_mode on the permute, as written; None without."""
   return instr.frontend_attributes.get(modes.ATTRIBUTE)
 

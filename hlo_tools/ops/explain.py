@@ -88,12 +88,12 @@ def where_text(e):
   return f"%{e['computation']} line {e['line']}{under}; {nest}"
 
 
-def entry_trips_text(e):
+def entry_trips_text(e: dict) -> str:
   """trips_text of an explain entry: its loops' counts, bounded under a branch."""
   return trips_text(loop_counts(e), bool(e.get("under_branch")))
 
 
-def choice_text(e):
+def choice_text(e: dict) -> str:
   """The choice row: the core's plan, or the user's mark, which is the choice."""
   head = (f"marked by the user: {e['user_mark']} -> {e['choice']['plan']}"
           if e.get("user_mark") is not None else e["choice"]["plan"])

@@ -145,7 +145,7 @@ def _collective_config(instr):
   return cbc.get("backend", "DEFAULT"), cbc.get("collectives_mode", decisions.NO_MODE)
 
 
-def check_start_done_agree(perms, module):
+def check_start_done_agree(perms: list, module) -> Check:
   """A permute's start and done say the same: the done's collective_backend_config,
   where it has one, and its _xla_collectives_mode, where it has one, are the start's
   (a tool that rewrites one op of the pair leaves the runtime two answers)."""
@@ -185,7 +185,7 @@ def _marks(source):
   return marks
 
 
-def check_user_mark(perms, given=None):
+def check_user_mark(perms: list, given: sources.Source | None = None) -> Check:
   """A permute the user marked with _xla_collectives_mode runs the mark's mode: its
   backend_config chooses no other backend, and (`given`: the module before a rewrite)
   the mark is the one it had."""

@@ -241,7 +241,7 @@ def prepare_inputs(case, case_dir, say, max_bytes):
 # ---------------------------------------------------------------------------------------
 # Analysis of one case
 
-def input_label(case, stage, copy):
+def input_label(case: Case, stage: str, copy: str) -> str:
   """How messages name a stage's input: the user's FILE (or <stdin>) as given, a
   dump's DIR:STAGE; `copy`, the report's own file, only for a program compiled here.
   The copy under hlo/ holds the same text, so its line numbers are the input's."""
@@ -516,7 +516,7 @@ def _bound(rows):
               "at least, permutes under a conditional's branch at most)")
 
 
-def overlap_text(windows):
+def overlap_text(windows: list) -> str:
   """What the compiled schedule says of the permutes and the step's compute
   (ring_overlap's windows of the scheduled module)."""
   asynchronous = [w for w in windows if not w["synchronous"]]
@@ -533,14 +533,15 @@ def overlap_text(windows):
           "hidden under it")
 
 
-def step_line(rows, windows=None):
+def step_line(rows: list, windows: list | None = None) -> str:
   """A configuration in one line: what the choices save per step (saving x runs,
   summed), and that this is modeled permute time, which may overlap attention, not
   step time; then per permute its choice and modeled saving per run against NCCL."""
   saved, nccl = step_saving(rows)
+  marked = lambda r: r.get("user_mark") is not None
   each = ", ".join(f"%{r['instruction']} {r['plan']} saves "
-                   f"{0 if r.get('user_mark') is not None else r['nccl_us'] - r['chosen_us']:.2f} us"
-                   + (" (marked by the user)" if r.get("user_mark") is not None else "")
+                   f"{0 if marked(r) else r['nccl_us'] - r['chosen_us']:.2f} us"
+                   + (" (marked by the user)" if marked(r) else "")
                    + (f" {r['trips']}" if r.get("trips") else "") for r in rows)
   bound, note = _bound(rows)
   share = f", {saved / nccl * 100:.1f}% of {_duration(nccl)} on NCCL" if nccl else ""
