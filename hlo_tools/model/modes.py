@@ -6,7 +6,8 @@ jax writes for `jax.experimental.xla_metadata.set_xla_metadata(
 _xla_collectives_mode="peer")` around `lax.ppermute`, what the JAX hook (on an
 XLA with the series) and `nvshmem-opt --backends` write with their choice, and what
 the patch series for jax v0.11.0's XLA reads; a stock XLA reads none of it. Its
-CollectiveBackendAssigner takes the attribute over the flag unless the permute cannot run in that mode; the rule here is that rule:
+CollectiveBackendAssigner takes the attribute over the flag unless the permute
+cannot run in that mode; the rule here is that rule:
   * a value that is not one mode (a combiner of an unpatched XLA joins the
     values of the permutes it merges, "peer,symmetric") keeps the flag's mode;
   * symmetric memory for a buffer in another memory space (an S(n) layout):
