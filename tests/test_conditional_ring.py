@@ -154,3 +154,12 @@ def test_program_mode_counts_one_branch_per_trip():
   assert program["nccl_us"] == pytest.approx(TRIPS * nccl)
   assert program["per_op_us"] == pytest.approx(TRIPS * nccl)
   assert not program["runs_known"] and "at most under a conditional's branch" in program["why"]
+
+
+def test_parse_says_a_branch_runs_at_most_the_loops_trips(capsys):
+  assert cli.main(["parse", str(RING)]) == 0
+  lines = [l for l in capsys.readouterr().out.splitlines() if "start-done %" in l]
+  assert len(lines) == 2
+  assert all(f"(trip count {TRIPS}; at most x{TRIPS} trips (under a conditional's branch"
+             in l and l.endswith(", a branch of conditional %conditional.1.clone")
+             for l in lines), lines

@@ -39,10 +39,13 @@ def _text(summary):
   lines.append(f"collective-permutes: {len(perms)}")
   for r in perms:
     counts = [n for _, _, n in r["loops"]]
+    branch = r.get("branch")
     loop = (f" in while %{r['while_loop']} (trip count "
             f"{'unknown' if counts[0] is None else counts[0]}"
-            + (f"; {trips_text(counts)} in all loops" if len(counts) > 1 else "") + ")"
-            if r["while_loop"] else "")
+            + (f"; {trips_text(counts, bool(branch))}"
+               + ("" if branch else " in all loops") if len(counts) > 1 or branch else "")
+            + ")" if r["while_loop"] else "")
+    loop += f", a branch of conditional %{branch[0]}" if branch else ""
     names = r["start"] + (f" -> %{r['done']}" if r["done"] else "")
     lines.append(f"  {r['form']} %{names} in %{r['computation']} line {r['start_line']}: "
                  f"{len(r['pairs'])} pairs, {r['bytes_per_device']} bytes/device, "
