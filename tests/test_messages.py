@@ -128,3 +128,12 @@ def test_headline_saving_is_modeled_permute_time_that_may_overlap(tmp_path, fixt
   assert ("time that may overlap attention: the step's own time is not modeled here, "
           "so its share of a step is not known; " + overlap + "; %") in line
   assert data["summary"]["overlap"]["c"][0]["start"] == "collective-permute-start"
+
+
+def test_report_names_a_binary_file_as_the_user_gave_it(tmp_path, capsys, monkeypatch):
+  # Not a serialized HloModuleProto: the error names "junk.pb", not its absolute path.
+  (tmp_path / "junk.pb").write_bytes(b"\0\1\2 not a proto " * 64)
+  monkeypatch.chdir(tmp_path)
+  assert cli.main(["report", "junk.pb", "--topology=1x1x8", "--out=r", "--quiet"]) == 2
+  err = capsys.readouterr().err.strip()
+  assert err.startswith("junk.pb: neither HLO text nor a serialized HloModuleProto"), err

@@ -201,16 +201,18 @@ def _compiled_inputs(case, case_dir, say):
   return dump_dir
 
 
-def _file_text(path, max_bytes):
-  """HLO text of FILE: text as is; a serialized HloModuleProto printed by jaxlib."""
-  data = cli_io.read_input(path, max_bytes)
+def _file_text(path, max_bytes, label=None):
+  """HLO text of FILE: text as is; a serialized HloModuleProto printed by jaxlib.
+  label: how errors name the file (the user's spelling of it)."""
+  label = label or path
+  data = cli_io.read_input(path, max_bytes, label)
   if b"\0" not in data[:4096]:
     return data.decode("utf-8", errors="replace")
   try:
     from jax._src.lib import xla_client  # pylint: disable=import-outside-toplevel
     return xla_client.XlaComputation(data).as_hlo_text()
   except Exception as e:  # pylint: disable=broad-except  # jaxlib's own error types
-    raise InputError(f"{path}: neither HLO text nor a serialized HloModuleProto: "
+    raise InputError(f"{label}: neither HLO text nor a serialized HloModuleProto: "
                         f"{' '.join(str(e).split())}") from None
 
 
@@ -220,7 +222,7 @@ def prepare_inputs(case, case_dir, say, max_bytes):
   os.makedirs(hlo_dir, exist_ok=True)
   dump_dir = None
   if case.path is not None and os.path.isfile(case.path):
-    text = _file_text(case.path, max_bytes)
+    text = _file_text(case.path, max_bytes, case.label)
     _write(os.path.join(hlo_dir, "input.hlo"), text)
     return {"input": os.path.join(hlo_dir, "input.hlo")}, None
   dump_dir = case.path if case.path is not None else _compiled_inputs(case, case_dir, say)
