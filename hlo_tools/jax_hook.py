@@ -119,6 +119,9 @@ def decide_mode(selection, topology, table, backends, permute, buffers=1):
   params = _decide_params(selection)
   if "backends" in params:
     kwargs = {"buffers": buffers} if "buffers" in params else {}
+    if "place" in params and getattr(permute, "branch", None):
+      # Under a conditional's branch, as nvshmem-opt's planner tells the core.
+      kwargs["place"] = "branch"
     d = selection.decide(topology, table, permute.bytes_per_device, pairs,
                          backends=tuple(backends), **kwargs)
     backend = d.get("backend") or d.get("plan")
