@@ -96,8 +96,6 @@ def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
     raise SelectionError(f"place {place!r} is not one of {', '.join(PLACES)}")
   if backends is not None:
     table = with_backends(table, backends)
-  # The binding's own default is "anywhere"; named only where it is not.
-  where = {} if place == "anywhere" else {"place": place}
   try:
     edges = _selection_core.edge_ids_to_devices(topology, [tuple(p) for p in pairs],
                                      cross_partition, num_partitions, num_replicas)
@@ -106,7 +104,7 @@ def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
                        team_size=num_partitions * num_replicas, buffers=int(buffers),
                        element_types=list(element_types),
                        groups=_groups(cross_partition, num_partitions, num_replicas),
-                       **where)
+                       place=place)
   except ValueError as e:
     raise SelectionError(str(e)) from None
 
