@@ -175,3 +175,20 @@ def test_verify_fails_a_rewrite_that_changed_the_mark(tmp_path):
   # Without the input beside it, the same module is self-consistent.
   alone = verify.verify(str(changed), "1x1x8", backends="nccl,peer", run_driver=False)
   assert "user-mark" not in alone["failed_checks"]
+
+
+@pytest.mark.parametrize("topology,plan", [("1x1x8", "peer"), ("1x2x4", "nccl")])
+def test_a_peer_mark_is_kept_where_it_can_run_and_said_where_not(tmp_path, topology, plan):
+  # Marked "Peer": peer memory where the permute can run it; where it cannot (two
+  # processes of 4 GPUs), NCCL, and the reason says why XLA keeps the flag's mode.
+  path = tmp_path / "peer_mark.hlo"
+  path.write_text(AFTER.read_text().replace(MARK, '_xla_collectives_mode="Peer"'))
+  entries = [decisions.describe(str(path), topology, backends="nccl,peer",
+                                use_driver=use)["collectives"][0] for use in (True, False)]
+  assert [e["decided_by"] for e in entries] == ["nvshmem-opt", "core binding"]
+  for e in entries:
+    assert e["choice"]["plan"] == plan and e["user_mark"] == "Peer"
+    assert e["reason"].startswith("marked by the user: Peer; kept as marked")
+    assert (", though XLA keeps the flag's mode: peer refused: " in e["reason"]) == \
+        (plan == "nccl")
+  assert entries[0]["reason"] == entries[1]["reason"]
