@@ -67,21 +67,23 @@ def _memory_spaces(instr) -> set:
 
 
 def refusal(perm, source, topology, table, backend: str):
-  """Why the program cannot run `perm` in `backend`'s mode, or None. NCCL runs any."""
+  """Why the program cannot run `perm` in `backend`'s mode, or None. NCCL runs any.
+
+  The core's refusal in the permute's decision (its rules only: offered, signals,
+  process layout, placement, a conditional's branch, never its cost), else, for a
+  backend outside the decision's set, the core asked with {nccl, backend}; and
+  symmetric memory for a buffer in another memory space, which the core cannot see."""
   if backend == "nccl":
     return None
   if perm.decision is None:
     return f"its edges cannot be placed on the topology: {perm.error}"
-  where = runtime_rules.nccl_only_computations(source.module).get(perm.record.computation)
-  if where == "branch":
-    return ("under a conditional's branch: devices may take different branches, and a "
-            "peer or symmetric write lands in the peer's copy of the sender's own "
-            "destination, which the other branch does not read")
   spaces = _memory_spaces(perm.start) if backend == "symmetric" else set()
   if spaces:
     return (f"a buffer in memory space {', '.join(f'S({s})' for s in sorted(spaces))}: "
             "symmetric memory needs the collective color, and memory space assignment "
             "fails on a buffer with two")
+  if backend in decisions.backend_set(table):
+    return perm.decision["refused"].get(backend)
   return decisions.safety_refusal(perm, source, topology, table, backend)
 
 
