@@ -10,6 +10,15 @@ from hlo_tools import _selection_core
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 
 
+def placed(spec, devices=None):
+  """`spec` with its map for a program of `devices` (default: all of them), logical
+  device i on device i. Without one, the core refuses the one-sided backends
+  wherever the program spans hosts or processes."""
+  dims = [int(x) for x in spec.split(":")[0].split("x")]
+  devices = devices or dims[0] * dims[1] * dims[2]
+  return f"{spec}:map={','.join(str(i) for i in range(devices))}"
+
+
 def ring(n):
   return [(i, (i + 1) % n) for i in range(n)]
 
@@ -18,7 +27,8 @@ def test_topology_round_trip_and_link_classes():
   t = selection.parse_topology("2x2x4:nvl8")
   assert (t.slices, t.hosts_per_slice, t.gpus_per_host, t.nvlink_domain_size) == (2, 2, 4, 8)
   assert t.num_devices == 16
-  assert str(t) == "2x2x4:nvl8"
+  assert str(t) == "2x2x4:nvl8:gpus_per_process=1"  # the default set's layout
+  assert str(selection.parse_topology("2x2x4:nvl8", "nccl,peer")) == "2x2x4:nvl8"
   assert [t.classify(0, d) for d in (0, 3, 4, 8)] == [
       "same_device", "nvlink", "nvlink_domain", "network"]
   with pytest.raises(ValueError):
@@ -46,11 +56,11 @@ def test_topology_errors_are_one_line(spec, message):
 
 def test_decisions_match_the_cpp_tests():
   table = selection.load_cost_table()
-  one_host = selection.decide(selection.parse_topology("1x1x8"), table, 32 << 20, ring(8))
+  one_host = selection.decide(selection.parse_topology(placed("1x1x8")), table, 32 << 20, ring(8))
   assert one_host["plan"] == one_host["backend"] == "nvshmem"
   assert one_host["backend_us"]["nvshmem"] < one_host["backend_us"]["nccl"]
   assert one_host["chosen_us"] == one_host["backend_us"]["nvshmem"]
-  two_hosts = selection.decide(selection.parse_topology("1x2x4"), table, 32 << 20, ring(8))
+  two_hosts = selection.decide(selection.parse_topology(placed("1x2x4")), table, 32 << 20, ring(8))
   assert two_hosts["plan"] == "nccl"
   assert two_hosts["edges_by_class"]["network"] == 2
   # Refused across hosts: the receiver waits only on NVSHMEM_TEAM_SHARED.
@@ -58,11 +68,11 @@ def test_decisions_match_the_cpp_tests():
   assert "2 of 8 edges leave their host" in two_hosts["refused"]["nvshmem"]
   # The split plan's fields are gone from the decision.
   assert not {"split_us", "nvshmem_edge", "nccl_us", "nvshmem_us"} & set(two_hosts)
-  nvl72 = selection.decide(selection.parse_topology("1x9x8:nvl72"), table, 32 << 20,
+  nvl72 = selection.decide(selection.parse_topology(placed("1x9x8:nvl72")), table, 32 << 20,
                            ring(72), num_partitions=72)
   # NVSHMEM_TEAM_SHARED is not established to span the NVL72's hosts.
   assert nvl72["plan"] == "nccl" and "leave their host" in nvl72["refused"]["nvshmem"]
-  huge = selection.decide(selection.parse_topology("1x1x8"), table, 2 << 30, ring(8))
+  huge = selection.decide(selection.parse_topology(placed("1x1x8")), table, 2 << 30, ring(8))
   assert huge["plan"] == "nccl" and "symmetric heap" in huge["reason"]
   # Operand and result both live in the heap (1 GiB): 512 MiB fits, one byte more not.
   assert selection.nvshmem_heap_reason(table, 512 << 20) is None
@@ -75,7 +85,7 @@ def test_cost_table_file_overrides_and_errors(tmp_path):
   table = selection.load_cost_table(good)
   assert table.link("nccl", "network") == (4.0, 900.0)
   assert table.sm_interference("nccl") == 0.5
-  d = selection.decide(selection.parse_topology("1x2x4"), table, 64 << 20, ring(8))
+  d = selection.decide(selection.parse_topology(placed("1x2x4")), table, 64 << 20, ring(8))
   # Across hosts: NCCL, NVSHMEM refused whatever the table.
   assert d["plan"] == "nccl" and "leave their host" in d["refused"]["nvshmem"]
   # Text form round-trips through the parser.
@@ -97,7 +107,7 @@ def test_cost_table_file_overrides_and_errors(tmp_path):
 
 
 def test_edge_expansion_and_time():
-  t = selection.parse_topology("1x2x4")
+  t = selection.parse_topology(placed("1x2x4"))
   assert _selection_core.edge_ids_to_devices(t, [(0, 5)], True, 8, 1) == [(0, 5)]
   with pytest.raises(ValueError, match="outside 0..7"):
     _selection_core.edge_ids_to_devices(t, [(0, 8)], True, 8, 1)
@@ -126,19 +136,20 @@ def test_nvshmem_hang_reason_for_verify():
 
 def test_decide_refuses_nvshmem_for_shifts_and_partial_groups():
   table = selection.load_cost_table()
-  t = selection.parse_topology("1x1x2")
+  t = selection.parse_topology(placed("1x1x2"))
   shift = selection.decide(t, table, 32 << 20, [(0, 1)], num_partitions=2)
   assert shift["plan"] == "nccl" and shift["backend_us"]["nvshmem"] is None
   assert "nvshmem refused: 1 of 2 devices" in shift["reason"]
   assert selection.decide(t, table, 32 << 20, ring(2))["plan"] == "nvshmem"
   # A ring of 4 partitions x 2 replicas on 8 GPUs gives every device a source, but
   # both replicas' ids name PEs 0..3...
-  t8 = selection.parse_topology("1x1x8")
+  t8 = selection.parse_topology(placed("1x1x8"))
   groups = selection.decide(t8, table, 32 << 20, ring(4), num_partitions=4, num_replicas=2)
   assert groups["plan"] == "nccl"
   assert "its pairs apply to 2 groups" in groups["reason"], groups["reason"]
   # ...a 4-device program's ring is one group, with the team given by the program.
-  assert selection.decide(t8, table, 32 << 20, ring(4), num_partitions=4)["plan"] == "nvshmem"
+  t4 = selection.parse_topology(placed("1x1x8", 4))
+  assert selection.decide(t4, table, 32 << 20, ring(4), num_partitions=4)["plan"] == "nvshmem"
   mapped = selection.parse_topology("1x1x4:map=3,2,1,0")
   assert _selection_core.team_devices(mapped, 2) == [3, 2]
   assert "logical device 0 runs on device 3" in selection.nvshmem_pe_reason(mapped, True, 2, 1)
@@ -155,7 +166,7 @@ def test_backend_sets_from_python():
   assert peer.backends == "nccl,peer,symmetric" and default.backends == "nccl,nvshmem"
   with pytest.raises(selection.SelectionError, match="no XLA offers both"):
     selection.with_backends(default, "nccl,nvshmem,peer")
-  t = selection.parse_topology("1x1x2")
+  t = selection.parse_topology(placed("1x1x2"), "nccl,peer")
   # Peer's default is its measured curve with one process driving the GPUs:
   # slower than NCCL below a few MiB, faster from 16 MiB.
   d = selection.decide(t, peer, 1 << 20, ring(2))
@@ -168,7 +179,8 @@ def test_backend_sets_from_python():
   assert faster.per_buffer_us("peer", "nvlink") == 0.5
   d = selection.decide(t, faster, 64 << 20, ring(2), buffers=2)
   assert d["plan"] == "peer" and d["reason"].startswith("peer memory: all 2 edges stay in one process")
-  two_hosts = selection.decide(selection.parse_topology("1x2x1"), faster, 1 << 20, ring(2))
+  two_hosts = selection.decide(selection.parse_topology(placed("1x2x1"), "nccl,peer"), faster,
+                               1 << 20, ring(2))
   assert two_hosts["plan"] == "nccl" and "leave their host" in two_hosts["refused"]["peer"]
 
 
@@ -183,7 +195,7 @@ def test_per_buffer_cost_adds_per_extra_buffer():
 
 def test_decide_takes_a_backend_set_per_call():
   table = selection.CostTable.parse("links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 0 }\n")
-  t = selection.parse_topology("1x1x2")
+  t = selection.parse_topology(placed("1x1x2"), "nccl,peer")
   assert selection.decide(t, table, 1 << 20, ring(2), backends=("nccl", "peer"))["plan"] == "peer"
   assert table.backends == "nccl,nvshmem"  # the caller's table is unchanged
   with pytest.raises(selection.SelectionError, match="lacks nccl"):
@@ -203,7 +215,7 @@ def test_real_modules_never_plan_a_hanging_nvshmem_permute(fixture, spec, plan, 
   module = reader.parse_hlo_file(str(FIXTURES / fixture))
   permutes = collectives.collective_permutes(module)
   assert permutes
-  t = selection.parse_topology(spec)
+  t = selection.parse_topology(placed(spec, module.num_partitions))
   table = selection.CostTable.parse("links { backend: NVSHMEM link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 0 }\n")  # NVSHMEM favoured
   for p in permutes:
     d = selection.decide(t, table, p.bytes_per_device, p.pairs,
@@ -258,7 +270,7 @@ def test_measured_curve_extrapolates_and_blends_buffer_counts():
   # 5 buffers: the 4-buffer curve plus one per_buffer (10 us).
   assert curve_us(table, 1024, 2) == pytest.approx(30)
   assert curve_us(table, 1024, 5) == pytest.approx(60)
-  d = selection.decide(selection.parse_topology("1x1x2"), table, 1024, ring(2))
+  d = selection.decide(selection.parse_topology(placed("1x1x2")), table, 1024, ring(2))
   assert "measured curve" in d["reason"]
 
 
@@ -343,7 +355,7 @@ def test_built_in_table_puts_these_ring_steps_on_peer():
   process (the same core and built-in table): peer memory at 16 MiB and more, and
   at 4 MiB with 4 buffers; NCCL at the other measured points."""
   table = selection.with_backends(selection.load_cost_table(), "nccl,peer")
-  t = selection.parse_topology("1x1x2")
+  t = selection.parse_topology(placed("1x1x2"), "nccl,peer")
   peer = {(buffers, 1024 << (2 * i)) for buffers in (1, 2, 4) for i in range(10)
           if selection.decide(t, table, 1024 << (2 * i), ring(2),
                               buffers=buffers)["plan"] == "peer"}
@@ -360,7 +372,7 @@ def test_jax0112_one_process_table_puts_large_permutes_on_peer():
   path = ROOT / "gpu" / "results" / "h200x2_nvlink_cost_table_jax0112.txtpb"
   table = selection.load_cost_table(path)
   assert table.backends == "nccl,peer" and not table.symmetric_signals
-  t = selection.parse_topology("1x1x2")
+  t = selection.parse_topology(placed("1x1x2"), table.backends)
   assert selection.decide(t, table, 1 << 10, ring(2))["plan"] == "nccl"
   big = selection.decide(t, table, 64 << 20, ring(2))
   assert big["plan"] == "peer" and "measured curve" in big["reason"]
@@ -373,9 +385,9 @@ def cp_ring_across_two_hosts():
 
 
 def test_ring_across_hosts_never_gets_nvshmem():
-  t = selection.parse_topology("1x2x8")
+  t = selection.parse_topology(placed("1x2x8"))
   edges = cp_ring_across_two_hosts()
-  for spec in ("1x2x8", "1x2x8:nvl16"):
+  for spec in (placed("1x2x8"), placed("1x2x8:nvl16")):
     d = _selection_core.decide(selection.parse_topology(spec), selection.load_cost_table(),
                                8 << 20, edges, team_size=16)
     assert d["plan"] == "nccl"
@@ -389,7 +401,7 @@ def test_ring_across_hosts_never_gets_nvshmem():
 
 
 def test_runtime_rules_types_and_memcpy_flag():
-  t = selection.parse_topology("1x1x8")
+  t = selection.parse_topology(placed("1x1x8"))
   table = selection.load_cost_table()
   ok = _selection_core.decide(t, table, 32 << 20, ring(8), 8, 2, ["bf16", "bf16"])
   assert ok["plan"] == "nvshmem"
@@ -408,17 +420,44 @@ def test_peer_by_default_on_one_host_unless_one_process_per_gpu():
   """The backend set alone, no table: a one-host ring of 128 MiB gets peer
   memory; with one process per GPU XLA would run it as NCCL, so it is refused."""
   table = selection.with_backends(selection.load_cost_table(), "nccl,peer")
-  d = selection.decide(selection.parse_topology("1x1x8"), table, 128 << 20, ring(8))
+  d = selection.decide(selection.parse_topology("1x1x8", table.backends), table, 128 << 20,
+                       ring(8))
   assert d["plan"] == "peer" and "measured curve" in d["reason"], d["reason"]
-  per_gpu = selection.parse_topology("1x1x8:gpus_per_process=1")
-  assert per_gpu.gpus_per_process == 1 and str(per_gpu) == "1x1x8:gpus_per_process=1"
+  per_gpu = selection.parse_topology(placed("1x1x8:gpus_per_process=1"))
+  assert per_gpu.gpus_per_process == 1
+  assert str(per_gpu).startswith("1x1x8:gpus_per_process=1:map=0,1,")
   d = selection.decide(per_gpu, table, 128 << 20, ring(8))
   assert d["plan"] == "nccl"
   assert d["refused"]["peer"].startswith(
       "peer refused: 7 of the program's 8 devices are outside its first device's "
       "process (1 GPU per process)")
+  # Without a map the order of 8 processes is unknown: refused for that first.
+  unknown = selection.decide(selection.parse_topology("1x1x8:gpus_per_process=1"), table,
+                             128 << 20, ring(8))
+  assert "does not say which device runs each of its ids" in unknown["refused"]["peer"]
   with pytest.raises(selection.SelectionError, match="must divide a host"):
     selection.parse_topology("1x1x8:gpus_per_process=3")
+
+
+def test_process_layout_is_one_fact_for_every_backend():
+  """NVSHMEM needs one GPU per process (the pinned XLA's pass keeps NCCL otherwise),
+  peer one process for the program; the unstated layout is the set's default."""
+  table = selection.load_cost_table()
+  for spec in ("1x2x4:gpus_per_process=4", "1x1x8:gpus_per_process=8"):
+    d = selection.decide(selection.parse_topology(placed(spec)), table, 32 << 20, ring(4),
+                         num_partitions=8)
+    assert d["plan"] == "nccl"
+    assert d["refused"]["nvshmem"].startswith("nvshmem refused: a process drives")
+  assert selection.parse_topology("1x2x8").gpus_per_process == 1  # nccl,nvshmem
+  assert selection.parse_topology("1x2x8", "nccl,peer").gpus_per_process == 8
+  assert selection.parse_topology("1x2x8:gpus_per_process=2", "nccl,peer").gpus_per_process == 2
+  said = selection.process_layout_text(selection.parse_topology("1x1x8"), False, "nccl,nvshmem")
+  assert said.startswith("processes of 1 GPU (the default where the target XLA offers NVSHMEM")
+  said = selection.process_layout_text(selection.parse_topology("1x1x8", "nccl,peer"), False,
+                                       "nccl,peer")
+  assert said.startswith("processes of 8 GPUs (the default: one process per host")
+  assert selection.process_layout_text(selection.parse_topology("1x1x8:gpus_per_process=8"),
+                                       True, "nccl,nvshmem") == "processes of 8 GPUs (stated)"
 
 
 def test_default_peer_curve_is_the_committed_one_process_table():
@@ -443,7 +482,7 @@ def test_real_train_step_rings_across_hosts_go_where_the_model_says(fixture, spe
   module = reader.parse_hlo_file(str(FIXTURES / fixture))
   permutes = collectives.collective_permutes(module)
   assert permutes
-  t = selection.parse_topology(spec)
+  t = selection.parse_topology(placed(spec))
   for p in permutes:
     args = dict(num_partitions=module.num_partitions, buffers=p.buffers)
     default = selection.decide(t, selection.load_cost_table(), p.bytes_per_device,
