@@ -555,6 +555,14 @@ def with_process_layout(spec, local_devices, all_devices):
   return f"{spec}:gpus_per_process={local_devices}"
 
 
+def _parse_topology(selection, spec, backends):
+  """The core's Topology of `spec`, an unstated process layout taken as the backend
+  set's default (a core that has no such default takes the spec alone)."""
+  if "backends" in inspect.signature(selection.parse_topology).parameters:
+    return selection.parse_topology(spec, ",".join(backends))
+  return selection.parse_topology(spec)
+
+
 def _probe_live(platforms):
   """probe() on the first of `platforms` with a live device; not probed without one
   (a deviceless process: compile() probes with the program's device)."""
@@ -605,7 +613,7 @@ def install(topology, backends=("nccl", "peer"), cost_table=None, report=None,
     topology = with_process_layout(topology, len(jax.local_devices()),
                                    len(jax.devices()))
   try:
-    topo = (selection.parse_topology(topology) if isinstance(topology, str)
+    topo = (_parse_topology(selection, topology, backends) if isinstance(topology, str)
             else topology)
     table = (cost_table if cost_table is not None and not isinstance(cost_table, str)
              else selection.load_cost_table(cost_table))
