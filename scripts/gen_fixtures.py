@@ -25,6 +25,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from hlo_tools.hlo import module_config  # pylint: disable=wrong-import-position
 from hlo_tools.ops import dump  # pylint: disable=wrong-import-position
 
 # The module entering XLA's async-collective-creator: sync collective-permutes with
@@ -122,6 +123,11 @@ def normalize(text):
   return text
 
 
+def blank_dump_path(text):
+  """XLA's config records --xla_dump_to; a fixture must not depend on where it was made."""
+  return re.sub(r'^(\s*xla_dump_to: )".*"$', r'\1""', text, flags=re.M)
+
+
 def generate(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
   """Compiles one fixture and writes its files; returns the paths written."""
   source, topology, stages = FIXTURES[name]
@@ -148,6 +154,14 @@ def generate(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
       with open(path, "w") as f:
         f.write(normalize(text))
       written.append(path)
+      # XLA's config of the module beside each stage: its device assignment.
+      config = module_config.xla_dump_config(xla_dir, key)
+      if config and stage != "lowered":
+        with open(config) as f:
+          config_text = blank_dump_path(f.read())
+        with open(module_config.sidecar_path(path), "w") as f:
+          f.write(config_text)
+        written.append(module_config.sidecar_path(path))
   return written
 
 
@@ -179,6 +193,12 @@ def generate_pass_dump(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
         # The trace never reads metadata; without it the fixture is half the size.
         text = re.sub(r', metadata=\{[^{}]*\}', "", normalize(f.read()))
       with open(os.path.join(dest, dump.XLA_DUMP_SUBDIR, fname), "w") as f:
+        f.write(text)
+    config = module_config.xla_dump_config(xla_dir, key)
+    if config:  # the module's device assignment, for every stage and snapshot
+      with open(config) as f:
+        text = blank_dump_path(f.read())
+      with open(os.path.join(dest, dump.XLA_DUMP_SUBDIR, os.path.basename(config)), "w") as f:
         f.write(text)
     with open(os.path.join(dest, "manifest.json"), "w") as f:
       json.dump({"source": source, "target": target.describe() | {"target_config": None},
