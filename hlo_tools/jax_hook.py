@@ -16,7 +16,10 @@ So on a stock XLA the mode is one per compiled program: `compile` (or `jit`) rea
 the program's permutes from a first compile, lets the core choose the one mode
 every permute can run that is modeled fastest in sum (model.program_mode), and
 compiles again with it in jax's compiler_options when it is not the mode the first
-compile ran; it writes no mode on any op. With the series the thunk runs the op's
+compile ran; it writes no mode on any op. A program compiled through plain
+jax.jit still meets the registered transformation, which then only records, in
+`programs`, the mode to set for it (XLA_FLAGS or compiler_options): the flag of a
+compile under way cannot change. With the series the thunk runs the op's
 own mode; the transformation that `install` registers (before the scheduler, where
 jax runs it: a compile on a live client) then writes each permute's choice into its
 backend_config and as the frontend attribute _xla_collectives_mode, and a permute
