@@ -328,8 +328,12 @@ x = jnp.arange(1 << 20, dtype=jnp.float32)
 y1, y2 = g(x), g(x + 1)  # one signature: compiled once
 want = lambda v: jnp.roll(v.reshape(2, -1), 1, axis=0).reshape(-1) * 2
 ok = bool(jnp.array_equal(y1, want(x))) and bool(jnp.array_equal(y2, want(x + 1)))
-print(json.dumps({"xla": hook.xla, "programs": hook.programs, "ok": ok,
-                  "calls": hook.calls}, default=str))
+programs = list(hook.programs)
+# Plain jax.jit: the transformation inside that compile only records the mode to set.
+jax.jit(jax.shard_map(lambda x: lax.ppermute(x, "cp", [(0, 1), (1, 0)]) * 3, mesh=mesh,
+                      in_specs=P("cp"), out_specs=P("cp"))).lower(x).compile()
+print(json.dumps({"xla": hook.xla, "programs": programs, "ok": ok,
+                  "plain": hook.programs[len(programs):], "calls": hook.calls}, default=str))
 hook.uninstall()
 """
 
@@ -353,3 +357,6 @@ def test_jit_runs_the_program_in_its_one_mode(tmp_path):
   assert record["applied"] == "COLLECTIVES_PEER_MEMORY" and record["module"] == "jit__lambda"
   assert record["program"]["xla_flags"] == "XLA_FLAGS=--xla_gpu_collective_permute_mode=peer"
   assert all("permutes_out" not in c and c.get("error") is None for c in got["calls"])
+  [plain] = got["plain"]
+  assert plain["applied"] is None and plain["program"]["backend"] == "peer"
+  assert "XLA_FLAGS=--xla_gpu_collective_permute_mode=peer" in plain["why"]
