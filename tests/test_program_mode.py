@@ -166,3 +166,20 @@ def test_explain_prints_the_programs_mode_and_its_setting(tmp_path, capsys):
   rc, out, err = _run(capsys, "explain", module, "--topology=1x1x8", "--backends=nccl,peer",
                       "--per-op-modes")
   assert f"runs          {PEER}, its own mode (the series)" in out
+
+
+def test_report_gives_each_configuration_its_one_mode(tmp_path):
+  from hlo_tools.ops import report
+  path = FIXTURES / "train_step_1x1x8.after_optimizations.hlo"
+  case = report.Case(id="ts", title="train step", topology="1x1x8", path=str(path),
+                     label=str(path))
+  data = report.build([case], tmp_path / "r", progress=False, backends="nccl,peer")
+  [entry] = data["cases"]
+  program = entry["program"]
+  assert program["backend"] == "peer" and program["saving_us"] > 0
+  assert program["compiler_options"] == {"xla_gpu_collective_permute_mode": PEER}
+  text = report.summary_text(data)
+  assert ("train step: one mode for the program (stock XLA): peer, "
+          "XLA_FLAGS=--xla_gpu_collective_permute_mode=peer") in text
+  # The pass's per-op rewrite is verified as the series' XLA runs it.
+  assert "permute-mode" not in entry["failed_checks"]
