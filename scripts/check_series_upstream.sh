@@ -147,8 +147,8 @@ for f in "${CC[@]}"; do
   fi
 done
 # 5b. What the series adds to the thunk emitter and the GPU compiler, whose
-# headers need LLVM: the emitter's function (all its new lines but the last)
-# and its call (the last), against the real HloInstruction, GpuBackendConfig
+# headers need LLVM: the emitter's function (its new lines up to the first
+# closing brace) and its call (the rest), against the real HloInstruction, GpuBackendConfig
 # and DebugOptions, with CollectiveThunk and IrEmitterContext reduced to the
 # one name each the lines use; the compiler's new pass, in a function taking
 # the pipeline and the GpuTopology it uses.
@@ -161,11 +161,11 @@ if [[ " ${needs_llvm[*]} " == *" thunk_emitter.cc "* ]] && plus "$EMIT" | grep -
     printf '#include "xla/hlo/ir/hlo_instructions.h"\n#include "xla/service/gpu/backend_configs.pb.h"\n'
     printf '#include "xla/xla.pb.h"\nnamespace xla::gpu {\nnamespace {\n'
     printf 'struct CollectiveThunk { using CollectivesMode = DebugOptions::CollectivesMode; };\n'
-    plus "$EMIT" | sed '$d'
+    plus "$EMIT" | sed '/^}$/q'
     printf '}  // namespace\nstruct IrEmitterContext { const DebugOptions& debug_options() const; };\n'
-    printf 'auto Emit(const HloCollectivePermuteInstruction* inst,\n'
+    printf 'auto Emit(const HloCollectivePermuteInstruction* inst, const HloInstruction* async_start,\n'
     printf '          const IrEmitterContext* ir_emitter_context_) {\n  return std::make_tuple(\n'
-    plus "$EMIT" | tail -1; printf '0);\n}\n}  // namespace xla::gpu\n'; } > "$X"
+    plus "$EMIT" | sed '1,/^}$/d'; printf '0);\n}\n}  // namespace xla::gpu\n'; } > "$X"
   if (cd "$TREE" && compile "${X#$TREE/}"); then
     excerpt="the emitter's lines compile"; echo "ok   what the series adds to $EMIT"
   else
