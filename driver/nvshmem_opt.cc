@@ -27,11 +27,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "driver/input.h"
+#include "driver/module_config.h"
 #include "driver/output_file.h"
 #include "driver/pipeline.h"
 #include "driver/readable_text.h"
 #include "driver/report.h"
 #include "extensions/backends.h"
+#include "xla/service/computation_placer.h"
 #include "xla/service/gpu/transforms/collectives/collective_backend_assigner.h"
 #include "xla/tsl/util/command_line_flags.h"
 
@@ -67,6 +69,7 @@ constexpr char kUsage[] =
 
 struct Flags {
   std::string input, output, topology, cost_table, backends, report;
+  std::string module_config;  // "": the one found beside a text input.
   std::string mode = "rewrite";
   int devices_per_host = 0;  // 0: kDefaultDevicesPerHost (capped).
   bool compare_upstream = false, annotate = false, print_cost_table = false,
@@ -173,6 +176,9 @@ std::vector<tsl::Flag> FlagList(Flags& f, std::string& error) {
       tsl::Flag("annotate", &f.annotate,
                 "rewrite, and record decisions in attributes"),
       tsl::Flag("report", &f.report, "JSON report file ('-': stdout)"),
+      tsl::Flag("module-config", &f.module_config,
+                "XLA's module config (config.pbtxt) with the text module's "
+                "device assignment (default: the one beside the input)"),
       tsl::Flag("backends", &f.backends,
                 "nccl,nvshmem (default) | nccl,peer[,symmetric]"),
       tsl::Flag("compare-upstream", &f.compare_upstream,
@@ -372,10 +378,71 @@ sel::Topology ResolveTopology(const Flags& flags, const Rewriter& pass,
 }
 
 // Where the device of each logical id came from.
-std::string PlacementText(const Flags& flags, const sel::Topology& topology) {
+std::string PlacementText(const Flags& flags, const sel::Topology& topology,
+                          const std::string& config_path) {
   if (topology.partition_to_device().empty()) return "unknown";
+  if (!config_path.empty()) {
+    return absl::StrCat("the module's device assignment (", config_path, ")");
+  }
   return flags.topology.empty() ? "the module's device assignment"
                                 : "the topology's map";
+}
+
+// The input's config beside a regular output file, so that what reads the
+// output (verify, explain) places its ids as the pass did. Never beside a
+// device or FIFO, and never over a config that is not a regular file.
+void WriteOutputConfig(
+    const Flags& flags,
+    const std::optional<nvshmem_opt::ModulePlacement>& read) {
+  if (!read || flags.output.empty() || flags.output == "-") return;
+  struct stat out, config;
+  if (stat(flags.output.c_str(), &out) != 0 || !S_ISREG(out.st_mode)) return;
+  const std::string path = nvshmem_opt::SidecarConfigPath(flags.output);
+  if (lstat(path.c_str(), &config) == 0 && !S_ISREG(config.st_mode)) return;
+  if (SameFile(flags.module_config.empty()
+                   ? nvshmem_opt::FindModuleConfig(flags.input)
+                   : flags.module_config,
+               path)) {
+    return;  // The output's config is the input's own.
+  }
+  Write(flags, path, read->text);
+}
+
+// XLA's config beside a text module (or --module-config): its device
+// assignment becomes the module's, and the map of a topology given without
+// one. Returns the config's path, "" when none was read.
+std::string PlaceTextModule(const Flags& flags, xla::HloModule& module,
+                            std::optional<sel::Topology>& given,
+                            std::optional<nvshmem_opt::ModulePlacement>& read) {
+  if (module.config().has_static_device_assignment()) return "";
+  const std::string path = flags.module_config.empty()
+                               ? nvshmem_opt::FindModuleConfig(flags.input)
+                               : flags.module_config;
+  if (path.empty()) return "";
+  read = OrFail(nvshmem_opt::ReadModulePlacement(path, flags.max_input_bytes));
+  if (read->replicas != module.config().replica_count() ||
+      read->partitions != module.config().num_partitions()) {
+    Fail(2, absl::StrCat(path, ": its device assignment places ",
+                         read->replicas, " replicas x ", read->partitions,
+                         " partitions, the module has ",
+                         module.config().replica_count(), " x ",
+                         module.config().num_partitions()));
+  }
+  xla::DeviceAssignment assignment(read->replicas, read->partitions);
+  for (int p = 0; p < read->partitions; ++p) {
+    for (int r = 0; r < read->replicas; ++r) {
+      assignment(r, p) = read->devices[r + p * read->replicas];
+    }
+  }
+  module.mutable_config().set_static_device_assignment(assignment);
+  if (given && given->partition_to_device().empty()) {
+    given = OrFail(sel::Topology::Create(
+                       given->slices(), given->hosts_per_slice(),
+                       given->gpus_per_host(), given->nvlink_domain_size(),
+                       read->devices, given->gpus_per_process()),
+                   path + ": its device assignment does not fit --topology: ");
+  }
+  return path;
 }
 
 }  // namespace
@@ -404,6 +471,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   nvshmem_opt::LoadedModule input = Load(flags, given ? &*given : nullptr);
+  std::optional<nvshmem_opt::ModulePlacement> placement;
+  const std::string config_path =
+      PlaceTextModule(flags, *input.module, given, placement);
   // One rewriter, on the spec and table parsed above, resolves the topology
   // and runs the pass.
   Rewriter::Options options = nvshmem_opt::DriverPassOptions(
@@ -442,7 +512,7 @@ int main(int argc, char** argv) {
          sel::ProcessLayoutText(topology,
                                 sel::SpecStatesProcesses(flags.topology),
                                 table.backends),
-         PlacementText(flags, topology)},
+         PlacementText(flags, topology, config_path)},
         run, upstream_ptr));
     Write(flags, flags.report, json + "\n");
   }
@@ -458,5 +528,6 @@ int main(int argc, char** argv) {
   const bool to_stdout = flags.output.empty() || flags.output == "-";
   if (to_stdout && flags.report == "-") return 0;  // stdout has the report.
   Write(flags, to_stdout ? "-" : flags.output, text);
+  WriteOutputConfig(flags, placement);
   return 0;
 }

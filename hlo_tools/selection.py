@@ -37,14 +37,19 @@ PLACES = ("anywhere", "group", "branch")
 
 
 def parse_topology(spec, backends=None):
-  """The core's Topology of `spec`; with `backends` (the target XLA's set,
-  "nccl,nvshmem"), an unstated process layout is that set's default
-  (one GPU per process where NVSHMEM is offered, else one process per host)."""
+  """The core's Topology of `spec`. A layout the spec leaves unstated is the default
+  of `backends`, the target XLA's set ("nccl,peer"; default: the default table's,
+  nccl,nvshmem): one GPU per process where NVSHMEM is offered, else one process per
+  host. Decide with a table of the same set."""
   COUNTS["topology_parse"] += 1
   try:
-    return _selection_core.Topology.parse(spec, backends)
+    return _selection_core.Topology.parse(spec, backends or DEFAULT_BACKENDS)
   except ValueError as e:
     raise SelectionError(str(e)) from None
+
+
+# The set of the default table, whose process layout a spec without a set takes.
+DEFAULT_BACKENDS = _selection_core.CostTable.default().backends
 
 
 def load_cost_table(path=None):

@@ -8,7 +8,7 @@ The choice comes from the C++ selection core through its bindings
 from hlo_tools import cli_io
 from hlo_tools import selection  # first: it says how to build a missing binding
 from hlo_tools import _selection_core
-from hlo_tools.model import driver, modes, options, runtime_rules, sources
+from hlo_tools.model import driver, modes, options, placement, runtime_rules, sources
 from hlo_tools.model.collectives import (collective_permutes, data_element_types,
                                          loop_summary, runs_per_step)
 from hlo_tools.model.topology import size_note
@@ -337,7 +337,8 @@ def describe(path, topology_spec, cost_table=None, use_driver=True, source=None,
   backends: the set to plan over ("nccl,peer"), else the cost table's.
   selected: an options.Selection parsed once by the caller, in place of
   topology_spec, cost_table and backends."""
-  selected = load_selection(topology_spec, cost_table, backends, selected)
+  selected = placement.placed(load_selection(topology_spec, cost_table, backends, selected),
+                              path, max_bytes)
   topology, table, topology_spec = selected.topology, selected.table, selected.spec
   cost_table, backends = selected.cost_table, selected.backends
   source = source or sources.read_source(path, max_bytes=max_bytes)
@@ -352,6 +353,8 @@ def describe(path, topology_spec, cost_table=None, use_driver=True, source=None,
   module = source.module
   return {
       "file": source.label, "module": module.name, "topology": topology_spec,
+      "processes": placement.layout_text(selected),
+      "placement": placement.placement_text(selected),
       "topology_note": size_note(topology_spec, topology,
                                  source.num_partitions * source.num_replicas),
       "cost_table": cost_table, "backends": table.backends,

@@ -7,7 +7,7 @@ import subprocess
 from hlo_tools import cli_io
 from hlo_tools import selection
 from hlo_tools.hlo import buffer_assignment
-from hlo_tools.model import collectives, decisions, driver, modes, runtime_rules
+from hlo_tools.model import collectives, decisions, driver, modes, placement, runtime_rules
 from hlo_tools.model import sources
 from hlo_tools.model import program_mode
 from hlo_tools.model.topology import size_note
@@ -535,7 +535,8 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
   per_op_xla: the target XLA runs each permute's own mode (the series for jax
   v0.11.0's XLA), else the flag's (every stock XLA).
   given: the Source this module was rewritten from, whose users' marks it must keep."""
-  selected = decisions.load_selection(topology_spec, cost_table, backends, selected)
+  selected = placement.placed(
+      decisions.load_selection(topology_spec, cost_table, backends, selected), path, max_bytes)
   topology, table, topology_spec = selected.topology, selected.table, selected.spec
   cost_table, backends = selected.cost_table, selected.backends
   backend_set = decisions.backend_set(table)

@@ -23,7 +23,7 @@ from hlo_tools.ops import verify
 from hlo_tools.ops.report.chart import chart_data
 from hlo_tools.ops.report.page import comparison_rows, fmt_us, page_title, render_page
 from hlo_tools.errors import InputError
-from hlo_tools.model import decisions, driver, dumps, options, sources
+from hlo_tools.model import decisions, driver, dumps, options, placement, sources
 from hlo_tools.model.collectives import per_step_sum
 from hlo_tools.model.topology import jax_topology, other_host_shapes
 from hlo_tools.ops.sizes import format_bytes
@@ -217,27 +217,29 @@ def _file_text(path, max_bytes, label=None):
 
 
 def prepare_inputs(case, case_dir, say, max_bytes):
-  """Writes the case's input modules under hlo/; returns ({stage: path}, dump dir)."""
+  """Writes the case's input modules under hlo/; returns ({stage: path}, dump dir,
+  the module file whose XLA config places its devices)."""
   hlo_dir = os.path.join(case_dir, "hlo")
   os.makedirs(hlo_dir, exist_ok=True)
   dump_dir = None
   if case.path is not None and os.path.isfile(case.path):
     text = _file_text(case.path, max_bytes, case.label)
     _write(os.path.join(hlo_dir, "input.hlo"), text)
-    return {"input": os.path.join(hlo_dir, "input.hlo")}, None
+    return {"input": os.path.join(hlo_dir, "input.hlo")}, None, case.path
   dump_dir = case.path if case.path is not None else _compiled_inputs(case, case_dir, say)
-  stages = {}
+  stages, origin = {}, None
   for stage in ("before_async", "after_optimizations"):
     try:
       src = dumps.read_stage(dump_dir, stage, max_bytes)
     except InputError:
       continue  # a dump without every pass has no before_async
+    origin = origin or src.path
     stages[stage] = os.path.join(hlo_dir, f"{stage}.hlo")
     _write(stages[stage], src.text)
   if not stages:
     raise InputError(f"{dump_dir}: no after_optimizations module and no per-pass "
                         "snapshots in this dump directory")
-  return stages, dump_dir
+  return stages, dump_dir, origin
 
 
 # ---------------------------------------------------------------------------------------
@@ -364,6 +366,9 @@ def case_summary(result, case_dir_name):
            if k in e}
           | {"upstream": e["upstream"]["backend"]} for e in result["explain"]["collectives"]],
       "note": result["explain"].get("note"),
+      # The process layout and the device order every verdict of the case rests on.
+      "processes": result["explain"].get("processes"),
+      "placement": result["explain"].get("placement"),
       "program": {k: v for k, v in (result["explain"].get("program") or {}).items()
                   if k != "runs"},
       "verify_passed": all(v["passed"] for v in verified.values()),
@@ -418,8 +423,10 @@ def build(cases, out, cost_table=None, num_partitions=None, progress=True,
   # and the backend set for every case, each case's topology unless its Case has it.
   table, backends = options.load_table(cost_table, backends)
   offered = table.backends
+  # The topology with the set's process layout (case.parsed has the spec's shape
+  # only, parsed before the set was known).
   selected = {case.id: options.Selection(
-      spec=case.topology, topology=case.parsed or selection.parse_topology(case.topology),
+      spec=case.topology, topology=selection.parse_topology(case.topology, offered),
       table=table, cost_table=cost_table, backends=backends) for case in cases}
   out = os.path.abspath(out)
   _check_out(out)
@@ -431,8 +438,10 @@ def build(cases, out, cost_table=None, num_partitions=None, progress=True,
     for case in cases:
       t = time.monotonic()
       case_dir = os.path.join(work, case.id)
-      stages, dump_dir = prepare_inputs(case, case_dir, say, max_bytes)
-      results.append(analyze_case(case, case_dir, stages, dump_dir, selected[case.id],
+      stages, dump_dir, origin = prepare_inputs(case, case_dir, say, max_bytes)
+      # The module's own device map, from XLA's config beside what was given.
+      placed = placement.placed(selected[case.id], origin, max_bytes)
+      results.append(analyze_case(case, case_dir, stages, dump_dir, placed,
                                   num_partitions, say))
       timings[case.id] = time.monotonic() - t
     report = {"cost_table": cost_table, "backends": offered,
@@ -466,6 +475,8 @@ def summary_text(report):
   lines += [f"  {c['title']}: no collective-permutes, nothing for the pass to decide"
             for c in report["cases"] if not c["collective_permutes"]]
   lines += [f"  {c['title']}: {c['note']}" for c in report["cases"] if c.get("note")]
+  lines += [f"  {c['title']}: {c['processes']}; {c['placement']}" for c in report["cases"]
+            if c.get("processes") and c["collective_permutes"]]
   lines += [f"  {c['title']}: {program_text.summary(c['program'])}"
             for c in report["cases"] if (c.get("program") or {}).get("permutes")]
   rows = report["summary"]["comparison"]
