@@ -5,7 +5,8 @@
 # (nvshmem-opt's library: parse -> verify -> pass -> async -> verify -> report
 # -> output spliced into the input -> reparse, against the TensorFlow wheel's XLA).
 #
-#   fuzz/run_fuzz.sh [--runs=N] [--seed=S] [--sanitizers=LIST] [--no-build] [--build-only]
+#   fuzz/run_fuzz.sh [--runs=N] [--driver-runs=N] [--seed=S] [--sanitizers=LIST]
+#                    [--no-build] [--build-only]
 #
 # The same inputs every run: libFuzzer's -seed=S (default 1), the committed seeds
 # (fuzz/make_corpus.py: the fixtures, the pass's test modules, fuzz/regressions/)
@@ -13,8 +14,9 @@
 # so nothing found by an earlier run is carried into the next; address-space
 # randomization off (setarch -R: absl seeds its hashes with addresses, so the
 # same input took other paths from process to process) and libFuzzer's timed
-# corpus re-read off (-reload=0). --runs=N (default
-# 10000) executions per harness. Open-ended discovery (random seed, a corpus kept
+# corpus re-read off (-reload=0). --runs=N (default 10000) executions per
+# harness, --driver-runs=N the driver's alone (default: --runs); every seed
+# runs whatever N is. Open-ended discovery (random seed, a corpus kept
 # between runs, a time limit) is fuzz/campaign.sh.
 # --sanitizers defaults to fuzzer,address,undefined; fuzzer,undefined is the
 # fallback without ASan. Needs clang++ with libFuzzer (Debian: apt-get install
@@ -25,6 +27,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="$ROOT/build-fuzz"
 RUNS=10000
+DRIVER_RUNS=
 SEED=1
 SANITIZERS="fuzzer,address,undefined"
 BUILD_IT=1
@@ -32,13 +35,17 @@ RUN_IT=1
 for arg in "$@"; do
   case "$arg" in
     --runs=*) RUNS="${arg#--runs=}" ;;
+    --driver-runs=*) DRIVER_RUNS="${arg#--driver-runs=}" ;;
     --seed=*) SEED="${arg#--seed=}" ;;
     --sanitizers=*) SANITIZERS="${arg#--sanitizers=}" ;;
     --no-build) BUILD_IT=0 ;;
     --build-only) RUN_IT=0 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "run_fuzz.sh: unknown argument '$arg'" >&2; exit 2 ;;
   esac
+done
+for n in "$RUNS" "${DRIVER_RUNS:-1}" "$SEED"; do
+  [[ "$n" =~ ^[0-9]+$ ]] || { echo "run_fuzz.sh: '$n' is not a whole number" >&2; exit 2; }
 done
 command -v clang++ >/dev/null || { echo "run_fuzz.sh: clang++ not found" >&2; exit 2; }
 PY="$ROOT/.venv/bin/python"
@@ -70,9 +77,11 @@ NO_ASLR=(setarch "$(uname -m)" -R)
 }
 status=0
 for h in selection driver; do
-  echo "== ${h}_fuzzer -runs=$RUNS -seed=$SEED"
+  runs=$RUNS
+  [ "$h" = selection ] || runs=${DRIVER_RUNS:-$RUNS}
+  echo "== ${h}_fuzzer -runs=$runs -seed=$SEED"
   mkdir "$work/$h"
-  if ! "${NO_ASLR[@]}" "$BUILD/${h}_fuzzer" -runs="$RUNS" -seed="$SEED" -reload=0 \
+  if ! "${NO_ASLR[@]}" "$BUILD/${h}_fuzzer" -runs="$runs" -seed="$SEED" -reload=0 \
       -timeout=20 -rss_limit_mb=8192 -print_final_stats=1 -artifact_prefix="$BUILD/crashes/" \
       "$work/$h" "$BUILD/seeds/$h" > "$BUILD/$h.log" 2>&1; then
     status=1

@@ -82,14 +82,13 @@ def fixtures_dir():
   return FIXTURES
 
 
-# The files that take minutes (the wheel build, the GPU scripts' CPU runs) or
-# tens of seconds run first, so that the two workers of scripts/test.sh
-# (pytest-xdist, one file per worker at a time) end together; the rest follow
-# in their usual order.
-SLOW_FIRST = ("test_ring_e2e.py", "test_packaging.py",
-              "test_attention_kernel_bench.py",
-              "test_reliability.py", "test_ring_attention.py", "test_report.py",
-              "test_bench.py")
+# The files that take a minute or more (the GPU scripts' CPU runs, the driver's
+# invariants on every fixture) or tens of seconds run first, so that the two
+# workers of scripts/test.sh (pytest-xdist, one file per worker at a time) end
+# together; the rest follow in their usual order.
+SLOW_FIRST = ("test_reliability.py", "test_ring_attention.py", "test_ring_e2e.py",
+              "test_bench.py", "test_dump.py", "test_report.py",
+              "test_report_main_job.py", "test_attention_kernel_bench.py")
 
 
 def pytest_collection_modifyitems(items):

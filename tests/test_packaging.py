@@ -5,9 +5,9 @@ extension, `hlo-tools` and `nvshmem-opt` run from there on a real module.
 
 It builds the C++ a second time and installs tensorflow twice (build and run
 environments): several minutes, so it runs only when NVSHMEM_TEST_PACKAGE=1
-(scripts/test.sh sets it, and while the fuzzing runs builds the wheel the same
-way and installs it into a fresh environment with `install_wheel` below:
-NVSHMEM_TEST_WHEEL and NVSHMEM_TEST_VENV name them).
+(scripts/test_long.sh sets it, and while the series checks run builds the wheel
+the same way and installs it into a fresh environment with `install_wheel`
+below: NVSHMEM_TEST_WHEEL and NVSHMEM_TEST_VENV name them).
 """
 
 import os
@@ -24,7 +24,7 @@ FIXTURE = REPO / "tests" / "fixtures" / "ring_1x1x8.before_async.hlo"
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("NVSHMEM_TEST_PACKAGE") != "1",
-    reason="builds and installs the wheel (minutes): set NVSHMEM_TEST_PACKAGE=1")
+    reason="builds and installs the wheel (minutes): scripts/test_long.sh, or set NVSHMEM_TEST_PACKAGE=1")
 
 
 def run(cmd, **kw):
@@ -36,7 +36,7 @@ def run(cmd, **kw):
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
   prebuilt = os.environ.get("NVSHMEM_TEST_WHEEL")
-  if prebuilt:  # scripts/test.sh builds it the same way, beside the fuzzing
+  if prebuilt:  # scripts/test_long.sh builds it the same way, beside the series checks
     return Path(prebuilt)
   dist = tmp_path_factory.mktemp("dist")
   env = {**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": "2"}
@@ -77,7 +77,7 @@ def install_wheel(wheel, env_dir):
 
 def test_installed_package_runs_on_a_real_module(wheel, tmp_path):
   env_dir = os.environ.get("NVSHMEM_TEST_VENV")
-  if not env_dir:  # scripts/test.sh installs it beside the fuzzing
+  if not env_dir:  # scripts/test_long.sh installs it beside the series checks
     env_dir = tmp_path / "venv"
     install_wheel(wheel, env_dir)
   env_dir = Path(env_dir)
@@ -103,5 +103,5 @@ def test_installed_package_runs_on_a_real_module(wheel, tmp_path):
   run([bin_dir / "hlo-tools", "verify", out, "--topology=1x1x8"], cwd=tmp_path)
 
 
-if __name__ == "__main__":  # scripts/test.sh: python tests/test_packaging.py WHEEL ENV_DIR
+if __name__ == "__main__":  # scripts/test_long.sh: python tests/test_packaging.py WHEEL ENV_DIR
   install_wheel(*sys.argv[1:])
