@@ -155,6 +155,13 @@ def test_gen_patches_next_refuses_an_unknown_series():
   assert r.returncode == 2 and r.stderr.count("\n") == 1 and "deadbeef" in r.stderr
 
 
+@pytest.mark.parametrize("args", [["deadbeef", "/nonexistent"], ["--series"], ["--bogus"]])
+def test_reviewers_check_refuses_bad_usage_in_one_line(args):
+  r = run(["bash", CHECK, *args], cwd=REPO)
+  assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+  assert r.stderr.startswith("check_series_upstream: ")
+
+
 @needs_xla
 @pytest.mark.parametrize("key", COMMITS)
 def test_series_is_what_the_generator_makes(key):
