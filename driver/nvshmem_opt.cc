@@ -435,7 +435,9 @@ std::string PlaceTextModule(const Flags& flags, xla::HloModule& module,
     }
   }
   module.mutable_config().set_static_device_assignment(assignment);
-  if (given && given->partition_to_device().empty()) {
+  // A topology too small for the module fails later, with the module's count.
+  if (given && given->partition_to_device().empty() &&
+      given->num_devices() >= int64_t{read->replicas} * read->partitions) {
     given = OrFail(sel::Topology::Create(
                        given->slices(), given->hosts_per_slice(),
                        given->gpus_per_host(), given->nvlink_domain_size(),

@@ -113,7 +113,6 @@ void KeepUserMark(const xla::HloInstruction& permute, OpRecord& record) {
   if (!mark.has_value()) return;
   sel::Decision& decision = record.decision;
   record.user_mark = *mark;
-  record.skipped = true;
   decision.backend = MarkedBackend(*mark, decision);
   std::string why =
       absl::StrCat("marked by the user: ", *mark, "; kept as marked");
@@ -198,7 +197,9 @@ absl::StatusOr<bool> PlanningRewriter::RunImpl(
                                  sel::Decide(topology, table_, request, place));
       record.loops = loop_nests.Of(*computation);
       KeepUserMark(*permute, record);
-      if (!record.skipped && !options_.decide_only) {
+      // A user's mark is law: its permute keeps the config it has.
+      if (!record.skipped && record.user_mark.empty() &&
+          !options_.decide_only) {
         TF_ASSIGN_OR_RETURN(
             bool written,
             options_.write_backend(permute, record.decision.backend));

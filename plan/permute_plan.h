@@ -75,7 +75,7 @@ class PlanningRewriter : public xla::HloModulePass {
     nvshmem_ext::Decision decision;
     bool skipped = false;  // Left alone by the pass; the reason says why.
     // The user's _xla_collectives_mode on the permute ("": none), which no
-    // tool overrides: the pass leaves a marked permute as it is.
+    // tool overrides: the pass writes no backend on a marked permute.
     std::string user_mark;
   };
 

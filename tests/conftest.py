@@ -48,6 +48,15 @@ def compile_two_h200(program, dump, *args):
   return dump
 
 
+def placed(spec, devices=None):
+  """`spec` with a map for a program of `devices` (default: every GPU of the spec),
+  logical device i on device i: what a module without XLA's config beside it needs
+  before the tools decide a one-sided backend where it spans hosts or processes."""
+  dims = [int(x) for x in spec.split(":")[0].split("x")]
+  devices = devices or dims[0] * dims[1] * dims[2]
+  return f"{spec}:map={','.join(str(i) for i in range(devices))}"
+
+
 def load_gpu_script(name):
   """gpu/NAME.py as a module (the scripts are not a package)."""
   spec = importlib.util.spec_from_file_location(f"gpu_{name}", GPU / f"{name}.py")

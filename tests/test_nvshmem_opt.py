@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from conftest import FIXTURES, SHARED_DATA, run_nvshmem_opt
+from conftest import FIXTURES, SHARED_DATA, placed, run_nvshmem_opt
 from hlo_tools.hlo import reader
 from hlo_tools.model import collectives
 
@@ -70,9 +70,10 @@ def test_one_host_ring_is_nvshmem_two_hosts_nccl(favoured):
     assert decision["plan"] == plan, decision
     assert decision["backend"] == backend
     assert decision["bytes"] == 65536  # K and V stacked: bf16[2,1,128,2,64]
-    # Upstream's assigner gives NVSHMEM to the NVLink domain of two hosts, which
-    # NVSHMEM_TEAM_SHARED is not known to span; it agrees on the other two.
-    assert decision["upstream"] == ("NVSHMEM" if topology.endswith("nvl8") else backend)
+    # With one GPU per process (the layout where NVSHMEM runs), upstream's assigner
+    # gives NVSHMEM to the ring across hosts too, where NVSHMEM_TEAM_SHARED does not
+    # wait for the remote put.
+    assert decision["upstream"] == "NVSHMEM"
 
 
 def test_backward_fixture_has_permutes_in_both_loops(favoured):
@@ -148,7 +149,8 @@ def test_reads_serialized_proto(tmp_path):
   module = _hlo.hlo_module_from_text(text)
   proto = tmp_path / "shift.pb"
   proto.write_bytes(module.as_serialized_hlo_module_proto())
-  result = run_nvshmem_opt(proto, "--topology=1x1x8", "--report=-", "--mode=explain")
+  result = run_nvshmem_opt(proto, f"--topology={placed('1x1x8')}", "--report=-",
+                           "--mode=explain")
   assert result.returncode == 0, result.stderr
   decision, = json.loads(result.stdout)["decisions"]
   # A shift: device 0 has no source, so NVSHMEM is refused.
@@ -287,7 +289,7 @@ TP_CP = FIXTURES / "driver_tp_cp_1x1x8.after_optimizations.hlo"
 @pytest.mark.parametrize("mode", ["rewrite", "annotate", "explain"])
 def test_tp_cp_module_goes_through_every_mode(mode, tmp_path, favoured):
   output = [] if mode == "explain" else ["-o", tmp_path / "out.hlo"]
-  result = run_nvshmem_opt(TP_CP, "--topology=1x1x8", f"--mode={mode}", *output,
+  result = run_nvshmem_opt(TP_CP, f"--topology={placed('1x1x8')}", f"--mode={mode}", *output,
                            f"--report={tmp_path / 'report.json'}", "--compare-upstream",
                            favoured)
   assert result.returncode == 0, result.stderr
@@ -320,15 +322,16 @@ def test_output_is_lossless(path, tmp_path, favoured):
   line, and the output parses with jax's own XLA (the jaxlib that wrote it)."""
   from jaxlib import _hlo  # pylint: disable=import-outside-toplevel
   out = tmp_path / "out.hlo"
-  topology = "1x1x8" if path == TP_CP else _topology_for(path)
+  topology = placed("1x1x8") if path == TP_CP else _topology_for(path)
   result = run_nvshmem_opt(path, f"--topology={topology}", "-o", out, favoured)
   assert result.returncode == 0, result.stderr
   before, after = _statements(path.read_text()), _statements(out.read_text())
   kept = {k: v for k, v in before.items() if v[0] not in _PERMUTE_OPS}
   assert kept and {k: after.get(k) for k in kept} == kept
   assert {k for k, v in after.items() if v[0] not in _PERMUTE_OPS} == set(kept)
+  # A permute the user marked keeps the config it has: none is written.
   assert any(v[0] == "collective-permute-start" and '"backend":"' in v[1]
-             for v in after.values())
+             for v in after.values()) != path.name.startswith("marked_")
   _hlo.hlo_module_from_text(out.read_text())  # raises if jax's XLA cannot read it
 
 
@@ -340,7 +343,8 @@ def test_permute_written_over_several_lines_is_replaced_whole(mode, tmp_path, fa
                   "  c = f32[4] collective-permute(p), channel_id=1,\n"
                   "      source_target_pairs={{0,1},{1,2},{2,3},{3,0}}  /* a { */\n"
                   "  ROOT n = f32[4] negate(c)\n}\n")
-  result = run_nvshmem_opt(path, "--topology=1x1x4", f"--mode={mode}", "-o", out, favoured)
+  result = run_nvshmem_opt(path, f"--topology={placed('1x1x4')}", f"--mode={mode}", "-o", out,
+                           favoured)
   assert result.returncode == 0, result.stderr
   text = out.read_text()
   assert "  p = f32[4] parameter(0)\n" in text and "  ROOT n = f32[4] negate(c)\n" in text
@@ -444,6 +448,8 @@ def test_jax091_fixtures_rewrite_and_verify(stage, topology, plan, backend, tmp_
   import sys  # pylint: disable=import-outside-toplevel
   path = JAX091 / f"ring_1x2x4.{stage}.hlo"
   out, report = tmp_path / "out.hlo", tmp_path / "report.json"
+  # jax 0.9.1's text comes without XLA's config: the map is given.
+  topology = placed(topology)
   result = run_nvshmem_opt(path, f"--topology={topology}", "-o", out,
                            f"--report={report}", favoured)
   assert result.returncode == 0, result.stderr
@@ -507,7 +513,9 @@ def test_compare_upstream_ignores_the_backend_already_in_the_input(tmp_path, fav
   assert result.returncode == 0, result.stderr
   decision, = json.loads(result.stdout)["decisions"]
   assert decision["plan"] == "nccl"
-  assert decision["upstream"] == "DEFAULT"
+  # The first run's output carries the ring's config (the identity map); the map
+  # the topology states is the one decided on.
+  assert decision["edges_by_class"]["network"] == 8
 
 
 def test_deeply_nested_shape_exits_2_with_one_line(tmp_path):
@@ -658,7 +666,8 @@ def test_derived_topology_decides_as_the_explicit_spec(fixture, flags, spec, fav
   derived = run_nvshmem_opt(path, *flags, *common)
   given = run_nvshmem_opt(path, f"--topology={spec}", *common)
   (d_report, d_decisions), (g_report, g_decisions) = _decisions(derived), _decisions(given)
-  assert d_report["topology"] == g_report["topology"] == spec
+  assert d_report["topology"] == g_report["topology"]
+  assert d_report["topology"].startswith(spec + ":gpus_per_process=1:map=0,1")
   assert (d_report["topology_source"], g_report["topology_source"]) == ("derived", "given")
   assert d_decisions == g_decisions
   # Said once on stderr, naming what overrides it; nothing when the spec is given.
@@ -714,7 +723,7 @@ def test_derived_topology_follows_the_device_assignment(tmp_path):
   common = ["--report=-", "--mode=explain", "--compare-upstream"]
   derived = run_nvshmem_opt(path, "--devices-per-host=4", *common)
   report, decisions = _decisions(derived)
-  assert report["topology"] == "1x2x4:map=0,4,1,5,2,6,3,7"
+  assert report["topology"] == "1x2x4:gpus_per_process=1:map=0,4,1,5,2,6,3,7"
   assert report["topology_source"] == "derived"
   assert "placed by the module's device assignment" in derived.stderr
   assert decisions[0]["edges_by_class"]["network"] == 8
@@ -726,7 +735,7 @@ def test_derived_topology_follows_the_device_assignment(tmp_path):
   plain = _proto_with_assignment(tmp_path, "ring_1x1x8.before_async.hlo")
   result = run_nvshmem_opt(plain, "--devices-per-host=4", *common)
   report, decisions = _decisions(result)
-  assert report["topology"] == "1x2x4"
+  assert report["topology"] == "1x2x4:gpus_per_process=1" and report["placement"] == "unknown"
   assert decisions[0]["edges_by_class"]["network"] == 2
   assert "the serialized module gives no num_partitions; using 8" in result.stderr
 
@@ -750,12 +759,12 @@ def test_jax_lowered_module_without_topology(tmp_path):
   topology from those."""
   result = run_nvshmem_opt(LOWERED, "--devices-per-host=4", "--report=-", "--mode=explain")
   report, _ = _decisions(result)
-  assert report["topology"] == "1x2x4"
+  assert report["topology"] == "1x2x4:gpus_per_process=1"
   assert "using 8 from the Shardy mesh" in result.stderr
   header, rest = LOWERED.read_text().split("\n", 1)
   no_mesh = tmp_path / "no_mesh.hlo"
   no_mesh.write_text(header[:header.index(", frontend_attributes=")] + "\n" + rest)
   result = run_nvshmem_opt(no_mesh, "--report=-", "--mode=explain")
   report, _ = _decisions(result)
-  assert report["topology"] == "1x1x8"
+  assert report["topology"] == "1x1x8:gpus_per_process=1"
   assert "using 8 from the largest partition id its collectives name" in result.stderr
