@@ -171,12 +171,14 @@ def test_jax_hook_keeps_nccl_under_a_branch():
   from hlo_tools import jax_hook  # pylint: disable=import-outside-toplevel
   sel = jax_hook.import_selection()
   text = RING.read_text()
-  _, records = jax_hook.transform_text(text, sel, sel.parse_topology("1x1x8"),
-                                       sel.load_cost_table(), ("nccl", "peer"))
+  # The set's own process layout: one process drives the host's 8 GPUs.
+  topology = sel.parse_topology("1x1x8", "nccl,peer")
+  _, records = jax_hook.transform_text(text, sel, topology, sel.load_cost_table(),
+                                       ("nccl", "peer"))
   assert [r["backend"] for r in records] == ["nccl", "nccl"]
   assert all("under a conditional's branch" in r["reason"] for r in records)
   plain = (FIXTURES / "marked_ring_1x1x8.after_optimizations.hlo").read_text().replace(
       '_xla_collectives_mode="private"', 'x="y"')
-  _, [record] = jax_hook.transform_text(plain, sel, sel.parse_topology("1x1x8"),
-                                        sel.load_cost_table(), ("nccl", "peer"))
+  _, [record] = jax_hook.transform_text(plain, sel, topology, sel.load_cost_table(),
+                                        ("nccl", "peer"))
   assert record["backend"] == "peer"
