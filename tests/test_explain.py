@@ -10,6 +10,7 @@ import pytest
 
 from hlo_tools import cli
 from hlo_tools.model import driver
+from conftest import placed
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -50,7 +51,8 @@ def test_two_hosts_ring_is_nccl(capsys):
   # NVSHMEM refused: two edges leave their host (NVSHMEM_TEAM_SHARED).
   assert e["modeled_us"]["nvshmem"] is None and e["modeled_us"]["nccl"] > 0
   assert "2 of 8 edges leave their host" in e["reason"]
-  assert e["upstream"]["backend"] == "DEFAULT"
+  # Upstream's assigner, with one GPU per process, does not look at hosts.
+  assert e["upstream"]["backend"] == "NVSHMEM"
   if DRIVER.exists():
     assert e["upstream"]["source"] == "nvshmem-opt --compare-upstream"
 
@@ -160,7 +162,8 @@ def test_topology_derived_by_the_driver(capsys):
     assert rc == 0
     rc, given, _ = run(capsys, path, f"--topology={spec}", "--format=json")
     assert rc == 0
-    assert json.loads(derived)["topology"] == spec
+    # Both carry the module's map, from XLA's config beside it.
+    assert json.loads(derived)["topology"] == f"{spec}:map=0,1,2,3,4,5,6,7"
     assert json.loads(derived) == json.loads(given)
 
 
@@ -169,7 +172,7 @@ def test_derived_topology_is_named_on_stderr(capsys):
   stdout stays the explanation alone."""
   path = FIXTURES / "ring_1x2x4.before_async.hlo"
   rc, out, err = run(capsys, path, "--devices-per-host=4", "--format=json")
-  assert rc == 0 and json.loads(out)["topology"] == "1x2x4"
+  assert rc == 0 and json.loads(out)["topology"] == "1x2x4:map=0,1,2,3,4,5,6,7"
   [line] = err.strip().splitlines()
   assert "no --topology; using 1x2x4" in line and str(path) in line
   rc, _, err = run(capsys, path, "--topology=1x2x4", "--format=json")
@@ -187,6 +190,7 @@ def test_file_of_a_dump_takes_the_topology_of_its_manifest(tmp_path, capsys):
   module = dump_dir / "ring.hlo"
   shutil.copyfile(FIXTURES / "ring_1x1x8.before_async.hlo", module)
   rc, out, err = run(capsys, module, "--format=json")
+  # A file the manifest does not list has no config of its own: no map.
   assert rc == 0 and json.loads(out)["topology"] == "2x1x4"
   assert "using 2x1x4, the topology its dump was compiled for" in err
   rc, out, _ = run(capsys, module, "--devices-per-host=8", "--format=json")
@@ -212,7 +216,8 @@ LOWERED = FIXTURES / "ring_1x2x4.lowered.hlo"
 def test_lowered_module_infers_partitions_and_trip_count(capsys):
   assert "num_partitions" not in LOWERED.read_text().split("\n", 1)[0]
   # An NVSHMEM-favoured table: the measured default keeps 64 KiB on NCCL.
-  rc, out, err = run(capsys, LOWERED, "--topology=1x1x8", "--format=json",
+  # jax's lowered text comes without XLA's config: the map is given.
+  rc, out, err = run(capsys, LOWERED, f"--topology={placed('1x1x8')}", "--format=json",
                      f"--cost-table={FAST_NVSHMEM}")
   assert rc == 0, err
   result = json.loads(out)
@@ -271,7 +276,9 @@ def test_upstream_is_not_the_input_backend(capsys, tmp_path):
   assert rc == 0, err
   [e] = json.loads(out)["collectives"]
   assert e["current_backend"] == "NVSHMEM" and e["edges_by_class"]["network"] == 8
-  assert e["upstream"] == {"backend": "DEFAULT", "source": "nvshmem-opt --compare-upstream"}
+  # Upstream's assigner, with one GPU per process, gives NVSHMEM across hosts too:
+  # its answer is its own, not the NVSHMEM the module carries.
+  assert e["upstream"] == {"backend": "NVSHMEM", "source": "nvshmem-opt --compare-upstream"}
 
 
 @pytest.mark.parametrize("command", ["explain", "verify", "diff"])

@@ -9,6 +9,7 @@ import pytest
 from hlo_tools import cli
 from hlo_tools.ops import explain, verify
 from hlo_tools.model import driver
+from conftest import placed
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -129,7 +130,7 @@ def test_nvshmem_inside_a_collectives_group_fails(capsys, tmp_path, attrs, fails
   # falls back to NCCL, so the plan is not what would run.
   hlo = tmp_path / "group.hlo"
   hlo.write_text(GROUPED_RING.replace("ATTRS", attrs))
-  rc, out, _ = run(capsys, hlo, "--topology=1x1x4", f"--cost-table={FAST_NVSHMEM}",
+  rc, out, _ = run(capsys, hlo, f"--topology={placed('1x1x4')}", f"--cost-table={FAST_NVSHMEM}",
                    "--format=json")
   [r] = checks(out)["nvshmem-runtime"]["results"]
   assert (r["status"] == "fail") == fails and ("collectives group" in r["message"]) == fails
@@ -222,8 +223,8 @@ ENTRY %main (p: f32[16]) -> f32[16] {
 def test_memory_space_check_follows_result_layout(capsys, tmp_path, result_layout, status):
   path = tmp_path / "memspace.hlo"
   path.write_text(MEMSPACE.replace("RESULT", result_layout))
-  rc, out, _ = run(capsys, path, "--topology=1x1x2", f"--cost-table={FAST_NVSHMEM}",
-                   "--format=json", "--no-hlo-verifier")
+  rc, out, _ = run(capsys, path, f"--topology={placed('1x1x2')}",
+                   f"--cost-table={FAST_NVSHMEM}", "--format=json", "--no-hlo-verifier")
   ms = checks(out)["memory-space"]
   assert ms["status"] == status
   assert rc == (0 if status == "pass" else 1)
@@ -340,7 +341,7 @@ def test_topology_derived_by_the_driver(capsys, tmp_path):
   rc, out, err = run(capsys, path, "--devices-per-host=4", "--format=json")
   assert rc == 0
   result = json.loads(out)
-  assert result["topology"] == "1x2x4" and result["passed"]
+  assert result["topology"] == "1x2x4:map=0,1,2,3,4,5,6,7" and result["passed"]
   # The picked topology decides every check: said on stderr, as nvshmem-opt says it.
   [line] = err.strip().splitlines()
   assert "no --topology; using 1x2x4" in line

@@ -180,7 +180,10 @@ def derived_topology(path, devices_per_host=None, num_partitions=None):
                      f"{e}") from None
   if rc != 0 or not report:
     raise InputError(message or f"{path}: nvshmem-opt exit {rc}")
-  return report["topology"]
+  # A derived topology states no process layout: the driver printed the set's
+  # default, which the same set gives again when the spec is parsed.
+  return ":".join(o for o in report["topology"].split(":")
+                  if not o.startswith("gpus_per_process="))
 
 
 

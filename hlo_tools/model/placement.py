@@ -45,9 +45,12 @@ def placed(selected: Selection, path: str | None,
   (a selection already placed stays as it is)."""
   if selected.placement:
     return selected
-  if spec_map(selected.spec) is not None:
-    return dataclasses.replace(selected, placement="the topology's map")
   found = module_map(path, max_bytes)
+  stated = spec_map(selected.spec)
+  if stated is not None:
+    ours = found is not None and stated == ",".join(map(str, found[0]))
+    return dataclasses.replace(selected, placement=(
+        f"the module's device assignment ({found[1]})" if ours else "the topology's map"))
   if found is None:
     return dataclasses.replace(selected, placement=None)
   device_map, origin = found

@@ -135,13 +135,13 @@ def format_text(result):
            + ("" if inferred in ("module header", "default") else f" ({inferred})")
            + f" x {result['num_replicas']} replicas"
            + (f", backends {result['backends']}" if result.get("backends") else "")]
-  lines += [result[k] for k in ("processes", "placement") if result.get(k)]
   if not result["collectives"]:
     lines.append("no collective-permutes, nothing for the pass to decide")
   if result.get("note"):
     lines.append(result["note"])
   if result.get("topology_note"):
     lines.append(result["topology_note"])
+  lines += [result[k] for k in ("processes", "placement") if result.get(k)]
   lines += program_text.lines(result.get("program"))
   unsafe = [e for e in result["collectives"] if e.get("current_unsafe")]
   if unsafe:
