@@ -13,6 +13,12 @@ the pass makes it in this module, and what upstream XLA's CollectiveBackendAssig
 chooses: the real assigner, run by `nvshmem-opt --compare-upstream` (without the
 driver, upstream's answer is reported as unavailable, never guessed).
 
+A permute the user marked with _xla_collectives_mode (jax's set_xla_metadata) keeps
+its mark: its choice reads "marked by the user: MODE", the mark's backend where the
+permute can run it (else NCCL, and the reason says why), and no tool changes it. A
+permute under a conditional's branch runs on only some of its loops' trips: its
+runs per step are "at most" the loops' count.
+
 --backends names the backends the target XLA offers, as for nvshmem-opt: nccl,nvshmem
 (the pinned XLA) or nccl,peer[,symmetric] (XLA of jax >= 0.10.2, written as
 collectives_mode); default: the cost table's set. Each backend of the set is shown
