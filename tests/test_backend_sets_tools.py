@@ -97,8 +97,9 @@ def test_peer_output_explained_and_verified(capsys, ring2, peer_output):
   assert ("choice        marked by the user: peer -> peer (backend DEFAULT, collectives_mode "
           "COLLECTIVES_PEER_MEMORY") in out
   assert f"now DEFAULT, collectives_mode {PEER} (peer)" in out
+  # A mode per permute runs only on an XLA with the series (a stock one runs the flag's).
   rc, out, _ = run(capsys, "verify", peer_output, "--topology=1x1x2", *PEER_SET,
-                   "--format=json")
+                   "--per-op-modes", "--format=json")
   assert rc == 0, out
   by_name = checks(out)
   assert list(by_name) == list(verify.CHECKS)
@@ -189,7 +190,8 @@ def test_newer_xla_module_modes(capsys, tmp_path):
   assert rc == 0 and e["current_plan"] == "peer" and e["choice"]["plan"] == "nccl"
   rc, out, _ = run(capsys, "verify", path, "--topology=1x1x1", *PEER_SET, "--format=json",
                    "--no-hlo-verifier")
-  assert rc == 1 and json.loads(out)["failed_checks"] == ["selection"]
+  # A stock XLA would not run that op's own peer mode either.
+  assert rc == 1 and json.loads(out)["failed_checks"] == ["selection", "permute-mode"]
   [r] = checks(out)["selection"]["results"]
   assert r["instruction"] == "collective-permute-start" and "the core decides nccl" in r["message"]
   path = flipped(tmp_path, JAX0112, f'"collectives_mode":"{decisions.NO_MODE}"',

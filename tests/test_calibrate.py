@@ -79,7 +79,7 @@ def test_exact_data_is_exact_and_the_table_decides_with_it(tmp_path):
   assert fits[("nvshmem", "nvlink")].per_buffer_us == pytest.approx(9.0, rel=1e-6)
   assert fits[("nccl", "nvlink")].latency_us == pytest.approx(13.0, rel=1e-6)
   table = selection.CostTable.parse(text, "fitted")
-  t = selection.parse_topology("1x1x2")
+  t = selection.parse_topology("1x1x2:map=0,1")
   ring = [(0, 1), (1, 0)]
   # Large single buffers: NVSHMEM's bandwidth wins. Small, four buffers: its
   # per-buffer barrier loses.

@@ -11,6 +11,7 @@ from hlo_tools.model import decisions, sources
 from hlo_tools.model.collectives import collective_permutes, trips_text
 from hlo_tools.ops.report import Case
 from hlo_tools.ops.report.page import comparison_rows
+from conftest import placed
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 PIPELINE = FIXTURES / "pipeline_1x2x4.before_async.hlo"
@@ -239,14 +240,14 @@ def test_nvshmem_fp8_ring_fails_on_its_element_type(capsys, tmp_path):
   fp8 = FIXTURES / "fp8_kv_ring_1x1x8.before_async.hlo"
   ring = "{{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}"
   edited = with_backend(fp8, tmp_path, ring)
-  rc, out, _ = run(capsys, "verify", edited, "--topology=1x1x8")
+  rc, out, _ = run(capsys, "verify", edited, f"--topology={placed('1x1x8')}")
   assert rc == 1
   assert "element type f8e4m3fn is not one NVSHMEM puts" in out
   assert "FAILED: nvshmem-runtime" in out  # a ring: every device has a source
   # The same ring in bf16 runs: its NVSHMEM plan passes the runtime's rules.
   bf16 = with_backend(FIXTURES / "ring_1x1x8.before_async.hlo", tmp_path, ring,
                       name="bf16.hlo")
-  rc, out, _ = run(capsys, "verify", bf16, "--topology=1x1x8", "--format=json")
+  rc, out, _ = run(capsys, "verify", bf16, f"--topology={placed('1x1x8')}", "--format=json")
   checks = {c["name"]: c["status"] for c in json.loads(out)["checks"]}
   assert checks["nvshmem-runtime"] == "pass" and checks["nvshmem-team"] == "pass"
 
@@ -283,8 +284,12 @@ def test_peer_memory_across_hosts_is_marked_unsafe(capsys, tmp_path):
   ring = "{{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}"
   edited = with_backend(BIDIR, tmp_path, ring, backend="DEFAULT",
                         mode="COLLECTIVES_PEER_MEMORY")
-  rc, out, _ = run(capsys, "verify", edited, "--topology=1x2x4", "--backends=nccl,peer")
+  rc, out, _ = run(capsys, "verify", edited, f"--topology={placed('1x2x4')}",
+                   "--backends=nccl,peer")
   assert rc == 1 and "FAIL peer-safety" in out and "leave their host" in out
+  # Without a map (an edited copy has no XLA config beside it) the order is unknown.
+  rc, out, _ = run(capsys, "verify", edited, "--topology=1x2x4", "--backends=nccl,peer")
+  assert rc == 1 and "FAIL peer-safety" in out and "does not say which device" in out
   rc, out, _ = run(capsys, "explain", edited, "--topology=1x2x4", "--backends=nccl,peer")
   assert rc == 0 and "UNSAFE" in out and "COLLECTIVES_PEER_MEMORY" in out
 

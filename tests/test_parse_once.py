@@ -37,16 +37,17 @@ def test_report_file_parses_each_input_once(tmp_path, capsys, monkeypatch, extra
                                "--quiet", *extra])
   capsys.readouterr()
   assert rc == 0
-  # One parse of the spec, one read and parse of the table, one nvshmem-opt run
-  # (its rewrite, verified by XLA inside it, with upstream's answers beside).
-  assert counts.get("topology_parse") == 1, counts
+  # The spec parsed for its shape, then with the set's process layout, then with the
+  # module's own map (XLA's config beside it); one read and parse of the table, one
+  # nvshmem-opt run (its rewrite, verified by XLA inside it, with upstream's answers).
+  assert counts.get("topology_parse") == 3, counts
   assert counts.get("cost_table_read") == 1 and counts.get("cost_table_parse") == 1, counts
   assert runs == {"rewrite": 1}, runs
   # nvshmem-opt parses the spec once for its one rewriter (upstream's copy too) and
   # takes the table's text from this process instead of reading the file again.
   parses = dict(driver.PARSES)
   assert parses == {"topology": 1, "cost_table_reads": 0, "cost_table_parses": 1}, parses
-  assert counts["topology_parse"] + parses["topology"] <= 2
+  assert counts["topology_parse"] + parses["topology"] <= 4
   assert counts["cost_table_read"] + parses["cost_table_reads"] == 1
   report = json.loads((tmp_path / "r" / "report.json").read_text())
   verify = json.loads((tmp_path / "r" / report["cases"][0]["id"] / "json" /
@@ -61,7 +62,8 @@ def test_explain_and_verify_parse_each_input_once(capsys, command):
                                f"--cost-table={FAST_NVSHMEM}"])
   capsys.readouterr()
   assert rc in (0, 1)
-  assert counts.get("topology_parse") == 1, counts
+  # The spec, then the spec with the module's own map (XLA's config beside it).
+  assert counts.get("topology_parse") == 2, counts
   assert counts.get("cost_table_read") == 1, counts
   assert sum(runs.values()) == 1, runs  # upstream's answers / XLA's verifier
 
@@ -98,7 +100,10 @@ def test_nvshmem_opt_refuses_what_the_core_refuses(spec):
 def test_explain_and_nvshmem_opt_take_every_form_of_the_grammar(capsys, spec):
   rc = cli.main(["explain", str(RING), f"--topology={spec}", "--format=json"])
   out = capsys.readouterr().out
-  assert rc == 0 and json.loads(out)["topology"] == spec
+  # The module's own map joins a spec that states none.
+  topology = json.loads(out)["topology"]
+  assert rc == 0 and (topology == spec if "map=" in spec else
+                      topology == spec + ":map=0,1,2,3,4,5,6,7")
   proc = subprocess.run([driver.find_nvshmem_opt(), str(RING), f"--topology={spec}",
                          "--mode=explain"], capture_output=True, text=True,
                         env=driver.driver_env(), check=False)

@@ -14,6 +14,7 @@ def size_note(spec, topology, devices):
   ones hold none of it, and hosts the module does not fill change edge classes), or
   None."""
   if devices and topology.num_devices > devices:
+    spec = ":".join(o for o in spec.split(":") if not o.startswith("map="))  # shorter
     return (f"warning: topology {spec} has {topology.num_devices} GPUs but the module "
             f"runs on {devices}: its devices are placed on the first "
             f"{devices} GPUs and the rest stay idle; is this the module's topology?")
