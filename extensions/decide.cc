@@ -337,14 +337,15 @@ Decision Decide(const Topology& topology, const CostTable& table,
   for (int b = 1; b < kNumBackends; ++b) {
     const Backend backend = static_cast<Backend>(b);
     decision.refused[b] = OfferedAndSignaled(table, backend);
-    if (!decision.refused[b] && !request.device_edges.empty()) {
-      decision.refused[b] = LayoutRefusal(topology, request, backend);
-    }
+    // Where the permute sits needs no map: said before the layout's refusal.
     if (!decision.refused[b] && place == Place::kConditionalBranch) {
       decision.refused[b] = ToolRefusal(backend, ToolRule::kUnderBranch);
     } else if (!decision.refused[b] && place == Place::kCollectivesGroup &&
                backend == Backend::kNvshmem) {
       decision.refused[b] = ToolRefusal(backend, ToolRule::kInGroup);
+    }
+    if (!decision.refused[b] && !request.device_edges.empty()) {
+      decision.refused[b] = LayoutRefusal(topology, request, backend);
     }
     if (!decision.refused[b]) candidates.push_back(backend);
   }

@@ -464,8 +464,12 @@ def probe(args):
     except ImportError as e:
       events.emit(event="core_error", error=f"core binding not importable: {e}")
       return 0
-    topo, table = sel.parse_topology(args.topology), sel.load_cost_table(args.cost_table)
+    table = sel.load_cost_table(args.cost_table)
     mesh = ring_attention.make_mesh(jax.devices()[:args.num_procs])
+    # The mesh's own device order: the program's ids run on these devices.
+    spec = args.topology if ":map=" in args.topology else (
+        args.topology + ":map=" + ",".join(str(d.id) for d in mesh.devices.flat))
+    topo = sel.parse_topology(spec, table.backends)
     for item in args.items.split(";"):
       seq_len, direction = int(item.split(",")[0]), item.split(",")[1]
       config = _config(args, seq_len, direction)

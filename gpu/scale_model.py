@@ -142,7 +142,11 @@ class Comm:
   def decision(self, mode, gpus, interconnect, nbytes):
     """(seconds, backend that runs) for one permute of `nbytes` per device."""
     _, backends, backend = MODES[mode]
-    topo = self.sel.parse_topology(topology_spec(gpus, interconnect))
+    # A modeled job: the ring over every GPU in order (its map), in the layout the
+    # backend set runs in (one GPU per process for NVSHMEM, a process per host else).
+    spec = topology_spec(gpus, interconnect)
+    spec += ":map=" + ",".join(str(i) for i in range(self.sel.parse_topology(spec).num_devices))
+    topo = self.sel.parse_topology(spec, self.tables[backends].backends)
     n = topo.num_devices
     d = self.sel.decide(topo, self.tables[backends], nbytes,
                         [(j, (j + 1) % n) for j in range(n)])
