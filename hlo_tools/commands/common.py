@@ -30,10 +30,18 @@ def run_command(parser, argv, body):
   return body(parser.parse_args(argv[1:]))
 
 
+# What every command's --topology help says of the two facts beside the shape.
+LAYOUT_HELP = (":gpus_per_process=N states the job's processes (default: one GPU per process "
+               "where the backends offer NVSHMEM, which the pinned XLA runs only so; else "
+               "one process per host); :map=D0,D1,... the device of each id (default: XLA's "
+               "config beside the module; without one, NVSHMEM, peer and symmetric memory "
+               "are refused on a program over several hosts or processes)")
+
+
 def add_topology_flags(parser):
   parser.add_argument("--topology", default=None,
                       help="e.g. 1x2x4 or 1x9x8:nvl72 (default: derived from the module "
-                      "by nvshmem-opt, as the pass does)")
+                      "by nvshmem-opt, as the pass does). " + LAYOUT_HELP)
   parser.add_argument("--devices-per-host", "--devices_per_host", dest="devices_per_host",
                       type=int, default=None,
                       help="GPUs per host when --topology is absent (nvshmem-opt's default)")

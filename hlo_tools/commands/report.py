@@ -73,7 +73,7 @@ def _parser(prog):
                       help=f"SxHxG[:nvlN][:gpus_per_process=N][:map=...] (default "
                       f"{DEFAULT_TOPOLOGY}; a FILE: derived from the module; absent with "
                       "no SOURCE: the ring on 1x1x8 and 1x2x4, the train step on 1x1x8 "
-                      "and 1x2x8)")
+                      "and 1x2x8). " + common.LAYOUT_HELP)
   parser.add_argument("--devices-per-host", "--devices_per_host", dest="devices_per_host",
                       type=int, default=None,
                       help="FILE without --topology: GPUs per host of the topology "

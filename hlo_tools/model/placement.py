@@ -11,10 +11,12 @@ than one host or process (the device order decides every edge's class there).
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from hlo_tools import cli_io, selection
 from hlo_tools.errors import InputError, SelectionError
 from hlo_tools.hlo import module_config
+from hlo_tools.model import dumps
 from hlo_tools.model.options import Selection
 
 MAP_OPTION = ":map="
@@ -30,9 +32,13 @@ def spec_map(spec: str) -> str | None:
 
 def module_map(path: str | None,
                max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> tuple[list[int], str] | None:
-  """(partition->device map, the config file it came from) for the module at `path`,
-  or None where XLA wrote none beside it."""
-  config = module_config.for_module(path, max_bytes) if path else None
+  """(partition->device map, the config file it came from) for the module at `path`
+  (or the main module of the dump folder at `path`), or None where XLA wrote none."""
+  if path and os.path.isdir(path):  # a dump folder: its main module's config
+    found = dumps.module_config_path(path)
+    config = module_config.read_config(found, max_bytes) if found else None
+  else:
+    config = module_config.for_module(path, max_bytes) if path else None
   if config is None or not config.partition_to_device:
     return None
   return list(config.partition_to_device), config.path

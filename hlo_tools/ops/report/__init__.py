@@ -227,19 +227,18 @@ def prepare_inputs(case, case_dir, say, max_bytes):
     _write(os.path.join(hlo_dir, "input.hlo"), text)
     return {"input": os.path.join(hlo_dir, "input.hlo")}, None, case.path
   dump_dir = case.path if case.path is not None else _compiled_inputs(case, case_dir, say)
-  stages, origin = {}, None
+  stages = {}
   for stage in ("before_async", "after_optimizations"):
     try:
       src = dumps.read_stage(dump_dir, stage, max_bytes)
     except InputError:
       continue  # a dump without every pass has no before_async
-    origin = origin or src.path
     stages[stage] = os.path.join(hlo_dir, f"{stage}.hlo")
     _write(stages[stage], src.text)
   if not stages:
     raise InputError(f"{dump_dir}: no after_optimizations module and no per-pass "
                         "snapshots in this dump directory")
-  return stages, dump_dir, origin
+  return stages, dump_dir, dump_dir
 
 
 # ---------------------------------------------------------------------------------------
