@@ -292,7 +292,8 @@ void BindDecide(py::module_& m) {
          int64_t bytes, const std::vector<std::pair<int, int>>& device_edges,
          int team_size, int buffers,
          const std::vector<std::string>& element_types, bool memcpy_local_p2p,
-         int groups, const std::string& place) {
+         int groups, const std::string& place,
+         const std::optional<std::string>& mark) {
         if (team_size < 0) throw py::value_error("team_size must be >= 0");
         if (groups < 1) throw py::value_error("groups must be >= 1");
         if (buffers < 1) throw py::value_error("buffers must be >= 1");
@@ -306,17 +307,19 @@ void BindDecide(py::module_& m) {
                                   sel::TopologySpec(topology));
           }
         }
-        return DecisionToDict(
+        sel::Decision decision =
             sel::Decide(topology, table,
                         {bytes, device_edges, team_size, buffers, element_types,
                          memcpy_local_p2p, groups},
-                        PlaceOrThrow(place)));
+                        PlaceOrThrow(place));
+        if (mark) sel::KeepUserMark(*mark, decision);
+        return DecisionToDict(decision);
       },
       py::arg("topology"), py::arg("table"), py::arg("bytes"),
       py::arg("device_edges"), py::arg("team_size") = 0, py::arg("buffers") = 1,
       py::arg("element_types") = std::vector<std::string>{},
       py::arg("memcpy_local_p2p") = false, py::arg("groups") = 1,
-      py::arg("place") = "anywhere");
+      py::arg("place") = "anywhere", py::arg("mark") = py::none());
 
   m.def(
       "layout_refusal",

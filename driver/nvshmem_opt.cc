@@ -419,7 +419,9 @@ std::string PlaceTextModule(const Flags& flags, xla::HloModule& module,
                                ? nvshmem_opt::FindModuleConfig(flags.input)
                                : flags.module_config;
   if (path.empty()) return "";
-  read = OrFail(nvshmem_opt::ReadModulePlacement(path, flags.max_input_bytes));
+  // A config is tens of KB: its own bound, whatever --max-input-bytes allows.
+  constexpr int64_t kMaxConfigBytes = int64_t{64} << 20;
+  read = OrFail(nvshmem_opt::ReadModulePlacement(path, kMaxConfigBytes));
   if (read->replicas != module.config().replica_count() ||
       read->partitions != module.config().num_partitions()) {
     Fail(2, absl::StrCat(path, ": its device assignment places ",

@@ -249,6 +249,12 @@ enum class Place { kAnywhere, kCollectivesGroup, kConditionalBranch };
 Decision Decide(const Topology& topology, const CostTable& table,
                 const PermuteRequest& request, Place place = Place::kAnywhere);
 
+// A user's _xla_collectives_mode mark is law: the decision becomes the mark's
+// backend (peer or symmetric where the core models it, else NCCL, private's
+// path: where the permute cannot run the mode, XLA keeps the flag's, private by
+// default), and the reason says so.
+void KeepUserMark(absl::string_view mark, Decision& decision);
+
 }  // namespace nvshmem_ext
 
 #endif  // NVSHMEM_EXTENSIONS_BACKENDS_H_

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -377,6 +378,25 @@ Decision Decide(const Topology& topology, const CostTable& table,
   }
   decision.reason = DescribeDecision(topology, table, request, decision);
   return decision;
+}
+
+void KeepUserMark(absl::string_view mark, Decision& decision) {
+  const std::string mode = absl::AsciiStrToLower(mark);
+  decision.backend = Backend::kNccl;
+  for (Backend backend : {Backend::kPeer, Backend::kSymmetric}) {
+    if (mode == Info(backend).mode_attribute && decision.TimeUs(backend)) {
+      decision.backend = backend;
+    }
+  }
+  std::string why =
+      absl::StrCat("marked by the user: ", mark, "; kept as marked");
+  for (const std::optional<Refusal>& refusal : decision.refused) {
+    if (refusal && mode == Info(refusal->backend).mode_attribute) {
+      absl::StrAppend(
+          &why, ", though XLA keeps the flag's mode: ", RefusalText(*refusal));
+    }
+  }
+  decision.reason = std::move(why);
 }
 
 }  // namespace nvshmem_ext

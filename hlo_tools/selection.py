@@ -77,7 +77,7 @@ def parse_cost_table(text, source="<string>"):
 
 def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
            num_partitions=None, num_replicas=1, buffers=1, backends=None,
-           element_types=(), place="anywhere"):
+           element_types=(), place="anywhere", mark=None):
   """Decision for one collective-permute given its id pairs, as the pass sees it.
 
   The backends considered are the table's set (`table.backends`, e.g.
@@ -109,7 +109,7 @@ def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
                        team_size=num_partitions * num_replicas, buffers=int(buffers),
                        element_types=list(element_types),
                        groups=_groups(cross_partition, num_partitions, num_replicas),
-                       place=place)
+                       place=place, mark=mark)
   except ValueError as e:
     raise SelectionError(str(e)) from None
 

@@ -7,7 +7,6 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
@@ -90,40 +89,13 @@ OpRecord ToRecord(const xla::HloCollectivePermuteInstruction& permute,
   return record;
 }
 
-// The backend a user's mark asks for, where the permute can run it: private
-// is NCCL's path; a mode the decision refused, or no mode, keeps NCCL (the
-// patched XLA falls back to the flag's mode, private by default).
-sel::Backend MarkedBackend(absl::string_view mark,
-                           const sel::Decision& decision) {
-  const std::string mode = absl::AsciiStrToLower(mark);
-  for (sel::Backend backend : {sel::Backend::kPeer, sel::Backend::kSymmetric}) {
-    if (mode == sel::Info(backend).mode_attribute &&
-        decision.TimeUs(backend).has_value()) {
-      return backend;
-    }
-  }
-  return sel::Backend::kNccl;
-}
-
-// A permute the user marked keeps its mark: the plan is the mark's backend,
-// and the reason says why where the permute cannot run it.
+// A permute the user marked keeps its mark (sel::KeepUserMark).
 void KeepUserMark(const xla::HloInstruction& permute, OpRecord& record) {
   std::optional<std::string> mark =
       permute.get_frontend_attribute("_xla_collectives_mode");
   if (!mark.has_value()) return;
-  sel::Decision& decision = record.decision;
   record.user_mark = *mark;
-  decision.backend = MarkedBackend(*mark, decision);
-  std::string why =
-      absl::StrCat("marked by the user: ", *mark, "; kept as marked");
-  for (const auto& refusal : decision.refused) {
-    if (refusal && absl::AsciiStrToLower(*mark) ==
-                       sel::Info(refusal->backend).mode_attribute) {
-      absl::StrAppend(&why, ", though XLA keeps the flag's mode: ",
-                      sel::RefusalText(*refusal));
-    }
-  }
-  decision.reason = std::move(why);
+  sel::KeepUserMark(*mark, record.decision);
 }
 
 }  // namespace

@@ -131,7 +131,8 @@ def _decide_here(perm, source, topology, table):
   perm.decision = selection.decide(
       topology, table, rec.bytes_per_device, perm.pairs, cross,
       source.num_partitions, source.num_replicas, buffers=rec.buffers,
-      element_types=data_element_types(perm.start), place=place_of(perm, source))
+      element_types=data_element_types(perm.start), place=place_of(perm, source),
+      mark=perm.mark)
   perm.decided_by = "core binding"
 
 
@@ -178,31 +179,12 @@ def analyze(source, topology, table, tolerant=False, report=None):
         if not tolerant:
           raise InputError(f"{source.label}:{start.line}: %{start.name}: {e}") from None
         perm.error, perm.edges = str(e), []
-    _keep_mark(perm)
   return perms
 
 
 def user_mark(instr) -> str | None:
   """The user's _xla_collectives_mode on the permute, as written; None without."""
   return instr.frontend_attributes.get(modes.ATTRIBUTE)
-
-
-def _keep_mark(perm):
-  """A marked permute keeps its mark, as nvshmem-opt's planner keeps it (a decision
-  from its report already has): the plan is peer or symmetric where the mark names
-  it and the core models it, else NCCL (private's path; where the permute cannot
-  run the mark's mode, XLA falls back to the flag's, private by default)."""
-  d = perm.decision
-  if perm.mark is None or d is None or perm.decided_by == "nvshmem-opt":
-    return
-  mark = perm.mark.lower()
-  plan = next((b for b in ("peer", "symmetric") if mark == MODE_ATTRIBUTE[b]
-               and d["backend_us"].get(b) is not None), "nccl")
-  why = f"marked by the user: {perm.mark}; kept as marked"
-  why += "".join(f", though XLA keeps the flag's mode: {text}"
-                 for b, text in d["refused"].items() if MODE_ATTRIBUTE.get(b) == mark)
-  perm.decision = {**d, "plan": plan, "backend": plan,
-                   "chosen_us": d["backend_us"][plan], "reason": why}
 
 
 def safety_refusal(perm, source, topology, table, backend):
