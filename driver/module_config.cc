@@ -98,8 +98,8 @@ std::string FindModuleConfig(const std::string& module_path) {
   const size_t base = slash == std::string::npos ? 0 : slash + 1;
   if (module_path.compare(base, 7, "module_") != 0) return "";
   const size_t first_dot = module_path.find('.', base);
-  for (size_t cut = module_path.rfind('.'); cut != std::string::npos &&
-                                            cut > first_dot;
+  for (size_t cut = module_path.rfind('.');
+       cut != std::string::npos && cut > first_dot;
        cut = module_path.rfind('.', cut - 1)) {
     const std::string candidate =
         absl::StrCat(module_path.substr(0, cut), kSuffix);
@@ -120,8 +120,9 @@ absl::StatusOr<ModulePlacement> ReadModulePlacement(const std::string& path,
   Collector errors(path, block->second - 1);
   parser.RecordErrorsTo(&errors);
   if (!parser.ParseFromString(block->first, &proto)) {
-    return errors.status().ok() ? Bad(path, block->second, "bad device assignment")
-                                : errors.status();
+    return errors.status().ok()
+               ? Bad(path, block->second, "bad device assignment")
+               : errors.status();
   }
   ModulePlacement placement;
   placement.replicas = proto.replica_count();
@@ -129,25 +130,28 @@ absl::StatusOr<ModulePlacement> ReadModulePlacement(const std::string& path,
   if (placement.replicas < 1 || placement.partitions < 1 ||
       int64_t{placement.replicas} * placement.partitions > kMaxDevices ||
       proto.computation_devices_size() != placement.partitions) {
-    return Bad(path, block->second,
-               absl::StrCat("the device assignment's counts (", placement.replicas,
-                            " replicas, ", placement.partitions,
-                            " computations) do not match its ",
-                            proto.computation_devices_size(), " computation_devices"));
+    return Bad(
+        path, block->second,
+        absl::StrCat("the device assignment's counts (", placement.replicas,
+                     " replicas, ", placement.partitions,
+                     " computations) do not match its ",
+                     proto.computation_devices_size(), " computation_devices"));
   }
   placement.devices.resize(int64_t{placement.replicas} * placement.partitions);
   absl::flat_hash_set<int64_t> seen;
   for (int p = 0; p < placement.partitions; ++p) {
     const auto& ids = proto.computation_devices(p).replica_device_ids();
     if (ids.size() != placement.replicas) {
-      return Bad(path, block->second,
-                 absl::StrCat("computation ", p, " names ", ids.size(),
-                              " devices for ", placement.replicas, " replicas"));
+      return Bad(
+          path, block->second,
+          absl::StrCat("computation ", p, " names ", ids.size(),
+                       " devices for ", placement.replicas, " replicas"));
     }
     for (int r = 0; r < placement.replicas; ++r) {
       if (ids[r] < 0 || ids[r] >= kMaxDevices || !seen.insert(ids[r]).second) {
         return Bad(path, block->second,
-                   absl::StrCat("device ", ids[r], " is negative, too large or "
+                   absl::StrCat("device ", ids[r],
+                                " is negative, too large or "
                                 "named twice in the device assignment"));
       }
       placement.devices[r + p * placement.replicas] = static_cast<int>(ids[r]);
