@@ -116,8 +116,12 @@ if [ "$FOR" != main ] && ! command -v buildifier >/dev/null && command -v npm >/
     || say "buildifier not installed; its checks will fail saying so"
 fi
 
+# A unity build: each target's sources compiled as one file, so the wheel's XLA
+# headers are parsed once per target rather than once per source. From scratch
+# the driver and the binding took 137 s of CPU so, the driver alone 237 s
+# source by source; a change to one source recompiles its target's whole file.
 step "configuring C++ (CMake)" cmake -S "$ROOT" -B "$ROOT/build" \
-  -DPython3_EXECUTABLE="$PY" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  -DPython3_EXECUTABLE="$PY" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_UNITY_BUILD=ON
 # The main job needs the driver and the binding only; the tests every target.
 targets=(--target nvshmem-opt _selection_core)
 if [ "$FOR" = tests ]; then targets=(); fi

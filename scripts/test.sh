@@ -8,20 +8,26 @@
 # from a wheel (minutes of compiling each) are scripts/test_long.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+start=$SECONDS
 scripts/setup.sh --tests || exit 1
 status=0
+took() { echo "== $1: $((SECONDS - $2)) s"; }
+t0=$SECONDS
 echo "== C++ tests (ctest)"
 ctest --test-dir build --output-on-failure || status=1
+took ctest "$t0"
 if command -v clang++ >/dev/null; then
   # Deterministic: -seed=1 over the committed seeds and fuzz/regressions/, a fresh
   # empty corpus each run. The driver's 2,000 runs reach 99.5% of the edges that
   # 10,000 reach (docs/reliability.md). Discovery is fuzz/campaign.sh.
   echo "== Fuzzing: seed 1 under ASan/UBSan, 10,000 selection and 2,000 driver runs (fuzz/run_fuzz.sh)"
+  t0=$SECONDS
   if fuzz/run_fuzz.sh --no-build --runs=10000 --driver-runs=2000 --seed=1; then
     export NVSHMEM_FUZZED=1  # pytest's shorter run of the same fuzzer is left out
   else
     status=1
   fi
+  took fuzzing "$t0"
 else
   echo "== Fuzzing skipped: clang++ not installed"
 fi
@@ -29,7 +35,10 @@ fi
 # (tests/conftest.py): the suite is mostly one process waiting on another.
 # The series' reviewer check is scripts/test_long.sh's.
 echo "== Python tests (pytest, ${NVSHMEM_TEST_WORKERS:-2} workers)"
+t0=$SECONDS
 .venv/bin/python -m pytest -q -p no:cacheprovider -n "${NVSHMEM_TEST_WORKERS:-2}" \
   --dist loadfile --no-loadscope-reorder \
   --deselect tests/test_series_next.py::test_reviewers_check_passes "$@" || status=1
+took pytest "$t0"
+took "test.sh $([ $status = 0 ] && echo OK || echo FAIL)" "$start"
 exit $status
