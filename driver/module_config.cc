@@ -117,7 +117,7 @@ absl::StatusOr<ModulePlacement> ReadModulePlacement(const std::string& path,
   if (!block.ok()) return block.status();
   xla::DeviceAssignmentProto proto;
   google::protobuf::TextFormat::Parser parser;
-  Collector errors(path, block->second - 1);
+  Collector errors(path, block->second);  // Body line 0 is the block's own.
   parser.RecordErrorsTo(&errors);
   if (!parser.ParseFromString(block->first, &proto)) {
     return errors.status().ok()

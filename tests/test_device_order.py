@@ -155,3 +155,15 @@ def test_the_default_layout_is_stated_with_why(capsys):
     cli.main(["explain", "--help"])
   helped = " ".join(capsys.readouterr().out.split())
   assert "one GPU per process where the backends offer NVSHMEM" in helped
+
+
+def test_a_bad_config_beside_the_module_is_one_line_with_file_and_line(tmp_path):
+  ring = _copy_with_config(PERM, tmp_path)
+  config = ring.with_name("ring.config.pbtxt")
+  text = config.read_text()
+  config.write_text(text.replace("replica_device_ids: 4", "replica_device_ids: four", 1))
+  result = run_nvshmem_opt(ring, "--topology=1x2x4", "--mode=explain")
+  assert result.returncode == 2
+  [line] = result.stderr.strip().splitlines()
+  bad = text[:text.index("replica_device_ids: 4")].count("\n") + 1
+  assert line.startswith(f"nvshmem-opt: {config}:{bad}:"), line
