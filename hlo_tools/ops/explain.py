@@ -4,7 +4,7 @@ modeled time per backend and upstream's answer, per permute."""
 
 from hlo_tools import cli_io
 from hlo_tools.ops.sizes import format_bytes
-from hlo_tools.model import decisions, modes, program_mode, sources
+from hlo_tools.model import decisions, modes, placement, program_mode, sources
 from hlo_tools.ops import program_text
 from hlo_tools.model.collectives import trips_text
 
@@ -37,8 +37,10 @@ def explain(path, topology_spec, cost_table=None, source=None,
   when known, else by its structure."""
   source = source or sources.read_source(path, max_bytes=max_bytes)
   per_op_xla = kwargs.pop("per_op_xla", False)
-  selected = decisions.load_selection(topology_spec, cost_table, kwargs.pop("backends", None),
-                                      kwargs.pop("selected", None))
+  # On the module's own device map, for its permutes and the program's mode alike.
+  selected = placement.placed(
+      decisions.load_selection(topology_spec, cost_table, kwargs.pop("backends", None),
+                               kwargs.pop("selected", None)), path, max_bytes)
   result = decisions.describe(path, None, source=source, selected=selected, **kwargs)
   add_program(result, source, selected, per_op_xla)
   pre = (stage in ("before_optimizations", "lowered") if stage is not None
