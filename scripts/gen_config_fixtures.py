@@ -20,7 +20,6 @@ list, a user's collectives-mode mark, a ring whose direction a conditional picks
 # pylint: disable=import-outside-toplevel  # jax only in the child, with XLA_FLAGS set
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +30,7 @@ sys.path.insert(0, ROOT)
 
 from hlo_tools.ops import dump  # pylint: disable=wrong-import-position
 from hlo_tools.hlo import module_config  # pylint: disable=wrong-import-position
+from gen_fixtures import blank_dump_path  # pylint: disable=wrong-import-position
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gen_fixtures import SNAPSHOT_PASS, normalize  # pylint: disable=wrong-import-position
@@ -130,11 +130,6 @@ def _compile(name, work_dir):
   return xla_dir, dump.main_module(dump.index_xla_dump(xla_dir), module_name)
 
 
-def _blank_dump_path(text):
-  """The config records --xla_dump_to; a fixture must not depend on where it was made."""
-  return re.sub(r'^(\s*xla_dump_to: )".*"$', r'\1""', text, flags=re.M)
-
-
 def generate(name, out_dir, keep_xla_dir=None):
   """Compiles one fixture and writes its files; returns the paths written."""
   written = []
@@ -144,7 +139,7 @@ def generate(name, out_dir, keep_xla_dir=None):
     config_path = module_config.find_config(os.path.join(xla_dir,
                                                          module["stages"]["after_optimizations"]))
     with open(config_path) as f:
-      config = _blank_dump_path(f.read())
+      config = blank_dump_path(f.read())
     for stage in STAGES:
       if stage == "before_async":
         text = dump.pass_snapshot_text(xla_dir, SNAPSHOT_PASS, key, when="before")
