@@ -84,9 +84,9 @@ def test_explain_shows_attribute_mode_and_why(compiled):
     ("Peer", "f32[8]{0}", "COLLECTIVES_PEER_MEMORY", "taken over"),
     ("private", "f32[8]{0}", "COLLECTIVES_PRIVATE_MEMORY", "taken over"),
     ("symmetric", "f32[8]{0}", "COLLECTIVES_SYMMETRIC_MEMORY", "taken over"),
-    ("symmetric", "f32[8]{0:S(5)}", None, "memory space S(5)"),
-    ("peer,symmetric", "f32[8]{0}", None, "not one mode"),
-    ("nvshmem", "f32[8]{0}", None, "not one mode"),
+    ("symmetric", "f32[8]{0:S(5)}", "COLLECTIVES_PRIVATE_MEMORY", "memory space S(5)"),
+    ("peer,symmetric", "f32[8]{0}", None, "fails the compile"),
+    ("nvshmem", "f32[8]{0}", None, "fails the compile"),
 ])
 def test_rule_is_the_patched_assigners(value, operand, mode, why):
   text = (f"HloModule m\n\nENTRY main {{\n  p0 = {operand} parameter(0)\n"

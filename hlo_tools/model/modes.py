@@ -5,13 +5,18 @@ flag xla_gpu_collective_permute_mode spells them) on a collective-permute: what
 jax writes for `jax.experimental.xla_metadata.set_xla_metadata(
 _xla_collectives_mode="peer")` around `lax.ppermute`, what the JAX hook (on an
 XLA with the series) and `nvshmem-opt --backends` write with their choice, and what
-the patch series for jax v0.11.0's XLA reads; a stock XLA reads none of it. Its
-CollectiveBackendAssigner takes the attribute over the flag unless the permute
-cannot run in that mode; the rule here is that rule:
+the patch series for jax v0.11.0's and openxla main's XLA reads; a stock XLA reads
+none of it. The series' CollectiveBackendAssigner writes the attribute's mode into
+the permute's collectives_mode, over the flag, with these exceptions (the rule
+here, 0001 of xla_patches/xla-131bf41a_jax-0.11.0/):
   * a value that is not one mode (a combiner of an unpatched XLA joins the
-    values of the permutes it merges, "peer,symmetric") keeps the flag's mode;
+    values of the permutes it merges, "peer,symmetric"), or one that conflicts
+    with a mode already in the config, fails the compile (InvalidArgument);
   * symmetric memory for a buffer in another memory space (an S(n) layout):
-    memory space assignment cannot give it the collective color too.
+    memory space assignment cannot give it the collective color too, so the
+    permute gets private memory;
+  * a permute whose clique spans processes, or under a conditional's branch,
+    gets private memory too (the core's layout and place rules say where).
 """
 
 ATTRIBUTE = "_xla_collectives_mode"
@@ -32,18 +37,19 @@ def _spaces(shape):
 
 def requested(instr):
   """None without the attribute, else {"attribute", "mode", "why"}: the value, the
-  mode the patched assigner gives (None: the flag's) and why."""
+  mode the series' assigner gives (None: none, the compile fails) and why."""
   value = instr.frontend_attributes.get(ATTRIBUTE)
   if value is None:
     return None
   mode = MODES.get(value.lower())
   if mode is None:
     return {"attribute": value, "mode": None,
-            "why": f"not one mode ({', '.join(MODES)}); the flag's mode applies"}
+            "why": f"not one mode ({', '.join(MODES)}): the series' assigner fails the "
+                   "compile (InvalidArgument)"}
   if value.lower() == "symmetric":
     spaces = _spaces(instr.shape).union(*(_spaces(o.shape) for o in instr.operand_instructions()))
     if spaces:
-      return {"attribute": value, "mode": None,
+      return {"attribute": value, "mode": MODES["private"],
               "why": f"no symmetric memory for a buffer in memory space "
-                     f"{', '.join(f'S({s})' for s in sorted(spaces))}; the flag's mode applies"}
+                     f"{', '.join(f'S({s})' for s in sorted(spaces))}: private memory"}
   return {"attribute": value, "mode": mode, "why": "taken over the flag's mode"}
