@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Formats the tracked C++ with clang-format 17.0.6 (the version XLA checks
-# with; scripts/setup.sh installs it in .venv) and the Bazel files with
+# with; scripts/setup.sh --tests installs it in .venv) and the Bazel files with
 # buildifier. Each C++ file takes the nearest .clang-format: Google style at
 # the top, XLA's own settings in xla_src/ (the sources the patch series adds).
 #
@@ -18,7 +18,7 @@ case "${1:-}" in
 esac
 CF=.venv/bin/clang-format
 "$CF" --version 2>/dev/null | grep -q ' 17\.0\.6 ' ||
-  { echo "format.sh: clang-format 17.0.6 not in .venv (run scripts/setup.sh)" >&2; exit 2; }
+  { echo "format.sh: clang-format 17.0.6 not in .venv (run scripts/setup.sh --tests)" >&2; exit 2; }
 command -v buildifier >/dev/null || { echo "format.sh: buildifier not found" >&2; exit 2; }
 
 mapfile -t cpp < <(git ls-files -- '*.cc' '*.h' '*.inc')
