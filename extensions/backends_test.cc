@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace nvshmem_ext {
@@ -23,6 +24,25 @@ namespace {
 
 Topology MustParse(const std::string& spec) {
   absl::StatusOr<Topology> topology = ParseTopology(spec);
+  EXPECT_TRUE(topology.ok()) << topology.status();
+  return topology.ok() ? *topology : *Topology::Create(1, 1, 1, 0, {});
+}
+
+// The backend sets of the pinned XLA and of jax >= 0.10.2's.
+const std::vector<Backend> kNvshmemSet = {Backend::kNccl, Backend::kNvshmem};
+const std::vector<Backend> kPeerSet = {Backend::kNccl, Backend::kPeer};
+
+// `spec` in the layout of `offered` with its map, logical device i on device
+// i: a decision on a one-sided backend needs the order known.
+Topology Placed(const std::string& spec,
+                const std::vector<Backend>& offered = kNvshmemSet) {
+  std::string devices;
+  for (int d = 0; d < MustParse(spec).num_devices(); ++d) {
+    absl::StrAppend(&devices, d == 0 ? ":map=" : ",", d);
+  }
+  if (absl::StrContains(spec, "map=")) devices.clear();  // Its own map.
+  absl::StatusOr<Topology> topology =
+      ParseTopology(absl::StrCat(spec, devices), offered);
   EXPECT_TRUE(topology.ok()) << topology.status();
   return topology.ok() ? *topology : *Topology::Create(1, 1, 1, 0, {});
 }
@@ -453,7 +473,7 @@ TEST(DefaultTableTest, MeasuredH200NvlinkCurvesForTheTwoPinnedBackends) {
                    20.75);
 }
 TEST(DecideTest, OneHostRingGoesToNvshmem) {
-  Topology t = MustParse("1x1x8");
+  Topology t = Placed("1x1x8");
   Decision d = Decide(t, DefaultCostTable(), {32 << 20, Ring(8)});
   EXPECT_EQ(d.backend, Backend::kNvshmem) << d.reason;
   EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kIntraHostNvlink)], 8);
@@ -462,8 +482,7 @@ TEST(DecideTest, OneHostRingGoesToNvshmem) {
 }
 
 TEST(DecideTest, TwoHostRingIsRefusedNvshmem) {
-  Decision d =
-      Decide(MustParse("1x2x4"), DefaultCostTable(), {32 << 20, Ring(8)});
+  Decision d = Decide(Placed("1x2x4"), DefaultCostTable(), {32 << 20, Ring(8)});
   EXPECT_EQ(d.backend, Backend::kNccl) << d.reason;
   EXPECT_EQ(Text(d.refused[static_cast<int>(Backend::kNvshmem)]),
             "nvshmem refused: 2 of 8 edges leave their host; XLA's NVSHMEM "
@@ -495,7 +514,7 @@ TEST(AcrossHostsTest, NoTableMakesNvshmemCrossHosts) {
   ASSERT_TRUE(fast.ok()) << fast.status();
   for (const char* spec : {"1x2x8", "1x2x8:nvl16"}) {
     Decision d =
-        Decide(MustParse(spec), *fast, {8 << 20, CpRingAcrossTwoHosts(), 16});
+        Decide(Placed(spec), *fast, {8 << 20, CpRingAcrossTwoHosts(), 16});
     EXPECT_EQ(d.backend, Backend::kNccl) << d.reason;
     const std::optional<Refusal>& refusal =
         d.refused[static_cast<int>(Backend::kNvshmem)];
@@ -506,7 +525,7 @@ TEST(AcrossHostsTest, NoTableMakesNvshmemCrossHosts) {
 }
 
 TEST(AcrossHostsTest, HeapLimitRefuses) {
-  Decision d = Decide(MustParse("1x1x8"), DefaultCostTable(),
+  Decision d = Decide(Placed("1x1x8"), DefaultCostTable(),
                       {int64_t{2} << 30, Ring(8), 8});
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_EQ(d.verdict, Verdict::kNoAlternative);
@@ -524,16 +543,16 @@ TEST(AcrossHostsTest, HeapLimitRefuses) {
 TEST(RuntimeRulesTest, TypesAndMemcpyFlag) {
   PermuteRequest request{32 << 20, Ring(8), 8, 2};
   request.element_types = {"bf16", "s8"};
-  Decision d = Decide(MustParse("1x1x8"), DefaultCostTable(), request);
+  Decision d = Decide(Placed("1x1x8"), DefaultCostTable(), request);
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(d.reason.find("element type s8 is not one NVSHMEM puts"),
             std::string::npos)
       << d.reason;
   request.element_types = {"bf16", "bf16"};
-  EXPECT_EQ(Decide(MustParse("1x1x8"), DefaultCostTable(), request).backend,
+  EXPECT_EQ(Decide(Placed("1x1x8"), DefaultCostTable(), request).backend,
             Backend::kNvshmem);
   request.memcpy_local_p2p = true;
-  d = Decide(MustParse("1x1x8"), DefaultCostTable(), request);
+  d = Decide(Placed("1x1x8"), DefaultCostTable(), request);
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(d.reason.find("xla_gpu_use_memcpy_local_p2p"), std::string::npos)
       << d.reason;
@@ -543,7 +562,7 @@ TEST(RuntimeRulesTest, TypesAndMemcpyFlag) {
 // member without one hangs the others.
 TEST(DeadlockFreeTest, NonCyclicShiftIsRefused) {
   Decision d =
-      Decide(MustParse("1x1x2"), DefaultCostTable(), {32 << 20, {{0, 1}}, 2});
+      Decide(Placed("1x1x2"), DefaultCostTable(), {32 << 20, {{0, 1}}, 2});
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_FALSE(d.TimeUs(Backend::kNvshmem).has_value());
   EXPECT_EQ(
@@ -554,7 +573,7 @@ TEST(DeadlockFreeTest, NonCyclicShiftIsRefused) {
       "would hang, so the patched runtime runs such a permute on NCCL");
   // The same devices as a cycle are safe and NVSHMEM wins with these costs.
   Decision ring =
-      Decide(MustParse("1x1x2"), DefaultCostTable(), {32 << 20, Ring(2), 2});
+      Decide(Placed("1x1x2"), DefaultCostTable(), {32 << 20, Ring(2), 2});
   EXPECT_EQ(ring.backend, Backend::kNvshmem) << ring.reason;
 }
 
@@ -562,7 +581,7 @@ TEST(DeadlockFreeTest, ShiftOfEightListsTheDeviceWithoutSource) {
   std::vector<std::pair<int, int>> shift;
   for (int i = 0; i < 7; ++i) shift.emplace_back(i, i + 1);
   Decision d =
-      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, shift, 8});
+      Decide(Placed("1x1x8"), DefaultCostTable(), {32 << 20, shift, 8});
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(
       d.reason.find("1 of 8 devices of the program (device 0) has no source"),
@@ -573,7 +592,7 @@ TEST(DeadlockFreeTest, ShiftOfEightListsTheDeviceWithoutSource) {
 TEST(DeadlockFreeTest, PartialGroupIsRefusedForTheWholeProgram) {
   // A ring over devices 0..3 of an 8-device program: 4..7 call no barrier.
   Decision d =
-      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4), 8});
+      Decide(Placed("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4), 8});
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(d.reason.find("4 of 8 devices of the program (devices 4, "
                           "5, 6, 7) have no source"),
@@ -581,17 +600,16 @@ TEST(DeadlockFreeTest, PartialGroupIsRefusedForTheWholeProgram) {
       << d.reason;
   // In a 4-device program on the same machine the ring covers the team.
   Decision four =
-      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4), 4});
+      Decide(Placed("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4), 4});
   EXPECT_EQ(four.backend, Backend::kNvshmem) << four.reason;
 }
 
 TEST(DeadlockFreeTest, UnknownTeamIsTheWholeTopology) {
-  Decision d =
-      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4)});
+  Decision d = Decide(Placed("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4)});
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(d.reason.find("4 of 8 devices"), std::string::npos) << d.reason;
   Decision full =
-      Decide(MustParse("1x1x8"), DefaultCostTable(), {32 << 20, Ring(8)});
+      Decide(Placed("1x1x8"), DefaultCostTable(), {32 << 20, Ring(8)});
   EXPECT_EQ(full.backend, Backend::kNvshmem) << full.reason;
 }
 
@@ -623,7 +641,7 @@ TEST(DeadlockFreeTest, EveryReplicaGroupMustCoverItsDevices) {
 }
 
 TEST(DeadlockFreeTest, TeamLargerThanTheTopologyIsRefused) {
-  const Topology t = MustParse("1x1x4");
+  const Topology t = Placed("1x1x4");
   EXPECT_EQ(TeamDevices(t, 6).size(), 4u);
   Decision d = Decide(t, DefaultCostTable(), {32 << 20, Ring(4), 6});
   EXPECT_EQ(d.backend, Backend::kNccl);
@@ -643,8 +661,8 @@ TEST(DeadlockFreeTest, SelfEdgesCountAsSources) {
 
 TEST(DecideTest, Nvl72DomainKeepsNcclAcrossHosts) {
   // NVSHMEM_TEAM_SHARED is not known to span a multi-node NVLink domain.
-  Decision d = Decide(MustParse("1x9x8:nvl72"), DefaultCostTable(),
-                      {32 << 20, Ring(72)});
+  Decision d =
+      Decide(Placed("1x9x8:nvl72"), DefaultCostTable(), {32 << 20, Ring(72)});
   EXPECT_EQ(d.backend, Backend::kNccl) << d.reason;
   EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kNvlinkDomain)], 9);
   EXPECT_EQ(d.refused[static_cast<int>(Backend::kNvshmem)]->kind,
@@ -652,8 +670,8 @@ TEST(DecideTest, Nvl72DomainKeepsNcclAcrossHosts) {
 }
 
 TEST(DecideTest, HugeMessagesExceedTheSymmetricHeap) {
-  Decision d = Decide(MustParse("1x1x8"), DefaultCostTable(),
-                      {int64_t{2} << 30, Ring(8)});
+  Decision d =
+      Decide(Placed("1x1x8"), DefaultCostTable(), {int64_t{2} << 30, Ring(8)});
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(d.reason.find("symmetric heap"), std::string::npos) << d.reason;
 }
@@ -661,7 +679,7 @@ TEST(DecideTest, HugeMessagesExceedTheSymmetricHeap) {
 TEST(DecideTest, MarginKeepsNcclForTinyGains) {
   CostTable table = DefaultCostTable();
   table.core.margin = 0.5;
-  Decision d = Decide(MustParse("1x1x8"), table, {1024, Ring(8)});
+  Decision d = Decide(Placed("1x1x8"), table, {1024, Ring(8)});
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(d.reason.find("margin"), std::string::npos) << d.reason;
 }
@@ -683,7 +701,7 @@ TEST(DecideTest, PairsSpanningHostsKeepNccl) {
       "}\n",
       "t");
   ASSERT_TRUE(table.ok()) << table.status();
-  Topology t = MustParse("1x2x2");
+  Topology t = Placed("1x2x2");
   // Two rings, one inside each host.
   Decision d =
       Decide(t, *table, {64 << 20, {{0, 1}, {1, 0}, {2, 3}, {3, 2}}, 4});
@@ -729,7 +747,7 @@ TEST(BackendSetTest, DefaultPeerIsTheMeasuredOneProcessCurve) {
   // With the backend set alone, one host: peer's copies lose below a few MiB
   // and win from 16 MiB on, as measured with one process driving the GPUs.
   CostTable table = TableWith("backends: [NCCL, PEER]\n");
-  const Topology host = MustParse("1x1x8");
+  const Topology host = Placed("1x1x8", kPeerSet);
   Decision small = Decide(host, table, {1 << 20, Ring(8), 8});
   EXPECT_EQ(small.backend, Backend::kNccl) << small.reason;
   Decision big = Decide(host, table, {int64_t{128} << 20, Ring(8), 8});
@@ -737,7 +755,7 @@ TEST(BackendSetTest, DefaultPeerIsTheMeasuredOneProcessCurve) {
   EXPECT_TRUE(
       HasMeasuredCurve(table, Backend::kPeer, LinkClass::kIntraHostNvlink));
   // One process per GPU: XLA runs "peer" as NCCL, so it is refused.
-  const Topology per_gpu = MustParse("1x1x8:gpus_per_process=1");
+  const Topology per_gpu = Placed("1x1x8:gpus_per_process=1", kPeerSet);
   Decision refused = Decide(per_gpu, table, {int64_t{128} << 20, Ring(8), 8});
   EXPECT_EQ(refused.backend, Backend::kNccl);
   EXPECT_EQ(Text(refused.refused[static_cast<int>(Backend::kPeer)]),
@@ -748,7 +766,7 @@ TEST(BackendSetTest, DefaultPeerIsTheMeasuredOneProcessCurve) {
   // Two processes of four GPUs: a ring inside one process is refused in a
   // program of eight devices, whose permute's clique is all eight, and chosen
   // in a program of four.
-  const Topology halves = MustParse("1x1x8:gpus_per_process=4");
+  const Topology halves = Placed("1x1x8:gpus_per_process=4", kPeerSet);
   Decision wide = Decide(halves, table, {int64_t{128} << 20, Ring(4), 8});
   EXPECT_EQ(wide.backend, Backend::kNccl) << wide.reason;
   Decision inside = Decide(halves, table, {int64_t{128} << 20, Ring(4), 4});
@@ -759,7 +777,7 @@ TEST(BackendSetTest, FasterPeerIsChosenInsideOneHost) {
   CostTable table = TableWith(
       "backends: [NCCL, PEER]\nlinks { backend: PEER link_class: NVLINK "
       "latency_us: 2 bandwidth_gbps: 450 per_buffer_us: 0 }\n");
-  Decision d = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 2});
+  Decision d = Decide(Placed("1x1x2", kPeerSet), table, {1024, Ring(2), 2});
   EXPECT_EQ(d.backend, Backend::kPeer) << d.reason;
   EXPECT_EQ(d.backend, Backend::kPeer);
   EXPECT_EQ(d.reason.rfind("peer memory: all 2 edges stay in one process", 0),
@@ -768,10 +786,11 @@ TEST(BackendSetTest, FasterPeerIsChosenInsideOneHost) {
   EXPECT_FALSE(d.TimeUs(Backend::kNvshmem).has_value());
   EXPECT_NE(Text(d.refused[static_cast<int>(Backend::kNvshmem)]), "");
   // Peer has no team barrier: a shift is safe for it.
-  Decision shift = Decide(MustParse("1x1x2"), table, {1024, {{0, 1}}, 2});
+  Decision shift =
+      Decide(Placed("1x1x2", kPeerSet), table, {1024, {{0, 1}}, 2});
   EXPECT_EQ(shift.backend, Backend::kPeer) << shift.reason;
   // Across hosts XLA falls back to NCCL: peer is refused.
-  Decision hosts = Decide(MustParse("1x2x1"), table, {1024, Ring(2), 2});
+  Decision hosts = Decide(Placed("1x2x1", kPeerSet), table, {1024, Ring(2), 2});
   EXPECT_EQ(hosts.backend, Backend::kNccl);
   EXPECT_NE(hosts.reason.find("peer refused: 2 of 2 edges leave their host"),
             std::string::npos)
@@ -822,8 +841,8 @@ TEST(CostModelTest, PerBufferCostCountsExtraBuffers) {
   // One buffer: NVSHMEM wins; four buffers: its per-buffer barrier loses.
   PermuteRequest one{1000000, Ring(2), 2, 1};
   PermuteRequest four{1000000, Ring(2), 2, 4};
-  EXPECT_EQ(Decide(MustParse("1x1x2"), table, one).backend, Backend::kNvshmem);
-  EXPECT_EQ(Decide(MustParse("1x1x2"), table, four).backend, Backend::kNccl);
+  EXPECT_EQ(Decide(Placed("1x1x2"), table, one).backend, Backend::kNvshmem);
+  EXPECT_EQ(Decide(Placed("1x1x2"), table, four).backend, Backend::kNccl);
 }
 
 TEST(MeasuredCurveTest, ReasonsSayWhichModelPriced) {
@@ -831,12 +850,12 @@ TEST(MeasuredCurveTest, ReasonsSayWhichModelPriced) {
       std::string(kCurveTable) +
       "links { backend: NCCL link_class: NVLINK points { buffers: 1 bytes: "
       "1024 us: 10 } points { buffers: 1 bytes: 67108864 us: 400 } }\n");
-  Decision big = Decide(MustParse("1x1x2"), table, {64 << 20, Ring(2), 2});
+  Decision big = Decide(Placed("1x1x2"), table, {64 << 20, Ring(2), 2});
   EXPECT_EQ(big.backend, Backend::kNvshmem) << big.reason;
   EXPECT_DOUBLE_EQ(*big.TimeUs(Backend::kNvshmem), 200);
   EXPECT_NE(big.reason.find("faster; measured curve)"), std::string::npos)
       << big.reason;
-  Decision small = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 2});
+  Decision small = Decide(Placed("1x1x2"), table, {1024, Ring(2), 2});
   EXPECT_EQ(small.backend, Backend::kNccl) << small.reason;
   EXPECT_NE(small.reason.find("margin for 1.0 KiB (measured curve)"),
             std::string::npos)
@@ -845,14 +864,14 @@ TEST(MeasuredCurveTest, ReasonsSayWhichModelPriced) {
       TableWith(std::string(kCurveTable) +
                 "links { backend: NCCL link_class: NVLINK latency_us: 1 "
                 "bandwidth_gbps: 450 per_buffer_us: 0 }\n");
-  Decision m = Decide(MustParse("1x1x2"), mixed, {1024, Ring(2), 2});
+  Decision m = Decide(Placed("1x1x2"), mixed, {1024, Ring(2), 2});
   EXPECT_NE(m.reason.find("(NCCL parametric, NVSHMEM measured curve)"),
             std::string::npos)
       << m.reason;
 }
 
 TEST(DefaultTableTest, DecidesAsMeasuredOnTwoH200) {
-  const Topology t = MustParse("1x1x2");
+  const Topology t = Placed("1x1x2");
   // One buffer: NCCL below a few MiB (NVSHMEM's put + barrier costs more),
   // NVSHMEM from 16 MiB on (its copy moves data faster).
   Decision small = Decide(t, DefaultCostTable(), {64 << 10, Ring(2), 2});
@@ -866,7 +885,7 @@ TEST(DefaultTableTest, DecidesAsMeasuredOnTwoH200) {
   EXPECT_EQ(four.backend, Backend::kNccl) << four.reason;
 }
 TEST(DecideTest, VerdictSaysHowTheDecisionCameAbout) {
-  const Topology t = MustParse("1x1x8");
+  const Topology t = Placed("1x1x8");
   EXPECT_EQ(Decide(t, DefaultCostTable(), {4096, {}}).verdict,
             Verdict::kNoEdges);
   Decision shift = Decide(t, DefaultCostTable(), {32 << 20, {{0, 1}}, 8});
@@ -884,7 +903,7 @@ TEST(DecideTest, VerdictSaysHowTheDecisionCameAbout) {
 
 TEST(DecideTest, NvshmemPutsToGroupIdsAsPes) {
   // Logical r + 2p -> device: (r0,p0)=0 (r1,p0)=2 (r0,p1)=1 (r1,p1)=3.
-  Topology t = MustParse("1x1x4:map=0,2,1,3");
+  Topology t = Placed("1x1x4:map=0,2,1,3");
   auto edges = EdgeIdsToDevices(t, {{0, 1}, {1, 0}}, /*cross_partition=*/true,
                                 /*num_partitions=*/2, /*num_replicas=*/2);
   ASSERT_TRUE(edges.ok()) << edges.status();
@@ -898,6 +917,69 @@ TEST(DecideTest, NvshmemPutsToGroupIdsAsPes) {
   d = Decide(t, DefaultCostTable(), request);
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(d.reason.find("logical device 1 runs on device 2"),
+            std::string::npos)
+      << d.reason;
+}
+
+TEST(LayoutTest, TheUnstatedLayoutIsTheSetsDefault) {
+  EXPECT_EQ(Placed("1x2x4").gpus_per_process(), 1);
+  EXPECT_EQ(Placed("1x2x4", kPeerSet).gpus_per_process(), 4);
+  EXPECT_EQ(Placed("1x2x4:gpus_per_process=2").gpus_per_process(), 2);
+  EXPECT_EQ(
+      ProcessLayoutText(Placed("1x2x4:gpus_per_process=2"), true, kNvshmemSet),
+      "processes of 2 GPUs (stated)");
+  EXPECT_NE(ProcessLayoutText(Placed("1x2x4"), false, kNvshmemSet)
+                .find("the default where the target XLA offers NVSHMEM"),
+            std::string::npos);
+  EXPECT_EQ(
+      WithDefaultProcesses(MustParse("1x2x4"), kNvshmemSet).gpus_per_process(),
+      1);
+  EXPECT_TRUE(SpecStatesProcesses("1x1x8:gpus_per_process=8"));
+  EXPECT_FALSE(SpecStatesProcesses("1x1x8"));
+}
+
+TEST(LayoutTest, NvshmemNeedsOneGpuPerProcessAndEveryOneSidedBackendAMap) {
+  const PermuteRequest ring = {32 << 20, {{0, 1}, {1, 2}, {2, 3}, {3, 0}}, 4};
+  Decision d =
+      Decide(Placed("1x1x4:gpus_per_process=4"), DefaultCostTable(), ring);
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  ASSERT_TRUE(d.refused[static_cast<int>(Backend::kNvshmem)]);
+  EXPECT_EQ(d.refused[static_cast<int>(Backend::kNvshmem)]->tool_rule,
+            ToolRule::kSeveralGpusPerProcess);
+  // No map, four processes: the order decides, and is unknown.
+  d = Decide(MustParse("1x1x4:gpus_per_process=1"), DefaultCostTable(), ring);
+  EXPECT_EQ(d.refused[static_cast<int>(Backend::kNvshmem)]->tool_rule,
+            ToolRule::kPlacementUnknown);
+  EXPECT_NE(d.reason.find("spans 4 processes (1 GPU each) on 1 host"),
+            std::string::npos)
+      << d.reason;
+  // One process on one host: no order can change peer's verdict.
+  CostTable peer = DefaultCostTable();
+  peer.backends = kPeerSet;
+  d = Decide(MustParse("1x1x4"), peer, ring);
+  EXPECT_FALSE(d.refused[static_cast<int>(Backend::kPeer)] &&
+               d.refused[static_cast<int>(Backend::kPeer)]->tool_rule ==
+                   ToolRule::kPlacementUnknown);
+  // A conditional's branch is said first: it needs no map.
+  d = Decide(MustParse("1x1x4:gpus_per_process=1"), DefaultCostTable(), ring,
+             Place::kConditionalBranch);
+  EXPECT_EQ(d.refused[static_cast<int>(Backend::kNvshmem)]->tool_rule,
+            ToolRule::kUnderBranch);
+}
+
+TEST(LayoutTest, AUsersMarkIsKept) {
+  const PermuteRequest ring = {128 << 20, {{0, 1}, {1, 0}}, 2};
+  CostTable peer = DefaultCostTable();
+  peer.backends = kPeerSet;
+  Decision d = Decide(Placed("1x1x2", kPeerSet), peer, ring);
+  ASSERT_EQ(d.backend, Backend::kPeer);
+  KeepUserMark("private", d);
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  EXPECT_EQ(d.reason, "marked by the user: private; kept as marked");
+  d = Decide(Placed("1x1x2:gpus_per_process=1", kPeerSet), peer, ring);
+  KeepUserMark("Peer", d);
+  EXPECT_EQ(d.backend, Backend::kNccl);
+  EXPECT_NE(d.reason.find("though XLA keeps the flag's mode: peer refused"),
             std::string::npos)
       << d.reason;
 }
