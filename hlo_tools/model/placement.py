@@ -41,7 +41,12 @@ def module_map(path: str | None,
     config = module_config.for_module(path, max_bytes) if path else None
   if config is None or not config.partition_to_device:
     return None
-  return list(config.partition_to_device), config.path
+  # XLA's flattened id is replica * partitions + partition; the core's map is
+  # indexed as XLA places logical devices, replica + partition * replicas.
+  replicas, partitions = config.replica_count, config.computation_count
+  core_order = [config.partition_to_device[r * partitions + p]
+                for p in range(partitions) for r in range(replicas)]
+  return core_order, config.path
 
 
 def placed(selected: Selection, path: str | None,
