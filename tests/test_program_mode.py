@@ -47,6 +47,17 @@ def test_a_permute_under_a_branch_refuses_every_one_sided_mode():
   assert "peer refused" in got["why"]
 
 
+def test_a_users_mark_is_kept_by_the_programs_mode_too():
+  """The ring marked private would gain from peer for the whole program; a flag of
+  peer would run the marked permute in peer memory, against the mark, so it is
+  refused, and the per-op sum keeps the mark's backend."""
+  got, [perm] = _choose("marked_ring_1x1x8.after_optimizations.hlo", "1x1x8", "nccl,peer")
+  assert perm.decision["backend_us"]["peer"] < perm.decision["backend_us"]["nccl"]
+  assert got["backend"] == "nccl" and got["mode"] == PRIVATE
+  assert got["modes"]["peer"]["refused"].endswith("marked by the user: private")
+  assert got["per_op_us"] == got["nccl_us"] and got["saving_us"] == 0
+
+
 def test_a_ring_across_hosts_stays_on_nccl():
   got, _ = _choose("ring_1x2x4.after_optimizations.hlo", "1x2x4", "nccl,peer")
   assert got["backend"] == "nccl" and got["modes"]["peer"]["refused"]

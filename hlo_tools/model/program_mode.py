@@ -71,12 +71,17 @@ def refusal(perm, source, topology, table, backend: str):
 
   The core's refusal in the permute's decision (its rules only: offered, signals,
   process layout, placement, a conditional's branch, never its cost), else, for a
-  backend outside the decision's set, the core asked with {nccl, backend}; and
-  symmetric memory for a buffer in another memory space, which the core cannot see."""
+  backend outside the decision's set, the core asked with {nccl, backend};
+  symmetric memory for a buffer in another memory space, which the core cannot see;
+  and a one-sided mode other than the one a user's mark asks for."""
   if backend == "nccl":
     return None
   if perm.decision is None:
     return f"its edges cannot be placed on the topology: {perm.error}"
+  wanted = decisions.MARK_PLAN.get(perm.mark.lower()) if perm.mark else None
+  if wanted is not None and wanted != backend:
+    # The program's mode would run it against the user's mark.
+    return f"marked by the user: {perm.mark}"
   spaces = _memory_spaces(perm.start) if backend == "symmetric" else set()
   if spaces:
     return (f"a buffer in memory space {', '.join(f'S({s})' for s in sorted(spaces))}: "
@@ -142,6 +147,8 @@ def _per_op_total(perms, source, modes):
   names = [b for b in modes if b != "nccl"]
 
   def best(perm):
+    if perm.mark:  # kept as marked (decisions.KeepUserMark's plan)
+      return perm.decision["chosen_us"]
     us = [perm.decision["backend_us"]["nccl"]]
     if branches.get(perm.record.computation) != "branch":
       us += [perm.decision["backend_us"][b] for b in names
