@@ -182,3 +182,18 @@ def test_a_map_of_replicas_and_partitions_is_in_the_cores_order(tmp_path):
   device_map, origin = placement.module_map(str(tmp_path / "m.hlo"))
   # (r0,p0)=0, (r1,p0)=2, (r0,p1)=1, (r1,p1)=3.
   assert device_map == [0, 2, 1, 3] and origin == str(config)
+
+
+def test_module_config_flag_places_a_module_without_one_beside_it(tmp_path):
+  alone = tmp_path / "alone.hlo"
+  shutil.copyfile(PERM, alone)
+  config = PERM.with_name("perm_ring_1x2x4.after_optimizations.config.pbtxt")
+  unknown = json.loads(run_nvshmem_opt(alone, "--topology=1x2x4", "--report=-",
+                                       "--mode=explain").stdout)
+  assert unknown["placement"] == "unknown"
+  result = run_nvshmem_opt(alone, "--topology=1x2x4", f"--module-config={config}",
+                           "--report=-", "--mode=explain")
+  assert result.returncode == 0, result.stderr
+  report = json.loads(result.stdout)
+  assert report["topology"].endswith(f":map={SPREAD}")
+  assert report["decisions"][0]["edges_by_class"]["network"] == 8
