@@ -14,8 +14,11 @@ import collections
 import itertools
 import json
 import math
+import os
 import re
 import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, NoReturn, TypeVar
 
 from hlo_tools.cli_io import DEFAULT_MAX_INPUT_BYTES, InputReadError, read_input
 from hlo_tools.errors import HloParseError
@@ -47,7 +50,7 @@ stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while
 """.split())
 
 
-def is_known_opcode(opcode):
+def is_known_opcode(opcode: str) -> bool:
   """XLA's opcodes, and `{op}-start/-update/-done`: XLA's printed sugar for an async
   start/update/done wrapping the single instruction `op`."""
   return opcode in OPCODES or any(opcode.endswith(s) and opcode[:-len(s)] in OPCODES
@@ -67,7 +70,7 @@ _ELEMENT_BYTES = {
 _CALL_ATTRS = frozenset(("calls", "to_apply", "body", "condition", "branch_computations",
                          "true_computation", "false_computation"))
 _PERMUTE_OPCODES = frozenset(("collective-permute", "collective-permute-start"))
-_GOOD_PAIRS = set()  # pair lists already checked
+_GOOD_PAIRS: set[str] = set()  # pair lists already checked
 _TABLES = {"FileNames": "file_names", "FunctionNames": "function_names",
            "FileLocations": "file_locations", "StackFrames": "stack_frames"}
 _CLOSERS = {"(": ")", "{": "}", "[": "]"}
@@ -88,7 +91,7 @@ MAX_INPUT_BYTES = DEFAULT_MAX_INPUT_BYTES
 _STR = r'"(?:[^"\\\n]++|\\.)*+"'
 
 
-def _nested(open_, close, depth):
+def _nested(open_: str, close: str, depth: int) -> str:
   """A regex for text balanced in open_/close (strings minded) up to `depth` levels."""
   inner = r"[^%s%s\"\n]++|%s" % (open_, close, _STR)
   pat = r"\%s(?:%s)*+\%s" % (open_, inner, close)
@@ -144,29 +147,32 @@ class Shape:
 
   __slots__ = ("element_type", "dims", "dynamic", "layout", "tuple_shapes")
 
-  def __init__(self, element_type=None, dims=(), layout=None, tuple_shapes=None,
-               dynamic=None):
+  def __init__(self, element_type: str | None = None, dims: Iterable[int] = (),
+               layout: str | None = None, tuple_shapes: "tuple[Shape, ...] | None" = None,
+               dynamic: tuple[bool, ...] | None = None) -> None:
     self.element_type = element_type  # None for tuples
     self.dims = tuple(dims)  # a `?` (unbounded) dim is -1; `<=N` is N, flagged in dynamic
-    self.dynamic = dynamic  # tuple of bools, or None when all dims are static
-    self.layout, self.tuple_shapes = layout, tuple_shapes  # "{1,0:S(1)}"; tuple of Shape
-
-  is_tuple = property(lambda self: self.tuple_shapes is not None)
+    self.dynamic = dynamic  # None when all dims are static
+    self.layout, self.tuple_shapes = layout, tuple_shapes  # "{1,0:S(1)}"
 
   @property
-  def memory_space(self):
+  def is_tuple(self) -> bool:
+    return self.tuple_shapes is not None
+
+  @property
+  def memory_space(self) -> int:
     """The layout's S(n) memory space (0 = default device memory)."""
     m = re.search(r"S\((\d+)\)", self.layout or "")
     return int(m.group(1)) if m else 0
 
   @property
-  def minor_to_major(self):
+  def minor_to_major(self) -> tuple[int, ...] | None:
     if not self.layout or len(self.layout) < 2:
       return None
     body = self.layout[1:-1].split(":", 1)[0]
     return tuple(int(d) for d in body.split(",") if d.strip().lstrip("-").isdigit())
 
-  def leaves(self):
+  def leaves(self) -> "Iterator[Shape]":
     """Array shapes in order, nested tuples flattened (no recursion: MAX_SHAPE_DEPTH)."""
     stack = [self]
     while stack:
@@ -176,28 +182,31 @@ class Shape:
       else:
         stack.extend(reversed(shape.tuple_shapes))
 
-  def num_elements(self):
+  def num_elements(self) -> int:
     return math.prod(max(d, 0) for d in self.dims)
 
-  def byte_size(self):
+  def byte_size(self) -> int:
     if self.tuple_shapes is not None:
       return sum(s.byte_size() for s in self.leaves())
-    return _ELEMENT_BYTES[self.element_type] * self.num_elements()
+    return _ELEMENT_BYTES[str(self.element_type)] * self.num_elements()
 
-  def to_string(self, layout=True):
+  def to_string(self, layout: bool = True) -> str:
     if self.tuple_shapes is None:
       return self._array_string(layout)
-    out, stack = [], [self]  # shapes still to print, and the punctuation between them
+    out: list[str] = []
+    stack: list[Shape | str] = [self]  # shapes still to print, and the punctuation between
     while stack:
       item = stack.pop()
-      if item.__class__ is str or item.tuple_shapes is None:
-        out.append(item if item.__class__ is str else item._array_string(layout))
+      if isinstance(item, str):
+        out.append(item)
+      elif item.tuple_shapes is None:
+        out.append(item._array_string(layout))
       else:
         parts = [x for shape in item.tuple_shapes for x in (", ", shape)][1:]
         stack += [")"] + parts[::-1] + ["("]
     return "".join(out)
 
-  def _array_string(self, layout):
+  def _array_string(self, layout: bool) -> str:
     dims = ["?" if d < 0 else f"<={d}" if self.dynamic and self.dynamic[i] else str(d)
             for i, d in enumerate(self.dims)]
     text = f"{self.element_type}[{','.join(dims)}]"
@@ -205,26 +214,32 @@ class Shape:
 
   __str__ = to_string
 
-  def __repr__(self):
+  def __repr__(self) -> str:
     return f"Shape({self.to_string()!r})"
 
-  def __eq__(self, other):
+  def __eq__(self, other: object) -> bool:
     return isinstance(other, Shape) and self.to_string() == other.to_string()
 
-  def __hash__(self):
+  def __hash__(self) -> int:
     return hash(self.to_string())
 
 
 class _ShapeError(ValueError):
-  def __init__(self, message, offset):
+  def __init__(self, message: str, offset: int) -> None:
     super().__init__(message)
     self.offset = offset  # where in the text
 
 
-_SHAPE_CACHE = {}
+_SHAPE_CACHE: dict[str, Shape] = {}
 
 
-def parse_shape(text):
+def _end(rx: "re.Pattern[str]", text: str, i: int) -> int:
+  """Where a pattern that matches the empty text too ends its match at text[i:]."""
+  m = rx.match(text, i)
+  return i if m is None else m.end()
+
+
+def parse_shape(text: str) -> Shape:
   """Parses a shape's text; ValueError on bad syntax. Results are shared."""
   shape = _SHAPE_CACHE.get(text)
   if shape is None:
@@ -237,17 +252,17 @@ def parse_shape(text):
   return shape
 
 
-def _skip_ws(text, i):
+def _skip_ws(text: str, i: int) -> int:
   """Past white space and /* comments */ (XLA prints /*index=N*/ in tuple shapes)."""
-  i = _WS_COMMENTS_RE.match(text, i).end()
+  i = _end(_WS_COMMENTS_RE, text, i)
   if text.startswith("/*", i):
     raise _ShapeError("unterminated /* comment", i)
   return i
 
 
-def _parse_shape_at(text, i):
+def _parse_shape_at(text: str, i: int) -> tuple[Shape, int]:
   """One shape at text[i:], without recursion (tuples may nest MAX_SHAPE_DEPTH deep)."""
-  open_tuples = []  # elements read so far, one list per unclosed '('
+  open_tuples: list[list[Shape]] = []  # elements read so far, one list per unclosed '('
   while True:
     i = _skip_ws(text, i)
     if text.startswith("(", i):
@@ -273,14 +288,15 @@ def _parse_shape_at(text, i):
       return shape, i
 
 
-def _parse_array_shape_at(text, i):
+def _parse_array_shape_at(text: str, i: int) -> tuple[Shape, int]:
   m = _ARRAY_RE.match(text, i)
   if m is None:
     raise _ShapeError(f"unknown shape syntax {text[i:i + 20]!r}", i)
   etype, dims_text, layout = m.groups()
   if etype not in _ELEMENT_BYTES:
     raise _ShapeError(f"unknown element type {etype!r}", i)
-  dims, dynamic = [], []
+  dims: list[int] = []
+  dynamic: list[bool] = []
   for d in dims_text.split(",") if dims_text.strip() else ():
     dm = _DIM_RE.match(d)
     if dm is None:
@@ -294,7 +310,7 @@ def _parse_array_shape_at(text, i):
           m.end())
 
 
-def _unquote(text):
+def _unquote(text: str) -> str:
   """The value of a quoted HLO string (C escapes), or the text itself if not quoted."""
   if len(text) < 2 or text[0] != '"' or text[-1] != '"':
     return text
@@ -310,14 +326,14 @@ def _unquote(text):
     return body
 
 
-def _parse_kv(text):
+def _parse_kv(text: str) -> dict[str, str]:
   """`{a="x" b=1, c=2}` -> {'a': 'x', 'b': '1', 'c': '2'} (values unquoted)."""
   if text.startswith("{") and text.endswith("}"):
     text = text[1:-1]
   return {k: _unquote(v) for k, v in _KV_RE.findall(text)}
 
 
-def _parse_name_list(text):
+def _parse_name_list(text: str) -> list[str]:
   """`%a` or `{%a, %b}` -> ['a', 'b']."""
   text = text.strip()
   if text.startswith("{"):
@@ -325,18 +341,20 @@ def _parse_name_list(text):
   return [n.strip().lstrip("%") for n in text.split(",") if n.strip()]
 
 
-def _parse_int_lists(text):
+def _parse_int_lists(text: str) -> list[list[int]]:
   """`{{0,1},{1,0}}` -> [[0, 1], [1, 0]]."""
   return [[int(x) for x in _INT_RE.findall(g)] for g in re.findall(r"\{([^{}]*)\}", text)]
 
 
-def _ints(text):
+def _ints(text: str | None) -> list[int] | None:
   return [int(x) for x in text.split(",")] if text else None
 
 
-def _iota_ids(dims, perm=None):
+def _iota_ids(dims: list[int] | None, perm: list[int] | None = None) -> list[int] | None:
   """The ids 0..N-1 laid out row-major in `dims`, transposed by `perm`, read row-major;
   None for a perm that is not one."""
+  if dims is None:
+    return None
   perm = perm or list(range(len(dims)))
   if sorted(perm) != list(range(len(dims))):
     return None
@@ -347,26 +365,31 @@ def _iota_ids(dims, perm=None):
           for idx in itertools.product(*(range(dims[p]) for p in perm))]
 
 
-def _expand_iota(text):
+def _expand_iota(text: str) -> list[list[int]] | None:
   """Expands `[G,S]<=[d0,d1,...]T(perm)` replica groups; None if not in that form."""
   m = _IOTA_RE.fullmatch(re.sub(r"\s+", "", text))
-  ids = m and _iota_ids(_ints(m.group(2)), _ints(m.group(3)))
-  size = m and _ints(m.group(1))[-1]
-  return None if ids is None else [ids[i:i + size]
-                                   for i in range(0, len(ids) * (size > 0), size or 1)]
+  if m is None:
+    return None
+  ids = _iota_ids(_ints(m.group(2)), _ints(m.group(3)))
+  if ids is None:
+    return None
+  size = (_ints(m.group(1)) or [0])[-1]  # the group matched digits: never the default
+  return [ids[i:i + size] for i in range(0, len(ids) * (size > 0), size or 1)]
 
 
-def expand_mesh_groups(text):
+def expand_mesh_groups(text: str) -> list[list[int]] | None:
   """Expands jaxlib 0.10's `mesh['a'=8,'b'=1] {'a'}` replica groups; None if not that form.
 
   A group is every position of the mesh (row-major) that differs only along the chosen
   axes, in the chosen order; `device_ids=([4,2]T(1,0))` names the device at each position.
   """
   m = _MESH_RE.fullmatch(text.strip())
+  if m is None:
+    return None
   try:
     axes = dict((a.strip().strip("'"), int(n)) for a, n in
                 (x.split("=") for x in m.group(1).split(",") if x.strip()))
-  except (AttributeError, ValueError):  # not that form
+  except ValueError:  # not that form
     return None
   names = list(axes)
   chosen = [a.strip().strip("'") for a in m.group(4).split(",") if a.strip()]
@@ -374,19 +397,23 @@ def expand_mesh_groups(text):
     return None
   order = _iota_ids(list(axes.values()), [names.index(n) for n in names if n not in chosen]
                     + [names.index(c) for c in chosen])
-  ids = _iota_ids(_ints(m.group(2)), _ints(m.group(3))) if m.group(2) else range(len(order))
+  if order is None:
+    return None
+  ids: Sequence[int] | None = (_iota_ids(_ints(m.group(2)), _ints(m.group(3))) if m.group(2)
+                               else range(len(order)))
   if ids is None or len(ids) != len(order):
     return None
   size = math.prod(axes[c] for c in chosen)
   return [[ids[p] for p in order[i:i + size]] for i in range(0, len(order), max(size, 1))]
 
 
-def _split_attributes(text):
+def _split_attributes(text: str) -> dict[str, str]:
   """`, key=value, ...` (checked when read) -> {key: raw value}, by the regex the reader
   matched, else by the scanner that took it."""
-  attrs, pos, end = {}, 0, len(text)
+  attrs: dict[str, str] = {}
+  pos, end = 0, len(text)
   while True:
-    pos = _WS_RE.match(text, pos).end()
+    pos = _end(_WS_RE, text, pos)
     if pos >= end:
       return attrs
     m = _ATTR_RE.match(text, pos)
@@ -405,66 +432,99 @@ class HloInstruction:
   __slots__ = ("name", "shape", "opcode", "_operands", "_attributes", "is_root", "line",
                "col", "operand_text", "_computation")
 
-  def __init__(self, name, shape, opcode, operands, attr_text, is_root, line, col,
-               operand_text, computation):
+  def __init__(self, name: str, shape: Shape, opcode: str, operands: str | tuple[str, ...],
+               attr_text: str, is_root: bool, line: int, col: int, operand_text: str,
+               computation: "weakref.ref[HloComputation]") -> None:
     self.name, self.shape, self.opcode = name, shape, opcode
     self._operands = operands  # `a, %b, %c` as printed, or a tuple of names
-    self._attributes = attr_text  # `, key=value, ...` as read: a dict once asked for
+    # `, key=value, ...` as read: a dict once asked for
+    self._attributes: str | dict[str, str] = attr_text
     self.is_root, self.line, self.col = is_root, line, col
     self.operand_text = operand_text  # raw text between the parentheses
     self._computation = computation
 
-  def __repr__(self):
+  def __repr__(self) -> str:
     return f"<HloInstruction %{self.name} = {self.shape} {self.opcode} line {self.line}>"
 
-  computation = property(lambda self: self._computation())
+  @property
+  def computation(self) -> "HloComputation":
+    return _alive(self._computation)
 
   @property
-  def operands(self):
+  def operands(self) -> list[str]:
     """Operand instruction names, without '%' (a new list each time)."""
     ops = self._operands
-    return ops.split(", %") if ops.__class__ is str else list(ops)
+    return ops.split(", %") if isinstance(ops, str) else list(ops)
 
   @property
-  def attributes(self):
+  def attributes(self) -> dict[str, str]:
     """dict name -> raw text, in order."""
     attrs = self._attributes
-    if attrs.__class__ is str:
+    if isinstance(attrs, str):
       attrs = self._attributes = _split_attributes(attrs) if attrs else {}
     return attrs
 
-  literal = property(lambda self: self.operand_text if self.opcode == "constant" else None)
-  parameter_number = property(  # the reader checked it is a number
-      lambda self: int(self.operand_text) if self.opcode == "parameter" else None)
+  @property
+  def literal(self) -> str | None:
+    return self.operand_text if self.opcode == "constant" else None
 
   @property
-  def called_computations(self):
+  def parameter_number(self) -> int | None:  # the reader checked it is a number
+    return int(self.operand_text) if self.opcode == "parameter" else None
+
+  @property
+  def called_computations(self) -> list[str]:
     """Names of the computations this instruction calls, in attribute order (read off
     the text while the attributes are not split: every instruction is asked)."""
     attrs = self._attributes
-    raws = (_CALL_RE.findall(attrs) if attrs.__class__ is str else
+    raws = (_CALL_RE.findall(attrs) if isinstance(attrs, str) else
             [raw for key, raw in attrs.items() if key in _CALL_ATTRS])
     return [n for raw in raws for n in _parse_name_list(raw)]
 
-  def _read(self, key, read, default=None):
-    """Attribute `key` read by `read`, or default when absent."""
+  def _read(self, key: str, read: "Callable[[str], _T]") -> "_T | None":
+    """Attribute `key` read by `read`, or None when absent."""
     raw = self.attributes.get(key)
-    return default if raw is None else read(raw)
-
-  async_execution_thread = property(lambda self: self._read("async_execution_thread", _unquote))
-  source_target_pairs = property(lambda self: self._read(
-      "source_target_pairs", lambda raw: [tuple(p) for p in _parse_int_lists(raw)]))
-  channel_id = property(lambda self: self._read("channel_id", int))
-  replica_groups_text = property(lambda self: self.attributes.get("replica_groups"))
-  backend_config = property(lambda self: self.attributes.get("backend_config"))
-  sharding = property(lambda self: self.attributes.get("sharding"))
-  frontend_attributes = property(lambda self: self._read("frontend_attributes", _parse_kv, {}))
-  metadata = property(lambda self: self._read("metadata", _parse_kv, {}))
-  control_predecessors = property(
-      lambda self: self._read("control-predecessors", _parse_name_list, []))
+    return None if raw is None else read(raw)
 
   @property
-  def replica_groups(self):
+  def async_execution_thread(self) -> str | None:
+    return self._read("async_execution_thread", _unquote)
+
+  @property
+  def source_target_pairs(self) -> list[tuple[int, ...]] | None:
+    return self._read("source_target_pairs",
+                      lambda raw: [tuple(p) for p in _parse_int_lists(raw)])
+
+  @property
+  def channel_id(self) -> int | None:
+    return self._read("channel_id", int)
+
+  @property
+  def replica_groups_text(self) -> str | None:
+    return self.attributes.get("replica_groups")
+
+  @property
+  def backend_config(self) -> str | None:
+    return self.attributes.get("backend_config")
+
+  @property
+  def sharding(self) -> str | None:
+    return self.attributes.get("sharding")
+
+  @property
+  def frontend_attributes(self) -> dict[str, str]:
+    return self._read("frontend_attributes", _parse_kv) or {}
+
+  @property
+  def metadata(self) -> dict[str, str]:
+    return self._read("metadata", _parse_kv) or {}
+
+  @property
+  def control_predecessors(self) -> list[str]:
+    return self._read("control-predecessors", _parse_name_list) or []
+
+  @property
+  def replica_groups(self) -> list[list[int]] | None:
     """List of groups; the iota (`[2,4]<=[8]`) and mesh forms are expanded."""
     raw = self.attributes.get("replica_groups")
     if raw is None:
@@ -475,7 +535,7 @@ class HloInstruction:
       return expand_mesh_groups(raw)
     return _expand_iota(raw)
 
-  def backend_config_json(self):
+  def backend_config_json(self) -> Any:
     """backend_config parsed as JSON (also when printed as a quoted string), else None."""
     raw = self.attributes.get("backend_config")
     if raw is None:
@@ -485,9 +545,20 @@ class HloInstruction:
     except (ValueError, RecursionError):  # deeply nested JSON too: not a config we read
       return None
 
-  def operand_instructions(self):
+  def operand_instructions(self) -> "list[HloInstruction]":
     comp = self.computation
     return [comp.instruction(n) for n in self.operands]
+
+
+_T = TypeVar("_T")
+
+
+def _alive(ref: "weakref.ref[_T] | None") -> _T:
+  """The object of a back reference (computation, module) while its owner lives."""
+  obj = ref() if ref is not None else None
+  if obj is None:
+    raise ReferenceError("the module this was read from is gone (keep the HloModule)")
+  return obj
 
 
 class HloComputation:
@@ -495,86 +566,106 @@ class HloComputation:
 
   __slots__ = ("name", "is_entry", "line", "signature", "execution_thread", "instructions",
                "root", "_module", "_by_name", "__weakref__")
+  root: HloInstruction  # set by the reader when it closes the computation
 
-  def __init__(self, name, is_entry, line, signature):
+  def __init__(self, name: str, is_entry: bool, line: int, signature: str) -> None:
     self.name, self.is_entry, self.line = name, is_entry, line
     self.signature = signature  # "(p: f32[]) -> f32[]" as printed, or ""
-    self.execution_thread = self.root = None
-    self.instructions, self._by_name = [], {}
-    self._module = None  # a weak reference, as HloInstruction.computation
+    self.execution_thread: str | None = None
+    self.instructions: list[HloInstruction] = []
+    self._by_name: dict[str, HloInstruction] = {}
+    # A weak reference, as HloInstruction.computation; set by the reader.
+    self._module: weakref.ref[HloModule] | None = None
 
-  module = property(lambda self: self._module())
+  @property
+  def module(self) -> "HloModule":
+    return _alive(self._module)
 
-  def __repr__(self):
+  def __repr__(self) -> str:
     return f"<HloComputation %{self.name}: {len(self.instructions)} instructions>"
 
   @property
-  def parameters(self):
+  def parameters(self) -> list[HloInstruction]:
     return sorted((i for i in self.instructions if i.opcode == "parameter"),
-                  key=lambda i: i.parameter_number)
+                  key=lambda i: i.parameter_number or 0)
 
-  def instruction(self, name):
+  def instruction(self, name: str) -> HloInstruction:
     return self._by_name[name.lstrip("%")]
 
-  def __contains__(self, name):
+  def __contains__(self, name: str) -> bool:
     return name.lstrip("%") in self._by_name
 
-  def __iter__(self):
+  def __iter__(self) -> Iterator[HloInstruction]:
     return iter(self.instructions)
 
 
 class HloModule:
   """A parsed HLO module."""
 
-  def __init__(self, name, attributes, path):
-    self.name, self.path, self.entry = name, path, None
-    self.attributes = attributes  # every header attribute, raw text, in order
-    self.computations, self._by_name = [], {}
-    self.tables = {}  # "FileNames" etc. -> list of raw lines
-    # id -> str (file and function names), id -> {field: int} (locations, frames)
-    self.file_names, self.function_names, self.file_locations, self.stack_frames = (
-        {}, {}, {}, {})
+  entry: HloComputation  # set by the reader
 
-  def __repr__(self):
+  def __init__(self, name: str, attributes: dict[str, str], path: str) -> None:
+    self.name, self.path = name, path
+    self.attributes = attributes  # every header attribute, raw text, in order
+    self.computations: list[HloComputation] = []
+    self._by_name: dict[str, HloComputation] = {}
+    self.tables: dict[str, list[str]] = {}  # "FileNames" etc. -> list of raw lines
+    # id -> str (file and function names), id -> {field: int} (locations, frames)
+    self.file_names: dict[int, str] = {}
+    self.function_names: dict[int, str] = {}
+    self.file_locations: dict[int, dict[str, int | str]] = {}
+    self.stack_frames: dict[int, dict[str, int | str]] = {}
+
+  def __repr__(self) -> str:
     return f"<HloModule {self.name}: {len(self.computations)} computations>"
 
-  def _int(self, key, default):  # the reader checked these are integers
+  def _int(self, key: str, default: int) -> int:  # the reader checked these are integers
     return int(self.attributes.get(key, default))
 
-  num_partitions = property(lambda self: self._int("num_partitions", 1))
-  num_replicas = property(lambda self: self._int("replica_count", self._int("num_replicas", 1)))
-  is_scheduled = property(lambda self: self.attributes.get("is_scheduled") == "true")
-  frontend_attributes = property(lambda self: _parse_kv(self.attributes.get("frontend_attributes",
-                                                                            "")))
+  @property
+  def num_partitions(self) -> int:
+    return self._int("num_partitions", 1)
 
   @property
-  def entry_computation_layout(self):
+  def num_replicas(self) -> int:
+    return self._int("replica_count", self._int("num_replicas", 1))
+
+  @property
+  def is_scheduled(self) -> bool:
+    return self.attributes.get("is_scheduled") == "true"
+
+  @property
+  def frontend_attributes(self) -> dict[str, str]:
+    return _parse_kv(self.attributes.get("frontend_attributes", ""))
+
+  @property
+  def entry_computation_layout(self) -> str | None:
     raw = self.attributes.get("entry_computation_layout")
     return raw[1:-1] if raw and raw.startswith("{") else raw
 
-  def computation(self, name):
+  def computation(self, name: str) -> HloComputation:
     return self._by_name[name.lstrip("%")]
 
-  def __contains__(self, name):
+  def __contains__(self, name: str) -> bool:
     return name.lstrip("%") in self._by_name
 
-  def instructions(self):
+  def instructions(self) -> Iterator[HloInstruction]:
     for comp in self.computations:
       yield from comp.instructions
 
   @property
-  def instruction_count(self):
+  def instruction_count(self) -> int:
     return sum(len(c.instructions) for c in self.computations)
 
 
-def parse_hlo_text(text, path="<string>"):
+def parse_hlo_text(text: str | bytes | bytearray, path: str = "<string>") -> HloModule:
   """Parses HLO module text (str or bytes) into an HloModule."""
   if isinstance(text, (bytes, bytearray)):
     text = _decode(bytes(text), path)
   return _Reader(text, path).read()
 
 
-def parse_hlo_file(path, max_bytes=MAX_INPUT_BYTES):
+def parse_hlo_file(path: "str | os.PathLike[str]", max_bytes: int = MAX_INPUT_BYTES) -> HloModule:
   """Parses an HLO text file ("-": stdin); HloParseError for bad content or more
   than max_bytes bytes (files, devices and pipes alike), OSError if unreadable."""
   try:
@@ -586,7 +677,7 @@ def parse_hlo_file(path, max_bytes=MAX_INPUT_BYTES):
   return _Reader(_decode(data, str(path)), str(path)).read()
 
 
-def load_hlo_proto(path):
+def load_hlo_proto(path: "str | os.PathLike[str]") -> HloModule:
   """Loads a serialized HloModuleProto through jaxlib (which prints it) and parses it."""
   try:
     from jax._src.lib import xla_client  # pylint: disable=import-outside-toplevel
@@ -601,7 +692,7 @@ def load_hlo_proto(path):
   return parse_hlo_text(text, str(path))
 
 
-def _decode(data, path):
+def _decode(data: bytes, path: str) -> str:
   """The text; bytes that are not UTF-8 become lone surrogates (taken in comments only)."""
   if b"\0" in data[:4096]:
     raise HloParseError(path, 1, 1, "binary data, not HLO text")
@@ -611,7 +702,7 @@ def _decode(data, path):
     return data.decode("utf-8", "surrogateescape")
 
 
-def _line_breaks(text):
+def _line_breaks(text: str) -> str:
   """Text with "\n" line ends only: CR-only files are read as lines, CR LF as LF, a
   stray CR elsewhere as a space (XLA takes CR as white space)."""
   if "\r" not in text or "\n" not in text:
@@ -619,7 +710,7 @@ def _line_breaks(text):
   return text.replace("\r\n", "\n").replace("\r", " ")
 
 
-def _blank_comments(line):
+def _blank_comments(line: str) -> str:
   """The line with each /* comment */ as spaces (columns kept), strings untouched."""
   return _STR_OR_COMMENT_RE.sub(
       lambda m: m.group() if m.group()[0] == '"' else " " * len(m.group()), line)
@@ -629,8 +720,9 @@ class _Reader:
   """One statement a line: the module header, then computations (header line,
   instruction lines, a closing '}') and stack-frame tables, in any order."""
 
-  def __init__(self, text, path):
+  def __init__(self, text: str, path: str) -> None:
     self.path, self.text = path, _line_breaks(text)
+    self.entry: HloComputation | None = None  # the ENTRY computation once read
     text, self.lines = self.text, self.text.split("\n")
     if len(self.lines) > 1 and not self.lines[-1]:
       self.lines.pop()  # the final newline does not start a line
@@ -642,10 +734,10 @@ class _Reader:
           self.error(i, bad.start() + 1, f"byte {ord(bad.group()) - 0xDC00:#04x} is not "
                      "UTF-8 (XLA takes such bytes inside /* comments */ only)")
 
-  def error(self, i, col, message):
+  def error(self, i: int, col: int, message: str) -> NoReturn:
     raise HloParseError(self.path, i + 1, col, message)
 
-  def line(self, i):
+  def line(self, i: int) -> str:
     """Line i as the reader sees it: comments blanked, other bytes checked."""
     line = self.lines[i]
     if "/*" in line:
@@ -655,14 +747,14 @@ class _Reader:
                    "line: the reader takes one statement a line, as XLA prints it)")
     return line
 
-  def _skip_blank(self, i):
+  def _skip_blank(self, i: int) -> int:
     """The first line from i with a statement: not blank, not a `//` or `/* */` comment."""
     while i < len(self.lines) and (self.lines[i].lstrip().startswith("//")
                                    or not self.line(i).strip()):
       i += 1
     return i
 
-  def read(self):
+  def read(self) -> HloModule:
     lines = self.lines
     i = self._skip_blank(0)
     if i >= len(lines):
@@ -687,14 +779,15 @@ class _Reader:
       i = self._skip_blank(i)
     if not module.computations:
       self.error(len(lines) - 1, 1, "module has no computations")
-    if module.entry is None:  # XLA takes the last computation as the entry
-      module.entry = module.computations[-1]
+    # XLA takes the last computation as the entry when none is marked.
+    module.entry = self.entry or module.computations[-1]
     self._check_calls(module)
     return module
 
-  def _table(self, module, name, i):
+  def _table(self, module: HloModule, name: str, i: int) -> int:
     """Rows `N "text"` or `N {key=value ...}`, one a line, up to a line of another kind."""
-    lines, raw, parsed = self.lines, [], getattr(module, _TABLES[name])
+    lines, raw = self.lines, []
+    parsed: dict[int, str | dict[str, int | str]] = getattr(module, _TABLES[name])
     while i < len(lines):
       m = _TABLE_ROW_RE.match(lines[i])
       if m is None:
@@ -709,7 +802,7 @@ class _Reader:
     module.tables[name] = raw
     return i
 
-  def _computation_head(self, module, i):
+  def _computation_head(self, module: HloModule, i: int) -> HloComputation:
     head = self.line(i)
     m = _COMP_HEAD_RE.match(head)
     if m is None:
@@ -719,18 +812,21 @@ class _Reader:
     if comp.name in module._by_name:
       self.error(i, 1, f"duplicate computation %{comp.name}")
     if comp.is_entry:
-      if module.entry is not None:
+      if self.entry is not None:
         self.error(i, 1, "more than one ENTRY computation")
-      module.entry = comp
+      self.entry = comp
     comp._module = weakref.ref(module)
     module.computations.append(comp)
     module._by_name[comp.name] = comp
     return comp
 
-  def _computation(self, module, i):
+  def _computation(self, module: HloModule, i: int) -> int:
     """Reads the computation whose header is line i; returns the line after its '}'."""
     comp = self._computation_head(module, i)
-    by_name, instrs, late, comp_ref = comp._by_name, comp.instructions, [], weakref.ref(comp)
+    by_name, instrs, comp_ref = comp._by_name, comp.instructions, weakref.ref(comp)
+    late: list[tuple[str | tuple[str, ...], int, int]] = []
+    root_instr: HloInstruction | None = None
+    operands: str | tuple[str, ...]
     match, shapes, lines, opcodes = _INSTR_RE.match, _SHAPE_CACHE, self.lines, OPCODES
     clean, defined, permutes = not self.comments, by_name.__contains__, _PERMUTE_OPCODES
     for i in range(i + 1, len(lines)):
@@ -751,7 +847,7 @@ class _Reader:
         if not stripped or stripped.startswith("//"):
           continue
         if stripped[0] == "}":
-          self._close(comp, line, i, late)
+          self._close(comp, root_instr, line, i, late)
           return i + 1
         root, name, shape_text, opcode, ops, rest, col = self._slow_instruction(line, i)
         operands = self._operands(opcode, ops, line, i, col)
@@ -760,7 +856,7 @@ class _Reader:
         shape = self._shape(shape_text, i, line.find(shape_text, col - 1))
       instr = HloInstruction(name, shape, opcode, operands, rest, bool(root), i + 1, col, ops,
                              comp_ref)
-      if not (all(map(defined, operands.split(", %"))) if operands.__class__ is str
+      if not (all(map(defined, operands.split(", %"))) if isinstance(operands, str)
               else all(map(defined, operands))):
         late.append((operands, i, col))
       if opcode in permutes or "channel_id=" in rest:
@@ -770,14 +866,15 @@ class _Reader:
       by_name[name] = instr
       instrs.append(instr)
       if root:
-        if comp.root is not None:
+        if root_instr is not None:
           self.error(i, col, f"second ROOT in computation %{comp.name}")
-        comp.root = instr
+        root_instr = instr
     self.error(len(lines) - 1, len(lines[-1]) + 1,
                f"unexpected end of input: computation %{comp.name} (line {comp.line}) "
                "is not closed by '}'")
 
-  def _close(self, comp, line, i, late):
+  def _close(self, comp: HloComputation, root: HloInstruction | None, line: str, i: int,
+             late: list[tuple[str | tuple[str, ...], int, int]]) -> None:
     """The closing line `}`, maybe with `, execution_thread="..."`."""
     close = _CLOSE_RE.match(line)
     if close is None:
@@ -791,11 +888,12 @@ class _Reader:
           self.error(k, col, f"use of undefined instruction %{op}")
     if not comp.instructions:
       self.error(comp.line - 1, 1, f"computation %{comp.name} has no instructions")
-    if comp.root is None:  # XLA makes the last instruction the root
-      comp.root = comp.instructions[-1]
-      comp.root.is_root = True
+    if root is None:  # XLA makes the last instruction the root
+      root = comp.instructions[-1]
+      root.is_root = True
+    comp.root = root
 
-  def _operands(self, opcode, ops, line, i, col):
+  def _operands(self, opcode: str, ops: str, line: str, i: int, col: int) -> tuple[str, ...]:
     """Operand names from the text between the parentheses: `%a, %b`, bare names,
     names after their shapes; a constant's literal and a parameter's number are none."""
     if opcode == "constant":
@@ -813,7 +911,7 @@ class _Reader:
       at += len(part) + 1
     return tuple(names)
 
-  def _check_collective(self, instr, line, i):
+  def _check_collective(self, instr: HloInstruction, line: str, i: int) -> None:
     """Pairs and channel ids, which the tools decide on: well formed, and the pairs as XLA's
     verifier takes them (ids >= 0, none twice on a side but for in-place slices)."""
     attrs = instr.attributes
@@ -827,7 +925,9 @@ class _Reader:
     if raw is None or not _PAIRS_RE.fullmatch(raw):
       self._attr_error(i, line, "source_target_pairs", f"%{instr.name} needs "
                        "source_target_pairs={{{{source,target}},...}}")
-    pairs, seen = instr.source_target_pairs, (collections.Counter(), collections.Counter())
+    pairs = instr.source_target_pairs or []  # read: the regex took them
+    seen: tuple[collections.Counter[int], collections.Counter[int]] = (
+        collections.Counter(), collections.Counter())
     permutation = all(len(set(side)) == len(pairs) for side in zip(*pairs))
     allowed = 1 if permutation else _slices(instr)
     for pair in [] if permutation else pairs:  # the first id seen once too often
@@ -841,11 +941,12 @@ class _Reader:
     if permutation and len(_GOOD_PAIRS) < 10000:
       _GOOD_PAIRS.add(raw)  # pair lists repeat
 
-  def _attr_error(self, i, line, key, message):  # at the value, or the line's start
+  def _attr_error(self, i: int, line: str, key: str, message: str) -> NoReturn:
+    # At the value, or the line's start.
     at = line.find(key + "=")
     self.error(i, at + len(key) + 2 if at >= 0 else 1, message)
 
-  def _check_calls(self, module):
+  def _check_calls(self, module: HloModule) -> None:
     """Every computation named by a call attribute exists: one pass over the text."""
     names, text = module._by_name, self.text
     for m in _CALL_RE.finditer(text):
@@ -856,15 +957,18 @@ class _Reader:
           self.error(text.count("\n", 0, at), at - line_start + 1,
                      f"call of undefined computation %{callee}")
 
-  def _shape(self, text, i, col0):
+  def _shape(self, text: str, i: int, col0: int) -> Shape:
     try:
       return parse_shape(text)
     except _ShapeError as e:
       self.error(i, col0 + e.offset + 1, str(e))
 
-  def _slow_instruction(self, line, i):
+  def _slow_instruction(self, line: str, i: int
+                        ) -> tuple[str | None, str, str, str, str, str, int]:
     """A line the regex did not take: read exactly, or refused at the offending column."""
     m = _HEAD_RE.match(line)
+    if m is None:  # every part of the pattern is optional: it always matches
+      self.error(i, 1, "expected an instruction name or '}'")
     root, name, sc = m.group(1), m.group(3), _Scanner(self, line, i, 0)
     if name is None or not m.group(4):
       self.error(i, m.end() + 1, f"expected '=' after instruction name %{name}" if name
@@ -887,45 +991,52 @@ class _Reader:
     return root, name, shape_text, opcode, line[start:sc.i - 1], line[sc.i:], m.start(2) + 1
 
 
-def _slices(instr):
+def _slices(instr: HloInstruction) -> int:
   """How often an id may repeat in a permute's pairs: the slice count of the in-place
   form (4 operands, the third a tuple of index tuples), else 1."""
-  try:
-    ops = instr.operand_instructions() if len(instr.operands) == 4 else None
-    offsets = ops[2].shape.tuple_shapes
-    return len(offsets[0].tuple_shapes if ops[0].shape.is_tuple else offsets)
-  except (KeyError, TypeError, IndexError):  # not that form
+  if len(instr.operands) != 4:
     return 1
+  try:
+    ops = instr.operand_instructions()
+    offsets = ops[2].shape.tuple_shapes
+    if offsets is None:
+      return 1
+    slices = offsets[0].tuple_shapes if ops[0].shape.is_tuple else offsets
+  except (KeyError, IndexError):  # not that form
+    return 1
+  return 1 if slices is None else len(slices)
 
 
 class _Scanner:
   """Exact scanner over one line: the slow path, and where errors get their column."""
 
-  def __init__(self, reader, s, lineno, col0):
+  def __init__(self, reader: _Reader | None, s: str, lineno: int, col0: int) -> None:
     self.reader, self.s, self.lineno, self.col0, self.i = reader, s, lineno, col0, 0
 
-  def fail(self, message, at=None):  # (no reader: splitting text it took, cannot fail)
+  def fail(self, message: str, at: int | None = None) -> NoReturn:
+    # No reader: splitting text the reader took, which cannot fail.
+    assert self.reader is not None, message
     self.reader.error(self.lineno, self.col0 + (self.i if at is None else at) + 1, message)
 
-  def ws(self):
-    self.i = _WS_RE.match(self.s, self.i).end()
+  def ws(self) -> None:
+    self.i = _end(_WS_RE, self.s, self.i)
 
-  def expect(self, ch, message=None):
+  def expect(self, ch: str, message: str | None = None) -> None:
     if not self.s.startswith(ch, self.i):
       got = self.s[self.i:self.i + 12] or "end of line"
       self.fail(message or f"expected {ch!r}, got {got!r}")
     self.i += len(ch)
 
-  def regex(self, rx, message):
+  def regex(self, rx: "re.Pattern[str]", message: str) -> str:
     m = rx.match(self.s, self.i)
     if m is None:
       self.fail(message)
     self.i = m.end()
     return m.group(0)
 
-  def attributes(self):
+  def attributes(self) -> dict[str, str]:
     """`, key=value, ...` up to the end of the text."""
-    attrs = {}
+    attrs: dict[str, str] = {}
     while True:
       self.ws()
       if self.i >= len(self.s):
@@ -936,7 +1047,7 @@ class _Scanner:
       self.ws()
       attrs[key] = self.value()
 
-  def balanced(self):
+  def balanced(self) -> None:
     """Skips the string or bracketed group at self.i, minding strings (any closer closes
     a bracket)."""
     s, depth, j = self.s, 0, self.i
@@ -964,7 +1075,7 @@ class _Scanner:
           self.i = j
           return
 
-  def value(self):
+  def value(self) -> str:
     """One attribute value: a string, a bracketed group, or a bare word with bracketed
     parts (`[2,4]<=[4,2]T(1,0)`, jaxlib 0.10's `mesh['a'=8] {'a'}`)."""
     s, start = self.s, self.i
@@ -982,7 +1093,7 @@ class _Scanner:
         if s.startswith(", device_ids=(", self.i):
           self.i += len(", device_ids=")
           self.balanced()
-        after = _WS_RE.match(s, self.i).end()
+        after = _end(_WS_RE, s, self.i)
         if s.startswith("{", after):
           self.i = after
           self.balanced()
