@@ -4,6 +4,7 @@ and is the one place where a failure becomes an exit status and one line on stde
 import importlib
 import os
 import sys
+from collections.abc import Callable, Sequence
 
 from hlo_tools import cli_io
 from hlo_tools.errors import InputError
@@ -29,7 +30,7 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ct
 EXIT_SIGPIPE = 141  # 128 + SIGPIPE, as a shell reports `hlo-tools ... | head`
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
   if not argv or argv[0] in ("-h", "--help"):
     print(USAGE)
@@ -39,10 +40,11 @@ def main(argv=None):
     print(f"hlo-tools: unknown command {command!r}; {USAGE}", file=sys.stderr)
     return EXIT_BAD_INPUT
   module = importlib.import_module(COMMANDS[command])
-  return run(module.main, ["hlo-tools " + command] + rest)
+  command_main: Callable[[list[str]], int] = module.main
+  return run(command_main, ["hlo-tools " + command] + rest)
 
 
-def run(command_main, argv):
+def run(command_main: Callable[[list[str]], int], argv: list[str]) -> int:
   """command_main(argv)'s exit status. Bad input of any kind (an InputError, its
   subclasses included, or an OSError) ends it with one line on stderr and status 2;
   Ctrl-C with one line and 130, its work directories removed; a reader who closed
@@ -66,7 +68,7 @@ def run(command_main, argv):
   return EXIT_BAD_INPUT
 
 
-def _quiet_stdout():
+def _quiet_stdout() -> None:
   # Python would report the broken pipe again when flushing stdout at exit: point
   # the descriptor at /dev/null first.
   try:

@@ -22,7 +22,7 @@ MAX_MESSAGE_CHARS = 600
 _CUT_SLACK = 32
 
 
-def one_line(text, limit=MAX_MESSAGE_CHARS):
+def one_line(text: object, limit: int = MAX_MESSAGE_CHARS) -> str:
   """`text` as one readable line: newlines and other control characters escaped,
   at most `limit` characters followed by "... (N more characters)"."""
   text = str(text)
@@ -36,30 +36,31 @@ def one_line(text, limit=MAX_MESSAGE_CHARS):
 class InputError(Exception):
   """Bad input: str() is the one line printed on stderr (`file:line:col: ...`)."""
 
-  def __init__(self, message):
+  def __init__(self, message: object) -> None:
     super().__init__(one_line(message))
 
 
 class InputReadError(InputError, ValueError):
   """An input that cannot be read or is over the limit; str() is `LABEL: message`."""
 
-  def __init__(self, label, message, size=None):
+  def __init__(self, label: str, message: str, size: int | None = None) -> None:
     super().__init__(f"{label}: {message}")
     self.label, self.message, self.size = label, message, size
 
-  def __reduce__(self):
+  def __reduce__(self) -> tuple[type, tuple[str, str, int | None]]:
     return (InputReadError, (self.label, self.message, self.size))
 
 
 class HloParseError(InputError, ValueError):
   """Bad HLO text; str() is `path:line:col: message`."""
 
-  def __init__(self, path, line, col, message):
+  def __init__(self, path: str, line: int, col: int, message: str) -> None:
     message = one_line(message, 400)  # one readable line even when it quotes huge text
     super().__init__(f"{one_line(path, 200)}:{line}:{col}: {message}")
     self.path, self.line, self.col, self.message = path, line, col, message
 
-  def __reduce__(self):  # picklable despite the 4-argument constructor
+  # Picklable despite the 4-argument constructor.
+  def __reduce__(self) -> tuple[type, tuple[str, int, int, str]]:
     return (HloParseError, (self.path, self.line, self.col, self.message))
 
 

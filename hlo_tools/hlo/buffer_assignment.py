@@ -6,19 +6,24 @@ XLA prints one only when it is not 0), the entry parameter it is, if any, and wh
 it may be live out. Errors are InputError, `file:line: message`.
 """
 
-import collections
+import os
 import re
+from typing import NamedTuple
 
 from hlo_tools.errors import InputError
 
-Allocation = collections.namedtuple("Allocation", "number color parameter live_out")
+class Allocation(NamedTuple):
+  number: int
+  color: int  # the memory space
+  parameter: int | None  # the entry parameter it holds
+  live_out: bool
 
 _HEADER = "BufferAssignment:"
 _ALLOCATION = re.compile(r"allocation (\d+): size \d+(?:, color (\d+))?(?:, parameter (\d+),)?")
 _VALUE = re.compile(r" value: <\d+ ([\w.\-]+)(?:\{([\d,]*)\})?(?: \(phi\))? @\d+>")
 
 
-def sibling_path(module_path):
+def sibling_path(module_path: "str | os.PathLike[str]") -> str:
   """Where XLA dumps the buffer assignment of the module at `module_path`."""
   stem = str(module_path)
   for suffix in (".txt", ".hlo"):
@@ -27,12 +32,13 @@ def sibling_path(module_path):
   return stem + "-buffer-assignment.txt"
 
 
-def parse(text, label):
+def parse(text: str, label: str) -> dict[str, dict[tuple[int, ...], Allocation]]:
   """{instruction: {shape index tuple: Allocation}} of the values the dump places."""
   lines = text.split("\n")
   if lines[0].strip() != _HEADER:
     raise InputError(f"{label}:1: not an XLA buffer-assignment dump (no '{_HEADER}' line)")
-  holders, current = {}, None
+  holders: dict[str, dict[tuple[int, ...], Allocation]] = {}
+  current: Allocation | None = None
   for lineno, line in enumerate(lines[1:], 2):
     if line.startswith("allocation "):
       m = _ALLOCATION.match(line)

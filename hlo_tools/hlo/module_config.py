@@ -34,6 +34,8 @@ import dataclasses
 import json
 import os
 import re
+from collections.abc import Iterator
+from typing import NoReturn
 
 from hlo_tools import cli_io
 from hlo_tools.errors import InputError
@@ -101,7 +103,7 @@ def find_config(module_path: str) -> str | None:
   return _manifest_config(directory, base)
 
 
-def _manifest_config(directory, base):
+def _manifest_config(directory: str, base: str) -> str | None:
   """XLA's config of the main module of the `hlo-tools dump` directory holding stage
   file `base`, or None."""
   try:
@@ -142,20 +144,24 @@ def for_module(module_path: str,
 
 
 class _Field:
-  __slots__ = ("name", "value", "line", "kind")
+  """A scalar (value: its text) or a message (fields: what its braces hold)."""
 
-  def __init__(self, name, value, line, kind):
+  __slots__ = ("name", "value", "fields", "line", "kind")
+
+  def __init__(self, name: str, line: int, kind: str, value: str = "",
+               fields: "list[_Field] | None" = None) -> None:
     self.name, self.value, self.line, self.kind = name, value, line, kind
+    self.fields = fields or []
 
 
-def _tokens(text, label):
+def _tokens(text: str, label: str) -> Iterator[tuple[str, str, int]]:
   """(kind, text, line) of each token, then ("end", "", last line)."""
   line, pos = 1, 0
   while pos < len(text):
     m = _TOKEN_RE.match(text, pos)
     if not m:
       raise InputError(f"{label}:{line}: unexpected character {text[pos]!r}")
-    kind, pos = m.lastgroup, m.end()
+    kind, pos = m.lastgroup or "", m.end()
     if kind == "newline":
       line += 1
     elif kind not in ("space", "comment"):
@@ -164,27 +170,27 @@ def _tokens(text, label):
 
 
 class _Parser:
-  def __init__(self, text, label):
+  def __init__(self, text: str, label: str) -> None:
     self.label = label
     self.tokens = _tokens(text, label)
-    self.open = []  # (name, line) of each block the parser is inside
+    self.open: list[tuple[str, int]] = []  # (name, line) of each block the parser is inside
     self.advance()
 
-  def advance(self):
+  def advance(self) -> None:
     self.kind, self.text, self.line = next(self.tokens)
 
-  def fail(self, message, line=None):
+  def fail(self, message: str, line: int | None = None) -> NoReturn:
     if self.kind == "end" and self.open:  # a cut file: say where it was cut
       name, opened = self.open[-1]
       message = f"the file ends inside '{name}' (opened at line {opened})"
     raise InputError(f"{self.label}:{line or self.line}: {message}")
 
-  def _found(self):
+  def _found(self) -> str:
     return "the end of the file" if self.kind == "end" else repr(self.text)
 
-  def message(self, nested=False):
+  def message(self, nested: bool = False) -> list[_Field]:
     """Fields up to the closing brace (nested) or the end of the file."""
-    fields = []
+    fields: list[_Field] = []
     while True:
       if self.kind == "end":
         if nested:
@@ -200,7 +206,7 @@ class _Parser:
       if self.text in (",", ";") and self.kind == "punct":
         self.advance()
 
-  def field(self):
+  def field(self) -> list[_Field]:
     if self.kind != "word" or self.text.startswith("-"):
       self.fail(f"expected a field name, found {self._found()}")
     name, line = self.text, self.line
@@ -211,25 +217,25 @@ class _Parser:
     if self.text == "{" and self.kind == "punct":
       self.open.append((name, line))
       self.advance()
-      return [_Field(name, self.message(nested=True), line, "message")]
+      return [_Field(name, line, "message", fields=self.message(nested=True))]
     if not colon:
       self.fail(f"expected ':' or '{{' after '{name}', found {self._found()}")
     if self.text == "[" and self.kind == "punct":
       return self.scalar_list(name)
     return [self.scalar(name)]
 
-  def scalar(self, name):
+  def scalar(self, name: str) -> _Field:
     if self.kind not in ("string", "number", "word"):
       self.fail(f"expected a value for '{name}', found {self._found()}")
-    field = _Field(name, self.text, self.line, self.kind)
+    field = _Field(name, self.line, self.kind, value=self.text)
     self.advance()
     while field.kind == "string" and self.kind == "string":  # "a" "b" is one string
       self.advance()
     return field
 
-  def scalar_list(self, name):
+  def scalar_list(self, name: str) -> list[_Field]:
     self.advance()
-    values = []
+    values: list[_Field] = []
     while not (self.text == "]" and self.kind == "punct"):
       values.append(self.scalar(name))
       if self.text == "," and self.kind == "punct":
@@ -247,13 +253,13 @@ class _Parser:
 class _Reader:
   """Typed access to parsed fields, each error naming the field's line."""
 
-  def __init__(self, label):
+  def __init__(self, label: str) -> None:
     self.label = label
 
-  def fail(self, line, message):
+  def fail(self, line: int, message: str) -> NoReturn:
     raise InputError(f"{self.label}:{line}: {message}")
 
-  def one(self, fields, name, kind):
+  def one(self, fields: list[_Field], name: str, kind: str) -> _Field | None:
     """The field `name` (None if absent); a second one is an error."""
     found = [f for f in fields if f.name == name]
     if len(found) > 1:
@@ -262,22 +268,23 @@ class _Reader:
       self.fail(found[0].line, f"'{name}' must be {'a block' if kind == 'message' else 'a value'}")
     return found[0] if found else None
 
-  def integer(self, field):
+  def integer(self, field: _Field) -> int:
     if field.kind != "number" or not re.fullmatch(r"[-+]?\d+", field.value):
       self.fail(field.line, f"'{field.name}' must be an integer, not {field.value!r}")
     return int(field.value)
 
-  def int_field(self, fields, name):
+  def int_field(self, fields: list[_Field], name: str) -> tuple[int, int] | None:
+    """(value, line) of the integer field `name`, None if absent."""
     field = self.one(fields, name, "scalar")
     return None if field is None else (self.integer(field), field.line)
 
-  def enum_field(self, fields, name):
+  def enum_field(self, fields: list[_Field], name: str) -> str | None:
     field = self.one(fields, name, "scalar")
     if field is not None and field.kind == "string":
       self.fail(field.line, f"'{name}' must be an enum name or number, not a string")
     return None if field is None else field.value
 
-  def bool_field(self, fields, name):
+  def bool_field(self, fields: list[_Field], name: str) -> bool | None:
     field = self.one(fields, name, "scalar")
     if field is None:
       return None
@@ -293,10 +300,11 @@ def parse_config(text: str, label: str) -> ModuleConfig:
   replicas = reader.int_field(top, "replica_count")
   partitions = reader.int_field(top, "num_partitions")
   debug = reader.one(top, "debug_options", "message")
-  debug_fields = debug.value if debug else []
+  debug_fields = debug.fields if debug else []
   assignment = reader.one(top, "static_device_assignment", "message")
-  replica_count, computation_count, devices = (replicas[0] if replicas else 1,
-                                               partitions[0] if partitions else 1, None)
+  replica_count, computation_count = (replicas[0] if replicas else 1,
+                                      partitions[0] if partitions else 1)
+  devices: tuple[int, ...] | None = None
   if assignment is not None:
     replica_count, computation_count, devices = _device_assignment(reader, assignment)
     for given, name, want in ((replicas, "replica_count", replica_count),
@@ -311,11 +319,11 @@ def parse_config(text: str, label: str) -> ModuleConfig:
       nvshmem_enabled=reader.bool_field(debug_fields, "xla_gpu_experimental_enable_nvshmem"))
 
 
-def _device_assignment(reader, block):
+def _device_assignment(reader: _Reader, block: _Field) -> tuple[int, int, tuple[int, ...]]:
   """(replica_count, computation_count, devices by flattened id): the checks of XLA's
   DeviceAssignment::Deserialize (computation_placer.cc:111), and distinct devices."""
-  fields = block.value
-  counts = []
+  fields = block.fields
+  counts: list[int] = []
   for name in ("replica_count", "computation_count"):
     value = reader.int_field(fields, name)
     if value is None or value[0] <= 0:
@@ -329,11 +337,12 @@ def _device_assignment(reader, block):
     reader.fail(rows[computations].line if len(rows) > computations else block.line,
                 f"static_device_assignment has {len(rows)} computation_devices for "
                 f"computation_count {computations}")
-  by_id, seen = [None] * (replicas * computations), {}
+  by_id = [-1] * (replicas * computations)  # each set below: rows and ids are counted
+  seen: dict[int, int] = {}
   for partition, row in enumerate(rows):
     if row.kind != "message":
       reader.fail(row.line, "'computation_devices' must be a block")
-    ids = [f for f in row.value if f.name == "replica_device_ids"]
+    ids = [f for f in row.fields if f.name == "replica_device_ids"]
     if len(ids) != replicas:
       reader.fail(row.line, f"computation_devices {partition} has {len(ids)} "
                             f"replica_device_ids for replica_count {replicas}")

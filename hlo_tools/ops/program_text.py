@@ -3,22 +3,23 @@ to set, how, what it saves, what a per-op choice would add, and what each permut
 a compiled module runs (model.program_mode)."""
 
 import json
+from typing import Any
 
 from hlo_tools.model import program_mode
 
 
-def _us(value):
+def _us(value: float | None) -> str:
   return "-" if value is None else f"{value:.2f} us"
 
 
-def json_ready(program: dict) -> dict:
+def json_ready(program: dict[str, Any]) -> dict[str, Any]:
   """program_mode.for_source's dict with its per-permute table keyed by name."""
   out = dict(program)
   out["runs"] = {f"{c}/{s}": r for (c, s), r in program.get("runs", {}).items()}
   return out
 
 
-def setting_text(program: dict) -> str:
+def setting_text(program: dict[str, Any]) -> str:
   options = json.dumps(program["compiler_options"])
   return (f"{program['xla_flags']}, or per compile jax.jit(f, compiler_options={options})"
           if program["backend"] != "nccl" else
@@ -26,7 +27,7 @@ def setting_text(program: dict) -> str:
           f"{program['xla_flags']}")
 
 
-def lines(program: dict) -> list:
+def lines(program: dict[str, Any]) -> list[str]:
   """The program's block of text lines ([] without permutes)."""
   if not program or not program.get("permutes"):
     return []
@@ -51,7 +52,7 @@ def lines(program: dict) -> list:
   return out
 
 
-def runs_text(run: dict, per_op_xla: bool) -> str:
+def runs_text(run: dict[str, Any], per_op_xla: bool) -> str:
   """What one compiled permute runs, in words."""
   who = "its own mode (the series)" if per_op_xla else "the flag's mode (stock XLA)"
   text = f"{run['thunk']}, {who}"
@@ -62,7 +63,7 @@ def runs_text(run: dict, per_op_xla: bool) -> str:
   return text
 
 
-def summary(program: dict) -> str:
+def summary(program: dict[str, Any]) -> str:
   """One line: the program's mode, its setting and saving, and the per-op addition."""
   text = (f"one mode for the program (stock XLA): {program['backend']}, "
           f"{setting_text(program)}; saves {_us(program['saving_us'])} a step against "

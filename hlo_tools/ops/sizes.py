@@ -3,7 +3,7 @@
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
-def parse_size(text):
+def parse_size(text: str) -> int:
   """'4096', '4K', '64M', '1G' (powers of 1024; also '4KB', '4KiB', '4096B') -> bytes;
   ValueError when malformed or below 1 byte."""
   text = text.strip()
@@ -22,7 +22,7 @@ def parse_size(text):
   return value
 
 
-def format_bytes(n, precise=False):
+def format_bytes(n: float | None, precise: bool = False) -> str:
   """1536 -> '1.5 KiB', 1024 -> '1.0 KiB', None -> '-'. precise: up to 4 significant
   digits and no trailing zeros ('1 KiB', '1.5 KiB'), as the sweep names its sizes."""
   if n is None:
