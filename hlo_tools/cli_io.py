@@ -31,6 +31,10 @@ import os
 import stat
 import sys
 import tempfile
+from typing import BinaryIO
+
+# What names a file here: a path, or "-" for stdin/stdout.
+PathLike = str | os.PathLike[str]
 
 from hlo_tools.errors import MAX_MESSAGE_CHARS, InputReadError, one_line
 
@@ -42,7 +46,7 @@ DEFAULT_MAX_INPUT_BYTES = 1 << 30
 _CHUNK = 1 << 20
 
 
-def _byte_count(text):
+def _byte_count(text: str) -> int:
   try:
     value = int(text, 0)
   except ValueError:
@@ -52,7 +56,8 @@ def _byte_count(text):
   return value
 
 
-def add_max_input_bytes(parser, default=DEFAULT_MAX_INPUT_BYTES):
+def add_max_input_bytes(parser: argparse.ArgumentParser,
+                        default: int = DEFAULT_MAX_INPUT_BYTES) -> None:
   """Adds `--max-input-bytes N` (also `--max_input_bytes`) to an argparse parser."""
   parser.add_argument("--max-input-bytes", "--max_input_bytes", dest="max_input_bytes",
                       type=_byte_count, default=default, metavar="N",
@@ -60,7 +65,8 @@ def add_max_input_bytes(parser, default=DEFAULT_MAX_INPUT_BYTES):
                            f"bytes (default {default})")
 
 
-def read_input(path, max_bytes=DEFAULT_MAX_INPUT_BYTES, label=None):
+def read_input(path: PathLike, max_bytes: int | None = DEFAULT_MAX_INPUT_BYTES,
+               label: str | None = None) -> bytes:
   """The bytes of `path` ("-": stdin); at most max_bytes + 1 bytes are ever read.
 
   Raises InputReadError for a directory, an unreadable path, or more than max_bytes
@@ -83,16 +89,17 @@ def read_input(path, max_bytes=DEFAULT_MAX_INPUT_BYTES, label=None):
     raise InputReadError(label, f"cannot read: {e.strerror or e}") from None
 
 
-def _too_large(label, max_bytes, size=None):
+def _too_large(label: str, max_bytes: int, size: int | None = None) -> InputReadError:
   what = f"{size} bytes" if size is not None else f"more than {max_bytes} bytes"
   return InputReadError(label, f"input is {what}, over the limit of {max_bytes} "
                                "(--max-input-bytes)", size)
 
 
-def _read_bounded(f, max_bytes, label):
+def _read_bounded(f: BinaryIO, max_bytes: int | None, label: str) -> bytes:
   if max_bytes is None:
     return f.read()
-  chunks, total = [], 0
+  chunks: list[bytes] = []
+  total = 0
   while total <= max_bytes:
     chunk = f.read(min(_CHUNK, max_bytes + 1 - total))
     if not chunk:
@@ -102,12 +109,12 @@ def _read_bounded(f, max_bytes, label):
   raise _too_large(label, max_bytes)
 
 
-def print_error(text):
+def print_error(text: object) -> None:
   """Prints one_line(text) on stderr."""
   print(one_line(text), file=sys.stderr)
 
 
-def write_atomic(path, data):
+def write_atomic(path: PathLike, data: str | bytes | bytearray | memoryview) -> None:
   """Writes `data` (str or bytes) to `path`; never replaces what is not a regular file.
 
   "-": stdout. A symlink is followed (a dangling one creates the file it names); the
@@ -143,7 +150,7 @@ def write_atomic(path, data):
   _replace(real, info, raw)
 
 
-def resolve_links(path):
+def resolve_links(path: PathLike) -> str:
   """`path` with the symlinks of its last component followed (relative targets from
   the link's directory); the path itself when it is none. OSError on a loop."""
   current = os.fspath(path)
@@ -155,13 +162,13 @@ def resolve_links(path):
   raise OSError(errno.ELOOP, "too many levels of symbolic links", str(path))
 
 
-def _write_all(fd, raw):
+def _write_all(fd: int, raw: bytes) -> None:
   view = memoryview(raw)
   while view:
     view = view[os.write(fd, view):]
 
 
-def _replace(real, info, raw):
+def _replace(real: str, info: os.stat_result | None, raw: bytes) -> None:
   directory = os.path.dirname(os.path.abspath(real))
   fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(real) + ".",
                              suffix=".tmp", dir=directory)

@@ -25,7 +25,7 @@ _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
 
-def _exchange(a, b):
+def _exchange(a: str, b: str) -> bool:
   """Atomically swaps two paths; False where the kernel or file system cannot."""
   import ctypes  # pylint: disable=import-outside-toplevel
   try:
@@ -44,10 +44,10 @@ def _exchange(a, b):
 
 
 # Work directories this process made and has not published: what Ctrl-C removes.
-_OPEN = set()
+_OPEN: set[str] = set()
 
 
-def make_work_dir(out):
+def make_work_dir(out: cli_io.PathLike) -> str:
   """A fresh `.DIR.tmp-PID-XXXX` next to `out`, after clearing dead runs' leftovers."""
   out = cli_io.resolve_links(out)
   if os.path.exists(out) and not os.path.isdir(out):
@@ -60,7 +60,7 @@ def make_work_dir(out):
   return work
 
 
-def discard_work_dirs(attempts=20, pause_s=0.1):
+def discard_work_dirs(attempts: int = 20, pause_s: float = 0.1) -> None:
   """Removes every work directory this process made and did not publish.
 
   A compile child interrupted with us may still be writing into one for a moment,
@@ -74,7 +74,7 @@ def discard_work_dirs(attempts=20, pause_s=0.1):
   _OPEN.clear()
 
 
-def _pid_alive(pid):
+def _pid_alive(pid: int) -> bool:
   try:
     os.kill(pid, 0)
   except ProcessLookupError:
@@ -87,7 +87,7 @@ def _pid_alive(pid):
 _STALE_RE = re.compile(r"^\.(?P<base>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)-[\w]+$")
 
 
-def clean_stale(out):
+def clean_stale(out: str) -> None:
   """Removes work and trash directories of `out` left by processes that died; if a run
   died between moving DIR aside and moving the new one in, DIR gets its old self back."""
   parent, base = os.path.dirname(out), os.path.basename(out)
@@ -106,7 +106,7 @@ def clean_stale(out):
     shutil.rmtree(path, ignore_errors=True)
 
 
-def publish(work_dir, out):
+def publish(work_dir: str, out: cli_io.PathLike) -> None:
   """Moves the finished work directory into place as `out` (see above)."""
   _OPEN.discard(work_dir)
   out = cli_io.resolve_links(out)

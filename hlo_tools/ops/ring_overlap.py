@@ -13,6 +13,10 @@ A synchronous `collective-permute` overlaps nothing.
 import json
 import re
 import sys
+from collections.abc import Sequence
+
+# (instruction, opcode or None, line) in schedule order.
+_Instr = tuple[str, str | None, str]
 
 _COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%([\w.\-]+)\s*\(.*\{\s*$")
 _INSTRUCTION = re.compile(r"^\s+(?:ROOT\s+)?%([\w.\-]+)\s*=\s")
@@ -22,15 +26,17 @@ _OPERAND = re.compile(r"collective-permute-done\(%([\w.\-]+)")
 _BODY = re.compile(r"\bbody=%([\w.\-]+)")
 
 
-def _attention(opcode, line):
+def _attention(opcode: str | None, line: str) -> bool:
   if opcode == "custom-call":
     return "__cudnn$fmha" in line
   return opcode in ("conditional", "while")
 
 
-def _computations(text):
+def _computations(text: str) -> tuple[dict[str, list[_Instr]], set[str]]:
   """{name: [(instruction, opcode or None, line)]} in schedule order; while bodies."""
-  comps, bodies, current = {}, set(), None
+  comps: dict[str, list[_Instr]] = {}
+  bodies: set[str] = set()
+  current: list[_Instr] | None = None
   for line in text.splitlines():
     head = _COMPUTATION.match(line)
     if head:
@@ -48,10 +54,10 @@ def _computations(text):
   return comps, bodies
 
 
-def permute_windows(text):
+def permute_windows(text: str) -> list[dict[str, str | int | bool]]:
   """One dict per permute: computation, start, done, attention ops between, loop body."""
   comps, bodies = _computations(text)
-  rows = []
+  rows: list[dict[str, str | int | bool]] = []
   for comp, insts in comps.items():
     order = {name: i for i, (name, _, _) in enumerate(insts)}
     for i, (name, opcode, line) in enumerate(insts):
@@ -60,7 +66,10 @@ def permute_windows(text):
                          in_loop_body=comp in bodies, synchronous=True))
       if opcode != "collective-permute-done":
         continue
-      start = _OPERAND.search(line).group(1)
+      operand = _OPERAND.search(line)
+      if operand is None:  # a done without a %name operand pairs with no start
+        continue
+      start = operand.group(1)
       lo = order.get(start, i)
       between = sum(_attention(op, ln) for _, op, ln in insts[lo + 1:i])
       rows.append(dict(computation=comp, start=start, done=name, attention_between=between,
@@ -68,7 +77,7 @@ def permute_windows(text):
   return rows
 
 
-def main(argv):
+def main(argv: Sequence[str]) -> int:
   if len(argv) != 1:
     print("usage: python -m hlo_tools.ops.ring_overlap MODULE.txt", file=sys.stderr)
     return 2

@@ -20,22 +20,27 @@ On a machine without a GPU (tests, deviceless compiles) `auto` picks the ring's
 own blocked online softmax, which runs everywhere.
 """
 
+from types import ModuleType
+from typing import Any
+
 import numpy as np
 
 import jax
 import jax.numpy as jnp
 
+Array = jax.Array
+
 KERNELS = ("auto", "blocked", "cudnn")
 _CUDNN_DTYPES = (jnp.bfloat16, jnp.float16)
 
 
-def cudnn_fits(dtype, head_dim):
+def cudnn_fits(dtype: Any, head_dim: int) -> bool:
   """Shapes and dtypes cuDNN's flash attention takes (16-bit inputs, head_dim <= 128)."""
   return (any(jnp.dtype(dtype) == jnp.dtype(t) for t in _CUDNN_DTYPES)
           and head_dim % 8 == 0 and head_dim <= 128)
 
 
-def _on_cuda():
+def _on_cuda() -> bool:
   """Whether jax runs on NVIDIA GPUs (a ROCm backend is also named 'gpu')."""
   if jax.default_backend() != "gpu":
     return False
@@ -43,7 +48,7 @@ def _on_cuda():
   return "cuda" in str(version).lower()
 
 
-def resolve(kernel, dtype, head_dim):
+def resolve(kernel: str, dtype: Any, head_dim: int) -> str:
   """The kernel to run: `auto` is cuDNN on a GPU backend when it fits, else blocked."""
   if kernel not in KERNELS:
     raise ValueError(f"kernel {kernel!r} not in {KERNELS}")
@@ -55,17 +60,17 @@ def resolve(kernel, dtype, head_dim):
   return kernel
 
 
-def _fa():
+def _fa() -> ModuleType:
   # jax's own cuDNN attention module (not public API; see the module docstring).
   from jax._src.cudnn import fused_attention_stablehlo as fa  # pylint: disable=import-outside-toplevel
   return fa
 
 
-def _mask(fa, causal):
+def _mask(fa: ModuleType, causal: bool) -> Any:
   return fa.MaskType.CAUSAL if causal else fa.MaskType.NO_MASK
 
 
-def cudnn_fwd(q, k, v, causal):
+def cudnn_fwd(q: Array, k: Array, v: Array, causal: bool) -> tuple[Array, Array]:
   """q [b, sq, h, d], k/v [b, sk, kvh, d] -> (out [b, sq, h, d] q.dtype, lse [b, h, sq] f32).
 
   `causal` masks key j > query i (top-left aligned: for blocks at one position).
@@ -77,7 +82,8 @@ def cudnn_fwd(q, k, v, causal):
   return out, lse
 
 
-def cudnn_bwd(q, k, v, out, lse, dout, causal):
+def cudnn_bwd(q: Array, k: Array, v: Array, out: Array, lse: Array, dout: Array,
+              causal: bool) -> tuple[Array, ...]:
   """Gradients of one block given the global output `out` and logsumexp `lse`.
 
   out and dout are [b, sq, h, d] in q's dtype, lse [b, h, sq] f32. Returns

@@ -9,6 +9,12 @@
 """
 
 import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # jax is imported when a program is built, not with the module
+  import jax
+  from jax.sharding import Mesh
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,14 +31,14 @@ class LlamaConfig:
   dtype: str = "bf16"
 
 
-def _rms_norm(x):
+def _rms_norm(x: "jax.Array") -> "jax.Array":
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
   xf = x.astype(jnp.float32)
   return (xf * (1.0 / jnp.sqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + 1e-5))
           ).astype(x.dtype)
 
 
-def llama_function(config, mesh):
+def llama_function(config: LlamaConfig, mesh: "Mesh") -> Callable[..., Any]:
   """Global (weights, x) -> (d weights, d x) of a sum-of-squares loss over the stack."""
   import jax  # pylint: disable=import-outside-toplevel
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
@@ -41,7 +47,7 @@ def llama_function(config, mesh):
   b, s = config.batch, config.seq_len
   h, kvh, d = config.num_heads, config.num_kv_heads, config.head_dim
 
-  def loss(weights, x):
+  def loss(weights: list[dict[str, "jax.Array"]], x: "jax.Array") -> "jax.Array":
     # A Python loop, not a scan: every layer is its own code in the module, as in
     # an unrolled production step, so the module grows with num_layers.
     for w in weights:
@@ -57,7 +63,8 @@ def llama_function(config, mesh):
   return jax.grad(loss, argnums=(0, 1))
 
 
-def llama_args(config, mesh):
+def llama_args(config: LlamaConfig, mesh: "Mesh"
+               ) -> tuple[list[dict[str, "jax.ShapeDtypeStruct"]], "jax.ShapeDtypeStruct"]:
   """Abstract arguments: replicated weights, activations sharded along the sequence."""
   import jax  # pylint: disable=import-outside-toplevel
   from jax.sharding import NamedSharding, PartitionSpec as P  # pylint: disable=import-outside-toplevel
@@ -76,7 +83,7 @@ def llama_args(config, mesh):
   return weights, x
 
 
-def ring_function(layers, mesh):
+def ring_function(layers: int, mesh: "Mesh") -> Callable[..., Any]:
   """bench_reader's unrolled ring: `layers` ppermute + matmul steps, no loop."""
   import jax  # pylint: disable=import-outside-toplevel
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
@@ -85,7 +92,7 @@ def ring_function(layers, mesh):
   n = mesh.devices.size
   perm = [(j, (j + 1) % n) for j in range(n)]
 
-  def ring(x, w):
+  def ring(x: "jax.Array", w: "jax.Array") -> "jax.Array":
     for k in range(layers):  # unrolled on purpose: a big module
       x = jnp.tanh(lax.ppermute(x, "cp", perm) @ w + k)
     return x
@@ -93,7 +100,7 @@ def ring_function(layers, mesh):
   return jax.shard_map(ring, mesh=mesh, in_specs=(P("cp"), P()), out_specs=P("cp"))
 
 
-def ring_args(mesh):
+def ring_args(mesh: "Mesh") -> tuple["jax.ShapeDtypeStruct", "jax.ShapeDtypeStruct"]:
   import jax  # pylint: disable=import-outside-toplevel
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
   from jax.sharding import NamedSharding, PartitionSpec as P  # pylint: disable=import-outside-toplevel

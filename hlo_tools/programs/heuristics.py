@@ -9,39 +9,42 @@ for. Combined K/V is the exception on purpose: its two buffers are rotated
 together, exactly as ring attention does, and XLA combines them into one.
 """
 
+from collections.abc import Callable, Sequence
+
+import jax
 import jax.numpy as jnp
 from jax import lax
 
 AXIS = "cp"
 
 
-def _ring(n):
+def _ring(n: int) -> list[tuple[int, int]]:
   return [(j, (j + 1) % n) for j in range(n)]
 
 
-def _shift(n):
+def _shift(n: int) -> list[tuple[int, int]]:
   return [(j, j + 1) for j in range(n - 1)]
 
 
-def _feed(x, previous):
+def _feed(x: jax.Array, previous: jax.Array | None) -> jax.Array:
   """x plus a scalar taken from `previous`: a data dependence, no size change."""
   if previous is None:
     return x
   return x + jnp.sum(previous[:1]).astype(x.dtype)
 
 
-def chain(shapes):
+def chain(shapes: Sequence[str]) -> Callable[..., tuple[jax.Array, ...]]:
   """A per-shard function applying one permute per entry of `shapes`.
 
   shapes: tuple of "ring" | "kv" | "shift"; the function takes one 1-D array per
   buffer (kv takes two) in that order and returns the last results.
   """
 
-  def fn(*args):
+  def fn(*arrays: jax.Array) -> tuple[jax.Array, ...]:
     n = lax.axis_size(AXIS)
-    args = list(args)
+    args = list(arrays)
     previous = None
-    outputs = []
+    outputs: list[jax.Array] = []
     for shape in shapes:
       if shape == "kv":
         k, v = _feed(args.pop(0), previous), args.pop(0)

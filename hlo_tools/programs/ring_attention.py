@@ -31,6 +31,8 @@ Layout: q is [batch, seq, num_heads, head_dim], k and v are
 import dataclasses
 import functools
 import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 from jax import lax
@@ -41,6 +43,10 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from hlo_tools.programs import attention_kernels
 
 AXIS = "cp"
+
+Array = jax.Array
+Pos = jax.Array | int  # a block's global position: traced, or a Python int
+Kernel = tuple[str, int, int]  # the per-block kernel's name, query and key chunk
 
 DTYPES = {"bf16": jnp.bfloat16, "f32": jnp.float32, "f16": jnp.float16}
 
@@ -62,7 +68,7 @@ class RingConfig:
   k_chunk: int = DEFAULT_CHUNK
   kernel: str = "auto"  # per-block attention: auto, blocked or cudnn
 
-  def validate(self, num_devices):
+  def validate(self, num_devices: int) -> None:
     if self.dtype not in DTYPES:
       raise ValueError(f"dtype {self.dtype!r} not in {sorted(DTYPES)}")
     if self.num_heads % self.num_kv_heads:
@@ -75,19 +81,20 @@ class RingConfig:
       raise ValueError("q_chunk and k_chunk must be >= 1")
     attention_kernels.resolve(self.kernel, DTYPES[self.dtype], self.head_dim)
 
-  def shapes(self):
+  def shapes(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """Global (q, k, v) shapes."""
     q = (self.batch, self.seq_len, self.num_heads, self.head_dim)
     kv = (self.batch, self.seq_len, self.num_kv_heads, self.head_dim)
     return q, kv, kv
 
 
-def _chunk(length, want):
+def _chunk(length: int, want: int) -> int:
   """A chunk size that divides `length`: `want` when it does, else a divisor."""
   return length if want >= length else math.gcd(length, want)
 
 
-def _scores(qc, kc, q_pos0, k_pos0, causal, scale):
+def _scores(qc: Array, kc: Array, q_pos0: Pos, k_pos0: Pos, causal: bool,
+            scale: float) -> Array:
   """f32 scores [b, kvh, g, cq, ck] of a query chunk against a key chunk, masked."""
   s = jnp.einsum("bqhgd,bkhd->bhgqk", qc, kc,
                  preferred_element_type=jnp.float32) * scale
@@ -98,7 +105,7 @@ def _scores(qc, kc, q_pos0, k_pos0, causal, scale):
   return s
 
 
-def _vary_like(ref, *xs):
+def _vary_like(ref: Pos, *xs: Array) -> tuple[Array, ...]:
   """xs typed like the scalar `ref` with respect to shard_map's manual axes.
 
   Inside shard_map a loop carry must vary over the mesh axes its loop output
@@ -110,21 +117,22 @@ def _vary_like(ref, *xs):
   return tuple(x + zero for x in xs)
 
 
-def _needed_k_chunks(q_end, k_off, ck, nk, causal):
+def _needed_k_chunks(q_end: Pos, k_off: Pos, ck: int, nk: int, causal: bool) -> Pos:
   """Key chunks a query chunk ending at position q_end (inclusive) must visit."""
   if not causal:
     return nk
   return jnp.clip((q_end - k_off) // ck + 1, 0, nk)
 
 
-def _first_q_chunk(k_start, q_off, cq, nq, causal):
+def _first_q_chunk(k_start: Pos, q_off: Pos, cq: int, nq: int, causal: bool) -> Pos:
   """First query chunk that sees a key chunk starting at k_start."""
   if not causal:
     return 0
   return jnp.clip((k_start - q_off) // cq, 0, nq)
 
 
-def _block_fwd_impl(q, k, v, q_off, k_off, causal, cq, ck):
+def _block_fwd_impl(q: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, causal: bool,
+                    cq: int, ck: int) -> tuple[Array, Array]:
   """Chunked online softmax. q [b, sq, kvh, g, d]; k, v [b, sk, kvh, d].
 
   Returns out [b, sq, kvh, g, d] f32 (normalized) and lse [b, kvh, g, sq] f32
@@ -134,11 +142,11 @@ def _block_fwd_impl(q, k, v, q_off, k_off, causal, cq, ck):
   nq, nk = sq // cq, k.shape[1] // ck
   scale = 1.0 / np.sqrt(d)
 
-  def q_chunk(i):
+  def q_chunk(i: Array) -> tuple[Array, Array]:
     qc = lax.dynamic_slice_in_dim(q, i * cq, cq, axis=1)
     q_pos0 = q_off + i * cq
 
-    def k_step(j, carry):
+    def k_step(j: Array, carry: tuple[Array, Array, Array]) -> tuple[Array, Array, Array]:
       acc, m, l = carry
       kc = lax.dynamic_slice_in_dim(k, j * ck, ck, axis=1)
       vc = lax.dynamic_slice_in_dim(v, j * ck, ck, axis=1)
@@ -168,7 +176,9 @@ def _block_fwd_impl(q, k, v, q_off, k_off, causal, cq, ck):
   return out, lse
 
 
-def _block_bwd_impl(q, k, v, q_off, k_off, out, lse, dout, dlse, causal, cq, ck):
+def _block_bwd_impl(q: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, out: Array,
+                    lse: Array, dout: Array, dlse: Array, causal: bool, cq: int, ck: int
+                    ) -> tuple[Array, Array, Array]:
   """Recomputes P chunk by chunk; dS = P * (dP - D) + P * dlse, D = rowsum(dO * O)."""
   b, sq, kvh, g, d = q.shape
   nq, nk = sq // cq, k.shape[1] // ck
@@ -181,12 +191,12 @@ def _block_bwd_impl(q, k, v, q_off, k_off, out, lse, dout, dlse, causal, cq, ck)
   lse_safe = jnp.where(jnp.isfinite(lse), lse, 0.0)
   dlse = dlse.astype(jnp.float32)
 
-  def k_chunk(dq, j):
+  def k_chunk(dq: Array, j: Array) -> tuple[Array, tuple[Array, Array]]:
     kc = lax.dynamic_slice_in_dim(k, j * ck, ck, axis=1)
     vc = lax.dynamic_slice_in_dim(v, j * ck, ck, axis=1)
     k_pos0 = k_off + j * ck
 
-    def q_step(i, carry):
+    def q_step(i: Array, carry: tuple[Array, Array, Array]) -> tuple[Array, Array, Array]:
       dq, dk, dv = carry
       qc = lax.dynamic_slice_in_dim(q, i * cq, cq, axis=1)
       doc = lax.dynamic_slice_in_dim(dout, i * cq, cq, axis=1)
@@ -215,7 +225,8 @@ def _block_bwd_impl(q, k, v, q_off, k_off, out, lse, dout, dlse, causal, cq, ck)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(5, 6, 7))
-def block_attention(q, k, v, q_off, k_off, causal, cq, ck):
+def block_attention(q: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, causal: bool,
+                    cq: int, ck: int) -> tuple[Array, Array]:
   """Attention of q [b, sq, kvh, g, d] against one K/V block at position k_off.
 
   q_off and k_off are the blocks' global start positions (int32 scalars, may be
@@ -224,12 +235,15 @@ def block_attention(q, k, v, q_off, k_off, causal, cq, ck):
   return _block_fwd_impl(q, k, v, q_off, k_off, causal, cq, ck)
 
 
-def _block_attention_fwd(q, k, v, q_off, k_off, causal, cq, ck):
+def _block_attention_fwd(q: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, causal: bool,
+                         cq: int, ck: int) -> tuple[tuple[Array, Array], tuple[Any, ...]]:
   out, lse = _block_fwd_impl(q, k, v, q_off, k_off, causal, cq, ck)
   return (out, lse), (q, k, v, q_off, k_off, out, lse)
 
 
-def _block_attention_bwd(causal, cq, ck, res, cotangents):
+def _block_attention_bwd(causal: bool, cq: int, ck: int, res: tuple[Any, ...],
+                         cotangents: tuple[Array, Array]
+                         ) -> tuple[Array, Array, Array, None, None]:
   q, k, v, q_off, k_off, out, lse = res
   dout, dlse = cotangents
   dq, dk, dv = _block_bwd_impl(q, k, v, q_off, k_off, out, lse, dout, dlse,
@@ -240,7 +254,7 @@ def _block_attention_bwd(causal, cq, ck, res, cotangents):
 block_attention.defvjp(_block_attention_fwd, _block_attention_bwd)
 
 
-def _merge(out_a, lse_a, out_b, lse_b):
+def _merge(out_a: Array, lse_a: Array, out_b: Array, lse_b: Array) -> tuple[Array, Array]:
   """Combines two partial attentions over disjoint keys by their logsumexp."""
   m = jnp.maximum(lse_a, lse_b)
   m_safe = jnp.where(m == -jnp.inf, 0.0, m)
@@ -253,23 +267,24 @@ def _merge(out_a, lse_a, out_b, lse_b):
   return out_a * to_rows(wa) + out_b * to_rows(wb), lse
 
 
-def _case(q_off, k_off):
+def _case(q_off: Pos, k_off: Pos) -> Array:
   """Causal block pair: 0 = all keys in the future, 1 = all in the past, 2 = diagonal."""
   return jnp.where(k_off > q_off, 0, jnp.where(k_off == q_off, 2, 1))
 
 
-def _cudnn_block_fwd(qg, k, v, q_off, k_off, causal):
+def _cudnn_block_fwd(qg: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, causal: bool
+                     ) -> tuple[Array, ...]:
   """cuDNN forward of one block pair in the ring's layout: (out f32, lse [b, kvh, g, sq])."""
   b, sq, kvh, g, d = qg.shape
   vary = functools.partial(_vary_like, q_off + k_off)
 
-  def run(mask):
-    def branch():
+  def run(mask: bool) -> Callable[[], tuple[Array, ...]]:
+    def branch() -> tuple[Array, ...]:
       out, lse = attention_kernels.cudnn_fwd(qg.reshape(b, sq, kvh * g, d), k, v, mask)
       return vary(out.reshape(qg.shape), lse.reshape(b, kvh, g, sq))
     return branch
 
-  def skip():
+  def skip() -> tuple[Array, ...]:
     return vary(jnp.zeros(qg.shape, jnp.float32),
                 jnp.full((b, kvh, g, sq), -jnp.inf, jnp.float32))
 
@@ -278,20 +293,21 @@ def _cudnn_block_fwd(qg, k, v, q_off, k_off, causal):
   return lax.switch(_case(q_off, k_off), [skip, run(False), run(True)])
 
 
-def _cudnn_block_bwd(qg, k, v, q_off, k_off, out, lse, dout, causal):
+def _cudnn_block_bwd(qg: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, out: Array,
+                     lse: Array, dout: Array, causal: bool) -> tuple[Array, ...]:
   """cuDNN gradients of one block pair given the ring's global out (qg's dtype) and lse."""
   b, sq, kvh, g, d = qg.shape
   flat = lambda x: x.reshape(b, sq, kvh * g, d)
   vary = functools.partial(_vary_like, q_off + k_off)
 
-  def run(mask):
-    def branch():
+  def run(mask: bool) -> Callable[[], tuple[Array, ...]]:
+    def branch() -> tuple[Array, ...]:
       dq, dk, dv = attention_kernels.cudnn_bwd(flat(qg), k, v, flat(out),
                                                lse.reshape(b, kvh * g, sq), flat(dout), mask)
       return vary(dq.reshape(qg.shape), dk, dv)
     return branch
 
-  def skip():
+  def skip() -> tuple[Array, ...]:
     return vary(jnp.zeros(qg.shape, jnp.float32), jnp.zeros(k.shape, jnp.float32),
                 jnp.zeros(v.shape, jnp.float32))
 
@@ -300,14 +316,16 @@ def _cudnn_block_bwd(qg, k, v, q_off, k_off, out, lse, dout, causal):
   return lax.switch(_case(q_off, k_off), [skip, run(False), run(True)])
 
 
-def _pair_fwd(kernel, qg, k, v, q_off, k_off, causal):
+def _pair_fwd(kernel: Kernel, qg: Array, k: Array, v: Array, q_off: Pos, k_off: Pos,
+              causal: bool) -> tuple[Array, ...]:
   name, cq, ck = kernel
   if name == "cudnn":
     return _cudnn_block_fwd(qg, k, v, q_off, k_off, causal)
   return _block_fwd_impl(qg, k, v, q_off, k_off, causal, cq, ck)
 
 
-def _pair_bwd(kernel, qg, k, v, q_off, k_off, out, lse, dout, causal):
+def _pair_bwd(kernel: Kernel, qg: Array, k: Array, v: Array, q_off: Pos, k_off: Pos,
+              out: Array, lse: Array, dout: Array, causal: bool) -> tuple[Array, ...]:
   name, cq, ck = kernel
   if name == "cudnn":
     return _cudnn_block_bwd(qg, k, v, q_off, k_off, out, lse, dout, causal)
@@ -315,27 +333,27 @@ def _pair_bwd(kernel, qg, k, v, q_off, k_off, out, lse, dout, causal):
                          jnp.zeros_like(lse), causal, cq, ck)
 
 
-def _pack(kv, acc):
+def _pack(kv: Array, acc: Array) -> Array:
   """K/V and the f32 gradient accumulator in one buffer (bit-exact), for one permute."""
   bits = lax.bitcast_convert_type(acc, kv.dtype)  # 16-bit kv: [..., d, 2]
   return jnp.concatenate([kv, bits.reshape(acc.shape[:-1] + (-1,))], axis=-1)
 
 
-def _unpack(msg, d):
+def _unpack(msg: Array, d: int) -> tuple[Array, Array]:
   kv, bits = msg[..., :d], msg[..., d:]
   if bits.shape[-1] != d:
     bits = bits.reshape(bits.shape[:-1] + (d, -1))
   return kv, lax.bitcast_convert_type(bits, jnp.float32)
 
 
-def _varying_axes(x):
+def _varying_axes(x: Array) -> frozenset[str]:
   """The manual mesh axes x varies over (jax >= 0.10: aval.mat; before: aval.vma)."""
   aval = jax.typeof(x)
   mat = getattr(aval, "mat", None)
   return frozenset(mat.varying if mat is not None else getattr(aval, "vma", ()))
 
 
-def _ring_perm(axis_name, q):
+def _ring_perm(axis_name: str, q: Array) -> tuple[int, Array, list[tuple[int, int]]]:
   """(n, this device's index, the ring's pairs).
 
   The index is typed as varying over every manual axis q varies over (under a
@@ -351,12 +369,13 @@ def _ring_perm(axis_name, q):
   return n, me, [(j, (j + 1) % n) for j in range(n)]
 
 
-def _ring_forward(qg, k, v, causal, axis_name, kernel):
+def _ring_forward(qg: Array, k: Array, v: Array, causal: bool, axis_name: str,
+                  kernel: Kernel) -> tuple[Array, Array]:
   """(out f32, lse) of this device's queries against every device's K/V block."""
   n, me, perm = _ring_perm(axis_name, qg)
   b, sq, kvh, g, d = qg.shape
 
-  def step(i, state):
+  def step(i: Array, state: tuple[Array, Array, Array]) -> tuple[Array, Array, Array]:
     out, lse, kv = state
     # K and V travel as one array: one permute per step. It is issued first and
     # does not depend on this step's attention, so XLA overlaps the two (its
@@ -376,18 +395,21 @@ def _ring_forward(qg, k, v, causal, axis_name, kernel):
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
-def _ring(qg, k, v, causal, axis_name, kernel):
+def _ring(qg: Array, k: Array, v: Array, causal: bool, axis_name: str, kernel: Kernel
+          ) -> Array:
   out, _ = _ring_forward(qg, k, v, causal, axis_name, kernel)
   return out.astype(qg.dtype)
 
 
-def _ring_fwd_rule(qg, k, v, causal, axis_name, kernel):
+def _ring_fwd_rule(qg: Array, k: Array, v: Array, causal: bool, axis_name: str,
+                   kernel: Kernel) -> tuple[Array, tuple[Array, ...]]:
   out, lse = _ring_forward(qg, k, v, causal, axis_name, kernel)
   out = out.astype(qg.dtype)
   return out, (qg, k, v, out, lse)
 
 
-def _ring_bwd_rule(causal, axis_name, kernel, res, dout):
+def _ring_bwd_rule(causal: bool, axis_name: str, kernel: Kernel, res: tuple[Array, ...],
+                   dout: Array) -> tuple[Array, Array, Array]:
   """The ring again, K/V travelling with their f32 gradient accumulators.
 
   Each step's block gradients use the global out and lse, so they are exact
@@ -401,7 +423,7 @@ def _ring_bwd_rule(causal, axis_name, kernel, res, dout):
   n, me, perm = _ring_perm(axis_name, qg)
   sq, d = qg.shape[1], k.shape[-1]
 
-  def step(i, state):
+  def step(i: Array, state: tuple[Array, Array, Array]) -> tuple[Array, Array, Array]:
     dq, kv, send = state
     kv_next, recv = _unpack(lax.ppermute(_pack(kv, send), axis_name, perm), d)
     src = (me - i) % n
@@ -419,8 +441,9 @@ def _ring_bwd_rule(causal, axis_name, kernel, res, dout):
 _ring.defvjp(_ring_fwd_rule, _ring_bwd_rule)
 
 
-def ring_attention_shard(q, k, v, *, causal, axis_name=AXIS, q_chunk=DEFAULT_CHUNK,
-                         k_chunk=DEFAULT_CHUNK, kernel="auto"):
+def ring_attention_shard(q: Array, k: Array, v: Array, *, causal: bool, axis_name: str = AXIS,
+                         q_chunk: int = DEFAULT_CHUNK, k_chunk: int = DEFAULT_CHUNK,
+                         kernel: str = "auto") -> Array:
   """Per-device body (inside shard_map): q/k/v are this device's sequence blocks.
 
   kernel: `blocked` (the online softmax above, runs everywhere), `cudnn` (cuDNN
@@ -434,8 +457,9 @@ def ring_attention_shard(q, k, v, *, causal, axis_name=AXIS, q_chunk=DEFAULT_CHU
   return out.reshape(b, sq, h, d)
 
 
-def simulated_ring(num_blocks, causal, kernel="auto", loss=None, q_chunk=DEFAULT_CHUNK,
-                   k_chunk=DEFAULT_CHUNK):
+def simulated_ring(num_blocks: int, causal: bool, kernel: str = "auto",
+                   loss: Callable[[Array], Array] | None = None, q_chunk: int = DEFAULT_CHUNK,
+                   k_chunk: int = DEFAULT_CHUNK) -> Callable[[Array, Array, Array], Any]:
   """The ring of `num_blocks` devices run on one device (jax.vmap names the ring axis).
 
   Same per-step code, permutes and kernels as the sharded ring; for checking the
@@ -447,13 +471,13 @@ def simulated_ring(num_blocks, causal, kernel="auto", loss=None, q_chunk=DEFAULT
   """
   attn = functools.partial(ring_attention_shard, causal=causal, q_chunk=q_chunk,
                            k_chunk=k_chunk, kernel=kernel)
-  body = attn
+  body: Callable[..., Any] = attn
   if loss is not None:
     body = jax.grad(lambda q, k, v: loss(attn(q, k, v)), argnums=(0, 1, 2))
   split = lambda x: jnp.moveaxis(x.reshape(x.shape[0], num_blocks, -1, *x.shape[2:]), 1, 0)
   join = lambda x, like: jnp.moveaxis(x, 0, 1).reshape(like.shape)
 
-  def fn(q, k, v):
+  def fn(q: Array, k: Array, v: Array) -> Array | tuple[Array, ...]:
     out = jax.vmap(body, axis_name=AXIS)(split(q), split(k), split(v))
     if loss is None:
       return join(out, q)
@@ -461,12 +485,12 @@ def simulated_ring(num_blocks, causal, kernel="auto", loss=None, q_chunk=DEFAULT
   return fn
 
 
-def make_mesh(devices):
+def make_mesh(devices: Sequence[jax.Device]) -> Mesh:
   return Mesh(np.asarray(devices), (AXIS,))
 
 
-def ring_attention(mesh, causal, q_chunk=DEFAULT_CHUNK, k_chunk=DEFAULT_CHUNK,
-                   kernel="auto"):
+def ring_attention(mesh: Mesh, causal: bool, q_chunk: int = DEFAULT_CHUNK,
+                   k_chunk: int = DEFAULT_CHUNK, kernel: str = "auto") -> Callable[..., Any]:
   """Global function (q, k, v) -> out, sequence-sharded over the mesh's `cp` axis."""
   spec = P(None, AXIS)
   body = functools.partial(ring_attention_shard, causal=causal, q_chunk=q_chunk,
@@ -474,12 +498,12 @@ def ring_attention(mesh, causal, q_chunk=DEFAULT_CHUNK, k_chunk=DEFAULT_CHUNK,
   return jax.shard_map(body, mesh=mesh, in_specs=(spec,) * 3, out_specs=spec)
 
 
-def _loss(out):
+def _loss(out: Array) -> Array:
   # A loss whose cotangent depends on the output, so the backward pass is not trivial.
   return jnp.sum(jnp.square(out.astype(jnp.float32)))
 
 
-def example_function(config, mesh):
+def example_function(config: RingConfig, mesh: Mesh) -> Callable[..., Any]:
   """The function the dump compiles: forward, or loss gradients for backward."""
   attn = ring_attention(mesh, config.causal, config.q_chunk, config.k_chunk,
                         config.kernel)
@@ -488,14 +512,14 @@ def example_function(config, mesh):
   return jax.grad(lambda q, k, v: _loss(attn(q, k, v)), argnums=(0, 1, 2))
 
 
-def example_args(config, mesh):
+def example_args(config: RingConfig, mesh: Mesh) -> list[jax.ShapeDtypeStruct]:
   """Abstract sequence-sharded arguments (no data) for lowering."""
   sharding = NamedSharding(mesh, P(None, AXIS))
   dtype = DTYPES[config.dtype]
   return [jax.ShapeDtypeStruct(s, dtype, sharding=sharding) for s in config.shapes()]
 
 
-def reference_attention(q, k, v, causal):
+def reference_attention(q: Array, k: Array, v: Array, causal: bool) -> Array:
   """Plain softmax attention with GQA, in f32, for checking the ring."""
   b, s, h, d = q.shape
   kvh = k.shape[2]
@@ -509,14 +533,14 @@ def reference_attention(q, k, v, causal):
   return jnp.einsum("bhqk,bkhd->bqhd", probs, v).astype(q.dtype)
 
 
-def reference_function(config):
+def reference_function(config: RingConfig) -> Callable[..., Any]:
   if not config.backward:
     return functools.partial(reference_attention, causal=config.causal)
   return jax.grad(lambda q, k, v: _loss(reference_attention(q, k, v, config.causal)),
                   argnums=(0, 1, 2))
 
 
-def neighbour_shift(x):
+def neighbour_shift(x: Array) -> Array:
   """Non-cyclic shift (device i -> i+1, the last sends nowhere): a permute that is no ring.
 
   Per-shard function for `hlo-tools dump hlo_tools.programs.ring_attention:neighbour_shift`.

@@ -33,6 +33,8 @@ takes tens of seconds: the HLO grows with the layer count, not with the shapes.
 
 import dataclasses
 import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import jax
 from jax import lax
@@ -44,6 +46,10 @@ from hlo_tools.programs import ring_attention
 
 CP, TP = "cp", "tp"
 DTYPES = ring_attention.DTYPES
+
+Array = jax.Array
+# A pytree: {"embed": ..., "layers": [{name: ...}], ...} of arrays, specs or shapes.
+Tree = dict[str, Any]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +72,7 @@ class TrainConfig:
   q_chunk: int = ring_attention.DEFAULT_CHUNK
   k_chunk: int = ring_attention.DEFAULT_CHUNK
 
-  def validate(self, mesh_shape):
+  def validate(self, mesh_shape: Mapping[str, int]) -> None:
     """Raises ValueError unless the shapes divide over mesh_shape {axis: size}."""
     cp, tp = mesh_shape.get(CP, 1), mesh_shape.get(TP, 1)
     if set(mesh_shape) - {CP, TP}:
@@ -90,7 +96,7 @@ class TrainConfig:
       raise ValueError(f"rotary positions need an even head_dim, not {self.head_dim}")
 
 
-def param_specs(config):
+def param_specs(config: TrainConfig) -> Tree:
   """PartitionSpec of every parameter: column splits on dim 1, row splits on dim 0."""
   layer = {"attn_norm": P(), "wq": P(None, TP), "wk": P(None, TP), "wv": P(None, TP),
            "wo": P(TP, None), "mlp_norm": P(), "w_gate": P(None, TP),
@@ -99,7 +105,7 @@ def param_specs(config):
           "final_norm": P(), "lm_head": P()}
 
 
-def param_shapes(config):
+def param_shapes(config: TrainConfig) -> Tree:
   c = config
   layer = {"attn_norm": (c.hidden,), "wq": (c.hidden, c.num_heads * c.head_dim),
            "wk": (c.hidden, c.num_kv_heads * c.head_dim),
@@ -111,13 +117,13 @@ def param_shapes(config):
           "final_norm": (c.hidden,), "lm_head": (c.hidden, c.vocab)}
 
 
-def _rms_norm(x, weight):
+def _rms_norm(x: Array, weight: Array) -> Array:
   x32 = x.astype(jnp.float32)
   scale = lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + 1e-5)
   return (x32 * scale).astype(x.dtype) * weight
 
 
-def _rotary(x, positions):
+def _rotary(x: Array, positions: Array) -> Array:
   """Rotary position embedding of x [b, s, heads, d] at positions [s] (half split)."""
   d = x.shape[-1]
   inv_freq = 1.0 / (500000.0 ** (jnp.arange(0, d, 2, dtype=jnp.float32) / d))
@@ -128,7 +134,7 @@ def _rotary(x, positions):
 
 
 @jax.custom_vjp
-def _tp_input(x):
+def _tp_input(x: Array) -> Array:
   """Megatron's f: identity forward; the gradient is summed over tp (every tp rank
   holds part of the columns x feeds)."""
   return x
@@ -138,7 +144,7 @@ _tp_input.defvjp(lambda x: (x, None), lambda _, g: (lax.psum(g, TP),))
 
 
 @jax.custom_vjp
-def _tp_output(x):
+def _tp_output(x: Array) -> Array:
   """Megatron's g: the partial outputs of the row-split matmul summed over tp; the
   gradient passes through (every tp rank needs all of it)."""
   return lax.psum(x, TP)
@@ -147,7 +153,8 @@ def _tp_output(x):
 _tp_output.defvjp(lambda x: (lax.psum(x, TP), None), lambda _, g: (g,))
 
 
-def _attention(x, p, config, positions):
+def _attention(x: Array, p: Mapping[str, Array], config: TrainConfig, positions: Array
+               ) -> Array:
   """Column-split Q/K/V (this device's heads), the ring over cp, row-split output."""
   b, s, _ = x.shape
   d = config.head_dim
@@ -162,13 +169,13 @@ def _attention(x, p, config, positions):
   return _tp_output(out.reshape(b, s, -1) @ p["wo"])
 
 
-def _mlp(x, p):
+def _mlp(x: Array, p: Mapping[str, Array]) -> Array:
   x = _tp_input(x)
   h = jax.nn.silu(x @ p["w_gate"]) * (x @ p["w_up"])
   return _tp_output(h @ p["w_down"])
 
 
-def _local_loss(params, tokens, targets, config):
+def _local_loss(params: Tree, tokens: Array, targets: Array, config: TrainConfig) -> Array:
   """This device's share of the token-mean loss (its tokens' sum / all tokens)."""
   s = tokens.shape[1]
   positions = lax.axis_index(CP) * s + jnp.arange(s)
@@ -183,13 +190,14 @@ def _local_loss(params, tokens, targets, config):
   return nll / (config.batch * config.seq_len)
 
 
-def _local_value_and_grad(params, tokens, targets, config):
+def _local_value_and_grad(params: Tree, tokens: Array, targets: Array, config: TrainConfig
+                          ) -> tuple[Array, Tree]:
   """Per-shard body: the loss and the gradients, summed over the sequence blocks."""
   loss, grads = jax.value_and_grad(_local_loss)(params, tokens, targets, config)
   return lax.psum(loss, CP), jax.tree.map(lambda g: lax.psum(g, CP), grads)
 
 
-def value_and_grad_function(config, mesh):
+def value_and_grad_function(config: TrainConfig, mesh: Mesh) -> Callable[..., Any]:
   """Global (params, tokens, targets) -> (loss, grads), sharded by shard_map."""
   data = P(None, CP)
   specs = param_specs(config)
@@ -198,7 +206,8 @@ def value_and_grad_function(config, mesh):
                        check_vma=False)
 
 
-def _adam(params, grads, state, lr, b1=0.9, b2=0.95, eps=1e-8):
+def _adam(params: Tree, grads: Tree, state: Tree, lr: float, b1: float = 0.9,
+          b2: float = 0.95, eps: float = 1e-8) -> tuple[Tree, Tree]:
   step = state["step"] + 1
   m = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g.astype(jnp.float32), state["m"], grads)
   v = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * jnp.square(g.astype(jnp.float32)),
@@ -209,18 +218,20 @@ def _adam(params, grads, state, lr, b1=0.9, b2=0.95, eps=1e-8):
   return new, {"step": step, "m": m, "v": v}
 
 
-def _clip_by_global_norm(grads, max_norm):
+def _clip_by_global_norm(grads: Tree, max_norm: float) -> Tree:
   leaves = jax.tree.leaves(grads)
   norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.astype(jnp.float32))) for g in leaves))
   scale = jnp.minimum(1.0, max_norm / jnp.maximum(norm, 1e-6))
   return jax.tree.map(lambda g: (g * scale).astype(g.dtype), grads)
 
 
-def train_step_function(config, mesh):
+def train_step_function(config: TrainConfig, mesh: Mesh
+                        ) -> Callable[[Tree, Tree, Array, Array], tuple[Tree, Tree, Array]]:
   """(params, opt_state, tokens, targets) -> (params, opt_state, loss)."""
   value_and_grad = value_and_grad_function(config, mesh)
 
-  def step(params, opt_state, tokens, targets):
+  def step(params: Tree, opt_state: Tree, tokens: Array, targets: Array
+           ) -> tuple[Tree, Tree, Array]:
     loss, grads = value_and_grad(params, tokens, targets)
     grads = _clip_by_global_norm(grads, config.clip_norm)
     if config.optimizer == "sgd":
@@ -233,7 +244,7 @@ def train_step_function(config, mesh):
   return step
 
 
-def default_mesh(num_devices, devices_per_host):
+def default_mesh(num_devices: int, devices_per_host: int) -> list[tuple[str, int]]:
   """[(cp, size), (tp, size)]: the layout that keeps tensor parallelism inside hosts.
 
   Several hosts: tp = a host's GPUs, cp = the hosts (the ring crosses hosts). One
@@ -246,16 +257,17 @@ def default_mesh(num_devices, devices_per_host):
   return [(CP, num_devices // tp), (TP, tp)]
 
 
-def make_mesh(devices, cp, tp):
+def make_mesh(devices: Sequence[jax.Device], cp: int, tp: int) -> Mesh:
   """devices (in id order) as a (cp, tp) mesh: consecutive devices share a tp group."""
   return Mesh(np.asarray(devices).reshape(cp, tp), (CP, TP))
 
 
-def _abstract(shape, dtype, mesh, spec):
+def _abstract(shape: tuple[int, ...], dtype: Any, mesh: Mesh, spec: P) -> jax.ShapeDtypeStruct:
   return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
 
 
-def example_args(config, mesh):
+def example_args(config: TrainConfig, mesh: Mesh
+                 ) -> tuple[Tree, Tree, jax.ShapeDtypeStruct, jax.ShapeDtypeStruct]:
   """Abstract (params, opt_state, tokens, targets) for lowering: no data."""
   dtype = DTYPES[config.dtype]
   specs = param_specs(config)
@@ -267,7 +279,8 @@ def example_args(config, mesh):
     moments = lambda: jax.tree.map(
         lambda shp, spec: _abstract(shp, jnp.float32, mesh, spec), shapes, specs,
         is_leaf=is_shape)
-    state = {"step": _abstract((), jnp.int32, mesh, P()), "m": moments(), "v": moments()}
+    state: Tree = {"step": _abstract((), jnp.int32, mesh, P()), "m": moments(),
+                   "v": moments()}
   else:
     state = {}
   data = _abstract((config.batch, config.seq_len), jnp.int32, mesh, P(None, CP))

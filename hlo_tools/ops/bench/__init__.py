@@ -8,6 +8,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from hlo_tools import cli_io
 from hlo_tools.ops.bench import programs
@@ -17,18 +19,20 @@ GOALS = {"P1": 0.005, "P2": 2.0, "P3": 2.0}
 FULL = {"layers": 32, "seq_len": 8192, "ring_layers": 2400, "ring_small": 240, "runs": 5}
 QUICK = {"layers": 1, "seq_len": 8192, "ring_layers": 60, "ring_small": 12, "runs": 1}
 
+Result = dict[str, Any]  # a figure's record, as `hlo-tools bench` writes it in JSON
 
-def stats(samples):
+
+def stats(samples: Sequence[float]) -> Result:
   """Median, min and max of a list of numbers (the samples kept for the record)."""
   return {"median": statistics.median(samples), "min": min(samples), "max": max(samples),
           "n": len(samples), "samples": samples}
 
 
-def _log(message):
+def _log(message: str) -> None:
   print(f"hlo-tools bench: {message}", file=sys.stderr, flush=True)
 
 
-def _keep(keep_dir, name, text):
+def _keep(keep_dir: str | None, name: str, text: str) -> None:
   if keep_dir:
     os.makedirs(keep_dir, exist_ok=True)
     cli_io.write_atomic(os.path.join(keep_dir, name), text)
@@ -37,7 +41,8 @@ def _keep(keep_dir, name, text):
 # ---------------------------------------------------------------------------------------
 # P1
 
-def run_pass(path, out_path, topology=programs.TOPOLOGY):
+def run_pass(path: str, out_path: str, topology: str | None = programs.TOPOLOGY
+             ) -> tuple[float, float, dict[str, Any]]:
   """One nvshmem-opt run: (pass seconds from its report, whole-process seconds)."""
   from hlo_tools.model import driver  # pylint: disable=import-outside-toplevel
   exe = driver.find_nvshmem_opt()
@@ -52,11 +57,11 @@ def run_pass(path, out_path, topology=programs.TOPOLOGY):
   wall = time.perf_counter() - t0
   if proc.returncode != 0:
     raise RuntimeError(f"nvshmem-opt failed: {driver.first_message(proc.stderr)}")
-  report = json.loads(proc.stdout)
+  report: dict[str, Any] = json.loads(proc.stdout)
   return report["pass_us"] * 1e-6, wall, report
 
 
-def bench_p1(sizes, runs, keep_dir=None):
+def bench_p1(sizes: Mapping[str, int], runs: int, keep_dir: str | None = None) -> Result:
   config = {"num_layers": sizes["layers"], "seq_len": sizes["seq_len"]}
   program = {"name": "llama", "config": config}
   _log(f"P1: dumping the before-async module of a {sizes['layers']}-layer Llama stack")
@@ -75,8 +80,9 @@ def bench_p1(sizes, runs, keep_dir=None):
     _log(f"P1: timing XLA's compile ({runs} runs, in a child)")
     compile_s = programs.compile_times(program, runs)
     _log(f"P1: timing nvshmem-opt ({max(runs, 5)} runs)")
-    pass_s, process_s = [], []
-    report = None
+    pass_s: list[float] = []
+    process_s: list[float] = []
+    report: dict[str, Any] = {}
     for _ in range(max(runs, 5)):
       p, w, report = run_pass(path, os.path.join(tmp, "out.hlo"))
       pass_s.append(p)
@@ -99,7 +105,7 @@ def bench_p1(sizes, runs, keep_dir=None):
   }
 
 
-def _module_size(text):
+def _module_size(text: str) -> dict[str, int]:
   """Bytes, lines, instructions and collective-permutes of a module's text.
 
   Counted with a line regex, not a parser: hlo_text rejects jaxlib 0.10's mesh
@@ -114,7 +120,7 @@ def _module_size(text):
 # ---------------------------------------------------------------------------------------
 # P2
 
-def bench_p2(sizes, runs, keep_dir=None):
+def bench_p2(sizes: Mapping[str, int], runs: int, keep_dir: str | None = None) -> Result:
   layers = sizes["ring_layers"]
   _log(f"P2: compiling an unrolled {layers}-step ring for its HLO text")
   text = _ring_texts(layers)[1]
@@ -159,11 +165,11 @@ print(json.dumps({"rss_before_kb": before, "hwm_kb": status_kb("VmHWM"),
 """
 
 
-def _p2_memory(text):
+def _p2_memory(text: str) -> dict[str, float]:
   """Peak memory of each parser: RSS growth in a fresh child, and ours by tracemalloc."""
   import tracemalloc  # pylint: disable=import-outside-toplevel
   from hlo_tools.hlo.reader import parse_hlo_text  # pylint: disable=import-outside-toplevel
-  result = {}
+  result: dict[str, float] = {}
   with tempfile.TemporaryDirectory(prefix="hlo-tools-bench-p2-") as tmp:
     path = os.path.join(tmp, "module.hlo")
     with open(path, "w") as f:
@@ -191,17 +197,17 @@ def _p2_memory(text):
 # ---------------------------------------------------------------------------------------
 # P3
 
-_RING_TEXTS = {}
+_RING_TEXTS: dict[int, tuple[str, str]] = {}
 
 
-def _ring_texts(layers):
+def _ring_texts(layers: int) -> tuple[str, str]:
   """(before-async, optimized) texts of the ring, compiled once for P2 and P3."""
   if layers not in _RING_TEXTS:
     _RING_TEXTS[layers] = programs.both_texts({"name": "ring", "layers": layers})
   return _RING_TEXTS[layers]
 
 
-def _diff_pair(layers, keep_dir, tag):
+def _diff_pair(layers: int, keep_dir: str | None, tag: str) -> tuple[str, str]:
   """A ring module as XLA's async conversion gets it, and the pass's rewrite of it."""
   text_a = _ring_texts(layers)[0]
   with tempfile.TemporaryDirectory(prefix="hlo-tools-bench-p3-") as tmp:
@@ -216,10 +222,13 @@ def _diff_pair(layers, keep_dir, tag):
   return text_a, text_b
 
 
-def _time_diff(text_a, text_b, runs):
+def _time_diff(text_a: str, text_b: str, runs: int) -> Result:
   from hlo_tools.ops import diff  # pylint: disable=import-outside-toplevel
   from hlo_tools.model import sources  # pylint: disable=import-outside-toplevel
-  parse_s, diff_s, total_s, ratios = [], [], [], []
+  parse_s: list[float] = []
+  diff_s: list[float] = []
+  total_s: list[float] = []
+  ratios: list[float] = []
   summary = None
   for _ in range(runs):
     t0 = time.perf_counter()
@@ -239,8 +248,8 @@ def _time_diff(text_a, text_b, runs):
           "summary": summary}
 
 
-def bench_p3(sizes, runs, keep_dir=None):
-  result = {}
+def bench_p3(sizes: Mapping[str, int], runs: int, keep_dir: str | None = None) -> Result:
+  result: dict[str, Result] = {}
   for tag, layers in (("small", sizes["ring_small"]), ("large", sizes["ring_layers"])):
     _log(f"P3: dumping a {layers}-step ring and running the pass on it ({tag})")
     text_a, text_b = _diff_pair(layers, keep_dir, tag)
@@ -268,12 +277,12 @@ def bench_p3(sizes, runs, keep_dir=None):
 # ---------------------------------------------------------------------------------------
 # Output
 
-def _range(st, scale=1e3, fmt="{:.1f}"):
+def _range(st: Mapping[str, float], scale: float = 1e3, fmt: str = "{:.1f}") -> str:
   return (f"{fmt.format(st['median'] * scale)} [{fmt.format(st['min'] * scale)}, "
           f"{fmt.format(st['max'] * scale)}]")
 
 
-def table(result):
+def table(result: Result) -> str:
   """The human-readable summary: one block per figure, medians [min, max]."""
   lines = []
   m, v = result["machine"], result["versions"]

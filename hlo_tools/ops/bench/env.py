@@ -7,9 +7,10 @@ gives other numbers, so `hlo-tools bench` records these next to its figures.
 import os
 import platform
 import subprocess
+from typing import Any
 
 
-def _meminfo_kb(key):
+def _meminfo_kb(key: str) -> int | None:
   try:
     with open("/proc/meminfo") as f:
       for line in f:
@@ -20,7 +21,7 @@ def _meminfo_kb(key):
   return None
 
 
-def _cpu_model():
+def _cpu_model() -> str:
   try:
     with open("/proc/cpuinfo") as f:
       for line in f:
@@ -31,8 +32,9 @@ def _cpu_model():
   return platform.processor() or "unknown CPU"
 
 
-def machine():
+def machine() -> dict[str, Any]:
   """Cores (all, and those this process may use), memory, CPU model, OS."""
+  usable: int | None
   try:
     usable = len(os.sched_getaffinity(0))
   except AttributeError:  # not Linux
@@ -43,10 +45,10 @@ def machine():
           "platform": platform.platform(), "python": platform.python_version()}
 
 
-def versions():
+def versions() -> dict[str, str | None]:
   """jax, jaxlib, tensorflow (nvshmem-opt's XLA comes from it) and our git commit."""
   from importlib import metadata  # pylint: disable=import-outside-toplevel
-  out = {}
+  out: dict[str, str | None] = {}
   for name in ("jax", "jaxlib", "tensorflow"):
     try:
       out[name] = metadata.version(name)

@@ -14,14 +14,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
 
 from hlo_tools.ops import dump
 from hlo_tools.hlo import reader
 
 TOPOLOGY = "1x2x4"
 
+# {"name": "llama", "config": {LlamaConfig field: value}} or {"name": "ring", "layers": N}
+Program = dict[str, Any]
 
-def _build(program):
+
+def _build(program: Program) -> tuple[Callable[..., Any], Any]:
   """(function, args) for a program spec {"name": "llama"|"ring", ...}."""
   from hlo_tools.programs import bench, ring_attention  # pylint: disable=import-outside-toplevel
   target = dump.Target(topology=program.get("topology", TOPOLOGY))
@@ -32,7 +37,7 @@ def _build(program):
   return bench.ring_function(program["layers"], mesh), bench.ring_args(mesh)
 
 
-def _child(spec):
+def _child(spec: dict[str, Any]) -> int:
   import jax  # pylint: disable=import-outside-toplevel
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
   fn, args = _build(spec["program"])
@@ -41,8 +46,8 @@ def _child(spec):
   # program's compile time.
   tiny = jax.ShapeDtypeStruct((8,), jnp.float32, sharding=jax.tree.leaves(args)[0].sharding)
   jax.jit(lambda x: x + 1).lower(tiny).compile()
-  result = {"lower_s": [], "compile_s": []}
-  text = None
+  result: dict[str, list[float]] = {"lower_s": [], "compile_s": []}
+  text = ""
   for _ in range(spec.get("repeats", 1)):
     # JAX memoizes compiles of a lowering; clearing its caches and lowering again
     # makes every repeat a real XLA compile.
@@ -55,7 +60,7 @@ def _child(spec):
     t0 = time.perf_counter()
     compiled = lowered.compile()
     result["compile_s"].append(time.perf_counter() - t0)
-    text = text or compiled.as_text()
+    text = text or compiled.as_text() or ""
   if spec.get("text_out"):
     with open(spec["text_out"], "w") as f:
       f.write(text)
@@ -67,13 +72,15 @@ def _child(spec):
 _MESH_GROUPS_RE = re.compile(r"replica_groups=(mesh\[[^\]]*\]\s*\{[^}]*\})")
 
 
-def _explicit_groups(m):
+def _explicit_groups(m: "re.Match[str]") -> str:
   groups = reader.expand_mesh_groups(m.group(1))
+  if groups is None:  # not a form the reader expands: left as it is
+    return m.group(0)
   return "replica_groups={" + ",".join(
       "{" + ",".join(map(str, g)) + "}" for g in groups) + "}"
 
 
-def legacy_replica_groups(text):
+def legacy_replica_groups(text: str) -> str:
   """Rewrites jaxlib 0.10's `replica_groups=mesh['a'=8,'b'=1] {'a'}` as explicit groups.
 
   The XLA that nvshmem-opt is built against (and hlo_text) predate this
@@ -86,7 +93,7 @@ def legacy_replica_groups(text):
 # Parent side.
 
 
-def _env(xla_dump_dir=None, pass_re=None, threads=None):
+def _env(xla_dump_dir: str | None = None, pass_re: str | None = None) -> dict[str, str]:
   env = dict(os.environ)
   flags = [env.get("XLA_FLAGS", "")]
   if xla_dump_dir:
@@ -105,11 +112,12 @@ def _env(xla_dump_dir=None, pass_re=None, threads=None):
   return env
 
 
-def run_child(program, repeats=1, xla_dump_dir=None, pass_re=None, text_out=None,
-              timeout=3600):
+def run_child(program: Program, repeats: int = 1, xla_dump_dir: str | None = None,
+              pass_re: str | None = None, text_out: str | None = None,
+              timeout: float = 3600) -> dict[str, list[float]]:
   """Compiles `program` in a child; returns {"lower_s", "compile_s": [...]}."""
   with tempfile.TemporaryDirectory(prefix="hlo-tools-bench-") as tmp:
-    spec = {"program": program, "repeats": repeats, "text_out": text_out,
+    spec: dict[str, Any] = {"program": program, "repeats": repeats, "text_out": text_out,
             "result": os.path.join(tmp, "result.json")}
     proc = subprocess.run([sys.executable, "-m", "hlo_tools.ops.bench.programs",
                            json.dumps(spec)], env=_env(xla_dump_dir, pass_re),
@@ -118,10 +126,12 @@ def run_child(program, repeats=1, xla_dump_dir=None, pass_re=None, text_out=None
       tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
       raise RuntimeError(f"bench compile child failed (exit {proc.returncode}): {tail}")
     with open(spec["result"]) as f:
-      return json.load(f)
+      result: dict[str, list[float]] = json.load(f)
+      return result
 
 
-def before_async_text(program, timeout=3600, text_out=None):
+def before_async_text(program: Program, timeout: float = 3600, text_out: str | None = None
+                      ) -> str:
   """The module entering XLA's async-collective-creator (what the pass sees).
 
   Only the passes next to async-collective-creator are dumped: a full
@@ -131,10 +141,11 @@ def before_async_text(program, timeout=3600, text_out=None):
   with tempfile.TemporaryDirectory(prefix="hlo-tools-bench-dump-") as tmp:
     run_child(program, xla_dump_dir=tmp, pass_re="async-collective-creator",
               text_out=text_out, timeout=timeout)
-    return dump.pass_snapshot_text(tmp, "async-collective-creator", when="before")
+    text: str = dump.pass_snapshot_text(tmp, "async-collective-creator", when="before")
+    return text
 
 
-def both_texts(program):
+def both_texts(program: Program) -> tuple[str, str]:
   """(before-async text, optimized text) of one compile."""
   with tempfile.TemporaryDirectory(prefix="hlo-tools-bench-text-") as tmp:
     path = os.path.join(tmp, "module.hlo")
@@ -143,7 +154,7 @@ def both_texts(program):
       return before, f.read()
 
 
-def compile_times(program, repeats):
+def compile_times(program: Program, repeats: int) -> list[float]:
   """Seconds of each of `repeats` compiles of one lowering, in a clean child."""
   return run_child(program, repeats=repeats)["compile_s"]
 

@@ -31,7 +31,6 @@ held-out sizes and (c) the whole loop step (baseline + modeled permute), each
 against the goal of 10%; --plot draws model against measurement.
 """
 
-import collections
 import csv
 import datetime
 import hashlib
@@ -39,27 +38,39 @@ import io
 import math
 import os
 import statistics
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from hlo_tools import cli_io
 from hlo_tools import selection
 from hlo_tools.ops.sizes import format_bytes
 from hlo_tools.errors import HeuristicsError
+from hlo_tools._selection_core import CostTable
 
 BACKENDS = selection.BACKENDS
 REQUIRED = ("backend", "link_class", "bytes", "seconds")
 GOAL_REL = 0.10  # Goal for the model's error at every size.
 
-# One measurement: time in microseconds, its CSV line for messages, and the
-# loop step with and without the permute (None when the CSV has no such columns).
-Point = collections.namedtuple("Point", "bytes us line operands step_us baseline_us",
-                               defaults=(None, None))
+class Point(NamedTuple):
+  """One measurement: time in microseconds, its CSV line for messages, and the loop
+  step with and without the permute (None when the CSV has no such columns)."""
+  bytes: int
+  us: float
+  line: int
+  operands: int
+  step_us: float | None = None
+  baseline_us: float | None = None
+
+
+Key = tuple[str, str]  # (backend, link class)
+Groups = dict[Key, list[Point]]  # the measurements of each pair
 
 
 class Fit:
   """One (backend, link class) fit and how well it matches its points."""
 
-  def __init__(self, latency_us, bandwidth_gbps, per_buffer_us, points,
-               clamped=""):
+  def __init__(self, latency_us: float, bandwidth_gbps: float, per_buffer_us: float | None,
+               points: Sequence[Point], clamped: str = "") -> None:
     self.latency_us = latency_us
     self.bandwidth_gbps = bandwidth_gbps
     self.per_buffer_us = per_buffer_us  # None: not fitted (one operand count).
@@ -70,23 +81,23 @@ class Fit:
     rel = [(self.model_us(p.bytes, p.operands) - p.us) / p.us for p in points]
     self.rms_rel = math.sqrt(sum(r * r for r in rel) / len(rel))
     self.max_rel = max(abs(r) for r in rel)
-    by_size = {}
+    by_size: dict[int, float] = {}
     for p, r in zip(points, rel):
       by_size[p.bytes] = max(by_size.get(p.bytes, 0.0), abs(r))
     self.max_rel_by_size = dict(sorted(by_size.items()))
 
-  def model_us(self, nbytes, operands=1):
+  def model_us(self, nbytes: float, operands: int = 1) -> float:
     per_buffer = self.per_buffer_us or 0.0
     return (self.latency_us + (operands - 1) * per_buffer +
             nbytes / (self.bandwidth_gbps * 1e3))
 
 
-def _column_key(name):
+def _column_key(name: str) -> str:
   # "link class", "Link-Class" and "link_class" all name the same column.
   return name.strip().lower().replace(" ", "_").replace("-", "_")
 
 
-def _read_rows(path):
+def _read_rows(path: str) -> list[tuple[int, list[str]]]:
   """[(line number, fields)] of the non-comment lines, header first."""
   try:
     with open(path, newline="") as f:
@@ -105,7 +116,7 @@ def _read_rows(path):
   return [(line, fields) for (line, _), fields in zip(numbered, rows)]
 
 
-def read_measurements(path, provenance=None):
+def read_measurements(path: str, provenance: dict[str, set[str]] | None = None) -> Groups:
   """{(backend, link_class): [Point]}; HeuristicsError names file:line.
 
   When `provenance` is a dict, it receives the sets of values of the CSV's
@@ -119,7 +130,7 @@ def read_measurements(path, provenance=None):
                           f"{', '.join(missing)} (header must name "
                           f"{', '.join(REQUIRED)})")
   index = {c: header.index(c) for c in header}
-  groups = {}
+  groups: Groups = {}
   for line, fields in rows[1:]:
     where = f"{path}:{line}"
     if len(fields) != len(header):
@@ -148,7 +159,7 @@ MAX_BANDWIDTH_MBPS = 1e7  # 10 TB/s; NVLink 4 moves 0.9 TB/s
 _UNIT_HINT = "the seconds column must hold seconds (a CSV in microseconds or milliseconds?)"
 
 
-def check_units(path, key, points):
+def check_units(path: str, key: Key, points: Sequence[Point]) -> None:
   """Refuses measurements no GPU link can produce, naming the first such row."""
   for p in points:
     if p.us > MAX_PERMUTE_US or p.us < MIN_PERMUTE_US:
@@ -167,7 +178,8 @@ def check_units(path, key, points):
                           f"{fastest.us * 1e-6:g} s), {bound}: {_UNIT_HINT}")
 
 
-def _parse_row(where, line, fields, index):
+def _parse_row(where: str, line: int, fields: list[str], index: dict[str, int]
+               ) -> tuple[Key, Point]:
   backend = fields[index["backend"]].strip().lower()
   link_class = fields[index["link_class"]].strip().lower()
   if backend not in BACKENDS:
@@ -196,10 +208,10 @@ def _parse_row(where, line, fields, index):
   loop = [_number(where, c, fields[index[c]]) * 1e6 if c in index else None
           for c in ("step_s", "baseline_s")]
   return (backend, link_class), Point(int(nbytes), seconds * 1e6, line,
-                                      int(operands), *loop)
+                                      int(operands), loop[0], loop[1])
 
 
-def _number(where, column, text):
+def _number(where: str, column: str, text: str) -> float:
   try:
     value = float(text)
   except ValueError:
@@ -211,7 +223,7 @@ def _number(where, column, text):
   return value
 
 
-def _solve(matrix, vector):
+def _solve(matrix: list[list[float]], vector: list[float]) -> list[float] | None:
   """Gaussian elimination with partial pivoting; None when singular."""
   n = len(vector)
   a = [row[:] + [v] for row, v in zip(matrix, vector)]
@@ -230,7 +242,8 @@ def _solve(matrix, vector):
   return x
 
 
-def _weighted_fit(points, use_latency, use_per_buffer, us_per_mb):
+def _weighted_fit(points: Sequence[Point], use_latency: bool, use_per_buffer: bool,
+                  us_per_mb: float) -> list[float] | None:
   """[latency, per_buffer] minimizing the relative residuals, given the
   transfer time per MB (the bandwidth from the top points).
 
@@ -258,18 +271,18 @@ def _weighted_fit(points, use_latency, use_per_buffer, us_per_mb):
   return params
 
 
-def medians(points):
+def medians(points: Iterable[Point]) -> dict[tuple[int, int], float]:
   """{(operands, bytes): median us} over duplicate rows."""
-  by_key = {}
+  by_key: dict[tuple[int, int], list[float]] = {}
   for p in points:
     by_key.setdefault((p.operands, p.bytes), []).append(p.us)
   return {key: statistics.median(us) for key, us in sorted(by_key.items())}
 
 
-def top_slope_us_per_mb(points):
+def top_slope_us_per_mb(points: Iterable[Point]) -> float | None:
   """Transfer time per MB between the two largest sizes of each operand count
   (medians), all counts pooled; None when no count has two sizes."""
-  curves = {}
+  curves: dict[int, list[tuple[int, float]]] = {}
   for (operands, nbytes), us in medians(points).items():
     curves.setdefault(operands, []).append((nbytes, us))
   d_bytes = d_us = 0.0
@@ -281,7 +294,7 @@ def top_slope_us_per_mb(points):
   return d_us / d_bytes * 1e6 if d_bytes > 0 else None
 
 
-def fit_group(path, key, points):
+def fit_group(path: str, key: Key, points: Sequence[Point]) -> Fit:
   """The parametric row: bandwidth from the top points, then latency and
   per-buffer cost (when several operand counts) by least squares."""
   sizes = sorted({p.bytes for p in points})
@@ -301,11 +314,13 @@ def fit_group(path, key, points):
   # parameter at 0 and refit the other.
   clamped = []
   use_latency, use_per_buffer = True, with_buffers
+  params = [0.0, 0.0]
   for _ in range(3):
-    params = _weighted_fit(points, use_latency, use_per_buffer, us_per_mb)
-    if params is None:
+    fitted = _weighted_fit(points, use_latency, use_per_buffer, us_per_mb)
+    if fitted is None:
       params = [0.0, 0.0]
       break
+    params = fitted
     if use_latency and params[0] < 0:
       use_latency = False
       clamped.append("latency")
@@ -319,10 +334,12 @@ def fit_group(path, key, points):
              points=points, clamped=", ".join(clamped))
 
 
-def provenance_lines(csv_path, provenance, machine, date, software=None,
-                     holdout="none", holdout_csv=None, notes=()):
+def provenance_lines(csv_path: str, provenance: Mapping[str, Iterable[str]],
+                     machine: str | None, date: str, software: str | None = None,
+                     holdout: str = "none", holdout_csv: str | None = None,
+                     notes: Iterable[str] = ()) -> list[str]:
   """Comment lines saying where the fitted numbers come from."""
-  def values(column):
+  def values(column: str) -> str:
     found = sorted(provenance.get(column, ()))
     return ", ".join(found) if found else "not recorded in the CSV"
   lines = [
@@ -348,7 +365,7 @@ def provenance_lines(csv_path, provenance, machine, date, software=None,
   return lines
 
 
-def _sha256(path):
+def _sha256(path: str) -> str:
   try:
     with open(path, "rb") as f:
       return hashlib.sha256(f.read()).hexdigest()
@@ -356,7 +373,8 @@ def _sha256(path):
     raise HeuristicsError(f"{path}: {e.strerror}") from None
 
 
-def build_table(base, fits, groups=None):
+def build_table(base: CostTable, fits: Mapping[Key, Fit], groups: Groups | None = None
+                ) -> CostTable:
   """The base table with each fitted pair's row and its measured points (medians
   of `groups`, the calibration measurements) set through the core, which checks
   them as it checks a table's text; fitted backends' SM interference 0 (the
@@ -376,7 +394,8 @@ def build_table(base, fits, groups=None):
   return table
 
 
-def render_table(base, fits, source, provenance=(), groups=None):
+def render_table(base: CostTable, fits: Mapping[Key, Fit], source: str,
+                 provenance: Iterable[str] = (), groups: Groups | None = None) -> str:
   """Cost-table text (text proto): the table build_table makes, as the core prints
   it, with a comment on each fitted entry."""
   out = [f"# Cost table fitted by hlo-tools heuristics calibrate from {source}."]
@@ -387,7 +406,8 @@ def render_table(base, fits, source, provenance=(), groups=None):
   for line in lines:
     if line.startswith("links {"):
       block = [line] + list(_until_block_end(lines))
-      key = _block_key(block)
+      backend, link_class = _block_key(block)
+      key = (backend or "", link_class or "")
       if key in fits:
         out += _fit_comments(key, fits[key], len(_curve(groups, key)))
       out.extend(block)
@@ -400,17 +420,17 @@ def render_table(base, fits, source, provenance=(), groups=None):
   return "\n".join(out) + "\n"
 
 
-def _until_block_end(lines):
+def _until_block_end(lines: Iterator[str]) -> Iterator[str]:
   for line in lines:
     yield line
     if line == "}":
       return
 
 
-def _block_key(block):
+def _block_key(block: Sequence[str]) -> tuple[str | None, str | None]:
   """(backend, link class) of a printed `links` block, lower case as in CSVs;
   link class None for an sm_interference line."""
-  fields = {}
+  fields: dict[str, str] = {}
   for line in block:
     words = line.replace("{", " ").replace("}", " ").split()
     for name, value in zip(words, words[1:]):
@@ -419,19 +439,19 @@ def _block_key(block):
   return fields.get("backend:"), fields.get("link_class:")
 
 
-def _curve(groups, key):
+def _curve(groups: Groups | None, key: Key) -> list[tuple[int, int, float]]:
   """[(operands, bytes, median us)] of the pair's measurements; zero-byte rows fit
   the line but have no place in log(bytes)."""
   return [(ops, n, _g6(us)) for (ops, n), us in medians((groups or {}).get(key, [])).items()
           if n > 0]
 
 
-def _g6(value):
+def _g6(value: float) -> float:
   """Six significant digits: the table keeps what the measurements resolve."""
   return float(f"{value:.6g}")
 
 
-def _fit_comments(key, fit, points):
+def _fit_comments(key: Key, fit: Fit, points: int) -> list[str]:
   note = f"; held at 0: {fit.clamped}" if fit.clamped else ""
   if fit.per_buffer_us is None:
     note += "; per_buffer from the base table (one operand count measured)"
@@ -446,7 +466,7 @@ def _fit_comments(key, fit, points):
   return lines
 
 
-def _measured_backend_set(fits):
+def _measured_backend_set(fits: Iterable[Key]) -> str | None:
   """The CSV's backends as a table's backend set, or None if not a valid set."""
   names = sorted({b for b, _ in fits}, key=BACKENDS.index)
   if len(names) < 2:
@@ -462,16 +482,17 @@ def _measured_backend_set(fits):
 HOLDOUTS = ("none", "odd-powers-of-two")
 
 
-def _power_of_four(n):
+def _power_of_four(n: int) -> bool:
   return n > 0 and n & (n - 1) == 0 and (n.bit_length() - 1) % 2 == 0
 
 
-def split_holdout(groups, holdout):
+def split_holdout(groups: Groups, holdout: str) -> tuple[Groups, Groups]:
   """(calibration, held-out) groups: with odd-powers-of-two, sizes that are
   not powers of 4 are held out."""
   if holdout == "none":
     return groups, {}
-  calibration, held_out = {}, {}
+  calibration: Groups = {}
+  held_out: Groups = {}
   for key, points in groups.items():
     for p in points:
       target = calibration if _power_of_four(p.bytes) else held_out
@@ -479,16 +500,22 @@ def split_holdout(groups, holdout):
   return calibration, held_out
 
 
-Calibration = collections.namedtuple(
-    "Calibration", "text fits table calibration held_out")
+class Calibration(NamedTuple):
+  text: str  # the table, as written
+  fits: dict[Key, Fit]
+  table: CostTable  # the text as the core parsed it
+  calibration: Groups
+  held_out: Groups
 
 
-def run_calibration(csv_path, base_table_path=None, machine=None, date=None,
-                    holdout="none", holdout_csv=None, software=None, notes=()):
+def run_calibration(csv_path: str, base_table_path: str | None = None,
+                    machine: str | None = None, date: str | None = None,
+                    holdout: str = "none", holdout_csv: str | None = None,
+                    software: str | None = None, notes: Iterable[str] = ()) -> Calibration:
   """Fits, writes and re-reads the table; keeps the measurements apart by set."""
   if holdout not in HOLDOUTS:
     raise HeuristicsError(f"--holdout={holdout}: expected one of {', '.join(HOLDOUTS)}")
-  provenance = {}
+  provenance: dict[str, set[str]] = {}
   calibration, held_out = split_holdout(read_measurements(csv_path, provenance),
                                         holdout)
   if not calibration:
@@ -512,21 +539,30 @@ def run_calibration(csv_path, base_table_path=None, machine=None, date=None,
   return Calibration(text, fits, table, calibration, held_out)
 
 
-def calibrate(csv_path, base_table_path=None, machine=None, date=None, **kwargs):
+def calibrate(csv_path: str, base_table_path: str | None = None, machine: str | None = None,
+              date: str | None = None, **kwargs: Any) -> tuple[str, dict[Key, Fit]]:
   """Returns (table text, {key: Fit}); the text is checked by the core's parser."""
   result = run_calibration(csv_path, base_table_path, machine, date, **kwargs)
   return result.text, result.fits
 
 
-# One priced measurement (medians over duplicate rows); times in us.
-Check = collections.namedtuple(
-    "Check", "backend link_class operands bytes held_out measured_us model_us "
-    "step_us model_step_us")
+class Check(NamedTuple):
+  """One priced measurement (medians over duplicate rows); times in us; the step's
+  times None where the CSV has none."""
+  backend: str
+  link_class: str
+  operands: int
+  bytes: int
+  held_out: bool
+  measured_us: float
+  model_us: float
+  step_us: float | None
+  model_step_us: float | None
 
 
-def _loop_medians(points):
+def _loop_medians(points: Iterable[Point]) -> dict[tuple[int, int], tuple[float, float]]:
   """{(operands, bytes): (median step, median baseline)} where both are known."""
-  by_key = {}
+  by_key: dict[tuple[int, int], list[tuple[float, float]]] = {}
   for p in points:
     if p.step_us is not None and p.baseline_us is not None:
       by_key.setdefault((p.operands, p.bytes), []).append((p.step_us, p.baseline_us))
@@ -534,7 +570,7 @@ def _loop_medians(points):
           for k, v in by_key.items()}
 
 
-def evaluate(table, calibration, held_out):
+def evaluate(table: CostTable, calibration: Groups, held_out: Groups) -> list[Check]:
   """Every measurement priced by the core with `table`, as [Check]."""
   checks = []
   for groups, is_held_out in ((calibration, False), (held_out, True)):
@@ -542,24 +578,24 @@ def evaluate(table, calibration, held_out):
       loops = _loop_medians(points)
       for (operands, nbytes), us in medians(points).items():
         model = selection.edge_time_us(table, backend, link_class, nbytes, operands)
-        step, baseline = loops.get((operands, nbytes), (None, None))
+        loop = loops.get((operands, nbytes))
         checks.append(Check(backend, link_class, operands, nbytes, is_held_out, us,
-                            model, step,
-                            None if step is None else baseline + model))
+                            model, loop[0] if loop else None,
+                            loop[1] + model if loop else None))
   return checks
 
 
-def relative(model, measured):
+def relative(model: float, measured: float) -> float:
   return (model - measured) / measured
 
 
-def _by_size(checks, step):
+def _by_size(checks: Iterable[Check], step: bool) -> dict[int, tuple[float, bool]]:
   """{bytes: (worst |relative error| over operand counts, held out?)}."""
-  out = {}
+  out: dict[int, tuple[float, bool]] = {}
   for c in checks:
     measured, model = ((c.step_us, c.model_step_us) if step
                        else (c.measured_us, c.model_us))
-    if measured is None:
+    if measured is None or model is None:
       continue
     r = abs(relative(model, measured))
     worst, held = out.get(c.bytes, (0.0, False))
@@ -567,11 +603,12 @@ def _by_size(checks, step):
   return dict(sorted(out.items()))
 
 
-def _size_name(nbytes):
+def _size_name(nbytes: int) -> str:
   return format_bytes(nbytes, precise=True).replace(" ", "")
 
 
-def _error_line(label, by_size, mark_held_out=False):
+def _error_line(label: str, by_size: Mapping[int, tuple[float, bool]],
+                mark_held_out: bool = False) -> str:
   if not by_size:
     return f"  {label}: no sizes"
   cells = " ".join(
@@ -583,7 +620,7 @@ def _error_line(label, by_size, mark_held_out=False):
   return f"  {label}: {cells} -> goal <= {100 * GOAL_REL:.0f}%: {verdict}"
 
 
-def error_report(fits, checks=()):
+def error_report(fits: Mapping[Key, Fit], checks: Sequence[Check] = ()) -> list[str]:
   """Lines: per fitted pair the parametric row, then the worst relative error at
   every size of (a) the calibration sizes, (b) the held-out sizes and (c) the
   loop step; '!' marks a size over the goal, '*' a held-out size in (c)."""
@@ -608,26 +645,26 @@ def error_report(fits, checks=()):
   return lines
 
 
-def summary(checks):
+def summary(checks: Iterable[Check]) -> dict[tuple[str, str, str], tuple[float, float, int]]:
   """{(backend, link_class, set): (rms, worst, count)} over the checks' relative
   errors; set is 'calibration', 'held_out' or 'step'."""
-  buckets = {}
+  buckets: dict[tuple[str, str, str], list[float]] = {}
   for c in checks:
     key = (c.backend, c.link_class)
     buckets.setdefault(key + ("held_out" if c.held_out else "calibration",),
                        []).append(relative(c.model_us, c.measured_us))
-    if c.step_us is not None:
+    if c.step_us is not None and c.model_step_us is not None:
       buckets.setdefault(key + ("step",), []).append(
           relative(c.model_step_us, c.step_us))
   return {k: (math.sqrt(sum(r * r for r in v) / len(v)), max(abs(r) for r in v),
               len(v)) for k, v in sorted(buckets.items())}
 
 
-def write_errors_csv(path, checks):
+def write_errors_csv(path: str, checks: Iterable[Check]) -> None:
   lines = ["backend,link_class,operands,bytes,set,measured_us,model_us,rel_err,"
            "step_us,model_step_us,step_rel_err"]
   for c in checks:
-    step = ("" if c.step_us is None else
+    step = ("" if c.step_us is None or c.model_step_us is None else
             f"{c.step_us:.4f},{c.model_step_us:.4f},"
             f"{relative(c.model_step_us, c.step_us):.4f}")
     lines.append(f"{c.backend},{c.link_class},{c.operands},{c.bytes},"
@@ -637,14 +674,14 @@ def write_errors_csv(path, checks):
   write_file(path, "\n".join(lines) + "\n")
 
 
-def write_file(path, text):
+def write_file(path: str, text: str | bytes) -> None:
   try:
     cli_io.write_atomic(path, text)
   except OSError as e:
     raise HeuristicsError(f"{path}: {e.strerror}") from None
 
 
-def plot(path, result, checks, source):
+def plot(path: str, result: Calibration, checks: Sequence[Check], source: str) -> None:
   """PNG: per fitted pair the model per operand count as the core prices it
   (lines), measured calibration points (filled) and held-out points (open),
   and below the relative error at each."""

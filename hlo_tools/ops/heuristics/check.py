@@ -22,12 +22,18 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
+from typing import Any
 
 from hlo_tools import cli_io, selection
 from hlo_tools.programs import heuristics
 from hlo_tools.ops.heuristics import sweep
 from hlo_tools.errors import HeuristicsError
 from hlo_tools.model.topology import jax_topology
+from hlo_tools._selection_core import CostTable, Topology
+
+# (case name, the sweep's row or None for a permute the sample did not plan, problems)
+Result = tuple[str, sweep.Row | None, list[str]]
 
 # Buffer sizes per entry of heuristics.SAMPLE_SHAPES: latency-bound,
 # bandwidth-bound, a combined K/V pair, a shift. On 1x1x8 the second ring is
@@ -43,13 +49,13 @@ _UPSTREAM = {r["config_backend"]: n for n, r in reversed(selection.BACKEND_INFO.
              if not r["collectives_mode"]}
 
 
-def sample_cases(spec, topology):
+def sample_cases(spec: str, topology: Topology) -> list[tuple[str, int]]:
   """[(shape, buffer_bytes)] in the program's argument order."""
   sizes = SIZES_BY_TOPOLOGY.get(spec, DEFAULT_SIZES)
   return list(zip(heuristics.SAMPLE_SHAPES, sizes))
 
 
-def _program_args(cases, num_devices):
+def _program_args(cases: Sequence[tuple[str, int]], num_devices: int) -> list[str]:
   """dump's --arg strings: global 1-D arrays sharded over cp, f32 per shard."""
   args = []
   for shape, buffer_bytes in cases:
@@ -60,14 +66,14 @@ def _program_args(cases, num_devices):
   return args
 
 
-def _nvshmem_opt_path(given):
+def _nvshmem_opt_path(given: str | None) -> str | None:
   if given:
     return given
   beside = os.path.join(os.path.dirname(sys.executable), "nvshmem-opt")
   return beside if os.path.exists(beside) else shutil.which("nvshmem-opt")
 
 
-def compile_module(topology, cases):
+def compile_module(topology: Topology, cases: Sequence[tuple[str, int]]) -> str:
   """HLO text entering async-collective-creator for the sample program, compiled for
   the SxHxG of `topology` (the core's parse): NVLink domains and maps only matter to
   the pass."""
@@ -80,10 +86,11 @@ def compile_module(topology, cases):
     return dump.dump_pass_snapshot(source, base, "async-collective-creator",
                                    when="before")
   except dump.DumpError as e:
-    raise HeuristicsError(f"compiling the sample for {spec}: {e}") from None
+    raise HeuristicsError(f"compiling the sample for {base}: {e}") from None
 
 
-def run_pass(tool, hlo_path, spec, cost_table, report_path):
+def run_pass(tool: str, hlo_path: str, spec: str, cost_table: str | None,
+             report_path: str) -> dict[str, Any]:
   cmd = [tool, hlo_path, f"--topology={spec}", f"--report={report_path}",
          "--mode=explain", "--compare-upstream"]
   if cost_table:
@@ -95,16 +102,17 @@ def run_pass(tool, hlo_path, spec, cost_table, report_path):
     raise HeuristicsError(f"nvshmem-opt failed on {hlo_path} (exit "
                           f"{proc.returncode}): {last[0]}")
   with open(report_path) as f:
-    return json.load(f)
+    report: dict[str, Any] = json.load(f)
+  return report
 
 
-def _close(a, b):
+def _close(a: float | None, b: float | None) -> bool:
   if a is None or b is None:
     return a is None and b is None
   return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-6)
 
 
-def compare(row, decision):
+def compare(row: sweep.Row, decision: dict[str, Any]) -> list[str]:
   """Differences between the core's row and the pass's decision (empty: match)."""
   problems = []
   if decision["plan"] != row["chosen_plan"]:
@@ -114,14 +122,16 @@ def compare(row, decision):
                       ("chosen", "chosen_us")):
     if not _close(modeled.get(key), row[column]):
       problems.append(f"{key} {modeled.get(key)} us != core {row[column]}")
-  upstream = _UPSTREAM.get(decision.get("upstream"), decision.get("upstream"))
+  said = decision.get("upstream")
+  upstream = None if said is None else _UPSTREAM.get(said, said)
   if upstream != row["upstream_plan"]:
     problems.append(f"upstream assigner {decision.get('upstream')} on the program != "
                     f"{row['upstream_plan']} on the sweep's module")
   return problems
 
 
-def check_topology(spec, topology, table, cost_table_path, tool, work_dir):
+def check_topology(spec: str, topology: Topology, table: CostTable, cost_table_path: str | None,
+                   tool: str, work_dir: str) -> list[Result]:
   """[(case name, problems)] for one topology's sample."""
   cases = sample_cases(spec, topology)
   hlo = compile_module(topology, cases)
@@ -129,7 +139,7 @@ def check_topology(spec, topology, table, cost_table_path, tool, work_dir):
   cli_io.write_atomic(stem + ".hlo", hlo)
   report = run_pass(tool, stem + ".hlo", spec, cost_table_path, stem + ".json")
   decisions = list(report["decisions"])
-  results = []
+  results: list[Result] = []
   n = topology.num_devices
   upstream = sweep.upstream_plans([(spec, topology)])
   for shape, size in cases:
@@ -151,7 +161,9 @@ def check_topology(spec, topology, table, cost_table_path, tool, work_dir):
   return results
 
 
-def run_check(specs=(), cost_table=None, nvshmem_opt=None, out=None, jobs=1):
+def run_check(specs: Sequence[str] = (), cost_table: str | None = None,
+              nvshmem_opt: str | None = None, out: str | None = None, jobs: int = 1
+              ) -> list[Result]:
   """[(case name, sweep row, problems)] for every sampled case of every topology
   (default: DEFAULT_TOPOLOGIES); the compiled HLO and reports stay in `out` if given."""
   topologies = sweep.parse_topologies(list(specs) or list(DEFAULT_TOPOLOGIES))

@@ -6,6 +6,12 @@ Separate from the sweep so that matplotlib is imported only when plotting.
 import io
 import os
 import re
+from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # matplotlib is imported only when plotting
+  from matplotlib.axes import Axes
 
 from hlo_tools import cli_io
 from hlo_tools.errors import HeuristicsError
@@ -14,7 +20,7 @@ _STYLE = {"nccl": ("tab:blue", "NCCL-only"), "nvshmem": ("tab:green", "NVSHMEM-o
 _MARKERS = {"nccl": "o", "nvshmem": "^"}
 
 
-def _pyplot():
+def _pyplot() -> ModuleType:
   try:
     import matplotlib
   except ImportError:
@@ -25,11 +31,11 @@ def _pyplot():
   return plt
 
 
-def file_name(spec):
+def file_name(spec: str) -> str:
   return "sweep_" + re.sub(r"[^A-Za-z0-9_.-]+", "_", spec) + ".png"
 
 
-def plot_topology(out_dir, spec, rows):
+def plot_topology(out_dir: str, spec: str, rows: Sequence[dict[str, Any]]) -> str:
   """One figure per topology, one column per shape; returns the PNG's path.
 
   Top row: modeled time, log-log. Bottom row: the same relative to NCCL-only,
@@ -51,7 +57,7 @@ def plot_topology(out_dir, spec, rows):
   return path
 
 
-def _panel(ax, rel, shape, part):
+def _panel(ax: "Axes", rel: "Axes", shape: str, part: Sequence[dict[str, Any]]) -> None:
   """Draws one shape's curves: absolute on `ax`, relative to NCCL on `rel`."""
   x = [r["buffer_bytes"] for r in part]
   nccl = [r["nccl_us"] for r in part]
@@ -75,7 +81,8 @@ def _panel(ax, rel, shape, part):
   ax.legend(fontsize=7)
 
 
-def _curves(ax, x, part, scale):
+def _curves(ax: "Axes", x: Sequence[int], part: Sequence[dict[str, Any]],
+            scale: Sequence[float]) -> None:
   """Every plan's curve, upstream's choice, and the choice marked; y divided by scale."""
   for plan, (color, label) in _STYLE.items():
     points = [(xi, r[f"{plan}_us"] / d) for xi, r, d in zip(x, part, scale)
@@ -90,10 +97,12 @@ def _curves(ax, x, part, scale):
     chosen = [(xi, r["chosen_us"] / d) for xi, r, d in zip(x, part, scale)
               if r["chosen_plan"] == plan]
     if chosen:
-      ax.scatter(*zip(*chosen), marker=marker, s=22, color="black", zorder=3,
+      xs, ys = zip(*chosen)
+      ax.scatter(xs, ys, marker=marker, s=22, color="black", zorder=3,
                  label=f"chosen: {plan}")
   missed = [(xi, r["oracle_us"] / d) for xi, r, d in zip(x, part, scale)
             if r["chosen_plan"] != r["oracle_plan"]]
   if missed:
-    ax.scatter(*zip(*missed), marker="x", s=40, color="magenta", zorder=4,
+    xs, ys = zip(*missed)
+    ax.scatter(xs, ys, marker="x", s=40, color="magenta", zorder=4,
                label="oracle, margin ignored (NCCL kept)")

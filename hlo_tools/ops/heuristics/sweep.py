@@ -20,6 +20,8 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from hlo_tools import cli_io
 from hlo_tools.ops.sizes import format_bytes, parse_size
@@ -27,6 +29,13 @@ from hlo_tools import selection  # first: it says how to build a missing binding
 from hlo_tools import _selection_core
 from hlo_tools.model import driver
 from hlo_tools.errors import HeuristicsError
+from hlo_tools._selection_core import CostTable, Topology
+
+# One case of the sweep (COLUMNS), and the core's decision dict (selection.decide).
+Row = dict[str, Any]
+Decision = dict[str, Any]
+# (spec as given, its parsed Topology)
+Topologies = Sequence[tuple[str, Topology]]
 
 DEFAULT_TOPOLOGIES = ("1x1x8", "1x2x4", "2x2x4", "1x4x2", "1x9x8:nvl72")
 # 1 KiB .. 1 GiB in factors of two: the grid a user reads off a log-log plot.
@@ -51,7 +60,7 @@ COLUMNS = (
     "ratio_to_nccl", "reason")
 
 
-def pairs_for(shape, num_devices):
+def pairs_for(shape: str, num_devices: int) -> list[tuple[int, int]]:
   """Partition-id pairs of one permute: i -> i+1, wrapping around for rings."""
   _, cyclic = SHAPES[shape]
   if cyclic:
@@ -59,13 +68,13 @@ def pairs_for(shape, num_devices):
   return [(i, i + 1) for i in range(num_devices - 1)]
 
 
-def _ratio(a, b):
+def _ratio(a: float, b: float) -> float:
   if b == 0:
     return 1.0 if a == 0 else math.inf
   return a / b
 
 
-def _oracle(decision):
+def _oracle(decision: Decision) -> tuple[str, float]:
   """Fastest eligible plan, margin ignored; ties go to the earlier of PLANS.
 
   NCCL first because it is the default: an equal-time alternative is no gain.
@@ -78,7 +87,7 @@ def _oracle(decision):
   return best, times[best]
 
 
-def _best(decision, margin):
+def _best(decision: Decision, margin: float) -> str:
   """The model's own best: the fastest eligible plan among those that beat NCCL by
   the margin (NCCL, the default, is given up only then), else NCCL."""
   times = decision["backend_us"]
@@ -102,11 +111,11 @@ ENTRY main {{
 """
 
 
-def _pairs_text(pairs):
+def _pairs_text(pairs: Iterable[tuple[int, int]]) -> str:
   return "{" + ",".join(f"{{{s},{t}}}" for s, t in pairs) + "}"
 
 
-def upstream_plans(topologies):
+def upstream_plans(topologies: Topologies) -> dict[tuple[str, str], str]:
   """{(spec, shape): 'nvshmem' | 'nccl'}: upstream XLA's CollectiveBackendAssigner.
 
   Its answer comes from the real assigner, run by `nvshmem-opt --compare-upstream`
@@ -117,7 +126,7 @@ def upstream_plans(topologies):
   if exe is None:
     raise HeuristicsError("nvshmem-opt is not built (run scripts/setup.sh): upstream's "
                           "answer comes from its assigner, run by the driver")
-  plans = {}
+  plans: dict[tuple[str, str], str] = {}
   with tempfile.TemporaryDirectory(prefix="heuristics-upstream-") as tmp:
     for spec, topology in topologies:
       n = topology.num_devices
@@ -135,7 +144,8 @@ def upstream_plans(topologies):
   return plans
 
 
-def _upstream(decision, table, nbytes, buffers, plan):
+def _upstream(decision: Decision, table: CostTable, nbytes: int, buffers: int, plan: str
+              ) -> tuple[str, float, bool]:
   """Upstream's plan priced with our model: (plan, us, over_heap).
 
   Upstream does not look at the symmetric heap, so its NVSHMEM plan is priced even
@@ -148,7 +158,8 @@ def _upstream(decision, table, nbytes, buffers, plan):
   return "nvshmem", us, selection.nvshmem_heap_reason(table, nbytes) is not None
 
 
-def evaluate(spec, topology, table, shape, buffer_bytes, upstream_plan):
+def evaluate(spec: str, topology: Topology, table: CostTable, shape: str, buffer_bytes: int,
+             upstream_plan: str) -> Row:
   """One row of the sweep: every plan's modeled time and every rule's choice."""
   n = topology.num_devices
   buffers = SHAPES[shape][0]
@@ -187,7 +198,9 @@ def evaluate(spec, topology, table, shape, buffer_bytes, upstream_plan):
   }
 
 
-def sweep(topologies, table, sizes=DEFAULT_SIZES, shapes=tuple(SHAPES), upstream=None):
+def sweep(topologies: Topologies, table: CostTable, sizes: Sequence[int] = DEFAULT_SIZES,
+          shapes: Sequence[str] = tuple(SHAPES),
+          upstream: dict[tuple[str, str], str] | None = None) -> list[Row]:
   """topologies: [(spec, Topology)]. Rows in topology, shape, size order.
 
   upstream: upstream_plans(topologies), when the caller already asked the driver."""
@@ -196,11 +209,11 @@ def sweep(topologies, table, sizes=DEFAULT_SIZES, shapes=tuple(SHAPES), upstream
           for spec, topology in topologies for shape in shapes for size in sizes]
 
 
-def _geomean(values):
+def _geomean(values: Sequence[float]) -> float | None:
   return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
-def _stats(rows, key):
+def _stats(rows: Sequence[Row], key: str) -> dict[str, Any] | None:
   values = [r[key] for r in rows]
   if not values:
     return None
@@ -210,12 +223,12 @@ def _stats(rows, key):
           "min_case": case_name(best), "max_case": case_name(worst)}
 
 
-def case_name(row):
+def case_name(row: Row) -> str:
   return (f"{row['topology']} {row['shape']} "
           f"{format_bytes(row['buffer_bytes'], precise=True)}")
 
 
-def summarize(rows):
+def summarize(rows: Sequence[Row]) -> dict[str, Any]:
   """The numbers the issue's goals are stated in; computed from rows alone.
 
   Upstream's plans that would hang XLA's NVSHMEM barrier are counted apart, never in
@@ -226,7 +239,7 @@ def summarize(rows):
   worse_than_upstream = [r for r in runs if r["ratio_to_upstream"] > 1 + EPS]
   mixed_rings = [r for r in runs if r["mixed"] and r["shape"] in RING_SHAPES]
   kept = [r for r in rows if r["inside_margin"]]
-  summary = {
+  summary: dict[str, Any] = {
       "cases": len(rows),
       "choice_equals_best": len(matches),
       "choice_equals_best_fraction": len(matches) / len(rows) if rows else 1.0,
@@ -259,23 +272,23 @@ def summarize(rows):
   return summary
 
 
-def _fmt_stats(stats):
+def _fmt_stats(stats: dict[str, Any] | None) -> str:
   if stats is None:
     return "n/a (no such cases)"
   return (f"geomean {stats['geomean']:.3f}x, best {stats['min']:.3f}x "
           f"({stats['min_case']}), worst {stats['max']:.3f}x ({stats['max_case']})")
 
 
-def _goal(ok):
+def _goal(ok: bool | None) -> str:
   return "n/a (no such cases)" if ok is None else "MET" if ok else "NOT MET"
 
 
-def _cases(names, limit=5):
+def _cases(names: Sequence[str], limit: int = 5) -> str:
   more = f" (+{len(names) - limit} more)" if len(names) > limit else ""
   return ", ".join(names[:limit]) + more
 
 
-def format_summary(summary):
+def format_summary(summary: dict[str, Any]) -> list[str]:
   """Lines printed at the end of the sweep; the `choice == best` line is last."""
   s, g = summary, summary["goals"]
   lines = [
@@ -310,7 +323,7 @@ def format_summary(summary):
   return lines
 
 
-def rows_to_csv(rows):
+def rows_to_csv(rows: Iterable[Row]) -> str:
   out = io.StringIO()
   writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
   writer.writeheader()
@@ -322,7 +335,7 @@ def rows_to_csv(rows):
   return out.getvalue()
 
 
-def _json_safe(value):
+def _json_safe(value: Any) -> Any:
   if isinstance(value, float) and not math.isfinite(value):
     return None  # JSON has no inf; a zero-time reference only.
   if isinstance(value, dict):
@@ -332,7 +345,9 @@ def _json_safe(value):
   return value
 
 
-def write_outputs(out_dir, rows, summary, table, topologies, sizes, plots=True):
+def write_outputs(out_dir: str, rows: list[Row], summary: dict[str, Any], table: CostTable,
+                  topologies: Topologies, sizes: Sequence[int], plots: bool = True
+                  ) -> list[str]:
   """Writes sweep.csv, sweep.json and per-topology PNGs; returns the paths."""
   os.makedirs(out_dir, exist_ok=True)
   paths = []
@@ -355,7 +370,7 @@ def write_outputs(out_dir, rows, summary, table, topologies, sizes, plots=True):
   return paths
 
 
-def parse_topologies(specs):
+def parse_topologies(specs: Iterable[str]) -> list[tuple[str, Topology]]:
   out = []
   for spec in specs:
     try:
@@ -365,12 +380,13 @@ def parse_topologies(specs):
   return out
 
 
-def load_table(path):
+def load_table(path: str | None) -> CostTable:
   return selection.load_cost_table(path)
 
 
-def run_sweep(out, topology_specs=(), only_given=False, cost_table=None, sizes=None,
-              shapes=None, plots=True):
+def run_sweep(out: str, topology_specs: Sequence[str] = (), only_given: bool = False,
+              cost_table: str | None = None, sizes: str | None = None,
+              shapes: str | None = None, plots: bool = True) -> tuple[list[str], dict[str, Any]]:
   """The sweep over the built-in topologies (and/or the given specs), written to `out`;
   returns (paths written, summary). sizes and shapes: comma-separated text, as on the
   command line (default: every size and shape)."""
@@ -380,7 +396,7 @@ def run_sweep(out, topology_specs=(), only_given=False, cost_table=None, sizes=N
     raise HeuristicsError("--only-given needs at least one --topology")
   topologies = parse_topologies(specs)
   table = load_table(cost_table)
-  size_list = DEFAULT_SIZES
+  size_list: tuple[int, ...] = DEFAULT_SIZES
   if sizes:
     try:
       size_list = tuple(sorted({parse_size(s) for s in sizes.split(",")}))
