@@ -288,4 +288,29 @@ absl::StatusOr<bool> SetBackendInJson(xla::HloInstruction* instr,
   return true;
 }
 
+std::optional<sel::Backend> BackendInJson(const xla::HloInstruction& instr) {
+  absl::StatusOr<JsonValue> config = ParseBackendConfig(&instr);
+  if (!config.ok()) return std::nullopt;
+  JsonValue* collective = FindMember(*config, "collective_backend_config");
+  if (collective == nullptr || collective->kind != JsonValue::Kind::kObject) {
+    return sel::Backend::kNccl;
+  }
+  const JsonValue* backend = FindMember(*collective, "backend");
+  if (backend != nullptr && backend->scalar == "\"NVSHMEM\"") {
+    return sel::Backend::kNvshmem;
+  }
+  const JsonValue* mode = FindMember(*collective, "collectives_mode");
+  if (mode == nullptr || mode->scalar == "\"COLLECTIVES_MODE_INVALID\"") {
+    return sel::Backend::kNccl;
+  }
+  for (int b = 0; b < sel::kNumBackends; ++b) {
+    const auto candidate = static_cast<sel::Backend>(b);
+    const absl::string_view written = sel::Info(candidate).collectives_mode;
+    if (!written.empty() && mode->scalar == absl::StrCat("\"", written, "\"")) {
+      return candidate;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace nvshmem_opt

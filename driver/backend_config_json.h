@@ -12,6 +12,8 @@
 #ifndef NVSHMEM_OPT_DRIVER_BACKEND_CONFIG_JSON_H_
 #define NVSHMEM_OPT_DRIVER_BACKEND_CONFIG_JSON_H_
 
+#include <optional>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -36,6 +38,13 @@ absl::Status CheckBackendConfigJson(absl::string_view raw);
 // is not a JSON object.
 absl::StatusOr<bool> SetBackendInJson(xla::HloInstruction* instr,
                                       nvshmem_ext::Backend backend);
+
+// The backend the op's config selects, as the runtime reads it: NVSHMEM by
+// collective_backend_config.backend, peer or symmetric memory by its
+// collectives_mode, NCCL otherwise; nullopt for a config that is no JSON
+// object or a mode no backend of the core writes (private memory).
+std::optional<nvshmem_ext::Backend> BackendInJson(
+    const xla::HloInstruction& instr);
 
 }  // namespace nvshmem_opt
 

@@ -287,22 +287,6 @@ void Stage(const std::string& input, const char* stage, int code) {
   }
 }
 
-// Reads of a cost-table file; '-' (stdin) carries a text the caller has
-// already read (hlo-tools), not a read of the file.
-int g_cost_table_reads = 0;
-
-// With NVSHMEM_OPT_COUNT_PARSES=1, what this run parsed, said at exit: a hook
-// for the test that each input is parsed once.
-void CountParsesAtExit() {
-  const char* env = std::getenv("NVSHMEM_OPT_COUNT_PARSES");
-  if (env == nullptr || std::string(env) != "1") return;
-  std::atexit([] {
-    std::cerr << "nvshmem-opt parses: topology=" << sel::Parses().topology
-              << " cost_table_reads=" << g_cost_table_reads
-              << " cost_table_parses=" << sel::Parses().cost_table << "\n";
-  });
-}
-
 // The cost table of --cost-table ('-': stdin) with the backend set of
 // --backends, parsed once for the whole run.
 sel::CostTable LoadCostTable(const Flags& flags) {
@@ -310,7 +294,6 @@ sel::CostTable LoadCostTable(const Flags& flags) {
   if (!flags.cost_table.empty()) {
     if (flags.cost_table == "-" && flags.input == "-")
       Fail(2, "INPUT and --cost-table cannot both be '-' (stdin)");
-    if (flags.cost_table != "-") ++g_cost_table_reads;
     const std::string text =
         OrFail(nvshmem_opt::ReadInput(flags.cost_table, flags.max_input_bytes));
     table = OrFail(sel::ParseCostTable(text, flags.cost_table));
@@ -375,6 +358,14 @@ sel::Topology ResolveTopology(const Flags& flags, const Rewriter& pass,
               << "; --devices-per-host=N or --topology=SPEC overrides)\n";
   }
   return topology;
+}
+
+// Where the topology came from: the flag, else the pass's default shape,
+// placed by the module's device assignment where it has one.
+std::string TopologySource(const Flags& flags, const xla::HloModule& module) {
+  if (!flags.topology.empty()) return "flag";
+  return module.config().has_static_device_assignment() ? "module config"
+                                                        : "default";
 }
 
 // Where the device of each logical id came from.
@@ -453,7 +444,6 @@ std::string PlaceTextModule(const Flags& flags, xla::HloModule& module,
 
 int main(int argc, char** argv) {
   UseLauncherFds();
-  CountParsesAtExit();
   const Flags flags = ParseFlags(argc, argv);
   const sel::CostTable table = LoadCostTable(flags);
   if (flags.print_cost_table) {
@@ -480,11 +470,9 @@ int main(int argc, char** argv) {
       PlaceTextModule(flags, *input.module, given, placement);
   // One rewriter, on the spec and table parsed above, resolves the topology
   // and runs the pass.
-  Rewriter::Options options = nvshmem_opt::DriverPassOptions(
-      "", given ? 0 : DevicesPerHost(flags, *input.module), "", "", flags.mode,
-      flags.annotate);
-  options.parsed_topology = given;
-  options.parsed_table = table;
+  const Rewriter::Options options = nvshmem_opt::DriverPassOptions(
+      given, given ? 0 : DevicesPerHost(flags, *input.module), table,
+      flags.mode, flags.annotate);
   Rewriter pass(options);
   const sel::Topology topology = ResolveTopology(flags, pass, *input.module);
   std::optional<std::map<std::string, std::string>> upstream;
@@ -510,7 +498,8 @@ int main(int argc, char** argv) {
   const auto* upstream_ptr = upstream ? &*upstream : nullptr;
   if (!flags.report.empty()) {
     const std::string json = OrFail(nvshmem_opt::ReportJson(
-        {flags.input, sel::TopologySpec(topology), flags.topology.empty(),
+        {flags.input, sel::TopologySpec(topology),
+         TopologySource(flags, *input.module), topology.partition_to_device(),
          flags.mode, input.module->config().num_partitions(),
          input.module->config().replica_count(), input.partitions_from,
          sel::ProcessLayoutText(topology,

@@ -194,19 +194,17 @@ absl::StatusOr<std::string> PrintWithFullGroups(const xla::HloModule& module) {
 
 }  // namespace
 
-Rewriter::Options DriverPassOptions(const std::string& topology,
-                                    int devices_per_host,
-                                    const std::string& cost_table_text,
-                                    const std::string& backends,
-                                    const std::string& mode, bool annotate) {
+Rewriter::Options DriverPassOptions(
+    std::optional<nvshmem_ext::Topology> topology, int devices_per_host,
+    nvshmem_ext::CostTable table, const std::string& mode, bool annotate) {
   Rewriter::Options options;
-  options.topology = topology;
+  options.topology = std::move(topology);
   options.devices_per_host = devices_per_host;
-  options.cost_table = cost_table_text;
-  options.backends = backends;
+  options.table = std::move(table);
   options.annotate = annotate || mode == "annotate";
   options.decide_only = mode != "rewrite";
   options.write_backend = SetBackendInJson;
+  options.read_backend = BackendInJson;
   return options;
 }
 

@@ -42,11 +42,10 @@ struct PassRun {
 // explain). Modules from newer jax carry backend_config fields this XLA
 // lacks, so the backend is written into the JSON text itself
 // (backend_config_json.h).
-Rewriter::Options DriverPassOptions(const std::string& topology,
-                                    int devices_per_host,
-                                    const std::string& cost_table_text,
-                                    const std::string& backends,
-                                    const std::string& mode, bool annotate);
+// Each op's current backend is read from the same JSON text.
+Rewriter::Options DriverPassOptions(
+    std::optional<nvshmem_ext::Topology> topology, int devices_per_host,
+    nvshmem_ext::CostTable table, const std::string& mode, bool annotate);
 
 // Called as each XLA stage starts ("running the pass", ...), with the exit
 // code a crash there would mean.

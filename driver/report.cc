@@ -102,6 +102,10 @@ void FillDecision(const Rewriter::OpRecord& r, const PassRun& run,
       *info.collectives_mode != '\0' ? Str(info.collectives_mode) : Null();
   out->set_skipped(r.skipped);
   out->set_user_mark(r.user_mark);
+  *out->mutable_current_plan() =
+      r.current ? Str(sel::BackendName(*r.current)) : Null();
+  *out->mutable_current_refused() =
+      r.current_refusal ? Str(sel::RefusalText(*r.current_refusal)) : Null();
   out->set_reason(d.reason);
   FillModel(d, out);
   if (auto it = run.made.find(r.instruction); it != run.made.end()) {
@@ -121,7 +125,10 @@ absl::StatusOr<std::string> ReportJson(
   Report report;
   report.set_input(header.input);
   report.set_topology(header.topology);
-  report.set_topology_source(header.topology_derived ? "derived" : "given");
+  report.set_topology_source(header.topology_source);
+  for (int device : header.partition_to_device) {
+    report.add_partition_to_device(device);
+  }
   report.set_mode(header.mode);
   report.set_num_partitions(header.num_partitions);
   report.set_num_replicas(header.num_replicas);

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "driver/pipeline.h"
@@ -16,8 +17,9 @@ namespace nvshmem_opt {
 
 struct ReportHeader {
   std::string input;
-  std::string topology;  // The spec decisions were made on.
-  bool topology_derived = false;
+  std::string topology;         // The spec decisions were made on.
+  std::string topology_source;  // "flag", "module config" or "default".
+  std::vector<int> partition_to_device;
   std::string mode;
   int64_t num_partitions = 1;
   int64_t num_replicas = 1;

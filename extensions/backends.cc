@@ -100,11 +100,6 @@ std::optional<LinkClass> LinkClassFromName(absl::string_view name) {
   return std::nullopt;
 }
 
-ParseCounts& Parses() {
-  static ParseCounts counts;
-  return counts;
-}
-
 const BackendInfo& Info(Backend backend) {
   return kBackends[static_cast<int>(backend)];
 }

@@ -143,14 +143,6 @@ struct CostTable {
 // The core's defaults, planning over NCCL and NVSHMEM.
 CostTable DefaultCostTable();
 
-// Specs and tables this process has parsed (ParseTopology, ParseCostTable):
-// a hook for the test that each input is parsed once.
-struct ParseCounts {
-  int topology = 0;
-  int cost_table = 0;
-};
-ParseCounts& Parses();
-
 absl::StatusOr<CostTable> ParseCostTable(absl::string_view text,
                                          absl::string_view source_name);
 std::string CostTableToString(const CostTable& table);

@@ -287,7 +287,6 @@ CostTable DefaultCostTable() {
 
 absl::StatusOr<CostTable> ParseCostTable(absl::string_view text,
                                          absl::string_view source_name) {
-  ++Parses().cost_table;
   return ParseOnto(DefaultCostTable(), text, source_name);
 }
 

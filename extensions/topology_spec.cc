@@ -193,7 +193,6 @@ absl::StatusOr<Topology> ParseTopology(absl::string_view spec) {
 
 absl::StatusOr<Topology> ParseTopology(absl::string_view spec,
                                        const std::vector<Backend>& offered) {
-  ++Parses().topology;
   absl::StatusOr<Topology> topology =
       ParseSpec(spec, offered.empty() ? nullptr : &offered);
   if (!topology.ok()) {

@@ -226,8 +226,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // The pass as the driver configures it; explain decides on a copy.
   const std::string mode = config.mode;
+  const sel::CostTable table =
+      config.slow_network
+          ? *sel::ParseCostTable(kSlowNcclNetwork, "slow_network.txt")
+          : sel::DefaultCostTable();
   const Rewriter::Options options = nvshmem_opt::DriverPassOptions(
-      config.topology, 0, config.slow_network ? kSlowNcclNetwork : "", "", mode,
+      *sel::ParseTopology(config.topology, table.backends), 0, table, mode,
       false);
   std::unique_ptr<xla::HloModule> copy =
       mode == "explain" ? loaded->module->Clone("") : nullptr;
@@ -235,7 +239,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Run(options, copy ? copy.get() : loaded->module.get());
   if (run == nullptr) return 0;
   absl::StatusOr<std::string> json = nvshmem_opt::ReportJson(
-      {"fuzz.hlo", config.topology, false, mode}, *run, nullptr);
+      {"fuzz.hlo", config.topology, "flag", {}, mode}, *run, nullptr);
   if (!json.ok()) Violation(std::string(json.status().message()));
   CheckJson(*json);
   if (mode != "explain") CheckOutput(*loaded, *run, options, *topology);

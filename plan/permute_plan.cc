@@ -98,38 +98,35 @@ void KeepUserMark(const xla::HloInstruction& permute, OpRecord& record) {
   sel::KeepUserMark(*mark, record.decision);
 }
 
+// Why the core refuses `backend`, the one the op carries, where it sits:
+// decided over NCCL and it alone, so that only its rules can refuse it,
+// never its cost or the offered set.
+std::optional<sel::Refusal> CarriedRefusal(const sel::Topology& topology,
+                                           sel::CostTable table,
+                                           const sel::PermuteRequest& request,
+                                           sel::Place place,
+                                           sel::Backend backend) {
+  if (backend == sel::Backend::kNccl) return std::nullopt;
+  table.backends = {sel::Backend::kNccl, backend};
+  return sel::Decide(topology, table, request, place)
+      .refused[static_cast<int>(backend)];
+}
+
 }  // namespace
 
 PlanningRewriter::PlanningRewriter(Options options)
     : options_(std::move(options)) {
-  status_ = [&]() -> absl::Status {
-    if (options_.parsed_table) {
-      table_ = *options_.parsed_table;
-    } else {
-      TF_ASSIGN_OR_RETURN(
-          table_, sel::ParseCostTable(options_.cost_table, "cost table"));
-      if (!options_.backends.empty()) {
-        TF_ASSIGN_OR_RETURN(table_.backends,
-                            sel::ParseBackendSet(options_.backends));
-      }
-    }
-    if (options_.parsed_topology) {
-      topology_ = options_.parsed_topology;
-    } else if (!options_.topology.empty()) {
-      TF_ASSIGN_OR_RETURN(
-          topology_, sel::ParseTopology(options_.topology, table_.backends));
-    }
-    if (!options_.decide_only && !options_.write_backend) {
-      return absl::InvalidArgumentError("no backend writer");
-    }
-    Rewriter::Options cluster;
-    cluster.num_devices_per_host = options_.devices_per_host;
-    std::optional<xla::gpu::nvshmem_selection::Topology> core_topology;
-    if (topology_) core_topology = *topology_;
-    pass_ = std::make_unique<Rewriter>(table_.core, std::move(core_topology),
-                                       cluster);
-    return absl::OkStatus();
-  }();
+  table_ = options_.table;
+  topology_ = options_.topology;
+  if (!options_.decide_only && !options_.write_backend) {
+    status_ = absl::InvalidArgumentError("no backend writer");
+  }
+  Rewriter::Options cluster;
+  cluster.num_devices_per_host = options_.devices_per_host;
+  std::optional<xla::gpu::nvshmem_selection::Topology> core_topology;
+  if (topology_) core_topology = *topology_;
+  pass_ = std::make_unique<Rewriter>(table_.core, std::move(core_topology),
+                                     cluster);
 }
 
 absl::StatusOr<sel::Topology> PlanningRewriter::TopologyFor(
@@ -168,6 +165,13 @@ absl::StatusOr<bool> PlanningRewriter::RunImpl(
       OpRecord record = ToRecord(*permute, topology, request, rewritable,
                                  sel::Decide(topology, table_, request, place));
       record.loops = loop_nests.Of(*computation);
+      if (options_.read_backend) {
+        record.current = options_.read_backend(*permute);
+        if (record.current) {
+          record.current_refusal =
+              CarriedRefusal(topology, table_, request, place, *record.current);
+        }
+      }
       KeepUserMark(*permute, record);
       // A user's mark is law: its permute keeps the config it has.
       if (!record.skipped && record.user_mark.empty() &&

@@ -43,22 +43,23 @@ class PlanningRewriter : public xla::HloModulePass {
   using BackendWriter = std::function<absl::StatusOr<bool>(
       xla::HloInstruction*, nvshmem_ext::Backend)>;
 
+  // Reads the backend a permute already carries from its config; nullopt
+  // where the config names none the core knows.
+  using BackendReader = std::function<std::optional<nvshmem_ext::Backend>(
+      const xla::HloInstruction&)>;
+
+  // Each input already parsed, once, by the caller.
   struct Options {
-    // Topology spec (Topology::Parse); empty: hosts of `devices_per_host`
-    // GPUs holding the module's devices, as the pass derives it.
-    std::string topology;
+    // The topology to decide on; none: hosts of `devices_per_host` GPUs
+    // holding the module's devices, as the pass derives it.
+    std::optional<nvshmem_ext::Topology> topology;
     int devices_per_host = 0;
-    // Cost table text (ParseCostTable); empty: the built-in table.
-    std::string cost_table;
-    // Backend set (ParseBackendSet), e.g. "nccl,peer"; empty: the table's.
-    std::string backends;
-    // Already parsed (the driver parses its flags once): when set, used
-    // instead of `topology`, or of `cost_table` and `backends`.
-    std::optional<nvshmem_ext::Topology> parsed_topology;
-    std::optional<nvshmem_ext::CostTable> parsed_table;
+    // The cost table, planning over its backend set.
+    nvshmem_ext::CostTable table = nvshmem_ext::DefaultCostTable();
     bool annotate = false;        // Also write the decision to attributes.
     bool decide_only = false;     // Leave backend configs as they are.
     BackendWriter write_backend;  // Required unless decide_only.
+    BackendReader read_backend;   // Optional: records what each op carries.
   };
 
   // What the pass saw and decided for one collective-permute.
@@ -77,10 +78,14 @@ class PlanningRewriter : public xla::HloModulePass {
     // The user's _xla_collectives_mode on the permute ("": none), which no
     // tool overrides: the pass writes no backend on a marked permute.
     std::string user_mark;
+    // The backend the op carried before the pass (read_backend), and why its
+    // runtime may not run it there: the core's refusal, none where it may.
+    std::optional<nvshmem_ext::Backend> current;
+    std::optional<nvshmem_ext::Refusal> current_refusal;
   };
 
-  // Bad options (spec, table, backend set, no writer) make Run and
-  // TopologyFor return InvalidArgument.
+  // Options without a writer (unless decide_only) make Run and TopologyFor
+  // return InvalidArgument.
   explicit PlanningRewriter(Options options);
 
   absl::string_view name() const override { return "nvshmem-permute-plan"; }

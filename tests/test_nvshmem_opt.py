@@ -669,7 +669,10 @@ def test_derived_topology_decides_as_the_explicit_spec(fixture, flags, spec, fav
   (d_report, d_decisions), (g_report, g_decisions) = _decisions(derived), _decisions(given)
   assert d_report["topology"] == g_report["topology"]
   assert d_report["topology"].startswith(spec + ":gpus_per_process=1:map=0,1")
-  assert (d_report["topology_source"], g_report["topology_source"]) == ("derived", "given")
+  # Derived from the module, placed by XLA's config beside it; else the flag's.
+  assert (d_report["topology_source"], g_report["topology_source"]) == ("module config",
+                                                                        "flag")
+  assert d_report["partition_to_device"] == g_report["partition_to_device"]
   assert d_decisions == g_decisions
   # Said once on stderr, naming what overrides it; nothing when the spec is given.
   line, = derived.stderr.strip().splitlines()
@@ -725,7 +728,8 @@ def test_derived_topology_follows_the_device_assignment(tmp_path):
   derived = run_nvshmem_opt(path, "--devices-per-host=4", *common)
   report, decisions = _decisions(derived)
   assert report["topology"] == "1x2x4:gpus_per_process=1:map=0,4,1,5,2,6,3,7"
-  assert report["topology_source"] == "derived"
+  assert report["topology_source"] == "module config"
+  assert report["partition_to_device"] == spread
   assert "placed by the module's device assignment" in derived.stderr
   assert decisions[0]["edges_by_class"]["network"] == 8
   _, given = _decisions(run_nvshmem_opt(FIXTURES / "ring_1x1x8.before_async.hlo",
