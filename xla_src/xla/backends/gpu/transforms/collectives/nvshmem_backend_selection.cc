@@ -111,6 +111,41 @@ double MeasuredTimeUs(const std::vector<CurvePoint>& curve,
   return low == high ? low : low + f * (high - low);
 }
 
+// Why NVSHMEM may not run the permute, or nullopt.
+std::optional<Refusal> CheckNvshmem(const Topology& topology,
+                                    const CostTable& table,
+                                    const PermuteRequest& request) {
+  for (const std::string& type : request.element_types) {
+    if (NvshmemPutsType(type)) continue;
+    Refusal refusal = MakeRefusal(RefusalKind::kUnsupportedType);
+    refusal.type = type;
+    return refusal;
+  }
+  if (request.memcpy_local_p2p) {
+    return MakeRefusal(RefusalKind::kMemcpyLocalP2p);
+  }
+  const auto& edges = request.device_edges;
+  if (absl::c_all_of(edges, [](auto e) { return e.first == e.second; })) {
+    return MakeRefusal(RefusalKind::kLocalCopy);
+  }
+  if (int off_host = EdgesLeavingHost(topology, edges)) {
+    return MakeRefusal(RefusalKind::kOutsideSharedMemory, off_host,
+                       static_cast<int>(edges.size()));
+  }
+  if (std::optional<Refusal> heap = NvshmemHeapOverflow(table, request.bytes)) {
+    return heap;
+  }
+  if (request.team_size > PlacedDevices(topology)) {
+    return MakeRefusal(RefusalKind::kTeamOutsideTopology, request.team_size,
+                       PlacedDevices(topology));
+  }
+  if (std::optional<Refusal> mismatch =
+          NvshmemPeMismatch(topology, request.team_size, request.groups)) {
+    return mismatch;
+  }
+  return NvshmemHang(edges, TeamDevices(topology, request.team_size));
+}
+
 }  // namespace
 
 bool NvshmemPutsType(absl::string_view type) {
@@ -186,47 +221,18 @@ std::optional<Refusal> NvshmemPeMismatch(const Topology& topology,
   return std::nullopt;
 }
 
-std::optional<Refusal> CheckNvshmem(const Topology& topology,
-                                    const CostTable& table,
-                                    const PermuteRequest& request) {
-  for (const std::string& type : request.element_types) {
-    if (NvshmemPutsType(type)) continue;
-    Refusal refusal = MakeRefusal(RefusalKind::kUnsupportedType);
-    refusal.type = type;
-    return refusal;
-  }
-  if (request.memcpy_local_p2p) {
-    return MakeRefusal(RefusalKind::kMemcpyLocalP2p);
-  }
-  const auto& edges = request.device_edges;
-  if (absl::c_all_of(edges, [](auto e) { return e.first == e.second; })) {
-    return MakeRefusal(RefusalKind::kLocalCopy);
-  }
-  if (int off_host = EdgesLeavingHost(topology, edges)) {
-    return MakeRefusal(RefusalKind::kOutsideSharedMemory, off_host,
-                       static_cast<int>(edges.size()));
-  }
-  if (std::optional<Refusal> heap = NvshmemHeapOverflow(table, request.bytes)) {
-    return heap;
-  }
-  if (request.team_size > PlacedDevices(topology)) {
-    return MakeRefusal(RefusalKind::kTeamOutsideTopology, request.team_size,
-                       PlacedDevices(topology));
-  }
-  if (std::optional<Refusal> mismatch =
-          NvshmemPeMismatch(topology, request.team_size, request.groups)) {
-    return mismatch;
-  }
-  return NvshmemHang(edges, TeamDevices(topology, request.team_size));
-}
-
 std::optional<Refusal> CheckBackend(const Topology& topology,
                                     const CostTable& table,
                                     const PermuteRequest& request,
                                     Backend backend) {
-  if (backend == Backend::kNccl) return std::nullopt;
-  if (backend == Backend::kNvshmem) {
-    return CheckNvshmem(topology, table, request);
+  switch (backend) {  // No default: a backend without a rule draws -Wswitch.
+    case Backend::kNccl:
+      return std::nullopt;
+    case Backend::kNvshmem:
+      return CheckNvshmem(topology, table, request);
+    case Backend::kPeer:
+    case Backend::kSymmetric:
+      break;  // The rule below.
   }
   if (int n = EdgesLeavingHost(topology, request.device_edges)) {
     return MakeRefusal(RefusalKind::kLeavesHost, n,

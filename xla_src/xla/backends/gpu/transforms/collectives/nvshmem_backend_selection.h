@@ -124,11 +124,6 @@ std::optional<Refusal> NvshmemHeapOverflow(const CostTable& table,
 std::optional<Refusal> NvshmemPeMismatch(const Topology& topology,
                                          int team_size, int groups);
 
-// Why NVSHMEM may not run the permute, or nullopt.
-std::optional<Refusal> CheckNvshmem(const Topology& topology,
-                                    const CostTable& table,
-                                    const PermuteRequest& request);
-
 // Why `backend` may not run the permute, or nullopt (NCCL runs any).
 std::optional<Refusal> CheckBackend(const Topology& topology,
                                     const CostTable& table,

@@ -164,7 +164,7 @@ TEST(RuntimeRulesTest, MemcpyLocalP2pRefusesNvshmem) {
   PermuteRequest request{32 << 20, Ring(8), 8};
   request.memcpy_local_p2p = true;
   std::optional<Refusal> refusal =
-      CheckNvshmem(Hosts(1, 8), DefaultCostTable(), request);
+      CheckBackend(Hosts(1, 8), DefaultCostTable(), request, Backend::kNvshmem);
   ASSERT_TRUE(refusal.has_value());
   EXPECT_EQ(refusal->kind, RefusalKind::kMemcpyLocalP2p);
 }
@@ -179,8 +179,8 @@ TEST(RuntimeRulesTest, EveryEdgeInsideOneHost) {
     absl::StatusOr<Topology> topology =
         Topology::Create(slices, hosts, 4, domain, {});
     ASSERT_TRUE(topology.ok()) << topology.status();
-    std::optional<Refusal> refusal =
-        CheckNvshmem(*topology, DefaultCostTable(), {1024, Ring(8), 8});
+    std::optional<Refusal> refusal = CheckBackend(
+        *topology, DefaultCostTable(), {1024, Ring(8), 8}, Backend::kNvshmem);
     ASSERT_TRUE(refusal.has_value()) << slices << "x" << hosts << " " << domain;
     EXPECT_EQ(refusal->kind, RefusalKind::kOutsideSharedMemory);
     EXPECT_EQ(refusal->count, 2);
@@ -207,21 +207,24 @@ TEST(DeadlockFreeTest, DeviceWithoutSourceRefusesNvshmem) {
 TEST(DeadlockFreeTest, EveryDeviceOfTheProgramNeedsASource) {
   // A ring over half of one host leaves the other half without a source.
   const Topology t = Hosts(1, 8);
-  EXPECT_FALSE(CheckNvshmem(t, DefaultCostTable(), {1 << 20, Ring(4), 4}));
-  std::optional<Refusal> half =
-      CheckNvshmem(t, DefaultCostTable(), {1 << 20, Ring(4), 8});
+  EXPECT_FALSE(CheckBackend(t, DefaultCostTable(), {1 << 20, Ring(4), 4},
+                            Backend::kNvshmem));
+  std::optional<Refusal> half = CheckBackend(
+      t, DefaultCostTable(), {1 << 20, Ring(4), 8}, Backend::kNvshmem);
   ASSERT_TRUE(half.has_value());
   EXPECT_EQ(half->count, 4);
   // Unknown team: the whole topology.
-  EXPECT_TRUE(CheckNvshmem(t, DefaultCostTable(), {1 << 20, Ring(4), 0}));
-  std::optional<Refusal> big =
-      CheckNvshmem(t, DefaultCostTable(), {1 << 20, Ring(8), 16});
+  EXPECT_TRUE(CheckBackend(t, DefaultCostTable(), {1 << 20, Ring(4), 0},
+                           Backend::kNvshmem));
+  std::optional<Refusal> big = CheckBackend(
+      t, DefaultCostTable(), {1 << 20, Ring(8), 16}, Backend::kNvshmem);
   ASSERT_TRUE(big.has_value());
   EXPECT_EQ(big->kind, RefusalKind::kTeamOutsideTopology);
   // Two hosts: a ring on the first leaves the second without a source, which
   // the thunk emitter, blind to hosts, runs on NCCL.
   std::optional<Refusal> other_host =
-      CheckNvshmem(Hosts(2, 4), DefaultCostTable(), {1 << 20, Ring(4), 8});
+      CheckBackend(Hosts(2, 4), DefaultCostTable(), {1 << 20, Ring(4), 8},
+                   Backend::kNvshmem);
   ASSERT_TRUE(other_host.has_value());
   EXPECT_EQ(other_host->kind, RefusalKind::kDeviceWithoutSource);
   EXPECT_EQ(other_host->devices, (std::vector<int>{4, 5, 6, 7}));
@@ -230,10 +233,11 @@ TEST(DeadlockFreeTest, EveryDeviceOfTheProgramNeedsASource) {
 TEST(PeTest, TheGroupMustBeTheProgram) {
   // 4 partitions x 2 replicas: the ring's ids name PEs 0..3 in both groups.
   PermuteRequest request = {1 << 20, Ring(8), 8};
-  EXPECT_FALSE(CheckNvshmem(Hosts(1, 8), DefaultCostTable(), request));
+  EXPECT_FALSE(CheckBackend(Hosts(1, 8), DefaultCostTable(), request,
+                            Backend::kNvshmem));
   request.groups = 2;
   std::optional<Refusal> refusal =
-      CheckNvshmem(Hosts(1, 8), DefaultCostTable(), request);
+      CheckBackend(Hosts(1, 8), DefaultCostTable(), request, Backend::kNvshmem);
   ASSERT_TRUE(refusal.has_value());
   EXPECT_EQ(refusal->kind, RefusalKind::kSeveralGroups);
   EXPECT_EQ(refusal->count, 2);
@@ -242,8 +246,8 @@ TEST(PeTest, TheGroupMustBeTheProgram) {
 TEST(PeTest, LogicalDeviceIMustBeDeviceI) {
   const Topology t = Hosts(1, 4, {3, 2, 1, 0});
   EXPECT_EQ(TeamDevices(t, 2), (std::vector<int>{3, 2}));
-  std::optional<Refusal> moved =
-      CheckNvshmem(t, DefaultCostTable(), {1 << 20, {{3, 2}, {2, 3}}, 2});
+  std::optional<Refusal> moved = CheckBackend(
+      t, DefaultCostTable(), {1 << 20, {{3, 2}, {2, 3}}, 2}, Backend::kNvshmem);
   ASSERT_TRUE(moved.has_value());
   EXPECT_EQ(moved->kind, RefusalKind::kPlacedOffItsPe);
   EXPECT_EQ(moved->devices, (std::vector<int>{0, 3}));

@@ -52,13 +52,14 @@ namespace xla {
 namespace gpu {
 namespace {
 
-namespace sel = nvshmem_selection;
+namespace core = nvshmem_selection;
 
 // Writes `backend` into the permute's config; returns whether it changed.
-absl::StatusOr<bool> WriteBackend(HloInstruction* instr, sel::Backend backend) {
+absl::StatusOr<bool> WriteBackend(HloInstruction* instr,
+                                  core::Backend backend) {
   const CollectiveBackendConfig::CollectiveBackend wanted =
-      backend == sel::Backend::kNvshmem ? CollectiveBackendConfig::NVSHMEM
-                                        : CollectiveBackendConfig::DEFAULT;
+      backend == core::Backend::kNvshmem ? CollectiveBackendConfig::NVSHMEM
+                                         : CollectiveBackendConfig::DEFAULT;
   TF_ASSIGN_OR_RETURN(GpuBackendConfig config,
                       instr->backend_config<GpuBackendConfig>());
   if (config.has_collective_backend_config() &&
@@ -109,20 +110,20 @@ NvshmemCollectivePermuteRewriter::Create(const Options& options) {
         absl::StrCat("a slice of ", options.slice_size,
                      " devices is not a whole number of hosts of ", per_host));
   }
-  sel::CostTable table = sel::DefaultCostTable();
+  core::CostTable table = core::DefaultCostTable();
   if (!options.cost_table_path.empty()) {
     std::string text;
     TF_RETURN_IF_ERROR(tsl::ReadFileToString(tsl::Env::Default(),
                                              options.cost_table_path, &text));
     TF_ASSIGN_OR_RETURN(table,
-                        sel::ParseCostTable(text, options.cost_table_path));
+                        core::ParseCostTable(text, options.cost_table_path));
   }
   return std::make_unique<NvshmemCollectivePermuteRewriter>(
       std::move(table), std::nullopt, options);
 }
 
 NvshmemCollectivePermuteRewriter::NvshmemCollectivePermuteRewriter(
-    sel::CostTable cost_table, std::optional<sel::Topology> topology,
+    core::CostTable cost_table, std::optional<core::Topology> topology,
     const Options& options)
     : cost_table_(std::move(cost_table)),
       topology_(std::move(topology)),
@@ -134,7 +135,7 @@ NvshmemCollectivePermuteRewriter::NvshmemCollectivePermuteRewriter(
 // Hosts of num_devices_per_host GPUs (else of a slice, else one host), in
 // NVLink domains of slice_size devices (else of one host), holding every
 // device of the module, placed by its static device assignment.
-absl::StatusOr<sel::Topology> NvshmemCollectivePermuteRewriter::TopologyFor(
+absl::StatusOr<core::Topology> NvshmemCollectivePermuteRewriter::TopologyFor(
     const HloModule& module) const {
   if (topology_.has_value()) return *topology_;
   const HloModuleConfig& config = module.config();
@@ -154,9 +155,9 @@ absl::StatusOr<sel::Topology> NvshmemCollectivePermuteRewriter::TopologyFor(
   if (hosts * per_host > (int64_t{1} << 30)) {
     return absl::InvalidArgumentError("too many devices for a topology");
   }
-  return sel::Topology::Create(1, static_cast<int>(hosts),
-                               static_cast<int>(per_host),
-                               static_cast<int>(domain), std::move(placement));
+  return core::Topology::Create(1, static_cast<int>(hosts),
+                                static_cast<int>(per_host),
+                                static_cast<int>(domain), std::move(placement));
 }
 
 absl::flat_hash_set<const HloComputation*>
@@ -178,16 +179,16 @@ NvshmemCollectivePermuteRewriter::CollectivesGroups(const HloModule& module) {
   return groups;
 }
 
-absl::StatusOr<sel::PermuteRequest>
+absl::StatusOr<core::PermuteRequest>
 NvshmemCollectivePermuteRewriter::RequestFor(
     const HloCollectivePermuteInstruction& permute,
-    const sel::Topology& topology) {
+    const core::Topology& topology) {
   const HloModuleConfig& config = permute.GetModule()->config();
-  sel::PermuteRequest request;
+  core::PermuteRequest request;
   absl::StatusOr<std::vector<std::pair<int, int>>> edges =
-      sel::EdgeIdsToDevices(topology, permute.source_target_pairs(),
-                            permute.channel_id().has_value(),
-                            config.num_partitions(), config.replica_count());
+      core::EdgeIdsToDevices(topology, permute.source_target_pairs(),
+                             permute.channel_id().has_value(),
+                             config.num_partitions(), config.replica_count());
   if (!edges.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(permute.name(), ": ", edges.status().message()));
@@ -215,8 +216,8 @@ NvshmemCollectivePermuteRewriter::RequestFor(
 absl::StatusOr<bool> NvshmemCollectivePermuteRewriter::RunImpl(
     HloModule* module,
     const absl::flat_hash_set<absl::string_view>& execution_threads) {
-  TF_ASSIGN_OR_RETURN(sel::Topology topology, TopologyFor(*module));
-  std::vector<sel::Backend> alternatives = {sel::Backend::kNvshmem};
+  TF_ASSIGN_OR_RETURN(core::Topology topology, TopologyFor(*module));
+  std::vector<core::Backend> alternatives = {core::Backend::kNvshmem};
   if (num_visible_devices_per_process_ != 1) {
     VLOG(1) << name() << ": NCCL throughout: this process sees "
             << num_visible_devices_per_process_
@@ -237,15 +238,15 @@ absl::StatusOr<bool> NvshmemCollectivePermuteRewriter::RunImpl(
           computation->IsAsyncComputation()) {
         continue;
       }
-      TF_ASSIGN_OR_RETURN(sel::PermuteRequest request,
+      TF_ASSIGN_OR_RETURN(core::PermuteRequest request,
                           RequestFor(*permute, topology));
-      const sel::Decision decision =
-          sel::Decide(topology, cost_table_, request,
-                      nccl_only ? std::vector<sel::Backend>() : alternatives);
+      const core::Decision decision =
+          core::Decide(topology, cost_table_, request,
+                       nccl_only ? std::vector<core::Backend>() : alternatives);
       VLOG(1) << name() << ": " << permute->name() << ": "
-              << sel::BackendName(decision.backend) << " (NCCL "
+              << core::BackendName(decision.backend) << " (NCCL "
               << decision.nccl_us << " us"
-              << (decision.refusals[static_cast<int>(sel::Backend::kNvshmem)]
+              << (decision.refusals[static_cast<int>(core::Backend::kNvshmem)]
                       ? "; NVSHMEM cannot run it)"
                       : ")");
       TF_ASSIGN_OR_RETURN(bool op_changed,

@@ -50,7 +50,7 @@ namespace xla {
 namespace gpu {
 namespace {
 
-namespace sel = nvshmem_selection;
+namespace core = nvshmem_selection;
 using Rewriter = NvshmemCollectivePermuteRewriter;
 
 // NVSHMEM wins every NVLink edge: the tests check what the pass does with a
@@ -117,8 +117,8 @@ class NvshmemCollectivePermuteRewriterTest
   // NVLink domains of `slice_size` devices (0: one host), as the compiler
   // describes the cluster.
   static Rewriter MakePass(const Rewriter::Options& options) {
-    absl::StatusOr<sel::CostTable> table =
-        sel::ParseCostTable(kNvshmemFavoured, "test");
+    absl::StatusOr<core::CostTable> table =
+        core::ParseCostTable(kNvshmemFavoured, "test");
     EXPECT_TRUE(table.ok()) << table.status();
     return Rewriter(*std::move(table), std::nullopt, options);
   }
@@ -256,11 +256,11 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, RequestNamesBytesTypesAndFlag) {
   module->mutable_config()
       .mutable_debug_options()
       .set_xla_gpu_use_memcpy_local_p2p(true);
-  TF_ASSERT_OK_AND_ASSIGN(sel::Topology topology,
+  TF_ASSERT_OK_AND_ASSIGN(core::Topology topology,
                           MakePass(8).TopologyFor(*module));
   auto* permute = Cast<HloCollectivePermuteInstruction>(
       FindInstruction(module.get(), HloOpcode::kCollectivePermute));
-  TF_ASSERT_OK_AND_ASSIGN(sel::PermuteRequest request,
+  TF_ASSERT_OK_AND_ASSIGN(core::PermuteRequest request,
                           Rewriter::RequestFor(*permute, topology));
   EXPECT_EQ(request.bytes, 2 * 64 * 2 * 64 * 2);
   EXPECT_EQ(request.buffers, 2);
@@ -280,9 +280,9 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, PartitionRingOverReplicasKeeps) {
   ASSERT_TRUE(RunHloPass(&pass, module.get()).ok());
   EXPECT_EQ(BackendOf(module->entry_computation()->root_instruction()),
             CollectiveBackendConfig::DEFAULT);
-  TF_ASSERT_OK_AND_ASSIGN(sel::Topology topology, pass.TopologyFor(*module));
+  TF_ASSERT_OK_AND_ASSIGN(core::Topology topology, pass.TopologyFor(*module));
   TF_ASSERT_OK_AND_ASSIGN(
-      sel::PermuteRequest request,
+      core::PermuteRequest request,
       Rewriter::RequestFor(*Cast<HloCollectivePermuteInstruction>(
                                module->entry_computation()->root_instruction()),
                            topology));
@@ -457,9 +457,9 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyTooSmallIsAnError) {
                           ParseAndReturnVerifiedModule(kRing8, 1, 8));
   // A topology given to the constructor (as a tool does) that is smaller than
   // the module.
-  TF_ASSERT_OK_AND_ASSIGN(sel::Topology four,
-                          sel::Topology::Create(1, 1, 4, 0, {}));
-  Rewriter pass(sel::DefaultCostTable(), four, {});
+  TF_ASSERT_OK_AND_ASSIGN(core::Topology four,
+                          core::Topology::Create(1, 1, 4, 0, {}));
+  Rewriter pass(core::DefaultCostTable(), four, {});
   EXPECT_EQ(RunHloPass(&pass, module.get()).status().code(),
             absl::StatusCode::kInvalidArgument);
 }

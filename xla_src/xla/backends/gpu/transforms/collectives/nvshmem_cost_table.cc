@@ -104,9 +104,9 @@ absl::Status Invalid(absl::string_view message) {
   return absl::InvalidArgumentError(message);
 }
 
-// The proto's values are the enum's plus one.
+// The proto's values are the enum's plus one; a value the enum lacks has none.
 std::optional<Backend> BackendOf(int backend) {
-  if (backend < Proto::NCCL || backend > Proto::SYMMETRIC) return std::nullopt;
+  if (backend < Proto::NCCL || backend > kNumBackends) return std::nullopt;
   return static_cast<Backend>(backend - 1);
 }
 
