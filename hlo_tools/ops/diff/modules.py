@@ -3,20 +3,28 @@ structure (hash buckets, linear in module size), and every changed attribute."""
 
 import collections
 import json
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
 
+from hlo_tools.hlo.reader import HloComputation, HloInstruction, HloModule
+from hlo_tools.model.sources import Source
 from hlo_tools.ops.diff.permutes import bucket_match, collective_view, collectives_diff
 
+# An attribute that differs: {"attribute": name, "a": text or None, "b": text or None}.
+Change = dict[str, Any]
 
-def _comp_key(comp, loose=False):
+
+def _comp_key(comp: HloComputation, loose: bool = False) -> Hashable:
   params = tuple(p.shape.to_string(False) for p in comp.instructions
                  if p.opcode == "parameter")
   root = comp.root.opcode if comp.root is not None else None
   return (root, params) if loose else (root, params, len(comp.instructions))
 
 
-def match_computations(ma, mb):
+def match_computations(ma: HloModule, mb: HloModule
+                       ) -> list[tuple[HloComputation | None, HloComputation | None]]:
   """[(comp_a or None, comp_b or None)]: by name, then by structure."""
-  pairs = {}
+  pairs: dict[str, HloComputation] = {}
   for cb in mb.computations:
     if cb.name in ma:
       pairs[cb.name] = ma.computation(cb.name)
@@ -28,34 +36,39 @@ def match_computations(ma, mb):
                                 lambda c: _comp_key(c, loose)):
       pairs[cb.name] = ca
       matched_a.add(ca.name)
-  out = [(pairs.get(cb.name), cb) for cb in mb.computations]
+  out: list[tuple[HloComputation | None, HloComputation | None]] = [
+      (pairs.get(cb.name), cb) for cb in mb.computations]
   out += [(ca, None) for ca in ma.computations if ca.name not in matched_a]
   return out
 
 
-def _leaf_text(instr):
+def _leaf_text(instr: HloInstruction) -> str | None:
   return instr.operand_text if not instr.operands else None
 
 
-def match_instructions(ca, cb):
+def match_instructions(ca: HloComputation, cb: HloComputation) -> dict[str, str]:
   """{b name: a name} for one computation pair: names, then structure in 3 rounds."""
   b_to_a = {ib.name: ib.name for ib in cb.instructions if ib.name in ca}
   a_matched = set(b_to_a.values())
+  # The matches as they stood when the round began, on both sides alike.
+  a_matched_snapshot: set[str] = set()
+  b_to_a_snapshot: dict[str, str] = {}
 
-  def op_key_a(name):
+  def op_key_a(name: str) -> Hashable:
     if name in a_matched_snapshot:
       return ("=", name)
     instr = ca.instruction(name) if name in ca else None
     return ("?", instr.opcode, instr.shape.to_string(False)) if instr else ("?", name)
 
-  def op_key_b(name):
+  def op_key_b(name: str) -> Hashable:
     if name in b_to_a_snapshot:
       return ("=", b_to_a_snapshot[name])
     instr = cb.instruction(name) if name in cb else None
     return ("?", instr.opcode, instr.shape.to_string(False)) if instr else ("?", name)
 
+  key_a: Callable[[HloInstruction], Hashable]
+  key_b: Callable[[HloInstruction], Hashable]
   for rnd in range(3):
-    # Keys use the matches as they stood when the round began, on both sides alike.
     a_matched_snapshot = set(a_matched)
     b_to_a_snapshot = dict(b_to_a)
     un_a = [i for i in ca.instructions if i.name not in a_matched]
@@ -78,7 +91,7 @@ def match_instructions(ca, cb):
 # ---------------------------------------------------------------------------------------
 # Attribute differences
 
-def _flatten(value, prefix, out):
+def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> dict[str, Any]:
   if isinstance(value, dict) and (value or not prefix):
     for k, v in value.items():
       _flatten(v, f"{prefix}.{k}", out)
@@ -87,7 +100,8 @@ def _flatten(value, prefix, out):
   return out
 
 
-def _dict_changes(name, a, b, fmt=json.dumps):
+def _dict_changes(name: str, a: Mapping[str, Any], b: Mapping[str, Any],
+                  fmt: Callable[[Any], str] = json.dumps) -> list[Change]:
   out = []
   for key in list(a) + [k for k in b if k not in a]:
     va, vb = a.get(key), b.get(key)
@@ -98,9 +112,11 @@ def _dict_changes(name, a, b, fmt=json.dumps):
   return out
 
 
-def attribute_changes(ia, ib, comp_map, b_to_a, ignore_metadata=False):
+def attribute_changes(ia: HloInstruction, ib: HloInstruction, comp_map: Mapping[str, str],
+                      b_to_a: Mapping[str, str], ignore_metadata: bool = False
+                      ) -> list[Change]:
   """Changed attributes of a matched instruction pair, one entry per attribute."""
-  out = []
+  out: list[Change] = []
   if ia.opcode != ib.opcode:
     out.append({"attribute": "opcode", "a": ia.opcode, "b": ib.opcode})
   sa, sb = ia.shape.to_string(), ib.shape.to_string()
@@ -147,21 +163,23 @@ def attribute_changes(ia, ib, comp_map, b_to_a, ignore_metadata=False):
   return out
 
 
-def diff_sources(src_a, src_b, ignore_metadata=False):
+def diff_sources(src_a: Source, src_b: Source, ignore_metadata: bool = False
+                 ) -> dict[str, Any]:
   """The diff as a JSON-friendly dict."""
   ma, mb = src_a.module, src_b.module
   comp_pairs = match_computations(ma, mb)
   comp_map = {cb.name: ca.name for ca, cb in comp_pairs if ca and cb}  # b -> a
   comps = []
-  totals = collections.Counter()
+  totals: collections.Counter[str] = collections.Counter()
   for ca, cb in comp_pairs:
-    entry = {"a": ca.name if ca else None, "b": cb.name if cb else None,
+    entry: dict[str, Any] = {"a": ca.name if ca else None, "b": cb.name if cb else None,
              "line_a": ca.line if ca else None, "line_b": cb.line if cb else None,
              "status": "matched", "added": [], "removed": [], "changed": [],
              "renamed": [], "unchanged": 0, "order": []}
     if ca is None or cb is None:
       entry["status"] = "added" if ca is None else "removed"
       comp = cb or ca
+      assert comp is not None  # match_computations pairs at least one side
       key = "added" if ca is None else "removed"
       entry[key] = [{"name": i.name, "line": i.line, "opcode": i.opcode}
                     for i in comp.instructions]
@@ -214,7 +232,7 @@ def diff_sources(src_a, src_b, ignore_metadata=False):
   }
 
 
-def to_json(result):
+def to_json(result: Mapping[str, Any]) -> dict[str, Any]:
   """The diff without the internal matching tables."""
   out = dict(result)
   out["computations"] = [{k: v for k, v in c.items() if k not in ("b_to_a", "order")}
@@ -222,5 +240,5 @@ def to_json(result):
   return out
 
 
-def interesting(comp):
-  return comp["status"] != "matched" or comp["added"] or comp["removed"] or comp["changed"]
+def interesting(comp: Mapping[str, Any]) -> bool:
+  return bool( comp["status"] != "matched" or comp["added"] or comp["removed"] or comp["changed"])

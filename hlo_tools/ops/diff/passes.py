@@ -3,14 +3,22 @@ every pass: created, combined, decomposed, made async, backend set, moved,
 scheduled; each permute of the final module with the permutes it came from."""
 
 import os
+from collections.abc import Sequence
+from typing import Any
 
-from hlo_tools.ops.diff.permutes import VIEW_FIELDS, collective_view, match_collectives
+from hlo_tools.ops.diff.permutes import (VIEW_FIELDS, Record, collective_view,
+                                         match_collectives)
 from hlo_tools.model import dumps, sources
 from hlo_tools.model.dumps import xla_dir_of
 from hlo_tools.errors import InputError
 
+# (kind, message, the origins of the permutes it touches, the names it gives them)
+Event = tuple[str, str, set[str], list[str]]
+# id(record) -> the permutes of the first snapshot (or created since) it comes from
+Lineage = dict[int, set[str]]
 
-def signature(text):
+
+def signature(text: str) -> str:
   """The lines a collective-permute's state depends on; equal -> nothing to re-parse."""
   lines = text.split("\n", 1)[:1]
   lines += [l for l in text.split("\n") if "collective-permute" in l or " while(" in l
@@ -18,7 +26,7 @@ def signature(text):
   return "\n".join(lines)
 
 
-def _between(source, rec):
+def _between(source: sources.Source, rec: Record) -> int | None:
   """Instructions scheduled between a start and its done (the overlap)."""
   if not rec["done"]:
     return None
@@ -30,13 +38,14 @@ def _between(source, rec):
     return None
 
 
-def _fmt_rec(r):
+def _fmt_rec(r: Record) -> str:
   return f"%{r['start']} ({r['form']}, {r['backend']}, {r['bytes']} B, {len(r['pairs'])} pairs)"
 
 
-def _changes(ra, group, origins):
+def _changes(ra: Record, group: Sequence[Record], origins: set[str]) -> list[Event]:
   """Events of one permute that is still there (maybe under a new name or split)."""
-  events, names, rb = [], [r["start"] for r in group], group[0]
+  events: list[Event] = []
+  names, rb = [r["start"] for r in group], group[0]
   if len(group) > 1:
     events.append(("split", f"%{ra['start']} split into " +
                    ", ".join(_fmt_rec(r) for r in group), origins, names))
@@ -63,17 +72,18 @@ def _changes(ra, group, origins):
   return events
 
 
-def _gone(vanished, new, lineage, sends_added):
+def _gone(vanished: Sequence[Record], new: list[Record], lineage: Lineage,
+          sends_added: int) -> list[Event]:
   """Events of permutes that vanished: decomposed into new ones, into send/recv, or
   removed. A vanished permute whose pairs new ones of its computation share out (each
   a part, none overlapping, as the cycle decomposer does) was decomposed."""
-  events = []
+  events: list[Event] = []
   for ra in list(vanished):
     pairs = set(map(tuple, ra["pairs"]))
     parts = [rb for rb in new if rb["computation"] == ra["computation"]
              and set(map(tuple, rb["pairs"])) < pairs]
     if parts and sum(len(r["pairs"]) for r in parts) == len(pairs) and \
-        set().union(*(set(map(tuple, r["pairs"])) for r in parts)) == pairs:
+        set[tuple[int, ...]]().union(*(set(map(tuple, r["pairs"])) for r in parts)) == pairs:
       for rb in parts:
         lineage[id(rb)] = set(lineage[id(ra)])
         new.remove(rb)
@@ -87,13 +97,14 @@ def _gone(vanished, new, lineage, sends_added):
   return events
 
 
-def _sends(src):
+def _sends(src: sources.Source) -> int:
   return sum(1 for i in src.module.instructions() if i.opcode == "send")
 
 
-def _events(prev, cur, prev_src, cur_src, lineage, next_id):
+def _events(prev: Sequence[Record], cur: Sequence[Record], prev_src: sources.Source,
+            cur_src: sources.Source, lineage: Lineage, next_id: list[int]) -> list[Event]:
   """Events between two snapshots; updates lineage {id(rec): set of origin ids}."""
-  events = []
+  events: list[Event] = []
   matched = match_collectives(prev, cur)
   vanished = [ra for ra, group in matched if ra is not None and not group]
   new = [group[0] for ra, group in matched if ra is None]
@@ -103,7 +114,7 @@ def _events(prev, cur, prev_src, cur_src, lineage, next_id):
         lineage[id(rb)] = set(lineage[id(ra)])
       events += _changes(ra, group, lineage[id(ra)])
   for rb, group in _combines(vanished, new):
-    origins = set().union(*(lineage[id(r)] for r in group))
+    origins = set[str]().union(*(lineage[id(r)] for r in group))
     lineage[id(rb)] = origins
     events.append(("combined", " + ".join(f"%{r['start']}" for r in group) +
                    f" -> {_fmt_rec(rb)}", origins, [rb["start"]]))
@@ -125,14 +136,16 @@ def _events(prev, cur, prev_src, cur_src, lineage, next_id):
   return events
 
 
-def _combines(vanished, new):
+def _combines(vanished: Sequence[Record], new: Sequence[Record]
+              ) -> list[tuple[Record, list[Record]]]:
   """[(new record, [vanished records it combines])].
 
   XLA's collective-permute-combiner makes one permute of several with equal pairs
   in one computation, whose operands are theirs: match by operands first, and by
   pairs and summed bytes only where the operands were renamed meanwhile.
   """
-  out, taken = [], set()
+  out: list[tuple[Record, list[Record]]] = []
+  taken: set[int] = set()
   for rb in new:
     ops = rb.get("operands") or []
     parts = [ra for ra in vanished if id(ra) not in taken
@@ -154,7 +167,7 @@ def _combines(vanished, new):
   return out
 
 
-def trace(dump_dir):
+def trace(dump_dir: str) -> dict[str, Any]:
   """How each collective-permute evolves through the passes of a dump directory."""
   if not os.path.isdir(dump_dir):
     raise InputError(f"{dump_dir}: --trace needs a dump directory")
@@ -171,8 +184,13 @@ def trace(dump_dir):
     snaps.append({"seq": None, "pipeline": "", "pass": "before_optimizations",
                   "file": module["stages"]["before_optimizations"]})
   snaps += module["passes"]
-  events, lineage, next_id = [], {}, [0]
-  prev, prev_src, prev_sig, parsed = [], None, None, 0
+  events: list[dict[str, Any]] = []
+  lineage: Lineage = {}
+  next_id = [0]
+  prev: list[Record] = []
+  prev_src: sources.Source | None = None
+  prev_sig: str | None = None
+  parsed = 0
   for snap in snaps:
     path = os.path.join(xla_dir, snap["file"])
     with open(path, encoding="utf-8", errors="replace") as f:

@@ -2,14 +2,24 @@
 by computation and name, then by the permutes each renamed computation holds."""
 
 import collections
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from hlo_tools.model import decisions, sources
 from hlo_tools.model.collectives import collective_permutes
 
+# One collective-permute as collective_view records it (JSON-friendly).
+Record = dict[str, Any]
+_A = TypeVar("_A")
+_B = TypeVar("_B")
 
-def bucket_match(unmatched_a, unmatched_b, key_a, key_b):
+
+def bucket_match(unmatched_a: Iterable[_A], unmatched_b: Iterable[_B],
+                 key_a: Callable[[_A], Hashable], key_b: Callable[[_B], Hashable]
+                 ) -> list[tuple[_A, _B]]:
   """Pairs items with equal keys, in order (FIFO per key): one hash pass, linear."""
-  buckets = collections.defaultdict(collections.deque)
+  buckets: collections.defaultdict[Hashable, collections.deque[_A]] = (
+      collections.defaultdict(collections.deque))
   for a in unmatched_a:
     buckets[key_a(a)].append(a)
   out = []
@@ -20,7 +30,7 @@ def bucket_match(unmatched_a, unmatched_b, key_a, key_b):
   return out
 
 
-def collective_view(source):
+def collective_view(source: sources.Source) -> list[Record]:
   """JSON-friendly records of every collective-permute of a Source."""
   out = []
   for rec in collective_permutes(source.module):
@@ -42,21 +52,24 @@ def collective_view(source):
   return out
 
 
-def base_name(name):
+def base_name(name: str) -> str:
   """The name a collective-permute had before async conversion."""
   name = name.replace("collective-permute-start", "collective-permute")
   return name[:-len("-start")] if name.endswith("-start") else name
 
 
-def match_collectives(recs_a, recs_b, comp_map=None):
+def match_collectives(recs_a: Sequence[Record], recs_b: Sequence[Record],
+                      comp_map: Mapping[str, str] | None = None
+                      ) -> list[tuple[Record | None, list[Record]]]:
   """[(rec_a or None, [recs_b])]: by computation and base name, then by pairs."""
   comp_map = comp_map or {}
-  by_key = collections.defaultdict(list)
+  by_key: collections.defaultdict[tuple[str, str], list[Record]] = (
+      collections.defaultdict(list))
   for rb in recs_b:
     by_key[(comp_map.get(rb["computation"], rb["computation"]), base_name(rb["start"]))].append(rb)
-  used = set()
-  out = []
-  leftovers = []
+  used: set[int] = set()
+  out: list[tuple[Record | None, list[Record]]] = []
+  leftovers: list[Record] = []
   for ra in recs_a:
     group = by_key.get((ra["computation"], base_name(ra["start"])))
     if group and not id(group[0]) in used:
@@ -77,27 +90,28 @@ def match_collectives(recs_a, recs_b, comp_map=None):
   return out
 
 
-def _pairs_bytes(rec):
+def _pairs_bytes(rec: Record) -> tuple[tuple[tuple[int, ...], ...], int]:
   return tuple(map(tuple, rec["pairs"])), rec["bytes"]
 
 
-def _match_by_computation(recs_a, recs_b):
+def _match_by_computation(recs_a: Sequence[Record], recs_b: Sequence[Record]
+                          ) -> list[tuple[Record, Record]]:
   """Pairs the permutes of renamed computations, a computation's permutes together.
 
   Passes rename computations (inlining, partitioning, cloning) and their permutes at
   once; when several permutes share pairs and bytes, the set each computation holds
   (e.g. a forward loop's two, a backward loop's four) tells them apart.
   """
-  def groups(recs):
-    by_comp = collections.defaultdict(list)
+  def groups(recs: Sequence[Record]) -> list[list[Record]]:
+    by_comp: collections.defaultdict[str, list[Record]] = collections.defaultdict(list)
     for r in recs:
       by_comp[r["computation"]].append(r)
     return list(by_comp.values())
 
-  def key(group):
+  def key(group: list[Record]) -> Hashable:
     return tuple(sorted(_pairs_bytes(r) for r in group))
 
-  out = []
+  out: list[tuple[Record, Record]] = []
   for ga, gb in bucket_match(groups(recs_a), groups(recs_b), key, key):
     out += bucket_match(ga, gb, _pairs_bytes, _pairs_bytes)
   return out
@@ -107,13 +121,13 @@ VIEW_FIELDS = ("form", "backend", "pairs", "bytes", "while_loop", "trip_count",
                 "computation")
 
 
-def summarize_group(group):
+def summarize_group(group: Sequence[Record]) -> Record | None:
   """One value per field for a list of records (a split gives several)."""
   if not group:
     return None
   if len(group) == 1:
     return {k: group[0][k] for k in VIEW_FIELDS}
-  merged = {}
+  merged: Record = {}
   for k in VIEW_FIELDS:
     values = [r[k] for r in group]
     if k == "pairs":
@@ -125,11 +139,13 @@ def summarize_group(group):
   return merged
 
 
-def collectives_diff(view_a, view_b, comp_map):
+def collectives_diff(view_a: Sequence[Record], view_b: Sequence[Record],
+                     comp_map: Mapping[str, str]) -> list[Record]:
+  """One row per permute of either side: the pair, the fields that differ, a status."""
   rows = []
   for ra, group in match_collectives(view_a, view_b, comp_map):
     sa, sb = summarize_group([ra] if ra else []), summarize_group(group)
-    changes = []
+    changes: list[Record] = []
     for k in VIEW_FIELDS:
       va = sa[k] if sa else None
       vb = sb[k] if sb else None

@@ -1,12 +1,19 @@
 """The diff and the trace as text and as HTML (self-contained, no scripts)."""
 
 import html
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from hlo_tools.model.sources import Source
 from hlo_tools.ops.diff.modules import interesting
-from hlo_tools.ops.diff.permutes import VIEW_FIELDS, summarize_group
+from hlo_tools.ops.diff.permutes import VIEW_FIELDS, Record, summarize_group
+
+# diff_sources' result, trace's result: JSON-friendly dicts.
+Diff = Mapping[str, Any]
+Trace = Mapping[str, Any]
 
 
-def _short(value, limit=120):
+def _short(value: object, limit: int = 120) -> str:
   if isinstance(value, list):
     value = " ".join(f"{s}->{t}" for s, t in value) if value and isinstance(value[0], list) \
         else str(value)
@@ -14,11 +21,11 @@ def _short(value, limit=120):
   return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _names(group):
+def _names(group: Sequence[Record]) -> str:
   return " + ".join(f"%{r['start']}" + (f"/%{r['done']}" if r["done"] else "") for r in group)
 
 
-def collectives_text(rows):
+def collectives_text(rows: Sequence[Record]) -> list[str]:
   lines = [f"collective-permutes ({len(rows)}), before -> after:"]
   if not rows:
     lines.append("  (none in either module)")
@@ -36,7 +43,7 @@ def collectives_text(rows):
   return lines
 
 
-def trace_text(tr):
+def trace_text(tr: Trace) -> str:
   lines = [f"trace of {tr['module']} in {tr['dump']}: {tr['snapshots']} snapshots, "
            f"{tr['parsed']} with collective changes parsed"]
   for fin in tr["final"]:
@@ -53,14 +60,14 @@ def trace_text(tr):
   return "\n".join(lines)
 
 
-def _partitions(summary, side):
+def _partitions(summary: Mapping[str, Any], side: str) -> str:
   """'8 partitions', and where the count came from when the header did not say it."""
   n, how = summary.get(f"num_partitions_{side}"), summary.get(f"num_partitions_from_{side}")
   inferred = f", {how}" if how not in (None, "module header", "default") else ""
   return f"{n} partitions{inferred}"
 
 
-def format_text(result, tr=None):
+def format_text(result: Diff, tr: Trace | None = None) -> str:
   s = result["summary"]
   lines = [f"--- {result['a']} ({s['instructions_a']} instructions, "
            f"{_partitions(s, 'a')})",
@@ -114,16 +121,16 @@ th{background:#f0f0f0}
 """
 
 
-def esc(value):
+def esc(value: object) -> str:
   return html.escape("-" if value is None else str(value))
 
 
-def page(title, body):
+def page(title: str, body: str) -> str:
   return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{esc(title)}"
           f"</title><style>{CSS}</style></head><body>\n{body}\n</body></html>\n")
 
 
-def collectives_html(rows):
+def collectives_html(rows: Sequence[Record]) -> str:
   out = ["<table class=\"collectives\"><tr><th>before</th><th>after</th><th>status</th>"
          "<th>field</th><th>before</th><th>after</th></tr>"]
   for row in rows:
@@ -132,7 +139,7 @@ def collectives_html(rows):
     fields = []
     for k in ("form", "backend", "bytes", "pairs", "while_loop", "trip_count"):
       va = row["a"][k] if row["a"] else None
-      vb = summarize_group(row["b"])[k] if row["b"] else None
+      vb = (summarize_group(row["b"]) or {})[k] if row["b"] else None
       changed = any(c["field"] == k for c in row["changes"])
       if va is None and vb is None:
         continue
@@ -150,28 +157,31 @@ def collectives_html(rows):
   return "\n".join(out)
 
 
-def _side_by_side(comp, src_a, src_b, max_rows):
+def _side_by_side(comp: Mapping[str, Any], src_a: Source, src_b: Source, max_rows: int
+                  ) -> list[str]:
   """Rows of one computation pair: changes side by side, unchanged runs collapsed."""
   ma, mb = src_a.module, src_b.module
   ca = ma.computation(comp["a"]) if comp["a"] else None
   cb = mb.computation(comp["b"]) if comp["b"] else None
   b_to_a = comp.get("b_to_a", {})
   changed = {c["b"]: c for c in comp["changed"]}
-  rows, run = [], 0
+  rows: list[str] = []
+  run = 0
 
-  def flush():
+  def flush() -> None:
     nonlocal run
     if run:
       rows.append(f"<tr><td colspan=\"2\" class=\"ctx\">{run} unchanged</td></tr>")
       run = 0
 
-  def row(cls, left, right, title=""):
+  def row(cls: str, left: str, right: str, title: str = "") -> None:
     flush()
     rows.append(f"<tr class=\"{cls}\" title=\"{esc(title)}\"><td>{esc(left)}</td>"
                 f"<td>{esc(right)}</td></tr>")
 
   if cb is None or ca is None:
     comp_ = cb or ca
+    assert comp_ is not None  # a computation pair has at least one side
     for i in comp_.instructions[:max_rows]:
       text = (src_b if cb else src_a).line(i.line).strip()
       row("add" if cb else "del", "" if cb else text, text if cb else "")
@@ -210,7 +220,7 @@ def _side_by_side(comp, src_a, src_b, max_rows):
   return rows
 
 
-def diff_html(result, src_a, src_b, max_rows=4000):
+def diff_html(result: Diff, src_a: Source, src_b: Source, max_rows: int = 4000) -> str:
   """The diff as an HTML fragment: summary, collectives, side-by-side computations."""
   s = result["summary"]
   out = [f"<p class=\"mono\">A: {esc(result['a'])} ({s['instructions_a']} instructions)<br>"
@@ -244,7 +254,7 @@ def diff_html(result, src_a, src_b, max_rows=4000):
   return "\n".join(out)
 
 
-def trace_html(tr):
+def trace_html(tr: Trace) -> str:
   out = [f"<p>{esc(tr['module'])}: {tr['snapshots']} pass snapshots, {tr['parsed']} "
          "changed a collective-permute line and were parsed.</p>"]
   for fin in tr["final"]:
@@ -260,7 +270,7 @@ def trace_html(tr):
   return "\n".join(out)
 
 
-def format_html(result, src_a, src_b, tr=None):
+def format_html(result: Diff, src_a: Source, src_b: Source, tr: Trace | None = None) -> str:
   body = [f"<h1>hlo-tools diff</h1>", diff_html(result, src_a, src_b)]
   if tr is not None:
     body += ["<h2>Pass-by-pass trace</h2>", trace_html(tr)]
