@@ -481,10 +481,8 @@ def probe(args):
       for p in collectives.collective_permutes(module):
         instr = next(i for i in module.computation(p.computation).instructions
                      if i.name == p.start)
-        kwargs = ({"buffers": len(instr.operands)}
-                  if "buffers" in jax_hook._decide_params(sel) else {})  # pylint: disable=protected-access
         d = sel.decide(topo, table, p.bytes_per_device, [tuple(x) for x in p.pairs],
-                       **kwargs)
+                       buffers=len(instr.operands))
         decisions.append({"permute": p.start, "bytes": p.bytes_per_device,
                           "operands": len(instr.operands), "pairs": p.pairs,
                           "in_loop": p.while_loop is not None, "plan": d["plan"],

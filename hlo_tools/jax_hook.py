@@ -41,16 +41,27 @@ A module the hook cannot read or rewrite is left as jax built it, and the
 error is recorded in the handle's `calls`.
 """
 
-import inspect
 import json
 import os
 import re
 import threading
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from hlo_tools import cli_io
 from hlo_tools.errors import HookError
 from hlo_tools.hlo import reader
 from hlo_tools.model import collectives, modes
+
+if TYPE_CHECKING:  # jax and the binding are imported when first used
+  import jax
+  from jax.stages import Compiled, Lowered
+  from hlo_tools._selection_core import CostTable, Topology
+
+# The core's decision for one permute, a record of the hook's (JSON-friendly).
+Decision = dict[str, Any]
+Record = dict[str, Any]
 
 _PERMUTE_RE = re.compile(r"\s(collective-permute(?:-start)?)\(")
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -62,13 +73,13 @@ _CARRY_DIRS = (".carry_py312",)
 
 # name -> the installed Hook: jax would run a second registration under one name as
 # a second transformation, deciding every permute twice.
-_INSTALLED = {}
+_INSTALLED: "dict[str, Hook]" = {}
 
 
 # ---------------------------------------------------------------------------
 # Core access
 
-def import_selection():
+def import_selection() -> ModuleType:
   """hlo_tools.selection, looking also in carried binding folders."""
   try:
     from hlo_tools import selection
@@ -85,7 +96,7 @@ def import_selection():
   return selection
 
 
-def hook_modes(selection):
+def hook_modes(selection: ModuleType) -> dict[str, tuple[str | None, str]]:
   """{backend: (collectives_mode or None for NCCL, _xla_collectives_mode value)} for
   the backends the hook writes (those with a mode attribute: the XLA of jax >=
   0.10.2), from the core's records."""
@@ -93,14 +104,7 @@ def hook_modes(selection):
           for n, r in selection.BACKEND_INFO.items() if r["mode_attribute"]}
 
 
-def _decide_params(selection):
-  try:
-    return set(inspect.signature(selection.decide).parameters)
-  except (TypeError, ValueError):
-    return set()
-
-
-def operand_count(module, permute):
+def operand_count(module: reader.HloModule, permute: collectives.CollectivePermute) -> int:
   """Buffers the permute sends: its data operands (the in-place form sends one)."""
   comp = module.computation(permute.computation)
   instr = next(i for i in comp.instructions if i.name == permute.start)
@@ -110,40 +114,25 @@ def operand_count(module, permute):
   return max(len(ops), 1)
 
 
-def decide_mode(selection, topology, table, backends, permute, buffers=1):
-  """(backend name, the core's decision dict) for one CollectivePermute.
-
-  With a core that plans over backend sets, its plan names the backend. With an
-  older core (NCCL vs NVSHMEM only) a one-sided plan maps to the first
-  one-sided backend given, and a split (which one op cannot express) to NCCL;
-  the decision records `mapped_from` then.
-  """
+def decide_mode(selection: ModuleType, topology: "Topology", table: "CostTable",
+                backends: Sequence[str], permute: collectives.CollectivePermute,
+                buffers: int = 1) -> tuple[str, Decision]:
+  """(backend name, the core's decision dict) for one CollectivePermute: the core's
+  plan over the backend set names the backend; one the hook writes no mode for runs
+  as NCCL."""
   pairs = [tuple(p) for p in permute.pairs]
-  params = _decide_params(selection)
-  if "backends" in params:
-    kwargs = {"buffers": buffers} if "buffers" in params else {}
-    if "place" in params and getattr(permute, "branch", None):
-      # Under a conditional's branch, as nvshmem-opt's planner tells the core.
-      kwargs["place"] = "branch"
-    d = selection.decide(topology, table, permute.bytes_per_device, pairs,
-                         backends=tuple(backends), **kwargs)
-    backend = d.get("backend") or d.get("plan")
-    return (backend if backend in hook_modes(selection) else "nccl"), d
-  d = selection.decide(topology, table, permute.bytes_per_device, pairs)
-  plan = d.get("plan")
-  one_sided = [b for b in backends if b != "nccl"]
-  if plan == "nvshmem" and one_sided:
-    d["mapped_from"] = plan
-    return one_sided[0], d
-  if plan != "nccl":
-    d["mapped_from"] = plan
-  return "nccl", d
+  # Under a conditional's branch, as nvshmem-opt's planner tells the core.
+  place = "branch" if permute.branch else "anywhere"
+  d: Decision = selection.decide(topology, table, permute.bytes_per_device, pairs,
+                                 backends=tuple(backends), buffers=buffers, place=place)
+  backend = d.get("backend") or d.get("plan")
+  return (backend if backend in hook_modes(selection) else "nccl"), d
 
 
 # ---------------------------------------------------------------------------
 # Text editing
 
-def _match_brace(text, start):
+def _match_brace(text: str, start: int) -> int:
   """Index just past the JSON object that starts at text[start] == '{'."""
   depth, i, in_str = 0, start, False
   while i < len(text):
@@ -165,13 +154,16 @@ def _match_brace(text, start):
   raise ValueError("unbalanced backend_config")
 
 
-def set_line_mode(line, mode):
+def set_line_mode(line: str, mode: str | None) -> str:
   """One instruction line with collectives_mode = mode (None: field removed).
 
   The rest of the backend_config JSON is kept as it was (key order included).
   """
   key = "backend_config="
   at = line.find(key + "{")
+  begin: int | None
+  end: int | None
+  config: dict[str, Any]
   if at >= 0:
     begin = at + len(key)
     end = _match_brace(line, begin)
@@ -192,7 +184,7 @@ def set_line_mode(line, mode):
   return line[:begin] + blob + line[end:]
 
 
-def line_mode(line):
+def line_mode(line: str) -> str | None:
   """collectives_mode of one instruction line, None when unset."""
   at = line.find("backend_config={")
   if at < 0:
@@ -200,13 +192,13 @@ def line_mode(line):
   begin = at + len("backend_config=")
   config = json.loads(line[begin:_match_brace(line, begin)])
   mode = (config.get("collective_backend_config") or {}).get("collectives_mode")
-  return None if mode in (None, "COLLECTIVES_MODE_INVALID") else mode
+  return None if mode in (None, "COLLECTIVES_MODE_INVALID") else str(mode)
 
 
 _ATTRS_RE = re.compile(r"frontend_attributes=\{")
 
 
-def set_line_attribute(line, value):
+def set_line_attribute(line: str, value: str) -> str:
   """One instruction line with frontend attribute _xla_collectives_mode=value, the
   language of the patched XLA's assigner; the other attributes are kept."""
   item = f'{modes.ATTRIBUTE}="{value}"'
@@ -220,9 +212,9 @@ def set_line_attribute(line, value):
   return line[:begin] + "{" + ",".join(x for x in (item, old) if x) + "}" + line[end:]
 
 
-def permute_modes(text):
+def permute_modes(text: str) -> dict[str, int]:
   """{backend/mode summary: count} of the collective-permutes in HLO text."""
-  found = {}
+  found: dict[str, int] = {}
   for line in text.split("\n"):
     m = _PERMUTE_RE.search(line)
     if not m:
@@ -236,18 +228,20 @@ def permute_modes(text):
   return found
 
 
-def _permute_line(module, permute):
+def _permute_line(module: reader.HloModule, permute: collectives.CollectivePermute) -> int:
   """1-based line of the instruction that carries the permute's backend_config."""
   if permute.form == "async-wrapped" and permute.wrapped_computation:
     return module.computation(permute.wrapped_computation).root.line
   return permute.start_line
 
 
-def transform_text(text, selection, topology, table, backends):
+def transform_text(text: str, selection: ModuleType, topology: "Topology", table: "CostTable",
+                   backends: Sequence[str]) -> tuple[str | None, list[Record]]:
   """(new text or None when unchanged, [decision records]) for one module."""
   module = reader.parse_hlo_text(text)
   lines = text.split("\n")
-  records, changed = [], False
+  records: list[Record] = []
+  changed = False
   written = hook_modes(selection)
   for permute in collectives.collective_permutes(module):
     buffers = operand_count(module, permute)
@@ -272,7 +266,6 @@ def transform_text(text, selection, topology, table, backends):
                     "in_loop": permute.while_loop is not None,
                     "backend": backend, "mode": mode,
                     "plan": decision.get("plan"),
-                    "mapped_from": decision.get("mapped_from"),
                     "reason": decision.get("reason"),
                     "modeled_us": decision.get("backend_us"),
                     "refused": decision.get("refused")})
@@ -283,7 +276,7 @@ def transform_text(text, selection, topology, table, backends):
 # What the XLA honours
 
 # (platform, platform_version) -> probe(): one probe per XLA in a process.
-_PROBED = {}
+_PROBED: dict[tuple[str, str], dict[str, Any]] = {}
 # Set while a probe compiles, so that an installed transformation leaves it alone
 # (not thread-local: XLA may run the transformation on a thread of its own).
 _STATE = {"probing": 0}
@@ -292,7 +285,7 @@ _DEFAULT_MODE = "COLLECTIVES_PRIVATE_MEMORY"
 _FLAG_WORDS = {w: f"COLLECTIVES_{w.upper()}_MEMORY" for w in ("private", "symmetric", "peer")}
 
 
-def probe(device) -> dict:  # device: a jax Device
+def probe(device: "jax.Device") -> dict[str, Any]:
   """Whether the XLA that compiles for `device` runs a permute in its own mode.
 
   Compiles a one-device permute marked _xla_collectives_mode="peer", the flag
@@ -319,14 +312,22 @@ def probe(device) -> dict:  # device: a jax Device
   return _PROBED[key]
 
 
-def _probe_text(device):
+def _text(compiled: "Compiled") -> str:
+  """The compiled module's HLO text."""
+  text = compiled.as_text()
+  if text is None:
+    raise HookError("jax printed no HLO text of a compiled program")
+  return text
+
+
+def _probe_text(device: "jax.Device") -> str:
   import jax  # pylint: disable=import-outside-toplevel
   import numpy as np  # pylint: disable=import-outside-toplevel
   from jax.experimental.xla_metadata import set_xla_metadata  # pylint: disable=import-outside-toplevel
   from jax.sharding import Mesh, NamedSharding, PartitionSpec  # pylint: disable=import-outside-toplevel
   mesh = Mesh(np.array([device]), ("p",))
 
-  def body(x):
+  def body(x: jax.Array) -> jax.Array:
     with set_xla_metadata(**{modes.ATTRIBUTE: "peer"}):
       return jax.lax.ppermute(x, "p", [(0, 0)])
 
@@ -334,10 +335,10 @@ def _probe_text(device):
                             out_specs=PartitionSpec("p")))
   x = jax.ShapeDtypeStruct((256,), np.float32,
                            sharding=NamedSharding(mesh, PartitionSpec("p")))
-  return f.lower(x).compile({_FLAG: _DEFAULT_MODE}).as_text()
+  return _text(f.lower(x).compile({_FLAG: _DEFAULT_MODE}))
 
 
-def _a_device(compiled):
+def _a_device(compiled: "Compiled") -> "jax.Device":
   """One device the compiled program runs on (a compile-only one when deviceless)."""
   import jax  # pylint: disable=import-outside-toplevel
   shardings = jax.tree.leaves(compiled.input_shardings) + \
@@ -349,12 +350,12 @@ def _a_device(compiled):
   raise HookError("the compiled program names no device to probe its XLA with")
 
 
-def _module_name(text):
+def _module_name(text: str) -> str:
   head = text.split("\n", 1)[0].split()
   return head[1].rstrip(",") if len(head) > 1 and head[0] == "HloModule" else "module"
 
 
-def flag_in_effect(compiler_options) -> tuple:
+def flag_in_effect(compiler_options: Mapping[str, Any] | None) -> tuple[str, str]:
   """(the permute mode a compile with these options runs, where it comes from):
   its compiler_options, else XLA_FLAGS, else XLA's default."""
   if compiler_options and _FLAG in compiler_options:
@@ -369,17 +370,21 @@ def flag_in_effect(compiler_options) -> tuple:
 # ---------------------------------------------------------------------------
 # One mode for the program (stock XLA)
 
-def program_choice(text: str, topology, table, backends, label: str = "<module>") -> dict:
+def program_choice(text: str, topology: "Topology", table: "CostTable",
+                   backends: Sequence[str], label: str = "<module>") -> dict[str, Any]:
   """model.program_mode.choose on the module in HLO `text` (import_selection first:
   the model imports the binding)."""
   from hlo_tools.model import decisions, program_mode, sources  # pylint: disable=import-outside-toplevel
   source = sources.resolve_partitions(sources.read_text(None, text, label), topology)
   perms = decisions.analyze(source, topology, table)
-  return program_mode.choose(perms, source, topology, table, backends)
+  choice: dict[str, Any] = program_mode.choose(perms, source, topology, table, backends)
+  return choice
 
 
-def compile_program(lowered, topology, table, backends, compiler_options=None,
-                    per_op=None) -> tuple:
+def compile_program(lowered: "Lowered", topology: "Topology", table: "CostTable",
+                    backends: Sequence[str],
+                    compiler_options: Mapping[str, Any] | None = None,
+                    per_op: bool | None = None) -> tuple["Compiled", Record]:
   """(compiled, record): `lowered` compiled with the program's one mode applied.
 
   A first compile with the caller's options gives the program as XLA optimized
@@ -393,10 +398,10 @@ def compile_program(lowered, topology, table, backends, compiler_options=None,
   compiled = lowered.compile(options or None)
   xla = {"per_op": per_op, "evidence": "given by the caller"} if per_op is not None \
       else probe(_a_device(compiled))
-  text = compiled.as_text()
+  text = _text(compiled)
   choice = program_choice(text, topology, table, backends, label=f"<{_module_name(text)}>")
   ran, ran_from = flag_in_effect(options)
-  record = {"xla": xla, "program": choice, "first_compile_mode": ran,
+  record: Record = {"xla": xla, "program": choice, "first_compile_mode": ran,
             "first_compile_mode_from": ran_from}
   if xla["per_op"]:
     record["applied"] = None
@@ -415,7 +420,7 @@ def compile_program(lowered, topology, table, backends, compiler_options=None,
   record["why"] = choice["why"]
   if choice["mode"] != ran:
     compiled = lowered.compile({**options, _FLAG: choice["mode"]})
-    text = compiled.as_text()
+    text = _text(compiled)
   record["compiled_permutes"] = permute_modes(text)
   return compiled, record
 
@@ -427,28 +432,34 @@ class Hook:
   """An installed transformation: decisions and calls so far; compile(), jit(),
   uninstall(). `xla`: what probe() found of the XLA (per_op None: not probed)."""
 
-  def __init__(self, name, stage, platforms, selection, topology, table, backends,
-               report, xla=None):
-    self.name, self.stage, self.platforms = name, stage, platforms
+  def __init__(self, name: str, stage: Any, platforms: Sequence[str], selection: ModuleType,
+               topology: "Topology", table: "CostTable", backends: Sequence[str],
+               report: str | None, xla: dict[str, Any] | None = None) -> None:
+    self.name, self.stage, self.platforms = name, stage, list(platforms)
     self.topology, self.table, self.backends = topology, table, tuple(backends)
     self.report = report
-    self.decisions, self.calls, self.programs = [], [], []
+    self.decisions: list[Record] = []
+    self.calls: list[Record] = []
+    self.programs: list[Record] = []
     self.xla = xla or {"per_op": None, "evidence": "not probed"}
     self._selection = selection
     self._lock = threading.Lock()
     self._compiling = 0  # compile() calls under way, which record their own decision
     self.installed = False
 
-  def __call__(self, proto_bytes):
+  def __call__(self, proto_bytes: bytes) -> bytes | None:
     if _STATE["probing"]:
       return None  # the probe's own module
     from jax._src.lib import xla_client  # jaxlib's own HLO parser and printer
-    call = {"bytes_in": len(proto_bytes)}
+    call: Record = {"bytes_in": len(proto_bytes)}
     try:
       module = xla_client.hlo.HloModule.from_serialized_hlo_module_proto(proto_bytes)
       call["module"] = module.name
-      result = (self._per_op(module.to_string(), call) if self.xla["per_op"]
-                else self._program(module.to_string(), call))
+      result = None
+      if self.xla["per_op"]:
+        result = self._per_op(module.to_string(), call)
+      else:  # decided and recorded; nothing written
+        self._program(module.to_string(), call)
     except Exception as e:  # the module stays as jax built it; the error is kept
       call["error"] = f"{type(e).__name__}: {e}"[:2000]
       result = None
@@ -457,7 +468,7 @@ class Hook:
       self._write_report()
     return result
 
-  def _per_op(self, text, call):
+  def _per_op(self, text: str, call: Record) -> bytes | None:
     """The series' XLA: each permute's choice written on it."""
     from jax._src.lib import xla_client  # pylint: disable=import-outside-toplevel
     new_text, records = transform_text(text, self._selection, self.topology, self.table,
@@ -465,14 +476,14 @@ class Hook:
     call["permutes"] = len(records)
     result = None
     if new_text is not None:
-      result = xla_client.hlo.hlo_module_from_text(new_text)
-      result = result.as_serialized_hlo_module_proto()
+      module = xla_client.hlo.hlo_module_from_text(new_text)
+      result = module.as_serialized_hlo_module_proto()
       call["permutes_out"] = permute_modes(new_text)
     with self._lock:
       self.decisions.extend(records)
     return result
 
-  def _program(self, text, call):
+  def _program(self, text: str, call: Record) -> None:
     """A stock XLA: the program's one mode decided and recorded, nothing written
     (the flag of this compile is already set; compile() applies it)."""
     if self._compiling:
@@ -489,7 +500,8 @@ class Hook:
                             "through hook.compile() / hook.jit()"})
     return None
 
-  def compile(self, lowered, compiler_options=None):
+  def compile(self, lowered: "Lowered", compiler_options: Mapping[str, Any] | None = None
+              ) -> "Compiled":
     """`lowered` (jax.jit(f).lower(...)) compiled with the program's best safe mode
     on a stock XLA (compile_program); the decision is kept in `programs`."""
     with self._lock:
@@ -503,19 +515,20 @@ class Hook:
         self._compiling -= 1
     if self.xla["per_op"] is None:
       self.xla = record["xla"]
-    record["module"] = _module_name(compiled.as_text())
+    record["module"] = _module_name(_text(compiled))
     with self._lock:
       self.programs.append(record)
       self._write_report()
     return compiled
 
-  def jit(self, fun, **jit_kwargs):
+  def jit(self, fun: Callable[..., Any], **jit_kwargs: Any) -> Callable[..., Any]:
     """jax.jit(fun, **jit_kwargs) whose every new argument signature compiles
     through compile()."""
     import jax  # pylint: disable=import-outside-toplevel
-    jitted, cache = jax.jit(fun, **jit_kwargs), {}
+    jitted = jax.jit(fun, **jit_kwargs)
+    cache: dict[Hashable, Compiled] = {}
 
-    def call(*args):
+    def call(*args: Any) -> Any:
       leaves, tree = jax.tree.flatten(args)
       key = (tree, tuple((getattr(x, "shape", None), str(getattr(x, "dtype", type(x))),
                           str(getattr(x, "sharding", None))) for x in leaves))
@@ -525,18 +538,18 @@ class Hook:
 
     return call
 
-  def summary(self):
+  def summary(self) -> Record:
     return {"name": self.name, "topology": str(self.topology),
             "backends": list(self.backends), "xla": self.xla, "calls": list(self.calls),
             "decisions": list(self.decisions), "programs": list(self.programs)}
 
-  def _write_report(self):
+  def _write_report(self) -> None:
     if not self.report:
       return
     cli_io.write_atomic(self.report,
                         json.dumps(self.summary(), indent=1, default=str))
 
-  def uninstall(self):
+  def uninstall(self) -> bool:
     """Removes the transformation; True when jax found it."""
     if not self.installed:
       return False
@@ -548,7 +561,7 @@ class Hook:
         self.name, stage=self.stage, platforms=self.platforms))
 
 
-def with_process_layout(spec, local_devices, all_devices):
+def with_process_layout(spec: str, local_devices: int, all_devices: int) -> str:
   """`spec` with `:gpus_per_process=N` from jax's view of the processes: N is
   the number of devices this process drives (len(jax.local_devices())) when
   there are others elsewhere. Peer and symmetric memory need every device of a
@@ -558,15 +571,14 @@ def with_process_layout(spec, local_devices, all_devices):
   return f"{spec}:gpus_per_process={local_devices}"
 
 
-def _parse_topology(selection, spec, backends):
+def _parse_topology(selection: ModuleType, spec: str, backends: Sequence[str]) -> "Topology":
   """The core's Topology of `spec`, an unstated process layout taken as the backend
-  set's default (a core that has no such default takes the spec alone)."""
-  if "backends" in inspect.signature(selection.parse_topology).parameters:
-    return selection.parse_topology(spec, ",".join(backends))
-  return selection.parse_topology(spec)
+  set's default."""
+  topology: Topology = selection.parse_topology(spec, ",".join(backends))
+  return topology
 
 
-def _probe_live(platforms):
+def _probe_live(platforms: Sequence[str]) -> dict[str, Any]:
   """probe() on the first of `platforms` with a live device; not probed without one
   (a deviceless process: compile() probes with the program's device)."""
   import jax  # pylint: disable=import-outside-toplevel
@@ -580,8 +592,10 @@ def _probe_live(platforms):
   return {"per_op": None, "evidence": f"not probed: no live device of {platforms}"}
 
 
-def install(topology, backends=("nccl", "peer"), cost_table=None, report=None,
-            platforms=("cuda", "gpu"), name="nvshmem_opt_permute_modes", per_op=None):
+def install(topology: "str | Topology", backends: Sequence[str] = ("nccl", "peer"),
+            cost_table: "str | CostTable | None" = None, report: str | None = None,
+            platforms: str | Sequence[str] = ("cuda", "gpu"),
+            name: str = "nvshmem_opt_permute_modes", per_op: bool | None = None) -> Hook:
   """Registers the hook for every module jax compiles next (see the module docstring).
 
   topology: a spec such as "1x1x2" (slices x hosts x GPUs per host) or a parsed
@@ -623,15 +637,16 @@ def install(topology, backends=("nccl", "peer"), cost_table=None, report=None,
     table = selection.with_backends(table, backends)
   except selection.SelectionError as e:
     raise HookError(str(e)) from None
-  platforms = [platforms] if isinstance(platforms, str) else list(platforms)
+  names = [platforms] if isinstance(platforms, str) else list(platforms)
   xla = ({"per_op": per_op, "evidence": "given by the caller"} if per_op is not None
-         else _probe_live(platforms))
-  hook = Hook(name, jx.PipelineStage.PRE_SCHEDULER, platforms, selection, topo,
+         else _probe_live(names))
+  hook = Hook(name, jx.PipelineStage.PRE_SCHEDULER, names, selection, topo,
               table, backends, report, xla)
   # Register per platform: a name jax has no client for (e.g. "gpu" where the
   # plugin registers "cuda") is skipped; none at all is an error.
-  registered, errors = [], []
-  for platform in platforms:
+  registered: list[str] = []
+  errors: list[str] = []
+  for platform in names:
     try:
       register(hook, name=name, stage=hook.stage, platforms=[platform])
       registered.append(platform)
