@@ -27,10 +27,11 @@ constexpr const char* kLinkClassNames[kNumLinkClasses] = {
     "same_device", "nvlink", "nvlink_domain", "network"};
 
 constexpr BackendInfo kBackends[kNumBackends] = {
-    {"nccl", "NCCL", "DEFAULT", "", "private", "every XLA",
+    {"nccl", "NCCL", "DEFAULT", "", "private", "every XLA", "",
      "NCCL: any permute; a device without a source gets zeros.",
      "2x H200 NVLink, XLA of jax 0.9.1 (one process per GPU)"},
     {"nvshmem", "NVSHMEM", "NVSHMEM", "", "", "XLA up to jax 0.10.1",
+     "one host",
      "NVSHMEM (pinned XLA 3cc8846c): element types F64, F32, F16, BF16, "
      "S32, S64, U32, U64 only (nvshmem_communicator.cc:367, else "
      "'Invalid NVSHMEM send type' at :442); every edge inside one host, "
@@ -59,7 +60,7 @@ constexpr BackendInfo kBackends[kNumBackends] = {
      "span the job.",
      "2x H200 NVLink, XLA of jax 0.9.1 (one process per GPU)"},
     {"peer", "peer memory", "DEFAULT", "COLLECTIVES_PEER_MEMORY", "peer",
-     "XLA of jax >= 0.10.2",
+     "XLA of jax >= 0.10.2", "one process",
      "peer memory (XLA of jax 0.10.2, 5a9e73cb): every device of the "
      "permute driven by one process (GpuCliqueKey::is_local, "
      "gpu_clique_key.h:98, tested at collective_permute_thunk.cc:317) "
@@ -74,7 +75,7 @@ constexpr BackendInfo kBackends[kNumBackends] = {
      "131bf41a), which a device on the other branch does not read.",
      "2x H200 NVLink, XLA of jax 0.11.2 (one process for both GPUs)"},
     {"symmetric", "symmetric memory", "DEFAULT", "COLLECTIVES_SYMMETRIC_MEMORY",
-     "symmetric", "XLA of jax >= 0.10.2",
+     "symmetric", "XLA of jax >= 0.10.2", "one process",
      "symmetric memory (XLA of jax 0.10.2, 5a9e73cb): every device of "
      "the permute driven by one process "
      "(collective_permute_thunk.cc:309, else NCCL at :329) and an NCCL "
@@ -104,11 +105,15 @@ const BackendInfo& Info(Backend backend) {
   return kBackends[static_cast<int>(backend)];
 }
 
+std::vector<Backend> AllBackends() {
+  std::vector<Backend> all;
+  for (int b = 0; b < kNumBackends; ++b) all.push_back(static_cast<Backend>(b));
+  return all;
+}
+
 std::optional<Backend> BackendFromName(absl::string_view name) {
-  for (int i = 0; i < kNumBackends; ++i) {
-    if (name == BackendName(static_cast<Backend>(i))) {
-      return static_cast<Backend>(i);
-    }
+  for (Backend backend : AllBackends()) {
+    if (name == BackendName(backend)) return backend;
   }
   return std::nullopt;
 }
@@ -119,9 +124,9 @@ absl::StatusOr<std::vector<Backend>> ParseBackendSet(absl::string_view text) {
     item = absl::StripAsciiWhitespace(item);
     std::optional<Backend> backend = BackendFromName(item);
     if (!backend) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown backend '", Printable(item),
-                       "' in backend set (nccl, nvshmem, peer, symmetric)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown backend '", Printable(item), "' in backend set (",
+          BackendSetToString(AllBackends()), ")"));
     }
     if (absl::c_linear_search(backends, *backend)) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -51,9 +51,6 @@ std::string Printable(absl::string_view s);
 // Digits only, no sign or blanks, no overflow.
 std::optional<int64_t> ParseCount(absl::string_view s);
 
-// Points per (backend, link class) a table may give: bounds parsing.
-inline constexpr int kMaxCurvePoints = 4096;
-
 // Names in cost tables and reports: same_device, nvlink, nvlink_domain,
 // network.
 const char* LinkClassName(LinkClass link_class);
@@ -113,6 +110,9 @@ struct BackendInfo {
   // "private" only over an attribute already there).
   const char* mode_attribute;
   const char* runtime;  // The XLA that runs it.
+  // Where its runtime keeps a permute's edges, as a reason says it: "one
+  // host" (CheckBackend's rule; "": NCCL, any devices).
+  const char* edges_stay_in;
   // What its runtime needs of a permute, with the code that says so; where
   // its built-in curve was measured.
   const char* rule;
@@ -120,6 +120,8 @@ struct BackendInfo {
 };
 const BackendInfo& Info(Backend backend);
 
+// Every backend of the core, in its order.
+std::vector<Backend> AllBackends();
 std::optional<Backend> BackendFromName(absl::string_view name);
 
 // "nccl,nvshmem", "nccl,peer", "nccl,peer,symmetric": NCCL always, NVSHMEM
@@ -193,10 +195,6 @@ std::optional<Refusal> LayoutRefusal(const Topology& topology,
                                      const PermuteRequest& request,
                                      Backend backend);
 
-std::optional<Refusal> CheckSafety(const Topology& topology,
-                                   const CostTable& table,
-                                   const PermuteRequest& request,
-                                   Backend backend);
 std::optional<Refusal> NvshmemHang(
     const std::vector<std::pair<int, int>>& device_edges,
     const std::vector<int>& team);

@@ -106,11 +106,6 @@ std::string HangText(const std::vector<std::pair<int, int>>& edges,
   return Text(NvshmemHang(edges, team));
 }
 
-std::string SafetyText(const Topology& topology, const CostTable& table,
-                       const PermuteRequest& request, Backend backend) {
-  return Text(CheckSafety(topology, table, request, backend));
-}
-
 TEST(TopologyTest, ParsesShapesDomainsAndMaps) {
   Topology t = MustParse("2x2x4");
   EXPECT_EQ(t.num_devices(), 16);
@@ -436,6 +431,7 @@ TEST(MeasuredCurveTest, BadPointsNameTheirLine) {
     EXPECT_EQ(error.find('\n'), std::string::npos) << error;
   }
   std::string many = "links { backend: NCCL link_class: NVLINK\n";
+  constexpr int kMaxCurvePoints = 4096;  // The core's bound on a curve.
   for (int i = 1; i <= kMaxCurvePoints + 1; ++i) {
     absl::StrAppend(&many, "points { buffers: 1 bytes: ", i, " us: 5 }\n");
   }
@@ -815,14 +811,12 @@ TEST(BackendSetTest, SymmetricNeedsSignals) {
 }
 
 TEST(BackendSetTest, BackendOutsideTheSetIsRefused) {
-  CostTable table = DefaultCostTable();
-  EXPECT_NE(
-      SafetyText(MustParse("1x1x2"), table, {1024, Ring(2), 2}, Backend::kPeer)
-          .find("peer refused: not offered by the target XLA"),
-      std::string::npos);
-  EXPECT_EQ(
-      SafetyText(MustParse("1x1x2"), table, {1024, Ring(2), 2}, Backend::kNccl),
-      "");
+  const Decision d =
+      Decide(MustParse("1x1x2"), DefaultCostTable(), {1024, Ring(2), 2});
+  EXPECT_NE(Text(d.refused[static_cast<int>(Backend::kPeer)])
+                .find("peer refused: not offered by the target XLA"),
+            std::string::npos);
+  EXPECT_EQ(Text(d.refused[static_cast<int>(Backend::kNccl)]), "");
 }
 
 TEST(CostModelTest, PerBufferCostCountsExtraBuffers) {

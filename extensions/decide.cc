@@ -118,20 +118,6 @@ std::optional<Refusal> NvshmemHeapOverflow(const CostTable& table,
   return FromCore(*heap);
 }
 
-std::optional<Refusal> CheckSafety(const Topology& topology,
-                                   const CostTable& table,
-                                   const PermuteRequest& request,
-                                   Backend backend) {
-  if (backend == Backend::kNccl) return std::nullopt;
-  if (std::optional<Refusal> refusal = OfferedAndSignaled(table, backend)) {
-    return refusal;
-  }
-  std::optional<core::Refusal> refusal =
-      core::CheckBackend(topology, table.core, request, backend);
-  if (!refusal) return std::nullopt;
-  return FromCore(*refusal, backend, topology.gpus_per_process());
-}
-
 std::string RefusalText(const Refusal& r) {
   const std::string refused =
       absl::StrCat(BackendName(r.backend), " refused: ");
@@ -280,13 +266,6 @@ std::string ModelNote(const Topology& topology, const CostTable& table,
   return absl::StrCat("NCCL ", nccl, ", ", Title(other), " ", alt);
 }
 
-// Where the chosen backend's edges run: NVSHMEM's in one host, peer and
-// symmetric memory's in one process.
-std::string WhereText(Backend backend) {
-  return backend == Backend::kNvshmem ? " edges stay in one host"
-                                      : " edges stay in one process";
-}
-
 std::string DescribeDecision(const Topology& topology, const CostTable& table,
                              const PermuteRequest& request,
                              const Decision& decision) {
@@ -302,9 +281,10 @@ std::string DescribeDecision(const Topology& topology, const CostTable& table,
     const double us = decision.ChosenUs();
     return absl::StrCat(
         Title(decision.backend), ": all ", request.device_edges.size(),
-        WhereText(decision.backend), "; ", size, " in ", Us(us), " vs NCCL ",
-        Us(nccl_us), " (", GainText(nccl_us, us), " faster; ",
-        ModelNote(topology, table, request, decision.backend), ")");
+        " edges stay in ", Info(decision.backend).edges_stay_in, "; ", size,
+        " in ", Us(us), " vs NCCL ", Us(nccl_us), " (", GainText(nccl_us, us),
+        " faster; ", ModelNote(topology, table, request, decision.backend),
+        ")");
   }
   // NCCL kept: why each offered alternative is not taken.
   std::vector<std::string> notes;
@@ -383,8 +363,9 @@ Decision Decide(const Topology& topology, const CostTable& table,
 void KeepUserMark(absl::string_view mark, Decision& decision) {
   const std::string mode = absl::AsciiStrToLower(mark);
   decision.backend = Backend::kNccl;
-  for (Backend backend : {Backend::kPeer, Backend::kSymmetric}) {
-    if (mode == Info(backend).mode_attribute && decision.TimeUs(backend)) {
+  for (Backend backend : AllBackends()) {
+    const absl::string_view attribute = Info(backend).mode_attribute;
+    if (!attribute.empty() && mode == attribute && decision.TimeUs(backend)) {
       decision.backend = backend;
     }
   }

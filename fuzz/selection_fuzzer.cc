@@ -19,6 +19,7 @@
 //   * a decision is consistent: edge counts add up, the chosen time is the
 //     chosen backend's, numbers are not NaN, the reason is one non-empty line.
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -194,8 +195,12 @@ void CheckDecision(const sel::Topology& topology, const sel::CostTable& table,
       decision.reason.find("nan") != std::string::npos) {
     Violation("NaN in a decision: " + decision.reason);
   }
+  // The production rules, asked directly: the offered set and the core's.
   if (decision.backend != sel::Backend::kNccl &&
-      sel::CheckSafety(topology, table, request, decision.backend)) {
+      (std::find(table.backends.begin(), table.backends.end(),
+                 decision.backend) == table.backends.end() ||
+       sel::core::CheckBackend(topology, table.core, request,
+                               decision.backend))) {
     Violation("a refused backend was chosen: " + decision.reason);
   }
 }
