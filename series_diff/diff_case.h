@@ -1,0 +1,77 @@
+// One case of the differential test: the plain facts of one collective-permute
+// on one cluster, which both the pinned series' decision and the tools' core
+// decide from, and what each answered.
+
+#ifndef NVSHMEM_SERIES_DIFF_DIFF_CASE_H_
+#define NVSHMEM_SERIES_DIFF_DIFF_CASE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "extensions/backends.h"
+
+namespace series_diff {
+
+struct Case {
+  std::string source;  // The sub-grid or corpus file it comes from.
+  // The cluster in the tools' spec grammar, process layout stated, and that
+  // spec as the tools parse it (offered backends nccl,nvshmem).
+  std::string spec;
+  std::shared_ptr<const nvshmem_ext::Topology> topology;
+  // The program: partitions x replicas; with a channel id the pairs are
+  // partition ids applied to every replica, else replica ids.
+  int partitions = 1;
+  int replicas = 1;
+  bool channel = true;
+  std::string pairs_name;
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  std::vector<std::string> types;  // One per buffer, HLO names: "bf16".
+  int64_t bytes = 0;               // All buffers together, from each source.
+  bool memcpy_local_p2p = false;
+  std::optional<int64_t> heap_bytes;  // NVSHMEM heap bound; none: default.
+
+  int program_devices() const { return partitions * replicas; }
+  int groups() const { return channel ? replicas : partitions; }
+  // Every fact on one line, for a failure message.
+  std::string Describe() const;
+};
+
+struct Answer {
+  bool nvshmem = false;
+  std::string reason;  // One line, from the side that answered.
+  // The tools' side only: the core's rule that refused NVSHMEM, and whether
+  // NVSHMEM ran but did not beat NCCL by the margin.
+  std::optional<nvshmem_ext::RefusalKind> refusal;
+  bool within_margin = false;
+};
+
+// The tools' core as the tools call it: nvshmem_ext::Decide over the default
+// cost table (heap bound applied), backend set nccl,nvshmem.
+Answer ToolsDecide(const Case& c);
+
+// The pinned series' in-tree decision, from the same facts.
+Answer SeriesDecide(const Case& c);
+
+// The grid of topologies, layouts, programs, pair sets, sizes, element types
+// and flags. Cases the tools' core refuses as bad input (ids outside the
+// program) are not made.
+std::vector<Case> GridCases();
+
+// The selection fuzzer's seeds in `dir` (fuzz/make_corpus.py's selection/)
+// whose table is the default one, or it with another heap bound: the facts
+// both sides take. `skipped` counts the seeds that do not map, by why.
+std::vector<Case> CorpusCases(const std::string& dir,
+                              std::map<std::string, int>* skipped);
+
+// A topology spec as the tools parse it, cached.
+std::shared_ptr<const nvshmem_ext::Topology> ParsedSpec(
+    const std::string& spec);
+
+}  // namespace series_diff
+
+#endif  // NVSHMEM_SERIES_DIFF_DIFF_CASE_H_

@@ -1,0 +1,186 @@
+// The pinned series' in-tree NVSHMEM decision against the tools' core: over a
+// grid of clusters, process layouts, programs and device maps, pair sets,
+// sizes, element types and flags, and the selection fuzzer's seeds, both must
+// give the same backend. Every intended difference is listed below with its
+// reason; any other difference fails, and so does a listed one that no case
+// shows any more.
+//
+//   series_decision_diff_test --corpus=DIR   (DIR: make_corpus.py's selection/)
+
+#include <cstdint>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "extensions/backends.h"
+#include "gtest/gtest.h"
+#include "series_diff/diff_case.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_permute_decision.h"
+
+namespace series_diff {
+namespace {
+
+namespace ext = ::nvshmem_ext;
+
+std::string* corpus_dir = new std::string();
+
+// The series' one crossover, and where the tools' default table puts a ring
+// of B buffers on NVSHMEM (index B - 1): the smallest size its measured curve
+// prices at least 5% below NCCL's. CrossoverBounds checks both.
+constexpr int64_t kSeriesCrossover = 15928625;
+constexpr int64_t kToolsCrossover[] = {15928625, 23174132, 19310441, 16513046,
+                                       25085878, 33752579, 42388160, 51064529};
+
+// Whether the program's logical device i runs on device i.
+bool IdentityPlacement(const Case& c) {
+  const std::vector<int>& map = c.topology->partition_to_device();
+  for (int i = 0; i < static_cast<int>(map.size()); ++i) {
+    if (map[i] != i) return false;
+  }
+  return true;
+}
+
+struct Listed {
+  const char* name;
+  const char* reason;
+  bool (*applies)(const Case& c, const Answer& tools, const Answer& series);
+};
+
+const Listed kListed[] = {
+    {"crossover",
+     "the series moves a permute to NVSHMEM from one size, 15,928,625 bytes "
+     "(the one-buffer crossover of the default table's measured H200 NVLink "
+     "curves), whatever its buffer count; the tools price B buffers on the "
+     "curve of B buffers with the 5% margin. For B = 1 ... 8 they agree "
+     "outside [15,928,625, C_B) bytes, C_B = 15,928,625 (none), 23,174,132, "
+     "19,310,441, 16,513,046, 25,085,878, 33,752,579, 42,388,160, "
+     "51,064,529; inside, the series says NVSHMEM and the tools NCCL "
+     "(NVSHMEM modeled, within the margin)",
+     [](const Case& c, const Answer& tools, const Answer& series) {
+       const size_t b = c.types.size();
+       return series.nvshmem && tools.within_margin && b >= 1 && b <= 8 &&
+              c.bytes >= kSeriesCrossover && c.bytes < kToolsCrossover[b - 1];
+     }},
+    {"placement",
+     "the series' decision takes id i to run on device i and leaves the "
+     "device assignment to the runtime's rule (patch 0001: the thunk emitter "
+     "runs NVSHMEM only when the static device assignment puts id i on "
+     "device i, else NCCL); the tools' core refuses NVSHMEM for a permuted "
+     "map at decision time (a logical device off its PE, or its edges leaving "
+     "their hosts). The permute runs on NCCL either way",
+     [](const Case& c, const Answer& tools, const Answer& series) {
+       return series.nvshmem && !IdentityPlacement(c) && tools.refusal &&
+              (*tools.refusal == ext::RefusalKind::kPlacedOffItsPe ||
+               *tools.refusal == ext::RefusalKind::kOutsideSharedMemory);
+     }},
+    {"part-of-job",
+     "the series refuses a program whose device count is not a whole number "
+     "of the compiler's slices (the NVLink domain): it may run on part of the "
+     "job, whose NVSHMEM set-up and heap allocations every process must "
+     "join; the tools' core decides over the program's own devices and does "
+     "not model the job",
+     [](const Case& c, const Answer& tools, const Answer& series) {
+       return tools.nvshmem && !series.nvshmem &&
+              series.reason ==
+                  xla::gpu::NvshmemPartOfJob(c.program_devices(),
+                                             c.topology->nvlink_domain_size());
+     }},
+};
+
+// The smallest size from which the tools put a ring of `buffers` bf16 buffers
+// on one host's NVLink on NVSHMEM (bisection; the answer is monotone there).
+int64_t ToolsCrossover(int buffers) {
+  Case c;
+  c.spec = "1x1x2:gpus_per_process=1:map=0,1";
+  c.topology = ParsedSpec(c.spec);
+  c.partitions = 2;
+  c.pairs = {{0, 1}, {1, 0}};
+  c.types.assign(buffers, "bf16");
+  int64_t low = 1, high = int64_t{1} << 29;  // NCCL at low, NVSHMEM at high.
+  while (high - low > 1) {
+    c.bytes = low + (high - low) / 2;
+    (ToolsDecide(c).nvshmem ? high : low) = c.bytes;
+  }
+  return high;
+}
+
+TEST(SeriesDecisionDiff, CrossoverBounds) {
+  EXPECT_EQ(xla::gpu::kNvshmemPermuteCrossoverBytes, kSeriesCrossover);
+  for (int buffers = 1; buffers <= 8; ++buffers) {
+    EXPECT_EQ(ToolsCrossover(buffers), kToolsCrossover[buffers - 1])
+        << buffers << " buffers";
+  }
+}
+
+struct Tally {
+  std::map<std::string, int> compared;  // By source.
+  std::map<std::string, int> listed;    // By listed difference.
+  std::vector<std::string> unlisted;
+};
+
+void Compare(const Case& c, Tally& tally) {
+  const std::string source = c.source.substr(0, c.source.find(' '));
+  ++tally.compared[source];
+  const Answer tools = ToolsDecide(c);
+  const Answer series = SeriesDecide(c);
+  if (tools.nvshmem == series.nvshmem) return;
+  for (const Listed& listed : kListed) {
+    if (listed.applies(c, tools, series)) {
+      ++tally.listed[listed.name];
+      return;
+    }
+  }
+  tally.unlisted.push_back(absl::StrCat(
+      c.Describe(), "\n    tools: ", tools.reason, "\n    series: ",
+      series.nvshmem ? "NVSHMEM" : "NCCL", ": ", series.reason));
+}
+
+TEST(SeriesDecisionDiff, GridAndCorpusGiveTheSameBackend) {
+  ASSERT_FALSE(corpus_dir->empty()) << "--corpus=DIR is required";
+  std::map<std::string, int> skipped;
+  std::vector<Case> cases = CorpusCases(*corpus_dir, &skipped);
+  ASSERT_GT(cases.size(), 0u) << "no corpus seed maps onto the facts";
+  const std::vector<Case> grid = GridCases();
+  cases.insert(cases.end(), grid.begin(), grid.end());
+  Tally tally;
+  for (const Case& c : cases) Compare(c, tally);
+
+  int total = 0;
+  for (const auto& [source, n] : tally.compared) {
+    std::cout << "compared " << n << " cases from " << source << "\n";
+    total += n;
+  }
+  std::cout << "compared " << total << " cases in all\n";
+  for (const auto& [why, n] : skipped) {
+    std::cout << "not compared: " << n << " corpus seeds: " << why << "\n";
+  }
+  for (const Listed& listed : kListed) {
+    const int n = tally.listed[listed.name];
+    std::cout << "listed difference '" << listed.name << "': " << n
+              << " cases: " << listed.reason << "\n";
+    EXPECT_GT(n, 0) << "listed difference '" << listed.name
+                    << "' is shown by no case: drop it or fix the grid";
+  }
+  const size_t shown = std::min<size_t>(tally.unlisted.size(), 25);
+  for (size_t i = 0; i < shown; ++i) {
+    ADD_FAILURE() << "unlisted difference: " << tally.unlisted[i];
+  }
+  EXPECT_EQ(tally.unlisted.size(), 0u) << "unlisted differences in all";
+}
+
+}  // namespace
+}  // namespace series_diff
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (absl::StartsWith(arg, "--corpus=")) {
+      *series_diff::corpus_dir = arg.substr(9);
+    }
+  }
+  return RUN_ALL_TESTS();
+}

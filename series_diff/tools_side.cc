@@ -1,0 +1,84 @@
+// The tools' side of the differential test: the core with its project layer,
+// called exactly as nvshmem-opt and the binding call it.
+
+#include <cstdint>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "extensions/backends.h"
+#include "series_diff/diff_case.h"
+
+namespace series_diff {
+
+namespace ext = ::nvshmem_ext;
+
+std::shared_ptr<const ext::Topology> ParsedSpec(const std::string& spec) {
+  static auto* cache =
+      new std::map<std::string, std::shared_ptr<const ext::Topology>>();
+  auto it = cache->find(spec);
+  if (it != cache->end()) return it->second;
+  absl::StatusOr<ext::Topology> topology =
+      ext::ParseTopology(spec, {ext::Backend::kNccl, ext::Backend::kNvshmem});
+  if (!topology.ok()) {
+    // The grid's own specs: a bad one is a bug of this test.
+    std::cerr << "series_diff: " << topology.status().message() << "\n";
+    std::abort();
+  }
+  auto parsed = std::make_shared<const ext::Topology>(*std::move(topology));
+  cache->emplace(spec, parsed);
+  return parsed;
+}
+
+std::string Case::Describe() const {
+  std::string pair_text;
+  for (size_t i = 0; i < pairs.size() && i < 12; ++i) {
+    absl::StrAppend(&pair_text, i ? "," : "", "{", pairs[i].first, ",",
+                    pairs[i].second, "}");
+  }
+  if (pairs.size() > 12) absl::StrAppend(&pair_text, ",...");
+  return absl::StrCat(source, ": ", spec, " program ", partitions, "p x ",
+                      replicas, "r", channel ? " channel" : " no-channel",
+                      " pairs ", pairs_name, " {", pair_text, "} types (",
+                      absl::StrJoin(types, ","), ") bytes ", bytes,
+                      memcpy_local_p2p ? " memcpy_local_p2p" : "",
+                      heap_bytes ? absl::StrCat(" heap ", *heap_bytes) : "");
+}
+
+Answer ToolsDecide(const Case& c) {
+  ext::CostTable table = ext::DefaultCostTable();
+  if (c.heap_bytes) table.core.nvshmem_max_bytes = *c.heap_bytes;
+  absl::StatusOr<std::vector<std::pair<int, int>>> edges =
+      ext::EdgeIdsToDevices(*c.topology, c.pairs, c.channel, c.partitions,
+                            c.replicas);
+  if (!edges.ok()) {
+    return {false, absl::StrCat("bad input: ", edges.status().message())};
+  }
+  ext::PermuteRequest request;
+  request.bytes = c.bytes;
+  request.device_edges = *std::move(edges);
+  request.team_size = c.program_devices();
+  request.buffers = static_cast<int>(c.types.size());
+  request.element_types = c.types;
+  request.memcpy_local_p2p = c.memcpy_local_p2p;
+  request.groups = c.groups();
+  const ext::Decision decision = ext::Decide(*c.topology, table, request);
+  Answer answer = {decision.backend == ext::Backend::kNvshmem, decision.reason};
+  const std::optional<ext::Refusal>& refused =
+      decision.refused[static_cast<int>(ext::Backend::kNvshmem)];
+  if (refused && refused->tool_rule == ext::ToolRule::kNone) {
+    answer.refusal = refused->kind;
+  }
+  answer.within_margin = decision.verdict == ext::Verdict::kWithinMargin;
+  return answer;
+}
+
+}  // namespace series_diff
