@@ -2,8 +2,9 @@
 # The test command a change needs: sets up what the tests need (idempotent,
 # scripts/setup.sh --tests), then runs the C++ tests (googletest, through
 # ctest), the fuzzing (fixed seed, committed seeds and regressions: the same
-# inputs every run) and the Python tests (pytest, two workers). Fails when any
-# test fails. Extra arguments go to pytest.
+# inputs every run), the type check of hlo_tools (mypy, pyproject.toml's
+# [tool.mypy]) and the Python tests (pytest, two workers). Fails when any
+# test or the type check fails. Extra arguments go to pytest.
 # The checks that build against an openxla/xla tree or install the package
 # from a wheel (minutes of compiling each) are scripts/test_long.sh.
 set -uo pipefail
@@ -31,6 +32,10 @@ if command -v clang++ >/dev/null; then
 else
   echo "== Fuzzing skipped: clang++ not installed"
 fi
+echo "== type check (mypy)"
+t0=$SECONDS
+.venv/bin/python -m mypy || status=1
+took "type check" "$t0"
 # Two workers (pytest-xdist), a file at a time each, the slowest files first
 # (tests/conftest.py): the suite is mostly one process waiting on another.
 # The series' reviewer check is scripts/test_long.sh's.
