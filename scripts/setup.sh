@@ -9,9 +9,9 @@
 # configure step asks for it); the driver and the binding built (CMake, -j2)
 # in build/; nvshmem-opt on the venv's PATH; hlo_tools installed editable.
 # --tests adds what scripts/test.sh needs: the test tools (pytest, the type
-# checker mypy) in .venv/, Debian's
-# Chromium, clang and FileCheck, clang-format, buildifier, every C++ target
-# (the googletest binaries) and the fuzzers (build-fuzz/).
+# checker mypy) in .venv/, Debian's Chromium, clang and FileCheck,
+# clang-format, buildifier, every C++ target (the googletest binaries) and the
+# fuzzers (build-fuzz/).
 # --long adds what scripts/test_long.sh needs: clang, buildifier, pytest and
 # the tf-nightly wheels of the newer series' XLA commits (.venv-next/,
 # .venv-main/).
