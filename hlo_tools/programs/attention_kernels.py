@@ -21,12 +21,16 @@ own blocked online softmax, which runs everywhere.
 """
 
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 import jax
 import jax.numpy as jnp
+from jax.typing import DTypeLike
+
+if TYPE_CHECKING:
+  from jax._src.cudnn.fused_attention_stablehlo import MaskType
 
 Array = jax.Array
 
@@ -34,7 +38,7 @@ KERNELS = ("auto", "blocked", "cudnn")
 _CUDNN_DTYPES = (jnp.bfloat16, jnp.float16)
 
 
-def cudnn_fits(dtype: Any, head_dim: int) -> bool:
+def cudnn_fits(dtype: DTypeLike, head_dim: int) -> bool:
   """Shapes and dtypes cuDNN's flash attention takes (16-bit inputs, head_dim <= 128)."""
   return (any(jnp.dtype(dtype) == jnp.dtype(t) for t in _CUDNN_DTYPES)
           and head_dim % 8 == 0 and head_dim <= 128)
@@ -48,7 +52,7 @@ def _on_cuda() -> bool:
   return "cuda" in str(version).lower()
 
 
-def resolve(kernel: str, dtype: Any, head_dim: int) -> str:
+def resolve(kernel: str, dtype: DTypeLike, head_dim: int) -> str:
   """The kernel to run: `auto` is cuDNN on a GPU backend when it fits, else blocked."""
   if kernel not in KERNELS:
     raise ValueError(f"kernel {kernel!r} not in {KERNELS}")
@@ -66,8 +70,9 @@ def _fa() -> ModuleType:
   return fa
 
 
-def _mask(fa: ModuleType, causal: bool) -> Any:
-  return fa.MaskType.CAUSAL if causal else fa.MaskType.NO_MASK
+def _mask(fa: ModuleType, causal: bool) -> "MaskType":
+  mask: MaskType = fa.MaskType.CAUSAL if causal else fa.MaskType.NO_MASK
+  return mask
 
 
 def cudnn_fwd(q: Array, k: Array, v: Array, causal: bool) -> tuple[Array, Array]:

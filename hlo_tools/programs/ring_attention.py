@@ -47,6 +47,8 @@ AXIS = "cp"
 Array = jax.Array
 Pos = jax.Array | int  # a block's global position: traced, or a Python int
 Kernel = tuple[str, int, int]  # the per-block kernel's name, query and key chunk
+# What a block's backward needs: q, k, v, their positions, out and lse.
+Residuals = tuple[Array, Array, Array, Pos, Pos, Array, Array]
 
 DTYPES = {"bf16": jnp.bfloat16, "f32": jnp.float32, "f16": jnp.float16}
 
@@ -236,12 +238,12 @@ def block_attention(q: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, causal
 
 
 def _block_attention_fwd(q: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, causal: bool,
-                         cq: int, ck: int) -> tuple[tuple[Array, Array], tuple[Any, ...]]:
+                         cq: int, ck: int) -> tuple[tuple[Array, Array], Residuals]:
   out, lse = _block_fwd_impl(q, k, v, q_off, k_off, causal, cq, ck)
   return (out, lse), (q, k, v, q_off, k_off, out, lse)
 
 
-def _block_attention_bwd(causal: bool, cq: int, ck: int, res: tuple[Any, ...],
+def _block_attention_bwd(causal: bool, cq: int, ck: int, res: Residuals,
                          cotangents: tuple[Array, Array]
                          ) -> tuple[Array, Array, Array, None, None]:
   q, k, v, q_off, k_off, out, lse = res
@@ -459,7 +461,8 @@ def ring_attention_shard(q: Array, k: Array, v: Array, *, causal: bool, axis_nam
 
 def simulated_ring(num_blocks: int, causal: bool, kernel: str = "auto",
                    loss: Callable[[Array], Array] | None = None, q_chunk: int = DEFAULT_CHUNK,
-                   k_chunk: int = DEFAULT_CHUNK) -> Callable[[Array, Array, Array], Any]:
+                   k_chunk: int = DEFAULT_CHUNK
+                   ) -> Callable[[Array, Array, Array], Array | tuple[Array, ...]]:
   """The ring of `num_blocks` devices run on one device (jax.vmap names the ring axis).
 
   Same per-step code, permutes and kernels as the sharded ring; for checking the

@@ -41,6 +41,7 @@ from jax import lax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.typing import DTypeLike
 
 from hlo_tools.programs import ring_attention
 
@@ -262,7 +263,8 @@ def make_mesh(devices: Sequence[jax.Device], cp: int, tp: int) -> Mesh:
   return Mesh(np.asarray(devices).reshape(cp, tp), (CP, TP))
 
 
-def _abstract(shape: tuple[int, ...], dtype: Any, mesh: Mesh, spec: P) -> jax.ShapeDtypeStruct:
+def _abstract(shape: tuple[int, ...], dtype: DTypeLike, mesh: Mesh, spec: P
+              ) -> jax.ShapeDtypeStruct:
   return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
 
 
