@@ -69,7 +69,7 @@ std::optional<Case> SeedCase(const std::filesystem::path& path,
     return std::nullopt;
   }
   Case c;
-  c.source = absl::StrCat("corpus ", path.filename().string());
+  c.source = absl::StrCat("selection-seed ", path.filename().string());
   std::string spec(absl::StripSuffix(sections[0], "\n"));
   std::optional<int64_t> heap = DefaultTableHeap(sections[1]);
   if (!heap) {

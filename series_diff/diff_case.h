@@ -30,13 +30,18 @@ struct Case {
   bool channel = true;
   std::string pairs_name;
   std::vector<std::pair<int64_t, int64_t>> pairs;
-  std::vector<std::string> types;  // One per buffer, HLO names: "bf16".
+  std::vector<std::string> types;  // Of each array, HLO names: "bf16".
+  int buffers = 0;                 // Operands; 0: one per type.
   int64_t bytes = 0;               // All buffers together, from each source.
   bool memcpy_local_p2p = false;
   std::optional<int64_t> heap_bytes;  // NVSHMEM heap bound; none: default.
+  int64_t crossover_bytes = 0;        // The series' override flag; 0: built in.
 
   int program_devices() const { return partitions * replicas; }
   int groups() const { return channel ? replicas : partitions; }
+  int buffer_count() const {
+    return buffers > 0 ? buffers : static_cast<int>(types.size());
+  }
   // Every fact on one line, for a failure message.
   std::string Describe() const;
 };
@@ -67,6 +72,12 @@ std::vector<Case> GridCases();
 // both sides take. `skipped` counts the seeds that do not map, by why.
 std::vector<Case> CorpusCases(const std::string& dir,
                               std::map<std::string, int>* skipped);
+
+// The driver fuzzer's module seeds in `dir` (make_corpus.py's driver/): each
+// collective-permute of each module on the seed's topology, placed as XLA
+// places devices by default where the topology states no map.
+std::vector<Case> HloCorpusCases(const std::string& dir,
+                                 std::map<std::string, int>* skipped);
 
 // A topology spec as the tools parse it, cached.
 std::shared_ptr<const nvshmem_ext::Topology> ParsedSpec(

@@ -37,6 +37,7 @@ Answer SeriesDecide(const Case& c) {
   facts.bytes = c.bytes;
   facts.memcpy_local_p2p = c.memcpy_local_p2p;
   if (c.heap_bytes) facts.heap_bytes = *c.heap_bytes;
+  facts.crossover_bytes = c.crossover_bytes;
   // The compiler's slice is the fast-interconnect domain, the tools' NVLink
   // domain.
   facts.part_of_job = xla::gpu::NvshmemPartOfJob(facts.num_devices,

@@ -45,12 +45,13 @@ std::string Case::Describe() const {
                     pairs[i].second, "}");
   }
   if (pairs.size() > 12) absl::StrAppend(&pair_text, ",...");
-  return absl::StrCat(source, ": ", spec, " program ", partitions, "p x ",
-                      replicas, "r", channel ? " channel" : " no-channel",
-                      " pairs ", pairs_name, " {", pair_text, "} types (",
-                      absl::StrJoin(types, ","), ") bytes ", bytes,
-                      memcpy_local_p2p ? " memcpy_local_p2p" : "",
-                      heap_bytes ? absl::StrCat(" heap ", *heap_bytes) : "");
+  return absl::StrCat(
+      source, ": ", spec, " program ", partitions, "p x ", replicas, "r",
+      channel ? " channel" : " no-channel", " pairs ", pairs_name, " {",
+      pair_text, "} types (", absl::StrJoin(types, ","), ") bytes ", bytes,
+      memcpy_local_p2p ? " memcpy_local_p2p" : "",
+      heap_bytes ? absl::StrCat(" heap ", *heap_bytes) : "",
+      crossover_bytes ? absl::StrCat(" crossover ", crossover_bytes) : "");
 }
 
 Answer ToolsDecide(const Case& c) {
@@ -66,7 +67,7 @@ Answer ToolsDecide(const Case& c) {
   request.bytes = c.bytes;
   request.device_edges = *std::move(edges);
   request.team_size = c.program_devices();
-  request.buffers = static_cast<int>(c.types.size());
+  request.buffers = c.buffer_count();
   request.element_types = c.types;
   request.memcpy_local_p2p = c.memcpy_local_p2p;
   request.groups = c.groups();
