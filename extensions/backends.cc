@@ -126,7 +126,10 @@ absl::StatusOr<std::vector<Backend>> ParseBackendSet(absl::string_view text) {
     if (!backend) {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown backend '", Printable(item), "' in backend set (",
-          BackendSetToString(AllBackends()), ")"));
+          absl::StrJoin(
+              AllBackends(), ", ",
+              [](std::string* out, Backend b) { out->append(BackendName(b)); }),
+          ")"));
     }
     if (absl::c_linear_search(backends, *backend)) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -756,7 +756,7 @@ TEST(BackendSetTest, DefaultPeerIsTheMeasuredOneProcessCurve) {
   EXPECT_EQ(refused.backend, Backend::kNccl);
   EXPECT_EQ(Text(refused.refused[static_cast<int>(Backend::kPeer)]),
             "peer refused: 7 of the program's 8 devices are outside its first "
-            "device's process (1 GPU per process); XLA copies through peer "
+            "device's process (1 GPU per process); XLA runs peer "
             "memory only when every device of the permute's group is in one "
             "process and otherwise falls back to NCCL");
   // Two processes of four GPUs: a ring inside one process is refused in a

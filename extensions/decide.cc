@@ -217,9 +217,9 @@ std::string RefusalText(const Refusal& r) {
           r.devices[0]);
     case RefusalKind::kLeavesHost:
       return absl::StrCat(
-          refused, r.count, of_total,
-          "leave their host; XLA copies through peer memory only inside "
-          "one host and otherwise falls back to NCCL");
+          refused, r.count, of_total, "leave their host; XLA runs ",
+          Title(r.backend),
+          " only inside one host and otherwise falls back to NCCL");
     case RefusalKind::kLocalCopy:
       return absl::StrCat(refused,
                           "every pair is a device to itself, which XLA "
@@ -231,9 +231,9 @@ std::string RefusalText(const Refusal& r) {
           refused, r.count, " of the program's ", r.total,
           " devices are outside its first device's process (",
           r.gpus_per_process, r.gpus_per_process == 1 ? " GPU" : " GPUs",
-          " per process); XLA copies through peer memory only when every "
-          "device of the permute's group is in one process and otherwise "
-          "falls back to NCCL");
+          " per process); XLA runs ", Title(r.backend),
+          " only when every device of the permute's group is in one process "
+          "and otherwise falls back to NCCL");
   }
   return refused;
 }
