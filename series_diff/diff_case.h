@@ -36,6 +36,12 @@ struct Case {
   bool memcpy_local_p2p = false;
   std::optional<int64_t> heap_bytes;  // NVSHMEM heap bound; none: default.
   int64_t crossover_bytes = 0;        // The series' override flag; 0: built in.
+  // What the series' pass is told of the cluster: GPUs per host from its flag
+  // (0: the flag unset, so the pass takes the compiler's slice as a host; -1:
+  // the cluster's, the flag given), and the job's devices ahead of time (0: a
+  // JIT compile, which knows only the slice).
+  int series_devices_per_host = -1;
+  int64_t job_devices = 0;
 
   int program_devices() const { return partitions * replicas; }
   int groups() const { return channel ? replicas : partitions; }

@@ -149,6 +149,22 @@ Case MakeCase(std::string source, const std::string& spec, const Program& p,
   return c;
 }
 
+// `c` as a JIT compile and ahead of time (the job's size known), with the
+// pass's devices-per-host flag given, and where a slice holds several hosts
+// without it.
+void AddCompiles(Case c, std::vector<Case>& cases) {
+  cases.push_back(c);
+  Case aot = c;
+  aot.source = "topologies-aot";
+  aot.job_devices = c.topology->num_devices();
+  cases.push_back(std::move(aot));
+  if (c.topology->nvlink_domain_size() > c.topology->gpus_per_host()) {
+    c.source = "topologies-no-host-flag";
+    c.series_devices_per_host = 0;
+    cases.push_back(std::move(c));
+  }
+}
+
 void TopologyGrid(std::vector<Case>& cases) {
   const int64_t sizes[] = {0,         4096,      kMiB,       8 * kMiB,
                            16 * kMiB, 32 * kMiB, 256 * kMiB, 600 * kMiB};
@@ -165,8 +181,9 @@ void TopologyGrid(std::vector<Case>& cases) {
         for (const PairSet& pairs : PairSets(ids, g)) {
           for (const auto& types : type_sets) {
             for (int64_t bytes : sizes) {
-              cases.push_back(
-                  MakeCase("topologies", spec, program, pairs, types, bytes));
+              AddCompiles(
+                  MakeCase("topologies", spec, program, pairs, types, bytes),
+                  cases);
             }
           }
         }

@@ -79,16 +79,29 @@ const Listed kListed[] = {
                *tools.refusal == ext::RefusalKind::kOutsideSharedMemory);
      }},
     {"part-of-job",
-     "the series refuses a program whose device count is not a whole number "
-     "of the compiler's slices (the NVLink domain): it may run on part of the "
-     "job, whose NVSHMEM set-up and heap allocations every process must "
-     "join; the tools' core decides over the program's own devices and does "
-     "not model the job",
+     "the series refuses a program that may run on part of the job: ahead of "
+     "time one on fewer devices than the job's, in a JIT compile one whose "
+     "device count is not a whole number of the compiler's slices (the "
+     "NVLink domain); NVSHMEM's set-up and heap allocations need every "
+     "process of the job. The tools' core decides over the program's own "
+     "devices and does not model the job",
      [](const Case& c, const Answer& tools, const Answer& series) {
        return tools.nvshmem && !series.nvshmem &&
               series.reason ==
                   xla::gpu::NvshmemPartOfJob(c.program_devices(),
-                                             c.topology->nvlink_domain_size());
+                                             c.topology->nvlink_domain_size(),
+                                             c.job_devices);
+     }},
+    {"no-host-flag",
+     "without its devices-per-host flag the series' pass takes the "
+     "compiler's slice (the NVLink domain) as one host, so a pair between "
+     "hosts of one NVLink domain runs NVSHMEM; the tools know the hosts and "
+     "keep NCCL there (whether NVSHMEM_TEAM_SHARED spans the hosts of a "
+     "multi-node NVLink domain is not established). The flag given, they "
+     "agree",
+     [](const Case& c, const Answer& tools, const Answer& series) {
+       return c.series_devices_per_host == 0 && series.nvshmem &&
+              tools.refusal == ext::RefusalKind::kOutsideSharedMemory;
      }},
 };
 

@@ -51,7 +51,9 @@ std::string Case::Describe() const {
       pair_text, "} types (", absl::StrJoin(types, ","), ") bytes ", bytes,
       memcpy_local_p2p ? " memcpy_local_p2p" : "",
       heap_bytes ? absl::StrCat(" heap ", *heap_bytes) : "",
-      crossover_bytes ? absl::StrCat(" crossover ", crossover_bytes) : "");
+      crossover_bytes ? absl::StrCat(" crossover ", crossover_bytes) : "",
+      job_devices ? absl::StrCat(" aot-job ", job_devices) : "",
+      series_devices_per_host == 0 ? " no-host-flag" : "");
 }
 
 Answer ToolsDecide(const Case& c) {
