@@ -54,7 +54,7 @@ print(json.dumps({
 
 
 @pytest.fixture(scope="module")
-def probed(tmp_path_factory):
+def probed(tmp_path_factory: pytest.TempPathFactory) -> dict:
   built = sorted(BINDING.glob("_selection_core*.so"))
   assert built, (f"{BINDING} has no stand-in binding: build the CMake target "
                  "stand_in_selection_core (scripts/setup.sh builds every target)")
@@ -71,7 +71,7 @@ def probed(tmp_path_factory):
   return probed
 
 
-def test_the_records_reach_the_package(probed):
+def test_the_records_reach_the_package(probed: dict) -> None:
   assert probed["backends"] == ["nccl", "nvshmem", "peer", "symmetric", "stand_in"]
   assert probed["label"] == "stand-in memory"
   assert probed["known_plans"] == probed["backends"]
@@ -79,14 +79,14 @@ def test_the_records_reach_the_package(probed):
   assert probed["chart_colour"]
 
 
-def test_what_a_plan_writes_follows_its_record(probed):
+def test_what_a_plan_writes_follows_its_record(probed: dict) -> None:
   assert probed["plan_backend"] == "DEFAULT"
   assert probed["plan_mode"] == "COLLECTIVES_STAND_IN_MEMORY"
   assert probed["mark_plan"] == "stand_in"
   assert probed["hook_modes"]["stand_in"] == ["COLLECTIVES_STAND_IN_MEMORY", "stand_in"]
 
 
-def test_the_core_plans_over_it_through_the_binding(probed):
+def test_the_core_plans_over_it_through_the_binding(probed: dict) -> None:
   assert probed["table_backends"] == "nccl,stand_in"
   assert probed["round_trip"]
   assert probed["decided"] == "stand_in", probed["reason"]
