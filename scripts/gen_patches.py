@@ -6,13 +6,14 @@
     scripts/gen_patches.py --edit DIR [--xla GIT_DIR]  the series as commits in DIR
     scripts/gen_patches.py --from DIR [--xla GIT_DIR]  the series from DIR's commits
 
-GIT_DIR: a git directory holding openxla/xla's commit PIN (default $XLA_PIN). Sources: xla_src/,
-whose files each patch adds byte for byte (a new one goes to the first patch adding files in its
-folder; one gone from xla_src/ leaves its patch); the committed patches for the rest (messages,
-authors, edits of upstream files): on the pin's files they change, `git am`, each commit amended to
-add its xla_src/ files, `git format-patch`. To change an upstream edit or a message: --edit DIR,
-change DIR's commits with git, --from DIR. Without GIT_DIR, --check compares xla_src/ with the
-files the series creates.
+GIT_DIR: a git directory holding openxla/xla's commit PIN (default $XLA_PIN). Sources: the
+series' own files in xla_series/xla-3cc8846c/ (XLA's paths), which each patch adds byte for byte
+(a new one goes to the first patch adding files in its folder; one gone from there leaves its
+patch); the committed patches for the rest (messages, authors, edits of upstream files): on the
+pin's files they change, `git am`, each commit amended to add its source files, `git
+format-patch`. To change an upstream edit or a message: --edit DIR, change DIR's commits with git,
+--from DIR. Without GIT_DIR, --check compares the source folder with the files the series creates.
+The tools' selection core (xla_src/) is not part of the series.
 """
 
 import argparse
@@ -26,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PIN = "3cc8846c10052cc1c32c4db87866eac4e4cdbccd"
 PATCH_DIR = ROOT / "xla_patches" / f"xla-{PIN[:8]}_jax-0.9.1"
+SRC = ROOT / "xla_series" / f"xla-{PIN[:8]}"  # The files the series adds.
 AUTHOR = ("NVSHMEM ring-attention pass developers", "nvshmem-ring-pass@users.noreply.github.com")
 ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
        "GIT_AUTHOR_NAME": AUTHOR[0], "GIT_AUTHOR_EMAIL": AUTHOR[1], "GIT_COMMITTER_NAME": AUTHOR[0],
@@ -54,7 +56,7 @@ def created(patch, mode=" create mode "):
 
 
 def build(xla, patches, repo, pin=PIN, whole=True):
-  """The series as commits in repo on the pin's files; whole: xla_src/ adds and drops files."""
+  """The series as commits in repo on the pin's files; whole: SRC adds and drops files."""
   upstream = {p for q in patches for p in created(q, "")} - {p for q in patches for p in created(q)}
   git("init", "-q", str(repo))
   for path in sorted(upstream | {".clang-format"}):
@@ -64,26 +66,26 @@ def build(xla, patches, repo, pin=PIN, whole=True):
   git("commit", "-q", "-m", f"openxla/xla {pin[:8]}: the files the series changes", cwd=repo)
   git("tag", "pin", cwd=repo)
   adds = [created(patch) for patch in patches]
-  for i, patch in enumerate(patches):  # each adds its xla_src/ files
+  for i, patch in enumerate(patches):  # each adds its SRC files
     git("am", "-q", "--keep-non-patch", str(patch), cwd=repo)
     for path in adds[i] + (new_files(adds, i) if whole else []):
       if whole:
-        (repo / path).unlink(missing_ok=True)  # gone from xla_src/: not added
-      if (ROOT / "xla_src" / path).is_file():
+        (repo / path).unlink(missing_ok=True)  # gone from SRC: not added
+      if (SRC / path).is_file():
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ROOT / "xla_src" / path, repo / path)
+        shutil.copyfile(SRC / path, repo / path)
     git("add", "-A", cwd=repo)
     git("commit", "-q", "--amend", "--no-edit", "--allow-empty", cwd=repo)
 
 
 def new_files(adds, i):
-  """xla_src/ files no patch adds that patch i takes: it adds the first of their folder."""
+  """SRC files no patch adds that patch i takes: it adds the first of their folder."""
   added = {p for a in adds for p in a}
   folder = {os.path.dirname(p) for p in adds[i]}
   first = lambda p: next((j for j, a in enumerate(adds)  # noqa: E731
                           if any(os.path.dirname(q) == os.path.dirname(p) for q in a)), 0)
-  out = git("ls-files", "-co", "--exclude-standard", "xla_src/xla", cwd=ROOT).split()
-  return [p for p in (q[len("xla_src/"):] for q in out) if p not in added and first(p) == i and
+  out = git("ls-files", "-co", "--exclude-standard", "xla", cwd=SRC).split()
+  return [p for p in out if p not in added and first(p) == i and
           (os.path.dirname(p) in folder or i == 0)]
 
 
@@ -94,11 +96,11 @@ def format_patches(repo, out):
 
 
 def check_offline(tmp):
-  """The files the series creates equal xla_src/ (git apply, no upstream file)."""
+  """The files the series creates equal SRC's (git apply, no upstream file)."""
   for patch in committed_patches():
     if created(patch):
       git("apply", *[f"--include={p}" for p in created(patch)], str(patch), cwd=tmp)
-  return compare(ROOT / "xla_src" / "xla", tmp / "xla", "xla_src/ is not what the series adds",
+  return compare(SRC / "xla", tmp / "xla", f"{SRC.relative_to(ROOT)}/ is not what the series adds",
                  "ok (without the pin: the files the series adds)")
 
 

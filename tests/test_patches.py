@@ -1,12 +1,15 @@
 """The openxla/xla patch series for jax v0.9.1's XLA in xla_patches/xla-3cc8846c_jax-0.9.1/
 (scripts/gen_patches.py).
 
-Offline, as in CI (no XLA tree): the files the series adds are xla_src/'s
-(git apply), a changed source is reported stale; the patches' headers,
-messages and licence lines are an upstream change's; the BUILD hunk declares
-every source with the deps its includes need; the flags the registration reads
-are the fields the flags patch adds; the sources are clang-format 17.0.6 clean in the pin's style;
-the Bazel files pass buildifier. With openxla/xla at the pin ($XLA_PIN, or a
+Offline, as in CI (no XLA tree): the files the series adds are those of its
+source folder, xla_series/xla-3cc8846c/ (git apply), a changed source is
+reported stale; the patches' headers, messages and licence lines are an
+upstream change's; the series stays within 900 lines outside tests, as both
+READMEs count them; the BUILD hunk declares every source with the deps its
+includes need; the decision builds without HLO; the flags the registration
+reads are the fields the flags patch adds; the run-time guard comes before the
+executable's heap allocations; the sources are clang-format 17.0.6 clean in the
+pin's style; the Bazel files pass buildifier. With openxla/xla at the pin ($XLA_PIN, or a
 local mirror where the machine has one): `--check` regenerates the series with
 git and finds it current, --edit/--from round-trip a change, the changed lines
 are clang-format and buildifier clean, and the style file is the pin's.
@@ -27,12 +30,15 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "gen_patches.py"
 SERIES = REPO / "xla_patches/xla-3cc8846c_jax-0.9.1"
 ALL = sorted(SERIES.glob("[0-9][0-9][0-9][0-9]-*.patch"))
-# 0001 stands alone (the runtime's own rules); the pass's series is 0002-.
+# 0001 stands alone (the runtime's own rules); the rest builds on it.
 PATCHES = ALL[1:]
+GUARD, COLORS, PASS, FLAGS, REGISTRATION = PATCHES
 RUNTIME = "xla/backends/gpu/runtime"
 PKG = "xla/backends/gpu/transforms/collectives"
-SRC = REPO / "xla_src" / PKG
-STYLE = REPO / "xla_src" / ".clang-format"
+SOURCES = REPO / "xla_series" / "xla-3cc8846c"  # The files the series adds.
+SRC = SOURCES / PKG
+STYLE = SOURCES / ".clang-format"
+NON_TEST_LIMIT = 900
 CLANG_FORMAT = REPO / ".venv" / "bin" / "clang-format"
 AUTHOR = "NVSHMEM ring-attention pass developers <nvshmem-ring-pass@users.noreply.github.com>"
 # A local mirror of openxla/xla (or a fork holding the pin), where the machine has one.
@@ -69,7 +75,7 @@ def added(patch, path):
 def series_targets():
   """name -> {rule, srcs, hdrs, deps} of the targets the BUILD hunks add."""
   out = {}
-  for patch in PATCHES:
+  for patch in ALL:
     for path in file_diffs(patch):
       if path.endswith("BUILD"):
         out.update(parse_targets("\n".join(added(patch, path)), path))
@@ -97,11 +103,11 @@ def includes(path):
 
 
 def repo_copy(tmp_path):
-  """The generator, xla_src/ and the series in a fresh git repository."""
+  """The generator, the series' sources and the series in a fresh git repository."""
   dst = tmp_path / "repo"
   (dst / "scripts").mkdir(parents=True)
   shutil.copy(SCRIPT, dst / "scripts")
-  shutil.copytree(REPO / "xla_src" / "xla", dst / "xla_src" / "xla")
+  shutil.copytree(SOURCES, dst / SOURCES.relative_to(REPO))
   (dst / SERIES.relative_to(REPO)).mkdir(parents=True)
   for p in ALL:
     shutil.copy(p, dst / SERIES.relative_to(REPO))
@@ -120,11 +126,11 @@ def test_check_without_the_pin_finds_the_added_files_current():
 
 def test_check_without_the_pin_names_a_changed_source(tmp_path):
   repo = repo_copy(tmp_path)
-  header = repo / "xla_src" / PKG / "nvshmem_collective_permute_rewriter.h"
+  header = repo / SRC.relative_to(REPO) / "nvshmem_permute_decision.h"
   header.write_text(header.read_text() + "// changed\n")
   r = gen("--check", cwd=repo)
   assert r.returncode == 1
-  assert "nvshmem_collective_permute_rewriter.h" in r.stdout and "stale" in r.stdout
+  assert "nvshmem_permute_decision.h" in r.stdout and "stale" in r.stdout
 
 
 def test_writing_without_the_pin_is_refused_in_one_line(tmp_path):
@@ -157,54 +163,43 @@ def test_patches_are_an_upstream_change():
 
 def test_each_patch_touches_one_area():
   touched = {p.name[:4]: set(file_diffs(p)) for p in PATCHES}
-  # The core (topology, cost model, decision) and the pass, each with its BUILD
-  # targets, are four patches a reviewer can take one by one.
-  for n in ("0002", "0003", "0004", "0005"):
-    assert all(f.startswith(PKG + "/") for f in touched[n]), n
-  assert touched["0006"] == {"xla/xla.proto", "xla/debug_options_flags.cc"}
-  # The registration also tells the assigner to leave permutes to the rewriter.
-  assert touched["0007"] == {"xla/service/gpu/gpu_compiler.cc", "xla/service/gpu/BUILD",
-                             f"{PKG}/collective_backend_assigner.h",
-                             f"{PKG}/collective_backend_assigner.cc",
-                             f"{PKG}/collective_backend_assigner_test.cc"}
-  assert touched["0008"] == {f"{PKG}/collective_backend_assigner.cc",
-                             f"{PKG}/collective_backend_assigner_test.cc"}
+  collectives = "xla/backends/gpu/collectives"
+  assert touched["0002"] == {"xla/service/gpu/gpu_executable.cc",
+                             "xla/service/gpu/gpu_executable.h", "xla/service/gpu/BUILD",
+                             f"{collectives}/gpu_collectives.h",
+                             f"{collectives}/nvshmem_collectives.h",
+                             f"{collectives}/nvshmem_collectives.cc"}
+  assert touched["0003"] == {"xla/service/gpu/gpu_memory_space_assignment.cc",
+                             "xla/service/gpu/gpu_memory_space_assignment_test.cc",
+                             "xla/service/gpu/BUILD"}
+  # The decision and the pass, with their BUILD targets.
+  assert all(f.startswith(PKG + "/") for f in touched["0004"])
+  assert touched["0005"] == {"xla/xla.proto", "xla/debug_options_flags.cc"}
+  assert touched["0006"] == {"xla/service/gpu/gpu_compiler.cc", "xla/service/gpu/BUILD"}
 
 
-def lines_added_outside_tests(patch):
-  """{path: lines the patch adds to it}, test files (*_test.cc) left out."""
-  return {path: sum(1 for l in diff if l.startswith("+") and not l.startswith("+++"))
-          for path, diff in file_diffs(patch).items() if not path.endswith("_test.cc")}
+def non_test_lines(patch):
+  """Lines added and removed outside *_test.cc, as `git apply --numstat` counts them."""
+  rows = run(["git", "apply", "--numstat", patch]).stdout.splitlines()
+  return sum(int(a) + int(d) for a, d, path in (r.split("\t") for r in rows if r)
+             if not path.endswith("_test.cc"))
 
 
-# Lines the whole series (0001, the runtime's rules, included) adds outside test
-# files; 2,495 before the runtime rules moved into the core and tool-only code left
-# for extensions/ and plan/, 2,128 before the topology spec grammar left for the
-# tools (the pass takes GPUs per host, not a spec), 1,975 before the core took
-# peer and symmetric memory (their rows, the one-process rule, GPUs per process
-# in the topology, Decide over a set of alternatives), which the jax v0.11.0 series'
-# pass decides over, 2,060 before the runtime's PE rules (one group of ids, id i
-# on device i and PE i, every PE of the barrier's team one of the ids: the
-# emitter's checks and Initialize's), 2,170 before the thunk's barrier before
-# its puts, the emitter's NVSHMEM-flag and collectives-group rules, the default
-# table's charge for that barrier, the one-GPU-per-process rule and the pass's
-# collectives-group rule, and the heap bound on operand and result (2,232 before
-# that bound became one function the tools call; 2,243 before the emitter's
-# rules that XLA_FLAGS, which NVSHMEM's set-up reads, enable NVSHMEM too, that
-# each destination be XLA's collective memory and not a donated parameter, and
-# that sync NVSHMEM collectives run on the collective stream; 2,308 before the
-# rules that no collective-memory buffer be live out and no NVSHMEM permute run
-# under a conditional's branch; 2,383 before peer and symmetric memory asked
-# for the whole program in one process and no alternative took a local copy).
-# The goal is 1,000.
-SERIES_NON_TEST_LINES = 2402
+def test_series_stays_within_900_non_test_lines():
+  counts = [non_test_lines(p) for p in ALL]
+  assert sum(counts) <= NON_TEST_LIMIT, counts
 
 
-def test_series_size_outside_tests():
-  counts = {p.name[:4]: sum(lines_added_outside_tests(p).values()) for p in ALL}
-  total = sum(counts.values())
-  print(f"lines added outside tests: {counts}, total {total}")
-  assert total <= SERIES_NON_TEST_LINES, counts
+def test_readmes_give_the_line_counts():
+  """Each patch's row in the series' README, the series' total, and README.md's row."""
+  readme = (SERIES / "README.md").read_text()
+  counts = [non_test_lines(p) for p in ALL]
+  for p, n in zip(ALL, counts):
+    assert re.search(rf"^\| `{re.escape(p.name)}` \|.*\| {n} \|$", readme, re.M), (p.name, n)
+  assert f"{sum(counts):,} non-test lines in all" in readme
+  row = next(l for l in (REPO / "README.md").read_text().splitlines()
+             if l.startswith(f"| `{SERIES.name}/` |"))
+  assert row.endswith(f"| {' + '.join(map(str, counts))} |"), row
 
 
 def test_no_added_non_test_file_is_over_300_lines():
@@ -220,7 +215,7 @@ def test_no_patch_is_over_1500_lines():
 
 
 def test_added_cpp_carries_the_openxla_licence():
-  for path in list(SRC.glob("*.cc")) + list(SRC.glob("*.h")):
+  for path in list(SOURCES.rglob("*.cc")) + list(SOURCES.rglob("*.h")):
     first = path.read_text().split("\n", 1)[0]
     assert first == "/* Copyright 2026 The OpenXLA Authors.", path.name
 
@@ -242,32 +237,23 @@ def test_build_deps_name_the_package_headers_included():
           assert f":{owner[head]}" in t["deps"], f"{name}: {inc} needs :{owner[head]}"
 
 
-def test_selection_core_depends_on_absl_and_protobuf_only():
-  """The core builds outside XLA (the bindings, the fuzzers): absl and protobuf
-  (its own table proto, tsl's protobuf names), never XLA."""
-  core = {n: t for n, t in series_targets().items()
-          if t["package"] == PKG and t["rule"] in ("cc_library", "tf_proto_library")
-          and "rewriter" not in n}
-  assert "nvshmem_cost_table_proto" in core
-  protobuf = "@tsl//tsl/platform:protobuf"
-  for name, t in core.items():
-    assert all(d.startswith(("@com_google_absl//", ":")) or d == protobuf
-               for d in t["deps"]), name
-    assert all(d[1:] in core or d[1:-3] in core for d in t["deps"]
-               if d.startswith(":")), name
-    for src in t["srcs"] + t["hdrs"]:
-      if src.endswith(".proto"):
-        continue
-      for inc in includes(SRC / src):
-        assert (inc.startswith("absl/") or inc == "tsl/platform/protobuf.h" or
-                inc == f"{PKG}/nvshmem_cost_table.pb.h" or inc.rsplit("/", 1)[-1] in {
-                    h for c in core.values() for h in c["hdrs"]}), f"{src}: {inc}"
+def test_decision_builds_without_hlo():
+  """DecideNvshmemPermute takes plain facts in XLA's types: its files include
+  absl, the protos and primitive_util only, so that a test calls it without HLO."""
+  for name in ("nvshmem_permute_decision.h", "nvshmem_permute_decision.cc"):
+    for inc in includes(SRC / name):
+      assert (inc.startswith("absl/") or inc in {
+          "xla/xla_data.pb.h", "xla/service/gpu/backend_configs.pb.h", "xla/primitive_util.h",
+          f"{PKG}/nvshmem_permute_decision.h"}), f"{name}: {inc}"
+  header = (SRC / "nvshmem_permute_decision.h").read_text()
+  assert ("NvshmemPermuteDecision DecideNvshmemPermute(const NvshmemPermuteFacts& facts);"
+          in header)
 
 
 def test_registration_reads_the_flags_that_the_flags_patch_adds():
-  regs = "\n".join(added(PATCHES[5], "xla/service/gpu/gpu_compiler.cc"))
-  proto = "\n".join(added(PATCHES[4], "xla/xla.proto"))
-  flags = "\n".join(added(PATCHES[4], "xla/debug_options_flags.cc"))
+  regs = "\n".join(added(REGISTRATION, "xla/service/gpu/gpu_compiler.cc"))
+  proto = "\n".join(added(FLAGS, "xla/xla.proto"))
+  flags = "\n".join(added(FLAGS, "xla/debug_options_flags.cc"))
   read = set(re.findall(r"debug_options\.(xla_gpu_experimental_nvshmem\w*|"
                         r"xla_gpu_experimental_enable_nvshmem_\w+)\(\)", regs))
   assert read
@@ -277,7 +263,7 @@ def test_registration_reads_the_flags_that_the_flags_patch_adds():
 
 
 def test_registration_sets_members_the_pass_options_have():
-  regs = "\n".join(added(PATCHES[5], "xla/service/gpu/gpu_compiler.cc"))
+  regs = "\n".join(added(REGISTRATION, "xla/service/gpu/gpu_compiler.cc"))
   header = (SRC / "nvshmem_collective_permute_rewriter.h").read_text()
   members = set(re.findall(r"rewriter_options\.(\w+) =", regs))
   assert members
@@ -288,7 +274,7 @@ def test_registration_sets_members_the_pass_options_have():
 def test_sources_are_clang_format_17_clean():
   assert CLANG_FORMAT.exists(), "clang-format 17.0.6 missing: scripts/setup.sh --tests installs it"
   assert " 17.0.6 " in run([CLANG_FORMAT, "--version"]).stdout
-  files = sorted(p for p in SRC.iterdir() if p.suffix in (".cc", ".h"))
+  files = sorted(p for p in SOURCES.rglob("*") if p.suffix in (".cc", ".h"))
   r = run([CLANG_FORMAT, f"--style=file:{STYLE}", "--dry-run", *files])
   assert r.returncode == 0 and "warning" not in r.stderr, r.stderr[:2000]
 
@@ -296,7 +282,7 @@ def test_sources_are_clang_format_17_clean():
 def test_bazel_files_pass_buildifier(tmp_path):
   assert shutil.which("buildifier"), "buildifier missing: scripts/setup.sh --tests installs it"
   hunk = tmp_path / "BUILD"
-  lines = [l for p in PATCHES[:4] for l in added(p, f"{PKG}/BUILD")]
+  lines = added(PASS, f"{PKG}/BUILD")
   # The loads a patch adds go to the top of the file, the targets further down.
   loads = [l for l in lines if l.startswith("load(")]
   rest = [l for l in lines if not l.startswith("load(")]
@@ -326,7 +312,7 @@ def test_upstream_check_rejects_a_directory_without_the_pin(tmp_path):
 # --- 0001: the runtime's own rules, a patch that stands alone -----------------
 
 STANDALONE = ALL[:1]
-RUNTIME_SRC = REPO / "xla_src" / RUNTIME
+RUNTIME_SRC = SOURCES / RUNTIME
 RUNTIME_FILES = {f"{RUNTIME}/nvshmem_permute_support{s}" for s in (".h", ".cc", "_test.cc")}
 
 
@@ -342,14 +328,10 @@ def test_standalone_patch_is_an_upstream_change():
   assert "NVSHMEM_TEAM_SHARED" in body and "xla_gpu_use_memcpy_local_p2p" in body
 
 
-def test_standalone_patch_touches_the_runtime_emitter_and_communicator_only():
+def test_standalone_patch_touches_the_runtime_and_the_emitter_only():
   assert set(file_diffs(STANDALONE[0])) == RUNTIME_FILES | {
       f"{RUNTIME}/BUILD", f"{RUNTIME}/nvshmem_collective_permute_thunk.cc",
-      f"{RUNTIME}/nvshmem_collective_thunk.cc",
-      "xla/backends/gpu/collectives/nvshmem_communicator.h",
-      "xla/backends/gpu/collectives/nvshmem_communicator.cc",
-      "xla/core/collectives/communicator.h", "xla/service/gpu/thunk_emitter.cc",
-      "xla/service/gpu/BUILD"}
+      "xla/service/gpu/thunk_emitter.cc", "xla/service/gpu/BUILD"}
   assert {p.name for p in RUNTIME_SRC.iterdir()} == {f.rsplit("/", 1)[1] for f in RUNTIME_FILES}
   # No other patch touches what 0001 adds: it applies alone, first.
   assert not any(RUNTIME_FILES & set(file_diffs(p)) for p in PATCHES)
@@ -367,17 +349,31 @@ def test_emitter_decides_start_and_done_alike():
   assert sum("buffer_assignment()" in l for l in lines) == 2
 
 
-def test_sync_nvshmem_collectives_run_on_the_collective_stream():
-  lines = added(STANDALONE[0], f"{RUNTIME}/nvshmem_collective_thunk.cc")
-  assert any("RunNvshmemCollective(params, async_stream)" in l for l in lines)
-  assert any("params.stream->WaitFor(&async_stream)" in l for l in lines)
+def test_thunk_waits_for_every_pe_before_its_puts():
+  diff = "\n".join(file_diffs(STANDALONE[0])[f"{RUNTIME}/nvshmem_collective_permute_thunk.cc"])
+  barrier = diff.index("+  TF_RETURN_IF_ERROR(nvshmem_comm->Barrier(GpuCollectives::On(stream)));")
+  assert barrier < diff.index("for (uint64_t idx = 0; idx < buffers.size(); ++idx)")
 
 
-def test_thunk_initialize_checks_the_team():
-  lines = "\n".join(added(STANDALONE[0], f"{RUNTIME}/nvshmem_collective_permute_thunk.cc"))
-  assert "CheckPairsInsideBarrierTeam(" in lines and "IsBarrierPeer(" in lines
-  comm = "\n".join(added(STANDALONE[0], "xla/backends/gpu/collectives/nvshmem_communicator.cc"))
-  assert "nvshmem_team_translate_pe(NVSHMEM_TEAM_WORLD" in comm and "NVSHMEM_TEAM_SHARED" in comm
+def test_guard_runs_before_the_heap_allocations():
+  """0002: the executable checks the NVSHMEM job and the heap layout before
+  GenerateBufferAllocations, whose first heap allocation would hang."""
+  diff = "\n".join(file_diffs(GUARD)["xla/service/gpu/gpu_executable.cc"])
+  call = diff.index("CheckNvshmemHeap(*run_options, GetAllocations(),")
+  assert call < diff.index("GenerateBufferAllocations(run_options, arguments, globals,", call)
+  body = "\n".join(added(GUARD, "xla/service/gpu/gpu_executable.cc"))
+  for name in ("CheckNvshmemJob(", "NvshmemHeapFingerprint(", "kv_store->Get(",
+               "kv_store->Set(", "collectives->topology()"):
+    assert name in body, name
+  assert "topology_ = topology;" in "\n".join(
+      added(GUARD, "xla/backends/gpu/collectives/nvshmem_collectives.cc"))
+
+
+def test_colorer_keeps_live_out_buffers_off_the_heap():
+  lines = "\n".join(added(COLORS, "xla/service/gpu/gpu_memory_space_assignment.cc"))
+  assert "alias_analysis->BufferLivesOut(buffer)" in lines
+  assert "LiveOutNvshmemPermuteKeepsDefaultMemory" in "\n".join(
+      added(COLORS, "xla/service/gpu/gpu_memory_space_assignment_test.cc"))
 
 
 def test_runtime_sources_carry_the_licence_and_are_clang_format_clean():
@@ -411,10 +407,10 @@ def test_check_against_the_pin():
 @needs_pin
 def test_check_against_the_pin_names_a_stale_patch(tmp_path):
   repo = repo_copy(tmp_path)
-  cc = repo / "xla_src" / PKG / "nvshmem_collective_permute_rewriter.cc"
+  cc = repo / SRC.relative_to(REPO) / "nvshmem_collective_permute_rewriter.cc"
   cc.write_text(cc.read_text() + "// changed\n")
   r = gen("--check", "--xla", PIN_DIR, cwd=repo)
-  assert r.returncode == 1 and "0005-" in r.stdout
+  assert r.returncode == 1 and "0004-" in r.stdout
 
 
 @needs_pin

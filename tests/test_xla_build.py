@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from test_patches import (ALL, PATCHES, SERIES, PIN_DIR, PKG, REPO, added, file_diffs, includes,
-                          needs_pin, run,
-                          series_targets)
+from test_patches import (ALL, FLAGS, SERIES, PIN_DIR, PKG, REPO, RUNTIME, SOURCES, added,
+                          file_diffs, includes, needs_pin, run, series_targets)
 
 PIN = "3cc8846c10052cc1c32c4db87866eac4e4cdbccd"
 SCRIPT = REPO / "scripts" / "build_jaxlib.sh"
@@ -33,9 +32,13 @@ JAX_MIRRORS = ["/work/.mirror/jax-ml+jax/repo"]
 JAX_DIR = next((p for p in JAX_MIRRORS if Path(p, "HEAD").is_file()), None)
 needs_jax = pytest.mark.skipif(JAX_DIR is None, reason="needs a local jax repository")
 # Upstream targets the series changes the sources of (checked at the pin below).
-CHANGED_UPSTREAM = {f"//{PKG}:collective_backend_assigner_test": f"{PKG}/collective_backend_assigner_test.cc",
-                    f"//{PKG}:collective_backend_assigner": f"{PKG}/collective_backend_assigner.cc",
-                    "//xla/service/gpu:gpu_compiler": "xla/service/gpu/gpu_compiler.cc"}
+CHANGED_UPSTREAM = {"//xla/service/gpu:gpu_compiler": "xla/service/gpu/gpu_compiler.cc",
+                    "//xla/service/gpu:gpu_executable": "xla/service/gpu/gpu_executable.cc",
+                    "//xla/service/gpu:gpu_memory_space_assignment":
+                        "xla/service/gpu/gpu_memory_space_assignment.cc",
+                    "//xla/service/gpu:gpu_memory_space_assignment_test":
+                        "xla/service/gpu/gpu_memory_space_assignment_test.cc",
+                    "//xla/service/gpu:thunk_emitter": "xla/service/gpu/thunk_emitter.cc"}
 WORKSPACE_ORDER = ["xla_workspace4", "xla_workspace3", "cc_toolchain_deps", "python_init_rules",
                    "python_init_repositories", "python_init_toolchains", "python_init_pip",
                    "install_deps", "xla_workspace2", "xla_workspace1", "xla_workspace0",
@@ -134,7 +137,7 @@ def test_recipe_flags_are_flags_of_the_series_or_the_pin():
   """Every --xla_gpu_ flag the docs name is one the pinned series registers, one
   of the pin's own (a context line), or one of the newer XLA's the series for it
   read."""
-  flags_cc = file_diffs(PATCHES[4]).get("xla/debug_options_flags.cc", [])
+  flags_cc = file_diffs(FLAGS).get("xla/debug_options_flags.cc", [])
   added_flags = set(re.findall(r'^\+\s+"(xla_\w+)",', "\n".join(flags_cc), re.M))
   context = "\n".join(l for l in flags_cc if l.startswith(" "))
   for doc in (SCRIPT, REPO / "README.md"):
@@ -225,7 +228,7 @@ def test_build_deps_declare_every_xla_header_the_sources_include():
   """What Bazel's layering check would ask: each xla/ header a new source
   includes is declared by one of its target's deps (at the pin, or in the
   series for the package's own targets)."""
-  targets = {n: t for n, t in series_targets().items() if t["package"] == PKG}
+  targets = {n: t for n, t in series_targets().items() if t["package"] in (PKG, RUNTIME)}
   builds = {}
 
   def rule_text(label):
@@ -236,17 +239,18 @@ def test_build_deps_declare_every_xla_header_the_sources_include():
       # With the rules the series adds to that package (the runtime's support).
       builds[package] = r.stdout + "\n" + "\n".join(
           line for patch in ALL for line in added(patch, f"{package}/BUILD"))
-    if package == PKG and name in targets:
+    if name in targets and targets[name]["package"] == package:
       return " ".join(targets[name]["srcs"] + targets[name]["hdrs"])
     m = re.search(rf'\n\w+\(\n    name = "{name}",\n(.*?)\n\)', builds[package], re.S)
     return m.group(1) if m else ""
 
   for name, t in targets.items():
-    labels = [d for d in t["deps"] if d.startswith(("//xla", ":"))]
+    labels = [d if not d.startswith(":") else f"//{t['package']}{d}" for d in t["deps"]
+              if d.startswith(("//xla", ":"))]
     for src in t["srcs"] + t["hdrs"]:
       if src.endswith(".inc"):
         continue
-      for inc in includes(REPO / "xla_src" / PKG / src):
+      for inc in includes(SOURCES / t["package"] / src):
         if not inc.startswith("xla/") or inc.rsplit("/", 1)[-1] in t["srcs"] + t["hdrs"]:
           continue
         base = inc.rsplit("/", 1)[-1]
