@@ -27,6 +27,7 @@
 #include "xla/hlo/parser/hlo_parser.h"
 #include "xla/primitive_util.h"
 #include "xla/shape_util.h"
+#include "xla/side_effect_util.h"
 
 namespace series_diff {
 namespace {
@@ -43,9 +44,34 @@ std::optional<std::string> SeedTopology(const std::string& data) {
   return comment.substr(start, comment.find(' ', start) - start);
 }
 
+// Where a permute of `computation` sits, as the tools' pass finds it: under a
+// conditional's branch, in a call marked as a collectives group, or anywhere.
+nvshmem_ext::Place PlaceOf(const xla::HloComputation& computation) {
+  std::vector<const xla::HloComputation*> pending = {&computation};
+  std::set<const xla::HloComputation*> seen;
+  bool in_group = false;
+  while (!pending.empty()) {
+    const xla::HloComputation* callee = pending.back();
+    pending.pop_back();
+    if (!seen.insert(callee).second) continue;
+    for (const xla::HloInstruction* caller : callee->caller_instructions()) {
+      if (caller->opcode() == xla::HloOpcode::kConditional) {
+        return nvshmem_ext::Place::kConditionalBranch;
+      }
+      in_group |= caller->opcode() == xla::HloOpcode::kCall &&
+                  caller->frontend_attributes().map().contains(
+                      xla::kCollectivesGroupAttr);
+      pending.push_back(caller->parent());
+    }
+  }
+  return in_group ? nvshmem_ext::Place::kCollectivesGroup
+                  : nvshmem_ext::Place::kAnywhere;
+}
+
 // One permute's facts, as RequestFor reads them, on `spec`.
 Case PermuteCase(const xla::HloCollectivePermuteInstruction& permute,
-                 const std::string& name, const std::string& spec) {
+                 const std::string& name, const std::string& spec,
+                 const std::shared_ptr<const std::string>& text) {
   const xla::HloModuleConfig& config = permute.GetModule()->config();
   Case c;
   c.source = absl::StrCat("module-seed ", name, " ", permute.name());
@@ -55,6 +81,9 @@ Case PermuteCase(const xla::HloCollectivePermuteInstruction& permute,
   c.replicas = static_cast<int>(config.replica_count());
   c.channel = permute.channel_id().has_value();
   c.pairs_name = permute.name();
+  c.module_text = text;
+  c.place = PlaceOf(*permute.parent());
+  c.permute_name = permute.name();
   c.pairs = permute.source_target_pairs();
   c.buffers = static_cast<int>(permute.operand_count());
   c.memcpy_local_p2p = config.debug_options().xla_gpu_use_memcpy_local_p2p();
@@ -101,6 +130,7 @@ std::vector<Case> SeedCases(const std::filesystem::path& path,
     return {};
   }
   std::vector<Case> cases;
+  const auto text = std::make_shared<const std::string>(data);
   for (const xla::HloComputation* computation :
        (*module)->MakeNonfusionComputations()) {
     if (computation->IsAsyncComputation()) continue;
@@ -108,7 +138,8 @@ std::vector<Case> SeedCases(const std::filesystem::path& path,
       const auto* permute =
           xla::DynCast<xla::HloCollectivePermuteInstruction>(instr);
       if (permute == nullptr || permute->inplace()) continue;
-      cases.push_back(PermuteCase(*permute, path.filename().string(), spec));
+      cases.push_back(
+          PermuteCase(*permute, path.filename().string(), spec, text));
     }
   }
   if (cases.empty()) skip = "no collective-permute";

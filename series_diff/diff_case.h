@@ -41,7 +41,12 @@ struct Case {
   // the cluster's, the flag given), and the job's devices ahead of time (0: a
   // JIT compile, which knows only the slice).
   int series_devices_per_host = -1;
+  // Where the permute sits, as the tools' pass tells their core.
+  nvshmem_ext::Place place = nvshmem_ext::Place::kAnywhere;
   int64_t job_devices = 0;
+  // A permute of a seed module: the module's text and the permute's name.
+  std::shared_ptr<const std::string> module_text;
+  std::string permute_name;
 
   int program_devices() const { return partitions * replicas; }
   int groups() const { return channel ? replicas : partitions; }
@@ -58,6 +63,7 @@ struct Answer {
   // The tools' side only: the core's rule that refused NVSHMEM, and whether
   // NVSHMEM ran but did not beat NCCL by the margin.
   std::optional<nvshmem_ext::RefusalKind> refusal;
+  std::optional<nvshmem_ext::ToolRule> tool_rule;
   bool within_margin = false;
 };
 
@@ -67,6 +73,13 @@ Answer ToolsDecide(const Case& c);
 
 // The pinned series' in-tree decision, from the same facts.
 Answer SeriesDecide(const Case& c);
+
+// The series' pass itself (NvshmemCollectivePermuteRewriter) on `c` as an HLO
+// module, or on the seed's module; `bytes` gets the bytes of the permute the
+// pass saw (the case's bytes rounded down to whole elements of each buffer).
+Answer SeriesPassDecide(const Case& c, int64_t* bytes);
+// Whether XLA_FLAGS turns NVSHMEM on, which the pass's runtime rule needs.
+bool SeriesPassSeesNvshmemFlag();
 
 // The grid of topologies, layouts, programs, pair sets, sizes, element types
 // and flags. Cases the tools' core refuses as bad input (ids outside the

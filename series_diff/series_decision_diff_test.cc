@@ -7,7 +7,9 @@
 //
 //   series_decision_diff_test --corpus=DIR   (DIR: make_corpus.py's OUT_DIR)
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <string>
@@ -44,9 +46,13 @@ bool IdentityPlacement(const Case& c) {
   return true;
 }
 
+constexpr int kDecision = 1, kPass = 2;
+constexpr int64_t kNvshmemDefaultHeap = int64_t{1} << 30;
+
 struct Listed {
   const char* name;
   const char* reason;
+  int levels;  // Where it shows: kDecision, kPass or both.
   bool (*applies)(const Case& c, const Answer& tools, const Answer& series);
 };
 
@@ -60,23 +66,30 @@ const Listed kListed[] = {
      "19,310,441, 16,513,046, 25,085,878, 33,752,579, 42,388,160, "
      "51,064,529; inside, the series says NVSHMEM and the tools NCCL "
      "(NVSHMEM modeled, within the margin)",
+     kDecision | kPass,
      [](const Case& c, const Answer& tools, const Answer& series) {
        const int b = c.buffer_count();
        return c.crossover_bytes == 0 && series.nvshmem && tools.within_margin &&
               b >= 1 && b <= 8 && c.bytes >= kSeriesCrossover &&
               c.bytes < kToolsCrossover[b - 1];
      }},
-    {"placement",
+    {"runtime-rules",
      "the series' decision takes id i to run on device i and leaves the "
-     "device assignment to the runtime's rule (patch 0001: the thunk emitter "
-     "runs NVSHMEM only when the static device assignment puts id i on "
-     "device i, else NCCL); the tools' core refuses NVSHMEM for a permuted "
-     "map at decision time (a logical device off its PE, or its edges leaving "
-     "their hosts). The permute runs on NCCL either way",
+     "device assignment and where the permute sits (a conditional's branch, "
+     "a collectives group) to the runtime's rule, "
+     "CanRunNvshmemCollectivePermute, which its pass applies first and the "
+     "thunk emitter again; the tools' core refuses NVSHMEM there when "
+     "deciding (a logical device off its PE, or edges leaving their hosts, "
+     "for a permuted map). The series' pass agrees with the tools",
+     kDecision,
      [](const Case& c, const Answer& tools, const Answer& series) {
-       return series.nvshmem && !IdentityPlacement(c) && tools.refusal &&
-              (*tools.refusal == ext::RefusalKind::kPlacedOffItsPe ||
-               *tools.refusal == ext::RefusalKind::kOutsideSharedMemory);
+       const bool placed_off =
+           !IdentityPlacement(c) && tools.refusal &&
+           (*tools.refusal == ext::RefusalKind::kPlacedOffItsPe ||
+            *tools.refusal == ext::RefusalKind::kOutsideSharedMemory);
+       const bool sits = tools.tool_rule == ext::ToolRule::kUnderBranch ||
+                         tools.tool_rule == ext::ToolRule::kInGroup;
+       return series.nvshmem && (placed_off || sits);
      }},
     {"part-of-job",
      "the series refuses a program that may run on part of the job: ahead of "
@@ -85,12 +98,22 @@ const Listed kListed[] = {
      "NVLink domain); NVSHMEM's set-up and heap allocations need every "
      "process of the job. The tools' core decides over the program's own "
      "devices and does not model the job",
+     kDecision | kPass,
      [](const Case& c, const Answer& tools, const Answer& series) {
        return tools.nvshmem && !series.nvshmem &&
-              series.reason ==
-                  xla::gpu::NvshmemPartOfJob(c.program_devices(),
-                                             c.topology->nvlink_domain_size(),
-                                             c.job_devices);
+              !xla::gpu::NvshmemPartOfJob(c.program_devices(),
+                                          c.topology->nvlink_domain_size(),
+                                          c.job_devices)
+                   .empty();
+     }},
+    {"heap-bound",
+     "the series' pass has no option for NVSHMEM's heap: it decides with "
+     "NVSHMEM's default symmetric heap, 1 GiB; the tools take the cost "
+     "table's bound (nvshmem_max_bytes). At the default they agree, and the "
+     "series' decision, given the bound, agrees at any",
+     kPass,
+     [](const Case& c, const Answer&, const Answer&) {
+       return c.heap_bytes && *c.heap_bytes != kNvshmemDefaultHeap;
      }},
     {"no-host-flag",
      "without its devices-per-host flag the series' pass takes the "
@@ -99,6 +122,7 @@ const Listed kListed[] = {
      "keep NCCL there (whether NVSHMEM_TEAM_SHARED spans the hosts of a "
      "multi-node NVLink domain is not established). The flag given, they "
      "agree",
+     kDecision | kPass,
      [](const Case& c, const Answer& tools, const Answer& series) {
        return c.series_devices_per_host == 0 && series.nvshmem &&
               tools.refusal == ext::RefusalKind::kOutsideSharedMemory;
@@ -154,70 +178,106 @@ struct Tally {
   std::vector<std::string> unlisted;
 };
 
-void Compare(const Case& c, Tally& tally) {
+// The series' decision from the case's facts, or its pass on the case as a
+// module (then both sides take the bytes the module holds).
+void Compare(const Case& c, bool pass, Tally& tally) {
   const std::string source = c.source.substr(0, c.source.find(' '));
   ++tally.compared[source];
-  const Answer tools = ToolsDecide(c);
-  const Answer series = SeriesDecide(c);
+  Case seen = c;
+  const Answer series =
+      pass ? SeriesPassDecide(c, &seen.bytes) : SeriesDecide(c);
+  const Answer tools = ToolsDecide(seen);
   if (tools.nvshmem == series.nvshmem) {
     tally.nvshmem[source] += tools.nvshmem;
     return;
   }
   for (const Listed& listed : kListed) {
-    if (listed.applies(c, tools, series)) {
+    if ((listed.levels & (pass ? kPass : kDecision)) &&
+        listed.applies(seen, tools, series)) {
       ++tally.listed[listed.name];
       return;
     }
   }
   tally.unlisted.push_back(absl::StrCat(
-      c.Describe(), "\n    tools: ", tools.reason, "\n    series: ",
+      seen.Describe(), "\n    tools: ", tools.reason, "\n    series: ",
       series.nvshmem ? "NVSHMEM" : "NCCL", ": ", series.reason));
 }
 
-TEST(SeriesDecisionDiff, GridAndCorpusGiveTheSameBackend) {
+// The fuzzers' seeds, the grid, and the crossover flag's cases; `skipped`
+// counts the seeds that do not map onto the facts.
+const std::vector<Case>& AllCases(std::map<std::string, int>& skipped) {
+  static auto* skips = new std::map<std::string, int>();
+  static auto* cases = new std::vector<Case>();
+  if (cases->empty()) {
+    *cases = CorpusCases(*corpus_dir + "/selection", skips);
+    const std::vector<Case> hlo =
+        HloCorpusCases(*corpus_dir + "/driver", skips);
+    const std::vector<Case> grid = GridCases();
+    const std::vector<Case> overrides = OverrideCases(grid);
+    for (const auto* more : {&hlo, &grid, &overrides}) {
+      cases->insert(cases->end(), more->begin(), more->end());
+    }
+  }
+  skipped = *skips;
+  return *cases;
+}
+
+// Every case through the series' pass or its decision; prints the counts, and
+// fails on an unlisted difference or a listed one that no case shows.
+void CompareAll(bool pass) {
   ASSERT_FALSE(corpus_dir->empty()) << "--corpus=DIR is required";
   std::map<std::string, int> skipped;
-  std::vector<Case> cases = CorpusCases(*corpus_dir + "/selection", &skipped);
-  ASSERT_GT(cases.size(), 0u) << "no selection seed maps onto the facts";
-  const std::vector<Case> hlo =
-      HloCorpusCases(*corpus_dir + "/driver", &skipped);
-  ASSERT_GT(hlo.size(), 0u) << "no module seed maps onto the facts";
-  cases.insert(cases.end(), hlo.begin(), hlo.end());
-  const std::vector<Case> grid = GridCases();
-  cases.insert(cases.end(), grid.begin(), grid.end());
-  const std::vector<Case> overrides = OverrideCases(grid);
-  cases.insert(cases.end(), overrides.begin(), overrides.end());
+  const std::vector<Case>& cases = AllCases(skipped);
   Tally tally;
-  for (const Case& c : cases) Compare(c, tally);
-
+  for (const Case& c : cases) Compare(c, pass, tally);
+  const char* side = pass ? "the series' pass" : "the series' decision";
   int total = 0;
   for (const auto& [source, n] : tally.compared) {
-    std::cout << "compared " << n << " cases from " << source << " ("
+    std::cout << side << ": compared " << n << " cases from " << source << " ("
               << tally.nvshmem[source] << " NVSHMEM on both sides)\n";
     total += n;
   }
-  std::cout << "compared " << total << " cases in all\n";
+  std::cout << side << ": compared " << total << " cases in all\n";
   for (const auto& [why, n] : skipped) {
     std::cout << "not compared: " << n << " fuzzer seeds: " << why << "\n";
   }
+  EXPECT_GT(tally.compared["selection-seed"], 0) << "no selection seed maps";
+  EXPECT_GT(tally.compared["module-seed"], 0) << "no module seed maps";
   for (const Listed& listed : kListed) {
+    if (!(listed.levels & (pass ? kPass : kDecision))) continue;
     const int n = tally.listed[listed.name];
-    std::cout << "listed difference '" << listed.name << "': " << n
+    std::cout << side << ": listed difference '" << listed.name << "': " << n
               << " cases: " << listed.reason << "\n";
     EXPECT_GT(n, 0) << "listed difference '" << listed.name
                     << "' is shown by no case: drop it or fix the grid";
   }
   const size_t shown = std::min<size_t>(tally.unlisted.size(), 25);
   for (size_t i = 0; i < shown; ++i) {
-    ADD_FAILURE() << "unlisted difference: " << tally.unlisted[i];
+    ADD_FAILURE() << side << ": unlisted difference: " << tally.unlisted[i];
   }
   EXPECT_EQ(tally.unlisted.size(), 0u) << "unlisted differences in all";
+}
+
+TEST(SeriesDecisionDiff, DecisionGivesTheToolsBackend) { CompareAll(false); }
+
+// The pass adds the runtime's rules (the group, the device assignment, where
+// the permute sits) and reads the facts from HLO itself.
+TEST(SeriesDecisionDiff, PassGivesTheToolsBackend) {
+  ASSERT_TRUE(SeriesPassSeesNvshmemFlag())
+      << "XLA_FLAGS must hold --xla_gpu_experimental_enable_nvshmem=true";
+  CompareAll(true);
 }
 
 }  // namespace
 }  // namespace series_diff
 
 int main(int argc, char** argv) {
+  // The pass's runtime rule reads NVSHMEM's flag from XLA_FLAGS too, as
+  // NVSHMEM's set-up does.
+  const char* given = std::getenv("XLA_FLAGS");
+  const std::string flags = std::string(given ? given : "") +
+                            " --xla_gpu_experimental_enable_nvshmem=true";
+  setenv("XLA_FLAGS", flags.c_str(), 1);
   testing::InitGoogleTest(&argc, argv);
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];

@@ -73,12 +73,15 @@ Answer ToolsDecide(const Case& c) {
   request.element_types = c.types;
   request.memcpy_local_p2p = c.memcpy_local_p2p;
   request.groups = c.groups();
-  const ext::Decision decision = ext::Decide(*c.topology, table, request);
+  const ext::Decision decision =
+      ext::Decide(*c.topology, table, request, c.place);
   Answer answer = {decision.backend == ext::Backend::kNvshmem, decision.reason};
   const std::optional<ext::Refusal>& refused =
       decision.refused[static_cast<int>(ext::Backend::kNvshmem)];
   if (refused && refused->tool_rule == ext::ToolRule::kNone) {
     answer.refusal = refused->kind;
+  } else if (refused) {
+    answer.tool_rule = refused->tool_rule;
   }
   answer.within_margin = decision.verdict == ext::Verdict::kWithinMargin;
   return answer;

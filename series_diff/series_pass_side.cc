@@ -1,0 +1,178 @@
+// The series' pass itself as a side of the differential test: the case as an
+// HLO module (the permute over parameters of its types, the program's
+// partitions, replicas and static device assignment, NVSHMEM on in the
+// module's options and in XLA_FLAGS), or the seed's own module, run through
+// NvshmemCollectivePermuteRewriter, and the backend it writes.
+
+#include <cstdint>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "series_diff/diff_case.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
+#include "xla/debug_options_flags.h"
+#include "xla/hlo/ir/hlo_computation.h"
+#include "xla/hlo/ir/hlo_instruction.h"
+#include "xla/hlo/ir/hlo_module.h"
+#include "xla/hlo/parser/hlo_parser.h"
+#include "xla/primitive_util.h"
+#include "xla/service/computation_placer.h"
+#include "xla/service/gpu/backend_configs.pb.h"
+#include "xla/service/hlo_module_config.h"
+#include "xla/shape_util.h"
+
+namespace series_diff {
+namespace {
+
+[[noreturn]] void Fail(const std::string& what) {
+  std::cerr << "series_diff: " << what << "\n";
+  std::abort();
+}
+
+// The module's options as a compile for `c` sets them.
+void Configure(const Case& c, xla::HloModuleConfig& config) {
+  config.set_replica_count(c.replicas);
+  config.set_num_partitions(c.partitions);
+  xla::DebugOptions options = config.debug_options();
+  options.set_xla_gpu_experimental_enable_nvshmem(true);
+  options.set_xla_gpu_use_memcpy_local_p2p(c.memcpy_local_p2p);
+  config.set_debug_options(options);
+  const std::vector<int>& map = c.topology->partition_to_device();
+  xla::DeviceAssignment assignment(c.replicas, c.partitions);
+  for (int p = 0; p < c.partitions; ++p) {
+    for (int r = 0; r < c.replicas; ++r) {
+      assignment(r, p) =
+          map.empty() ? r + p * c.replicas : map[r + p * c.replicas];
+    }
+  }
+  config.set_static_device_assignment(assignment);
+}
+
+// `c` as a module: one permute of one parameter per type, each a vector of
+// its share of the bytes.
+std::unique_ptr<xla::HloModule> BuildModule(const Case& c) {
+  xla::HloModuleConfig config;
+  Configure(c, config);
+  auto module = std::make_unique<xla::HloModule>("series_diff", config);
+  xla::HloComputation::Builder builder("entry");
+  std::vector<xla::HloInstruction*> operands;
+  std::vector<xla::Shape> shapes;
+  const int64_t share = c.bytes / static_cast<int64_t>(c.types.size());
+  for (const std::string& name : c.types) {
+    absl::StatusOr<xla::PrimitiveType> type =
+        xla::primitive_util::StringToPrimitiveType(name);
+    if (!type.ok()) Fail(absl::StrCat("no XLA type ", name));
+    const int64_t width = xla::primitive_util::ByteWidth(*type);
+    shapes.push_back(xla::ShapeUtil::MakeShape(*type, {share / width}));
+    operands.push_back(
+        builder.AddInstruction(xla::HloInstruction::CreateParameter(
+            static_cast<int64_t>(operands.size()), shapes.back(), "p")));
+  }
+  const xla::Shape result =
+      shapes.size() == 1 ? shapes[0] : xla::ShapeUtil::MakeTupleShape(shapes);
+  builder.AddInstruction(xla::HloInstruction::CreateCollectivePermute(
+      result, operands, c.pairs,
+      c.channel ? std::optional<int64_t>(1) : std::nullopt));
+  module->AddEntryComputation(builder.Build());
+  return module;
+}
+
+xla::gpu::NvshmemCollectivePermuteRewriter::Options PassOptions(const Case& c) {
+  xla::gpu::NvshmemCollectivePermuteRewriter::Options options;
+  options.devices_per_host = c.series_devices_per_host >= 0
+                                 ? c.series_devices_per_host
+                                 : c.topology->gpus_per_host();
+  options.slice_size = c.topology->nvlink_domain_size();
+  options.job_devices = c.job_devices;
+  options.crossover_bytes = c.crossover_bytes;
+  options.num_visible_devices_per_process = c.topology->gpus_per_process();
+  return options;
+}
+
+// The backend the pass writes on each permute of `module`, by name.
+std::map<std::string, bool> RunPass(const Case& c, xla::HloModule& module) {
+  xla::gpu::NvshmemCollectivePermuteRewriter pass(PassOptions(c));
+  absl::StatusOr<bool> ran = pass.Run(&module);
+  if (!ran.ok()) Fail(absl::StrCat(c.Describe(), ": ", ran.status().message()));
+  std::map<std::string, bool> nvshmem;
+  for (const xla::HloComputation* computation : module.computations()) {
+    for (const xla::HloInstruction* instr : computation->instructions()) {
+      if (instr->opcode() != xla::HloOpcode::kCollectivePermute &&
+          instr->opcode() != xla::HloOpcode::kCollectivePermuteStart) {
+        continue;
+      }
+      absl::StatusOr<xla::gpu::GpuBackendConfig> config =
+          instr->backend_config<xla::gpu::GpuBackendConfig>();
+      nvshmem[std::string(instr->name())] =
+          config.ok() && config->collective_backend_config().backend() ==
+                             xla::gpu::CollectiveBackendConfig::NVSHMEM;
+    }
+  }
+  return nvshmem;
+}
+
+// Clears a permute's backend config that the wheel's XLA cannot read: newer
+// jax writes fields (collectives_mode) that the pinned XLA never holds.
+void ClearNewerConfigs(xla::HloModule& module) {
+  for (xla::HloComputation* computation : module.computations()) {
+    for (xla::HloInstruction* instr : computation->instructions()) {
+      if (instr->opcode() == xla::HloOpcode::kCollectivePermute ||
+          instr->opcode() == xla::HloOpcode::kCollectivePermuteStart) {
+        if (!instr->backend_config<xla::gpu::GpuBackendConfig>().ok()) {
+          instr->set_raw_backend_config_string("");
+        }
+      }
+    }
+  }
+}
+
+// A seed module's backends, run once per module text and topology.
+bool SeedBackend(const Case& c) {
+  static auto* runs = new std::map<std::pair<const std::string*, std::string>,
+                                   std::map<std::string, bool>>();
+  const auto key = std::make_pair(c.module_text.get(), c.spec);
+  auto it = runs->find(key);
+  if (it == runs->end()) {
+    absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
+        xla::ParseAndReturnUnverifiedModule(*c.module_text);
+    if (!module.ok()) Fail(std::string(module.status().message()));
+    xla::HloModuleConfig config = (*module)->config();
+    Configure(c, config);
+    (*module)->set_config(config);
+    ClearNewerConfigs(**module);
+    it = runs->emplace(key, RunPass(c, **module)).first;
+  }
+  auto found = it->second.find(c.permute_name);
+  if (found == it->second.end()) Fail("no permute " + c.permute_name);
+  return found->second;
+}
+
+}  // namespace
+
+bool SeriesPassSeesNvshmemFlag() {
+  return xla::GetDebugOptionsFromFlags().xla_gpu_experimental_enable_nvshmem();
+}
+
+Answer SeriesPassDecide(const Case& c, int64_t* bytes) {
+  *bytes = c.bytes;
+  if (c.module_text) return {SeedBackend(c), "the series' pass on the seed"};
+  const std::unique_ptr<xla::HloModule> module = BuildModule(c);
+  *bytes = 0;
+  for (const xla::HloInstruction* param :
+       module->entry_computation()->parameter_instructions()) {
+    *bytes += xla::ShapeUtil::ByteSizeOfElements(param->shape());
+  }
+  const std::map<std::string, bool> nvshmem = RunPass(c, *module);
+  if (nvshmem.size() != 1) Fail("not one permute in " + c.Describe());
+  return {nvshmem.begin()->second, "the series' pass"};
+}
+
+}  // namespace series_diff
