@@ -368,6 +368,25 @@ std::string TopologySource(const Flags& flags, const xla::HloModule& module) {
                                                         : "default";
 }
 
+// The topology as a spec to decide on again: its process layout only where
+// --topology states one, so that the backend set's default applies again.
+std::string SpecToDecideAgain(const Flags& flags,
+                              const sel::Topology& topology) {
+  if (sel::SpecStatesProcesses(flags.topology)) {
+    // TopologySpec leaves out a process per host, which the spec stated.
+    const bool per_host =
+        topology.gpus_per_process() == topology.gpus_per_host();
+    return absl::StrCat(
+        sel::TopologySpec(topology),
+        per_host ? absl::StrCat(":gpus_per_process=", topology.gpus_per_host())
+                 : "");
+  }
+  return sel::TopologySpec(OrFail(sel::Topology::Create(
+      topology.slices(), topology.hosts_per_slice(), topology.gpus_per_host(),
+      topology.nvlink_domain_size(), topology.partition_to_device(),
+      topology.gpus_per_host())));
+}
+
 // Where the device of each logical id came from.
 std::string PlacementText(const Flags& flags, const sel::Topology& topology,
                           const std::string& config_path) {
@@ -505,7 +524,8 @@ int main(int argc, char** argv) {
          sel::ProcessLayoutText(topology,
                                 sel::SpecStatesProcesses(flags.topology),
                                 table.backends),
-         PlacementText(flags, topology, config_path)},
+         PlacementText(flags, topology, config_path),
+         SpecToDecideAgain(flags, topology)},
         run, upstream_ptr));
     Write(flags, flags.report, json + "\n");
   }

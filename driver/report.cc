@@ -135,6 +135,7 @@ absl::StatusOr<std::string> ReportJson(
   report.set_partitions_from(header.partitions_from);
   report.set_processes(header.processes);
   report.set_placement(header.placement);
+  report.set_spec(header.spec);
   report.set_changed(run.changed);
   report.set_pass_us(run.pass_us);
   for (const Rewriter::OpRecord& r : run.records) {

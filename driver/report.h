@@ -26,6 +26,7 @@ struct ReportHeader {
   std::string partitions_from;  // What num_partitions was inferred from.
   std::string processes;        // ProcessLayoutText.
   std::string placement;        // Where the device map came from.
+  std::string spec;             // The topology to decide on again.
 };
 
 // upstream: upstream's backend by instruction name, or null when not asked.

@@ -4,8 +4,11 @@ A thin layer over the C++ bindings (`_selection_core`, built by CMake from the
 same sources as the pass): one implementation of the heuristic, not two.
 """
 
-import collections
+from __future__ import annotations
+
 import os
+from collections.abc import Sequence
+from typing import Any
 
 from hlo_tools.errors import SelectionError
 
@@ -25,23 +28,17 @@ BACKENDS = tuple(_selection_core.backend_names())
 # collective_backend_config; "" for none), mode_attribute, runtime.
 BACKEND_INFO = {r["name"]: r for r in _selection_core.backend_info()}
 
-# What this process asked of the core and the file system, for the test that each
-# input is parsed once (tests/test_parse_once.py): "topology_parse",
-# "cost_table_read" (a file read) and "cost_table_parse".
-COUNTS = collections.Counter()
-
 # Where a permute sits, as far as the patched XLAs' rules go (the core's Place):
 # anywhere, inside a collectives group (_collectives_group), under a conditional's
 # branch.
 PLACES = ("anywhere", "group", "branch")
 
 
-def parse_topology(spec, backends=None):
+def parse_topology(spec: str, backends: str | None = None) -> Topology:
   """The core's Topology of `spec`. A layout the spec leaves unstated is the default
   of `backends`, the target XLA's set ("nccl,peer"; default: the default table's,
   nccl,nvshmem): one GPU per process where NVSHMEM is offered, else one process per
   host. Decide with a table of the same set."""
-  COUNTS["topology_parse"] += 1
   try:
     return _selection_core.Topology.parse(spec, backends or DEFAULT_BACKENDS)
   except ValueError as e:
@@ -52,11 +49,10 @@ def parse_topology(spec, backends=None):
 DEFAULT_BACKENDS = _selection_core.CostTable.default().backends
 
 
-def load_cost_table(path=None):
+def load_cost_table(path: str | os.PathLike[str] | None = None) -> CostTable:
   """The default table, or the defaults overridden by the file at `path`."""
   if path is None:
     return _selection_core.CostTable.default()
-  COUNTS["cost_table_read"] += 1
   try:
     with open(path) as f:
       text = f.read()
@@ -65,19 +61,20 @@ def load_cost_table(path=None):
   return parse_cost_table(text, os.fspath(path))
 
 
-def parse_cost_table(text, source="<string>"):
+def parse_cost_table(text: str, source: str = "<string>") -> CostTable:
   """The defaults overridden by the text-format table `text` (`source` names it in
   errors)."""
-  COUNTS["cost_table_parse"] += 1
   try:
     return _selection_core.CostTable.parse(text, source)
   except ValueError as e:
     raise SelectionError(str(e)) from None
 
 
-def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
-           num_partitions=None, num_replicas=1, buffers=1, backends=None,
-           element_types=(), place="anywhere", mark=None):
+def decide(topology: Topology, table: CostTable, bytes_per_device: int,
+           pairs: Sequence[Sequence[int]], cross_partition: bool = True,
+           num_partitions: int | None = None, num_replicas: int = 1, buffers: int = 1,
+           backends: str | Sequence[str] | None = None, element_types: Sequence[str] = (),
+           place: str = "anywhere", mark: str | None = None) -> dict[str, Any]:
   """Decision for one collective-permute given its id pairs, as the pass sees it.
 
   The backends considered are the table's set (`table.backends`, e.g.
@@ -102,8 +99,9 @@ def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
   if backends is not None:
     table = with_backends(table, backends)
   try:
-    edges = _selection_core.edge_ids_to_devices(topology, [tuple(p) for p in pairs],
-                                     cross_partition, num_partitions, num_replicas)
+    edges = _selection_core.edge_ids_to_devices(topology, [(p[0], p[1]) for p in pairs],
+                                                cross_partition, num_partitions,
+                                                num_replicas)
     # The program's devices, in groups of the pairs' ids (NVSHMEM takes ids as PEs).
     return _selection_core.decide(topology, table, int(bytes_per_device), edges,
                        team_size=num_partitions * num_replicas, buffers=int(buffers),
@@ -114,23 +112,23 @@ def decide(topology, table, bytes_per_device, pairs, cross_partition=True,
     raise SelectionError(str(e)) from None
 
 
-def layout_refusal(topology, team_size, backend):
+def layout_refusal(topology: Topology, team_size: int, backend: str) -> str | None:
   """Why the program's layout refuses `backend` (several GPUs per process for
   NVSHMEM; no device map on a program over several hosts or processes), or None."""
   return _selection_core.layout_refusal(topology, team_size, backend)
 
 
-def process_layout_text(topology, stated, backends):
+def process_layout_text(topology: Topology, stated: bool, backends: str) -> str:
   """The process layout in words, with why where it is the backend set's default."""
   return _selection_core.process_layout_text(topology, stated, backends)
 
 
-def states_processes(spec):
+def states_processes(spec: str) -> bool:
   """Whether a topology spec states its process layout (:gpus_per_process=N)."""
   return ":gpus_per_process=" in spec
 
 
-def with_backends(table, backends):
+def with_backends(table: CostTable, backends: str | Sequence[str]) -> CostTable:
   """A copy of `table` planning over `backends` ("nccl,peer" or a sequence)."""
   if not isinstance(backends, str):
     backends = ",".join(backends)
@@ -142,21 +140,23 @@ def with_backends(table, backends):
   return copy
 
 
-def edge_time_us(table, backend, link_class, nbytes, buffers=1):
+def edge_time_us(table: CostTable, backend: str, link_class: str, nbytes: int,
+                 buffers: int = 1) -> float:
   return _selection_core.edge_time_us(table, backend, link_class, int(nbytes), int(buffers))
 
 
-def nvshmem_puts_type(element_type):
+def nvshmem_puts_type(element_type: str) -> bool:
   """Whether the pinned XLA's NVSHMEM put exists for an HLO element type ('bf16')."""
   return _selection_core.nvshmem_puts_type(element_type)
 
 
-def _groups(cross_partition, num_partitions, num_replicas):
+def _groups(cross_partition: bool, num_partitions: int, num_replicas: int) -> int:
   """Copies of a permute's pairs: one per replica with a channel id, else per partition."""
   return int(num_replicas if cross_partition else num_partitions)
 
 
-def nvshmem_pe_reason(topology, cross_partition, num_partitions, num_replicas):
+def nvshmem_pe_reason(topology: Topology, cross_partition: bool, num_partitions: int,
+                      num_replicas: int) -> str | None:
   """Why XLA's NVSHMEM permute would put to other GPUs than the permute's, or None:
   it takes a group's ids as PEs (processes, one GPU each), so the pairs must form one
   group and logical device i must be device i of `topology`."""
@@ -168,13 +168,14 @@ def nvshmem_pe_reason(topology, cross_partition, num_partitions, num_replicas):
     raise SelectionError(str(e)) from None
 
 
-def nvshmem_heap_reason(table, nbytes):
+def nvshmem_heap_reason(table: CostTable, nbytes: int) -> str | None:
   """Why an NVSHMEM permute moving `nbytes` per device overflows the symmetric heap
   (the table's nvshmem_max_bytes), or None: its operand and result both live there."""
   return _selection_core.nvshmem_heap_reason(table, int(nbytes)) or None
 
 
-def nvshmem_hang_reason(device_edges, team_size):
+def nvshmem_hang_reason(device_edges: Sequence[Sequence[int]],
+                        team_size: int | None) -> str | None:
   """Why an NVSHMEM permute over `device_edges` would hang the pinned XLA, or None.
 
   XLA's NVSHMEM permute ends each buffer with a barrier over NVSHMEM_TEAM_SHARED

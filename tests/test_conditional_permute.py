@@ -88,4 +88,4 @@ def test_verify_fails_peer_memory_under_a_branch(capsys, tmp_path, branches):
   peer = branches.replace('"collectives_mode":"COLLECTIVES_MODE_INVALID"',
                           '"collectives_mode":"COLLECTIVES_PEER_MEMORY"')
   messages = _failures(capsys, tmp_path, peer, "peer-safety", "--backends=nccl,peer")
-  assert all("peer under a conditional's branch" in m for m in messages)
+  assert all("peer refused: under a conditional's branch" in m for m in messages)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from hlo_tools import cli
-from hlo_tools.model import decisions, sources
+from hlo_tools.model import decisions, options, sources
 from hlo_tools.ops import explain as explain_op
 from hlo_tools.ops import report
 
@@ -96,8 +96,9 @@ def test_report_decides_under_a_branch_as_explain_does(tmp_path, monkeypatch, ca
 @pytest.mark.parametrize("backends", ["nccl,nvshmem", "nccl,peer"])
 def test_binding_and_driver_decide_alike_under_a_branch(backends):
   # The binding path (a module the driver does not answer for) is told the place.
-  with_driver = decisions.describe(str(RING), "1x1x8", backends=backends)
-  binding = decisions.describe(str(RING), "1x1x8", backends=backends, use_driver=False)
+  with_driver = decisions.describe(str(RING), options.load("1x1x8", backends=backends))
+  binding = decisions.describe(str(RING), options.load("1x1x8", backends=backends),
+                               use_driver=False)
   assert [e["decided_by"] for e in with_driver["collectives"]] == ["nvshmem-opt"] * 2
   assert [e["decided_by"] for e in binding["collectives"]] == ["core binding"] * 2
   for a, b in zip(with_driver["collectives"], binding["collectives"]):
@@ -107,7 +108,7 @@ def test_binding_and_driver_decide_alike_under_a_branch(backends):
 
 
 def test_branch_trips_are_at_most_the_loops():
-  result = decisions.describe(str(RING), "1x1x8", backends="nccl,peer")
+  result = decisions.describe(str(RING), options.load("1x1x8", backends="nccl,peer"))
   for e in result["collectives"]:
     assert e["under_branch"] and e["under_branch"]["conditional"].startswith("conditional")
     assert e["trip_count"] is None and e["trips_at_least"] is None
@@ -148,7 +149,7 @@ def test_per_step_totals_count_one_branch_per_trip(tmp_path, capsys):
 def test_program_mode_counts_one_branch_per_trip():
   # The whole program's modeled permute time per step, as explain's program mode
   # sums it: one 32 MiB permute per trip, at most 7 trips.
-  result = explain_op.explain(str(RING), "1x1x8", backends="nccl,peer")
+  result = explain_op.explain(str(RING), options.load("1x1x8", backends="nccl,peer"))
   program = result["program"]
   nccl = result["collectives"][0]["modeled_us"]["nccl"]
   assert program["nccl_us"] == pytest.approx(TRIPS * nccl)

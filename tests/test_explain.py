@@ -192,7 +192,7 @@ def test_file_of_a_dump_takes_the_topology_of_its_manifest(tmp_path, capsys):
   rc, out, err = run(capsys, module, "--format=json")
   # A file the manifest does not list has no config of its own: no map.
   assert rc == 0 and json.loads(out)["topology"] == "2x1x4"
-  assert "using 2x1x4, the topology its dump was compiled for" in err
+  assert "using 2x1x4, the topology the dump was compiled for" in err
   rc, out, _ = run(capsys, module, "--devices-per-host=8", "--format=json")
   assert rc == 0 and json.loads(out)["topology"] == "1x1x8"
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from hlo_tools import cli
-from hlo_tools.model import decisions, sources
+from hlo_tools.model import decisions, options, sources
 from hlo_tools.model.collectives import collective_permutes, trips_text
 from hlo_tools.ops.report import Case
 from hlo_tools.ops.report.page import comparison_rows
@@ -96,7 +96,7 @@ def test_explain_text_shows_nested_trips(capsys):
 
 def test_report_saved_per_run_counts_every_loop():
   # A table where NVSHMEM wins on NVLink: the ring saves time on each of its 28 runs.
-  explained = decisions.describe(str(PIPELINE), "1x2x4", str(FAST_NVSHMEM),
+  explained = decisions.describe(str(PIPELINE), options.load("1x2x4", str(FAST_NVSHMEM)),
                                  use_driver=False)
   case = Case(id="pipeline", title="pipeline", topology="1x2x4")
   [ring_row] = [r for r in comparison_rows([{"case": case, "explain": explained}])
@@ -163,7 +163,7 @@ def test_explain_and_verify_read_a_dump_stage(capsys, tmp_path):
   for stage in ("before_async", "after_optimizations"):
     rc, out, err = run(capsys, "explain", f"{dump_dir}:{stage}", "--format=json")
     assert rc == 0, err
-    assert "using 1x2x4, the topology its dump was compiled for" in err
+    assert "using 1x2x4, the topology the dump was compiled for" in err
     result = json.loads(out)
     assert result["file"] == f"{dump_dir}:{stage}"
     assert sorted(e["trip_count"] for e in result["collectives"]) == [7, 28]
@@ -258,11 +258,12 @@ def test_nvshmem_across_hosts_of_one_nvlink_domain_is_refused(capsys, tmp_path):
   [rec] = collective_permutes(sources.read_source(DP_CP_TP).module)
   pairs = "{" + ",".join(f"{{{s},{t}}}" for s, t in rec.pairs) + "}"
   edited = with_backend(DP_CP_TP, tmp_path, pairs)
-  for topology in ("1x4x8", "1x4x8:nvl32"):
+  # Placed (:map=), so that the hosts of the edges are known.
+  for topology in (placed("1x4x8"), placed("1x4x8:nvl32")):
     rc, out, _ = run(capsys, "verify", edited, f"--topology={topology}", "--format=json")
     [check] = [c for c in json.loads(out)["checks"] if c["name"] == "nvshmem-runtime"]
     assert rc == 1 and check["status"] == "fail", topology
-    assert "cross hosts" in check["results"][0]["message"]
+    assert "edges leave their host" in check["results"][0]["message"]
 
 
 def test_upstream_assigners_nvshmem_shift_fails_verify(capsys, tmp_path):

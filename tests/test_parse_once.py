@@ -1,64 +1,135 @@
-"""Each input parsed once, and one topology grammar, the core's, for every command.
+"""Each input goes to nvshmem-opt once, whose JSON is the tools' source of module
+facts, and one topology grammar, the core's, for every command.
 
-The counts come from hooks, not timing: hlo_tools.selection.COUNTS (topology parses,
-cost-table file reads and parses in this process) and hlo_tools.model.driver.RUNS
-(nvshmem-opt processes started, each of which reads the spec and table itself)."""
+The runs are counted from outside: a wrapper script stands in for nvshmem-opt
+($NVSHMEM_OPT, which hlo_tools reads to find the driver), logs each run's input and
+runs the real driver; nothing in the tools or the driver counts."""
 
 import json
+import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from hlo_tools import cli, selection
+from hlo_tools import cli
 from hlo_tools.model import driver
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
 FAST_NVSHMEM = FIXTURES / "fast_nvshmem.cost"
 RING = FIXTURES / "ring_1x2x4.before_async.hlo"
+DUMP = FIXTURES / "ring_product_grad_1x2x4.passes"
 CORE_ERROR = "expected SLICESxHOSTSxGPUS"
 
 
-def _counted(argv):
-  selection.COUNTS.clear()
-  driver.RUNS.clear()
-  driver.PARSES.clear()
-  rc = cli.main(argv)
-  return rc, dict(selection.COUNTS), dict(driver.RUNS)
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+  """Puts the logging wrapper in place of nvshmem-opt; returns a function giving
+  the inputs of the runs made so far (one line per run: the module's path)."""
+  log = tmp_path / "runs.log"
+  wrapper = tmp_path / "nvshmem-opt"
+  real = driver.find_nvshmem_opt()
+  wrapper.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$1\" >> {shlex.quote(str(log))}\n"
+                     f"exec {shlex.quote(real)} \"$@\"\n")
+  wrapper.chmod(0o755)
+  monkeypatch.setenv("NVSHMEM_OPT", str(wrapper))
+  return lambda: log.read_text().splitlines() if log.exists() else []
 
 
-@pytest.mark.parametrize("extra", [[], ["--backends=nccl,peer"]])
-def test_report_file_parses_each_input_once(tmp_path, capsys, monkeypatch, extra):
-  rc, counts, runs = _counted(["report", str(RING), "--topology=1x2x4",
-                               f"--cost-table={FAST_NVSHMEM}", f"--out={tmp_path / 'r'}",
-                               "--quiet", *extra])
-  capsys.readouterr()
-  assert rc == 0
-  # The spec parsed for its shape, then with the set's process layout, then with the
-  # module's own map (XLA's config beside it); one read and parse of the table, one
-  # nvshmem-opt run (its rewrite, verified by XLA inside it, with upstream's answers).
-  assert counts.get("topology_parse") == 3, counts
-  assert counts.get("cost_table_read") == 1 and counts.get("cost_table_parse") == 1, counts
-  assert runs == {"rewrite": 1}, runs
-  report = json.loads((tmp_path / "r" / "report.json").read_text())
-  verify = json.loads((tmp_path / "r" / report["cases"][0]["id"] / "json" /
-                       "verify_input.json").read_text())
-  [verifier] = [c for c in verify["checks"] if c["name"] == "hlo-verifier"]
-  assert verifier["results"][0]["status"] == "pass"
+def _main(capsys, *argv):
+  rc = cli.main(list(map(str, argv)))
+  out, err = capsys.readouterr()
+  return rc, out, err
 
 
 @pytest.mark.parametrize("command", ["explain", "verify"])
-def test_explain_and_verify_parse_each_input_once(capsys, command):
-  rc, counts, runs = _counted([command, str(RING), "--topology=1x2x4",
-                               f"--cost-table={FAST_NVSHMEM}"])
-  capsys.readouterr()
-  assert rc in (0, 1)
-  # The spec, then the spec with the module's own map (XLA's config beside it).
-  assert counts.get("topology_parse") == 2, counts
-  assert counts.get("cost_table_read") == 1, counts
-  assert sum(runs.values()) == 1, runs  # upstream's answers / XLA's verifier
+@pytest.mark.parametrize("topology", [["--topology=1x2x4"], ["--devices-per-host=4"]])
+def test_explain_and_verify_run_the_driver_once(capsys, runs, command, topology):
+  """Given a spec or not (the driver then derives it, in the same run), one run."""
+  rc, out, err = _main(capsys, command, RING, *topology, f"--cost-table={FAST_NVSHMEM}",
+                       "--format=json")
+  assert rc in (0, 1), err
+  assert runs() == [str(RING)]
+  result = json.loads(out)
+  assert result["topology"] == "1x2x4:map=0,1,2,3,4,5,6,7"
+  if command == "explain":
+    # Decided by the driver's run, with upstream's answer beside each decision.
+    assert {e["decided_by"] for e in result["collectives"]} == {"nvshmem-opt"}
+    assert all(e["upstream"]["source"] == "nvshmem-opt --compare-upstream"
+               for e in result["collectives"])
+  else:
+    [verifier] = [c for c in result["checks"] if c["name"] == "hlo-verifier"]
+    assert verifier["status"] == "pass"
+
+
+@pytest.mark.parametrize("flags", [["--topology=1x2x4"], ["--devices-per-host=4"],
+                                   ["--topology=1x2x4", "--backends=nccl,peer"]])
+def test_report_file_runs_the_driver_once(tmp_path, capsys, runs, flags):
+  """report FILE: one rewrite, verified by XLA inside it, with upstream's answers;
+  without --topology that run also gives the topology."""
+  out = tmp_path / "r"
+  rc, _, err = _main(capsys, "report", RING, *flags, f"--cost-table={FAST_NVSHMEM}",
+                     f"--out={out}", "--quiet")
+  assert rc == 0, err
+  [run] = runs()
+  assert run.endswith(os.path.join("hlo", "input.hlo"))
+  report = json.loads((out / "report.json").read_text())
+  [case] = report["cases"]
+  # As given, or as the driver derived it, placed by XLA's config beside the module.
+  assert case["topology"] == ("1x2x4" if "--topology=1x2x4" in flags
+                              else "1x2x4:map=0,1,2,3,4,5,6,7")
+  verify = json.loads((out / case["id"] / "json" / "verify_input.json").read_text())
+  [verifier] = [c for c in verify["checks"] if c["name"] == "hlo-verifier"]
+  assert verifier["results"][0]["status"] == "pass"
+  # The driver's JSON: where its topology came from, the device of each id.
+  facts = json.loads((out / case["id"] / "json" / "pass_input.json").read_text())
+  assert facts["topology_source"] == ("flag" if "--topology=1x2x4" in flags
+                                      else "module config")
+  assert facts["partition_to_device"] == list(range(8))
+  assert facts["spec"] == "1x2x4:map=0,1,2,3,4,5,6,7"
+
+
+def test_report_dir_runs_the_driver_once_per_stage(tmp_path, capsys, runs):
+  out = tmp_path / "r"
+  rc, _, err = _main(capsys, "report", DUMP, f"--out={out}", "--quiet")
+  assert rc == 0, err
+  [case] = json.loads((out / "report.json").read_text())["cases"]
+  # One run per stage, on the report's copy of it (built in a work directory).
+  assert sorted(Path(r).relative_to(Path(r).parents[2]) for r in runs()) == sorted(
+      Path(case["id"], "hlo", f"{s}.hlo") for s in case["stages"])
+  assert len(case["stages"]) == 2
+
+
+def test_diff_and_dump_run_no_driver(tmp_path, capsys, runs):
+  rc, _, err = _main(capsys, "diff", RING, FIXTURES / "ring_1x2x4.after_optimizations.hlo")
+  assert rc in (0, 1), err
+  rc, _, err = _main(capsys, "dump", "hlo_tools.programs.ring_attention:neighbour_shift",
+                     "--arg=8,4:f32:cp", "--topology=1x1x2", f"--out={tmp_path / 'd'}",
+                     "--quiet")
+  assert rc == 0, err
+  assert runs() == []
+
+
+def test_the_json_says_what_the_op_carries_and_why_it_cannot_run(tmp_path):
+  """The backend an op already carries, and the core's refusal of it where it sits:
+  here NVSHMEM written for one host of 8, read on two hosts of 4."""
+  carried = tmp_path / "carried.hlo"
+  rewrite = subprocess.run(
+      [driver.find_nvshmem_opt(), str(FIXTURES / "ring_1x1x8.before_async.hlo"),
+       "--topology=1x1x8", f"--cost-table={FAST_NVSHMEM}", "-o", str(carried)],
+      capture_output=True, text=True, env=driver.driver_env(), check=False)
+  assert rewrite.returncode == 0, rewrite.stderr
+  answer = driver.ask(carried, "1x2x4", compare_upstream=False)
+  assert answer.rc == 0, answer.message
+  [decision] = answer.report["decisions"]
+  assert decision["current_plan"] == "nvshmem"
+  assert "2 of 8 edges leave their host" in decision["current_refused"]
+  same = driver.ask(carried, "1x1x8", compare_upstream=False)
+  [decision] = same.report["decisions"]
+  assert decision["current_plan"] == "nvshmem" and decision["current_refused"] is None
 
 
 # ---------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from hlo_tools import cli
-from hlo_tools.model import decisions, driver, sources
+from hlo_tools.model import decisions, driver, options, sources
 from hlo_tools.ops import report, verify
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def test_the_fixture_is_marked_and_peer_would_win():
   [done] = _lines(text, "collective-permute-done")
   assert MARK in start and MARK in done and NO_MODE in start
   # Without the mark the core chooses peer memory for this permute.
-  unmarked = decisions.describe(str(AFTER), "1x1x8", backends="nccl,peer", use_driver=False,
+  unmarked = decisions.describe(str(AFTER), options.load("1x1x8", backends="nccl,peer"), use_driver=False,
                                 source=sources.read_text("m.hlo", text.replace(MARK, 'x="y"')))
   assert [e["choice"]["plan"] for e in unmarked["collectives"]] == ["peer"]
 
@@ -81,8 +81,9 @@ def test_explain_says_the_mark_and_no_other_choice(capsys, path, backends):
 
 @pytest.mark.parametrize("backends", ["nccl,peer", "nccl,nvshmem"])
 def test_binding_and_driver_keep_the_mark_alike(backends):
-  with_driver = decisions.describe(str(AFTER), "1x1x8", backends=backends)
-  binding = decisions.describe(str(AFTER), "1x1x8", backends=backends, use_driver=False)
+  with_driver = decisions.describe(str(AFTER), options.load("1x1x8", backends=backends))
+  binding = decisions.describe(str(AFTER), options.load("1x1x8", backends=backends),
+                               use_driver=False)
   for result, by in ((with_driver, "nvshmem-opt"), (binding, "core binding")):
     [e] = result["collectives"]
     assert e["decided_by"] == by and e["user_mark"] == "private"
@@ -167,13 +168,14 @@ def test_verify_fails_a_rewrite_that_changed_the_mark(tmp_path):
                     done=(MARK, '_xla_collectives_mode="peer"'))
   changed.write_text(changed.read_text().replace(NO_MODE, PEER_MODE, 1))
   given = sources.read_source(str(AFTER))
-  result = verify.verify(str(changed), "1x1x8", backends="nccl,peer", run_driver=False,
+  result = verify.verify(str(changed), options.load("1x1x8", backends="nccl,peer"), run_driver=False,
                          given=given)
   assert not result["passed"] and "user-mark" in result["failed_checks"]
   [check] = [c for c in result["checks"] if c["name"] == "user-mark"]
   assert "no tool may change a user's mark" in check["results"][0]["message"]
   # Without the input beside it, the same module is self-consistent.
-  alone = verify.verify(str(changed), "1x1x8", backends="nccl,peer", run_driver=False)
+  alone = verify.verify(str(changed), options.load("1x1x8", backends="nccl,peer"),
+                        run_driver=False)
   assert "user-mark" not in alone["failed_checks"]
 
 
@@ -183,7 +185,7 @@ def test_a_peer_mark_is_kept_where_it_can_run_and_said_where_not(tmp_path, topol
   # processes of 4 GPUs), NCCL, and the reason says why XLA keeps the flag's mode.
   path = tmp_path / "peer_mark.hlo"
   path.write_text(AFTER.read_text().replace(MARK, '_xla_collectives_mode="Peer"'))
-  entries = [decisions.describe(str(path), topology, backends="nccl,peer",
+  entries = [decisions.describe(str(path), options.load(topology, backends="nccl,peer"),
                                 use_driver=use)["collectives"][0] for use in (True, False)]
   assert [e["decided_by"] for e in entries] == ["nvshmem-opt", "core binding"]
   for e in entries:

@@ -8,7 +8,7 @@ import pytest
 
 from hlo_tools import cli
 from hlo_tools.ops import explain, verify
-from hlo_tools.model import driver
+from hlo_tools.model import driver, options
 from conftest import placed
 
 REPO = Path(__file__).resolve().parents[1]
@@ -303,7 +303,7 @@ def test_scheduled_module_with_slow_nccl_nvlink(capsys, tmp_path):
                      "--format=json")
   assert rc == 0, out + err
   assert checks(out)["selection"]["status"] == "pass"
-  result = explain.explain(str(out_hlo), "1x2x4", str(table), use_driver=False)
+  result = explain.explain(str(out_hlo), options.load("1x2x4", str(table)), use_driver=False)
   [e] = result["collectives"]
   assert e["choice"]["plan"] == "nccl" and e["recorded"]["plan"] == "nccl"
 

@@ -1,30 +1,34 @@
 """What every command shares: its argument parser, its error handling, its output."""
 
+from __future__ import annotations
+
 import argparse
 import contextlib
 import os
 import sys
 import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NoReturn
 
 from hlo_tools import cli_io
-from hlo_tools.model import dumps, options
-from hlo_tools.model.topology import other_host_shapes
+from hlo_tools.model import driver, dumps, options, sources, topology
 from hlo_tools.errors import InputError
 
 
 class ArgumentParser(argparse.ArgumentParser):
   """argparse with one-line usage errors (InputError, exit status 2)."""
 
-  def error(self, message):
+  def error(self, message: str) -> NoReturn:
     raise InputError(f"{self.prog}: {message}")
 
 
-def parser_for(prog, doc):
+def parser_for(prog: str, doc: str) -> ArgumentParser:
   """A command's parser, described by the first paragraph of its docstring."""
   return ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
 
 
-def run_command(parser, argv, body):
+def run_command(parser: argparse.ArgumentParser, argv: list[str],
+                body: Callable[[argparse.Namespace], int]) -> int:
   """Parses argv[1:] and returns body(args)'s exit status. Failures propagate: the
   CLI root (hlo_tools.cli.run) turns them into one line and an exit status."""
   return body(parser.parse_args(argv[1:]))
@@ -38,7 +42,7 @@ LAYOUT_HELP = (":gpus_per_process=N states the job's processes (default: one GPU
                "are refused on a program over several hosts or processes)")
 
 
-def add_topology_flags(parser):
+def add_topology_flags(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--topology", default=None,
                       help="e.g. 1x2x4 or 1x9x8:nvl72 (default: derived from the module "
                       "by nvshmem-opt, as the pass does). " + LAYOUT_HELP)
@@ -48,46 +52,57 @@ def add_topology_flags(parser):
   parser.add_argument("--cost-table", "--cost_table", dest="cost_table", default=None)
 
 
-def selection_for(args, spec):
-  """The command's topology, cost table and backends as one options.Selection, each
-  parsed by the core here, once; its one-line error for a bad one."""
-  return options.load(spec, args.cost_table, args.backends)
-
-
-def topology_spec(args, path, prog=None):
-  """--topology, or the topology nvshmem-opt derives from the module at `path`; the
-  derived one is named on stderr (as nvshmem-opt does), since it decides every choice."""
+def given_topology(args: argparse.Namespace, file_arg: str, path: str,
+                   prog: str) -> str | None:
+  """--topology, else the topology the module's dump was compiled for (the manifest
+  of DIR:STAGE's directory, or the one beside FILE), said on stderr; None: the
+  topology is nvshmem-opt's to derive (selection_for)."""
   if args.topology:
     if args.devices_per_host is not None:
       raise InputError("--devices-per-host and --topology: give one (the spec says how "
                        "many GPUs a host has)")
     return args.topology  # parsed by selection_for, with the cost table
-  if args.devices_per_host is None and os.path.isfile(path):
-    spec = dumps.manifest_topology(os.path.dirname(os.path.abspath(path)))
+  if args.devices_per_host is not None:
+    return None
+  split = dumps.split_spec(file_arg)
+  places = ([split[0]] if split else []) + (
+      [os.path.dirname(os.path.abspath(path))] if os.path.isfile(path) else [])
+  for directory in places:
+    spec = dumps.manifest_topology(directory)
     if spec:
-      if prog:
-        cli_io.print_error(f"{prog}: {path}: no --topology; using {spec}, the topology "
-                           "its dump was compiled for (manifest.json beside it; "
-                           "--topology=SPEC overrides)")
+      cli_io.print_error(topology.manifest_note(prog, file_arg, spec))
       return spec
-  from hlo_tools.model import driver  # pylint: disable=import-outside-toplevel
-  spec = driver.derived_topology(path, args.devices_per_host,
-                                 getattr(args, "num_partitions", None))
-  if prog:
-    cli_io.print_error(f"{prog}: {path}: no --topology; using {spec} (derived from the "
-                       "module, as nvshmem-opt and the pass do; --topology=SPEC or "
-                       "--devices-per-host=N overrides)")
-    others = other_host_shapes(spec)
-    if others and args.devices_per_host is None:
-      cli_io.print_error(f"{prog}: warning: {path}: the module's devices fit other host "
-                         f"shapes too ({', '.join(others)}), which can change every "
-                         f"choice; {spec} is only the pass's default (hosts of up to 8 "
-                         "GPUs): give --topology for the job's real one")
-  return spec
+  return None
+
+
+def selection_for(args: argparse.Namespace, file_arg: str, path: str, prog: str,
+                  compare_upstream: bool = True
+                  ) -> tuple[options.Selection, driver.Answer | None]:
+  """The command's topology, cost table and backends as one options.Selection, each
+  parsed by the core here, once; its one-line error for a bad one. Without a
+  topology given or found (given_topology), nvshmem-opt's one run on the module
+  (at `path`) is its source: the Answer comes back for the command to use, so the
+  module goes to the driver once."""
+  spec = given_topology(args, file_arg, path, prog)
+  loaded = options.load_table(args.cost_table, args.backends)
+  if spec is not None:
+    return options.load(spec, args.cost_table, args.backends, loaded=loaded), None
+  table, backends = loaded
+  answer = driver.ask(path, None, table if args.cost_table else None, compare_upstream,
+                      backends=backends, devices_per_host=args.devices_per_host,
+                      num_partitions=getattr(args, "num_partitions", None))
+  selected = options.load(driver.derived(path, answer), args.cost_table, args.backends,
+                          loaded=loaded)
+  for line in topology.derived_notes(prog, file_arg, selected.spec, selected.topology,
+                                     args.devices_per_host):
+    if line:
+      cli_io.print_error(line)
+  return selected, answer
 
 
 @contextlib.contextmanager
-def module_file(spec, max_bytes):
+def module_file(spec: str, max_bytes: int
+                ) -> Iterator[tuple[str, sources.Source | None]]:
   """(path, source) for FILE or DIR:STAGE (a stage of a dump directory, as diff reads
   it). A FILE is read by the operation itself (source None); a stage is parsed here
   and, when it is no file of its own (a pass snapshot), copied to a temporary file
@@ -111,35 +126,22 @@ def module_file(spec, max_bytes):
     os.unlink(path)
 
 
-def stage_topology(args, spec, prog):
-  """--topology, else for DIR:STAGE the topology its dump was compiled for (said on
-  stderr), else None (the caller derives one from the module)."""
-  split = None if args.topology else dumps.split_spec(spec)
-  if split is None or args.devices_per_host is not None:
-    return None
-  topology = dumps.manifest_topology(split[0])
-  if topology:
-    cli_io.print_error(f"{prog}: {spec}: no --topology; using {topology}, the topology "
-                       "its dump was compiled for (manifest.json; --topology=SPEC "
-                       "overrides)")
-  return topology
-
-
-def add_backends_flag(parser):
+def add_backends_flag(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--backends", default=None,
                       help="the backends the target XLA offers, as for nvshmem-opt: "
                       "nccl,nvshmem (the pinned XLA) or nccl,peer[,symmetric] (XLA of "
                       "jax >= 0.10.2, collectives_mode); default: the cost table's set")
 
 
-def add_partitions_flag(parser):
+def add_partitions_flag(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--num-partitions", "--num_partitions", dest="num_partitions",
                       type=int, default=None,
                       help="devices of the program when the module header does not say "
                       "(default: inferred from the mesh, the topology or the ids used)")
 
 
-def add_function_flags(parser, target_config_default, title="module:function source"):
+def add_function_flags(parser: argparse.ArgumentParser, target_config_default: str,
+                       title: str = "module:function source") -> argparse._ArgumentGroup:
   """The options that shape the compile of a module:function source, shared by
   `dump` and `report` so that one command line compiles the same program in both."""
   fn = parser.add_argument_group(title)
@@ -170,7 +172,7 @@ def add_function_flags(parser, target_config_default, title="module:function sou
   return fn
 
 
-def function_source(args, function):
+def function_source(args: argparse.Namespace, function: str) -> dict[str, Any]:
   """The ops.dump source of module:function from the flags of add_function_flags."""
   specs = args.out_spec or ["cp"]
   source = {"kind": "function", "function": function, "args": list(args.arg),
@@ -183,7 +185,7 @@ def function_source(args, function):
   return source
 
 
-def check_out_path(out, inputs):
+def check_out_path(out: str | None, inputs: Sequence[str | None]) -> None:
   """Refuses an --out that would overwrite one of the inputs."""
   if not out:
     return
@@ -192,7 +194,7 @@ def check_out_path(out, inputs):
       raise InputError(f"{out}: refusing to overwrite an input")
 
 
-def check_output_file(path, flag):
+def check_output_file(path: str, flag: str) -> None:
   """Refuses, before any work, an output file that could not be written at the end.
   A device or FIFO is written in place (cli_io.write_atomic), a symlink followed."""
   real = cli_io.resolve_links(path)
@@ -208,7 +210,7 @@ def check_output_file(path, flag):
     raise InputError(f"{flag} {path}: directory {directory} is not writable")
 
 
-def write_output(text, out):
+def write_output(text: str, out: str | None) -> None:
   """Prints, or writes `out` atomically (temp file in the same directory + os.replace)."""
   text = text if text.endswith("\n") else text + "\n"
   if not out:

@@ -45,6 +45,7 @@ Exit status: 0 ok, 2 bad input (unreadable or malformed HLO, broken pair list,
 bad topology or cost table).
 """
 
+import argparse
 import json
 
 from hlo_tools import cli_io
@@ -53,7 +54,7 @@ from hlo_tools.model import dumps
 from hlo_tools.ops import explain
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
   parser = common.parser_for(argv[0] if argv else "hlo-tools explain", __doc__)
   parser.add_argument("file", help="HLO file, or DIR:STAGE of a dump directory (" +
                       dumps.STAGE_HELP + ")")
@@ -68,18 +69,17 @@ def main(argv):
   common.add_partitions_flag(parser)
   cli_io.add_max_input_bytes(parser)
 
-  def run(args):
+  def run(args: argparse.Namespace) -> int:
     with common.module_file(args.file, args.max_input_bytes) as (path, source):
       common.check_out_path(args.out, [path])
-      spec = common.stage_topology(args, args.file, parser.prog) or \
-          common.topology_spec(args, path, parser.prog)
-      selected = common.selection_for(args, spec)
+      selected, answer = common.selection_for(args, args.file, path, parser.prog)
       stage = (dumps.split_spec(args.file) or (None, None))[1] or \
           dumps.manifest_stage(path)
-      result = explain.explain(path, None, source=source, stage=stage,
+      result = explain.explain(path, selected, source=source, stage=stage,
                                num_partitions=args.num_partitions,
-                               max_bytes=args.max_input_bytes, selected=selected,
-                               per_op_xla=args.per_op_modes)
+                               max_bytes=args.max_input_bytes,
+                               per_op_xla=args.per_op_modes,
+                               report=answer.report if answer else None)
     text = (json.dumps(result, indent=1) if args.format == "json"
             else explain.format_text(result))
     common.write_output(text, args.out)

@@ -87,6 +87,7 @@ Exit status: 0 all checks pass (skips allowed), 1 a check failed, 2 unreadable i
 with fewer devices than the module).
 """
 
+import argparse
 import json
 
 from hlo_tools import cli_io
@@ -95,7 +96,7 @@ from hlo_tools.model import dumps
 from hlo_tools.ops import verify
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
   parser = common.parser_for(argv[0] if argv else "hlo-tools verify", __doc__)
   parser.add_argument("file", help="HLO file, or DIR:STAGE of a dump directory (" +
                       dumps.STAGE_HELP + ")")
@@ -112,16 +113,15 @@ def main(argv):
   common.add_partitions_flag(parser)
   cli_io.add_max_input_bytes(parser)
 
-  def run(args):
+  def run(args: argparse.Namespace) -> int:
     with common.module_file(args.file, args.max_input_bytes) as (path, source):
       common.check_out_path(args.out, [path])
-      spec = common.stage_topology(args, args.file, parser.prog) or \
-          common.topology_spec(args, path, parser.prog)
-      selected = common.selection_for(args, spec)
-      result = verify.verify(path, None, run_driver=args.hlo_verifier, source=source,
+      selected, answer = common.selection_for(args, args.file, path, parser.prog,
+                                              compare_upstream=False)
+      result = verify.verify(path, selected, run_driver=args.hlo_verifier, source=source,
                              num_partitions=args.num_partitions,
-                             max_bytes=args.max_input_bytes, selected=selected,
-                             per_op_xla=args.per_op_modes)
+                             max_bytes=args.max_input_bytes,
+                             per_op_xla=args.per_op_modes, answer=answer)
     text = (json.dumps(result, indent=1) if args.format == "json"
             else verify.format_text(result))
     common.write_output(text, args.out)

@@ -10,10 +10,20 @@ Forms:
                   `collective-permute`, ended by `async-done` (maybe via `async-update`s).
 """
 
+from __future__ import annotations
+
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from hlo_tools.hlo.reader import HloComputation, HloInstruction, HloModule
+
 __all__ = ["CollectivePermute", "collective_permutes"]
+
+# computation name -> [(an instruction calling it, that instruction's computation)]
+Callers = dict[str, list[tuple[HloInstruction, HloComputation]]]
+# (while, the computation holding it, its trip count or None)
+Loop = tuple[str, str, int | None]
 
 
 @dataclass
@@ -49,9 +59,12 @@ class CollectivePermute:
   # conditional whose branch runs the permute, None outside any: it then runs on
   # some executions only, so its loops' counts bound its runs from above.
   branch: tuple | None = None
+  # The call or async-start marked _collectives_group that runs the permute, None
+  # outside any: the group runs as one thunk with NCCL communicators.
+  group: str | None = None
 
 
-def collective_permutes(module):
+def collective_permutes(module: HloModule) -> list[CollectivePermute]:
   """All collective-permutes of `module` (an hlo.reader.HloModule), in text order."""
   callers = _callers(module)
   wrapped = _async_wrapped_bodies(module)
@@ -83,7 +96,9 @@ def collective_permutes(module):
   return out
 
 
-def _record(module, callers, comp, form, start, done, permute):
+def _record(module: HloModule, callers: Callers, comp: HloComputation, form: str,
+            start: HloInstruction, done: HloInstruction | None,
+            permute: HloInstruction) -> CollectivePermute:
   config = start.backend_config_json() or {}
   if "collective_backend_config" not in config and permute is not start:
     config = permute.backend_config_json() or config
@@ -105,17 +120,18 @@ def _record(module, callers, comp, form, start, done, permute):
       while_loop=loop, while_computation=loop_comp, trip_count=trips,
       start_line=start.line, done_line=done.line if done is not None else None,
       loops=loops, trips_at_least=at_least,
-      branch=enclosing_conditional(callers, comp.name))
+      branch=enclosing_conditional(callers, comp.name),
+      group=enclosing_group(callers, comp.name))
 
 
-def _product(values):
+def _product(values: Iterable[int]) -> int:
   out = 1
   for v in values:
     out *= v
   return out
 
 
-def data_operands(instr):
+def data_operands(instr: HloInstruction) -> list[HloInstruction]:
   """The operands sent. The in-place form's 4 operands (input, output buffer, 2 index
   tuples) send only the first."""
   ops = instr.operand_instructions()
@@ -124,26 +140,27 @@ def data_operands(instr):
   return ops
 
 
-def data_element_types(start):
+def data_element_types(start: HloInstruction) -> list[str]:
   """Element types of the buffers a permute sends (every leaf of a tuple operand)."""
   return [leaf.element_type for op in data_operands(start) for leaf in op.shape.leaves()
-          if leaf.element_type != "token"]
+          if leaf.element_type is not None and leaf.element_type != "token"]
 
 
 # Between a start and its done: updates (plain or sugared) and tuple unpacking.
 _PASS_THROUGH = frozenset(("async-update", "collective-permute-update", "get-tuple-element"))
 
 
-def operand_users(comp):
+def operand_users(comp: HloComputation) -> dict[str, list[HloInstruction]]:
   """Instruction name -> the instructions of `comp` that use it."""
-  users = {}
+  users: dict[str, list[HloInstruction]] = {}
   for instr in comp.instructions:
     for op in instr.operands:
       users.setdefault(op, []).append(instr)
   return users
 
 
-def _find_done(users, start, done_opcode):
+def _find_done(users: dict[str, list[HloInstruction]], start: HloInstruction,
+               done_opcode: str) -> HloInstruction | None:
   """Follows the start through async-updates (and get-tuple-elements) to its done."""
   seen = set()
   todo = deque([start.name])
@@ -160,7 +177,7 @@ def _find_done(users, start, done_opcode):
   return None
 
 
-def _wrapped_permute(module, instr):
+def _wrapped_permute(module: HloModule, instr: HloInstruction) -> HloInstruction | None:
   for name in instr.called_computations:
     if name in module:
       root = module.computation(name).root
@@ -169,17 +186,17 @@ def _wrapped_permute(module, instr):
   return None
 
 
-def _async_wrapped_bodies(module):
-  out = set()
+def _async_wrapped_bodies(module: HloModule) -> set[str]:
+  out: set[str] = set()
   for instr in module.instructions():
     if instr.opcode == "async-start":
       out.update(instr.called_computations)
   return out
 
 
-def _callers(module):
+def _callers(module: HloModule) -> Callers:
   """computation name -> [(caller instruction, its computation)]."""
-  callers = {}
+  callers: Callers = {}
   for comp in module.computations:
     for instr in comp.instructions:
       for callee in instr.called_computations:
@@ -187,7 +204,8 @@ def _callers(module):
   return callers
 
 
-def _enclosing_while(module, callers, comp_name):
+def _enclosing_while(module: HloModule, callers: Callers, comp_name: str
+                     ) -> tuple[str | None, str | None, int | None]:
   """Innermost while whose body reaches comp_name, breadth-first up the call graph."""
   seen = {comp_name}
   todo = deque([comp_name])
@@ -202,7 +220,7 @@ def _enclosing_while(module, callers, comp_name):
   return None, None, None
 
 
-def enclosing_conditional(callers: dict, comp_name: str) -> tuple | None:
+def enclosing_conditional(callers: Callers, comp_name: str) -> tuple[str, str, str] | None:
   """(conditional, its computation, branch computation) of the innermost conditional
   whose branch reaches comp_name, breadth-first up the call graph; None if none."""
   seen = {comp_name}
@@ -212,6 +230,23 @@ def enclosing_conditional(callers: dict, comp_name: str) -> tuple | None:
     for instr, comp in callers.get(name, ()):
       if instr.opcode == "conditional":
         return instr.name, comp.name, name
+      if comp.name not in seen:
+        seen.add(comp.name)
+        todo.append(comp.name)
+  return None
+
+
+def enclosing_group(callers: Callers, comp_name: str) -> str | None:
+  """The call or async-start marked _collectives_group that reaches comp_name, up
+  the call graph; None if none."""
+  seen = {comp_name}
+  todo = deque([comp_name])
+  while todo:
+    name = todo.popleft()
+    for instr, comp in callers.get(name, ()):
+      if (instr.opcode in ("call", "async-start")
+          and "_collectives_group" in instr.frontend_attributes):
+        return instr.name
       if comp.name not in seen:
         seen.add(comp.name)
         todo.append(comp.name)
@@ -231,12 +266,12 @@ def runs_per_step(loops: list, under_branch: bool = False) -> tuple:
   return known, "exact" if complete else "at least"
 
 
-def per_step_sum(items) -> float:
+def per_step_sum(items: Iterable[tuple[float, tuple | None]]) -> float:
   """Sum of (us per step, branch) over permutes, branch a record's `branch` (None
   outside any conditional): the permutes under one conditional count only its largest
   branch, since one branch runs per execution; summing every branch would count
   trips that none of them ran."""
-  total, conditionals = 0.0, {}
+  total, conditionals = 0.0, {}  # type: float, dict[str, dict[str, float]]
   for us, branch in items:
     if branch is None:
       total += us
@@ -247,7 +282,7 @@ def per_step_sum(items) -> float:
   return total + sum(max(sums.values()) for sums in conditionals.values())
 
 
-def loop_summary(loops):
+def loop_summary(loops: list[Loop]) -> tuple[str | None, str | None, int | None, int]:
   """(innermost while, its computation, runs per execution or None when a count
   is unknown, the product of the known counts) of a loop nest, innermost first."""
   loop, loop_comp = loops[0][:2] if loops else (None, None)
@@ -276,18 +311,19 @@ def trips_text(counts: list, under_branch: bool = False) -> str:
   return f"x{known} trips" + (f" ({nest})" if len(counts) > 1 else "")
 
 
-def loop_nest(module, callers, comp_name):
+def loop_nest(module: HloModule, callers: Callers, comp_name: str) -> list[Loop]:
   """Every while enclosing comp_name, innermost first: [(while, computation, trips)]."""
-  loops, seen = [], set()
+  loops: list[Loop] = []
+  seen: set[tuple[str, str]] = set()
   loop, loop_comp, trips = _enclosing_while(module, callers, comp_name)
-  while loop is not None and (loop_comp, loop) not in seen:
+  while loop is not None and loop_comp is not None and (loop_comp, loop) not in seen:
     seen.add((loop_comp, loop))
     loops.append((loop, loop_comp, trips))
     loop, loop_comp, trips = _enclosing_while(module, callers, loop_comp)
   return loops
 
 
-def trip_count(module, while_instr):
+def trip_count(module: HloModule, while_instr: HloInstruction) -> int | None:
   """Iterations of a while: XLA's known_trip_count, else read off a counted loop."""
   config = while_instr.backend_config_json() or {}
   n = (config.get("known_trip_count") or {}).get("n")
@@ -308,7 +344,7 @@ def trip_count(module, while_instr):
 _FLIP = {"LT": "GT", "LE": "GE", "GT": "LT", "GE": "LE"}
 
 
-def _counted_loop_trips(module, while_instr):
+def _counted_loop_trips(module: HloModule, while_instr: HloInstruction) -> int | None:
   cond = module.computation(_strip(while_instr.attributes["condition"]))
   body = module.computation(_strip(while_instr.attributes["body"]))
   root = cond.root
@@ -318,7 +354,7 @@ def _counted_loop_trips(module, while_instr):
   lhs, rhs = root.operand_instructions()
   index, limit = _param_element(lhs), _int_constant(rhs)
   if index is None:  # `gt(8, i)`: the counter on the right
-    index, limit, direction = _param_element(rhs), _int_constant(lhs), _FLIP.get(direction)
+    index, limit, direction = _param_element(rhs), _int_constant(lhs), _FLIP.get(direction or "")
   if index is None or limit is None or direction not in ("LT", "LE"):
     return None
   [init_tuple] = while_instr.operand_instructions()
@@ -332,7 +368,7 @@ def _counted_loop_trips(module, while_instr):
   return max(0, -(-span // step))
 
 
-def _param_element(instr):
+def _param_element(instr: HloInstruction) -> int | None:
   """k when instr is get-tuple-element(parameter(0)), index=k."""
   if instr.opcode != "get-tuple-element":
     return None
@@ -342,17 +378,17 @@ def _param_element(instr):
   return int(instr.attributes["index"])
 
 
-def _int_constant(instr):
+def _int_constant(instr: HloInstruction) -> int | None:
   if instr.opcode != "constant" or instr.shape.dims or \
       not instr.shape.element_type or instr.shape.element_type[0] not in "su":
     return None
   try:
-    return int(instr.literal.strip())
+    return int((instr.literal or "").strip())
   except ValueError:
     return None
 
 
-def _increment(body_root, index):
+def _increment(body_root: HloInstruction, index: int) -> int | None:
   """The constant the body adds to tuple element `index`, else None."""
   if body_root.opcode != "tuple":
     return None
@@ -367,5 +403,5 @@ def _increment(body_root, index):
   return None
 
 
-def _strip(name):
-  return name.strip().lstrip("%") if name else None
+def _strip(name: str | None) -> str:
+  return name.strip().lstrip("%") if name else ""

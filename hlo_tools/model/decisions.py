@@ -5,15 +5,24 @@ The choice comes from the C++ selection core through its bindings
 (hlo_tools.selection), the same code the pass runs.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
 from hlo_tools import cli_io
 from hlo_tools import selection  # first: it says how to build a missing binding
 from hlo_tools import _selection_core
 from hlo_tools.model import driver, modes, options, placement, runtime_rules, sources
-from hlo_tools.model.collectives import (collective_permutes, data_element_types,
+from hlo_tools.hlo.reader import HloInstruction
+from hlo_tools.model.collectives import (CollectivePermute, collective_permutes, data_element_types,
                                          loop_summary, runs_per_step)
 from hlo_tools.model.topology import size_note
 from hlo_tools.errors import InputError
 from hlo_tools.model.sources import strict_pairs
+
+# A permute's edge: (source device, target device, link class).
+Edge = tuple[int, int, str]
 
 # What choosing each backend writes, from the core's records.
 PLAN_BACKEND = {n: r["config_backend"] for n, r in selection.BACKEND_INFO.items()}
@@ -31,18 +40,12 @@ MODE_BACKEND = {NO_MODE: "nccl", **{mode: n for n, mode in PLAN_MODE.items()},
                 "COLLECTIVES_PRIVATE_MEMORY": "private"}
 
 
-def load_selection(topology_spec, cost_table_path, backends=None, selected=None):
-  """`selected` (an options.Selection the caller parsed once), else one parsed from
-  the spec, the table's file and the backend set ("nccl,peer"; else the table's)."""
-  return selected or options.load(topology_spec, cost_table_path, backends)
-
-
-def backend_set(table):
+def backend_set(table: selection.CostTable) -> tuple[str, ...]:
   """The backends `table` plans over, e.g. ('nccl', 'peer')."""
   return tuple(table.backends.split(","))
 
 
-def op_backend(record):
+def op_backend(record: CollectivePermute) -> str:
   """The backend an op's backend_config selects: nccl, nvshmem, peer, symmetric,
   or 'private' / the unknown collectives_mode itself (no set contains those)."""
   if record.backend == "NVSHMEM":
@@ -53,7 +56,7 @@ def op_backend(record):
   return MODE_BACKEND.get(mode, mode)
 
 
-def written_backend(record):
+def written_backend(record: CollectivePermute) -> str:
   """How the op's backend reads in its backend_config: 'DEFAULT', 'NVSHMEM', or
   'DEFAULT, COLLECTIVES_PEER_MEMORY' where a collectives_mode picks one."""
   mode = record.collectives_mode
@@ -74,9 +77,10 @@ def require_devices(source: sources.Source, topology: selection.Topology) -> Non
     raise InputError(f"{source.label}:{first.start_line}: %{first.start}: {e}") from None
 
 
-def device_edges(topology, source, pairs, cross_partition):
+def device_edges(topology: selection.Topology, source: sources.Source,
+                 pairs: Sequence[Sequence[int]], cross_partition: bool) -> list[Edge]:
   edges = _selection_core.edge_ids_to_devices(
-      topology, [tuple(p) for p in pairs], cross_partition, source.num_partitions,
+      topology, [(p[0], p[1]) for p in pairs], cross_partition, source.num_partitions,
       source.num_replicas)
   return [(s, t, topology.classify(s, t)) for s, t in edges]
 
@@ -84,28 +88,33 @@ def device_edges(topology, source, pairs, cross_partition):
 class Permute:
   """One collective-permute with its strict pairs and the core's decision."""
 
-  def __init__(self, record, start, pairs):
+  def __init__(self, record: CollectivePermute, start: HloInstruction,
+               pairs: list[tuple[int, int]]) -> None:
     self.record = record
     self.start = start  # the -start / sync / async-start instruction
     self.pairs = pairs
     self.bytes, self.buffers = record.bytes_per_device, record.buffers
-    self.loops = record.loops  # [(while, its computation, trip count)], innermost first
-    self.decision = None
-    self.edges = []  # [(src device, dst device, link class)] of pairs
-    self.error = None
+    # [(while, its computation, trip count)], innermost first
+    self.loops: list[tuple[str, str, int | None]] = record.loops
+    self.decision: dict[str, Any] | None = None
+    self.edges: list[Edge] = []  # of pairs
+    self.error: str | None = None
     # Who decided: "nvshmem-opt" (its JSON, on the module as XLA parsed it) or
     # "core binding" (this reader's facts, where the driver gave no answer).
-    self.decided_by = None
-    self.mark = None  # the user's _xla_collectives_mode, as written
+    self.decided_by: str | None = None
+    self.mark: str | None = None  # the user's _xla_collectives_mode, as written
+    # Why the core refuses the backend the op carries where it sits, as the driver
+    # said it (its JSON); None: it may, or the driver gave no answer.
+    self.current_refused: str | None = None
 
 
-def driver_decisions(report):
+def driver_decisions(report: dict | None) -> dict[tuple[str | None, str | None], dict]:
   """{(computation, instruction): decision entry} of a driver report."""
   return {(d.get("computation"), d.get("instruction")): d
           for d in (report or {}).get("decisions", ())}
 
 
-def from_driver(entry):
+def from_driver(entry: dict) -> dict[str, Any]:
   """The decision as nvshmem-opt's JSON gives it, in selection.decide's shape."""
   modeled = entry["modeled_us"]
   return {"plan": entry["plan"], "backend": entry["plan"], "reason": entry["reason"],
@@ -114,16 +123,18 @@ def from_driver(entry):
           "edges_by_class": entry["edges_by_class"]}
 
 
-def _take_driver_facts(perm, entry):
+def _take_driver_facts(perm: Permute, entry: dict) -> None:
   """The permute as the driver saw it: decision, bytes, buffers, edges, loops."""
   perm.decision, perm.decided_by = from_driver(entry), "nvshmem-opt"
   perm.edges = [tuple(e) for e in entry["edges"]]
   perm.bytes, perm.buffers = entry["bytes"], entry["buffers"]
   perm.loops = [(loop["while_loop"], loop["computation"], loop["trip_count"])
                 for loop in entry["loops"]]
+  perm.current_refused = entry.get("current_refused")
 
 
-def _decide_here(perm, source, topology, table):
+def _decide_here(perm: Permute, source: sources.Source, topology: selection.Topology,
+                 table: selection.CostTable) -> None:
   """The core's decision from this reader's facts, through the binding."""
   rec = perm.record
   cross = rec.channel_id is not None
@@ -131,20 +142,22 @@ def _decide_here(perm, source, topology, table):
   perm.decision = selection.decide(
       topology, table, rec.bytes_per_device, perm.pairs, cross,
       source.num_partitions, source.num_replicas, buffers=rec.buffers,
-      element_types=data_element_types(perm.start), place=place_of(perm, source),
+      element_types=data_element_types(perm.start), place=place_of(perm),
       mark=perm.mark)
   perm.decided_by = "core binding"
 
 
-def place_of(perm: Permute, source: sources.Source) -> str:
-  """Where the permute sits for the core's rules (selection.PLACES): under a
-  conditional's branch, inside a collectives group, or anywhere, as nvshmem-opt's
-  planner tells the core."""
-  where = runtime_rules.nccl_only_computations(source.module).get(perm.record.computation)
-  return where or "anywhere"
+def place_of(perm: Permute) -> str:
+  """Where the permute sits for the core's rules (selection.PLACES), as nvshmem-opt's
+  planner tells the core: under a conditional's branch, inside a collectives group,
+  or anywhere."""
+  rec = perm.record
+  return "branch" if rec.branch else "group" if rec.group else "anywhere"
 
 
-def analyze(source, topology, table, tolerant=False, report=None):
+def analyze(source: sources.Source, topology: selection.Topology,
+            table: selection.CostTable, tolerant: bool = False,
+            report: dict | None = None) -> list[Permute]:
   """Permute objects for every collective-permute, decided by the selection core.
 
   report: nvshmem-opt's JSON on this module (one run of the driver): each permute
@@ -182,33 +195,87 @@ def analyze(source, topology, table, tolerant=False, report=None):
   return perms
 
 
-def user_mark(instr) -> str | None:
+def user_mark(instr: HloInstruction) -> str | None:
   """The user's _xla_collectives_mode on the permute, as written; None without."""
   return instr.frontend_attributes.get(modes.ATTRIBUTE)
 
 
-def safety_refusal(perm, source, topology, table, backend):
-  """Why the core's safety rule refuses `backend` for the permute, or None.
+def carried_refusal(perm: Permute, source: sources.Source, topology: selection.Topology,
+                    table: selection.CostTable) -> str | None:
+  """Why the core refuses the backend the op already carries where it sits, or None
+  (it may run it, or the op runs NCCL or a mode no backend of the core writes).
 
-  Asked of the core with the set {nccl, backend}, so that only the backend's own
-  rule (hosts, NVLink domain, team, signals) can refuse it, never its cost."""
+  The driver's answer where it decided the permute; else the core through the
+  binding, asked with the set {nccl, that backend} so that only its rules refuse
+  it, never its cost or the set offered: nvshmem-opt asks the same."""
+  have = op_backend(perm.record)
+  if have == "nccl" or have not in selection.BACKENDS:
+    return None
+  if perm.decided_by == "nvshmem-opt":
+    return perm.current_refused
+  return refusal_of(perm, source, topology, table, have, place_of(perm))
+
+
+def refusal_of(perm: Permute, source: sources.Source, topology: selection.Topology,
+               table: selection.CostTable, backend: str,
+               place: str = "anywhere") -> str | None:
+  """Why the core's rules refuse `backend` for the permute (`place`: where it sits,
+  selection.PLACES), or None: asked with the set {nccl, backend}, so that only the
+  backend's own rules can refuse it, never its cost."""
+  rec = perm.record
   decision = selection.decide(
-      topology, table, perm.record.bytes_per_device, perm.pairs,
-      perm.record.channel_id is not None, source.num_partitions, source.num_replicas,
-      buffers=perm.record.buffers, backends=("nccl", backend))
+      topology, table, rec.bytes_per_device, perm.pairs, rec.channel_id is not None,
+      source.num_partitions, source.num_replicas, buffers=rec.buffers,
+      backends=("nccl", backend), element_types=data_element_types(perm.start),
+      place=place)
   return decision["refused"].get(backend)
+
+
+def unsafe_reasons(perm: Permute, source: sources.Source, topology: selection.Topology,
+                   table: selection.CostTable) -> list[str]:
+  """Why the backend the op already carries cannot run it, every reason the core's
+  records give: its refusal where the op sits (the first rule that fails) and, for
+  NVSHMEM, its rules that the first can hide (a device without a source, the heap,
+  the program's layout, ids that are not the devices' PEs) and what the
+  buffer-assignment dump beside the module says of its heap; [] when it can run it
+  or the op runs NCCL. What explain marks and verify fails."""
+  have = op_backend(perm.record)
+  try:
+    reasons = [carried_refusal(perm, source, topology, table)]
+    if have == "nvshmem":
+      reasons = _nvshmem_records(perm, source, topology, table) + reasons + [
+          selection.nvshmem_pe_reason(topology, perm.record.channel_id is not None,
+                                      source.num_partitions, source.num_replicas),
+          runtime_rules.nvshmem_heap_problem(perm.start, source.allocations)]
+  except (selection.SelectionError, ValueError) as e:
+    return [f"{have}, but its edges cannot be placed on the topology: {e}"]
+  return list(dict.fromkeys(r for r in reasons if r))
+
+
+def _nvshmem_records(perm: Permute, source: sources.Source, topology: selection.Topology,
+                     table: selection.CostTable) -> list[str | None]:
+  """The core's hang, heap and layout refusals of NVSHMEM for the permute."""
+  team = source.num_partitions * source.num_replicas
+  try:
+    edges = perm.edges or device_edges(topology, source, perm.pairs,
+                                       perm.record.channel_id is not None)
+  except ValueError:
+    edges = []  # the team's rule then names every device without a source
+  return [selection.nvshmem_hang_reason([(s, t) for s, t, _ in edges], team),
+          selection.nvshmem_heap_reason(table, perm.record.bytes_per_device),
+          selection.layout_refusal(topology, team, "nvshmem")]
 
 
 # Where the caller has upstream's answers but none for this permute.
 _NO_UPSTREAM = {"backend": None, "source": "unavailable: nvshmem-opt gave no answer for it"}
 
 
-def _recorded(start):
+def _recorded(start: HloInstruction) -> dict[str, Any] | None:
   """What the pass wrote on the op (frontend attributes), if it ran."""
   attrs = start.frontend_attributes
   if "_nvshmem_plan" not in attrs:
     return None
-  modeled = {}
+  modeled: dict[str, float | None] = {}
   for item in attrs.get("_nvshmem_modeled_us", "").split(","):
     key, _, value = item.partition("=")
     if key:
@@ -221,13 +288,15 @@ def _recorded(start):
 
 
 
-def backend_entries(decision, backends):
+def backend_entries(decision: dict[str, Any],
+                    backends: Sequence[str]) -> dict[str, dict[str, Any]]:
   """{backend: {"us": modeled us or None, "refused": reason or None}} over the set."""
   return {b: {"us": decision["backend_us"].get(b), "refused": decision["refused"].get(b)}
           for b in backends}
 
 
-def pricing(table, decision, nbytes, buffers):
+def pricing(table: selection.CostTable, decision: dict[str, Any], nbytes: int,
+            buffers: int) -> dict[str, dict[str, str]]:
   """{backend: {"link_class", "model"}}: the edge class whose time prices each
   backend that can run the permute (its slowest edge) and whether the table has a
   measured curve there or estimates it (parametric: latency + size / bandwidth)."""
@@ -244,17 +313,21 @@ def pricing(table, decision, nbytes, buffers):
   return out
 
 
-def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem"), upstream_why=None,
-                     unsafe=(), table=None):
+def describe_permute(perm: Permute, upstream: dict | None = None,
+                     backends: Sequence[str] = ("nccl", "nvshmem"),
+                     upstream_why: str | None = None, unsafe: Sequence[str] = (),
+                     table: selection.CostTable | None = None) -> dict[str, Any]:
   """The JSON entry of one collective-permute; `backends` is the set planned over;
   `upstream_why`: why upstream's answers are missing (the driver's message);
   `unsafe`: why the backend the op carries cannot run it (runtime_rules)."""
   rec, d = perm.record, perm.decision
+  assert d is not None, "describe_permute of an undecided permute"
   # Every backend of the core by name (None where refused or not offered), as in
   # the driver's JSON, then the chosen one's.
   modeled = {**{b: d["backend_us"].get(b) for b in selection.BACKENDS},
              "chosen": d["chosen_us"]}
-  loop, loop_comp, trip_count, at_least = loop_summary(perm.loops)
+  loop, loop_comp, trip_count, least = loop_summary(perm.loops)
+  at_least: int | None = least
   known = any(n is not None for _, _, n in perm.loops)
   runs, bound = runs_per_step(perm.loops, rec.branch is not None)
   # Runs the loop figure multiplies by: exact, at least or at most (runs_bound).
@@ -306,29 +379,29 @@ def describe_permute(perm, upstream=None, backends=("nccl", "nvshmem"), upstream
   }
 
 
-def describe(path, topology_spec, cost_table=None, use_driver=True, source=None,
-             num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, report=None,
-             backends=None, selected=None):
+def describe(path: str, selected: options.Selection, use_driver: bool = True,
+             source: sources.Source | None = None, num_partitions: int | None = None,
+             max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
+             report: dict | None = None) -> dict:
   """What `hlo-tools explain` prints as JSON, for the module at `path` (InputError).
 
+  selected: the topology, cost table and backend set, parsed once by the caller
+  (options.load), placed here on the module's own device map.
   report: nvshmem-opt's JSON on this module with upstream's answers, when the
   caller already ran it; else the driver is asked once (use_driver). Its
   decisions and partition count are the module's facts; without it (or for a
   module the driver refuses) this reader's facts are decided through the binding.
-  num_partitions: the user's --num-partitions, else the module's own count.
-  backends: the set to plan over ("nccl,peer"), else the cost table's.
-  selected: an options.Selection parsed once by the caller, in place of
-  topology_spec, cost_table and backends."""
-  selected = placement.placed(load_selection(topology_spec, cost_table, backends, selected),
-                              path, max_bytes)
+  num_partitions: the user's --num-partitions, else the module's own count."""
+  selected = placement.placed(selected, path, max_bytes)
   topology, table, topology_spec = selected.topology, selected.table, selected.spec
   cost_table, backends = selected.cost_table, selected.backends
   source = source or sources.read_source(path, max_bytes=max_bytes)
   source = sources.resolve_partitions(source, topology, num_partitions)
   upstream_why = None if report is not None or use_driver else "not asked of nvshmem-opt"
   if report is None and use_driver and collective_permutes(source.module):
-    report, upstream_why = driver.explain_report(path, topology_spec, cost_table,
-                                                 num_partitions, backends and table.backends)
+    report, upstream_why = driver.explain_report(path, topology_spec,
+                                                 selected.driver_table(), num_partitions,
+                                                 backends and table.backends)
   sources.adopt_driver_partitions(source, report)
   perms = analyze(source, topology, table, report=report)
   upstream = driver.upstream_from_report(report) if report is not None else None
@@ -345,6 +418,6 @@ def describe(path, topology_spec, cost_table=None, use_driver=True, source=None,
       "num_replicas": source.num_replicas,
       "collectives": [describe_permute(
           p, upstream, backend_set(table), upstream_why,
-          runtime_rules.unsafe_reasons(p, source, topology, table), table)
+          unsafe_reasons(p, source, topology, table), table)
                       for p in perms],
   }

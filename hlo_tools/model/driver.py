@@ -4,7 +4,8 @@ Upstream XLA's CollectiveBackendAssigner runs only inside the driver (the real p
 from the XLA it links, `--compare-upstream`); Python never re-implements its rule.
 """
 
-import collections
+from __future__ import annotations
+
 import json
 import os
 import re
@@ -12,28 +13,20 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import typing
+from typing import Any
 
 from hlo_tools import selection
 from hlo_tools.errors import InputError
 
-# nvshmem-opt processes this process started, by --mode: a hook for the test that
-# each input goes to the driver once (tests/test_parse_once.py).
-RUNS = collections.Counter()
-
-# What those processes parsed ("topology", "cost_table_reads", "cost_table_parses"),
-# summed from the line each prints when NVSHMEM_OPT_COUNT_PARSES=1 is set.
-PARSES = collections.Counter()
-_PARSES_RE = re.compile(r"^nvshmem-opt parses: (.*)$", re.M)
-
-# The driver's own log lines (TensorFlow/absl start-up noise, its parse counts, its
-# note on an inferred partition count, which the tools print from its report) are
-# not messages.
-_NOISE_RE = re.compile(r"^(WARNING: All log messages|[IWE]\d{4} |nvshmem-opt parses: |\s*$"
+# The driver's own log lines (TensorFlow/absl start-up noise, its note on an
+# inferred partition count, which the tools print from its report) are not messages.
+_NOISE_RE = re.compile(r"^(WARNING: All log messages|[IWE]\d{4} |\s*$"
                        r"|nvshmem-opt: .* gives no num_partitions .*\(--num-partitions=N "
-                       r"overrides\)$)")
+                       r"overrides\)$|nvshmem-opt: .*: no --topology; using )")
 
 
-def find_nvshmem_opt():
+def find_nvshmem_opt() -> str | None:
   """nvshmem-opt: $NVSHMEM_OPT, next to this Python (the venv), PATH, or the build tree."""
   env = os.environ.get("NVSHMEM_OPT")
   if env:
@@ -47,14 +40,14 @@ def find_nvshmem_opt():
   return None
 
 
-def driver_env():
+def driver_env() -> dict[str, str]:
   env = dict(os.environ)
   env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
   env.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
   return env
 
 
-def first_message(stderr):
+def first_message(stderr: str) -> str:
   """The driver's one-line error, skipping TensorFlow's start-up log lines."""
   for line in stderr.splitlines():
     if not _NOISE_RE.match(line):
@@ -66,7 +59,7 @@ _REPORT_PREFIX = "nvshmem-opt-report-"
 _REPORT_RE = re.compile(r"^nvshmem-opt-report-(\d+)-\w+\.json$")
 
 
-def _clean_stale_reports(directory):
+def _clean_stale_reports(directory: str) -> None:
   """Removes driver reports left in `directory` by processes that were killed."""
   try:
     names = os.listdir(directory)
@@ -87,16 +80,30 @@ def _clean_stale_reports(directory):
       pass
 
 
-def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
-                    compare_upstream=False, timeout=600, num_partitions=None,
-                    tmp_dir=None, annotate=False, backends=None, devices_per_host=None):
-  """Runs the driver; returns (exit status, report dict or None, error line).
+class Answer(typing.NamedTuple):
+  """One nvshmem-opt run on one input: its exit status, its JSON report (None
+  unless it succeeded) and its one-line message (the error when it failed)."""
+  rc: int
+  report: dict | None
+  message: str
+
+
+def run_nvshmem_opt(path: str | os.PathLike, topology: str | None,
+                    cost_table: selection.CostTable | None = None, mode: str = "explain",
+                    out: str | os.PathLike | None = None, compare_upstream: bool = False,
+                    timeout: float = 600, num_partitions: int | None = None,
+                    tmp_dir: str | None = None, annotate: bool = False,
+                    backends: str | None = None, devices_per_host: int | None = None,
+                    module_config: str | None = None) -> Answer:
+  """Runs the driver once on the module at `path`.
 
   topology: a spec, or None to let the driver derive it from the module (hosts of
-  devices_per_host GPUs, the driver's default when None; the report's "topology").
-  cost_table: a file, or a table already read (selection.CostTable), which goes to
-  the driver as its text on stdin so that the file is read once.
-  backends: the set the target XLA offers ("nccl,peer"), else the cost table's.
+  devices_per_host GPUs, the driver's default when None; its report's "spec").
+  cost_table: the table a command read (selection.CostTable), which travels as its
+  text on stdin, the one way a table reaches the driver; None: the built-in one.
+  backends: the set the target XLA offers ("nccl,peer"), else the table's.
+  module_config: XLA's config that places the module's devices, where none lies
+  beside `path` (a copy of the user's module).
 
   The driver's JSON report goes to a temporary file in tmp_dir (default: the system's
   temporary directory), named with our pid so that a later run can remove it when a
@@ -115,32 +122,17 @@ def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
   os.close(fd)
   try:
     cmd = [exe, os.fspath(path), f"--mode={mode}", f"--report={report_path}"]
-    if topology:
-      cmd.append(f"--topology={topology}")
-    elif devices_per_host is not None:
-      cmd.append(f"--devices-per-host={devices_per_host}")
-    table_text = None
-    if isinstance(cost_table, (str, os.PathLike)):
-      if os.fspath(cost_table):
-        cmd.append(f"--cost-table={os.fspath(cost_table)}")
-    elif cost_table is not None:
-      table_text = str(cost_table)
-      cmd.append("--cost-table=-")
-    if backends:
-      cmd.append(f"--backends={backends}")
+    cmd += _flags(topology, cost_table, backends, devices_per_host, num_partitions,
+                  module_config)
     if compare_upstream:
       cmd.append("--compare-upstream")
-    if num_partitions:
-      cmd.append(f"--num-partitions={num_partitions}")
     if annotate:
       cmd.append("--annotate")  # decisions also in frontend attributes
     if out:
       cmd += ["-o", os.fspath(out)]
-    RUNS[mode] += 1
     proc = subprocess.run(cmd, env=driver_env(), capture_output=True, text=True,
-                          input=table_text, timeout=timeout, check=False)
-    for counts in _PARSES_RE.findall(proc.stderr):
-      PARSES.update({k: int(v) for k, v in (kv.split("=") for kv in counts.split())})
+                          input=None if cost_table is None else str(cost_table),
+                          timeout=timeout, check=False)
     report = None
     if proc.returncode == 0:
       try:
@@ -148,12 +140,32 @@ def run_nvshmem_opt(path, topology, cost_table=None, mode="explain", out=None,
           report = _in_core_order(json.load(f))
       except (OSError, ValueError):
         report = None
-    return proc.returncode, report, first_message(proc.stderr)
+    return Answer(proc.returncode, report, first_message(proc.stderr))
   finally:
     os.unlink(report_path)
 
 
-def _in_core_order(report):
+def _flags(topology: str | None, cost_table: selection.CostTable | None,
+           backends: str | None, devices_per_host: int | None,
+           num_partitions: int | None, module_config: str | None) -> list[str]:
+  """The driver's flags for what every run says of its inputs."""
+  flags = []
+  if topology:
+    flags.append(f"--topology={topology}")
+  elif devices_per_host is not None:
+    flags.append(f"--devices-per-host={devices_per_host}")
+  if cost_table is not None:
+    flags.append("--cost-table=-")
+  if backends:
+    flags.append(f"--backends={backends}")
+  if num_partitions:
+    flags.append(f"--num-partitions={num_partitions}")
+  if module_config:
+    flags.append(f"--module-config={module_config}")
+  return flags
+
+
+def _in_core_order(report: dict) -> dict:
   """The report with each decision's per-backend times and refusals and
   per-link-class edge counts (JSON objects keyed by the core's names, in no set
   order) in the core's order, "chosen" last, so that what is printed from them
@@ -168,48 +180,56 @@ def _in_core_order(report):
   return report
 
 
-def derived_topology(path, devices_per_host=None, num_partitions=None):
-  """The topology spec the driver (and so the pass) derives from the module at `path`.
-
-  Raises InputError with the driver's one-line message when it cannot."""
+def ask(path: str | os.PathLike, topology: str | None,
+        cost_table: selection.CostTable | None = None, compare_upstream: bool = True,
+        timeout: float = 600, **flags: Any) -> Answer:
+  """nvshmem-opt --mode=explain on the module (flags: run_nvshmem_opt's): its
+  decisions, counts, topology and, with compare_upstream, upstream's answers.
+  Where it could not run, an Answer of exit status -1 saying why."""
   try:
-    rc, report, message = run_nvshmem_opt(path, None, num_partitions=num_partitions,
-                                          devices_per_host=devices_per_host)
-  except (FileNotFoundError, OSError, subprocess.SubprocessError) as e:
-    raise InputError(f"{path}: no --topology given and the driver cannot derive one: "
-                     f"{e}") from None
-  if rc != 0 or not report:
-    raise InputError(message or f"{path}: nvshmem-opt exit {rc}")
-  # A derived topology states no process layout: the driver printed the set's
-  # default, which the same set gives again when the spec is parsed.
-  return ":".join(o for o in report["topology"].split(":")
-                  if not o.startswith("gpus_per_process="))
-
-
-
-def explain_report(path, topology_spec, cost_table, num_partitions=None, backends=None,
-                   timeout=600):
-  """nvshmem-opt --mode=explain --compare-upstream on the module: its decisions,
-  counts and upstream's answers, and why there are none.
-
-  Returns (report, None), or (None, one line saying why: the driver's own error
-  message, or why it could not run)."""
-  try:
-    rc, report, message = run_nvshmem_opt(path, topology_spec, cost_table, mode="explain",
-                                          compare_upstream=True, num_partitions=num_partitions,
-                                          backends=backends, timeout=timeout)
+    return run_nvshmem_opt(path, topology, cost_table, mode="explain",
+                           compare_upstream=compare_upstream, timeout=timeout, **flags)
   except FileNotFoundError as e:
-    return None, str(e)
+    return Answer(-1, None, str(e))
   except subprocess.TimeoutExpired:
-    return None, f"nvshmem-opt did not finish within {timeout} s"
+    return Answer(-1, None, f"nvshmem-opt did not finish within {timeout} s")
   except (OSError, subprocess.SubprocessError) as e:
-    return None, f"nvshmem-opt could not run: {e}"
-  if rc != 0 or report is None:
-    return None, message or f"nvshmem-opt exited with status {rc} and said nothing"
-  return report, None
+    return Answer(-1, None, f"nvshmem-opt could not run: {e}")
 
 
-def upstream_from_report(report):
+def explain_report(path: str | os.PathLike, topology_spec: str | None,
+                   cost_table: selection.CostTable | None, num_partitions: int | None = None,
+                   backends: str | None = None,
+                   timeout: float = 600) -> tuple[dict | None, str | None]:
+  """(report, None) of nvshmem-opt --mode=explain --compare-upstream on the module,
+  or (None, one line saying why there is none: the driver's own error message, or
+  why it could not run)."""
+  answer = ask(path, topology_spec, cost_table, num_partitions=num_partitions,
+               backends=backends, timeout=timeout)
+  return answer.report, why_no_report(answer)
+
+
+def derived(path: str | os.PathLike, answer: Answer) -> str:
+  """The topology spec the driver derived for the module at `path` (its report's
+  "spec"), or InputError with the driver's one-line message when it could not."""
+  if answer.report is not None:
+    return answer.report["spec"]
+  if answer.rc == -1:
+    raise InputError(f"{path}: no --topology given and the driver cannot derive one: "
+                     f"{answer.message}")
+  raise InputError(answer.message or f"{path}: nvshmem-opt exit {answer.rc}")
+
+
+def why_no_report(answer: Answer) -> str | None:
+  """Why the answer carries no report (its message), None when it does."""
+  if answer.report is not None:
+    return None
+  if answer.rc > 0:
+    return answer.message or f"nvshmem-opt exited with status {answer.rc} and said nothing"
+  return answer.message
+
+
+def upstream_from_report(report: dict | None) -> dict:
   """{(computation, instruction): backend} from a driver report made with
   --compare-upstream (its decisions name the input's instructions)."""
   return {(d.get("computation"), d.get("instruction")): d.get("upstream")

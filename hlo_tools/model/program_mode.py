@@ -18,9 +18,18 @@ set that the flag can name, refused when one permute of the program cannot run i
 priced as the sum over permutes of modeled time x runs per step.
 """
 
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
 from hlo_tools import selection
 from hlo_tools.hlo import module_config
-from hlo_tools.model import collectives, decisions, runtime_rules
+from hlo_tools.hlo.reader import HloInstruction
+from hlo_tools.model import collectives, decisions
+from hlo_tools.model.decisions import Permute
+from hlo_tools.model.sources import Source
 
 FLAG = "xla_gpu_collective_permute_mode"
 # The flag's value for each backend it can name; PRIVATE is XLA's default.
@@ -39,13 +48,13 @@ FLAG_WORD = {"COLLECTIVES_PRIVATE_MEMORY": "private", "COLLECTIVES_PEER_MEMORY":
              "COLLECTIVES_SYMMETRIC_MEMORY": "symmetric"}
 
 
-def settings(mode: str) -> dict:
+def settings(mode: str) -> dict[str, Any]:
   """The two ways to apply `mode` to a program: XLA_FLAGS and jax's compiler_options."""
   return {"xla_flags": f"XLA_FLAGS=--{FLAG}={FLAG_WORD[mode]}",
           "compiler_options": {FLAG: mode}}
 
 
-def runs_per_step(perm) -> tuple:
+def runs_per_step(perm: Permute) -> tuple[int, bool]:
   """(runs of the permute per step, whether that is exact): the product of its loops'
   trip counts, at least that where one is unknown, at most under a conditional's
   branch (collectives.runs_per_step)."""
@@ -53,20 +62,21 @@ def runs_per_step(perm) -> tuple:
   return runs, bound == "exact"
 
 
-def _per_step(perms, us_of) -> float:
+def _per_step(perms: list[Permute], us_of: Callable[[Permute], float]) -> float:
   """Sum over permutes of us_of(perm) x runs per step, a conditional's branches by the
   largest (one branch runs per execution)."""
   return collectives.per_step_sum((us_of(p) * runs_per_step(p)[0], p.record.branch)
                                   for p in perms)
 
 
-def _memory_spaces(instr) -> set:
+def _memory_spaces(instr: HloInstruction) -> set[int]:
   shapes = [instr.shape] + [o.shape for o in instr.operand_instructions()]
   return {s.memory_space for shape in shapes if shape is not None
           for s in shape.leaves() if s.memory_space}
 
 
-def refusal(perm, source, topology, table, backend: str):
+def refusal(perm: Permute, source: Source, topology: selection.Topology,
+            table: selection.CostTable, backend: str) -> str | None:
   """Why the program cannot run `perm` in `backend`'s mode, or None. NCCL runs any.
 
   The core's refusal in the permute's decision (its rules only: offered, signals,
@@ -89,11 +99,13 @@ def refusal(perm, source, topology, table, backend: str):
             "fails on a buffer with two")
   if backend in decisions.backend_set(table):
     return perm.decision["refused"].get(backend)
-  return decisions.safety_refusal(perm, source, topology, table, backend)
+  return decisions.refusal_of(perm, source, topology, table, backend)
 
 
-def _modeled(perm, source, topology, table, backend):
-  """The core's modeled time of one run of `perm` on `backend`."""
+def _modeled(perm: Permute, source: Source, topology: selection.Topology,
+             table: selection.CostTable, backend: str) -> float:
+  """The core's modeled time of one run of `perm` (a decided one) on `backend`."""
+  assert perm.decision is not None
   us = perm.decision["backend_us"].get(backend)
   if us is None:
     d = selection.decide(topology, table, perm.record.bytes_per_device, perm.pairs,
@@ -104,24 +116,26 @@ def _modeled(perm, source, topology, table, backend):
   return us
 
 
-def candidates(backends) -> list:
+def candidates(backends: str | Sequence[str]) -> list[str]:
   """The backends of the set the flag can name, NCCL first (the default wins ties)."""
   names = backends.split(",") if isinstance(backends, str) else list(backends)
   return ["nccl"] + [b for b in names if b in FLAG_VALUE and b != "nccl"]
 
 
-def choose(perms, source, topology, table, backends) -> dict:
+def choose(perms: list[Permute], source: Source, topology: selection.Topology,
+           table: selection.CostTable, backends: str | Sequence[str]) -> dict[str, Any]:
   """The program's one mode (see the module docstring) and what a per-op choice,
   which only the series' XLA runs, would add. `perms`: model.decisions.analyze's
   (a permute it could not place refuses every mode but NCCL and is not priced)."""
   unpriced = [p.record.start for p in perms if p.decision is None]
-  modes = {}
+  modes: dict[str, dict[str, Any]] = {}
   for backend in candidates(backends):
     refused = next((f"%{p.record.start}: {why}" for p in perms
                     for why in [refusal(p, source, topology, table, backend)] if why), None)
     total = None if refused else _per_step(
         [p for p in perms if p.decision is not None],
-        lambda p, b=backend: _modeled(p, source, topology, table, b))
+        functools.partial(_modeled, source=source, topology=topology, table=table,
+                          backend=backend))
     modes[backend] = {"mode": FLAG_VALUE[backend], "total_us": total, "refused": refused}
   offered = [b for b, m in modes.items() if m["total_us"] is not None]
   best = min(offered, key=lambda b: modes[b]["total_us"])  # NCCL is never refused
@@ -137,27 +151,30 @@ def choose(perms, source, topology, table, backends) -> dict:
           "why": _why(best, modes, nccl_us, best_us, known)}
 
 
-def _per_op_total(perms, source, modes):
+def _per_op_total(perms: list[Permute], source: Source,
+                  modes: dict[str, dict[str, Any]]) -> float | None:
   """Sum of each permute's own best of the flag's modes (the core's choice over the
   set), NCCL under a branch, as the series' assigner keeps it; None if one is
   undecided."""
   if any(p.decision is None for p in perms):
     return None
-  branches = runtime_rules.nccl_only_computations(source.module)
   names = [b for b in modes if b != "nccl"]
 
-  def best(perm):
+  def best(perm: Permute) -> float:
+    decision = perm.decision
+    assert decision is not None
     if perm.mark:  # kept as marked (decisions.KeepUserMark's plan)
-      return perm.decision["chosen_us"]
-    us = [perm.decision["backend_us"]["nccl"]]
-    if branches.get(perm.record.computation) != "branch":
-      us += [perm.decision["backend_us"][b] for b in names
-             if perm.decision["backend_us"].get(b) is not None]
+      return decision["chosen_us"]
+    us = [decision["backend_us"]["nccl"]]
+    if perm.record.branch is None:
+      us += [decision["backend_us"][b] for b in names
+             if decision["backend_us"].get(b) is not None]
     return min(us)
   return _per_step(perms, best)
 
 
-def _why(best, modes, nccl_us, best_us, known):
+def _why(best: str, modes: dict[str, dict[str, Any]], nccl_us: float, best_us: float,
+         known: bool) -> str:
   bound = "" if known else (" (runs per step a bound: at least where a loop count is "
                             "unknown, at most under a conditional's branch)")
   others = "; ".join(f"{b} refused: {m['refused']}" for b, m in modes.items()
@@ -169,7 +186,8 @@ def _why(best, modes, nccl_us, best_us, known):
   return head + (f"; {others}" if others else "")
 
 
-def what_runs(op_mode, flag_mode, per_op_xla: bool) -> dict:
+def what_runs(op_mode: str | None, flag_mode: str | None,
+              per_op_xla: bool) -> dict[str, Any]:
   """What a compiled permute runs: `thunk`, the mode its thunk runs; `config`, the
   mode its backend_config carries after the assigner (None: none), which places its
   buffers (SYMMETRIC: in the collective memory); `agree`, whether the two match.
@@ -184,7 +202,7 @@ def what_runs(op_mode, flag_mode, per_op_xla: bool) -> dict:
   return {"thunk": flag, "config": config, "agree": (config or DEFAULT) == flag}
 
 
-def compiled_flag(source) -> tuple:
+def compiled_flag(source: Source) -> tuple[str | None, str | None]:
   """(the flag the module was compiled with, the config file saying so), from XLA's
   module config beside it (hlo.module_config); (None, None) where there is none."""
   path = source.path if source.path and str(source.path) != "-" else None
@@ -194,7 +212,8 @@ def compiled_flag(source) -> tuple:
   return config.collective_permute_mode, config.path
 
 
-def for_source(source, topology, table, backends, per_op_xla: bool = False) -> dict:
+def for_source(source: Source, topology: selection.Topology, table: selection.CostTable,
+               backends: str | Sequence[str], per_op_xla: bool = False) -> dict[str, Any]:
   """choose() on a module read by the tools, with the flag it was compiled with
   (compiled_flag) and, per permute ({(computation, start): what_runs}), what it runs
   on this XLA."""

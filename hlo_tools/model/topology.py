@@ -1,15 +1,20 @@
-"""What the tools say about a topology the core has parsed (options.Selection parses
-the user's spec once; the one derived from a module is nvshmem-opt's:
-model.driver.derived_topology)."""
+"""What the tools say about a topology the core has parsed: the SxHxG jax compiles
+for, size warnings, and where a command's topology came from (options.Selection
+parses the user's spec once; the one derived from a module is nvshmem-opt's, in its
+report's "spec")."""
+
+from __future__ import annotations
+
+from hlo_tools import selection
 
 
-def jax_topology(topology):
+def jax_topology(topology: selection.Topology) -> str:
   """The SxHxG that jax compiles a parsed Topology for: its :nvlN, :gpus_per_process
   and :map= shape pricing and placement, not the devices jax lays out."""
   return f"{topology.slices}x{topology.hosts_per_slice}x{topology.gpus_per_host}"
 
 
-def size_note(spec, topology, devices):
+def size_note(spec: str, topology: selection.Topology, devices: int) -> str | None:
   """A warning when the topology holds more GPUs than the module runs on (the extra
   ones hold none of it, and hosts the module does not fill change edge classes), or
   None."""
@@ -21,16 +26,32 @@ def size_note(spec, topology, devices):
   return None
 
 
-def other_host_shapes(spec):
-  """For a derived SxHxG spec: the other shapes of hosts of 2, 4 or 8 GPUs that hold
+def other_host_shapes(topology: selection.Topology) -> list[str]:
+  """For a derived topology: the other shapes of hosts of 8, 4 or 2 GPUs that hold
   as many devices (8: 1x2x4 and 1x4x2 beside 1x1x8), each of which can change the
   choices."""
-  try:
-    dims = [int(x) for x in spec.split(":")[0].split("x")]
-  except ValueError:
-    return []
-  total = 1
-  for d in dims:
-    total *= d
+  total, own = topology.num_devices, jax_topology(topology)
   return [f"1x{total // g}x{g}" for g in (8, 4, 2)
-          if total % g == 0 and total > g and f"1x{total // g}x{g}" != spec.split(":")[0]]
+          if total % g == 0 and total > g and f"1x{total // g}x{g}" != own]
+
+
+def manifest_note(prog: str, label: str, spec: str) -> str:
+  """What a command says when it takes a dump's topology from its manifest."""
+  return (f"{prog}: {label}: no --topology; using {spec}, the topology the dump was "
+          "compiled for (manifest.json; --topology=SPEC overrides)")
+
+
+def derived_notes(prog: str, label: str, spec: str, topology: selection.Topology,
+                  devices_per_host: int | None) -> tuple[str, str | None]:
+  """What a command says when it takes the topology nvshmem-opt derived from the
+  module: the topology, and a warning when the module's devices fit other host
+  shapes too (None with --devices-per-host, which chose the shape)."""
+  note = (f"{prog}: {label}: no --topology; using {spec} (derived from the module, as "
+          "nvshmem-opt and the pass do; --topology=SPEC or --devices-per-host=N "
+          "overrides)")
+  others = other_host_shapes(topology) if devices_per_host is None else []
+  warning = (f"{prog}: warning: {label}: the module's devices fit other host shapes too "
+             f"({', '.join(others)}), which can change every choice; "
+             f"{jax_topology(topology)} is only the pass's default (hosts of up to 8 "
+             "GPUs): give --topology for the job's real one") if others else None
+  return note, warning

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 from hlo_tools import selection
 from hlo_tools.hlo import buffer_assignment, module_config
@@ -29,6 +30,8 @@ _LOG_FILE = "child.log"
 LOWERED_FILE = "lowered.hlo"
 _AXIS_RE = re.compile(r"^[A-Za-z_]\w*$")
 PROGRAMS = ("ring", "train_step")  # the built-in programs (--program)
+# A mesh: [[axis name, size], ...], slowest-varying axis first.
+MeshAxes = list[list[Any]]
 
 
 @dataclasses.dataclass
@@ -36,37 +39,46 @@ class Target:
   """Where to compile for: a deviceless GPU topology, or N host (CPU) devices."""
   # The selection core's spec, SxHxG[:nvlN][:gpus_per_process=N][:map=...]: jax
   # compiles for its SxHxG; the rest shapes pricing, so the manifest keeps it all.
-  topology: str = None
+  topology: str | None = None
   cpu_devices: int = 8
   target_config: str = DEFAULT_TARGET_CONFIG
-  jax_topology: str = None  # SxHxG, from the core's parse of `topology`
+  # The core's parse of `topology`, when the caller has it; else parsed here once.
+  parsed: selection.Topology | None = dataclasses.field(default=None, compare=False)
 
-  def _shape(self):
-    """(slices, hosts, GPUs per host); the spec parsed by the core once, its one-line
-    error (a SelectionError) when bad."""
-    if self.jax_topology is None:
-      self.jax_topology = jax_topology(selection.parse_topology(self.topology))
-    return tuple(int(x) for x in self.jax_topology.split("x"))
+  def core_topology(self) -> selection.Topology:
+    """The spec parsed by the core, once; its one-line error (a SelectionError) when
+    bad."""
+    if self.parsed is None:
+      assert self.topology is not None, "a CPU target has no topology"
+      self.parsed = selection.parse_topology(self.topology)
+    return self.parsed
 
-  def validate(self):
+  def validate(self) -> None:
     if self.topology is not None:
-      self._shape()
+      self.core_topology()
       if not os.path.isfile(self.target_config):
         raise DumpError(f"--target_config {self.target_config!r} is not a file")
     elif self.cpu_devices < 1:
       raise DumpError(f"--cpu_devices must be >= 1, got {self.cpu_devices}")
 
-  def num_devices(self):
+  def num_devices(self) -> int:
     if self.topology is None:
       return self.cpu_devices
-    s, h, g = self._shape()
-    return s * h * g
+    return self.core_topology().num_devices
 
-  def devices_per_host(self):
+  def devices_per_host(self) -> int:
     """GPUs per host of the topology; all devices for the CPU (one host)."""
-    return self.num_devices() if self.topology is None else self._shape()[2]
+    if self.topology is None:
+      return self.num_devices()
+    return self.core_topology().gpus_per_host
 
-  def describe(self):
+  def for_child(self) -> dict:
+    """The fields a compile child rebuilds the Target from (it parses the spec
+    again in its own process)."""
+    return {"topology": self.topology, "cpu_devices": self.cpu_devices,
+            "target_config": self.target_config}
+
+  def describe(self) -> dict[str, Any]:
     if self.topology is None:
       return {"platform": "cpu", "num_devices": self.cpu_devices}
     return {"platform": "cuda", "topology": self.topology,
@@ -78,9 +90,9 @@ class Target:
 # The mesh: [[axis name, size], ...], slowest-varying axis first.
 
 
-def parse_mesh(text):
+def parse_mesh(text: str) -> MeshAxes:
   """'cp:4,tp:2' -> [['cp', 4], ['tp', 2]]. Raises DumpError on bad syntax."""
-  axes = []
+  axes: MeshAxes = []
   for part in text.split(","):
     name, sep, size = part.strip().partition(":")
     if not sep or not _AXIS_RE.match(name) or not size.isdigit() or int(size) < 1:
@@ -92,14 +104,14 @@ def parse_mesh(text):
   return axes
 
 
-def format_mesh(axes):
+def format_mesh(axes: MeshAxes) -> str:
   return ",".join(f"{name}:{size}" for name, size in axes)
 
 
-def _spec_axes(source):
+def _spec_axes(source: dict[str, Any]) -> list[str]:
   """Mesh axis names the partition specs of --arg and --out_spec use, in order."""
   specs = [a.split(":")[2] for a in source["args"] if a.count(":") == 2]
-  names = []
+  names: list[str] = []
   outs = [] if source.get("global") else out_specs(source)
   for spec in specs + outs:
     for part in spec.split(","):
@@ -108,7 +120,7 @@ def _spec_axes(source):
   return names
 
 
-def _default_mesh(source, target):
+def _default_mesh(source: dict[str, Any], target: Target) -> MeshAxes:
   n = target.num_devices()
   if source["kind"] == "program" and source["program"] == "train_step":
     from hlo_tools.programs import train_step  # pylint: disable=import-outside-toplevel
@@ -123,7 +135,8 @@ def _default_mesh(source, target):
   return [["cp", n]]
 
 
-def resolve_mesh(source, target, mesh_text=None):
+def resolve_mesh(source: dict[str, Any], target: Target,
+                 mesh_text: str | None = None) -> MeshAxes:
   """The mesh of a compiled source: --mesh checked against the target and the
   program, else the default (see the module docstring)."""
   axes = parse_mesh(mesh_text) if mesh_text else _default_mesh(source, target)
@@ -143,7 +156,8 @@ def resolve_mesh(source, target, mesh_text=None):
                       "and tp (either may have size 1)")
     from hlo_tools.programs import train_step  # pylint: disable=import-outside-toplevel
     try:  # shapes that do not split over the mesh fail here, before any compile
-      train_step.TrainConfig(**source["config"]).validate(dict(axes))
+      train_step.TrainConfig(**source["config"]).validate(
+          {str(name): int(size) for name, size in axes})
     except (TypeError, ValueError) as e:
       raise DumpError(f"--program=train_step on mesh {format_mesh(axes)}: {e}") from None
   if source["kind"] == "function":
@@ -158,7 +172,7 @@ def resolve_mesh(source, target, mesh_text=None):
 # Child side: runs with XLA_FLAGS already in its environment.
 
 
-def out_specs(source):
+def out_specs(source: dict[str, Any]) -> list[str]:
   """A function source's out_specs as texts: one per output of a function that
   returns a tuple (repeated --out_spec), else the one spec (default cp)."""
   spec = source.get("out_spec")
@@ -167,7 +181,7 @@ def out_specs(source):
   return [spec] if isinstance(spec, str) else [s or "" for s in spec]
 
 
-def _parse_spec(text):
+def _parse_spec(text: str) -> Any:
   """'cp' -> P('cp'); 'None,cp' or ',cp' -> P(None, 'cp'); '' -> P() (replicated)."""
   from jax.sharding import PartitionSpec as P
   if not text:
@@ -176,7 +190,7 @@ def _parse_spec(text):
              for part in text.split(",")])
 
 
-def _parse_arg(text):
+def _parse_arg(text: str) -> tuple[tuple[int, ...], str, Any]:
   """'8192,8,128:bf16:cp' -> (shape, dtype name, PartitionSpec)."""
   parts = text.split(":")
   if len(parts) not in (2, 3):
@@ -188,19 +202,19 @@ def _parse_arg(text):
   return shape, parts[1], _parse_spec(parts[2] if len(parts) == 3 else "")
 
 
-def _devices(target):
+def _devices(target: Target) -> Any:
   import jax
   if target.topology is None:
     return jax.devices("cpu")
   from jax.experimental import topologies
   with open(target.target_config) as f:
     config = f.read()
-  target._shape()  # pylint: disable=protected-access  # sets jax_topology
-  return topologies.get_topology_desc(platform="cuda", topology=target.jax_topology,
+  return topologies.get_topology_desc(platform="cuda",
+                                      topology=jax_topology(target.core_topology()),
                                       target_config=config).devices
 
 
-def _user_function(source, mesh):
+def _user_function(source: dict[str, Any], mesh: Any) -> tuple[Any, list[Any]]:
   """Imports module:function and wraps it in shard_map with the --arg specs (with
   --global: as it is; it runs its own shard_map or jit sharding on the mesh)."""
   import importlib
@@ -229,14 +243,14 @@ def _user_function(source, mesh):
   return wrapped, args
 
 
-def _program(source, mesh):
+def _program(source: dict[str, Any], mesh: Any) -> tuple[Any, Any]:
   """The function and abstract arguments of a built-in program or module:function."""
   from hlo_tools.programs import ring_attention
   if source["kind"] == "ring":
-    config = ring_attention.RingConfig(**source["config"])
-    config.validate(mesh.size)
-    return (ring_attention.example_function(config, mesh),
-            ring_attention.example_args(config, mesh))
+    ring = ring_attention.RingConfig(**source["config"])
+    ring.validate(mesh.size)
+    return (ring_attention.example_function(ring, mesh),
+            ring_attention.example_args(ring, mesh))
   if source["kind"] == "program":
     from hlo_tools.programs import train_step
     config = train_step.TrainConfig(**source["config"])
@@ -246,7 +260,7 @@ def _program(source, mesh):
   return _user_function(source, mesh)
 
 
-def _child_compile(spec):
+def _child_compile(spec: dict[str, Any]) -> None:
   """Lowers and compiles once; XLA writes its dump files as a side effect."""
   import jax
   import jaxlib
@@ -273,7 +287,7 @@ def _child_compile(spec):
       f.write(hlo)
   print("hlo-tools dump: compiling", file=sys.stderr, flush=True)
   compiled = lowered.compile()
-  text = compiled.as_text()
+  text = compiled.as_text() or ""
   module_name = text.split(None, 2)[1].rstrip(",") if text.startswith("HloModule") else None
   versions = {"jax": jax.__version__, "jaxlib": jaxlib.__version__}
   try:
@@ -289,13 +303,13 @@ def _child_compile(spec):
                "devices": [str(d) for d in devices]}, f, indent=1)
 
 
-def _is_vma_error(message):
+def _is_vma_error(message: str) -> bool:
   """jax's shard_map type error for a carry or branch whose manual axes differ."""
   return ("manual axis types" in message or "check_vma" in message
           or "varying manual axes" in message or "{V:" in message)
 
 
-def _child_main(argv):
+def _child_main(argv: list[str]) -> int:
   spec = json.loads(argv[0])
   try:
     _child_compile(spec)
@@ -320,7 +334,7 @@ def _child_main(argv):
 # Parent side.
 
 
-def _child_env(target, xla_dump_dir, pass_re):
+def _child_env(target: Target, xla_dump_dir: str, pass_re: str | None) -> dict[str, str]:
   env = dict(os.environ)
   flags = [env.get("XLA_FLAGS", ""), f"--xla_dump_to={xla_dump_dir}",
            "--xla_dump_hlo_as_text"]
@@ -342,7 +356,7 @@ def _child_env(target, xla_dump_dir, pass_re):
   return env
 
 
-def _die_with_parent():
+def _die_with_parent() -> None:
   """In the child: end when the parent does (a killed command leaves no compile
   writing into a directory the next run cleans up)."""
   import ctypes  # pylint: disable=import-outside-toplevel
@@ -353,7 +367,9 @@ def _die_with_parent():
     pass
 
 
-def compile_in_child(work_dir, source, target, pass_re=None, progress=True, mesh=None):
+def compile_in_child(work_dir: str, source: dict[str, Any], target: Target,
+                     pass_re: str | None = None, progress: bool = True,
+                     mesh: MeshAxes | None = None) -> dict[str, Any]:
   """Compiles `source` for `target` in a child; XLA's files land in work_dir/xla_dump.
 
   mesh: [[axis, size], ...] (resolve_mesh's answer), else source["mesh"] (the
@@ -363,7 +379,7 @@ def compile_in_child(work_dir, source, target, pass_re=None, progress=True, mesh
   xla_dir = os.path.join(work_dir, XLA_DUMP_SUBDIR)
   os.makedirs(xla_dir, exist_ok=True)
   mesh = mesh or resolve_mesh(source, target, source.get("mesh"))
-  spec = {"source": source, "target": dataclasses.asdict(target), "out_dir": work_dir,
+  spec = {"source": source, "target": target.for_child(), "out_dir": work_dir,
           "mesh": mesh}
   log_path = os.path.join(work_dir, _LOG_FILE)
   start = time.monotonic()
@@ -396,7 +412,7 @@ def compile_in_child(work_dir, source, target, pass_re=None, progress=True, mesh
     return dict(json.load(f), mesh=mesh)
 
 
-def write_stages(work_dir, modules, main_key):
+def write_stages(work_dir: str, modules: dict[str, Any], main_key: str | None) -> dict[str, str]:
   """Copies the main module's stage files to fixed names, each with XLA's module config
   beside it (module_config.sidecar_path); returns stage -> file."""
   stages = _write_module_stages(work_dir, modules, main_key)
@@ -412,8 +428,9 @@ def write_stages(work_dir, modules, main_key):
   return dict(sorted(stages.items()))
 
 
-def _write_module_stages(work_dir, modules, main_key):
-  stages = {}
+def _write_module_stages(work_dir: str, modules: dict[str, Any],
+                         main_key: str | None) -> dict[str, str]:
+  stages: dict[str, str] = {}
   if main_key is not None:
     for stage, fname in sorted(modules[main_key]["stages"].items()):
       shutil.copyfile(os.path.join(work_dir, XLA_DUMP_SUBDIR, fname),
@@ -436,15 +453,16 @@ def _write_module_stages(work_dir, modules, main_key):
   return stages
 
 
-def _check_out(out, overwrite):
+def _check_out(out: str, overwrite: bool) -> None:
   if os.path.isdir(out) and os.listdir(out) and not overwrite:
     raise DumpError(f"--out {out!r} exists and is not empty (use --overwrite)")
   if os.path.exists(out) and not os.path.isdir(out):
     raise DumpError(f"--out {out!r} exists and is not a directory")
 
 
-def dump(source, out, target=None, all_passes=False, overwrite=False, options=None,
-         progress=True):
+def dump(source: dict[str, Any], out: str, target: Target | None = None,
+         all_passes: bool = False, overwrite: bool = False,
+         options: dict[str, Any] | None = None, progress: bool = True) -> dict[str, Any]:
   """Library entry point behind `hlo-tools dump`. Returns the manifest dict.
 
   source: {"kind": "ring", "config": {...}}, {"kind": "program", "program":
@@ -504,7 +522,8 @@ def dump(source, out, target=None, all_passes=False, overwrite=False, options=No
     raise
 
 
-def _main_config(work_dir, main_key, source):
+def _main_config(work_dir: str, main_key: str | None,
+                 source: dict[str, Any]) -> module_config.ModuleConfig | None:
   """The main module's config (module_config.ModuleConfig), None where XLA wrote none;
   a bad one is refused under the name the user gave it."""
   path = main_key and module_config.xla_dump_config(
@@ -517,10 +536,10 @@ def _main_config(work_dir, main_key, source):
   return module_config.read_config(path, label=label)
 
 
-def _local_versions():
+def _local_versions() -> dict[str, str]:
   """Versions without importing jax (indexing never needs it)."""
   from importlib import metadata
-  versions = {}
+  versions: dict[str, str] = {}
   for name in ("jax", "jaxlib"):
     try:
       versions[name] = metadata.version(name)
@@ -529,8 +548,9 @@ def _local_versions():
   return versions
 
 
-def dump_pass_snapshot(config, topology, pass_name, target_config=DEFAULT_TARGET_CONFIG,
-                       occurrence=-1, when="after", progress=False):
+def dump_pass_snapshot(config: Any, topology: str, pass_name: str,
+                       target_config: str = DEFAULT_TARGET_CONFIG, occurrence: int = -1,
+                       when: str = "after", progress: bool = False) -> str:
   """Compiles the ring example for a GPU topology; returns the HLO after `pass_name`.
 
   E.g. pass_name="collective-permute-combiner" gives the module XLA's own

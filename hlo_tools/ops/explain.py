@@ -1,12 +1,18 @@
 """Why each collective-permute gets its backend: the selection core's reasoning, the
 modeled time per backend and upstream's answer, per permute."""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 from hlo_tools import cli_io
+from hlo_tools.hlo.reader import HloModule
 from hlo_tools.ops.sizes import format_bytes
 from hlo_tools.model import decisions, modes, placement, program_mode, sources
 from hlo_tools.ops import program_text
 from hlo_tools.model.collectives import trips_text
+from hlo_tools.model.options import Selection
 
 
 PRE_OPTIMIZATION_NOTE = (
@@ -18,11 +24,11 @@ PRE_OPTIMIZATION_NOTE = (
     "`hlo-tools dump --all_passes` directory) or DIR:after_optimizations instead.")
 
 
-def us(value):
+def us(value: float | None) -> str:
   return "-" if value is None else f"{value:.2f} us"
 
 
-def is_pre_optimization(module, collectives):
+def is_pre_optimization(module: HloModule, collectives: list[dict[str, Any]]) -> bool:
   """A module with permutes, none async and no fusion: jax's lowered or XLA's
   before-optimizations HLO, which the combiner has not seen yet."""
   if not collectives or any(e["form"] != "sync" for e in collectives):
@@ -30,18 +36,17 @@ def is_pre_optimization(module, collectives):
   return not any(i.opcode == "fusion" for i in module.instructions())
 
 
-def explain(path, topology_spec, cost_table=None, source=None,
-            max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, stage=None, **kwargs):
-  """The model layer's description of the module (decisions.describe: kwargs), with
-  a note when the module is from before XLA's optimizations: by its `stage` of a dump
-  when known, else by its structure."""
+def explain(path: str, selected: Selection, source: sources.Source | None = None,
+            max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES, stage: str | None = None,
+            per_op_xla: bool = False, **kwargs: Any) -> dict:
+  """The model layer's description of the module (decisions.describe: kwargs) on
+  `selected` (parsed once by the caller), with a note when the module is from before
+  XLA's optimizations: by its `stage` of a dump when known, else by its structure."""
   source = source or sources.read_source(path, max_bytes=max_bytes)
-  per_op_xla = kwargs.pop("per_op_xla", False)
   # On the module's own device map, for its permutes and the program's mode alike.
-  selected = placement.placed(
-      decisions.load_selection(topology_spec, cost_table, kwargs.pop("backends", None),
-                               kwargs.pop("selected", None)), path, max_bytes)
-  result = decisions.describe(path, None, source=source, selected=selected, **kwargs)
+  selected = placement.placed(selected, path, max_bytes)
+  result = decisions.describe(path, selected, source=source, max_bytes=max_bytes,
+                              **kwargs)
   add_program(result, source, selected, per_op_xla)
   pre = (stage in ("before_optimizations", "lowered") if stage is not None
          else is_pre_optimization(source.module, result["collectives"]))
@@ -50,7 +55,8 @@ def explain(path, topology_spec, cost_table=None, source=None,
   return result
 
 
-def add_program(result, source, selected, per_op_xla=False):
+def add_program(result: dict[str, Any], source: sources.Source, selected: Selection,
+                per_op_xla: bool = False) -> None:
   """The program's one mode (model.program_mode) into `result`, and into each
   permute's entry what it runs on this XLA (`runs`). Nothing for a backend set
   without a mode the flag names (the pinned XLA's nccl,nvshmem has no such flag)."""
@@ -66,17 +72,17 @@ def add_program(result, source, selected, per_op_xla=False):
 # ---------------------------------------------------------------------------------------
 # Text
 
-def pairs_text(pairs, limit=16):
+def pairs_text(pairs: Sequence[Sequence[int]], limit: int = 16) -> str:
   text = " ".join(f"{s}->{t}" for s, t in pairs[:limit])
   return text + (f" ... ({len(pairs)} pairs)" if len(pairs) > limit else "")
 
 
-def loop_counts(e):
+def loop_counts(e: dict[str, Any]) -> list[int | None]:
   """The trip counts of the permute's loops, innermost first (None: unknown)."""
   return [loop["trip_count"] for loop in e.get("loops") or ()]
 
 
-def where_text(e):
+def where_text(e: dict[str, Any]) -> str:
   """Where the permute is, with every loop around it (innermost first)."""
   loops = e.get("loops") or []
   branch = e.get("under_branch")
@@ -105,7 +111,7 @@ def choice_text(e: dict) -> str:
           + f", {us(e['modeled_us']['chosen'])}); now {current_text(e)}")
 
 
-def modeled_text(m, sets):
+def modeled_text(m: dict[str, float | None], sets: dict[str, dict[str, Any]]) -> str:
   """Each backend of the set with its modeled time ('refused' when it cannot run)."""
   if not sets:
     return f"nccl {us(m['nccl'])}, nvshmem {us(m['nvshmem'])}"
@@ -113,7 +119,7 @@ def modeled_text(m, sets):
                    for b, v in sets.items())
 
 
-def priced_text(priced_by):
+def priced_text(priced_by: dict[str, dict[str, str]]) -> str:
   """Per backend, the edge class of its slowest edge and how the table prices it."""
   text = "; ".join(f"{b} by its slowest edge, {p['link_class']} ({p['model']})"
                    for b, p in priced_by.items())
@@ -123,14 +129,14 @@ def priced_text(priced_by):
   return text
 
 
-def current_text(e):
+def current_text(e: dict[str, Any]) -> str:
   mode = e.get("current_collectives_mode")
   if mode in (None, "COLLECTIVES_MODE_INVALID"):
     return e["current_backend"]
   return f"{e['current_backend']}, collectives_mode {mode} ({e['current_plan']})"
 
 
-def format_text(result):
+def format_text(result: dict[str, Any]) -> str:
   inferred = result.get("num_partitions_from", "module header")
   lines = [f"{result['file']}: {len(result['collectives'])} collective-permute(s), "
            f"topology {result['topology']}, {result['num_partitions']} partitions"
@@ -144,7 +150,7 @@ def format_text(result):
   if result.get("topology_note"):
     lines.append(result["topology_note"])
   lines += [result[k] for k in ("processes", "placement") if result.get(k)]
-  lines += program_text.lines(result.get("program"))
+  lines += program_text.lines(result.get("program") or {})
   unsafe = [e for e in result["collectives"] if e.get("current_unsafe")]
   if unsafe:
     lines.append(f"UNSAFE: {len(unsafe)} collective-permute(s) already carry a backend "

@@ -1,15 +1,21 @@
 """Named checks on a module's collective-permutes (the checks:
 hlo_tools.commands.verify's help)."""
 
+from __future__ import annotations
+
 import os
-import subprocess
+from collections.abc import Sequence
+from typing import Any
 
 from hlo_tools import cli_io
 from hlo_tools import selection
 from hlo_tools.hlo import buffer_assignment
-from hlo_tools.model import collectives, decisions, driver, modes, placement, runtime_rules
+from hlo_tools.hlo.reader import HloInstruction, HloModule
+from hlo_tools.model import collectives, decisions, driver, modes, placement
 from hlo_tools.model import sources
 from hlo_tools.model import program_mode
+from hlo_tools.model.decisions import Permute
+from hlo_tools.model.options import Selection
 from hlo_tools.model.topology import size_note
 
 CHECKS = ("permutation", "start-done", "backend-config", "start-done-agree", "backend-set",
@@ -34,19 +40,19 @@ _UPDATE_OPS = ("collective-permute-update", "async-update")
 class Check:
   """One named check: its per-instruction results and an overall status."""
 
-  def __init__(self, name):
+  def __init__(self, name: str) -> None:
     self.name = name
-    self.results = []
-    self.note = None  # set when the whole check does not apply or was skipped
+    self.results: list[dict[str, Any]] = []
+    self.note: str | None = None  # set when the whole check does not apply or was skipped
 
-  def add(self, status, instr, message):
+  def add(self, status: str, instr: HloInstruction | None, message: str) -> None:
     self.results.append({
         "status": status, "instruction": instr.name if instr is not None else None,
         "computation": instr.computation.name if instr is not None else None,
         "line": instr.line if instr is not None else None, "message": message})
 
   @property
-  def status(self):
+  def status(self) -> str:
     statuses = {r["status"] for r in self.results}
     if "fail" in statuses:
       return "fail"
@@ -58,7 +64,7 @@ class Check:
       return "skip"
     return "not_applicable"
 
-  def to_json(self):
+  def to_json(self) -> dict[str, Any]:
     return {"name": self.name, "status": self.status, "note": self.note,
             "results": self.results}
 
@@ -66,7 +72,7 @@ class Check:
 # ---------------------------------------------------------------------------------------
 # The checks
 
-def check_permutation(perms, source):
+def check_permutation(perms: list[Permute], source: sources.Source) -> Check:
   check = Check("permutation")
   for perm in perms:
     cross = perm.record.channel_id is not None
@@ -90,7 +96,7 @@ def check_permutation(perms, source):
   return check
 
 
-def _is_permute_start(module, instr):
+def _is_permute_start(module: HloModule, instr: HloInstruction) -> bool:
   if instr.opcode == "collective-permute-start":
     return True
   if instr.opcode == "async-start":
@@ -100,7 +106,7 @@ def _is_permute_start(module, instr):
   return False
 
 
-def check_start_done(module):
+def check_start_done(module: HloModule) -> Check:
   check = Check("start-done")
   for comp in module.computations:
     users = None
@@ -136,7 +142,7 @@ def check_start_done(module):
   return check
 
 
-def _collective_config(instr):
+def _collective_config(instr: HloInstruction) -> tuple[Any, Any] | None:
   """(backend, collectives_mode) of the op's collective_backend_config, None without."""
   config = instr.backend_config_json() if "backend_config" in instr.attributes else None
   cbc = config.get("collective_backend_config") if isinstance(config, dict) else None
@@ -145,7 +151,7 @@ def _collective_config(instr):
   return cbc.get("backend", "DEFAULT"), cbc.get("collectives_mode", decisions.NO_MODE)
 
 
-def check_start_done_agree(perms: list, module) -> Check:
+def check_start_done_agree(perms: list[Permute], module: HloModule) -> Check:
   """A permute's start and done say the same: the done's collective_backend_config,
   where it has one, and its _xla_collectives_mode, where it has one, are the start's
   (a tool that rewrites one op of the pair leaves the runtime two answers)."""
@@ -172,7 +178,7 @@ def check_start_done_agree(perms: list, module) -> Check:
   return check
 
 
-def _marks(source):
+def _marks(source: sources.Source) -> dict[tuple[str, str], str]:
   """{(computation, start): the user's mark} of a module's marked permutes."""
   marks = {}
   for rec in collectives.collective_permutes(source.module):
@@ -201,6 +207,7 @@ def check_user_mark(perms: list, given: sources.Source | None = None) -> Check:
       problems.append(f"the user marked it {modes.ATTRIBUTE}=\"{was}\", and it now says "
                       f"{perm.mark!r}: no tool may change a user's mark")
     mark = perm.mark if perm.mark is not None else was
+    assert mark is not None  # a permute without either is skipped above
     # Private memory is NCCL's path; a value that is no mode keeps NCCL too.
     wanted = decisions.MARK_PLAN.get(mark.lower(), "nccl")
     have = {"private": "nccl"}.get(decisions.op_backend(perm.record),
@@ -220,7 +227,7 @@ def check_user_mark(perms: list, given: sources.Source | None = None) -> Check:
   return check
 
 
-def _mode_problems(cbc):
+def _mode_problems(cbc: dict[str, Any]) -> list[str]:
   mode = cbc.get("collectives_mode")
   if mode is None:
     return []
@@ -231,7 +238,7 @@ def _mode_problems(cbc):
   return []
 
 
-def check_backend_config(perms):
+def check_backend_config(perms: list[Permute]) -> Check:
   check = Check("backend-config")
   for perm in perms:
     instr = perm.start
@@ -265,7 +272,7 @@ def check_backend_config(perms):
   return check
 
 
-def check_backend_set(perms, backends):
+def check_backend_set(perms: list[Permute], backends: Sequence[str]) -> Check:
   """Each op's backend is in the set; NCCL is in every set, so only others are listed."""
   check = Check("backend-set")
   for perm in perms:
@@ -283,22 +290,16 @@ def check_backend_set(perms, backends):
   return check
 
 
-def check_peer_safety(perms, source, topology, table):
-  """Peer and symmetric memory only where the core's safety rule for them allows."""
+def check_peer_safety(perms: list, source: sources.Source, topology: selection.Topology,
+                      table: selection.CostTable) -> Check:
+  """Peer and symmetric memory only where the core's rules for them allow."""
   check = Check("peer-safety")
-  places = runtime_rules.nccl_only_computations(source.module)
   for perm in perms:
     have = decisions.op_backend(perm.record)
     if have not in decisions.PLAN_MODE:
       continue
-    if places.get(perm.record.computation) == "branch":
-      check.add("fail", perm.start, f"{have} under a conditional's branch: devices may "
-                "take different branches, and the put lands in the peer's copy of the "
-                "sender's own destination (collective_memory.cc, FindPeerAddress and "
-                "FindSymmetricMemory, at 131bf41a); the patched assigner makes it private")
-      continue
     try:
-      reason = decisions.safety_refusal(perm, source, topology, table, have)
+      reason = decisions.carried_refusal(perm, source, topology, table)
     except (selection.SelectionError, ValueError) as e:
       check.add("fail", perm.start, f"{have}, but its edges cannot be placed: {e}")
       continue
@@ -312,7 +313,8 @@ def check_peer_safety(perms, source, topology, table):
   return check
 
 
-def check_permute_mode(perms, source, per_op_xla=False):
+def check_permute_mode(perms: list[Permute], source: sources.Source,
+                       per_op_xla: bool = False) -> Check:
   """A mode written on a permute runs only where the XLA honours it: a stock XLA's
   thunk runs the flag's mode (program_mode.THUNK_READS_FLAG), so a mode on the op
   that differs from it is not run, and a SYMMETRIC one has moved its buffers."""
@@ -341,16 +343,17 @@ def check_permute_mode(perms, source, per_op_xla=False):
   return check
 
 
-def _edges_text(edges):
+def _edges_text(edges: list[decisions.Edge]) -> str:
   return ", ".join(f"{s}->{t} ({c})" for s, t, c in edges[:8]) + (
       f" and {len(edges) - 8} more" if len(edges) > 8 else "")
 
 
-def _own_edges(perm, topology, source):
+def _own_edges(perm: Permute, topology: selection.Topology,
+               source: sources.Source) -> list[decisions.Edge]:
   return decisions.device_edges(topology, source, perm.pairs, perm.record.channel_id is not None)
 
 
-def check_nvshmem_heap(perms, table):
+def check_nvshmem_heap(perms: list[Permute], table: selection.CostTable) -> Check:
   # The permute's operand and result both live in NVSHMEM's symmetric heap.
   check = Check("nvshmem-heap")
   for perm in perms:
@@ -367,7 +370,8 @@ def check_nvshmem_heap(perms, table):
   return check
 
 
-def check_nvshmem_team(perms, topology, source):
+def check_nvshmem_team(perms: list[Permute], topology: selection.Topology,
+                       source: sources.Source) -> Check:
   check = Check("nvshmem-team")
   team = source.num_partitions * source.num_replicas
   for perm in perms:
@@ -390,17 +394,28 @@ def check_nvshmem_team(perms, topology, source):
   return check
 
 
-def check_nvshmem_runtime(perms, topology, source):
-  """What the pinned runtime's NVSHMEM permute needs beside a source for every
-  device: element types it puts, every edge inside one shared-memory domain, one
-  group of ids that are the devices' PEs, neither a collectives group nor a
-  conditional's branch around it, and, where XLA's buffer-assignment dump lies
-  beside the module, destinations in its heap and no heap buffer live out."""
+def check_nvshmem_runtime(perms: list, topology: selection.Topology, source: sources.Source,
+                          table: selection.CostTable) -> Check:
+  """What the pinned runtime's NVSHMEM permute needs beside a source for every device
+  and room in its heap (nvshmem-team and nvshmem-heap): the core's other rules
+  (element types it puts, every edge inside one shared-memory domain, one group of
+  ids that are the devices' PEs, neither a collectives group nor a conditional's
+  branch around it) and, where XLA's buffer-assignment dump lies beside the module,
+  destinations in its heap and no heap buffer live out."""
   check = Check("nvshmem-runtime")
+  team = source.num_partitions * source.num_replicas
   for perm in perms:
     if perm.record.backend != "NVSHMEM":
       continue
-    problems = runtime_rules.nvshmem_problems(perm, topology, source)
+    problems = decisions.unsafe_reasons(perm, source, topology, table)
+    # The team and heap rules have checks of their own.
+    try:
+      own = {selection.nvshmem_heap_reason(table, perm.record.bytes_per_device),
+             selection.nvshmem_hang_reason([(s, t) for s, t, _ in
+                                            _own_edges(perm, topology, source)], team)}
+    except ValueError:
+      own = set()
+    problems = [p for p in problems if p not in own]
     if problems:
       check.add("fail", perm.start, "NVSHMEM: " + "; ".join(problems))
     else:
@@ -412,7 +427,7 @@ def check_nvshmem_runtime(perms, topology, source):
   return check
 
 
-def check_selection(perms, topology_spec):
+def check_selection(perms: list[Permute], topology_spec: str) -> Check:
   check = Check("selection")
   for perm in perms:
     d = perm.decision
@@ -444,7 +459,7 @@ def check_selection(perms, topology_spec):
   return check
 
 
-def _has_memory_spaces(module):
+def _has_memory_spaces(module: HloModule) -> bool:
   for instr in module.instructions():
     for leaf in instr.shape.leaves():
       if leaf.layout and "S(" in leaf.layout:
@@ -452,7 +467,7 @@ def _has_memory_spaces(module):
   return False
 
 
-def check_memory_space(perms, source):
+def check_memory_space(perms: list[Permute], source: sources.Source) -> Check:
   check = Check("memory-space")
   module = source.module
   if not any(perm.record.backend == "NVSHMEM" for perm in perms):
@@ -491,21 +506,27 @@ def check_memory_space(perms, source):
   return check
 
 
-def check_hlo_verifier(path, topology_spec, cost_table, num_partitions=None, backends=None):
-  """The check, and the driver's report on the module (None when it gave none):
-  one run both verifies the module and decides each permute on XLA's parse."""
-  check = Check("hlo-verifier")
+def ask_driver(path: str, selected: Selection,
+               num_partitions: int | None = None) -> driver.Answer | None:
+  """nvshmem-opt's one run on the module, which both verifies it and decides each
+  permute on XLA's parse; None when the driver is not built."""
   if driver.find_nvshmem_opt() is None:
+    return None
+  return driver.ask(path, selected.spec, selected.driver_table(), compare_upstream=False,
+                    num_partitions=num_partitions,
+                    backends=selected.backends and selected.table.backends)
+
+
+def check_hlo_verifier(answer: driver.Answer | None) -> Check:
+  """The check, from the driver's answer (ask_driver)."""
+  check = Check("hlo-verifier")
+  if answer is None:
     check.note = "skip: nvshmem-opt is not built (run scripts/setup.sh)"
-    return check, None
-  try:
-    rc, report, message = driver.run_nvshmem_opt(
-        path, topology_spec, cost_table, mode="explain", num_partitions=num_partitions,
-        backends=backends)
-  except (OSError, subprocess.SubprocessError) as e:
-    check.note = f"skip: could not run nvshmem-opt: {e}"
-    return check, None
-  if rc == 0:
+    return check
+  rc, _, message = answer
+  if rc == -1:
+    check.note = f"skip: could not run nvshmem-opt: {message}"
+  elif rc == 0:
     check.results.append({"status": "pass", "instruction": None, "computation": None,
                           "line": None, "message": "HloVerifier accepts the module"})
   elif rc == 2 and "HloVerifier rejects" not in message:
@@ -516,39 +537,43 @@ def check_hlo_verifier(path, topology_spec, cost_table, num_partitions=None, bac
     check.results.append({"status": "fail", "instruction": None, "computation": None,
                           "line": None,
                           "message": f"nvshmem-opt exit {rc}: {message or '(no message)'}"})
-  return check, report if rc == 0 else None
+  return check
 
 
 # ---------------------------------------------------------------------------------------
 
-def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
-           num_partitions=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, backends=None,
-           only=None, selected=None, verified_by=None, per_op_xla=False, given=None):
+def verify(path: str, selected: Selection, run_driver: bool = True,
+           source: sources.Source | None = None, num_partitions: int | None = None,
+           max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES, only: tuple | None = None,
+           verified_by: str | None = None, per_op_xla: bool = False,
+           given: sources.Source | None = None,
+           answer: driver.Answer | None = None) -> dict:
   """The verify JSON object; raises InputError for unreadable input.
 
-  backends: the set the target XLA offers ("nccl,peer"), else the cost table's.
+  selected: the topology, cost table and backend set, parsed once by the caller
+  (options.load), placed here on the module's own device map.
   only: the names of the checks to run (e.g. SAFETY_CHECKS), else every one.
-  selected: an options.Selection parsed once by the caller, in place of
-  topology_spec, cost_table and backends.
   verified_by: how XLA's verifier already accepted this module (nvshmem-opt's
   rewrite verifies the text it writes), in place of another driver run.
   per_op_xla: the target XLA runs each permute's own mode (the series for jax
   v0.11.0's XLA), else the flag's (every stock XLA).
-  given: the Source this module was rewritten from, whose users' marks it must keep."""
-  selected = placement.placed(
-      decisions.load_selection(topology_spec, cost_table, backends, selected), path, max_bytes)
+  given: the Source this module was rewritten from, whose users' marks it must keep.
+  answer: nvshmem-opt's run on this module when the caller already made it (the one
+  that derived its topology), in place of another."""
+  selected = placement.placed(selected, path, max_bytes)
   topology, table, topology_spec = selected.topology, selected.table, selected.spec
-  cost_table, backends = selected.cost_table, selected.backends
+  cost_table = selected.cost_table
   backend_set = decisions.backend_set(table)
   source = sources.resolve_partitions(source or sources.read_source(path, max_bytes=max_bytes),
                                  topology, num_partitions)
   module = source.module
   decisions.require_devices(source, topology)
-  verifier, report = None, None
+  verifier = None
   if run_driver and not verified_by:
-    verifier, report = check_hlo_verifier(path, topology_spec, cost_table, num_partitions,
-                                          backends and table.backends)
-    sources.adopt_driver_partitions(source, report)
+    answer = answer or ask_driver(path, selected, num_partitions)
+    verifier = check_hlo_verifier(answer)
+  report = answer.report if answer is not None else None
+  sources.adopt_driver_partitions(source, report)
   perms = decisions.analyze(source, topology, table, tolerant=True, report=report)
   checks = [
       check_permutation(perms, source),
@@ -559,7 +584,7 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
       check_user_mark(perms, given),
       check_nvshmem_heap(perms, table),
       check_nvshmem_team(perms, topology, source),
-      check_nvshmem_runtime(perms, topology, source),
+      check_nvshmem_runtime(perms, topology, source, table),
       check_peer_safety(perms, source, topology, table),
       check_selection(perms, topology_spec),
       check_memory_space(perms, source),
@@ -569,7 +594,7 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
     accepted.results.append({"status": "pass", "instruction": None, "computation": None,
                              "line": None, "message": verified_by})
     checks.append(accepted)
-  elif run_driver:
+  elif verifier is not None:
     checks.append(verifier)
   else:
     skipped = Check("hlo-verifier")
@@ -596,7 +621,7 @@ def verify(path, topology_spec, cost_table=None, run_driver=True, source=None,
 _MARK = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP", "not_applicable": "N/A "}
 
 
-def format_text(result):
+def format_text(result: dict[str, Any]) -> str:
   lines = []
   inferred = result.get("num_partitions_from", "module header")
   if inferred not in ("module header", "default"):

@@ -2,6 +2,8 @@
 rewrite, explain, verify, diff and the per-pass trace; an HTML page with a chart of
 modeled time against message size; report.json."""
 
+from __future__ import annotations
+
 import dataclasses
 import json
 import os
@@ -10,6 +12,8 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
 
 from hlo_tools import cli_io
 from hlo_tools import selection
@@ -25,7 +29,7 @@ from hlo_tools.ops.report.page import comparison_rows, fmt_us, page_title, rende
 from hlo_tools.errors import InputError
 from hlo_tools.model import decisions, driver, dumps, options, placement, sources
 from hlo_tools.model.collectives import per_step_sum
-from hlo_tools.model.topology import jax_topology, other_host_shapes
+from hlo_tools.model.topology import derived_notes, jax_topology, manifest_note
 from hlo_tools.ops.sizes import format_bytes
 
 DEFAULTS = {"seq_len": 131072, "num_heads": 32, "num_kv_heads": 8, "head_dim": 128,
@@ -44,9 +48,10 @@ DEFAULT_TRAIN_STEPS = (("1x1x8", None, 65536), ("1x2x8", None, 65536),
                        ("1x2x8", SEED_MESH, 65536), ("1x2x8", SEED_MESH, 131072),
                        ("1x2x8", SEED_MESH, 262144))
 DEFAULT_OUT = "nvshmem_report"
+PROG = "hlo-tools report"
 
 
-def parse_topology_arg(spec):
+def parse_topology_arg(spec: str) -> tuple[str, str, selection.Topology]:
   """(SxHxG to compile for, the spec, the core's Topology): the spec in the core's
   grammar, parsed once by the core, whose one-line error a bad one raises.
   '1x9x8:nvl72' -> ('1x9x8', '1x9x8:nvl72', Topology)."""
@@ -62,21 +67,22 @@ class Case:
   """One configuration: a module (or a program to compile) on one topology."""
   id: str  # directory name inside DIR
   title: str
-  topology: str  # the selection core's spec
-  parsed: object = None  # the core's Topology of `topology`, when already parsed
-  compile_topology: str = None  # SxHxG, for programs compiled here
-  source: dict = None  # a dump.dump() source: ring or module:function
-  config: dict = None  # the ring's shapes
-  path: str = None  # FILE or DIR given by the user
-  label: str = None  # how messages name the input: as given, or <stdin>
-  target_config: str = None  # the GPU target config to compile for (default: H200)
+  topology: str | None  # the selection core's spec; None: the driver derives it
+  parsed: selection.Topology | None = None  # the core's Topology of `topology`, when already parsed
+  compile_topology: str | None = None  # SxHxG, for programs compiled here
+  source: dict | None = None  # a dump.dump() source: ring or module:function
+  config: dict | None = None  # the ring's shapes
+  path: str | None = None  # FILE or DIR given by the user
+  label: str | None = None  # how messages name the input: as given, or <stdin>
+  target_config: str | None = None  # the GPU target config to compile for (default: H200)
+  devices_per_host: int | None = None  # a FILE or DIR whose topology the driver derives
 
 
-def _tokens(n):
+def _tokens(n: int) -> str:
   return f"{n // 1024}K" if n % 1024 == 0 else str(n)
 
 
-def ring_case(config, topology_arg):
+def ring_case(config: dict[str, Any], topology_arg: str) -> Case:
   compile_topo, spec, parsed = parse_topology_arg(topology_arg)
   return Case(id=f"{spec.replace(':', '_')}-{_tokens(config['seq_len'])}",
               title=f"ring attention, {_tokens(config['seq_len'])} tokens, on {spec}",
@@ -84,7 +90,7 @@ def ring_case(config, topology_arg):
               source={"kind": "ring", "config": config}, config=config)
 
 
-def train_step_case(topology, mesh=None, seq_len=65536):
+def train_step_case(topology: str, mesh: str | None = None, seq_len: int = 65536) -> Case:
   """The built-in train step on `topology` (SxHxG) and `mesh` ('tp:2,cp:8', slowest axis
   first; None: dump's default mesh for the topology) at seq_len tokens."""
   source = {"kind": "program", "program": "train_step", "config": {"seq_len": seq_len}}
@@ -101,38 +107,63 @@ def train_step_case(topology, mesh=None, seq_len=65536):
 @dataclasses.dataclass
 class Request:
   """What a command line asks `report` for, flags already turned into values."""
-  source: str = None  # None: the embedded default; FILE, DIR, '-' or module:function
-  config: dict = None  # the ring's shapes
+  source: str | None = None  # None: the embedded default; FILE, DIR, '-' or module:function
+  config: dict | None = None  # the ring's shapes
   explicit: bool = False  # a ring option or --topology given: that one ring only
-  topology: str = None  # --topology; None: the default, the manifest's or derived
-  stdin_path: str = None  # for '-': the file holding what stdin gave
-  function_source: dict = None  # for module:function: the ops.dump source
-  target_config: str = None
-  devices_per_host: int = None  # FILE or DIR without --topology
-  num_partitions: int = None
+  topology: str | None = None  # --topology; None: the default, the manifest's or derived
+  stdin_path: str | None = None  # for '-': the file holding what stdin gave
+  function_source: dict | None = None  # for module:function: the ops.dump source
+  target_config: str | None = None
+  devices_per_host: int | None = None  # FILE or DIR without --topology
+  num_partitions: int | None = None
   max_input_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES
   quiet: bool = False
 
 
-def plan_cases(request):
+@dataclasses.dataclass(frozen=True)
+class Loaded:
+  """The cost table read once for every case, and the backend set given."""
+  cost_table: str | None  # the table's file, None for the built-in one
+  table: selection.CostTable
+  backends: str | None  # the set given (the core's spelling), None: the table's
+
+  @staticmethod
+  def of(selected: options.Selection) -> Loaded:
+    return Loaded(selected.cost_table, selected.table, selected.backends)
+
+  @property
+  def table_and_set(self) -> tuple[selection.CostTable, str | None]:
+    return self.table, self.backends
+
+  def driver_table(self) -> selection.CostTable | None:
+    """As nvshmem-opt is given it: on stdin where the user gave a file."""
+    return self.table if self.cost_table else None
+
+
+def plan_cases(request: Request) -> list[Case]:
   """The cases a Request asks for (see the module docstring)."""
   topology = request.topology or DEFAULT_TOPOLOGY
   if request.source is None:
+    config = request.config or dict(DEFAULTS)
     if request.explicit:
-      return [ring_case(request.config, topology)]
-    return [ring_case(dict(request.config, seq_len=n), topo) for topo, n in DEFAULT_GRID] + \
+      return [ring_case(config, topology)]
+    return [ring_case(dict(config, seq_len=n), topo) for topo, n in DEFAULT_GRID] + \
         [train_step_case(*entry) for entry in DEFAULT_TRAIN_STEPS]
   path = request.stdin_path or request.source
   label = "<stdin>" if path != request.source else request.source
-  if request.topology is None and (os.path.isfile(path) or os.path.isdir(path)):
-    # As the pass does inside XLA: from the dump's manifest or the module itself.
-    topology = input_topology(path, label, request)
-  compile_topo, spec, parsed = parse_topology_arg(topology)
   name = "stdin" if label == "<stdin>" else \
       re.sub(r"[^\w.-]+", "_", os.path.basename(os.path.normpath(request.source)))
   if os.path.isdir(path) or os.path.isfile(path):
-    return [Case(id=name, title=f"{label} on {spec}", topology=spec, parsed=parsed,
-                 path=os.path.abspath(path), label=label)]
+    # As the pass does inside XLA: from the dump's manifest, else the module itself
+    # (nvshmem-opt's first run on it, in build).
+    spec = request.topology or manifest_topology(path, label, request)
+    case = Case(id=name, title=f"{label} on {spec}", topology=spec,
+                path=os.path.abspath(path), label=label,
+                devices_per_host=request.devices_per_host)
+    if spec is not None:
+      case.parsed = parse_topology_arg(spec)[2]
+    return [case]
+  compile_topo, spec, parsed = parse_topology_arg(topology)
   if request.function_source is not None:
     return [Case(id=name, title=f"{request.source} on {spec}", topology=spec,
                  parsed=parsed, compile_topology=compile_topo,
@@ -140,59 +171,61 @@ def plan_cases(request):
   raise InputError(f"{request.source}: no such file or directory, and not module:function")
 
 
-def input_topology(path, label, request):
-  """The topology of a FILE or DIR without --topology, said on stderr: a dump's
-  manifest's, else the one nvshmem-opt derives from the module, as the pass does."""
-  prog = "hlo-tools report"
-  per_host, partitions = request.devices_per_host, request.num_partitions
-  if os.path.isdir(path):
-    spec = dumps.manifest_topology(path)
-    if spec is not None:
-      if per_host is not None:
-        raise InputError(f"{prog}: --devices-per-host: {path} was compiled for {spec} "
-                         "(its manifest); give --topology to report it on another")
-      if not request.quiet:
-        cli_io.print_error(f"{prog}: {path}: no --topology; using {spec}, the topology "
-                           "the dump was compiled for (manifest.json)")
-      return spec
-    module = dumps.read_stage(path, "after_optimizations", request.max_input_bytes)
-    fd, tmp = tempfile.mkstemp(prefix="hlo-tools-report-", suffix=".hlo")
-    try:
-      with os.fdopen(fd, "w") as f:
-        f.write(module.text)
-      spec = driver.derived_topology(tmp, per_host, partitions)
-    finally:
-      os.unlink(tmp)
-  else:
-    spec = driver.derived_topology(path, per_host, partitions)
+def manifest_topology(path: str, label: str, request: Request) -> str | None:
+  """The topology of a DIR without --topology from its manifest, said on stderr;
+  None: nvshmem-opt derives it from the module (derive_topology)."""
+  spec = dumps.manifest_topology(path) if os.path.isdir(path) else None
+  if spec is None:
+    return None
+  if request.devices_per_host is not None:
+    raise InputError(f"{PROG}: --devices-per-host: {path} was compiled for {spec} "
+                     "(its manifest); give --topology to report it on another")
   if not request.quiet:
-    cli_io.print_error(f"{prog}: {label}: no --topology; using {spec} (derived "
-                       "from the module, as nvshmem-opt and the pass do; --topology=SPEC "
-                       "or --devices-per-host=N overrides)")
-  others = other_host_shapes(spec) if per_host is None else []
-  if others:  # loud even with --quiet: every choice depends on it
-    cli_io.print_error(f"{prog}: warning: {label}: the module's devices fit other host "
-                       f"shapes too ({', '.join(others)}); {spec} is only the pass's "
-                       "default: give --topology for the job's real one")
+    cli_io.print_error(manifest_note(PROG, label, spec))
   return spec
+
+
+def derive_topology(case: Case, stages: dict[str, str], origin: str, loaded: Loaded,
+                    num_partitions: int | None, max_bytes: int, quiet: bool
+                    ) -> tuple[options.Selection, dict[str, tuple[dict, str]]]:
+  """The case's topology from nvshmem-opt's rewrite of its first input (a copy of
+  the user's module, placed by XLA's config beside `origin`), as the pass derives it
+  inside XLA; said on stderr. Returns the case's Selection and that run's
+  {stage: (report, output)}, which analyze_case takes instead of running it again."""
+  stage, path = next(iter(stages.items()))
+  found = placement.module_map(origin, max_bytes)
+  case_dir = os.path.dirname(os.path.dirname(path))
+  done = _run_pass(case_dir, stage, path, case, None, loaded, num_partitions,
+                   module_config=found[1] if found else None)
+  spec = done[0]["spec"]
+  selected = options.load(spec, loaded.cost_table, loaded=loaded.table_and_set)
+  note, warning = derived_notes(PROG, case.label or path, spec, selected.topology,
+                                case.devices_per_host)
+  if not quiet:
+    cli_io.print_error(note)
+  if warning:  # loud even with --quiet: every choice depends on it
+    cli_io.print_error(warning)
+  case.topology, case.parsed, case.title = spec, selected.topology, f"{case.label} on {spec}"
+  return selected, {stage: done}
 
 
 # ---------------------------------------------------------------------------------------
 # Inputs of one case: hlo/before_async.hlo (and hlo/after_optimizations.hlo)
 
-def _write(path, text):
+def _write(path: str, text: str) -> None:
   os.makedirs(os.path.dirname(path), exist_ok=True)
   with open(path, "w") as f:
     f.write(text)
 
 
-def _compiled_inputs(case, case_dir, say):
+def _compiled_inputs(case: Case, case_dir: str, say: Callable[[str], None]) -> str:
   """Compiles the case's program with every pass dumped; returns its dump directory."""
   dump_dir = os.path.join(case_dir, "dump")
+  assert case.source is not None, "a case without a path compiles its source"
   say(f"{case.id}: compiling for {case.compile_topology} (deviceless, all passes)")
   try:
     # The whole spec for the manifest, its SxHxG (already parsed) for jax.
-    target = dump.Target(topology=case.topology, jax_topology=case.compile_topology,
+    target = dump.Target(topology=case.topology, parsed=case.parsed,
                          target_config=case.target_config or dump.DEFAULT_TARGET_CONFIG)
     dump.dump(case.source, dump_dir, target=target,
                   all_passes=True, options=dict(case.config or {}), progress=False)
@@ -201,7 +234,7 @@ def _compiled_inputs(case, case_dir, say):
   return dump_dir
 
 
-def _file_text(path, max_bytes, label=None):
+def _file_text(path: str, max_bytes: int, label: str | None = None) -> str:
   """HLO text of FILE: text as is; a serialized HloModuleProto printed by jaxlib.
   label: how errors name the file (the user's spelling of it)."""
   label = label or path
@@ -216,7 +249,8 @@ def _file_text(path, max_bytes, label=None):
                         f"{' '.join(str(e).split())}") from None
 
 
-def prepare_inputs(case, case_dir, say, max_bytes):
+def prepare_inputs(case: Case, case_dir: str, say: Callable[[str], None],
+                   max_bytes: int) -> tuple[dict[str, str], str | None, str]:
   """Writes the case's input modules under hlo/; returns ({stage: path}, dump dir,
   the module file whose XLA config places its devices)."""
   hlo_dir = os.path.join(case_dir, "hlo")
@@ -250,27 +284,32 @@ def input_label(case: Case, stage: str, copy: str) -> str:
   The copy under hlo/ holds the same text, so its line numbers are the input's."""
   if case.path is None:
     return copy
-  return case.label if stage == "input" else f"{case.label}:{stage}"
+  label = case.label or case.path
+  return label if stage == "input" else f"{label}:{stage}"
 
 
-def _run_pass(hlo_dir, json_dir, stage, path, case, selected, partitions):
-  """nvshmem-opt (rewrite, upstream beside it) on one stage; (report, output path)."""
+def _run_pass(case_dir: str, stage: str, path: str, case: Case, spec: str | None,
+              loaded: Loaded, partitions: int | None,
+              module_config: str | None = None) -> tuple[dict, str]:
+  """nvshmem-opt (rewrite, upstream beside it) on one stage; (report, output path).
+  Without a spec the driver derives the topology."""
+  hlo_dir, json_dir = os.path.join(case_dir, "hlo"), os.path.join(case_dir, "json")
+  os.makedirs(json_dir, exist_ok=True)
   out = os.path.join(hlo_dir, f"{stage}.nvshmem.hlo")
   try:
-    # The table read at the command boundary, not its file again.
     rc, report, message = driver.run_nvshmem_opt(
-        path, selected.spec, selected.table if selected.cost_table else None,
-        mode="rewrite", out=out,
+        path, spec, loaded.driver_table(), mode="rewrite", out=out,
         compare_upstream=True, num_partitions=partitions, tmp_dir=json_dir, annotate=True,
-        backends=selected.backends)
+        backends=loaded.backends, devices_per_host=case.devices_per_host,
+        module_config=module_config)
   except FileNotFoundError as e:
-    raise InputError(f"hlo-tools report: {e}") from None
-  if rc != 0:
+    raise InputError(f"{PROG}: {e}") from None
+  if rc != 0 or report is None:
     # The driver names the copy under the work directory, which is gone by the time
     # the user reads this: name the input the user gave instead.
-    label = case.label if stage == "input" else f"{case.label or case.id}:{stage}"
+    label = (case.label or case.id) if stage == "input" else f"{case.label or case.id}:{stage}"
     message = message.replace(os.fspath(path), label) or f"{label}: no message"
-    raise InputError(f"hlo-tools report: nvshmem-opt exit {rc}: {message}")
+    raise InputError(f"{PROG}: nvshmem-opt exit {rc}: {message}")
   _write(os.path.join(json_dir, f"pass_{stage}.json"), json.dumps(report, indent=1))
   return report, out
 
@@ -279,9 +318,13 @@ def _run_pass(hlo_dir, json_dir, stage, path, case, selected, partitions):
 VERIFIED_BY_PASS = "HloVerifier accepts the module (nvshmem-opt verified the text it wrote)"
 
 
-def analyze_case(case, case_dir, stages, dump_dir, selected, num_partitions, say):
+def analyze_case(case: Case, case_dir: str, stages: dict[str, str], dump_dir: str | None,
+                 selected: options.Selection, num_partitions: int | None,
+                 say: Callable[[str], None],
+                 done: dict[str, tuple[dict, str]] | None = None) -> dict[str, Any]:
   """Runs the pass, explain, verify, diff and trace; writes json/; returns the results.
-  selected: the case's options.Selection (topology, cost table, backends)."""
+  selected: the case's options.Selection (topology, cost table, backends).
+  done: {stage: (report, output)} of the pass runs already made (derive_topology)."""
   hlo_dir, json_dir = os.path.join(case_dir, "hlo"), os.path.join(case_dir, "json")
   os.makedirs(json_dir, exist_ok=True)
   topology, table = selected.topology, selected.table
@@ -294,23 +337,22 @@ def analyze_case(case, case_dir, stages, dump_dir, selected, num_partitions, say
   say(f"{case.id}: running nvshmem-opt, explain, verify, diff")
   passes, rewritten = {}, {}
   for stage, path in stages.items():
-    passes[stage], out = _run_pass(hlo_dir, json_dir, stage, path, case, selected,
-                                   partitions)
+    passes[stage], out = (done or {}).get(stage) or _run_pass(
+        case_dir, stage, path, case, selected.spec, Loaded.of(selected), partitions)
     rewritten[stage] = sources.resolve_partitions(sources.read_source(out, rel(out)), topology,
                                              num_partitions)
-  explained = decisions.describe(stages[first], None, source=parsed[first],
-                                 report=passes[first],
-                                 selected=selected)
+  explained = decisions.describe(stages[first], selected, source=parsed[first],
+                                 report=passes[first])
   explain.add_program(explained, parsed[first], selected)
-  verified = {s: verify.verify(rewritten[s].path, None, source=rewritten[s],
-                               num_partitions=num_partitions, selected=selected,
+  verified = {s: verify.verify(rewritten[s].path, selected, source=rewritten[s],
+                               num_partitions=num_partitions,
                                verified_by=VERIFIED_BY_PASS, per_op_xla=True, given=parsed[s])
               for s in stages}
   # A plan the input already carries (hand-edited, another pass) that its runtime
   # cannot run fails the report even though the pass's rewrite replaces it.
   for s in stages:
-    given = verify.verify(stages[s], None, run_driver=False, source=parsed[s],
-                          num_partitions=num_partitions, selected=selected,
+    given = verify.verify(stages[s], selected, run_driver=False, source=parsed[s],
+                          num_partitions=num_partitions,
                           only=verify.SAFETY_CHECKS)
     if not given["passed"]:
       given["file"] = f"{case.label or case.id}{'' if s == 'input' else ':' + s} (as given)"
@@ -339,7 +381,7 @@ def analyze_case(case, case_dir, stages, dump_dir, selected, num_partitions, say
           "overlap": ring_overlap.permute_windows(scheduled.text)}
 
 
-def _trace(dump_dir):
+def _trace(dump_dir: str | None) -> dict[str, Any] | None:
   if dump_dir is None:
     return None
   try:
@@ -348,7 +390,7 @@ def _trace(dump_dir):
     return None  # a dump without per-pass snapshots: nothing to trace
 
 
-def case_summary(result, case_dir_name):
+def case_summary(result: dict[str, Any], case_dir_name: str) -> dict[str, Any]:
   """The case's entry in report.json."""
   case = result["case"]
   verified = result["verify"]
@@ -379,7 +421,7 @@ def case_summary(result, case_dir_name):
 # ---------------------------------------------------------------------------------------
 # Building the directory
 
-def _check_out(out):
+def _check_out(out: str) -> None:
   if os.path.exists(out) and not os.path.isdir(out):
     raise InputError(f"--out {out}: exists and is not a directory")
   if os.path.isdir(out) and os.listdir(out) and \
@@ -388,7 +430,7 @@ def _check_out(out):
                         "refusing to replace it")
 
 
-def _versions(work, results):
+def _versions(work: str, results: list[dict[str, Any]]) -> dict[str, str]:
   for r in results:
     path = os.path.join(work, r["case"].id, "dump", "manifest.json")
     if os.path.exists(path):
@@ -397,7 +439,7 @@ def _versions(work, results):
   return dump._local_versions()  # pylint: disable=protected-access
 
 
-def _files(work):
+def _files(work: str) -> list[str]:
   out = []
   for root, _, names in os.walk(work):
     rel = os.path.relpath(root, work)
@@ -409,20 +451,21 @@ def _files(work):
   return sorted(out)
 
 
-def build(cases, out, cost_table=None, num_partitions=None, progress=True,
-          max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES, backends=None):
+def build(cases: list[Case], out: str, cost_table: str | None = None,
+          num_partitions: int | None = None, progress: bool = True,
+          max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
+          backends: str | None = None) -> dict[str, Any]:
   """Builds the report directory; returns the report.json dict.
 
   backends: the set the target XLA offers ("nccl,peer"), else the cost table's."""
   # Each input parsed once, bad ones failing before any compile: the table's file
   # and the backend set for every case, each case's topology unless its Case has it.
-  table, backends = options.load_table(cost_table, backends)
-  offered = table.backends
+  loaded = Loaded(cost_table, *options.load_table(cost_table, backends))
+  offered = loaded.table.backends
   # The topology with the set's process layout (case.parsed has the spec's shape
   # only, parsed before the set was known).
-  selected = {case.id: options.Selection(
-      spec=case.topology, topology=selection.parse_topology(case.topology, offered),
-      table=table, cost_table=cost_table, backends=backends) for case in cases}
+  selected = {case.id: options.load(case.topology, cost_table, loaded=loaded.table_and_set)
+              for case in cases if case.topology is not None}
   out = os.path.abspath(out)
   _check_out(out)
   work = outdir.make_work_dir(out)
@@ -434,12 +477,16 @@ def build(cases, out, cost_table=None, num_partitions=None, progress=True,
       t = time.monotonic()
       case_dir = os.path.join(work, case.id)
       stages, dump_dir, origin = prepare_inputs(case, case_dir, say, max_bytes)
+      done = None
+      if case.topology is None:
+        selected[case.id], done = derive_topology(case, stages, origin, loaded,
+                                                  num_partitions, max_bytes, not progress)
       # The module's own device map, from XLA's config beside what was given.
       placed = placement.placed(selected[case.id], origin, max_bytes)
       results.append(analyze_case(case, case_dir, stages, dump_dir, placed,
-                                  num_partitions, say))
+                                  num_partitions, say, done))
       timings[case.id] = time.monotonic() - t
-    report = {"cost_table": cost_table, "backends": offered,
+    report: dict[str, Any] = {"cost_table": cost_table, "backends": offered,
               "versions": _versions(work, results),
               "timings_s": timings,
               "cases": [case_summary(r, r["case"].id) for r in results],
@@ -463,7 +510,7 @@ def build(cases, out, cost_table=None, num_partitions=None, progress=True,
     raise
 
 
-def summary_text(report):
+def summary_text(report: dict[str, Any]) -> str:
   lines = [f"{page_title(report.get('backends'))}: {len(report['cases'])} configuration(s), "
            f"cost table {report['cost_table'] or 'default'}"
            + (f", backends {report['backends']}" if report.get("backends") else "")]
@@ -494,14 +541,14 @@ def summary_text(report):
   return "\n".join(lines)
 
 
-def _per_step(rows, key):
+def _per_step(rows: list[dict[str, Any]], key: str) -> float:
   """`key` summed over a configuration's rows, a conditional's branches by the largest
   (collectives.per_step_sum)."""
   return per_step_sum((r[key], tuple(r["branch"]) if r.get("branch") else None)
                       for r in rows)
 
 
-def step_saving(rows):
+def step_saving(rows: list[dict[str, Any]]) -> tuple[float, float]:
   """A configuration's comparison rows as (us saved, us on NCCL) per step: each permute's
   modeled saving against NCCL x its runs per step (the model's trips through every
   loop; a bound where a count is unknown or a conditional's branch runs on some trips
@@ -509,11 +556,11 @@ def step_saving(rows):
   return _per_step(rows, "saved_us_per_run"), _per_step(rows, "nccl_us_per_step")
 
 
-def _duration(us):
+def _duration(us: float) -> str:
   return f"{us / 1000:.2f} ms" if abs(us) >= 1000 else f"{us:.2f} us"
 
 
-def _bound(rows):
+def _bound(rows: list[dict[str, Any]]) -> tuple[str, str]:
   """('at least ' | 'at most ' | '', note): how the per-step figures bound the truth."""
   bounds = {r.get("runs_bound", "exact") for r in rows} - {"exact"}
   if not bounds:
@@ -560,7 +607,7 @@ def step_line(rows: list, windows: list | None = None) -> str:
           f"{each}")
 
 
-def _others_text(row):
+def _others_text(row: dict[str, Any]) -> str:
   """The other backends' modeled times: nvshmem's for the pinned XLA's set."""
   others = {b: v for b, v in (row.get("backend_us") or {}).items() if b != "nccl"}
   if not others or list(others) == ["nvshmem"]:
