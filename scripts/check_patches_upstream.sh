@@ -19,18 +19,17 @@
 #      -Werror) of every .cc the series adds or changes: pin headers first,
 #      the generated .pb.h, then the wheel's third-party headers (never its
 #      XLA or TSL headers; its CUDA and NVSHMEM 3.1.7 headers for
-#      nvshmem_communicator.cc); gpu_compiler.cc, thunk_emitter.cc and
-#      nvshmem_collective_permute_thunk.cc excepted, which need the pin's LLVM
-#      and MLIR with its tablegen output (the wheel's are another version);
+#      nvshmem_collectives.cc); those that include the pin's LLVM or MLIR
+#      with its tablegen output (the wheel's are another version) excepted;
 #      wheel_compat/'s absl/status/status_matchers.h stands in for the pin's
-#      newer absl's; the function the first patch adds to thunk_emitter.cc compiles alone;
-#   7. the registration the series adds to gpu_compiler.cc, compiled on its
-#      own against the real DebugOptions (patched xla.proto) and
-#      GpuCompiler::CompileOptions;
-#   8. the patched CollectiveBackendAssigner, linked with the wheel's XLA,
-#      passes its own patched test (on wheel_compat's stand-in test base);
-#   9. the first patch's nvshmem_permute_support, linked with the wheel's XLA, passes its
-#      test (the same test base).
+#      newer absl's;
+#   7. what the series adds to those files, each compiled on its own against
+#      the real headers: the registration in gpu_compiler.cc (against the real
+#      DebugOptions, patched xla.proto, and GpuCompiler::CompileOptions), the
+#      emitter's functions in thunk_emitter.cc and the executable's guard in
+#      gpu_executable.cc;
+#   8. the runtime's rules, the decision and the pass, linked with the wheel's
+#      XLA, pass their tests (on wheel_compat's stand-in test base).
 # Exit 0 when all pass, 1 when a check fails, 2 on bad usage or a missing tool.
 # Environment: CXX (default clang++), KEEP=1 keeps the scratch directory.
 set -u -o pipefail
@@ -124,16 +123,18 @@ compile_flags "$TF/include/external/nvshmem/_virtual_includes/nvshmem_lib" \
 # whose generated .inc files only the pin's LLVM tablegen writes; none is here.
 needs_llvm() {
   case "$1" in
-    xla/service/gpu/gpu_compiler.cc) echo "includes llvm/IR/Module.h and mlir/ headers";;
+    xla/service/gpu/gpu_compiler.cc) echo "includes llvm/IR/Module.h and mlir/ headers" \
+      "(the registration 0006 adds is compiled below)";;
     xla/service/gpu/thunk_emitter.cc) echo "includes llvm/, mlir/ and triton/ headers" \
-      "(the function the first patch adds is compiled below)";;
+      "(the functions the first patch adds are compiled below)";;
+    xla/service/gpu/gpu_executable.cc) echo "ir_emission_utils.h includes llvm/IR/IRBuilder.h" \
+      "(the guard 0002 adds is compiled below)";;
+    xla/service/gpu/gpu_memory_space_assignment.cc)
+      echo "ir_emission_utils.h includes llvm/IR/IRBuilder.h; 0003 changes one condition" \
+        "of AssignColors (its test compiles)";;
     xla/backends/gpu/runtime/nvshmem_collective_permute_thunk.cc)
       echo "p2p_thunk_common.h includes mlir/IR/BuiltinAttributes.h (with" \
-        "tablegen's BuiltinAttributes.h.inc); its Initialize calls CheckIdIsOwnPe, CheckBarrierTeamInsideGroup," \
-        "CheckPairsInsideBarrierTeam, AddressedRank and IsBarrierPeer, compiled here";;
-    xla/backends/gpu/runtime/nvshmem_collective_thunk.cc)
-      echo "collective_thunk.h includes xla/service/llvm_ir/llvm_util.h (LLVM); the sync" \
-        "branch now makes the calls the async branch makes, on the same stream";;
+        "tablegen's BuiltinAttributes.h.inc); 0001 adds one Barrier call";;
     *) return 1;;
   esac
 }
@@ -165,10 +166,10 @@ REG="$TREE/xla/service/gpu/nvshmem_registration_check.cc"
   printf '                      int num_visible_devices_per_process) {\n'
   git -C "$TREE" diff -U0 "HEAD~$N" -- xla/service/gpu/gpu_compiler.cc |
     awk '/^@@/ {if (keep) exit; buf = ""; next} /^\+/ {buf = buf substr($0, 2) "\n"}
-         /NvshmemCollectivePermuteRewriter::Create/ {keep = 1} END {printf "%s", buf}'
+         /AddPass<NvshmemCollectivePermuteRewriter>/ {keep = 1} END {printf "%s", buf}'
   printf 'return absl::OkStatus();\n}\n}  // namespace xla::gpu\n'
 } > "$REG"
-if grep -q 'NvshmemCollectivePermuteRewriter::Create' "$REG" &&
+if grep -q 'AddPass<NvshmemCollectivePermuteRewriter>' "$REG" &&
    (cd "$TREE" && compile "${REG#$TREE/}"); then
   echo "ok   gpu_compiler.cc's registration, against DebugOptions and CompileOptions"
   registration=compiles
@@ -190,9 +191,10 @@ if grep -q 'UseNvshmemCollectivePermute' "$TREE/xla/service/gpu/thunk_emitter.cc
     printf '#include "xla/service/gpu/backend_configs.pb.h"\n'
     printf '#include "xla/service/gpu/gpu_memory_space_assignment.h"\n'
     printf '#include "xla/service/hlo_module_config.h"\n#include "xla/shape_util.h"\n'
+    printf '#include "xla/tsl/platform/errors.h"\n#include "xla/tsl/platform/statusor.h"\n'
     printf 'namespace xla::gpu {\n'
     awk '/^bool IsNvshmemCollective\(/ {on = 1} on {print}
-         on && /^}/ {n++; if (n == 2) exit}' "$TREE/xla/service/gpu/thunk_emitter.cc"
+         on && /^}/ {n++; if (n == 3) exit}' "$TREE/xla/service/gpu/thunk_emitter.cc"
     printf 'bool CheckUse(const HloInstruction* i, const HloModuleConfig& c,\n'
     printf '              const BufferAssignment& a);\n'
     printf 'bool CheckUse(const HloInstruction* i, const HloModuleConfig& c,\n'
@@ -206,21 +208,52 @@ if grep -q 'UseNvshmemCollectivePermute' "$TREE/xla/service/gpu/thunk_emitter.cc
   fi
 fi
 
-# 8. The patched assigner's own test (collective_backend_assigner_test.cc of
-# the patched tree) runs, against the wheel's XLA: the patched assigner
-# replaces the wheel's CollectiveBackendAssigner::RunImpl in the binary;
-# wheel_compat/ stands in for the test base and FileCheck, which the wheel
-# lacks, and maps the pinned header paths; gmock is built from Debian's source.
-# The patched header goes first: 0006 gives the assigner a constructor argument.
+# 7c. The guard 0002 adds to gpu_executable.cc, alone against the real headers
+# it uses (GetNvshmemCollectivesFromRegistry declared as nvshmem_collective_thunk.h
+# does, whose collective_thunk.h needs LLVM).
+GUARD="$TREE/xla/service/gpu/nvshmem_guard_check.cc"
+guard=absent
+if grep -q 'CheckNvshmemHeap' "$TREE/xla/service/gpu/gpu_executable.cc"; then
+  {
+    printf '#include <atomic>\n#include <cstdint>\n#include <optional>\n#include <string>\n'
+    printf '#include "absl/algorithm/container.h"\n#include "absl/status/status.h"\n'
+    printf '#include "absl/status/statusor.h"\n#include "absl/strings/str_cat.h"\n'
+    printf '#include "absl/time/time.h"\n#include "absl/types/span.h"\n'
+    printf '#include "xla/backends/gpu/collectives/gpu_collectives.h"\n'
+    printf '#include "xla/backends/gpu/runtime/nvshmem_permute_support.h"\n'
+    printf '#include "xla/debug_options_flags.h"\n#include "xla/runtime/process_id.h"\n'
+    printf '#include "xla/service/buffer_assignment.h"\n#include "xla/service/computation_placer.h"\n'
+    printf '#include "xla/service/service_executable_run_options.h"\n'
+    printf '#include "xla/tsl/platform/status_macros.h"\n#include "xla/util.h"\n'
+    printf 'namespace xla::gpu {\nabsl::StatusOr<GpuCollectives*> GetNvshmemCollectivesFromRegistry();\n'
+    awk '/^static absl::Status CheckNvshmemHeap\(/ {on = 1} on {print} on && /^}/ {exit}' \
+      "$TREE/xla/service/gpu/gpu_executable.cc"
+    printf 'absl::Status CheckHeap(const ServiceExecutableRunOptions& o,\n'
+    printf '                       absl::Span<const BufferAllocation* const> a,\n'
+    printf '                       std::atomic<bool>& c);\n'
+    printf 'absl::Status CheckHeap(const ServiceExecutableRunOptions& o,\n'
+    printf '                       absl::Span<const BufferAllocation* const> a,\n'
+    printf '                       std::atomic<bool>& c) {\n'
+    printf '  return CheckNvshmemHeap(o, a, c);\n}\n}  // namespace xla::gpu\n'
+  } > "$GUARD"
+  if (cd "$TREE" && compile "${GUARD#$TREE/}"); then
+    guard=compiles; echo "ok   gpu_executable.cc's CheckNvshmemHeap, alone"
+  else
+    grep -m 15 error "$WORK/cc.log" >&2; step FAIL "gpu_executable.cc's guard"; guard=FAILS
+  fi
+fi
+
+# 8. The runtime's rules, the decision and the pass with their tests, against
+# the wheel's XLA: the series' new headers first, wheel_compat/ for the test
+# base and FileCheck, which the wheel lacks; gmock built from Debian's source.
 RT=(-std=c++17 -O0 -w -I "$WORK/rt/hdr" -isystem "$ROOT/wheel_compat" -isystem "$TF/include"
     -isystem "$TF/include/external/highwayhash"
     -isystem "$TF/include/external/farmhash_archive/src" -isystem "$GMOCK")
-mkdir -p "$WORK/rt/hdr/$PKG"
-cp "$TREE/$PKG/collective_backend_assigner.h" "$WORK/rt/hdr/$PKG/"
-cp "$TREE/$PKG/collective_backend_assigner.cc" "$WORK/rt/assigner.cc"
-cp "$TREE/$PKG/collective_backend_assigner_test.cc" "$WORK/rt/assigner_test.cc"
+mapfile -t NEW_H < <(git -C "$TREE" diff --name-only --diff-filter=A "HEAD~$N" -- '*.h')
+mapfile -t NEW_CC < <(git -C "$TREE" diff --name-only --diff-filter=A "HEAD~$N" -- '*.cc')
+for h in "${NEW_H[@]}"; do mkdir -p "$WORK/rt/hdr/${h%/*}" && cp "$TREE/$h" "$WORK/rt/hdr/$h"; done
 rt_ok=1
-for src in "$WORK/rt/assigner.cc" "$WORK/rt/assigner_test.cc" "$ROOT/wheel_compat/filecheck.cc" \
+for src in "${NEW_CC[@]/#/$TREE/}" "$ROOT/wheel_compat/filecheck.cc" \
            "$ROOT/wheel_compat/hlo_hardware_independent_test_base.cc" \
            "${GMOCK%/include}/src/gmock-all.cc"; do
   g++ "${RT[@]}" -I "${GMOCK%/include}" -c "$src" -o "$WORK/rt/$(basename "$src").o" \
@@ -229,43 +262,20 @@ done
 if [ $rt_ok = 1 ] && g++ "$WORK"/rt/*.o -o "$WORK/rt/test" "$TF/libtensorflow_cc.so.2" \
      "$TF/libtensorflow_framework.so.2" -Wl,-rpath,"$TF" -lgtest -lgtest_main -pthread \
      >>"$WORK/rt.log" 2>&1 && timeout 300 "$WORK/rt/test" >"$WORK/rt_run.log" 2>&1; then
-  assigner="$(grep -c '^\[       OK \]' "$WORK/rt_run.log") tests of collective_backend_assigner_test.cc pass"
-  echo "ok   patched CollectiveBackendAssigner: $assigner"
+  tests="$(grep -c '^\[       OK \]' "$WORK/rt_run.log") tests of ${#NEW_CC[@]} added files pass"
+  echo "ok   the series' tests against the wheel's XLA: $tests"
 else
   grep -h -m 20 -E 'error|Failure|FAILED|Expected|Which is' "$WORK/rt.log" "$WORK/rt_run.log" >&2
-  assigner=FAILS; step FAIL "collective_backend_assigner_test"
-fi
-
-# 9. The first patch's rules and their test, against the wheel's XLA (gmock and the
-# test base as step 8 built them).
-RS=xla/backends/gpu/runtime/nvshmem_permute_support
-support=absent
-if [ -f "$TREE/$RS.cc" ]; then
-  mkdir -p "$WORK/rs/hdr/${RS%/*}" && cp "$TREE/$RS.h" "$WORK/rs/hdr/$RS.h"
-  rs_ok=1
-  for src in "$TREE/$RS.cc" "$TREE/${RS}_test.cc"; do
-    g++ "${RT[@]:0:4}" "$WORK/rs/hdr" "${RT[@]:5}" -c "$src" -o "$WORK/rs/$(basename "$src").o" \
-      >>"$WORK/rs.log" 2>&1 || rs_ok=0
-  done
-  if [ $rs_ok = 1 ] && g++ "$WORK"/rs/*.o "$WORK/rt/hlo_hardware_independent_test_base.cc.o" \
-       "$WORK/rt/gmock-all.cc.o" -o "$WORK/rs/test" "$TF/libtensorflow_cc.so.2" \
-       "$TF/libtensorflow_framework.so.2" -Wl,-rpath,"$TF" -lgtest -lgtest_main -pthread \
-       >>"$WORK/rs.log" 2>&1 && timeout 300 "$WORK/rs/test" >"$WORK/rs_run.log" 2>&1; then
-    support="$(grep -c '^\[       OK \]' "$WORK/rs_run.log") tests of nvshmem_permute_support_test.cc pass"
-    echo "ok   nvshmem_permute_support: $support"
-  else
-    grep -h -m 20 -E 'error|Failure|FAILED|Expected|Which is' "$WORK/rs.log" "$WORK/rs_run.log" >&2
-    support=FAILS; step FAIL "nvshmem_permute_support_test"
-  fi
+  tests=FAILS; step FAIL "the series' tests against the wheel's XLA"
 fi
 
 status=OK; [ ${#failed[@]} -eq 0 ] || status=FAIL
 echo "check_patches_upstream: $status: pin ${PIN:0:8}, $N patches applied with git am;" \
   "$ok/${#CC[@]} added or changed .cc compile with $("$CXX" --version | head -1 | sed 's/ (.*//')" \
   "-c -Werror (${compiled[*]}; not: ${skipped[*]}: need the pin's LLVM/MLIR), its registration" \
-  "$registration, the emitter's NVSHMEM choice $emitter; protoc 31.1 wrote $(find "$GEN" -name '*.pb.h' | wc -l) .pb.h;" \
-  "clang-format 17.0.6 and buildifier clean unless listed; assigner: $assigner;" \
-  "runtime rules: $support;" \
+  "$registration, the emitter's NVSHMEM choice $emitter, the executable's guard $guard;" \
+  "protoc 31.1 wrote $(find "$GEN" -name '*.pb.h' | wc -l) .pb.h;" \
+  "clang-format 17.0.6 and buildifier clean unless listed; tests: $tests;" \
   "$(wc -l < "$WORK/absent") absent blobs left out; $(( $(date +%s) - START )) s;" \
   "failed: ${#failed[@]}${failed[*]:+ (${failed[*]})}"
 [ "$status" = OK ]
