@@ -18,7 +18,7 @@
 #include "extensions/partitions.h"
 
 namespace py = pybind11;
-namespace sel = nvshmem_ext;
+namespace ext = nvshmem_ext;
 
 namespace {
 
@@ -33,59 +33,59 @@ void ThrowIfError(const absl::Status& status) {
   if (!status.ok()) throw py::value_error(std::string(status.message()));
 }
 
-sel::Topology ParseTopology(const std::string& spec,
+ext::Topology ParseTopology(const std::string& spec,
                             const std::optional<std::string>& backends) {
-  if (!backends) return ValueOrThrow(sel::ParseTopology(spec));
+  if (!backends) return ValueOrThrow(ext::ParseTopology(spec));
   return ValueOrThrow(
-      sel::ParseTopology(spec, ValueOrThrow(sel::ParseBackendSet(*backends))));
+      ext::ParseTopology(spec, ValueOrThrow(ext::ParseBackendSet(*backends))));
 }
 
-sel::Place PlaceOrThrow(const std::string& name) {
-  if (name == "anywhere") return sel::Place::kAnywhere;
-  if (name == "group") return sel::Place::kCollectivesGroup;
-  if (name == "branch") return sel::Place::kConditionalBranch;
+ext::Place PlaceOrThrow(const std::string& name) {
+  if (name == "anywhere") return ext::Place::kAnywhere;
+  if (name == "group") return ext::Place::kCollectivesGroup;
+  if (name == "branch") return ext::Place::kConditionalBranch;
   throw py::value_error("unknown place '" + name +
                         "' (anywhere, group, branch)");
 }
 
-sel::CostTable ParseTable(const std::string& text, const std::string& source) {
-  return ValueOrThrow(sel::ParseCostTable(text, source));
+ext::CostTable ParseTable(const std::string& text, const std::string& source) {
+  return ValueOrThrow(ext::ParseCostTable(text, source));
 }
 
-sel::LinkClass LinkClassOrThrow(const std::string& name) {
-  std::optional<sel::LinkClass> link_class = sel::LinkClassFromName(name);
+ext::LinkClass LinkClassOrThrow(const std::string& name) {
+  std::optional<ext::LinkClass> link_class = ext::LinkClassFromName(name);
   if (!link_class) throw py::value_error("unknown link class '" + name + "'");
   return *link_class;
 }
 
-sel::Backend BackendOrThrow(const std::string& name) {
-  std::optional<sel::Backend> backend = sel::BackendFromName(name);
+ext::Backend BackendOrThrow(const std::string& name) {
+  std::optional<ext::Backend> backend = ext::BackendFromName(name);
   if (!backend) throw py::value_error("unknown backend '" + name + "'");
   return *backend;
 }
 
-py::dict DecisionToDict(const sel::Decision& d) {
+py::dict DecisionToDict(const ext::Decision& d) {
   py::dict out;
   // "plan" is the backend's name, as in the driver's JSON and the HLO
   // annotation.
-  out["plan"] = sel::BackendName(d.backend);
+  out["plan"] = ext::BackendName(d.backend);
   out["chosen_us"] = d.ChosenUs();
   py::dict by_class;
-  for (int c = 0; c < sel::kNumLinkClasses; ++c) {
-    by_class[sel::LinkClassName(static_cast<sel::LinkClass>(c))] =
+  for (int c = 0; c < ext::kNumLinkClasses; ++c) {
+    by_class[ext::LinkClassName(static_cast<ext::LinkClass>(c))] =
         d.edges_by_class[c];
   }
   out["edges_by_class"] = by_class;
   out["reason"] = d.reason;
-  out["backend"] = sel::BackendName(d.backend);
+  out["backend"] = ext::BackendName(d.backend);
   py::dict backend_us, refused;
-  for (int b = 0; b < sel::kNumBackends; ++b) {
-    const auto backend = static_cast<sel::Backend>(b);
-    const char* name = sel::BackendName(backend);
+  for (int b = 0; b < ext::kNumBackends; ++b) {
+    const auto backend = static_cast<ext::Backend>(b);
+    const char* name = ext::BackendName(backend);
     const std::optional<double> us = d.TimeUs(backend);
     backend_us[name] =
         us ? py::object(py::float_(*us)) : py::object(py::none());
-    if (d.refused[b]) refused[name] = sel::RefusalText(*d.refused[b]);
+    if (d.refused[b]) refused[name] = ext::RefusalText(*d.refused[b]);
   }
   out["backend_us"] = backend_us;
   out["refused"] = refused;
@@ -93,88 +93,88 @@ py::dict DecisionToDict(const sel::Decision& d) {
 }
 
 void BindTopology(py::module_& m) {
-  py::class_<sel::Topology>(m, "Topology")
+  py::class_<ext::Topology>(m, "Topology")
       .def_static("parse", &ParseTopology, py::arg("spec"),
                   py::arg("backends") = py::none())
-      .def_property_readonly("slices", &sel::Topology::slices)
-      .def_property_readonly("hosts_per_slice", &sel::Topology::hosts_per_slice)
-      .def_property_readonly("gpus_per_host", &sel::Topology::gpus_per_host)
+      .def_property_readonly("slices", &ext::Topology::slices)
+      .def_property_readonly("hosts_per_slice", &ext::Topology::hosts_per_slice)
+      .def_property_readonly("gpus_per_host", &ext::Topology::gpus_per_host)
       .def_property_readonly("gpus_per_process",
-                             &sel::Topology::gpus_per_process)
+                             &ext::Topology::gpus_per_process)
       .def_property_readonly("nvlink_domain_size",
-                             &sel::Topology::nvlink_domain_size)
-      .def_property_readonly("num_devices", &sel::Topology::num_devices)
+                             &ext::Topology::nvlink_domain_size)
+      .def_property_readonly("num_devices", &ext::Topology::num_devices)
       .def_property_readonly("partition_to_device",
-                             &sel::Topology::partition_to_device)
+                             &ext::Topology::partition_to_device)
       .def(
           "classify",
-          [](const sel::Topology& t, int src, int dst) {
+          [](const ext::Topology& t, int src, int dst) {
             if (src < 0 || dst < 0 || src >= t.num_devices() ||
                 dst >= t.num_devices()) {
               throw py::value_error("device outside the topology");
             }
-            return std::string(sel::LinkClassName(t.Classify(src, dst)));
+            return std::string(ext::LinkClassName(t.Classify(src, dst)));
           },
           py::arg("src_device"), py::arg("dst_device"))
-      .def("__str__", &sel::TopologySpec)
-      .def("__repr__", [](const sel::Topology& t) {
-        return "Topology('" + sel::TopologySpec(t) + "')";
+      .def("__str__", &ext::TopologySpec)
+      .def("__repr__", [](const ext::Topology& t) {
+        return "Topology('" + ext::TopologySpec(t) + "')";
       });
 }
 
 void BindCostTable(py::module_& m) {
-  py::class_<sel::CostTable>(m, "CostTable")
-      .def_static("default", &sel::DefaultCostTable)
+  py::class_<ext::CostTable>(m, "CostTable")
+      .def_static("default", &ext::DefaultCostTable)
       .def_static("parse", &ParseTable, py::arg("text"),
                   py::arg("source") = "<string>")
-      .def("__str__", &sel::CostTableToString)
-      .def("copy", [](const sel::CostTable& t) { return t; })
+      .def("__str__", &ext::CostTableToString)
+      .def("copy", [](const ext::CostTable& t) { return t; })
       // Setters keep the ranges ParseCostTable enforces.
       .def_property(
-          "margin", [](const sel::CostTable& t) { return t.core.margin; },
-          [](sel::CostTable& t, double v) {
+          "margin", [](const ext::CostTable& t) { return t.core.margin; },
+          [](ext::CostTable& t, double v) {
             if (!(v >= 0 && v < 1))
               throw py::value_error("margin must be in [0, 1)");
             t.core.margin = v;
           })
       .def_property(
           "nvshmem_max_bytes",
-          [](const sel::CostTable& t) { return t.core.nvshmem_max_bytes; },
-          [](sel::CostTable& t, int64_t v) {
+          [](const ext::CostTable& t) { return t.core.nvshmem_max_bytes; },
+          [](ext::CostTable& t, int64_t v) {
             if (v < 0) throw py::value_error("nvshmem_max_bytes must be >= 0");
             t.core.nvshmem_max_bytes = v;
           })
       .def("link",
-           [](const sel::CostTable& t, const std::string& backend,
+           [](const ext::CostTable& t, const std::string& backend,
               const std::string& link_class) {
-             const sel::LinkCost& cost =
+             const ext::LinkCost& cost =
                  t.link(BackendOrThrow(backend), LinkClassOrThrow(link_class));
              return std::make_pair(cost.latency_us, cost.bandwidth_gbps);
            })
       // The measured curve as [(buffers, bytes, us)], sorted; empty when the
       // pair uses the parametric model.
       .def("points",
-           [](const sel::CostTable& t, const std::string& backend,
+           [](const ext::CostTable& t, const std::string& backend,
               const std::string& link_class) {
              std::vector<std::tuple<int, int64_t, double>> out;
-             for (const sel::CurvePoint& p : t.curve(
+             for (const ext::CurvePoint& p : t.curve(
                       BackendOrThrow(backend), LinkClassOrThrow(link_class))) {
                out.emplace_back(p.buffers, p.bytes, p.us);
              }
              return out;
            })
       .def("has_measured_curve",
-           [](const sel::CostTable& t, const std::string& backend,
+           [](const ext::CostTable& t, const std::string& backend,
               const std::string& link_class) {
-             return sel::HasMeasuredCurve(t, BackendOrThrow(backend),
+             return ext::HasMeasuredCurve(t, BackendOrThrow(backend),
                                           LinkClassOrThrow(link_class));
            })
       .def("sm_interference",
-           [](const sel::CostTable& t, const std::string& backend) {
+           [](const ext::CostTable& t, const std::string& backend) {
              return t.sm_interference(BackendOrThrow(backend));
            })
       .def("per_buffer_us",
-           [](const sel::CostTable& t, const std::string& backend,
+           [](const ext::CostTable& t, const std::string& backend,
               const std::string& link_class) {
              return t
                  .link(BackendOrThrow(backend), LinkClassOrThrow(link_class))
@@ -184,15 +184,15 @@ void BindCostTable(py::module_& m) {
       // parametric model), checked as a table's text is.
       .def(
           "set_link",
-          [](sel::CostTable& t, const std::string& backend,
+          [](ext::CostTable& t, const std::string& backend,
              const std::string& link_class, double latency_us,
              double bandwidth_gbps, double per_buffer_us,
              const std::vector<std::tuple<int, int64_t, double>>& points) {
-            std::vector<sel::CurvePoint> curve;
+            std::vector<ext::CurvePoint> curve;
             for (const auto& [buffers, bytes, us] : points) {
               curve.push_back({buffers, bytes, us});
             }
-            ThrowIfError(sel::SetLink(
+            ThrowIfError(ext::SetLink(
                 &t, BackendOrThrow(backend), LinkClassOrThrow(link_class),
                 {latency_us, bandwidth_gbps, per_buffer_us}, curve));
           },
@@ -200,35 +200,35 @@ void BindCostTable(py::module_& m) {
           py::arg("bandwidth_gbps"), py::arg("per_buffer_us"),
           py::arg("points") = std::vector<std::tuple<int, int64_t, double>>())
       .def("set_sm_interference",
-           [](sel::CostTable& t, const std::string& backend, double fraction) {
+           [](ext::CostTable& t, const std::string& backend, double fraction) {
              ThrowIfError(
-                 sel::SetSmInterference(&t, BackendOrThrow(backend), fraction));
+                 ext::SetSmInterference(&t, BackendOrThrow(backend), fraction));
            })
       // The backend set as "nccl,peer"; set it from the same text.
       .def_property(
           "backends",
-          [](const sel::CostTable& t) {
-            return sel::BackendSetToString(t.backends);
+          [](const ext::CostTable& t) {
+            return ext::BackendSetToString(t.backends);
           },
-          [](sel::CostTable& t, const std::string& text) {
-            t.backends = ValueOrThrow(sel::ParseBackendSet(text));
+          [](ext::CostTable& t, const std::string& text) {
+            t.backends = ValueOrThrow(ext::ParseBackendSet(text));
           })
-      .def_readwrite("symmetric_signals", &sel::CostTable::symmetric_signals);
+      .def_readwrite("symmetric_signals", &ext::CostTable::symmetric_signals);
 }
 
 void BindNames(py::module_& m) {
   m.def("link_classes", []() {
     std::vector<std::string> names;
-    for (int c = 0; c < sel::kNumLinkClasses; ++c) {
-      names.push_back(sel::LinkClassName(static_cast<sel::LinkClass>(c)));
+    for (int c = 0; c < ext::kNumLinkClasses; ++c) {
+      names.push_back(ext::LinkClassName(static_cast<ext::LinkClass>(c)));
     }
     return names;
   });
 
   m.def("backend_names", []() {
     std::vector<std::string> names;
-    for (int b = 0; b < sel::kNumBackends; ++b) {
-      names.push_back(sel::BackendName(static_cast<sel::Backend>(b)));
+    for (int b = 0; b < ext::kNumBackends; ++b) {
+      names.push_back(ext::BackendName(static_cast<ext::Backend>(b)));
     }
     return names;
   });
@@ -236,8 +236,8 @@ void BindNames(py::module_& m) {
   // Each backend's record (extensions/backends.h BackendInfo), in core order.
   m.def("backend_info", []() {
     py::list records;
-    for (int b = 0; b < sel::kNumBackends; ++b) {
-      const sel::BackendInfo& info = sel::Info(static_cast<sel::Backend>(b));
+    for (int b = 0; b < ext::kNumBackends; ++b) {
+      const ext::BackendInfo& info = ext::Info(static_cast<ext::Backend>(b));
       py::dict record;
       record["name"] = info.name;
       record["label"] = info.label;
@@ -264,10 +264,10 @@ void BindModel(py::module_& m) {
 
   m.def(
       "edge_time_us",
-      [](const sel::CostTable& table, const std::string& backend,
+      [](const ext::CostTable& table, const std::string& backend,
          const std::string& link_class, int64_t bytes, int buffers) {
         if (buffers < 1) throw py::value_error("buffers must be >= 1");
-        return sel::EdgeTimeUs(table, BackendOrThrow(backend),
+        return ext::EdgeTimeUs(table, BackendOrThrow(backend),
                                LinkClassOrThrow(link_class), bytes, buffers);
       },
       py::arg("table"), py::arg("backend"), py::arg("link_class"),
@@ -275,10 +275,10 @@ void BindModel(py::module_& m) {
 
   m.def(
       "edge_ids_to_devices",
-      [](const sel::Topology& topology,
+      [](const ext::Topology& topology,
          const std::vector<std::pair<int64_t, int64_t>>& pairs,
          bool cross_partition, int num_partitions, int num_replicas) {
-        return ValueOrThrow(sel::EdgeIdsToDevices(
+        return ValueOrThrow(ext::EdgeIdsToDevices(
             topology, pairs, cross_partition, num_partitions, num_replicas));
       },
       py::arg("topology"), py::arg("pairs"), py::arg("cross_partition"),
@@ -288,7 +288,7 @@ void BindModel(py::module_& m) {
 void BindDecide(py::module_& m) {
   m.def(
       "decide",
-      [](const sel::Topology& topology, const sel::CostTable& table,
+      [](const ext::Topology& topology, const ext::CostTable& table,
          int64_t bytes, const std::vector<std::pair<int, int>>& device_edges,
          int team_size, int buffers,
          const std::vector<std::string>& element_types, bool memcpy_local_p2p,
@@ -304,15 +304,15 @@ void BindDecide(py::module_& m) {
             throw py::value_error("edge (" + std::to_string(src) + ", " +
                                   std::to_string(dst) +
                                   ") names a device outside topology " +
-                                  sel::TopologySpec(topology));
+                                  ext::TopologySpec(topology));
           }
         }
-        sel::Decision decision =
-            sel::Decide(topology, table,
+        ext::Decision decision =
+            ext::Decide(topology, table,
                         {bytes, device_edges, team_size, buffers, element_types,
                          memcpy_local_p2p, groups},
                         PlaceOrThrow(place));
-        if (mark) sel::KeepUserMark(*mark, decision);
+        if (mark) ext::KeepUserMark(*mark, decision);
         return DecisionToDict(decision);
       },
       py::arg("topology"), py::arg("table"), py::arg("bytes"),
@@ -323,54 +323,54 @@ void BindDecide(py::module_& m) {
 
   m.def(
       "layout_refusal",
-      [](const sel::Topology& topology, int team_size,
+      [](const ext::Topology& topology, int team_size,
          const std::string& backend) -> std::optional<std::string> {
-        sel::PermuteRequest request;
+        ext::PermuteRequest request;
         request.team_size = team_size;
-        std::optional<sel::Refusal> refusal =
-            sel::LayoutRefusal(topology, request, BackendOrThrow(backend));
+        std::optional<ext::Refusal> refusal =
+            ext::LayoutRefusal(topology, request, BackendOrThrow(backend));
         if (!refusal) return std::nullopt;
-        return sel::RefusalText(*refusal);
+        return ext::RefusalText(*refusal);
       },
       py::arg("topology"), py::arg("team_size"), py::arg("backend"));
 
   m.def(
       "process_layout_text",
-      [](const sel::Topology& topology, bool stated,
+      [](const ext::Topology& topology, bool stated,
          const std::string& backends) {
-        return sel::ProcessLayoutText(
-            topology, stated, ValueOrThrow(sel::ParseBackendSet(backends)));
+        return ext::ProcessLayoutText(
+            topology, stated, ValueOrThrow(ext::ParseBackendSet(backends)));
       },
       py::arg("topology"), py::arg("stated"), py::arg("backends"));
 
   m.def(
       "team_devices",
-      [](const sel::Topology& topology, int team_size) {
-        return sel::TeamDevices(topology, team_size);
+      [](const ext::Topology& topology, int team_size) {
+        return ext::TeamDevices(topology, team_size);
       },
       py::arg("topology"), py::arg("team_size"));
 
   // None when NVSHMEM's PEs are the permute's devices.
   m.def(
       "nvshmem_pe_reason",
-      [](const sel::Topology& topology, int team_size,
+      [](const ext::Topology& topology, int team_size,
          int groups) -> std::optional<std::string> {
-        std::optional<sel::Refusal> mismatch =
-            sel::NvshmemPeMismatch(topology, team_size, groups);
+        std::optional<ext::Refusal> mismatch =
+            ext::NvshmemPeMismatch(topology, team_size, groups);
         if (!mismatch) return std::nullopt;
-        return sel::RefusalText(*mismatch);
+        return ext::RefusalText(*mismatch);
       },
       py::arg("topology"), py::arg("team_size"), py::arg("groups"));
 
   // None when operand and result of `bytes` fit NVSHMEM's heap.
   m.def(
       "nvshmem_heap_reason",
-      [](const sel::CostTable& table,
+      [](const ext::CostTable& table,
          int64_t bytes) -> std::optional<std::string> {
-        std::optional<sel::Refusal> heap =
-            sel::NvshmemHeapOverflow(table, bytes);
+        std::optional<ext::Refusal> heap =
+            ext::NvshmemHeapOverflow(table, bytes);
         if (!heap) return std::nullopt;
-        return sel::RefusalText(*heap);
+        return ext::RefusalText(*heap);
       },
       py::arg("table"), py::arg("bytes"));
 
@@ -379,9 +379,9 @@ void BindDecide(py::module_& m) {
       "nvshmem_hang_reason",
       [](const std::vector<std::pair<int, int>>& device_edges,
          const std::vector<int>& team) -> std::optional<std::string> {
-        std::optional<sel::Refusal> hang = sel::NvshmemHang(device_edges, team);
+        std::optional<ext::Refusal> hang = ext::NvshmemHang(device_edges, team);
         if (!hang) return std::nullopt;
-        return sel::RefusalText(*hang);
+        return ext::RefusalText(*hang);
       },
       py::arg("device_edges"), py::arg("team"));
 
@@ -390,7 +390,7 @@ void BindDecide(py::module_& m) {
       "infer_partitions",
       [](int64_t ids_used, int64_t mesh_devices, int64_t topology_devices,
          int64_t replicas) {
-        const sel::PartitionCount count = sel::InferPartitions(
+        const ext::PartitionCount count = ext::InferPartitions(
             {ids_used, mesh_devices, topology_devices, replicas});
         return std::make_pair(count.partitions, count.from);
       },

@@ -13,7 +13,7 @@
 namespace nvshmem_opt {
 namespace {
 
-namespace sel = nvshmem_ext;
+namespace ext = nvshmem_ext;
 
 // --- Order-preserving JSON, just enough to set two fields -----------------
 
@@ -252,7 +252,7 @@ absl::Status CheckBackendConfigJson(absl::string_view raw) {
 }
 
 absl::StatusOr<bool> SetBackendInJson(xla::HloInstruction* instr,
-                                      sel::Backend backend) {
+                                      ext::Backend backend) {
   absl::StatusOr<JsonValue> config = ParseBackendConfig(instr);
   if (!config.ok()) return config.status();
   JsonValue& collective = GetOrAddObject(*config, "collective_backend_config");
@@ -260,12 +260,12 @@ absl::StatusOr<bool> SetBackendInJson(xla::HloInstruction* instr,
     return absl::InvalidArgumentError(absl::StrCat(
         instr->name(), ": collective_backend_config is not an object"));
   }
-  const sel::BackendInfo& info = sel::Info(backend);
+  const ext::BackendInfo& info = ext::Info(backend);
   bool changed = SetString(collective, "backend", info.config_backend, "");
   const absl::string_view mode = info.collectives_mode;
   if (!mode.empty()) {
     changed |= SetString(collective, "collectives_mode", mode, "backend");
-  } else if (backend == sel::Backend::kNccl &&
+  } else if (backend == ext::Backend::kNccl &&
              FindMember(collective, "collectives_mode") != nullptr) {
     changed |= SetString(collective, "collectives_mode",
                          "COLLECTIVES_MODE_INVALID", "backend");
@@ -276,7 +276,7 @@ absl::StatusOr<bool> SetBackendInJson(xla::HloInstruction* instr,
   std::optional<std::string> asked = instr->get_frontend_attribute(kModeAttr);
   const std::string value = info.mode_attribute;
   const bool write =
-      !value.empty() && (backend != sel::Backend::kNccl || asked.has_value());
+      !value.empty() && (backend != ext::Backend::kNccl || asked.has_value());
   if (write && asked != value) {
     instr->set_frontend_attribute(kModeAttr, value);
     changed = true;
@@ -288,24 +288,24 @@ absl::StatusOr<bool> SetBackendInJson(xla::HloInstruction* instr,
   return true;
 }
 
-std::optional<sel::Backend> BackendInJson(const xla::HloInstruction& instr) {
+std::optional<ext::Backend> BackendInJson(const xla::HloInstruction& instr) {
   absl::StatusOr<JsonValue> config = ParseBackendConfig(&instr);
   if (!config.ok()) return std::nullopt;
   JsonValue* collective = FindMember(*config, "collective_backend_config");
   if (collective == nullptr || collective->kind != JsonValue::Kind::kObject) {
-    return sel::Backend::kNccl;
+    return ext::Backend::kNccl;
   }
   const JsonValue* backend = FindMember(*collective, "backend");
   if (backend != nullptr && backend->scalar == "\"NVSHMEM\"") {
-    return sel::Backend::kNvshmem;
+    return ext::Backend::kNvshmem;
   }
   const JsonValue* mode = FindMember(*collective, "collectives_mode");
   if (mode == nullptr || mode->scalar == "\"COLLECTIVES_MODE_INVALID\"") {
-    return sel::Backend::kNccl;
+    return ext::Backend::kNccl;
   }
-  for (int b = 0; b < sel::kNumBackends; ++b) {
-    const auto candidate = static_cast<sel::Backend>(b);
-    const absl::string_view written = sel::Info(candidate).collectives_mode;
+  for (int b = 0; b < ext::kNumBackends; ++b) {
+    const auto candidate = static_cast<ext::Backend>(b);
+    const absl::string_view written = ext::Info(candidate).collectives_mode;
     if (!written.empty() && mode->scalar == absl::StrCat("\"", written, "\"")) {
       return candidate;
     }

@@ -31,7 +31,7 @@
 namespace nvshmem_opt {
 namespace {
 
-namespace sel = nvshmem_ext;
+namespace ext = nvshmem_ext;
 
 // XLA's HLO parser recurses once per nested shape, tuple or brace and
 // overflows the stack near 10,000 levels; real modules nest fewer than 10.
@@ -252,14 +252,13 @@ std::string SettlePartitions(const std::string& path, bool text,
         1, options.topology->num_devices() / config.replica_count()));
     return "";
   }
-  nvshmem_ext::ModuleDevices devices;
+  ext::ModuleDevices devices;
   devices.ids_used = PartitionIdsUsed(*module);
   devices.mesh_devices = SdyMeshDevices(*module);
   devices.topology_devices =
       options.topology != nullptr ? options.topology->num_devices() : 0;
   devices.replicas = config.replica_count();
-  const nvshmem_ext::PartitionCount count =
-      nvshmem_ext::InferPartitions(devices);
+  const ext::PartitionCount count = ext::InferPartitions(devices);
   if (count.from.empty()) return "";
   config.set_num_partitions(count.partitions);
   *inferred_from = count.from;

@@ -39,7 +39,7 @@
 
 namespace {
 
-namespace sel = nvshmem_ext;
+namespace ext = nvshmem_ext;
 using nvshmem_opt::Rewriter;
 
 // GPUs per host when the topology is derived and --devices-per-host is not
@@ -289,18 +289,18 @@ void Stage(const std::string& input, const char* stage, int code) {
 
 // The cost table of --cost-table ('-': stdin) with the backend set of
 // --backends, parsed once for the whole run.
-sel::CostTable LoadCostTable(const Flags& flags) {
-  sel::CostTable table = sel::DefaultCostTable();
+ext::CostTable LoadCostTable(const Flags& flags) {
+  ext::CostTable table = ext::DefaultCostTable();
   if (!flags.cost_table.empty()) {
     if (flags.cost_table == "-" && flags.input == "-")
       Fail(2, "INPUT and --cost-table cannot both be '-' (stdin)");
     const std::string text =
         OrFail(nvshmem_opt::ReadInput(flags.cost_table, flags.max_input_bytes));
-    table = OrFail(sel::ParseCostTable(text, flags.cost_table));
+    table = OrFail(ext::ParseCostTable(text, flags.cost_table));
   }
   if (!flags.backends.empty()) {
     table.backends =
-        OrFail(sel::ParseBackendSet(flags.backends), "--backends: ");
+        OrFail(ext::ParseBackendSet(flags.backends), "--backends: ");
   }
   return table;
 }
@@ -308,7 +308,7 @@ sel::CostTable LoadCostTable(const Flags& flags) {
 // The input, parsed and verified, its partitions settled: the same path as
 // the fuzz harness's (input.h LoadModule).
 nvshmem_opt::LoadedModule Load(const Flags& flags,
-                               const sel::Topology* topology) {
+                               const ext::Topology* topology) {
   std::string data =
       OrFail(nvshmem_opt::ReadInput(flags.input, flags.max_input_bytes));
   nvshmem_opt::LoadedModule loaded = OrFail(nvshmem_opt::LoadModule(
@@ -344,12 +344,12 @@ int DevicesPerHost(const Flags& flags, const xla::HloModule& module) {
 
 // The topology the pass decides on, asked of the pass itself so that the
 // report and upstream's assigner see the same one; said when derived.
-sel::Topology ResolveTopology(const Flags& flags, const Rewriter& pass,
+ext::Topology ResolveTopology(const Flags& flags, const Rewriter& pass,
                               const xla::HloModule& module) {
-  sel::Topology topology = OrFail(pass.TopologyFor(module), flags.input + ": ");
+  ext::Topology topology = OrFail(pass.TopologyFor(module), flags.input + ": ");
   if (flags.topology.empty()) {
     std::cerr << "nvshmem-opt: " << flags.input << ": no --topology; using "
-              << sel::TopologySpec(topology) << " (" << topology.num_devices()
+              << ext::TopologySpec(topology) << " (" << topology.num_devices()
               << " devices in hosts of " << topology.gpus_per_host() << " GPUs"
               << (module.config().has_static_device_assignment()
                       ? ", placed by the module's device assignment"
@@ -371,24 +371,24 @@ std::string TopologySource(const Flags& flags, const xla::HloModule& module) {
 // The topology as a spec to decide on again: its process layout only where
 // --topology states one, so that the backend set's default applies again.
 std::string SpecToDecideAgain(const Flags& flags,
-                              const sel::Topology& topology) {
-  if (sel::SpecStatesProcesses(flags.topology)) {
+                              const ext::Topology& topology) {
+  if (ext::SpecStatesProcesses(flags.topology)) {
     // TopologySpec leaves out a process per host, which the spec stated.
     const bool per_host =
         topology.gpus_per_process() == topology.gpus_per_host();
     return absl::StrCat(
-        sel::TopologySpec(topology),
+        ext::TopologySpec(topology),
         per_host ? absl::StrCat(":gpus_per_process=", topology.gpus_per_host())
                  : "");
   }
-  return sel::TopologySpec(OrFail(sel::Topology::Create(
+  return ext::TopologySpec(OrFail(ext::Topology::Create(
       topology.slices(), topology.hosts_per_slice(), topology.gpus_per_host(),
       topology.nvlink_domain_size(), topology.partition_to_device(),
       topology.gpus_per_host())));
 }
 
 // Where the device of each logical id came from.
-std::string PlacementText(const Flags& flags, const sel::Topology& topology,
+std::string PlacementText(const Flags& flags, const ext::Topology& topology,
                           const std::string& config_path) {
   if (topology.partition_to_device().empty()) return "unknown";
   if (!config_path.empty()) {
@@ -422,7 +422,7 @@ void WriteOutputConfig(
 // assignment becomes the module's, and the map of a topology given without
 // one. Returns the config's path, "" when none was read.
 std::string PlaceTextModule(const Flags& flags, xla::HloModule& module,
-                            std::optional<sel::Topology>& given,
+                            std::optional<ext::Topology>& given,
                             std::optional<nvshmem_opt::ModulePlacement>& read) {
   if (module.config().has_static_device_assignment()) return "";
   const std::string path = flags.module_config.empty()
@@ -450,7 +450,7 @@ std::string PlaceTextModule(const Flags& flags, xla::HloModule& module,
   // A topology too small for the module fails later, with the module's count.
   if (given && given->partition_to_device().empty() &&
       given->num_devices() >= int64_t{read->replicas} * read->partitions) {
-    given = OrFail(sel::Topology::Create(
+    given = OrFail(ext::Topology::Create(
                        given->slices(), given->hosts_per_slice(),
                        given->gpus_per_host(), given->nvlink_domain_size(),
                        read->devices, given->gpus_per_process()),
@@ -464,14 +464,14 @@ std::string PlaceTextModule(const Flags& flags, xla::HloModule& module,
 int main(int argc, char** argv) {
   UseLauncherFds();
   const Flags flags = ParseFlags(argc, argv);
-  const sel::CostTable table = LoadCostTable(flags);
+  const ext::CostTable table = LoadCostTable(flags);
   if (flags.print_cost_table) {
-    std::cout << sel::CostTableToString(table);
+    std::cout << ext::CostTableToString(table);
     return 0;
   }
-  std::optional<sel::Topology> given;
+  std::optional<ext::Topology> given;
   if (!flags.topology.empty())
-    given = OrFail(sel::ParseTopology(flags.topology, table.backends));
+    given = OrFail(ext::ParseTopology(flags.topology, table.backends));
   if (!flags.output.empty() && flags.output != "-" &&
       SameFile(flags.input, flags.output)) {
     Fail(2, flags.output + ": refusing to overwrite the input");
@@ -493,7 +493,7 @@ int main(int argc, char** argv) {
       given, given ? 0 : DevicesPerHost(flags, *input.module), table,
       flags.mode, flags.annotate);
   Rewriter pass(options);
-  const sel::Topology topology = ResolveTopology(flags, pass, *input.module);
+  const ext::Topology topology = ResolveTopology(flags, pass, *input.module);
   std::optional<std::map<std::string, std::string>> upstream;
   if (flags.compare_upstream) {
     Stage(flags.input, "running upstream's CollectiveBackendAssigner", 2);
@@ -517,12 +517,12 @@ int main(int argc, char** argv) {
   const auto* upstream_ptr = upstream ? &*upstream : nullptr;
   if (!flags.report.empty()) {
     const std::string json = OrFail(nvshmem_opt::ReportJson(
-        {flags.input, sel::TopologySpec(topology),
+        {flags.input, ext::TopologySpec(topology),
          TopologySource(flags, *input.module), topology.partition_to_device(),
          flags.mode, input.module->config().num_partitions(),
          input.module->config().replica_count(), input.partitions_from,
-         sel::ProcessLayoutText(topology,
-                                sel::SpecStatesProcesses(flags.topology),
+         ext::ProcessLayoutText(topology,
+                                ext::SpecStatesProcesses(flags.topology),
                                 table.backends),
          PlacementText(flags, topology, config_path),
          SpecToDecideAgain(flags, topology)},

@@ -29,7 +29,7 @@
 namespace nvshmem_opt {
 namespace {
 
-namespace sel = nvshmem_ext;
+namespace ext = nvshmem_ext;
 
 bool IsPermute(const xla::HloInstruction* instr) {
   return instr->opcode() == xla::HloOpcode::kCollectivePermute ||
@@ -257,7 +257,7 @@ absl::StatusOr<PassRun> RunPass(Rewriter& pass,
 }
 
 absl::StatusOr<std::map<std::string, std::string>> UpstreamDecisions(
-    const xla::HloModule& module, const sel::Topology& topology,
+    const xla::HloModule& module, const ext::Topology& topology,
     int64_t threshold_bytes) {
   std::unique_ptr<xla::HloModule> copy = module.Clone("");
   copy->mutable_config()

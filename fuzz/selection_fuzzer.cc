@@ -36,7 +36,7 @@
 #include "absl/status/statusor.h"
 #include "extensions/backends.h"
 
-namespace sel = nvshmem_ext;
+namespace ext = nvshmem_ext;
 
 namespace {
 
@@ -77,21 +77,21 @@ std::vector<std::string> Sections(std::string_view text) {
 
 // A measured curve is exact at its points (where no interference is added)
 // and never yields a negative or NaN time.
-void CheckCurves(const sel::CostTable& table) {
-  for (int b = 0; b < sel::kNumBackends; ++b) {
-    for (int c = 0; c < sel::kNumLinkClasses; ++c) {
-      const auto backend = static_cast<sel::Backend>(b);
-      const auto link_class = static_cast<sel::LinkClass>(c);
-      for (const sel::CurvePoint& p : table.curve(backend, link_class)) {
+void CheckCurves(const ext::CostTable& table) {
+  for (int b = 0; b < ext::kNumBackends; ++b) {
+    for (int c = 0; c < ext::kNumLinkClasses; ++c) {
+      const auto backend = static_cast<ext::Backend>(b);
+      const auto link_class = static_cast<ext::LinkClass>(c);
+      for (const ext::CurvePoint& p : table.curve(backend, link_class)) {
         for (int buffers : {1, p.buffers, p.buffers + 3}) {
           const double us =
-              sel::EdgeTimeUs(table, backend, link_class, p.bytes, buffers);
+              ext::EdgeTimeUs(table, backend, link_class, p.bytes, buffers);
           if (std::isnan(us) || us < 0) {
             Violation("curve time NaN or negative");
           }
         }
         if (table.sm_interference(backend) == 0 &&
-            sel::EdgeTimeUs(table, backend, link_class, p.bytes, p.buffers) !=
+            ext::EdgeTimeUs(table, backend, link_class, p.bytes, p.buffers) !=
                 p.us) {
           Violation("curve not exact at a measured point");
         }
@@ -101,8 +101,8 @@ void CheckCurves(const sel::CostTable& table) {
 }
 
 // A rejected spec says why on one line; an accepted one prints back to itself.
-std::optional<sel::Topology> CheckTopology(const std::string& spec) {
-  absl::StatusOr<sel::Topology> topology = sel::ParseTopology(spec);
+std::optional<ext::Topology> CheckTopology(const std::string& spec) {
+  absl::StatusOr<ext::Topology> topology = ext::ParseTopology(spec);
   if (!topology.ok()) {
     const std::string error(topology.status().message());
     CheckOneLine(error, "topology error");
@@ -111,18 +111,18 @@ std::optional<sel::Topology> CheckTopology(const std::string& spec) {
     }
     return std::nullopt;
   }
-  absl::StatusOr<sel::Topology> again =
-      sel::ParseTopology(sel::TopologySpec(*topology));
+  absl::StatusOr<ext::Topology> again =
+      ext::ParseTopology(ext::TopologySpec(*topology));
   if (!again.ok() ||
-      sel::TopologySpec(*again) != sel::TopologySpec(*topology)) {
-    Violation("topology does not round-trip: " + sel::TopologySpec(*topology));
+      ext::TopologySpec(*again) != ext::TopologySpec(*topology)) {
+    Violation("topology does not round-trip: " + ext::TopologySpec(*topology));
   }
   return *std::move(topology);
 }
 
 // A rejected table names its line; an accepted one round-trips in print.
-std::optional<sel::CostTable> CheckTable(const std::string& text) {
-  absl::StatusOr<sel::CostTable> table = sel::ParseCostTable(text, "costs.txt");
+std::optional<ext::CostTable> CheckTable(const std::string& text) {
+  absl::StatusOr<ext::CostTable> table = ext::ParseCostTable(text, "costs.txt");
   if (!table.ok()) {
     const std::string error(table.status().message());
     CheckOneLine(error, "cost table error");
@@ -131,14 +131,14 @@ std::optional<sel::CostTable> CheckTable(const std::string& text) {
     }
     return std::nullopt;
   }
-  const std::string printed = sel::CostTableToString(*table);
-  absl::StatusOr<sel::CostTable> again =
-      sel::ParseCostTable(printed, "printed");
+  const std::string printed = ext::CostTableToString(*table);
+  absl::StatusOr<ext::CostTable> again =
+      ext::ParseCostTable(printed, "printed");
   if (!again.ok()) {
     Violation("printed cost table rejected: " +
               std::string(again.status().message()));
   }
-  if (sel::CostTableToString(*again) != printed) {
+  if (ext::CostTableToString(*again) != printed) {
     Violation("cost table does not round-trip:\n" + printed);
   }
   CheckCurves(*table);
@@ -147,10 +147,10 @@ std::optional<sel::CostTable> CheckTable(const std::string& text) {
 
 // A decision never plans a hanging or refused backend, and its numbers and
 // reason are sane.
-void CheckDecision(const sel::Topology& topology, const sel::CostTable& table,
-                   const sel::PermuteRequest& request) {
-  const sel::Decision decision = sel::Decide(topology, table, request);
-  if (decision.backend == sel::Backend::kNvshmem) {
+void CheckDecision(const ext::Topology& topology, const ext::CostTable& table,
+                   const ext::PermuteRequest& request) {
+  const ext::Decision decision = ext::Decide(topology, table, request);
+  if (decision.backend == ext::Backend::kNvshmem) {
     // Every edge inside a host (NVSHMEM_TEAM_SHARED), every device of the
     // program a target, one group, logical device i on device i (its PE).
     std::set<int> targets;
@@ -161,7 +161,7 @@ void CheckDecision(const sel::Topology& topology, const sel::CostTable& table,
       targets.insert(dst);
     }
     const std::vector<int> program =
-        sel::TeamDevices(topology, request.team_size);
+        ext::TeamDevices(topology, request.team_size);
     for (int i = 0; i < static_cast<int>(program.size()); ++i) {
       if (!targets.count(program[i])) {
         Violation("NVSHMEM planned where a device has no source: " +
@@ -178,15 +178,15 @@ void CheckDecision(const sel::Topology& topology, const sel::CostTable& table,
   if (counted != static_cast<int>(request.device_edges.size())) {
     Violation("edge counts");
   }
-  for (int b = 0; b < sel::kNumBackends; ++b) {
+  for (int b = 0; b < ext::kNumBackends; ++b) {
     const std::optional<double> v =
-        decision.TimeUs(static_cast<sel::Backend>(b));
+        decision.TimeUs(static_cast<ext::Backend>(b));
     if (v && std::isnan(*v)) {
       Violation("NaN time in a decision: " + decision.reason);
     }
   }
-  for (const std::optional<sel::Refusal>& refusal : decision.refused) {
-    if (refusal) CheckOneLine(sel::RefusalText(*refusal), "refusal");
+  for (const std::optional<ext::Refusal>& refusal : decision.refused) {
+    if (refusal) CheckOneLine(ext::RefusalText(*refusal), "refusal");
   }
   if (!decision.TimeUs(decision.backend)) {
     Violation("the chosen backend has no modeled time");
@@ -196,10 +196,10 @@ void CheckDecision(const sel::Topology& topology, const sel::CostTable& table,
     Violation("NaN in a decision: " + decision.reason);
   }
   // The production rules, asked directly: the offered set and the core's.
-  if (decision.backend != sel::Backend::kNccl &&
+  if (decision.backend != ext::Backend::kNccl &&
       (std::find(table.backends.begin(), table.backends.end(),
                  decision.backend) == table.backends.end() ||
-       sel::core::CheckBackend(topology, table.core, request,
+       ext::core::CheckBackend(topology, table.core, request,
                                decision.backend))) {
     Violation("a refused backend was chosen: " + decision.reason);
   }
@@ -213,8 +213,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   while (sections.size() < 3) sections.emplace_back();
   std::string spec = sections[0];
   if (!spec.empty() && spec.back() == '\n') spec.pop_back();
-  const std::optional<sel::Topology> topology = CheckTopology(spec);
-  const std::optional<sel::CostTable> table = CheckTable(sections[1]);
+  const std::optional<ext::Topology> topology = CheckTopology(spec);
+  const std::optional<ext::CostTable> table = CheckTable(sections[1]);
   if (!topology || !table) return 0;
 
   // The request: small numbers keep each run fast.
@@ -229,7 +229,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   while (pairs.size() < 256 && in >> src >> dst) pairs.emplace_back(src, dst);
 
   absl::StatusOr<std::vector<std::pair<int, int>>> edges =
-      sel::EdgeIdsToDevices(*topology, pairs, cross != 0,
+      ext::EdgeIdsToDevices(*topology, pairs, cross != 0,
                             static_cast<int>(partitions),
                             static_cast<int>(replicas));
   if (!edges.ok()) {
@@ -242,7 +242,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Violation("edge outside the topology");
     }
   }
-  sel::PermuteRequest request = {bytes, *std::move(edges),
+  ext::PermuteRequest request = {bytes, *std::move(edges),
                                  static_cast<int>(partitions * replicas)};
   request.groups = static_cast<int>(cross != 0 ? replicas : partitions);
   CheckDecision(*topology, *table, request);

@@ -22,17 +22,17 @@
 namespace nvshmem_plan {
 namespace {
 
-namespace sel = nvshmem_ext;
+namespace ext = nvshmem_ext;
 using Rewriter = xla::gpu::NvshmemCollectivePermuteRewriter;
 using OpRecord = PlanningRewriter::OpRecord;
 
-std::string ModeledUs(const sel::Decision& d) {
+std::string ModeledUs(const ext::Decision& d) {
   std::string out;
-  for (int b = 0; b < sel::kNumBackends; ++b) {
-    const auto backend = static_cast<sel::Backend>(b);
+  for (int b = 0; b < ext::kNumBackends; ++b) {
+    const auto backend = static_cast<ext::Backend>(b);
     if (!d.TimeUs(backend)) continue;
     absl::StrAppendFormat(&out, "%s%s=%.3f", out.empty() ? "" : ",",
-                          sel::BackendName(backend), *d.TimeUs(backend));
+                          ext::BackendName(backend), *d.TimeUs(backend));
   }
   return out;
 }
@@ -44,7 +44,7 @@ bool Annotate(xla::HloInstruction* instr, const OpRecord& record) {
   bool changed = false;
   for (const auto& [key, value] :
        {std::pair<absl::string_view, std::string>{
-            kNvshmemPlanAttr, sel::BackendName(record.decision.backend)},
+            kNvshmemPlanAttr, ext::BackendName(record.decision.backend)},
         {kNvshmemReasonAttr, record.decision.reason},
         {kNvshmemModeledAttr, ModeledUs(record.decision)}}) {
     auto it = map.find(std::string(key));
@@ -65,9 +65,9 @@ std::string WhyLeftAlone(const xla::HloCollectivePermuteInstruction& cp) {
 
 // `rewritable`: whether the pass would write this permute's backend.
 OpRecord ToRecord(const xla::HloCollectivePermuteInstruction& permute,
-                  const sel::Topology& topology,
-                  const sel::PermuteRequest& request, bool rewritable,
-                  sel::Decision decision) {
+                  const ext::Topology& topology,
+                  const ext::PermuteRequest& request, bool rewritable,
+                  ext::Decision decision) {
   OpRecord record;
   record.decision = std::move(decision);
   record.computation = std::string(permute.parent()->name());
@@ -89,26 +89,26 @@ OpRecord ToRecord(const xla::HloCollectivePermuteInstruction& permute,
   return record;
 }
 
-// A permute the user marked keeps its mark (sel::KeepUserMark).
+// A permute the user marked keeps its mark (ext::KeepUserMark).
 void KeepUserMark(const xla::HloInstruction& permute, OpRecord& record) {
   std::optional<std::string> mark =
       permute.get_frontend_attribute("_xla_collectives_mode");
   if (!mark.has_value()) return;
   record.user_mark = *mark;
-  sel::KeepUserMark(*mark, record.decision);
+  ext::KeepUserMark(*mark, record.decision);
 }
 
 // Why the core refuses `backend`, the one the op carries, where it sits:
 // decided over NCCL and it alone, so that only its rules can refuse it,
 // never its cost or the offered set.
-std::optional<sel::Refusal> CarriedRefusal(const sel::Topology& topology,
-                                           sel::CostTable table,
-                                           const sel::PermuteRequest& request,
-                                           sel::Place place,
-                                           sel::Backend backend) {
-  if (backend == sel::Backend::kNccl) return std::nullopt;
-  table.backends = {sel::Backend::kNccl, backend};
-  return sel::Decide(topology, table, request, place)
+std::optional<ext::Refusal> CarriedRefusal(const ext::Topology& topology,
+                                           ext::CostTable table,
+                                           const ext::PermuteRequest& request,
+                                           ext::Place place,
+                                           ext::Backend backend) {
+  if (backend == ext::Backend::kNccl) return std::nullopt;
+  table.backends = {ext::Backend::kNccl, backend};
+  return ext::Decide(topology, table, request, place)
       .refused[static_cast<int>(backend)];
 }
 
@@ -129,13 +129,13 @@ PlanningRewriter::PlanningRewriter(Options options)
                                      cluster);
 }
 
-absl::StatusOr<sel::Topology> PlanningRewriter::TopologyFor(
+absl::StatusOr<ext::Topology> PlanningRewriter::TopologyFor(
     const xla::HloModule& module) const {
   TF_RETURN_IF_ERROR(status_);
   if (topology_) return *topology_;
   // A derived topology states no process layout: the backend set's default.
-  TF_ASSIGN_OR_RETURN(sel::Topology derived, pass_->TopologyFor(module));
-  return sel::WithDefaultProcesses(derived, table_.backends);
+  TF_ASSIGN_OR_RETURN(ext::Topology derived, pass_->TopologyFor(module));
+  return ext::WithDefaultProcesses(derived, table_.backends);
 }
 
 absl::StatusOr<bool> PlanningRewriter::RunImpl(
@@ -143,7 +143,7 @@ absl::StatusOr<bool> PlanningRewriter::RunImpl(
     const absl::flat_hash_set<absl::string_view>& execution_threads) {
   records_.clear();
   TF_RETURN_IF_ERROR(status_);
-  TF_ASSIGN_OR_RETURN(sel::Topology topology, TopologyFor(*module));
+  TF_ASSIGN_OR_RETURN(ext::Topology topology, TopologyFor(*module));
   bool changed = false;
   const LoopNests loop_nests(*module);
   const auto groups = Rewriter::CollectivesGroups(*module);
@@ -153,17 +153,17 @@ absl::StatusOr<bool> PlanningRewriter::RunImpl(
     for (xla::HloInstruction* instr : computation->MakeInstructionPostOrder()) {
       auto* permute = xla::DynCast<xla::HloCollectivePermuteInstruction>(instr);
       if (permute == nullptr) continue;
-      TF_ASSIGN_OR_RETURN(sel::PermuteRequest request,
+      TF_ASSIGN_OR_RETURN(ext::PermuteRequest request,
                           Rewriter::RequestFor(*permute, topology));
       const bool rewritable =
           !permute->inplace() && !computation->IsAsyncComputation();
-      const sel::Place place =
+      const ext::Place place =
           xla::gpu::RunsUnderConditionalBranch(*computation)
-              ? sel::Place::kConditionalBranch
-          : groups.contains(computation) ? sel::Place::kCollectivesGroup
-                                         : sel::Place::kAnywhere;
+              ? ext::Place::kConditionalBranch
+          : groups.contains(computation) ? ext::Place::kCollectivesGroup
+                                         : ext::Place::kAnywhere;
       OpRecord record = ToRecord(*permute, topology, request, rewritable,
-                                 sel::Decide(topology, table_, request, place));
+                                 ext::Decide(topology, table_, request, place));
       record.loops = loop_nests.Of(*computation);
       if (options_.read_backend) {
         record.current = options_.read_backend(*permute);
