@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <string>
@@ -225,7 +226,6 @@ const std::vector<Case>& AllCases(std::map<std::string, int>& skipped) {
 // Every case through the series' pass or its decision; prints the counts, and
 // fails on an unlisted difference or a listed one that no case shows.
 void CompareAll(bool pass) {
-  ASSERT_FALSE(corpus_dir->empty()) << "--corpus=DIR is required";
   std::map<std::string, int> skipped;
   const std::vector<Case>& cases = AllCases(skipped);
   Tally tally;
@@ -279,10 +279,29 @@ int main(int argc, char** argv) {
                             " --xla_gpu_experimental_enable_nvshmem=true";
   setenv("XLA_FLAGS", flags.c_str(), 1);
   testing::InitGoogleTest(&argc, argv);
+  // What googletest leaves: --corpus=DIR, a folder with selection/ and driver/.
+  const std::string usage = "usage: series_decision_diff_test --corpus=DIR";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (absl::StartsWith(arg, "--corpus=")) {
-      *series_diff::corpus_dir = arg.substr(9);
+    if (!absl::StartsWith(arg, "--corpus=")) {
+      std::cerr << "series_decision_diff_test: unknown argument '" << arg
+                << "'; " << usage << "\n";
+      return 2;
+    }
+    *series_diff::corpus_dir = arg.substr(9);
+  }
+  if (series_diff::corpus_dir->empty()) {
+    std::cerr << "series_decision_diff_test: no corpus; " << usage << "\n";
+    return 2;
+  }
+  for (const char* sub : {"/selection", "/driver"}) {
+    const std::string dir = *series_diff::corpus_dir + sub;
+    if (series_diff::corpus_dir->empty() ||
+        !std::filesystem::is_directory(dir)) {
+      std::cerr << "series_decision_diff_test: " << dir
+                << ": no such folder (fuzz/make_corpus.py DIR writes it); "
+                << usage << "\n";
+      return 2;
     }
   }
   return RUN_ALL_TESTS();
