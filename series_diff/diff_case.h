@@ -38,12 +38,19 @@ struct Case {
   int64_t crossover_bytes = 0;        // The series' override flag; 0: built in.
   // What the series' pass is told of the cluster: GPUs per host from its flag
   // (0: the flag unset, so the pass takes the compiler's slice as a host; -1:
-  // the cluster's, the flag given), and the job's devices ahead of time (0: a
-  // JIT compile, which knows only the slice).
+  // the cluster's, the flag given), the compiler's slice (-1: the NVLink
+  // domain; 0: not given), and the job's devices ahead of time (0: a JIT
+  // compile, which knows only the slice).
   int series_devices_per_host = -1;
+  int series_slice_size = -1;
+  int64_t job_devices = 0;
   // Where the permute sits, as the tools' pass tells their core.
   nvshmem_ext::Place place = nvshmem_ext::Place::kAnywhere;
-  int64_t job_devices = 0;
+  // The compiler's slice as the series' pass is given it.
+  int slice_size() const {
+    return series_slice_size >= 0 ? series_slice_size
+                                  : topology->nvlink_domain_size();
+  }
   // A permute of a seed module: the module's text and the permute's name.
   std::shared_ptr<const std::string> module_text;
   std::string permute_name;

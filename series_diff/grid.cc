@@ -150,8 +150,8 @@ Case MakeCase(std::string source, const std::string& spec, const Program& p,
 }
 
 // `c` as a JIT compile and ahead of time (the job's size known), with the
-// pass's devices-per-host flag given, and where a slice holds several hosts
-// without it.
+// pass's devices-per-host flag given; where a slice holds several hosts,
+// without it; and on several hosts, with neither the flag nor a slice size.
 void AddCompiles(Case c, std::vector<Case>& cases) {
   cases.push_back(c);
   Case aot = c;
@@ -159,8 +159,17 @@ void AddCompiles(Case c, std::vector<Case>& cases) {
   aot.job_devices = c.topology->num_devices();
   cases.push_back(std::move(aot));
   if (c.topology->nvlink_domain_size() > c.topology->gpus_per_host()) {
-    c.source = "topologies-no-host-flag";
+    Case no_flag = c;
+    no_flag.source = "topologies-no-host-flag";
+    no_flag.series_devices_per_host = 0;
+    cases.push_back(std::move(no_flag));
+  }
+  // Neither the flag nor a slice size (a compile that states none): the
+  // series' pass takes the program as one host.
+  if (c.topology->num_devices() > c.topology->gpus_per_host()) {
+    c.source = "topologies-no-slice-no-host-flag";
     c.series_devices_per_host = 0;
+    c.series_slice_size = 0;
     cases.push_back(std::move(c));
   }
 }

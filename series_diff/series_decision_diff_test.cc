@@ -102,8 +102,7 @@ const Listed kListed[] = {
      kDecision | kPass,
      [](const Case& c, const Answer& tools, const Answer& series) {
        return tools.nvshmem && !series.nvshmem &&
-              !xla::gpu::NvshmemPartOfJob(c.program_devices(),
-                                          c.topology->nvlink_domain_size(),
+              !xla::gpu::NvshmemPartOfJob(c.program_devices(), c.slice_size(),
                                           c.job_devices)
                    .empty();
      }},
@@ -118,11 +117,11 @@ const Listed kListed[] = {
      }},
     {"no-host-flag",
      "without its devices-per-host flag the series' pass takes the "
-     "compiler's slice (the NVLink domain) as one host, so a pair between "
-     "hosts of one NVLink domain runs NVSHMEM; the tools know the hosts and "
-     "keep NCCL there (whether NVSHMEM_TEAM_SHARED spans the hosts of a "
-     "multi-node NVLink domain is not established). The flag given, they "
-     "agree",
+     "compiler's slice (the NVLink domain) as one host, and with no slice "
+     "size either the whole program, so a pair between hosts runs NVSHMEM; "
+     "the tools know the hosts and keep NCCL there (NVSHMEM_TEAM_SHARED is "
+     "one host's GPUs; whether it spans the hosts of a multi-node NVLink "
+     "domain is not established). The flag given, they agree",
      kDecision | kPass,
      [](const Case& c, const Answer& tools, const Answer& series) {
        return c.series_devices_per_host == 0 && series.nvshmem &&

@@ -90,7 +90,7 @@ xla::gpu::NvshmemCollectivePermuteRewriter::Options PassOptions(const Case& c) {
   options.devices_per_host = c.series_devices_per_host >= 0
                                  ? c.series_devices_per_host
                                  : c.topology->gpus_per_host();
-  options.slice_size = c.topology->nvlink_domain_size();
+  options.slice_size = c.slice_size();
   options.job_devices = c.job_devices;
   options.crossover_bytes = c.crossover_bytes;
   options.num_visible_devices_per_process = c.topology->gpus_per_process();

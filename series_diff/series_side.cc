@@ -27,7 +27,7 @@ Answer SeriesDecide(const Case& c) {
                                : topology.gpus_per_host();
   // The pass's rule without its flag: a host per slice.
   if (facts.devices_per_host == 0) {
-    facts.devices_per_host = topology.nvlink_domain_size();
+    facts.devices_per_host = c.slice_size();
   }
   facts.visible_devices_per_process = topology.gpus_per_process();
   for (const std::string& name : c.types) {
@@ -46,8 +46,8 @@ Answer SeriesDecide(const Case& c) {
   facts.crossover_bytes = c.crossover_bytes;
   // The compiler's slice is the fast-interconnect domain, the tools' NVLink
   // domain.
-  facts.part_of_job = xla::gpu::NvshmemPartOfJob(
-      facts.num_devices, topology.nvlink_domain_size(), c.job_devices);
+  facts.part_of_job = xla::gpu::NvshmemPartOfJob(facts.num_devices,
+                                                 c.slice_size(), c.job_devices);
   const xla::gpu::NvshmemPermuteDecision decision =
       xla::gpu::DecideNvshmemPermute(facts);
   return {decision.backend == xla::gpu::CollectiveBackendConfig::NVSHMEM,

@@ -53,7 +53,8 @@ std::string Case::Describe() const {
       heap_bytes ? absl::StrCat(" heap ", *heap_bytes) : "",
       crossover_bytes ? absl::StrCat(" crossover ", crossover_bytes) : "",
       job_devices ? absl::StrCat(" aot-job ", job_devices) : "",
-      series_devices_per_host == 0 ? " no-host-flag" : "");
+      series_devices_per_host == 0 ? " no-host-flag" : "",
+      series_slice_size == 0 ? " no-slice" : "");
 }
 
 Answer ToolsDecide(const Case& c) {
