@@ -59,14 +59,11 @@ class CollectivePermute:
   # conditional whose branch runs the permute, None outside any: it then runs on
   # some executions only, so its loops' counts bound its runs from above.
   branch: tuple | None = None
-  # The call or async-start marked _collectives_group that runs the permute, None
-  # outside any: the group runs as one thunk with NCCL communicators.
-  group: str | None = None
 
 
 def collective_permutes(module: HloModule) -> list[CollectivePermute]:
   """All collective-permutes of `module` (an hlo.reader.HloModule), in text order."""
-  callers = _callers(module)
+  callers = module_callers(module)
   wrapped = _async_wrapped_bodies(module)
   out = []
   for comp in module.computations:
@@ -120,8 +117,7 @@ def _record(module: HloModule, callers: Callers, comp: HloComputation, form: str
       while_loop=loop, while_computation=loop_comp, trip_count=trips,
       start_line=start.line, done_line=done.line if done is not None else None,
       loops=loops, trips_at_least=at_least,
-      branch=enclosing_conditional(callers, comp.name),
-      group=enclosing_group(callers, comp.name))
+      branch=enclosing_conditional(callers, comp.name))
 
 
 def _product(values: Iterable[int]) -> int:
@@ -194,7 +190,7 @@ def _async_wrapped_bodies(module: HloModule) -> set[str]:
   return out
 
 
-def _callers(module: HloModule) -> Callers:
+def module_callers(module: HloModule) -> Callers:
   """computation name -> [(caller instruction, its computation)]."""
   callers: Callers = {}
   for comp in module.computations:

@@ -13,7 +13,8 @@ from typing import Any
 from hlo_tools import cli_io
 from hlo_tools import selection  # first: it says how to build a missing binding
 from hlo_tools import _selection_core
-from hlo_tools.model import driver, modes, options, placement, runtime_rules, sources
+from hlo_tools.model import (collectives, driver, modes, options, placement,
+                             runtime_rules, sources)
 from hlo_tools.hlo.reader import HloInstruction
 from hlo_tools.model.collectives import (CollectivePermute, collective_permutes, data_element_types,
                                          loop_summary, runs_per_step)
@@ -106,6 +107,9 @@ class Permute:
     # Why the core refuses the backend the op carries where it sits, as the driver
     # said it (its JSON); None: it may, or the driver gave no answer.
     self.current_refused: str | None = None
+    # The call or async-start marked _collectives_group that runs it (None: none):
+    # the group runs as one thunk with NCCL communicators.
+    self.group: str | None = None
 
 
 def driver_decisions(report: dict | None) -> dict[tuple[str | None, str | None], dict]:
@@ -152,7 +156,7 @@ def place_of(perm: Permute) -> str:
   planner tells the core: under a conditional's branch, inside a collectives group,
   or anywhere."""
   rec = perm.record
-  return "branch" if rec.branch else "group" if rec.group else "anywhere"
+  return "branch" if rec.branch else "group" if perm.group else "anywhere"
 
 
 def analyze(source: sources.Source, topology: selection.Topology,
@@ -171,6 +175,7 @@ def analyze(source: sources.Source, topology: selection.Topology,
   """
   module = source.module
   decided = driver_decisions(report)
+  callers = collectives.module_callers(module)
   perms = []
   for rec in collective_permutes(module):
     comp = module.computation(rec.computation)
@@ -180,6 +185,7 @@ def analyze(source: sources.Source, topology: selection.Topology,
       permute = module.computation(rec.wrapped_computation).root
     perm = Permute(rec, start, strict_pairs(source, permute))
     perm.mark = user_mark(start) or user_mark(permute)
+    perm.group = collectives.enclosing_group(callers, rec.computation)
     perms.append(perm)
     entry = decided.get((rec.computation, rec.start)) or decided.get(
         (rec.wrapped_computation, permute.name))
