@@ -29,6 +29,15 @@ std::vector<std::pair<int, int>> Ring(int n) {
   return edges;
 }
 
+// A permute of one MiB from each source over `edges` of a program of `team`.
+PermuteRequest Request(std::vector<std::pair<int, int>> edges, int team) {
+  PermuteRequest request;
+  request.bytes = 1 << 20;
+  request.device_edges = std::move(edges);
+  request.team_size = team;
+  return request;
+}
+
 // Plans over NCCL and the stand-in, which is faster on NVLink.
 constexpr char kTable[] =
     "backends: [NCCL, STAND_IN]\n"
@@ -96,7 +105,7 @@ TEST(StandInBackendTest, DefaultRowsAreNcclsAndTablesRoundTrip) {
 TEST(StandInBackendTest, PlannedWithItsRecordsWords) {
   const CostTable table = StandInTable();
   const Topology one_host = MustParse("1x1x2", table.backends);
-  const Decision d = Decide(one_host, table, {1 << 20, Ring(2), 2});
+  const Decision d = Decide(one_host, table, Request(Ring(2), 2));
   EXPECT_EQ(d.backend, kStandIn) << d.reason;
   EXPECT_EQ(d.verdict, Verdict::kAlternative);
   EXPECT_EQ(
@@ -105,19 +114,18 @@ TEST(StandInBackendTest, PlannedWithItsRecordsWords) {
   // Its rule, not peer memory's: a program of two processes on one host.
   const Topology two_processes = MustParse("1x2x2:map=0,1,2,3", table.backends);
   const Decision in_host =
-      Decide(two_processes, table, {1 << 20, {{0, 1}, {1, 0}}, 4});
+      Decide(two_processes, table, Request({{0, 1}, {1, 0}}, 4));
   EXPECT_EQ(in_host.backend, kStandIn) << in_host.reason;
   // The core alone, asked about it.
-  EXPECT_EQ(
-      core::Decide(one_host, table.core, {1 << 20, Ring(2), 2}, {kStandIn})
-          .backend,
-      kStandIn);
+  EXPECT_EQ(core::Decide(one_host, table.core, Request(Ring(2), 2), {kStandIn})
+                .backend,
+            kStandIn);
 }
 
 TEST(StandInBackendTest, RefusedByItsRuleAndOutsideItsSet) {
   const CostTable table = StandInTable();
   const Topology two_hosts = MustParse("1x2x1:map=0,1", table.backends);
-  const Decision across = Decide(two_hosts, table, {1 << 20, Ring(2), 2});
+  const Decision across = Decide(two_hosts, table, Request(Ring(2), 2));
   EXPECT_EQ(across.backend, Backend::kNccl);
   EXPECT_EQ(Refused(across),
             "stand_in refused: 2 of 2 edges leave their host; XLA runs "
@@ -125,7 +133,7 @@ TEST(StandInBackendTest, RefusedByItsRuleAndOutsideItsSet) {
             "to NCCL");
   const CostTable defaults = DefaultCostTable();
   const Decision not_offered = Decide(MustParse("1x1x2", defaults.backends),
-                                      defaults, {1 << 20, Ring(2), 2});
+                                      defaults, Request(Ring(2), 2));
   EXPECT_EQ(Refused(not_offered),
             "stand_in refused: not offered by the target XLA (backends "
             "nccl,nvshmem)");
@@ -134,7 +142,7 @@ TEST(StandInBackendTest, RefusedByItsRuleAndOutsideItsSet) {
 TEST(StandInBackendTest, AUsersMarkKeepsIt) {
   const CostTable table = StandInTable();
   Decision d =
-      Decide(MustParse("1x1x2", table.backends), table, {1024, Ring(2), 2});
+      Decide(MustParse("1x1x2", table.backends), table, Request(Ring(2), 2));
   d.backend = Backend::kNccl;
   KeepUserMark("stand_in", d);
   EXPECT_EQ(d.backend, kStandIn) << d.reason;
