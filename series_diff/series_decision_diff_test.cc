@@ -1,9 +1,9 @@
-// The pinned series' in-tree NVSHMEM decision against the tools' core: over a
-// grid of clusters, process layouts, programs and device maps, pair sets,
-// sizes, element types and flags, and the selection fuzzer's seeds, both must
-// give the same backend. Every intended difference is listed below with its
-// reason; any other difference fails, and so does a listed one that no case
-// shows any more.
+// The pinned series' in-tree NVSHMEM decision, and its pass, against the
+// tools' core: over a grid of clusters, process layouts, programs and device
+// maps, pair sets, sizes, element types and flags, and the fuzzers' seeds, both
+// must give the same backend. Every intended difference is listed below with
+// its reason; any other difference fails, and so does a listed one that no
+// case shows any more.
 //
 //   series_decision_diff_test --corpus=DIR   (DIR: make_corpus.py's OUT_DIR)
 
@@ -48,7 +48,6 @@ bool IdentityPlacement(const Case& c) {
 }
 
 constexpr int kDecision = 1, kPass = 2;
-constexpr int64_t kNvshmemDefaultHeap = int64_t{1} << 30;
 
 struct Listed {
   const char* name;
@@ -113,7 +112,8 @@ const Listed kListed[] = {
      "series' decision, given the bound, agrees at any",
      kPass,
      [](const Case& c, const Answer&, const Answer&) {
-       return c.heap_bytes && *c.heap_bytes != kNvshmemDefaultHeap;
+       return c.heap_bytes &&
+              *c.heap_bytes != xla::gpu::kNvshmemDefaultHeapBytes;
      }},
     {"no-host-flag",
      "without its devices-per-host flag the series' pass takes the "
