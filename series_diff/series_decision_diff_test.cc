@@ -154,6 +154,12 @@ TEST(SeriesDecisionDiff, CrossoverBounds) {
   }
 }
 
+// The series' default heap is the tools' default table's bound.
+TEST(SeriesDecisionDiff, DefaultHeap) {
+  EXPECT_EQ(xla::gpu::kNvshmemDefaultHeapBytes,
+            ext::DefaultCostTable().core.nvshmem_max_bytes);
+}
+
 // The crossover sweep on one host again, the series given the crossover of
 // each buffer count as its override flag (what a tool would print for the
 // default table at that count): then no listed difference applies.
