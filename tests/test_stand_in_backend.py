@@ -13,7 +13,7 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-BINDING = ROOT / "build" / "stand_in" / "python"
+BINDING = ROOT / "build" / "stand_in_python"
 
 # Run in a fresh interpreter on a copy of hlo_tools whose binding is the stand-in's.
 PROBE = r"""
