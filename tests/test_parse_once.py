@@ -8,6 +8,7 @@ runs the real driver; nothing in the tools or the driver counts."""
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -130,6 +131,25 @@ def test_the_json_says_what_the_op_carries_and_why_it_cannot_run(tmp_path):
   same = driver.ask(carried, "1x1x8", compare_upstream=False)
   [decision] = same.report["decisions"]
   assert decision["current_plan"] == "nvshmem" and decision["current_refused"] is None
+
+
+def test_the_json_reads_a_peer_mode_the_op_carries(tmp_path):
+  """A collectives_mode on the op (peer memory, XLA of jax >= 0.10.2) is the backend
+  it carries; across hosts the core refuses it, on one host it may run."""
+  name = "ring_1x2x4.after_optimizations"
+  carried = tmp_path / f"{name}.hlo"
+  carried.write_text((FIXTURES / f"{name}.hlo").read_text().replace(
+      '"collectives_mode":"COLLECTIVES_MODE_INVALID"',
+      '"collectives_mode":"COLLECTIVES_PEER_MEMORY"'))
+  shutil.copyfile(FIXTURES / f"{name}.config.pbtxt", tmp_path / f"{name}.config.pbtxt")
+  refused = {}
+  for spec in ("1x2x4", "1x1x8"):
+    answer = driver.ask(carried, spec, compare_upstream=False, backends="nccl,peer")
+    assert answer.rc == 0, answer.message
+    [decision] = answer.report["decisions"]
+    assert decision["current_plan"] == "peer"
+    refused[spec] = decision["current_refused"]
+  assert refused["1x2x4"].startswith("peer refused: ") and refused["1x1x8"] is None
 
 
 # ---------------------------------------------------------------------------------------
