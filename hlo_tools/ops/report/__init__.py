@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
