@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import sys
 import tempfile
@@ -91,8 +92,11 @@ def selection_for(args: argparse.Namespace, file_arg: str, path: str, prog: str,
   answer = driver.ask(path, None, table if args.cost_table else None, compare_upstream,
                       backends=backends, devices_per_host=args.devices_per_host,
                       num_partitions=getattr(args, "num_partitions", None))
-  selected = options.load(driver.derived(path, answer), args.cost_table, args.backends,
-                          loaded=loaded)
+  # The derived topology, placed as the driver placed it: its JSON says where from.
+  selected = dataclasses.replace(
+      options.load(driver.derived(path, answer), args.cost_table, args.backends,
+                   loaded=loaded),
+      placement=driver.placement(answer.report or {}))
   for line in topology.derived_notes(prog, file_arg, selected.spec, selected.topology,
                                      args.devices_per_host):
     if line:

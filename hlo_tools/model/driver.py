@@ -220,6 +220,13 @@ def derived(path: str | os.PathLike, answer: Answer) -> str:
   raise InputError(answer.message or f"{path}: nvshmem-opt exit {answer.rc}")
 
 
+def placement(report: dict) -> str | None:
+  """Where the report's device map came from ("the module's device assignment
+  (CONFIG)", "the topology's map"), None where the driver knew no map."""
+  where = report.get("placement")
+  return None if where in (None, "", "unknown") else where
+
+
 def why_no_report(answer: Answer) -> str | None:
   """Why the answer carries no report (its message), None when it does."""
   if answer.report is not None:

@@ -197,7 +197,10 @@ def derive_topology(case: Case, stages: dict[str, str], origin: str, loaded: Loa
   done = _run_pass(case_dir, stage, path, case, None, loaded, num_partitions,
                    module_config=found[1] if found else None)
   spec = done[0]["spec"]
-  selected = options.load(spec, loaded.cost_table, loaded=loaded.table_and_set)
+  # Placed as the driver placed it: its JSON says where the map came from.
+  selected = dataclasses.replace(
+      options.load(spec, loaded.cost_table, loaded=loaded.table_and_set),
+      placement=driver.placement(done[0]))
   note, warning = derived_notes(PROG, case.label or path, spec, selected.topology,
                                 case.devices_per_host)
   if not quiet:
