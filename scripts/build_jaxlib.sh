@@ -112,6 +112,7 @@ Install the wheels (and jax itself at the same version):
 Turn the pass on, and dump the module after it:
   XLA_FLAGS="--xla_gpu_experimental_enable_nvshmem=true \\
     --xla_gpu_experimental_enable_nvshmem_permute_rewriter=true \\
+    --xla_gpu_experimental_nvshmem_permute_devices_per_host=8 \\
     --xla_dump_to=/tmp/xla_dump \\
     --xla_dump_hlo_pass_re=nvshmem-collective-permute-rewriter" python your_program.py
 Check that it ran: the dump holds a file whose name contains

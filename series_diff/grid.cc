@@ -165,7 +165,7 @@ void AddCompiles(Case c, std::vector<Case>& cases) {
     cases.push_back(std::move(no_flag));
   }
   // Neither the flag nor a slice size (a compile that states none): the
-  // series' pass takes the program as one host.
+  // series' pass keeps NCCL, as without the flag alone.
   if (c.topology->num_devices() > c.topology->gpus_per_host()) {
     c.source = "topologies-no-slice-no-host-flag";
     c.series_devices_per_host = 0;

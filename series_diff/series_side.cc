@@ -25,10 +25,6 @@ Answer SeriesDecide(const Case& c) {
   facts.devices_per_host = c.series_devices_per_host >= 0
                                ? c.series_devices_per_host
                                : topology.gpus_per_host();
-  // The pass's rule without its flag: a host per slice.
-  if (facts.devices_per_host == 0) {
-    facts.devices_per_host = c.slice_size();
-  }
   facts.visible_devices_per_process = topology.gpus_per_process();
   for (const std::string& name : c.types) {
     absl::StatusOr<xla::PrimitiveType> type =
