@@ -222,8 +222,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   long long bytes = 0, partitions = 1, replicas = 1, cross = 1;
   in >> bytes >> partitions >> replicas >> cross;
   if (bytes < 0) bytes = -(bytes + 1);
-  partitions = 1 + std::llabs(partitions % 512);
-  replicas = 1 + std::llabs(replicas % 64);
+  // A count reads as itself (1..511 partitions, 1..63 replicas), so a seed's
+  // "8 partitions" is 8; 0 and out-of-range values fold into range.
+  partitions = std::max(1LL, std::llabs(partitions % 512));
+  replicas = std::max(1LL, std::llabs(replicas % 64));
   std::vector<std::pair<int64_t, int64_t>> pairs;
   long long src, dst;
   while (pairs.size() < 256 && in >> src >> dst) pairs.emplace_back(src, dst);
