@@ -35,6 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "extensions/backends.h"
+#include "fuzz/selection_request.h"
 
 namespace ext = nvshmem_ext;
 
@@ -217,23 +218,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::optional<ext::CostTable> table = CheckTable(sections[1]);
   if (!topology || !table) return 0;
 
-  // The request: small numbers keep each run fast.
-  std::istringstream in(sections[2]);
-  long long bytes = 0, partitions = 1, replicas = 1, cross = 1;
-  in >> bytes >> partitions >> replicas >> cross;
-  if (bytes < 0) bytes = -(bytes + 1);
-  // A count reads as itself (1..511 partitions, 1..63 replicas), so a seed's
-  // "8 partitions" is 8; 0 and out-of-range values fold into range.
-  partitions = std::max(1LL, std::llabs(partitions % 512));
-  replicas = std::max(1LL, std::llabs(replicas % 64));
-  std::vector<std::pair<int64_t, int64_t>> pairs;
-  long long src, dst;
-  while (pairs.size() < 256 && in >> src >> dst) pairs.emplace_back(src, dst);
+  const fuzz::SeedRequest seed = fuzz::ReadSeedRequest(sections[2]);
+  const int64_t bytes = seed.bytes;
+  const int partitions = seed.partitions, replicas = seed.replicas;
+  const bool cross = seed.cross;
+  const std::vector<std::pair<int64_t, int64_t>>& pairs = seed.pairs;
 
   absl::StatusOr<std::vector<std::pair<int, int>>> edges =
-      ext::EdgeIdsToDevices(*topology, pairs, cross != 0,
-                            static_cast<int>(partitions),
-                            static_cast<int>(replicas));
+      ext::EdgeIdsToDevices(*topology, pairs, cross, partitions, replicas);
   if (!edges.ok()) {
     CheckOneLine(std::string(edges.status().message()), "request error");
     return 0;
@@ -245,8 +237,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   ext::PermuteRequest request = {bytes, *std::move(edges),
-                                 static_cast<int>(partitions * replicas)};
-  request.groups = static_cast<int>(cross != 0 ? replicas : partitions);
+                                 partitions * replicas};
+  request.groups = cross ? replicas : partitions;
   CheckDecision(*topology, *table, request);
   return 0;
 }

@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "extensions/backends.h"
+#include "fuzz/selection_request.h"
 #include "series_diff/diff_case.h"
 
 namespace series_diff {
@@ -42,19 +43,14 @@ std::optional<int64_t> DefaultTableHeap(const std::string& text) {
   return table->core.nvshmem_max_bytes;
 }
 
-// The seed's request, normalized as the fuzzer normalizes it, into `c`.
+// The seed's request, read as the fuzzer reads it, into `c`.
 void ReadRequest(const std::string& text, Case& c) {
-  std::istringstream in(text);
-  long long bytes = 0, partitions = 1, replicas = 1, cross = 1;
-  in >> bytes >> partitions >> replicas >> cross;
-  if (bytes < 0) bytes = -(bytes + 1);
-  c.bytes = bytes;
-  c.partitions = static_cast<int>(1 + std::llabs(partitions % 512));
-  c.replicas = static_cast<int>(1 + std::llabs(replicas % 64));
-  c.channel = cross != 0;
-  long long src, dst;
-  while (c.pairs.size() < 256 && in >> src >> dst)
-    c.pairs.emplace_back(src, dst);
+  fuzz::SeedRequest seed = fuzz::ReadSeedRequest(text);
+  c.bytes = seed.bytes;
+  c.partitions = seed.partitions;
+  c.replicas = seed.replicas;
+  c.channel = seed.cross;
+  c.pairs = std::move(seed.pairs);
 }
 
 // One seed as a case, or nullopt with why not in `skip`.
