@@ -9,7 +9,7 @@ allocates. CheckNvshmemDestination (the first patch) keeps the first on NCCL.
 A put lands at the sender's own offset in the heap, and each process allocates from
 its own pool: a heap buffer that is the program's output (the ring returns its carry)
 lives as long as each process's caller keeps it, after which offsets can differ.
-CheckCollectiveMemoryFreedEachRun keeps such a program on NCCL.
+The patched memory-space assignment keeps live-out buffers off the heap.
 """
 
 import json

@@ -51,7 +51,8 @@ def nvshmem_heap_problem(start: HloInstruction,
     return (f"allocation {escaping[0]} of the collective memory ({COLLECTIVE_COLOR}) may be "
             "live out: each process frees it when its caller does, so later NVSHMEM heap "
             "offsets need not agree across processes and a put lands in another buffer; "
-            "the patched emitter runs it on NCCL (CheckCollectiveMemoryFreedEachRun)")
+            "the patched XLA keeps live-out buffers off the heap (its NVSHMEM coloring "
+            "asks BufferLivesOut)")
   held = {i: a for i, a in allocations.get(start.name, {}).items() if i[:1] == (1,)}
   for index, alloc in sorted(held.items()):
     if index + (0,) in held:
