@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "xla/backends/gpu/runtime/nvshmem_permute_support.h"
 #include "xla/hlo/ir/hlo_casting_utils.h"
 #include "xla/hlo/ir/hlo_computation.h"
 #include "xla/hlo/ir/hlo_instructions.h"
@@ -158,7 +157,7 @@ absl::StatusOr<bool> PlanningRewriter::RunImpl(
       const bool rewritable =
           !permute->inplace() && !computation->IsAsyncComputation();
       const ext::Place place =
-          xla::gpu::RunsUnderConditionalBranch(*computation)
+          Rewriter::RunsUnderConditionalBranch(*computation)
               ? ext::Place::kConditionalBranch
           : groups.contains(computation) ? ext::Place::kCollectivesGroup
                                          : ext::Place::kAnywhere;

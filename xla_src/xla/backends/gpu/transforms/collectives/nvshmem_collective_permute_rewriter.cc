@@ -29,7 +29,6 @@ limitations under the License.
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "xla/backends/gpu/runtime/nvshmem_permute_support.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
 #include "xla/hlo/ir/hlo_casting_utils.h"
 #include "xla/hlo/ir/hlo_computation.h"
@@ -160,6 +159,22 @@ absl::StatusOr<core::Topology> NvshmemCollectivePermuteRewriter::TopologyFor(
                                 static_cast<int>(domain), std::move(placement));
 }
 
+bool NvshmemCollectivePermuteRewriter::RunsUnderConditionalBranch(
+    const HloComputation& computation) {
+  std::vector<const HloComputation*> pending = {&computation};
+  absl::flat_hash_set<const HloComputation*> seen;
+  while (!pending.empty()) {
+    const HloComputation* callee = pending.back();
+    pending.pop_back();
+    if (callee == nullptr || !seen.insert(callee).second) continue;
+    for (const HloInstruction* caller : callee->caller_instructions()) {
+      if (caller->opcode() == HloOpcode::kConditional) return true;
+      pending.push_back(caller->parent());
+    }
+  }
+  return false;
+}
+
 absl::flat_hash_set<const HloComputation*>
 NvshmemCollectivePermuteRewriter::CollectivesGroups(const HloModule& module) {
   absl::flat_hash_set<const HloComputation*> groups;
@@ -229,7 +244,7 @@ absl::StatusOr<bool> NvshmemCollectivePermuteRewriter::RunImpl(
   bool changed = false;
   for (HloComputation* computation :
        module->MakeNonfusionComputations(execution_threads)) {
-    // NVSHMEM's own rules for where a permute sits (nvshmem_permute_support).
+    // The emitter's rules for where an NVSHMEM permute may sit.
     const bool nccl_only = groups.contains(computation) ||
                            RunsUnderConditionalBranch(*computation);
     for (HloInstruction* instr : computation->MakeInstructionPostOrder()) {

@@ -87,6 +87,12 @@ class NvshmemCollectivePermuteRewriter : public HloModulePass {
   static absl::flat_hash_set<const HloComputation*> CollectivesGroups(
       const HloModule& module);
 
+  // Whether `computation` runs under a conditional's branch, directly or
+  // through the computations that call it: devices may take different
+  // branches, and the NVSHMEM thunk puts to the address of the sender's own
+  // destination (the emitter's rule, nvshmem_permute_support in the series).
+  static bool RunsUnderConditionalBranch(const HloComputation& computation);
+
   // What `permute` asks of a backend on `topology`.
   static absl::StatusOr<nvshmem_selection::PermuteRequest> RequestFor(
       const HloCollectivePermuteInstruction& permute,
