@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,9 +12,12 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "driver/input.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
@@ -23,7 +27,6 @@ namespace nvshmem_opt {
 namespace {
 
 constexpr absl::string_view kSuffix = ".config.pbtxt";
-constexpr absl::string_view kBlock = "\nstatic_device_assignment {";
 constexpr int kMaxDevices = 1 << 20;
 
 bool IsFile(const std::string& path) {
@@ -53,16 +56,16 @@ class Collector : public google::protobuf::io::ErrorCollector {
   absl::Status status_;
 };
 
-// The top-level static_device_assignment block's body and its first line: the
-// rest of the config is left unread (a newer XLA's fields need not parse).
-absl::StatusOr<std::pair<std::string, int>> AssignmentBlock(
-    const std::string& path, const std::string& text) {
+// The body of the top-level block `name` and its first line, nullopt where
+// the config has none: the rest of the config is left unread (a newer XLA's
+// fields need not parse).
+absl::StatusOr<std::optional<std::pair<std::string, int>>> TopBlock(
+    const std::string& path, const std::string& text, absl::string_view name) {
   const std::string padded = "\n" + text;
-  const size_t at = padded.find(kBlock);
-  if (at == std::string::npos) {
-    return Bad(path, 0, "no static_device_assignment in the module config");
-  }
-  const size_t open = at + kBlock.size();
+  const std::string head = absl::StrCat("\n", name, " {");
+  const size_t at = padded.find(head);
+  if (at == std::string::npos) return std::nullopt;
+  const size_t open = at + head.size();
   const int line = 1 + static_cast<int>(std::count(
                            padded.begin() + 1, padded.begin() + open, '\n'));
   int depth = 1;
@@ -72,7 +75,24 @@ absl::StatusOr<std::pair<std::string, int>> AssignmentBlock(
       return std::make_pair(padded.substr(open, i - open), line);
     }
   }
-  return Bad(path, line, "the static_device_assignment block is not closed");
+  return Bad(path, line, absl::StrCat("the ", name, " block is not closed"));
+}
+
+// The value of the debug option `name` at the top of debug_options' body
+// ("": not given), as XLA writes it: one `name: VALUE` line.
+std::string DebugOption(absl::string_view body, absl::string_view name) {
+  int depth = 0;
+  for (absl::string_view line : absl::StrSplit(body, '\n')) {
+    absl::string_view field = absl::StripAsciiWhitespace(line);
+    if (depth == 0 && absl::ConsumePrefix(&field, name) &&
+        absl::ConsumePrefix(&field, ":")) {
+      field = absl::StripAsciiWhitespace(field);
+      return std::string(field.substr(0, field.find_first_of(" \t#")));
+    }
+    depth += static_cast<int>(std::count(line.begin(), line.end(), '{')) -
+             static_cast<int>(std::count(line.begin(), line.end(), '}'));
+  }
+  return "";
 }
 
 }  // namespace
@@ -112,9 +132,13 @@ absl::StatusOr<ModulePlacement> ReadModulePlacement(const std::string& path,
                                                     int64_t max_bytes) {
   absl::StatusOr<std::string> text = ReadInput(path, max_bytes);
   if (!text.ok()) return text.status();
-  absl::StatusOr<std::pair<std::string, int>> block =
-      AssignmentBlock(path, *text);
-  if (!block.ok()) return block.status();
+  absl::StatusOr<std::optional<std::pair<std::string, int>>> found =
+      TopBlock(path, *text, "static_device_assignment");
+  if (!found.ok()) return found.status();
+  if (!found->has_value()) {
+    return Bad(path, 0, "no static_device_assignment in the module config");
+  }
+  const std::optional<std::pair<std::string, int>>& block = *found;
   xla::DeviceAssignmentProto proto;
   google::protobuf::TextFormat::Parser parser;
   Collector errors(path, block->second);  // Body line 0 is the block's own.
@@ -156,6 +180,13 @@ absl::StatusOr<ModulePlacement> ReadModulePlacement(const std::string& path,
       }
       placement.devices[r + p * placement.replicas] = static_cast<int>(ids[r]);
     }
+  }
+  absl::StatusOr<std::optional<std::pair<std::string, int>>> debug =
+      TopBlock(path, *text, "debug_options");
+  if (!debug.ok()) return debug.status();
+  if (debug->has_value()) {
+    placement.collective_permute_mode =
+        DebugOption((*debug)->first, "xla_gpu_collective_permute_mode");
   }
   placement.text = std::move(*text);
   return placement;

@@ -27,6 +27,8 @@ struct ModulePlacement {
   int partitions = 0;
   // Device of logical device r + p * replicas, as the core's topology maps.
   std::vector<int> devices;
+  // The program's xla_gpu_collective_permute_mode ("": not given).
+  std::string collective_permute_mode;
   std::string text;  // The config file's text, for the output's sidecar.
 };
 

@@ -26,6 +26,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "driver/input.h"
 #include "driver/module_config.h"
 #include "driver/output_file.h"
@@ -387,15 +388,35 @@ std::string SpecToDecideAgain(const Flags& flags,
       topology.gpus_per_host())));
 }
 
-// Where the device of each logical id came from.
-std::string PlacementText(const Flags& flags, const ext::Topology& topology,
-                          const std::string& config_path) {
+// Where the device of each logical id came from: a config's map (also where
+// the spec states the same one), else the spec's, else the module's own.
+std::string PlacementText(
+    const Flags& flags, const ext::Topology& topology,
+    const std::string& config_path,
+    const std::optional<nvshmem_opt::ModulePlacement>& read) {
   if (topology.partition_to_device().empty()) return "unknown";
-  if (!config_path.empty()) {
+  if (!config_path.empty() &&
+      (flags.topology.empty() ||
+       (read && topology.partition_to_device() == read->devices))) {
     return absl::StrCat("the module's device assignment (", config_path, ")");
   }
   return flags.topology.empty() ? "the module's device assignment"
                                 : "the topology's map";
+}
+
+// --topology as the tools state it again: as given, with the config's map
+// where the spec states none and the config placed the module.
+std::string PlacedSpec(
+    const Flags& flags, const std::string& spec, const ext::Topology& topology,
+    bool spec_states_map,
+    const std::optional<nvshmem_opt::ModulePlacement>& read) {
+  if (flags.topology.empty()) return spec;
+  if (spec_states_map || !read ||
+      topology.partition_to_device() != read->devices) {
+    return flags.topology;
+  }
+  return absl::StrCat(flags.topology,
+                      ":map=", absl::StrJoin(read->devices, ","));
 }
 
 // The input's config beside a regular output file, so that what reads the
@@ -485,6 +506,7 @@ int main(int argc, char** argv) {
   }
   nvshmem_opt::LoadedModule input = Load(flags, given ? &*given : nullptr);
   std::optional<nvshmem_opt::ModulePlacement> placement;
+  const bool spec_states_map = given && !given->partition_to_device().empty();
   const std::string config_path =
       PlaceTextModule(flags, *input.module, given, placement);
   // One rewriter, on the spec and table parsed above, resolves the topology
@@ -516,6 +538,7 @@ int main(int argc, char** argv) {
     std::cerr << "nvshmem-opt: pass took " << run.pass_us << " us\n";
   const auto* upstream_ptr = upstream ? &*upstream : nullptr;
   if (!flags.report.empty()) {
+    const std::string spec = SpecToDecideAgain(flags, topology);
     const std::string json = OrFail(nvshmem_opt::ReportJson(
         {flags.input, ext::TopologySpec(topology),
          TopologySource(flags, *input.module), topology.partition_to_device(),
@@ -524,8 +547,9 @@ int main(int argc, char** argv) {
          ext::ProcessLayoutText(topology,
                                 ext::SpecStatesProcesses(flags.topology),
                                 table.backends),
-         PlacementText(flags, topology, config_path),
-         SpecToDecideAgain(flags, topology)},
+         PlacementText(flags, topology, config_path, placement), spec,
+         PlacedSpec(flags, spec, topology, spec_states_map, placement),
+         config_path, placement ? placement->collective_permute_mode : ""},
         run, upstream_ptr));
     Write(flags, flags.report, json + "\n");
   }

@@ -136,6 +136,9 @@ absl::StatusOr<std::string> ReportJson(
   report.set_processes(header.processes);
   report.set_placement(header.placement);
   report.set_spec(header.spec);
+  report.set_placed_spec(header.placed_spec);
+  report.set_module_config(header.module_config);
+  report.set_collective_permute_mode(header.collective_permute_mode);
   report.set_changed(run.changed);
   report.set_pass_us(run.pass_us);
   for (const Rewriter::OpRecord& r : run.records) {

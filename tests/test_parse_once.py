@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from hlo_tools import cli
+from hlo_tools.hlo import module_config
 from hlo_tools.model import driver
 
 REPO = Path(__file__).resolve().parent.parent
@@ -214,3 +215,101 @@ def test_nvl72_dump_is_priced_as_one_domain(tmp_path):
   # 71 edges of the 72-device ring: 8 cross a host, all inside the domain.
   assert perm["edges_by_class"]["network"] == 0
   assert perm["edges_by_class"]["nvlink_domain"] == 8
+
+
+# ---------------------------------------------------------------------------------------
+# The module's config: read by the driver, whose JSON carries the map to the tools.
+
+PERM = FIXTURES / "perm_ring_1x2x4.after_optimizations.hlo"
+SPREAD = "0,4,1,5,2,6,3,7"  # the device order of PERM's config: every hop crosses hosts
+
+
+@pytest.fixture
+def python_reads_no_config(monkeypatch):
+  """Python's config reader, made to fail: whatever the tools print of the config
+  came through the driver's JSON."""
+  def refuse(path, *args, **kwargs):
+    raise AssertionError(f"the tools read {path} themselves")
+  monkeypatch.setattr(module_config, "read_config", refuse)
+
+
+def _with_config(tmp_path):
+  """PERM and its config as a user's own files (ring.hlo, ring.config.pbtxt)."""
+  ring = tmp_path / "ring.hlo"
+  shutil.copyfile(PERM, ring)
+  shutil.copyfile(str(PERM).replace(".hlo", ".config.pbtxt"), tmp_path / "ring.config.pbtxt")
+  return ring
+
+
+@pytest.mark.parametrize("command", ["explain", "verify"])
+def test_a_given_topology_is_placed_by_the_drivers_json(tmp_path, capsys, runs,
+                                                        python_reads_no_config, command):
+  ring = _with_config(tmp_path)
+  config = tmp_path / "ring.config.pbtxt"
+  rc, out, err = _main(capsys, command, ring, "--topology=1x2x4", "--format=json")
+  assert rc in (0, 1), err
+  assert runs() == [str(ring)]
+  result = json.loads(out)
+  assert result["topology"] == f"1x2x4:map={SPREAD}"
+  if command == "explain":
+    assert result["placement"] == f"device order: the module's device assignment ({config})"
+    assert all(e["edges_by_class"]["network"] == 8 for e in result["collectives"])
+  rc, out, err = _main(capsys, "explain", ring, "--topology=1x2x4")
+  assert rc == 0, err
+  assert f"device order: the module's device assignment ({config})" in out.splitlines()
+  # A spec's own map wins over the config's, and says so.
+  rc, out, err = _main(capsys, command, ring, "--topology=1x2x4:map=0,1,2,3,4,5,6,7",
+                       "--format=json")
+  assert rc in (0, 1), err
+  assert json.loads(out)["topology"] == "1x2x4:map=0,1,2,3,4,5,6,7"
+  if command == "explain":
+    assert json.loads(out)["placement"] == "device order: the topology's map"
+  # The flag the program was compiled with, from the same JSON (a set with modes).
+  rc, out, err = _main(capsys, "explain", ring, "--topology=1x2x4", "--backends=nccl,peer",
+                       "--format=json")
+  assert rc == 0, err
+  program = json.loads(out)["program"]
+  assert program["compiled_with"] == "COLLECTIVES_PRIVATE_MEMORY"
+  assert program["compiled_with_from"] == str(config)
+  assert len(runs()) == 4  # one per command
+
+
+def test_report_places_a_given_topology_by_the_drivers_json(tmp_path, capsys, runs,
+                                                            python_reads_no_config):
+  ring = _with_config(tmp_path)
+  out = tmp_path / "r"
+  rc, _, err = _main(capsys, "report", ring, "--topology=1x2x4", f"--out={out}", "--quiet")
+  assert rc == 0, err
+  assert len(runs()) == 1
+  [case] = json.loads((out / "report.json").read_text())["cases"]
+  assert case["placement"] == ("device order: the module's device assignment "
+                               f"({tmp_path / 'ring.config.pbtxt'})")
+  explained = json.loads((out / case["id"] / "json" / "explain.json").read_text())
+  assert explained["topology"] == f"1x2x4:map={SPREAD}"
+  facts = json.loads((out / case["id"] / "json" / "pass_input.json").read_text())
+  assert facts["placed_spec"] == f"1x2x4:map={SPREAD}"
+  assert facts["topology_source"] == "flag"
+  # The config's flag for the program's mode, read in the same run.
+  assert facts["module_config"] == str(tmp_path / "ring.config.pbtxt")
+  assert facts["collective_permute_mode"] == "COLLECTIVES_PRIVATE_MEMORY"
+
+
+def test_report_dir_places_a_given_topology_by_the_drivers_json(tmp_path, capsys, runs,
+                                                                python_reads_no_config):
+  out = tmp_path / "r"
+  rc, _, err = _main(capsys, "report", DUMP, "--topology=1x2x4", f"--out={out}", "--quiet")
+  assert rc == 0, err
+  [case] = json.loads((out / "report.json").read_text())["cases"]
+  assert len(runs()) == len(case["stages"]) == 2
+  assert case["placement"].startswith("device order: the module's device assignment (")
+  assert "module_0001.jit_ring_product_grad.config.pbtxt" in case["placement"]
+
+
+def test_verify_without_a_driver_reads_the_config_itself(tmp_path, capsys, runs):
+  """--no-hlo-verifier runs no driver: the tools' own reader is the map's source."""
+  ring = _with_config(tmp_path)
+  rc, out, err = _main(capsys, "verify", ring, "--topology=1x2x4", "--format=json",
+                       "--no-hlo-verifier")
+  assert rc in (0, 1), err
+  assert runs() == []
+  assert json.loads(out)["topology"] == f"1x2x4:map={SPREAD}"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import os
 import sys
 import tempfile
@@ -12,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 from hlo_tools import cli_io
-from hlo_tools.model import driver, dumps, options, sources, topology
+from hlo_tools.model import driver, dumps, options, placement, sources, topology
 from hlo_tools.errors import InputError
 
 
@@ -91,12 +90,12 @@ def selection_for(args: argparse.Namespace, file_arg: str, path: str, prog: str,
   table, backends = loaded
   answer = driver.ask(path, None, table if args.cost_table else None, compare_upstream,
                       backends=backends, devices_per_host=args.devices_per_host,
-                      num_partitions=getattr(args, "num_partitions", None))
+                      num_partitions=getattr(args, "num_partitions", None),
+                      module_config=placement.config_path(path))
   # The derived topology, placed as the driver placed it: its JSON says where from.
-  selected = dataclasses.replace(
+  selected = placement.from_report(
       options.load(driver.derived(path, answer), args.cost_table, args.backends,
-                   loaded=loaded),
-      placement=driver.placement(answer.report or {}))
+                   loaded=loaded), answer.report or {})
   for line in topology.derived_notes(prog, file_arg, selected.spec, selected.topology,
                                      args.devices_per_host):
     if line:

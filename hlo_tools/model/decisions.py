@@ -385,29 +385,43 @@ def describe_permute(perm: Permute, upstream: dict | None = None,
   }
 
 
+def module_report(path: str, selected: options.Selection, source: sources.Source,
+                  use_driver: bool = True, num_partitions: int | None = None
+                  ) -> tuple[dict | None, str | None]:
+  """(nvshmem-opt's JSON on the module with upstream's answers, None) from its one
+  run on `selected` as given (the driver places it on the module's own map), or
+  (None, why there is none). No run for a module without permutes."""
+  if not use_driver:
+    return None, "not asked of nvshmem-opt"
+  if not collective_permutes(source.module):
+    return None, None
+  return driver.explain_report(path, selected.spec, selected.driver_table(), num_partitions,
+                               selected.backends and selected.table.backends,
+                               module_config=placement.config_path(path))
+
+
 def describe(path: str, selected: options.Selection, use_driver: bool = True,
              source: sources.Source | None = None, num_partitions: int | None = None,
              max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
-             report: dict | None = None) -> dict:
+             report: dict | None = None, upstream_why: str | None = None) -> dict:
   """What `hlo-tools explain` prints as JSON, for the module at `path` (InputError).
 
   selected: the topology, cost table and backend set, parsed once by the caller
-  (options.load), placed here on the module's own device map.
+  (options.load), placed on the module's own device map as the driver's JSON says
+  (placement.settled).
   report: nvshmem-opt's JSON on this module with upstream's answers, when the
-  caller already ran it; else the driver is asked once (use_driver). Its
-  decisions and partition count are the module's facts; without it (or for a
-  module the driver refuses) this reader's facts are decided through the binding.
+  caller already ran it (or upstream_why, why it has none); else the driver is
+  asked once (use_driver). Its decisions and partition count are the module's
+  facts; without it (or for a module the driver refuses) this reader's facts are
+  decided through the binding.
   num_partitions: the user's --num-partitions, else the module's own count."""
-  selected = placement.placed(selected, path, max_bytes)
-  topology, table, topology_spec = selected.topology, selected.table, selected.spec
-  cost_table, backends = selected.cost_table, selected.backends
   source = source or sources.read_source(path, max_bytes=max_bytes)
+  if report is None and upstream_why is None:
+    report, upstream_why = module_report(path, selected, source, use_driver, num_partitions)
+  selected = placement.settled(selected, path, report, max_bytes)
+  topology, table, topology_spec = selected.topology, selected.table, selected.spec
+  cost_table = selected.cost_table
   source = sources.resolve_partitions(source, topology, num_partitions)
-  upstream_why = None if report is not None or use_driver else "not asked of nvshmem-opt"
-  if report is None and use_driver and collective_permutes(source.module):
-    report, upstream_why = driver.explain_report(path, topology_spec,
-                                                 selected.driver_table(), num_partitions,
-                                                 backends and table.backends)
   sources.adopt_driver_partitions(source, report)
   perms = analyze(source, topology, table, report=report)
   upstream = driver.upstream_from_report(report) if report is not None else None

@@ -199,13 +199,13 @@ def ask(path: str | os.PathLike, topology: str | None,
 
 def explain_report(path: str | os.PathLike, topology_spec: str | None,
                    cost_table: selection.CostTable | None, num_partitions: int | None = None,
-                   backends: str | None = None,
-                   timeout: float = 600) -> tuple[dict | None, str | None]:
+                   backends: str | None = None, timeout: float = 600,
+                   module_config: str | None = None) -> tuple[dict | None, str | None]:
   """(report, None) of nvshmem-opt --mode=explain --compare-upstream on the module,
   or (None, one line saying why there is none: the driver's own error message, or
   why it could not run)."""
   answer = ask(path, topology_spec, cost_table, num_partitions=num_partitions,
-               backends=backends, timeout=timeout)
+               backends=backends, timeout=timeout, module_config=module_config)
   return answer.report, why_no_report(answer)
 
 

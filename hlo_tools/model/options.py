@@ -22,6 +22,8 @@ class Selection:
   backends: str | None = None  # the set given (the core's spelling), None: the table's
   # Where the spec's device map came from (model.placement), None: no map known.
   placement: str | None = None
+  # Whether the map was looked for (the driver's JSON, else model.placement's reader).
+  settled: bool = False
 
   def driver_table(self) -> selection.CostTable | None:
     """The table as nvshmem-opt is given it: the one read from the user's file (on

@@ -6,6 +6,10 @@ The map enters the core as the spec's `:map=`: the driver and the binding then
 decide on the same placement. A spec that states its own map keeps it. Without
 any map the core refuses the one-sided backends wherever the program spans more
 than one host or process (the device order decides every edge's class there).
+
+The driver reads the config and says in its JSON what it placed (settled). Only
+where no driver answered (verify --no-hlo-verifier, a module the driver refused)
+does this module read the config itself (placed_by_reader).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import os
 from hlo_tools import cli_io, selection
 from hlo_tools.errors import InputError, SelectionError
 from hlo_tools.hlo import module_config
-from hlo_tools.model import dumps
+from hlo_tools.model import driver, dumps
 from hlo_tools.model.options import Selection
 
 MAP_OPTION = ":map="
@@ -30,15 +34,21 @@ def spec_map(spec: str) -> str | None:
   return None
 
 
+def config_path(path: str | None) -> str | None:
+  """The config that places the module at `path` (or the main module of the dump
+  folder at `path`), found but not read: the driver reads it; None where XLA wrote
+  none."""
+  if path and os.path.isdir(path):
+    return dumps.module_config_path(path) or None
+  return module_config.find_config(path) if path else None
+
+
 def module_map(path: str | None,
                max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> tuple[list[int], str] | None:
   """(partition->device map, the config file it came from) for the module at `path`
   (or the main module of the dump folder at `path`), or None where XLA wrote none."""
-  if path and os.path.isdir(path):  # a dump folder: its main module's config
-    found = dumps.module_config_path(path)
-    config = module_config.read_config(found, max_bytes) if found else None
-  else:
-    config = module_config.for_module(path, max_bytes) if path else None
+  found = config_path(path)
+  config = module_config.read_config(found, max_bytes) if found else None
   if config is None or not config.partition_to_device:
     return None
   # XLA's flattened id is replica * partitions + partition; the core's map is
@@ -49,13 +59,40 @@ def module_map(path: str | None,
   return core_order, config.path
 
 
-def placed(selected: Selection, path: str | None,
-           max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> Selection:
-  """`selected` on the module's own device map, where the spec states none and XLA
-  wrote one beside the module; `selected.placement` says where the map came from
-  (a selection already placed stays as it is)."""
-  if selected.placement:
+def settled(selected: Selection, path: str | None, report: dict | None,
+            max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> Selection:
+  """`selected` on the module's own device map: as the driver's JSON on the module
+  (`report`) placed it, else, where no driver answered, as this reader places it.
+  A selection already settled stays as it is."""
+  if selected.settled:
     return selected
+  if report is not None:
+    return from_report(selected, report)
+  return placed_by_reader(selected, path, max_bytes)
+
+
+def from_report(selected: Selection, report: dict) -> Selection:
+  """`selected` as the driver placed it: its JSON's placed spec (the spec given, with
+  :map= where the driver added the module's map) and where the map came from."""
+  spec = report.get("placed_spec") or selected.spec
+  topology = selected.topology
+  if spec != selected.spec:
+    try:
+      topology = selection.parse_topology(spec, selected.table.backends)
+    except SelectionError as e:
+      raise InputError(f"{report.get('input')}: the driver placed topology {spec}, "
+                       f"which the core refuses: {e}") from None
+  return dataclasses.replace(selected, spec=spec, topology=topology,
+                             placement=driver.placement(report), settled=True)
+
+
+def placed_by_reader(selected: Selection, path: str | None,
+                     max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> Selection:
+  """`selected` on the module's own device map, where the spec states none and XLA
+  wrote one beside the module, read here: for a path no driver answered for (the
+  driver reads the config itself). `selected.placement` says where the map came
+  from."""
+  selected = dataclasses.replace(selected, settled=True)
   found = module_map(path, max_bytes)
   stated = spec_map(selected.spec)
   if stated is not None:

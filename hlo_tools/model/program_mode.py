@@ -202,9 +202,14 @@ def what_runs(op_mode: str | None, flag_mode: str | None,
   return {"thunk": flag, "config": config, "agree": (config or DEFAULT) == flag}
 
 
-def compiled_flag(source: Source) -> tuple[str | None, str | None]:
+def compiled_flag(source: Source, report: dict | None = None
+                  ) -> tuple[str | None, str | None]:
   """(the flag the module was compiled with, the config file saying so), from XLA's
-  module config beside it (hlo.module_config); (None, None) where there is none."""
+  module config beside it, as the driver's JSON on the module (`report`) says; where
+  no driver ran, read here (hlo.module_config). (None, None) where there is none."""
+  if report is not None:
+    return (report.get("collective_permute_mode") or None,
+            report.get("module_config") or None)
   path = source.path if source.path and str(source.path) != "-" else None
   config = module_config.for_module(str(path)) if path else None
   if config is None:
@@ -213,13 +218,14 @@ def compiled_flag(source: Source) -> tuple[str | None, str | None]:
 
 
 def for_source(source: Source, topology: selection.Topology, table: selection.CostTable,
-               backends: str | Sequence[str], per_op_xla: bool = False) -> dict[str, Any]:
+               backends: str | Sequence[str], per_op_xla: bool = False,
+               report: dict | None = None) -> dict[str, Any]:
   """choose() on a module read by the tools, with the flag it was compiled with
-  (compiled_flag) and, per permute ({(computation, start): what_runs}), what it runs
-  on this XLA."""
+  (compiled_flag, from the driver's JSON `report` where it ran) and, per permute
+  ({(computation, start): what_runs}), what it runs on this XLA."""
   perms = decisions.analyze(source, topology, table, tolerant=True)
   result = choose(perms, source, topology, table, backends)
-  flag, path = compiled_flag(source)
+  flag, path = compiled_flag(source, report)
   result["compiled_with"], result["compiled_with_from"] = flag, path
   result["per_op_xla"] = per_op_xla
   result["runs"] = {(p.record.computation, p.record.start):

@@ -43,11 +43,16 @@ def explain(path: str, selected: Selection, source: sources.Source | None = None
   `selected` (parsed once by the caller), with a note when the module is from before
   XLA's optimizations: by its `stage` of a dump when known, else by its structure."""
   source = source or sources.read_source(path, max_bytes=max_bytes)
+  report, why = kwargs.pop("report", None), None
+  if report is None:  # the driver's one run, which places the module's devices
+    report, why = decisions.module_report(path, selected, source,
+                                          kwargs.get("use_driver", True),
+                                          kwargs.get("num_partitions"))
   # On the module's own device map, for its permutes and the program's mode alike.
-  selected = placement.placed(selected, path, max_bytes)
+  selected = placement.settled(selected, path, report, max_bytes)
   result = decisions.describe(path, selected, source=source, max_bytes=max_bytes,
-                              **kwargs)
-  add_program(result, source, selected, per_op_xla)
+                              report=report, upstream_why=why, **kwargs)
+  add_program(result, source, selected, per_op_xla, report)
   pre = (stage in ("before_optimizations", "lowered") if stage is not None
          else is_pre_optimization(source.module, result["collectives"]))
   result["stage"] = "before_optimizations" if pre else None
@@ -56,14 +61,15 @@ def explain(path: str, selected: Selection, source: sources.Source | None = None
 
 
 def add_program(result: dict[str, Any], source: sources.Source, selected: Selection,
-                per_op_xla: bool = False) -> None:
+                per_op_xla: bool = False, report: dict | None = None) -> None:
   """The program's one mode (model.program_mode) into `result`, and into each
   permute's entry what it runs on this XLA (`runs`). Nothing for a backend set
-  without a mode the flag names (the pinned XLA's nccl,nvshmem has no such flag)."""
+  without a mode the flag names (the pinned XLA's nccl,nvshmem has no such flag).
+  report: the driver's JSON on the module, which says the flag it was compiled with."""
   if program_mode.candidates(selected.table.backends) == ["nccl"]:
     return
   program = program_mode.for_source(source, selected.topology, selected.table,
-                                    selected.table.backends, per_op_xla)
+                                    selected.table.backends, per_op_xla, report)
   for e in result["collectives"]:
     e["runs"] = program["runs"].get((e["computation"], e["instruction"]))
   result["program"] = program_text.json_ready(program)

@@ -314,12 +314,13 @@ def check_peer_safety(perms: list, source: sources.Source, topology: selection.T
 
 
 def check_permute_mode(perms: list[Permute], source: sources.Source,
-                       per_op_xla: bool = False) -> Check:
+                       per_op_xla: bool = False, report: dict | None = None) -> Check:
   """A mode written on a permute runs only where the XLA honours it: a stock XLA's
   thunk runs the flag's mode (program_mode.THUNK_READS_FLAG), so a mode on the op
-  that differs from it is not run, and a SYMMETRIC one has moved its buffers."""
+  that differs from it is not run, and a SYMMETRIC one has moved its buffers.
+  report: the driver's JSON saying the flag the module was compiled with."""
   check = Check("permute-mode")
-  flag, config = program_mode.compiled_flag(source)
+  flag, config = program_mode.compiled_flag(source, report)
   flag_text = (f"{flag} ({config})" if flag else
                f"{program_mode.DEFAULT}, XLA's default (no module config beside the file)")
   for perm in perms:
@@ -514,7 +515,8 @@ def ask_driver(path: str, selected: Selection,
     return None
   return driver.ask(path, selected.spec, selected.driver_table(), compare_upstream=False,
                     num_partitions=num_partitions,
-                    backends=selected.backends and selected.table.backends)
+                    backends=selected.backends and selected.table.backends,
+                    module_config=placement.config_path(path))
 
 
 def check_hlo_verifier(answer: driver.Answer | None) -> Check:
@@ -547,11 +549,13 @@ def verify(path: str, selected: Selection, run_driver: bool = True,
            max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES, only: tuple | None = None,
            verified_by: str | None = None, per_op_xla: bool = False,
            given: sources.Source | None = None,
-           answer: driver.Answer | None = None) -> dict:
+           answer: driver.Answer | None = None,
+           config_report: dict | None = None) -> dict:
   """The verify JSON object; raises InputError for unreadable input.
 
   selected: the topology, cost table and backend set, parsed once by the caller
-  (options.load), placed here on the module's own device map.
+  (options.load), placed on the module's own device map as the driver's JSON says
+  (placement.settled; without a driver run, as placement's reader reads it).
   only: the names of the checks to run (e.g. SAFETY_CHECKS), else every one.
   verified_by: how XLA's verifier already accepted this module (nvshmem-opt's
   rewrite verifies the text it writes), in place of another driver run.
@@ -559,20 +563,22 @@ def verify(path: str, selected: Selection, run_driver: bool = True,
   v0.11.0's XLA), else the flag's (every stock XLA).
   given: the Source this module was rewritten from, whose users' marks it must keep.
   answer: nvshmem-opt's run on this module when the caller already made it (the one
-  that derived its topology), in place of another."""
-  selected = placement.placed(selected, path, max_bytes)
-  topology, table, topology_spec = selected.topology, selected.table, selected.spec
-  cost_table = selected.cost_table
-  backend_set = decisions.backend_set(table)
-  source = sources.resolve_partitions(source or sources.read_source(path, max_bytes=max_bytes),
-                                 topology, num_partitions)
-  module = source.module
-  decisions.require_devices(source, topology)
+  that derived its topology), in place of another.
+  config_report: the driver's JSON of the run that wrote this module (and its config
+  beside it), whose facts of XLA's config are this module's, where none runs here."""
+  source = source or sources.read_source(path, max_bytes=max_bytes)
   verifier = None
-  if run_driver and not verified_by:
+  if run_driver and not verified_by:  # the driver's one run places the module too
     answer = answer or ask_driver(path, selected, num_partitions)
     verifier = check_hlo_verifier(answer)
   report = answer.report if answer is not None else None
+  selected = placement.settled(selected, path, report or config_report, max_bytes)
+  topology, table, topology_spec = selected.topology, selected.table, selected.spec
+  cost_table = selected.cost_table
+  backend_set = decisions.backend_set(table)
+  source = sources.resolve_partitions(source, topology, num_partitions)
+  module = source.module
+  decisions.require_devices(source, topology)
   sources.adopt_driver_partitions(source, report)
   perms = decisions.analyze(source, topology, table, tolerant=True, report=report)
   checks = [
@@ -600,7 +606,7 @@ def verify(path: str, selected: Selection, run_driver: bool = True,
     skipped = Check("hlo-verifier")
     skipped.note = "skip: not requested"
     checks.append(skipped)
-  checks.append(check_permute_mode(perms, source, per_op_xla))
+  checks.append(check_permute_mode(perms, source, per_op_xla, config_report or report))
   if only is not None:
     checks = [c for c in checks if c.name in only]
   for check in checks:

@@ -192,15 +192,13 @@ def derive_topology(case: Case, stages: dict[str, str], origin: str, loaded: Loa
   inside XLA; said on stderr. Returns the case's Selection and that run's
   {stage: (report, output)}, which analyze_case takes instead of running it again."""
   stage, path = next(iter(stages.items()))
-  found = placement.module_map(origin, max_bytes)
   case_dir = os.path.dirname(os.path.dirname(path))
   done = _run_pass(case_dir, stage, path, case, None, loaded, num_partitions,
-                   module_config=found[1] if found else None)
+                   module_config=placement.config_path(origin))
   spec = done[0]["spec"]
   # Placed as the driver placed it: its JSON says where the map came from.
-  selected = dataclasses.replace(
-      options.load(spec, loaded.cost_table, loaded=loaded.table_and_set),
-      placement=driver.placement(done[0]))
+  selected = placement.from_report(
+      options.load(spec, loaded.cost_table, loaded=loaded.table_and_set), done[0])
   note, warning = derived_notes(PROG, case.label or path, spec, selected.topology,
                                 case.devices_per_host)
   if not quiet:
@@ -209,6 +207,20 @@ def derive_topology(case: Case, stages: dict[str, str], origin: str, loaded: Loa
     cli_io.print_error(warning)
   case.topology, case.parsed, case.title = spec, selected.topology, f"{case.label} on {spec}"
   return selected, {stage: done}
+
+
+def place_topology(case: Case, stages: dict[str, str], origin: str | None,
+                   selected: options.Selection, num_partitions: int | None
+                   ) -> tuple[options.Selection, dict[str, tuple[dict, str]]]:
+  """The case's given topology on the module's own device map, as nvshmem-opt's
+  rewrite of its first input placed it (from XLA's config beside `origin`, which
+  the driver reads). Returns the placed Selection and that run's {stage: (report,
+  output)}, which analyze_case takes instead of running it again."""
+  stage, path = next(iter(stages.items()))
+  case_dir = os.path.dirname(os.path.dirname(path))
+  done = _run_pass(case_dir, stage, path, case, selected.spec, Loaded.of(selected),
+                   num_partitions, module_config=placement.config_path(origin))
+  return placement.from_report(selected, done[0]), {stage: done}
 
 
 # ---------------------------------------------------------------------------------------
@@ -323,20 +335,24 @@ VERIFIED_BY_PASS = "HloVerifier accepts the module (nvshmem-opt verified the tex
 def analyze_case(case: Case, case_dir: str, stages: dict[str, str], dump_dir: str | None,
                  selected: options.Selection, num_partitions: int | None,
                  say: Callable[[str], None],
-                 done: dict[str, tuple[dict, str]] | None = None) -> dict[str, Any]:
+                 done: dict[str, tuple[dict, str]] | None = None,
+                 origin: str | None = None) -> dict[str, Any]:
   """Runs the pass, explain, verify, diff and trace; writes json/; returns the results.
   selected: the case's options.Selection (topology, cost table, backends).
-  done: {stage: (report, output)} of the pass runs already made (derive_topology)."""
+  done: {stage: (report, output)} of the pass runs already made (derive_topology);
+  else the first run places `selected` by XLA's config beside `origin`."""
   hlo_dir, json_dir = os.path.join(case_dir, "hlo"), os.path.join(case_dir, "json")
   os.makedirs(json_dir, exist_ok=True)
-  topology, table = selected.topology, selected.table
   rel = lambda p: os.path.relpath(p, os.path.dirname(case_dir))
   parsed = {s: sources.resolve_partitions(sources.read_source(p, input_label(case, s, rel(p))),
-                                          topology, num_partitions)
+                                          selected.topology, num_partitions)
             for s, p in stages.items()}
   first = next(iter(stages))
   partitions = num_partitions  # the user's; else the driver settles each module's
   say(f"{case.id}: running nvshmem-opt, explain, verify, diff")
+  if done is None:  # after the reader, so that bad input is named by its line
+    selected, done = place_topology(case, stages, origin, selected, num_partitions)
+  topology, table = selected.topology, selected.table
   passes, rewritten = {}, {}
   for stage, path in stages.items():
     passes[stage], out = (done or {}).get(stage) or _run_pass(
@@ -345,17 +361,18 @@ def analyze_case(case: Case, case_dir: str, stages: dict[str, str], dump_dir: st
                                              num_partitions)
   explained = decisions.describe(stages[first], selected, source=parsed[first],
                                  report=passes[first])
-  explain.add_program(explained, parsed[first], selected)
+  explain.add_program(explained, parsed[first], selected, report=passes[first])
   verified = {s: verify.verify(rewritten[s].path, selected, source=rewritten[s],
                                num_partitions=num_partitions,
-                               verified_by=VERIFIED_BY_PASS, per_op_xla=True, given=parsed[s])
+                               verified_by=VERIFIED_BY_PASS, per_op_xla=True, given=parsed[s],
+                               config_report=passes[s])
               for s in stages}
   # A plan the input already carries (hand-edited, another pass) that its runtime
   # cannot run fails the report even though the pass's rewrite replaces it.
   for s in stages:
     given = verify.verify(stages[s], selected, run_driver=False, source=parsed[s],
                           num_partitions=num_partitions,
-                          only=verify.SAFETY_CHECKS)
+                          only=verify.SAFETY_CHECKS, config_report=passes[s])
     if not given["passed"]:
       given["file"] = f"{case.label or case.id}{'' if s == 'input' else ':' + s} (as given)"
       verified[f"{s}_as_given"] = given
@@ -483,10 +500,8 @@ def build(cases: list[Case], out: str, cost_table: str | None = None,
       if case.topology is None:
         selected[case.id], done = derive_topology(case, stages, origin, loaded,
                                                   num_partitions, max_bytes, not progress)
-      # The module's own device map, from XLA's config beside what was given.
-      placed = placement.placed(selected[case.id], origin, max_bytes)
-      results.append(analyze_case(case, case_dir, stages, dump_dir, placed,
-                                  num_partitions, say, done))
+      results.append(analyze_case(case, case_dir, stages, dump_dir, selected[case.id],
+                                  num_partitions, say, done, origin))
       timings[case.id] = time.monotonic() - t
     report: dict[str, Any] = {"cost_table": cost_table, "backends": offered,
               "versions": _versions(work, results),
