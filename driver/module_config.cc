@@ -79,20 +79,29 @@ absl::StatusOr<std::optional<std::pair<std::string, int>>> TopBlock(
 }
 
 // The value of the debug option `name` at the top of debug_options' body
-// ("": not given), as XLA writes it: one `name: VALUE` line.
-std::string DebugOption(absl::string_view body, absl::string_view name) {
+// ("": not given), as XLA writes it: one `name: VALUE` line; `line` is the
+// body's first line in `path`. The wheel's DebugOptions predates the field, so
+// it is read as text; given twice, it is an error, as for a proto's parser.
+absl::StatusOr<std::string> DebugOption(const std::string& path,
+                                        absl::string_view body, int line,
+                                        absl::string_view name) {
   int depth = 0;
-  for (absl::string_view line : absl::StrSplit(body, '\n')) {
-    absl::string_view field = absl::StripAsciiWhitespace(line);
+  std::optional<std::string> value;
+  for (absl::string_view text : absl::StrSplit(body, '\n')) {
+    absl::string_view field = absl::StripAsciiWhitespace(text);
     if (depth == 0 && absl::ConsumePrefix(&field, name) &&
         absl::ConsumePrefix(&field, ":")) {
+      if (value.has_value()) {
+        return Bad(path, line, absl::StrCat(name, " is given twice"));
+      }
       field = absl::StripAsciiWhitespace(field);
-      return std::string(field.substr(0, field.find_first_of(" \t#")));
+      value = std::string(field.substr(0, field.find_first_of(" \t#")));
     }
-    depth += static_cast<int>(std::count(line.begin(), line.end(), '{')) -
-             static_cast<int>(std::count(line.begin(), line.end(), '}'));
+    depth += static_cast<int>(std::count(text.begin(), text.end(), '{')) -
+             static_cast<int>(std::count(text.begin(), text.end(), '}'));
+    ++line;
   }
-  return "";
+  return value.value_or("");
 }
 
 }  // namespace
@@ -185,8 +194,11 @@ absl::StatusOr<ModulePlacement> ReadModulePlacement(const std::string& path,
       TopBlock(path, *text, "debug_options");
   if (!debug.ok()) return debug.status();
   if (debug->has_value()) {
-    placement.collective_permute_mode =
-        DebugOption((*debug)->first, "xla_gpu_collective_permute_mode");
+    absl::StatusOr<std::string> mode =
+        DebugOption(path, (*debug)->first, (*debug)->second,
+                    "xla_gpu_collective_permute_mode");
+    if (!mode.ok()) return mode.status();
+    placement.collective_permute_mode = *std::move(mode);
   }
   placement.text = std::move(*text);
   return placement;

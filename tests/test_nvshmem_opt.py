@@ -773,3 +773,28 @@ def test_jax_lowered_module_without_topology(tmp_path):
   report, _ = _decisions(result)
   assert report["topology"] == "1x1x8:gpus_per_process=1"
   assert "using 8 from the largest partition id its collectives name" in result.stderr
+
+
+def test_program_mode_flag_given_twice_in_the_config_is_refused_with_its_line(tmp_path):
+  """The program's collectives-mode flag is read from the config's debug_options: given
+  twice, the driver names the config's file and the second one's line and exits 2, as a proto's own text
+  parser refuses a field given twice, rather than taking either value."""
+  module = tmp_path / "ring.hlo"
+  module.write_bytes((FIXTURES / "ring_1x1x8.before_async.hlo").read_bytes())
+  config = "".join(l for l in (FIXTURES / "ring_1x1x8.before_async.config.pbtxt")
+                   .read_text().splitlines(keepends=True)
+                   if "xla_gpu_collective_permute_mode" not in l)
+  flag = "  xla_gpu_collective_permute_mode: COLLECTIVES_PEER_MEMORY\n"
+  head = "debug_options {\n"
+  assert head in config
+  config = config.replace(head, head + flag + flag, 1)
+  (tmp_path / "ring.config.pbtxt").write_text(config)
+  line = 1 + config[:config.index(head)].count("\n") + 2  # the second flag's line
+  r = run_nvshmem_opt(module, "--topology=1x1x8", "--report=-", "--mode=explain")
+  assert r.returncode == 2
+  assert f"ring.config.pbtxt:{line}" in r.stderr
+  assert "xla_gpu_collective_permute_mode is given twice" in r.stderr
+  once = config.replace(flag + flag, flag, 1)
+  (tmp_path / "ring.config.pbtxt").write_text(once)
+  report, _ = _decisions(run_nvshmem_opt(module, "--topology=1x1x8", "--report=-"))
+  assert report["collective_permute_mode"] == "COLLECTIVES_PEER_MEMORY"
