@@ -19,6 +19,12 @@ here, 0001 of xla_patches/xla-131bf41a_jax-0.11.0/):
     gets private memory too (the core's layout and place rules say where).
 """
 
+from __future__ import annotations
+
+from typing import Any
+
+from hlo_tools.hlo.reader import HloInstruction, Shape
+
 ATTRIBUTE = "_xla_collectives_mode"
 # Attribute value -> collective_backend_config.collectives_mode.
 MODES = {"private": "COLLECTIVES_PRIVATE_MEMORY",
@@ -26,16 +32,16 @@ MODES = {"private": "COLLECTIVES_PRIVATE_MEMORY",
          "peer": "COLLECTIVES_PEER_MEMORY"}
 
 
-def _spaces(shape):
+def _spaces(shape: Shape | None) -> set[int]:
   """The non-default memory spaces of a shape's arrays."""
   if shape is None:
     return set()
   if shape.is_tuple:
-    return set().union(*(_spaces(s) for s in shape.tuple_shapes or ()))
+    return set[int]().union(*(_spaces(s) for s in shape.tuple_shapes or ()))
   return {shape.memory_space} - {0}
 
 
-def requested(instr):
+def requested(instr: HloInstruction) -> dict[str, Any] | None:
   """None without the attribute, else {"attribute", "mode", "why"}: the value, the
   mode the series' assigner gives (None: none, the compile fails) and why."""
   value = instr.frontend_attributes.get(ATTRIBUTE)

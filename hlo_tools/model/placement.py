@@ -98,7 +98,8 @@ def placed_by_reader(selected: Selection, path: str | None,
   if stated is not None:
     ours = found is not None and stated == ",".join(map(str, found[0]))
     return dataclasses.replace(selected, placement=(
-        f"the module's device assignment ({found[1]})" if ours else "the topology's map"))
+        f"the module's device assignment ({found[1]})"
+        if found is not None and ours else "the topology's map"))
   if found is None:
     return dataclasses.replace(selected, placement=None)
   device_map, origin = found
