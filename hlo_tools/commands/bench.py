@@ -22,9 +22,11 @@ are measured in the same run, interleaved where they share a process. --quick us
 small programs (for tests): its numbers say nothing about the goals.
 """
 
+import argparse
 import json
 import subprocess
 import time
+from typing import Any
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
@@ -33,7 +35,7 @@ from hlo_tools.ops import bench
 from hlo_tools.ops.bench import env
 
 
-def _parser(prog):
+def _parser(prog: str) -> common.ArgumentParser:
   p = common.parser_for(prog, __doc__)
   p.add_argument("--json", default=None, metavar="PATH", help="write the results here")
   p.add_argument("--only", default="P1,P2,P3", help="comma-separated subset of P1,P2,P3")
@@ -48,7 +50,8 @@ def _parser(prog):
   return p
 
 
-def _sizes(prog, args):
+def _sizes(prog: str, args: argparse.Namespace
+           ) -> tuple[list[str], dict[str, int], int]:
   only = [x.strip().upper() for x in args.only.split(",") if x.strip()]
   if not only or any(x not in bench.GOALS for x in only):
     raise InputError(f"{prog}: --only takes P1, P2, P3; got {args.only!r}")
@@ -63,15 +66,15 @@ def _sizes(prog, args):
   return only, sizes, runs
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
   prog = argv[0] if argv else "hlo-tools bench"
   parser = _parser(prog)
 
-  def run(args):
+  def run(args: argparse.Namespace) -> int:
     only, sizes, runs = _sizes(prog, args)
     if args.json:  # a run takes minutes: a bad path is refused before, not after
       common.check_output_file(args.json, "--json")
-    result = {"quick": args.quick, "runs": runs, "sizes": sizes,
+    result: dict[str, Any] = {"quick": args.quick, "runs": runs, "sizes": sizes,
               "machine": env.machine(), "versions": env.versions()}
     start = time.perf_counter()
     benches = {"P1": bench.bench_p1, "P2": bench.bench_p2, "P3": bench.bench_p3}
