@@ -181,7 +181,7 @@ def analyze(source: sources.Source, topology: selection.Topology,
     comp = module.computation(rec.computation)
     start = comp.instruction(rec.start)
     permute = start
-    if rec.form == "async-wrapped":
+    if rec.form == "async-wrapped" and rec.wrapped_computation:
       permute = module.computation(rec.wrapped_computation).root
     perm = Permute(rec, start, strict_pairs(source, permute))
     perm.mark = user_mark(start) or user_mark(permute)

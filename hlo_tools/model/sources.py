@@ -4,15 +4,19 @@ and the program's partition count where the module header does not say it.
 Errors are InputError: one line, `file:line:col: message`, exit status 2.
 """
 
+from __future__ import annotations
+
 import os
 import re
+from typing import Any, NoReturn
 
 from hlo_tools import cli_io
 from hlo_tools import selection  # noqa: F401 (first: it says how to build a missing binding)
 from hlo_tools import _selection_core
 from hlo_tools.errors import InputError
 from hlo_tools.hlo import buffer_assignment
-from hlo_tools.hlo.reader import parse_hlo_text
+from hlo_tools.hlo.buffer_assignment import Allocation
+from hlo_tools.hlo.reader import HloInstruction, HloModule, parse_hlo_text
 
 
 # ---------------------------------------------------------------------------------------
@@ -21,13 +25,14 @@ from hlo_tools.hlo.reader import parse_hlo_text
 class Source:
   """A parsed module plus the text it came from (for columns and side-by-side views)."""
 
-  def __init__(self, module, text, path, label=None):
+  def __init__(self, module: HloModule, text: str, path: str | None,
+               label: str | None = None) -> None:
     self.module = module
     self.text = text
     self.path = path
     self.label = label or path
-    self._lines = None
-    self._allocations = None
+    self._lines: list[str] | None = None
+    self._allocations: dict[str, dict[tuple[int, ...], Allocation]] | None = None
     # The program's partition count: the header's, else inferred (resolve_partitions).
     self.num_partitions = module.num_partitions
     self.num_replicas = module.num_replicas
@@ -35,7 +40,7 @@ class Source:
         else "default"
 
   @property
-  def allocations(self):
+  def allocations(self) -> dict[str, dict[tuple[int, ...], Allocation]]:
     """The buffer-assignment dump beside the module (hlo.buffer_assignment.parse),
     read once; {} where there is none."""
     if self._allocations is None:
@@ -48,26 +53,26 @@ class Source:
     return self._allocations
 
   @property
-  def lines(self):
+  def lines(self) -> list[str]:
     if self._lines is None:
       self._lines = self.text.split("\n")
     return self._lines
 
-  def line(self, lineno):
+  def line(self, lineno: int) -> str:
     return self.lines[lineno - 1] if 0 < lineno <= len(self.lines) else ""
 
 
-def read_text(path, text, label=None):
+def read_text(path: str | None, text: str, label: str | None = None) -> Source:
   """Parses HLO text; InputError carries the reader's `file:line:col: message`."""
   label = label or path
   if not text.strip():
     raise InputError(f"{label}: empty file, no HLO module")
-  module = parse_hlo_text(text, label)
+  module = parse_hlo_text(text, str(label))  # label is None only if path is too
   require_entry(module, text, label)
   return Source(module, text, path, label)
 
 
-def require_entry(module, text, label):
+def require_entry(module: HloModule, text: str, label: str | None) -> None:
   """InputError unless a computation is marked ENTRY.
 
   XLA's parser takes the last computation as the entry when none is marked, so a
@@ -82,7 +87,8 @@ def require_entry(module, text, label):
                    "the file cut at a computation boundary?")
 
 
-def read_source(path, label=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
+def read_source(path: str, label: str | None = None,
+                max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> Source:
   """Reads and parses an HLO text file (any file, device or pipe; "-" is stdin),
   never more than max_bytes of it."""
   data = cli_io.read_input(path, max_bytes, label)
@@ -104,7 +110,7 @@ def read_source(path, label=None, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
 _PAIR_RE = re.compile(r"\s*\{\s*(-?\d+)\s*,\s*(-?\d+)\s*\}\s*")
 
 
-def strict_pairs(source, instr):
+def strict_pairs(source: Source, instr: HloInstruction) -> list[tuple[int, int]]:
   """The source_target_pairs of `instr`, each exactly two ids, or InputError.
 
   The reader keeps attribute values verbatim, so `{{0,1},{2}}` reads as a pair of
@@ -117,14 +123,15 @@ def strict_pairs(source, instr):
   base = line.find("source_target_pairs=")
   base = base + len("source_target_pairs=") if base >= 0 else instr.col - 1
 
-  def fail(offset, what):
+  def fail(offset: int, what: str) -> NoReturn:
     raise InputError(f"{source.label}:{instr.line}:{base + offset + 1}: broken "
                      f"source_target_pairs of %{instr.name}: {what}")
 
   body = raw.strip()
   if not (body.startswith("{") and body.endswith("}")):
     fail(0, "expected {{source,target},...}")
-  pos, end, pairs = 1, len(body) - 1, []
+  pos, end = 1, len(body) - 1
+  pairs: list[tuple[int, int]] = []
   if body[1:-1].strip():
     while True:
       m = _PAIR_RE.match(body, pos, end)
@@ -148,7 +155,7 @@ _MESH_RE = re.compile(r"#sdy\.mesh<\[([^\]]*)\]")
 _AXIS_SIZE_RE = re.compile(r"=\s*(\d+)")
 
 
-def mesh_devices(module):
+def mesh_devices(module: HloModule) -> int | None:
   """Devices of the largest Shardy mesh in the module's frontend attributes, or None."""
   raw = module.attributes.get("frontend_attributes") or ""
   sizes = []
@@ -160,7 +167,7 @@ def mesh_devices(module):
   return max(sizes) if sizes else None
 
 
-def largest_partition_id(module):
+def largest_partition_id(module: HloModule) -> int:
   """The largest id in cross-partition pairs and groups (those with a channel_id)."""
   top = -1
   for instr in module.instructions():
@@ -175,7 +182,8 @@ def largest_partition_id(module):
   return top
 
 
-def resolve_partitions(source, topology=None, override=None):
+def resolve_partitions(source: Source, topology: selection.Topology | None = None,
+                       override: int | None = None) -> Source:
   """Sets source.num_partitions for a module whose header does not say it.
 
   jax's lowered modules (`jax.jit(f).lower(...).as_text(dialect="hlo")`) carry no
@@ -200,7 +208,7 @@ def resolve_partitions(source, topology=None, override=None):
   return source
 
 
-def partitions_note(source):
+def partitions_note(source: Source) -> str | None:
   """One line for the user when the count did not come from the module header."""
   if source.partitions_from in ("module header", "default"):
     return None
@@ -209,7 +217,7 @@ def partitions_note(source):
 
 
 
-def adopt_driver_partitions(source, report):
+def adopt_driver_partitions(source: Source, report: dict[str, Any] | None) -> Source:
   """Takes the partition count nvshmem-opt settled for this module (its report),
   so that the reader and the driver describe one module alike."""
   if not report or "num_partitions" not in report:

@@ -36,7 +36,7 @@ def collective_view(source: sources.Source) -> list[Record]:
   for rec in collective_permutes(source.module):
     start = source.module.computation(rec.computation).instruction(rec.start)
     permute = start
-    if rec.form == "async-wrapped":
+    if rec.form == "async-wrapped" and rec.wrapped_computation:
       permute = source.module.computation(rec.wrapped_computation).root
     out.append({
         "computation": rec.computation, "start": rec.start, "done": rec.done,

@@ -353,16 +353,17 @@ def analyze_case(case: Case, case_dir: str, stages: dict[str, str], dump_dir: st
   if done is None:  # after the reader, so that bad input is named by its line
     selected, done = place_topology(case, stages, origin, selected, num_partitions)
   topology, table = selected.topology, selected.table
-  passes, rewritten = {}, {}
+  passes, rewritten, outputs = {}, {}, {}
   for stage, path in stages.items():
     passes[stage], out = (done or {}).get(stage) or _run_pass(
         case_dir, stage, path, case, selected.spec, Loaded.of(selected), partitions)
+    outputs[stage] = out
     rewritten[stage] = sources.resolve_partitions(sources.read_source(out, rel(out)), topology,
                                              num_partitions)
   explained = decisions.describe(stages[first], selected, source=parsed[first],
                                  report=passes[first])
   explain.add_program(explained, parsed[first], selected, report=passes[first])
-  verified = {s: verify.verify(rewritten[s].path, selected, source=rewritten[s],
+  verified = {s: verify.verify(outputs[s], selected, source=rewritten[s],
                                num_partitions=num_partitions,
                                verified_by=VERIFIED_BY_PASS, per_op_xla=True, given=parsed[s],
                                config_report=passes[s])
