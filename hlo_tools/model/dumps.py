@@ -26,9 +26,12 @@ start is written.
   main_module, xla_dump_dir, modules   the index of XLA's files (index_xla_dump)
 """
 
+from __future__ import annotations
+
 import json
 import os
 import re
+from typing import Any
 
 from hlo_tools import cli_io
 from hlo_tools.hlo import module_config
@@ -51,17 +54,21 @@ _STAGE_FILE_RE = re.compile(
     r"^module_(?P<id>\d+)\.(?P<name>.+?)\.(?:[\w.]*_)?(?P<stage>before_optimizations|"
     r"after_optimizations)\.txt$")
 
+# index_xla_dump's records, as the manifest stores them: module key -> {"id", "name",
+# "stages", "passes"}.
+ModuleIndex = dict[str, dict[str, Any]]
 
-def index_xla_dump(xla_dir):
+
+def index_xla_dump(xla_dir: str) -> ModuleIndex:
   """Groups XLA's dump files by module; per module, passes in the order XLA ran them.
 
   Returns {module key: {"id", "name", "stages": {stage: file}, "passes": [...]}}
   with file names relative to xla_dir. XLA only writes a pass's file when the pass
   changed the module, so passes that changed nothing are absent.
   """
-  modules = {}
+  modules: ModuleIndex = {}
 
-  def entry(mid, name):
+  def entry(mid: str, name: str) -> dict[str, Any]:
     key = f"module_{mid}.{name}"
     return modules.setdefault(key, {"id": int(mid), "name": name, "stages": {},
                                     "passes": []})
@@ -81,7 +88,7 @@ def index_xla_dump(xla_dir):
   return modules
 
 
-def main_module(modules, preferred_name=None):
+def main_module(modules: ModuleIndex, preferred_name: str | None = None) -> str | None:
   """The module the dump is about: the compiled jit, else the one with most passes."""
   if not modules:
     return None
@@ -93,8 +100,8 @@ def main_module(modules, preferred_name=None):
                                      modules[k]["id"]))
 
 
-def pass_snapshot_text(xla_dir, pass_name, module_key=None, occurrence=-1,
-                       when="after"):
+def pass_snapshot_text(xla_dir: str, pass_name: str, module_key: str | None = None,
+                       occurrence: int = -1, when: str = "after") -> str:
   """HLO text of the module right after (or before) `pass_name`, from an XLA dump.
 
   XLA writes a pass's file only when the pass changed the module, and every
@@ -126,7 +133,7 @@ def pass_snapshot_text(xla_dir, pass_name, module_key=None, occurrence=-1,
     return f.read()
 
 
-def main_key(dump_dir, modules):
+def main_key(dump_dir: str, modules: ModuleIndex) -> str | None:
   try:
     with open(os.path.join(dump_dir, "manifest.json")) as f:
       key = json.load(f).get("main_module")
@@ -137,12 +144,13 @@ def main_key(dump_dir, modules):
   return main_module(modules)
 
 
-def xla_dir_of(dump_dir):
+def xla_dir_of(dump_dir: str) -> str:
   sub = os.path.join(dump_dir, XLA_DUMP_SUBDIR)
   return sub if os.path.isdir(sub) else dump_dir
 
 
-def read_stage(dump_dir, stage, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
+def read_stage(dump_dir: str, stage: str,
+               max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> sources.Source:
   """The Source of one stage of a dump directory (see the module docstring)."""
   label = f"{dump_dir}:{stage}"
   xla_dir = xla_dir_of(dump_dir)
@@ -159,7 +167,7 @@ def read_stage(dump_dir, stage, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
       raise InputError(f"{dump_dir}: no {stage} module in this dump directory")
     return sources.read_source(os.path.join(xla_dir, modules[key]["stages"][stage]), label,
                               max_bytes)
-  when, pass_name, occurrence = None, None, -1
+  when, pass_name, occurrence = "", "", -1
   if stage == "before_async":
     when, pass_name = "before", BEFORE_ASYNC_PASS
   elif stage.startswith(("after:", "before:")):
@@ -169,7 +177,7 @@ def read_stage(dump_dir, stage, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
       if not n.lstrip("-").isdigit():
         raise InputError(f"{label}: bad occurrence {n!r}: expected PASS#N, N an integer")
       occurrence = int(n)
-  if pass_name is None or not pass_name:
+  if not pass_name:
     raise InputError(f"{dump_dir}: unknown stage {stage!r}; expected {STAGE_HELP}")
   if key is None:
     raise InputError(f"{dump_dir}: no XLA module dumps (module_*.txt) found")
@@ -184,7 +192,7 @@ def read_stage(dump_dir, stage, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
   return sources.read_text(label, text, label)
 
 
-def module_config_path(dump_dir):
+def module_config_path(dump_dir: str) -> str | None:
   """XLA's module config (hlo.module_config) of the dump's main module, every stage's
   and pass's alike; None where XLA wrote none."""
   xla_dir = xla_dir_of(dump_dir)
@@ -193,7 +201,7 @@ def module_config_path(dump_dir):
   return key and module_config.xla_dump_config(xla_dir, key)
 
 
-def split_spec(spec):
+def split_spec(spec: str) -> tuple[str, str] | None:
   """(DIR, STAGE) when spec names a stage of a dump directory (the first ':' whose
   left side is a directory splits them), else None."""
   if spec == "-" or (os.path.exists(spec) and not os.path.isdir(spec)):
@@ -206,7 +214,7 @@ def split_spec(spec):
   return None
 
 
-def read_input(spec, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
+def read_input(spec: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> sources.Source:
   """FILE or DIR:STAGE. FILE may be any readable file, device or pipe, "-" for stdin;
   reading stops past max_bytes."""
   split = split_spec(spec)
@@ -220,7 +228,7 @@ def read_input(spec, max_bytes=cli_io.DEFAULT_MAX_INPUT_BYTES):
   raise InputError(f"{spec}: cannot read: No such file or directory")
 
 
-def manifest_stage(path):
+def manifest_stage(path: str) -> str | None:
   """The stage a file is in the `hlo-tools dump` directory holding it (its manifest's
   stages), or None."""
   try:
@@ -233,7 +241,7 @@ def manifest_stage(path):
       if isinstance(stages, dict) else None
 
 
-def manifest_topology(dump_dir):
+def manifest_topology(dump_dir: str) -> str | None:
   """The topology `hlo-tools dump` compiled the dump for (its manifest), or None."""
   try:
     with open(os.path.join(dump_dir, "manifest.json")) as f:

@@ -173,9 +173,9 @@ def trace(dump_dir: str) -> dict[str, Any]:
     raise InputError(f"{dump_dir}: --trace needs a dump directory")
   xla_dir = xla_dir_of(dump_dir)
   modules = dumps.index_xla_dump(xla_dir)
-  if not modules:
+  key = dumps.main_key(dump_dir, modules)  # None: no modules
+  if key is None:
     raise InputError(f"{dump_dir}: no XLA module dumps (module_*.txt) found")
-  key = dumps.main_key(dump_dir, modules)
   module = modules[key]
   if not module["passes"]:
     raise InputError(f"{dump_dir}: no per-pass snapshots; dump with --all_passes")

@@ -386,7 +386,7 @@ def analyze_case(case: Case, case_dir: str, stages: dict[str, str], dump_dir: st
     _write(os.path.join(json_dir, f"{name}.json"), json.dumps(value, indent=1))
   # A dump's stages are named (before_async first), and so is a FILE of a dump
   # directory by its manifest; only another FILE is judged by its structure.
-  stage = first if first != "input" else dumps.manifest_stage(case.path or "")
+  stage = first if first != "input" else dumps.manifest_stage(case.path or "") or ""
   if (stage in ("before_optimizations", "lowered") if stage else
       explain.is_pre_optimization(parsed[first].module, explained["collectives"])):
     explained["note"] = explain.PRE_OPTIMIZATION_NOTE
