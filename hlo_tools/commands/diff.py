@@ -29,17 +29,21 @@ moved into a loop, scheduled.
 Exit status: 0 (also when the modules differ), 2 bad input.
 """
 
+import argparse
 import gc
 import json
+from typing import Any
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
 from hlo_tools.model import sources
+from hlo_tools.model.sources import Source
 from hlo_tools.ops import diff
 from hlo_tools.model.dumps import STAGE_HELP
 
 
-def _render(args, src_a, src_b, result, tr):
+def _render(args: argparse.Namespace, src_a: Source, src_b: Source,
+            result: dict[str, Any], tr: dict[str, Any] | None) -> str:
   if args.format == "json":
     out = diff.to_json(result)
     if tr is not None:
@@ -50,7 +54,7 @@ def _render(args, src_a, src_b, result, tr):
   return diff.format_text(result, tr)
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
   parser = common.parser_for(argv[0] if argv else "hlo-tools diff", __doc__)
   parser.add_argument("a", help="FILE or DIR:STAGE (" + STAGE_HELP + ")")
   parser.add_argument("b", help="FILE or DIR:STAGE")
@@ -63,7 +67,7 @@ def main(argv):
   common.add_partitions_flag(parser)
   cli_io.add_max_input_bytes(parser)
 
-  def run(args):
+  def run(args: argparse.Namespace) -> int:
     src_a = diff.read_input(args.a, args.max_input_bytes)
     src_b = diff.read_input(args.b, args.max_input_bytes)
     for src in (src_a, src_b):

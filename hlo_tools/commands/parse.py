@@ -3,15 +3,16 @@
 import argparse
 import dataclasses
 import json
+from typing import Any
 
 from hlo_tools import cli_io
 from hlo_tools.model.collectives import collective_permutes, trips_text
 from hlo_tools.errors import InputError
 from hlo_tools.model.sources import require_entry
-from hlo_tools.hlo.reader import parse_hlo_text
+from hlo_tools.hlo.reader import HloModule, parse_hlo_text
 
 
-def summarize(module):
+def summarize(module: HloModule) -> dict[str, Any]:
   """A JSON-friendly summary of a parsed module."""
   return {
       "module": module.name,
@@ -29,7 +30,7 @@ def summarize(module):
   }
 
 
-def _text(summary):
+def _text(summary: dict[str, Any]) -> str:
   lines = [f"module {summary['module']}: {len(summary['computations'])} computations, "
            f"{summary['instruction_count']} instructions, entry %{summary['entry']}"]
   for c in summary["computations"]:
@@ -53,7 +54,7 @@ def _text(summary):
   return "\n".join(lines)
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
   parser = argparse.ArgumentParser(prog=argv[0] if argv else "hlo-tools parse",
                                    description="Parse HLO text and summarise it.")
   parser.add_argument("file", help='HLO text file, or "-" for stdin')
