@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 import textwrap
+from collections.abc import Callable, Iterable
 
 from hlo_tools.commands import common
 from hlo_tools.ops.heuristics import HeuristicsError
@@ -29,7 +30,7 @@ DESCRIPTIONS = {
 }
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
   prog = argv[0] if argv else "hlo-tools heuristics"
   parser = common.ArgumentParser(
       prog=prog, description=__doc__.split("\n\n", maxsplit=1)[0],
@@ -42,7 +43,7 @@ def main(argv):
   parser.add_argument("args", nargs=argparse.REMAINDER,
                       help="the subcommand's arguments")
 
-  def run(args):
+  def run(args: argparse.Namespace) -> int:
     sub_prog = f"{prog} {args.subcommand}"
     try:
       return SUBCOMMANDS[args.subcommand]([sub_prog] + args.args)
@@ -52,8 +53,9 @@ def main(argv):
   return common.run_command(parser, argv, run)
 
 
-def _sweep_parser(prog, sweep):
-  p = argparse.ArgumentParser(prog=prog, description=sweep.__doc__.split("\n\n")[0])
+def _sweep_parser(prog: str, description: str, shapes: Iterable[str]
+                  ) -> argparse.ArgumentParser:
+  p = argparse.ArgumentParser(prog=prog, description=description)
   p.add_argument("--out", default="heuristics-sweep",
                  help="output directory (default: %(default)s)")
   p.add_argument("--topology", action="append", default=[],
@@ -63,15 +65,16 @@ def _sweep_parser(prog, sweep):
   p.add_argument("--cost-table", help="cost table file (default: built-in table)")
   p.add_argument("--sizes", help="comma-separated buffer sizes, e.g. 1K,1M,1G "
                  "(default: 1 KiB .. 1 GiB in factors of 2)")
-  p.add_argument("--shapes", default=",".join(sweep.SHAPES),
-                 help="comma-separated subset of " + ",".join(sweep.SHAPES))
+  p.add_argument("--shapes", default=",".join(shapes),
+                 help="comma-separated subset of " + ",".join(shapes))
   p.add_argument("--no-plots", action="store_true", help="skip the PNGs")
   return p
 
 
-def _sweep(argv):
+def _sweep(argv: list[str]) -> int:
   from hlo_tools.ops.heuristics import sweep  # pylint: disable=import-outside-toplevel
-  args = _sweep_parser(argv[0], sweep).parse_args(argv[1:])
+  args = _sweep_parser(argv[0], sweep.__doc__.split("\n\n")[0],
+                       sweep.SHAPES).parse_args(argv[1:])
   paths, summary = sweep.run_sweep(args.out, args.topology, args.only_given, args.cost_table,
                                    args.sizes, args.shapes, plots=not args.no_plots)
   for path in paths:
@@ -80,11 +83,12 @@ def _sweep(argv):
   return 0
 
 
-def _check_pass_parser(prog, check):
-  p = argparse.ArgumentParser(prog=prog, description=check.__doc__.split("\n\n")[0])
+def _check_pass_parser(prog: str, description: str, default_topologies: Iterable[str]
+                       ) -> argparse.ArgumentParser:
+  p = argparse.ArgumentParser(prog=prog, description=description)
   p.add_argument("--topology", action="append", default=[],
                  help="topology SPEC to check (repeatable; default: "
-                      + ", ".join(check.DEFAULT_TOPOLOGIES) + ")")
+                      + ", ".join(default_topologies) + ")")
   p.add_argument("--cost-table", help="cost table for both the core and the pass")
   p.add_argument("--nvshmem-opt", help="path of nvshmem-opt (default: next to "
                  "this python, else on PATH)")
@@ -94,14 +98,15 @@ def _check_pass_parser(prog, check):
   return p
 
 
-def _check_pass(argv):
+def _check_pass(argv: list[str]) -> int:
   from hlo_tools.ops.heuristics import check  # pylint: disable=import-outside-toplevel
-  args = _check_pass_parser(argv[0], check).parse_args(argv[1:])
+  args = _check_pass_parser(argv[0], check.__doc__.split("\n\n")[0],
+                            check.DEFAULT_TOPOLOGIES).parse_args(argv[1:])
   results = check.run_check(args.topology, args.cost_table, args.nvshmem_opt, args.out,
                             args.jobs)
   failed = 0
   for name, row, problems in results:
-    if problems:
+    if problems or row is None:  # a permute outside the sample has no row, only problems
       failed += 1
       print(f"MISMATCH {name}: " + "; ".join(problems))
     else:
@@ -111,7 +116,7 @@ def _check_pass(argv):
   return 1 if failed else 0
 
 
-def _calibrate(argv):
+def _calibrate(argv: list[str]) -> int:
   from hlo_tools.ops.heuristics import calibrate  # pylint: disable=import-outside-toplevel
   p = argparse.ArgumentParser(prog=argv[0], description=calibrate.__doc__.split("\n\n")[0])
   p.add_argument("csv", help="measured times: backend,link_class,bytes,seconds"
@@ -153,4 +158,5 @@ def _calibrate(argv):
 
 # subcommand -> its main(argv). Each imports its operation when it runs (check-pass
 # pulls in the dump machinery, sweep may pull in matplotlib).
-SUBCOMMANDS = {"sweep": _sweep, "check-pass": _check_pass, "calibrate": _calibrate}
+SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "sweep": _sweep, "check-pass": _check_pass, "calibrate": _calibrate}
