@@ -35,13 +35,15 @@ shape the compile (--mesh, --arg, --out_spec, --global, --nocheck_vma,
 import argparse
 import os
 import re
+from collections.abc import Iterable
+from typing import Any
 
 from hlo_tools.commands import common
 from hlo_tools.ops import dump
 from hlo_tools.ops.dump import DEFAULT_TARGET_CONFIG, DumpError
 
 
-def _parser(prog):
+def _parser(prog: str) -> common.ArgumentParser:
   p = common.parser_for(prog, __doc__)
   # The sources and the mesh, as the module docstring gives them.
   p.epilog = "\n\n".join(__doc__.split("\n\n")[2:4])
@@ -101,11 +103,11 @@ _RING_DEFAULTS = {"seq_len": 8192, "num_heads": 8, "num_kv_heads": 8, "head_dim"
                   "dtype": "bf16", "causal": True, "backward": False, "batch": 1}
 
 
-def _given(args, keys):
+def _given(args: argparse.Namespace, keys: Iterable[str]) -> dict[str, Any]:
   return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 
 
-def program_source(args):
+def program_source(args: argparse.Namespace) -> dict[str, Any]:
   """The source of --program (ring by default), with the shapes given on the line."""
   program = args.program or "ring"
   keys = _RING_KEYS if program == "ring" else _TRAIN_KEYS
@@ -125,7 +127,7 @@ def program_source(args):
   return source
 
 
-def source_from_args(args):
+def source_from_args(args: argparse.Namespace) -> dict[str, Any]:
   if args.source is None:
     return program_source(args)
   if args.program:
@@ -139,10 +141,10 @@ def source_from_args(args):
   raise DumpError(f"SOURCE {args.source!r} is neither a directory nor module:function")
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
   parser = _parser(argv[0] if argv else "hlo-tools dump")
 
-  def run(args):
+  def run(args: argparse.Namespace) -> int:
     source = source_from_args(args)
     target = dump.Target(topology=args.topology, cpu_devices=args.cpu_devices,
                     target_config=args.target_config)
