@@ -50,10 +50,13 @@ Exit status: 0 report written and every check passed, 1 written but a verify che
 failed, 2 error (bad option or input, compile failure, nvshmem-opt missing or failing).
 """
 
+import argparse
 import os
 import re
 import signal
 import tempfile
+from types import FrameType
+from typing import Any, NoReturn
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
@@ -63,7 +66,7 @@ from hlo_tools.ops.dump import DEFAULT_TARGET_CONFIG
 from hlo_tools.ops.report import DEFAULT_OUT, DEFAULT_TOPOLOGY, DEFAULTS
 
 
-def _parser(prog):
+def _parser(prog: str) -> common.ArgumentParser:
   parser = common.parser_for(prog, __doc__)
   parser.add_argument("source", nargs="?", default=None,
                       help="absent: the embedded default; an HLO file, a dump directory "
@@ -99,7 +102,7 @@ _RING_KEYS = ("seq_len", "num_heads", "num_kv_heads", "head_dim", "batch", "dtyp
               "causal", "backward")
 
 
-def _check_options(prog, args):
+def _check_options(prog: str, args: argparse.Namespace) -> None:
   """Refuses options that the given SOURCE would silently ignore."""
   if args.topology is not None and args.devices_per_host is not None:
     raise InputError(f"{prog}: --devices-per-host and --topology: give one (the spec says "
@@ -120,14 +123,14 @@ def _check_options(prog, args):
                      "--topology (the topology then comes from the module)")
 
 
-def _function_flags(args):
+def _function_flags(args: argparse.Namespace) -> tuple[tuple[str, object], ...]:
   """(flag, whether given) for each option of common.add_function_flags."""
   return (("--mesh", args.mesh), ("--arg", args.arg), ("--out_spec", args.out_spec),
           ("--global", args.global_fn), ("--nocheck_vma", not args.check_vma),
           ("--target_config", args.target_config != DEFAULT_TARGET_CONFIG))
 
 
-def _config(prog, args):
+def _config(prog: str, args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
   """The ring's shapes (defaults where not given) and whether any was given."""
   given = {k: getattr(args, k) for k in DEFAULTS if getattr(args, k) is not None}
   config = dict(DEFAULTS, **given)
@@ -137,7 +140,7 @@ def _config(prog, args):
   return config, bool(given) or args.topology is not None
 
 
-def _stdin_file(args):
+def _stdin_file(args: argparse.Namespace) -> str:
   """`report -`: stdin (text or a serialized proto) copied to a temporary file, since
   nvshmem-opt and the report's hlo/ both read the module by path."""
   data = cli_io.read_input("-", args.max_input_bytes, "<stdin>")
@@ -149,7 +152,8 @@ def _stdin_file(args):
   return path
 
 
-def request_for(args, config, explicit, stdin_path=None):
+def request_for(args: argparse.Namespace, config: dict[str, Any], explicit: bool,
+                stdin_path: str | None = None) -> report.Request:
   """The command line as an ops.report.Request: flags turned into values once."""
   function = args.source and re.match(r"^[\w.]+:\w+$", args.source) and \
       not os.path.exists(args.source)
@@ -162,15 +166,15 @@ def request_for(args, config, explicit, stdin_path=None):
       quiet=args.quiet)
 
 
-def _terminate(signum, _frame):
+def _terminate(signum: int, _frame: FrameType | None) -> NoReturn:
   raise SystemExit(128 + signum)  # runs the clean-up of the work directory
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
   prog = argv[0] if argv else "hlo-tools report"
   parser = _parser(prog)
 
-  def run(args):
+  def run(args: argparse.Namespace) -> int:
     _check_options(prog, args)
     config, explicit = _config(prog, args)
     stdin_path = _stdin_file(args) if args.source == "-" else None
