@@ -5,9 +5,14 @@ One chart per kind of permute in the module: permutes with the same pairs and
 number of buffers share a curve, and each is marked at its own size.
 """
 
+from __future__ import annotations
+
 import math
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from hlo_tools import selection
+from hlo_tools.model.sources import Source
 from hlo_tools.ops.diff import esc
 from hlo_tools.ops.sizes import format_bytes
 
@@ -26,8 +31,13 @@ _CLASS_NAMES = {"network": "network", "nvlink": "NVLink", "nvlink_domain": "NVLi
                 "same_device": "same-device"}
 MAX_CHARTS = 8  # kinds of permute drawn per configuration; the table lists them all
 
+# A kind of permute: (its pairs, buffers, cross-partition).
+Kind = tuple[tuple[tuple[int, ...], ...], int, bool]
+# A scale: bytes or microseconds -> SVG coordinate.
+Scale = Callable[[float], float]
 
-def _label(key):
+
+def _label(key: str) -> str:
   if key == "chosen":
     return "chosen by the core (dotted)"
   if key.startswith("edge_"):
@@ -35,34 +45,35 @@ def _label(key):
   return f"{NAMES[key]} (whole permute)"
 
 
-def chart_sizes(marks):
+def chart_sizes(marks: Iterable[int | None]) -> list[int]:
   """Powers of two from 1 KiB to 1 GiB, widened so that every permute's size is inside."""
-  marks = [m for m in marks if m and m > 0]
-  lo = min([CHART_SIZES[0]] + [1 << (m.bit_length() - 1) for m in marks])
-  hi = max([CHART_SIZES[-1]] + [1 << (m - 1).bit_length() for m in marks])
+  sizes = [m for m in marks if m and m > 0]
+  lo = min([CHART_SIZES[0]] + [1 << (m.bit_length() - 1) for m in sizes])
+  hi = max([CHART_SIZES[-1]] + [1 << (m - 1).bit_length() for m in sizes])
   return [1 << e for e in range(lo.bit_length() - 1, hi.bit_length())]
 
 
-def permute_kinds(perms):
+def permute_kinds(perms: list[dict[str, Any]]) -> dict[Kind, list[dict[str, Any]]]:
   """The module's permutes grouped by (pairs, buffers, cross-partition), in order."""
-  kinds = {}
+  kinds: dict[Kind, list[dict[str, Any]]] = {}
   for e in perms:
-    key = (tuple(tuple(p) for p in e["pairs"]), e.get("buffers", 1),
+    key: Kind = (tuple(tuple(p) for p in e["pairs"]), e.get("buffers", 1),
            e.get("channel_id") is not None)
     kinds.setdefault(key, []).append(e)
   return kinds
 
 
-def _kind_chart(topology, table, source, key, members):
+def _kind_chart(topology: selection.Topology, table: selection.CostTable, source: Source,
+                key: Kind, members: list[dict[str, Any]]) -> dict[str, Any]:
   pairs, buffers, cross = key
   offered = table.backends.split(",")
   classes = sorted({c for e in members for c, n in e["edges_by_class"].items() if n})
-  series = {b: [] for b in offered}
+  series: dict[str, list[float | None]] = {b: [] for b in offered}
   series["chosen"] = []
   # Per-edge lines only where edges differ: they show the slowest edge pricing a permute.
   edge_keys = [f"edge_{c}" for c in classes] if len(classes) > 1 else []
   series.update({k: [] for k in edge_keys})
-  refused = {}
+  refused: dict[str, dict[str, Any]] = {}
   sizes = chart_sizes(e["bytes"] for e in members)
   for size in sizes:
     d = selection.decide(topology, table, size, list(pairs), cross, source.num_partitions,
@@ -89,7 +100,8 @@ def _kind_chart(topology, table, source, key, members):
           "refused": refused, "marks": marks}
 
 
-def chart_data(topology, table, explained, source):
+def chart_data(topology: selection.Topology, table: selection.CostTable,
+               explained: dict[str, Any], source: Source) -> dict[str, Any]:
   """{"sizes", "charts": one per kind of permute (at most MAX_CHARTS), "kinds": how
   many kinds the module has}; no charts for a module without collective-permutes."""
   kinds = permute_kinds(explained["collectives"])
@@ -98,7 +110,8 @@ def chart_data(topology, table, explained, source):
   return {"charts": charts, "kinds": len(kinds)}
 
 
-def _svg_axes(out, box, lo, hi, x, y, sizes):
+def _svg_axes(out: list[str], box: tuple[int, int, int, int], lo: float, hi: float,
+              x: Scale, y: Scale, sizes: list[int]) -> None:
   left, top, pw, ph = box
   decade = lo
   while decade <= hi * 1.0001:
@@ -115,7 +128,7 @@ def _svg_axes(out, box, lo, hi, x, y, sizes):
                f'text-anchor="middle">{esc(format_bytes(size).replace(".0 ", " "))}</text>')
 
 
-def _style(key):
+def _style(key: str) -> str:
   if key == "chosen":
     return ('stroke="#000000" stroke-width="2.5" stroke-dasharray="1 5" '
             'stroke-linecap="round"')
@@ -123,8 +136,10 @@ def _style(key):
   return f'stroke="{COLORS[key]}" stroke-width="2"{dash}'
 
 
-def _polylines(points, x, y, sizes):
-  segs, cur = [], []
+def _polylines(points: list[float | None], x: Scale, y: Scale,
+               sizes: list[int]) -> list[list[str]]:
+  segs: list[list[str]] = []
+  cur: list[str] = []
   for size, v in zip(sizes, points):
     if v:
       cur.append(f"{x(size):.1f},{y(v):.1f}")
@@ -134,8 +149,9 @@ def _polylines(points, x, y, sizes):
   return segs + ([cur] if cur else [])
 
 
-def _wrap(text, width=120):
-  words, lines, cur = text.split(), [], ""
+def _wrap(text: str, width: int = 120) -> list[str]:
+  words, cur = text.split(), ""
+  lines: list[str] = []
   for w in words:
     if cur and len(cur) + 1 + len(w) > width:
       lines.append(cur)
@@ -145,9 +161,10 @@ def _wrap(text, width=120):
   return lines + ([cur] if cur else [])
 
 
-def legend_lines(chart):
+def legend_lines(chart: dict[str, Any]) -> list[tuple[str | None, str]]:
   """[(series key or None, text)]: one per drawn series, then each refusal's reason."""
-  items = [(k, _label(k)) for k, pts in chart["series_us"].items() if any(pts)]
+  items: list[tuple[str | None, str]] = [
+      (k, _label(k)) for k, pts in chart["series_us"].items() if any(pts)]
   if chart.get("nccl_priced_by"):
     names = " and ".join(_CLASS_NAMES.get(c, c) for c in chart["nccl_priced_by"])
     items = [(k, f"NCCL (whole permute: its {names} edges, the slowest)" if k == "nccl"
@@ -160,10 +177,10 @@ def legend_lines(chart):
   return items
 
 
-def svg_chart(chart, title):
+def svg_chart(chart: dict[str, Any], title: tuple[str, str]) -> str:
   """Log-log SVG line chart with its legend below the plot (never clipped); title is
   (title, subtitle), as chart_title gives it."""
-  title, subtitle = title
+  heading, subtitle = title
   series = chart["series_us"]
   legend = legend_lines(chart)
   w, left, right, top, plot_h = 900, 70, 30, 44, 380
@@ -179,8 +196,8 @@ def svg_chart(chart, title):
   y = lambda v: top + (1 - (math.log10(v) - math.log10(lo)) /
                        (math.log10(hi) - math.log10(lo))) * plot_h
   out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
-         f'viewBox="0 0 {w} {h}" role="img" aria-label="{esc(title)}: {esc(subtitle)}">',
-         f'<text x="{left}" y="18" font-size="14" font-weight="600">{esc(title)}</text>',
+         f'viewBox="0 0 {w} {h}" role="img" aria-label="{esc(heading)}: {esc(subtitle)}">',
+         f'<text x="{left}" y="18" font-size="14" font-weight="600">{esc(heading)}</text>',
          f'<text class="permutes" x="{left}" y="34" font-size="11" fill="#555">'
          f'{esc(subtitle)}</text>',
          f'<rect x="{left}" y="{top}" width="{pw}" height="{plot_h}" fill="none" stroke="#999"/>']
@@ -212,12 +229,13 @@ def svg_chart(chart, title):
   return "\n".join(out)
 
 
-def chart_title(chart, topology):
+def chart_title(chart: dict[str, Any], topology: str) -> tuple[str, str]:
   """(title, subtitle): what is drawn, then which permutes (cut to fit the width)."""
   names = chart["instructions"]
   title = (f"{len(chart['pairs'])}-edge permute of {chart['buffers']} buffer(s) on "
            f"{topology}: modeled time vs size")
-  shown, listed = [], ""
+  shown: list[str] = []
+  listed = ""
   for i, n in enumerate(names):
     more = len(names) - i - 1
     candidate = ", ".join(shown + [f"%{n}"]) + (f" and {more} more" if more else "")

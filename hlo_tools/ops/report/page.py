@@ -1,7 +1,10 @@
 """The report's page: the side-by-side table of every configuration, then each
 configuration's decisions, chart, verify results, diff and trace."""
 
+from __future__ import annotations
+
 import json
+from typing import Any
 
 from hlo_tools import selection
 from hlo_tools.model.runtime_rules import rule_lines
@@ -11,14 +14,14 @@ from hlo_tools.ops.report.chart import MAX_CHARTS, chart_title, svg_chart
 from hlo_tools.ops.sizes import format_bytes
 
 
-def fmt_us(v):
+def fmt_us(v: float | None) -> str:
   return "-" if v is None else f"{v:.2f}"
 
 
 NAMES = {n: r["label"] for n, r in selection.BACKEND_INFO.items()}
 
 
-def alternative(entry):
+def alternative(entry: dict[str, Any]) -> tuple[str, float | None]:
   """(backend, modeled us) of the set's other backend the verdict weighs against NCCL:
   the chosen one, else the fastest that can run, else the first refused."""
   others = {b: v for b, v in (entry.get("backends") or
@@ -34,7 +37,7 @@ def alternative(entry):
   return next(iter(others), "nvshmem"), None
 
 
-def verdict(entry):
+def verdict(entry: dict[str, Any]) -> str:
   """One phrase: what the core chose and by how much, or why the other backend
   cannot run."""
   nccl = entry["modeled_us"]["nccl"]
@@ -58,7 +61,7 @@ def verdict(entry):
   return "NCCL: " + entry["reason"].split(": ", 1)[-1]
 
 
-def comparison_rows(results):
+def comparison_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
   """The side-by-side table: one row per collective-permute of every case."""
   rows = []
   for r in results:
@@ -89,7 +92,7 @@ def comparison_rows(results):
   return rows
 
 
-def _takeaways(rows, results):
+def _takeaways(rows: list[dict[str, Any]], results: list[dict[str, Any]]) -> str:
   """One item per configuration, with every permute of it in words (alike permutes
   together): what the pass does there."""
   items = []
@@ -99,7 +102,7 @@ def _takeaways(rows, results):
       items.append(f"<li>{diff.esc(r['case'].title)}: no collective-permutes, nothing for "
                    "the pass to decide</li>")
       continue
-    groups = {}
+    groups: dict[tuple[int, int, str, str], list[str]] = {}
     for row in mine:
       key = (row["bytes"], row["buffers"], row.get("trips", ""), row["verdict"])
       groups.setdefault(key, []).append(row["instruction"])
@@ -114,20 +117,20 @@ def _takeaways(rows, results):
   return "<ul id=\"takeaways\">" + "".join(items) + "</ul>"
 
 
-def set_names(backends):
+def set_names(backends: str | None) -> str:
   """'NVSHMEM', 'peer memory', 'peer memory or symmetric memory': the set's other backends."""
   others = [b for b in (backends or "nccl,nvshmem").split(",") if b != "nccl"]
   return " or ".join(NAMES.get(b, b) for b in others) or "NCCL only"
 
 
-def _comparison_html(rows):
+def _comparison_html(rows: list[dict[str, Any]]) -> str:
   if not rows:
     return ""  # the takeaways say that no configuration has a permute
   out = ["<table id=\"comparison\" class=\"decisions\"><tr><th>configuration</th>"
          "<th>collective-permute</th><th>bytes/device</th><th>edges</th><th>NCCL us</th>"
          "<th>other backends us</th><th>choice</th><th>saved per run (us)</th>"
          "<th>upstream XLA</th><th>what it shows</th></tr>"]
-  spans = {}
+  spans: dict[str, int] = {}
   for row in rows:
     spans[row["case"]] = spans.get(row["case"], 0) + 1
   for i, row in enumerate(rows):
@@ -152,7 +155,7 @@ def _comparison_html(rows):
   return "\n".join(out)
 
 
-def _others_us(row):
+def _others_us(row: dict[str, Any]) -> str:
   """The NVSHMEM column: its time, or each other backend's of a newer XLA's set."""
   others = {b: v for b, v in (row.get("backend_us") or {}).items() if b != "nccl"}
   if not others or list(others) == ["nvshmem"]:
@@ -161,11 +164,11 @@ def _others_us(row):
                      for b, v in others.items())
 
 
-def _mode_html(mode):
+def _mode_html(mode: str | None) -> str:
   return f"<br><small class=\"mono\">{diff.esc(mode)}</small>" if mode else ""
 
 
-def _decision_table(result):
+def _decision_table(result: dict[str, Any]) -> str:
   by_name = {(d["computation"], d["instruction"]): d
              for d in result["passes"][result["first"]].get("decisions", [])}
   rows = [f"<table class=\"decisions\" id=\"decisions-{diff.esc(result['case'].id)}\"><tr>"
@@ -195,12 +198,12 @@ def _decision_table(result):
   return "\n".join(rows)
 
 
-def _row_us(e):
+def _row_us(e: dict[str, Any]) -> dict[str, Any]:
   return {"nvshmem_us": e["modeled_us"]["nvshmem"],
           "backend_us": {b: v["us"] for b, v in (e.get("backends") or {}).items()}}
 
 
-def _verify_html(result):
+def _verify_html(result: dict[str, Any]) -> str:
   status = ("all checks pass" if result["passed"] else
             "FAILED: " + diff.esc(", ".join(result["failed_checks"])))
   rows = [f"<p><b>{diff.esc(result['file'])}</b>: {status}</p><table class=\"verify\">"
@@ -216,7 +219,7 @@ def _verify_html(result):
   return "\n".join(rows)
 
 
-def _charts_html(result):
+def _charts_html(result: dict[str, Any]) -> list[str]:
   chart, case = result["chart"], result["case"]
   body = [svg_chart(c, chart_title(c, case.topology)) for c in chart["charts"]]
   if chart["kinds"] > MAX_CHARTS:
@@ -225,7 +228,7 @@ def _charts_html(result):
   return body
 
 
-def _case_html(result, max_rows):
+def _case_html(result: dict[str, Any], max_rows: int) -> str:
   case = result["case"]
   first = result["first"]
   body = [f"<h2 id=\"{diff.esc(case.id)}\">{diff.esc(case.title)}</h2>"]
@@ -255,20 +258,20 @@ def _case_html(result, max_rows):
   return "\n".join(body)
 
 
-def _rules_html(backends):
+def _rules_html(backends: str | None) -> str:
   """The rule each backend of the set really applies, as its runtime's code says."""
   return ("<ul id=\"rules\">" + "".join(
       f"<li>{diff.esc(line)}</li>" for line in rule_lines(backends or "nccl,nvshmem"))
           + "</ul>")
 
 
-def page_title(backends):
+def page_title(backends: str | None) -> str:
   others = set_names(backends)
   return ("NVSHMEM collective-permute report" if others == "NVSHMEM"
           else f"Collective-permute report: NCCL or {others}")
 
 
-def render_page(report, results):
+def render_page(report: dict[str, Any], results: list[dict[str, Any]]) -> str:
   timing = ", ".join(f"{k} {v:.2f} s" for k, v in report["timings_s"].items())
   # The ring's shapes, where a configuration is the built-in ring.
   cfg = next((r["case"].config for r in results
