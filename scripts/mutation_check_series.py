@@ -1,0 +1,364 @@
+#!/usr/bin/env python3
+"""Mutation check of the pinned series' safety rules (xla_series/xla-3cc8846c/).
+
+    scripts/mutation_check_series.py [--only NAME,...] [--list] [--no-build] [--keep]
+
+Each mutant removes, inverts or adds one refusal of the series' decision or runtime support code.
+For each, one at a time, on a scratch copy of the series' sources (the tree is never edited): the
+mutated file is recompiled, the series' own tests (every test file the series adds, linked with the
+wheel's XLA, wheel_compat/'s test base and FileCheck, and gmock from Debian's source, as
+scripts/check_patches_upstream.sh builds them) and the differential test (series_decision_diff_test:
+its objects from build/, the series' objects from the scratch copy) are relinked and run. A mutant
+is killed when a test fails or runs past its time limit. Prints a kill table.
+
+A mutant is (file, exact original text, replacement): an original text that is not in its file
+exactly once is an error, so a rule that moved is noticed rather than silently untested.
+
+--no-build: take build/series_decision_diff_test's objects as they are (else `cmake --build build
+--target series_decision_diff_test` first). --keep: keep the scratch directory.
+Exit 0 when every mutant is killed and the unmutated series passes both, 1 otherwise, 2 on bad usage
+or a missing tool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SERIES = ROOT / "xla_series" / "xla-3cc8846c"
+BUILD = ROOT / "build"
+VENV_PY = ROOT / ".venv" / "bin" / "python"
+GMOCK = Path("/usr/src/googletest/googlemock")
+SUPPORT = "xla/backends/gpu/runtime/nvshmem_permute_support.cc"
+DECISION = "xla/backends/gpu/transforms/collectives/nvshmem_permute_decision.cc"
+PASS = "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.cc"
+TIMEOUT_S = 300
+
+
+@dataclass(frozen=True)
+class Mutant:
+  name: str
+  rule: str  # The rule it breaks, in words.
+  path: str  # Under SERIES.
+  original: str
+  replacement: str
+
+
+# The series' safety rules, each broken alone. Where the decision and the runtime's rules both hold
+# a rule, each copy is a mutant of its own.
+MUTANTS = [
+    # The decision (nvshmem_permute_decision.cc).
+    Mutant("decision-types", "NVSHMEM puts only its eight types", DECISION,
+           "    if (!absl::c_linear_search(kPut, type)) {", "    if (false) {"),
+    Mutant("decision-memcpy-p2p", "xla_gpu_use_memcpy_local_p2p fails the thunk", DECISION,
+           '  if (facts.memcpy_local_p2p) return "xla_gpu_use_memcpy_local_p2p is set";', ""),
+    Mutant("decision-one-gpu-per-process", "one GPU per process", DECISION,
+           "  if (facts.visible_devices_per_process != 1) {", "  if (false) {"),
+    Mutant("decision-part-of-job", "the program is the whole job", DECISION,
+           "  if (!facts.part_of_job.empty()) return facts.part_of_job;", ""),
+    Mutant("part-of-job-aot", "ahead of time, the program has the job's devices", DECISION,
+           "  if (job_devices > 0 && num_devices != job_devices) {", "  if (false) {"),
+    Mutant("part-of-job-slices", "in a JIT compile, whole slices", DECISION,
+           "  if (slice_size <= 0 || num_devices % slice_size == 0) return \"\";",
+           '  return "";'),
+    Mutant("part-of-job-refuses-8", "(added) NVSHMEM refused to every program of 8+ devices",
+           DECISION, "  if (job_devices > 0 && num_devices != job_devices) {",
+           "  if (num_devices >= 8) return \"mutant\";\n"
+           "  if (job_devices > 0 && num_devices != job_devices) {"),
+    Mutant("decision-hosts", "every pair inside a host", DECISION,
+           "    if (source / per_host != target / per_host) {", "    if (false) {"),
+    Mutant("decision-leaves-device", "a pair leaves its device", DECISION,
+           '  if (!leaves_device) return "no pair leaves its device";', ""),
+    Mutant("decision-source-for-every-id", "every device a target", DECISION,
+           "    if (!receives[id]) {", "    if (false) {"),
+    Mutant("decision-heap-fit", "operand and result fit the heap", DECISION,
+           "  if (why.empty() && facts.bytes > facts.heap_bytes / 2) {", "  if (false) {"),
+    # The runtime's rules (nvshmem_permute_support.cc).
+    Mutant("support-nvshmem-on", "NVSHMEM on in the module's options", SUPPORT,
+           "  if (!options.xla_gpu_experimental_enable_nvshmem() ||",
+           "  if (false &&"),
+    Mutant("support-memcpy-p2p", "xla_gpu_use_memcpy_local_p2p fails the thunk", SUPPORT,
+           "  if (options.xla_gpu_use_memcpy_local_p2p()) {", "  if (false) {"),
+    Mutant("support-collectives-group", "not in a collectives group", SUPPORT,
+           "  if (parent != nullptr && parent->IsAsyncComputation()) {", "  if (false) {"),
+    Mutant("support-conditional-branch", "not under a conditional's branch", SUPPORT,
+           "  if (parent != nullptr && RunsUnderConditionalBranch(*parent)) {", "  if (false) {"),
+    Mutant("support-in-place", "not an in-place permute", SUPPORT,
+           '  if (permute.inplace()) return FailedPrecondition("in-place permute");', ""),
+    Mutant("support-types", "NVSHMEM puts only its eight types", SUPPORT,
+           "    if (!absl::c_linear_search(kPut, type)) {", "    if (false) {"),
+    Mutant("support-group-is-program", "the permute's group is every device", SUPPORT,
+           "  if (group_size != config.replica_count() * config.num_partitions()) {",
+           "  if (false) {"),
+    Mutant("support-ids-as-devices", "id i runs on device i (ids are PEs)", SUPPORT,
+           "        if (devices(r, p) != id) {", "        if (false) {"),
+    Mutant("support-source-for-every-id", "every id has one source", SUPPORT,
+           "    if (sources[id] != 1) {", "    if (false) {"),
+    Mutant("support-destination-color", "destinations on the heap (XLA's collective memory)",
+           SUPPORT, "      destination.color() != collective_color) {", "      false) {"),
+    Mutant("support-destination-parameter", "destinations on the heap (never a donated parameter)",
+           SUPPORT, "  if (destination.is_entry_computation_parameter() ||", "  if (false ||"),
+    Mutant("support-job-one-gpu-per-process", "one GPU per process, at run time", SUPPORT,
+           "  if (devices_per_process != 1) {", "  if (false) {"),
+    Mutant("support-job-whole", "the program is the NVSHMEM job, at run time", SUPPORT,
+           "  if (program_devices != processes) {", "  if (false) {"),
+]
+
+
+class Fail(Exception):
+  """An error reported in one line."""
+
+
+def tf_dir() -> Path:
+  out = subprocess.run(
+      [str(VENV_PY), "-c",
+       "import importlib.util as u, os; print(os.path.dirname(u.find_spec('tensorflow').origin))"],
+      capture_output=True, text=True, check=False)
+  path = Path(out.stdout.strip())
+  if out.returncode or not (path / "include" / "absl").is_dir():
+    raise Fail(f"the tensorflow wheel's headers not found in {VENV_PY.parent.parent}")
+  return path
+
+
+@dataclass
+class Builder:
+  """Compiles and links the two test binaries from a scratch copy of the series."""
+  work: Path
+  tf: Path
+  jobs: int
+  objects: dict[str, Path] = field(default_factory=dict)
+
+  @property
+  def src(self) -> Path:
+    return self.work / "src"
+
+  def flags(self) -> list[str]:
+    inc = self.tf / "include"
+    return ["-std=c++17", "-O1", "-DNDEBUG", "-w", "-I", str(self.src), "-isystem",
+            str(ROOT / "wheel_compat"), "-isystem", str(inc), "-isystem",
+            str(inc / "external" / "highwayhash"), "-isystem",
+            str(inc / "external" / "farmhash_archive" / "src"), "-isystem",
+            str(GMOCK / "include"), "-I", str(GMOCK)]
+
+  def compile(self, source: Path, key: str) -> None:
+    obj = self.work / "obj" / (key.replace("/", "_") + ".o")
+    obj.parent.mkdir(exist_ok=True)
+    cmd = ["g++", *self.flags(), "-c", str(source), "-o", str(obj)]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if r.returncode:
+      lines = [l for l in r.stderr.splitlines() if "error" in l][:10]
+      raise Fail(f"compile {key} failed:\n" + "\n".join(lines))
+    self.objects[key] = obj
+
+  def series_sources(self) -> list[str]:
+    return sorted(str(p.relative_to(self.src)) for p in self.src.rglob("*.cc"))
+
+  def compile_all(self) -> None:
+    jobs = {key: self.src / key for key in self.series_sources()}
+    for extra in ("wheel_compat/filecheck.cc", "wheel_compat/hlo_hardware_independent_test_base.cc"):
+      jobs[extra] = ROOT / extra
+    jobs["gmock-all.cc"] = GMOCK / "src" / "gmock-all.cc"
+    with concurrent.futures.ThreadPoolExecutor(self.jobs) as pool:
+      for f in [pool.submit(self.compile, src, key) for key, src in jobs.items()]:
+        f.result()
+
+  def link(self, diff_link: str, tag: str) -> tuple[Path, Path]:
+    """The series' tests and the differential test, linked from the current objects."""
+    series = [str(self.objects[k]) for k in self.series_sources() if not k.endswith("_test.cc")]
+    gtests = self.work / f"series_tests_{tag}"
+    cmd = ["g++", *[str(o) for o in self.objects.values()], "-o", str(gtests),
+           str(self.tf / "libtensorflow_cc.so.2"), str(self.tf / "libtensorflow_framework.so.2"),
+           f"-Wl,-rpath,{self.tf}", "-lgtest", "-lgtest_main", "-pthread"]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if r.returncode:
+      raise Fail("linking the series' tests failed: " + r.stderr[-2000:])
+    diff = self.work / f"diff_test_{tag}"
+    args = shlex.split(diff_link)
+    out = args.index("-o")
+    args[out + 1] = str(diff)
+    lib = [i for i, a in enumerate(args) if a.endswith("libseries_nvshmem_pass.a")]
+    if len(lib) != 1:
+      raise Fail("build/CMakeFiles/series_decision_diff_test.dir/link.txt does not name "
+                 "libseries_nvshmem_pass.a once")
+    args[lib[0]:lib[0] + 1] = series
+    r = subprocess.run(args, cwd=BUILD, capture_output=True, text=True, check=False)
+    if r.returncode:
+      raise Fail("linking series_decision_diff_test failed: " + r.stderr[-2000:])
+    return gtests, diff
+
+
+def run_test(cmd: list[str], log: Path) -> tuple[bool, str]:
+  """(passed, what failed) of one gtest binary."""
+  try:
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+  except subprocess.TimeoutExpired:
+    log.write_text("timed out\n")
+    return False, f"timed out after {TIMEOUT_S} s"
+  log.write_text(r.stdout + r.stderr)
+  if r.returncode == 0:
+    return True, ""
+  failed = sorted(set(re.findall(r"^\[  FAILED  \] (\S+?)(?: \(|,|$)", r.stdout, re.M)))
+  if failed:
+    more = f" +{len(failed) - 2}" if len(failed) > 2 else ""
+    return False, ", ".join(f.split(".")[-1] for f in failed[:2]) + more
+  return False, f"exit {r.returncode}" if r.returncode > 0 else f"signal {-r.returncode}"
+
+
+def check_texts(mutants: list[Mutant]) -> list[str]:
+  errors = []
+  for m in mutants:
+    path = SERIES / m.path
+    if not path.is_file():
+      errors.append(f"{m.name}: {m.path}: no such file")
+      continue
+    n = path.read_text().count(m.original)
+    if n != 1:
+      errors.append(f"{m.name}: {m.path}: the original text occurs {n} times, not once: "
+                    f"{m.original.strip()!r}")
+  return errors
+
+
+def main() -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+  parser.add_argument("--only", default="", help="comma-separated mutant names")
+  parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+  parser.add_argument("--no-build", action="store_true")
+  parser.add_argument("--keep", action="store_true")
+  parser.add_argument("--jobs", type=int, default=2)
+  args = parser.parse_args()
+  mutants = MUTANTS
+  if args.only:
+    names = args.only.split(",")
+    unknown = sorted(set(names) - {m.name for m in MUTANTS})
+    if unknown:
+      print(f"mutation_check_series: unknown mutant {', '.join(unknown)}", file=sys.stderr)
+      return 2
+    mutants = [m for m in MUTANTS if m.name in names]
+  if args.list:
+    for m in mutants:
+      print(f"{m.name:34} {m.path.rsplit('/', 1)[-1]:34} {m.rule}")
+    return 0
+  errors = check_texts(mutants)
+  if errors:
+    for e in errors:
+      print(f"mutation_check_series: {e}", file=sys.stderr)
+    print("mutation_check_series: FAIL: mutants whose text is gone (update MUTANTS to the code)")
+    return 1
+  for tool in ("g++", "cmake"):
+    if shutil.which(tool) is None:
+      print(f"mutation_check_series: {tool} not found", file=sys.stderr)
+      return 2
+  if not (GMOCK / "src" / "gmock-all.cc").is_file():
+    print(f"mutation_check_series: {GMOCK}: gmock source not found (Debian googletest)",
+          file=sys.stderr)
+    return 2
+  start = time.monotonic()
+  try:
+    tf = tf_dir()
+    if not args.no_build:
+      r = subprocess.run(["cmake", "--build", str(BUILD), "-j", str(args.jobs), "--target",
+                          "series_decision_diff_test"], capture_output=True, text=True,
+                         check=False)
+      if r.returncode:
+        raise Fail("cmake --build build --target series_decision_diff_test failed:\n"
+                   + r.stdout[-3000:])
+    link_txt = BUILD / "CMakeFiles" / "series_decision_diff_test.dir" / "link.txt"
+    if not link_txt.is_file():
+      raise Fail(f"{link_txt}: missing (configure build/ with scripts/setup.sh)")
+    diff_link = link_txt.read_text().strip()
+    work = Path(tempfile.mkdtemp(prefix="series-mutants."))
+    try:
+      return run(mutants, Builder(work, tf, args.jobs), diff_link, start)
+    finally:
+      if args.keep:
+        print(f"scratch: {work}")
+      else:
+        shutil.rmtree(work, ignore_errors=True)
+  except Fail as e:
+    print(f"mutation_check_series: {e}", file=sys.stderr)
+    print("mutation_check_series: FAIL")
+    return 1
+
+
+def run(mutants: list[Mutant], b: Builder, diff_link: str, start: float) -> int:
+  shutil.copytree(SERIES, b.src)
+  corpus = b.work / "corpus"
+  r = subprocess.run([str(VENV_PY), str(ROOT / "fuzz" / "make_corpus.py"), str(corpus)],
+                     cwd=ROOT, capture_output=True, text=True, check=False)
+  if r.returncode:
+    raise Fail("fuzz/make_corpus.py failed: " + r.stderr[-1000:])
+  b.compile_all()
+  gtests, diff = b.link(diff_link, "base")
+  logs = b.work / "logs"
+  logs.mkdir()
+
+  def both(tag: str) -> tuple[tuple[bool, str], tuple[bool, str]]:
+    return (run_test([str(gtests)], logs / f"{tag}.series.log"),
+            run_test([str(diff), f"--corpus={corpus}"], logs / f"{tag}.diff.log"))
+
+  base = both("base")
+  print(f"unmutated: the series' tests {'pass' if base[0][0] else 'FAIL: ' + base[0][1]}; "
+        f"series_decision_diff_test {'passes' if base[1][0] else 'FAILS: ' + base[1][1]} "
+        f"({time.monotonic() - start:.0f} s)", flush=True)
+  if not (base[0][0] and base[1][0]):
+    raise Fail("the unmutated series fails its tests; no mutant can be judged")
+  rows = []
+  for m in mutants:
+    t0 = time.monotonic()
+    path = b.src / m.path
+    original = path.read_text()
+    path.write_text(original.replace(m.original, m.replacement, 1))
+    try:
+      keys = [m.path] if m.path.endswith(".cc") else [
+          k for k in b.series_sources()
+          if Path(m.path).name in (b.src / k).read_text()]
+      for key in keys:
+        b.compile(b.src / key, key)
+      gtests, diff = b.link(diff_link, "mutant")
+      series_result, diff_result = both(m.name)
+    finally:
+      path.write_text(original)
+    for key in keys:
+      b.compile(b.src / key, key)
+    killed = not series_result[0] or not diff_result[0]
+    rows.append((m, series_result, diff_result, killed))
+    print(f"  {m.name}: {'killed' if killed else 'SURVIVED'} ({time.monotonic() - t0:.0f} s)",
+          flush=True)
+  print_table(rows)
+  survived = [m.name for m, _, _, killed in rows if not killed]
+  total = time.monotonic() - start
+  if survived:
+    print(f"mutation_check_series: FAIL: {len(survived)} of {len(rows)} mutants survived "
+          f"({', '.join(survived)}); {total:.0f} s")
+    return 1
+  print(f"mutation_check_series: OK: {len(rows)} of {len(rows)} mutants killed; {total:.0f} s")
+  return 0
+
+
+def print_table(rows: list[tuple[Mutant, tuple[bool, str], tuple[bool, str], bool]]) -> None:
+  def cell(result: tuple[bool, str]) -> str:
+    return "-" if result[0] else "KILLS: " + result[1]
+  head = ("mutant", "rule broken", "file", "series' tests", "series_decision_diff_test")
+  table = [head] + [(m.name, m.rule, m.path.rsplit("/", 1)[-1], cell(s), cell(d))
+                    for m, s, d, _ in rows]
+  widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+  print("kill table:")
+  for i, r in enumerate(table):
+    print("  " + " | ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    if i == 0:
+      print("  " + "-+-".join("-" * w for w in widths))
+
+
+if __name__ == "__main__":
+  sys.exit(main())
