@@ -961,6 +961,50 @@ TEST(LayoutTest, NvshmemNeedsOneGpuPerProcessAndEveryOneSidedBackendAMap) {
             ToolRule::kUnderBranch);
 }
 
+// Where a permute sits: under a conditional's branch no one-sided backend
+// runs (each would be chosen elsewhere); in a collectives group NVSHMEM does
+// not, and peer and symmetric memory still may.
+TEST(PlaceTest, BranchRefusesEveryOneSidedBackendAndAGroupOnlyNvshmem) {
+  const PermuteRequest ring = {256 << 20, Ring(4), 4};
+  CostTable all = TableWith(R"table(
+    backends: [NCCL, PEER, SYMMETRIC]
+    symmetric_signals: true
+    links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 1e6 }
+    links { backend: SYMMETRIC link_class: NVLINK latency_us: 1 bandwidth_gbps: 1e6 }
+  )table");
+  const Topology one_process = Placed("1x1x4:gpus_per_process=4",
+                                      {Backend::kNccl, Backend::kPeer,
+                                       Backend::kSymmetric});
+  const Topology one_gpu_each = Placed("1x1x4:gpus_per_process=1");
+  for (Backend backend : {Backend::kPeer, Backend::kSymmetric}) {
+    CostTable table = all;
+    table.backends = {Backend::kNccl, backend};
+    const int b = static_cast<int>(backend);
+    Decision d = Decide(one_process, table, ring);
+    ASSERT_EQ(d.backend, backend) << d.reason;
+    d = Decide(one_process, table, ring, Place::kConditionalBranch);
+    EXPECT_EQ(d.backend, Backend::kNccl) << d.reason;
+    ASSERT_TRUE(d.refused[b]);
+    EXPECT_EQ(d.refused[b]->tool_rule, ToolRule::kUnderBranch);
+    d = Decide(one_process, table, ring, Place::kCollectivesGroup);
+    EXPECT_EQ(d.backend, backend) << d.reason;
+  }
+  CostTable nvshmem = all;
+  nvshmem.backends = kNvshmemSet;
+  constexpr int kNvshmem = static_cast<int>(Backend::kNvshmem);
+  const PermuteRequest large = {32 << 20, Ring(4), 4};
+  Decision d = Decide(one_gpu_each, nvshmem, large);
+  ASSERT_EQ(d.backend, Backend::kNvshmem) << d.reason;
+  for (Place place : {Place::kConditionalBranch, Place::kCollectivesGroup}) {
+    d = Decide(one_gpu_each, nvshmem, large, place);
+    EXPECT_EQ(d.backend, Backend::kNccl) << d.reason;
+    ASSERT_TRUE(d.refused[kNvshmem]);
+    EXPECT_EQ(d.refused[kNvshmem]->tool_rule,
+              place == Place::kConditionalBranch ? ToolRule::kUnderBranch
+                                                 : ToolRule::kInGroup);
+  }
+}
+
 TEST(LayoutTest, AUsersMarkIsKept) {
   const PermuteRequest ring = {128 << 20, {{0, 1}, {1, 0}}, 2};
   CostTable peer = DefaultCostTable();

@@ -9,7 +9,8 @@ configurations named by a leading comment that XLA and nvshmem-opt skip
 ("/* driver_fuzzer --topology=T --mode=M [--slow-network] */", see
 driver_fuzzer.cc), so every seed is a module file nvshmem-opt reads as it is;
 plus every regression input under fuzz/regressions/, as it is.
-OUT_DIR/selection/: topology specs x cost tables x requests.
+OUT_DIR/selection/: topology specs x cost tables x requests, then the rule
+seeds (layouts, tables and requests that reach each backend's rules).
 """
 
 import pathlib
@@ -49,6 +50,58 @@ def seed_modules():
       yield m.group(1), body.encode() + b"\n", "1x2x4"
 
 
+# Seeds that reach each rule of NVSHMEM, peer and symmetric memory: layouts
+# with one GPU per process (identity and permuted maps, two hosts, no map) and
+# with several, tables under which each backend beats NCCL at any size, and
+# requests that a rule must refuse (a shift, local copies, groups, a ring
+# across hosts, a heap at its boundary), with the op's facts (types, the
+# memcpy flag, a branch, a collectives group, a team the topology lacks).
+IDENTITY = ",".join(map(str, range(8)))
+RULE_SPECS = [
+    f"1x1x8:gpus_per_process=1:map={IDENTITY}",
+    "1x1x8:gpus_per_process=1:map=1,0,3,2,5,4,7,6",
+    f"1x2x4:gpus_per_process=1:map={IDENTITY}",
+    "1x2x4:gpus_per_process=1:map=0,4,1,5,2,6,3,7",
+    "1x1x8:gpus_per_process=1",
+    f"1x1x8:gpus_per_process=2:map={IDENTITY}",
+    f"1x1x8:gpus_per_process=8:map={IDENTITY}",
+    f"1x2x4:gpus_per_process=4:map={IDENTITY}",
+]
+FAST = "latency_us: 0 bandwidth_gbps: 1e6 per_buffer_us: 0"
+RULE_TABLES = [
+    f"links {{ backend: NVSHMEM link_class: NVLINK {FAST} }}\n"
+    "nvshmem_max_bytes: 67108864\n",
+    "backends: [NCCL, PEER]\n"
+    f"links {{ backend: PEER link_class: NVLINK {FAST} }}\n",
+    "backends: [NCCL, SYMMETRIC]\nsymmetric_signals: true\n"
+    f"links {{ backend: SYMMETRIC link_class: NVLINK {FAST} }}\n",
+]
+RING8 = "0 1 1 2 2 3 3 4 4 5 5 6 6 7 7 0"
+RULE_REQUESTS = [
+    f"33554432 8 1 1 {RING8}",                      # a ring, at half the heap
+    f"33554433 8 1 1 {RING8}",                      # one byte over
+    "1048576 8 1 1 0 1 1 2 2 3 3 4 4 5 5 6 6 7",   # a shift: device 0 no source
+    "1048576 8 1 1 0 0 1 1 2 2 3 3 4 4 5 5 6 6 7 7",  # local copies
+    "1048576 4 2 1 0 1 1 2 2 3 3 0",               # two groups of a ring of 4
+    "1048576 4 1 1 0 1 1 2 2 3 3 0",               # a ring of the first 4
+]
+RULE_FACTS = ["", "types=f32", "types=bf16,s8", "types=pred", "memcpy", "branch",
+              "group", "team=16", "team=4"]
+
+
+def write_rule_seeds(selection, n):
+  """Writes the rule seeds after the `n` others; returns the new count."""
+  for spec in RULE_SPECS:
+    for table in RULE_TABLES:
+      for request in RULE_REQUESTS:
+        facts = RULE_FACTS if request.startswith("33554432 ") else [""]
+        for fact in facts:
+          (selection / f"seed{n:03d}").write_text(
+              f"{spec}\n%%\n{table}%%\n{request}\n%%\n{fact}\n")
+          n += 1
+  return n
+
+
 def main(argv):
   out = pathlib.Path(argv[1] if len(argv) > 1 else "build-fuzz/corpus")
   driver, selection = out / "driver", out / "selection"
@@ -81,6 +134,7 @@ def main(argv):
       for request in requests:
         (selection / f"seed{n:03d}").write_text(f"{spec}\n%%\n{table}%%\n{request}\n")
         n += 1
+  n = write_rule_seeds(selection, n)
   print(f"{count} driver seeds in {driver}, {n} selection seeds in {selection}")
 
 

@@ -7,6 +7,8 @@
 //   cost table text
 //   %%
 //   request: BYTES NUM_PARTITIONS NUM_REPLICAS CROSS(0|1) SRC DST SRC DST ...
+//   %%                                   (optional from here)
+//   facts: words among types=T,T,... team=N memcpy branch group
 // fuzz/make_corpus.py writes seeds in this form; libFuzzer mutates freely.
 //
 // Properties checked (a violation aborts):
@@ -14,8 +16,14 @@
 //     (tables: "<source>:<line>: ...");
 //   * accepted specs and tables round-trip through ToString/CostTableToString;
 //   * measured curves are exact at their points, times never NaN or < 0;
-//   * no decision can hang the runtime: NVSHMEM only when every team member
-//     has a source;
+//   * no decision plans what its runtime cannot run, each rule restated here
+//     from the runtime's facts rather than asked of the core: NVSHMEM only
+//     for put types, without memcpy_local_p2p, not for a local copy, inside
+//     a host, within half the heap, one GPU per process, a team the topology
+//     places, one group, logical id i on device i, every member a source and
+//     every edge inside the team, never in a collectives group; peer and
+//     symmetric only inside a host and one process; no one-sided backend
+//     under a conditional's branch, nor where no map says the team's place;
 //   * a decision is consistent: edge counts add up, the chosen time is the
 //     chosen backend's, numbers are not NaN, the reason is one non-empty line.
 
@@ -148,30 +156,105 @@ std::optional<ext::CostTable> CheckTable(const std::string& text) {
 
 // A decision never plans a hanging or refused backend, and its numbers and
 // reason are sane.
+// The program's devices, from the topology's map alone: logical id i runs on
+// the map's device i, or on device i without a map.
+std::vector<int> ProgramDevices(const ext::Topology& topology, int team_size) {
+  const std::vector<int>& map = topology.partition_to_device();
+  const int placed =
+      map.empty() ? topology.num_devices() : static_cast<int>(map.size());
+  const int n = team_size <= 0 ? placed : std::min(team_size, placed);
+  std::vector<int> devices;
+  for (int i = 0; i < n; ++i) devices.push_back(map.empty() ? i : map[i]);
+  return devices;
+}
+
+// NVSHMEM's rules at the pinned runtime, restated.
+void CheckNvshmemPlan(const ext::Topology& topology,
+                      const ext::CostTable& table,
+                      const ext::PermuteRequest& request, ext::Place place,
+                      const std::string& reason) {
+  auto fail = [&](const char* what) {
+    Violation(std::string("NVSHMEM planned ") + what + ": " + reason);
+  };
+  static const std::set<std::string> kPut = {"f64", "f32", "f16", "bf16",
+                                             "s32", "s64", "u32", "u64"};
+  for (const std::string& type : request.element_types) {
+    if (!kPut.count(type)) fail("for a type NVSHMEM does not put");
+  }
+  if (request.memcpy_local_p2p) fail("with memcpy_local_p2p on");
+  if (place == ext::Place::kCollectivesGroup) fail("in a collectives group");
+  if (topology.gpus_per_process() > 1) fail("with several GPUs per process");
+  if (request.bytes > table.core.nvshmem_max_bytes / 2) {
+    fail("over half the heap");
+  }
+  const std::vector<int>& map = topology.partition_to_device();
+  const int placed =
+      map.empty() ? topology.num_devices() : static_cast<int>(map.size());
+  if (request.team_size > placed) fail("for a team the topology lacks");
+  if (request.groups > 1) fail("off its PEs (several groups)");
+  bool all_local = true;
+  std::set<int> targets;
+  const std::vector<int> program = ProgramDevices(topology, request.team_size);
+  const std::set<int> members(program.begin(), program.end());
+  for (const auto& [src, dst] : request.device_edges) {
+    // Inside a host (NVSHMEM_TEAM_SHARED), inside the team.
+    if (topology.HostOf(src) != topology.HostOf(dst)) fail("across hosts");
+    if (!members.count(src) || !members.count(dst)) {
+      fail("for an edge outside the team");
+    }
+    all_local = all_local && src == dst;
+    targets.insert(dst);
+  }
+  if (all_local) fail("for a local copy");
+  for (int i = 0; i < static_cast<int>(program.size()); ++i) {
+    if (!targets.count(program[i])) fail("where a device has no source");
+    if (program[i] != i) fail("off its PEs");
+  }
+}
+
+// Peer and symmetric memory: every edge in one host, the team in one process.
+void CheckPeerPlan(const ext::Topology& topology,
+                   const ext::PermuteRequest& request,
+                   const std::string& reason) {
+  for (const auto& [src, dst] : request.device_edges) {
+    if (topology.HostOf(src) != topology.HostOf(dst)) {
+      Violation("peer/symmetric planned across hosts: " + reason);
+    }
+  }
+  const std::vector<int> program = ProgramDevices(topology, request.team_size);
+  for (int device : program) {
+    if (topology.ProcessOf(device) != topology.ProcessOf(program.front())) {
+      Violation("peer/symmetric planned across processes: " + reason);
+    }
+  }
+}
+
 void CheckDecision(const ext::Topology& topology, const ext::CostTable& table,
-                   const ext::PermuteRequest& request) {
-  const ext::Decision decision = ext::Decide(topology, table, request);
-  if (decision.backend == ext::Backend::kNvshmem) {
-    // Every edge inside a host (NVSHMEM_TEAM_SHARED), every device of the
-    // program a target, one group, logical device i on device i (its PE).
-    std::set<int> targets;
-    for (const auto& [src, dst] : request.device_edges) {
-      if (topology.HostOf(src) != topology.HostOf(dst)) {
-        Violation("NVSHMEM planned across hosts: " + decision.reason);
-      }
-      targets.insert(dst);
+                   const ext::PermuteRequest& request, ext::Place place) {
+  const ext::Decision decision = ext::Decide(topology, table, request, place);
+  if (decision.backend != ext::Backend::kNccl) {
+    if (place == ext::Place::kConditionalBranch) {
+      Violation("a one-sided backend planned under a branch: " +
+                decision.reason);
     }
+    // No map: the team's hosts and processes are known only when it is one.
     const std::vector<int> program =
-        ext::TeamDevices(topology, request.team_size);
-    for (int i = 0; i < static_cast<int>(program.size()); ++i) {
-      if (!targets.count(program[i])) {
-        Violation("NVSHMEM planned where a device has no source: " +
-                  decision.reason);
-      }
-      if (program[i] != i || request.groups > 1) {
-        Violation("NVSHMEM planned off its PEs: " + decision.reason);
+        ProgramDevices(topology, request.team_size);
+    if (topology.partition_to_device().empty()) {
+      for (int device : program) {
+        if (topology.ProcessOf(device) !=
+                topology.ProcessOf(program.front()) ||
+            topology.HostOf(device) != topology.HostOf(program.front())) {
+          Violation("a one-sided backend planned with the team's place "
+                    "unknown: " + decision.reason);
+        }
       }
     }
+  }
+  if (decision.backend == ext::Backend::kNvshmem) {
+    CheckNvshmemPlan(topology, table, request, place, decision.reason);
+  } else if (decision.backend != ext::Backend::kNccl) {
+    CheckPeerPlan(topology, request, decision.reason);
   }
   CheckOneLine(decision.reason, "decision reason");
   int counted = 0;
@@ -211,7 +294,7 @@ void CheckDecision(const ext::Topology& topology, const ext::CostTable& table,
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   std::vector<std::string> sections = Sections(text);
-  while (sections.size() < 3) sections.emplace_back();
+  while (sections.size() < 4) sections.emplace_back();
   std::string spec = sections[0];
   if (!spec.empty() && spec.back() == '\n') spec.pop_back();
   const std::optional<ext::Topology> topology = CheckTopology(spec);
@@ -239,6 +322,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ext::PermuteRequest request = {bytes, *std::move(edges),
                                  partitions * replicas};
   request.groups = cross ? replicas : partitions;
-  CheckDecision(*topology, *table, request);
+  // The op's facts beyond its pairs: element types, the flag, where it sits.
+  ext::Place place = ext::Place::kAnywhere;
+  std::istringstream facts(sections[3]);
+  for (std::string word; facts >> word && request.element_types.size() < 16;) {
+    if (word.rfind("types=", 0) == 0) {
+      std::istringstream types(word.substr(6));
+      for (std::string type; std::getline(types, type, ',');) {
+        request.element_types.push_back(type);
+      }
+    } else if (word.rfind("team=", 0) == 0) {
+      // A program with more devices than its pairs name (the driver's
+      // partitions x replicas), possibly more than the topology places.
+      request.team_size = std::atoi(word.c_str() + 5) % 4096;
+    } else if (word == "memcpy") {
+      request.memcpy_local_p2p = true;
+    } else if (word == "branch") {
+      place = ext::Place::kConditionalBranch;
+    } else if (word == "group") {
+      place = ext::Place::kCollectivesGroup;
+    }
+  }
+  request.buffers = std::max<int>(1, request.element_types.size());
+  CheckDecision(*topology, *table, request, place);
   return 0;
 }

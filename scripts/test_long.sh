@@ -6,6 +6,8 @@
 #     is for (xla_patches/xla-COMMIT_*/): the pinned series (xla-3cc8846c_*) by
 #     scripts/check_patches_upstream.sh, every other series by
 #     scripts/check_series_upstream.sh --series DIR;
+#   * one target for each generated file of the build (scripts/check_build_race.py)
+#     and the mutation check of the selection core (scripts/mutation_check_core.py);
 #   * the package as `pip install .` builds it (tests/test_packaging.py): the
 #     wheel built and installed into a fresh environment beside the series
 #     checks, which compile one file at a time and leave a core to it.
@@ -48,6 +50,10 @@ check() {
   "$@" || status=1
   echo "== $name: $((SECONDS - t0)) s"
 }
+# The build's generated files, one target each (a race at -j2 otherwise), and
+# the core's safety rules, each removed in turn, each killed by a test.
+check "build race" .venv/bin/python scripts/check_build_race.py build
+check "mutation check of the core" .venv/bin/python scripts/mutation_check_core.py
 for series in xla_patches/xla-*_*/; do
   series=${series%/}
   case "${series##*/}" in
