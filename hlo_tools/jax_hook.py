@@ -116,17 +116,50 @@ def operand_count(module: reader.HloModule, permute: collectives.CollectivePermu
 
 def decide_mode(selection: ModuleType, topology: "Topology", table: "CostTable",
                 backends: Sequence[str], permute: collectives.CollectivePermute,
-                buffers: int = 1) -> tuple[str, Decision]:
-  """(backend name, the core's decision dict) for one CollectivePermute: the core's
-  plan over the backend set names the backend; one the hook writes no mode for runs
-  as NCCL."""
+                buffers: int = 1, num_partitions: int | None = None,
+                num_replicas: int = 1) -> tuple[str, Decision]:
+  """(backend name, the core's decision dict) for one CollectivePermute of a module
+  of `num_partitions` x `num_replicas` devices (its header's counts: the core maps
+  the pairs' ids to devices with them, and a permute without a channel id pairs
+  replicas): the core's plan over the backend set names the backend; one the hook
+  writes no mode for runs as NCCL."""
   pairs = [tuple(p) for p in permute.pairs]
   # Under a conditional's branch, as nvshmem-opt's planner tells the core.
   place = "branch" if permute.branch else "anywhere"
   d: Decision = selection.decide(topology, table, permute.bytes_per_device, pairs,
-                                 backends=tuple(backends), buffers=buffers, place=place)
+                                 permute.channel_id is not None, num_partitions,
+                                 num_replicas, backends=tuple(backends), buffers=buffers,
+                                 place=place)
   backend = d.get("backend") or d.get("plan")
   return (backend if backend in hook_modes(selection) else "nccl"), d
+
+
+def mark_error(module_name: str, instr_name: str, value: str) -> str:
+  """The one line for a mark that names no collectives mode."""
+  return (f"module {module_name}: %{instr_name} is marked {modes.ATTRIBUTE}=\"{value}\", "
+          f"which names no collectives mode ({', '.join(modes.MODES)}); the patched XLA "
+          "fails such a compile, and no XLA runs it")
+
+
+def user_marks(module: reader.HloModule) -> list[Record]:
+  """[{"permute", "value", "mode"}] of the module's permutes that the user marked
+  with _xla_collectives_mode (the mark's own mode, by its word); HookError, naming
+  the permute and the value, for a mark that names no mode."""
+  found: list[Record] = []
+  for permute in collectives.collective_permutes(module):
+    comp = module.computation(permute.computation)
+    instrs = [next(i for i in comp.instructions if i.name == permute.start)]
+    if permute.form == "async-wrapped" and permute.wrapped_computation:
+      instrs.append(module.computation(permute.wrapped_computation).root)
+    value = next((i.frontend_attributes[modes.ATTRIBUTE] for i in instrs
+                  if modes.ATTRIBUTE in i.frontend_attributes), None)
+    if value is None:
+      continue
+    mode = modes.MODES.get(value.lower())
+    if mode is None:
+      raise HookError(mark_error(module.name, permute.start, value))
+    found.append({"permute": permute.start, "value": value, "mode": mode})
+  return found
 
 
 # ---------------------------------------------------------------------------
@@ -235,10 +268,29 @@ def _permute_line(module: reader.HloModule, permute: collectives.CollectivePermu
   return permute.start_line
 
 
+def header_counts(text: str) -> tuple[int | None, int]:
+  """(num_partitions, replica count) that the module's header states: the compiled
+  module's text states them; the module a registered transformation gets states
+  neither (jaxlib builds it from the proto alone, whose config is the default),
+  and then the program is taken to be the topology's devices (None), in one
+  replica unless stated."""
+  head = text.split("\n", 1)[0]
+  partitions = re.search(r"\bnum_partitions=(\d+)", head)
+  replicas = re.search(r"\breplica_count=(\d+)", head)
+  return (int(partitions.group(1)) if partitions else None,
+          int(replicas.group(1)) if replicas else 1)
+
+
 def transform_text(text: str, selection: ModuleType, topology: "Topology", table: "CostTable",
                    backends: Sequence[str]) -> tuple[str | None, list[Record]]:
-  """(new text or None when unchanged, [decision records]) for one module."""
+  """(new text or None when unchanged, [decision records]) for one module.
+
+  A permute the user marked keeps its mark and its mode, as the patched assigner
+  keeps them; a mark that names no mode is a HookError (the patched XLA fails that
+  compile), and the module is then left as it was."""
   module = reader.parse_hlo_text(text)
+  user_marks(module)  # a mark no mode names: refused before anything is written
+  partitions, replicas = header_counts(text)
   lines = text.split("\n")
   records: list[Record] = []
   changed = False
@@ -246,8 +298,7 @@ def transform_text(text: str, selection: ModuleType, topology: "Topology", table
   for permute in collectives.collective_permutes(module):
     buffers = operand_count(module, permute)
     backend, decision = decide_mode(selection, topology, table, backends, permute,
-                                    buffers)
-    # A permute the user marked keeps its mode, as the patched assigner keeps it.
+                                    buffers, partitions, replicas)
     start = next(i for i in module.computation(permute.computation).instructions
                  if i.name == permute.start)
     asked = modes.requested(start)
@@ -257,7 +308,9 @@ def transform_text(text: str, selection: ModuleType, topology: "Topology", table
                   f"on the permute ({decision.get('reason')})"}
     at = _permute_line(module, permute) - 1
     mode, value = written[backend]
-    new = set_line_attribute(set_line_mode(lines[at], mode), value)
+    new = set_line_mode(lines[at], mode)
+    if not asked:  # the user's own mark stays as the user wrote it
+      new = set_line_attribute(new, value)
     changed |= new != lines[at]
     lines[at] = new
     records.append({"module": module.name, "permute": permute.start,
@@ -268,7 +321,8 @@ def transform_text(text: str, selection: ModuleType, topology: "Topology", table
                     "plan": decision.get("plan"),
                     "reason": decision.get("reason"),
                     "modeled_us": decision.get("backend_us"),
-                    "refused": decision.get("refused")})
+                    "refused": decision.get("refused"),
+                    "user_mark": asked["attribute"] if asked else None})
   return ("\n".join(lines) if changed else None), records
 
 
@@ -283,6 +337,9 @@ _STATE = {"probing": 0}
 _FLAG = "xla_gpu_collective_permute_mode"
 _DEFAULT_MODE = "COLLECTIVES_PRIVATE_MEMORY"
 _FLAG_WORDS = {w: f"COLLECTIVES_{w.upper()}_MEMORY" for w in ("private", "symmetric", "peer")}
+# The backend of the core that runs each mode of the flag (PRIVATE: NCCL).
+_MODE_BACKEND = {"COLLECTIVES_PRIVATE_MEMORY": "nccl", "COLLECTIVES_PEER_MEMORY": "peer",
+                 "COLLECTIVES_SYMMETRIC_MEMORY": "symmetric"}
 
 
 def probe(device: "jax.Device") -> dict[str, Any]:
@@ -355,16 +412,137 @@ def _module_name(text: str) -> str:
   return head[1].rstrip(",") if len(head) > 1 and head[0] == "HloModule" else "module"
 
 
-def flag_in_effect(compiler_options: Mapping[str, Any] | None) -> tuple[str, str]:
-  """(the permute mode a compile with these options runs, where it comes from):
-  its compiler_options, else XLA_FLAGS, else XLA's default."""
-  if compiler_options and _FLAG in compiler_options:
-    return str(compiler_options[_FLAG]), "compiler_options"
-  m = re.search(rf"--{_FLAG}=(\S+)", os.environ.get("XLA_FLAGS", ""))
-  if m:  # XLA_FLAGS spells it private|symmetric|peer, any case
-    word = m.group(1).lower()
-    return _FLAG_WORDS.get(word, m.group(1)), "XLA_FLAGS"
+# The enum's values by number (xla.proto, DebugOptions.CollectivesMode), which
+# compiler_options may give instead of the name (pjrt_executable.cc:743-752 at 131bf41a).
+_MODE_NUMBERS = {0: "COLLECTIVES_MODE_INVALID", 1: "COLLECTIVES_PRIVATE_MEMORY",
+                 2: "COLLECTIVES_SYMMETRIC_MEMORY", 3: "COLLECTIVES_PEER_MEMORY"}
+_WS = " \t\r\n"
+
+
+def xla_flags_args(value: str) -> list[str]:
+  """The arguments XLA makes of an XLA_FLAGS value (parse_flags_from_env.cc:104-145
+  at 131bf41a): flags from the first non-blank character on while each starts with
+  '-' (the rest is dropped unread); a flag ends at a blank, or, written
+  --name="..." or --name='...', at its closing quote (a backslash escapes the next
+  character inside double quotes only), the quotes removed."""
+  args: list[str] = []
+  n = len(value)
+
+  def skip(i: int) -> int:
+    while i < n and value[i] in _WS:
+      i += 1
+    return i
+
+  b = skip(0)
+  while b < n and value[b] == "-":
+    e = b
+    while e < n and value[e].isascii() and (value[e] in "-_" or value[e].isalnum()):
+      e += 1
+    if e + 1 < n and value[e] == "=" and value[e + 1] in "'\"":
+      name_end, quote, e = e + 1, value[e + 1], e + 2
+      chars: list[str] = []
+      while e < n and value[e] != quote:
+        if quote == '"' and value[e] == "\\" and e + 1 < n:
+          e += 1
+        chars.append(value[e])
+        e += 1
+      args.append(value[b:name_end] + "".join(chars))
+      e = min(e + 1, n)  # past the closing quote
+    else:
+      while e < n and value[e] not in _WS:
+        e += 1
+      args.append(value[b:e])
+    b = skip(e)
+  return args
+
+
+def xla_flags_mode(env: Mapping[str, str] | None = None) -> tuple[str | None, str]:
+  """(the permute mode XLA_FLAGS sets, or None, where it was read), read as XLA
+  reads it: the variable's flags, or the file it names when its first non-blank
+  character is not '-' (parse_flags_from_env.cc:149-177 at 131bf41a); each
+  --xla_gpu_collective_permute_mode=WORD sets the mode in turn, so the last one
+  wins (tsl/util/command_line_flags.cc:254-278), and a lone "--" ends the flags;
+  WORD is private, symmetric or peer in any case (debug_options_flags.cc:862-875).
+  A value XLA cannot parse stops XLA at start-up (parse_flags_from_env.cc:220): a
+  HookError here."""
+  env = os.environ if env is None else env
+  value = env.get("XLA_FLAGS", "")
+  where = "XLA_FLAGS"
+  if not value:
+    return None, where
+  if value[len(value) - len(value.lstrip(_WS)):][:1] != "-":
+    where = f"XLA_FLAGS (the file {value})"
+    try:
+      with open(value, encoding="utf-8", errors="replace") as f:
+        value = f.read()
+    except OSError as e:
+      raise HookError(f"XLA_FLAGS names the file {value!r}, which XLA reads its flags "
+                      f"from, and it cannot be read: {e.strerror}") from None
+  mode = None
+  prefix = f"--{_FLAG}="
+  for arg in xla_flags_args(value):
+    if arg == "--":
+      break
+    if arg.startswith(prefix):
+      word = arg[len(prefix):]
+      mode = _FLAG_WORDS.get(word.lower())
+      if mode is None:
+        raise HookError(f"{where}: {arg}: XLA takes private, symmetric or peer there "
+                        "and stops at start-up on anything else")
+  return mode, where
+
+
+def _option_mode(value: Any) -> str:
+  """The mode a compiler_options value sets: the enum's name or its number (a
+  string of digits too), as XLA applies an option override."""
+  if isinstance(value, bool):
+    raise HookError(f"compiler_options {_FLAG}={value!r} is not a collectives mode")
+  if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
+    number = int(value)
+    if number in _MODE_NUMBERS:
+      return _MODE_NUMBERS[number]
+  elif isinstance(value, str) and value in _MODE_NUMBERS.values():
+    return value
+  raise HookError(f"compiler_options {_FLAG}={value!r} is not a collectives mode "
+                  f"({', '.join(_MODE_NUMBERS.values())})")
+
+
+def jit_compiler_options(lowered: "Lowered") -> tuple[tuple[str, Any], ...] | None:
+  """The compiler_options given to jax.jit, which jax puts before a compile's own
+  (jax/_src/interpreters/pxla.py MeshComputation.compile, jax 0.10.2); None where
+  this jax keeps them elsewhere (the compiled permutes then say what ran)."""
+  lowering = getattr(lowered, "_lowering", None)
+  kvs = getattr(lowering, "_compiler_options_kvs", None)
+  return tuple(kvs) if isinstance(kvs, tuple) else None
+
+
+def flag_in_effect(compiler_options: Mapping[str, Any] | None,
+                   jit_options: Sequence[tuple[str, Any]] | None = ()) -> tuple[str, str]:
+  """(the permute mode a compile with these options runs, where it comes from): the
+  compile's compiler_options over jax.jit's (a later key wins, as jax's dict of
+  them does: pxla.py _cached_compilation), else XLA_FLAGS, else XLA's default."""
+  call = dict(compiler_options or {})
+  if _FLAG in call:
+    return _option_mode(call[_FLAG]), "compiler_options"
+  jit = dict(jit_options or ())
+  if _FLAG in jit:
+    return _option_mode(jit[_FLAG]), "jax.jit's compiler_options"
+  mode, where = xla_flags_mode()
+  if mode is not None:
+    return mode, where
   return _DEFAULT_MODE, "XLA's default"
+
+
+def compiled_flag_mode(text: str) -> str | None:
+  """The flag's mode as a stock XLA's compiled module shows it: its assigner
+  writes a mode other than PRIVATE on every collective-permute, and nothing under
+  PRIVATE (collective_backend_assigner.cc:48-69 at 131bf41a). None where the
+  module has no permute or its permutes disagree."""
+  found = {key.split(":", 1)[1] for key in permute_modes(text)}
+  if len(found) != 1:
+    return None
+  mode = found.pop()
+  return _DEFAULT_MODE if mode == "NCCL" else None if mode == "UNPARSED" else mode
 
 
 # ---------------------------------------------------------------------------
@@ -381,45 +559,123 @@ def program_choice(text: str, topology: "Topology", table: "CostTable",
   return choice
 
 
+def deviceless(device: "jax.Device") -> bool:
+  """Whether jax compiles for `device` on a compile-only client with no live client
+  of its platform to compile through (jax/_src/compiler.py
+  _get_cross_compile_backend, jax 0.10.2): such a compile runs no registered
+  transformation."""
+  try:
+    from jax._src import compiler  # pylint: disable=import-outside-toplevel
+    from jax._src.lib import _jax  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    return False
+  client = device.client
+  if not isinstance(client, getattr(_jax, "CompileOnlyPyClient", ())):
+    return False
+  cross = getattr(compiler, "_get_cross_compile_backend", None)
+  return cross is None or cross(client) is None
+
+
+def _mark_policy(choice: dict[str, Any], marks: list[Record]) -> tuple[str | None, str]:
+  """(the mode the users' marks ask of the whole program or None, why): a stock XLA
+  runs one mode per program, so the marks are kept only where they all ask for one
+  mode that no permute of the program refuses."""
+  wanted = sorted({m["mode"] for m in marks})
+  where = ", ".join(f"%{m['permute']} {m['value']}" for m in marks)
+  if len(wanted) > 1:
+    return None, (f"the user's marks ask for {' and '.join(wanted)} ({where}), and a stock "
+                  "XLA runs one mode for every permute of a program")
+  backend = _MODE_BACKEND[wanted[0]]
+  entry = choice["modes"].get(backend)
+  if entry is None and backend != "nccl":
+    return None, (f"the user's marks ask for {wanted[0]} ({where}), which is not in the "
+                  f"hook's backend set ({', '.join(choice['modes'])})")
+  if entry is not None and entry["refused"]:
+    return None, (f"the user's marks ask for {wanted[0]} ({where}), which the program "
+                  f"cannot run: {entry['refused']}")
+  return wanted[0], f"the user's marks ask for {wanted[0]} ({where})"
+
+
 def compile_program(lowered: "Lowered", topology: "Topology", table: "CostTable",
                     backends: Sequence[str],
                     compiler_options: Mapping[str, Any] | None = None,
                     per_op: bool | None = None) -> tuple["Compiled", Record]:
   """(compiled, record): `lowered` compiled with the program's one mode applied.
 
-  A first compile with the caller's options gives the program as XLA optimized
-  it; on a stock XLA the core chooses its mode from that, and a second compile
-  applies it through compiler_options when it differs from the mode the first
-  ran. A mode the caller set in compiler_options is kept. On the series' XLA
-  (per_op, else probed) the first compile stands: the registered transformation
-  decides per op."""
+  A first compile with the caller's options gives the program as XLA optimized it
+  and the mode it ran: the compile's compiler_options over jax.jit's, XLA_FLAGS or
+  XLA's default, checked against the compiled permutes on a stock XLA (whose
+  assigner writes the flag's mode on each). On a stock XLA the core chooses the
+  program's mode from that module, and a second compile applies it through
+  compiler_options when it differs from the mode the first ran; a mode the caller
+  set in compiler_options (the compile's or jax.jit's) is kept. The users' marks
+  (set_xla_metadata's _xla_collectives_mode) are kept for the program where they
+  agree and the program can run them; otherwise the record says which permutes
+  run another mode than marked. On the series' XLA (per_op, else probed) the first
+  compile stands, its registered transformation having decided per op, except in a
+  deviceless compile, which runs none: there one mode for the program is applied
+  as on a stock XLA, and the record says so. A mark that names no mode is a
+  HookError."""
   import_selection()
   options = dict(compiler_options or {})
+  jit_options = jit_compiler_options(lowered)
   compiled = lowered.compile(options or None)
+  device = _a_device(compiled)
   xla = {"per_op": per_op, "evidence": "given by the caller"} if per_op is not None \
-      else probe(_a_device(compiled))
+      else probe(device)
   text = _text(compiled)
+  marks = user_marks(reader.parse_hlo_text(text))
   choice = program_choice(text, topology, table, backends, label=f"<{_module_name(text)}>")
-  ran, ran_from = flag_in_effect(options)
+  ran, ran_from = flag_in_effect(options, jit_options)
+  if not xla["per_op"]:
+    seen = compiled_flag_mode(text)
+    if seen is not None and seen != ran:  # what XLA ran beats what the options say
+      ran_from = (f"the compiled permutes' collectives_mode (the options read "
+                  f"{ran} from {ran_from})")
+      ran = seen
   record: Record = {"xla": xla, "program": choice, "first_compile_mode": ran,
-            "first_compile_mode_from": ran_from}
+                    "first_compile_mode_from": ran_from, "marks": marks}
+  fallback = ""
   if xla["per_op"]:
-    record["applied"] = None
-    record["why"] = ("this XLA runs each permute in its own mode: the per-op "
-                     "transformation decides, not one mode for the program")
-    return compiled, record
-  if ran_from == "compiler_options":
+    if not deviceless(device):
+      record["applied"] = None
+      record["why"] = ("this XLA runs each permute in its own mode: the per-op "
+                       "transformation decides, not one mode for the program")
+      return compiled, record
+    fallback = ("a deviceless compile runs no registered transformation, so no permute "
+                "gets its own mode: one mode for the whole program instead; ")
+    record["per_op_fallback"] = True
+  mark_mode, mark_why = _mark_policy(choice, marks) if marks else (None, "")
+  if ran_from in ("compiler_options", "jax.jit's compiler_options"):
     record["applied"] = ran
-    record["why"] = f"kept the caller's compiler_options {_FLAG}={ran}"
+    record["why"] = fallback + f"kept the caller's {ran_from} {_FLAG}={ran}"
     refused = next((m["refused"] for m in choice["modes"].values()
                     if m["mode"] == ran and m["refused"]), None)
     if refused:
       record["why"] += f", which the core refuses ({refused})"
-    return compiled, record
-  record["applied"] = choice["mode"]
-  record["why"] = choice["why"]
-  if choice["mode"] != ran:
-    compiled = lowered.compile({**options, _FLAG: choice["mode"]})
+  elif mark_mode is not None:
+    record["applied"] = mark_mode
+    record["why"] = (fallback + f"kept the user's mark for the whole program: {mark_why}"
+                     + ("" if mark_mode == choice["mode"] else
+                        f"; the modeled best was {choice['mode']} ({choice['why']})"))
+  elif marks:
+    record["applied"] = choice["mode"]
+    record["why"] = (fallback + f"refused the marks' mode: {mark_why}; the program runs "
+                     f"{choice['mode']}: {choice['why']}")
+  else:
+    record["applied"] = choice["mode"]
+    record["why"] = fallback + choice["why"]
+  applied = record["applied"]
+  if not xla["per_op"]:  # the series' assigner keeps a mark over the flag
+    for m in marks:
+      m["runs"] = applied
+    record["marks_not_run"] = [m["permute"] for m in marks if m["mode"] != applied]
+    if record["marks_not_run"]:
+      record["why"] += ("; not as marked: "
+                        + ", ".join(f"%{m['permute']} ({m['value']})" for m in marks
+                                    if m["mode"] != applied) + f" run {applied}")
+  if applied != ran:
+    compiled = lowered.compile({**options, _FLAG: applied})
     text = _text(compiled)
   record["compiled_permutes"] = permute_modes(text)
   return compiled, record
@@ -446,6 +702,7 @@ class Hook:
     self._lock = threading.Lock()
     self._compiling = 0  # compile() calls under way, which record their own decision
     self.installed = False
+    self.table_digest = table_fingerprint(selection, table)
 
   def __call__(self, proto_bytes: bytes) -> bytes | None:
     if _STATE["probing"]:
@@ -488,16 +745,24 @@ class Hook:
     (the flag of this compile is already set; compile() applies it)."""
     if self._compiling:
       return None  # compile() records its own decision
+    marks = user_marks(reader.parse_hlo_text(text))  # a mark no mode names: an error
     choice = program_choice(text, self.topology, self.table, self.backends,
                             label=f"<{call['module']}>")
     call["permutes"] = choice["permutes"]
     if not choice["permutes"]:
       return None
+    mark_mode, mark_why = _mark_policy(choice, marks) if marks else (None, "")
+    mode = mark_mode or choice["mode"]
+    word = next(w for w, m in _FLAG_WORDS.items() if m == mode)
+    why = ("decided inside a compile, whose flag is already set: apply it with "
+           f"XLA_FLAGS=--{_FLAG}={word} or compiler_options={{{_FLAG!r}: {mode!r}}}, "
+           "or compile through hook.compile() / hook.jit()")
+    if marks:
+      why += ("; " + ("kept the user's mark: " if mark_mode else "refused the marks' mode: ")
+              + mark_why)
     with self._lock:
       self.programs.append({"module": call["module"], "program": choice, "applied": None,
-                            "why": "decided inside a compile, whose flag is already "
-                            f"set: apply it with {choice['xla_flags']}, or compile "
-                            "through hook.compile() / hook.jit()"})
+                            "to_set": mode, "marks": marks, "why": why})
     return None
 
   def compile(self, lowered: "Lowered", compiler_options: Mapping[str, Any] | None = None
@@ -521,20 +786,47 @@ class Hook:
       self._write_report()
     return compiled
 
+  # jax.jit's arguments that jit() passes on: each leaves a compiled program callable
+  # with the call's dynamic arguments, which the cache key below is made of.
+  JIT_ARGUMENTS = ("static_argnums", "static_argnames", "donate_argnums", "donate_argnames",
+                   "in_shardings", "out_shardings", "keep_unused", "inline",
+                   "compiler_options")
+
   def jit(self, fun: Callable[..., Any], **jit_kwargs: Any) -> Callable[..., Any]:
     """jax.jit(fun, **jit_kwargs) whose every new argument signature compiles
-    through compile()."""
+    through compile(). Static arguments (by position or name, as jax.jit resolves
+    them from fun's signature) key the cache by value, the others by shape, dtype,
+    weak type and sharding; keyword arguments are taken as jax.jit takes them.
+    jax.jit arguments other than JIT_ARGUMENTS are refused up front."""
     import jax  # pylint: disable=import-outside-toplevel
+    other = sorted(set(jit_kwargs) - set(self.JIT_ARGUMENTS))
+    if other:
+      raise HookError(f"hook.jit does not take jax.jit's {', '.join(other)} (it takes "
+                      f"{', '.join(self.JIT_ARGUMENTS)}); compile such a function with "
+                      "hook.compile(jax.jit(fun, ...).lower(...))")
     jitted = jax.jit(fun, **jit_kwargs)
+    nums, names = _static_arguments(fun, jit_kwargs)
     cache: dict[Hashable, Compiled] = {}
 
-    def call(*args: Any) -> Any:
-      leaves, tree = jax.tree.flatten(args)
-      key = (tree, tuple((getattr(x, "shape", None), str(getattr(x, "dtype", type(x))),
-                          str(getattr(x, "sharding", None))) for x in leaves))
+    def call(*args: Any, **kwargs: Any) -> Any:
+      static = {i if i >= 0 else len(args) + i for i in nums}
+      dyn_args = tuple(a for i, a in enumerate(args) if i not in static)
+      dyn_kwargs = {k: v for k, v in kwargs.items() if k not in names}
+      fixed = (tuple((i, args[i]) for i in sorted(static) if 0 <= i < len(args)),
+               tuple(sorted((k, v) for k, v in kwargs.items() if k in names)))
+      leaves, tree = jax.tree.flatten((dyn_args, dyn_kwargs))
+      key = (len(args), fixed, tree,
+             tuple((type(x).__name__, getattr(x, "shape", None),
+                    str(getattr(x, "dtype", "")), getattr(x, "weak_type", None),
+                    str(getattr(x, "sharding", None))) for x in leaves))
+      try:
+        hash(key)
+      except TypeError:
+        raise HookError("a static argument of hook.jit is not hashable, as jax.jit "
+                        "needs it to be") from None
       if key not in cache:
-        cache[key] = self.compile(jitted.lower(*args))
-      return cache[key](*args)
+        cache[key] = self.compile(jitted.lower(*args, **kwargs))
+      return cache[key](*dyn_args, **dyn_kwargs)
 
     return call
 
@@ -557,15 +849,88 @@ class Hook:
     self.installed = False
     if _INSTALLED.get(self.name) is self:
       del _INSTALLED[self.name]
+    _set_cache_key_settings()
     return bool(jx.clear_hlo_module_transformation(
         self.name, stage=self.stage, platforms=self.platforms))
+
+
+def _static_arguments(fun: Callable[..., Any], jit_kwargs: Mapping[str, Any]
+                      ) -> tuple[tuple[int, ...], tuple[str, ...]]:
+  """(static positions, static names) as jax.jit resolves them from fun's signature
+  (jax/_src/pjit.py, api_util.resolve_argnums)."""
+  try:
+    from jax._src import api_util  # pylint: disable=import-outside-toplevel
+    signature = api_util.fun_signature(fun)
+    _, _, nums, names = api_util.resolve_argnums(
+        fun, signature, jit_kwargs.get("donate_argnums"), jit_kwargs.get("donate_argnames"),
+        jit_kwargs.get("static_argnums"), jit_kwargs.get("static_argnames"))
+  except (ImportError, AttributeError) as e:
+    raise HookError(f"hook.jit needs jax's own reading of static arguments: {e}") from None
+  return tuple(nums), tuple(names)
+
+
+def table_fingerprint(selection: ModuleType, table: "CostTable") -> str:
+  """A digest of everything in `table` the core decides with."""
+  import hashlib  # pylint: disable=import-outside-toplevel
+  parts: list[Any] = [table.backends, table.margin, table.nvshmem_max_bytes,
+                      table.symmetric_signals]
+  for backend in selection.BACKENDS:
+    try:
+      parts.append(table.sm_interference(backend))
+    except (ValueError, KeyError):
+      parts.append(None)
+    for link_class in selection.LINK_CLASSES:
+      for get in (table.link, table.per_buffer_us, table.points):
+        try:
+          parts.append(get(backend, link_class))
+        except (ValueError, KeyError):
+          parts.append(None)
+  return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
+
+
+def cache_key_settings() -> str:
+  """What every installed hook decides with, for jax's persistent compilation
+  cache key: its key holds the compile options but no registered transformation
+  (jax/_src/cache_key.py get(), whose `custom_hook` entry is there to be
+  replaced), so without this an executable cached before the hook was installed,
+  or by a hook with other settings, is served and no transformation runs."""
+  return ";".join(
+      f"nvshmem_opt_hook {h.name} topology={h.topology} backends={','.join(h.backends)} "
+      f"per_op={h.xla.get('per_op')} table={h.table_digest}"
+      for _, h in sorted(_INSTALLED.items()))
+
+
+# jax's own cache_key.custom_hook, kept while a hook's settings stand in for it.
+_CACHE_HOOK: dict[str, Callable[[], str]] = {}
+
+
+def _set_cache_key_settings() -> None:
+  """Puts the installed hooks' settings into jax's cache key (jax's own custom hook
+  back when none is installed)."""
+  try:
+    from jax._src import cache_key  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    return
+  if "jax" not in _CACHE_HOOK:
+    _CACHE_HOOK["jax"] = cache_key.custom_hook
+  previous = _CACHE_HOOK["jax"]
+  if not _INSTALLED:
+    cache_key.custom_hook = previous
+    del _CACHE_HOOK["jax"]
+    return
+
+  def custom_hook() -> str:  # read at each key: a probe may settle per_op later
+    return previous() + cache_key_settings()
+
+  cache_key.custom_hook = custom_hook
 
 
 def with_process_layout(spec: str, local_devices: int, all_devices: int) -> str:
   """`spec` with `:gpus_per_process=N` from jax's view of the processes: N is
   the number of devices this process drives (len(jax.local_devices())) when
-  there are others elsewhere. Peer and symmetric memory need every device of a
-  permute in one process; XLA runs them as NCCL otherwise."""
+  there are others elsewhere. Peer and symmetric memory need every device of the
+  permute's clique (every device of the program, for a permute over all of it) in
+  one process."""
   if "gpus_per_process" in spec or local_devices >= all_devices or local_devices < 1:
     return spec
   return f"{spec}:gpus_per_process={local_devices}"
@@ -657,4 +1022,5 @@ def install(topology: "str | Topology", backends: Sequence[str] = ("nccl", "peer
   hook.platforms = registered
   hook.installed = True
   _INSTALLED[name] = hook
+  _set_cache_key_settings()
   return hook

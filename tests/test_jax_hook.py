@@ -360,3 +360,208 @@ def test_jit_runs_the_program_in_its_one_mode(tmp_path):
   [plain] = got["plain"]
   assert plain["applied"] is None and plain["program"]["backend"] == "peer"
   assert "XLA_FLAGS=--xla_gpu_collective_permute_mode=peer" in plain["why"]
+
+
+# ---------------------------------------------------------------------------
+# The mode that runs is the mode recorded (deviceless, jax 0.10.2's own XLA).
+
+_SCENARIO = r"""
+import json, sys
+import jax, numpy as np
+from jax import lax
+from jax.experimental import topologies
+from jax.experimental.xla_metadata import set_xla_metadata
+from jax.sharding import NamedSharding, PartitionSpec as P
+from hlo_tools import jax_hook
+from hlo_tools.programs import ring_attention as ra
+scenario, target, table = sys.argv[1:4]
+topo = topologies.get_topology_desc(platform="cuda", topology="1x1x2",
+                                    target_config=open(target).read())
+mesh = ra.make_mesh(topo.devices)
+arg = jax.ShapeDtypeStruct((2, 8 << 20), np.float32, sharding=NamedSharding(mesh, P("cp")))
+ring = [(0, 1), (1, 0)]
+
+def shard(body, **jit):
+  return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("cp"), out_specs=P("cp")), **jit)
+
+def marked(value):
+  def body(x):
+    with set_xla_metadata(_xla_collectives_mode=value):
+      return lax.ppermute(x, "cp", ring)
+  return body
+
+def cond_ring(x):  # the ring's direction picked by a conditional on the step
+  def step(i, x):
+    return lax.cond(i % 2 == 0, lambda y: lax.ppermute(y, "cp", ring),
+                    lambda y: lax.ppermute(y * 2, "cp", ring), x)
+  return lax.fori_loop(0, 4, step, x)
+
+out = {}
+hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), cost_table=table,
+                        per_op=True if scenario == "per_op" else None)
+f = {"jit_options_cond": lambda: shard(cond_ring, compiler_options={
+         "xla_gpu_collective_permute_mode": "COLLECTIVES_PEER_MEMORY"}),
+     "per_op": lambda: shard(lambda x: lax.ppermute(x, "cp", ring) * 2),
+     "plain": lambda: shard(lambda x: lax.ppermute(x, "cp", ring) * 2),
+     "mark_peer": lambda: shard(marked("peer")),
+     "marks_differ": lambda: shard(lambda x: marked("peer")(x) + marked("private")(x * 3)),
+     "mark_unknown": lambda: shard(marked("warp_drive"))}[scenario]()
+try:
+  compiled = hook.compile(f.lower(arg))
+  out["record"] = hook.programs[-1]
+  # What XLA compiled: each permute's collectives_mode, read here without the hook.
+  def mode(line):
+    if "backend_config=" not in line:
+      return None
+    config = json.JSONDecoder().raw_decode(line[line.index("backend_config=") + 15:])[0]
+    mode = config.get("collective_backend_config", {}).get("collectives_mode")
+    return None if mode == "COLLECTIVES_MODE_INVALID" else mode  # NCCL
+  out["after"] = sorted((mode(line) for line in compiled.as_text().split("\n")
+                         if " collective-permute-start(" in line), key=str)
+except jax_hook.HookError as e:
+  out["error"] = str(e)
+out["calls"] = hook.calls
+print(json.dumps(out, default=str))
+"""
+
+
+def _scenario(tmp, name, table="fast", xla_flags=""):
+  path = tmp / f"{table}.txt"
+  path.write_text({"fast": "links { backend: PEER link_class: NVLINK latency_us: 1 "
+                           "bandwidth_gbps: 900 per_buffer_us: 1 }\n",
+                   "slow": "links { backend: PEER link_class: NVLINK latency_us: 5000 "
+                           "bandwidth_gbps: 1 per_buffer_us: 1000 }\n"}[table])
+  env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
+             XLA_FLAGS=xla_flags,
+             PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+  proc = subprocess.run([sys.executable, "-c", _SCENARIO, name,
+                         os.path.join(ROOT, "hlo_tools", "data", "h200_gpu_target_config.pbtxt"),
+                         str(path)],
+                        env=env, capture_output=True, text=True, timeout=600, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+_PEER = "COLLECTIVES_PEER_MEMORY"
+_PRIVATE = "COLLECTIVES_PRIVATE_MEMORY"
+
+
+def test_jit_level_compiler_options_are_the_first_compiles_mode(tmp_path):
+  """jax.jit(..., compiler_options=PEER) on a ring under lax.cond: jax merges those
+  options into the compile, so PEER runs; the record says PEER, where it came from,
+  and that the core refuses it there, and no second compile changes it."""
+  got = _scenario(tmp_path, "jit_options_cond")
+  record = got["record"]
+  assert got["after"] == [_PEER, _PEER]  # what XLA compiled
+  assert record["first_compile_mode"] == _PEER
+  assert record["first_compile_mode_from"] == "jax.jit's compiler_options"
+  assert record["applied"] == _PEER
+  assert "which the core refuses" in record["why"] and "conditional's branch" in record["why"]
+  assert record["compiled_permutes"] == {"collective-permute-start:" + _PEER: 2}
+
+
+def test_series_xla_falls_back_to_one_mode_in_a_deviceless_compile(tmp_path):
+  """per_op (the series' XLA) in a deviceless compile: no registered transformation
+  runs there, so the hook applies the program's one mode and says so."""
+  got = _scenario(tmp_path, "per_op")
+  record = got["record"]
+  assert got["calls"] == []  # the transformation never ran
+  assert record["per_op_fallback"] is True and "deviceless" in record["why"]
+  assert record["applied"] == _PEER and got["after"] == [_PEER]
+
+
+def test_stock_xla_keeps_the_users_mark_for_the_program(tmp_path):
+  """A ring the user marked peer, where NCCL is modeled faster: the program runs
+  peer, the mark's mode, and the record says it kept the mark over the model."""
+  got = _scenario(tmp_path, "mark_peer", table="slow")
+  record = got["record"]
+  assert record["program"]["mode"] == _PRIVATE  # the model alone would pick NCCL
+  assert record["applied"] == _PEER and got["after"] == [_PEER]
+  assert record["why"].startswith("kept the user's mark for the whole program")
+  assert record["marks_not_run"] == [] and record["marks"][0]["value"] == "peer"
+
+
+def test_stock_xla_says_which_marks_do_not_run(tmp_path):
+  """Marks that ask for two modes: a stock XLA runs one, so the record refuses the
+  marks' mode and names the permute that does not run as marked."""
+  got = _scenario(tmp_path, "marks_differ")
+  record = got["record"]
+  assert record["applied"] == _PRIVATE and got["after"] == [None, None]
+  assert record["why"].startswith("refused the marks' mode")
+  peer = next(m["permute"] for m in record["marks"] if m["value"] == "peer")
+  assert record["marks_not_run"] == [peer]
+  assert f"not as marked: %{peer} (peer) run {_PRIVATE}" in record["why"]
+
+
+def test_a_mark_no_mode_names_is_an_error(tmp_path):
+  got = _scenario(tmp_path, "mark_unknown")
+  assert "record" not in got
+  assert got["error"].startswith("module jit_body: %collective-permute-start is marked "
+                                 "_xla_collectives_mode=\"warp_drive\", which names no")
+  assert "\n" not in got["error"]
+
+
+@pytest.mark.parametrize("value,want", [
+    ("", None),
+    ("--xla_gpu_collective_permute_mode=peer", _PEER),
+    # The last one wins, as each sets the flag in turn.
+    ("--xla_gpu_collective_permute_mode=peer --xla_gpu_collective_permute_mode=private",
+     _PRIVATE),
+    ("  --xla_gpu_collective_permute_mode=\"PEER\"", _PEER),
+    ("--xla_gpu_collective_permute_mode='Symmetric'", "COLLECTIVES_SYMMETRIC_MEMORY"),
+    # XLA stops reading at the first word that is not a flag.
+    ("--xla_dump_to=/tmp/x stray --xla_gpu_collective_permute_mode=peer", None),
+    ("--xla_gpu_collective_permute_mode=peer -- --xla_gpu_collective_permute_mode=private",
+     _PEER),
+    ("--xla_gpu_collective_permute_mode_x=peer", None),
+])
+def test_xla_flags_read_as_xla_reads_them(value, want):
+  assert jax_hook.xla_flags_mode({"XLA_FLAGS": value})[0] == want
+
+
+def test_xla_flags_from_a_file_and_a_bad_word(tmp_path):
+  flags = tmp_path / "flags"
+  flags.write_text("--xla_gpu_collective_permute_mode=private\n"
+                   "--xla_gpu_collective_permute_mode=peer\n")
+  mode, where = jax_hook.xla_flags_mode({"XLA_FLAGS": str(flags)})
+  assert mode == _PEER and str(flags) in where
+  with pytest.raises(jax_hook.HookError, match="warp"):
+    jax_hook.xla_flags_mode({"XLA_FLAGS": "--xla_gpu_collective_permute_mode=warp"})
+
+
+@pytest.mark.parametrize("flags,table", [
+    ("--xla_gpu_collective_permute_mode=peer --xla_gpu_collective_permute_mode=private",
+     "slow"),
+    ("--xla_gpu_collective_permute_mode=\"PEER\"", "fast"),
+])
+def test_xla_flags_reading_agrees_with_xla(tmp_path, flags, table):
+  """XLA's own config dump of the compile is the oracle: the mode the hook reads
+  from XLA_FLAGS is the mode XLA compiled with, and the hook's first-compile mode
+  comes from XLA_FLAGS, not from correcting it after the compile. (The table makes
+  the hook keep that mode, so that one compile writes the dump.)"""
+  from hlo_tools.hlo import module_config
+  dump = tmp_path / "dump"
+  value = f"--xla_dump_to={dump} {flags}"
+  got = _scenario(tmp_path, "plain", table=table, xla_flags=value)
+  [config] = dump.glob("module_*.jit__lambda.config.pbtxt")
+  xla = module_config.read_config(str(config)).collective_permute_mode or _PRIVATE
+  assert (jax_hook.xla_flags_mode({"XLA_FLAGS": value})[0] or _PRIVATE) == xla
+  record = got["record"]
+  assert record["first_compile_mode"] == xla == record["applied"]
+  assert record["first_compile_mode_from"] == "XLA_FLAGS"
+
+
+def test_permute_decided_with_the_modules_partition_count(core):
+  """A two-device program under a hook installed for two hosts of four: its header
+  says 2 partitions, so its ring is on one host and peer memory may run it; taken as
+  the topology's 8 devices, the program would span both hosts, where the device
+  order is unknown."""
+  sel, table = core
+  with open(os.path.join(FIXTURES, "shift_1x1x2.before_async.hlo")) as f:
+    text = f.read()
+  assert jax_hook.header_counts(text) == (2, 1)
+  fast = sel.parse_cost_table("links { backend: PEER link_class: NVLINK latency_us: 1 "
+                              "bandwidth_gbps: 900 per_buffer_us: 1 }\n")
+  _, records = jax_hook.transform_text(text, sel, sel.parse_topology("1x2x4", "nccl,peer"),
+                                       fast, ("nccl", "peer"))
+  assert records and {r["backend"] for r in records} == {"peer"}, records
