@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Mutation check of the pinned series' safety rules (xla_series/xla-3cc8846c/).
 
-    scripts/mutation_check_series.py [--only NAME,...] [--list] [--no-build] [--keep]
+    scripts/mutation_check_series.py [--only NAME,...] [--rev REV] [--list] [--no-build] [--keep]
 
 Each mutant removes, inverts or adds one refusal of the series' decision or runtime support code.
 For each, one at a time, on a scratch copy of the series' sources (the tree is never edited): the
@@ -14,6 +14,7 @@ is killed when a test fails or runs past its time limit. Prints a kill table.
 A mutant is (file, exact original text, replacement): an original text that is not in its file
 exactly once is an error, so a rule that moved is noticed rather than silently untested.
 
+--rev REV: the series' sources as git commit REV holds them (default: the working tree).
 --no-build: take build/series_decision_diff_test's objects as they are (else `cmake --build build
 --target series_decision_diff_test` first). --keep: keep the scratch directory.
 Exit 0 when every mutant is killed and the unmutated series passes both, 1 otherwise, 2 on bad usage
@@ -215,10 +216,26 @@ def run_test(cmd: list[str], log: Path) -> tuple[bool, str]:
   return False, f"exit {r.returncode}" if r.returncode > 0 else f"signal {-r.returncode}"
 
 
-def check_texts(mutants: list[Mutant]) -> list[str]:
+def copy_series(dest: Path, rev: str | None) -> None:
+  """The series' sources from the working tree, or as commit `rev` holds them."""
+  if rev is None:
+    shutil.copytree(SERIES, dest)
+    return
+  prefix = str(SERIES.relative_to(ROOT))
+  archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev, prefix],
+                           capture_output=True, check=False)
+  if archive.returncode:
+    raise Fail(f"git archive {rev} {prefix}: {archive.stderr.decode().strip()}")
+  unpack = dest.parent / "rev"
+  unpack.mkdir()
+  subprocess.run(["tar", "-x", "-C", str(unpack)], input=archive.stdout, check=True)
+  shutil.move(str(unpack / prefix), dest)
+
+
+def check_texts(mutants: list[Mutant], src: Path) -> list[str]:
   errors = []
   for m in mutants:
-    path = SERIES / m.path
+    path = src / m.path
     if not path.is_file():
       errors.append(f"{m.name}: {m.path}: no such file")
       continue
@@ -233,6 +250,7 @@ def main() -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
   parser.add_argument("--only", default="", help="comma-separated mutant names")
   parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+  parser.add_argument("--rev", help="take the series' sources from this git commit")
   parser.add_argument("--no-build", action="store_true")
   parser.add_argument("--keep", action="store_true")
   parser.add_argument("--jobs", type=int, default=2)
@@ -249,12 +267,6 @@ def main() -> int:
     for m in mutants:
       print(f"{m.name:34} {m.path.rsplit('/', 1)[-1]:34} {m.rule}")
     return 0
-  errors = check_texts(mutants)
-  if errors:
-    for e in errors:
-      print(f"mutation_check_series: {e}", file=sys.stderr)
-    print("mutation_check_series: FAIL: mutants whose text is gone (update MUTANTS to the code)")
-    return 1
   for tool in ("g++", "cmake"):
     if shutil.which(tool) is None:
       print(f"mutation_check_series: {tool} not found", file=sys.stderr)
@@ -279,7 +291,16 @@ def main() -> int:
     diff_link = link_txt.read_text().strip()
     work = Path(tempfile.mkdtemp(prefix="series-mutants."))
     try:
-      return run(mutants, Builder(work, tf, args.jobs), diff_link, start)
+      builder = Builder(work, tf, args.jobs)
+      copy_series(builder.src, args.rev)
+      errors = check_texts(mutants, builder.src)
+      if errors:
+        for e in errors:
+          print(f"mutation_check_series: {e}", file=sys.stderr)
+        print("mutation_check_series: FAIL: mutants whose text is gone (update MUTANTS to the "
+              "code)")
+        return 1
+      return run(mutants, builder, diff_link, start)
     finally:
       if args.keep:
         print(f"scratch: {work}")
@@ -292,7 +313,6 @@ def main() -> int:
 
 
 def run(mutants: list[Mutant], b: Builder, diff_link: str, start: float) -> int:
-  shutil.copytree(SERIES, b.src)
   corpus = b.work / "corpus"
   r = subprocess.run([str(VENV_PY), str(ROOT / "fuzz" / "make_corpus.py"), str(corpus)],
                      cwd=ROOT, capture_output=True, text=True, check=False)
