@@ -565,3 +565,122 @@ def test_permute_decided_with_the_modules_partition_count(core):
   _, records = jax_hook.transform_text(text, sel, sel.parse_topology("1x2x4", "nccl,peer"),
                                        fast, ("nccl", "peer"))
   assert records and {r["backend"] for r in records} == {"peer"}, records
+
+
+_JIT_STATIC = r"""
+import json, sys
+import jax, jax.numpy as jnp
+from jax import lax
+from jax.sharding import PartitionSpec as P
+from hlo_tools import jax_hook
+from hlo_tools.programs import ring_attention
+hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), platforms=("cpu",),
+                        cost_table=sys.argv[1])
+mesh = ring_attention.make_mesh(jax.devices()[:2])
+
+def f(x, n, scale=1.0, *, flip=False):
+  def body(x):
+    for _ in range(n):
+      x = lax.ppermute(x, "cp", [(0, 1), (1, 0)])
+    return -x * scale if flip else x * scale
+  return jax.shard_map(body, mesh=mesh, in_specs=P("cp"), out_specs=P("cp"))(x)
+
+x = jnp.arange(1 << 16, dtype=jnp.float32)
+want = lambda n, scale=1.0, flip=False: jax.jit(f, static_argnums=1, static_argnames=("n", "flip"))(
+    x, n, scale, flip=flip)
+g = hook.jit(f, static_argnums=1, static_argnames=("n", "flip"))
+got = {"positional": bool(jnp.array_equal(g(x, 1), want(1))),
+       "other_static": bool(jnp.array_equal(g(x, 2), want(2))),
+       "keyword_static": bool(jnp.array_equal(g(x, n=1), want(1))),
+       "keyword_dynamic": bool(jnp.array_equal(g(x, 1, scale=3.0), want(1, 3.0))),
+       "keyword_only_static": bool(jnp.array_equal(g(x, 1, flip=True), want(1, flip=True))),
+       "again": bool(jnp.array_equal(g(x, 1, scale=5.0), want(1, 5.0)))}
+# compile()'s records (plain jax.jit's compiles above add their own, of another kind)
+compiled = [p for p in hook.programs if "first_compile_mode" in p]
+got["compiles"] = len(compiled)
+got["permutes"] = [p["program"]["permutes"] for p in compiled]
+try:
+  hook.jit(f, abstracted_axes=None)
+except jax_hook.HookError as e:
+  got["refused"] = str(e)
+print(json.dumps(got))
+hook.uninstall()
+"""
+
+
+def test_jit_takes_static_and_keyword_arguments_as_jax_jit_does(tmp_path):
+  """hook.jit(f, static_argnums=1): each static value compiles its own program
+  (one permute per step of the loop it unrolls), keyword arguments static or not
+  reach it as jax.jit passes them, and a value seen before compiles nothing."""
+  table = tmp_path / "table.txt"
+  table.write_text("links { backend: PEER link_class: NVLINK latency_us: 1 "
+                   "bandwidth_gbps: 900 per_buffer_us: 1 }\n")
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             XLA_FLAGS="--xla_force_host_platform_device_count=2",
+             PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+  proc = subprocess.run([sys.executable, "-c", _JIT_STATIC, str(table)], env=env,
+                        capture_output=True, text=True, timeout=600, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  got = json.loads(proc.stdout.strip().splitlines()[-1])
+  for case in ("positional", "other_static", "keyword_static", "keyword_dynamic",
+               "keyword_only_static", "again"):
+    assert got[case], case
+  # n=1, n=2, n=1 by keyword (jax.jit's own signature differs), a dynamic keyword,
+  # flip=True; scale=5.0 after scale=3.0 reuses its program.
+  assert got["compiles"] == 5 and got["permutes"][:2] == [1, 2]
+  assert "abstracted_axes" in got["refused"] and "\n" not in got["refused"]
+
+
+_CACHED = r"""
+import json, os, sys
+import jax, jax.numpy as jnp
+from jax import lax
+from jax.sharding import PartitionSpec as P
+from hlo_tools import jax_hook
+from hlo_tools.programs import ring_attention
+cache, table, with_hook = sys.argv[1], sys.argv[2], sys.argv[3] == "hook"
+jax.config.update("jax_compilation_cache_dir", cache)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+if with_hook:  # the series' path on the CPU compiler, as in the test above
+  hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), platforms=("cpu",),
+                          cost_table=table, per_op=True)
+mesh = ring_attention.make_mesh(jax.devices()[:2])
+f = jax.jit(jax.shard_map(lambda x: lax.ppermute(x, "cp", [(0, 1), (1, 0)]) * 2,
+                          mesh=mesh, in_specs=P("cp"), out_specs=P("cp")))
+text = f.lower(jnp.arange(1 << 16, dtype=jnp.float32)).compile().as_text()
+print(json.dumps({"modes": jax_hook.permute_modes(text),
+                  "ran": [c["module"] for c in hook.calls] if with_hook else None,
+                  "entries": sorted(e for e in os.listdir(cache) if e.startswith("jit__lambda"))}))
+"""
+
+
+def test_persistent_cache_serves_no_executable_compiled_without_the_hook(tmp_path):
+  """jax's persistent cache keys hold no registered transformation: the hook puts
+  its settings into the key, so a program cached without it compiles again with it
+  (the transformation runs and the permute gets its mode), and a second process
+  with the same hook is served the hook's own executable."""
+  table = tmp_path / "table.txt"
+  table.write_text("links { backend: PEER link_class: NVLINK latency_us: 1 "
+                   "bandwidth_gbps: 900 per_buffer_us: 1 }\n")
+  cache = tmp_path / "cache"
+  cache.mkdir()
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             XLA_FLAGS="--xla_force_host_platform_device_count=2",
+             PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+
+  def run(kind):
+    proc = subprocess.run([sys.executable, "-c", _CACHED, str(cache), str(table), kind],
+                          env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+  plain = run("plain")
+  assert len(plain["entries"]) == 1 and plain["modes"] == {"collective-permute:NCCL": 1}
+  hooked = run("hook")
+  assert "jit__lambda" in hooked["ran"], hooked
+  assert hooked["modes"] == {"collective-permute:COLLECTIVES_PEER_MEMORY": 1}
+  assert len(hooked["entries"]) == 2
+  again = run("hook")  # served from the cache: no transformation, the hook's mode
+  assert "jit__lambda" not in again["ran"] and again["entries"] == hooked["entries"]
+  assert again["modes"] == hooked["modes"]
