@@ -1005,6 +1005,33 @@ TEST(PlaceTest, BranchRefusesEveryOneSidedBackendAndAGroupOnlyNvshmem) {
   }
 }
 
+// Two GPUs in a process are already too many for NVSHMEM's set-up: the
+// boundary of the rule, on a layout every other rule lets through.
+TEST(LayoutTest, TwoGpusPerProcessAreRefusedNvshmem) {
+  const PermuteRequest ring = {32 << 20, Ring(8), 8};
+  CostTable table = DefaultCostTable();
+  Decision d = Decide(Placed("1x1x8:gpus_per_process=1"), table, ring);
+  ASSERT_EQ(d.backend, Backend::kNvshmem) << d.reason;
+  d = Decide(Placed("1x1x8:gpus_per_process=2"), table, ring);
+  EXPECT_EQ(d.backend, Backend::kNccl) << d.reason;
+  ASSERT_TRUE(d.refused[static_cast<int>(Backend::kNvshmem)]);
+  EXPECT_EQ(d.refused[static_cast<int>(Backend::kNvshmem)]->tool_rule,
+            ToolRule::kSeveralGpusPerProcess);
+}
+
+// A mark of a backend that can run is that backend, even where the model
+// keeps NCCL (a small message).
+TEST(LayoutTest, AMarkOfARunnableBackendIsThatBackend) {
+  const PermuteRequest small = {4096, {{0, 1}, {1, 0}}, 2};
+  CostTable peer = DefaultCostTable();
+  peer.backends = kPeerSet;
+  Decision d = Decide(Placed("1x1x2", kPeerSet), peer, small);
+  ASSERT_EQ(d.backend, Backend::kNccl) << d.reason;
+  KeepUserMark("peer", d);
+  EXPECT_EQ(d.backend, Backend::kPeer);
+  EXPECT_EQ(d.reason, "marked by the user: peer; kept as marked");
+}
+
 TEST(LayoutTest, AUsersMarkIsKept) {
   const PermuteRequest ring = {128 << 20, {{0, 1}, {1, 0}}, 2};
   CostTable peer = DefaultCostTable();

@@ -62,6 +62,10 @@ RULE_SPECS = [
     "1x1x8:gpus_per_process=1:map=1,0,3,2,5,4,7,6",
     f"1x2x4:gpus_per_process=1:map={IDENTITY}",
     "1x2x4:gpus_per_process=1:map=0,4,1,5,2,6,3,7",
+    # One NVLink domain over two hosts (NVL8 of 2x4): the cost model prices
+    # every edge as NVLink, so only the host rules keep a ring on NCCL.
+    f"1x2x4:nvl8:gpus_per_process=1:map={IDENTITY}",
+    f"1x2x4:nvl8:gpus_per_process=4:map={IDENTITY}",
     "1x1x8:gpus_per_process=1",
     f"1x1x8:gpus_per_process=2:map={IDENTITY}",
     f"1x1x8:gpus_per_process=8:map={IDENTITY}",

@@ -12,6 +12,7 @@ done disagree or a plan overrides the mark.
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,21 @@ def test_nvshmem_opt_leaves_a_marked_permute_as_it_is(tmp_path, capsys):
   assert rc == 0 and result["passed"], result["failed_checks"]
 
 
+@pytest.mark.parametrize("mark", ["private", "Peer"])
+def test_nvshmem_opt_writes_nothing_over_a_mark(tmp_path, mark):
+  # The pass's own rule: a marked permute keeps its config, whatever the decision
+  # (NCCL for "private", peer for "Peer", peer for the unmarked permute).
+  marked = tmp_path / "marked.hlo"
+  marked.write_text(AFTER.read_text().replace(MARK, f'_xla_collectives_mode="{mark}"'))
+  out = tmp_path / "out.hlo"
+  proc = subprocess.run([str(REPO / "build" / "nvshmem-opt"), str(marked), "--topology=1x1x8",
+                         "--backends=nccl,peer", "-o", str(out)], capture_output=True,
+                        text=True, env=driver.driver_env(), timeout=300, check=False)
+  assert proc.returncode == 0, proc.stderr
+  for opcode in ("collective-permute-start", "collective-permute-done"):
+    assert _lines(out.read_text(), opcode) == _lines(marked.read_text(), opcode), opcode
+
+
 def test_report_counts_no_saving_for_a_mark(tmp_path):
   case = report.Case(id="marked", title="marked ring", topology="1x1x8", path=str(AFTER),
                      label=str(AFTER))
@@ -194,3 +210,45 @@ def test_a_peer_mark_is_kept_where_it_can_run_and_said_where_not(tmp_path, topol
     assert (", though XLA keeps the flag's mode: peer refused: " in e["reason"]) == \
         (plan == "nccl")
   assert entries[0]["reason"] == entries[1]["reason"]
+
+
+_WARP = r'''
+from jax import lax
+from jax.experimental.xla_metadata import set_xla_metadata
+def body(x):
+  with set_xla_metadata(_xla_collectives_mode="warp_drive"):
+    return lax.ppermute(x, "cp", [(0, 1), (1, 0)])
+f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("cp"), out_specs=P("cp")))
+f.lower(jax.ShapeDtypeStruct((2, 1 << 20), np.float32,
+                             sharding=NamedSharding(mesh, P("cp")))).compile()
+'''
+
+
+@pytest.fixture(scope="module")
+def warp_drive(tmp_path_factory):
+  """A ring jax marked _xla_collectives_mode="warp_drive", compiled for two H200s."""
+  from conftest import compile_two_h200
+  dump = compile_two_h200(_WARP, tmp_path_factory.mktemp("warp") / "dump")
+  [after] = dump.glob("*jit_body*gpu_after_optimizations.txt")
+  assert 'warp_drive' in after.read_text()
+  return after
+
+
+@pytest.mark.parametrize("tool", ["explain", "verify", "report", "nvshmem-opt"])
+def test_a_mark_no_mode_names_is_an_error_in_every_tool(warp_drive, tool, tmp_path):
+  """No XLA runs "warp_drive" (the patched one fails the compile): every tool stops
+  with one line naming the permute and the value, and exit 2."""
+  args = [str(warp_drive), "--topology=1x1x2", "--backends=nccl,peer"]
+  if tool == "nvshmem-opt":
+    proc = subprocess.run([str(REPO / "build" / "nvshmem-opt"), *args, "-o",
+                           str(tmp_path / "out.hlo")], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert not (tmp_path / "out.hlo").exists()
+  else:
+    extra = ["--out", str(tmp_path / "report")] if tool == "report" else []
+    proc = subprocess.run([sys.executable, "-m", "hlo_tools.cli", tool, *args, *extra],
+                          capture_output=True, text=True, timeout=300, check=False)
+  assert proc.returncode == 2, (proc.stdout, proc.stderr)
+  last = proc.stderr.strip().splitlines()[-1]
+  assert '%collective-permute-start: _xla_collectives_mode="warp_drive" names no ' \
+         "collectives mode" in last, proc.stderr
