@@ -36,6 +36,7 @@ mkdir -p "$GEN"
 PKG=${CORE#xla_src/}
 SRC="$CORE/nvshmem_topology.cc $CORE/nvshmem_cost_table.cc $CORE/nvshmem_backend_selection.cc
   extensions/backends.cc extensions/table_text.cc extensions/decide.cc
+  extensions/topology_spec.cc extensions/partitions.cc
   $GEN/$PKG/nvshmem_cost_table.pb.cc $GEN/extensions/cost_table.pb.cc"
 TMP="$VENV/_selection_core$SUFFIX"
 # shellcheck disable=SC2086  # INCLUDES is a list of -I flags
