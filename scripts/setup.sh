@@ -9,7 +9,7 @@
 # configure step asks for it); the driver and the binding built (CMake, -j2)
 # in build/; nvshmem-opt on the venv's PATH; hlo_tools installed editable.
 # --tests adds what scripts/test.sh needs: the test tools (pytest, the type
-# checker mypy) in .venv/, Debian's Chromium, clang and FileCheck,
+# checker mypy, LLVM's lit) in .venv/, Debian's Chromium, clang and FileCheck,
 # clang-format, buildifier, every C++ target (the googletest binaries) and the
 # fuzzers (build-fuzz/).
 # --long adds what scripts/test_long.sh needs: clang, buildifier, pytest and
@@ -72,7 +72,7 @@ if [ "$FOR" != main ]; then
   pins_once checks clang-format==17.0.6
 fi
 if [ "$FOR" != main ]; then
-  pins_once tests pytest==9.2.0 hypothesis==6.170.17 pytest-xdist==3.8.0 execnet==2.1.2 \
+  pins_once tests lit==23.1.5 pytest==9.2.0 hypothesis==6.170.17 pytest-xdist==3.8.0 execnet==2.1.2 \
     mypy==2.4.1 mypy-extensions==1.2.0 librt==0.17.0 ast-serialize==0.13.1
 fi
 

@@ -2,7 +2,8 @@
 # The test command a change needs: sets up what the tests need (idempotent,
 # scripts/setup.sh --tests), then runs the C++ tests (googletest, through
 # ctest), the fuzzing (fixed seed, committed seeds and regressions: the same
-# inputs every run), the type check of hlo_tools (mypy, pyproject.toml's
+# inputs every run), the driver's lit tests (LLVM's lit and FileCheck,
+# tests/lit/), the type check of hlo_tools (mypy, pyproject.toml's
 # [tool.mypy]) and the Python tests (pytest, two workers). Fails when any
 # test or the type check fails. Extra arguments go to pytest.
 # The checks that build against an openxla/xla tree or install the package
@@ -32,6 +33,11 @@ if command -v clang++ >/dev/null; then
 else
   echo "== Fuzzing skipped: clang++ not installed"
 fi
+# The driver's behaviour pinned by FileCheck files (tests/lit/lit.cfg.py).
+echo "== lit tests (nvshmem-opt)"
+t0=$SECONDS
+.venv/bin/lit -q tests/lit || status=1
+took "lit tests" "$t0"
 echo "== type check (mypy)"
 t0=$SECONDS
 .venv/bin/python -m mypy || status=1
