@@ -312,7 +312,12 @@ void BindDecide(py::module_& m) {
                         {bytes, device_edges, team_size, buffers, element_types,
                          memcpy_local_p2p, groups},
                         PlaceOrThrow(place));
-        if (mark) ext::KeepUserMark(*mark, decision);
+        if (mark) {
+          if (absl::Status bad = ext::CheckUserMark(*mark); !bad.ok()) {
+            throw py::value_error(std::string(bad.message()));
+          }
+          ext::KeepUserMark(*mark, decision);
+        }
         return DecisionToDict(decision);
       },
       py::arg("topology"), py::arg("table"), py::arg("bytes"),

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
@@ -244,6 +245,11 @@ Decision Decide(const Topology& topology, const CostTable& table,
 // path: where the permute cannot run the mode, XLA keeps the flag's, private by
 // default), and the reason says so.
 void KeepUserMark(absl::string_view mark, Decision& decision);
+
+// InvalidArgument, naming the value, for a mark that names no collectives mode
+// (private, symmetric, peer, any case): the patched XLA's assigner fails such a
+// compile, and no XLA runs it, so every tool refuses it too.
+absl::Status CheckUserMark(absl::string_view mark);
 
 }  // namespace nvshmem_ext
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/algorithm/container.h"
+#include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -77,6 +78,19 @@ std::optional<Refusal> LayoutRefusal(const Topology& topology,
     return refusal;
   }
   if (!topology.partition_to_device().empty()) return std::nullopt;
+  // Peer and symmetric memory over more devices than a process drives: under
+  // any order that many devices are outside the first device's process, so the
+  // core's process rule refuses it whatever a map would say; that is the
+  // reason (with one GPU per process, every edge leaves its process).
+  const int per_process = topology.gpus_per_process();
+  if (backend != Backend::kNvshmem && per_process > 0 &&
+      request.team_size > per_process) {
+    core::Refusal crosses;
+    crosses.kind = RefusalKind::kCrossesProcesses;
+    crosses.count = request.team_size - per_process;
+    crosses.total = request.team_size;
+    return FromCore(crosses, backend, per_process);
+  }
   std::vector<int> processes, hosts;
   for (int device : TeamDevices(topology, request.team_size)) {
     processes.push_back(topology.ProcessOf(device));
@@ -378,6 +392,21 @@ void KeepUserMark(absl::string_view mark, Decision& decision) {
     }
   }
   decision.reason = std::move(why);
+}
+
+absl::Status CheckUserMark(absl::string_view mark) {
+  const std::string mode = absl::AsciiStrToLower(mark);
+  std::vector<std::string> known;
+  for (Backend backend : AllBackends()) {
+    const absl::string_view attribute = Info(backend).mode_attribute;
+    if (attribute.empty()) continue;
+    if (mode == attribute) return absl::OkStatus();
+    known.emplace_back(attribute);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "_xla_collectives_mode=\"", mark, "\" names no collectives mode (",
+      absl::StrJoin(known, ", "),
+      "); the patched XLA fails such a compile, and no XLA runs it"));
 }
 
 }  // namespace nvshmem_ext

@@ -33,7 +33,22 @@ it), a stock assigner leaves the config as it was (collective_backend_assigner.c
 A deviceless compile (jax.experimental.topologies.get_topology_desc) runs no
 registered transformation: jax 0.10.2 registers it only on a PjRt client, and the
 compile-only client of a topology refuses it ("implemented for a PjRt-compatible
-backend only"). `compile` needs none, so it works there too.
+backend only"). `compile` needs none, so it works there too; on the series' XLA it
+then applies one mode for the program, as on a stock XLA, and its record says so.
+
+The mode a compile ran is what XLA took: a compile's compiler_options over those
+given to jax.jit (jax merges the two), else XLA_FLAGS as XLA tokenizes it (the last
+flag wins), else XLA's default; on a stock XLA the compiled permutes, whose configs
+carry the flag's mode, have the last word. A user's mark (set_xla_metadata's
+_xla_collectives_mode) is kept: on a stock XLA, which reads none, as the program's
+mode where the marks agree and the program can run it, else the record names the
+permutes that do not run as marked; a mark that names no mode is an error, as it is
+in the series' compile.
+
+jax's persistent compilation cache keys an executable by its compile options, not
+by the transformations registered when it was compiled: while a hook is installed,
+its settings are part of every key (jax's cache_key.custom_hook), so no executable
+compiled without it, or with other settings, is served to it.
 
 Only pure Python and the core's binding are imported (no TensorFlow): the
 module is read with hlo_tools.hlo.reader, edited as text and re-parsed by jaxlib.

@@ -88,13 +88,20 @@ OpRecord ToRecord(const xla::HloCollectivePermuteInstruction& permute,
   return record;
 }
 
-// A permute the user marked keeps its mark (ext::KeepUserMark).
-void KeepUserMark(const xla::HloInstruction& permute, OpRecord& record) {
+// A permute the user marked keeps its mark (ext::KeepUserMark); a mark that
+// names no mode fails, as the patched XLA's compile does.
+absl::Status KeepUserMark(const xla::HloInstruction& permute,
+                          OpRecord& record) {
   std::optional<std::string> mark =
       permute.get_frontend_attribute("_xla_collectives_mode");
-  if (!mark.has_value()) return;
+  if (!mark.has_value()) return absl::OkStatus();
+  if (absl::Status bad = ext::CheckUserMark(*mark); !bad.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("%", permute.name(), ": ", bad.message()));
+  }
   record.user_mark = *mark;
   ext::KeepUserMark(*mark, record.decision);
+  return absl::OkStatus();
 }
 
 // Why the core refuses `backend`, the one the op carries, where it sits:
@@ -171,7 +178,7 @@ absl::StatusOr<bool> PlanningRewriter::RunImpl(
               CarriedRefusal(topology, table_, request, place, *record.current);
         }
       }
-      KeepUserMark(*permute, record);
+      TF_RETURN_IF_ERROR(KeepUserMark(*permute, record));
       // A user's mark is law: its permute keeps the config it has.
       if (!record.skipped && record.user_mark.empty() &&
           !options_.decide_only) {

@@ -374,7 +374,7 @@ from jax.experimental.xla_metadata import set_xla_metadata
 from jax.sharding import NamedSharding, PartitionSpec as P
 from hlo_tools import jax_hook
 from hlo_tools.programs import ring_attention as ra
-scenario, target, table = sys.argv[1:4]
+scenario, target, table, spec = sys.argv[1:5]
 topo = topologies.get_topology_desc(platform="cuda", topology="1x1x2",
                                     target_config=open(target).read())
 mesh = ra.make_mesh(topo.devices)
@@ -397,7 +397,7 @@ def cond_ring(x):  # the ring's direction picked by a conditional on the step
   return lax.fori_loop(0, 4, step, x)
 
 out = {}
-hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), cost_table=table,
+hook = jax_hook.install(spec, backends=("nccl", "peer"), cost_table=table,
                         per_op=True if scenario == "per_op" else None)
 f = {"jit_options_cond": lambda: shard(cond_ring, compiler_options={
          "xla_gpu_collective_permute_mode": "COLLECTIVES_PEER_MEMORY"}),
@@ -425,7 +425,7 @@ print(json.dumps(out, default=str))
 """
 
 
-def _scenario(tmp, name, table="fast", xla_flags=""):
+def _scenario(tmp, name, table="fast", xla_flags="", spec="1x1x2"):
   path = tmp / f"{table}.txt"
   path.write_text({"fast": "links { backend: PEER link_class: NVLINK latency_us: 1 "
                            "bandwidth_gbps: 900 per_buffer_us: 1 }\n",
@@ -436,7 +436,7 @@ def _scenario(tmp, name, table="fast", xla_flags=""):
              PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
   proc = subprocess.run([sys.executable, "-c", _SCENARIO, name,
                          os.path.join(ROOT, "hlo_tools", "data", "h200_gpu_target_config.pbtxt"),
-                         str(path)],
+                         str(path), spec],
                         env=env, capture_output=True, text=True, timeout=600, check=False)
   assert proc.returncode == 0, proc.stderr[-3000:]
   return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -684,3 +684,30 @@ def test_persistent_cache_serves_no_executable_compiled_without_the_hook(tmp_pat
   again = run("hook")  # served from the cache: no transformation, the hook's mode
   assert "jit__lambda" not in again["ran"] and again["entries"] == hooked["entries"]
   assert again["modes"] == hooked["modes"]
+
+
+def test_one_gpu_per_process_says_why_peer_cannot_run(tmp_path):
+  """Each of the two processes drives one GPU: under any device order the ring's
+  edges leave their process, which is the reason the record gives; no advice meant
+  for a command line (a --topology map) reaches a reason inside the hook."""
+  got = _scenario(tmp_path, "plain", spec="1x1x2:gpus_per_process=1")
+  record = got["record"]
+  assert record["applied"] == _PRIVATE and got["after"] == [None]
+  refused = record["program"]["modes"]["peer"]["refused"]
+  assert "1 of the program's 2 devices are outside its first device's process " \
+         "(1 GPU per process)" in refused, refused
+  assert "--topology" not in json.dumps(record) and "map=" not in json.dumps(record)
+
+
+def test_series_transform_keeps_an_invalid_mark_as_an_error(core):
+  """A mark that is not one mode ("peer,symmetric", as an unpatched combiner joins
+  two): the series' assigner fails that compile, so the hook writes nothing over it
+  and says why, naming the permute and the value."""
+  sel, table = core
+  with open(os.path.join(FIXTURES, "marked_ring_1x1x8.before_async.hlo")) as f:
+    text = f.read().replace('_xla_collectives_mode="private"',
+                            '_xla_collectives_mode="peer,symmetric"')
+  with pytest.raises(jax_hook.HookError) as err:
+    jax_hook.transform_text(text, sel, sel.parse_topology("1x1x8"), table, ("nccl", "peer"))
+  assert '_xla_collectives_mode="peer,symmetric", which names no collectives mode' in str(err.value)
+  assert "\n" not in str(err.value)

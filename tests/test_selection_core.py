@@ -431,10 +431,28 @@ def test_peer_by_default_on_one_host_unless_one_process_per_gpu():
   assert d["refused"]["peer"].startswith(
       "peer refused: 7 of the program's 8 devices are outside its first device's "
       "process (1 GPU per process)")
-  # Without a map the order of 8 processes is unknown: refused for that first.
+  # Without a map the order of 8 processes is unknown, but under any order 7 of the
+  # 8 devices are outside the first one's process: that is the reason, map or none.
   unknown = selection.decide(selection.parse_topology("1x1x8:gpus_per_process=1"), table,
                              128 << 20, ring(8))
-  assert "does not say which device runs each of its ids" in unknown["refused"]["peer"]
+  assert unknown["refused"]["peer"] == d["refused"]["peer"]
+
+
+def test_a_ring_no_order_fits_in_a_process_is_refused_for_that():
+  """Four devices on hosts of two GPUs (one process each): no device order puts the
+  ring in one process, so peer is refused for the process rule, not for the order
+  the module does not state, and the reason gives no map to try."""
+  table = selection.load_cost_table()
+  d = selection.decide(selection.parse_topology("1x4x2", "nccl,peer"), table, 128 << 20,
+                       ring(4), True, 4, backends=("nccl", "peer"))
+  assert d["refused"]["peer"].startswith(
+      "peer refused: 2 of the program's 4 devices are outside its first device's "
+      "process (2 GPUs per process)"), d["refused"]["peer"]
+  assert "map=" not in d["refused"]["peer"]
+  # NVSHMEM's rule is per edge, which an order can keep in one host: still unknown.
+  d = selection.decide(selection.parse_topology("1x4x2:gpus_per_process=1"), table,
+                       1 << 20, ring(4), True, 4, backends=("nccl", "nvshmem"))
+  assert "does not say which device runs each of its ids" in d["refused"]["nvshmem"]
   with pytest.raises(selection.SelectionError, match="must divide a host"):
     selection.parse_topology("1x1x8:gpus_per_process=3")
 

@@ -189,10 +189,18 @@ def test_verify_fails_a_rewrite_that_changed_the_mark(tmp_path):
   assert not result["passed"] and "user-mark" in result["failed_checks"]
   [check] = [c for c in result["checks"] if c["name"] == "user-mark"]
   assert "no tool may change a user's mark" in check["results"][0]["message"]
-  # Without the input beside it, the same module is self-consistent.
+  # Without the input beside it, the same module is self-consistent on the series'
+  # XLA, which runs the mark's mode; a stock XLA reads no mark and runs the flag's
+  # (no config beside the edited file: XLA's default, private), which user-mark fails.
   alone = verify.verify(str(changed), options.load("1x1x8", backends="nccl,peer"),
-                        run_driver=False)
+                        run_driver=False, per_op_xla=True)
   assert "user-mark" not in alone["failed_checks"]
+  stock = verify.verify(str(changed), options.load("1x1x8", backends="nccl,peer"),
+                        run_driver=False)
+  [check] = [c for c in stock["checks"] if c["name"] == "user-mark"]
+  assert check["results"][0]["message"].endswith(
+      "a stock XLA reads no mark: it runs the flag's mode, COLLECTIVES_PRIVATE_MEMORY, "
+      "XLA's default (no module config beside the file), not COLLECTIVES_PEER_MEMORY")
 
 
 @pytest.mark.parametrize("topology,plan", [("1x1x8", "peer"), ("1x2x4", "nccl")])
@@ -252,3 +260,48 @@ def test_a_mark_no_mode_names_is_an_error_in_every_tool(warp_drive, tool, tmp_pa
   last = proc.stderr.strip().splitlines()[-1]
   assert '%collective-permute-start: _xla_collectives_mode="warp_drive" names no ' \
          "collectives mode" in last, proc.stderr
+
+
+_PEER_RING = _WARP.replace('"warp_drive"', '"peer"').replace("1 << 20", "16 << 20")
+
+
+@pytest.fixture(scope="module")
+def peer_marked(tmp_path_factory):
+  """A ring jax marked peer, compiled for two H200s by jax 0.10.2's stock XLA with
+  the flag at its default (XLA's config beside it says PRIVATE)."""
+  from conftest import compile_two_h200
+  dump = compile_two_h200(_PEER_RING, tmp_path_factory.mktemp("peer") / "dump")
+  [after] = dump.glob("*jit_body*gpu_after_optimizations.txt")
+  return after
+
+
+def test_explain_on_a_stock_xla_says_the_mark_does_not_run(peer_marked, capsys):
+  assert cli.main(["explain", str(peer_marked), "--topology=1x1x2",
+                   "--backends=nccl,peer"]) == 0
+  out = capsys.readouterr().out
+  rows = {l.split()[0]: l.strip() for l in out.splitlines() if l.startswith("  ")}
+  assert "kept as marked" not in out and "taken over the flag's mode" not in out
+  assert rows["runs"].startswith("runs          COLLECTIVES_PRIVATE_MEMORY, the flag's mode")
+  assert rows["choice"].endswith("runs COLLECTIVES_PRIVATE_MEMORY on this XLA, not as marked")
+  assert rows["reason"].startswith("reason        marked by the user: peer; not run as "
+                                   "marked: a stock XLA reads no mark")
+  # On the series' XLA the mark runs, and the lines say so.
+  assert cli.main(["explain", str(peer_marked), "--topology=1x1x2", "--backends=nccl,peer",
+                   "--per-op-modes"]) == 0
+  out = capsys.readouterr().out
+  assert "reason        marked by the user: peer; kept as marked" in out
+  assert "runs          COLLECTIVES_PEER_MEMORY" in out
+
+
+def test_verify_user_mark_checks_the_mode_that_runs(peer_marked, capsys):
+  args = ["verify", str(peer_marked), "--topology=1x1x2", "--backends=nccl,peer",
+          "--format=json"]
+  assert cli.main(args) == 1
+  checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+  message = checks["user-mark"]["results"][0]["message"]
+  assert checks["user-mark"]["status"] == "fail"
+  assert "a stock XLA reads no mark: it runs the flag's mode, COLLECTIVES_PRIVATE_MEMORY " \
+         f"({peer_marked.parent}/module_0001.jit_body.config.pbtxt)" in message, message
+  assert cli.main(args + ["--per-op-modes"]) == 0
+  checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+  assert checks["user-mark"]["status"] == "pass"

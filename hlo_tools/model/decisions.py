@@ -185,6 +185,12 @@ def analyze(source: sources.Source, topology: selection.Topology,
       permute = module.computation(rec.wrapped_computation).root
     perm = Permute(rec, start, strict_pairs(source, permute))
     perm.mark = user_mark(start) or user_mark(permute)
+    if perm.mark is not None and perm.mark.lower() not in modes.MODES:
+      # No XLA runs it (the patched one fails the compile): bad input, never a verdict.
+      raise InputError(f"{source.label}:{start.line}: %{start.name}: {modes.ATTRIBUTE}="
+                       f"\"{perm.mark}\" names no collectives mode "
+                       f"({', '.join(modes.MODES)}); the patched XLA fails such a "
+                       "compile, and no XLA runs it")
     perm.group = collectives.enclosing_group(callers, rec.computation)
     perms.append(perm)
     entry = decided.get((rec.computation, rec.start)) or decided.get(

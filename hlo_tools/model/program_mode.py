@@ -27,7 +27,7 @@ from typing import Any
 from hlo_tools import selection
 from hlo_tools.hlo import module_config
 from hlo_tools.hlo.reader import HloInstruction
-from hlo_tools.model import collectives, decisions
+from hlo_tools.model import collectives, decisions, modes
 from hlo_tools.model.decisions import Permute
 from hlo_tools.model.sources import Source
 
@@ -229,5 +229,17 @@ def for_source(source: Source, topology: selection.Topology, table: selection.Co
   result["compiled_with"], result["compiled_with_from"] = flag, path
   result["per_op_xla"] = per_op_xla
   result["runs"] = {(p.record.computation, p.record.start):
-                    what_runs(p.record.collectives_mode, flag, per_op_xla) for p in perms}
+                    what_runs(_op_mode(p, per_op_xla), flag, per_op_xla) for p in perms}
   return result
+
+
+def _op_mode(perm: Permute, per_op_xla: bool) -> str | None:
+  """The permute's own mode as the target XLA's thunk sees it: its config's, or, on
+  the series' XLA, whose assigner writes a user's mark into the config, the mark's
+  (modes.requested: its rules too)."""
+  mode = perm.record.collectives_mode
+  if per_op_xla and mode in (None, decisions.NO_MODE):
+    asked = modes.requested(perm.start)
+    if asked and asked["mode"]:
+      return str(asked["mode"])
+  return mode

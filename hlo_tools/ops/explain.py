@@ -72,7 +72,32 @@ def add_program(result: dict[str, Any], source: sources.Source, selected: Select
                                     selected.table.backends, per_op_xla, report)
   for e in result["collectives"]:
     e["runs"] = program["runs"].get((e["computation"], e["instruction"]))
+    if not per_op_xla:
+      _mark_on_stock_xla(e, program)
   result["program"] = program_text.json_ready(program)
+
+
+def _mark_on_stock_xla(e: dict[str, Any], program: dict[str, Any]) -> None:
+  """A user's mark on a stock XLA, which reads none: the entry's reason and its
+  attribute row say the mode that runs (the flag's) where it is not the mark's, so
+  that no line of the entry says the mark is kept where it does not run."""
+  mark, runs = e.get("user_mark"), e.get("runs")
+  wanted = modes.MODES.get(mark.lower()) if mark is not None else None
+  if wanted is None or runs is None:
+    return
+  flag = (f"{program['compiled_with']} ({program['compiled_with_from']})"
+          if program.get("compiled_with") else
+          f"{program_mode.DEFAULT}, XLA's default (no module config beside the file)")
+  requested = e.get("requested_mode")
+  if requested and requested.get("mode"):
+    requested["why"] = ("the series' XLA takes it over the flag's mode; a stock XLA reads "
+                        "no mark")
+  if runs["thunk"] == wanted:  # the core's "kept as marked" holds
+    return
+  e["mark_not_run"] = runs["thunk"]
+  e["reason"] = (f"marked by the user: {mark}; not run as marked: a stock XLA reads no "
+                 f"mark, and every permute of the program runs the flag's mode, {flag}; "
+                 f"set the flag to {wanted} for the program, or compile with the series' XLA")
 
 
 # ---------------------------------------------------------------------------------------
@@ -114,7 +139,9 @@ def choice_text(e: dict) -> str:
   mode = e.get("choice_collectives_mode")
   return (f"{head} (backend {e['choice']['backend']}"
           + (f", collectives_mode {mode}" if mode else "")
-          + f", {us(e['modeled_us']['chosen'])}); now {current_text(e)}")
+          + f", {us(e['modeled_us']['chosen'])}); now {current_text(e)}"
+          + (f"; runs {e['mark_not_run']} on this XLA, not as marked"
+             if e.get("mark_not_run") else ""))
 
 
 def modeled_text(m: dict[str, float | None], sets: dict[str, dict[str, Any]]) -> str:

@@ -38,9 +38,12 @@ def lines(program: dict[str, Any]) -> list[str]:
          f"{_us(program['saving_us'])}{bound}",
          f"  set           {setting_text(program)}"]
   if program.get("per_op_adds_us") is not None:
+    adds = program["per_op_adds_us"]
+    # Negative where a user's mark, which a mode per permute keeps, costs more.
     out.append(f"  per op        {_us(program['per_op_us'])} per step, "
-               f"{_us(program['per_op_adds_us'])} less than one mode: only an XLA "
-               "with the series for jax v0.11.0 runs a mode per permute")
+               + (f"{_us(adds)} less than one mode" if adds >= 0 else
+                  f"{_us(-adds)} more than one mode (the users' marks kept)")
+               + ": only an XLA with the series for jax v0.11.0 runs a mode per permute")
   out += [f"  refused       {b}: {m['refused']}" for b, m in program["modes"].items()
           if m["refused"]]
   if "compiled_with" in program:

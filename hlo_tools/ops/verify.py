@@ -13,7 +13,7 @@ from hlo_tools.hlo import buffer_assignment
 from hlo_tools.hlo.reader import HloInstruction, HloModule
 from hlo_tools.model import collectives, decisions, driver, modes, placement
 from hlo_tools.model import sources
-from hlo_tools.model import program_mode
+from hlo_tools.model import program_mode, runtime_rules
 from hlo_tools.model.decisions import Permute
 from hlo_tools.model.options import Selection
 from hlo_tools.model.topology import size_note
@@ -191,11 +191,16 @@ def _marks(source: sources.Source) -> dict[tuple[str, str], str]:
   return marks
 
 
-def check_user_mark(perms: list, given: sources.Source | None = None) -> Check:
+def check_user_mark(perms: list, given: sources.Source | None = None,
+                    per_op_xla: bool = True, flag: tuple[str | None, str | None] = (None, None)
+                    ) -> Check:
   """A permute the user marked with _xla_collectives_mode runs the mark's mode: its
-  backend_config chooses no other backend, and (`given`: the module before a rewrite)
-  the mark is the one it had."""
+  backend_config chooses no other backend, (`given`: the module before a rewrite)
+  the mark is the one it had, and, on a stock XLA (not per_op_xla), which reads no
+  mark, the flag it was compiled with (`flag`: the mode and the config saying so,
+  as program_mode.compiled_flag gives them) is the mark's mode."""
   check = Check("user-mark")
+  flag_mode, flag_from = flag
   before = _marks(given) if given is not None else {}
   for perm in perms:
     key = (perm.record.computation, perm.record.start)
@@ -217,6 +222,12 @@ def check_user_mark(perms: list, given: sources.Source | None = None) -> Check:
     if chosen and have != wanted:
       problems.append(f"marked {mark!r}, but backend {decisions.written_backend(perm.record)} "
                       f"runs {have}, not {wanted}")
+    runs = program_mode.what_runs(perm.record.collectives_mode, flag_mode, per_op_xla)["thunk"]
+    if not per_op_xla and modes.MODES.get(mark.lower()) not in (None, runs):
+      flag_text = (f"{flag_mode} ({flag_from})" if flag_mode else
+                   f"{program_mode.DEFAULT}, XLA's default (no module config beside the file)")
+      problems.append(f"marked {mark!r}, but a stock XLA reads no mark: it runs the flag's "
+                      f"mode, {flag_text}, not {modes.MODES[mark.lower()]}")
     if problems:
       check.add("fail", perm.start, "; ".join(problems))
     else:
@@ -420,9 +431,11 @@ def check_nvshmem_runtime(perms: list, topology: selection.Topology, source: sou
     if problems:
       check.add("fail", perm.start, "NVSHMEM: " + "; ".join(problems))
     else:
+      note = runtime_rules.heap_assignment_note(perm.start, source.allocations)
       check.add("pass", perm.start, "NVSHMEM; element types "
                 f"{', '.join(sorted(set(collectives.data_element_types(perm.start))))} "
-                "and every edge inside one host; its ids are its devices' PEs")
+                "and every edge inside one host; its ids are its devices' PEs"
+                + (f"; {note}" if note else ""))
   if not check.results:
     check.note = "no collective-permute uses NVSHMEM"
   return check
@@ -587,7 +600,8 @@ def verify(path: str, selected: Selection, run_driver: bool = True,
       check_backend_config(perms),
       check_start_done_agree(perms, module),
       check_backend_set(perms, backend_set),
-      check_user_mark(perms, given),
+      check_user_mark(perms, given, per_op_xla,
+                      program_mode.compiled_flag(source, config_report or report)),
       check_nvshmem_heap(perms, table),
       check_nvshmem_team(perms, topology, source),
       check_nvshmem_runtime(perms, topology, source, table),
