@@ -3,7 +3,9 @@
 #   .venv/bin/lit -v tests/lit
 #
 # Each *.test file runs the driver on committed HLO from JAX/XLA
-# (tests/fixtures/) and checks what it prints with LLVM's FileCheck.
+# (tests/fixtures/) and checks what it prints with LLVM's FileCheck; a *.hlo
+# file is a small module of the form XLA's own pass tests use, its RUN lines
+# in its comments (%s).
 # NVSHMEM_OPT_BUILD_DIR names the CMake build holding nvshmem-opt (default:
 # build/ at the repository root); FILECHECK names a FileCheck binary (default:
 # the newest /usr/lib/llvm-*/bin/FileCheck, else the one on PATH).
@@ -23,7 +25,7 @@ lit_cfg = lit_config  # type: ignore[name-defined]  # noqa: F821
 cfg.name = "nvshmem-opt"
 # lit's own shell: `not`, `diff` and pipes behave alike on every host.
 cfg.test_format = lit.formats.ShTest(execute_external=False)
-cfg.suffixes = [".test"]
+cfg.suffixes = [".test", ".hlo"]
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(os.path.dirname(here))
