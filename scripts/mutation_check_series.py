@@ -59,7 +59,7 @@ class Mutant:
 # The series' safety rules, each broken alone. Where the decision and the runtime's rules both hold
 # a rule, each copy is a mutant of its own.
 MUTANTS = [
-    # The decision (nvshmem_permute_decision.cc).
+    # The decision (nvshmem_permute_decision.cc): 0001's rules as the pass decides them.
     Mutant("decision-types", "NVSHMEM puts only its eight types", DECISION,
            "    if (!absl::c_linear_search(kPut, type)) {", "    if (false) {"),
     Mutant("decision-memcpy-p2p", "xla_gpu_use_memcpy_local_p2p fails the thunk", DECISION,
@@ -83,18 +83,29 @@ MUTANTS = [
            '  if (!leaves_device) return "no pair leaves its device";', ""),
     Mutant("decision-source-for-every-id", "every device a target", DECISION,
            "    if (!receives[id]) {", "    if (false) {"),
-    Mutant("decision-heap-fit", "operand and result fit the heap", DECISION,
-           "  if (why.empty() && facts.bytes > facts.heap_bytes / 2) {", "  if (false) {"),
-    # The runtime's rules (nvshmem_permute_support.cc).
+    Mutant("decision-heap-fit", "operand and result fit the heap with the rest", DECISION,
+           "      facts.bytes > (facts.heap_bytes - facts.heap_used_bytes) / 2) {",
+           "      false) {"),
+    Mutant("decision-heap-fit-alone", "the heap's other buffers count", DECISION,
+           "      facts.bytes > (facts.heap_bytes - facts.heap_used_bytes) / 2) {",
+           "      facts.bytes > facts.heap_bytes / 2) {"),
+    # The pass (nvshmem_collective_permute_rewriter.cc): the heap's peak.
+    Mutant("pass-heap-other-collectives", "other NVSHMEM collectives' buffers on the heap",
+           PASS, "        program.heap_used_bytes += HeapBytes(*instr);", ""),
+    Mutant("pass-heap-earlier-permutes", "permutes given NVSHMEM before on the heap", PASS,
+           "        program.heap_used_bytes += 2 * facts.bytes;  // Operands and results.", ""),
+    # The runtime's rules (nvshmem_permute_support.cc): 0001's at compile time and the emitter,
+    # and the thunk's and the executable's at run time.
     Mutant("support-nvshmem-on", "NVSHMEM on in the module's options", SUPPORT,
-           "  if (!options.xla_gpu_experimental_enable_nvshmem() ||",
-           "  if (false &&"),
+           "  if (!options.xla_gpu_experimental_enable_nvshmem()) {", "  if (false) {"),
     Mutant("support-memcpy-p2p", "xla_gpu_use_memcpy_local_p2p fails the thunk", SUPPORT,
            "  if (options.xla_gpu_use_memcpy_local_p2p()) {", "  if (false) {"),
-    Mutant("support-collectives-group", "not in a collectives group", SUPPORT,
-           "  if (parent != nullptr && parent->IsAsyncComputation()) {", "  if (false) {"),
+    Mutant("support-collectives-group-async", "not in a collectives group (wrapped)", SUPPORT,
+           "      if (callee->IsAsyncComputation() ||", "      if (false ||"),
+    Mutant("support-collectives-group-call", "not in a collectives group (still a call)",
+           SUPPORT, "          (caller->opcode() == HloOpcode::kCall &&", "          (false &&"),
     Mutant("support-conditional-branch", "not under a conditional's branch", SUPPORT,
-           "  if (parent != nullptr && RunsUnderConditionalBranch(*parent)) {", "  if (false) {"),
+           "      if (caller->opcode() == HloOpcode::kConditional) {", "      if (false) {"),
     Mutant("support-in-place", "not an in-place permute", SUPPORT,
            '  if (permute.inplace()) return FailedPrecondition("in-place permute");', ""),
     Mutant("support-types", "NVSHMEM puts only its eight types", SUPPORT,
@@ -102,17 +113,20 @@ MUTANTS = [
     Mutant("support-group-is-program", "the permute's group is every device", SUPPORT,
            "  if (group_size != config.replica_count() * config.num_partitions()) {",
            "  if (false) {"),
-    Mutant("support-ids-as-devices", "id i runs on device i (ids are PEs)", SUPPORT,
-           "        if (devices(r, p) != id) {", "        if (false) {"),
     Mutant("support-source-for-every-id", "every id has one source", SUPPORT,
            "    if (sources[id] != 1) {", "    if (false) {"),
     Mutant("support-destination-color", "destinations on the heap (XLA's collective memory)",
            SUPPORT, "      destination.color() != collective_color) {", "      false) {"),
     Mutant("support-destination-parameter", "destinations on the heap (never a donated parameter)",
            SUPPORT, "  if (destination.is_entry_computation_parameter() ||", "  if (false ||"),
-    Mutant("support-job-one-gpu-per-process", "one GPU per process, at run time", SUPPORT,
+    Mutant("support-ids-are-pes", "at run time, id i runs in process i, its PE", SUPPORT,
+           "      if (it == device_to_process.end() || it->second.value() != id) {",
+           "      if (it == device_to_process.end()) {"),
+    Mutant("support-pairs-inside-team", "at run time, each pair inside NVSHMEM_TEAM_SHARED",
+           SUPPORT, "    if (source_in != target_in) {", "    if (false) {"),
+    Mutant("support-job-one-gpu-per-process", "at run time, one GPU per process", SUPPORT,
            "  if (devices_per_process != 1) {", "  if (false) {"),
-    Mutant("support-job-whole", "the program is the NVSHMEM job, at run time", SUPPORT,
+    Mutant("support-job-whole", "at run time, the program is the NVSHMEM job", SUPPORT,
            "  if (program_devices != processes) {", "  if (false) {"),
 ]
 
@@ -146,7 +160,7 @@ class Builder:
 
   def flags(self) -> list[str]:
     inc = self.tf / "include"
-    return ["-std=c++17", "-O1", "-DNDEBUG", "-w", "-I", str(self.src), "-isystem",
+    return ["-std=c++17", "-O0", "-DNDEBUG", "-w", "-I", str(self.src), "-isystem",
             str(ROOT / "wheel_compat"), "-isystem", str(inc), "-isystem",
             str(inc / "external" / "highwayhash"), "-isystem",
             str(inc / "external" / "farmhash_archive" / "src"), "-isystem",

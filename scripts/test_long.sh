@@ -8,9 +8,13 @@
 #     scripts/check_series_upstream.sh --series DIR;
 #   * one target for each generated file of the build (scripts/check_build_race.py)
 #     and the mutation check of the selection core (scripts/mutation_check_core.py);
-#   * the package as `pip install .` builds it (tests/test_packaging.py): the
-#     wheel built and installed into a fresh environment beside the series
-#     checks, which compile one file at a time and leave a core to it.
+#   * the mutation check of the pinned series (scripts/mutation_check_series.py):
+#     each safety rule of its decision and runtime checks broken in turn, each
+#     killed by the series' own tests or series_decision_diff_test;
+#   * the driver's distribution with the base package, as `pip install`
+#     builds them (tests/test_packaging.py): both wheels built and installed
+#     into a fresh environment beside the series checks, which compile one
+#     file at a time and leave a core to it.
 #
 #   scripts/test_long.sh [GIT_DIR]
 #
@@ -32,13 +36,15 @@ scripts/setup.sh --long || exit 2
 status=0
 start=$SECONDS
 
-# The wheel as a user builds it (`pip wheel .`, isolated, with the declared
-# build requirements), installed with its dependencies into a fresh venv.
+# The wheels as a user builds them (`pip wheel . ./driver`, isolated, with the
+# declared build requirements), installed with their dependencies into a fresh
+# venv: the base package with its extra `xla`, the driver.
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-echo "== Building the wheel and installing it into a fresh environment, in the background (build/wheel.log)"
-(.venv/bin/python -m pip wheel --no-deps --progress-bar off -w "$work/dist" . &&
- .venv/bin/python tests/test_packaging.py "$work"/dist/hlo_tools-*.whl "$work/venv" &&
+echo "== Building the wheels and installing them into a fresh environment, in the background (build/wheel.log)"
+(.venv/bin/python -m pip wheel --no-deps --progress-bar off -w "$work/dist" . ./driver &&
+ .venv/bin/python tests/test_packaging.py "$work"/dist/hlo_tools-*.whl \
+   "$work"/dist/nvshmem_opt-*.whl "$work/venv" &&
  touch "$work/installed") > build/wheel.log 2>&1 &
 wheel_pid=$!
 
@@ -61,16 +67,16 @@ for series in xla_patches/xla-*_*/; do
     *) check "${series##*/}" scripts/check_series_upstream.sh --series "$series" "$NEXT_DIR" ;;
   esac
 done
+check "mutation check of the pinned series" .venv/bin/python scripts/mutation_check_series.py
 
 t0=$SECONDS
 wait "$wheel_pid"
 if [ -f "$work/installed" ]; then
-  NVSHMEM_TEST_WHEEL=$(ls "$work"/dist/hlo_tools-*.whl)
-  export NVSHMEM_TEST_WHEEL NVSHMEM_TEST_VENV="$work/venv"
+  export NVSHMEM_TEST_WHEELS="$work/dist" NVSHMEM_TEST_VENV="$work/venv"
 else
-  echo "== The wheel did not build or install (build/wheel.log); the packaging test does it again"
+  echo "== The wheels did not build or install (build/wheel.log); the packaging test does it again"
 fi
-echo "== The package from its wheel (tests/test_packaging.py)"
+echo "== The driver's distribution from its wheel (tests/test_packaging.py)"
 NVSHMEM_TEST_PACKAGE=1 .venv/bin/python -m pytest -q -p no:cacheprovider -rs \
   tests/test_packaging.py || status=1
 echo "== packaging: $((SECONDS - t0)) s after the series checks"
