@@ -26,6 +26,13 @@ _NOISE_RE = re.compile(r"^(WARNING: All log messages|[IWE]\d{4} |\s*$"
                        r"overrides\)$|nvshmem-opt: .*: no --topology; using )")
 
 
+# A command that needs the driver and finds none says which install brings it:
+# the driver is its own distribution (built against the tensorflow wheel's XLA),
+# an extra of the base package.
+NOT_INSTALLED = ("nvshmem-opt is not installed: pip install 'hlo-tools[xla]' brings it "
+                 "(in a checkout, scripts/setup.sh builds it)")
+
+
 def find_nvshmem_opt() -> str | None:
   """nvshmem-opt: $NVSHMEM_OPT, next to this Python (the venv), PATH, or the build tree."""
   env = os.environ.get("NVSHMEM_OPT")
@@ -114,7 +121,7 @@ def run_nvshmem_opt(path: str | os.PathLike, topology: str | None,
     env = os.environ.get("NVSHMEM_OPT")
     raise FileNotFoundError(
         f"nvshmem-opt is not built at $NVSHMEM_OPT={env} (not an executable file)" if env
-        else "nvshmem-opt is not built (run scripts/setup.sh)")
+        else NOT_INSTALLED)
   tmp_dir = tmp_dir or tempfile.gettempdir()
   _clean_stale_reports(tmp_dir)
   fd, report_path = tempfile.mkstemp(prefix=f"{_REPORT_PREFIX}{os.getpid()}-",

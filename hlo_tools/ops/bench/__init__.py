@@ -47,7 +47,7 @@ def run_pass(path: str, out_path: str, topology: str | None = programs.TOPOLOGY
   from hlo_tools.model import driver  # pylint: disable=import-outside-toplevel
   exe = driver.find_nvshmem_opt()
   if exe is None:
-    raise RuntimeError("nvshmem-opt is not built (run scripts/setup.sh)")
+    raise RuntimeError(driver.NOT_INSTALLED)
   cmd = [exe, path, "--report=-", "-o", out_path]
   if topology:  # None: the driver derives it from the module
     cmd.append(f"--topology={topology}")

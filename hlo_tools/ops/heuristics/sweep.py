@@ -124,8 +124,8 @@ def upstream_plans(topologies: Topologies) -> dict[tuple[str, str], str]:
   """
   exe = driver.find_nvshmem_opt()
   if exe is None:
-    raise HeuristicsError("nvshmem-opt is not built (run scripts/setup.sh): upstream's "
-                          "answer comes from its assigner, run by the driver")
+    raise HeuristicsError(f"upstream's answer comes from its assigner, run by the driver: "
+                          f"{driver.NOT_INSTALLED}")
   plans: dict[tuple[str, str], str] = {}
   with tempfile.TemporaryDirectory(prefix="heuristics-upstream-") as tmp:
     for spec, topology in topologies:
