@@ -10,11 +10,13 @@ working tree is mutated and rebuilt, and the tests at the rule's own layer run:
   ctest   the core's and the layer's googletests (the core's rules live there);
   seeds   the selection fuzzer's committed seeds (fuzz/make_corpus.py),
           replayed by a plain build of the harness (fuzz/seed_replay_main.cc);
-  pytest  for the pass's rules, the pytest files that cover the tools' use.
+  pytest  the tools' use of the rules: the binding's tests for a rule of the
+          core or its layer, the driver's for a rule of the pass.
 
-A mutant is killed when a test at its layer fails. The check fails unless every
-mutant is killed at its layer, and unless the seeds kill every mutant of a rule
-the fuzzer has a property for. Prints the kill table. The working tree is never
+A mutant is killed when a test fails. The check fails unless every rule of the
+core or its layer is killed by ctest and by pytest (no rule guarded by one
+distant test alone), every rule of the pass by pytest, and every rule the
+fuzzer has a property for by the seeds. Prints the kill table. The working tree is never
 changed: the copy lives in build-mutants/ (--keep leaves it for a rerun).
 
 Exit 0 all killed, 1 a mutant survived or the unmutated tree fails, 2 a
@@ -127,8 +129,20 @@ MUTANTS = [
            "      if (!record.skipped &&", layer="pytest"),
 ]
 
-# The pytest files that cover the pass's use of the rules.
-PYTEST_FILES = ["tests/test_user_mark.py"]
+# The pytest files of the tools' use of the rules: through the binding (the
+# core's and the layer's rules), through nvshmem-opt (the pass's).
+PYTEST_FILES = {"ctest": ["tests/test_selection_core.py"],
+                "pytest": ["tests/test_user_mark.py"]}
+
+
+PYTEST_IN_COPY = """
+import os, sys
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__]
+import hlo_tools
+assert hlo_tools.__file__.startswith(os.environ["PYTHONPATH"]), hlo_tools.__file__
+import pytest
+sys.exit(pytest.main(sys.argv[1:]))
+"""
 
 
 class Stop(Exception):
@@ -183,25 +197,26 @@ def build(targets: list[str], log: Path) -> bool:
 
 
 def tests_fail(layer: str, seeds: Path, log: Path) -> dict[str, bool]:
-  """Which tests fail, by kind: ctest and seeds for every mutant, pytest too for
-  the pass's."""
+  """Which tests fail, by kind: ctest, the seeds and pytest for every mutant."""
   failed = {
       "ctest": not run(["ctest", "--test-dir", str(BUILD), "-R", CTEST_REGEX,
                         "--output-on-failure"], log),
       "seeds": not run([str(BUILD / "selection_seed_replay"), str(seeds)], log),
   }
-  if layer == "pytest":
-    env = dict(os.environ, PYTHONPATH=str(TREE), NVSHMEM_OPT=str(BUILD / "nvshmem-opt"))
-    failed["pytest"] = not run(
-        [str(ROOT / ".venv/bin/python"), "-m", "pytest", "-q", "-x", "-p",
-         "no:cacheprovider", *PYTEST_FILES], log, cwd=TREE, env=env)
+  # The copy's package and binding, and its driver for the tools: the venv's
+  # editable install of the checkout finds `hlo_tools` before the path does, so
+  # its finder goes first.
+  env = dict(os.environ, PYTHONPATH=str(TREE), NVSHMEM_OPT=str(BUILD / "nvshmem-opt"))
+  failed["pytest"] = not run(
+      [str(ROOT / ".venv/bin/python"), "-c", PYTEST_IN_COPY, "-q", "-x", "-p",
+       "no:cacheprovider", *PYTEST_FILES[layer]], log, cwd=TREE, env=env)
   return failed
 
 
 def targets_for(layer: str) -> list[str]:
-  targets = [*CORE_TESTS, "selection_seed_replay"]
+  targets = [*CORE_TESTS, "selection_seed_replay", "_selection_core"]
   if layer == "pytest":
-    targets += ["nvshmem-opt", "nvshmem-opt-xla", "_selection_core"]
+    targets += ["nvshmem-opt", "nvshmem-opt-xla"]
   return targets
 
 
@@ -240,7 +255,7 @@ def check(mutants: list[Mutant], log: Path) -> list[tuple[Mutant, dict[str, bool
     finally:
       path.write_text(original)
     rows.append((m, failed, f"{time.monotonic() - t0:.0f} s"))
-    print(f"  {m.name}: {'killed' if failed[m.layer] else 'SURVIVED'} "
+    print(f"  {m.name}: {'killed' if any(failed.values()) else 'SURVIVED'} "
           f"({rows[-1][2]})", flush=True)
   return rows
 
@@ -255,8 +270,9 @@ def table(rows: list[tuple[Mutant, dict[str, bool], str]]) -> tuple[str, bool]:
         return "-"
       return "killed" if failed[kind] else "missed"
     problems = []
-    if not failed[m.layer]:
-      problems.append(f"survives its layer ({m.layer})")
+    for kind in ("ctest", "pytest") if m.layer == "ctest" else ("pytest",):
+      if not failed[kind]:
+        problems.append(f"survives {kind}")
     if m.fuzzed and not failed["seeds"]:
       problems.append("the seeds miss a rule the fuzzer checks")
     ok = ok and not problems

@@ -515,3 +515,65 @@ def test_nvshmem_put_types_are_the_cores():
   puts = [t for t in ("f64", "f32", "f16", "bf16", "s32", "s64", "u32", "u64", "s8", "u8",
                       "f8e4m3fn", "f8e5m2", "pred", "s16", "c64") if selection.nvshmem_puts_type(t)]
   assert puts == ["f64", "f32", "f16", "bf16", "s32", "s64", "u32", "u64"]
+
+
+# Each rule of the core and its layer as the tools meet it through the binding:
+# (topology spec, backends, decide's keyword arguments, plan, refusal text). A
+# rule removed from the core or the layer fails its row here as well as a gtest.
+FAST_PEER = 'links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 1e6 }\n'
+FAST_SYMMETRIC = ('symmetric_signals: true\n'
+                  'links { backend: SYMMETRIC link_class: NVLINK latency_us: 1 '
+                  'bandwidth_gbps: 1e6 }\n')
+RULE_ROWS = {
+    "one GPU per process, at two": (
+        placed("1x1x8:gpus_per_process=2"), "nccl,nvshmem", {}, "nccl",
+        "a process drives 2 GPUs"),
+    "local copies": (
+        placed("1x1x8:gpus_per_process=1"), "nccl,nvshmem",
+        {"pairs": [(i, i) for i in range(8)]}, "nccl", "every pair is a device to itself"),
+    "NVSHMEM under a branch": (
+        placed("1x1x8:gpus_per_process=1"), "nccl,nvshmem", {"place": "branch"}, "nccl",
+        "under a conditional's branch"),
+    "NVSHMEM in a collectives group": (
+        placed("1x1x8:gpus_per_process=1"), "nccl,nvshmem", {"place": "group"}, "nccl",
+        "in a collectives group"),
+    "peer under a branch": (
+        placed("1x1x8:gpus_per_process=8"), "nccl,peer", {"place": "branch"}, "nccl",
+        "under a conditional's branch"),
+    "symmetric under a branch": (
+        placed("1x1x8:gpus_per_process=8"), "nccl,symmetric", {"place": "branch"}, "nccl",
+        "under a conditional's branch"),
+    "peer in a collectives group runs": (
+        placed("1x1x8:gpus_per_process=8"), "nccl,peer", {"place": "group"}, "peer", None),
+    "a mark of a backend that can run": (
+        placed("1x1x8:gpus_per_process=8"), "nccl,peer", {"bytes": 4096, "mark": "peer"},
+        "peer", None),
+}
+
+
+@pytest.mark.parametrize("name", list(RULE_ROWS))
+def test_each_rule_through_the_binding(tmp_path, name):
+  spec, backends, kwargs, plan, refusal = RULE_ROWS[name]
+  table_file = tmp_path / "fast.txt"
+  table_file.write_text(FAST_PEER + FAST_SYMMETRIC)
+  table = selection.load_cost_table(str(table_file))
+  kwargs = dict(kwargs)
+  pairs, size = kwargs.pop("pairs", ring(8)), kwargs.pop("bytes", 32 << 20)
+  topology = selection.parse_topology(spec, backends)
+  d = selection.decide(topology, table, size, pairs, backends=backends, **kwargs)
+  assert d["plan"] == plan, d["reason"]
+  if refusal is not None:
+    assert any(refusal in r for r in d["refused"].values() if r), d["refused"]
+
+
+def test_a_team_larger_than_the_topology_is_refused_nvshmem():
+  # The binding's own call with the program's size (what the driver passes for a
+  # module of more devices than the spec places): the team cannot be checked.
+  topology = selection.parse_topology("1x1x4:gpus_per_process=1:map=0,1,2,3")
+  table = selection.load_cost_table()
+  fits = _selection_core.decide(topology, table, 32 << 20, ring(4), team_size=4)
+  assert fits["plan"] == "nvshmem", fits["reason"]
+  d = _selection_core.decide(topology, table, 32 << 20, ring(4), team_size=8)
+  assert d["plan"] == "nccl"
+  assert "the program's 8 devices are more than the topology places (4)" in \
+      d["refused"]["nvshmem"]
