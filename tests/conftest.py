@@ -97,7 +97,8 @@ def fixtures_dir():
 # together; the rest follow in their usual order.
 SLOW_FIRST = ("test_reliability.py", "test_ring_attention.py", "test_ring_e2e.py",
               "test_bench.py", "test_dump.py", "test_report.py",
-              "test_report_main_job.py", "test_attention_kernel_bench.py")
+              "test_report_main_job.py", "test_attention_kernel_bench.py",
+              "test_base_wheel.py")
 
 
 def pytest_collection_modifyitems(items):
