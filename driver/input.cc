@@ -1,9 +1,14 @@
 #include "driver/input.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -303,33 +308,80 @@ std::string OneLine(std::string text) {
 }
 
 absl::StatusOr<std::string> ReadInput(const std::string& path,
-                                      int64_t max_bytes) {
+                                      int64_t max_bytes, double timeout_s) {
   auto too_big = [&](const std::string& size) {
     return Bad(path + ": input is " + size + " bytes, over the limit of " +
                std::to_string(max_bytes) + " (--max-input-bytes)");
   };
-  std::ifstream file;
-  if (path != "-") {
-    struct stat info;
-    if (stat(path.c_str(), &info) != 0) return Bad(path + ": no such file");
+  struct stat info;
+  int fd = 0;  // stdin for '-'
+  if (path == "-") {
+    if (fstat(0, &info) != 0) return Bad(path + ": cannot read stdin");
+  } else {
+    if (stat(path.c_str(), &info) != 0) {
+      if (errno == ELOOP) {
+        return Bad(path +
+                   ": cannot read: a symbolic link loop (too many levels of "
+                   "symbolic links)");
+      }
+      struct stat link;
+      if (errno == ENOENT && lstat(path.c_str(), &link) == 0 &&
+          S_ISLNK(link.st_mode)) {
+        return Bad(path + ": a symbolic link to a file that does not exist");
+      }
+      return Bad(path + ": " +
+                 (errno == ENOENT ? "no such file" : std::strerror(errno)));
+    }
     if (S_ISDIR(info.st_mode))
       return Bad(path + ": is a directory, not a file");
+    if (S_ISSOCK(info.st_mode)) return Bad(path + ": is a socket, not a file");
     if (S_ISREG(info.st_mode) && info.st_size > max_bytes) {
       return too_big(std::to_string(info.st_size));
     }
-    file.open(path, std::ios::binary);
-    if (!file) return Bad(path + ": cannot open for reading");
+    // Not blocking: a FIFO no writer has opened would block open() itself.
+    fd = open(path.c_str(),
+              O_RDONLY | O_CLOEXEC | (S_ISREG(info.st_mode) ? 0 : O_NONBLOCK));
+    if (fd < 0) return Bad(path + ": cannot open for reading");
   }
-  std::istream& in = path == "-" ? std::cin : file;
+  // A FIFO, pipe or device may never end: each wait for its next bytes is
+  // bounded. A FIFO without a writer polls as silent, not as ended.
+  const bool polled = !S_ISREG(info.st_mode) && !S_ISBLK(info.st_mode);
+  const int timeout_ms = static_cast<int>(std::min(timeout_s * 1000, 2e9));
   std::string data;
   std::vector<char> chunk(1 << 16);
-  while (in.read(chunk.data(), chunk.size()) || in.gcount() > 0) {
-    data.append(chunk.data(), static_cast<size_t>(in.gcount()));
+  absl::Status status = absl::OkStatus();
+  while (true) {
+    if (polled) {
+      struct pollfd waiter = {fd, POLLIN | POLLPRI, 0};
+      const int ready = poll(&waiter, 1, timeout_ms);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        status = Bad(absl::StrCat(
+            path, ": ", S_ISFIFO(info.st_mode) ? "a FIFO" : "an input",
+            " silent for ", timeout_s, " s",
+            data.empty() ? (S_ISFIFO(info.st_mode) && path != "-"
+                                ? "; nothing wrote to it"
+                                : "")
+                         : absl::StrCat(" after ", data.size(), " bytes"),
+            " (--input-timeout)"));
+        break;
+      }
+    }
+    const ssize_t n = read(fd, chunk.data(), chunk.size());
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0) {
+      status = Bad(path + ": read error: " + std::strerror(errno));
+      break;
+    }
+    if (n == 0) break;
+    data.append(chunk.data(), static_cast<size_t>(n));
     if (static_cast<int64_t>(data.size()) > max_bytes) {
-      return too_big("more than " + std::to_string(max_bytes));
+      status = too_big("more than " + std::to_string(max_bytes));
+      break;
     }
   }
-  if (in.bad()) return Bad(path + ": read error");
+  if (path != "-") close(fd);
+  if (!status.ok()) return status;
   return data;
 }
 
@@ -368,10 +420,26 @@ absl::StatusOr<LoadedModule> ParseModule(const std::string& path,
     loaded.text = std::move(data);
   }
   const size_t header = text ? FirstToken(loaded.text) : 0;
-  loaded.partitions_note = SettlePartitions(
-      path, text, options,
-      loaded.text.substr(header, loaded.text.find('\n', header) - header),
-      loaded.module.get(), &loaded.partitions_from);
+  const std::string header_line =
+      text ? loaded.text.substr(header, loaded.text.find('\n', header) - header)
+           : "";
+  // A count the module states is the module's: the flag is for one that does
+  // not (jax-lowered text), and a different one is the flag's mistake.
+  const xla::HloModuleConfig& parsed = loaded.module->config();
+  const bool stated =
+      text ? header_line.find("num_partitions=") != std::string::npos
+           : parsed.has_static_device_assignment();
+  if (options.num_partitions > 0 && stated &&
+      parsed.num_partitions() != options.num_partitions) {
+    return Bad(absl::StrCat(path, ": --num-partitions=", options.num_partitions,
+                            " contradicts the module's ",
+                            text ? "header" : "device assignment",
+                            " (num_partitions=", parsed.num_partitions(),
+                            "); the flag is for a module that gives no count"));
+  }
+  loaded.partitions_note =
+      SettlePartitions(path, text, options, header_line, loaded.module.get(),
+                       &loaded.partitions_from);
   return loaded;
 }
 

@@ -21,10 +21,16 @@
 
 namespace nvshmem_opt {
 
+// Seconds a FIFO, pipe or device may stay silent before its read fails.
+constexpr double kDefaultInputTimeoutSeconds = 60;
+
 // Up to `max_bytes` of the file at `path` ('-': stdin). Regular files are
-// checked before reading; pipes and devices are refused once past the limit.
-absl::StatusOr<std::string> ReadInput(const std::string& path,
-                                      int64_t max_bytes);
+// checked before reading; pipes and devices are refused once past the limit,
+// or once silent for `timeout_s` (a FIFO nobody writes to never hangs). A
+// socket and a symlink loop are refused at once.
+absl::StatusOr<std::string> ReadInput(
+    const std::string& path, int64_t max_bytes,
+    double timeout_s = kDefaultInputTimeoutSeconds);
 
 struct LoadOptions {
   int num_partitions = 0;  // 0: from the module (InferPartitions).

@@ -108,7 +108,7 @@ absl::StatusOr<std::string> DebugOption(const std::string& path,
 
 std::string SidecarConfigPath(const std::string& module_path) {
   std::string stem = module_path;
-  for (absl::string_view suffix : {".hlo", ".txt"}) {
+  for (absl::string_view suffix : {".hlo.pb", ".hlo", ".txt", ".pb"}) {
     if (absl::EndsWith(stem, suffix)) {
       stem.resize(stem.size() - suffix.size());
       break;

@@ -15,7 +15,8 @@
 
 namespace nvshmem_opt {
 
-// `<stem>.config.pbtxt` for a module file (stem: the path less .hlo/.txt).
+// `<stem>.config.pbtxt` for a module file (stem: the path less .hlo.pb,
+// .hlo, .txt or .pb).
 std::string SidecarConfigPath(const std::string& module_path);
 
 // The config beside `module_path`: its sidecar, else XLA's own config of the

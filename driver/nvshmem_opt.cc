@@ -47,6 +47,9 @@ using nvshmem_opt::Rewriter;
 // given: one HGX H100/H200 node, capped at the module's device count.
 constexpr int kDefaultDevicesPerHost = 8;
 
+// The project's version (pyproject.toml), which hlo-tools --version prints too.
+constexpr char kVersion[] = "0.1.0";
+
 constexpr char kUsage[] =
     "usage: nvshmem-opt INPUT [flags]   (INPUT: HLO text or a serialized\n"
     "         HloModuleProto/HloProto; '-' reads stdin; -o OUT = "
@@ -55,9 +58,13 @@ constexpr char kUsage[] =
     "Without --topology, the topology is the one the pass derives inside XLA:\n"
     "hosts of --devices-per-host GPUs (one NVLink domain each) holding every\n"
     "device (partitions x replicas), placed by the module's device assignment\n"
-    "when it has one. A SPEC is SLICESxHOSTSxGPUS[:nvlN][:map=D0,D1,...], "
-    "e.g.\n"
-    "1x2x4 or 1x9x8:nvl72. Partitions and replicas come from the module (its\n"
+    "when it has one. A SPEC is\n"
+    "SLICESxHOSTSxGPUS[:nvlN][:gpus_per_process=N][:map=D0,D1,...], e.g.\n"
+    "1x2x4, 1x9x8:nvl72 or 1x2x8:gpus_per_process=8 (:gpus_per_process: the\n"
+    "GPUs each process drives; :map: the device of each logical id). A "
+    ".hlo.pb\n"
+    "is placed by the device assignment it carries, else, like text, by XLA's\n"
+    "config beside it. Partitions and replicas come from the module (its\n"
     "header, a proto's device assignment, a Shardy mesh, the ids its "
     "collectives\n"
     "name, the topology) unless given.\n"
@@ -79,6 +86,8 @@ struct Flags {
   int64_t upstream_threshold_bytes = xla::gpu::kDefaultThresholdInBytes;
   int num_partitions = 0, num_replicas = 0;    // 0: from the input.
   int64_t max_input_bytes = int64_t{1} << 30;  // Larger inputs are refused.
+  // A FIFO, pipe or device silent this long is refused.
+  double input_timeout = nvshmem_opt::kDefaultInputTimeoutSeconds;
 };
 
 std::string CapLine(const std::string& text) {
@@ -114,6 +123,7 @@ std::vector<std::string> CanonicalArgs(
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") return {"--help"};
+    if (arg == "--version") return {"--version"};
     if (arg == "-o") {
       if (i + 1 >= argc) Fail(2, "-o needs a file name");
       args.push_back(absl::StrCat("--output=", argv[++i]));
@@ -167,7 +177,8 @@ std::vector<tsl::Flag> FlagList(Flags& f, std::string& error) {
   };
   return {
       tsl::Flag("output", &f.output, "where the module goes (default stdout)"),
-      tsl::Flag("topology", &f.topology, "SLICESxHOSTSxGPUS[:nvlN][:map=...]"),
+      tsl::Flag("topology", &f.topology,
+                "SLICESxHOSTSxGPUS[:nvlN][:gpus_per_process=N][:map=...]"),
       integer("devices-per-host", &f.devices_per_host, 1, 1 << 20,
               "GPUs per host of the derived topology (default 8, at most the "
               "module's)"),
@@ -185,7 +196,10 @@ std::vector<tsl::Flag> FlagList(Flags& f, std::string& error) {
       tsl::Flag("compare-upstream", &f.compare_upstream,
                 "add upstream's assignment"),
       integer("upstream-threshold-bytes", &f.upstream_threshold_bytes, 0,
-              kMax64, "upstream assigner's largest NVSHMEM message"),
+              kMax64,
+              "upstream assigner's size bound: NVSHMEM only below it; at the "
+              "pin it bounds all-reduces only (collective_backend_assigner.cc, "
+              "use_nvshmem), never a collective-permute"),
       tsl::Flag("time", &f.time, "say how long the pass took"),
       integer("num-partitions", &f.num_partitions, 1, 1 << 20,
               "default: the module's"),
@@ -193,6 +207,23 @@ std::vector<tsl::Flag> FlagList(Flags& f, std::string& error) {
               "default: the module's"),
       integer("max-input-bytes", &f.max_input_bytes, 1, kMax64,
               "larger inputs are refused"),
+      tsl::Flag(
+          "input-timeout",
+          std::function<bool(std::string)>([&f, &error](std::string text) {
+            double v = 0;
+            if (!absl::SimpleAtod(text, &v) || !(v > 0) || v > 1e6) {
+              if (error.empty()) {
+                error = absl::StrCat("--input-timeout: '", text,
+                                     "' is not a number of seconds "
+                                     "above 0 (at most 1000000)");
+              }
+            } else {
+              f.input_timeout = v;
+            }
+            return true;
+          }),
+          absl::StrCat(nvshmem_opt::kDefaultInputTimeoutSeconds),
+          "seconds a FIFO, pipe or device may stay silent"),
       tsl::Flag("print-cost-table", &f.print_cost_table,
                 "print the table and exit"),
       tsl::Flag(
@@ -213,6 +244,11 @@ Flags ParseFlags(int argc, char** argv) {
   const std::string usage = tsl::Flags::Usage("nvshmem-opt", list);
   if (args == std::vector<std::string>{"--help"}) {
     std::cout << kUsage << usage;
+    std::exit(0);
+  }
+  if (args == std::vector<std::string>{"--version"}) {
+    std::cout << "nvshmem-opt " << kVersion
+              << " (XLA of the TensorFlow wheel it links)\n";
     std::exit(0);
   }
   tsl::Flags::Parse(args, list);  // Leaves what it does not know in `args`.
@@ -263,7 +299,9 @@ void Write(const Flags& flags, const std::string& path,
            const std::string& text) {
   if (path != "-" && SameFile(flags.input, path))
     Fail(2, path + ": refusing to overwrite the input");
-  if (absl::Status status = nvshmem_opt::WriteOutput(path, text); !status.ok())
+  if (absl::Status status =
+          nvshmem_opt::WriteOutput(path, text, flags.input_timeout);
+      !status.ok())
     Fail(2, std::string(status.message()));
 }
 
@@ -295,8 +333,8 @@ ext::CostTable LoadCostTable(const Flags& flags) {
   if (!flags.cost_table.empty()) {
     if (flags.cost_table == "-" && flags.input == "-")
       Fail(2, "INPUT and --cost-table cannot both be '-' (stdin)");
-    const std::string text =
-        OrFail(nvshmem_opt::ReadInput(flags.cost_table, flags.max_input_bytes));
+    const std::string text = OrFail(nvshmem_opt::ReadInput(
+        flags.cost_table, flags.max_input_bytes, flags.input_timeout));
     table = OrFail(ext::ParseCostTable(text, flags.cost_table));
   }
   if (!flags.backends.empty()) {
@@ -310,8 +348,8 @@ ext::CostTable LoadCostTable(const Flags& flags) {
 // the fuzz harness's (input.h LoadModule).
 nvshmem_opt::LoadedModule Load(const Flags& flags,
                                const ext::Topology* topology) {
-  std::string data =
-      OrFail(nvshmem_opt::ReadInput(flags.input, flags.max_input_bytes));
+  std::string data = OrFail(nvshmem_opt::ReadInput(
+      flags.input, flags.max_input_bytes, flags.input_timeout));
   nvshmem_opt::LoadedModule loaded = OrFail(nvshmem_opt::LoadModule(
       flags.input, std::move(data),
       {flags.num_partitions, flags.num_replicas, topology},
@@ -393,12 +431,16 @@ std::string SpecToDecideAgain(const Flags& flags,
 std::string PlacementText(
     const Flags& flags, const ext::Topology& topology,
     const std::string& config_path,
-    const std::optional<nvshmem_opt::ModulePlacement>& read) {
+    const std::optional<nvshmem_opt::ModulePlacement>& read,
+    bool spec_states_map, bool proto_placed) {
   if (topology.partition_to_device().empty()) return "unknown";
   if (!config_path.empty() &&
       (flags.topology.empty() ||
        (read && topology.partition_to_device() == read->devices))) {
     return absl::StrCat("the module's device assignment (", config_path, ")");
+  }
+  if (!flags.topology.empty() && !spec_states_map && proto_placed) {
+    return "the module's device assignment (the proto's)";
   }
   return flags.topology.empty() ? "the module's device assignment"
                                 : "the topology's map";
@@ -411,6 +453,11 @@ std::string PlacedSpec(
     bool spec_states_map,
     const std::optional<nvshmem_opt::ModulePlacement>& read) {
   if (flags.topology.empty()) return spec;
+  if (!spec_states_map && !read && !topology.partition_to_device().empty()) {
+    // Placed by a proto's own device assignment.
+    return absl::StrCat(flags.topology, ":map=",
+                        absl::StrJoin(topology.partition_to_device(), ","));
+  }
   if (spec_states_map || !read ||
       topology.partition_to_device() != read->devices) {
     return flags.topology;
@@ -445,7 +492,31 @@ void WriteOutputConfig(
 std::string PlaceTextModule(const Flags& flags, xla::HloModule& module,
                             std::optional<ext::Topology>& given,
                             std::optional<nvshmem_opt::ModulePlacement>& read) {
-  if (module.config().has_static_device_assignment()) return "";
+  if (module.config().has_static_device_assignment()) {
+    // A proto carries its compile's device assignment: it places the ids of a
+    // topology given without a map, as a config beside text does.
+    const xla::DeviceAssignment& assignment =
+        module.config().static_device_assignment();
+    const int replicas = assignment.replica_count();
+    const int partitions = assignment.computation_count();
+    if (given && given->partition_to_device().empty() &&
+        given->num_devices() >= int64_t{replicas} * partitions) {
+      std::vector<int> devices(int64_t{replicas} * partitions);
+      for (int p = 0; p < partitions; ++p) {
+        for (int r = 0; r < replicas; ++r) {
+          devices[r + p * replicas] = static_cast<int>(assignment(r, p));
+        }
+      }
+      given = OrFail(
+          ext::Topology::Create(
+              given->slices(), given->hosts_per_slice(), given->gpus_per_host(),
+              given->nvlink_domain_size(), devices, given->gpus_per_process()),
+          flags.input +
+              ": the proto's device assignment does not fit "
+              "--topology: ");
+    }
+    return "";
+  }
   const std::string path = flags.module_config.empty()
                                ? nvshmem_opt::FindModuleConfig(flags.input)
                                : flags.module_config;
@@ -500,7 +571,8 @@ int main(int argc, char** argv) {
   if (flags.print_readable) {
     int rewritten = 0;
     std::cout << nvshmem_opt::ReadableText(
-        OrFail(nvshmem_opt::ReadInput(flags.input, flags.max_input_bytes)),
+        OrFail(nvshmem_opt::ReadInput(flags.input, flags.max_input_bytes,
+                                      flags.input_timeout)),
         &rewritten);
     return 0;
   }
@@ -547,8 +619,11 @@ int main(int argc, char** argv) {
          ext::ProcessLayoutText(topology,
                                 ext::SpecStatesProcesses(flags.topology),
                                 table.backends),
-         PlacementText(flags, topology, config_path, placement), spec,
-         PlacedSpec(flags, spec, topology, spec_states_map, placement),
+         PlacementText(
+             flags, topology, config_path, placement, spec_states_map,
+             input.text.empty() &&
+                 input.module->config().has_static_device_assignment()),
+         spec, PlacedSpec(flags, spec, topology, spec_states_map, placement),
          config_path, placement ? placement->collective_permute_mode : ""},
         run, upstream_ptr));
     Write(flags, flags.report, json + "\n");

@@ -1,9 +1,11 @@
 #include "driver/output_file.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -41,12 +43,39 @@ bool WriteAll(int fd, absl::string_view data) {
 }
 
 // A device, FIFO or socket: written as it is. No O_TRUNC (a device may
-// refuse it) and no O_CREAT (it exists); a FIFO waits for its reader.
+// refuse it) and no O_CREAT (it exists). A FIFO waits for its reader, but
+// not forever: opened without blocking (ENXIO while no reader has it open)
+// and each write polled, a FIFO nobody reads is refused after the input
+// timeout instead of hanging the run.
 absl::Status WriteInPlace(const std::string& path, const std::string& real,
-                          absl::string_view data) {
-  const int fd = open(real.c_str(), O_WRONLY | O_CLOEXEC);
+                          absl::string_view data, double timeout_s) {
+  const int timeout_ms = static_cast<int>(std::min(timeout_s * 1000, 2e9));
+  int fd = -1;
+  for (int waited = 0;; waited += 50) {
+    fd = open(real.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd >= 0 || errno != ENXIO) break;
+    if (waited >= timeout_ms) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": nothing reads this FIFO (waited ", timeout_s, " s)"));
+    }
+    usleep(50 * 1000);
+  }
   if (fd < 0) return Error(path, "cannot open for writing");
-  const bool ok = WriteAll(fd, data);
+  bool ok = true;
+  while (ok && !data.empty()) {
+    struct pollfd waiter = {fd, POLLOUT, 0};
+    const int ready = poll(&waiter, 1, timeout_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      close(fd);
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": its reader stopped reading (waited ", timeout_s, " s)"));
+    }
+    const ssize_t n = write(fd, data.data(), data.size());
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    ok = n > 0;
+    if (ok) data.remove_prefix(static_cast<size_t>(n));
+  }
   const int saved = errno;
   if (close(fd) != 0 && ok) return Error(path, "write failed");
   errno = saved;
@@ -69,6 +98,10 @@ absl::Status WriteReplacing(const std::string& path, const std::string& real,
   std::vector<char> temp(name.begin(), name.end());
   temp.push_back('\0');
   const int fd = mkostemp(temp.data(), O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": no such directory ", dir));
+  }
   if (fd < 0) return Error(path, "cannot create a file in its directory");
   const std::string tmp(temp.data());
   bool ok = WriteAll(fd, data);
@@ -121,7 +154,8 @@ absl::Status ResolveOutputPath(const std::string& path, std::string* real) {
   return absl::InvalidArgumentError(path + ": too many levels of symlinks");
 }
 
-absl::Status WriteOutput(const std::string& path, absl::string_view data) {
+absl::Status WriteOutput(const std::string& path, absl::string_view data,
+                         double timeout_s) {
   if (path == "-") {
     std::cout.write(data.data(), static_cast<std::streamsize>(data.size()));
     std::cout.flush();
@@ -140,7 +174,7 @@ absl::Status WriteOutput(const std::string& path, absl::string_view data) {
   if (S_ISDIR(info.st_mode)) {
     return absl::InvalidArgumentError(path + ": is a directory, not a file");
   }
-  if (!S_ISREG(info.st_mode)) return WriteInPlace(path, real, data);
+  if (!S_ISREG(info.st_mode)) return WriteInPlace(path, real, data, timeout_s);
   return WriteReplacing(path, real, &info, data);
 }
 

@@ -24,8 +24,10 @@
 namespace nvshmem_opt {
 
 // Writes `data` to `path` as above. InvalidArgument, one line starting with
-// `path`, when it cannot (a directory, a missing directory, no permission).
-absl::Status WriteOutput(const std::string& path, absl::string_view data);
+// `path`, when it cannot (a directory, a missing directory, no permission, a
+// FIFO nobody reads for `timeout_s`).
+absl::Status WriteOutput(const std::string& path, absl::string_view data,
+                         double timeout_s = 60);
 
 // `path` with every symlink along its last component followed (relative
 // targets read from the link's directory); `path` itself when it is none.

@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from hlo_tools import cli_io
+from hlo_tools import __version__, cli_io
 from hlo_tools.errors import InputError
 from hlo_tools.ops import outdir
 
@@ -24,6 +24,29 @@ COMMANDS = {
 }
 
 USAGE = "usage: hlo-tools {" + ",".join(sorted(COMMANDS)) + "} [ARGS...]"
+# What each command does, for `hlo-tools --help` (each has its own --help).
+SUMMARIES = {
+    "dump": "compile a JAX program deviceless for a GPU topology (or index an XLA "
+            "--xla_dump_to folder) into a stage directory",
+    "parse": "read HLO text or a .hlo.pb and summarise it and its collective-permutes",
+    "explain": "why each collective-permute gets its backend: modeled times, the "
+               "choice, upstream's answer; each program of a dump folder",
+    "verify": "named checks that a module's permutes can run as written on the target "
+              "runtime (exit 1 when one fails)",
+    "diff": "what changed between two modules or stages, collectives first; --trace "
+            "follows each permute through XLA's passes",
+    "report": "an HTML report of what the pass does to a program, a module or a dump "
+              "folder: rewrite, explain, verify, diff, charts",
+    "heuristics": "test and tune the backend-selection heuristic: sweep, check-pass, "
+                  "calibrate the cost table",
+    "bench": "the pass's and the tools' speed, each next to the reference it competes "
+             "with",
+}
+HELP = "\n".join(
+    [USAGE, "", "Commands:"]
+    + [f"  {name:<11}{SUMMARIES[name]}" for name in sorted(COMMANDS)]
+    + ["", "hlo-tools COMMAND --help says more of one; hlo-tools --version its version.",
+       "Exit status: 0 ok, 1 a check failed (verify, report), 2 bad input, 130 interrupted."])
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
@@ -32,9 +55,15 @@ EXIT_SIGPIPE = 141  # 128 + SIGPIPE, as a shell reports `hlo-tools ... | head`
 
 def main(argv: Sequence[str] | None = None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
-  if not argv or argv[0] in ("-h", "--help"):
-    print(USAGE)
-    return 0 if argv else EXIT_BAD_INPUT
+  if not argv:
+    print(HELP, file=sys.stderr)
+    return EXIT_BAD_INPUT
+  if argv[0] in ("-h", "--help"):
+    print(HELP)
+    return 0
+  if argv[0] == "--version":
+    print(f"hlo-tools {__version__}")
+    return 0
   command, rest = argv[0], argv[1:]
   if command not in COMMANDS:
     print(f"hlo-tools: unknown command {command!r}; {USAGE}", file=sys.stderr)
@@ -50,6 +79,8 @@ def run(command_main: Callable[[list[str]], int], argv: list[str]) -> int:
   Ctrl-C with one line and 130, its work directories removed; a reader who closed
   stdout early (`| head`) quietly with 141."""
   prog = argv[0]
+  cli_io.set_input_timeout()  # a command's --input-timeout lasts for that command
+  cli_io.forget_notes()
   try:
     code = command_main(argv)
     sys.stdout.flush()
@@ -60,7 +91,9 @@ def run(command_main: Callable[[list[str]], int], argv: list[str]) -> int:
   except InputError as e:
     cli_io.print_error(e)
   except OSError as e:
-    cli_io.print_error(f"{prog}: {e}")
+    # `path: what went wrong`, not Python's "[Errno N] ...: 'path'".
+    where = f"{e.filename}: " if e.filename else ""
+    cli_io.print_error(f"{prog}: {where}{e.strerror or e}")
   except KeyboardInterrupt:
     outdir.discard_work_dirs()
     cli_io.print_error(f"{prog}: interrupted; nothing written")

@@ -4,17 +4,24 @@ Small on purpose; the whole API:
 
     DEFAULT_MAX_INPUT_BYTES          1 GiB: the default of --max-input-bytes
     add_max_input_bytes(parser)      adds `--max-input-bytes N` (dest max_input_bytes)
+    add_input_timeout(parser)        adds `--input-timeout SECONDS` (add_max_input_bytes
+                                     adds it too); set_input_timeout(seconds) sets it
     read_input(path, max_bytes, label=None) -> bytes
                                      reads a file, a device or FIFO, or stdin ("-"),
-                                     never more than max_bytes + 1 bytes; raises
-                                     InputReadError (one line) when unreadable or
-                                     larger than max_bytes
+                                     never more than max_bytes + 1 bytes, and from
+                                     what is not a regular file never waiting longer
+                                     than the input timeout for its next bytes;
+                                     raises InputReadError (one line) when unreadable,
+                                     a socket, a symlink loop, silent past the
+                                     timeout or larger than max_bytes
+    is_regular_file(path) -> bool    a regular file (symlinks followed), not stdin
     InputReadError                   an errors.InputError; str() is `LABEL: message`
     one_line(text, limit=MAX_MESSAGE_CHARS) -> str
                                      control characters escaped and the text cut to
                                      `limit` characters plus "... (N more characters)";
                                      idempotent
     print_error(text)                one_line(text) on stderr
+    print_note(text)                 print_error, but once per command
     write_atomic(path, data)         writes str or bytes: a regular file atomically
                                      (readers see the old file or the new one), a
                                      device or FIFO in place, "-" to stdout; a symlink
@@ -22,28 +29,39 @@ Small on purpose; the whole API:
     resolve_links(path) -> str       the path a symlink (chain) names
 
 Why a bound on every read: /dev/zero, a FIFO or a pipe has no size to check
-before reading, so a plain f.read() grows without end.
+before reading, so a plain f.read() grows without end. Why a time bound: a FIFO
+nobody writes to (`mkfifo f.hlo`), or a terminal, never ends either; opened without
+blocking and polled, it is an error after the timeout instead of a hang.
 """
 
 import argparse
 import errno
 import os
+import select
 import stat
 import sys
 import tempfile
-from typing import BinaryIO
+import time
+from collections.abc import Sequence
+from typing import Any, BinaryIO
 
 # What names a file here: a path, or "-" for stdin/stdout.
 PathLike = str | os.PathLike[str]
 
 from hlo_tools.errors import MAX_MESSAGE_CHARS, InputReadError, one_line
 
-__all__ = ["DEFAULT_MAX_INPUT_BYTES", "MAX_MESSAGE_CHARS", "InputReadError", "add_max_input_bytes",
-           "read_input", "one_line", "print_error", "resolve_links", "write_atomic"]
+__all__ = ["DEFAULT_INPUT_TIMEOUT", "DEFAULT_MAX_INPUT_BYTES", "MAX_MESSAGE_CHARS",
+           "InputReadError", "add_input_timeout", "add_max_input_bytes", "is_regular_file",
+           "read_input", "one_line", "print_error", "print_note", "forget_notes",
+           "resolve_links", "set_input_timeout",
+           "write_atomic"]
 
 # The reader holds about 8 bytes of memory per byte of text (docs/reliability.md).
 DEFAULT_MAX_INPUT_BYTES = 1 << 30
 _CHUNK = 1 << 20
+# Seconds a FIFO, pipe or device may stay silent before its read is given up.
+DEFAULT_INPUT_TIMEOUT = 60.0
+_timeout = [DEFAULT_INPUT_TIMEOUT]  # this command's --input-timeout
 
 
 def _byte_count(text: str) -> int:
@@ -58,35 +76,148 @@ def _byte_count(text: str) -> int:
 
 def add_max_input_bytes(parser: argparse.ArgumentParser,
                         default: int = DEFAULT_MAX_INPUT_BYTES) -> None:
-  """Adds `--max-input-bytes N` (also `--max_input_bytes`) to an argparse parser."""
+  """Adds `--max-input-bytes N` (also `--max_input_bytes`) to an argparse parser,
+  and `--input-timeout SECONDS` beside it (add_input_timeout)."""
   parser.add_argument("--max-input-bytes", "--max_input_bytes", dest="max_input_bytes",
                       type=_byte_count, default=default, metavar="N",
                       help=f"refuse an input (file, device, pipe or stdin) larger than N "
                            f"bytes (default {default})")
+  add_input_timeout(parser)
+
+
+def _seconds(text: str) -> float:
+  try:
+    value = float(text)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"not a number of seconds: {text[:40]!r}") from None
+  if not value > 0 or value == float("inf"):
+    raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text[:40]!r}")
+  return value
+
+
+class _SetTimeout(argparse.Action):
+  def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+               values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
+    setattr(namespace, self.dest, values)
+    set_input_timeout(float(values))  # type: ignore[arg-type]  # _seconds made it a float
+
+
+def add_input_timeout(parser: argparse.ArgumentParser) -> None:
+  """Adds `--input-timeout SECONDS` (also `--input_timeout`): how long a FIFO, pipe
+  or device may stay silent before its read is an error."""
+  parser.add_argument("--input-timeout", "--input_timeout", dest="input_timeout",
+                      type=_seconds, default=DEFAULT_INPUT_TIMEOUT, metavar="SECONDS",
+                      action=_SetTimeout,
+                      help="give up on an input that is not a regular file (FIFO, "
+                           "pipe, device, stdin) when no bytes come for SECONDS "
+                           f"(default {DEFAULT_INPUT_TIMEOUT:g})")
+
+
+def set_input_timeout(seconds: float = DEFAULT_INPUT_TIMEOUT) -> None:
+  """The time bound of every later read of a FIFO, pipe or device (the CLI root
+  sets the default again before each command)."""
+  _timeout[0] = seconds
+
+
+def is_regular_file(path: PathLike) -> bool:
+  """Whether `path` (symlinks followed) is a regular file; False for "-"."""
+  if str(path) == "-":
+    return False
+  try:
+    return stat.S_ISREG(os.stat(path).st_mode)
+  except (OSError, ValueError):
+    return False
+
+
+def _not_found(path: PathLike) -> str:
+  """Why a path that stat() cannot reach is missing: a dangling link says where it
+  points."""
+  try:
+    target = os.readlink(path)
+  except OSError:
+    return "cannot read: No such file or directory"
+  return f"cannot read: a symbolic link to {target}, which does not exist"
 
 
 def read_input(path: PathLike, max_bytes: int | None = DEFAULT_MAX_INPUT_BYTES,
                label: str | None = None) -> bytes:
   """The bytes of `path` ("-": stdin); at most max_bytes + 1 bytes are ever read.
 
-  Raises InputReadError for a directory, an unreadable path, or more than max_bytes
-  bytes (the message names the limit and the flag that sets it).
+  A regular file is read as it is. Anything else (a FIFO, pipe, character device,
+  stdin) is opened without blocking and polled: silent for the input timeout, it is
+  an error, so a FIFO nobody writes to never hangs the command. A socket is refused
+  at once.
+
+  Raises InputReadError for a directory, a socket, a symlink loop, an unreadable
+  path, a silent input, or more than max_bytes bytes (the message names the limit
+  and the flag that sets it).
   """
   label = str(label or path)
   try:
     if str(path) == "-":
-      return _read_bounded(sys.stdin.buffer, max_bytes, label)
-    with open(path, "rb") as f:
-      info = os.fstat(f.fileno())
-      if stat.S_ISDIR(info.st_mode):
-        raise InputReadError(label, "is a directory, not a file")
-      if stat.S_ISREG(info.st_mode) and max_bytes is not None and info.st_size > max_bytes:
-        raise _too_large(label, max_bytes, info.st_size)
-      return _read_bounded(f, max_bytes, label)
+      info = os.fstat(sys.stdin.fileno())
+      if stat.S_ISREG(info.st_mode):
+        return _read_bounded(sys.stdin.buffer, max_bytes, label)
+      return _read_polled(sys.stdin.fileno(), max_bytes, label, "stdin")
+    try:
+      info = os.stat(path)
+    except FileNotFoundError:
+      raise InputReadError(label, _not_found(path)) from None
+    if stat.S_ISDIR(info.st_mode):
+      raise InputReadError(label, "is a directory, not a file")
+    if stat.S_ISSOCK(info.st_mode):
+      raise InputReadError(label, "is a socket, not a file")
+    if stat.S_ISREG(info.st_mode):
+      with open(path, "rb") as f:
+        if max_bytes is not None and info.st_size > max_bytes:
+          raise _too_large(label, max_bytes, info.st_size)
+        return _read_bounded(f, max_bytes, label)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+      what = "a FIFO" if stat.S_ISFIFO(info.st_mode) else "a device"
+      return _read_polled(fd, max_bytes, label, what)
+    finally:
+      os.close(fd)
   except IsADirectoryError:
     raise InputReadError(label, "is a directory, not a file") from None
   except OSError as e:
+    if e.errno == errno.ELOOP:
+      raise InputReadError(label, "cannot read: a symbolic link loop (too many levels "
+                                  "of symbolic links)") from None
     raise InputReadError(label, f"cannot read: {e.strerror or e}") from None
+
+
+def _read_polled(fd: int, max_bytes: int | None, label: str, what: str) -> bytes:
+  """What `fd` gives until its end, each wait for more bytes bounded by the input
+  timeout. A FIFO no writer has opened yet polls as silent (not as ended), so the
+  command waits for one, but not forever."""
+  timeout = _timeout[0]
+  poller = select.poll()
+  poller.register(fd, select.POLLIN | select.POLLPRI)
+  chunks: list[bytes] = []
+  total = 0
+  limit = None if max_bytes is None else max_bytes + 1
+  deadline = time.monotonic() + timeout
+  while True:
+    left = deadline - time.monotonic()
+    if left <= 0 or not poller.poll(max(1, int(left * 1000))):
+      if time.monotonic() < deadline:
+        continue
+      got = f" after {total} bytes" if total else ""
+      writer = "; nothing wrote to it" if what == "a FIFO" and not total else ""
+      raise InputReadError(label, f"{what} silent for {timeout:g} s{got}{writer} "
+                                  "(--input-timeout)")
+    try:
+      chunk = os.read(fd, _CHUNK if limit is None else min(_CHUNK, limit - total))
+    except BlockingIOError:
+      continue
+    if not chunk:
+      return b"".join(chunks)
+    chunks.append(chunk)
+    total += len(chunk)
+    if max_bytes is not None and total > max_bytes:
+      raise _too_large(label, max_bytes)
+    deadline = time.monotonic() + timeout
 
 
 def _too_large(label: str, max_bytes: int, size: int | None = None) -> InputReadError:
@@ -112,6 +243,23 @@ def _read_bounded(f: BinaryIO, max_bytes: int | None, label: str) -> bytes:
 def print_error(text: object) -> None:
   """Prints one_line(text) on stderr."""
   print(one_line(text), file=sys.stderr)
+
+
+_said: set[str] = set()
+
+
+def print_note(text: object) -> None:
+  """print_error, once per command: a note on a folder's topology is not repeated
+  for each of its programs (the CLI root forgets what was said before each
+  command)."""
+  line = one_line(text)
+  if line not in _said:
+    _said.add(line)
+    print(line, file=sys.stderr)
+
+
+def forget_notes() -> None:
+  _said.clear()
 
 
 def write_atomic(path: PathLike, data: str | bytes | bytearray | memoryview) -> None:
@@ -141,9 +289,9 @@ def write_atomic(path: PathLike, data: str | bytes | bytearray | memoryview) -> 
   if info is not None and stat.S_ISDIR(info.st_mode):
     raise IsADirectoryError(errno.EISDIR, "is a directory, not a file", str(path))
   if info is not None and not stat.S_ISREG(info.st_mode):
-    fd = os.open(real, os.O_WRONLY | os.O_CLOEXEC)
+    fd = _open_in_place(real, str(path))
     try:
-      _write_all(fd, raw)
+      _write_polled(fd, raw, str(path))
     finally:
       os.close(fd)
     return
@@ -162,6 +310,37 @@ def resolve_links(path: PathLike) -> str:
   raise OSError(errno.ELOOP, "too many levels of symbolic links", str(path))
 
 
+def _open_in_place(real: str, label: str) -> int:
+  """A device or FIFO opened for writing without blocking: a FIFO with no reader
+  (ENXIO) is tried again until the input timeout, then refused, never waited on
+  for ever."""
+  deadline = time.monotonic() + _timeout[0]
+  while True:
+    try:
+      return os.open(real, os.O_WRONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as e:
+      if e.errno != errno.ENXIO or time.monotonic() >= deadline:
+        if e.errno == errno.ENXIO:
+          raise OSError(errno.ENXIO, f"nothing reads this FIFO (waited {_timeout[0]:g} s)",
+                        label) from None
+        raise
+    time.sleep(0.05)
+
+
+def _write_polled(fd: int, raw: bytes, label: str) -> None:
+  view = memoryview(raw)
+  poller = select.poll()
+  poller.register(fd, select.POLLOUT)
+  while view:
+    if not poller.poll(int(_timeout[0] * 1000)):
+      raise OSError(errno.ETIMEDOUT, f"its reader stopped reading (waited "
+                                     f"{_timeout[0]:g} s)", label)
+    try:
+      view = view[os.write(fd, view):]
+    except BlockingIOError:
+      continue
+
+
 def _write_all(fd: int, raw: bytes) -> None:
   view = memoryview(raw)
   while view:
@@ -170,6 +349,8 @@ def _write_all(fd: int, raw: bytes) -> None:
 
 def _replace(real: str, info: os.stat_result | None, raw: bytes) -> None:
   directory = os.path.dirname(os.path.abspath(real))
+  if not os.path.isdir(directory):  # else mkstemp names its own temporary file
+    raise FileNotFoundError(errno.ENOENT, f"no such directory {directory}", real)
   fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(real) + ".",
                              suffix=".tmp", dir=directory)
   try:

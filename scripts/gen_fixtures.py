@@ -112,6 +112,51 @@ PASS_DUMPS = {
                                  "args": ["64,8:f32:cp"] * 3, "out_spec": "cp"}, "1x2x4"),
 }
 
+# A training script's --xla_dump_to folder (hlo_tools/programs/training_script.py): it
+# jits init, train_step, eval_step and a metrics lambda, four programs of which the two
+# steps hold ring permutes. Pruned to what the tools read: each program's stages, its
+# module entering async-collective-creator, its config and buffer assignment; the
+# "_pb" one also as XLA's protos (--xla_dump_hlo_as_proto), .hlo.pb beside the text.
+SCRIPT_DUMPS = {
+    "training_script_1x1x8": ({"kind": "script",
+                               "script": "hlo_tools.programs.training_script:run"},
+                              "1x1x8", False),
+    "training_script_pb_1x1x8": ({"kind": "script",
+                                  "script": "hlo_tools.programs.training_script:run"},
+                                 "1x1x8", True),
+}
+_SCRIPT_KEEP = re.compile(r"(?:\.before_optimizations|_after_optimizations|\.config"
+                          r"|_after_optimizations-buffer-assignment"
+                          r"|\.after_[^.]+\.before_async-collective-creator)"
+                          r"\.(?:txt|pbtxt|hlo\.pb)$")
+
+
+def generate_script_dump(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
+  """Writes <name>.xla_dump/, XLA's own folder pruned (SCRIPT_DUMPS); returns its path."""
+  source, topology, as_proto = SCRIPT_DUMPS[name]
+  target = dump.Target(topology=topology, target_config=target_config)
+  target.validate()
+  dest = os.path.join(out_dir, f"{name}.xla_dump")
+  with tempfile.TemporaryDirectory(prefix="gen-fixtures-") as work_dir:
+    dump.compile_in_child(work_dir, source, target, pass_re="async-collective-creator",
+                          progress=False, as_proto=as_proto)
+    xla_dir = os.path.join(work_dir, dump.XLA_DUMP_SUBDIR)
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(dest)
+    for fname in sorted(os.listdir(xla_dir)):
+      if not _SCRIPT_KEEP.search(fname) or not fname.startswith("module_"):
+        continue
+      src = os.path.join(xla_dir, fname)
+      if fname.endswith(".hlo.pb"):
+        shutil.copyfile(src, os.path.join(dest, fname))
+        continue
+      with open(src) as f:
+        text = f.read()
+      text = blank_dump_path(text) if fname.endswith(".pbtxt") else normalize(text)
+      with open(os.path.join(dest, fname), "w") as f:
+        f.write(text)
+  return dest
+
 
 def normalize(text):
   """Drops source locations: the FileNames..StackFrames tables and their references."""
@@ -213,13 +258,17 @@ def main(argv):
   p = argparse.ArgumentParser(prog=argv[0], description=__doc__.split("\n\n")[0])
   p.add_argument("--out_dir", default=os.path.join(
       os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "fixtures"))
-  p.add_argument("--only", action="append", choices=sorted(FIXTURES) + sorted(PASS_DUMPS),
+  p.add_argument("--only", action="append",
+                 choices=sorted(FIXTURES) + sorted(PASS_DUMPS) + sorted(SCRIPT_DUMPS),
                  help="generate only these fixtures (repeatable)")
   p.add_argument("--target_config", default=dump.DEFAULT_TARGET_CONFIG)
   args = p.parse_args(argv[1:])
   os.makedirs(args.out_dir, exist_ok=True)
-  for name in args.only or list(FIXTURES) + list(PASS_DUMPS):
+  for name in args.only or list(FIXTURES) + list(PASS_DUMPS) + list(SCRIPT_DUMPS):
     try:
+      if name in SCRIPT_DUMPS:
+        print(generate_script_dump(name, args.out_dir, args.target_config), file=sys.stderr)
+        continue
       if name in PASS_DUMPS:
         print(generate_pass_dump(name, args.out_dir, args.target_config), file=sys.stderr)
         continue

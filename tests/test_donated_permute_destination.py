@@ -112,14 +112,50 @@ def _colored(header):
       header, re.sub(r"^(allocation \d+: size \d+)", r"\1, color 1", header))
 
 
+def _operand_allocation(module, assignment):
+  """The header line of the allocation holding the permute-start's operand."""
+  operand = re.search(r"collective-permute-start\(%?([\w.\-]+)\)", module.read_text())[1]
+  header = None
+  for line in assignment.read_text().splitlines():
+    if line.startswith("allocation "):
+      header = line
+    elif re.match(rf" value: <\d+ {re.escape(operand)}(\{{\}})? @", line):
+      return header
+  return pytest.fail(f"no value of %{operand} in {assignment.name}")
+
+
 def test_verify_wants_the_destination_in_collective_memory(capsys, tmp_path, dumps):
-  # Compiled without NVSHMEM, XLA left the buffer in memory space 0.
-  _, [r] = _nvshmem_runtime(capsys, _as_nvshmem(tmp_path, dumps, "temp"))
-  assert r["status"] == "fail" and "is in memory space 0" in r["message"]
+  # XLA compiled the permute as NVSHMEM (its operand in the collective memory) but
+  # left the destination in memory space 0, as the series' coloring leaves the
+  # program's output: the emitter runs it on NCCL.
+  header = _permute_result_allocation(dumps["keep"][1])
+  operand = _operand_allocation(*dumps["keep"])
+  assert operand != header and "maybe-live-out" in header
+  _, [r] = _nvshmem_runtime(capsys, _as_nvshmem(tmp_path, dumps, "keep", _colored(operand)))
+  assert r["status"] == "fail" and "is in memory space 0" in r["message"], r
+  # A temporary destination colored, as XLA's coloring of an NVSHMEM permute leaves it.
   header = _permute_result_allocation(dumps["temp"][1])
-  assert "maybe-live-out" not in header
+  assert "maybe-live-out" not in header and ", parameter" not in header
   _, [r] = _nvshmem_runtime(capsys, _as_nvshmem(tmp_path, dumps, "temp", _colored(header)))
   assert r["status"] == "pass", r
+  assert "not NVSHMEM" not in r["message"]
+
+
+def test_a_plan_xla_has_not_compiled_is_not_judged_by_another_plans_memory_spaces(
+    capsys, tmp_path, dumps):
+  # The plan (NVSHMEM) written onto a module XLA compiled on NCCL: its buffer
+  # assignment is of that compile, where no buffer of the permute is in the collective
+  # memory. XLA colors the buffers by the plan it compiles, so the memory space 0 there
+  # is not where the NVSHMEM plan's destination goes: the check passes, and says why.
+  _, [r] = _nvshmem_runtime(capsys, _as_nvshmem(tmp_path, dumps, "temp"))
+  assert r["status"] == "pass", r
+  assert "is of a compile where this permute was not NVSHMEM" in r["message"]
+  # What holds under any plan is still judged from it: a destination that is an entry
+  # parameter, or the program's output, which the series' coloring leaves off the heap.
+  rc, [r] = _nvshmem_runtime(capsys, _as_nvshmem(tmp_path, dumps, "donate"))
+  assert rc == 1 and "is parameter 0's buffer" in r["message"], r
+  rc, [r] = _nvshmem_runtime(capsys, _as_nvshmem(tmp_path, dumps, "keep"))
+  assert rc == 1 and r["status"] == "fail" and "lives out of the program" in r["message"], r
 
 
 def test_verify_fails_a_heap_buffer_that_outlives_the_run(capsys, tmp_path, dumps):

@@ -91,7 +91,8 @@ def test_unknown_trips_make_the_step_a_lower_bound():
   # 4-step loop runs at least 4 times.
   row = lambda name, runs, trips, count: {
       "case": "c", "title": "t", "instruction": name, "plan": "nvshmem", "nccl_us": 30.0,
-      "chosen_us": 20.0, "runs": runs, "saved_us_per_run": 10.0 * runs, "trips": trips,
+      "chosen_us": 20.0, "runs": runs, "saved_us_per_run": 10.0,
+      "saved_us_per_step": 10.0 * runs, "trips": trips,
       "trip_count": count, "nccl_us_per_step": 30.0 * runs,
       "runs_bound": "exact" if count or not trips else "at least"}
   rows = [row("a", 8, "x8 trips", 8), row("b", 1, "", None),

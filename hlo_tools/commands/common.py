@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 from hlo_tools import cli_io
+from hlo_tools.hlo import module_config, proto
 from hlo_tools.model import driver, dumps, options, placement, sources, topology
 from hlo_tools.errors import InputError
 
@@ -70,7 +73,7 @@ def given_topology(args: argparse.Namespace, file_arg: str, path: str,
   for directory in places:
     spec = dumps.manifest_topology(directory)
     if spec:
-      cli_io.print_error(topology.manifest_note(prog, file_arg, spec))
+      cli_io.print_note(topology.manifest_note(prog, file_arg, spec))
       return spec
   return None
 
@@ -99,34 +102,180 @@ def selection_for(args: argparse.Namespace, file_arg: str, path: str, prog: str,
   for line in topology.derived_notes(prog, file_arg, selected.spec, selected.topology,
                                      args.devices_per_host):
     if line:
-      cli_io.print_error(line)
+      cli_io.print_note(line)
   return selected, answer
 
 
+@dataclasses.dataclass
+class ModuleInput:
+  """One module a command decides on: `path`, a regular file nvshmem-opt can read
+  (the user's own, or a copy beside its module config), and how messages name it."""
+  path: str
+  source: sources.Source | None  # parsed already, or None: the operation reads `path`
+  label: str  # the user's spelling: FILE, DIR:STAGE or DIR:PROGRAM:STAGE
+  stage: str | None = None
+  program: str | None = None  # the module key in a folder of several programs
+  # A copy's temporary paths -> what the user knows them as (in_user_terms).
+  renames: dict[str, str] = dataclasses.field(default_factory=dict)
+
+  def in_user_terms(self, value: Any) -> Any:
+    """`value` (a result: dicts, lists, strings) with the copy's temporary paths
+    named as the user knows them: the input as given, the config it came with."""
+    if not self.renames:
+      return value
+    if isinstance(value, str):
+      for temporary, shown in self.renames.items():
+        value = value.replace(temporary, shown)
+      return value
+    if isinstance(value, dict):
+      return {k: self.in_user_terms(v) for k, v in value.items()}
+    if isinstance(value, list):
+      return [self.in_user_terms(v) for v in value]
+    return value
+
+
+@dataclasses.dataclass
+class ModuleInputs:
+  """What FILE or DIR:[PROGRAM:]STAGE names: one module, or each program of a dump
+  folder with collective-permutes (`note` says how many the folder held and which
+  were skipped, and why)."""
+  inputs: list[ModuleInput]
+  note: str | None = None
+  skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+  folder: str | None = None
+  total: int = 1
+
+
 @contextlib.contextmanager
-def module_file(spec: str, max_bytes: int
-                ) -> Iterator[tuple[str, sources.Source | None]]:
-  """(path, source) for FILE or DIR:STAGE (a stage of a dump directory, as diff reads
-  it). A FILE is read by the operation itself (source None); a stage is parsed here
-  and, when it is no file of its own (a pass snapshot), copied to a temporary file
-  for nvshmem-opt, which reads modules by path."""
+def module_inputs(spec: str, max_bytes: int) -> Iterator[ModuleInputs]:
+  """The modules of FILE or DIR:[PROGRAM:]STAGE (a stage of a dump directory, as diff
+  reads it). A regular text FILE is read by the operation itself (source None).
+  Everything else is read here, once: a FIFO, device or stdin (bounded by max_bytes
+  and the input timeout), a serialized proto (printed as text, its device assignment
+  or the config beside it kept), a stage that is no file of its own (a pass
+  snapshot). Each is copied to a temporary directory with its module config beside
+  it, as a sidecar, for nvshmem-opt, which reads modules by path."""
+  with tempfile.TemporaryDirectory(prefix="hlo-tools-input-") as work:
+    yield _module_inputs(spec, max_bytes, work)
+
+
+def _module_inputs(spec: str, max_bytes: int, work: str) -> ModuleInputs:
   split = dumps.split_spec(spec)
   if split is None:
-    if spec != "-" and (os.path.isdir(spec) or not os.path.exists(spec)):
+    if spec != "-" and (os.path.isdir(spec) or not os.path.lexists(spec)):
       dumps.read_input(spec, max_bytes)  # raises: a directory names no stage; missing
-    yield spec, None
-    return
-  source = dumps.read_stage(split[0], split[1], max_bytes)
-  if source.path and os.path.isfile(source.path):
-    yield source.path, source
-    return
-  fd, path = tempfile.mkstemp(prefix="hlo-tools-stage-", suffix=".hlo")
+    regular = cli_io.is_regular_file(spec)
+    if regular and not _is_proto_file(spec):
+      return ModuleInputs([ModuleInput(spec, None, spec)])
+    data = cli_io.read_input(spec, max_bytes)
+    config = module_config.find_config(spec) if regular else None
+    return ModuleInputs([_copied_input(work, "input", spec, data, config)])
+  folder, rest = split
+  program, stage = dumps.split_program(folder, rest)
+  if program is not None:
+    return ModuleInputs([_stage_input(work, folder, stage, program, max_bytes)],
+                        folder=folder)
+  kept, skipped = dumps.select_programs(folder, stage, max_bytes)
+  total = len(kept) + len(skipped)
+  if total <= 1:
+    return ModuleInputs([_stage_input(work, folder, stage, None, max_bytes)], folder=folder)
+  note = dumps.programs_note(folder, kept, skipped)
+  if len(kept) <= 1:
+    # One program to decide (or none: the folder's main module says so): its output
+    # as for a folder of one, the folder's line on stderr.
+    cli_io.print_note(note)
+    main = dumps.main_key(folder, dumps.index_xla_dump(dumps.xla_dir_of(folder)))
+    program = kept[0] if kept and kept[0] != main else None
+    return ModuleInputs([_stage_input(work, folder, stage, program, max_bytes)], None,
+                        skipped, folder, total)
+  return ModuleInputs([_stage_input(work, folder, stage, key, max_bytes) for key in kept],
+                      note, skipped, folder, total)
+
+
+def _is_proto_file(path: str) -> bool:
+  """Whether a regular file holds a serialized proto, not HLO text (its first bytes)."""
   try:
-    with os.fdopen(fd, "w") as f:
-      f.write(source.text)
-    yield path, source
-  finally:
-    os.unlink(path)
+    with open(path, "rb") as f:
+      head = f.read(4096)
+  except OSError:
+    return False  # read_input names the problem
+  return bool(head) and not proto.looks_like_text(head) and (
+      path.endswith(".pb") or b"\0" in head or not _is_utf8_prefix(head))
+
+
+def _is_utf8_prefix(data: bytes) -> bool:
+  try:
+    data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    return e.start >= len(data) - 3  # a character cut at the end of the prefix
+  return True
+
+
+def _copied_input(work: str, name: str, label: str, data: bytes,
+                  config: str | None) -> ModuleInput:
+  """`data` (HLO text or a serialized proto) as a text file under `work`, with its
+  module config beside it: `config` (a file), else the proto's own device assignment."""
+  directory = tempfile.mkdtemp(dir=work)
+  path = os.path.join(directory, name + ".hlo")
+  config_text = None
+  if not proto.looks_like_text(data):
+    module = proto.module_bytes(data)
+    if module is not None:
+      assignment = proto.device_assignment(module, label)
+      data = proto.to_text(module, label, assignment).encode()
+      if config is None and assignment is not None:
+        config_text = proto.config_text(assignment)
+  with open(path, "wb") as f:
+    f.write(data)
+  sidecar = module_config.sidecar_path(path)
+  renames = {}
+  if config is not None:
+    shutil.copyfile(config, sidecar)
+    renames[sidecar] = config
+  elif config_text is not None:
+    with open(sidecar, "w") as f:
+      f.write(config_text)
+    renames[sidecar] = f"{label}, the proto's own"
+  renames[path] = label
+  source = sources.read_source(path, label, max_bytes=len(data) + 1)
+  return ModuleInput(path, source, label, renames=renames)
+
+
+def _stage_input(work: str, folder: str, stage: str, program: str | None,
+                 max_bytes: int) -> ModuleInput:
+  source = dumps.read_stage(folder, stage, max_bytes, program)
+  label = source.label or f"{folder}:{stage}"
+  if source.path and os.path.isfile(source.path) and source.path != label:
+    return ModuleInput(source.path, source, label, stage, program)
+  config = dumps.module_config_path(folder, program)
+  directory = tempfile.mkdtemp(dir=work)
+  path = os.path.join(directory, "stage.hlo")
+  with open(path, "w") as f:
+    f.write(source.text)
+  renames = {path: label}
+  if config:
+    sidecar = module_config.sidecar_path(path)
+    shutil.copyfile(config, sidecar)
+    renames[sidecar] = config
+  source.path = path
+  return ModuleInput(path, source, label, stage, program, renames)
+
+
+def programs_json(found: ModuleInputs, results: list[dict[str, Any]]) -> dict[str, Any]:
+  """A command's JSON over the programs of a dump folder (module_inputs)."""
+  return {"folder": found.folder, "programs_total": found.total,
+          "skipped": [{"program": key, "reason": why} for key, why in found.skipped],
+          "programs": [dict(result, program=one.program)
+                       for one, result in zip(found.inputs, results)]}
+
+
+def programs_text(found: ModuleInputs, texts: list[str]) -> str:
+  """A command's text over the programs of a dump folder: the folder's line (how
+  many programs, which skipped and why), then each program's text under its name."""
+  parts = [found.note or ""]
+  for one, text in zip(found.inputs, texts):
+    parts.append(f"=== program {one.program} ({one.label}) ===\n{text.rstrip()}")
+  return "\n\n".join(parts)
 
 
 def add_backends_flag(parser: argparse.ArgumentParser) -> None:

@@ -4,7 +4,8 @@
                    [--ignore-metadata]
 
 A and B are each
-  FILE                      an HLO text file;
+  FILE                      an HLO text file, or a serialized module as XLA dumps it
+                            (X.hlo.pb);
   DIR:before_optimizations  a stage of a dump directory (written by `hlo-tools dump`,
   DIR:after_optimizations   or XLA's own --xla_dump_to directory);
   DIR:before_async          the module entering async-collective-creator (what the
@@ -12,6 +13,12 @@ A and B are each
   DIR:after:PASS[#N]        the module right after (or before) XLA pass PASS, from a
   DIR:before:PASS[#N]       dump with --all_passes; #N picks the N-th run (0-based,
                             default the last), e.g. DIR:after:collective-permute-combiner.
+  DIR:PROGRAM:STAGE         a stage of one program of a dump folder of several (a
+                            script's init, step, eval and metrics functions): PROGRAM
+                            is its module name (jit_train_step or train_step) or id
+                            (668 or module_0668). DIR:STAGE in such a folder reads its
+                            one program with collective-permutes, else is an error
+                            listing the programs.
 Two passes of one dump: `hlo-tools diff D:after:P1 D:after:P2`.
 
 Instructions are matched by (computation, name) first, then by structure (opcode,
@@ -24,7 +31,8 @@ key by key).
 
 --trace DUMP_DIR follows each collective-permute through XLA's passes in a dump
 written with --all_passes: created, combined, decomposed, made async, backend set,
-moved into a loop, scheduled.
+moved into a loop, scheduled. --trace DUMP_DIR:PROGRAM traces one program of a
+folder of several (default: its main one).
 
 Exit status: 0 (also when the modules differ), 2 bad input.
 """
@@ -32,11 +40,12 @@ Exit status: 0 (also when the modules differ), 2 bad input.
 import argparse
 import gc
 import json
+import os
 from typing import Any
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
-from hlo_tools.model import sources
+from hlo_tools.model import dumps, sources
 from hlo_tools.model.sources import Source
 from hlo_tools.ops import diff
 from hlo_tools.model.dumps import STAGE_HELP
@@ -54,10 +63,20 @@ def _render(args: argparse.Namespace, src_a: Source, src_b: Source,
   return diff.format_text(result, tr)
 
 
+def _trace(spec: str) -> dict[str, Any]:
+  """--trace DUMP_DIR or DUMP_DIR:PROGRAM."""
+  if not os.path.isdir(spec) and ":" in spec:
+    folder, _, name = spec.rpartition(":")
+    if os.path.isdir(folder):
+      return diff.trace(folder, dumps.resolve_program(folder, name))
+  return diff.trace(spec)
+
+
 def main(argv: list[str]) -> int:
   parser = common.parser_for(argv[0] if argv else "hlo-tools diff", __doc__)
-  parser.add_argument("a", help="FILE or DIR:STAGE (" + STAGE_HELP + ")")
-  parser.add_argument("b", help="FILE or DIR:STAGE")
+  parser.add_argument("a", help="FILE (HLO text or .hlo.pb) or DIR:[PROGRAM:]STAGE (STAGE: "
+                      + STAGE_HELP + "; " + dumps.PROGRAM_HELP + ")")
+  parser.add_argument("b", help="FILE or DIR:[PROGRAM:]STAGE")
   parser.add_argument("--format", choices=("text", "json", "html"), default="text")
   parser.add_argument("--out", default=None, help="write here instead of stdout")
   parser.add_argument("--trace", default=None, metavar="DUMP_DIR",
@@ -68,8 +87,8 @@ def main(argv: list[str]) -> int:
   cli_io.add_max_input_bytes(parser)
 
   def run(args: argparse.Namespace) -> int:
-    src_a = diff.read_input(args.a, args.max_input_bytes)
-    src_b = diff.read_input(args.b, args.max_input_bytes)
+    src_a = diff.read_input(args.a, args.max_input_bytes, "diff")
+    src_b = diff.read_input(args.b, args.max_input_bytes, "diff")
     for src in (src_a, src_b):
       sources.resolve_partitions(src, override=args.num_partitions)
     # The parsed modules live until exit: keep the collector from rescanning
@@ -77,7 +96,7 @@ def main(argv: list[str]) -> int:
     # instruction grow with module size; docs/benchmarks.md).
     gc.freeze()
     common.check_out_path(args.out, [src_a.path, src_b.path])
-    tr = diff.trace(args.trace) if args.trace else None
+    tr = _trace(args.trace) if args.trace else None
     result = diff.diff_sources(src_a, src_b, args.ignore_metadata)
     common.write_output(_render(args, src_a, src_b, result, tr), args.out)
     return 0

@@ -150,6 +150,13 @@ def main(argv: list[str]) -> int:
                     target_config=args.target_config)
     options = {k: v for k, v in vars(args).items()
                if k not in ("source", "out", "overwrite", "quiet")}
+    if source["kind"] == "xla_dump":
+      # Nothing is compiled: the compile's options would describe no compile.
+      if args.topology is not None:
+        raise DumpError(f"--topology does not apply to an XLA dump directory "
+                        f"({args.source}): it is indexed as XLA compiled it")
+      options = {k: v for k, v in options.items() if v not in (None, False, [])
+                 and k not in ("cpu_devices", "target_config", "check_vma")}
     dump.dump(source, args.out, target=target, all_passes=args.all_passes,
          overwrite=args.overwrite, options=options, progress=not args.quiet)
     return 0

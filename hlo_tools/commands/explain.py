@@ -1,6 +1,6 @@
-"""`hlo-tools explain FILE|DIR:STAGE --topology=T`: why each collective-permute gets its backend.
+"""`hlo-tools explain FILE|DIR:[PROGRAM:]STAGE --topology=T`: why each collective-permute gets its backend.
 
-    hlo-tools explain FILE|DIR:STAGE [--topology=SPEC | --devices-per-host=N] [--cost-table=F]
+    hlo-tools explain FILE|DIR:[PROGRAM:]STAGE [--topology=SPEC | --devices-per-host=N] [--cost-table=F]
                       [--format=text|json]
                       [--backends=nccl,nvshmem|nccl,peer[,symmetric]]
                       [--num-partitions=N] [--max-input-bytes=N] [--out=F]
@@ -36,6 +36,15 @@ file; else XLA's default), or with --per-op-modes its own.
 DIR:STAGE reads a stage of a dump directory as `hlo-tools diff` does, e.g.
 DIR:before_async (the module entering async-collective-creator) or
 DIR:after:PASS[#N]; without --topology, on the topology the dump was compiled for.
+A folder of several programs (a training script's init, step, eval and metrics
+functions): each program with collective-permutes is explained in turn, after a
+line saying how many programs the folder holds and which were skipped, and why;
+DIR:PROGRAM:STAGE picks one (PROGRAM: its module name, e.g. jit_train_step or
+train_step, or its id, e.g. 668 or module_0668).
+
+FILE is HLO text or a serialized module as XLA dumps it (X.hlo.pb), placed by the
+device assignment it carries or by its module's config beside it; a FIFO, device or
+"-" (stdin) is read once, within --max-input-bytes and --input-timeout.
 
 Without --topology the topology is the one nvshmem-opt derives from the module, as
 the pass does inside XLA: hosts of --devices-per-host GPUs (default 8, or the module's
@@ -56,8 +65,9 @@ from hlo_tools.ops import explain
 
 def main(argv: list[str]) -> int:
   parser = common.parser_for(argv[0] if argv else "hlo-tools explain", __doc__)
-  parser.add_argument("file", help="HLO file, or DIR:STAGE of a dump directory (" +
-                      dumps.STAGE_HELP + ")")
+  parser.add_argument("file", help="HLO text or .hlo.pb file, or DIR:[PROGRAM:]STAGE of a "
+                      "dump directory (STAGE: " + dumps.STAGE_HELP + "; " +
+                      dumps.PROGRAM_HELP + ")")
   common.add_topology_flags(parser)
   common.add_backends_flag(parser)
   parser.add_argument("--format", choices=("text", "json"), default="text")
@@ -70,18 +80,23 @@ def main(argv: list[str]) -> int:
   cli_io.add_max_input_bytes(parser)
 
   def run(args: argparse.Namespace) -> int:
-    with common.module_file(args.file, args.max_input_bytes) as (path, source):
-      common.check_out_path(args.out, [path])
-      selected, answer = common.selection_for(args, args.file, path, parser.prog)
-      stage = (dumps.split_spec(args.file) or (None, None))[1] or \
-          dumps.manifest_stage(path)
-      result = explain.explain(path, selected, source=source, stage=stage,
-                               num_partitions=args.num_partitions,
-                               max_bytes=args.max_input_bytes,
-                               per_op_xla=args.per_op_modes,
-                               report=answer.report if answer else None)
-    text = (json.dumps(result, indent=1) if args.format == "json"
-            else explain.format_text(result))
+    results = []
+    with common.module_inputs(args.file, args.max_input_bytes) as found:
+      for one in found.inputs:
+        common.check_out_path(args.out, [one.path])
+        selected, answer = common.selection_for(args, args.file, one.path, parser.prog)
+        stage = one.stage or dumps.manifest_stage(one.path)
+        results.append(one.in_user_terms(explain.explain(
+            one.path, selected, source=one.source, stage=stage,
+            num_partitions=args.num_partitions, max_bytes=args.max_input_bytes,
+            per_op_xla=args.per_op_modes, report=answer.report if answer else None)))
+    if found.note is None:
+      text = (json.dumps(results[0], indent=1) if args.format == "json"
+              else explain.format_text(results[0]))
+    elif args.format == "json":
+      text = json.dumps(common.programs_json(found, results), indent=1)
+    else:
+      text = common.programs_text(found, [explain.format_text(r) for r in results])
     common.write_output(text, args.out)
     return 0
 

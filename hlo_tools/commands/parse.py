@@ -8,7 +8,7 @@ from typing import Any
 from hlo_tools import cli_io
 from hlo_tools.model.collectives import collective_permutes, trips_text
 from hlo_tools.errors import InputError
-from hlo_tools.model.sources import require_entry
+from hlo_tools.model.sources import proto_text, require_entry
 from hlo_tools.hlo.reader import HloModule, parse_hlo_text
 
 
@@ -57,13 +57,16 @@ def _text(summary: dict[str, Any]) -> str:
 def main(argv: list[str]) -> int:
   parser = argparse.ArgumentParser(prog=argv[0] if argv else "hlo-tools parse",
                                    description="Parse HLO text and summarise it.")
-  parser.add_argument("file", help='HLO text file, or "-" for stdin')
+  parser.add_argument("file", help='HLO text file, a serialized module (X.hlo.pb, as XLA '
+                      'dumps it), or "-" for stdin')
   parser.add_argument("--json", action="store_true", help="print the summary as JSON")
   cli_io.add_max_input_bytes(parser)
   args = parser.parse_args(argv[1:])
   data = cli_io.read_input(args.file, args.max_input_bytes)
-  module = parse_hlo_text(data, args.file)
-  require_entry(module, data.decode("utf-8", "replace"), args.file)
+  text = proto_text(data, args.file)  # X.hlo.pb, as XLA dumps it
+  module = parse_hlo_text(data if text is None else text, args.file)
+  require_entry(module, data.decode("utf-8", "replace") if text is None else text,
+                args.file)
   summary = summarize(module)
   print(json.dumps(summary, indent=1) if args.json else _text(summary))
   return 0

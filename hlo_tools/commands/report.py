@@ -141,11 +141,13 @@ def _config(prog: str, args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
 
 
 def _stdin_file(args: argparse.Namespace) -> str:
-  """`report -`: stdin (text or a serialized proto) copied to a temporary file, since
-  nvshmem-opt and the report's hlo/ both read the module by path."""
-  data = cli_io.read_input("-", args.max_input_bytes, "<stdin>")
+  """`report -`, or a FIFO or device: what it gives (text or a serialized proto) read
+  once, within --max-input-bytes and --input-timeout, and copied to a temporary file,
+  since nvshmem-opt and the report's hlo/ both read the module by path."""
+  label = "<stdin>" if args.source == "-" else args.source
+  data = cli_io.read_input(args.source, args.max_input_bytes, label)
   if not data.strip():
-    raise InputError("<stdin>: empty input, no HLO module")
+    raise InputError(f"{label}: empty input, no HLO module")
   fd, path = tempfile.mkstemp(prefix="hlo-tools-report-stdin-", suffix=".hlo")
   with os.fdopen(fd, "wb") as f:
     f.write(data)
@@ -177,7 +179,10 @@ def main(argv: list[str]) -> int:
   def run(args: argparse.Namespace) -> int:
     _check_options(prog, args)
     config, explicit = _config(prog, args)
-    stdin_path = _stdin_file(args) if args.source == "-" else None
+    piped = args.source == "-" or (args.source is not None and os.path.lexists(args.source)
+                                   and not os.path.isdir(args.source)
+                                   and not cli_io.is_regular_file(args.source))
+    stdin_path = _stdin_file(args) if piped else None
     try:
       cases = report.plan_cases(request_for(args, config, explicit, stdin_path))
       previous = signal.signal(signal.SIGTERM, _terminate)

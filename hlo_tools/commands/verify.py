@@ -1,6 +1,6 @@
-"""`hlo-tools verify FILE|DIR:STAGE --topology=T`: named checks on a module's collective-permutes.
+"""`hlo-tools verify FILE|DIR:[PROGRAM:]STAGE --topology=T`: named checks on a module's collective-permutes.
 
-    hlo-tools verify FILE|DIR:STAGE [--topology=SPEC | --devices-per-host=N] [--cost-table=F]
+    hlo-tools verify FILE|DIR:[PROGRAM:]STAGE [--topology=SPEC | --devices-per-host=N] [--cost-table=F]
                      [--format=text|json] [--out=F]
                      [--backends=nccl,nvshmem|nccl,peer[,symmetric]] [--per-op-modes]
 
@@ -74,6 +74,15 @@ applicable" as a whole:
 DIR:STAGE reads a stage of a dump directory as `hlo-tools diff` does, e.g.
 DIR:before_async (the module entering async-collective-creator) or
 DIR:after:PASS[#N]; without --topology, on the topology the dump was compiled for.
+A folder of several programs (a training script's init, step, eval and metrics
+functions): each program with collective-permutes is verified in turn, after a line
+saying how many programs the folder holds and which were skipped, and why; the exit
+status is 1 when any fails. DIR:PROGRAM:STAGE picks one (PROGRAM: its module name,
+e.g. jit_train_step or train_step, or its id, e.g. 668 or module_0668).
+
+FILE is HLO text or a serialized module as XLA dumps it (X.hlo.pb), placed by the
+device assignment it carries or by its module's config beside it; a FIFO, device or
+"-" (stdin) is read once, within --max-input-bytes and --input-timeout.
 
 Without --topology the topology is the one nvshmem-opt derives from the module, as
 the pass does inside XLA: hosts of --devices-per-host GPUs (default 8, or the module's
@@ -98,8 +107,9 @@ from hlo_tools.ops import verify
 
 def main(argv: list[str]) -> int:
   parser = common.parser_for(argv[0] if argv else "hlo-tools verify", __doc__)
-  parser.add_argument("file", help="HLO file, or DIR:STAGE of a dump directory (" +
-                      dumps.STAGE_HELP + ")")
+  parser.add_argument("file", help="HLO text or .hlo.pb file, or DIR:[PROGRAM:]STAGE of a "
+                      "dump directory (STAGE: " + dumps.STAGE_HELP + "; " +
+                      dumps.PROGRAM_HELP + ")")
   common.add_topology_flags(parser)
   common.add_backends_flag(parser)
   parser.add_argument("--format", choices=("text", "json"), default="text")
@@ -114,17 +124,25 @@ def main(argv: list[str]) -> int:
   cli_io.add_max_input_bytes(parser)
 
   def run(args: argparse.Namespace) -> int:
-    with common.module_file(args.file, args.max_input_bytes) as (path, source):
-      common.check_out_path(args.out, [path])
-      selected, answer = common.selection_for(args, args.file, path, parser.prog,
-                                              compare_upstream=False)
-      result = verify.verify(path, selected, run_driver=args.hlo_verifier, source=source,
-                             num_partitions=args.num_partitions,
-                             max_bytes=args.max_input_bytes,
-                             per_op_xla=args.per_op_modes, answer=answer)
-    text = (json.dumps(result, indent=1) if args.format == "json"
-            else verify.format_text(result))
+    results = []
+    with common.module_inputs(args.file, args.max_input_bytes) as found:
+      for one in found.inputs:
+        common.check_out_path(args.out, [one.path])
+        selected, answer = common.selection_for(args, args.file, one.path, parser.prog,
+                                                compare_upstream=False)
+        results.append(one.in_user_terms(verify.verify(
+            one.path, selected, run_driver=args.hlo_verifier, source=one.source,
+            num_partitions=args.num_partitions, max_bytes=args.max_input_bytes,
+            per_op_xla=args.per_op_modes, answer=answer)))
+    if found.note is None:
+      text = (json.dumps(results[0], indent=1) if args.format == "json"
+              else verify.format_text(results[0]))
+    elif args.format == "json":
+      text = json.dumps(dict(common.programs_json(found, results),
+                             passed=all(r["passed"] for r in results)), indent=1)
+    else:
+      text = common.programs_text(found, [verify.format_text(r) for r in results])
     common.write_output(text, args.out)
-    return 0 if result["passed"] else 1
+    return 0 if all(r["passed"] for r in results) else 1
 
   return common.run_command(parser, argv, run)

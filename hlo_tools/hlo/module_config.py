@@ -7,7 +7,8 @@ xla/service/dump.cc:844 and xla/service/gpu/gpu_compiler.cc:2084 at openxla/xla
 3cc8846c; xla_dump_full_hlo_config is on by default, debug_options_flags.cc:205).
 
 Where the config of a module file is (find_config), first found wins:
-  1. the sidecar `<stem>.config.pbtxt`, stem the file's path less `.hlo` or `.txt`:
+  1. the sidecar `<stem>.config.pbtxt`, stem the file's path less `.hlo.pb`, `.hlo`,
+     `.txt` or `.pb`:
      `after_optimizations.config.pbtxt` beside `after_optimizations.hlo`. This is
      the name `hlo-tools dump` gives its copy beside each stage file it writes, and
      the fixtures' (`ring.after_optimizations.config.pbtxt`).
@@ -70,9 +71,10 @@ class ModuleConfig:
 
 
 def sidecar_path(module_path: str) -> str:
-  """`<stem>.config.pbtxt` for the module file at `module_path` (stem: less .hlo/.txt)."""
+  """`<stem>.config.pbtxt` for the module file at `module_path` (stem: less .hlo.pb,
+  .hlo, .txt or .pb)."""
   stem = str(module_path)
-  for suffix in (".hlo", ".txt"):
+  for suffix in (".hlo.pb", ".hlo", ".txt", ".pb"):
     if stem.endswith(suffix):
       stem = stem[:-len(suffix)]
       break

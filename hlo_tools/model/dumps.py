@@ -24,6 +24,10 @@ start is written.
   partition_to_device   the device id of each partition (XLA's flattened id,
                 hlo.module_config), from XLA's module config; null without one
   main_module, xla_dump_dir, modules   the index of XLA's files (index_xla_dump)
+  programs      every module of the folder with its count of collective-permutes
+                (a script that jits init, a step, an eval step and a metrics
+                function dumps four); main_module is, for an indexed folder, the
+                one with the most
 """
 
 from __future__ import annotations
@@ -150,23 +154,27 @@ def xla_dir_of(dump_dir: str) -> str:
 
 
 def read_stage(dump_dir: str, stage: str,
-               max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> sources.Source:
-  """The Source of one stage of a dump directory (see the module docstring)."""
-  label = f"{dump_dir}:{stage}"
+               max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
+               program: str | None = None) -> sources.Source:
+  """The Source of one stage of a dump directory (see the module docstring).
+  program: the module key (resolve_program) of a folder of several programs; None:
+  the folder's main module."""
   xla_dir = xla_dir_of(dump_dir)
   modules = index_xla_dump(xla_dir)
-  key = main_key(dump_dir, modules) if modules else None
+  main = main_key(dump_dir, modules) if modules else None
+  key = program or main
+  label = f"{dump_dir}:{stage}" if program is None else f"{dump_dir}:{program}:{stage}"
   if stage in ("before_optimizations", "after_optimizations", "before_async"):
+    # `hlo-tools dump`'s copies are of its main module only.
     copied = os.path.join(dump_dir, stage + ".hlo")
-    if stage == "before_async" and os.path.isfile(copied):
+    if key == main and os.path.isfile(copied):
       return sources.read_source(copied, label, max_bytes)
   if stage in ("before_optimizations", "after_optimizations"):
-    if os.path.isfile(copied):
-      return sources.read_source(copied, label, max_bytes)
     if key is None or stage not in modules[key]["stages"]:
-      raise InputError(f"{dump_dir}: no {stage} module in this dump directory")
+      raise InputError(f"{dump_dir}: no {stage} module in this dump directory"
+                       + (f" for program {key}" if program else ""))
     return sources.read_source(os.path.join(xla_dir, modules[key]["stages"][stage]), label,
-                              max_bytes)
+                               max_bytes)
   when, pass_name, occurrence = "", "", -1
   if stage == "before_async":
     when, pass_name = "before", BEFORE_ASYNC_PASS
@@ -182,7 +190,8 @@ def read_stage(dump_dir: str, stage: str,
   if key is None:
     raise InputError(f"{dump_dir}: no XLA module dumps (module_*.txt) found")
   if not modules[key]["passes"]:
-    raise InputError(f"{dump_dir}: no per-pass snapshots; dump with --all_passes")
+    raise InputError(f"{dump_dir}: no per-pass snapshots"
+                     + (f" of program {key}" if program else "") + "; dump with --all_passes")
   try:
     text = pass_snapshot_text(xla_dir, pass_name, key, occurrence, when)
   except DumpReadError as e:
@@ -192,19 +201,134 @@ def read_stage(dump_dir: str, stage: str,
   return sources.read_text(label, text, label)
 
 
-def module_config_path(dump_dir: str) -> str | None:
-  """XLA's module config (hlo.module_config) of the dump's main module, every stage's
-  and pass's alike; None where XLA wrote none."""
+def module_config_path(dump_dir: str, program: str | None = None) -> str | None:
+  """XLA's module config (hlo.module_config) of the dump's main module (or of
+  `program`, a module key), every stage's and pass's alike; None where XLA wrote none."""
   xla_dir = xla_dir_of(dump_dir)
   modules = index_xla_dump(xla_dir)
-  key = main_key(dump_dir, modules) if modules else None
+  key = program or (main_key(dump_dir, modules) if modules else None)
   return key and module_config.xla_dump_config(xla_dir, key)
+
+
+# ---------------------------------------------------------------------------------------
+# A folder of several programs: a training script jits init, its step, an eval step and
+# a metrics function, and XLA dumps each as a module of its own.
+
+_STAGE_NAMES = ("before_optimizations", "after_optimizations", "before_async")
+PROGRAM_HELP = ("DIR:PROGRAM:STAGE picks one program of a dump folder of several (PROGRAM: "
+                "its module name, e.g. jit_train_step or train_step, or its id, e.g. 668 or "
+                "module_0668); without it, every program with collective-permutes")
+
+
+def is_stage(text: str) -> bool:
+  """Whether `text` names a stage (STAGE_HELP), not a program."""
+  return text in _STAGE_NAMES or text.startswith(("after:", "before:"))
+
+
+def resolve_program(dump_dir: str, name: str) -> str:
+  """The module key of the program `name` names in the folder: its key
+  (module_0668.jit_train_step), name (jit_train_step, or train_step without jax's jit_),
+  or id (668, 0668, module_0668). InputError listing the programs when none or
+  several match."""
+  modules = index_xla_dump(xla_dir_of(dump_dir))
+  if not modules:
+    raise InputError(f"{dump_dir}: no XLA module dumps (module_*.txt) found")
+  wanted = name[len("module_"):] if name.startswith("module_") else name
+  hits = [k for k, m in modules.items()
+          if name == k or name in (m["name"], m["name"].removeprefix("jit_"))
+          or (wanted.isdigit() and int(wanted) == m["id"])]
+  if len(hits) == 1:
+    return hits[0]
+  listed = ", ".join(sorted(modules, key=lambda k: modules[k]["id"]))
+  if not hits:
+    raise InputError(f"{dump_dir}: no program {name!r} in this dump folder; its programs: "
+                     f"{listed}")
+  raise InputError(f"{dump_dir}: {name!r} names {len(hits)} programs "
+                   f"({', '.join(sorted(hits))}); give the id, e.g. "
+                   f"{dump_dir}:{modules[hits[0]]['id']}:STAGE")
+
+
+def program_file(dump_dir: str, key: str) -> str:
+  """A file of program `key` in the dump (a stage, else a pass snapshot): where its
+  config is found beside it (module_config.find_config)."""
+  xla_dir = xla_dir_of(dump_dir)
+  module = index_xla_dump(xla_dir)[key]
+  files = list(module["stages"].values()) + [p["file"] for p in module["passes"]]
+  return os.path.join(xla_dir, files[0])
+
+
+def program_keys(dump_dir: str) -> list[str]:
+  """The folder's programs (module keys), by id."""
+  modules = index_xla_dump(xla_dir_of(dump_dir))
+  return sorted(modules, key=lambda k: modules[k]["id"])
+
+
+_PERMUTE_RE = re.compile(rb"\bcollective-permute(?:-start)?\(")
+
+
+def program_permutes(dump_dir: str, key: str,
+                     max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> int | None:
+  """How many collective-permute statements the program has (its after-optimizations
+  module, else its first stage or pass file); None where it has no file to read."""
+  xla_dir = xla_dir_of(dump_dir)
+  module = index_xla_dump(xla_dir).get(key)
+  if not module:
+    return None
+  stages = module["stages"]
+  fname = stages.get("after_optimizations") or stages.get("before_optimizations") or (
+      module["passes"][-1]["file"] if module["passes"] else None)
+  if fname is None:
+    return None
+  data = cli_io.read_input(os.path.join(xla_dir, fname), max_bytes)
+  return len(_PERMUTE_RE.findall(data))
+
+
+def select_programs(dump_dir: str, stage: str | None = None,
+                    max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES
+                    ) -> tuple[list[str], list[tuple[str, str]]]:
+  """The programs a command decides on in a folder of several: (keys of those with
+  collective-permutes, [(key, why skipped)]). A folder of one program keeps it,
+  permutes or not. `stage`, where given, must exist for a kept program (a folder
+  without per-pass files has no before_async)."""
+  keys = program_keys(dump_dir)
+  if len(keys) <= 1:
+    return keys, []
+  kept: list[str] = []
+  skipped: list[tuple[str, str]] = []
+  modules = index_xla_dump(xla_dir_of(dump_dir))
+  for key in keys:
+    count = program_permutes(dump_dir, key, max_bytes)
+    if count is None:
+      skipped.append((key, "no module file to read"))
+    elif count == 0:
+      skipped.append((key, "no collective-permutes"))
+    elif stage is not None and not _has_stage(modules[key], stage):
+      skipped.append((key, f"no {stage} in the dump"))
+    else:
+      kept.append(key)
+  return kept, skipped
+
+
+def _has_stage(module: dict[str, Any], stage: str) -> bool:
+  if stage in ("before_optimizations", "after_optimizations"):
+    return stage in module["stages"]
+  return bool(module["passes"])
+
+
+def programs_note(dump_dir: str, kept: list[str], skipped: list[tuple[str, str]]) -> str:
+  """One line: how many programs the folder holds, which are decided, which skipped
+  and why."""
+  total = len(kept) + len(skipped)
+  why = "; ".join(f"{k} ({reason})" for k, reason in skipped)
+  return (f"{dump_dir}: {total} programs; deciding {len(kept)} with collective-permutes"
+          + (f" ({', '.join(kept)})" if kept else "") + (f"; skipped {why}" if why else ""))
 
 
 def split_spec(spec: str) -> tuple[str, str] | None:
   """(DIR, STAGE) when spec names a stage of a dump directory (the first ':' whose
-  left side is a directory splits them), else None."""
-  if spec == "-" or (os.path.exists(spec) and not os.path.isdir(spec)):
+  left side is a directory splits them), else None. STAGE may start with a program
+  (split_program)."""
+  if spec == "-" or (os.path.lexists(spec) and not os.path.isdir(spec)):
     return None
   idx = spec.find(":")
   while idx != -1:
@@ -214,13 +338,51 @@ def split_spec(spec: str) -> tuple[str, str] | None:
   return None
 
 
-def read_input(spec: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> sources.Source:
-  """FILE or DIR:STAGE. FILE may be any readable file, device or pipe, "-" for stdin;
-  reading stops past max_bytes."""
+def split_program(dump_dir: str, rest: str) -> tuple[str | None, str]:
+  """(program key or None, STAGE) of what follows DIR: in a spec: STAGE, or
+  PROGRAM:STAGE (resolve_program). STAGE alone in a folder of several programs picks
+  none (the caller decides on each, or asks for one)."""
+  if is_stage(rest) or ":" not in rest:
+    if not is_stage(rest) and rest and len(program_keys(dump_dir)) > 1:
+      # DIR:PROGRAM alone: a program, no stage; the caller says which stage it needs.
+      try:
+        key = resolve_program(dump_dir, rest)
+      except InputError:
+        return None, rest
+      raise InputError(f"{dump_dir}:{rest}: name a stage of program {key}, e.g. "
+                       f"{dump_dir}:{rest}:after_optimizations ({STAGE_HELP})")
+    return None, rest
+  name, stage = rest.split(":", 1)
+  return resolve_program(dump_dir, name), stage
+
+
+def single_program(dump_dir: str, stage: str, what: str) -> str | None:
+  """The program DIR:STAGE means where a command reads one module (diff): the folder's
+  only one, else the only one with collective-permutes; InputError listing the
+  programs when several have them."""
+  keys = program_keys(dump_dir)
+  if len(keys) <= 1:
+    return None
+  kept, _ = select_programs(dump_dir)
+  if len(kept) == 1:
+    modules = index_xla_dump(xla_dir_of(dump_dir))
+    return None if kept[0] == main_key(dump_dir, modules) else kept[0]
+  raise InputError(f"{dump_dir}:{stage}: the folder holds {len(keys)} programs; {what} "
+                   f"reads one: give DIR:PROGRAM:{stage}, PROGRAM one of "
+                   f"{', '.join(keys)}")
+
+
+def read_input(spec: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
+               what: str = "the command") -> sources.Source:
+  """FILE or DIR:[PROGRAM:]STAGE. FILE may be any readable file, device or pipe, "-"
+  for stdin; reading stops past max_bytes."""
   split = split_spec(spec)
   if split is not None:
-    return read_stage(split[0], split[1], max_bytes)
-  if spec == "-" or os.path.exists(spec) and not os.path.isdir(spec):
+    program, stage = split_program(split[0], split[1])
+    if program is None:
+      program = single_program(split[0], stage, what)
+    return read_stage(split[0], stage, max_bytes, program)
+  if spec == "-" or os.path.lexists(spec) and not os.path.isdir(spec):
     return sources.read_source(spec, max_bytes=max_bytes)
   if os.path.isdir(spec):
     raise InputError(f"{spec}: is a directory; name a stage, e.g. "

@@ -14,7 +14,7 @@ from hlo_tools import cli_io
 from hlo_tools import selection  # noqa: F401 (first: it says how to build a missing binding)
 from hlo_tools import _selection_core
 from hlo_tools.errors import InputError
-from hlo_tools.hlo import buffer_assignment
+from hlo_tools.hlo import buffer_assignment, proto
 from hlo_tools.hlo.buffer_assignment import Allocation
 from hlo_tools.hlo.reader import HloInstruction, HloModule, parse_hlo_text
 
@@ -89,9 +89,13 @@ def require_entry(module: HloModule, text: str, label: str | None) -> None:
 
 def read_source(path: str, label: str | None = None,
                 max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> Source:
-  """Reads and parses an HLO text file (any file, device or pipe; "-" is stdin),
-  never more than max_bytes of it."""
+  """Reads and parses an HLO module file (any file, device or pipe; "-" is stdin),
+  never more than max_bytes of it: HLO text, or a serialized module as XLA dumps it
+  (X.hlo.pb), printed as text by jaxlib."""
   data = cli_io.read_input(path, max_bytes, label)
+  text = proto_text(data, label or path)
+  if text is not None:
+    return read_text(path, text, label)
   try:
     text = data.decode("utf-8")
   except UnicodeDecodeError as e:
@@ -103,8 +107,20 @@ def read_source(path: str, label: str | None = None,
   try:
     return read_text(path, data.decode("utf-8", "surrogateescape"), label)
   except InputError as err:
-    raise InputError(f"{err} (the input is not UTF-8 text from byte {first_bad}: a "
-                     "serialized proto? convert it with nvshmem-opt first)") from None
+    raise InputError(f"{err} (the input is not UTF-8 text from byte {first_bad}, nor a "
+                     "serialized HloModuleProto)") from None
+
+
+def proto_text(data: bytes, label: str) -> str | None:
+  """The HLO text of a serialized module (an HloProto as XLA dumps it, or an
+  HloModuleProto), its header stating the partition count the proto's device
+  assignment gives; None where `data` is HLO text or no such proto."""
+  if proto.looks_like_text(data):
+    return None
+  module = proto.module_bytes(data)
+  if module is None:
+    return None
+  return proto.to_text(module, label, proto.device_assignment(module, label))
 
 
 _PAIR_RE = re.compile(r"\s*\{\s*(-?\d+)\s*,\s*(-?\d+)\s*\}\s*")
@@ -196,6 +212,10 @@ def resolve_partitions(source: Source, topology: selection.Topology | None = Non
   if override is not None:
     if override < 1:
       raise InputError(f"--num-partitions must be >= 1, got {override}")
+    if "num_partitions" in module.attributes and module.num_partitions != override:
+      raise InputError(f"{source.label}: --num-partitions={override} contradicts the "
+                       f"module's header (num_partitions={module.num_partitions}); the "
+                       "flag is for a module whose header gives no count")
     source.num_partitions, source.partitions_from = override, "--num-partitions"
     return source
   if "num_partitions" in module.attributes:

@@ -17,7 +17,8 @@ from hlo_tools import selection
 from hlo_tools.hlo import buffer_assignment, module_config
 from hlo_tools.ops.outdir import make_work_dir, publish
 from hlo_tools.model.dumps import (BEFORE_ASYNC_PASS, XLA_DUMP_SUBDIR, DumpReadError,
-                                   index_xla_dump, main_module, pass_snapshot_text)
+                                   index_xla_dump, main_module, pass_snapshot_text,
+                                   program_permutes)
 from hlo_tools.errors import DumpError, InputError
 from hlo_tools.model.topology import jax_topology
 
@@ -125,6 +126,8 @@ def _default_mesh(source: dict[str, Any], target: Target) -> MeshAxes:
   if source["kind"] == "program" and source["program"] == "train_step":
     from hlo_tools.programs import train_step  # pylint: disable=import-outside-toplevel
     return [list(axis) for axis in train_step.default_mesh(n, target.devices_per_host())]
+  if source["kind"] == "script":
+    return [["cp", n]]
   if source["kind"] == "function":
     names = _spec_axes(source)
     if len(names) > 1:
@@ -272,6 +275,9 @@ def _child_compile(spec: dict[str, Any]) -> None:
   source = spec["source"]
   names = [name for name, _ in spec["mesh"]]
   mesh = Mesh(np.asarray(devices).reshape([size for _, size in spec["mesh"]]), names)
+  if source["kind"] == "script":
+    _child_script(source, mesh, out_dir, devices)
+    return
   fn, args = _program(source, mesh)
   print("hlo-tools dump: lowering", file=sys.stderr, flush=True)
   with jax.set_mesh(mesh):  # the mesh of shard_maps and shardings that name none
@@ -300,6 +306,22 @@ def _child_compile(spec: dict[str, Any]) -> None:
     pass
   with open(os.path.join(out_dir, _INFO_FILE), "w") as f:
     json.dump({"module_name": module_name, "versions": versions,
+               "devices": [str(d) for d in devices]}, f, indent=1)
+
+
+def _child_script(source: dict[str, Any], mesh: Any, out_dir: str, devices: Any) -> None:
+  """A script of several jitted functions (module:run(mesh, config)): XLA dumps each
+  as a program of its own; the one run() names is the main module."""
+  import importlib
+  module_name, _, fn_name = source["script"].partition(":")
+  try:
+    fn = getattr(importlib.import_module(module_name), fn_name or "run")
+  except (ImportError, AttributeError) as e:
+    raise DumpError(f"cannot import {source['script']!r}: {e}") from None
+  print("hlo-tools dump: running the script", file=sys.stderr, flush=True)
+  main = fn(mesh, source.get("config") or {})
+  with open(os.path.join(out_dir, _INFO_FILE), "w") as f:
+    json.dump({"module_name": main, "versions": _local_versions(),
                "devices": [str(d) for d in devices]}, f, indent=1)
 
 
@@ -334,10 +356,11 @@ def _child_main(argv: list[str]) -> int:
 # Parent side.
 
 
-def _child_env(target: Target, xla_dump_dir: str, pass_re: str | None) -> dict[str, str]:
+def _child_env(target: Target, xla_dump_dir: str, pass_re: str | None,
+               as_proto: bool = False) -> dict[str, str]:
   env = dict(os.environ)
   flags = [env.get("XLA_FLAGS", ""), f"--xla_dump_to={xla_dump_dir}",
-           "--xla_dump_hlo_as_text"]
+           "--xla_dump_hlo_as_text"] + (["--xla_dump_hlo_as_proto"] if as_proto else [])
   if pass_re:
     flags.append(f"--xla_dump_hlo_pass_re={pass_re}")
   if target.topology is None:
@@ -369,7 +392,7 @@ def _die_with_parent() -> None:
 
 def compile_in_child(work_dir: str, source: dict[str, Any], target: Target,
                      pass_re: str | None = None, progress: bool = True,
-                     mesh: MeshAxes | None = None) -> dict[str, Any]:
+                     mesh: MeshAxes | None = None, as_proto: bool = False) -> dict[str, Any]:
   """Compiles `source` for `target` in a child; XLA's files land in work_dir/xla_dump.
 
   mesh: [[axis, size], ...] (resolve_mesh's answer), else source["mesh"] (the
@@ -389,7 +412,7 @@ def compile_in_child(work_dir: str, source: dict[str, Any], target: Target,
          "import sys; from hlo_tools.ops import dump; "
          "sys.exit(dump._child_main(sys.argv[1:]))",
          json.dumps(spec)],
-        env=_child_env(target, xla_dir, pass_re), stdout=log, stderr=log,
+        env=_child_env(target, xla_dir, pass_re, as_proto), stdout=log, stderr=log,
         preexec_fn=_die_with_parent)
     last_report = start
     while proc.poll() is None:
@@ -453,6 +476,29 @@ def _write_module_stages(work_dir: str, modules: dict[str, Any],
   return stages
 
 
+def _check_not_inside(xla_dir: str, out: str) -> None:
+  """Refuses an --out that is the indexed XLA folder, holds it or lies in it: the
+  new directory replaces --out, and the user's files with it."""
+  src, dest = os.path.realpath(xla_dir), os.path.realpath(out)
+  if src == dest or src.startswith(dest + os.sep) or dest.startswith(src + os.sep):
+    raise DumpError(f"--out {out!r} is the XLA dump folder {xla_dir!r}, holds it or lies "
+                    "in it: writing the index there would move XLA's files; give --out "
+                    "a directory outside it")
+
+
+def _target_of_xla_dump(xla_dir: str, modules: dict[str, Any], main_key: str | None,
+                        config: module_config.ModuleConfig | None) -> dict[str, Any]:
+  """What an indexed folder says of its target: the platform its file names give
+  (XLA's GPU compiler prefixes its stage files with the architecture) and the devices
+  of the main module's config; the job's topology is not in XLA's files."""
+  gpu = any("_gpu_after_optimizations" in f for m in modules.values()
+            for f in m["stages"].values())
+  devices = (config.replica_count * config.computation_count) if config else None
+  return {"platform": "cuda" if gpu else None, "topology": None, "num_devices": devices,
+          "note": "indexed as XLA dumped it: XLA records no topology; give --topology "
+                  "to the commands that decide"}
+
+
 def _check_out(out: str, overwrite: bool) -> None:
   if os.path.isdir(out) and os.listdir(out) and not overwrite:
     raise DumpError(f"--out {out!r} exists and is not empty (use --overwrite)")
@@ -476,6 +522,8 @@ def dump(source: dict[str, Any], out: str, target: Target | None = None,
   if source["kind"] != "xla_dump":
     target.validate()
     mesh = resolve_mesh(source, target, source.get("mesh"))
+  else:
+    _check_not_inside(source["dir"], out)
   _check_out(out, overwrite)
   work_dir = make_work_dir(out)
   try:
@@ -493,12 +541,21 @@ def dump(source: dict[str, Any], out: str, target: Target | None = None,
     modules = index_xla_dump(os.path.join(work_dir, XLA_DUMP_SUBDIR))
     if not modules:
       raise DumpError(f"no XLA module dumps found in {source.get('dir', work_dir)}")
+    permutes = {key: program_permutes(work_dir, key) for key in modules}
     main_key = main_module(modules, info.get("module_name"))
+    if not info.get("module_name") and main_key is not None and permutes.get(main_key) == 0:
+      # An indexed folder of several programs: the one the pass has most to decide
+      # in, not the last one XLA compiled (a script's metrics function).
+      with_permutes = [k for k, n in permutes.items() if n]
+      if with_permutes:
+        main_key = max(with_permutes, key=lambda k: (permutes[k] or 0, modules[k]["id"]))
     config = _main_config(work_dir, main_key, source)
     stages = write_stages(work_dir, modules, main_key)
     manifest = {
         "source": source,
-        "target": None if source["kind"] == "xla_dump" else target.describe(),
+        "target": (_target_of_xla_dump(os.path.join(work_dir, XLA_DUMP_SUBDIR), modules,
+                                       main_key, config)
+                   if source["kind"] == "xla_dump" else target.describe()),
         "mesh": None if mesh is None else {name: size for name, size in mesh},
         "versions": info.get("versions") or _local_versions(),
         "options": dict(options or {}, all_passes=all_passes),
@@ -506,6 +563,10 @@ def dump(source: dict[str, Any], out: str, target: Target | None = None,
         "partition_to_device": list(config.partition_to_device)
                                if config and config.partition_to_device else None,
         "main_module": main_key,
+        # Every program of the folder: the commands decide each one that has
+        # collective-permutes (DIR:PROGRAM:STAGE picks one).
+        "programs": [{"module": k, "collective_permutes": permutes[k]}
+                     for k in sorted(modules, key=lambda k: modules[k]["id"])],
         "xla_dump_dir": XLA_DUMP_SUBDIR,
         "modules": modules,
     }

@@ -132,6 +132,16 @@ def entry_trips_text(e: dict) -> str:
   return trips_text(loop_counts(e), bool(e.get("under_branch")))
 
 
+def upstream_text(e: dict, backends: object) -> str:
+  """Upstream's CollectiveBackendAssigner's answer, where the backend set has the one
+  backend it assigns (NVSHMEM): under a set without it, it is no alternative."""
+  names = backends.split(",") if isinstance(backends, str) else list(backends or ())
+  if names and "nvshmem" not in names:
+    return (f"not compared: its assigner picks only NVSHMEM, which the backend set "
+            f"{','.join(map(str, names))} does not offer")
+  return f"{e['upstream']['backend'] or '-'} ({e['upstream']['source']})"
+
+
 def choice_text(e: dict) -> str:
   """The choice row: the core's plan, or the user's mark, which is the choice."""
   head = (f"marked by the user: {e['user_mark']} -> {e['choice']['plan']}"
@@ -204,7 +214,7 @@ def format_text(result: dict[str, Any]) -> str:
             if e["modeled_loop_us"] is not None else "")),
         ("choice", choice_text(e)),
         ("reason", e["reason"]),
-        ("upstream XLA", f"{e['upstream']['backend'] or '-'} ({e['upstream']['source']})"),
+        ("upstream XLA", upstream_text(e, result.get("backends"))),
     ]
     if e.get("priced_by"):
       rows.insert(6, ("priced by", priced_text(e["priced_by"])))

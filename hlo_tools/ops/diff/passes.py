@@ -167,13 +167,14 @@ def _combines(vanished: Sequence[Record], new: Sequence[Record]
   return out
 
 
-def trace(dump_dir: str) -> dict[str, Any]:
-  """How each collective-permute evolves through the passes of a dump directory."""
+def trace(dump_dir: str, program: str | None = None) -> dict[str, Any]:
+  """How each collective-permute evolves through the passes of a dump directory
+  (of its main module, or of `program`, a module key)."""
   if not os.path.isdir(dump_dir):
     raise InputError(f"{dump_dir}: --trace needs a dump directory")
   xla_dir = xla_dir_of(dump_dir)
   modules = dumps.index_xla_dump(xla_dir)
-  key = dumps.main_key(dump_dir, modules)  # None: no modules
+  key = program or dumps.main_key(dump_dir, modules)  # None: no modules
   if key is None:
     raise InputError(f"{dump_dir}: no XLA module dumps (module_*.txt) found")
   module = modules[key]

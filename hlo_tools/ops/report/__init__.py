@@ -16,6 +16,7 @@ from typing import Any
 
 from hlo_tools import cli_io
 from hlo_tools import selection
+from hlo_tools.hlo import buffer_assignment, module_config, proto
 from hlo_tools.ops import diff
 from hlo_tools.ops import dump
 from hlo_tools.ops import explain
@@ -75,6 +76,9 @@ class Case:
   label: str | None = None  # how messages name the input: as given, or <stdin>
   target_config: str | None = None  # the GPU target config to compile for (default: H200)
   devices_per_host: int | None = None  # a FILE or DIR whose topology the driver derives
+  program: str | None = None  # the module key of one program of a DIR of several
+  # A DIR of several programs: how many it holds, which were skipped and why.
+  folder: dict | None = None
 
 
 def _tokens(n: int) -> str:
@@ -149,19 +153,36 @@ def plan_cases(request: Request) -> list[Case]:
     return [ring_case(dict(config, seq_len=n), topo) for topo, n in DEFAULT_GRID] + \
         [train_step_case(*entry) for entry in DEFAULT_TRAIN_STEPS]
   path = request.stdin_path or request.source
-  label = "<stdin>" if path != request.source else request.source
+  label = "<stdin>" if request.source == "-" else request.source
   name = "stdin" if label == "<stdin>" else \
       re.sub(r"[^\w.-]+", "_", os.path.basename(os.path.normpath(request.source)))
   if os.path.isdir(path) or os.path.isfile(path):
     # As the pass does inside XLA: from the dump's manifest, else the module itself
     # (nvshmem-opt's first run on it, in build).
     spec = request.topology or manifest_topology(path, label, request)
-    case = Case(id=name, title=f"{label} on {spec}", topology=spec,
-                path=os.path.abspath(path), label=label,
-                devices_per_host=request.devices_per_host)
-    if spec is not None:
-      case.parsed = parse_topology_arg(spec)[2]
-    return [case]
+    programs: list[str | None] = [None]
+    folder = None
+    if os.path.isdir(path):
+      kept, skipped = dumps.select_programs(path, max_bytes=request.max_input_bytes)
+      main = dumps.main_key(path, dumps.index_xla_dump(dumps.xla_dir_of(path)))
+      if len(kept) > 1 or (kept and kept[0] != main):
+        folder = {"programs_total": len(kept) + len(skipped),
+                  "decided": list(kept),
+                  "skipped": [{"program": k, "reason": why} for k, why in skipped],
+                  "note": dumps.programs_note(label, kept, skipped)}
+        programs = list(kept)
+    cases = []
+    for program in programs:
+      shown = label if program is None else f"{label}:{program}"
+      case = Case(id=name if program is None else f"{name}-{program}",
+                  title=f"{shown} on {spec}", topology=spec,
+                  path=os.path.abspath(path), label=label,
+                  devices_per_host=request.devices_per_host, program=program,
+                  folder=folder)
+      if spec is not None:
+        case.parsed = parse_topology_arg(spec)[2]
+      cases.append(case)
+    return cases
   compile_topo, spec, parsed = parse_topology_arg(topology)
   if request.function_source is not None:
     return [Case(id=name, title=f"{request.source} on {spec}", topology=spec,
@@ -205,7 +226,8 @@ def derive_topology(case: Case, stages: dict[str, str], origin: str, loaded: Loa
     cli_io.print_error(note)
   if warning:  # loud even with --quiet: every choice depends on it
     cli_io.print_error(warning)
-  case.topology, case.parsed, case.title = spec, selected.topology, f"{case.label} on {spec}"
+  shown = case.label if case.program is None else f"{case.label}:{case.program}"
+  case.topology, case.parsed, case.title = spec, selected.topology, f"{shown} on {spec}"
   return selected, {stage: done}
 
 
@@ -248,19 +270,23 @@ def _compiled_inputs(case: Case, case_dir: str, say: Callable[[str], None]) -> s
   return dump_dir
 
 
-def _file_text(path: str, max_bytes: int, label: str | None = None) -> str:
-  """HLO text of FILE: text as is; a serialized HloModuleProto printed by jaxlib.
+def _file_text(path: str, max_bytes: int, label: str | None = None
+               ) -> tuple[str, str | None]:
+  """(HLO text of FILE, a module config placing it or None): text as is; a serialized
+  module (XLA's X.hlo.pb, an HloProto, or a bare HloModuleProto) printed by jaxlib,
+  with the device assignment it carries as a config.
   label: how errors name the file (the user's spelling of it)."""
   label = label or path
   data = cli_io.read_input(path, max_bytes, label)
-  if b"\0" not in data[:4096]:
-    return data.decode("utf-8", errors="replace")
-  try:
-    from jax._src.lib import xla_client  # pylint: disable=import-outside-toplevel
-    return xla_client.XlaComputation(data).as_hlo_text()
-  except Exception as e:  # pylint: disable=broad-except  # jaxlib's own error types
-    raise InputError(f"{label}: neither HLO text nor a serialized HloModuleProto: "
-                        f"{' '.join(str(e).split())}") from None
+  if proto.looks_like_text(data) or b"\0" not in data[:4096] and \
+      proto.module_bytes(data) is None:
+    return data.decode("utf-8", errors="replace"), None
+  module = proto.module_bytes(data)
+  if module is None:
+    raise InputError(f"{label}: neither HLO text nor a serialized HloModuleProto")
+  assignment = proto.device_assignment(module, label)
+  return (proto.to_text(module, label, assignment),
+          proto.config_text(assignment) if assignment is not None else None)
 
 
 def prepare_inputs(case: Case, case_dir: str, say: Callable[[str], None],
@@ -271,22 +297,35 @@ def prepare_inputs(case: Case, case_dir: str, say: Callable[[str], None],
   os.makedirs(hlo_dir, exist_ok=True)
   dump_dir = None
   if case.path is not None and os.path.isfile(case.path):
-    text = _file_text(case.path, max_bytes, case.label)
-    _write(os.path.join(hlo_dir, "input.hlo"), text)
-    return {"input": os.path.join(hlo_dir, "input.hlo")}, None, case.path
+    text, config = _file_text(case.path, max_bytes, case.label)
+    copy = os.path.join(hlo_dir, "input.hlo")
+    _write(copy, text)
+    # The config beside the user's file places it; else the proto's own assignment.
+    if config is not None and placement.config_path(case.path) is None:
+      _write(module_config.sidecar_path(copy), config)
+      return {"input": copy}, None, copy
+    return {"input": copy}, None, case.path
   dump_dir = case.path if case.path is not None else _compiled_inputs(case, case_dir, say)
   stages = {}
   for stage in ("before_async", "after_optimizations"):
     try:
-      src = dumps.read_stage(dump_dir, stage, max_bytes)
+      src = dumps.read_stage(dump_dir, stage, max_bytes, case.program)
     except InputError:
       continue  # a dump without every pass has no before_async
     stages[stage] = os.path.join(hlo_dir, f"{stage}.hlo")
     _write(stages[stage], src.text)
+    # XLA's buffer assignment of the module, where it dumped one, goes with the copy
+    # (and the pass's output): report's verify then judges what verify would.
+    placed = src.path and buffer_assignment.sibling_path(src.path)
+    if placed and os.path.isfile(placed):
+      shutil.copyfile(placed, buffer_assignment.sibling_path(stages[stage]))
   if not stages:
     raise InputError(f"{dump_dir}: no after_optimizations module and no per-pass "
                         "snapshots in this dump directory")
-  return stages, dump_dir, dump_dir
+  if case.program is None:
+    return stages, dump_dir, dump_dir
+  # One program of several: any of its files in the dump leads to its own config.
+  return stages, dump_dir, dumps.program_file(dump_dir, case.program)
 
 
 # ---------------------------------------------------------------------------------------
@@ -299,6 +338,8 @@ def input_label(case: Case, stage: str, copy: str) -> str:
   if case.path is None:
     return copy
   label = case.label or case.path
+  if case.program is not None:
+    label = f"{label}:{case.program}"
   return label if stage == "input" else f"{label}:{stage}"
 
 
@@ -321,7 +362,8 @@ def _run_pass(case_dir: str, stage: str, path: str, case: Case, spec: str | None
   if rc != 0 or report is None:
     # The driver names the copy under the work directory, which is gone by the time
     # the user reads this: name the input the user gave instead.
-    label = (case.label or case.id) if stage == "input" else f"{case.label or case.id}:{stage}"
+    label = input_label(case, stage, case.label or case.id) if case.path else \
+        (case.id if stage == "input" else f"{case.id}:{stage}")
     message = message.replace(os.fspath(path), label) or f"{label}: no message"
     raise InputError(f"{PROG}: nvshmem-opt exit {rc}: {message}")
   _write(os.path.join(json_dir, f"pass_{stage}.json"), json.dumps(report, indent=1))
@@ -358,6 +400,9 @@ def analyze_case(case: Case, case_dir: str, stages: dict[str, str], dump_dir: st
     passes[stage], out = (done or {}).get(stage) or _run_pass(
         case_dir, stage, path, case, selected.spec, Loaded.of(selected), partitions)
     outputs[stage] = out
+    placed = buffer_assignment.sibling_path(path)
+    if os.path.isfile(placed):  # the rewrite keeps every instruction's name
+      shutil.copyfile(placed, buffer_assignment.sibling_path(out))
     rewritten[stage] = sources.resolve_partitions(sources.read_source(out, rel(out)), topology,
                                              num_partitions)
   explained = decisions.describe(stages[first], selected, source=parsed[first],
@@ -378,7 +423,7 @@ def analyze_case(case: Case, case_dir: str, stages: dict[str, str], dump_dir: st
       given["file"] = f"{case.label or case.id}{'' if s == 'input' else ':' + s} (as given)"
       verified[f"{s}_as_given"] = given
   diffs = {s: diff.diff_sources(parsed[s], rewritten[s]) for s in stages}
-  trace = _trace(dump_dir)
+  trace = _trace(dump_dir, case.program)
   chart = chart_data(topology, table, explained, parsed[first])
   for name, value in [("explain", explained), ("trace", trace), ("chart", chart)] + \
       [(f"verify_{s}", v) for s, v in verified.items()] + \
@@ -401,11 +446,11 @@ def analyze_case(case: Case, case_dir: str, stages: dict[str, str], dump_dir: st
           "overlap": ring_overlap.permute_windows(scheduled.text)}
 
 
-def _trace(dump_dir: str | None) -> dict[str, Any] | None:
+def _trace(dump_dir: str | None, program: str | None = None) -> dict[str, Any] | None:
   if dump_dir is None:
     return None
   try:
-    return diff.trace(dump_dir)
+    return diff.trace(dump_dir, program)
   except InputError:
     return None  # a dump without per-pass snapshots: nothing to trace
 
@@ -419,6 +464,8 @@ def case_summary(result: dict[str, Any], case_dir_name: str) -> dict[str, Any]:
   return {
       "id": case.id, "title": case.title, "topology": case.topology,
       "config": case.config, "input": case.label or case.path, "stages": result["stages"],
+      # The program of a dump folder of several (its module key), else None.
+      "dump_program": case.program,
       "collective_permutes": [
           {k: e[k] for k in ("instruction", "computation", "bytes", "buffers",
                              "edges_by_class", "modeled_us", "choice",
@@ -510,6 +557,9 @@ def build(cases: list[Case], out: str, cost_table: str | None = None,
               "cases": [case_summary(r, r["case"].id) for r in results],
               "summary": {"comparison": comparison_rows(results),
                           "overlap": {r["case"].id: r["overlap"] for r in results}}}
+    folders = [c.folder for c in cases if c.folder]
+    if folders:  # a dump folder of several programs: how many, which skipped and why
+      report["folder"] = folders[0]
     report["summary"]["verify_passed"] = all(c["verify_passed"] for c in report["cases"])
     report["summary"]["failed_checks"] = sorted(
         {f for c in report["cases"] for f in c["failed_checks"]})
@@ -532,6 +582,8 @@ def summary_text(report: dict[str, Any]) -> str:
   lines = [f"{page_title(report.get('backends'))}: {len(report['cases'])} configuration(s), "
            f"cost table {report['cost_table'] or 'default'}"
            + (f", backends {report['backends']}" if report.get("backends") else "")]
+  if report.get("folder"):
+    lines.append(f"  {report['folder']['note']}")
   lines += [f"  {c['title']}: no collective-permutes, nothing for the pass to decide"
             for c in report["cases"] if not c["collective_permutes"]]
   lines += [f"  {c['title']}: {c['note']}" for c in report["cases"] if c.get("note")]
@@ -540,6 +592,8 @@ def summary_text(report: dict[str, Any]) -> str:
   lines += [f"  {c['title']}: {program_text.summary(c['program'])}"
             for c in report["cases"] if (c.get("program") or {}).get("permutes")]
   rows = report["summary"]["comparison"]
+  # Upstream's assigner picks only NVSHMEM: no alternative under a set without it.
+  offers_nvshmem = "nvshmem" in str(report.get("backends") or "nvshmem").split(",")
   for i, row in enumerate(rows):
     if i == 0 or rows[i - 1]["case"] != row["case"]:  # the configuration, then its permutes
       lines.append(step_line([r for r in rows if r["case"] == row["case"]],
@@ -550,8 +604,8 @@ def summary_text(report: dict[str, Any]) -> str:
                  f"/device{trips}; {edges}): {row['plan']}"
                  + (f" ({row['collectives_mode']})" if row.get("collectives_mode") else "")
                  + f", nccl {fmt_us(row['nccl_us'])} us, " + _others_text(row)
-                 + f"; upstream {row['upstream']}; "
-                 f"{row['verdict']}")
+                 + (f"; upstream {row['upstream']}" if offers_nvshmem else "")
+                 + f"; {row['verdict']}")
   s = report["summary"]
   lines.append("verify: " + ("all checks pass" if s["verify_passed"] else
                              "FAILED " + ", ".join(s["failed_checks"])))
@@ -571,7 +625,7 @@ def step_saving(rows: list[dict[str, Any]]) -> tuple[float, float]:
   modeled saving against NCCL x its runs per step (the model's trips through every
   loop; a bound where a count is unknown or a conditional's branch runs on some trips
   only), summed, a conditional's branches by the largest."""
-  return _per_step(rows, "saved_us_per_run"), _per_step(rows, "nccl_us_per_step")
+  return _per_step(rows, "saved_us_per_step"), _per_step(rows, "nccl_us_per_step")
 
 
 def _duration(us: float) -> str:

@@ -94,10 +94,16 @@ def _kind_chart(topology: selection.Topology, table: selection.CostTable, source
   for c in priced_by:
     del series[f"edge_{c}"]
   marks = sorted({(e["bytes"], format_bytes(e["bytes"])) for e in members})
+  # Curves the table estimates (latency + size / bandwidth) where it has no measured
+  # one: a backend priced on any of these edge classes, an edge class's own line.
+  estimated = [b for b in offered if any(series[b])
+               and any(not table.has_measured_curve(b, c) for c in classes)]
+  estimated += [k for k in series if k.startswith("edge_")
+                and not table.has_measured_curve("nccl", k[5:])]
   return {"instructions": [e["instruction"] for e in members],
           "pairs": [list(p) for p in pairs], "buffers": buffers, "sizes": sizes,
           "edge_classes": classes, "nccl_priced_by": priced_by, "series_us": series,
-          "refused": refused, "marks": marks}
+          "refused": refused, "marks": marks, "estimated": estimated}
 
 
 def chart_data(topology: selection.Topology, table: selection.CostTable,
@@ -128,12 +134,14 @@ def _svg_axes(out: list[str], box: tuple[int, int, int, int], lo: float, hi: flo
                f'text-anchor="middle">{esc(format_bytes(size).replace(".0 ", " "))}</text>')
 
 
-def _style(key: str) -> str:
+def _style(key: str, estimated: bool = False) -> str:
   if key == "chosen":
     return ('stroke="#000000" stroke-width="2.5" stroke-dasharray="1 5" '
             'stroke-linecap="round"')
   dash = ' stroke-dasharray="6 4"' if key.startswith("edge_") else ""
-  return f'stroke="{COLORS[key]}" stroke-width="2"{dash}'
+  # An estimated curve is drawn faint: it is no measurement.
+  faint = ' stroke-opacity="0.45"' if estimated else ""
+  return f'stroke="{COLORS[key]}" stroke-width="2"{dash}{faint}'
 
 
 def _polylines(points: list[float | None], x: Scale, y: Scale,
@@ -169,6 +177,9 @@ def legend_lines(chart: dict[str, Any]) -> list[tuple[str | None, str]]:
     names = " and ".join(_CLASS_NAMES.get(c, c) for c in chart["nccl_priced_by"])
     items = [(k, f"NCCL (whole permute: its {names} edges, the slowest)" if k == "nccl"
               else text) for k, text in items]
+  estimated = set(chart.get("estimated") or ())
+  items = [(k, f"{text}: ESTIMATED, latency + size / bandwidth (no measured curve)"
+            if k in estimated else text) for k, text in items]
   for b, r in chart["refused"].items():
     where = ("at every size" if r["every_size"]
              else f"from {format_bytes(r['from'])}")
@@ -214,14 +225,16 @@ def svg_chart(chart: dict[str, Any], title: tuple[str, str]) -> str:
       out.append(f'<text x="{xx + 3:.1f}" y="{top + 12 + 13 * (i % 3)}" font-size="11" '
                  f'fill="#d62728">{esc(label)}</text>')
   # The chosen line last: on top of the backend it follows, never hidden under it.
+  estimated = set(chart.get("estimated") or ())
   for key in sorted(series, key=lambda k: k == "chosen"):
     for seg in _polylines(series[key], x, y, sizes):
-      out.append(f'<polyline class="series-{key}" fill="none" {_style(key)} '
-                 f'points="{" ".join(seg)}"/>')
+      out.append(f'<polyline class="series-{key}" fill="none" '
+                 f'{_style(key, key in estimated)} points="{" ".join(seg)}"/>')
   for i, (key, text) in enumerate(legend):
     ly = legend_top + 16 * i
     if key is not None:
-      out.append(f'<line x1="{left}" y1="{ly}" x2="{left + 28}" y2="{ly}" {_style(key)}/>')
+      out.append(f'<line x1="{left}" y1="{ly}" x2="{left + 28}" y2="{ly}" '
+                 f'{_style(key, key in estimated)}/>')
     fill = "" if key else ' fill="#555"'
     out.append(f'<text class="legend" x="{left + 36}" y="{ly + 4}" font-size="11"{fill}>'
                f'{esc(text)}</text>')

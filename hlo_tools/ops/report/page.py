@@ -71,7 +71,7 @@ def comparison_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
       trips = e["runs_per_step"]
       # A mark is the user's choice, not the pass's: no saving is the pass's.
       saved = 0.0 if e.get("user_mark") is not None or m["chosen"] is None else \
-          (m["nccl"] - m["chosen"]) * trips
+          m["nccl"] - m["chosen"]
       branch = e.get("under_branch")
       rows.append({"case": r["case"].id, "title": r["case"].title,
                    "topology": r["case"].topology, "instruction": e["instruction"],
@@ -83,7 +83,9 @@ def comparison_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                    "collectives_mode": e.get("choice_collectives_mode"),
                    "backend_us": {b: v["us"] for b, v in (e.get("backends") or {}).items()},
                    "runs": trips, "runs_bound": e["runs_bound"],
-                   "saved_us_per_run": saved, "nccl_us_per_step": m["nccl"] * trips,
+                   # Saved by one run of the permute, and by its runs in a step.
+                   "saved_us_per_run": saved, "saved_us_per_step": saved * trips,
+                   "nccl_us_per_step": m["nccl"] * trips,
                    "user_mark": e.get("user_mark"),
                    # One branch of a conditional runs per execution (step_saving).
                    "branch": [branch["conditional"], branch["computation"],
@@ -129,6 +131,7 @@ def _comparison_html(rows: list[dict[str, Any]]) -> str:
   out = ["<table id=\"comparison\" class=\"decisions\"><tr><th>configuration</th>"
          "<th>collective-permute</th><th>bytes/device</th><th>edges</th><th>NCCL us</th>"
          "<th>other backends us</th><th>choice</th><th>saved per run (us)</th>"
+         "<th>saved per step (us)</th>"
          "<th>upstream XLA</th><th>what it shows</th></tr>"]
   spans: dict[str, int] = {}
   for row in rows:
@@ -149,7 +152,9 @@ def _comparison_html(rows: list[dict[str, Any]]) -> str:
         f"{diff.esc(trips)}</td><td>{diff.esc(edges)}</td><td>{fmt_us(row['nccl_us'])}</td>"
         f"<td>{_others_us(row)}</td><td class=\"{cls}\"><b>{diff.esc(row['plan'])}</b>"
         f"{_mode_html(row.get('collectives_mode'))}</td>"
-        f"<td>{fmt_us(row['saved_us_per_run'])}</td><td>{diff.esc(row['upstream'])}</td>"
+        f"<td>{fmt_us(row['saved_us_per_run'])}</td>"
+        f"<td>{fmt_us(row['saved_us_per_step'])}</td>"
+        f"<td>{diff.esc(row['upstream'])}</td>"
         f"<td>{diff.esc(row['verdict'])}</td></tr>")
   out.append("</table>")
   return "\n".join(out)
@@ -259,9 +264,16 @@ def _case_html(result: dict[str, Any], max_rows: int) -> str:
 
 
 def _rules_html(backends: str | None) -> str:
-  """The rule each backend of the set really applies, as its runtime's code says."""
-  return ("<ul id=\"rules\">" + "".join(
-      f"<li>{diff.esc(line)}</li>" for line in rule_lines(backends or "nccl,nvshmem"))
+  """The rule each backend of the set really applies, as its runtime's code says:
+  one item per backend, its conditions one per line under its name."""
+  items = []
+  for line in rule_lines(backends or "nccl,nvshmem"):
+    name, _, rest = line.partition(": ")
+    clauses = [c.strip() for c in rest.split("; ") if c.strip()]
+    items.append(f"<li><b>{diff.esc(name)}</b>" + (
+        "<ul>" + "".join(f"<li>{diff.esc(c)}</li>" for c in clauses) + "</ul>"
+        if len(clauses) > 1 else f": {diff.esc(rest)}") + "</li>")
+  return ("<h2>Where each backend can run</h2><ul id=\"rules\">" + "".join(items)
           + "</ul>")
 
 
