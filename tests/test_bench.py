@@ -90,3 +90,46 @@ def test_bad_json_path_is_refused_before_the_run(tmp_path, where):
   assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
   assert "--json" in proc.stderr and proc.stdout == ""
   assert "P1 pass overhead" not in proc.stdout
+
+
+def _record(monkeypatch, events):
+  """Notes each collector freeze/unfreeze and each diff, in order, and still does them."""
+  import gc  # pylint: disable=import-outside-toplevel
+  from hlo_tools.ops import diff  # pylint: disable=import-outside-toplevel
+  real = {"freeze": gc.freeze, "unfreeze": gc.unfreeze, "diff": diff.diff_sources}
+
+  def noting(name, module, attr):
+    def call(*args, **kwargs):
+      events.append(name)
+      return real[name](*args, **kwargs)
+    monkeypatch.setattr(module, attr, call)
+
+  noting("freeze", gc, "freeze")
+  noting("unfreeze", gc, "unfreeze")
+  noting("diff", diff, "diff_sources")
+
+
+def test_p3_times_the_diff_as_the_command_runs_it(monkeypatch, tmp_path):
+  """P3's timed diff runs under the collector setting `hlo-tools diff` runs it under:
+  whatever the command does to the collector between reading and diffing, the bench
+  does too (and undoes it after each run, where the command exits)."""
+  import gc  # pylint: disable=import-outside-toplevel
+  from hlo_tools.commands import diff as diff_command  # pylint: disable=import-outside-toplevel
+  from hlo_tools.ops import bench  # pylint: disable=import-outside-toplevel
+  fixtures = ROOT / "tests" / "fixtures"
+  path_a = fixtures / "ring_1x1x8.before_async.hlo"
+  path_b = fixtures / "ring_1x1x8.after_optimizations.hlo"
+  command: list[str] = []
+  _record(monkeypatch, command)
+  try:
+    assert diff_command.main(["hlo-tools diff", str(path_a), str(path_b), "--format=json",
+                              "--out", str(tmp_path / "diff.json")]) == 0
+  finally:
+    gc.unfreeze()  # the command leaves the collector frozen for its exit
+  timed: list[str] = []
+  monkeypatch.undo()
+  _record(monkeypatch, timed)
+  bench._time_diff(path_a.read_text(), path_b.read_text(), runs=2)
+  assert "diff" in command and "freeze" in command[:command.index("diff")], command
+  up_to_diff = command[:command.index("diff") + 1]
+  assert timed == (up_to_diff + ["unfreeze"]) * 2, (timed, command)
