@@ -170,3 +170,16 @@ def test_rules_are_a_list_per_backend():
   assert max(len(x) for x in re.findall(r"<li>(.*?)</li>", nvshmem)) < len(rule) / 2
   first = selection.BACKEND_INFO["nvshmem"]["rule"].split(": ", 1)[1].split("; ")[0]
   assert first.split(" (")[0] in nvshmem
+
+
+def test_report_page_compares_upstream_only_where_the_set_offers_nvshmem():
+  explained, _ = _explain_1x2x4(backends="nccl,peer")
+  rows = page.comparison_rows([{"case": Case(id="c", title="c", topology="1x2x4"),
+                                "explain": explained}])
+  # What the driver says of these permutes (its assigner, run with --compare-upstream).
+  rows = [dict(r, upstream="NVSHMEM") for r in rows]
+  assert rows
+  peer = page._comparison_html(rows, "nccl,peer")  # pylint: disable=protected-access
+  assert "<td>NVSHMEM</td>" not in peer and "not compared" in peer
+  pinned = page._comparison_html(rows, "nccl,nvshmem")  # pylint: disable=protected-access
+  assert "<td>NVSHMEM</td>" in pinned

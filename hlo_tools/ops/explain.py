@@ -132,10 +132,11 @@ def entry_trips_text(e: dict) -> str:
   return trips_text(loop_counts(e), bool(e.get("under_branch")))
 
 
-def upstream_text(e: dict, backends: object) -> str:
-  """Upstream's CollectiveBackendAssigner's answer, where the backend set has the one
-  backend it assigns (NVSHMEM): under a set without it, it is no alternative."""
-  names = backends.split(",") if isinstance(backends, str) else list(backends or ())
+def upstream_text(e: dict, backends: str | None) -> str:
+  """Upstream's CollectiveBackendAssigner's answer, where the backend set (`nccl,peer`)
+  has the one backend it assigns (NVSHMEM): under a set without it, it is no
+  alternative."""
+  names = backends.split(",") if backends else []
   if names and "nvshmem" not in names:
     return (f"not compared: its assigner picks only NVSHMEM, which the backend set "
             f"{','.join(map(str, names))} does not offer")

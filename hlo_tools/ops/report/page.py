@@ -125,7 +125,15 @@ def set_names(backends: str | None) -> str:
   return " or ".join(NAMES.get(b, b) for b in others) or "NCCL only"
 
 
-def _comparison_html(rows: list[dict[str, Any]]) -> str:
+def _upstream_cell(answer: str | None, backends: str | None) -> str:
+  """Upstream's assigner's answer, where the set offers NVSHMEM, the one backend it
+  picks; else no alternative to compare."""
+  if "nvshmem" not in (backends or "nccl,nvshmem").split(","):
+    return "not compared (its assigner picks only NVSHMEM)"
+  return answer or "-"
+
+
+def _comparison_html(rows: list[dict[str, Any]], backends: str | None = None) -> str:
   if not rows:
     return ""  # the takeaways say that no configuration has a permute
   out = ["<table id=\"comparison\" class=\"decisions\"><tr><th>configuration</th>"
@@ -154,7 +162,7 @@ def _comparison_html(rows: list[dict[str, Any]]) -> str:
         f"{_mode_html(row.get('collectives_mode'))}</td>"
         f"<td>{fmt_us(row['saved_us_per_run'])}</td>"
         f"<td>{fmt_us(row['saved_us_per_step'])}</td>"
-        f"<td>{diff.esc(row['upstream'])}</td>"
+        f"<td>{diff.esc(_upstream_cell(row['upstream'], backends))}</td>"
         f"<td>{diff.esc(row['verdict'])}</td></tr>")
   out.append("</table>")
   return "\n".join(out)
@@ -195,8 +203,12 @@ def _decision_table(result: dict[str, Any]) -> str:
         f"<td>{fmt_us(m['nccl'])}</td><td>{_others_us(_row_us(e))}</td>"
         f"<td><b>{diff.esc(e['choice']['plan'])}</b> ({diff.esc(e['choice']['backend'])})"
         f"{_mode_html(e.get('choice_collectives_mode'))}</td>"
-        f"<td>{diff.esc(e['upstream']['backend'])}<br><small>{diff.esc(e['upstream']['source'])}"
-        f"</small></td><td class=\"mono\">{diff.esc(d.get('backend', '-'))}"
+        + (f"<td>{diff.esc(e['upstream']['backend'])}<br><small>"
+           f"{diff.esc(e['upstream']['source'])}</small></td>"
+           if "nvshmem" in (result["explain"].get("backends") or "nccl,nvshmem").split(",")
+           else f"<td>{diff.esc(_upstream_cell(None, result['explain'].get('backends')))}"
+                "</td>") +
+        f"<td class=\"mono\">{diff.esc(d.get('backend', '-'))}"
         f"{_mode_html(d.get('collectives_mode'))}{': ' + diff.esc(new) if new else ''}</td>"
         f"<td>{diff.esc(e['reason'])}</td></tr>")
   rows.append("</table>")
@@ -304,7 +316,7 @@ def render_page(report: dict[str, Any], results: list[dict[str, Any]]) -> str:
       f"{diff.esc(report.get('backends') or 'nccl,nvshmem')}.</p>",
       _rules_html(report.get("backends")),
       "<h2>Side by side</h2>", _takeaways(report["summary"]["comparison"], results),
-      _comparison_html(report["summary"]["comparison"]),
+      _comparison_html(report["summary"]["comparison"], report.get("backends")),
       f"<p class=\"mono\">versions: {diff.esc(json.dumps(report['versions']))}<br>"
       f"timings: {diff.esc(timing)}</p>"]
   max_rows = 4000 // len(results)
