@@ -124,17 +124,17 @@ compile_flags "$TF/include/external/nvshmem/_virtual_includes/nvshmem_lib" \
 needs_llvm() {
   case "$1" in
     xla/service/gpu/gpu_compiler.cc) echo "includes llvm/IR/Module.h and mlir/ headers" \
-      "(the registration 0006 adds is compiled below)";;
+      "(the registration 0008 adds is compiled below)";;
     xla/service/gpu/thunk_emitter.cc) echo "includes llvm/, mlir/ and triton/ headers" \
       "(the functions the first patch adds are compiled below)";;
     xla/service/gpu/gpu_executable.cc) echo "ir_emission_utils.h includes llvm/IR/IRBuilder.h" \
-      "(the guard 0002 adds is compiled below)";;
+      "(the guard 0003 adds is compiled below)";;
     xla/service/gpu/gpu_memory_space_assignment.cc)
-      echo "ir_emission_utils.h includes llvm/IR/IRBuilder.h; 0003 changes one condition" \
-        "of AssignColors (its test compiles)";;
+      echo "ir_emission_utils.h includes llvm/IR/IRBuilder.h; 0004 changes one condition" \
+        "of AssignColors and adds OnlyNvshmemPermutes (its test compiles)";;
     xla/backends/gpu/runtime/nvshmem_collective_permute_thunk.cc)
       echo "p2p_thunk_common.h includes mlir/IR/BuiltinAttributes.h (with" \
-        "tablegen's BuiltinAttributes.h.inc); 0001 adds one Barrier call";;
+        "tablegen's BuiltinAttributes.h.inc); 0002 adds a Barrier call and CheckPes";;
     *) return 1;;
   esac
 }
@@ -152,7 +152,7 @@ for f in "${CC[@]}"; do
 done
 
 # 7. The registration, against the real DebugOptions and CompileOptions: the
-# lines 0006 adds to RunPostFusionPasses, in a function with its parameters.
+# lines 0008 adds to RunPostFusionPasses, in a function with its parameters.
 REG="$TREE/xla/service/gpu/nvshmem_registration_check.cc"
 {
   printf '#include <cstdint>\n#include <memory>\n#include <utility>\n'
@@ -162,8 +162,7 @@ REG="$TREE/xla/service/gpu/nvshmem_registration_check.cc"
   printf '#include "xla/service/compiler.h"\n#include "xla/service/hlo_module_config.h"\n'
   printf '#include "xla/xla.pb.h"\nnamespace xla::gpu {\n'
   printf 'absl::Status Register(HloPassPipeline& pipeline, HloModule* hlo_module,\n'
-  printf '                      const Compiler::CompileOptions& options,\n'
-  printf '                      int num_visible_devices_per_process) {\n'
+  printf '                      const Compiler::CompileOptions& options) {\n'
   git -C "$TREE" diff -U0 "HEAD~$N" -- xla/service/gpu/gpu_compiler.cc |
     awk '/^@@/ {if (keep) exit; buf = ""; next} /^\+/ {buf = buf substr($0, 2) "\n"}
          /AddPass<NvshmemCollectivePermuteRewriter>/ {keep = 1} END {printf "%s", buf}'
@@ -194,7 +193,7 @@ if grep -q 'UseNvshmemCollectivePermute' "$TREE/xla/service/gpu/thunk_emitter.cc
     printf '#include "xla/tsl/platform/errors.h"\n#include "xla/tsl/platform/statusor.h"\n'
     printf 'namespace xla::gpu {\n'
     awk '/^bool IsNvshmemCollective\(/ {on = 1} on {print}
-         on && /^}/ {n++; if (n == 3) exit}' "$TREE/xla/service/gpu/thunk_emitter.cc"
+         on && /^}/ {n++; if (n == 2) exit}' "$TREE/xla/service/gpu/thunk_emitter.cc"
     printf 'bool CheckUse(const HloInstruction* i, const HloModuleConfig& c,\n'
     printf '              const BufferAssignment& a);\n'
     printf 'bool CheckUse(const HloInstruction* i, const HloModuleConfig& c,\n'
@@ -208,38 +207,62 @@ if grep -q 'UseNvshmemCollectivePermute' "$TREE/xla/service/gpu/thunk_emitter.cc
   fi
 fi
 
-# 7c. The guard 0002 adds to gpu_executable.cc, alone against the real headers
-# it uses (GetNvshmemCollectivesFromRegistry declared as nvshmem_collective_thunk.h
-# does, whose collective_thunk.h needs LLVM).
+# 7c. The guard 0003 adds to gpu_executable.cc, alone against the real headers
+# it uses.
 GUARD="$TREE/xla/service/gpu/nvshmem_guard_check.cc"
 guard=absent
-if grep -q 'CheckNvshmemHeap' "$TREE/xla/service/gpu/gpu_executable.cc"; then
+if grep -q 'CheckNvshmemJobOf' "$TREE/xla/service/gpu/gpu_executable.cc"; then
   {
-    printf '#include <atomic>\n#include <cstdint>\n#include <optional>\n#include <string>\n'
-    printf '#include "absl/algorithm/container.h"\n#include "absl/status/status.h"\n'
-    printf '#include "absl/status/statusor.h"\n#include "absl/strings/str_cat.h"\n'
-    printf '#include "absl/time/time.h"\n#include "absl/types/span.h"\n'
+    printf '#include <cstdint>\n#include "absl/status/status.h"\n'
     printf '#include "xla/backends/gpu/collectives/gpu_collectives.h"\n'
     printf '#include "xla/backends/gpu/runtime/nvshmem_permute_support.h"\n'
-    printf '#include "xla/debug_options_flags.h"\n#include "xla/runtime/process_id.h"\n'
-    printf '#include "xla/service/buffer_assignment.h"\n#include "xla/service/computation_placer.h"\n'
-    printf '#include "xla/service/service_executable_run_options.h"\n'
-    printf '#include "xla/tsl/platform/status_macros.h"\n#include "xla/util.h"\n'
-    printf 'namespace xla::gpu {\nabsl::StatusOr<GpuCollectives*> GetNvshmemCollectivesFromRegistry();\n'
-    awk '/^static absl::Status CheckNvshmemHeap\(/ {on = 1} on {print} on && /^}/ {exit}' \
+    printf '#include "xla/service/computation_placer.h"\nnamespace xla::gpu {\n'
+    awk '/^static absl::Status CheckNvshmemJobOf\(/ {on = 1} on {print} on && /^}/ {exit}' \
       "$TREE/xla/service/gpu/gpu_executable.cc"
-    printf 'absl::Status CheckHeap(const ServiceExecutableRunOptions& o,\n'
-    printf '                       absl::Span<const BufferAllocation* const> a,\n'
-    printf '                       std::atomic<bool>& c);\n'
-    printf 'absl::Status CheckHeap(const ServiceExecutableRunOptions& o,\n'
-    printf '                       absl::Span<const BufferAllocation* const> a,\n'
-    printf '                       std::atomic<bool>& c) {\n'
-    printf '  return CheckNvshmemHeap(o, a, c);\n}\n}  // namespace xla::gpu\n'
+    printf 'absl::Status CheckJob(const GpuCollectives::Topology* j,\n'
+    printf '                      const DeviceAssignment* d);\n'
+    printf 'absl::Status CheckJob(const GpuCollectives::Topology* j,\n'
+    printf '                      const DeviceAssignment* d) {\n'
+    printf '  return CheckNvshmemJobOf(j, d);\n}\n}  // namespace xla::gpu\n'
   } > "$GUARD"
   if (cd "$TREE" && compile "${GUARD#$TREE/}"); then
-    guard=compiles; echo "ok   gpu_executable.cc's CheckNvshmemHeap, alone"
+    guard=compiles; echo "ok   gpu_executable.cc's CheckNvshmemJobOf, alone"
   else
     grep -m 15 error "$WORK/cc.log" >&2; step FAIL "gpu_executable.cc's guard"; guard=FAILS
+  fi
+fi
+
+# 7d. The check 0002 adds to the permute thunk's Initialize (CheckPes), alone
+# against the real headers, as a member of a stand-in with the thunk's fields
+# (the thunk's header needs MLIR); GetNvshmemCollectivesFromRegistry declared as
+# nvshmem_collective_thunk.h does, whose collective_thunk.h needs LLVM.
+PES="$TREE/xla/backends/gpu/runtime/nvshmem_pes_check.cc"
+pes=absent
+THUNK_CC="$TREE/xla/backends/gpu/runtime/nvshmem_collective_permute_thunk.cc"
+if grep -q '::CheckPes(' "$THUNK_CC"; then
+  {
+    printf '#include <cstdint>\n#include <memory>\n#include <optional>\n#include <utility>\n'
+    printf '#include <vector>\n#include "absl/status/status.h"\n'
+    printf '#include "absl/status/statusor.h"\n#include "absl/synchronization/mutex.h"\n'
+    printf '#include "xla/backends/gpu/collectives/gpu_collectives.h"\n'
+    printf '#include "xla/backends/gpu/runtime/nvshmem_permute_support.h"\n'
+    printf '#include "xla/core/collectives/communicator.h"\n'
+    printf '#include "xla/core/collectives/rank_id.h"\n'
+    printf '#include "xla/service/computation_placer.h"\n'
+    printf '#include "xla/tsl/platform/errors.h"\n#include "xla/tsl/platform/statusor.h"\n'
+    printf 'namespace xla::gpu {\nabsl::StatusOr<GpuCollectives*> GetNvshmemCollectivesFromRegistry();\n'
+    printf 'struct NvshmemCollectivePermuteStartThunk {\n'
+    printf '  absl::Status CheckPes(const DeviceAssignment& devices);\n'
+    printf '  const std::vector<std::pair<int64_t, int64_t>> pairs_;\n'
+    printf '  absl::Mutex mu_;\n  std::optional<DeviceAssignment> checked_;\n};\n'
+    awk '/^absl::Status NvshmemCollectivePermuteStartThunk::CheckPes\(/ {on = 1}
+         on {print} on && /^}/ {exit}' "$THUNK_CC"
+    printf '}  // namespace xla::gpu\n'
+  } > "$PES"
+  if (cd "$TREE" && compile "${PES#$TREE/}"); then
+    pes=compiles; echo "ok   nvshmem_collective_permute_thunk.cc's CheckPes, alone"
+  else
+    grep -m 15 error "$WORK/cc.log" >&2; step FAIL "the thunk's CheckPes"; pes=FAILS
   fi
 fi
 
@@ -273,7 +296,8 @@ status=OK; [ ${#failed[@]} -eq 0 ] || status=FAIL
 echo "check_patches_upstream: $status: pin ${PIN:0:8}, $N patches applied with git am;" \
   "$ok/${#CC[@]} added or changed .cc compile with $("$CXX" --version | head -1 | sed 's/ (.*//')" \
   "-c -Werror (${compiled[*]}; not: ${skipped[*]}: need the pin's LLVM/MLIR), its registration" \
-  "$registration, the emitter's NVSHMEM choice $emitter, the executable's guard $guard;" \
+  "$registration, the emitter's NVSHMEM choice $emitter, the executable's guard $guard," \
+  "the thunk's CheckPes $pes;" \
   "protoc 31.1 wrote $(find "$GEN" -name '*.pb.h' | wc -l) .pb.h;" \
   "clang-format 17.0.6 and buildifier clean unless listed; tests: $tests;" \
   "$(wc -l < "$WORK/absent") absent blobs left out; $(( $(date +%s) - START )) s;" \
