@@ -163,7 +163,8 @@ std::string RefusalText(const Refusal& r) {
     return absl::StrCat(
         refused,
         "the module does not say which device runs each of its ids "
-        "(HLO text carries no device assignment), and the program spans ",
+        "(neither it nor a config beside it gives a device assignment), and "
+        "the program spans ",
         r.count, r.count == 1 ? " process" : " processes", " (",
         r.gpus_per_process, r.gpus_per_process == 1 ? " GPU" : " GPUs",
         " each) on ", r.total, r.total == 1 ? " host" : " hosts",

@@ -280,6 +280,9 @@ def test_driver_reads_the_config_beside_a_proto_without_assignment(tmp_path):
   assert result.returncode == 0, result.stderr[-2000:]
   unplaced = json.loads(report.read_text())
   assert unplaced["placement"] == "unknown"
+  # The reason speaks of the module, not of HLO text: the input is a proto.
+  assert "neither it nor a config beside it gives a device assignment" in result.stdout
+  assert "HLO text" not in result.stdout
   # Its module's config beside it, as XLA names it beside the dump, or as a sidecar.
   shutil.copyfile(PROTO_DUMP / f"{TRAIN}.config.pbtxt", tmp_path / "step.config.pbtxt")
   result = _driver(bare, "--topology=1x1x8", "--mode=explain", f"--report={report}")
