@@ -271,14 +271,20 @@ absl::StatusOr<bool> SetBackendInJson(xla::HloInstruction* instr,
                          "COLLECTIVES_MODE_INVALID", "backend");
   }
   // The same choice as the attribute that the patched assigner of jax
-  // v0.11.0's XLA reads; NCCL only replaces one already there.
-  constexpr absl::string_view kModeAttr = "_xla_collectives_mode";
-  std::optional<std::string> asked = instr->get_frontend_attribute(kModeAttr);
+  // v0.11.0's XLA reads; NCCL only replaces one already there. The tools'
+  // attribute beside it says the choice is theirs, not a user's mark (the
+  // planner never writes over a user's mark), so that a later run decides it
+  // again.
+  const std::string mode_attr(ext::kModeAttribute);
+  const std::string tools_attr(ext::kToolsModeAttribute);
+  std::optional<std::string> asked = instr->get_frontend_attribute(mode_attr);
   const std::string value = info.mode_attribute;
   const bool write =
       !value.empty() && (backend != ext::Backend::kNccl || asked.has_value());
-  if (write && asked != value) {
-    instr->set_frontend_attribute(kModeAttr, value);
+  if (write &&
+      (asked != value || instr->get_frontend_attribute(tools_attr) != value)) {
+    instr->set_frontend_attribute(mode_attr, value);
+    instr->set_frontend_attribute(tools_attr, value);
     changed = true;
   }
   if (!changed) return false;

@@ -246,6 +246,14 @@ Decision Decide(const Topology& topology, const CostTable& table,
 // default), and the reason says so.
 void KeepUserMark(absl::string_view mark, Decision& decision);
 
+// The frontend attribute that names a permute's mode (the patched XLA's
+// assigner reads it), and the one the tools write beside it with the same value
+// when the mode is their own choice: an _xla_collectives_mode that the second
+// matches is the tools' choice, which a later run decides again; any other is
+// the user's mark, which is law.
+inline constexpr absl::string_view kModeAttribute = "_xla_collectives_mode";
+inline constexpr absl::string_view kToolsModeAttribute = "_nvshmem_opt_mode";
+
 // InvalidArgument, naming the value, for a mark that names no collectives mode
 // (private, symmetric, peer, any case): the patched XLA's assigner fails such a
 // compile, and no XLA runs it, so every tool refuses it too.

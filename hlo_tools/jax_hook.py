@@ -166,8 +166,7 @@ def user_marks(module: reader.HloModule) -> list[Record]:
     instrs = [next(i for i in comp.instructions if i.name == permute.start)]
     if permute.form == "async-wrapped" and permute.wrapped_computation:
       instrs.append(module.computation(permute.wrapped_computation).root)
-    value = next((i.frontend_attributes[modes.ATTRIBUTE] for i in instrs
-                  if modes.ATTRIBUTE in i.frontend_attributes), None)
+    value = next((v for i in instrs for v in [modes.user_mark(i)] if v is not None), None)
     if value is None:
       continue
     mode = modes.MODES.get(value.lower())
@@ -248,15 +247,17 @@ _ATTRS_RE = re.compile(r"frontend_attributes=\{")
 
 def set_line_attribute(line: str, value: str) -> str:
   """One instruction line with frontend attribute _xla_collectives_mode=value, the
-  language of the patched XLA's assigner; the other attributes are kept."""
-  item = f'{modes.ATTRIBUTE}="{value}"'
+  language of the patched XLA's assigner, and the tools' attribute saying the same
+  (the choice is the hook's, not a user's mark); the other attributes are kept."""
+  item = f'{modes.ATTRIBUTE}="{value}",{modes.TOOLS_ATTRIBUTE}="{value}"'
   m = _ATTRS_RE.search(line)
   if m is None:
     at = line.find(", backend_config=")
     at = at if at >= 0 else len(line.rstrip())
     return line[:at] + ", frontend_attributes={" + item + "}" + line[at:]
   begin, end = m.end() - 1, _match_brace(line, m.end() - 1)
-  old = re.sub(rf'{modes.ATTRIBUTE}="[^"]*",?', "", line[begin + 1:end - 1]).rstrip(",")
+  old = re.sub(rf'(?<![\w]){modes.ATTRIBUTE}="[^"]*",?', "", line[begin + 1:end - 1])
+  old = re.sub(rf'(?<![\w]){modes.TOOLS_ATTRIBUTE}="[^"]*",?', "", old).rstrip(",")
   return line[:begin] + "{" + ",".join(x for x in (item, old) if x) + "}" + line[end:]
 
 
@@ -316,7 +317,7 @@ def transform_text(text: str, selection: ModuleType, topology: "Topology", table
                                     buffers, partitions, replicas)
     start = next(i for i in module.computation(permute.computation).instructions
                  if i.name == permute.start)
-    asked = modes.requested(start)
+    asked = modes.requested(start) if modes.user_mark(start) is not None else None
     if asked and asked["mode"]:
       backend = {m: b for b, (m, _) in written.items() if m}.get(asked["mode"], "nccl")
       decision = {**decision, "reason": f"{modes.ATTRIBUTE}=\"{asked['attribute']}\" "

@@ -93,8 +93,13 @@ OpRecord ToRecord(const xla::HloCollectivePermuteInstruction& permute,
 absl::Status KeepUserMark(const xla::HloInstruction& permute,
                           OpRecord& record) {
   std::optional<std::string> mark =
-      permute.get_frontend_attribute("_xla_collectives_mode");
+      permute.get_frontend_attribute(std::string(ext::kModeAttribute));
   if (!mark.has_value()) return absl::OkStatus();
+  // The tools' own earlier choice, not a user's: decided again.
+  if (permute.get_frontend_attribute(std::string(ext::kToolsModeAttribute)) ==
+      mark) {
+    return absl::OkStatus();
+  }
   if (absl::Status bad = ext::CheckUserMark(*mark); !bad.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("%", permute.name(), ": ", bad.message()));

@@ -92,10 +92,11 @@ def test_peer_output_explained_and_verified(capsys, ring2, peer_output):
     assert e["backends"]["peer"]["us"] < e["backends"]["nccl"]["us"]
     assert e["backends"]["peer"]["refused"] is None
   rc, out, _ = run(capsys, "explain", peer_output, "--topology=1x1x2", *PEER_SET)
-  # nvshmem-opt writes its choice as the mode attribute too, which every tool then
-  # keeps as a mark, as the patched XLA does.
-  assert ("choice        marked by the user: peer -> peer (backend DEFAULT, collectives_mode "
+  # nvshmem-opt writes its choice as the mode attribute too (what the patched XLA
+  # reads), and says it is its own: the tools decide it again, no user's mark.
+  assert ("choice        peer (backend DEFAULT, collectives_mode "
           "COLLECTIVES_PEER_MEMORY") in out
+  assert "marked by the user" not in out
   assert f"now DEFAULT, collectives_mode {PEER} (peer)" in out
   # A mode per permute runs only on an XLA with the series (a stock one runs the flag's).
   rc, out, _ = run(capsys, "verify", peer_output, "--topology=1x1x2", *PEER_SET,
@@ -121,7 +122,8 @@ def test_hand_flipped_mode_fails_verify_naming_the_op(capsys, tmp_path, peer_out
   assert {"backend-set", "peer-safety", "selection"} <= set(result["failed_checks"])
   failed = [r for r in checks(out)["selection"]["results"] if r["status"] == "fail"]
   assert len(failed) == 1 and failed[0]["instruction"].startswith("collective-permute-start")
-  assert failed[0]["line"] > 0 and "the user's mark keeps peer" in failed[0]["message"]
+  # The attribute is nvshmem-opt's own choice, not a user's mark: the core decides.
+  assert failed[0]["line"] > 0 and "the core decides peer" in failed[0]["message"]
   [bad] = [r for r in checks(out)["backend-set"]["results"] if r["status"] == "fail"]
   assert bad["instruction"] == failed[0]["instruction"]
   assert "symmetric, which the backend set nccl,peer does not contain" in bad["message"]
@@ -137,7 +139,7 @@ def test_flip_back_to_nccl_fails_where_the_pass_recorded_peer(capsys, tmp_path, 
                    "--no-hlo-verifier")
   assert rc == 1 and json.loads(out)["failed_checks"] == ["selection"]
   [bad] = [r for r in checks(out)["selection"]["results"] if r["status"] == "fail"]
-  assert "backend DEFAULT (nccl), the user's mark keeps peer" in bad["message"]
+  assert "backend DEFAULT (nccl), the core decides peer" in bad["message"]
   assert "_nvshmem_plan says peer" not in bad["message"]
 
 

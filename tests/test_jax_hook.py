@@ -366,7 +366,7 @@ def test_jit_runs_the_program_in_its_one_mode(tmp_path):
 # The mode that runs is the mode recorded (deviceless, jax 0.10.2's own XLA).
 
 _SCENARIO = r"""
-import json, sys
+import json, os, sys
 import jax, numpy as np
 from jax import lax
 from jax.experimental import topologies
@@ -405,7 +405,12 @@ f = {"jit_options_cond": lambda: shard(cond_ring, compiler_options={
      "plain": lambda: shard(lambda x: lax.ppermute(x, "cp", ring) * 2),
      "mark_peer": lambda: shard(marked("peer")),
      "marks_differ": lambda: shard(lambda x: marked("peer")(x) + marked("private")(x * 3)),
-     "mark_unknown": lambda: shard(marked("warp_drive"))}[scenario]()
+     "mark_unknown": lambda: shard(marked("warp_drive")),
+     # XLA read its flags at its first compile: a later XLA_FLAGS is not what runs.
+     "late_flags": lambda: (jax.jit(lambda x: x + 1).lower(arg).compile(),
+                            os.environ.__setitem__(
+                                "XLA_FLAGS", "--xla_gpu_collective_permute_mode=peer"),
+                            shard(lambda x: lax.ppermute(x, "cp", ring) * 2))[-1]}[scenario]()
 try:
   compiled = hook.compile(f.lower(arg))
   out["record"] = hook.programs[-1]
@@ -711,3 +716,16 @@ def test_series_transform_keeps_an_invalid_mark_as_an_error(core):
     jax_hook.transform_text(text, sel, sel.parse_topology("1x1x8"), table, ("nccl", "peer"))
   assert '_xla_collectives_mode="peer,symmetric", which names no collectives mode' in str(err.value)
   assert "\n" not in str(err.value)
+
+
+def test_the_compiled_permutes_have_the_last_word(tmp_path):
+  """XLA_FLAGS set after XLA read its flags: the options say peer, but the compiled
+  permutes carry no mode, so the first compile ran private, and the record says so
+  and where it read it."""
+  got = _scenario(tmp_path, "late_flags", table="slow")
+  record = got["record"]
+  assert got["after"] == [None]
+  assert record["first_compile_mode"] == _PRIVATE == record["applied"]
+  assert record["first_compile_mode_from"].startswith(
+      "the compiled permutes' collectives_mode (the options read "
+      f"{_PEER} from XLA_FLAGS)"), record["first_compile_mode_from"]

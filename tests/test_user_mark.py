@@ -132,7 +132,7 @@ def test_report_counts_no_saving_for_a_mark(tmp_path):
   assert data["summary"]["verify_passed"], data["summary"]["failed_checks"]
   [row] = data["summary"]["comparison"]
   assert row["plan"] == "nccl" and row["user_mark"] == "private"
-  assert row["saved_us_per_run"] == 0 and row["verdict"].startswith("marked by the user: private")
+  assert row["saved_us_per_run"] == row["saved_us_per_step"] == 0 and row["verdict"].startswith("marked by the user: private")
   assert report.step_saving([row])[0] == 0
   line = report.step_line([row])
   assert "save 0.00 us of modeled permute time" in line
@@ -305,3 +305,39 @@ def test_verify_user_mark_checks_the_mode_that_runs(peer_marked, capsys):
   assert cli.main(args + ["--per-op-modes"]) == 0
   checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
   assert checks["user-mark"]["status"] == "pass"
+
+
+def test_the_tools_own_mode_attribute_is_decided_again(tmp_path, capsys):
+  """nvshmem-opt writes its choice as _xla_collectives_mode (what the patched XLA
+  reads) and says it is its own: a second run on its output, on a layout where peer
+  cannot run (one GPU per process), decides the permute again instead of keeping
+  it as a user's mark, and the tools read no user's mark there."""
+  ring = FIXTURES / "ring_1x1x8.after_optimizations.hlo"
+  table = tmp_path / "table.txt"  # peer wins where it can run
+  table.write_text("links { backend: PEER link_class: NVLINK latency_us: 1 "
+                   "bandwidth_gbps: 900 per_buffer_us: 1 }\n")
+  first, second = tmp_path / "first.hlo", tmp_path / "second.hlo"
+  for src, dst, spec in ((ring, first, "1x1x8"), (first, second, "1x1x8:gpus_per_process=1")):
+    proc = subprocess.run([str(REPO / "build" / "nvshmem-opt"), str(src), f"--topology={spec}",
+                           "--backends=nccl,peer", f"--cost-table={table}", "-o", str(dst)],
+                          capture_output=True, text=True, env=driver.driver_env(), timeout=300,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+  starts = _lines(first.read_text(), "collective-permute-start")
+  assert starts and all('_xla_collectives_mode="peer"' in l and '_nvshmem_opt_mode="peer"' in l
+                        for l in starts), starts
+  starts = _lines(second.read_text(), "collective-permute-start")
+  assert all('_xla_collectives_mode="private"' in l and '_nvshmem_opt_mode="private"' in l
+             and PEER_MODE not in l for l in starts), starts
+  assert cli.main(["explain", str(first), "--topology=1x1x8:gpus_per_process=1",
+                   "--backends=nccl,peer", f"--cost-table={table}"]) == 0
+  out = capsys.readouterr().out
+  assert "marked by the user" not in out and "choice        nccl" in out
+  # A user's own mark of the same permute stays law.
+  marked = tmp_path / "marked.hlo"
+  marked.write_text(first.read_text().replace('_nvshmem_opt_mode="peer",', "")
+                    .replace(',_nvshmem_opt_mode="peer"', ""))
+  assert "_nvshmem_opt_mode" not in marked.read_text()
+  assert cli.main(["explain", str(marked), "--topology=1x1x8:gpus_per_process=1",
+                   "--backends=nccl,peer", f"--cost-table={table}"]) == 0
+  assert "marked by the user: peer" in capsys.readouterr().out

@@ -208,8 +208,9 @@ def analyze(source: sources.Source, topology: selection.Topology,
 
 
 def user_mark(instr: HloInstruction) -> str | None:
-  """The user's _xla_collectives_mode on the permute, as written; None without."""
-  return instr.frontend_attributes.get(modes.ATTRIBUTE)
+  """The user's _xla_collectives_mode on the permute, as written; None without, or
+  where a tool wrote it as its own choice (modes.user_mark)."""
+  return modes.user_mark(instr)
 
 
 def carried_refusal(perm: Permute, source: sources.Source, topology: selection.Topology,

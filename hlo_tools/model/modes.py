@@ -26,6 +26,9 @@ from typing import Any
 from hlo_tools.hlo.reader import HloInstruction, Shape
 
 ATTRIBUTE = "_xla_collectives_mode"
+# Written beside ATTRIBUTE, with its value, where the mode is the tools' own choice
+# (nvshmem-opt, the JAX hook): such a mode is decided again, a user's never.
+TOOLS_ATTRIBUTE = "_nvshmem_opt_mode"
 # Attribute value -> collective_backend_config.collectives_mode.
 MODES = {"private": "COLLECTIVES_PRIVATE_MEMORY",
          "symmetric": "COLLECTIVES_SYMMETRIC_MEMORY",
@@ -59,3 +62,12 @@ def requested(instr: HloInstruction) -> dict[str, Any] | None:
               "why": f"no symmetric memory for a buffer in memory space "
                      f"{', '.join(f'S({s})' for s in sorted(spaces))}: private memory"}
   return {"attribute": value, "mode": mode, "why": "taken over the flag's mode"}
+
+
+def user_mark(instr: HloInstruction) -> str | None:
+  """The user's _xla_collectives_mode on the instruction, as written; None without
+  one, or where it is the tools' own choice (TOOLS_ATTRIBUTE says the same value)."""
+  value = instr.frontend_attributes.get(ATTRIBUTE)
+  if value is None or instr.frontend_attributes.get(TOOLS_ATTRIBUTE) == value:
+    return None
+  return value
