@@ -304,6 +304,10 @@ absl::StatusOr<std::string> OutputText(const LoadedModule& input,
                                               record.computation, "/",
                                               record.instruction, " (a bug)"));
     }
+    // Operands the input wrote as compact tuple elements, written so again.
+    for (std::string& statement : edit->statements) {
+      statement = CompactTupleElementNames(statement);
+    }
     edits.push_back(*std::move(edit));
   }
   absl::StatusOr<std::string> text = SpliceStatements(input.text, edits);

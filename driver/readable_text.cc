@@ -1,7 +1,12 @@
 #include "driver/readable_text.h"
 
+#include <cctype>
+#include <map>
+#include <set>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "driver/mesh_groups.h"
 
 namespace nvshmem_opt {
@@ -52,13 +57,153 @@ std::string PermuteStartShapes(const std::string& text, int* rewritten) {
   return out;
 }
 
+constexpr char kCompact[] = "__cgte_";
+
+bool NameChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ||
+         c == '-';
+}
+
+// The shape text after "%name = " on a statement line, or "" (a tuple's
+// parentheses balanced).
+std::string StatementShape(const std::string& line, size_t after_eq) {
+  size_t i = after_eq;
+  while (i < line.size() && line[i] == ' ') ++i;
+  if (i >= line.size()) return "";
+  if (line[i] != '(') {
+    const size_t end = line.find(' ', i);
+    return end == std::string::npos ? "" : line.substr(i, end - i);
+  }
+  int depth = 0;
+  for (size_t j = i; j < line.size(); ++j) {
+    if (line[j] == '(' || line[j] == '[' || line[j] == '{') ++depth;
+    if (line[j] == ')' || line[j] == ']' || line[j] == '}') --depth;
+    if (depth == 0) return line.substr(i, j - i + 1);
+  }
+  return "";
+}
+
+// Element `k` of a tuple shape's text "(A, (B, C), D)", or "".
+std::string TupleElement(const std::string& shape, int k) {
+  if (shape.size() < 2 || shape.front() != '(' || shape.back() != ')') return "";
+  int depth = 0, index = 0;
+  size_t start = 1;
+  for (size_t j = 1; j < shape.size(); ++j) {
+    const char c = shape[j];
+    const bool last = j == shape.size() - 1;
+    if (!last && (c == '(' || c == '[' || c == '{')) ++depth;
+    if (!last && (c == ')' || c == ']' || c == '}')) --depth;
+    if (last || (c == ',' && depth == 0)) {
+      if (index == k) {
+        const size_t from = shape.find_first_not_of(' ', start);
+        return from >= j ? "" : shape.substr(from, j - from);
+      }
+      ++index;
+      start = j + 1;
+    }
+  }
+  return "";
+}
+
+// Operands %t#K#L... as %t__cgte_K__cgte_L, each defined once per computation
+// at the start of the line of its first use. Lines stay where they were.
+std::string CompactTupleElements(const std::string& text, int* rewritten) {
+  if (text.find('#') == std::string::npos) return text;
+  std::string out;
+  std::map<std::string, std::string> shapes;  // This computation's names.
+  std::set<std::string> defined;
+  size_t line_start = 0;
+  while (line_start <= text.size()) {
+    size_t line_end = text.find('\n', line_start);
+    if (line_end == std::string::npos) line_end = text.size();
+    const std::string line = text.substr(line_start, line_end - line_start);
+    size_t first = line.find_first_not_of(" \t");
+    if (first != std::string::npos && line[first] == '}') {
+      shapes.clear();
+      defined.clear();
+    }
+    // The statement's own name and shape: "[ROOT ]%name = shape ...".
+    size_t eq = line.find(" = ");
+    if (first != std::string::npos && eq != std::string::npos) {
+      size_t name_at = line.compare(first, 5, "ROOT ") == 0 ? first + 5 : first;
+      if (name_at < line.size() && line[name_at] == '%') ++name_at;
+      shapes[line.substr(name_at, eq - name_at)] = StatementShape(line, eq + 3);
+    }
+    std::string prefix, body;
+    bool quoted = false;
+    for (size_t i = 0; i < line.size(); ++i) {
+      const char c = line[i];
+      if (c == '"' && (i == 0 || line[i - 1] != '\\')) quoted = !quoted;
+      if (quoted || c != '%') {
+        body += c;
+        continue;
+      }
+      size_t j = i + 1;
+      while (j < line.size() && NameChar(line[j])) ++j;
+      std::string name = line.substr(i + 1, j - i - 1);
+      if (j >= line.size() || line[j] != '#' || name.empty()) {
+        body.append(line, i, j - i);
+        i = j - 1;
+        continue;
+      }
+      std::string current = name, shape = shapes[name];
+      while (j < line.size() && line[j] == '#') {
+        size_t k = j + 1;
+        while (k < line.size() && std::isdigit(static_cast<unsigned char>(line[k]))) {
+          ++k;
+        }
+        if (k == j + 1) break;
+        const std::string index = line.substr(j + 1, k - j - 1);
+        const std::string element = absl::StrCat(current, kCompact, index);
+        const std::string element_shape = TupleElement(shape, std::stoi(index));
+        if (!defined.count(element) && !element_shape.empty()) {
+          absl::StrAppend(&prefix, "%", element, " = ", element_shape,
+                          " get-tuple-element(%", current, "), index=", index,
+                          " ");
+          defined.insert(element);
+          shapes[element] = element_shape;
+          ++*rewritten;
+        }
+        current = element;
+        shape = element_shape;
+        j = k;
+      }
+      absl::StrAppend(&body, "%", current);
+      i = j - 1;
+    }
+    if (!prefix.empty()) {
+      // Before the statement, after its indentation.
+      const size_t indent = first == std::string::npos ? 0 : first;
+      out.append(body, 0, indent);
+      out += prefix;
+      out.append(body, indent, std::string::npos);
+    } else {
+      out += body;
+    }
+    if (line_end == text.size()) break;
+    out += '\n';
+    line_start = line_end + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string ReadableText(const std::string& text, int* rewritten) {
-  int groups = 0, shapes = 0;
-  std::string out =
-      PermuteStartShapes(ExplicitReplicaGroups(text, &groups), &shapes);
-  *rewritten = groups + shapes;
+  int groups = 0, shapes = 0, elements = 0;
+  std::string out = PermuteStartShapes(
+      ExplicitReplicaGroups(CompactTupleElements(text, &elements), &groups),
+      &shapes);
+  *rewritten = groups + shapes + elements;
+  return out;
+}
+
+std::string CompactTupleElementNames(const std::string& statement) {
+  std::string out = statement;
+  for (size_t at = out.find(kCompact); at != std::string::npos;
+       at = out.find(kCompact, at)) {
+    out.replace(at, sizeof(kCompact) - 1, "#");
+  }
   return out;
 }
 

@@ -4,7 +4,10 @@
 //   * replica_groups=mesh[...] {...} (jaxlib >= 0.10) as explicit lists
 //     (mesh_groups.h);
 //   * a one-operand collective-permute-start's shape ((T), T) (jaxlib 0.11)
-//     as (T, T).
+//     as (T, T);
+//   * an operand %t#K (jaxlib 0.11.2: XLA's compact get-tuple-element) as
+//     %t__cgte_K, defined on the line of its first use in its computation by
+//     a get-tuple-element statement (XLA reads statements, not lines).
 // The driver parses the result but writes back the input's own text
 // (hlo_splice.h), so nothing rewritten here reaches its output.
 
@@ -17,6 +20,10 @@ namespace nvshmem_opt {
 
 // `rewritten` gets how many places changed.
 std::string ReadableText(const std::string& text, int* rewritten);
+
+// A statement of the module read from ReadableText's form, printed by the
+// wheel's XLA, in the input's own form: %t__cgte_K back to %t#K.
+std::string CompactTupleElementNames(const std::string& statement);
 
 }  // namespace nvshmem_opt
 

@@ -115,7 +115,10 @@ _INSTR_RE = re.compile(
     r"\((?:(%%[\w.\-]++(?:, %%[\w.\-]++)*+)|([^()\"]*+))\)"
     r"((?:[ \t]*,[ \t]*%s=%s)*+)[ \t]*\Z" % (_NAME, _ARRAY_SHAPE, _TUPLE_SHAPE, _NAME, _VALUE))
 _HEAD_RE = re.compile(r"[ \t]*(ROOT[ \t]+)?(%%?)(%s)?:?[ \t]*(=?)[ \t]*" % _NAME)
-_OPERAND_RE = re.compile(r"[ \t]*(?:(?:%s|\([^%%]*\))[ \t]*)?%%?(%s)[ \t]*\Z"
+# An operand may end in '#K' indices: a tuple element of the instruction named
+# (XLA's compact get-tuple-element, which newer XLA prints: hlo_parser.cc:5706-5817
+# at 183fa00c; jax 0.11.2's dumps carry it). The name keeps its '#K' suffixes.
+_OPERAND_RE = re.compile(r"[ \t]*(?:(?:%s|\([^%%]*\))[ \t]*)?%%?(%s(?:#\d+)*)[ \t]*\Z"
                          % (_ARRAY_SHAPE, _NAME))
 _COMP_HEAD_RE = re.compile(r"[ \t]*(ENTRY[ \t]+)?%%?(%s)[ \t]*(\(.*\)[ \t]*->.*?)?[ \t]*\{[ \t]*\Z"
                            % _NAME)
@@ -858,6 +861,8 @@ class _Reader:
                              comp_ref)
       if not (all(map(defined, operands.split(", %"))) if isinstance(operands, str)
               else all(map(defined, operands))):
+        if not isinstance(operands, str) and any("#" in op for op in operands):
+          self._compact_tuple_elements(comp, operands, i, col)
         late.append((operands, i, col))
       if opcode in permutes or "channel_id=" in rest:
         self._check_collective(instr, line, i)
@@ -872,6 +877,31 @@ class _Reader:
     self.error(len(lines) - 1, len(lines[-1]) + 1,
                f"unexpected end of input: computation %{comp.name} (line {comp.line}) "
                "is not closed by '}'")
+
+  def _compact_tuple_elements(self, comp: HloComputation, operands: tuple[str, ...], i: int,
+                              col: int) -> None:
+    """The get-tuple-elements that operands `%t#K#L` stand for, added before their user
+    under the names `t#K` and `t#K#L` (once each), as XLA's parser adds them."""
+    for op in operands:
+      base, *indices = op.split("#")
+      if not indices or op in comp._by_name:
+        continue
+      if base not in comp._by_name:
+        self.error(i, col, f"%{op}: tuple element of %{base}, which is not defined above")
+      current = comp._by_name[base]
+      for index in indices:
+        element = f"{current.name}#{index}"
+        if element not in comp._by_name:
+          tuple_shapes = current.shape.tuple_shapes
+          if tuple_shapes is None or int(index) >= len(tuple_shapes):
+            self.error(i, col, f"%{op}: %{current.name} has no tuple element {index} "
+                       f"(shape {current.shape})")
+          gte = HloInstruction(element, tuple_shapes[int(index)], "get-tuple-element",
+                               (current.name,), f", index={int(index)}", False, i + 1, col,
+                               f"%{current.name}", weakref.ref(comp))
+          comp._by_name[element] = gte
+          comp.instructions.append(gte)
+        current = comp._by_name[element]
 
   def _close(self, comp: HloComputation, root: HloInstruction | None, line: str, i: int,
              late: list[tuple[str | tuple[str, ...], int, int]]) -> None:

@@ -1,0 +1,84 @@
+"""Operands written `%t#K`: XLA's compact get-tuple-element, in jax 0.11.2's and 0.12's dumps.
+
+tests/fixtures/jax0112/cond_ring_1x1x1.after_optimizations.hlo is the optimized module
+XLA (jax 0.11.2) wrote on a real H200 for gpu/hook_gpu_run.py's ring: a fori_loop of
+ppermutes, one of them under a conditional's branch (jax 0.12.0.1 wrote the same text).
+Its while body reads the loop counter as `%arg_tuple.7#0` and the branch's permute
+takes `%ppermute.1#0`; before the reader and the driver took the form, both refused
+the dump ("expected an operand name", "cannot parse as an instruction name").
+"""
+
+import json
+import re
+
+from conftest import FIXTURES, run_nvshmem_opt
+from hlo_tools.errors import HloParseError
+from hlo_tools.hlo import reader
+from hlo_tools.model import collectives
+
+RING = FIXTURES / "jax0112" / "cond_ring_1x1x1.after_optimizations.hlo"
+
+
+def test_the_fixture_uses_the_compact_form():
+  text = RING.read_text()
+  assert "collective-permute(%ppermute.1#0)" in text
+  assert "fusion(%arg_tuple.7#0)" in text
+
+
+def test_reader_adds_the_tuple_elements_xla_adds():
+  module = reader.parse_hlo_file(RING)
+  [body] = [c for c in module.computations
+            if any(i.name == "arg_tuple.7" for i in c.instructions)]
+  element = body.instruction("arg_tuple.7#0")
+  assert element.opcode == "get-tuple-element"
+  assert element.operands == ["arg_tuple.7"] and element.attributes["index"] == "0"
+  assert str(element.shape) == "s32[]"
+  # Defined before its first user, once.
+  users = [i for i in body.instructions if "arg_tuple.7#0" in i.operands]
+  assert users and body.instructions.index(element) < body.instructions.index(users[0])
+  assert sum(i.name == "arg_tuple.7#0" for i in body.instructions) == 1
+
+
+def test_the_loop_count_is_read_through_a_compact_element():
+  # The counter is compared as %arg_tuple.7#0: the trip count needs the element.
+  permutes = collectives.collective_permutes(reader.parse_hlo_file(RING))
+  assert len(permutes) == 2
+  assert all(p.trip_count == 4 for p in permutes), [(p.start, p.trip_count) for p in permutes]
+  branch = [p for p in permutes if p.branch]
+  assert len(branch) == 1 and branch[0].start == "ppermute.4.2"
+
+
+def test_bad_compact_elements_are_one_line_errors(tmp_path):
+  text = RING.read_text().replace("%arg_tuple.7#0)", "%arg_tuple.7#9)", 1)
+  bad = tmp_path / "bad.hlo"
+  bad.write_text(text)
+  line = next(n for n, l in enumerate(text.splitlines(), 1) if "%arg_tuple.7#9" in l)
+  try:
+    reader.parse_hlo_file(bad)
+  except HloParseError as e:
+    message = str(e)
+  else:
+    raise AssertionError("a tuple element past the tuple's end was read")
+  assert f"bad.hlo:{line}:" in message and "no tuple element 9" in message
+  assert "\n" not in message
+  result = run_nvshmem_opt(bad, "--topology=1x1x1")
+  assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+  assert f"bad.hlo:{line}:" in result.stderr
+
+
+def test_nvshmem_opt_decides_and_writes_the_compact_form_back(tmp_path):
+  out = tmp_path / "out.hlo"
+  result = run_nvshmem_opt(RING, "--topology=1x1x1", "--backends=nccl,peer", "-o", out,
+                           "--report=-")
+  assert result.returncode == 0, result.stderr
+  decisions = {d["instruction"]: d for d in json.loads(result.stdout)["decisions"]}
+  assert "ppermute.4.2" in decisions
+  assert "conditional's branch" in json.dumps(decisions["ppermute.4.2"])
+  text = out.read_text()
+  # The rewritten permute keeps its operand as the input wrote it; no name the
+  # driver made for the wheel's parser reaches the output.
+  assert re.search(r"collective-permute-start\(%ppermute\.1#0\)", text), text
+  assert "__cgte_" not in text
+  # Every other line is the input's.
+  changed = set(text.splitlines()) ^ set(RING.read_text().splitlines())
+  assert all("ppermute.4.2" in l or "collective-permute-start =" in l for l in changed), changed
