@@ -335,3 +335,19 @@ def test_report_and_verify_give_one_answer_on_one_plan(tmp_path):
                  "--format=json")
     assert alone.returncode == 0, alone.stdout[-3000:]
     assert [r["message"] for r in _runtime_results(json.loads(alone.stdout))] == notes
+
+
+def test_report_of_one_program(tmp_path):
+  # DIR:PROGRAM, with DIR named relative to the working directory as a module:function
+  # would be (no slash): the folder wins.
+  out = tmp_path / "report"
+  result = subprocess.run([sys.executable, "-m", "hlo_tools.cli", "report",
+                           f"{TEXT_DUMP.name}:eval_step", f"--out={out}", "--quiet"],
+                          capture_output=True, text=True, cwd=FIXTURES, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+  assert result.returncode == 0, result.stderr[-2000:]
+  report = json.loads((out / "report.json").read_text())
+  assert [c["dump_program"] for c in report["cases"]] == [EVAL]
+  assert len(report["cases"][0]["collective_permutes"]) == 1
+  result = _cli("report", f"{TEXT_DUMP}:warp_step", f"--out={tmp_path / 'r2'}", "--quiet")
+  assert result.returncode == 2 and all(k in result.stderr for k in PROGRAMS)

@@ -27,7 +27,12 @@ SOURCE is
                     (hosts of --devices-per-host GPUs, default 8), as the pass does;
   DIR               a dump directory (`hlo-tools dump` or XLA's --xla_dump_to): the
                     module entering async-collective-creator when the dump has every
-                    pass, and its after-optimizations module;
+                    pass, and its after-optimizations module; a folder of several
+                    programs (a script's init, step, eval and metrics functions): each
+                    program with collective-permutes, the report saying how many the
+                    folder holds and which it skipped, and why;
+  DIR:PROGRAM       one program of such a folder, by its module name (jit_train_step
+                    or train_step) or id (668 or module_0668);
   module:function   a per-shard JAX function, compiled like `hlo-tools dump
                     module:function`, with the same options (--mesh, --arg,
                     --out_spec, --global, --nocheck_vma, --target_config).
@@ -69,8 +74,9 @@ from hlo_tools.ops.report import DEFAULT_OUT, DEFAULT_TOPOLOGY, DEFAULTS
 def _parser(prog: str) -> common.ArgumentParser:
   parser = common.parser_for(prog, __doc__)
   parser.add_argument("source", nargs="?", default=None,
-                      help="absent: the embedded default; an HLO file, a dump directory "
-                      "or module:function")
+                      help="absent: the embedded default; an HLO file (text or .hlo.pb), a "
+                      "dump directory, DIR:PROGRAM (one program of a dump folder of "
+                      "several, by module name or id) or module:function")
   parser.add_argument("--out", default=DEFAULT_OUT)
   parser.add_argument("--topology", default=None,
                       help=f"SxHxG[:nvlN][:gpus_per_process=N][:map=...] (default "
@@ -102,6 +108,13 @@ _RING_KEYS = ("seq_len", "num_heads", "num_kv_heads", "head_dim", "batch", "dtyp
               "causal", "backward")
 
 
+def _is_function(source: str | None) -> bool:
+  """module:function, not a file, nor DIR:PROGRAM of a dump folder."""
+  return bool(source and not os.path.exists(source)
+              and re.match(r"^[\w.]+:\w+$", source)
+              and not os.path.isdir(source.rpartition(":")[0]))
+
+
 def _check_options(prog: str, args: argparse.Namespace) -> None:
   """Refuses options that the given SOURCE would silently ignore."""
   if args.topology is not None and args.devices_per_host is not None:
@@ -111,8 +124,7 @@ def _check_options(prog: str, args: argparse.Namespace) -> None:
   if ring and args.source is not None:
     raise InputError(f"{prog}: --{ring[0]} shapes the built-in ring-attention example; "
                      f"{args.source} is compiled or read as it is")
-  function = args.source is not None and not os.path.exists(args.source) and \
-      re.match(r"^[\w.]+:\w+$", args.source)
+  function = _is_function(args.source)
   compiled = args.source is None or function
   given = [flag for flag, value in _function_flags(args) if value]
   if given and not function:
@@ -157,8 +169,7 @@ def _stdin_file(args: argparse.Namespace) -> str:
 def request_for(args: argparse.Namespace, config: dict[str, Any], explicit: bool,
                 stdin_path: str | None = None) -> report.Request:
   """The command line as an ops.report.Request: flags turned into values once."""
-  function = args.source and re.match(r"^[\w.]+:\w+$", args.source) and \
-      not os.path.exists(args.source)
+  function = _is_function(args.source)
   return report.Request(
       source=args.source, config=config, explicit=explicit, topology=args.topology,
       stdin_path=stdin_path,

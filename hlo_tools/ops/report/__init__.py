@@ -154,19 +154,25 @@ def plan_cases(request: Request) -> list[Case]:
         [train_step_case(*entry) for entry in DEFAULT_TRAIN_STEPS]
   path = request.stdin_path or request.source
   label = "<stdin>" if request.source == "-" else request.source
+  picked = None  # DIR:PROGRAM, one program of a dump folder of several
+  folder, _, name = request.source.rpartition(":")
+  if not os.path.exists(path) and folder and os.path.isdir(folder):
+    picked = dumps.resolve_program(folder, name)
+    path = label = folder
   name = "stdin" if label == "<stdin>" else \
-      re.sub(r"[^\w.-]+", "_", os.path.basename(os.path.normpath(request.source)))
+      re.sub(r"[^\w.-]+", "_", os.path.basename(os.path.normpath(
+          label if picked else request.source)))
   if os.path.isdir(path) or os.path.isfile(path):
     # As the pass does inside XLA: from the dump's manifest, else the module itself
     # (nvshmem-opt's first run on it, in build).
     spec = request.topology or manifest_topology(path, label, request)
-    programs: list[str | None] = [None]
-    folder = None
-    if os.path.isdir(path):
+    programs: list[str | None] = [picked] if picked else [None]
+    folder_info = None
+    if os.path.isdir(path) and picked is None:
       kept, skipped = dumps.select_programs(path, max_bytes=request.max_input_bytes)
       main = dumps.main_key(path, dumps.index_xla_dump(dumps.xla_dir_of(path)))
       if len(kept) > 1 or (kept and kept[0] != main):
-        folder = {"programs_total": len(kept) + len(skipped),
+        folder_info = {"programs_total": len(kept) + len(skipped),
                   "decided": list(kept),
                   "skipped": [{"program": k, "reason": why} for k, why in skipped],
                   "note": dumps.programs_note(label, kept, skipped)}
@@ -178,7 +184,7 @@ def plan_cases(request: Request) -> list[Case]:
                   title=f"{shown} on {spec}", topology=spec,
                   path=os.path.abspath(path), label=label,
                   devices_per_host=request.devices_per_host, program=program,
-                  folder=folder)
+                  folder=folder_info)
       if spec is not None:
         case.parsed = parse_topology_arg(spec)[2]
       cases.append(case)
