@@ -661,7 +661,10 @@ def compile_program(lowered: "Lowered", topology: "Topology", table: "CostTable"
     fallback = ("a deviceless compile runs no registered transformation, so no permute "
                 "gets its own mode: one mode for the whole program instead; ")
     record["per_op_fallback"] = True
-  mark_mode, mark_why = _mark_policy(choice, marks) if marks else (None, "")
+  # The series' assigner runs each mark's own mode over the flag: only a stock XLA
+  # needs the program's mode to be the marks'.
+  stock_marks = marks if not xla["per_op"] else []
+  mark_mode, mark_why = _mark_policy(choice, stock_marks) if stock_marks else (None, "")
   if ran_from in ("compiler_options", "jax.jit's compiler_options"):
     record["applied"] = ran
     record["why"] = fallback + f"kept the caller's {ran_from} {_FLAG}={ran}"
@@ -674,7 +677,7 @@ def compile_program(lowered: "Lowered", topology: "Topology", table: "CostTable"
     record["why"] = (fallback + f"kept the user's mark for the whole program: {mark_why}"
                      + ("" if mark_mode == choice["mode"] else
                         f"; the modeled best was {choice['mode']} ({choice['why']})"))
-  elif marks:
+  elif stock_marks:
     record["applied"] = choice["mode"]
     record["why"] = (fallback + f"refused the marks' mode: {mark_why}; the program runs "
                      f"{choice['mode']}: {choice['why']}")
