@@ -254,9 +254,14 @@ void KeepUserMark(absl::string_view mark, Decision& decision);
 inline constexpr absl::string_view kModeAttribute = "_xla_collectives_mode";
 inline constexpr absl::string_view kToolsModeAttribute = "_nvshmem_opt_mode";
 
+// The mode word a mark names, lower case, as the patched assigner parses it:
+// comma-joined parts (a combiner joins its permutes' values), each a backend's
+// mode attribute in any case, all the same; nullopt where none or two.
+std::optional<std::string> MarkWord(absl::string_view mark);
+
 // InvalidArgument, naming the value, for a mark that names no collectives mode
-// (private, symmetric, peer, any case): the patched XLA's assigner fails such a
-// compile, and no XLA runs it, so every tool refuses it too.
+// (MarkWord): the patched XLA's assigner fails such a compile, and no XLA runs
+// it, so every tool refuses it too.
 absl::Status CheckUserMark(absl::string_view mark);
 
 }  // namespace nvshmem_ext

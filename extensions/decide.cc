@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "extensions/backends.h"
 
 namespace nvshmem_ext {
@@ -375,8 +376,22 @@ Decision Decide(const Topology& topology, const CostTable& table,
   return decision;
 }
 
+std::optional<std::string> MarkWord(absl::string_view mark) {
+  std::optional<std::string> word;
+  for (absl::string_view part : absl::StrSplit(mark, ',')) {
+    const std::string lower = absl::AsciiStrToLower(part);
+    const bool known = absl::c_any_of(AllBackends(), [&](Backend backend) {
+      const absl::string_view attribute = Info(backend).mode_attribute;
+      return !attribute.empty() && lower == attribute;
+    });
+    if (!known || (word.has_value() && *word != lower)) return std::nullopt;
+    word = lower;
+  }
+  return word;
+}
+
 void KeepUserMark(absl::string_view mark, Decision& decision) {
-  const std::string mode = absl::AsciiStrToLower(mark);
+  const std::string mode = MarkWord(mark).value_or(absl::AsciiStrToLower(mark));
   decision.backend = Backend::kNccl;
   for (Backend backend : AllBackends()) {
     const absl::string_view attribute = Info(backend).mode_attribute;
@@ -396,13 +411,11 @@ void KeepUserMark(absl::string_view mark, Decision& decision) {
 }
 
 absl::Status CheckUserMark(absl::string_view mark) {
-  const std::string mode = absl::AsciiStrToLower(mark);
+  if (MarkWord(mark).has_value()) return absl::OkStatus();
   std::vector<std::string> known;
   for (Backend backend : AllBackends()) {
     const absl::string_view attribute = Info(backend).mode_attribute;
-    if (attribute.empty()) continue;
-    if (mode == attribute) return absl::OkStatus();
-    known.emplace_back(attribute);
+    if (!attribute.empty()) known.emplace_back(attribute);
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "_xla_collectives_mode=\"", mark, "\" names no collectives mode (",

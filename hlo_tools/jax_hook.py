@@ -169,7 +169,7 @@ def user_marks(module: reader.HloModule) -> list[Record]:
     value = next((v for i in instrs for v in [modes.user_mark(i)] if v is not None), None)
     if value is None:
       continue
-    mode = modes.MODES.get(value.lower())
+    mode = modes.mark_mode(value)
     if mode is None:
       raise HookError(mark_error(module.name, permute.start, value))
     found.append({"permute": permute.start, "value": value, "mode": mode})

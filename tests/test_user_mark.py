@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from hlo_tools import cli
-from hlo_tools.model import decisions, driver, options, sources
+from hlo_tools.model import decisions, driver, modes, options, sources
 from hlo_tools.ops import report, verify
 
 REPO = Path(__file__).resolve().parents[1]
@@ -341,3 +341,40 @@ def test_the_tools_own_mode_attribute_is_decided_again(tmp_path, capsys):
   assert cli.main(["explain", str(marked), "--topology=1x1x8:gpus_per_process=1",
                    "--backends=nccl,peer", f"--cost-table={table}"]) == 0
   assert "marked by the user: peer" in capsys.readouterr().out
+
+
+_COMBINED = _WARP.replace('''def body(x):
+  with set_xla_metadata(_xla_collectives_mode="warp_drive"):
+    return lax.ppermute(x, "cp", [(0, 1), (1, 0)])''', '''def body(x):
+  with set_xla_metadata(_xla_collectives_mode="peer"):
+    a = lax.ppermute(x, "cp", [(0, 1), (1, 0)])
+  with set_xla_metadata(_xla_collectives_mode="Peer"):
+    b = lax.ppermute(x * 3, "cp", [(0, 1), (1, 0)])
+  return a + b''')
+
+
+def test_mark_values_as_the_series_parses_them():
+  assert modes.mark_mode("Peer,peer") == modes.MODES["peer"]
+  assert modes.mark_mode("PRIVATE") == modes.MODES["private"]
+  for bad in ("peer,symmetric", "warp_drive", "", "peer,", " peer", "p\u00e9er"):
+    assert modes.mark_mode(bad) is None, bad
+
+
+@pytest.mark.parametrize("tool", ["explain", "verify", "nvshmem-opt"])
+def test_a_combined_permutes_joined_marks_of_one_mode_are_a_mark(tool, tmp_path_factory):
+  """jax 0.10.2's combiner joins two permutes marked peer and Peer into one marked
+  "Peer,peer", which the series' assigner reads as peer: every tool takes it as a
+  peer mark, none as an error."""
+  from conftest import compile_two_h200
+  dump = compile_two_h200(_COMBINED, tmp_path_factory.mktemp("combined") / "dump")
+  [after] = dump.glob("*jit_body*gpu_after_optimizations.txt")
+  assert '_xla_collectives_mode="Peer,peer"' in after.read_text()
+  args = [str(after), "--topology=1x1x2", "--backends=nccl,peer"]
+  if tool == "nvshmem-opt":
+    cmd = [str(REPO / "build" / "nvshmem-opt"), *args, "--mode=explain"]
+  else:
+    cmd = [sys.executable, "-m", "hlo_tools.cli", tool, *args, "--per-op-modes"]
+  proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+  assert proc.returncode == 0, (proc.stdout, proc.stderr)
+  if tool != "verify":
+    assert "marked by the user: Peer,peer; kept as marked" in proc.stdout, proc.stdout

@@ -185,7 +185,7 @@ def analyze(source: sources.Source, topology: selection.Topology,
       permute = module.computation(rec.wrapped_computation).root
     perm = Permute(rec, start, strict_pairs(source, permute))
     perm.mark = user_mark(start) or user_mark(permute)
-    if perm.mark is not None and perm.mark.lower() not in modes.MODES:
+    if perm.mark is not None and modes.mark_mode(perm.mark) is None:
       # No XLA runs it (the patched one fails the compile): bad input, never a verdict.
       raise InputError(f"{source.label}:{start.line}: %{start.name}: {modes.ATTRIBUTE}="
                        f"\"{perm.mark}\" names no collectives mode "

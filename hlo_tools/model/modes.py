@@ -44,18 +44,38 @@ def _spaces(shape: Shape | None) -> set[int]:
   return {shape.memory_space} - {0}
 
 
+def mark_word(value: str) -> str | None:
+  """The mode word (private, symmetric, peer) a mark's value names, as the series'
+  assigner parses it: comma-joined parts (a combiner joins the values of the
+  permutes it merges), each a mode's word in any case, all the same one; None
+  where the value names no mode, or two."""
+  word = None
+  for part in value.split(","):
+    one = part.lower() if part.isascii() else None
+    if one not in MODES or (word is not None and one != word):
+      return None
+    word = one
+  return word
+
+
+def mark_mode(value: str) -> str | None:
+  """The collectives mode a mark's value names (mark_word), None where none."""
+  word = mark_word(value)
+  return MODES[word] if word is not None else None
+
+
 def requested(instr: HloInstruction) -> dict[str, Any] | None:
   """None without the attribute, else {"attribute", "mode", "why"}: the value, the
   mode the series' assigner gives (None: none, the compile fails) and why."""
   value = instr.frontend_attributes.get(ATTRIBUTE)
   if value is None:
     return None
-  mode = MODES.get(value.lower())
+  mode = mark_mode(value)
   if mode is None:
     return {"attribute": value, "mode": None,
             "why": f"not one mode ({', '.join(MODES)}): the series' assigner fails the "
                    "compile (InvalidArgument)"}
-  if value.lower() == "symmetric":
+  if mode == MODES["symmetric"]:
     spaces = _spaces(instr.shape).union(*(_spaces(o.shape) for o in instr.operand_instructions()))
     if spaces:
       return {"attribute": value, "mode": MODES["private"],

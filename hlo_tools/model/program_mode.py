@@ -88,7 +88,8 @@ def refusal(perm: Permute, source: Source, topology: selection.Topology,
     return None
   if perm.decision is None:
     return f"its edges cannot be placed on the topology: {perm.error}"
-  wanted = decisions.MARK_PLAN.get(perm.mark.lower()) if perm.mark else None
+  word = modes.mark_word(perm.mark) if perm.mark else None
+  wanted = decisions.MARK_PLAN.get(word) if word else None
   if wanted is not None and wanted != backend:
     # The program's mode would run it against the user's mark.
     return f"marked by the user: {perm.mark}"

@@ -82,7 +82,7 @@ def _mark_on_stock_xla(e: dict[str, Any], program: dict[str, Any]) -> None:
   attribute row say the mode that runs (the flag's) where it is not the mark's, so
   that no line of the entry says the mark is kept where it does not run."""
   mark, runs = e.get("user_mark"), e.get("runs")
-  wanted = modes.MODES.get(mark.lower()) if mark is not None else None
+  wanted = modes.mark_mode(mark) if mark is not None else None
   if wanted is None or runs is None:
     return
   flag = (f"{program['compiled_with']} ({program['compiled_with_from']})"

@@ -214,7 +214,7 @@ def check_user_mark(perms: list, given: sources.Source | None = None,
     mark = perm.mark if perm.mark is not None else was
     assert mark is not None  # a permute without either is skipped above
     # Private memory is NCCL's path; a value that is no mode keeps NCCL too.
-    wanted = decisions.MARK_PLAN.get(mark.lower(), "nccl")
+    wanted = decisions.MARK_PLAN.get(modes.mark_word(mark) or "", "nccl")
     have = {"private": "nccl"}.get(decisions.op_backend(perm.record),
                                    decisions.op_backend(perm.record))
     chosen = perm.record.backend != "DEFAULT" or perm.record.collectives_mode not in (
@@ -223,11 +223,11 @@ def check_user_mark(perms: list, given: sources.Source | None = None,
       problems.append(f"marked {mark!r}, but backend {decisions.written_backend(perm.record)} "
                       f"runs {have}, not {wanted}")
     runs = program_mode.what_runs(perm.record.collectives_mode, flag_mode, per_op_xla)["thunk"]
-    if not per_op_xla and modes.MODES.get(mark.lower()) not in (None, runs):
+    if not per_op_xla and modes.mark_mode(mark) not in (None, runs):
       flag_text = (f"{flag_mode} ({flag_from})" if flag_mode else
                    f"{program_mode.DEFAULT}, XLA's default (no module config beside the file)")
       problems.append(f"marked {mark!r}, but a stock XLA reads no mark: it runs the flag's "
-                      f"mode, {flag_text}, not {modes.MODES[mark.lower()]}")
+                      f"mode, {flag_text}, not {modes.mark_mode(mark)}")
     if problems:
       check.add("fail", perm.start, "; ".join(problems))
     else:
