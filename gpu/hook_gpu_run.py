@@ -32,6 +32,8 @@ def main() -> int:
   parser.add_argument("out_dir")
   parser.add_argument("--topology", default="1x1x1")
   parser.add_argument("--dump-dir", help="XLA's dump folder (default OUT_DIR/dump)")
+  parser.add_argument("--installed", action="store_true",
+                      help="use the installed hlo_tools package, not this checkout's")
   parser.add_argument("--platforms", default="cuda,gpu",
                       help="where the hook registers (cpu: a check of this script)")
   args = parser.parse_args()
@@ -48,10 +50,12 @@ def main() -> int:
     from jax import shard_map
   except ImportError:
     from jax.experimental.shard_map import shard_map  # type: ignore[no-redef]
-  sys.path.insert(0, ROOT)
+  if not args.installed:
+    sys.path.insert(0, ROOT)
   from hlo_tools import jax_hook
 
   result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "hlo_tools": os.path.dirname(jax_hook.__file__),
             "jax": jax.__version__, "python": sys.version.split()[0],
             "devices": [str(d) for d in jax.devices()],
             "device_kind": jax.devices()[0].device_kind, "steps": {}}
@@ -102,7 +106,8 @@ def main() -> int:
   explain = subprocess.run([sys.executable, "-m", "hlo_tools.cli", "explain",
                             f"{dump}:after_optimizations",
                             f"--topology={args.topology}", "--backends=nccl,peer"],
-                           cwd=ROOT, capture_output=True, text=True, check=False)
+                           cwd=args.out_dir if args.installed else ROOT,
+                           capture_output=True, text=True, check=False)
   with open(os.path.join(args.out_dir, "explain.txt"), "w") as out:
     out.write(explain.stdout + explain.stderr)
   result["explain_rc"] = explain.returncode
