@@ -972,9 +972,9 @@ TEST(PlaceTest, BranchRefusesEveryOneSidedBackendAndAGroupOnlyNvshmem) {
     links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 1e6 }
     links { backend: SYMMETRIC link_class: NVLINK latency_us: 1 bandwidth_gbps: 1e6 }
   )table");
-  const Topology one_process = Placed("1x1x4:gpus_per_process=4",
-                                      {Backend::kNccl, Backend::kPeer,
-                                       Backend::kSymmetric});
+  const Topology one_process =
+      Placed("1x1x4:gpus_per_process=4",
+             {Backend::kNccl, Backend::kPeer, Backend::kSymmetric});
   const Topology one_gpu_each = Placed("1x1x4:gpus_per_process=1");
   for (Backend backend : {Backend::kPeer, Backend::kSymmetric}) {
     CostTable table = all;
@@ -999,9 +999,9 @@ TEST(PlaceTest, BranchRefusesEveryOneSidedBackendAndAGroupOnlyNvshmem) {
     d = Decide(one_gpu_each, nvshmem, large, place);
     EXPECT_EQ(d.backend, Backend::kNccl) << d.reason;
     ASSERT_TRUE(d.refused[kNvshmem]);
-    EXPECT_EQ(d.refused[kNvshmem]->tool_rule,
-              place == Place::kConditionalBranch ? ToolRule::kUnderBranch
-                                                 : ToolRule::kInGroup);
+    EXPECT_EQ(d.refused[kNvshmem]->tool_rule, place == Place::kConditionalBranch
+                                                  ? ToolRule::kUnderBranch
+                                                  : ToolRule::kInGroup);
   }
 }
 
@@ -1047,6 +1047,43 @@ TEST(LayoutTest, AUsersMarkIsKept) {
   EXPECT_NE(d.reason.find("though XLA keeps the flag's mode: peer refused"),
             std::string::npos)
       << d.reason;
+}
+
+// A mark names one mode in any case, or comma-joined parts all naming it (a
+// combiner joins its permutes' values); none, or two, is an error.
+TEST(LayoutTest, AMarkNamesOneModeOrIsAnError) {
+  EXPECT_EQ(MarkWord("Peer,peer"), "peer");
+  EXPECT_EQ(MarkWord("PRIVATE"), "private");
+  for (absl::string_view bad : {"peer,symmetric", "warp_drive", "", "peer,"}) {
+    EXPECT_EQ(MarkWord(bad), std::nullopt) << bad;
+    EXPECT_FALSE(CheckUserMark(bad).ok()) << bad;
+  }
+  EXPECT_TRUE(CheckUserMark("Peer,peer").ok());
+  const PermuteRequest small = {4096, {{0, 1}, {1, 0}}, 2};
+  CostTable peer = DefaultCostTable();
+  peer.backends = kPeerSet;
+  Decision d = Decide(Placed("1x1x2", kPeerSet), peer, small);
+  KeepUserMark("Peer,peer", d);
+  EXPECT_EQ(d.backend, Backend::kPeer);
+}
+
+// Peer memory over more devices than a process drives: under any order some
+// device is outside the first one's process, so the process rule refuses it
+// without a map, and the reason says so, not that the order is unknown.
+TEST(LayoutTest, NoOrderPutsTheProgramInOneProcess) {
+  const PermuteRequest ring = {32 << 20, {{0, 1}, {1, 2}, {2, 3}, {3, 0}}, 4};
+  CostTable peer = DefaultCostTable();
+  peer.backends = kPeerSet;
+  for (absl::string_view spec : {"1x1x4:gpus_per_process=1", "1x2x2"}) {
+    absl::StatusOr<Topology> topology =
+        ParseTopology(std::string(spec), kPeerSet);
+    ASSERT_TRUE(topology.ok()) << topology.status();
+    const Decision d = Decide(*topology, peer, ring);
+    const auto& refused = d.refused[static_cast<int>(Backend::kPeer)];
+    ASSERT_TRUE(refused) << spec;
+    EXPECT_EQ(refused->kind, RefusalKind::kCrossesProcesses) << spec;
+    EXPECT_EQ(refused->tool_rule, ToolRule::kNone) << spec;
+  }
 }
 
 TEST(DecideTest, EveryRefusalHasOneLineOfText) {
