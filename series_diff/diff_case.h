@@ -23,6 +23,12 @@ struct Case {
   // spec as the tools parse it (offered backends nccl,nvshmem).
   std::string spec;
   std::shared_ptr<const nvshmem_ext::Topology> topology;
+  // Processes dealt round-robin over the hosts (the spec's one GPU each), as
+  // the job's ranks may be: then global device d = h * G + j, the j-th device
+  // of host h of H, runs in process h + j * H, where XLA numbers devices after
+  // sorting processes by host. Else process d / gpus_per_process, as the
+  // tools take it.
+  bool round_robin = false;
   // The program: partitions x replicas; with a channel id the pairs are
   // partition ids applied to every replica, else replica ids.
   int partitions = 1;
@@ -32,6 +38,8 @@ struct Case {
   std::vector<std::pair<int64_t, int64_t>> pairs;
   std::vector<std::string> types;  // Of each array, HLO names: "bf16".
   int buffers = 0;                 // Operands; 0: one per type.
+  // An in-place permute (into slices of an output operand), of one type.
+  bool in_place = false;
   int64_t bytes = 0;               // All buffers together, from each source.
   bool memcpy_local_p2p = false;
   std::optional<int64_t> heap_bytes;  // NVSHMEM heap bound; none: default.
@@ -56,6 +64,8 @@ struct Case {
   std::string permute_name;
 
   int program_devices() const { return partitions * replicas; }
+  // The process that runs device `device` of the cluster.
+  int ProcessOf(int device) const;
   int groups() const { return channel ? replicas : partitions; }
   int buffer_count() const {
     return buffers > 0 ? buffers : static_cast<int>(types.size());
@@ -85,8 +95,14 @@ Answer SeriesDecide(const Case& c);
 // module, or on the seed's module; `bytes` gets the bytes of the permute the
 // pass saw (the case's bytes rounded down to whole elements of each buffer).
 Answer SeriesPassDecide(const Case& c, int64_t* bytes);
-// Whether XLA_FLAGS turns NVSHMEM on, which the pass's runtime rule needs.
+// Whether XLA_FLAGS turns NVSHMEM on; the pass must read the module's own
+// options instead.
 bool SeriesPassSeesNvshmemFlag();
+// The series' pass, then where it says NVSHMEM the checks the series' thunk
+// makes when every process of the program initializes it (ids as PEs, pairs
+// inside each PE's NVSHMEM_TEAM_SHARED, the job), on the case's own processes
+// and hosts: NVSHMEM only where the pass says so and no process refuses.
+Answer SeriesRunDecide(const Case& c, int64_t* bytes);
 
 // The grid of topologies, layouts, programs, pair sets, sizes, element types
 // and flags. Cases the tools' core refuses as bad input (ids outside the

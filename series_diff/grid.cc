@@ -124,11 +124,19 @@ constexpr const char* kClusters[] = {
     "1x2x8",      "1x4x4",       "2x2x4",      "2x1x8",      "1x2x4:nvl8",
     "1x4x4:nvl8", "1x4x4:nvl16", "2x2x2:nvl4", "1x9x8:nvl72"};
 
-// Process layouts of a host of `g`: one GPU each, two, the whole host.
-std::vector<int> Layouts(int g) {
-  std::vector<int> layouts = {1};
-  if (g % 2 == 0 && g > 2) layouts.push_back(2);
-  if (g > 1) layouts.push_back(g);
+// Process layouts of a host of `g`: one GPU each, two, the whole host; and
+// on several hosts one GPU each with the ranks dealt round-robin over the
+// hosts, so that device i is not in process i.
+struct Layout {
+  int per_process;
+  bool round_robin;
+};
+
+std::vector<Layout> Layouts(int g, int n) {
+  std::vector<Layout> layouts = {{1, false}};
+  if (g % 2 == 0 && g > 2) layouts.push_back({2, false});
+  if (g > 1) layouts.push_back({g, false});
+  if (n > g) layouts.push_back({1, true});
   return layouts;
 }
 
@@ -174,6 +182,26 @@ void AddCompiles(Case c, std::vector<Case>& cases) {
   }
 }
 
+// The series' pass told hosts larger than the cluster's (the flag overstated:
+// twice the host, or every device): pairs that leave a host pass the
+// compile-time rules, and only the runtime's team check can refuse them.
+void AddOverstatedHostFlag(const Case& c, std::vector<Case>& cases) {
+  const nvshmem_ext::Topology& t = *c.topology;
+  const int g = t.gpus_per_host(), n = t.num_devices();
+  if (c.round_robin || t.gpus_per_process() != 1 || n == g ||
+      t.nvlink_domain_size() != g) {
+    return;
+  }
+  for (int flag : {2 * g, n / t.slices()}) {
+    if (flag <= g || (n / t.slices()) % flag != 0) continue;
+    Case over = c;
+    over.source = "topologies-host-flag-overstated";
+    over.series_devices_per_host = flag;
+    cases.push_back(std::move(over));
+    if (flag == n / t.slices()) break;
+  }
+}
+
 void TopologyGrid(std::vector<Case>& cases) {
   const int64_t sizes[] = {0,         4096,      kMiB,       8 * kMiB,
                            16 * kMiB, 32 * kMiB, 256 * kMiB, 600 * kMiB};
@@ -182,17 +210,19 @@ void TopologyGrid(std::vector<Case>& cases) {
   for (const char* cluster : kClusters) {
     const nvshmem_ext::Topology& t = *ParsedSpec(cluster);
     const int n = t.num_devices(), g = t.gpus_per_host();
-    for (int per_process : Layouts(g)) {
+    for (const Layout& layout : Layouts(g, n)) {
       const std::string spec =
-          absl::StrCat(cluster, ":gpus_per_process=", per_process);
+          absl::StrCat(cluster, ":gpus_per_process=", layout.per_process);
       for (const Program& program : Programs(n, g)) {
         const int ids = program.channel ? program.partitions : program.replicas;
         for (const PairSet& pairs : PairSets(ids, g)) {
           for (const auto& types : type_sets) {
             for (int64_t bytes : sizes) {
-              AddCompiles(
-                  MakeCase("topologies", spec, program, pairs, types, bytes),
-                  cases);
+              Case c =
+                  MakeCase("topologies", spec, program, pairs, types, bytes);
+              c.round_robin = layout.round_robin;
+              AddOverstatedHostFlag(c, cases);
+              AddCompiles(std::move(c), cases);
             }
           }
         }
@@ -296,6 +326,25 @@ void HeapGrid(std::vector<Case>& cases) {
   }
 }
 
+// In-place permutes (into slices of an output), where NVSHMEM would otherwise
+// run: the series' runtime rules refuse them, and the tools' pass skips them.
+void InPlaceGrid(std::vector<Case>& cases) {
+  for (const char* cluster : {"1x1x8", "1x2x4"}) {
+    const int n = ParsedSpec(cluster)->num_devices();
+    const int g = ParsedSpec(cluster)->gpus_per_host();
+    const std::string spec = absl::StrCat(cluster, ":gpus_per_process=1");
+    const Program whole = {"whole", n, 1, true, Iota(0, n)};
+    const PairSet ring = Named(n, g, n > g ? "host-rings" : "ring+1");
+    for (const char* type : {"bf16", "f32"}) {
+      for (int64_t bytes : {32 * kMiB, 256 * kMiB}) {
+        Case c = MakeCase("in-place", spec, whole, ring, {type}, bytes);
+        c.in_place = true;
+        cases.push_back(std::move(c));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<Case> GridCases() {
@@ -304,6 +353,7 @@ std::vector<Case> GridCases() {
   TypeGrid(cases);
   CrossoverGrid(cases);
   HeapGrid(cases);
+  InPlaceGrid(cases);
   return cases;
 }
 

@@ -1,9 +1,11 @@
-// The pinned series' in-tree NVSHMEM decision, and its pass, against the
-// tools' core: over a grid of clusters, process layouts, programs and device
-// maps, pair sets, sizes, element types and flags, and the fuzzers' seeds, both
-// must give the same backend. Every intended difference is listed below with
-// its reason; any other difference fails, and so does a listed one that no
-// case shows any more.
+// The pinned series' in-tree NVSHMEM decision, its pass, and its pass with the
+// thunk's run-time checks, against the tools' core: over a grid of clusters,
+// process layouts (round-robin ranks included), programs and device maps, pair
+// sets, sizes, element types and flags, and the fuzzers' seeds, both must give
+// the same backend. Every intended difference is listed below with its reason
+// and, from the case's own facts, where it applies and what the series must
+// answer there; the series giving another answer fails (a missed refusal as
+// well as an extra one), and so does a listed difference that no case shows.
 //
 //   series_decision_diff_test --corpus=DIR   (DIR: make_corpus.py's OUT_DIR)
 
@@ -36,13 +38,13 @@ std::string* corpus_dir = new std::string();
 
 // Where the tools' default table puts a ring of B buffers on NVSHMEM (index
 // B - 1): the smallest size its measured curve prices at least 5% below
-// NCCL's. The series builds in the first four and takes the fourth for more
-// buffers. CrossoverBounds checks both.
+// NCCL's. The series builds in all eight. CrossoverBounds checks both.
 constexpr int64_t kToolsCrossover[] = {15928625, 23174132, 19310441, 16513046,
                                        25085878, 33752579, 42388160, 51064529};
-constexpr int kSeriesCounts = 4;  // Buffer counts with their own crossover.
-static_assert(std::size(xla::gpu::kNvshmemPermuteCrossoverBytes) ==
-              kSeriesCounts);
+// Buffer counts with their own crossover in the series (more keep NCCL).
+constexpr int kSeriesCounts =
+    static_cast<int>(std::size(xla::gpu::kNvshmemPermuteCrossoverBytes));
+static_assert(kSeriesCounts == std::size(kToolsCrossover));
 
 // NVSHMEM_SYMMETRIC_SIZE's default, the heap the series' pass assumes.
 constexpr int64_t kDefaultHeapBytes = int64_t{1} << 30;
@@ -75,41 +77,80 @@ Case IdentityPlaced(const Case& c) {
   return placed;
 }
 
-constexpr int kDecision = 1, kPass = 2;
+// `c` on hosts of `per_host` GPUs (one NVLink domain each): the cluster the
+// series' pass is told of.
+Case OnHostsOf(const Case& c, int per_host) {
+  const nvshmem_ext::Topology& t = *c.topology;
+  Case told = c;
+  const std::string options = c.spec.substr(c.spec.find(':'));
+  told.spec = absl::StrCat(t.slices(), "x", t.num_devices() / t.slices() / per_host,
+                           "x", per_host, options);
+  told.topology = ParsedSpec(told.spec);
+  told.series_slice_size = c.slice_size();  // The compiler's, unchanged.
+  return told;
+}
 
-// A listed difference: a fact one side does not take, or a rule only the
-// series has. Each says, from the case's own facts, where it applies and what
-// the series must answer there; the tools' core is the oracle for the rest.
-// Nothing here calls the series' code.
+// The levels compared: the decision on the facts, the pass on a module, and
+// the pass with the checks of the series' thunk as the program's processes
+// initialize it.
+constexpr int kDecision = 1, kPass = 2, kRun = 4;
+
+// A listed difference: a fact the series does not take at a level, or a rule
+// only the series has. Each says, from the case's own facts, where it applies
+// and what the series must answer there; the tools' core is the oracle for
+// the rest. Nothing here calls the series' code.
 struct Listed {
   const char* name;
   const char* reason;
-  int levels;  // Where it shows: kDecision, kPass or both.
-  // The series' answer where the difference applies, given the answer
-  // expected so far (the tools', moved by the entries before); nullopt where
-  // it does not apply.
+  int levels;  // Where it applies: kDecision, kPass, kRun.
+  // A fact the series does not take: the case with that fact as the series
+  // takes it, or nullopt where it already is. The tools' answer on the case
+  // with every such fact so replaced is the answer expected.
+  std::optional<Case> (*as_seen)(const Case& c) = nullptr;
+  // A rule: the series' answer where it applies, given that case, the tools'
+  // answer on it and the answer expected so far; nullopt where it does not.
   std::optional<bool> (*answer)(const Case& c, const Answer& tools,
-                                bool expected);
+                                bool expected) = nullptr;
 };
 
 const Listed kListed[] = {
-    {"runtime-rules",
-     "the series' decision takes id i to run on device i and leaves the "
-     "device assignment and where the permute sits (a conditional's branch, "
-     "a collectives group) to the runtime's rules, which its pass applies "
-     "first and the thunk emitter again; the tools' core refuses NVSHMEM "
-     "there when deciding. Where the map is not the identity or the permute "
-     "sits in a branch or a group, the decision answers what the tools answer "
-     "for the same permute placed by the identity, anywhere. The series' pass "
-     "agrees with the tools",
+    {"placement-at-run-time",
+     "the series' compile-time rules take id i as PE i and leave the device "
+     "assignment to the thunk, which refuses a run where an id's device is "
+     "not in the process of that number (the PE a put goes to); the tools' "
+     "core refuses NVSHMEM for a logical device off its PE when deciding. "
+     "Under a map other than the identity the decision and the pass answer "
+     "what the tools answer for the same permute placed by the identity",
+     kDecision | kPass,
+     [](const Case& c) -> std::optional<Case> {
+       if (IdentityPlacement(c)) return std::nullopt;
+       return IdentityPlaced(c);
+     }},
+    {"branch-or-group",
+     "the series' decision leaves where the permute sits (a conditional's "
+     "branch, a collectives group) to the runtime's rules, which its pass "
+     "applies first and the thunk emitter again; the tools' core refuses "
+     "NVSHMEM there when deciding. There the decision answers what the tools "
+     "answer for the same permute anywhere. The series' pass agrees with the "
+     "tools",
      kDecision,
-     [](const Case& c, const Answer&, bool) -> std::optional<bool> {
-       if (IdentityPlacement(c) && c.place == ext::Place::kAnywhere) {
-         return std::nullopt;
-       }
-       Case neutral = IdentityPlaced(c);
-       neutral.place = ext::Place::kAnywhere;
-       return ToolsDecide(neutral).nvshmem;
+     [](const Case& c) -> std::optional<Case> {
+       if (c.place == ext::Place::kAnywhere) return std::nullopt;
+       Case seen = c;
+       seen.place = ext::Place::kAnywhere;
+       return seen;
+     }},
+    {"in-place-at-pass",
+     "the series' decision does not see an in-place permute (into slices of "
+     "an output), which the runtime's rules in its pass refuse and the tools' "
+     "pass does not rewrite; the decision answers what the tools answer for "
+     "the same permute out of place",
+     kDecision,
+     [](const Case& c) -> std::optional<Case> {
+       if (!c.in_place) return std::nullopt;
+       Case seen = c;
+       seen.in_place = false;
+       return seen;
      }},
     {"heap-bound",
      "the series' pass has no option for NVSHMEM's heap: it decides with "
@@ -117,49 +158,55 @@ const Listed kListed[] = {
      "table's bound (nvshmem_max_bytes). Under another bound the pass answers "
      "what the tools answer under the default one; the series' decision, "
      "given the bound, agrees at any",
-     kPass,
-     [](const Case& c, const Answer&, bool) -> std::optional<bool> {
+     kPass | kRun,
+     [](const Case& c) -> std::optional<Case> {
        if (!c.heap_bytes || *c.heap_bytes == kDefaultHeapBytes) {
          return std::nullopt;
        }
-       Case neutral = c;
-       neutral.heap_bytes.reset();
-       return ToolsDecide(neutral).nvshmem;
+       Case seen = c;
+       seen.heap_bytes.reset();
+       return seen;
      }},
-    {"crossover",
-     "the series builds in the crossovers of the default table's measured "
-     "H200 NVLink curves for 1 to 4 buffers (15,928,625, 23,174,132, "
-     "19,310,441 and 16,513,046 bytes), where it agrees with the tools, and "
-     "takes the 4-buffer one for more; the tools price B buffers on the "
-     "curve of B buffers with the 5% margin. For B = 5 ... 8 they agree "
-     "outside [16,513,046, C_B) bytes, C_B = 25,085,878, 33,752,579, "
-     "42,388,160, 51,064,529; inside, the series says NVSHMEM where the tools "
-     "say NCCL with NVSHMEM modeled within the margin",
+    {"host-flag-overstated",
+     "the series' pass takes hosts from its devices-per-host flag; told "
+     "hosts larger than the cluster's, it answers what the tools answer on "
+     "hosts of the flag's size, pairs between the real hosts included. The "
+     "thunk's check that each pair stays inside NVSHMEM_TEAM_SHARED then "
+     "refuses those at run time, where the tools keep NCCL",
      kDecision | kPass,
-     [](const Case& c, const Answer& tools,
-        bool expected) -> std::optional<bool> {
-       const int b = c.buffer_count();
-       if (c.crossover_bytes != 0 || expected || !tools.within_margin ||
-           b <= kSeriesCounts || b > 8 ||
-           c.bytes < kToolsCrossover[kSeriesCounts - 1] ||
-           c.bytes >= kToolsCrossover[b - 1]) {
+     [](const Case& c) -> std::optional<Case> {
+       if (c.series_devices_per_host <= c.topology->gpus_per_host()) {
          return std::nullopt;
        }
-       return true;
+       return OnHostsOf(c, c.series_devices_per_host);
      }},
     {"part-of-job",
      "the series refuses a program that may run on part of the job: ahead of "
      "time one on fewer devices than the job's, in a JIT compile one whose "
      "device count is not a whole number of the compiler's slices (the "
      "NVLink domain); NVSHMEM's set-up and heap allocations need every "
-     "process of the job. The tools' core decides over the program's own "
+     "process of the job, and at run time the thunk refuses a program on "
+     "fewer devices than the job's processes (whole slices in a JIT compile "
+     "pass the compile). The tools' core decides over the program's own "
      "devices and does not model the job",
-     kDecision | kPass,
+     kDecision | kPass | kRun,
+     nullptr,
      [](const Case& c, const Answer&, bool) -> std::optional<bool> {
        const int64_t n = c.program_devices(), slice = c.slice_size();
        const bool aot_part = c.job_devices > 0 && n != c.job_devices;
        const bool jit_part = slice > 0 && n % slice != 0;
        return aot_part || jit_part ? std::optional<bool>(false) : std::nullopt;
+     }},
+    {"part-of-job-at-run-time",
+     "at run time the series' thunk refuses a program on fewer devices than "
+     "the job's processes, which a JIT compile of whole slices cannot see: "
+     "NVSHMEM's heap allocations need every process of the job",
+     kRun,
+     nullptr,
+     [](const Case& c, const Answer&, bool) -> std::optional<bool> {
+       return c.program_devices() != c.topology->num_devices()
+                  ? std::optional<bool>(false)
+                  : std::nullopt;
      }},
     {"no-host-flag",
      "without its devices-per-host flag the series keeps NCCL: the compiler "
@@ -168,10 +215,26 @@ const Listed kListed[] = {
      "over NVSHMEM_TEAM_SHARED waits for one host's GPUs only. The tools "
      "know the hosts from the spec and may give NVSHMEM to pairs inside a "
      "host. The flag given, they agree",
-     kDecision | kPass,
+     kDecision | kPass | kRun,
+     nullptr,
      [](const Case& c, const Answer&, bool) -> std::optional<bool> {
        return c.series_devices_per_host == 0 ? std::optional<bool>(false)
                                              : std::nullopt;
+     }},
+    {"ids-not-pes",
+     "a put goes to its target id as the PE, and a PE is a process; where "
+     "the processes are dealt round-robin over the hosts, an id's device runs "
+     "in another process and the series' thunk refuses the run. The tools "
+     "take process d / gpus_per_process for device d (where the id is the PE)",
+     kRun,
+     nullptr,
+     [](const Case& c, const Answer&, bool) -> std::optional<bool> {
+       const std::vector<int>& map = c.topology->partition_to_device();
+       for (int id = 0; id < c.program_devices(); ++id) {
+         const int device = map.empty() ? id : map[id];
+         if (c.ProcessOf(device) != id) return false;
+       }
+       return std::nullopt;
      }},
 };
 
@@ -237,19 +300,34 @@ struct Tally {
 // module (then both sides take the bytes the module holds). The series must
 // give the tools' answer, moved by each listed difference that applies; a
 // difference is counted under the last entry that moved the answer.
-void Compare(const Case& c, bool pass, Tally& tally) {
+void Compare(const Case& c, int level, Tally& tally) {
   const std::string source = c.source.substr(0, c.source.find(' '));
   ++tally.compared[source];
   Case seen = c;
-  const Answer series =
-      pass ? SeriesPassDecide(c, &seen.bytes) : SeriesDecide(c);
+  const Answer series = level == kDecision ? SeriesDecide(c)
+                        : level == kPass   ? SeriesPassDecide(c, &seen.bytes)
+                                           : SeriesRunDecide(c, &seen.bytes);
   const Answer tools = ToolsDecide(seen);
-  bool expected = tools.nvshmem;
+  // The case as this level of the series takes it, the tools' answer there,
+  // then the series' own rules.
+  Case as_seen = seen;
   const Listed* moved_by = nullptr;
   std::string applied;
   for (const Listed& listed : kListed) {
-    if (!(listed.levels & (pass ? kPass : kDecision))) continue;
-    const std::optional<bool> answer = listed.answer(seen, tools, expected);
+    if (!(listed.levels & level) || listed.as_seen == nullptr) continue;
+    std::optional<Case> next = listed.as_seen(as_seen);
+    if (!next) continue;
+    absl::StrAppend(&applied, applied.empty() ? "" : ", ", listed.name);
+    as_seen = *std::move(next);
+    moved_by = &listed;
+  }
+  const Answer reference = moved_by ? ToolsDecide(as_seen) : tools;
+  if (reference.nvshmem == tools.nvshmem) moved_by = nullptr;
+  bool expected = reference.nvshmem;
+  for (const Listed& listed : kListed) {
+    if (!(listed.levels & level) || listed.answer == nullptr) continue;
+    const std::optional<bool> answer =
+        listed.answer(as_seen, reference, expected);
     if (!answer) continue;
     absl::StrAppend(&applied, applied.empty() ? "" : ", ", listed.name);
     if (*answer != expected) moved_by = &listed;
@@ -293,12 +371,14 @@ const std::vector<Case>& AllCases(std::map<std::string, int>& skipped) {
 // Every case through the series' pass or its decision; prints the counts, and
 // fails where the series does not give the expected answer or a listed
 // difference shows in no case.
-void CompareAll(bool pass) {
+void CompareAll(int level) {
   std::map<std::string, int> skipped;
   const std::vector<Case>& cases = AllCases(skipped);
   Tally tally;
-  for (const Case& c : cases) Compare(c, pass, tally);
-  const char* side = pass ? "the series' pass" : "the series' decision";
+  for (const Case& c : cases) Compare(c, level, tally);
+  const char* side = level == kDecision ? "the series' decision"
+                     : level == kPass   ? "the series' pass"
+                                        : "the series' pass and thunk";
   int total = 0;
   for (const auto& [source, n] : tally.compared) {
     std::cout << side << ": compared " << n << " cases from " << source << " ("
@@ -312,7 +392,7 @@ void CompareAll(bool pass) {
   EXPECT_GT(tally.compared["selection-seed"], 0) << "no selection seed maps";
   EXPECT_GT(tally.compared["module-seed"], 0) << "no module seed maps";
   for (const Listed& listed : kListed) {
-    if (!(listed.levels & (pass ? kPass : kDecision))) continue;
+    if (!(listed.levels & level)) continue;
     const int n = tally.listed[listed.name];
     std::cout << side << ": listed difference '" << listed.name << "': " << n
               << " cases: " << listed.reason << "\n";
@@ -328,25 +408,33 @@ void CompareAll(bool pass) {
          "in all";
 }
 
-TEST(SeriesDecisionDiff, DecisionGivesTheToolsBackend) { CompareAll(false); }
-
-// The pass adds the runtime's rules (the group, the device assignment, where
-// the permute sits) and reads the facts from HLO itself.
-TEST(SeriesDecisionDiff, PassGivesTheToolsBackend) {
-  ASSERT_TRUE(SeriesPassSeesNvshmemFlag())
-      << "XLA_FLAGS must hold --xla_gpu_experimental_enable_nvshmem=true";
-  CompareAll(true);
+TEST(SeriesDecisionDiff, DecisionGivesTheToolsBackend) {
+  CompareAll(kDecision);
 }
+
+// The pass adds the runtime's rules (the group, where the permute sits) and
+// reads the facts from HLO itself.
+TEST(SeriesDecisionDiff, PassGivesTheToolsBackend) {
+  ASSERT_FALSE(SeriesPassSeesNvshmemFlag())
+      << "the process's flags must turn NVSHMEM off here";
+  CompareAll(kPass);
+}
+
+// Where the pass says NVSHMEM, the thunk's checks as every process of the
+// program initializes it, on the case's processes and hosts: the ids as PEs
+// (round-robin ranks), pairs inside NVSHMEM_TEAM_SHARED (an overstated
+// devices-per-host flag) and the job.
+TEST(SeriesDecisionDiff, RunGivesTheToolsBackend) { CompareAll(kRun); }
 
 }  // namespace
 }  // namespace series_diff
 
 int main(int argc, char** argv) {
-  // The pass's runtime rule reads NVSHMEM's flag from XLA_FLAGS too, as
-  // NVSHMEM's set-up does.
+  // NVSHMEM off in the process's flags, on in each module's options: the
+  // series' compile-time rules must read the module's alone.
   const char* given = std::getenv("XLA_FLAGS");
   const std::string flags = std::string(given ? given : "") +
-                            " --xla_gpu_experimental_enable_nvshmem=true";
+                            " --xla_gpu_experimental_enable_nvshmem=false";
   setenv("XLA_FLAGS", flags.c_str(), 1);
   testing::InitGoogleTest(&argc, argv);
   // What googletest leaves: --corpus=DIR, a folder with selection/ and driver/.

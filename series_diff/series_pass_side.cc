@@ -1,7 +1,7 @@
 // The series' pass itself as a side of the differential test: the case as an
 // HLO module (the permute over parameters of its types, the program's
 // partitions, replicas and static device assignment, NVSHMEM on in the
-// module's options and in XLA_FLAGS), or the seed's own module, run through
+// module's options), or the seed's own module, run through
 // NvshmemCollectivePermuteRewriter, and the backend it writes.
 
 #include <cstdint>
@@ -14,16 +14,22 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "series_diff/diff_case.h"
+#include "xla/backends/gpu/runtime/nvshmem_permute_support.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
 #include "xla/debug_options_flags.h"
 #include "xla/hlo/ir/hlo_computation.h"
 #include "xla/hlo/ir/hlo_instruction.h"
 #include "xla/hlo/ir/hlo_module.h"
 #include "xla/hlo/parser/hlo_parser.h"
+#include "xla/literal_util.h"
 #include "xla/primitive_util.h"
+#include "xla/runtime/device_id.h"
+#include "xla/runtime/process_id.h"
 #include "xla/service/computation_placer.h"
 #include "xla/service/gpu/backend_configs.pb.h"
 #include "xla/service/hlo_module_config.h"
@@ -37,14 +43,8 @@ namespace {
   std::abort();
 }
 
-// The module's options as a compile for `c` sets them.
-void Configure(const Case& c, xla::HloModuleConfig& config) {
-  config.set_replica_count(c.replicas);
-  config.set_num_partitions(c.partitions);
-  xla::DebugOptions options = config.debug_options();
-  options.set_xla_gpu_experimental_enable_nvshmem(true);
-  options.set_xla_gpu_use_memcpy_local_p2p(c.memcpy_local_p2p);
-  config.set_debug_options(options);
+// The program's device assignment: the case's map, else XLA's default.
+xla::DeviceAssignment Assignment(const Case& c) {
   const std::vector<int>& map = c.topology->partition_to_device();
   xla::DeviceAssignment assignment(c.replicas, c.partitions);
   for (int p = 0; p < c.partitions; ++p) {
@@ -53,7 +53,18 @@ void Configure(const Case& c, xla::HloModuleConfig& config) {
           map.empty() ? r + p * c.replicas : map[r + p * c.replicas];
     }
   }
-  config.set_static_device_assignment(assignment);
+  return assignment;
+}
+
+// The module's options as a compile for `c` sets them.
+void Configure(const Case& c, xla::HloModuleConfig& config) {
+  config.set_replica_count(c.replicas);
+  config.set_num_partitions(c.partitions);
+  xla::DebugOptions options = config.debug_options();
+  options.set_xla_gpu_experimental_enable_nvshmem(true);
+  options.set_xla_gpu_use_memcpy_local_p2p(c.memcpy_local_p2p);
+  config.set_debug_options(options);
+  config.set_static_device_assignment(Assignment(c));
 }
 
 // `c` as a module: one permute of one parameter per type, each a vector of
@@ -78,9 +89,26 @@ std::unique_ptr<xla::HloModule> BuildModule(const Case& c) {
   }
   const xla::Shape result =
       shapes.size() == 1 ? shapes[0] : xla::ShapeUtil::MakeTupleShape(shapes);
-  builder.AddInstruction(xla::HloInstruction::CreateCollectivePermute(
-      result, operands, c.pairs,
-      c.channel ? std::optional<int64_t>(1) : std::nullopt));
+  const std::optional<int64_t> channel =
+      c.channel ? std::optional<int64_t>(1) : std::nullopt;
+  if (c.in_place) {
+    // Into the whole of an output parameter, at offset 0 on every device.
+    xla::HloInstruction* output =
+        builder.AddInstruction(xla::HloInstruction::CreateParameter(
+            static_cast<int64_t>(operands.size()), shapes[0], "out"));
+    xla::HloInstruction* zero = builder.AddInstruction(
+        xla::HloInstruction::CreateConstant(xla::LiteralUtil::CreateR0(0)));
+    xla::HloInstruction* start =
+        builder.AddInstruction(xla::HloInstruction::CreateTuple({zero}));
+    const std::vector<std::vector<int64_t>> slice_sizes = {
+        {shapes[0].dimensions().begin(), shapes[0].dimensions().end()}};
+    builder.AddInstruction(xla::HloInstruction::CreateCollectivePermute(
+        shapes[0], operands[0], output, start, start, c.pairs, slice_sizes,
+        channel));
+  } else {
+    builder.AddInstruction(xla::HloInstruction::CreateCollectivePermute(
+        result, operands, c.pairs, channel));
+  }
   module->AddEntryComputation(builder.Build());
   return module;
 }
@@ -155,7 +183,50 @@ bool SeedBackend(const Case& c) {
   return found->second;
 }
 
+// What the series' thunk checks as each process of the program initializes
+// it, on the case's processes and hosts: the first refusal, or OK.
+absl::Status RuntimeChecks(const Case& c) {
+  const xla::DeviceAssignment assignment = Assignment(c);
+  absl::flat_hash_map<xla::GlobalDeviceId, xla::ProcessId> device_to_process;
+  std::map<int, int> process_host;  // Of each process.
+  for (int d = 0; d < c.topology->num_devices(); ++d) {
+    device_to_process[xla::GlobalDeviceId(d)] = xla::ProcessId(c.ProcessOf(d));
+    process_host[c.ProcessOf(d)] = c.topology->HostOf(d);
+  }
+  const int gpus_per_process = c.topology->gpus_per_process();
+  const absl::Status ids =
+      xla::gpu::CheckNvshmemIdsArePes(assignment, device_to_process);
+  if (!ids.ok()) return ids;
+  const absl::Status job = xla::gpu::CheckNvshmemJob(
+      c.topology->num_devices() / gpus_per_process, gpus_per_process,
+      c.program_devices());
+  if (!job.ok()) return job;
+  // Each process of the program asks about the PEs of its own host.
+  for (int id = 0; id < c.program_devices(); ++id) {
+    const int host = process_host[c.ProcessOf(assignment(
+        id % c.replicas, id / c.replicas))];
+    const absl::Status team = xla::gpu::CheckNvshmemPairsInsideTeam(
+        c.pairs, [&](int64_t pe) -> absl::StatusOr<bool> {
+          auto it = process_host.find(static_cast<int>(pe));
+          if (it == process_host.end()) {
+            return absl::InvalidArgumentError(absl::StrCat("no PE ", pe));
+          }
+          return it->second == host;
+        });
+    if (!team.ok()) return team;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+Answer SeriesRunDecide(const Case& c, int64_t* bytes) {
+  Answer answer = SeriesPassDecide(c, bytes);
+  if (!answer.nvshmem) return answer;
+  const absl::Status run = RuntimeChecks(c);
+  if (run.ok()) return answer;
+  return {false, absl::StrCat("refused at run time: ", run.message())};
+}
 
 bool SeriesPassSeesNvshmemFlag() {
   return xla::GetDebugOptionsFromFlags().xla_gpu_experimental_enable_nvshmem();
@@ -168,6 +239,7 @@ Answer SeriesPassDecide(const Case& c, int64_t* bytes) {
   *bytes = 0;
   for (const xla::HloInstruction* param :
        module->entry_computation()->parameter_instructions()) {
+    if (param->name() == "out") continue;  // An in-place permute's output.
     *bytes += xla::ShapeUtil::ByteSizeOfElements(param->shape());
   }
   const std::map<std::string, bool> nvshmem = RunPass(c, *module);

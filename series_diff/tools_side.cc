@@ -38,6 +38,13 @@ std::shared_ptr<const ext::Topology> ParsedSpec(const std::string& spec) {
   return parsed;
 }
 
+int Case::ProcessOf(int device) const {
+  if (!round_robin) return topology->ProcessOf(device);
+  const int per_host = topology->gpus_per_host();
+  const int hosts = topology->num_devices() / per_host;
+  return device / per_host + device % per_host * hosts;
+}
+
 std::string Case::Describe() const {
   std::string pair_text;
   for (size_t i = 0; i < pairs.size() && i < 12; ++i) {
@@ -46,18 +53,26 @@ std::string Case::Describe() const {
   }
   if (pairs.size() > 12) absl::StrAppend(&pair_text, ",...");
   return absl::StrCat(
-      source, ": ", spec, " program ", partitions, "p x ", replicas, "r",
+      source, ": ", spec, round_robin ? " processes-round-robin" : "",
+      " program ", partitions, "p x ", replicas, "r",
       channel ? " channel" : " no-channel", " pairs ", pairs_name, " {",
       pair_text, "} types (", absl::StrJoin(types, ","), ") bytes ", bytes,
-      memcpy_local_p2p ? " memcpy_local_p2p" : "",
+      memcpy_local_p2p ? " memcpy_local_p2p" : "", in_place ? " in-place" : "",
       heap_bytes ? absl::StrCat(" heap ", *heap_bytes) : "",
       crossover_bytes ? absl::StrCat(" crossover ", crossover_bytes) : "",
       job_devices ? absl::StrCat(" aot-job ", job_devices) : "",
       series_devices_per_host == 0 ? " no-host-flag" : "",
+      series_devices_per_host > 0
+          ? absl::StrCat(" host-flag ", series_devices_per_host)
+          : "",
       series_slice_size == 0 ? " no-slice" : "");
 }
 
 Answer ToolsDecide(const Case& c) {
+  if (c.in_place) {
+    // The tools' pass leaves an in-place permute to XLA (RunImpl skips it).
+    return {false, "NCCL: the tools' pass does not rewrite in-place permutes"};
+  }
   ext::CostTable table = ext::DefaultCostTable();
   if (c.heap_bytes) table.core.nvshmem_max_bytes = *c.heap_bytes;
   absl::StatusOr<std::vector<std::pair<int, int>>> edges =
