@@ -127,9 +127,10 @@ def set_names(backends: str | None) -> str:
 
 def _upstream_cell(answer: str | None, backends: str | None) -> str:
   """Upstream's assigner's answer, where the set offers NVSHMEM, the one backend it
-  picks; else no alternative to compare."""
+  picks; else no alternative to compare (and the page of such a set names only its
+  own backends)."""
   if "nvshmem" not in (backends or "nccl,nvshmem").split(","):
-    return "not compared (its assigner picks only NVSHMEM)"
+    return "not compared (upstream's assigner picks no backend of this set)"
   return answer or "-"
 
 
