@@ -26,12 +26,16 @@
 #      headers, the .pb.h of its protos by protoc 31.1 (the protobuf of the
 #      wheel's headers), and the wheel's third-party headers (never its XLA);
 #      a file whose headers need the commit's LLVM (not here; the wheel has
-#      none) is skipped; then what the series adds to the thunk emitter and
-#      the GPU compiler is compiled on its own against the real types it uses;
+#      none) is skipped; then what the series adds to the GPU compiler is
+#      compiled on its own against the real types it uses;
 #   6. the series' tests (collective_backend_assigner_test.cc,
 #      collective_permute_combiner_test.cc of the patched tree), built with the
 #      patched sources they test and linked with the wheel's XLA, on
-#      wheel_compat/'s test base and FileCheck.
+#      wheel_compat/'s test base and FileCheck; what the series adds to the
+#      thunk emitter, cut from the patched tree and run in
+#      scripts/lib/emitter_mode_test.cc; the thunk's predicate and its test,
+#      cut from the patched tree and run in scripts/lib/peer_copy_predicate_test.cc
+#      (the thunks' headers need LLVM and MLIR).
 # Exit 0 when all pass, 1 when a check fails, 2 on bad usage or a missing tool.
 # Environment: CXX (default clang++), KEEP=1 keeps the scratch directory.
 set -u -o pipefail
@@ -189,24 +193,25 @@ RT=(-std=c++17 -O0 -w -I "$WORK/rt/hdr" "${GWI[@]}" -isystem "$ROOT/wheel_compat
     -isystem "$TF/include/external/highwayhash"
     -isystem "$TF/include/external/farmhash_archive/src" -isystem "$GMOCK" -I "${GMOCK%/include}")
 RUNTIME=xla/backends/gpu/runtime
-mkdir -p "$WORK/rt/hdr/$PKG" "$WORK/rt/hdr/xla/service" "$WORK/rt/thunk_hdr/$RUNTIME"
+mkdir -p "$WORK/rt/hdr/$PKG" "$WORK/rt/hdr/xla/service" "$WORK/thunk"
 cp "$TREE/$PKG/collective_backend_assigner.h" "$WORK/rt/hdr/$PKG/"
 cp "$TREE/xla/side_effect_util.h" "$WORK/rt/hdr/xla/"
 cp "$TREE/xla/service/collective_permute_key.h" "$WORK/rt/hdr/xla/service/"
-# The runtime test sees the patched thunk headers; it runs only the tests that
-# need no GPU (the patched thunks' own code is not linked: the wheel's is).
-cp "$TREE/$RUNTIME/collective_thunk.h" "$TREE/$RUNTIME/collective_permute_thunk.h" \
-  "$WORK/rt/thunk_hdr/$RUNTIME/"
+# The thunk's headers need LLVM and MLIR: its predicate and the series' test
+# of it are cut from the patched tree (scripts/lib/peer_copy_predicate_test.cc).
+sed -n '/^  \/\/ Whether a call in `mode` on `clique_key` may copy/,/^  }$/p' \
+  "$TREE/$RUNTIME/collective_permute_thunk.h" > "$WORK/thunk/may_copy_to_peers.inc"
+sed -n '/^TEST(CollectivePermuteThunkTest, PeerCopiesOnlyOnLocalClique)/,/^}$/p' \
+  "$TREE/$RUNTIME/collective_permute_thunk_test.cc" > "$WORK/thunk/peer_copy_test.inc"
 COMMON=(xla/side_effect_util.cc xla/service/collective_permute_key.cc)
 declare -A TESTS=(
   [assigner]="$PKG/collective_backend_assigner.cc $PKG/collective_backend_assigner_test.cc"
   [combiner]="xla/hlo/transforms/collectives/collective_permute_combiner.cc xla/hlo/transforms/collectives/collective_permute_combiner_test.cc"
   [emitter]="$PKG/collective_backend_assigner.cc $ROOT/scripts/lib/emitter_mode_test.cc"
-  [thunk]="$RUNTIME/collective_permute_thunk_test.cc")
-declare -A FILTER=([thunk]="CollectivePermuteThunkTest.PeerCopiesOnlyOnLocalClique:SourceTargetConnectedComponentsTest.*:RemapSourceTargetToCliqueRanksTest.*")
+  [thunk]="$ROOT/scripts/lib/peer_copy_predicate_test.cc")
 NAMES=(assigner combiner)
 [ -s "$WORK/emit/emitter_function.inc" ] && NAMES+=(emitter)
-git -C "$TREE" diff --quiet "HEAD~$N" -- "$RUNTIME/collective_permute_thunk_test.cc" || NAMES+=(thunk)
+[ -s "$WORK/thunk/may_copy_to_peers.inc" ] && [ -s "$WORK/thunk/peer_copy_test.inc" ] && NAMES+=(thunk)
 rt_obj() {  # rt_obj SRC [FLAGS...]: its object in $WORK/rt
   local o="$WORK/rt/$(echo "$1" | tr / _).o"
   [ -f "$o" ] || g++ "${@:2}" "${RT[@]}" -c "$1" -o "$o" >>"$WORK/rt.log" 2>&1 || return 1
@@ -215,7 +220,7 @@ rt_obj() {  # rt_obj SRC [FLAGS...]: its object in $WORK/rt
 results=()
 for name in "${NAMES[@]}"; do
   objs=() built=1 extra=()
-  case $name in emitter) extra=(-I "$WORK/emit") ;; thunk) extra=(-I "$WORK/rt/thunk_hdr") ;; esac
+  case $name in emitter) extra=(-I "$WORK/emit") ;; thunk) extra=(-I "$WORK/thunk") ;; esac
   for src in ${TESTS[$name]} "${COMMON[@]}"; do
     [[ "$src" == /* ]] || src="$TREE/$src"
     o=$(cd "$TREE" && rt_obj "$src" "${extra[@]}") && objs+=("$o") || built=0
@@ -226,8 +231,7 @@ for name in "${NAMES[@]}"; do
   done
   if [ $built = 1 ] && g++ "${objs[@]}" -o "$WORK/rt/$name" "$TF/libtensorflow_cc.so.2" \
        "$TF/libtensorflow_framework.so.2" -Wl,-rpath,"$TF" -lgtest -lgtest_main -pthread \
-       >>"$WORK/rt.log" 2>&1 && timeout 300 "$WORK/rt/$name" \
-       ${FILTER[$name]:+"--gtest_filter=${FILTER[$name]}"} >"$WORK/rt_$name.log" 2>&1; then
+       >>"$WORK/rt.log" 2>&1 && timeout 300 "$WORK/rt/$name" >"$WORK/rt_$name.log" 2>&1; then
     results+=("$name $(grep -c '^\[       OK \]' "$WORK/rt_$name.log") passed")
     echo "ok   ${results[-1]}"
   else

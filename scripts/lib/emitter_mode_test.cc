@@ -6,14 +6,16 @@
 // adds to it into three files: the new function (emitter_function.inc), the
 // new statements at the call (emitter_statements.inc) and the changed
 // arguments of the thunk's construction (emitter_arguments.inc). Here they
-// are compiled with the names the emitter gives them; IrEmitterContext is
-// reduced to its debug_options(). A module is legalized by the series'
-// CollectiveBackendAssigner (the patched source, linked in), and each permute
-// gets the mode the emitter's lines give it and a CollectivePermuteThunk of
-// the wheel built with that mode.
+// are compiled with the names the emitter gives them. A module is legalized by
+// the series' CollectiveBackendAssigner (the patched source, linked in), and
+// each permute gets the mode that the emitter's lines pass as the thunk's
+// collectives_mode (the constructor's argument before the last,
+// collective_permute_thunk.h). The thunk's own headers reach LLVM and MLIR
+// (thunk.h includes ir_emission_utils.h), which no wheel carries: CollectiveThunk
+// is reduced here to its CollectivesMode, IrEmitterContext to its
+// debug_options(), and the thunk is not built.
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -21,15 +23,9 @@
 
 #include <gtest/gtest.h>
 #include "absl/status/statusor.h"
-#if __has_include("absl/status/status_macros.h")
+// As XLA's build, for the unqualified macros older commits use.
+#define ABSL_DEFINE_UNQUALIFIED_STATUS_MACROS 1
 #include "absl/status/status_macros.h"
-#endif
-#if __has_include("xla/tsl/platform/status_macros.h")
-#include "xla/tsl/platform/status_macros.h"
-#endif
-#include "xla/backends/gpu/runtime/collective_permute_thunk.h"
-#include "xla/backends/gpu/runtime/collective_thunk.h"
-#include "xla/backends/gpu/runtime/thunk.h"
 #include "xla/backends/gpu/transforms/collectives/collective_backend_assigner.h"
 #include "xla/hlo/ir/hlo_casting_utils.h"
 #include "xla/hlo/ir/hlo_instructions.h"
@@ -40,6 +36,11 @@
 #include "xla/xla.pb.h"
 
 namespace xla::gpu {
+
+struct CollectiveThunk {
+  using CollectivesMode = DebugOptions::CollectivesMode;
+};
+
 namespace {
 #include "emitter_function.inc"
 }  // namespace
@@ -51,22 +52,21 @@ struct IrEmitterContext {
 
 // The emitter's lines, where EmitCollective (or, at older commits, the
 // permute's own emitter) has `inst` or `async_start` for the permute.
-absl::StatusOr<std::unique_ptr<CollectivePermuteThunk>> Emit(
+absl::StatusOr<CollectiveThunk::CollectivesMode> Emit(
     const HloCollectivePermuteInstruction* inst,
     const IrEmitterContext* ir_emitter_context_) {
   const HloInstruction* async_start = inst;
-  Thunk::ThunkInfo info;
+  int info = 0;
   int64_t replica_count = inst->GetModule()->config().replica_count();
   int64_t partition_count = inst->GetModule()->config().num_partitions();
-  std::vector<CollectiveThunk::Buffer> buffers;
+  std::vector<int> buffers;
 #include "emitter_statements.inc"
-  std::ignore = std::make_tuple(
+  // The changed arguments end before connected_components_enabled: their
+  // last is the thunk's collectives_mode.
+  auto arguments = std::make_tuple(
 #include "emitter_arguments.inc"
       0);
-  return std::make_unique<CollectivePermuteThunk>(
-      Thunk::ThunkInfo(), inst, replica_count, partition_count,
-      std::vector<CollectiveThunk::Buffer>(), mode,
-      /*connected_components_enabled=*/false);
+  return std::get<std::tuple_size_v<decltype(arguments)> - 2>(arguments);
 }
 
 absl::StatusOr<DebugOptions::CollectivesMode> ThunkMode(
@@ -75,9 +75,7 @@ absl::StatusOr<DebugOptions::CollectivesMode> ThunkMode(
   context.options.set_xla_gpu_collective_permute_mode(flag);
   auto* permute = Cast<HloCollectivePermuteInstruction>(
       module->entry_computation()->GetInstructionWithName(name));
-  TF_ASSIGN_OR_RETURN(std::unique_ptr<CollectivePermuteThunk> thunk,
-                      Emit(permute, &context));
-  return thunk->collectives_mode();
+  return Emit(permute, &context);
 }
 
 constexpr char kRing[] = R"(
