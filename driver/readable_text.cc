@@ -85,7 +85,8 @@ std::string StatementShape(const std::string& line, size_t after_eq) {
 
 // Element `k` of a tuple shape's text "(A, (B, C), D)", or "".
 std::string TupleElement(const std::string& shape, int k) {
-  if (shape.size() < 2 || shape.front() != '(' || shape.back() != ')') return "";
+  if (shape.size() < 2 || shape.front() != '(' || shape.back() != ')')
+    return "";
   int depth = 0, index = 0;
   size_t start = 1;
   for (size_t j = 1; j < shape.size(); ++j) {
@@ -149,7 +150,8 @@ std::string CompactTupleElements(const std::string& text, int* rewritten) {
       std::string current = name, shape = shapes[name];
       while (j < line.size() && line[j] == '#') {
         size_t k = j + 1;
-        while (k < line.size() && std::isdigit(static_cast<unsigned char>(line[k]))) {
+        while (k < line.size() &&
+               std::isdigit(static_cast<unsigned char>(line[k]))) {
           ++k;
         }
         if (k == j + 1) break;

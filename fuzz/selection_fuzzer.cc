@@ -242,11 +242,12 @@ void CheckDecision(const ext::Topology& topology, const ext::CostTable& table,
         ProgramDevices(topology, request.team_size);
     if (topology.partition_to_device().empty()) {
       for (int device : program) {
-        if (topology.ProcessOf(device) !=
-                topology.ProcessOf(program.front()) ||
+        if (topology.ProcessOf(device) != topology.ProcessOf(program.front()) ||
             topology.HostOf(device) != topology.HostOf(program.front())) {
-          Violation("a one-sided backend planned with the team's place "
-                    "unknown: " + decision.reason);
+          Violation(
+              "a one-sided backend planned with the team's place "
+              "unknown: " +
+              decision.reason);
         }
       }
     }
