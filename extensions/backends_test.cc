@@ -1086,6 +1086,17 @@ TEST(LayoutTest, NoOrderPutsTheProgramInOneProcess) {
   }
 }
 
+// A type the request names verbatim is printed escaped (the selection
+// fuzzer's finding: a control character reached the reason).
+TEST(DecideTest, AnUnknownTypeIsPrintedEscaped) {
+  Refusal refusal;
+  refusal.kind = RefusalKind::kUnsupportedType;
+  refusal.type = std::string("s\x01\n8");
+  const std::string text = RefusalText(refusal);
+  EXPECT_NE(text.find("element type s\\x01\\x0a8 "), std::string::npos) << text;
+  for (unsigned char c : text) EXPECT_GE(c, 0x20) << text;
+}
+
 TEST(DecideTest, EveryRefusalHasOneLineOfText) {
   std::vector<Refusal> refusals;
   for (RefusalKind kind :

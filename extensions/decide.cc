@@ -180,7 +180,7 @@ std::string RefusalText(const Refusal& r) {
   }
   switch (r.kind) {
     case RefusalKind::kUnsupportedType:
-      return absl::StrCat(refused, "element type ", r.type,
+      return absl::StrCat(refused, "element type ", Printable(r.type),
                           " is not one NVSHMEM puts (f64, f32, f16, bf16, s32, "
                           "s64, u32, u64); XLA's NVSHMEM permute would fail");
     case RefusalKind::kMemcpyLocalP2p:
