@@ -50,11 +50,12 @@ struct IrEmitterContext {
   const DebugOptions& debug_options() const { return options; }
 };
 
-// The emitter's lines, where EmitCollective (or, at older commits, the
-// permute's own emitter) has `inst` or `async_start` for the permute.
+// The emitter's lines, where EmitCollective has `inst` for the permute (at
+// older commits, EmitCollectivePermute has `instr` and `async_start`).
 absl::StatusOr<CollectiveThunk::CollectivesMode> Emit(
     const HloCollectivePermuteInstruction* inst,
     const IrEmitterContext* ir_emitter_context_) {
+  const HloCollectivePermuteInstruction* instr = inst;
   const HloInstruction* async_start = inst;
   int info = 0;
   int64_t replica_count = inst->GetModule()->config().replica_count();
