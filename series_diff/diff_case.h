@@ -40,7 +40,7 @@ struct Case {
   int buffers = 0;                 // Operands; 0: one per type.
   // An in-place permute (into slices of an output operand), of one type.
   bool in_place = false;
-  int64_t bytes = 0;               // All buffers together, from each source.
+  int64_t bytes = 0;  // All buffers together, from each source.
   bool memcpy_local_p2p = false;
   std::optional<int64_t> heap_bytes;  // NVSHMEM heap bound; none: default.
   int64_t crossover_bytes = 0;        // The series' override flag; 0: built in.

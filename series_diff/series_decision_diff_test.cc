@@ -83,8 +83,9 @@ Case OnHostsOf(const Case& c, int per_host) {
   const nvshmem_ext::Topology& t = *c.topology;
   Case told = c;
   const std::string options = c.spec.substr(c.spec.find(':'));
-  told.spec = absl::StrCat(t.slices(), "x", t.num_devices() / t.slices() / per_host,
-                           "x", per_host, options);
+  told.spec =
+      absl::StrCat(t.slices(), "x", t.num_devices() / t.slices() / per_host,
+                   "x", per_host, options);
   told.topology = ParsedSpec(told.spec);
   told.series_slice_size = c.slice_size();  // The compiler's, unchanged.
   return told;
@@ -189,8 +190,7 @@ const Listed kListed[] = {
      "fewer devices than the job's processes (whole slices in a JIT compile "
      "pass the compile). The tools' core decides over the program's own "
      "devices and does not model the job",
-     kDecision | kPass | kRun,
-     nullptr,
+     kDecision | kPass | kRun, nullptr,
      [](const Case& c, const Answer&, bool) -> std::optional<bool> {
        const int64_t n = c.program_devices(), slice = c.slice_size();
        const bool aot_part = c.job_devices > 0 && n != c.job_devices;
@@ -201,8 +201,7 @@ const Listed kListed[] = {
      "at run time the series' thunk refuses a program on fewer devices than "
      "the job's processes, which a JIT compile of whole slices cannot see: "
      "NVSHMEM's heap allocations need every process of the job",
-     kRun,
-     nullptr,
+     kRun, nullptr,
      [](const Case& c, const Answer&, bool) -> std::optional<bool> {
        return c.program_devices() != c.topology->num_devices()
                   ? std::optional<bool>(false)
@@ -215,8 +214,7 @@ const Listed kListed[] = {
      "over NVSHMEM_TEAM_SHARED waits for one host's GPUs only. The tools "
      "know the hosts from the spec and may give NVSHMEM to pairs inside a "
      "host. The flag given, they agree",
-     kDecision | kPass | kRun,
-     nullptr,
+     kDecision | kPass | kRun, nullptr,
      [](const Case& c, const Answer&, bool) -> std::optional<bool> {
        return c.series_devices_per_host == 0 ? std::optional<bool>(false)
                                              : std::nullopt;
@@ -226,8 +224,7 @@ const Listed kListed[] = {
      "the processes are dealt round-robin over the hosts, an id's device runs "
      "in another process and the series' thunk refuses the run. The tools "
      "take process d / gpus_per_process for device d (where the id is the PE)",
-     kRun,
-     nullptr,
+     kRun, nullptr,
      [](const Case& c, const Answer&, bool) -> std::optional<bool> {
        const std::vector<int>& map = c.topology->partition_to_device();
        for (int id = 0; id < c.program_devices(); ++id) {
@@ -344,9 +341,10 @@ void Compare(const Case& c, int level, Tally& tally) {
   tally.unlisted.push_back(absl::StrCat(
       seen.Describe(), "\n    tools: ", tools.reason,
       "\n    listed differences that apply: ",
-      applied.empty() ? "none" : applied, "; expected from the series: ",
-      expected ? "NVSHMEM" : "NCCL", "\n    series: ",
-      series.nvshmem ? "NVSHMEM" : "NCCL", ": ", series.reason));
+      applied.empty() ? "none" : applied,
+      "; expected from the series: ", expected ? "NVSHMEM" : "NCCL",
+      "\n    series: ", series.nvshmem ? "NVSHMEM" : "NCCL", ": ",
+      series.reason));
 }
 
 // The fuzzers' seeds, the grid, and the crossover flag's cases; `skipped`

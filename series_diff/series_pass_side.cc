@@ -197,14 +197,14 @@ absl::Status RuntimeChecks(const Case& c) {
   const absl::Status ids =
       xla::gpu::CheckNvshmemIdsArePes(assignment, device_to_process);
   if (!ids.ok()) return ids;
-  const absl::Status job = xla::gpu::CheckNvshmemJob(
-      c.topology->num_devices() / gpus_per_process, gpus_per_process,
-      c.program_devices());
+  const absl::Status job =
+      xla::gpu::CheckNvshmemJob(c.topology->num_devices() / gpus_per_process,
+                                gpus_per_process, c.program_devices());
   if (!job.ok()) return job;
   // Each process of the program asks about the PEs of its own host.
   for (int id = 0; id < c.program_devices(); ++id) {
-    const int host = process_host[c.ProcessOf(assignment(
-        id % c.replicas, id / c.replicas))];
+    const int host =
+        process_host[c.ProcessOf(assignment(id % c.replicas, id / c.replicas))];
     const absl::Status team = xla::gpu::CheckNvshmemPairsInsideTeam(
         c.pairs, [&](int64_t pe) -> absl::StatusOr<bool> {
           auto it = process_host.find(static_cast<int>(pe));

@@ -11,9 +11,11 @@
 // each permute gets the mode that the emitter's lines pass as the thunk's
 // collectives_mode (the constructor's argument before the last,
 // collective_permute_thunk.h). The thunk's own headers reach LLVM and MLIR
-// (thunk.h includes ir_emission_utils.h), which no wheel carries: CollectiveThunk
-// is reduced here to its CollectivesMode, IrEmitterContext to its
-// debug_options(), and the thunk is not built.
+// (thunk.h includes ir_emission_utils.h), which no wheel carries:
+// CollectiveThunk is reduced here to its CollectivesMode, IrEmitterContext to
+// its debug_options(), and the thunk is not built.
+
+#include <gtest/gtest.h>
 
 #include <cstdint>
 #include <string>
@@ -21,7 +23,6 @@
 #include <utility>
 #include <vector>
 
-#include <gtest/gtest.h>
 #include "absl/status/statusor.h"
 // As XLA's build, for the unqualified macros older commits use.
 #define ABSL_DEFINE_UNQUALIFIED_STATUS_MACROS 1
@@ -95,7 +96,9 @@ TEST(EmitterModeTest, MarkedPermuteThunkTakesItsOwnMode) {
                     DebugOptions::COLLECTIVES_PRIVATE_MEMORY}) {
     auto module = ParseAndReturnUnverifiedModule(kRing);
     ASSERT_TRUE(module.ok()) << module.status();
-    (*module)->mutable_config().mutable_debug_options()
+    (*module)
+        ->mutable_config()
+        .mutable_debug_options()
         .set_xla_gpu_collective_permute_mode(flag);
     ASSERT_TRUE(CollectiveBackendAssigner().Run(module->get()).ok());
     auto marked = ThunkMode(module->get(), "marked", flag);
@@ -116,9 +119,9 @@ ENTRY main {
     backend_config="{not json"
 })");
   ASSERT_TRUE(module.ok()) << module.status();
-  EXPECT_FALSE(ThunkMode(module->get(), "cp",
-                         DebugOptions::COLLECTIVES_PEER_MEMORY)
-                   .ok());
+  EXPECT_FALSE(
+      ThunkMode(module->get(), "cp", DebugOptions::COLLECTIVES_PEER_MEMORY)
+          .ok());
 }
 
 }  // namespace xla::gpu

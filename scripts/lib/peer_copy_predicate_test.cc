@@ -11,9 +11,10 @@
 // (peer_copy_test.inc); they are compiled here in a class that holds only
 // the predicate, with the real GpuCliqueKey and DebugOptions of the wheel.
 
+#include <gtest/gtest.h>
+
 #include <vector>
 
-#include <gtest/gtest.h>
 #include "xla/backends/gpu/collectives/gpu_clique_key.h"
 #include "xla/runtime/device_id.h"
 #include "xla/xla.pb.h"
