@@ -295,6 +295,7 @@ absl::StatusOr<std::string> OutputText(const LoadedModule& input,
                                        const Rewriter::Options& options) {
   if (input.text.empty()) return PrintWithFullGroups(output);
   const bool annotate = options.annotate;
+  const bool compact = UsesCompactTupleElements(input.text);
   std::vector<StatementEdit> edits;
   for (const Rewriter::OpRecord& record : run.records) {
     if (record.skipped && !annotate) continue;
@@ -305,8 +306,10 @@ absl::StatusOr<std::string> OutputText(const LoadedModule& input,
                                               record.instruction, " (a bug)"));
     }
     // Operands the input wrote as compact tuple elements, written so again.
-    for (std::string& statement : edit->statements) {
-      statement = CompactTupleElementNames(statement);
+    if (compact) {
+      for (std::string& statement : edit->statements) {
+        statement = CompactTupleElementNames(statement);
+      }
     }
     edits.push_back(*std::move(edit));
   }

@@ -109,7 +109,9 @@ std::string TupleElement(const std::string& shape, int k) {
 // Operands %t#K#L... as %t__cgte_K__cgte_L, each defined once per computation
 // at the start of the line of its first use. Lines stay where they were.
 std::string CompactTupleElements(const std::string& text, int* rewritten) {
-  if (text.find('#') == std::string::npos) return text;
+  // A module whose own names hold the infix is left as it is: its names could
+  // not be told from the ones made here on the way back.
+  if (!UsesCompactTupleElements(text)) return text;
   std::string out;
   std::map<std::string, std::string> shapes;  // This computation's names.
   std::set<std::string> defined;
@@ -198,6 +200,11 @@ std::string ReadableText(const std::string& text, int* rewritten) {
       &shapes);
   *rewritten = groups + shapes + elements;
   return out;
+}
+
+bool UsesCompactTupleElements(const std::string& text) {
+  return text.find('#') != std::string::npos &&
+         text.find(kCompact) == std::string::npos;
 }
 
 std::string CompactTupleElementNames(const std::string& statement) {

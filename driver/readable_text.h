@@ -22,8 +22,10 @@ namespace nvshmem_opt {
 std::string ReadableText(const std::string& text, int* rewritten);
 
 // A statement of the module read from ReadableText's form, printed by the
-// wheel's XLA, in the input's own form: %t__cgte_K back to %t#K.
+// wheel's XLA, in the input's own form: %t__cgte_K back to %t#K. Only for
+// an input that uses '#' operands and no name of its own with the infix.
 std::string CompactTupleElementNames(const std::string& statement);
+bool UsesCompactTupleElements(const std::string& text);
 
 }  // namespace nvshmem_opt
 

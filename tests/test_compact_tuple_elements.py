@@ -82,3 +82,17 @@ def test_nvshmem_opt_decides_and_writes_the_compact_form_back(tmp_path):
   # Every other line is the input's.
   changed = set(text.splitlines()) ^ set(RING.read_text().splitlines())
   assert all("ppermute.4.2" in l or "collective-permute-start =" in l for l in changed), changed
+
+
+def test_a_name_that_holds_the_drivers_infix_is_written_as_it_was(tmp_path):
+  # The driver's names for compact elements must never be confused with the module's.
+  text = (FIXTURES / "ring_1x1x8.before_async.hlo").read_text()
+  [permute] = [l for l in text.splitlines() if " collective-permute(" in l]
+  operand = re.search(r"collective-permute\(%([\w.\-]+)\)", permute).group(1)
+  renamed = text.replace(f"%{operand}", f"%{operand}__cgte_0")
+  source, out = tmp_path / "in.hlo", tmp_path / "out.hlo"
+  source.write_text(renamed)
+  result = run_nvshmem_opt(source, "--topology=1x1x8", "-o", out)
+  assert result.returncode == 0, result.stderr
+  assert f"collective-permute-start(%{operand}__cgte_0)" in out.read_text()
+  assert "#0" not in out.read_text()
