@@ -12,11 +12,12 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
 scripts/setup.sh --tests || exit 1
-status=0
+status=0 failed=
+fail() { status=1; failed+=" $1"; }
 took() { echo "== $1: $((SECONDS - $2)) s"; }
 t0=$SECONDS
 echo "== C++ tests (ctest)"
-ctest --test-dir build --output-on-failure || status=1
+ctest --test-dir build --output-on-failure || fail ctest
 took ctest "$t0"
 if command -v clang++ >/dev/null; then
   # Deterministic: -seed=1 over the committed seeds and fuzz/regressions/, a fresh
@@ -27,7 +28,7 @@ if command -v clang++ >/dev/null; then
   if fuzz/run_fuzz.sh --no-build --runs=10000 --driver-runs=2000 --seed=1; then
     export NVSHMEM_FUZZED=1  # pytest's shorter run of the same fuzzer is left out
   else
-    status=1
+    fail fuzzing
   fi
   took fuzzing "$t0"
 else
@@ -36,11 +37,11 @@ fi
 # The driver's behaviour pinned by FileCheck files (tests/lit/lit.cfg.py).
 echo "== lit tests (nvshmem-opt)"
 t0=$SECONDS
-.venv/bin/lit -q tests/lit || status=1
+.venv/bin/lit -q tests/lit || fail lit
 took "lit tests" "$t0"
 echo "== type check (mypy)"
 t0=$SECONDS
-.venv/bin/python -m mypy || status=1
+.venv/bin/python -m mypy || fail mypy
 took "type check" "$t0"
 # Two workers (pytest-xdist), a file at a time each, the slowest files first
 # (tests/conftest.py): the suite is mostly one process waiting on another.
@@ -49,7 +50,7 @@ echo "== Python tests (pytest, ${NVSHMEM_TEST_WORKERS:-2} workers)"
 t0=$SECONDS
 .venv/bin/python -m pytest -q -p no:cacheprovider -n "${NVSHMEM_TEST_WORKERS:-2}" \
   --dist loadfile --no-loadscope-reorder \
-  --deselect tests/test_series_next.py::test_reviewers_check_passes "$@" || status=1
+  --deselect tests/test_series_next.py::test_reviewers_check_passes "$@" || fail pytest
 took pytest "$t0"
-took "test.sh $([ $status = 0 ] && echo OK || echo FAIL)" "$start"
+took "test.sh $([ $status = 0 ] && echo OK || echo "FAIL (failed:$failed)")" "$start"
 exit $status

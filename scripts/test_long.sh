@@ -34,6 +34,7 @@ NEXT_DIR=${1:-${XLA_NEXT:-${XLA_PIN:-}}}
   die "no openxla/xla tree: give GIT_DIR or set XLA_PIN (and XLA_NEXT for newer series)"
 scripts/setup.sh --long || exit 2
 status=0
+failed=()
 start=$SECONDS
 
 # The wheels as a user builds them (`pip wheel . ./driver`, isolated, with the
@@ -53,8 +54,13 @@ check() {
   local name=$1 t0=$SECONDS
   shift
   echo "== $name (${1##*/})"
-  "$@" || status=1
-  echo "== $name: $((SECONDS - t0)) s"
+  if "$@"; then
+    echo "== $name: $((SECONDS - t0)) s"
+  else
+    status=1
+    failed+=("$name")
+    echo "== $name: FAILED, $((SECONDS - t0)) s"
+  fi
 }
 # The build's generated files, one target each (a race at -j2 otherwise), and
 # the core's safety rules, each removed in turn, each killed by a test.
@@ -78,7 +84,12 @@ else
 fi
 echo "== The driver's distribution from its wheel (tests/test_packaging.py)"
 NVSHMEM_TEST_PACKAGE=1 .venv/bin/python -m pytest -q -p no:cacheprovider -rs \
-  tests/test_packaging.py || status=1
+  tests/test_packaging.py || { status=1; failed+=("packaging"); }
 echo "== packaging: $((SECONDS - t0)) s after the series checks"
-echo "== test_long: $([ $status = 0 ] && echo OK || echo FAIL), $((SECONDS - start)) s"
+# The failed checks' names last: CI shows only the output's tail.
+if [ $status = 0 ]; then
+  echo "== test_long: OK, $((SECONDS - start)) s"
+else
+  echo "== test_long: FAIL ($(IFS=,; echo "${failed[*]}")), $((SECONDS - start)) s"
+fi
 exit $status
