@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The per-block attention kernels of ring attention on one GPU: check, speed, schedule.
 
-    python3 gpu/attention_kernel_bench.py --out-dir=DIR [--budget-s=420] [--quick]
+    python3 benchmarks/attention_kernel_bench.py --out-dir=DIR [--budget-s=420] [--quick]
 
 Llama-3-8B attention (32 query heads, 8 KV heads, head_dim 128), bf16, batch 1.
 Writes into DIR:
@@ -12,7 +12,7 @@ Writes into DIR:
                 against the reference one
   program.csv   the same columns for the whole ring program on this GPU (a ring of one
                 step: kernel, merge, loop, the backward's packing), `ring_program_n1`;
-                with gpu/prev_ring_attention.py present, the ring before this one
+                with benchmarks/prev_ring_attention.py present, the ring before this one
                 (blocked kernel, jax's autodiff backward) as `prev_ring_program_n1`
   overlap.json  the ring compiled for two GPUs without them (deviceless, this jax's
                 XLA, the project's H200 target config), forward and forward+backward,
@@ -38,7 +38,7 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [os.path.join(REPO, "gpu"), REPO]
+sys.path[:0] = [os.path.join(REPO, "benchmarks"), REPO]
 import benchlib  # pylint: disable=wrong-import-position
 
 os.environ.update(benchlib.MULTICAST_OFF)
@@ -150,7 +150,7 @@ def program_rows(args, jax_version):
   import importlib.util
   from hlo_tools.programs import ring_attention
   programs = [("ring_program_n1", ring_attention, "cudnn")]
-  prev = os.path.join(REPO, "gpu", "prev_ring_attention.py")
+  prev = os.path.join(REPO, "benchmarks", "prev_ring_attention.py")
   if os.path.exists(prev):
     spec = importlib.util.spec_from_file_location("prev_ring_attention", prev)
     module = importlib.util.module_from_spec(spec)

@@ -1,10 +1,10 @@
-"""What the GPU measurement scripts in gpu/ share: the child processes' environment,
+"""What the GPU measurement scripts in benchmarks/ share: the child processes' environment,
 size and list arguments, starting workers and waiting for them under a deadline,
 their rendezvous, and atomic CSV / JSON output. Each script keeps only its
 measurement.
 
-The scripts run as `python3 gpu/NAME.py` (and are loaded by path in the tests),
-so they import this module as `benchlib` after putting gpu/ on sys.path.
+The scripts run as `python3 benchmarks/NAME.py` (and are loaded by path in the tests),
+so they import this module as `benchlib` after putting benchmarks/ on sys.path.
 """
 
 import csv

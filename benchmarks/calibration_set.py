@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The pinned-XLA calibration CSV: what each backend costs when it really runs.
 
-    python3 gpu/calibration_set.py FINE.csv UNCOMBINED.csv OUT.csv [SMALL.csv ...]
+    python3 benchmarks/calibration_set.py FINE.csv UNCOMBINED.csv OUT.csv [SMALL.csv ...]
         [--small-upto=2M]
 
 At the pin, XLA's permute combiner runs after the backend assigner: permutes it

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Everything the GPU measurements need, in one command on the device machine.
 #
-#   bash gpu/device_run.sh OUTDIR [P2P_SIZES] [RING_SEQ_LENS]
+#   bash benchmarks/device_run.sh OUTDIR [P2P_SIZES] [RING_SEQ_LENS]
 #
 # Probes the machine (GPUs, links, versions of jax, NCCL, NVSHMEM, nvshmem4py),
 # installs nvshmem4py from wheels in .whl/ when they are there (the newest one
-# that imports and finds libnvshmem_host), then runs gpu/p2p_bench.py and
-# gpu/ring_e2e.py. OUTDIR receives probe.txt, log.txt,
+# that imports and finds libnvshmem_host), then runs benchmarks/p2p_bench.py and
+# benchmarks/ring_e2e.py. OUTDIR receives probe.txt, log.txt,
 # p2p.csv, p2p_copy.csv, p2p_details.json and ring/ (ring_step.csv,
 # ring_e2e.json and per-mode logs).
 set -u
@@ -69,12 +69,12 @@ tail -5 "$OUTDIR/probe.txt"
 echo "== nvshmem4py site: ${NVSITE:-none}"
 
 echo "== p2p_bench"
-timeout 230 $PY gpu/p2p_bench.py --out="$OUTDIR/p2p.csv" --details="$OUTDIR/p2p_details.json" \
+timeout 230 $PY benchmarks/p2p_bench.py --out="$OUTDIR/p2p.csv" --details="$OUTDIR/p2p_details.json" \
   --sizes="$P2P_SIZES" --timeout=60
 echo "p2p_bench exit $?"
 
 echo "== ring_e2e"
-timeout 560 $PY gpu/ring_e2e.py --out-dir="$OUTDIR/ring" --seq-lens="$RING_SEQ_LENS" \
+timeout 560 $PY benchmarks/ring_e2e.py --out-dir="$OUTDIR/ring" --seq-lens="$RING_SEQ_LENS" \
   --modes=nccl,pass --budget-s=540
 echo "ring_e2e exit $?"
 ls -la "$OUTDIR"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The 2-GPU measurements, one step per device call.
 #
-#   bash gpu/device_x2.sh STEP OUTDIR
+#   bash benchmarks/device_x2.sh STEP OUTDIR
 #
 # STEP:
 #   probe            GPUs, links, versions (any jax)
@@ -22,7 +22,7 @@
 #   today-permute-1proc  the same with one process driving both GPUs
 # The pinned steps expect the jax 0.9.1 wheels installed in the folder
 # $PINNED_SITE (default /tmp/site) and put it on PYTHONPATH. Ring attention end
-# to end runs through gpu/ring_e2e.py directly (docs/gpu_measurements.md).
+# to end runs through benchmarks/ring_e2e.py directly (docs/gpu_measurements.md).
 set -u
 STEP=${1:?usage: device_x2.sh STEP OUTDIR}
 OUT=${2:?usage: device_x2.sh STEP OUTDIR}
@@ -53,17 +53,17 @@ case "$STEP" in
   pinned-permute)
     pinned_env
     probe pinned
-    timeout 130 $PY gpu/xla_permute_bench.py --hang-check --backends=nccl,nvshmem \
+    timeout 130 $PY benchmarks/xla_permute_bench.py --hang-check --backends=nccl,nvshmem \
       --timeout=50 --out="$OUT/shift_hang_check.json"
     echo "hang check exit $?"
-    timeout 420 $PY gpu/xla_permute_bench.py --backends=nccl,nvshmem --operands=1,2,4 \
+    timeout 420 $PY benchmarks/xla_permute_bench.py --backends=nccl,nvshmem --operands=1,2,4 \
       --sizes=1K:256M:4 --trips=50 --reps=5 --budget-s=400 \
       --out="$OUT/h200x2_xla_permute_jax091.csv" --details="$OUT/h200x2_xla_permute_jax091.json"
     echo "permute bench exit $?"
     ;;
   today-permute)
     probe today
-    timeout 560 $PY gpu/xla_permute_bench.py --backends=nccl,peer,symmetric --operands=1,2,4 \
+    timeout 560 $PY benchmarks/xla_permute_bench.py --backends=nccl,peer,symmetric --operands=1,2,4 \
       --sizes=1K:256M:4 --trips=50 --reps=5 --budget-s=540 \
       --out="$OUT/h200x2_xla_permute_jax0112.csv" --details="$OUT/h200x2_xla_permute_jax0112.json"
     echo "permute bench exit $?"
@@ -72,7 +72,7 @@ case "$STEP" in
     # Every power of two, step and baseline timed alternately: the calibration set
     # (powers of four) and the held-out sizes between them.
     pinned_env
-    timeout 560 $PY gpu/xla_permute_bench.py --backends=nccl,nvshmem --operands=1,2,4 \
+    timeout 560 $PY benchmarks/xla_permute_bench.py --backends=nccl,nvshmem --operands=1,2,4 \
       --sizes=1K,2K,4K,8K,16K,32K,64K,128K,256K,512K,1M,2M,4M,8M,16M,32M,64M,128M,256M \
       --trips=100 --reps=7 --budget-s=540 \
       --out="$OUT/h200x2_xla_permute_fine_jax091.csv" \
@@ -83,7 +83,7 @@ case "$STEP" in
     # K separate permutes instead of one combined one: the combine threshold at 0
     # for both backends (the committed run set it through XLA_FLAGS).
     pinned_env
-    timeout 560 $PY gpu/xla_permute_bench.py --backends=nccl,nvshmem --uncombined=nccl,nvshmem \
+    timeout 560 $PY benchmarks/xla_permute_bench.py --backends=nccl,nvshmem --uncombined=nccl,nvshmem \
       --operands=2,4 --sizes=1K:256M:4 --trips=100 --reps=7 --budget-s=380 \
       --out="$OUT/h200x2_xla_permute_uncombined_jax091.csv" \
       --details="$OUT/h200x2_xla_permute_uncombined_jax091.json"
@@ -97,7 +97,7 @@ case "$STEP" in
     pinned_env
     probe pinned
     budget=${SMALL_BUDGET_S:-500}
-    timeout $((budget + 40)) $PY gpu/xla_permute_bench.py --backends=nccl,nvshmem --uncombined=nvshmem \
+    timeout $((budget + 40)) $PY benchmarks/xla_permute_bench.py --backends=nccl,nvshmem --uncombined=nvshmem \
       --operands=1,2,4 --sizes=1K,2K,4K,8K,16K,32K,64K,128K,256K,512K,1M,2M,4M,8M,16M \
       --chain=8 --compiles=3 --reference-operands=1 --trips=50 --reps=7 \
       --budget-s=$budget \
@@ -108,7 +108,7 @@ case "$STEP" in
   pinned-permute-compute)
     pinned_env
     budget=${SMALL_BUDGET_S:-300}
-    timeout $((budget + 40)) $PY gpu/xla_permute_bench.py --backends=nccl,nvshmem --uncombined=nvshmem \
+    timeout $((budget + 40)) $PY benchmarks/xla_permute_bench.py --backends=nccl,nvshmem --uncombined=nvshmem \
       --operands=1,2,4 --sizes=1K,2K,4K,8K,16K,32K,64K,128K,256K,512K,1M,2M,4M \
       --chain=1 --compiles=5 --compute-bytes=64M --trips=50 --reps=7 --budget-s=$budget \
       --out="$OUT/h200x2_xla_permute_compute_jax091.csv" \
@@ -119,7 +119,7 @@ case "$STEP" in
     # One process drives both GPUs: XLA's peer and symmetric permutes run only when
     # one process holds every device of the permute (else they fall back to NCCL).
     probe today
-    timeout 560 $PY gpu/xla_permute_bench.py --single-process --backends=nccl,peer,symmetric \
+    timeout 560 $PY benchmarks/xla_permute_bench.py --single-process --backends=nccl,peer,symmetric \
       --operands=1,2,4 --sizes=1K:256M:4 --trips=100 --reps=7 --budget-s=540 \
       --out="$OUT/h200x2_xla_permute_1proc_jax0112.csv" \
       --details="$OUT/h200x2_xla_permute_1proc_jax0112.json"

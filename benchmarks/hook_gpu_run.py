@@ -1,6 +1,6 @@
 """The JAX hook on a live GPU client, as a training job uses it.
 
-    python3 gpu/hook_gpu_run.py OUT_DIR [--topology=1x1x1]
+    python3 benchmarks/hook_gpu_run.py OUT_DIR [--topology=1x1x1]
 
 What a deviceless compile cannot show: `jax_hook.install` registers the hook
 through jax's own registration on the real GPU client; a ring of ppermutes in a

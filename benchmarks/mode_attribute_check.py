@@ -1,6 +1,6 @@
 """Does jax's set_xla_metadata(_xla_collectives_mode=...) reach the compiled permute?
 
-    python3 gpu/mode_attribute_check.py --target-config=FILE --out-dir=DIR
+    python3 benchmarks/mode_attribute_check.py --target-config=FILE --out-dir=DIR
 
 Compiles a two-permute ring (the first permute marked "peer", the second not) with
 the installed jax, twice: deviceless for 1x1x2 H200s (the CUDA plugin's topology

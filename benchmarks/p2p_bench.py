@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Point-to-point microbenchmark: NVSHMEM on-stream put vs NCCL send/recv, ring i -> i+1.
 
-    python3 gpu/p2p_bench.py --out=p2p.csv [--sizes=1K:256M] [--backends=nccl,nvshmem]
+    python3 benchmarks/p2p_bench.py --out=p2p.csv [--sizes=1K:256M] [--backends=nccl,nvshmem]
                              [--copy-out=copy.csv] [--nprocs=N] [--details=p2p.json]
 
 One process per GPU (N = visible GPUs unless --nprocs says otherwise). Rank r sends

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Ring-attention step time vs sequence length, one panel per direction.
 
-    python3 gpu/plot_ring_step.py OUT.png CSV [CSV ...]
+    python3 benchmarks/plot_ring_step.py OUT.png CSV [CSV ...]
 
-Each CSV has the header seq_len,direction,mode,step_s (gpu/ring_e2e.py); a
+Each CSV has the header seq_len,direction,mode,step_s (benchmarks/ring_e2e.py); a
 line per (file, mode), labelled with the file's stem when several are given.
 """
 import csv

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Ring attention end to end: step time per collective-permute mode, one process per GPU.
 
-    python3 gpu/ring_e2e.py --out-dir=DIR --modes=nccl,peer,pass [--seq-lens=32K,64K,128K,256K]
+    python3 benchmarks/ring_e2e.py --out-dir=DIR --modes=nccl,peer,pass [--seq-lens=32K,64K,128K,256K]
                             [--directions=fwd,fwd_bwd] [--budget-s=570]
-    python3 gpu/ring_e2e.py merge OUT.csv IN.csv [IN.csv ...]
+    python3 benchmarks/ring_e2e.py merge OUT.csv IN.csv [IN.csv ...]
 
 The program is hlo_tools/programs/ring_attention.py (on GPUs cuDNN flash attention per
 block, K and V in one permute per ring step; the committed 2-GPU results of

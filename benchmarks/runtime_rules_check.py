@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs the runtime rules the selection core follows, on the GPUs at hand.
 
-    python3 gpu/runtime_rules_check.py --out-dir=DIR [--gpus=N] [--pinned-path=DIR]
+    python3 benchmarks/runtime_rules_check.py --out-dir=DIR [--gpus=N] [--pinned-path=DIR]
         [--parts=types,shift] [--types=s8,f8e4m3fn,bf16] [--timeout=120]
         [--shift-timeout=60] [--trips=3] [--elems=4096]
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Scale model of Llama-3-8B ring attention past two GPUs, from measurements and the core.
 
-    python3 gpu/scale_model.py [--out=gpu/results/scale_model.csv]
-        [--plot=gpu/results/scale_model.png] [--check=gpu/results/scale_model_check_2gpu.csv]
+    python3 benchmarks/scale_model.py [--out=benchmarks/results/scale_model.csv]
+        [--plot=benchmarks/results/scale_model.png] [--check=benchmarks/results/scale_model_check_2gpu.csv]
 
 Per ring step a device computes one block pair with the kernel the ring runs
-(gpu/results/h200_attention_kernel.csv, kernel `ring`, the jax version of the
+(benchmarks/results/h200_attention_kernel.csv, kernel `ring`, the jax version of the
 mode's XLA) times the ring program's own overhead (merge, loop, packing:
-gpu/results/h200_ring_program_n1.csv), while the step's one permute moves the
+benchmarks/results/h200_ring_program_n1.csv), while the step's one permute moves the
 K/V block (forward: K and V, bf16; backward: K and V plus their f32 gradient
 accumulators). The permute's time per step comes from the selection core (the
 C++ core the pass runs) with the mode's cost table: the slowest edge of the
@@ -19,7 +19,7 @@ Causal: step 0 is the diagonal block, every later step has a device computing a
 full block (the critical device), and the ring waits for it.
 
 Columns: step_s = the modeled attention call time / number of GPUs (the mean
-ring step, as gpu/ring_e2e.py reports it); exposed_s = the part of step_s that
+ring step, as benchmarks/ring_e2e.py reports it); exposed_s = the part of step_s that
 is communication not hidden by compute.
 
 NVSHMEM runs only inside one host at the pinned XLA (openxla/xla 3cc8846c): its
@@ -39,7 +39,7 @@ hold on every GPU of a larger machine; 8 GPUs per host.
 The 2-GPU check models the program the committed 2-GPU end-to-end runs measured
 (the previous ring: blocked kernel, jax's autodiff backward, K and V in two
 permutes of which one ran exposed) from its one-GPU program times
-(`prev_ring_program_n1`) and compares with gpu/results/h200x2_ring_step*.csv.
+(`prev_ring_program_n1`) and compares with benchmarks/results/h200x2_ring_step*.csv.
 """
 
 import argparse
@@ -51,7 +51,7 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
-RESULTS = os.path.join(REPO, "gpu", "results")
+RESULTS = os.path.join(REPO, "benchmarks", "results")
 
 HEADER = ("gpus", "interconnect", "seq_len", "direction", "mode", "step_s", "exposed_s")
 KV_HEADS, HEAD_DIM = 8, 128

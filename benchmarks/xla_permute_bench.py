@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Ring collective-permute microbenchmark at the level XLA works, one process per GPU.
 
-    python3 gpu/xla_permute_bench.py --out=permute.csv [--backends=nccl,nvshmem]
+    python3 benchmarks/xla_permute_bench.py --out=permute.csv [--backends=nccl,nvshmem]
         [--operands=1,2,4] [--sizes=1K:256M:4] [--trips=50] [--reps=5]
         [--chain=1] [--compiles=1] [--reference-operands=1]
         [--compute-bytes=64M] [--uncombined=nvshmem] [--details=permute.json]
         [--budget-s=480]
-    python3 gpu/xla_permute_bench.py --hang-check --out=hang.json [--timeout=40]
+    python3 benchmarks/xla_permute_bench.py --hang-check --out=hang.json [--timeout=40]
 
 Each process owns one GPU (jax.distributed, local_device_ids=[rank]), or with
 --single-process one process drives every GPU; the program is

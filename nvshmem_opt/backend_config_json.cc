@@ -1,4 +1,4 @@
-#include "driver/backend_config_json.h"
+#include "nvshmem_opt/backend_config_json.h"
 
 #include <cctype>
 #include <optional>

@@ -1,4 +1,4 @@
-#include "driver/hlo_splice.h"
+#include "nvshmem_opt/hlo_splice.h"
 
 #include <algorithm>
 #include <cctype>

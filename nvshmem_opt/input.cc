@@ -1,4 +1,4 @@
-#include "driver/input.h"
+#include "nvshmem_opt/input.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -20,9 +20,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "driver/backend_config_json.h"
-#include "driver/hlo_splice.h"
-#include "driver/readable_text.h"
+#include "nvshmem_opt/backend_config_json.h"
+#include "nvshmem_opt/hlo_splice.h"
+#include "nvshmem_opt/readable_text.h"
 #include "extensions/partitions.h"
 #include "xla/hlo/ir/hlo_casting_utils.h"
 #include "xla/hlo/ir/hlo_computation.h"
@@ -237,7 +237,7 @@ int64_t PartitionIdsUsed(const xla::HloModule& module) {
 
 // Where the driver settles partition and replica counts: the options, else
 // what the input states (a text header's num_partitions, a proto's device
-// assignment), else InferPartitions (extensions/partitions.h, the rule the
+// assignment), else InferPartitions (core/extensions/partitions.h, the rule the
 // Python tools share). Returns a note for the user when it was inferred.
 std::string SettlePartitions(const std::string& path, bool text,
                              const LoadOptions& options,
@@ -468,7 +468,7 @@ absl::Status Verify(xla::HloModule* module) {
     return status;
   // The layout-insensitive verifier accepts invalid layouts such as {2,2,0},
   // on which XLA later throws (uncaught) while building tuple shapes, e.g. in
-  // HloModule::Clone (found by fuzz/driver_fuzzer).
+  // HloModule::Clone (found by tests/fuzz/driver_fuzzer).
   for (const xla::HloComputation* computation : module->computations()) {
     for (const xla::HloInstruction* instr : computation->instructions()) {
       absl::Status status =

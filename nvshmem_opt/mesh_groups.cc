@@ -1,4 +1,4 @@
-#include "driver/mesh_groups.h"
+#include "nvshmem_opt/mesh_groups.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "driver/module_config.h"
+#include "nvshmem_opt/module_config.h"
 
 #include <sys/stat.h>
 
@@ -18,7 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "driver/input.h"
+#include "nvshmem_opt/input.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "xla/xla_data.pb.h"

@@ -1,4 +1,4 @@
-#include "driver/output_file.h"
+#include "nvshmem_opt/output_file.h"
 
 #include <fcntl.h>
 #include <poll.h>

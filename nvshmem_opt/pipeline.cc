@@ -1,4 +1,4 @@
-#include "driver/pipeline.h"
+#include "nvshmem_opt/pipeline.h"
 
 #include <chrono>
 #include <map>
@@ -12,9 +12,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "driver/backend_config_json.h"
-#include "driver/hlo_splice.h"
-#include "driver/readable_text.h"
+#include "nvshmem_opt/backend_config_json.h"
+#include "nvshmem_opt/hlo_splice.h"
+#include "nvshmem_opt/readable_text.h"
 #include "google/protobuf/util/json_util.h"
 #include "xla/hlo/ir/hlo_casting_utils.h"
 #include "xla/hlo/ir/hlo_computation.h"

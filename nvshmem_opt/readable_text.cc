@@ -1,4 +1,4 @@
-#include "driver/readable_text.h"
+#include "nvshmem_opt/readable_text.h"
 
 #include <cctype>
 #include <map>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "driver/mesh_groups.h"
+#include "nvshmem_opt/mesh_groups.h"
 
 namespace nvshmem_opt {
 namespace {

@@ -1,4 +1,4 @@
-#include "driver/report.h"
+#include "nvshmem_opt/report.h"
 
 #include <cmath>
 #include <map>
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "driver/report.pb.h"
+#include "nvshmem_opt/report.pb.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "driver/pipeline.h"
+#include "nvshmem_opt/pipeline.h"
 #include "extensions/backends.h"
 
 namespace nvshmem_opt {

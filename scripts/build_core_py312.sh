@@ -27,16 +27,16 @@ trap 'rm -rf "$VENV"' EXIT
 SUFFIX=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 INCLUDES=$("$VENV/bin/python" -m pybind11 --includes)
 mkdir -p "$OUT"
-CORE=xla_src/xla/backends/gpu/transforms/collectives
+CORE=core/xla/backends/gpu/transforms/collectives
 # The cost tables' C++ from the system's protoc, for the system's protobuf.
 GEN="$VENV/generated"
 mkdir -p "$GEN"
-/usr/bin/protoc -I xla_src -I . --cpp_out="$GEN" "$CORE/nvshmem_cost_table.proto" \
-  extensions/cost_table.proto
-PKG=${CORE#xla_src/}
+/usr/bin/protoc -I core --cpp_out="$GEN" "$CORE/nvshmem_cost_table.proto" \
+  core/extensions/cost_table.proto
+PKG=${CORE#core/}
 SRC="$CORE/nvshmem_topology.cc $CORE/nvshmem_cost_table.cc $CORE/nvshmem_backend_selection.cc
-  extensions/backends.cc extensions/table_text.cc extensions/decide.cc
-  extensions/topology_spec.cc extensions/partitions.cc
+  core/extensions/backends.cc core/extensions/table_text.cc core/extensions/decide.cc
+  core/extensions/topology_spec.cc core/extensions/partitions.cc
   $GEN/$PKG/nvshmem_cost_table.pb.cc $GEN/extensions/cost_table.pb.cc"
 TMP="$VENV/_selection_core$SUFFIX"
 # shellcheck disable=SC2086  # INCLUDES is a list of -I flags
@@ -46,8 +46,8 @@ TMP="$VENV/_selection_core$SUFFIX"
 # for on the system.
 ABSL_LIBS="$(pkg-config --libs absl_statusor absl_status absl_str_format absl_strings) -lprotobuf"
 # shellcheck disable=SC2086  # ABSL_LIBS is a list of -l flags
-g++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden $INCLUDES -Ixla_src -I. -I"$GEN" -Isystem_compat \
-  bindings/selection_core_pybind.cc $SRC -o "$TMP" -Wl,--no-as-needed $ABSL_LIBS -Wl,-rpath,'$ORIGIN'
+g++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden $INCLUDES -Icore -I. -I"$GEN" -Icompat/system \
+  core/bindings/selection_core_pybind.cc $SRC -o "$TMP" -Wl,--no-as-needed $ABSL_LIBS -Wl,-rpath,'$ORIGIN'
 ldd "$TMP" | awk '/libabsl_|libprotobuf/ {print $3}' | xargs -r cp -f -t "$OUT"
 mv -f "$TMP" "$OUT/_selection_core$SUFFIX"
 # The binding loads alone (no hlo_tools import needed for this check).

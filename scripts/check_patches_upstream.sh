@@ -21,7 +21,7 @@
 #      XLA or TSL headers; its CUDA and NVSHMEM 3.1.7 headers for
 #      nvshmem_collectives.cc); those that include the pin's LLVM or MLIR
 #      with its tablegen output (the wheel's are another version) excepted;
-#      wheel_compat/'s absl/status/status_matchers.h stands in for the pin's
+#      compat/wheel/'s absl/status/status_matchers.h stands in for the pin's
 #      newer absl's;
 #   7. what the series adds to those files, each compiled on its own against
 #      the real headers: the registration in gpu_compiler.cc (against the real
@@ -29,7 +29,7 @@
 #      emitter's functions in thunk_emitter.cc and the executable's guard in
 #      gpu_executable.cc;
 #   8. the runtime's rules, the decision and the pass, linked with the wheel's
-#      XLA, pass their tests (on wheel_compat's stand-in test base).
+#      XLA, pass their tests (on compat/wheel/'s stand-in test base).
 # Exit 0 when all pass, 1 when a check fails, 2 on bad usage or a missing tool.
 # Environment: CXX (default clang++), KEEP=1 keeps the scratch directory.
 set -u -o pipefail
@@ -267,7 +267,7 @@ if grep -q '::CheckPes(' "$THUNK_CC"; then
 fi
 
 # 8. The runtime's rules, the decision and the pass with their tests, against
-# the wheel's XLA: the series' new headers first, wheel_compat/ for the test
+# the wheel's XLA: the series' new headers first, compat/wheel/ for the test
 # base and FileCheck, which the wheel lacks; gmock built from Debian's source.
 RT=(-std=c++17 -O0 -w -I "$WORK/rt/hdr" -isystem "$ROOT/wheel_compat" -isystem "$TF/include"
     -isystem "$TF/include/external/highwayhash"
@@ -276,8 +276,8 @@ mapfile -t NEW_H < <(git -C "$TREE" diff --name-only --diff-filter=A "HEAD~$N" -
 mapfile -t NEW_CC < <(git -C "$TREE" diff --name-only --diff-filter=A "HEAD~$N" -- '*.cc')
 for h in "${NEW_H[@]}"; do mkdir -p "$WORK/rt/hdr/${h%/*}" && cp "$TREE/$h" "$WORK/rt/hdr/$h"; done
 rt_ok=1
-for src in "${NEW_CC[@]/#/$TREE/}" "$ROOT/wheel_compat/filecheck.cc" \
-           "$ROOT/wheel_compat/hlo_hardware_independent_test_base.cc" \
+for src in "${NEW_CC[@]/#/$TREE/}" "$ROOT/compat/wheel/filecheck.cc" \
+           "$ROOT/compat/wheel/hlo_hardware_independent_test_base.cc" \
            "${GMOCK%/include}/src/gmock-all.cc"; do
   g++ "${RT[@]}" -I "${GMOCK%/include}" -c "$src" -o "$WORK/rt/$(basename "$src").o" \
     >>"$WORK/rt.log" 2>&1 || rt_ok=0

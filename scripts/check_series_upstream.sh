@@ -31,7 +31,7 @@
 #   6. the series' tests (collective_backend_assigner_test.cc,
 #      collective_permute_combiner_test.cc of the patched tree), built with the
 #      patched sources they test and linked with the wheel's XLA, on
-#      wheel_compat/'s test base and FileCheck; what the series adds to the
+#      compat/wheel/'s test base and FileCheck; what the series adds to the
 #      thunk emitter, cut from the patched tree and run in
 #      scripts/lib/emitter_mode_test.cc; the thunk's predicate and its test,
 #      cut from the patched tree and run in scripts/lib/peer_copy_predicate_test.cc
@@ -225,7 +225,7 @@ for name in "${NAMES[@]}"; do
     [[ "$src" == /* ]] || src="$TREE/$src"
     o=$(cd "$TREE" && rt_obj "$src" "${extra[@]}") && objs+=("$o") || built=0
   done
-  for src in "$ROOT/wheel_compat/filecheck.cc" "$ROOT/wheel_compat/hlo_hardware_independent_test_base.cc" \
+  for src in "$ROOT/compat/wheel/filecheck.cc" "$ROOT/compat/wheel/hlo_hardware_independent_test_base.cc" \
              "${GMOCK%/include}/src/gmock-all.cc"; do
     o=$(rt_obj "$src") && objs+=("$o") || built=0
   done

@@ -4,27 +4,27 @@ table (the kNvlinkUs array of nvshmem_cost_table.cc) against a calibrated table.
 
     scripts/embed_default_cost_table.py [TABLE] [--check]
 
-TABLE defaults to gpu/results/h200x2_nvlink_cost_table.txtpb (written by
+TABLE defaults to core/tables/h200x2_nvlink_cost_table.txtpb (written by
 `hlo-tools heuristics calibrate`); its NCCL and NVSHMEM NVLink points at 1, 2 and
 4 buffers and 1 KiB * 4^i bytes (i = 0..9) become the array's rows. --check changes
 nothing and exits 1 when the array differs. Rebuild the core afterwards.
 
 The array's third backend, peer memory, comes from
-gpu/results/h200x2_nvlink_cost_table_jax0112.txtpb (XLA of jax 0.11.2).
+core/tables/h200x2_nvlink_cost_table_jax0112.txtpb (XLA of jax 0.11.2).
 """
 import os
 import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCE = os.path.join(ROOT, "xla_src/xla/backends/gpu/transforms/collectives/"
+SOURCE = os.path.join(ROOT, "core/xla/backends/gpu/transforms/collectives/"
                       "nvshmem_cost_table.cc")
-DEFAULT_TABLE = "gpu/results/h200x2_nvlink_cost_table.txtpb"
+DEFAULT_TABLE = "core/tables/h200x2_nvlink_cost_table.txtpb"
 BUFFERS = (1, 2, 4)
 SIZES = tuple(1024 << (2 * i) for i in range(10))
 ARRAY = re.compile(r"(constexpr double kNvlinkUs\[kMeasuredBackends\]\[3\]\[kMeasuredSizes\] = )"
                    r"\{.*?\};\n", re.S)
-PEER_TABLE = "gpu/results/h200x2_nvlink_cost_table_jax0112.txtpb"
+PEER_TABLE = "core/tables/h200x2_nvlink_cost_table_jax0112.txtpb"
 
 
 def curves(text, name, backends=("NCCL", "NVSHMEM")):

@@ -2,13 +2,13 @@
 # Formats the tracked C++ with clang-format 17.0.6 (the version XLA checks
 # with; scripts/setup.sh --tests installs it in .venv) and the Bazel files with
 # buildifier. Each C++ file takes the nearest .clang-format: Google style at
-# the top, XLA's own settings in xla_src/ (the tools' core) and in
-# xla_series/xla-3cc8846c/ (the sources the pinned patch series adds).
+# the top, XLA's own settings in core/ (the tools' core) and in
+# xla_patches/xla-3cc8846c_jax-0.9.1/src/ (the sources the pinned patch series adds).
 #
 #   scripts/format.sh            format in place
 #   scripts/format.sh --check    change nothing; list what needs formatting, exit 1 if any
 #
-# xla_patches/ is left alone: after xla_series/ changes, run scripts/gen_patches.py.
+# xla_patches/ is left alone: after xla_patches/xla-3cc8846c_jax-0.9.1/src/ changes, run scripts/gen_patches.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 check=0
@@ -36,4 +36,4 @@ if [ "$check" = 1 ]; then
 fi
 "$CF" -i "${cpp[@]}"
 buildifier "${bazel[@]}"
-echo "formatted ${#cpp[@]} C++ and ${#bazel[@]} Bazel files; if xla_series/ changed, run scripts/gen_patches.py"
+echo "formatted ${#cpp[@]} C++ and ${#bazel[@]} Bazel files; if xla_patches/xla-3cc8846c_jax-0.9.1/src/ changed, run scripts/gen_patches.py"

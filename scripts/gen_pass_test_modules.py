@@ -6,7 +6,7 @@
 Compiles the programs of hlo_tools/programs/pass_tests.py for H200 topologies on
 the CPU (deviceless) and writes the module XLA's async-collective-creator
 receives as C++ raw string constants into
-xla_src/xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter_test_modules.inc.
+core/xla/backends/gpu/transforms/collectives/nvshmem_permute_backend_assigner_test_modules.inc.
 --check compares instead of writing and exits 1 when the file is stale.
 """
 
@@ -21,9 +21,9 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import gen_fixtures  # pylint: disable=wrong-import-position
 
-OUTPUT = os.path.join(ROOT, "xla_src", "xla", "backends", "gpu", "transforms",
+OUTPUT = os.path.join(ROOT, "core", "xla", "backends", "gpu", "transforms",
                       "collectives",
-                      "nvshmem_collective_permute_rewriter_test_modules.inc")
+                      "nvshmem_permute_backend_assigner_test_modules.inc")
 
 
 def _function(name, args):

@@ -7,13 +7,13 @@
     scripts/gen_patches.py --from DIR [--xla GIT_DIR]  the series from DIR's commits
 
 GIT_DIR: a git directory holding openxla/xla's commit PIN (default $XLA_PIN). Sources: the
-series' own files in xla_series/xla-3cc8846c/ (XLA's paths), which each patch adds byte for byte
+series' own files in xla_patches/xla-3cc8846c_jax-0.9.1/src/ (XLA's paths), which each patch adds byte for byte
 (a new one goes to the first patch adding files in its folder; one gone from there leaves its
 patch); the committed patches for the rest (messages, authors, edits of upstream files): on the
 pin's files they change, `git am`, each commit amended to add its source files, `git
 format-patch`. To change an upstream edit or a message: --edit DIR, change DIR's commits with git,
 --from DIR. Without GIT_DIR, --check compares the source folder with the files the series creates.
-The tools' selection core (xla_src/) is not part of the series.
+The tools' selection core (core/) is not part of the series.
 """
 
 import argparse
@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PIN = "3cc8846c10052cc1c32c4db87866eac4e4cdbccd"
 PATCH_DIR = ROOT / "xla_patches" / f"xla-{PIN[:8]}_jax-0.9.1"
-SRC = ROOT / "xla_series" / f"xla-{PIN[:8]}"  # The files the series adds.
+SRC = ROOT / "xla_patches" / "xla-3cc8846c_jax-0.9.1" / "src"  # The files the series adds.
 AUTHOR = ("NVSHMEM ring-attention pass developers", "nvshmem-ring-pass@users.noreply.github.com")
 ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
        "GIT_AUTHOR_NAME": AUTHOR[0], "GIT_AUTHOR_EMAIL": AUTHOR[1], "GIT_COMMITTER_NAME": AUTHOR[0],

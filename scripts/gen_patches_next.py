@@ -12,7 +12,7 @@
 S: a series' folder name or its commit's first 8 hex digits (default: both).
 GIT_DIR: a git directory holding both commits (default $XLA_NEXT, then $XLA_PIN).
 The series' sources are their committed patches (messages, authors, edits);
-they add no xla_src/ file. As scripts/gen_patches.py, whose git steps this
+they add no core/ file. As scripts/gen_patches.py, whose git steps this
 reuses: on a commit of the files a series changes, `git am`, `git format-patch`.
 """
 

@@ -8,8 +8,8 @@ tools' pass, disabled or narrowed by replacing one exact text), a copy of the
 working tree is mutated and rebuilt, and the tests at the rule's own layer run:
 
   ctest   the core's and the layer's googletests (the core's rules live there);
-  seeds   the selection fuzzer's committed seeds (fuzz/make_corpus.py),
-          replayed by a plain build of the harness (fuzz/seed_replay_main.cc);
+  seeds   the selection fuzzer's committed seeds (tests/fuzz/make_corpus.py),
+          replayed by a plain build of the harness (tests/fuzz/seed_replay_main.cc);
   pytest  the tools' use of the rules: the binding's tests for a rule of the
           core or its layer, the driver's for a rule of the pass.
 
@@ -38,10 +38,10 @@ ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "build-mutants"
 TREE = WORK / "tree"
 BUILD = TREE / "build"  # tests/conftest.py finds build/ beside the tests.
-CORE = "xla_src/xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.cc"
-TOPOLOGY = "xla_src/xla/backends/gpu/transforms/collectives/nvshmem_topology.cc"
-DECIDE = "extensions/decide.cc"
-PLAN = "plan/permute_plan.cc"
+CORE = "core/xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.cc"
+TOPOLOGY = "core/xla/backends/gpu/transforms/collectives/nvshmem_topology.cc"
+DECIDE = "core/extensions/decide.cc"
+PLAN = "nvshmem_opt/plan/permute_plan.cc"
 
 CORE_TESTS = ["nvshmem_topology_test", "nvshmem_cost_table_test",
               "nvshmem_backend_selection_test", "nvshmem_backends_ext_test"]
@@ -230,7 +230,7 @@ def check(mutants: list[Mutant], log: Path) -> list[tuple[Mutant, dict[str, bool
   configure(log)
   seeds = WORK / "seeds"
   shutil.rmtree(seeds, ignore_errors=True)
-  if not run([str(ROOT / ".venv/bin/python"), str(TREE / "fuzz/make_corpus.py"),
+  if not run([str(ROOT / ".venv/bin/python"), str(TREE / "tests/fuzz/make_corpus.py"),
               str(seeds)], log):
     raise Stop(f"writing the seeds failed (see {log})", 1)
   seeds = seeds / "selection"

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Mutation check of the pinned series' safety rules (xla_series/xla-3cc8846c/).
+"""Mutation check of the pinned series' safety rules (xla_patches/xla-3cc8846c_jax-0.9.1/src/).
 
     scripts/mutation_check_series.py [--only NAME,...] [--rev REV] [--list] [--no-build] [--keep]
 
 Each mutant removes, inverts or adds one refusal of the series' decision or runtime support code.
 For each, one at a time, on a scratch copy of the series' sources (the tree is never edited): the
 mutated file is recompiled, the series' own tests (every test file the series adds, linked with the
-wheel's XLA, wheel_compat/'s test base and FileCheck, and gmock from Debian's source, as
+wheel's XLA, compat/wheel/'s test base and FileCheck, and gmock from Debian's source, as
 scripts/check_patches_upstream.sh builds them) and the differential test (series_decision_diff_test:
 its objects from build/, the series' objects from the scratch copy) are relinked and run. A mutant
 is killed when a test fails or runs past its time limit. Prints a kill table.
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SERIES = ROOT / "xla_series" / "xla-3cc8846c"
+SERIES = ROOT / "xla_patches" / "xla-3cc8846c_jax-0.9.1" / "src"
 BUILD = ROOT / "build"
 VENV_PY = ROOT / ".venv" / "bin" / "python"
 GMOCK = Path("/usr/src/googletest/googlemock")
@@ -162,7 +162,7 @@ class Builder:
   def flags(self) -> list[str]:
     inc = self.tf / "include"
     return ["-std=c++17", "-O0", "-DNDEBUG", "-w", "-I", str(self.src), "-isystem",
-            str(ROOT / "wheel_compat"), "-isystem", str(inc), "-isystem",
+            str(ROOT / "compat" / "wheel"), "-isystem", str(inc), "-isystem",
             str(inc / "external" / "highwayhash"), "-isystem",
             str(inc / "external" / "farmhash_archive" / "src"), "-isystem",
             str(GMOCK / "include"), "-I", str(GMOCK)]
@@ -182,7 +182,7 @@ class Builder:
 
   def compile_all(self) -> None:
     jobs = {key: self.src / key for key in self.series_sources()}
-    for extra in ("wheel_compat/filecheck.cc", "wheel_compat/hlo_hardware_independent_test_base.cc"):
+    for extra in ("compat/wheel/filecheck.cc", "compat/wheel/hlo_hardware_independent_test_base.cc"):
       jobs[extra] = ROOT / extra
     jobs["gmock-all.cc"] = GMOCK / "src" / "gmock-all.cc"
     with concurrent.futures.ThreadPoolExecutor(self.jobs) as pool:
@@ -332,10 +332,10 @@ def main() -> int:
 
 def run(mutants: list[Mutant], b: Builder, diff_link: str, start: float) -> int:
   corpus = b.work / "corpus"
-  r = subprocess.run([str(VENV_PY), str(ROOT / "fuzz" / "make_corpus.py"), str(corpus)],
+  r = subprocess.run([str(VENV_PY), str(ROOT / "tests" / "fuzz" / "make_corpus.py"), str(corpus)],
                      cwd=ROOT, capture_output=True, text=True, check=False)
   if r.returncode:
-    raise Fail("fuzz/make_corpus.py failed: " + r.stderr[-1000:])
+    raise Fail("tests/fuzz/make_corpus.py failed: " + r.stderr[-1000:])
   b.compile_all()
   gtests, diff = b.link(diff_link, "base")
   logs = b.work / "logs"

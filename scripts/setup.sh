@@ -82,7 +82,7 @@ fi
 # outside XLA (the binding must not need TensorFlow), googletest (the C++
 # tests; CMake's configure asks for it, and the XLA-tree checks build gmock from
 # its source). For the tests: Chromium for the report's page test, clang with
-# libFuzzer and the sanitizers for fuzz/, LLVM's FileCheck for the pass's
+# libFuzzer and the sanitizers for tests/fuzz/, LLVM's FileCheck for the pass's
 # tests, clang-format for the style test; for the long checks clang (CI runs
 # as root).
 missing=()
@@ -146,9 +146,9 @@ if [ "$(cat "$editable" 2>/dev/null)" != scikit-build-core-inplace ] \
     --no-build-isolation -C wheel.cmake=false -C editable.mode=inplace -e "$ROOT"
   echo scikit-build-core-inplace > "$editable"
 fi
-# The fuzzers under ASan/UBSan (fuzz/run_fuzz.sh builds them; incremental).
+# The fuzzers under ASan/UBSan (tests/fuzz/run_fuzz.sh builds them; incremental).
 if [ "$FOR" = tests ] && command -v clang++ >/dev/null; then
-  step "building the fuzzers (clang, ASan/UBSan; build-fuzz/)" "$ROOT/fuzz/run_fuzz.sh" --build-only
+  step "building the fuzzers (clang, ASan/UBSan; build-fuzz/)" "$ROOT/tests/fuzz/run_fuzz.sh" --build-only
 fi
 # .venv-next/ and .venv-main/: tf-nightly of the days of jax v0.11.0's XLA
 # (131bf41a) and of openxla main at 183fa00c, whose headers and libraries the

@@ -20,12 +20,12 @@ echo "== C++ tests (ctest)"
 ctest --test-dir build --output-on-failure || fail ctest
 took ctest "$t0"
 if command -v clang++ >/dev/null; then
-  # Deterministic: -seed=1 over the committed seeds and fuzz/regressions/, a fresh
+  # Deterministic: -seed=1 over the committed seeds and tests/fuzz/regressions/, a fresh
   # empty corpus each run. The driver's 2,000 runs reach 99.5% of the edges that
-  # 10,000 reach (docs/reliability.md). Discovery is fuzz/campaign.sh.
-  echo "== Fuzzing: seed 1 under ASan/UBSan, 10,000 selection and 2,000 driver runs (fuzz/run_fuzz.sh)"
+  # 10,000 reach (docs/reliability.md). Discovery is tests/fuzz/campaign.sh.
+  echo "== Fuzzing: seed 1 under ASan/UBSan, 10,000 selection and 2,000 driver runs (tests/fuzz/run_fuzz.sh)"
   t0=$SECONDS
-  if fuzz/run_fuzz.sh --no-build --runs=10000 --driver-runs=2000 --seed=1; then
+  if tests/fuzz/run_fuzz.sh --no-build --runs=10000 --driver-runs=2000 --seed=1; then
     export NVSHMEM_FUZZED=1  # pytest's shorter run of the same fuzzer is left out
   else
     fail fuzzing

@@ -14,7 +14,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 # Data from outside the repo, copied into tests/fixtures/ so CI does not need it.
 SHARED_DATA = ROOT / "tests" / "fixtures" / "jax0112"
 NVSHMEM_OPT = ROOT / "build" / "nvshmem-opt"
-GPU = ROOT / "gpu"
+GPU = ROOT / "benchmarks"
 # Every process of a GPU script keeps NVLink multicast off.
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1",
                  "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
@@ -58,7 +58,7 @@ def placed(spec, devices=None):
 
 
 def load_gpu_script(name):
-  """gpu/NAME.py as a module (the scripts are not a package)."""
+  """benchmarks/NAME.py as a module (the scripts are not a package)."""
   spec = importlib.util.spec_from_file_location(f"gpu_{name}", GPU / f"{name}.py")
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)

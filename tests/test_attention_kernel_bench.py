@@ -1,4 +1,4 @@
-"""gpu/attention_kernel_bench.py: its FLOP count, a run of the blocked kernel on
+"""benchmarks/attention_kernel_bench.py: its FLOP count, a run of the blocked kernel on
 the CPU, and the committed H200 kernel table."""
 
 import csv
@@ -36,7 +36,7 @@ def test_attention_bench_times_the_blocked_kernel_on_the_cpu(tmp_path):
 
 
 def test_committed_kernel_table_has_the_ring_kernel_at_16k_in_both_versions():
-  with open(ROOT / "gpu" / "results" / "h200_attention_kernel.csv", encoding="utf-8") as f:
+  with open(ROOT / "benchmarks" / "results" / "h200_attention_kernel.csv", encoding="utf-8") as f:
     rows = list(csv.DictReader(f))
   ring = {r["jax"]: float(r["tflops"]) for r in rows
           if r["kernel"] == "ring" and r["s_block"] == "16384" and r["causal"] == "0"

@@ -21,7 +21,7 @@ from hlo_tools.model.collectives import collective_permutes
 
 REPO = Path(__file__).resolve().parents[1]
 DRIVER = REPO / "build" / "nvshmem-opt"
-H200_TABLE = REPO / "gpu" / "results" / "h200x2_nvlink_cost_table_jax0112.txtpb"
+H200_TABLE = REPO / "core" / "tables" / "h200x2_nvlink_cost_table_jax0112.txtpb"
 JAX0112 = REPO / "tests" / "fixtures" / "jax0112" / "h200_jax0112_ppermute_loop.after_optimizations.hlo"
 PEER = "COLLECTIVES_PEER_MEMORY"
 SYMMETRIC = "COLLECTIVES_SYMMETRIC_MEMORY"

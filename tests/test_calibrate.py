@@ -13,7 +13,7 @@ from hlo_tools import selection
 from hlo_tools.ops.heuristics import HeuristicsError
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "gpu" / "results"
+RESULTS = ROOT / "benchmarks" / "results"
 HEADER = ("backend,link_class,bytes,seconds,operands,step_s,baseline_s,devices,"
           "jax_version,loop_trips")
 # (latency us, per extra buffer us, GB/s)

@@ -1,7 +1,7 @@
 """Operands written `%t#K`: XLA's compact get-tuple-element, in jax 0.11.2's and 0.12's dumps.
 
 tests/fixtures/jax0112/cond_ring_1x1x1.after_optimizations.hlo is the optimized module
-XLA (jax 0.11.2) wrote on a real H200 for gpu/hook_gpu_run.py's ring: a fori_loop of
+XLA (jax 0.11.2) wrote on a real H200 for benchmarks/hook_gpu_run.py's ring: a fori_loop of
 ppermutes, one of them under a conditional's branch (jax 0.12.0.1 wrote the same text).
 Its while body reads the loop counter as `%arg_tuple.7#0` and the branch's permute
 takes `%ppermute.1#0`; before the reader and the driver took the form, both refused

@@ -1,4 +1,4 @@
-"""Every input the fuzzers found (fuzz/regressions/) through the normal tools:
+"""Every input the fuzzers found (tests/fuzz/regressions/) through the normal tools:
 build/nvshmem-opt exits 0 (the valid ones) or 2 with one line on stderr, never 1 (a
 bug) and never dies of a signal; `hlo-tools parse` exits 0 or 2 and never prints a
 traceback. The harness reads the same files as they are (its configuration in a
@@ -14,8 +14,8 @@ import pytest
 
 from conftest import ROOT, run_nvshmem_opt
 
-REGRESSIONS = sorted((ROOT / "fuzz" / "regressions").glob("*.hlo"))
-# fuzz/run_fuzz.sh builds into build-fuzz/; NVSHMEM_BUILD_FUZZ names another.
+REGRESSIONS = sorted((ROOT / "tests" / "fuzz" / "regressions").glob("*.hlo"))
+# tests/fuzz/run_fuzz.sh builds into build-fuzz/; NVSHMEM_BUILD_FUZZ names another.
 BUILD_FUZZ = pathlib.Path(os.environ.get("NVSHMEM_BUILD_FUZZ", ROOT / "build-fuzz"))
 
 
@@ -46,7 +46,7 @@ def test_driver_rejects_cleanly(path, mode, tmp_path):
     assert not out.exists()
 
 
-SPLICE_INVALID = ROOT / "fuzz/regressions/driver_splice_invalid.hlo"
+SPLICE_INVALID = ROOT / "tests/fuzz/regressions/driver_splice_invalid.hlo"
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -83,7 +83,7 @@ def test_splice_steps_over_brackets_in_json_dicts(mode, tmp_path):
   # A frontend attribute's {...} value is a JSON dict to XLA's lexer, whatever
   # brackets it holds: the splicer took its ')' for a bracket and cut the
   # permute's statement short (exit 1 before the fix).
-  path = ROOT / "fuzz/regressions/driver_splice_frontend_json.hlo"
+  path = ROOT / "tests/fuzz/regressions/driver_splice_frontend_json.hlo"
   out = tmp_path / "out.hlo"
   result = run_nvshmem_opt(path, "--topology=1x2x4", f"--mode={mode}", "-o", out)
   assert result.returncode == 0, result.stderr
@@ -115,7 +115,7 @@ def test_reader_cli_rejects_cleanly(path):
     ("xla_parser_tuple_shape_not_tuple.hlo", "Expected a tuple shape. Got f32[2]"),
 ])
 def test_xla_abort_becomes_one_line(name, check):
-  path = ROOT / "fuzz/regressions" / name
+  path = ROOT / "tests/fuzz/regressions" / name
   result = run_nvshmem_opt(path, "--topology=1x2x4")
   _assert_clean(result)
   assert result.returncode == 2
@@ -124,7 +124,7 @@ def test_xla_abort_becomes_one_line(name, check):
 
 
 def test_invalid_layout_is_rejected_not_printed():
-  path = ROOT / "fuzz/regressions/invalid_layout_clone_crash.hlo"
+  path = ROOT / "tests/fuzz/regressions/invalid_layout_clone_crash.hlo"
   result = run_nvshmem_opt(path, "--topology=1x2x4")
   assert result.returncode == 2
   assert "layout minor_to_major field has duplicate values" in result.stderr
@@ -149,10 +149,10 @@ def test_cost_table_error_is_one_line(tmp_path):
 
 
 def fuzzer(name):
-  """A built fuzz harness: scripts/test.sh builds them (fuzz/run_fuzz.sh) before the
+  """A built fuzz harness: scripts/test.sh builds them (tests/fuzz/run_fuzz.sh) before the
   Python tests, so a missing one fails, never skips."""
   path = BUILD_FUZZ / name
-  assert path.exists(), f"{path} is not built: run fuzz/run_fuzz.sh (clang++ with libFuzzer)"
+  assert path.exists(), f"{path} is not built: run tests/fuzz/run_fuzz.sh (clang++ with libFuzzer)"
   return str(path)
 
 

@@ -1,4 +1,4 @@
-"""CPU-only tests of the GPU measurement scripts in gpu/: their pure parts.
+"""CPU-only tests of the GPU measurement scripts in benchmarks/: their pure parts.
 
 What needs a GPU (the timed loops, NCCL, NVSHMEM) is not tested here; the
 scripts' CSV and HLO handling, argument parsing and size lists are checked, and
@@ -183,7 +183,7 @@ def test_scale_model_reproduces_its_committed_table_and_the_2gpu_check(tmp_path)
   assert lines[0] == "gpus,interconnect,seq_len,direction,mode,step_s,exposed_s"
   # The one-host NVLink rows rest on measured curves only; the rows across hosts
   # follow the core's network and NVLink-domain estimates as they change.
-  committed = (ROOT / "gpu" / "results" / "scale_model.csv").read_text().splitlines()
+  committed = (ROOT / "benchmarks" / "results" / "scale_model.csv").read_text().splitlines()
   nvlink = lambda rows: [r for r in rows if r.split(",")[1] == "nvlink"]
   assert nvlink(lines) == nvlink(committed) and len(nvlink(lines)) == 6 * 2 * 6
   rows = check.read_text().splitlines()[1:]

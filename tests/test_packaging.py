@@ -1,4 +1,4 @@
-"""The driver's distribution (driver/pyproject.toml) as `pip install` builds it:
+"""The driver's distribution (nvshmem_opt/pyproject.toml) as `pip install` builds it:
 its wheel from the real build backend (scikit-build-core, isolated, with the
 declared build requirements: the tensorflow wheel's XLA), installed with the
 base package through its extra (`hlo-tools[xla]`) and their dependencies into
@@ -44,7 +44,7 @@ def wheels(tmp_path_factory):
   if not prebuilt:  # scripts/test_long.sh builds them the same way, beside the series checks
     env = {**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": "2"}
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--progress-bar", "off",
-         "-w", dist, REPO, REPO / "driver"], env=env, cwd=dist)
+         "-w", dist, REPO, REPO / "nvshmem_opt"], env=env, cwd=dist)
   base, drv = list(dist.glob("hlo_tools-*.whl")), list(dist.glob("nvshmem_opt-*.whl"))
   assert len(base) == 1 and len(drv) == 1, (base, drv)
   return base[0], drv[0]

@@ -2,7 +2,7 @@
 (scripts/gen_patches.py).
 
 Offline, as in CI (no XLA tree): the files the series adds are those of its
-source folder, xla_series/xla-3cc8846c/ (git apply), a changed source is
+source folder, xla_patches/xla-3cc8846c_jax-0.9.1/src/ (git apply), a changed source is
 reported stale; the patches' headers, messages and licence lines are an
 upstream change's; the series stays within 1,000 lines outside tests, as both
 READMEs count them; the BUILD hunk declares every source with the deps its
@@ -35,7 +35,7 @@ PATCHES = ALL[1:]
 PES, GUARD, COLORS, DECISION, PASS, FLAGS, REGISTRATION = PATCHES
 RUNTIME = "xla/backends/gpu/runtime"
 PKG = "xla/backends/gpu/transforms/collectives"
-SOURCES = REPO / "xla_series" / "xla-3cc8846c"  # The files the series adds.
+SOURCES = REPO / "xla_patches" / "xla-3cc8846c_jax-0.9.1" / "src"  # The files the series adds.
 SRC = SOURCES / PKG
 STYLE = SOURCES / ".clang-format"
 NON_TEST_LIMIT = 1000

@@ -324,7 +324,7 @@ def test_refuses_to_overwrite_any_input(tmp_path):
 
 def _copies_of_ring_bwd(directory, size):
   out = directory / f"copies_{size}.hlo"
-  subprocess.run([sys.executable, str(ROOT / "fuzz/make_big_module.py"),
+  subprocess.run([sys.executable, str(ROOT / "tests/fuzz/make_big_module.py"),
                   str(FIXTURES / "ring_bwd_1x2x4.before_async.hlo"), str(out), size],
                  check=True, timeout=60)
   return out

@@ -1,4 +1,4 @@
-"""gpu/ring_e2e.py on the CPU: its arguments, routes and CSV, and whole runs of
+"""benchmarks/ring_e2e.py on the CPU: its arguments, routes and CSV, and whole runs of
 tiny ring attention in two processes (the hooked pass, a hung run killed by the
 watchdog, the budget)."""
 

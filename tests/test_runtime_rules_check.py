@@ -1,4 +1,4 @@
-"""CPU tests of gpu/runtime_rules_check.py: the runs it plans for 1 and 2 GPUs, the
+"""CPU tests of benchmarks/runtime_rules_check.py: the runs it plans for 1 and 2 GPUs, the
 children's environment, the expected values, how a run's outcome and the runtime's
 error are read from its processes, argument errors, the files it writes, and one
 real child (jax on the CPU) compiling, running and checking a permute."""

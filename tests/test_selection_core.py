@@ -310,7 +310,7 @@ def test_bad_points_name_file_and_line(tmp_path, points, message):
 
 
 ROOT = FIXTURES.parents[1]
-H200_TABLE = ROOT / "gpu" / "results" / "h200x2_nvlink_cost_table.txtpb"
+H200_TABLE = ROOT / "core" / "tables" / "h200x2_nvlink_cost_table.txtpb"
 
 
 def test_compiled_in_default_is_the_committed_h200_table():
@@ -369,7 +369,7 @@ def test_built_in_table_puts_these_ring_steps_on_peer():
 def test_jax0112_one_process_table_puts_large_permutes_on_peer():
   """XLA of jax 0.11.2, one process driving both H200s: peer copies lose below
   a few MiB and win from 16 MiB on; NCCL elsewhere."""
-  path = ROOT / "gpu" / "results" / "h200x2_nvlink_cost_table_jax0112.txtpb"
+  path = ROOT / "core" / "tables" / "h200x2_nvlink_cost_table_jax0112.txtpb"
   table = selection.load_cost_table(path)
   assert table.backends == "nccl,peer" and not table.symmetric_signals
   t = selection.parse_topology(placed("1x1x2"), table.backends)
@@ -479,7 +479,7 @@ def test_process_layout_is_one_fact_for_every_backend():
 
 
 def test_default_peer_curve_is_the_committed_one_process_table():
-  path = ROOT / "gpu" / "results" / "h200x2_nvlink_cost_table_jax0112.txtpb"
+  path = ROOT / "core" / "tables" / "h200x2_nvlink_cost_table_jax0112.txtpb"
   committed = selection.load_cost_table(path)
   default = selection.CostTable.default()
   assert default.points("peer", "nvlink") == committed.points("peer", "nvlink")

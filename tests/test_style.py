@@ -1,5 +1,5 @@
 """The C++ is in Google style, as XLA's: clang-format 17 with the repository's
-.clang-format (xla_src/.clang-format: XLA's own settings) finds nothing to
+.clang-format (core/.clang-format: XLA's own settings) finds nothing to
 change (skipped when clang-format is not in .venv; scripts/setup.sh --tests installs
 it). The Bazel files' buildifier check is in test_patches.py."""
 
@@ -10,7 +10,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 # The clang-format XLA checks with (17.0.6, installed by scripts/setup.sh --tests):
-# xla_src/.clang-format, XLA's style, needs it.
+# core/.clang-format, XLA's style, needs it.
 VENV_CLANG_FORMAT = REPO / ".venv" / "bin" / "clang-format"
 CLANG_FORMAT = str(VENV_CLANG_FORMAT) if VENV_CLANG_FORMAT.exists() else None
 

@@ -13,7 +13,7 @@ from hlo_tools import selection
 from hlo_tools.ops.heuristics import calibrate
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "gpu" / "results"
+RESULTS = ROOT / "benchmarks" / "results"
 
 
 bench = load_gpu_script("xla_permute_bench")

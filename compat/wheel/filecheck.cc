@@ -1,5 +1,5 @@
 // Runs LLVM's FileCheck for the out-of-tree build (see
-// wheel_compat/xla/hlo/testlib/filecheck.h).
+// compat/wheel/xla/hlo/testlib/filecheck.h).
 
 #include "xla/hlo/testlib/filecheck.h"
 

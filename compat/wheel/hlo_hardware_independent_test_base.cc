@@ -1,5 +1,5 @@
 // The stand-in test base and verified module (see
-// wheel_compat/xla/hlo/testlib/hlo_hardware_independent_test_base.h).
+// compat/wheel/xla/hlo/testlib/hlo_hardware_independent_test_base.h).
 
 #include "xla/hlo/testlib/hlo_hardware_independent_test_base.h"
 

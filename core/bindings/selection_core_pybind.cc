@@ -1,5 +1,5 @@
 // Python bindings of the backend selection (the project's layer over the
-// core, extensions/backends.h), so hlo_tools asks the very same code the XLA
+// core, core/extensions/backends.h), so hlo_tools asks the very same code the XLA
 // pass and nvshmem-opt run. Errors become ValueError with the core's
 // one-line message.
 
@@ -233,7 +233,7 @@ void BindNames(py::module_& m) {
     return names;
   });
 
-  // Each backend's record (extensions/backends.h BackendInfo), in core order.
+  // Each backend's record (core/extensions/backends.h BackendInfo), in core order.
   m.def("backend_info", []() {
     py::list records;
     for (int b = 0; b < ext::kNumBackends; ++b) {

@@ -26,7 +26,7 @@ DESCRIPTIONS = {
     "check-pass": "compile real JAX programs for a sample of the sweep's cases and check "
                   "that the C++ pass decides what the core predicts",
     "calibrate": "fit a cost table from measured permute times (a CSV of seconds from "
-                 "gpu/xla_permute_bench.py)",
+                 "benchmarks/xla_permute_bench.py)",
 }
 
 

@@ -1,4 +1,4 @@
-#include "plan/loop_nest.h"
+#include "nvshmem_opt/plan/loop_nest.h"
 
 #include <deque>
 #include <optional>

@@ -1,4 +1,4 @@
-#include "plan/permute_plan.h"
+#include "nvshmem_opt/plan/permute_plan.h"
 
 #include <optional>
 #include <string>
@@ -22,7 +22,7 @@ namespace nvshmem_plan {
 namespace {
 
 namespace ext = nvshmem_ext;
-using Rewriter = xla::gpu::NvshmemCollectivePermuteRewriter;
+using Rewriter = xla::gpu::NvshmemPermuteBackendAssigner;
 using OpRecord = PlanningRewriter::OpRecord;
 
 std::string ModeledUs(const ext::Decision& d) {

@@ -1,14 +1,14 @@
-// The project's layer over XLA's NvshmemCollectivePermuteRewriter, for the
-// out-of-tree tools (nvshmem-opt, its fuzzer): what the upstream pass keeps
-// out of XLA.
+// The pass nvshmem-opt runs: the tools' NvshmemPermuteBackendAssigner (core/) with
+// what the tools add to it and XLA does not get, for the out-of-tree tools
+// (nvshmem-opt, its fuzzer):
 //   * Records of every decision (op, form, bytes, pairs, the model's times
 //     and reason) for reports, and a decide-only mode that leaves the module.
 //   * Decisions written to frontend attributes (_nvshmem_plan, ...) on
 //     request; they change the module's fingerprint, so never by default.
-//   * The peer and symmetric backends of newer XLA (extensions/backends.h).
+//   * The peer and symmetric backends of newer XLA (core/extensions/backends.h).
 //     The backend is written by a caller-given writer (the driver's edits the
 //     JSON text, keeping fields the wheel's proto lacks).
-// The pass finds the permutes and their requests; extensions/ decides them
+// The pass finds the permutes and their requests; core/extensions/ decides them
 // through the core's rule, with the same topology and table.
 
 #ifndef NVSHMEM_PLAN_PERMUTE_PLAN_H_
@@ -28,8 +28,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "extensions/backends.h"
-#include "plan/loop_nest.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
+#include "nvshmem_opt/plan/loop_nest.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_permute_backend_assigner.h"
 #include "xla/hlo/ir/hlo_instruction.h"
 #include "xla/hlo/ir/hlo_module.h"
 #include "xla/hlo/pass/hlo_pass_interface.h"
@@ -105,7 +105,7 @@ class PlanningRewriter : public xla::HloModulePass {
   absl::Status status_;  // Of the options.
   nvshmem_ext::CostTable table_;
   std::optional<nvshmem_ext::Topology> topology_;
-  std::unique_ptr<xla::gpu::NvshmemCollectivePermuteRewriter> pass_;
+  std::unique_ptr<xla::gpu::NvshmemPermuteBackendAssigner> pass_;
   std::vector<OpRecord> records_;
 };
 

@@ -50,14 +50,14 @@ gen_proto() {
 # first, the generated .pb.h, then the wheel's third-party headers only (its
 # xla/, tsl/ and tensorflow/ are another XLA and must never stand in for the
 # tree's); absl's test matchers header, newer in the tree than in the wheel,
-# from wheel_compat/ (the one stand-in). Extra -isystem folders: "$@".
+# from compat/wheel/ (the one stand-in). Extra -isystem folders: "$@".
 compile_flags() {
   local d
   for d in "$TF"/include/*; do
     case "${d##*/}" in xla|tsl|tensorflow) ;; *) ln -s "$d" "$EXT/${d##*/}" ;; esac
   done
   mkdir -p "$WORK/compat/absl/status"
-  ln -s "$ROOT/wheel_compat/absl/status/status_matchers.h" "$WORK/compat/absl/status/"
+  ln -s "$ROOT/compat/wheel/absl/status/status_matchers.h" "$WORK/compat/absl/status/"
   WARN=($(sed -n 's/^build:warnings --copt=\(-W[^ ]*\)$/\1/p' "$TREE/warnings.bazelrc" | sort -u))
   [[ "$CXX" == *clang* ]] || WARN=(-Wall -Werror -Wno-sign-compare)
   FLAGS=(-std=c++17 -c -o /dev/null "${WARN[@]}" -Wno-unknown-warning-option

@@ -1,4 +1,4 @@
-#include "fuzz/alt_signal_stack.h"
+#include "tests/fuzz/alt_signal_stack.h"
 
 #include <signal.h>
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Open-ended fuzzing for discovery (not part of the test command): a random
 # seed each run, a corpus kept between runs in build-fuzz/corpus/HARNESS/
-# (grown from the committed seeds and fuzz/regressions/), and a time limit.
+# (grown from the committed seeds and tests/fuzz/regressions/), and a time limit.
 #
-#   fuzz/campaign.sh [--time=SECONDS] [--harness=driver|selection|both] [--no-build]
+#   tests/fuzz/campaign.sh [--time=SECONDS] [--harness=driver|selection|both] [--no-build]
 #
 # --time (default 600) per harness; --harness (default both). Findings (crash,
 # hang, property violation) land in build-fuzz/crashes/ and the run exits 1;
@@ -11,12 +11,12 @@
 # crash file is a module nvshmem-opt reads as it is).
 #
 # A finding is not done until it is a regression: fix its cause, copy the input
-# to fuzz/regressions/ (keeping its leading "/* driver_fuzzer ... */" comment),
-# add a line to fuzz/regressions/README.md and a test that fails without the fix
-# (tests/test_fuzz_regressions.py). From then on fuzz/run_fuzz.sh, the test
+# to tests/fuzz/regressions/ (keeping its leading "/* driver_fuzzer ... */" comment),
+# add a line to tests/fuzz/regressions/README.md and a test that fails without the fix
+# (tests/test_fuzz_regressions.py). From then on tests/fuzz/run_fuzz.sh, the test
 # command's fixed-seed fuzzing, replays it on every run.
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="$ROOT/build-fuzz"
 TIME=600
 HARNESSES="selection driver"
@@ -32,12 +32,12 @@ for arg in "$@"; do
   esac
 done
 if [ ${#BUILD_ARGS[@]} -eq 0 ]; then
-  "$ROOT/fuzz/run_fuzz.sh" --build-only
+  "$ROOT/tests/fuzz/run_fuzz.sh" --build-only
 fi
 PY="$ROOT/.venv/bin/python"
 [ -x "$PY" ] || PY=python3
 rm -rf "$BUILD/seeds"
-"$PY" "$ROOT/fuzz/make_corpus.py" "$BUILD/seeds"
+"$PY" "$ROOT/tests/fuzz/make_corpus.py" "$BUILD/seeds"
 mkdir -p "$BUILD/crashes"
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}"

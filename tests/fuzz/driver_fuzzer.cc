@@ -1,5 +1,5 @@
 // libFuzzer harness for nvshmem-opt's whole path, through the driver's own
-// library (driver/input.h, driver/pipeline.h, driver/report.h):
+// library (nvshmem_opt/input.h, nvshmem_opt/pipeline.h, nvshmem_opt/report.h):
 //   parse (HLO text or serialized proto) -> HloVerifier -> pass ->
 //   AsyncCollectiveCreator -> HloVerifier -> JSON report -> the output spliced
 //   into the input's text -> that text parsed, verified and run again.
@@ -10,7 +10,7 @@
 //   /* driver_fuzzer --topology=1x2x4:nvl8 --mode=annotate --slow-network */
 // (a topology of kTopologies, a mode of kModes; without one: 1x2x4, rewrite,
 // default costs). A violation prints the nvshmem-opt command that replays it.
-// fuzz/make_corpus.py writes the seeds.
+// tests/fuzz/make_corpus.py writes the seeds.
 //
 // Properties checked (a violation aborts, so libFuzzer records it):
 //   * a rejected input gets a non-empty, one-line error message;
@@ -28,11 +28,11 @@
 #include <memory>
 #include <string>
 
-#include "driver/input.h"
-#include "driver/pipeline.h"
-#include "driver/report.h"
+#include "nvshmem_opt/input.h"
+#include "nvshmem_opt/pipeline.h"
+#include "nvshmem_opt/report.h"
 #include "extensions/backends.h"
-#include "fuzz/alt_signal_stack.h"
+#include "tests/fuzz/alt_signal_stack.h"
 
 namespace {
 
@@ -108,7 +108,7 @@ Config g_config{"1x2x4", false, "rewrite"};  // The input's, for the replay.
   std::fprintf(stderr,
                "replay: nvshmem-opt INPUT --topology=%s --mode=%s%s (INPUT: "
                "the crash file libFuzzer writes; --slow-network: a table "
-               "holding kSlowNcclNetwork of fuzz/driver_fuzzer.cc)\n",
+               "holding kSlowNcclNetwork of tests/fuzz/driver_fuzzer.cc)\n",
                g_config.topology, g_config.mode,
                g_config.slow_network ? " --cost-table=SLOW_NETWORK_TABLE" : "");
   std::abort();

@@ -1,6 +1,6 @@
 """Writes a large, valid HLO module for memory and atomic-write checks.
 
-  python fuzz/make_big_module.py FIXTURE OUT TARGET_BYTES
+  python tests/fuzz/make_big_module.py FIXTURE OUT TARGET_BYTES
 
 Copies every computation of FIXTURE until the text reaches TARGET_BYTES; copy k
 renames every %name to %name.rK. Copies of the ENTRY become ordinary

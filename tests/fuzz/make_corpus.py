@@ -1,14 +1,14 @@
-"""Writes the seed corpora for fuzz/driver_fuzzer and fuzz/selection_fuzzer.
+"""Writes the seed corpora for tests/fuzz/driver_fuzzer and tests/fuzz/selection_fuzzer.
 
-  python fuzz/make_corpus.py OUT_DIR
+  python tests/fuzz/make_corpus.py OUT_DIR
 
 OUT_DIR/driver/: every tests/fixtures/*.hlo and every module of the pass's C++
-test (the HloModule raw strings of nvshmem_collective_permute_rewriter_test.cc),
+test (the HloModule raw strings of nvshmem_permute_backend_assigner_test.cc),
 each under four
 configurations named by a leading comment that XLA and nvshmem-opt skip
 ("/* driver_fuzzer --topology=T --mode=M [--slow-network] */", see
 driver_fuzzer.cc), so every seed is a module file nvshmem-opt reads as it is;
-plus every regression input under fuzz/regressions/, as it is.
+plus every regression input under tests/fuzz/regressions/, as it is.
 OUT_DIR/selection/: topology specs x cost tables x requests, then the rule
 seeds (layouts, tables and requests that reach each backend's rules).
 """
@@ -17,11 +17,11 @@ import pathlib
 import re
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
-PASS_TEST = (ROOT / "xla_src/xla/backends/gpu/transforms/collectives/"
-             "nvshmem_collective_permute_rewriter_test.cc")
-REGRESSIONS = ROOT / "fuzz" / "regressions"
+PASS_TEST = (ROOT / "core/xla/backends/gpu/transforms/collectives/"
+             "nvshmem_permute_backend_assigner_test.cc")
+REGRESSIONS = ROOT / "tests" / "fuzz" / "regressions"
 
 # driver_fuzzer's kTopologies and kModes. Each module gets its own topology with
 # rewrite under the default costs and under slow NCCL on the network

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The test command's fuzzing (scripts/test.sh): builds the libFuzzer harnesses
 # (build-fuzz/, clang + ASan/UBSan) and runs both, deterministically:
-# fuzz/selection_fuzzer (selection core, no XLA) and fuzz/driver_fuzzer
+# tests/fuzz/selection_fuzzer (selection core, no XLA) and tests/fuzz/driver_fuzzer
 # (nvshmem-opt's library: parse -> verify -> pass -> async -> verify -> report
 # -> output spliced into the input -> reparse, against the TensorFlow wheel's XLA).
 #
-#   fuzz/run_fuzz.sh [--runs=N] [--driver-runs=N] [--seed=S] [--sanitizers=LIST]
+#   tests/fuzz/run_fuzz.sh [--runs=N] [--driver-runs=N] [--seed=S] [--sanitizers=LIST]
 #                    [--no-build] [--build-only]
 #
 # The same inputs every run: libFuzzer's -seed=S (default 1), the committed seeds
-# (fuzz/make_corpus.py: the fixtures, the pass's test modules, fuzz/regressions/)
+# (tests/fuzz/make_corpus.py: the fixtures, the pass's test modules, tests/fuzz/regressions/)
 # written afresh, and a fresh empty corpus directory that is deleted afterwards,
 # so nothing found by an earlier run is carried into the next; address-space
 # randomization off (setarch -R: absl seeds its hashes with addresses, so the
@@ -17,14 +17,14 @@
 # corpus re-read off (-reload=0). --runs=N (default 10000) executions per
 # harness, --driver-runs=N the driver's alone (default: --runs); every seed
 # runs whatever N is. Open-ended discovery (random seed, a corpus kept
-# between runs, a time limit) is fuzz/campaign.sh.
+# between runs, a time limit) is tests/fuzz/campaign.sh.
 # --sanitizers defaults to fuzzer,address,undefined; fuzzer,undefined is the
 # fallback without ASan. Needs clang++ with libFuzzer (Debian: apt-get install
 # clang libclang-rt-14-dev).
 # Exit status: 0 when both runs end without a crash, hang or property
 # violation; crashing inputs land in build-fuzz/crashes/.
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="$ROOT/build-fuzz"
 RUNS=10000
 DRIVER_RUNS=
@@ -61,7 +61,7 @@ fi
 
 # Seeds written afresh (no stale file of an older checkout), an empty corpus.
 rm -rf "$BUILD/seeds"
-"$PY" "$ROOT/fuzz/make_corpus.py" "$BUILD/seeds"
+"$PY" "$ROOT/tests/fuzz/make_corpus.py" "$BUILD/seeds"
 mkdir -p "$BUILD/crashes"
 work=$(mktemp -d "${TMPDIR:-/tmp}/run_fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT

@@ -9,7 +9,7 @@
 //   request: BYTES NUM_PARTITIONS NUM_REPLICAS CROSS(0|1) SRC DST SRC DST ...
 //   %%                                   (optional from here)
 //   facts: words among types=T,T,... team=N memcpy branch group
-// fuzz/make_corpus.py writes seeds in this form; libFuzzer mutates freely.
+// tests/fuzz/make_corpus.py writes seeds in this form; libFuzzer mutates freely.
 //
 // Properties checked (a violation aborts):
 //   * rejected specs/tables/requests get a non-empty, one-line error
@@ -43,7 +43,7 @@
 
 #include "absl/status/statusor.h"
 #include "extensions/backends.h"
-#include "fuzz/selection_request.h"
+#include "tests/fuzz/selection_request.h"
 
 namespace ext = nvshmem_ext;
 

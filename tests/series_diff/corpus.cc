@@ -1,6 +1,6 @@
 // The selection fuzzer's seeds as cases of the differential test. A seed is a
 // topology spec, a cost table and a request ("BYTES PARTITIONS REPLICAS
-// CROSS SRC DST ..."), read as fuzz/selection_fuzzer.cc reads it.
+// CROSS SRC DST ..."), read as tests/fuzz/selection_fuzzer.cc reads it.
 
 #include <algorithm>
 #include <cstdint>
@@ -22,8 +22,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "extensions/backends.h"
-#include "fuzz/selection_request.h"
-#include "series_diff/diff_case.h"
+#include "tests/fuzz/selection_request.h"
+#include "tests/series_diff/diff_case.h"
 
 namespace series_diff {
 namespace {

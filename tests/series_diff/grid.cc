@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "extensions/backends.h"
-#include "series_diff/diff_case.h"
+#include "tests/series_diff/diff_case.h"
 
 namespace series_diff {
 namespace {

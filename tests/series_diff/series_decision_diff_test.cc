@@ -26,7 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "extensions/backends.h"
 #include "gtest/gtest.h"
-#include "series_diff/diff_case.h"
+#include "tests/series_diff/diff_case.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_permute_decision.h"
 
 namespace series_diff {
@@ -435,7 +435,7 @@ int main(int argc, char** argv) {
                             " --xla_gpu_experimental_enable_nvshmem=false";
   setenv("XLA_FLAGS", flags.c_str(), 1);
   testing::InitGoogleTest(&argc, argv);
-  // What googletest leaves: --corpus=DIR, a folder with selection/ and driver/.
+  // What googletest leaves: --corpus=DIR, a folder with selection/ and nvshmem_opt/.
   const std::string usage = "usage: series_decision_diff_test --corpus=DIR";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -455,7 +455,7 @@ int main(int argc, char** argv) {
     if (series_diff::corpus_dir->empty() ||
         !std::filesystem::is_directory(dir)) {
       std::cerr << "series_decision_diff_test: " << dir
-                << ": no such folder (fuzz/make_corpus.py DIR writes it); "
+                << ": no such folder (tests/fuzz/make_corpus.py DIR writes it); "
                 << usage << "\n";
       return 2;
     }

@@ -18,7 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "series_diff/diff_case.h"
+#include "tests/series_diff/diff_case.h"
 #include "xla/backends/gpu/runtime/nvshmem_permute_support.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
 #include "xla/debug_options_flags.h"

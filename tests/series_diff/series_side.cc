@@ -9,7 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "series_diff/diff_case.h"
+#include "tests/series_diff/diff_case.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_permute_decision.h"
 #include "xla/primitive_util.h"
 #include "xla/service/gpu/backend_configs.pb.h"

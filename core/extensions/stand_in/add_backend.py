@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Writes the selection core and extensions/ with a fifth backend, `stand_in`.
+"""Writes the selection core and core/extensions/ with a fifth backend, `stand_in`.
 
     add_backend.py OUT_DIR
 
 The backend is added the way docs/architecture.md ("Adding a backend") says a
 backend is added: an edit of each file its numbered list names, and of no other
-file. OUT_DIR gets the core's sources under xla_src/ and extensions/'s under
-extensions/, the listed files edited; the build compiles them with
+file. OUT_DIR gets the core's sources under core/ and core/extensions/'s under
+core/extensions/, the listed files edited; the build compiles them with
 -Werror=switch and runs stand_in_backend_test.cc on them. A spot that enumerates
 backends outside the listed files then fails that build or that test, and a list
 in the doc that differs from the files edited here fails this script.
@@ -19,8 +19,8 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-CORE = "xla_src/xla/backends/gpu/transforms/collectives"
+ROOT = Path(__file__).resolve().parents[3]
+CORE = "core/xla/backends/gpu/transforms/collectives"
 DOC = ROOT / "docs" / "architecture.md"
 
 RECORD = '''},
@@ -49,7 +49,7 @@ EDITS = {
     case Backend::kPeer:
 """)],
     # The record goes last in kBackends: its index is its enum value.
-    "extensions/backends.cc": [(re.compile(r"(kBackends\[kNumBackends\] = \{.*?)\}\};", re.S),
+    "core/extensions/backends.cc": [(re.compile(r"(kBackends\[kNumBackends\] = \{.*?)\}\};", re.S),
                                 lambda m: m.group(1) + RECORD)],
 }
 
@@ -62,12 +62,12 @@ def edit(path, text, anchor, replacement):
   if isinstance(anchor, str):
     if text.count(anchor) != 1:
       raise Fail(f"{path}: '{anchor}' is not in it once; the stand-in backend needs "
-                 "extensions/stand_in/add_backend.py updated")
+                 "core/extensions/stand_in/add_backend.py updated")
     return text.replace(anchor, replacement)
   new, n = anchor.subn(replacement, text)
   if n != 1:
     raise Fail(f"{path}: kBackends' closing '}};' not found; the stand-in backend needs "
-               "extensions/stand_in/add_backend.py updated")
+               "core/extensions/stand_in/add_backend.py updated")
   return new
 
 
@@ -81,16 +81,16 @@ def documented_files():
   for line in text[start:].splitlines()[2:]:
     item = re.match(r"\d+\. `([^`]+)`", line)
     if item:
-      files.append(item.group(1).replace("xla_src/.../", f"{CORE}/"))
+      files.append(item.group(1).replace("core/.../", f"{CORE}/"))
     elif line and not line.startswith(" "):
       break
   return files
 
 
 def sources():
-  """Every file of the core and extensions/ but tests, relative to ROOT."""
+  """Every file of the core and core/extensions/ but tests, relative to ROOT."""
   paths = []
-  for folder in (CORE, "extensions"):
+  for folder in (CORE, "core/extensions"):
     for path in sorted((ROOT / folder).iterdir()):
       if path.is_file() and path.suffix in (".h", ".cc", ".proto") and \
           not path.name.endswith("_test.cc"):

@@ -13,7 +13,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 ==============================================================================*/
 
-#include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_permute_backend_assigner.h"
 
 #include <cstdint>
 #include <memory>
@@ -51,7 +51,7 @@ namespace gpu {
 namespace {
 
 namespace core = nvshmem_selection;
-using Rewriter = NvshmemCollectivePermuteRewriter;
+using Rewriter = NvshmemPermuteBackendAssigner;
 
 // NVSHMEM wins every NVLink edge: the tests check what the pass does with a
 // decision, not the default table's calibration.
@@ -110,7 +110,7 @@ ENTRY e {
 }
 )";
 
-class NvshmemCollectivePermuteRewriterTest
+class NvshmemPermuteBackendAssignerTest
     : public HloHardwareIndependentTestBase {
  protected:
   // The pass with the favoured table on hosts of `devices_per_host` GPUs in
@@ -150,7 +150,7 @@ class NvshmemCollectivePermuteRewriterTest
   }
 };
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, OneHostRingGetsNvshmemStaysSync) {
+TEST_F(NvshmemPermuteBackendAssignerTest, OneHostRingGetsNvshmemStaysSync) {
   TF_ASSERT_OK_AND_ASSIGN(auto module,
                           ParseAndReturnVerifiedModule(kRing8, 1, 8));
   Rewriter pass = MakePass(8);
@@ -164,12 +164,12 @@ CHECK-NOT: collective-permute-start
   EXPECT_TRUE(matched);
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, RingAcrossHostsKeepsDefault) {
+TEST_F(NvshmemPermuteBackendAssignerTest, RingAcrossHostsKeepsDefault) {
   EXPECT_EQ(PermuteBackend(kRing8, 8, MakePass(4)),
             CollectiveBackendConfig::DEFAULT);
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, DeviceReceivingNothingKeeps) {
+TEST_F(NvshmemPermuteBackendAssignerTest, DeviceReceivingNothingKeeps) {
   // A shift (device 0 receives nothing) and a swap over two of four devices:
   // XLA's NVSHMEM permute would wait forever in its barrier.
   for (absl::string_view pairs : {"{0,1},{1,2},{2,3}", "{0,1},{1,0}"}) {
@@ -187,7 +187,7 @@ ENTRY e {
   }
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, InPlacePermuteIsLeftAlone) {
+TEST_F(NvshmemPermuteBackendAssignerTest, InPlacePermuteIsLeftAlone) {
   // Four sources, but devices 2 and 3 receive nothing: the decision is NCCL,
   // and the pass leaves in-place permutes unchanged anyway.
   constexpr char kInPlace[] = R"(
@@ -215,7 +215,7 @@ ENTRY e {
   EXPECT_FALSE(RunHloPass(&pass, module.get()).value());
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, AsyncStartIsUpdatedInPlace) {
+TEST_F(NvshmemPermuteBackendAssignerTest, AsyncStartIsUpdatedInPlace) {
   constexpr char kAsync[] = R"(
 HloModule async
 
@@ -240,7 +240,7 @@ CHECK: %d = f32[64]{0} collective-permute-done(%s)
   EXPECT_TRUE(matched);
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, SecondRunChangesNothing) {
+TEST_F(NvshmemPermuteBackendAssignerTest, SecondRunChangesNothing) {
   for (int64_t per_host : {8, 4}) {
     TF_ASSERT_OK_AND_ASSIGN(auto module,
                             ParseAndReturnVerifiedModule(kRing8, 1, 8));
@@ -250,7 +250,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, SecondRunChangesNothing) {
   }
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, RequestNamesBytesTypesAndFlag) {
+TEST_F(NvshmemPermuteBackendAssignerTest, RequestNamesBytesTypesAndFlag) {
   TF_ASSERT_OK_AND_ASSIGN(auto module,
                           ParseAndReturnVerifiedModule(kKvStep, 1, 8));
   module->mutable_config()
@@ -271,7 +271,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, RequestNamesBytesTypesAndFlag) {
   EXPECT_TRUE(request.memcpy_local_p2p);
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, PartitionRingOverReplicasKeeps) {
+TEST_F(NvshmemPermuteBackendAssignerTest, PartitionRingOverReplicasKeeps) {
   // 2 replicas x 4 partitions: the thunk would take partition ids as PEs
   // 0..3 in both replicas, so the ring stays on NCCL.
   TF_ASSERT_OK_AND_ASSIGN(auto module,
@@ -289,7 +289,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, PartitionRingOverReplicasKeeps) {
   EXPECT_EQ(request.groups, 2);
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, TypesNvshmemDoesNotPutKeep) {
+TEST_F(NvshmemPermuteBackendAssignerTest, TypesNvshmemDoesNotPutKeep) {
   // NVSHMEM puts f64, f32, f16, bf16, s32, s64, u32 and u64 only; one buffer
   // of another type keeps the whole permute on NCCL.
   for (const auto& [types, backend] : std::vector<
@@ -315,7 +315,7 @@ ENTRY e {
   }
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, MemcpyLocalP2pKeeps) {
+TEST_F(NvshmemPermuteBackendAssignerTest, MemcpyLocalP2pKeeps) {
   // NVSHMEM's thunk refuses xla_gpu_use_memcpy_local_p2p at Initialize.
   TF_ASSERT_OK_AND_ASSIGN(auto module,
                           ParseAndReturnVerifiedModule(kRing8, 1, 8));
@@ -328,7 +328,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, MemcpyLocalP2pKeeps) {
             CollectiveBackendConfig::DEFAULT);
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, NvshmemSetBeforeIsReplaced) {
+TEST_F(NvshmemPermuteBackendAssignerTest, NvshmemSetBeforeIsReplaced) {
   // As CollectiveBackendAssigner sets it for a shift, which would hang.
   constexpr char kShift[] = R"(
 HloModule shift
@@ -344,7 +344,7 @@ ENTRY e {
             CollectiveBackendConfig::DEFAULT);
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyFromDevicesPerHost) {
+TEST_F(NvshmemPermuteBackendAssignerTest, TopologyFromDevicesPerHost) {
   Rewriter::Options options;
   options.num_devices_per_host = 8;
   EXPECT_EQ(PermuteBackend(kRing8, 8, MakePass(options)),
@@ -362,7 +362,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyFromDevicesPerHost) {
             CollectiveBackendConfig::NVSHMEM);
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, SeveralGpusPerProcessKeep) {
+TEST_F(NvshmemPermuteBackendAssignerTest, SeveralGpusPerProcessKeep) {
   Rewriter::Options options;
   options.num_devices_per_host = 8;
   options.num_visible_devices_per_process = 8;
@@ -373,7 +373,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, SeveralGpusPerProcessKeep) {
             CollectiveBackendConfig::NVSHMEM);
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, CollectivesGroupKeeps) {
+TEST_F(NvshmemPermuteBackendAssignerTest, CollectivesGroupKeeps) {
   constexpr char kGroup[] = R"(
 HloModule group
 
@@ -395,7 +395,7 @@ ENTRY e {
             CollectiveBackendConfig::NVSHMEM);
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, ConditionalBranchKeeps) {
+TEST_F(NvshmemPermuteBackendAssignerTest, ConditionalBranchKeeps) {
   // Devices may take different branches, and the put would land at the
   // address of the sender's branch's buffer: NCCL under any branch, also
   // through a call.
@@ -428,7 +428,7 @@ ENTRY e {
             CollectiveBackendConfig::DEFAULT);
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyFromDeviceAssignment) {
+TEST_F(NvshmemPermuteBackendAssignerTest, TopologyFromDeviceAssignment) {
   // Hosts of 4 GPUs: the module's devices decide whether a 4-device ring
   // stays on one host, and NVSHMEM puts to partition p as PE p, the process
   // of device p: any other placement keeps NCCL.
@@ -452,7 +452,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyFromDeviceAssignment) {
   }
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyTooSmallIsAnError) {
+TEST_F(NvshmemPermuteBackendAssignerTest, TopologyTooSmallIsAnError) {
   TF_ASSERT_OK_AND_ASSIGN(auto module,
                           ParseAndReturnVerifiedModule(kRing8, 1, 8));
   // A topology given to the constructor (as a tool does) that is smaller than
@@ -464,7 +464,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, TopologyTooSmallIsAnError) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, CreateReadsTheCostTableFile) {
+TEST_F(NvshmemPermuteBackendAssignerTest, CreateReadsTheCostTableFile) {
   std::string path = ::testing::TempDir() + "/favoured_costs.txtpb";
   ASSERT_TRUE(
       tsl::WriteStringToFile(tsl::Env::Default(), path, kNvshmemFavoured).ok());
@@ -480,7 +480,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, CreateReadsTheCostTableFile) {
             CollectiveBackendConfig::NVSHMEM);
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, CreateRejectsBadOptions) {
+TEST_F(NvshmemPermuteBackendAssignerTest, CreateRejectsBadOptions) {
   Rewriter::Options negative, bad_slice, missing_file;
   negative.num_devices_per_host = -1;
   bad_slice.num_devices_per_host = 4;
@@ -495,7 +495,7 @@ TEST_F(NvshmemCollectivePermuteRewriterTest, CreateRejectsBadOptions) {
   }
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, CombinedKvStepOnOneHost) {
+TEST_F(NvshmemPermuteBackendAssignerTest, CombinedKvStepOnOneHost) {
   TF_ASSERT_OK_AND_ASSIGN(auto module,
                           ParseAndReturnVerifiedModule(kKvStep, 1, 8));
   Rewriter pass = MakePass(8);
@@ -507,7 +507,7 @@ CHECK-SAME: "backend":"NVSHMEM"
   EXPECT_TRUE(matched);
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, LoopPermuteStaysInsideAHost) {
+TEST_F(NvshmemPermuteBackendAssignerTest, LoopPermuteStaysInsideAHost) {
   // The permute inside a while body: NCCL across two hosts, and across two
   // hosts of one NVLink domain, which NVSHMEM_TEAM_SHARED is not known to
   // span; NVSHMEM on one host.
@@ -555,7 +555,7 @@ ENTRY e {
   }
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, RingsInsideEachHostGetNvshmem) {
+TEST_F(NvshmemPermuteBackendAssignerTest, RingsInsideEachHostGetNvshmem) {
   // Two hosts of 4, a ring inside each: every NVSHMEM_TEAM_SHARED team has a
   // source for each member.
   constexpr char kTwoRings[] = R"(
@@ -571,7 +571,7 @@ ENTRY e {
             CollectiveBackendConfig::NVSHMEM);
 }
 
-TEST_F(NvshmemCollectivePermuteRewriterTest, AsTheCompilerRunsIt) {
+TEST_F(NvshmemPermuteBackendAssignerTest, AsTheCompilerRunsIt) {
   // The GPU compiler's order: the pass from its options, then
   // AsyncCollectiveCreator, which carries the backend onto the start; an
   // all-reduce keeps the backend CollectiveBackendAssigner gave it.

@@ -13,8 +13,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 ==============================================================================*/
 
-#ifndef XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_COLLECTIVE_PERMUTE_REWRITER_H_
-#define XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_COLLECTIVE_PERMUTE_REWRITER_H_
+#ifndef XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_PERMUTE_BACKEND_ASSIGNER_H_
+#define XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_PERMUTE_BACKEND_ASSIGNER_H_
 
 #include <cstdint>
 #include <memory>
@@ -46,7 +46,7 @@ namespace gpu {
 // done. In-place permutes and permutes inside async computations are left
 // alone; permutes in a collectives group or under a conditional's branch stay
 // on NCCL.
-class NvshmemCollectivePermuteRewriter : public HloModulePass {
+class NvshmemPermuteBackendAssigner : public HloModulePass {
  public:
   struct Options {
     // The cluster as the compiler knows it: GPUs per host (a flag; XLA's
@@ -64,18 +64,18 @@ class NvshmemCollectivePermuteRewriter : public HloModulePass {
 
   // Reads what `options` name: InvalidArgument when a value is bad, the file
   // system's error when the table cannot be read.
-  static absl::StatusOr<std::unique_ptr<NvshmemCollectivePermuteRewriter>>
+  static absl::StatusOr<std::unique_ptr<NvshmemPermuteBackendAssigner>>
   Create(const Options& options);
 
   // Decides with `cost_table`, on `topology` when given, else on the cluster
   // of `options` holding the module's devices.
-  NvshmemCollectivePermuteRewriter(
+  NvshmemPermuteBackendAssigner(
       nvshmem_selection::CostTable cost_table,
       std::optional<nvshmem_selection::Topology> topology,
       const Options& options);
 
   absl::string_view name() const override {
-    return "nvshmem-collective-permute-rewriter";
+    return "nvshmem-permute-backend-assigner";
   }
 
   // The topology the module's permutes are decided on.
@@ -114,4 +114,4 @@ class NvshmemCollectivePermuteRewriter : public HloModulePass {
 }  // namespace gpu
 }  // namespace xla
 
-#endif  // XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_COLLECTIVE_PERMUTE_REWRITER_H_
+#endif  // XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_PERMUTE_BACKEND_ASSIGNER_H_

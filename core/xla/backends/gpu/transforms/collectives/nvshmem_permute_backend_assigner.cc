@@ -13,7 +13,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 ==============================================================================*/
 
-#include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
+#include "xla/backends/gpu/transforms/collectives/nvshmem_permute_backend_assigner.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -96,8 +96,8 @@ absl::StatusOr<std::vector<int>> Placement(const HloModuleConfig& config) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<NvshmemCollectivePermuteRewriter>>
-NvshmemCollectivePermuteRewriter::Create(const Options& options) {
+absl::StatusOr<std::unique_ptr<NvshmemPermuteBackendAssigner>>
+NvshmemPermuteBackendAssigner::Create(const Options& options) {
   const int64_t per_host = options.num_devices_per_host;
   if (per_host < 0 || options.slice_size < 0) {
     return absl::InvalidArgumentError(
@@ -117,11 +117,11 @@ NvshmemCollectivePermuteRewriter::Create(const Options& options) {
     TF_ASSIGN_OR_RETURN(table,
                         core::ParseCostTable(text, options.cost_table_path));
   }
-  return std::make_unique<NvshmemCollectivePermuteRewriter>(
+  return std::make_unique<NvshmemPermuteBackendAssigner>(
       std::move(table), std::nullopt, options);
 }
 
-NvshmemCollectivePermuteRewriter::NvshmemCollectivePermuteRewriter(
+NvshmemPermuteBackendAssigner::NvshmemPermuteBackendAssigner(
     core::CostTable cost_table, std::optional<core::Topology> topology,
     const Options& options)
     : cost_table_(std::move(cost_table)),
@@ -134,7 +134,7 @@ NvshmemCollectivePermuteRewriter::NvshmemCollectivePermuteRewriter(
 // Hosts of num_devices_per_host GPUs (else of a slice, else one host), in
 // NVLink domains of slice_size devices (else of one host), holding every
 // device of the module, placed by its static device assignment.
-absl::StatusOr<core::Topology> NvshmemCollectivePermuteRewriter::TopologyFor(
+absl::StatusOr<core::Topology> NvshmemPermuteBackendAssigner::TopologyFor(
     const HloModule& module) const {
   if (topology_.has_value()) return *topology_;
   const HloModuleConfig& config = module.config();
@@ -159,7 +159,7 @@ absl::StatusOr<core::Topology> NvshmemCollectivePermuteRewriter::TopologyFor(
                                 static_cast<int>(domain), std::move(placement));
 }
 
-bool NvshmemCollectivePermuteRewriter::RunsUnderConditionalBranch(
+bool NvshmemPermuteBackendAssigner::RunsUnderConditionalBranch(
     const HloComputation& computation) {
   std::vector<const HloComputation*> pending = {&computation};
   absl::flat_hash_set<const HloComputation*> seen;
@@ -176,7 +176,7 @@ bool NvshmemCollectivePermuteRewriter::RunsUnderConditionalBranch(
 }
 
 absl::flat_hash_set<const HloComputation*>
-NvshmemCollectivePermuteRewriter::CollectivesGroups(const HloModule& module) {
+NvshmemPermuteBackendAssigner::CollectivesGroups(const HloModule& module) {
   absl::flat_hash_set<const HloComputation*> groups;
   const std::vector<HloComputation*> callees_first =
       module.MakeComputationPostOrder();
@@ -195,7 +195,7 @@ NvshmemCollectivePermuteRewriter::CollectivesGroups(const HloModule& module) {
 }
 
 absl::StatusOr<core::PermuteRequest>
-NvshmemCollectivePermuteRewriter::RequestFor(
+NvshmemPermuteBackendAssigner::RequestFor(
     const HloCollectivePermuteInstruction& permute,
     const core::Topology& topology) {
   const HloModuleConfig& config = permute.GetModule()->config();
@@ -228,7 +228,7 @@ NvshmemCollectivePermuteRewriter::RequestFor(
   return request;
 }
 
-absl::StatusOr<bool> NvshmemCollectivePermuteRewriter::RunImpl(
+absl::StatusOr<bool> NvshmemPermuteBackendAssigner::RunImpl(
     HloModule* module,
     const absl::flat_hash_set<absl::string_view>& execution_threads) {
   TF_ASSIGN_OR_RETURN(core::Topology topology, TopologyFor(*module));
