@@ -33,7 +33,6 @@ NON_TEST_LIMIT = 250
 GEN = REPO / "scripts" / "gen_patches_next.py"
 BUILD = REPO / "scripts" / "build_jaxlib.sh"
 CHECK = REPO / "scripts" / "check_series_upstream.sh"
-LOCAL_MIRRORS = ["/work/.mirror/ROCm+xla/repo"]
 PKG = "xla/backends/gpu/transforms/collectives"
 
 
@@ -46,8 +45,8 @@ def _has_commits(d):
                                   capture_output=True).returncode == 0 for c in COMMITS.values())
 
 
-XLA_DIR = next((d for d in [os.environ.get("XLA_NEXT"), os.environ.get("XLA_PIN"),
-                            *LOCAL_MIRRORS] if _has_commits(d)), None)
+XLA_DIR = next((d for d in [os.environ.get("XLA_NEXT"), os.environ.get("XLA_PIN")]
+                if _has_commits(d)), None)
 needs_xla = pytest.mark.skipif(XLA_DIR is None, reason="needs openxla/xla at 183fa00c and 131bf41a")
 ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
        "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@invalid",

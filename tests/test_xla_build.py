@@ -14,6 +14,7 @@ includes is declared by a dep of its target (Bazel's layering check).
 """
 
 import ast
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -28,8 +29,9 @@ SCRIPT = REPO / "scripts" / "build_jaxlib.sh"
 OPTIONS = REPO / "scripts" / "upstream_checks" / "jax-v0.9.1_build_py_options.txt"
 DOCS = [REPO / "README.md", SERIES / "README.md", REPO / "WORKSPACE",
         REPO / "docs" / "xla_pin_research.md", SCRIPT]
-JAX_MIRRORS = ["/work/.mirror/jax-ml+jax/repo"]
-JAX_DIR = next((p for p in JAX_MIRRORS if Path(p, "HEAD").is_file()), None)
+# A git directory of jax holding the tag jax-v0.9.1, from the environment.
+JAX_DIR = next((p for p in [os.environ.get("JAX_GIT_DIR")] if p and Path(p, "HEAD").is_file()),
+               None)
 needs_jax = pytest.mark.skipif(JAX_DIR is None, reason="needs a local jax repository")
 # Upstream targets the series changes the sources of (checked at the pin below).
 CHANGED_UPSTREAM = {"//xla/service/gpu:gpu_compiler": "xla/service/gpu/gpu_compiler.cc",
