@@ -27,8 +27,8 @@ from test_patches import (ALL, FLAGS, SERIES, PIN_DIR, PKG, REPO, RUNTIME, SOURC
 PIN = "3cc8846c10052cc1c32c4db87866eac4e4cdbccd"
 SCRIPT = REPO / "scripts" / "build_jaxlib.sh"
 OPTIONS = REPO / "scripts" / "upstream_checks" / "jax-v0.9.1_build_py_options.txt"
-DOCS = [REPO / "README.md", SERIES / "README.md", REPO / "WORKSPACE",
-        REPO / "docs" / "xla_pin_research.md", SCRIPT]
+DOCS = [REPO / "README.md", REPO / "docs" / "patch_series.md", SERIES / "README.md",
+        REPO / "WORKSPACE", REPO / "docs" / "xla_pin_research.md", SCRIPT]
 # A git directory of jax holding the tag jax-v0.9.1, from the environment.
 JAX_DIR = next((p for p in [os.environ.get("JAX_GIT_DIR")] if p and Path(p, "HEAD").is_file()),
                None)
@@ -133,6 +133,8 @@ def test_build_command_uses_jax_v0_9_1_build_py_options():
 # Flags of the newer XLA the series for it leave as they are
 # (debug_options_flags.cc:2911 at 183fa00c, :2725 at 131bf41a).
 NEWER_XLA_FLAGS = {"xla_gpu_collective_permute_mode"}
+# The docs pages that give XLA_FLAGS recipes.
+RECIPE_PAGES = ["patch_series.md", "jax_hook.md", "commands.md", "install.md", "overview.md"]
 
 
 def test_recipe_flags_are_flags_of_the_series_or_the_pin():
@@ -142,7 +144,7 @@ def test_recipe_flags_are_flags_of_the_series_or_the_pin():
   flags_cc = file_diffs(FLAGS).get("xla/debug_options_flags.cc", [])
   added_flags = set(re.findall(r'^\+\s+"(xla_\w+)",', "\n".join(flags_cc), re.M))
   context = "\n".join(l for l in flags_cc if l.startswith(" "))
-  for doc in (SCRIPT, REPO / "README.md"):
+  for doc in (SCRIPT, REPO / "README.md", *(REPO / "docs" / p for p in RECIPE_PAGES)):
     for flag in set(re.findall(r"--(xla_gpu_\w+)", doc.read_text())):
       assert flag in added_flags | NEWER_XLA_FLAGS or flag in context, f"{doc.name}: {flag}"
 
