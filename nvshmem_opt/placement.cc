@@ -1,0 +1,195 @@
+#include "nvshmem_opt/placement.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "xla/service/computation_placer.h"
+
+namespace nvshmem_opt {
+
+namespace ext = nvshmem_ext;
+
+namespace {
+
+// GPUs per host when the topology is derived and --devices-per-host is not
+// given: one HGX H100/H200 node, capped at the module's device count.
+constexpr int kDefaultDevicesPerHost = 8;
+
+}  // namespace
+
+// GPUs per host of a derived topology: --devices-per-host, else
+// kDefaultDevicesPerHost but no more than the module's devices, which must
+// fill whole hosts (a partial host is a placement only a spec can state).
+int DevicesPerHost(const Flags& flags, const xla::HloModule& module) {
+  const int64_t devices = int64_t{module.config().num_partitions()} *
+                          module.config().replica_count();
+  const int64_t per_host =
+      flags.devices_per_host > 0
+          ? flags.devices_per_host
+          : std::min<int64_t>(kDefaultDevicesPerHost, devices);
+  if (devices % per_host != 0) {
+    Fail(2,
+         absl::StrCat(flags.input, ": its ", devices,
+                      " devices (partitions x replicas) do not fill hosts of ",
+                      per_host, " GPUs (--devices-per-host",
+                      flags.devices_per_host > 0 ? "" : ", default 8",
+                      "); give --devices-per-host=N or --topology=SPEC"));
+  }
+  return static_cast<int>(per_host);
+}
+
+// The topology the pass decides on, asked of the pass itself so that the
+// report and upstream's assigner see the same one; said when derived.
+ext::Topology ResolveTopology(const Flags& flags, const Rewriter& pass,
+                              const xla::HloModule& module) {
+  ext::Topology topology = OrFail(pass.TopologyFor(module), flags.input + ": ");
+  if (flags.topology.empty()) {
+    std::cerr << "nvshmem-opt: " << flags.input << ": no --topology; using "
+              << ext::TopologySpec(topology) << " (" << topology.num_devices()
+              << " devices in hosts of " << topology.gpus_per_host() << " GPUs"
+              << (module.config().has_static_device_assignment()
+                      ? ", placed by the module's device assignment"
+                      : "")
+              << "; " << topology.gpus_per_process() << " GPUs per process"
+              << "; --devices-per-host=N or --topology=SPEC overrides)\n";
+  }
+  return topology;
+}
+
+// Where the topology came from: the flag, else the pass's default shape,
+// placed by the module's device assignment where it has one.
+std::string TopologySource(const Flags& flags, const xla::HloModule& module) {
+  if (!flags.topology.empty()) return "flag";
+  return module.config().has_static_device_assignment() ? "module config"
+                                                        : "default";
+}
+
+// The topology as a spec to decide on again: its process layout only where
+// --topology states one, so that the backend set's default applies again.
+std::string SpecToDecideAgain(const Flags& flags,
+                              const ext::Topology& topology) {
+  if (ext::SpecStatesProcesses(flags.topology)) {
+    // TopologySpec leaves out a process per host, which the spec stated.
+    const bool per_host =
+        topology.gpus_per_process() == topology.gpus_per_host();
+    return absl::StrCat(
+        ext::TopologySpec(topology),
+        per_host ? absl::StrCat(":gpus_per_process=", topology.gpus_per_host())
+                 : "");
+  }
+  return ext::TopologySpec(OrFail(ext::Topology::Create(
+      topology.slices(), topology.hosts_per_slice(), topology.gpus_per_host(),
+      topology.nvlink_domain_size(), topology.partition_to_device(),
+      topology.gpus_per_host())));
+}
+
+// Where the device of each logical id came from: a config's map (also where
+// the spec states the same one), else the spec's, else the module's own.
+std::string PlacementText(const Flags& flags, const ext::Topology& topology,
+                          const std::string& config_path,
+                          const std::optional<ModulePlacement>& read,
+                          bool spec_states_map, bool proto_placed) {
+  if (topology.partition_to_device().empty()) return "unknown";
+  if (!config_path.empty() &&
+      (flags.topology.empty() ||
+       (read && topology.partition_to_device() == read->devices))) {
+    return absl::StrCat("the module's device assignment (", config_path, ")");
+  }
+  if (!flags.topology.empty() && !spec_states_map && proto_placed) {
+    return "the module's device assignment (the proto's)";
+  }
+  return flags.topology.empty() ? "the module's device assignment"
+                                : "the topology's map";
+}
+
+// --topology as the tools state it again: as given, with the config's map
+// where the spec states none and the config placed the module.
+std::string PlacedSpec(const Flags& flags, const std::string& spec,
+                       const ext::Topology& topology, bool spec_states_map,
+                       const std::optional<ModulePlacement>& read) {
+  if (flags.topology.empty()) return spec;
+  if (!spec_states_map && !read && !topology.partition_to_device().empty()) {
+    // Placed by a proto's own device assignment.
+    return absl::StrCat(flags.topology, ":map=",
+                        absl::StrJoin(topology.partition_to_device(), ","));
+  }
+  if (spec_states_map || !read ||
+      topology.partition_to_device() != read->devices) {
+    return flags.topology;
+  }
+  return absl::StrCat(flags.topology,
+                      ":map=", absl::StrJoin(read->devices, ","));
+}
+
+// XLA's config beside a text module (or --module-config): its device
+// assignment becomes the module's, and the map of a topology given without
+// one. Returns the config's path, "" when none was read.
+std::string PlaceTextModule(const Flags& flags, xla::HloModule& module,
+                            std::optional<ext::Topology>& given,
+                            std::optional<ModulePlacement>& read) {
+  if (module.config().has_static_device_assignment()) {
+    // A proto carries its compile's device assignment: it places the ids of a
+    // topology given without a map, as a config beside text does.
+    const xla::DeviceAssignment& assignment =
+        module.config().static_device_assignment();
+    const int replicas = assignment.replica_count();
+    const int partitions = assignment.computation_count();
+    if (given && given->partition_to_device().empty() &&
+        given->num_devices() >= int64_t{replicas} * partitions) {
+      std::vector<int> devices(int64_t{replicas} * partitions);
+      for (int p = 0; p < partitions; ++p) {
+        for (int r = 0; r < replicas; ++r) {
+          devices[r + p * replicas] = static_cast<int>(assignment(r, p));
+        }
+      }
+      given = OrFail(
+          ext::Topology::Create(
+              given->slices(), given->hosts_per_slice(), given->gpus_per_host(),
+              given->nvlink_domain_size(), devices, given->gpus_per_process()),
+          flags.input +
+              ": the proto's device assignment does not fit "
+              "--topology: ");
+    }
+    return "";
+  }
+  const std::string path = flags.module_config.empty()
+                               ? FindModuleConfig(flags.input)
+                               : flags.module_config;
+  if (path.empty()) return "";
+  // A config is tens of KB: its own bound, whatever --max-input-bytes allows.
+  constexpr int64_t kMaxConfigBytes = int64_t{64} << 20;
+  read = OrFail(ReadModulePlacement(path, kMaxConfigBytes));
+  if (read->replicas != module.config().replica_count() ||
+      read->partitions != module.config().num_partitions()) {
+    Fail(2, absl::StrCat(path, ": its device assignment places ",
+                         read->replicas, " replicas x ", read->partitions,
+                         " partitions, the module has ",
+                         module.config().replica_count(), " x ",
+                         module.config().num_partitions()));
+  }
+  xla::DeviceAssignment assignment(read->replicas, read->partitions);
+  for (int p = 0; p < read->partitions; ++p) {
+    for (int r = 0; r < read->replicas; ++r) {
+      assignment(r, p) = read->devices[r + p * read->replicas];
+    }
+  }
+  module.mutable_config().set_static_device_assignment(assignment);
+  // A topology too small for the module fails later, with the module's count.
+  if (given && given->partition_to_device().empty() &&
+      given->num_devices() >= int64_t{read->replicas} * read->partitions) {
+    given = OrFail(ext::Topology::Create(
+                       given->slices(), given->hosts_per_slice(),
+                       given->gpus_per_host(), given->nvlink_domain_size(),
+                       read->devices, given->gpus_per_process()),
+                   path + ": its device assignment does not fit --topology: ");
+  }
+  return path;
+}
+
+}  // namespace nvshmem_opt

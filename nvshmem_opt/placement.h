@@ -1,0 +1,59 @@
+// Where the driver's topology and device placement come from, and how the
+// report states them: the derived topology's hosts, the pass's own topology,
+// a text module placed by XLA's config beside it.
+
+#ifndef NVSHMEM_OPT_PLACEMENT_H_
+#define NVSHMEM_OPT_PLACEMENT_H_
+
+#include <optional>
+#include <string>
+
+#include "extensions/backends.h"
+#include "nvshmem_opt/flags.h"
+#include "nvshmem_opt/module_config.h"
+#include "nvshmem_opt/pipeline.h"
+#include "xla/hlo/ir/hlo_module.h"
+
+namespace nvshmem_opt {
+
+// GPUs per host of a derived topology: --devices-per-host, else 8 (one HGX
+// node) but no more than the module's devices, which must fill whole hosts.
+int DevicesPerHost(const Flags& flags, const xla::HloModule& module);
+
+// The topology the pass decides on, asked of the pass itself; said on stderr
+// when derived.
+nvshmem_ext::Topology ResolveTopology(const Flags& flags, const Rewriter& pass,
+                                      const xla::HloModule& module);
+
+// Where the topology came from: "flag", "module config" or "default".
+std::string TopologySource(const Flags& flags, const xla::HloModule& module);
+
+// The topology as a spec to decide on again (its process layout only where
+// --topology states one).
+std::string SpecToDecideAgain(const Flags& flags,
+                              const nvshmem_ext::Topology& topology);
+
+// Where the device of each logical id came from, in words.
+std::string PlacementText(const Flags& flags,
+                          const nvshmem_ext::Topology& topology,
+                          const std::string& config_path,
+                          const std::optional<ModulePlacement>& read,
+                          bool spec_states_map, bool proto_placed);
+
+// --topology as the tools state it again, with the config's map where the spec
+// states none and the config placed the module.
+std::string PlacedSpec(const Flags& flags, const std::string& spec,
+                       const nvshmem_ext::Topology& topology,
+                       bool spec_states_map,
+                       const std::optional<ModulePlacement>& read);
+
+// Places `module` by XLA's config beside a text input (or --module-config), or
+// `given` by a proto's own device assignment; returns the config's path, ""
+// when none was read. Exits 2 on a config that does not fit.
+std::string PlaceTextModule(const Flags& flags, xla::HloModule& module,
+                            std::optional<nvshmem_ext::Topology>& given,
+                            std::optional<ModulePlacement>& read);
+
+}  // namespace nvshmem_opt
+
+#endif  // NVSHMEM_OPT_PLACEMENT_H_
