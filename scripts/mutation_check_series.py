@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import os
 import re
 import shlex
 import shutil
@@ -117,7 +116,9 @@ MUTANTS = [
     Mutant("support-source-for-every-id", "every id has one source", SUPPORT,
            "    if (sources[id] != 1) {", "    if (false) {"),
     Mutant("support-destination-color", "destinations on the heap (XLA's collective memory)",
-           SUPPORT, "      destination.color() != collective_color) {", "      false) {"),
+           SUPPORT, "|| destination.color() != collective_color) {", "|| false) {"),
+    Mutant("support-destination-live-out", "destinations on the heap (never a returned buffer)",
+           SUPPORT, "      destination.maybe_live_out() ||", "      false ||"),
     Mutant("support-destination-parameter", "destinations on the heap (never a donated parameter)",
            SUPPORT, "  if (destination.is_entry_computation_parameter() ||", "  if (false ||"),
     Mutant("support-ids-are-pes", "at run time, id i runs in process i, its PE", SUPPORT,
