@@ -54,7 +54,7 @@ def main() -> int:
     sys.path.insert(0, ROOT)
   from hlo_tools import jax_hook
 
-  result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+  result = {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "hlo_tools": os.path.dirname(jax_hook.__file__),
             "jax": jax.__version__, "python": sys.version.split()[0],
             "devices": [str(d) for d in jax.devices()],

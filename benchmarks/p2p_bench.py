@@ -41,8 +41,13 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # pylint: disable=wrong-import-position
-from benchlib import (BenchError, MULTICAST_OFF, file_barrier,  # pylint: disable=wrong-import-position,unused-import
-                      parse_size, parse_sizes, publish as _publish, wait_for as _wait_for)
+from benchlib import (  # pylint: disable=wrong-import-position,unused-import
+  MULTICAST_OFF,
+  BenchError,
+  parse_sizes,
+  publish as _publish,
+  wait_for as _wait_for,
+)
 
 # Keep NVLink multicast off everywhere (the device machines ask for it: a program
 # that uses it can put a shared host's GPUs out of service).
@@ -184,6 +189,7 @@ class _Nccl:
   def _load():
     import ctypes
     import glob
+
     import torch  # noqa: F401  (loads its libnccl, which ctypes then finds by soname)
     candidates = ["libnccl.so.2"]
     for d in sys.path:
@@ -303,8 +309,8 @@ def _worker_nccl(args, torch, nprocs, info):
 def _worker_nvshmem(args, torch, nprocs, info):
   import numpy as np
   import nvshmem
-  import nvshmem.core as nc
   import nvshmem.bindings as nb
+  import nvshmem.core as nc
   from cuda.core import Device
   info["nvshmem4py"] = getattr(nvshmem, "__version__", "?")
   dev = Device(args.rank)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Ring attention end to end: step time per collective-permute mode, one process per GPU.
 
-    python3 benchmarks/ring_e2e.py --out-dir=DIR --modes=nccl,peer,pass [--seq-lens=32K,64K,128K,256K]
-                            [--directions=fwd,fwd_bwd] [--budget-s=570]
+    python3 benchmarks/ring_e2e.py --out-dir=DIR --modes=nccl,peer,pass
+        [--seq-lens=32K,64K,128K,256K] [--directions=fwd,fwd_bwd] [--budget-s=570]
     python3 benchmarks/ring_e2e.py merge OUT.csv IN.csv [IN.csv ...]
 
 The program is hlo_tools/programs/ring_attention.py (on GPUs cuDNN flash attention per
@@ -317,6 +317,7 @@ def _config(args, seq_len, direction):
 def _inputs(jax, config, mesh, seed=0):
   """Random q, k, v made on their devices (no host copy of the global arrays)."""
   from jax.sharding import NamedSharding, PartitionSpec as P
+
   from hlo_tools.programs import ring_attention
   sharding = NamedSharding(mesh, P(None, ring_attention.AXIS))
   dtype = ring_attention.DTYPES[config.dtype]
@@ -334,6 +335,7 @@ def _check(jax, args, mesh, direction):
   """max|ring - plain| / max|plain| per output, plain attention in f32."""
   import jax.numpy as jnp
   from jax.sharding import NamedSharding, PartitionSpec as P
+
   from hlo_tools.programs import ring_attention
   config = _config(args, args.check_len, direction)
   ring, ref = ring_attention.example_function(config, mesh), ring_attention.reference_function(config)

@@ -42,7 +42,7 @@ import time
 _GPU = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [_GPU, os.path.dirname(_GPU)]  # benchlib; hlo_tools for its writer
 import benchlib  # pylint: disable=wrong-import-position
-from benchlib import BenchError, MULTICAST_OFF, parse_list  # pylint: disable=wrong-import-position
+from benchlib import MULTICAST_OFF, BenchError, parse_list  # pylint: disable=wrong-import-position
 
 os.environ.update(MULTICAST_OFF)
 
@@ -172,8 +172,8 @@ def run_child(args):
 
 def _child_body(jax, args, result):
   # pylint: disable=import-outside-toplevel
-  import numpy as np
   import jax.numpy as jnp
+  import numpy as np
   from jax import lax
   from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
   try:

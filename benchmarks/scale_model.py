@@ -2,7 +2,8 @@
 """Scale model of Llama-3-8B ring attention past two GPUs, from measurements and the core.
 
     python3 benchmarks/scale_model.py [--out=benchmarks/results/scale_model.csv]
-        [--plot=benchmarks/results/scale_model.png] [--check=benchmarks/results/scale_model_check_2gpu.csv]
+        [--plot=benchmarks/results/scale_model.png]
+        [--check=benchmarks/results/scale_model_check_2gpu.csv]
 
 Per ring step a device computes one block pair with the kernel the ring runs
 (benchmarks/results/h200_attention_kernel.csv, kernel `ring`, the jax version of the
@@ -250,6 +251,7 @@ def plot(rows, path):
   import matplotlib  # pylint: disable=import-outside-toplevel
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+
   from hlo_tools.cli_io import write_atomic  # pylint: disable=import-outside-toplevel
   panels = [(g, i) for g in GPUS for i in interconnects(g)]
   fig, axes = plt.subplots(2, len(panels), figsize=(3.2 * len(panels), 6.4), sharex=True)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Markdown tables from xla_permute_bench.py CSVs: the permute's own time per step.
 
-    python3 benchmarks/summarize_permute.py benchmarks/results/h200x2_xla_permute_jax091.csv [--ref=nccl]
+    python3 benchmarks/summarize_permute.py
+        benchmarks/results/h200x2_xla_permute_jax091.csv [--ref=nccl]
 
 One table per operand count: rows are sizes (bytes each device sends per step),
 columns each backend's own time (step - baseline, µs) and its ratio to --ref.

@@ -71,8 +71,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # pylint: disable=wrong-import-position
-from benchlib import (BenchError, MULTICAST_OFF, parse_list,  # pylint: disable=wrong-import-position,unused-import
-                      parse_size)
+from benchlib import MULTICAST_OFF, BenchError, parse_list, parse_size  # pylint: disable=wrong-import-position,unused-import
 
 os.environ.update(MULTICAST_OFF)
 

@@ -45,10 +45,10 @@ import time
 from collections.abc import Sequence
 from typing import Any, BinaryIO
 
+from hlo_tools.errors import MAX_MESSAGE_CHARS, InputReadError, one_line
+
 # What names a file here: a path, or "-" for stdin/stdout.
 PathLike = str | os.PathLike[str]
-
-from hlo_tools.errors import MAX_MESSAGE_CHARS, InputReadError, one_line
 
 __all__ = ["DEFAULT_INPUT_TIMEOUT", "DEFAULT_MAX_INPUT_BYTES", "MAX_MESSAGE_CHARS",
            "InputReadError", "add_input_timeout", "add_max_input_bytes", "is_regular_file",

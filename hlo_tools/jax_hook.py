@@ -72,6 +72,7 @@ from hlo_tools.model import collectives, modes
 if TYPE_CHECKING:  # jax and the binding are imported when first used
   import jax
   from jax.stages import Compiled, Lowered
+
   from hlo_tools._selection_core import CostTable, Topology
 
 # The core's decision for one permute, a record of the hook's (JSON-friendly).

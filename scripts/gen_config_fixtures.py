@@ -28,8 +28,9 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from hlo_tools.ops import dump  # pylint: disable=wrong-import-position
 from hlo_tools.hlo import module_config  # pylint: disable=wrong-import-position
+from hlo_tools.ops import dump  # pylint: disable=wrong-import-position
+
 from gen_fixtures import blank_dump_path  # pylint: disable=wrong-import-position
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

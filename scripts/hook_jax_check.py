@@ -55,8 +55,12 @@ def main() -> int:
   import numpy as np  # pylint: disable=import-outside-toplevel
   from jax import lax  # pylint: disable=import-outside-toplevel
   from jax.experimental import topologies  # pylint: disable=import-outside-toplevel
-  from jax.sharding import Mesh, NamedSharding  # pylint: disable=import-outside-toplevel
-  from jax.sharding import PartitionSpec as P  # pylint: disable=import-outside-toplevel
+  from jax.sharding import (  # pylint: disable=import-outside-toplevel
+    Mesh,
+    NamedSharding,
+    PartitionSpec as P,
+  )
+
   from hlo_tools import jax_hook  # pylint: disable=import-outside-toplevel
 
   target = sys.argv[1] if len(sys.argv) > 1 else os.path.join(

@@ -265,10 +265,10 @@ def table(rows: list[tuple[Mutant, dict[str, bool], str]]) -> tuple[str, bool]:
            "-" * 100]
   ok = True
   for m, failed, _ in rows:
-    def cell(kind: str) -> str:
-      if kind not in failed:
+    def cell(kind: str) -> str:  # called in this iteration only
+      if kind not in failed:  # noqa: B023
         return "-"
-      return "killed" if failed[kind] else "missed"
+      return "killed" if failed[kind] else "missed"  # noqa: B023
     problems = []
     for kind in ("ctest", "pytest") if m.layer == "ctest" else ("pytest",):
       if not failed[kind]:

@@ -8,6 +8,7 @@ import sys
 
 from conftest import GPU, MULTICAST_OFF, ROOT, load_gpu_script
 
+
 def test_attention_flops_count_half_under_the_causal_mask():
   kb = load_gpu_script("attention_kernel_bench")
   full = kb.flops(16384, False, "fwd")

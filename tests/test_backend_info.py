@@ -49,6 +49,7 @@ def test_tools_tables_are_derived_from_the_records():
 
 def test_driver_report_lists_every_backend_and_link_class_of_the_core(tmp_path):
   from pathlib import Path
+
   from hlo_tools.model import driver
   fixture = Path(__file__).parent / "fixtures" / "ring_1x1x8.before_async.hlo"
   rc, report, message = driver.run_nvshmem_opt(fixture, "1x2x4", tmp_dir=tmp_path)

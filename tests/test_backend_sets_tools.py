@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from hlo_tools.hlo import reader
 from hlo_tools import cli
-from hlo_tools.ops import report, verify
+from hlo_tools.hlo import reader
 from hlo_tools.model import decisions, driver
 from hlo_tools.model.collectives import collective_permutes
+from hlo_tools.ops import report, verify
 
 REPO = Path(__file__).resolve().parents[1]
 DRIVER = REPO / "build" / "nvshmem-opt"

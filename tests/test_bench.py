@@ -95,6 +95,7 @@ def test_bad_json_path_is_refused_before_the_run(tmp_path, where):
 def _record(monkeypatch, events):
   """Notes each collector freeze/unfreeze and each diff, in order, and still does them."""
   import gc  # pylint: disable=import-outside-toplevel
+
   from hlo_tools.ops import diff  # pylint: disable=import-outside-toplevel
   real = {"freeze": gc.freeze, "unfreeze": gc.unfreeze, "diff": diff.diff_sources}
 
@@ -114,6 +115,7 @@ def test_p3_times_the_diff_as_the_command_runs_it(monkeypatch, tmp_path):
   whatever the command does to the collector between reading and diffing, the bench
   does too (and undoes it after each run, where the command exits)."""
   import gc  # pylint: disable=import-outside-toplevel
+
   from hlo_tools.commands import diff as diff_command  # pylint: disable=import-outside-toplevel
   from hlo_tools.ops import bench  # pylint: disable=import-outside-toplevel
   fixtures = ROOT / "tests" / "fixtures"

@@ -7,10 +7,8 @@ import random
 
 import pytest
 
-from hlo_tools.ops.heuristics import calibrate
-from hlo_tools import cli
-from hlo_tools import selection
-from hlo_tools.ops.heuristics import HeuristicsError
+from hlo_tools import cli, selection
+from hlo_tools.ops.heuristics import HeuristicsError, calibrate
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

@@ -1,4 +1,5 @@
-"""hlo_tools.model.collectives.collective_permutes on the three ways XLA prints a collective-permute."""
+"""hlo_tools.model.collectives.collective_permutes on the three ways XLA prints a
+collective-permute."""
 
 import os
 import subprocess
@@ -7,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hlo_tools.model.collectives import collective_permutes
 from hlo_tools.hlo.reader import parse_hlo_file, parse_hlo_text
+from hlo_tools.model.collectives import collective_permutes
+
 from test_hlo_text import generated_dir, hlo_dump_files  # noqa: F401  (session fixture)
 
 REPO = Path(__file__).resolve().parents[1]

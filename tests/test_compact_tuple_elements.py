@@ -11,10 +11,11 @@ the dump ("expected an operand name", "cannot parse as an instruction name").
 import json
 import re
 
-from conftest import FIXTURES, run_nvshmem_opt
 from hlo_tools.errors import HloParseError
 from hlo_tools.hlo import reader
 from hlo_tools.model import collectives
+
+from conftest import FIXTURES, run_nvshmem_opt
 
 RING = FIXTURES / "jax0112" / "cond_ring_1x1x1.after_optimizations.hlo"
 

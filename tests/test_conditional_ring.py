@@ -19,9 +19,8 @@ from pathlib import Path
 import pytest
 
 from hlo_tools import cli
-from hlo_tools.model import decisions, options, sources
-from hlo_tools.ops import explain as explain_op
-from hlo_tools.ops import report
+from hlo_tools.model import decisions, options
+from hlo_tools.ops import explain as explain_op, report
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"

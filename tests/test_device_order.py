@@ -12,6 +12,7 @@ import shutil
 import pytest
 
 from hlo_tools import cli
+
 from conftest import FIXTURES, run_nvshmem_opt
 
 PERM = FIXTURES / "perm_ring_1x2x4.after_optimizations.hlo"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from hlo_tools import cli
-from hlo_tools.ops import diff, dump
 from hlo_tools.model import driver, sources
+from hlo_tools.ops import diff, dump
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"

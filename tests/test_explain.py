@@ -1,8 +1,8 @@
 """hlo-tools explain: per-permute reasoning on real fixtures, the pass's output, bad input."""
 
 import json
-import shutil
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -10,6 +10,7 @@ import pytest
 
 from hlo_tools import cli
 from hlo_tools.model import driver
+
 from conftest import placed
 
 REPO = Path(__file__).resolve().parents[1]
@@ -252,8 +253,8 @@ def test_num_partitions_overrides_topology_and_mesh(capsys, tmp_path):
 
 
 def test_trip_count_of_scan_loop_before_optimization():
-  from hlo_tools.model.collectives import collective_permutes
   from hlo_tools.hlo.reader import parse_hlo_file
+  from hlo_tools.model.collectives import collective_permutes
   recs = collective_permutes(parse_hlo_file(LOWERED))
   assert [(r.while_loop, r.trip_count) for r in recs] == [("while.30", 8)]
   # A bound of 5 from 0, `le` instead of `lt`: 6 trips.

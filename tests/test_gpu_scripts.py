@@ -14,8 +14,9 @@ import sys
 
 import pytest
 
-from conftest import GPU, MULTICAST_OFF, ROOT, load_gpu_script
 from hlo_tools.ops.heuristics import calibrate
+
+from conftest import GPU, MULTICAST_OFF, ROOT, load_gpu_script
 
 p2p = load_gpu_script("p2p_bench")
 

@@ -8,15 +8,12 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from hlo_tools.ops.heuristics import calibrate
-from hlo_tools import cli
+import hlo_tools.selection as selection  # first: it says how to build a missing binding
+from hlo_tools import _selection_core, cli
 from hlo_tools.commands import heuristics
-from hlo_tools.ops.heuristics import sweep
-from hlo_tools import selection  # first: it says how to build a missing binding
-from hlo_tools import _selection_core
+from hlo_tools.ops.heuristics import calibrate, sweep
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NVSHMEM_OPT = os.path.join(os.path.dirname(sys.executable), "nvshmem-opt")
@@ -478,7 +475,6 @@ def test_sweep_plots_a_topology_where_a_shape_has_no_edges(tmp_path):
 
 
 def test_every_subcommand_is_described_in_help(capsys):
-  from hlo_tools.commands import heuristics
   with pytest.raises(SystemExit) as e:
     heuristics.main(["hlo-tools heuristics", "--help"])
   out, _ = capsys.readouterr()

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import reader_golden
 from hlo_tools import cli
 from hlo_tools.hlo import reader
-from hlo_tools.hlo.reader import (OPCODES, HloParseError, parse_hlo_file, parse_hlo_text,
-                                parse_shape)
+from hlo_tools.hlo.reader import OPCODES, HloParseError, parse_hlo_file, parse_hlo_text, parse_shape
+
+import reader_golden
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "jax0112"

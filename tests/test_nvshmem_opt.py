@@ -7,9 +7,10 @@ import stat
 
 import pytest
 
-from conftest import FIXTURES, SHARED_DATA, placed, run_nvshmem_opt
 from hlo_tools.hlo import reader
 from hlo_tools.model import collectives
+
+from conftest import FIXTURES, SHARED_DATA, placed, run_nvshmem_opt
 
 # Every fixture with a collective-permute (Ulysses attention has only all-to-alls).
 BEFORE_ASYNC = sorted(p for p in FIXTURES.glob("*.before_async.hlo")
@@ -264,6 +265,7 @@ def test_jax_010_mesh_groups_are_read_and_kept(tmp_path):
   wheel's parser lacks; the driver reads them and writes them back as they were."""
   import subprocess  # pylint: disable=import-outside-toplevel
   import sys  # pylint: disable=import-outside-toplevel
+
   from test_hlo_text import _MESH_ALL_REDUCE  # pylint: disable=import-outside-toplevel
   root = FIXTURES.parents[1]
   env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1")
@@ -777,8 +779,8 @@ def test_jax_lowered_module_without_topology(tmp_path):
 
 def test_program_mode_flag_given_twice_in_the_config_is_refused_with_its_line(tmp_path):
   """The program's collectives-mode flag is read from the config's debug_options: given
-  twice, the driver names the config's file and the second one's line and exits 2, as a proto's own text
-  parser refuses a field given twice, rather than taking either value."""
+  twice, the driver names the config's file and the second one's line and exits 2, as a
+  proto's own text parser refuses a field given twice, rather than taking either value."""
   module = tmp_path / "ring.hlo"
   module.write_bytes((FIXTURES / "ring_1x1x8.before_async.hlo").read_bytes())
   config = "".join(l for l in (FIXTURES / "ring_1x1x8.before_async.config.pbtxt")

@@ -11,6 +11,7 @@ from hlo_tools.model import decisions, options, sources
 from hlo_tools.model.collectives import collective_permutes, trips_text
 from hlo_tools.ops.report import Case
 from hlo_tools.ops.report.page import comparison_rows
+
 from conftest import placed
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
@@ -323,6 +324,7 @@ def test_report_states_each_backends_rule(capsys, tmp_path):
 
 def test_ulysses_has_nothing_to_decide(capsys):
   import subprocess  # pylint: disable=import-outside-toplevel
+
   from hlo_tools.model import driver  # pylint: disable=import-outside-toplevel
   rc, out, err = run(capsys, "explain", ULYSSES, "--topology=1x1x8")
   assert rc == 0, err

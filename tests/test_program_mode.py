@@ -141,6 +141,7 @@ def test_verify_reads_the_flag_from_the_module_config(tmp_path, capsys):
   """A module compiled with the flag at peer: XLA's assigner wrote PEER on every
   permute, and that is what its thunks run."""
   import json
+
   from hlo_tools import jax_hook
   text = (FIXTURES / "marked_ring_1x1x8.after_optimizations.hlo").read_text()
   lines = [jax_hook.set_line_mode(l, PEER) if "collective-permute-start(" in l else l

@@ -20,11 +20,12 @@ import time
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from conftest import FIXTURES, NVSHMEM_OPT, ROOT, run_nvshmem_opt
 from hlo_tools import cli
-from hlo_tools.hlo import reader
 from hlo_tools.commands import parse
+from hlo_tools.hlo import reader
 from hlo_tools.hlo.reader import HloParseError
+
+from conftest import FIXTURES, NVSHMEM_OPT, ROOT, run_nvshmem_opt
 
 FIXTURE_PATHS = sorted(FIXTURES.glob("*.hlo"))
 FIXTURE_TEXT = {p.name: p.read_text() for p in FIXTURE_PATHS}
@@ -384,7 +385,7 @@ print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
 
 def _peak_rss_kb(args):
   proc = subprocess.run([sys.executable, "-c", _RSS_PROBE, *map(str, args)],
-                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                        capture_output=True, text=True,
                         check=False)
   code, rss_kb = proc.stdout.split()[-2:]
   return int(code), int(rss_kb)

@@ -324,7 +324,7 @@ def test_report_reads_stdin(tmp_path):
   [case] = json.loads((out / "report.json").read_text())["cases"]
   assert case["input"] == "<stdin>" and case["title"] == "<stdin> on 1x1x8"
   assert len(case["collective_permutes"]) == 1
-  assert not list(Path(tempfile.gettempdir()).glob(f"hlo-tools-report-stdin-*"))
+  assert not list(Path(tempfile.gettempdir()).glob("hlo-tools-report-stdin-*"))
 
 
 @pytest.mark.parametrize("argv,needle", [

@@ -46,6 +46,7 @@ def _compare(cases):
   import jax
   import jax.numpy as jnp
   import numpy as np
+
   from hlo_tools.programs import ring_attention
   assert len(jax.devices()) == 8, jax.devices()
   mesh = ring_attention.make_mesh(jax.devices())
@@ -180,6 +181,7 @@ def test_ring_runs_inside_a_two_axis_shard_map(child):
 
 def test_kernel_choice_rejects_what_cudnn_cannot_run():
   import jax.numpy as jnp
+
   from hlo_tools.programs import attention_kernels
   with pytest.raises(ValueError, match="bf16/f16"):
     attention_kernels.resolve("cudnn", jnp.float32, 128)
@@ -192,9 +194,10 @@ def _overlap_child():
   """Deviceless compile of the 2-GPU ring (forward, forward+backward); permute windows."""
   import jax
   from jax.experimental import topologies
-  from hlo_tools.programs import ring_attention
+
   from hlo_tools.ops import ring_overlap
   from hlo_tools.ops.dump import DEFAULT_TARGET_CONFIG
+  from hlo_tools.programs import ring_attention
   with open(DEFAULT_TARGET_CONFIG, encoding="utf-8") as f:
     devices = topologies.get_topology_desc(platform="cuda", topology="1x1x2",
                                            target_config=f.read()).devices

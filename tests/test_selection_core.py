@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 
-from hlo_tools import selection  # first: it says how to build a missing binding
+import hlo_tools.selection as selection  # first: it says how to build a missing binding
 from hlo_tools import _selection_core
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"

@@ -12,11 +12,11 @@ import sys
 
 import pytest
 
-from conftest import FIXTURES, NVSHMEM_OPT, ROOT
 from hlo_tools import selection
-from hlo_tools.model import options
+from hlo_tools.model import decisions, options, sources
 from hlo_tools.ops.report import Case, chart, page
-from hlo_tools.model import decisions, sources
+
+from conftest import FIXTURES, NVSHMEM_OPT, ROOT
 
 MODULE = FIXTURES / "ring_1x1x8.before_async.hlo"  # its header: num_partitions=8
 DUMP = FIXTURES / "training_script_1x1x8.xla_dump"
@@ -151,7 +151,7 @@ def test_charts_mark_estimated_curves():
   assert not selected.table.has_measured_curve("nccl", "network")
   assert "nccl" in first["estimated"]
   svg = chart.svg_chart(first, ("t", "s"))
-  legend = [l for l in re.findall(r'class="legend"[^>]*>([^<]*)<', svg)]
+  legend = list(re.findall(r'class="legend"[^>]*>([^<]*)<', svg))
   assert any("ESTIMATED" in l and l.startswith("NCCL") for l in legend), legend
   assert 'stroke-opacity="0.45"' in svg
   # On one host (NVLink, measured) nothing is estimated.

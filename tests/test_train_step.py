@@ -89,6 +89,7 @@ def _sharded_equals_one_device():
   import jax
   import jax.numpy as jnp
   import numpy as np
+
   from hlo_tools.programs import train_step
   config = train_step.TrainConfig(num_layers=1, hidden=64, num_heads=8, num_kv_heads=2,
                           head_dim=16, mlp=128, vocab=128, seq_len=64, dtype="f32",

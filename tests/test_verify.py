@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from hlo_tools import cli
-from hlo_tools.ops import explain, verify
 from hlo_tools.model import driver, options
+from hlo_tools.ops import explain, verify
+
 from conftest import placed
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,8 +21,22 @@ from pathlib import Path
 
 import pytest
 
-from test_patches import (ALL, FLAGS, SERIES, PIN_DIR, PKG, REPO, RUNTIME, SOURCES, added,
-                          file_diffs, includes, needs_pin, run, series_targets)
+from test_patches import (
+  ALL,
+  FLAGS,
+  PIN_DIR,
+  PKG,
+  REPO,
+  RUNTIME,
+  SERIES,
+  SOURCES,
+  added,
+  file_diffs,
+  includes,
+  needs_pin,
+  run,
+  series_targets,
+)
 
 PIN = "3cc8846c10052cc1c32c4db87866eac4e4cdbccd"
 SCRIPT = REPO / "scripts" / "build_jaxlib.sh"

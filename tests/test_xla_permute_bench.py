@@ -4,13 +4,13 @@ measured facts the low-noise sweeps established (committed CSVs)."""
 import csv
 import pathlib
 import statistics
-import sys
 
 import pytest
 
-from conftest import load_gpu_script
 from hlo_tools import selection
 from hlo_tools.ops.heuristics import calibrate
+
+from conftest import load_gpu_script
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

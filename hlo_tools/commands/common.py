@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 from hlo_tools import cli_io
+from hlo_tools.errors import InputError
 from hlo_tools.hlo import module_config, proto
 from hlo_tools.model import driver, dumps, options, placement, sources, topology
-from hlo_tools.errors import InputError
 
 
 class ArgumentParser(argparse.ArgumentParser):

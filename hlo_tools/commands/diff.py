@@ -46,9 +46,9 @@ from typing import Any
 from hlo_tools import cli_io
 from hlo_tools.commands import common
 from hlo_tools.model import dumps, sources
+from hlo_tools.model.dumps import STAGE_HELP
 from hlo_tools.model.sources import Source
 from hlo_tools.ops import diff
-from hlo_tools.model.dumps import STAGE_HELP
 
 
 def _render(args: argparse.Namespace, src_a: Source, src_b: Source,

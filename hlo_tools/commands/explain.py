@@ -52,7 +52,7 @@ device count when smaller).
 
 Exit status: 0 ok, 2 bad input (unreadable or malformed HLO, broken pair list,
 bad topology or cost table).
-"""
+"""  # noqa: E501  (the --help text)
 
 import argparse
 import json

@@ -6,10 +6,9 @@ import json
 from typing import Any
 
 from hlo_tools import cli_io
-from hlo_tools.model.collectives import collective_permutes, trips_text
-from hlo_tools.errors import InputError
-from hlo_tools.model.sources import proto_text, require_entry
 from hlo_tools.hlo.reader import HloModule, parse_hlo_text
+from hlo_tools.model.collectives import collective_permutes, trips_text
+from hlo_tools.model.sources import proto_text, require_entry
 
 
 def summarize(module: HloModule) -> dict[str, Any]:

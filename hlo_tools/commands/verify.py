@@ -94,7 +94,7 @@ assigner, or a hand edit.
 Exit status: 0 all checks pass (skips allowed), 1 a check failed, 2 unreadable input
 (missing file, malformed HLO, broken pair list, bad topology or cost table, a topology
 with fewer devices than the module).
-"""
+"""  # noqa: E501  (the --help text)
 
 import argparse
 import json

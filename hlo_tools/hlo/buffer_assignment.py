@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from hlo_tools.errors import InputError
 
+
 class Allocation(NamedTuple):
   number: int
   color: int  # the memory space

@@ -390,8 +390,8 @@ def expand_mesh_groups(text: str) -> list[list[int]] | None:
   if m is None:
     return None
   try:
-    axes = dict((a.strip().strip("'"), int(n)) for a, n in
-                (x.split("=") for x in m.group(1).split(",") if x.strip()))
+    axes = {a.strip().strip("'"): int(n) for a, n in
+            (x.split("=") for x in m.group(1).split(",") if x.strip())}
   except ValueError:  # not that form
     return None
   names = list(axes)
@@ -832,7 +832,7 @@ class _Reader:
     operands: str | tuple[str, ...]
     match, shapes, lines, opcodes = _INSTR_RE.match, _SHAPE_CACHE, self.lines, OPCODES
     clean, defined, permutes = not self.comments, by_name.__contains__, _PERMUTE_OPCODES
-    for i in range(i + 1, len(lines)):
+    for i in range(i + 1, len(lines)):  # noqa: B020  (i: the header, then each line)
       line = lines[i] if clean else self.line(i)
       m = match(line)
       if m is not None:

@@ -10,17 +10,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hlo_tools import cli_io
-from hlo_tools import selection  # first: it says how to build a missing binding
-from hlo_tools import _selection_core
-from hlo_tools.model import (collectives, driver, modes, options, placement,
-                             runtime_rules, sources)
-from hlo_tools.hlo.reader import HloInstruction
-from hlo_tools.model.collectives import (CollectivePermute, collective_permutes, data_element_types,
-                                         loop_summary, runs_per_step)
-from hlo_tools.model.topology import size_note
+import hlo_tools.selection as selection  # first: it says how to build a missing binding
+from hlo_tools import _selection_core, cli_io
 from hlo_tools.errors import InputError
+from hlo_tools.hlo.reader import HloInstruction
+from hlo_tools.model import collectives, driver, modes, options, placement, runtime_rules, sources
+from hlo_tools.model.collectives import (
+  CollectivePermute,
+  collective_permutes,
+  data_element_types,
+  loop_summary,
+  runs_per_step,
+)
 from hlo_tools.model.sources import strict_pairs
+from hlo_tools.model.topology import size_note
 
 # A permute's edge: (source device, target device, link class).
 Edge = tuple[int, int, str]

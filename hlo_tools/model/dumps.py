@@ -38,9 +38,9 @@ import re
 from typing import Any
 
 from hlo_tools import cli_io
+from hlo_tools.errors import DumpReadError, InputError
 from hlo_tools.hlo import module_config
 from hlo_tools.model import sources
-from hlo_tools.errors import DumpReadError, InputError
 
 XLA_DUMP_SUBDIR = "xla_dump"  # where `hlo-tools dump` keeps XLA's own files
 STAGE_HELP = ("before_optimizations, after_optimizations, before_async, after:PASS[#N] "

@@ -10,14 +10,12 @@ import os
 import re
 from typing import Any, NoReturn
 
-from hlo_tools import cli_io
-from hlo_tools import selection  # noqa: F401 (first: it says how to build a missing binding)
-from hlo_tools import _selection_core
+import hlo_tools.selection as selection  # noqa: F401 (first: it says how to build a missing binding)
+from hlo_tools import _selection_core, cli_io
 from hlo_tools.errors import InputError
 from hlo_tools.hlo import buffer_assignment, proto
 from hlo_tools.hlo.buffer_assignment import Allocation
 from hlo_tools.hlo.reader import HloInstruction, HloModule, parse_hlo_text
-
 
 # ---------------------------------------------------------------------------------------
 # Reading input

@@ -14,13 +14,19 @@ import time
 from typing import Any
 
 from hlo_tools import selection
+from hlo_tools.errors import DumpError
 from hlo_tools.hlo import buffer_assignment, module_config
-from hlo_tools.ops.outdir import make_work_dir, publish
-from hlo_tools.model.dumps import (BEFORE_ASYNC_PASS, XLA_DUMP_SUBDIR, DumpReadError,
-                                   index_xla_dump, main_module, pass_snapshot_text,
-                                   program_permutes)
-from hlo_tools.errors import DumpError, InputError
+from hlo_tools.model.dumps import (
+  BEFORE_ASYNC_PASS,
+  XLA_DUMP_SUBDIR,
+  DumpReadError,
+  index_xla_dump,
+  main_module,
+  pass_snapshot_text,
+  program_permutes,
+)
 from hlo_tools.model.topology import jax_topology
+from hlo_tools.ops.outdir import make_work_dir, publish
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # hlo_tools/
 DEFAULT_TARGET_CONFIG = os.path.join(_PACKAGE, "data",
@@ -221,9 +227,11 @@ def _user_function(source: dict[str, Any], mesh: Any) -> tuple[Any, list[Any]]:
   """Imports module:function and wraps it in shard_map with the --arg specs (with
   --global: as it is; it runs its own shard_map or jit sharding on the mesh)."""
   import importlib
+
   import jax
   import jax.numpy as jnp
   from jax.sharding import NamedSharding
+
   from hlo_tools.programs import ring_attention
   module_name, _, fn_name = source["function"].partition(":")
   try:
@@ -556,7 +564,7 @@ def dump(source: dict[str, Any], out: str, target: Target | None = None,
         "target": (_target_of_xla_dump(os.path.join(work_dir, XLA_DUMP_SUBDIR), modules,
                                        main_key, config)
                    if source["kind"] == "xla_dump" else target.describe()),
-        "mesh": None if mesh is None else {name: size for name, size in mesh},
+        "mesh": None if mesh is None else dict(mesh),
         "versions": info.get("versions") or _local_versions(),
         "options": dict(options or {}, all_passes=all_passes),
         "stages": stages,

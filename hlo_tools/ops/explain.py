@@ -8,12 +8,11 @@ from typing import Any
 
 from hlo_tools import cli_io
 from hlo_tools.hlo.reader import HloModule
-from hlo_tools.ops.sizes import format_bytes
 from hlo_tools.model import decisions, modes, placement, program_mode, sources
-from hlo_tools.ops import program_text
 from hlo_tools.model.collectives import trips_text
 from hlo_tools.model.options import Selection
-
+from hlo_tools.ops import program_text
+from hlo_tools.ops.sizes import format_bytes
 
 PRE_OPTIMIZATION_NOTE = (
     "note: this module is from before XLA's optimizations (no fusions, no async "

@@ -7,13 +7,19 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from hlo_tools import cli_io
-from hlo_tools import selection
+from hlo_tools import cli_io, selection
 from hlo_tools.hlo import buffer_assignment
 from hlo_tools.hlo.reader import HloInstruction, HloModule
-from hlo_tools.model import collectives, decisions, driver, modes, placement
-from hlo_tools.model import sources
-from hlo_tools.model import program_mode, runtime_rules
+from hlo_tools.model import (
+  collectives,
+  decisions,
+  driver,
+  modes,
+  placement,
+  program_mode,
+  runtime_rules,
+  sources,
+)
 from hlo_tools.model.decisions import Permute
 from hlo_tools.model.options import Selection
 from hlo_tools.model.topology import size_note

@@ -23,10 +23,9 @@ own blocked online softmax, which runs everywhere.
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import DTypeLike
 
 if TYPE_CHECKING:

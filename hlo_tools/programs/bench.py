@@ -42,6 +42,7 @@ def llama_function(config: LlamaConfig, mesh: "Mesh") -> Callable[..., Any]:
   """Global (weights, x) -> (d weights, d x) of a sum-of-squares loss over the stack."""
   import jax  # pylint: disable=import-outside-toplevel
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+
   from hlo_tools.programs import ring_attention  # pylint: disable=import-outside-toplevel
   attn = ring_attention.ring_attention(mesh, causal=True)
   b, s = config.batch, config.seq_len
@@ -68,6 +69,7 @@ def llama_args(config: LlamaConfig, mesh: "Mesh"
   """Abstract arguments: replicated weights, activations sharded along the sequence."""
   import jax  # pylint: disable=import-outside-toplevel
   from jax.sharding import NamedSharding, PartitionSpec as P  # pylint: disable=import-outside-toplevel
+
   from hlo_tools.programs import ring_attention  # pylint: disable=import-outside-toplevel
   dt = ring_attention.DTYPES[config.dtype]
   rep = NamedSharding(mesh, P())

@@ -35,9 +35,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
-from jax import lax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from hlo_tools.programs import attention_kernels

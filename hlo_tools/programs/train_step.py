@@ -37,9 +37,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
-from jax import lax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from jax.typing import DTypeLike
 

@@ -13,8 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hlo_tools import cli_io
-from hlo_tools.ops.bench import programs
-from hlo_tools.ops.bench import reader
+from hlo_tools.ops.bench import programs, reader
 
 GOALS = {"P1": 0.005, "P2": 2.0, "P3": 2.0}
 FULL = {"layers": 32, "seq_len": 8192, "ring_layers": 2400, "ring_small": 240, "runs": 5}
@@ -169,6 +168,7 @@ print(json.dumps({"rss_before_kb": before, "hwm_kb": status_kb("VmHWM"),
 def _p2_memory(text: str) -> dict[str, float]:
   """Peak memory of each parser: RSS growth in a fresh child, and ours by tracemalloc."""
   import tracemalloc  # pylint: disable=import-outside-toplevel
+
   from hlo_tools.hlo.reader import parse_hlo_text  # pylint: disable=import-outside-toplevel
   result: dict[str, float] = {}
   with tempfile.TemporaryDirectory(prefix="hlo-tools-bench-p2-") as tmp:
@@ -224,8 +224,8 @@ def _diff_pair(layers: int, keep_dir: str | None, tag: str) -> tuple[str, str]:
 
 
 def _time_diff(text_a: str, text_b: str, runs: int) -> Result:
-  from hlo_tools.ops import diff  # pylint: disable=import-outside-toplevel
   from hlo_tools.model import sources  # pylint: disable=import-outside-toplevel
+  from hlo_tools.ops import diff  # pylint: disable=import-outside-toplevel
   parse_s: list[float] = []
   diff_s: list[float] = []
   total_s: list[float] = []
@@ -300,7 +300,8 @@ def table(result: Result) -> str:
   lines.append(f"machine: {m['cpu_model']}, {m['cpus_usable']} usable of "
                f"{m['cpu_count']} cores, {m['mem_total_gb']:.1f} GB RAM; {m['platform']}")
   lines.append("versions: " + ", ".join(f"{k} {val}" for k, val in v.items()))
-  lines.append(f"runs: {result['runs']}{' (--quick: sizes too small for the goals)' if result['quick'] else ''}")
+  quick = " (--quick: sizes too small for the goals)" if result["quick"] else ""
+  lines.append(f"runs: {result['runs']}{quick}")
   lines.append("")
   lines.append(f"{'figure':<20} {'ratio':>10} {'[min, max]':>22} {'goal':>8}  met")
   for key, name in (("P1", "P1 pass overhead"), ("P2", "P2 reader speed"),

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hlo_tools.ops import dump
 from hlo_tools.hlo import reader
+from hlo_tools.ops import dump
 
 TOPOLOGY = "1x2x4"
 

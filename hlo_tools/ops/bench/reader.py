@@ -74,6 +74,7 @@ def _generate_big_module(layers: int = 400) -> str:
   from jax import lax  # pylint: disable=import-outside-toplevel
   from jax.experimental import topologies  # pylint: disable=import-outside-toplevel
   from jax.sharding import NamedSharding, PartitionSpec as P  # pylint: disable=import-outside-toplevel
+
   import hlo_tools  # pylint: disable=import-outside-toplevel
   config = os.path.join(os.path.dirname(hlo_tools.__file__), "data",
                         "h200_gpu_target_config.pbtxt")

@@ -2,6 +2,7 @@
 structure (hash buckets, linear in module size), and every changed attribute."""
 
 import collections
+import functools
 import json
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
@@ -32,8 +33,8 @@ def match_computations(ma: HloModule, mb: HloModule
   for loose in (False, True):
     un_a = [c for c in ma.computations if c.name not in matched_a]
     un_b = [c for c in mb.computations if c.name not in pairs]
-    for ca, cb in bucket_match(un_a, un_b, lambda c: _comp_key(c, loose),
-                                lambda c: _comp_key(c, loose)):
+    key = functools.partial(_comp_key, loose=loose)
+    for ca, cb in bucket_match(un_a, un_b, key, key):
       pairs[cb.name] = ca
       matched_a.add(ca.name)
   out: list[tuple[HloComputation | None, HloComputation | None]] = [

@@ -6,11 +6,10 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from hlo_tools.ops.diff.permutes import (VIEW_FIELDS, Record, collective_view,
-                                         match_collectives)
+from hlo_tools.errors import InputError
 from hlo_tools.model import dumps, sources
 from hlo_tools.model.dumps import xla_dir_of
-from hlo_tools.errors import InputError
+from hlo_tools.ops.diff.permutes import VIEW_FIELDS, Record, collective_view, match_collectives
 
 # (kind, message, the origins of the permutes it touches, the names it gives them)
 Event = tuple[str, str, set[str], list[str]]

@@ -72,7 +72,7 @@ def match_collectives(recs_a: Sequence[Record], recs_b: Sequence[Record],
   leftovers: list[Record] = []
   for ra in recs_a:
     group = by_key.get((ra["computation"], base_name(ra["start"])))
-    if group and not id(group[0]) in used:
+    if group and id(group[0]) not in used:
       used.update(id(r) for r in group)
       out.append((ra, group))
     else:

@@ -188,7 +188,7 @@ def _side_by_side(comp: Mapping[str, Any], src_a: Source, src_b: Source, max_row
     return rows
   a_order = {i.name: k for k, i in enumerate(ca.instructions)}
   a_to_b = {a: b for b, a in b_to_a.items()}
-  pending = [i for i in ca.instructions]
+  pending = list(ca.instructions)
   pa = 0
   for ib in cb.instructions:
     if len(rows) > max_rows:
@@ -271,7 +271,7 @@ def trace_html(tr: Trace) -> str:
 
 
 def format_html(result: Diff, src_a: Source, src_b: Source, tr: Trace | None = None) -> str:
-  body = [f"<h1>hlo-tools diff</h1>", diff_html(result, src_a, src_b)]
+  body = ["<h1>hlo-tools diff</h1>", diff_html(result, src_a, src_b)]
   if tr is not None:
     body += ["<h2>Pass-by-pass trace</h2>", trace_html(tr)]
   return page(f"diff {result['a']} {result['b']}", "\n".join(body))

@@ -23,8 +23,8 @@ For each (backend, link class) with data the table gets a `links` entry with
 With --holdout=odd-powers-of-two, sizes that are not powers of 4 are held out: no
 points, only validation; --holdout-csv gives a second CSV to validate on.
 The table is the defaults (or --base-table) with those entries replaced, in text
-format (the project's CostTableProto), headed by provenance comments, so nvshmem-opt --cost-table and
-hlo_tools.selection.load_cost_table accept it. Without --out it goes to stdout.
+format (the project's CostTableProto), headed by provenance comments, so nvshmem-opt
+--cost-table and hlo_tools.selection.load_cost_table accept it. Without --out it goes to stdout.
 The core itself prices every measurement with the written table, and the
 relative error at every size is printed for (a) the calibration sizes, (b) the
 held-out sizes and (c) the whole loop step (baseline + modeled permute), each
@@ -41,11 +41,10 @@ import statistics
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from hlo_tools import cli_io
-from hlo_tools import selection
-from hlo_tools.ops.sizes import format_bytes
-from hlo_tools.errors import HeuristicsError
+from hlo_tools import cli_io, selection
 from hlo_tools._selection_core import CostTable
+from hlo_tools.errors import HeuristicsError
+from hlo_tools.ops.sizes import format_bytes
 
 BACKENDS = selection.BACKENDS
 REQUIRED = ("backend", "link_class", "bytes", "seconds")
@@ -527,7 +526,7 @@ def run_calibration(csv_path: str, base_table_path: str | None = None,
   fits = {key: fit_group(csv_path, key, points)
           for key, points in sorted(calibration.items())}
   base = selection.load_cost_table(base_table_path)
-  date = date or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+  date = date or datetime.datetime.now(datetime.UTC).date().isoformat()
   text = render_table(base, fits, os.path.basename(csv_path),
                       provenance_lines(csv_path, provenance, machine, date, software,
                                        holdout, holdout_csv, notes),

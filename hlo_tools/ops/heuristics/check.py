@@ -26,11 +26,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from hlo_tools import cli_io, selection
-from hlo_tools.programs import heuristics
-from hlo_tools.ops.heuristics import sweep
+from hlo_tools._selection_core import CostTable, Topology
 from hlo_tools.errors import HeuristicsError
 from hlo_tools.model.topology import jax_topology
-from hlo_tools._selection_core import CostTable, Topology
+from hlo_tools.ops.heuristics import sweep
+from hlo_tools.programs import heuristics
 
 # (case name, the sweep's row or None for a permute the sample did not plan, problems)
 Result = tuple[str, sweep.Row | None, list[str]]

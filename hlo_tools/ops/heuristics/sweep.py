@@ -23,13 +23,12 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from hlo_tools import cli_io
-from hlo_tools.ops.sizes import format_bytes, parse_size
-from hlo_tools import selection  # first: it says how to build a missing binding
-from hlo_tools import _selection_core
-from hlo_tools.model import driver
-from hlo_tools.errors import HeuristicsError
+import hlo_tools.selection as selection  # first: it says how to build a missing binding
+from hlo_tools import _selection_core, cli_io
 from hlo_tools._selection_core import CostTable, Topology
+from hlo_tools.errors import HeuristicsError
+from hlo_tools.model import driver
+from hlo_tools.ops.sizes import format_bytes, parse_size
 
 # One case of the sweep (COLUMNS), and the core's decision dict (selection.decide).
 Row = dict[str, Any]
@@ -108,7 +107,7 @@ ENTRY main {{
   shift = f32[64]{{0}} collective-permute(a), channel_id=3, source_target_pairs={shift}
   ROOT out = (f32[64]{{0}}, (f32[64]{{0}}, f32[64]{{0}}), f32[64]{{0}}) tuple(ring, kv, shift)
 }}
-"""
+"""  # noqa: E501  (HLO as XLA prints it)
 
 
 def _pairs_text(pairs: Iterable[tuple[int, int]]) -> str:

@@ -14,22 +14,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hlo_tools import cli_io
-from hlo_tools import selection
-from hlo_tools.hlo import buffer_assignment, module_config, proto
-from hlo_tools.ops import diff
-from hlo_tools.ops import dump
-from hlo_tools.ops import explain
-from hlo_tools.ops import outdir
-from hlo_tools.ops import program_text
-from hlo_tools.ops import ring_overlap
-from hlo_tools.ops import verify
-from hlo_tools.ops.report.chart import chart_data
-from hlo_tools.ops.report.page import comparison_rows, fmt_us, page_title, render_page
+from hlo_tools import cli_io, selection
 from hlo_tools.errors import InputError
+from hlo_tools.hlo import buffer_assignment, module_config, proto
 from hlo_tools.model import decisions, driver, dumps, options, placement, sources
 from hlo_tools.model.collectives import per_step_sum
 from hlo_tools.model.topology import derived_notes, jax_topology, manifest_note
+from hlo_tools.ops import diff, dump, explain, outdir, program_text, ring_overlap, verify
+from hlo_tools.ops.report.chart import chart_data
+from hlo_tools.ops.report.page import comparison_rows, fmt_us, page_title, render_page
 from hlo_tools.ops.sizes import format_bytes
 
 DEFAULTS = {"seq_len": 131072, "num_heads": 32, "num_kv_heads": 8, "head_dim": 128,
@@ -389,7 +382,7 @@ def analyze_case(case: Case, case_dir: str, stages: dict[str, str], dump_dir: st
   selected: the case's options.Selection (topology, cost table, backends).
   done: {stage: (report, output)} of the pass runs already made (derive_topology);
   else the first run places `selected` by XLA's config beside `origin`."""
-  hlo_dir, json_dir = os.path.join(case_dir, "hlo"), os.path.join(case_dir, "json")
+  json_dir = os.path.join(case_dir, "json")
   os.makedirs(json_dir, exist_ok=True)
   rel = lambda p: os.path.relpath(p, os.path.dirname(case_dir))
   parsed = {s: sources.resolve_partitions(sources.read_source(p, input_label(case, s, rel(p))),
