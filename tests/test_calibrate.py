@@ -238,7 +238,7 @@ def test_h200_calibration_set_validates_on_held_out_sizes_from_2_mib():
       assert abs(calibrate.relative(c.model_us, c.measured_us)) <= calibrate.GOAL_REL, c
       assert abs(calibrate.relative(c.model_step_us, c.step_us)) <= calibrate.GOAL_REL, c
   # The committed table is this calibration.
-  committed = selection.load_cost_table(RESULTS / "h200x2_nvlink_cost_table.txtpb")
+  committed = selection.load_cost_table(ROOT / "core" / "tables" / "h200x2_nvlink_cost_table.txtpb")
   for key in (("nccl", "nvlink"), ("nvshmem", "nvlink")):
     assert committed.points(*key) == result.table.points(*key)
 
