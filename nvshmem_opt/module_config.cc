@@ -18,9 +18,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "nvshmem_opt/input.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "nvshmem_opt/input.h"
 #include "xla/xla_data.pb.h"
 
 namespace nvshmem_opt {

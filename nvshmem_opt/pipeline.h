@@ -18,15 +18,16 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "nvshmem_opt/input.h"
 #include "extensions/backends.h"
+#include "nvshmem_opt/input.h"
 #include "nvshmem_opt/plan/permute_plan.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_permute_backend_assigner.h"
 #include "xla/hlo/ir/hlo_module.h"
 
 namespace nvshmem_opt {
 
-// The pass with the tools' records and annotations (nvshmem_opt/plan/permute_plan.h).
+// The pass with the tools' records and annotations
+// (nvshmem_opt/plan/permute_plan.h).
 using Rewriter = nvshmem_plan::PlanningRewriter;
 
 struct PassRun {

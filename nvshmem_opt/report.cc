@@ -7,9 +7,9 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "nvshmem_opt/report.pb.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "nvshmem_opt/report.pb.h"
 
 namespace nvshmem_opt {
 namespace {

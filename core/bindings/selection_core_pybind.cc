@@ -1,10 +1,7 @@
 // Python bindings of the backend selection (the project's layer over the
-// core, core/extensions/backends.h), so hlo_tools asks the very same code the XLA
-// pass and nvshmem-opt run. Errors become ValueError with the core's
+// core, core/extensions/backends.h), so hlo_tools asks the very same code the
+// XLA pass and nvshmem-opt run. Errors become ValueError with the core's
 // one-line message.
-
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
 
 #include <cstdint>
 #include <optional>
@@ -16,6 +13,8 @@
 #include "absl/status/statusor.h"
 #include "extensions/backends.h"
 #include "extensions/partitions.h"
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 namespace py = pybind11;
 namespace ext = nvshmem_ext;
@@ -233,7 +232,8 @@ void BindNames(py::module_& m) {
     return names;
   });
 
-  // Each backend's record (core/extensions/backends.h BackendInfo), in core order.
+  // Each backend's record (core/extensions/backends.h BackendInfo), in core
+  // order.
   m.def("backend_info", []() {
     py::list records;
     for (int b = 0; b < ext::kNumBackends; ++b) {

@@ -22,8 +22,8 @@
 #include "absl/strings/string_view.h"
 #include "extensions/backends.h"
 #include "extensions/cost_table.pb.h"
-#include "tsl/platform/protobuf.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.pb.h"
+#include "tsl/platform/protobuf.h"
 
 namespace nvshmem_ext {
 namespace {

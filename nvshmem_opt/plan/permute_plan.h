@@ -1,13 +1,14 @@
-// The pass nvshmem-opt runs: the tools' NvshmemPermuteBackendAssigner (core/) with
-// what the tools add to it and XLA does not get, for the out-of-tree tools
+// The pass nvshmem-opt runs: the tools' NvshmemPermuteBackendAssigner (core/)
+// with what the tools add to it and XLA does not get, for the out-of-tree tools
 // (nvshmem-opt, its fuzzer):
 //   * Records of every decision (op, form, bytes, pairs, the model's times
 //     and reason) for reports, and a decide-only mode that leaves the module.
 //   * Decisions written to frontend attributes (_nvshmem_plan, ...) on
 //     request; they change the module's fingerprint, so never by default.
-//   * The peer and symmetric backends of newer XLA (core/extensions/backends.h).
-//     The backend is written by a caller-given writer (the driver's edits the
-//     JSON text, keeping fields the wheel's proto lacks).
+//   * The peer and symmetric backends of newer XLA
+//     (core/extensions/backends.h). The backend is written by a caller-given
+//     writer (the driver's edits the JSON text, keeping fields the wheel's
+//     proto lacks).
 // The pass finds the permutes and their requests; core/extensions/ decides them
 // through the core's rule, with the same topology and table.
 

@@ -28,10 +28,10 @@
 #include <memory>
 #include <string>
 
+#include "extensions/backends.h"
 #include "nvshmem_opt/input.h"
 #include "nvshmem_opt/pipeline.h"
 #include "nvshmem_opt/report.h"
-#include "extensions/backends.h"
 #include "tests/fuzz/alt_signal_stack.h"
 
 namespace {

@@ -9,7 +9,8 @@
 //   request: BYTES NUM_PARTITIONS NUM_REPLICAS CROSS(0|1) SRC DST SRC DST ...
 //   %%                                   (optional from here)
 //   facts: words among types=T,T,... team=N memcpy branch group
-// tests/fuzz/make_corpus.py writes seeds in this form; libFuzzer mutates freely.
+// tests/fuzz/make_corpus.py writes seeds in this form; libFuzzer mutates
+// freely.
 //
 // Properties checked (a violation aborts):
 //   * rejected specs/tables/requests get a non-empty, one-line error

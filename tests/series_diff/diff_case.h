@@ -109,14 +109,15 @@ Answer SeriesRunDecide(const Case& c, int64_t* bytes);
 // program) are not made.
 std::vector<Case> GridCases();
 
-// The selection fuzzer's seeds in `dir` (tests/fuzz/make_corpus.py's selection/)
-// whose table is the default one, or it with another heap bound: the facts
-// both sides take. `skipped` counts the seeds that do not map, by why.
+// The selection fuzzer's seeds in `dir` (tests/fuzz/make_corpus.py's
+// selection/) whose table is the default one, or it with another heap bound:
+// the facts both sides take. `skipped` counts the seeds that do not map, by
+// why they do not.
 std::vector<Case> CorpusCases(const std::string& dir,
                               std::map<std::string, int>* skipped);
 
-// The driver fuzzer's module seeds in `dir` (make_corpus.py's nvshmem_opt/): each
-// collective-permute of each module on the seed's topology, placed as XLA
+// The driver fuzzer's module seeds in `dir` (make_corpus.py's nvshmem_opt/):
+// each collective-permute of each module on the seed's topology, placed as XLA
 // places devices by default where the topology states no map.
 std::vector<Case> HloCorpusCases(const std::string& dir,
                                  std::map<std::string, int>* skipped);

@@ -435,7 +435,8 @@ int main(int argc, char** argv) {
                             " --xla_gpu_experimental_enable_nvshmem=false";
   setenv("XLA_FLAGS", flags.c_str(), 1);
   testing::InitGoogleTest(&argc, argv);
-  // What googletest leaves: --corpus=DIR, a folder with selection/ and nvshmem_opt/.
+  // What googletest leaves: --corpus=DIR, a folder with selection/ and
+  // nvshmem_opt/.
   const std::string usage = "usage: series_decision_diff_test --corpus=DIR";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -454,9 +455,10 @@ int main(int argc, char** argv) {
     const std::string dir = *series_diff::corpus_dir + sub;
     if (series_diff::corpus_dir->empty() ||
         !std::filesystem::is_directory(dir)) {
-      std::cerr << "series_decision_diff_test: " << dir
-                << ": no such folder (tests/fuzz/make_corpus.py DIR writes it); "
-                << usage << "\n";
+      std::cerr
+          << "series_decision_diff_test: " << dir
+          << ": no such folder (tests/fuzz/make_corpus.py DIR writes it); "
+          << usage << "\n";
       return 2;
     }
   }

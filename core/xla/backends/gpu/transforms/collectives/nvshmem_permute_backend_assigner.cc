@@ -117,8 +117,8 @@ NvshmemPermuteBackendAssigner::Create(const Options& options) {
     TF_ASSIGN_OR_RETURN(table,
                         core::ParseCostTable(text, options.cost_table_path));
   }
-  return std::make_unique<NvshmemPermuteBackendAssigner>(
-      std::move(table), std::nullopt, options);
+  return std::make_unique<NvshmemPermuteBackendAssigner>(std::move(table),
+                                                         std::nullopt, options);
 }
 
 NvshmemPermuteBackendAssigner::NvshmemPermuteBackendAssigner(
@@ -194,8 +194,7 @@ NvshmemPermuteBackendAssigner::CollectivesGroups(const HloModule& module) {
   return groups;
 }
 
-absl::StatusOr<core::PermuteRequest>
-NvshmemPermuteBackendAssigner::RequestFor(
+absl::StatusOr<core::PermuteRequest> NvshmemPermuteBackendAssigner::RequestFor(
     const HloCollectivePermuteInstruction& permute,
     const core::Topology& topology) {
   const HloModuleConfig& config = permute.GetModule()->config();

@@ -64,8 +64,8 @@ class NvshmemPermuteBackendAssigner : public HloModulePass {
 
   // Reads what `options` name: InvalidArgument when a value is bad, the file
   // system's error when the table cannot be read.
-  static absl::StatusOr<std::unique_ptr<NvshmemPermuteBackendAssigner>>
-  Create(const Options& options);
+  static absl::StatusOr<std::unique_ptr<NvshmemPermuteBackendAssigner>> Create(
+      const Options& options);
 
   // Decides with `cost_table`, on `topology` when given, else on the cluster
   // of `options` holding the module's devices.
