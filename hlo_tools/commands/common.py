@@ -98,7 +98,7 @@ def selection_for(args: argparse.Namespace, file_arg: str, path: str, prog: str,
   # The derived topology, placed as the driver placed it: its JSON says where from.
   selected = placement.from_report(
       options.load(driver.derived(path, answer), args.cost_table, args.backends,
-                   loaded=loaded), answer.report or {})
+                   loaded=loaded), answer.report)
   for line in topology.derived_notes(prog, file_arg, selected.spec, selected.topology,
                                      args.devices_per_host):
     if line:

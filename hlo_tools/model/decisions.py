@@ -8,7 +8,7 @@ The choice comes from the C++ selection core through its bindings
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import hlo_tools.selection as selection  # first: it says how to build a missing binding
 from hlo_tools import _selection_core, cli_io
@@ -22,6 +22,7 @@ from hlo_tools.model.collectives import (
   loop_summary,
   runs_per_step,
 )
+from hlo_tools.model.driver_report import Report
 from hlo_tools.model.sources import strict_pairs
 from hlo_tools.model.topology import size_note
 
@@ -115,10 +116,10 @@ class Permute:
     self.group: str | None = None
 
 
-def driver_decisions(report: dict | None) -> dict[tuple[str | None, str | None], dict]:
+def driver_decisions(report: Report | None) -> dict[tuple[str | None, str | None], dict]:
   """{(computation, instruction): decision entry} of a driver report."""
-  return {(d.get("computation"), d.get("instruction")): d
-          for d in (report or {}).get("decisions", ())}
+  decisions = report["decisions"] if report is not None else []
+  return {(d["computation"], d["instruction"]): cast(dict, d) for d in decisions}
 
 
 def from_driver(entry: dict) -> dict[str, Any]:
@@ -164,7 +165,7 @@ def place_of(perm: Permute) -> str:
 
 def analyze(source: sources.Source, topology: selection.Topology,
             table: selection.CostTable, tolerant: bool = False,
-            report: dict | None = None) -> list[Permute]:
+            report: Report | None = None) -> list[Permute]:
   """Permute objects for every collective-permute, decided by the selection core.
 
   report: nvshmem-opt's JSON on this module (one run of the driver): each permute
@@ -397,7 +398,7 @@ def describe_permute(perm: Permute, upstream: dict | None = None,
 
 def module_report(path: str, selected: options.Selection, source: sources.Source,
                   use_driver: bool = True, num_partitions: int | None = None
-                  ) -> tuple[dict | None, str | None]:
+                  ) -> tuple[Report | None, str | None]:
   """(nvshmem-opt's JSON on the module with upstream's answers, None) from its one
   run on `selected` as given (the driver places it on the module's own map), or
   (None, why there is none). No run for a module without permutes."""
@@ -413,7 +414,7 @@ def module_report(path: str, selected: options.Selection, source: sources.Source
 def describe(path: str, selected: options.Selection, use_driver: bool = True,
              source: sources.Source | None = None, num_partitions: int | None = None,
              max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
-             report: dict | None = None, upstream_why: str | None = None) -> dict:
+             report: Report | None = None, upstream_why: str | None = None) -> dict:
   """What `hlo-tools explain` prints as JSON, for the module at `path` (InputError).
 
   selected: the topology, cost table and backend set, parsed once by the caller

@@ -18,6 +18,7 @@ from typing import Any
 
 from hlo_tools import selection
 from hlo_tools.errors import InputError
+from hlo_tools.model.driver_report import Report
 
 # The driver's own log lines (TensorFlow/absl start-up noise, its note on an
 # inferred partition count, which the tools print from its report) are not messages.
@@ -91,7 +92,7 @@ class Answer(typing.NamedTuple):
   """One nvshmem-opt run on one input: its exit status, its JSON report (None
   unless it succeeded) and its one-line message (the error when it failed)."""
   rc: int
-  report: dict | None
+  report: Report | None
   message: str
 
 
@@ -172,12 +173,13 @@ def _flags(topology: str | None, cost_table: selection.CostTable | None,
   return flags
 
 
-def _in_core_order(report: dict) -> dict:
+def _in_core_order(report: Report) -> Report:
   """The report with each decision's per-backend times and refusals and
   per-link-class edge counts (JSON objects keyed by the core's names, in no set
   order) in the core's order, "chosen" last, so that what is printed from them
   reads the same every run."""
-  for d in report.get("decisions", ()):
+  for decision in report.get("decisions", ()):
+    d = typing.cast(dict[str, Any], decision)  # keys taken in turn below
     for key, names in (("modeled_us", selection.BACKENDS + ("chosen",)),
                        ("refused", selection.BACKENDS),
                        ("edges_by_class", selection.LINK_CLASSES)):
@@ -207,7 +209,7 @@ def ask(path: str | os.PathLike, topology: str | None,
 def explain_report(path: str | os.PathLike, topology_spec: str | None,
                    cost_table: selection.CostTable | None, num_partitions: int | None = None,
                    backends: str | None = None, timeout: float = 600,
-                   module_config: str | None = None) -> tuple[dict | None, str | None]:
+                   module_config: str | None = None) -> tuple[Report | None, str | None]:
   """(report, None) of nvshmem-opt --mode=explain --compare-upstream on the module,
   or (None, one line saying why there is none: the driver's own error message, or
   why it could not run)."""
@@ -227,7 +229,7 @@ def derived(path: str | os.PathLike, answer: Answer) -> str:
   raise InputError(answer.message or f"{path}: nvshmem-opt exit {answer.rc}")
 
 
-def placement(report: dict) -> str | None:
+def placement(report: Report) -> str | None:
   """Where the report's device map came from ("the module's device assignment
   (CONFIG)", "the topology's map"), None where the driver knew no map."""
   where = report.get("placement")
@@ -243,8 +245,9 @@ def why_no_report(answer: Answer) -> str | None:
   return answer.message
 
 
-def upstream_from_report(report: dict | None) -> dict:
+def upstream_from_report(report: Report | None) -> dict:
   """{(computation, instruction): backend} from a driver report made with
   --compare-upstream (its decisions name the input's instructions)."""
-  return {(d.get("computation"), d.get("instruction")): d.get("upstream")
-          for d in (report or {}).get("decisions", []) if d.get("upstream")}
+  decisions = report["decisions"] if report is not None else []
+  return {(d["computation"], d["instruction"]): d.get("upstream")
+          for d in decisions if d.get("upstream")}

@@ -21,6 +21,7 @@ from hlo_tools import cli_io, selection
 from hlo_tools.errors import InputError, SelectionError
 from hlo_tools.hlo import module_config
 from hlo_tools.model import driver, dumps
+from hlo_tools.model.driver_report import Report
 from hlo_tools.model.options import Selection
 
 MAP_OPTION = ":map="
@@ -59,7 +60,7 @@ def module_map(path: str | None,
   return core_order, config.path
 
 
-def settled(selected: Selection, path: str | None, report: dict | None,
+def settled(selected: Selection, path: str | None, report: Report | None,
             max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> Selection:
   """`selected` on the module's own device map: as the driver's JSON on the module
   (`report`) placed it, else, where no driver answered, as this reader places it.
@@ -71,19 +72,21 @@ def settled(selected: Selection, path: str | None, report: dict | None,
   return placed_by_reader(selected, path, max_bytes)
 
 
-def from_report(selected: Selection, report: dict) -> Selection:
+def from_report(selected: Selection, report: Report | None) -> Selection:
   """`selected` as the driver placed it: its JSON's placed spec (the spec given, with
-  :map= where the driver added the module's map) and where the map came from."""
-  spec = report.get("placed_spec") or selected.spec
+  :map= where the driver added the module's map) and where the map came from; as
+  given where the driver wrote no JSON."""
+  spec = (report["placed_spec"] if report else "") or selected.spec
   topology = selected.topology
   if spec != selected.spec:
     try:
       topology = selection.parse_topology(spec, selected.table.backends)
     except SelectionError as e:
-      raise InputError(f"{report.get('input')}: the driver placed topology {spec}, "
+      raise InputError(f"{report['input'] if report else ''}: the driver placed topology {spec}, "
                        f"which the core refuses: {e}") from None
   return dataclasses.replace(selected, spec=spec, topology=topology,
-                             placement=driver.placement(report), settled=True)
+                             placement=driver.placement(report) if report else None,
+                             settled=True)
 
 
 def placed_by_reader(selected: Selection, path: str | None,

@@ -29,6 +29,7 @@ from hlo_tools.hlo import module_config
 from hlo_tools.hlo.reader import HloInstruction
 from hlo_tools.model import collectives, decisions, modes
 from hlo_tools.model.decisions import Permute
+from hlo_tools.model.driver_report import Report
 from hlo_tools.model.sources import Source
 
 FLAG = "xla_gpu_collective_permute_mode"
@@ -203,7 +204,7 @@ def what_runs(op_mode: str | None, flag_mode: str | None,
   return {"thunk": flag, "config": config, "agree": (config or DEFAULT) == flag}
 
 
-def compiled_flag(source: Source, report: dict | None = None
+def compiled_flag(source: Source, report: Report | None = None
                   ) -> tuple[str | None, str | None]:
   """(the flag the module was compiled with, the config file saying so), from XLA's
   module config beside it, as the driver's JSON on the module (`report`) says; where
@@ -220,7 +221,7 @@ def compiled_flag(source: Source, report: dict | None = None
 
 def for_source(source: Source, topology: selection.Topology, table: selection.CostTable,
                backends: str | Sequence[str], per_op_xla: bool = False,
-               report: dict | None = None) -> dict[str, Any]:
+               report: Report | None = None) -> dict[str, Any]:
   """choose() on a module read by the tools, with the flag it was compiled with
   (compiled_flag, from the driver's JSON `report` where it ran) and, per permute
   ({(computation, start): what_runs}), what it runs on this XLA."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import hlo_tools.selection as selection  # noqa: F401 (first: it says how to build a missing binding)
 from hlo_tools import _selection_core, cli_io
@@ -16,6 +16,7 @@ from hlo_tools.errors import InputError
 from hlo_tools.hlo import buffer_assignment, proto
 from hlo_tools.hlo.buffer_assignment import Allocation
 from hlo_tools.hlo.reader import HloInstruction, HloModule, parse_hlo_text
+from hlo_tools.model.driver_report import Report
 
 # ---------------------------------------------------------------------------------------
 # Reading input
@@ -235,7 +236,7 @@ def partitions_note(source: Source) -> str | None:
 
 
 
-def adopt_driver_partitions(source: Source, report: dict[str, Any] | None) -> Source:
+def adopt_driver_partitions(source: Source, report: Report | None) -> Source:
   """Takes the partition count nvshmem-opt settled for this module (its report),
   so that the reader and the driver describe one module alike."""
   if not report or "num_partitions" not in report:

@@ -10,6 +10,7 @@ from hlo_tools import cli_io
 from hlo_tools.hlo.reader import HloModule
 from hlo_tools.model import decisions, modes, placement, program_mode, sources
 from hlo_tools.model.collectives import trips_text
+from hlo_tools.model.driver_report import Report
 from hlo_tools.model.options import Selection
 from hlo_tools.ops import program_text
 from hlo_tools.ops.sizes import format_bytes
@@ -60,7 +61,7 @@ def explain(path: str, selected: Selection, source: sources.Source | None = None
 
 
 def add_program(result: dict[str, Any], source: sources.Source, selected: Selection,
-                per_op_xla: bool = False, report: dict | None = None) -> None:
+                per_op_xla: bool = False, report: Report | None = None) -> None:
   """The program's one mode (model.program_mode) into `result`, and into each
   permute's entry what it runs on this XLA (`runs`). Nothing for a backend set
   without a mode the flag names (the pinned XLA's nccl,nvshmem has no such flag).

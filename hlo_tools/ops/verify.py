@@ -21,6 +21,7 @@ from hlo_tools.model import (
   sources,
 )
 from hlo_tools.model.decisions import Permute
+from hlo_tools.model.driver_report import Report
 from hlo_tools.model.options import Selection
 from hlo_tools.model.topology import size_note
 
@@ -331,7 +332,7 @@ def check_peer_safety(perms: list, source: sources.Source, topology: selection.T
 
 
 def check_permute_mode(perms: list[Permute], source: sources.Source,
-                       per_op_xla: bool = False, report: dict | None = None) -> Check:
+                       per_op_xla: bool = False, report: Report | None = None) -> Check:
   """A mode written on a permute runs only where the XLA honours it: a stock XLA's
   thunk runs the flag's mode (program_mode.THUNK_READS_FLAG), so a mode on the op
   that differs from it is not run, and a SYMMETRIC one has moved its buffers.
@@ -569,7 +570,7 @@ def verify(path: str, selected: Selection, run_driver: bool = True,
            verified_by: str | None = None, per_op_xla: bool = False,
            given: sources.Source | None = None,
            answer: driver.Answer | None = None,
-           config_report: dict | None = None) -> dict:
+           config_report: Report | None = None) -> dict:
   """The verify JSON object; raises InputError for unreadable input.
 
   selected: the topology, cost table and backend set, parsed once by the caller

@@ -19,6 +19,7 @@ from hlo_tools.errors import InputError
 from hlo_tools.hlo import buffer_assignment, module_config, proto
 from hlo_tools.model import decisions, driver, dumps, options, placement, sources
 from hlo_tools.model.collectives import per_step_sum
+from hlo_tools.model.driver_report import Report
 from hlo_tools.model.topology import derived_notes, jax_topology, manifest_note
 from hlo_tools.ops import diff, dump, explain, outdir, program_text, ring_overlap, verify
 from hlo_tools.ops.report.chart import chart_data
@@ -206,7 +207,7 @@ def manifest_topology(path: str, label: str, request: Request) -> str | None:
 
 def derive_topology(case: Case, stages: dict[str, str], origin: str, loaded: Loaded,
                     num_partitions: int | None, max_bytes: int, quiet: bool
-                    ) -> tuple[options.Selection, dict[str, tuple[dict, str]]]:
+                    ) -> tuple[options.Selection, dict[str, tuple[Report, str]]]:
   """The case's topology from nvshmem-opt's rewrite of its first input (a copy of
   the user's module, placed by XLA's config beside `origin`), as the pass derives it
   inside XLA; said on stderr. Returns the case's Selection and that run's
@@ -232,7 +233,7 @@ def derive_topology(case: Case, stages: dict[str, str], origin: str, loaded: Loa
 
 def place_topology(case: Case, stages: dict[str, str], origin: str | None,
                    selected: options.Selection, num_partitions: int | None
-                   ) -> tuple[options.Selection, dict[str, tuple[dict, str]]]:
+                   ) -> tuple[options.Selection, dict[str, tuple[Report, str]]]:
   """The case's given topology on the module's own device map, as nvshmem-opt's
   rewrite of its first input placed it (from XLA's config beside `origin`, which
   the driver reads). Returns the placed Selection and that run's {stage: (report,
@@ -344,7 +345,7 @@ def input_label(case: Case, stage: str, copy: str) -> str:
 
 def _run_pass(case_dir: str, stage: str, path: str, case: Case, spec: str | None,
               loaded: Loaded, partitions: int | None,
-              module_config: str | None = None) -> tuple[dict, str]:
+              module_config: str | None = None) -> tuple[Report, str]:
   """nvshmem-opt (rewrite, upstream beside it) on one stage; (report, output path).
   Without a spec the driver derives the topology."""
   hlo_dir, json_dir = os.path.join(case_dir, "hlo"), os.path.join(case_dir, "json")
@@ -376,7 +377,7 @@ VERIFIED_BY_PASS = "HloVerifier accepts the module (nvshmem-opt verified the tex
 def analyze_case(case: Case, case_dir: str, stages: dict[str, str], dump_dir: str | None,
                  selected: options.Selection, num_partitions: int | None,
                  say: Callable[[str], None],
-                 done: dict[str, tuple[dict, str]] | None = None,
+                 done: dict[str, tuple[Report, str]] | None = None,
                  origin: str | None = None) -> dict[str, Any]:
   """Runs the pass, explain, verify, diff and trace; writes json/; returns the results.
   selected: the case's options.Selection (topology, cost table, backends).
