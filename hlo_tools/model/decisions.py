@@ -117,9 +117,15 @@ class Permute:
 
 
 def driver_decisions(report: Report | None) -> dict[tuple[str | None, str | None], dict]:
-  """{(computation, instruction): decision entry} of a driver report."""
-  decisions = report["decisions"] if report is not None else []
-  return {(d["computation"], d["instruction"]): cast(dict, d) for d in decisions}
+  """{(computation, instruction): decision entry} of a driver report, by the
+  permute's name in its input and by the start and done the rewrite made of it
+  (the module the driver wrote)."""
+  entries: dict[tuple[str | None, str | None], dict] = {}
+  for d in report["decisions"] if report is not None else []:
+    entries[(d["computation"], d["instruction"])] = cast(dict, d)
+    for name in d["new_instructions"]:
+      entries.setdefault((d["computation"], name), cast(dict, d))
+  return entries
 
 
 def from_driver(entry: dict) -> dict[str, Any]:

@@ -225,7 +225,7 @@ def for_source(source: Source, topology: selection.Topology, table: selection.Co
   """choose() on a module read by the tools, with the flag it was compiled with
   (compiled_flag, from the driver's JSON `report` where it ran) and, per permute
   ({(computation, start): what_runs}), what it runs on this XLA."""
-  perms = decisions.analyze(source, topology, table, tolerant=True)
+  perms = decisions.analyze(source, topology, table, tolerant=True, report=report)
   result = choose(perms, source, topology, table, backends)
   flag, path = compiled_flag(source, report)
   result["compiled_with"], result["compiled_with_from"] = flag, path

@@ -600,7 +600,9 @@ def verify(path: str, selected: Selection, run_driver: bool = True,
   module = source.module
   decisions.require_devices(source, topology)
   sources.adopt_driver_partitions(source, report)
-  perms = decisions.analyze(source, topology, table, tolerant=True, report=report)
+  # The driver's decisions: this run's, else those of the run that wrote the module.
+  perms = decisions.analyze(source, topology, table, tolerant=True,
+                            report=report or config_report)
   checks = [
       check_permutation(perms, source),
       check_start_done(module),
