@@ -269,7 +269,7 @@ fi
 # 8. The runtime's rules, the decision and the pass with their tests, against
 # the wheel's XLA: the series' new headers first, compat/wheel/ for the test
 # base and FileCheck, which the wheel lacks; gmock built from Debian's source.
-RT=(-std=c++17 -O0 -w -I "$WORK/rt/hdr" -isystem "$ROOT/wheel_compat" -isystem "$TF/include"
+RT=(-std=c++17 -O0 -w -I "$WORK/rt/hdr" -isystem "$ROOT/compat/wheel" -isystem "$TF/include"
     -isystem "$TF/include/external/highwayhash"
     -isystem "$TF/include/external/farmhash_archive/src" -isystem "$GMOCK")
 mapfile -t NEW_H < <(git -C "$TREE" diff --name-only --diff-filter=A "HEAD~$N" -- '*.h')

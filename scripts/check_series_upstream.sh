@@ -189,7 +189,7 @@ fi
 # sources it tests and the patched headers they share (their symbols and
 # declarations come first), the rest from the wheel.
 PKG=xla/backends/gpu/transforms/collectives
-RT=(-std=c++17 -O0 -w -I "$WORK/rt/hdr" "${GWI[@]}" -isystem "$ROOT/wheel_compat" -isystem "$TF/include"
+RT=(-std=c++17 -O0 -w -I "$WORK/rt/hdr" "${GWI[@]}" -isystem "$ROOT/compat/wheel" -isystem "$TF/include"
     -isystem "$TF/include/external/highwayhash"
     -isystem "$TF/include/external/farmhash_archive/src" -isystem "$GMOCK" -I "${GMOCK%/include}")
 RUNTIME=xla/backends/gpu/runtime
