@@ -162,8 +162,6 @@ std::string PlaceTextModule(const Flags& flags, xla::HloModule& module,
                                ? FindModuleConfig(flags.input)
                                : flags.module_config;
   if (path.empty()) return "";
-  // A config is tens of KB: its own bound, whatever --max-input-bytes allows.
-  constexpr int64_t kMaxConfigBytes = int64_t{64} << 20;
   read = OrFail(ReadModulePlacement(path, kMaxConfigBytes));
   if (read->replicas != module.config().replica_count() ||
       read->partitions != module.config().num_partitions()) {

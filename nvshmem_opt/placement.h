@@ -5,6 +5,7 @@
 #ifndef NVSHMEM_OPT_PLACEMENT_H_
 #define NVSHMEM_OPT_PLACEMENT_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -15,6 +16,9 @@
 #include "xla/hlo/ir/hlo_module.h"
 
 namespace nvshmem_opt {
+
+// A config is tens of KB: its own bound, whatever --max-input-bytes allows.
+inline constexpr int64_t kMaxConfigBytes = int64_t{64} << 20;
 
 // GPUs per host of a derived topology: --devices-per-host, else 8 (one HGX
 // node) but no more than the module's devices, which must fill whole hosts.

@@ -273,25 +273,9 @@ def test_module_config(path, runs):
   assert config.path in report["placement"], report["placement"]
 
 
-@pytest.mark.parametrize(
-  "path",
-  [
-    pytest.param(
-      p,
-      marks=pytest.mark.xfail(
-        strict=True,
-        reason=(
-          "the driver reads no config beside a .hlo.pb that carries a device assignment "
-          "(nvshmem_opt/placement.cc PlaceTextModule returns early), so its report names "
-          "no config and no compile flag; module_config.for_module reads the one in "
-          "XLA's dump folder (COLLECTIVES_PRIVATE_MEMORY)"
-        ),
-      ),
-    )
-    for p in PROTO_MODULES
-  ],
-  ids=_id,
-)
+# A proto places its ids by its own device assignment; the flag it was compiled with
+# is in XLA's config beside it only, which the driver reads for the flag alone.
+@pytest.mark.parametrize("path", PROTO_MODULES, ids=_id)
 def test_config_flag_beside_a_proto(path, runs):
   run = runs(path)
   _need(run)
