@@ -46,9 +46,9 @@ os.environ.update(benchlib.MULTICAST_OFF)
 HEADER = ("jax", "s_block", "causal", "direction", "kernel", "ms", "tflops")
 HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
 PLAN = [  # (kernel, block lengths) in the order they run; ring first
-    ("ring", [16384, 8192, 4096, 2048, 1024, 512, 32768, 65536]),
-    ("cudnn", [16384, 8192, 2048, 32768]),
-    ("blocked", [16384, 4096]),
+  ("ring", [16384, 8192, 4096, 2048, 1024, 512, 32768, 65536]),
+  ("cudnn", [16384, 8192, 2048, 32768]),
+  ("blocked", [16384, 4096]),
 ]
 
 
@@ -64,6 +64,7 @@ def flops(s, causal, direction):
 def _inputs(s, seed=0):
   import jax
   import jax.numpy as jnp
+
   keys = jax.random.split(jax.random.PRNGKey(seed), 4)
   q = jax.random.normal(keys[0], (1, s, HEADS, HEAD_DIM), jnp.bfloat16)
   k = jax.random.normal(keys[1], (1, s, KV_HEADS, HEAD_DIM), jnp.bfloat16)
@@ -84,8 +85,9 @@ def _kernel_step(kernel, causal, direction):
       out, lse = attention_kernels.cudnn_fwd(q, k, v, causal)
       return out, attention_kernels.cudnn_bwd(q, k, v, out, lse, do, causal)[0]
     if kernel == "cudnn":
-      f = lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=causal,
-                                                       implementation="cudnn")
+      f = lambda q, k, v: jax.nn.dot_product_attention(
+        q, k, v, is_causal=causal, implementation="cudnn"
+      )
       out, vjp = jax.vjp(f, q, k, v)
       return out, vjp(do)[0]
     b, s = q.shape[:2]
@@ -94,26 +96,42 @@ def _kernel_step(kernel, causal, direction):
     out, lse = ring_attention._block_fwd_impl(qg, k, v, 0, 0, causal, ch, ch)  # pylint: disable=protected-access
     if direction == "fwd":
       return out.reshape(q.shape), None
-    dq, _, _ = ring_attention._block_bwd_impl(qg, k, v, 0, 0, out, lse,  # pylint: disable=protected-access
-                                  do.reshape(qg.shape), jnp.zeros_like(lse), causal,
-                                  ch, ch)
+    dq, _, _ = ring_attention._block_bwd_impl(
+      qg,
+      k,
+      v,
+      0,
+      0,
+      out,
+      lse,  # pylint: disable=protected-access
+      do.reshape(qg.shape),
+      jnp.zeros_like(lse),
+      causal,
+      ch,
+      ch,
+    )
     return out.reshape(q.shape), dq.reshape(q.shape)
 
   def step(c):
     q, k, v, do = c
     if direction == "fwd" and kernel != "blocked":
-      out = (attention_kernels.cudnn_fwd(q, k, v, causal)[0] if kernel == "ring" else
-             jax.nn.dot_product_attention(q, k, v, is_causal=causal, implementation="cudnn"))
+      out = (
+        attention_kernels.cudnn_fwd(q, k, v, causal)[0]
+        if kernel == "ring"
+        else jax.nn.dot_product_attention(q, k, v, is_causal=causal, implementation="cudnn")
+      )
       return out.astype(q.dtype), k, v, do
     out, dq = fwd_bwd(q, k, v, do)
     nxt = out if dq is None else q.astype(jnp.float32) + 1e-3 * dq.astype(jnp.float32)
     return nxt.astype(q.dtype), k, v, do
+
   return step
 
 
 def time_kernel(kernel, s, causal, direction, calls=5, target_s=0.05, step=None):
   import jax
   from jax import lax
+
   step = step or _kernel_step(kernel, causal, direction)
   loop = jax.jit(lambda c, reps: lax.fori_loop(0, reps, lambda i, c: step(c), c))
   carry = _inputs(s)
@@ -122,6 +140,7 @@ def time_kernel(kernel, s, causal, direction, calls=5, target_s=0.05, step=None)
     t0 = time.perf_counter()
     jax.block_until_ready(loop(carry, reps))
     return time.perf_counter() - t0
+
   once(1)
   reps = max(1, min(2000, int(target_s / max(once(1), 1e-6))))
   once(reps)
@@ -132,6 +151,7 @@ def _program_step(module, kernel, causal, direction):
   """The whole per-device ring program on this one GPU (a ring of one step)."""
   import jax
   import jax.numpy as jnp
+
   mesh = module.make_mesh(jax.devices()[:1])
   attn = module.ring_attention(mesh, causal, **({"kernel": kernel} if kernel else {}))
   grads = jax.grad(lambda q, k, v: module._loss(attn(q, k, v)), argnums=(0, 1, 2))  # pylint: disable=protected-access
@@ -143,6 +163,7 @@ def _program_step(module, kernel, causal, direction):
       return attn(q, k, v).astype(q.dtype), k, v, do
     dq, dk, dv = grads(q, k, v)
     return nudge(q, dq), nudge(k, dk), nudge(v, dv), do
+
   return step
 
 
@@ -151,6 +172,7 @@ def program_rows(args, jax_version):
   import importlib.util
 
   from hlo_tools.programs import ring_attention
+
   programs = [("ring_program_n1", ring_attention, "cudnn")]
   prev = os.path.join(REPO, "benchmarks", "prev_ring_attention.py")
   if os.path.exists(prev):
@@ -162,7 +184,7 @@ def program_rows(args, jax_version):
   for name, module, kernel in programs:
     lengths = args.lengths or ([1024, 4096, 16384, 65536] if kernel else [16384, 32768])
     for s in lengths:
-      for causal in ((False, True) if kernel else (True, False)):
+      for causal in (False, True) if kernel else (True, False):
         for direction in ("fwd", "fwd_bwd"):
           step = _program_step(module, kernel, causal, direction)
           try:
@@ -172,8 +194,9 @@ def program_rows(args, jax_version):
             continue
           tf = flops(s, causal, direction) / sec / 1e12
           log(f"{name} s={s} causal={int(causal)} {direction} {sec * 1e3:.3f} ms {tf:.1f}")
-          rows.append((jax_version, s, int(causal), direction, name, f"{sec * 1e3:.4f}",
-                       f"{tf:.1f}"))
+          rows.append(
+            (jax_version, s, int(causal), direction, name, f"{sec * 1e3:.4f}", f"{tf:.1f}")
+          )
           write_csv(os.path.join(args.out_dir, "program.csv"), rows)
   return rows
 
@@ -194,14 +217,18 @@ def bench(args, jax_version, deadline):
           try:
             sec = time_kernel(kernel, s, causal, direction)
           except Exception as e:  # pylint: disable=broad-except
-            log(f"{kernel} {s} causal={causal} {direction}: FAILED {type(e).__name__}: "
-                f"{str(e)[:300]}")
+            log(
+              f"{kernel} {s} causal={causal} {direction}: FAILED {type(e).__name__}: {str(e)[:300]}"
+            )
             continue
           tf = flops(s, causal, direction) / sec / 1e12
-          log(f"{kernel:8s} s={s:6d} causal={int(causal)} {direction:8s} "
-              f"{sec * 1e3:9.3f} ms {tf:7.1f} TFLOP/s")
-          rows.append((jax_version, s, int(causal), direction, kernel,
-                       f"{sec * 1e3:.4f}", f"{tf:.1f}"))
+          log(
+            f"{kernel:8s} s={s:6d} causal={int(causal)} {direction:8s} "
+            f"{sec * 1e3:9.3f} ms {tf:7.1f} TFLOP/s"
+          )
+          rows.append(
+            (jax_version, s, int(causal), direction, kernel, f"{sec * 1e3:.4f}", f"{tf:.1f}")
+          )
           write_csv(os.path.join(args.out_dir, "kernel.csv"), rows)
   return rows
 
@@ -212,6 +239,7 @@ def write_csv(path, rows):
 
 def _rel(got, ref):
   import numpy as np
+
   g, r = np.asarray(got, np.float32), np.asarray(ref, np.float32)
   return float(np.max(np.abs(g - r)) / np.max(np.abs(r)))
 
@@ -222,6 +250,7 @@ def check(seq=4096):
   import jax.numpy as jnp
 
   from hlo_tools.programs import attention_kernels, ring_attention
+
   q, k, v, _ = _inputs(seq, seed=1)
   f32 = [x.astype(jnp.float32) for x in (q, k, v)]
   result = {}
@@ -236,9 +265,11 @@ def check(seq=4096):
     sharded = ring_attention.ring_attention(mesh, causal, kernel="cudnn")
     sharded_loss = lambda *a: ring_attention._loss(sharded(*a))  # pylint: disable=protected-access  # noqa: B023
     runs = {
-        "simulated_ring4_cudnn": (ring_attention.simulated_ring(4, causal, "cudnn"),
-                                  ring_attention.simulated_ring(4, causal, "cudnn", loss=ring_attention._loss)),  # pylint: disable=protected-access
-        "sharded_ring1_cudnn": (sharded, jax.grad(sharded_loss, argnums=(0, 1, 2))),
+      "simulated_ring4_cudnn": (
+        ring_attention.simulated_ring(4, causal, "cudnn"),
+        ring_attention.simulated_ring(4, causal, "cudnn", loss=ring_attention._loss),
+      ),  # pylint: disable=protected-access
+      "sharded_ring1_cudnn": (sharded, jax.grad(sharded_loss, argnums=(0, 1, 2))),
     }
     for name, (fwd, grads) in runs.items():
       try:
@@ -284,10 +315,15 @@ for kernel in ("blocked", "cudnn"):
       res[key] = f"FAILED {type(e).__name__}: {str(e)[:600]}"
 print(json.dumps(res))
 """
-  env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
-             PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
-  proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                        text=True, timeout=300, check=False)
+  env = dict(
+    os.environ,
+    JAX_PLATFORMS="cpu",
+    JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
+    PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]),
+  )
+  proc = subprocess.run(
+    [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=False
+  )
   try:
     res = json.loads(proc.stdout.strip().splitlines()[-1])
   except (IndexError, ValueError):
@@ -313,13 +349,18 @@ def main(argv=None):
   p.add_argument("--budget-s", type=float, default=420.0, help="stop timing after this")
   p.add_argument("--quick", action="store_true", help="two block lengths per kernel")
   p.add_argument("--kernels", default="ring,cudnn,blocked")
-  p.add_argument("--lengths", type=_lengths, default=[], help="comma list of block lengths (all kernels and programs)")
-  p.add_argument("--skip", default="",
-                 help="comma list of check,overlap,bench,program to skip")
+  p.add_argument(
+    "--lengths",
+    type=_lengths,
+    default=[],
+    help="comma list of block lengths (all kernels and programs)",
+  )
+  p.add_argument("--skip", default="", help="comma list of check,overlap,bench,program to skip")
   args = p.parse_args(argv)
   start = time.time()
   os.makedirs(args.out_dir, exist_ok=True)
   import jax
+
   log(f"jax {jax.__version__} devices {jax.devices()}")
   skip = set(filter(None, args.skip.split(",")))
   if "overlap" not in skip:

@@ -18,12 +18,25 @@ import subprocess
 import time
 
 # NVLink multicast stays off in every process (NCCL, NVSHMEM and PyTorch).
-MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1",
-                 "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
+MULTICAST_OFF = {
+  "NCCL_NVLS_ENABLE": "0",
+  "NVSHMEM_DISABLE_NVLS": "1",
+  "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+}
 
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10,
-          "M": 1 << 20, "MB": 1 << 20, "MIB": 1 << 20,
-          "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
+_UNITS = {
+  "": 1,
+  "B": 1,
+  "K": 1 << 10,
+  "KB": 1 << 10,
+  "KIB": 1 << 10,
+  "M": 1 << 20,
+  "MB": 1 << 20,
+  "MIB": 1 << 20,
+  "G": 1 << 30,
+  "GB": 1 << 30,
+  "GIB": 1 << 30,
+}
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([A-Za-z]*)\s*$")
 
 
@@ -103,6 +116,7 @@ def child_env(base=None, extra=None, xla_flags=(), drop_flags=()):
 
 # Workers and their rendezvous
 
+
 def free_port():
   """A free local TCP port for jax.distributed's coordinator."""
   with socket.socket() as s:
@@ -112,8 +126,9 @@ def free_port():
 
 def spawn(cmd, env, log=None):
   """A worker in its own process group (so a deadline kills it with its children)."""
-  return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT if log else None,
-                          start_new_session=True)
+  return subprocess.Popen(
+    cmd, env=env, stdout=log, stderr=subprocess.STDOUT if log else None, start_new_session=True
+  )
 
 
 def kill(procs):
@@ -167,9 +182,11 @@ def file_barrier(rdv, tag, rank, nprocs, timeout=120):
 
 # Output
 
+
 def write_text(path, text):
   """hlo-tools' one writer: a regular file atomically, a device or FIFO in place."""
   from hlo_tools.cli_io import write_atomic  # pylint: disable=import-outside-toplevel
+
   write_atomic(path, text.encode("utf-8"))
 
 

@@ -20,6 +20,7 @@ uncombined): their rows of the largest chain (not the chain-1 reference rows)
 replace every row up to --small-upto bytes; several files are duplicates, and
 the calibration takes the median of duplicate rows.
 """
+
 import csv
 import io
 import os
@@ -40,21 +41,18 @@ def small_rows(path, upto):
   _, rows = read(path)
   chains = {int(r.get("chain") or 1) for r in rows}
   top = max(chains)
-  return [r for r in rows
-          if int(r.get("chain") or 1) == top and int(r["bytes"]) <= upto]
+  return [r for r in rows if int(r.get("chain") or 1) == top and int(r["bytes"]) <= upto]
 
 
 def build(fine, uncombined, smalls=(), upto=2 << 20):
   header, rows = read(fine)
   rows = [r for r in rows if r["backend"] == "nccl" or int(r["operands"]) == 1]
-  rows += [r for r in read(uncombined)[1]
-           if r["backend"] == "nvshmem" and int(r["operands"]) > 1]
+  rows += [r for r in read(uncombined)[1] if r["backend"] == "nvshmem" and int(r["operands"]) > 1]
   if smalls:
     rows = [r for r in rows if int(r["bytes"]) > upto]
     for path in smalls:
       rows += small_rows(path, upto)
-    header = list(header) + [c for c in ("chain", "compiles", "own_spread_s")
-                             if c not in header]
+    header = list(header) + [c for c in ("chain", "compiles", "own_spread_s") if c not in header]
   rows.sort(key=lambda r: (r["backend"], int(r["operands"]), int(r["bytes"])))
   for r in rows:  # the one-compile, one-permute-per-step sweeps
     r.setdefault("chain", "1")
@@ -81,6 +79,7 @@ def main(argv):
   fine, uncombined, out, smalls = args[0], args[1], args[2], args[3:]
   header, rows = build(fine, uncombined, smalls, upto)
   from hlo_tools.cli_io import write_atomic  # pylint: disable=import-outside-toplevel
+
   buf = io.StringIO()
   w = csv.DictWriter(buf, fieldnames=header, extrasaction="ignore")
   w.writeheader()

@@ -32,20 +32,26 @@ def main() -> int:
   parser.add_argument("out_dir")
   parser.add_argument("--topology", default="1x1x1")
   parser.add_argument("--dump-dir", help="XLA's dump folder (default OUT_DIR/dump)")
-  parser.add_argument("--installed", action="store_true",
-                      help="use the installed hlo_tools package, not this checkout's")
-  parser.add_argument("--platforms", default="cuda,gpu",
-                      help="where the hook registers (cpu: a check of this script)")
+  parser.add_argument(
+    "--installed",
+    action="store_true",
+    help="use the installed hlo_tools package, not this checkout's",
+  )
+  parser.add_argument(
+    "--platforms", default="cuda,gpu", help="where the hook registers (cpu: a check of this script)"
+  )
   args = parser.parse_args()
   os.makedirs(args.out_dir, exist_ok=True)
   dump = args.dump_dir or os.path.join(args.out_dir, "dump")
   # Before jax starts: XLA reads its flags once.
-  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                             f" --xla_dump_to={dump} --xla_dump_hlo_as_text").strip()
+  os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + f" --xla_dump_to={dump} --xla_dump_hlo_as_text"
+  ).strip()
   import jax
   import jax.numpy as jnp
   import numpy as np
   from jax.sharding import Mesh, PartitionSpec as P
+
   try:
     from jax import shard_map
   except ImportError:
@@ -54,11 +60,15 @@ def main() -> int:
     sys.path.insert(0, ROOT)
   from hlo_tools import jax_hook
 
-  result = {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "hlo_tools": os.path.dirname(jax_hook.__file__),
-            "jax": jax.__version__, "python": sys.version.split()[0],
-            "devices": [str(d) for d in jax.devices()],
-            "device_kind": jax.devices()[0].device_kind, "steps": {}}
+  result = {
+    "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    "hlo_tools": os.path.dirname(jax_hook.__file__),
+    "jax": jax.__version__,
+    "python": sys.version.split()[0],
+    "devices": [str(d) for d in jax.devices()],
+    "device_kind": jax.devices()[0].device_kind,
+    "steps": {},
+  }
   ok = True
   devices = jax.devices()[:1]
   mesh = Mesh(np.array(devices), ("x",))
@@ -69,8 +79,10 @@ def main() -> int:
     def body(i, c):
       c = jax.lax.ppermute(c, "x", perm)
       # One step of the ring under a conditional's branch.
-      return jax.lax.cond(i % 2 == 0, lambda v: v * 2.0,
-                          lambda v: jax.lax.ppermute(v, "x", perm), c)
+      return jax.lax.cond(
+        i % 2 == 0, lambda v: v * 2.0, lambda v: jax.lax.ppermute(v, "x", perm), c
+      )
+
     return jax.lax.fori_loop(0, 4, body, x)
 
   f = shard_map(ring, mesh=mesh, in_specs=P("x"), out_specs=P("x"))
@@ -79,35 +91,55 @@ def main() -> int:
 
   def mode_of(compiled):
     text = compiled.as_text()
-    return {"permute_modes": jax_hook.permute_modes(text),
-            "flag_mode": jax_hook.compiled_flag_mode(text)}
+    return {
+      "permute_modes": jax_hook.permute_modes(text),
+      "flag_mode": jax_hook.compiled_flag_mode(text),
+    }
 
-  hook = jax_hook.install(topology=args.topology, backends=("nccl", "peer"),
-                          report=os.path.join(args.out_dir, "hook_report.json"),
-                          platforms=args.platforms.split(","))
+  hook = jax_hook.install(
+    topology=args.topology,
+    backends=("nccl", "peer"),
+    report=os.path.join(args.out_dir, "hook_report.json"),
+    platforms=args.platforms.split(","),
+  )
   result["hook_xla"] = hook.xla
   steps = result["steps"]
   try:
     jitted = jax.jit(f)
     y = np.asarray(jitted(x))
-    steps["jax.jit"] = {"right": bool(np.allclose(y, expected)),
-                        **mode_of(jitted.lower(x).compile()),
-                        "programs": hook.summary()}
+    steps["jax.jit"] = {
+      "right": bool(np.allclose(y, expected)),
+      **mode_of(jitted.lower(x).compile()),
+      "programs": hook.summary(),
+    }
     compiled = hook.compile(jax.jit(f).lower(x))
     y = np.asarray(compiled(x))
-    steps["hook.compile"] = {"right": bool(np.allclose(y, expected)), **mode_of(compiled),
-                             "summary": hook.summary()}
+    steps["hook.compile"] = {
+      "right": bool(np.allclose(y, expected)),
+      **mode_of(compiled),
+      "summary": hook.summary(),
+    }
   except Exception:  # Recorded: the run goes on to write what it has.
     steps["error"] = traceback.format_exc()
     ok = False
   finally:
     hook.uninstall()
   ok = ok and all(s.get("right", False) for k, s in steps.items() if k != "error")
-  explain = subprocess.run([sys.executable, "-m", "hlo_tools.cli", "explain",
-                            f"{dump}:after_optimizations",
-                            f"--topology={args.topology}", "--backends=nccl,peer"],
-                           cwd=args.out_dir if args.installed else ROOT,
-                           capture_output=True, text=True, check=False)
+  explain = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "hlo_tools.cli",
+      "explain",
+      f"{dump}:after_optimizations",
+      f"--topology={args.topology}",
+      "--backends=nccl,peer",
+    ],
+    cwd=args.out_dir if args.installed else ROOT,
+    capture_output=True,
+    text=True,
+    check=False,
+  )
   with open(os.path.join(args.out_dir, "explain.txt"), "w") as out:
     out.write(explain.stdout + explain.stderr)
   result["explain_rc"] = explain.returncode

@@ -37,9 +37,14 @@ def permutes(text):
     if not m or "collective-permute-done" in line:
       continue
     attr = re.search(r'_xla_collectives_mode="?([A-Za-z_]+)', line)
-    out.append({"op": m.group(1), "operands": len([o for o in m.group(2).split(",") if o.strip()]),
-                "pairs": (re.search(r"source_target_pairs=(\{\{.*?\}\})", line) or [None, ""])[1],
-                "mode_attribute": attr.group(1) if attr else None})
+    out.append(
+      {
+        "op": m.group(1),
+        "operands": len([o for o in m.group(2).split(",") if o.strip()]),
+        "pairs": (re.search(r"source_target_pairs=(\{\{.*?\}\})", line) or [None, ""])[1],
+        "mode_attribute": attr.group(1) if attr else None,
+      }
+    )
   return out
 
 
@@ -48,6 +53,7 @@ def compile_ring(devices, jax, args_shape=(8192, 256)):
   from jax import lax  # pylint: disable=import-outside-toplevel
   from jax.experimental.xla_metadata import set_xla_metadata  # pylint: disable=import-outside-toplevel
   from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # pylint: disable=import-outside-toplevel
+
   shard_map = getattr(jax, "shard_map", None)
   if shard_map is None:
     from jax.experimental.shard_map import shard_map  # pylint: disable=import-outside-toplevel
@@ -64,10 +70,12 @@ def main(argv=None):
   args = ap.parse_args(argv)
   import jax  # pylint: disable=import-outside-toplevel
   from jax.experimental import topologies  # pylint: disable=import-outside-toplevel
+
   os.makedirs(args.out_dir, exist_ok=True)
   result = {"jax": jax.__version__, "cases": {}}
-  topo = topologies.get_topology_desc(platform="cuda", topology="1x1x2",
-                                      target_config=open(args.target_config).read())
+  topo = topologies.get_topology_desc(
+    platform="cuda", topology="1x1x2", target_config=open(args.target_config).read()
+  )
   cases = {"deviceless_1x1x2": topo.devices}
   try:
     gpus = jax.devices("gpu")

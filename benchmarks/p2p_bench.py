@@ -53,13 +53,13 @@ from benchlib import (  # pylint: disable=wrong-import-position,unused-import
 # that uses it can put a shared host's GPUs out of service).
 os.environ.update(MULTICAST_OFF)
 
-CSV_COLUMNS = ("backend", "link_class", "bytes", "seconds", "gbps", "ranks",
-               "iters", "mode")
+CSV_COLUMNS = ("backend", "link_class", "bytes", "seconds", "gbps", "ranks", "iters", "mode")
 BACKENDS = ("nccl", "nvshmem")
 COPY_BACKENDS = ("cuda_memcpy_d2d", "cuda_memcpy_peer")
 DEFAULT_SIZES = "1K:256M"
 # ---------------------------------------------------------------------------
 # Pure helpers (tested on the CPU)
+
 
 def link_class_for(nprocs):
   """The calibrate link class of the ring's edges: the self-ring or one host's GPUs."""
@@ -100,10 +100,18 @@ def csv_rows(backend, link_class, merged, nprocs):
   """Rows (dicts keyed by CSV_COLUMNS) of one backend's merged results."""
   rows = []
   for nbytes, (seconds, iters, mode) in sorted(merged.items()):
-    rows.append({"backend": backend, "link_class": link_class, "bytes": nbytes,
-                 "seconds": f"{seconds:.9g}",
-                 "gbps": f"{nbytes / seconds / 1e9:.6g}" if seconds > 0 else "",
-                 "ranks": nprocs, "iters": iters, "mode": mode})
+    rows.append(
+      {
+        "backend": backend,
+        "link_class": link_class,
+        "bytes": nbytes,
+        "seconds": f"{seconds:.9g}",
+        "gbps": f"{nbytes / seconds / 1e9:.6g}" if seconds > 0 else "",
+        "ranks": nprocs,
+        "iters": iters,
+        "mode": mode,
+      }
+    )
   return rows
 
 
@@ -120,15 +128,24 @@ def child_env(extra=None):
 def build_parser():
   p = argparse.ArgumentParser(prog="p2p_bench.py", description=__doc__.split("\n\n")[0])
   p.add_argument("--out", default="p2p.csv", help="CSV for calibrate (nccl, nvshmem)")
-  p.add_argument("--copy-out", default=None,
-                 help="CSV of the copy ceiling (default: OUT with _copy before .csv)")
+  p.add_argument(
+    "--copy-out", default=None, help="CSV of the copy ceiling (default: OUT with _copy before .csv)"
+  )
   p.add_argument("--details", default=None, help="JSON with per-rank results and errors")
-  p.add_argument("--sizes", default=DEFAULT_SIZES,
-                 help="sizes: A:B doubles from A to B, or a comma list (1K,64K,1M)")
-  p.add_argument("--backends", default="nccl,nvshmem,copy",
-                 help="comma list of nccl, nvshmem, copy")
-  p.add_argument("--nprocs", type=int, default=None,
-                 help="processes = GPUs in the ring (default: all visible GPUs)")
+  p.add_argument(
+    "--sizes",
+    default=DEFAULT_SIZES,
+    help="sizes: A:B doubles from A to B, or a comma list (1K,64K,1M)",
+  )
+  p.add_argument(
+    "--backends", default="nccl,nvshmem,copy", help="comma list of nccl, nvshmem, copy"
+  )
+  p.add_argument(
+    "--nprocs",
+    type=int,
+    default=None,
+    help="processes = GPUs in the ring (default: all visible GPUs)",
+  )
   p.add_argument("--reps", type=int, default=7, help="timed replays per size")
   p.add_argument("--warmup", type=int, default=3, help="untimed steps per size")
   p.add_argument("--timeout", type=float, default=300, help="seconds per worker group")
@@ -162,25 +179,38 @@ def parse_args(argv):
 # ---------------------------------------------------------------------------
 # GPU side (runs on the device only)
 
+
 class _Nccl:
   """The few NCCL calls a collective-permute makes, through ctypes."""
 
   def __init__(self):
     import ctypes
+
     self.ct = ctypes
     self.lib = self._load()
 
     class UniqueId(ctypes.Structure):
       _fields_ = [("internal", ctypes.c_char * 128)]
+
     self.UniqueId = UniqueId
     lib = self.lib
     lib.ncclGetVersion.argtypes = [ctypes.POINTER(ctypes.c_int)]
     lib.ncclGetUniqueId.argtypes = [ctypes.POINTER(UniqueId)]
-    lib.ncclCommInitRank.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int,
-                                     UniqueId, ctypes.c_int]
+    lib.ncclCommInitRank.argtypes = [
+      ctypes.POINTER(ctypes.c_void_p),
+      ctypes.c_int,
+      UniqueId,
+      ctypes.c_int,
+    ]
     for fn in (lib.ncclSend, lib.ncclRecv):
-      fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                     ctypes.c_void_p, ctypes.c_void_p]
+      fn.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+      ]
     lib.ncclGetErrorString.restype = ctypes.c_char_p
     lib.ncclCommDestroy.argtypes = [ctypes.c_void_p]
     self.comm = ctypes.c_void_p()
@@ -191,6 +221,7 @@ class _Nccl:
     import glob
 
     import torch  # noqa: F401  (loads its libnccl, which ctypes then finds by soname)
+
     candidates = ["libnccl.so.2"]
     for d in sys.path:
       candidates += sorted(glob.glob(os.path.join(d, "nvidia", "nccl", "lib", "libnccl.so*")))
@@ -221,8 +252,9 @@ class _Nccl:
     else:
       raw = _wait_for(rdv, "nccl_uid")
       self.ct.memmove(self.ct.addressof(uid), raw, 128)
-    self.check(self.lib.ncclCommInitRank(self.ct.byref(self.comm), nprocs, uid, rank),
-               "ncclCommInitRank")
+    self.check(
+      self.lib.ncclCommInitRank(self.ct.byref(self.comm), nprocs, uid, rank), "ncclCommInitRank"
+    )
 
   def group_start(self):
     self.check(self.lib.ncclGroupStart(), "ncclGroupStart")
@@ -261,8 +293,9 @@ def _time_steps(torch, stream, step, nbytes, warmup, reps, use_graph):
       graph, mode = g, "graph"
     except Exception as e:  # capture not supported: fall back to eager launches
       torch.cuda.synchronize()
-      print(f"  graph capture failed at {nbytes} B ({type(e).__name__}: {e}); eager",
-            file=sys.stderr)
+      print(
+        f"  graph capture failed at {nbytes} B ({type(e).__name__}: {e}); eager", file=sys.stderr
+      )
   start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
   times = []
   with torch.cuda.stream(stream):
@@ -298,8 +331,7 @@ def _worker_nccl(args, torch, nprocs, info):
 
   results = {}
   for n in args.size_list:
-    results[n] = _time_steps(torch, stream, step, n, args.warmup, args.reps,
-                             not args.no_graph)
+    results[n] = _time_steps(torch, stream, step, n, args.warmup, args.reps, not args.no_graph)
   torch.cuda.synchronize()
   info["check"] = bool(dst[:top].eq(1).all().item())  # the received bytes are the sent ones
   nccl.destroy()
@@ -312,6 +344,7 @@ def _worker_nvshmem(args, torch, nprocs, info):
   import nvshmem.bindings as nb
   import nvshmem.core as nc
   from cuda.core import Device
+
   info["nvshmem4py"] = getattr(nvshmem, "__version__", "?")
   dev = Device(args.rank)
   dev.set_current()
@@ -348,8 +381,7 @@ def _worker_nvshmem(args, torch, nprocs, info):
 
   results = {}
   for n in args.size_list:
-    results[n] = _time_steps(torch, stream, step, n, args.warmup, args.reps,
-                             not args.no_graph)
+    results[n] = _time_steps(torch, stream, step, n, args.warmup, args.reps, not args.no_graph)
   torch.cuda.synchronize()
   if nprocs > 1:
     nb.barrier_all_on_stream(sp)
@@ -375,14 +407,16 @@ def _worker_copy(args, torch, info):
   def d2d(n):
     b[:n].copy_(a[:n], non_blocking=True)
 
-  out["cuda_memcpy_d2d"] = {n: _time_steps(torch, stream, d2d, n, args.warmup,
-                                           args.reps, not args.no_graph)
-                            for n in args.size_list}
+  out["cuda_memcpy_d2d"] = {
+    n: _time_steps(torch, stream, d2d, n, args.warmup, args.reps, not args.no_graph)
+    for n in args.size_list
+  }
   del a, b
   if ngpu >= 2:
-    info["can_access_peer"] = {f"{i}->{(i + 1) % ngpu}":
-                               bool(torch.cuda.can_device_access_peer(i, (i + 1) % ngpu))
-                               for i in range(ngpu)}
+    info["can_access_peer"] = {
+      f"{i}->{(i + 1) % ngpu}": bool(torch.cuda.can_device_access_peer(i, (i + 1) % ngpu))
+      for i in range(ngpu)
+    }
     per_edge = []
     for i in range(ngpu):
       j = (i + 1) % ngpu
@@ -394,8 +428,12 @@ def _worker_copy(args, torch, info):
       def peer(n, a=a, b=b):
         b[:n].copy_(a[:n], non_blocking=True)  # peer copy engine when P2P is on
 
-      per_edge.append({n: _time_steps(torch, stream, peer, n, args.warmup, args.reps,
-                                      not args.no_graph) for n in args.size_list})
+      per_edge.append(
+        {
+          n: _time_steps(torch, stream, peer, n, args.warmup, args.reps, not args.no_graph)
+          for n in args.size_list
+        }
+      )
       del a, b
     out["cuda_memcpy_peer"] = merge_rank_results(per_edge)
     info["peer_edges"] = ngpu
@@ -404,11 +442,16 @@ def _worker_copy(args, torch, info):
 
 def run_worker(args):
   """One worker process: times its backend, writes a JSON result, never raises."""
-  info = {"rank": args.rank, "backend": args.worker, "pid": os.getpid(),
-          "env": {k: os.environ.get(k) for k in MULTICAST_OFF}}
+  info = {
+    "rank": args.rank,
+    "backend": args.worker,
+    "pid": os.getpid(),
+    "env": {k: os.environ.get(k) for k in MULTICAST_OFF},
+  }
   nprocs = args.nprocs
   try:
     import torch
+
     info["torch"] = torch.__version__
     if args.worker != "copy":
       torch.cuda.set_device(args.rank)
@@ -418,11 +461,13 @@ def run_worker(args):
     elif args.worker == "nvshmem":
       info["results"] = {str(k): v for k, v in _worker_nvshmem(args, torch, nprocs, info).items()}
     else:
-      info["results"] = {b: {str(k): v for k, v in r.items()}
-                         for b, r in _worker_copy(args, torch, info).items()}
+      info["results"] = {
+        b: {str(k): v for k, v in r.items()} for b, r in _worker_copy(args, torch, info).items()
+      }
     info["ok"] = True
   except BaseException as e:  # reported by the launcher, with the exact text
     import traceback
+
     info["ok"] = False
     info["error"] = f"{type(e).__name__}: {e}"
     info["traceback"] = traceback.format_exc()[-4000:]
@@ -434,9 +479,11 @@ def run_worker(args):
 # ---------------------------------------------------------------------------
 # Launcher
 
+
 def visible_gpus():
   try:
     import torch
+
     return torch.cuda.device_count()
   except Exception:
     return 0
@@ -448,10 +495,18 @@ def _run_group(args, backend, nprocs, tmp, extra_env=None):
   procs, paths = [], []
   for rank in range(nprocs if backend != "copy" else 1):
     result = os.path.join(rdv, f"result_{rank}.json")
-    cmd = [sys.executable, os.path.abspath(__file__), f"--worker={backend}",
-           f"--rank={rank}", f"--nprocs={nprocs}", f"--rdv={rdv}", f"--result={result}",
-           f"--sizes={','.join(str(s) for s in args.size_list)}",
-           f"--reps={args.reps}", f"--warmup={args.warmup}"]
+    cmd = [
+      sys.executable,
+      os.path.abspath(__file__),
+      f"--worker={backend}",
+      f"--rank={rank}",
+      f"--nprocs={nprocs}",
+      f"--rdv={rdv}",
+      f"--result={result}",
+      f"--sizes={','.join(str(s) for s in args.size_list)}",
+      f"--reps={args.reps}",
+      f"--warmup={args.warmup}",
+    ]
     if args.no_graph:
       cmd.append("--no-graph")
     procs.append(benchlib.spawn(cmd, child_env(extra_env)))
@@ -463,9 +518,15 @@ def _run_group(args, backend, nprocs, tmp, extra_env=None):
       with open(path) as f:
         infos.append(json.load(f))
     else:
-      infos.append({"rank": rank, "backend": backend, "ok": False,
-                    "error": f"no result (exit status {p.returncode}; killed after "
-                             f"{args.timeout:.0f} s if negative)"})
+      infos.append(
+        {
+          "rank": rank,
+          "backend": backend,
+          "ok": False,
+          "error": f"no result (exit status {p.returncode}; killed after "
+          f"{args.timeout:.0f} s if negative)",
+        }
+      )
   return infos
 
 
@@ -482,19 +543,26 @@ def main(argv=None):
     raise BenchError("no GPU visible")
   link_class = link_class_for(nprocs)
   tmp = tempfile.mkdtemp(prefix="p2p_bench_")
-  details = {"nprocs": nprocs, "link_class": link_class, "sizes": args.size_list,
-             "env": MULTICAST_OFF, "groups": {}}
+  details = {
+    "nprocs": nprocs,
+    "link_class": link_class,
+    "sizes": args.size_list,
+    "env": MULTICAST_OFF,
+    "groups": {},
+  }
   rows = []
   for backend in [b for b in args.backend_list if b in BACKENDS]:
-    print(f"== {backend}: {nprocs} process(es), ring i -> i+1 ({link_class})",
-          file=sys.stderr, flush=True)
+    print(
+      f"== {backend}: {nprocs} process(es), ring i -> i+1 ({link_class})",
+      file=sys.stderr,
+      flush=True,
+    )
     infos = _run_group(args, backend, nprocs, tmp)
     attempts = [infos]
     if backend == "nvshmem" and not all(i.get("ok") for i in infos):
       # NVSHMEM's UID bootstrap needs a socket interface; retry on the loopback.
       # One host needs no remote transport either.
-      retry_env = {"NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME": "lo",
-                   "NVSHMEM_REMOTE_TRANSPORT": "none"}
+      retry_env = {"NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME": "lo", "NVSHMEM_REMOTE_TRANSPORT": "none"}
       print(f"== nvshmem failed; retrying with {retry_env}", file=sys.stderr, flush=True)
       infos = _run_group(args, backend, nprocs, tmp, retry_env)
       attempts.append(infos)
@@ -506,8 +574,10 @@ def main(argv=None):
       for i in infos:
         if not i.get("ok"):
           print(f"   rank {i.get('rank')}: {i.get('error')}", file=sys.stderr)
-  comments = [f"p2p_bench.py: ring i -> i+1 over {nprocs} GPU(s) ({link_class}); "
-              "seconds = slowest rank's median per step"]
+  comments = [
+    f"p2p_bench.py: ring i -> i+1 over {nprocs} GPU(s) ({link_class}); "
+    "seconds = slowest rank's median per step"
+  ]
   write_csv(args.out, rows, comments)
   print(f"wrote {args.out} ({len(rows)} rows)", file=sys.stderr)
   if "copy" in args.backend_list:
@@ -521,14 +591,19 @@ def main(argv=None):
         copy_rows += csv_rows(backend, lc, _decode(res), 1)
     else:
       print(f"   copy: {infos[0].get('error')}", file=sys.stderr)
-    write_csv(args.copy_out, copy_rows,
-              ["copy ceiling (cudaMemcpyAsync through torch copy_); not for calibrate"])
+    write_csv(
+      args.copy_out,
+      copy_rows,
+      ["copy ceiling (cudaMemcpyAsync through torch copy_); not for calibrate"],
+    )
     print(f"wrote {args.copy_out} ({len(copy_rows)} rows)", file=sys.stderr)
   if args.details:
     benchlib.write_json(args.details, details)
   for row in rows:
-    print(f"{row['backend']:8s} {row['link_class']:12s} {row['bytes']:>10d} B "
-          f"{float(row['seconds']) * 1e6:10.2f} us {row['gbps']:>10s} GB/s {row['mode']}")
+    print(
+      f"{row['backend']:8s} {row['link_class']:12s} {row['bytes']:>10d} B "
+      f"{float(row['seconds']) * 1e6:10.2f} us {row['gbps']:>10s} GB/s {row['mode']}"
+    )
   failed = [b for b, a in details["groups"].items() if not all(i.get("ok") for i in a[-1])]
   return 1 if failed else 0
 

@@ -6,6 +6,7 @@
 Each CSV has the header seq_len,direction,mode,step_s (benchmarks/ring_e2e.py); a
 line per (file, mode), labelled with the file's stem when several are given.
 """
+
 import csv
 import os
 import sys
@@ -25,8 +26,10 @@ def main(argv):
     print(__doc__.split("\n")[2].strip(), file=sys.stderr)
     return 2
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+
   out, paths = argv[0], argv[1:]
   fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
   for ax, direction in zip(axes, ("fwd", "fwd_bwd")):
@@ -36,8 +39,9 @@ def main(argv):
         if d != direction:
           continue
         label = f"{stem}: {mode}" if len(paths) > 1 else mode
-        ax.plot([p[0] // 1024 for p in pts], [p[1] * 1e3 for p in pts], marker="o",
-                label=label, alpha=0.8)
+        ax.plot(
+          [p[0] // 1024 for p in pts], [p[1] * 1e3 for p in pts], marker="o", label=label, alpha=0.8
+        )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("sequence length (K tokens)")

@@ -69,14 +69,17 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CSV_HEADER = ("seq_len", "direction", "mode", "step_s")
 DIRECTIONS = ("fwd", "fwd_bwd")
 MODE_FLAGS = {
-    "nccl": [],
-    "nvshmem": ["--xla_gpu_experimental_enable_nvshmem=true"],
-    "peer": ["--xla_gpu_collective_permute_mode=peer"],
-    "symmetric": ["--xla_gpu_collective_permute_mode=symmetric"],
-    "pass": [],
+  "nccl": [],
+  "nvshmem": ["--xla_gpu_experimental_enable_nvshmem=true"],
+  "peer": ["--xla_gpu_collective_permute_mode=peer"],
+  "symmetric": ["--xla_gpu_collective_permute_mode=symmetric"],
+  "pass": [],
 }
-_OWN_FLAGS = ("--xla_gpu_experimental_enable_nvshmem", "--xla_gpu_collective_permute_mode",
-              "--xla_force_host_platform_device_count")
+_OWN_FLAGS = (
+  "--xla_gpu_experimental_enable_nvshmem",
+  "--xla_gpu_collective_permute_mode",
+  "--xla_force_host_platform_device_count",
+)
 _PERMUTE_RE = re.compile(r"\s(collective-permute(?:-start)?)\(")
 
 
@@ -90,6 +93,7 @@ def log(msg):
 
 # ---------------------------------------------------------------------------
 # Pure helpers (tested without a GPU)
+
 
 def parse_seq_len(text):
   m = re.fullmatch(r"\s*(\d+)\s*([kKmM]?)\s*", text)
@@ -120,6 +124,7 @@ def mode_env(mode, base, platform, num_procs, devices_per_proc, route=None):
 def permute_summary(text):
   """{'collective-permute-start:NVSHMEM': 1, '...:DEFAULT/COLLECTIVES_PEER_MEMORY': 2}."""
   from hlo_tools import jax_hook
+
   found = {}
   for line in text.split("\n"):
     m = _PERMUTE_RE.search(line)
@@ -130,8 +135,12 @@ def permute_summary(text):
     if at >= 0:
       begin = at + len("backend_config=")
       try:
-        cbc = json.loads(line[begin:jax_hook._match_brace(line, begin)]).get(  # pylint: disable=protected-access
-            "collective_backend_config") or {}
+        cbc = (
+          json.loads(line[begin : jax_hook._match_brace(line, begin)]).get(  # pylint: disable=protected-access
+            "collective_backend_config"
+          )
+          or {}
+        )
         backend = cbc.get("backend") or "DEFAULT"
         mode = cbc.get("collectives_mode")
       except ValueError:
@@ -160,13 +169,22 @@ def route_for(decisions):
 
 
 def csv_rows(runs):
-  return [{"seq_len": r["seq_len"], "direction": r["direction"], "mode": r["mode"],
-           "step_s": f"{r['step_s']:.6g}"} for r in runs if r.get("step_s") is not None]
+  return [
+    {
+      "seq_len": r["seq_len"],
+      "direction": r["direction"],
+      "mode": r["mode"],
+      "step_s": f"{r['step_s']:.6g}",
+    }
+    for r in runs
+    if r.get("step_s") is not None
+  ]
 
 
 def write_csv(path, rows):
-  benchlib.write_csv(path, CSV_HEADER, sorted(
-      rows, key=lambda r: (int(r["seq_len"]), r["direction"], r["mode"])))
+  benchlib.write_csv(
+    path, CSV_HEADER, sorted(rows, key=lambda r: (int(r["seq_len"]), r["direction"], r["mode"]))
+  )
 
 
 def read_csv(path):
@@ -200,6 +218,7 @@ def merge(out, inputs):
 # ---------------------------------------------------------------------------
 # Arguments
 
+
 def build_parser():
   p = argparse.ArgumentParser(prog="ring_e2e.py", description=__doc__.split("\n\n")[0])
   p.add_argument("--out-dir", default="ring_e2e", help="where results go")
@@ -208,13 +227,21 @@ def build_parser():
   p.add_argument("--directions", default="fwd,fwd_bwd", help="fwd, fwd_bwd or both")
   p.add_argument("--iters", type=int, default=5, help="timed calls per run")
   p.add_argument("--warmup", type=int, default=2, help="untimed calls per run")
-  p.add_argument("--check-seq", default="4K", help="length of the check against plain "
-                 "attention, once per mode (0: none)")
+  p.add_argument(
+    "--check-seq",
+    default="4K",
+    help="length of the check against plain attention, once per mode (0: none)",
+  )
   p.add_argument("--num-procs", type=int, default=2, help="processes = GPUs")
-  p.add_argument("--single-process", action="store_true",
-                 help="one process driving --num-procs devices")
-  p.add_argument("--platform", choices=("gpu", "cpu"), default="gpu",
-                 help="cpu: host devices (testing the harness)")
+  p.add_argument(
+    "--single-process", action="store_true", help="one process driving --num-procs devices"
+  )
+  p.add_argument(
+    "--platform",
+    choices=("gpu", "cpu"),
+    default="gpu",
+    help="cpu: host devices (testing the harness)",
+  )
   p.add_argument("--num-heads", type=int, default=32)
   p.add_argument("--num-kv-heads", type=int, default=8)
   p.add_argument("--head-dim", type=int, default=128)
@@ -222,20 +249,39 @@ def build_parser():
   p.add_argument("--causal", type=int, choices=(0, 1), default=1)
   p.add_argument("--q-chunk", type=int, default=2048)
   p.add_argument("--k-chunk", type=int, default=2048)
-  p.add_argument("--kernel", choices=("auto", "blocked", "cudnn"), default="auto",
-                 help="per-block attention (auto: cuDNN on GPUs where it fits)")
+  p.add_argument(
+    "--kernel",
+    choices=("auto", "blocked", "cudnn"),
+    default="auto",
+    help="per-block attention (auto: cuDNN on GPUs where it fits)",
+  )
   p.add_argument("--topology", default=None, help="for pass (default 1x1xN)")
   p.add_argument("--pass-backends", default="nccl,peer", help="hook's backend set")
-  p.add_argument("--cost-table", default=None,
-                 help="cost table file for pass (default: the core's built-in table)")
-  p.add_argument("--pass-via", choices=("auto", "hook", "route"), default="auto",
-                 help="pass mode: the hook when jax has it (auto), or always the "
-                 "decision-selected global mode (route)")
+  p.add_argument(
+    "--cost-table",
+    default=None,
+    help="cost table file for pass (default: the core's built-in table)",
+  )
+  p.add_argument(
+    "--pass-via",
+    choices=("auto", "hook", "route"),
+    default="auto",
+    help="pass mode: the hook when jax has it (auto), or always the "
+    "decision-selected global mode (route)",
+  )
   p.add_argument("--budget-s", type=float, default=570, help="whole call, then stop cleanly")
-  p.add_argument("--run-timeout", type=float, default=240,
-                 help="seconds one run (compile + calls) may take before it is killed")
-  p.add_argument("--start-timeout", type=float, default=180,
-                 help="seconds for children to start (imports, distributed init, check)")
+  p.add_argument(
+    "--run-timeout",
+    type=float,
+    default=240,
+    help="seconds one run (compile + calls) may take before it is killed",
+  )
+  p.add_argument(
+    "--start-timeout",
+    type=float,
+    default=180,
+    help="seconds for children to start (imports, distributed init, check)",
+  )
   p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
   p.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
   p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -282,6 +328,7 @@ def items_of(args):
 # ---------------------------------------------------------------------------
 # Worker: one process (one GPU, or every device with --single-process)
 
+
 class Events:
   """Append-only JSON lines the parent reads while the worker runs."""
 
@@ -296,22 +343,32 @@ class Events:
 
 def _init_jax(args):
   import jax
+
   if args.platform == "cpu" and not args.single_process:
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
   if not args.single_process and args.num_procs > 1:
     kwargs = {} if args.platform == "cpu" else {"local_device_ids": [args.rank]}
-    jax.distributed.initialize(f"127.0.0.1:{args.port}", num_processes=args.num_procs,
-                               process_id=args.rank, **kwargs)
+    jax.distributed.initialize(
+      f"127.0.0.1:{args.port}", num_processes=args.num_procs, process_id=args.rank, **kwargs
+    )
   return jax
 
 
 def _config(args, seq_len, direction):
   from hlo_tools.programs import ring_attention
-  return ring_attention.RingConfig(seq_len=seq_len, num_heads=args.num_heads,
-                       num_kv_heads=args.num_kv_heads, head_dim=args.head_dim,
-                       dtype=args.dtype, causal=bool(args.causal),
-                       backward=direction == "fwd_bwd", q_chunk=args.q_chunk,
-                       k_chunk=args.k_chunk, kernel=args.kernel)
+
+  return ring_attention.RingConfig(
+    seq_len=seq_len,
+    num_heads=args.num_heads,
+    num_kv_heads=args.num_kv_heads,
+    head_dim=args.head_dim,
+    dtype=args.dtype,
+    causal=bool(args.causal),
+    backward=direction == "fwd_bwd",
+    q_chunk=args.q_chunk,
+    k_chunk=args.k_chunk,
+    kernel=args.kernel,
+  )
 
 
 def _inputs(jax, config, mesh, seed=0):
@@ -319,15 +376,19 @@ def _inputs(jax, config, mesh, seed=0):
   from jax.sharding import NamedSharding, PartitionSpec as P
 
   from hlo_tools.programs import ring_attention
+
   sharding = NamedSharding(mesh, P(None, ring_attention.AXIS))
   dtype = ring_attention.DTYPES[config.dtype]
   keys = jax.random.split(jax.random.key(seed), 3)
-  return [jax.jit(lambda k, s=s: jax.random.normal(k, s, dtype), out_shardings=sharding)(key)
-          for key, s in zip(keys, config.shapes())]
+  return [
+    jax.jit(lambda k, s=s: jax.random.normal(k, s, dtype), out_shardings=sharding)(key)
+    for key, s in zip(keys, config.shapes())
+  ]
 
 
 def _scalar(x):
   import numpy as np
+
   return float(np.asarray(x.addressable_data(0)))
 
 
@@ -337,24 +398,35 @@ def _check(jax, args, mesh, direction):
   from jax.sharding import NamedSharding, PartitionSpec as P
 
   from hlo_tools.programs import ring_attention
+
   config = _config(args, args.check_len, direction)
-  ring, ref = ring_attention.example_function(config, mesh), ring_attention.reference_function(config)
+  ring, ref = (
+    ring_attention.example_function(config, mesh),
+    ring_attention.reference_function(config),
+  )
 
   def errors(q, k, v):
     got = jax.tree.leaves(ring(q, k, v))
     want = jax.tree.leaves(ref(*[a.astype(jnp.float32) for a in (q, k, v)]))
-    return [jnp.max(jnp.abs(g.astype(jnp.float32) - w)) / jnp.max(jnp.abs(w))
-            for g, w in zip(got, want)]
+    return [
+      jnp.max(jnp.abs(g.astype(jnp.float32) - w)) / jnp.max(jnp.abs(w)) for g, w in zip(got, want)
+    ]
 
   fn = jax.jit(errors, out_shardings=NamedSharding(mesh, P()))
   errs = [_scalar(e) for e in fn(*_inputs(jax, config, mesh, seed=1))]
   tol = 3e-2 if config.dtype in ("bf16", "f16") else 1e-4
-  return {"seq_len": args.check_len, "direction": direction, "errors": errs,
-          "tolerance": tol, "ok": all(e < tol for e in errs)}
+  return {
+    "seq_len": args.check_len,
+    "direction": direction,
+    "errors": errs,
+    "tolerance": tol,
+    "ok": all(e < tol for e in errs),
+  }
 
 
 def _run_item(jax, args, mesh, seq_len, direction, events, dump_hlo, hook=None):
   from hlo_tools.programs import ring_attention
+
   seen = len(hook.decisions) if hook is not None else 0
   config = _config(args, seq_len, direction)
   config.validate(mesh.size)
@@ -372,12 +444,21 @@ def _run_item(jax, args, mesh, seq_len, direction, events, dump_hlo, hook=None):
   mem = None
   try:
     m = compiled.memory_analysis()
-    mem = {k: getattr(m, k) for k in ("temp_size_in_bytes", "argument_size_in_bytes",
-                                      "output_size_in_bytes") if hasattr(m, k)}
+    mem = {
+      k: getattr(m, k)
+      for k in ("temp_size_in_bytes", "argument_size_in_bytes", "output_size_in_bytes")
+      if hasattr(m, k)
+    }
   except Exception:  # not every backend reports it
     pass
-  events.emit(event="compiled", seq_len=seq_len, direction=direction,
-              compile_s=compile_s, backends=permute_summary(text), memory=mem)
+  events.emit(
+    event="compiled",
+    seq_len=seq_len,
+    direction=direction,
+    compile_s=compile_s,
+    backends=permute_summary(text),
+    memory=mem,
+  )
   for _ in range(args.warmup):
     jax.block_until_ready(compiled(*inputs))
   times = []
@@ -385,10 +466,15 @@ def _run_item(jax, args, mesh, seq_len, direction, events, dump_hlo, hook=None):
     t = time.perf_counter()
     jax.block_until_ready(compiled(*inputs))
     times.append(time.perf_counter() - t)
-  return {"compile_s": compile_s, "times_s": times, "median_s": statistics.median(times),
-          "backends": permute_summary(text), "memory": mem,
-          "hook_decisions": hook.decisions[seen:] if hook is not None else None,
-          "hook_program": hook.programs[-1] if hook is not None and hook.programs else None}
+  return {
+    "compile_s": compile_s,
+    "times_s": times,
+    "median_s": statistics.median(times),
+    "backends": permute_summary(text),
+    "memory": mem,
+    "hook_decisions": hook.decisions[seen:] if hook is not None else None,
+    "hook_program": hook.programs[-1] if hook is not None and hook.programs else None,
+  }
 
 
 def worker(args):
@@ -397,21 +483,32 @@ def worker(args):
   try:
     jax = _init_jax(args)
     from hlo_tools.programs import ring_attention
+
     hook = None
     if args.mode == "pass" and not args.route:
       from hlo_tools import jax_hook
-      hook = jax_hook.install(args.topology, backends=args.pass_backends.split(","),
-                              platforms=("cpu",) if args.platform == "cpu" else
-                              ("cuda", "gpu"),
-                              report=os.path.join(mode_dir, f"hook_rank{args.rank}.json"),
-                              cost_table=args.cost_table)
+
+      hook = jax_hook.install(
+        args.topology,
+        backends=args.pass_backends.split(","),
+        platforms=("cpu",) if args.platform == "cpu" else ("cuda", "gpu"),
+        report=os.path.join(mode_dir, f"hook_rank{args.rank}.json"),
+        cost_table=args.cost_table,
+      )
     import jaxlib
+
     mesh = ring_attention.make_mesh(jax.devices())
-    events.emit(event="ready", route=args.route, jax=jax.__version__, jaxlib=jaxlib.__version__,
-                python=sys.version.split()[0], xla_flags=os.environ.get("XLA_FLAGS", ""),
-                devices=[f"{d.platform}:{d.id}:{getattr(d, 'device_kind', '')}"
-                         for d in jax.devices()], process_count=jax.process_count(),
-                hook=hook is not None)
+    events.emit(
+      event="ready",
+      route=args.route,
+      jax=jax.__version__,
+      jaxlib=jaxlib.__version__,
+      python=sys.version.split()[0],
+      xla_flags=os.environ.get("XLA_FLAGS", ""),
+      devices=[f"{d.platform}:{d.id}:{getattr(d, 'device_kind', '')}" for d in jax.devices()],
+      process_count=jax.process_count(),
+      hook=hook is not None,
+    )
     if args.do_check and args.check_len:
       for direction in args.direction_list:
         events.emit(event="check", **_check(jax, args, mesh, direction))
@@ -420,17 +517,25 @@ def worker(args):
       events.emit(event="start", seq_len=seq_len, direction=direction)
       while seq_len == args.hang_at:
         time.sleep(60)
-      dump = (os.path.join(mode_dir, f"compiled_{seq_len}_{direction}.hlo")
-              if args.rank == 0 and n == 0 else None)
+      dump = (
+        os.path.join(mode_dir, f"compiled_{seq_len}_{direction}.hlo")
+        if args.rank == 0 and n == 0
+        else None
+      )
       try:
         res = _run_item(jax, args, mesh, seq_len, direction, events, dump, hook)
         events.emit(event="done", seq_len=seq_len, direction=direction, **res)
       except Exception as e:  # recorded; the next run may still work (e.g. after OOM)
-        events.emit(event="error", seq_len=seq_len, direction=direction,
-                    error=f"{type(e).__name__}: {e}"[:4000])
+        events.emit(
+          event="error",
+          seq_len=seq_len,
+          direction=direction,
+          error=f"{type(e).__name__}: {e}"[:4000],
+        )
     if hook is not None:
-      events.emit(event="hook", decisions=hook.decisions[-20:], calls=hook.calls[-20:],
-                  xla=hook.xla)
+      events.emit(
+        event="hook", decisions=hook.decisions[-20:], calls=hook.calls[-20:], xla=hook.xla
+      )
     events.emit(event="exit")
   except BaseException as e:
     events.emit(event="fatal", error=f"{type(e).__name__}: {e}"[:4000])
@@ -445,8 +550,10 @@ def probe(args):
   events = Events(os.path.join(args.out_dir, "pass", "events_probe.jsonl"))
   try:
     import jax
+
     try:
       from jax.extend import xla as jx
+
       has_hook = hasattr(jx, "register_hlo_module_transformation")
     except ImportError:
       has_hook = False
@@ -461,37 +568,59 @@ def probe(args):
     from hlo_tools.hlo import reader
     from hlo_tools.model import collectives
     from hlo_tools.programs import ring_attention
+
     try:
       sel = jax_hook.import_selection()
     except ImportError as e:
       events.emit(event="core_error", error=f"core binding not importable: {e}")
       return 0
     table = sel.load_cost_table(args.cost_table)
-    mesh = ring_attention.make_mesh(jax.devices()[:args.num_procs])
+    mesh = ring_attention.make_mesh(jax.devices()[: args.num_procs])
     # The mesh's own device order: the program's ids run on these devices.
-    spec = args.topology if ":map=" in args.topology else (
-        args.topology + ":map=" + ",".join(str(d.id) for d in mesh.devices.flat))
+    spec = (
+      args.topology
+      if ":map=" in args.topology
+      else (args.topology + ":map=" + ",".join(str(d.id) for d in mesh.devices.flat))
+    )
     topo = sel.parse_topology(spec, table.backends)
     for item in args.items.split(";"):
       seq_len, direction = int(item.split(",")[0]), item.split(",")[1]
       config = _config(args, seq_len, direction)
       config.validate(mesh.size)
-      text = jax.jit(ring_attention.example_function(config, mesh)).lower(
-          *ring_attention.example_args(config, mesh)).compile().as_text()
+      text = (
+        jax.jit(ring_attention.example_function(config, mesh))
+        .lower(*ring_attention.example_args(config, mesh))
+        .compile()
+        .as_text()
+      )
       decisions = []
       module = reader.parse_hlo_text(text)
       for p in collectives.collective_permutes(module):
-        instr = next(i for i in module.computation(p.computation).instructions
-                     if i.name == p.start)
-        d = sel.decide(topo, table, p.bytes_per_device, [tuple(x) for x in p.pairs],
-                       buffers=len(instr.operands))
-        decisions.append({"permute": p.start, "bytes": p.bytes_per_device,
-                          "operands": len(instr.operands), "pairs": p.pairs,
-                          "in_loop": p.while_loop is not None, "plan": d["plan"],
-                          "reason": d["reason"], "modeled_us": d.get("backend_us")})
+        instr = next(i for i in module.computation(p.computation).instructions if i.name == p.start)
+        d = sel.decide(
+          topo, table, p.bytes_per_device, [tuple(x) for x in p.pairs], buffers=len(instr.operands)
+        )
+        decisions.append(
+          {
+            "permute": p.start,
+            "bytes": p.bytes_per_device,
+            "operands": len(instr.operands),
+            "pairs": p.pairs,
+            "in_loop": p.while_loop is not None,
+            "plan": d["plan"],
+            "reason": d["reason"],
+            "modeled_us": d.get("backend_us"),
+          }
+        )
       route, why = route_for(decisions)
-      events.emit(event="route", seq_len=seq_len, direction=direction, route=route,
-                  why=why, decisions=decisions)
+      events.emit(
+        event="route",
+        seq_len=seq_len,
+        direction=direction,
+        route=route,
+        why=why,
+        decisions=decisions,
+      )
   except BaseException as e:
     events.emit(event="fatal", error=f"{type(e).__name__}: {e}"[:4000])
     raise
@@ -501,19 +630,23 @@ def probe(args):
 # ---------------------------------------------------------------------------
 # Parent: modes one after another, each in fresh children
 
+
 class Results:
   """Everything measured so far; written (atomically) after every change."""
 
   def __init__(self, args):
     self.args = args
-    self.data = {"argv": sys.argv[1:], "started": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                               time.gmtime()),
-                 "step_s": __doc__.split("step_s, the CSV's time: ")[1].split("\n\n")[0],
-                 "modes": {}}
+    self.data = {
+      "argv": sys.argv[1:],
+      "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+      "step_s": __doc__.split("step_s, the CSV's time: ")[1].split("\n\n")[0],
+      "modes": {},
+    }
 
   def mode(self, mode):
-    return self.data["modes"].setdefault(mode, {"info": None, "checks": [], "runs": [],
-                                                "errors": [], "pass_route": {}})
+    return self.data["modes"].setdefault(
+      mode, {"info": None, "checks": [], "runs": [], "errors": [], "pass_route": {}}
+    )
 
   def add_run(self, mode, run):
     self.mode(mode)["runs"].append(run)
@@ -534,9 +667,15 @@ def _spawn(args, mode, route, items, do_check, launch):
   port = free_port()
   procs = []
   for rank in range(nproc):
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", f"--rank={rank}",
-           f"--port={port}", f"--mode={mode}",
-           "--items=" + ";".join(f"{s},{d}" for s, d in items)]
+    cmd = [
+      sys.executable,
+      os.path.abspath(__file__),
+      "--worker",
+      f"--rank={rank}",
+      f"--port={port}",
+      f"--mode={mode}",
+      "--items=" + ";".join(f"{s},{d}" for s, d in items),
+    ]
     cmd += [a for a in args.argv if a not in ("--do-check",)]
     if do_check:
       cmd.append("--do-check")
@@ -545,8 +684,10 @@ def _spawn(args, mode, route, items, do_check, launch):
     path = os.path.join(args.out_dir, mode, f"log_launch{launch}_rank{rank}.txt")
     with open(path, "w") as logf:
       procs.append((rank, benchlib.spawn(cmd, env, logf), path))
-  log(f"{mode}{'/' + route if route else ''}: launch {launch}, {nproc} process(es), "
-      f"XLA_FLAGS={env['XLA_FLAGS']!r}, {len(items)} run(s)")
+  log(
+    f"{mode}{'/' + route if route else ''}: launch {launch}, {nproc} process(es), "
+    f"XLA_FLAGS={env['XLA_FLAGS']!r}, {len(items)} run(s)"
+  )
   return procs
 
 
@@ -598,16 +739,27 @@ def _run_launch(args, res, mode, route, pending, do_check, launch, deadline, rou
     nonlocal finished
     got = per_item.pop(item, {})
     dones = [e for e in got.values() if e["event"] == "done"]
-    run = {"seq_len": item[0], "direction": item[1], "mode": mode, "status": status,
-           "step_s": None, "error": error}
+    run = {
+      "seq_len": item[0],
+      "direction": item[1],
+      "mode": mode,
+      "status": status,
+      "step_s": None,
+      "error": error,
+    }
     if route_info.get(item):
       run["pass_route"] = route_info[item]
     errs = [e["error"] for e in got.values() if e["event"] == "error"]
     if dones and len(dones) == nranks and not errs and status == "ok":
       medians = [e["median_s"] for e in dones]
-      run.update(step_s=max(medians) / args.num_procs, median_s_per_rank=medians,
-                 times_s_rank0=dones[0]["times_s"], compile_s=dones[0]["compile_s"],
-                 backends=dones[0]["backends"], memory=dones[0]["memory"])
+      run.update(
+        step_s=max(medians) / args.num_procs,
+        median_s_per_rank=medians,
+        times_s_rank0=dones[0]["times_s"],
+        compile_s=dones[0]["compile_s"],
+        backends=dones[0]["backends"],
+        memory=dones[0]["memory"],
+      )
       if dones[0].get("hook_decisions") is not None:
         run["hook_decisions"] = dones[0]["hook_decisions"]
       if dones[0].get("hook_program") is not None:
@@ -617,8 +769,10 @@ def _run_launch(args, res, mode, route, pending, do_check, launch, deadline, rou
     pending.remove(item)
     finished += 1
     res.add_run(mode, run)
-    log(f"{mode}: {item[0]} {item[1]} {run['status']}"
-        + (f" step_s={run['step_s']:.6g}" if run["step_s"] else f" {run['error']}"[:300]))
+    log(
+      f"{mode}: {item[0]} {item[1]} {run['status']}"
+      + (f" step_s={run['step_s']:.6g}" if run["step_s"] else f" {run['error']}"[:300])
+    )
 
   while True:
     for rank, e in reader.read():
@@ -629,8 +783,10 @@ def _run_launch(args, res, mode, route, pending, do_check, launch, deadline, rou
           m["info"] = e
       elif kind == "check" and rank == 0:
         m["checks"].append(e)
-        log(f"{mode}: check {e['direction']} at {e['seq_len']}: errors {e['errors']} "
-            f"{'ok' if e['ok'] else 'FAILED'}")
+        log(
+          f"{mode}: check {e['direction']} at {e['seq_len']}: errors {e['errors']} "
+          f"{'ok' if e['ok'] else 'FAILED'}"
+        )
       elif kind == "hook" and rank == 0:
         m["hook"] = e
       elif kind == "start":
@@ -650,8 +806,10 @@ def _run_launch(args, res, mode, route, pending, do_check, launch, deadline, rou
     now = time.time()
     if not pending:
       # Let the workers write their last events (the hook's summary) and exit.
-      if any(p.poll() is None for _, p, _ in procs) and time.time() - (
-          dead_since or time.time()) < 20:
+      if (
+        any(p.poll() is None for _, p, _ in procs)
+        and time.time() - (dead_since or time.time()) < 20
+      ):
         dead_since = dead_since or time.time()
         time.sleep(0.5)
         continue
@@ -677,8 +835,11 @@ def _run_launch(args, res, mode, route, pending, do_check, launch, deadline, rou
         m["errors"].append(f"rank {rank}: {e['error']}")
     tails = " || ".join(f"rank {r}: {_tail(path, 600)}" for r, _, path in procs)
     if current is not None and current in pending:
-      finish(current, "timeout" if why == "timeout" else "error" if why == "exited"
-             else why, f"{why} after {now - item_started:.0f} s; log tail: {tails}")
+      finish(
+        current,
+        "timeout" if why == "timeout" else "error" if why == "exited" else why,
+        f"{why} after {now - item_started:.0f} s; log tail: {tails}",
+      )
     if why in ("start_timeout", "exited") and current is None:
       m["errors"].append(f"launch {launch}: {why}; log tail: {tails}")
       return finished, not finished
@@ -704,15 +865,24 @@ def run_mode(args, res, mode, deadline, probe_info):
   for route, items in groups:
     pending = list(items)
     while pending and time.time() < deadline:
-      done, stop = _run_launch(args, res, mode, route, pending, not checked, launch,
-                               deadline, route_info)
+      done, stop = _run_launch(
+        args, res, mode, route, pending, not checked, launch, deadline, route_info
+      )
       checked, launch = True, launch + 1
       if stop:
         break
     for item in list(pending):
-      res.add_run(mode, {"seq_len": item[0], "direction": item[1], "mode": mode,
-                         "status": "skipped", "step_s": None,
-                         "error": "budget" if time.time() >= deadline else "not run"})
+      res.add_run(
+        mode,
+        {
+          "seq_len": item[0],
+          "direction": item[1],
+          "mode": mode,
+          "status": "skipped",
+          "step_s": None,
+          "error": "budget" if time.time() >= deadline else "not run",
+        },
+      )
       pending.remove(item)
 
 
@@ -723,14 +893,25 @@ def run_probe(args, deadline):
   if os.path.exists(path):
     os.remove(path)
   env = mode_env("pass", os.environ, args.platform, 1, args.num_procs, "nccl")
-  cmd = [sys.executable, os.path.abspath(__file__), "--probe", "--mode=pass",
-         "--items=" + ";".join(f"{s},{d}" for s, d in items_of(args))] + args.argv
+  cmd = [
+    sys.executable,
+    os.path.abspath(__file__),
+    "--probe",
+    "--mode=pass",
+    "--items=" + ";".join(f"{s},{d}" for s, d in items_of(args)),
+  ] + args.argv
   info = {"routes": {}}
   log_path = os.path.join(args.out_dir, "pass", "log_probe.txt")
   try:
     with open(log_path, "w") as logf:
-      subprocess.run(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT,
-                     timeout=max(10, min(300, deadline - time.time())), check=False)
+      subprocess.run(
+        cmd,
+        env=env,
+        stdout=logf,
+        stderr=subprocess.STDOUT,
+        timeout=max(10, min(300, deadline - time.time())),
+        check=False,
+      )
   except subprocess.TimeoutExpired:
     info["error"] = "route probe timed out"
   with open(path) if os.path.exists(path) else open(os.devnull) as f:
@@ -744,9 +925,13 @@ def run_probe(args, deadline):
         info["error"] = e["error"]
   if "has_hook" not in info and "error" not in info:
     info["error"] = "route probe failed: " + _tail(log_path)
-  log(f"pass: jax {info.get('jax')}, hook {'yes' if info.get('has_hook') else 'no'}"
-      + (f", routes {sorted({r['route'] for r in info['routes'].values()})}"
-         if info["routes"] else "") + (f", {info['error'][:300]}" if "error" in info else ""))
+  log(
+    f"pass: jax {info.get('jax')}, hook {'yes' if info.get('has_hook') else 'no'}"
+    + (
+      f", routes {sorted({r['route'] for r in info['routes'].values()})}" if info["routes"] else ""
+    )
+    + (f", {info['error'][:300]}" if "error" in info else "")
+  )
   return info
 
 
@@ -759,13 +944,23 @@ def orchestrate(args):
   if "pass" in args.mode_list:
     probe_info = run_probe(args, deadline)
     res.mode("pass")["probe"] = {k: v for k, v in probe_info.items() if k != "routes"}
-    res.mode("pass")["probe"]["routes"] = {f"{s},{d}": r for (s, d), r in
-                                           probe_info["routes"].items()}
+    res.mode("pass")["probe"]["routes"] = {
+      f"{s},{d}": r for (s, d), r in probe_info["routes"].items()
+    }
   for mode in args.mode_list:
     if time.time() > deadline - 20:
       for s, d in items_of(args):
-        res.add_run(mode, {"seq_len": s, "direction": d, "mode": mode,
-                           "status": "skipped", "step_s": None, "error": "budget"})
+        res.add_run(
+          mode,
+          {
+            "seq_len": s,
+            "direction": d,
+            "mode": mode,
+            "status": "skipped",
+            "step_s": None,
+            "error": "budget",
+          },
+        )
       continue
     run_mode(args, res, mode, deadline, probe_info)
   res.data["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -48,20 +48,46 @@ os.environ.update(MULTICAST_OFF)
 
 PARTS = ("types", "shift")
 # HLO element type -> numpy / ml_dtypes name.
-TYPES = {"s8": "int8", "u8": "uint8", "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2",
-         "bf16": "bfloat16", "f16": "float16", "f32": "float32", "s32": "int32"}
+TYPES = {
+  "s8": "int8",
+  "u8": "uint8",
+  "f8e4m3fn": "float8_e4m3fn",
+  "f8e5m2": "float8_e5m2",
+  "bf16": "bfloat16",
+  "f16": "float16",
+  "f32": "float32",
+  "s32": "int32",
+}
 NVSHMEM_FLAG = "--xla_gpu_experimental_enable_nvshmem=true"
 PEER_FLAG = "--xla_gpu_collective_permute_mode=peer"
-_OWN_PREFIXES = ("--xla_gpu_experimental_enable_nvshmem", "--xla_gpu_collective_permute_mode",
-                 "--xla_dump_to", "--xla_dump_hlo_as_text")
-CSV_HEADER = ("part", "variant", "dtype", "pairs", "gpus", "processes", "status", "values",
-              "backend", "thunks", "error", "jax_version", "wall_s")
+_OWN_PREFIXES = (
+  "--xla_gpu_experimental_enable_nvshmem",
+  "--xla_gpu_collective_permute_mode",
+  "--xla_dump_to",
+  "--xla_dump_hlo_as_text",
+)
+CSV_HEADER = (
+  "part",
+  "variant",
+  "dtype",
+  "pairs",
+  "gpus",
+  "processes",
+  "status",
+  "values",
+  "backend",
+  "thunks",
+  "error",
+  "jax_version",
+  "wall_s",
+)
 # A child prints one line starting with this, holding its result as JSON.
 RESULT_TAG = "RESULT "
 
 
 # ---------------------------------------------------------------------------
 # The plan: which runs make up each part on `gpus` GPUs.
+
 
 def ring_pairs(gpus):
   return [(i, (i + 1) % gpus) for i in range(gpus)]
@@ -74,14 +100,39 @@ def plan_runs(parts, types, gpus):
     pair_sets = [ring_pairs(gpus)] if gpus >= 2 else [[(0, 0)], []]
     for pairs in pair_sets:
       for dtype in types:
-        runs.append(dict(part="types", variant="nvshmem", dtype=dtype, pairs=pairs,
-                         processes=gpus, flags=[NVSHMEM_FLAG], pinned=True))
+        runs.append(
+          dict(
+            part="types",
+            variant="nvshmem",
+            dtype=dtype,
+            pairs=pairs,
+            processes=gpus,
+            flags=[NVSHMEM_FLAG],
+            pinned=True,
+          )
+        )
       if "s8" in types:  # the core's plan for s8: DEFAULT (it refuses NVSHMEM there)
-        runs.append(dict(part="types", variant="pass", dtype="s8", pairs=pairs,
-                         processes=gpus, flags=[], pinned=True))
+        runs.append(
+          dict(
+            part="types",
+            variant="pass",
+            dtype="s8",
+            pairs=pairs,
+            processes=gpus,
+            flags=[],
+            pinned=True,
+          )
+        )
   if "shift" in parts:
-    run = dict(part="shift", variant="peer", dtype="f32", pairs=[(0, 1)], processes=1,
-               flags=[PEER_FLAG], pinned=False)
+    run = dict(
+      part="shift",
+      variant="peer",
+      dtype="f32",
+      pairs=[(0, 1)],
+      processes=1,
+      flags=[PEER_FLAG],
+      pinned=False,
+    )
     if gpus < 2:
       run["skip"] = f"needs 2 GPUs, {gpus} visible"
     runs.append(run)
@@ -109,9 +160,11 @@ def pairs_arg(pairs):
 # ---------------------------------------------------------------------------
 # Child: one process of one run.
 
+
 def expected_shards(pairs, ndev, trips, elems, dtype_np):
   """Every device's values after `trips` permutes: a device without a source gets zeros."""
   import numpy as np  # pylint: disable=import-outside-toplevel
+
   shards = [initial_shard(d, elems, dtype_np) for d in range(ndev)]
   for _ in range(trips):
     nxt = [np.zeros_like(s) for s in shards]
@@ -124,6 +177,7 @@ def expected_shards(pairs, ndev, trips, elems, dtype_np):
 def initial_shard(device, elems, dtype_np):
   """Small integers (exact in s8, u8, fp8 and bf16), different on every device."""
   import numpy as np  # pylint: disable=import-outside-toplevel
+
   return ((np.arange(elems) % 13) + 1 + 16 * device).astype(np.float32).astype(dtype_np)
 
 
@@ -147,9 +201,13 @@ def permute_backends(compiled_text):
     b = re.search(r'"backend":"(\w+)"', line)
     m = re.search(r'"collectives_mode":"(\w+)"', line)
     pairs = re.search(r"source_target_pairs=(\{[^ ]*\})", line)
-    found.append({"backend": b.group(1) if b else "DEFAULT",
-                  "collectives_mode": m.group(1) if m else None,
-                  "pairs": pairs.group(1) if pairs else "{}"})
+    found.append(
+      {
+        "backend": b.group(1) if b else "DEFAULT",
+        "collectives_mode": m.group(1) if m else None,
+        "pairs": pairs.group(1) if pairs else "{}",
+      }
+    )
   return found
 
 
@@ -158,11 +216,16 @@ def run_child(args):
   result = {"rank": args.rank, "stage": "import"}
   try:
     import jax  # pylint: disable=import-outside-toplevel
+
     result["jax_version"] = jax.__version__
     result["stage"] = "init"
     if args.nprocs > 1 or args.distributed:
-      jax.distributed.initialize(f"127.0.0.1:{args.port}", num_processes=args.nprocs,
-                                 process_id=args.rank, local_device_ids=[args.rank])
+      jax.distributed.initialize(
+        f"127.0.0.1:{args.port}",
+        num_processes=args.nprocs,
+        process_id=args.rank,
+        local_device_ids=[args.rank],
+      )
     _child_body(jax, args, result)
   except Exception as e:  # pylint: disable=broad-except
     result["error"] = f"{type(e).__name__}: {e}"[:2000]
@@ -176,6 +239,7 @@ def _child_body(jax, args, result):
   import numpy as np
   from jax import lax
   from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
   try:
     from jax import shard_map
   except ImportError:
@@ -191,8 +255,10 @@ def _child_body(jax, args, result):
   fn = jax.jit(shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P("x")))
   sharding = NamedSharding(mesh, P("x"))
   x = jax.make_array_from_callback(
-      (ndev * args.elems,), sharding,
-      lambda idx: initial_shard((idx[0].start or 0) // args.elems, args.elems, dtype))
+    (ndev * args.elems,),
+    sharding,
+    lambda idx: initial_shard((idx[0].start or 0) // args.elems, args.elems, dtype),
+  )
   result["stage"] = "compile"
   compiled = fn.lower(x).compile()
   result["permutes"] = permute_backends(compiled.as_text())
@@ -212,8 +278,10 @@ def _child_body(jax, args, result):
 # ---------------------------------------------------------------------------
 # Parent.
 
+
 def gpu_count():
   import subprocess  # pylint: disable=import-outside-toplevel
+
   try:
     out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False)
   except OSError:
@@ -224,18 +292,24 @@ def gpu_count():
 def machine():
   """nvidia-smi's name, memory and driver of each GPU ('' without nvidia-smi)."""
   import subprocess  # pylint: disable=import-outside-toplevel
+
   try:
-    out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
-                          "--format=csv,noheader"], capture_output=True, text=True,
-                         check=False)
+    out = subprocess.run(
+      ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+      capture_output=True,
+      text=True,
+      check=False,
+    )
   except OSError:
     return ""
   return "; ".join(l.strip() for l in out.stdout.splitlines() if l.strip())
 
 
 def child_env(run, args, dump_dir):
-  env = benchlib.child_env(drop_flags=_OWN_PREFIXES, xla_flags=run["flags"] + [
-      f"--xla_dump_to={dump_dir}", "--xla_dump_hlo_as_text"])
+  env = benchlib.child_env(
+    drop_flags=_OWN_PREFIXES,
+    xla_flags=run["flags"] + [f"--xla_dump_to={dump_dir}", "--xla_dump_hlo_as_text"],
+  )
   path = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
   if args.pinned_path:
     path = [p for p in path if os.path.abspath(p) != os.path.abspath(args.pinned_path)]
@@ -249,7 +323,7 @@ def parse_result(log_text):
   for line in reversed(log_text.splitlines()):
     if line.startswith(RESULT_TAG):
       try:
-        return json.loads(line[len(RESULT_TAG):])
+        return json.loads(line[len(RESULT_TAG) :])
       except ValueError:
         return None
   return None
@@ -257,8 +331,13 @@ def parse_result(log_text):
 
 def first_error_line(log_text):
   """The runtime's own error line from a log whose child died without a RESULT."""
-  for pattern in (r"Invalid NVSHMEM[^\n]*", r"F\d{4} [^\n]*", r"(?:INTERNAL|UNIMPLEMENTED|"
-                  r"INVALID_ARGUMENT|FAILED_PRECONDITION): [^\n]*", r"Error[^\n]*"):
+  for pattern in (
+    r"Invalid NVSHMEM[^\n]*",
+    r"F\d{4} [^\n]*",
+    r"(?:INTERNAL|UNIMPLEMENTED|"
+    r"INVALID_ARGUMENT|FAILED_PRECONDITION): [^\n]*",
+    r"Error[^\n]*",
+  ):
     m = re.search(pattern, log_text)
     if m:
       return m.group(0)[:400]
@@ -279,18 +358,30 @@ def summarize(run, status, results, logs, wall):
     values.update((r or {}).get("values", {}))
   perms = next((r["permutes"] for r in results if r and r.get("permutes")), [])
   thunks = next((r["thunks"] for r in results if r and r.get("thunks")), [])
-  error = errors[0] if errors else ("" if outcome == "ran" else
-                                    next((first_error_line(t) for t in logs
-                                          if first_error_line(t)), status))
-  return {"part": run["part"], "variant": run["variant"], "dtype": run["dtype"],
-          "pairs": pairs_text(run["pairs"]), "gpus": run["gpus"],
-          "processes": run["processes"], "status": outcome,
-          "values": ("right" if values and all(values.values()) else
-                     "wrong" if values else "none"),
-          "backend": ";".join(sorted({p["collectives_mode"] or p["backend"] for p in perms})),
-          "thunks": " | ".join(thunks[:4]), "error": error.replace("\n", " "),
-          "jax_version": next((r.get("jax_version") for r in results if r), ""),
-          "wall_s": round(wall, 1)}
+  error = (
+    errors[0]
+    if errors
+    else (
+      ""
+      if outcome == "ran"
+      else next((first_error_line(t) for t in logs if first_error_line(t)), status)
+    )
+  )
+  return {
+    "part": run["part"],
+    "variant": run["variant"],
+    "dtype": run["dtype"],
+    "pairs": pairs_text(run["pairs"]),
+    "gpus": run["gpus"],
+    "processes": run["processes"],
+    "status": outcome,
+    "values": ("right" if values and all(values.values()) else "wrong" if values else "none"),
+    "backend": ";".join(sorted({p["collectives_mode"] or p["backend"] for p in perms})),
+    "thunks": " | ".join(thunks[:4]),
+    "error": error.replace("\n", " "),
+    "jax_version": next((r.get("jax_version") for r in results if r), ""),
+    "wall_s": round(wall, 1),
+  }
 
 
 def execute(run, args, tmp):
@@ -303,10 +394,27 @@ def execute(run, args, tmp):
   t0 = time.time()
   for r in range(run["processes"]):
     log = open(os.path.join(tmp, f"{tag}_{r}.log"), "w+")
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--rank", str(r),
-           "--nprocs", str(run["processes"]), "--port", str(port), "--dtype", run["dtype"],
-           "--pairs", pairs_arg(run["pairs"]), "--trips", str(args.trips),
-           "--elems", str(args.elems), "--dump-dir", dump_dir]
+    cmd = [
+      sys.executable,
+      os.path.abspath(__file__),
+      "--child",
+      "--rank",
+      str(r),
+      "--nprocs",
+      str(run["processes"]),
+      "--port",
+      str(port),
+      "--dtype",
+      run["dtype"],
+      "--pairs",
+      pairs_arg(run["pairs"]),
+      "--trips",
+      str(args.trips),
+      "--elems",
+      str(args.elems),
+      "--dump-dir",
+      dump_dir,
+    ]
     if run["part"] == "types":
       cmd.append("--distributed")
     procs.append(benchlib.spawn(cmd, env, log))
@@ -320,23 +428,39 @@ def execute(run, args, tmp):
     log.close()
   results = [parse_result(t) for t in texts]
   row = summarize(run, status, results, texts, time.time() - t0)
-  detail = dict(row, process_status=status, results=results,
-                xla_flags=env.get("XLA_FLAGS", ""), log_tails=[t[-1500:] for t in texts])
+  detail = dict(
+    row,
+    process_status=status,
+    results=results,
+    xla_flags=env.get("XLA_FLAGS", ""),
+    log_tails=[t[-1500:] for t in texts],
+  )
   return row, detail
 
 
 def skipped_row(run):
-  return {"part": run["part"], "variant": run["variant"], "dtype": run["dtype"],
-          "pairs": pairs_text(run["pairs"]), "gpus": run["gpus"],
-          "processes": run["processes"], "status": "not run", "values": "none",
-          "backend": "", "thunks": "", "error": run["skip"], "jax_version": "",
-          "wall_s": 0}
+  return {
+    "part": run["part"],
+    "variant": run["variant"],
+    "dtype": run["dtype"],
+    "pairs": pairs_text(run["pairs"]),
+    "gpus": run["gpus"],
+    "processes": run["processes"],
+    "status": "not run",
+    "values": "none",
+    "backend": "",
+    "thunks": "",
+    "error": run["skip"],
+    "jax_version": "",
+    "wall_s": 0,
+  }
 
 
 def write_outputs(out_dir, rows, details, meta):
   benchlib.write_csv(os.path.join(out_dir, "runtime_rules.csv"), CSV_HEADER, rows)
-  benchlib.write_json(os.path.join(out_dir, "runtime_rules.json"),
-                      dict(meta, rows=rows, details=details))
+  benchlib.write_json(
+    os.path.join(out_dir, "runtime_rules.json"), dict(meta, rows=rows, details=details)
+  )
 
 
 def check(args):
@@ -351,9 +475,15 @@ def check(args):
     raise BenchError(f"--pinned-path {args.pinned_path}: no such directory")
   os.makedirs(args.out_dir, exist_ok=True)
   runs = plan_runs(parts, types, gpus)
-  meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "gpus": gpus,
-          "machine": machine(), "python": sys.version.split()[0],
-          "trips": args.trips, "elems": args.elems, "multicast_off": MULTICAST_OFF}
+  meta = {
+    "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    "gpus": gpus,
+    "machine": machine(),
+    "python": sys.version.split()[0],
+    "trips": args.trips,
+    "elems": args.elems,
+    "multicast_off": MULTICAST_OFF,
+  }
   rows, details = [], []
   with tempfile.TemporaryDirectory() as tmp:
     for run in runs:
@@ -364,9 +494,12 @@ def check(args):
         row, detail = execute(run, args, tmp)
       rows.append(row)
       details.append(detail)
-      print(f"== {row['part']} {row['variant']} {row['dtype']} {row['pairs']}: "
-            f"{row['status']}, values {row['values']}, backend {row['backend']} "
-            f"{row['error'][:200]}", flush=True)
+      print(
+        f"== {row['part']} {row['variant']} {row['dtype']} {row['pairs']}: "
+        f"{row['status']}, values {row['values']}, backend {row['backend']} "
+        f"{row['error'][:200]}",
+        flush=True,
+      )
       write_outputs(args.out_dir, rows, details, meta)  # a killed call keeps what ran
   return 0
 
@@ -375,14 +508,19 @@ def build_parser():
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--out-dir", help="where runtime_rules.csv / .json go")
   p.add_argument("--gpus", type=int, default=0, help="GPUs to use (default: all visible)")
-  p.add_argument("--pinned-path", default="",
-                 help="site directory holding jax 0.9.1 (first on PYTHONPATH for `types`)")
+  p.add_argument(
+    "--pinned-path",
+    default="",
+    help="site directory holding jax 0.9.1 (first on PYTHONPATH for `types`)",
+  )
   p.add_argument("--parts", default="types,shift", help="comma list of " + ",".join(PARTS))
-  p.add_argument("--types", default="s8,f8e4m3fn,bf16",
-                 help="element types for `types`: " + ",".join(TYPES))
+  p.add_argument(
+    "--types", default="s8,f8e4m3fn,bf16", help="element types for `types`: " + ",".join(TYPES)
+  )
   p.add_argument("--timeout", type=float, default=120, help="seconds per `types` run")
-  p.add_argument("--shift-timeout", type=float, default=60,
-                 help="seconds before the shift counts as a hang")
+  p.add_argument(
+    "--shift-timeout", type=float, default=60, help="seconds before the shift counts as a hang"
+  )
   p.add_argument("--trips", type=int, default=3, help="permutes per run (a loop)")
   p.add_argument("--elems", type=int, default=4096, help="elements per device")
   # Child-only arguments.

@@ -56,20 +56,20 @@ RESULTS = os.path.join(REPO, "benchmarks", "results")
 
 HEADER = ("gpus", "interconnect", "seq_len", "direction", "mode", "step_s", "exposed_s")
 KV_HEADS, HEAD_DIM = 8, 128
-KV_BYTES = 2 * KV_HEADS * HEAD_DIM * 2        # per token: K and V, bf16
-GRAD_BYTES = 2 * KV_HEADS * HEAD_DIM * 4      # per token: their f32 gradients
+KV_BYTES = 2 * KV_HEADS * HEAD_DIM * 2  # per token: K and V, bf16
+GRAD_BYTES = 2 * KV_HEADS * HEAD_DIM * 4  # per token: their f32 gradients
 GPUS = (8, 16, 64, 72)
 SEQ_LENS = tuple(1024 * k for k in (32, 64, 128, 256, 512, 1024))
 # mode -> (jax version of the kernel table, backends XLA offers, forced backend or
 # None for the core's choice). Costs: the core's default table (measured NVLink
 # curves; NCCL's network and NVLink-domain rows as the core documents them).
 MODES = {
-    "nccl": ("0.9.1", "nccl,nvshmem", "nccl"),
-    "nvshmem": ("0.9.1", "nccl,nvshmem", "nvshmem"),
-    "pass": ("0.9.1", "nccl,nvshmem", None),
-    "nccl_jax0112": ("0.11.2", "nccl,peer", "nccl"),
-    "peer_jax0112": ("0.11.2", "nccl,peer", "peer"),
-    "pass_jax0112": ("0.11.2", "nccl,peer", None),
+  "nccl": ("0.9.1", "nccl,nvshmem", "nccl"),
+  "nvshmem": ("0.9.1", "nccl,nvshmem", "nvshmem"),
+  "pass": ("0.9.1", "nccl,nvshmem", None),
+  "nccl_jax0112": ("0.11.2", "nccl,peer", "nccl"),
+  "peer_jax0112": ("0.11.2", "nccl,peer", "peer"),
+  "pass_jax0112": ("0.11.2", "nccl,peer", None),
 }
 
 
@@ -97,8 +97,7 @@ class Curve:
     pts = self.points
     if self.clamp:
       s = min(max(s, pts[0][0]), pts[-1][0])
-    i = max(1, min(len(pts) - 1, next((j for j, (x, _) in enumerate(pts) if x >= s),
-                                      len(pts) - 1)))
+    i = max(1, min(len(pts) - 1, next((j for j, (x, _) in enumerate(pts) if x >= s), len(pts) - 1)))
     (x0, y0), (x1, y1) = pts[i - 1], pts[i]
     slope = math.log(y1 / y0) / math.log(x1 / x0)
     return y0 * (s / x0) ** slope
@@ -136,6 +135,7 @@ class Comm:
 
   def __init__(self):
     from hlo_tools import selection  # pylint: disable=import-outside-toplevel
+
     self.sel = selection
     default = selection.load_cost_table()
     self.tables = {b: selection.with_backends(default, b) for _, b, _ in MODES.values()}
@@ -149,8 +149,7 @@ class Comm:
     spec += ":map=" + ",".join(str(i) for i in range(self.sel.parse_topology(spec).num_devices))
     topo = self.sel.parse_topology(spec, self.tables[backends].backends)
     n = topo.num_devices
-    d = self.sel.decide(topo, self.tables[backends], nbytes,
-                        [(j, (j + 1) % n) for j in range(n)])
+    d = self.sel.decide(topo, self.tables[backends], nbytes, [(j, (j + 1) % n) for j in range(n)])
     if backend is None:
       return d["chosen_us"] * 1e-6, d["backend"]
     us = d["backend_us"].get(backend)
@@ -169,8 +168,10 @@ def ring_time(n, causal, steps, comm):
 
 def step_compute(kernel, overhead, s_dev, causal):
   """Per-step seconds {(direction): (diagonal, full)} for forward and backward."""
+
   def t(c, direction):
     return kernel[(c, direction)](s_dev) * overhead[(c, direction)](s_dev)
+
   fwd = (t(causal, "fwd"), t(False, "fwd"))
   both = (t(causal, "fwd_bwd"), t(False, "fwd_bwd"))
   return {"fwd": fwd, "bwd": tuple(b - f for b, f in zip(both, fwd))}
@@ -192,16 +193,37 @@ def model_rows(kernel_rows, program_rows, comm, causal=True):
           bwd_comm, _ = comm.decision(mode, gpus, inter, (KV_BYTES + GRAD_BYTES) * s_dev)
           handoff, _ = comm.decision(mode, gpus, inter, GRAD_BYTES * s_dev)
           b_total, b_exposed = ring_time(gpus, causal, steps["bwd"], bwd_comm)
-          rows.append((gpus, inter, seq, "fwd_bwd", mode, (total + b_total + handoff) / gpus,
-                       (exposed + b_exposed + handoff) / gpus))
+          rows.append(
+            (
+              gpus,
+              inter,
+              seq,
+              "fwd_bwd",
+              mode,
+              (total + b_total + handoff) / gpus,
+              (exposed + b_exposed + handoff) / gpus,
+            )
+          )
   return rows
 
 
-E2E = (("0.9.1", "h200x2_ring_step.csv", {"nccl": "nccl", "nvshmem": "nvshmem", "pass": "pass"}),
-       ("0.11.2", "h200x2_ring_step_jax0112.csv",
-        {"nccl": "nccl_jax0112", "peer": "peer_jax0112", "pass": "pass_jax0112"}))
-CHECK_HEADER = ("jax", "seq_len", "direction", "mode", "measured_step_s", "model_step_s",
-                "error_pct")
+E2E = (
+  ("0.9.1", "h200x2_ring_step.csv", {"nccl": "nccl", "nvshmem": "nvshmem", "pass": "pass"}),
+  (
+    "0.11.2",
+    "h200x2_ring_step_jax0112.csv",
+    {"nccl": "nccl_jax0112", "peer": "peer_jax0112", "pass": "pass_jax0112"},
+  ),
+)
+CHECK_HEADER = (
+  "jax",
+  "seq_len",
+  "direction",
+  "mode",
+  "measured_step_s",
+  "model_step_s",
+  "error_pct",
+)
 
 
 def prev_program_steps(program_rows, s_dev):
@@ -232,13 +254,23 @@ def check_rows(program_rows, comm, results=RESULTS):
         t, _ = ring_time(2, True, steps[loop], one)
         total += t + 2 * one  # the exposed permute of each step
       model, measured = total / 2, float(r["step_s"])
-      rows.append((jax_version, seq, direction, r["mode"], f"{measured:.6g}", f"{model:.6g}",
-                   f"{100 * (model / measured - 1):.1f}"))
+      rows.append(
+        (
+          jax_version,
+          seq,
+          direction,
+          r["mode"],
+          f"{measured:.6g}",
+          f"{model:.6g}",
+          f"{100 * (model / measured - 1):.1f}",
+        )
+      )
   return rows
 
 
 def write_csv(path, header, rows):
   from hlo_tools.cli_io import write_atomic  # pylint: disable=import-outside-toplevel
+
   buf = io.StringIO()
   w = csv.writer(buf, lineterminator="\n")
   w.writerow(header)
@@ -249,17 +281,24 @@ def write_csv(path, header, rows):
 def plot(rows, path):
   """Exposed share of the step (forward+backward) vs length, per GPU count and link."""
   import matplotlib  # pylint: disable=import-outside-toplevel
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
 
   from hlo_tools.cli_io import write_atomic  # pylint: disable=import-outside-toplevel
+
   panels = [(g, i) for g in GPUS for i in interconnects(g)]
   fig, axes = plt.subplots(2, len(panels), figsize=(3.2 * len(panels), 6.4), sharex=True)
   for col, (gpus, inter) in enumerate(panels):
-    for mode, style in (("nccl", "o-"), ("nvshmem", "s--"), ("pass", "x:"),
-                        ("peer_jax0112", "^-.")):
-      sel = [r for r in rows if r[0] == gpus and r[1] == inter and r[3] == "fwd_bwd"
-             and r[4] == mode]
+    for mode, style in (
+      ("nccl", "o-"),
+      ("nvshmem", "s--"),
+      ("pass", "x:"),
+      ("peer_jax0112", "^-."),
+    ):
+      sel = [
+        r for r in rows if r[0] == gpus and r[1] == inter and r[3] == "fwd_bwd" and r[4] == mode
+      ]
       xs = [r[2] / 1024 for r in sel]
       axes[0][col].plot(xs, [r[5] * 1e3 for r in sel], style, label=mode, ms=4)
       axes[1][col].plot(xs, [100 * r[6] / r[5] for r in sel], style, label=mode, ms=4)
@@ -270,8 +309,11 @@ def plot(rows, path):
   axes[0][0].set_ylabel("ring step, fwd+bwd (ms)")
   axes[1][0].set_ylabel("exposed communication (% of step)")
   axes[0][0].legend(fontsize=7)
-  fig.suptitle("Llama-3-8B ring attention, causal, bf16: model from 1x H200 kernel times "
-               "and the selection core", fontsize=10)
+  fig.suptitle(
+    "Llama-3-8B ring attention, causal, bf16: model from 1x H200 kernel times "
+    "and the selection core",
+    fontsize=10,
+  )
   fig.tight_layout()
   buf = io.BytesIO()
   fig.savefig(buf, format="png", dpi=110)
@@ -299,8 +341,10 @@ def main(argv=None):
   if args.plot:
     plot(rows, args.plot)
   worst = max(abs(float(r[-1])) for r in check)
-  print(f"{len(rows)} rows -> {args.out}; 2-GPU check: worst |error| {worst:.1f}% "
-        f"over {len(check)} rows -> {args.check}")
+  print(
+    f"{len(rows)} rows -> {args.out}; 2-GPU check: worst |error| {worst:.1f}% "
+    f"over {len(check)} rows -> {args.check}"
+  )
   return 0
 
 

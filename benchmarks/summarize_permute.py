@@ -28,9 +28,11 @@ def load(path):
       if b not in backends:
         backends.append(b)
       key = (int(row["operands"]), int(row["bytes"]))
-      table.setdefault(key, {})[b] = (float(row["seconds"]) * 1e6,
-                                      float(row["step_s"]) * 1e6,
-                                      float(row["baseline_s"]) * 1e6)
+      table.setdefault(key, {})[b] = (
+        float(row["seconds"]) * 1e6,
+        float(row["step_s"]) * 1e6,
+        float(row["baseline_s"]) * 1e6,
+      )
   return table, backends
 
 
@@ -41,9 +43,12 @@ def markdown(table, backends, ref):
     head = ["bytes per step", f"{ref} step (µs)", f"{ref} own (µs)"]
     for b in others:
       head += [f"{b} own (µs)", f"{b} / {ref}"]
-    lines += [f"\n{operands} operand(s):\n", "| " + " | ".join(head) + " |",
-              "|" + "---|" * len(head)]
-    for (ops, size) in sorted(k for k in table if k[0] == operands):
+    lines += [
+      f"\n{operands} operand(s):\n",
+      "| " + " | ".join(head) + " |",
+      "|" + "---|" * len(head),
+    ]
+    for ops, size in sorted(k for k in table if k[0] == operands):
       cells = table[(ops, size)]
       if ref not in cells:
         continue

@@ -13,40 +13,43 @@ from hlo_tools.ops import outdir
 # command -> module whose main(argv) implements it. Modules are imported lazily so
 # that reading HLO never pays for importing jax.
 COMMANDS = {
-    "dump": "hlo_tools.commands.dump",
-    "parse": "hlo_tools.commands.parse",
-    "explain": "hlo_tools.commands.explain",
-    "verify": "hlo_tools.commands.verify",
-    "diff": "hlo_tools.commands.diff",
-    "report": "hlo_tools.commands.report",
-    "heuristics": "hlo_tools.commands.heuristics",
-    "bench": "hlo_tools.commands.bench",
+  "dump": "hlo_tools.commands.dump",
+  "parse": "hlo_tools.commands.parse",
+  "explain": "hlo_tools.commands.explain",
+  "verify": "hlo_tools.commands.verify",
+  "diff": "hlo_tools.commands.diff",
+  "report": "hlo_tools.commands.report",
+  "heuristics": "hlo_tools.commands.heuristics",
+  "bench": "hlo_tools.commands.bench",
 }
 
 USAGE = "usage: hlo-tools {" + ",".join(sorted(COMMANDS)) + "} [ARGS...]"
 # What each command does, for `hlo-tools --help` (each has its own --help).
 SUMMARIES = {
-    "dump": "compile a JAX program deviceless for a GPU topology (or index an XLA "
-            "--xla_dump_to folder) into a stage directory",
-    "parse": "read HLO text or a .hlo.pb and summarise it and its collective-permutes",
-    "explain": "why each collective-permute gets its backend: modeled times, the "
-               "choice, upstream's answer; each program of a dump folder",
-    "verify": "named checks that a module's permutes can run as written on the target "
-              "runtime (exit 1 when one fails)",
-    "diff": "what changed between two modules or stages, collectives first; --trace "
-            "follows each permute through XLA's passes",
-    "report": "an HTML report of what the pass does to a program, a module or a dump "
-              "folder: rewrite, explain, verify, diff, charts",
-    "heuristics": "test and tune the backend-selection heuristic: sweep, check-pass, "
-                  "calibrate the cost table",
-    "bench": "the pass's and the tools' speed, each next to the reference it competes "
-             "with",
+  "dump": "compile a JAX program deviceless for a GPU topology (or index an XLA "
+  "--xla_dump_to folder) into a stage directory",
+  "parse": "read HLO text or a .hlo.pb and summarise it and its collective-permutes",
+  "explain": "why each collective-permute gets its backend: modeled times, the "
+  "choice, upstream's answer; each program of a dump folder",
+  "verify": "named checks that a module's permutes can run as written on the target "
+  "runtime (exit 1 when one fails)",
+  "diff": "what changed between two modules or stages, collectives first; --trace "
+  "follows each permute through XLA's passes",
+  "report": "an HTML report of what the pass does to a program, a module or a dump "
+  "folder: rewrite, explain, verify, diff, charts",
+  "heuristics": "test and tune the backend-selection heuristic: sweep, check-pass, "
+  "calibrate the cost table",
+  "bench": "the pass's and the tools' speed, each next to the reference it competes with",
 }
 HELP = "\n".join(
-    [USAGE, "", "Commands:"]
-    + [f"  {name:<11}{SUMMARIES[name]}" for name in sorted(COMMANDS)]
-    + ["", "hlo-tools COMMAND --help says more of one; hlo-tools --version its version.",
-       "Exit status: 0 ok, 1 a check failed (verify, report), 2 bad input, 130 interrupted."])
+  [USAGE, "", "Commands:"]
+  + [f"  {name:<11}{SUMMARIES[name]}" for name in sorted(COMMANDS)]
+  + [
+    "",
+    "hlo-tools COMMAND --help says more of one; hlo-tools --version its version.",
+    "Exit status: 0 ok, 1 a check failed (verify, report), 2 bad input, 130 interrupted.",
+  ]
+)
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C

@@ -50,11 +50,23 @@ from hlo_tools.errors import MAX_MESSAGE_CHARS, InputReadError, one_line
 # What names a file here: a path, or "-" for stdin/stdout.
 PathLike = str | os.PathLike[str]
 
-__all__ = ["DEFAULT_INPUT_TIMEOUT", "DEFAULT_MAX_INPUT_BYTES", "MAX_MESSAGE_CHARS",
-           "InputReadError", "add_input_timeout", "add_max_input_bytes", "is_regular_file",
-           "read_input", "one_line", "print_error", "print_note", "forget_notes",
-           "resolve_links", "set_input_timeout",
-           "write_atomic"]
+__all__ = [
+  "DEFAULT_INPUT_TIMEOUT",
+  "DEFAULT_MAX_INPUT_BYTES",
+  "MAX_MESSAGE_CHARS",
+  "InputReadError",
+  "add_input_timeout",
+  "add_max_input_bytes",
+  "is_regular_file",
+  "read_input",
+  "one_line",
+  "print_error",
+  "print_note",
+  "forget_notes",
+  "resolve_links",
+  "set_input_timeout",
+  "write_atomic",
+]
 
 # The reader holds about 8 bytes of memory per byte of text (docs/reliability.md).
 DEFAULT_MAX_INPUT_BYTES = 1 << 30
@@ -74,14 +86,20 @@ def _byte_count(text: str) -> int:
   return value
 
 
-def add_max_input_bytes(parser: argparse.ArgumentParser,
-                        default: int = DEFAULT_MAX_INPUT_BYTES) -> None:
+def add_max_input_bytes(
+  parser: argparse.ArgumentParser, default: int = DEFAULT_MAX_INPUT_BYTES
+) -> None:
   """Adds `--max-input-bytes N` (also `--max_input_bytes`) to an argparse parser,
   and `--input-timeout SECONDS` beside it (add_input_timeout)."""
-  parser.add_argument("--max-input-bytes", "--max_input_bytes", dest="max_input_bytes",
-                      type=_byte_count, default=default, metavar="N",
-                      help=f"refuse an input (file, device, pipe or stdin) larger than N "
-                           f"bytes (default {default})")
+  parser.add_argument(
+    "--max-input-bytes",
+    "--max_input_bytes",
+    dest="max_input_bytes",
+    type=_byte_count,
+    default=default,
+    metavar="N",
+    help=f"refuse an input (file, device, pipe or stdin) larger than N bytes (default {default})",
+  )
   add_input_timeout(parser)
 
 
@@ -96,8 +114,13 @@ def _seconds(text: str) -> float:
 
 
 class _SetTimeout(argparse.Action):
-  def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-               values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
+  def __call__(
+    self,
+    parser: argparse.ArgumentParser,
+    namespace: argparse.Namespace,
+    values: str | Sequence[Any] | None,
+    option_string: str | None = None,
+  ) -> None:
     setattr(namespace, self.dest, values)
     set_input_timeout(float(values))  # type: ignore[arg-type]  # _seconds made it a float
 
@@ -105,12 +128,18 @@ class _SetTimeout(argparse.Action):
 def add_input_timeout(parser: argparse.ArgumentParser) -> None:
   """Adds `--input-timeout SECONDS` (also `--input_timeout`): how long a FIFO, pipe
   or device may stay silent before its read is an error."""
-  parser.add_argument("--input-timeout", "--input_timeout", dest="input_timeout",
-                      type=_seconds, default=DEFAULT_INPUT_TIMEOUT, metavar="SECONDS",
-                      action=_SetTimeout,
-                      help="give up on an input that is not a regular file (FIFO, "
-                           "pipe, device, stdin) when no bytes come for SECONDS "
-                           f"(default {DEFAULT_INPUT_TIMEOUT:g})")
+  parser.add_argument(
+    "--input-timeout",
+    "--input_timeout",
+    dest="input_timeout",
+    type=_seconds,
+    default=DEFAULT_INPUT_TIMEOUT,
+    metavar="SECONDS",
+    action=_SetTimeout,
+    help="give up on an input that is not a regular file (FIFO, "
+    "pipe, device, stdin) when no bytes come for SECONDS "
+    f"(default {DEFAULT_INPUT_TIMEOUT:g})",
+  )
 
 
 def set_input_timeout(seconds: float = DEFAULT_INPUT_TIMEOUT) -> None:
@@ -139,8 +168,9 @@ def _not_found(path: PathLike) -> str:
   return f"cannot read: a symbolic link to {target}, which does not exist"
 
 
-def read_input(path: PathLike, max_bytes: int | None = DEFAULT_MAX_INPUT_BYTES,
-               label: str | None = None) -> bytes:
+def read_input(
+  path: PathLike, max_bytes: int | None = DEFAULT_MAX_INPUT_BYTES, label: str | None = None
+) -> bytes:
   """The bytes of `path` ("-": stdin); at most max_bytes + 1 bytes are ever read.
 
   A regular file is read as it is. Anything else (a FIFO, pipe, character device,
@@ -182,8 +212,9 @@ def read_input(path: PathLike, max_bytes: int | None = DEFAULT_MAX_INPUT_BYTES,
     raise InputReadError(label, "is a directory, not a file") from None
   except OSError as e:
     if e.errno == errno.ELOOP:
-      raise InputReadError(label, "cannot read: a symbolic link loop (too many levels "
-                                  "of symbolic links)") from None
+      raise InputReadError(
+        label, "cannot read: a symbolic link loop (too many levels of symbolic links)"
+      ) from None
     raise InputReadError(label, f"cannot read: {e.strerror or e}") from None
 
 
@@ -205,8 +236,7 @@ def _read_polled(fd: int, max_bytes: int | None, label: str, what: str) -> bytes
         continue
       got = f" after {total} bytes" if total else ""
       writer = "; nothing wrote to it" if what == "a FIFO" and not total else ""
-      raise InputReadError(label, f"{what} silent for {timeout:g} s{got}{writer} "
-                                  "(--input-timeout)")
+      raise InputReadError(label, f"{what} silent for {timeout:g} s{got}{writer} (--input-timeout)")
     try:
       chunk = os.read(fd, _CHUNK if limit is None else min(_CHUNK, limit - total))
     except BlockingIOError:
@@ -222,8 +252,9 @@ def _read_polled(fd: int, max_bytes: int | None, label: str, what: str) -> bytes
 
 def _too_large(label: str, max_bytes: int, size: int | None = None) -> InputReadError:
   what = f"{size} bytes" if size is not None else f"more than {max_bytes} bytes"
-  return InputReadError(label, f"input is {what}, over the limit of {max_bytes} "
-                               "(--max-input-bytes)", size)
+  return InputReadError(
+    label, f"input is {what}, over the limit of {max_bytes} (--max-input-bytes)", size
+  )
 
 
 def _read_bounded(f: BinaryIO, max_bytes: int | None, label: str) -> bytes:
@@ -321,8 +352,9 @@ def _open_in_place(real: str, label: str) -> int:
     except OSError as e:
       if e.errno != errno.ENXIO or time.monotonic() >= deadline:
         if e.errno == errno.ENXIO:
-          raise OSError(errno.ENXIO, f"nothing reads this FIFO (waited {_timeout[0]:g} s)",
-                        label) from None
+          raise OSError(
+            errno.ENXIO, f"nothing reads this FIFO (waited {_timeout[0]:g} s)", label
+          ) from None
         raise
     time.sleep(0.05)
 
@@ -333,10 +365,11 @@ def _write_polled(fd: int, raw: bytes, label: str) -> None:
   poller.register(fd, select.POLLOUT)
   while view:
     if not poller.poll(int(_timeout[0] * 1000)):
-      raise OSError(errno.ETIMEDOUT, f"its reader stopped reading (waited "
-                                     f"{_timeout[0]:g} s)", label)
+      raise OSError(
+        errno.ETIMEDOUT, f"its reader stopped reading (waited {_timeout[0]:g} s)", label
+      )
     try:
-      view = view[os.write(fd, view):]
+      view = view[os.write(fd, view) :]
     except BlockingIOError:
       continue
 
@@ -344,15 +377,16 @@ def _write_polled(fd: int, raw: bytes, label: str) -> None:
 def _write_all(fd: int, raw: bytes) -> None:
   view = memoryview(raw)
   while view:
-    view = view[os.write(fd, view):]
+    view = view[os.write(fd, view) :]
 
 
 def _replace(real: str, info: os.stat_result | None, raw: bytes) -> None:
   directory = os.path.dirname(os.path.abspath(real))
   if not os.path.isdir(directory):  # else mkstemp names its own temporary file
     raise FileNotFoundError(errno.ENOENT, f"no such directory {directory}", real)
-  fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(real) + ".",
-                             suffix=".tmp", dir=directory)
+  fd, tmp = tempfile.mkstemp(
+    prefix="." + os.path.basename(real) + ".", suffix=".tmp", dir=directory
+  )
   try:
     try:
       _write_all(fd, raw)

@@ -95,20 +95,24 @@ _INSTALLED: "dict[str, Hook]" = {}
 # ---------------------------------------------------------------------------
 # Core access
 
+
 def import_selection() -> ModuleType:
   """hlo_tools.selection, looking also in carried binding folders."""
   try:
     from hlo_tools import selection
+
     return selection
   except ImportError:
     pass
   import hlo_tools
+
   dirs = [d for d in os.environ.get(CORE_DIRS_ENV, "").split(os.pathsep) if d]
   dirs += [os.path.join(_REPO, d) for d in _CARRY_DIRS]
   for d in dirs:
     if os.path.isdir(d) and d not in hlo_tools.__path__:
       hlo_tools.__path__.append(d)
   from hlo_tools import selection  # raises ImportError naming what is missing
+
   return selection
 
 
@@ -116,8 +120,11 @@ def hook_modes(selection: ModuleType) -> dict[str, tuple[str | None, str]]:
   """{backend: (collectives_mode or None for NCCL, _xla_collectives_mode value)} for
   the backends the hook writes (those with a mode attribute: the XLA of jax >=
   0.10.2), from the core's records."""
-  return {n: (r["collectives_mode"] or None, r["mode_attribute"])
-          for n, r in selection.BACKEND_INFO.items() if r["mode_attribute"]}
+  return {
+    n: (r["collectives_mode"] or None, r["mode_attribute"])
+    for n, r in selection.BACKEND_INFO.items()
+    if r["mode_attribute"]
+  }
 
 
 def operand_count(module: reader.HloModule, permute: collectives.CollectivePermute) -> int:
@@ -130,10 +137,16 @@ def operand_count(module: reader.HloModule, permute: collectives.CollectivePermu
   return max(len(ops), 1)
 
 
-def decide_mode(selection: ModuleType, topology: "Topology", table: "CostTable",
-                backends: Sequence[str], permute: collectives.CollectivePermute,
-                buffers: int = 1, num_partitions: int | None = None,
-                num_replicas: int = 1) -> tuple[str, Decision]:
+def decide_mode(
+  selection: ModuleType,
+  topology: "Topology",
+  table: "CostTable",
+  backends: Sequence[str],
+  permute: collectives.CollectivePermute,
+  buffers: int = 1,
+  num_partitions: int | None = None,
+  num_replicas: int = 1,
+) -> tuple[str, Decision]:
   """(backend name, the core's decision dict) for one CollectivePermute of a module
   of `num_partitions` x `num_replicas` devices (its header's counts: the core maps
   the pairs' ids to devices with them, and a permute without a channel id pairs
@@ -142,19 +155,29 @@ def decide_mode(selection: ModuleType, topology: "Topology", table: "CostTable",
   pairs = [tuple(p) for p in permute.pairs]
   # Under a conditional's branch, as nvshmem-opt's planner tells the core.
   place = "branch" if permute.branch else "anywhere"
-  d: Decision = selection.decide(topology, table, permute.bytes_per_device, pairs,
-                                 permute.channel_id is not None, num_partitions,
-                                 num_replicas, backends=tuple(backends), buffers=buffers,
-                                 place=place)
+  d: Decision = selection.decide(
+    topology,
+    table,
+    permute.bytes_per_device,
+    pairs,
+    permute.channel_id is not None,
+    num_partitions,
+    num_replicas,
+    backends=tuple(backends),
+    buffers=buffers,
+    place=place,
+  )
   backend = d.get("backend") or d.get("plan")
   return (backend if backend in hook_modes(selection) else "nccl"), d
 
 
 def mark_error(module_name: str, instr_name: str, value: str) -> str:
   """The one line for a mark that names no collectives mode."""
-  return (f"module {module_name}: %{instr_name} is marked {modes.ATTRIBUTE}=\"{value}\", "
-          f"which names no collectives mode ({', '.join(modes.MODES)}); the patched XLA "
-          "fails such a compile, and no XLA runs it")
+  return (
+    f'module {module_name}: %{instr_name} is marked {modes.ATTRIBUTE}="{value}", '
+    f"which names no collectives mode ({', '.join(modes.MODES)}); the patched XLA "
+    "fails such a compile, and no XLA runs it"
+  )
 
 
 def user_marks(module: reader.HloModule) -> list[Record]:
@@ -179,6 +202,7 @@ def user_marks(module: reader.HloModule) -> list[Record]:
 
 # ---------------------------------------------------------------------------
 # Text editing
+
 
 def _match_brace(text: str, start: int) -> int:
   """Index just past the JSON object that starts at text[start] == '{'."""
@@ -238,7 +262,7 @@ def line_mode(line: str) -> str | None:
   if at < 0:
     return None
   begin = at + len("backend_config=")
-  config = json.loads(line[begin:_match_brace(line, begin)])
+  config = json.loads(line[begin : _match_brace(line, begin)])
   mode = (config.get("collective_backend_config") or {}).get("collectives_mode")
   return None if mode in (None, "COLLECTIVES_MODE_INVALID") else str(mode)
 
@@ -257,7 +281,7 @@ def set_line_attribute(line: str, value: str) -> str:
     at = at if at >= 0 else len(line.rstrip())
     return line[:at] + ", frontend_attributes={" + item + "}" + line[at:]
   begin, end = m.end() - 1, _match_brace(line, m.end() - 1)
-  old = re.sub(rf'(?<![\w]){modes.ATTRIBUTE}="[^"]*",?', "", line[begin + 1:end - 1])
+  old = re.sub(rf'(?<![\w]){modes.ATTRIBUTE}="[^"]*",?', "", line[begin + 1 : end - 1])
   old = re.sub(rf'(?<![\w]){modes.TOOLS_ATTRIBUTE}="[^"]*",?', "", old).rstrip(",")
   return line[:begin] + "{" + ",".join(x for x in (item, old) if x) + "}" + line[end:]
 
@@ -294,12 +318,19 @@ def header_counts(text: str) -> tuple[int | None, int]:
   head = text.split("\n", 1)[0]
   partitions = re.search(r"\bnum_partitions=(\d+)", head)
   replicas = re.search(r"\breplica_count=(\d+)", head)
-  return (int(partitions.group(1)) if partitions else None,
-          int(replicas.group(1)) if replicas else 1)
+  return (
+    int(partitions.group(1)) if partitions else None,
+    int(replicas.group(1)) if replicas else 1,
+  )
 
 
-def transform_text(text: str, selection: ModuleType, topology: "Topology", table: "CostTable",
-                   backends: Sequence[str]) -> tuple[str | None, list[Record]]:
+def transform_text(
+  text: str,
+  selection: ModuleType,
+  topology: "Topology",
+  table: "CostTable",
+  backends: Sequence[str],
+) -> tuple[str | None, list[Record]]:
   """(new text or None when unchanged, [decision records]) for one module.
 
   A permute the user marked keeps its mark and its mode, as the patched assigner
@@ -314,15 +345,20 @@ def transform_text(text: str, selection: ModuleType, topology: "Topology", table
   written = hook_modes(selection)
   for permute in collectives.collective_permutes(module):
     buffers = operand_count(module, permute)
-    backend, decision = decide_mode(selection, topology, table, backends, permute,
-                                    buffers, partitions, replicas)
-    start = next(i for i in module.computation(permute.computation).instructions
-                 if i.name == permute.start)
+    backend, decision = decide_mode(
+      selection, topology, table, backends, permute, buffers, partitions, replicas
+    )
+    start = next(
+      i for i in module.computation(permute.computation).instructions if i.name == permute.start
+    )
     asked = modes.requested(start) if modes.user_mark(start) is not None else None
     if asked and asked["mode"]:
       backend = {m: b for b, (m, _) in written.items() if m}.get(asked["mode"], "nccl")
-      decision = {**decision, "reason": f"{modes.ATTRIBUTE}=\"{asked['attribute']}\" "
-                  f"on the permute ({decision.get('reason')})"}
+      decision = {
+        **decision,
+        "reason": f'{modes.ATTRIBUTE}="{asked["attribute"]}" '
+        f"on the permute ({decision.get('reason')})",
+      }
     at = _permute_line(module, permute) - 1
     mode, value = written[backend]
     new = set_line_mode(lines[at], mode)
@@ -330,16 +366,23 @@ def transform_text(text: str, selection: ModuleType, topology: "Topology", table
       new = set_line_attribute(new, value)
     changed |= new != lines[at]
     lines[at] = new
-    records.append({"module": module.name, "permute": permute.start,
-                    "bytes": permute.bytes_per_device, "buffers": buffers,
-                    "pairs": [list(p) for p in permute.pairs],
-                    "in_loop": permute.while_loop is not None,
-                    "backend": backend, "mode": mode,
-                    "plan": decision.get("plan"),
-                    "reason": decision.get("reason"),
-                    "modeled_us": decision.get("backend_us"),
-                    "refused": decision.get("refused"),
-                    "user_mark": asked["attribute"] if asked else None})
+    records.append(
+      {
+        "module": module.name,
+        "permute": permute.start,
+        "bytes": permute.bytes_per_device,
+        "buffers": buffers,
+        "pairs": [list(p) for p in permute.pairs],
+        "in_loop": permute.while_loop is not None,
+        "backend": backend,
+        "mode": mode,
+        "plan": decision.get("plan"),
+        "reason": decision.get("reason"),
+        "modeled_us": decision.get("backend_us"),
+        "refused": decision.get("refused"),
+        "user_mark": asked["attribute"] if asked else None,
+      }
+    )
   return ("\n".join(lines) if changed else None), records
 
 
@@ -355,8 +398,11 @@ _FLAG = "xla_gpu_collective_permute_mode"
 _DEFAULT_MODE = "COLLECTIVES_PRIVATE_MEMORY"
 _FLAG_WORDS = {w: f"COLLECTIVES_{w.upper()}_MEMORY" for w in ("private", "symmetric", "peer")}
 # The backend of the core that runs each mode of the flag (PRIVATE: NCCL).
-_MODE_BACKEND = {"COLLECTIVES_PRIVATE_MEMORY": "nccl", "COLLECTIVES_PEER_MEMORY": "peer",
-                 "COLLECTIVES_SYMMETRIC_MEMORY": "symmetric"}
+_MODE_BACKEND = {
+  "COLLECTIVES_PRIVATE_MEMORY": "nccl",
+  "COLLECTIVES_PEER_MEMORY": "peer",
+  "COLLECTIVES_SYMMETRIC_MEMORY": "symmetric",
+}
 
 
 def probe(device: "jax.Device") -> dict[str, Any]:
@@ -376,13 +422,18 @@ def probe(device: "jax.Device") -> dict[str, Any]:
       _STATE["probing"] -= 1
     per_op = any(k.endswith(":COLLECTIVES_PEER_MEMORY") for k in found)
     _PROBED[key] = {
-        "per_op": per_op, "platform": client.platform,
-        "evidence": (f"a permute marked {modes.ATTRIBUTE}=\"peer\" compiled with "
-                     f"{_FLAG}={_DEFAULT_MODE} came out as {found}: "
-                     + ("the assigner took the mark, so the thunk runs each op's own "
-                        "mode (the series)" if per_op else
-                        "the mark was not read; every permute runs the flag's mode "
-                        "(a stock XLA)"))}
+      "per_op": per_op,
+      "platform": client.platform,
+      "evidence": (
+        f'a permute marked {modes.ATTRIBUTE}="peer" compiled with '
+        f"{_FLAG}={_DEFAULT_MODE} came out as {found}: "
+        + (
+          "the assigner took the mark, so the thunk runs each op's own mode (the series)"
+          if per_op
+          else "the mark was not read; every permute runs the flag's mode (a stock XLA)"
+        )
+      ),
+    }
   return _PROBED[key]
 
 
@@ -399,24 +450,25 @@ def _probe_text(device: "jax.Device") -> str:
   import numpy as np  # pylint: disable=import-outside-toplevel
   from jax.experimental.xla_metadata import set_xla_metadata  # pylint: disable=import-outside-toplevel
   from jax.sharding import Mesh, NamedSharding, PartitionSpec  # pylint: disable=import-outside-toplevel
+
   mesh = Mesh(np.array([device]), ("p",))
 
   def body(x: jax.Array) -> jax.Array:
     with set_xla_metadata(**{modes.ATTRIBUTE: "peer"}):
       return jax.lax.ppermute(x, "p", [(0, 0)])
 
-  f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=PartitionSpec("p"),
-                            out_specs=PartitionSpec("p")))
-  x = jax.ShapeDtypeStruct((256,), np.float32,
-                           sharding=NamedSharding(mesh, PartitionSpec("p")))
+  f = jax.jit(
+    jax.shard_map(body, mesh=mesh, in_specs=PartitionSpec("p"), out_specs=PartitionSpec("p"))
+  )
+  x = jax.ShapeDtypeStruct((256,), np.float32, sharding=NamedSharding(mesh, PartitionSpec("p")))
   return _text(f.lower(x).compile({_FLAG: _DEFAULT_MODE}))
 
 
 def _a_device(compiled: "Compiled") -> "jax.Device":
   """One device the compiled program runs on (a compile-only one when deviceless)."""
   import jax  # pylint: disable=import-outside-toplevel
-  shardings = jax.tree.leaves(compiled.input_shardings) + \
-      jax.tree.leaves(compiled.output_shardings)
+
+  shardings = jax.tree.leaves(compiled.input_shardings) + jax.tree.leaves(compiled.output_shardings)
   for sharding in shardings:
     devices = getattr(sharding, "device_set", None)
     if devices:
@@ -431,8 +483,12 @@ def _module_name(text: str) -> str:
 
 # The enum's values by number (xla.proto, DebugOptions.CollectivesMode), which
 # compiler_options may give instead of the name (pjrt_executable.cc:743-752 at 131bf41a).
-_MODE_NUMBERS = {0: "COLLECTIVES_MODE_INVALID", 1: "COLLECTIVES_PRIVATE_MEMORY",
-                 2: "COLLECTIVES_SYMMETRIC_MEMORY", 3: "COLLECTIVES_PEER_MEMORY"}
+_MODE_NUMBERS = {
+  0: "COLLECTIVES_MODE_INVALID",
+  1: "COLLECTIVES_PRIVATE_MEMORY",
+  2: "COLLECTIVES_SYMMETRIC_MEMORY",
+  3: "COLLECTIVES_PEER_MEMORY",
+}
 _WS = " \t\r\n"
 
 
@@ -487,25 +543,29 @@ def xla_flags_mode(env: Mapping[str, str] | None = None) -> tuple[str | None, st
   where = "XLA_FLAGS"
   if not value:
     return None, where
-  if value[len(value) - len(value.lstrip(_WS)):][:1] != "-":
+  if value[len(value) - len(value.lstrip(_WS)) :][:1] != "-":
     where = f"XLA_FLAGS (the file {value})"
     try:
       with open(value, encoding="utf-8", errors="replace") as f:
         value = f.read()
     except OSError as e:
-      raise HookError(f"XLA_FLAGS names the file {value!r}, which XLA reads its flags "
-                      f"from, and it cannot be read: {e.strerror}") from None
+      raise HookError(
+        f"XLA_FLAGS names the file {value!r}, which XLA reads its flags "
+        f"from, and it cannot be read: {e.strerror}"
+      ) from None
   mode = None
   prefix = f"--{_FLAG}="
   for arg in xla_flags_args(value):
     if arg == "--":
       break
     if arg.startswith(prefix):
-      word = arg[len(prefix):]
+      word = arg[len(prefix) :]
       mode = _FLAG_WORDS.get(word.lower())
       if mode is None:
-        raise HookError(f"{where}: {arg}: XLA takes private, symmetric or peer there "
-                        "and stops at start-up on anything else")
+        raise HookError(
+          f"{where}: {arg}: XLA takes private, symmetric or peer there "
+          "and stops at start-up on anything else"
+        )
   return mode, where
 
 
@@ -520,8 +580,10 @@ def _option_mode(value: Any) -> str:
       return _MODE_NUMBERS[number]
   elif isinstance(value, str) and value in _MODE_NUMBERS.values():
     return value
-  raise HookError(f"compiler_options {_FLAG}={value!r} is not a collectives mode "
-                  f"({', '.join(_MODE_NUMBERS.values())})")
+  raise HookError(
+    f"compiler_options {_FLAG}={value!r} is not a collectives mode "
+    f"({', '.join(_MODE_NUMBERS.values())})"
+  )
 
 
 def jit_compiler_options(lowered: "Lowered") -> tuple[tuple[str, Any], ...] | None:
@@ -533,8 +595,9 @@ def jit_compiler_options(lowered: "Lowered") -> tuple[tuple[str, Any], ...] | No
   return tuple(kvs) if isinstance(kvs, tuple) else None
 
 
-def flag_in_effect(compiler_options: Mapping[str, Any] | None,
-                   jit_options: Sequence[tuple[str, Any]] | None = ()) -> tuple[str, str]:
+def flag_in_effect(
+  compiler_options: Mapping[str, Any] | None, jit_options: Sequence[tuple[str, Any]] | None = ()
+) -> tuple[str, str]:
   """(the permute mode a compile with these options runs, where it comes from): the
   compile's compiler_options over jax.jit's (a later key wins, as jax's dict of
   them does: pxla.py _cached_compilation), else XLA_FLAGS, else XLA's default."""
@@ -565,11 +628,18 @@ def compiled_flag_mode(text: str) -> str | None:
 # ---------------------------------------------------------------------------
 # One mode for the program (stock XLA)
 
-def program_choice(text: str, topology: "Topology", table: "CostTable",
-                   backends: Sequence[str], label: str = "<module>") -> dict[str, Any]:
+
+def program_choice(
+  text: str,
+  topology: "Topology",
+  table: "CostTable",
+  backends: Sequence[str],
+  label: str = "<module>",
+) -> dict[str, Any]:
   """model.program_mode.choose on the module in HLO `text` (import_selection first:
   the model imports the binding)."""
   from hlo_tools.model import decisions, program_mode, sources  # pylint: disable=import-outside-toplevel
+
   source = sources.resolve_partitions(sources.read_text(None, text, label), topology)
   perms = decisions.analyze(source, topology, table)
   choice: dict[str, Any] = program_mode.choose(perms, source, topology, table, backends)
@@ -600,23 +670,33 @@ def _mark_policy(choice: dict[str, Any], marks: list[Record]) -> tuple[str | Non
   wanted = sorted({m["mode"] for m in marks})
   where = ", ".join(f"%{m['permute']} {m['value']}" for m in marks)
   if len(wanted) > 1:
-    return None, (f"the user's marks ask for {' and '.join(wanted)} ({where}), and a stock "
-                  "XLA runs one mode for every permute of a program")
+    return None, (
+      f"the user's marks ask for {' and '.join(wanted)} ({where}), and a stock "
+      "XLA runs one mode for every permute of a program"
+    )
   backend = _MODE_BACKEND[wanted[0]]
   entry = choice["modes"].get(backend)
   if entry is None and backend != "nccl":
-    return None, (f"the user's marks ask for {wanted[0]} ({where}), which is not in the "
-                  f"hook's backend set ({', '.join(choice['modes'])})")
+    return None, (
+      f"the user's marks ask for {wanted[0]} ({where}), which is not in the "
+      f"hook's backend set ({', '.join(choice['modes'])})"
+    )
   if entry is not None and entry["refused"]:
-    return None, (f"the user's marks ask for {wanted[0]} ({where}), which the program "
-                  f"cannot run: {entry['refused']}")
+    return None, (
+      f"the user's marks ask for {wanted[0]} ({where}), which the program "
+      f"cannot run: {entry['refused']}"
+    )
   return wanted[0], f"the user's marks ask for {wanted[0]} ({where})"
 
 
-def compile_program(lowered: "Lowered", topology: "Topology", table: "CostTable",
-                    backends: Sequence[str],
-                    compiler_options: Mapping[str, Any] | None = None,
-                    per_op: bool | None = None) -> tuple["Compiled", Record]:
+def compile_program(
+  lowered: "Lowered",
+  topology: "Topology",
+  table: "CostTable",
+  backends: Sequence[str],
+  compiler_options: Mapping[str, Any] | None = None,
+  per_op: bool | None = None,
+) -> tuple["Compiled", Record]:
   """(compiled, record): `lowered` compiled with the program's one mode applied.
 
   A first compile with the caller's options gives the program as XLA optimized it
@@ -638,8 +718,9 @@ def compile_program(lowered: "Lowered", topology: "Topology", table: "CostTable"
   jit_options = jit_compiler_options(lowered)
   compiled = lowered.compile(options or None)
   device = _a_device(compiled)
-  xla = {"per_op": per_op, "evidence": "given by the caller"} if per_op is not None \
-      else probe(device)
+  xla = (
+    {"per_op": per_op, "evidence": "given by the caller"} if per_op is not None else probe(device)
+  )
   text = _text(compiled)
   marks = user_marks(reader.parse_hlo_text(text))
   choice = program_choice(text, topology, table, backends, label=f"<{_module_name(text)}>")
@@ -647,20 +728,28 @@ def compile_program(lowered: "Lowered", topology: "Topology", table: "CostTable"
   if not xla["per_op"]:
     seen = compiled_flag_mode(text)
     if seen is not None and seen != ran:  # what XLA ran beats what the options say
-      ran_from = (f"the compiled permutes' collectives_mode (the options read "
-                  f"{ran} from {ran_from})")
+      ran_from = f"the compiled permutes' collectives_mode (the options read {ran} from {ran_from})"
       ran = seen
-  record: Record = {"xla": xla, "program": choice, "first_compile_mode": ran,
-                    "first_compile_mode_from": ran_from, "marks": marks}
+  record: Record = {
+    "xla": xla,
+    "program": choice,
+    "first_compile_mode": ran,
+    "first_compile_mode_from": ran_from,
+    "marks": marks,
+  }
   fallback = ""
   if xla["per_op"]:
     if not deviceless(device):
       record["applied"] = None
-      record["why"] = ("this XLA runs each permute in its own mode: the per-op "
-                       "transformation decides, not one mode for the program")
+      record["why"] = (
+        "this XLA runs each permute in its own mode: the per-op "
+        "transformation decides, not one mode for the program"
+      )
       return compiled, record
-    fallback = ("a deviceless compile runs no registered transformation, so no permute "
-                "gets its own mode: one mode for the whole program instead; ")
+    fallback = (
+      "a deviceless compile runs no registered transformation, so no permute "
+      "gets its own mode: one mode for the whole program instead; "
+    )
     record["per_op_fallback"] = True
   # The series' assigner runs each mark's own mode over the flag: only a stock XLA
   # needs the program's mode to be the marks'.
@@ -669,19 +758,28 @@ def compile_program(lowered: "Lowered", topology: "Topology", table: "CostTable"
   if ran_from in ("compiler_options", "jax.jit's compiler_options"):
     record["applied"] = ran
     record["why"] = fallback + f"kept the caller's {ran_from} {_FLAG}={ran}"
-    refused = next((m["refused"] for m in choice["modes"].values()
-                    if m["mode"] == ran and m["refused"]), None)
+    refused = next(
+      (m["refused"] for m in choice["modes"].values() if m["mode"] == ran and m["refused"]), None
+    )
     if refused:
       record["why"] += f", which the core refuses ({refused})"
   elif mark_mode is not None:
     record["applied"] = mark_mode
-    record["why"] = (fallback + f"kept the user's mark for the whole program: {mark_why}"
-                     + ("" if mark_mode == choice["mode"] else
-                        f"; the modeled best was {choice['mode']} ({choice['why']})"))
+    record["why"] = (
+      fallback
+      + f"kept the user's mark for the whole program: {mark_why}"
+      + (
+        ""
+        if mark_mode == choice["mode"]
+        else f"; the modeled best was {choice['mode']} ({choice['why']})"
+      )
+    )
   elif stock_marks:
     record["applied"] = choice["mode"]
-    record["why"] = (fallback + f"refused the marks' mode: {mark_why}; the program runs "
-                     f"{choice['mode']}: {choice['why']}")
+    record["why"] = (
+      fallback + f"refused the marks' mode: {mark_why}; the program runs "
+      f"{choice['mode']}: {choice['why']}"
+    )
   else:
     record["applied"] = choice["mode"]
     record["why"] = fallback + choice["why"]
@@ -691,9 +789,11 @@ def compile_program(lowered: "Lowered", topology: "Topology", table: "CostTable"
       m["runs"] = applied
     record["marks_not_run"] = [m["permute"] for m in marks if m["mode"] != applied]
     if record["marks_not_run"]:
-      record["why"] += ("; not as marked: "
-                        + ", ".join(f"%{m['permute']} ({m['value']})" for m in marks
-                                    if m["mode"] != applied) + f" run {applied}")
+      record["why"] += (
+        "; not as marked: "
+        + ", ".join(f"%{m['permute']} ({m['value']})" for m in marks if m["mode"] != applied)
+        + f" run {applied}"
+      )
   if applied != ran:
     compiled = lowered.compile({**options, _FLAG: applied})
     text = _text(compiled)
@@ -704,13 +804,23 @@ def compile_program(lowered: "Lowered", topology: "Topology", table: "CostTable"
 # ---------------------------------------------------------------------------
 # Registration
 
+
 class Hook:
   """An installed transformation: decisions and calls so far; compile(), jit(),
   uninstall(). `xla`: what probe() found of the XLA (per_op None: not probed)."""
 
-  def __init__(self, name: str, stage: Any, platforms: Sequence[str], selection: ModuleType,
-               topology: "Topology", table: "CostTable", backends: Sequence[str],
-               report: str | None, xla: dict[str, Any] | None = None) -> None:
+  def __init__(
+    self,
+    name: str,
+    stage: Any,
+    platforms: Sequence[str],
+    selection: ModuleType,
+    topology: "Topology",
+    table: "CostTable",
+    backends: Sequence[str],
+    report: str | None,
+    xla: dict[str, Any] | None = None,
+  ) -> None:
     self.name, self.stage, self.platforms = name, stage, list(platforms)
     self.topology, self.table, self.backends = topology, table, tuple(backends)
     self.report = report
@@ -728,6 +838,7 @@ class Hook:
     if _STATE["probing"]:
       return None  # the probe's own module
     from jax._src.lib import xla_client  # jaxlib's own HLO parser and printer
+
     call: Record = {"bytes_in": len(proto_bytes)}
     try:
       module = xla_client.hlo.HloModule.from_serialized_hlo_module_proto(proto_bytes)
@@ -748,8 +859,10 @@ class Hook:
   def _per_op(self, text: str, call: Record) -> bytes | None:
     """The series' XLA: each permute's choice written on it."""
     from jax._src.lib import xla_client  # pylint: disable=import-outside-toplevel
-    new_text, records = transform_text(text, self._selection, self.topology, self.table,
-                                       self.backends)
+
+    new_text, records = transform_text(
+      text, self._selection, self.topology, self.table, self.backends
+    )
     call["permutes"] = len(records)
     result = None
     if new_text is not None:
@@ -766,35 +879,49 @@ class Hook:
     if self._compiling:
       return None  # compile() records its own decision
     marks = user_marks(reader.parse_hlo_text(text))  # a mark no mode names: an error
-    choice = program_choice(text, self.topology, self.table, self.backends,
-                            label=f"<{call['module']}>")
+    choice = program_choice(
+      text, self.topology, self.table, self.backends, label=f"<{call['module']}>"
+    )
     call["permutes"] = choice["permutes"]
     if not choice["permutes"]:
       return None
     mark_mode, mark_why = _mark_policy(choice, marks) if marks else (None, "")
     mode = mark_mode or choice["mode"]
     word = next(w for w, m in _FLAG_WORDS.items() if m == mode)
-    why = ("decided inside a compile, whose flag is already set: apply it with "
-           f"XLA_FLAGS=--{_FLAG}={word} or compiler_options={{{_FLAG!r}: {mode!r}}}, "
-           "or compile through hook.compile() / hook.jit()")
+    why = (
+      "decided inside a compile, whose flag is already set: apply it with "
+      f"XLA_FLAGS=--{_FLAG}={word} or compiler_options={{{_FLAG!r}: {mode!r}}}, "
+      "or compile through hook.compile() / hook.jit()"
+    )
     if marks:
-      why += ("; " + ("kept the user's mark: " if mark_mode else "refused the marks' mode: ")
-              + mark_why)
+      why += (
+        "; " + ("kept the user's mark: " if mark_mode else "refused the marks' mode: ") + mark_why
+      )
     with self._lock:
-      self.programs.append({"module": call["module"], "program": choice, "applied": None,
-                            "to_set": mode, "marks": marks, "why": why})
+      self.programs.append(
+        {
+          "module": call["module"],
+          "program": choice,
+          "applied": None,
+          "to_set": mode,
+          "marks": marks,
+          "why": why,
+        }
+      )
     return None
 
-  def compile(self, lowered: "Lowered", compiler_options: Mapping[str, Any] | None = None
-              ) -> "Compiled":
+  def compile(
+    self, lowered: "Lowered", compiler_options: Mapping[str, Any] | None = None
+  ) -> "Compiled":
     """`lowered` (jax.jit(f).lower(...)) compiled with the program's best safe mode
     on a stock XLA (compile_program); the decision is kept in `programs`."""
     with self._lock:
       self._compiling += 1
     try:
       per_op = self.xla["per_op"]
-      compiled, record = compile_program(lowered, self.topology, self.table,
-                                         self.backends, compiler_options, per_op)
+      compiled, record = compile_program(
+        lowered, self.topology, self.table, self.backends, compiler_options, per_op
+      )
     finally:
       with self._lock:
         self._compiling -= 1
@@ -808,9 +935,17 @@ class Hook:
 
   # jax.jit's arguments that jit() passes on: each leaves a compiled program callable
   # with the call's dynamic arguments, which the cache key below is made of.
-  JIT_ARGUMENTS = ("static_argnums", "static_argnames", "donate_argnums", "donate_argnames",
-                   "in_shardings", "out_shardings", "keep_unused", "inline",
-                   "compiler_options")
+  JIT_ARGUMENTS = (
+    "static_argnums",
+    "static_argnames",
+    "donate_argnums",
+    "donate_argnames",
+    "in_shardings",
+    "out_shardings",
+    "keep_unused",
+    "inline",
+    "compiler_options",
+  )
 
   def jit(self, fun: Callable[..., Any], **jit_kwargs: Any) -> Callable[..., Any]:
     """jax.jit(fun, **jit_kwargs) whose every new argument signature compiles
@@ -819,11 +954,14 @@ class Hook:
     weak type and sharding; keyword arguments are taken as jax.jit takes them.
     jax.jit arguments other than JIT_ARGUMENTS are refused up front."""
     import jax  # pylint: disable=import-outside-toplevel
+
     other = sorted(set(jit_kwargs) - set(self.JIT_ARGUMENTS))
     if other:
-      raise HookError(f"hook.jit does not take jax.jit's {', '.join(other)} (it takes "
-                      f"{', '.join(self.JIT_ARGUMENTS)}); compile such a function with "
-                      "hook.compile(jax.jit(fun, ...).lower(...))")
+      raise HookError(
+        f"hook.jit does not take jax.jit's {', '.join(other)} (it takes "
+        f"{', '.join(self.JIT_ARGUMENTS)}); compile such a function with "
+        "hook.compile(jax.jit(fun, ...).lower(...))"
+      )
     jitted = jax.jit(fun, **jit_kwargs)
     nums, names = _static_arguments(fun, jit_kwargs)
     cache: dict[Hashable, Compiled] = {}
@@ -832,18 +970,32 @@ class Hook:
       static = {i if i >= 0 else len(args) + i for i in nums}
       dyn_args = tuple(a for i, a in enumerate(args) if i not in static)
       dyn_kwargs = {k: v for k, v in kwargs.items() if k not in names}
-      fixed = (tuple((i, args[i]) for i in sorted(static) if 0 <= i < len(args)),
-               tuple(sorted((k, v) for k, v in kwargs.items() if k in names)))
+      fixed = (
+        tuple((i, args[i]) for i in sorted(static) if 0 <= i < len(args)),
+        tuple(sorted((k, v) for k, v in kwargs.items() if k in names)),
+      )
       leaves, tree = jax.tree.flatten((dyn_args, dyn_kwargs))
-      key = (len(args), fixed, tree,
-             tuple((type(x).__name__, getattr(x, "shape", None),
-                    str(getattr(x, "dtype", "")), getattr(x, "weak_type", None),
-                    str(getattr(x, "sharding", None))) for x in leaves))
+      key = (
+        len(args),
+        fixed,
+        tree,
+        tuple(
+          (
+            type(x).__name__,
+            getattr(x, "shape", None),
+            str(getattr(x, "dtype", "")),
+            getattr(x, "weak_type", None),
+            str(getattr(x, "sharding", None)),
+          )
+          for x in leaves
+        ),
+      )
       try:
         hash(key)
       except TypeError:
-        raise HookError("a static argument of hook.jit is not hashable, as jax.jit "
-                        "needs it to be") from None
+        raise HookError(
+          "a static argument of hook.jit is not hashable, as jax.jit needs it to be"
+        ) from None
       if key not in cache:
         cache[key] = self.compile(jitted.lower(*args, **kwargs))
       return cache[key](*dyn_args, **dyn_kwargs)
@@ -851,39 +1003,53 @@ class Hook:
     return call
 
   def summary(self) -> Record:
-    return {"name": self.name, "topology": str(self.topology),
-            "backends": list(self.backends), "xla": self.xla, "calls": list(self.calls),
-            "decisions": list(self.decisions), "programs": list(self.programs)}
+    return {
+      "name": self.name,
+      "topology": str(self.topology),
+      "backends": list(self.backends),
+      "xla": self.xla,
+      "calls": list(self.calls),
+      "decisions": list(self.decisions),
+      "programs": list(self.programs),
+    }
 
   def _write_report(self) -> None:
     if not self.report:
       return
-    cli_io.write_atomic(self.report,
-                        json.dumps(self.summary(), indent=1, default=str))
+    cli_io.write_atomic(self.report, json.dumps(self.summary(), indent=1, default=str))
 
   def uninstall(self) -> bool:
     """Removes the transformation; True when jax found it."""
     if not self.installed:
       return False
     from jax.extend import xla as jx
+
     self.installed = False
     if _INSTALLED.get(self.name) is self:
       del _INSTALLED[self.name]
     _set_cache_key_settings()
-    return bool(jx.clear_hlo_module_transformation(
-        self.name, stage=self.stage, platforms=self.platforms))
+    return bool(
+      jx.clear_hlo_module_transformation(self.name, stage=self.stage, platforms=self.platforms)
+    )
 
 
-def _static_arguments(fun: Callable[..., Any], jit_kwargs: Mapping[str, Any]
-                      ) -> tuple[tuple[int, ...], tuple[str, ...]]:
+def _static_arguments(
+  fun: Callable[..., Any], jit_kwargs: Mapping[str, Any]
+) -> tuple[tuple[int, ...], tuple[str, ...]]:
   """(static positions, static names) as jax.jit resolves them from fun's signature
   (jax/_src/pjit.py, api_util.resolve_argnums)."""
   try:
     from jax._src import api_util  # pylint: disable=import-outside-toplevel
+
     signature = api_util.fun_signature(fun)
     _, _, nums, names = api_util.resolve_argnums(
-        fun, signature, jit_kwargs.get("donate_argnums"), jit_kwargs.get("donate_argnames"),
-        jit_kwargs.get("static_argnums"), jit_kwargs.get("static_argnames"))
+      fun,
+      signature,
+      jit_kwargs.get("donate_argnums"),
+      jit_kwargs.get("donate_argnames"),
+      jit_kwargs.get("static_argnums"),
+      jit_kwargs.get("static_argnames"),
+    )
   except (ImportError, AttributeError) as e:
     raise HookError(f"hook.jit needs jax's own reading of static arguments: {e}") from None
   return tuple(nums), tuple(names)
@@ -892,8 +1058,13 @@ def _static_arguments(fun: Callable[..., Any], jit_kwargs: Mapping[str, Any]
 def table_fingerprint(selection: ModuleType, table: "CostTable") -> str:
   """A digest of everything in `table` the core decides with."""
   import hashlib  # pylint: disable=import-outside-toplevel
-  parts: list[Any] = [table.backends, table.margin, table.nvshmem_max_bytes,
-                      table.symmetric_signals]
+
+  parts: list[Any] = [
+    table.backends,
+    table.margin,
+    table.nvshmem_max_bytes,
+    table.symmetric_signals,
+  ]
   for backend in selection.BACKENDS:
     try:
       parts.append(table.sm_interference(backend))
@@ -915,9 +1086,10 @@ def cache_key_settings() -> str:
   replaced), so without this an executable cached before the hook was installed,
   or by a hook with other settings, is served and no transformation runs."""
   return ";".join(
-      f"nvshmem_opt_hook {h.name} topology={h.topology} backends={','.join(h.backends)} "
-      f"per_op={h.xla.get('per_op')} table={h.table_digest}"
-      for _, h in sorted(_INSTALLED.items()))
+    f"nvshmem_opt_hook {h.name} topology={h.topology} backends={','.join(h.backends)} "
+    f"per_op={h.xla.get('per_op')} table={h.table_digest}"
+    for _, h in sorted(_INSTALLED.items())
+  )
 
 
 # jax's own cache_key.custom_hook, kept while a hook's settings stand in for it.
@@ -967,6 +1139,7 @@ def _probe_live(platforms: Sequence[str]) -> dict[str, Any]:
   """probe() on the first of `platforms` with a live device; not probed without one
   (a deviceless process: compile() probes with the program's device)."""
   import jax  # pylint: disable=import-outside-toplevel
+
   for platform in platforms:
     try:
       devices = jax.devices(platform)
@@ -977,10 +1150,15 @@ def _probe_live(platforms: Sequence[str]) -> dict[str, Any]:
   return {"per_op": None, "evidence": f"not probed: no live device of {platforms}"}
 
 
-def install(topology: "str | Topology", backends: Sequence[str] = ("nccl", "peer"),
-            cost_table: "str | CostTable | None" = None, report: str | None = None,
-            platforms: str | Sequence[str] = ("cuda", "gpu"),
-            name: str = "nvshmem_opt_permute_modes", per_op: bool | None = None) -> Hook:
+def install(
+  topology: "str | Topology",
+  backends: Sequence[str] = ("nccl", "peer"),
+  cost_table: "str | CostTable | None" = None,
+  report: str | None = None,
+  platforms: str | Sequence[str] = ("cuda", "gpu"),
+  name: str = "nvshmem_opt_permute_modes",
+  per_op: bool | None = None,
+) -> Hook:
   """Registers the hook for every module jax compiles next (see the module docstring).
 
   topology: a spec such as "1x1x2" (slices x hosts x GPUs per host) or a parsed
@@ -993,9 +1171,11 @@ def install(topology: "str | Topology", backends: Sequence[str] = ("nccl", "peer
   device, else at the first compile()). Returns a Hook.
   """
   if name in _INSTALLED:
-    raise HookError(f"a hook named {name!r} is already installed (topology "
-                    f"{_INSTALLED[name].topology}); call its uninstall() first, or "
-                    "install under another name")
+    raise HookError(
+      f"a hook named {name!r} is already installed (topology "
+      f"{_INSTALLED[name].topology}); call its uninstall() first, or "
+      "install under another name"
+    )
   selection = import_selection()
   backends = tuple(backends)
   known = tuple(hook_modes(selection))
@@ -1004,29 +1184,39 @@ def install(topology: "str | Topology", backends: Sequence[str] = ("nccl", "peer
     raise HookError(f"backends {backends!r}: need nccl and only {known}")
   try:
     from jax.extend import xla as jx
+
     register = jx.register_hlo_module_transformation
   except (ImportError, AttributeError):
     import jax
-    raise HookError(f"jax {jax.__version__} has no "
-                    "jax.extend.xla.register_hlo_module_transformation "
-                    "(needs jax >= 0.10.2)") from None
+
+    raise HookError(
+      f"jax {jax.__version__} has no "
+      "jax.extend.xla.register_hlo_module_transformation "
+      "(needs jax >= 0.10.2)"
+    ) from None
   if isinstance(topology, str):
     import jax
-    topology = with_process_layout(topology, len(jax.local_devices()),
-                                   len(jax.devices()))
+
+    topology = with_process_layout(topology, len(jax.local_devices()), len(jax.devices()))
   try:
-    topo = (_parse_topology(selection, topology, backends) if isinstance(topology, str)
-            else topology)
-    table = (cost_table if cost_table is not None and not isinstance(cost_table, str)
-             else selection.load_cost_table(cost_table))
+    topo = _parse_topology(selection, topology, backends) if isinstance(topology, str) else topology
+    table = (
+      cost_table
+      if cost_table is not None and not isinstance(cost_table, str)
+      else selection.load_cost_table(cost_table)
+    )
     table = selection.with_backends(table, backends)
   except selection.SelectionError as e:
     raise HookError(str(e)) from None
   names = [platforms] if isinstance(platforms, str) else list(platforms)
-  xla = ({"per_op": per_op, "evidence": "given by the caller"} if per_op is not None
-         else _probe_live(names))
-  hook = Hook(name, jx.PipelineStage.PRE_SCHEDULER, names, selection, topo,
-              table, backends, report, xla)
+  xla = (
+    {"per_op": per_op, "evidence": "given by the caller"}
+    if per_op is not None
+    else _probe_live(names)
+  )
+  hook = Hook(
+    name, jx.PipelineStage.PRE_SCHEDULER, names, selection, topo, table, backends, report, xla
+  )
   # Register per platform: a name jax has no client for (e.g. "gpu" where the
   # plugin registers "cuda") is skipped; none at all is an error.
   registered: list[str] = []

@@ -15,9 +15,7 @@ from hlo_tools.errors import SelectionError
 try:
   from hlo_tools import _selection_core
 except ImportError as e:  # pragma: no cover - only without the C++ build
-  raise ImportError(
-      "hlo_tools._selection_core is not built; run scripts/setup.sh "
-      f"({e})") from e
+  raise ImportError(f"hlo_tools._selection_core is not built; run scripts/setup.sh ({e})") from e
 
 Topology = _selection_core.Topology
 CostTable = _selection_core.CostTable
@@ -70,11 +68,20 @@ def parse_cost_table(text: str, source: str = "<string>") -> CostTable:
     raise SelectionError(str(e)) from None
 
 
-def decide(topology: Topology, table: CostTable, bytes_per_device: int,
-           pairs: Sequence[Sequence[int]], cross_partition: bool = True,
-           num_partitions: int | None = None, num_replicas: int = 1, buffers: int = 1,
-           backends: str | Sequence[str] | None = None, element_types: Sequence[str] = (),
-           place: str = "anywhere", mark: str | None = None) -> dict[str, Any]:
+def decide(
+  topology: Topology,
+  table: CostTable,
+  bytes_per_device: int,
+  pairs: Sequence[Sequence[int]],
+  cross_partition: bool = True,
+  num_partitions: int | None = None,
+  num_replicas: int = 1,
+  buffers: int = 1,
+  backends: str | Sequence[str] | None = None,
+  element_types: Sequence[str] = (),
+  place: str = "anywhere",
+  mark: str | None = None,
+) -> dict[str, Any]:
   """Decision for one collective-permute given its id pairs, as the pass sees it.
 
   The backends considered are the table's set (`table.backends`, e.g.
@@ -99,15 +106,22 @@ def decide(topology: Topology, table: CostTable, bytes_per_device: int,
   if backends is not None:
     table = with_backends(table, backends)
   try:
-    edges = _selection_core.edge_ids_to_devices(topology, [(p[0], p[1]) for p in pairs],
-                                                cross_partition, num_partitions,
-                                                num_replicas)
+    edges = _selection_core.edge_ids_to_devices(
+      topology, [(p[0], p[1]) for p in pairs], cross_partition, num_partitions, num_replicas
+    )
     # The program's devices, in groups of the pairs' ids (NVSHMEM takes ids as PEs).
-    return _selection_core.decide(topology, table, int(bytes_per_device), edges,
-                       team_size=num_partitions * num_replicas, buffers=int(buffers),
-                       element_types=list(element_types),
-                       groups=_groups(cross_partition, num_partitions, num_replicas),
-                       place=place, mark=mark)
+    return _selection_core.decide(
+      topology,
+      table,
+      int(bytes_per_device),
+      edges,
+      team_size=num_partitions * num_replicas,
+      buffers=int(buffers),
+      element_types=list(element_types),
+      groups=_groups(cross_partition, num_partitions, num_replicas),
+      place=place,
+      mark=mark,
+    )
   except ValueError as e:
     raise SelectionError(str(e)) from None
 
@@ -140,8 +154,9 @@ def with_backends(table: CostTable, backends: str | Sequence[str]) -> CostTable:
   return copy
 
 
-def edge_time_us(table: CostTable, backend: str, link_class: str, nbytes: int,
-                 buffers: int = 1) -> float:
+def edge_time_us(
+  table: CostTable, backend: str, link_class: str, nbytes: int, buffers: int = 1
+) -> float:
   return _selection_core.edge_time_us(table, backend, link_class, int(nbytes), int(buffers))
 
 
@@ -155,15 +170,21 @@ def _groups(cross_partition: bool, num_partitions: int, num_replicas: int) -> in
   return int(num_replicas if cross_partition else num_partitions)
 
 
-def nvshmem_pe_reason(topology: Topology, cross_partition: bool, num_partitions: int,
-                      num_replicas: int) -> str | None:
+def nvshmem_pe_reason(
+  topology: Topology, cross_partition: bool, num_partitions: int, num_replicas: int
+) -> str | None:
   """Why XLA's NVSHMEM permute would put to other GPUs than the permute's, or None:
   it takes a group's ids as PEs (processes, one GPU each), so the pairs must form one
   group and logical device i must be device i of `topology`."""
   try:
-    return _selection_core.nvshmem_pe_reason(
-        topology, int(num_partitions * num_replicas),
-        _groups(cross_partition, num_partitions, num_replicas)) or None
+    return (
+      _selection_core.nvshmem_pe_reason(
+        topology,
+        int(num_partitions * num_replicas),
+        _groups(cross_partition, num_partitions, num_replicas),
+      )
+      or None
+    )
   except ValueError as e:
     raise SelectionError(str(e)) from None
 
@@ -174,8 +195,7 @@ def nvshmem_heap_reason(table: CostTable, nbytes: int) -> str | None:
   return _selection_core.nvshmem_heap_reason(table, int(nbytes)) or None
 
 
-def nvshmem_hang_reason(device_edges: Sequence[Sequence[int]],
-                        team_size: int | None) -> str | None:
+def nvshmem_hang_reason(device_edges: Sequence[Sequence[int]], team_size: int | None) -> str | None:
   """Why an NVSHMEM permute over `device_edges` would hang the pinned XLA, or None.
 
   XLA's NVSHMEM permute ends each buffer with a barrier over NVSHMEM_TEAM_SHARED

@@ -12,18 +12,21 @@ nothing and exits 1 when the array differs. Rebuild the core afterwards.
 The array's third backend, peer memory, comes from
 core/tables/h200x2_nvlink_cost_table_jax0112.txtpb (XLA of jax 0.11.2).
 """
+
 import os
 import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCE = os.path.join(ROOT, "core/xla/backends/gpu/transforms/collectives/"
-                      "nvshmem_cost_table.cc")
+SOURCE = os.path.join(ROOT, "core/xla/backends/gpu/transforms/collectives/nvshmem_cost_table.cc")
 DEFAULT_TABLE = "core/tables/h200x2_nvlink_cost_table.txtpb"
 BUFFERS = (1, 2, 4)
 SIZES = tuple(1024 << (2 * i) for i in range(10))
-ARRAY = re.compile(r"(constexpr double kNvlinkUs\[kMeasuredBackends\]\[3\]\[kMeasuredSizes\] = )"
-                   r"\{.*?\};\n", re.S)
+ARRAY = re.compile(
+  r"(constexpr double kNvlinkUs\[kMeasuredBackends\]\[3\]\[kMeasuredSizes\] = )"
+  r"\{.*?\};\n",
+  re.S,
+)
 PEER_TABLE = "core/tables/h200x2_nvlink_cost_table_jax0112.txtpb"
 
 
@@ -31,12 +34,17 @@ def curves(text, name, backends=("NCCL", "NVSHMEM")):
   """[backend][buffers] -> the times at SIZES, from the table's NVLink entries."""
   rows = []
   for backend in backends:
-    entry = re.search(rf"links \{{\s*backend: {backend}\s*link_class: NVLINK\b(.*?)\n\}}",
-                      text, re.S)
+    entry = re.search(
+      rf"links \{{\s*backend: {backend}\s*link_class: NVLINK\b(.*?)\n\}}", text, re.S
+    )
     if entry is None:
       raise ValueError(f"{name}: no {backend} NVLINK entry")
-    points = {(int(b), int(n)): u for b, n, u in re.findall(
-        r"points \{ buffers: (\d+) bytes: (\d+) us: ([0-9.e+-]+) \}", entry.group(1))}
+    points = {
+      (int(b), int(n)): u
+      for b, n, u in re.findall(
+        r"points \{ buffers: (\d+) bytes: (\d+) us: ([0-9.e+-]+) \}", entry.group(1)
+      )
+    }
     try:
       rows.append([[points[(b, n)] for n in SIZES] for b in BUFFERS])
     except KeyError as e:
@@ -89,11 +97,13 @@ def main(argv):
   want = [float(u) for backend in rows for times in backend for u in times]
   if check:
     if have != want:
-      print(f"{SOURCE}: the default table's curves differ from {table} or {PEER_TABLE}", file=sys.stderr)
+      print(
+        f"{SOURCE}: the default table's curves differ from {table} or {PEER_TABLE}", file=sys.stderr
+      )
       return 1
     return 0
   if have != want:
-    updated = source[:found.start()] + found.group(1) + render(rows) + source[found.end():]
+    updated = source[: found.start()] + found.group(1) + render(rows) + source[found.end() :]
     tmp = SOURCE + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
       f.write(updated)

@@ -44,15 +44,15 @@ STAGES = ("before_async", "after_optimizations")
 
 # name -> (topology, device order or None, mesh shape, axis names, ring kind)
 FIXTURES = {
-    # A (dp, cp) mesh over the permuted list: the cp ring at each dp index runs on
-    # 0,4,1,5 and 2,6,3,7, so every hop crosses the two hosts.
-    "perm_ring_1x2x4": ("1x2x4", PERMUTED, (2, 4), ("dp", "cp"), "plain"),
-    # One axis over the same list: the 8-ring 0->4->1->5->2->6->3->7->0.
-    "perm_flat_ring_1x2x4": ("1x2x4", PERMUTED, (8,), ("cp",), "plain"),
-    # The permute inside set_xla_metadata(_xla_collectives_mode="private").
-    "marked_ring_1x1x8": ("1x1x8", None, (8,), ("cp",), "marked"),
-    # Forward on even trips, backward on odd ones, each permute in a lax.cond branch.
-    "cond_ring_1x1x8": ("1x1x8", None, (8,), ("cp",), "cond"),
+  # A (dp, cp) mesh over the permuted list: the cp ring at each dp index runs on
+  # 0,4,1,5 and 2,6,3,7, so every hop crosses the two hosts.
+  "perm_ring_1x2x4": ("1x2x4", PERMUTED, (2, 4), ("dp", "cp"), "plain"),
+  # One axis over the same list: the 8-ring 0->4->1->5->2->6->3->7->0.
+  "perm_flat_ring_1x2x4": ("1x2x4", PERMUTED, (8,), ("cp",), "plain"),
+  # The permute inside set_xla_metadata(_xla_collectives_mode="private").
+  "marked_ring_1x1x8": ("1x1x8", None, (8,), ("cp",), "marked"),
+  # Forward on even trips, backward on odd ones, each permute in a lax.cond branch.
+  "cond_ring_1x1x8": ("1x1x8", None, (8,), ("cp",), "cond"),
 }
 
 
@@ -63,6 +63,7 @@ FIXTURES = {
 def _ring_body(kind, n):
   from jax import lax
   from jax.experimental.xla_metadata import set_xla_metadata
+
   forward = [(i, (i + 1) % n) for i in range(n)]
   backward = [(i, (i - 1) % n) for i in range(n)]
 
@@ -71,14 +72,19 @@ def _ring_body(kind, n):
       with set_xla_metadata(_xla_collectives_mode="private"):
         return lax.ppermute(block, "cp", forward)
     if kind == "cond":
-      return lax.cond(i % 2 == 0, lambda b: lax.ppermute(b, "cp", forward),
-                      lambda b: lax.ppermute(b, "cp", backward), block)
+      return lax.cond(
+        i % 2 == 0,
+        lambda b: lax.ppermute(b, "cp", forward),
+        lambda b: lax.ppermute(b, "cp", backward),
+        block,
+      )
     return lax.ppermute(block, "cp", forward)
 
   def body(i, carry):
     block, acc = carry
     block = step(i, block)
     return block, acc + block
+
   return body
 
 
@@ -89,10 +95,12 @@ def _child(name, work_dir):
   from jax import lax
   from jax.experimental import topologies
   from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
   topology, order, shape, axes, kind = FIXTURES[name]
   with open(dump.DEFAULT_TARGET_CONFIG) as f:
-    devices = topologies.get_topology_desc(platform="cuda", topology=topology,
-                                           target_config=f.read()).devices
+    devices = topologies.get_topology_desc(
+      platform="cuda", topology=topology, target_config=f.read()
+    ).devices
   devices = np.asarray(devices)
   if order is not None:
     devices = devices[order]
@@ -102,6 +110,7 @@ def _child(name, work_dir):
 
   def ring(x):
     return lax.fori_loop(0, n - 1, body, (x, x))[1]
+
   spec = P(*axes)
   fn = jax.jit(jax.shard_map(ring, mesh=mesh, in_specs=spec, out_specs=spec))
   global_shape = tuple(b * s for b, s in zip(BLOCK, shape + (1,) * (2 - len(shape))))
@@ -121,8 +130,14 @@ def _compile(name, work_dir):
   xla_dir = os.path.join(work_dir, dump.XLA_DUMP_SUBDIR)
   # The environment `hlo-tools dump` compiles in: deviceless, every pass dumped.
   env = dump._child_env(dump.Target(topology=topology), xla_dir, ".*")  # pylint: disable=W0212
-  proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name, work_dir],
-                        env=env, capture_output=True, text=True, check=False, timeout=600)
+  proc = subprocess.run(
+    [sys.executable, os.path.abspath(__file__), "--child", name, work_dir],
+    env=env,
+    capture_output=True,
+    text=True,
+    check=False,
+    timeout=600,
+  )
   if proc.returncode != 0:
     tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
     raise dump.DumpError(f"compile of {name} failed (exit {proc.returncode}): {tail}")
@@ -137,8 +152,9 @@ def generate(name, out_dir, keep_xla_dir=None):
   with tempfile.TemporaryDirectory(prefix="gen-config-fixtures-") as work_dir:
     xla_dir, key = _compile(name, work_dir)
     module = dump.index_xla_dump(xla_dir)[key]
-    config_path = module_config.find_config(os.path.join(xla_dir,
-                                                         module["stages"]["after_optimizations"]))
+    config_path = module_config.find_config(
+      os.path.join(xla_dir, module["stages"]["after_optimizations"])
+    )
     with open(config_path) as f:
       config = blank_dump_path(f.read())
     for stage in STAGES:
@@ -166,8 +182,12 @@ def main(argv):
     return 0
   p = argparse.ArgumentParser(prog=argv[0], description=__doc__.split("\n\n")[0])
   p.add_argument("--out_dir", default=os.path.join(ROOT, "tests", "fixtures"))
-  p.add_argument("--only", action="append", choices=sorted(FIXTURES),
-                 help="generate only these fixtures (repeatable)")
+  p.add_argument(
+    "--only",
+    action="append",
+    choices=sorted(FIXTURES),
+    help="generate only these fixtures (repeatable)",
+  )
   p.add_argument("--xla_dump_dir", help="also keep XLA's dump folder of each compile here")
   args = p.parse_args(argv[1:])
   os.makedirs(args.out_dir, exist_ok=True)

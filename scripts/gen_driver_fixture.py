@@ -22,12 +22,11 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_OUT = os.path.join(ROOT, "tests", "fixtures",
-                           "driver_tp_cp_1x1x8.after_optimizations.hlo")
+DEFAULT_OUT = os.path.join(ROOT, "tests", "fixtures", "driver_tp_cp_1x1x8.after_optimizations.hlo")
 TARGET_CONFIG = os.path.join(ROOT, "hlo_tools", "data", "h200_gpu_target_config.pbtxt")
 
 # Run in a child: deviceless compiles need JAX_PLATFORMS=cpu before jax is imported.
-PROGRAM = r'''
+PROGRAM = r"""
 import sys
 import jax
 import jax.numpy as jnp
@@ -60,7 +59,7 @@ def arg(shape, spec):
 compiled = jax.jit(step).lower(arg((512, 256), P("cp", "tp")),
                                arg((256, 256), P("tp", None))).compile()
 sys.stdout.write(compiled.as_text())
-'''
+"""
 
 
 def main():
@@ -69,9 +68,16 @@ def main():
   args = parser.parse_args()
   sys.path.insert(0, os.path.join(ROOT, "scripts"))
   from gen_fixtures import normalize  # pylint: disable=import-outside-toplevel
+
   env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1")
-  text = subprocess.run([sys.executable, "-c", PROGRAM, TARGET_CONFIG], env=env,
-                        capture_output=True, text=True, check=True, timeout=600).stdout
+  text = subprocess.run(
+    [sys.executable, "-c", PROGRAM, TARGET_CONFIG],
+    env=env,
+    capture_output=True,
+    text=True,
+    check=True,
+    timeout=600,
+  ).stdout
   for needed in ("replica_groups=mesh[", "collective-permute-start", "collectives_mode"):
     if needed not in text:
       sys.exit(f"gen_driver_fixture: the compiled module lacks {needed!r}")

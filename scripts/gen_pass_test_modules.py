@@ -21,48 +21,72 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import gen_fixtures  # pylint: disable=wrong-import-position
 
-OUTPUT = os.path.join(ROOT, "core", "xla", "backends", "gpu", "transforms",
-                      "collectives",
-                      "nvshmem_permute_backend_assigner_test_modules.inc")
+OUTPUT = os.path.join(
+  ROOT,
+  "core",
+  "xla",
+  "backends",
+  "gpu",
+  "transforms",
+  "collectives",
+  "nvshmem_permute_backend_assigner_test_modules.inc",
+)
 
 
 def _function(name, args):
-  return {"kind": "function", "function": f"hlo_tools.programs.pass_tests:{name}",
-          "args": args, "out_spec": "cp"}
+  return {
+    "kind": "function",
+    "function": f"hlo_tools.programs.pass_tests:{name}",
+    "args": args,
+    "out_spec": "cp",
+  }
 
 
 KV = ["512,2,64:bf16:cp", "512,2,64:bf16:cp"]
 # constant name -> (source, topology, stage, what it shows)
 MODULES = {
-    "kKvStepModule": (_function("kv_step", KV), "1x1x8", "before_async",
-                      "K and V rotated by one combined (variadic) permute"),
-    "kKvLoopModule": (_function("kv_loop", KV), "1x2x4", "before_async",
-                      "combined K/V permute inside a while body"),
+  "kKvStepModule": (
+    _function("kv_step", KV),
+    "1x1x8",
+    "before_async",
+    "K and V rotated by one combined (variadic) permute",
+  ),
+  "kKvLoopModule": (
+    _function("kv_loop", KV),
+    "1x2x4",
+    "before_async",
+    "combined K/V permute inside a while body",
+  ),
 }
 # (fixture of scripts/gen_fixtures.py, stage, constant, what it shows)
 SHIFT_FIXTURES = [
-    ("shift_1x1x2", "before_async", "kShiftPairModule",
-     "non-cyclic shift on two devices, pairs {0,1}"),
+  (
+    "shift_1x1x2",
+    "before_async",
+    "kShiftPairModule",
+    "non-cyclic shift on two devices, pairs {0,1}",
+  ),
 ]
 
 
 def render():
   pieces = [
-      "// HLO of small JAX programs (ring steps of K and V, shifts) compiled by\n"
-      "// XLA for H200 topologies, each taken at the stage its comment names:\n"
-      "// real modules for the pass's tests. Generated; do not edit.\n"]
+    "// HLO of small JAX programs (ring steps of K and V, shifts) compiled by\n"
+    "// XLA for H200 topologies, each taken at the stage its comment names:\n"
+    "// real modules for the pass's tests. Generated; do not edit.\n"
+  ]
   with tempfile.TemporaryDirectory(prefix="pass-test-modules-") as out_dir:
     for constant, (source, topology, stage, what) in MODULES.items():
       name = constant[1:]
       gen_fixtures.FIXTURES[name] = (source, topology, (stage,))
-      path, = gen_fixtures.generate(name, out_dir)
+      (path,) = gen_fixtures.generate(name, out_dir)
       with open(path) as f:
         text = f.read()
       pieces.append(_constant(constant, text, f"{what}; {topology}, {stage}"))
     for name, stage, constant, what in SHIFT_FIXTURES:
       topology = gen_fixtures.FIXTURES[name][1]
       paths = gen_fixtures.generate(name, out_dir)
-      path, = [p for p in paths if p.endswith(f".{stage}.hlo")]
+      (path,) = [p for p in paths if p.endswith(f".{stage}.hlo")]
       with open(path) as f:
         pieces.append(_constant(constant, f.read(), f"{what}; {topology}, {stage}"))
   return "\n".join(pieces)
@@ -71,7 +95,7 @@ def render():
 def _constant(name, text, comment):
   text = "\n".join(line for line in text.splitlines() if line.strip()) + "\n"
   assert ')hlo"' not in text
-  return f"// {comment}\nconstexpr char {name}[] = R\"hlo(\n{text})hlo\";\n"
+  return f'// {comment}\nconstexpr char {name}[] = R"hlo(\n{text})hlo";\n'
 
 
 def main(argv):

@@ -7,14 +7,13 @@
     scripts/gen_patches.py --from DIR [--xla GIT_DIR]  the series from DIR's commits
 
 GIT_DIR: a git directory holding openxla/xla's commit PIN (default $XLA_PIN). Sources: the
-series' own files in xla_patches/xla-3cc8846c_jax-0.9.1/src/ (XLA's paths), which each patch adds byte for byte
-(a new one goes to the first patch adding files in its folder; one gone from there leaves its
-patch); the committed patches for the rest (messages, authors, edits of upstream files): on the
-pin's files they change, `git am`, each commit amended to add its source files, `git
-format-patch`. To change an upstream edit or a message: --edit DIR, change DIR's commits with git,
---from DIR. Without GIT_DIR, --check compares the source folder with the files the series creates.
-The tools' selection core (core/) is not part of the series.
-"""  # noqa: E501  (the --help text)
+series' own files in its src/ (XLA's paths), which each patch adds byte for byte (a new one goes
+to the first patch adding files in its folder; one gone from there leaves its patch); the
+committed patches for the rest (messages, authors, edits of upstream files): on the pin's files
+they change, `git am`, each commit amended to add its source files, `git format-patch`. To change
+an upstream edit or a message: --edit DIR, change DIR's commits with git, --from DIR. Without
+GIT_DIR, --check compares src/ with the files the series creates (the tools' core/ is not in it).
+"""
 
 import argparse
 import os
@@ -135,7 +134,8 @@ def run(args, tmp, series, pin, whole=True):
     return 0
   made = format_patches(tmp / "repo", tmp / "new")
   if args.check:
-    shutil.copytree(series, tmp / "old", ignore=shutil.ignore_patterns("*.md", "*.bazel", "xla-*", "src"))
+    old = shutil.ignore_patterns("*.md", "*.bazel", "xla-*", "src")  # the patches only
+    shutil.copytree(series, tmp / "old", ignore=old)
     return compare(tmp / "old", tmp / "new", f"{series.name} is not what the sources make",
                    f"ok: {len(made)} patches are what the sources make")
   series.mkdir(parents=True, exist_ok=True)

@@ -37,6 +37,7 @@ _PEER = "COLLECTIVES_PEER_MEMORY"
 
 def _has(module: str, *names: str) -> bool:
   import importlib  # pylint: disable=import-outside-toplevel
+
   try:
     obj: Any = importlib.import_module(module)
   except ImportError:
@@ -63,45 +64,65 @@ def main() -> int:
 
   from hlo_tools import jax_hook  # pylint: disable=import-outside-toplevel
 
-  target = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
-      ROOT, "hlo_tools", "data", "h200_gpu_target_config.pbtxt")
+  target = (
+    sys.argv[1]
+    if len(sys.argv) > 1
+    else os.path.join(ROOT, "hlo_tools", "data", "h200_gpu_target_config.pbtxt")
+  )
   with open(target, encoding="utf-8") as f:
-    topo = topologies.get_topology_desc(platform="cuda", topology="1x1x2",
-                                        target_config=f.read())
+    topo = topologies.get_topology_desc(platform="cuda", topology="1x1x2", target_config=f.read())
   mesh = Mesh(np.array(topo.devices), ("cp",))
   arg = jax.ShapeDtypeStruct((2, 8 << 20), np.float32, sharding=NamedSharding(mesh, P("cp")))
 
   def ring(**jit: Any) -> Any:
-    body = jax.shard_map(lambda x: lax.ppermute(x, "cp", [(0, 1), (1, 0)]) * 2, mesh=mesh,
-                         in_specs=P("cp"), out_specs=P("cp"))
+    body = jax.shard_map(
+      lambda x: lax.ppermute(x, "cp", [(0, 1), (1, 0)]) * 2,
+      mesh=mesh,
+      in_specs=P("cp"),
+      out_specs=P("cp"),
+    )
     return jax.jit(body, **jit)
 
   out: dict[str, Any] = {"jax": jax.__version__}
-  out["registration"] = _has("jax.extend.xla", "register_hlo_module_transformation") and \
-      _has("jax.extend.xla", "PipelineStage", "PRE_SCHEDULER")
+  out["registration"] = _has("jax.extend.xla", "register_hlo_module_transformation") and _has(
+    "jax.extend.xla", "PipelineStage", "PRE_SCHEDULER"
+  )
   out["cache_key"] = _has("jax._src.cache_key", "custom_hook")
-  out["static_arguments"] = _has("jax._src.api_util", "fun_signature") and \
-      _has("jax._src.api_util", "resolve_argnums")
-  out["deviceless"] = _has("jax._src.lib", "_jax", "CompileOnlyPyClient") and \
-      _has("jax._src.compiler", "_get_cross_compile_backend")
+  out["static_arguments"] = _has("jax._src.api_util", "fun_signature") and _has(
+    "jax._src.api_util", "resolve_argnums"
+  )
+  out["deviceless"] = _has("jax._src.lib", "_jax", "CompileOnlyPyClient") and _has(
+    "jax._src.compiler", "_get_cross_compile_backend"
+  )
   lowered = ring(compiler_options={_FLAG: _PEER}).lower(arg)
   out["jit_options"] = {
-      "kept": jax_hook.jit_compiler_options(lowered),
-      "compiled": jax_hook.permute_modes(jax_hook._text(lowered.compile())),  # pylint: disable=protected-access
+    "kept": jax_hook.jit_compiler_options(lowered),
+    "compiled": jax_hook.permute_modes(jax_hook._text(lowered.compile())),  # pylint: disable=protected-access
   }
   out["compile_options"] = jax_hook.permute_modes(
-      jax_hook._text(ring().lower(arg).compile({_FLAG: _PEER})))  # pylint: disable=protected-access
+    jax_hook._text(ring().lower(arg).compile({_FLAG: _PEER}))
+  )  # pylint: disable=protected-access
   table = os.path.join(os.environ.get("TMPDIR", "/tmp"), "hook_jax_check_table.txt")
   with open(table, "w", encoding="utf-8") as f:
-    f.write("links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 "
-            "per_buffer_us: 1 }\n")
+    f.write(
+      "links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 "
+      "per_buffer_us: 1 }\n"
+    )
   hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), cost_table=table)
   try:
     compiled = hook.compile(ring().lower(arg))
     record = hook.programs[-1]
     out["probe"] = hook.xla
-    out["hook"] = {k: record.get(k) for k in ("first_compile_mode", "first_compile_mode_from",
-                                              "applied", "per_op_fallback", "why")}
+    out["hook"] = {
+      k: record.get(k)
+      for k in (
+        "first_compile_mode",
+        "first_compile_mode_from",
+        "applied",
+        "per_op_fallback",
+        "why",
+      )
+    }
     out["hook"]["compiled"] = jax_hook.permute_modes(jax_hook._text(compiled))  # pylint: disable=protected-access
     out["calls"] = len(hook.calls)
   finally:

@@ -43,8 +43,12 @@ TOPOLOGY = "core/xla/backends/gpu/transforms/collectives/nvshmem_topology.cc"
 DECIDE = "core/extensions/decide.cc"
 PLAN = "nvshmem_opt/plan/permute_plan.cc"
 
-CORE_TESTS = ["nvshmem_topology_test", "nvshmem_cost_table_test",
-              "nvshmem_backend_selection_test", "nvshmem_backends_ext_test"]
+CORE_TESTS = [
+  "nvshmem_topology_test",
+  "nvshmem_cost_table_test",
+  "nvshmem_backend_selection_test",
+  "nvshmem_backends_ext_test",
+]
 CTEST_REGEX = "^(nvshmem_backend_selection_.*_test|nvshmem_backends_ext_test)$"
 
 
@@ -59,80 +63,160 @@ class Mutant:
 
 
 MUTANTS = [
-    Mutant("element types", CORE,
-           "    if (NvshmemPutsType(type)) continue;\n", "    continue;\n", fuzzed=True),
-    Mutant("memcpy_local_p2p", CORE,
-           "  if (request.memcpy_local_p2p) {", "  if (false) {", fuzzed=True),
-    Mutant("local copy", CORE,
-           "  if (absl::c_all_of(edges, [](auto e) { return e.first == e.second; })) {",
-           "  if (false) {", fuzzed=True),
-    Mutant("one host (NVSHMEM)", CORE,
-           "  if (int off_host = EdgesLeavingHost(topology, edges)) {",
-           "  if (int off_host = 0) {", fuzzed=True),
-    Mutant("heap fit", CORE,
-           "  if (bytes <= table.nvshmem_max_bytes / 2) return std::nullopt;",
-           "  return std::nullopt;", fuzzed=True),
-    Mutant("heap fit boundary", CORE,
-           "  if (bytes <= table.nvshmem_max_bytes / 2) return std::nullopt;",
-           "  if (bytes <= table.nvshmem_max_bytes / 2 + 1) return std::nullopt;",
-           fuzzed=True),
-    Mutant("team within the topology", CORE,
-           "  if (request.team_size > PlacedDevices(topology)) {", "  if (false) {",
-           fuzzed=True),
-    Mutant("one group", CORE,
-           "  if (groups > 1) return MakeRefusal(RefusalKind::kSeveralGroups, groups);\n",
-           "", fuzzed=True),
-    Mutant("id i on device i", CORE,
-           "    if (program[i] == i) continue;", "    continue;", fuzzed=True),
-    Mutant("edge inside the team", CORE,
-           "      if (!absl::c_binary_search(members, device)) {", "      if (false) {",
-           fuzzed=True),
-    Mutant("a source for every device", CORE,
-           "  if (refusal.devices.empty()) return std::nullopt;",
-           "  return std::nullopt;", fuzzed=True),
-    Mutant("edges leaving a host", TOPOLOGY,
-           "    if (topology.HostOf(src) != topology.HostOf(dst)) ++count;",
-           "    if (topology.ProcessOf(src) != topology.ProcessOf(dst) &&\n"
-           "        topology.gpus_per_process() == 1) ++count;", fuzzed=True),
-    Mutant("peer/symmetric inside a host", CORE,
-           "  if (int n = EdgesLeavingHost(topology, request.device_edges)) {",
-           "  if (int n = 0) {", fuzzed=True),
-    Mutant("peer/symmetric inside a process", CORE,
-           "  if (outside > 0) {", "  if (false) {", fuzzed=True),
-    Mutant("one GPU per process", DECIDE,
-           "  if (backend == Backend::kNvshmem && topology.gpus_per_process() > 1) {",
-           "  if (false) {", fuzzed=True),
-    Mutant("one GPU per process boundary", DECIDE,
-           "  if (backend == Backend::kNvshmem && topology.gpus_per_process() > 1) {",
-           "  if (backend == Backend::kNvshmem && topology.gpus_per_process() > 2) {",
-           fuzzed=True),
-    Mutant("device map across processes", DECIDE,
-           "  if (processes.size() <= 1 && hosts.size() <= 1) return std::nullopt;",
-           "  return std::nullopt;", fuzzed=True),
-    Mutant("conditional branch", DECIDE,
-           "    if (!decision.refused[b] && place == Place::kConditionalBranch) {",
-           "    if (false) {", fuzzed=True),
-    Mutant("conditional branch for peer/symmetric", DECIDE,
-           "    if (!decision.refused[b] && place == Place::kConditionalBranch) {",
-           "    if (!decision.refused[b] && place == Place::kConditionalBranch &&\n"
-           "        backend == Backend::kNvshmem) {", fuzzed=True),
-    Mutant("collectives group", DECIDE,
-           "    } else if (!decision.refused[b] && place == Place::kCollectivesGroup &&",
-           "    } else if (false &&", fuzzed=True),
-    Mutant("backends the XLA offers", DECIDE,
-           "  if (!absl::c_linear_search(table.backends, backend)) {", "  if (false) {"),
-    Mutant("a user's mark (decision)", DECIDE,
-           "    if (!attribute.empty() && mode == attribute && decision.TimeUs(backend)) {",
-           "    if (false) {"),
-    Mutant("a user's mark (pass)", PLAN,
-           "      if (!record.skipped && record.user_mark.empty() &&",
-           "      if (!record.skipped &&", layer="pytest"),
+  Mutant(
+    "element types",
+    CORE,
+    "    if (NvshmemPutsType(type)) continue;\n",
+    "    continue;\n",
+    fuzzed=True,
+  ),
+  Mutant(
+    "memcpy_local_p2p", CORE, "  if (request.memcpy_local_p2p) {", "  if (false) {", fuzzed=True
+  ),
+  Mutant(
+    "local copy",
+    CORE,
+    "  if (absl::c_all_of(edges, [](auto e) { return e.first == e.second; })) {",
+    "  if (false) {",
+    fuzzed=True,
+  ),
+  Mutant(
+    "one host (NVSHMEM)",
+    CORE,
+    "  if (int off_host = EdgesLeavingHost(topology, edges)) {",
+    "  if (int off_host = 0) {",
+    fuzzed=True,
+  ),
+  Mutant(
+    "heap fit",
+    CORE,
+    "  if (bytes <= table.nvshmem_max_bytes / 2) return std::nullopt;",
+    "  return std::nullopt;",
+    fuzzed=True,
+  ),
+  Mutant(
+    "heap fit boundary",
+    CORE,
+    "  if (bytes <= table.nvshmem_max_bytes / 2) return std::nullopt;",
+    "  if (bytes <= table.nvshmem_max_bytes / 2 + 1) return std::nullopt;",
+    fuzzed=True,
+  ),
+  Mutant(
+    "team within the topology",
+    CORE,
+    "  if (request.team_size > PlacedDevices(topology)) {",
+    "  if (false) {",
+    fuzzed=True,
+  ),
+  Mutant(
+    "one group",
+    CORE,
+    "  if (groups > 1) return MakeRefusal(RefusalKind::kSeveralGroups, groups);\n",
+    "",
+    fuzzed=True,
+  ),
+  Mutant(
+    "id i on device i", CORE, "    if (program[i] == i) continue;", "    continue;", fuzzed=True
+  ),
+  Mutant(
+    "edge inside the team",
+    CORE,
+    "      if (!absl::c_binary_search(members, device)) {",
+    "      if (false) {",
+    fuzzed=True,
+  ),
+  Mutant(
+    "a source for every device",
+    CORE,
+    "  if (refusal.devices.empty()) return std::nullopt;",
+    "  return std::nullopt;",
+    fuzzed=True,
+  ),
+  Mutant(
+    "edges leaving a host",
+    TOPOLOGY,
+    "    if (topology.HostOf(src) != topology.HostOf(dst)) ++count;",
+    "    if (topology.ProcessOf(src) != topology.ProcessOf(dst) &&\n"
+    "        topology.gpus_per_process() == 1) ++count;",
+    fuzzed=True,
+  ),
+  Mutant(
+    "peer/symmetric inside a host",
+    CORE,
+    "  if (int n = EdgesLeavingHost(topology, request.device_edges)) {",
+    "  if (int n = 0) {",
+    fuzzed=True,
+  ),
+  Mutant(
+    "peer/symmetric inside a process", CORE, "  if (outside > 0) {", "  if (false) {", fuzzed=True
+  ),
+  Mutant(
+    "one GPU per process",
+    DECIDE,
+    "  if (backend == Backend::kNvshmem && topology.gpus_per_process() > 1) {",
+    "  if (false) {",
+    fuzzed=True,
+  ),
+  Mutant(
+    "one GPU per process boundary",
+    DECIDE,
+    "  if (backend == Backend::kNvshmem && topology.gpus_per_process() > 1) {",
+    "  if (backend == Backend::kNvshmem && topology.gpus_per_process() > 2) {",
+    fuzzed=True,
+  ),
+  Mutant(
+    "device map across processes",
+    DECIDE,
+    "  if (processes.size() <= 1 && hosts.size() <= 1) return std::nullopt;",
+    "  return std::nullopt;",
+    fuzzed=True,
+  ),
+  Mutant(
+    "conditional branch",
+    DECIDE,
+    "    if (!decision.refused[b] && place == Place::kConditionalBranch) {",
+    "    if (false) {",
+    fuzzed=True,
+  ),
+  Mutant(
+    "conditional branch for peer/symmetric",
+    DECIDE,
+    "    if (!decision.refused[b] && place == Place::kConditionalBranch) {",
+    "    if (!decision.refused[b] && place == Place::kConditionalBranch &&\n"
+    "        backend == Backend::kNvshmem) {",
+    fuzzed=True,
+  ),
+  Mutant(
+    "collectives group",
+    DECIDE,
+    "    } else if (!decision.refused[b] && place == Place::kCollectivesGroup &&",
+    "    } else if (false &&",
+    fuzzed=True,
+  ),
+  Mutant(
+    "backends the XLA offers",
+    DECIDE,
+    "  if (!absl::c_linear_search(table.backends, backend)) {",
+    "  if (false) {",
+  ),
+  Mutant(
+    "a user's mark (decision)",
+    DECIDE,
+    "    if (!attribute.empty() && mode == attribute && decision.TimeUs(backend)) {",
+    "    if (false) {",
+  ),
+  Mutant(
+    "a user's mark (pass)",
+    PLAN,
+    "      if (!record.skipped && record.user_mark.empty() &&",
+    "      if (!record.skipped &&",
+    layer="pytest",
+  ),
 ]
 
 # The pytest files of the tools' use of the rules: through the binding (the
 # core's and the layer's rules), through nvshmem-opt (the pass's).
-PYTEST_FILES = {"ctest": ["tests/test_selection_core.py"],
-                "pytest": ["tests/test_user_mark.py"]}
+PYTEST_FILES = {"ctest": ["tests/test_selection_core.py"], "pytest": ["tests/test_user_mark.py"]}
 
 
 PYTEST_IN_COPY = """
@@ -157,15 +241,23 @@ def run(cmd: list[str], log: Path, **kw: object) -> bool:
   with log.open("a") as out:
     out.write(f"\n$ {' '.join(cmd)}\n")
     out.flush()
-    return subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=False,
-                          **kw).returncode == 0  # type: ignore[call-overload]
+    return (
+      subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=False, **kw).returncode == 0
+    )  # type: ignore[call-overload]
 
 
 def copy_tree() -> None:
   """The working tree's files (tracked and untracked, not ignored) into TREE."""
-  listed = subprocess.run(
+  listed = (
+    subprocess.run(
       ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-      cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
+      cwd=ROOT,
+      capture_output=True,
+      check=True,
+    )
+    .stdout.decode()
+    .split("\0")
+  )
   for relative in filter(None, listed):
     source, target = ROOT / relative, TREE / relative
     if not source.is_file():
@@ -183,33 +275,57 @@ def configure(log: Path) -> None:
   if (BUILD / "CMakeCache.txt").exists():
     return
   # Unoptimised and without debug information: each mutant is a rebuild.
-  ok = run(["cmake", "-S", str(TREE), "-B", str(BUILD),
-            f"-DPython3_EXECUTABLE={ROOT / '.venv/bin/python'}",
-            "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_CXX_FLAGS_RELEASE=-O0 -DNDEBUG",
-            "-DCMAKE_UNITY_BUILD=ON"], log)
+  ok = run(
+    [
+      "cmake",
+      "-S",
+      str(TREE),
+      "-B",
+      str(BUILD),
+      f"-DPython3_EXECUTABLE={ROOT / '.venv/bin/python'}",
+      "-DCMAKE_BUILD_TYPE=Release",
+      "-DCMAKE_CXX_FLAGS_RELEASE=-O0 -DNDEBUG",
+      "-DCMAKE_UNITY_BUILD=ON",
+    ],
+    log,
+  )
   if not ok:
     raise Stop(f"configuring {BUILD} failed (see {log})", 1)
 
 
 def build(targets: list[str], log: Path) -> bool:
-  return run(["cmake", "--build", str(BUILD), f"-j{os.cpu_count() or 2}",
-              "--target", *targets], log)
+  return run(
+    ["cmake", "--build", str(BUILD), f"-j{os.cpu_count() or 2}", "--target", *targets], log
+  )
 
 
 def tests_fail(layer: str, seeds: Path, log: Path) -> dict[str, bool]:
   """Which tests fail, by kind: ctest, the seeds and pytest for every mutant."""
   failed = {
-      "ctest": not run(["ctest", "--test-dir", str(BUILD), "-R", CTEST_REGEX,
-                        "--output-on-failure"], log),
-      "seeds": not run([str(BUILD / "selection_seed_replay"), str(seeds)], log),
+    "ctest": not run(
+      ["ctest", "--test-dir", str(BUILD), "-R", CTEST_REGEX, "--output-on-failure"], log
+    ),
+    "seeds": not run([str(BUILD / "selection_seed_replay"), str(seeds)], log),
   }
   # The copy's package and binding, and its driver for the tools: the venv's
   # editable install of the checkout finds `hlo_tools` before the path does, so
   # its finder goes first.
   env = dict(os.environ, PYTHONPATH=str(TREE), NVSHMEM_OPT=str(BUILD / "nvshmem-opt"))
   failed["pytest"] = not run(
-      [str(ROOT / ".venv/bin/python"), "-c", PYTEST_IN_COPY, "-q", "-x", "-p",
-       "no:cacheprovider", *PYTEST_FILES[layer]], log, cwd=TREE, env=env)
+    [
+      str(ROOT / ".venv/bin/python"),
+      "-c",
+      PYTEST_IN_COPY,
+      "-q",
+      "-x",
+      "-p",
+      "no:cacheprovider",
+      *PYTEST_FILES[layer],
+    ],
+    log,
+    cwd=TREE,
+    env=env,
+  )
   return failed
 
 
@@ -224,14 +340,18 @@ def check(mutants: list[Mutant], log: Path) -> list[tuple[Mutant, dict[str, bool
   for m in mutants:
     count = (ROOT / m.path).read_text().count(m.original)
     if count != 1:
-      raise Stop(f"{m.path}: the text of mutant '{m.name}' occurs {count} times, "
-                 "not once; the rule moved: update MUTANTS", 2)
+      raise Stop(
+        f"{m.path}: the text of mutant '{m.name}' occurs {count} times, "
+        "not once; the rule moved: update MUTANTS",
+        2,
+      )
   copy_tree()
   configure(log)
   seeds = WORK / "seeds"
   shutil.rmtree(seeds, ignore_errors=True)
-  if not run([str(ROOT / ".venv/bin/python"), str(TREE / "tests/fuzz/make_corpus.py"),
-              str(seeds)], log):
+  if not run(
+    [str(ROOT / ".venv/bin/python"), str(TREE / "tests/fuzz/make_corpus.py"), str(seeds)], log
+  ):
     raise Stop(f"writing the seeds failed (see {log})", 1)
   seeds = seeds / "selection"
   layers = sorted({m.layer for m in mutants})
@@ -257,20 +377,22 @@ def check(mutants: list[Mutant], log: Path) -> list[tuple[Mutant, dict[str, bool
     finally:
       path.write_text(original)
     rows.append((m, failed, f"{time.monotonic() - t0:.0f} s"))
-    print(f"  {m.name}: {'killed' if any(failed.values()) else 'SURVIVED'} "
-          f"({rows[-1][2]})", flush=True)
+    print(
+      f"  {m.name}: {'killed' if any(failed.values()) else 'SURVIVED'} ({rows[-1][2]})", flush=True
+    )
   return rows
 
 
 def table(rows: list[tuple[Mutant, dict[str, bool], str]]) -> tuple[str, bool]:
-  lines = [f"{'mutant':40} {'file':24} {'ctest':8} {'seeds':8} {'pytest':8} verdict",
-           "-" * 100]
+  lines = [f"{'mutant':40} {'file':24} {'ctest':8} {'seeds':8} {'pytest':8} verdict", "-" * 100]
   ok = True
   for m, failed, _ in rows:
+
     def cell(kind: str) -> str:  # called in this iteration only
       if kind not in failed:  # noqa: B023
         return "-"
       return "killed" if failed[kind] else "missed"  # noqa: B023
+
     problems = []
     for kind in ("ctest", "pytest") if m.layer == "ctest" else ("pytest",):
       if not failed[kind]:
@@ -278,9 +400,11 @@ def table(rows: list[tuple[Mutant, dict[str, bool], str]]) -> tuple[str, bool]:
     if m.fuzzed and not failed["seeds"]:
       problems.append("the seeds miss a rule the fuzzer checks")
     ok = ok and not problems
-    lines.append(f"{m.name:40} {Path(m.path).name:24} {cell('ctest'):8} "
-                 f"{cell('seeds'):8} {cell('pytest'):8} "
-                 f"{'; '.join(problems) if problems else 'ok'}")
+    lines.append(
+      f"{m.name:40} {Path(m.path).name:24} {cell('ctest'):8} "
+      f"{cell('seeds'):8} {cell('pytest'):8} "
+      f"{'; '.join(problems) if problems else 'ok'}"
+    )
   return "\n".join(lines), ok
 
 
@@ -288,8 +412,7 @@ def main(argv: list[str]) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--only", help="comma-separated mutant names")
   parser.add_argument("--list", action="store_true", help="list the mutants")
-  parser.add_argument("--keep", action="store_true",
-                      help="keep build-mutants/ for a faster rerun")
+  parser.add_argument("--keep", action="store_true", help="keep build-mutants/ for a faster rerun")
   args = parser.parse_args(argv)
   mutants = MUTANTS
   if args.list:
@@ -318,8 +441,10 @@ def main(argv: list[str]) -> int:
       shutil.rmtree(TREE, ignore_errors=True)
   text, ok = table(rows)
   print(text)
-  print(f"== mutation check: {'every mutant killed' if ok else 'FAIL'}, "
-        f"{time.monotonic() - start:.0f} s")
+  print(
+    f"== mutation check: {'every mutant killed' if ok else 'FAIL'}, "
+    f"{time.monotonic() - start:.0f} s"
+  )
   return 0 if ok else 1
 
 

@@ -61,75 +61,214 @@ class Mutant:
 # CheckBufferOffset), and the type rule refuses any operand of a type NVSHMEM does not put, tuples
 # included; the differential test's in-place cases keep NCCL either way.
 MUTANTS = [
-    # The decision (nvshmem_permute_decision.cc): 0001's rules as the pass decides them.
-    Mutant("decision-types", "NVSHMEM puts only its eight types", DECISION,
-           "    if (!absl::c_linear_search(kPut, type)) {", "    if (false) {"),
-    Mutant("decision-memcpy-p2p", "xla_gpu_use_memcpy_local_p2p fails the thunk", DECISION,
-           '  if (facts.memcpy_local_p2p) return "xla_gpu_use_memcpy_local_p2p is set";', ""),
-    Mutant("decision-one-gpu-per-process", "one GPU per process", DECISION,
-           "  if (facts.visible_devices_per_process != 1) {", "  if (false) {"),
-    Mutant("decision-part-of-job", "the program is the whole job", DECISION,
-           "  if (!facts.part_of_job.empty()) return facts.part_of_job;", ""),
-    Mutant("part-of-job-aot", "ahead of time, the program has the job's devices", DECISION,
-           "  if (job_devices > 0 && num_devices != job_devices) {", "  if (false) {"),
-    Mutant("part-of-job-slices", "in a JIT compile, whole slices", DECISION,
-           "  if (slice_size <= 0 || num_devices % slice_size == 0) return \"\";",
-           '  return "";'),
-    Mutant("part-of-job-refuses-8", "(added) NVSHMEM refused to every program of 8+ devices",
-           DECISION, "  if (job_devices > 0 && num_devices != job_devices) {",
-           "  if (num_devices >= 8) return \"mutant\";\n"
-           "  if (job_devices > 0 && num_devices != job_devices) {"),
-    Mutant("decision-hosts", "every pair inside a host", DECISION,
-           "    if (source / per_host != target / per_host) {", "    if (false) {"),
-    Mutant("decision-leaves-device", "a pair leaves its device", DECISION,
-           '  if (!leaves_device) return "no pair leaves its device";', ""),
-    Mutant("decision-source-for-every-id", "every device a target", DECISION,
-           "    if (!receives[id]) {", "    if (false) {"),
-    Mutant("decision-heap-fit", "operand and result fit the heap with the rest", DECISION,
-           "      facts.bytes > (facts.heap_bytes - facts.heap_used_bytes) / 2) {",
-           "      false) {"),
-    Mutant("decision-heap-fit-alone", "the heap's other buffers count", DECISION,
-           "      facts.bytes > (facts.heap_bytes - facts.heap_used_bytes) / 2) {",
-           "      facts.bytes > facts.heap_bytes / 2) {"),
-    # The pass (nvshmem_collective_permute_rewriter.cc): the heap's peak.
-    Mutant("pass-heap-other-collectives", "other NVSHMEM collectives' buffers on the heap",
-           PASS, "        program.heap_used_bytes += HeapBytes(*instr);", ""),
-    Mutant("pass-heap-earlier-permutes", "permutes given NVSHMEM before on the heap", PASS,
-           "        program.heap_used_bytes += 2 * facts.bytes;  // Operands and results.", ""),
-    # The runtime's rules (nvshmem_permute_support.cc): 0001's at compile time and the emitter,
-    # and the thunk's and the executable's at run time.
-    Mutant("support-nvshmem-on", "NVSHMEM on in the module's options", SUPPORT,
-           "  if (!options.xla_gpu_experimental_enable_nvshmem()) {", "  if (false) {"),
-    Mutant("support-memcpy-p2p", "xla_gpu_use_memcpy_local_p2p fails the thunk", SUPPORT,
-           "  if (options.xla_gpu_use_memcpy_local_p2p()) {", "  if (false) {"),
-    Mutant("support-collectives-group-async", "not in a collectives group (wrapped)", SUPPORT,
-           "      if (callee->IsAsyncComputation() ||", "      if (false ||"),
-    Mutant("support-collectives-group-call", "not in a collectives group (still a call)",
-           SUPPORT, "          (caller->opcode() == HloOpcode::kCall &&", "          (false &&"),
-    Mutant("support-conditional-branch", "not under a conditional's branch", SUPPORT,
-           "      if (caller->opcode() == HloOpcode::kConditional) {", "      if (false) {"),
-    Mutant("support-types", "NVSHMEM puts only its eight types", SUPPORT,
-           "    if (!absl::c_linear_search(kPut, type)) {", "    if (false) {"),
-    Mutant("support-group-is-program", "the permute's group is every device", SUPPORT,
-           "  if (group_size != config.replica_count() * config.num_partitions()) {",
-           "  if (false) {"),
-    Mutant("support-source-for-every-id", "every id has one source", SUPPORT,
-           "    if (sources[id] != 1) {", "    if (false) {"),
-    Mutant("support-destination-color", "destinations on the heap (XLA's collective memory)",
-           SUPPORT, "|| destination.color() != collective_color) {", "|| false) {"),
-    Mutant("support-destination-live-out", "destinations on the heap (never a returned buffer)",
-           SUPPORT, "      destination.maybe_live_out() ||", "      false ||"),
-    Mutant("support-destination-parameter", "destinations on the heap (never a donated parameter)",
-           SUPPORT, "  if (destination.is_entry_computation_parameter() ||", "  if (false ||"),
-    Mutant("support-ids-are-pes", "at run time, id i runs in process i, its PE", SUPPORT,
-           "      if (it == device_to_process.end() || it->second.value() != id) {",
-           "      if (it == device_to_process.end()) {"),
-    Mutant("support-pairs-inside-team", "at run time, each pair inside NVSHMEM_TEAM_SHARED",
-           SUPPORT, "    if (source_in != target_in) {", "    if (false) {"),
-    Mutant("support-job-one-gpu-per-process", "at run time, one GPU per process", SUPPORT,
-           "  if (devices_per_process != 1) {", "  if (false) {"),
-    Mutant("support-job-whole", "at run time, the program is the NVSHMEM job", SUPPORT,
-           "  if (program_devices != processes) {", "  if (false) {"),
+  # The decision (nvshmem_permute_decision.cc): 0001's rules as the pass decides them.
+  Mutant(
+    "decision-types",
+    "NVSHMEM puts only its eight types",
+    DECISION,
+    "    if (!absl::c_linear_search(kPut, type)) {",
+    "    if (false) {",
+  ),
+  Mutant(
+    "decision-memcpy-p2p",
+    "xla_gpu_use_memcpy_local_p2p fails the thunk",
+    DECISION,
+    '  if (facts.memcpy_local_p2p) return "xla_gpu_use_memcpy_local_p2p is set";',
+    "",
+  ),
+  Mutant(
+    "decision-one-gpu-per-process",
+    "one GPU per process",
+    DECISION,
+    "  if (facts.visible_devices_per_process != 1) {",
+    "  if (false) {",
+  ),
+  Mutant(
+    "decision-part-of-job",
+    "the program is the whole job",
+    DECISION,
+    "  if (!facts.part_of_job.empty()) return facts.part_of_job;",
+    "",
+  ),
+  Mutant(
+    "part-of-job-aot",
+    "ahead of time, the program has the job's devices",
+    DECISION,
+    "  if (job_devices > 0 && num_devices != job_devices) {",
+    "  if (false) {",
+  ),
+  Mutant(
+    "part-of-job-slices",
+    "in a JIT compile, whole slices",
+    DECISION,
+    '  if (slice_size <= 0 || num_devices % slice_size == 0) return "";',
+    '  return "";',
+  ),
+  Mutant(
+    "part-of-job-refuses-8",
+    "(added) NVSHMEM refused to every program of 8+ devices",
+    DECISION,
+    "  if (job_devices > 0 && num_devices != job_devices) {",
+    '  if (num_devices >= 8) return "mutant";\n'
+    "  if (job_devices > 0 && num_devices != job_devices) {",
+  ),
+  Mutant(
+    "decision-hosts",
+    "every pair inside a host",
+    DECISION,
+    "    if (source / per_host != target / per_host) {",
+    "    if (false) {",
+  ),
+  Mutant(
+    "decision-leaves-device",
+    "a pair leaves its device",
+    DECISION,
+    '  if (!leaves_device) return "no pair leaves its device";',
+    "",
+  ),
+  Mutant(
+    "decision-source-for-every-id",
+    "every device a target",
+    DECISION,
+    "    if (!receives[id]) {",
+    "    if (false) {",
+  ),
+  Mutant(
+    "decision-heap-fit",
+    "operand and result fit the heap with the rest",
+    DECISION,
+    "      facts.bytes > (facts.heap_bytes - facts.heap_used_bytes) / 2) {",
+    "      false) {",
+  ),
+  Mutant(
+    "decision-heap-fit-alone",
+    "the heap's other buffers count",
+    DECISION,
+    "      facts.bytes > (facts.heap_bytes - facts.heap_used_bytes) / 2) {",
+    "      facts.bytes > facts.heap_bytes / 2) {",
+  ),
+  # The pass (nvshmem_collective_permute_rewriter.cc): the heap's peak.
+  Mutant(
+    "pass-heap-other-collectives",
+    "other NVSHMEM collectives' buffers on the heap",
+    PASS,
+    "        program.heap_used_bytes += HeapBytes(*instr);",
+    "",
+  ),
+  Mutant(
+    "pass-heap-earlier-permutes",
+    "permutes given NVSHMEM before on the heap",
+    PASS,
+    "        program.heap_used_bytes += 2 * facts.bytes;  // Operands and results.",
+    "",
+  ),
+  # The runtime's rules (nvshmem_permute_support.cc): 0001's at compile time and the emitter,
+  # and the thunk's and the executable's at run time.
+  Mutant(
+    "support-nvshmem-on",
+    "NVSHMEM on in the module's options",
+    SUPPORT,
+    "  if (!options.xla_gpu_experimental_enable_nvshmem()) {",
+    "  if (false) {",
+  ),
+  Mutant(
+    "support-memcpy-p2p",
+    "xla_gpu_use_memcpy_local_p2p fails the thunk",
+    SUPPORT,
+    "  if (options.xla_gpu_use_memcpy_local_p2p()) {",
+    "  if (false) {",
+  ),
+  Mutant(
+    "support-collectives-group-async",
+    "not in a collectives group (wrapped)",
+    SUPPORT,
+    "      if (callee->IsAsyncComputation() ||",
+    "      if (false ||",
+  ),
+  Mutant(
+    "support-collectives-group-call",
+    "not in a collectives group (still a call)",
+    SUPPORT,
+    "          (caller->opcode() == HloOpcode::kCall &&",
+    "          (false &&",
+  ),
+  Mutant(
+    "support-conditional-branch",
+    "not under a conditional's branch",
+    SUPPORT,
+    "      if (caller->opcode() == HloOpcode::kConditional) {",
+    "      if (false) {",
+  ),
+  Mutant(
+    "support-types",
+    "NVSHMEM puts only its eight types",
+    SUPPORT,
+    "    if (!absl::c_linear_search(kPut, type)) {",
+    "    if (false) {",
+  ),
+  Mutant(
+    "support-group-is-program",
+    "the permute's group is every device",
+    SUPPORT,
+    "  if (group_size != config.replica_count() * config.num_partitions()) {",
+    "  if (false) {",
+  ),
+  Mutant(
+    "support-source-for-every-id",
+    "every id has one source",
+    SUPPORT,
+    "    if (sources[id] != 1) {",
+    "    if (false) {",
+  ),
+  Mutant(
+    "support-destination-color",
+    "destinations on the heap (XLA's collective memory)",
+    SUPPORT,
+    "|| destination.color() != collective_color) {",
+    "|| false) {",
+  ),
+  Mutant(
+    "support-destination-live-out",
+    "destinations on the heap (never a returned buffer)",
+    SUPPORT,
+    "      destination.maybe_live_out() ||",
+    "      false ||",
+  ),
+  Mutant(
+    "support-destination-parameter",
+    "destinations on the heap (never a donated parameter)",
+    SUPPORT,
+    "  if (destination.is_entry_computation_parameter() ||",
+    "  if (false ||",
+  ),
+  Mutant(
+    "support-ids-are-pes",
+    "at run time, id i runs in process i, its PE",
+    SUPPORT,
+    "      if (it == device_to_process.end() || it->second.value() != id) {",
+    "      if (it == device_to_process.end()) {",
+  ),
+  Mutant(
+    "support-pairs-inside-team",
+    "at run time, each pair inside NVSHMEM_TEAM_SHARED",
+    SUPPORT,
+    "    if (source_in != target_in) {",
+    "    if (false) {",
+  ),
+  Mutant(
+    "support-job-one-gpu-per-process",
+    "at run time, one GPU per process",
+    SUPPORT,
+    "  if (devices_per_process != 1) {",
+    "  if (false) {",
+  ),
+  Mutant(
+    "support-job-whole",
+    "at run time, the program is the NVSHMEM job",
+    SUPPORT,
+    "  if (program_devices != processes) {",
+    "  if (false) {",
+  ),
 ]
 
 
@@ -139,9 +278,15 @@ class Fail(Exception):
 
 def tf_dir() -> Path:
   out = subprocess.run(
-      [str(VENV_PY), "-c",
-       "import importlib.util as u, os; print(os.path.dirname(u.find_spec('tensorflow').origin))"],
-      capture_output=True, text=True, check=False)
+    [
+      str(VENV_PY),
+      "-c",
+      "import importlib.util as u, os; print(os.path.dirname(u.find_spec('tensorflow').origin))",
+    ],
+    capture_output=True,
+    text=True,
+    check=False,
+  )
   path = Path(out.stdout.strip())
   if out.returncode or not (path / "include" / "absl").is_dir():
     raise Fail(f"the tensorflow wheel's headers not found in {VENV_PY.parent.parent}")
@@ -151,6 +296,7 @@ def tf_dir() -> Path:
 @dataclass
 class Builder:
   """Compiles and links the two test binaries from a scratch copy of the series."""
+
   work: Path
   tf: Path
   jobs: int
@@ -162,11 +308,26 @@ class Builder:
 
   def flags(self) -> list[str]:
     inc = self.tf / "include"
-    return ["-std=c++17", "-O0", "-DNDEBUG", "-w", "-I", str(self.src), "-isystem",
-            str(ROOT / "compat" / "wheel"), "-isystem", str(inc), "-isystem",
-            str(inc / "external" / "highwayhash"), "-isystem",
-            str(inc / "external" / "farmhash_archive" / "src"), "-isystem",
-            str(GMOCK / "include"), "-I", str(GMOCK)]
+    return [
+      "-std=c++17",
+      "-O0",
+      "-DNDEBUG",
+      "-w",
+      "-I",
+      str(self.src),
+      "-isystem",
+      str(ROOT / "compat" / "wheel"),
+      "-isystem",
+      str(inc),
+      "-isystem",
+      str(inc / "external" / "highwayhash"),
+      "-isystem",
+      str(inc / "external" / "farmhash_archive" / "src"),
+      "-isystem",
+      str(GMOCK / "include"),
+      "-I",
+      str(GMOCK),
+    ]
 
   def compile(self, source: Path, key: str) -> None:
     obj = self.work / "obj" / (key.replace("/", "_") + ".o")
@@ -183,7 +344,10 @@ class Builder:
 
   def compile_all(self) -> None:
     jobs = {key: self.src / key for key in self.series_sources()}
-    for extra in ("compat/wheel/filecheck.cc", "compat/wheel/hlo_hardware_independent_test_base.cc"):
+    for extra in (
+      "compat/wheel/filecheck.cc",
+      "compat/wheel/hlo_hardware_independent_test_base.cc",
+    ):
       jobs[extra] = ROOT / extra
     jobs["gmock-all.cc"] = GMOCK / "src" / "gmock-all.cc"
     with concurrent.futures.ThreadPoolExecutor(self.jobs) as pool:
@@ -194,23 +358,35 @@ class Builder:
     """The series' tests and the differential test, linked at once from the current objects."""
     series = [str(self.objects[k]) for k in self.series_sources() if not k.endswith("_test.cc")]
     gtests = self.work / f"series_tests_{tag}"
-    tests_cmd = ["g++", *[str(o) for o in self.objects.values()], "-o", str(gtests),
-                 str(self.tf / "libtensorflow_cc.so.2"),
-                 str(self.tf / "libtensorflow_framework.so.2"), f"-Wl,-rpath,{self.tf}",
-                 "-lgtest", "-lgtest_main", "-pthread"]
+    tests_cmd = [
+      "g++",
+      *[str(o) for o in self.objects.values()],
+      "-o",
+      str(gtests),
+      str(self.tf / "libtensorflow_cc.so.2"),
+      str(self.tf / "libtensorflow_framework.so.2"),
+      f"-Wl,-rpath,{self.tf}",
+      "-lgtest",
+      "-lgtest_main",
+      "-pthread",
+    ]
     diff = self.work / f"diff_test_{tag}"
     args = shlex.split(diff_link)
     out = args.index("-o")
     args[out + 1] = str(diff)
     lib = [i for i, a in enumerate(args) if a.endswith("libseries_nvshmem_pass.a")]
     if len(lib) != 1:
-      raise Fail("build/CMakeFiles/series_decision_diff_test.dir/link.txt does not name "
-                 "libseries_nvshmem_pass.a once")
-    args[lib[0]:lib[0] + 1] = series
-    links = [subprocess.Popen(tests_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True),
-             subprocess.Popen(args, cwd=BUILD, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)]
+      raise Fail(
+        "build/CMakeFiles/series_decision_diff_test.dir/link.txt does not name "
+        "libseries_nvshmem_pass.a once"
+      )
+    args[lib[0] : lib[0] + 1] = series
+    links = [
+      subprocess.Popen(tests_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
+      subprocess.Popen(
+        args, cwd=BUILD, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+      ),
+    ]
     for what, proc in zip(("the series' tests", "series_decision_diff_test"), links):
       output, _ = proc.communicate()
       if proc.returncode:
@@ -241,8 +417,11 @@ def copy_series(dest: Path, rev: str | None) -> None:
     shutil.copytree(SERIES, dest)
     return
   prefix = str(SERIES.relative_to(ROOT))
-  archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev, prefix],
-                           capture_output=True, check=False)
+  archive = subprocess.run(
+    ["git", "-C", str(ROOT), "archive", "--format=tar", rev, prefix],
+    capture_output=True,
+    check=False,
+  )
   if archive.returncode:
     raise Fail(f"git archive {rev} {prefix}: {archive.stderr.decode().strip()}")
   unpack = dest.parent / "rev"
@@ -260,8 +439,9 @@ def check_texts(mutants: list[Mutant], src: Path) -> list[str]:
       continue
     n = path.read_text().count(m.original)
     if n != 1:
-      errors.append(f"{m.name}: {m.path}: the original text occurs {n} times, not once: "
-                    f"{m.original.strip()!r}")
+      errors.append(
+        f"{m.name}: {m.path}: the original text occurs {n} times, not once: {m.original.strip()!r}"
+      )
   return errors
 
 
@@ -291,19 +471,32 @@ def main() -> int:
       print(f"mutation_check_series: {tool} not found", file=sys.stderr)
       return 2
   if not (GMOCK / "src" / "gmock-all.cc").is_file():
-    print(f"mutation_check_series: {GMOCK}: gmock source not found (Debian googletest)",
-          file=sys.stderr)
+    print(
+      f"mutation_check_series: {GMOCK}: gmock source not found (Debian googletest)", file=sys.stderr
+    )
     return 2
   start = time.monotonic()
   try:
     tf = tf_dir()
     if not args.no_build:
-      r = subprocess.run(["cmake", "--build", str(BUILD), "-j", str(args.jobs), "--target",
-                          "series_decision_diff_test"], capture_output=True, text=True,
-                         check=False)
+      r = subprocess.run(
+        [
+          "cmake",
+          "--build",
+          str(BUILD),
+          "-j",
+          str(args.jobs),
+          "--target",
+          "series_decision_diff_test",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+      )
       if r.returncode:
-        raise Fail("cmake --build build --target series_decision_diff_test failed:\n"
-                   + r.stdout[-3000:])
+        raise Fail(
+          "cmake --build build --target series_decision_diff_test failed:\n" + r.stdout[-3000:]
+        )
     link_txt = BUILD / "CMakeFiles" / "series_decision_diff_test.dir" / "link.txt"
     if not link_txt.is_file():
       raise Fail(f"{link_txt}: missing (configure build/ with scripts/setup.sh)")
@@ -316,8 +509,9 @@ def main() -> int:
       if errors:
         for e in errors:
           print(f"mutation_check_series: {e}", file=sys.stderr)
-        print("mutation_check_series: FAIL: mutants whose text is gone (update MUTANTS to the "
-              "code)")
+        print(
+          "mutation_check_series: FAIL: mutants whose text is gone (update MUTANTS to the code)"
+        )
         return 1
       return run(mutants, builder, diff_link, start)
     finally:
@@ -333,8 +527,13 @@ def main() -> int:
 
 def run(mutants: list[Mutant], b: Builder, diff_link: str, start: float) -> int:
   corpus = b.work / "corpus"
-  r = subprocess.run([str(VENV_PY), str(ROOT / "tests" / "fuzz" / "make_corpus.py"), str(corpus)],
-                     cwd=ROOT, capture_output=True, text=True, check=False)
+  r = subprocess.run(
+    [str(VENV_PY), str(ROOT / "tests" / "fuzz" / "make_corpus.py"), str(corpus)],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    check=False,
+  )
   if r.returncode:
     raise Fail("tests/fuzz/make_corpus.py failed: " + r.stderr[-1000:])
   b.compile_all()
@@ -350,9 +549,12 @@ def run(mutants: list[Mutant], b: Builder, diff_link: str, start: float) -> int:
       return series.result(), diff_result
 
   base = both("base")
-  print(f"unmutated: the series' tests {'pass' if base[0][0] else 'FAIL: ' + base[0][1]}; "
-        f"series_decision_diff_test {'passes' if base[1][0] else 'FAILS: ' + base[1][1]} "
-        f"({time.monotonic() - start:.0f} s)", flush=True)
+  print(
+    f"unmutated: the series' tests {'pass' if base[0][0] else 'FAIL: ' + base[0][1]}; "
+    f"series_decision_diff_test {'passes' if base[1][0] else 'FAILS: ' + base[1][1]} "
+    f"({time.monotonic() - start:.0f} s)",
+    flush=True,
+  )
   if not (base[0][0] and base[1][0]):
     raise Fail("the unmutated series fails its tests; no mutant can be judged")
   rows = []
@@ -362,9 +564,11 @@ def run(mutants: list[Mutant], b: Builder, diff_link: str, start: float) -> int:
     original = path.read_text()
     path.write_text(original.replace(m.original, m.replacement, 1))
     try:
-      keys = [m.path] if m.path.endswith(".cc") else [
-          k for k in b.series_sources()
-          if Path(m.path).name in (b.src / k).read_text()]
+      keys = (
+        [m.path]
+        if m.path.endswith(".cc")
+        else [k for k in b.series_sources() if Path(m.path).name in (b.src / k).read_text()]
+      )
       for key in keys:
         b.compile(b.src / key, key)
       gtests, diff = b.link(diff_link, "mutant")
@@ -375,14 +579,18 @@ def run(mutants: list[Mutant], b: Builder, diff_link: str, start: float) -> int:
       b.compile(b.src / key, key)
     killed = not series_result[0] or not diff_result[0]
     rows.append((m, series_result, diff_result, killed))
-    print(f"  {m.name}: {'killed' if killed else 'SURVIVED'} ({time.monotonic() - t0:.0f} s)",
-          flush=True)
+    print(
+      f"  {m.name}: {'killed' if killed else 'SURVIVED'} ({time.monotonic() - t0:.0f} s)",
+      flush=True,
+    )
   print_table(rows)
   survived = [m.name for m, _, _, killed in rows if not killed]
   total = time.monotonic() - start
   if survived:
-    print(f"mutation_check_series: FAIL: {len(survived)} of {len(rows)} mutants survived "
-          f"({', '.join(survived)}); {total:.0f} s")
+    print(
+      f"mutation_check_series: FAIL: {len(survived)} of {len(rows)} mutants survived "
+      f"({', '.join(survived)}); {total:.0f} s"
+    )
     return 1
   print(f"mutation_check_series: OK: {len(rows)} of {len(rows)} mutants killed; {total:.0f} s")
   return 0
@@ -391,9 +599,11 @@ def run(mutants: list[Mutant], b: Builder, diff_link: str, start: float) -> int:
 def print_table(rows: list[tuple[Mutant, tuple[bool, str], tuple[bool, str], bool]]) -> None:
   def cell(result: tuple[bool, str]) -> str:
     return "-" if result[0] else "KILLS: " + result[1]
+
   head = ("mutant", "rule broken", "file", "series' tests", "series_decision_diff_test")
-  table = [head] + [(m.name, m.rule, m.path.rsplit("/", 1)[-1], cell(s), cell(d))
-                    for m, s, d, _ in rows]
+  table = [head] + [
+    (m.name, m.rule, m.path.rsplit("/", 1)[-1], cell(s), cell(d)) for m, s, d, _ in rows
+  ]
   widths = [max(len(r[i]) for r in table) for i in range(len(head))]
   print("kill table:")
   for i, r in enumerate(table):

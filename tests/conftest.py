@@ -16,8 +16,11 @@ SHARED_DATA = ROOT / "tests" / "fixtures" / "jax0112"
 NVSHMEM_OPT = ROOT / "build" / "nvshmem-opt"
 GPU = ROOT / "benchmarks"
 # Every process of a GPU script keeps NVLink multicast off.
-MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1",
-                 "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
+MULTICAST_OFF = {
+  "NCCL_NVLS_ENABLE": "0",
+  "NVSHMEM_DISABLE_NVLS": "1",
+  "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+}
 # For jax programs that the tests compile and run on the CPU only to check values and
 # HLO: LLVM without optimisation. Their compiles take a third less time; the HLO
 # passes, and so the values and the compiled HLO the tests read, are the same.
@@ -26,25 +29,34 @@ CPU_CODEGEN_O0 = "--xla_backend_optimization_level=0"
 
 # The start of a jax program compiled for two H200s on the CPU (deviceless, jax
 # 0.10.2's XLA): `mesh` over axis "cp"; sys.argv[1] is the target config.
-TWO_H200_PRELUDE = r'''
+TWO_H200_PRELUDE = r"""
 import sys, jax, jax.numpy as jnp, numpy as np
 from jax.experimental import topologies
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 topo = topologies.get_topology_desc(platform="cuda", topology="1x1x2",
                                     target_config=open(sys.argv[1]).read())
 mesh = Mesh(np.array(topo.devices), ("cp",))
-'''
+"""
 H200_TARGET = ROOT / "hlo_tools" / "data" / "h200_gpu_target_config.pbtxt"
 
 
 def compile_two_h200(program, dump, *args):
   """Compiles TWO_H200_PRELUDE + `program` (more argv in `args`) with XLA dumping
   into `dump`; returns `dump`."""
-  env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
-             XLA_FLAGS=f"--xla_dump_to={dump}")
-  subprocess.run([sys.executable, "-c", TWO_H200_PRELUDE + program, str(H200_TARGET),
-                  *map(str, args)], check=True, capture_output=True, text=True, env=env,
-                 timeout=300)
+  env = dict(
+    os.environ,
+    JAX_PLATFORMS="cpu",
+    JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
+    XLA_FLAGS=f"--xla_dump_to={dump}",
+  )
+  subprocess.run(
+    [sys.executable, "-c", TWO_H200_PRELUDE + program, str(H200_TARGET), *map(str, args)],
+    check=True,
+    capture_output=True,
+    text=True,
+    env=env,
+    timeout=300,
+  )
   return dump
 
 
@@ -69,8 +81,14 @@ def run_nvshmem_opt(*args, check=False, **kwargs):
   """Runs the C++ driver; returns the CompletedProcess (text mode)."""
   if not NVSHMEM_OPT.exists():
     pytest.fail(f"{NVSHMEM_OPT} is not built: run scripts/setup.sh")
-  return subprocess.run([str(NVSHMEM_OPT), *map(str, args)], capture_output=True,
-                        text=True, check=check, timeout=120, **kwargs)
+  return subprocess.run(
+    [str(NVSHMEM_OPT), *map(str, args)],
+    capture_output=True,
+    text=True,
+    check=check,
+    timeout=120,
+    **kwargs,
+  )
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -95,10 +113,17 @@ def fixtures_dir():
 # invariants on every fixture) or tens of seconds run first, so that the two
 # workers of scripts/test.sh (pytest-xdist, one file per worker at a time) end
 # together; the rest follow in their usual order.
-SLOW_FIRST = ("test_reliability.py", "test_ring_attention.py", "test_ring_e2e.py",
-              "test_bench.py", "test_dump.py", "test_report.py",
-              "test_report_main_job.py", "test_attention_kernel_bench.py",
-              "test_base_wheel.py")
+SLOW_FIRST = (
+  "test_reliability.py",
+  "test_ring_attention.py",
+  "test_ring_e2e.py",
+  "test_bench.py",
+  "test_dump.py",
+  "test_report.py",
+  "test_report_main_job.py",
+  "test_attention_kernel_bench.py",
+  "test_base_wheel.py",
+)
 
 
 def pytest_collection_modifyitems(items):
@@ -110,6 +135,8 @@ def pytest_sessionfinish(session, exitstatus):
   """Fails the run when /dev/null is no longer a character device: a tool that replaced
   it (`-o /dev/null` as root) breaks every later program, git included."""
   if not stat.S_ISCHR(os.stat("/dev/null").st_mode):
-    sys.stderr.write("\nFAILED: /dev/null is no longer a character device; a test's "
-                     "output replaced it (restore: rm /dev/null && mknod -m 666 /dev/null c 1 3)\n")
+    sys.stderr.write(
+      "\nFAILED: /dev/null is no longer a character device; a test's "
+      "output replaced it (restore: rm /dev/null && mknod -m 666 /dev/null c 1 3)\n"
+    )
     session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -43,34 +43,56 @@ def key(path):
 
 
 def _instruction_row(instr):
-  return [instr.name, instr.opcode, list(instr.operands), instr.shape.to_string(), instr.line,
-          instr.col, bool(instr.is_root), list(instr.attributes.items()), instr.operand_text]
+  return [
+    instr.name,
+    instr.opcode,
+    list(instr.operands),
+    instr.shape.to_string(),
+    instr.line,
+    instr.col,
+    bool(instr.is_root),
+    list(instr.attributes.items()),
+    instr.operand_text,
+  ]
 
 
 def structure(module):
   """A canonical, JSON-able listing of what the reader read."""
   return {
-      "name": module.name, "attributes": list(module.attributes.items()),
-      "entry": module.entry.name,
-      "tables": {k: list(v) for k, v in module.tables.items()},
-      "file_names": sorted(module.file_names.items()),
-      "function_names": sorted(module.function_names.items()),
-      "file_locations": sorted(module.file_locations.items()),
-      "stack_frames": sorted(module.stack_frames.items()),
-      "computations": [
-          [c.name, c.is_entry, c.line, c.signature, c.execution_thread, c.root.name,
-           [_instruction_row(i) for i in c.instructions]] for c in module.computations],
+    "name": module.name,
+    "attributes": list(module.attributes.items()),
+    "entry": module.entry.name,
+    "tables": {k: list(v) for k, v in module.tables.items()},
+    "file_names": sorted(module.file_names.items()),
+    "function_names": sorted(module.function_names.items()),
+    "file_locations": sorted(module.file_locations.items()),
+    "stack_frames": sorted(module.stack_frames.items()),
+    "computations": [
+      [
+        c.name,
+        c.is_entry,
+        c.line,
+        c.signature,
+        c.execution_thread,
+        c.root.name,
+        [_instruction_row(i) for i in c.instructions],
+      ]
+      for c in module.computations
+    ],
   }
 
 
 def snapshot(module):
   from hlo_tools.model.collectives import collective_permutes  # pylint: disable=import-outside-toplevel
+
   records = [_as_recorded(dataclasses.asdict(r)) for r in collective_permutes(module)]
   text = json.dumps(structure(module), sort_keys=True, separators=(",", ":"))
-  return {"records": json.loads(json.dumps(records)),  # tuples as lists, as stored
-          "computations": len(module.computations),
-          "instructions": module.instruction_count,
-          "structure_sha256": hashlib.sha256(text.encode()).hexdigest()}
+  return {
+    "records": json.loads(json.dumps(records)),  # tuples as lists, as stored
+    "computations": len(module.computations),
+    "instructions": module.instruction_count,
+    "structure_sha256": hashlib.sha256(text.encode()).hexdigest(),
+  }
 
 
 def _as_recorded(record):
@@ -105,8 +127,7 @@ def main(argv):
   golden = json.loads(GOLDEN.read_text()) if args.update and GOLDEN.exists() else {}
   for path in args.files or real_modules():
     golden[key(path)] = snapshot(reader.parse_hlo_file(str(path)))
-    print(f"{key(path)}: {len(golden[key(path)]['records'])} collective-permutes",
-          file=sys.stderr)
+    print(f"{key(path)}: {len(golden[key(path)]['records'])} collective-permutes", file=sys.stderr)
   GOLDEN.write_text(json.dumps(dict(sorted(golden.items())), indent=1) + "\n")
   return 0
 

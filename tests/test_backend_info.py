@@ -12,27 +12,39 @@ def test_records_cover_every_backend_in_core_order():
   assert tuple(selection.BACKEND_INFO) == selection.BACKENDS
   for name, record in selection.BACKEND_INFO.items():
     assert record["name"] == name
-    assert set(record) == {"name", "label", "config_backend", "collectives_mode",
-                           "mode_attribute", "runtime", "rule", "curve"}
+    assert set(record) == {
+      "name",
+      "label",
+      "config_backend",
+      "collectives_mode",
+      "mode_attribute",
+      "runtime",
+      "rule",
+      "curve",
+    }
     assert record["label"] and record["runtime"] and record["rule"] and record["curve"]
 
 
 def test_what_each_backend_writes():
   info = selection.BACKEND_INFO
-  written = {n: (r["config_backend"], r["collectives_mode"], r["mode_attribute"])
-             for n, r in info.items()}
+  written = {
+    n: (r["config_backend"], r["collectives_mode"], r["mode_attribute"]) for n, r in info.items()
+  }
   assert written == {
-      "nccl": ("DEFAULT", "", "private"),
-      "nvshmem": ("NVSHMEM", "", ""),
-      "peer": ("DEFAULT", "COLLECTIVES_PEER_MEMORY", "peer"),
-      "symmetric": ("DEFAULT", "COLLECTIVES_SYMMETRIC_MEMORY", "symmetric")}
+    "nccl": ("DEFAULT", "", "private"),
+    "nvshmem": ("NVSHMEM", "", ""),
+    "peer": ("DEFAULT", "COLLECTIVES_PEER_MEMORY", "peer"),
+    "symmetric": ("DEFAULT", "COLLECTIVES_SYMMETRIC_MEMORY", "symmetric"),
+  }
 
 
 def test_tools_tables_are_derived_from_the_records():
   info = selection.BACKEND_INFO
   assert decisions.PLAN_BACKEND == {n: r["config_backend"] for n, r in info.items()}
-  assert decisions.PLAN_MODE == {"peer": "COLLECTIVES_PEER_MEMORY",
-                                 "symmetric": "COLLECTIVES_SYMMETRIC_MEMORY"}
+  assert decisions.PLAN_MODE == {
+    "peer": "COLLECTIVES_PEER_MEMORY",
+    "symmetric": "COLLECTIVES_SYMMETRIC_MEMORY",
+  }
   assert decisions.MODE_BACKEND["COLLECTIVES_PEER_MEMORY"] == "peer"
   assert decisions.MODE_BACKEND[decisions.NO_MODE] == "nccl"
   assert verify.KNOWN_BACKENDS == ("DEFAULT", "NVSHMEM")
@@ -51,6 +63,7 @@ def test_driver_report_lists_every_backend_and_link_class_of_the_core(tmp_path):
   from pathlib import Path
 
   from hlo_tools.model import driver
+
   fixture = Path(__file__).parent / "fixtures" / "ring_1x1x8.before_async.hlo"
   rc, report, message = driver.run_nvshmem_opt(fixture, "1x2x4", tmp_dir=tmp_path)
   assert rc == 0, message
@@ -58,8 +71,7 @@ def test_driver_report_lists_every_backend_and_link_class_of_the_core(tmp_path):
   # Keyed by the core's names, read back in the core's order.
   assert tuple(d["modeled_us"]) == selection.BACKENDS + ("chosen",)
   assert tuple(d["edges_by_class"]) == selection.LINK_CLASSES
-  assert d["edges_by_class"] == {"same_device": 0, "nvlink": 6, "nvlink_domain": 0,
-                                 "network": 2}
+  assert d["edges_by_class"] == {"same_device": 0, "nvlink": 6, "nvlink_domain": 0, "network": 2}
   assert d["modeled_us"]["chosen"] == d["modeled_us"][d["plan"]]
   # Every candidate has a modeled time or a refusal that says why not.
   assert tuple(d["refused"]) == ("nvshmem", "peer", "symmetric")
@@ -74,10 +86,12 @@ def test_driver_report_lists_every_backend_and_link_class_of_the_core(tmp_path):
 
 def test_jax_hook_writes_what_the_records_say():
   from hlo_tools import jax_hook
+
   assert jax_hook.hook_modes(selection) == {
-      "nccl": (None, "private"),
-      "peer": ("COLLECTIVES_PEER_MEMORY", "peer"),
-      "symmetric": ("COLLECTIVES_SYMMETRIC_MEMORY", "symmetric")}
+    "nccl": (None, "private"),
+    "peer": ("COLLECTIVES_PEER_MEMORY", "peer"),
+    "symmetric": ("COLLECTIVES_SYMMETRIC_MEMORY", "symmetric"),
+  }
 
 
 def test_tables_are_built_through_the_core():
@@ -89,6 +103,7 @@ def test_tables_are_built_through_the_core():
   assert table.link("peer", "nvlink") != (5.0, 400.0)  # the copy alone changed
   # Checked as a table's text is; the table is left as it was.
   import pytest
+
   with pytest.raises(ValueError, match="latency_us must be a number >= 0"):
     copy.set_link("nccl", "nvlink", -1, 400, 3)
   with pytest.raises(ValueError, match="a second point"):
@@ -96,5 +111,6 @@ def test_tables_are_built_through_the_core():
   assert copy.link("nccl", "nvlink") == table.link("nccl", "nvlink")
   copy.set_sm_interference("nvshmem", 0.25)
   assert copy.sm_interference("nvshmem") == 0.25
-  assert selection.parse_cost_table(str(copy)).points("peer", "nvlink") == \
-      copy.points("peer", "nvlink")
+  assert selection.parse_cost_table(str(copy)).points("peer", "nvlink") == copy.points(
+    "peer", "nvlink"
+  )

@@ -22,7 +22,9 @@ from hlo_tools.ops import report, verify
 REPO = Path(__file__).resolve().parents[1]
 DRIVER = REPO / "build" / "nvshmem-opt"
 H200_TABLE = REPO / "core" / "tables" / "h200x2_nvlink_cost_table_jax0112.txtpb"
-JAX0112 = REPO / "tests" / "fixtures" / "jax0112" / "h200_jax0112_ppermute_loop.after_optimizations.hlo"
+JAX0112 = (
+  REPO / "tests" / "fixtures" / "jax0112" / "h200_jax0112_ppermute_loop.after_optimizations.hlo"
+)
 PEER = "COLLECTIVES_PEER_MEMORY"
 SYMMETRIC = "COLLECTIVES_SYMMETRIC_MEMORY"
 PEER_SET = ["--backends=nccl,peer", f"--cost-table={H200_TABLE}"]
@@ -39,8 +41,13 @@ def checks(out):
 
 
 def nvshmem_opt(*argv):
-  proc = subprocess.run([str(DRIVER), *map(str, argv)], capture_output=True, text=True,
-                        env=driver.driver_env(), check=False)
+  proc = subprocess.run(
+    [str(DRIVER), *map(str, argv)],
+    capture_output=True,
+    text=True,
+    env=driver.driver_env(),
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr
   return proc
 
@@ -50,10 +57,26 @@ def ring2(tmp_path_factory):
   """A jax ring-attention module for 1x1x2 with 16 MiB permutes, as XLA optimizes it."""
   out = tmp_path_factory.mktemp("ring2") / "dump"
   proc = subprocess.run(
-      [sys.executable, "-m", "hlo_tools.cli", "dump", f"--out={out}", "--topology=1x1x2",
-       "--seq_len=16384", "--num_heads=8", "--num_kv_heads=8", "--head_dim=128",
-       "--nocausal", "--quiet"], capture_output=True, text=True, check=False, cwd=REPO,
-      timeout=300)
+    [
+      sys.executable,
+      "-m",
+      "hlo_tools.cli",
+      "dump",
+      f"--out={out}",
+      "--topology=1x1x2",
+      "--seq_len=16384",
+      "--num_heads=8",
+      "--num_kv_heads=8",
+      "--head_dim=128",
+      "--nocausal",
+      "--quiet",
+    ],
+    capture_output=True,
+    text=True,
+    check=False,
+    cwd=REPO,
+    timeout=300,
+  )
   assert proc.returncode == 0, proc.stderr
   module = out / "after_optimizations.hlo"
   perms = collective_permutes(reader.parse_hlo_file(module))
@@ -79,8 +102,7 @@ def flipped(tmp_path, path, old, new, count=1):
 
 
 def test_peer_output_explained_and_verified(capsys, ring2, peer_output):
-  rc, out, _ = run(capsys, "explain", peer_output, "--topology=1x1x2", *PEER_SET,
-                   "--format=json")
+  rc, out, _ = run(capsys, "explain", peer_output, "--topology=1x1x2", *PEER_SET, "--format=json")
   assert rc == 0
   result = json.loads(out)
   assert result["backends"] == "nccl,peer" and result["collectives"]
@@ -94,13 +116,13 @@ def test_peer_output_explained_and_verified(capsys, ring2, peer_output):
   rc, out, _ = run(capsys, "explain", peer_output, "--topology=1x1x2", *PEER_SET)
   # nvshmem-opt writes its choice as the mode attribute too (what the patched XLA
   # reads), and says it is its own: the tools decide it again, no user's mark.
-  assert ("choice        peer (backend DEFAULT, collectives_mode "
-          "COLLECTIVES_PEER_MEMORY") in out
+  assert ("choice        peer (backend DEFAULT, collectives_mode COLLECTIVES_PEER_MEMORY") in out
   assert "marked by the user" not in out
   assert f"now DEFAULT, collectives_mode {PEER} (peer)" in out
   # A mode per permute runs only on an XLA with the series (a stock one runs the flag's).
-  rc, out, _ = run(capsys, "verify", peer_output, "--topology=1x1x2", *PEER_SET,
-                   "--per-op-modes", "--format=json")
+  rc, out, _ = run(
+    capsys, "verify", peer_output, "--topology=1x1x2", *PEER_SET, "--per-op-modes", "--format=json"
+  )
   assert rc == 0, out
   by_name = checks(out)
   assert list(by_name) == list(verify.CHECKS)
@@ -115,8 +137,9 @@ def test_peer_output_explained_and_verified(capsys, ring2, peer_output):
 def test_hand_flipped_mode_fails_verify_naming_the_op(capsys, tmp_path, peer_output):
   # A mode the set does not offer: the first permute flipped to symmetric memory.
   path = flipped(tmp_path, peer_output, PEER, SYMMETRIC)
-  rc, out, _ = run(capsys, "verify", path, "--topology=1x1x2", *PEER_SET, "--format=json",
-                   "--no-hlo-verifier")
+  rc, out, _ = run(
+    capsys, "verify", path, "--topology=1x1x2", *PEER_SET, "--format=json", "--no-hlo-verifier"
+  )
   assert rc == 1
   result = json.loads(out)
   assert {"backend-set", "peer-safety", "selection"} <= set(result["failed_checks"])
@@ -135,8 +158,9 @@ def test_flip_back_to_nccl_fails_where_the_pass_recorded_peer(capsys, tmp_path, 
   annotated = tmp_path / "annotated.hlo"
   nvshmem_opt(ring2, "--topology=1x1x2", *PEER_SET, "--annotate", "-o", annotated)
   path = flipped(tmp_path, annotated, PEER, decisions.NO_MODE)
-  rc, out, _ = run(capsys, "verify", path, "--topology=1x1x2", *PEER_SET, "--format=json",
-                   "--no-hlo-verifier")
+  rc, out, _ = run(
+    capsys, "verify", path, "--topology=1x1x2", *PEER_SET, "--format=json", "--no-hlo-verifier"
+  )
   assert rc == 1 and json.loads(out)["failed_checks"] == ["selection"]
   [bad] = [r for r in checks(out)["selection"]["results"] if r["status"] == "fail"]
   assert "backend DEFAULT (nccl), the core decides peer" in bad["message"]
@@ -145,24 +169,40 @@ def test_flip_back_to_nccl_fails_where_the_pass_recorded_peer(capsys, tmp_path, 
 
 def test_peer_where_its_safety_rule_refuses(capsys, peer_output):
   # The same module checked for two hosts of one GPU: peer memory needs one host.
-  rc, out, _ = run(capsys, "verify", peer_output, "--topology=1x2x1", *PEER_SET,
-                   "--format=json", "--no-hlo-verifier")
+  rc, out, _ = run(
+    capsys,
+    "verify",
+    peer_output,
+    "--topology=1x2x1",
+    *PEER_SET,
+    "--format=json",
+    "--no-hlo-verifier",
+  )
   assert rc == 1
   safety = checks(out)["peer-safety"]
   assert safety["status"] == "fail"
-  assert all("peer refused: 2 of 2 edges leave their host" in r["message"]
-             for r in safety["results"])
+  assert all(
+    "peer refused: 2 of 2 edges leave their host" in r["message"] for r in safety["results"]
+  )
   # And for the pinned XLA's set, peer memory is no backend at all.
-  rc, out, _ = run(capsys, "verify", peer_output, "--topology=1x1x2",
-                   f"--cost-table={H200_TABLE}", "--backends=nccl,nvshmem", "--format=json",
-                   "--no-hlo-verifier")
+  rc, out, _ = run(
+    capsys,
+    "verify",
+    peer_output,
+    "--topology=1x1x2",
+    f"--cost-table={H200_TABLE}",
+    "--backends=nccl,nvshmem",
+    "--format=json",
+    "--no-hlo-verifier",
+  )
   assert rc == 1 and "backend-set" in json.loads(out)["failed_checks"]
 
 
 def test_default_set_is_the_tables(capsys, ring2):
   # No --backends: the table's set, as for nvshmem-opt (the measured table says nccl,peer).
-  rc, out, _ = run(capsys, "explain", ring2, "--topology=1x1x2",
-                   f"--cost-table={H200_TABLE}", "--format=json")
+  rc, out, _ = run(
+    capsys, "explain", ring2, "--topology=1x1x2", f"--cost-table={H200_TABLE}", "--format=json"
+  )
   assert rc == 0 and json.loads(out)["backends"] == "nccl,peer"
   rc, out, _ = run(capsys, "explain", ring2, "--topology=1x1x2", "--format=json")
   result = json.loads(out)
@@ -185,29 +225,41 @@ def test_newer_xla_module_modes(capsys, tmp_path):
   # jax 0.11.2's text: the mode is read; a hand-written peer mode is checked like any.
   [perm] = collective_permutes(reader.parse_hlo_file(JAX0112))
   assert perm.collectives_mode == decisions.NO_MODE and decisions.op_backend(perm) == "nccl"
-  path = flipped(tmp_path, JAX0112, f'"collectives_mode":"{decisions.NO_MODE}"',
-                 f'"collectives_mode":"{PEER}"')
+  path = flipped(
+    tmp_path, JAX0112, f'"collectives_mode":"{decisions.NO_MODE}"', f'"collectives_mode":"{PEER}"'
+  )
   rc, out, _ = run(capsys, "explain", path, "--topology=1x1x1", *PEER_SET, "--format=json")
   [e] = json.loads(out)["collectives"]
   assert rc == 0 and e["current_plan"] == "peer" and e["choice"]["plan"] == "nccl"
-  rc, out, _ = run(capsys, "verify", path, "--topology=1x1x1", *PEER_SET, "--format=json",
-                   "--no-hlo-verifier")
+  rc, out, _ = run(
+    capsys, "verify", path, "--topology=1x1x1", *PEER_SET, "--format=json", "--no-hlo-verifier"
+  )
   # A stock XLA would not run that op's own peer mode either.
   assert rc == 1 and json.loads(out)["failed_checks"] == ["selection", "permute-mode"]
   [r] = checks(out)["selection"]["results"]
   assert r["instruction"] == "collective-permute-start" and "the core decides nccl" in r["message"]
-  path = flipped(tmp_path, JAX0112, f'"collectives_mode":"{decisions.NO_MODE}"',
-                 '"collectives_mode":"COLLECTIVES_MAGIC"')
-  rc, out, _ = run(capsys, "verify", path, "--topology=1x1x1", *PEER_SET, "--format=json",
-                   "--no-hlo-verifier")
+  path = flipped(
+    tmp_path,
+    JAX0112,
+    f'"collectives_mode":"{decisions.NO_MODE}"',
+    '"collectives_mode":"COLLECTIVES_MAGIC"',
+  )
+  rc, out, _ = run(
+    capsys, "verify", path, "--topology=1x1x1", *PEER_SET, "--format=json", "--no-hlo-verifier"
+  )
   assert rc == 1 and "backend-config" in json.loads(out)["failed_checks"]
 
 
 def test_report_passes_the_set_and_shows_the_mode(tmp_path, ring2):
-  data = report.build([report.Case(id="ring2", title="ring on 1x1x2", topology="1x1x2",
-                                   config=None, path=str(ring2))],
-                      tmp_path / "r", cost_table=str(H200_TABLE), progress=False,
-                      backends="nccl,peer")
+  data = report.build(
+    [
+      report.Case(id="ring2", title="ring on 1x1x2", topology="1x1x2", config=None, path=str(ring2))
+    ],
+    tmp_path / "r",
+    cost_table=str(H200_TABLE),
+    progress=False,
+    backends="nccl,peer",
+  )
   assert data["backends"] == "nccl,peer"
   assert data["summary"]["verify_passed"], data["summary"]["failed_checks"]
   rows = data["summary"]["comparison"]
@@ -223,8 +275,7 @@ def test_report_passes_the_set_and_shows_the_mode(tmp_path, ring2):
   # (upstream's own answer, a column of its own, aside).
   assert "NCCL or peer memory" in page and "NVSHMEM collective-permute report" not in page
   prose = re.sub(r"<td>NVSHMEM<br>|<td>NVSHMEM</td>|<svg.*?</svg>", "", page, flags=re.S)
-  prose = prose[:prose.index("<h2>Files</h2>")]
-  assert "NVSHMEM" not in re.sub(r"<table class=\"verify\">.*?</table>", "", prose,
-                                 flags=re.S)
+  prose = prose[: prose.index("<h2>Files</h2>")]
+  assert "NVSHMEM" not in re.sub(r"<table class=\"verify\">.*?</table>", "", prose, flags=re.S)
   assert "peer memory (whole permute)" in page and "NVSHMEM (whole permute)" not in page
   assert summary.startswith("Collective-permute report: NCCL or peer memory")

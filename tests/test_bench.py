@@ -30,9 +30,15 @@ def quick_result(tmp_path_factory):
     pytest.fail(f"{NVSHMEM_OPT} is not built: run scripts/setup.sh")
   out = tmp_path_factory.mktemp("bench") / "bench.json"
   env = dict(os.environ, NVSHMEM_OPT=str(NVSHMEM_OPT))
-  proc = subprocess.run([sys.executable, "-m", "hlo_tools.cli", "bench", "--quick",
-                         f"--json={out}"], cwd=ROOT, env=env, capture_output=True,
-                        text=True, timeout=300, check=False)
+  proc = subprocess.run(
+    [sys.executable, "-m", "hlo_tools.cli", "bench", "--quick", f"--json={out}"],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr[-2000:]
   with open(out) as f:
     return json.load(f), proc.stdout
@@ -51,9 +57,17 @@ def test_ratios_are_positive(quick_result):
 def test_every_timing_is_positive_with_spread(quick_result):
   result, _ = quick_result
   p1, p2, p3 = result["P1"], result["P2"], result["P3"]
-  for st in (p1["pass_s"], p1["process_s"], p1["compile_s"], p2["ours_s"],
-             p2["jaxlib_s"], p3["large"]["parse_s"], p3["large"]["diff_s"],
-             p3["small"]["parse_s"], p3["small"]["diff_s"]):
+  for st in (
+    p1["pass_s"],
+    p1["process_s"],
+    p1["compile_s"],
+    p2["ours_s"],
+    p2["jaxlib_s"],
+    p3["large"]["parse_s"],
+    p3["large"]["diff_s"],
+    p3["small"]["parse_s"],
+    p3["small"]["diff_s"],
+  ):
     _check_stats(st)
   assert _positive(p1["module"]["instructions"])
   assert p1["module"]["collective_permutes"] >= 1
@@ -74,8 +88,14 @@ def test_result_names_machine_and_versions(quick_result):
 
 
 def test_bad_only_is_rejected():
-  proc = subprocess.run([sys.executable, "-m", "hlo_tools.cli", "bench", "--only=P9"],
-                        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+  proc = subprocess.run(
+    [sys.executable, "-m", "hlo_tools.cli", "bench", "--only=P9"],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=60,
+    check=False,
+  )
   assert proc.returncode == 2
   assert "--only" in proc.stderr
 
@@ -84,9 +104,14 @@ def test_bad_only_is_rejected():
 def test_bad_json_path_is_refused_before_the_run(tmp_path, where):
   # The full run takes minutes: a path that cannot be written fails at once.
   path = tmp_path / where
-  proc = subprocess.run([sys.executable, "-m", "hlo_tools.cli", "bench", "--quick",
-                         f"--json={path}"], cwd=ROOT, capture_output=True, text=True,
-                        timeout=60, check=False)
+  proc = subprocess.run(
+    [sys.executable, "-m", "hlo_tools.cli", "bench", "--quick", f"--json={path}"],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=60,
+    check=False,
+  )
   assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
   assert "--json" in proc.stderr and proc.stdout == ""
   assert "P1 pass overhead" not in proc.stdout
@@ -97,12 +122,14 @@ def _record(monkeypatch, events):
   import gc  # pylint: disable=import-outside-toplevel
 
   from hlo_tools.ops import diff  # pylint: disable=import-outside-toplevel
+
   real = {"freeze": gc.freeze, "unfreeze": gc.unfreeze, "diff": diff.diff_sources}
 
   def noting(name, module, attr):
     def call(*args, **kwargs):
       events.append(name)
       return real[name](*args, **kwargs)
+
     monkeypatch.setattr(module, attr, call)
 
   noting("freeze", gc, "freeze")
@@ -118,20 +145,32 @@ def test_p3_times_the_diff_as_the_command_runs_it(monkeypatch, tmp_path):
 
   from hlo_tools.commands import diff as diff_command  # pylint: disable=import-outside-toplevel
   from hlo_tools.ops import bench  # pylint: disable=import-outside-toplevel
+
   fixtures = ROOT / "tests" / "fixtures"
   path_a = fixtures / "ring_1x1x8.before_async.hlo"
   path_b = fixtures / "ring_1x1x8.after_optimizations.hlo"
   command: list[str] = []
   _record(monkeypatch, command)
   try:
-    assert diff_command.main(["hlo-tools diff", str(path_a), str(path_b), "--format=json",
-                              "--out", str(tmp_path / "diff.json")]) == 0
+    assert (
+      diff_command.main(
+        [
+          "hlo-tools diff",
+          str(path_a),
+          str(path_b),
+          "--format=json",
+          "--out",
+          str(tmp_path / "diff.json"),
+        ]
+      )
+      == 0
+    )
   finally:
     gc.unfreeze()  # the command leaves the collector frozen for its exit
   timed: list[str] = []
   monkeypatch.undo()
   _record(monkeypatch, timed)
   bench._time_diff(path_a.read_text(), path_b.read_text(), runs=2)
-  assert "diff" in command and "freeze" in command[:command.index("diff")], command
-  up_to_diff = command[:command.index("diff") + 1]
+  assert "diff" in command and "freeze" in command[: command.index("diff")], command
+  up_to_diff = command[: command.index("diff") + 1]
   assert timed == (up_to_diff + ["unfreeze"]) * 2, (timed, command)

@@ -12,11 +12,11 @@ from hlo_tools.ops.heuristics import HeuristicsError, calibrate
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-HEADER = ("backend,link_class,bytes,seconds,operands,step_s,baseline_s,devices,"
-          "jax_version,loop_trips")
+HEADER = (
+  "backend,link_class,bytes,seconds,operands,step_s,baseline_s,devices,jax_version,loop_trips"
+)
 # (latency us, per extra buffer us, GB/s)
-TRUE = {("nccl", "nvlink"): (13.0, 1.5, 300.0),
-        ("nvshmem", "nvlink"): (20.0, 9.0, 380.0)}
+TRUE = {("nccl", "nvlink"): (13.0, 1.5, 300.0), ("nvshmem", "nvlink"): (20.0, 9.0, 380.0)}
 
 
 def write_xla_csv(path, params, noise=0.0, seed=0, step=2):
@@ -31,16 +31,17 @@ def write_xla_csv(path, params, noise=0.0, seed=0, step=2):
         us = latency + (operands - 1) * per_buffer + nbytes / (gbps * 1e3)
         us *= 1 + rng.gauss(0, noise)
         baseline = 12e-6
-        lines.append(f"{backend},{link_class},{nbytes},{us * 1e-6!r},{operands},"
-                     f"{us * 1e-6 + baseline!r},{baseline!r},2,0.9.1,50")
+        lines.append(
+          f"{backend},{link_class},{nbytes},{us * 1e-6!r},{operands},"
+          f"{us * 1e-6 + baseline!r},{baseline!r},2,0.9.1,50"
+        )
   path.write_text("\n".join(lines) + "\n")
   return path
 
 
 def test_recovers_latency_per_buffer_and_bandwidth(tmp_path):
   path = write_xla_csv(tmp_path / "bench.csv", TRUE, noise=0.01)
-  text, fits = calibrate.calibrate(str(path), machine="2x H200 NVLink",
-                                   date="2026-11-30")
+  text, fits = calibrate.calibrate(str(path), machine="2x H200 NVLink", date="2026-11-30")
   table = selection.CostTable.parse(text, "fitted")
   for key, (latency, per_buffer, gbps) in TRUE.items():
     fit = fits[key]
@@ -48,10 +49,11 @@ def test_recovers_latency_per_buffer_and_bandwidth(tmp_path):
     assert fit.latency_us == pytest.approx(latency, rel=0.05), key
     assert fit.per_buffer_us == pytest.approx(per_buffer, abs=0.5), key
     assert fit.bandwidth_gbps == pytest.approx(gbps, rel=0.03), key
-    assert table.link(*key) == (pytest.approx(fit.latency_us, rel=1e-5),
-                                pytest.approx(fit.bandwidth_gbps, rel=1e-5))
-    assert table.per_buffer_us(*key) == pytest.approx(fit.per_buffer_us, rel=1e-5,
-                                                      abs=1e-6)
+    assert table.link(*key) == (
+      pytest.approx(fit.latency_us, rel=1e-5),
+      pytest.approx(fit.bandwidth_gbps, rel=1e-5),
+    )
+    assert table.per_buffer_us(*key) == pytest.approx(fit.per_buffer_us, rel=1e-5, abs=1e-6)
     assert max(fit.max_rel_by_size.values()) < calibrate.GOAL_REL
     # The core predicts with the written table the measured times at the
     # measured points (the curve), and the fit beyond the largest size.
@@ -59,10 +61,12 @@ def test_recovers_latency_per_buffer_and_bandwidth(tmp_path):
     measured = calibrate.medians(calibrate.read_measurements(str(path))[key])
     for (operands, nbytes), us in measured.items():
       assert selection.edge_time_us(table, key[0], key[1], nbytes, operands) == (
-          pytest.approx(us, rel=1e-5))
+        pytest.approx(us, rel=1e-5)
+      )
     top = max(n for _, n in measured)
     assert selection.edge_time_us(table, key[0], key[1], 2 * top, 1) == pytest.approx(
-        measured[(1, top)] + top / (fit.bandwidth_gbps * 1e3), rel=1e-5)
+      measured[(1, top)] + top / (fit.bandwidth_gbps * 1e3), rel=1e-5
+    )
   # Provenance: machine, versions, date and the CSV's name head the table.
   assert "# Measured on: 2x H200 NVLink" in text
   assert "# jax: 0.9.1; devices: 2; loop trips: 50" in text
@@ -89,22 +93,25 @@ def test_exact_data_is_exact_and_the_table_decides_with_it(tmp_path):
 
 def test_older_point_to_point_csv_keeps_base_per_buffer(tmp_path):
   path = tmp_path / "p2p.csv"
-  path.write_text("backend,link_class,bytes,seconds\n"
-                  "nvshmem,nvlink,1000,6e-6\nnvshmem,nvlink,1000000,8e-6\n")
+  path.write_text(
+    "backend,link_class,bytes,seconds\nnvshmem,nvlink,1000,6e-6\nnvshmem,nvlink,1000000,8e-6\n"
+  )
   text, fits = calibrate.calibrate(str(path))
   assert fits[("nvshmem", "nvlink")].per_buffer_us is None
   default = selection.load_cost_table()
   table = selection.CostTable.parse(text, "fitted")
-  assert table.per_buffer_us("nvshmem", "nvlink") == default.per_buffer_us(
-      "nvshmem", "nvlink")
+  assert table.per_buffer_us("nvshmem", "nvlink") == default.per_buffer_us("nvshmem", "nvlink")
   assert "per_buffer from the base table" in text
   # One backend measured: the base table's backend set stays.
   assert table.backends == default.backends
 
 
 def test_peer_and_symmetric_measurements_set_the_backend_set(tmp_path):
-  params = {("nccl", "nvlink"): (15.0, 6.0, 280.0), ("peer", "nvlink"): (15.0, 7.0, 280.0),
-            ("symmetric", "nvlink"): (13.0, 8.0, 278.0)}
+  params = {
+    ("nccl", "nvlink"): (15.0, 6.0, 280.0),
+    ("peer", "nvlink"): (15.0, 7.0, 280.0),
+    ("symmetric", "nvlink"): (13.0, 8.0, 278.0),
+  }
   text, _ = calibrate.calibrate(str(write_xla_csv(tmp_path / "b.csv", params)))
   table = selection.CostTable.parse(text, "fitted")
   assert table.backends == "nccl,peer,symmetric"
@@ -112,14 +119,21 @@ def test_peer_and_symmetric_measurements_set_the_backend_set(tmp_path):
   assert table.symmetric_signals is False
 
 
-@pytest.mark.parametrize("operands, message", [("0", "not a whole number >= 1"),
-                                               ("1.5", "not a whole number >= 1"),
-                                               ("x", "operands 'x' is not a number")])
+@pytest.mark.parametrize(
+  "operands, message",
+  [
+    ("0", "not a whole number >= 1"),
+    ("1.5", "not a whole number >= 1"),
+    ("x", "operands 'x' is not a number"),
+  ],
+)
 def test_bad_operands_name_the_line(tmp_path, operands, message):
   path = tmp_path / "bad.csv"
-  path.write_text("backend,link_class,bytes,seconds,operands\n"
-                  "nccl,nvlink,1024,1e-5,1\n"
-                  f"nccl,nvlink,2048,1e-5,{operands}\n")
+  path.write_text(
+    "backend,link_class,bytes,seconds,operands\n"
+    "nccl,nvlink,1024,1e-5,1\n"
+    f"nccl,nvlink,2048,1e-5,{operands}\n"
+  )
   with pytest.raises(HeuristicsError) as e:
     calibrate.calibrate(str(path))
   assert f"{path}:3: " in str(e.value) and message in str(e.value)
@@ -144,9 +158,18 @@ def test_nvshmem_network_rows_are_an_input_error_at_their_line(tmp_path, capsys)
 def test_cli_reports_calibration_held_out_and_step_and_plots(tmp_path, capsys):
   path = write_xla_csv(tmp_path / "bench.csv", TRUE, noise=0.01, step=1)
   out, png, errors = tmp_path / "table.txt", tmp_path / "fit.png", tmp_path / "e.csv"
-  rc = cli.main(["heuristics", "calibrate", str(path), f"--out={out}", f"--plot={png}",
-                 "--machine=test box", "--holdout=odd-powers-of-two",
-                 f"--errors-csv={errors}"])
+  rc = cli.main(
+    [
+      "heuristics",
+      "calibrate",
+      str(path),
+      f"--out={out}",
+      f"--plot={png}",
+      "--machine=test box",
+      "--holdout=odd-powers-of-two",
+      f"--errors-csv={errors}",
+    ]
+  )
   assert rc == 0
   err = capsys.readouterr().err
   assert "nvshmem nvlink: measured curve of 30 points; parametric row latency" in err
@@ -198,18 +221,24 @@ def test_holdout_csv_validates_and_bad_holdout_is_refused(tmp_path):
 
 def test_duplicate_rows_give_their_median_as_the_point(tmp_path):
   path = tmp_path / "dup.csv"
-  path.write_text("backend,link_class,bytes,seconds,operands\n"
-                  "nccl,nvlink,1024,10e-6,1\nnccl,nvlink,1024,30e-6,1\n"
-                  "nccl,nvlink,1024,12e-6,1\nnccl,nvlink,1048576,40e-6,1\n")
+  path.write_text(
+    "backend,link_class,bytes,seconds,operands\n"
+    "nccl,nvlink,1024,10e-6,1\nnccl,nvlink,1024,30e-6,1\n"
+    "nccl,nvlink,1024,12e-6,1\nnccl,nvlink,1048576,40e-6,1\n"
+  )
   text, _ = calibrate.calibrate(str(path))
   assert "  points { buffers: 1 bytes: 1024 us: 12 }\n" in text
   table = selection.CostTable.parse(text, "dup")
   assert table.points("nccl", "nvlink") == [(1, 1024, 12.0), (1, 1048576, 40.0)]
 
 
-@pytest.mark.parametrize("name, backends", [
+@pytest.mark.parametrize(
+  "name, backends",
+  [
     ("h200x2_xla_permute_jax091.csv", "nccl,nvshmem"),
-    ("h200x2_xla_permute_jax0112.csv", "nccl,peer,symmetric")])
+    ("h200x2_xla_permute_jax0112.csv", "nccl,peer,symmetric"),
+  ],
+)
 def test_committed_h200_csvs_read_as_is(name, backends):
   path = RESULTS / name
   text, fits = calibrate.calibrate(str(path))
@@ -243,8 +272,9 @@ def test_h200_calibration_set_validates_on_held_out_sizes_from_2_mib():
     assert committed.points(*key) == result.table.points(*key)
 
 
-@pytest.mark.parametrize("scale, needle", [(1e6, "over 1 s"), (1e3, "under 500 MB/s"),
-                                           (1e-6, "under 0.1 us")])
+@pytest.mark.parametrize(
+  "scale, needle", [(1e6, "over 1 s"), (1e3, "under 500 MB/s"), (1e-6, "under 0.1 us")]
+)
 def test_csv_in_another_unit_is_refused(tmp_path, capsys, scale, needle):
   # The seconds column in microseconds (x1e6) fitted a latency of 1e7 us and called
   # the goal met; in milliseconds (x1e3) every size is 1000x too slow; x1e-6 is
@@ -263,8 +293,7 @@ def test_csv_in_another_unit_is_refused(tmp_path, capsys, scale, needle):
   message = str(e.value)
   assert needle in message and "microseconds or milliseconds" in message
   assert message.startswith(f"{bad}:") and "\n" not in message
-  rc = cli.main(["heuristics", "calibrate", str(bad),
-                        f"--out={tmp_path / 'table.txt'}"])
+  rc = cli.main(["heuristics", "calibrate", str(bad), f"--out={tmp_path / 'table.txt'}"])
   _, err = capsys.readouterr()
   assert rc == 2 and len(err.strip().splitlines()) == 1 and needle in err
   assert not (tmp_path / "table.txt").exists()

@@ -19,8 +19,9 @@ H200_HLO = SHARED_DATA / "h200_jax0112_ppermute_loop.after_optimizations.hlo"
 FIXTURES_DIR = REPO / "tests" / "fixtures"
 # jax 0.10.2 fixtures, plus the same ring compiled by jax 0.9.1 (tests/fixtures/jax091/);
 # not Ulysses attention, whose all-to-alls are its only collectives.
-FIXTURES = (sorted(p for p in FIXTURES_DIR.glob("*.hlo") if not p.name.startswith("ulysses"))
-            + sorted((FIXTURES_DIR / "jax091").glob("*.hlo")))
+FIXTURES = sorted(
+  p for p in FIXTURES_DIR.glob("*.hlo") if not p.name.startswith("ulysses")
+) + sorted((FIXTURES_DIR / "jax091").glob("*.hlo"))
 FIXTURE_IDS = [str(p.relative_to(FIXTURES_DIR)) for p in FIXTURES]
 
 # The un-sugared async form: async-start calls a computation whose root is the permute.
@@ -64,7 +65,10 @@ MIB2 = 2 * 1024 * 1024  # bf16[1024,1024]
 def test_h200_sugared_start_done():
   [rec] = collective_permutes(parse_hlo_file(H200_HLO))
   assert (rec.form, rec.start, rec.done) == (
-      "start-done", "collective-permute-start", "collective-permute-done")
+    "start-done",
+    "collective-permute-start",
+    "collective-permute-done",
+  )
   assert rec.sugared_async  # ((operands), result) start shape of jax 0.11
   assert rec.computation == "region_0.1"
   assert rec.pairs == [(0, 0)] and rec.channel_id == 1
@@ -78,7 +82,10 @@ def test_async_wrapped_permute_reads_its_wrapped_computation():
   [rec] = collective_permutes(parse_hlo_text(ASYNC_WRAPPED))
   assert rec.form == "async-wrapped" and rec.is_async
   assert (rec.start, rec.done, rec.wrapped_computation) == (
-      "start", "done", "wrapped_collective_permute")
+    "start",
+    "done",
+    "wrapped_collective_permute",
+  )
   assert rec.pairs == [(0, 1), (1, 0)] and rec.channel_id == 3
   assert rec.backend == "NVSHMEM" and rec.bytes_per_device == MIB2
   assert (rec.while_loop, rec.trip_count) == ("while", 3)
@@ -87,16 +94,22 @@ def test_async_wrapped_permute_reads_its_wrapped_computation():
 
 def test_async_wrapped_as_reprinted_by_jaxlib():
   """jaxlib prints the same module with collective-permute-start/-update/-done sugar."""
-  code = ("import sys; from jaxlib import _hlo; "
-          "print(_hlo.hlo_module_from_text(sys.stdin.read()).to_string())")
-  proc = subprocess.run([sys.executable, "-c", code], input=ASYNC_WRAPPED, text=True,
-                        capture_output=True, timeout=120,
-                        env=dict(os.environ, JAX_PLATFORMS="cpu"))
+  code = (
+    "import sys; from jaxlib import _hlo; "
+    "print(_hlo.hlo_module_from_text(sys.stdin.read()).to_string())"
+  )
+  proc = subprocess.run(
+    [sys.executable, "-c", code],
+    input=ASYNC_WRAPPED,
+    text=True,
+    capture_output=True,
+    timeout=120,
+    env=dict(os.environ, JAX_PLATFORMS="cpu"),
+  )
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert "collective-permute-update(" in proc.stdout
   [rec] = collective_permutes(parse_hlo_text(proc.stdout))
-  assert (rec.form, rec.start, rec.done, rec.sugared_async) == (
-      "start-done", "start", "done", True)
+  assert (rec.form, rec.start, rec.done, rec.sugared_async) == ("start-done", "start", "done", True)
   assert rec.pairs == [(0, 1), (1, 0)] and rec.backend == "NVSHMEM"
   assert rec.bytes_per_device == MIB2 and rec.trip_count == 3
 
@@ -143,6 +156,7 @@ def test_every_fixture_has_permutes_of_its_stage_form(path):
       assert len(in_loops) == 2
       [handoff] = outside
       assert handoff.bytes_per_device == 131072 and handoff.start_line > max(
-          r.start_line for r in in_loops)
+        r.start_line for r in in_loops
+      )
     else:
       assert not outside

@@ -28,8 +28,7 @@ def test_the_fixture_uses_the_compact_form():
 
 def test_reader_adds_the_tuple_elements_xla_adds():
   module = reader.parse_hlo_file(RING)
-  [body] = [c for c in module.computations
-            if any(i.name == "arg_tuple.7" for i in c.instructions)]
+  [body] = [c for c in module.computations if any(i.name == "arg_tuple.7" for i in c.instructions)]
   element = body.instruction("arg_tuple.7#0")
   assert element.opcode == "get-tuple-element"
   assert element.operands == ["arg_tuple.7"] and element.attributes["index"] == "0"
@@ -69,8 +68,9 @@ def test_bad_compact_elements_are_one_line_errors(tmp_path):
 
 def test_nvshmem_opt_decides_and_writes_the_compact_form_back(tmp_path):
   out = tmp_path / "out.hlo"
-  result = run_nvshmem_opt(RING, "--topology=1x1x1", "--backends=nccl,peer", "-o", out,
-                           "--report=-")
+  result = run_nvshmem_opt(
+    RING, "--topology=1x1x1", "--backends=nccl,peer", "-o", out, "--report=-"
+  )
   assert result.returncode == 0, result.stderr
   decisions = {d["instruction"]: d for d in json.loads(result.stdout)["decisions"]}
   assert "ppermute.4.2" in decisions

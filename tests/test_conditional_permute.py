@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 # A table where NVSHMEM wins on NVLink at every size.
 FAST_NVSHMEM = REPO / "tests" / "fixtures" / "fast_nvshmem.cost"
 
-_BRANCHES = r'''
+_BRANCHES = r"""
 pairs = [(0, 1), (1, 0)]
 def first(x):
   return jax.lax.ppermute(x, "cp", pairs) * 2.0
@@ -36,7 +36,7 @@ def prog(x):
 f = jax.jit(jax.shard_map(prog, mesh=mesh, in_specs=P("cp"), out_specs=P("cp")))
 a = jax.ShapeDtypeStruct((2 * 1024 * 1024,), jnp.float32, sharding=NamedSharding(mesh, P("cp")))
 f.lower(a).compile()
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -52,15 +52,16 @@ def branches(tmp_path_factory):
 def test_explain_keeps_nccl_under_a_branch(capsys, tmp_path, branches):
   path = tmp_path / "branches.txt"
   path.write_text(branches)
-  assert cli.main(["explain", str(path), "--topology=1x1x2",
-                   f"--cost-table={FAST_NVSHMEM}"]) == 0
+  assert cli.main(["explain", str(path), "--topology=1x1x2", f"--cost-table={FAST_NVSHMEM}"]) == 0
   out = capsys.readouterr().out
   choices = [l for l in out.splitlines() if l.strip().startswith("choice")]
   assert len(choices) == 2 and all("nccl (backend DEFAULT" in c for c in choices), out
   reasons = [l for l in out.splitlines() if l.strip().startswith("reason")]
   assert len(reasons) == 2
-  assert all("nvshmem refused: under a conditional's branch" in r
-             and "the patched XLA keeps NCCL there" in r for r in reasons)
+  assert all(
+    "nvshmem refused: under a conditional's branch" in r and "the patched XLA keeps NCCL there" in r
+    for r in reasons
+  )
 
 
 def _failures(capsys, tmp_path, text, check, *flags):
@@ -76,16 +77,21 @@ def _failures(capsys, tmp_path, text, check, *flags):
 
 
 def test_verify_fails_nvshmem_under_a_branch(capsys, tmp_path, branches):
-  messages = _failures(capsys, tmp_path,
-                       branches.replace('"backend":"DEFAULT"', '"backend":"NVSHMEM"'),
-                       "nvshmem-runtime", f"--cost-table={FAST_NVSHMEM}")
+  messages = _failures(
+    capsys,
+    tmp_path,
+    branches.replace('"backend":"DEFAULT"', '"backend":"NVSHMEM"'),
+    "nvshmem-runtime",
+    f"--cost-table={FAST_NVSHMEM}",
+  )
   assert all("under a conditional's branch" in m for m in messages)
 
 
 def test_verify_fails_peer_memory_under_a_branch(capsys, tmp_path, branches):
   # Today's XLA: a peer (or symmetric) put lands in the peer's copy of the sender's
   # own destination; the patched assigner makes such a permute private.
-  peer = branches.replace('"collectives_mode":"COLLECTIVES_MODE_INVALID"',
-                          '"collectives_mode":"COLLECTIVES_PEER_MEMORY"')
+  peer = branches.replace(
+    '"collectives_mode":"COLLECTIVES_MODE_INVALID"', '"collectives_mode":"COLLECTIVES_PEER_MEMORY"'
+  )
   messages = _failures(capsys, tmp_path, peer, "peer-safety", "--backends=nccl,peer")
   assert all("peer refused: under a conditional's branch" in m for m in messages)

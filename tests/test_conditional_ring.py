@@ -28,7 +28,7 @@ RING = FIXTURES / "cond_ring_1x1x8.after_optimizations.hlo"
 TRIPS = 7  # the fori_loop's trips (ring size - 1)
 
 # The fixture's per-shard function, for the module:function form.
-_MODULE = '''
+_MODULE = """
 from jax import lax
 
 def ring(x):
@@ -41,17 +41,26 @@ def ring(x):
                      lambda b: lax.ppermute(b, "cp", backward), block)
     return block, acc + block
   return lax.fori_loop(0, n - 1, body, (x, x))[1]
-'''
+"""
 
 
 @pytest.fixture(scope="module")
 def xla_dump(tmp_path_factory):
   """XLA's own dump folder (--xla_dump_to) of the fixture's compile."""
   work = tmp_path_factory.mktemp("cond_dump")
-  proc = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_config_fixtures.py"),
-                         "--only=cond_ring_1x1x8", f"--out_dir={work}",
-                         f"--xla_dump_dir={work / 'xla'}"],
-                        capture_output=True, text=True, timeout=600, check=False)
+  proc = subprocess.run(
+    [
+      sys.executable,
+      str(REPO / "scripts" / "gen_config_fixtures.py"),
+      "--only=cond_ring_1x1x8",
+      f"--out_dir={work}",
+      f"--xla_dump_dir={work / 'xla'}",
+    ],
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr
   return work / "xla" / "cond_ring_1x1x8"
 
@@ -69,11 +78,14 @@ def _report(tmp_path, monkeypatch, form, *flags):
   return rc, json.loads((out / "report.json").read_text())
 
 
-@pytest.mark.parametrize("form,flags", [
-    ("file", ()), ("dir", ()), ("function", ()), ("file", ("--backends=nccl,peer",))],
-    ids=["FILE", "DIR", "module:function", "backends=nccl,peer"])
-def test_report_decides_under_a_branch_as_explain_does(tmp_path, monkeypatch, capsys,
-                                                       xla_dump, form, flags):
+@pytest.mark.parametrize(
+  "form,flags",
+  [("file", ()), ("dir", ()), ("function", ()), ("file", ("--backends=nccl,peer",))],
+  ids=["FILE", "DIR", "module:function", "backends=nccl,peer"],
+)
+def test_report_decides_under_a_branch_as_explain_does(
+  tmp_path, monkeypatch, capsys, xla_dump, form, flags
+):
   source = {"file": RING, "dir": xla_dump, "function": "function"}[form]
   rc, data = _report(tmp_path, monkeypatch, source, *flags)
   out = capsys.readouterr().out
@@ -86,8 +98,9 @@ def test_report_decides_under_a_branch_as_explain_does(tmp_path, monkeypatch, ca
     assert all("peer refused: under a conditional's branch" in p["reason"] for p in perms)
   # Every stage's rewrite was checked by a re-decision that knew the branch.
   for stage in case["stages"]:
-    verified = json.loads((tmp_path / "r" / case["id"] / "json" /
-                           f"verify_{stage}.json").read_text())
+    verified = json.loads(
+      (tmp_path / "r" / case["id"] / "json" / f"verify_{stage}.json").read_text()
+    )
     [selection] = [c for c in verified["checks"] if c["name"] == "selection"]
     assert selection["status"] != "fail", selection
 
@@ -96,8 +109,9 @@ def test_report_decides_under_a_branch_as_explain_does(tmp_path, monkeypatch, ca
 def test_binding_and_driver_decide_alike_under_a_branch(backends):
   # The binding path (a module the driver does not answer for) is told the place.
   with_driver = decisions.describe(str(RING), options.load("1x1x8", backends=backends))
-  binding = decisions.describe(str(RING), options.load("1x1x8", backends=backends),
-                               use_driver=False)
+  binding = decisions.describe(
+    str(RING), options.load("1x1x8", backends=backends), use_driver=False
+  )
   assert [e["decided_by"] for e in with_driver["collectives"]] == ["nvshmem-opt"] * 2
   assert [e["decided_by"] for e in binding["collectives"]] == ["core binding"] * 2
   for a, b in zip(with_driver["collectives"], binding["collectives"]):
@@ -115,8 +129,9 @@ def test_branch_trips_are_at_most_the_loops():
     assert (e["runs_per_step"], e["runs_bound"]) == (TRIPS, "at most")
     assert e["modeled_loop_us"] == pytest.approx(e["modeled_us"]["chosen"] * TRIPS)
   # The two permutes sit in the two branches of one conditional.
-  branches = {(e["under_branch"]["conditional"], e["under_branch"]["branch"])
-              for e in result["collectives"]}
+  branches = {
+    (e["under_branch"]["conditional"], e["under_branch"]["branch"]) for e in result["collectives"]
+  }
   assert len(branches) == 2 and len({c for c, _ in branches}) == 1
   text = explain_op.format_text(result)
   assert text.count(f"at most x{TRIPS} trips (under a conditional's branch") == 2
@@ -125,20 +140,22 @@ def test_branch_trips_are_at_most_the_loops():
 
 
 def test_per_step_totals_count_one_branch_per_trip(tmp_path, capsys):
-  case = report.Case(id="cond", title="cond ring", topology="1x1x8", path=str(RING),
-                     label=str(RING))
+  case = report.Case(
+    id="cond", title="cond ring", topology="1x1x8", path=str(RING), label=str(RING)
+  )
   data = report.build([case], tmp_path / "r", progress=False, backends="nccl,peer")
   rows = data["summary"]["comparison"]
-  assert len(rows) == 2 and all(r["runs"] == TRIPS and r["runs_bound"] == "at most"
-                                for r in rows)
+  assert len(rows) == 2 and all(r["runs"] == TRIPS and r["runs_bound"] == "at most" for r in rows)
   nccl = rows[0]["nccl_us"]
   assert rows[1]["nccl_us"] == pytest.approx(nccl)
   saved, on_nccl = report.step_saving(rows)
   # One branch runs per trip: 7 runs of one 32 MiB permute, not 14.
   assert saved == 0 and on_nccl == pytest.approx(TRIPS * nccl)
   line = report.step_line(rows, data["summary"]["overlap"]["cond"])
-  assert line.startswith("  cond ring: per step the choices save at most 0.00 us of "
-                         f"modeled permute time, 0.0% of {report._duration(TRIPS * nccl)} on NCCL")
+  assert line.startswith(
+    "  cond ring: per step the choices save at most 0.00 us of "
+    f"modeled permute time, 0.0% of {report._duration(TRIPS * nccl)} on NCCL"
+  )
   # A permute outside any branch still counts every trip.
   free = dict(rows[0], branch=None, runs_bound="exact", nccl_us_per_step=nccl * TRIPS)
   assert report.step_saving([free, rows[1]])[1] == pytest.approx(2 * TRIPS * nccl)
@@ -160,25 +177,31 @@ def test_parse_says_a_branch_runs_at_most_the_loops_trips(capsys):
   assert cli.main(["parse", str(RING)]) == 0
   lines = [l for l in capsys.readouterr().out.splitlines() if "start-done %" in l]
   assert len(lines) == 2
-  assert all(f"(trip count {TRIPS}; at most x{TRIPS} trips (under a conditional's branch"
-             in l and l.endswith(", a branch of conditional %conditional.1.clone")
-             for l in lines), lines
+  assert all(
+    f"(trip count {TRIPS}; at most x{TRIPS} trips (under a conditional's branch" in l
+    and l.endswith(", a branch of conditional %conditional.1.clone")
+    for l in lines
+  ), lines
 
 
 def test_jax_hook_keeps_nccl_under_a_branch():
   # The hook's per-op choice is the same decision: peer wins the 32 MiB ring
   # elsewhere, never under a branch.
   from hlo_tools import jax_hook  # pylint: disable=import-outside-toplevel
+
   sel = jax_hook.import_selection()
   text = RING.read_text()
   # The set's own process layout: one process drives the host's 8 GPUs.
   topology = sel.parse_topology("1x1x8", "nccl,peer")
-  _, records = jax_hook.transform_text(text, sel, topology, sel.load_cost_table(),
-                                       ("nccl", "peer"))
+  _, records = jax_hook.transform_text(text, sel, topology, sel.load_cost_table(), ("nccl", "peer"))
   assert [r["backend"] for r in records] == ["nccl", "nccl"]
   assert all("under a conditional's branch" in r["reason"] for r in records)
-  plain = (FIXTURES / "marked_ring_1x1x8.after_optimizations.hlo").read_text().replace(
-      '_xla_collectives_mode="private"', 'x="y"')
-  _, [record] = jax_hook.transform_text(plain, sel, topology, sel.load_cost_table(),
-                                        ("nccl", "peer"))
+  plain = (
+    (FIXTURES / "marked_ring_1x1x8.after_optimizations.hlo")
+    .read_text()
+    .replace('_xla_collectives_mode="private"', 'x="y"')
+  )
+  _, [record] = jax_hook.transform_text(
+    plain, sel, topology, sel.load_cost_table(), ("nccl", "peer")
+  )
   assert record["backend"] == "peer"

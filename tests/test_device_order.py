@@ -36,8 +36,9 @@ def _copy_with_config(src, dest_dir, name="ring.hlo"):
   """The module and XLA's config beside it, as a user's own file would be."""
   dest = dest_dir / name
   shutil.copyfile(src, dest)
-  shutil.copyfile(str(src).replace(".hlo", ".config.pbtxt"),
-                  str(dest).replace(".hlo", ".config.pbtxt"))
+  shutil.copyfile(
+    str(src).replace(".hlo", ".config.pbtxt"), str(dest).replace(".hlo", ".config.pbtxt")
+  )
   return dest
 
 
@@ -47,8 +48,7 @@ def test_permuted_mesh_crosses_hosts_in_every_edge(capsys, path):
   assert result["topology"] == f"1x2x4:map={SPREAD}"
   assert result["placement"].startswith("device order: the module's device assignment (")
   for e in result["collectives"]:
-    assert e["edges_by_class"] == {"same_device": 0, "nvlink": 0, "nvlink_domain": 0,
-                                   "network": 8}
+    assert e["edges_by_class"] == {"same_device": 0, "nvlink": 0, "nvlink_domain": 0, "network": 8}
     assert e["choice"]["plan"] == "nccl"
     assert "8 of 8 edges leave their host" in e["reason"]
 
@@ -64,12 +64,12 @@ def test_the_driver_places_a_text_module_by_its_config(tmp_path):
   # Its rewrite carries the config along, so what reads the output places it too.
   out = tmp_path / "out.hlo"
   assert run_nvshmem_opt(PERM, "--topology=1x2x4", "-o", out).returncode == 0
-  assert (tmp_path / "out.config.pbtxt").read_text() == \
-      PERM.with_name("perm_ring_1x2x4.after_optimizations.config.pbtxt").read_text()
+  assert (tmp_path / "out.config.pbtxt").read_text() == PERM.with_name(
+    "perm_ring_1x2x4.after_optimizations.config.pbtxt"
+  ).read_text()
 
 
-def test_without_a_config_the_order_is_unknown_and_one_sided_backends_refused(
-    capsys, tmp_path):
+def test_without_a_config_the_order_is_unknown_and_one_sided_backends_refused(capsys, tmp_path):
   alone = tmp_path / "alone.hlo"
   shutil.copyfile(FIXTURES / "ring_1x1x8.after_optimizations.hlo", alone)
   table = f"--cost-table={FIXTURES / 'fast_nvshmem.cost'}"
@@ -109,10 +109,13 @@ def test_report_counts_no_saving_on_the_permuted_ring(capsys, tmp_path, form):
     source = tmp_path / "xla"
     source.mkdir()
     shutil.copyfile(PERM, source / "module_0001.jit_ring.sm_9.0a_gpu_after_optimizations.txt")
-    shutil.copyfile(PERM.with_name("perm_ring_1x2x4.after_optimizations.config.pbtxt"),
-                    source / "module_0001.jit_ring.config.pbtxt")
-  rc, out, err = _run(capsys, "report", source, "--topology=1x2x4", "--quiet",
-                      f"--out={tmp_path / 'r'}")
+    shutil.copyfile(
+      PERM.with_name("perm_ring_1x2x4.after_optimizations.config.pbtxt"),
+      source / "module_0001.jit_ring.config.pbtxt",
+    )
+  rc, out, err = _run(
+    capsys, "report", source, "--topology=1x2x4", "--quiet", f"--out={tmp_path / 'r'}"
+  )
   assert rc == 0, err
   report = json.loads((tmp_path / "r" / "report.json").read_text())
   [case] = report["cases"]
@@ -125,10 +128,12 @@ def test_report_counts_no_saving_on_the_permuted_ring(capsys, tmp_path, form):
 
 @pytest.mark.parametrize("spec", ["1x2x4:gpus_per_process=4", "1x1x8:gpus_per_process=8"])
 def test_nvshmem_refused_where_a_process_drives_several_gpus(capsys, spec):
-  fixture = FIXTURES / ("ring_1x2x4.before_async.hlo" if spec.startswith("1x2x4")
-                        else "ring_1x1x8.before_async.hlo")
-  result = _explained(capsys, fixture, f"--topology={spec}",
-                      f"--cost-table={FIXTURES / 'fast_nvshmem.cost'}")
+  fixture = FIXTURES / (
+    "ring_1x2x4.before_async.hlo" if spec.startswith("1x2x4") else "ring_1x1x8.before_async.hlo"
+  )
+  result = _explained(
+    capsys, fixture, f"--topology={spec}", f"--cost-table={FIXTURES / 'fast_nvshmem.cost'}"
+  )
   assert result["processes"].endswith("(stated)")
   for e in result["collectives"]:
     assert e["choice"]["plan"] == "nccl"
@@ -136,21 +141,30 @@ def test_nvshmem_refused_where_a_process_drives_several_gpus(capsys, spec):
 
 
 def test_llama_step_with_a_process_per_host_gets_no_nvshmem(capsys):
-  result = _explained(capsys, FIXTURES / "train_step_1x2x8.after_optimizations.hlo",
-                      "--topology=1x2x8:gpus_per_process=8")
+  result = _explained(
+    capsys,
+    FIXTURES / "train_step_1x2x8.after_optimizations.hlo",
+    "--topology=1x2x8:gpus_per_process=8",
+  )
   assert result["collectives"]
   assert all(e["choice"]["plan"] == "nccl" for e in result["collectives"])
   assert all("a process drives 8 GPUs" in e["reason"] for e in result["collectives"])
 
 
 def test_the_default_layout_is_stated_with_why(capsys):
-  rc, out, _ = _run(capsys, "explain", FIXTURES / "ring_1x1x8.before_async.hlo",
-                    "--topology=1x1x8")
+  rc, out, _ = _run(capsys, "explain", FIXTURES / "ring_1x1x8.before_async.hlo", "--topology=1x1x8")
   assert rc == 0
-  assert ("processes of 1 GPU (the default where the target XLA offers NVSHMEM, which its "
-          "pass runs only with one GPU per process)") in out
-  rc, out, _ = _run(capsys, "explain", FIXTURES / "ring_1x1x8.before_async.hlo",
-                    "--topology=1x1x8", "--backends=nccl,peer")
+  assert (
+    "processes of 1 GPU (the default where the target XLA offers NVSHMEM, which its "
+    "pass runs only with one GPU per process)"
+  ) in out
+  rc, out, _ = _run(
+    capsys,
+    "explain",
+    FIXTURES / "ring_1x1x8.before_async.hlo",
+    "--topology=1x1x8",
+    "--backends=nccl,peer",
+  )
   assert "processes of 8 GPUs (the default: one process per host" in out
   with pytest.raises(SystemExit):
     cli.main(["explain", "--help"])
@@ -166,7 +180,7 @@ def test_a_bad_config_beside_the_module_is_one_line_with_file_and_line(tmp_path)
   result = run_nvshmem_opt(ring, "--topology=1x2x4", "--mode=explain")
   assert result.returncode == 2
   [line] = result.stderr.strip().splitlines()
-  bad = text[:text.index("replica_device_ids: 4")].count("\n") + 1
+  bad = text[: text.index("replica_device_ids: 4")].count("\n") + 1
   assert line.startswith(f"nvshmem-opt: {config}:{bad}:"), line
 
 
@@ -174,12 +188,15 @@ def test_a_map_of_replicas_and_partitions_is_in_the_cores_order(tmp_path):
   """XLA's config names computation p's device for replica r; the core's map is indexed
   r + p * replicas (as nvshmem-opt reads the same config), not XLA's r * partitions + p."""
   from hlo_tools.model import placement  # pylint: disable=import-outside-toplevel
+
   config = tmp_path / "m.config.pbtxt"
-  config.write_text("replica_count: 2\nnum_partitions: 2\nstatic_device_assignment {\n"
-                    "  replica_count: 2\n  computation_count: 2\n"
-                    "  computation_devices { replica_device_ids: 0 replica_device_ids: 2 }\n"
-                    "  computation_devices { replica_device_ids: 1 replica_device_ids: 3 }\n"
-                    "}\n")
+  config.write_text(
+    "replica_count: 2\nnum_partitions: 2\nstatic_device_assignment {\n"
+    "  replica_count: 2\n  computation_count: 2\n"
+    "  computation_devices { replica_device_ids: 0 replica_device_ids: 2 }\n"
+    "  computation_devices { replica_device_ids: 1 replica_device_ids: 3 }\n"
+    "}\n"
+  )
   device_map, origin = placement.module_map(str(tmp_path / "m.hlo"))
   # (r0,p0)=0, (r1,p0)=2, (r0,p1)=1, (r1,p1)=3.
   assert device_map == [0, 2, 1, 3] and origin == str(config)
@@ -189,11 +206,13 @@ def test_module_config_flag_places_a_module_without_one_beside_it(tmp_path):
   alone = tmp_path / "alone.hlo"
   shutil.copyfile(PERM, alone)
   config = PERM.with_name("perm_ring_1x2x4.after_optimizations.config.pbtxt")
-  unknown = json.loads(run_nvshmem_opt(alone, "--topology=1x2x4", "--report=-",
-                                       "--mode=explain").stdout)
+  unknown = json.loads(
+    run_nvshmem_opt(alone, "--topology=1x2x4", "--report=-", "--mode=explain").stdout
+  )
   assert unknown["placement"] == "unknown"
-  result = run_nvshmem_opt(alone, "--topology=1x2x4", f"--module-config={config}",
-                           "--report=-", "--mode=explain")
+  result = run_nvshmem_opt(
+    alone, "--topology=1x2x4", f"--module-config={config}", "--report=-", "--mode=explain"
+  )
   assert result.returncode == 0, result.stderr
   report = json.loads(result.stdout)
   assert report["topology"].endswith(f":map={SPREAD}")

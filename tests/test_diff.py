@@ -17,8 +17,16 @@ FIXTURES = REPO / "tests" / "fixtures"
 # A table where NVSHMEM wins on NVLink at every size (the pass then writes NVSHMEM).
 FAST_NVSHMEM = FIXTURES / "fast_nvshmem.cost"
 DRIVER = REPO / "build" / "nvshmem-opt"
-SMALL_RING = {"seq_len": 1024, "num_heads": 4, "num_kv_heads": 2, "head_dim": 64,
-              "dtype": "bf16", "causal": True, "backward": False, "batch": 1}
+SMALL_RING = {
+  "seq_len": 1024,
+  "num_heads": 4,
+  "num_kv_heads": 2,
+  "head_dim": 64,
+  "dtype": "bf16",
+  "causal": True,
+  "backward": False,
+  "batch": 1,
+}
 
 
 def run(capsys, *argv):
@@ -31,25 +39,41 @@ def run(capsys, *argv):
 def ring_dump(tmp_path_factory):
   """A small ring compiled for 1x2x4 with every pass dumped (about 2 s)."""
   out = tmp_path_factory.mktemp("dump") / "ring"
-  dump.dump({"kind": "ring", "config": SMALL_RING}, str(out),
-            target=dump.Target(topology="1x2x4"), all_passes=True, progress=False)
+  dump.dump(
+    {"kind": "ring", "config": SMALL_RING},
+    str(out),
+    target=dump.Target(topology="1x2x4"),
+    all_passes=True,
+    progress=False,
+  )
   return out
 
 
 @pytest.fixture(scope="session")
 def nvshmem_1x1x8(tmp_path_factory):
   out = tmp_path_factory.mktemp("pass") / "ring_1x1x8.nvshmem.hlo"
-  proc = subprocess.run([str(DRIVER), str(FIXTURES / "ring_1x1x8.before_async.hlo"),
-                         "--topology=1x1x8", f"--cost-table={FAST_NVSHMEM}", "-o", str(out)],
-                        capture_output=True, text=True,
-                        env=driver.driver_env(), check=False)
+  proc = subprocess.run(
+    [
+      str(DRIVER),
+      str(FIXTURES / "ring_1x1x8.before_async.hlo"),
+      "--topology=1x1x8",
+      f"--cost-table={FAST_NVSHMEM}",
+      "-o",
+      str(out),
+    ],
+    capture_output=True,
+    text=True,
+    env=driver.driver_env(),
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr
   return out
 
 
 def test_pass_output_shows_sync_permute_became_start_done(capsys, nvshmem_1x1x8):
-  rc, out, err = run(capsys, FIXTURES / "ring_1x1x8.before_async.hlo", nvshmem_1x1x8,
-                     "--format=json")
+  rc, out, err = run(
+    capsys, FIXTURES / "ring_1x1x8.before_async.hlo", nvshmem_1x1x8, "--format=json"
+  )
   assert rc == 0, err
   result = json.loads(out)
   [row] = result["collectives"]
@@ -72,8 +96,11 @@ def test_pass_output_shows_sync_permute_became_start_done(capsys, nvshmem_1x1x8)
 
 
 def test_text_lists_attributes_one_by_one(capsys, nvshmem_1x1x8):
-  rc, out, _ = run(capsys, FIXTURES / "ring_1x1x8.after_optimizations.hlo",
-                   FIXTURES / "ring_1x2x4.after_optimizations.hlo")
+  rc, out, _ = run(
+    capsys,
+    FIXTURES / "ring_1x1x8.after_optimizations.hlo",
+    FIXTURES / "ring_1x2x4.after_optimizations.hlo",
+  )
   assert rc == 0
   assert out.index("collective-permutes") < out.index("instructions:")
   assert "0 changed" in out  # the 1x1x8 and 1x2x4 modules are identical text
@@ -85,8 +112,7 @@ def test_backend_config_changes_key_by_key(capsys, tmp_path):
   b.write_text(src.read_text().replace('"backend":"DEFAULT"', '"backend":"NVSHMEM"'))
   rc, out, _ = run(capsys, src, b)
   assert rc == 0
-  assert ("backend_config.collective_backend_config.backend: \"DEFAULT\" -> \"NVSHMEM\""
-          in out)
+  assert 'backend_config.collective_backend_config.backend: "DEFAULT" -> "NVSHMEM"' in out
   assert "backend     DEFAULT -> NVSHMEM" in out
 
 
@@ -105,22 +131,32 @@ def test_renamed_instructions_match_by_structure(capsys, tmp_path):
 
 
 def test_dump_stages_and_passes(capsys, ring_dump):
-  rc, out, err = run(capsys, f"{ring_dump}:before_async", f"{ring_dump}:after_optimizations",
-                     "--format=json")
+  rc, out, err = run(
+    capsys, f"{ring_dump}:before_async", f"{ring_dump}:after_optimizations", "--format=json"
+  )
   assert rc == 0, err
   result = json.loads(out)
   assert result["a"] == f"{ring_dump}:before_async"
   [row] = result["collectives"]
   assert row["a"]["form"] == "sync" and row["b"][0]["form"] == "start-done"
-  rc, out, err = run(capsys, f"{ring_dump}:before:async-collective-creator",
-                     f"{ring_dump}:after:async-collective-creator")
+  rc, out, err = run(
+    capsys,
+    f"{ring_dump}:before:async-collective-creator",
+    f"{ring_dump}:after:async-collective-creator",
+  )
   assert rc == 0, err
   assert "form        sync -> start-done" in out
 
 
 def test_trace_follows_each_permute_through_every_pass(capsys, ring_dump):
-  rc, out, err = run(capsys, f"{ring_dump}:before_optimizations",
-                     f"{ring_dump}:after_optimizations", "--trace", ring_dump, "--format=json")
+  rc, out, err = run(
+    capsys,
+    f"{ring_dump}:before_optimizations",
+    f"{ring_dump}:after_optimizations",
+    "--trace",
+    ring_dump,
+    "--format=json",
+  )
   assert rc == 0, err
   tr = json.loads(out)["trace"]
   # Every snapshot XLA wrote parses (tuple shardings carry /*index=N*/ comments).
@@ -130,22 +166,31 @@ def test_trace_follows_each_permute_through_every_pass(capsys, ring_dump):
   # K and V travel in one permute from the start (the combiner's merge is traced in
   # test_trace_follows_the_combiner_per_loop): made async, then scheduled.
   assert kinds.index("made async") < kinds.index("scheduled")
-  made_async = next(tr["events"][i] for i in final["events"]
-                    if tr["events"][i]["kind"] == "made async")
+  made_async = next(
+    tr["events"][i] for i in final["events"] if tr["events"][i]["kind"] == "made async"
+  )
   assert made_async["pass"] == "async-collective-creator"
-  rc, out, _ = run(capsys, f"{ring_dump}:before_async", f"{ring_dump}:after_optimizations",
-                   "--trace", ring_dump)
+  rc, out, _ = run(
+    capsys, f"{ring_dump}:before_async", f"{ring_dump}:after_optimizations", "--trace", ring_dump
+  )
   assert "trace of" in out and "made async" in out
 
 
 def test_html_page_is_self_contained_side_by_side(capsys, tmp_path, nvshmem_1x1x8, ring_dump):
   dest = tmp_path / "diff.html"
-  rc, out, _ = run(capsys, FIXTURES / "ring_1x1x8.before_async.hlo", nvshmem_1x1x8,
-                   "--format=html", f"--out={dest}", "--trace", ring_dump)
+  rc, out, _ = run(
+    capsys,
+    FIXTURES / "ring_1x1x8.before_async.hlo",
+    nvshmem_1x1x8,
+    "--format=html",
+    f"--out={dest}",
+    "--trace",
+    ring_dump,
+  )
   assert rc == 0 and out == ""
   page = dest.read_text()
   assert page.startswith("<!DOCTYPE html>") and "<script" not in page
-  assert "class=\"sbs\"" in page and "collective-permute-start" in page
+  assert 'class="sbs"' in page and "collective-permute-start" in page
   assert "Pass-by-pass trace" in page
   assert "http" not in page.split("</style>")[0]  # self-contained
 
@@ -154,7 +199,7 @@ def test_bad_input_is_one_line_naming_the_file(capsys, tmp_path, ring_dump):
   good = FIXTURES / "ring_1x2x4.before_async.hlo"
   text = good.read_text()
   trunc = tmp_path / "truncated.hlo"
-  trunc.write_text(text[:len(text) // 2])
+  trunc.write_text(text[: len(text) // 2])
   rc, out, err = run(capsys, good, trunc)
   assert rc == 2 and out == "" and err.startswith(f"{trunc}:")
   assert len(err.strip().splitlines()) == 1
@@ -186,15 +231,21 @@ def test_never_overwrites_an_input(capsys, tmp_path):
 
 def synthetic(n, rename=False):
   """A module with n instructions in a chain (every 4th renamed in B)."""
-  lines = ["HloModule big, num_partitions=2", "",
-           "ENTRY %main (p: f32[8]) -> f32[8] {", "  %p = f32[8]{0} parameter(0)"]
+  lines = [
+    "HloModule big, num_partitions=2",
+    "",
+    "ENTRY %main (p: f32[8]) -> f32[8] {",
+    "  %p = f32[8]{0} parameter(0)",
+  ]
   prev = "p"
   for i in range(n):
     name = f"r{i}" if rename and i % 4 == 0 else f"a{i}"
     lines.append(f"  %{name} = f32[8]{{0}} add(%{prev}, %p)")
     prev = name
-  lines.append(f"  ROOT %out = f32[8]{{0}} collective-permute(%{prev}), channel_id=1, "
-               "source_target_pairs={{0,1},{1,0}}")
+  lines.append(
+    f"  ROOT %out = f32[8]{{0}} collective-permute(%{prev}), channel_id=1, "
+    "source_target_pairs={{0,1},{1,0}}"
+  )
   lines.append("}")
   return "\n".join(lines) + "\n"
 
@@ -222,20 +273,30 @@ def test_trace_follows_the_combiner_per_loop(capsys):
   tr = diff.trace(str(passes))
   combined = [e for e in tr["events"] if e["kind"] == "combined"]
   assert [e["message"].split(" -> ")[0] for e in combined] == [
-      "%ppermute.18.0 + %ppermute.19.0 + %ppermute.20.0 + %ppermute.21.0",
-      "%ppermute.22.0 + %ppermute.23.0"]
+    "%ppermute.18.0 + %ppermute.19.0 + %ppermute.20.0 + %ppermute.21.0",
+    "%ppermute.22.0 + %ppermute.23.0",
+  ]
   assert [e["names"] for e in combined] == [["collective-permute"], ["collective-permute.1"]]
   assert not [e for e in tr["events"] if e["kind"] in ("decomposed", "removed", "created")]
   final = {f["start"]: set(f["origins"]) for f in tr["final"]}
-  assert final == {"collective-permute-start": {f"ppermute.{i}" for i in (8, 9, 10, 11)},
-                   "collective-permute-start.1": {"ppermute.2", "ppermute.3"}}
+  assert final == {
+    "collective-permute-start": {f"ppermute.{i}" for i in (8, 9, 10, 11)},
+    "collective-permute-start.1": {"ppermute.2", "ppermute.3"},
+  }
   # Each origin set is one loop of the module before optimization.
   before = sources.read_source(str(next((passes / "xla_dump").glob("*before_optimizations*"))))
   comp_of = {i.name: c.name for c in before.module.computations for i in c.instructions}
   for origins in final.values():
     assert len({comp_of[name] for name in origins}) == 1
-  rc = cli.main(["diff", f"{passes}:before_optimizations",
-                  f"{passes}:after_optimizations", "--trace", str(passes)])
+  rc = cli.main(
+    [
+      "diff",
+      f"{passes}:before_optimizations",
+      f"{passes}:after_optimizations",
+      "--trace",
+      str(passes),
+    ]
+  )
   out, _ = capsys.readouterr()
   assert rc == 0 and "decomposed" not in out
   assert "combined: %ppermute.22.0 + %ppermute.23.0 -> %collective-permute.1" in out

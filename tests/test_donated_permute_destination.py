@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 # A table where NVSHMEM wins on NVLink at every size.
 FAST_NVSHMEM = REPO / "tests" / "fixtures" / "fast_nvshmem.cost"
 
-_RING_LOOP = r'''
+_RING_LOOP = r"""
 def body(i, c):
   k, acc = c
   return jax.lax.ppermute(k, "cp", [(0, 1), (1, 0)]), acc + jnp.sin(k)
@@ -40,7 +40,7 @@ f = jax.jit(jax.shard_map(ring, mesh=mesh, in_specs=(P("cp"), P("cp")),
             donate_argnums=(0, 1) if sys.argv[2] == "donate" else ())
 a = jax.ShapeDtypeStruct((2 * 1024 * 1024,), jnp.bfloat16, sharding=NamedSharding(mesh, P("cp")))
 f.lower(a, a).compile()
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +86,15 @@ def _as_nvshmem(tmp_path, dumps, mode, edit=None):
 
 def _nvshmem_runtime(capsys, path):
   # The copy has no XLA config beside it: the map is given.
-  rc = cli.main(["verify", str(path), "--topology=1x1x2:map=0,1", f"--cost-table={FAST_NVSHMEM}",
-                 "--format=json"])
+  rc = cli.main(
+    [
+      "verify",
+      str(path),
+      "--topology=1x1x2:map=0,1",
+      f"--cost-table={FAST_NVSHMEM}",
+      "--format=json",
+    ]
+  )
   out, _ = capsys.readouterr()
   by_name = {c["name"]: c for c in json.loads(out)["checks"]}
   return rc, by_name["nvshmem-runtime"]["results"]
@@ -98,8 +105,12 @@ def test_verify_fails_nvshmem_into_a_donated_carry(capsys, tmp_path, dumps):
   assert rc == 1 and r["status"] == "fail"
   assert "destination {1} (allocation 0) is parameter 0's buffer" in r["message"]
   # explain marks it, with the same reason.
-  assert cli.main(["explain", str(tmp_path / "donate.txt"), "--topology=1x1x2",
-                   f"--cost-table={FAST_NVSHMEM}"]) == 0
+  assert (
+    cli.main(
+      ["explain", str(tmp_path / "donate.txt"), "--topology=1x1x2", f"--cost-table={FAST_NVSHMEM}"]
+    )
+    == 0
+  )
   unsafe = [l for l in capsys.readouterr().out.splitlines() if l.strip().startswith("UNSAFE ")]
   assert len(unsafe) == 1 and "parameter 0's buffer" in unsafe[0]
 
@@ -109,7 +120,8 @@ def _colored(header):
   colors every buffer an NVSHMEM permute reads or writes when NVSHMEM is on."""
   assert ", color" not in header
   return lambda text: text.replace(
-      header, re.sub(r"^(allocation \d+: size \d+)", r"\1, color 1", header))
+    header, re.sub(r"^(allocation \d+: size \d+)", r"\1, color 1", header)
+  )
 
 
 def _operand_allocation(module, assignment):
@@ -142,7 +154,8 @@ def test_verify_wants_the_destination_in_collective_memory(capsys, tmp_path, dum
 
 
 def test_a_plan_xla_has_not_compiled_is_not_judged_by_another_plans_memory_spaces(
-    capsys, tmp_path, dumps):
+  capsys, tmp_path, dumps
+):
   # The plan (NVSHMEM) written onto a module XLA compiled on NCCL: its buffer
   # assignment is of that compile, where no buffer of the permute is in the collective
   # memory. XLA colors the buffers by the plan it compiles, so the memory space 0 there

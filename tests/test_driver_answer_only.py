@@ -17,12 +17,16 @@ from conftest import FIXTURES
 # The binding's entry points that decide or refuse a backend. (edge_time_us, the
 # table's price of one edge, stays: explain breaks the driver's modeled time down
 # by it, "priced by", and decides nothing with it.)
-DECIDING = ("decide", "layout_refusal", "nvshmem_pe_reason", "nvshmem_heap_reason",
-            "nvshmem_hang_reason")
+DECIDING = (
+  "decide",
+  "layout_refusal",
+  "nvshmem_pe_reason",
+  "nvshmem_heap_reason",
+  "nvshmem_hang_reason",
+)
 MODULE = FIXTURES / "train_step_1x1x8.after_optimizations.hlo"
 
-needs_driver = pytest.mark.skipif(driver.find_nvshmem_opt() is None,
-                                  reason=driver.NOT_INSTALLED)
+needs_driver = pytest.mark.skipif(driver.find_nvshmem_opt() is None, reason=driver.NOT_INSTALLED)
 
 
 # The report's chart prices sizes the module does not have (a curve per backend
@@ -39,6 +43,7 @@ def _forbid_binding(monkeypatch, calls):
         return _real(*args, **kwargs)
       calls.append(_name)
       raise AssertionError(f"selection.{_name} called on the driver's path")
+
     monkeypatch.setattr(selection, name, refuse)
 
 
@@ -65,13 +70,11 @@ def test_without_the_driver_explain_decides_through_the_binding(monkeypatch, cap
 
 @needs_driver
 @pytest.mark.parametrize("backends", ["nccl,nvshmem", "nccl,peer,symmetric"])
-def test_report_takes_every_decision_from_the_driver(monkeypatch, capsys, tmp_path,
-                                                     backends):
+def test_report_takes_every_decision_from_the_driver(monkeypatch, capsys, tmp_path, backends):
   dump_dir = tmp_path / "dump"
   shutil.copytree(FIXTURES / "ring_product_grad_1x2x4.passes", dump_dir)
   calls: list[str] = []
   _forbid_binding(monkeypatch, calls)
-  rc = cli.main(["report", str(dump_dir), f"--out={tmp_path / 'r'}",
-                 f"--backends={backends}"])
+  rc = cli.main(["report", str(dump_dir), f"--out={tmp_path / 'r'}", f"--backends={backends}"])
   _, err = capsys.readouterr()
   assert (rc, calls) == (0, []), err

@@ -18,17 +18,35 @@ FIXTURE = ROOT / "tests" / "fixtures" / "ring_1x1x8.before_async.hlo"
 F = descriptor_pb2.FieldDescriptorProto
 # The Python type each proto field type is printed as (protobuf's JSON mapping, with
 # the driver's integers unquoted).
-SCALAR = {F.TYPE_STRING: str, F.TYPE_BOOL: bool, F.TYPE_DOUBLE: float,
-          F.TYPE_INT64: int, F.TYPE_INT32: int}
-WELL_KNOWN = {".google.protobuf.Value": typing.Any, ".google.protobuf.Struct": dict,
-              ".google.protobuf.ListValue": list}
+SCALAR = {
+  F.TYPE_STRING: str,
+  F.TYPE_BOOL: bool,
+  F.TYPE_DOUBLE: float,
+  F.TYPE_INT64: int,
+  F.TYPE_INT32: int,
+}
+WELL_KNOWN = {
+  ".google.protobuf.Value": typing.Any,
+  ".google.protobuf.Struct": dict,
+  ".google.protobuf.ListValue": list,
+}
 
 
 def _messages(tmp_path):
   out = tmp_path / "report.desc"
-  subprocess.run([str(PROTOC), "-I", str(ROOT), "-I", str(ROOT / ".venv" / "include"),
-                  f"--descriptor_set_out={out}", "nvshmem_opt/report.proto"],
-                 cwd=ROOT, check=True)
+  subprocess.run(
+    [
+      str(PROTOC),
+      "-I",
+      str(ROOT),
+      "-I",
+      str(ROOT / ".venv" / "include"),
+      f"--descriptor_set_out={out}",
+      "nvshmem_opt/report.proto",
+    ],
+    cwd=ROOT,
+    check=True,
+  )
   files = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
   [proto] = [f for f in files.file if f.name == "nvshmem_opt/report.proto"]
   return {m.name: m for m in proto.message_type}

@@ -20,14 +20,19 @@ SMALL = ["--seq_len=512", "--num_heads=4", "--num_kv_heads=2", "--head_dim=32"]
 
 
 def _env():
-  return dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH",
-                                                                            "")]))
+  return dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
 
 
 def run_dump(*args):
-  return subprocess.run([sys.executable, "-m", "hlo_tools.cli", "dump", *args],
-                        cwd=ROOT, env=_env(), capture_output=True, text=True,
-                        timeout=600, check=False)
+  return subprocess.run(
+    [sys.executable, "-m", "hlo_tools.cli", "dump", *args],
+    cwd=ROOT,
+    env=_env(),
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
 
 
 def computations(text):
@@ -71,19 +76,21 @@ def test_gpu_dump_has_async_permutes_in_while_body(gpu_dumps, topo):
   assert manifest["target"]["topology"] == topo
   assert manifest["target"]["num_devices"] == 8
   assert manifest["versions"]["jax"] and manifest["versions"]["jaxlib"]
-  for stage, fname in (("stablehlo", "stablehlo.mlir"),
-                       ("before_optimizations", "before_optimizations.hlo"),
-                       ("after_optimizations", "after_optimizations.hlo")):
+  for stage, fname in (
+    ("stablehlo", "stablehlo.mlir"),
+    ("before_optimizations", "before_optimizations.hlo"),
+    ("after_optimizations", "after_optimizations.hlo"),
+  ):
     assert manifest["stages"][stage] == fname
     assert (out / fname).stat().st_size > 0
   text = (out / "after_optimizations.hlo").read_text()
   bodies = while_bodies(text)
-  assert any("collective-permute-start(" in b and "collective-permute-done(" in b
-             for b in bodies)
+  assert any("collective-permute-start(" in b and "collective-permute-done(" in b for b in bodies)
   assert '"backend":"DEFAULT"' in text
   # Its buffer assignment lies beside it, where verify and explain look for it.
   placed = buffer_assignment.parse(
-      (out / "after_optimizations-buffer-assignment.txt").read_text(), "placed")
+    (out / "after_optimizations-buffer-assignment.txt").read_text(), "placed"
+  )
   assert any(name.startswith("collective-permute-start") for name in placed)
 
 
@@ -102,20 +109,33 @@ def test_manifest_lists_passes_in_xla_order(gpu_dumps):
   assert "async-collective-creator" in names
   # Before the creator the loop holds sync permutes; the creator made them async.
   from hlo_tools.model import dumps  # pylint: disable=import-outside-toplevel
-  text = dumps.pass_snapshot_text(str(out / manifest["xla_dump_dir"]),
-                                  "async-collective-creator", manifest["main_module"],
-                                  when="before")
+
+  text = dumps.pass_snapshot_text(
+    str(out / manifest["xla_dump_dir"]),
+    "async-collective-creator",
+    manifest["main_module"],
+    when="before",
+  )
   assert any(" collective-permute(" in b for b in while_bodies(text))
   assert "collective-permute-start" not in text
-  after = dumps.pass_snapshot_text(str(out / manifest["xla_dump_dir"]),
-                                   "async-collective-creator", manifest["main_module"])
+  after = dumps.pass_snapshot_text(
+    str(out / manifest["xla_dump_dir"]), "async-collective-creator", manifest["main_module"]
+  )
   assert any("collective-permute-start(" in b for b in while_bodies(after))
 
 
 def test_cpu_dump_writes_manifest_and_stages(tmp_path):
   out = tmp_path / "cpu"
-  proc = run_dump("--cpu_devices=4", f"--out={out}", "--seq_len=128", "--num_heads=2",
-                  "--num_kv_heads=1", "--head_dim=16", "--dtype=f32", "--nocausal")
+  proc = run_dump(
+    "--cpu_devices=4",
+    f"--out={out}",
+    "--seq_len=128",
+    "--num_heads=2",
+    "--num_kv_heads=1",
+    "--head_dim=16",
+    "--dtype=f32",
+    "--nocausal",
+  )
   assert proc.returncode == 0, proc.stderr
   manifest = json.loads((out / "manifest.json").read_text())
   assert manifest["target"] == {"platform": "cpu", "num_devices": 4}
@@ -126,8 +146,13 @@ def test_cpu_dump_writes_manifest_and_stages(tmp_path):
 
 def test_user_function_dumps_with_one_mesh_axis(tmp_path):
   out = tmp_path / "shift"
-  proc = run_dump("hlo_tools.programs.ring_attention:neighbour_shift", "--topology=1x2x4",
-                  "--arg=1,256,2,16:bf16:None,cp", "--out_spec=None,cp", f"--out={out}")
+  proc = run_dump(
+    "hlo_tools.programs.ring_attention:neighbour_shift",
+    "--topology=1x2x4",
+    "--arg=1,256,2,16:bf16:None,cp",
+    "--out_spec=None,cp",
+    f"--out={out}",
+  )
   assert proc.returncode == 0, proc.stderr
   text = (out / "after_optimizations.hlo").read_text()
   assert "source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7}}" in text
@@ -137,11 +162,14 @@ def test_user_function_dumps_with_one_mesh_axis(tmp_path):
 
 def test_index_existing_xla_dump(tmp_path):
   xla_dir = tmp_path / "raw"
-  code = ("import jax, jax.numpy as jnp\n"
-          "jax.jit(lambda x: jnp.sin(x) * 2).lower(jnp.ones(8)).compile()\n")
-  env = dict(_env(), JAX_PLATFORMS="cpu",
-             XLA_FLAGS=f"--xla_dump_to={xla_dir} --xla_dump_hlo_as_text "
-             "--xla_dump_hlo_pass_re=.*")
+  code = (
+    "import jax, jax.numpy as jnp\njax.jit(lambda x: jnp.sin(x) * 2).lower(jnp.ones(8)).compile()\n"
+  )
+  env = dict(
+    _env(),
+    JAX_PLATFORMS="cpu",
+    XLA_FLAGS=f"--xla_dump_to={xla_dir} --xla_dump_hlo_as_text --xla_dump_hlo_pass_re=.*",
+  )
   subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300)
   out = tmp_path / "indexed"
   proc = run_dump(str(xla_dir), f"--out={out}")
@@ -171,8 +199,7 @@ def test_bad_topology_is_refused_before_compiling(tmp_path):
 
 
 def test_unimportable_function_is_one_line_leaving_nothing(tmp_path):
-  proc = run_dump("no_such_module_xyz:fn", "--arg=8:f32:cp", "--quiet",
-                  f"--out={tmp_path / 'o'}")
+  proc = run_dump("no_such_module_xyz:fn", "--arg=8:f32:cp", "--quiet", f"--out={tmp_path / 'o'}")
   _one_line_error(proc, "cannot import", "no_such_module_xyz")
   assert os.listdir(tmp_path) == []  # no temp directory left behind
 
@@ -192,17 +219,22 @@ def test_refuses_non_empty_out(tmp_path):
 
 def test_fixtures_are_reproducible(tmp_path):
   names = ["ring_1x2x4", "shift_1x2x4"]
-  proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gen_fixtures.py"),
-                         f"--out_dir={tmp_path}"] + [f"--only={n}" for n in names],
-                        env=_env(), capture_output=True, text=True, timeout=600,
-                        check=False)
+  proc = subprocess.run(
+    [sys.executable, os.path.join(ROOT, "scripts", "gen_fixtures.py"), f"--out_dir={tmp_path}"]
+    + [f"--only={n}" for n in names],
+    env=_env(),
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr
   made = sorted(os.listdir(tmp_path))
-  assert made == sorted(f for f in os.listdir(FIXTURES)
-                        if f.split(".")[0] in names)
+  assert made == sorted(f for f in os.listdir(FIXTURES) if f.split(".")[0] in names)
   for fname in made:
     assert (tmp_path / fname).read_text() == open(os.path.join(FIXTURES, fname)).read(), (
-        f"{fname} differs from tests/fixtures: rerun scripts/gen_fixtures.py")
+      f"{fname} differs from tests/fixtures: rerun scripts/gen_fixtures.py"
+    )
 
 
 def test_fixtures_are_small():
@@ -242,6 +274,7 @@ def test_nocheck_vma_lets_a_fresh_carry_compile(tmp_path):
 def tp_cp_block(x):
   """Per-shard function over a (cp, tp) mesh: a cp ring step, then a sum over tp."""
   from jax import lax  # pylint: disable=import-outside-toplevel
+
   n = lax.axis_size("cp")
   return lax.psum(lax.ppermute(x, "cp", [(i, (i + 1) % n) for i in range(n)]), "tp")
 
@@ -250,12 +283,14 @@ def global_tp_cp(x):
   """A whole program: its own shard_map on the context mesh, then a global sum."""
   import jax  # pylint: disable=import-outside-toplevel
   from jax.sharding import PartitionSpec as P  # pylint: disable=import-outside-toplevel
+
   step = jax.shard_map(tp_cp_block, in_specs=P("cp", "tp"), out_specs=P("cp"))
   return step(x).sum()
 
 
 def test_parse_mesh_keeps_order_and_sizes():
   from hlo_tools.ops import dump  # pylint: disable=import-outside-toplevel
+
   assert dump.parse_mesh("cp:4,tp:2") == [["cp", 4], ["tp", 2]]
   assert dump.parse_mesh("tp:8, dp:1") == [["tp", 8], ["dp", 1]]
   for bad in ("cp", "cp:0", "cp:-2", "cp:x", "4:cp", "cp:4,", "c-p:4", "cp:4,cp:2", ""):
@@ -263,7 +298,9 @@ def test_parse_mesh_keeps_order_and_sizes():
       dump.parse_mesh(bad)
 
 
-@pytest.mark.parametrize("args,needles", [
+@pytest.mark.parametrize(
+  "args,needles",
+  [
     (["--program=train_step", "--mesh=cp:4,tp"], ["bad --mesh", "NAME:SIZE"]),
     (["--program=train_step", "--mesh=cp:4,tp:4"], ["16 devices", "has 8"]),
     (["--program=train_step", "--mesh=cp:4,dp:2"], ["cp and tp"]),
@@ -271,13 +308,17 @@ def test_parse_mesh_keeps_order_and_sizes():
     (["--mesh=cp:4,tp:2"], ["ring-attention example has one mesh axis"]),
     (["--program=train_step", "--nocausal"], ["--causal does not apply"]),
     (["--program=train_step", "--num_layers=0"], ["--num_layers must be >= 1"]),
-    (["--program=train_step", "--mesh=cp:1,tp:8", "--num_kv_heads=4", "--num_heads=8"],
-     ["num_kv_heads=4 does not split over tp=8", "cp:1,tp:8"]),
-    (["tests.test_dump:tp_cp_block", "--arg=16,64:f32:cp,tp", "--mesh=cp:8"],
-     ["mesh axis 'tp'", "cp:8"]),
-    (["tests.test_dump:tp_cp_block", "--arg=16,64:f32:cp,tp"],
-     ["--mesh=cp:8,tp:1"]),
-])
+    (
+      ["--program=train_step", "--mesh=cp:1,tp:8", "--num_kv_heads=4", "--num_heads=8"],
+      ["num_kv_heads=4 does not split over tp=8", "cp:1,tp:8"],
+    ),
+    (
+      ["tests.test_dump:tp_cp_block", "--arg=16,64:f32:cp,tp", "--mesh=cp:8"],
+      ["mesh axis 'tp'", "cp:8"],
+    ),
+    (["tests.test_dump:tp_cp_block", "--arg=16,64:f32:cp,tp"], ["--mesh=cp:8,tp:1"]),
+  ],
+)
 def test_mesh_errors_are_one_line(tmp_path, args, needles):
   proc = run_dump(*args, "--topology=1x1x8", "--quiet", f"--out={tmp_path / 'o'}")
   _one_line_error(proc, *needles)
@@ -291,8 +332,15 @@ def test_mesh_does_not_apply_to_an_xla_dump(tmp_path):
 
 def test_function_on_a_2d_mesh(tmp_path):
   out = tmp_path / "tp_cp"
-  proc = run_dump("tests.test_dump:tp_cp_block", "--mesh=cp:4,tp:2", "--topology=1x1x8",
-                  "--arg=16,64:f32:cp,tp", "--out_spec=cp", "--quiet", f"--out={out}")
+  proc = run_dump(
+    "tests.test_dump:tp_cp_block",
+    "--mesh=cp:4,tp:2",
+    "--topology=1x1x8",
+    "--arg=16,64:f32:cp,tp",
+    "--out_spec=cp",
+    "--quiet",
+    f"--out={out}",
+  )
   assert proc.returncode == 0, proc.stderr
   manifest = json.loads((out / "manifest.json").read_text())
   assert manifest["mesh"] == {"cp": 4, "tp": 2}
@@ -302,24 +350,46 @@ def test_function_on_a_2d_mesh(tmp_path):
   pairs = re.search(r"collective-permute-start\(.*?source_target_pairs=(\{[^ ]*\}),", text)
   assert pairs, text
   assert set(re.findall(r"\{(\d+),(\d+)\}", pairs.group(1))) == {
-      (str(c * 2 + t), str(((c + 1) % 4) * 2 + t)) for c in range(4) for t in range(2)}
+    (str(c * 2 + t), str(((c + 1) % 4) * 2 + t)) for c in range(4) for t in range(2)
+  }
   assert "replica_groups={{0,1},{2,3},{4,5},{6,7}}" in text
 
 
 def test_train_step_dump_across_hosts(tmp_path):
   # Two hosts of two GPUs: the default mesh puts tp inside a host, the ring across.
   out = tmp_path / "train"
-  proc = run_dump("--program=train_step", "--topology=1x2x2", "--num_layers=1",
-                  "--hidden=256", "--mlp=512", "--vocab=256", "--seq_len=1024",
-                  "--num_heads=4", "--num_kv_heads=2", "--head_dim=64", "--quiet",
-                  f"--out={out}")
+  proc = run_dump(
+    "--program=train_step",
+    "--topology=1x2x2",
+    "--num_layers=1",
+    "--hidden=256",
+    "--mlp=512",
+    "--vocab=256",
+    "--seq_len=1024",
+    "--num_heads=4",
+    "--num_kv_heads=2",
+    "--head_dim=64",
+    "--quiet",
+    f"--out={out}",
+  )
   assert proc.returncode == 0, proc.stderr
   manifest = json.loads((out / "manifest.json").read_text())
   assert manifest["mesh"] == {"cp": 2, "tp": 2}
   assert manifest["target"]["topology"] == "1x2x2"
-  assert manifest["source"] == {"kind": "program", "program": "train_step", "config": {
-      "seq_len": 1024, "num_heads": 4, "num_kv_heads": 2, "head_dim": 64,
-      "num_layers": 1, "hidden": 256, "mlp": 512, "vocab": 256}}
+  assert manifest["source"] == {
+    "kind": "program",
+    "program": "train_step",
+    "config": {
+      "seq_len": 1024,
+      "num_heads": 4,
+      "num_kv_heads": 2,
+      "head_dim": 64,
+      "num_layers": 1,
+      "hidden": 256,
+      "mlp": 512,
+      "vocab": 256,
+    },
+  }
   text = (out / "after_optimizations.hlo").read_text()
   # Forward K/V, backward K/V with gradients, then the gradients home: all on the
   # cp ring {0<->2, 1<->3}, which crosses the hosts.
@@ -334,8 +404,15 @@ def test_train_step_dump_across_hosts(tmp_path):
 
 def test_global_function_uses_the_mesh(tmp_path):
   out = tmp_path / "global"
-  proc = run_dump("tests.test_dump:global_tp_cp", "--global", "--mesh=cp:4,tp:2",
-                  "--topology=1x1x8", "--arg=16,64:f32:cp,tp", "--quiet", f"--out={out}")
+  proc = run_dump(
+    "tests.test_dump:global_tp_cp",
+    "--global",
+    "--mesh=cp:4,tp:2",
+    "--topology=1x1x8",
+    "--arg=16,64:f32:cp,tp",
+    "--quiet",
+    f"--out={out}",
+  )
   assert proc.returncode == 0, proc.stderr
   manifest = json.loads((out / "manifest.json").read_text())
   assert manifest["source"]["global"] is True and manifest["mesh"] == {"cp": 4, "tp": 2}

@@ -22,15 +22,25 @@ from conftest import FIXTURES, NVSHMEM_OPT, ROOT
 
 TEXT_DUMP = FIXTURES / "training_script_1x1x8.xla_dump"
 PROTO_DUMP = FIXTURES / "training_script_pb_1x1x8.xla_dump"
-PROGRAMS = ["module_0001.jit_init", "module_0669.jit_train_step",
-            "module_1383.jit_eval_step", "module_2066.jit__lambda"]
+PROGRAMS = [
+  "module_0001.jit_init",
+  "module_0669.jit_train_step",
+  "module_1383.jit_eval_step",
+  "module_2066.jit__lambda",
+]
 TRAIN, EVAL = PROGRAMS[1], PROGRAMS[2]
 AFTER = "sm_9.0a_gpu_after_optimizations"
 
 
 def _cli(*args, **kwargs):
-  return subprocess.run([sys.executable, "-m", "hlo_tools.cli", *map(str, args)],
-                        capture_output=True, text=True, cwd=ROOT, timeout=300, **kwargs)
+  return subprocess.run(
+    [sys.executable, "-m", "hlo_tools.cli", *map(str, args)],
+    capture_output=True,
+    text=True,
+    cwd=ROOT,
+    timeout=300,
+    **kwargs,
+  )
 
 
 def _permute_starts(folder, key):
@@ -53,7 +63,9 @@ def test_every_program_with_permutes_is_decided(folder, command):
   assert out["programs_total"] == 4
   assert [p["program"] for p in out["programs"]] == [TRAIN, EVAL]
   assert {s["program"]: s["reason"] for s in out["skipped"]} == {
-      PROGRAMS[0]: "no collective-permutes", PROGRAMS[3]: "no collective-permutes"}
+    PROGRAMS[0]: "no collective-permutes",
+    PROGRAMS[3]: "no collective-permutes",
+  }
   if command == "explain":
     for entry in out["programs"]:
       assert len(entry["collectives"]) == _permute_starts(folder, entry["program"])
@@ -68,15 +80,18 @@ def test_text_says_how_many_programs_and_which_were_skipped():
   result = _cli("explain", f"{TEXT_DUMP}:after_optimizations")
   assert result.returncode == 0, result.stderr[-2000:]
   first = result.stdout.splitlines()[0]
-  assert first == (f"{TEXT_DUMP}: 4 programs; deciding 2 with collective-permutes ({TRAIN}, "
-                   f"{EVAL}); skipped {PROGRAMS[0]} (no collective-permutes); "
-                   f"{PROGRAMS[3]} (no collective-permutes)")
+  assert first == (
+    f"{TEXT_DUMP}: 4 programs; deciding 2 with collective-permutes ({TRAIN}, "
+    f"{EVAL}); skipped {PROGRAMS[0]} (no collective-permutes); "
+    f"{PROGRAMS[3]} (no collective-permutes)"
+  )
   assert f"=== program {TRAIN} " in result.stdout and f"=== program {EVAL} " in result.stdout
   assert "no collective-permutes, nothing for the pass to decide" not in result.stdout
 
 
-@pytest.mark.parametrize("name", ["train_step", "jit_train_step", "669", "0669",
-                                  "module_0669", TRAIN])
+@pytest.mark.parametrize(
+  "name", ["train_step", "jit_train_step", "669", "0669", "module_0669", TRAIN]
+)
 def test_program_picked_by_name_or_id(name):
   result = _cli("explain", f"{TEXT_DUMP}:{name}:after_optimizations", "--format=json")
   assert result.returncode == 0, result.stderr[-2000:]
@@ -108,8 +123,12 @@ def test_diff_of_a_folder_stage_asks_for_a_program():
   assert result.returncode == 2
   [line] = result.stderr.splitlines()
   assert "DIR:PROGRAM:before_optimizations" in line and all(k in line for k in PROGRAMS)
-  result = _cli("diff", f"{TEXT_DUMP}:eval_step:before_optimizations",
-                f"{TEXT_DUMP}:eval_step:after_optimizations", "--format=json")
+  result = _cli(
+    "diff",
+    f"{TEXT_DUMP}:eval_step:before_optimizations",
+    f"{TEXT_DUMP}:eval_step:after_optimizations",
+    "--format=json",
+  )
   assert result.returncode == 0, result.stderr[-2000:]
 
 
@@ -141,7 +160,11 @@ def test_dump_of_the_folder_keeps_every_program(tmp_path):
   # The main module is the step, not the last program compiled (the metrics lambda).
   assert manifest["main_module"] == TRAIN
   assert {p["module"]: p["collective_permutes"] for p in manifest["programs"]} == {
-      PROGRAMS[0]: 0, TRAIN: 2, EVAL: 1, PROGRAMS[3]: 0}
+    PROGRAMS[0]: 0,
+    TRAIN: 2,
+    EVAL: 1,
+    PROGRAMS[3]: 0,
+  }
   result = _cli("verify", f"{copy}:after_optimizations", "--format=json")
   assert result.returncode == 0, result.stderr[-2000:]
   assert [p["program"] for p in json.loads(result.stdout)["programs"]] == [TRAIN, EVAL]
@@ -157,6 +180,7 @@ TRAIN_TXT = PROTO_DUMP / f"{TRAIN}.{AFTER}.txt"
 def _strip_device_assignment(data):
   """The HloProto `data` with its module's device_assignment (field 15) removed: a
   proto that carries none (a hand-built one), for the config-beside case."""
+
   def fields(buf):
     pos, out = 0, []
     while pos < len(buf):
@@ -218,8 +242,9 @@ def test_proto_is_read_like_its_text(command):
     assert f"{TRAIN}.config.pbtxt" in a["placement"]
     assert a["topology"] == b["topology"]
     keys = ("instruction", "bytes", "pairs", "choice")
-    assert [{k: e[k] for k in keys} for e in a["collectives"]] == \
-        [{k: e[k] for k in keys} for e in b["collectives"]]
+    assert [{k: e[k] for k in keys} for e in a["collectives"]] == [
+      {k: e[k] for k in keys} for e in b["collectives"]
+    ]
   else:
     assert a["passed"] and b["passed"]
 
@@ -230,8 +255,9 @@ def test_proto_alone_is_placed_by_its_own_device_assignment(tmp_path):
   result = _cli("explain", alone, "--topology=1x2x4", "--format=json")
   assert result.returncode == 0, result.stderr[-2000:]
   out = json.loads(result.stdout)
-  assert out["placement"] == \
-      f"device order: the module's device assignment ({alone}, the proto's own)"
+  assert (
+    out["placement"] == f"device order: the module's device assignment ({alone}, the proto's own)"
+  )
   assert out["topology"] == "1x2x4:map=0,1,2,3,4,5,6,7"
   assert "device order unknown" not in result.stdout
   assert str(tmp_path / "hlo-tools-input") not in result.stdout
@@ -239,8 +265,11 @@ def test_proto_alone_is_placed_by_its_own_device_assignment(tmp_path):
 
 @pytest.mark.parametrize("command", ["parse", "diff", "report"])
 def test_other_commands_take_the_proto(command, tmp_path):
-  args = {"parse": [TRAIN_PB, "--json"], "diff": [TRAIN_PB, TRAIN_TXT, "--format=json"],
-          "report": [TRAIN_PB, f"--out={tmp_path / 'r'}", "--quiet"]}[command]
+  args = {
+    "parse": [TRAIN_PB, "--json"],
+    "diff": [TRAIN_PB, TRAIN_TXT, "--format=json"],
+    "report": [TRAIN_PB, f"--out={tmp_path / 'r'}", "--quiet"],
+  }[command]
   result = _cli(command, *args)
   assert result.returncode == 0, result.stderr[-2000:]
   if command == "parse":
@@ -249,8 +278,9 @@ def test_other_commands_take_the_proto(command, tmp_path):
   if command == "diff":
     pairs = json.loads(result.stdout)["collectives"]
     assert len(pairs) == 2
-    assert all([p["a"]["pairs"], p["a"]["bytes"]] == [p["b"][0]["pairs"], p["b"][0]["bytes"]]
-               for p in pairs)
+    assert all(
+      [p["a"]["pairs"], p["a"]["bytes"]] == [p["b"][0]["pairs"], p["b"][0]["bytes"]] for p in pairs
+    )
   if command == "report":
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert len(report["cases"][0]["collective_permutes"]) == 2
@@ -258,8 +288,9 @@ def test_other_commands_take_the_proto(command, tmp_path):
 
 
 def _driver(*args):
-  return subprocess.run([str(NVSHMEM_OPT), *map(str, args)], capture_output=True, text=True,
-                        timeout=120)
+  return subprocess.run(
+    [str(NVSHMEM_OPT), *map(str, args)], capture_output=True, text=True, timeout=120
+  )
 
 
 def test_driver_places_a_proto_on_a_given_topology(tmp_path):
@@ -328,11 +359,14 @@ def test_report_and_verify_give_one_answer_on_one_plan(tmp_path):
     # The written plan, beside XLA's buffer assignment and config, as a user has it.
     plan = tmp_path / f"{key}.plan.txt"
     shutil.copyfile(case_dir / "hlo" / "after_optimizations.nvshmem.hlo", plan)
-    shutil.copyfile(TEXT_DUMP / f"{key}.{AFTER}-buffer-assignment.txt",
-                    tmp_path / f"{key}.plan-buffer-assignment.txt")
+    shutil.copyfile(
+      TEXT_DUMP / f"{key}.{AFTER}-buffer-assignment.txt",
+      tmp_path / f"{key}.plan-buffer-assignment.txt",
+    )
     shutil.copyfile(TEXT_DUMP / f"{key}.config.pbtxt", tmp_path / f"{key}.plan.config.pbtxt")
-    alone = _cli("verify", plan, "--topology=1x1x8", f"--cost-table={FAST_NVSHMEM}",
-                 "--format=json")
+    alone = _cli(
+      "verify", plan, "--topology=1x1x8", f"--cost-table={FAST_NVSHMEM}", "--format=json"
+    )
     assert alone.returncode == 0, alone.stdout[-3000:]
     assert [r["message"] for r in _runtime_results(json.loads(alone.stdout))] == notes
 
@@ -341,10 +375,22 @@ def test_report_of_one_program(tmp_path):
   # DIR:PROGRAM, with DIR named relative to the working directory as a module:function
   # would be (no slash): the folder wins.
   out = tmp_path / "report"
-  result = subprocess.run([sys.executable, "-m", "hlo_tools.cli", "report",
-                           f"{TEXT_DUMP.name}:eval_step", f"--out={out}", "--quiet"],
-                          capture_output=True, text=True, cwd=FIXTURES, timeout=300,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+  result = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "hlo_tools.cli",
+      "report",
+      f"{TEXT_DUMP.name}:eval_step",
+      f"--out={out}",
+      "--quiet",
+    ],
+    capture_output=True,
+    text=True,
+    cwd=FIXTURES,
+    timeout=300,
+    env=dict(os.environ, PYTHONPATH=str(ROOT)),
+  )
   assert result.returncode == 0, result.stderr[-2000:]
   report = json.loads((out / "report.json").read_text())
   assert [c["dump_program"] for c in report["cases"]] == [EVAL]

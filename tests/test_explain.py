@@ -31,16 +31,29 @@ def pass_output(tmp_path, fixture, topology, *extra):
   """nvshmem-opt's rewrite of a fixture (the pass's real output)."""
   out = tmp_path / f"{fixture}.{topology}.nvshmem.hlo"
   # --annotate: the pass records its decision on each op (verify checks NCCL ones too).
-  proc = subprocess.run([str(DRIVER), str(FIXTURES / f"{fixture}.hlo"),
-                         f"--topology={topology}", "--annotate", "-o", str(out), *extra],
-                        capture_output=True, text=True, env=driver.driver_env(), check=False)
+  proc = subprocess.run(
+    [
+      str(DRIVER),
+      str(FIXTURES / f"{fixture}.hlo"),
+      f"--topology={topology}",
+      "--annotate",
+      "-o",
+      str(out),
+      *extra,
+    ],
+    capture_output=True,
+    text=True,
+    env=driver.driver_env(),
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr
   return out
 
 
 def test_two_hosts_ring_is_nccl(capsys):
-  rc, out, err = run(capsys, FIXTURES / "ring_1x2x4.before_async.hlo", "--topology=1x2x4",
-                     "--format=json")
+  rc, out, err = run(
+    capsys, FIXTURES / "ring_1x2x4.before_async.hlo", "--topology=1x2x4", "--format=json"
+  )
   assert rc == 0, err
   result = json.loads(out)
   [e] = result["collectives"]
@@ -59,8 +72,12 @@ def test_two_hosts_ring_is_nccl(capsys):
 
 
 def test_one_host_ring_is_nvshmem_text(capsys):
-  rc, out, _ = run(capsys, FIXTURES / "ring_1x1x8.after_optimizations.hlo",
-                   "--topology=1x1x8", f"--cost-table={FAST_NVSHMEM}")
+  rc, out, _ = run(
+    capsys,
+    FIXTURES / "ring_1x1x8.after_optimizations.hlo",
+    "--topology=1x1x8",
+    f"--cost-table={FAST_NVSHMEM}",
+  )
   assert rc == 0
   assert "%collective-permute-start" in out
   assert "choice        nvshmem (backend NVSHMEM" in out
@@ -72,8 +89,9 @@ def test_no_upstream_guess_without_driver(capsys, monkeypatch):
   # Upstream's answer comes from its real assigner in the driver; without the driver
   # it is unavailable, not re-derived from a Python copy of its rule.
   monkeypatch.setenv("NVSHMEM_OPT", "/nonexistent/nvshmem-opt")
-  rc, out, _ = run(capsys, FIXTURES / "ring_1x1x8.before_async.hlo", "--topology=1x1x8",
-                   "--format=json")
+  rc, out, _ = run(
+    capsys, FIXTURES / "ring_1x1x8.before_async.hlo", "--topology=1x1x8", "--format=json"
+  )
   assert rc == 0
   [e] = json.loads(out)["collectives"]
   assert e["upstream"]["backend"] is None
@@ -84,10 +102,11 @@ def test_no_split_where_nvlink_is_slow(capsys, tmp_path):
   # NCCL over NVLink slow: NVSHMEM would win on the NVLink edges, but the permute
   # runs whole on one backend, priced by its slowest (network) edge, where NCCL wins.
   table = tmp_path / "slow_nccl_nvlink.cost"
-  table.write_text("links { backend: NCCL link_class: NVLINK latency_us: 30 bandwidth_gbps: 450 per_buffer_us: 0 }\n")
+  table.write_text(
+    "links { backend: NCCL link_class: NVLINK latency_us: 30 bandwidth_gbps: 450 per_buffer_us: 0 }\n"
+  )
   out_hlo = pass_output(tmp_path, "ring_1x2x4.before_async", "1x2x4", f"--cost-table={table}")
-  rc, out, err = run(capsys, out_hlo, "--topology=1x2x4", f"--cost-table={table}",
-                     "--format=json")
+  rc, out, err = run(capsys, out_hlo, "--topology=1x2x4", f"--cost-table={table}", "--format=json")
   assert rc == 0, err
   [e] = json.loads(out)["collectives"]
   assert not {"split_part", "decided_on", "model_plan"} & set(e)
@@ -97,10 +116,12 @@ def test_no_split_where_nvlink_is_slow(capsys, tmp_path):
 
 
 def test_pass_output_records_the_decision(capsys, tmp_path):
-  out_hlo = pass_output(tmp_path, "ring_1x1x8.before_async", "1x1x8",
-                        f"--cost-table={FAST_NVSHMEM}")
-  rc, out, _ = run(capsys, out_hlo, "--topology=1x1x8", f"--cost-table={FAST_NVSHMEM}",
-                   "--format=json")
+  out_hlo = pass_output(
+    tmp_path, "ring_1x1x8.before_async", "1x1x8", f"--cost-table={FAST_NVSHMEM}"
+  )
+  rc, out, _ = run(
+    capsys, out_hlo, "--topology=1x1x8", f"--cost-table={FAST_NVSHMEM}", "--format=json"
+  )
   assert rc == 0
   [e] = json.loads(out)["collectives"]
   assert e["current_backend"] == "NVSHMEM" and e["form"] == "start-done"
@@ -109,8 +130,13 @@ def test_pass_output_records_the_decision(capsys, tmp_path):
 
 def test_json_to_out_file(capsys, tmp_path):
   dest = tmp_path / "explain.json"
-  rc, out, _ = run(capsys, FIXTURES / "shift_1x2x4.before_async.hlo", "--topology=1x2x4",
-                   "--format=json", f"--out={dest}")
+  rc, out, _ = run(
+    capsys,
+    FIXTURES / "shift_1x2x4.before_async.hlo",
+    "--topology=1x2x4",
+    "--format=json",
+    f"--out={dest}",
+  )
   assert rc == 0 and out == ""
   [e] = json.loads(dest.read_text())["collectives"]
   assert len(e["pairs"]) == 7  # i -> i+1, no wrap-around
@@ -119,14 +145,16 @@ def test_json_to_out_file(capsys, tmp_path):
 def truncated(tmp_path):
   text = (FIXTURES / "ring_1x2x4.before_async.hlo").read_text()
   path = tmp_path / "truncated.hlo"
-  path.write_text(text[:len(text) // 2])
+  path.write_text(text[: len(text) // 2])
   return path
 
 
 def broken_pairs(tmp_path, pairs="{{0,1},{1}}"):
   text = (FIXTURES / "ring_1x2x4.before_async.hlo").read_text()
-  text = text.replace("source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}",
-                      f"source_target_pairs={pairs}")
+  text = text.replace(
+    "source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}",
+    f"source_target_pairs={pairs}",
+  )
   path = tmp_path / "broken_pairs.hlo"
   path.write_text(text)
   return path
@@ -149,8 +177,9 @@ def test_bad_input_is_one_line_naming_the_file(capsys, tmp_path):
   assert "do not fill hosts of 3 GPUs" in err
   rc, _, err = run(capsys, FIXTURES / "ring_1x2x4.before_async.hlo", "--devices-per-host=0")
   assert rc == 2 and "--devices-per-host: '0' is not a positive integer" in err
-  rc, _, err = run(capsys, FIXTURES / "ring_1x2x4.before_async.hlo", "--devices-per-host=4",
-                   "--topology=1x2x4")
+  rc, _, err = run(
+    capsys, FIXTURES / "ring_1x2x4.before_async.hlo", "--devices-per-host=4", "--topology=1x2x4"
+  )
   assert rc == 2 and "give one" in err
 
 
@@ -201,9 +230,19 @@ def test_file_of_a_dump_takes_the_topology_of_its_manifest(tmp_path, capsys):
 def test_installed_entry_point_explains_without_the_driver():
   exe = REPO / ".venv" / "bin" / "hlo-tools"
   assert exe.exists(), f"{exe} is not installed: run scripts/setup.sh"
-  proc = subprocess.run([str(exe), "explain", str(FIXTURES / "ring_2x2x4.before_async.hlo"),
-                         "--topology=2x2x4", "--format=json"], capture_output=True, text=True,
-                        check=False, env=dict(os.environ, NVSHMEM_OPT="/nonexistent"))
+  proc = subprocess.run(
+    [
+      str(exe),
+      "explain",
+      str(FIXTURES / "ring_2x2x4.before_async.hlo"),
+      "--topology=2x2x4",
+      "--format=json",
+    ],
+    capture_output=True,
+    text=True,
+    check=False,
+    env=dict(os.environ, NVSHMEM_OPT="/nonexistent"),
+  )
   assert proc.returncode == 0, proc.stderr
   [e] = json.loads(proc.stdout)["collectives"]
   assert len(e["pairs"]) == 16 and e["edges_by_class"]["network"] == 4
@@ -218,13 +257,19 @@ def test_lowered_module_infers_partitions_and_trip_count(capsys):
   assert "num_partitions" not in LOWERED.read_text().split("\n", 1)[0]
   # An NVSHMEM-favoured table: the measured default keeps 64 KiB on NCCL.
   # jax's lowered text comes without XLA's config: the map is given.
-  rc, out, err = run(capsys, LOWERED, f"--topology={placed('1x1x8')}", "--format=json",
-                     f"--cost-table={FAST_NVSHMEM}")
+  rc, out, err = run(
+    capsys,
+    LOWERED,
+    f"--topology={placed('1x1x8')}",
+    "--format=json",
+    f"--cost-table={FAST_NVSHMEM}",
+  )
   assert rc == 0, err
   result = json.loads(out)
   assert result["num_partitions"] == 8
   assert result["num_partitions_from"] == (
-      "inferred from the Shardy mesh in its frontend attributes")
+    "inferred from the Shardy mesh in its frontend attributes"
+  )
   assert [e["instruction"] for e in result["collectives"]] == ["ppermute.1"]
   for e in result["collectives"]:
     assert e["pairs"] == RING_PAIRS and e["trip_count"] == 8
@@ -255,14 +300,19 @@ def test_num_partitions_overrides_topology_and_mesh(capsys, tmp_path):
 def test_trip_count_of_scan_loop_before_optimization():
   from hlo_tools.hlo.reader import parse_hlo_file
   from hlo_tools.model.collectives import collective_permutes
+
   recs = collective_permutes(parse_hlo_file(LOWERED))
   assert [(r.while_loop, r.trip_count) for r in recs] == [("while.30", 8)]
   # A bound of 5 from 0, `le` instead of `lt`: 6 trips.
-  text = LOWERED.read_text().replace("constant.80 = s32[] constant(8)",
-                                     "constant.80 = s32[] constant(5)")
-  text = text.replace("compare(get-tuple-element.93, constant.80), direction=LT",
-                      "compare(get-tuple-element.93, constant.80), direction=LE")
+  text = LOWERED.read_text().replace(
+    "constant.80 = s32[] constant(8)", "constant.80 = s32[] constant(5)"
+  )
+  text = text.replace(
+    "compare(get-tuple-element.93, constant.80), direction=LT",
+    "compare(get-tuple-element.93, constant.80), direction=LE",
+  )
   from hlo_tools.hlo.reader import parse_hlo_text
+
   assert [r.trip_count for r in collective_permutes(parse_hlo_text(text))] == [6]
 
 
@@ -270,10 +320,10 @@ def test_upstream_is_not_the_input_backend(capsys, tmp_path):
   # A module the pass already set to NVSHMEM (one host), explained for a placement
   # where every ring edge crosses hosts: upstream's assigner, handed the module with
   # its backends reset, says DEFAULT; the module's NVSHMEM is not upstream's answer.
-  out_hlo = pass_output(tmp_path, "ring_1x1x8.before_async", "1x1x8",
-                        f"--cost-table={FAST_NVSHMEM}")
-  rc, out, err = run(capsys, out_hlo, "--topology=1x2x4:map=0,4,1,5,2,6,3,7",
-                     "--format=json")
+  out_hlo = pass_output(
+    tmp_path, "ring_1x1x8.before_async", "1x1x8", f"--cost-table={FAST_NVSHMEM}"
+  )
+  rc, out, err = run(capsys, out_hlo, "--topology=1x2x4:map=0,4,1,5,2,6,3,7", "--format=json")
   assert rc == 0, err
   [e] = json.loads(out)["collectives"]
   assert e["current_backend"] == "NVSHMEM" and e["edges_by_class"]["network"] == 8
@@ -286,6 +336,7 @@ def test_upstream_is_not_the_input_backend(capsys, tmp_path):
 def test_unbounded_input_is_refused(command, capfd):
   # /dev/zero has no size to check up front: reading stops past the limit.
   from hlo_tools import cli
+
   extra = ["--topology=1x1x8"] if command != "diff" else [str(LOWERED)]
   rc = cli.main([command, "/dev/zero", *extra, "--max-input-bytes=100000"])
   _, err = capfd.readouterr()
@@ -298,11 +349,16 @@ def test_module_cut_at_a_computation_boundary_is_refused(command, tmp_path, capf
   # XLA's parser would take the last computation as the entry; nvshmem-opt's verifier
   # rejects such a module, and so do the tools, with one line.
   from hlo_tools import cli
+
   text = (FIXTURES / "ring_1x1x8.before_async.hlo").read_text()
   cut = tmp_path / "cut.hlo"
-  cut.write_text(text[:text.index("\nENTRY ")] + "\n")
-  extra = {"explain": ["--topology=1x1x8"], "verify": ["--topology=1x1x8"],
-           "parse": [], "diff": [str(FIXTURES / "ring_1x1x8.before_async.hlo")]}[command]
+  cut.write_text(text[: text.index("\nENTRY ")] + "\n")
+  extra = {
+    "explain": ["--topology=1x1x8"],
+    "verify": ["--topology=1x1x8"],
+    "parse": [],
+    "diff": [str(FIXTURES / "ring_1x1x8.before_async.hlo")],
+  }[command]
   rc = cli.main([command, str(cut), *extra])
   out, err = capfd.readouterr()
   assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err
@@ -325,16 +381,20 @@ def test_pre_optimization_module_is_said_to_be_one(capsys):
     assert json.loads(out)["note"] is None
 
 
-@pytest.mark.parametrize("command", [
+@pytest.mark.parametrize(
+  "command",
+  [
     ["explain", str(FIXTURES / "shift_1x1x2.before_async.hlo")],
     ["verify", str(FIXTURES / "shift_1x1x2.before_async.hlo")],
     ["report", str(FIXTURES / "shift_1x1x2.before_async.hlo"), "--out=unused"],
     ["heuristics", "sweep", "--only-given", "--no-plots", "--out=unused"],
-])
+  ],
+)
 def test_too_large_topology_says_so(command, capfd, tmp_path, monkeypatch):
   # The core reads 2000000 as "not a positive whole number"; it is a whole number,
   # over the limit of 2**20 devices.
   from hlo_tools import cli
+
   monkeypatch.chdir(tmp_path)
   rc = cli.main([*command, "--topology=1x2000000x8"])
   out, err = capfd.readouterr()
@@ -347,12 +407,12 @@ def test_too_large_topology_says_so(command, capfd, tmp_path, monkeypatch):
 # the tensor-parallel all-reduces and collectives_mode in every collective's
 # backend_config (0.10.2), which the wheel's XLA does not know.
 REAL_MODULES = [
-    ("train_step_1x1x8.after_optimizations.hlo", "1x1x8", 6),
-    ("train_step_1x2x8.after_optimizations.hlo", "1x2x8", 6),
-    ("train_step_1x4x4.after_optimizations.hlo", "1x4x4", 6),
-    ("train_step_1x2x8.before_async.hlo", "1x2x8", 6),
-    ("driver_tp_cp_1x1x8.after_optimizations.hlo", "1x1x8", 1),
-    ("jax091/ring_1x2x4.after_optimizations.hlo", "1x2x4", 1),
+  ("train_step_1x1x8.after_optimizations.hlo", "1x1x8", 6),
+  ("train_step_1x2x8.after_optimizations.hlo", "1x2x8", 6),
+  ("train_step_1x4x4.after_optimizations.hlo", "1x4x4", 6),
+  ("train_step_1x2x8.before_async.hlo", "1x2x8", 6),
+  ("driver_tp_cp_1x1x8.after_optimizations.hlo", "1x1x8", 1),
+  ("jax091/ring_1x2x4.after_optimizations.hlo", "1x2x4", 1),
 ]
 
 
@@ -366,9 +426,9 @@ def test_every_tool_reads_real_modules(capsys, fixture, topology, permutes):
   assert len(result["collectives"]) == permutes
   # Upstream's answer came from its real assigner: the driver read the module.
   assert {e["upstream"]["source"] for e in result["collectives"]} == {
-      "nvshmem-opt --compare-upstream"}, result["collectives"][0]["upstream"]
-  rc = cli.main(["verify", str(path), f"--topology={topology}",
-                    "--format=json"])
+    "nvshmem-opt --compare-upstream"
+  }, result["collectives"][0]["upstream"]
+  rc = cli.main(["verify", str(path), f"--topology={topology}", "--format=json"])
   out, err = capsys.readouterr()
   assert rc == 0, out + err
   checks = {c["name"]: c["status"] for c in json.loads(out)["checks"]}
@@ -385,9 +445,15 @@ def test_upstream_column_says_exactly_why_it_is_missing(capsys, tmp_path, monkey
   # A module XLA's verifier rejects (a dot whose batch and contracting dimensions
   # clash), which our reader takes: the column quotes the driver's own line.
   bad = tmp_path / "bad.hlo"
-  bad.write_text((FIXTURES / "ring_1x1x8.before_async.hlo").read_text().replace(
+  bad.write_text(
+    (FIXTURES / "ring_1x1x8.before_async.hlo")
+    .read_text()
+    .replace(
       "lhs_contracting_dims={2}, rhs_batch_dims={0}",
-      "lhs_contracting_dims={2}, rhs_batch_dims={1}", 1))
+      "lhs_contracting_dims={2}, rhs_batch_dims={1}",
+      1,
+    )
+  )
   rc, out, err = run(capsys, bad, "--topology=1x1x8", "--format=json")
   assert rc == 0, err
   [e] = json.loads(out)["collectives"]

@@ -36,8 +36,9 @@ MODES = ["rewrite", "annotate", "explain"]
 @pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.name)
 def test_driver_rejects_cleanly(path, mode, tmp_path):
   out = tmp_path / "out.hlo"
-  result = run_nvshmem_opt(path, "--topology=1x2x4", f"--mode={mode}",
-                           *(["-o", out] if mode != "explain" else []))
+  result = run_nvshmem_opt(
+    path, "--topology=1x2x4", f"--mode={mode}", *(["-o", out] if mode != "explain" else [])
+  )
   _assert_clean(result)
   if path.name in VALID:
     assert result.returncode == 0, result.stderr
@@ -59,9 +60,10 @@ def test_permute_backend_config_that_is_not_json_is_named_at_its_line(mode):
   _assert_clean(result)
   assert result.returncode == 2
   assert re.fullmatch(
-      rf"nvshmem-opt: {re.escape(str(SPLICE_INVALID))}:64: collective-permute-start: "
-      r"backend_config is not valid JSON: '\)' at character \d+ of it\n",
-      result.stderr), result.stderr
+    rf"nvshmem-opt: {re.escape(str(SPLICE_INVALID))}:64: collective-permute-start: "
+    r"backend_config is not valid JSON: '\)' at character \d+ of it\n",
+    result.stderr,
+  ), result.stderr
 
 
 def test_file_that_does_not_start_with_hlomodule_says_what_is_before_it(tmp_path):
@@ -70,12 +72,13 @@ def test_file_that_does_not_start_with_hlomodule_says_what_is_before_it(tmp_path
   # HloModuleProto"; it now says what stands before 'HloModule', where.
   text = SPLICE_INVALID.read_bytes()
   old_form = tmp_path / "crash-old-harness"
-  old_form.write_bytes(b"\x0b" + text[text.index(b"HloModule"):])
+  old_form.write_bytes(b"\x0b" + text[text.index(b"HloModule") :])
   result = run_nvshmem_opt(old_form, "--topology=1x2x4")
   _assert_clean(result)
   assert result.returncode == 2
-  assert result.stderr.startswith(f"nvshmem-opt: {old_form}:1:1: byte 0x0b before "
-                                  "'HloModule'"), result.stderr
+  assert result.stderr.startswith(f"nvshmem-opt: {old_form}:1:1: byte 0x0b before 'HloModule'"), (
+    result.stderr
+  )
 
 
 @pytest.mark.parametrize("mode", ["rewrite", "annotate"])
@@ -91,29 +94,37 @@ def test_splice_steps_over_brackets_in_json_dicts(mode, tmp_path):
   permute = next(i for i, line in enumerate(before) if "collective-permute(" in line)
   grown = len(after) - len(before)  # rewrite: a start and a done for the permute
   assert before[:permute] == after[:permute]
-  assert before[permute + 1:] == after[permute + 1 + grown:]
+  assert before[permute + 1 :] == after[permute + 1 + grown :]
   again = run_nvshmem_opt(out, "--topology=1x2x4", f"--mode={mode}", "--report=-")
   assert again.returncode == 0, again.stderr
 
 
 @pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.name)
 def test_reader_cli_rejects_cleanly(path):
-  result = subprocess.run([sys.executable, "-m", "hlo_tools.cli", "parse", str(path)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+  result = subprocess.run(
+    [sys.executable, "-m", "hlo_tools.cli", "parse", str(path)],
+    capture_output=True,
+    text=True,
+    cwd=ROOT,
+    timeout=60,
+  )
   assert result.returncode in (0, 2), result.stderr
   assert "Traceback" not in result.stderr
   if result.returncode == 2:
     line = result.stderr.strip()
     assert "\n" not in line and line.startswith(str(path) + ":"), line
-    _, lineno, col = line[len(str(path)):].split(":")[:3]
+    _, lineno, col = line[len(str(path)) :].split(":")[:3]
     assert lineno.isdigit() and col.isdigit(), line
 
 
-@pytest.mark.parametrize("name,check", [
+@pytest.mark.parametrize(
+  "name,check",
+  [
     ("xla_parser_param_number_check.hlo", "Check failed: param_no"),
     ("xla_parser_constant_bool_as_f32.hlo", "F32 is not PRED type"),
     ("xla_parser_tuple_shape_not_tuple.hlo", "Expected a tuple shape. Got f32[2]"),
-])
+  ],
+)
 def test_xla_abort_becomes_one_line(name, check):
   path = ROOT / "tests/fuzz/regressions" / name
   result = run_nvshmem_opt(path, "--topology=1x2x4")
@@ -132,8 +143,9 @@ def test_invalid_layout_is_rejected_not_printed():
 
 @pytest.mark.parametrize("spec", ["1x2\nx4", "1x2x4:nvl\n8", "1x2x4:map=0,\x01", "\x7f1x2x4"])
 def test_topology_error_is_one_line(spec):
-  result = run_nvshmem_opt(ROOT / "tests/fixtures/shift_1x2x4.before_async.hlo",
-                           f"--topology={spec}")
+  result = run_nvshmem_opt(
+    ROOT / "tests/fixtures/shift_1x2x4.before_async.hlo", f"--topology={spec}"
+  )
   _assert_clean(result)
   assert result.returncode == 2
   assert "\\x" in result.stderr
@@ -142,8 +154,11 @@ def test_topology_error_is_one_line(spec):
 def test_cost_table_error_is_one_line(tmp_path):
   table = tmp_path / "costs.txtpb"
   table.write_bytes(b"margin: 0.1\nlinks { backend: \x01NCCL link_class: NVLINK }\n")
-  result = run_nvshmem_opt(ROOT / "tests/fixtures/shift_1x2x4.before_async.hlo",
-                           "--topology=1x2x4", f"--cost-table={table}")
+  result = run_nvshmem_opt(
+    ROOT / "tests/fixtures/shift_1x2x4.before_async.hlo",
+    "--topology=1x2x4",
+    f"--cost-table={table}",
+  )
   _assert_clean(result)
   assert f"{table}:2:" in result.stderr
 
@@ -156,12 +171,17 @@ def fuzzer(name):
   return str(path)
 
 
-@pytest.mark.skipif(os.environ.get("NVSHMEM_FUZZED") == "1",
-                    reason="scripts/test.sh ran this fuzzer 10,000 times at this seed")
+@pytest.mark.skipif(
+  os.environ.get("NVSHMEM_FUZZED") == "1",
+  reason="scripts/test.sh ran this fuzzer 10,000 times at this seed",
+)
 def test_selection_fuzzer_short_run(tmp_path):
-  result = subprocess.run([fuzzer("selection_fuzzer"), "-runs=3000", "-seed=1",
-                           f"-artifact_prefix={tmp_path}/"],
-                          capture_output=True, text=True, timeout=60)
+  result = subprocess.run(
+    [fuzzer("selection_fuzzer"), "-runs=3000", "-seed=1", f"-artifact_prefix={tmp_path}/"],
+    capture_output=True,
+    text=True,
+    timeout=60,
+  )
   assert result.returncode == 0, result.stderr[-2000:]
 
 
@@ -172,13 +192,17 @@ def test_driver_fuzzer_replays_regressions(tmp_path):
   for path in REGRESSIONS:
     for mode in ("explain", "annotate"):
       target = tmp_path / f"{path.stem}.{mode}"
-      target.write_bytes(f"/* driver_fuzzer --topology=1x2x4 --mode={mode} */\n".encode()
-                         + path.read_bytes())
+      target.write_bytes(
+        f"/* driver_fuzzer --topology=1x2x4 --mode={mode} */\n".encode() + path.read_bytes()
+      )
       inputs.append(str(target))
-  result = subprocess.run([fuzzer("driver_fuzzer"), "-rss_limit_mb=8192", *inputs],
-                          capture_output=True, text=True, timeout=120,
-                          env={"ASAN_OPTIONS": "detect_leaks=0", "TF_CPP_MIN_LOG_LEVEL": "3",
-                               "PATH": "/usr/bin:/bin"})
+  result = subprocess.run(
+    [fuzzer("driver_fuzzer"), "-rss_limit_mb=8192", *inputs],
+    capture_output=True,
+    text=True,
+    timeout=120,
+    env={"ASAN_OPTIONS": "detect_leaks=0", "TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin"},
+  )
   assert result.returncode == 0, result.stderr[-3000:]
 
 
@@ -187,14 +211,18 @@ def test_driver_fuzzer_survives_stack_overflow(tmp_path):
   # parser still overflows it. The harness's handler, on its own stack,
   # counts that as a rejected input instead of dying of SIGSEGV.
   import resource
+
   shape = "(" * 500 + "f32[]" + ")" * 500
   seed = tmp_path / "deep500"
   seed.write_bytes(f"HloModule x\nENTRY e {{\n  ROOT p = {shape} parameter(0)\n}}\n".encode())
   limit = 256 * 1024
-  result = subprocess.run([fuzzer("driver_fuzzer"), "-rss_limit_mb=8192", str(seed)],
-                          capture_output=True, text=True, timeout=120,
-                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_STACK, (limit, limit)),
-                          env={"ASAN_OPTIONS": "detect_leaks=0", "TF_CPP_MIN_LOG_LEVEL": "3",
-                               "PATH": "/usr/bin:/bin"})
+  result = subprocess.run(
+    [fuzzer("driver_fuzzer"), "-rss_limit_mb=8192", str(seed)],
+    capture_output=True,
+    text=True,
+    timeout=120,
+    preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_STACK, (limit, limit)),
+    env={"ASAN_OPTIONS": "detect_leaks=0", "TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin"},
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   assert "driver_fuzzer: 0 inputs" not in result.stderr  # it did overflow

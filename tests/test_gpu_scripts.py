@@ -23,6 +23,7 @@ p2p = load_gpu_script("p2p_bench")
 
 # --- p2p_bench: sizes and arguments -------------------------------------------------
 
+
 def test_default_sizes_are_1k_to_256m_in_powers_of_two():
   sizes = p2p.parse_sizes(p2p.DEFAULT_SIZES)
   assert sizes[0] == 1024 and sizes[-1] == 256 << 20
@@ -30,7 +31,9 @@ def test_default_sizes_are_1k_to_256m_in_powers_of_two():
   assert all(b == 2 * a for a, b in zip(sizes, sizes[1:]))
 
 
-@pytest.mark.parametrize("text,expected", [
+@pytest.mark.parametrize(
+  "text,expected",
+  [
     ("4096", [4096]),
     ("1K,4K,1M", [1024, 4096, 1 << 20]),
     ("1k:8k", [1024, 2048, 4096, 8192]),
@@ -38,13 +41,13 @@ def test_default_sizes_are_1k_to_256m_in_powers_of_two():
     ("1M,1K:2K,1M", [1024, 2048, 1 << 20]),  # sorted, no repeats
     ("1G", [1 << 30]),
     ("2MiB", [2 << 20]),
-])
+  ],
+)
 def test_p2p_size_lists_parse(text, expected):
   assert p2p.parse_sizes(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "1X", "0", "8K:1K", "1K:2K:1", "1K:2K:x",
-                                  "1:2:3:4", "-1K"])
+@pytest.mark.parametrize("text", ["", "1X", "0", "8K:1K", "1K:2K:1", "1K:2K:x", "1:2:3:4", "-1K"])
 def test_p2p_size_lists_refuse_malformed_text(text):
   with pytest.raises(p2p.BenchError):
     p2p.parse_sizes(text)
@@ -59,15 +62,32 @@ def test_p2p_defaults_cover_three_backends_1k_to_256m():
 
 
 def test_p2p_options_override_the_defaults():
-  args = p2p.parse_args(["--backends=nvshmem", "--sizes=1K,2K", "--nprocs=4",
-                         "--copy-out=c.csv", "--reps=3", "--no-graph"])
+  args = p2p.parse_args(
+    [
+      "--backends=nvshmem",
+      "--sizes=1K,2K",
+      "--nprocs=4",
+      "--copy-out=c.csv",
+      "--reps=3",
+      "--no-graph",
+    ]
+  )
   assert args.backend_list == ["nvshmem"] and args.size_list == [1024, 2048]
   assert args.nprocs == 4 and args.copy_out == "c.csv" and args.reps == 3
   assert args.no_graph
 
 
-@pytest.mark.parametrize("argv", [["--backends=mpi"], ["--backends=,"], ["--nprocs=0"],
-                                  ["--reps=0"], ["--warmup=-1"], ["--sizes=1Q"]])
+@pytest.mark.parametrize(
+  "argv",
+  [
+    ["--backends=mpi"],
+    ["--backends=,"],
+    ["--nprocs=0"],
+    ["--reps=0"],
+    ["--warmup=-1"],
+    ["--sizes=1Q"],
+  ],
+)
 def test_p2p_refuses_bad_arguments(argv):
   with pytest.raises(p2p.BenchError):
     p2p.parse_args(argv)
@@ -84,8 +104,10 @@ def test_link_class_and_ring_peers():
 
 
 def test_merge_keeps_slowest_rank_and_common_sizes():
-  per_rank = [{1024: (1e-6, 100, "graph"), 2048: (3e-6, 100, "graph"), 4096: (1, 5, "graph")},
-              {1024: (2e-6, 100, "eager"), 2048: (1e-6, 100, "graph")}]
+  per_rank = [
+    {1024: (1e-6, 100, "graph"), 2048: (3e-6, 100, "graph"), 4096: (1, 5, "graph")},
+    {1024: (2e-6, 100, "eager"), 2048: (1e-6, 100, "graph")},
+  ]
   merged = p2p.merge_rank_results(per_rank)
   assert merged == {1024: (2e-6, 100, "eager+graph"), 2048: (3e-6, 100, "graph")}
   assert p2p.merge_rank_results([]) == {}
@@ -103,9 +125,12 @@ def test_child_env_forces_multicast_off(monkeypatch):
 
 # --- p2p_bench: the CSV is what calibrate reads -------------------------------------
 
+
 def _synthetic_rows(latency_us, bandwidth_gbps, backend, link_class="nvlink"):
-  merged = {n: ((latency_us + n / (bandwidth_gbps * 1e3)) * 1e-6, 10, "graph")
-            for n in p2p.parse_sizes("1K:256M")}
+  merged = {
+    n: ((latency_us + n / (bandwidth_gbps * 1e3)) * 1e-6, 10, "graph")
+    for n in p2p.parse_sizes("1K:256M")
+  }
   return p2p.csv_rows(backend, link_class, merged, 2)
 
 
@@ -122,8 +147,9 @@ def test_written_csv_calibrates_to_the_generating_line(tmp_path):
   assert math.isclose(fits[("nccl", "nvlink")].bandwidth_gbps, 400.0, rel_tol=1e-4)
   assert math.isclose(fits[("nvshmem", "nvlink")].latency_us, 3.0, rel_tol=1e-4)
   assert math.isclose(fits[("nvshmem", "nvlink")].bandwidth_gbps, 500.0, rel_tol=1e-4)
-  assert ("  backend: NVSHMEM\n  link_class: NVLINK\n  latency_us: 3\n"
-          "  bandwidth_gbps: 500\n") in table
+  assert (
+    "  backend: NVSHMEM\n  link_class: NVLINK\n  latency_us: 3\n  bandwidth_gbps: 500\n"
+  ) in table
   # Extra columns are ignored by calibrate but carry the bandwidth for people.
   assert rows[-1]["gbps"] and rows[-1]["mode"] == "graph"
 
@@ -143,12 +169,17 @@ def test_committed_h200_measurements_calibrate():
 
 
 def test_p2p_help_runs_without_a_gpu():
-  proc = subprocess.run([sys.executable, str(GPU / "p2p_bench.py"), "--help"],
-                        capture_output=True, text=True, timeout=60)
+  proc = subprocess.run(
+    [sys.executable, str(GPU / "p2p_bench.py"), "--help"],
+    capture_output=True,
+    text=True,
+    timeout=60,
+  )
   assert proc.returncode == 0 and "--sizes" in proc.stdout
 
 
 # --- scale_model: ring attention past two GPUs ----------------------------------------
+
 
 def test_scale_model_topologies_put_8_gpus_on_a_host():
   sm = load_gpu_script("scale_model")
@@ -176,9 +207,14 @@ def test_scale_model_ring_time_hides_a_permute_shorter_than_the_step():
 def test_scale_model_reproduces_its_committed_table_and_the_2gpu_check(tmp_path):
   env = dict(os.environ, JAX_PLATFORMS="cpu")
   out, check = tmp_path / "model.csv", tmp_path / "check.csv"
-  proc = subprocess.run([sys.executable, str(GPU / "scale_model.py"), f"--out={out}",
-                         f"--check={check}", "--plot="], env=env, capture_output=True,
-                        text=True, timeout=300, check=False)
+  proc = subprocess.run(
+    [sys.executable, str(GPU / "scale_model.py"), f"--out={out}", f"--check={check}", "--plot="],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr[-2000:]
   lines = out.read_text().splitlines()
   assert lines[0] == "gpus,interconnect,seq_len,direction,mode,step_s,exposed_s"
@@ -206,16 +242,22 @@ def test_benchlib_size_ranges_double_unless_a_factor_is_given():
 
 
 def test_benchlib_child_env_replaces_only_the_named_xla_flags():
-  env = benchlib.child_env({"XLA_FLAGS": "--xla_a=1 --xla_mode=x", "NCCL_NVLS_ENABLE": "1"},
-                           drop_flags=("--xla_mode",), xla_flags=["--xla_mode=y"])
+  env = benchlib.child_env(
+    {"XLA_FLAGS": "--xla_a=1 --xla_mode=x", "NCCL_NVLS_ENABLE": "1"},
+    drop_flags=("--xla_mode",),
+    xla_flags=["--xla_mode=y"],
+  )
   assert env["XLA_FLAGS"] == "--xla_a=1 --xla_mode=y"
   assert {k: env[k] for k in MULTICAST_OFF} == MULTICAST_OFF
 
 
 def test_benchlib_wait_all_kills_workers_past_the_deadline():
   import time
-  procs = [benchlib.spawn([sys.executable, "-c", "import time; time.sleep(60)"], dict(os.environ))
-           for _ in range(2)]
+
+  procs = [
+    benchlib.spawn([sys.executable, "-c", "import time; time.sleep(60)"], dict(os.environ))
+    for _ in range(2)
+  ]
   t0 = time.time()
   assert benchlib.wait_all(procs, timeout=1) == "timed out"
   assert time.time() - t0 < 20 and all(p.returncode is not None for p in procs)

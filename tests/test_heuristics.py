@@ -29,8 +29,12 @@ def run_cli(argv, capsys):
 # ---------------------------------------------------------------------------
 # calibrate
 
-TRUE = {("nccl", "nvlink"): (4.0, 300.0), ("nccl", "network"): (15.0, 40.0),
-        ("nvshmem", "nvlink"): (3.0, 400.0), ("nvshmem", "nvlink_domain"): (7.5, 200.0)}
+TRUE = {
+  ("nccl", "nvlink"): (4.0, 300.0),
+  ("nccl", "network"): (15.0, 40.0),
+  ("nvshmem", "nvlink"): (3.0, 400.0),
+  ("nvshmem", "nvlink_domain"): (7.5, 200.0),
+}
 
 
 def write_measurements(path, params, noise=0.01, seed=0, repeats=3):
@@ -64,8 +68,9 @@ def test_calibrate_recovers_known_parameters(tmp_path):
 
 
 def test_calibrate_exact_data_is_exact(tmp_path):
-  path = write_measurements(tmp_path / "m.csv", {("nccl", "network"): (12.5, 25.0)},
-                            noise=0.0, repeats=1)
+  path = write_measurements(
+    tmp_path / "m.csv", {("nccl", "network"): (12.5, 25.0)}, noise=0.0, repeats=1
+  )
   _, fits = calibrate.calibrate(str(path))
   fit = fits[("nccl", "network")]
   assert fit.latency_us == pytest.approx(12.5, rel=1e-9)
@@ -78,8 +83,13 @@ def test_calibrate_cli_writes_table_nvshmem_opt_accepts(tmp_path, capsys):
   rc, _, err = run_cli(["calibrate", str(csv_path), f"--out={out}"], capsys)
   assert rc == 0, err
   assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
-  proc = subprocess.run([NVSHMEM_OPT, "--print-cost-table", f"--cost-table={out}"],
-                        capture_output=True, text=True, env=TOOL_ENV, check=False)
+  proc = subprocess.run(
+    [NVSHMEM_OPT, "--print-cost-table", f"--cost-table={out}"],
+    capture_output=True,
+    text=True,
+    env=TOOL_ENV,
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr
   table = selection.CostTable.parse(proc.stdout, "printed")
   latency, gbps = table.link("nccl", "network")
@@ -89,35 +99,68 @@ def test_calibrate_cli_writes_table_nvshmem_opt_accepts(tmp_path, capsys):
 GOOD_ROWS = "nccl,nvlink,1024,6e-6\nnccl,nvlink,1048576,1e-5\n"
 
 
-@pytest.mark.parametrize("content, line, message", [
+@pytest.mark.parametrize(
+  "content, line, message",
+  [
     ("", None, "empty"),
     ("backend,link_class,bytes\n" + GOOD_ROWS, 1, "missing column(s) seconds"),
     ("backend,bytes,seconds\n" + GOOD_ROWS, 1, "missing column(s) link_class"),
     ("backend,link_class,bytes,seconds\n", 1, "no measurements"),
-    ("backend,link_class,bytes,seconds\n" + GOOD_ROWS + "nccl,nvlink,abc,1e-5\n", 4,
-     "bytes 'abc' is not a number"),
-    ("backend,link_class,bytes,seconds\n" + GOOD_ROWS + "nccl,nvlink,64,fast\n", 4,
-     "seconds 'fast' is not a number"),
-    ("backend,link_class,bytes,seconds\n" + GOOD_ROWS + "gloo,nvlink,64,1e-5\n", 4,
-     "unknown backend 'gloo'"),
-    ("backend,link_class,bytes,seconds\n" + GOOD_ROWS + "nccl,pcie,64,1e-5\n", 4,
-     "unknown link class 'pcie'"),
-    ("backend,link_class,bytes,seconds\n" + GOOD_ROWS + "nccl,nvlink,-64,1e-5\n", 4,
-     "bytes '-64' is negative"),
-    ("backend,link_class,bytes,seconds\n" + GOOD_ROWS + "nccl,nvlink,64,-1e-5\n", 4,
-     "seconds '-1e-5' is negative"),
-    ("backend,link_class,bytes,seconds\n" + GOOD_ROWS + "nccl,nvlink,64\n", 4,
-     "3 fields, header has 4"),
-    ("backend,link_class,bytes,seconds\n" + GOOD_ROWS + "nccl,nvlink,64.5,1e-5\n", 4,
-     "not a whole number"),
-    ("backend,link_class,bytes,seconds\n" + GOOD_ROWS + "nccl,nvlink,64,nan\n", 4,
-     "not finite"),
-    ("backend,link_class,bytes,seconds\n" + GOOD_ROWS +
-     "nvshmem,nvlink,64,1e-5\nnvshmem,nvlink,64,2e-5\n", 4,
-     "nvshmem nvlink has measurements at 1 distinct size"),
-    ("backend,link_class,bytes,seconds\nnccl,nvlink,1024,2e-5\nnccl,nvlink,4096,1e-5\n", 2,
-     "time does not grow with size"),
-])
+    (
+      "backend,link_class,bytes,seconds\n" + GOOD_ROWS + "nccl,nvlink,abc,1e-5\n",
+      4,
+      "bytes 'abc' is not a number",
+    ),
+    (
+      "backend,link_class,bytes,seconds\n" + GOOD_ROWS + "nccl,nvlink,64,fast\n",
+      4,
+      "seconds 'fast' is not a number",
+    ),
+    (
+      "backend,link_class,bytes,seconds\n" + GOOD_ROWS + "gloo,nvlink,64,1e-5\n",
+      4,
+      "unknown backend 'gloo'",
+    ),
+    (
+      "backend,link_class,bytes,seconds\n" + GOOD_ROWS + "nccl,pcie,64,1e-5\n",
+      4,
+      "unknown link class 'pcie'",
+    ),
+    (
+      "backend,link_class,bytes,seconds\n" + GOOD_ROWS + "nccl,nvlink,-64,1e-5\n",
+      4,
+      "bytes '-64' is negative",
+    ),
+    (
+      "backend,link_class,bytes,seconds\n" + GOOD_ROWS + "nccl,nvlink,64,-1e-5\n",
+      4,
+      "seconds '-1e-5' is negative",
+    ),
+    (
+      "backend,link_class,bytes,seconds\n" + GOOD_ROWS + "nccl,nvlink,64\n",
+      4,
+      "3 fields, header has 4",
+    ),
+    (
+      "backend,link_class,bytes,seconds\n" + GOOD_ROWS + "nccl,nvlink,64.5,1e-5\n",
+      4,
+      "not a whole number",
+    ),
+    ("backend,link_class,bytes,seconds\n" + GOOD_ROWS + "nccl,nvlink,64,nan\n", 4, "not finite"),
+    (
+      "backend,link_class,bytes,seconds\n"
+      + GOOD_ROWS
+      + "nvshmem,nvlink,64,1e-5\nnvshmem,nvlink,64,2e-5\n",
+      4,
+      "nvshmem nvlink has measurements at 1 distinct size",
+    ),
+    (
+      "backend,link_class,bytes,seconds\nnccl,nvlink,1024,2e-5\nnccl,nvlink,4096,1e-5\n",
+      2,
+      "time does not grow with size",
+    ),
+  ],
+)
 def test_calibrate_refuses_malformed_csv_naming_the_line(tmp_path, capsys, content, line, message):
   path = tmp_path / "bad.csv"
   path.write_text(content)
@@ -136,8 +179,10 @@ def test_calibrate_refuses_a_missing_file_in_one_line(tmp_path, capsys):
 
 def test_calibrate_accepts_spaced_header_and_comments(tmp_path):
   path = tmp_path / "m.csv"
-  path.write_text("# measured on box 7\nBackend, Link Class, bytes, seconds, host\n"
-                  "nccl, network, 0, 10e-6, a\nnccl, network, 50000, 11e-6, a\n")
+  path.write_text(
+    "# measured on box 7\nBackend, Link Class, bytes, seconds, host\n"
+    "nccl, network, 0, 10e-6, a\nnccl, network, 50000, 11e-6, a\n"
+  )
   _, fits = calibrate.calibrate(str(path))
   assert fits[("nccl", "network")].latency_us == pytest.approx(10)
   assert fits[("nccl", "network")].bandwidth_gbps == pytest.approx(50)
@@ -162,8 +207,17 @@ def _from_csv(value, like):
 def test_sweep_reduced_grid_outputs_are_consistent(tmp_path, capsys):
   out = tmp_path / "sweep"
   rc, stdout, err = run_cli(
-      ["sweep", f"--out={out}", "--only-given", "--topology=1x2x4",
-       "--topology=1x1x4", "--topology=2x2x2:nvl4", "--sizes=1K,1M,1G"], capsys)
+    [
+      "sweep",
+      f"--out={out}",
+      "--only-given",
+      "--topology=1x2x4",
+      "--topology=1x1x4",
+      "--topology=2x2x2:nvl4",
+      "--sizes=1K,1M,1G",
+    ],
+    capsys,
+  )
   assert rc == 0, err
   doc = json.loads((out / "sweep.json").read_text())
   rows = doc["rows"]
@@ -209,8 +263,7 @@ def test_sweep_default_table_findings():
   # where upstream's NVSHMEM is a plan the pinned runtime cannot run (edges between
   # hosts: the core refuses NVSHMEM there, nvshmem_us is None).
   for row in rows:
-    if (row["ratio_to_upstream"] > 1 and not row["upstream_hangs"]
-        and row["nvshmem_us"] is not None):
+    if row["ratio_to_upstream"] > 1 and not row["upstream_hangs"] and row["nvshmem_us"] is not None:
       assert row["upstream_over_heap"] or row["ratio_to_upstream"] <= 1 / (1 - table.margin)
   # Upstream's assigner (asked through the driver) picks NVSHMEM for a shift inside an
   # NVLink domain, which would hang; the core never does.
@@ -239,7 +292,8 @@ def test_sweep_choice_is_the_models_best_and_the_margin_is_named():
   assert {n.split()[0] for n in s["kept_inside_margin"]} <= {"1x1x8", "1x9x8:nvl72"}
   lines = sweep.format_summary(s)
   assert any(l.startswith("NCCL kept inside the margin") for l in lines) == bool(
-      s["kept_inside_margin"])
+    s["kept_inside_margin"]
+  )
 
 
 def test_sweep_never_prices_a_plan_that_hangs():
@@ -258,24 +312,35 @@ def test_sweep_never_prices_a_plan_that_hangs():
 
 def test_sweep_goal_over_no_case_is_not_applicable(tmp_path, capsys):
   # One host: no mixed multi-host ring, so that goal is neither met nor missed.
-  rc, out, err = run_cli(["sweep", f"--out={tmp_path}", "--no-plots", "--only-given",
-                          "--topology=1x1x8", "--sizes=1K,1M"], capsys)
+  rc, out, err = run_cli(
+    [
+      "sweep",
+      f"--out={tmp_path}",
+      "--no-plots",
+      "--only-given",
+      "--topology=1x1x8",
+      "--sizes=1K,1M",
+    ],
+    capsys,
+  )
   assert rc == 0, err
   summary = json.loads((tmp_path / "sweep.json").read_text())["summary"]
   assert summary["mixed_multi_host_ring_cases"] == 0
   assert summary["goals"]["mixed_rings_20pct_better_than_upstream"] is None
   [goals] = [l for l in out.splitlines() if l.startswith("goals:")]
   assert ">=20% better on mixed multi-host rings: n/a (no such cases)" in goals
-  assert goals.count("NOT MET") == sum(
-      1 for v in summary["goals"].values() if v is False)
+  assert goals.count("NOT MET") == sum(1 for v in summary["goals"].values() if v is False)
 
 
-@pytest.mark.parametrize("argv, message", [
+@pytest.mark.parametrize(
+  "argv, message",
+  [
     (["--topology=1x2", "--only-given"], "topology spec '1x2'"),
     (["--only-given"], "needs at least one --topology"),
     (["--sizes=1K,zz"], "--sizes: bad size 'zz'"),
     (["--shapes=ring,torus"], "unknown ['torus']"),
-])
+  ],
+)
 def test_sweep_refuses_bad_arguments_in_one_line(tmp_path, capsys, argv, message):
   rc, _, err = run_cli(["sweep", f"--out={tmp_path}", "--no-plots"] + argv, capsys)
   assert rc == 2 and message in err and len(err.strip().splitlines()) == 1, err
@@ -284,8 +349,9 @@ def test_sweep_refuses_bad_arguments_in_one_line(tmp_path, capsys, argv, message
 def test_sweep_bad_cost_table_names_line(tmp_path, capsys):
   table = tmp_path / "t.txtpb"
   table.write_text("margin: 0.1\nlinks { backend: NCCL link_class: NVLINK bandwidth_gbps: -5 }\n")
-  rc, _, err = run_cli(["sweep", f"--out={tmp_path}", "--no-plots",
-                        f"--cost-table={table}"], capsys)
+  rc, _, err = run_cli(
+    ["sweep", f"--out={tmp_path}", "--no-plots", f"--cost-table={table}"], capsys
+  )
   assert rc == 2 and f"{table}:2:" in err
 
 
@@ -298,8 +364,7 @@ def test_sweep_bad_cost_table_names_line(tmp_path, capsys):
 SLOW_NVLINK_TABLE = "links { backend: NCCL link_class: NVLINK latency_us: 20 bandwidth_gbps: 100 per_buffer_us: 0 }\nlinks { backend: NCCL link_class: NETWORK latency_us: 3 bandwidth_gbps: 1000 per_buffer_us: 0 }\n"
 
 
-@pytest.mark.parametrize("table_text, expect_plan", [(None, "nccl"),
-                                                     (SLOW_NVLINK_TABLE, "nccl")])
+@pytest.mark.parametrize("table_text, expect_plan", [(None, "nccl"), (SLOW_NVLINK_TABLE, "nccl")])
 def test_check_pass_matches_core(tmp_path, capsys, table_text, expect_plan):
   argv = ["check-pass", "--topology=1x2x4", "--jobs=1"]
   if table_text:
@@ -320,8 +385,7 @@ def topologies(draw):
   slices = draw(st.integers(1, 2))
   hosts = draw(st.integers(1, 4))
   gpus = draw(st.integers(1, 4))
-  hosts_per_domain = draw(st.sampled_from([d for d in range(1, hosts + 1)
-                                           if hosts % d == 0]))
+  hosts_per_domain = draw(st.sampled_from([d for d in range(1, hosts + 1) if hosts % d == 0]))
   spec = f"{slices}x{hosts}x{gpus}:nvl{hosts_per_domain * gpus}"
   n = slices * hosts * gpus
   if draw(st.booleans()):
@@ -339,9 +403,11 @@ def cost_tables(draw):
     for link_class in selection.LINK_CLASSES:
       if (backend, link_class) == ("NVSHMEM", "network"):
         continue  # NVSHMEM has no network row: it never crosses hosts.
-      lines.append(f"links {{ backend: {backend} link_class: {link_class.upper()} "
-                   f"latency_us: {draw(small(50))!r} bandwidth_gbps: {draw(positive)!r} "
-                   "per_buffer_us: 0 }")
+      lines.append(
+        f"links {{ backend: {backend} link_class: {link_class.upper()} "
+        f"latency_us: {draw(small(50))!r} bandwidth_gbps: {draw(positive)!r} "
+        "per_buffer_us: 0 }"
+      )
     lines.append(f"sm_interference {{ backend: {backend} fraction: {draw(small(0.5))!r} }}")
   lines.append(f"margin: {draw(small(0.5))!r}")
   lines.append(f"nvshmem_max_bytes: {draw(st.integers(0, 1 << 34))}")
@@ -352,19 +418,16 @@ def cost_tables(draw):
 def permutes(draw):
   topology = draw(topologies())
   n = topology.num_devices
-  pairs = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)),
-                        max_size=2 * n))
+  pairs = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=2 * n))
   return topology, pairs
 
 
 SIZES = st.integers(0, 1 << 33)
-PROPERTY = settings(max_examples=150, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _device_edges(topology, pairs):
-  return _selection_core.edge_ids_to_devices(topology, pairs, True,
-                                            topology.num_devices, 1)
+  return _selection_core.edge_ids_to_devices(topology, pairs, True, topology.num_devices, 1)
 
 
 @PROPERTY
@@ -379,8 +442,9 @@ def test_nvshmem_only_where_every_device_has_a_source(permute, table, nbytes):
     assert all(same_host(s, t) for s, t in edges)
     assert set(range(topology.num_devices)) <= {t for _, t in edges}
     # Priced by its slowest edge.
-    slowest = max(selection.edge_time_us(table, "nvshmem", topology.classify(s, t), nbytes)
-                  for s, t in edges)
+    slowest = max(
+      selection.edge_time_us(table, "nvshmem", topology.classify(s, t), nbytes) for s, t in edges
+    )
     assert d["backend_us"]["nvshmem"] == pytest.approx(slowest)
   if d["plan"] != "nccl":
     assert nbytes <= table.nvshmem_max_bytes
@@ -409,10 +473,15 @@ def test_chosen_time_monotone_without_margin(permute, a, b):
   topology, pairs = permute
   # Parametric NVLink rows: the default's measured curves follow their noisy
   # data, which is not monotone below a few MiB.
-  table = selection.CostTable.parse("margin: 0\nlinks { backend: NCCL link_class: NVLINK latency_us: 6 bandwidth_gbps: 450 per_buffer_us: 7.6 }\nlinks { backend: NVSHMEM link_class: NVLINK latency_us: 5.6 bandwidth_gbps: 450 per_buffer_us: 8 }\n", "no-margin")
+  table = selection.CostTable.parse(
+    "margin: 0\nlinks { backend: NCCL link_class: NVLINK latency_us: 6 bandwidth_gbps: 450 per_buffer_us: 7.6 }\nlinks { backend: NVSHMEM link_class: NVLINK latency_us: 5.6 bandwidth_gbps: 450 per_buffer_us: 8 }\n",
+    "no-margin",
+  )
   small, large = sorted((a, b))
-  assert (selection.decide(topology, table, large, pairs)["chosen_us"] >=
-          selection.decide(topology, table, small, pairs)["chosen_us"])
+  assert (
+    selection.decide(topology, table, large, pairs)["chosen_us"]
+    >= selection.decide(topology, table, small, pairs)["chosen_us"]
+  )
 
 
 @PROPERTY
@@ -420,9 +489,12 @@ def test_chosen_time_monotone_without_margin(permute, a, b):
 def test_decisions_are_deterministic(permute, table, nbytes):
   topology, pairs = permute
   first = selection.decide(topology, table, nbytes, pairs)
-  again = selection.decide(selection.parse_topology(str(topology)),
-                           selection.CostTable.parse(str(table), "copy"), nbytes,
-                           list(pairs))
+  again = selection.decide(
+    selection.parse_topology(str(topology)),
+    selection.CostTable.parse(str(table), "copy"),
+    nbytes,
+    list(pairs),
+  )
   assert first == again == selection.decide(topology, table, nbytes, pairs)
 
 
@@ -450,8 +522,10 @@ def test_pure_plan_times_are_slowest_edge(permute, table, nbytes):
   topology, pairs = permute
   d = selection.decide(topology, table, nbytes, pairs)
   edges = _device_edges(topology, pairs)
-  expected = max((selection.edge_time_us(table, "nccl", topology.classify(s, t), nbytes)
-                  for s, t in edges), default=0.0)
+  expected = max(
+    (selection.edge_time_us(table, "nccl", topology.classify(s, t), nbytes) for s, t in edges),
+    default=0.0,
+  )
   assert d["backend_us"]["nccl"] == expected
   assert sum(d["edges_by_class"].values()) == len(edges)
 
@@ -462,8 +536,13 @@ def test_no_traceback_on_unknown_subcommand(capsys):
 
 
 def test_cli_dispatches_heuristics_sweep():
-  proc = subprocess.run([sys.executable, "-m", "hlo_tools.cli", "heuristics", "sweep",
-                         "--help"], capture_output=True, text=True, cwd=ROOT, check=False)
+  proc = subprocess.run(
+    [sys.executable, "-m", "hlo_tools.cli", "heuristics", "sweep", "--help"],
+    capture_output=True,
+    text=True,
+    cwd=ROOT,
+    check=False,
+  )
   assert proc.returncode == 0 and "--cost-table" in proc.stdout
 
 

@@ -27,8 +27,7 @@ SHARED_DATA = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "jax0
 H200_HLO = SHARED_DATA / "h200_jax0112_ppermute_loop.after_optimizations.hlo"
 FIXTURES_DIR = REPO / "tests" / "fixtures"
 # jax 0.10.2 fixtures, plus the same ring compiled by jax 0.9.1 (tests/fixtures/jax091/).
-FIXTURES = (sorted(FIXTURES_DIR.glob("*.hlo"))
-            + sorted((FIXTURES_DIR / "jax091").glob("*.hlo")))
+FIXTURES = sorted(FIXTURES_DIR.glob("*.hlo")) + sorted((FIXTURES_DIR / "jax091").glob("*.hlo"))
 FIXTURE_IDS = [str(p.relative_to(FIXTURES_DIR)) for p in FIXTURES]
 
 # Compiles a ppermute ring in a fori_loop for 8 H200s on the CPU, dumping every pass.
@@ -103,8 +102,14 @@ def generated_dir(tmp_path_factory):
   out = tmp_path_factory.getbasetemp() / "jax_generated_hlo"
   if not (out / "ring_compiled.hlo").exists():
     out.mkdir(exist_ok=True)
-    proc = subprocess.run([sys.executable, "-c", _GEN_SCRIPT, str(out)], cwd=REPO,
-                          env=_env(), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+      [sys.executable, "-c", _GEN_SCRIPT, str(out)],
+      cwd=REPO,
+      env=_env(),
+      capture_output=True,
+      text=True,
+      timeout=600,
+    )
     if proc.returncode != 0:
       pytest.fail("generating HLO with JAX failed:\n" + proc.stderr[-3000:])
   return out
@@ -135,8 +140,13 @@ def jaxlib_views(all_hlo_files):
   views = {}
   todo = [str(p) for p in all_hlo_files]
   while todo:
-    proc = subprocess.run([sys.executable, "-c", _JAXLIB_VIEW_SCRIPT] + todo,
-                          env=_env(), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+      [sys.executable, "-c", _JAXLIB_VIEW_SCRIPT] + todo,
+      env=_env(),
+      capture_output=True,
+      text=True,
+      timeout=600,
+    )
     started = None
     for line in proc.stdout.splitlines():
       rec = json.loads(line)
@@ -154,6 +164,7 @@ def jaxlib_views(all_hlo_files):
 
 # ---------------------------------------------------------------------------------------
 # The shared H200 module (jax 0.11.2 text format)
+
 
 @pytest.fixture(scope="module")
 def h200():
@@ -176,7 +187,12 @@ def test_h200_header_and_tables(h200):
 
 def test_h200_computations_parse_in_order_with_entry_and_roots(h200):
   assert [c.name for c in h200.computations] == [
-      "fused_add", "region_0.1", "fused_compare", "region_1.2", "main.3"]
+    "fused_add",
+    "region_0.1",
+    "fused_compare",
+    "region_1.2",
+    "main.3",
+  ]
   assert h200.entry is h200.computation("main.3") and h200.entry.is_entry
   body = h200.computation("%region_0.1")
   assert body.root.name == "tuple.3" and body.root.is_root
@@ -198,8 +214,12 @@ def test_h200_permute_start_keeps_shape_operands_and_pairs(h200):
   assert start.metadata["stack_frame_id"] == "5"
   assert start.backend_config_json()["collective_backend_config"]["backend"] == "DEFAULT"
   assert start.line == 33 and start.col == 4
-  assert list(start.attributes) == ["channel_id", "source_target_pairs", "metadata",
-                                    "backend_config"]
+  assert list(start.attributes) == [
+    "channel_id",
+    "source_target_pairs",
+    "metadata",
+    "backend_config",
+  ]
   loop = h200.entry.instruction("while.5")
   assert loop.called_computations == ["region_1.2", "region_0.1"]
   assert loop.backend_config_json()["known_trip_count"] == {"n": "4"}
@@ -210,6 +230,7 @@ def test_h200_permute_start_keeps_shape_operands_and_pairs(h200):
 
 # ---------------------------------------------------------------------------------------
 # Fidelity against jaxlib on every real HLO file
+
 
 def test_every_real_module_matches_jaxlib_computations(all_hlo_files, jaxlib_views):
   compared = 0
@@ -244,8 +265,13 @@ def test_generated_files_cover_both_collective_spellings(generated_dir):
   dumps = hlo_dump_files(generated_dir)
   assert len(dumps) > 20
   opcodes = {i.opcode for p in dumps for i in parse_hlo_file(p).instructions()}
-  assert {"collective-permute", "collective-permute-start", "collective-permute-done",
-          "while", "fusion"} <= opcodes
+  assert {
+    "collective-permute",
+    "collective-permute-start",
+    "collective-permute-done",
+    "while",
+    "fusion",
+  } <= opcodes
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=FIXTURE_IDS)
@@ -256,8 +282,12 @@ def test_every_fixture_parses_with_an_entry(path):
 
 def test_opcode_set_matches_jaxlib_enum():
   view = subprocess.run(
-      [sys.executable, "-c", "from jaxlib import _hlo; print(len(_hlo.HloOpcode.__members__))"],
-      env=_env(), capture_output=True, text=True, timeout=120)
+    [sys.executable, "-c", "from jaxlib import _hlo; print(len(_hlo.HloOpcode.__members__))"],
+    env=_env(),
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   assert view.returncode == 0
   assert len(OPCODES) == int(view.stdout)
 
@@ -265,13 +295,13 @@ def test_opcode_set_matches_jaxlib_enum():
 # ---------------------------------------------------------------------------------------
 # Shapes and attributes
 
+
 def test_shapes_parse_layouts_tuples_and_byte_sizes():
   s = parse_shape("f32[8,128]{1,0:T(8,128)S(1)}")
   assert s.dims == (8, 128) and s.memory_space == 1 and s.minor_to_major == (1, 0)
   assert s.byte_size() == 4096
   t = parse_shape("((bf16[2]{0}, (s32[], token[])), /*index=1*/c128[3], pred[<=4])")
-  assert [str(x) for x in t.leaves()] == ["bf16[2]{0}", "s32[]", "token[]", "c128[3]",
-                                         "pred[<=4]"]
+  assert [str(x) for x in t.leaves()] == ["bf16[2]{0}", "s32[]", "token[]", "c128[3]", "pred[<=4]"]
   assert t.byte_size() == 4 + 4 + 0 + 48 + 4
   for bad in ("f33[2]", "f32[2", "(f32[], f32[]", "f32[a]"):
     with pytest.raises(ValueError):
@@ -284,12 +314,13 @@ def _module(body, extra=""):
 
 def test_attribute_values_survive_quotes_braces_and_groups():
   text = _module(
-      '  %p = f32[8]{0} parameter(0), sharding={devices=[8]<=[8]}\n'
-      '  %cp = f32[8]{0} collective-permute(%p), channel_id=7, '
-      'source_target_pairs={{0,1},{1,0}}, frontend_attributes={_xla_send="a,b}\\"c"}, '
-      'metadata={op_name="x \\"q\\" {y}" source_line=3}, backend_config="{\\"a\\":1}"\n'
-      '  %ag = f32[64]{0} all-gather(%cp), replica_groups=[2,4]<=[4,2]T(1,0), dimensions={0}\n'
-      '  ROOT %r = f32[8]{0} copy(%p), control-predecessors={%cp, %ag}')
+    "  %p = f32[8]{0} parameter(0), sharding={devices=[8]<=[8]}\n"
+    "  %cp = f32[8]{0} collective-permute(%p), channel_id=7, "
+    'source_target_pairs={{0,1},{1,0}}, frontend_attributes={_xla_send="a,b}\\"c"}, '
+    'metadata={op_name="x \\"q\\" {y}" source_line=3}, backend_config="{\\"a\\":1}"\n'
+    "  %ag = f32[64]{0} all-gather(%cp), replica_groups=[2,4]<=[4,2]T(1,0), dimensions={0}\n"
+    "  ROOT %r = f32[8]{0} copy(%p), control-predecessors={%cp, %ag}"
+  )
   m = parse_hlo_text(text)
   cp = m.entry.instruction("cp")
   assert cp.channel_id == 7 and cp.source_target_pairs == [(0, 1), (1, 0)]
@@ -305,6 +336,7 @@ def test_attribute_values_survive_quotes_braces_and_groups():
 
 # ---------------------------------------------------------------------------------------
 # Malformed input: always HloParseError, at the right line
+
 
 def _h200_lines():
   return H200_HLO.read_text().split("\n")
@@ -330,7 +362,7 @@ def test_unknown_opcode_is_refused_at_its_column():
 def test_unbalanced_brace_is_refused_on_its_line():
   lines = _h200_lines()
   n = next(k for k, l in enumerate(lines) if "%loop_add_fusion =" in l)
-  lines[n] = lines[n].replace('stack_frame_id=4}', 'stack_frame_id=4', 1)
+  lines[n] = lines[n].replace("stack_frame_id=4}", "stack_frame_id=4", 1)
   err = _error("\n".join(lines))
   assert err.line == n + 1 and "unbalanced '{': no matching '}' on this line" in err.message
 
@@ -338,10 +370,10 @@ def test_unbalanced_brace_is_refused_on_its_line():
 def test_missing_equals_and_bad_shape():
   lines = _h200_lines()
   n = next(k for k, l in enumerate(lines) if "%copy.5 =" in l)
-  broken = lines[:n] + [lines[n].replace("%copy.5 =", "%copy.5")] + lines[n + 1:]
+  broken = lines[:n] + [lines[n].replace("%copy.5 =", "%copy.5")] + lines[n + 1 :]
   err = _error("\n".join(broken))
   assert err.line == n + 1 and "'='" in err.message
-  broken = lines[:n] + [lines[n].replace("= bf16[", "= bf17[")] + lines[n + 1:]
+  broken = lines[:n] + [lines[n].replace("= bf16[", "= bf17[")] + lines[n + 1 :]
   err = _error("\n".join(broken))
   assert err.line == n + 1 and "element type" in err.message
 
@@ -349,7 +381,7 @@ def test_missing_equals_and_bad_shape():
 def test_truncated_module_is_refused_at_the_cut():
   lines = _h200_lines()
   n = next(k for k, l in enumerate(lines) if "%collective-permute-start =" in l)
-  cut = "\n".join(lines[:n] + [lines[n][:len(lines[n]) // 2]])
+  cut = "\n".join(lines[:n] + [lines[n][: len(lines[n]) // 2]])
   assert _error(cut).line == n + 1
   err = _error("\n".join(lines[:n]))  # cut between lines: computation never closed
   assert err.line == n and "not closed" in err.message
@@ -387,7 +419,7 @@ def test_mutations_raise_only_hlo_parse_error(data):
   if kind == "truncate":
     mutated = text[:pos]
   elif kind == "delete":
-    mutated = text[:pos] + text[pos + data.draw(st.integers(1, 5)):]
+    mutated = text[:pos] + text[pos + data.draw(st.integers(1, 5)) :]
   else:
     mutated = text[:pos] + data.draw(st.sampled_from(list('{}()[]",=% \n/*x\\'))) + text[pos:]
   try:
@@ -398,6 +430,7 @@ def test_mutations_raise_only_hlo_parse_error(data):
 
 # ---------------------------------------------------------------------------------------
 # CLI
+
 
 def test_parse_command_summarizes_text_and_json(capsys, tmp_path):
   assert cli.main(["parse", str(H200_HLO)]) == 0
@@ -418,26 +451,36 @@ def test_parse_command_summarizes_text_and_json(capsys, tmp_path):
 
 
 def test_parse_command_runs_without_importing_jax():
-  proc = subprocess.run([sys.executable, "-m", "hlo_tools.cli", "parse", str(H200_HLO)],
-                        cwd=REPO, capture_output=True, text=True, timeout=120)
+  proc = subprocess.run(
+    [sys.executable, "-m", "hlo_tools.cli", "parse", str(H200_HLO)],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   assert proc.returncode == 0 and "collective-permutes: 1" in proc.stdout
   assert "jax" not in proc.stderr  # reading HLO must not need jax
 
 
 def test_bench_parse_reports_both_parsers():
   from hlo_tools.ops.bench.reader import bench_parse  # pylint: disable=import-outside-toplevel
+
   r = bench_parse(H200_HLO.read_text(), runs=3)
   assert r["ours_s"] > 0 and r["jaxlib_s"] > 0 and r["ratio"] > 0
 
 
 def test_serialized_proto_loads_like_its_text(tmp_path, all_hlo_files):
   from hlo_tools.hlo.reader import load_hlo_proto  # pylint: disable=import-outside-toplevel
+
   src = all_hlo_files[0]
   proto = tmp_path / "module.pb"
-  code = ("import sys; from jaxlib import _hlo; open(sys.argv[2], 'wb').write("
-          "_hlo.hlo_module_from_text(open(sys.argv[1]).read()).as_serialized_hlo_module_proto())")
-  subprocess.run([sys.executable, "-c", code, str(src), str(proto)], env=_env(), check=True,
-                 timeout=120)
+  code = (
+    "import sys; from jaxlib import _hlo; open(sys.argv[2], 'wb').write("
+    "_hlo.hlo_module_from_text(open(sys.argv[1]).read()).as_serialized_hlo_module_proto())"
+  )
+  subprocess.run(
+    [sys.executable, "-c", code, str(src), str(proto)], env=_env(), check=True, timeout=120
+  )
   module = load_hlo_proto(proto)
   assert module.instruction_count == parse_hlo_file(src).instruction_count
   proto.write_bytes(b"\x01\x02 not a proto")
@@ -445,7 +488,7 @@ def test_serialized_proto_loads_like_its_text(tmp_path, all_hlo_files):
     load_hlo_proto(proto)
 
 
-_MESH_ALL_REDUCE = r'''
+_MESH_ALL_REDUCE = r"""
 import sys, jax, jax.numpy as jnp
 from jax.experimental import topologies
 from jax.sharding import NamedSharding, PartitionSpec as P, Mesh
@@ -457,28 +500,36 @@ c = jax.jit(lambda x, w: x @ w, out_shardings=NamedSharding(mesh, P())).lower(
     jax.ShapeDtypeStruct((1024, 64), jnp.float32, sharding=NamedSharding(mesh, P("cp", None)))
 ).compile()
 sys.stdout.write(c.as_text())
-'''
+"""
 
 
 def test_reads_jax_010_mesh_replica_groups():
   """jaxlib 0.10 prints GSPMD all-reduce groups as `mesh['axis_0'=1,'axis_1'=8] {'axis_1'}`."""
   from hlo_tools.hlo import reader  # pylint: disable=import-outside-toplevel
+
   root = Path(__file__).resolve().parents[1]
   env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1")
   text = subprocess.run(
-      [sys.executable, "-c", _MESH_ALL_REDUCE,
-       str(root / "hlo_tools" / "data" / "h200_gpu_target_config.pbtxt")],
-      capture_output=True, text=True, env=env, check=True, timeout=300).stdout
+    [
+      sys.executable,
+      "-c",
+      _MESH_ALL_REDUCE,
+      str(root / "hlo_tools" / "data" / "h200_gpu_target_config.pbtxt"),
+    ],
+    capture_output=True,
+    text=True,
+    env=env,
+    check=True,
+    timeout=300,
+  ).stdout
   assert "replica_groups=mesh[" in text
   module = reader.parse_hlo_text(text, "mesh.hlo")
   reducers = [i for i in module.instructions() if i.opcode in ("all-reduce", "all-reduce-start")]
   assert reducers
   for instr in reducers:
     assert instr.replica_groups == [list(range(8))]
-  assert reader.expand_mesh_groups("mesh['a'=2,'b'=4] {'a'}") == [
-      [0, 4], [1, 5], [2, 6], [3, 7]]
-  assert reader.expand_mesh_groups("mesh['a'=2,'b'=4] {'b','a'}") == [
-      [0, 4, 1, 5, 2, 6, 3, 7]]
+  assert reader.expand_mesh_groups("mesh['a'=2,'b'=4] {'a'}") == [[0, 4], [1, 5], [2, 6], [3, 7]]
+  assert reader.expand_mesh_groups("mesh['a'=2,'b'=4] {'b','a'}") == [[0, 4, 1, 5, 2, 6, 3, 7]]
 
 
 # ---------------------------------------------------------------------------------------
@@ -502,10 +553,15 @@ def xla_parser_verdicts(texts):
   """[(accepted: bool | None for an abort, message)] from XLA's parser."""
   out = []
   while len(out) < len(texts):
-    rest = texts[len(out):]
-    proc = subprocess.run([sys.executable, "-c", _XLA_VERDICT_SCRIPT], env=_env(),
-                          input="".join(json.dumps(t) + "\n" for t in rest),
-                          capture_output=True, text=True, timeout=600)
+    rest = texts[len(out) :]
+    proc = subprocess.run(
+      [sys.executable, "-c", _XLA_VERDICT_SCRIPT],
+      env=_env(),
+      input="".join(json.dumps(t) + "\n" for t in rest),
+      capture_output=True,
+      text=True,
+      timeout=600,
+    )
     out += [tuple(json.loads(l)) for l in proc.stdout.splitlines()]
     if len(out) < len(texts):
       assert proc.returncode != 0, proc.stderr[-2000:]
@@ -515,11 +571,15 @@ def xla_parser_verdicts(texts):
 
 def test_accepts_what_xla_accepts(tmp_path):
   base = (FIXTURES_DIR / "shift_1x2x4.before_async.hlo").read_text()
-  quote_in_comment = base.replace("collective-permute(%param.1)",
-                                  'collective-permute(/* a"b */%param.1)')
-  variants = {"quote_in_comment": quote_in_comment, "cr_only": base.replace("\n", "\r"),
-              "crlf": base.replace("\n", "\r\n"), "name_colon": base.replace(
-                  "%param.1 = ", "param.1: = ", 1)}
+  quote_in_comment = base.replace(
+    "collective-permute(%param.1)", 'collective-permute(/* a"b */%param.1)'
+  )
+  variants = {
+    "quote_in_comment": quote_in_comment,
+    "cr_only": base.replace("\n", "\r"),
+    "crlf": base.replace("\n", "\r\n"),
+    "name_colon": base.replace("%param.1 = ", "param.1: = ", 1),
+  }
   assert all(v != base for v in variants.values())
   assert all(ok for ok, _ in xla_parser_verdicts(list(variants.values())))
   for name, text in variants.items():
@@ -528,10 +588,11 @@ def test_accepts_what_xla_accepts(tmp_path):
   # Bytes that are not UTF-8: XLA (the wheel's, through nvshmem-opt) takes them in a
   # comment and refuses them in a string.
   from conftest import run_nvshmem_opt
+
   for where, old, new, xla_ok in (
-      ("comment", b"collective-permute(%param.1)", b"collective-permute(/*\xff\xc3*/%param.1)",
-       True),
-      ("string", b'op_name="x"', b'op_name="x\xff"', False)):
+    ("comment", b"collective-permute(%param.1)", b"collective-permute(/*\xff\xc3*/%param.1)", True),
+    ("string", b'op_name="x"', b'op_name="x\xff"', False),
+  ):
     data = base.encode().replace(old, new)
     path = tmp_path / f"{where}.hlo"
     path.write_bytes(data)
@@ -553,29 +614,39 @@ def test_repeated_source_or_target_is_rejected(tmp_path):
     path.write_text(text)
     line = next(n for n, l in enumerate(text.split("\n"), 1) if "source_target_pairs" in l)
     col = text.split("\n")[line - 1].index("source_target_pairs=") + 21
-    expected = (f"{path}:{line}:{col}: %ppermute.3.0: {what} appears more than once in "
-                "source_target_pairs (XLA's verifier rejects this permute)\n")
+    expected = (
+      f"{path}:{line}:{col}: %ppermute.3.0: {what} appears more than once in "
+      "source_target_pairs (XLA's verifier rejects this permute)\n"
+    )
     for command in (["parse"], ["explain", "--topology=1x2x4"], ["verify", "--topology=1x2x4"]):
-      result = subprocess.run([sys.executable, "-m", "hlo_tools.cli", command[0], str(path),
-                               *command[1:]], capture_output=True, text=True, cwd=REPO,
-                              timeout=120)
+      result = subprocess.run(
+        [sys.executable, "-m", "hlo_tools.cli", command[0], str(path), *command[1:]],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+      )
       assert (result.returncode, result.stderr) == (2, expected), command
 
 
 def _time_parse(text):
   import time  # pylint: disable=import-outside-toplevel
+
   t0 = time.perf_counter()
   with pytest.raises(HloParseError) as info:
     parse_hlo_text(text, "h.hlo")
   return time.perf_counter() - t0, info.value
 
 
-_HOSTILE_HEAD = ("HloModule m\nENTRY %e {\n  %p = f32[] parameter(0)\n  ROOT %c = f32[] "
-                 'custom-call(%p), custom_call_target="x", backend_config=')
+_HOSTILE_HEAD = (
+  "HloModule m\nENTRY %e {\n  %p = f32[] parameter(0)\n  ROOT %c = f32[] "
+  'custom-call(%p), custom_call_target="x", backend_config='
+)
 
 
-@pytest.mark.parametrize("kind", ["brace_lines", "brace_pairs", "brace_line", "comment", "string",
-                                  "root"])
+@pytest.mark.parametrize(
+  "kind", ["brace_lines", "brace_pairs", "brace_line", "comment", "string", "root"]
+)
 def test_hostile_input_fails_at_its_line_in_linear_time(kind):
   def text(size):
     if kind == "brace_lines":  # a '{' never closed, a million lines of pairs after it
@@ -589,20 +660,22 @@ def test_hostile_input_fails_at_its_line_in_linear_time(kind):
     if kind == "string":
       return _HOSTILE_HEAD + '"' + "x\n" * (size // 2)
     return _HOSTILE_HEAD + "{}\n" + "ROOT\n" * (size // 5)
+
   small, large = text(1_000_000), text(4_000_000)
   t_small, err = _time_parse(small)
   t_large, err_large = _time_parse(large)
   assert str(err) == str(err_large)  # the same error, at the same place
   assert err.line <= 7 and "\n" not in str(err)
-  expected = {"brace_lines": "unbalanced '{': no matching '}' on this line",
-              "brace_pairs": "unbalanced '{': no matching '}' on this line",
-              "brace_line": f"brackets nest deeper than {reader.MAX_NESTING} levels",
-              "comment": "unterminated /* comment", "string": "unterminated string",
-              "root": "expected '=' after instruction name %ROOT"}[kind]
+  expected = {
+    "brace_lines": "unbalanced '{': no matching '}' on this line",
+    "brace_pairs": "unbalanced '{': no matching '}' on this line",
+    "brace_line": f"brackets nest deeper than {reader.MAX_NESTING} levels",
+    "comment": "unterminated /* comment",
+    "string": "unterminated string",
+    "root": "expected '=' after instruction name %ROOT",
+  }[kind]
   assert expected in err.message
   assert t_large < 8 * t_small + 0.5, (t_small, t_large)  # 4x the input: about 4x the time
-
-
 
 
 # ---------------------------------------------------------------------------------------
@@ -640,17 +713,22 @@ def test_device_ids_mesh_groups_are_the_modules_explicit_tp_groups():
     for instr in module.instructions():
       if instr.replica_groups_text:
         groups.setdefault(instr.replica_groups_text.startswith("mesh"), []).append(
-            instr.replica_groups)
+          instr.replica_groups
+        )
     explicit = [g for g in groups[False] if len(g[0]) == tp and g[0][1] == 1]
     assert groups[True] and explicit
     assert all(g == explicit[0] for g in groups[True]), name
-  assert reader.expand_mesh_groups(
-      "mesh['a'=1,'b'=2,'c'=4], device_ids=([4,2]T(1,0)) {'b'}") == [[0, 1], [2, 3], [4, 5],
-                                                                     [6, 7]]
+  assert reader.expand_mesh_groups("mesh['a'=1,'b'=2,'c'=4], device_ids=([4,2]T(1,0)) {'b'}") == [
+    [0, 1],
+    [2, 3],
+    [4, 5],
+    [6, 7],
+  ]
 
 
 # ---------------------------------------------------------------------------------------
 # Garbage: refused with one line, `file:line:col: message`, at a line of the input.
+
 
 def _garbage():
   ring = (FIXTURES_DIR / "ring_1x2x4.before_async.hlo").read_text()
@@ -658,22 +736,37 @@ def _garbage():
   shuffled = lines[:]
   random.Random(3).shuffle(shuffled)
   n = next(k for k, l in enumerate(lines) if "collective-permute(" in l)
-  split = lines[:n] + [lines[n].replace(", ", ",\n  ", 1)] + lines[n + 1:]
+  split = lines[:n] + [lines[n].replace(", ", ",\n  ", 1)] + lines[n + 1 :]
   proto = subprocess.run(
-      [sys.executable, "-c", "import sys; from jaxlib import _hlo; sys.stdout.buffer.write("
-       "_hlo.hlo_module_from_text(sys.stdin.read()).as_serialized_hlo_module_proto())"],
-      input=ring.encode(), capture_output=True, env=_env(), check=True, timeout=120).stdout
+    [
+      sys.executable,
+      "-c",
+      "import sys; from jaxlib import _hlo; sys.stdout.buffer.write("
+      "_hlo.hlo_module_from_text(sys.stdin.read()).as_serialized_hlo_module_proto())",
+    ],
+    input=ring.encode(),
+    capture_output=True,
+    env=_env(),
+    check=True,
+    timeout=120,
+  ).stdout
   return {
-      "empty": b"", "blank": b"\n \n\t\n", "python": b"def f():\n  return 1\n",
-      "json": b'{"HloModule": 1}\n', "binary": bytes(range(256)), "proto": proto,
-      "html": b"<html><body>HloModule m</body></html>\n", "header_only": b"HloModule m\n",
-      "shuffled": "\n".join(shuffled).encode(), "reversed": "\n".join(lines[::-1]).encode(),
-      "cut_mid_line": ring[:ring.index("collective-permute(") + 25].encode(),
-      "statement_over_two_lines": "\n".join(split).encode(),
-      "no_closing_brace": "\n".join(l for l in lines if l != "}").encode(),
-      "latin1": ring.replace("ppermute", "pperm\u00fcte").encode("latin-1"),
-      "doubled": (ring + ring).encode(),
-      "parameter_without_number": ring.replace("parameter(0)", "parameter()", 1).encode(),
+    "empty": b"",
+    "blank": b"\n \n\t\n",
+    "python": b"def f():\n  return 1\n",
+    "json": b'{"HloModule": 1}\n',
+    "binary": bytes(range(256)),
+    "proto": proto,
+    "html": b"<html><body>HloModule m</body></html>\n",
+    "header_only": b"HloModule m\n",
+    "shuffled": "\n".join(shuffled).encode(),
+    "reversed": "\n".join(lines[::-1]).encode(),
+    "cut_mid_line": ring[: ring.index("collective-permute(") + 25].encode(),
+    "statement_over_two_lines": "\n".join(split).encode(),
+    "no_closing_brace": "\n".join(l for l in lines if l != "}").encode(),
+    "latin1": ring.replace("ppermute", "pperm\u00fcte").encode("latin-1"),
+    "doubled": (ring + ring).encode(),
+    "parameter_without_number": ring.replace("parameter(0)", "parameter()", 1).encode(),
   }
 
 

@@ -21,27 +21,32 @@ from conftest import FIXTURES, NVSHMEM_OPT, ROOT
 MODULE = FIXTURES / "shift_1x1x2.before_async.hlo"
 # command -> arguments after the input, for each reader of a module file.
 READERS = {
-    "parse": ["parse", "{}"],
-    "explain": ["explain", "{}", "--topology=1x1x2"],
-    "verify": ["verify", "{}", "--topology=1x1x2", "--no-hlo-verifier"],
-    "diff": ["diff", "{}", str(MODULE)],
-    "report": ["report", "{}", "--topology=1x1x2", "--quiet", "--out={out}"],
-    "nvshmem-opt": ["{}", "--topology=1x1x2", "--mode=explain"],
+  "parse": ["parse", "{}"],
+  "explain": ["explain", "{}", "--topology=1x1x2"],
+  "verify": ["verify", "{}", "--topology=1x1x2", "--no-hlo-verifier"],
+  "diff": ["diff", "{}", str(MODULE)],
+  "report": ["report", "{}", "--topology=1x1x2", "--quiet", "--out={out}"],
+  "nvshmem-opt": ["{}", "--topology=1x1x2", "--mode=explain"],
 }
 LIMIT = 60  # seconds any one process may take before the test fails as a hang
 
 
 def _command(name, path, tmp_path, *extra):
   args = [a.format(path, out=tmp_path / "report") for a in READERS[name]]
-  head = [str(NVSHMEM_OPT)] if name == "nvshmem-opt" else [sys.executable, "-m",
-                                                           "hlo_tools.cli"]
+  head = [str(NVSHMEM_OPT)] if name == "nvshmem-opt" else [sys.executable, "-m", "hlo_tools.cli"]
   return head + args + list(extra)
 
 
 def _run(name, path, tmp_path, *extra, **kwargs):
   start = time.monotonic()
-  proc = subprocess.run(_command(name, path, tmp_path, *extra), capture_output=True,
-                        text=True, cwd=ROOT, timeout=LIMIT, **kwargs)
+  proc = subprocess.run(
+    _command(name, path, tmp_path, *extra),
+    capture_output=True,
+    text=True,
+    cwd=ROOT,
+    timeout=LIMIT,
+    **kwargs,
+  )
   return proc, time.monotonic() - start
 
 
@@ -152,11 +157,18 @@ def test_output_fifo_nobody_reads_is_refused_not_waited_on(writer, tmp_path):
   fifo = tmp_path / "out.hlo"
   os.mkfifo(fifo)
   if writer == "nvshmem-opt":
-    cmd = [str(NVSHMEM_OPT), str(MODULE), "--topology=1x1x2", "-o", str(fifo),
-           "--input-timeout=1"]
+    cmd = [str(NVSHMEM_OPT), str(MODULE), "--topology=1x1x2", "-o", str(fifo), "--input-timeout=1"]
   else:
-    cmd = [sys.executable, "-m", "hlo_tools.cli", "explain", str(MODULE),
-           "--topology=1x1x2", f"--out={fifo}", "--input-timeout=1"]
+    cmd = [
+      sys.executable,
+      "-m",
+      "hlo_tools.cli",
+      "explain",
+      str(MODULE),
+      "--topology=1x1x2",
+      f"--out={fifo}",
+      "--input-timeout=1",
+    ]
   proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=LIMIT)
   assert proc.returncode == 2, proc.stderr[-2000:]
   assert "nothing reads this FIFO" in proc.stderr and str(fifo) in proc.stderr, proc.stderr
@@ -164,10 +176,18 @@ def test_output_fifo_nobody_reads_is_refused_not_waited_on(writer, tmp_path):
 
 def test_input_timeout_flag_is_checked():
   for bad in ("0", "-1", "soon"):
-    proc = subprocess.run([sys.executable, "-m", "hlo_tools.cli", "parse", str(MODULE),
-                           f"--input-timeout={bad}"], capture_output=True, text=True,
-                          cwd=ROOT, timeout=LIMIT)
+    proc = subprocess.run(
+      [sys.executable, "-m", "hlo_tools.cli", "parse", str(MODULE), f"--input-timeout={bad}"],
+      capture_output=True,
+      text=True,
+      cwd=ROOT,
+      timeout=LIMIT,
+    )
     assert proc.returncode == 2 and "--input-timeout" in proc.stderr, proc.stderr
-    proc = subprocess.run([str(NVSHMEM_OPT), str(MODULE), f"--input-timeout={bad}"],
-                          capture_output=True, text=True, timeout=LIMIT)
+    proc = subprocess.run(
+      [str(NVSHMEM_OPT), str(MODULE), f"--input-timeout={bad}"],
+      capture_output=True,
+      text=True,
+      timeout=LIMIT,
+    )
     assert proc.returncode == 2 and "--input-timeout" in proc.stderr, proc.stderr

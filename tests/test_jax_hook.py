@@ -17,7 +17,7 @@ def _config(line):
   if "backend_config=" not in line:
     return {}
   at = line.index("backend_config=") + len("backend_config=")
-  return json.loads(line[at:jax_hook._match_brace(line, at)])  # pylint: disable=protected-access
+  return json.loads(line[at : jax_hook._match_brace(line, at)])  # pylint: disable=protected-access
 
 
 def _permute_lines(text):
@@ -30,17 +30,21 @@ def core():
   return sel, sel.load_cost_table()
 
 
-@pytest.mark.parametrize("name,topology", [
+@pytest.mark.parametrize(
+  "name,topology",
+  [
     ("ring_1x1x8.after_optimizations.hlo", "1x1x8"),
     ("ring_1x2x4.after_optimizations.hlo", "1x2x4"),
     ("ring_1x1x8.before_async.hlo", "1x1x8"),
-])
+  ],
+)
 def test_transform_sets_mode_and_keeps_the_rest(core, name, topology):
   sel, table = core
   with open(os.path.join(FIXTURES, name)) as f:
     text = f.read()
-  new, records = jax_hook.transform_text(text, sel, sel.parse_topology(topology),
-                                         table, ("nccl", "peer"))
+  new, records = jax_hook.transform_text(
+    text, sel, sel.parse_topology(topology), table, ("nccl", "peer")
+  )
   assert records, "no permute found"
   old_lines, new_lines = text.split("\n"), (new or text).split("\n")
   assert len(old_lines) == len(new_lines)
@@ -60,23 +64,30 @@ def test_transform_sets_mode_and_keeps_the_rest(core, name, topology):
     if "backend_config=" not in b:  # NCCL on a line without a config
       assert a == b
       continue
-    head = a[:a.index("backend_config=")] if "backend_config=" in a else a.rstrip() + ", "
-    assert head == b[:b.index("backend_config=")]
+    head = a[: a.index("backend_config=")] if "backend_config=" in a else a.rstrip() + ", "
+    assert head == b[: b.index("backend_config=")]
   for r in records:
     assert r["backend"] in ("nccl", "peer")
     assert r["bytes"] > 0 and r["pairs"]
   if topology == "1x2x4":  # the ring crosses hosts: no peer memory there
     assert {r["backend"] for r in records} == {"nccl"}
   want = sum(r["backend"] == "peer" for r in records)
-  assert sum(jax_hook.permute_modes(new or text).get(k, 0) for k in
-             jax_hook.permute_modes(new or text) if k.endswith("PEER_MEMORY")) == want
+  assert (
+    sum(
+      jax_hook.permute_modes(new or text).get(k, 0)
+      for k in jax_hook.permute_modes(new or text)
+      if k.endswith("PEER_MEMORY")
+    )
+    == want
+  )
 
 
 def test_mode_round_trip_on_real_lines():
   """jax 0.10.2 and 0.11.2 lines: set a mode, then NCCL removes it, nothing else moves."""
-  paths = [os.path.join(FIXTURES, "ring_1x1x8.after_optimizations.hlo"),
-           os.path.join(FIXTURES, "jax0112",
-                        "h200_jax0112_ppermute_loop.after_optimizations.hlo")]
+  paths = [
+    os.path.join(FIXTURES, "ring_1x1x8.after_optimizations.hlo"),
+    os.path.join(FIXTURES, "jax0112", "h200_jax0112_ppermute_loop.after_optimizations.hlo"),
+  ]
   for path in paths:
     with open(path) as f:
       lines = [l for l in _permute_lines(f.read()) if "collectives_mode" in l]
@@ -92,8 +103,7 @@ def test_mode_round_trip_on_real_lines():
 
 
 def test_line_without_backend_config_gets_one():
-  line = ("  %cp = f32[4]{0} collective-permute(%p), channel_id=1, "
-          "source_target_pairs={{0,1},{1,0}}")
+  line = "  %cp = f32[4]{0} collective-permute(%p), channel_id=1, source_target_pairs={{0,1},{1,0}}"
   assert jax_hook.set_line_mode(line, None) == line
   out = jax_hook.set_line_mode(line, "COLLECTIVES_PEER_MEMORY")
   assert jax_hook.line_mode(out) == "COLLECTIVES_PEER_MEMORY"
@@ -144,12 +154,23 @@ def test_registered_hook_runs_in_a_real_compile(tmp_path):
   report = tmp_path / "hook.json"
   # A table in which peer memory clearly wins, so the mode must reach the module.
   table = tmp_path / "table.txt"
-  table.write_text("links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 1 }\n")
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS="--xla_force_host_platform_device_count=2",
-             PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-  proc = subprocess.run([sys.executable, "-c", _CHILD, str(report), str(table)], env=env,
-                        capture_output=True, text=True, timeout=600, check=False)
+  table.write_text(
+    "links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 1 }\n"
+  )
+  env = dict(
+    os.environ,
+    JAX_PLATFORMS="cpu",
+    XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
+  )
+  proc = subprocess.run(
+    [sys.executable, "-c", _CHILD, str(report), str(table)],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   got = json.loads(proc.stdout.strip().splitlines()[-1])
   assert [c.get("error") for c in got["calls"]] == [None] * len(got["calls"])
@@ -173,8 +194,10 @@ def test_process_layout_comes_from_jax_local_devices():
   assert jax_hook.with_process_layout("1x1x8", 8, 8) == "1x1x8"
   # A spec that says it already wins.
   assert jax_hook.with_process_layout("1x2x4:gpus_per_process=4", 1, 8) == (
-      "1x2x4:gpus_per_process=4")
+    "1x2x4:gpus_per_process=4"
+  )
   from hlo_tools import selection
+
   t = selection.parse_topology(jax_hook.with_process_layout("1x2x4", 4, 8))
   assert t.gpus_per_process == 4
 
@@ -223,16 +246,33 @@ print(json.dumps({"install": xla_at_install, "xla": hook.xla, "calls": hook.call
 
 def _run_deviceless(tmp, flags=""):
   table = tmp / "table.txt"
-  table.write_text("links { backend: PEER link_class: NVLINK latency_us: 1 "
-                   "bandwidth_gbps: 900 per_buffer_us: 1 }\n")
+  table.write_text(
+    "links { backend: PEER link_class: NVLINK latency_us: 1 "
+    "bandwidth_gbps: 900 per_buffer_us: 1 }\n"
+  )
   dump = tmp / "xla_dump"
-  env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
-             XLA_FLAGS=f"--xla_dump_to={dump} {flags}",
-             PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-  proc = subprocess.run([sys.executable, "-c", _DEVICELESS,
-                         os.path.join(ROOT, "hlo_tools", "data", "h200_gpu_target_config.pbtxt"),
-                         str(table), str(dump)],
-                        env=env, capture_output=True, text=True, timeout=600, check=False)
+  env = dict(
+    os.environ,
+    JAX_PLATFORMS="cpu",
+    JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
+    XLA_FLAGS=f"--xla_dump_to={dump} {flags}",
+    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
+  )
+  proc = subprocess.run(
+    [
+      sys.executable,
+      "-c",
+      _DEVICELESS,
+      os.path.join(ROOT, "hlo_tools", "data", "h200_gpu_target_config.pbtxt"),
+      str(table),
+      str(dump),
+    ],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -285,12 +325,18 @@ def test_the_programs_mode_overrides_xla_flags(tmp_path):
 
 
 def test_probe_of_a_cpu_xla_finds_no_per_op_mode():
-  code = ("import jax, json; from hlo_tools import jax_hook; "
-          "print(json.dumps(jax_hook.probe(jax.devices('cpu')[0])))")
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
-             PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-  proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                        text=True, timeout=300, check=False)
+  code = (
+    "import jax, json; from hlo_tools import jax_hook; "
+    "print(json.dumps(jax_hook.probe(jax.devices('cpu')[0])))"
+  )
+  env = dict(
+    os.environ,
+    JAX_PLATFORMS="cpu",
+    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
+  )
+  proc = subprocess.run(
+    [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=False
+  )
   assert proc.returncode == 0, proc.stderr[-2000:]
   got = json.loads(proc.stdout.strip().splitlines()[-1])
   assert got["per_op"] is False and got["platform"] == "cpu"
@@ -302,10 +348,11 @@ def test_series_transform_keeps_the_users_mark(core):
   sel, table = core
   with open(os.path.join(FIXTURES, "marked_ring_1x1x8.before_async.hlo")) as f:
     text = f.read()
-  new, records = jax_hook.transform_text(text, sel, sel.parse_topology("1x1x8"), table,
-                                         ("nccl", "peer"))
+  new, records = jax_hook.transform_text(
+    text, sel, sel.parse_topology("1x1x8"), table, ("nccl", "peer")
+  )
   assert records and all(r["backend"] == "nccl" for r in records)
-  assert all("_xla_collectives_mode=\"private\"" in r["reason"] for r in records)
+  assert all('_xla_collectives_mode="private"' in r["reason"] for r in records)
   for line in _permute_lines(new or text):
     if "backend_config=" in line:
       assert jax_hook.line_mode(line) is None
@@ -340,13 +387,24 @@ hook.uninstall()
 
 def test_jit_runs_the_program_in_its_one_mode(tmp_path):
   table = tmp_path / "table.txt"
-  table.write_text("links { backend: PEER link_class: NVLINK latency_us: 1 "
-                   "bandwidth_gbps: 900 per_buffer_us: 1 }\n")
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS="--xla_force_host_platform_device_count=2",
-             PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-  proc = subprocess.run([sys.executable, "-c", _JIT, str(table)], env=env,
-                        capture_output=True, text=True, timeout=600, check=False)
+  table.write_text(
+    "links { backend: PEER link_class: NVLINK latency_us: 1 "
+    "bandwidth_gbps: 900 per_buffer_us: 1 }\n"
+  )
+  env = dict(
+    os.environ,
+    JAX_PLATFORMS="cpu",
+    XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
+  )
+  proc = subprocess.run(
+    [sys.executable, "-c", _JIT, str(table)],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   got = json.loads(proc.stdout.strip().splitlines()[-1])
   assert got["ok"], "the program's result changed"
@@ -432,17 +490,37 @@ print(json.dumps(out, default=str))
 
 def _scenario(tmp, name, table="fast", xla_flags="", spec="1x1x2"):
   path = tmp / f"{table}.txt"
-  path.write_text({"fast": "links { backend: PEER link_class: NVLINK latency_us: 1 "
-                           "bandwidth_gbps: 900 per_buffer_us: 1 }\n",
-                   "slow": "links { backend: PEER link_class: NVLINK latency_us: 5000 "
-                           "bandwidth_gbps: 1 per_buffer_us: 1000 }\n"}[table])
-  env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
-             XLA_FLAGS=xla_flags,
-             PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-  proc = subprocess.run([sys.executable, "-c", _SCENARIO, name,
-                         os.path.join(ROOT, "hlo_tools", "data", "h200_gpu_target_config.pbtxt"),
-                         str(path), spec],
-                        env=env, capture_output=True, text=True, timeout=600, check=False)
+  path.write_text(
+    {
+      "fast": "links { backend: PEER link_class: NVLINK latency_us: 1 "
+      "bandwidth_gbps: 900 per_buffer_us: 1 }\n",
+      "slow": "links { backend: PEER link_class: NVLINK latency_us: 5000 "
+      "bandwidth_gbps: 1 per_buffer_us: 1000 }\n",
+    }[table]
+  )
+  env = dict(
+    os.environ,
+    JAX_PLATFORMS="cpu",
+    JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
+    XLA_FLAGS=xla_flags,
+    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
+  )
+  proc = subprocess.run(
+    [
+      sys.executable,
+      "-c",
+      _SCENARIO,
+      name,
+      os.path.join(ROOT, "hlo_tools", "data", "h200_gpu_target_config.pbtxt"),
+      str(path),
+      spec,
+    ],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -501,50 +579,57 @@ def test_stock_xla_says_which_marks_do_not_run(tmp_path):
 def test_a_mark_no_mode_names_is_an_error(tmp_path):
   got = _scenario(tmp_path, "mark_unknown")
   assert "record" not in got
-  assert got["error"].startswith("module jit_body: %collective-permute-start is marked "
-                                 "_xla_collectives_mode=\"warp_drive\", which names no")
+  assert got["error"].startswith(
+    "module jit_body: %collective-permute-start is marked "
+    '_xla_collectives_mode="warp_drive", which names no'
+  )
   assert "\n" not in got["error"]
 
 
-@pytest.mark.parametrize("value,want", [
+@pytest.mark.parametrize(
+  "value,want",
+  [
     ("", None),
     ("--xla_gpu_collective_permute_mode=peer", _PEER),
     # The last one wins, as each sets the flag in turn.
-    ("--xla_gpu_collective_permute_mode=peer --xla_gpu_collective_permute_mode=private",
-     _PRIVATE),
-    ("  --xla_gpu_collective_permute_mode=\"PEER\"", _PEER),
+    ("--xla_gpu_collective_permute_mode=peer --xla_gpu_collective_permute_mode=private", _PRIVATE),
+    ('  --xla_gpu_collective_permute_mode="PEER"', _PEER),
     ("--xla_gpu_collective_permute_mode='Symmetric'", "COLLECTIVES_SYMMETRIC_MEMORY"),
     # XLA stops reading at the first word that is not a flag.
     ("--xla_dump_to=/tmp/x stray --xla_gpu_collective_permute_mode=peer", None),
-    ("--xla_gpu_collective_permute_mode=peer -- --xla_gpu_collective_permute_mode=private",
-     _PEER),
+    ("--xla_gpu_collective_permute_mode=peer -- --xla_gpu_collective_permute_mode=private", _PEER),
     ("--xla_gpu_collective_permute_mode_x=peer", None),
-])
+  ],
+)
 def test_xla_flags_read_as_xla_reads_them(value, want):
   assert jax_hook.xla_flags_mode({"XLA_FLAGS": value})[0] == want
 
 
 def test_xla_flags_from_a_file_and_a_bad_word(tmp_path):
   flags = tmp_path / "flags"
-  flags.write_text("--xla_gpu_collective_permute_mode=private\n"
-                   "--xla_gpu_collective_permute_mode=peer\n")
+  flags.write_text(
+    "--xla_gpu_collective_permute_mode=private\n--xla_gpu_collective_permute_mode=peer\n"
+  )
   mode, where = jax_hook.xla_flags_mode({"XLA_FLAGS": str(flags)})
   assert mode == _PEER and str(flags) in where
   with pytest.raises(jax_hook.HookError, match="warp"):
     jax_hook.xla_flags_mode({"XLA_FLAGS": "--xla_gpu_collective_permute_mode=warp"})
 
 
-@pytest.mark.parametrize("flags,table", [
-    ("--xla_gpu_collective_permute_mode=peer --xla_gpu_collective_permute_mode=private",
-     "slow"),
-    ("--xla_gpu_collective_permute_mode=\"PEER\"", "fast"),
-])
+@pytest.mark.parametrize(
+  "flags,table",
+  [
+    ("--xla_gpu_collective_permute_mode=peer --xla_gpu_collective_permute_mode=private", "slow"),
+    ('--xla_gpu_collective_permute_mode="PEER"', "fast"),
+  ],
+)
 def test_xla_flags_reading_agrees_with_xla(tmp_path, flags, table):
   """XLA's own config dump of the compile is the oracle: the mode the hook reads
   from XLA_FLAGS is the mode XLA compiled with, and the hook's first-compile mode
   comes from XLA_FLAGS, not from correcting it after the compile. (The table makes
   the hook keep that mode, so that one compile writes the dump.)"""
   from hlo_tools.hlo import module_config
+
   dump = tmp_path / "dump"
   value = f"--xla_dump_to={dump} {flags}"
   got = _scenario(tmp_path, "plain", table=table, xla_flags=value)
@@ -565,10 +650,13 @@ def test_permute_decided_with_the_modules_partition_count(core):
   with open(os.path.join(FIXTURES, "shift_1x1x2.before_async.hlo")) as f:
     text = f.read()
   assert jax_hook.header_counts(text) == (2, 1)
-  fast = sel.parse_cost_table("links { backend: PEER link_class: NVLINK latency_us: 1 "
-                              "bandwidth_gbps: 900 per_buffer_us: 1 }\n")
-  _, records = jax_hook.transform_text(text, sel, sel.parse_topology("1x2x4", "nccl,peer"),
-                                       fast, ("nccl", "peer"))
+  fast = sel.parse_cost_table(
+    "links { backend: PEER link_class: NVLINK latency_us: 1 "
+    "bandwidth_gbps: 900 per_buffer_us: 1 }\n"
+  )
+  _, records = jax_hook.transform_text(
+    text, sel, sel.parse_topology("1x2x4", "nccl,peer"), fast, ("nccl", "peer")
+  )
   assert records and {r["backend"] for r in records} == {"peer"}, records
 
 
@@ -618,17 +706,34 @@ def test_jit_takes_static_and_keyword_arguments_as_jax_jit_does(tmp_path):
   (one permute per step of the loop it unrolls), keyword arguments static or not
   reach it as jax.jit passes them, and a value seen before compiles nothing."""
   table = tmp_path / "table.txt"
-  table.write_text("links { backend: PEER link_class: NVLINK latency_us: 1 "
-                   "bandwidth_gbps: 900 per_buffer_us: 1 }\n")
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS="--xla_force_host_platform_device_count=2",
-             PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-  proc = subprocess.run([sys.executable, "-c", _JIT_STATIC, str(table)], env=env,
-                        capture_output=True, text=True, timeout=600, check=False)
+  table.write_text(
+    "links { backend: PEER link_class: NVLINK latency_us: 1 "
+    "bandwidth_gbps: 900 per_buffer_us: 1 }\n"
+  )
+  env = dict(
+    os.environ,
+    JAX_PLATFORMS="cpu",
+    XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
+  )
+  proc = subprocess.run(
+    [sys.executable, "-c", _JIT_STATIC, str(table)],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   got = json.loads(proc.stdout.strip().splitlines()[-1])
-  for case in ("positional", "other_static", "keyword_static", "keyword_dynamic",
-               "keyword_only_static", "again"):
+  for case in (
+    "positional",
+    "other_static",
+    "keyword_static",
+    "keyword_dynamic",
+    "keyword_only_static",
+    "again",
+  ):
     assert got[case], case
   # n=1, n=2, n=1 by keyword (jax.jit's own signature differs), a dynamic keyword,
   # flip=True; scale=5.0 after scale=3.0 reuses its program.
@@ -666,17 +771,28 @@ def test_persistent_cache_serves_no_executable_compiled_without_the_hook(tmp_pat
   (the transformation runs and the permute gets its mode), and a second process
   with the same hook is served the hook's own executable."""
   table = tmp_path / "table.txt"
-  table.write_text("links { backend: PEER link_class: NVLINK latency_us: 1 "
-                   "bandwidth_gbps: 900 per_buffer_us: 1 }\n")
+  table.write_text(
+    "links { backend: PEER link_class: NVLINK latency_us: 1 "
+    "bandwidth_gbps: 900 per_buffer_us: 1 }\n"
+  )
   cache = tmp_path / "cache"
   cache.mkdir()
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS="--xla_force_host_platform_device_count=2",
-             PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+  env = dict(
+    os.environ,
+    JAX_PLATFORMS="cpu",
+    XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
+  )
 
   def run(kind):
-    proc = subprocess.run([sys.executable, "-c", _CACHED, str(cache), str(table), kind],
-                          env=env, capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run(
+      [sys.executable, "-c", _CACHED, str(cache), str(table), kind],
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=600,
+      check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -699,8 +815,10 @@ def test_one_gpu_per_process_says_why_peer_cannot_run(tmp_path):
   record = got["record"]
   assert record["applied"] == _PRIVATE and got["after"] == [None]
   refused = record["program"]["modes"]["peer"]["refused"]
-  assert "1 of the program's 2 devices are outside its first device's process " \
-         "(1 GPU per process)" in refused, refused
+  assert (
+    "1 of the program's 2 devices are outside its first device's process "
+    "(1 GPU per process)" in refused
+  ), refused
   assert "--topology" not in json.dumps(record) and "map=" not in json.dumps(record)
 
 
@@ -710,8 +828,9 @@ def test_series_transform_keeps_an_invalid_mark_as_an_error(core):
   and says why, naming the permute and the value."""
   sel, table = core
   with open(os.path.join(FIXTURES, "marked_ring_1x1x8.before_async.hlo")) as f:
-    text = f.read().replace('_xla_collectives_mode="private"',
-                            '_xla_collectives_mode="peer,symmetric"')
+    text = f.read().replace(
+      '_xla_collectives_mode="private"', '_xla_collectives_mode="peer,symmetric"'
+    )
   with pytest.raises(jax_hook.HookError) as err:
     jax_hook.transform_text(text, sel, sel.parse_topology("1x1x8"), table, ("nccl", "peer"))
   assert '_xla_collectives_mode="peer,symmetric", which names no collectives mode' in str(err.value)
@@ -727,5 +846,5 @@ def test_the_compiled_permutes_have_the_last_word(tmp_path):
   assert got["after"] == [None]
   assert record["first_compile_mode"] == _PRIVATE == record["applied"]
   assert record["first_compile_mode_from"].startswith(
-      "the compiled permutes' collectives_mode (the options read "
-      f"{_PEER} from XLA_FLAGS)"), record["first_compile_mode_from"]
+    f"the compiled permutes' collectives_mode (the options read {_PEER} from XLA_FLAGS)"
+  ), record["first_compile_mode_from"]

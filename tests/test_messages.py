@@ -43,10 +43,23 @@ def test_an_error_names_the_users_file_and_line(tmp_path, capsys, command):
 
 def test_report_of_stdin_names_stdin(tmp_path):
   path, line = _broken(tmp_path)
-  proc = subprocess.run([sys.executable, "-m", "hlo_tools.cli", "report", "-",
-                         "--topology=1x1x8", f"--out={tmp_path / 'r'}", "--quiet"],
-                        stdin=path.open("rb"), capture_output=True, text=True, timeout=300,
-                        check=False)
+  proc = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "hlo_tools.cli",
+      "report",
+      "-",
+      "--topology=1x1x8",
+      f"--out={tmp_path / 'r'}",
+      "--quiet",
+    ],
+    stdin=path.open("rb"),
+    capture_output=True,
+    text=True,
+    timeout=300,
+    check=False,
+  )
   assert proc.returncode == 2
   assert proc.stderr.strip().startswith(f"<stdin>:{line}:"), proc.stderr
 
@@ -61,8 +74,9 @@ def test_a_topology_smaller_than_the_module_is_bad_input(tmp_path, capsys, comma
   assert not (tmp_path / "r").exists()
   assert str(fixture).rsplit(".", 1)[0] in err, err
   # XLA's config beside a module places its 8 devices, or the module's own count.
-  assert ("the module needs 8 devices" in err and "but the topology has 4" in err) or \
-      "places 8 devices, more than topology 1x1x4 has (4)" in err, err
+  assert (
+    "the module needs 8 devices" in err and "but the topology has 4" in err
+  ) or "places 8 devices, more than topology 1x1x4 has (4)" in err, err
 
 
 def _nvshmem(text):
@@ -72,10 +86,10 @@ def _nvshmem(text):
 
 
 def _memory_space_note(capsys, path):
-  rc = cli.main(["verify", str(path), "--topology=1x1x8", "--format=json",
-                 "--no-hlo-verifier"])
-  [check] = [c for c in json.loads(capsys.readouterr().out)["checks"]
-             if c["name"] == "memory-space"]
+  rc = cli.main(["verify", str(path), "--topology=1x1x8", "--format=json", "--no-hlo-verifier"])
+  [check] = [
+    c for c in json.loads(capsys.readouterr().out)["checks"] if c["name"] == "memory-space"
+  ]
   assert rc == 1  # NVSHMEM by hand fails other checks; the note is what is asked here
   assert check["status"] == "not_applicable"
   return check["note"]
@@ -87,46 +101,68 @@ def test_memory_space_note_without_a_buffer_assignment_beside(tmp_path, capsys):
   path.write_text(_nvshmem(RING.read_text()))
   note = _memory_space_note(capsys, path)
   assert "before buffer assignment" not in note
-  assert note == ("no layout in the module names a memory space S(n), so its text does "
-                  "not say where the NVSHMEM buffers live; no buffer-assignment dump lies "
-                  "beside it (ring-buffer-assignment.txt)")
+  assert note == (
+    "no layout in the module names a memory space S(n), so its text does "
+    "not say where the NVSHMEM buffers live; no buffer-assignment dump lies "
+    "beside it (ring-buffer-assignment.txt)"
+  )
 
 
 def test_memory_space_note_with_the_buffer_assignment_beside(tmp_path, capsys):
   # XLA's own dump of the conditional ring: the module and its buffer assignment.
   work = tmp_path / "gen"
-  proc = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_config_fixtures.py"),
-                         "--only=cond_ring_1x1x8", f"--out_dir={work}",
-                         f"--xla_dump_dir={work / 'xla'}"],
-                        capture_output=True, text=True, timeout=600, check=False)
+  proc = subprocess.run(
+    [
+      sys.executable,
+      str(REPO / "scripts" / "gen_config_fixtures.py"),
+      "--only=cond_ring_1x1x8",
+      f"--out_dir={work}",
+      f"--xla_dump_dir={work / 'xla'}",
+    ],
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr
   [module] = (work / "xla" / "cond_ring_1x1x8").glob("*gpu_after_optimizations.txt")
   [assignment] = (work / "xla" / "cond_ring_1x1x8").glob(
-      "*gpu_after_optimizations-buffer-assignment.txt")
+    "*gpu_after_optimizations-buffer-assignment.txt"
+  )
   path = tmp_path / "cond.txt"
   path.write_text(_nvshmem(module.read_text()))
   shutil.copy(assignment, tmp_path / "cond-buffer-assignment.txt")
   note = _memory_space_note(capsys, path)
-  assert note.endswith("the buffer-assignment dump beside it does, and nvshmem-runtime "
-                       "checks their destinations there")
+  assert note.endswith(
+    "the buffer-assignment dump beside it does, and nvshmem-runtime checks their destinations there"
+  )
 
 
-@pytest.mark.parametrize("fixture,overlap", [
-    (RING, "1 of 1 async permutes have attention (a fused-attention call, a conditional "
-           "or a loop) scheduled between start and done, so the step gains only the part "
-           "of a saving that was not hidden under it"),
-    (FIXTURES / "marked_ring_1x1x8.after_optimizations.hlo",
-     "none of the 1 async permutes has attention (a fused-attention call, a conditional "
-     "or a loop) scheduled between start and done")])
-def test_headline_saving_is_modeled_permute_time_that_may_overlap(tmp_path, fixture,
-                                                                  overlap):
-  case = report.Case(id="c", title="ring", topology="1x1x8", path=str(fixture),
-                     label=str(fixture))
+@pytest.mark.parametrize(
+  "fixture,overlap",
+  [
+    (
+      RING,
+      "1 of 1 async permutes have attention (a fused-attention call, a conditional "
+      "or a loop) scheduled between start and done, so the step gains only the part "
+      "of a saving that was not hidden under it",
+    ),
+    (
+      FIXTURES / "marked_ring_1x1x8.after_optimizations.hlo",
+      "none of the 1 async permutes has attention (a fused-attention call, a conditional "
+      "or a loop) scheduled between start and done",
+    ),
+  ],
+)
+def test_headline_saving_is_modeled_permute_time_that_may_overlap(tmp_path, fixture, overlap):
+  case = report.Case(id="c", title="ring", topology="1x1x8", path=str(fixture), label=str(fixture))
   data = report.build([case], tmp_path / "r", progress=False)
   [line] = [l for l in report.summary_text(data).splitlines() if "per step" in l]
   assert " of modeled permute time, " in line
-  assert ("time that may overlap attention: the step's own time is not modeled here, "
-          "so its share of a step is not known; " + overlap + "; %") in line
+  assert (
+    "time that may overlap attention: the step's own time is not modeled here, "
+    "so its share of a step is not known; " + overlap + "; %"
+  ) in line
   assert data["summary"]["overlap"]["c"][0]["start"] == "collective-permute-start"
 
 

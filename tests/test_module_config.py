@@ -24,15 +24,18 @@ from hlo_tools.model import collectives, dumps
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 PERMUTED = (0, 4, 1, 5, 2, 6, 3, 7)
-MAPS = {"perm_ring_1x2x4": PERMUTED, "perm_flat_ring_1x2x4": PERMUTED,
-        "marked_ring_1x1x8": tuple(range(8)), "cond_ring_1x1x8": tuple(range(8))}
+MAPS = {
+  "perm_ring_1x2x4": PERMUTED,
+  "perm_flat_ring_1x2x4": PERMUTED,
+  "marked_ring_1x1x8": tuple(range(8)),
+  "cond_ring_1x1x8": tuple(range(8)),
+}
 STAGES = ("before_async", "after_optimizations")
 CONFIG = FIXTURES / "perm_ring_1x2x4.after_optimizations.config.pbtxt"
 
 
 def _env():
-  return dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO),
-                                                      os.environ.get("PYTHONPATH", "")]))
+  return dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
 
 
 # ---------------------------------------------------------------------------------------
@@ -79,8 +82,11 @@ def test_fixture_rings_are_as_described():
   assert sorted(bwd.pairs) == sorted((b, a) for a, b in _ring(list(range(8))))
   assert fwd.computation != bwd.computation and fwd.bytes_per_device == 32 << 20
   text = (FIXTURES / "cond_ring_1x1x8.after_optimizations.hlo").read_text()
-  assert re.search(rf"conditional\(.*true_computation=%{fwd.computation}, "
-                   rf"false_computation=%{bwd.computation}", text)
+  assert re.search(
+    rf"conditional\(.*true_computation=%{fwd.computation}, "
+    rf"false_computation=%{bwd.computation}",
+    text,
+  )
 
 
 def test_marked_ring_keeps_the_mark_on_start_and_done():
@@ -95,10 +101,20 @@ def test_marked_ring_keeps_the_mark_on_start_and_done():
 
 def test_fixtures_are_reproducible(tmp_path):
   # One compile (a few seconds); XLA's own dump folder is kept for the next test.
-  proc = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_config_fixtures.py"),
-                         f"--out_dir={tmp_path / 'out'}", "--only=perm_ring_1x2x4",
-                         f"--xla_dump_dir={tmp_path / 'raw'}"],
-                        env=_env(), capture_output=True, text=True, timeout=600, check=False)
+  proc = subprocess.run(
+    [
+      sys.executable,
+      str(REPO / "scripts" / "gen_config_fixtures.py"),
+      f"--out_dir={tmp_path / 'out'}",
+      "--only=perm_ring_1x2x4",
+      f"--xla_dump_dir={tmp_path / 'raw'}",
+    ],
+    env=_env(),
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr
   made = sorted(os.listdir(tmp_path / "out"))
   assert made == sorted(f for f in os.listdir(FIXTURES) if f.startswith("perm_ring_1x2x4."))
@@ -106,18 +122,17 @@ def test_fixtures_are_reproducible(tmp_path):
     assert (tmp_path / "out" / fname).read_text() == (FIXTURES / fname).read_text(), fname
   # `hlo-tools dump` on XLA's real dump folder: the config beside every stage it writes.
   out = tmp_path / "indexed"
-  assert cli.main(["dump", str(tmp_path / "raw" / "perm_ring_1x2x4"), f"--out={out}",
-                   "--quiet"]) == 0
+  assert (
+    cli.main(["dump", str(tmp_path / "raw" / "perm_ring_1x2x4"), f"--out={out}", "--quiet"]) == 0
+  )
   manifest = json.loads((out / "manifest.json").read_text())
   assert manifest["partition_to_device"] == list(PERMUTED)
-  assert {"before_optimizations", "before_async", "after_optimizations"} <= set(
-      manifest["stages"])
+  assert {"before_optimizations", "before_async", "after_optimizations"} <= set(manifest["stages"])
   for fname in manifest["stages"].values():
     config = module_config.for_module(str(out / fname))
     assert config.path == module_config.sidecar_path(str(out / fname))
     assert config.partition_to_device == PERMUTED
-  assert dumps.module_config_path(str(out)).endswith(
-      f"{manifest['main_module']}.config.pbtxt")
+  assert dumps.module_config_path(str(out)).endswith(f"{manifest['main_module']}.config.pbtxt")
 
 
 # ---------------------------------------------------------------------------------------
@@ -137,16 +152,20 @@ def _xla_layout(tmp_path, config_text=None):
 def test_find_config_in_xla_dump_names(tmp_path):
   raw = _xla_layout(tmp_path)
   want = str(raw / "module_0007.jit_ring.config.pbtxt")
-  for name in ("module_0007.jit_ring.sm_9.0a_gpu_after_optimizations.txt",
-               "module_0007.jit_ring.before_optimizations.txt",
-               "module_0007.jit_ring.0082.post-fusion_optimization.after_a.before_b.txt"):
+  for name in (
+    "module_0007.jit_ring.sm_9.0a_gpu_after_optimizations.txt",
+    "module_0007.jit_ring.before_optimizations.txt",
+    "module_0007.jit_ring.0082.post-fusion_optimization.after_a.before_b.txt",
+  ):
     assert module_config.find_config(str(raw / name)) == want, name
   # Another module of the dump, a plain file, stdin: no config.
   for path in (raw / "module_0008.jit_other.before_optimizations.txt", tmp_path / "x.hlo", "-"):
     assert module_config.find_config(str(path)) is None
   assert module_config.for_module(str(tmp_path / "x.hlo")) is None
-  assert module_config.sidecar_path("a/b.after_optimizations.hlo") == \
-      "a/b.after_optimizations.config.pbtxt"
+  assert (
+    module_config.sidecar_path("a/b.after_optimizations.hlo")
+    == "a/b.after_optimizations.config.pbtxt"
+  )
   assert module_config.sidecar_path("a/m.txt") == "a/m.config.pbtxt"
 
 
@@ -202,43 +221,99 @@ def test_truncated_config(tmp_path):
   cut = _line_of(text, "replica_device_ids: 5")
   message = _error(tmp_path, "".join(lines[:cut]))
   opened = _line_of(text, "computation_devices {", 3)
-  assert message == (f"{tmp_path / 'bad.config.pbtxt'}:{cut}: the file ends inside "
-                     f"'computation_devices' (opened at line {opened})")
+  assert message == (
+    f"{tmp_path / 'bad.config.pbtxt'}:{cut}: the file ends inside "
+    f"'computation_devices' (opened at line {opened})"
+  )
   # Cut inside a field: in the middle of debug_options.
   cut = _line_of(text, "xla_gpu_collective_permute_mode")
-  message = _error(tmp_path, "".join(lines[:cut - 1]) + "  xla_gpu_collective_perm")
+  message = _error(tmp_path, "".join(lines[: cut - 1]) + "  xla_gpu_collective_perm")
   assert f":{cut}: the file ends inside 'debug_options' (opened at line " in message
 
 
-@pytest.mark.parametrize("old,new,needle,message", [
-    ("computation_count: 8", "computation_count: 9", "static_device_assignment {",
-     "has 8 computation_devices for computation_count 9"),
-    ("computation_count: 8", "computation_count: 7", "computation_devices {#7",
-     "has 8 computation_devices for computation_count 7"),
-    ("  replica_count: 1\n  computation_count", "  replica_count: 2\n  computation_count",
-     "computation_devices {", "computation_devices 0 has 1 replica_device_ids for "
-     "replica_count 2"),
-    ("replica_device_ids: 5", "replica_device_ids: 4", "replica_device_ids: 4#1",
-     "device 4 is given twice"),
-    ("replica_device_ids: 5", "replica_device_ids: -5", "replica_device_ids: -5",
-     "device id -5 is negative"),
-    ("replica_device_ids: 5", "replica_device_ids: 5.0", "replica_device_ids: 5.0",
-     "'replica_device_ids' must be an integer, not '5.0'"),
-    ("num_partitions: 8", "num_partitions: 4", "num_partitions: 4",
-     "num_partitions 4 differs from the device assignment's 8"),
-    ("  computation_count: 8", "  computation_count: 0", "computation_count: 0",
-     "needs computation_count > 0, got 0"),
-    ("xla_gpu_experimental_enable_nvshmem: false", "xla_gpu_experimental_enable_nvshmem: maybe",
-     "xla_gpu_experimental_enable_nvshmem", "must be true or false, not 'maybe'"),
-    ("use_spmd_partitioning: true", "use_spmd_partitioning: true\nnum_partitions: 8",
-     "num_partitions: 8#1", "'num_partitions' given twice"),
-    ("use_spmd_partitioning: true", "use_spmd_partitioning: @", "use_spmd_partitioning",
-     "unexpected character '@'"),
-    ("use_spmd_partitioning: true", "use_spmd_partitioning true", "use_spmd_partitioning",
-     "expected ':' or '{' after 'use_spmd_partitioning', found 'true'"),
-    ("use_spmd_partitioning: true", "use_spmd_partitioning: true\n}", "use_spmd_partitioning+1",
-     "'}' without a block to close"),
-])
+@pytest.mark.parametrize(
+  "old,new,needle,message",
+  [
+    (
+      "computation_count: 8",
+      "computation_count: 9",
+      "static_device_assignment {",
+      "has 8 computation_devices for computation_count 9",
+    ),
+    (
+      "computation_count: 8",
+      "computation_count: 7",
+      "computation_devices {#7",
+      "has 8 computation_devices for computation_count 7",
+    ),
+    (
+      "  replica_count: 1\n  computation_count",
+      "  replica_count: 2\n  computation_count",
+      "computation_devices {",
+      "computation_devices 0 has 1 replica_device_ids for replica_count 2",
+    ),
+    (
+      "replica_device_ids: 5",
+      "replica_device_ids: 4",
+      "replica_device_ids: 4#1",
+      "device 4 is given twice",
+    ),
+    (
+      "replica_device_ids: 5",
+      "replica_device_ids: -5",
+      "replica_device_ids: -5",
+      "device id -5 is negative",
+    ),
+    (
+      "replica_device_ids: 5",
+      "replica_device_ids: 5.0",
+      "replica_device_ids: 5.0",
+      "'replica_device_ids' must be an integer, not '5.0'",
+    ),
+    (
+      "num_partitions: 8",
+      "num_partitions: 4",
+      "num_partitions: 4",
+      "num_partitions 4 differs from the device assignment's 8",
+    ),
+    (
+      "  computation_count: 8",
+      "  computation_count: 0",
+      "computation_count: 0",
+      "needs computation_count > 0, got 0",
+    ),
+    (
+      "xla_gpu_experimental_enable_nvshmem: false",
+      "xla_gpu_experimental_enable_nvshmem: maybe",
+      "xla_gpu_experimental_enable_nvshmem",
+      "must be true or false, not 'maybe'",
+    ),
+    (
+      "use_spmd_partitioning: true",
+      "use_spmd_partitioning: true\nnum_partitions: 8",
+      "num_partitions: 8#1",
+      "'num_partitions' given twice",
+    ),
+    (
+      "use_spmd_partitioning: true",
+      "use_spmd_partitioning: @",
+      "use_spmd_partitioning",
+      "unexpected character '@'",
+    ),
+    (
+      "use_spmd_partitioning: true",
+      "use_spmd_partitioning true",
+      "use_spmd_partitioning",
+      "expected ':' or '{' after 'use_spmd_partitioning', found 'true'",
+    ),
+    (
+      "use_spmd_partitioning: true",
+      "use_spmd_partitioning: true\n}",
+      "use_spmd_partitioning+1",
+      "'}' without a block to close",
+    ),
+  ],
+)
 def test_bad_config_names_file_and_line(tmp_path, old, new, needle, message):
   good = CONFIG.read_text()
   assert old in good
@@ -274,10 +349,12 @@ def test_config_without_a_device_assignment_has_no_map(tmp_path):
 def test_replicas_and_partitions_map_by_xla_flattened_id(tmp_path):
   # Two replicas of two partitions: flattened id replica * 2 + partition.
   path = tmp_path / "rp.config.pbtxt"
-  path.write_text("replica_count: 2\nnum_partitions: 2\nstatic_device_assignment {\n"
-                  "  replica_count: 2\n  computation_count: 2\n"
-                  "  computation_devices { replica_device_ids: 10 replica_device_ids: 11 }\n"
-                  "  computation_devices { replica_device_ids: [12, 13] }\n}\n")
+  path.write_text(
+    "replica_count: 2\nnum_partitions: 2\nstatic_device_assignment {\n"
+    "  replica_count: 2\n  computation_count: 2\n"
+    "  computation_devices { replica_device_ids: 10 replica_device_ids: 11 }\n"
+    "  computation_devices { replica_device_ids: [12, 13] }\n}\n"
+  )
   config = module_config.read_config(str(path))
   assert config.partition_to_device == (10, 12, 11, 13)
   assert config.collective_permute_mode is None and config.nvshmem_enabled is None
@@ -289,10 +366,27 @@ def test_replicas_and_partitions_map_by_xla_flattened_id(tmp_path):
 
 def test_dump_writes_the_config_beside_each_stage(tmp_path):
   out = tmp_path / "ring"
-  proc = subprocess.run([sys.executable, "-m", "hlo_tools.cli", "dump", "--topology=1x1x8",
-                         "--seq_len=512", "--num_heads=4", "--num_kv_heads=2", "--head_dim=32",
-                         "--quiet", f"--out={out}"], cwd=REPO, env=_env(), capture_output=True,
-                        text=True, timeout=600, check=False)
+  proc = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "hlo_tools.cli",
+      "dump",
+      "--topology=1x1x8",
+      "--seq_len=512",
+      "--num_heads=4",
+      "--num_kv_heads=2",
+      "--head_dim=32",
+      "--quiet",
+      f"--out={out}",
+    ],
+    cwd=REPO,
+    env=_env(),
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr
   manifest = json.loads((out / "manifest.json").read_text())
   assert manifest["partition_to_device"] == list(range(8))
@@ -302,7 +396,8 @@ def test_dump_writes_the_config_beside_each_stage(tmp_path):
   for stage in hlo_stages:
     sidecar = out / f"{stage}.config.pbtxt"
     assert sidecar.read_text() == xla_config, stage
-    assert module_config.for_module(str(out / f"{stage}.hlo")).partition_to_device == \
-        tuple(range(8))
+    assert module_config.for_module(str(out / f"{stage}.hlo")).partition_to_device == tuple(
+      range(8)
+    )
   assert not (out / "stablehlo.config.pbtxt").exists()
   shutil.rmtree(out)

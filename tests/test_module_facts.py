@@ -13,17 +13,25 @@ from conftest import FIXTURES
 FAST_NVSHMEM = FIXTURES / "fast_nvshmem.cost"
 
 CASES = [
-    ("ring_1x2x4.before_async.hlo", "1x2x4"),
-    ("ring_2x2x4.after_optimizations.hlo", "2x2x4"),
-    ("train_step_1x1x8.before_async.hlo", "1x1x8"),
-    ("pipeline_1x2x4.before_async.hlo", "1x2x4"),
-    ("fp8_kv_ring_1x1x8.before_async.hlo", "1x1x8"),
-    ("ring_1x2x4.lowered.hlo", "1x2x4"),
-    ("jax0112/h200_jax0112_ppermute_loop.after_optimizations.hlo", "1x1x2"),
+  ("ring_1x2x4.before_async.hlo", "1x2x4"),
+  ("ring_2x2x4.after_optimizations.hlo", "2x2x4"),
+  ("train_step_1x1x8.before_async.hlo", "1x1x8"),
+  ("pipeline_1x2x4.before_async.hlo", "1x2x4"),
+  ("fp8_kv_ring_1x1x8.before_async.hlo", "1x1x8"),
+  ("ring_1x2x4.lowered.hlo", "1x2x4"),
+  ("jax0112/h200_jax0112_ppermute_loop.after_optimizations.hlo", "1x1x2"),
 ]
 
-FACTS = ("bytes", "buffers", "edges", "edges_by_class", "reason", "loops", "trip_count",
-         "trips_at_least")
+FACTS = (
+  "bytes",
+  "buffers",
+  "edges",
+  "edges_by_class",
+  "reason",
+  "loops",
+  "trip_count",
+  "trips_at_least",
+)
 
 
 def _by_op(result):
@@ -59,8 +67,7 @@ def test_fp8_ring_is_refused_nvshmem_by_either_path():
   # The element-type rule reaches the binding too: before, only the driver knew it.
   path = FIXTURES / "fp8_kv_ring_1x1x8.before_async.hlo"
   for use_driver in (True, False):
-    result = decisions.describe(path, options.load("1x1x8", FAST_NVSHMEM),
-                                use_driver=use_driver)
+    result = decisions.describe(path, options.load("1x1x8", FAST_NVSHMEM), use_driver=use_driver)
     for c in result["collectives"]:
       assert c["choice"]["plan"] == "nccl"
       assert "f8e4m3fn" in c["backends"]["nvshmem"]["refused"]
@@ -74,8 +81,9 @@ def _bare(tmp_path):
   return bare
 
 
-@pytest.mark.parametrize("mesh,spec", [(True, "1x2x4"), (True, None), (False, "2x2x4"),
-                                       (False, None)])
+@pytest.mark.parametrize(
+  "mesh,spec", [(True, "1x2x4"), (True, None), (False, "2x2x4"), (False, None)]
+)
 def test_reader_and_driver_settle_partitions_alike(tmp_path, mesh, spec):
   path = FIXTURES / "ring_1x2x4.lowered.hlo" if mesh else _bare(tmp_path)
   topology = selection.parse_topology(spec) if spec else None
@@ -90,7 +98,8 @@ def test_reader_and_driver_settle_partitions_alike(tmp_path, mesh, spec):
 
 def test_driver_json_gives_loops_edges_and_counts():
   rc, report, message = driver.run_nvshmem_opt(
-      FIXTURES / "scan_remat_1x1x8.before_async.hlo", "1x1x8")
+    FIXTURES / "scan_remat_1x1x8.before_async.hlo", "1x1x8"
+  )
   assert rc == 0, message
   assert (report["num_partitions"], report["num_replicas"]) == (8, 1)
   assert report["partitions_from"] == ""  # the header states it
@@ -109,8 +118,11 @@ def test_driver_error_is_not_its_partition_note(tmp_path):
   # topology: the driver first notes the count it inferred, then fails; the tools
   # quote the failure.
   bad = tmp_path / "wide.hlo"
-  bad.write_text((FIXTURES / "ring_1x2x4.lowered.hlo").read_text().replace(
-      "source_target_pairs={{0,1}", "source_target_pairs={{0,15}", 1))
+  bad.write_text(
+    (FIXTURES / "ring_1x2x4.lowered.hlo")
+    .read_text()
+    .replace("source_target_pairs={{0,1}", "source_target_pairs={{0,15}", 1)
+  )
   report, why = driver.explain_report(bad, "1x2x4", None)
   assert report is None
   assert "needs 16 devices" in why and "gives no num_partitions" not in why

@@ -13,8 +13,9 @@ from hlo_tools.model import collectives
 from conftest import FIXTURES, SHARED_DATA, placed, run_nvshmem_opt
 
 # Every fixture with a collective-permute (Ulysses attention has only all-to-alls).
-BEFORE_ASYNC = sorted(p for p in FIXTURES.glob("*.before_async.hlo")
-                      if not p.name.startswith("ulysses"))
+BEFORE_ASYNC = sorted(
+  p for p in FIXTURES.glob("*.before_async.hlo") if not p.name.startswith("ulysses")
+)
 AFTER_OPT = sorted(FIXTURES.glob("*.after_optimizations.hlo"))
 
 
@@ -39,8 +40,9 @@ def _topology_for(path):
 @pytest.mark.parametrize("path", BEFORE_ASYNC + AFTER_OPT, ids=lambda p: p.name)
 def test_rewrites_every_fixture_and_output_verifies(path, tmp_path):
   out, report = tmp_path / "out.hlo", tmp_path / "report.json"
-  result = run_nvshmem_opt(path, f"--topology={_topology_for(path)}", "-o", out,
-                           f"--report={report}")
+  result = run_nvshmem_opt(
+    path, f"--topology={_topology_for(path)}", "-o", out, f"--report={report}"
+  )
   assert result.returncode == 0, result.stderr
   assert result.stderr == ""
   decisions = json.loads(report.read_text())["decisions"]
@@ -61,13 +63,16 @@ def test_rewrites_every_fixture_and_output_verifies(path, tmp_path):
 
 def test_one_host_ring_is_nvshmem_two_hosts_nccl(favoured):
   ring = FIXTURES / "ring_1x1x8.before_async.hlo"
-  for topology, plan, backend in (("1x1x8", "nvshmem", "NVSHMEM"),
-                                  ("1x2x4", "nccl", "DEFAULT"),
-                                  ("1x2x4:nvl8", "nccl", "DEFAULT")):
-    result = run_nvshmem_opt(ring, f"--topology={topology}", "--report=-",
-                             "--mode=explain", "--compare-upstream", favoured)
+  for topology, plan, backend in (
+    ("1x1x8", "nvshmem", "NVSHMEM"),
+    ("1x2x4", "nccl", "DEFAULT"),
+    ("1x2x4:nvl8", "nccl", "DEFAULT"),
+  ):
+    result = run_nvshmem_opt(
+      ring, f"--topology={topology}", "--report=-", "--mode=explain", "--compare-upstream", favoured
+    )
     assert result.returncode == 0, result.stderr
-    decision, = json.loads(result.stdout)["decisions"]
+    (decision,) = json.loads(result.stdout)["decisions"]
     assert decision["plan"] == plan, decision
     assert decision["backend"] == backend
     assert decision["bytes"] == 65536  # K and V stacked: bf16[2,1,128,2,64]
@@ -78,8 +83,13 @@ def test_one_host_ring_is_nvshmem_two_hosts_nccl(favoured):
 
 
 def test_backward_fixture_has_permutes_in_both_loops(favoured):
-  result = run_nvshmem_opt(FIXTURES / "ring_bwd_1x2x4.before_async.hlo",
-                           "--topology=1x1x8", "--report=-", "--mode=explain", favoured)
+  result = run_nvshmem_opt(
+    FIXTURES / "ring_bwd_1x2x4.before_async.hlo",
+    "--topology=1x1x8",
+    "--report=-",
+    "--mode=explain",
+    favoured,
+  )
   decisions = json.loads(result.stdout)["decisions"]
   # K/V in the forward loop, K/V with the f32 gradient sums (3x) in the backward
   # loop, then the sums (2x) handed to their owners outside the loops.
@@ -89,8 +99,9 @@ def test_backward_fixture_has_permutes_in_both_loops(favoured):
 
 
 def test_explain_prints_one_block_per_permute():
-  result = run_nvshmem_opt(FIXTURES / "ring_2x2x4.before_async.hlo", "--topology=2x2x4",
-                           "--mode=explain")
+  result = run_nvshmem_opt(
+    FIXTURES / "ring_2x2x4.before_async.hlo", "--topology=2x2x4", "--mode=explain"
+  )
   assert result.returncode == 0
   assert "region_0.5_spmd/ppermute.6.0 (sync, 32768 bytes, 16 pairs): nccl" in result.stdout
   assert "4 of 16 edges leave their host" in result.stdout
@@ -100,13 +111,13 @@ def test_cost_table_changes_the_decision(tmp_path):
   ring = FIXTURES / "ring_1x1x8.before_async.hlo"
   fast, slow = tmp_path / "fast.txt", tmp_path / "slow.txt"
   fast.write_text(NVSHMEM_FAVOURED)
-  slow.write_text("links { backend: NVSHMEM link_class: NVLINK latency_us: 1000 bandwidth_gbps: 450 per_buffer_us: 0 }\n")
-  for extra, plan in (([f"--cost-table={fast}"], "nvshmem"),
-                      ([f"--cost-table={slow}"], "nccl")):
-    result = run_nvshmem_opt(ring, "--topology=1x1x8", "--report=-", "--mode=explain",
-                             *extra)
+  slow.write_text(
+    "links { backend: NVSHMEM link_class: NVLINK latency_us: 1000 bandwidth_gbps: 450 per_buffer_us: 0 }\n"
+  )
+  for extra, plan in (([f"--cost-table={fast}"], "nvshmem"), ([f"--cost-table={slow}"], "nccl")):
+    result = run_nvshmem_opt(ring, "--topology=1x1x8", "--report=-", "--mode=explain", *extra)
     assert result.returncode == 0, result.stderr
-    decision, = json.loads(result.stdout)["decisions"]
+    (decision,) = json.loads(result.stdout)["decisions"]
     assert decision["plan"] == plan, decision
 
 
@@ -114,51 +125,67 @@ def test_no_split_even_where_the_costs_favour_one(tmp_path):
   # NVSHMEM on the NVLink edges would leave the targets of the network edges
   # without a source in NVSHMEM's world-team barrier: the ring stays NCCL.
   table = tmp_path / "fast_fabric.txt"
-  table.write_text("links { backend: NCCL link_class: NETWORK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 0 }\nsm_interference { backend: NCCL fraction: 4 }\n")
+  table.write_text(
+    "links { backend: NCCL link_class: NETWORK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 0 }\nsm_interference { backend: NCCL fraction: 4 }\n"
+  )
   out = tmp_path / "out.hlo"
-  result = run_nvshmem_opt(FIXTURES / "ring_1x2x4.before_async.hlo", "--topology=1x2x4",
-                           f"--cost-table={table}", "-o", out, "--report=-")
+  result = run_nvshmem_opt(
+    FIXTURES / "ring_1x2x4.before_async.hlo",
+    "--topology=1x2x4",
+    f"--cost-table={table}",
+    "-o",
+    out,
+    "--report=-",
+  )
   assert result.returncode == 0, result.stderr
-  decision, = json.loads(result.stdout)["decisions"]
+  (decision,) = json.loads(result.stdout)["decisions"]
   assert decision["plan"] == "nccl", decision
   text = out.read_text()
   assert "nvshmem-start" not in text and '"backend":"NVSHMEM"' not in text
 
 
-@pytest.mark.parametrize("fixture, topology, team", [("shift_1x2x4", "1x1x8", 8),
-                                                     ("shift_1x1x2", "1x1x2", 2)])
+@pytest.mark.parametrize(
+  "fixture, topology, team", [("shift_1x2x4", "1x1x8", 8), ("shift_1x1x2", "1x1x2", 2)]
+)
 def test_non_cyclic_shift_never_gets_nvshmem(fixture, topology, team, tmp_path, favoured):
   """A device without a source would hang XLA's NVSHMEM permute; upstream picks it."""
   out = tmp_path / "out.hlo"
-  result = run_nvshmem_opt(FIXTURES / f"{fixture}.before_async.hlo",
-                           f"--topology={topology}", "-o", out, "--report=-",
-                           "--compare-upstream", favoured)
+  result = run_nvshmem_opt(
+    FIXTURES / f"{fixture}.before_async.hlo",
+    f"--topology={topology}",
+    "-o",
+    out,
+    "--report=-",
+    "--compare-upstream",
+    favoured,
+  )
   assert result.returncode == 0, result.stderr
-  decision, = json.loads(result.stdout)["decisions"]
+  (decision,) = json.loads(result.stdout)["decisions"]
   assert decision["plan"] == "nccl" and decision["backend"] == "DEFAULT", decision
   assert "nvshmem refused" in decision["reason"]
-  assert (f"of {team} devices of the program (device 0) has no source"
-          in decision["reason"])
+  assert f"of {team} devices of the program (device 0) has no source" in decision["reason"]
   assert decision["upstream"] == "NVSHMEM"  # the assignment that hangs
-  permute, = collectives.collective_permutes(reader.parse_hlo_file(out))
+  (permute,) = collectives.collective_permutes(reader.parse_hlo_file(out))
   assert permute.backend == "DEFAULT"
 
 
 def test_reads_serialized_proto(tmp_path):
   from jaxlib import _hlo  # pylint: disable=import-outside-toplevel
+
   text = (FIXTURES / "shift_1x2x4.before_async.hlo").read_text()
   module = _hlo.hlo_module_from_text(text)
   proto = tmp_path / "shift.pb"
   proto.write_bytes(module.as_serialized_hlo_module_proto())
-  result = run_nvshmem_opt(proto, f"--topology={placed('1x1x8')}", "--report=-",
-                           "--mode=explain")
+  result = run_nvshmem_opt(proto, f"--topology={placed('1x1x8')}", "--report=-", "--mode=explain")
   assert result.returncode == 0, result.stderr
-  decision, = json.loads(result.stdout)["decisions"]
+  (decision,) = json.loads(result.stdout)["decisions"]
   # A shift: device 0 has no source, so NVSHMEM is refused.
   assert decision["plan"] == "nccl" and "no source" in decision["reason"], decision
 
 
-@pytest.mark.parametrize("args, message", [
+@pytest.mark.parametrize(
+  "args, message",
+  [
     (["{missing}", "--topology=1x1x8"], "{missing}: no such file"),
     (["{ring}", "--topology=1x2"], "topology spec '1x2': expected SLICESxHOSTSxGPUS"),
     (["{ring}", "--topology=1x2x4:nvl3"], "whole number of hosts"),
@@ -170,39 +197,51 @@ def test_reads_serialized_proto(tmp_path):
     (["{ring}", "--devices-per-host=-1"], "--devices-per-host: '-1' is not a positive integer"),
     (["{ring}", "--devices-per-host=abc"], "--devices-per-host: 'abc' is not a positive"),
     (["{ring}", "--devices-per-host"], "--devices-per-host needs a value"),
-    (["{ring}", "--devices-per-host=3"],
-     "{ring}: its 8 devices (partitions x replicas) do not fill hosts of 3 GPUs"),
+    (
+      ["{ring}", "--devices-per-host=3"],
+      "{ring}: its 8 devices (partitions x replicas) do not fill hosts of 3 GPUs",
+    ),
     (["{ring}", "--devices-per-host=16"], "{ring}: its 8 devices"),
-    (["{twelve}"], "{twelve}: its 12 devices (partitions x replicas) do not fill hosts of 8 "
-     "GPUs (--devices-per-host, default 8)"),
+    (
+      ["{twelve}"],
+      "{twelve}: its 12 devices (partitions x replicas) do not fill hosts of 8 "
+      "GPUs (--devices-per-host, default 8)",
+    ),
     (["{ring}", "--devices-per-host=4", "--topology=1x2x4"], "give one"),
     (["{bad_pairs}", "--topology=1x1x2"], "{bad_pairs}:5:"),
     (["{truncated}", "--topology=1x1x8"], "{truncated}:"),
     (["{garbage}", "--topology=1x1x8"], "neither HLO text"),
-    (["{ring}", "--topology=1x1x8", "--cost-table={bad_table}"],
-     '{bad_table}:2: Unknown enumeration value of "WARP" for field "link_class"'),
-    (["{ring}", "--topology=1x1x8", "--cost-table={old_table}"],
-     "{old_table}:2: the cost table is in text format now"),
-])
+    (
+      ["{ring}", "--topology=1x1x8", "--cost-table={bad_table}"],
+      '{bad_table}:2: Unknown enumeration value of "WARP" for field "link_class"',
+    ),
+    (
+      ["{ring}", "--topology=1x1x8", "--cost-table={old_table}"],
+      "{old_table}:2: the cost table is in text format now",
+    ),
+  ],
+)
 def test_bad_input_exits_2_with_one_line(tmp_path, args, message):
   paths = {
-      "missing": tmp_path / "nope.hlo",
-      "ring": FIXTURES / "ring_1x1x8.before_async.hlo",
-      "bad_pairs": tmp_path / "bad_pairs.hlo",
-      "truncated": tmp_path / "truncated.hlo",
-      "garbage": tmp_path / "garbage.bin",
-      "bad_table": tmp_path / "table.txt",
-      "old_table": tmp_path / "old_table.txt",
-      "twelve": tmp_path / "twelve.hlo",
+    "missing": tmp_path / "nope.hlo",
+    "ring": FIXTURES / "ring_1x1x8.before_async.hlo",
+    "bad_pairs": tmp_path / "bad_pairs.hlo",
+    "truncated": tmp_path / "truncated.hlo",
+    "garbage": tmp_path / "garbage.bin",
+    "bad_table": tmp_path / "table.txt",
+    "old_table": tmp_path / "old_table.txt",
+    "twelve": tmp_path / "twelve.hlo",
   }
   ring12 = ",".join(f"{{{i},{(i + 1) % 12}}}" for i in range(12))
   paths["twelve"].write_text(
-      "HloModule m, num_partitions=12\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
-      f"  ROOT c = f32[4] collective-permute(p), channel_id=1, source_target_pairs={{{ring12}}}\n}}\n")
+    "HloModule m, num_partitions=12\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
+    f"  ROOT c = f32[4] collective-permute(p), channel_id=1, source_target_pairs={{{ring12}}}\n}}\n"
+  )
   shift = (FIXTURES / "shift_1x2x4.before_async.hlo").read_text()
   paths["bad_pairs"].write_text(
-      "HloModule m, num_partitions=2\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
-      "  ROOT c = f32[4] collective-permute(p), channel_id=1, source_target_pairs={{0,1},{1,}}\n}\n")
+    "HloModule m, num_partitions=2\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
+    "  ROOT c = f32[4] collective-permute(p), channel_id=1, source_target_pairs={{0,1},{1,}}\n}\n"
+  )
   paths["truncated"].write_text(shift[: len(shift) * 2 // 3])
   paths["garbage"].write_bytes(bytes(range(256)) * 8)
   paths["bad_table"].write_text("margin: 0.1\nlinks { backend: NCCL link_class: WARP }\n")
@@ -221,10 +260,11 @@ def test_jax_0112_module_keeps_its_own_text(tmp_path, favoured):
   one device, so its permute is a local copy: no NVSHMEM, which upstream's assigner gives."""
   newer = SHARED_DATA / "h200_jax0112_ppermute_loop.after_optimizations.hlo"
   out = tmp_path / "out.hlo"
-  result = run_nvshmem_opt(newer, "--topology=1x1x1", "-o", out, "--report=-",
-                           "--compare-upstream", favoured)
+  result = run_nvshmem_opt(
+    newer, "--topology=1x1x1", "-o", out, "--report=-", "--compare-upstream", favoured
+  )
   assert result.returncode == 0, result.stderr
-  decision, = json.loads(result.stdout)["decisions"]
+  (decision,) = json.loads(result.stdout)["decisions"]
   assert decision["plan"] == "nccl" and decision["upstream"] == "NVSHMEM", decision
   assert "every pair is a device to itself" in json.dumps(decision), decision
   text = out.read_text()
@@ -253,8 +293,7 @@ def test_output_is_atomic_and_deterministic(tmp_path):
   outputs = []
   for i in range(2):
     out = tmp_path / f"out{i}.hlo"
-    assert run_nvshmem_opt(ring, "--topology=2x2x4",
-                           "-o", out).returncode == 0
+    assert run_nvshmem_opt(ring, "--topology=2x2x4", "-o", out).returncode == 0
     outputs.append(out.read_bytes())
   assert outputs[0] == outputs[1]
   assert not list(tmp_path.glob("*.tmp.*")), "no temp file left behind"
@@ -267,12 +306,22 @@ def test_jax_010_mesh_groups_are_read_and_kept(tmp_path):
   import sys  # pylint: disable=import-outside-toplevel
 
   from test_hlo_text import _MESH_ALL_REDUCE  # pylint: disable=import-outside-toplevel
+
   root = FIXTURES.parents[1]
   env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1")
   text = subprocess.run(
-      [sys.executable, "-c", _MESH_ALL_REDUCE,
-       str(root / "hlo_tools" / "data" / "h200_gpu_target_config.pbtxt")],
-      capture_output=True, text=True, env=env, check=True, timeout=300).stdout
+    [
+      sys.executable,
+      "-c",
+      _MESH_ALL_REDUCE,
+      str(root / "hlo_tools" / "data" / "h200_gpu_target_config.pbtxt"),
+    ],
+    capture_output=True,
+    text=True,
+    env=env,
+    check=True,
+    timeout=300,
+  ).stdout
   assert "replica_groups=mesh[" in text
   path, out = tmp_path / "mesh.hlo", tmp_path / "out.hlo"
   path.write_text(text)
@@ -291,11 +340,17 @@ TP_CP = FIXTURES / "driver_tp_cp_1x1x8.after_optimizations.hlo"
 @pytest.mark.parametrize("mode", ["rewrite", "annotate", "explain"])
 def test_tp_cp_module_goes_through_every_mode(mode, tmp_path, favoured):
   output = [] if mode == "explain" else ["-o", tmp_path / "out.hlo"]
-  result = run_nvshmem_opt(TP_CP, f"--topology={placed('1x1x8')}", f"--mode={mode}", *output,
-                           f"--report={tmp_path / 'report.json'}", "--compare-upstream",
-                           favoured)
+  result = run_nvshmem_opt(
+    TP_CP,
+    f"--topology={placed('1x1x8')}",
+    f"--mode={mode}",
+    *output,
+    f"--report={tmp_path / 'report.json'}",
+    "--compare-upstream",
+    favoured,
+  )
   assert result.returncode == 0, result.stderr
-  decision, = json.loads((tmp_path / "report.json").read_text())["decisions"]
+  (decision,) = json.loads((tmp_path / "report.json").read_text())["decisions"]
   assert decision["plan"] == "nvshmem" and decision["upstream"] == "NVSHMEM", decision
   assert decision["pairs"] == [[0, 2], [2, 4], [4, 6], [6, 0], [1, 3], [3, 5], [5, 7], [7, 1]]
 
@@ -317,12 +372,12 @@ def _statements(text):
   return out
 
 
-@pytest.mark.parametrize("path", [TP_CP] + BEFORE_ASYNC + AFTER_OPT,
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [TP_CP] + BEFORE_ASYNC + AFTER_OPT, ids=lambda p: p.name)
 def test_output_is_lossless(path, tmp_path, favoured):
   """Only permutes change: every other instruction is the input's own text, line for
   line, and the output parses with jax's own XLA (the jaxlib that wrote it)."""
   from jaxlib import _hlo  # pylint: disable=import-outside-toplevel
+
   out = tmp_path / "out.hlo"
   topology = placed("1x1x8") if path == TP_CP else _topology_for(path)
   result = run_nvshmem_opt(path, f"--topology={topology}", "-o", out, favoured)
@@ -333,21 +388,24 @@ def test_output_is_lossless(path, tmp_path, favoured):
   assert {k for k, v in after.items() if v[0] not in _PERMUTE_OPS} == set(kept)
   # A permute the user marked keeps the config it has: none is written.
   if not path.name.startswith("marked_"):
-    assert any(v[0] == "collective-permute-start" and '"backend":"' in v[1]
-               for v in after.values())
+    assert any(v[0] == "collective-permute-start" and '"backend":"' in v[1] for v in after.values())
   _hlo.hlo_module_from_text(out.read_text())  # raises if jax's XLA cannot read it
 
 
 @pytest.mark.parametrize("mode", ["rewrite", "annotate"])
 def test_permute_written_over_several_lines_is_replaced_whole(mode, tmp_path, favoured):
   from jaxlib import _hlo  # pylint: disable=import-outside-toplevel
+
   path, out = tmp_path / "lines.hlo", tmp_path / "out.hlo"
-  path.write_text("HloModule m, num_partitions=4\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
-                  "  c = f32[4] collective-permute(p), channel_id=1,\n"
-                  "      source_target_pairs={{0,1},{1,2},{2,3},{3,0}}  /* a { */\n"
-                  "  ROOT n = f32[4] negate(c)\n}\n")
-  result = run_nvshmem_opt(path, f"--topology={placed('1x1x4')}", f"--mode={mode}", "-o", out,
-                           favoured)
+  path.write_text(
+    "HloModule m, num_partitions=4\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
+    "  c = f32[4] collective-permute(p), channel_id=1,\n"
+    "      source_target_pairs={{0,1},{1,2},{2,3},{3,0}}  /* a { */\n"
+    "  ROOT n = f32[4] negate(c)\n}\n"
+  )
+  result = run_nvshmem_opt(
+    path, f"--topology={placed('1x1x4')}", f"--mode={mode}", "-o", out, favoured
+  )
   assert result.returncode == 0, result.stderr
   text = out.read_text()
   assert "  p = f32[4] parameter(0)\n" in text and "  ROOT n = f32[4] negate(c)\n" in text
@@ -357,20 +415,22 @@ def test_permute_written_over_several_lines_is_replaced_whole(mode, tmp_path, fa
 
 
 def _groups_by_channel(text):
-  return {int(m.group(1)): m.group(2) for m in
-          re.finditer(r"channel_id=(\d+), replica_groups=(\{\{[\d,{}]*\}\})", text)}
+  return {
+    int(m.group(1)): m.group(2)
+    for m in re.finditer(r"channel_id=(\d+), replica_groups=(\{\{[\d,{}]*\}\})", text)
+  }
 
 
 # Mesh forms as XLA writes them (xla/hlo/ir/mesh_and_axis.cc): device ids as an iota
 # with a transpose or as a list, and sub-axes 'name':(pre-size)size.
 _MESH_FORMS = [
-    "mesh['a'=2,'b'=4] {'b'}",
-    "mesh['a'=2,'b'=4] {'b','a'}",
-    "mesh['a'=2,'b'=4], device_ids=([4,2]T(1,0)) {'b':(2)2}",
-    "mesh['x'=2,'y'=2,'z'=2], device_ids=(3,1,2,0,7,5,6,4) {'z','x'}",
-    "mesh['a'=8] {'a':(1)2,'a':(4)2}",
-    "mesh['a'=2,'b'=4,'c'=1] {'a','b':(1)2}",
-    "mesh['axis_0'=1,'axis_1'=8] {'axis_1'}",
+  "mesh['a'=2,'b'=4] {'b'}",
+  "mesh['a'=2,'b'=4] {'b','a'}",
+  "mesh['a'=2,'b'=4], device_ids=([4,2]T(1,0)) {'b':(2)2}",
+  "mesh['x'=2,'y'=2,'z'=2], device_ids=(3,1,2,0,7,5,6,4) {'z','x'}",
+  "mesh['a'=8] {'a':(1)2,'a':(4)2}",
+  "mesh['a'=2,'b'=4,'c'=1] {'a','b':(1)2}",
+  "mesh['axis_0'=1,'axis_1'=8] {'axis_1'}",
 ]
 
 
@@ -378,12 +438,17 @@ def test_mesh_groups_expand_as_jaxs_xla_does(tmp_path):
   """--print-readable's explicit groups equal what jaxlib's own XLA expands each mesh
   form to (its fingerprint printing writes full lists)."""
   from jaxlib import _hlo  # pylint: disable=import-outside-toplevel
+
   body = "\n".join(
-      f"  r{i} = f32[4] all-reduce(p), channel_id={i + 1}, replica_groups={form}, "
-      "use_global_device_ids=true, to_apply=add" for i, form in enumerate(_MESH_FORMS))
-  text = ("HloModule m, num_partitions=8\n\nadd {\n  x = f32[] parameter(0)\n"
-          "  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n\nENTRY e {\n"
-          f"  p = f32[4] parameter(0)\n{body}\n  ROOT t = () tuple()\n}}\n")
+    f"  r{i} = f32[4] all-reduce(p), channel_id={i + 1}, replica_groups={form}, "
+    "use_global_device_ids=true, to_apply=add"
+    for i, form in enumerate(_MESH_FORMS)
+  )
+  text = (
+    "HloModule m, num_partitions=8\n\nadd {\n  x = f32[] parameter(0)\n"
+    "  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n\nENTRY e {\n"
+    f"  p = f32[4] parameter(0)\n{body}\n  ROOT t = () tuple()\n}}\n"
+  )
   (tmp_path / "forms.hlo").write_text(text)
   real = [p for p in [TP_CP] + AFTER_OPT if "replica_groups=mesh[" in p.read_text()]
   assert len(real) >= 2  # the tp x cp fixture and the train steps
@@ -401,6 +466,7 @@ def test_proto_of_a_jax_010_module_comes_back_readable_by_jax(tmp_path, favoured
   """A serialized module with mesh groups: this XLA prints them in a short form of its
   own (@mesh<...>) that jax cannot read; the driver writes the full lists instead."""
   from jaxlib import _hlo  # pylint: disable=import-outside-toplevel
+
   module = _hlo.hlo_module_from_text(TP_CP.read_text())
   proto, out = tmp_path / "tp_cp.pb", tmp_path / "out.hlo"
   proto.write_bytes(module.as_serialized_hlo_module_proto())
@@ -413,13 +479,15 @@ def test_proto_of_a_jax_010_module_comes_back_readable_by_jax(tmp_path, favoured
   assert _groups_by_channel(again.to_string(full)) == _groups_by_channel(module.to_string(full))
 
 
-@pytest.mark.parametrize("path", sorted(FIXTURES.glob("train_step_*.after_optimizations.hlo")),
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+  "path", sorted(FIXTURES.glob("train_step_*.after_optimizations.hlo")), ids=lambda p: p.name
+)
 def test_train_steps_compare_with_upstream(path):
   """Llama train steps of jax 0.10.2 (TP all-reduces in the mesh form, collectives_mode in
   their configs) next to upstream's CollectiveBackendAssigner."""
-  result = run_nvshmem_opt(path, f"--topology={_topology_for(path)}", "--report=-",
-                           "--mode=explain", "--compare-upstream")
+  result = run_nvshmem_opt(
+    path, f"--topology={_topology_for(path)}", "--report=-", "--mode=explain", "--compare-upstream"
+  )
   assert result.returncode == 0, result.stderr
   decisions = json.loads(result.stdout)["decisions"]
   assert decisions and all(d["upstream"] in ("DEFAULT", "NVSHMEM") for d in decisions)
@@ -427,6 +495,7 @@ def test_train_steps_compare_with_upstream(path):
 
 def test_python_side_says_why_upstream_is_missing(tmp_path):
   from hlo_tools.model import driver  # pylint: disable=import-outside-toplevel
+
   report, why = driver.explain_report(TP_CP, "1x1x8", None)
   assert why is None
   assert list(driver.upstream_from_report(report).values()) == ["NVSHMEM"]
@@ -443,30 +512,36 @@ JAX091 = FIXTURES / "jax091"
 
 
 @pytest.mark.parametrize("stage", ["before_async", "after_optimizations"])
-@pytest.mark.parametrize("topology, plan, backend", [("1x2x4", "nccl", "DEFAULT"),
-                                                     ("1x1x8", "nvshmem", "NVSHMEM")])
-def test_jax091_fixtures_rewrite_and_verify(stage, topology, plan, backend, tmp_path,
-                                            favoured):
+@pytest.mark.parametrize(
+  "topology, plan, backend", [("1x2x4", "nccl", "DEFAULT"), ("1x1x8", "nvshmem", "NVSHMEM")]
+)
+def test_jax091_fixtures_rewrite_and_verify(stage, topology, plan, backend, tmp_path, favoured):
   import subprocess  # pylint: disable=import-outside-toplevel
   import sys  # pylint: disable=import-outside-toplevel
+
   path = JAX091 / f"ring_1x2x4.{stage}.hlo"
   out, report = tmp_path / "out.hlo", tmp_path / "report.json"
   # jax 0.9.1's text comes without XLA's config: the map is given.
   topology = placed(topology)
-  result = run_nvshmem_opt(path, f"--topology={topology}", "-o", out,
-                           f"--report={report}", favoured)
+  result = run_nvshmem_opt(
+    path, f"--topology={topology}", "-o", out, f"--report={report}", favoured
+  )
   assert result.returncode == 0, result.stderr
   assert result.stderr == ""
-  decision, = json.loads(report.read_text())["decisions"]
+  (decision,) = json.loads(report.read_text())["decisions"]
   assert decision["plan"] == plan, decision
   assert decision["backend"] == backend
   assert decision["bytes"] == 65536  # K and V blocks: 2 x bf16[1,128,2,64]
-  permute, = collectives.collective_permutes(reader.parse_hlo_file(out))
+  (permute,) = collectives.collective_permutes(reader.parse_hlo_file(out))
   assert permute.form == "start-done" and permute.backend == backend
   assert permute.while_loop is not None
   verified = subprocess.run(
-      [sys.executable, "-m", "hlo_tools.cli", "verify", str(out), f"--topology={topology}",
-       favoured], capture_output=True, text=True, cwd=FIXTURES.parents[1], timeout=300)
+    [sys.executable, "-m", "hlo_tools.cli", "verify", str(out), f"--topology={topology}", favoured],
+    capture_output=True,
+    text=True,
+    cwd=FIXTURES.parents[1],
+    timeout=300,
+  )
   assert verified.returncode == 0, verified.stdout + verified.stderr
   assert "all checks pass" in verified.stdout
 
@@ -481,13 +556,14 @@ def test_jax_lowered_module_gets_its_partitions_from_the_mesh():
   assert "num_partitions" not in LOWERED.read_text().splitlines()[0]
   result = run_nvshmem_opt(LOWERED, "--topology=1x2x4", "--report=-", "--mode=explain")
   assert result.returncode == 0, result.stderr
-  line, = result.stderr.strip().splitlines()
+  (line,) = result.stderr.strip().splitlines()
   assert "using 8 from the Shardy mesh" in line and "--num-partitions" in line
   decisions = json.loads(result.stdout)["decisions"]
   assert len(decisions) == 1 and {d["plan"] for d in decisions} == {"nccl"}
   # Said explicitly, nothing is inferred and nothing is said.
-  quiet = run_nvshmem_opt(LOWERED, "--topology=1x2x4", "--report=-", "--mode=explain",
-                          "--num-partitions=8")
+  quiet = run_nvshmem_opt(
+    LOWERED, "--topology=1x2x4", "--report=-", "--mode=explain", "--num-partitions=8"
+  )
   assert quiet.returncode == 0 and quiet.stderr == ""
   assert json.loads(quiet.stdout)["decisions"] == decisions
 
@@ -495,7 +571,7 @@ def test_jax_lowered_module_gets_its_partitions_from_the_mesh():
 def test_jax_lowered_module_without_mesh_uses_the_topology(tmp_path):
   header, rest = LOWERED.read_text().split("\n", 1)
   no_mesh = tmp_path / "no_mesh.hlo"
-  no_mesh.write_text(header[:header.index(", frontend_attributes=")] + "\n" + rest)
+  no_mesh.write_text(header[: header.index(", frontend_attributes=")] + "\n" + rest)
   result = run_nvshmem_opt(no_mesh, "--topology=1x1x8", "--report=-", "--mode=explain")
   assert result.returncode == 0, result.stderr
   assert "using 8 from the topology's 8 devices" in result.stderr
@@ -507,14 +583,24 @@ def test_jax_lowered_module_without_mesh_uses_the_topology(tmp_path):
 def test_compare_upstream_ignores_the_backend_already_in_the_input(tmp_path, favoured):
   """Upstream's assigner only sets NVSHMEM: it must not echo an earlier run's choice."""
   first = tmp_path / "first.hlo"
-  assert run_nvshmem_opt(FIXTURES / "ring_1x1x8.before_async.hlo", "--topology=1x1x8",
-                         "-o", first, favoured).returncode == 0
+  assert (
+    run_nvshmem_opt(
+      FIXTURES / "ring_1x1x8.before_async.hlo", "--topology=1x1x8", "-o", first, favoured
+    ).returncode
+    == 0
+  )
   assert '"backend":"NVSHMEM"' in first.read_text()
   # Every edge of the ring now crosses hosts.
-  result = run_nvshmem_opt(first, "--topology=1x2x4:map=0,4,1,5,2,6,3,7", "--report=-",
-                           "--mode=explain", "--compare-upstream", favoured)
+  result = run_nvshmem_opt(
+    first,
+    "--topology=1x2x4:map=0,4,1,5,2,6,3,7",
+    "--report=-",
+    "--mode=explain",
+    "--compare-upstream",
+    favoured,
+  )
   assert result.returncode == 0, result.stderr
-  decision, = json.loads(result.stdout)["decisions"]
+  (decision,) = json.loads(result.stdout)["decisions"]
   assert decision["plan"] == "nccl"
   # The first run's output carries the ring's config (the identity map); the map
   # the topology states is the one decided on.
@@ -529,7 +615,7 @@ def test_deeply_nested_shape_exits_2_with_one_line(tmp_path):
   deep.write_text(f"HloModule m\n\nENTRY e {{\n  ROOT p = {shape} parameter(0)\n}}\n")
   result = run_nvshmem_opt(deep, "--topology=1x1x1")
   assert result.returncode == 2, result.stderr[-500:]
-  line, = result.stderr.strip().splitlines()
+  (line,) = result.stderr.strip().splitlines()
   assert f"{deep}:4: nesting deeper than 512 levels" in line
   # Brackets inside strings do not count.
   text = FIXTURES / "ring_1x1x8.before_async.hlo"
@@ -542,13 +628,15 @@ def test_deeply_nested_shape_exits_2_with_one_line(tmp_path):
 def test_input_limit_bounds_devices_and_pipes(how):
   """/dev/zero never ends: the limit must stop the read, not the file's size."""
   ring = FIXTURES / "ring_1x1x8.before_async.hlo"
-  args = {"input": ["/dev/zero", "--topology=1x1x1"],
-          "stdin": ["-", "--topology=1x1x1"],
-          "cost_table": [ring, "--topology=1x1x8", "--cost-table=/dev/zero"]}[how]
+  args = {
+    "input": ["/dev/zero", "--topology=1x1x1"],
+    "stdin": ["-", "--topology=1x1x1"],
+    "cost_table": [ring, "--topology=1x1x8", "--cost-table=/dev/zero"],
+  }[how]
   with open("/dev/zero", "rb") as zero:
     result = run_nvshmem_opt(*args, "--max-input-bytes=1000000", stdin=zero)
   assert result.returncode == 2
-  line, = result.stderr.strip().splitlines()
+  (line,) = result.stderr.strip().splitlines()
   assert "more than 1000000 bytes, over the limit of 1000000 (--max-input-bytes)" in line
 
 
@@ -556,12 +644,14 @@ def test_error_lines_stay_readable(tmp_path):
   """The verifier quotes the whole instruction: a million characters of pairs."""
   pairs = ",".join(f"{{{i},{i + 1}}}" for i in range(100_000))
   big = tmp_path / "big.hlo"
-  big.write_text("HloModule m, num_partitions=2\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
-                 f"  ROOT c = f32[4] collective-permute(p), channel_id=1, "
-                 f"source_target_pairs={{{pairs}}}\n}}\n")
+  big.write_text(
+    "HloModule m, num_partitions=2\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
+    f"  ROOT c = f32[4] collective-permute(p), channel_id=1, "
+    f"source_target_pairs={{{pairs}}}\n}}\n"
+  )
   result = run_nvshmem_opt(big, "--topology=1x1x2")
   assert result.returncode == 2
-  line, = result.stderr.strip().splitlines()
+  (line,) = result.stderr.strip().splitlines()
   assert len(line) < 500 and line.endswith("more characters)"), line
   assert line.startswith(f"nvshmem-opt: {big}")
 
@@ -570,7 +660,9 @@ def test_error_lines_stay_readable(tmp_path):
 
 # Peer copies beat NCCL on NVLink under this table (on 2x H200 they measured at parity,
 # and the default table says so: NCCL is kept).
-PEER_FAVOURED = "links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 450 per_buffer_us: 0 }\n"
+PEER_FAVOURED = (
+  "links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 450 per_buffer_us: 0 }\n"
+)
 
 
 def _permute_configs(path):
@@ -583,14 +675,21 @@ def test_peer_backend_writes_collectives_mode(stage, tmp_path):
   table.write_text(PEER_FAVOURED)
   ring = FIXTURES / f"ring_1x1x8.{stage}.hlo"
   out = tmp_path / "out.hlo"
-  result = run_nvshmem_opt(ring, "--topology=1x1x8", "--backends=nccl,peer",
-                           f"--cost-table={table}", "-o", out, "--report=-")
+  result = run_nvshmem_opt(
+    ring,
+    "--topology=1x1x8",
+    "--backends=nccl,peer",
+    f"--cost-table={table}",
+    "-o",
+    out,
+    "--report=-",
+  )
   assert result.returncode == 0, result.stderr
-  decision, = json.loads(result.stdout)["decisions"]
+  (decision,) = json.loads(result.stdout)["decisions"]
   assert decision["plan"] == "peer", decision
   assert decision["backend"] == "DEFAULT"
   assert decision["collectives_mode"] == "COLLECTIVES_PEER_MEMORY"
-  line, = [l for l in out.read_text().splitlines() if "collective-permute-start(" in l]
+  (line,) = [l for l in out.read_text().splitlines() if "collective-permute-start(" in l]
   assert '"backend":"DEFAULT","collectives_mode":"COLLECTIVES_PEER_MEMORY"' in line
   if stage == "after_optimizations":
     # Fields this build's XLA does not know survive, in their order.
@@ -604,23 +703,37 @@ def test_peer_is_refused_across_hosts_and_at_parity(tmp_path):
   table = tmp_path / "peer.txt"
   table.write_text(PEER_FAVOURED)
   ring = FIXTURES / "ring_1x2x4.after_optimizations.hlo"
-  for args, why in (([f"--cost-table={table}"], "leave their host"),
-                    ([], "")):  # default table: peer measured at parity with NCCL
+  for args, why in (
+    ([f"--cost-table={table}"], "leave their host"),
+    ([], ""),
+  ):  # default table: peer measured at parity with NCCL
     out = tmp_path / "out.hlo"
-    result = run_nvshmem_opt(ring, "--topology=1x2x4" if why else "--topology=1x1x8",
-                             "--backends=nccl,peer", *args, "-o", out, "--report=-")
+    result = run_nvshmem_opt(
+      ring,
+      "--topology=1x2x4" if why else "--topology=1x1x8",
+      "--backends=nccl,peer",
+      *args,
+      "-o",
+      out,
+      "--report=-",
+    )
     assert result.returncode == 0, result.stderr
-    decision, = json.loads(result.stdout)["decisions"]
+    (decision,) = json.loads(result.stdout)["decisions"]
     assert decision["plan"] == "nccl" and decision["collectives_mode"] is None, decision
     assert why in decision["reason"]
-    line, = [l for l in out.read_text().splitlines() if "collective-permute-start(" in l]
+    (line,) = [l for l in out.read_text().splitlines() if "collective-permute-start(" in l]
     assert '"backend":"DEFAULT","collectives_mode":"COLLECTIVES_MODE_INVALID"' in line
 
 
 def test_default_backend_set_is_nccl_nvshmem(favoured):
-  result = run_nvshmem_opt(FIXTURES / "ring_1x1x8.before_async.hlo", "--topology=1x1x8",
-                           "--report=-", "--mode=explain", favoured)
-  decision, = json.loads(result.stdout)["decisions"]
+  result = run_nvshmem_opt(
+    FIXTURES / "ring_1x1x8.before_async.hlo",
+    "--topology=1x1x8",
+    "--report=-",
+    "--mode=explain",
+    favoured,
+  )
+  (decision,) = json.loads(result.stdout)["decisions"]
   assert decision["plan"] == "nvshmem" and decision["collectives_mode"] is None
   printed = run_nvshmem_opt("--print-cost-table", "--backends=nccl,peer,symmetric")
   assert "backends: [NCCL, PEER, SYMMETRIC]" in printed.stdout
@@ -628,10 +741,11 @@ def test_default_backend_set_is_nccl_nvshmem(favoured):
 
 @pytest.mark.parametrize("backends", ["nvshmem,peer", "peer", "nccl,warp"])
 def test_bad_backend_set_exits_2(backends):
-  result = run_nvshmem_opt(FIXTURES / "ring_1x1x8.before_async.hlo", "--topology=1x1x8",
-                           f"--backends={backends}")
+  result = run_nvshmem_opt(
+    FIXTURES / "ring_1x1x8.before_async.hlo", "--topology=1x1x8", f"--backends={backends}"
+  )
   assert result.returncode == 2
-  line, = result.stderr.strip().splitlines()
+  (line,) = result.stderr.strip().splitlines()
   assert line.startswith("nvshmem-opt: --backends:"), line
 
 
@@ -639,30 +753,36 @@ def test_decisions_are_not_attributes_unless_asked(tmp_path, favoured):
   ring = FIXTURES / "ring_1x1x8.before_async.hlo"
   plain, annotated = tmp_path / "plain.hlo", tmp_path / "annotated.hlo"
   assert run_nvshmem_opt(ring, "--topology=1x1x8", "-o", plain, favoured).returncode == 0
-  assert run_nvshmem_opt(ring, "--topology=1x1x8", "-o", annotated, "--annotate",
-                         favoured).returncode == 0
+  assert (
+    run_nvshmem_opt(ring, "--topology=1x1x8", "-o", annotated, "--annotate", favoured).returncode
+    == 0
+  )
   assert "_nvshmem_plan" not in plain.read_text()
-  start, = [l for l in annotated.read_text().splitlines() if "collective-permute-start(" in l]
+  (start,) = [l for l in annotated.read_text().splitlines() if "collective-permute-start(" in l]
   assert '_nvshmem_plan="nvshmem"' in start and '"backend":"NVSHMEM"' in start
 
 
 # --- The topology derived from the module (no --topology) -------------------------------
 
+
 def _decisions(result):
   assert result.returncode == 0, result.stderr
   report = json.loads(result.stdout)
-  return report, [{k: v for k, v in d.items() if k != "new_instructions"}
-                  for d in report["decisions"]]
+  return report, [
+    {k: v for k, v in d.items() if k != "new_instructions"} for d in report["decisions"]
+  ]
 
 
-@pytest.mark.parametrize("fixture, flags, spec", [
+@pytest.mark.parametrize(
+  "fixture, flags, spec",
+  [
     ("ring_1x1x8.before_async.hlo", [], "1x1x8"),
     ("ring_1x2x4.before_async.hlo", ["--devices-per-host=4"], "1x2x4"),
     ("shift_1x2x4.before_async.hlo", ["--devices-per-host=4"], "1x2x4"),
     ("shift_1x1x2.before_async.hlo", [], "1x1x2"),  # the default, capped at 2 devices
-])
-def test_derived_topology_decides_as_the_explicit_spec(fixture, flags, spec, favoured,
-                                                        tmp_path):
+  ],
+)
+def test_derived_topology_decides_as_the_explicit_spec(fixture, flags, spec, favoured, tmp_path):
   """Without --topology the driver asks the pass, which derives hosts of N GPUs."""
   path = FIXTURES / fixture
   common = ["--report=-", "--mode=explain", "--compare-upstream", favoured]
@@ -672,12 +792,11 @@ def test_derived_topology_decides_as_the_explicit_spec(fixture, flags, spec, fav
   assert d_report["topology"] == g_report["topology"]
   assert d_report["topology"].startswith(spec + ":gpus_per_process=1:map=0,1")
   # Derived from the module, placed by XLA's config beside it; else the flag's.
-  assert (d_report["topology_source"], g_report["topology_source"]) == ("module config",
-                                                                        "flag")
+  assert (d_report["topology_source"], g_report["topology_source"]) == ("module config", "flag")
   assert d_report["partition_to_device"] == g_report["partition_to_device"]
   assert d_decisions == g_decisions
   # Said once on stderr, naming what overrides it; nothing when the spec is given.
-  line, = derived.stderr.strip().splitlines()
+  (line,) = derived.stderr.strip().splitlines()
   assert f"no --topology; using {spec}" in line and "--topology=SPEC" in line
   assert given.stderr == ""
   # The rewritten modules are the same too.
@@ -691,8 +810,9 @@ def test_two_hosts_of_four_and_one_of_eight_differ(favoured):
   """The fixture compiled for 1x2x4 is NVSHMEM on one host, NCCL across two."""
   path = FIXTURES / "ring_1x2x4.before_async.hlo"
   _, one_host = _decisions(run_nvshmem_opt(path, "--report=-", "--mode=explain", favoured))
-  _, two_hosts = _decisions(run_nvshmem_opt(path, "--devices-per-host=4", "--report=-",
-                                            "--mode=explain", favoured))
+  _, two_hosts = _decisions(
+    run_nvshmem_opt(path, "--devices-per-host=4", "--report=-", "--mode=explain", favoured)
+  )
   assert [d["plan"] for d in one_host] == ["nvshmem"]
   assert [d["plan"] for d in two_hosts] == ["nccl"]
 
@@ -703,6 +823,7 @@ def _proto_with_assignment(tmp_path, fixture, devices=None):
   import numpy as np  # pylint: disable=import-outside-toplevel
   from jax._src.lib import xla_client  # pylint: disable=import-outside-toplevel
   from jaxlib import _hlo  # pylint: disable=import-outside-toplevel
+
   proto = _hlo.hlo_module_from_text((FIXTURES / fixture).read_text())
   data = proto.as_serialized_hlo_module_proto()
   if devices is not None:
@@ -734,8 +855,11 @@ def test_derived_topology_follows_the_device_assignment(tmp_path):
   assert report["partition_to_device"] == spread
   assert "placed by the module's device assignment" in derived.stderr
   assert decisions[0]["edges_by_class"]["network"] == 8
-  _, given = _decisions(run_nvshmem_opt(FIXTURES / "ring_1x1x8.before_async.hlo",
-                                        "--topology=1x2x4:map=0,4,1,5,2,6,3,7", *common))
+  _, given = _decisions(
+    run_nvshmem_opt(
+      FIXTURES / "ring_1x1x8.before_async.hlo", "--topology=1x2x4:map=0,4,1,5,2,6,3,7", *common
+    )
+  )
   assert decisions == given
   # Without the assignment, partitions come from the ids the permute names (said on
   # stderr), and the ring keeps 6 of its 8 edges on a host.
@@ -747,17 +871,20 @@ def test_derived_topology_follows_the_device_assignment(tmp_path):
   assert "the serialized module gives no num_partitions; using 8" in result.stderr
 
 
-@pytest.mark.parametrize("devices, flags, message", [
+@pytest.mark.parametrize(
+  "devices, flags, message",
+  [
     (list(range(8)), ["--num-replicas=2"], "device assignment does not match"),
     ([2**31 - 1] + list(range(1, 8)), [], "the device assignment names device 2147483647"),
     ([-1] + list(range(1, 8)), [], "device -1"),
     ([0, 0] + list(range(2, 8)), [], "device 0 twice"),
-])
+  ],
+)
 def test_bad_device_assignment_exits_2(devices, flags, message, tmp_path):
   path = _proto_with_assignment(tmp_path, "ring_1x1x8.before_async.hlo", devices)
   result = run_nvshmem_opt(path, *flags, "--mode=explain")
   assert result.returncode == 2, result.stderr
-  line, = result.stderr.strip().splitlines()
+  (line,) = result.stderr.strip().splitlines()
   assert str(path) in line and message in line
 
 
@@ -770,7 +897,7 @@ def test_jax_lowered_module_without_topology(tmp_path):
   assert "using 8 from the Shardy mesh" in result.stderr
   header, rest = LOWERED.read_text().split("\n", 1)
   no_mesh = tmp_path / "no_mesh.hlo"
-  no_mesh.write_text(header[:header.index(", frontend_attributes=")] + "\n" + rest)
+  no_mesh.write_text(header[: header.index(", frontend_attributes=")] + "\n" + rest)
   result = run_nvshmem_opt(no_mesh, "--report=-", "--mode=explain")
   report, _ = _decisions(result)
   assert report["topology"] == "1x1x8:gpus_per_process=1"
@@ -783,15 +910,19 @@ def test_program_mode_flag_given_twice_in_the_config_is_refused_with_its_line(tm
   proto's own text parser refuses a field given twice, rather than taking either value."""
   module = tmp_path / "ring.hlo"
   module.write_bytes((FIXTURES / "ring_1x1x8.before_async.hlo").read_bytes())
-  config = "".join(l for l in (FIXTURES / "ring_1x1x8.before_async.config.pbtxt")
-                   .read_text().splitlines(keepends=True)
-                   if "xla_gpu_collective_permute_mode" not in l)
+  config = "".join(
+    l
+    for l in (FIXTURES / "ring_1x1x8.before_async.config.pbtxt")
+    .read_text()
+    .splitlines(keepends=True)
+    if "xla_gpu_collective_permute_mode" not in l
+  )
   flag = "  xla_gpu_collective_permute_mode: COLLECTIVES_PEER_MEMORY\n"
   head = "debug_options {\n"
   assert head in config
   config = config.replace(head, head + flag + flag, 1)
   (tmp_path / "ring.config.pbtxt").write_text(config)
-  line = 1 + config[:config.index(head)].count("\n") + 2  # the second flag's line
+  line = 1 + config[: config.index(head)].count("\n") + 2  # the second flag's line
   r = run_nvshmem_opt(module, "--topology=1x1x8", "--report=-", "--mode=explain")
   assert r.returncode == 2
   assert f"ring.config.pbtxt:{line}" in r.stderr

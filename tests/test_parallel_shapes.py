@@ -36,6 +36,7 @@ def permutes(path):
 # ---------------------------------------------------------------------------------------
 # Trip counts multiply through every enclosing loop
 
+
 def test_pipeline_ring_runs_steps_times_ring_trips():
   by_pairs = permutes(PIPELINE)
   ring, shift = by_pairs[8], by_pairs[4]  # the cp ring (8 pairs), the pp shift (4)
@@ -64,8 +65,9 @@ def test_unknown_outer_count_gives_at_least(tmp_path, capsys, monkeypatch):
   # least its own 4 trips; nvshmem-opt's report counts the loop with XLA's own loop
   # analysis (7), and explain takes its facts from there.
   path = tmp_path / "pipeline_unknown.hlo"
-  path.write_text(PIPELINE.read_text().replace('"known_trip_count":{"n":"7"}',
-                                               '"known_trip_count":{}'))
+  path.write_text(
+    PIPELINE.read_text().replace('"known_trip_count":{"n":"7"}', '"known_trip_count":{}')
+  )
   ring, shift = permutes(path)[8], permutes(path)[4]
   assert [n for _, _, n in ring.loops] == [4, None]
   assert ring.trip_count is None and ring.trips_at_least == 4
@@ -97,11 +99,13 @@ def test_explain_text_shows_nested_trips(capsys):
 
 def test_report_saved_per_run_counts_every_loop():
   # A table where NVSHMEM wins on NVLink: the ring saves time on each of its 28 runs.
-  explained = decisions.describe(str(PIPELINE), options.load("1x2x4", str(FAST_NVSHMEM)),
-                                 use_driver=False)
+  explained = decisions.describe(
+    str(PIPELINE), options.load("1x2x4", str(FAST_NVSHMEM)), use_driver=False
+  )
   case = Case(id="pipeline", title="pipeline", topology="1x2x4")
-  [ring_row] = [r for r in comparison_rows([{"case": case, "explain": explained}])
-                if r["trip_count"] == 28]
+  [ring_row] = [
+    r for r in comparison_rows([{"case": case, "explain": explained}]) if r["trip_count"] == 28
+  ]
   [e] = [e for e in explained["collectives"] if len(e["pairs"]) == 8]
   saved_once = e["modeled_us"]["nccl"] - e["modeled_us"]["chosen"]
   assert e["choice"]["plan"] == "nvshmem" and saved_once > 0
@@ -113,13 +117,25 @@ def test_report_saved_per_run_counts_every_loop():
 # ---------------------------------------------------------------------------------------
 # report module:function takes every option that shapes the compile, as dump does
 
-PIPELINE_FLAGS = ("--topology=1x2x4", "--mesh=pp:2,cp:4", "--nocheck_vma",
-                  "--arg=6,64,32:f32:None,cp", "--arg=2,32,32:f32:pp", "--out_spec=None,cp")
+PIPELINE_FLAGS = (
+  "--topology=1x2x4",
+  "--mesh=pp:2,cp:4",
+  "--nocheck_vma",
+  "--arg=6,64,32:f32:None,cp",
+  "--arg=2,32,32:f32:pp",
+  "--out_spec=None,cp",
+)
 
 
 def test_report_compiles_a_function_on_a_two_axis_mesh(capsys, tmp_path):
-  rc, out, err = run(capsys, "report", "hlo_tools.programs.parallel_shapes:pipeline_ring",
-                     *PIPELINE_FLAGS, "--quiet", f"--out={tmp_path / 'r'}")
+  rc, out, err = run(
+    capsys,
+    "report",
+    "hlo_tools.programs.parallel_shapes:pipeline_ring",
+    *PIPELINE_FLAGS,
+    "--quiet",
+    f"--out={tmp_path / 'r'}",
+  )
   assert rc == 0, err
   report = json.loads((tmp_path / "r" / "report.json").read_text())
   [case] = report["cases"]
@@ -132,17 +148,32 @@ def test_report_compiles_a_function_on_a_two_axis_mesh(capsys, tmp_path):
 def test_report_names_the_mesh_flag_it_takes(capsys, tmp_path):
   # Without --mesh the compile fails naming --mesh; report takes it (no dead end).
   flags = [f for f in PIPELINE_FLAGS if not f.startswith("--mesh")]
-  rc, _, err = run(capsys, "report", "hlo_tools.programs.parallel_shapes:pipeline_ring",
-                   *flags, "--quiet", f"--out={tmp_path / 'r'}")
+  rc, _, err = run(
+    capsys,
+    "report",
+    "hlo_tools.programs.parallel_shapes:pipeline_ring",
+    *flags,
+    "--quiet",
+    f"--out={tmp_path / 'r'}",
+  )
   assert rc == 2 and "--mesh=" in err and "unrecognized" not in err
 
 
 def test_dump_and_report_share_the_compile_options():
   from hlo_tools.commands import dump as dump_cmd, report as report_cmd  # pylint: disable=import-outside-toplevel
+
   def flags(parser):
     return {o for a in parser._actions for o in a.option_strings}  # pylint: disable=protected-access
-  shared = {"--mesh", "--arg", "--out_spec", "--global", "--check_vma", "--nocheck_vma",
-            "--target_config"}
+
+  shared = {
+    "--mesh",
+    "--arg",
+    "--out_spec",
+    "--global",
+    "--check_vma",
+    "--nocheck_vma",
+    "--target_config",
+  }
   assert shared <= flags(dump_cmd._parser("dump")) & flags(report_cmd._parser("report"))  # pylint: disable=protected-access
 
 
@@ -154,10 +185,18 @@ def test_report_refuses_compile_options_for_a_file(capsys, tmp_path):
 # ---------------------------------------------------------------------------------------
 # explain and verify take DIR:STAGE, as diff does; the manifest names before_async
 
+
 def test_explain_and_verify_read_a_dump_stage(capsys, tmp_path):
   dump_dir = tmp_path / "pipeline"
-  rc, _, err = run(capsys, "dump", "hlo_tools.programs.parallel_shapes:pipeline_ring",
-                   *PIPELINE_FLAGS, "--all_passes", "--quiet", f"--out={dump_dir}")
+  rc, _, err = run(
+    capsys,
+    "dump",
+    "hlo_tools.programs.parallel_shapes:pipeline_ring",
+    *PIPELINE_FLAGS,
+    "--all_passes",
+    "--quiet",
+    f"--out={dump_dir}",
+  )
   assert rc == 0, err
   manifest = json.loads((dump_dir / "manifest.json").read_text())
   assert manifest["stages"]["before_async"] == "before_async.hlo"
@@ -179,22 +218,34 @@ def test_explain_and_verify_read_a_dump_stage(capsys, tmp_path):
 # ---------------------------------------------------------------------------------------
 # The pre-optimization warning names the stage the tools actually used
 
+
 def test_report_dir_does_not_warn_on_its_before_async_stage(capsys, tmp_path):
   # K and V rotated once: the module entering async-collective-creator has two
   # permutes and no fusion, as a module before optimizations looks.
   dump_dir = tmp_path / "kv"
-  rc, _, err = run(capsys, "dump", "hlo_tools.programs.pass_tests:kv_step",
-                   "--topology=1x1x2", "--arg=64,8:f32:cp", "--arg=64,8:f32:cp",
-                   "--out_spec=cp", "--out_spec=cp", "--all_passes", "--quiet",
-                   f"--out={dump_dir}")
+  rc, _, err = run(
+    capsys,
+    "dump",
+    "hlo_tools.programs.pass_tests:kv_step",
+    "--topology=1x1x2",
+    "--arg=64,8:f32:cp",
+    "--arg=64,8:f32:cp",
+    "--out_spec=cp",
+    "--out_spec=cp",
+    "--all_passes",
+    "--quiet",
+    f"--out={dump_dir}",
+  )
   assert rc == 0, err
   assert "fusion" not in (dump_dir / "before_async.hlo").read_text()
   rc, out, err = run(capsys, "report", dump_dir, "--quiet", f"--out={tmp_path / 'r'}")
   assert rc == 0, err
   assert "before XLA's optimizations" not in out
-  for spec, warned in ((f"{dump_dir}:before_async", False),
-                       (dump_dir / "before_async.hlo", False),
-                       (f"{dump_dir}:before_optimizations", True)):
+  for spec, warned in (
+    (f"{dump_dir}:before_async", False),
+    (dump_dir / "before_async.hlo", False),
+    (f"{dump_dir}:before_optimizations", True),
+  ):
     rc, out, err = run(capsys, "explain", spec)
     assert rc == 0, err
     assert ("before XLA's optimizations" in out) == warned, spec
@@ -203,15 +254,20 @@ def test_report_dir_does_not_warn_on_its_before_async_stage(capsys, tmp_path):
 # ---------------------------------------------------------------------------------------
 # A plan the input already carries is judged by its runtime's rules
 
-def with_backend(path, tmp_path, pairs_text, backend="NVSHMEM", name="edited.hlo",
-                 mode=None):
+
+def with_backend(path, tmp_path, pairs_text, backend="NVSHMEM", name="edited.hlo", mode=None):
   """The module at `path` with the permute of `pairs_text` set to `backend` (and
   collectives_mode `mode`), as a hand edit (or upstream's assigner) writes it."""
   text = path.read_text()
   old = f"source_target_pairs={pairs_text}, "
   assert text.count(old) == 1, pairs_text
-  config = ('{"collective_backend_config":{"backend":"' + backend + '"'
-            + (f',"collectives_mode":"{mode}"' if mode else "") + "}}")
+  config = (
+    '{"collective_backend_config":{"backend":"'
+    + backend
+    + '"'
+    + (f',"collectives_mode":"{mode}"' if mode else "")
+    + "}}"
+  )
   out = tmp_path / name
   out.write_text(text.replace(old, f"{old}backend_config={config}, "))
   return out
@@ -229,8 +285,9 @@ def test_unsafe_nvshmem_shift_fails_verify_explain_and_report(capsys, tmp_path):
   rc, out, _ = run(capsys, "explain", edited, "--topology=1x2x4")
   assert rc == 0 and out.count("UNSAFE") == 2  # the header and the shift's row
   assert "have no source" in out and "NVSHMEM_TEAM_SHARED" in out
-  rc, out, err = run(capsys, "report", edited, "--topology=1x2x4", "--quiet",
-                     f"--out={tmp_path / 'r'}")
+  rc, out, err = run(
+    capsys, "report", edited, "--topology=1x2x4", "--quiet", f"--out={tmp_path / 'r'}"
+  )
   assert rc == 1, err
   assert "verify: all checks pass" not in out
   assert "FAILED" in out and "nvshmem-team" in out and "nvshmem-runtime" in out
@@ -247,8 +304,7 @@ def test_nvshmem_fp8_ring_fails_on_its_element_type(capsys, tmp_path):
   assert "element type f8e4m3fn is not one NVSHMEM puts" in out
   assert "FAILED: nvshmem-runtime" in out  # a ring: every device has a source
   # The same ring in bf16 runs: its NVSHMEM plan passes the runtime's rules.
-  bf16 = with_backend(FIXTURES / "ring_1x1x8.before_async.hlo", tmp_path, ring,
-                      name="bf16.hlo")
+  bf16 = with_backend(FIXTURES / "ring_1x1x8.before_async.hlo", tmp_path, ring, name="bf16.hlo")
   rc, out, _ = run(capsys, "verify", bf16, f"--topology={placed('1x1x8')}", "--format=json")
   checks = {c["name"]: c["status"] for c in json.loads(out)["checks"]}
   assert checks["nvshmem-runtime"] == "pass" and checks["nvshmem-team"] == "pass"
@@ -272,6 +328,7 @@ def test_upstream_assigners_nvshmem_shift_fails_verify(capsys, tmp_path):
   # Upstream's assigner puts the two-GPU shift {0->1} on NVSHMEM (small message);
   # written into the module, verify fails it: device 0 has no source.
   from hlo_tools.model import driver  # pylint: disable=import-outside-toplevel
+
   shift = FIXTURES / "shift_1x1x2.before_async.hlo"
   report, why = driver.explain_report(str(shift), "1x1x2", None)
   assert report is not None, why
@@ -285,10 +342,10 @@ def test_peer_memory_across_hosts_is_marked_unsafe(capsys, tmp_path):
   # The bidirectional ring's clockwise half set to peer memory on two hosts of 4:
   # XLA of jax 0.10.2 copies through peer memory only inside one process.
   ring = "{{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}"
-  edited = with_backend(BIDIR, tmp_path, ring, backend="DEFAULT",
-                        mode="COLLECTIVES_PEER_MEMORY")
-  rc, out, _ = run(capsys, "verify", edited, f"--topology={placed('1x2x4')}",
-                   "--backends=nccl,peer")
+  edited = with_backend(BIDIR, tmp_path, ring, backend="DEFAULT", mode="COLLECTIVES_PEER_MEMORY")
+  rc, out, _ = run(
+    capsys, "verify", edited, f"--topology={placed('1x2x4')}", "--backends=nccl,peer"
+  )
   assert rc == 1 and "FAIL peer-safety" in out and "leave their host" in out
   # Without a map (an edited copy has no XLA config beside it) the order is unknown,
   # but no order puts 8 devices in a process of 4: the process rule is the reason.
@@ -302,19 +359,27 @@ def test_peer_memory_across_hosts_is_marked_unsafe(capsys, tmp_path):
 # ---------------------------------------------------------------------------------------
 # The rule each backend really applies, with its runtime's code
 
+
 def test_report_states_each_backends_rule(capsys, tmp_path):
   # Peer memory on the non-cyclic pp shift of one host: allowed (a device without a
   # source gets zeros), and the page says why instead of claiming a source for all.
-  rc, _, err = run(capsys, "report", FIXTURES / "shift_1x1x2.before_async.hlo",
-                   "--topology=1x1x2", "--backends=nccl,peer", "--quiet",
-                   f"--out={tmp_path / 'r'}")
+  rc, _, err = run(
+    capsys,
+    "report",
+    FIXTURES / "shift_1x1x2.before_async.hlo",
+    "--topology=1x1x2",
+    "--backends=nccl,peer",
+    "--quiet",
+    f"--out={tmp_path / 'r'}",
+  )
   assert rc == 0, err
   page = (tmp_path / "r" / "index.html").read_text()
   assert "every device of the program has a source" not in page
   assert "GpuCliqueKey::is_local, gpu_clique_key.h:98" in page
   assert "collective_permute_thunk.cc:317" in page and "gets zeros (:472)" in page
-  rc, _, err = run(capsys, "report", PIPELINE, "--topology=1x2x4", "--quiet",
-                   f"--out={tmp_path / 'n'}")
+  rc, _, err = run(
+    capsys, "report", PIPELINE, "--topology=1x2x4", "--quiet", f"--out={tmp_path / 'n'}"
+  )
   page = (tmp_path / "n" / "index.html").read_text()
   assert "nvshmem_communicator.cc:367" in page and "NVSHMEM_TEAM_SHARED" in page
 
@@ -322,18 +387,24 @@ def test_report_states_each_backends_rule(capsys, tmp_path):
 # ---------------------------------------------------------------------------------------
 # Small ones
 
+
 def test_ulysses_has_nothing_to_decide(capsys):
   import subprocess  # pylint: disable=import-outside-toplevel
 
   from hlo_tools.model import driver  # pylint: disable=import-outside-toplevel
+
   rc, out, err = run(capsys, "explain", ULYSSES, "--topology=1x1x8")
   assert rc == 0, err
   assert "0 collective-permute(s)" in out and "nothing for the pass to decide" in out
   rc, out, _ = run(capsys, "verify", ULYSSES, "--topology=1x1x8")
   assert rc == 0 and "no collective-permutes" in out
-  proc = subprocess.run([str(driver.find_nvshmem_opt()), str(ULYSSES), "--topology=1x1x8",
-                         "--mode=explain"], capture_output=True, text=True,
-                        env=driver.driver_env(), check=False)
+  proc = subprocess.run(
+    [str(driver.find_nvshmem_opt()), str(ULYSSES), "--topology=1x1x8", "--mode=explain"],
+    capture_output=True,
+    text=True,
+    env=driver.driver_env(),
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr
   assert "no collective-permutes, nothing for the pass to decide" in proc.stdout
 
@@ -347,8 +418,9 @@ def test_topology_larger_than_the_module_is_said(capsys):
 
 
 def test_report_says_the_topology_is_larger_than_the_module(capsys, tmp_path):
-  rc, out, err = run(capsys, "report", BIDIR, "--topology=1x2x8", "--quiet",
-                     f"--out={tmp_path / 'r'}")
+  rc, out, err = run(
+    capsys, "report", BIDIR, "--topology=1x2x8", "--quiet", f"--out={tmp_path / 'r'}"
+  )
   assert rc == 0, err
   assert "warning: topology 1x2x8 has 16 GPUs but the module runs on 8" in out
 
@@ -388,9 +460,11 @@ def test_dp_cp_tp_ring_runs_over_cp_across_hosts(capsys):
 
 
 def test_explain_and_verify_name_a_missing_stage_or_directory(capsys, tmp_path):
-  for argv, message in (((tmp_path,), "is a directory; name a stage, e.g. "),
-                        ((f"{tmp_path}/none:before_async",), "cannot read: No such file"),
-                        ((f"{tmp_path}:before_async",), "no XLA module dumps")):
+  for argv, message in (
+    ((tmp_path,), "is a directory; name a stage, e.g. "),
+    ((f"{tmp_path}/none:before_async",), "cannot read: No such file"),
+    ((f"{tmp_path}:before_async",), "no XLA module dumps"),
+  ):
     for command in ("explain", "verify"):
       rc, _, err = run(capsys, command, *argv, "--topology=1x1x8")
       assert rc == 2 and message in err and err.count("\n") == 1, (command, err)

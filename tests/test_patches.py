@@ -46,15 +46,21 @@ AUTHOR = "NVSHMEM ring-attention pass developers <nvshmem-ring-pass@users.norepl
 # (.ci/run sets it where the machine keeps a mirror).
 PIN_DIR = os.environ.get("XLA_PIN") or None
 needs_pin = pytest.mark.skipif(PIN_DIR is None, reason="needs openxla/xla at the pin ($XLA_PIN)")
-ENV = {**{k: v for k, v in os.environ.items() if k != "XLA_PIN"},
-       "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
-       "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@invalid",
-       "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@invalid"}
+ENV = {
+  **{k: v for k, v in os.environ.items() if k != "XLA_PIN"},
+  "GIT_CONFIG_NOSYSTEM": "1",
+  "GIT_CONFIG_GLOBAL": os.devnull,
+  "GIT_AUTHOR_NAME": "t",
+  "GIT_AUTHOR_EMAIL": "t@invalid",
+  "GIT_COMMITTER_NAME": "t",
+  "GIT_COMMITTER_EMAIL": "t@invalid",
+}
 
 
 def run(cmd, cwd=REPO, **env):
-  return subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True,
-                        env={**ENV, **env})
+  return subprocess.run(
+    [str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, env={**ENV, **env}
+  )
 
 
 def gen(*args, cwd=REPO, **env):
@@ -68,8 +74,9 @@ def file_diffs(patch):
 
 
 def added(patch, path):
-  return [l[1:] for l in file_diffs(patch).get(path, []) if l.startswith("+")
-          and not l.startswith("+++")]
+  return [
+    l[1:] for l in file_diffs(patch).get(path, []) if l.startswith("+") and not l.startswith("+++")
+  ]
 
 
 def series_targets():
@@ -90,11 +97,17 @@ def parse_targets(text, path):
     return targets  # a hunk of deps inside an upstream rule, not whole rules
   for call in ast.walk(tree):
     if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
-      kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords
-            if isinstance(k.value, (ast.Constant, ast.List))}
+      kw = {
+        k.arg: ast.literal_eval(k.value)
+        for k in call.keywords
+        if isinstance(k.value, (ast.Constant, ast.List))
+      }
       if "name" in kw:
-        targets[kw["name"]] = {"rule": call.func.id, "package": path[:-len("/BUILD")],
-                               **{k: kw.get(k, []) for k in ("srcs", "hdrs", "deps")}}
+        targets[kw["name"]] = {
+          "rule": call.func.id,
+          "package": path[: -len("/BUILD")],
+          **{k: kw.get(k, []) for k in ("srcs", "hdrs", "deps")},
+        }
   return targets
 
 
@@ -118,6 +131,7 @@ def repo_copy(tmp_path):
 
 # --- offline -----------------------------------------------------------------
 
+
 def test_check_without_the_pin_finds_the_added_files_current():
   r = gen("--check")
   assert r.returncode == 0, r.stdout + r.stderr
@@ -139,8 +153,9 @@ def test_writing_without_the_pin_is_refused_in_one_line(tmp_path):
   assert r.returncode == 2
   assert r.stderr.count("\n") == 1 and "XLA_PIN" in r.stderr
   # The series' files are left as they were (its sources' folder, src/, beside them).
-  assert sorted(p.name for p in (repo / SERIES.relative_to(REPO)).iterdir()
-                if p.name != "src") == [p.name for p in ALL]
+  assert sorted(p.name for p in (repo / SERIES.relative_to(REPO)).iterdir() if p.name != "src") == [
+    p.name for p in ALL
+  ]
 
 
 def test_generator_is_short():
@@ -165,24 +180,34 @@ def test_patches_are_an_upstream_change():
 def test_each_patch_touches_one_area():
   touched = {p.name[:4]: set(file_diffs(p)) for p in PATCHES}
   collectives = "xla/backends/gpu/collectives"
-  assert touched["0002"] == {f"{collectives}/gpu_collectives.h",
-                             f"{collectives}/nvshmem_collectives.h",
-                             f"{collectives}/nvshmem_collectives.cc",
-                             f"{collectives}/nvshmem_communicator.h",
-                             f"{collectives}/nvshmem_communicator.cc",
-                             "xla/core/collectives/communicator.h", f"{RUNTIME}/BUILD",
-                             f"{RUNTIME}/nvshmem_collective_permute_thunk.h",
-                             f"{RUNTIME}/nvshmem_collective_permute_thunk.cc"}
-  assert touched["0003"] == {"xla/service/gpu/gpu_executable.cc",
-                             "xla/service/gpu/gpu_executable.h", "xla/service/gpu/BUILD"}
-  assert touched["0004"] == {"xla/service/gpu/gpu_memory_space_assignment.cc",
-                             "xla/service/gpu/gpu_memory_space_assignment_test.cc",
-                             "xla/service/gpu/BUILD"}
+  assert touched["0002"] == {
+    f"{collectives}/gpu_collectives.h",
+    f"{collectives}/nvshmem_collectives.h",
+    f"{collectives}/nvshmem_collectives.cc",
+    f"{collectives}/nvshmem_communicator.h",
+    f"{collectives}/nvshmem_communicator.cc",
+    "xla/core/collectives/communicator.h",
+    f"{RUNTIME}/BUILD",
+    f"{RUNTIME}/nvshmem_collective_permute_thunk.h",
+    f"{RUNTIME}/nvshmem_collective_permute_thunk.cc",
+  }
+  assert touched["0003"] == {
+    "xla/service/gpu/gpu_executable.cc",
+    "xla/service/gpu/gpu_executable.h",
+    "xla/service/gpu/BUILD",
+  }
+  assert touched["0004"] == {
+    "xla/service/gpu/gpu_memory_space_assignment.cc",
+    "xla/service/gpu/gpu_memory_space_assignment_test.cc",
+    "xla/service/gpu/BUILD",
+  }
   # The decision, then the pass, each with its BUILD targets.
   assert touched["0005"] == {f"{PKG}/BUILD"} | {
-      f"{PKG}/nvshmem_permute_decision{s}" for s in (".h", ".cc", "_test.cc")}
+    f"{PKG}/nvshmem_permute_decision{s}" for s in (".h", ".cc", "_test.cc")
+  }
   assert touched["0006"] == {f"{PKG}/BUILD"} | {
-      f"{PKG}/nvshmem_collective_permute_rewriter{s}" for s in (".h", ".cc", "_test.cc")}
+    f"{PKG}/nvshmem_collective_permute_rewriter{s}" for s in (".h", ".cc", "_test.cc")
+  }
   assert touched["0007"] == {"xla/xla.proto", "xla/debug_options_flags.cc"}
   assert touched["0008"] == {"xla/service/gpu/gpu_compiler.cc", "xla/service/gpu/BUILD"}
 
@@ -201,8 +226,11 @@ def test_each_source_file_is_changed_by_one_patch():
 def non_test_lines(patch):
   """Lines added and removed outside *_test.cc, as `git apply --numstat` counts them."""
   rows = run(["git", "apply", "--numstat", patch]).stdout.splitlines()
-  return sum(int(a) + int(d) for a, d, path in (r.split("\t") for r in rows if r)
-             if not path.endswith("_test.cc"))
+  return sum(
+    int(a) + int(d)
+    for a, d, path in (r.split("\t") for r in rows if r)
+    if not path.endswith("_test.cc")
+  )
 
 
 def test_series_stays_within_1000_non_test_lines_and_400_a_patch():
@@ -218,8 +246,11 @@ def test_readmes_give_the_line_counts():
   for p, n in zip(ALL, counts):
     assert re.search(rf"^\| `{re.escape(p.name)}` \|.*\| {n} \|$", readme, re.M), (p.name, n)
   assert f"{sum(counts):,} non-test lines in all" in readme
-  row = next(l for l in (REPO / "docs" / "patch_series.md").read_text().splitlines()
-             if l.startswith(f"| `{SERIES.name}/` |"))
+  row = next(
+    l
+    for l in (REPO / "docs" / "patch_series.md").read_text().splitlines()
+    if l.startswith(f"| `{SERIES.name}/` |")
+  )
   assert row.endswith(f"| {' + '.join(map(str, counts))} |"), row
 
 
@@ -242,8 +273,9 @@ def test_added_cpp_carries_the_openxla_licence():
 
 
 def test_build_hunk_declares_every_source_once():
-  declared = [f for t in series_targets().values() if t["package"] == PKG
-              for f in t["srcs"] + t["hdrs"]]
+  declared = [
+    f for t in series_targets().values() if t["package"] == PKG for f in t["srcs"] + t["hdrs"]
+  ]
   assert sorted(declared) == sorted(p.name for p in SRC.iterdir())
 
 
@@ -263,20 +295,27 @@ def test_decision_builds_without_hlo():
   absl, the protos and primitive_util only, so that a test calls it without HLO."""
   for name in ("nvshmem_permute_decision.h", "nvshmem_permute_decision.cc"):
     for inc in includes(SRC / name):
-      assert (inc.startswith("absl/") or inc in {
-          "xla/xla_data.pb.h", "xla/service/gpu/backend_configs.pb.h", "xla/primitive_util.h",
-          f"{PKG}/nvshmem_permute_decision.h"}), f"{name}: {inc}"
+      assert inc.startswith("absl/") or inc in {
+        "xla/xla_data.pb.h",
+        "xla/service/gpu/backend_configs.pb.h",
+        "xla/primitive_util.h",
+        f"{PKG}/nvshmem_permute_decision.h",
+      }, f"{name}: {inc}"
   header = (SRC / "nvshmem_permute_decision.h").read_text()
-  assert ("NvshmemPermuteDecision DecideNvshmemPermute(const NvshmemPermuteFacts& facts);"
-          in header)
+  assert "NvshmemPermuteDecision DecideNvshmemPermute(const NvshmemPermuteFacts& facts);" in header
 
 
 def test_registration_reads_the_flags_that_the_flags_patch_adds():
   regs = "\n".join(added(REGISTRATION, "xla/service/gpu/gpu_compiler.cc"))
   proto = "\n".join(added(FLAGS, "xla/xla.proto"))
   flags = "\n".join(added(FLAGS, "xla/debug_options_flags.cc"))
-  read = set(re.findall(r"debug_options\.(xla_gpu_experimental_nvshmem\w*|"
-                        r"xla_gpu_experimental_enable_nvshmem_\w+)\(\)", regs))
+  read = set(
+    re.findall(
+      r"debug_options\.(xla_gpu_experimental_nvshmem\w*|"
+      r"xla_gpu_experimental_enable_nvshmem_\w+)\(\)",
+      regs,
+    )
+  )
   assert read
   for field in read:
     assert re.search(rf"optional \w+ {field} = \d+;", proto), field
@@ -357,7 +396,10 @@ def test_every_patch_says_what_changes_without_its_flags():
 
 def test_standalone_patch_touches_the_runtime_and_the_emitter_only():
   assert set(file_diffs(STANDALONE[0])) == RUNTIME_FILES | {
-      f"{RUNTIME}/BUILD", "xla/service/gpu/thunk_emitter.cc", "xla/service/gpu/BUILD"}
+    f"{RUNTIME}/BUILD",
+    "xla/service/gpu/thunk_emitter.cc",
+    "xla/service/gpu/BUILD",
+  }
   assert {p.name for p in RUNTIME_SRC.iterdir()} == {f.rsplit("/", 1)[1] for f in RUNTIME_FILES}
   # No other patch touches what 0001 adds: it applies alone, first.
   assert not any(RUNTIME_FILES & set(file_diffs(p)) for p in PATCHES)
@@ -386,9 +428,14 @@ def test_thunk_initialize_checks_ids_and_team_once_per_assignment():
   NVSHMEM_TEAM_SHARED, keyed by the device assignment it checked."""
   body = "\n".join(added(PES, f"{RUNTIME}/nvshmem_collective_permute_thunk.cc"))
   init = body.index("return CheckPes(*params.collective_params->device_assn);")
-  for name in ("checked_.has_value() && *checked_ == devices", "CheckNvshmemIdsArePes(",
-               "job->device_to_process", "CheckNvshmemPairsInsideTeam(", "IsBarrierPeer(",
-               "checked_ = devices;"):
+  for name in (
+    "checked_.has_value() && *checked_ == devices",
+    "CheckNvshmemIdsArePes(",
+    "job->device_to_process",
+    "CheckNvshmemPairsInsideTeam(",
+    "IsBarrierPeer(",
+    "checked_ = devices;",
+  ):
     assert body.index(name) > init, name
   communicator = "\n".join(added(PES, "xla/backends/gpu/collectives/nvshmem_communicator.cc"))
   assert "nvshmem_team_translate_pe(NVSHMEM_TEAM_WORLD" in communicator
@@ -404,8 +451,7 @@ def test_guard_runs_before_the_heap_allocations_without_a_per_run_flag_read():
   call = diff.index("+  if (allocates_collective_memory_) {")
   assert call < diff.index("GenerateBufferAllocations(run_options, arguments, globals,", call)
   body = "\n".join(added(GUARD, "xla/service/gpu/gpu_executable.cc"))
-  for name in ("CheckNvshmemJob(", "absl::call_once(nvshmem_job_once_",
-               "(*nvshmem)->topology()"):
+  for name in ("CheckNvshmemJob(", "absl::call_once(nvshmem_job_once_", "(*nvshmem)->topology()"):
     assert name in body, name
   assert "GetDebugOptionsFromFlags" not in body and "kv_store" not in body
 
@@ -440,14 +486,19 @@ def test_standalone_patch_applies_alone_to_the_pin(tmp_path):
   changed = [f for f in file_diffs(STANDALONE[0]) if f not in RUNTIME_FILES]
   for f in changed:
     (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
-    (tmp_path / f).write_bytes(subprocess.run(
+    (tmp_path / f).write_bytes(
+      subprocess.run(
         ["git", "--git-dir", PIN_DIR, "show", f"3cc8846c10052cc1c32c4db87866eac4e4cdbccd:{f}"],
-        capture_output=True, check=True).stdout)
+        capture_output=True,
+        check=True,
+      ).stdout
+    )
   r = run(["git", "apply", "--check", "--whitespace=error-all", STANDALONE[0]], cwd=tmp_path)
   assert r.returncode == 0, r.stderr
 
 
 # --- with openxla/xla at the pin --------------------------------------------
+
 
 @needs_pin
 def test_check_against_the_pin():
@@ -469,8 +520,7 @@ def test_edit_and_from_carry_a_change_made_with_git(tmp_path):
   repo = repo_copy(tmp_path)
   edit = tmp_path / "edit"
   assert gen("--edit", edit, "--xla", PIN_DIR, cwd=repo).returncode == 0
-  assert run(["git", "rev-list", "--count", "pin..HEAD"], cwd=edit).stdout.strip() == str(
-      len(ALL))
+  assert run(["git", "rev-list", "--count", "pin..HEAD"], cwd=edit).stdout.strip() == str(len(ALL))
   msg = run(["git", "log", "-1", "--format=%B"], cwd=edit).stdout
   amended = msg.replace("\n\n", "\n\nOne more sentence of why.\n\n", 1)
   assert run(["git", "commit", "-q", "--amend", "-m", amended], cwd=edit).returncode == 0
@@ -486,8 +536,10 @@ def test_edit_and_from_carry_a_change_made_with_git(tmp_path):
 def test_changed_lines_are_clang_format_and_buildifier_clean(tmp_path):
   edit = tmp_path / "edit"
   assert gen("--edit", edit, "--xla", PIN_DIR).returncode == 0
-  r = run(["git", "clang-format", f"--binary={CLANG_FORMAT}", "--diff", "pin", "--",
-           "*.cc", "*.h"], cwd=edit)
+  r = run(
+    ["git", "clang-format", f"--binary={CLANG_FORMAT}", "--diff", "pin", "--", "*.cc", "*.h"],
+    cwd=edit,
+  )
   assert "did not modify" in r.stdout or "no modified files" in r.stdout, r.stdout[:3000]
   builds = run(["git", "diff", "--name-only", "pin", "--", "*BUILD"], cwd=edit).stdout.split()
   r = run(["buildifier", "--mode=check", *builds], cwd=edit)
@@ -497,8 +549,18 @@ def test_changed_lines_are_clang_format_and_buildifier_clean(tmp_path):
 @needs_pin
 def test_style_file_is_the_pins(tmp_path):
   pins = tmp_path / "pin.clang-format"
-  pins.write_bytes(subprocess.run(["git", "--git-dir", PIN_DIR, "show",
-                                   "3cc8846c10052cc1c32c4db87866eac4e4cdbccd:.clang-format"],
-                                  capture_output=True, check=True).stdout)
+  pins.write_bytes(
+    subprocess.run(
+      [
+        "git",
+        "--git-dir",
+        PIN_DIR,
+        "show",
+        "3cc8846c10052cc1c32c4db87866eac4e4cdbccd:.clang-format",
+      ],
+      capture_output=True,
+      check=True,
+    ).stdout
+  )
   dump = lambda f: run([CLANG_FORMAT, f"--style=file:{f}", "--dump-config"]).stdout
   assert dump(STYLE) == dump(pins)

@@ -14,11 +14,11 @@ SYMMETRIC = "COLLECTIVES_SYMMETRIC_MEMORY"
 
 def _choose(name, topology, backends="nccl,peer,symmetric"):
   selected = options.load(topology, None, backends)
-  source = sources.resolve_partitions(sources.read_source(str(FIXTURES / name)),
-                                      selected.topology)
+  source = sources.resolve_partitions(sources.read_source(str(FIXTURES / name)), selected.topology)
   perms = decisions.analyze(source, selected.topology, selected.table)
-  return program_mode.choose(perms, source, selected.topology, selected.table,
-                             selected.table.backends), perms
+  return program_mode.choose(
+    perms, source, selected.topology, selected.table, selected.table.backends
+  ), perms
 
 
 def test_a_train_step_on_one_host_runs_peer_for_the_whole_program():
@@ -28,8 +28,7 @@ def test_a_train_step_on_one_host_runs_peer_for_the_whole_program():
   assert got["xla_flags"] == "XLA_FLAGS=--xla_gpu_collective_permute_mode=peer"
   assert got["compiler_options"] == {"xla_gpu_collective_permute_mode": PEER}
   # The sum over permutes of modeled time x runs, for each mode.
-  total = sum(p.decision["backend_us"]["peer"] * program_mode.runs_per_step(p)[0]
-              for p in perms)
+  total = sum(p.decision["backend_us"]["peer"] * program_mode.runs_per_step(p)[0] for p in perms)
   assert got["modes"]["peer"]["total_us"] == pytest.approx(total)
   assert got["saving_us"] == pytest.approx(got["nccl_us"] - total) and got["saving_us"] > 0
   # Symmetric memory needs NCCL signals, which the default table does not claim.
@@ -67,8 +66,11 @@ def test_a_ring_across_hosts_stays_on_nccl():
 def test_per_op_choice_adds_where_permutes_differ():
   """Per op, each permute takes its own best; one mode for all cannot do better."""
   got, perms = _choose("train_step_1x1x8.after_optimizations.hlo", "1x1x8", "nccl,peer")
-  per_op = sum(min(p.decision["backend_us"]["nccl"], p.decision["backend_us"]["peer"])
-               * program_mode.runs_per_step(p)[0] for p in perms)
+  per_op = sum(
+    min(p.decision["backend_us"]["nccl"], p.decision["backend_us"]["peer"])
+    * program_mode.runs_per_step(p)[0]
+    for p in perms
+  )
   assert got["per_op_us"] == pytest.approx(per_op)
   assert got["per_op_us"] <= got["best_us"] <= got["nccl_us"]
 
@@ -81,13 +83,22 @@ def test_what_a_stock_permute_runs():
   assert run["thunk"] == PRIVATE and not run["agree"]
   # A flag other than the default: the assigner writes it over every op's mode.
   assert program_mode.what_runs(None, PEER, per_op_xla=False) == {
-      "thunk": PEER, "config": PEER, "agree": True}
+    "thunk": PEER,
+    "config": PEER,
+    "agree": True,
+  }
   assert program_mode.what_runs(SYMMETRIC, PEER, per_op_xla=False)["agree"]
   assert program_mode.what_runs(decisions.NO_MODE, PRIVATE, False) == {
-      "thunk": PRIVATE, "config": None, "agree": True}
+    "thunk": PRIVATE,
+    "config": None,
+    "agree": True,
+  }
   # The series' thunk runs the op's own mode.
   assert program_mode.what_runs(PEER, PRIVATE, per_op_xla=True) == {
-      "thunk": PEER, "config": PEER, "agree": True}
+    "thunk": PEER,
+    "config": PEER,
+    "agree": True,
+  }
 
 
 def test_the_flag_a_fixture_was_compiled_with_is_in_its_config():
@@ -99,10 +110,12 @@ def test_the_flag_a_fixture_was_compiled_with_is_in_its_config():
 # ---------------------------------------------------------------------------------------
 # What the tools say of a compiled module's modes
 
+
 def _with_peer_on_first_permute(src, dst):
   """`src` with COLLECTIVES_PEER_MEMORY written into its first permute's config, as
   the series' assigner writes a mode it takes from a mark (the rest as XLA left them)."""
   from hlo_tools import jax_hook
+
   lines = src.read_text().split("\n")
   at = next(i for i, l in enumerate(lines) if "collective-permute-start(" in l)
   lines[at] = jax_hook.set_line_mode(lines[at], PEER)
@@ -112,6 +125,7 @@ def _with_peer_on_first_permute(src, dst):
 
 def _run(capsys, command, *argv):
   from hlo_tools import cli
+
   rc = cli.main([command, *map(str, argv)])
   out, err = capsys.readouterr()
   return rc, out, err
@@ -123,17 +137,34 @@ def _check(result, name):
 
 def test_verify_fails_a_per_op_mode_a_stock_xla_does_not_run(tmp_path, capsys):
   import json
+
   module = _with_peer_on_first_permute(
-      FIXTURES / "train_step_1x1x8.after_optimizations.hlo", tmp_path / "m.hlo")
-  rc, out, err = _run(capsys, "verify", module, "--topology=1x1x8", "--backends=nccl,peer",
-                      "--no-hlo-verifier", "--format=json")
+    FIXTURES / "train_step_1x1x8.after_optimizations.hlo", tmp_path / "m.hlo"
+  )
+  rc, out, err = _run(
+    capsys,
+    "verify",
+    module,
+    "--topology=1x1x8",
+    "--backends=nccl,peer",
+    "--no-hlo-verifier",
+    "--format=json",
+  )
   check = _check(json.loads(out), "permute-mode")
   assert check["status"] == "fail", check
   [failed] = [r for r in check["results"] if r["status"] == "fail"]
   assert "thunk_emitter.cc:1824" in failed["message"] and PRIVATE in failed["message"]
   # On the series' XLA the op's own mode runs.
-  rc, out, err = _run(capsys, "verify", module, "--topology=1x1x8", "--backends=nccl,peer",
-                      "--no-hlo-verifier", "--format=json", "--per-op-modes")
+  rc, out, err = _run(
+    capsys,
+    "verify",
+    module,
+    "--topology=1x1x8",
+    "--backends=nccl,peer",
+    "--no-hlo-verifier",
+    "--format=json",
+    "--per-op-modes",
+  )
   assert _check(json.loads(out), "permute-mode")["status"] == "pass"
 
 
@@ -143,22 +174,35 @@ def test_verify_reads_the_flag_from_the_module_config(tmp_path, capsys):
   import json
 
   from hlo_tools import jax_hook
+
   text = (FIXTURES / "marked_ring_1x1x8.after_optimizations.hlo").read_text()
-  lines = [jax_hook.set_line_mode(l, PEER) if "collective-permute-start(" in l else l
-           for l in text.split("\n")]
+  lines = [
+    jax_hook.set_line_mode(l, PEER) if "collective-permute-start(" in l else l
+    for l in text.split("\n")
+  ]
   module = tmp_path / "ring.after_optimizations.hlo"
   module.write_text("\n".join(lines))
   config = (FIXTURES / "marked_ring_1x1x8.after_optimizations.config.pbtxt").read_text()
   assert f"xla_gpu_collective_permute_mode: {PRIVATE}" in config
   (tmp_path / "ring.after_optimizations.config.pbtxt").write_text(
-      config.replace(f"xla_gpu_collective_permute_mode: {PRIVATE}",
-                     f"xla_gpu_collective_permute_mode: {PEER}"))
-  rc, out, err = _run(capsys, "verify", module, "--topology=1x1x8", "--backends=nccl,peer",
-                      "--no-hlo-verifier", "--format=json")
+    config.replace(
+      f"xla_gpu_collective_permute_mode: {PRIVATE}", f"xla_gpu_collective_permute_mode: {PEER}"
+    )
+  )
+  rc, out, err = _run(
+    capsys,
+    "verify",
+    module,
+    "--topology=1x1x8",
+    "--backends=nccl,peer",
+    "--no-hlo-verifier",
+    "--format=json",
+  )
   check = _check(json.loads(out), "permute-mode")
   assert check["status"] == "pass" and "config.pbtxt" in check["results"][0]["message"]
-  rc, out, err = _run(capsys, "explain", module, "--topology=1x1x8", "--backends=nccl,peer",
-                      "--format=json")
+  rc, out, err = _run(
+    capsys, "explain", module, "--topology=1x1x8", "--backends=nccl,peer", "--format=json"
+  )
   result = json.loads(out)
   assert result["program"]["compiled_with"] == PEER
   assert result["collectives"][0]["runs"] == {"thunk": PEER, "config": PEER, "agree": True}
@@ -166,7 +210,8 @@ def test_verify_reads_the_flag_from_the_module_config(tmp_path, capsys):
 
 def test_explain_prints_the_programs_mode_and_its_setting(tmp_path, capsys):
   module = _with_peer_on_first_permute(
-      FIXTURES / "train_step_1x1x8.after_optimizations.hlo", tmp_path / "m.hlo")
+    FIXTURES / "train_step_1x1x8.after_optimizations.hlo", tmp_path / "m.hlo"
+  )
   rc, out, err = _run(capsys, "explain", module, "--topology=1x1x8", "--backends=nccl,peer")
   assert rc == 0, err
   assert "program: one mode for every permute (what a stock XLA runs): peer" in out
@@ -174,24 +219,29 @@ def test_explain_prints_the_programs_mode_and_its_setting(tmp_path, capsys):
   assert f'compiler_options={{"xla_gpu_collective_permute_mode": "{PEER}"}}' in out
   assert "per op" in out and "compiled with unknown" in out
   # The permute carrying PEER runs the flag's mode on a stock XLA, and says so.
-  assert f"runs          {PRIVATE}, the flag's mode (stock XLA); its backend_config says {PEER}" in out
-  rc, out, err = _run(capsys, "explain", module, "--topology=1x1x8", "--backends=nccl,peer",
-                      "--per-op-modes")
+  assert (
+    f"runs          {PRIVATE}, the flag's mode (stock XLA); its backend_config says {PEER}" in out
+  )
+  rc, out, err = _run(
+    capsys, "explain", module, "--topology=1x1x8", "--backends=nccl,peer", "--per-op-modes"
+  )
   assert f"runs          {PEER}, its own mode (the series)" in out
 
 
 def test_report_gives_each_configuration_its_one_mode(tmp_path):
   from hlo_tools.ops import report
+
   path = FIXTURES / "train_step_1x1x8.after_optimizations.hlo"
-  case = report.Case(id="ts", title="train step", topology="1x1x8", path=str(path),
-                     label=str(path))
+  case = report.Case(id="ts", title="train step", topology="1x1x8", path=str(path), label=str(path))
   data = report.build([case], tmp_path / "r", progress=False, backends="nccl,peer")
   [entry] = data["cases"]
   program = entry["program"]
   assert program["backend"] == "peer" and program["saving_us"] > 0
   assert program["compiler_options"] == {"xla_gpu_collective_permute_mode": PEER}
   text = report.summary_text(data)
-  assert ("train step: one mode for the program (stock XLA): peer, "
-          "XLA_FLAGS=--xla_gpu_collective_permute_mode=peer") in text
+  assert (
+    "train step: one mode for the program (stock XLA): peer, "
+    "XLA_FLAGS=--xla_gpu_collective_permute_mode=peer"
+  ) in text
   # The pass's per-op rewrite is verified as the series' XLA runs it.
   assert "permute-mode" not in entry["failed_checks"]

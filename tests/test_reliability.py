@@ -38,8 +38,30 @@ POOL = concurrent.futures.ThreadPoolExecutor(max_workers=2)
 # --------------------------------------------------------------------------------------
 # 1. The Python reader and `hlo-tools parse` under mutation of real HLO.
 
-INSERTS = ["{", "}", "(", ")", "[", "]", '"', "\\", ",", "=", "%", ":", "/*", "*/", "\n",
-           "ROOT ", "ENTRY ", "HloModule x\n", "s32[]", "->", "\x00", "\u00e9"]
+INSERTS = [
+  "{",
+  "}",
+  "(",
+  ")",
+  "[",
+  "]",
+  '"',
+  "\\",
+  ",",
+  "=",
+  "%",
+  ":",
+  "/*",
+  "*/",
+  "\n",
+  "ROOT ",
+  "ENTRY ",
+  "HloModule x\n",
+  "s32[]",
+  "->",
+  "\x00",
+  "\u00e9",
+]
 
 
 @st.composite
@@ -47,11 +69,10 @@ def mutated_hlo(draw):
   name = draw(st.sampled_from(sorted(FIXTURE_TEXT)))
   lines = FIXTURE_TEXT[name].split("\n")
   for _ in range(draw(st.integers(1, 4))):
-    op = draw(st.sampled_from(["truncate", "delete", "duplicate", "swap", "flip", "insert",
-                               "cut"]))
+    op = draw(st.sampled_from(["truncate", "delete", "duplicate", "swap", "flip", "insert", "cut"]))
     text = "\n".join(lines)
     if op == "truncate":
-      text = text[:draw(st.integers(0, len(text)))]
+      text = text[: draw(st.integers(0, len(text)))]
     elif op in ("delete", "duplicate", "swap") and lines:
       i = draw(st.integers(0, len(lines) - 1))
       if op == "delete":
@@ -65,11 +86,11 @@ def mutated_hlo(draw):
     elif text:
       i = draw(st.integers(0, len(text) - 1))
       if op == "flip":
-        text = text[:i] + chr(draw(st.integers(32, 126))) + text[i + 1:]
+        text = text[:i] + chr(draw(st.integers(32, 126))) + text[i + 1 :]
       elif op == "insert":
         text = text[:i] + draw(st.sampled_from(INSERTS)) + text[i:]
       else:
-        text = text[:i] + text[i + draw(st.integers(1, 40)):]
+        text = text[:i] + text[i + draw(st.integers(1, 40)) :]
     lines = text.split("\n")
   return "\n".join(lines)
 
@@ -78,13 +99,17 @@ def _check_parse_error(error, path):
   text = str(error)
   assert "\n" not in text, text
   assert text.startswith(path + ":"), text
-  line, col = text[len(path) + 1:].split(":")[:2]
+  line, col = text[len(path) + 1 :].split(":")[:2]
   assert line.isdigit() and col.isdigit(), text
   assert error.line >= 1 and error.col >= 1
 
 
-@settings(max_examples=400, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+  max_examples=400,
+  deadline=None,
+  derandomize=True,
+  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(mutated_hlo())
 def test_reader_never_raises_anything_but_parse_error(text):
   try:
@@ -96,9 +121,16 @@ def test_reader_never_raises_anything_but_parse_error(text):
   parse._text(parse.summarize(module))
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                 HealthCheck.function_scoped_fixture])
+@settings(
+  max_examples=60,
+  deadline=None,
+  derandomize=True,
+  suppress_health_check=[
+    HealthCheck.too_slow,
+    HealthCheck.data_too_large,
+    HealthCheck.function_scoped_fixture,
+  ],
+)
 @given(text=mutated_hlo(), as_bytes=st.booleans())
 def test_parse_cli_exits_0_or_2(text, as_bytes, tmp_path, capsys):
   path = tmp_path / "m.hlo"
@@ -114,19 +146,29 @@ def test_parse_cli_exits_0_or_2(text, as_bytes, tmp_path, capsys):
 
 
 def test_parse_cli_subprocess_never_tracebacks(tmp_path):
-  cases = {"empty.hlo": b"", "binary.hlo": bytes(range(256)), "dir": None,
-           "cut.hlo": FIXTURE_PATHS[0].read_bytes()[:5000]}
+  cases = {
+    "empty.hlo": b"",
+    "binary.hlo": bytes(range(256)),
+    "dir": None,
+    "cut.hlo": FIXTURE_PATHS[0].read_bytes()[:5000],
+  }
   for name, data in cases.items():
     path = tmp_path / name
     path.mkdir() if data is None else path.write_bytes(data)
-    result = subprocess.run([sys.executable, "-m", "hlo_tools.cli", "parse", str(path)],
-                            capture_output=True, text=True, cwd=ROOT, timeout=60)
+    result = subprocess.run(
+      [sys.executable, "-m", "hlo_tools.cli", "parse", str(path)],
+      capture_output=True,
+      text=True,
+      cwd=ROOT,
+      timeout=60,
+    )
     assert result.returncode == 2, (name, result.stderr)
     assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1, result.stderr
 
 
 # --------------------------------------------------------------------------------------
 # 3. Invariants of the pass, through the driver.
+
 
 def _fingerprint(path):
   st_ = os.stat(path)
@@ -155,19 +197,26 @@ def _check_preserved(before_path, after_path, report):
     assert new.computation.name == comp, name
     assert new.opcode == instr.opcode, name
     assert new.attributes.get("metadata") == instr.attributes.get("metadata"), name
-    assert new.attributes.get("frontend_attributes") == \
-        instr.attributes.get("frontend_attributes"), name
+    assert new.attributes.get("frontend_attributes") == instr.attributes.get(
+      "frontend_attributes"
+    ), name
     assert new.shape == instr.shape, name
   for record in report["decisions"]:
     original = old[record["instruction"]]
     if record["skipped"]:
       continue
-    new_starts = [after_by_name[n] for n in record["new_instructions"]
-                  if after_by_name[n].opcode == "collective-permute-start"]
+    new_starts = [
+      after_by_name[n]
+      for n in record["new_instructions"]
+      if after_by_name[n].opcode == "collective-permute-start"
+    ]
     if record["form"] == "async":  # backend set in place
       starts = [after_by_name[original.name]]
-      done_shape = next(i for i in old.values() if i.opcode == "collective-permute-done"
-                        and i.operands == [original.name]).shape
+      done_shape = next(
+        i
+        for i in old.values()
+        if i.opcode == "collective-permute-done" and i.operands == [original.name]
+      ).shape
     else:
       starts = new_starts
       done_shape = original.shape
@@ -176,8 +225,11 @@ def _check_preserved(before_path, after_path, report):
     for start in starts:
       assert start.operands == original.operands, (start.name, original.name)
       pairs += start.source_target_pairs
-      done = [i for i in after_by_name.values()
-              if i.opcode == "collective-permute-done" and i.operands == [start.name]]
+      done = [
+        i
+        for i in after_by_name.values()
+        if i.opcode == "collective-permute-done" and i.operands == [start.name]
+      ]
       assert len(done) == 1 and done[0].shape == done_shape, start.name
     assert sorted(pairs) == sorted(original.source_target_pairs), record["instruction"]
     assert len(set(pairs)) == len(pairs)
@@ -230,10 +282,13 @@ def test_invariants_on_every_fixture(tmp_path):
           cases.append((path, topology, table, f"{path.stem}.{topology.replace(':', '_')}.{t}"))
   split_table = tmp_path / "split.txt"
   split_table.write_text(SLOW_NCCL_NETWORK)
-  futures = [POOL.submit(_pass_case, path, topology, split_table if table else None,
-                         tmp_path, tag) for path, topology, table, tag in cases]
+  futures = [
+    POOL.submit(_pass_case, path, topology, split_table if table else None, tmp_path, tag)
+    for path, topology, table, tag in cases
+  ]
   outputs = {tag: f.result() for (_, _, _, tag), f in zip(cases, futures)}
   assert len(outputs) == len(cases) >= 40
+
   # Byte-identical across runs (one config per fixture); an output that is its input
   # byte for byte was already reproduced by that run.
   def again(path):
@@ -244,19 +299,28 @@ def test_invariants_on_every_fixture(tmp_path):
     result = _run(path, f"--topology={_topologies(path)[0]}", "-o", out)
     assert result.returncode == 0
     return out.read_bytes() == outputs[tag].read_bytes()
+
   assert all(POOL.map(again, FIXTURE_PATHS))
 
 
 def _relabel_pairs(text, perm):
   def sub(m):
     pairs = re.findall(r"\{(\d+),(\d+)\}", m.group(0))
-    return "source_target_pairs={" + ",".join(
-        f"{{{perm[int(a)]},{perm[int(b)]}}}" for a, b in pairs) + "}"
+    return (
+      "source_target_pairs={"
+      + ",".join(f"{{{perm[int(a)]},{perm[int(b)]}}}" for a, b in pairs)
+      + "}"
+    )
+
   return re.sub(r"source_target_pairs=\{(?:\{\d+,\d+\},?)*\}", sub, text)
 
 
-@settings(max_examples=6, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+  max_examples=6,
+  deadline=None,
+  derandomize=True,
+  suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(data=st.data())
 def test_invariants_on_permuted_fixtures(data, tmp_path):
   path = data.draw(st.sampled_from([p for p in FIXTURE_PATHS if "before_async" in p.name]))
@@ -283,8 +347,12 @@ ENTRY %main (p: {dtype}[{dims}]) -> {result} {{
 """
 
 
-@settings(max_examples=10, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+  max_examples=10,
+  deadline=None,
+  derandomize=True,
+  suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(data=st.data())
 def test_invariants_on_synthetic_modules(data, tmp_path):
   topology = data.draw(st.sampled_from(["1x1x8", "1x2x4", "1x2x4:nvl8", "2x2x4"]))
@@ -294,9 +362,14 @@ def test_invariants_on_synthetic_modules(data, tmp_path):
   pairs = ",".join(f"{{{perm[i]},{perm[(i + 1) % k]}}}" for i in range(k))
   dims = data.draw(st.lists(st.sampled_from([1, 2, 8, 64, 1024, 65536]), min_size=1, max_size=3))
   dtype = data.draw(st.sampled_from(["f32", "bf16", "s8", "f16"]))
-  text = SYNTHETIC.format(n=n, dtype=dtype, dims=",".join(map(str, dims)),
-                          layout=",".join(str(i) for i in reversed(range(len(dims)))),
-                          pairs=pairs, result=f"{dtype}[{','.join(map(str, dims))}]")
+  text = SYNTHETIC.format(
+    n=n,
+    dtype=dtype,
+    dims=",".join(map(str, dims)),
+    layout=",".join(str(i) for i in reversed(range(len(dims)))),
+    pairs=pairs,
+    result=f"{dtype}[{','.join(map(str, dims))}]",
+  )
   source = tmp_path / "synthetic.hlo"
   source.write_text(text)
   table = None
@@ -308,6 +381,7 @@ def test_invariants_on_synthetic_modules(data, tmp_path):
 
 # --------------------------------------------------------------------------------------
 # 4. Files: inputs untouched, atomic outputs, size limits, memory.
+
 
 def test_refuses_to_overwrite_any_input(tmp_path):
   source = tmp_path / "in.hlo"
@@ -325,9 +399,17 @@ def test_refuses_to_overwrite_any_input(tmp_path):
 
 def _copies_of_ring_bwd(directory, size):
   out = directory / f"copies_{size}.hlo"
-  subprocess.run([sys.executable, str(ROOT / "tests/fuzz/make_big_module.py"),
-                  str(FIXTURES / "ring_bwd_1x2x4.before_async.hlo"), str(out), size],
-                 check=True, timeout=60)
+  subprocess.run(
+    [
+      sys.executable,
+      str(ROOT / "tests/fuzz/make_big_module.py"),
+      str(FIXTURES / "ring_bwd_1x2x4.before_async.hlo"),
+      str(out),
+      size,
+    ],
+    check=True,
+    timeout=60,
+  )
   return out
 
 
@@ -353,8 +435,10 @@ def test_output_is_all_or_nothing_when_killed(tmp_path):
     target = tmp_path / "out.hlo"
     if target.exists():
       target.unlink()
-    proc = subprocess.Popen([str(NVSHMEM_OPT), str(module), "--topology=1x2x4",
-                             "-o", str(target)], stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+      [str(NVSHMEM_OPT), str(module), "--topology=1x2x4", "-o", str(target)],
+      stderr=subprocess.DEVNULL,
+    )
     time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -384,23 +468,29 @@ print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
 
 
 def _peak_rss_kb(args):
-  proc = subprocess.run([sys.executable, "-c", _RSS_PROBE, *map(str, args)],
-                        capture_output=True, text=True,
-                        check=False)
+  proc = subprocess.run(
+    [sys.executable, "-c", _RSS_PROBE, *map(str, args)], capture_output=True, text=True, check=False
+  )
   code, rss_kb = proc.stdout.split()[-2:]
   return int(code), int(rss_kb)
 
 
 def test_memory_is_linear_in_input(big_module, tmp_path):
   size_mb = big_module.stat().st_size / 2**20
-  code, driver_kb = _peak_rss_kb([str(NVSHMEM_OPT), str(big_module), "--topology=1x2x4",
-                                  "-o", str(tmp_path / "o.hlo")])
+  code, driver_kb = _peak_rss_kb(
+    [str(NVSHMEM_OPT), str(big_module), "--topology=1x2x4", "-o", str(tmp_path / "o.hlo")]
+  )
   assert code == 0
   # ~300 MB of TensorFlow libraries plus ~12 bytes per byte of HLO (docs/reliability.md).
   assert driver_kb / 1024 < 400 + 20 * size_mb, (driver_kb, size_mb)
-  code, reader_kb = _peak_rss_kb([sys.executable, "-c",
-                                  "import sys; from hlo_tools.hlo.reader import parse_hlo_file; "
-                                  f"parse_hlo_file({str(big_module)!r})"])
+  code, reader_kb = _peak_rss_kb(
+    [
+      sys.executable,
+      "-c",
+      "import sys; from hlo_tools.hlo.reader import parse_hlo_file; "
+      f"parse_hlo_file({str(big_module)!r})",
+    ]
+  )
   assert code == 0
   # A loose guard against runaway growth only; the measured figures (about 7-8
   # bytes of RSS per byte of HLO at 100 MB, more at small sizes where the
@@ -413,11 +503,17 @@ def test_driver_refuses_input_over_max_input_bytes(tmp_path):
   size = source.stat().st_size
   result = _run(source, "--topology=1x2x4", f"--max-input-bytes={size - 1}")
   assert result.returncode == 2
-  assert result.stderr == (f"nvshmem-opt: {source}: input is {size} bytes, over the limit of "
-                           f"{size - 1} (--max-input-bytes)\n")
+  assert result.stderr == (
+    f"nvshmem-opt: {source}: input is {size} bytes, over the limit of "
+    f"{size - 1} (--max-input-bytes)\n"
+  )
   assert _run(source, "--topology=1x2x4", f"--max-input-bytes={size}").returncode == 0
-  piped = subprocess.run([str(NVSHMEM_OPT), "-", "--topology=1x2x4", "--max-input-bytes=100"],
-                         input=source.read_bytes(), capture_output=True, timeout=60)
+  piped = subprocess.run(
+    [str(NVSHMEM_OPT), "-", "--topology=1x2x4", "--max-input-bytes=100"],
+    input=source.read_bytes(),
+    capture_output=True,
+    timeout=60,
+  )
   assert piped.returncode == 2 and b"over the limit of 100" in piped.stderr
   assert _run(source, "--topology=1x2x4", "--max-input-bytes=0").returncode == 2
   with pytest.raises(HloParseError, match=r":1:1: input is \d+ bytes, over the limit of 10$"):
@@ -429,9 +525,16 @@ def test_driver_refuses_input_over_max_input_bytes(tmp_path):
 # 5. Hostile input to every reading command: deep nesting, endless devices, huge error
 #    lines, a reader that closes the pipe early.
 
+
 def _cli(*args, **kwargs):
-  return subprocess.run([sys.executable, "-m", "hlo_tools.cli", *map(str, args)],
-                        capture_output=True, text=True, cwd=ROOT, timeout=120, **kwargs)
+  return subprocess.run(
+    [sys.executable, "-m", "hlo_tools.cli", *map(str, args)],
+    capture_output=True,
+    text=True,
+    cwd=ROOT,
+    timeout=120,
+    **kwargs,
+  )
 
 
 def _deep_tuple_module(depth):
@@ -443,8 +546,12 @@ def _deep_tuple_module(depth):
   return "\n".join(lines), entry + 2
 
 
-READING_COMMANDS = [("parse",), ("explain", "--topology=1x1x8"), ("verify", "--topology=1x1x8"),
-                    ("diff", "SAME")]
+READING_COMMANDS = [
+  ("parse",),
+  ("explain", "--topology=1x1x8"),
+  ("verify", "--topology=1x1x8"),
+  ("diff", "SAME"),
+]
 
 
 @pytest.mark.parametrize("command", READING_COMMANDS, ids=lambda c: c[0])
@@ -455,8 +562,10 @@ def test_deep_tuple_shape_is_one_line_error(command, tmp_path):
   args = [path if a == "SAME" else a for a in command]
   result = _cli(args[0], path, *args[1:])
   assert result.returncode == 2, result.stderr[-2000:]
-  assert result.stderr == (f"{path}:{lineno}:{11 + reader.MAX_SHAPE_DEPTH}: tuple shape "
-                           f"nests deeper than {reader.MAX_SHAPE_DEPTH} levels\n")
+  assert result.stderr == (
+    f"{path}:{lineno}:{11 + reader.MAX_SHAPE_DEPTH}: tuple shape "
+    f"nests deeper than {reader.MAX_SHAPE_DEPTH} levels\n"
+  )
 
 
 @pytest.mark.parametrize("depth", [reader.MAX_SHAPE_DEPTH, reader.MAX_SHAPE_DEPTH + 1, 1000])
@@ -480,12 +589,18 @@ def test_deep_tuples_reader_and_driver_agree(depth, tmp_path):
     if accepted:
       assert result.returncode in (0, 1), (command, result.stderr[-2000:])
     else:
-      assert result.returncode == 2 and result.stderr.count("\n") == 1, \
-          (command, result.stderr[-2000:])
+      assert result.returncode == 2 and result.stderr.count("\n") == 1, (
+        command,
+        result.stderr[-2000:],
+      )
 
 
-BOUNDED_COMMANDS = {"parse": [], "explain": ["--topology=1x2x4"], "verify": ["--topology=1x2x4"],
-                    "diff": ["OTHER"]}
+BOUNDED_COMMANDS = {
+  "parse": [],
+  "explain": ["--topology=1x2x4"],
+  "verify": ["--topology=1x2x4"],
+  "diff": ["OTHER"],
+}
 
 
 @pytest.mark.parametrize("command", sorted(BOUNDED_COMMANDS))
@@ -497,13 +612,15 @@ def test_max_input_bytes_bounds_devices_and_pipes(command, tmp_path):
     rest = [source if a == "OTHER" else a for a in BOUNDED_COMMANDS[command]]
     return [command, path, *rest, f"--max-input-bytes={limit}"]
 
-  code, rss_kb = _peak_rss_kb([sys.executable, "-m", "hlo_tools.cli",
-                               *map(str, args("/dev/zero", 1000000))])
+  code, rss_kb = _peak_rss_kb(
+    [sys.executable, "-m", "hlo_tools.cli", *map(str, args("/dev/zero", 1000000))]
+  )
   assert code == 2
   assert rss_kb < 200 * 1024, rss_kb  # the interpreter plus at most ~1 MB of input
   result = _cli(*args("/dev/zero", 1000000))
-  assert result.stderr == ("/dev/zero: input is more than 1000000 bytes, over the limit of "
-                           "1000000 (--max-input-bytes)\n")
+  assert result.stderr == (
+    "/dev/zero: input is more than 1000000 bytes, over the limit of 1000000 (--max-input-bytes)\n"
+  )
   piped = _cli(*args("-", len(data) - 1), input=data.decode())
   assert piped.returncode == 2 and "over the limit of" in piped.stderr, piped.stderr
   assert _cli(*args("-", len(data)), input=data.decode()).returncode in (0, 1)
@@ -520,18 +637,23 @@ def test_error_lines_stay_readable(command, tmp_path):
   text = FIXTURE_TEXT["ring_1x2x4.before_async.hlo"]
   m = re.search(r"collective-permute\(%([\w.\-]+)", text)
   path = tmp_path / "long.hlo"
-  path.write_text(text[:m.start(1)] + "x" * 1_000_000 + text[m.end(1):])
+  path.write_text(text[: m.start(1)] + "x" * 1_000_000 + text[m.end(1) :])
   args = [path if a == "SAME" else a for a in command]
   result = _cli(args[0], path, *args[1:])
   assert result.returncode == 2
   assert result.stderr.count("\n") == 1 and len(result.stderr) < 600, len(result.stderr)
-  assert re.search(r"use of undefined instruction %x+\.\.\. \(\d+ more characters\)\n\Z",
-                   result.stderr), result.stderr[-200:]
+  assert re.search(
+    r"use of undefined instruction %x+\.\.\. \(\d+ more characters\)\n\Z", result.stderr
+  ), result.stderr[-200:]
 
 
 def test_closed_stdout_ends_quietly(big_module):
-  proc = subprocess.Popen([sys.executable, "-m", "hlo_tools.cli", "parse", str(big_module),
-                           "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+  proc = subprocess.Popen(
+    [sys.executable, "-m", "hlo_tools.cli", "parse", str(big_module), "--json"],
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    cwd=ROOT,
+  )
   assert proc.stdout.readline().startswith(b"{")
   proc.stdout.close()  # as `| head -1` does
   err = proc.stderr.read().decode()
@@ -545,13 +667,19 @@ def test_commands_take_non_utf8_bytes_in_comments_only(tmp_path, command):
   lines = (FIXTURES / "shift_1x1x2.before_async.hlo").read_bytes().split(b"\n")
   ok = tmp_path / "comment.hlo"
   ok.write_bytes(b"\n".join(lines[:1] + [b"/* caf\xe9 \xff */"] + lines[1:]))
-  proc = subprocess.run([sys.executable, "-m", "hlo_tools.cli", command, str(ok),
-                         "--topology=1x1x2"], capture_output=True, text=True)
+  proc = subprocess.run(
+    [sys.executable, "-m", "hlo_tools.cli", command, str(ok), "--topology=1x1x2"],
+    capture_output=True,
+    text=True,
+  )
   assert proc.returncode == 0, proc.stderr
   bad = tmp_path / "entry.hlo"
   bad.write_bytes(b"\n".join(lines).replace(b"ENTRY", b"ENTRY \xff", 1))
-  proc = subprocess.run([sys.executable, "-m", "hlo_tools.cli", command, str(bad),
-                         "--topology=1x1x2"], capture_output=True, text=True)
+  proc = subprocess.run(
+    [sys.executable, "-m", "hlo_tools.cli", command, str(bad), "--topology=1x1x2"],
+    capture_output=True,
+    text=True,
+  )
   [line] = proc.stderr.strip().splitlines()
   assert proc.returncode == 2 and re.match(rf"{re.escape(str(bad))}:\d+:\d+: byte 0xff", line)
 
@@ -560,6 +688,7 @@ def test_write_atomic_gives_plain_permissions_and_leaves_nothing_on_failure(tmp_
   # Every command's output goes through cli_io.write_atomic: readers see the old file
   # or the new one, never a part, a stray temporary, or a private (0600) file.
   from hlo_tools import cli_io  # pylint: disable=import-outside-toplevel
+
   target = tmp_path / "out.png"
   target.write_bytes(b"old")
   umask = os.umask(0o022)
@@ -586,13 +715,25 @@ def test_write_atomic_gives_plain_permissions_and_leaves_nothing_on_failure(tmp_
 SHIFT = FIXTURES / "shift_1x2x4.before_async.hlo"
 # (name, argv writing its output to OUT); "-" for OUT gives the bytes on stdout.
 WRITERS = {
-    "nvshmem-opt -o": lambda out: [str(NVSHMEM_OPT), str(SHIFT), "--topology=1x2x4",
-                                   "-o", str(out)],
-    "nvshmem-opt --report": lambda out: [str(NVSHMEM_OPT), str(SHIFT), "--topology=1x2x4",
-                                         "--mode=explain", f"--report={out}"],
-    "hlo-tools explain --out": lambda out: [sys.executable, "-m", "hlo_tools.cli", "explain",
-                                            str(SHIFT), "--topology=1x2x4", "--format=json",
-                                            "--out", str(out)],
+  "nvshmem-opt -o": lambda out: [str(NVSHMEM_OPT), str(SHIFT), "--topology=1x2x4", "-o", str(out)],
+  "nvshmem-opt --report": lambda out: [
+    str(NVSHMEM_OPT),
+    str(SHIFT),
+    "--topology=1x2x4",
+    "--mode=explain",
+    f"--report={out}",
+  ],
+  "hlo-tools explain --out": lambda out: [
+    sys.executable,
+    "-m",
+    "hlo_tools.cli",
+    "explain",
+    str(SHIFT),
+    "--topology=1x2x4",
+    "--format=json",
+    "--out",
+    str(out),
+  ],
 }
 
 
@@ -641,8 +782,9 @@ def test_output_to_a_fifo_is_written_in_place(writer, expected_outputs, tmp_path
   finally:
     if not reader_.done():  # a writer that never opened it: let the reader go
       os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-  assert _comparable(writer, reader_.result(timeout=60)) == \
-      _comparable(writer, expected_outputs[writer])
+  assert _comparable(writer, reader_.result(timeout=60)) == _comparable(
+    writer, expected_outputs[writer]
+  )
   assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
   assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo"]
 
@@ -669,43 +811,52 @@ def test_output_through_a_symlink_replaces_its_target(writer, expected_outputs, 
   link.symlink_to("../real/out.txt")  # relative: read from the link's directory
   _write_with(writer, link)
   assert link.is_symlink() and os.readlink(link) == "../real/out.txt"
-  assert _comparable(writer, target.read_bytes()) == \
-      _comparable(writer, expected_outputs[writer])
+  assert _comparable(writer, target.read_bytes()) == _comparable(writer, expected_outputs[writer])
   assert stat.S_IMODE(target.stat().st_mode) == 0o640  # the file keeps its mode
   # No temporaries left; nvshmem-opt puts the input's XLA config beside its output.
   config = ["out.config.pbtxt"] if writer == "nvshmem-opt -o" else []
   assert sorted(p.name for p in tmp_path.rglob("*")) == sorted(
-      ["links", "out.txt", "out.txt", "real"] + config)
+    ["links", "out.txt", "out.txt", "real"] + config
+  )
   # A dangling link creates the file it names, and stays a link.
   target.unlink()
   _write_with(writer, link)
-  assert link.is_symlink() and _comparable(writer, target.read_bytes()) == \
-      _comparable(writer, expected_outputs[writer])
+  assert link.is_symlink() and _comparable(writer, target.read_bytes()) == _comparable(
+    writer, expected_outputs[writer]
+  )
 
 
 # Inside a private mount namespace, /dev is a fresh tmpfs holding our own null device:
 # a writer that replaced /dev/null would replace that one, never the machine's.
-_PRIVATE_DEV = ("mount -t tmpfs none /dev && mknod -m 666 /dev/null c 1 3 && "
-                "mknod -m 666 /dev/zero c 1 5 && mknod -m 666 /dev/urandom c 1 9 && "
-                "mkdir /dev/shm && ln -s /proc/self/fd /dev/fd && {cmd}; "
-                "echo \"exit=$?\"; stat -c %F /dev/null")
+_PRIVATE_DEV = (
+  "mount -t tmpfs none /dev && mknod -m 666 /dev/null c 1 3 && "
+  "mknod -m 666 /dev/zero c 1 5 && mknod -m 666 /dev/urandom c 1 9 && "
+  "mkdir /dev/shm && ln -s /proc/self/fd /dev/fd && {cmd}; "
+  'echo "exit=$?"; stat -c %F /dev/null'
+)
 
 
 def _private_namespace_or_skip():
-  probe = subprocess.run(["unshare", "-m", "--propagation", "private", "true"],
-                         capture_output=True, text=True)
+  probe = subprocess.run(
+    ["unshare", "-m", "--propagation", "private", "true"], capture_output=True, text=True
+  )
   if probe.returncode != 0:
-    pytest.skip("unshare -m is not permitted here (needs CAP_SYS_ADMIN): "
-                + probe.stderr.strip()[:200])
+    pytest.skip(
+      "unshare -m is not permitted here (needs CAP_SYS_ADMIN): " + probe.stderr.strip()[:200]
+    )
 
 
 @pytest.mark.parametrize("writer", WRITERS)
 def test_output_to_dev_null_leaves_a_device(writer, tmp_path):
   _private_namespace_or_skip()
   cmd = " ".join(shlex.quote(a) for a in WRITERS[writer]("/dev/null"))
-  result = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                           _PRIVATE_DEV.format(cmd=cmd)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+  result = subprocess.run(
+    ["unshare", "-m", "--propagation", "private", "sh", "-c", _PRIVATE_DEV.format(cmd=cmd)],
+    capture_output=True,
+    text=True,
+    cwd=ROOT,
+    timeout=120,
+  )
   lines = result.stdout.strip().splitlines()
   assert lines[-2:] == ["exit=0", "character special file"], (result.stdout, result.stderr)
   assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
@@ -713,6 +864,7 @@ def test_output_to_dev_null_leaves_a_device(writer, tmp_path):
 
 def test_write_atomic_semantics_directly(tmp_path):
   from hlo_tools import cli_io  # pylint: disable=import-outside-toplevel
+
   device = _private_device(tmp_path)
   link = tmp_path / "to_device"
   link.symlink_to(device)
@@ -730,6 +882,7 @@ def test_output_directory_through_a_symlink_stays_a_link(tmp_path):
   # report/dump --out DIR publish a whole directory at once; a DIR that is a symlink
   # keeps being one, and the directory it names gets the new content.
   from hlo_tools.ops import outdir  # pylint: disable=import-outside-toplevel
+
   real = tmp_path / "store" / "report"
   real.mkdir(parents=True)
   (real / "old.txt").write_text("old")

@@ -21,17 +21,39 @@ REPO = Path(__file__).resolve().parents[1]
 DRIVER = REPO / "build" / "nvshmem-opt"
 FIXTURES = REPO / "tests" / "fixtures"
 SMALL = ["--seq_len=4096", "--num_heads=4", "--num_kv_heads=2", "--head_dim=64"]
-CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium") or "",
-                             shutil.which("chromium-browser") or "") if p and os.path.exists(p)),
-                None)
+CHROMIUM = next(
+  (
+    p
+    for p in (
+      "/usr/bin/chromium",
+      shutil.which("chromium") or "",
+      shutil.which("chromium-browser") or "",
+    )
+    if p and os.path.exists(p)
+  ),
+  None,
+)
 
 
 @pytest.fixture(scope="session")
 def small_report(tmp_path_factory):
   out = tmp_path_factory.mktemp("report") / "r"
-  proc = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "hlo_tools.cli",
-                         "report", f"--out={out}", "--quiet", *SMALL], capture_output=True,
-                        text=True, check=False, cwd=REPO, timeout=300)
+  proc = subprocess.run(
+    [
+      str(REPO / ".venv" / "bin" / "python"),
+      "-m",
+      "hlo_tools.cli",
+      "report",
+      f"--out={out}",
+      "--quiet",
+      *SMALL,
+    ],
+    capture_output=True,
+    text=True,
+    check=False,
+    cwd=REPO,
+    timeout=300,
+  )
   return out, proc
 
 
@@ -41,8 +63,11 @@ def test_report_directory_holds_verdicts_and_json(small_report):
   assert "verify: all checks pass" in proc.stdout
   # K and V (512 tokens x 2 heads x 64 x bf16 each) in one permute, 2 hosts: NCCL,
   # NVSHMEM refused (two edges leave their host).
-  assert re.search(r"%\S+ \(256\.0 KiB/device x8 trips; nvlink 6, network 2\): nccl,.*"
-                   r"leave their host", proc.stdout), proc.stdout
+  assert re.search(
+    r"%\S+ \(256\.0 KiB/device x8 trips; nvlink 6, network 2\): nccl,.*"
+    r"leave their host",
+    proc.stdout,
+  ), proc.stdout
   data = json.loads((out / "report.json").read_text())
   [case] = data["cases"]
   assert case["config"]["seq_len"] == 4096 and case["topology"] == "1x2x4"
@@ -58,7 +83,7 @@ def test_report_directory_holds_verdicts_and_json(small_report):
   trace = json.loads((out / case["id"] / "json" / "trace.json").read_text())
   assert trace["final"] and trace["events"]
   page = (out / "index.html").read_text()
-  assert "<script" not in page and "<svg" in page and "id=\"comparison\"" in page
+  assert "<script" not in page and "<svg" in page and 'id="comparison"' in page
 
 
 def test_side_by_side_shows_where_nvshmem_wins_and_loses(tmp_path):
@@ -79,7 +104,7 @@ def test_side_by_side_shows_where_nvshmem_wins_and_loses(tmp_path):
   assert data["summary"]["verify_passed"], data["summary"]["failed_checks"]
   assert "NVSHMEM wins" in rows[-1]["verdict"]
   page = (tmp_path / "r" / "index.html").read_text()
-  takeaways = page[page.index('id="takeaways"'):page.index('id="comparison"')]
+  takeaways = page[page.index('id="takeaways"') : page.index('id="comparison"')]
   # One item per configuration, each listing its permutes.
   assert takeaways.count("collective-permute(s)<ul>") == 2 and "NVSHMEM wins" in takeaways
 
@@ -93,8 +118,9 @@ def test_embedded_default_is_a_grid():
   assert [(c.topology, c.config["seq_len"]) for c in rings] == list(report.DEFAULT_GRID)
   # Beside the ring, the train step on one host and across hosts (its layouts:
   # test_report_main_job).
-  assert [(c.source.get("program"), c.topology) for c in cases[len(rings):]] == [
-      ("train_step", t) for t, _, _ in report.DEFAULT_TRAIN_STEPS]
+  assert [(c.source.get("program"), c.topology) for c in cases[len(rings) :]] == [
+    ("train_step", t) for t, _, _ in report.DEFAULT_TRAIN_STEPS
+  ]
   args = hlo_tools.commands.report._parser("hlo-tools report").parse_args(["--topology=1x1x8"])
   config, explicit = hlo_tools.commands.report._config("hlo-tools report", args)
   [case] = report.plan_cases(hlo_tools.commands.report.request_for(args, config, explicit))
@@ -103,8 +129,15 @@ def test_embedded_default_is_a_grid():
 
 def test_report_of_a_file(tmp_path):
   out = tmp_path / "r"
-  rc = cli.main(["report", str(FIXTURES / "ring_1x2x4.lowered.hlo"),
-                    "--topology=1x2x4", f"--out={out}", "--quiet"])
+  rc = cli.main(
+    [
+      "report",
+      str(FIXTURES / "ring_1x2x4.lowered.hlo"),
+      "--topology=1x2x4",
+      f"--out={out}",
+      "--quiet",
+    ]
+  )
   assert rc == 0
   data = json.loads((out / "report.json").read_text())
   [case] = data["cases"]
@@ -121,8 +154,15 @@ def test_report_of_a_file(tmp_path):
 
 def test_report_of_a_dump_directory(tmp_path):
   out = tmp_path / "r"
-  rc = cli.main(["report", str(FIXTURES / "ring_product_grad_1x2x4.passes"),
-                    "--topology=1x1x8", f"--out={out}", "--quiet"])
+  rc = cli.main(
+    [
+      "report",
+      str(FIXTURES / "ring_product_grad_1x2x4.passes"),
+      "--topology=1x1x8",
+      f"--out={out}",
+      "--quiet",
+    ]
+  )
   assert rc == 0
   data = json.loads((out / "report.json").read_text())
   [case] = data["cases"]
@@ -139,8 +179,17 @@ def test_bad_options_are_refused_before_writing(capsys, tmp_path):
     _, err = capsys.readouterr()
     assert rc == 2 and f"topology spec '{spec}': expected SLICESxHOSTSxGPUS" in err
     assert len(err.strip().splitlines()) == 1
-  rc = cli.main(["report", f"--out={tmp_path / 'r'}", "--quiet",
-                    "--seq_len=1001", "--num_heads=4", "--num_kv_heads=2", "--head_dim=64"])
+  rc = cli.main(
+    [
+      "report",
+      f"--out={tmp_path / 'r'}",
+      "--quiet",
+      "--seq_len=1001",
+      "--num_heads=4",
+      "--num_kv_heads=2",
+      "--head_dim=64",
+    ]
+  )
   _, err = capsys.readouterr()
   assert rc == 2 and "not divisible" in err and len(err.strip().splitlines()) == 1
   assert not (tmp_path / "r").exists()
@@ -159,8 +208,11 @@ def test_bad_options_are_refused_before_writing(capsys, tmp_path):
 
 def _leftovers(parent, pids):
   left = [p.name for p in parent.iterdir() if p.name.startswith(".")]
-  left += [n for n in os.listdir(tempfile.gettempdir())
-           if any(n.startswith(f"nvshmem-opt-report-{pid}-") for pid in pids)]
+  left += [
+    n
+    for n in os.listdir(tempfile.gettempdir())
+    if any(n.startswith(f"nvshmem-opt-report-{pid}-") for pid in pids)
+  ]
   return left
 
 
@@ -168,14 +220,20 @@ def test_killed_runs_leave_old_or_new_report(tmp_path):
   # Reports of a file take a few seconds; kill later runs at growing delays. DIR must
   # hold a whole report (old or new) after every kill, and the next run cleans up.
   out = tmp_path / "r"
-  cmd = [str(REPO / ".venv" / "bin" / "python"), "-m", "hlo_tools.cli", "report",
-         str(FIXTURES / "ring_1x1x8.before_async.hlo"), "--topology=1x1x8", f"--out={out}",
-         "--quiet"]
+  cmd = [
+    str(REPO / ".venv" / "bin" / "python"),
+    "-m",
+    "hlo_tools.cli",
+    "report",
+    str(FIXTURES / "ring_1x1x8.before_async.hlo"),
+    "--topology=1x1x8",
+    f"--out={out}",
+    "--quiet",
+  ]
   assert subprocess.run(cmd, cwd=REPO, capture_output=True, check=False).returncode == 0
   pids = []
   for delay in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0):
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pids.append(proc.pid)
     time.sleep(delay)
     proc.send_signal(signal.SIGKILL if delay != 2.0 else signal.SIGTERM)
@@ -207,10 +265,23 @@ def chromium(*args, timeout=90):
   profile = tempfile.mkdtemp(prefix="chromium-profile-")
   try:
     return subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--no-first-run", f"--user-data-dir={profile}", *args],
-        capture_output=True, text=True, timeout=timeout, check=False)
+      [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        *args,
+      ],
+      capture_output=True,
+      text=True,
+      timeout=timeout,
+      check=False,
+    )
   finally:
     shutil.rmtree(profile, ignore_errors=True)
 
@@ -224,8 +295,8 @@ def test_page_in_headless_chromium(small_report, tmp_path):
   assert dom.returncode == 0, dom.stderr[-2000:]
   # Console messages and script errors land on stderr as CONSOLE(...) / Uncaught.
   assert not re.search(r"Uncaught|CONSOLE\(|console", dom.stderr), dom.stderr[-2000:]
-  table = dom.stdout[dom.stdout.index("id=\"comparison\""):]
-  table = table[:table.index("</table>")]
+  table = dom.stdout[dom.stdout.index('id="comparison"') :]
+  table = table[: table.index("</table>")]
   data = json.loads((out / "report.json").read_text())
   for p in data["summary"]["comparison"]:
     assert f"%{p['instruction']}" in table
@@ -258,9 +329,14 @@ with open(sys.argv[1], "wb") as out:
 
 def test_report_of_a_serialized_proto(tmp_path):
   proto = tmp_path / "shift.pb"
-  made = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-c", _PROTO_SCRIPT,
-                         str(proto)], cwd=REPO, capture_output=True, text=True,
-                        timeout=300, check=False)
+  made = subprocess.run(
+    [str(REPO / ".venv" / "bin" / "python"), "-c", _PROTO_SCRIPT, str(proto)],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=300,
+    check=False,
+  )
   assert made.returncode == 0, made.stderr
   out = tmp_path / "r"
   # No --topology: the one nvshmem-opt derives from the module (8 devices, one host).
@@ -276,9 +352,17 @@ def test_report_of_a_serialized_proto(tmp_path):
 def test_report_of_a_function(tmp_path):
   # module:function compiled as `hlo-tools dump` would, here one that needs --nocheck_vma.
   out = tmp_path / "r"
-  rc = cli.main(["report", "hlo_tools.programs.pass_tests:ring_sum_fresh_carry",
-                    "--arg=1024,64:f32:cp", "--nocheck_vma", "--topology=1x1x8",
-                    f"--out={out}", "--quiet"])
+  rc = cli.main(
+    [
+      "report",
+      "hlo_tools.programs.pass_tests:ring_sum_fresh_carry",
+      "--arg=1024,64:f32:cp",
+      "--nocheck_vma",
+      "--topology=1x1x8",
+      f"--out={out}",
+      "--quiet",
+    ]
+  )
   assert rc == 0
   [case] = json.loads((out / "report.json").read_text())["cases"]
   assert case["stages"] == ["before_async", "after_optimizations"]
@@ -291,8 +375,11 @@ def test_summary_says_refused_rather_than_a_dash():
   # A backend the core refused has no modeled time: the summary line says so.
   pinned = {"nccl_us": 59.5, "nvshmem_us": None, "backend_us": {"nccl": 59.5, "nvshmem": None}}
   assert report._others_text(pinned) == "nvshmem refused"
-  today = {"nccl_us": 20.0, "nvshmem_us": None,
-           "backend_us": {"nccl": 20.0, "peer": 31.5, "symmetric": None}}
+  today = {
+    "nccl_us": 20.0,
+    "nvshmem_us": None,
+    "backend_us": {"nccl": 20.0, "peer": 31.5, "symmetric": None},
+  }
   assert report._others_text(today) == "peer 31.50 us, symmetric refused"
 
 
@@ -316,10 +403,24 @@ def test_report_uses_manifest_topology(tmp_path, capsys):
 def test_report_reads_stdin(tmp_path):
   out = tmp_path / "r"
   with open(FIXTURES / "ring_1x1x8.before_async.hlo") as stdin:
-    proc = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "hlo_tools.cli",
-                           "report", "-", "--topology=1x1x8", f"--out={out}", "--quiet"],
-                          stdin=stdin, capture_output=True, text=True, cwd=REPO,
-                          timeout=300, check=False)
+    proc = subprocess.run(
+      [
+        str(REPO / ".venv" / "bin" / "python"),
+        "-m",
+        "hlo_tools.cli",
+        "report",
+        "-",
+        "--topology=1x1x8",
+        f"--out={out}",
+        "--quiet",
+      ],
+      stdin=stdin,
+      capture_output=True,
+      text=True,
+      cwd=REPO,
+      timeout=300,
+      check=False,
+    )
   assert proc.returncode == 0, proc.stderr
   [case] = json.loads((out / "report.json").read_text())["cases"]
   assert case["input"] == "<stdin>" and case["title"] == "<stdin> on 1x1x8"
@@ -327,16 +428,20 @@ def test_report_reads_stdin(tmp_path):
   assert not list(Path(tempfile.gettempdir()).glob("hlo-tools-report-stdin-*"))
 
 
-@pytest.mark.parametrize("argv,needle", [
+@pytest.mark.parametrize(
+  "argv,needle",
+  [
     (["--topology=1x2x4", "--devices-per-host=4"], "give one"),
-    ([str(FIXTURES / "ring_1x1x8.before_async.hlo"), "--seq_len=4096"],
-     "--seq_len shapes the built-in ring-attention example"),
+    (
+      [str(FIXTURES / "ring_1x1x8.before_async.hlo"), "--seq_len=4096"],
+      "--seq_len shapes the built-in ring-attention example",
+    ),
     ([str(FIXTURES / "ring_1x1x8.before_async.hlo"), "--nocausal"], "--causal shapes"),
     (["--devices-per-host=4", "--seq_len=4096"], "applies to a FILE or DIR"),
-    (["hlo_tools.programs.pass_tests:kv_loop", "--devices-per-host=4"],
-     "applies to a FILE or DIR"),
+    (["hlo_tools.programs.pass_tests:kv_loop", "--devices-per-host=4"], "applies to a FILE or DIR"),
     ([str(FIXTURES / "no_such.hlo"), "--devices-per-host=4"], "no such file"),
-])
+  ],
+)
 def test_report_refuses_options_it_would_ignore(capsys, tmp_path, argv, needle):
   rc = cli.main(["report", f"--out={tmp_path / 'r'}", "--quiet", *argv])
   out, err = capsys.readouterr()
@@ -351,9 +456,16 @@ def _interrupt_after(cmd, marker, cwd, env=None, ready=None):
   stderr after the signal, stderr before it)."""
   # Ctrl-C's default action in the child even when this runner was started with
   # SIGINT ignored (a shell's background job): an ignored signal is inherited.
-  proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True, start_new_session=True, env=env,
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+  proc = subprocess.Popen(
+    cmd,
+    cwd=cwd,
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.PIPE,
+    text=True,
+    start_new_session=True,
+    env=env,
+    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+  )
   seen = []
   for line in proc.stderr:
     seen.append(line)
@@ -379,19 +491,28 @@ def _slow_driver(directory):
   return {**os.environ, "NVSHMEM_OPT": str(wrapper)}, ready
 
 
-@pytest.mark.parametrize("command,marker", [
-    (["report", str(FIXTURES / "ring_1x1x8.before_async.hlo"), "--topology=1x1x8",
-      "--out=r"], "running nvshmem-opt"),
+@pytest.mark.parametrize(
+  "command,marker",
+  [
+    (
+      ["report", str(FIXTURES / "ring_1x1x8.before_async.hlo"), "--topology=1x1x8", "--out=r"],
+      "running nvshmem-opt",
+    ),
     (["report", "--topology=1x1x8", "--out=r", *SMALL], "compiling"),
     (["dump", "--topology=1x1x8", "--all_passes", "--out=r", *SMALL], "compiling"),
-])
+  ],
+)
 def test_ctrl_c_ends_with_one_line_and_no_leftovers(tmp_path, command, marker):
   work = tmp_path / "cwd"
   work.mkdir()
   env, ready = _slow_driver(tmp_path) if marker == "running nvshmem-opt" else (None, None)
   rc, err, before = _interrupt_after(
-      [str(REPO / ".venv" / "bin" / "python"), "-m", "hlo_tools.cli", *command], marker,
-      work, env=env, ready=ready)
+    [str(REPO / ".venv" / "bin" / "python"), "-m", "hlo_tools.cli", *command],
+    marker,
+    work,
+    env=env,
+    ready=ready,
+  )
   assert rc == 130, before + err
   assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
   assert "interrupted" in err
@@ -406,17 +527,30 @@ def test_driver_message_is_not_cut(tmp_path, capsys):
   deep = tmp_path / ("d" * 150)
   deep.mkdir()
   bad = deep / "bad.hlo"
-  bad.write_text((FIXTURES / "ring_1x1x8.before_async.hlo").read_text().replace(
+  bad.write_text(
+    (FIXTURES / "ring_1x1x8.before_async.hlo")
+    .read_text()
+    .replace(
       "lhs_contracting_dims={2}, rhs_batch_dims={0}",
-      "lhs_contracting_dims={2}, rhs_batch_dims={1}", 1))
+      "lhs_contracting_dims={2}, rhs_batch_dims={1}",
+      1,
+    )
+  )
   # The driver's own line, short enough that the driver does not cut it either.
-  direct = subprocess.run([str(DRIVER), "bad.hlo", "--topology=1x1x8"], capture_output=True,
-                          text=True, check=False, cwd=deep)
+  direct = subprocess.run(
+    [str(DRIVER), "bad.hlo", "--topology=1x1x8"],
+    capture_output=True,
+    text=True,
+    check=False,
+    cwd=deep,
+  )
   assert direct.returncode == 2
-  [driver_line] = [l.split("bad.hlo: ", 1)[1] for l in direct.stderr.splitlines()
-                   if l.startswith("nvshmem-opt: bad.hlo: ")]
-  rc = cli.main(["report", str(bad), "--topology=1x1x8",
-                    f"--out={tmp_path / 'r'}", "--quiet"])
+  [driver_line] = [
+    l.split("bad.hlo: ", 1)[1]
+    for l in direct.stderr.splitlines()
+    if l.startswith("nvshmem-opt: bad.hlo: ")
+  ]
+  rc = cli.main(["report", str(bad), "--topology=1x1x8", f"--out={tmp_path / 'r'}", "--quiet"])
   _, err = capsys.readouterr()
   assert rc == 2 and len(err.strip().splitlines()) == 1
   assert len(err.strip()) > 432  # over the old limit that cut it
@@ -433,9 +567,18 @@ def _svgs(page):
 def test_report_charts_every_kind_of_permute(tmp_path):
   # A 2-buffer and a 4-buffer permute: each drawn on its own curve and marked at its
   # own size; the takeaways name both, not only the first.
-  data = report.build([report.Case(id="grad", title="grad on 1x1x8", topology="1x1x8",
-                                   path=str(FIXTURES / "ring_product_grad_1x2x4.passes"))],
-                      tmp_path / "r", progress=False)
+  data = report.build(
+    [
+      report.Case(
+        id="grad",
+        title="grad on 1x1x8",
+        topology="1x1x8",
+        path=str(FIXTURES / "ring_product_grad_1x2x4.passes"),
+      )
+    ],
+    tmp_path / "r",
+    progress=False,
+  )
   [case] = data["cases"]
   chart = json.loads((tmp_path / "r" / "grad" / "json" / "chart.json").read_text())
   perms = case["collective_permutes"]
@@ -452,14 +595,17 @@ def test_report_charts_every_kind_of_permute(tmp_path):
   assert sorted(c["buffers"] for c in chart["charts"]) == [2, 4]
   page = (tmp_path / "r" / "index.html").read_text()
   assert len(_svgs(page)) == 2
-  takeaways = page[page.index('id="takeaways"'):page.index('id="comparison"')]
+  takeaways = page[page.index('id="takeaways"') : page.index('id="comparison"')]
   assert all(f"%{p['instruction']}" in takeaways for p in perms)
 
 
 def test_chart_on_one_host_has_no_network_line_and_shows_the_choice(tmp_path):
   path = str(FIXTURES / "ring_1x1x8.before_async.hlo")
-  data = report.build([report.Case(id=t, title=t, topology=t, path=path)
-                       for t in ("1x1x8", "1x2x4")], tmp_path / "r", progress=False)
+  data = report.build(
+    [report.Case(id=t, title=t, topology=t, path=path) for t in ("1x1x8", "1x2x4")],
+    tmp_path / "r",
+    progress=False,
+  )
   assert len(data["cases"]) == 2
   page = (tmp_path / "r" / "index.html").read_text()
   one_host, two_hosts = _svgs(page)
@@ -479,16 +625,26 @@ def test_chart_on_one_host_has_no_network_line_and_shows_the_choice(tmp_path):
     assert lines[-1] == "chosen" and "chosen by the core" in svg
     # The legend is inside the picture: every legend text above the bottom edge.
     height = float(re.search(r'<svg[^>]* height="([\d.]+)"', svg).group(1))
-    assert all(float(y) < height for y in re.findall(r'class="legend" x="[\d.]+" y="([\d.]+)"',
-                                                      svg))
+    assert all(
+      float(y) < height for y in re.findall(r'class="legend" x="[\d.]+" y="([\d.]+)"', svg)
+    )
 
 
 def test_chart_legend_gives_the_real_refusal(tmp_path):
   # A shift on one host: NVSHMEM is refused because device 0 has no source, not
   # because of the network (every edge is NVLink here).
-  data = report.build([report.Case(id="shift", title="shift", topology="1x1x8",
-                                   path=str(FIXTURES / "shift_1x2x4.before_async.hlo"))],
-                      tmp_path / "r", progress=False)
+  data = report.build(
+    [
+      report.Case(
+        id="shift",
+        title="shift",
+        topology="1x1x8",
+        path=str(FIXTURES / "shift_1x2x4.before_async.hlo"),
+      )
+    ],
+    tmp_path / "r",
+    progress=False,
+  )
   [perm] = data["cases"][0]["collective_permutes"]
   assert perm["edges_by_class"]["network"] == 0
   [svg] = _svgs((tmp_path / "r" / "index.html").read_text())
@@ -512,16 +668,36 @@ print(jax.jit(f).lower(jax.ShapeDtypeStruct((8 * 16, 4), "float32")).as_text(dia
 
 
 def test_report_of_a_module_without_permutes(tmp_path):
-  made = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-c", _NO_PERMUTE_SCRIPT],
-                        cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+  made = subprocess.run(
+    [str(REPO / ".venv" / "bin" / "python"), "-c", _NO_PERMUTE_SCRIPT],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=300,
+    check=False,
+  )
   assert made.returncode == 0, made.stderr
   module = tmp_path / "psum.hlo"
   module.write_text(made.stdout)
   assert "all-reduce" in made.stdout and "collective-permute" not in made.stdout
   out = tmp_path / "r"
-  proc = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "hlo_tools.cli",
-                         "report", str(module), "--topology=1x1x8", f"--out={out}", "--quiet"],
-                        cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+  proc = subprocess.run(
+    [
+      str(REPO / ".venv" / "bin" / "python"),
+      "-m",
+      "hlo_tools.cli",
+      "report",
+      str(module),
+      "--topology=1x1x8",
+      f"--out={out}",
+      "--quiet",
+    ],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=300,
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr
   assert "no collective-permutes, nothing for the pass to decide" in proc.stdout
   page = (out / "index.html").read_text()
@@ -536,8 +712,15 @@ def test_report_of_a_train_step(tmp_path):
   # mesh replica groups and collectives_mode go through the driver; six permutes of
   # three sizes, all on one curve (same pairs, one buffer), each size marked.
   out = tmp_path / "r"
-  rc = cli.main(["report", str(FIXTURES / "train_step_1x2x8.after_optimizations.hlo"),
-                    "--topology=1x2x8", f"--out={out}", "--quiet"])
+  rc = cli.main(
+    [
+      "report",
+      str(FIXTURES / "train_step_1x2x8.after_optimizations.hlo"),
+      "--topology=1x2x8",
+      f"--out={out}",
+      "--quiet",
+    ]
+  )
   assert rc == 0
   data = json.loads((out / "report.json").read_text())
   [case] = data["cases"]
@@ -547,10 +730,11 @@ def test_report_of_a_train_step(tmp_path):
   page = (out / "index.html").read_text()
   [svg] = _svgs(page)
   assert len(re.findall(r'stroke="#d62728" stroke-dasharray', svg)) == len(
-      {p["bytes"] for p in perms})
+    {p["bytes"] for p in perms}
+  )
   # The comparison names the configuration once for its six rows.
-  table = page[page.index('id="comparison"'):]
-  table = table[:table.index("</table>")]
+  table = page[page.index('id="comparison"') :]
+  table = table[: table.index("</table>")]
   assert table.count(f">{case['title']}</a>") == 1 and 'rowspan="6"' in table
   # The title fits: the permutes' names are cut to a subtitle of at most ~140 chars.
   subtitle = re.search(r'class="permutes"[^>]*>([^<]*)<', svg).group(1)

@@ -25,7 +25,11 @@ def test_two_gpus_plan_rings_on_nvshmem_the_pass_plan_and_the_peer_shift():
   runs = _plan(2)
   types = [r for r in runs if r["part"] == "types"]
   assert [(r["variant"], r["dtype"]) for r in types] == [
-      ("nvshmem", "s8"), ("nvshmem", "f8e4m3fn"), ("nvshmem", "bf16"), ("pass", "s8")]
+    ("nvshmem", "s8"),
+    ("nvshmem", "f8e4m3fn"),
+    ("nvshmem", "bf16"),
+    ("pass", "s8"),
+  ]
   for r in types:
     assert r["pairs"] == [(0, 1), (1, 0)] and r["processes"] == 2 and r["pinned"]
     assert r["flags"] == ([rrc.NVSHMEM_FLAG] if r["variant"] == "nvshmem" else [])
@@ -36,8 +40,7 @@ def test_two_gpus_plan_rings_on_nvshmem_the_pass_plan_and_the_peer_shift():
 
 def test_one_gpu_plans_the_self_pair_and_no_pairs_and_skips_the_shift():
   runs = _plan(1)
-  assert {rrc.pairs_text(r["pairs"]) for r in runs if r["part"] == "types"} == {
-      "{0->0}", "{}"}
+  assert {rrc.pairs_text(r["pairs"]) for r in runs if r["part"] == "types"} == {"{0->0}", "{}"}
   assert all(r["processes"] == 1 for r in runs)
   (shift,) = [r for r in runs if r["part"] == "shift"]
   assert shift["skip"] == "needs 2 GPUs, 1 visible"
@@ -47,8 +50,9 @@ def test_the_pass_plan_runs_only_when_s8_is_asked_for():
   assert all(r["variant"] == "nvshmem" for r in _plan(2, ["types"], ["bf16"]))
 
 
-@pytest.mark.parametrize("text,pairs", [("0-1,1-0", [(0, 1), (1, 0)]), ("none", []),
-                                        ("0-0", [(0, 0)])])
+@pytest.mark.parametrize(
+  "text,pairs", [("0-1,1-0", [(0, 1), (1, 0)]), ("none", []), ("0-0", [(0, 0)])]
+)
 def test_pairs_round_trip_through_the_child_argument(text, pairs):
   assert rrc.parse_pairs(text) == pairs and rrc.pairs_arg(pairs) == text
 
@@ -69,8 +73,7 @@ def test_expected_values_ring_swaps_on_odd_trips_and_a_shift_zeroes_device_0():
 
 
 def test_children_get_multicast_off_their_flags_and_the_pinned_jax_first(tmp_path):
-  args = rrc.build_parser().parse_args(["--out-dir", str(tmp_path),
-                                        "--pinned-path", str(tmp_path)])
+  args = rrc.build_parser().parse_args(["--out-dir", str(tmp_path), "--pinned-path", str(tmp_path)])
   types_run, pass_run, shift_run = (_plan(2)[i] for i in (0, 3, 4))
   env = rrc.child_env(types_run, args, "/d")
   for k, v in MULTICAST_OFF.items():
@@ -90,8 +93,11 @@ def _run(processes=2, **over):
 
 
 def test_a_failed_run_records_the_runtimes_error_line():
-  result = {"jax_version": "0.9.1", "error": "INTERNAL: Invalid NVSHMEM send type.",
-            "permutes": [{"backend": "NVSHMEM", "collectives_mode": None, "pairs": "{}"}]}
+  result = {
+    "jax_version": "0.9.1",
+    "error": "INTERNAL: Invalid NVSHMEM send type.",
+    "permutes": [{"backend": "NVSHMEM", "collectives_mode": None, "pairs": "{}"}],
+  }
   row = rrc.summarize(_run(), "finished", [result, result], ["", ""], 3.0)
   assert row["status"] == "failed" and row["error"] == "INTERNAL: Invalid NVSHMEM send type."
   assert row["backend"] == "NVSHMEM" and row["values"] == "none"
@@ -113,29 +119,40 @@ def test_a_killed_run_is_a_hang_and_right_values_need_every_device():
 
 
 def test_permute_backends_are_read_from_compiled_hlo():
-  text = ('  %cp = (s8[4]{0}, s8[4]{0}) collective-permute-start(s8[4]{0} %p), channel_id=1, '
-          'source_target_pairs={{0,1},{1,0}}, backend_config={"collective_backend_config":'
-          '{"backend":"NVSHMEM"}}\n  %d = s8[4]{0} collective-permute-done(%cp)\n')
+  text = (
+    "  %cp = (s8[4]{0}, s8[4]{0}) collective-permute-start(s8[4]{0} %p), channel_id=1, "
+    'source_target_pairs={{0,1},{1,0}}, backend_config={"collective_backend_config":'
+    '{"backend":"NVSHMEM"}}\n  %d = s8[4]{0} collective-permute-done(%cp)\n'
+  )
   assert rrc.permute_backends(text) == [
-      {"backend": "NVSHMEM", "collectives_mode": None, "pairs": "{{0,1},{1,0}}"}]
+    {"backend": "NVSHMEM", "collectives_mode": None, "pairs": "{{0,1},{1,0}}"}
+  ]
 
 
 def _main(*argv):
-  return subprocess.run([sys.executable, SCRIPT, *argv], capture_output=True, text=True,
-                        cwd=ROOT, timeout=120)
+  return subprocess.run(
+    [sys.executable, SCRIPT, *argv], capture_output=True, text=True, cwd=ROOT, timeout=120
+  )
 
 
-@pytest.mark.parametrize("argv,message", [
+@pytest.mark.parametrize(
+  "argv,message",
+  [
     ([], "--out-dir is required"),
     (["--out-dir=D", "--gpus=1"], "the types part needs --pinned-path"),
-    (["--out-dir=D", "--gpus=1", "--parts=types", "--pinned-path=/nonexistent"],
-     "--pinned-path /nonexistent: no such directory"),
+    (
+      ["--out-dir=D", "--gpus=1", "--parts=types", "--pinned-path=/nonexistent"],
+      "--pinned-path /nonexistent: no such directory",
+    ),
     (["--out-dir=D", "--gpus=1", "--parts=shift,bogus"], "unknown part ['bogus']"),
-    (["--out-dir=D", "--gpus=1", "--types=s4", "--parts=types", "--pinned-path=."],
-     "unknown type ['s4']"),
+    (
+      ["--out-dir=D", "--gpus=1", "--types=s4", "--parts=types", "--pinned-path=."],
+      "unknown type ['s4']",
+    ),
     (["--out-dir=D", "--trips=0"], "--trips must be >= 1"),
     (["--out-dir=D", "--shift-timeout=0"], "must be positive"),
-])
+  ],
+)
 def test_bad_arguments_give_one_line_and_exit_2(argv, message, tmp_path):
   proc = _main(*[a.replace("=D", f"={tmp_path / 'o'}") for a in argv])
   assert proc.returncode == 2
@@ -158,11 +175,26 @@ def test_one_gpu_shift_writes_a_not_run_row_in_csv_and_json(tmp_path):
 @pytest.mark.parametrize("pairs", ["none", "0-0"])
 def test_a_child_compiles_runs_and_checks_a_permute_on_the_cpu(pairs, tmp_path):
   pytest.importorskip("jax")
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS=f"--xla_dump_to={tmp_path} --xla_dump_hlo_as_text")
-  proc = subprocess.run([sys.executable, SCRIPT, "--child", "--dtype=s8", f"--pairs={pairs}",
-                         "--trips=2", "--elems=64", f"--dump-dir={tmp_path}"],
-                        capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+  env = dict(
+    os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_dump_to={tmp_path} --xla_dump_hlo_as_text"
+  )
+  proc = subprocess.run(
+    [
+      sys.executable,
+      SCRIPT,
+      "--child",
+      "--dtype=s8",
+      f"--pairs={pairs}",
+      "--trips=2",
+      "--elems=64",
+      f"--dump-dir={tmp_path}",
+    ],
+    capture_output=True,
+    text=True,
+    env=env,
+    timeout=120,
+    cwd=ROOT,
+  )
   result = rrc.parse_result(proc.stdout)
   assert result["stage"] == "done", result
   assert result["values"] == {"0": True}

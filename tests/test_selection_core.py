@@ -30,19 +30,26 @@ def test_topology_round_trip_and_link_classes():
   assert str(t) == "2x2x4:nvl8:gpus_per_process=1"  # the default set's layout
   assert str(selection.parse_topology("2x2x4:nvl8", "nccl,peer")) == "2x2x4:nvl8"
   assert [t.classify(0, d) for d in (0, 3, 4, 8)] == [
-      "same_device", "nvlink", "nvlink_domain", "network"]
+    "same_device",
+    "nvlink",
+    "nvlink_domain",
+    "network",
+  ]
   with pytest.raises(ValueError):
     t.classify(0, 16)
 
 
-@pytest.mark.parametrize("spec, message", [
+@pytest.mark.parametrize(
+  "spec, message",
+  [
     ("", "expected SLICESxHOSTSxGPUS"),
     ("1x2x", "is not a positive whole number"),
     ("1x2x4:nvl3", "whole number of hosts"),
     ("1x2x4:map=0,1", None),  # valid spec; the map is checked against a module later
     ("1x1x2:map=1,1", "twice"),
     ("1x2x4:bogus", "unknown option 'bogus'"),
-])
+  ],
+)
 def test_topology_errors_are_one_line(spec, message):
   if message is None:
     selection.parse_topology(spec)
@@ -68,8 +75,9 @@ def test_decisions_match_the_cpp_tests():
   assert "2 of 8 edges leave their host" in two_hosts["refused"]["nvshmem"]
   # The split plan's fields are gone from the decision.
   assert not {"split_us", "nvshmem_edge", "nccl_us", "nvshmem_us"} & set(two_hosts)
-  nvl72 = selection.decide(selection.parse_topology(placed("1x9x8:nvl72")), table, 32 << 20,
-                           ring(72), num_partitions=72)
+  nvl72 = selection.decide(
+    selection.parse_topology(placed("1x9x8:nvl72")), table, 32 << 20, ring(72), num_partitions=72
+  )
   # NVSHMEM_TEAM_SHARED is not established to span the NVL72's hosts.
   assert nvl72["plan"] == "nccl" and "leave their host" in nvl72["refused"]["nvshmem"]
   huge = selection.decide(selection.parse_topology(placed("1x1x8")), table, 2 << 30, ring(8))
@@ -81,7 +89,9 @@ def test_decisions_match_the_cpp_tests():
 
 def test_cost_table_file_overrides_and_errors(tmp_path):
   good = tmp_path / "t.txt"
-  good.write_text("links { backend: NCCL link_class: NETWORK latency_us: 4 bandwidth_gbps: 900 per_buffer_us: 0 }\nsm_interference { backend: NCCL fraction: 0.5 }\n")
+  good.write_text(
+    "links { backend: NCCL link_class: NETWORK latency_us: 4 bandwidth_gbps: 900 per_buffer_us: 0 }\nsm_interference { backend: NCCL fraction: 0.5 }\n"
+  )
   table = selection.load_cost_table(good)
   assert table.link("nccl", "network") == (4.0, 900.0)
   assert table.sm_interference("nccl") == 0.5
@@ -101,8 +111,9 @@ def test_cost_table_file_overrides_and_errors(tmp_path):
   # A table in the line format of earlier releases is refused, not half-read.
   old = tmp_path / "old.txt"
   old.write_text("# measured\nmargin 0.05\nsplit_overhead_us 2\n")
-  with pytest.raises(selection.SelectionError,
-                     match=r"old\.txt:2: the cost table is in text format now"):
+  with pytest.raises(
+    selection.SelectionError, match=r"old\.txt:2: the cost table is in text format now"
+  ):
     selection.load_cost_table(old)
 
 
@@ -119,10 +130,11 @@ def test_edge_expansion_and_time():
 
 def test_nvshmem_hang_reason_for_verify():
   assert selection.nvshmem_hang_reason([(0, 1)], 2) == (
-      "nvshmem refused: 1 of 2 devices of the program (device 0) has no source; "
-      "a device without one skips the barrier over NVSHMEM_TEAM_SHARED, in which its "
-      "host's devices with a source would hang, so the patched runtime runs such a "
-      "permute on NCCL")
+    "nvshmem refused: 1 of 2 devices of the program (device 0) has no source; "
+    "a device without one skips the barrier over NVSHMEM_TEAM_SHARED, in which its "
+    "host's devices with a source would hang, so the patched runtime runs such a "
+    "permute on NCCL"
+  )
   assert selection.nvshmem_hang_reason(ring(2), 2) is None
   # Unknown team: devices 0..max named; a ring over them is safe.
   assert selection.nvshmem_hang_reason(ring(4), None) is None
@@ -175,17 +187,24 @@ def test_backend_sets_from_python():
   assert d["backend_us"]["nvshmem"] is None
   assert "not offered" in d["refused"]["nvshmem"]
   assert "support signals" in d["refused"]["symmetric"]
-  faster = selection.CostTable.parse("backends: [NCCL, PEER]\nlinks { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 0.5 }\n")
+  faster = selection.CostTable.parse(
+    "backends: [NCCL, PEER]\nlinks { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 0.5 }\n"
+  )
   assert faster.per_buffer_us("peer", "nvlink") == 0.5
   d = selection.decide(t, faster, 64 << 20, ring(2), buffers=2)
-  assert d["plan"] == "peer" and d["reason"].startswith("peer memory: all 2 edges stay in one process")
-  two_hosts = selection.decide(selection.parse_topology(placed("1x2x1"), "nccl,peer"), faster,
-                               1 << 20, ring(2))
+  assert d["plan"] == "peer" and d["reason"].startswith(
+    "peer memory: all 2 edges stay in one process"
+  )
+  two_hosts = selection.decide(
+    selection.parse_topology(placed("1x2x1"), "nccl,peer"), faster, 1 << 20, ring(2)
+  )
   assert two_hosts["plan"] == "nccl" and "leave their host" in two_hosts["refused"]["peer"]
 
 
 def test_per_buffer_cost_adds_per_extra_buffer():
-  table = selection.CostTable.parse("links { backend: NVSHMEM link_class: NVLINK latency_us: 5 bandwidth_gbps: 100 per_buffer_us: 4 }\n")
+  table = selection.CostTable.parse(
+    "links { backend: NVSHMEM link_class: NVLINK latency_us: 5 bandwidth_gbps: 100 per_buffer_us: 4 }\n"
+  )
   one = selection.edge_time_us(table, "nvshmem", "nvlink", 10**6)
   four = selection.edge_time_us(table, "nvshmem", "nvlink", 10**6, buffers=4)
   assert one == pytest.approx(15) and four == pytest.approx(27)
@@ -194,7 +213,9 @@ def test_per_buffer_cost_adds_per_extra_buffer():
 
 
 def test_decide_takes_a_backend_set_per_call():
-  table = selection.CostTable.parse("links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 0 }\n")
+  table = selection.CostTable.parse(
+    "links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 0 }\n"
+  )
   t = selection.parse_topology(placed("1x1x2"), "nccl,peer")
   assert selection.decide(t, table, 1 << 20, ring(2), backends=("nccl", "peer"))["plan"] == "peer"
   assert table.backends == "nccl,nvshmem"  # the caller's table is unchanged
@@ -202,27 +223,39 @@ def test_decide_takes_a_backend_set_per_call():
     selection.decide(t, table, 1 << 20, ring(2), backends="peer")
 
 
-@pytest.mark.parametrize("fixture, spec, plan, reason", [
+@pytest.mark.parametrize(
+  "fixture, spec, plan, reason",
+  [
     # jax's ppermute of a one-step shift on 2 devices: device 0 has no source.
-    ("shift_1x1x2.before_async.hlo", "1x1x2", "nccl",
-     "nvshmem refused: 1 of 2 devices of the program (device 0) has no source"),
+    (
+      "shift_1x1x2.before_async.hlo",
+      "1x1x2",
+      "nccl",
+      "nvshmem refused: 1 of 2 devices of the program (device 0) has no source",
+    ),
     ("shift_1x2x4.before_async.hlo", "1x1x8", "nccl", "has no source"),
     ("ring_1x1x8.before_async.hlo", "1x1x8", "nvshmem", "NVSHMEM: all 8 edges"),
-])
+  ],
+)
 def test_real_modules_never_plan_a_hanging_nvshmem_permute(fixture, spec, plan, reason):
   from hlo_tools.hlo import reader
   from hlo_tools.model import collectives
+
   module = reader.parse_hlo_file(str(FIXTURES / fixture))
   permutes = collectives.collective_permutes(module)
   assert permutes
   t = selection.parse_topology(placed(spec, module.num_partitions))
-  table = selection.CostTable.parse("links { backend: NVSHMEM link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 0 }\n")  # NVSHMEM favoured
+  table = selection.CostTable.parse(
+    "links { backend: NVSHMEM link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 0 }\n"
+  )  # NVSHMEM favoured
   for p in permutes:
-    d = selection.decide(t, table, p.bytes_per_device, p.pairs,
-                         num_partitions=module.num_partitions, buffers=p.buffers)
+    d = selection.decide(
+      t, table, p.bytes_per_device, p.pairs, num_partitions=module.num_partitions, buffers=p.buffers
+    )
     assert d["plan"] == plan and reason in d["reason"], (p.start, d["reason"])
-    edges = _selection_core.edge_ids_to_devices(t, [tuple(x) for x in p.pairs], True,
-                                               module.num_partitions, 1)
+    edges = _selection_core.edge_ids_to_devices(
+      t, [tuple(x) for x in p.pairs], True, module.num_partitions, 1
+    )
     hang = selection.nvshmem_hang_reason(edges, module.num_partitions)
     assert (hang is None) == (plan == "nvshmem")
 
@@ -280,22 +313,31 @@ def test_link_line_gives_the_parametric_model_and_text_round_trips():
   assert str(again) == str(table)
   assert again.points("nvshmem", "nvlink") == table.points("nvshmem", "nvlink")
   # A table naming the pair without points drops the inherited curve.
-  plain = selection.CostTable.parse("links { backend: NVSHMEM link_class: NVLINK latency_us: 5 bandwidth_gbps: 450 per_buffer_us: 1 }\n", "plain")
+  plain = selection.CostTable.parse(
+    "links { backend: NVSHMEM link_class: NVLINK latency_us: 5 bandwidth_gbps: 450 per_buffer_us: 1 }\n",
+    "plain",
+  )
   assert not plain.has_measured_curve("nvshmem", "nvlink")
   # with_backends copies the curves along.
-  assert selection.with_backends(table, "nccl,nvshmem").points(
-      "nvshmem", "nvlink") == table.points("nvshmem", "nvlink")
+  assert selection.with_backends(table, "nccl,nvshmem").points("nvshmem", "nvlink") == table.points(
+    "nvshmem", "nvlink"
+  )
 
 
-@pytest.mark.parametrize("points, message", [
+@pytest.mark.parametrize(
+  "points, message",
+  [
     ("points { buffers: 1 bytes: 1024 }", "us must be a number > 0, not 0"),
     ("points { buffers: 0 bytes: 1024 us: 5 }", "buffers must be from 1 to 1048576, not 0"),
     ("points { buffers: 1 bytes: 0 us: 5 }", "bytes must be at least 1, not 0"),
     ("points { buffers: 1 bytes: 1024 us: -3 }", "us must be a number > 0, not -3"),
-    ("points { buffers: 1 bytes: 1024 us: 5 }\npoints { buffers: 1 bytes: 1024 us: 6 }",
-     "a second point at 1 buffers and 1024 bytes"),
+    (
+      "points { buffers: 1 bytes: 1024 us: 5 }\npoints { buffers: 1 bytes: 1024 us: 6 }",
+      "a second point at 1 buffers and 1024 bytes",
+    ),
     ("point nccl nvlink 1 1024 5", "is in the line format of earlier releases"),
-])
+  ],
+)
 def test_bad_points_name_file_and_line(tmp_path, points, message):
   path = tmp_path / "bad.txtpb"
   if points.startswith("point "):
@@ -317,36 +359,40 @@ def test_compiled_in_default_is_the_committed_h200_table():
   """The default table is the committed calibrated table, number for number."""
   import subprocess
   import sys
+
   text = H200_TABLE.read_text()
   committed = selection.CostTable.parse(text, str(H200_TABLE))
   default = selection.CostTable.default()
   # The measured entries; the file's other rows are the estimates of the day
   # it was written.
   for backend in ("nccl", "nvshmem"):
-    assert committed.per_buffer_us(backend, "nvlink") == default.per_buffer_us(
-        backend, "nvlink")
+    assert committed.per_buffer_us(backend, "nvlink") == default.per_buffer_us(backend, "nvlink")
     # NVSHMEM's thunk now also enters a barrier before its puts, which the
     # measurement predates: the default charges it one more buffer.
     extra = default.per_buffer_us(backend, "nvlink") if backend == "nvshmem" else 0
     latency, bandwidth = committed.link(backend, "nvlink")
     assert default.link(backend, "nvlink") == (pytest.approx(latency + extra), bandwidth)
     assert default.points(backend, "nvlink") == [
-        (b, n, pytest.approx(us + extra)) for b, n, us in committed.points(backend, "nvlink")]
+      (b, n, pytest.approx(us + extra)) for b, n, us in committed.points(backend, "nvlink")
+    ]
     assert committed.sm_interference(backend) == default.sm_interference(backend)
   assert default.link("nvshmem", "nvlink")[0] > committed.link("nvshmem", "nvlink")[0] + 16
   # The committed file names every measured pair itself, so the equality does
   # not come from inheriting the defaults.
   for backend in ("nccl", "nvshmem"):
     block = text.split(f"  backend: {backend.upper()}\n  link_class: NVLINK\n", 1)[1]
-    rows = [l.split() for l in block.split("\n}", 1)[0].splitlines()
-            if l.startswith("  points {")]
+    rows = [l.split() for l in block.split("\n}", 1)[0].splitlines() if l.startswith("  points {")]
     assert len(rows) == len(default.points(backend, "nvlink")) >= 30
     assert {int(r[3]) for r in rows} == {1, 2, 4}
   assert "# Measured on: 2x NVIDIA H200 143771 MiB, NV18 NVLink, driver 580.159.04" in text
   assert "XLA openxla/xla 3cc8846c" in text and "sha256 " in text
   # The generated block of the core's source is this table's.
-  check = subprocess.run([sys.executable, str(ROOT / "scripts" / "embed_default_cost_table.py"),
-                          "--check"], capture_output=True, text=True, check=False)
+  check = subprocess.run(
+    [sys.executable, str(ROOT / "scripts" / "embed_default_cost_table.py"), "--check"],
+    capture_output=True,
+    text=True,
+    check=False,
+  )
   assert check.returncode == 0, check.stderr
 
 
@@ -356,11 +402,15 @@ def test_built_in_table_puts_these_ring_steps_on_peer():
   at 4 MiB with 4 buffers; NCCL at the other measured points."""
   table = selection.with_backends(selection.load_cost_table(), "nccl,peer")
   t = selection.parse_topology(placed("1x1x2"), "nccl,peer")
-  peer = {(buffers, 1024 << (2 * i)) for buffers in (1, 2, 4) for i in range(10)
-          if selection.decide(t, table, 1024 << (2 * i), ring(2),
-                              buffers=buffers)["plan"] == "peer"}
-  assert peer == {(b, n) for b in (1, 2, 4) for n in (16 << 20, 64 << 20, 256 << 20)} \
-      | {(4, 4 << 20)}
+  peer = {
+    (buffers, 1024 << (2 * i))
+    for buffers in (1, 2, 4)
+    for i in range(10)
+    if selection.decide(t, table, 1024 << (2 * i), ring(2), buffers=buffers)["plan"] == "peer"
+  }
+  assert peer == {(b, n) for b in (1, 2, 4) for n in (16 << 20, 64 << 20, 256 << 20)} | {
+    (4, 4 << 20)
+  }
   # Across processes the thunk would run NCCL: no peer.
   apart = selection.parse_topology("1x1x2:gpus_per_process=1")
   assert selection.decide(apart, table, 64 << 20, ring(2))["plan"] == "nccl"
@@ -388,13 +438,15 @@ def test_ring_across_hosts_never_gets_nvshmem():
   t = selection.parse_topology(placed("1x2x8"))
   edges = cp_ring_across_two_hosts()
   for spec in (placed("1x2x8"), placed("1x2x8:nvl16")):
-    d = _selection_core.decide(selection.parse_topology(spec), selection.load_cost_table(),
-                               8 << 20, edges, team_size=16)
+    d = _selection_core.decide(
+      selection.parse_topology(spec), selection.load_cost_table(), 8 << 20, edges, team_size=16
+    )
     assert d["plan"] == "nccl"
     assert "16 of 16 edges leave their host" in d["refused"]["nvshmem"], d["reason"]
   with pytest.raises(ValueError, match="fast:1: NVSHMEM has no network row"):
-    selection.CostTable.parse("links { backend: NVSHMEM link_class: NETWORK latency_us: 12 }\n",
-                              "fast")
+    selection.CostTable.parse(
+      "links { backend: NVSHMEM link_class: NETWORK latency_us: 12 }\n", "fast"
+    )
   shift = [(d, d + 8) for d in range(8)]
   d = _selection_core.decide(t, selection.load_cost_table(), 8 << 20, shift, team_size=16)
   assert d["plan"] == "nccl" and "leave their host" in d["refused"]["nvshmem"]
@@ -408,10 +460,9 @@ def test_runtime_rules_types_and_memcpy_flag():
   fp8 = _selection_core.decide(t, table, 32 << 20, ring(8), 8, 2, ["bf16", "f8e4m3fn"])
   assert fp8["plan"] == "nccl"
   assert "element type f8e4m3fn is not one NVSHMEM puts" in fp8["refused"]["nvshmem"]
-  flag = _selection_core.decide(t, table, 32 << 20, ring(8), 8, 2, ["bf16"],
-                                memcpy_local_p2p=True)
+  flag = _selection_core.decide(t, table, 32 << 20, ring(8), 8, 2, ["bf16"], memcpy_local_p2p=True)
   assert flag["plan"] == "nccl" and "memcpy_local_p2p" in flag["refused"]["nvshmem"]
-  with pytest.raises(ValueError, match='t:1: .*nvshmem_transport'):
+  with pytest.raises(ValueError, match="t:1: .*nvshmem_transport"):
     selection.CostTable.parse("nvshmem_transport: IBGDA\n", "t")
   assert "nvshmem_transport" not in str(table)
 
@@ -420,8 +471,7 @@ def test_peer_by_default_on_one_host_unless_one_process_per_gpu():
   """The backend set alone, no table: a one-host ring of 128 MiB gets peer
   memory; with one process per GPU XLA would run it as NCCL, so it is refused."""
   table = selection.with_backends(selection.load_cost_table(), "nccl,peer")
-  d = selection.decide(selection.parse_topology("1x1x8", table.backends), table, 128 << 20,
-                       ring(8))
+  d = selection.decide(selection.parse_topology("1x1x8", table.backends), table, 128 << 20, ring(8))
   assert d["plan"] == "peer" and "measured curve" in d["reason"], d["reason"]
   per_gpu = selection.parse_topology(placed("1x1x8:gpus_per_process=1"))
   assert per_gpu.gpus_per_process == 1
@@ -429,12 +479,14 @@ def test_peer_by_default_on_one_host_unless_one_process_per_gpu():
   d = selection.decide(per_gpu, table, 128 << 20, ring(8))
   assert d["plan"] == "nccl"
   assert d["refused"]["peer"].startswith(
-      "peer refused: 7 of the program's 8 devices are outside its first device's "
-      "process (1 GPU per process)")
+    "peer refused: 7 of the program's 8 devices are outside its first device's "
+    "process (1 GPU per process)"
+  )
   # Without a map the order of 8 processes is unknown, but under any order 7 of the
   # 8 devices are outside the first one's process: that is the reason, map or none.
-  unknown = selection.decide(selection.parse_topology("1x1x8:gpus_per_process=1"), table,
-                             128 << 20, ring(8))
+  unknown = selection.decide(
+    selection.parse_topology("1x1x8:gpus_per_process=1"), table, 128 << 20, ring(8)
+  )
   assert unknown["refused"]["peer"] == d["refused"]["peer"]
 
 
@@ -443,15 +495,30 @@ def test_a_ring_no_order_fits_in_a_process_is_refused_for_that():
   ring in one process, so peer is refused for the process rule, not for the order
   the module does not state, and the reason gives no map to try."""
   table = selection.load_cost_table()
-  d = selection.decide(selection.parse_topology("1x4x2", "nccl,peer"), table, 128 << 20,
-                       ring(4), True, 4, backends=("nccl", "peer"))
+  d = selection.decide(
+    selection.parse_topology("1x4x2", "nccl,peer"),
+    table,
+    128 << 20,
+    ring(4),
+    True,
+    4,
+    backends=("nccl", "peer"),
+  )
   assert d["refused"]["peer"].startswith(
-      "peer refused: 2 of the program's 4 devices are outside its first device's "
-      "process (2 GPUs per process)"), d["refused"]["peer"]
+    "peer refused: 2 of the program's 4 devices are outside its first device's "
+    "process (2 GPUs per process)"
+  ), d["refused"]["peer"]
   assert "map=" not in d["refused"]["peer"]
   # NVSHMEM's rule is per edge, which an order can keep in one host: still unknown.
-  d = selection.decide(selection.parse_topology("1x4x2:gpus_per_process=1"), table,
-                       1 << 20, ring(4), True, 4, backends=("nccl", "nvshmem"))
+  d = selection.decide(
+    selection.parse_topology("1x4x2:gpus_per_process=1"),
+    table,
+    1 << 20,
+    ring(4),
+    True,
+    4,
+    backends=("nccl", "nvshmem"),
+  )
   assert "does not say which device runs each of its ids" in d["refused"]["nvshmem"]
   with pytest.raises(selection.SelectionError, match="must divide a host"):
     selection.parse_topology("1x1x8:gpus_per_process=3")
@@ -462,8 +529,9 @@ def test_process_layout_is_one_fact_for_every_backend():
   peer one process for the program; the unstated layout is the set's default."""
   table = selection.load_cost_table()
   for spec in ("1x2x4:gpus_per_process=4", "1x1x8:gpus_per_process=8"):
-    d = selection.decide(selection.parse_topology(placed(spec)), table, 32 << 20, ring(4),
-                         num_partitions=8)
+    d = selection.decide(
+      selection.parse_topology(placed(spec)), table, 32 << 20, ring(4), num_partitions=8
+    )
     assert d["plan"] == "nccl"
     assert d["refused"]["nvshmem"].startswith("nvshmem refused: a process drives")
   assert selection.parse_topology("1x2x8").gpus_per_process == 1  # nccl,nvshmem
@@ -471,11 +539,16 @@ def test_process_layout_is_one_fact_for_every_backend():
   assert selection.parse_topology("1x2x8:gpus_per_process=2", "nccl,peer").gpus_per_process == 2
   said = selection.process_layout_text(selection.parse_topology("1x1x8"), False, "nccl,nvshmem")
   assert said.startswith("processes of 1 GPU (the default where the target XLA offers NVSHMEM")
-  said = selection.process_layout_text(selection.parse_topology("1x1x8", "nccl,peer"), False,
-                                       "nccl,peer")
+  said = selection.process_layout_text(
+    selection.parse_topology("1x1x8", "nccl,peer"), False, "nccl,peer"
+  )
   assert said.startswith("processes of 8 GPUs (the default: one process per host")
-  assert selection.process_layout_text(selection.parse_topology("1x1x8:gpus_per_process=8"),
-                                       True, "nccl,nvshmem") == "processes of 8 GPUs (stated)"
+  assert (
+    selection.process_layout_text(
+      selection.parse_topology("1x1x8:gpus_per_process=8"), True, "nccl,nvshmem"
+    )
+    == "processes of 8 GPUs (stated)"
+  )
 
 
 def test_default_peer_curve_is_the_committed_one_process_table():
@@ -488,23 +561,26 @@ def test_default_peer_curve_is_the_committed_one_process_table():
   assert default.per_buffer_us("peer", "nvlink") == committed.per_buffer_us("peer", "nvlink")
 
 
-@pytest.mark.parametrize("fixture, spec", [
+@pytest.mark.parametrize(
+  "fixture, spec",
+  [
     ("train_step_1x2x8.after_optimizations.hlo", "1x2x8"),
     ("train_step_1x4x4.after_optimizations.hlo", "1x4x4"),
-])
+  ],
+)
 def test_real_train_step_rings_across_hosts_go_where_the_model_says(fixture, spec):
   """The Llama train step's context-parallel ring crosses hosts: NVSHMEM is
   refused there, whatever the table."""
   from hlo_tools.hlo import reader
   from hlo_tools.model import collectives
+
   module = reader.parse_hlo_file(str(FIXTURES / fixture))
   permutes = collectives.collective_permutes(module)
   assert permutes
   t = selection.parse_topology(placed(spec))
   for p in permutes:
     args = dict(num_partitions=module.num_partitions, buffers=p.buffers)
-    default = selection.decide(t, selection.load_cost_table(), p.bytes_per_device,
-                               p.pairs, **args)
+    default = selection.decide(t, selection.load_cost_table(), p.bytes_per_device, p.pairs, **args)
     assert default["edges_by_class"]["network"] > 0
     assert default["plan"] == "nccl"
     assert "leave their host" in default["refused"]["nvshmem"], default["reason"]
@@ -512,42 +588,96 @@ def test_real_train_step_rings_across_hosts_go_where_the_model_says(fixture, spe
 
 def test_nvshmem_put_types_are_the_cores():
   # The pinned runtime's put list (nvshmem_communicator.cc:367), asked of the core.
-  puts = [t for t in ("f64", "f32", "f16", "bf16", "s32", "s64", "u32", "u64", "s8", "u8",
-                      "f8e4m3fn", "f8e5m2", "pred", "s16", "c64") if selection.nvshmem_puts_type(t)]
+  puts = [
+    t
+    for t in (
+      "f64",
+      "f32",
+      "f16",
+      "bf16",
+      "s32",
+      "s64",
+      "u32",
+      "u64",
+      "s8",
+      "u8",
+      "f8e4m3fn",
+      "f8e5m2",
+      "pred",
+      "s16",
+      "c64",
+    )
+    if selection.nvshmem_puts_type(t)
+  ]
   assert puts == ["f64", "f32", "f16", "bf16", "s32", "s64", "u32", "u64"]
 
 
 # Each rule of the core and its layer as the tools meet it through the binding:
 # (topology spec, backends, decide's keyword arguments, plan, refusal text). A
 # rule removed from the core or the layer fails its row here as well as a gtest.
-FAST_PEER = 'links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 1e6 }\n'
-FAST_SYMMETRIC = ('symmetric_signals: true\n'
-                  'links { backend: SYMMETRIC link_class: NVLINK latency_us: 1 '
-                  'bandwidth_gbps: 1e6 }\n')
+FAST_PEER = "links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 1e6 }\n"
+FAST_SYMMETRIC = (
+  "symmetric_signals: true\n"
+  "links { backend: SYMMETRIC link_class: NVLINK latency_us: 1 "
+  "bandwidth_gbps: 1e6 }\n"
+)
 RULE_ROWS = {
-    "one GPU per process, at two": (
-        placed("1x1x8:gpus_per_process=2"), "nccl,nvshmem", {}, "nccl",
-        "a process drives 2 GPUs"),
-    "local copies": (
-        placed("1x1x8:gpus_per_process=1"), "nccl,nvshmem",
-        {"pairs": [(i, i) for i in range(8)]}, "nccl", "every pair is a device to itself"),
-    "NVSHMEM under a branch": (
-        placed("1x1x8:gpus_per_process=1"), "nccl,nvshmem", {"place": "branch"}, "nccl",
-        "under a conditional's branch"),
-    "NVSHMEM in a collectives group": (
-        placed("1x1x8:gpus_per_process=1"), "nccl,nvshmem", {"place": "group"}, "nccl",
-        "in a collectives group"),
-    "peer under a branch": (
-        placed("1x1x8:gpus_per_process=8"), "nccl,peer", {"place": "branch"}, "nccl",
-        "under a conditional's branch"),
-    "symmetric under a branch": (
-        placed("1x1x8:gpus_per_process=8"), "nccl,symmetric", {"place": "branch"}, "nccl",
-        "under a conditional's branch"),
-    "peer in a collectives group runs": (
-        placed("1x1x8:gpus_per_process=8"), "nccl,peer", {"place": "group"}, "peer", None),
-    "a mark of a backend that can run": (
-        placed("1x1x8:gpus_per_process=8"), "nccl,peer", {"bytes": 4096, "mark": "peer"},
-        "peer", None),
+  "one GPU per process, at two": (
+    placed("1x1x8:gpus_per_process=2"),
+    "nccl,nvshmem",
+    {},
+    "nccl",
+    "a process drives 2 GPUs",
+  ),
+  "local copies": (
+    placed("1x1x8:gpus_per_process=1"),
+    "nccl,nvshmem",
+    {"pairs": [(i, i) for i in range(8)]},
+    "nccl",
+    "every pair is a device to itself",
+  ),
+  "NVSHMEM under a branch": (
+    placed("1x1x8:gpus_per_process=1"),
+    "nccl,nvshmem",
+    {"place": "branch"},
+    "nccl",
+    "under a conditional's branch",
+  ),
+  "NVSHMEM in a collectives group": (
+    placed("1x1x8:gpus_per_process=1"),
+    "nccl,nvshmem",
+    {"place": "group"},
+    "nccl",
+    "in a collectives group",
+  ),
+  "peer under a branch": (
+    placed("1x1x8:gpus_per_process=8"),
+    "nccl,peer",
+    {"place": "branch"},
+    "nccl",
+    "under a conditional's branch",
+  ),
+  "symmetric under a branch": (
+    placed("1x1x8:gpus_per_process=8"),
+    "nccl,symmetric",
+    {"place": "branch"},
+    "nccl",
+    "under a conditional's branch",
+  ),
+  "peer in a collectives group runs": (
+    placed("1x1x8:gpus_per_process=8"),
+    "nccl,peer",
+    {"place": "group"},
+    "peer",
+    None,
+  ),
+  "a mark of a backend that can run": (
+    placed("1x1x8:gpus_per_process=8"),
+    "nccl,peer",
+    {"bytes": 4096, "mark": "peer"},
+    "peer",
+    None,
+  ),
 }
 
 
@@ -575,5 +705,4 @@ def test_a_team_larger_than_the_topology_is_refused_nvshmem():
   assert fits["plan"] == "nvshmem", fits["reason"]
   d = _selection_core.decide(topology, table, 32 << 20, ring(4), team_size=8)
   assert d["plan"] == "nccl"
-  assert "the program's 8 devices are more than the topology places (4)" in \
-      d["refused"]["nvshmem"]
+  assert "the program's 8 devices are more than the topology places (4)" in d["refused"]["nvshmem"]

@@ -24,10 +24,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-COMMITS = {"183fa00c": "183fa00cb5d82384463a1a7aed1ab06bc9026974",
-           "131bf41a": "131bf41acb4650e4391a640c3f1859c1c86ad74b"}
-SERIES = {"183fa00c": REPO / "xla_patches" / "xla-183fa00c_openxla-main",
-          "131bf41a": REPO / "xla_patches" / "xla-131bf41a_jax-0.11.0"}
+COMMITS = {
+  "183fa00c": "183fa00cb5d82384463a1a7aed1ab06bc9026974",
+  "131bf41a": "131bf41acb4650e4391a640c3f1859c1c86ad74b",
+}
+SERIES = {
+  "183fa00c": REPO / "xla_patches" / "xla-183fa00c_openxla-main",
+  "131bf41a": REPO / "xla_patches" / "xla-131bf41a_jax-0.11.0",
+}
 VENVS = {"183fa00c": REPO / ".venv-main", "131bf41a": REPO / ".venv-next"}
 NON_TEST_LIMIT = 250
 GEN = REPO / "scripts" / "gen_patches_next.py"
@@ -41,21 +45,39 @@ def patches(key):
 
 
 def _has_commits(d):
-  return d and all(subprocess.run(["git", "--git-dir", d, "cat-file", "-e", f"{c}^{{commit}}"],
-                                  capture_output=True).returncode == 0 for c in COMMITS.values())
+  return d and all(
+    subprocess.run(
+      ["git", "--git-dir", d, "cat-file", "-e", f"{c}^{{commit}}"], capture_output=True
+    ).returncode
+    == 0
+    for c in COMMITS.values()
+  )
 
 
-XLA_DIR = next((d for d in [os.environ.get("XLA_NEXT"), os.environ.get("XLA_PIN")]
-                if _has_commits(d)), None)
+XLA_DIR = next(
+  (d for d in [os.environ.get("XLA_NEXT"), os.environ.get("XLA_PIN")] if _has_commits(d)), None
+)
 needs_xla = pytest.mark.skipif(XLA_DIR is None, reason="needs openxla/xla at 183fa00c and 131bf41a")
-ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
-       "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@invalid",
-       "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@invalid"}
+ENV = {
+  **os.environ,
+  "GIT_CONFIG_NOSYSTEM": "1",
+  "GIT_CONFIG_GLOBAL": os.devnull,
+  "GIT_AUTHOR_NAME": "t",
+  "GIT_AUTHOR_EMAIL": "t@invalid",
+  "GIT_COMMITTER_NAME": "t",
+  "GIT_COMMITTER_EMAIL": "t@invalid",
+}
 
 
 def run(cmd, **kw):
-  return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=ENV,
-                        timeout=kw.pop("timeout", 600), **kw)
+  return subprocess.run(
+    [str(c) for c in cmd],
+    capture_output=True,
+    text=True,
+    env=ENV,
+    timeout=kw.pop("timeout", 600),
+    **kw,
+  )
 
 
 def numstat(patch):
@@ -66,8 +88,13 @@ def numstat(patch):
 
 def non_test_lines(key, only=None):
   """Lines added and removed outside tests, over the whole series or patch `only`."""
-  return sum(a + d for p in patches(key) if only in (None, p) for a, d, path in numstat(p)
-             if not path.endswith("_test.cc"))
+  return sum(
+    a + d
+    for p in patches(key)
+    if only in (None, p)
+    for a, d, path in numstat(p)
+    if not path.endswith("_test.cc")
+  )
 
 
 def added_lines(key, path):
@@ -101,22 +128,28 @@ def test_non_test_lines_stay_within_the_limit(key):
   lines = non_test_lines(key, patches(key)[0])
   assert 150 < lines <= NON_TEST_LIMIT, lines
   tests = {path for p in patches(key) for _, _, path in numstat(p) if path.endswith("_test.cc")}
-  assert tests == {f"{PKG}/collective_backend_assigner_test.cc",
-                   "xla/hlo/transforms/collectives/collective_permute_combiner_test.cc",
-                   "xla/backends/gpu/runtime/collective_permute_thunk_test.cc"}
+  assert tests == {
+    f"{PKG}/collective_backend_assigner_test.cc",
+    "xla/hlo/transforms/collectives/collective_permute_combiner_test.cc",
+    "xla/backends/gpu/runtime/collective_permute_thunk_test.cc",
+  }
 
 
 @pytest.mark.parametrize("key", COMMITS)
 def test_readmes_give_the_line_counts(key):
   """Each patch's row in its series' README, the series' total, and the docs' table."""
   readme = (SERIES[key] / "README.md").read_text()
-  per_patch = [sum(a + d for a, d, path in numstat(p) if not path.endswith("_test.cc"))
-               for p in patches(key)]
+  per_patch = [
+    sum(a + d for a, d, path in numstat(p) if not path.endswith("_test.cc")) for p in patches(key)
+  ]
   for p, n in zip(patches(key), per_patch):
     assert re.search(rf"^\| `{re.escape(p.name)}` \|.*\| {n} \|$", readme, re.M), (p.name, n)
   assert f"{non_test_lines(key)} non-test lines in all" in readme
-  row = next(l for l in (REPO / "docs" / "patch_series.md").read_text().splitlines()
-             if l.startswith(f"| `{SERIES[key].name}/` |"))
+  row = next(
+    l
+    for l in (REPO / "docs" / "patch_series.md").read_text().splitlines()
+    if l.startswith(f"| `{SERIES[key].name}/` |")
+  )
   assert row.endswith(f"| {' + '.join(map(str, per_patch))} |"), row
 
 
@@ -124,20 +157,36 @@ def test_backport_makes_the_same_change():
   """The new code differs only in the status macros' names (and so in how
   clang-format breaks their lines), the combiner key in the field openxla added
   after 131bf41a, and the tests not at all."""
-  for path in [f"{PKG}/collective_backend_assigner_test.cc",
-               "xla/hlo/transforms/collectives/collective_permute_combiner_test.cc",
-               "xla/backends/gpu/runtime/collective_permute_thunk_test.cc",
-               "xla/side_effect_util.h", "xla/side_effect_util.cc"]:
+  for path in [
+    f"{PKG}/collective_backend_assigner_test.cc",
+    "xla/hlo/transforms/collectives/collective_permute_combiner_test.cc",
+    "xla/backends/gpu/runtime/collective_permute_thunk_test.cc",
+    "xla/side_effect_util.h",
+    "xla/side_effect_util.cc",
+  ]:
     assert added_lines("183fa00c", path) == added_lines("131bf41a", path), path
   # The code, up to the macros' names and how clang-format breaks their lines.
-  code = lambda lines: re.sub(r"\s+", " ", " ".join(  # noqa: E731
-      l.replace("ABSL_", "") for l in lines if not l.startswith("#include"))).replace(
-      "( ", "(").replace("collective_group_key, ", "")
+  code = lambda lines: (
+    re.sub(
+      r"\s+",
+      " ",
+      " ".join(  # noqa: E731
+        l.replace("ABSL_", "") for l in lines if not l.startswith("#include")
+      ),
+    )
+    .replace("( ", "(")
+    .replace("collective_group_key, ", "")
+  )
   # The key's return statement, which names its fields, is left out.
-  key = lambda s: re.sub(r"\*value; .*? std::optional<DebugOptions", "*value; std::optional<DebugOptions", s)  # noqa: E731
-  for path in [f"{PKG}/collective_backend_assigner.cc", "xla/service/collective_permute_key.cc",
-               "xla/backends/gpu/runtime/collective_thunk.cc",
-               "xla/backends/gpu/runtime/collective_permute_thunk.cc"]:
+  key = lambda s: re.sub(
+    r"\*value; .*? std::optional<DebugOptions", "*value; std::optional<DebugOptions", s
+  )  # noqa: E731
+  for path in [
+    f"{PKG}/collective_backend_assigner.cc",
+    "xla/service/collective_permute_key.cc",
+    "xla/backends/gpu/runtime/collective_thunk.cc",
+    "xla/backends/gpu/runtime/collective_permute_thunk.cc",
+  ]:
     main, back = (key(code(added_lines(k, path))) for k in ("183fa00c", "131bf41a"))
     assert main == back, path
 
@@ -145,7 +194,7 @@ def test_backport_makes_the_same_change():
 @pytest.mark.parametrize("key", COMMITS)
 def test_attribute_is_legalized_into_the_config_and_read_by_the_thunk_emitter(key):
   first, second, third, fourth = (p.read_text() for p in patches(key))
-  assert "+const char kXlaCollectivesModeAttr[] = \"_xla_collectives_mode\";" in first
+  assert '+const char kXlaCollectivesModeAttr[] = "_xla_collectives_mode";' in first
   assert "+      changed |= instr->erase_frontend_attribute(kXlaCollectivesModeAttr) != 0;" in first
   assert "+absl::StatusOr<CollectiveThunk::CollectivesMode> CollectivePermuteMode(" in first
   assert "-        ir_emitter_context_->debug_options().xla_gpu_collective_permute_mode()," in first
@@ -198,8 +247,9 @@ def test_build_jaxlib_applies_the_series_at_jax_v0_11_0s_xla(tmp_path):
   for d in (xla, jax):
     assert run(["git", "init", "-q", d]).returncode == 0
   for path in changed:
-    shown = subprocess.run(["git", "--git-dir", XLA_DIR, "show", f"{pin}:{path}"],
-                           capture_output=True)
+    shown = subprocess.run(
+      ["git", "--git-dir", XLA_DIR, "show", f"{pin}:{path}"], capture_output=True
+    )
     assert shown.returncode == 0, path  # the series adds no file
     (xla / path).parent.mkdir(parents=True, exist_ok=True)
     (xla / path).write_bytes(shown.stdout)
@@ -210,11 +260,26 @@ def test_build_jaxlib_applies_the_series_at_jax_v0_11_0s_xla(tmp_path):
   assert run(["git", "tag", "jax-v0.11.0"], cwd=jax).returncode == 0
   rev = run(["git", "rev-parse", "HEAD"], cwd=xla).stdout.strip()
   work = tmp_path / "work"
-  r = run([BUILD, "--dry-run", "--jax-version", "0.11.0", "--work", work, "--jax", jax,
-           "--xla", xla, "--xla-rev", rev])
+  r = run(
+    [
+      BUILD,
+      "--dry-run",
+      "--jax-version",
+      "0.11.0",
+      "--work",
+      work,
+      "--jax",
+      jax,
+      "--xla",
+      xla,
+      "--xla-rev",
+      rev,
+    ]
+  )
   assert r.returncode == 0, r.stdout + r.stderr
-  assert run(["git", "rev-list", "--count", f"{rev}..HEAD"], cwd=work / "xla").stdout.strip() \
-      == str(len(patches("131bf41a")))
+  assert run(
+    ["git", "rev-list", "--count", f"{rev}..HEAD"], cwd=work / "xla"
+  ).stdout.strip() == str(len(patches("131bf41a")))
   assert f"--local_xla_path={work / 'xla'}" in r.stdout
   assert "set_xla_metadata(_xla_collectives_mode=" in r.stdout
   assert "kXlaCollectivesModeAttr" in (work / "xla" / "xla" / "side_effect_util.h").read_text()

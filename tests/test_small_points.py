@@ -23,13 +23,20 @@ DUMP = FIXTURES / "training_script_1x1x8.xla_dump"
 
 
 def _cli(*args, **kwargs):
-  return subprocess.run([sys.executable, "-m", "hlo_tools.cli", *map(str, args)],
-                        capture_output=True, text=True, cwd=ROOT, timeout=300, **kwargs)
+  return subprocess.run(
+    [sys.executable, "-m", "hlo_tools.cli", *map(str, args)],
+    capture_output=True,
+    text=True,
+    cwd=ROOT,
+    timeout=300,
+    **kwargs,
+  )
 
 
 def _driver(*args):
-  return subprocess.run([str(NVSHMEM_OPT), *map(str, args)], capture_output=True,
-                        text=True, timeout=120)
+  return subprocess.run(
+    [str(NVSHMEM_OPT), *map(str, args)], capture_output=True, text=True, timeout=120
+  )
 
 
 def test_out_into_a_missing_folder_names_the_folder(tmp_path):
@@ -39,8 +46,9 @@ def test_out_into_a_missing_folder_names_the_folder(tmp_path):
   assert result.stderr == f"hlo-tools explain: {out}: no such directory {out.parent}\n"
   result = _driver(MODULE, "--topology=1x1x8", "-o", out)
   assert result.returncode == 2
-  assert result.stderr.strip().splitlines()[-1] == \
-      f"nvshmem-opt: {out}: no such directory {out.parent}"
+  assert (
+    result.stderr.strip().splitlines()[-1] == f"nvshmem-opt: {out}: no such directory {out.parent}"
+  )
   assert not (tmp_path / "missing").exists()
 
 
@@ -52,11 +60,9 @@ def test_num_partitions_against_the_header_blames_the_flag():
   assert "map" not in line
   result = _driver(MODULE, "--topology=1x2x8", "--num-partitions=16", "--mode=explain")
   assert result.returncode == 2
-  assert "--num-partitions=16 contradicts the module's header (num_partitions=8)" in \
-      result.stderr
+  assert "--num-partitions=16 contradicts the module's header (num_partitions=8)" in result.stderr
   # The same count as the header's is no contradiction.
-  assert _driver(MODULE, "--topology=1x1x8", "--num-partitions=8",
-                 "--mode=explain").returncode == 0
+  assert _driver(MODULE, "--topology=1x1x8", "--num-partitions=8", "--mode=explain").returncode == 0
 
 
 @pytest.mark.parametrize("where", ["same", "inside"])
@@ -93,6 +99,7 @@ def test_cli_help_version_and_no_command():
   for name in ("dump", "parse", "explain", "verify", "diff", "report", "heuristics", "bench"):
     assert re.search(rf"^  {name} +\S.{{20,}}", result.stdout, re.M), name
   from hlo_tools import __version__
+
   assert _cli("--version").stdout == f"hlo-tools {__version__}\n"
   version = _driver("--version")
   assert version.returncode == 0
@@ -108,16 +115,18 @@ def test_driver_help_states_the_whole_grammar_and_the_threshold():
 
 def _explain_1x2x4(backends=None, table=None):
   selected = options.load("1x2x4", table, backends)
-  return decisions.describe(str(FIXTURES / "ring_1x2x4.before_async.hlo"), selected,
-                            use_driver=False), selected
+  return decisions.describe(
+    str(FIXTURES / "ring_1x2x4.before_async.hlo"), selected, use_driver=False
+  ), selected
 
 
 def test_saved_per_run_is_one_run(tmp_path):
   # The pipeline's cp ring runs 28 times a step (7 pipeline steps x 4 ring steps).
   fast = FIXTURES / "fast_nvshmem.cost"
   selected = options.load("1x2x4", str(fast))
-  explained = decisions.describe(str(FIXTURES / "pipeline_1x2x4.before_async.hlo"), selected,
-                                 use_driver=False)
+  explained = decisions.describe(
+    str(FIXTURES / "pipeline_1x2x4.before_async.hlo"), selected, use_driver=False
+  )
   case = Case(id="c", title="c", topology="1x2x4")
   rows = page.comparison_rows([{"case": case, "explain": explained}])
   assert rows
@@ -174,8 +183,9 @@ def test_rules_are_a_list_per_backend():
 
 def test_report_page_compares_upstream_only_where_the_set_offers_nvshmem():
   explained, _ = _explain_1x2x4(backends="nccl,peer")
-  rows = page.comparison_rows([{"case": Case(id="c", title="c", topology="1x2x4"),
-                                "explain": explained}])
+  rows = page.comparison_rows(
+    [{"case": Case(id="c", title="c", topology="1x2x4"), "explain": explained}]
+  )
   # What the driver says of these permutes (its assigner, run with --compare-upstream).
   rows = [dict(r, upstream="NVSHMEM") for r in rows]
   assert rows

@@ -56,15 +56,23 @@ print(json.dumps({
 @pytest.fixture(scope="module")
 def probed(tmp_path_factory: pytest.TempPathFactory) -> dict:
   built = sorted(BINDING.glob("_selection_core*.so"))
-  assert built, (f"{BINDING} has no stand-in binding: build the CMake target "
-                 "stand_in_selection_core (scripts/setup.sh builds every target)")
+  assert built, (
+    f"{BINDING} has no stand-in binding: build the CMake target "
+    "stand_in_selection_core (scripts/setup.sh builds every target)"
+  )
   package = tmp_path_factory.mktemp("stand_in") / "hlo_tools"
-  shutil.copytree(ROOT / "hlo_tools", package,
-                  ignore=shutil.ignore_patterns("_selection_core*.so", "__pycache__"))
+  shutil.copytree(
+    ROOT / "hlo_tools", package, ignore=shutil.ignore_patterns("_selection_core*.so", "__pycache__")
+  )
   shutil.copy(built[0], package)
-  out = subprocess.run([sys.executable, "-c", PROBE], cwd=package.parent,
-                       env={"PYTHONPATH": str(package.parent), "PATH": "/usr/bin:/bin"},
-                       capture_output=True, text=True, timeout=300)
+  out = subprocess.run(
+    [sys.executable, "-c", PROBE],
+    cwd=package.parent,
+    env={"PYTHONPATH": str(package.parent), "PATH": "/usr/bin:/bin"},
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert out.returncode == 0, out.stderr
   probed = json.loads(out.stdout)
   assert probed["file"].startswith(str(package)), probed["file"]

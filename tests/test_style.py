@@ -16,8 +16,9 @@ CLANG_FORMAT = str(VENV_CLANG_FORMAT) if VENV_CLANG_FORMAT.exists() else None
 
 
 def tracked(*patterns):
-  out = subprocess.run(["git", "ls-files", "-z", "--", *patterns], cwd=REPO,
-                       capture_output=True, text=True, check=True).stdout
+  out = subprocess.run(
+    ["git", "ls-files", "-z", "--", *patterns], cwd=REPO, capture_output=True, text=True, check=True
+  ).stdout
   return [name for name in out.split("\0") if name]
 
 
@@ -25,9 +26,10 @@ def tracked(*patterns):
 def test_cpp_is_clang_formatted():
   files = tracked("*.cc", "*.h", "*.inc")
   assert files
-  proc = subprocess.run([CLANG_FORMAT, "--dry-run", "--Werror", *files], cwd=REPO,
-                        capture_output=True, text=True)
-  unformatted = sorted({line.split(":", 1)[0] for line in proc.stderr.splitlines()
-                        if ": error:" in line})
+  proc = subprocess.run(
+    [CLANG_FORMAT, "--dry-run", "--Werror", *files], cwd=REPO, capture_output=True, text=True
+  )
+  unformatted = sorted(
+    {line.split(":", 1)[0] for line in proc.stderr.splitlines() if ": error:" in line}
+  )
   assert proc.returncode == 0, f"run clang-format -i on: {' '.join(unformatted)}"
-

@@ -80,8 +80,9 @@ def test_train_step_fixture_has_tensor_and_context_all_reduces(topology):
   # The gradients summed over the sequence blocks, and the clipping norm's partial
   # sums over tp (jaxlib 0.10 prints that one in its mesh form).
   assert any(groups == cp_groups for groups, _ in reduces)
-  assert any(groups == tp_groups and "f32" in shape and activation not in shape
-             for groups, shape in reduces)
+  assert any(
+    groups == tp_groups and "f32" in shape and activation not in shape for groups, shape in reduces
+  )
 
 
 def _sharded_equals_one_device():
@@ -91,15 +92,25 @@ def _sharded_equals_one_device():
   import numpy as np
 
   from hlo_tools.programs import train_step
-  config = train_step.TrainConfig(num_layers=1, hidden=64, num_heads=8, num_kv_heads=2,
-                          head_dim=16, mlp=128, vocab=128, seq_len=64, dtype="f32",
-                          q_chunk=8, k_chunk=8)
+
+  config = train_step.TrainConfig(
+    num_layers=1,
+    hidden=64,
+    num_heads=8,
+    num_kv_heads=2,
+    head_dim=16,
+    mlp=128,
+    vocab=128,
+    seq_len=64,
+    dtype="f32",
+    q_chunk=8,
+    k_chunk=8,
+  )
 
   def run(cp, tp):
-    mesh = train_step.make_mesh(jax.devices()[:cp * tp], cp, tp)
+    mesh = train_step.make_mesh(jax.devices()[: cp * tp], cp, tp)
     config.validate({"cp": cp, "tp": tp})
-    abstract, tree = jax.tree_util.tree_flatten_with_path(
-        train_step.example_args(config, mesh))
+    abstract, tree = jax.tree_util.tree_flatten_with_path(train_step.example_args(config, mesh))
     values = []
     for i, (path, a) in enumerate(abstract):
       key = jax.random.PRNGKey(i)
@@ -114,20 +125,38 @@ def _sharded_equals_one_device():
     return jax.jit(step)(*jax.tree.unflatten(tree, values))
 
   sharded, single = run(4, 2), run(1, 1)
-  errors = [float(np.max(np.abs(np.asarray(a) - np.asarray(b))) /
-                  max(float(np.max(np.abs(np.asarray(b)))), 1e-30))
-            for a, b in zip(jax.tree.leaves(sharded), jax.tree.leaves(single))]
+  errors = [
+    float(
+      np.max(np.abs(np.asarray(a) - np.asarray(b)))
+      / max(float(np.max(np.abs(np.asarray(b)))), 1e-30)
+    )
+    for a, b in zip(jax.tree.leaves(sharded), jax.tree.leaves(single))
+  ]
   return {"loss": float(sharded[2]), "errors": errors}
 
 
 def test_sharded_train_step_matches_one_device():
   from conftest import CPU_CODEGEN_O0  # not at the top: the child imports this module
-  code = ("import json, sys; from tests import test_train_step as t; "
-          "print(json.dumps(t._sharded_equals_one_device()))")
-  env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT,
-             XLA_FLAGS=f"--xla_force_host_platform_device_count=8 {CPU_CODEGEN_O0}")
-  proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
-                        capture_output=True, text=True, timeout=600, check=False)
+
+  code = (
+    "import json, sys; from tests import test_train_step as t; "
+    "print(json.dumps(t._sharded_equals_one_device()))"
+  )
+  env = dict(
+    os.environ,
+    JAX_PLATFORMS="cpu",
+    PYTHONPATH=ROOT,
+    XLA_FLAGS=f"--xla_force_host_platform_device_count=8 {CPU_CODEGEN_O0}",
+  )
+  proc = subprocess.run(
+    [sys.executable, "-c", code],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   result = json.loads(proc.stdout.strip().splitlines()[-1])
   assert 4.0 < result["loss"] < 6.0  # about ln(128) for small random weights

@@ -41,34 +41,59 @@ from test_patches import (
 PIN = "3cc8846c10052cc1c32c4db87866eac4e4cdbccd"
 SCRIPT = REPO / "scripts" / "build_jaxlib.sh"
 OPTIONS = REPO / "scripts" / "upstream_checks" / "jax-v0.9.1_build_py_options.txt"
-DOCS = [REPO / "README.md", REPO / "docs" / "patch_series.md", SERIES / "README.md",
-        REPO / "WORKSPACE", REPO / "docs" / "xla_pin_research.md", SCRIPT]
+DOCS = [
+  REPO / "README.md",
+  REPO / "docs" / "patch_series.md",
+  SERIES / "README.md",
+  REPO / "WORKSPACE",
+  REPO / "docs" / "xla_pin_research.md",
+  SCRIPT,
+]
 # A git directory of jax holding the tag jax-v0.9.1, from the environment.
-JAX_DIR = next((p for p in [os.environ.get("JAX_GIT_DIR")] if p and Path(p, "HEAD").is_file()),
-               None)
+JAX_DIR = next(
+  (p for p in [os.environ.get("JAX_GIT_DIR")] if p and Path(p, "HEAD").is_file()), None
+)
 needs_jax = pytest.mark.skipif(JAX_DIR is None, reason="needs a local jax repository")
 # Upstream targets the series changes the sources of (checked at the pin below).
-CHANGED_UPSTREAM = {"//xla/service/gpu:gpu_compiler": "xla/service/gpu/gpu_compiler.cc",
-                    "//xla/service/gpu:gpu_executable": "xla/service/gpu/gpu_executable.cc",
-                    "//xla/service/gpu:gpu_memory_space_assignment":
-                        "xla/service/gpu/gpu_memory_space_assignment.cc",
-                    "//xla/service/gpu:gpu_memory_space_assignment_test":
-                        "xla/service/gpu/gpu_memory_space_assignment_test.cc",
-                    "//xla/service/gpu:thunk_emitter": "xla/service/gpu/thunk_emitter.cc"}
-WORKSPACE_ORDER = ["xla_workspace4", "xla_workspace3", "cc_toolchain_deps", "python_init_rules",
-                   "python_init_repositories", "python_init_toolchains", "python_init_pip",
-                   "install_deps", "xla_workspace2", "xla_workspace1", "xla_workspace0",
-                   "cuda_json_init_repository", "cuda_redist_init_repositories",
-                   "cudnn_redist_init_repository", "cuda_configure",
-                   "nccl_redist_init_repository", "nccl_configure",
-                   "nvshmem_json_init_repository", "nvshmem_redist_init_repository"]
+CHANGED_UPSTREAM = {
+  "//xla/service/gpu:gpu_compiler": "xla/service/gpu/gpu_compiler.cc",
+  "//xla/service/gpu:gpu_executable": "xla/service/gpu/gpu_executable.cc",
+  "//xla/service/gpu:gpu_memory_space_assignment": "xla/service/gpu/gpu_memory_space_assignment.cc",
+  "//xla/service/gpu:gpu_memory_space_assignment_test": "xla/service/gpu/gpu_memory_space_assignment_test.cc",
+  "//xla/service/gpu:thunk_emitter": "xla/service/gpu/thunk_emitter.cc",
+}
+WORKSPACE_ORDER = [
+  "xla_workspace4",
+  "xla_workspace3",
+  "cc_toolchain_deps",
+  "python_init_rules",
+  "python_init_repositories",
+  "python_init_toolchains",
+  "python_init_pip",
+  "install_deps",
+  "xla_workspace2",
+  "xla_workspace1",
+  "xla_workspace0",
+  "cuda_json_init_repository",
+  "cuda_redist_init_repositories",
+  "cudnn_redist_init_repository",
+  "cuda_configure",
+  "nccl_redist_init_repository",
+  "nccl_configure",
+  "nvshmem_json_init_repository",
+  "nvshmem_redist_init_repository",
+]
 
 
 def top_level_calls(text):
   """The names of the functions a WORKSPACE calls at top level, in order."""
-  return [n.value.func.id for n in ast.parse(text).body
-          if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
-          and isinstance(n.value.func, ast.Name)]
+  return [
+    n.value.func.id
+    for n in ast.parse(text).body
+    if isinstance(n, ast.Expr)
+    and isinstance(n.value, ast.Call)
+    and isinstance(n.value.func, ast.Name)
+  ]
 
 
 def xla_archive():
@@ -108,6 +133,7 @@ def script_command():
 
 # --- offline -----------------------------------------------------------------
 
+
 def test_workspace_applies_the_series_in_order():
   patches = ast.literal_eval(xla_archive()["patches"])
   assert patches == [f"//xla_patches/xla-3cc8846c_jax-0.9.1:{p.name}" for p in ALL]
@@ -131,8 +157,12 @@ def test_bazelversion_is_the_pins():
 
 def test_docs_name_only_labels_of_the_series():
   defined = {f"//{t['package']}:{n}" for n, t in series_targets().items()} | set(CHANGED_UPSTREAM)
-  named = {m for doc in DOCS if doc.exists()
-           for m in re.findall(r"@xla(//xla/[\w/]+:\w+)", doc.read_text())}
+  named = {
+    m
+    for doc in DOCS
+    if doc.exists()
+    for m in re.findall(r"@xla(//xla/[\w/]+:\w+)", doc.read_text())
+  }
   assert named, "the docs name no @xla target"
   assert named <= defined, named - defined
 
@@ -173,8 +203,20 @@ def test_build_jaxlib_stops_in_one_line_when_the_series_does_not_apply(tmp_path)
   jax_rev = tiny_repo(tmp_path / "jax", {"README.md": b"jax\n"}, tag="jax-v0.9.1")
   xla_rev = tiny_repo(tmp_path / "xla", {"README.md": b"not xla\n"})
   work = tmp_path / "work"
-  r = run([SCRIPT, "--dry-run", "--work", work, "--jax", tmp_path / "jax",
-           "--xla", tmp_path / "xla", "--xla-rev", xla_rev])
+  r = run(
+    [
+      SCRIPT,
+      "--dry-run",
+      "--work",
+      work,
+      "--jax",
+      tmp_path / "jax",
+      "--xla",
+      tmp_path / "xla",
+      "--xla-rev",
+      xla_rev,
+    ]
+  )
   assert r.returncode == 1, r.stdout + r.stderr
   assert r.stderr.strip().splitlines()[-1].startswith("build_jaxlib: git am failed")
   assert git("rev-parse", "HEAD", cwd=work / "jax") == jax_rev
@@ -189,20 +231,26 @@ def test_build_jaxlib_refuses_to_reuse_a_work_directory(tmp_path):
 
 # --- with local mirrors ------------------------------------------------------
 
+
 @needs_pin
 def test_changed_upstream_targets_are_declared_at_the_pin():
   for label, src in CHANGED_UPSTREAM.items():
     package, name = label[2:].split(":")
-    build = subprocess.run(["git", "--git-dir", PIN_DIR, "show", f"{PIN}:{package}/BUILD"],
-                           capture_output=True, text=True, check=True).stdout
+    build = subprocess.run(
+      ["git", "--git-dir", PIN_DIR, "show", f"{PIN}:{package}/BUILD"],
+      capture_output=True,
+      text=True,
+      check=True,
+    ).stdout
     rule = re.search(rf'\n\w+\(\n    name = "{name}",\n(.*?)\n\)', build, re.S)
     assert rule and f'"{src.rsplit("/", 1)[-1]}"' in rule.group(1), label
 
 
 @needs_pin
 def test_build_jaxlib_applies_the_series_on_the_pins_files(tmp_path):
-  changed = {l.split("\t")[2] for p in ALL
-             for l in run(["git", "apply", "--numstat", p]).stdout.splitlines()}
+  changed = {
+    l.split("\t")[2] for p in ALL for l in run(["git", "apply", "--numstat", p]).stdout.splitlines()
+  }
   files = {}
   for path in changed:
     r = subprocess.run(["git", "--git-dir", PIN_DIR, "show", f"{PIN}:{path}"], capture_output=True)
@@ -211,8 +259,20 @@ def test_build_jaxlib_applies_the_series_on_the_pins_files(tmp_path):
   tiny_repo(tmp_path / "jax", {"README.md": b"jax\n"}, tag="jax-v0.9.1")
   xla_rev = tiny_repo(tmp_path / "xla", files)
   work = tmp_path / "work"
-  r = run([SCRIPT, "--dry-run", "--work", work, "--jax", tmp_path / "jax",
-           "--xla", tmp_path / "xla", "--xla-rev", xla_rev])
+  r = run(
+    [
+      SCRIPT,
+      "--dry-run",
+      "--work",
+      work,
+      "--jax",
+      tmp_path / "jax",
+      "--xla",
+      tmp_path / "xla",
+      "--xla-rev",
+      xla_rev,
+    ]
+  )
   assert r.returncode == 0, r.stdout + r.stderr
   assert git("rev-list", "--count", f"{xla_rev}..HEAD", cwd=work / "xla") == str(len(ALL))
   assert f"--local_xla_path={work / 'xla'}" in r.stdout
@@ -221,8 +281,11 @@ def test_build_jaxlib_applies_the_series_on_the_pins_files(tmp_path):
 
 @needs_jax
 def test_committed_options_are_build_py_help_at_jax_v0_9_1(tmp_path):
-  archive = subprocess.run(["git", "--git-dir", JAX_DIR, "archive", "jax-v0.9.1", "build/build.py",
-                            "build/tools"], capture_output=True, check=True).stdout
+  archive = subprocess.run(
+    ["git", "--git-dir", JAX_DIR, "archive", "jax-v0.9.1", "build/build.py", "build/tools"],
+    capture_output=True,
+    check=True,
+  ).stdout
   subprocess.run(["tar", "-x", "-C", tmp_path], input=archive, check=True)
   r = run(["python3", tmp_path / "build" / "build.py", "build", "--help"])
   assert r.returncode == 0, r.stderr
@@ -232,12 +295,20 @@ def test_committed_options_are_build_py_help_at_jax_v0_9_1(tmp_path):
 
 @needs_jax
 def test_workspace_calls_follow_jax_v0_9_1s_workspace():
-  jax_ws = subprocess.run(["git", "--git-dir", JAX_DIR, "show", "jax-v0.9.1:WORKSPACE"],
-                          capture_output=True, text=True, check=True).stdout
+  jax_ws = subprocess.run(
+    ["git", "--git-dir", JAX_DIR, "show", "jax-v0.9.1:WORKSPACE"],
+    capture_output=True,
+    text=True,
+    check=True,
+  ).stdout
   jax_calls = [c for c in top_level_calls(jax_ws) if c in WORKSPACE_ORDER]
   assert jax_calls == WORKSPACE_ORDER
-  version = subprocess.run(["git", "--git-dir", JAX_DIR, "show", "jax-v0.9.1:.bazelversion"],
-                           capture_output=True, text=True, check=True).stdout
+  version = subprocess.run(
+    ["git", "--git-dir", JAX_DIR, "show", "jax-v0.9.1:.bazelversion"],
+    capture_output=True,
+    text=True,
+    check=True,
+  ).stdout
   assert (REPO / ".bazelversion").read_text() == version
 
 
@@ -252,19 +323,28 @@ def test_build_deps_declare_every_xla_header_the_sources_include():
   def rule_text(label):
     package, name = (label[2:] if label.startswith("//") else PKG + label).split(":")
     if package not in builds:
-      r = subprocess.run(["git", "--git-dir", PIN_DIR, "show", f"{PIN}:{package}/BUILD"],
-                         capture_output=True, text=True)
+      r = subprocess.run(
+        ["git", "--git-dir", PIN_DIR, "show", f"{PIN}:{package}/BUILD"],
+        capture_output=True,
+        text=True,
+      )
       # With the rules the series adds to that package (the runtime's support).
-      builds[package] = r.stdout + "\n" + "\n".join(
-          line for patch in ALL for line in added(patch, f"{package}/BUILD"))
+      builds[package] = (
+        r.stdout
+        + "\n"
+        + "\n".join(line for patch in ALL for line in added(patch, f"{package}/BUILD"))
+      )
     if name in targets and targets[name]["package"] == package:
       return " ".join(targets[name]["srcs"] + targets[name]["hdrs"])
     m = re.search(rf'\n\w+\(\n    name = "{name}",\n(.*?)\n\)', builds[package], re.S)
     return m.group(1) if m else ""
 
   for name, t in targets.items():
-    labels = [d if not d.startswith(":") else f"//{t['package']}{d}" for d in t["deps"]
-              if d.startswith(("//xla", ":"))]
+    labels = [
+      d if not d.startswith(":") else f"//{t['package']}{d}"
+      for d in t["deps"]
+      if d.startswith(("//xla", ":"))
+    ]
     for src in t["srcs"] + t["hdrs"]:
       if src.endswith(".inc"):
         continue
@@ -273,9 +353,12 @@ def test_build_deps_declare_every_xla_header_the_sources_include():
           continue
         base = inc.rsplit("/", 1)[-1]
         if base.endswith(".pb.h"):  # a proto's C++ target: <name>_cc or <name>_proto_cc
-          stem = base[:-len(".pb.h")]
+          stem = base[: -len(".pb.h")]
           ok = any(d.rsplit(":", 1)[-1] in (f"{stem}_cc", f"{stem}_proto_cc") for d in labels)
         else:
-          ok = any(f'"{base}"' in rule_text(d) or base in rule_text(d).split() for d in labels
-                   if d.startswith(":") or d[2:].split(":")[0] in inc)
+          ok = any(
+            f'"{base}"' in rule_text(d) or base in rule_text(d).split()
+            for d in labels
+            if d.startswith(":") or d[2:].split(":")[0] in inc
+          )
         assert ok, f"{name}: {src} includes {inc}; no dep declares it"

@@ -41,19 +41,21 @@ def _parser(prog: str) -> common.ArgumentParser:
   p = common.parser_for(prog, __doc__)
   p.add_argument("--json", default=None, metavar="PATH", help="write the results here")
   p.add_argument("--only", default="P1,P2,P3", help="comma-separated subset of P1,P2,P3")
-  p.add_argument("--runs", type=int, default=None, help="runs per figure (default 5; "
-                 "1 with --quick)")
+  p.add_argument(
+    "--runs", type=int, default=None, help="runs per figure (default 5; 1 with --quick)"
+  )
   p.add_argument("--quick", action="store_true", help="small sizes, for tests")
   p.add_argument("--layers", type=int, default=None, help="P1: Llama layers")
-  p.add_argument("--ring-layers", type=int, default=None,
-                 help="P2 and P3 (large): steps of the unrolled ring")
-  p.add_argument("--keep", default=None, metavar="DIR",
-                 help="also write the benchmarked modules here")
+  p.add_argument(
+    "--ring-layers", type=int, default=None, help="P2 and P3 (large): steps of the unrolled ring"
+  )
+  p.add_argument(
+    "--keep", default=None, metavar="DIR", help="also write the benchmarked modules here"
+  )
   return p
 
 
-def _sizes(prog: str, args: argparse.Namespace
-           ) -> tuple[list[str], dict[str, int], int]:
+def _sizes(prog: str, args: argparse.Namespace) -> tuple[list[str], dict[str, int], int]:
   only = [x.strip().upper() for x in args.only.split(",") if x.strip()]
   if not only or any(x not in bench.GOALS for x in only):
     raise InputError(f"{prog}: --only takes P1, P2, P3; got {args.only!r}")
@@ -76,8 +78,13 @@ def main(argv: list[str]) -> int:
     only, sizes, runs = _sizes(prog, args)
     if args.json:  # a run takes minutes: a bad path is refused before, not after
       common.check_output_file(args.json, "--json")
-    result: dict[str, Any] = {"quick": args.quick, "runs": runs, "sizes": sizes,
-              "machine": env.machine(), "versions": env.versions()}
+    result: dict[str, Any] = {
+      "quick": args.quick,
+      "runs": runs,
+      "sizes": sizes,
+      "machine": env.machine(),
+      "versions": env.versions(),
+    }
     start = time.perf_counter()
     benches = {"P1": bench.bench_p1, "P2": bench.bench_p2, "P3": bench.bench_p3}
     try:

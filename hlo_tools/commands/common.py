@@ -30,46 +30,58 @@ def parser_for(prog: str, doc: str) -> ArgumentParser:
   return ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
 
 
-def run_command(parser: argparse.ArgumentParser, argv: list[str],
-                body: Callable[[argparse.Namespace], int]) -> int:
+def run_command(
+  parser: argparse.ArgumentParser, argv: list[str], body: Callable[[argparse.Namespace], int]
+) -> int:
   """Parses argv[1:] and returns body(args)'s exit status. Failures propagate: the
   CLI root (hlo_tools.cli.run) turns them into one line and an exit status."""
   return body(parser.parse_args(argv[1:]))
 
 
 # What every command's --topology help says of the two facts beside the shape.
-LAYOUT_HELP = (":gpus_per_process=N states the job's processes (default: one GPU per process "
-               "where the backends offer NVSHMEM, which the pinned XLA runs only so; else "
-               "one process per host); :map=D0,D1,... the device of each id (default: XLA's "
-               "config beside the module; without one, NVSHMEM, peer and symmetric memory "
-               "are refused on a program over several hosts or processes)")
+LAYOUT_HELP = (
+  ":gpus_per_process=N states the job's processes (default: one GPU per process "
+  "where the backends offer NVSHMEM, which the pinned XLA runs only so; else "
+  "one process per host); :map=D0,D1,... the device of each id (default: XLA's "
+  "config beside the module; without one, NVSHMEM, peer and symmetric memory "
+  "are refused on a program over several hosts or processes)"
+)
 
 
 def add_topology_flags(parser: argparse.ArgumentParser) -> None:
-  parser.add_argument("--topology", default=None,
-                      help="e.g. 1x2x4 or 1x9x8:nvl72 (default: derived from the module "
-                      "by nvshmem-opt, as the pass does). " + LAYOUT_HELP)
-  parser.add_argument("--devices-per-host", "--devices_per_host", dest="devices_per_host",
-                      type=int, default=None,
-                      help="GPUs per host when --topology is absent (nvshmem-opt's default)")
+  parser.add_argument(
+    "--topology",
+    default=None,
+    help="e.g. 1x2x4 or 1x9x8:nvl72 (default: derived from the module "
+    "by nvshmem-opt, as the pass does). " + LAYOUT_HELP,
+  )
+  parser.add_argument(
+    "--devices-per-host",
+    "--devices_per_host",
+    dest="devices_per_host",
+    type=int,
+    default=None,
+    help="GPUs per host when --topology is absent (nvshmem-opt's default)",
+  )
   parser.add_argument("--cost-table", "--cost_table", dest="cost_table", default=None)
 
 
-def given_topology(args: argparse.Namespace, file_arg: str, path: str,
-                   prog: str) -> str | None:
+def given_topology(args: argparse.Namespace, file_arg: str, path: str, prog: str) -> str | None:
   """--topology, else the topology the module's dump was compiled for (the manifest
   of DIR:STAGE's directory, or the one beside FILE), said on stderr; None: the
   topology is nvshmem-opt's to derive (selection_for)."""
   if args.topology:
     if args.devices_per_host is not None:
-      raise InputError("--devices-per-host and --topology: give one (the spec says how "
-                       "many GPUs a host has)")
+      raise InputError(
+        "--devices-per-host and --topology: give one (the spec says how many GPUs a host has)"
+      )
     return args.topology  # parsed by selection_for, with the cost table
   if args.devices_per_host is not None:
     return None
   split = dumps.split_spec(file_arg)
   places = ([split[0]] if split else []) + (
-      [os.path.dirname(os.path.abspath(path))] if os.path.isfile(path) else [])
+    [os.path.dirname(os.path.abspath(path))] if os.path.isfile(path) else []
+  )
   for directory in places:
     spec = dumps.manifest_topology(directory)
     if spec:
@@ -78,9 +90,9 @@ def given_topology(args: argparse.Namespace, file_arg: str, path: str,
   return None
 
 
-def selection_for(args: argparse.Namespace, file_arg: str, path: str, prog: str,
-                  compare_upstream: bool = True
-                  ) -> tuple[options.Selection, driver.Answer | None]:
+def selection_for(
+  args: argparse.Namespace, file_arg: str, path: str, prog: str, compare_upstream: bool = True
+) -> tuple[options.Selection, driver.Answer | None]:
   """The command's topology, cost table and backends as one options.Selection, each
   parsed by the core here, once; its one-line error for a bad one. Without a
   topology given or found (given_topology), nvshmem-opt's one run on the module
@@ -91,16 +103,24 @@ def selection_for(args: argparse.Namespace, file_arg: str, path: str, prog: str,
   if spec is not None:
     return options.load(spec, args.cost_table, args.backends, loaded=loaded), None
   table, backends = loaded
-  answer = driver.ask(path, None, table if args.cost_table else None, compare_upstream,
-                      backends=backends, devices_per_host=args.devices_per_host,
-                      num_partitions=getattr(args, "num_partitions", None),
-                      module_config=placement.config_path(path))
+  answer = driver.ask(
+    path,
+    None,
+    table if args.cost_table else None,
+    compare_upstream,
+    backends=backends,
+    devices_per_host=args.devices_per_host,
+    num_partitions=getattr(args, "num_partitions", None),
+    module_config=placement.config_path(path),
+  )
   # The derived topology, placed as the driver placed it: its JSON says where from.
   selected = placement.from_report(
-      options.load(driver.derived(path, answer), args.cost_table, args.backends,
-                   loaded=loaded), answer.report)
-  for line in topology.derived_notes(prog, file_arg, selected.spec, selected.topology,
-                                     args.devices_per_host):
+    options.load(driver.derived(path, answer), args.cost_table, args.backends, loaded=loaded),
+    answer.report,
+  )
+  for line in topology.derived_notes(
+    prog, file_arg, selected.spec, selected.topology, args.devices_per_host
+  ):
     if line:
       cli_io.print_note(line)
   return selected, answer
@@ -110,6 +130,7 @@ def selection_for(args: argparse.Namespace, file_arg: str, path: str, prog: str,
 class ModuleInput:
   """One module a command decides on: `path`, a regular file nvshmem-opt can read
   (the user's own, or a copy beside its module config), and how messages name it."""
+
   path: str
   source: sources.Source | None  # parsed already, or None: the operation reads `path`
   label: str  # the user's spelling: FILE, DIR:STAGE or DIR:PROGRAM:STAGE
@@ -139,6 +160,7 @@ class ModuleInputs:
   """What FILE or DIR:[PROGRAM:]STAGE names: one module, or each program of a dump
   folder with collective-permutes (`note` says how many the folder held and which
   were skipped, and why)."""
+
   inputs: list[ModuleInput]
   note: str | None = None
   skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
@@ -173,8 +195,7 @@ def _module_inputs(spec: str, max_bytes: int, work: str) -> ModuleInputs:
   folder, rest = split
   program, stage = dumps.split_program(folder, rest)
   if program is not None:
-    return ModuleInputs([_stage_input(work, folder, stage, program, max_bytes)],
-                        folder=folder)
+    return ModuleInputs([_stage_input(work, folder, stage, program, max_bytes)], folder=folder)
   kept, skipped = dumps.select_programs(folder, stage, max_bytes)
   total = len(kept) + len(skipped)
   if total <= 1:
@@ -186,10 +207,16 @@ def _module_inputs(spec: str, max_bytes: int, work: str) -> ModuleInputs:
     cli_io.print_note(note)
     main = dumps.main_key(folder, dumps.index_xla_dump(dumps.xla_dir_of(folder)))
     program = kept[0] if kept and kept[0] != main else None
-    return ModuleInputs([_stage_input(work, folder, stage, program, max_bytes)], None,
-                        skipped, folder, total)
-  return ModuleInputs([_stage_input(work, folder, stage, key, max_bytes) for key in kept],
-                      note, skipped, folder, total)
+    return ModuleInputs(
+      [_stage_input(work, folder, stage, program, max_bytes)], None, skipped, folder, total
+    )
+  return ModuleInputs(
+    [_stage_input(work, folder, stage, key, max_bytes) for key in kept],
+    note,
+    skipped,
+    folder,
+    total,
+  )
 
 
 def _is_proto_file(path: str) -> bool:
@@ -199,8 +226,11 @@ def _is_proto_file(path: str) -> bool:
       head = f.read(4096)
   except OSError:
     return False  # read_input names the problem
-  return bool(head) and not proto.looks_like_text(head) and (
-      path.endswith(".pb") or b"\0" in head or not _is_utf8_prefix(head))
+  return (
+    bool(head)
+    and not proto.looks_like_text(head)
+    and (path.endswith(".pb") or b"\0" in head or not _is_utf8_prefix(head))
+  )
 
 
 def _is_utf8_prefix(data: bytes) -> bool:
@@ -211,8 +241,7 @@ def _is_utf8_prefix(data: bytes) -> bool:
   return True
 
 
-def _copied_input(work: str, name: str, label: str, data: bytes,
-                  config: str | None) -> ModuleInput:
+def _copied_input(work: str, name: str, label: str, data: bytes, config: str | None) -> ModuleInput:
   """`data` (HLO text or a serialized proto) as a text file under `work`, with its
   module config beside it: `config` (a file), else the proto's own device assignment."""
   directory = tempfile.mkdtemp(dir=work)
@@ -241,8 +270,9 @@ def _copied_input(work: str, name: str, label: str, data: bytes,
   return ModuleInput(path, source, label, renames=renames)
 
 
-def _stage_input(work: str, folder: str, stage: str, program: str | None,
-                 max_bytes: int) -> ModuleInput:
+def _stage_input(
+  work: str, folder: str, stage: str, program: str | None, max_bytes: int
+) -> ModuleInput:
   source = dumps.read_stage(folder, stage, max_bytes, program)
   label = source.label or f"{folder}:{stage}"
   if source.path and os.path.isfile(source.path) and source.path != label:
@@ -263,10 +293,12 @@ def _stage_input(work: str, folder: str, stage: str, program: str | None,
 
 def programs_json(found: ModuleInputs, results: list[dict[str, Any]]) -> dict[str, Any]:
   """A command's JSON over the programs of a dump folder (module_inputs)."""
-  return {"folder": found.folder, "programs_total": found.total,
-          "skipped": [{"program": key, "reason": why} for key, why in found.skipped],
-          "programs": [dict(result, program=one.program)
-                       for one, result in zip(found.inputs, results)]}
+  return {
+    "folder": found.folder,
+    "programs_total": found.total,
+    "skipped": [{"program": key, "reason": why} for key, why in found.skipped],
+    "programs": [dict(result, program=one.program) for one, result in zip(found.inputs, results)],
+  }
 
 
 def programs_text(found: ModuleInputs, texts: list[str]) -> str:
@@ -279,57 +311,96 @@ def programs_text(found: ModuleInputs, texts: list[str]) -> str:
 
 
 def add_backends_flag(parser: argparse.ArgumentParser) -> None:
-  parser.add_argument("--backends", default=None,
-                      help="the backends the target XLA offers, as for nvshmem-opt: "
-                      "nccl,nvshmem (the pinned XLA) or nccl,peer[,symmetric] (XLA of "
-                      "jax >= 0.10.2, collectives_mode); default: the cost table's set")
+  parser.add_argument(
+    "--backends",
+    default=None,
+    help="the backends the target XLA offers, as for nvshmem-opt: "
+    "nccl,nvshmem (the pinned XLA) or nccl,peer[,symmetric] (XLA of "
+    "jax >= 0.10.2, collectives_mode); default: the cost table's set",
+  )
 
 
 def add_partitions_flag(parser: argparse.ArgumentParser) -> None:
-  parser.add_argument("--num-partitions", "--num_partitions", dest="num_partitions",
-                      type=int, default=None,
-                      help="devices of the program when the module header does not say "
-                      "(default: inferred from the mesh, the topology or the ids used)")
+  parser.add_argument(
+    "--num-partitions",
+    "--num_partitions",
+    dest="num_partitions",
+    type=int,
+    default=None,
+    help="devices of the program when the module header does not say "
+    "(default: inferred from the mesh, the topology or the ids used)",
+  )
 
 
-def add_function_flags(parser: argparse.ArgumentParser, target_config_default: str,
-                       title: str = "module:function source") -> argparse._ArgumentGroup:
+def add_function_flags(
+  parser: argparse.ArgumentParser, target_config_default: str, title: str = "module:function source"
+) -> argparse._ArgumentGroup:
   """The options that shape the compile of a module:function source, shared by
   `dump` and `report` so that one command line compiles the same program in both."""
   fn = parser.add_argument_group(title)
-  fn.add_argument("--mesh", default=None,
-                  help="NAME:SIZE[,NAME:SIZE...], slowest axis first, sizes multiplying "
-                  "to the devices, e.g. cp:4,tp:2 (default: a function gets one axis "
-                  "over all devices, named by its partition specs; dump's train step tp "
-                  "over a host's GPUs and cp across hosts)")
-  fn.add_argument("--arg", action="append", default=[],
-                  help="SHAPE:DTYPE[:PARTITIONSPEC], e.g. 8192,8,128:bf16:cp (repeat "
-                  "per argument)")
-  fn.add_argument("--out_spec", action="append", default=None,
-                  help="shard_map out_specs of the function, e.g. cp or None,cp; repeat "
-                  "it for a function returning a tuple, one per output (an empty "
-                  "--out_spec= is replicated); default cp")
-  fn.add_argument("--global", dest="global_fn", action="store_true",
-                  help="the function is global, not per-shard: compile it as it is, "
-                  "its arguments sharded by --arg, on the mesh (jax.set_mesh), so its "
-                  "own shard_map calls and sharding constraints need not name one")
-  fn.add_argument("--check_vma", dest="check_vma", action="store_true", default=True,
-                  help="shard_map's varying-type check (default on)")
-  fn.add_argument("--nocheck_vma", dest="check_vma", action="store_false",
-                  help="shard_map(check_vma=False): for functions written before jax "
-                  "typed values as varying over mesh axes (loop carries started from "
-                  "fresh zeros)")
-  fn.add_argument("--target_config", default=target_config_default,
-                  help="GPU target config (text proto) for deviceless compilation")
+  fn.add_argument(
+    "--mesh",
+    default=None,
+    help="NAME:SIZE[,NAME:SIZE...], slowest axis first, sizes multiplying "
+    "to the devices, e.g. cp:4,tp:2 (default: a function gets one axis "
+    "over all devices, named by its partition specs; dump's train step tp "
+    "over a host's GPUs and cp across hosts)",
+  )
+  fn.add_argument(
+    "--arg",
+    action="append",
+    default=[],
+    help="SHAPE:DTYPE[:PARTITIONSPEC], e.g. 8192,8,128:bf16:cp (repeat per argument)",
+  )
+  fn.add_argument(
+    "--out_spec",
+    action="append",
+    default=None,
+    help="shard_map out_specs of the function, e.g. cp or None,cp; repeat "
+    "it for a function returning a tuple, one per output (an empty "
+    "--out_spec= is replicated); default cp",
+  )
+  fn.add_argument(
+    "--global",
+    dest="global_fn",
+    action="store_true",
+    help="the function is global, not per-shard: compile it as it is, "
+    "its arguments sharded by --arg, on the mesh (jax.set_mesh), so its "
+    "own shard_map calls and sharding constraints need not name one",
+  )
+  fn.add_argument(
+    "--check_vma",
+    dest="check_vma",
+    action="store_true",
+    default=True,
+    help="shard_map's varying-type check (default on)",
+  )
+  fn.add_argument(
+    "--nocheck_vma",
+    dest="check_vma",
+    action="store_false",
+    help="shard_map(check_vma=False): for functions written before jax "
+    "typed values as varying over mesh axes (loop carries started from "
+    "fresh zeros)",
+  )
+  fn.add_argument(
+    "--target_config",
+    default=target_config_default,
+    help="GPU target config (text proto) for deviceless compilation",
+  )
   return fn
 
 
 def function_source(args: argparse.Namespace, function: str) -> dict[str, Any]:
   """The ops.dump source of module:function from the flags of add_function_flags."""
   specs = args.out_spec or ["cp"]
-  source = {"kind": "function", "function": function, "args": list(args.arg),
-            "out_spec": specs[0] if len(specs) == 1 else list(specs),
-            "check_vma": args.check_vma}
+  source = {
+    "kind": "function",
+    "function": function,
+    "args": list(args.arg),
+    "out_spec": specs[0] if len(specs) == 1 else list(specs),
+    "check_vma": args.check_vma,
+  }
   if args.global_fn:
     source["global"] = True
   if args.mesh:

@@ -51,8 +51,13 @@ from hlo_tools.model.sources import Source
 from hlo_tools.ops import diff
 
 
-def _render(args: argparse.Namespace, src_a: Source, src_b: Source,
-            result: dict[str, Any], tr: dict[str, Any] | None) -> str:
+def _render(
+  args: argparse.Namespace,
+  src_a: Source,
+  src_b: Source,
+  result: dict[str, Any],
+  tr: dict[str, Any] | None,
+) -> str:
   if args.format == "json":
     out = diff.to_json(result)
     if tr is not None:
@@ -74,15 +79,28 @@ def _trace(spec: str) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
   parser = common.parser_for(argv[0] if argv else "hlo-tools diff", __doc__)
-  parser.add_argument("a", help="FILE (HLO text or .hlo.pb) or DIR:[PROGRAM:]STAGE (STAGE: "
-                      + STAGE_HELP + "; " + dumps.PROGRAM_HELP + ")")
+  parser.add_argument(
+    "a",
+    help="FILE (HLO text or .hlo.pb) or DIR:[PROGRAM:]STAGE (STAGE: "
+    + STAGE_HELP
+    + "; "
+    + dumps.PROGRAM_HELP
+    + ")",
+  )
   parser.add_argument("b", help="FILE or DIR:[PROGRAM:]STAGE")
   parser.add_argument("--format", choices=("text", "json", "html"), default="text")
   parser.add_argument("--out", default=None, help="write here instead of stdout")
-  parser.add_argument("--trace", default=None, metavar="DUMP_DIR",
-                      help="also trace each collective-permute through XLA's passes")
-  parser.add_argument("--ignore-metadata", action="store_true",
-                      help="do not report metadata (op_name, scheduling_name) changes")
+  parser.add_argument(
+    "--trace",
+    default=None,
+    metavar="DUMP_DIR",
+    help="also trace each collective-permute through XLA's passes",
+  )
+  parser.add_argument(
+    "--ignore-metadata",
+    action="store_true",
+    help="do not report metadata (op_name, scheduling_name) changes",
+  )
   common.add_partitions_flag(parser)
   cli_io.add_max_input_bytes(parser)
 

@@ -48,59 +48,116 @@ def _parser(prog: str) -> common.ArgumentParser:
   # The sources and the mesh, as the module docstring gives them.
   p.epilog = "\n\n".join(__doc__.split("\n\n")[2:4])
   p.formatter_class = argparse.RawDescriptionHelpFormatter
-  p.add_argument("source", nargs="?", default=None,
-                 help="absent: the built-in --program; module:function; or an "
-                 "--xla_dump_to directory")
-  p.add_argument("--program", choices=dump.PROGRAMS, default=None,
-                 help="built-in program when SOURCE is absent: ring (ring attention "
-                 "alone, the default) or train_step (Llama-3-8B-shaped layers, ring "
-                 "attention over cp, tensor parallelism over tp, gradients, Adam)")
+  p.add_argument(
+    "source",
+    nargs="?",
+    default=None,
+    help="absent: the built-in --program; module:function; or an --xla_dump_to directory",
+  )
+  p.add_argument(
+    "--program",
+    choices=dump.PROGRAMS,
+    default=None,
+    help="built-in program when SOURCE is absent: ring (ring attention "
+    "alone, the default) or train_step (Llama-3-8B-shaped layers, ring "
+    "attention over cp, tensor parallelism over tp, gradients, Adam)",
+  )
   p.add_argument("--out", required=True, help="output directory")
-  p.add_argument("--topology", default=None,
-                 help="GPU topology in the selection core's grammar, "
-                 "SxHxG[:nvlN][:gpus_per_process=N][:map=...] (slices x hosts x GPUs per "
-                 "host, e.g. 1x9x8:nvl72): jax compiles for SxHxG, the manifest keeps the "
-                 "spec for report, explain and verify; absent: CPU")
-  p.add_argument("--cpu_devices", type=int, default=8,
-                 help="host devices when --topology is absent")
-  p.add_argument("--all_passes", action="store_true",
-                 help="also dump the module after every HLO pass")
-  p.add_argument("--overwrite", action="store_true",
-                 help="replace a non-empty --out")
+  p.add_argument(
+    "--topology",
+    default=None,
+    help="GPU topology in the selection core's grammar, "
+    "SxHxG[:nvlN][:gpus_per_process=N][:map=...] (slices x hosts x GPUs per "
+    "host, e.g. 1x9x8:nvl72): jax compiles for SxHxG, the manifest keeps the "
+    "spec for report, explain and verify; absent: CPU",
+  )
+  p.add_argument(
+    "--cpu_devices", type=int, default=8, help="host devices when --topology is absent"
+  )
+  p.add_argument(
+    "--all_passes", action="store_true", help="also dump the module after every HLO pass"
+  )
+  p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
   p.add_argument("--quiet", action="store_true", help="no progress on stderr")
   ring = p.add_argument_group(
-      "built-in programs' shapes (defaults: ring 8192 tokens, 8 heads / 8 KV heads x "
-      "128; train_step Llama 3 8B's layers, 65536 tokens, 2 layers, vocabulary 8192)")
+    "built-in programs' shapes (defaults: ring 8192 tokens, 8 heads / 8 KV heads x "
+    "128; train_step Llama 3 8B's layers, 65536 tokens, 2 layers, vocabulary 8192)"
+  )
   for key in ("seq_len", "num_heads", "num_kv_heads", "head_dim", "batch"):
     ring.add_argument(f"--{key}", type=int, default=None)
   ring.add_argument("--dtype", default=None, choices=["bf16", "f32", "f16"])
-  ring.add_argument("--causal", dest="causal", action="store_true", default=None,
-                    help="ring only (the train step is always causal)")
+  ring.add_argument(
+    "--causal",
+    dest="causal",
+    action="store_true",
+    default=None,
+    help="ring only (the train step is always causal)",
+  )
   ring.add_argument("--nocausal", dest="causal", action="store_false")
-  ring.add_argument("--backward", dest="backward", action="store_true", default=None,
-                    help="ring only: loss gradients too (the train step always has them)")
+  ring.add_argument(
+    "--backward",
+    dest="backward",
+    action="store_true",
+    default=None,
+    help="ring only: loss gradients too (the train step always has them)",
+  )
   ring.add_argument("--nobackward", dest="backward", action="store_false")
   for key in ("num_layers", "hidden", "mlp", "vocab"):
     ring.add_argument(f"--{key}", type=int, default=None, help="train_step only")
-  ring.add_argument("--optimizer", choices=["adam", "sgd"], default=None,
-                    help="train_step only")
-  ring.add_argument("--norotary", dest="rotary", action="store_false", default=None,
-                    help="train_step only: no rotary position embedding")
-  common.add_function_flags(p, DEFAULT_TARGET_CONFIG, "the compile: module:function "
-                            "source (--mesh and --target_config: any program)")
+  ring.add_argument("--optimizer", choices=["adam", "sgd"], default=None, help="train_step only")
+  ring.add_argument(
+    "--norotary",
+    dest="rotary",
+    action="store_false",
+    default=None,
+    help="train_step only: no rotary position embedding",
+  )
+  common.add_function_flags(
+    p,
+    DEFAULT_TARGET_CONFIG,
+    "the compile: module:function source (--mesh and --target_config: any program)",
+  )
   return p
 
 
-_RING_KEYS = ("seq_len", "num_heads", "num_kv_heads", "head_dim", "dtype", "causal",
-              "backward", "batch")
+_RING_KEYS = (
+  "seq_len",
+  "num_heads",
+  "num_kv_heads",
+  "head_dim",
+  "dtype",
+  "causal",
+  "backward",
+  "batch",
+)
 
 
-_TRAIN_KEYS = ("seq_len", "num_heads", "num_kv_heads", "head_dim", "dtype", "batch",
-               "num_layers", "hidden", "mlp", "vocab", "optimizer", "rotary")
+_TRAIN_KEYS = (
+  "seq_len",
+  "num_heads",
+  "num_kv_heads",
+  "head_dim",
+  "dtype",
+  "batch",
+  "num_layers",
+  "hidden",
+  "mlp",
+  "vocab",
+  "optimizer",
+  "rotary",
+)
 
 
-_RING_DEFAULTS = {"seq_len": 8192, "num_heads": 8, "num_kv_heads": 8, "head_dim": 128,
-                  "dtype": "bf16", "causal": True, "backward": False, "batch": 1}
+_RING_DEFAULTS = {
+  "seq_len": 8192,
+  "num_heads": 8,
+  "num_kv_heads": 8,
+  "head_dim": 128,
+  "dtype": "bf16",
+  "causal": True,
+  "backward": False,
+  "batch": 1,
+}
 
 
 def _given(args: argparse.Namespace, keys: Iterable[str]) -> dict[str, Any]:
@@ -113,8 +170,9 @@ def program_source(args: argparse.Namespace) -> dict[str, Any]:
   keys = _RING_KEYS if program == "ring" else _TRAIN_KEYS
   for key, value in vars(args).items():
     if value is not None and key in set(_RING_KEYS + _TRAIN_KEYS) - set(keys):
-      raise DumpError(f"--{'norotary' if key == 'rotary' else key} does not apply to "
-                      f"--program={program}")
+      raise DumpError(
+        f"--{'norotary' if key == 'rotary' else key} does not apply to --program={program}"
+      )
   for key, value in _given(args, keys).items():
     if isinstance(value, int) and not isinstance(value, bool) and value < 1:
       raise DumpError(f"--{key} must be >= 1, got {value}")
@@ -146,19 +204,33 @@ def main(argv: list[str]) -> int:
 
   def run(args: argparse.Namespace) -> int:
     source = source_from_args(args)
-    target = dump.Target(topology=args.topology, cpu_devices=args.cpu_devices,
-                    target_config=args.target_config)
-    options = {k: v for k, v in vars(args).items()
-               if k not in ("source", "out", "overwrite", "quiet")}
+    target = dump.Target(
+      topology=args.topology, cpu_devices=args.cpu_devices, target_config=args.target_config
+    )
+    options = {
+      k: v for k, v in vars(args).items() if k not in ("source", "out", "overwrite", "quiet")
+    }
     if source["kind"] == "xla_dump":
       # Nothing is compiled: the compile's options would describe no compile.
       if args.topology is not None:
-        raise DumpError(f"--topology does not apply to an XLA dump directory "
-                        f"({args.source}): it is indexed as XLA compiled it")
-      options = {k: v for k, v in options.items() if v not in (None, False, [])
-                 and k not in ("cpu_devices", "target_config", "check_vma")}
-    dump.dump(source, args.out, target=target, all_passes=args.all_passes,
-         overwrite=args.overwrite, options=options, progress=not args.quiet)
+        raise DumpError(
+          f"--topology does not apply to an XLA dump directory "
+          f"({args.source}): it is indexed as XLA compiled it"
+        )
+      options = {
+        k: v
+        for k, v in options.items()
+        if v not in (None, False, []) and k not in ("cpu_devices", "target_config", "check_vma")
+      }
+    dump.dump(
+      source,
+      args.out,
+      target=target,
+      all_passes=args.all_passes,
+      overwrite=args.overwrite,
+      options=options,
+      progress=not args.quiet,
+    )
     return 0
 
   return common.run_command(parser, argv, run)

@@ -65,17 +65,22 @@ from hlo_tools.ops import explain
 
 def main(argv: list[str]) -> int:
   parser = common.parser_for(argv[0] if argv else "hlo-tools explain", __doc__)
-  parser.add_argument("file", help="HLO text or .hlo.pb file, or DIR:[PROGRAM:]STAGE of a "
-                      "dump directory (STAGE: " + dumps.STAGE_HELP + "; " +
-                      dumps.PROGRAM_HELP + ")")
+  parser.add_argument(
+    "file",
+    help="HLO text or .hlo.pb file, or DIR:[PROGRAM:]STAGE of a "
+    "dump directory (STAGE: " + dumps.STAGE_HELP + "; " + dumps.PROGRAM_HELP + ")",
+  )
   common.add_topology_flags(parser)
   common.add_backends_flag(parser)
   parser.add_argument("--format", choices=("text", "json"), default="text")
   parser.add_argument("--out", default=None, help="write here instead of stdout")
-  parser.add_argument("--per-op-modes", action="store_true",
-                      help="the target XLA runs each permute in its own collectives_mode "
-                      "(the series for jax v0.11.0's XLA); default: a stock XLA, whose "
-                      "permutes all run the flag's mode")
+  parser.add_argument(
+    "--per-op-modes",
+    action="store_true",
+    help="the target XLA runs each permute in its own collectives_mode "
+    "(the series for jax v0.11.0's XLA); default: a stock XLA, whose "
+    "permutes all run the flag's mode",
+  )
   common.add_partitions_flag(parser)
   cli_io.add_max_input_bytes(parser)
 
@@ -86,13 +91,26 @@ def main(argv: list[str]) -> int:
         common.check_out_path(args.out, [one.path])
         selected, answer = common.selection_for(args, args.file, one.path, parser.prog)
         stage = one.stage or dumps.manifest_stage(one.path)
-        results.append(one.in_user_terms(explain.explain(
-            one.path, selected, source=one.source, stage=stage,
-            num_partitions=args.num_partitions, max_bytes=args.max_input_bytes,
-            per_op_xla=args.per_op_modes, report=answer.report if answer else None)))
+        results.append(
+          one.in_user_terms(
+            explain.explain(
+              one.path,
+              selected,
+              source=one.source,
+              stage=stage,
+              num_partitions=args.num_partitions,
+              max_bytes=args.max_input_bytes,
+              per_op_xla=args.per_op_modes,
+              report=answer.report if answer else None,
+            )
+          )
+        )
     if found.note is None:
-      text = (json.dumps(results[0], indent=1) if args.format == "json"
-              else explain.format_text(results[0]))
+      text = (
+        json.dumps(results[0], indent=1)
+        if args.format == "json"
+        else explain.format_text(results[0])
+      )
     elif args.format == "json":
       text = json.dumps(common.programs_json(found, results), indent=1)
     else:

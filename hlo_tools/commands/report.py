@@ -73,20 +73,32 @@ from hlo_tools.ops.report import DEFAULT_OUT, DEFAULT_TOPOLOGY, DEFAULTS
 
 def _parser(prog: str) -> common.ArgumentParser:
   parser = common.parser_for(prog, __doc__)
-  parser.add_argument("source", nargs="?", default=None,
-                      help="absent: the embedded default; an HLO file (text or .hlo.pb), a "
-                      "dump directory, DIR:PROGRAM (one program of a dump folder of "
-                      "several, by module name or id) or module:function")
+  parser.add_argument(
+    "source",
+    nargs="?",
+    default=None,
+    help="absent: the embedded default; an HLO file (text or .hlo.pb), a "
+    "dump directory, DIR:PROGRAM (one program of a dump folder of "
+    "several, by module name or id) or module:function",
+  )
   parser.add_argument("--out", default=DEFAULT_OUT)
-  parser.add_argument("--topology", default=None,
-                      help=f"SxHxG[:nvlN][:gpus_per_process=N][:map=...] (default "
-                      f"{DEFAULT_TOPOLOGY}; a FILE: derived from the module; absent with "
-                      "no SOURCE: the ring on 1x1x8 and 1x2x4, the train step on 1x1x8 "
-                      "and 1x2x8). " + common.LAYOUT_HELP)
-  parser.add_argument("--devices-per-host", "--devices_per_host", dest="devices_per_host",
-                      type=int, default=None,
-                      help="FILE without --topology: GPUs per host of the topology "
-                      "nvshmem-opt derives from the module")
+  parser.add_argument(
+    "--topology",
+    default=None,
+    help=f"SxHxG[:nvlN][:gpus_per_process=N][:map=...] (default "
+    f"{DEFAULT_TOPOLOGY}; a FILE: derived from the module; absent with "
+    "no SOURCE: the ring on 1x1x8 and 1x2x4, the train step on 1x1x8 "
+    "and 1x2x8). " + common.LAYOUT_HELP,
+  )
+  parser.add_argument(
+    "--devices-per-host",
+    "--devices_per_host",
+    dest="devices_per_host",
+    type=int,
+    default=None,
+    help="FILE without --topology: GPUs per host of the topology "
+    "nvshmem-opt derives from the module",
+  )
   parser.add_argument("--cost-table", "--cost_table", dest="cost_table", default=None)
   common.add_backends_flag(parser)
   for key in ("seq_len", "num_heads", "num_kv_heads", "head_dim", "batch"):
@@ -104,42 +116,66 @@ def _parser(prog: str) -> common.ArgumentParser:
   return parser
 
 
-_RING_KEYS = ("seq_len", "num_heads", "num_kv_heads", "head_dim", "batch", "dtype",
-              "causal", "backward")
+_RING_KEYS = (
+  "seq_len",
+  "num_heads",
+  "num_kv_heads",
+  "head_dim",
+  "batch",
+  "dtype",
+  "causal",
+  "backward",
+)
 
 
 def _is_function(source: str | None) -> bool:
   """module:function, not a file, nor DIR:PROGRAM of a dump folder."""
-  return bool(source and not os.path.exists(source)
-              and re.match(r"^[\w.]+:\w+$", source)
-              and not os.path.isdir(source.rpartition(":")[0]))
+  return bool(
+    source
+    and not os.path.exists(source)
+    and re.match(r"^[\w.]+:\w+$", source)
+    and not os.path.isdir(source.rpartition(":")[0])
+  )
 
 
 def _check_options(prog: str, args: argparse.Namespace) -> None:
   """Refuses options that the given SOURCE would silently ignore."""
   if args.topology is not None and args.devices_per_host is not None:
-    raise InputError(f"{prog}: --devices-per-host and --topology: give one (the spec says "
-                     "how many GPUs a host has)")
+    raise InputError(
+      f"{prog}: --devices-per-host and --topology: give one (the spec says "
+      "how many GPUs a host has)"
+    )
   ring = [k for k in _RING_KEYS if getattr(args, k) is not None]
   if ring and args.source is not None:
-    raise InputError(f"{prog}: --{ring[0]} shapes the built-in ring-attention example; "
-                     f"{args.source} is compiled or read as it is")
+    raise InputError(
+      f"{prog}: --{ring[0]} shapes the built-in ring-attention example; "
+      f"{args.source} is compiled or read as it is"
+    )
   function = _is_function(args.source)
   compiled = args.source is None or function
   given = [flag for flag, value in _function_flags(args) if value]
   if given and not function:
-    raise InputError(f"{prog}: {given[0]} applies to a module:function SOURCE (it shapes "
-                     "the compile), not to " + (args.source or "the built-in default"))
+    raise InputError(
+      f"{prog}: {given[0]} applies to a module:function SOURCE (it shapes "
+      "the compile), not to " + (args.source or "the built-in default")
+    )
   if args.devices_per_host is not None and compiled:
-    raise InputError(f"{prog}: --devices-per-host applies to a FILE or DIR without "
-                     "--topology (the topology then comes from the module)")
+    raise InputError(
+      f"{prog}: --devices-per-host applies to a FILE or DIR without "
+      "--topology (the topology then comes from the module)"
+    )
 
 
 def _function_flags(args: argparse.Namespace) -> tuple[tuple[str, object], ...]:
   """(flag, whether given) for each option of common.add_function_flags."""
-  return (("--mesh", args.mesh), ("--arg", args.arg), ("--out_spec", args.out_spec),
-          ("--global", args.global_fn), ("--nocheck_vma", not args.check_vma),
-          ("--target_config", args.target_config != DEFAULT_TARGET_CONFIG))
+  return (
+    ("--mesh", args.mesh),
+    ("--arg", args.arg),
+    ("--out_spec", args.out_spec),
+    ("--global", args.global_fn),
+    ("--nocheck_vma", not args.check_vma),
+    ("--target_config", args.target_config != DEFAULT_TARGET_CONFIG),
+  )
 
 
 def _config(prog: str, args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
@@ -166,17 +202,24 @@ def _stdin_file(args: argparse.Namespace) -> str:
   return path
 
 
-def request_for(args: argparse.Namespace, config: dict[str, Any], explicit: bool,
-                stdin_path: str | None = None) -> report.Request:
+def request_for(
+  args: argparse.Namespace, config: dict[str, Any], explicit: bool, stdin_path: str | None = None
+) -> report.Request:
   """The command line as an ops.report.Request: flags turned into values once."""
   function = _is_function(args.source)
   return report.Request(
-      source=args.source, config=config, explicit=explicit, topology=args.topology,
-      stdin_path=stdin_path,
-      function_source=common.function_source(args, args.source) if function else None,
-      target_config=args.target_config, devices_per_host=args.devices_per_host,
-      num_partitions=args.num_partitions, max_input_bytes=args.max_input_bytes,
-      quiet=args.quiet)
+    source=args.source,
+    config=config,
+    explicit=explicit,
+    topology=args.topology,
+    stdin_path=stdin_path,
+    function_source=common.function_source(args, args.source) if function else None,
+    target_config=args.target_config,
+    devices_per_host=args.devices_per_host,
+    num_partitions=args.num_partitions,
+    max_input_bytes=args.max_input_bytes,
+    quiet=args.quiet,
+  )
 
 
 def _terminate(signum: int, _frame: FrameType | None) -> NoReturn:
@@ -190,17 +233,26 @@ def main(argv: list[str]) -> int:
   def run(args: argparse.Namespace) -> int:
     _check_options(prog, args)
     config, explicit = _config(prog, args)
-    piped = args.source == "-" or (args.source is not None and os.path.lexists(args.source)
-                                   and not os.path.isdir(args.source)
-                                   and not cli_io.is_regular_file(args.source))
+    piped = args.source == "-" or (
+      args.source is not None
+      and os.path.lexists(args.source)
+      and not os.path.isdir(args.source)
+      and not cli_io.is_regular_file(args.source)
+    )
     stdin_path = _stdin_file(args) if piped else None
     try:
       cases = report.plan_cases(request_for(args, config, explicit, stdin_path))
       previous = signal.signal(signal.SIGTERM, _terminate)
       try:
-        result = report.build(cases, args.out, args.cost_table, args.num_partitions,
-                              progress=not args.quiet, max_bytes=args.max_input_bytes,
-                              backends=args.backends)
+        result = report.build(
+          cases,
+          args.out,
+          args.cost_table,
+          args.num_partitions,
+          progress=not args.quiet,
+          max_bytes=args.max_input_bytes,
+          backends=args.backends,
+        )
       finally:
         signal.signal(signal.SIGTERM, previous)
     finally:

@@ -107,19 +107,28 @@ from hlo_tools.ops import verify
 
 def main(argv: list[str]) -> int:
   parser = common.parser_for(argv[0] if argv else "hlo-tools verify", __doc__)
-  parser.add_argument("file", help="HLO text or .hlo.pb file, or DIR:[PROGRAM:]STAGE of a "
-                      "dump directory (STAGE: " + dumps.STAGE_HELP + "; " +
-                      dumps.PROGRAM_HELP + ")")
+  parser.add_argument(
+    "file",
+    help="HLO text or .hlo.pb file, or DIR:[PROGRAM:]STAGE of a "
+    "dump directory (STAGE: " + dumps.STAGE_HELP + "; " + dumps.PROGRAM_HELP + ")",
+  )
   common.add_topology_flags(parser)
   common.add_backends_flag(parser)
   parser.add_argument("--format", choices=("text", "json"), default="text")
   parser.add_argument("--out", default=None, help="write here instead of stdout")
-  parser.add_argument("--no-hlo-verifier", dest="hlo_verifier", action="store_false",
-                      help="do not run XLA's HloVerifier through nvshmem-opt")
-  parser.add_argument("--per-op-modes", action="store_true",
-                      help="the target XLA runs each permute in its own collectives_mode "
-                      "(the series for jax v0.11.0's XLA); default: a stock XLA, whose "
-                      "permutes all run the flag's mode")
+  parser.add_argument(
+    "--no-hlo-verifier",
+    dest="hlo_verifier",
+    action="store_false",
+    help="do not run XLA's HloVerifier through nvshmem-opt",
+  )
+  parser.add_argument(
+    "--per-op-modes",
+    action="store_true",
+    help="the target XLA runs each permute in its own collectives_mode "
+    "(the series for jax v0.11.0's XLA); default: a stock XLA, whose "
+    "permutes all run the flag's mode",
+  )
   common.add_partitions_flag(parser)
   cli_io.add_max_input_bytes(parser)
 
@@ -128,18 +137,34 @@ def main(argv: list[str]) -> int:
     with common.module_inputs(args.file, args.max_input_bytes) as found:
       for one in found.inputs:
         common.check_out_path(args.out, [one.path])
-        selected, answer = common.selection_for(args, args.file, one.path, parser.prog,
-                                                compare_upstream=False)
-        results.append(one.in_user_terms(verify.verify(
-            one.path, selected, run_driver=args.hlo_verifier, source=one.source,
-            num_partitions=args.num_partitions, max_bytes=args.max_input_bytes,
-            per_op_xla=args.per_op_modes, answer=answer)))
+        selected, answer = common.selection_for(
+          args, args.file, one.path, parser.prog, compare_upstream=False
+        )
+        results.append(
+          one.in_user_terms(
+            verify.verify(
+              one.path,
+              selected,
+              run_driver=args.hlo_verifier,
+              source=one.source,
+              num_partitions=args.num_partitions,
+              max_bytes=args.max_input_bytes,
+              per_op_xla=args.per_op_modes,
+              answer=answer,
+            )
+          )
+        )
     if found.note is None:
-      text = (json.dumps(results[0], indent=1) if args.format == "json"
-              else verify.format_text(results[0]))
+      text = (
+        json.dumps(results[0], indent=1)
+        if args.format == "json"
+        else verify.format_text(results[0])
+      )
     elif args.format == "json":
-      text = json.dumps(dict(common.programs_json(found, results),
-                             passed=all(r["passed"] for r in results)), indent=1)
+      text = json.dumps(
+        dict(common.programs_json(found, results), passed=all(r["passed"] for r in results)),
+        indent=1,
+      )
     else:
       text = common.programs_text(found, [verify.format_text(r) for r in results])
     common.write_output(text, args.out)

@@ -19,6 +19,7 @@ class Allocation(NamedTuple):
   parameter: int | None  # the entry parameter it holds
   live_out: bool
 
+
 _HEADER = "BufferAssignment:"
 _ALLOCATION = re.compile(r"allocation (\d+): size \d+(?:, color (\d+))?(?:, parameter (\d+),)?")
 _VALUE = re.compile(r" value: <\d+ ([\w.\-]+)(?:\{([\d,]*)\})?(?: \(phi\))? @\d+>")
@@ -29,7 +30,7 @@ def sibling_path(module_path: "str | os.PathLike[str]") -> str:
   stem = str(module_path)
   for suffix in (".txt", ".hlo"):
     if stem.endswith(suffix):
-      stem = stem[:-len(suffix)]
+      stem = stem[: -len(suffix)]
   return stem + "-buffer-assignment.txt"
 
 
@@ -45,13 +46,15 @@ def parse(text: str, label: str) -> dict[str, dict[tuple[int, ...], Allocation]]
       m = _ALLOCATION.match(line)
       if not m:
         raise InputError(f"{label}:{lineno}: expected 'allocation N: size S, ...'")
-      current = Allocation(int(m[1]), int(m[2] or 0), None if m[3] is None else int(m[3]),
-                           ", maybe-live-out" in line)
+      current = Allocation(
+        int(m[1]), int(m[2] or 0), None if m[3] is None else int(m[3]), ", maybe-live-out" in line
+      )
     elif line.startswith(" value: "):
       m = _VALUE.match(line)
       if not m or current is None:
-        raise InputError(f"{label}:{lineno}: expected ' value: <id name{{index}} @n>' "
-                         "under an allocation line")
+        raise InputError(
+          f"{label}:{lineno}: expected ' value: <id name{{index}} @n>' under an allocation line"
+        )
       index = tuple(int(i) for i in (m[2] or "").split(",") if i)
       holders.setdefault(m[1], {}).setdefault(index, current)
     else:

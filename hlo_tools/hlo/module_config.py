@@ -43,20 +43,32 @@ from hlo_tools.errors import InputError
 
 SUFFIX = ".config.pbtxt"
 _MODULE_FILE_RE = re.compile(r"^module_\d+\.")
-_TOKEN_RE = re.compile(r"""
+_TOKEN_RE = re.compile(
+  r"""
     (?P<space>[ \t\r\f\v]+) | (?P<newline>\n) | (?P<comment>\#[^\n]*)
   | (?P<string>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
   | (?P<number>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fFuUlL]*)
   | (?P<word>[-]?[A-Za-z_][\w]*)
   | (?P<punct>[{}:\[\],;])
-  """, re.X)
-_BOOLS = {"true": True, "True": True, "t": True, "1": True,
-          "false": False, "False": False, "f": False, "0": False}
+  """,
+  re.X,
+)
+_BOOLS = {
+  "true": True,
+  "True": True,
+  "t": True,
+  "1": True,
+  "false": False,
+  "False": False,
+  "f": False,
+  "0": False,
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class ModuleConfig:
   """What the tools take from a module's config; None where the config does not say."""
+
   path: str  # the config file, as errors name it
   replica_count: int
   computation_count: int
@@ -76,7 +88,7 @@ def sidecar_path(module_path: str) -> str:
   stem = str(module_path)
   for suffix in (".hlo.pb", ".hlo", ".txt", ".pb"):
     if stem.endswith(suffix):
-      stem = stem[:-len(suffix)]
+      stem = stem[: -len(suffix)]
       break
   return stem + SUFFIX
 
@@ -120,8 +132,9 @@ def _manifest_config(directory: str, base: str) -> str | None:
   return xla_dump_config(os.path.join(directory, sub), key)
 
 
-def read_config(path: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
-                label: str | None = None) -> ModuleConfig:
+def read_config(
+  path: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES, label: str | None = None
+) -> ModuleConfig:
   """Reads and parses the config at `path`; InputError (one line, naming `label`,
   default the path) when bad or over max_bytes."""
   label = str(label or path)
@@ -134,8 +147,9 @@ def read_config(path: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
   return parse_config(text, label)
 
 
-def for_module(module_path: str,
-               max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> ModuleConfig | None:
+def for_module(
+  module_path: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES
+) -> ModuleConfig | None:
   """The parsed config of the module at `module_path`, or None where there is none."""
   path = find_config(module_path)
   return None if path is None else read_config(path, max_bytes)
@@ -150,8 +164,9 @@ class _Field:
 
   __slots__ = ("name", "value", "fields", "line", "kind")
 
-  def __init__(self, name: str, line: int, kind: str, value: str = "",
-               fields: "list[_Field] | None" = None) -> None:
+  def __init__(
+    self, name: str, line: int, kind: str, value: str = "", fields: "list[_Field] | None" = None
+  ) -> None:
     self.name, self.value, self.line, self.kind = name, value, line, kind
     self.fields = fields or []
 
@@ -304,21 +319,30 @@ def parse_config(text: str, label: str) -> ModuleConfig:
   debug = reader.one(top, "debug_options", "message")
   debug_fields = debug.fields if debug else []
   assignment = reader.one(top, "static_device_assignment", "message")
-  replica_count, computation_count = (replicas[0] if replicas else 1,
-                                      partitions[0] if partitions else 1)
+  replica_count, computation_count = (
+    replicas[0] if replicas else 1,
+    partitions[0] if partitions else 1,
+  )
   devices: tuple[int, ...] | None = None
   if assignment is not None:
     replica_count, computation_count, devices = _device_assignment(reader, assignment)
-    for given, name, want in ((replicas, "replica_count", replica_count),
-                              (partitions, "num_partitions", computation_count)):
+    for given, name, want in (
+      (replicas, "replica_count", replica_count),
+      (partitions, "num_partitions", computation_count),
+    ):
       if given and given[0] > 0 and given[0] != want:
-        reader.fail(given[1], f"{name} {given[0]} differs from the device assignment's "
-                              f"{want} (line {assignment.line})")
+        reader.fail(
+          given[1],
+          f"{name} {given[0]} differs from the device assignment's {want} (line {assignment.line})",
+        )
   return ModuleConfig(
-      path=label, replica_count=replica_count, computation_count=computation_count,
-      partition_to_device=devices,
-      collective_permute_mode=reader.enum_field(debug_fields, "xla_gpu_collective_permute_mode"),
-      nvshmem_enabled=reader.bool_field(debug_fields, "xla_gpu_experimental_enable_nvshmem"))
+    path=label,
+    replica_count=replica_count,
+    computation_count=computation_count,
+    partition_to_device=devices,
+    collective_permute_mode=reader.enum_field(debug_fields, "xla_gpu_collective_permute_mode"),
+    nvshmem_enabled=reader.bool_field(debug_fields, "xla_gpu_experimental_enable_nvshmem"),
+  )
 
 
 def _device_assignment(reader: _Reader, block: _Field) -> tuple[int, int, tuple[int, ...]]:
@@ -329,16 +353,20 @@ def _device_assignment(reader: _Reader, block: _Field) -> tuple[int, int, tuple[
   for name in ("replica_count", "computation_count"):
     value = reader.int_field(fields, name)
     if value is None or value[0] <= 0:
-      reader.fail(value[1] if value else block.line,
-                  f"static_device_assignment needs {name} > 0, "
-                  f"{'got ' + str(value[0]) if value else 'none given'}")
+      reader.fail(
+        value[1] if value else block.line,
+        f"static_device_assignment needs {name} > 0, "
+        f"{'got ' + str(value[0]) if value else 'none given'}",
+      )
     counts.append(value[0])
   replicas, computations = counts
   rows = [f for f in fields if f.name == "computation_devices"]
   if len(rows) != computations:
-    reader.fail(rows[computations].line if len(rows) > computations else block.line,
-                f"static_device_assignment has {len(rows)} computation_devices for "
-                f"computation_count {computations}")
+    reader.fail(
+      rows[computations].line if len(rows) > computations else block.line,
+      f"static_device_assignment has {len(rows)} computation_devices for "
+      f"computation_count {computations}",
+    )
   by_id = [-1] * (replicas * computations)  # each set below: rows and ids are counted
   seen: dict[int, int] = {}
   for partition, row in enumerate(rows):
@@ -346,8 +374,11 @@ def _device_assignment(reader: _Reader, block: _Field) -> tuple[int, int, tuple[
       reader.fail(row.line, "'computation_devices' must be a block")
     ids = [f for f in row.fields if f.name == "replica_device_ids"]
     if len(ids) != replicas:
-      reader.fail(row.line, f"computation_devices {partition} has {len(ids)} "
-                            f"replica_device_ids for replica_count {replicas}")
+      reader.fail(
+        row.line,
+        f"computation_devices {partition} has {len(ids)} "
+        f"replica_device_ids for replica_count {replicas}",
+      )
     for replica, field in enumerate(ids):
       device = reader.integer(field)
       if device < 0:

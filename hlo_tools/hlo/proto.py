@@ -56,13 +56,13 @@ def _fields(data: bytes) -> list[tuple[int, int, int | bytes]]:
       size, pos = _varint(data, pos)
       if pos + size > len(data):
         raise _Bad("truncated field")
-      fields.append((number, wire, data[pos:pos + size]))
+      fields.append((number, wire, data[pos : pos + size]))
       pos += size
     elif wire in (1, 5):
       width = 8 if wire == 1 else 4
       if pos + width > len(data):
         raise _Bad("truncated field")
-      fields.append((number, wire, int.from_bytes(data[pos:pos + width], "little")))
+      fields.append((number, wire, int.from_bytes(data[pos : pos + width], "little")))
       pos += width
     else:
       raise _Bad(f"wire type {wire}")
@@ -98,10 +98,10 @@ def looks_like_text(data: bytes) -> bool:
   while rest.startswith((b"//", b"/*")):
     if rest.startswith(b"//"):
       end = rest.find(b"\n")
-      rest = b"" if end < 0 else rest[end + 1:].lstrip()
+      rest = b"" if end < 0 else rest[end + 1 :].lstrip()
     else:
       end = rest.find(b"*/")
-      rest = b"" if end < 0 else rest[end + 2:].lstrip()
+      rest = b"" if end < 0 else rest[end + 2 :].lstrip()
   return rest.startswith(b"HloModule")
 
 
@@ -142,10 +142,17 @@ def device_assignment(module: bytes, label: str) -> DeviceAssignment | None:
   except _Bad as e:
     raise InputError(f"{label}: the proto's device assignment is malformed ({e})") from None
   assert isinstance(replicas, int) and isinstance(computations, int)
-  if (replicas < 1 or computations < 1 or replicas * computations > _MAX_DEVICES
-      or len(columns) != computations or any(len(c) != replicas for c in columns)):
-    raise InputError(f"{label}: the proto's device assignment places {replicas} replicas x "
-                     f"{computations} computations with {len(columns)} columns of devices")
+  if (
+    replicas < 1
+    or computations < 1
+    or replicas * computations > _MAX_DEVICES
+    or len(columns) != computations
+    or any(len(c) != replicas for c in columns)
+  ):
+    raise InputError(
+      f"{label}: the proto's device assignment places {replicas} replicas x "
+      f"{computations} computations with {len(columns)} columns of devices"
+    )
   flat = tuple(columns[p][r] for r in range(replicas) for p in range(computations))
   if len(set(flat)) != len(flat):
     raise InputError(f"{label}: the proto's device assignment names a device twice")
@@ -155,14 +162,18 @@ def device_assignment(module: bytes, label: str) -> DeviceAssignment | None:
 def config_text(assignment: DeviceAssignment) -> str:
   """A module config (config.pbtxt) holding just the device assignment, as XLA
   writes one, for the readers that find the placement beside a module."""
-  lines = ["static_device_assignment {",
-           f"  replica_count: {assignment.replica_count}",
-           f"  computation_count: {assignment.computation_count}"]
+  lines = [
+    "static_device_assignment {",
+    f"  replica_count: {assignment.replica_count}",
+    f"  computation_count: {assignment.computation_count}",
+  ]
   for p in range(assignment.computation_count):
     lines.append("  computation_devices {")
     for r in range(assignment.replica_count):
-      lines.append("    replica_device_ids: "
-                   f"{assignment.partition_to_device[r * assignment.computation_count + p]}")
+      lines.append(
+        "    replica_device_ids: "
+        f"{assignment.partition_to_device[r * assignment.computation_count + p]}"
+      )
     lines.append("  }")
   lines.append("}")
   return "\n".join(lines) + "\n"
@@ -176,18 +187,17 @@ def to_text(module: bytes, label: str, assignment: DeviceAssignment | None = Non
   try:
     from jax._src.lib import xla_client  # pylint: disable=import-outside-toplevel
   except ImportError as e:
-    raise InputError(f"{label}: reading the proto needs jaxlib, which is not "
-                     f"installed ({e})") from None
+    raise InputError(
+      f"{label}: reading the proto needs jaxlib, which is not installed ({e})"
+    ) from None
   try:
     text = str(xla_client.XlaComputation(module).as_hlo_text())
   except Exception as e:  # pylint: disable=broad-except  # jaxlib's own error types
-    raise InputError(f"{label}: jaxlib cannot read the proto: "
-                     f"{' '.join(str(e).split())}") from None
+    raise InputError(f"{label}: jaxlib cannot read the proto: {' '.join(str(e).split())}") from None
   if assignment is not None:
     head, sep, rest = text.partition("\n")
     name, comma, attributes = head.partition(",")
-    counts = "" if "num_partitions=" in head else \
-        f" num_partitions={assignment.computation_count},"
+    counts = "" if "num_partitions=" in head else f" num_partitions={assignment.computation_count},"
     if assignment.replica_count > 1 and "replica_count=" not in head:
       counts += f" replica_count={assignment.replica_count},"
     if counts and name.startswith("HloModule "):

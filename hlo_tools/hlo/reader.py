@@ -23,14 +23,26 @@ from typing import Any, NoReturn, TypeVar
 from hlo_tools.cli_io import DEFAULT_MAX_INPUT_BYTES, InputReadError, read_input
 from hlo_tools.errors import HloParseError
 
-__all__ = ["HloParseError", "Shape", "HloInstruction", "HloComputation", "HloModule",
-           "parse_shape", "is_known_opcode", "parse_hlo_text", "parse_hlo_file",
-           "load_hlo_proto", "expand_mesh_groups", "OPCODES"]
+__all__ = [
+  "HloParseError",
+  "Shape",
+  "HloInstruction",
+  "HloComputation",
+  "HloModule",
+  "parse_shape",
+  "is_known_opcode",
+  "parse_hlo_text",
+  "parse_hlo_file",
+  "load_hlo_proto",
+  "expand_mesh_groups",
+  "OPCODES",
+]
 
 
 # Opcode spellings of XLA's HloOpcodeString() (jaxlib 0.10.2's enum): a word outside
 # them is a typo or garbage, not an instruction.
-OPCODES = frozenset("""
+OPCODES = frozenset(
+  """
 abs acos acosh add add-dependency after-all all-gather all-gather-done all-gather-start
 all-reduce all-reduce-done all-reduce-start all-to-all and asin asinh async-done async-start
 async-update atan2 atanh batch-norm-grad batch-norm-inference batch-norm-training bitcast
@@ -47,32 +59,74 @@ rng-bit-generator rng-get-and-update-state round-nearest-afz round-nearest-even 
 scaled-dot scan scatter select select-and-scatter send send-done set-dimension-size
 shift-left shift-right-arithmetic shift-right-logical sign sine sinh slice sort sqrt
 stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while xor
-""".split())
+""".split()
+)
 
 
 def is_known_opcode(opcode: str) -> bool:
   """XLA's opcodes, and `{op}-start/-update/-done`: XLA's printed sugar for an async
   start/update/done wrapping the single instruction `op`."""
-  return opcode in OPCODES or any(opcode.endswith(s) and opcode[:-len(s)] in OPCODES
-                                  for s in ("-start", "-update", "-done"))
+  return opcode in OPCODES or any(
+    opcode.endswith(s) and opcode[: -len(s)] in OPCODES for s in ("-start", "-update", "-done")
+  )
 
 
 # Bytes per element; sub-byte types count a byte each (XLA stores them unpacked).
 _ELEMENT_BYTES = {
-    "pred": 1, "s1": 1, "s2": 1, "s4": 1, "s8": 1, "u1": 1, "u2": 1, "u4": 1, "u8": 1,
-    "f4e2m1fn": 1, "f8e3m4": 1, "f8e4m3": 1, "f8e4m3fn": 1, "f8e4m3b11fnuz": 1,
-    "f8e4m3fnuz": 1, "f8e5m2": 1, "f8e5m2fnuz": 1, "f8e8m0fnu": 1,
-    "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4, "u32": 4,
-    "f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16, "token": 0, "opaque": 0,
+  "pred": 1,
+  "s1": 1,
+  "s2": 1,
+  "s4": 1,
+  "s8": 1,
+  "u1": 1,
+  "u2": 1,
+  "u4": 1,
+  "u8": 1,
+  "f4e2m1fn": 1,
+  "f8e3m4": 1,
+  "f8e4m3": 1,
+  "f8e4m3fn": 1,
+  "f8e4m3b11fnuz": 1,
+  "f8e4m3fnuz": 1,
+  "f8e5m2": 1,
+  "f8e5m2fnuz": 1,
+  "f8e8m0fnu": 1,
+  "bf16": 2,
+  "f16": 2,
+  "s16": 2,
+  "u16": 2,
+  "f32": 4,
+  "s32": 4,
+  "u32": 4,
+  "f64": 8,
+  "s64": 8,
+  "u64": 8,
+  "c64": 8,
+  "c128": 16,
+  "token": 0,
+  "opaque": 0,
 }
 
 # Attributes whose value names computations.
-_CALL_ATTRS = frozenset(("calls", "to_apply", "body", "condition", "branch_computations",
-                         "true_computation", "false_computation"))
+_CALL_ATTRS = frozenset(
+  (
+    "calls",
+    "to_apply",
+    "body",
+    "condition",
+    "branch_computations",
+    "true_computation",
+    "false_computation",
+  )
+)
 _PERMUTE_OPCODES = frozenset(("collective-permute", "collective-permute-start"))
 _GOOD_PAIRS: set[str] = set()  # pair lists already checked
-_TABLES = {"FileNames": "file_names", "FunctionNames": "function_names",
-           "FileLocations": "file_locations", "StackFrames": "stack_frames"}
+_TABLES = {
+  "FileNames": "file_names",
+  "FunctionNames": "function_names",
+  "FileLocations": "file_locations",
+  "StackFrames": "stack_frames",
+}
 _CLOSERS = {"(": ")", "{": "}", "[": "]"}
 
 # Deepest tuple shape taken. XLA's parser recurses per level and overflows its stack
@@ -111,23 +165,26 @@ _VALUE = r"(?:%s|%s|%s|%s)" % (_nested("{", "}", 10), _STR, _MESH, _BARE)
 _ATTR_RE = re.compile(r",[ \t]*(%s)=(%s)" % (_NAME, _VALUE))
 # Groups: ROOT, name, shape, opcode, operands as `%a, %b` or else their text, attributes.
 _INSTR_RE = re.compile(
-    r"[ \t]*(ROOT[ \t]+)?%%?(%s):?[ \t]*=[ \t]*(%s|%s)[ \t]+([a-z][a-z0-9\-]*)"
-    r"\((?:(%%[\w.\-]++(?:, %%[\w.\-]++)*+)|([^()\"]*+))\)"
-    r"((?:[ \t]*,[ \t]*%s=%s)*+)[ \t]*\Z" % (_NAME, _ARRAY_SHAPE, _TUPLE_SHAPE, _NAME, _VALUE))
+  r"[ \t]*(ROOT[ \t]+)?%%?(%s):?[ \t]*=[ \t]*(%s|%s)[ \t]+([a-z][a-z0-9\-]*)"
+  r"\((?:(%%[\w.\-]++(?:, %%[\w.\-]++)*+)|([^()\"]*+))\)"
+  r"((?:[ \t]*,[ \t]*%s=%s)*+)[ \t]*\Z" % (_NAME, _ARRAY_SHAPE, _TUPLE_SHAPE, _NAME, _VALUE)
+)
 _HEAD_RE = re.compile(r"[ \t]*(ROOT[ \t]+)?(%%?)(%s)?:?[ \t]*(=?)[ \t]*" % _NAME)
 # An operand may end in '#K' indices: a tuple element of the instruction named
 # (XLA's compact get-tuple-element, which newer XLA prints: hlo_parser.cc:5706-5817
 # at 183fa00c; jax 0.11.2's dumps carry it). The name keeps its '#K' suffixes.
-_OPERAND_RE = re.compile(r"[ \t]*(?:(?:%s|\([^%%]*\))[ \t]*)?%%?(%s(?:#\d+)*)[ \t]*\Z"
-                         % (_ARRAY_SHAPE, _NAME))
-_COMP_HEAD_RE = re.compile(r"[ \t]*(ENTRY[ \t]+)?%%?(%s)[ \t]*(\(.*\)[ \t]*->.*?)?[ \t]*\{[ \t]*\Z"
-                           % _NAME)
+_OPERAND_RE = re.compile(
+  r"[ \t]*(?:(?:%s|\([^%%]*\))[ \t]*)?%%?(%s(?:#\d+)*)[ \t]*\Z" % (_ARRAY_SHAPE, _NAME)
+)
+_COMP_HEAD_RE = re.compile(
+  r"[ \t]*(ENTRY[ \t]+)?%%?(%s)[ \t]*(\(.*\)[ \t]*->.*?)?[ \t]*\{[ \t]*\Z" % _NAME
+)
 _MODULE_RE = re.compile(r"[ \t]*HloModule[ \t]+([\w.\-]+):?(.*)\Z")
 _CALL_RE = re.compile(r",[ \t]*(?:%s)=(\{[^{}\n]*\}|%%?[\w.\-]+)" % "|".join(sorted(_CALL_ATTRS)))
 _TABLE_ROW_RE = re.compile(r"[ \t]*(\d+)[ \t]*(%s|\{[^{}\"]*\})[ \t]*\Z" % _STR)
 _CLOSE_RE = re.compile(r"[ \t]*\}[ \t]*(,.*)?\Z")
 _KV_RE = re.compile(r"([\w.\-]+)=\s*(" + _STR + r"|[^\s,\"]+)")
-_STR_OR_COMMENT_RE = re.compile(r'%s|/\*.*?\*/' % _STR)
+_STR_OR_COMMENT_RE = re.compile(r"%s|/\*.*?\*/" % _STR)
 _WS_RE = re.compile(r"[ \t]*")
 _WS_COMMENTS_RE = re.compile(r"(?:\s++|/\*.*?\*/)*+")
 _SPECIAL_RE = re.compile(r'[(){}\[\]"]')
@@ -141,8 +198,10 @@ _DIM_RE = re.compile(r"\s*(?:(\d+)|<=\s*(\d+)|(\?))\s*\Z")
 _NOT_UTF8_RE = re.compile("[\udc80-\udcff]")
 _ESCAPE_RE = re.compile(r"\\(.)", re.S)
 _IOTA_RE = re.compile(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
-_MESH_RE = re.compile(r"mesh\[([^\]]*)\](?:,\s*device_ids=\(\[([\d,]+)\](?:T\(([\d,]+)\))?\))?"
-                      r"\s*\{([^}]*)\}")
+_MESH_RE = re.compile(
+  r"mesh\[([^\]]*)\](?:,\s*device_ids=\(\[([\d,]+)\](?:T\(([\d,]+)\))?\))?"
+  r"\s*\{([^}]*)\}"
+)
 
 
 class Shape:
@@ -150,9 +209,14 @@ class Shape:
 
   __slots__ = ("element_type", "dims", "dynamic", "layout", "tuple_shapes")
 
-  def __init__(self, element_type: str | None = None, dims: Iterable[int] = (),
-               layout: str | None = None, tuple_shapes: "tuple[Shape, ...] | None" = None,
-               dynamic: tuple[bool, ...] | None = None) -> None:
+  def __init__(
+    self,
+    element_type: str | None = None,
+    dims: Iterable[int] = (),
+    layout: str | None = None,
+    tuple_shapes: "tuple[Shape, ...] | None" = None,
+    dynamic: tuple[bool, ...] | None = None,
+  ) -> None:
     self.element_type = element_type  # None for tuples
     self.dims = tuple(dims)  # a `?` (unbounded) dim is -1; `<=N` is N, flagged in dynamic
     self.dynamic = dynamic  # None when all dims are static
@@ -210,8 +274,10 @@ class Shape:
     return "".join(out)
 
   def _array_string(self, layout: bool) -> str:
-    dims = ["?" if d < 0 else f"<={d}" if self.dynamic and self.dynamic[i] else str(d)
-            for i, d in enumerate(self.dims)]
+    dims = [
+      "?" if d < 0 else f"<={d}" if self.dynamic and self.dynamic[i] else str(d)
+      for i, d in enumerate(self.dims)
+    ]
     text = f"{self.element_type}[{','.join(dims)}]"
     return text + (self.layout or "") if layout else text
 
@@ -249,7 +315,7 @@ def parse_shape(text: str) -> Shape:
     shape, end = _parse_shape_at(text, _skip_ws(text, 0))
     end = _skip_ws(text, end)
     if end != len(text):
-      raise _ShapeError(f"unexpected {text[end:end + 10]!r} after shape", end)
+      raise _ShapeError(f"unexpected {text[end : end + 10]!r} after shape", end)
     if len(_SHAPE_CACHE) < 100000:
       _SHAPE_CACHE[text] = shape
   return shape
@@ -294,7 +360,7 @@ def _parse_shape_at(text: str, i: int) -> tuple[Shape, int]:
 def _parse_array_shape_at(text: str, i: int) -> tuple[Shape, int]:
   m = _ARRAY_RE.match(text, i)
   if m is None:
-    raise _ShapeError(f"unknown shape syntax {text[i:i + 20]!r}", i)
+    raise _ShapeError(f"unknown shape syntax {text[i : i + 20]!r}", i)
   etype, dims_text, layout = m.groups()
   if etype not in _ELEMENT_BYTES:
     raise _ShapeError(f"unknown element type {etype!r}", i)
@@ -309,8 +375,7 @@ def _parse_array_shape_at(text: str, i: int) -> tuple[Shape, int]:
     dynamic.append(exact is None)
   if layout is not None and " " in layout:  # as XLA prints it: {1,0}, not {1, 0}
     layout = "".join(layout.split())
-  return (Shape(etype, dims, layout, None, tuple(dynamic) if any(dynamic) else None),
-          m.end())
+  return (Shape(etype, dims, layout, None, tuple(dynamic) if any(dynamic) else None), m.end())
 
 
 def _unquote(text: str) -> str:
@@ -321,10 +386,12 @@ def _unquote(text: str) -> str:
   if "\\" not in body:
     return body
   body = _ESCAPE_RE.sub(  # an unknown escape is its character, as C compilers take it
-      lambda m: m.group() if m.group(1) in "\\'\"abfnrtvx01234567" else m.group(1), body)
+    lambda m: m.group() if m.group(1) in "\\'\"abfnrtvx01234567" else m.group(1), body
+  )
   try:  # C escapes (\n, \", \ooo, \xhh), as Python's bytes literals take them
     return codecs.escape_decode(body.encode("utf-8", "surrogateescape"))[0].decode(
-        "utf-8", "replace")
+      "utf-8", "replace"
+    )
   except ValueError:  # `\x` without digits: keep the text
     return body
 
@@ -364,8 +431,10 @@ def _iota_ids(dims: list[int] | None, perm: list[int] | None = None) -> list[int
   strides = [1] * len(dims)
   for k in range(len(dims) - 2, -1, -1):
     strides[k] = strides[k + 1] * dims[k + 1]
-  return [sum(idx[k] * strides[perm[k]] for k in range(len(perm)))
-          for idx in itertools.product(*(range(dims[p]) for p in perm))]
+  return [
+    sum(idx[k] * strides[perm[k]] for k in range(len(perm)))
+    for idx in itertools.product(*(range(dims[p]) for p in perm))
+  ]
 
 
 def _expand_iota(text: str) -> list[list[int]] | None:
@@ -377,7 +446,7 @@ def _expand_iota(text: str) -> list[list[int]] | None:
   if ids is None:
     return None
   size = (_ints(m.group(1)) or [0])[-1]  # the group matched digits: never the default
-  return [ids[i:i + size] for i in range(0, len(ids) * (size > 0), size or 1)]
+  return [ids[i : i + size] for i in range(0, len(ids) * (size > 0), size or 1)]
 
 
 def expand_mesh_groups(text: str) -> list[list[int]] | None:
@@ -390,24 +459,29 @@ def expand_mesh_groups(text: str) -> list[list[int]] | None:
   if m is None:
     return None
   try:
-    axes = {a.strip().strip("'"): int(n) for a, n in
-            (x.split("=") for x in m.group(1).split(",") if x.strip())}
+    axes = {
+      a.strip().strip("'"): int(n)
+      for a, n in (x.split("=") for x in m.group(1).split(",") if x.strip())
+    }
   except ValueError:  # not that form
     return None
   names = list(axes)
   chosen = [a.strip().strip("'") for a in m.group(4).split(",") if a.strip()]
   if any(c not in axes for c in chosen):
     return None
-  order = _iota_ids(list(axes.values()), [names.index(n) for n in names if n not in chosen]
-                    + [names.index(c) for c in chosen])
+  order = _iota_ids(
+    list(axes.values()),
+    [names.index(n) for n in names if n not in chosen] + [names.index(c) for c in chosen],
+  )
   if order is None:
     return None
-  ids: Sequence[int] | None = (_iota_ids(_ints(m.group(2)), _ints(m.group(3))) if m.group(2)
-                               else range(len(order)))
+  ids: Sequence[int] | None = (
+    _iota_ids(_ints(m.group(2)), _ints(m.group(3))) if m.group(2) else range(len(order))
+  )
   if ids is None or len(ids) != len(order):
     return None
   size = math.prod(axes[c] for c in chosen)
-  return [[ids[p] for p in order[i:i + size]] for i in range(0, len(order), max(size, 1))]
+  return [[ids[p] for p in order[i : i + size]] for i in range(0, len(order), max(size, 1))]
 
 
 def _split_attributes(text: str) -> dict[str, str]:
@@ -432,12 +506,32 @@ class HloInstruction:
   # Few objects for the cyclic collector to rescan: operands and attributes stay text
   # until asked for (or are a tuple of strings, which it stops watching), and the
   # computation is a weak reference (no cycle: a dropped module is freed at once).
-  __slots__ = ("name", "shape", "opcode", "_operands", "_attributes", "is_root", "line",
-               "col", "operand_text", "_computation")
+  __slots__ = (
+    "name",
+    "shape",
+    "opcode",
+    "_operands",
+    "_attributes",
+    "is_root",
+    "line",
+    "col",
+    "operand_text",
+    "_computation",
+  )
 
-  def __init__(self, name: str, shape: Shape, opcode: str, operands: str | tuple[str, ...],
-               attr_text: str, is_root: bool, line: int, col: int, operand_text: str,
-               computation: "weakref.ref[HloComputation]") -> None:
+  def __init__(
+    self,
+    name: str,
+    shape: Shape,
+    opcode: str,
+    operands: str | tuple[str, ...],
+    attr_text: str,
+    is_root: bool,
+    line: int,
+    col: int,
+    operand_text: str,
+    computation: "weakref.ref[HloComputation]",
+  ) -> None:
     self.name, self.shape, self.opcode = name, shape, opcode
     self._operands = operands  # `a, %b, %c` as printed, or a tuple of names
     # `, key=value, ...` as read: a dict once asked for
@@ -480,8 +574,11 @@ class HloInstruction:
     """Names of the computations this instruction calls, in attribute order (read off
     the text while the attributes are not split: every instruction is asked)."""
     attrs = self._attributes
-    raws = (_CALL_RE.findall(attrs) if isinstance(attrs, str) else
-            [raw for key, raw in attrs.items() if key in _CALL_ATTRS])
+    raws = (
+      _CALL_RE.findall(attrs)
+      if isinstance(attrs, str)
+      else [raw for key, raw in attrs.items() if key in _CALL_ATTRS]
+    )
     return [n for raw in raws for n in _parse_name_list(raw)]
 
   def _read(self, key: str, read: "Callable[[str], _T]") -> "_T | None":
@@ -495,8 +592,7 @@ class HloInstruction:
 
   @property
   def source_target_pairs(self) -> list[tuple[int, ...]] | None:
-    return self._read("source_target_pairs",
-                      lambda raw: [tuple(p) for p in _parse_int_lists(raw)])
+    return self._read("source_target_pairs", lambda raw: [tuple(p) for p in _parse_int_lists(raw)])
 
   @property
   def channel_id(self) -> int | None:
@@ -567,8 +663,18 @@ def _alive(ref: "weakref.ref[_T] | None") -> _T:
 class HloComputation:
   """A computation: instructions in order, root, parameters (by parameter number)."""
 
-  __slots__ = ("name", "is_entry", "line", "signature", "execution_thread", "instructions",
-               "root", "_module", "_by_name", "__weakref__")
+  __slots__ = (
+    "name",
+    "is_entry",
+    "line",
+    "signature",
+    "execution_thread",
+    "instructions",
+    "root",
+    "_module",
+    "_by_name",
+    "__weakref__",
+  )
   root: HloInstruction  # set by the reader when it closes the computation
 
   def __init__(self, name: str, is_entry: bool, line: int, signature: str) -> None:
@@ -589,8 +695,10 @@ class HloComputation:
 
   @property
   def parameters(self) -> list[HloInstruction]:
-    return sorted((i for i in self.instructions if i.opcode == "parameter"),
-                  key=lambda i: i.parameter_number or 0)
+    return sorted(
+      (i for i in self.instructions if i.opcode == "parameter"),
+      key=lambda i: i.parameter_number or 0,
+    )
 
   def instruction(self, name: str) -> HloInstruction:
     return self._by_name[name.lstrip("%")]
@@ -716,7 +824,8 @@ def _line_breaks(text: str) -> str:
 def _blank_comments(line: str) -> str:
   """The line with each /* comment */ as spaces (columns kept), strings untouched."""
   return _STR_OR_COMMENT_RE.sub(
-      lambda m: m.group() if m.group()[0] == '"' else " " * len(m.group()), line)
+    lambda m: m.group() if m.group()[0] == '"' else " " * len(m.group()), line
+  )
 
 
 class _Reader:
@@ -734,8 +843,12 @@ class _Reader:
       for i, line in enumerate(self.lines):
         bad = _NOT_UTF8_RE.search(line) and _NOT_UTF8_RE.search(self.line(i))
         if bad:
-          self.error(i, bad.start() + 1, f"byte {ord(bad.group()) - 0xDC00:#04x} is not "
-                     "UTF-8 (XLA takes such bytes inside /* comments */ only)")
+          self.error(
+            i,
+            bad.start() + 1,
+            f"byte {ord(bad.group()) - 0xDC00:#04x} is not "
+            "UTF-8 (XLA takes such bytes inside /* comments */ only)",
+          )
 
   def error(self, i: int, col: int, message: str) -> NoReturn:
     raise HloParseError(self.path, i + 1, col, message)
@@ -746,14 +859,19 @@ class _Reader:
     if "/*" in line:
       line = _blank_comments(line)
       if "/*" in line and "/*" in _STR_RE.sub("", line):
-        self.error(i, line.index("/*") + 1, "unterminated /* comment (a comment ends on its "
-                   "line: the reader takes one statement a line, as XLA prints it)")
+        self.error(
+          i,
+          line.index("/*") + 1,
+          "unterminated /* comment (a comment ends on its "
+          "line: the reader takes one statement a line, as XLA prints it)",
+        )
     return line
 
   def _skip_blank(self, i: int) -> int:
     """The first line from i with a statement: not blank, not a `//` or `/* */` comment."""
-    while i < len(self.lines) and (self.lines[i].lstrip().startswith("//")
-                                   or not self.line(i).strip()):
+    while i < len(self.lines) and (
+      self.lines[i].lstrip().startswith("//") or not self.line(i).strip()
+    ):
       i += 1
     return i
 
@@ -769,8 +887,9 @@ class _Reader:
     attrs = _Scanner(self, m.group(2), i, m.start(2)).attributes()
     for key in ("num_partitions", "replica_count", "num_replicas"):
       if key in attrs and not _INT_RE.fullmatch(attrs[key]):
-        self._attr_error(i, head, key, f"attribute {key!r} needs an integer, got "
-                         f"{attrs[key][:40]!r}")
+        self._attr_error(
+          i, head, key, f"attribute {key!r} needs an integer, got {attrs[key][:40]!r}"
+        )
     module = HloModule(m.group(1), attrs, self.path)
     i = self._skip_blank(i + 1)
     while i < len(lines):
@@ -798,9 +917,13 @@ class _Reader:
       raw.append(lines[i])
       number, value = m.groups()
       parsed[int(number)] = (
-          _unquote(value) if value.startswith('"')
-          else {k: (int(v) if v.lstrip("-").isdigit() else _unquote(v))
-                for k, v in _parse_kv(value).items()})
+        _unquote(value)
+        if value.startswith('"')
+        else {
+          k: (int(v) if v.lstrip("-").isdigit() else _unquote(v))
+          for k, v in _parse_kv(value).items()
+        }
+      )
       i += 1
     module.tables[name] = raw
     return i
@@ -809,8 +932,11 @@ class _Reader:
     head = self.line(i)
     m = _COMP_HEAD_RE.match(head)
     if m is None:
-      self.error(i, 1, f"expected a computation '[ENTRY] %name (params) -> shape {{', got "
-                 f"{head.strip()[:40]!r}")
+      self.error(
+        i,
+        1,
+        f"expected a computation '[ENTRY] %name (params) -> shape {{', got {head.strip()[:40]!r}",
+      )
     comp = HloComputation(m.group(2), bool(m.group(1)), i + 1, m.group(3) or "")
     if comp.name in module._by_name:
       self.error(i, 1, f"duplicate computation %{comp.name}")
@@ -857,10 +983,14 @@ class _Reader:
       shape = shapes.get(shape_text)
       if shape is None:
         shape = self._shape(shape_text, i, line.find(shape_text, col - 1))
-      instr = HloInstruction(name, shape, opcode, operands, rest, bool(root), i + 1, col, ops,
-                             comp_ref)
-      if not (all(map(defined, operands.split(", %"))) if isinstance(operands, str)
-              else all(map(defined, operands))):
+      instr = HloInstruction(
+        name, shape, opcode, operands, rest, bool(root), i + 1, col, ops, comp_ref
+      )
+      if not (
+        all(map(defined, operands.split(", %")))
+        if isinstance(operands, str)
+        else all(map(defined, operands))
+      ):
         if not isinstance(operands, str) and any("#" in op for op in operands):
           self._compact_tuple_elements(comp, operands, i, col)
         late.append((operands, i, col))
@@ -874,12 +1004,15 @@ class _Reader:
         if root_instr is not None:
           self.error(i, col, f"second ROOT in computation %{comp.name}")
         root_instr = instr
-    self.error(len(lines) - 1, len(lines[-1]) + 1,
-               f"unexpected end of input: computation %{comp.name} (line {comp.line}) "
-               "is not closed by '}'")
+    self.error(
+      len(lines) - 1,
+      len(lines[-1]) + 1,
+      f"unexpected end of input: computation %{comp.name} (line {comp.line}) is not closed by '}}'",
+    )
 
-  def _compact_tuple_elements(self, comp: HloComputation, operands: tuple[str, ...], i: int,
-                              col: int) -> None:
+  def _compact_tuple_elements(
+    self, comp: HloComputation, operands: tuple[str, ...], i: int, col: int
+  ) -> None:
     """The get-tuple-elements that operands `%t#K#L` stand for, added before their user
     under the names `t#K` and `t#K#L` (once each), as XLA's parser adds them."""
     for op in operands:
@@ -894,23 +1027,40 @@ class _Reader:
         if element not in comp._by_name:
           tuple_shapes = current.shape.tuple_shapes
           if tuple_shapes is None or int(index) >= len(tuple_shapes):
-            self.error(i, col, f"%{op}: %{current.name} has no tuple element {index} "
-                       f"(shape {current.shape})")
-          gte = HloInstruction(element, tuple_shapes[int(index)], "get-tuple-element",
-                               (current.name,), f", index={int(index)}", False, i + 1, col,
-                               f"%{current.name}", weakref.ref(comp))
+            self.error(
+              i, col, f"%{op}: %{current.name} has no tuple element {index} (shape {current.shape})"
+            )
+          gte = HloInstruction(
+            element,
+            tuple_shapes[int(index)],
+            "get-tuple-element",
+            (current.name,),
+            f", index={int(index)}",
+            False,
+            i + 1,
+            col,
+            f"%{current.name}",
+            weakref.ref(comp),
+          )
           comp._by_name[element] = gte
           comp.instructions.append(gte)
         current = comp._by_name[element]
 
-  def _close(self, comp: HloComputation, root: HloInstruction | None, line: str, i: int,
-             late: list[tuple[str | tuple[str, ...], int, int]]) -> None:
+  def _close(
+    self,
+    comp: HloComputation,
+    root: HloInstruction | None,
+    line: str,
+    i: int,
+    late: list[tuple[str | tuple[str, ...], int, int]],
+  ) -> None:
     """The closing line `}`, maybe with `, execution_thread="..."`."""
     close = _CLOSE_RE.match(line)
     if close is None:
       self.error(i, line.index("}") + 2, "unexpected text after '}'")
-    thread = _Scanner(self, close.group(1) or "", i, close.start(1)).attributes().get(
-        "execution_thread")
+    thread = (
+      _Scanner(self, close.group(1) or "", i, close.start(1)).attributes().get("execution_thread")
+    )
     comp.execution_thread = _unquote(thread) if thread else None
     for operands, k, col in late:  # operands may be defined below their use
       for op in operands.split(", %") if isinstance(operands, str) else operands:
@@ -947,17 +1097,24 @@ class _Reader:
     attrs = instr.attributes
     raw = attrs.get("channel_id")
     if raw is not None and not _INT_RE.fullmatch(raw):
-      self._attr_error(i, line, "channel_id", f"attribute 'channel_id' needs an integer, "
-                       f"got {raw[:40]!r}")
+      self._attr_error(
+        i, line, "channel_id", f"attribute 'channel_id' needs an integer, got {raw[:40]!r}"
+      )
     raw = attrs.get("source_target_pairs")
     if instr.opcode not in _PERMUTE_OPCODES or raw in _GOOD_PAIRS:
       return
     if raw is None or not _PAIRS_RE.fullmatch(raw):
-      self._attr_error(i, line, "source_target_pairs", f"%{instr.name} needs "
-                       "source_target_pairs={{{{source,target}},...}}")
+      self._attr_error(
+        i,
+        line,
+        "source_target_pairs",
+        f"%{instr.name} needs source_target_pairs={{{{{{{{source,target}}}},...}}}}",
+      )
     pairs = instr.source_target_pairs or []  # read: the regex took them
     seen: tuple[collections.Counter[int], collections.Counter[int]] = (
-        collections.Counter(), collections.Counter())
+      collections.Counter(),
+      collections.Counter(),
+    )
     permutation = all(len(set(side)) == len(pairs) for side in zip(*pairs))
     allowed = 1 if permutation else _slices(instr)
     for pair in [] if permutation else pairs:  # the first id seen once too often
@@ -965,9 +1122,13 @@ class _Reader:
         seen[side][pair[side]] += 1
         if seen[side][pair[side]] > allowed:
           times = "once" if allowed == 1 else f"{allowed} times"
-          self._attr_error(i, line, "source_target_pairs",
-                           f"%{instr.name}: {what} {pair[side]} appears more than {times} in "
-                           "source_target_pairs (XLA's verifier rejects this permute)")
+          self._attr_error(
+            i,
+            line,
+            "source_target_pairs",
+            f"%{instr.name}: {what} {pair[side]} appears more than {times} in "
+            "source_target_pairs (XLA's verifier rejects this permute)",
+          )
     if permutation and len(_GOOD_PAIRS) < 10000:
       _GOOD_PAIRS.add(raw)  # pair lists repeat
 
@@ -984,8 +1145,9 @@ class _Reader:
         if callee not in names:
           at = m.start(1)
           line_start = text.rfind("\n", 0, at) + 1
-          self.error(text.count("\n", 0, at), at - line_start + 1,
-                     f"call of undefined computation %{callee}")
+          self.error(
+            text.count("\n", 0, at), at - line_start + 1, f"call of undefined computation %{callee}"
+          )
 
   def _shape(self, text: str, i: int, col0: int) -> Shape:
     try:
@@ -993,21 +1155,25 @@ class _Reader:
     except _ShapeError as e:
       self.error(i, col0 + e.offset + 1, str(e))
 
-  def _slow_instruction(self, line: str, i: int
-                        ) -> tuple[str | None, str, str, str, str, str, int]:
+  def _slow_instruction(self, line: str, i: int) -> tuple[str | None, str, str, str, str, str, int]:
     """A line the regex did not take: read exactly, or refused at the offending column."""
     m = _HEAD_RE.match(line)
     if m is None:  # every part of the pattern is optional: it always matches
       self.error(i, 1, "expected an instruction name or '}'")
     root, name, sc = m.group(1), m.group(3), _Scanner(self, line, i, 0)
     if name is None or not m.group(4):
-      self.error(i, m.end() + 1, f"expected '=' after instruction name %{name}" if name
-                 else "expected an instruction name or '}'")
+      self.error(
+        i,
+        m.end() + 1,
+        f"expected '=' after instruction name %{name}"
+        if name
+        else "expected an instruction name or '}'",
+      )
     try:
       sc.i = _parse_shape_at(line, m.end())[1]
     except _ShapeError as e:
       self.error(i, e.offset + 1, str(e))
-    shape_text = line[m.end():sc.i]
+    shape_text = line[m.end() : sc.i]
     sc.ws()
     opcode = sc.regex(_OPCODE_RE, "expected an opcode")
     if not is_known_opcode(opcode):
@@ -1017,8 +1183,8 @@ class _Reader:
       sc.fail(f"expected '(' after opcode {opcode!r}")
     start = sc.i + 1
     sc.balanced()
-    _Scanner(self, line[sc.i:], i, sc.i).attributes()  # refuses bad text at its column
-    return root, name, shape_text, opcode, line[start:sc.i - 1], line[sc.i:], m.start(2) + 1
+    _Scanner(self, line[sc.i :], i, sc.i).attributes()  # refuses bad text at its column
+    return root, name, shape_text, opcode, line[start : sc.i - 1], line[sc.i :], m.start(2) + 1
 
 
 def _slices(instr: HloInstruction) -> int:
@@ -1053,7 +1219,7 @@ class _Scanner:
 
   def expect(self, ch: str, message: str | None = None) -> None:
     if not self.s.startswith(ch, self.i):
-      got = self.s[self.i:self.i + 12] or "end of line"
+      got = self.s[self.i : self.i + 12] or "end of line"
       self.fail(message or f"expected {ch!r}, got {got!r}")
     self.i += len(ch)
 
@@ -1084,8 +1250,11 @@ class _Scanner:
     while True:
       m = _SPECIAL_RE.search(s, j)
       if m is None:
-        self.fail(f"unbalanced {s[self.i]!r}: no matching {_CLOSERS[s[self.i]]!r} on this "
-                  "line (the reader takes one statement a line, as XLA prints it)", self.i)
+        self.fail(
+          f"unbalanced {s[self.i]!r}: no matching {_CLOSERS[s[self.i]]!r} on this "
+          "line (the reader takes one statement a line, as XLA prints it)",
+          self.i,
+        )
       ch, j = m.group(), m.end()
       if ch == '"':
         sm = _STR_RE.match(s, m.start())
@@ -1127,4 +1296,4 @@ class _Scanner:
         if s.startswith("{", after):
           self.i = after
           self.balanced()
-    return s[start:self.i]
+    return s[start : self.i]

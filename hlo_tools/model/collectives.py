@@ -78,7 +78,9 @@ def collective_permutes(module: HloModule) -> list[CollectivePermute]:
         users = users or operand_users(comp)
         done = _find_done(users, instr, "collective-permute-done")
         rec = _record(module, callers, comp, "start-done", instr, done, instr)
-        first = instr.shape.tuple_shapes[0] if instr.shape.is_tuple and instr.shape.tuple_shapes else None
+        first = (
+          instr.shape.tuple_shapes[0] if instr.shape.is_tuple and instr.shape.tuple_shapes else None
+        )
         rec.sugared_async = bool(first is not None and first.is_tuple)
         out.append(rec)
       elif op == "async-start":
@@ -93,9 +95,15 @@ def collective_permutes(module: HloModule) -> list[CollectivePermute]:
   return out
 
 
-def _record(module: HloModule, callers: Callers, comp: HloComputation, form: str,
-            start: HloInstruction, done: HloInstruction | None,
-            permute: HloInstruction) -> CollectivePermute:
+def _record(
+  module: HloModule,
+  callers: Callers,
+  comp: HloComputation,
+  form: str,
+  start: HloInstruction,
+  done: HloInstruction | None,
+  permute: HloInstruction,
+) -> CollectivePermute:
   config = start.backend_config_json() or {}
   if "collective_backend_config" not in config and permute is not start:
     config = permute.backend_config_json() or config
@@ -107,17 +115,26 @@ def _record(module: HloModule, callers: Callers, comp: HloComputation, form: str
   loops = loop_nest(module, callers, comp.name)
   loop, loop_comp, trips, at_least = loop_summary(loops)
   return CollectivePermute(
-      computation=comp.name, form=form, start=start.name,
-      done=done.name if done is not None else None,
-      pairs=permute.source_target_pairs or [],
-      bytes_per_device=sum(op.shape.byte_size() for op in data_operands(start)),
-      buffers=max(1, len(data_operands(start))),
-      backend=backend, collectives_mode=mode if isinstance(mode, str) else None,
-      is_async=form != "sync", channel_id=channel,
-      while_loop=loop, while_computation=loop_comp, trip_count=trips,
-      start_line=start.line, done_line=done.line if done is not None else None,
-      loops=loops, trips_at_least=at_least,
-      branch=enclosing_conditional(callers, comp.name))
+    computation=comp.name,
+    form=form,
+    start=start.name,
+    done=done.name if done is not None else None,
+    pairs=permute.source_target_pairs or [],
+    bytes_per_device=sum(op.shape.byte_size() for op in data_operands(start)),
+    buffers=max(1, len(data_operands(start))),
+    backend=backend,
+    collectives_mode=mode if isinstance(mode, str) else None,
+    is_async=form != "sync",
+    channel_id=channel,
+    while_loop=loop,
+    while_computation=loop_comp,
+    trip_count=trips,
+    start_line=start.line,
+    done_line=done.line if done is not None else None,
+    loops=loops,
+    trips_at_least=at_least,
+    branch=enclosing_conditional(callers, comp.name),
+  )
 
 
 def _product(values: Iterable[int]) -> int:
@@ -138,8 +155,12 @@ def data_operands(instr: HloInstruction) -> list[HloInstruction]:
 
 def data_element_types(start: HloInstruction) -> list[str]:
   """Element types of the buffers a permute sends (every leaf of a tuple operand)."""
-  return [leaf.element_type for op in data_operands(start) for leaf in op.shape.leaves()
-          if leaf.element_type is not None and leaf.element_type != "token"]
+  return [
+    leaf.element_type
+    for op in data_operands(start)
+    for leaf in op.shape.leaves()
+    if leaf.element_type is not None and leaf.element_type != "token"
+  ]
 
 
 # Between a start and its done: updates (plain or sugared) and tuple unpacking.
@@ -155,8 +176,9 @@ def operand_users(comp: HloComputation) -> dict[str, list[HloInstruction]]:
   return users
 
 
-def _find_done(users: dict[str, list[HloInstruction]], start: HloInstruction,
-               done_opcode: str) -> HloInstruction | None:
+def _find_done(
+  users: dict[str, list[HloInstruction]], start: HloInstruction, done_opcode: str
+) -> HloInstruction | None:
   """Follows the start through async-updates (and get-tuple-elements) to its done."""
   seen = set()
   todo = deque([start.name])
@@ -200,8 +222,9 @@ def module_callers(module: HloModule) -> Callers:
   return callers
 
 
-def _enclosing_while(module: HloModule, callers: Callers, comp_name: str
-                     ) -> tuple[str | None, str | None, int | None]:
+def _enclosing_while(
+  module: HloModule, callers: Callers, comp_name: str
+) -> tuple[str | None, str | None, int | None]:
   """Innermost while whose body reaches comp_name, breadth-first up the call graph."""
   seen = {comp_name}
   todo = deque([comp_name])
@@ -240,8 +263,10 @@ def enclosing_group(callers: Callers, comp_name: str) -> str | None:
   while todo:
     name = todo.popleft()
     for instr, comp in callers.get(name, ()):
-      if (instr.opcode in ("call", "async-start")
-          and "_collectives_group" in instr.frontend_attributes):
+      if (
+        instr.opcode in ("call", "async-start")
+        and "_collectives_group" in instr.frontend_attributes
+      ):
         return instr.name
       if comp.name not in seen:
         seen.add(comp.name)
@@ -375,8 +400,12 @@ def _param_element(instr: HloInstruction) -> int | None:
 
 
 def _int_constant(instr: HloInstruction) -> int | None:
-  if instr.opcode != "constant" or instr.shape.dims or \
-      not instr.shape.element_type or instr.shape.element_type[0] not in "su":
+  if (
+    instr.opcode != "constant"
+    or instr.shape.dims
+    or not instr.shape.element_type
+    or instr.shape.element_type[0] not in "su"
+  ):
     return None
   try:
     return int((instr.literal or "").strip())

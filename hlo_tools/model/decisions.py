@@ -32,17 +32,22 @@ Edge = tuple[int, int, str]
 # What choosing each backend writes, from the core's records.
 PLAN_BACKEND = {n: r["config_backend"] for n, r in selection.BACKEND_INFO.items()}
 # XLA of jax >= 0.10.2 runs peer and symmetric memory through collectives_mode.
-PLAN_MODE = {n: r["collectives_mode"] for n, r in selection.BACKEND_INFO.items()
-             if r["collectives_mode"]}
+PLAN_MODE = {
+  n: r["collectives_mode"] for n, r in selection.BACKEND_INFO.items() if r["collectives_mode"]
+}
 NO_MODE = "COLLECTIVES_MODE_INVALID"  # what XLA writes when no mode is chosen: NCCL
 # The _xla_collectives_mode value that asks for each backend (NCCL: private).
-MODE_ATTRIBUTE = {n: r["mode_attribute"] for n, r in selection.BACKEND_INFO.items()
-                  if r["mode_attribute"]}
+MODE_ATTRIBUTE = {
+  n: r["mode_attribute"] for n, r in selection.BACKEND_INFO.items() if r["mode_attribute"]
+}
 MARK_PLAN = {value: n for n, value in MODE_ATTRIBUTE.items()}
 # Every value of XLA's CollectivesMode enum (jax 0.10.2); private memory is no
 # backend of any set the core plans over.
-MODE_BACKEND = {NO_MODE: "nccl", **{mode: n for n, mode in PLAN_MODE.items()},
-                "COLLECTIVES_PRIVATE_MEMORY": "private"}
+MODE_BACKEND = {
+  NO_MODE: "nccl",
+  **{mode: n for n, mode in PLAN_MODE.items()},
+  "COLLECTIVES_PRIVATE_MEMORY": "private",
+}
 
 
 def backend_set(table: selection.CostTable) -> tuple[str, ...]:
@@ -76,25 +81,35 @@ def require_devices(source: sources.Source, topology: selection.Topology) -> Non
   if first is None:
     return
   try:
-    _selection_core.edge_ids_to_devices(topology, [], True, source.num_partitions,
-                                        source.num_replicas)
+    _selection_core.edge_ids_to_devices(
+      topology, [], True, source.num_partitions, source.num_replicas
+    )
   except ValueError as e:
     raise InputError(f"{source.label}:{first.start_line}: %{first.start}: {e}") from None
 
 
-def device_edges(topology: selection.Topology, source: sources.Source,
-                 pairs: Sequence[Sequence[int]], cross_partition: bool) -> list[Edge]:
+def device_edges(
+  topology: selection.Topology,
+  source: sources.Source,
+  pairs: Sequence[Sequence[int]],
+  cross_partition: bool,
+) -> list[Edge]:
   edges = _selection_core.edge_ids_to_devices(
-      topology, [(p[0], p[1]) for p in pairs], cross_partition, source.num_partitions,
-      source.num_replicas)
+    topology,
+    [(p[0], p[1]) for p in pairs],
+    cross_partition,
+    source.num_partitions,
+    source.num_replicas,
+  )
   return [(s, t, topology.classify(s, t)) for s, t in edges]
 
 
 class Permute:
   """One collective-permute with its strict pairs and the core's decision."""
 
-  def __init__(self, record: CollectivePermute, start: HloInstruction,
-               pairs: list[tuple[int, int]]) -> None:
+  def __init__(
+    self, record: CollectivePermute, start: HloInstruction, pairs: list[tuple[int, int]]
+  ) -> None:
     self.record = record
     self.start = start  # the -start / sync / async-start instruction
     self.pairs = pairs
@@ -131,10 +146,15 @@ def driver_decisions(report: Report | None) -> dict[tuple[str | None, str | None
 def from_driver(entry: dict) -> dict[str, Any]:
   """The decision as nvshmem-opt's JSON gives it, in selection.decide's shape."""
   modeled = entry["modeled_us"]
-  return {"plan": entry["plan"], "backend": entry["plan"], "reason": entry["reason"],
-          "backend_us": {b: modeled.get(b) for b in selection.BACKENDS},
-          "refused": dict(entry.get("refused") or {}), "chosen_us": modeled["chosen"],
-          "edges_by_class": entry["edges_by_class"]}
+  return {
+    "plan": entry["plan"],
+    "backend": entry["plan"],
+    "reason": entry["reason"],
+    "backend_us": {b: modeled.get(b) for b in selection.BACKENDS},
+    "refused": dict(entry.get("refused") or {}),
+    "chosen_us": modeled["chosen"],
+    "edges_by_class": entry["edges_by_class"],
+  }
 
 
 def _take_driver_facts(perm: Permute, entry: dict) -> None:
@@ -142,22 +162,32 @@ def _take_driver_facts(perm: Permute, entry: dict) -> None:
   perm.decision, perm.decided_by = from_driver(entry), "nvshmem-opt"
   perm.edges = [tuple(e) for e in entry["edges"]]
   perm.bytes, perm.buffers = entry["bytes"], entry["buffers"]
-  perm.loops = [(loop["while_loop"], loop["computation"], loop["trip_count"])
-                for loop in entry["loops"]]
+  perm.loops = [
+    (loop["while_loop"], loop["computation"], loop["trip_count"]) for loop in entry["loops"]
+  ]
   perm.current_refused = entry.get("current_refused")
 
 
-def _decide_here(perm: Permute, source: sources.Source, topology: selection.Topology,
-                 table: selection.CostTable) -> None:
+def _decide_here(
+  perm: Permute, source: sources.Source, topology: selection.Topology, table: selection.CostTable
+) -> None:
   """The core's decision from this reader's facts, through the binding."""
   rec = perm.record
   cross = rec.channel_id is not None
   perm.edges = device_edges(topology, source, perm.pairs, cross)
   perm.decision = selection.decide(
-      topology, table, rec.bytes_per_device, perm.pairs, cross,
-      source.num_partitions, source.num_replicas, buffers=rec.buffers,
-      element_types=data_element_types(perm.start), place=place_of(perm),
-      mark=perm.mark)
+    topology,
+    table,
+    rec.bytes_per_device,
+    perm.pairs,
+    cross,
+    source.num_partitions,
+    source.num_replicas,
+    buffers=rec.buffers,
+    element_types=data_element_types(perm.start),
+    place=place_of(perm),
+    mark=perm.mark,
+  )
   perm.decided_by = "core binding"
 
 
@@ -169,9 +199,13 @@ def place_of(perm: Permute) -> str:
   return "branch" if rec.branch else "group" if perm.group else "anywhere"
 
 
-def analyze(source: sources.Source, topology: selection.Topology,
-            table: selection.CostTable, tolerant: bool = False,
-            report: Report | None = None) -> list[Permute]:
+def analyze(
+  source: sources.Source,
+  topology: selection.Topology,
+  table: selection.CostTable,
+  tolerant: bool = False,
+  report: Report | None = None,
+) -> list[Permute]:
   """Permute objects for every collective-permute, decided by the selection core.
 
   report: nvshmem-opt's JSON on this module (one run of the driver): each permute
@@ -197,14 +231,17 @@ def analyze(source: sources.Source, topology: selection.Topology,
     perm.mark = user_mark(start) or user_mark(permute)
     if perm.mark is not None and modes.mark_mode(perm.mark) is None:
       # No XLA runs it (the patched one fails the compile): bad input, never a verdict.
-      raise InputError(f"{source.label}:{start.line}: %{start.name}: {modes.ATTRIBUTE}="
-                       f"\"{perm.mark}\" names no collectives mode "
-                       f"({', '.join(modes.MODES)}); the patched XLA fails such a "
-                       "compile, and no XLA runs it")
+      raise InputError(
+        f"{source.label}:{start.line}: %{start.name}: {modes.ATTRIBUTE}="
+        f'"{perm.mark}" names no collectives mode '
+        f"({', '.join(modes.MODES)}); the patched XLA fails such a "
+        "compile, and no XLA runs it"
+      )
     perm.group = collectives.enclosing_group(callers, rec.computation)
     perms.append(perm)
     entry = decided.get((rec.computation, rec.start)) or decided.get(
-        (rec.wrapped_computation, permute.name))
+      (rec.wrapped_computation, permute.name)
+    )
     if entry is not None:
       _take_driver_facts(perm, entry)
     else:
@@ -223,8 +260,9 @@ def user_mark(instr: HloInstruction) -> str | None:
   return modes.user_mark(instr)
 
 
-def carried_refusal(perm: Permute, source: sources.Source, topology: selection.Topology,
-                    table: selection.CostTable) -> str | None:
+def carried_refusal(
+  perm: Permute, source: sources.Source, topology: selection.Topology, table: selection.CostTable
+) -> str | None:
   """Why the core refuses the backend the op already carries where it sits, or None
   (it may run it, or the op runs NCCL or a mode no backend of the core writes).
 
@@ -239,23 +277,37 @@ def carried_refusal(perm: Permute, source: sources.Source, topology: selection.T
   return refusal_of(perm, source, topology, table, have, place_of(perm))
 
 
-def refusal_of(perm: Permute, source: sources.Source, topology: selection.Topology,
-               table: selection.CostTable, backend: str,
-               place: str = "anywhere") -> str | None:
+def refusal_of(
+  perm: Permute,
+  source: sources.Source,
+  topology: selection.Topology,
+  table: selection.CostTable,
+  backend: str,
+  place: str = "anywhere",
+) -> str | None:
   """Why the core's rules refuse `backend` for the permute (`place`: where it sits,
   selection.PLACES), or None: asked with the set {nccl, backend}, so that only the
   backend's own rules can refuse it, never its cost."""
   rec = perm.record
   decision = selection.decide(
-      topology, table, rec.bytes_per_device, perm.pairs, rec.channel_id is not None,
-      source.num_partitions, source.num_replicas, buffers=rec.buffers,
-      backends=("nccl", backend), element_types=data_element_types(perm.start),
-      place=place)
+    topology,
+    table,
+    rec.bytes_per_device,
+    perm.pairs,
+    rec.channel_id is not None,
+    source.num_partitions,
+    source.num_replicas,
+    buffers=rec.buffers,
+    backends=("nccl", backend),
+    element_types=data_element_types(perm.start),
+    place=place,
+  )
   return decision["refused"].get(backend)
 
 
-def unsafe_reasons(perm: Permute, source: sources.Source, topology: selection.Topology,
-                   table: selection.CostTable) -> list[str]:
+def unsafe_reasons(
+  perm: Permute, source: sources.Source, topology: selection.Topology, table: selection.CostTable
+) -> list[str]:
   """Why the backend the op already carries cannot run it, every reason the core's
   records give: its refusal where the op sits (the first rule that fails) and, for
   NVSHMEM, its rules that the first can hide (a device without a source, the heap,
@@ -266,27 +318,37 @@ def unsafe_reasons(perm: Permute, source: sources.Source, topology: selection.To
   try:
     reasons = [carried_refusal(perm, source, topology, table)]
     if have == "nvshmem":
-      reasons = _nvshmem_records(perm, source, topology, table) + reasons + [
-          selection.nvshmem_pe_reason(topology, perm.record.channel_id is not None,
-                                      source.num_partitions, source.num_replicas),
-          runtime_rules.nvshmem_heap_problem(perm.start, source.allocations)]
+      reasons = (
+        _nvshmem_records(perm, source, topology, table)
+        + reasons
+        + [
+          selection.nvshmem_pe_reason(
+            topology, perm.record.channel_id is not None, source.num_partitions, source.num_replicas
+          ),
+          runtime_rules.nvshmem_heap_problem(perm.start, source.allocations),
+        ]
+      )
   except (selection.SelectionError, ValueError) as e:
     return [f"{have}, but its edges cannot be placed on the topology: {e}"]
   return list(dict.fromkeys(r for r in reasons if r))
 
 
-def _nvshmem_records(perm: Permute, source: sources.Source, topology: selection.Topology,
-                     table: selection.CostTable) -> list[str | None]:
+def _nvshmem_records(
+  perm: Permute, source: sources.Source, topology: selection.Topology, table: selection.CostTable
+) -> list[str | None]:
   """The core's hang, heap and layout refusals of NVSHMEM for the permute."""
   team = source.num_partitions * source.num_replicas
   try:
-    edges = perm.edges or device_edges(topology, source, perm.pairs,
-                                       perm.record.channel_id is not None)
+    edges = perm.edges or device_edges(
+      topology, source, perm.pairs, perm.record.channel_id is not None
+    )
   except ValueError:
     edges = []  # the team's rule then names every device without a source
-  return [selection.nvshmem_hang_reason([(s, t) for s, t, _ in edges], team),
-          selection.nvshmem_heap_reason(table, perm.record.bytes_per_device),
-          selection.layout_refusal(topology, team, "nvshmem")]
+  return [
+    selection.nvshmem_hang_reason([(s, t) for s, t, _ in edges], team),
+    selection.nvshmem_heap_reason(table, perm.record.bytes_per_device),
+    selection.layout_refusal(topology, team, "nvshmem"),
+  ]
 
 
 # Where the caller has upstream's answers but none for this permute.
@@ -306,20 +368,24 @@ def _recorded(start: HloInstruction) -> dict[str, Any] | None:
         modeled[key] = float(value)
       except ValueError:
         modeled[key] = None
-  return {"plan": attrs.get("_nvshmem_plan"), "reason": attrs.get("_nvshmem_reason"),
-          "modeled_us": modeled}
+  return {
+    "plan": attrs.get("_nvshmem_plan"),
+    "reason": attrs.get("_nvshmem_reason"),
+    "modeled_us": modeled,
+  }
 
 
-
-def backend_entries(decision: dict[str, Any],
-                    backends: Sequence[str]) -> dict[str, dict[str, Any]]:
+def backend_entries(decision: dict[str, Any], backends: Sequence[str]) -> dict[str, dict[str, Any]]:
   """{backend: {"us": modeled us or None, "refused": reason or None}} over the set."""
-  return {b: {"us": decision["backend_us"].get(b), "refused": decision["refused"].get(b)}
-          for b in backends}
+  return {
+    b: {"us": decision["backend_us"].get(b), "refused": decision["refused"].get(b)}
+    for b in backends
+  }
 
 
-def pricing(table: selection.CostTable, decision: dict[str, Any], nbytes: int,
-            buffers: int) -> dict[str, dict[str, str]]:
+def pricing(
+  table: selection.CostTable, decision: dict[str, Any], nbytes: int, buffers: int
+) -> dict[str, dict[str, str]]:
   """{backend: {"link_class", "model"}}: the edge class whose time prices each
   backend that can run the permute (its slowest edge) and whether the table has a
   measured curve there or estimates it (parametric: latency + size / bandwidth)."""
@@ -328,18 +394,22 @@ def pricing(table: selection.CostTable, decision: dict[str, Any], nbytes: int,
   for backend, us in decision["backend_us"].items():
     if us is None or not classes:
       continue
-    slowest = max(classes, key=lambda c: selection.edge_time_us(table, backend, c, nbytes,
-                                                                buffers))
-    out[backend] = {"link_class": slowest,
-                    "model": ("measured curve" if table.has_measured_curve(backend, slowest)
-                              else "parametric")}
+    slowest = max(classes, key=lambda c: selection.edge_time_us(table, backend, c, nbytes, buffers))
+    out[backend] = {
+      "link_class": slowest,
+      "model": ("measured curve" if table.has_measured_curve(backend, slowest) else "parametric"),
+    }
   return out
 
 
-def describe_permute(perm: Permute, upstream: dict | None = None,
-                     backends: Sequence[str] = ("nccl", "nvshmem"),
-                     upstream_why: str | None = None, unsafe: Sequence[str] = (),
-                     table: selection.CostTable | None = None) -> dict[str, Any]:
+def describe_permute(
+  perm: Permute,
+  upstream: dict | None = None,
+  backends: Sequence[str] = ("nccl", "nvshmem"),
+  upstream_why: str | None = None,
+  unsafe: Sequence[str] = (),
+  table: selection.CostTable | None = None,
+) -> dict[str, Any]:
   """The JSON entry of one collective-permute; `backends` is the set planned over;
   `upstream_why`: why upstream's answers are missing (the driver's message);
   `unsafe`: why the backend the op carries cannot run it (runtime_rules)."""
@@ -347,8 +417,7 @@ def describe_permute(perm: Permute, upstream: dict | None = None,
   assert d is not None, "describe_permute of an undecided permute"
   # Every backend of the core by name (None where refused or not offered), as in
   # the driver's JSON, then the chosen one's.
-  modeled = {**{b: d["backend_us"].get(b) for b in selection.BACKENDS},
-             "chosen": d["chosen_us"]}
+  modeled = {**{b: d["backend_us"].get(b) for b in selection.BACKENDS}, "chosen": d["chosen_us"]}
   loop, loop_comp, trip_count, least = loop_summary(perm.loops)
   at_least: int | None = least
   known = any(n is not None for _, _, n in perm.loops)
@@ -358,53 +427,71 @@ def describe_permute(perm: Permute, upstream: dict | None = None,
   if rec.branch is not None:
     trip_count, at_least = None, None  # a branch runs on some trips only
   up_key = (rec.computation, rec.start)
-  up = ({"backend": upstream[up_key], "source": "nvshmem-opt --compare-upstream"}
-        if upstream is not None and up_key in upstream
-        else {"backend": None, "source": f"unavailable: {upstream_why}"} if upstream_why
-        else dict(_NO_UPSTREAM))
+  up = (
+    {"backend": upstream[up_key], "source": "nvshmem-opt --compare-upstream"}
+    if upstream is not None and up_key in upstream
+    else {"backend": None, "source": f"unavailable: {upstream_why}"}
+    if upstream_why
+    else dict(_NO_UPSTREAM)
+  )
   return {
-      "computation": rec.computation, "instruction": rec.start, "done": rec.done,
-      "form": rec.form, "line": rec.start_line, "done_line": rec.done_line,
-      "while_loop": loop, "while_computation": loop_comp,
-      # Runs per step: every enclosing loop's count multiplied; None when one is
-      # unknown (trips_at_least then says how many at least) or under a
-      # conditional's branch (trips_at_most then bounds it).
-      "trip_count": trip_count, "trips_at_least": at_least,
-      "trips_at_most": runs if bound == "at most" else None,
-      # What the per-step figures multiply by, and whether it is exact or a bound.
-      "runs_per_step": runs, "runs_bound": bound,
-      "under_branch": ({"conditional": rec.branch[0], "computation": rec.branch[1],
-                        "branch": rec.branch[2]} if rec.branch else None),
-      "loops": [{"while": w, "computation": c, "trip_count": n} for w, c, n in perm.loops],
-      "channel_id": rec.channel_id,
-      "bytes": perm.bytes, "buffers": perm.buffers, "decided_by": perm.decided_by,
-      "pairs": [list(p) for p in perm.pairs],
-      "current_backend": rec.backend, "current_collectives_mode": rec.collectives_mode,
-      "current_plan": op_backend(rec),
-      "current_unsafe": list(unsafe),
-      "priced_by": pricing(table, d, perm.bytes, perm.buffers) if table else {},
-      "edges_by_class": d["edges_by_class"],
-      "edges": [{"source": s, "target": t, "link_class": c} for s, t, c in perm.edges],
-      "modeled_us": modeled,
-      "modeled_loop_us": (d["chosen_us"] * trips
-                          if trips and d["chosen_us"] is not None else None),
-      "choice": {"plan": d["plan"],
-                 "backend": PLAN_BACKEND.get(d["plan"], d["plan"])},
-      "choice_collectives_mode": PLAN_MODE.get(d["plan"]),
-      "backends": backend_entries(d, backends),
-      "reason": d["reason"],
-      "recorded": _recorded(perm.start),
-      # The mode its _xla_collectives_mode attribute asks for (None: none).
-      "requested_mode": modes.requested(perm.start),
-      # The user's mark, which no tool overrides: the choice is the mark's backend.
-      "user_mark": perm.mark,
-      "upstream": up,
+    "computation": rec.computation,
+    "instruction": rec.start,
+    "done": rec.done,
+    "form": rec.form,
+    "line": rec.start_line,
+    "done_line": rec.done_line,
+    "while_loop": loop,
+    "while_computation": loop_comp,
+    # Runs per step: every enclosing loop's count multiplied; None when one is
+    # unknown (trips_at_least then says how many at least) or under a
+    # conditional's branch (trips_at_most then bounds it).
+    "trip_count": trip_count,
+    "trips_at_least": at_least,
+    "trips_at_most": runs if bound == "at most" else None,
+    # What the per-step figures multiply by, and whether it is exact or a bound.
+    "runs_per_step": runs,
+    "runs_bound": bound,
+    "under_branch": (
+      {"conditional": rec.branch[0], "computation": rec.branch[1], "branch": rec.branch[2]}
+      if rec.branch
+      else None
+    ),
+    "loops": [{"while": w, "computation": c, "trip_count": n} for w, c, n in perm.loops],
+    "channel_id": rec.channel_id,
+    "bytes": perm.bytes,
+    "buffers": perm.buffers,
+    "decided_by": perm.decided_by,
+    "pairs": [list(p) for p in perm.pairs],
+    "current_backend": rec.backend,
+    "current_collectives_mode": rec.collectives_mode,
+    "current_plan": op_backend(rec),
+    "current_unsafe": list(unsafe),
+    "priced_by": pricing(table, d, perm.bytes, perm.buffers) if table else {},
+    "edges_by_class": d["edges_by_class"],
+    "edges": [{"source": s, "target": t, "link_class": c} for s, t, c in perm.edges],
+    "modeled_us": modeled,
+    "modeled_loop_us": (d["chosen_us"] * trips if trips and d["chosen_us"] is not None else None),
+    "choice": {"plan": d["plan"], "backend": PLAN_BACKEND.get(d["plan"], d["plan"])},
+    "choice_collectives_mode": PLAN_MODE.get(d["plan"]),
+    "backends": backend_entries(d, backends),
+    "reason": d["reason"],
+    "recorded": _recorded(perm.start),
+    # The mode its _xla_collectives_mode attribute asks for (None: none).
+    "requested_mode": modes.requested(perm.start),
+    # The user's mark, which no tool overrides: the choice is the mark's backend.
+    "user_mark": perm.mark,
+    "upstream": up,
   }
 
 
-def module_report(path: str, selected: options.Selection, source: sources.Source,
-                  use_driver: bool = True, num_partitions: int | None = None
-                  ) -> tuple[Report | None, str | None]:
+def module_report(
+  path: str,
+  selected: options.Selection,
+  source: sources.Source,
+  use_driver: bool = True,
+  num_partitions: int | None = None,
+) -> tuple[Report | None, str | None]:
   """(nvshmem-opt's JSON on the module with upstream's answers, None) from its one
   run on `selected` as given (the driver places it on the module's own map), or
   (None, why there is none). No run for a module without permutes."""
@@ -412,15 +499,26 @@ def module_report(path: str, selected: options.Selection, source: sources.Source
     return None, "not asked of nvshmem-opt"
   if not collective_permutes(source.module):
     return None, None
-  return driver.explain_report(path, selected.spec, selected.driver_table(), num_partitions,
-                               selected.backends and selected.table.backends,
-                               module_config=placement.config_path(path))
+  return driver.explain_report(
+    path,
+    selected.spec,
+    selected.driver_table(),
+    num_partitions,
+    selected.backends and selected.table.backends,
+    module_config=placement.config_path(path),
+  )
 
 
-def describe(path: str, selected: options.Selection, use_driver: bool = True,
-             source: sources.Source | None = None, num_partitions: int | None = None,
-             max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
-             report: Report | None = None, upstream_why: str | None = None) -> dict:
+def describe(
+  path: str,
+  selected: options.Selection,
+  use_driver: bool = True,
+  source: sources.Source | None = None,
+  num_partitions: int | None = None,
+  max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
+  report: Report | None = None,
+  upstream_why: str | None = None,
+) -> dict:
   """What `hlo-tools explain` prints as JSON, for the module at `path` (InputError).
 
   selected: the topology, cost table and backend set, parsed once by the caller
@@ -444,17 +542,28 @@ def describe(path: str, selected: options.Selection, use_driver: bool = True,
   upstream = driver.upstream_from_report(report) if report is not None else None
   module = source.module
   return {
-      "file": source.label, "module": module.name, "topology": topology_spec,
-      "processes": placement.layout_text(selected),
-      "placement": placement.placement_text(selected),
-      "topology_note": size_note(topology_spec, topology,
-                                 source.num_partitions * source.num_replicas),
-      "cost_table": cost_table, "backends": table.backends,
-      "num_partitions": source.num_partitions,
-      "num_partitions_from": source.partitions_from,
-      "num_replicas": source.num_replicas,
-      "collectives": [describe_permute(
-          p, upstream, backend_set(table), upstream_why,
-          unsafe_reasons(p, source, topology, table), table)
-                      for p in perms],
+    "file": source.label,
+    "module": module.name,
+    "topology": topology_spec,
+    "processes": placement.layout_text(selected),
+    "placement": placement.placement_text(selected),
+    "topology_note": size_note(
+      topology_spec, topology, source.num_partitions * source.num_replicas
+    ),
+    "cost_table": cost_table,
+    "backends": table.backends,
+    "num_partitions": source.num_partitions,
+    "num_partitions_from": source.partitions_from,
+    "num_replicas": source.num_replicas,
+    "collectives": [
+      describe_permute(
+        p,
+        upstream,
+        backend_set(table),
+        upstream_why,
+        unsafe_reasons(p, source, topology, table),
+        table,
+      )
+      for p in perms
+    ],
   }

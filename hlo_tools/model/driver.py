@@ -22,16 +22,20 @@ from hlo_tools.model.driver_report import Report
 
 # The driver's own log lines (TensorFlow/absl start-up noise, its note on an
 # inferred partition count, which the tools print from its report) are not messages.
-_NOISE_RE = re.compile(r"^(WARNING: All log messages|[IWE]\d{4} |\s*$"
-                       r"|nvshmem-opt: .* gives no num_partitions .*\(--num-partitions=N "
-                       r"overrides\)$|nvshmem-opt: .*: no --topology; using )")
+_NOISE_RE = re.compile(
+  r"^(WARNING: All log messages|[IWE]\d{4} |\s*$"
+  r"|nvshmem-opt: .* gives no num_partitions .*\(--num-partitions=N "
+  r"overrides\)$|nvshmem-opt: .*: no --topology; using )"
+)
 
 
 # A command that needs the driver and finds none says which install brings it:
 # the driver is its own distribution (built against the tensorflow wheel's XLA),
 # an extra of the base package.
-NOT_INSTALLED = ("nvshmem-opt is not installed: pip install 'hlo-tools[xla]' brings it "
-                 "(in a checkout, scripts/setup.sh builds it)")
+NOT_INSTALLED = (
+  "nvshmem-opt is not installed: pip install 'hlo-tools[xla]' brings it "
+  "(in a checkout, scripts/setup.sh builds it)"
+)
 
 
 def find_nvshmem_opt() -> str | None:
@@ -91,18 +95,27 @@ def _clean_stale_reports(directory: str) -> None:
 class Answer(typing.NamedTuple):
   """One nvshmem-opt run on one input: its exit status, its JSON report (None
   unless it succeeded) and its one-line message (the error when it failed)."""
+
   rc: int
   report: Report | None
   message: str
 
 
-def run_nvshmem_opt(path: str | os.PathLike, topology: str | None,
-                    cost_table: selection.CostTable | None = None, mode: str = "explain",
-                    out: str | os.PathLike | None = None, compare_upstream: bool = False,
-                    timeout: float = 600, num_partitions: int | None = None,
-                    tmp_dir: str | None = None, annotate: bool = False,
-                    backends: str | None = None, devices_per_host: int | None = None,
-                    module_config: str | None = None) -> Answer:
+def run_nvshmem_opt(
+  path: str | os.PathLike,
+  topology: str | None,
+  cost_table: selection.CostTable | None = None,
+  mode: str = "explain",
+  out: str | os.PathLike | None = None,
+  compare_upstream: bool = False,
+  timeout: float = 600,
+  num_partitions: int | None = None,
+  tmp_dir: str | None = None,
+  annotate: bool = False,
+  backends: str | None = None,
+  devices_per_host: int | None = None,
+  module_config: str | None = None,
+) -> Answer:
   """Runs the driver once on the module at `path`.
 
   topology: a spec, or None to let the driver derive it from the module (hosts of
@@ -121,26 +134,34 @@ def run_nvshmem_opt(path: str | os.PathLike, topology: str | None,
   if exe is None:
     env = os.environ.get("NVSHMEM_OPT")
     raise FileNotFoundError(
-        f"nvshmem-opt is not built at $NVSHMEM_OPT={env} (not an executable file)" if env
-        else NOT_INSTALLED)
+      f"nvshmem-opt is not built at $NVSHMEM_OPT={env} (not an executable file)"
+      if env
+      else NOT_INSTALLED
+    )
   tmp_dir = tmp_dir or tempfile.gettempdir()
   _clean_stale_reports(tmp_dir)
-  fd, report_path = tempfile.mkstemp(prefix=f"{_REPORT_PREFIX}{os.getpid()}-",
-                                     suffix=".json", dir=tmp_dir)
+  fd, report_path = tempfile.mkstemp(
+    prefix=f"{_REPORT_PREFIX}{os.getpid()}-", suffix=".json", dir=tmp_dir
+  )
   os.close(fd)
   try:
     cmd = [exe, os.fspath(path), f"--mode={mode}", f"--report={report_path}"]
-    cmd += _flags(topology, cost_table, backends, devices_per_host, num_partitions,
-                  module_config)
+    cmd += _flags(topology, cost_table, backends, devices_per_host, num_partitions, module_config)
     if compare_upstream:
       cmd.append("--compare-upstream")
     if annotate:
       cmd.append("--annotate")  # decisions also in frontend attributes
     if out:
       cmd += ["-o", os.fspath(out)]
-    proc = subprocess.run(cmd, env=driver_env(), capture_output=True, text=True,
-                          input=None if cost_table is None else str(cost_table),
-                          timeout=timeout, check=False)
+    proc = subprocess.run(
+      cmd,
+      env=driver_env(),
+      capture_output=True,
+      text=True,
+      input=None if cost_table is None else str(cost_table),
+      timeout=timeout,
+      check=False,
+    )
     report = None
     if proc.returncode == 0:
       try:
@@ -153,9 +174,14 @@ def run_nvshmem_opt(path: str | os.PathLike, topology: str | None,
     os.unlink(report_path)
 
 
-def _flags(topology: str | None, cost_table: selection.CostTable | None,
-           backends: str | None, devices_per_host: int | None,
-           num_partitions: int | None, module_config: str | None) -> list[str]:
+def _flags(
+  topology: str | None,
+  cost_table: selection.CostTable | None,
+  backends: str | None,
+  devices_per_host: int | None,
+  num_partitions: int | None,
+  module_config: str | None,
+) -> list[str]:
   """The driver's flags for what every run says of its inputs."""
   flags = []
   if topology:
@@ -180,24 +206,38 @@ def _in_core_order(report: Report) -> Report:
   reads the same every run."""
   for decision in report.get("decisions", ()):
     d = typing.cast(dict[str, Any], decision)  # keys taken in turn below
-    for key, names in (("modeled_us", selection.BACKENDS + ("chosen",)),
-                       ("refused", selection.BACKENDS),
-                       ("edges_by_class", selection.LINK_CLASSES)):
+    for key, names in (
+      ("modeled_us", selection.BACKENDS + ("chosen",)),
+      ("refused", selection.BACKENDS),
+      ("edges_by_class", selection.LINK_CLASSES),
+    ):
       given = d.get(key)
       if isinstance(given, dict):
         d[key] = {**{n: given[n] for n in names if n in given}, **given}
   return report
 
 
-def ask(path: str | os.PathLike, topology: str | None,
-        cost_table: selection.CostTable | None = None, compare_upstream: bool = True,
-        timeout: float = 600, **flags: Any) -> Answer:
+def ask(
+  path: str | os.PathLike,
+  topology: str | None,
+  cost_table: selection.CostTable | None = None,
+  compare_upstream: bool = True,
+  timeout: float = 600,
+  **flags: Any,
+) -> Answer:
   """nvshmem-opt --mode=explain on the module (flags: run_nvshmem_opt's): its
   decisions, counts, topology and, with compare_upstream, upstream's answers.
   Where it could not run, an Answer of exit status -1 saying why."""
   try:
-    return run_nvshmem_opt(path, topology, cost_table, mode="explain",
-                           compare_upstream=compare_upstream, timeout=timeout, **flags)
+    return run_nvshmem_opt(
+      path,
+      topology,
+      cost_table,
+      mode="explain",
+      compare_upstream=compare_upstream,
+      timeout=timeout,
+      **flags,
+    )
   except FileNotFoundError as e:
     return Answer(-1, None, str(e))
   except subprocess.TimeoutExpired:
@@ -206,15 +246,27 @@ def ask(path: str | os.PathLike, topology: str | None,
     return Answer(-1, None, f"nvshmem-opt could not run: {e}")
 
 
-def explain_report(path: str | os.PathLike, topology_spec: str | None,
-                   cost_table: selection.CostTable | None, num_partitions: int | None = None,
-                   backends: str | None = None, timeout: float = 600,
-                   module_config: str | None = None) -> tuple[Report | None, str | None]:
+def explain_report(
+  path: str | os.PathLike,
+  topology_spec: str | None,
+  cost_table: selection.CostTable | None,
+  num_partitions: int | None = None,
+  backends: str | None = None,
+  timeout: float = 600,
+  module_config: str | None = None,
+) -> tuple[Report | None, str | None]:
   """(report, None) of nvshmem-opt --mode=explain --compare-upstream on the module,
   or (None, one line saying why there is none: the driver's own error message, or
   why it could not run)."""
-  answer = ask(path, topology_spec, cost_table, num_partitions=num_partitions,
-               backends=backends, timeout=timeout, module_config=module_config)
+  answer = ask(
+    path,
+    topology_spec,
+    cost_table,
+    num_partitions=num_partitions,
+    backends=backends,
+    timeout=timeout,
+    module_config=module_config,
+  )
   return answer.report, why_no_report(answer)
 
 
@@ -224,8 +276,9 @@ def derived(path: str | os.PathLike, answer: Answer) -> str:
   if answer.report is not None:
     return answer.report["spec"]
   if answer.rc == -1:
-    raise InputError(f"{path}: no --topology given and the driver cannot derive one: "
-                     f"{answer.message}")
+    raise InputError(
+      f"{path}: no --topology given and the driver cannot derive one: {answer.message}"
+    )
   raise InputError(answer.message or f"{path}: nvshmem-opt exit {answer.rc}")
 
 
@@ -249,5 +302,6 @@ def upstream_from_report(report: Report | None) -> dict:
   """{(computation, instruction): backend} from a driver report made with
   --compare-upstream (its decisions name the input's instructions)."""
   decisions = report["decisions"] if report is not None else []
-  return {(d["computation"], d["instruction"]): d.get("upstream")
-          for d in decisions if d.get("upstream")}
+  return {
+    (d["computation"], d["instruction"]): d.get("upstream") for d in decisions if d.get("upstream")
+  }

@@ -43,20 +43,23 @@ from hlo_tools.hlo import module_config
 from hlo_tools.model import sources
 
 XLA_DUMP_SUBDIR = "xla_dump"  # where `hlo-tools dump` keeps XLA's own files
-STAGE_HELP = ("before_optimizations, after_optimizations, before_async, after:PASS[#N] "
-              "or before:PASS[#N]")
+STAGE_HELP = (
+  "before_optimizations, after_optimizations, before_async, after:PASS[#N] or before:PASS[#N]"
+)
 # The module XLA's backend assigner sees is the input of async-collective-creator.
 BEFORE_ASYNC_PASS = "async-collective-creator"
 
 # module_0001.jit_f.0082.post-fusion_optimization.after_A.before_B.txt
 _PASS_FILE_RE = re.compile(
-    r"^module_(?P<id>\d+)\.(?P<name>.+?)\.(?P<seq>\d{4})\.(?P<pipeline>[^.]+)"
-    r"\.after_(?P<pass>.+?)\.before_(?P<next>.+)\.txt$")
+  r"^module_(?P<id>\d+)\.(?P<name>.+?)\.(?P<seq>\d{4})\.(?P<pipeline>[^.]+)"
+  r"\.after_(?P<pass>.+?)\.before_(?P<next>.+)\.txt$"
+)
 # module_0001.jit_f.before_optimizations.txt and
 # module_0001.jit_f[.sm_9.0a_gpu]_after_optimizations.txt (GPU prefixes the arch).
 _STAGE_FILE_RE = re.compile(
-    r"^module_(?P<id>\d+)\.(?P<name>.+?)\.(?:[\w.]*_)?(?P<stage>before_optimizations|"
-    r"after_optimizations)\.txt$")
+  r"^module_(?P<id>\d+)\.(?P<name>.+?)\.(?:[\w.]*_)?(?P<stage>before_optimizations|"
+  r"after_optimizations)\.txt$"
+)
 
 # index_xla_dump's records, as the manifest stores them: module key -> {"id", "name",
 # "stages", "passes"}.
@@ -74,15 +77,20 @@ def index_xla_dump(xla_dir: str) -> ModuleIndex:
 
   def entry(mid: str, name: str) -> dict[str, Any]:
     key = f"module_{mid}.{name}"
-    return modules.setdefault(key, {"id": int(mid), "name": name, "stages": {},
-                                    "passes": []})
+    return modules.setdefault(key, {"id": int(mid), "name": name, "stages": {}, "passes": []})
 
   for fname in sorted(os.listdir(xla_dir)):
     m = _PASS_FILE_RE.match(fname)
     if m:
-      entry(m["id"], m["name"])["passes"].append({
-          "seq": int(m["seq"]), "pipeline": m["pipeline"], "pass": m["pass"],
-          "next": m["next"], "file": fname})
+      entry(m["id"], m["name"])["passes"].append(
+        {
+          "seq": int(m["seq"]),
+          "pipeline": m["pipeline"],
+          "pass": m["pass"],
+          "next": m["next"],
+          "file": fname,
+        }
+      )
       continue
     m = _STAGE_FILE_RE.match(fname)
     if m:
@@ -99,13 +107,23 @@ def main_module(modules: ModuleIndex, preferred_name: str | None = None) -> str 
   candidates = [k for k, m in modules.items() if m["name"] == preferred_name]
   if candidates:
     return max(candidates, key=lambda k: modules[k]["id"])
-  return max(modules, key=lambda k: (len(modules[k]["passes"]),
-                                     "after_optimizations" in modules[k]["stages"],
-                                     modules[k]["id"]))
+  return max(
+    modules,
+    key=lambda k: (
+      len(modules[k]["passes"]),
+      "after_optimizations" in modules[k]["stages"],
+      modules[k]["id"],
+    ),
+  )
 
 
-def pass_snapshot_text(xla_dir: str, pass_name: str, module_key: str | None = None,
-                       occurrence: int = -1, when: str = "after") -> str:
+def pass_snapshot_text(
+  xla_dir: str,
+  pass_name: str,
+  module_key: str | None = None,
+  occurrence: int = -1,
+  when: str = "after",
+) -> str:
   """HLO text of the module right after (or before) `pass_name`, from an XLA dump.
 
   XLA writes a pass's file only when the pass changed the module, and every
@@ -131,8 +149,10 @@ def pass_snapshot_text(xla_dir: str, pass_name: str, module_key: str | None = No
   else:
     hits = before or [i - 1 for i in after if i > 0]
   if not hits:
-    raise DumpReadError(f"no dump {when} pass {pass_name!r} in module {key}: the pass did "
-                        "not run or neither it nor its neighbour changed the module")
+    raise DumpReadError(
+      f"no dump {when} pass {pass_name!r} in module {key}: the pass did "
+      "not run or neither it nor its neighbour changed the module"
+    )
   with open(os.path.join(xla_dir, passes[hits[occurrence]]["file"])) as f:
     return f.read()
 
@@ -153,9 +173,12 @@ def xla_dir_of(dump_dir: str) -> str:
   return sub if os.path.isdir(sub) else dump_dir
 
 
-def read_stage(dump_dir: str, stage: str,
-               max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
-               program: str | None = None) -> sources.Source:
+def read_stage(
+  dump_dir: str,
+  stage: str,
+  max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
+  program: str | None = None,
+) -> sources.Source:
   """The Source of one stage of a dump directory (see the module docstring).
   program: the module key (resolve_program) of a folder of several programs; None:
   the folder's main module."""
@@ -171,10 +194,13 @@ def read_stage(dump_dir: str, stage: str,
       return sources.read_source(copied, label, max_bytes)
   if stage in ("before_optimizations", "after_optimizations"):
     if key is None or stage not in modules[key]["stages"]:
-      raise InputError(f"{dump_dir}: no {stage} module in this dump directory"
-                       + (f" for program {key}" if program else ""))
-    return sources.read_source(os.path.join(xla_dir, modules[key]["stages"][stage]), label,
-                               max_bytes)
+      raise InputError(
+        f"{dump_dir}: no {stage} module in this dump directory"
+        + (f" for program {key}" if program else "")
+      )
+    return sources.read_source(
+      os.path.join(xla_dir, modules[key]["stages"][stage]), label, max_bytes
+    )
   when, pass_name, occurrence = "", "", -1
   if stage == "before_async":
     when, pass_name = "before", BEFORE_ASYNC_PASS
@@ -190,8 +216,11 @@ def read_stage(dump_dir: str, stage: str,
   if key is None:
     raise InputError(f"{dump_dir}: no XLA module dumps (module_*.txt) found")
   if not modules[key]["passes"]:
-    raise InputError(f"{dump_dir}: no per-pass snapshots"
-                     + (f" of program {key}" if program else "") + "; dump with --all_passes")
+    raise InputError(
+      f"{dump_dir}: no per-pass snapshots"
+      + (f" of program {key}" if program else "")
+      + "; dump with --all_passes"
+    )
   try:
     text = pass_snapshot_text(xla_dir, pass_name, key, occurrence, when)
   except DumpReadError as e:
@@ -215,9 +244,11 @@ def module_config_path(dump_dir: str, program: str | None = None) -> str | None:
 # a metrics function, and XLA dumps each as a module of its own.
 
 _STAGE_NAMES = ("before_optimizations", "after_optimizations", "before_async")
-PROGRAM_HELP = ("DIR:PROGRAM:STAGE picks one program of a dump folder of several (PROGRAM: "
-                "its module name, e.g. jit_train_step or train_step, or its id, e.g. 668 or "
-                "module_0668); without it, every program with collective-permutes")
+PROGRAM_HELP = (
+  "DIR:PROGRAM:STAGE picks one program of a dump folder of several (PROGRAM: "
+  "its module name, e.g. jit_train_step or train_step, or its id, e.g. 668 or "
+  "module_0668); without it, every program with collective-permutes"
+)
 
 
 def is_stage(text: str) -> bool:
@@ -233,19 +264,24 @@ def resolve_program(dump_dir: str, name: str) -> str:
   modules = index_xla_dump(xla_dir_of(dump_dir))
   if not modules:
     raise InputError(f"{dump_dir}: no XLA module dumps (module_*.txt) found")
-  wanted = name[len("module_"):] if name.startswith("module_") else name
-  hits = [k for k, m in modules.items()
-          if name == k or name in (m["name"], m["name"].removeprefix("jit_"))
-          or (wanted.isdigit() and int(wanted) == m["id"])]
+  wanted = name[len("module_") :] if name.startswith("module_") else name
+  hits = [
+    k
+    for k, m in modules.items()
+    if name == k
+    or name in (m["name"], m["name"].removeprefix("jit_"))
+    or (wanted.isdigit() and int(wanted) == m["id"])
+  ]
   if len(hits) == 1:
     return hits[0]
   listed = ", ".join(sorted(modules, key=lambda k: modules[k]["id"]))
   if not hits:
-    raise InputError(f"{dump_dir}: no program {name!r} in this dump folder; its programs: "
-                     f"{listed}")
-  raise InputError(f"{dump_dir}: {name!r} names {len(hits)} programs "
-                   f"({', '.join(sorted(hits))}); give the id, e.g. "
-                   f"{dump_dir}:{modules[hits[0]]['id']}:STAGE")
+    raise InputError(f"{dump_dir}: no program {name!r} in this dump folder; its programs: {listed}")
+  raise InputError(
+    f"{dump_dir}: {name!r} names {len(hits)} programs "
+    f"({', '.join(sorted(hits))}); give the id, e.g. "
+    f"{dump_dir}:{modules[hits[0]]['id']}:STAGE"
+  )
 
 
 def program_file(dump_dir: str, key: str) -> str:
@@ -266,8 +302,9 @@ def program_keys(dump_dir: str) -> list[str]:
 _PERMUTE_RE = re.compile(rb"\bcollective-permute(?:-start)?\(")
 
 
-def program_permutes(dump_dir: str, key: str,
-                     max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> int | None:
+def program_permutes(
+  dump_dir: str, key: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES
+) -> int | None:
   """How many collective-permute statements the program has (its after-optimizations
   module, else its first stage or pass file); None where it has no file to read."""
   xla_dir = xla_dir_of(dump_dir)
@@ -275,17 +312,20 @@ def program_permutes(dump_dir: str, key: str,
   if not module:
     return None
   stages = module["stages"]
-  fname = stages.get("after_optimizations") or stages.get("before_optimizations") or (
-      module["passes"][-1]["file"] if module["passes"] else None)
+  fname = (
+    stages.get("after_optimizations")
+    or stages.get("before_optimizations")
+    or (module["passes"][-1]["file"] if module["passes"] else None)
+  )
   if fname is None:
     return None
   data = cli_io.read_input(os.path.join(xla_dir, fname), max_bytes)
   return len(_PERMUTE_RE.findall(data))
 
 
-def select_programs(dump_dir: str, stage: str | None = None,
-                    max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES
-                    ) -> tuple[list[str], list[tuple[str, str]]]:
+def select_programs(
+  dump_dir: str, stage: str | None = None, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES
+) -> tuple[list[str], list[tuple[str, str]]]:
   """The programs a command decides on in a folder of several: (keys of those with
   collective-permutes, [(key, why skipped)]). A folder of one program keeps it,
   permutes or not. `stage`, where given, must exist for a kept program (a folder
@@ -320,8 +360,11 @@ def programs_note(dump_dir: str, kept: list[str], skipped: list[tuple[str, str]]
   and why."""
   total = len(kept) + len(skipped)
   why = "; ".join(f"{k} ({reason})" for k, reason in skipped)
-  return (f"{dump_dir}: {total} programs; deciding {len(kept)} with collective-permutes"
-          + (f" ({', '.join(kept)})" if kept else "") + (f"; skipped {why}" if why else ""))
+  return (
+    f"{dump_dir}: {total} programs; deciding {len(kept)} with collective-permutes"
+    + (f" ({', '.join(kept)})" if kept else "")
+    + (f"; skipped {why}" if why else "")
+  )
 
 
 def split_spec(spec: str) -> tuple[str, str] | None:
@@ -333,7 +376,7 @@ def split_spec(spec: str) -> tuple[str, str] | None:
   idx = spec.find(":")
   while idx != -1:
     if os.path.isdir(spec[:idx]):
-      return spec[:idx], spec[idx + 1:]
+      return spec[:idx], spec[idx + 1 :]
     idx = spec.find(":", idx + 1)
   return None
 
@@ -349,8 +392,10 @@ def split_program(dump_dir: str, rest: str) -> tuple[str | None, str]:
         key = resolve_program(dump_dir, rest)
       except InputError:
         return None, rest
-      raise InputError(f"{dump_dir}:{rest}: name a stage of program {key}, e.g. "
-                       f"{dump_dir}:{rest}:after_optimizations ({STAGE_HELP})")
+      raise InputError(
+        f"{dump_dir}:{rest}: name a stage of program {key}, e.g. "
+        f"{dump_dir}:{rest}:after_optimizations ({STAGE_HELP})"
+      )
     return None, rest
   name, stage = rest.split(":", 1)
   return resolve_program(dump_dir, name), stage
@@ -367,13 +412,16 @@ def single_program(dump_dir: str, stage: str, what: str) -> str | None:
   if len(kept) == 1:
     modules = index_xla_dump(xla_dir_of(dump_dir))
     return None if kept[0] == main_key(dump_dir, modules) else kept[0]
-  raise InputError(f"{dump_dir}:{stage}: the folder holds {len(keys)} programs; {what} "
-                   f"reads one: give DIR:PROGRAM:{stage}, PROGRAM one of "
-                   f"{', '.join(keys)}")
+  raise InputError(
+    f"{dump_dir}:{stage}: the folder holds {len(keys)} programs; {what} "
+    f"reads one: give DIR:PROGRAM:{stage}, PROGRAM one of "
+    f"{', '.join(keys)}"
+  )
 
 
-def read_input(spec: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
-               what: str = "the command") -> sources.Source:
+def read_input(
+  spec: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES, what: str = "the command"
+) -> sources.Source:
   """FILE or DIR:[PROGRAM:]STAGE. FILE may be any readable file, device or pipe, "-"
   for stdin; reading stops past max_bytes."""
   split = split_spec(spec)
@@ -385,8 +433,9 @@ def read_input(spec: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
   if spec == "-" or os.path.lexists(spec) and not os.path.isdir(spec):
     return sources.read_source(spec, max_bytes=max_bytes)
   if os.path.isdir(spec):
-    raise InputError(f"{spec}: is a directory; name a stage, e.g. "
-                     f"{spec}:after_optimizations ({STAGE_HELP})")
+    raise InputError(
+      f"{spec}: is a directory; name a stage, e.g. {spec}:after_optimizations ({STAGE_HELP})"
+    )
   raise InputError(f"{spec}: cannot read: No such file or directory")
 
 
@@ -399,8 +448,9 @@ def manifest_stage(path: str) -> str | None:
   except (OSError, ValueError, AttributeError, TypeError):
     return None
   name = os.path.basename(path)
-  return next((k for k, v in stages.items() if v == name), None) \
-      if isinstance(stages, dict) else None
+  return (
+    next((k for k, v in stages.items() if v == name), None) if isinstance(stages, dict) else None
+  )
 
 
 def manifest_topology(dump_dir: str) -> str | None:

@@ -30,9 +30,11 @@ ATTRIBUTE = "_xla_collectives_mode"
 # (nvshmem-opt, the JAX hook): such a mode is decided again, a user's never.
 TOOLS_ATTRIBUTE = "_nvshmem_opt_mode"
 # Attribute value -> collective_backend_config.collectives_mode.
-MODES = {"private": "COLLECTIVES_PRIVATE_MEMORY",
-         "symmetric": "COLLECTIVES_SYMMETRIC_MEMORY",
-         "peer": "COLLECTIVES_PEER_MEMORY"}
+MODES = {
+  "private": "COLLECTIVES_PRIVATE_MEMORY",
+  "symmetric": "COLLECTIVES_SYMMETRIC_MEMORY",
+  "peer": "COLLECTIVES_PEER_MEMORY",
+}
 
 
 def _spaces(shape: Shape | None) -> set[int]:
@@ -72,15 +74,21 @@ def requested(instr: HloInstruction) -> dict[str, Any] | None:
     return None
   mode = mark_mode(value)
   if mode is None:
-    return {"attribute": value, "mode": None,
-            "why": f"not one mode ({', '.join(MODES)}): the series' assigner fails the "
-                   "compile (InvalidArgument)"}
+    return {
+      "attribute": value,
+      "mode": None,
+      "why": f"not one mode ({', '.join(MODES)}): the series' assigner fails the "
+      "compile (InvalidArgument)",
+    }
   if mode == MODES["symmetric"]:
     spaces = _spaces(instr.shape).union(*(_spaces(o.shape) for o in instr.operand_instructions()))
     if spaces:
-      return {"attribute": value, "mode": MODES["private"],
-              "why": f"no symmetric memory for a buffer in memory space "
-                     f"{', '.join(f'S({s})' for s in sorted(spaces))}: private memory"}
+      return {
+        "attribute": value,
+        "mode": MODES["private"],
+        "why": f"no symmetric memory for a buffer in memory space "
+        f"{', '.join(f'S({s})' for s in sorted(spaces))}: private memory",
+      }
   return {"attribute": value, "mode": mode, "why": "taken over the flag's mode"}
 
 

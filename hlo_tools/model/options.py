@@ -15,6 +15,7 @@ from hlo_tools.errors import SelectionError
 class Selection:
   """The parsed inputs of the core's decision. `spec`, `cost_table` and `backends` stay
   as given for messages, reports and nvshmem-opt's flags."""
+
   spec: str  # the topology spec, in the core's grammar
   topology: selection.Topology
   table: selection.CostTable  # planning over the backend set
@@ -31,9 +32,9 @@ class Selection:
     return self.table if self.cost_table else None
 
 
-def load_table(cost_table: str | None = None,
-               backends: str | Sequence[str] | None = None
-               ) -> tuple[selection.CostTable, str | None]:
+def load_table(
+  cost_table: str | None = None, backends: str | Sequence[str] | None = None
+) -> tuple[selection.CostTable, str | None]:
   """(table, backends in the core's spelling or None): the file read once, its set
   replaced by `backends` ("nccl,peer") when given, as `nvshmem-opt --backends` does."""
   table = selection.load_cost_table(cost_table)
@@ -46,11 +47,19 @@ def load_table(cost_table: str | None = None,
   return table, table.backends
 
 
-def load(spec: str, cost_table: str | None = None,
-         backends: str | Sequence[str] | None = None,
-         loaded: tuple[selection.CostTable, str | None] | None = None) -> Selection:
+def load(
+  spec: str,
+  cost_table: str | None = None,
+  backends: str | Sequence[str] | None = None,
+  loaded: tuple[selection.CostTable, str | None] | None = None,
+) -> Selection:
   """A Selection: `spec` parsed with the set's process layout; the table read here,
   or `loaded`, what load_table already gave for the same file and set."""
   table, backends = loaded or load_table(cost_table, backends)
-  return Selection(spec=spec, topology=selection.parse_topology(spec, table.backends),
-                   table=table, cost_table=cost_table, backends=backends)
+  return Selection(
+    spec=spec,
+    topology=selection.parse_topology(spec, table.backends),
+    table=table,
+    cost_table=cost_table,
+    backends=backends,
+  )

@@ -31,7 +31,7 @@ def spec_map(spec: str) -> str | None:
   """The `map=` list a spec states, or None."""
   for option in spec.split(":")[1:]:
     if option.startswith("map="):
-      return option[len("map="):]
+      return option[len("map=") :]
   return None
 
 
@@ -44,8 +44,9 @@ def config_path(path: str | None) -> str | None:
   return module_config.find_config(path) if path else None
 
 
-def module_map(path: str | None,
-               max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> tuple[list[int], str] | None:
+def module_map(
+  path: str | None, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES
+) -> tuple[list[int], str] | None:
   """(partition->device map, the config file it came from) for the module at `path`
   (or the main module of the dump folder at `path`), or None where XLA wrote none."""
   found = config_path(path)
@@ -55,13 +56,20 @@ def module_map(path: str | None,
   # XLA's flattened id is replica * partitions + partition; the core's map is
   # indexed as XLA places logical devices, replica + partition * replicas.
   replicas, partitions = config.replica_count, config.computation_count
-  core_order = [config.partition_to_device[r * partitions + p]
-                for p in range(partitions) for r in range(replicas)]
+  core_order = [
+    config.partition_to_device[r * partitions + p]
+    for p in range(partitions)
+    for r in range(replicas)
+  ]
   return core_order, config.path
 
 
-def settled(selected: Selection, path: str | None, report: Report | None,
-            max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> Selection:
+def settled(
+  selected: Selection,
+  path: str | None,
+  report: Report | None,
+  max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
+) -> Selection:
   """`selected` on the module's own device map: as the driver's JSON on the module
   (`report`) placed it, else, where no driver answered, as this reader places it.
   A selection already settled stays as it is."""
@@ -82,15 +90,22 @@ def from_report(selected: Selection, report: Report | None) -> Selection:
     try:
       topology = selection.parse_topology(spec, selected.table.backends)
     except SelectionError as e:
-      raise InputError(f"{report['input'] if report else ''}: the driver placed topology {spec}, "
-                       f"which the core refuses: {e}") from None
-  return dataclasses.replace(selected, spec=spec, topology=topology,
-                             placement=driver.placement(report) if report else None,
-                             settled=True)
+      raise InputError(
+        f"{report['input'] if report else ''}: the driver placed topology {spec}, "
+        f"which the core refuses: {e}"
+      ) from None
+  return dataclasses.replace(
+    selected,
+    spec=spec,
+    topology=topology,
+    placement=driver.placement(report) if report else None,
+    settled=True,
+  )
 
 
-def placed_by_reader(selected: Selection, path: str | None,
-                     max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> Selection:
+def placed_by_reader(
+  selected: Selection, path: str | None, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES
+) -> Selection:
   """`selected` on the module's own device map, where the spec states none and XLA
   wrote one beside the module, read here: for a path no driver answered for (the
   driver reads the config itself). `selected.placement` says where the map came
@@ -100,37 +115,48 @@ def placed_by_reader(selected: Selection, path: str | None,
   stated = spec_map(selected.spec)
   if stated is not None:
     ours = found is not None and stated == ",".join(map(str, found[0]))
-    return dataclasses.replace(selected, placement=(
+    return dataclasses.replace(
+      selected,
+      placement=(
         f"the module's device assignment ({found[1]})"
-        if found is not None and ours else "the topology's map"))
+        if found is not None and ours
+        else "the topology's map"
+      ),
+    )
   if found is None:
     return dataclasses.replace(selected, placement=None)
   device_map, origin = found
   if len(device_map) > selected.topology.num_devices:
-    raise InputError(f"{origin}: the module's device assignment places "
-                     f"{len(device_map)} devices, more than topology {selected.spec} "
-                     f"has ({selected.topology.num_devices})")
+    raise InputError(
+      f"{origin}: the module's device assignment places "
+      f"{len(device_map)} devices, more than topology {selected.spec} "
+      f"has ({selected.topology.num_devices})"
+    )
   spec = selected.spec + MAP_OPTION + ",".join(map(str, device_map))
   try:
     topology = selection.parse_topology(spec, selected.table.backends)
   except SelectionError as e:
-    raise InputError(f"{origin}: its device assignment does not fit topology "
-                     f"{selected.spec}: {e}") from None
-  return dataclasses.replace(selected, spec=spec, topology=topology,
-                             placement=f"the module's device assignment ({origin})")
+    raise InputError(
+      f"{origin}: its device assignment does not fit topology {selected.spec}: {e}"
+    ) from None
+  return dataclasses.replace(
+    selected, spec=spec, topology=topology, placement=f"the module's device assignment ({origin})"
+  )
 
 
 def placement_text(selected: Selection) -> str:
   """One line for the user: where each logical device runs, and where that came from."""
   if selected.placement:
     return f"device order: {selected.placement}"
-  return ("device order: unknown (the module came without XLA's config beside it and "
-          "the spec gives no :map=); NVSHMEM, peer and symmetric memory are refused "
-          "where the program spans more than one host or process")
+  return (
+    "device order: unknown (the module came without XLA's config beside it and "
+    "the spec gives no :map=); NVSHMEM, peer and symmetric memory are refused "
+    "where the program spans more than one host or process"
+  )
 
 
 def layout_text(selected: Selection) -> str:
   """The process layout the decisions assume, with why where it is the default."""
-  return selection.process_layout_text(selected.topology,
-                                       selection.states_processes(selected.spec),
-                                       selected.table.backends)
+  return selection.process_layout_text(
+    selected.topology, selection.states_processes(selected.spec), selected.table.backends
+  )

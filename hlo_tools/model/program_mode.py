@@ -34,25 +34,32 @@ from hlo_tools.model.sources import Source
 
 FLAG = "xla_gpu_collective_permute_mode"
 # The flag's value for each backend it can name; PRIVATE is XLA's default.
-FLAG_VALUE = {"nccl": "COLLECTIVES_PRIVATE_MEMORY", "peer": "COLLECTIVES_PEER_MEMORY",
-              "symmetric": "COLLECTIVES_SYMMETRIC_MEMORY"}
+FLAG_VALUE = {
+  "nccl": "COLLECTIVES_PRIVATE_MEMORY",
+  "peer": "COLLECTIVES_PEER_MEMORY",
+  "symmetric": "COLLECTIVES_SYMMETRIC_MEMORY",
+}
 DEFAULT = FLAG_VALUE["nccl"]
 FLAG_BACKEND = {v: b for b, v in FLAG_VALUE.items()}
 # Where each XLA's permute thunk takes its mode (the flag), by commit.
-THUNK_READS_FLAG = ("thunk_emitter.cc:1824 at 5a9e73cb (jax 0.10.2), :1948 at 131bf41a "
-                    "(jax 0.11.0), :2188 at 183fa00c")
+THUNK_READS_FLAG = (
+  "thunk_emitter.cc:1824 at 5a9e73cb (jax 0.10.2), :1948 at 131bf41a "
+  "(jax 0.11.0), :2188 at 183fa00c"
+)
 
 
 # XLA_FLAGS spells the mode private|symmetric|peer (debug_options_flags.cc:768-781 at
 # 5a9e73cb, :862-875 at 131bf41a); compiler_options set the proto field by the enum's name.
-FLAG_WORD = {"COLLECTIVES_PRIVATE_MEMORY": "private", "COLLECTIVES_PEER_MEMORY": "peer",
-             "COLLECTIVES_SYMMETRIC_MEMORY": "symmetric"}
+FLAG_WORD = {
+  "COLLECTIVES_PRIVATE_MEMORY": "private",
+  "COLLECTIVES_PEER_MEMORY": "peer",
+  "COLLECTIVES_SYMMETRIC_MEMORY": "symmetric",
+}
 
 
 def settings(mode: str) -> dict[str, Any]:
   """The two ways to apply `mode` to a program: XLA_FLAGS and jax's compiler_options."""
-  return {"xla_flags": f"XLA_FLAGS=--{FLAG}={FLAG_WORD[mode]}",
-          "compiler_options": {FLAG: mode}}
+  return {"xla_flags": f"XLA_FLAGS=--{FLAG}={FLAG_WORD[mode]}", "compiler_options": {FLAG: mode}}
 
 
 def runs_per_step(perm: Permute) -> tuple[int, bool]:
@@ -66,18 +73,27 @@ def runs_per_step(perm: Permute) -> tuple[int, bool]:
 def _per_step(perms: list[Permute], us_of: Callable[[Permute], float]) -> float:
   """Sum over permutes of us_of(perm) x runs per step, a conditional's branches by the
   largest (one branch runs per execution)."""
-  return collectives.per_step_sum((us_of(p) * runs_per_step(p)[0], p.record.branch)
-                                  for p in perms)
+  return collectives.per_step_sum((us_of(p) * runs_per_step(p)[0], p.record.branch) for p in perms)
 
 
 def _memory_spaces(instr: HloInstruction) -> set[int]:
   shapes = [instr.shape] + [o.shape for o in instr.operand_instructions()]
-  return {s.memory_space for shape in shapes if shape is not None
-          for s in shape.leaves() if s.memory_space}
+  return {
+    s.memory_space
+    for shape in shapes
+    if shape is not None
+    for s in shape.leaves()
+    if s.memory_space
+  }
 
 
-def refusal(perm: Permute, source: Source, topology: selection.Topology,
-            table: selection.CostTable, backend: str) -> str | None:
+def refusal(
+  perm: Permute,
+  source: Source,
+  topology: selection.Topology,
+  table: selection.CostTable,
+  backend: str,
+) -> str | None:
   """Why the program cannot run `perm` in `backend`'s mode, or None. NCCL runs any.
 
   The core's refusal in the permute's decision (its rules only: offered, signals,
@@ -96,24 +112,38 @@ def refusal(perm: Permute, source: Source, topology: selection.Topology,
     return f"marked by the user: {perm.mark}"
   spaces = _memory_spaces(perm.start) if backend == "symmetric" else set()
   if spaces:
-    return (f"a buffer in memory space {', '.join(f'S({s})' for s in sorted(spaces))}: "
-            "symmetric memory needs the collective color, and memory space assignment "
-            "fails on a buffer with two")
+    return (
+      f"a buffer in memory space {', '.join(f'S({s})' for s in sorted(spaces))}: "
+      "symmetric memory needs the collective color, and memory space assignment "
+      "fails on a buffer with two"
+    )
   if backend in decisions.backend_set(table):
     return perm.decision["refused"].get(backend)
   return decisions.refusal_of(perm, source, topology, table, backend)
 
 
-def _modeled(perm: Permute, source: Source, topology: selection.Topology,
-             table: selection.CostTable, backend: str) -> float:
+def _modeled(
+  perm: Permute,
+  source: Source,
+  topology: selection.Topology,
+  table: selection.CostTable,
+  backend: str,
+) -> float:
   """The core's modeled time of one run of `perm` (a decided one) on `backend`."""
   assert perm.decision is not None
   us = perm.decision["backend_us"].get(backend)
   if us is None:
-    d = selection.decide(topology, table, perm.record.bytes_per_device, perm.pairs,
-                         perm.record.channel_id is not None, source.num_partitions,
-                         source.num_replicas, buffers=perm.record.buffers,
-                         backends=("nccl", backend))
+    d = selection.decide(
+      topology,
+      table,
+      perm.record.bytes_per_device,
+      perm.pairs,
+      perm.record.channel_id is not None,
+      source.num_partitions,
+      source.num_replicas,
+      buffers=perm.record.buffers,
+      backends=("nccl", backend),
+    )
     us = d["backend_us"].get(backend)
   return us
 
@@ -124,37 +154,63 @@ def candidates(backends: str | Sequence[str]) -> list[str]:
   return ["nccl"] + [b for b in names if b in FLAG_VALUE and b != "nccl"]
 
 
-def choose(perms: list[Permute], source: Source, topology: selection.Topology,
-           table: selection.CostTable, backends: str | Sequence[str]) -> dict[str, Any]:
+def choose(
+  perms: list[Permute],
+  source: Source,
+  topology: selection.Topology,
+  table: selection.CostTable,
+  backends: str | Sequence[str],
+) -> dict[str, Any]:
   """The program's one mode (see the module docstring) and what a per-op choice,
   which only the series' XLA runs, would add. `perms`: model.decisions.analyze's
   (a permute it could not place refuses every mode but NCCL and is not priced)."""
   unpriced = [p.record.start for p in perms if p.decision is None]
   modes: dict[str, dict[str, Any]] = {}
   for backend in candidates(backends):
-    refused = next((f"%{p.record.start}: {why}" for p in perms
-                    for why in [refusal(p, source, topology, table, backend)] if why), None)
-    total = None if refused else _per_step(
+    refused = next(
+      (
+        f"%{p.record.start}: {why}"
+        for p in perms
+        for why in [refusal(p, source, topology, table, backend)]
+        if why
+      ),
+      None,
+    )
+    total = (
+      None
+      if refused
+      else _per_step(
         [p for p in perms if p.decision is not None],
-        functools.partial(_modeled, source=source, topology=topology, table=table,
-                          backend=backend))
+        functools.partial(_modeled, source=source, topology=topology, table=table, backend=backend),
+      )
+    )
     modes[backend] = {"mode": FLAG_VALUE[backend], "total_us": total, "refused": refused}
   offered = [b for b, m in modes.items() if m["total_us"] is not None]
   best = min(offered, key=lambda b: modes[b]["total_us"])  # NCCL is never refused
   nccl_us, best_us = modes["nccl"]["total_us"], modes[best]["total_us"]
   per_op_us = _per_op_total(perms, source, modes)
   known = all(runs_per_step(p)[1] for p in perms)
-  return {"flag": FLAG, "backend": best, "mode": FLAG_VALUE[best],
-          **settings(FLAG_VALUE[best]), "modes": modes, "nccl_us": nccl_us,
-          "best_us": best_us, "saving_us": nccl_us - best_us,
-          "per_op_us": per_op_us,
-          "per_op_adds_us": None if per_op_us is None else best_us - per_op_us,
-          "runs_known": known, "permutes": len(perms), "unpriced": unpriced,
-          "why": _why(best, modes, nccl_us, best_us, known)}
+  return {
+    "flag": FLAG,
+    "backend": best,
+    "mode": FLAG_VALUE[best],
+    **settings(FLAG_VALUE[best]),
+    "modes": modes,
+    "nccl_us": nccl_us,
+    "best_us": best_us,
+    "saving_us": nccl_us - best_us,
+    "per_op_us": per_op_us,
+    "per_op_adds_us": None if per_op_us is None else best_us - per_op_us,
+    "runs_known": known,
+    "permutes": len(perms),
+    "unpriced": unpriced,
+    "why": _why(best, modes, nccl_us, best_us, known),
+  }
 
 
-def _per_op_total(perms: list[Permute], source: Source,
-                  modes: dict[str, dict[str, Any]]) -> float | None:
+def _per_op_total(
+  perms: list[Permute], source: Source, modes: dict[str, dict[str, Any]]
+) -> float | None:
   """Sum of each permute's own best of the flag's modes (the core's choice over the
   set), NCCL under a branch, as the series' assigner keeps it; None if one is
   undecided."""
@@ -169,27 +225,35 @@ def _per_op_total(perms: list[Permute], source: Source,
       return decision["chosen_us"]
     us = [decision["backend_us"]["nccl"]]
     if perm.record.branch is None:
-      us += [decision["backend_us"][b] for b in names
-             if decision["backend_us"].get(b) is not None]
+      us += [decision["backend_us"][b] for b in names if decision["backend_us"].get(b) is not None]
     return min(us)
+
   return _per_step(perms, best)
 
 
-def _why(best: str, modes: dict[str, dict[str, Any]], nccl_us: float, best_us: float,
-         known: bool) -> str:
-  bound = "" if known else (" (runs per step a bound: at least where a loop count is "
-                            "unknown, at most under a conditional's branch)")
-  others = "; ".join(f"{b} refused: {m['refused']}" for b, m in modes.items()
-                     if m["refused"])
-  head = (f"{best} is modeled fastest for the whole program: {best_us:.2f} us per step "
-          f"against {nccl_us:.2f} us on NCCL{bound}" if best != "nccl" else
-          f"nccl: no other mode of the set is modeled faster for the whole program "
-          f"({nccl_us:.2f} us per step{bound})")
+def _why(
+  best: str, modes: dict[str, dict[str, Any]], nccl_us: float, best_us: float, known: bool
+) -> str:
+  bound = (
+    ""
+    if known
+    else (
+      " (runs per step a bound: at least where a loop count is "
+      "unknown, at most under a conditional's branch)"
+    )
+  )
+  others = "; ".join(f"{b} refused: {m['refused']}" for b, m in modes.items() if m["refused"])
+  head = (
+    f"{best} is modeled fastest for the whole program: {best_us:.2f} us per step "
+    f"against {nccl_us:.2f} us on NCCL{bound}"
+    if best != "nccl"
+    else f"nccl: no other mode of the set is modeled faster for the whole program "
+    f"({nccl_us:.2f} us per step{bound})"
+  )
   return head + (f"; {others}" if others else "")
 
 
-def what_runs(op_mode: str | None, flag_mode: str | None,
-              per_op_xla: bool) -> dict[str, Any]:
+def what_runs(op_mode: str | None, flag_mode: str | None, per_op_xla: bool) -> dict[str, Any]:
   """What a compiled permute runs: `thunk`, the mode its thunk runs; `config`, the
   mode its backend_config carries after the assigner (None: none), which places its
   buffers (SYMMETRIC: in the collective memory); `agree`, whether the two match.
@@ -204,14 +268,12 @@ def what_runs(op_mode: str | None, flag_mode: str | None,
   return {"thunk": flag, "config": config, "agree": (config or DEFAULT) == flag}
 
 
-def compiled_flag(source: Source, report: Report | None = None
-                  ) -> tuple[str | None, str | None]:
+def compiled_flag(source: Source, report: Report | None = None) -> tuple[str | None, str | None]:
   """(the flag the module was compiled with, the config file saying so), from XLA's
   module config beside it, as the driver's JSON on the module (`report`) says; where
   no driver ran, read here (hlo.module_config). (None, None) where there is none."""
   if report is not None:
-    return (report.get("collective_permute_mode") or None,
-            report.get("module_config") or None)
+    return (report.get("collective_permute_mode") or None, report.get("module_config") or None)
   path = source.path if source.path and str(source.path) != "-" else None
   config = module_config.for_module(str(path)) if path else None
   if config is None:
@@ -219,9 +281,14 @@ def compiled_flag(source: Source, report: Report | None = None
   return config.collective_permute_mode, config.path
 
 
-def for_source(source: Source, topology: selection.Topology, table: selection.CostTable,
-               backends: str | Sequence[str], per_op_xla: bool = False,
-               report: Report | None = None) -> dict[str, Any]:
+def for_source(
+  source: Source,
+  topology: selection.Topology,
+  table: selection.CostTable,
+  backends: str | Sequence[str],
+  per_op_xla: bool = False,
+  report: Report | None = None,
+) -> dict[str, Any]:
   """choose() on a module read by the tools, with the flag it was compiled with
   (compiled_flag, from the driver's JSON `report` where it ran) and, per permute
   ({(computation, start): what_runs}), what it runs on this XLA."""
@@ -230,8 +297,10 @@ def for_source(source: Source, topology: selection.Topology, table: selection.Co
   flag, path = compiled_flag(source, report)
   result["compiled_with"], result["compiled_with_from"] = flag, path
   result["per_op_xla"] = per_op_xla
-  result["runs"] = {(p.record.computation, p.record.start):
-                    what_runs(_op_mode(p, per_op_xla), flag, per_op_xla) for p in perms}
+  result["runs"] = {
+    (p.record.computation, p.record.start): what_runs(_op_mode(p, per_op_xla), flag, per_op_xla)
+    for p in perms
+  }
   return result
 
 

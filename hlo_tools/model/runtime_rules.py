@@ -37,8 +37,9 @@ def rule_lines(backends: str | Sequence[str]) -> list[str]:
 COLLECTIVE_COLOR = 1
 
 
-def colored_by_xla(start: HloInstruction,
-                   allocations: dict[str, dict[tuple[int, ...], Allocation]] | None) -> bool:
+def colored_by_xla(
+  start: HloInstruction, allocations: dict[str, dict[tuple[int, ...], Allocation]] | None
+) -> bool:
   """Whether the buffer assignment shows XLA compiled `start` as an NVSHMEM permute:
   some buffer of it (an operand, or the start's own values) in the collective memory.
   With NVSHMEM on, the patched XLA's coloring puts the buffers an NVSHMEM collective
@@ -48,8 +49,9 @@ def colored_by_xla(start: HloInstruction,
   if not allocations:
     return False
   names = [start.name] + [op.name for op in start.operand_instructions()]
-  return any(a.color == COLLECTIVE_COLOR for name in names
-             for a in allocations.get(name, {}).values())
+  return any(
+    a.color == COLLECTIVE_COLOR for name in names for a in allocations.get(name, {}).values()
+  )
 
 
 def live_out_values(start: HloInstruction) -> set[tuple[str, tuple[int, ...]]]:
@@ -66,8 +68,11 @@ def live_out_values(start: HloInstruction) -> set[tuple[str, tuple[int, ...]]]:
     operands = instr.operand_instructions()
     if instr.opcode == "tuple" and not index:
       for k, op in enumerate(operands):
-        walk(op, (), depth + 1) if op.opcode in ("tuple", "get-tuple-element", "bitcast") \
-            else out.add((op.name, ()))
+        walk(op, (), depth + 1) if op.opcode in (
+          "tuple",
+          "get-tuple-element",
+          "bitcast",
+        ) else out.add((op.name, ()))
         out.add((instr.name, (k,)))
       return
     if instr.opcode == "get-tuple-element" and operands:
@@ -86,12 +91,14 @@ def live_out_values(start: HloInstruction) -> set[tuple[str, tuple[int, ...]]]:
 # permute's own done. One of them returned from the allocation of the permute's
 # destination returns that buffer; any other value there (a fusion's) is another
 # buffer that reuses the allocation once the destination is dead.
-_CARRIERS = ("while", "conditional", "call", "collective-permute-done",
-             "collective-permute-start")
+_CARRIERS = ("while", "conditional", "call", "collective-permute-done", "collective-permute-start")
 
 
-def _returned(start: HloInstruction, alloc: Allocation,
-              allocations: dict[str, dict[tuple[int, ...], Allocation]]) -> bool:
+def _returned(
+  start: HloInstruction,
+  alloc: Allocation,
+  allocations: dict[str, dict[tuple[int, ...], Allocation]],
+) -> bool:
   entry = start.computation.module.entry
   for name, index in live_out_values(start):
     if allocations.get(name, {}).get(index) != alloc or name not in entry:
@@ -101,9 +108,9 @@ def _returned(start: HloInstruction, alloc: Allocation,
   return False
 
 
-def nvshmem_heap_problem(start: HloInstruction,
-                         allocations: dict[str, dict[tuple[int, ...], Allocation]] | None
-                         ) -> str | None:
+def nvshmem_heap_problem(
+  start: HloInstruction, allocations: dict[str, dict[tuple[int, ...], Allocation]] | None
+) -> str | None:
   """Why the NVSHMEM permute `start` cannot put into the NVSHMEM heap by the module's
   buffer assignment (`allocations`, hlo.buffer_assignment): a buffer of the heap
   outlives the run, or a destination lies outside the heap; None when neither.
@@ -116,14 +123,22 @@ def nvshmem_heap_problem(start: HloInstruction,
   the heap by the series' coloring)."""
   if not allocations or start.opcode != "collective-permute-start":
     return None
-  escaping = sorted({a.number for placed in allocations.values() for a in placed.values()
-                     if a.color == COLLECTIVE_COLOR and a.live_out})
+  escaping = sorted(
+    {
+      a.number
+      for placed in allocations.values()
+      for a in placed.values()
+      if a.color == COLLECTIVE_COLOR and a.live_out
+    }
+  )
   if escaping:
-    return (f"allocation {escaping[0]} of the collective memory ({COLLECTIVE_COLOR}) may be "
-            "live out: each process frees it when its caller does, so later NVSHMEM heap "
-            "offsets need not agree across processes and a put lands in another buffer; "
-            "the patched XLA keeps live-out buffers off the heap (its NVSHMEM coloring "
-            "asks BufferLivesOut)")
+    return (
+      f"allocation {escaping[0]} of the collective memory ({COLLECTIVE_COLOR}) may be "
+      "live out: each process frees it when its caller does, so later NVSHMEM heap "
+      "offsets need not agree across processes and a put lands in another buffer; "
+      "the patched XLA keeps live-out buffers off the heap (its NVSHMEM coloring "
+      "asks BufferLivesOut)"
+    )
   compiled = colored_by_xla(start, allocations)
   held = {i: a for i, a in allocations.get(start.name, {}).items() if i[:1] == (1,)}
   for index, alloc in sorted(held.items()):
@@ -131,35 +146,46 @@ def nvshmem_heap_problem(start: HloInstruction,
       continue  # a combined permute's tuple: its buffers are {1,i}
     where = f"its destination {{{','.join(map(str, index))}}} (allocation {alloc.number})"
     if alloc.parameter is not None:
-      return (f"{where} is parameter {alloc.parameter}'s buffer, which the caller "
-              "allocated outside the NVSHMEM heap (a donated input): a put there lands "
-              "elsewhere; the patched emitter runs it on NCCL (CheckNvshmemDestination)")
+      return (
+        f"{where} is parameter {alloc.parameter}'s buffer, which the caller "
+        "allocated outside the NVSHMEM heap (a donated input): a put there lands "
+        "elsewhere; the patched emitter runs it on NCCL (CheckNvshmemDestination)"
+      )
     if not compiled:
       # An allocation holds several buffers in turn: maybe-live-out says one of them
       # is returned; the destination's is where a carrier of it is (_returned).
       if alloc.live_out and _returned(start, alloc, allocations):
-        return (f"{where} lives out of the program: the patched XLA's coloring leaves "
-                "such a buffer in default memory (it asks BufferLivesOut), off NVSHMEM's "
-                "heap, and its emitter then runs the permute on NCCL "
-                "(CheckNvshmemDestination)")
+        return (
+          f"{where} lives out of the program: the patched XLA's coloring leaves "
+          "such a buffer in default memory (it asks BufferLivesOut), off NVSHMEM's "
+          "heap, and its emitter then runs the permute on NCCL "
+          "(CheckNvshmemDestination)"
+        )
       continue  # memory spaces of another plan's compile: not this plan's
     if alloc.color != COLLECTIVE_COLOR:
-      return (f"{where} is in memory space {alloc.color}, not the collective memory "
-              f"({COLLECTIVE_COLOR}) that NVSHMEM's heap serves: the patched emitter runs "
-              "it on NCCL (CheckNvshmemDestination)")
+      return (
+        f"{where} is in memory space {alloc.color}, not the collective memory "
+        f"({COLLECTIVE_COLOR}) that NVSHMEM's heap serves: the patched emitter runs "
+        "it on NCCL (CheckNvshmemDestination)"
+      )
   return None
 
 
-def heap_assignment_note(start: HloInstruction,
-                         allocations: dict[str, dict[tuple[int, ...], Allocation]] | None
-                         ) -> str | None:
+def heap_assignment_note(
+  start: HloInstruction, allocations: dict[str, dict[tuple[int, ...], Allocation]] | None
+) -> str | None:
   """What the buffer assignment beside the module can say of the NVSHMEM permute
   `start`: None where it is of this plan (or there is none), else why only its
   destinations' parameters and live-out buffers were judged."""
-  if not allocations or start.opcode != "collective-permute-start" or \
-      colored_by_xla(start, allocations):
+  if (
+    not allocations
+    or start.opcode != "collective-permute-start"
+    or colored_by_xla(start, allocations)
+  ):
     return None
-  return ("the buffer assignment beside the module is of a compile where this permute "
-          "was not NVSHMEM (none of its buffers in the collective memory), so its memory "
-          "spaces are not this plan's: XLA colors an NVSHMEM permute's buffers when it "
-          "compiles the plan; judged there: destinations that are parameters or live out")
+  return (
+    "the buffer assignment beside the module is of a compile where this permute "
+    "was not NVSHMEM (none of its buffers in the collective memory), so its memory "
+    "spaces are not this plan's: XLA colors an NVSHMEM permute's buffers when it "
+    "compiles the plan; judged there: destinations that are parameters or live out"
+  )

@@ -21,11 +21,13 @@ from hlo_tools.model.driver_report import Report
 # ---------------------------------------------------------------------------------------
 # Reading input
 
+
 class Source:
   """A parsed module plus the text it came from (for columns and side-by-side views)."""
 
-  def __init__(self, module: HloModule, text: str, path: str | None,
-               label: str | None = None) -> None:
+  def __init__(
+    self, module: HloModule, text: str, path: str | None, label: str | None = None
+  ) -> None:
     self.module = module
     self.text = text
     self.path = path
@@ -35,8 +37,7 @@ class Source:
     # The program's partition count: the header's, else inferred (resolve_partitions).
     self.num_partitions = module.num_partitions
     self.num_replicas = module.num_replicas
-    self.partitions_from = "module header" if "num_partitions" in module.attributes \
-        else "default"
+    self.partitions_from = "module header" if "num_partitions" in module.attributes else "default"
 
   @property
   def allocations(self) -> dict[str, dict[tuple[int, ...], Allocation]]:
@@ -47,8 +48,7 @@ class Source:
       path = self.path and str(self.path) != "-" and buffer_assignment.sibling_path(self.path)
       if path and os.path.isfile(path):
         data = cli_io.read_input(path)
-        self._allocations = buffer_assignment.parse(
-            data.decode("utf-8", "surrogateescape"), path)
+        self._allocations = buffer_assignment.parse(data.decode("utf-8", "surrogateescape"), path)
     return self._allocations
 
   @property
@@ -82,12 +82,15 @@ def require_entry(module: HloModule, text: str, label: str | None) -> None:
   last = module.computations[-1] if module.computations else None
   ends = f" after %{last.name} (line {last.line})" if last else ""
   lines = text.count("\n") + (0 if text.endswith("\n") else 1)
-  raise InputError(f"{label}:{lines}: no ENTRY computation: the module ends{ends}; is "
-                   "the file cut at a computation boundary?")
+  raise InputError(
+    f"{label}:{lines}: no ENTRY computation: the module ends{ends}; is "
+    "the file cut at a computation boundary?"
+  )
 
 
-def read_source(path: str, label: str | None = None,
-                max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> Source:
+def read_source(
+  path: str, label: str | None = None, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES
+) -> Source:
   """Reads and parses an HLO module file (any file, device or pipe; "-" is stdin),
   never more than max_bytes of it: HLO text, or a serialized module as XLA dumps it
   (X.hlo.pb), printed as text by jaxlib."""
@@ -106,8 +109,9 @@ def read_source(path: str, label: str | None = None,
   try:
     return read_text(path, data.decode("utf-8", "surrogateescape"), label)
   except InputError as err:
-    raise InputError(f"{err} (the input is not UTF-8 text from byte {first_bad}, nor a "
-                     "serialized HloModuleProto)") from None
+    raise InputError(
+      f"{err} (the input is not UTF-8 text from byte {first_bad}, nor a serialized HloModuleProto)"
+    ) from None
 
 
 def proto_text(data: bytes, label: str) -> str | None:
@@ -139,8 +143,10 @@ def strict_pairs(source: Source, instr: HloInstruction) -> list[tuple[int, int]]
   base = base + len("source_target_pairs=") if base >= 0 else instr.col - 1
 
   def fail(offset: int, what: str) -> NoReturn:
-    raise InputError(f"{source.label}:{instr.line}:{base + offset + 1}: broken "
-                     f"source_target_pairs of %{instr.name}: {what}")
+    raise InputError(
+      f"{source.label}:{instr.line}:{base + offset + 1}: broken "
+      f"source_target_pairs of %{instr.name}: {what}"
+    )
 
   body = raw.strip()
   if not (body.startswith("{") and body.endswith("}")):
@@ -160,7 +166,6 @@ def strict_pairs(source: Source, instr: HloInstruction) -> list[tuple[int, int]]
         fail(pos, f"expected ',' or '}}', found {body[pos]!r}")
       pos += 1
   return pairs
-
 
 
 # ---------------------------------------------------------------------------------------
@@ -197,8 +202,9 @@ def largest_partition_id(module: HloModule) -> int:
   return top
 
 
-def resolve_partitions(source: Source, topology: selection.Topology | None = None,
-                       override: int | None = None) -> Source:
+def resolve_partitions(
+  source: Source, topology: selection.Topology | None = None, override: int | None = None
+) -> Source:
   """Sets source.num_partitions for a module whose header does not say it.
 
   jax's lowered modules (`jax.jit(f).lower(...).as_text(dialect="hlo")`) carry no
@@ -212,16 +218,21 @@ def resolve_partitions(source: Source, topology: selection.Topology | None = Non
     if override < 1:
       raise InputError(f"--num-partitions must be >= 1, got {override}")
     if "num_partitions" in module.attributes and module.num_partitions != override:
-      raise InputError(f"{source.label}: --num-partitions={override} contradicts the "
-                       f"module's header (num_partitions={module.num_partitions}); the "
-                       "flag is for a module whose header gives no count")
+      raise InputError(
+        f"{source.label}: --num-partitions={override} contradicts the "
+        f"module's header (num_partitions={module.num_partitions}); the "
+        "flag is for a module whose header gives no count"
+      )
     source.num_partitions, source.partitions_from = override, "--num-partitions"
     return source
   if "num_partitions" in module.attributes:
     return source
   count, inferred_from = _selection_core.infer_partitions(
-      largest_partition_id(module) + 1, mesh_devices(module) or 0,
-      topology.num_devices if topology is not None else 0, source.num_replicas)
+    largest_partition_id(module) + 1,
+    mesh_devices(module) or 0,
+    topology.num_devices if topology is not None else 0,
+    source.num_replicas,
+  )
   if inferred_from:
     source.num_partitions, source.partitions_from = count, f"inferred from {inferred_from}"
   return source
@@ -231,9 +242,10 @@ def partitions_note(source: Source) -> str | None:
   """One line for the user when the count did not come from the module header."""
   if source.partitions_from in ("module header", "default"):
     return None
-  return (f"{source.label}: num_partitions {source.num_partitions} "
-          f"({source.partitions_from}; the module header does not say)")
-
+  return (
+    f"{source.label}: num_partitions {source.num_partitions} "
+    f"({source.partitions_from}; the module header does not say)"
+  )
 
 
 def adopt_driver_partitions(source: Source, report: Report | None) -> Source:
@@ -243,6 +255,9 @@ def adopt_driver_partitions(source: Source, report: Report | None) -> Source:
     return source
   if report["num_partitions"] != source.num_partitions:
     source.num_partitions = report["num_partitions"]
-    source.partitions_from = (f"inferred from {report['partitions_from']}"
-                              if report.get("partitions_from") else "nvshmem-opt")
+    source.partitions_from = (
+      f"inferred from {report['partitions_from']}"
+      if report.get("partitions_from")
+      else "nvshmem-opt"
+    )
   return source

@@ -20,9 +20,11 @@ def size_note(spec: str, topology: selection.Topology, devices: int) -> str | No
   None."""
   if devices and topology.num_devices > devices:
     spec = ":".join(o for o in spec.split(":") if not o.startswith("map="))  # shorter
-    return (f"warning: topology {spec} has {topology.num_devices} GPUs but the module "
-            f"runs on {devices}: its devices are placed on the first "
-            f"{devices} GPUs and the rest stay idle; is this the module's topology?")
+    return (
+      f"warning: topology {spec} has {topology.num_devices} GPUs but the module "
+      f"runs on {devices}: its devices are placed on the first "
+      f"{devices} GPUs and the rest stay idle; is this the module's topology?"
+    )
   return None
 
 
@@ -31,27 +33,41 @@ def other_host_shapes(topology: selection.Topology) -> list[str]:
   as many devices (8: 1x2x4 and 1x4x2 beside 1x1x8), each of which can change the
   choices."""
   total, own = topology.num_devices, jax_topology(topology)
-  return [f"1x{total // g}x{g}" for g in (8, 4, 2)
-          if total % g == 0 and total > g and f"1x{total // g}x{g}" != own]
+  return [
+    f"1x{total // g}x{g}"
+    for g in (8, 4, 2)
+    if total % g == 0 and total > g and f"1x{total // g}x{g}" != own
+  ]
 
 
 def manifest_note(prog: str, label: str, spec: str) -> str:
   """What a command says when it takes a dump's topology from its manifest."""
-  return (f"{prog}: {label}: no --topology; using {spec}, the topology the dump was "
-          "compiled for (manifest.json; --topology=SPEC overrides)")
+  return (
+    f"{prog}: {label}: no --topology; using {spec}, the topology the dump was "
+    "compiled for (manifest.json; --topology=SPEC overrides)"
+  )
 
 
-def derived_notes(prog: str, label: str, spec: str, topology: selection.Topology,
-                  devices_per_host: int | None) -> tuple[str, str | None]:
+def derived_notes(
+  prog: str, label: str, spec: str, topology: selection.Topology, devices_per_host: int | None
+) -> tuple[str, str | None]:
   """What a command says when it takes the topology nvshmem-opt derived from the
   module: the topology, and a warning when the module's devices fit other host
   shapes too (None with --devices-per-host, which chose the shape)."""
-  note = (f"{prog}: {label}: no --topology; using {spec} (derived from the module, as "
-          "nvshmem-opt and the pass do; --topology=SPEC or --devices-per-host=N "
-          "overrides)")
+  note = (
+    f"{prog}: {label}: no --topology; using {spec} (derived from the module, as "
+    "nvshmem-opt and the pass do; --topology=SPEC or --devices-per-host=N "
+    "overrides)"
+  )
   others = other_host_shapes(topology) if devices_per_host is None else []
-  warning = (f"{prog}: warning: {label}: the module's devices fit other host shapes too "
-             f"({', '.join(others)}), which can change every choice; "
-             f"{jax_topology(topology)} is only the pass's default (hosts of up to 8 "
-             "GPUs): give --topology for the job's real one") if others else None
+  warning = (
+    (
+      f"{prog}: warning: {label}: the module's devices fit other host shapes too "
+      f"({', '.join(others)}), which can change every choice; "
+      f"{jax_topology(topology)} is only the pass's default (hosts of up to 8 "
+      "GPUs): give --topology for the job's real one"
+    )
+    if others
+    else None
+  )
   return note, warning

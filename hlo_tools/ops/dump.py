@@ -29,8 +29,7 @@ from hlo_tools.model.topology import jax_topology
 from hlo_tools.ops.outdir import make_work_dir, publish
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # hlo_tools/
-DEFAULT_TARGET_CONFIG = os.path.join(_PACKAGE, "data",
-                                     "h200_gpu_target_config.pbtxt")
+DEFAULT_TARGET_CONFIG = os.path.join(_PACKAGE, "data", "h200_gpu_target_config.pbtxt")
 _ERROR_FILE = "child_error.txt"
 _INFO_FILE = "child_info.json"
 _LOG_FILE = "child.log"
@@ -44,6 +43,7 @@ MeshAxes = list[list[Any]]
 @dataclasses.dataclass
 class Target:
   """Where to compile for: a deviceless GPU topology, or N host (CPU) devices."""
+
   # The selection core's spec, SxHxG[:nvlN][:gpus_per_process=N][:map=...]: jax
   # compiles for its SxHxG; the rest shapes pricing, so the manifest keeps it all.
   topology: str | None = None
@@ -82,15 +82,21 @@ class Target:
   def for_child(self) -> dict:
     """The fields a compile child rebuilds the Target from (it parses the spec
     again in its own process)."""
-    return {"topology": self.topology, "cpu_devices": self.cpu_devices,
-            "target_config": self.target_config}
+    return {
+      "topology": self.topology,
+      "cpu_devices": self.cpu_devices,
+      "target_config": self.target_config,
+    }
 
   def describe(self) -> dict[str, Any]:
     if self.topology is None:
       return {"platform": "cpu", "num_devices": self.cpu_devices}
-    return {"platform": "cuda", "topology": self.topology,
-            "num_devices": self.num_devices(),
-            "target_config": os.path.abspath(self.target_config)}
+    return {
+      "platform": "cuda",
+      "topology": self.topology,
+      "num_devices": self.num_devices(),
+      "target_config": os.path.abspath(self.target_config),
+    }
 
 
 # ----------------------------------------------------------------------------
@@ -103,8 +109,10 @@ def parse_mesh(text: str) -> MeshAxes:
   for part in text.split(","):
     name, sep, size = part.strip().partition(":")
     if not sep or not _AXIS_RE.match(name) or not size.isdigit() or int(size) < 1:
-      raise DumpError(f"bad --mesh {text!r}: expected NAME:SIZE[,NAME:SIZE...] with "
-                      "positive sizes, e.g. cp:4,tp:2")
+      raise DumpError(
+        f"bad --mesh {text!r}: expected NAME:SIZE[,NAME:SIZE...] with "
+        "positive sizes, e.g. cp:4,tp:2"
+      )
     if name in (a for a, _ in axes):
       raise DumpError(f"bad --mesh {text!r}: axis {name!r} given twice")
     axes.append([name, int(size)])
@@ -131,21 +139,23 @@ def _default_mesh(source: dict[str, Any], target: Target) -> MeshAxes:
   n = target.num_devices()
   if source["kind"] == "program" and source["program"] == "train_step":
     from hlo_tools.programs import train_step  # pylint: disable=import-outside-toplevel
+
     return [list(axis) for axis in train_step.default_mesh(n, target.devices_per_host())]
   if source["kind"] == "script":
     return [["cp", n]]
   if source["kind"] == "function":
     names = _spec_axes(source)
     if len(names) > 1:
-      raise DumpError(f"the partition specs name mesh axes {', '.join(names)}: give "
-                      f"their sizes with --mesh, e.g. --mesh={names[0]}:{n},"
-                      + ",".join(f"{x}:1" for x in names[1:]))
+      raise DumpError(
+        f"the partition specs name mesh axes {', '.join(names)}: give "
+        f"their sizes with --mesh, e.g. --mesh={names[0]}:{n},"
+        + ",".join(f"{x}:1" for x in names[1:])
+      )
     return [[names[0] if names else "cp", n]]
   return [["cp", n]]
 
 
-def resolve_mesh(source: dict[str, Any], target: Target,
-                 mesh_text: str | None = None) -> MeshAxes:
+def resolve_mesh(source: dict[str, Any], target: Target, mesh_text: str | None = None) -> MeshAxes:
   """The mesh of a compiled source: --mesh checked against the target and the
   program, else the default (see the module docstring)."""
   axes = parse_mesh(mesh_text) if mesh_text else _default_mesh(source, target)
@@ -153,27 +163,33 @@ def resolve_mesh(source: dict[str, Any], target: Target,
   for _, size in axes:
     product *= size
   if product != target.num_devices():
-    raise DumpError(f"--mesh {format_mesh(axes)} has {product} devices, but the target "
-                    f"has {target.num_devices()}")
+    raise DumpError(
+      f"--mesh {format_mesh(axes)} has {product} devices, but the target has {target.num_devices()}"
+    )
   names = [a for a, _ in axes]
   if source["kind"] == "ring" and names != ["cp"]:
-    raise DumpError(f"--mesh {format_mesh(axes)}: the ring-attention example has one "
-                    "mesh axis, cp")
+    raise DumpError(f"--mesh {format_mesh(axes)}: the ring-attention example has one mesh axis, cp")
   if source["kind"] == "program" and source["program"] == "train_step":
     if sorted(names) != ["cp", "tp"]:
-      raise DumpError(f"--mesh {format_mesh(axes)}: the train step's mesh axes are cp "
-                      "and tp (either may have size 1)")
+      raise DumpError(
+        f"--mesh {format_mesh(axes)}: the train step's mesh axes are cp "
+        "and tp (either may have size 1)"
+      )
     from hlo_tools.programs import train_step  # pylint: disable=import-outside-toplevel
+
     try:  # shapes that do not split over the mesh fail here, before any compile
       train_step.TrainConfig(**source["config"]).validate(
-          {str(name): int(size) for name, size in axes})
+        {str(name): int(size) for name, size in axes}
+      )
     except (TypeError, ValueError) as e:
       raise DumpError(f"--program=train_step on mesh {format_mesh(axes)}: {e}") from None
   if source["kind"] == "function":
     unknown = [a for a in _spec_axes(source) if a not in names]
     if unknown:
-      raise DumpError(f"--arg/--out_spec name mesh axis {unknown[0]!r}, which the mesh "
-                      f"{format_mesh(axes)} does not have")
+      raise DumpError(
+        f"--arg/--out_spec name mesh axis {unknown[0]!r}, which the mesh "
+        f"{format_mesh(axes)} does not have"
+      )
   return axes
 
 
@@ -193,10 +209,10 @@ def out_specs(source: dict[str, Any]) -> list[str]:
 def _parse_spec(text: str) -> Any:
   """'cp' -> P('cp'); 'None,cp' or ',cp' -> P(None, 'cp'); '' -> P() (replicated)."""
   from jax.sharding import PartitionSpec as P
+
   if not text:
     return P()
-  return P(*[None if part in ("", "None", "none") else part
-             for part in text.split(",")])
+  return P(*[None if part in ("", "None", "none") else part for part in text.split(",")])
 
 
 def _parse_arg(text: str) -> tuple[tuple[int, ...], str, Any]:
@@ -213,14 +229,16 @@ def _parse_arg(text: str) -> tuple[tuple[int, ...], str, Any]:
 
 def _devices(target: Target) -> Any:
   import jax
+
   if target.topology is None:
     return jax.devices("cpu")
   from jax.experimental import topologies
+
   with open(target.target_config) as f:
     config = f.read()
-  return topologies.get_topology_desc(platform="cuda",
-                                      topology=jax_topology(target.core_topology()),
-                                      target_config=config).devices
+  return topologies.get_topology_desc(
+    platform="cuda", topology=jax_topology(target.core_topology()), target_config=config
+  ).devices
 
 
 def _user_function(source: dict[str, Any], mesh: Any) -> tuple[Any, list[Any]]:
@@ -233,6 +251,7 @@ def _user_function(source: dict[str, Any], mesh: Any) -> tuple[Any, list[Any]]:
   from jax.sharding import NamedSharding
 
   from hlo_tools.programs import ring_attention
+
   module_name, _, fn_name = source["function"].partition(":")
   try:
     fn = getattr(importlib.import_module(module_name), fn_name)
@@ -249,25 +268,30 @@ def _user_function(source: dict[str, Any], mesh: Any) -> tuple[Any, list[Any]]:
     return fn, args
   specs = [_parse_spec(s) for s in out_specs(source)]
   out_spec = specs[0] if len(specs) == 1 else tuple(specs)
-  wrapped = jax.shard_map(fn, mesh=mesh, in_specs=tuple(s for _, _, s in parsed),
-                          out_specs=out_spec, check_vma=source.get("check_vma", True))
+  wrapped = jax.shard_map(
+    fn,
+    mesh=mesh,
+    in_specs=tuple(s for _, _, s in parsed),
+    out_specs=out_spec,
+    check_vma=source.get("check_vma", True),
+  )
   return wrapped, args
 
 
 def _program(source: dict[str, Any], mesh: Any) -> tuple[Any, Any]:
   """The function and abstract arguments of a built-in program or module:function."""
   from hlo_tools.programs import ring_attention
+
   if source["kind"] == "ring":
     ring = ring_attention.RingConfig(**source["config"])
     ring.validate(mesh.size)
-    return (ring_attention.example_function(ring, mesh),
-            ring_attention.example_args(ring, mesh))
+    return (ring_attention.example_function(ring, mesh), ring_attention.example_args(ring, mesh))
   if source["kind"] == "program":
     from hlo_tools.programs import train_step
+
     config = train_step.TrainConfig(**source["config"])
     config.validate(dict(mesh.shape))
-    return (train_step.train_step_function(config, mesh),
-            train_step.example_args(config, mesh))
+    return (train_step.train_step_function(config, mesh), train_step.example_args(config, mesh))
   return _user_function(source, mesh)
 
 
@@ -277,6 +301,7 @@ def _child_compile(spec: dict[str, Any]) -> None:
   import jaxlib
   import numpy as np
   from jax.sharding import Mesh
+
   target = Target(**spec["target"])
   out_dir = spec["out_dir"]
   devices = _devices(target)
@@ -306,6 +331,7 @@ def _child_compile(spec: dict[str, Any]) -> None:
   versions = {"jax": jax.__version__, "jaxlib": jaxlib.__version__}
   try:
     from importlib import metadata
+
     for dist in metadata.distributions():
       name = dist.metadata["Name"] or ""
       if name.startswith("jax-cuda") or name.startswith("jax_cuda"):
@@ -313,14 +339,18 @@ def _child_compile(spec: dict[str, Any]) -> None:
   except Exception:  # versions are informative only
     pass
   with open(os.path.join(out_dir, _INFO_FILE), "w") as f:
-    json.dump({"module_name": module_name, "versions": versions,
-               "devices": [str(d) for d in devices]}, f, indent=1)
+    json.dump(
+      {"module_name": module_name, "versions": versions, "devices": [str(d) for d in devices]},
+      f,
+      indent=1,
+    )
 
 
 def _child_script(source: dict[str, Any], mesh: Any, out_dir: str, devices: Any) -> None:
   """A script of several jitted functions (module:run(mesh, config)): XLA dumps each
   as a program of its own; the one run() names is the main module."""
   import importlib
+
   module_name, _, fn_name = source["script"].partition(":")
   try:
     fn = getattr(importlib.import_module(module_name), fn_name or "run")
@@ -329,14 +359,21 @@ def _child_script(source: dict[str, Any], mesh: Any, out_dir: str, devices: Any)
   print("hlo-tools dump: running the script", file=sys.stderr, flush=True)
   main = fn(mesh, source.get("config") or {})
   with open(os.path.join(out_dir, _INFO_FILE), "w") as f:
-    json.dump({"module_name": main, "versions": _local_versions(),
-               "devices": [str(d) for d in devices]}, f, indent=1)
+    json.dump(
+      {"module_name": main, "versions": _local_versions(), "devices": [str(d) for d in devices]},
+      f,
+      indent=1,
+    )
 
 
 def _is_vma_error(message: str) -> bool:
   """jax's shard_map type error for a carry or branch whose manual axes differ."""
-  return ("manual axis types" in message or "check_vma" in message
-          or "varying manual axes" in message or "{V:" in message)
+  return (
+    "manual axis types" in message
+    or "check_vma" in message
+    or "varying manual axes" in message
+    or "{V:" in message
+  )
 
 
 def _child_main(argv: list[str]) -> int:
@@ -346,14 +383,17 @@ def _child_main(argv: list[str]) -> int:
   except Exception as e:  # pylint: disable=broad-except
     # The parent reports this line; the full traceback stays in child.log.
     import traceback
+
     traceback.print_exc()
     message = " ".join(str(e).split()) or type(e).__name__
     if not isinstance(e, DumpError):
       message = f"{type(e).__name__}: {message}"
     if _is_vma_error(message) and spec["source"].get("check_vma", True):
-      message = (f"shard_map's varying-type check (check_vma) rejects {spec['source'].get('function')}"
-                 ": rerun with --nocheck_vma to compile it without the check, or make the "
-                 "loop carry / cond branches varying (jax.lax.pcast) as jax says: " + message)
+      message = (
+        f"shard_map's varying-type check (check_vma) rejects {spec['source'].get('function')}"
+        ": rerun with --nocheck_vma to compile it without the check, or make the "
+        "loop carry / cond branches varying (jax.lax.pcast) as jax says: " + message
+      )
     with open(os.path.join(spec["out_dir"], _ERROR_FILE), "w") as f:
       f.write(message[:2000])
     return 3
@@ -364,11 +404,13 @@ def _child_main(argv: list[str]) -> int:
 # Parent side.
 
 
-def _child_env(target: Target, xla_dump_dir: str, pass_re: str | None,
-               as_proto: bool = False) -> dict[str, str]:
+def _child_env(
+  target: Target, xla_dump_dir: str, pass_re: str | None, as_proto: bool = False
+) -> dict[str, str]:
   env = dict(os.environ)
-  flags = [env.get("XLA_FLAGS", ""), f"--xla_dump_to={xla_dump_dir}",
-           "--xla_dump_hlo_as_text"] + (["--xla_dump_hlo_as_proto"] if as_proto else [])
+  flags = [env.get("XLA_FLAGS", ""), f"--xla_dump_to={xla_dump_dir}", "--xla_dump_hlo_as_text"] + (
+    ["--xla_dump_hlo_as_proto"] if as_proto else []
+  )
   if pass_re:
     flags.append(f"--xla_dump_hlo_pass_re={pass_re}")
   if target.topology is None:
@@ -381,8 +423,9 @@ def _child_env(target: Target, xla_dump_dir: str, pass_re: str | None,
   # The child must import hlo_tools even when it is not installed, and user
   # modules relative to the caller's working directory.
   package_root = os.path.dirname(_PACKAGE)
-  paths = [package_root, os.getcwd()] + [p for p in env.get("PYTHONPATH", "").split(
-      os.pathsep) if p]
+  paths = [package_root, os.getcwd()] + [
+    p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p
+  ]
   env["PYTHONPATH"] = os.pathsep.join(paths)
   return env
 
@@ -392,15 +435,22 @@ def _die_with_parent() -> None:
   writing into a directory the next run cleans up)."""
   import ctypes  # pylint: disable=import-outside-toplevel
   import signal  # pylint: disable=import-outside-toplevel
+
   try:
     ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
   except (OSError, AttributeError):
     pass
 
 
-def compile_in_child(work_dir: str, source: dict[str, Any], target: Target,
-                     pass_re: str | None = None, progress: bool = True,
-                     mesh: MeshAxes | None = None, as_proto: bool = False) -> dict[str, Any]:
+def compile_in_child(
+  work_dir: str,
+  source: dict[str, Any],
+  target: Target,
+  pass_re: str | None = None,
+  progress: bool = True,
+  mesh: MeshAxes | None = None,
+  as_proto: bool = False,
+) -> dict[str, Any]:
   """Compiles `source` for `target` in a child; XLA's files land in work_dir/xla_dump.
 
   mesh: [[axis, size], ...] (resolve_mesh's answer), else source["mesh"] (the
@@ -410,26 +460,33 @@ def compile_in_child(work_dir: str, source: dict[str, Any], target: Target,
   xla_dir = os.path.join(work_dir, XLA_DUMP_SUBDIR)
   os.makedirs(xla_dir, exist_ok=True)
   mesh = mesh or resolve_mesh(source, target, source.get("mesh"))
-  spec = {"source": source, "target": target.for_child(), "out_dir": work_dir,
-          "mesh": mesh}
+  spec = {"source": source, "target": target.for_child(), "out_dir": work_dir, "mesh": mesh}
   log_path = os.path.join(work_dir, _LOG_FILE)
   start = time.monotonic()
   with open(log_path, "w") as log:
     proc = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys; from hlo_tools.ops import dump; "
-         "sys.exit(dump._child_main(sys.argv[1:]))",
-         json.dumps(spec)],
-        env=_child_env(target, xla_dir, pass_re, as_proto), stdout=log, stderr=log,
-        preexec_fn=_die_with_parent)
+      [
+        sys.executable,
+        "-c",
+        "import sys; from hlo_tools.ops import dump; sys.exit(dump._child_main(sys.argv[1:]))",
+        json.dumps(spec),
+      ],
+      env=_child_env(target, xla_dir, pass_re, as_proto),
+      stdout=log,
+      stderr=log,
+      preexec_fn=_die_with_parent,
+    )
     last_report = start
     while proc.poll() is None:
       time.sleep(0.2)
       now = time.monotonic()
       if progress and now - last_report >= 10:
-        print(f"hlo-tools dump: still compiling ({now - start:.0f}s, "
-              f"{len(os.listdir(xla_dir))} XLA files so far)", file=sys.stderr,
-              flush=True)
+        print(
+          f"hlo-tools dump: still compiling ({now - start:.0f}s, "
+          f"{len(os.listdir(xla_dir))} XLA files so far)",
+          file=sys.stderr,
+          flush=True,
+        )
         last_report = now
   error_path = os.path.join(work_dir, _ERROR_FILE)
   if os.path.exists(error_path):
@@ -450,7 +507,8 @@ def write_stages(work_dir: str, modules: dict[str, Any], main_key: str | None) -
   if os.path.exists(os.path.join(work_dir, LOWERED_FILE)):
     stages["lowered"] = LOWERED_FILE  # jax's lowering of the same compile: same devices
   config = main_key and module_config.xla_dump_config(
-      os.path.join(work_dir, XLA_DUMP_SUBDIR), main_key)
+    os.path.join(work_dir, XLA_DUMP_SUBDIR), main_key
+  )
   if config:
     for fname in stages.values():
       shutil.copyfile(config, module_config.sidecar_path(os.path.join(work_dir, fname)))
@@ -459,23 +517,27 @@ def write_stages(work_dir: str, modules: dict[str, Any], main_key: str | None) -
   return dict(sorted(stages.items()))
 
 
-def _write_module_stages(work_dir: str, modules: dict[str, Any],
-                         main_key: str | None) -> dict[str, str]:
+def _write_module_stages(
+  work_dir: str, modules: dict[str, Any], main_key: str | None
+) -> dict[str, str]:
   stages: dict[str, str] = {}
   if main_key is not None:
     for stage, fname in sorted(modules[main_key]["stages"].items()):
-      shutil.copyfile(os.path.join(work_dir, XLA_DUMP_SUBDIR, fname),
-                      os.path.join(work_dir, stage + ".hlo"))
+      shutil.copyfile(
+        os.path.join(work_dir, XLA_DUMP_SUBDIR, fname), os.path.join(work_dir, stage + ".hlo")
+      )
       stages[stage] = stage + ".hlo"
       # Its buffer assignment beside it, where the runtime rules look for it.
       placed = buffer_assignment.sibling_path(os.path.join(work_dir, XLA_DUMP_SUBDIR, fname))
       if os.path.isfile(placed):
-        shutil.copyfile(placed, buffer_assignment.sibling_path(os.path.join(work_dir,
-                                                                            stage + ".hlo")))
+        shutil.copyfile(
+          placed, buffer_assignment.sibling_path(os.path.join(work_dir, stage + ".hlo"))
+        )
     if modules[main_key]["passes"]:  # every pass dumped: what the assigner sees
       try:
-        text = pass_snapshot_text(os.path.join(work_dir, XLA_DUMP_SUBDIR),
-                                  BEFORE_ASYNC_PASS, main_key, when="before")
+        text = pass_snapshot_text(
+          os.path.join(work_dir, XLA_DUMP_SUBDIR), BEFORE_ASYNC_PASS, main_key, when="before"
+        )
       except DumpReadError:
         return stages  # no async-collective-creator in this pipeline
       with open(os.path.join(work_dir, "before_async.hlo"), "w") as f:
@@ -489,22 +551,31 @@ def _check_not_inside(xla_dir: str, out: str) -> None:
   new directory replaces --out, and the user's files with it."""
   src, dest = os.path.realpath(xla_dir), os.path.realpath(out)
   if src == dest or src.startswith(dest + os.sep) or dest.startswith(src + os.sep):
-    raise DumpError(f"--out {out!r} is the XLA dump folder {xla_dir!r}, holds it or lies "
-                    "in it: writing the index there would move XLA's files; give --out "
-                    "a directory outside it")
+    raise DumpError(
+      f"--out {out!r} is the XLA dump folder {xla_dir!r}, holds it or lies "
+      "in it: writing the index there would move XLA's files; give --out "
+      "a directory outside it"
+    )
 
 
-def _target_of_xla_dump(xla_dir: str, modules: dict[str, Any], main_key: str | None,
-                        config: module_config.ModuleConfig | None) -> dict[str, Any]:
+def _target_of_xla_dump(
+  xla_dir: str,
+  modules: dict[str, Any],
+  main_key: str | None,
+  config: module_config.ModuleConfig | None,
+) -> dict[str, Any]:
   """What an indexed folder says of its target: the platform its file names give
   (XLA's GPU compiler prefixes its stage files with the architecture) and the devices
   of the main module's config; the job's topology is not in XLA's files."""
-  gpu = any("_gpu_after_optimizations" in f for m in modules.values()
-            for f in m["stages"].values())
+  gpu = any("_gpu_after_optimizations" in f for m in modules.values() for f in m["stages"].values())
   devices = (config.replica_count * config.computation_count) if config else None
-  return {"platform": "cuda" if gpu else None, "topology": None, "num_devices": devices,
-          "note": "indexed as XLA dumped it: XLA records no topology; give --topology "
-                  "to the commands that decide"}
+  return {
+    "platform": "cuda" if gpu else None,
+    "topology": None,
+    "num_devices": devices,
+    "note": "indexed as XLA dumped it: XLA records no topology; give --topology "
+    "to the commands that decide",
+  }
 
 
 def _check_out(out: str, overwrite: bool) -> None:
@@ -514,9 +585,15 @@ def _check_out(out: str, overwrite: bool) -> None:
     raise DumpError(f"--out {out!r} exists and is not a directory")
 
 
-def dump(source: dict[str, Any], out: str, target: Target | None = None,
-         all_passes: bool = False, overwrite: bool = False,
-         options: dict[str, Any] | None = None, progress: bool = True) -> dict[str, Any]:
+def dump(
+  source: dict[str, Any],
+  out: str,
+  target: Target | None = None,
+  all_passes: bool = False,
+  overwrite: bool = False,
+  options: dict[str, Any] | None = None,
+  progress: bool = True,
+) -> dict[str, Any]:
   """Library entry point behind `hlo-tools dump`. Returns the manifest dict.
 
   source: {"kind": "ring", "config": {...}}, {"kind": "program", "program":
@@ -543,9 +620,9 @@ def dump(source: dict[str, Any], out: str, target: Target | None = None,
     else:
       if progress:
         print(f"hlo-tools dump: compiling for {target.describe()}", file=sys.stderr)
-      info = compile_in_child(work_dir, source, target,
-                              pass_re=".*" if all_passes else None, progress=progress,
-                              mesh=mesh)
+      info = compile_in_child(
+        work_dir, source, target, pass_re=".*" if all_passes else None, progress=progress, mesh=mesh
+      )
     modules = index_xla_dump(os.path.join(work_dir, XLA_DUMP_SUBDIR))
     if not modules:
       raise DumpError(f"no XLA module dumps found in {source.get('dir', work_dir)}")
@@ -560,43 +637,51 @@ def dump(source: dict[str, Any], out: str, target: Target | None = None,
     config = _main_config(work_dir, main_key, source)
     stages = write_stages(work_dir, modules, main_key)
     manifest = {
-        "source": source,
-        "target": (_target_of_xla_dump(os.path.join(work_dir, XLA_DUMP_SUBDIR), modules,
-                                       main_key, config)
-                   if source["kind"] == "xla_dump" else target.describe()),
-        "mesh": None if mesh is None else dict(mesh),
-        "versions": info.get("versions") or _local_versions(),
-        "options": dict(options or {}, all_passes=all_passes),
-        "stages": stages,
-        "partition_to_device": list(config.partition_to_device)
-                               if config and config.partition_to_device else None,
-        "main_module": main_key,
-        # Every program of the folder: the commands decide each one that has
-        # collective-permutes (DIR:PROGRAM:STAGE picks one).
-        "programs": [{"module": k, "collective_permutes": permutes[k]}
-                     for k in sorted(modules, key=lambda k: modules[k]["id"])],
-        "xla_dump_dir": XLA_DUMP_SUBDIR,
-        "modules": modules,
+      "source": source,
+      "target": (
+        _target_of_xla_dump(os.path.join(work_dir, XLA_DUMP_SUBDIR), modules, main_key, config)
+        if source["kind"] == "xla_dump"
+        else target.describe()
+      ),
+      "mesh": None if mesh is None else dict(mesh),
+      "versions": info.get("versions") or _local_versions(),
+      "options": dict(options or {}, all_passes=all_passes),
+      "stages": stages,
+      "partition_to_device": list(config.partition_to_device)
+      if config and config.partition_to_device
+      else None,
+      "main_module": main_key,
+      # Every program of the folder: the commands decide each one that has
+      # collective-permutes (DIR:PROGRAM:STAGE picks one).
+      "programs": [
+        {"module": k, "collective_permutes": permutes[k]}
+        for k in sorted(modules, key=lambda k: modules[k]["id"])
+      ],
+      "xla_dump_dir": XLA_DUMP_SUBDIR,
+      "modules": modules,
     }
     with open(os.path.join(work_dir, "manifest.json"), "w") as f:
       json.dump(manifest, f, indent=1)
     publish(work_dir, out)
     if progress:
       n = sum(len(m["passes"]) for m in modules.values())
-      print(f"hlo-tools dump: wrote {out} ({len(stages)} stages, {n} pass snapshots)",
-            file=sys.stderr)
+      print(
+        f"hlo-tools dump: wrote {out} ({len(stages)} stages, {n} pass snapshots)", file=sys.stderr
+      )
     return manifest
   except BaseException:
     shutil.rmtree(work_dir, ignore_errors=True)
     raise
 
 
-def _main_config(work_dir: str, main_key: str | None,
-                 source: dict[str, Any]) -> module_config.ModuleConfig | None:
+def _main_config(
+  work_dir: str, main_key: str | None, source: dict[str, Any]
+) -> module_config.ModuleConfig | None:
   """The main module's config (module_config.ModuleConfig), None where XLA wrote none;
   a bad one is refused under the name the user gave it."""
   path = main_key and module_config.xla_dump_config(
-      os.path.join(work_dir, XLA_DUMP_SUBDIR), main_key)
+    os.path.join(work_dir, XLA_DUMP_SUBDIR), main_key
+  )
   if not path:
     return None
   label = path
@@ -608,6 +693,7 @@ def _main_config(work_dir: str, main_key: str | None,
 def _local_versions() -> dict[str, str]:
   """Versions without importing jax (indexing never needs it)."""
   from importlib import metadata
+
   versions: dict[str, str] = {}
   for name in ("jax", "jaxlib"):
     try:
@@ -617,9 +703,15 @@ def _local_versions() -> dict[str, str]:
   return versions
 
 
-def dump_pass_snapshot(config: Any, topology: str, pass_name: str,
-                       target_config: str = DEFAULT_TARGET_CONFIG, occurrence: int = -1,
-                       when: str = "after", progress: bool = False) -> str:
+def dump_pass_snapshot(
+  config: Any,
+  topology: str,
+  pass_name: str,
+  target_config: str = DEFAULT_TARGET_CONFIG,
+  occurrence: int = -1,
+  when: str = "after",
+  progress: bool = False,
+) -> str:
   """Compiles the ring example for a GPU topology; returns the HLO after `pass_name`.
 
   E.g. pass_name="collective-permute-combiner" gives the module XLA's own
@@ -637,9 +729,9 @@ def dump_pass_snapshot(config: Any, topology: str, pass_name: str,
     info = compile_in_child(work_dir, source, target, pass_re=".*", progress=progress)
     xla_dir = os.path.join(work_dir, XLA_DUMP_SUBDIR)
     modules = index_xla_dump(xla_dir)
-    return pass_snapshot_text(xla_dir, pass_name,
-                              main_module(modules, info.get("module_name")),
-                              occurrence, when)
+    return pass_snapshot_text(
+      xla_dir, pass_name, main_module(modules, info.get("module_name")), occurrence, when
+    )
 
 
 # ----------------------------------------------------------------------------

@@ -28,13 +28,13 @@ _AT_FDCWD = -100
 def _exchange(a: str, b: str) -> bool:
   """Atomically swaps two paths; False where the kernel or file system cannot."""
   import ctypes  # pylint: disable=import-outside-toplevel
+
   try:
     libc = ctypes.CDLL(None, use_errno=True)
     renameat2 = libc.renameat2
   except (OSError, AttributeError):
     return False
-  renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
-                        ctypes.c_uint]
+  renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
   if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
     return True
   errno = ctypes.get_errno()
@@ -116,8 +116,9 @@ def publish(work_dir: str, out: cli_io.PathLike) -> None:
   if _exchange(work_dir, out):
     shutil.rmtree(work_dir, ignore_errors=True)  # the old content, now here
     return
-  trash = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.old-{os.getpid()}-",
-                           dir=os.path.dirname(out))
+  trash = tempfile.mkdtemp(
+    prefix=f".{os.path.basename(out)}.old-{os.getpid()}-", dir=os.path.dirname(out)
+  )
   os.rename(out, os.path.join(trash, "old"))
   os.rename(work_dir, out)
   shutil.rmtree(trash, ignore_errors=True)

@@ -20,8 +20,10 @@ _Instr = tuple[str, str | None, str]
 
 _COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%([\w.\-]+)\s*\(.*\{\s*$")
 _INSTRUCTION = re.compile(r"^\s+(?:ROOT\s+)?%([\w.\-]+)\s*=\s")
-_OPCODE = re.compile(r"\s(collective-permute-start|collective-permute-done|"
-                     r"collective-permute|conditional|while|custom-call)\(")
+_OPCODE = re.compile(
+  r"\s(collective-permute-start|collective-permute-done|"
+  r"collective-permute|conditional|while|custom-call)\("
+)
 _OPERAND = re.compile(r"collective-permute-done\(%([\w.\-]+)")
 _BODY = re.compile(r"\bbody=%([\w.\-]+)")
 
@@ -47,7 +49,7 @@ def _computations(text: str) -> tuple[dict[str, list[_Instr]], set[str]]:
       continue
     inst = _INSTRUCTION.match(line)
     if inst:
-      op = _OPCODE.search(line[inst.end() - 1:])
+      op = _OPCODE.search(line[inst.end() - 1 :])
       opcode = op.group(1) if op else None
       current.append((inst.group(1), opcode, line))
       bodies.update(_BODY.findall(line) if opcode == "while" else [])
@@ -62,8 +64,16 @@ def permute_windows(text: str) -> list[dict[str, str | int | bool]]:
     order = {name: i for i, (name, _, _) in enumerate(insts)}
     for i, (name, opcode, line) in enumerate(insts):
       if opcode == "collective-permute":
-        rows.append(dict(computation=comp, start=name, done=name, attention_between=0,
-                         in_loop_body=comp in bodies, synchronous=True))
+        rows.append(
+          dict(
+            computation=comp,
+            start=name,
+            done=name,
+            attention_between=0,
+            in_loop_body=comp in bodies,
+            synchronous=True,
+          )
+        )
       if opcode != "collective-permute-done":
         continue
       operand = _OPERAND.search(line)
@@ -71,9 +81,17 @@ def permute_windows(text: str) -> list[dict[str, str | int | bool]]:
         continue
       start = operand.group(1)
       lo = order.get(start, i)
-      between = sum(_attention(op, ln) for _, op, ln in insts[lo + 1:i])
-      rows.append(dict(computation=comp, start=start, done=name, attention_between=between,
-                       in_loop_body=comp in bodies, synchronous=False))
+      between = sum(_attention(op, ln) for _, op, ln in insts[lo + 1 : i])
+      rows.append(
+        dict(
+          computation=comp,
+          start=start,
+          done=name,
+          attention_between=between,
+          in_loop_body=comp in bodies,
+          synchronous=False,
+        )
+      )
   return rows
 
 

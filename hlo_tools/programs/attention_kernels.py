@@ -39,8 +39,11 @@ _CUDNN_DTYPES = (jnp.bfloat16, jnp.float16)
 
 def cudnn_fits(dtype: DTypeLike, head_dim: int) -> bool:
   """Shapes and dtypes cuDNN's flash attention takes (16-bit inputs, head_dim <= 128)."""
-  return (any(jnp.dtype(dtype) == jnp.dtype(t) for t in _CUDNN_DTYPES)
-          and head_dim % 8 == 0 and head_dim <= 128)
+  return (
+    any(jnp.dtype(dtype) == jnp.dtype(t) for t in _CUDNN_DTYPES)
+    and head_dim % 8 == 0
+    and head_dim <= 128
+  )
 
 
 def _on_cuda() -> bool:
@@ -58,14 +61,17 @@ def resolve(kernel: str, dtype: DTypeLike, head_dim: int) -> str:
   if kernel == "auto":
     return "cudnn" if _on_cuda() and cudnn_fits(dtype, head_dim) else "blocked"
   if kernel == "cudnn" and not cudnn_fits(dtype, head_dim):
-    raise ValueError(f"cuDNN flash attention needs bf16/f16 and head_dim <= 128 "
-                     f"(multiple of 8); got {jnp.dtype(dtype)}, {head_dim}")
+    raise ValueError(
+      f"cuDNN flash attention needs bf16/f16 and head_dim <= 128 "
+      f"(multiple of 8); got {jnp.dtype(dtype)}, {head_dim}"
+    )
   return kernel
 
 
 def _fa() -> ModuleType:
   # jax's own cuDNN attention module (not public API; see the module docstring).
   from jax._src.cudnn import fused_attention_stablehlo as fa  # pylint: disable=import-outside-toplevel
+
   return fa
 
 
@@ -81,13 +87,20 @@ def cudnn_fwd(q: Array, k: Array, v: Array, causal: bool) -> tuple[Array, Array]
   """
   fa = _fa()
   out, lse = fa.dot_product_attention(
-      q, k, v, scale=float(1.0 / np.sqrt(q.shape[-1])), mask_type=_mask(fa, causal),
-      qkv_layout="BTNH", return_residual=True)
+    q,
+    k,
+    v,
+    scale=float(1.0 / np.sqrt(q.shape[-1])),
+    mask_type=_mask(fa, causal),
+    qkv_layout="BTNH",
+    return_residual=True,
+  )
   return out, lse
 
 
-def cudnn_bwd(q: Array, k: Array, v: Array, out: Array, lse: Array, dout: Array,
-              causal: bool) -> tuple[Array, ...]:
+def cudnn_bwd(
+  q: Array, k: Array, v: Array, out: Array, lse: Array, dout: Array, causal: bool
+) -> tuple[Array, ...]:
   """Gradients of one block given the global output `out` and logsumexp `lse`.
 
   out and dout are [b, sq, h, d] in q's dtype, lse [b, h, sq] f32. Returns
@@ -96,8 +109,25 @@ def cudnn_bwd(q: Array, k: Array, v: Array, out: Array, lse: Array, dout: Array,
   fa = _fa()
   unused = jnp.zeros(0, q.dtype)
   grads = fa._dot_product_attention_bwd_p_wrapper.bind(  # pylint: disable=protected-access
-      q, k, v, unused, unused, unused, unused, unused, unused, unused,
-      lse, out, dout, scale=float(1.0 / np.sqrt(q.shape[-1])), seed=42,
-      dropout_rate=0.0, variadic_args=(False, False), mask_type=_mask(fa, causal),
-      layout=fa.AttentionLayout.BTNH.value, sliding_window_length=None)
+    q,
+    k,
+    v,
+    unused,
+    unused,
+    unused,
+    unused,
+    unused,
+    unused,
+    unused,
+    lse,
+    out,
+    dout,
+    scale=float(1.0 / np.sqrt(q.shape[-1])),
+    seed=42,
+    dropout_rate=0.0,
+    variadic_args=(False, False),
+    mask_type=_mask(fa, causal),
+    layout=fa.AttentionLayout.BTNH.value,
+    sliding_window_length=None,
+  )
   return tuple(grads[:3])

@@ -1,11 +1,11 @@
 """The JAX programs `hlo-tools bench` compiles (the compile itself: hlo_tools.ops.bench.programs).
 
-  llama  a Llama-3-8B-shaped transformer layer stack (hidden 4096, 32 query heads,
-         8 K/V heads, head dim 128, MLP 14336, bf16) whose attention is the ring of
-         hlo_tools.programs.ring_attention over CP=8, loss gradients (forward and backward)
-         w.r.t. the input and every weight; `num_layers` layers, unrolled.
-  ring   an unrolled ring of ppermute + matmul steps (the reader benchmark's generator):
-         cheap to compile, so it scales to big modules for the reader and diff.
+llama  a Llama-3-8B-shaped transformer layer stack (hidden 4096, 32 query heads,
+       8 K/V heads, head dim 128, MLP 14336, bf16) whose attention is the ring of
+       hlo_tools.programs.ring_attention over CP=8, loss gradients (forward and backward)
+       w.r.t. the input and every weight; `num_layers` layers, unrolled.
+ring   an unrolled ring of ppermute + matmul steps (the reader benchmark's generator):
+       cheap to compile, so it scales to big modules for the reader and diff.
 """
 
 import dataclasses
@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # jax is imported when a program is built, not with the modul
 @dataclasses.dataclass(frozen=True)
 class LlamaConfig:
   """Llama-3-8B layer shape; seq_len is global (split over the CP ring)."""
+
   num_layers: int = 4
   seq_len: int = 8192
   hidden: int = 4096
@@ -33,9 +34,9 @@ class LlamaConfig:
 
 def _rms_norm(x: "jax.Array") -> "jax.Array":
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+
   xf = x.astype(jnp.float32)
-  return (xf * (1.0 / jnp.sqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + 1e-5))
-          ).astype(x.dtype)
+  return (xf * (1.0 / jnp.sqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + 1e-5))).astype(x.dtype)
 
 
 def llama_function(config: LlamaConfig, mesh: "Mesh") -> Callable[..., Any]:
@@ -44,6 +45,7 @@ def llama_function(config: LlamaConfig, mesh: "Mesh") -> Callable[..., Any]:
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
 
   from hlo_tools.programs import ring_attention  # pylint: disable=import-outside-toplevel
+
   attn = ring_attention.ring_attention(mesh, causal=True)
   b, s = config.batch, config.seq_len
   h, kvh, d = config.num_heads, config.num_kv_heads, config.head_dim
@@ -64,24 +66,36 @@ def llama_function(config: LlamaConfig, mesh: "Mesh") -> Callable[..., Any]:
   return jax.grad(loss, argnums=(0, 1))
 
 
-def llama_args(config: LlamaConfig, mesh: "Mesh"
-               ) -> tuple[list[dict[str, "jax.ShapeDtypeStruct"]], "jax.ShapeDtypeStruct"]:
+def llama_args(
+  config: LlamaConfig, mesh: "Mesh"
+) -> tuple[list[dict[str, "jax.ShapeDtypeStruct"]], "jax.ShapeDtypeStruct"]:
   """Abstract arguments: replicated weights, activations sharded along the sequence."""
   import jax  # pylint: disable=import-outside-toplevel
   from jax.sharding import NamedSharding, PartitionSpec as P  # pylint: disable=import-outside-toplevel
 
   from hlo_tools.programs import ring_attention  # pylint: disable=import-outside-toplevel
+
   dt = ring_attention.DTYPES[config.dtype]
   rep = NamedSharding(mesh, P())
   hd, kvd = config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim
-  shapes = {"wq": (config.hidden, hd), "wk": (config.hidden, kvd),
-            "wv": (config.hidden, kvd), "wo": (hd, config.hidden),
-            "w1": (config.hidden, config.mlp), "w3": (config.hidden, config.mlp),
-            "w2": (config.mlp, config.hidden)}
-  weights = [{k: jax.ShapeDtypeStruct(v, dt, sharding=rep) for k, v in shapes.items()}
-             for _ in range(config.num_layers)]
-  x = jax.ShapeDtypeStruct((config.batch, config.seq_len, config.hidden), dt,
-                           sharding=NamedSharding(mesh, P(None, ring_attention.AXIS)))
+  shapes = {
+    "wq": (config.hidden, hd),
+    "wk": (config.hidden, kvd),
+    "wv": (config.hidden, kvd),
+    "wo": (hd, config.hidden),
+    "w1": (config.hidden, config.mlp),
+    "w3": (config.hidden, config.mlp),
+    "w2": (config.mlp, config.hidden),
+  }
+  weights = [
+    {k: jax.ShapeDtypeStruct(v, dt, sharding=rep) for k, v in shapes.items()}
+    for _ in range(config.num_layers)
+  ]
+  x = jax.ShapeDtypeStruct(
+    (config.batch, config.seq_len, config.hidden),
+    dt,
+    sharding=NamedSharding(mesh, P(None, ring_attention.AXIS)),
+  )
   return weights, x
 
 
@@ -91,6 +105,7 @@ def ring_function(layers: int, mesh: "Mesh") -> Callable[..., Any]:
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
   from jax import lax  # pylint: disable=import-outside-toplevel
   from jax.sharding import PartitionSpec as P  # pylint: disable=import-outside-toplevel
+
   n = mesh.devices.size
   perm = [(j, (j + 1) % n) for j in range(n)]
 
@@ -106,7 +121,9 @@ def ring_args(mesh: "Mesh") -> tuple["jax.ShapeDtypeStruct", "jax.ShapeDtypeStru
   import jax  # pylint: disable=import-outside-toplevel
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
   from jax.sharding import NamedSharding, PartitionSpec as P  # pylint: disable=import-outside-toplevel
+
   n = mesh.devices.size
-  return (jax.ShapeDtypeStruct((n * 128, 256), jnp.bfloat16,
-                               sharding=NamedSharding(mesh, P("cp"))),
-          jax.ShapeDtypeStruct((256, 256), jnp.bfloat16, sharding=NamedSharding(mesh, P())))
+  return (
+    jax.ShapeDtypeStruct((n * 128, 256), jnp.bfloat16, sharding=NamedSharding(mesh, P("cp"))),
+    jax.ShapeDtypeStruct((256, 256), jnp.bfloat16, sharding=NamedSharding(mesh, P())),
+  )

@@ -73,6 +73,7 @@ def dp_cp_tp_block(x: Array, w1: Array, w2: Array) -> tuple[Array, Array]:
   x: [batch, tokens, hidden] (batch over dp, tokens over cp); w1: [hidden, mlp]
   split over tp (columns), w2: [mlp, hidden] split over tp (rows).
   """
+
   def loss(w1: Array, w2: Array) -> Array:
     h = jax.vmap(lambda xb: ring_mix(xb, jnp.eye(xb.shape[-1], dtype=xb.dtype)))(x)
     y = lax.psum(jax.nn.gelu(h @ w1) @ w2, TP)
@@ -107,6 +108,7 @@ def ulysses_attention(q: Array, k: Array, v: Array) -> Array:
 
   q, k, v: [tokens, heads, head_dim], tokens split over cp; heads divisible by cp.
   """
+
   def to_heads(t: Array) -> Array:
     return lax.all_to_all(t, CP, split_axis=1, concat_axis=0, tiled=True)
 
@@ -123,6 +125,7 @@ def scan_remat_ring(x: Array, ws: Array) -> Array:
 
   x: [tokens, hidden] (tokens over cp); ws: [layers, hidden, hidden].
   """
+
   def layer(h: Array, w: Array) -> tuple[Array, None]:
     return h + ring_mix(h, w), None
 

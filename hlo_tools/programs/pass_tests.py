@@ -67,8 +67,7 @@ def _ring_product(q: Array, k: Array, v: Array) -> Array:
   return _ring_product_fwd(q, k, v)[0]
 
 
-def _ring_product_fwd(q: Array, k: Array, v: Array
-                      ) -> tuple[Array, tuple[Array, Array, Array]]:
+def _ring_product_fwd(q: Array, k: Array, v: Array) -> tuple[Array, tuple[Array, Array, Array]]:
   n = lax.axis_size(AXIS)
 
   def body(_: int, carry: tuple[Array, Array, Array]) -> tuple[Array, ...]:
@@ -78,8 +77,7 @@ def _ring_product_fwd(q: Array, k: Array, v: Array
   return lax.fori_loop(0, n, body, (k, v, q * 0))[2], (q, k, v)
 
 
-def _ring_product_bwd(res: tuple[Array, Array, Array], g: Array
-                      ) -> tuple[Array, Array, Array]:
+def _ring_product_bwd(res: tuple[Array, Array, Array], g: Array) -> tuple[Array, Array, Array]:
   q, k, v = res
   n = lax.axis_size(AXIS)
 
@@ -103,5 +101,6 @@ def ring_product_grad(q: Array, k: Array, v: Array) -> tuple[Array, Array, Array
   loop's permutes into one, 2 and 4 operands.
   """
   loss, (dq, dk, dv) = jax.value_and_grad(
-      lambda q, k, v: _ring_product(q, k, v).sum(), argnums=(0, 1, 2))(q, k, v)
+    lambda q, k, v: _ring_product(q, k, v).sum(), argnums=(0, 1, 2)
+  )(q, k, v)
   return dq + loss, dk, dv  # the loss keeps the forward loop alive

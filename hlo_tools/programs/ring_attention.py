@@ -58,6 +58,7 @@ DEFAULT_CHUNK = 2048
 @dataclasses.dataclass(frozen=True)
 class RingConfig:
   """Shape and mode of one ring-attention example (seq_len is the global length)."""
+
   seq_len: int = 8192
   num_heads: int = 8
   num_kv_heads: int = 8
@@ -74,11 +75,13 @@ class RingConfig:
     if self.dtype not in DTYPES:
       raise ValueError(f"dtype {self.dtype!r} not in {sorted(DTYPES)}")
     if self.num_heads % self.num_kv_heads:
-      raise ValueError(f"num_heads={self.num_heads} is not a multiple of "
-                       f"num_kv_heads={self.num_kv_heads}")
+      raise ValueError(
+        f"num_heads={self.num_heads} is not a multiple of num_kv_heads={self.num_kv_heads}"
+      )
     if self.seq_len % num_devices:
-      raise ValueError(f"seq_len={self.seq_len} is not divisible by the "
-                       f"{num_devices} devices of the ring")
+      raise ValueError(
+        f"seq_len={self.seq_len} is not divisible by the {num_devices} devices of the ring"
+      )
     if self.q_chunk < 1 or self.k_chunk < 1:
       raise ValueError("q_chunk and k_chunk must be >= 1")
     attention_kernels.resolve(self.kernel, DTYPES[self.dtype], self.head_dim)
@@ -95,11 +98,9 @@ def _chunk(length: int, want: int) -> int:
   return length if want >= length else math.gcd(length, want)
 
 
-def _scores(qc: Array, kc: Array, q_pos0: Pos, k_pos0: Pos, causal: bool,
-            scale: float) -> Array:
+def _scores(qc: Array, kc: Array, q_pos0: Pos, k_pos0: Pos, causal: bool, scale: float) -> Array:
   """f32 scores [b, kvh, g, cq, ck] of a query chunk against a key chunk, masked."""
-  s = jnp.einsum("bqhgd,bkhd->bhgqk", qc, kc,
-                 preferred_element_type=jnp.float32) * scale
+  s = jnp.einsum("bqhgd,bkhd->bhgqk", qc, kc, preferred_element_type=jnp.float32) * scale
   if causal:
     q_pos = q_pos0 + jnp.arange(qc.shape[1])
     k_pos = k_pos0 + jnp.arange(kc.shape[1])
@@ -133,8 +134,9 @@ def _first_q_chunk(k_start: Pos, q_off: Pos, cq: int, nq: int, causal: bool) -> 
   return jnp.clip((k_start - q_off) // cq, 0, nq)
 
 
-def _block_fwd_impl(q: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, causal: bool,
-                    cq: int, ck: int) -> tuple[Array, Array]:
+def _block_fwd_impl(
+  q: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, causal: bool, cq: int, ck: int
+) -> tuple[Array, Array]:
   """Chunked online softmax. q [b, sq, kvh, g, d]; k, v [b, sk, kvh, d].
 
   Returns out [b, sq, kvh, g, d] f32 (normalized) and lse [b, kvh, g, sq] f32
@@ -157,8 +159,9 @@ def _block_fwd_impl(q: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, causal
       m_safe = jnp.where(m_new == -jnp.inf, 0.0, m_new)  # no -inf - -inf
       p = jnp.exp(s - m_safe[..., None])
       alpha = jnp.exp(m - m_safe)
-      pv = jnp.einsum("bhgqk,bkhd->bhgqd", p.astype(v.dtype), vc,
-                      preferred_element_type=jnp.float32)
+      pv = jnp.einsum(
+        "bhgqk,bkhd->bhgqd", p.astype(v.dtype), vc, preferred_element_type=jnp.float32
+      )
       return acc * alpha[..., None] + pv, m_new, l * alpha + p.sum(axis=-1)
 
     acc0 = jnp.zeros((b, kvh, g, cq, d), jnp.float32)
@@ -178,9 +181,20 @@ def _block_fwd_impl(q: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, causal
   return out, lse
 
 
-def _block_bwd_impl(q: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, out: Array,
-                    lse: Array, dout: Array, dlse: Array, causal: bool, cq: int, ck: int
-                    ) -> tuple[Array, Array, Array]:
+def _block_bwd_impl(
+  q: Array,
+  k: Array,
+  v: Array,
+  q_off: Pos,
+  k_off: Pos,
+  out: Array,
+  lse: Array,
+  dout: Array,
+  dlse: Array,
+  causal: bool,
+  cq: int,
+  ck: int,
+) -> tuple[Array, Array, Array]:
   """Recomputes P chunk by chunk; dS = P * (dP - D) + P * dlse, D = rowsum(dO * O)."""
   b, sq, kvh, g, d = q.shape
   nq, nk = sq // cq, k.shape[1] // ck
@@ -211,24 +225,25 @@ def _block_bwd_impl(q: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, out: A
       dk = dk + mm("bhgqk,bqhgd->bkhd", ds, qc)
       dqc = mm("bhgqk,bkhd->bqhgd", ds, kc)
       dq = lax.dynamic_update_slice_in_dim(
-          dq, lax.dynamic_slice_in_dim(dq, i * cq, cq, axis=1) + dqc, i * cq, axis=1)
+        dq, lax.dynamic_slice_in_dim(dq, i * cq, cq, axis=1) + dqc, i * cq, axis=1
+      )
       return dq, dk, dv
 
-    zeros_kv, = _vary_like(k_pos0 + q_off,
-                           jnp.zeros((b, ck, kvh, d), jnp.float32))
+    (zeros_kv,) = _vary_like(k_pos0 + q_off, jnp.zeros((b, ck, kvh, d), jnp.float32))
     lo = _first_q_chunk(k_pos0, q_off, cq, nq, causal)
     dq, dk, dv = lax.fori_loop(lo, nq, q_step, (dq, zeros_kv, zeros_kv))
     return dq, (dk, dv)
 
-  dq0, = _vary_like(q_off + k_off, jnp.zeros(q.shape, jnp.float32))
+  (dq0,) = _vary_like(q_off + k_off, jnp.zeros(q.shape, jnp.float32))
   dq, (dks, dvs) = lax.scan(k_chunk, dq0, jnp.arange(nk))  # dks [nk, b, ck, kvh, d]
   merge = lambda x: jnp.moveaxis(x, 0, 1).reshape(k.shape)
   return dq, merge(dks), merge(dvs)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(5, 6, 7))
-def block_attention(q: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, causal: bool,
-                    cq: int, ck: int) -> tuple[Array, Array]:
+def block_attention(
+  q: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, causal: bool, cq: int, ck: int
+) -> tuple[Array, Array]:
   """Attention of q [b, sq, kvh, g, d] against one K/V block at position k_off.
 
   q_off and k_off are the blocks' global start positions (int32 scalars, may be
@@ -237,19 +252,19 @@ def block_attention(q: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, causal
   return _block_fwd_impl(q, k, v, q_off, k_off, causal, cq, ck)
 
 
-def _block_attention_fwd(q: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, causal: bool,
-                         cq: int, ck: int) -> tuple[tuple[Array, Array], Residuals]:
+def _block_attention_fwd(
+  q: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, causal: bool, cq: int, ck: int
+) -> tuple[tuple[Array, Array], Residuals]:
   out, lse = _block_fwd_impl(q, k, v, q_off, k_off, causal, cq, ck)
   return (out, lse), (q, k, v, q_off, k_off, out, lse)
 
 
-def _block_attention_bwd(causal: bool, cq: int, ck: int, res: Residuals,
-                         cotangents: tuple[Array, Array]
-                         ) -> tuple[Array, Array, Array, None, None]:
+def _block_attention_bwd(
+  causal: bool, cq: int, ck: int, res: Residuals, cotangents: tuple[Array, Array]
+) -> tuple[Array, Array, Array, None, None]:
   q, k, v, q_off, k_off, out, lse = res
   dout, dlse = cotangents
-  dq, dk, dv = _block_bwd_impl(q, k, v, q_off, k_off, out, lse, dout, dlse,
-                               causal, cq, ck)
+  dq, dk, dv = _block_bwd_impl(q, k, v, q_off, k_off, out, lse, dout, dlse, causal, cq, ck)
   return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None, None
 
 
@@ -274,8 +289,9 @@ def _case(q_off: Pos, k_off: Pos) -> Array:
   return jnp.where(k_off > q_off, 0, jnp.where(k_off == q_off, 2, 1))
 
 
-def _cudnn_block_fwd(qg: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, causal: bool
-                     ) -> tuple[Array, ...]:
+def _cudnn_block_fwd(
+  qg: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, causal: bool
+) -> tuple[Array, ...]:
   """cuDNN forward of one block pair in the ring's layout: (out f32, lse [b, kvh, g, sq])."""
   b, sq, kvh, g, d = qg.shape
   vary = functools.partial(_vary_like, q_off + k_off)
@@ -284,19 +300,28 @@ def _cudnn_block_fwd(qg: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, caus
     def branch() -> tuple[Array, ...]:
       out, lse = attention_kernels.cudnn_fwd(qg.reshape(b, sq, kvh * g, d), k, v, mask)
       return vary(out.reshape(qg.shape), lse.reshape(b, kvh, g, sq))
+
     return branch
 
   def skip() -> tuple[Array, ...]:
-    return vary(jnp.zeros(qg.shape, jnp.float32),
-                jnp.full((b, kvh, g, sq), -jnp.inf, jnp.float32))
+    return vary(jnp.zeros(qg.shape, jnp.float32), jnp.full((b, kvh, g, sq), -jnp.inf, jnp.float32))
 
   if not causal:
     return run(False)()
   return lax.switch(_case(q_off, k_off), [skip, run(False), run(True)])
 
 
-def _cudnn_block_bwd(qg: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, out: Array,
-                     lse: Array, dout: Array, causal: bool) -> tuple[Array, ...]:
+def _cudnn_block_bwd(
+  qg: Array,
+  k: Array,
+  v: Array,
+  q_off: Pos,
+  k_off: Pos,
+  out: Array,
+  lse: Array,
+  dout: Array,
+  causal: bool,
+) -> tuple[Array, ...]:
   """cuDNN gradients of one block pair given the ring's global out (qg's dtype) and lse."""
   b, sq, kvh, g, d = qg.shape
   flat = lambda x: x.reshape(b, sq, kvh * g, d)
@@ -304,35 +329,52 @@ def _cudnn_block_bwd(qg: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, out:
 
   def run(mask: bool) -> Callable[[], tuple[Array, ...]]:
     def branch() -> tuple[Array, ...]:
-      dq, dk, dv = attention_kernels.cudnn_bwd(flat(qg), k, v, flat(out),
-                                               lse.reshape(b, kvh * g, sq), flat(dout), mask)
+      dq, dk, dv = attention_kernels.cudnn_bwd(
+        flat(qg), k, v, flat(out), lse.reshape(b, kvh * g, sq), flat(dout), mask
+      )
       return vary(dq.reshape(qg.shape), dk, dv)
+
     return branch
 
   def skip() -> tuple[Array, ...]:
-    return vary(jnp.zeros(qg.shape, jnp.float32), jnp.zeros(k.shape, jnp.float32),
-                jnp.zeros(v.shape, jnp.float32))
+    return vary(
+      jnp.zeros(qg.shape, jnp.float32),
+      jnp.zeros(k.shape, jnp.float32),
+      jnp.zeros(v.shape, jnp.float32),
+    )
 
   if not causal:
     return run(False)()
   return lax.switch(_case(q_off, k_off), [skip, run(False), run(True)])
 
 
-def _pair_fwd(kernel: Kernel, qg: Array, k: Array, v: Array, q_off: Pos, k_off: Pos,
-              causal: bool) -> tuple[Array, ...]:
+def _pair_fwd(
+  kernel: Kernel, qg: Array, k: Array, v: Array, q_off: Pos, k_off: Pos, causal: bool
+) -> tuple[Array, ...]:
   name, cq, ck = kernel
   if name == "cudnn":
     return _cudnn_block_fwd(qg, k, v, q_off, k_off, causal)
   return _block_fwd_impl(qg, k, v, q_off, k_off, causal, cq, ck)
 
 
-def _pair_bwd(kernel: Kernel, qg: Array, k: Array, v: Array, q_off: Pos, k_off: Pos,
-              out: Array, lse: Array, dout: Array, causal: bool) -> tuple[Array, ...]:
+def _pair_bwd(
+  kernel: Kernel,
+  qg: Array,
+  k: Array,
+  v: Array,
+  q_off: Pos,
+  k_off: Pos,
+  out: Array,
+  lse: Array,
+  dout: Array,
+  causal: bool,
+) -> tuple[Array, ...]:
   name, cq, ck = kernel
   if name == "cudnn":
     return _cudnn_block_bwd(qg, k, v, q_off, k_off, out, lse, dout, causal)
-  return _block_bwd_impl(qg, k, v, q_off, k_off, out.astype(jnp.float32), lse, dout,
-                         jnp.zeros_like(lse), causal, cq, ck)
+  return _block_bwd_impl(
+    qg, k, v, q_off, k_off, out.astype(jnp.float32), lse, dout, jnp.zeros_like(lse), causal, cq, ck
+  )
 
 
 def _pack(kv: Array, acc: Array) -> Array:
@@ -371,8 +413,9 @@ def _ring_perm(axis_name: str, q: Array) -> tuple[int, Array, list[tuple[int, in
   return n, me, [(j, (j + 1) % n) for j in range(n)]
 
 
-def _ring_forward(qg: Array, k: Array, v: Array, causal: bool, axis_name: str,
-                  kernel: Kernel) -> tuple[Array, Array]:
+def _ring_forward(
+  qg: Array, k: Array, v: Array, causal: bool, axis_name: str, kernel: Kernel
+) -> tuple[Array, Array]:
   """(out f32, lse) of this device's queries against every device's K/V block."""
   n, me, perm = _ring_perm(axis_name, qg)
   b, sq, kvh, g, d = qg.shape
@@ -390,28 +433,30 @@ def _ring_forward(qg: Array, k: Array, v: Array, causal: bool, axis_name: str,
     return out, lse, kv_next
 
   # Carries typed as varying over the ring axis like the loop's outputs.
-  out0, lse0 = _vary_like(me, jnp.zeros(qg.shape, jnp.float32),
-                          jnp.full((b, kvh, g, sq), -jnp.inf, jnp.float32))
+  out0, lse0 = _vary_like(
+    me, jnp.zeros(qg.shape, jnp.float32), jnp.full((b, kvh, g, sq), -jnp.inf, jnp.float32)
+  )
   out, lse, _ = lax.fori_loop(0, n, step, (out0, lse0, jnp.stack([k, v])))
   return out, lse
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
-def _ring(qg: Array, k: Array, v: Array, causal: bool, axis_name: str, kernel: Kernel
-          ) -> Array:
+def _ring(qg: Array, k: Array, v: Array, causal: bool, axis_name: str, kernel: Kernel) -> Array:
   out, _ = _ring_forward(qg, k, v, causal, axis_name, kernel)
   return out.astype(qg.dtype)
 
 
-def _ring_fwd_rule(qg: Array, k: Array, v: Array, causal: bool, axis_name: str,
-                   kernel: Kernel) -> tuple[Array, tuple[Array, ...]]:
+def _ring_fwd_rule(
+  qg: Array, k: Array, v: Array, causal: bool, axis_name: str, kernel: Kernel
+) -> tuple[Array, tuple[Array, ...]]:
   out, lse = _ring_forward(qg, k, v, causal, axis_name, kernel)
   out = out.astype(qg.dtype)
   return out, (qg, k, v, out, lse)
 
 
-def _ring_bwd_rule(causal: bool, axis_name: str, kernel: Kernel, res: tuple[Array, ...],
-                   dout: Array) -> tuple[Array, Array, Array]:
+def _ring_bwd_rule(
+  causal: bool, axis_name: str, kernel: Kernel, res: tuple[Array, ...], dout: Array
+) -> tuple[Array, Array, Array]:
   """The ring again, K/V travelling with their f32 gradient accumulators.
 
   Each step's block gradients use the global out and lse, so they are exact
@@ -429,12 +474,14 @@ def _ring_bwd_rule(causal: bool, axis_name: str, kernel: Kernel, res: tuple[Arra
     dq, kv, send = state
     kv_next, recv = _unpack(lax.ppermute(_pack(kv, send), axis_name, perm), d)
     src = (me - i) % n
-    dq_i, dk_i, dv_i = _pair_bwd(kernel, qg, kv[0], kv[1], me * sq, src * sq, out, lse,
-                                 dout, causal)
+    dq_i, dk_i, dv_i = _pair_bwd(
+      kernel, qg, kv[0], kv[1], me * sq, src * sq, out, lse, dout, causal
+    )
     return dq + dq_i, kv_next, recv + jnp.stack([dk_i, dv_i]).astype(jnp.float32)
 
-  dq0, send0 = _vary_like(me, jnp.zeros(qg.shape, jnp.float32),
-                          jnp.zeros((2,) + k.shape, jnp.float32))
+  dq0, send0 = _vary_like(
+    me, jnp.zeros(qg.shape, jnp.float32), jnp.zeros((2,) + k.shape, jnp.float32)
+  )
   dq, _, send = lax.fori_loop(0, n, step, (dq0, jnp.stack([k, v]), send0))
   dkv = lax.ppermute(send, axis_name, perm)
   return dq.astype(qg.dtype), dkv[0].astype(k.dtype), dkv[1].astype(v.dtype)
@@ -443,9 +490,17 @@ def _ring_bwd_rule(causal: bool, axis_name: str, kernel: Kernel, res: tuple[Arra
 _ring.defvjp(_ring_fwd_rule, _ring_bwd_rule)
 
 
-def ring_attention_shard(q: Array, k: Array, v: Array, *, causal: bool, axis_name: str = AXIS,
-                         q_chunk: int = DEFAULT_CHUNK, k_chunk: int = DEFAULT_CHUNK,
-                         kernel: str = "auto") -> Array:
+def ring_attention_shard(
+  q: Array,
+  k: Array,
+  v: Array,
+  *,
+  causal: bool,
+  axis_name: str = AXIS,
+  q_chunk: int = DEFAULT_CHUNK,
+  k_chunk: int = DEFAULT_CHUNK,
+  kernel: str = "auto",
+) -> Array:
   """Per-device body (inside shard_map): q/k/v are this device's sequence blocks.
 
   kernel: `blocked` (the online softmax above, runs everywhere), `cudnn` (cuDNN
@@ -459,10 +514,14 @@ def ring_attention_shard(q: Array, k: Array, v: Array, *, causal: bool, axis_nam
   return out.reshape(b, sq, h, d)
 
 
-def simulated_ring(num_blocks: int, causal: bool, kernel: str = "auto",
-                   loss: Callable[[Array], Array] | None = None, q_chunk: int = DEFAULT_CHUNK,
-                   k_chunk: int = DEFAULT_CHUNK
-                   ) -> Callable[[Array, Array, Array], Array | tuple[Array, ...]]:
+def simulated_ring(
+  num_blocks: int,
+  causal: bool,
+  kernel: str = "auto",
+  loss: Callable[[Array], Array] | None = None,
+  q_chunk: int = DEFAULT_CHUNK,
+  k_chunk: int = DEFAULT_CHUNK,
+) -> Callable[[Array, Array, Array], Array | tuple[Array, ...]]:
   """The ring of `num_blocks` devices run on one device (jax.vmap names the ring axis).
 
   Same per-step code, permutes and kernels as the sharded ring; for checking the
@@ -472,8 +531,9 @@ def simulated_ring(num_blocks: int, causal: bool, kernel: str = "auto",
   ring's backward can name its axis (jax traces a custom VJP's backward outside
   an enclosing vmap's axes).
   """
-  attn = functools.partial(ring_attention_shard, causal=causal, q_chunk=q_chunk,
-                           k_chunk=k_chunk, kernel=kernel)
+  attn = functools.partial(
+    ring_attention_shard, causal=causal, q_chunk=q_chunk, k_chunk=k_chunk, kernel=kernel
+  )
   body: Callable[..., Any] = attn
   if loss is not None:
     body = jax.grad(lambda q, k, v: loss(attn(q, k, v)), argnums=(0, 1, 2))
@@ -485,6 +545,7 @@ def simulated_ring(num_blocks: int, causal: bool, kernel: str = "auto",
     if loss is None:
       return join(out, q)
     return tuple(join(g, x) for g, x in zip(out, (q, k, v)))
+
   return fn
 
 
@@ -492,12 +553,18 @@ def make_mesh(devices: Sequence[jax.Device]) -> Mesh:
   return Mesh(np.asarray(devices), (AXIS,))
 
 
-def ring_attention(mesh: Mesh, causal: bool, q_chunk: int = DEFAULT_CHUNK,
-                   k_chunk: int = DEFAULT_CHUNK, kernel: str = "auto") -> Callable[..., Any]:
+def ring_attention(
+  mesh: Mesh,
+  causal: bool,
+  q_chunk: int = DEFAULT_CHUNK,
+  k_chunk: int = DEFAULT_CHUNK,
+  kernel: str = "auto",
+) -> Callable[..., Any]:
   """Global function (q, k, v) -> out, sequence-sharded over the mesh's `cp` axis."""
   spec = P(None, AXIS)
-  body = functools.partial(ring_attention_shard, causal=causal, q_chunk=q_chunk,
-                           k_chunk=k_chunk, kernel=kernel)
+  body = functools.partial(
+    ring_attention_shard, causal=causal, q_chunk=q_chunk, k_chunk=k_chunk, kernel=kernel
+  )
   return jax.shard_map(body, mesh=mesh, in_specs=(spec,) * 3, out_specs=spec)
 
 
@@ -508,8 +575,7 @@ def _loss(out: Array) -> Array:
 
 def example_function(config: RingConfig, mesh: Mesh) -> Callable[..., Any]:
   """The function the dump compiles: forward, or loss gradients for backward."""
-  attn = ring_attention(mesh, config.causal, config.q_chunk, config.k_chunk,
-                        config.kernel)
+  attn = ring_attention(mesh, config.causal, config.q_chunk, config.k_chunk, config.kernel)
   if not config.backward:
     return attn
   return jax.grad(lambda q, k, v: _loss(attn(q, k, v)), argnums=(0, 1, 2))
@@ -539,8 +605,9 @@ def reference_attention(q: Array, k: Array, v: Array, causal: bool) -> Array:
 def reference_function(config: RingConfig) -> Callable[..., Any]:
   if not config.backward:
     return functools.partial(reference_attention, causal=config.causal)
-  return jax.grad(lambda q, k, v: _loss(reference_attention(q, k, v, config.causal)),
-                  argnums=(0, 1, 2))
+  return jax.grad(
+    lambda q, k, v: _loss(reference_attention(q, k, v, config.causal)), argnums=(0, 1, 2)
+  )
 
 
 def neighbour_shift(x: Array) -> Array:

@@ -56,6 +56,7 @@ Tree = dict[str, Any]
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
   """Model and step shapes (seq_len is the global sequence length)."""
+
   num_layers: int = 2
   hidden: int = 4096
   num_heads: int = 32
@@ -77,8 +78,10 @@ class TrainConfig:
     """Raises ValueError unless the shapes divide over mesh_shape {axis: size}."""
     cp, tp = mesh_shape.get(CP, 1), mesh_shape.get(TP, 1)
     if set(mesh_shape) - {CP, TP}:
-      raise ValueError(f"the train step's mesh axes are {CP} and {TP}, not "
-                       f"{', '.join(sorted(set(mesh_shape) - {CP, TP}))}")
+      raise ValueError(
+        f"the train step's mesh axes are {CP} and {TP}, not "
+        f"{', '.join(sorted(set(mesh_shape) - {CP, TP}))}"
+      )
     if self.dtype not in DTYPES:
       raise ValueError(f"dtype {self.dtype!r} not in {sorted(DTYPES)}")
     if self.optimizer not in ("adam", "sgd"):
@@ -86,8 +89,9 @@ class TrainConfig:
     if min(self.num_layers, self.hidden, self.vocab, self.seq_len, self.batch) < 1:
       raise ValueError("num_layers, hidden, vocab, seq_len and batch must be >= 1")
     if self.num_heads % self.num_kv_heads:
-      raise ValueError(f"num_heads={self.num_heads} is not a multiple of "
-                       f"num_kv_heads={self.num_kv_heads}")
+      raise ValueError(
+        f"num_heads={self.num_heads} is not a multiple of num_kv_heads={self.num_kv_heads}"
+      )
     for name, value in (("num_kv_heads", self.num_kv_heads), ("mlp", self.mlp)):
       if value % tp:
         raise ValueError(f"{name}={value} does not split over tp={tp}")
@@ -99,23 +103,44 @@ class TrainConfig:
 
 def param_specs(config: TrainConfig) -> Tree:
   """PartitionSpec of every parameter: column splits on dim 1, row splits on dim 0."""
-  layer = {"attn_norm": P(), "wq": P(None, TP), "wk": P(None, TP), "wv": P(None, TP),
-           "wo": P(TP, None), "mlp_norm": P(), "w_gate": P(None, TP),
-           "w_up": P(None, TP), "w_down": P(TP, None)}
-  return {"embed": P(), "layers": [dict(layer) for _ in range(config.num_layers)],
-          "final_norm": P(), "lm_head": P()}
+  layer = {
+    "attn_norm": P(),
+    "wq": P(None, TP),
+    "wk": P(None, TP),
+    "wv": P(None, TP),
+    "wo": P(TP, None),
+    "mlp_norm": P(),
+    "w_gate": P(None, TP),
+    "w_up": P(None, TP),
+    "w_down": P(TP, None),
+  }
+  return {
+    "embed": P(),
+    "layers": [dict(layer) for _ in range(config.num_layers)],
+    "final_norm": P(),
+    "lm_head": P(),
+  }
 
 
 def param_shapes(config: TrainConfig) -> Tree:
   c = config
-  layer = {"attn_norm": (c.hidden,), "wq": (c.hidden, c.num_heads * c.head_dim),
-           "wk": (c.hidden, c.num_kv_heads * c.head_dim),
-           "wv": (c.hidden, c.num_kv_heads * c.head_dim),
-           "wo": (c.num_heads * c.head_dim, c.hidden), "mlp_norm": (c.hidden,),
-           "w_gate": (c.hidden, c.mlp), "w_up": (c.hidden, c.mlp),
-           "w_down": (c.mlp, c.hidden)}
-  return {"embed": (c.vocab, c.hidden), "layers": [dict(layer) for _ in range(c.num_layers)],
-          "final_norm": (c.hidden,), "lm_head": (c.hidden, c.vocab)}
+  layer = {
+    "attn_norm": (c.hidden,),
+    "wq": (c.hidden, c.num_heads * c.head_dim),
+    "wk": (c.hidden, c.num_kv_heads * c.head_dim),
+    "wv": (c.hidden, c.num_kv_heads * c.head_dim),
+    "wo": (c.num_heads * c.head_dim, c.hidden),
+    "mlp_norm": (c.hidden,),
+    "w_gate": (c.hidden, c.mlp),
+    "w_up": (c.hidden, c.mlp),
+    "w_down": (c.mlp, c.hidden),
+  }
+  return {
+    "embed": (c.vocab, c.hidden),
+    "layers": [dict(layer) for _ in range(c.num_layers)],
+    "final_norm": (c.hidden,),
+    "lm_head": (c.hidden, c.vocab),
+  }
 
 
 def _rms_norm(x: Array, weight: Array) -> Array:
@@ -154,8 +179,7 @@ def _tp_output(x: Array) -> Array:
 _tp_output.defvjp(lambda x: (lax.psum(x, TP), None), lambda _, g: (g,))
 
 
-def _attention(x: Array, p: Mapping[str, Array], config: TrainConfig, positions: Array
-               ) -> Array:
+def _attention(x: Array, p: Mapping[str, Array], config: TrainConfig, positions: Array) -> Array:
   """Column-split Q/K/V (this device's heads), the ring over cp, row-split output."""
   b, s, _ = x.shape
   d = config.head_dim
@@ -165,8 +189,9 @@ def _attention(x: Array, p: Mapping[str, Array], config: TrainConfig, positions:
   v = (x @ p["wv"]).reshape(b, s, -1, d)
   if config.rotary:
     q, k = _rotary(q, positions), _rotary(k, positions)
-  out = ring_attention.ring_attention_shard(q, k, v, causal=True, axis_name=CP,
-                                            q_chunk=config.q_chunk, k_chunk=config.k_chunk)
+  out = ring_attention.ring_attention_shard(
+    q, k, v, causal=True, axis_name=CP, q_chunk=config.q_chunk, k_chunk=config.k_chunk
+  )
   return _tp_output(out.reshape(b, s, -1) @ p["wo"])
 
 
@@ -184,15 +209,17 @@ def _local_loss(params: Tree, tokens: Array, targets: Array, config: TrainConfig
   for layer in params["layers"]:
     x = x + _attention(_rms_norm(x, layer["attn_norm"]), layer, config, positions)
     x = x + _mlp(_rms_norm(x, layer["mlp_norm"]), layer)
-  logits = jnp.dot(_rms_norm(x, params["final_norm"]), params["lm_head"],
-                   preferred_element_type=jnp.float32)
+  logits = jnp.dot(
+    _rms_norm(x, params["final_norm"]), params["lm_head"], preferred_element_type=jnp.float32
+  )
   logp = jax.nn.log_softmax(logits, axis=-1)
   nll = -jnp.take_along_axis(logp, targets[..., None], axis=-1).sum()
   return nll / (config.batch * config.seq_len)
 
 
-def _local_value_and_grad(params: Tree, tokens: Array, targets: Array, config: TrainConfig
-                          ) -> tuple[Array, Tree]:
+def _local_value_and_grad(
+  params: Tree, tokens: Array, targets: Array, config: TrainConfig
+) -> tuple[Array, Tree]:
   """Per-shard body: the loss and the gradients, summed over the sequence blocks."""
   loss, grads = jax.value_and_grad(_local_loss)(params, tokens, targets, config)
   return lax.psum(loss, CP), jax.tree.map(lambda g: lax.psum(g, CP), grads)
@@ -202,20 +229,33 @@ def value_and_grad_function(config: TrainConfig, mesh: Mesh) -> Callable[..., An
   """Global (params, tokens, targets) -> (loss, grads), sharded by shard_map."""
   data = P(None, CP)
   specs = param_specs(config)
-  return jax.shard_map(functools.partial(_local_value_and_grad, config=config), mesh=mesh,
-                       in_specs=(specs, data, data), out_specs=(P(), specs),
-                       check_vma=False)
+  return jax.shard_map(
+    functools.partial(_local_value_and_grad, config=config),
+    mesh=mesh,
+    in_specs=(specs, data, data),
+    out_specs=(P(), specs),
+    check_vma=False,
+  )
 
 
-def _adam(params: Tree, grads: Tree, state: Tree, lr: float, b1: float = 0.9,
-          b2: float = 0.95, eps: float = 1e-8) -> tuple[Tree, Tree]:
+def _adam(
+  params: Tree,
+  grads: Tree,
+  state: Tree,
+  lr: float,
+  b1: float = 0.9,
+  b2: float = 0.95,
+  eps: float = 1e-8,
+) -> tuple[Tree, Tree]:
   step = state["step"] + 1
   m = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g.astype(jnp.float32), state["m"], grads)
-  v = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * jnp.square(g.astype(jnp.float32)),
-                   state["v"], grads)
-  c1, c2 = 1 - b1 ** step, 1 - b2 ** step
-  new = jax.tree.map(lambda p, m, v: (p - lr * (m / c1) / (jnp.sqrt(v / c2) + eps)
-                                      ).astype(p.dtype), params, m, v)
+  v = jax.tree.map(
+    lambda v, g: b2 * v + (1 - b2) * jnp.square(g.astype(jnp.float32)), state["v"], grads
+  )
+  c1, c2 = 1 - b1**step, 1 - b2**step
+  new = jax.tree.map(
+    lambda p, m, v: (p - lr * (m / c1) / (jnp.sqrt(v / c2) + eps)).astype(p.dtype), params, m, v
+  )
   return new, {"step": step, "m": m, "v": v}
 
 
@@ -226,18 +266,19 @@ def _clip_by_global_norm(grads: Tree, max_norm: float) -> Tree:
   return jax.tree.map(lambda g: (g * scale).astype(g.dtype), grads)
 
 
-def train_step_function(config: TrainConfig, mesh: Mesh
-                        ) -> Callable[[Tree, Tree, Array, Array], tuple[Tree, Tree, Array]]:
+def train_step_function(
+  config: TrainConfig, mesh: Mesh
+) -> Callable[[Tree, Tree, Array, Array], tuple[Tree, Tree, Array]]:
   """(params, opt_state, tokens, targets) -> (params, opt_state, loss)."""
   value_and_grad = value_and_grad_function(config, mesh)
 
-  def step(params: Tree, opt_state: Tree, tokens: Array, targets: Array
-           ) -> tuple[Tree, Tree, Array]:
+  def step(
+    params: Tree, opt_state: Tree, tokens: Array, targets: Array
+  ) -> tuple[Tree, Tree, Array]:
     loss, grads = value_and_grad(params, tokens, targets)
     grads = _clip_by_global_norm(grads, config.clip_norm)
     if config.optimizer == "sgd":
-      new = jax.tree.map(lambda p, g: (p - config.learning_rate * g).astype(p.dtype),
-                         params, grads)
+      new = jax.tree.map(lambda p, g: (p - config.learning_rate * g).astype(p.dtype), params, grads)
       return new, opt_state, loss
     new, opt_state = _adam(params, grads, opt_state, config.learning_rate)
     return new, opt_state, loss
@@ -263,26 +304,28 @@ def make_mesh(devices: Sequence[jax.Device], cp: int, tp: int) -> Mesh:
   return Mesh(np.asarray(devices).reshape(cp, tp), (CP, TP))
 
 
-def _abstract(shape: tuple[int, ...], dtype: DTypeLike, mesh: Mesh, spec: P
-              ) -> jax.ShapeDtypeStruct:
+def _abstract(
+  shape: tuple[int, ...], dtype: DTypeLike, mesh: Mesh, spec: P
+) -> jax.ShapeDtypeStruct:
   return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
 
 
-def example_args(config: TrainConfig, mesh: Mesh
-                 ) -> tuple[Tree, Tree, jax.ShapeDtypeStruct, jax.ShapeDtypeStruct]:
+def example_args(
+  config: TrainConfig, mesh: Mesh
+) -> tuple[Tree, Tree, jax.ShapeDtypeStruct, jax.ShapeDtypeStruct]:
   """Abstract (params, opt_state, tokens, targets) for lowering: no data."""
   dtype = DTYPES[config.dtype]
   specs = param_specs(config)
   shapes = param_shapes(config)
   is_shape = lambda x: isinstance(x, tuple)
-  params = jax.tree.map(lambda shp, spec: _abstract(shp, dtype, mesh, spec), shapes, specs,
-                        is_leaf=is_shape)
+  params = jax.tree.map(
+    lambda shp, spec: _abstract(shp, dtype, mesh, spec), shapes, specs, is_leaf=is_shape
+  )
   if config.optimizer == "adam":
     moments = lambda: jax.tree.map(
-        lambda shp, spec: _abstract(shp, jnp.float32, mesh, spec), shapes, specs,
-        is_leaf=is_shape)
-    state: Tree = {"step": _abstract((), jnp.int32, mesh, P()), "m": moments(),
-                   "v": moments()}
+      lambda shp, spec: _abstract(shp, jnp.float32, mesh, spec), shapes, specs, is_leaf=is_shape
+    )
+    state: Tree = {"step": _abstract((), jnp.int32, mesh, P()), "m": moments(), "v": moments()}
   else:
     state = {}
   data = _abstract((config.batch, config.seq_len), jnp.int32, mesh, P(None, CP))

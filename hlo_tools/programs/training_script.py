@@ -68,15 +68,18 @@ def run(mesh: Any, config: dict[str, Any] | None = None) -> str:
 
   def init(key: Array) -> dict[str, Array]:
     k1, k2, k3 = jax.random.split(key, 3)
-    scale = cfg.hidden ** -0.5
-    return {"wq": (jax.random.normal(k1, (cfg.hidden, cfg.hidden)) * scale).astype(dtype),
-            "wkv": (jax.random.normal(k2, (cfg.hidden, cfg.hidden)) * scale).astype(dtype),
-            "out": (jax.random.normal(k3, (cfg.hidden, cfg.vocab)) * scale).astype(dtype)}
+    scale = cfg.hidden**-0.5
+    return {
+      "wq": (jax.random.normal(k1, (cfg.hidden, cfg.hidden)) * scale).astype(dtype),
+      "wkv": (jax.random.normal(k2, (cfg.hidden, cfg.hidden)) * scale).astype(dtype),
+      "out": (jax.random.normal(k3, (cfg.hidden, cfg.vocab)) * scale).astype(dtype),
+    }
 
   spec = {"wq": P(), "wkv": P(), "out": P()}
 
-  def per_shard_step(params: dict[str, Array], x: Array,
-                     labels: Array) -> tuple[dict[str, Array], Array]:
+  def per_shard_step(
+    params: dict[str, Array], x: Array, labels: Array
+  ) -> tuple[dict[str, Array], Array]:
     (loss, _), grads = jax.value_and_grad(_loss, has_aux=True)(params, x, labels)
     grads = jax.tree.map(lambda g: lax.pmean(g, CP), grads)
     return jax.tree.map(lambda p, g: p - 1e-3 * g.astype(p.dtype), params, grads), loss
@@ -84,19 +87,32 @@ def run(mesh: Any, config: dict[str, Any] | None = None) -> str:
   def per_shard_eval(params: dict[str, Array], x: Array, labels: Array) -> tuple[Array, Array]:
     return _loss(params, x, labels)
 
-  def train_step(params: dict[str, Array], x: Array,
-                 labels: Array) -> tuple[dict[str, Array], Array]:
-    return jax.shard_map(per_shard_step, mesh=mesh, in_specs=(spec, P(CP), P(CP)),
-                         out_specs=(spec, P()), check_vma=False)(params, x, labels)
+  def train_step(
+    params: dict[str, Array], x: Array, labels: Array
+  ) -> tuple[dict[str, Array], Array]:
+    return jax.shard_map(
+      per_shard_step,
+      mesh=mesh,
+      in_specs=(spec, P(CP), P(CP)),
+      out_specs=(spec, P()),
+      check_vma=False,
+    )(params, x, labels)
 
   def eval_step(params: dict[str, Array], x: Array, labels: Array) -> tuple[Array, Array]:
-    return jax.shard_map(per_shard_eval, mesh=mesh, in_specs=(spec, P(CP), P(CP)),
-                         out_specs=(P(), P()), check_vma=False)(params, x, labels)
+    return jax.shard_map(
+      per_shard_eval,
+      mesh=mesh,
+      in_specs=(spec, P(CP), P(CP)),
+      out_specs=(P(), P()),
+      check_vma=False,
+    )(params, x, labels)
 
   key = jax.ShapeDtypeStruct((2,), jnp.uint32, sharding=replicated)
-  params = {"wq": jax.ShapeDtypeStruct((cfg.hidden, cfg.hidden), dtype, sharding=replicated),
-            "wkv": jax.ShapeDtypeStruct((cfg.hidden, cfg.hidden), dtype, sharding=replicated),
-            "out": jax.ShapeDtypeStruct((cfg.hidden, cfg.vocab), dtype, sharding=replicated)}
+  params = {
+    "wq": jax.ShapeDtypeStruct((cfg.hidden, cfg.hidden), dtype, sharding=replicated),
+    "wkv": jax.ShapeDtypeStruct((cfg.hidden, cfg.hidden), dtype, sharding=replicated),
+    "out": jax.ShapeDtypeStruct((cfg.hidden, cfg.vocab), dtype, sharding=replicated),
+  }
   x = jax.ShapeDtypeStruct((cfg.tokens, cfg.hidden), dtype, sharding=tokens)
   labels = jax.ShapeDtypeStruct((cfg.tokens,), jnp.int32, sharding=tokens)
   scalar = jax.ShapeDtypeStruct((), jnp.float32, sharding=replicated)
@@ -106,7 +122,8 @@ def run(mesh: Any, config: dict[str, Any] | None = None) -> str:
   train.compile()
   jax.jit(eval_step).lower(params, x, labels).compile()
   # The metrics a script logs: a lambda, as scripts often write it (jit__lambda).
-  jax.jit(lambda loss, acc: {"loss": loss, "accuracy": acc, "perplexity": jnp.exp(loss)}
-          ).lower(scalar, scalar).compile()
+  jax.jit(lambda loss, acc: {"loss": loss, "accuracy": acc, "perplexity": jnp.exp(loss)}).lower(
+    scalar, scalar
+  ).compile()
   text = train.as_text(dialect="hlo")
   return text.split(None, 2)[1].rstrip(",") if text.startswith("HloModule") else "train_step"

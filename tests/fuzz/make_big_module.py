@@ -41,8 +41,16 @@ def main(argv):
     calls.append(f"  %call.r{i} = {entry_result} call({args}), to_apply=%{entry_name}.r{i}")
   keep = ", ".join([f"%{root_name.group(1)}"] + [f"%call.r{i}" for i in range(1, k + 1)])
   shapes = ", ".join([entry_result] * (k + 1))
-  new_entry = "\n".join(lines[:root_line] + [root] + lines[root_line + 1:-1] + calls +
-                        [f"  ROOT %keep_all = ({shapes}) tuple({keep})", "}"]) + "\n"
+  new_entry = (
+    "\n".join(
+      lines[:root_line]
+      + [root]
+      + lines[root_line + 1 : -1]
+      + calls
+      + [f"  ROOT %keep_all = ({shapes}) tuple({keep})", "}"]
+    )
+    + "\n"
+  )
   new_entry = new_entry.replace(f"-> {entry_result} {{", f"-> ({shapes}) {{", 1)
   header = re.sub(r", entry_computation_layout=\{.*?\}(?=, [a-z_]+=|$)", "", header)
   with open(out, "w") as f:

@@ -19,15 +19,24 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
-PASS_TEST = (ROOT / "core/xla/backends/gpu/transforms/collectives/"
-             "nvshmem_permute_backend_assigner_test.cc")
+PASS_TEST = (
+  ROOT / "core/xla/backends/gpu/transforms/collectives/nvshmem_permute_backend_assigner_test.cc"
+)
 REGRESSIONS = ROOT / "tests" / "fuzz" / "regressions"
 
 # driver_fuzzer's kTopologies and kModes. Each module gets its own topology with
 # rewrite under the default costs and under slow NCCL on the network
 # ("rewrite-slownet"), annotate on another topology, and explain.
-TOPOLOGIES = ["1x1x8", "1x2x4", "2x2x4", "1x2x4:nvl8", "1x1x4", "2x2x2", "1x4x4:nvl8",
-              "1x2x4:map=1,0,3,2,5,4,7,6"]
+TOPOLOGIES = [
+  "1x1x8",
+  "1x2x4",
+  "2x2x4",
+  "1x2x4:nvl8",
+  "1x1x4",
+  "2x2x2",
+  "1x4x4:nvl8",
+  "1x2x4:map=1,0,3,2,5,4,7,6",
+]
 MODES = ["rewrite", "annotate", "explain"]
 TOPOLOGY_INDEX = {"1x1x8": 0, "1x2x4": 1, "2x2x4": 2}
 
@@ -36,8 +45,9 @@ def config_comment(code):
   """The comment naming configuration `code` (topology code % 8, mode code // 8 % 3,
   slow network code // 24 % 2)."""
   slow = " --slow-network" if (code // 24) % 2 else ""
-  return (f"/* driver_fuzzer --topology={TOPOLOGIES[code % 8]} "
-          f"--mode={MODES[(code // 8) % 3]}{slow} */\n").encode()
+  return (
+    f"/* driver_fuzzer --topology={TOPOLOGIES[code % 8]} --mode={MODES[(code // 8) % 3]}{slow} */\n"
+  ).encode()
 
 
 def seed_modules():
@@ -58,39 +68,46 @@ def seed_modules():
 # memcpy flag, a branch, a collectives group, a team the topology lacks).
 IDENTITY = ",".join(map(str, range(8)))
 RULE_SPECS = [
-    f"1x1x8:gpus_per_process=1:map={IDENTITY}",
-    "1x1x8:gpus_per_process=1:map=1,0,3,2,5,4,7,6",
-    f"1x2x4:gpus_per_process=1:map={IDENTITY}",
-    "1x2x4:gpus_per_process=1:map=0,4,1,5,2,6,3,7",
-    # One NVLink domain over two hosts (NVL8 of 2x4): the cost model prices
-    # every edge as NVLink, so only the host rules keep a ring on NCCL.
-    f"1x2x4:nvl8:gpus_per_process=1:map={IDENTITY}",
-    f"1x2x4:nvl8:gpus_per_process=4:map={IDENTITY}",
-    "1x1x8:gpus_per_process=1",
-    f"1x1x8:gpus_per_process=2:map={IDENTITY}",
-    f"1x1x8:gpus_per_process=8:map={IDENTITY}",
-    f"1x2x4:gpus_per_process=4:map={IDENTITY}",
+  f"1x1x8:gpus_per_process=1:map={IDENTITY}",
+  "1x1x8:gpus_per_process=1:map=1,0,3,2,5,4,7,6",
+  f"1x2x4:gpus_per_process=1:map={IDENTITY}",
+  "1x2x4:gpus_per_process=1:map=0,4,1,5,2,6,3,7",
+  # One NVLink domain over two hosts (NVL8 of 2x4): the cost model prices
+  # every edge as NVLink, so only the host rules keep a ring on NCCL.
+  f"1x2x4:nvl8:gpus_per_process=1:map={IDENTITY}",
+  f"1x2x4:nvl8:gpus_per_process=4:map={IDENTITY}",
+  "1x1x8:gpus_per_process=1",
+  f"1x1x8:gpus_per_process=2:map={IDENTITY}",
+  f"1x1x8:gpus_per_process=8:map={IDENTITY}",
+  f"1x2x4:gpus_per_process=4:map={IDENTITY}",
 ]
 FAST = "latency_us: 0 bandwidth_gbps: 1e6 per_buffer_us: 0"
 RULE_TABLES = [
-    f"links {{ backend: NVSHMEM link_class: NVLINK {FAST} }}\n"
-    "nvshmem_max_bytes: 67108864\n",
-    "backends: [NCCL, PEER]\n"
-    f"links {{ backend: PEER link_class: NVLINK {FAST} }}\n",
-    "backends: [NCCL, SYMMETRIC]\nsymmetric_signals: true\n"
-    f"links {{ backend: SYMMETRIC link_class: NVLINK {FAST} }}\n",
+  f"links {{ backend: NVSHMEM link_class: NVLINK {FAST} }}\nnvshmem_max_bytes: 67108864\n",
+  f"backends: [NCCL, PEER]\nlinks {{ backend: PEER link_class: NVLINK {FAST} }}\n",
+  "backends: [NCCL, SYMMETRIC]\nsymmetric_signals: true\n"
+  f"links {{ backend: SYMMETRIC link_class: NVLINK {FAST} }}\n",
 ]
 RING8 = "0 1 1 2 2 3 3 4 4 5 5 6 6 7 7 0"
 RULE_REQUESTS = [
-    f"33554432 8 1 1 {RING8}",                      # a ring, at half the heap
-    f"33554433 8 1 1 {RING8}",                      # one byte over
-    "1048576 8 1 1 0 1 1 2 2 3 3 4 4 5 5 6 6 7",   # a shift: device 0 no source
-    "1048576 8 1 1 0 0 1 1 2 2 3 3 4 4 5 5 6 6 7 7",  # local copies
-    "1048576 4 2 1 0 1 1 2 2 3 3 0",               # two groups of a ring of 4
-    "1048576 4 1 1 0 1 1 2 2 3 3 0",               # a ring of the first 4
+  f"33554432 8 1 1 {RING8}",  # a ring, at half the heap
+  f"33554433 8 1 1 {RING8}",  # one byte over
+  "1048576 8 1 1 0 1 1 2 2 3 3 4 4 5 5 6 6 7",  # a shift: device 0 no source
+  "1048576 8 1 1 0 0 1 1 2 2 3 3 4 4 5 5 6 6 7 7",  # local copies
+  "1048576 4 2 1 0 1 1 2 2 3 3 0",  # two groups of a ring of 4
+  "1048576 4 1 1 0 1 1 2 2 3 3 0",  # a ring of the first 4
 ]
-RULE_FACTS = ["", "types=f32", "types=bf16,s8", "types=pred", "memcpy", "branch",
-              "group", "team=16", "team=4"]
+RULE_FACTS = [
+  "",
+  "types=f32",
+  "types=bf16,s8",
+  "types=pred",
+  "memcpy",
+  "branch",
+  "group",
+  "team=16",
+  "team=4",
+]
 
 
 def write_rule_seeds(selection, n):
@@ -100,8 +117,7 @@ def write_rule_seeds(selection, n):
       for request in RULE_REQUESTS:
         facts = RULE_FACTS if request.startswith("33554432 ") else [""]
         for fact in facts:
-          (selection / f"seed{n:03d}").write_text(
-              f"{spec}\n%%\n{table}%%\n{request}\n%%\n{fact}\n")
+          (selection / f"seed{n:03d}").write_text(f"{spec}\n%%\n{table}%%\n{request}\n%%\n{fact}\n")
           n += 1
   return n
 
@@ -114,24 +130,41 @@ def main(argv):
   count = 0
   for name, data, topology in seed_modules():
     base = TOPOLOGY_INDEX.get(topology, 1)
-    for extra, tag in ((0, "rewrite"), (24, "rewrite-slownet"), (3 + 8, "annotate-nvl8"),
-                       (16, "explain")):
+    for extra, tag in (
+      (0, "rewrite"),
+      (24, "rewrite-slownet"),
+      (3 + 8, "annotate-nvl8"),
+      (16, "explain"),
+    ):
       (driver / f"{name}.{tag}").write_bytes(config_comment(base + extra) + data)
       count += 1
   for path in sorted(REGRESSIONS.glob("*")) if REGRESSIONS.is_dir() else []:
     if path.is_file() and path.suffix in (".hlo", ".pb"):
       (driver / f"regression.{path.name}").write_bytes(path.read_bytes())
       count += 1
-  specs = ["1x1x8", "1x2x4", "2x2x4", "1x2x4:nvl8", "1x9x8:nvl72",
-           "1x2x4:map=1,0,3,2,5,4,7,6", "2x2x4:nvl=8"]
-  tables = ["",
-            "links { backend: NCCL link_class: NETWORK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 0 }\nsm_interference { backend: NCCL fraction: 4 }\n",
-            "margin: 0.5\nnvshmem_max_bytes: 1024\n# comment\n",
-            "links { backend: NVSHMEM link_class: NVLINK latency_us: 0 bandwidth_gbps: 1e-3 per_buffer_us: 0 }\n",
-            "links { backend: NCCL link_class: NVLINK points { buffers: 1 bytes: 1024 us: 14 } points { buffers: 4 bytes: 1024 us: 40 } points { buffers: 1 bytes: 1048576 us: 20 } }\nsm_interference { backend: NCCL fraction: 0 }\n",
-            "backends: [NCCL, PEER]\nlinks { backend: PEER link_class: NVLINK latency_us: 2 }\n"]
-  requests = ["1048576 8 1 1 0 1 1 2 2 3 3 4 4 5 5 6 6 7 7 0",
-              "4096 8 1 1 0 4 4 0", "0 4 2 0 0 1 1 0", "67108864 16 1 1 0 8 8 0 3 11"]
+  specs = [
+    "1x1x8",
+    "1x2x4",
+    "2x2x4",
+    "1x2x4:nvl8",
+    "1x9x8:nvl72",
+    "1x2x4:map=1,0,3,2,5,4,7,6",
+    "2x2x4:nvl=8",
+  ]
+  tables = [
+    "",
+    "links { backend: NCCL link_class: NETWORK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 0 }\nsm_interference { backend: NCCL fraction: 4 }\n",
+    "margin: 0.5\nnvshmem_max_bytes: 1024\n# comment\n",
+    "links { backend: NVSHMEM link_class: NVLINK latency_us: 0 bandwidth_gbps: 1e-3 per_buffer_us: 0 }\n",
+    "links { backend: NCCL link_class: NVLINK points { buffers: 1 bytes: 1024 us: 14 } points { buffers: 4 bytes: 1024 us: 40 } points { buffers: 1 bytes: 1048576 us: 20 } }\nsm_interference { backend: NCCL fraction: 0 }\n",
+    "backends: [NCCL, PEER]\nlinks { backend: PEER link_class: NVLINK latency_us: 2 }\n",
+  ]
+  requests = [
+    "1048576 8 1 1 0 1 1 2 2 3 3 4 4 5 5 6 6 7 7 0",
+    "4096 8 1 1 0 4 4 0",
+    "0 4 2 0 0 1 1 0",
+    "67108864 16 1 1 0 8 8 0 3 11",
+  ]
   n = 0
   for spec in specs:
     for table in tables:

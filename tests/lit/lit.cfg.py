@@ -29,42 +29,35 @@ cfg.suffixes = [".test", ".hlo"]
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(os.path.dirname(here))
-build = os.path.abspath(
-    os.environ.get("NVSHMEM_OPT_BUILD_DIR") or os.path.join(root, "build")
-)
+build = os.path.abspath(os.environ.get("NVSHMEM_OPT_BUILD_DIR") or os.path.join(root, "build"))
 cfg.test_source_root = here
 # Temporary files (%t) go under the build directory, not the source tree.
 cfg.test_exec_root = os.path.join(build, "lit-tests")
 
 driver = os.path.join(build, "nvshmem-opt")
 if not os.access(driver, os.X_OK):
-    lit_cfg.fatal(
-        f"{driver}: not built (cmake --build build --target nvshmem-opt, "
-        "or set NVSHMEM_OPT_BUILD_DIR)"
-    )
+  lit_cfg.fatal(
+    f"{driver}: not built (cmake --build build --target nvshmem-opt, or set NVSHMEM_OPT_BUILD_DIR)"
+  )
 
 
 def _llvm_version(path: str) -> int:
-    match = re.search(r"llvm-(\d+)", path)
-    return int(match.group(1)) if match else 0
+  match = re.search(r"llvm-(\d+)", path)
+  return int(match.group(1)) if match else 0
 
 
-installed = sorted(
-    glob.glob("/usr/lib/llvm-*/bin/FileCheck"), key=_llvm_version, reverse=True
-)
+installed = sorted(glob.glob("/usr/lib/llvm-*/bin/FileCheck"), key=_llvm_version, reverse=True)
 filecheck = (
-    os.environ.get("FILECHECK")
-    or (installed[0] if installed else None)
-    or shutil.which("FileCheck")
+  os.environ.get("FILECHECK") or (installed[0] if installed else None) or shutil.which("FileCheck")
 )
 if not filecheck:
-    lit_cfg.fatal("FileCheck not found (Debian's llvm-14-tools; or FILECHECK)")
+  lit_cfg.fatal("FileCheck not found (Debian's llvm-14-tools; or FILECHECK)")
 
 
 def _word(name: str) -> str:
-    # A tool's name is replaced only where it stands as a word of its own, so
-    # paths and messages that contain it are left alone.
-    return r"(?<![\w/.%-])" + re.escape(name) + r"(?![\w/.-])"
+  # A tool's name is replaced only where it stands as a word of its own, so
+  # paths and messages that contain it are left alone.
+  return r"(?<![\w/.%-])" + re.escape(name) + r"(?![\w/.-])"
 
 
 cfg.substitutions.append(("%fixtures", os.path.join(root, "tests", "fixtures")))

@@ -23,23 +23,26 @@ ROOT = Path(__file__).resolve().parents[3]
 CORE = "core/xla/backends/gpu/transforms/collectives"
 DOC = ROOT / "docs" / "architecture.md"
 
-RECORD = '''},
+RECORD = """},
     {"stand_in", "stand-in memory", "DEFAULT", "COLLECTIVES_STAND_IN_MEMORY",
      "stand_in", "a test build's XLA", "one host",
      "stand-in memory (a test build): every edge of the permute inside one "
      "host.",
-     "none: NCCL's numbers"}};'''
+     "none: NCCL's numbers"}};"""
 
 # File -> (anchor, replacement) edits; each anchor must occur exactly once.
 EDITS = {
-    f"{CORE}/nvshmem_cost_table.h": [
-        ("kSymmetric = 3 };", "kSymmetric = 3, kStandIn = 4 };"),
-        ("kNumBackends = 4;", "kNumBackends = 5;")],
-    f"{CORE}/nvshmem_cost_table.cc": [('"symmetric"};', '"symmetric", "stand_in"};')],
-    f"{CORE}/nvshmem_cost_table.proto": [
-        ("SYMMETRIC = 4;", "SYMMETRIC = 4;\n    STAND_IN = 5;")],
-    # A rule of its own, with a kind the core has: every edge inside one host.
-    f"{CORE}/nvshmem_backend_selection.cc": [("    case Backend::kPeer:\n", """\
+  f"{CORE}/nvshmem_cost_table.h": [
+    ("kSymmetric = 3 };", "kSymmetric = 3, kStandIn = 4 };"),
+    ("kNumBackends = 4;", "kNumBackends = 5;"),
+  ],
+  f"{CORE}/nvshmem_cost_table.cc": [('"symmetric"};', '"symmetric", "stand_in"};')],
+  f"{CORE}/nvshmem_cost_table.proto": [("SYMMETRIC = 4;", "SYMMETRIC = 4;\n    STAND_IN = 5;")],
+  # A rule of its own, with a kind the core has: every edge inside one host.
+  f"{CORE}/nvshmem_backend_selection.cc": [
+    (
+      "    case Backend::kPeer:\n",
+      """\
     case Backend::kStandIn:
       if (int n = EdgesLeavingHost(topology, request.device_edges)) {
         return MakeRefusal(RefusalKind::kLeavesHost, n,
@@ -47,10 +50,13 @@ EDITS = {
       }
       return std::nullopt;
     case Backend::kPeer:
-""")],
-    # The record goes last in kBackends: its index is its enum value.
-    "core/extensions/backends.cc": [(re.compile(r"(kBackends\[kNumBackends\] = \{.*?)\}\};", re.S),
-                                lambda m: m.group(1) + RECORD)],
+""",
+    )
+  ],
+  # The record goes last in kBackends: its index is its enum value.
+  "core/extensions/backends.cc": [
+    (re.compile(r"(kBackends\[kNumBackends\] = \{.*?)\}\};", re.S), lambda m: m.group(1) + RECORD)
+  ],
 }
 
 
@@ -61,13 +67,17 @@ class Fail(Exception):
 def edit(path, text, anchor, replacement):
   if isinstance(anchor, str):
     if text.count(anchor) != 1:
-      raise Fail(f"{path}: '{anchor}' is not in it once; the stand-in backend needs "
-                 "core/extensions/stand_in/add_backend.py updated")
+      raise Fail(
+        f"{path}: '{anchor}' is not in it once; the stand-in backend needs "
+        "core/extensions/stand_in/add_backend.py updated"
+      )
     return text.replace(anchor, replacement)
   new, n = anchor.subn(replacement, text)
   if n != 1:
-    raise Fail(f"{path}: kBackends' closing '}};' not found; the stand-in backend needs "
-               "core/extensions/stand_in/add_backend.py updated")
+    raise Fail(
+      f"{path}: kBackends' closing '}};' not found; the stand-in backend needs "
+      "core/extensions/stand_in/add_backend.py updated"
+    )
   return new
 
 
@@ -92,8 +102,11 @@ def sources():
   paths = []
   for folder in (CORE, "core/extensions"):
     for path in sorted((ROOT / folder).iterdir()):
-      if path.is_file() and path.suffix in (".h", ".cc", ".proto") and \
-          not path.name.endswith("_test.cc"):
+      if (
+        path.is_file()
+        and path.suffix in (".h", ".cc", ".proto")
+        and not path.name.endswith("_test.cc")
+      ):
         paths.append(path.relative_to(ROOT).as_posix())
   return paths
 
@@ -115,8 +128,10 @@ def main(argv):
   try:
     listed = documented_files()
     if sorted(listed) != sorted(EDITS):
-      raise Fail(f"{DOC.name} lists {', '.join(listed)} for a new backend, and the "
-                 f"stand-in edits {', '.join(EDITS)}: make them agree")
+      raise Fail(
+        f"{DOC.name} lists {', '.join(listed)} for a new backend, and the "
+        f"stand-in edits {', '.join(EDITS)}: make them agree"
+      )
     for relative in sources():
       text = (ROOT / relative).read_text()
       for anchor, replacement in EDITS.get(relative, []):

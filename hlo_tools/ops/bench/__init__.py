@@ -24,8 +24,13 @@ Result = dict[str, Any]  # a figure's record, as `hlo-tools bench` writes it in 
 
 def stats(samples: Sequence[float]) -> Result:
   """Median, min and max of a list of numbers (the samples kept for the record)."""
-  return {"median": statistics.median(samples), "min": min(samples), "max": max(samples),
-          "n": len(samples), "samples": samples}
+  return {
+    "median": statistics.median(samples),
+    "min": min(samples),
+    "max": max(samples),
+    "n": len(samples),
+    "samples": samples,
+  }
 
 
 def _log(message: str) -> None:
@@ -41,10 +46,13 @@ def _keep(keep_dir: str | None, name: str, text: str) -> None:
 # ---------------------------------------------------------------------------------------
 # P1
 
-def run_pass(path: str, out_path: str, topology: str | None = programs.TOPOLOGY
-             ) -> tuple[float, float, dict[str, Any]]:
+
+def run_pass(
+  path: str, out_path: str, topology: str | None = programs.TOPOLOGY
+) -> tuple[float, float, dict[str, Any]]:
   """One nvshmem-opt run: (pass seconds from its report, whole-process seconds)."""
   from hlo_tools.model import driver  # pylint: disable=import-outside-toplevel
+
   exe = driver.find_nvshmem_opt()
   if exe is None:
     raise RuntimeError(driver.NOT_INSTALLED)
@@ -52,8 +60,7 @@ def run_pass(path: str, out_path: str, topology: str | None = programs.TOPOLOGY
   if topology:  # None: the driver derives it from the module
     cmd.append(f"--topology={topology}")
   t0 = time.perf_counter()
-  proc = subprocess.run(cmd, env=driver.driver_env(), capture_output=True, text=True,
-                        check=False)
+  proc = subprocess.run(cmd, env=driver.driver_env(), capture_output=True, text=True, check=False)
   wall = time.perf_counter() - t0
   if proc.returncode != 0:
     raise RuntimeError(f"nvshmem-opt failed: {driver.first_message(proc.stderr)}")
@@ -90,18 +97,32 @@ def bench_p1(sizes: Mapping[str, int], runs: int, keep_dir: str | None = None) -
   ratio = statistics.median(pass_s) / statistics.median(compile_s)
   decisions = report.get("decisions") or []
   return {
-      "ratio": ratio,
-      # Bounds, not paired runs: the compile and the pass run in different processes.
-      "ratio_min": min(pass_s) / max(compile_s), "ratio_max": max(pass_s) / min(compile_s),
-      "goal": GOALS["P1"], "met": ratio <= GOALS["P1"],
-      "pass_s": stats(pass_s), "process_s": stats(process_s),
-      "process_ratio": statistics.median(process_s) / statistics.median(compile_s),
-      "compile_s": stats(compile_s),
-      "module": dict(module, program="llama", topology=programs.TOPOLOGY,
-                     num_layers=sizes["layers"], seq_len=sizes["seq_len"],
-                     hidden=4096, num_heads=32, num_kv_heads=8, head_dim=128, mlp=14336,
-                     dtype="bf16", cp=8, mesh_replica_groups_rewritten=rewritten_groups,
-                     permutes_decided=len(decisions)),
+    "ratio": ratio,
+    # Bounds, not paired runs: the compile and the pass run in different processes.
+    "ratio_min": min(pass_s) / max(compile_s),
+    "ratio_max": max(pass_s) / min(compile_s),
+    "goal": GOALS["P1"],
+    "met": ratio <= GOALS["P1"],
+    "pass_s": stats(pass_s),
+    "process_s": stats(process_s),
+    "process_ratio": statistics.median(process_s) / statistics.median(compile_s),
+    "compile_s": stats(compile_s),
+    "module": dict(
+      module,
+      program="llama",
+      topology=programs.TOPOLOGY,
+      num_layers=sizes["layers"],
+      seq_len=sizes["seq_len"],
+      hidden=4096,
+      num_heads=32,
+      num_kv_heads=8,
+      head_dim=128,
+      mlp=14336,
+      dtype="bf16",
+      cp=8,
+      mesh_replica_groups_rewritten=rewritten_groups,
+      permutes_decided=len(decisions),
+    ),
   }
 
 
@@ -112,13 +133,19 @@ def _module_size(text: str) -> dict[str, int]:
   replica groups in the raw Llama module, and the count must not depend on that.
   """
   import re  # pylint: disable=import-outside-toplevel
+
   n = len(re.findall(r"^\s+(?:ROOT )?%?[\w.\-]+ = ", text, flags=re.M))
-  return {"bytes": len(text.encode()), "lines": text.count("\n"), "instructions": n,
-          "collective_permutes": len(re.findall(r" collective-permute(?:-start)?\(", text))}
+  return {
+    "bytes": len(text.encode()),
+    "lines": text.count("\n"),
+    "instructions": n,
+    "collective_permutes": len(re.findall(r" collective-permute(?:-start)?\(", text)),
+  }
 
 
 # ---------------------------------------------------------------------------------------
 # P2
+
 
 def bench_p2(sizes: Mapping[str, int], runs: int, keep_dir: str | None = None) -> Result:
   layers = sizes["ring_layers"]
@@ -132,11 +159,15 @@ def bench_p2(sizes: Mapping[str, int], runs: int, keep_dir: str | None = None) -
   ratio = statistics.median(ours) / statistics.median(theirs)
   memory = _p2_memory(text)
   return {
-      "ratio": ratio, "ratio_min": min(ratios), "ratio_max": max(ratios),
-      "goal": GOALS["P2"], "met": ratio <= GOALS["P2"],
-      "ours_s": stats(ours), "jaxlib_s": stats(theirs),
-      "module": dict(_module_size(text), program="ring", ring_layers=layers),
-      "memory": memory,
+    "ratio": ratio,
+    "ratio_min": min(ratios),
+    "ratio_max": max(ratios),
+    "goal": GOALS["P2"],
+    "met": ratio <= GOALS["P2"],
+    "ours_s": stats(ours),
+    "jaxlib_s": stats(theirs),
+    "module": dict(_module_size(text), program="ring", ring_layers=layers),
+    "memory": memory,
   }
 
 
@@ -170,6 +201,7 @@ def _p2_memory(text: str) -> dict[str, float]:
   import tracemalloc  # pylint: disable=import-outside-toplevel
 
   from hlo_tools.hlo.reader import parse_hlo_text  # pylint: disable=import-outside-toplevel
+
   result: dict[str, float] = {}
   with tempfile.TemporaryDirectory(prefix="hlo-tools-bench-p2-") as tmp:
     path = os.path.join(tmp, "module.hlo")
@@ -180,9 +212,13 @@ def _p2_memory(text: str) -> dict[str, float]:
       # reset just before. Not ru_maxrss: on Linux a child's ru_maxrss starts at
       # its parent's RSS at fork (about 100 MB once this process has imported
       # jaxlib), which swamps a small parse.
-      proc = subprocess.run([sys.executable, "-c", _MEMORY_CHILD, which, path],
-                            capture_output=True, text=True, check=True,
-                            env=programs._env())  # pylint: disable=protected-access
+      proc = subprocess.run(
+        [sys.executable, "-c", _MEMORY_CHILD, which, path],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=programs._env(),
+      )  # pylint: disable=protected-access
       r = json.loads(proc.stdout.strip().splitlines()[-1])
       result[f"{which}_rss_peak_mb"] = (r["hwm_kb"] - r["rss_before_kb"]) / 1024
   tracemalloc.start()
@@ -226,6 +262,7 @@ def _diff_pair(layers: int, keep_dir: str | None, tag: str) -> tuple[str, str]:
 def _time_diff(text_a: str, text_b: str, runs: int) -> Result:
   from hlo_tools.model import sources  # pylint: disable=import-outside-toplevel
   from hlo_tools.ops import diff  # pylint: disable=import-outside-toplevel
+
   parse_s: list[float] = []
   diff_s: list[float] = []
   total_s: list[float] = []
@@ -255,8 +292,12 @@ def _time_diff(text_a: str, text_b: str, runs: int) -> Result:
     total_s.append(t2 - t0)
     ratios.append((t2 - t1) / (t1 - t0))
     summary = dict(result["summary"], json_bytes=len(out))
-  return {"parse_s": stats(parse_s), "diff_s": stats(diff_s), "ratio_runs": ratios,
-          "summary": summary}
+  return {
+    "parse_s": stats(parse_s),
+    "diff_s": stats(diff_s),
+    "ratio_runs": ratios,
+    "summary": summary,
+  }
 
 
 def bench_p3(sizes: Mapping[str, int], runs: int, keep_dir: str | None = None) -> Result:
@@ -275,37 +316,49 @@ def bench_p3(sizes: Mapping[str, int], runs: int, keep_dir: str | None = None) -
   per_instr = {k: result[k]["diff_s"]["median"] / result[k]["instructions"] for k in result}
   growth = per_instr["large"] / per_instr["small"]
   return {
-      "ratio": ratio, "ratio_min": min(large["ratio_runs"]),
-      "ratio_max": max(large["ratio_runs"]), "goal": GOALS["P3"],
-      "met": ratio <= GOALS["P3"],
-      # Per-instruction diff time at ~50k over that at ~5k: 1.0 is exactly linear.
-      "growth": growth, "size_factor": large["instructions"] / small["instructions"],
-      "diff_us_per_instruction": {k: v * 1e6 for k, v in per_instr.items()},
-      "small": small, "large": large,
+    "ratio": ratio,
+    "ratio_min": min(large["ratio_runs"]),
+    "ratio_max": max(large["ratio_runs"]),
+    "goal": GOALS["P3"],
+    "met": ratio <= GOALS["P3"],
+    # Per-instruction diff time at ~50k over that at ~5k: 1.0 is exactly linear.
+    "growth": growth,
+    "size_factor": large["instructions"] / small["instructions"],
+    "diff_us_per_instruction": {k: v * 1e6 for k, v in per_instr.items()},
+    "small": small,
+    "large": large,
   }
 
 
 # ---------------------------------------------------------------------------------------
 # Output
 
+
 def _range(st: Mapping[str, float], scale: float = 1e3, fmt: str = "{:.1f}") -> str:
-  return (f"{fmt.format(st['median'] * scale)} [{fmt.format(st['min'] * scale)}, "
-          f"{fmt.format(st['max'] * scale)}]")
+  return (
+    f"{fmt.format(st['median'] * scale)} [{fmt.format(st['min'] * scale)}, "
+    f"{fmt.format(st['max'] * scale)}]"
+  )
 
 
 def table(result: Result) -> str:
   """The human-readable summary: one block per figure, medians [min, max]."""
   lines = []
   m, v = result["machine"], result["versions"]
-  lines.append(f"machine: {m['cpu_model']}, {m['cpus_usable']} usable of "
-               f"{m['cpu_count']} cores, {m['mem_total_gb']:.1f} GB RAM; {m['platform']}")
+  lines.append(
+    f"machine: {m['cpu_model']}, {m['cpus_usable']} usable of "
+    f"{m['cpu_count']} cores, {m['mem_total_gb']:.1f} GB RAM; {m['platform']}"
+  )
   lines.append("versions: " + ", ".join(f"{k} {val}" for k, val in v.items()))
   quick = " (--quick: sizes too small for the goals)" if result["quick"] else ""
   lines.append(f"runs: {result['runs']}{quick}")
   lines.append("")
   lines.append(f"{'figure':<20} {'ratio':>10} {'[min, max]':>22} {'goal':>8}  met")
-  for key, name in (("P1", "P1 pass overhead"), ("P2", "P2 reader speed"),
-                    ("P3", "P3 diff / parse")):
+  for key, name in (
+    ("P1", "P1 pass overhead"),
+    ("P2", "P2 reader speed"),
+    ("P3", "P3 diff / parse"),
+  ):
     r = result.get(key)
     if r is None:
       continue
@@ -313,45 +366,66 @@ def table(result: Result) -> str:
       lines.append(f"{name:<20} skipped: {r['skipped']}")
       continue
     if key == "P1":
-      vals = (f"{r['ratio'] * 100:.4f}%", f"[{r['ratio_min'] * 100:.4f}%, "
-              f"{r['ratio_max'] * 100:.4f}%]", f"{r['goal'] * 100:.1f}%")
+      vals = (
+        f"{r['ratio'] * 100:.4f}%",
+        f"[{r['ratio_min'] * 100:.4f}%, {r['ratio_max'] * 100:.4f}%]",
+        f"{r['goal'] * 100:.1f}%",
+      )
     else:
-      vals = (f"{r['ratio']:.2f}", f"[{r['ratio_min']:.2f}, {r['ratio_max']:.2f}]",
-              f"{r['goal']:.1f}")
-    lines.append(f"{name:<20} {vals[0]:>10} {vals[1]:>22} {vals[2]:>8}  "
-                 f"{'yes' if r['met'] else 'NO'}")
+      vals = (
+        f"{r['ratio']:.2f}",
+        f"[{r['ratio_min']:.2f}, {r['ratio_max']:.2f}]",
+        f"{r['goal']:.1f}",
+      )
+    lines.append(
+      f"{name:<20} {vals[0]:>10} {vals[1]:>22} {vals[2]:>8}  {'yes' if r['met'] else 'NO'}"
+    )
   if "P3" in result and "growth" in result["P3"]:
     r = result["P3"]
-    lines.append(f"{'P3 growth':<20} {r['growth']:>10.2f} {'':>22} {'~1':>8}  "
-                 f"(per-instruction diff time, {r['size_factor']:.1f}x more instructions)")
+    lines.append(
+      f"{'P3 growth':<20} {r['growth']:>10.2f} {'':>22} {'~1':>8}  "
+      f"(per-instruction diff time, {r['size_factor']:.1f}x more instructions)"
+    )
   lines.append("")
   lines.append("raw times, median [min, max]:")
   if "P1" in result:
     r = result["P1"]
     mod = r["module"]
-    lines.append(f"  P1 module: Llama-3-8B-shaped, {mod['num_layers']} layers, seq "
-                 f"{mod['seq_len']} (CP=8, {programs.TOPOLOGY}), fwd+bwd: "
-                 f"{mod['instructions']} instructions, {mod['collective_permutes']} "
-                 f"collective-permutes, {mod['bytes'] / 1e6:.1f} MB before-async text")
+    lines.append(
+      f"  P1 module: Llama-3-8B-shaped, {mod['num_layers']} layers, seq "
+      f"{mod['seq_len']} (CP=8, {programs.TOPOLOGY}), fwd+bwd: "
+      f"{mod['instructions']} instructions, {mod['collective_permutes']} "
+      f"collective-permutes, {mod['bytes'] / 1e6:.1f} MB before-async text"
+    )
     lines.append(f"  P1 nvshmem-opt pass      {_range(r['pass_s'], 1e6, '{:.0f}')} us")
-    lines.append(f"  P1 nvshmem-opt process   {_range(r['process_s'])} ms "
-                 f"(parse + pass + print + start-up; {r['process_ratio'] * 100:.3f}% of compile)")
-    lines.append(f"  P1 XLA compile           {_range(r['compile_s'], 1, '{:.2f}')} s "
-                 "(deviceless, `.compile()` only)")
+    lines.append(
+      f"  P1 nvshmem-opt process   {_range(r['process_s'])} ms "
+      f"(parse + pass + print + start-up; {r['process_ratio'] * 100:.3f}% of compile)"
+    )
+    lines.append(
+      f"  P1 XLA compile           {_range(r['compile_s'], 1, '{:.2f}')} s "
+      "(deviceless, `.compile()` only)"
+    )
   if "P2" in result:
     r = result["P2"]
     mod, mem = r["module"], r["memory"]
-    lines.append(f"  P2 text: {mod['bytes'] / 1e6:.1f} MB, {mod['lines']} lines, "
-                 f"{mod['instructions']} instructions ({mod['ring_layers']}-step ring)")
+    lines.append(
+      f"  P2 text: {mod['bytes'] / 1e6:.1f} MB, {mod['lines']} lines, "
+      f"{mod['instructions']} instructions ({mod['ring_layers']}-step ring)"
+    )
     lines.append(f"  P2 hlo_text parse        {_range(r['ours_s'])} ms")
     lines.append(f"  P2 jaxlib parse          {_range(r['jaxlib_s'])} ms")
-    lines.append(f"  P2 peak memory           ours {mem['ours_rss_peak_mb']:.0f} MB RSS "
-                 f"({mem['ours_tracemalloc_peak_mb']:.0f} MB tracemalloc), jaxlib "
-                 f"{mem['jaxlib_rss_peak_mb']:.0f} MB RSS ({mem['rss_ratio']:.1f}x)")
+    lines.append(
+      f"  P2 peak memory           ours {mem['ours_rss_peak_mb']:.0f} MB RSS "
+      f"({mem['ours_tracemalloc_peak_mb']:.0f} MB tracemalloc), jaxlib "
+      f"{mem['jaxlib_rss_peak_mb']:.0f} MB RSS ({mem['rss_ratio']:.1f}x)"
+    )
   if "P3" in result and "growth" in result["P3"]:
     for tag in ("small", "large"):
       r = result["P3"][tag]
-      lines.append(f"  P3 {tag}: {r['instructions']} instructions in both "
-                   f"({r['ring_layers']}-step ring before/after the pass): "
-                   f"parse {_range(r['parse_s'])} ms, diff {_range(r['diff_s'])} ms")
+      lines.append(
+        f"  P3 {tag}: {r['instructions']} instructions in both "
+        f"({r['ring_layers']}-step ring before/after the pass): "
+        f"parse {_range(r['parse_s'])} ms, diff {_range(r['diff_s'])} ms"
+      )
   return "\n".join(lines)

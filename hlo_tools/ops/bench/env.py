@@ -40,14 +40,20 @@ def machine() -> dict[str, Any]:
   except AttributeError:  # not Linux
     usable = os.cpu_count()
   mem_kb = _meminfo_kb("MemTotal")
-  return {"cpu_model": _cpu_model(), "cpu_count": os.cpu_count(), "cpus_usable": usable,
-          "mem_total_gb": mem_kb / 2**20 if mem_kb else 0.0,
-          "platform": platform.platform(), "python": platform.python_version()}
+  return {
+    "cpu_model": _cpu_model(),
+    "cpu_count": os.cpu_count(),
+    "cpus_usable": usable,
+    "mem_total_gb": mem_kb / 2**20 if mem_kb else 0.0,
+    "platform": platform.platform(),
+    "python": platform.python_version(),
+  }
 
 
 def versions() -> dict[str, str | None]:
   """jax, jaxlib, tensorflow (nvshmem-opt's XLA comes from it) and our git commit."""
   from importlib import metadata  # pylint: disable=import-outside-toplevel
+
   out: dict[str, str | None] = {}
   for name in ("jax", "jaxlib", "tensorflow"):
     try:
@@ -56,12 +62,19 @@ def versions() -> dict[str, str | None]:
       out[name] = None
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   try:
-    commit = subprocess.run(["git", "-C", root, "rev-parse", "--short=12", "HEAD"],
-                            capture_output=True, text=True, check=True).stdout.strip()
+    commit = subprocess.run(
+      ["git", "-C", root, "rev-parse", "--short=12", "HEAD"],
+      capture_output=True,
+      text=True,
+      check=True,
+    ).stdout.strip()
     # Uncommitted changes make the commit alone an incomplete description.
-    dirty = subprocess.run(["git", "-C", root, "status", "--porcelain",
-                            "--untracked-files=no"], capture_output=True, text=True,
-                           check=True).stdout.strip()
+    dirty = subprocess.run(
+      ["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+      capture_output=True,
+      text=True,
+      check=True,
+    ).stdout.strip()
     out["hlo_tools_commit"] = commit + ("-dirty" if dirty else "")
   except (OSError, subprocess.CalledProcessError):
     out["hlo_tools_commit"] = None

@@ -29,6 +29,7 @@ Program = dict[str, Any]
 def _build(program: Program) -> tuple[Callable[..., Any], Any]:
   """(function, args) for a program spec {"name": "llama"|"ring", ...}."""
   from hlo_tools.programs import bench, ring_attention  # pylint: disable=import-outside-toplevel
+
   target = dump.Target(topology=program.get("topology", TOPOLOGY))
   mesh = ring_attention.make_mesh(dump._devices(target))  # pylint: disable=protected-access
   if program["name"] == "llama":
@@ -40,6 +41,7 @@ def _build(program: Program) -> tuple[Callable[..., Any], Any]:
 def _child(spec: dict[str, Any]) -> int:
   import jax  # pylint: disable=import-outside-toplevel
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+
   fn, args = _build(spec["program"])
   # Warm-up on a trivial program: the first compile of a process also pays for
   # one-time set-up (backend and compiler initialization), which is not the
@@ -76,8 +78,7 @@ def _explicit_groups(m: "re.Match[str]") -> str:
   groups = reader.expand_mesh_groups(m.group(1))
   if groups is None:  # not a form the reader expands: left as it is
     return m.group(0)
-  return "replica_groups={" + ",".join(
-      "{" + ",".join(map(str, g)) + "}" for g in groups) + "}"
+  return "replica_groups={" + ",".join("{" + ",".join(map(str, g)) + "}" for g in groups) + "}"
 
 
 def legacy_replica_groups(text: str) -> str:
@@ -108,20 +109,35 @@ def _env(xla_dump_dir: str | None = None, pass_re: str | None = None) -> dict[st
   env.pop("JAX_COMPILATION_CACHE_DIR", None)
   package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   env["PYTHONPATH"] = os.pathsep.join(
-      [package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    [package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+  )
   return env
 
 
-def run_child(program: Program, repeats: int = 1, xla_dump_dir: str | None = None,
-              pass_re: str | None = None, text_out: str | None = None,
-              timeout: float = 3600) -> dict[str, list[float]]:
+def run_child(
+  program: Program,
+  repeats: int = 1,
+  xla_dump_dir: str | None = None,
+  pass_re: str | None = None,
+  text_out: str | None = None,
+  timeout: float = 3600,
+) -> dict[str, list[float]]:
   """Compiles `program` in a child; returns {"lower_s", "compile_s": [...]}."""
   with tempfile.TemporaryDirectory(prefix="hlo-tools-bench-") as tmp:
-    spec: dict[str, Any] = {"program": program, "repeats": repeats, "text_out": text_out,
-            "result": os.path.join(tmp, "result.json")}
-    proc = subprocess.run([sys.executable, "-m", "hlo_tools.ops.bench.programs",
-                           json.dumps(spec)], env=_env(xla_dump_dir, pass_re),
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    spec: dict[str, Any] = {
+      "program": program,
+      "repeats": repeats,
+      "text_out": text_out,
+      "result": os.path.join(tmp, "result.json"),
+    }
+    proc = subprocess.run(
+      [sys.executable, "-m", "hlo_tools.ops.bench.programs", json.dumps(spec)],
+      env=_env(xla_dump_dir, pass_re),
+      capture_output=True,
+      text=True,
+      timeout=timeout,
+      check=False,
+    )
     if proc.returncode != 0:
       tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
       raise RuntimeError(f"bench compile child failed (exit {proc.returncode}): {tail}")
@@ -130,8 +146,7 @@ def run_child(program: Program, repeats: int = 1, xla_dump_dir: str | None = Non
       return result
 
 
-def before_async_text(program: Program, timeout: float = 3600, text_out: str | None = None
-                      ) -> str:
+def before_async_text(program: Program, timeout: float = 3600, text_out: str | None = None) -> str:
   """The module entering XLA's async-collective-creator (what the pass sees).
 
   Only the passes next to async-collective-creator are dumped: a full
@@ -139,8 +154,13 @@ def before_async_text(program: Program, timeout: float = 3600, text_out: str | N
   given, also receives the optimized module of the same compile.
   """
   with tempfile.TemporaryDirectory(prefix="hlo-tools-bench-dump-") as tmp:
-    run_child(program, xla_dump_dir=tmp, pass_re="async-collective-creator",
-              text_out=text_out, timeout=timeout)
+    run_child(
+      program,
+      xla_dump_dir=tmp,
+      pass_re="async-collective-creator",
+      text_out=text_out,
+      timeout=timeout,
+    )
     text: str = dump.pass_snapshot_text(tmp, "async-collective-creator", when="before")
     return text
 

@@ -29,8 +29,9 @@ def _seconds(fn: Callable[[], object]) -> float:
   return time.perf_counter() - t0
 
 
-def bench_parse(text: str, runs: int = 5,
-                others: Mapping[str, Callable[[str], object]] | None = None) -> dict[str, Any]:
+def bench_parse(
+  text: str, runs: int = 5, others: Mapping[str, Callable[[str], object]] | None = None
+) -> dict[str, Any]:
   """Parse seconds of ours and jaxlib's (`jaxlib._hlo.hlo_module_from_text`).
 
   The parsers take turns within each run, and which goes first rotates, so that drift
@@ -42,6 +43,7 @@ def bench_parse(text: str, runs: int = 5,
   parsers: dict[str, Callable[[], object]] = {"ours": lambda: parse_hlo_text(text)}
   try:
     from jaxlib._hlo import hlo_module_from_text  # pylint: disable=import-outside-toplevel
+
     jaxlib_parse: Callable[[str], object] = hlo_module_from_text
     parsers["jaxlib"] = lambda: jaxlib_parse(text)
   except ImportError:
@@ -51,17 +53,26 @@ def bench_parse(text: str, runs: int = 5,
   samples: dict[str, list[float]] = {label: [] for label in parsers}
   order = list(parsers)
   for r in range(runs):
-    for label in order[r % len(order):] + order[:r % len(order)]:
+    for label in order[r % len(order) :] + order[: r % len(order)]:
       samples[label].append(_seconds(parsers[label]))
   ours, theirs = samples.pop("ours"), samples.pop("jaxlib", [])
-  result = {"bytes": len(text.encode()), "lines": text.count("\n"), "runs": runs,
-            "ours_s": statistics.median(ours), "jaxlib_s": None, "ratio": None,
-            "ours_samples": ours, "jaxlib_samples": theirs,
-            "others": {label: {"median_s": statistics.median(s), "samples": s}
-                       for label, s in samples.items()}}
+  result = {
+    "bytes": len(text.encode()),
+    "lines": text.count("\n"),
+    "runs": runs,
+    "ours_s": statistics.median(ours),
+    "jaxlib_s": None,
+    "ratio": None,
+    "ours_samples": ours,
+    "jaxlib_samples": theirs,
+    "others": {
+      label: {"median_s": statistics.median(s), "samples": s} for label, s in samples.items()
+    },
+  }
   if theirs:
-    result.update(jaxlib_s=statistics.median(theirs),
-                  ratio=statistics.median(ours) / statistics.median(theirs))
+    result.update(
+      jaxlib_s=statistics.median(theirs), ratio=statistics.median(ours) / statistics.median(theirs)
+    )
   return result
 
 
@@ -76,11 +87,12 @@ def _generate_big_module(layers: int = 400) -> str:
   from jax.sharding import NamedSharding, PartitionSpec as P  # pylint: disable=import-outside-toplevel
 
   import hlo_tools  # pylint: disable=import-outside-toplevel
-  config = os.path.join(os.path.dirname(hlo_tools.__file__), "data",
-                        "h200_gpu_target_config.pbtxt")
+
+  config = os.path.join(os.path.dirname(hlo_tools.__file__), "data", "h200_gpu_target_config.pbtxt")
   with open(config) as config_file:
-    topo = topologies.get_topology_desc(platform="cuda", topology="1x2x4",
-                                        target_config=config_file.read())
+    topo = topologies.get_topology_desc(
+      platform="cuda", topology="1x2x4", target_config=config_file.read()
+    )
   mesh = jax.sharding.Mesh(topo.devices, ("cp",))
   n = len(topo.devices)
   perm = [(j, (j + 1) % n) for j in range(n)]
@@ -111,13 +123,16 @@ def _load_reader(path: str) -> Callable[[str], object]:
 
 
 def _ms(samples: Sequence[float]) -> str:
-  return (f"{statistics.median(samples) * 1e3:.1f} ms "
-          f"[{min(samples) * 1e3:.1f}, {max(samples) * 1e3:.1f}]")
+  return (
+    f"{statistics.median(samples) * 1e3:.1f} ms "
+    f"[{min(samples) * 1e3:.1f}, {max(samples) * 1e3:.1f}]"
+  )
 
 
 def main(argv: Sequence[str]) -> int:
-  parser = argparse.ArgumentParser(prog="python -m hlo_tools.ops.bench.reader",
-                                   description=(__doc__ or "").split("\n\n")[0])
+  parser = argparse.ArgumentParser(
+    prog="python -m hlo_tools.ops.bench.reader", description=(__doc__ or "").split("\n\n")[0]
+  )
   parser.add_argument("file", nargs="?", help="HLO text (default: compile a ring)")
   parser.add_argument("--runs", type=int, default=5)
   parser.add_argument("--previous", help="another hlo_text.py to time alongside")

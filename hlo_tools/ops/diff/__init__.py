@@ -29,11 +29,29 @@ from hlo_tools.ops.diff.render import (
 )
 
 # The library API (report, bench and the fixture generator use it).
-__all__ = ["attribute_changes", "base_name", "collective_view", "collectives_diff",
-           "collectives_html", "diff_html", "diff_sources", "esc", "format_html",
-           "format_text", "match_collectives", "match_computations",
-           "match_instructions", "page", "read_input", "read_stage", "signature", "to_json",
-           "trace", "trace_html", "trace_text"]
+__all__ = [
+  "attribute_changes",
+  "base_name",
+  "collective_view",
+  "collectives_diff",
+  "collectives_html",
+  "diff_html",
+  "diff_sources",
+  "esc",
+  "format_html",
+  "format_text",
+  "match_collectives",
+  "match_computations",
+  "match_instructions",
+  "page",
+  "read_input",
+  "read_stage",
+  "signature",
+  "to_json",
+  "trace",
+  "trace_html",
+  "trace_text",
+]
 
 
 read_input = dumps.read_input  # FILE or DIR:STAGE, as explain and verify read it

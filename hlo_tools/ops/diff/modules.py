@@ -16,14 +16,14 @@ Change = dict[str, Any]
 
 
 def _comp_key(comp: HloComputation, loose: bool = False) -> Hashable:
-  params = tuple(p.shape.to_string(False) for p in comp.instructions
-                 if p.opcode == "parameter")
+  params = tuple(p.shape.to_string(False) for p in comp.instructions if p.opcode == "parameter")
   root = comp.root.opcode if comp.root is not None else None
   return (root, params) if loose else (root, params, len(comp.instructions))
 
 
-def match_computations(ma: HloModule, mb: HloModule
-                       ) -> list[tuple[HloComputation | None, HloComputation | None]]:
+def match_computations(
+  ma: HloModule, mb: HloModule
+) -> list[tuple[HloComputation | None, HloComputation | None]]:
   """[(comp_a or None, comp_b or None)]: by name, then by structure."""
   pairs: dict[str, HloComputation] = {}
   for cb in mb.computations:
@@ -38,7 +38,8 @@ def match_computations(ma: HloModule, mb: HloModule
       pairs[cb.name] = ca
       matched_a.add(ca.name)
   out: list[tuple[HloComputation | None, HloComputation | None]] = [
-      (pairs.get(cb.name), cb) for cb in mb.computations]
+    (pairs.get(cb.name), cb) for cb in mb.computations
+  ]
   out += [(ca, None) for ca in ma.computations if ca.name not in matched_a]
   return out
 
@@ -77,10 +78,18 @@ def match_instructions(ca: HloComputation, cb: HloComputation) -> dict[str, str]
     if not un_a or not un_b:
       break
     if rnd < 2:
-      key_a = lambda i: (i.opcode, i.shape.to_string(False), _leaf_text(i),
-                         tuple(op_key_a(o) for o in i.operands))
-      key_b = lambda i: (i.opcode, i.shape.to_string(False), _leaf_text(i),
-                         tuple(op_key_b(o) for o in i.operands))
+      key_a = lambda i: (
+        i.opcode,
+        i.shape.to_string(False),
+        _leaf_text(i),
+        tuple(op_key_a(o) for o in i.operands),
+      )
+      key_b = lambda i: (
+        i.opcode,
+        i.shape.to_string(False),
+        _leaf_text(i),
+        tuple(op_key_b(o) for o in i.operands),
+      )
     else:  # last resort: same opcode, shape and arity
       key_a = key_b = lambda i: (i.opcode, i.shape.to_string(False), len(i.operands))
     for ia, ib in bucket_match(un_a, un_b, key_a, key_b):
@@ -92,6 +101,7 @@ def match_instructions(ca: HloComputation, cb: HloComputation) -> dict[str, str]
 # ---------------------------------------------------------------------------------------
 # Attribute differences
 
+
 def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> dict[str, Any]:
   if isinstance(value, dict) and (value or not prefix):
     for k, v in value.items():
@@ -101,21 +111,30 @@ def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> dict[str, Any]:
   return out
 
 
-def _dict_changes(name: str, a: Mapping[str, Any], b: Mapping[str, Any],
-                  fmt: Callable[[Any], str] = json.dumps) -> list[Change]:
+def _dict_changes(
+  name: str, a: Mapping[str, Any], b: Mapping[str, Any], fmt: Callable[[Any], str] = json.dumps
+) -> list[Change]:
   out = []
   for key in list(a) + [k for k in b if k not in a]:
     va, vb = a.get(key), b.get(key)
     if va != vb:
-      out.append({"attribute": f"{name}.{key}" if key != name else name,
-                  "a": None if key not in a else fmt(va),
-                  "b": None if key not in b else fmt(vb)})
+      out.append(
+        {
+          "attribute": f"{name}.{key}" if key != name else name,
+          "a": None if key not in a else fmt(va),
+          "b": None if key not in b else fmt(vb),
+        }
+      )
   return out
 
 
-def attribute_changes(ia: HloInstruction, ib: HloInstruction, comp_map: Mapping[str, str],
-                      b_to_a: Mapping[str, str], ignore_metadata: bool = False
-                      ) -> list[Change]:
+def attribute_changes(
+  ia: HloInstruction,
+  ib: HloInstruction,
+  comp_map: Mapping[str, str],
+  b_to_a: Mapping[str, str],
+  ignore_metadata: bool = False,
+) -> list[Change]:
   """Changed attributes of a matched instruction pair, one entry per attribute."""
   out: list[Change] = []
   if ia.opcode != ib.opcode:
@@ -125,8 +144,13 @@ def attribute_changes(ia: HloInstruction, ib: HloInstruction, comp_map: Mapping[
     out.append({"attribute": "shape", "a": sa, "b": sb})
   ops_b = [b_to_a.get(o, o) for o in ib.operands]
   if ops_b != list(ia.operands):
-    out.append({"attribute": "operands", "a": ", ".join("%" + o for o in ia.operands),
-                "b": ", ".join("%" + o for o in ib.operands)})
+    out.append(
+      {
+        "attribute": "operands",
+        "a": ", ".join("%" + o for o in ia.operands),
+        "b": ", ".join("%" + o for o in ib.operands),
+      }
+    )
   elif not ia.operands and ia.operand_text != ib.operand_text:
     out.append({"attribute": "literal", "a": ia.operand_text, "b": ib.operand_text})
   if ia.is_root != ib.is_root:
@@ -134,29 +158,48 @@ def attribute_changes(ia: HloInstruction, ib: HloInstruction, comp_map: Mapping[
   keys = list(ia.attributes) + [k for k in ib.attributes if k not in ia.attributes]
   for key in keys:
     ra, rb = ia.attributes.get(key), ib.attributes.get(key)
-    if key in ("calls", "to_apply", "body", "condition", "branch_computations",
-               "true_computation", "false_computation") and ra and rb:
-      mapped = ",".join(comp_map.get(n.strip().lstrip("%"), n.strip().lstrip("%"))
-                        for n in rb.strip("{}").split(","))
+    if (
+      key
+      in (
+        "calls",
+        "to_apply",
+        "body",
+        "condition",
+        "branch_computations",
+        "true_computation",
+        "false_computation",
+      )
+      and ra
+      and rb
+    ):
+      mapped = ",".join(
+        comp_map.get(n.strip().lstrip("%"), n.strip().lstrip("%"))
+        for n in rb.strip("{}").split(",")
+      )
       if mapped == ",".join(n.strip().lstrip("%") for n in ra.strip("{}").split(",")):
         continue
     if ra == rb:
       continue
     if key == "metadata":
       if not ignore_metadata:
-        out += _dict_changes("metadata", ia.metadata if ra else {},
-                             ib.metadata if rb else {}, fmt=str)
+        out += _dict_changes(
+          "metadata", ia.metadata if ra else {}, ib.metadata if rb else {}, fmt=str
+        )
     elif key == "frontend_attributes":
-      out += _dict_changes("frontend_attributes", ia.frontend_attributes if ra else {},
-                           ib.frontend_attributes if rb else {}, fmt=str)
+      out += _dict_changes(
+        "frontend_attributes",
+        ia.frontend_attributes if ra else {},
+        ib.frontend_attributes if rb else {},
+        fmt=str,
+      )
     elif key == "backend_config":
       ja, jb = ia.backend_config_json(), ib.backend_config_json()
       if (ra is None or isinstance(ja, dict)) and (rb is None or isinstance(jb, dict)):
-        out += _dict_changes("backend_config", _flatten(ja or {}, "", {}),
-                             _flatten(jb or {}, "", {}))
+        out += _dict_changes(
+          "backend_config", _flatten(ja or {}, "", {}), _flatten(jb or {}, "", {})
+        )
         for change in out:
-          change["attribute"] = change["attribute"].replace("backend_config..",
-                                                            "backend_config.")
+          change["attribute"] = change["attribute"].replace("backend_config..", "backend_config.")
       else:
         out.append({"attribute": key, "a": ra, "b": rb})
     else:
@@ -164,8 +207,7 @@ def attribute_changes(ia: HloInstruction, ib: HloInstruction, comp_map: Mapping[
   return out
 
 
-def diff_sources(src_a: Source, src_b: Source, ignore_metadata: bool = False
-                 ) -> dict[str, Any]:
+def diff_sources(src_a: Source, src_b: Source, ignore_metadata: bool = False) -> dict[str, Any]:
   """The diff as a JSON-friendly dict."""
   ma, mb = src_a.module, src_b.module
   comp_pairs = match_computations(ma, mb)
@@ -173,17 +215,25 @@ def diff_sources(src_a: Source, src_b: Source, ignore_metadata: bool = False
   comps = []
   totals: collections.Counter[str] = collections.Counter()
   for ca, cb in comp_pairs:
-    entry: dict[str, Any] = {"a": ca.name if ca else None, "b": cb.name if cb else None,
-             "line_a": ca.line if ca else None, "line_b": cb.line if cb else None,
-             "status": "matched", "added": [], "removed": [], "changed": [],
-             "renamed": [], "unchanged": 0, "order": []}
+    entry: dict[str, Any] = {
+      "a": ca.name if ca else None,
+      "b": cb.name if cb else None,
+      "line_a": ca.line if ca else None,
+      "line_b": cb.line if cb else None,
+      "status": "matched",
+      "added": [],
+      "removed": [],
+      "changed": [],
+      "renamed": [],
+      "unchanged": 0,
+      "order": [],
+    }
     if ca is None or cb is None:
       entry["status"] = "added" if ca is None else "removed"
       comp = cb or ca
       assert comp is not None  # match_computations pairs at least one side
       key = "added" if ca is None else "removed"
-      entry[key] = [{"name": i.name, "line": i.line, "opcode": i.opcode}
-                    for i in comp.instructions]
+      entry[key] = [{"name": i.name, "line": i.line, "opcode": i.opcode} for i in comp.instructions]
       totals[key] += len(comp.instructions)
       totals["computations_" + key] += 1
       comps.append(entry)
@@ -201,8 +251,9 @@ def diff_sources(src_a: Source, src_b: Source, ignore_metadata: bool = False
       if ia.name != ib.name:
         entry["renamed"].append({"a": ia.name, "b": ib.name})
       if changes or ia.name != ib.name:
-        entry["changed"].append({"a": ia.name, "b": ib.name, "line_a": ia.line,
-                                 "line_b": ib.line, "changes": changes})
+        entry["changed"].append(
+          {"a": ia.name, "b": ib.name, "line_a": ia.line, "line_b": ib.line, "changes": changes}
+        )
       else:
         entry["unchanged"] += 1
     for ia in ca.instructions:
@@ -214,32 +265,40 @@ def diff_sources(src_a: Source, src_b: Source, ignore_metadata: bool = False
     comps.append(entry)
   view_a, view_b = collective_view(src_a), collective_view(src_b)
   return {
-      "a": src_a.label, "b": src_b.label,
-      "summary": {"num_partitions_a": src_a.num_partitions,
-                  "num_partitions_b": src_b.num_partitions,
-                  "num_partitions_from_a": src_a.partitions_from,
-                  "num_partitions_from_b": src_b.partitions_from,
-                  "instructions_a": ma.instruction_count,
-                  "instructions_b": mb.instruction_count,
-                  "computations_a": len(ma.computations),
-                  "computations_b": len(mb.computations),
-                  "added": totals["added"], "removed": totals["removed"],
-                  "changed": totals["changed"], "renamed": totals["renamed"],
-                  "unchanged": totals["unchanged"],
-                  "computations_added": totals["computations_added"],
-                  "computations_removed": totals["computations_removed"]},
-      "collectives": collectives_diff(view_a, view_b, comp_map),
-      "computations": comps,
+    "a": src_a.label,
+    "b": src_b.label,
+    "summary": {
+      "num_partitions_a": src_a.num_partitions,
+      "num_partitions_b": src_b.num_partitions,
+      "num_partitions_from_a": src_a.partitions_from,
+      "num_partitions_from_b": src_b.partitions_from,
+      "instructions_a": ma.instruction_count,
+      "instructions_b": mb.instruction_count,
+      "computations_a": len(ma.computations),
+      "computations_b": len(mb.computations),
+      "added": totals["added"],
+      "removed": totals["removed"],
+      "changed": totals["changed"],
+      "renamed": totals["renamed"],
+      "unchanged": totals["unchanged"],
+      "computations_added": totals["computations_added"],
+      "computations_removed": totals["computations_removed"],
+    },
+    "collectives": collectives_diff(view_a, view_b, comp_map),
+    "computations": comps,
   }
 
 
 def to_json(result: Mapping[str, Any]) -> dict[str, Any]:
   """The diff without the internal matching tables."""
   out = dict(result)
-  out["computations"] = [{k: v for k, v in c.items() if k not in ("b_to_a", "order")}
-                         for c in result["computations"] if interesting(c)]
+  out["computations"] = [
+    {k: v for k, v in c.items() if k not in ("b_to_a", "order")}
+    for c in result["computations"]
+    if interesting(c)
+  ]
   return out
 
 
 def interesting(comp: Mapping[str, Any]) -> bool:
-  return bool( comp["status"] != "matched" or comp["added"] or comp["removed"] or comp["changed"])
+  return bool(comp["status"] != "matched" or comp["added"] or comp["removed"] or comp["changed"])

@@ -14,12 +14,16 @@ _A = TypeVar("_A")
 _B = TypeVar("_B")
 
 
-def bucket_match(unmatched_a: Iterable[_A], unmatched_b: Iterable[_B],
-                 key_a: Callable[[_A], Hashable], key_b: Callable[[_B], Hashable]
-                 ) -> list[tuple[_A, _B]]:
+def bucket_match(
+  unmatched_a: Iterable[_A],
+  unmatched_b: Iterable[_B],
+  key_a: Callable[[_A], Hashable],
+  key_b: Callable[[_B], Hashable],
+) -> list[tuple[_A, _B]]:
   """Pairs items with equal keys, in order (FIFO per key): one hash pass, linear."""
-  buckets: collections.defaultdict[Hashable, collections.deque[_A]] = (
-      collections.defaultdict(collections.deque))
+  buckets: collections.defaultdict[Hashable, collections.deque[_A]] = collections.defaultdict(
+    collections.deque
+  )
   for a in unmatched_a:
     buckets[key_a(a)].append(a)
   out = []
@@ -38,33 +42,40 @@ def collective_view(source: sources.Source) -> list[Record]:
     permute = start
     if rec.form == "async-wrapped" and rec.wrapped_computation:
       permute = source.module.computation(rec.wrapped_computation).root
-    out.append({
-        "computation": rec.computation, "start": rec.start, "done": rec.done,
-        "form": rec.form, "async": rec.is_async, "pairs": [list(p) for p in
-                                                           sources.strict_pairs(source, permute)],
+    out.append(
+      {
+        "computation": rec.computation,
+        "start": rec.start,
+        "done": rec.done,
+        "form": rec.form,
+        "async": rec.is_async,
+        "pairs": [list(p) for p in sources.strict_pairs(source, permute)],
         # With collectives_mode (XLA of jax >= 0.10.2): "DEFAULT, COLLECTIVES_PEER_MEMORY".
-        "bytes": rec.bytes_per_device, "backend": decisions.written_backend(rec),
-        "while_loop": rec.while_loop, "trip_count": rec.trip_count,
-        "line": rec.start_line, "channel_id": rec.channel_id,
+        "bytes": rec.bytes_per_device,
+        "backend": decisions.written_backend(rec),
+        "while_loop": rec.while_loop,
+        "trip_count": rec.trip_count,
+        "line": rec.start_line,
+        "channel_id": rec.channel_id,
         "plan": start.frontend_attributes.get("_nvshmem_plan"),
         "operands": list(permute.operands),
-    })
+      }
+    )
   return out
 
 
 def base_name(name: str) -> str:
   """The name a collective-permute had before async conversion."""
   name = name.replace("collective-permute-start", "collective-permute")
-  return name[:-len("-start")] if name.endswith("-start") else name
+  return name[: -len("-start")] if name.endswith("-start") else name
 
 
-def match_collectives(recs_a: Sequence[Record], recs_b: Sequence[Record],
-                      comp_map: Mapping[str, str] | None = None
-                      ) -> list[tuple[Record | None, list[Record]]]:
+def match_collectives(
+  recs_a: Sequence[Record], recs_b: Sequence[Record], comp_map: Mapping[str, str] | None = None
+) -> list[tuple[Record | None, list[Record]]]:
   """[(rec_a or None, [recs_b])]: by computation and base name, then by pairs."""
   comp_map = comp_map or {}
-  by_key: collections.defaultdict[tuple[str, str], list[Record]] = (
-      collections.defaultdict(list))
+  by_key: collections.defaultdict[tuple[str, str], list[Record]] = collections.defaultdict(list)
   for rb in recs_b:
     by_key[(comp_map.get(rb["computation"], rb["computation"]), base_name(rb["start"]))].append(rb)
   used: set[int] = set()
@@ -79,7 +90,8 @@ def match_collectives(recs_a: Sequence[Record], recs_b: Sequence[Record],
       leftovers.append(ra)
   rest_b = [rb for rb in recs_b if id(rb) not in used]
   for ra, rb in _match_by_computation(leftovers, rest_b) + bucket_match(
-      leftovers, rest_b, _pairs_bytes, _pairs_bytes):
+    leftovers, rest_b, _pairs_bytes, _pairs_bytes
+  ):
     if id(rb) in used or any(ra is x for x, _ in out):
       continue
     used.add(id(rb))
@@ -94,14 +106,16 @@ def _pairs_bytes(rec: Record) -> tuple[tuple[tuple[int, ...], ...], int]:
   return tuple(map(tuple, rec["pairs"])), rec["bytes"]
 
 
-def _match_by_computation(recs_a: Sequence[Record], recs_b: Sequence[Record]
-                          ) -> list[tuple[Record, Record]]:
+def _match_by_computation(
+  recs_a: Sequence[Record], recs_b: Sequence[Record]
+) -> list[tuple[Record, Record]]:
   """Pairs the permutes of renamed computations, a computation's permutes together.
 
   Passes rename computations (inlining, partitioning, cloning) and their permutes at
   once; when several permutes share pairs and bytes, the set each computation holds
   (e.g. a forward loop's two, a backward loop's four) tells them apart.
   """
+
   def groups(recs: Sequence[Record]) -> list[list[Record]]:
     by_comp: collections.defaultdict[str, list[Record]] = collections.defaultdict(list)
     for r in recs:
@@ -117,8 +131,7 @@ def _match_by_computation(recs_a: Sequence[Record], recs_b: Sequence[Record]
   return out
 
 
-VIEW_FIELDS = ("form", "backend", "pairs", "bytes", "while_loop", "trip_count",
-                "computation")
+VIEW_FIELDS = ("form", "backend", "pairs", "bytes", "while_loop", "trip_count", "computation")
 
 
 def summarize_group(group: Sequence[Record]) -> Record | None:
@@ -139,8 +152,9 @@ def summarize_group(group: Sequence[Record]) -> Record | None:
   return merged
 
 
-def collectives_diff(view_a: Sequence[Record], view_b: Sequence[Record],
-                     comp_map: Mapping[str, str]) -> list[Record]:
+def collectives_diff(
+  view_a: Sequence[Record], view_b: Sequence[Record], comp_map: Mapping[str, str]
+) -> list[Record]:
   """One row per permute of either side: the pair, the fields that differ, a status."""
   rows = []
   for ra, group in match_collectives(view_a, view_b, comp_map):
@@ -155,7 +169,18 @@ def collectives_diff(view_a: Sequence[Record], view_b: Sequence[Record],
         same = va == vb
       if not same:
         changes.append({"field": k, "a": va, "b": vb})
-    rows.append({"a": ra, "b": group, "changes": changes,
-                 "status": "removed" if not group else "added" if ra is None else
-                           "changed" if changes else "same"})
+    rows.append(
+      {
+        "a": ra,
+        "b": group,
+        "changes": changes,
+        "status": "removed"
+        if not group
+        else "added"
+        if ra is None
+        else "changed"
+        if changes
+        else "same",
+      }
+    )
   return rows

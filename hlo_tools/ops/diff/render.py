@@ -15,10 +15,13 @@ Trace = Mapping[str, Any]
 
 def _short(value: object, limit: int = 120) -> str:
   if isinstance(value, list):
-    value = " ".join(f"{s}->{t}" for s, t in value) if value and isinstance(value[0], list) \
-        else str(value)
+    value = (
+      " ".join(f"{s}->{t}" for s, t in value)
+      if value and isinstance(value[0], list)
+      else str(value)
+    )
   text = "-" if value is None else str(value)
-  return text if len(text) <= limit else text[:limit - 3] + "..."
+  return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _names(group: Sequence[Record]) -> str:
@@ -44,15 +47,17 @@ def collectives_text(rows: Sequence[Record]) -> list[str]:
 
 
 def trace_text(tr: Trace) -> str:
-  lines = [f"trace of {tr['module']} in {tr['dump']}: {tr['snapshots']} snapshots, "
-           f"{tr['parsed']} with collective changes parsed"]
+  lines = [
+    f"trace of {tr['module']} in {tr['dump']}: {tr['snapshots']} snapshots, "
+    f"{tr['parsed']} with collective changes parsed"
+  ]
   for fin in tr["final"]:
-    lines.append(f"  %{fin['start']} ({fin['computation']}), from "
-                 + ", ".join(fin["origins"]) + ":")
+    lines.append(
+      f"  %{fin['start']} ({fin['computation']}), from " + ", ".join(fin["origins"]) + ":"
+    )
     for i in fin["events"]:
       e = tr["events"][i]
-      where = f"{e['seq']:04d} {e['pipeline']}/{e['pass']}" if e["seq"] is not None \
-          else e["pass"]
+      where = f"{e['seq']:04d} {e['pipeline']}/{e['pass']}" if e["seq"] is not None else e["pass"]
       lines.append(f"    {where}: {e['kind']}: {e['message']}")
   orphan = [e for e in tr["events"] if e["kind"] in ("removed", "unreadable")]
   for e in orphan:
@@ -69,24 +74,28 @@ def _partitions(summary: Mapping[str, Any], side: str) -> str:
 
 def format_text(result: Diff, tr: Trace | None = None) -> str:
   s = result["summary"]
-  lines = [f"--- {result['a']} ({s['instructions_a']} instructions, "
-           f"{_partitions(s, 'a')})",
-           f"+++ {result['b']} ({s['instructions_b']} instructions, "
-           f"{_partitions(s, 'b')})"]
+  lines = [
+    f"--- {result['a']} ({s['instructions_a']} instructions, {_partitions(s, 'a')})",
+    f"+++ {result['b']} ({s['instructions_b']} instructions, {_partitions(s, 'b')})",
+  ]
   lines += collectives_text(result["collectives"])
-  lines.append(f"instructions: {s['unchanged']} unchanged, {s['changed']} changed "
-               f"({s['renamed']} renamed), {s['added']} added, {s['removed']} removed; "
-               f"computations: {s['computations_added']} added, "
-               f"{s['computations_removed']} removed")
+  lines.append(
+    f"instructions: {s['unchanged']} unchanged, {s['changed']} changed "
+    f"({s['renamed']} renamed), {s['added']} added, {s['removed']} removed; "
+    f"computations: {s['computations_added']} added, "
+    f"{s['computations_removed']} removed"
+  )
   for c in result["computations"]:
     if not interesting(c):
       continue
-    name = c["b"] if c["a"] == c["b"] or c["a"] is None else (
-        c["a"] if c["b"] is None else f"{c['a']} -> {c['b']}")
+    name = (
+      c["b"]
+      if c["a"] == c["b"] or c["a"] is None
+      else (c["a"] if c["b"] is None else f"{c['a']} -> {c['b']}")
+    )
     lines.append(f"computation %{name} [{c['status']}]")
     if c["status"] in ("added", "removed"):
-      lines.append(f"  {'+' if c['status'] == 'added' else '-'} {len(c[c['status']])} "
-                   "instructions")
+      lines.append(f"  {'+' if c['status'] == 'added' else '-'} {len(c[c['status']])} instructions")
       continue
     for i in c["removed"]:
       lines.append(f"  - %{i['name']} ({i['opcode']}, line {i['line']})")
@@ -126,13 +135,17 @@ def esc(value: object) -> str:
 
 
 def page(title: str, body: str) -> str:
-  return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{esc(title)}"
-          f"</title><style>{CSS}</style></head><body>\n{body}\n</body></html>\n")
+  return (
+    f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{esc(title)}'
+    f"</title><style>{CSS}</style></head><body>\n{body}\n</body></html>\n"
+  )
 
 
 def collectives_html(rows: Sequence[Record]) -> str:
-  out = ["<table class=\"collectives\"><tr><th>before</th><th>after</th><th>status</th>"
-         "<th>field</th><th>before</th><th>after</th></tr>"]
+  out = [
+    '<table class="collectives"><tr><th>before</th><th>after</th><th>status</th>'
+    "<th>field</th><th>before</th><th>after</th></tr>"
+  ]
   for row in rows:
     a = f"%{row['a']['start']}" if row["a"] else "(none)"
     b = _names(row["b"]) if row["b"] else "(none)"
@@ -147,18 +160,27 @@ def collectives_html(rows: Sequence[Record]) -> str:
     n = max(len(fields), 1)
     cls = {"same": "same", "changed": "chg", "added": "add", "removed": "del"}[row["status"]]
     for j, (k, va, vb, changed) in enumerate(fields or [("", None, None, False)]):
-      head = (f"<td rowspan=\"{n}\" class=\"mono\">{esc(a)}</td><td rowspan=\"{n}\" "
-              f"class=\"mono\">{esc(b)}</td><td rowspan=\"{n}\" class=\"{cls}\">"
-              f"{esc(row['status'])}</td>") if j == 0 else ""
-      out.append(f"<tr>{head}<td>{esc(k)}</td><td class=\"mono{' chg' if changed else ''}\">"
-                 f"{esc(_short(va, 400))}</td><td class=\"mono{' chg' if changed else ''}\">"
-                 f"{esc(_short(vb, 400))}</td></tr>")
+      head = (
+        (
+          f'<td rowspan="{n}" class="mono">{esc(a)}</td><td rowspan="{n}" '
+          f'class="mono">{esc(b)}</td><td rowspan="{n}" class="{cls}">'
+          f"{esc(row['status'])}</td>"
+        )
+        if j == 0
+        else ""
+      )
+      out.append(
+        f'<tr>{head}<td>{esc(k)}</td><td class="mono{" chg" if changed else ""}">'
+        f'{esc(_short(va, 400))}</td><td class="mono{" chg" if changed else ""}">'
+        f"{esc(_short(vb, 400))}</td></tr>"
+      )
   out.append("</table>")
   return "\n".join(out)
 
 
-def _side_by_side(comp: Mapping[str, Any], src_a: Source, src_b: Source, max_rows: int
-                  ) -> list[str]:
+def _side_by_side(
+  comp: Mapping[str, Any], src_a: Source, src_b: Source, max_rows: int
+) -> list[str]:
   """Rows of one computation pair: changes side by side, unchanged runs collapsed."""
   ma, mb = src_a.module, src_b.module
   ca = ma.computation(comp["a"]) if comp["a"] else None
@@ -171,13 +193,14 @@ def _side_by_side(comp: Mapping[str, Any], src_a: Source, src_b: Source, max_row
   def flush() -> None:
     nonlocal run
     if run:
-      rows.append(f"<tr><td colspan=\"2\" class=\"ctx\">{run} unchanged</td></tr>")
+      rows.append(f'<tr><td colspan="2" class="ctx">{run} unchanged</td></tr>')
       run = 0
 
   def row(cls: str, left: str, right: str, title: str = "") -> None:
     flush()
-    rows.append(f"<tr class=\"{cls}\" title=\"{esc(title)}\"><td>{esc(left)}</td>"
-                f"<td>{esc(right)}</td></tr>")
+    rows.append(
+      f'<tr class="{cls}" title="{esc(title)}"><td>{esc(left)}</td><td>{esc(right)}</td></tr>'
+    )
 
   if cb is None or ca is None:
     comp_ = cb or ca
@@ -192,7 +215,7 @@ def _side_by_side(comp: Mapping[str, Any], src_a: Source, src_b: Source, max_row
   pa = 0
   for ib in cb.instructions:
     if len(rows) > max_rows:
-      rows.append("<tr><td colspan=\"2\" class=\"ctx\">(truncated)</td></tr>")
+      rows.append('<tr><td colspan="2" class="ctx">(truncated)</td></tr>')
       break
     partner = b_to_a.get(ib.name)
     if partner is not None:
@@ -204,9 +227,12 @@ def _side_by_side(comp: Mapping[str, Any], src_a: Source, src_b: Source, max_row
         pa += 1
       if ib.name in changed:
         c = changed[ib.name]
-        row("chg", src_a.line(ca.instruction(partner).line).strip(),
-            src_b.line(ib.line).strip(),
-            "; ".join(f"{x['attribute']}" for x in c["changes"]))
+        row(
+          "chg",
+          src_a.line(ca.instruction(partner).line).strip(),
+          src_b.line(ib.line).strip(),
+          "; ".join(f"{x['attribute']}" for x in c["changes"]),
+        )
       else:
         run += 1
     else:
@@ -223,13 +249,16 @@ def _side_by_side(comp: Mapping[str, Any], src_a: Source, src_b: Source, max_row
 def diff_html(result: Diff, src_a: Source, src_b: Source, max_rows: int = 4000) -> str:
   """The diff as an HTML fragment: summary, collectives, side-by-side computations."""
   s = result["summary"]
-  out = [f"<p class=\"mono\">A: {esc(result['a'])} ({s['instructions_a']} instructions)<br>"
-         f"B: {esc(result['b'])} ({s['instructions_b']} instructions)</p>",
-         "<h3>Collective-permutes, before vs after</h3>", collectives_html(result["collectives"]),
-         f"<p>{s['unchanged']} unchanged, {s['changed']} changed ({s['renamed']} renamed), "
-         f"{s['added']} added, {s['removed']} removed instructions; "
-         f"{s['computations_added']} computations added, {s['computations_removed']} "
-         "removed.</p>"]
+  out = [
+    f'<p class="mono">A: {esc(result["a"])} ({s["instructions_a"]} instructions)<br>'
+    f"B: {esc(result['b'])} ({s['instructions_b']} instructions)</p>",
+    "<h3>Collective-permutes, before vs after</h3>",
+    collectives_html(result["collectives"]),
+    f"<p>{s['unchanged']} unchanged, {s['changed']} changed ({s['renamed']} renamed), "
+    f"{s['added']} added, {s['removed']} removed instructions; "
+    f"{s['computations_added']} computations added, {s['computations_removed']} "
+    "removed.</p>",
+  ]
   budget = max_rows
   for comp in result["computations"]:
     if not interesting(comp):
@@ -239,33 +268,46 @@ def diff_html(result: Diff, src_a: Source, src_b: Source, max_rows: int = 4000) 
       name = f"{comp['a']} -> {comp['b']}"
     rows = _side_by_side(comp, src_a, src_b, budget)
     budget = max(budget - len(rows), 50)
-    out.append(f"<h3 class=\"mono\">%{esc(name)} [{esc(comp['status'])}]</h3>")
+    out.append(f'<h3 class="mono">%{esc(name)} [{esc(comp["status"])}]</h3>')
     details = []
     for c in comp["changed"]:
       for ch in c["changes"]:
-        details.append(f"<tr><td class=\"mono\">%{esc(c['b'])}</td><td class=\"mono\">"
-                       f"{esc(ch['attribute'])}</td><td class=\"mono\">{esc(_short(ch['a'], 300))}"
-                       f"</td><td class=\"mono\">{esc(_short(ch['b'], 300))}</td></tr>")
+        details.append(
+          f'<tr><td class="mono">%{esc(c["b"])}</td><td class="mono">'
+          f'{esc(ch["attribute"])}</td><td class="mono">{esc(_short(ch["a"], 300))}'
+          f'</td><td class="mono">{esc(_short(ch["b"], 300))}</td></tr>'
+        )
     if details:
-      out.append("<table class=\"changes\"><tr><th>instruction</th><th>attribute</th>"
-                 "<th>before</th><th>after</th></tr>" + "".join(details) + "</table>")
-    out.append("<table class=\"sbs\"><tr><th>before (A)</th><th>after (B)</th></tr>"
-               + "".join(rows) + "</table>")
+      out.append(
+        '<table class="changes"><tr><th>instruction</th><th>attribute</th>'
+        "<th>before</th><th>after</th></tr>" + "".join(details) + "</table>"
+      )
+    out.append(
+      '<table class="sbs"><tr><th>before (A)</th><th>after (B)</th></tr>'
+      + "".join(rows)
+      + "</table>"
+    )
   return "\n".join(out)
 
 
 def trace_html(tr: Trace) -> str:
-  out = [f"<p>{esc(tr['module'])}: {tr['snapshots']} pass snapshots, {tr['parsed']} "
-         "changed a collective-permute line and were parsed.</p>"]
+  out = [
+    f"<p>{esc(tr['module'])}: {tr['snapshots']} pass snapshots, {tr['parsed']} "
+    "changed a collective-permute line and were parsed.</p>"
+  ]
   for fin in tr["final"]:
-    out.append(f"<h3 class=\"mono\">%{esc(fin['start'])} ({esc(fin['computation'])})</h3>"
-               "<table class=\"trace\"><tr><th>#</th><th>pipeline</th><th>pass</th>"
-               "<th>event</th><th>detail</th></tr>")
+    out.append(
+      f'<h3 class="mono">%{esc(fin["start"])} ({esc(fin["computation"])})</h3>'
+      '<table class="trace"><tr><th>#</th><th>pipeline</th><th>pass</th>'
+      "<th>event</th><th>detail</th></tr>"
+    )
     for i in fin["events"]:
       e = tr["events"][i]
-      out.append(f"<tr><td>{esc(e['seq'])}</td><td>{esc(e['pipeline'])}</td>"
-                 f"<td class=\"mono\">{esc(e['pass'])}</td><td>{esc(e['kind'])}</td>"
-                 f"<td class=\"mono\">{esc(e['message'])}</td></tr>")
+      out.append(
+        f"<tr><td>{esc(e['seq'])}</td><td>{esc(e['pipeline'])}</td>"
+        f'<td class="mono">{esc(e["pass"])}</td><td>{esc(e["kind"])}</td>'
+        f'<td class="mono">{esc(e["message"])}</td></tr>'
+      )
     out.append("</table>")
   return "\n".join(out)
 

@@ -45,8 +45,11 @@ DEFAULT_TOPOLOGIES = ("1x1x8", "1x2x4", "2x2x4", "1x9x8:nvl72")
 # nvshmem-opt prints modeled times with 6 significant digits (%.6g).
 REL_TOL = 2e-5
 # Upstream's assigner writes a backend_config backend, never a collectives_mode.
-_UPSTREAM = {r["config_backend"]: n for n, r in reversed(selection.BACKEND_INFO.items())
-             if not r["collectives_mode"]}
+_UPSTREAM = {
+  r["config_backend"]: n
+  for n, r in reversed(selection.BACKEND_INFO.items())
+  if not r["collectives_mode"]
+}
 
 
 def sample_cases(spec: str, topology: Topology) -> list[tuple[str, int]]:
@@ -78,29 +81,38 @@ def compile_module(topology: Topology, cases: Sequence[tuple[str, int]]) -> str:
   the SxHxG of `topology` (the core's parse): NVLink domains and maps only matter to
   the pass."""
   from hlo_tools.ops import dump  # jax only when actually compiling
+
   base, n = jax_topology(topology), topology.num_devices
-  source = {"kind": "function",
-            "function": "hlo_tools.programs.heuristics:sample",
-            "args": _program_args(cases, n), "out_spec": "cp"}
+  source = {
+    "kind": "function",
+    "function": "hlo_tools.programs.heuristics:sample",
+    "args": _program_args(cases, n),
+    "out_spec": "cp",
+  }
   try:
-    return dump.dump_pass_snapshot(source, base, "async-collective-creator",
-                                   when="before")
+    return dump.dump_pass_snapshot(source, base, "async-collective-creator", when="before")
   except dump.DumpError as e:
     raise HeuristicsError(f"compiling the sample for {base}: {e}") from None
 
 
-def run_pass(tool: str, hlo_path: str, spec: str, cost_table: str | None,
-             report_path: str) -> dict[str, Any]:
-  cmd = [tool, hlo_path, f"--topology={spec}", f"--report={report_path}",
-         "--mode=explain", "--compare-upstream"]
+def run_pass(
+  tool: str, hlo_path: str, spec: str, cost_table: str | None, report_path: str
+) -> dict[str, Any]:
+  cmd = [
+    tool,
+    hlo_path,
+    f"--topology={spec}",
+    f"--report={report_path}",
+    "--mode=explain",
+    "--compare-upstream",
+  ]
   if cost_table:
     cmd.append(f"--cost-table={cost_table}")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="0")
   proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
   if proc.returncode != 0:
     last = [l for l in proc.stderr.splitlines() if l.strip()][-1:] or ["(no output)"]
-    raise HeuristicsError(f"nvshmem-opt failed on {hlo_path} (exit "
-                          f"{proc.returncode}): {last[0]}")
+    raise HeuristicsError(f"nvshmem-opt failed on {hlo_path} (exit {proc.returncode}): {last[0]}")
   with open(report_path) as f:
     report: dict[str, Any] = json.load(f)
   return report
@@ -118,20 +130,27 @@ def compare(row: sweep.Row, decision: dict[str, Any]) -> list[str]:
   if decision["plan"] != row["chosen_plan"]:
     problems.append(f"plan {decision['plan']} != core {row['chosen_plan']}")
   modeled = decision["modeled_us"]
-  for key, column in (("nccl", "nccl_us"), ("nvshmem", "nvshmem_us"),
-                      ("chosen", "chosen_us")):
+  for key, column in (("nccl", "nccl_us"), ("nvshmem", "nvshmem_us"), ("chosen", "chosen_us")):
     if not _close(modeled.get(key), row[column]):
       problems.append(f"{key} {modeled.get(key)} us != core {row[column]}")
   said = decision.get("upstream")
   upstream = None if said is None else _UPSTREAM.get(said, said)
   if upstream != row["upstream_plan"]:
-    problems.append(f"upstream assigner {decision.get('upstream')} on the program != "
-                    f"{row['upstream_plan']} on the sweep's module")
+    problems.append(
+      f"upstream assigner {decision.get('upstream')} on the program != "
+      f"{row['upstream_plan']} on the sweep's module"
+    )
   return problems
 
 
-def check_topology(spec: str, topology: Topology, table: CostTable, cost_table_path: str | None,
-                   tool: str, work_dir: str) -> list[Result]:
+def check_topology(
+  spec: str,
+  topology: Topology,
+  table: CostTable,
+  cost_table_path: str | None,
+  tool: str,
+  work_dir: str,
+) -> list[Result]:
   """[(case name, problems)] for one topology's sample."""
   cases = sample_cases(spec, topology)
   hlo = compile_module(topology, cases)
@@ -143,35 +162,52 @@ def check_topology(spec: str, topology: Topology, table: CostTable, cost_table_p
   n = topology.num_devices
   upstream = sweep.upstream_plans([(spec, topology)])
   for shape, size in cases:
-    row = sweep.evaluate(spec, topology, table, shape, size,
-                                    upstream[(spec, shape)])
+    row = sweep.evaluate(spec, topology, table, shape, size, upstream[(spec, shape)])
     pairs = [list(p) for p in sweep.pairs_for(shape, n)]
     found = [d for d in decisions if d["bytes"] == row["bytes"] and d["pairs"] == pairs]
     name = sweep.case_name(row)
     if len(found) != 1:
-      results.append((name, row, [f"{len(found)} decisions in the pass report have "
-                                  f"{row['bytes']} bytes and the {shape} pairs; "
-                                  "expected 1"]))
+      results.append(
+        (
+          name,
+          row,
+          [
+            f"{len(found)} decisions in the pass report have "
+            f"{row['bytes']} bytes and the {shape} pairs; "
+            "expected 1"
+          ],
+        )
+      )
       continue
     decisions.remove(found[0])
     results.append((name, row, compare(row, found[0])))
   for d in decisions:  # XLA made a permute we did not plan for
-    results.append((f"{spec} {d['instruction']}", None,
-                    [f"unexpected permute of {d['bytes']} bytes in the module"]))
+    results.append(
+      (
+        f"{spec} {d['instruction']}",
+        None,
+        [f"unexpected permute of {d['bytes']} bytes in the module"],
+      )
+    )
   return results
 
 
-def run_check(specs: Sequence[str] = (), cost_table: str | None = None,
-              nvshmem_opt: str | None = None, out: str | None = None, jobs: int = 1
-              ) -> list[Result]:
+def run_check(
+  specs: Sequence[str] = (),
+  cost_table: str | None = None,
+  nvshmem_opt: str | None = None,
+  out: str | None = None,
+  jobs: int = 1,
+) -> list[Result]:
   """[(case name, sweep row, problems)] for every sampled case of every topology
   (default: DEFAULT_TOPOLOGIES); the compiled HLO and reports stay in `out` if given."""
   topologies = sweep.parse_topologies(list(specs) or list(DEFAULT_TOPOLOGIES))
   table = sweep.load_table(cost_table)
   tool = _nvshmem_opt_path(nvshmem_opt)
   if not tool or not os.path.exists(tool):
-    raise HeuristicsError("nvshmem-opt not found; build it (scripts/setup.sh) or "
-                          "pass --nvshmem-opt=PATH")
+    raise HeuristicsError(
+      "nvshmem-opt not found; build it (scripts/setup.sh) or pass --nvshmem-opt=PATH"
+    )
   if jobs < 1:
     raise HeuristicsError("--jobs must be at least 1")
   if out:
@@ -179,7 +215,8 @@ def run_check(specs: Sequence[str] = (), cost_table: str | None = None,
   with tempfile.TemporaryDirectory(prefix="heuristics-check-") as tmp:
     work_dir = out or tmp
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-      futures = [pool.submit(check_topology, spec, topology, table, cost_table, tool,
-                             work_dir)
-                 for spec, topology in topologies]
+      futures = [
+        pool.submit(check_topology, spec, topology, table, cost_table, tool, work_dir)
+        for spec, topology in topologies
+      ]
       return [r for f in futures for r in f.result()]

@@ -24,10 +24,12 @@ def _pyplot() -> ModuleType:
   try:
     import matplotlib
   except ImportError:
-    raise HeuristicsError("plots need matplotlib (pip install matplotlib==3.11.2), "
-                          "or pass --no-plots") from None
+    raise HeuristicsError(
+      "plots need matplotlib (pip install matplotlib==3.11.2), or pass --no-plots"
+    ) from None
   matplotlib.use("Agg")  # no display; also keeps the figure off any GUI loop
   import matplotlib.pyplot as plt
+
   return plt
 
 
@@ -43,8 +45,9 @@ def plot_topology(out_dir: str, spec: str, rows: Sequence[dict[str, Any]]) -> st
   """
   plt = _pyplot()
   shapes = list(dict.fromkeys(r["shape"] for r in rows))
-  fig, axes = plt.subplots(2, len(shapes), figsize=(5.5 * len(shapes), 8),
-                           squeeze=False, sharex="col")
+  fig, axes = plt.subplots(
+    2, len(shapes), figsize=(5.5 * len(shapes), 8), squeeze=False, sharex="col"
+  )
   for ax, rel, shape in zip(axes[0], axes[1], shapes):
     _panel(ax, rel, shape, [r for r in rows if r["shape"] == shape])
   fig.suptitle(f"topology {spec}: modeled collective-permute time")
@@ -64,15 +67,20 @@ def _panel(ax: "Axes", rel: "Axes", shape: str, part: Sequence[dict[str, Any]]) 
   if not part[0]["num_edges"] or min(nccl) <= 0:
     # E.g. a non-cyclic shift on one device: nothing moves, nothing to plot.
     for axis in (ax, rel):
-      axis.text(0.5, 0.5, f"{shape}: no edges on this topology",
-                ha="center", va="center", transform=axis.transAxes)
+      axis.text(
+        0.5,
+        0.5,
+        f"{shape}: no edges on this topology",
+        ha="center",
+        va="center",
+        transform=axis.transAxes,
+      )
     return
   for axis, scale in ((ax, [1.0] * len(part)), (rel, nccl)):
     _curves(axis, x, part, scale)
   ax.set_yscale("log")
   ax.set_ylabel("modeled time (us)")
-  ax.set_title(f"{shape}: {part[0]['num_edges']} edges, "
-               f"{part[0]['edges_network']} network")
+  ax.set_title(f"{shape}: {part[0]['num_edges']} edges, {part[0]['edges_network']} network")
   rel.set_xscale("log", base=2)
   rel.set_xlabel("bytes per buffer")
   rel.set_ylabel("modeled time / NCCL-only")
@@ -81,28 +89,46 @@ def _panel(ax: "Axes", rel: "Axes", shape: str, part: Sequence[dict[str, Any]]) 
   ax.legend(fontsize=7)
 
 
-def _curves(ax: "Axes", x: Sequence[int], part: Sequence[dict[str, Any]],
-            scale: Sequence[float]) -> None:
+def _curves(
+  ax: "Axes", x: Sequence[int], part: Sequence[dict[str, Any]], scale: Sequence[float]
+) -> None:
   """Every plan's curve, upstream's choice, and the choice marked; y divided by scale."""
   for plan, (color, label) in _STYLE.items():
-    points = [(xi, r[f"{plan}_us"] / d) for xi, r, d in zip(x, part, scale)
-              if r[f"{plan}_us"] is not None]
+    points = [
+      (xi, r[f"{plan}_us"] / d) for xi, r, d in zip(x, part, scale) if r[f"{plan}_us"] is not None
+    ]
     if points:
       ax.plot(*zip(*points), color=color, label=label, linewidth=1.2)
-  ax.plot(x, [r["upstream_us"] / d for r, d in zip(part, scale)],
-          color="tab:red", linestyle="--", linewidth=1, label="upstream assigner")
+  ax.plot(
+    x,
+    [r["upstream_us"] / d for r, d in zip(part, scale)],
+    color="tab:red",
+    linestyle="--",
+    linewidth=1,
+    label="upstream assigner",
+  )
   # The choice sits on its plan's curve; the marker tells plans apart where
   # curves overlap.
   for plan, marker in _MARKERS.items():
-    chosen = [(xi, r["chosen_us"] / d) for xi, r, d in zip(x, part, scale)
-              if r["chosen_plan"] == plan]
+    chosen = [
+      (xi, r["chosen_us"] / d) for xi, r, d in zip(x, part, scale) if r["chosen_plan"] == plan
+    ]
     if chosen:
       xs, ys = zip(*chosen)
-      ax.scatter(xs, ys, marker=marker, s=22, color="black", zorder=3,
-                 label=f"chosen: {plan}")
-  missed = [(xi, r["oracle_us"] / d) for xi, r, d in zip(x, part, scale)
-            if r["chosen_plan"] != r["oracle_plan"]]
+      ax.scatter(xs, ys, marker=marker, s=22, color="black", zorder=3, label=f"chosen: {plan}")
+  missed = [
+    (xi, r["oracle_us"] / d)
+    for xi, r, d in zip(x, part, scale)
+    if r["chosen_plan"] != r["oracle_plan"]
+  ]
   if missed:
     xs, ys = zip(*missed)
-    ax.scatter(xs, ys, marker="x", s=40, color="magenta", zorder=4,
-               label="oracle, margin ignored (NCCL kept)")
+    ax.scatter(
+      xs,
+      ys,
+      marker="x",
+      s=40,
+      color="magenta",
+      zorder=4,
+      label="oracle, margin ignored (NCCL kept)",
+    )

@@ -50,13 +50,32 @@ RING_SHAPES = ("ring", "kv")
 EPS = 1e-9
 
 COLUMNS = (
-    "topology", "shape", "buffer_bytes", "bytes", "num_devices", "num_edges",
-    *(f"edges_{c}" for c in selection.LINK_CLASSES),  # the core's link classes
-    "mixed", "multi_host", "nccl_us", "nvshmem_us", "chosen_plan",
-    "chosen_us", "best_plan", "inside_margin", "oracle_plan", "oracle_us",
-    "upstream_plan", "upstream_us",
-    "upstream_over_heap", "upstream_hangs", "ratio_to_oracle", "ratio_to_upstream",
-    "ratio_to_nccl", "reason")
+  "topology",
+  "shape",
+  "buffer_bytes",
+  "bytes",
+  "num_devices",
+  "num_edges",
+  *(f"edges_{c}" for c in selection.LINK_CLASSES),  # the core's link classes
+  "mixed",
+  "multi_host",
+  "nccl_us",
+  "nvshmem_us",
+  "chosen_plan",
+  "chosen_us",
+  "best_plan",
+  "inside_margin",
+  "oracle_plan",
+  "oracle_us",
+  "upstream_plan",
+  "upstream_us",
+  "upstream_over_heap",
+  "upstream_hangs",
+  "ratio_to_oracle",
+  "ratio_to_upstream",
+  "ratio_to_nccl",
+  "reason",
+)
 
 
 def pairs_for(shape: str, num_devices: int) -> list[tuple[int, int]]:
@@ -91,8 +110,9 @@ def _best(decision: Decision, margin: float) -> str:
   the margin (NCCL, the default, is given up only then), else NCCL."""
   times = decision["backend_us"]
   bar = times["nccl"] * (1 - margin)
-  winners = [(times[p], p) for p in PLANS[1:] if times[p] is not None
-             and times[p] <= bar * (1 + EPS)]
+  winners = [
+    (times[p], p) for p in PLANS[1:] if times[p] is not None and times[p] <= bar * (1 + EPS)
+  ]
   return min(winners)[1] if winners else "nccl"
 
 
@@ -123,28 +143,33 @@ def upstream_plans(topologies: Topologies) -> dict[tuple[str, str], str]:
   """
   exe = driver.find_nvshmem_opt()
   if exe is None:
-    raise HeuristicsError(f"upstream's answer comes from its assigner, run by the driver: "
-                          f"{driver.NOT_INSTALLED}")
+    raise HeuristicsError(
+      f"upstream's answer comes from its assigner, run by the driver: {driver.NOT_INSTALLED}"
+    )
   plans: dict[tuple[str, str], str] = {}
   with tempfile.TemporaryDirectory(prefix="heuristics-upstream-") as tmp:
     for spec, topology in topologies:
       n = topology.num_devices
       path = os.path.join(tmp, "module.hlo")
       with open(path, "w") as f:
-        f.write(_UPSTREAM_MODULE.format(n=n, ring=_pairs_text(pairs_for("ring", n)),
-                                        shift=_pairs_text(pairs_for("shift", n))))
-      rc, report, message = driver.run_nvshmem_opt(path, spec, mode="explain",
-                                                   compare_upstream=True, tmp_dir=tmp)
+        f.write(
+          _UPSTREAM_MODULE.format(
+            n=n, ring=_pairs_text(pairs_for("ring", n)), shift=_pairs_text(pairs_for("shift", n))
+          )
+        )
+      rc, report, message = driver.run_nvshmem_opt(
+        path, spec, mode="explain", compare_upstream=True, tmp_dir=tmp
+      )
       if rc != 0 or not report:
         raise HeuristicsError(f"nvshmem-opt --compare-upstream failed on {spec}: {message}")
       for d in report["decisions"]:
-        plans[(spec, d["instruction"])] = "nvshmem" if d.get("upstream") == "NVSHMEM" \
-            else "nccl"
+        plans[(spec, d["instruction"])] = "nvshmem" if d.get("upstream") == "NVSHMEM" else "nccl"
   return plans
 
 
-def _upstream(decision: Decision, table: CostTable, nbytes: int, buffers: int, plan: str
-              ) -> tuple[str, float, bool]:
+def _upstream(
+  decision: Decision, table: CostTable, nbytes: int, buffers: int, plan: str
+) -> tuple[str, float, bool]:
   """Upstream's plan priced with our model: (plan, us, over_heap).
 
   Upstream does not look at the symmetric heap, so its NVSHMEM plan is priced even
@@ -152,60 +177,91 @@ def _upstream(decision: Decision, table: CostTable, nbytes: int, buffers: int, p
   edges = decision["edges_by_class"]
   if plan != "nvshmem" or sum(edges.values()) == 0:
     return "nccl", decision["backend_us"]["nccl"], False
-  us = max(selection.edge_time_us(table, "nvshmem", link_class, nbytes, buffers)
-           for link_class, count in edges.items() if count > 0)
+  us = max(
+    selection.edge_time_us(table, "nvshmem", link_class, nbytes, buffers)
+    for link_class, count in edges.items()
+    if count > 0
+  )
   return "nvshmem", us, selection.nvshmem_heap_reason(table, nbytes) is not None
 
 
-def evaluate(spec: str, topology: Topology, table: CostTable, shape: str, buffer_bytes: int,
-             upstream_plan: str) -> Row:
+def evaluate(
+  spec: str, topology: Topology, table: CostTable, shape: str, buffer_bytes: int, upstream_plan: str
+) -> Row:
   """One row of the sweep: every plan's modeled time and every rule's choice."""
   n = topology.num_devices
   buffers = SHAPES[shape][0]
   nbytes = buffer_bytes * buffers
-  decision = selection.decide(topology, table, nbytes, pairs_for(shape, n),
-                              cross_partition=True, num_partitions=n,
-                              num_replicas=1, buffers=buffers)
+  decision = selection.decide(
+    topology,
+    table,
+    nbytes,
+    pairs_for(shape, n),
+    cross_partition=True,
+    num_partitions=n,
+    num_replicas=1,
+    buffers=buffers,
+  )
   edges = decision["edges_by_class"]
   oracle_plan, oracle_us = _oracle(decision)
   best_plan = _best(decision, table.margin)
-  upstream_plan, upstream_us, over_heap = _upstream(decision, table, nbytes, buffers,
-                                                    upstream_plan)
+  upstream_plan, upstream_us, over_heap = _upstream(decision, table, nbytes, buffers, upstream_plan)
   # Upstream picks NVSHMEM for permutes that leave a device without a source, which
   # hang XLA's NVSHMEM barrier: priced as if they ran, but flagged.
-  hangs = upstream_plan == "nvshmem" and selection.nvshmem_hang_reason(
-      _selection_core.edge_ids_to_devices(topology, pairs_for(shape, n), True, n, 1),
-      n) is not None
+  hangs = (
+    upstream_plan == "nvshmem"
+    and selection.nvshmem_hang_reason(
+      _selection_core.edge_ids_to_devices(topology, pairs_for(shape, n), True, n, 1), n
+    )
+    is not None
+  )
   in_domain = edges["same_device"] + edges["nvlink"] + edges["nvlink_domain"]
   return {
-      "topology": spec, "shape": shape, "buffer_bytes": buffer_bytes,
-      "bytes": nbytes, "num_devices": n, "num_edges": sum(edges.values()),
-      **{f"edges_{c}": edges[c] for c in selection.LINK_CLASSES},
-      "mixed": edges["network"] > 0 and in_domain > 0,
-      "multi_host": edges["network"] + edges["nvlink_domain"] > 0,
-      "nccl_us": decision["backend_us"]["nccl"],
-      "nvshmem_us": decision["backend_us"]["nvshmem"], "chosen_plan": decision["plan"],
-      "chosen_us": decision["chosen_us"], "best_plan": best_plan,
-      "inside_margin": best_plan != oracle_plan, "oracle_plan": oracle_plan,
-      "oracle_us": oracle_us, "upstream_plan": upstream_plan,
-      "upstream_us": upstream_us, "upstream_over_heap": over_heap,
-      "upstream_hangs": hangs,
-      "ratio_to_oracle": _ratio(decision["chosen_us"], oracle_us),
-      "ratio_to_upstream": _ratio(decision["chosen_us"], upstream_us),
-      "ratio_to_nccl": _ratio(decision["chosen_us"], decision["backend_us"]["nccl"]),
-      "reason": decision["reason"],
+    "topology": spec,
+    "shape": shape,
+    "buffer_bytes": buffer_bytes,
+    "bytes": nbytes,
+    "num_devices": n,
+    "num_edges": sum(edges.values()),
+    **{f"edges_{c}": edges[c] for c in selection.LINK_CLASSES},
+    "mixed": edges["network"] > 0 and in_domain > 0,
+    "multi_host": edges["network"] + edges["nvlink_domain"] > 0,
+    "nccl_us": decision["backend_us"]["nccl"],
+    "nvshmem_us": decision["backend_us"]["nvshmem"],
+    "chosen_plan": decision["plan"],
+    "chosen_us": decision["chosen_us"],
+    "best_plan": best_plan,
+    "inside_margin": best_plan != oracle_plan,
+    "oracle_plan": oracle_plan,
+    "oracle_us": oracle_us,
+    "upstream_plan": upstream_plan,
+    "upstream_us": upstream_us,
+    "upstream_over_heap": over_heap,
+    "upstream_hangs": hangs,
+    "ratio_to_oracle": _ratio(decision["chosen_us"], oracle_us),
+    "ratio_to_upstream": _ratio(decision["chosen_us"], upstream_us),
+    "ratio_to_nccl": _ratio(decision["chosen_us"], decision["backend_us"]["nccl"]),
+    "reason": decision["reason"],
   }
 
 
-def sweep(topologies: Topologies, table: CostTable, sizes: Sequence[int] = DEFAULT_SIZES,
-          shapes: Sequence[str] = tuple(SHAPES),
-          upstream: dict[tuple[str, str], str] | None = None) -> list[Row]:
+def sweep(
+  topologies: Topologies,
+  table: CostTable,
+  sizes: Sequence[int] = DEFAULT_SIZES,
+  shapes: Sequence[str] = tuple(SHAPES),
+  upstream: dict[tuple[str, str], str] | None = None,
+) -> list[Row]:
   """topologies: [(spec, Topology)]. Rows in topology, shape, size order.
 
   upstream: upstream_plans(topologies), when the caller already asked the driver."""
   upstream = upstream if upstream is not None else upstream_plans(topologies)
-  return [evaluate(spec, topology, table, shape, size, upstream[(spec, shape)])
-          for spec, topology in topologies for shape in shapes for size in sizes]
+  return [
+    evaluate(spec, topology, table, shape, size, upstream[(spec, shape)])
+    for spec, topology in topologies
+    for shape in shapes
+    for size in sizes
+  ]
 
 
 def _geomean(values: Sequence[float]) -> float | None:
@@ -218,13 +274,17 @@ def _stats(rows: Sequence[Row], key: str) -> dict[str, Any] | None:
     return None
   worst = max(rows, key=lambda r: r[key])
   best = min(rows, key=lambda r: r[key])
-  return {"geomean": _geomean(values), "min": best[key], "max": worst[key],
-          "min_case": case_name(best), "max_case": case_name(worst)}
+  return {
+    "geomean": _geomean(values),
+    "min": best[key],
+    "max": worst[key],
+    "min_case": case_name(best),
+    "max_case": case_name(worst),
+  }
 
 
 def case_name(row: Row) -> str:
-  return (f"{row['topology']} {row['shape']} "
-          f"{format_bytes(row['buffer_bytes'], precise=True)}")
+  return f"{row['topology']} {row['shape']} {format_bytes(row['buffer_bytes'], precise=True)}"
 
 
 def summarize(rows: Sequence[Row]) -> dict[str, Any]:
@@ -239,34 +299,33 @@ def summarize(rows: Sequence[Row]) -> dict[str, Any]:
   mixed_rings = [r for r in runs if r["mixed"] and r["shape"] in RING_SHAPES]
   kept = [r for r in rows if r["inside_margin"]]
   summary: dict[str, Any] = {
-      "cases": len(rows),
-      "choice_equals_best": len(matches),
-      "choice_equals_best_fraction": len(matches) / len(rows) if rows else 1.0,
-      "mismatches": [case_name(r) for r in rows if r["chosen_plan"] != r["best_plan"]],
-      "kept_inside_margin": [case_name(r) for r in kept],
-      "choice_equals_oracle": sum(1 for r in rows if r["chosen_plan"] == r["oracle_plan"]),
-      "ratio_to_oracle": _stats(rows, "ratio_to_oracle"),
-      "ratio_to_upstream": _stats(runs, "ratio_to_upstream"),
-      "worse_than_upstream": len(worse_than_upstream),
-      "upstream_would_hang": len(rows) - len(runs),
-      "worse_than_upstream_over_heap": sum(
-          1 for r in worse_than_upstream if r["upstream_over_heap"]),
-      # Upstream's plan above the heap would not fit NVSHMEM's default heap,
-      # so the comparison is also given without those cases.
-      "ratio_to_upstream_within_heap": _stats(
-          [r for r in runs if not r["upstream_over_heap"]], "ratio_to_upstream"),
-      "mixed_multi_host_ring_cases": len(mixed_rings),
-      "mixed_ratio_to_upstream": _stats(mixed_rings, "ratio_to_upstream"),
-      "mixed_ratio_to_nccl": _stats(mixed_rings, "ratio_to_nccl"),
-      "plans_chosen": {p: sum(1 for r in rows if r["chosen_plan"] == p) for p in PLANS},
+    "cases": len(rows),
+    "choice_equals_best": len(matches),
+    "choice_equals_best_fraction": len(matches) / len(rows) if rows else 1.0,
+    "mismatches": [case_name(r) for r in rows if r["chosen_plan"] != r["best_plan"]],
+    "kept_inside_margin": [case_name(r) for r in kept],
+    "choice_equals_oracle": sum(1 for r in rows if r["chosen_plan"] == r["oracle_plan"]),
+    "ratio_to_oracle": _stats(rows, "ratio_to_oracle"),
+    "ratio_to_upstream": _stats(runs, "ratio_to_upstream"),
+    "worse_than_upstream": len(worse_than_upstream),
+    "upstream_would_hang": len(rows) - len(runs),
+    "worse_than_upstream_over_heap": sum(1 for r in worse_than_upstream if r["upstream_over_heap"]),
+    # Upstream's plan above the heap would not fit NVSHMEM's default heap,
+    # so the comparison is also given without those cases.
+    "ratio_to_upstream_within_heap": _stats(
+      [r for r in runs if not r["upstream_over_heap"]], "ratio_to_upstream"
+    ),
+    "mixed_multi_host_ring_cases": len(mixed_rings),
+    "mixed_ratio_to_upstream": _stats(mixed_rings, "ratio_to_upstream"),
+    "mixed_ratio_to_nccl": _stats(mixed_rings, "ratio_to_nccl"),
+    "plans_chosen": {p: sum(1 for r in rows if r["chosen_plan"] == p) for p in PLANS},
   }
   mixed = summary["mixed_ratio_to_upstream"]
   summary["goals"] = {
-      "choice_equals_best_everywhere": len(matches) == len(rows) if rows else None,
-      "never_worse_than_upstream": not worse_than_upstream if runs else None,
-      # "At least 20% better" on every mixed multi-host ring, as a ratio <= 0.8.
-      "mixed_rings_20pct_better_than_upstream":
-          None if mixed is None else mixed["max"] <= 0.8 + EPS,
+    "choice_equals_best_everywhere": len(matches) == len(rows) if rows else None,
+    "never_worse_than_upstream": not worse_than_upstream if runs else None,
+    # "At least 20% better" on every mixed multi-host ring, as a ratio <= 0.8.
+    "mixed_rings_20pct_better_than_upstream": None if mixed is None else mixed["max"] <= 0.8 + EPS,
   }
   return summary
 
@@ -274,8 +333,10 @@ def summarize(rows: Sequence[Row]) -> dict[str, Any]:
 def _fmt_stats(stats: dict[str, Any] | None) -> str:
   if stats is None:
     return "n/a (no such cases)"
-  return (f"geomean {stats['geomean']:.3f}x, best {stats['min']:.3f}x "
-          f"({stats['min_case']}), worst {stats['max']:.3f}x ({stats['max_case']})")
+  return (
+    f"geomean {stats['geomean']:.3f}x, best {stats['min']:.3f}x "
+    f"({stats['min_case']}), worst {stats['max']:.3f}x ({stats['max_case']})"
+  )
 
 
 def _goal(ok: bool | None) -> str:
@@ -291,34 +352,38 @@ def format_summary(summary: dict[str, Any]) -> list[str]:
   """Lines printed at the end of the sweep; the `choice == best` line is last."""
   s, g = summary, summary["goals"]
   lines = [
-      f"cases: {s['cases']}; plans chosen: " +
-      ", ".join(f"{p} {n}" for p, n in s["plans_chosen"].items()),
-      f"worst ratio to oracle (margin ignored): {s['ratio_to_oracle']['max']:.3f}x "
-      f"({s['ratio_to_oracle']['max_case']})" if s["ratio_to_oracle"] else
-      "worst ratio to oracle (margin ignored): n/a",
-      "ratio to upstream's assigner (where its plan runs): " +
-      _fmt_stats(s["ratio_to_upstream"]),
-      f"worse than upstream's assigner: {s['worse_than_upstream']} cases "
-      f"({s['worse_than_upstream_over_heap']} of them where upstream's NVSHMEM "
-      "plan exceeds the symmetric heap); upstream's plan would hang XLA's NVSHMEM "
-      f"barrier in {s['upstream_would_hang']} cases (in no ratio)",
-      "ratio to upstream's assigner where its plan runs and fits the heap: " +
-      _fmt_stats(s["ratio_to_upstream_within_heap"]),
-      f"mixed multi-host rings ({s['mixed_multi_host_ring_cases']} cases):",
-      "  ratio to upstream's assigner: " + _fmt_stats(s["mixed_ratio_to_upstream"]),
-      "  ratio to NCCL-only: " + _fmt_stats(s["mixed_ratio_to_nccl"]),
-      "goals: choice == model's best everywhere: "
-      f"{_goal(g['choice_equals_best_everywhere'])}; never worse than upstream: "
-      f"{_goal(g['never_worse_than_upstream'])}; >=20% better on mixed multi-host "
-      f"rings: {_goal(g['mixed_rings_20pct_better_than_upstream'])}",
+    f"cases: {s['cases']}; plans chosen: "
+    + ", ".join(f"{p} {n}" for p, n in s["plans_chosen"].items()),
+    f"worst ratio to oracle (margin ignored): {s['ratio_to_oracle']['max']:.3f}x "
+    f"({s['ratio_to_oracle']['max_case']})"
+    if s["ratio_to_oracle"]
+    else "worst ratio to oracle (margin ignored): n/a",
+    "ratio to upstream's assigner (where its plan runs): " + _fmt_stats(s["ratio_to_upstream"]),
+    f"worse than upstream's assigner: {s['worse_than_upstream']} cases "
+    f"({s['worse_than_upstream_over_heap']} of them where upstream's NVSHMEM "
+    "plan exceeds the symmetric heap); upstream's plan would hang XLA's NVSHMEM "
+    f"barrier in {s['upstream_would_hang']} cases (in no ratio)",
+    "ratio to upstream's assigner where its plan runs and fits the heap: "
+    + _fmt_stats(s["ratio_to_upstream_within_heap"]),
+    f"mixed multi-host rings ({s['mixed_multi_host_ring_cases']} cases):",
+    "  ratio to upstream's assigner: " + _fmt_stats(s["mixed_ratio_to_upstream"]),
+    "  ratio to NCCL-only: " + _fmt_stats(s["mixed_ratio_to_nccl"]),
+    "goals: choice == model's best everywhere: "
+    f"{_goal(g['choice_equals_best_everywhere'])}; never worse than upstream: "
+    f"{_goal(g['never_worse_than_upstream'])}; >=20% better on mixed multi-host "
+    f"rings: {_goal(g['mixed_rings_20pct_better_than_upstream'])}",
   ]
   if s["kept_inside_margin"]:
-    lines.append(f"NCCL kept inside the margin (the oracle, margin ignored, differs): "
-                 f"{_cases(s['kept_inside_margin'])}")
+    lines.append(
+      f"NCCL kept inside the margin (the oracle, margin ignored, differs): "
+      f"{_cases(s['kept_inside_margin'])}"
+    )
   if s["mismatches"]:
     lines.append(f"choice != model's best in: {_cases(s['mismatches'])}")
-  lines.append(f"choice == model's best: {100 * s['choice_equals_best_fraction']:.1f}% "
-               f"({s['choice_equals_best']} of {s['cases']})")
+  lines.append(
+    f"choice == model's best: {100 * s['choice_equals_best_fraction']:.1f}% "
+    f"({s['choice_equals_best']} of {s['cases']})"
+  )
   return lines
 
 
@@ -328,9 +393,12 @@ def rows_to_csv(rows: Iterable[Row]) -> str:
   writer.writeheader()
   for row in rows:
     # repr keeps every double exact, so the CSV and JSON agree to the bit.
-    writer.writerow({k: ("" if row[k] is None else
-                         repr(row[k]) if isinstance(row[k], float) else row[k])
-                     for k in COLUMNS})
+    writer.writerow(
+      {
+        k: ("" if row[k] is None else repr(row[k]) if isinstance(row[k], float) else row[k])
+        for k in COLUMNS
+      }
+    )
   return out.getvalue()
 
 
@@ -344,28 +412,38 @@ def _json_safe(value: Any) -> Any:
   return value
 
 
-def write_outputs(out_dir: str, rows: list[Row], summary: dict[str, Any], table: CostTable,
-                  topologies: Topologies, sizes: Sequence[int], plots: bool = True
-                  ) -> list[str]:
+def write_outputs(
+  out_dir: str,
+  rows: list[Row],
+  summary: dict[str, Any],
+  table: CostTable,
+  topologies: Topologies,
+  sizes: Sequence[int],
+  plots: bool = True,
+) -> list[str]:
   """Writes sweep.csv, sweep.json and per-topology PNGs; returns the paths."""
   os.makedirs(out_dir, exist_ok=True)
   paths = []
   csv_path = os.path.join(out_dir, "sweep.csv")
   cli_io.write_atomic(csv_path, rows_to_csv(rows))
   paths.append(csv_path)
-  doc = {"cost_table": str(table), "topologies": [s for s, _ in topologies],
-         "sizes": list(sizes), "shapes": {k: {"buffers": b, "cyclic": c}
-                                          for k, (b, c) in SHAPES.items()},
-         "columns": list(COLUMNS), "rows": rows, "summary": summary}
+  doc = {
+    "cost_table": str(table),
+    "topologies": [s for s, _ in topologies],
+    "sizes": list(sizes),
+    "shapes": {k: {"buffers": b, "cyclic": c} for k, (b, c) in SHAPES.items()},
+    "columns": list(COLUMNS),
+    "rows": rows,
+    "summary": summary,
+  }
   json_path = os.path.join(out_dir, "sweep.json")
-  cli_io.write_atomic(json_path,
-                             json.dumps(_json_safe(doc), indent=1) + "\n")
+  cli_io.write_atomic(json_path, json.dumps(_json_safe(doc), indent=1) + "\n")
   paths.append(json_path)
   if plots:
     from hlo_tools.ops.heuristics import plot  # matplotlib only when plotting
+
     for spec, _ in topologies:
-      paths.append(plot.plot_topology(
-          out_dir, spec, [r for r in rows if r["topology"] == spec]))
+      paths.append(plot.plot_topology(out_dir, spec, [r for r in rows if r["topology"] == spec]))
   return paths
 
 
@@ -383,14 +461,21 @@ def load_table(path: str | None) -> CostTable:
   return selection.load_cost_table(path)
 
 
-def run_sweep(out: str, topology_specs: Sequence[str] = (), only_given: bool = False,
-              cost_table: str | None = None, sizes: str | None = None,
-              shapes: str | None = None, plots: bool = True) -> tuple[list[str], dict[str, Any]]:
+def run_sweep(
+  out: str,
+  topology_specs: Sequence[str] = (),
+  only_given: bool = False,
+  cost_table: str | None = None,
+  sizes: str | None = None,
+  shapes: str | None = None,
+  plots: bool = True,
+) -> tuple[list[str], dict[str, Any]]:
   """The sweep over the built-in topologies (and/or the given specs), written to `out`;
   returns (paths written, summary). sizes and shapes: comma-separated text, as on the
   command line (default: every size and shape)."""
   specs = ([] if only_given else list(DEFAULT_TOPOLOGIES)) + [
-      t for t in topology_specs if only_given or t not in DEFAULT_TOPOLOGIES]
+    t for t in topology_specs if only_given or t not in DEFAULT_TOPOLOGIES
+  ]
   if not specs:
     raise HeuristicsError("--only-given needs at least one --topology")
   topologies = parse_topologies(specs)
