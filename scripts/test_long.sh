@@ -37,13 +37,13 @@ status=0
 failed=()
 start=$SECONDS
 
-# The wheels as a user builds them (`pip wheel . ./driver`, isolated, with the
+# The wheels as a user builds them (`pip wheel . ./nvshmem_opt`, isolated, with the
 # declared build requirements), installed with their dependencies into a fresh
 # venv: the base package with its extra `xla`, the driver.
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 echo "== Building the wheels and installing them into a fresh environment, in the background (build/wheel.log)"
-(.venv/bin/python -m pip wheel --no-deps --progress-bar off -w "$work/dist" . ./driver &&
+(.venv/bin/python -m pip wheel --no-deps --progress-bar off -w "$work/dist" . ./nvshmem_opt &&
  .venv/bin/python tests/test_packaging.py "$work"/dist/hlo_tools-*.whl \
    "$work"/dist/nvshmem_opt-*.whl "$work/venv" &&
  touch "$work/installed") > build/wheel.log 2>&1 &
