@@ -40,6 +40,7 @@
 namespace {
 
 namespace ext = nvshmem_ext;
+using nvshmem_opt::CompileFlag;
 using nvshmem_opt::DevicesPerHost;
 using nvshmem_opt::Fail;
 using nvshmem_opt::Flags;
@@ -155,21 +156,8 @@ void WriteReport(const Flags& flags, const nvshmem_opt::LoadedModule& input,
                  bool spec_states_map, const nvshmem_opt::PassRun& run,
                  const std::map<std::string, std::string>* upstream_ptr) {
   const std::string spec = SpecToDecideAgain(flags, topology);
-  // The flag the program was compiled with is in XLA's config only (a proto
-  // carries no debug options): beside a proto placed by its own device
-  // assignment, the config is read for the flag alone.
-  std::string flag_config = config_path;
-  std::string flag_mode = placement ? placement->collective_permute_mode : "";
-  if (flag_config.empty() && input.text.empty()) {
-    flag_config = flags.module_config.empty()
-                      ? nvshmem_opt::FindModuleConfig(flags.input)
-                      : flags.module_config;
-    if (!flag_config.empty()) {
-      flag_mode = OrFail(nvshmem_opt::ReadModulePlacement(
-                             flag_config, nvshmem_opt::kMaxConfigBytes))
-                      .collective_permute_mode;
-    }
-  }
+  const auto [flag_config, flag_mode] =
+      CompileFlag(flags, !input.text.empty(), config_path, placement);
   const std::string json = OrFail(nvshmem_opt::ReportJson(
       {flags.input, ext::TopologySpec(topology),
        TopologySource(flags, *input.module), topology.partition_to_device(),

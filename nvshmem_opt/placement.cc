@@ -17,6 +17,8 @@ namespace ext = nvshmem_ext;
 
 namespace {
 
+// A config is tens of KB: its own bound, whatever --max-input-bytes allows.
+constexpr int64_t kMaxConfigBytes = int64_t{64} << 20;
 // GPUs per host when the topology is derived and --devices-per-host is not
 // given: one HGX H100/H200 node, capped at the module's device count.
 constexpr int kDefaultDevicesPerHost = 8;
@@ -188,6 +190,20 @@ std::string PlaceTextModule(const Flags& flags, xla::HloModule& module,
                    path + ": its device assignment does not fit --topology: ");
   }
   return path;
+}
+
+std::pair<std::string, std::string> CompileFlag(
+    const Flags& flags, bool text_input, const std::string& config_path,
+    const std::optional<ModulePlacement>& read) {
+  if (!config_path.empty() || text_input) {
+    return {config_path, read ? read->collective_permute_mode : ""};
+  }
+  const std::string path = flags.module_config.empty()
+                               ? FindModuleConfig(flags.input)
+                               : flags.module_config;
+  if (path.empty()) return {"", ""};
+  return {path, OrFail(ReadModulePlacement(path, kMaxConfigBytes))
+                    .collective_permute_mode};
 }
 
 }  // namespace nvshmem_opt

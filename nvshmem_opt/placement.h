@@ -5,9 +5,9 @@
 #ifndef NVSHMEM_OPT_PLACEMENT_H_
 #define NVSHMEM_OPT_PLACEMENT_H_
 
-#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "extensions/backends.h"
 #include "nvshmem_opt/flags.h"
@@ -16,9 +16,6 @@
 #include "xla/hlo/ir/hlo_module.h"
 
 namespace nvshmem_opt {
-
-// A config is tens of KB: its own bound, whatever --max-input-bytes allows.
-inline constexpr int64_t kMaxConfigBytes = int64_t{64} << 20;
 
 // GPUs per host of a derived topology: --devices-per-host, else 8 (one HGX
 // node) but no more than the module's devices, which must fill whole hosts.
@@ -57,6 +54,15 @@ std::string PlacedSpec(const Flags& flags, const std::string& spec,
 std::string PlaceTextModule(const Flags& flags, xla::HloModule& module,
                             std::optional<nvshmem_ext::Topology>& given,
                             std::optional<ModulePlacement>& read);
+
+// (the config that states the flag the program was compiled with, that flag):
+// the config placement read (`config_path`, `read`), else, beside a proto
+// placed by its own device assignment, the config found for the flag alone (a
+// proto carries no debug options); ("", "") where none states it. Exits 2 on a
+// bad config.
+std::pair<std::string, std::string> CompileFlag(
+    const Flags& flags, bool text_input, const std::string& config_path,
+    const std::optional<ModulePlacement>& read);
 
 }  // namespace nvshmem_opt
 
