@@ -74,6 +74,7 @@ def test_every_timing_is_positive_with_spread(quick_result):
   assert _positive(p2["memory"]["ours_rss_peak_mb"] + p2["memory"]["ours_tracemalloc_peak_mb"])
   assert _positive(p2["memory"]["jaxlib_rss_peak_mb"])
   assert _positive(p3["growth"])
+  assert p3["growth_met"] == (p3["growth"] <= p3["growth_goal"])
   assert p3["large"]["instructions"] > p3["small"]["instructions"]
 
 

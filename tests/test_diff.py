@@ -95,6 +95,26 @@ def test_pass_output_shows_sync_permute_became_start_done(capsys, nvshmem_1x1x8)
     assert ch[0]["attribute"] in ("operands", "opcode"), (name, ch)
 
 
+def test_json_is_the_diff_one_record_per_line(capsys, nvshmem_1x1x8):
+  before = FIXTURES / "ring_1x1x8.before_async.hlo"
+  rc, out, err = run(capsys, before, nvshmem_1x1x8, "--format=json")
+  assert rc == 0, err
+  a, b = (
+    sources.read_text(str(before), before.read_text()),
+    sources.read_text(str(nvshmem_1x1x8), nvshmem_1x1x8.read_text()),
+  )
+  expected = diff.to_json(diff.diff_sources(a, b))
+  assert json.loads(out) == json.loads(json.dumps(expected))
+  lines = out.splitlines()
+  # Each collective row and each computation entry is one line of its own.
+  for key in ("collectives", "computations"):
+    start = lines.index(f' "{key}": [')
+    rows = lines[start + 1 : start + 1 + len(expected[key])]
+    assert [json.loads(r.strip().rstrip(",")) for r in rows] == json.loads(
+      json.dumps(expected[key])
+    )
+
+
 def test_text_lists_attributes_one_by_one(capsys, nvshmem_1x1x8):
   rc, out, _ = run(
     capsys,

@@ -39,7 +39,6 @@ Exit status: 0 (also when the modules differ), 2 bad input.
 
 import argparse
 import gc
-import json
 import os
 from typing import Any
 
@@ -59,10 +58,7 @@ def _render(
   tr: dict[str, Any] | None,
 ) -> str:
   if args.format == "json":
-    out = diff.to_json(result)
-    if tr is not None:
-      out["trace"] = tr
-    return json.dumps(out, indent=1)
+    return diff.format_json(result, tr)
   if args.format == "html":
     return diff.format_html(result, src_a, src_b, tr)
   return diff.format_text(result, tr)

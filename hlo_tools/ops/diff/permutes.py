@@ -89,14 +89,16 @@ def match_collectives(
     else:
       leftovers.append(ra)
   rest_b = [rb for rb in recs_b if id(rb) not in used]
+  # A set, not a scan of `out`: a ring renamed by a pass leaves every permute here.
+  matched_a = {id(ra) for ra, _ in out}
   for ra, rb in _match_by_computation(leftovers, rest_b) + bucket_match(
     leftovers, rest_b, _pairs_bytes, _pairs_bytes
   ):
-    if id(rb) in used or any(ra is x for x, _ in out):
+    if id(rb) in used or id(ra) in matched_a:
       continue
     used.add(id(rb))
+    matched_a.add(id(ra))
     out.append((ra, [rb]))
-  matched_a = {id(ra) for ra, _ in out}
   out += [(ra, []) for ra in leftovers if id(ra) not in matched_a]
   out += [(None, [rb]) for rb in rest_b if id(rb) not in used]
   return out
