@@ -8,7 +8,8 @@ import random
 import pytest
 
 from hlo_tools import cli, selection
-from hlo_tools.ops.heuristics import HeuristicsError, calibrate
+from hlo_tools.errors import HeuristicsError
+from hlo_tools.ops.heuristics import calibrate, evaluate, fitting, measurements
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -54,11 +55,11 @@ def test_recovers_latency_per_buffer_and_bandwidth(tmp_path):
       pytest.approx(fit.bandwidth_gbps, rel=1e-5),
     )
     assert table.per_buffer_us(*key) == pytest.approx(fit.per_buffer_us, rel=1e-5, abs=1e-6)
-    assert max(fit.max_rel_by_size.values()) < calibrate.GOAL_REL
+    assert max(fit.max_rel_by_size.values()) < evaluate.GOAL_REL
     # The core predicts with the written table the measured times at the
     # measured points (the curve), and the fit beyond the largest size.
     assert table.sm_interference(key[0]) == 0
-    measured = calibrate.medians(calibrate.read_measurements(str(path))[key])
+    measured = fitting.medians(measurements.read_measurements(str(path))[key])
     for (operands, nbytes), us in measured.items():
       assert selection.edge_time_us(table, key[0], key[1], nbytes, operands) == (
         pytest.approx(us, rel=1e-5)
@@ -199,7 +200,7 @@ def test_cli_reports_calibration_held_out_and_step_and_plots(tmp_path, capsys):
     assert float(r[6]) == pytest.approx(model, abs=1e-4)
   # Synthetic data from the parametric model: log-log interpolation stays
   # within the goal between powers of 4.
-  assert all(abs(float(r[7])) < calibrate.GOAL_REL for r in held_rows)
+  assert all(abs(float(r[7])) < evaluate.GOAL_REL for r in held_rows)
   assert png.stat().st_size > 10000 and png.read_bytes()[:4] == b"\x89PNG"
 
 
@@ -208,10 +209,10 @@ def test_holdout_csv_validates_and_bad_holdout_is_refused(tmp_path):
   other = write_xla_csv(tmp_path / "val.csv", TRUE, noise=0.05, seed=3)
   result = calibrate.run_calibration(str(cal), holdout_csv=str(other))
   assert "# Validated on: val.csv (sha256 " in result.text
-  checks = calibrate.evaluate(result.table, result.calibration, result.held_out)
+  checks = evaluate.evaluate(result.table, result.calibration, result.held_out)
   held = [c for c in checks if c.held_out]
   assert len(held) == 2 * 3 * 10
-  summary = calibrate.summary(checks)
+  summary = evaluate.summary(checks)
   rms, worst, count = summary[("nccl", "nvlink", "held_out")]
   assert count == 30 and 0 < rms <= worst < 0.2
   assert summary[("nccl", "nvlink", "calibration")][1] < 1e-5
@@ -258,14 +259,14 @@ def test_h200_calibration_set_validates_on_held_out_sizes_from_2_mib():
   held-out odd powers of two within 10% from 2 MiB up, for both backends."""
   path = RESULTS / "h200x2_xla_permute_calibration_jax091.csv"
   result = calibrate.run_calibration(str(path), holdout="odd-powers-of-two")
-  checks = calibrate.evaluate(result.table, result.calibration, result.held_out)
+  checks = evaluate.evaluate(result.table, result.calibration, result.held_out)
   held = [c for c in checks if c.held_out]
   assert {c.backend for c in held} == {"nccl", "nvshmem"}
-  assert all(not calibrate._power_of_four(c.bytes) for c in held)
+  assert all(not evaluate._power_of_four(c.bytes) for c in held)
   for c in held:
     if c.bytes >= 2 << 20:
-      assert abs(calibrate.relative(c.model_us, c.measured_us)) <= calibrate.GOAL_REL, c
-      assert abs(calibrate.relative(c.model_step_us, c.step_us)) <= calibrate.GOAL_REL, c
+      assert abs(evaluate.relative(c.model_us, c.measured_us)) <= evaluate.GOAL_REL, c
+      assert abs(evaluate.relative(c.model_step_us, c.step_us)) <= evaluate.GOAL_REL, c
   # The committed table is this calibration.
   committed = selection.load_cost_table(ROOT / "core" / "tables" / "h200x2_nvlink_cost_table.txtpb")
   for key in (("nccl", "nvlink"), ("nvshmem", "nvlink")):
@@ -289,7 +290,7 @@ def test_csv_in_another_unit_is_refused(tmp_path, capsys, scale, needle):
   bad = tmp_path / "bad.csv"
   bad.write_text("\n".join(out) + "\n")
   with pytest.raises(HeuristicsError) as e:
-    calibrate.read_measurements(str(bad))
+    measurements.read_measurements(str(bad))
   message = str(e.value)
   assert needle in message and "microseconds or milliseconds" in message
   assert message.startswith(f"{bad}:") and "\n" not in message
@@ -297,4 +298,4 @@ def test_csv_in_another_unit_is_refused(tmp_path, capsys, scale, needle):
   _, err = capsys.readouterr()
   assert rc == 2 and len(err.strip().splitlines()) == 1 and needle in err
   assert not (tmp_path / "table.txt").exists()
-  calibrate.read_measurements(str(good))  # seconds: accepted
+  measurements.read_measurements(str(good))  # seconds: accepted

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from hlo_tools.ops.heuristics import calibrate
+from hlo_tools.ops.heuristics import calibrate, measurements
 
 from conftest import GPU, MULTICAST_OFF, ROOT, load_gpu_script
 
@@ -140,7 +140,7 @@ def test_written_csv_calibrates_to_the_generating_line(tmp_path):
   p2p.write_csv(path, rows, ["a comment line"])
   text = path.read_text()
   assert text.startswith("# a comment line\nbackend,link_class,bytes,seconds,")
-  groups = calibrate.read_measurements(str(path))
+  groups = measurements.read_measurements(str(path))
   assert set(groups) == {("nccl", "nvlink"), ("nvshmem", "nvlink")}
   table, fits = calibrate.calibrate(str(path))
   assert math.isclose(fits[("nccl", "nvlink")].latency_us, 6.0, rel_tol=1e-4)

@@ -8,7 +8,8 @@ import statistics
 import pytest
 
 from hlo_tools import selection
-from hlo_tools.ops.heuristics import calibrate
+from hlo_tools.errors import HeuristicsError
+from hlo_tools.ops.heuristics import calibrate, evaluate
 
 from conftest import load_gpu_script
 
@@ -150,11 +151,11 @@ def test_chained_calibration_validates_below_1_mib():
   held-out odd powers of two within 10% at every size, below 1 MiB too."""
   path = RESULTS / "h200x2_xla_permute_calibration_chain8_jax091.csv"
   result = calibrate.run_calibration(str(path), holdout="odd-powers-of-two")
-  checks = calibrate.evaluate(result.table, result.calibration, result.held_out)
+  checks = evaluate.evaluate(result.table, result.calibration, result.held_out)
   held = [c for c in checks if c.held_out]
   assert {c.backend for c in held} == {"nccl", "nvshmem"}
   for c in held:
-    assert abs(calibrate.relative(c.model_us, c.measured_us)) <= calibrate.GOAL_REL, c
+    assert abs(evaluate.relative(c.model_us, c.measured_us)) <= evaluate.GOAL_REL, c
 
 
 def test_a_lone_nvshmem_permute_costs_more_than_a_chained_one():
@@ -341,7 +342,7 @@ def test_cross_host_csv_calibrates_into_network_rows(tmp_path):
   bench._write_csv(str(path), rows)
   assert all(r["link_class"] == "network" for r in rows)
   # NVSHMEM has no network row at the pinned XLA: its rows are refused.
-  with pytest.raises(calibrate.HeuristicsError, match="(?i)nvshmem has no network row"):
+  with pytest.raises(HeuristicsError, match="(?i)nvshmem has no network row"):
     calibrate.calibrate(str(path))
   rows = [r for r in rows if r["backend"] == "nccl"]
   bench._write_csv(str(path), rows)

@@ -150,7 +150,8 @@ def _check_pass(argv: list[str]) -> int:
 
 
 def _calibrate(argv: list[str]) -> int:
-  from hlo_tools.ops.heuristics import calibrate  # pylint: disable=import-outside-toplevel
+  # pylint: disable=import-outside-toplevel
+  from hlo_tools.ops.heuristics import calibrate, evaluate, plot
 
   p = argparse.ArgumentParser(prog=argv[0], description=calibrate.__doc__.split("\n\n")[0])
   p.add_argument(
@@ -164,7 +165,7 @@ def _calibrate(argv: list[str]) -> int:
   p.add_argument(
     "--holdout",
     default="none",
-    choices=calibrate.HOLDOUTS,
+    choices=evaluate.HOLDOUTS,
     help="odd-powers-of-two: sizes that are not powers of 4 only validate the model",
   )
   p.add_argument("--holdout-csv", help="a second CSV that only validates the model")
@@ -190,19 +191,19 @@ def _calibrate(argv: list[str]) -> int:
     args.software,
     args.note,
   )
-  checks = calibrate.evaluate(result.table, result.calibration, result.held_out)
-  for line in calibrate.error_report(result.fits, checks):
+  checks = evaluate.evaluate(result.table, result.calibration, result.held_out)
+  for line in evaluate.error_report(result.fits, checks):
     print(line, file=sys.stderr)
   if args.plot:
-    calibrate.plot(args.plot, result, checks, os.path.basename(args.csv))
+    plot.plot_calibration(args.plot, result, checks, os.path.basename(args.csv))
     print(f"wrote {args.plot}", file=sys.stderr)
   if args.errors_csv:
-    calibrate.write_errors_csv(args.errors_csv, checks)
+    evaluate.write_errors_csv(args.errors_csv, checks)
     print(f"wrote {args.errors_csv}", file=sys.stderr)
   if args.out == "-":
     sys.stdout.write(result.text)
   else:
-    calibrate.write_file(args.out, result.text)
+    evaluate.write_file(args.out, result.text)
     print(f"wrote {args.out}", file=sys.stderr)
   return 0
 

@@ -1,6 +1,7 @@
-"""PNG plots of a heuristics sweep: modeled time vs size, one file per topology.
+"""PNG plots: a heuristics sweep's modeled time vs size, a calibration's model vs measurement.
 
-Separate from the sweep so that matplotlib is imported only when plotting.
+A sweep gets one file per topology. Separate from the sweep and the calibration so
+that matplotlib is imported only when plotting.
 """
 
 import io
@@ -13,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # matplotlib is imported only when plotting
   from matplotlib.axes import Axes
 
-from hlo_tools import cli_io
+from hlo_tools import cli_io, selection
 from hlo_tools.errors import HeuristicsError
+from hlo_tools.ops.heuristics.calibrate import Calibration
+from hlo_tools.ops.heuristics.evaluate import GOAL_REL, Check, relative, write_file
 
 _STYLE = {"nccl": ("tab:blue", "NCCL-only"), "nvshmem": ("tab:green", "NVSHMEM-only")}
 _MARKERS = {"nccl": "o", "nvshmem": "^"}
@@ -132,3 +135,67 @@ def _curves(
       zorder=4,
       label="oracle, margin ignored (NCCL kept)",
     )
+
+
+def plot_calibration(path: str, result: Calibration, checks: Sequence[Check], source: str) -> None:
+  """PNG: per fitted pair the model per operand count as the core prices it
+  (lines), measured calibration points (filled) and held-out points (open),
+  and below the relative error at each."""
+  try:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+  except ImportError as e:
+    raise HeuristicsError(f"--plot needs matplotlib ({e})") from None
+  keys = sorted(result.fits)
+  fig, axes = plt.subplots(2, len(keys), figsize=(5 * len(keys), 7.5), squeeze=False, sharex=True)
+  for col, key in enumerate(keys):
+    top, bottom = axes[0][col], axes[1][col]
+    mine = [c for c in checks if (c.backend, c.link_class) == key and c.bytes > 0]
+    for operands in sorted({c.operands for c in mine}):
+      pts = sorted((c for c in mine if c.operands == operands), key=lambda c: c.bytes)
+      lo, hi = pts[0].bytes, pts[-1].bytes
+      xs = [lo * (hi / lo) ** (i / 200) for i in range(201)] if hi > lo else [lo]
+      line = top.plot(
+        xs,
+        [selection.edge_time_us(result.table, key[0], key[1], x, operands) for x in xs],
+        "-",
+        label=f"model, {operands} op",
+      )[0]
+      color = line.get_color()
+      for held, marker, fill in ((False, "o", color), (True, "s", "none")):
+        sel = [c for c in pts if c.held_out == held]
+        if not sel:
+          continue
+        label = f"{'held out' if held else 'calibration'}, {operands} op"
+        top.plot(
+          [c.bytes for c in sel],
+          [c.measured_us for c in sel],
+          marker,
+          color=color,
+          markerfacecolor=fill,
+          label=label,
+        )
+        bottom.plot(
+          [c.bytes for c in sel],
+          [100 * relative(c.model_us, c.measured_us) for c in sel],
+          marker,
+          color=color,
+          markerfacecolor=fill,
+        )
+    top.set(
+      xscale="log", yscale="log", title=f"{key[0]} {key[1]}", ylabel="permute time per step (us)"
+    )
+    top.legend(fontsize=6, ncol=2)
+    for bound in (-100 * GOAL_REL, 100 * GOAL_REL):
+      bottom.axhline(bound, color="gray", linestyle="--", linewidth=0.8)
+    bottom.set(
+      xscale="log", xlabel="bytes per permute (all buffers)", ylabel="model - measured (%)"
+    )
+  fig.suptitle(f"Cost model vs measurement ({source}); open markers: held out")
+  fig.tight_layout()
+  buffer = io.BytesIO()
+  fig.savefig(buffer, format="png", dpi=110)
+  plt.close(fig)
+  write_file(path, buffer.getvalue())
