@@ -18,6 +18,8 @@ from hlo_tools.hlo import reader
 from hlo_tools.model import decisions, driver
 from hlo_tools.model.collectives import collective_permutes
 from hlo_tools.ops import report, verify
+from hlo_tools.ops.report.cases import Case
+from hlo_tools.ops.report.text import summary_text
 
 REPO = Path(__file__).resolve().parents[1]
 DRIVER = REPO / "build" / "nvshmem-opt"
@@ -252,9 +254,7 @@ def test_newer_xla_module_modes(capsys, tmp_path):
 
 def test_report_passes_the_set_and_shows_the_mode(tmp_path, ring2):
   data = report.build(
-    [
-      report.Case(id="ring2", title="ring on 1x1x2", topology="1x1x2", config=None, path=str(ring2))
-    ],
+    [Case(id="ring2", title="ring on 1x1x2", topology="1x1x2", config=None, path=str(ring2))],
     tmp_path / "r",
     cost_table=str(H200_TABLE),
     progress=False,
@@ -265,7 +265,7 @@ def test_report_passes_the_set_and_shows_the_mode(tmp_path, ring2):
   rows = data["summary"]["comparison"]
   assert rows and all(r["plan"] == "peer" and r["collectives_mode"] == PEER for r in rows)
   assert all("peer memory wins" in r["verdict"] for r in rows)
-  summary = report.summary_text(data)
+  summary = summary_text(data)
   assert "backends nccl,peer" in summary and f"peer ({PEER})" in summary
   rewritten = list((tmp_path / "r").rglob("*.nvshmem.hlo"))
   assert rewritten and all(PEER in p.read_text() for p in rewritten)

@@ -21,6 +21,8 @@ import pytest
 from hlo_tools import cli
 from hlo_tools.model import decisions, options
 from hlo_tools.ops import explain as explain_op, report
+from hlo_tools.ops.report.cases import Case
+from hlo_tools.ops.report.text import _duration, step_line, step_saving
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -140,25 +142,23 @@ def test_branch_trips_are_at_most_the_loops():
 
 
 def test_per_step_totals_count_one_branch_per_trip(tmp_path, capsys):
-  case = report.Case(
-    id="cond", title="cond ring", topology="1x1x8", path=str(RING), label=str(RING)
-  )
+  case = Case(id="cond", title="cond ring", topology="1x1x8", path=str(RING), label=str(RING))
   data = report.build([case], tmp_path / "r", progress=False, backends="nccl,peer")
   rows = data["summary"]["comparison"]
   assert len(rows) == 2 and all(r["runs"] == TRIPS and r["runs_bound"] == "at most" for r in rows)
   nccl = rows[0]["nccl_us"]
   assert rows[1]["nccl_us"] == pytest.approx(nccl)
-  saved, on_nccl = report.step_saving(rows)
+  saved, on_nccl = step_saving(rows)
   # One branch runs per trip: 7 runs of one 32 MiB permute, not 14.
   assert saved == 0 and on_nccl == pytest.approx(TRIPS * nccl)
-  line = report.step_line(rows, data["summary"]["overlap"]["cond"])
+  line = step_line(rows, data["summary"]["overlap"]["cond"])
   assert line.startswith(
     "  cond ring: per step the choices save at most 0.00 us of "
-    f"modeled permute time, 0.0% of {report._duration(TRIPS * nccl)} on NCCL"
+    f"modeled permute time, 0.0% of {_duration(TRIPS * nccl)} on NCCL"
   )
   # A permute outside any branch still counts every trip.
   free = dict(rows[0], branch=None, runs_bound="exact", nccl_us_per_step=nccl * TRIPS)
-  assert report.step_saving([free, rows[1]])[1] == pytest.approx(2 * TRIPS * nccl)
+  assert step_saving([free, rows[1]])[1] == pytest.approx(2 * TRIPS * nccl)
   assert os.path.isfile(tmp_path / "r" / "index.html")
 
 

@@ -13,6 +13,8 @@ import pytest
 
 from hlo_tools import cli
 from hlo_tools.ops import report
+from hlo_tools.ops.report.cases import Case
+from hlo_tools.ops.report.text import summary_text
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -155,9 +157,9 @@ def test_memory_space_note_with_the_buffer_assignment_beside(tmp_path, capsys):
   ],
 )
 def test_headline_saving_is_modeled_permute_time_that_may_overlap(tmp_path, fixture, overlap):
-  case = report.Case(id="c", title="ring", topology="1x1x8", path=str(fixture), label=str(fixture))
+  case = Case(id="c", title="ring", topology="1x1x8", path=str(fixture), label=str(fixture))
   data = report.build([case], tmp_path / "r", progress=False)
-  [line] = [l for l in report.summary_text(data).splitlines() if "per step" in l]
+  [line] = [l for l in summary_text(data).splitlines() if "per step" in l]
   assert " of modeled permute time, " in line
   assert (
     "time that may overlap attention: the step's own time is not modeled here, "

@@ -9,7 +9,7 @@ from pathlib import Path
 from hlo_tools import cli
 from hlo_tools.model import decisions, options, sources
 from hlo_tools.model.collectives import collective_permutes, trips_text
-from hlo_tools.ops.report import Case
+from hlo_tools.ops.report.cases import Case
 from hlo_tools.ops.report.page import comparison_rows
 
 from conftest import placed

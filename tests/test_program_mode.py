@@ -4,6 +4,8 @@ import pytest
 
 from hlo_tools.hlo import module_config
 from hlo_tools.model import decisions, options, program_mode, sources
+from hlo_tools.ops.report.cases import Case
+from hlo_tools.ops.report.text import summary_text
 
 from conftest import FIXTURES
 
@@ -232,13 +234,13 @@ def test_report_gives_each_configuration_its_one_mode(tmp_path):
   from hlo_tools.ops import report
 
   path = FIXTURES / "train_step_1x1x8.after_optimizations.hlo"
-  case = report.Case(id="ts", title="train step", topology="1x1x8", path=str(path), label=str(path))
+  case = Case(id="ts", title="train step", topology="1x1x8", path=str(path), label=str(path))
   data = report.build([case], tmp_path / "r", progress=False, backends="nccl,peer")
   [entry] = data["cases"]
   program = entry["program"]
   assert program["backend"] == "peer" and program["saving_us"] > 0
   assert program["compiler_options"] == {"xla_gpu_collective_permute_mode": PEER}
-  text = report.summary_text(data)
+  text = summary_text(data)
   assert (
     "train step: one mode for the program (stock XLA): peer, "
     "XLA_FLAGS=--xla_gpu_collective_permute_mode=peer"

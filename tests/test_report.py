@@ -15,6 +15,15 @@ import pytest
 import hlo_tools.commands.report
 from hlo_tools import cli
 from hlo_tools.ops import outdir, report
+from hlo_tools.ops.report.cases import (
+  DEFAULT_GRID,
+  DEFAULT_TRAIN_STEPS,
+  DEFAULTS,
+  Case,
+  plan_cases,
+  ring_case,
+)
+from hlo_tools.ops.report.text import _others_text
 from hlo_tools.ops.sizes import format_bytes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,8 +97,8 @@ def test_report_directory_holds_verdicts_and_json(small_report):
 
 def test_side_by_side_shows_where_nvshmem_wins_and_loses(tmp_path):
   # One host, a short and a long context: the same program, two answers.
-  config = dict(report.DEFAULTS, num_heads=4, num_kv_heads=2, head_dim=64)
-  cases = [report.ring_case(dict(config, seq_len=n), "1x1x8") for n in (4096, 1 << 20)]
+  config = dict(DEFAULTS, num_heads=4, num_kv_heads=2, head_dim=64)
+  cases = [ring_case(dict(config, seq_len=n), "1x1x8") for n in (4096, 1 << 20)]
   data = report.build(cases, tmp_path / "r", progress=False)
   rows = data["summary"]["comparison"]
   # Short: K and V combined into one permute; long: over the combiner's threshold, two.
@@ -113,17 +122,17 @@ def test_embedded_default_is_a_grid():
   args = hlo_tools.commands.report._parser("hlo-tools report").parse_args([])
   config, explicit = hlo_tools.commands.report._config("hlo-tools report", args)
   assert not explicit and config["seq_len"] == 131072 and config["num_heads"] == 32
-  cases = report.plan_cases(hlo_tools.commands.report.request_for(args, config, explicit))
+  cases = plan_cases(hlo_tools.commands.report.request_for(args, config, explicit))
   rings = [c for c in cases if c.source["kind"] == "ring"]
-  assert [(c.topology, c.config["seq_len"]) for c in rings] == list(report.DEFAULT_GRID)
+  assert [(c.topology, c.config["seq_len"]) for c in rings] == list(DEFAULT_GRID)
   # Beside the ring, the train step on one host and across hosts (its layouts:
   # test_report_main_job).
   assert [(c.source.get("program"), c.topology) for c in cases[len(rings) :]] == [
-    ("train_step", t) for t, _, _ in report.DEFAULT_TRAIN_STEPS
+    ("train_step", t) for t, _, _ in DEFAULT_TRAIN_STEPS
   ]
   args = hlo_tools.commands.report._parser("hlo-tools report").parse_args(["--topology=1x1x8"])
   config, explicit = hlo_tools.commands.report._config("hlo-tools report", args)
-  [case] = report.plan_cases(hlo_tools.commands.report.request_for(args, config, explicit))
+  [case] = plan_cases(hlo_tools.commands.report.request_for(args, config, explicit))
   assert case.topology == "1x1x8" and case.config["seq_len"] == 131072
 
 
@@ -374,13 +383,13 @@ def test_report_of_a_function(tmp_path):
 def test_summary_says_refused_rather_than_a_dash():
   # A backend the core refused has no modeled time: the summary line says so.
   pinned = {"nccl_us": 59.5, "nvshmem_us": None, "backend_us": {"nccl": 59.5, "nvshmem": None}}
-  assert report._others_text(pinned) == "nvshmem refused"
+  assert _others_text(pinned) == "nvshmem refused"
   today = {
     "nccl_us": 20.0,
     "nvshmem_us": None,
     "backend_us": {"nccl": 20.0, "peer": 31.5, "symmetric": None},
   }
-  assert report._others_text(today) == "peer 31.50 us, symmetric refused"
+  assert _others_text(today) == "peer 31.50 us, symmetric refused"
 
 
 def test_report_uses_manifest_topology(tmp_path, capsys):
@@ -569,7 +578,7 @@ def test_report_charts_every_kind_of_permute(tmp_path):
   # own size; the takeaways name both, not only the first.
   data = report.build(
     [
-      report.Case(
+      Case(
         id="grad",
         title="grad on 1x1x8",
         topology="1x1x8",
@@ -602,7 +611,7 @@ def test_report_charts_every_kind_of_permute(tmp_path):
 def test_chart_on_one_host_has_no_network_line_and_shows_the_choice(tmp_path):
   path = str(FIXTURES / "ring_1x1x8.before_async.hlo")
   data = report.build(
-    [report.Case(id=t, title=t, topology=t, path=path) for t in ("1x1x8", "1x2x4")],
+    [Case(id=t, title=t, topology=t, path=path) for t in ("1x1x8", "1x2x4")],
     tmp_path / "r",
     progress=False,
   )
@@ -635,7 +644,7 @@ def test_chart_legend_gives_the_real_refusal(tmp_path):
   # because of the network (every edge is NVLink here).
   data = report.build(
     [
-      report.Case(
+      Case(
         id="shift",
         title="shift",
         topology="1x1x8",

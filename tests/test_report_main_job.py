@@ -9,6 +9,8 @@ import pytest
 
 import hlo_tools.commands.report
 from hlo_tools.ops import report
+from hlo_tools.ops.report.cases import Case, plan_cases, train_step_case
+from hlo_tools.ops.report.text import step_line, summary_text
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 PROG = "hlo-tools report"
@@ -17,7 +19,7 @@ PROG = "hlo-tools report"
 def _default_cases():
   args = hlo_tools.commands.report._parser(PROG).parse_args([])
   config, explicit = hlo_tools.commands.report._config(PROG, args)
-  return report.plan_cases(hlo_tools.commands.report.request_for(args, config, explicit))
+  return plan_cases(hlo_tools.commands.report.request_for(args, config, explicit))
 
 
 def test_default_grid_holds_the_seed_layout():
@@ -58,10 +60,10 @@ def _ms(text):
 def test_summary_line_has_each_choice_and_the_step_saving(tmp_path):
   # The train step compiled for one host (cp 4 x tp 2): NVSHMEM wins every permute.
   path = FIXTURES / "train_step_1x1x8.after_optimizations.hlo"
-  case = report.Case(id="ts", title="train step", topology="1x1x8", path=str(path), label=str(path))
+  case = Case(id="ts", title="train step", topology="1x1x8", path=str(path), label=str(path))
   data = report.build([case], tmp_path / "r", progress=False)
   [entry] = data["cases"]
-  text = report.summary_text(data)
+  text = summary_text(data)
   [line] = [l for l in text.splitlines() if "per step" in l]
   m = re.fullmatch(
     r"  train step: per step the choices save ([\d.]+ m?s|[\d.]+ us) of "
@@ -116,20 +118,20 @@ def test_unknown_trips_make_the_step_a_lower_bound():
     row("b", 1, "", None),
     row("c", 4, "at least x4 trips (4 x ?; ? = a loop whose count is unknown)", None),
   ]
-  assert report.step_line(rows) == (
+  assert step_line(rows) == (
     "  t: per step the choices save at least 130.00 us of modeled permute time, 33.3% of "
     "390.00 us on NCCL, time that may overlap attention: the step's own time is not "
     "modeled here, so its share of a step is not known; %a nvshmem saves 10.00 us x8 "
     "trips, %b nvshmem saves 10.00 us, "
     "%c nvshmem saves 10.00 us at least x4 trips (4 x ?; ? = a loop whose count is unknown)"
   )
-  assert "at least" not in report.step_line(rows[:2])
+  assert "at least" not in step_line(rows[:2])
 
 
 def test_seed_layout_keeps_the_ring_inside_each_host(tmp_path):
   # The seed's mesh order (tp slowest, cp over consecutive ids) on 2 hosts x 4, small
   # shapes: every edge of every permute stays on one host's NVLink.
-  case = report.train_step_case("1x2x4", "tp:2,cp:4", 4096)
+  case = train_step_case("1x2x4", "tp:2,cp:4", 4096)
   case.source["config"].update(
     num_layers=1, hidden=256, mlp=512, vocab=256, num_heads=4, num_kv_heads=2, head_dim=64
   )
@@ -142,6 +144,4 @@ def test_seed_layout_keeps_the_ring_inside_each_host(tmp_path):
   )
   manifest = json.loads((tmp_path / "r" / case.id / "dump" / "manifest.json").read_text())
   assert list(manifest["mesh"].items()) == [("tp", 2), ("cp", 4)]
-  assert "Llama train step (tp 2 x cp 4), 4K tokens, on 1x2x4: per step" in report.summary_text(
-    data
-  )
+  assert "Llama train step (tp 2 x cp 4), 4K tokens, on 1x2x4: per step" in summary_text(data)

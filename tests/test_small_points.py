@@ -14,7 +14,8 @@ import pytest
 
 from hlo_tools import selection
 from hlo_tools.model import decisions, options, sources
-from hlo_tools.ops.report import Case, chart, page
+from hlo_tools.ops.report import chart, page
+from hlo_tools.ops.report.cases import Case
 
 from conftest import FIXTURES, NVSHMEM_OPT, ROOT
 

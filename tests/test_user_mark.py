@@ -20,6 +20,8 @@ import pytest
 from hlo_tools import cli
 from hlo_tools.model import decisions, driver, modes, options, sources
 from hlo_tools.ops import report, verify
+from hlo_tools.ops.report.cases import Case
+from hlo_tools.ops.report.text import step_line, step_saving
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -158,9 +160,7 @@ def test_nvshmem_opt_writes_nothing_over_a_mark(tmp_path, mark):
 
 
 def test_report_counts_no_saving_for_a_mark(tmp_path):
-  case = report.Case(
-    id="marked", title="marked ring", topology="1x1x8", path=str(AFTER), label=str(AFTER)
-  )
+  case = Case(id="marked", title="marked ring", topology="1x1x8", path=str(AFTER), label=str(AFTER))
   data = report.build([case], tmp_path / "r", progress=False, backends="nccl,peer")
   assert data["summary"]["verify_passed"], data["summary"]["failed_checks"]
   [row] = data["summary"]["comparison"]
@@ -168,8 +168,8 @@ def test_report_counts_no_saving_for_a_mark(tmp_path):
   assert row["saved_us_per_run"] == row["saved_us_per_step"] == 0 and row["verdict"].startswith(
     "marked by the user: private"
   )
-  assert report.step_saving([row])[0] == 0
-  line = report.step_line([row])
+  assert step_saving([row])[0] == 0
+  line = step_line([row])
   assert "save 0.00 us of modeled permute time" in line
   assert "%collective-permute-start nccl saves 0.00 us (marked by the user) x7 trips" in line
 

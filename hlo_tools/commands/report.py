@@ -68,7 +68,8 @@ from hlo_tools.commands import common
 from hlo_tools.errors import InputError
 from hlo_tools.ops import report
 from hlo_tools.ops.dump import DEFAULT_TARGET_CONFIG
-from hlo_tools.ops.report import DEFAULT_OUT, DEFAULT_TOPOLOGY, DEFAULTS
+from hlo_tools.ops.report.cases import DEFAULT_OUT, DEFAULT_TOPOLOGY, DEFAULTS, Request, plan_cases
+from hlo_tools.ops.report.text import summary_text
 
 
 def _parser(prog: str) -> common.ArgumentParser:
@@ -204,10 +205,10 @@ def _stdin_file(args: argparse.Namespace) -> str:
 
 def request_for(
   args: argparse.Namespace, config: dict[str, Any], explicit: bool, stdin_path: str | None = None
-) -> report.Request:
-  """The command line as an ops.report.Request: flags turned into values once."""
+) -> Request:
+  """The command line as an ops.report.cases.Request: flags turned into values once."""
   function = _is_function(args.source)
-  return report.Request(
+  return Request(
     source=args.source,
     config=config,
     explicit=explicit,
@@ -241,7 +242,7 @@ def main(argv: list[str]) -> int:
     )
     stdin_path = _stdin_file(args) if piped else None
     try:
-      cases = report.plan_cases(request_for(args, config, explicit, stdin_path))
+      cases = plan_cases(request_for(args, config, explicit, stdin_path))
       previous = signal.signal(signal.SIGTERM, _terminate)
       try:
         result = report.build(
@@ -258,7 +259,7 @@ def main(argv: list[str]) -> int:
     finally:
       if stdin_path:
         os.unlink(stdin_path)
-    print(report.summary_text(result))
+    print(summary_text(result))
     return 0 if result["summary"]["verify_passed"] else 1
 
   return common.run_command(parser, argv, run)
