@@ -59,6 +59,7 @@ def main() -> int:
   if not args.installed:
     sys.path.insert(0, ROOT)
   from hlo_tools import jax_hook
+  from hlo_tools.hook import flags, text_edit
 
   result = {
     "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -92,8 +93,8 @@ def main() -> int:
   def mode_of(compiled):
     text = compiled.as_text()
     return {
-      "permute_modes": jax_hook.permute_modes(text),
-      "flag_mode": jax_hook.compiled_flag_mode(text),
+      "permute_modes": text_edit.permute_modes(text),
+      "flag_mode": flags.compiled_flag_mode(text),
     }
 
   hook = jax_hook.install(

@@ -123,7 +123,7 @@ def mode_env(mode, base, platform, num_procs, devices_per_proc, route=None):
 
 def permute_summary(text):
   """{'collective-permute-start:NVSHMEM': 1, '...:DEFAULT/COLLECTIVES_PEER_MEMORY': 2}."""
-  from hlo_tools import jax_hook
+  from hlo_tools.hook import text_edit
 
   found = {}
   for line in text.split("\n"):
@@ -136,7 +136,7 @@ def permute_summary(text):
       begin = at + len("backend_config=")
       try:
         cbc = (
-          json.loads(line[begin : jax_hook._match_brace(line, begin)]).get(  # pylint: disable=protected-access
+          json.loads(line[begin : text_edit._match_brace(line, begin)]).get(  # pylint: disable=protected-access
             "collective_backend_config"
           )
           or {}
@@ -564,13 +564,13 @@ def probe(args):
     events.emit(event="info", jax=jax.__version__, has_hook=has_hook)
     if has_hook:
       return 0
-    from hlo_tools import jax_hook
     from hlo_tools.hlo import reader
+    from hlo_tools.hook import decide
     from hlo_tools.model import collectives
     from hlo_tools.programs import ring_attention
 
     try:
-      sel = jax_hook.import_selection()
+      sel = decide.import_selection()
     except ImportError as e:
       events.emit(event="core_error", error=f"core binding not importable: {e}")
       return 0

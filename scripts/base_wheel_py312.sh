@@ -81,12 +81,13 @@ sys.exit("tensorflow is importable" if u.find_spec("tensorflow") else 0)'
     "$VENV/bin/python" - "$OLDPWD/tests/fixtures/ring_1x1x8.before_async.hlo" <<'EOF'
 import sys
 import jax
-from hlo_tools import jax_hook
+from hlo_tools import jax_hook  # the public entry, and with it hlo_tools/hook/, installed
 from hlo_tools.hlo import reader
+from hlo_tools.hook import decide
 from hlo_tools.model import collectives
-selection = jax_hook.import_selection()
+selection = decide.import_selection()
 [permute] = collectives.collective_permutes(reader.parse_hlo_file(sys.argv[1]))
-backend, decision = jax_hook.decide_mode(
+backend, decision = decide.decide_mode(
     selection, selection.parse_topology("1x1x8:map=0,1,2,3,4,5,6,7"),
     selection.CostTable.default(), ("nccl", "nvshmem"), permute, num_partitions=8)
 print(f"jax {jax.__version__}; the hook's decision on the ring: {backend}: {decision['reason']}")

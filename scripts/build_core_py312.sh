@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the selection core's Python binding for another CPython (default 3.12)
 # into an ignored folder that can travel to a machine without TensorFlow or
-# network (hlo_tools.jax_hook looks there when the package has no binding):
+# network (the JAX hook, hlo_tools/hook/decide.py, looks there when the package has
+# no binding):
 #
 #   scripts/build_core_py312.sh [PYTHON] [OUT_DIR]
 #

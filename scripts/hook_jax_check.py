@@ -4,7 +4,7 @@
 
 Runs on any jax >= 0.10.2 with a CUDA plugin, without a GPU (a deviceless compile
 for two H200s; TARGET_CONFIG defaults to hlo_tools/data/h200_gpu_target_config.pbtxt).
-It says, for this jax, whether each thing hlo_tools.jax_hook reads is where the hook
+It says, for this jax, whether each thing the hook (hlo_tools/hook/) reads is where it
 reads it, and what a compile does:
   * registration: jax.extend.xla.register_hlo_module_transformation and
     PipelineStage.PRE_SCHEDULER;
@@ -63,6 +63,7 @@ def main() -> int:
   )
 
   from hlo_tools import jax_hook  # pylint: disable=import-outside-toplevel
+  from hlo_tools.hook import flags, text_edit  # pylint: disable=import-outside-toplevel
 
   target = (
     sys.argv[1]
@@ -96,12 +97,12 @@ def main() -> int:
   )
   lowered = ring(compiler_options={_FLAG: _PEER}).lower(arg)
   out["jit_options"] = {
-    "kept": jax_hook.jit_compiler_options(lowered),
-    "compiled": jax_hook.permute_modes(jax_hook._text(lowered.compile())),  # pylint: disable=protected-access
+    "kept": flags.jit_compiler_options(lowered),
+    "compiled": text_edit.permute_modes(flags.compiled_text(lowered.compile())),
   }
-  out["compile_options"] = jax_hook.permute_modes(
-    jax_hook._text(ring().lower(arg).compile({_FLAG: _PEER}))
-  )  # pylint: disable=protected-access
+  out["compile_options"] = text_edit.permute_modes(
+    flags.compiled_text(ring().lower(arg).compile({_FLAG: _PEER}))
+  )
   table = os.path.join(os.environ.get("TMPDIR", "/tmp"), "hook_jax_check_table.txt")
   with open(table, "w", encoding="utf-8") as f:
     f.write(
@@ -123,7 +124,7 @@ def main() -> int:
         "why",
       )
     }
-    out["hook"]["compiled"] = jax_hook.permute_modes(jax_hook._text(compiled))  # pylint: disable=protected-access
+    out["hook"]["compiled"] = text_edit.permute_modes(flags.compiled_text(compiled))
     out["calls"] = len(hook.calls)
   finally:
     hook.uninstall()

@@ -85,9 +85,9 @@ def test_driver_report_lists_every_backend_and_link_class_of_the_core(tmp_path):
 
 
 def test_jax_hook_writes_what_the_records_say():
-  from hlo_tools import jax_hook
+  from hlo_tools.hook import decide
 
-  assert jax_hook.hook_modes(selection) == {
+  assert decide.hook_modes(selection) == {
     "nccl": (None, "private"),
     "peer": ("COLLECTIVES_PEER_MEMORY", "peer"),
     "symmetric": ("COLLECTIVES_SYMMETRIC_MEMORY", "symmetric"),

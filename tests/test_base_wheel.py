@@ -39,13 +39,14 @@ BASE_LIMIT_MB = 30
 # and the installed one are both asked.
 DECIDE = """
 import json, sys
-from hlo_tools import jax_hook
+from hlo_tools import jax_hook  # the public entry, and with it hlo_tools/hook/, installed
 from hlo_tools.hlo import reader
+from hlo_tools.hook import decide
 from hlo_tools.model import collectives
-selection = jax_hook.import_selection()
+selection = decide.import_selection()
 module = reader.parse_hlo_file(sys.argv[1])
 [permute] = collectives.collective_permutes(module)
-backend, decision = jax_hook.decide_mode(
+backend, decision = decide.decide_mode(
     selection, selection.parse_topology("1x1x8:map=0,1,2,3,4,5,6,7"),
     selection.CostTable.default(), ("nccl", "nvshmem"), permute, num_partitions=8)
 print(json.dumps({"core": selection._selection_core.__file__, "backend": backend,

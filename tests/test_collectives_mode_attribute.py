@@ -130,17 +130,17 @@ def test_no_attribute_asks_for_nothing():
 def test_jax_hook_keeps_the_users_mark_and_writes_its_own(compiled):
   """The hook's choice yields to a marked permute, as the patched assigner's does, and
   every permute it decides carries the attribute of its choice."""
-  from hlo_tools import jax_hook  # pylint: disable=import-outside-toplevel
+  from hlo_tools.hook import decide, text_edit  # pylint: disable=import-outside-toplevel
 
-  sel = jax_hook.import_selection()
+  sel = decide.import_selection()
   text = compiled.read_text()
-  new, [record] = jax_hook.transform_text(
+  new, [record] = text_edit.transform_text(
     text, sel, sel.parse_topology("1x1x2"), sel.load_cost_table(), ("nccl", "peer")
   )
   assert record["backend"] == "peer" and "_xla_collectives_mode=" in record["reason"]
-  assert jax_hook.permute_modes(new) == {"collective-permute-start:COLLECTIVES_PEER_MEMORY": 1}
+  assert text_edit.permute_modes(new) == {"collective-permute-start:COLLECTIVES_PEER_MEMORY": 1}
   unmarked = text.replace('_xla_collectives_mode="peer"', '_other="x"')
-  new, [record] = jax_hook.transform_text(
+  new, [record] = text_edit.transform_text(
     unmarked, sel, sel.parse_topology("1x1x2"), sel.load_cost_table(), ("nccl", "peer")
   )
   value = sel.BACKEND_INFO[record["backend"]]["mode_attribute"]

@@ -13,7 +13,7 @@ Python code it checks:
 3. XLA's module config beside the module: device map, compile flag, config file
    (driver report; module_config.for_module);
 4. the backend_config a backend choice writes into the permute (the driver's
-   rewrite; jax_hook.set_line_mode on the same line).
+   rewrite; hook.text_edit.set_line_mode on the same line).
 """
 
 import json
@@ -24,9 +24,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from hlo_tools import jax_hook
 from hlo_tools.errors import InputError
 from hlo_tools.hlo import module_config
+from hlo_tools.hook import text_edit
 from hlo_tools.model import collectives, driver, sources
 
 from conftest import FIXTURES
@@ -339,7 +339,7 @@ def mode_cases(run):
     if written is None or given is None:
       cases[name] = (d["collectives_mode"], written, given)
       continue
-    ours = jax_hook.set_line_mode(given, d["collectives_mode"])
+    ours = text_edit.set_line_mode(given, d["collectives_mode"])
     cases[name] = (d["collectives_mode"], _backend_config(written), _backend_config(ours))
   return cases
 

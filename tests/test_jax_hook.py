@@ -8,6 +8,8 @@ import sys
 import pytest
 
 from hlo_tools import jax_hook
+from hlo_tools.hook import decide, flags as hook_flags, text_edit
+from hlo_tools.hook.hook import with_process_layout
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
@@ -17,16 +19,16 @@ def _config(line):
   if "backend_config=" not in line:
     return {}
   at = line.index("backend_config=") + len("backend_config=")
-  return json.loads(line[at : jax_hook._match_brace(line, at)])  # pylint: disable=protected-access
+  return json.loads(line[at : text_edit._match_brace(line, at)])  # pylint: disable=protected-access
 
 
 def _permute_lines(text):
-  return [l for l in text.split("\n") if jax_hook._PERMUTE_RE.search(l)]  # pylint: disable=protected-access
+  return [l for l in text.split("\n") if text_edit._PERMUTE_RE.search(l)]  # pylint: disable=protected-access
 
 
 @pytest.fixture(scope="module")
 def core():
-  sel = jax_hook.import_selection()
+  sel = decide.import_selection()
   return sel, sel.load_cost_table()
 
 
@@ -42,7 +44,7 @@ def test_transform_sets_mode_and_keeps_the_rest(core, name, topology):
   sel, table = core
   with open(os.path.join(FIXTURES, name)) as f:
     text = f.read()
-  new, records = jax_hook.transform_text(
+  new, records = text_edit.transform_text(
     text, sel, sel.parse_topology(topology), table, ("nccl", "peer")
   )
   assert records, "no permute found"
@@ -51,7 +53,7 @@ def test_transform_sets_mode_and_keeps_the_rest(core, name, topology):
   changed = [(a, b) for a, b in zip(old_lines, new_lines) if a != b]
   # Only permute lines change, and within them only the mode.
   for a, b in changed:
-    assert jax_hook._PERMUTE_RE.search(a)  # pylint: disable=protected-access
+    assert text_edit._PERMUTE_RE.search(a)  # pylint: disable=protected-access
     ca, cb = _config(a), _config(b)
     mode = cb.get("collective_backend_config", {}).pop("collectives_mode", None)
     ca.get("collective_backend_config", {}).pop("collectives_mode", None)
@@ -60,7 +62,7 @@ def test_transform_sets_mode_and_keeps_the_rest(core, name, topology):
     # Before the config, only the mode attribute of the patched XLA is new.
     value = "peer" if mode else "private"
     assert f'_xla_collectives_mode="{value}"' in b
-    a = jax_hook.set_line_attribute(a, value)
+    a = text_edit.set_line_attribute(a, value)
     if "backend_config=" not in b:  # NCCL on a line without a config
       assert a == b
       continue
@@ -74,8 +76,8 @@ def test_transform_sets_mode_and_keeps_the_rest(core, name, topology):
   want = sum(r["backend"] == "peer" for r in records)
   assert (
     sum(
-      jax_hook.permute_modes(new or text).get(k, 0)
-      for k in jax_hook.permute_modes(new or text)
+      text_edit.permute_modes(new or text).get(k, 0)
+      for k in text_edit.permute_modes(new or text)
       if k.endswith("PEER_MEMORY")
     )
     == want
@@ -93,10 +95,10 @@ def test_mode_round_trip_on_real_lines():
       lines = [l for l in _permute_lines(f.read()) if "collectives_mode" in l]
     assert lines, f"{path} lost its collectives_mode"
     for line in lines:
-      peer = jax_hook.set_line_mode(line, "COLLECTIVES_PEER_MEMORY")
-      assert jax_hook.line_mode(peer) == "COLLECTIVES_PEER_MEMORY"
-      out = jax_hook.set_line_mode(peer, None)
-      assert jax_hook.line_mode(out) is None
+      peer = text_edit.set_line_mode(line, "COLLECTIVES_PEER_MEMORY")
+      assert text_edit.line_mode(peer) == "COLLECTIVES_PEER_MEMORY"
+      out = text_edit.set_line_mode(peer, None)
+      assert text_edit.line_mode(out) is None
       cfg_in, cfg_out = _config(line), _config(out)
       cfg_in["collective_backend_config"].pop("collectives_mode")
       assert cfg_in == cfg_out
@@ -104,9 +106,9 @@ def test_mode_round_trip_on_real_lines():
 
 def test_line_without_backend_config_gets_one():
   line = "  %cp = f32[4]{0} collective-permute(%p), channel_id=1, source_target_pairs={{0,1},{1,0}}"
-  assert jax_hook.set_line_mode(line, None) == line
-  out = jax_hook.set_line_mode(line, "COLLECTIVES_PEER_MEMORY")
-  assert jax_hook.line_mode(out) == "COLLECTIVES_PEER_MEMORY"
+  assert text_edit.set_line_mode(line, None) == line
+  out = text_edit.set_line_mode(line, "COLLECTIVES_PEER_MEMORY")
+  assert text_edit.line_mode(out) == "COLLECTIVES_PEER_MEMORY"
 
 
 def test_install_refuses_backends_without_nccl_or_unknown_to_this_xla():
@@ -122,6 +124,7 @@ import jax, jax.numpy as jnp
 from jax import lax
 from jax.sharding import PartitionSpec as P
 from hlo_tools import jax_hook
+from hlo_tools.hook import text_edit
 from hlo_tools.programs import ring_attention
 # The series' per-op path, on the CPU compiler, which carries the mode through (no
 # XLA here has the series; the probe would find the CPU's XLA reads no mark).
@@ -139,7 +142,7 @@ x = jnp.arange(1 << 20, dtype=jnp.float32)
 compiled = f.lower(x).compile()
 y = compiled(x)
 ok = bool(jnp.array_equal(y, jnp.roll(x.reshape(2, -1), 1, axis=0).reshape(-1) * 2))
-after = jax_hook.permute_modes(compiled.as_text())
+after = text_edit.permute_modes(compiled.as_text())
 removed = hook.uninstall()
 again = jax.jit(lambda x: x + 1).lower(x).compile()
 reinstalled = jax_hook.install("1x1x2", backends=("nccl", "peer"), platforms=("cpu",),
@@ -189,16 +192,14 @@ def test_registered_hook_runs_in_a_real_compile(tmp_path):
 
 def test_process_layout_comes_from_jax_local_devices():
   # One process per GPU (8 processes of 1 device): peer would run as NCCL.
-  assert jax_hook.with_process_layout("1x1x8", 1, 8) == "1x1x8:gpus_per_process=1"
+  assert with_process_layout("1x1x8", 1, 8) == "1x1x8:gpus_per_process=1"
   # One process drives every GPU (JAX's default on one host): unchanged.
-  assert jax_hook.with_process_layout("1x1x8", 8, 8) == "1x1x8"
+  assert with_process_layout("1x1x8", 8, 8) == "1x1x8"
   # A spec that says it already wins.
-  assert jax_hook.with_process_layout("1x2x4:gpus_per_process=4", 1, 8) == (
-    "1x2x4:gpus_per_process=4"
-  )
+  assert with_process_layout("1x2x4:gpus_per_process=4", 1, 8) == "1x2x4:gpus_per_process=4"
   from hlo_tools import selection
 
-  t = selection.parse_topology(jax_hook.with_process_layout("1x2x4", 4, 8))
+  t = selection.parse_topology(with_process_layout("1x2x4", 4, 8))
   assert t.gpus_per_process == 4
 
 
@@ -209,6 +210,7 @@ import glob, json, os, sys
 import jax, numpy as np
 from jax.experimental import topologies
 from hlo_tools import jax_hook
+from hlo_tools.hook import text_edit
 from hlo_tools.hlo import module_config
 from hlo_tools.programs import ring_attention as ra
 topo = topologies.get_topology_desc(platform="cuda", topology="1x1x2",
@@ -234,7 +236,7 @@ for name, cond in (("ring", False), ("cond", True)):
     f = jax.jit(ra.example_function(config, mesh))
     args = ra.example_args(config, mesh)
   compiled = hook.compile(f.lower(*args))
-  out[name] = {"record": hook.programs[-1], "after": jax_hook.permute_modes(compiled.as_text())}
+  out[name] = {"record": hook.programs[-1], "after": text_edit.permute_modes(compiled.as_text())}
 configs = {}
 for path in glob.glob(os.path.join(sys.argv[3], "*.config.pbtxt")):
   c = module_config.read_config(path)
@@ -326,8 +328,8 @@ def test_the_programs_mode_overrides_xla_flags(tmp_path):
 
 def test_probe_of_a_cpu_xla_finds_no_per_op_mode():
   code = (
-    "import jax, json; from hlo_tools import jax_hook; "
-    "print(json.dumps(jax_hook.probe(jax.devices('cpu')[0])))"
+    "import jax, json; from hlo_tools.hook import flags; "
+    "print(json.dumps(flags.probe(jax.devices('cpu')[0])))"
   )
   env = dict(
     os.environ,
@@ -348,14 +350,14 @@ def test_series_transform_keeps_the_users_mark(core):
   sel, table = core
   with open(os.path.join(FIXTURES, "marked_ring_1x1x8.before_async.hlo")) as f:
     text = f.read()
-  new, records = jax_hook.transform_text(
+  new, records = text_edit.transform_text(
     text, sel, sel.parse_topology("1x1x8"), table, ("nccl", "peer")
   )
   assert records and all(r["backend"] == "nccl" for r in records)
   assert all('_xla_collectives_mode="private"' in r["reason"] for r in records)
   for line in _permute_lines(new or text):
     if "backend_config=" in line:
-      assert jax_hook.line_mode(line) is None
+      assert text_edit.line_mode(line) is None
 
 
 _JIT = r"""
@@ -602,7 +604,7 @@ def test_a_mark_no_mode_names_is_an_error(tmp_path):
   ],
 )
 def test_xla_flags_read_as_xla_reads_them(value, want):
-  assert jax_hook.xla_flags_mode({"XLA_FLAGS": value})[0] == want
+  assert hook_flags.xla_flags_mode({"XLA_FLAGS": value})[0] == want
 
 
 def test_xla_flags_from_a_file_and_a_bad_word(tmp_path):
@@ -610,10 +612,10 @@ def test_xla_flags_from_a_file_and_a_bad_word(tmp_path):
   flags.write_text(
     "--xla_gpu_collective_permute_mode=private\n--xla_gpu_collective_permute_mode=peer\n"
   )
-  mode, where = jax_hook.xla_flags_mode({"XLA_FLAGS": str(flags)})
+  mode, where = hook_flags.xla_flags_mode({"XLA_FLAGS": str(flags)})
   assert mode == _PEER and str(flags) in where
   with pytest.raises(jax_hook.HookError, match="warp"):
-    jax_hook.xla_flags_mode({"XLA_FLAGS": "--xla_gpu_collective_permute_mode=warp"})
+    hook_flags.xla_flags_mode({"XLA_FLAGS": "--xla_gpu_collective_permute_mode=warp"})
 
 
 @pytest.mark.parametrize(
@@ -635,7 +637,7 @@ def test_xla_flags_reading_agrees_with_xla(tmp_path, flags, table):
   got = _scenario(tmp_path, "plain", table=table, xla_flags=value)
   [config] = dump.glob("module_*.jit__lambda.config.pbtxt")
   xla = module_config.read_config(str(config)).collective_permute_mode or _PRIVATE
-  assert (jax_hook.xla_flags_mode({"XLA_FLAGS": value})[0] or _PRIVATE) == xla
+  assert (hook_flags.xla_flags_mode({"XLA_FLAGS": value})[0] or _PRIVATE) == xla
   record = got["record"]
   assert record["first_compile_mode"] == xla == record["applied"]
   assert record["first_compile_mode_from"] == "XLA_FLAGS"
@@ -649,12 +651,12 @@ def test_permute_decided_with_the_modules_partition_count(core):
   sel, table = core
   with open(os.path.join(FIXTURES, "shift_1x1x2.before_async.hlo")) as f:
     text = f.read()
-  assert jax_hook.header_counts(text) == (2, 1)
+  assert text_edit.header_counts(text) == (2, 1)
   fast = sel.parse_cost_table(
     "links { backend: PEER link_class: NVLINK latency_us: 1 "
     "bandwidth_gbps: 900 per_buffer_us: 1 }\n"
   )
-  _, records = jax_hook.transform_text(
+  _, records = text_edit.transform_text(
     text, sel, sel.parse_topology("1x2x4", "nccl,peer"), fast, ("nccl", "peer")
   )
   assert records and {r["backend"] for r in records} == {"peer"}, records
@@ -747,6 +749,7 @@ import jax, jax.numpy as jnp
 from jax import lax
 from jax.sharding import PartitionSpec as P
 from hlo_tools import jax_hook
+from hlo_tools.hook import text_edit
 from hlo_tools.programs import ring_attention
 cache, table, with_hook = sys.argv[1], sys.argv[2], sys.argv[3] == "hook"
 jax.config.update("jax_compilation_cache_dir", cache)
@@ -759,7 +762,7 @@ mesh = ring_attention.make_mesh(jax.devices()[:2])
 f = jax.jit(jax.shard_map(lambda x: lax.ppermute(x, "cp", [(0, 1), (1, 0)]) * 2,
                           mesh=mesh, in_specs=P("cp"), out_specs=P("cp")))
 text = f.lower(jnp.arange(1 << 16, dtype=jnp.float32)).compile().as_text()
-print(json.dumps({"modes": jax_hook.permute_modes(text),
+print(json.dumps({"modes": text_edit.permute_modes(text),
                   "ran": [c["module"] for c in hook.calls] if with_hook else None,
                   "entries": sorted(e for e in os.listdir(cache) if e.startswith("jit__lambda"))}))
 """
@@ -832,7 +835,7 @@ def test_series_transform_keeps_an_invalid_mark_as_an_error(core):
       '_xla_collectives_mode="private"', '_xla_collectives_mode="peer,symmetric"'
     )
   with pytest.raises(jax_hook.HookError) as err:
-    jax_hook.transform_text(text, sel, sel.parse_topology("1x1x8"), table, ("nccl", "peer"))
+    text_edit.transform_text(text, sel, sel.parse_topology("1x1x8"), table, ("nccl", "peer"))
   assert '_xla_collectives_mode="peer,symmetric", which names no collectives mode' in str(err.value)
   assert "\n" not in str(err.value)
 

@@ -116,11 +116,11 @@ def test_the_flag_a_fixture_was_compiled_with_is_in_its_config():
 def _with_peer_on_first_permute(src, dst):
   """`src` with COLLECTIVES_PEER_MEMORY written into its first permute's config, as
   the series' assigner writes a mode it takes from a mark (the rest as XLA left them)."""
-  from hlo_tools import jax_hook
+  from hlo_tools.hook import text_edit
 
   lines = src.read_text().split("\n")
   at = next(i for i, l in enumerate(lines) if "collective-permute-start(" in l)
-  lines[at] = jax_hook.set_line_mode(lines[at], PEER)
+  lines[at] = text_edit.set_line_mode(lines[at], PEER)
   dst.write_text("\n".join(lines))
   return dst
 
@@ -175,11 +175,11 @@ def test_verify_reads_the_flag_from_the_module_config(tmp_path, capsys):
   permute, and that is what its thunks run."""
   import json
 
-  from hlo_tools import jax_hook
+  from hlo_tools.hook import text_edit
 
   text = (FIXTURES / "marked_ring_1x1x8.after_optimizations.hlo").read_text()
   lines = [
-    jax_hook.set_line_mode(l, PEER) if "collective-permute-start(" in l else l
+    text_edit.set_line_mode(l, PEER) if "collective-permute-start(" in l else l
     for l in text.split("\n")
   ]
   module = tmp_path / "ring.after_optimizations.hlo"

@@ -21,7 +21,8 @@ import json
 import sys
 # The copy, not an editable install's finder, which would load the repository's.
 sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__]
-from hlo_tools import jax_hook, selection
+from hlo_tools import selection
+from hlo_tools.hook import decide
 from hlo_tools.model import decisions
 from hlo_tools.ops import verify
 from hlo_tools.ops.report import chart, page
@@ -43,7 +44,7 @@ print(json.dumps({
     "known_plans": list(verify.KNOWN_PLANS),
     "page_name": page.NAMES.get("stand_in"),
     "chart_colour": chart.COLORS.get("stand_in"),
-    "hook_modes": {k: list(v) for k, v in jax_hook.hook_modes(selection).items()},
+    "hook_modes": {k: list(v) for k, v in decide.hook_modes(selection).items()},
     "table_backends": table.backends,
     "round_trip": str(again) == str(table),
     "decided": d["backend"],

@@ -1,0 +1,128 @@
+"""Loading the selection core's binding, and deciding one collective-permute's mode."""
+
+import os
+from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from hlo_tools.errors import HookError
+from hlo_tools.hlo import reader
+from hlo_tools.model import collectives, modes
+
+if TYPE_CHECKING:  # the binding is imported when first used
+  from hlo_tools._selection_core import CostTable, Topology
+
+# The core's decision for one permute, a record of the hook's (JSON-friendly).
+Decision = dict[str, Any]
+Record = dict[str, Any]
+
+# The checkout's root, above hlo_tools/hook/.
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Where a binding built for another interpreter may sit (see
+# scripts/build_core_py312.sh); searched only when the package has none.
+CORE_DIRS_ENV = "NVSHMEM_OPT_CORE_DIR"
+_CARRY_DIRS = (".carry_py312",)
+
+
+def import_selection() -> ModuleType:
+  """hlo_tools.selection, looking also in carried binding folders."""
+  try:
+    from hlo_tools import selection
+
+    return selection
+  except ImportError:
+    pass
+  import hlo_tools
+
+  dirs = [d for d in os.environ.get(CORE_DIRS_ENV, "").split(os.pathsep) if d]
+  dirs += [os.path.join(_REPO, d) for d in _CARRY_DIRS]
+  for d in dirs:
+    if os.path.isdir(d) and d not in hlo_tools.__path__:
+      hlo_tools.__path__.append(d)
+  from hlo_tools import selection  # raises ImportError naming what is missing
+
+  return selection
+
+
+def hook_modes(selection: ModuleType) -> dict[str, tuple[str | None, str]]:
+  """{backend: (collectives_mode or None for NCCL, _xla_collectives_mode value)} for
+  the backends the hook writes (those with a mode attribute: the XLA of jax >=
+  0.10.2), from the core's records."""
+  return {
+    n: (r["collectives_mode"] or None, r["mode_attribute"])
+    for n, r in selection.BACKEND_INFO.items()
+    if r["mode_attribute"]
+  }
+
+
+def operand_count(module: reader.HloModule, permute: collectives.CollectivePermute) -> int:
+  """Buffers the permute sends: its data operands (the in-place form sends one)."""
+  comp = module.computation(permute.computation)
+  instr = next(i for i in comp.instructions if i.name == permute.start)
+  ops = instr.operand_instructions()
+  if instr.opcode != "async-start" and len(ops) == 4 and ops[2].shape.is_tuple:
+    return 1
+  return max(len(ops), 1)
+
+
+def decide_mode(
+  selection: ModuleType,
+  topology: "Topology",
+  table: "CostTable",
+  backends: Sequence[str],
+  permute: collectives.CollectivePermute,
+  buffers: int = 1,
+  num_partitions: int | None = None,
+  num_replicas: int = 1,
+) -> tuple[str, Decision]:
+  """(backend name, the core's decision dict) for one CollectivePermute of a module
+  of `num_partitions` x `num_replicas` devices (its header's counts: the core maps
+  the pairs' ids to devices with them, and a permute without a channel id pairs
+  replicas): the core's plan over the backend set names the backend; one the hook
+  writes no mode for runs as NCCL."""
+  pairs = [tuple(p) for p in permute.pairs]
+  # Under a conditional's branch, as nvshmem-opt's planner tells the core.
+  place = "branch" if permute.branch else "anywhere"
+  d: Decision = selection.decide(
+    topology,
+    table,
+    permute.bytes_per_device,
+    pairs,
+    permute.channel_id is not None,
+    num_partitions,
+    num_replicas,
+    backends=tuple(backends),
+    buffers=buffers,
+    place=place,
+  )
+  backend = d.get("backend") or d.get("plan")
+  return (backend if backend in hook_modes(selection) else "nccl"), d
+
+
+def mark_error(module_name: str, instr_name: str, value: str) -> str:
+  """The one line for a mark that names no collectives mode."""
+  return (
+    f'module {module_name}: %{instr_name} is marked {modes.ATTRIBUTE}="{value}", '
+    f"which names no collectives mode ({', '.join(modes.MODES)}); the patched XLA "
+    "fails such a compile, and no XLA runs it"
+  )
+
+
+def user_marks(module: reader.HloModule) -> list[Record]:
+  """[{"permute", "value", "mode"}] of the module's permutes that the user marked
+  with _xla_collectives_mode (the mark's own mode, by its word); HookError, naming
+  the permute and the value, for a mark that names no mode."""
+  found: list[Record] = []
+  for permute in collectives.collective_permutes(module):
+    comp = module.computation(permute.computation)
+    instrs = [next(i for i in comp.instructions if i.name == permute.start)]
+    if permute.form == "async-wrapped" and permute.wrapped_computation:
+      instrs.append(module.computation(permute.wrapped_computation).root)
+    value = next((v for i in instrs for v in [modes.user_mark(i)] if v is not None), None)
+    if value is None:
+      continue
+    mode = modes.mark_mode(value)
+    if mode is None:
+      raise HookError(mark_error(module.name, permute.start, value))
+    found.append({"permute": permute.start, "value": value, "mode": mode})
+  return found
