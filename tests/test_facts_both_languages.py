@@ -9,7 +9,7 @@ Python code it checks:
 1. the loop nest around each collective-permute, innermost first, with trip counts
    (driver report's `loops`; collectives.collective_permutes' `loops`);
 2. the replica groups of every collective, jax >= 0.10's `mesh[...]` forms expanded
-   (the driver's --print-readable text; reader.HloInstruction.replica_groups);
+   (the driver's --print-readable text; ir.HloInstruction.replica_groups);
 3. XLA's module config beside the module: device map, compile flag, config file
    (driver report; module_config.for_module);
 4. the backend_config a backend choice writes into the permute (the driver's

@@ -17,8 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from hlo_tools import cli
-from hlo_tools.hlo import reader
-from hlo_tools.hlo.reader import OPCODES, HloParseError, parse_hlo_file, parse_hlo_text, parse_shape
+from hlo_tools.errors import HloParseError
+from hlo_tools.hlo.attributes import expand_mesh_groups
+from hlo_tools.hlo.grammar import OPCODES
+from hlo_tools.hlo.reader import parse_hlo_file, parse_hlo_text
+from hlo_tools.hlo.scanner import MAX_NESTING
+from hlo_tools.hlo.shape import parse_shape
 
 import reader_golden
 
@@ -528,8 +532,8 @@ def test_reads_jax_010_mesh_replica_groups():
   assert reducers
   for instr in reducers:
     assert instr.replica_groups == [list(range(8))]
-  assert reader.expand_mesh_groups("mesh['a'=2,'b'=4] {'a'}") == [[0, 4], [1, 5], [2, 6], [3, 7]]
-  assert reader.expand_mesh_groups("mesh['a'=2,'b'=4] {'b','a'}") == [[0, 4, 1, 5, 2, 6, 3, 7]]
+  assert expand_mesh_groups("mesh['a'=2,'b'=4] {'a'}") == [[0, 4], [1, 5], [2, 6], [3, 7]]
+  assert expand_mesh_groups("mesh['a'=2,'b'=4] {'b','a'}") == [[0, 4, 1, 5, 2, 6, 3, 7]]
 
 
 # ---------------------------------------------------------------------------------------
@@ -669,7 +673,7 @@ def test_hostile_input_fails_at_its_line_in_linear_time(kind):
   expected = {
     "brace_lines": "unbalanced '{': no matching '}' on this line",
     "brace_pairs": "unbalanced '{': no matching '}' on this line",
-    "brace_line": f"brackets nest deeper than {reader.MAX_NESTING} levels",
+    "brace_line": f"brackets nest deeper than {MAX_NESTING} levels",
     "comment": "unterminated /* comment",
     "string": "unterminated string",
     "root": "expected '=' after instruction name %ROOT",
@@ -718,7 +722,7 @@ def test_device_ids_mesh_groups_are_the_modules_explicit_tp_groups():
     explicit = [g for g in groups[False] if len(g[0]) == tp and g[0][1] == 1]
     assert groups[True] and explicit
     assert all(g == explicit[0] for g in groups[True]), name
-  assert reader.expand_mesh_groups("mesh['a'=1,'b'=2,'c'=4], device_ids=([4,2]T(1,0)) {'b'}") == [
+  assert expand_mesh_groups("mesh['a'=1,'b'=2,'c'=4], device_ids=([4,2]T(1,0)) {'b'}") == [
     [0, 1],
     [2, 3],
     [4, 5],

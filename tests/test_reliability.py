@@ -22,8 +22,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from hlo_tools import cli
 from hlo_tools.commands import parse
+from hlo_tools.errors import HloParseError
 from hlo_tools.hlo import reader
-from hlo_tools.hlo.reader import HloParseError
+from hlo_tools.hlo.shape import MAX_SHAPE_DEPTH
 
 from conftest import FIXTURES, NVSHMEM_OPT, ROOT, run_nvshmem_opt
 
@@ -563,19 +564,19 @@ def test_deep_tuple_shape_is_one_line_error(command, tmp_path):
   result = _cli(args[0], path, *args[1:])
   assert result.returncode == 2, result.stderr[-2000:]
   assert result.stderr == (
-    f"{path}:{lineno}:{11 + reader.MAX_SHAPE_DEPTH}: tuple shape "
-    f"nests deeper than {reader.MAX_SHAPE_DEPTH} levels\n"
+    f"{path}:{lineno}:{11 + MAX_SHAPE_DEPTH}: tuple shape "
+    f"nests deeper than {MAX_SHAPE_DEPTH} levels\n"
   )
 
 
-@pytest.mark.parametrize("depth", [reader.MAX_SHAPE_DEPTH, reader.MAX_SHAPE_DEPTH + 1, 1000])
+@pytest.mark.parametrize("depth", [MAX_SHAPE_DEPTH, MAX_SHAPE_DEPTH + 1, 1000])
 def test_deep_tuples_reader_and_driver_agree(depth, tmp_path):
   # Both read a module nested as deep as the reader allows, and refuse one level more
   # (nvshmem-opt before XLA's parser, whose recursion would overflow its stack).
   text, lineno = _deep_tuple_module(depth)
   path = tmp_path / "deep.hlo"
   path.write_text(text)
-  accepted = depth <= reader.MAX_SHAPE_DEPTH
+  accepted = depth <= MAX_SHAPE_DEPTH
   driver = _run(path, "--topology=1x1x8", "--mode=explain")
   assert driver.returncode == (0 if accepted else 2), driver.stderr[-2000:]
   if accepted:

@@ -6,7 +6,8 @@ import json
 from typing import Any
 
 from hlo_tools import cli_io
-from hlo_tools.hlo.reader import HloModule, parse_hlo_text
+from hlo_tools.hlo.ir import HloModule
+from hlo_tools.hlo.reader import parse_hlo_text
 from hlo_tools.model.collectives import collective_permutes, trips_text
 from hlo_tools.model.sources import proto_text, require_entry
 

@@ -6,7 +6,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from hlo_tools.errors import HookError
-from hlo_tools.hlo import reader
+from hlo_tools.hlo import ir
 from hlo_tools.model import collectives, modes
 
 if TYPE_CHECKING:  # the binding is imported when first used
@@ -55,7 +55,7 @@ def hook_modes(selection: ModuleType) -> dict[str, tuple[str | None, str]]:
   }
 
 
-def operand_count(module: reader.HloModule, permute: collectives.CollectivePermute) -> int:
+def operand_count(module: ir.HloModule, permute: collectives.CollectivePermute) -> int:
   """Buffers the permute sends: its data operands (the in-place form sends one)."""
   comp = module.computation(permute.computation)
   instr = next(i for i in comp.instructions if i.name == permute.start)
@@ -108,7 +108,7 @@ def mark_error(module_name: str, instr_name: str, value: str) -> str:
   )
 
 
-def user_marks(module: reader.HloModule) -> list[Record]:
+def user_marks(module: ir.HloModule) -> list[Record]:
   """[{"permute", "value", "mode"}] of the module's permutes that the user marked
   with _xla_collectives_mode (the mark's own mode, by its word); HookError, naming
   the permute and the value, for a mark that names no mode."""

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from hlo_tools.hlo import reader
+from hlo_tools.hlo import ir, reader
 from hlo_tools.hook import decide
 from hlo_tools.hook.decide import Record
 from hlo_tools.model import collectives, modes
@@ -115,7 +115,7 @@ def permute_modes(text: str) -> dict[str, int]:
   return found
 
 
-def _permute_line(module: reader.HloModule, permute: collectives.CollectivePermute) -> int:
+def _permute_line(module: ir.HloModule, permute: collectives.CollectivePermute) -> int:
   """1-based line of the instruction that carries the permute's backend_config."""
   if permute.form == "async-wrapped" and permute.wrapped_computation:
     return module.computation(permute.wrapped_computation).root.line

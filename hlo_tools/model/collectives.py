@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from hlo_tools.hlo.reader import HloComputation, HloInstruction, HloModule
+from hlo_tools.hlo.ir import HloComputation, HloInstruction, HloModule
 
 __all__ = ["CollectivePermute", "collective_permutes"]
 
@@ -62,7 +62,7 @@ class CollectivePermute:
 
 
 def collective_permutes(module: HloModule) -> list[CollectivePermute]:
-  """All collective-permutes of `module` (an hlo.reader.HloModule), in text order."""
+  """All collective-permutes of `module` (an hlo.ir.HloModule), in text order."""
   callers = module_callers(module)
   wrapped = _async_wrapped_bodies(module)
   out = []

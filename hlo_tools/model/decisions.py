@@ -13,7 +13,7 @@ from typing import Any, cast
 import hlo_tools.selection as selection  # first: it says how to build a missing binding
 from hlo_tools import _selection_core, cli_io
 from hlo_tools.errors import InputError
-from hlo_tools.hlo.reader import HloInstruction
+from hlo_tools.hlo.ir import HloInstruction
 from hlo_tools.model import collectives, driver, modes, options, placement, runtime_rules, sources
 from hlo_tools.model.collectives import (
   CollectivePermute,

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hlo_tools.hlo.reader import HloInstruction, Shape
+from hlo_tools.hlo.ir import HloInstruction
+from hlo_tools.hlo.shape import Shape
 
 ATTRIBUTE = "_xla_collectives_mode"
 # Written beside ATTRIBUTE, with its value, where the mode is the tools' own choice

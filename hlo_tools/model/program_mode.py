@@ -26,7 +26,7 @@ from typing import Any
 
 from hlo_tools import selection
 from hlo_tools.hlo import module_config
-from hlo_tools.hlo.reader import HloInstruction
+from hlo_tools.hlo.ir import HloInstruction
 from hlo_tools.model import collectives, decisions, modes
 from hlo_tools.model.decisions import Permute
 from hlo_tools.model.driver_report import Report

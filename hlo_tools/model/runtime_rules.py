@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from hlo_tools import selection
 from hlo_tools.hlo.buffer_assignment import Allocation
-from hlo_tools.hlo.reader import HloInstruction
+from hlo_tools.hlo.ir import HloInstruction
 
 # One line per backend: the rule its runtime applies, with the code that applies it
 # (the core's backend records).

@@ -15,7 +15,8 @@ from hlo_tools import _selection_core, cli_io
 from hlo_tools.errors import InputError
 from hlo_tools.hlo import buffer_assignment, proto
 from hlo_tools.hlo.buffer_assignment import Allocation
-from hlo_tools.hlo.reader import HloInstruction, HloModule, parse_hlo_text
+from hlo_tools.hlo.ir import HloInstruction, HloModule
+from hlo_tools.hlo.reader import parse_hlo_text
 from hlo_tools.model.driver_report import Report
 
 # ---------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hlo_tools import cli_io
-from hlo_tools.hlo.reader import HloModule
+from hlo_tools.hlo.ir import HloModule
 from hlo_tools.model import decisions, modes, placement, program_mode, sources
 from hlo_tools.model.collectives import trips_text
 from hlo_tools.model.driver_report import Report

@@ -9,7 +9,7 @@ from typing import Any
 
 from hlo_tools import cli_io, selection
 from hlo_tools.hlo import buffer_assignment
-from hlo_tools.hlo.reader import HloInstruction, HloModule
+from hlo_tools.hlo.ir import HloInstruction, HloModule
 from hlo_tools.model import (
   collectives,
   decisions,

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hlo_tools.hlo import reader
+from hlo_tools.hlo.attributes import expand_mesh_groups
 from hlo_tools.ops import dump
 
 TOPOLOGY = "1x2x4"
@@ -75,7 +75,7 @@ _MESH_GROUPS_RE = re.compile(r"replica_groups=(mesh\[[^\]]*\]\s*\{[^}]*\})")
 
 
 def _explicit_groups(m: "re.Match[str]") -> str:
-  groups = reader.expand_mesh_groups(m.group(1))
+  groups = expand_mesh_groups(m.group(1))
   if groups is None:  # not a form the reader expands: left as it is
     return m.group(0)
   return "replica_groups={" + ",".join("{" + ",".join(map(str, g)) + "}" for g in groups) + "}"

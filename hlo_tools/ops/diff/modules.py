@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from hlo_tools.hlo.reader import HloComputation, HloInstruction, HloModule
+from hlo_tools.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_tools.model.sources import Source
 from hlo_tools.ops.diff.permutes import bucket_match, collective_view, collectives_diff
 
