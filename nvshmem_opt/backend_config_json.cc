@@ -13,7 +13,7 @@
 namespace nvshmem_opt {
 namespace {
 
-namespace ext = nvshmem_ext;
+namespace core = ::xla::gpu::nvshmem_selection;
 
 // --- Order-preserving JSON, just enough to set two fields -----------------
 
@@ -252,7 +252,7 @@ absl::Status CheckBackendConfigJson(absl::string_view raw) {
 }
 
 absl::StatusOr<bool> SetBackendInJson(xla::HloInstruction* instr,
-                                      ext::Backend backend) {
+                                      core::Backend backend) {
   absl::StatusOr<JsonValue> config = ParseBackendConfig(instr);
   if (!config.ok()) return config.status();
   JsonValue& collective = GetOrAddObject(*config, "collective_backend_config");
@@ -260,12 +260,12 @@ absl::StatusOr<bool> SetBackendInJson(xla::HloInstruction* instr,
     return absl::InvalidArgumentError(absl::StrCat(
         instr->name(), ": collective_backend_config is not an object"));
   }
-  const ext::BackendInfo& info = ext::Info(backend);
+  const core::BackendInfo& info = core::Info(backend);
   bool changed = SetString(collective, "backend", info.config_backend, "");
   const absl::string_view mode = info.collectives_mode;
   if (!mode.empty()) {
     changed |= SetString(collective, "collectives_mode", mode, "backend");
-  } else if (backend == ext::Backend::kNccl &&
+  } else if (backend == core::Backend::kNccl &&
              FindMember(collective, "collectives_mode") != nullptr) {
     changed |= SetString(collective, "collectives_mode",
                          "COLLECTIVES_MODE_INVALID", "backend");
@@ -275,12 +275,12 @@ absl::StatusOr<bool> SetBackendInJson(xla::HloInstruction* instr,
   // attribute beside it says the choice is theirs, not a user's mark (the
   // planner never writes over a user's mark), so that a later run decides it
   // again.
-  const std::string mode_attr(ext::kModeAttribute);
-  const std::string tools_attr(ext::kToolsModeAttribute);
+  const std::string mode_attr(core::kModeAttribute);
+  const std::string tools_attr(core::kToolsModeAttribute);
   std::optional<std::string> asked = instr->get_frontend_attribute(mode_attr);
   const std::string value = info.mode_attribute;
   const bool write =
-      !value.empty() && (backend != ext::Backend::kNccl || asked.has_value());
+      !value.empty() && (backend != core::Backend::kNccl || asked.has_value());
   if (write &&
       (asked != value || instr->get_frontend_attribute(tools_attr) != value)) {
     instr->set_frontend_attribute(mode_attr, value);
@@ -294,24 +294,24 @@ absl::StatusOr<bool> SetBackendInJson(xla::HloInstruction* instr,
   return true;
 }
 
-std::optional<ext::Backend> BackendInJson(const xla::HloInstruction& instr) {
+std::optional<core::Backend> BackendInJson(const xla::HloInstruction& instr) {
   absl::StatusOr<JsonValue> config = ParseBackendConfig(&instr);
   if (!config.ok()) return std::nullopt;
   JsonValue* collective = FindMember(*config, "collective_backend_config");
   if (collective == nullptr || collective->kind != JsonValue::Kind::kObject) {
-    return ext::Backend::kNccl;
+    return core::Backend::kNccl;
   }
   const JsonValue* backend = FindMember(*collective, "backend");
   if (backend != nullptr && backend->scalar == "\"NVSHMEM\"") {
-    return ext::Backend::kNvshmem;
+    return core::Backend::kNvshmem;
   }
   const JsonValue* mode = FindMember(*collective, "collectives_mode");
   if (mode == nullptr || mode->scalar == "\"COLLECTIVES_MODE_INVALID\"") {
-    return ext::Backend::kNccl;
+    return core::Backend::kNccl;
   }
-  for (int b = 0; b < ext::kNumBackends; ++b) {
-    const auto candidate = static_cast<ext::Backend>(b);
-    const absl::string_view written = ext::Info(candidate).collectives_mode;
+  for (int b = 0; b < core::kNumBackends; ++b) {
+    const auto candidate = static_cast<core::Backend>(b);
+    const absl::string_view written = core::Info(candidate).collectives_mode;
     if (!written.empty() && mode->scalar == absl::StrCat("\"", written, "\"")) {
       return candidate;
     }

@@ -36,14 +36,14 @@ absl::Status CheckBackendConfigJson(absl::string_view raw);
 // attribute _xla_collectives_mode (peer, symmetric; NCCL: private where the op
 // has one). Returns whether the text changed; InvalidArgument when the config
 // is not a JSON object.
-absl::StatusOr<bool> SetBackendInJson(xla::HloInstruction* instr,
-                                      nvshmem_ext::Backend backend);
+absl::StatusOr<bool> SetBackendInJson(
+    xla::HloInstruction* instr, xla::gpu::nvshmem_selection::Backend backend);
 
 // The backend the op's config selects, as the runtime reads it: NVSHMEM by
 // collective_backend_config.backend, peer or symmetric memory by its
 // collectives_mode, NCCL otherwise; nullopt for a config that is no JSON
 // object or a mode no backend of the core writes (private memory).
-std::optional<nvshmem_ext::Backend> BackendInJson(
+std::optional<xla::gpu::nvshmem_selection::Backend> BackendInJson(
     const xla::HloInstruction& instr);
 
 }  // namespace nvshmem_opt

@@ -36,7 +36,7 @@
 namespace nvshmem_opt {
 namespace {
 
-namespace ext = nvshmem_ext;
+namespace core = ::xla::gpu::nvshmem_selection;
 
 // XLA's HLO parser recurses once per nested shape, tuple or brace and
 // overflows the stack near 10,000 levels; real modules nest fewer than 10.
@@ -257,13 +257,13 @@ std::string SettlePartitions(const std::string& path, bool text,
         1, options.topology->num_devices() / config.replica_count()));
     return "";
   }
-  ext::ModuleDevices devices;
+  core::ModuleDevices devices;
   devices.ids_used = PartitionIdsUsed(*module);
   devices.mesh_devices = SdyMeshDevices(*module);
   devices.topology_devices =
       options.topology != nullptr ? options.topology->num_devices() : 0;
   devices.replicas = config.replica_count();
-  const ext::PartitionCount count = ext::InferPartitions(devices);
+  const core::PartitionCount count = core::InferPartitions(devices);
   if (count.from.empty()) return "";
   config.set_num_partitions(count.partitions);
   *inferred_from = count.from;

@@ -36,7 +36,7 @@ struct LoadOptions {
   int num_partitions = 0;  // 0: from the module (InferPartitions).
   int num_replicas = 0;
   // The topology given by the user, or null: sizes a proto's partitions.
-  const nvshmem_ext::Topology* topology = nullptr;
+  const xla::gpu::nvshmem_selection::Topology* topology = nullptr;
 };
 
 struct LoadedModule {

@@ -39,7 +39,7 @@
 
 namespace {
 
-namespace ext = nvshmem_ext;
+namespace core = ::xla::gpu::nvshmem_selection;
 using nvshmem_opt::CompileFlag;
 using nvshmem_opt::DevicesPerHost;
 using nvshmem_opt::Fail;
@@ -95,18 +95,18 @@ void Stage(const std::string& input, const char* stage, int code) {
 
 // The cost table of --cost-table ('-': stdin) with the backend set of
 // --backends, parsed once for the whole run.
-ext::CostTable LoadCostTable(const Flags& flags) {
-  ext::CostTable table = ext::DefaultCostTable();
+core::ToolCostTable LoadCostTable(const Flags& flags) {
+  core::ToolCostTable table = core::DefaultToolCostTable();
   if (!flags.cost_table.empty()) {
     if (flags.cost_table == "-" && flags.input == "-")
       Fail(2, "INPUT and --cost-table cannot both be '-' (stdin)");
     const std::string text = OrFail(nvshmem_opt::ReadInput(
         flags.cost_table, flags.max_input_bytes, flags.input_timeout));
-    table = OrFail(ext::ParseCostTable(text, flags.cost_table));
+    table = OrFail(core::ParseToolCostTable(text, flags.cost_table));
   }
   if (!flags.backends.empty()) {
     table.backends =
-        OrFail(ext::ParseBackendSet(flags.backends), "--backends: ");
+        OrFail(core::ParseBackendSet(flags.backends), "--backends: ");
   }
   return table;
 }
@@ -114,7 +114,7 @@ ext::CostTable LoadCostTable(const Flags& flags) {
 // The input, parsed and verified, its partitions settled: the same path as
 // the fuzz harness's (input.h LoadModule).
 nvshmem_opt::LoadedModule Load(const Flags& flags,
-                               const ext::Topology* topology) {
+                               const core::Topology* topology) {
   std::string data = OrFail(nvshmem_opt::ReadInput(
       flags.input, flags.max_input_bytes, flags.input_timeout));
   nvshmem_opt::LoadedModule loaded = OrFail(nvshmem_opt::LoadModule(
@@ -150,7 +150,8 @@ void WriteOutputConfig(
 // The JSON report (--report): the run's decisions, with where the topology
 // and the placement of the ids came from.
 void WriteReport(const Flags& flags, const nvshmem_opt::LoadedModule& input,
-                 const ext::Topology& topology, const ext::CostTable& table,
+                 const core::Topology& topology,
+                 const core::ToolCostTable& table,
                  const std::string& config_path,
                  const std::optional<nvshmem_opt::ModulePlacement>& placement,
                  bool spec_states_map, const nvshmem_opt::PassRun& run,
@@ -159,12 +160,12 @@ void WriteReport(const Flags& flags, const nvshmem_opt::LoadedModule& input,
   const auto [flag_config, flag_mode] =
       CompileFlag(flags, !input.text.empty(), config_path, placement);
   const std::string json = OrFail(nvshmem_opt::ReportJson(
-      {flags.input, ext::TopologySpec(topology),
+      {flags.input, core::TopologySpec(topology),
        TopologySource(flags, *input.module), topology.partition_to_device(),
        flags.mode, input.module->config().num_partitions(),
        input.module->config().replica_count(), input.partitions_from,
-       ext::ProcessLayoutText(
-           topology, ext::SpecStatesProcesses(flags.topology), table.backends),
+       core::ProcessLayoutText(
+           topology, core::SpecStatesProcesses(flags.topology), table.backends),
        PlacementText(flags, topology, config_path, placement, spec_states_map,
                      input.text.empty() &&
                          input.module->config().has_static_device_assignment()),
@@ -179,14 +180,14 @@ void WriteReport(const Flags& flags, const nvshmem_opt::LoadedModule& input,
 int main(int argc, char** argv) {
   UseLauncherFds();
   const Flags flags = ParseFlags(argc, argv);
-  const ext::CostTable table = LoadCostTable(flags);
+  const core::ToolCostTable table = LoadCostTable(flags);
   if (flags.print_cost_table) {
-    std::cout << ext::CostTableToString(table);
+    std::cout << core::CostTableToString(table);
     return 0;
   }
-  std::optional<ext::Topology> given;
+  std::optional<core::Topology> given;
   if (!flags.topology.empty())
-    given = OrFail(ext::ParseTopology(flags.topology, table.backends));
+    given = OrFail(core::ParseTopology(flags.topology, table.backends));
   if (!flags.output.empty() && flags.output != "-" &&
       SameFile(flags.input, flags.output)) {
     Fail(2, flags.output + ": refusing to overwrite the input");
@@ -210,7 +211,7 @@ int main(int argc, char** argv) {
       given, given ? 0 : DevicesPerHost(flags, *input.module), table,
       flags.mode, flags.annotate);
   Rewriter pass(options);
-  const ext::Topology topology = ResolveTopology(flags, pass, *input.module);
+  const core::Topology topology = ResolveTopology(flags, pass, *input.module);
   std::optional<std::map<std::string, std::string>> upstream;
   if (flags.compare_upstream) {
     Stage(flags.input, "running upstream's CollectiveBackendAssigner", 2);

@@ -29,7 +29,7 @@
 namespace nvshmem_opt {
 namespace {
 
-namespace ext = nvshmem_ext;
+namespace core = ::xla::gpu::nvshmem_selection;
 
 bool IsPermute(const xla::HloInstruction* instr) {
   return instr->opcode() == xla::HloOpcode::kCollectivePermute ||
@@ -194,9 +194,10 @@ absl::StatusOr<std::string> PrintWithFullGroups(const xla::HloModule& module) {
 
 }  // namespace
 
-Rewriter::Options DriverPassOptions(
-    std::optional<nvshmem_ext::Topology> topology, int devices_per_host,
-    nvshmem_ext::CostTable table, const std::string& mode, bool annotate) {
+Rewriter::Options DriverPassOptions(std::optional<core::Topology> topology,
+                                    int devices_per_host,
+                                    core::ToolCostTable table,
+                                    const std::string& mode, bool annotate) {
   Rewriter::Options options;
   options.topology = std::move(topology);
   options.devices_per_host = devices_per_host;
@@ -257,7 +258,7 @@ absl::StatusOr<PassRun> RunPass(Rewriter& pass,
 }
 
 absl::StatusOr<std::map<std::string, std::string>> UpstreamDecisions(
-    const xla::HloModule& module, const ext::Topology& topology,
+    const xla::HloModule& module, const core::Topology& topology,
     int64_t threshold_bytes) {
   std::unique_ptr<xla::HloModule> copy = module.Clone("");
   copy->mutable_config()

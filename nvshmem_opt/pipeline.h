@@ -45,8 +45,9 @@ struct PassRun {
 // (backend_config_json.h).
 // Each op's current backend is read from the same JSON text.
 Rewriter::Options DriverPassOptions(
-    std::optional<nvshmem_ext::Topology> topology, int devices_per_host,
-    nvshmem_ext::CostTable table, const std::string& mode, bool annotate);
+    std::optional<xla::gpu::nvshmem_selection::Topology> topology,
+    int devices_per_host, xla::gpu::nvshmem_selection::ToolCostTable table,
+    const std::string& mode, bool annotate);
 
 // Called as each XLA stage starts ("running the pass", ...), with the exit
 // code a crash there would mean.
@@ -65,7 +66,8 @@ absl::StatusOr<PassRun> RunPass(const Rewriter::Options& options,
 // Upstream's backend for each collective-permute, by instruction name, on a
 // copy with NVSHMEM enabled (upstream assigns backends only then).
 absl::StatusOr<std::map<std::string, std::string>> UpstreamDecisions(
-    const xla::HloModule& module, const nvshmem_ext::Topology& topology,
+    const xla::HloModule& module,
+    const xla::gpu::nvshmem_selection::Topology& topology,
     int64_t threshold_bytes);
 
 // The module to write: the input's own text with the statements of the

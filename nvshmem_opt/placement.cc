@@ -13,7 +13,7 @@
 
 namespace nvshmem_opt {
 
-namespace ext = nvshmem_ext;
+namespace core = ::xla::gpu::nvshmem_selection;
 
 namespace {
 
@@ -48,12 +48,13 @@ int DevicesPerHost(const Flags& flags, const xla::HloModule& module) {
 
 // The topology the pass decides on, asked of the pass itself so that the
 // report and upstream's assigner see the same one; said when derived.
-ext::Topology ResolveTopology(const Flags& flags, const Rewriter& pass,
-                              const xla::HloModule& module) {
-  ext::Topology topology = OrFail(pass.TopologyFor(module), flags.input + ": ");
+core::Topology ResolveTopology(const Flags& flags, const Rewriter& pass,
+                               const xla::HloModule& module) {
+  core::Topology topology =
+      OrFail(pass.TopologyFor(module), flags.input + ": ");
   if (flags.topology.empty()) {
     std::cerr << "nvshmem-opt: " << flags.input << ": no --topology; using "
-              << ext::TopologySpec(topology) << " (" << topology.num_devices()
+              << core::TopologySpec(topology) << " (" << topology.num_devices()
               << " devices in hosts of " << topology.gpus_per_host() << " GPUs"
               << (module.config().has_static_device_assignment()
                       ? ", placed by the module's device assignment"
@@ -75,17 +76,17 @@ std::string TopologySource(const Flags& flags, const xla::HloModule& module) {
 // The topology as a spec to decide on again: its process layout only where
 // --topology states one, so that the backend set's default applies again.
 std::string SpecToDecideAgain(const Flags& flags,
-                              const ext::Topology& topology) {
-  if (ext::SpecStatesProcesses(flags.topology)) {
+                              const core::Topology& topology) {
+  if (core::SpecStatesProcesses(flags.topology)) {
     // TopologySpec leaves out a process per host, which the spec stated.
     const bool per_host =
         topology.gpus_per_process() == topology.gpus_per_host();
     return absl::StrCat(
-        ext::TopologySpec(topology),
+        core::TopologySpec(topology),
         per_host ? absl::StrCat(":gpus_per_process=", topology.gpus_per_host())
                  : "");
   }
-  return ext::TopologySpec(OrFail(ext::Topology::Create(
+  return core::TopologySpec(OrFail(core::Topology::Create(
       topology.slices(), topology.hosts_per_slice(), topology.gpus_per_host(),
       topology.nvlink_domain_size(), topology.partition_to_device(),
       topology.gpus_per_host())));
@@ -93,7 +94,7 @@ std::string SpecToDecideAgain(const Flags& flags,
 
 // Where the device of each logical id came from: a config's map (also where
 // the spec states the same one), else the spec's, else the module's own.
-std::string PlacementText(const Flags& flags, const ext::Topology& topology,
+std::string PlacementText(const Flags& flags, const core::Topology& topology,
                           const std::string& config_path,
                           const std::optional<ModulePlacement>& read,
                           bool spec_states_map, bool proto_placed) {
@@ -113,7 +114,7 @@ std::string PlacementText(const Flags& flags, const ext::Topology& topology,
 // --topology as the tools state it again: as given, with the config's map
 // where the spec states none and the config placed the module.
 std::string PlacedSpec(const Flags& flags, const std::string& spec,
-                       const ext::Topology& topology, bool spec_states_map,
+                       const core::Topology& topology, bool spec_states_map,
                        const std::optional<ModulePlacement>& read) {
   if (flags.topology.empty()) return spec;
   if (!spec_states_map && !read && !topology.partition_to_device().empty()) {
@@ -133,7 +134,7 @@ std::string PlacedSpec(const Flags& flags, const std::string& spec,
 // assignment becomes the module's, and the map of a topology given without
 // one. Returns the config's path, "" when none was read.
 std::string PlaceTextModule(const Flags& flags, xla::HloModule& module,
-                            std::optional<ext::Topology>& given,
+                            std::optional<core::Topology>& given,
                             std::optional<ModulePlacement>& read) {
   if (module.config().has_static_device_assignment()) {
     // A proto carries its compile's device assignment: it places the ids of a
@@ -151,7 +152,7 @@ std::string PlaceTextModule(const Flags& flags, xla::HloModule& module,
         }
       }
       given = OrFail(
-          ext::Topology::Create(
+          core::Topology::Create(
               given->slices(), given->hosts_per_slice(), given->gpus_per_host(),
               given->nvlink_domain_size(), devices, given->gpus_per_process()),
           flags.input +
@@ -183,7 +184,7 @@ std::string PlaceTextModule(const Flags& flags, xla::HloModule& module,
   // A topology too small for the module fails later, with the module's count.
   if (given && given->partition_to_device().empty() &&
       given->num_devices() >= int64_t{read->replicas} * read->partitions) {
-    given = OrFail(ext::Topology::Create(
+    given = OrFail(core::Topology::Create(
                        given->slices(), given->hosts_per_slice(),
                        given->gpus_per_host(), given->nvlink_domain_size(),
                        read->devices, given->gpus_per_process()),

@@ -23,20 +23,20 @@ int DevicesPerHost(const Flags& flags, const xla::HloModule& module);
 
 // The topology the pass decides on, asked of the pass itself; said on stderr
 // when derived.
-nvshmem_ext::Topology ResolveTopology(const Flags& flags, const Rewriter& pass,
-                                      const xla::HloModule& module);
+xla::gpu::nvshmem_selection::Topology ResolveTopology(
+    const Flags& flags, const Rewriter& pass, const xla::HloModule& module);
 
 // Where the topology came from: "flag", "module config" or "default".
 std::string TopologySource(const Flags& flags, const xla::HloModule& module);
 
 // The topology as a spec to decide on again (its process layout only where
 // --topology states one).
-std::string SpecToDecideAgain(const Flags& flags,
-                              const nvshmem_ext::Topology& topology);
+std::string SpecToDecideAgain(
+    const Flags& flags, const xla::gpu::nvshmem_selection::Topology& topology);
 
 // Where the device of each logical id came from, in words.
 std::string PlacementText(const Flags& flags,
-                          const nvshmem_ext::Topology& topology,
+                          const xla::gpu::nvshmem_selection::Topology& topology,
                           const std::string& config_path,
                           const std::optional<ModulePlacement>& read,
                           bool spec_states_map, bool proto_placed);
@@ -44,16 +44,17 @@ std::string PlacementText(const Flags& flags,
 // --topology as the tools state it again, with the config's map where the spec
 // states none and the config placed the module.
 std::string PlacedSpec(const Flags& flags, const std::string& spec,
-                       const nvshmem_ext::Topology& topology,
+                       const xla::gpu::nvshmem_selection::Topology& topology,
                        bool spec_states_map,
                        const std::optional<ModulePlacement>& read);
 
 // Places `module` by XLA's config beside a text input (or --module-config), or
 // `given` by a proto's own device assignment; returns the config's path, ""
 // when none was read. Exits 2 on a config that does not fit.
-std::string PlaceTextModule(const Flags& flags, xla::HloModule& module,
-                            std::optional<nvshmem_ext::Topology>& given,
-                            std::optional<ModulePlacement>& read);
+std::string PlaceTextModule(
+    const Flags& flags, xla::HloModule& module,
+    std::optional<xla::gpu::nvshmem_selection::Topology>& given,
+    std::optional<ModulePlacement>& read);
 
 // (the config that states the flag the program was compiled with, that flag):
 // the config placement read (`config_path`, `read`), else, beside a proto

@@ -14,7 +14,7 @@
 namespace nvshmem_opt {
 namespace {
 
-namespace ext = nvshmem_ext;
+namespace core = ::xla::gpu::nvshmem_selection;
 using google::protobuf::Value;
 
 Value Null() {
@@ -42,32 +42,32 @@ Value Time(double us) {
 
 // One entry per backend and per link class of the core, by name: a backend or
 // link class added to the core reaches the report without a change here.
-void FillModel(const ext::Decision& d, Decision* out) {
+void FillModel(const core::ToolDecision& d, Decision* out) {
   auto& times = *out->mutable_modeled_us()->mutable_fields();
-  for (int b = 0; b < ext::kNumBackends; ++b) {
-    const auto backend = static_cast<ext::Backend>(b);
-    times[ext::BackendName(backend)] = Time(d.TimeUs(backend));
+  for (int b = 0; b < core::kNumBackends; ++b) {
+    const auto backend = static_cast<core::Backend>(b);
+    times[core::BackendName(backend)] = Time(d.TimeUs(backend));
   }
   times["chosen"].set_number_value(std::isfinite(d.ChosenUs()) ? d.ChosenUs()
                                                                : 0);
   auto& refused = *out->mutable_refused()->mutable_fields();
-  for (int b = 0; b < ext::kNumBackends; ++b) {
+  for (int b = 0; b < core::kNumBackends; ++b) {
     if (d.refused[b].has_value()) {
-      refused[ext::BackendName(static_cast<ext::Backend>(b))].set_string_value(
-          ext::RefusalText(*d.refused[b]));
+      refused[core::BackendName(static_cast<core::Backend>(b))]
+          .set_string_value(core::RefusalText(*d.refused[b]));
     }
   }
   auto& edges = *out->mutable_edges_by_class()->mutable_fields();
-  for (int c = 0; c < ext::kNumLinkClasses; ++c) {
-    edges[ext::LinkClassName(static_cast<ext::LinkClass>(c))].set_number_value(
-        d.edges_by_class[c]);
+  for (int c = 0; c < core::kNumLinkClasses; ++c) {
+    edges[core::LinkClassName(static_cast<core::LinkClass>(c))]
+        .set_number_value(d.edges_by_class[c]);
   }
 }
 
 void FillDecision(const Rewriter::OpRecord& r, const PassRun& run,
                   const std::map<std::string, std::string>* upstream,
                   Decision* out) {
-  const ext::Decision& d = r.decision;
+  const core::ToolDecision& d = r.decision;
   out->set_computation(r.computation);
   out->set_instruction(r.instruction);
   out->set_form(r.form);
@@ -77,7 +77,7 @@ void FillDecision(const Rewriter::OpRecord& r, const PassRun& run,
     google::protobuf::ListValue* edge = out->add_edges();
     edge->add_values()->set_number_value(src);
     edge->add_values()->set_number_value(dst);
-    edge->add_values()->set_string_value(ext::LinkClassName(link_class));
+    edge->add_values()->set_string_value(core::LinkClassName(link_class));
   }
   for (const nvshmem_plan::EnclosingLoop& loop : r.loops) {
     Loop* out_loop = out->add_loops();
@@ -95,17 +95,17 @@ void FillDecision(const Rewriter::OpRecord& r, const PassRun& run,
     pair->add_values()->set_number_value(static_cast<double>(src));
     pair->add_values()->set_number_value(static_cast<double>(dst));
   }
-  out->set_plan(ext::BackendName(d.backend));
-  const ext::BackendInfo& info = ext::Info(d.backend);
+  out->set_plan(core::BackendName(d.backend));
+  const core::BackendInfo& info = core::Info(d.backend);
   out->set_backend(info.config_backend);
   *out->mutable_collectives_mode() =
       *info.collectives_mode != '\0' ? Str(info.collectives_mode) : Null();
   out->set_skipped(r.skipped);
   out->set_user_mark(r.user_mark);
   *out->mutable_current_plan() =
-      r.current ? Str(ext::BackendName(*r.current)) : Null();
+      r.current ? Str(core::BackendName(*r.current)) : Null();
   *out->mutable_current_refused() =
-      r.current_refusal ? Str(ext::RefusalText(*r.current_refusal)) : Null();
+      r.current_refusal ? Str(core::RefusalText(*r.current_refusal)) : Null();
   out->set_reason(d.reason);
   FillModel(d, out);
   if (auto it = run.made.find(r.instruction); it != run.made.end()) {
@@ -166,10 +166,10 @@ std::string ExplainText(const PassRun& run,
     out << "no collective-permutes, nothing for the pass to decide\n";
   }
   for (const Rewriter::OpRecord& r : run.records) {
-    const ext::Decision& d = r.decision;
+    const core::ToolDecision& d = r.decision;
     out << r.computation << "/" << r.instruction << " (" << r.form << ", "
         << r.bytes << " bytes, " << r.pairs.size()
-        << " pairs): " << ext::BackendName(d.backend);
+        << " pairs): " << core::BackendName(d.backend);
     if (upstream != nullptr) {
       auto it = upstream->find(r.instruction);
       if (it != upstream->end()) out << " [upstream: " << it->second << "]";

@@ -17,7 +17,7 @@
 #include <pybind11/stl.h>
 
 namespace py = pybind11;
-namespace ext = nvshmem_ext;
+namespace core = ::xla::gpu::nvshmem_selection;
 
 namespace {
 
@@ -32,59 +32,60 @@ void ThrowIfError(const absl::Status& status) {
   if (!status.ok()) throw py::value_error(std::string(status.message()));
 }
 
-ext::Topology ParseTopology(const std::string& spec,
-                            const std::optional<std::string>& backends) {
-  if (!backends) return ValueOrThrow(ext::ParseTopology(spec));
-  return ValueOrThrow(
-      ext::ParseTopology(spec, ValueOrThrow(ext::ParseBackendSet(*backends))));
+core::Topology ParseTopology(const std::string& spec,
+                             const std::optional<std::string>& backends) {
+  if (!backends) return ValueOrThrow(core::ParseTopology(spec));
+  return ValueOrThrow(core::ParseTopology(
+      spec, ValueOrThrow(core::ParseBackendSet(*backends))));
 }
 
-ext::Place PlaceOrThrow(const std::string& name) {
-  if (name == "anywhere") return ext::Place::kAnywhere;
-  if (name == "group") return ext::Place::kCollectivesGroup;
-  if (name == "branch") return ext::Place::kConditionalBranch;
+core::Place PlaceOrThrow(const std::string& name) {
+  if (name == "anywhere") return core::Place::kAnywhere;
+  if (name == "group") return core::Place::kCollectivesGroup;
+  if (name == "branch") return core::Place::kConditionalBranch;
   throw py::value_error("unknown place '" + name +
                         "' (anywhere, group, branch)");
 }
 
-ext::CostTable ParseTable(const std::string& text, const std::string& source) {
-  return ValueOrThrow(ext::ParseCostTable(text, source));
+core::ToolCostTable ParseTable(const std::string& text,
+                               const std::string& source) {
+  return ValueOrThrow(core::ParseToolCostTable(text, source));
 }
 
-ext::LinkClass LinkClassOrThrow(const std::string& name) {
-  std::optional<ext::LinkClass> link_class = ext::LinkClassFromName(name);
+core::LinkClass LinkClassOrThrow(const std::string& name) {
+  std::optional<core::LinkClass> link_class = core::LinkClassFromName(name);
   if (!link_class) throw py::value_error("unknown link class '" + name + "'");
   return *link_class;
 }
 
-ext::Backend BackendOrThrow(const std::string& name) {
-  std::optional<ext::Backend> backend = ext::BackendFromName(name);
+core::Backend BackendOrThrow(const std::string& name) {
+  std::optional<core::Backend> backend = core::BackendFromName(name);
   if (!backend) throw py::value_error("unknown backend '" + name + "'");
   return *backend;
 }
 
-py::dict DecisionToDict(const ext::Decision& d) {
+py::dict DecisionToDict(const core::ToolDecision& d) {
   py::dict out;
   // "plan" is the backend's name, as in the driver's JSON and the HLO
   // annotation.
-  out["plan"] = ext::BackendName(d.backend);
+  out["plan"] = core::BackendName(d.backend);
   out["chosen_us"] = d.ChosenUs();
   py::dict by_class;
-  for (int c = 0; c < ext::kNumLinkClasses; ++c) {
-    by_class[ext::LinkClassName(static_cast<ext::LinkClass>(c))] =
+  for (int c = 0; c < core::kNumLinkClasses; ++c) {
+    by_class[core::LinkClassName(static_cast<core::LinkClass>(c))] =
         d.edges_by_class[c];
   }
   out["edges_by_class"] = by_class;
   out["reason"] = d.reason;
-  out["backend"] = ext::BackendName(d.backend);
+  out["backend"] = core::BackendName(d.backend);
   py::dict backend_us, refused;
-  for (int b = 0; b < ext::kNumBackends; ++b) {
-    const auto backend = static_cast<ext::Backend>(b);
-    const char* name = ext::BackendName(backend);
+  for (int b = 0; b < core::kNumBackends; ++b) {
+    const auto backend = static_cast<core::Backend>(b);
+    const char* name = core::BackendName(backend);
     const std::optional<double> us = d.TimeUs(backend);
     backend_us[name] =
         us ? py::object(py::float_(*us)) : py::object(py::none());
-    if (d.refused[b]) refused[name] = ext::RefusalText(*d.refused[b]);
+    if (d.refused[b]) refused[name] = core::RefusalText(*d.refused[b]);
   }
   out["backend_us"] = backend_us;
   out["refused"] = refused;
@@ -92,88 +93,89 @@ py::dict DecisionToDict(const ext::Decision& d) {
 }
 
 void BindTopology(py::module_& m) {
-  py::class_<ext::Topology>(m, "Topology")
+  py::class_<core::Topology>(m, "Topology")
       .def_static("parse", &ParseTopology, py::arg("spec"),
                   py::arg("backends") = py::none())
-      .def_property_readonly("slices", &ext::Topology::slices)
-      .def_property_readonly("hosts_per_slice", &ext::Topology::hosts_per_slice)
-      .def_property_readonly("gpus_per_host", &ext::Topology::gpus_per_host)
+      .def_property_readonly("slices", &core::Topology::slices)
+      .def_property_readonly("hosts_per_slice",
+                             &core::Topology::hosts_per_slice)
+      .def_property_readonly("gpus_per_host", &core::Topology::gpus_per_host)
       .def_property_readonly("gpus_per_process",
-                             &ext::Topology::gpus_per_process)
+                             &core::Topology::gpus_per_process)
       .def_property_readonly("nvlink_domain_size",
-                             &ext::Topology::nvlink_domain_size)
-      .def_property_readonly("num_devices", &ext::Topology::num_devices)
+                             &core::Topology::nvlink_domain_size)
+      .def_property_readonly("num_devices", &core::Topology::num_devices)
       .def_property_readonly("partition_to_device",
-                             &ext::Topology::partition_to_device)
+                             &core::Topology::partition_to_device)
       .def(
           "classify",
-          [](const ext::Topology& t, int src, int dst) {
+          [](const core::Topology& t, int src, int dst) {
             if (src < 0 || dst < 0 || src >= t.num_devices() ||
                 dst >= t.num_devices()) {
               throw py::value_error("device outside the topology");
             }
-            return std::string(ext::LinkClassName(t.Classify(src, dst)));
+            return std::string(core::LinkClassName(t.Classify(src, dst)));
           },
           py::arg("src_device"), py::arg("dst_device"))
-      .def("__str__", &ext::TopologySpec)
-      .def("__repr__", [](const ext::Topology& t) {
-        return "Topology('" + ext::TopologySpec(t) + "')";
+      .def("__str__", &core::TopologySpec)
+      .def("__repr__", [](const core::Topology& t) {
+        return "Topology('" + core::TopologySpec(t) + "')";
       });
 }
 
 void BindCostTable(py::module_& m) {
-  py::class_<ext::CostTable>(m, "CostTable")
-      .def_static("default", &ext::DefaultCostTable)
+  py::class_<core::ToolCostTable>(m, "CostTable")
+      .def_static("default", &core::DefaultToolCostTable)
       .def_static("parse", &ParseTable, py::arg("text"),
                   py::arg("source") = "<string>")
-      .def("__str__", &ext::CostTableToString)
-      .def("copy", [](const ext::CostTable& t) { return t; })
-      // Setters keep the ranges ParseCostTable enforces.
+      .def("__str__", &core::CostTableToString)
+      .def("copy", [](const core::ToolCostTable& t) { return t; })
+      // Setters keep the ranges ParseToolCostTable enforces.
       .def_property(
-          "margin", [](const ext::CostTable& t) { return t.core.margin; },
-          [](ext::CostTable& t, double v) {
+          "margin", [](const core::ToolCostTable& t) { return t.core.margin; },
+          [](core::ToolCostTable& t, double v) {
             if (!(v >= 0 && v < 1))
               throw py::value_error("margin must be in [0, 1)");
             t.core.margin = v;
           })
       .def_property(
           "nvshmem_max_bytes",
-          [](const ext::CostTable& t) { return t.core.nvshmem_max_bytes; },
-          [](ext::CostTable& t, int64_t v) {
+          [](const core::ToolCostTable& t) { return t.core.nvshmem_max_bytes; },
+          [](core::ToolCostTable& t, int64_t v) {
             if (v < 0) throw py::value_error("nvshmem_max_bytes must be >= 0");
             t.core.nvshmem_max_bytes = v;
           })
       .def("link",
-           [](const ext::CostTable& t, const std::string& backend,
+           [](const core::ToolCostTable& t, const std::string& backend,
               const std::string& link_class) {
-             const ext::LinkCost& cost =
+             const core::LinkCost& cost =
                  t.link(BackendOrThrow(backend), LinkClassOrThrow(link_class));
              return std::make_pair(cost.latency_us, cost.bandwidth_gbps);
            })
       // The measured curve as [(buffers, bytes, us)], sorted; empty when the
       // pair uses the parametric model.
       .def("points",
-           [](const ext::CostTable& t, const std::string& backend,
+           [](const core::ToolCostTable& t, const std::string& backend,
               const std::string& link_class) {
              std::vector<std::tuple<int, int64_t, double>> out;
-             for (const ext::CurvePoint& p : t.curve(
+             for (const core::CurvePoint& p : t.curve(
                       BackendOrThrow(backend), LinkClassOrThrow(link_class))) {
                out.emplace_back(p.buffers, p.bytes, p.us);
              }
              return out;
            })
       .def("has_measured_curve",
-           [](const ext::CostTable& t, const std::string& backend,
+           [](const core::ToolCostTable& t, const std::string& backend,
               const std::string& link_class) {
-             return ext::HasMeasuredCurve(t, BackendOrThrow(backend),
-                                          LinkClassOrThrow(link_class));
+             return core::HasMeasuredCurve(t, BackendOrThrow(backend),
+                                           LinkClassOrThrow(link_class));
            })
       .def("sm_interference",
-           [](const ext::CostTable& t, const std::string& backend) {
+           [](const core::ToolCostTable& t, const std::string& backend) {
              return t.sm_interference(BackendOrThrow(backend));
            })
       .def("per_buffer_us",
-           [](const ext::CostTable& t, const std::string& backend,
+           [](const core::ToolCostTable& t, const std::string& backend,
               const std::string& link_class) {
              return t
                  .link(BackendOrThrow(backend), LinkClassOrThrow(link_class))
@@ -183,15 +185,15 @@ void BindCostTable(py::module_& m) {
       // parametric model), checked as a table's text is.
       .def(
           "set_link",
-          [](ext::CostTable& t, const std::string& backend,
+          [](core::ToolCostTable& t, const std::string& backend,
              const std::string& link_class, double latency_us,
              double bandwidth_gbps, double per_buffer_us,
              const std::vector<std::tuple<int, int64_t, double>>& points) {
-            std::vector<ext::CurvePoint> curve;
+            std::vector<core::CurvePoint> curve;
             for (const auto& [buffers, bytes, us] : points) {
               curve.push_back({buffers, bytes, us});
             }
-            ThrowIfError(ext::SetLink(
+            ThrowIfError(core::SetLink(
                 &t, BackendOrThrow(backend), LinkClassOrThrow(link_class),
                 {latency_us, bandwidth_gbps, per_buffer_us}, curve));
           },
@@ -199,35 +201,37 @@ void BindCostTable(py::module_& m) {
           py::arg("bandwidth_gbps"), py::arg("per_buffer_us"),
           py::arg("points") = std::vector<std::tuple<int, int64_t, double>>())
       .def("set_sm_interference",
-           [](ext::CostTable& t, const std::string& backend, double fraction) {
-             ThrowIfError(
-                 ext::SetSmInterference(&t, BackendOrThrow(backend), fraction));
+           [](core::ToolCostTable& t, const std::string& backend,
+              double fraction) {
+             ThrowIfError(core::SetSmInterference(&t, BackendOrThrow(backend),
+                                                  fraction));
            })
       // The backend set as "nccl,peer"; set it from the same text.
       .def_property(
           "backends",
-          [](const ext::CostTable& t) {
-            return ext::BackendSetToString(t.backends);
+          [](const core::ToolCostTable& t) {
+            return core::BackendSetToString(t.backends);
           },
-          [](ext::CostTable& t, const std::string& text) {
-            t.backends = ValueOrThrow(ext::ParseBackendSet(text));
+          [](core::ToolCostTable& t, const std::string& text) {
+            t.backends = ValueOrThrow(core::ParseBackendSet(text));
           })
-      .def_readwrite("symmetric_signals", &ext::CostTable::symmetric_signals);
+      .def_readwrite("symmetric_signals",
+                     &core::ToolCostTable::symmetric_signals);
 }
 
 void BindNames(py::module_& m) {
   m.def("link_classes", []() {
     std::vector<std::string> names;
-    for (int c = 0; c < ext::kNumLinkClasses; ++c) {
-      names.push_back(ext::LinkClassName(static_cast<ext::LinkClass>(c)));
+    for (int c = 0; c < core::kNumLinkClasses; ++c) {
+      names.push_back(core::LinkClassName(static_cast<core::LinkClass>(c)));
     }
     return names;
   });
 
   m.def("backend_names", []() {
     std::vector<std::string> names;
-    for (int b = 0; b < ext::kNumBackends; ++b) {
-      names.push_back(ext::BackendName(static_cast<ext::Backend>(b)));
+    for (int b = 0; b < core::kNumBackends; ++b) {
+      names.push_back(core::BackendName(static_cast<core::Backend>(b)));
     }
     return names;
   });
@@ -236,8 +240,8 @@ void BindNames(py::module_& m) {
   // order.
   m.def("backend_info", []() {
     py::list records;
-    for (int b = 0; b < ext::kNumBackends; ++b) {
-      const ext::BackendInfo& info = ext::Info(static_cast<ext::Backend>(b));
+    for (int b = 0; b < core::kNumBackends; ++b) {
+      const core::BackendInfo& info = core::Info(static_cast<core::Backend>(b));
       py::dict record;
       record["name"] = info.name;
       record["label"] = info.label;
@@ -257,28 +261,26 @@ void BindModel(py::module_& m) {
   // The pinned runtime's put list, asked of the core so the tools hold no copy.
   m.def(
       "nvshmem_puts_type",
-      [](const std::string& type) {
-        return xla::gpu::nvshmem_selection::NvshmemPutsType(type);
-      },
+      [](const std::string& type) { return core::NvshmemPutsType(type); },
       py::arg("element_type"));
 
   m.def(
       "edge_time_us",
-      [](const ext::CostTable& table, const std::string& backend,
+      [](const core::ToolCostTable& table, const std::string& backend,
          const std::string& link_class, int64_t bytes, int buffers) {
         if (buffers < 1) throw py::value_error("buffers must be >= 1");
-        return ext::EdgeTimeUs(table, BackendOrThrow(backend),
-                               LinkClassOrThrow(link_class), bytes, buffers);
+        return core::EdgeTimeUs(table, BackendOrThrow(backend),
+                                LinkClassOrThrow(link_class), bytes, buffers);
       },
       py::arg("table"), py::arg("backend"), py::arg("link_class"),
       py::arg("bytes"), py::arg("buffers") = 1);
 
   m.def(
       "edge_ids_to_devices",
-      [](const ext::Topology& topology,
+      [](const core::Topology& topology,
          const std::vector<std::pair<int64_t, int64_t>>& pairs,
          bool cross_partition, int num_partitions, int num_replicas) {
-        return ValueOrThrow(ext::EdgeIdsToDevices(
+        return ValueOrThrow(core::EdgeIdsToDevices(
             topology, pairs, cross_partition, num_partitions, num_replicas));
       },
       py::arg("topology"), py::arg("pairs"), py::arg("cross_partition"),
@@ -288,7 +290,7 @@ void BindModel(py::module_& m) {
 void BindDecide(py::module_& m) {
   m.def(
       "decide",
-      [](const ext::Topology& topology, const ext::CostTable& table,
+      [](const core::Topology& topology, const core::ToolCostTable& table,
          int64_t bytes, const std::vector<std::pair<int, int>>& device_edges,
          int team_size, int buffers,
          const std::vector<std::string>& element_types, bool memcpy_local_p2p,
@@ -304,19 +306,19 @@ void BindDecide(py::module_& m) {
             throw py::value_error("edge (" + std::to_string(src) + ", " +
                                   std::to_string(dst) +
                                   ") names a device outside topology " +
-                                  ext::TopologySpec(topology));
+                                  core::TopologySpec(topology));
           }
         }
-        ext::Decision decision =
-            ext::Decide(topology, table,
-                        {bytes, device_edges, team_size, buffers, element_types,
-                         memcpy_local_p2p, groups},
-                        PlaceOrThrow(place));
+        core::ToolDecision decision =
+            core::Decide(topology, table,
+                         {bytes, device_edges, team_size, buffers,
+                          element_types, memcpy_local_p2p, groups},
+                         PlaceOrThrow(place));
         if (mark) {
-          if (absl::Status bad = ext::CheckUserMark(*mark); !bad.ok()) {
+          if (absl::Status bad = core::CheckUserMark(*mark); !bad.ok()) {
             throw py::value_error(std::string(bad.message()));
           }
-          ext::KeepUserMark(*mark, decision);
+          core::KeepUserMark(*mark, decision);
         }
         return DecisionToDict(decision);
       },
@@ -328,54 +330,54 @@ void BindDecide(py::module_& m) {
 
   m.def(
       "layout_refusal",
-      [](const ext::Topology& topology, int team_size,
+      [](const core::Topology& topology, int team_size,
          const std::string& backend) -> std::optional<std::string> {
-        ext::PermuteRequest request;
+        core::PermuteRequest request;
         request.team_size = team_size;
-        std::optional<ext::Refusal> refusal =
-            ext::LayoutRefusal(topology, request, BackendOrThrow(backend));
+        std::optional<core::ToolRefusal> refusal =
+            core::LayoutRefusal(topology, request, BackendOrThrow(backend));
         if (!refusal) return std::nullopt;
-        return ext::RefusalText(*refusal);
+        return core::RefusalText(*refusal);
       },
       py::arg("topology"), py::arg("team_size"), py::arg("backend"));
 
   m.def(
       "process_layout_text",
-      [](const ext::Topology& topology, bool stated,
+      [](const core::Topology& topology, bool stated,
          const std::string& backends) {
-        return ext::ProcessLayoutText(
-            topology, stated, ValueOrThrow(ext::ParseBackendSet(backends)));
+        return core::ProcessLayoutText(
+            topology, stated, ValueOrThrow(core::ParseBackendSet(backends)));
       },
       py::arg("topology"), py::arg("stated"), py::arg("backends"));
 
   m.def(
       "team_devices",
-      [](const ext::Topology& topology, int team_size) {
-        return ext::TeamDevices(topology, team_size);
+      [](const core::Topology& topology, int team_size) {
+        return core::TeamDevices(topology, team_size);
       },
       py::arg("topology"), py::arg("team_size"));
 
   // None when NVSHMEM's PEs are the permute's devices.
   m.def(
       "nvshmem_pe_reason",
-      [](const ext::Topology& topology, int team_size,
+      [](const core::Topology& topology, int team_size,
          int groups) -> std::optional<std::string> {
-        std::optional<ext::Refusal> mismatch =
-            ext::NvshmemPeMismatch(topology, team_size, groups);
+        std::optional<core::Refusal> mismatch =
+            core::NvshmemPeMismatch(topology, team_size, groups);
         if (!mismatch) return std::nullopt;
-        return ext::RefusalText(*mismatch);
+        return core::RefusalText(core::AsToolRefusal(*mismatch));
       },
       py::arg("topology"), py::arg("team_size"), py::arg("groups"));
 
   // None when operand and result of `bytes` fit NVSHMEM's heap.
   m.def(
       "nvshmem_heap_reason",
-      [](const ext::CostTable& table,
+      [](const core::ToolCostTable& table,
          int64_t bytes) -> std::optional<std::string> {
-        std::optional<ext::Refusal> heap =
-            ext::NvshmemHeapOverflow(table, bytes);
+        std::optional<core::Refusal> heap =
+            core::NvshmemHeapOverflow(table.core, bytes);
         if (!heap) return std::nullopt;
-        return ext::RefusalText(*heap);
+        return core::RefusalText(core::AsToolRefusal(*heap));
       },
       py::arg("table"), py::arg("bytes"));
 
@@ -384,9 +386,10 @@ void BindDecide(py::module_& m) {
       "nvshmem_hang_reason",
       [](const std::vector<std::pair<int, int>>& device_edges,
          const std::vector<int>& team) -> std::optional<std::string> {
-        std::optional<ext::Refusal> hang = ext::NvshmemHang(device_edges, team);
+        std::optional<core::Refusal> hang =
+            core::NvshmemHang(device_edges, team);
         if (!hang) return std::nullopt;
-        return ext::RefusalText(*hang);
+        return core::RefusalText(core::AsToolRefusal(*hang));
       },
       py::arg("device_edges"), py::arg("team"));
 
@@ -395,7 +398,7 @@ void BindDecide(py::module_& m) {
       "infer_partitions",
       [](int64_t ids_used, int64_t mesh_devices, int64_t topology_devices,
          int64_t replicas) {
-        const ext::PartitionCount count = ext::InferPartitions(
+        const core::PartitionCount count = core::InferPartitions(
             {ids_used, mesh_devices, topology_devices, replicas});
         return std::make_pair(count.partitions, count.from);
       },

@@ -20,7 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 
-namespace nvshmem_ext {
+namespace xla::gpu::nvshmem_selection {
 namespace {
 
 constexpr const char* kLinkClassNames[kNumLinkClasses] = {
@@ -166,27 +166,28 @@ std::string BackendSetToString(const std::vector<Backend>& backends) {
   });
 }
 
-const LinkCost& CostTable::link(Backend b, LinkClass c) const {
+const LinkCost& ToolCostTable::link(Backend b, LinkClass c) const {
   return core.link(b, c);
 }
-LinkCost& CostTable::link(Backend b, LinkClass c) {
+LinkCost& ToolCostTable::link(Backend b, LinkClass c) {
   return core.links[static_cast<int>(b)][static_cast<int>(c)];
 }
-const std::vector<CurvePoint>& CostTable::curve(Backend b, LinkClass c) const {
+const std::vector<CurvePoint>& ToolCostTable::curve(Backend b,
+                                                    LinkClass c) const {
   return core.curve(b, c);
 }
-double CostTable::sm_interference(Backend b) const {
+double ToolCostTable::sm_interference(Backend b) const {
   return core.sm_interference[static_cast<int>(b)];
 }
 
-double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
-                  int64_t bytes, int buffers) {
-  return core::EdgeTimeUs(table.core, backend, link_class, bytes, buffers);
+double EdgeTimeUs(const ToolCostTable& table, Backend backend,
+                  LinkClass link_class, int64_t bytes, int buffers) {
+  return EdgeTimeUs(table.core, backend, link_class, bytes, buffers);
 }
 
-bool HasMeasuredCurve(const CostTable& table, Backend backend,
+bool HasMeasuredCurve(const ToolCostTable& table, Backend backend,
                       LinkClass link_class) {
   return !table.curve(backend, link_class).empty();
 }
 
-}  // namespace nvshmem_ext
+}  // namespace xla::gpu::nvshmem_selection

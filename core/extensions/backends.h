@@ -34,18 +34,10 @@
 #include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
 
-namespace nvshmem_ext {
-
-namespace core = ::xla::gpu::nvshmem_selection;
-
-// The core's names that this layer uses unchanged.
-using core::CurvePoint;
-using core::EdgeIdsToDevices;
-using core::kNumLinkClasses;
-using core::LinkClass;
-using core::LinkCost;
-using core::PermuteRequest;
-using core::TeamDevices;
+// In the core's namespace. Where the core has a type of the kind (the cost
+// table, a refusal, a decision), this layer's is the core's with what the
+// tools add: ToolCostTable, ToolRefusal, ToolDecision.
+namespace xla::gpu::nvshmem_selection {
 
 // User text echoed in an error message: one line, cut short.
 std::string Printable(absl::string_view s);
@@ -67,12 +59,8 @@ std::optional<LinkClass> LinkClassFromName(absl::string_view name);
 //                          r, partition p) as XLA places them by default
 // Examples: "1x2x4", "1x9x8:nvl72". Errors are InvalidArgument,
 // "topology spec '<spec>': ...".
-using core::Topology;
 absl::StatusOr<Topology> ParseTopology(absl::string_view spec);
 std::string TopologySpec(const Topology& topology);
-
-// The core's backends and names: nccl, nvshmem, peer, symmetric.
-using core::Backend;
 
 // The process layout a spec leaves unstated, one fact for every backend: one
 // GPU per process where the target XLA offers NVSHMEM (the pinned XLA runs it
@@ -93,9 +81,6 @@ std::string ProcessLayoutText(const Topology& topology, bool stated,
 // process by default (a topology derived from a module states none).
 Topology WithDefaultProcesses(const Topology& topology,
                               const std::vector<Backend>& offered);
-
-using core::BackendName;
-using core::kNumBackends;
 
 // Everything the tools say or write about a backend, in one place: its name,
 // how people call it, what choosing it writes into a collective-permute, and
@@ -131,8 +116,8 @@ absl::StatusOr<std::vector<Backend>> ParseBackendSet(absl::string_view text);
 std::string BackendSetToString(const std::vector<Backend>& backends);
 
 // The core's table and what the tools plan over.
-struct CostTable {
-  core::CostTable core;
+struct ToolCostTable {
+  CostTable core;
   std::vector<Backend> backends = {Backend::kNccl, Backend::kNvshmem};
   bool symmetric_signals = false;
 
@@ -144,30 +129,29 @@ struct CostTable {
 };
 
 // The core's defaults, planning over NCCL and NVSHMEM.
-CostTable DefaultCostTable();
+ToolCostTable DefaultToolCostTable();
 
-absl::StatusOr<CostTable> ParseCostTable(absl::string_view text,
-                                         absl::string_view source_name);
-std::string CostTableToString(const CostTable& table);
+absl::StatusOr<ToolCostTable> ParseToolCostTable(absl::string_view text,
+                                                 absl::string_view source_name);
+std::string CostTableToString(const ToolCostTable& table);
 
 // Sets one (backend, link class) row of `table` and its measured points (none:
 // the parametric model), or a backend's SM interference, checked as the same
 // entry of a table's text is: InvalidArgument naming the bad field, and
 // `table` unchanged. For tools that build tables (calibrate).
-absl::Status SetLink(CostTable* table, Backend backend, LinkClass link_class,
-                     const LinkCost& cost,
+absl::Status SetLink(ToolCostTable* table, Backend backend,
+                     LinkClass link_class, const LinkCost& cost,
                      const std::vector<CurvePoint>& points);
-absl::Status SetSmInterference(CostTable* table, Backend backend,
+absl::Status SetSmInterference(ToolCostTable* table, Backend backend,
                                double fraction);
 
-double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
-                  int64_t bytes, int buffers = 1);
-bool HasMeasuredCurve(const CostTable& table, Backend backend,
+double EdgeTimeUs(const ToolCostTable& table, Backend backend,
+                  LinkClass link_class, int64_t bytes, int buffers = 1);
+bool HasMeasuredCurve(const ToolCostTable& table, Backend backend,
                       LinkClass link_class);
 
 // Why a backend may not run a permute: one of the core's rules (its
 // RefusalKind and details), or a rule only the tools know.
-using core::RefusalKind;
 enum class ToolRule {
   kNone,                   // The core's rule.
   kNotOffered,             // The target XLA does not offer it (`offered`).
@@ -178,31 +162,29 @@ enum class ToolRule {
   kPlacementUnknown,       // No map, and the program spans `count` processes
                       // over `total` hosts: where each device runs decides.
 };
-struct Refusal : core::Refusal {
+struct ToolRefusal : Refusal {
   Backend backend = Backend::kNccl;
   ToolRule tool_rule = ToolRule::kNone;
   int gpus_per_process = 0;
   std::vector<Backend> offered;
 };
 
-std::string RefusalText(const Refusal& refusal);
+std::string RefusalText(const ToolRefusal& refusal);
 
 // What the program's layout refuses a one-sided backend, or nullopt: NVSHMEM
 // where a process drives several GPUs, and any of them where no map says
 // which device runs each logical device while the program spans several
 // processes or hosts (then every edge's class and process, and NVSHMEM's PE
 // for each id, rest on the unknown order).
-std::optional<Refusal> LayoutRefusal(const Topology& topology,
-                                     const PermuteRequest& request,
-                                     Backend backend);
+std::optional<ToolRefusal> LayoutRefusal(const Topology& topology,
+                                         const PermuteRequest& request,
+                                         Backend backend);
 
-std::optional<Refusal> NvshmemHang(
-    const std::vector<std::pair<int, int>>& device_edges,
-    const std::vector<int>& team);
-std::optional<Refusal> NvshmemPeMismatch(const Topology& topology,
-                                         int team_size, int groups);
-std::optional<Refusal> NvshmemHeapOverflow(const CostTable& table,
-                                           int64_t bytes);
+// A refusal of the core's (NvshmemHang, NvshmemPeMismatch, ...) as the tools
+// say it: of `backend`, in a layout of `gpus_per_process` GPUs per process.
+ToolRefusal AsToolRefusal(const Refusal& refusal,
+                          Backend backend = Backend::kNvshmem,
+                          int gpus_per_process = 0);
 
 enum class Verdict {
   kNoEdges,        // Nothing to move: NCCL.
@@ -215,10 +197,10 @@ enum class Verdict {
 // The core's decision (backend, NCCL's time, each alternative's time or
 // refusal) with what the tools add: the verdict, every backend's refusal
 // including the tools' own rules, the edge counts and the one-line reason.
-struct Decision : core::Decision {
+struct ToolDecision : Decision {
   Verdict verdict = Verdict::kNoEdges;
   std::optional<Backend> fastest_alternative;
-  std::array<std::optional<Refusal>, kNumBackends> refused;
+  std::array<std::optional<ToolRefusal>, kNumBackends> refused;
   std::array<int, kNumLinkClasses> edges_by_class = {0, 0, 0, 0};
   std::string reason;  // One line.
 
@@ -237,14 +219,15 @@ enum class Place { kAnywhere, kCollectivesGroup, kConditionalBranch };
 
 // The core's rule over NVSHMEM, peer and symmetric: the fastest allowed
 // alternative when it beats NCCL by the margin (ties to the first).
-Decision Decide(const Topology& topology, const CostTable& table,
-                const PermuteRequest& request, Place place = Place::kAnywhere);
+ToolDecision Decide(const Topology& topology, const ToolCostTable& table,
+                    const PermuteRequest& request,
+                    Place place = Place::kAnywhere);
 
 // A user's _xla_collectives_mode mark is law: the decision becomes the mark's
 // backend (peer or symmetric where the core models it, else NCCL, private's
 // path: where the permute cannot run the mode, XLA keeps the flag's, private by
 // default), and the reason says so.
-void KeepUserMark(absl::string_view mark, Decision& decision);
+void KeepUserMark(absl::string_view mark, ToolDecision& decision);
 
 // The frontend attribute that names a permute's mode (the patched XLA's
 // assigner reads it), and the one the tools write beside it with the same value
@@ -264,6 +247,6 @@ std::optional<std::string> MarkWord(absl::string_view mark);
 // it, so every tool refuses it too.
 absl::Status CheckUserMark(absl::string_view mark);
 
-}  // namespace nvshmem_ext
+}  // namespace xla::gpu::nvshmem_selection
 
 #endif  // NVSHMEM_EXTENSIONS_BACKENDS_H_

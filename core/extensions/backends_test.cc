@@ -18,7 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
-namespace nvshmem_ext {
+namespace xla::gpu::nvshmem_selection {
 namespace {
 
 Topology MustParse(const std::string& spec) {
@@ -59,10 +59,10 @@ std::string ParseError(const std::string& spec) {
   return ErrorOf(topology);
 }
 
-CostTable TableWith(const std::string& text) {
-  absl::StatusOr<CostTable> table = ParseCostTable(text, "t");
+ToolCostTable TableWith(const std::string& text) {
+  absl::StatusOr<ToolCostTable> table = ParseToolCostTable(text, "t");
   EXPECT_TRUE(table.ok()) << table.status();
-  return table.value_or(DefaultCostTable());
+  return table.value_or(DefaultToolCostTable());
 }
 
 // A measured NVSHMEM curve on NVLink: 1 and 4 buffers at 1 KiB, 1 MiB,
@@ -84,7 +84,7 @@ constexpr char kCurveTable[] = R"table(
   sm_interference { backend: NVSHMEM fraction: 0 }
 )table";
 
-double NvshmemNvlinkUs(const CostTable& table, int64_t bytes, int buffers) {
+double NvshmemNvlinkUs(const ToolCostTable& table, int64_t bytes, int buffers) {
   return EdgeTimeUs(table, Backend::kNvshmem, LinkClass::kIntraHostNvlink,
                     bytes, buffers);
 }
@@ -96,13 +96,15 @@ std::vector<std::pair<int, int>> Ring(int n) {
 }
 
 // A refusal's text, or "" when there is none (for readable expectations).
-std::string Text(const std::optional<Refusal>& refusal) {
+std::string Text(const std::optional<ToolRefusal>& refusal) {
   return refusal ? RefusalText(*refusal) : "";
 }
 
 std::string HangText(const std::vector<std::pair<int, int>>& edges,
                      const std::vector<int>& team) {
-  return Text(NvshmemHang(edges, team));
+  std::optional<Refusal> hang = NvshmemHang(edges, team);
+  return Text(hang ? std::optional<ToolRefusal>(AsToolRefusal(*hang))
+                   : std::nullopt);
 }
 
 TEST(TopologyTest, ParsesShapesDomainsAndMaps) {
@@ -153,7 +155,7 @@ TEST(TopologyTest, GpusPerProcessOption) {
 
 TEST(CostTableTest, ParsesOverridesAndKeepsDefaults) {
   std::string error;
-  absl::StatusOr<CostTable> table = ParseCostTable(
+  absl::StatusOr<ToolCostTable> table = ParseToolCostTable(
       "# measured\nlinks { backend: NCCL link_class: NETWORK latency_us: 12.5 "
       "bandwidth_gbps: 45 per_buffer_us: 0 }\nmargin: 0.1\nsm_interference { "
       "backend: NCCL fraction: 0.2 }\nnvshmem_max_bytes: 2147483648\n",
@@ -172,11 +174,11 @@ TEST(CostTableTest, ParsesOverridesAndKeepsDefaults) {
 }
 
 TEST(CostTableTest, RoundTripsThroughText) {
-  CostTable table = DefaultCostTable();
+  ToolCostTable table = DefaultToolCostTable();
   table.core.margin = 0.125;
   std::string error;
-  absl::StatusOr<CostTable> again =
-      ParseCostTable(CostTableToString(table), "x");
+  absl::StatusOr<ToolCostTable> again =
+      ParseToolCostTable(CostTableToString(table), "x");
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(CostTableToString(*again), CostTableToString(table));
   // Numbers print in their shortest exact form (5.6, not 5.5999999999999996;
@@ -196,7 +198,8 @@ TEST(CostTableTest, ErrorsNameTheLine) {
       {"links { backend: NCCL link_class: NVLINK bandwidth_gbps: 0 }",
        "t.txt:1: bandwidth_gbps must be a number > 0, not 0"},
       {"\n\nfoo: 1",
-       "t.txt:3: Message type \"nvshmem_ext.CostTableProto\" "
+       "t.txt:3: Message type "
+       "\"xla.gpu.nvshmem_selection.CostTableProto\" "
        "has no field named \"foo\""},
       {"margin: abc", "t.txt:1: "},
       {"margin: 1.5", "t.txt:1: margin must be from 0 to below 1"},
@@ -216,7 +219,7 @@ TEST(CostTableTest, ErrorsNameTheLine) {
        "t.txt:1: the cost table is in text format now"},
   };
   for (const auto& [text, message] : cases) {
-    const std::string error = ErrorOf(ParseCostTable(text, "t.txt"));
+    const std::string error = ErrorOf(ParseToolCostTable(text, "t.txt"));
     EXPECT_EQ(error.rfind(message, 0), 0u) << text << " -> " << error;
     EXPECT_EQ(error.find('\n'), std::string::npos) << error;
   }
@@ -224,7 +227,7 @@ TEST(CostTableTest, ErrorsNameTheLine) {
 
 TEST(CostTableTest, AnErrorChangesNothing) {
   // The error comes after the margin: neither part applies.
-  absl::StatusOr<CostTable> table = ParseCostTable(
+  absl::StatusOr<ToolCostTable> table = ParseToolCostTable(
       "margin: 0.2\nlinks { backend: SYMMETRIC link_class: NVLINK "
       "bandwidth_gbps: -1 }",
       "t");
@@ -234,13 +237,14 @@ TEST(CostTableTest, AnErrorChangesNothing) {
 }
 
 TEST(AcrossHostsTest, NvshmemHasNoNetworkRow) {
-  EXPECT_EQ(CostTableToString(DefaultCostTable())
+  EXPECT_EQ(CostTableToString(DefaultToolCostTable())
                 .find("backend: NVSHMEM\n  link_class: NETWORK"),
             std::string::npos);
-  absl::StatusOr<CostTable> again =
-      ParseCostTable(CostTableToString(DefaultCostTable()), "again");
+  absl::StatusOr<ToolCostTable> again =
+      ParseToolCostTable(CostTableToString(DefaultToolCostTable()), "again");
   ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ(CostTableToString(*again), CostTableToString(DefaultCostTable()));
+  EXPECT_EQ(CostTableToString(*again),
+            CostTableToString(DefaultToolCostTable()));
 }
 
 TEST(BackendSetTest, ParsesCanonicalSetsAndRejectsBadOnes) {
@@ -259,21 +263,22 @@ TEST(BackendSetTest, ParsesCanonicalSetsAndRejectsBadOnes) {
   error = ErrorOf(ParseBackendSet("nccl,warp"));
   EXPECT_FALSE(error.empty());
   EXPECT_NE(error.find("unknown backend 'warp'"), std::string::npos) << error;
-  error = ErrorOf(ParseCostTable("backends: [NCCL, GLOO]\n", "t.txt"));
+  error = ErrorOf(ParseToolCostTable("backends: [NCCL, GLOO]\n", "t.txt"));
   EXPECT_FALSE(error.empty());
   EXPECT_EQ(error.rfind("t.txt:1: Unknown enumeration value of \"GLOO\"", 0),
             0u)
       << error;
-  error = ErrorOf(ParseCostTable("\nbackends: [PEER, SYMMETRIC]\n", "t.txt"));
+  error =
+      ErrorOf(ParseToolCostTable("\nbackends: [PEER, SYMMETRIC]\n", "t.txt"));
   EXPECT_EQ(error.rfind("t.txt:2: backend set 'peer,symmetric' lacks nccl", 0),
             0u)
       << error;
-  error = ErrorOf(ParseCostTable("symmetric_signals: yes", "t.txt"));
+  error = ErrorOf(ParseToolCostTable("symmetric_signals: yes", "t.txt"));
   EXPECT_EQ(error.rfind("t.txt:1: ", 0), 0u) << error;
 }
 
 TEST(BackendSetTest, TableCarriesSetSignalsAndPerBufferCosts) {
-  CostTable table = TableWith(
+  ToolCostTable table = TableWith(
       "backends: [NCCL, PEER, SYMMETRIC]\nsymmetric_signals: true\nlinks { "
       "backend: PEER link_class: NVLINK latency_us: 20 bandwidth_gbps: 300 "
       "per_buffer_us: 1.5 }\n");
@@ -283,15 +288,16 @@ TEST(BackendSetTest, TableCarriesSetSignalsAndPerBufferCosts) {
       table.link(Backend::kPeer, LinkClass::kIntraHostNvlink).per_buffer_us,
       1.5);
   std::string error;
-  absl::StatusOr<CostTable> again =
-      ParseCostTable(CostTableToString(table), "x");
+  absl::StatusOr<ToolCostTable> again =
+      ParseToolCostTable(CostTableToString(table), "x");
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(CostTableToString(*again), CostTableToString(table));
-  EXPECT_EQ(BackendSetToString(DefaultCostTable().backends), "nccl,nvshmem");
+  EXPECT_EQ(BackendSetToString(DefaultToolCostTable().backends),
+            "nccl,nvshmem");
 }
 
 TEST(MeasuredCurveTest, ExactAtThePointsAndLogLogBetween) {
-  CostTable table = TableWith(kCurveTable);
+  ToolCostTable table = TableWith(kCurveTable);
   EXPECT_TRUE(
       HasMeasuredCurve(table, Backend::kNvshmem, LinkClass::kIntraHostNvlink));
   EXPECT_FALSE(
@@ -308,7 +314,7 @@ TEST(MeasuredCurveTest, ExactAtThePointsAndLogLogBetween) {
 }
 
 TEST(MeasuredCurveTest, MonotoneWhereTheDataIs) {
-  CostTable table = TableWith(kCurveTable);
+  ToolCostTable table = TableWith(kCurveTable);
   double previous = 0;
   for (int64_t bytes = 1; bytes <= (int64_t{1} << 30);
        bytes = bytes * 3 / 2 + 1) {
@@ -317,7 +323,7 @@ TEST(MeasuredCurveTest, MonotoneWhereTheDataIs) {
     previous = us;
   }
   // Data that dips stays between its neighbours, not beyond.
-  CostTable dip = TableWith(
+  ToolCostTable dip = TableWith(
       "links { backend: NCCL link_class: NVLINK points { buffers: 1 bytes: "
       "1000 us: 20 } points { buffers: 1 bytes: 10000 us: 15 } points { "
       "buffers: 1 bytes: 100000 us: 25 } }\n");
@@ -328,7 +334,7 @@ TEST(MeasuredCurveTest, MonotoneWhereTheDataIs) {
 }
 
 TEST(MeasuredCurveTest, ExtrapolatesWithTheRowsBandwidth) {
-  CostTable table = TableWith(kCurveTable);
+  ToolCostTable table = TableWith(kCurveTable);
   // 400 GB/s = 400000 bytes/us beyond 64 MiB, from the last point.
   const int64_t top = 67108864;
   EXPECT_NEAR(NvshmemNvlinkUs(table, top + 400000000, 1), 200 + 1000, 1e-9);
@@ -339,7 +345,7 @@ TEST(MeasuredCurveTest, ExtrapolatesWithTheRowsBandwidth) {
 }
 
 TEST(MeasuredCurveTest, BlendsBetweenBufferCountsAndAddsPerBufferBeyond) {
-  CostTable table = TableWith(kCurveTable);
+  ToolCostTable table = TableWith(kCurveTable);
   // 2 buffers: a third of the way from the 1-buffer to the 4-buffer curve.
   EXPECT_NEAR(NvshmemNvlinkUs(table, 1024, 2), 20 + (50 - 20) / 3.0, 1e-9);
   EXPECT_NEAR(NvshmemNvlinkUs(table, 1048576, 3), 30 + 2 * (60 - 30) / 3.0,
@@ -347,7 +353,7 @@ TEST(MeasuredCurveTest, BlendsBetweenBufferCountsAndAddsPerBufferBeyond) {
   // 6 buffers: the 4-buffer curve plus 2 x per_buffer (10 us).
   EXPECT_NEAR(NvshmemNvlinkUs(table, 1024, 6), 70, 1e-9);
   // Only 4 buffers measured: fewer buffers take per_buffer off, never below 0.
-  CostTable four = TableWith(
+  ToolCostTable four = TableWith(
       "links { backend: NCCL link_class: NVLINK latency_us: 1 bandwidth_gbps: "
       "100 per_buffer_us: 5 points { buffers: 4 bytes: 1000 us: 12 } points { "
       "buffers: 4 bytes: 2000 us: 14 } }\nsm_interference { backend: NCCL "
@@ -361,7 +367,7 @@ TEST(MeasuredCurveTest, BlendsBetweenBufferCountsAndAddsPerBufferBeyond) {
 }
 
 TEST(MeasuredCurveTest, SmInterferenceAddsOnTopOfTheCurve) {
-  CostTable table =
+  ToolCostTable table =
       TableWith(std::string(kCurveTable) +
                 "sm_interference { backend: NVSHMEM fraction: 0.5 }\n");
   // 1 MiB at 400 GB/s is 2.62144 us of transfer; half of it on top.
@@ -369,17 +375,17 @@ TEST(MeasuredCurveTest, SmInterferenceAddsOnTopOfTheCurve) {
 }
 
 TEST(MeasuredCurveTest, AnEntryWithoutPointsDropsTheInheritedCurve) {
-  CostTable base = TableWith(kCurveTable);
+  ToolCostTable base = TableWith(kCurveTable);
   std::string error;
-  absl::StatusOr<CostTable> over =
-      ParseCostTable(CostTableToString(base) + "", "x");
+  absl::StatusOr<ToolCostTable> over =
+      ParseToolCostTable(CostTableToString(base) + "", "x");
   ASSERT_TRUE(over.ok()) << over.status();
   EXPECT_EQ(CostTableToString(*over), CostTableToString(base));
   EXPECT_NE(CostTableToString(base).find(
                 "  points { buffers: 4 bytes: 1024 us: 50 }\n"),
             std::string::npos);
   // The default's curves (if any) give way to an entry naming the pair.
-  CostTable parametric = TableWith(
+  ToolCostTable parametric = TableWith(
       "links { backend: NVSHMEM link_class: NVLINK latency_us: 5 "
       "bandwidth_gbps: 450 per_buffer_us: 1 }\nlinks { backend: NCCL "
       "link_class: NVLINK latency_us: 6 bandwidth_gbps: 450 per_buffer_us: 1 "
@@ -393,7 +399,7 @@ TEST(MeasuredCurveTest, AnEntryWithoutPointsDropsTheInheritedCurve) {
               5 + 2 + 1 * (1 + parametric.sm_interference(Backend::kNvshmem)),
               1e-9);
   // An entry's numbers and points apply together.
-  CostTable both = TableWith(
+  ToolCostTable both = TableWith(
       "links { backend: NCCL link_class: NVLINK latency_us: 6 bandwidth_gbps: "
       "450 per_buffer_us: 0 points { buffers: 1 bytes: 10 us: 7 } }\n");
   EXPECT_EQ(both.curve(Backend::kNccl, LinkClass::kIntraHostNvlink).size(), 1u);
@@ -420,7 +426,7 @@ TEST(MeasuredCurveTest, BadPointsNameTheirLine) {
   for (const auto& [points, message] : cases) {
     const std::string text = absl::StrCat(
         "# c\nlinks {\n  backend: NCCL link_class: NVLINK\n", points, "\n}\n");
-    const std::string error = ErrorOf(ParseCostTable(text, "t.txt"));
+    const std::string error = ErrorOf(ParseToolCostTable(text, "t.txt"));
     // The line of the bad point: the last one given.
     const int line =
         std::string(points).find('\n') == std::string::npos ? 4 : 5;
@@ -434,12 +440,12 @@ TEST(MeasuredCurveTest, BadPointsNameTheirLine) {
   for (int i = 1; i <= kMaxCurvePoints + 1; ++i) {
     absl::StrAppend(&many, "points { buffers: 1 bytes: ", i, " us: 5 }\n");
   }
-  const std::string error = ErrorOf(ParseCostTable(many + "}\n", "t.txt"));
+  const std::string error = ErrorOf(ParseToolCostTable(many + "}\n", "t.txt"));
   EXPECT_NE(error.find("more than 4096 points"), std::string::npos) << error;
 }
 
 TEST(DefaultTableTest, MeasuredH200NvlinkCurvesForTheTwoPinnedBackends) {
-  const CostTable table = DefaultCostTable();
+  const ToolCostTable table = DefaultToolCostTable();
   for (Backend backend : {Backend::kNccl, Backend::kNvshmem, Backend::kPeer,
                           Backend::kSymmetric}) {
     const std::vector<CurvePoint>& curve =
@@ -469,7 +475,7 @@ TEST(DefaultTableTest, MeasuredH200NvlinkCurvesForTheTwoPinnedBackends) {
 }
 TEST(DecideTest, OneHostRingGoesToNvshmem) {
   Topology t = Placed("1x1x8");
-  Decision d = Decide(t, DefaultCostTable(), {32 << 20, Ring(8)});
+  ToolDecision d = Decide(t, DefaultToolCostTable(), {32 << 20, Ring(8)});
   EXPECT_EQ(d.backend, Backend::kNvshmem) << d.reason;
   EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kIntraHostNvlink)], 8);
   EXPECT_LT(d.TimeUs(Backend::kNvshmem), d.TimeUs(Backend::kNccl));
@@ -477,7 +483,8 @@ TEST(DecideTest, OneHostRingGoesToNvshmem) {
 }
 
 TEST(DecideTest, TwoHostRingIsRefusedNvshmem) {
-  Decision d = Decide(Placed("1x2x4"), DefaultCostTable(), {32 << 20, Ring(8)});
+  ToolDecision d =
+      Decide(Placed("1x2x4"), DefaultToolCostTable(), {32 << 20, Ring(8)});
   EXPECT_EQ(d.backend, Backend::kNccl) << d.reason;
   EXPECT_EQ(Text(d.refused[static_cast<int>(Backend::kNvshmem)]),
             "nvshmem refused: 2 of 8 edges leave their host; XLA's NVSHMEM "
@@ -502,16 +509,16 @@ std::vector<std::pair<int, int>> CpRingAcrossTwoHosts() {
 TEST(AcrossHostsTest, NoTableMakesNvshmemCrossHosts) {
   // A table whose NVLink-domain rows say NVSHMEM is far faster: across the
   // hosts of one NVLink domain, or of none, NVSHMEM is still refused.
-  absl::StatusOr<CostTable> fast = ParseCostTable(
+  absl::StatusOr<ToolCostTable> fast = ParseToolCostTable(
       "links { backend: NVSHMEM link_class: NVLINK_DOMAIN latency_us: 0.1 "
       "bandwidth_gbps: 9000 }\n",
       "t");
   ASSERT_TRUE(fast.ok()) << fast.status();
   for (const char* spec : {"1x2x8", "1x2x8:nvl16"}) {
-    Decision d =
+    ToolDecision d =
         Decide(Placed(spec), *fast, {8 << 20, CpRingAcrossTwoHosts(), 16});
     EXPECT_EQ(d.backend, Backend::kNccl) << d.reason;
-    const std::optional<Refusal>& refusal =
+    const std::optional<ToolRefusal>& refusal =
         d.refused[static_cast<int>(Backend::kNvshmem)];
     ASSERT_TRUE(refusal.has_value()) << spec;
     EXPECT_EQ(refusal->kind, RefusalKind::kOutsideSharedMemory);
@@ -520,11 +527,11 @@ TEST(AcrossHostsTest, NoTableMakesNvshmemCrossHosts) {
 }
 
 TEST(AcrossHostsTest, HeapLimitRefuses) {
-  Decision d = Decide(Placed("1x1x8"), DefaultCostTable(),
-                      {int64_t{2} << 30, Ring(8), 8});
+  ToolDecision d = Decide(Placed("1x1x8"), DefaultToolCostTable(),
+                          {int64_t{2} << 30, Ring(8), 8});
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_EQ(d.verdict, Verdict::kNoAlternative);
-  const std::optional<Refusal>& refusal =
+  const std::optional<ToolRefusal>& refusal =
       d.refused[static_cast<int>(Backend::kNvshmem)];
   ASSERT_TRUE(refusal.has_value());
   EXPECT_EQ(refusal->kind, RefusalKind::kExceedsHeap);
@@ -538,16 +545,16 @@ TEST(AcrossHostsTest, HeapLimitRefuses) {
 TEST(RuntimeRulesTest, TypesAndMemcpyFlag) {
   PermuteRequest request{32 << 20, Ring(8), 8, 2};
   request.element_types = {"bf16", "s8"};
-  Decision d = Decide(Placed("1x1x8"), DefaultCostTable(), request);
+  ToolDecision d = Decide(Placed("1x1x8"), DefaultToolCostTable(), request);
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(d.reason.find("element type s8 is not one NVSHMEM puts"),
             std::string::npos)
       << d.reason;
   request.element_types = {"bf16", "bf16"};
-  EXPECT_EQ(Decide(Placed("1x1x8"), DefaultCostTable(), request).backend,
+  EXPECT_EQ(Decide(Placed("1x1x8"), DefaultToolCostTable(), request).backend,
             Backend::kNvshmem);
   request.memcpy_local_p2p = true;
-  d = Decide(Placed("1x1x8"), DefaultCostTable(), request);
+  d = Decide(Placed("1x1x8"), DefaultToolCostTable(), request);
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(d.reason.find("xla_gpu_use_memcpy_local_p2p"), std::string::npos)
       << d.reason;
@@ -556,8 +563,8 @@ TEST(RuntimeRulesTest, TypesAndMemcpyFlag) {
 // The runtime's barrier is called only by devices with a source: any team
 // member without one hangs the others.
 TEST(DeadlockFreeTest, NonCyclicShiftIsRefused) {
-  Decision d =
-      Decide(Placed("1x1x2"), DefaultCostTable(), {32 << 20, {{0, 1}}, 2});
+  ToolDecision d =
+      Decide(Placed("1x1x2"), DefaultToolCostTable(), {32 << 20, {{0, 1}}, 2});
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_FALSE(d.TimeUs(Backend::kNvshmem).has_value());
   EXPECT_EQ(
@@ -567,16 +574,16 @@ TEST(DeadlockFreeTest, NonCyclicShiftIsRefused) {
       "NVSHMEM_TEAM_SHARED, in which its host's devices with a source "
       "would hang, so the patched runtime runs such a permute on NCCL");
   // The same devices as a cycle are safe and NVSHMEM wins with these costs.
-  Decision ring =
-      Decide(Placed("1x1x2"), DefaultCostTable(), {32 << 20, Ring(2), 2});
+  ToolDecision ring =
+      Decide(Placed("1x1x2"), DefaultToolCostTable(), {32 << 20, Ring(2), 2});
   EXPECT_EQ(ring.backend, Backend::kNvshmem) << ring.reason;
 }
 
 TEST(DeadlockFreeTest, ShiftOfEightListsTheDeviceWithoutSource) {
   std::vector<std::pair<int, int>> shift;
   for (int i = 0; i < 7; ++i) shift.emplace_back(i, i + 1);
-  Decision d =
-      Decide(Placed("1x1x8"), DefaultCostTable(), {32 << 20, shift, 8});
+  ToolDecision d =
+      Decide(Placed("1x1x8"), DefaultToolCostTable(), {32 << 20, shift, 8});
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(
       d.reason.find("1 of 8 devices of the program (device 0) has no source"),
@@ -586,25 +593,26 @@ TEST(DeadlockFreeTest, ShiftOfEightListsTheDeviceWithoutSource) {
 
 TEST(DeadlockFreeTest, PartialGroupIsRefusedForTheWholeProgram) {
   // A ring over devices 0..3 of an 8-device program: 4..7 call no barrier.
-  Decision d =
-      Decide(Placed("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4), 8});
+  ToolDecision d =
+      Decide(Placed("1x1x8"), DefaultToolCostTable(), {32 << 20, Ring(4), 8});
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(d.reason.find("4 of 8 devices of the program (devices 4, "
                           "5, 6, 7) have no source"),
             std::string::npos)
       << d.reason;
   // In a 4-device program on the same machine the ring covers the team.
-  Decision four =
-      Decide(Placed("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4), 4});
+  ToolDecision four =
+      Decide(Placed("1x1x8"), DefaultToolCostTable(), {32 << 20, Ring(4), 4});
   EXPECT_EQ(four.backend, Backend::kNvshmem) << four.reason;
 }
 
 TEST(DeadlockFreeTest, UnknownTeamIsTheWholeTopology) {
-  Decision d = Decide(Placed("1x1x8"), DefaultCostTable(), {32 << 20, Ring(4)});
+  ToolDecision d =
+      Decide(Placed("1x1x8"), DefaultToolCostTable(), {32 << 20, Ring(4)});
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(d.reason.find("4 of 8 devices"), std::string::npos) << d.reason;
-  Decision full =
-      Decide(Placed("1x1x8"), DefaultCostTable(), {32 << 20, Ring(8)});
+  ToolDecision full =
+      Decide(Placed("1x1x8"), DefaultToolCostTable(), {32 << 20, Ring(8)});
   EXPECT_EQ(full.backend, Backend::kNvshmem) << full.reason;
 }
 
@@ -638,9 +646,9 @@ TEST(DeadlockFreeTest, EveryReplicaGroupMustCoverItsDevices) {
 TEST(DeadlockFreeTest, TeamLargerThanTheTopologyIsRefused) {
   const Topology t = Placed("1x1x4");
   EXPECT_EQ(TeamDevices(t, 6).size(), 4u);
-  Decision d = Decide(t, DefaultCostTable(), {32 << 20, Ring(4), 6});
+  ToolDecision d = Decide(t, DefaultToolCostTable(), {32 << 20, Ring(4), 6});
   EXPECT_EQ(d.backend, Backend::kNccl);
-  const std::optional<Refusal>& refusal =
+  const std::optional<ToolRefusal>& refusal =
       d.refused[static_cast<int>(Backend::kNvshmem)];
   ASSERT_TRUE(refusal.has_value());
   EXPECT_EQ(refusal->kind, RefusalKind::kTeamOutsideTopology);
@@ -656,8 +664,8 @@ TEST(DeadlockFreeTest, SelfEdgesCountAsSources) {
 
 TEST(DecideTest, Nvl72DomainKeepsNcclAcrossHosts) {
   // NVSHMEM_TEAM_SHARED is not known to span a multi-node NVLink domain.
-  Decision d =
-      Decide(Placed("1x9x8:nvl72"), DefaultCostTable(), {32 << 20, Ring(72)});
+  ToolDecision d = Decide(Placed("1x9x8:nvl72"), DefaultToolCostTable(),
+                          {32 << 20, Ring(72)});
   EXPECT_EQ(d.backend, Backend::kNccl) << d.reason;
   EXPECT_EQ(d.edges_by_class[static_cast<int>(LinkClass::kNvlinkDomain)], 9);
   EXPECT_EQ(d.refused[static_cast<int>(Backend::kNvshmem)]->kind,
@@ -665,32 +673,33 @@ TEST(DecideTest, Nvl72DomainKeepsNcclAcrossHosts) {
 }
 
 TEST(DecideTest, HugeMessagesExceedTheSymmetricHeap) {
-  Decision d =
-      Decide(Placed("1x1x8"), DefaultCostTable(), {int64_t{2} << 30, Ring(8)});
+  ToolDecision d = Decide(Placed("1x1x8"), DefaultToolCostTable(),
+                          {int64_t{2} << 30, Ring(8)});
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(d.reason.find("symmetric heap"), std::string::npos) << d.reason;
 }
 
 TEST(DecideTest, MarginKeepsNcclForTinyGains) {
-  CostTable table = DefaultCostTable();
+  ToolCostTable table = DefaultToolCostTable();
   table.core.margin = 0.5;
-  Decision d = Decide(Placed("1x1x8"), table, {1024, Ring(8)});
+  ToolDecision d = Decide(Placed("1x1x8"), table, {1024, Ring(8)});
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(d.reason.find("margin"), std::string::npos) << d.reason;
 }
 
 TEST(DecideTest, DegenerateAndEmptyPermutes) {
-  Decision self =
-      Decide(MustParse("1x1x4"), DefaultCostTable(), {4096, {{0, 0}, {1, 1}}});
+  ToolDecision self = Decide(MustParse("1x1x4"), DefaultToolCostTable(),
+                             {4096, {{0, 0}, {1, 1}}});
   EXPECT_EQ(self.edges_by_class[static_cast<int>(LinkClass::kSameDevice)], 2);
-  Decision none = Decide(MustParse("1x1x4"), DefaultCostTable(), {4096, {}});
+  ToolDecision none =
+      Decide(MustParse("1x1x4"), DefaultToolCostTable(), {4096, {}});
   EXPECT_EQ(none.backend, Backend::kNccl);
   EXPECT_NE(none.reason.find("no source-target pairs"), std::string::npos);
 }
 
 TEST(DecideTest, PairsSpanningHostsKeepNccl) {
   std::string error;
-  absl::StatusOr<CostTable> table = ParseCostTable(
+  absl::StatusOr<ToolCostTable> table = ParseToolCostTable(
       "links { backend: NCCL link_class: NETWORK latency_us: 4 bandwidth_gbps: "
       "900 per_buffer_us: 0 }\nsm_interference { backend: NCCL fraction: 0.5 "
       "}\n",
@@ -698,12 +707,12 @@ TEST(DecideTest, PairsSpanningHostsKeepNccl) {
   ASSERT_TRUE(table.ok()) << table.status();
   Topology t = Placed("1x2x2");
   // Two rings, one inside each host.
-  Decision d =
+  ToolDecision d =
       Decide(t, *table, {64 << 20, {{0, 1}, {1, 0}, {2, 3}, {3, 2}}, 4});
   EXPECT_EQ(d.backend, Backend::kNvshmem) << d.reason;
   // Devices 1 and 2 are on different hosts: refused whatever the costs.
   std::vector<std::pair<int, int>> mixed = {{0, 1}, {1, 0}, {2, 1}, {1, 2}};
-  Decision whole = Decide(t, *table, {64 << 20, mixed, 4});
+  ToolDecision whole = Decide(t, *table, {64 << 20, mixed, 4});
   EXPECT_EQ(whole.backend, Backend::kNccl) << whole.reason;
   EXPECT_NE(whole.reason.find("2 of 4 edges leave their host"),
             std::string::npos)
@@ -712,13 +721,13 @@ TEST(DecideTest, PairsSpanningHostsKeepNccl) {
 
 TEST(DecideTest, ZeroCostKeepsNcclWithoutNan) {
   std::string error;
-  absl::StatusOr<CostTable> table = ParseCostTable(
+  absl::StatusOr<ToolCostTable> table = ParseToolCostTable(
       "links { backend: NCCL link_class: NVLINK latency_us: 0 bandwidth_gbps: "
       "450 per_buffer_us: 0 }\nlinks { backend: NVSHMEM link_class: NVLINK "
       "latency_us: 0 bandwidth_gbps: 450 per_buffer_us: 0 }\n",
       "t");
   ASSERT_TRUE(table.ok()) << table.status();
-  Decision d = Decide(MustParse("1x1x8"), *table, {0, Ring(8)});
+  ToolDecision d = Decide(MustParse("1x1x8"), *table, {0, Ring(8)});
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_EQ(d.reason.find("nan"), std::string::npos) << d.reason;
 }
@@ -726,13 +735,13 @@ TEST(DecideTest, ZeroCostKeepsNcclWithoutNan) {
 TEST(DecideTest, ModeledTimeGrowsWithBytes) {
   // The parametric model grows with size; measured curves follow their data
   // (MeasuredCurveTest), which at small sizes is noise around a plateau.
-  CostTable parametric = TableWith(
+  ToolCostTable parametric = TableWith(
       "links { backend: NCCL link_class: NVLINK latency_us: 6 bandwidth_gbps: "
       "450 per_buffer_us: 7.6 }\n");
   Topology t = MustParse("1x2x4");
   double previous = -1;
   for (int64_t bytes = 1024; bytes <= (int64_t{1} << 30); bytes *= 4) {
-    Decision d = Decide(t, parametric, {bytes, Ring(8)});
+    ToolDecision d = Decide(t, parametric, {bytes, Ring(8)});
     EXPECT_GT(d.ChosenUs(), previous);
     previous = d.ChosenUs();
   }
@@ -741,17 +750,18 @@ TEST(DecideTest, ModeledTimeGrowsWithBytes) {
 TEST(BackendSetTest, DefaultPeerIsTheMeasuredOneProcessCurve) {
   // With the backend set alone, one host: peer's copies lose below a few MiB
   // and win from 16 MiB on, as measured with one process driving the GPUs.
-  CostTable table = TableWith("backends: [NCCL, PEER]\n");
+  ToolCostTable table = TableWith("backends: [NCCL, PEER]\n");
   const Topology host = Placed("1x1x8", kPeerSet);
-  Decision small = Decide(host, table, {1 << 20, Ring(8), 8});
+  ToolDecision small = Decide(host, table, {1 << 20, Ring(8), 8});
   EXPECT_EQ(small.backend, Backend::kNccl) << small.reason;
-  Decision big = Decide(host, table, {int64_t{128} << 20, Ring(8), 8});
+  ToolDecision big = Decide(host, table, {int64_t{128} << 20, Ring(8), 8});
   EXPECT_EQ(big.backend, Backend::kPeer) << big.reason;
   EXPECT_TRUE(
       HasMeasuredCurve(table, Backend::kPeer, LinkClass::kIntraHostNvlink));
   // One process per GPU: XLA runs "peer" as NCCL, so it is refused.
   const Topology per_gpu = Placed("1x1x8:gpus_per_process=1", kPeerSet);
-  Decision refused = Decide(per_gpu, table, {int64_t{128} << 20, Ring(8), 8});
+  ToolDecision refused =
+      Decide(per_gpu, table, {int64_t{128} << 20, Ring(8), 8});
   EXPECT_EQ(refused.backend, Backend::kNccl);
   EXPECT_EQ(Text(refused.refused[static_cast<int>(Backend::kPeer)]),
             "peer refused: 7 of the program's 8 devices are outside its first "
@@ -762,17 +772,17 @@ TEST(BackendSetTest, DefaultPeerIsTheMeasuredOneProcessCurve) {
   // program of eight devices, whose permute's clique is all eight, and chosen
   // in a program of four.
   const Topology halves = Placed("1x1x8:gpus_per_process=4", kPeerSet);
-  Decision wide = Decide(halves, table, {int64_t{128} << 20, Ring(4), 8});
+  ToolDecision wide = Decide(halves, table, {int64_t{128} << 20, Ring(4), 8});
   EXPECT_EQ(wide.backend, Backend::kNccl) << wide.reason;
-  Decision inside = Decide(halves, table, {int64_t{128} << 20, Ring(4), 4});
+  ToolDecision inside = Decide(halves, table, {int64_t{128} << 20, Ring(4), 4});
   EXPECT_EQ(inside.backend, Backend::kPeer) << inside.reason;
 }
 
 TEST(BackendSetTest, FasterPeerIsChosenInsideOneHost) {
-  CostTable table = TableWith(
+  ToolCostTable table = TableWith(
       "backends: [NCCL, PEER]\nlinks { backend: PEER link_class: NVLINK "
       "latency_us: 2 bandwidth_gbps: 450 per_buffer_us: 0 }\n");
-  Decision d = Decide(Placed("1x1x2", kPeerSet), table, {1024, Ring(2), 2});
+  ToolDecision d = Decide(Placed("1x1x2", kPeerSet), table, {1024, Ring(2), 2});
   EXPECT_EQ(d.backend, Backend::kPeer) << d.reason;
   EXPECT_EQ(d.backend, Backend::kPeer);
   EXPECT_EQ(d.reason.rfind("peer memory: all 2 edges stay in one process", 0),
@@ -781,11 +791,12 @@ TEST(BackendSetTest, FasterPeerIsChosenInsideOneHost) {
   EXPECT_FALSE(d.TimeUs(Backend::kNvshmem).has_value());
   EXPECT_NE(Text(d.refused[static_cast<int>(Backend::kNvshmem)]), "");
   // Peer has no team barrier: a shift is safe for it.
-  Decision shift =
+  ToolDecision shift =
       Decide(Placed("1x1x2", kPeerSet), table, {1024, {{0, 1}}, 2});
   EXPECT_EQ(shift.backend, Backend::kPeer) << shift.reason;
   // Across hosts XLA falls back to NCCL: peer is refused.
-  Decision hosts = Decide(Placed("1x2x1", kPeerSet), table, {1024, Ring(2), 2});
+  ToolDecision hosts =
+      Decide(Placed("1x2x1", kPeerSet), table, {1024, Ring(2), 2});
   EXPECT_EQ(hosts.backend, Backend::kNccl);
   EXPECT_NE(hosts.reason.find("peer refused: 2 of 2 edges leave their host"),
             std::string::npos)
@@ -793,11 +804,11 @@ TEST(BackendSetTest, FasterPeerIsChosenInsideOneHost) {
 }
 
 TEST(BackendSetTest, SymmetricNeedsSignals) {
-  CostTable table = TableWith(
+  ToolCostTable table = TableWith(
       "backends: [NCCL, PEER, SYMMETRIC]\nlinks { backend: SYMMETRIC "
       "link_class: NVLINK latency_us: 1 bandwidth_gbps: 450 per_buffer_us: 0 "
       "}\n");
-  Decision d = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 2});
+  ToolDecision d = Decide(MustParse("1x1x2"), table, {1024, Ring(2), 2});
   EXPECT_NE(d.backend, Backend::kSymmetric) << d.reason;
   EXPECT_NE(
       Text(d.refused[static_cast<int>(Backend::kSymmetric)])
@@ -810,8 +821,8 @@ TEST(BackendSetTest, SymmetricNeedsSignals) {
 }
 
 TEST(BackendSetTest, BackendOutsideTheSetIsRefused) {
-  const Decision d =
-      Decide(MustParse("1x1x2"), DefaultCostTable(), {1024, Ring(2), 2});
+  const ToolDecision d =
+      Decide(MustParse("1x1x2"), DefaultToolCostTable(), {1024, Ring(2), 2});
   EXPECT_NE(Text(d.refused[static_cast<int>(Backend::kPeer)])
                 .find("peer refused: not offered by the target XLA"),
             std::string::npos);
@@ -819,7 +830,7 @@ TEST(BackendSetTest, BackendOutsideTheSetIsRefused) {
 }
 
 TEST(CostModelTest, PerBufferCostCountsExtraBuffers) {
-  CostTable table = TableWith(
+  ToolCostTable table = TableWith(
       "links { backend: NCCL link_class: NVLINK latency_us: 10 bandwidth_gbps: "
       "100 per_buffer_us: 0 }\nlinks { backend: NVSHMEM link_class: NVLINK "
       "latency_us: 5 bandwidth_gbps: 100 per_buffer_us: 4 }\nsm_interference { "
@@ -839,25 +850,25 @@ TEST(CostModelTest, PerBufferCostCountsExtraBuffers) {
 }
 
 TEST(MeasuredCurveTest, ReasonsSayWhichModelPriced) {
-  CostTable table = TableWith(
+  ToolCostTable table = TableWith(
       std::string(kCurveTable) +
       "links { backend: NCCL link_class: NVLINK points { buffers: 1 bytes: "
       "1024 us: 10 } points { buffers: 1 bytes: 67108864 us: 400 } }\n");
-  Decision big = Decide(Placed("1x1x2"), table, {64 << 20, Ring(2), 2});
+  ToolDecision big = Decide(Placed("1x1x2"), table, {64 << 20, Ring(2), 2});
   EXPECT_EQ(big.backend, Backend::kNvshmem) << big.reason;
   EXPECT_DOUBLE_EQ(*big.TimeUs(Backend::kNvshmem), 200);
   EXPECT_NE(big.reason.find("faster; measured curve)"), std::string::npos)
       << big.reason;
-  Decision small = Decide(Placed("1x1x2"), table, {1024, Ring(2), 2});
+  ToolDecision small = Decide(Placed("1x1x2"), table, {1024, Ring(2), 2});
   EXPECT_EQ(small.backend, Backend::kNccl) << small.reason;
   EXPECT_NE(small.reason.find("margin for 1.0 KiB (measured curve)"),
             std::string::npos)
       << small.reason;
-  CostTable mixed =
+  ToolCostTable mixed =
       TableWith(std::string(kCurveTable) +
                 "links { backend: NCCL link_class: NVLINK latency_us: 1 "
                 "bandwidth_gbps: 450 per_buffer_us: 0 }\n");
-  Decision m = Decide(Placed("1x1x2"), mixed, {1024, Ring(2), 2});
+  ToolDecision m = Decide(Placed("1x1x2"), mixed, {1024, Ring(2), 2});
   EXPECT_NE(m.reason.find("(NCCL parametric, NVSHMEM measured curve)"),
             std::string::npos)
       << m.reason;
@@ -867,28 +878,31 @@ TEST(DefaultTableTest, DecidesAsMeasuredOnTwoH200) {
   const Topology t = Placed("1x1x2");
   // One buffer: NCCL below a few MiB (NVSHMEM's put + barrier costs more),
   // NVSHMEM from 16 MiB on (its copy moves data faster).
-  Decision small = Decide(t, DefaultCostTable(), {64 << 10, Ring(2), 2});
+  ToolDecision small =
+      Decide(t, DefaultToolCostTable(), {64 << 10, Ring(2), 2});
   EXPECT_EQ(small.backend, Backend::kNccl) << small.reason;
   EXPECT_NE(small.reason.find("(measured curve)"), std::string::npos)
       << small.reason;
-  Decision big = Decide(t, DefaultCostTable(), {64 << 20, Ring(2), 2});
+  ToolDecision big = Decide(t, DefaultToolCostTable(), {64 << 20, Ring(2), 2});
   EXPECT_EQ(big.backend, Backend::kNvshmem) << big.reason;
   // Four buffers of 1 MiB in all: four barriers, NCCL.
-  Decision four = Decide(t, DefaultCostTable(), {1 << 20, Ring(2), 2, 4});
+  ToolDecision four =
+      Decide(t, DefaultToolCostTable(), {1 << 20, Ring(2), 2, 4});
   EXPECT_EQ(four.backend, Backend::kNccl) << four.reason;
 }
 TEST(DecideTest, VerdictSaysHowTheDecisionCameAbout) {
   const Topology t = Placed("1x1x8");
-  EXPECT_EQ(Decide(t, DefaultCostTable(), {4096, {}}).verdict,
+  EXPECT_EQ(Decide(t, DefaultToolCostTable(), {4096, {}}).verdict,
             Verdict::kNoEdges);
-  Decision shift = Decide(t, DefaultCostTable(), {32 << 20, {{0, 1}}, 8});
+  ToolDecision shift =
+      Decide(t, DefaultToolCostTable(), {32 << 20, {{0, 1}}, 8});
   EXPECT_EQ(shift.verdict, Verdict::kNoAlternative);
   EXPECT_FALSE(shift.fastest_alternative.has_value());
-  Decision small = Decide(t, DefaultCostTable(), {1024, Ring(8), 8});
+  ToolDecision small = Decide(t, DefaultToolCostTable(), {1024, Ring(8), 8});
   EXPECT_EQ(small.verdict, Verdict::kWithinMargin);
   EXPECT_EQ(small.fastest_alternative, Backend::kNvshmem);
   EXPECT_EQ(small.backend, Backend::kNccl);
-  Decision big = Decide(t, DefaultCostTable(), {32 << 20, Ring(8), 8});
+  ToolDecision big = Decide(t, DefaultToolCostTable(), {32 << 20, Ring(8), 8});
   EXPECT_EQ(big.verdict, Verdict::kAlternative);
   EXPECT_EQ(big.backend, Backend::kNvshmem);
   EXPECT_EQ(big.ChosenUs(), *big.TimeUs(Backend::kNvshmem));
@@ -902,12 +916,12 @@ TEST(DecideTest, NvshmemPutsToGroupIdsAsPes) {
   ASSERT_TRUE(edges.ok()) << edges.status();
   PermuteRequest request = {64 << 20, *edges, 4};
   request.groups = 2;
-  Decision d = Decide(t, DefaultCostTable(), request);
+  ToolDecision d = Decide(t, DefaultToolCostTable(), request);
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(d.reason.find("its pairs apply to 2 groups"), std::string::npos)
       << d.reason;
   request.groups = 1;
-  d = Decide(t, DefaultCostTable(), request);
+  d = Decide(t, DefaultToolCostTable(), request);
   EXPECT_EQ(d.backend, Backend::kNccl);
   EXPECT_NE(d.reason.find("logical device 1 runs on device 2"),
             std::string::npos)
@@ -933,29 +947,30 @@ TEST(LayoutTest, TheUnstatedLayoutIsTheSetsDefault) {
 
 TEST(LayoutTest, NvshmemNeedsOneGpuPerProcessAndEveryOneSidedBackendAMap) {
   const PermuteRequest ring = {32 << 20, {{0, 1}, {1, 2}, {2, 3}, {3, 0}}, 4};
-  Decision d =
-      Decide(Placed("1x1x4:gpus_per_process=4"), DefaultCostTable(), ring);
+  ToolDecision d =
+      Decide(Placed("1x1x4:gpus_per_process=4"), DefaultToolCostTable(), ring);
   EXPECT_EQ(d.backend, Backend::kNccl);
   ASSERT_TRUE(d.refused[static_cast<int>(Backend::kNvshmem)]);
   EXPECT_EQ(d.refused[static_cast<int>(Backend::kNvshmem)]->tool_rule,
             ToolRule::kSeveralGpusPerProcess);
   // No map, four processes: the order decides, and is unknown.
-  d = Decide(MustParse("1x1x4:gpus_per_process=1"), DefaultCostTable(), ring);
+  d = Decide(MustParse("1x1x4:gpus_per_process=1"), DefaultToolCostTable(),
+             ring);
   EXPECT_EQ(d.refused[static_cast<int>(Backend::kNvshmem)]->tool_rule,
             ToolRule::kPlacementUnknown);
   EXPECT_NE(d.reason.find("spans 4 processes (1 GPU each) on 1 host"),
             std::string::npos)
       << d.reason;
   // One process on one host: no order can change peer's verdict.
-  CostTable peer = DefaultCostTable();
+  ToolCostTable peer = DefaultToolCostTable();
   peer.backends = kPeerSet;
   d = Decide(MustParse("1x1x4"), peer, ring);
   EXPECT_FALSE(d.refused[static_cast<int>(Backend::kPeer)] &&
                d.refused[static_cast<int>(Backend::kPeer)]->tool_rule ==
                    ToolRule::kPlacementUnknown);
   // A conditional's branch is said first: it needs no map.
-  d = Decide(MustParse("1x1x4:gpus_per_process=1"), DefaultCostTable(), ring,
-             Place::kConditionalBranch);
+  d = Decide(MustParse("1x1x4:gpus_per_process=1"), DefaultToolCostTable(),
+             ring, Place::kConditionalBranch);
   EXPECT_EQ(d.refused[static_cast<int>(Backend::kNvshmem)]->tool_rule,
             ToolRule::kUnderBranch);
 }
@@ -965,7 +980,7 @@ TEST(LayoutTest, NvshmemNeedsOneGpuPerProcessAndEveryOneSidedBackendAMap) {
 // not, and peer and symmetric memory still may.
 TEST(PlaceTest, BranchRefusesEveryOneSidedBackendAndAGroupOnlyNvshmem) {
   const PermuteRequest ring = {256 << 20, Ring(4), 4};
-  CostTable all = TableWith(R"table(
+  ToolCostTable all = TableWith(R"table(
     backends: [NCCL, PEER, SYMMETRIC]
     symmetric_signals: true
     links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 1e6 }
@@ -976,10 +991,10 @@ TEST(PlaceTest, BranchRefusesEveryOneSidedBackendAndAGroupOnlyNvshmem) {
              {Backend::kNccl, Backend::kPeer, Backend::kSymmetric});
   const Topology one_gpu_each = Placed("1x1x4:gpus_per_process=1");
   for (Backend backend : {Backend::kPeer, Backend::kSymmetric}) {
-    CostTable table = all;
+    ToolCostTable table = all;
     table.backends = {Backend::kNccl, backend};
     const int b = static_cast<int>(backend);
-    Decision d = Decide(one_process, table, ring);
+    ToolDecision d = Decide(one_process, table, ring);
     ASSERT_EQ(d.backend, backend) << d.reason;
     d = Decide(one_process, table, ring, Place::kConditionalBranch);
     EXPECT_EQ(d.backend, Backend::kNccl) << d.reason;
@@ -988,11 +1003,11 @@ TEST(PlaceTest, BranchRefusesEveryOneSidedBackendAndAGroupOnlyNvshmem) {
     d = Decide(one_process, table, ring, Place::kCollectivesGroup);
     EXPECT_EQ(d.backend, backend) << d.reason;
   }
-  CostTable nvshmem = all;
+  ToolCostTable nvshmem = all;
   nvshmem.backends = kNvshmemSet;
   constexpr int kNvshmem = static_cast<int>(Backend::kNvshmem);
   const PermuteRequest large = {32 << 20, Ring(4), 4};
-  Decision d = Decide(one_gpu_each, nvshmem, large);
+  ToolDecision d = Decide(one_gpu_each, nvshmem, large);
   ASSERT_EQ(d.backend, Backend::kNvshmem) << d.reason;
   for (Place place : {Place::kConditionalBranch, Place::kCollectivesGroup}) {
     d = Decide(one_gpu_each, nvshmem, large, place);
@@ -1008,8 +1023,8 @@ TEST(PlaceTest, BranchRefusesEveryOneSidedBackendAndAGroupOnlyNvshmem) {
 // boundary of the rule, on a layout every other rule lets through.
 TEST(LayoutTest, TwoGpusPerProcessAreRefusedNvshmem) {
   const PermuteRequest ring = {32 << 20, Ring(8), 8};
-  CostTable table = DefaultCostTable();
-  Decision d = Decide(Placed("1x1x8:gpus_per_process=1"), table, ring);
+  ToolCostTable table = DefaultToolCostTable();
+  ToolDecision d = Decide(Placed("1x1x8:gpus_per_process=1"), table, ring);
   ASSERT_EQ(d.backend, Backend::kNvshmem) << d.reason;
   d = Decide(Placed("1x1x8:gpus_per_process=2"), table, ring);
   EXPECT_EQ(d.backend, Backend::kNccl) << d.reason;
@@ -1022,9 +1037,9 @@ TEST(LayoutTest, TwoGpusPerProcessAreRefusedNvshmem) {
 // keeps NCCL (a small message).
 TEST(LayoutTest, AMarkOfARunnableBackendIsThatBackend) {
   const PermuteRequest small = {4096, {{0, 1}, {1, 0}}, 2};
-  CostTable peer = DefaultCostTable();
+  ToolCostTable peer = DefaultToolCostTable();
   peer.backends = kPeerSet;
-  Decision d = Decide(Placed("1x1x2", kPeerSet), peer, small);
+  ToolDecision d = Decide(Placed("1x1x2", kPeerSet), peer, small);
   ASSERT_EQ(d.backend, Backend::kNccl) << d.reason;
   KeepUserMark("peer", d);
   EXPECT_EQ(d.backend, Backend::kPeer);
@@ -1033,9 +1048,9 @@ TEST(LayoutTest, AMarkOfARunnableBackendIsThatBackend) {
 
 TEST(LayoutTest, AUsersMarkIsKept) {
   const PermuteRequest ring = {128 << 20, {{0, 1}, {1, 0}}, 2};
-  CostTable peer = DefaultCostTable();
+  ToolCostTable peer = DefaultToolCostTable();
   peer.backends = kPeerSet;
-  Decision d = Decide(Placed("1x1x2", kPeerSet), peer, ring);
+  ToolDecision d = Decide(Placed("1x1x2", kPeerSet), peer, ring);
   ASSERT_EQ(d.backend, Backend::kPeer);
   KeepUserMark("private", d);
   EXPECT_EQ(d.backend, Backend::kNccl);
@@ -1059,9 +1074,9 @@ TEST(LayoutTest, AMarkNamesOneModeOrIsAnError) {
   }
   EXPECT_TRUE(CheckUserMark("Peer,peer").ok());
   const PermuteRequest small = {4096, {{0, 1}, {1, 0}}, 2};
-  CostTable peer = DefaultCostTable();
+  ToolCostTable peer = DefaultToolCostTable();
   peer.backends = kPeerSet;
-  Decision d = Decide(Placed("1x1x2", kPeerSet), peer, small);
+  ToolDecision d = Decide(Placed("1x1x2", kPeerSet), peer, small);
   KeepUserMark("Peer,peer", d);
   EXPECT_EQ(d.backend, Backend::kPeer);
 }
@@ -1071,13 +1086,13 @@ TEST(LayoutTest, AMarkNamesOneModeOrIsAnError) {
 // without a map, and the reason says so, not that the order is unknown.
 TEST(LayoutTest, NoOrderPutsTheProgramInOneProcess) {
   const PermuteRequest ring = {32 << 20, {{0, 1}, {1, 2}, {2, 3}, {3, 0}}, 4};
-  CostTable peer = DefaultCostTable();
+  ToolCostTable peer = DefaultToolCostTable();
   peer.backends = kPeerSet;
   for (absl::string_view spec : {"1x1x4:gpus_per_process=1", "1x2x2"}) {
     absl::StatusOr<Topology> topology =
         ParseTopology(std::string(spec), kPeerSet);
     ASSERT_TRUE(topology.ok()) << topology.status();
-    const Decision d = Decide(*topology, peer, ring);
+    const ToolDecision d = Decide(*topology, peer, ring);
     const auto& refused = d.refused[static_cast<int>(Backend::kPeer)];
     ASSERT_TRUE(refused) << spec;
     EXPECT_EQ(refused->kind, RefusalKind::kCrossesProcesses) << spec;
@@ -1088,7 +1103,7 @@ TEST(LayoutTest, NoOrderPutsTheProgramInOneProcess) {
 // A type the request names verbatim is printed escaped (the selection
 // fuzzer's finding: a control character reached the reason).
 TEST(DecideTest, AnUnknownTypeIsPrintedEscaped) {
-  Refusal refusal;
+  ToolRefusal refusal;
   refusal.kind = RefusalKind::kUnsupportedType;
   refusal.type = std::string("s\x01\n8");
   const std::string text = RefusalText(refusal);
@@ -1097,7 +1112,7 @@ TEST(DecideTest, AnUnknownTypeIsPrintedEscaped) {
 }
 
 TEST(DecideTest, EveryRefusalHasOneLineOfText) {
-  std::vector<Refusal> refusals;
+  std::vector<ToolRefusal> refusals;
   for (RefusalKind kind :
        {RefusalKind::kUnsupportedType, RefusalKind::kMemcpyLocalP2p,
         RefusalKind::kOutsideSharedMemory, RefusalKind::kExceedsHeap,
@@ -1112,7 +1127,7 @@ TEST(DecideTest, EveryRefusalHasOneLineOfText) {
     refusals.emplace_back();
     refusals.back().tool_rule = rule;
   }
-  for (Refusal& refusal : refusals) {
+  for (ToolRefusal& refusal : refusals) {
     refusal.backend = Backend::kPeer;
     refusal.devices = {0, 1, 2};
     const std::string text = RefusalText(refusal);
@@ -1131,4 +1146,4 @@ TEST(BackendInfoTest, RecordsAreNamedAsTheCoreNamesBackends) {
 }
 
 }  // namespace
-}  // namespace nvshmem_ext
+}  // namespace xla::gpu::nvshmem_selection

@@ -18,7 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "extensions/backends.h"
 
-namespace nvshmem_ext {
+namespace xla::gpu::nvshmem_selection {
 namespace {
 
 std::string Title(Backend backend) { return Info(backend).label; }
@@ -37,44 +37,45 @@ std::string Bytes(int64_t bytes) {
                    : absl::StrFormat("%.1f %s", value, kUnits[unit]);
 }
 
-Refusal ToolRefusal(Backend backend, ToolRule rule) {
-  Refusal refusal;
+ToolRefusal RefusedByTool(Backend backend, ToolRule rule) {
+  ToolRefusal refusal;
   refusal.backend = backend;
   refusal.tool_rule = rule;
   return refusal;
 }
 
-Refusal FromCore(const core::Refusal& r, Backend backend = Backend::kNvshmem,
-                 int gpus_per_process = 0) {
-  Refusal refusal;
-  static_cast<core::Refusal&>(refusal) = r;
-  refusal.backend = backend;
-  refusal.gpus_per_process = gpus_per_process;
-  return refusal;
-}
-
 // The tools' own refusals: a backend the target XLA does not offer, and
 // symmetric memory without NCCL signals (put + signal fails without them).
-std::optional<Refusal> OfferedAndSignaled(const CostTable& table,
-                                          Backend backend) {
+std::optional<ToolRefusal> OfferedAndSignaled(const ToolCostTable& table,
+                                              Backend backend) {
   if (!absl::c_linear_search(table.backends, backend)) {
-    Refusal refusal = ToolRefusal(backend, ToolRule::kNotOffered);
+    ToolRefusal refusal = RefusedByTool(backend, ToolRule::kNotOffered);
     refusal.offered = table.backends;
     return refusal;
   }
   if (backend == Backend::kSymmetric && !table.symmetric_signals) {
-    return ToolRefusal(backend, ToolRule::kNoSignals);
+    return RefusedByTool(backend, ToolRule::kNoSignals);
   }
   return std::nullopt;
 }
 
 }  // namespace
 
-std::optional<Refusal> LayoutRefusal(const Topology& topology,
-                                     const PermuteRequest& request,
-                                     Backend backend) {
+ToolRefusal AsToolRefusal(const Refusal& r, Backend backend,
+                          int gpus_per_process) {
+  ToolRefusal refusal;
+  static_cast<Refusal&>(refusal) = r;
+  refusal.backend = backend;
+  refusal.gpus_per_process = gpus_per_process;
+  return refusal;
+}
+
+std::optional<ToolRefusal> LayoutRefusal(const Topology& topology,
+                                         const PermuteRequest& request,
+                                         Backend backend) {
   if (backend == Backend::kNvshmem && topology.gpus_per_process() > 1) {
-    Refusal refusal = ToolRefusal(backend, ToolRule::kSeveralGpusPerProcess);
+    ToolRefusal refusal =
+        RefusedByTool(backend, ToolRule::kSeveralGpusPerProcess);
     refusal.count = refusal.gpus_per_process = topology.gpus_per_process();
     return refusal;
   }
@@ -86,11 +87,11 @@ std::optional<Refusal> LayoutRefusal(const Topology& topology,
   const int per_process = topology.gpus_per_process();
   if (backend != Backend::kNvshmem && per_process > 0 &&
       request.team_size > per_process) {
-    core::Refusal crosses;
+    Refusal crosses;
     crosses.kind = RefusalKind::kCrossesProcesses;
     crosses.count = request.team_size - per_process;
     crosses.total = request.team_size;
-    return FromCore(crosses, backend, per_process);
+    return AsToolRefusal(crosses, backend, per_process);
   }
   std::vector<int> processes, hosts;
   for (int device : TeamDevices(topology, request.team_size)) {
@@ -102,38 +103,14 @@ std::optional<Refusal> LayoutRefusal(const Topology& topology,
     ids->erase(std::unique(ids->begin(), ids->end()), ids->end());
   }
   if (processes.size() <= 1 && hosts.size() <= 1) return std::nullopt;
-  Refusal refusal = ToolRefusal(backend, ToolRule::kPlacementUnknown);
+  ToolRefusal refusal = RefusedByTool(backend, ToolRule::kPlacementUnknown);
   refusal.count = static_cast<int>(processes.size());
   refusal.total = static_cast<int>(hosts.size());
   refusal.gpus_per_process = topology.gpus_per_process();
   return refusal;
 }
 
-std::optional<Refusal> NvshmemHang(
-    const std::vector<std::pair<int, int>>& device_edges,
-    const std::vector<int>& team) {
-  std::optional<core::Refusal> hang = core::NvshmemHang(device_edges, team);
-  if (!hang) return std::nullopt;
-  return FromCore(*hang);
-}
-
-std::optional<Refusal> NvshmemPeMismatch(const Topology& topology,
-                                         int team_size, int groups) {
-  std::optional<core::Refusal> mismatch =
-      core::NvshmemPeMismatch(topology, team_size, groups);
-  if (!mismatch) return std::nullopt;
-  return FromCore(*mismatch);
-}
-
-std::optional<Refusal> NvshmemHeapOverflow(const CostTable& table,
-                                           int64_t bytes) {
-  std::optional<core::Refusal> heap =
-      core::NvshmemHeapOverflow(table.core, bytes);
-  if (!heap) return std::nullopt;
-  return FromCore(*heap);
-}
-
-std::string RefusalText(const Refusal& r) {
+std::string RefusalText(const ToolRefusal& r) {
   const std::string refused =
       absl::StrCat(BackendName(r.backend), " refused: ");
   const std::string of_total = absl::StrCat(" of ", r.total, " edges ");
@@ -261,7 +238,7 @@ std::string GainText(double nccl_us, double us) {
 }
 
 // Which model priced `backend` on the request's edges.
-std::string ModelKind(const Topology& topology, const CostTable& table,
+std::string ModelKind(const Topology& topology, const ToolCostTable& table,
                       const PermuteRequest& request, Backend backend) {
   size_t measured = 0;
   for (const auto& [src, dst] : request.device_edges) {
@@ -274,7 +251,7 @@ std::string ModelKind(const Topology& topology, const CostTable& table,
 }
 
 // "measured curve" when both compared backends are priced alike, else each.
-std::string ModelNote(const Topology& topology, const CostTable& table,
+std::string ModelNote(const Topology& topology, const ToolCostTable& table,
                       const PermuteRequest& request, Backend other) {
   const std::string nccl = ModelKind(topology, table, request, Backend::kNccl);
   const std::string alt = ModelKind(topology, table, request, other);
@@ -282,9 +259,10 @@ std::string ModelNote(const Topology& topology, const CostTable& table,
   return absl::StrCat("NCCL ", nccl, ", ", Title(other), " ", alt);
 }
 
-std::string DescribeDecision(const Topology& topology, const CostTable& table,
+std::string DescribeDecision(const Topology& topology,
+                             const ToolCostTable& table,
                              const PermuteRequest& request,
-                             const Decision& decision) {
+                             const ToolDecision& decision) {
   if (decision.verdict == Verdict::kNoEdges) {
     return "NCCL: no source-target pairs, nothing to move";
   }
@@ -304,7 +282,7 @@ std::string DescribeDecision(const Topology& topology, const CostTable& table,
   }
   // NCCL kept: why each offered alternative is not taken.
   std::vector<std::string> notes;
-  for (const std::optional<Refusal>& refusal : decision.refused) {
+  for (const std::optional<ToolRefusal>& refusal : decision.refused) {
     if (refusal && refusal->tool_rule != ToolRule::kNotOffered) {
       notes.push_back(RefusalText(*refusal));
     }
@@ -322,9 +300,9 @@ std::string DescribeDecision(const Topology& topology, const CostTable& table,
 
 }  // namespace
 
-Decision Decide(const Topology& topology, const CostTable& table,
-                const PermuteRequest& request, Place place) {
-  Decision decision;
+ToolDecision Decide(const Topology& topology, const ToolCostTable& table,
+                    const PermuteRequest& request, Place place) {
+  ToolDecision decision;
   for (const auto& [src, dst] : request.device_edges) {
     ++decision.edges_by_class[static_cast<int>(topology.Classify(src, dst))];
   }
@@ -336,18 +314,18 @@ Decision Decide(const Topology& topology, const CostTable& table,
     decision.refused[b] = OfferedAndSignaled(table, backend);
     // Where the permute sits needs no map: said before the layout's refusal.
     if (!decision.refused[b] && place == Place::kConditionalBranch) {
-      decision.refused[b] = ToolRefusal(backend, ToolRule::kUnderBranch);
+      decision.refused[b] = RefusedByTool(backend, ToolRule::kUnderBranch);
     } else if (!decision.refused[b] && place == Place::kCollectivesGroup &&
                backend == Backend::kNvshmem) {
-      decision.refused[b] = ToolRefusal(backend, ToolRule::kInGroup);
+      decision.refused[b] = RefusedByTool(backend, ToolRule::kInGroup);
     }
     if (!decision.refused[b] && !request.device_edges.empty()) {
       decision.refused[b] = LayoutRefusal(topology, request, backend);
     }
     if (!decision.refused[b]) candidates.push_back(backend);
   }
-  static_cast<core::Decision&>(decision) =
-      core::Decide(topology, table.core, request, candidates);
+  static_cast<Decision&>(decision) =
+      Decide(topology, table.core, request, candidates);
   if (request.device_edges.empty()) {
     decision.reason = DescribeDecision(topology, table, request, decision);
     return decision;
@@ -355,8 +333,8 @@ Decision Decide(const Topology& topology, const CostTable& table,
   for (Backend backend : candidates) {
     const int b = static_cast<int>(backend);
     if (decision.refusals[b]) {
-      decision.refused[b] =
-          FromCore(*decision.refusals[b], backend, topology.gpus_per_process());
+      decision.refused[b] = AsToolRefusal(*decision.refusals[b], backend,
+                                          topology.gpus_per_process());
     } else if (!decision.fastest_alternative ||
                *decision.us[b] <
                    *decision.TimeUs(*decision.fastest_alternative)) {
@@ -390,7 +368,7 @@ std::optional<std::string> MarkWord(absl::string_view mark) {
   return word;
 }
 
-void KeepUserMark(absl::string_view mark, Decision& decision) {
+void KeepUserMark(absl::string_view mark, ToolDecision& decision) {
   const std::string mode = MarkWord(mark).value_or(absl::AsciiStrToLower(mark));
   decision.backend = Backend::kNccl;
   for (Backend backend : AllBackends()) {
@@ -401,7 +379,7 @@ void KeepUserMark(absl::string_view mark, Decision& decision) {
   }
   std::string why =
       absl::StrCat("marked by the user: ", mark, "; kept as marked");
-  for (const std::optional<Refusal>& refusal : decision.refused) {
+  for (const std::optional<ToolRefusal>& refusal : decision.refused) {
     if (refusal && mode == Info(refusal->backend).mode_attribute) {
       absl::StrAppend(
           &why, ", though XLA keeps the flag's mode: ", RefusalText(*refusal));
@@ -423,4 +401,4 @@ absl::Status CheckUserMark(absl::string_view mark) {
       "); the patched XLA fails such a compile, and no XLA runs it"));
 }
 
-}  // namespace nvshmem_ext
+}  // namespace xla::gpu::nvshmem_selection

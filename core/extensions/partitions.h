@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-namespace nvshmem_ext {
+namespace xla::gpu::nvshmem_selection {
 
 struct ModuleDevices {
   // One more than the largest partition id a cross-partition collective (one
@@ -31,6 +31,6 @@ struct PartitionCount {
 // used; never fewer than the ids used.
 PartitionCount InferPartitions(const ModuleDevices& devices);
 
-}  // namespace nvshmem_ext
+}  // namespace xla::gpu::nvshmem_selection
 
 #endif  // NVSHMEM_EXTENSIONS_PARTITIONS_H_

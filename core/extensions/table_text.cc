@@ -25,10 +25,10 @@
 #include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.pb.h"
 #include "tsl/platform/protobuf.h"
 
-namespace nvshmem_ext {
+namespace xla::gpu::nvshmem_selection {
 namespace {
 
-using Proto = CostTableProto;
+using ToolProto = CostTableProto;
 using CoreProto = ::xla::gpu::NvshmemCostTableProto;
 
 // The shortest text that reads back as the same double (5.6, not
@@ -42,7 +42,7 @@ std::string Shortest(double value) {
 
 // Backends are numbered as in the proto, less one; UNSPECIFIED and numbers
 // the enum lacks have none.
-std::optional<Backend> BackendOf(int value) {
+std::optional<Backend> BackendOfNumber(int value) {
   if (value < 1 || value > kNumBackends) return std::nullopt;
   return static_cast<Backend>(value - 1);
 }
@@ -66,22 +66,23 @@ absl::Status NoBackend() {
 }
 
 // `backends` and `symmetric_signals`, and that every entry names a backend.
-absl::Status ApplyOwnEntries(const Proto& proto, CostTable* table,
-                             core::CostTableEntry* bad) {
+absl::Status ApplyOwnEntries(const ToolProto& proto, ToolCostTable* table,
+                             CostTableEntry* bad) {
   for (int i = 0; i < proto.links_size(); ++i) {
-    *bad = {Proto::kLinksFieldNumber, i};
-    if (!BackendOf(proto.links(i).backend())) return NoBackend();
+    *bad = {ToolProto::kLinksFieldNumber, i};
+    if (!BackendOfNumber(proto.links(i).backend())) return NoBackend();
   }
   for (int i = 0; i < proto.sm_interference_size(); ++i) {
-    *bad = {Proto::kSmInterferenceFieldNumber, i};
-    if (!BackendOf(proto.sm_interference(i).backend())) return NoBackend();
+    *bad = {ToolProto::kSmInterferenceFieldNumber, i};
+    if (!BackendOfNumber(proto.sm_interference(i).backend()))
+      return NoBackend();
   }
   if (proto.backends_size() > 0) {
-    *bad = {Proto::kBackendsFieldNumber, 0};
+    *bad = {ToolProto::kBackendsFieldNumber, 0};
     std::vector<std::string> names;
     for (int backend : proto.backends()) {
-      if (!BackendOf(backend)) return NoBackend();
-      names.push_back(BackendName(*BackendOf(backend)));
+      if (!BackendOfNumber(backend)) return NoBackend();
+      names.push_back(BackendName(*BackendOfNumber(backend)));
     }
     absl::StatusOr<std::vector<Backend>> set =
         ParseBackendSet(absl::StrJoin(names, ","));
@@ -94,21 +95,21 @@ absl::Status ApplyOwnEntries(const Proto& proto, CostTable* table,
   return absl::OkStatus();
 }
 
-absl::Status Apply(const Proto& proto, CostTable* table,
-                   core::CostTableEntry* bad) {
-  CostTable result = *table;
+absl::Status Apply(const ToolProto& proto, ToolCostTable* table,
+                   CostTableEntry* bad) {
+  ToolCostTable result = *table;
   absl::Status status = ApplyOwnEntries(proto, &result, bad);
   if (!status.ok()) return status;
   // The two messages share field numbers and backend values: less this
   // layer's fields, the table reads as the core's.
-  Proto part = proto;
+  ToolProto part = proto;
   part.clear_backends();
   part.clear_symmetric_signals();
   CoreProto core_proto;
   if (!core_proto.ParseFromString(part.SerializeAsString())) {
     return absl::InternalError("a cost table did not read back");
   }
-  status = core::ApplyCostTableProto(core_proto, &result.core, bad);
+  status = ApplyCostTableProto(core_proto, &result.core, bad);
   if (status.ok()) *table = std::move(result);
   return status;
 }
@@ -116,7 +117,7 @@ absl::Status Apply(const Proto& proto, CostTable* table,
 using tsl::protobuf::TextFormat;
 
 // Keeps the first syntax error and where it was (0-based).
-class FirstError : public tsl::protobuf::io::ErrorCollector {
+class FirstSyntaxError : public tsl::protobuf::io::ErrorCollector {
  public:
   void RecordError(int line, tsl::protobuf::io::ColumnNumber column,
                    absl::string_view message) override {
@@ -140,7 +141,7 @@ class FirstError : public tsl::protobuf::io::ErrorCollector {
 int LineOfTokenBefore(absl::string_view text, int line, int column) {
   tsl::protobuf::io::ArrayInputStream input(text.data(),
                                             static_cast<int>(text.size()));
-  FirstError ignored;
+  FirstSyntaxError ignored;
   tsl::protobuf::io::Tokenizer tokenizer(&input, &ignored);
   int before = line;
   while (tokenizer.Next()) {
@@ -165,7 +166,7 @@ absl::Status ParseTextProto(absl::string_view text,
                             absl::string_view source_name,
                             tsl::protobuf::Message* message,
                             TextFormat::ParseInfoTree* locations) {
-  FirstError errors;
+  FirstSyntaxError errors;
   TextFormat::Parser parser;
   parser.RecordErrorsTo(&errors);
   parser.WriteLocationsTo(locations);
@@ -186,7 +187,7 @@ absl::Status ParseTextProto(absl::string_view text,
 // where unknown.
 int EntryLine(const TextFormat::ParseInfoTree& locations,
               const tsl::protobuf::Descriptor& descriptor,
-              const core::CostTableEntry& entry, absl::string_view error) {
+              const CostTableEntry& entry, absl::string_view error) {
   const tsl::protobuf::FieldDescriptor* field =
       descriptor.FindFieldByNumber(entry.field_number);
   if (field == nullptr) return 0;
@@ -235,9 +236,10 @@ std::optional<int> LineFormatEntry(absl::string_view text) {
   return std::nullopt;
 }
 
-absl::StatusOr<CostTable> ParseOnto(CostTable table, absl::string_view text,
-                                    absl::string_view source) {
-  Proto proto;
+absl::StatusOr<ToolCostTable> ParseOnto(ToolCostTable table,
+                                        absl::string_view text,
+                                        absl::string_view source) {
+  ToolProto proto;
   tsl::protobuf::TextFormat::ParseInfoTree locations;
   absl::Status status = ParseTextProto(text, source, &proto, &locations);
   if (!status.ok()) {
@@ -248,20 +250,20 @@ absl::StatusOr<CostTable> ParseOnto(CostTable table, absl::string_view text,
         ": the cost table is in text format now (CostTableProto); this line "
         "is in the line format of earlier releases"));
   }
-  core::CostTableEntry bad;
+  CostTableEntry bad;
   status = Apply(proto, &table, &bad);
   if (!status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         source, ":",
-        EntryLine(locations, *Proto::descriptor(), bad, status.message()), ": ",
-        status.message()));
+        EntryLine(locations, *ToolProto::descriptor(), bad, status.message()),
+        ": ", status.message()));
   }
   return table;
 }
 
 // One `links` entry: its numbers, then its measured points, one a line.
-void PrintLink(const CostTable& table, Backend backend, LinkClass link_class,
-               std::string* out) {
+void PrintLink(const ToolCostTable& table, Backend backend,
+               LinkClass link_class, std::string* out) {
   const LinkCost& cost = table.link(backend, link_class);
   absl::StrAppend(
       out,
@@ -280,20 +282,21 @@ void PrintLink(const CostTable& table, Backend backend, LinkClass link_class,
 
 }  // namespace
 
-CostTable DefaultCostTable() {
-  static const CostTable* const table = new CostTable{core::DefaultCostTable()};
+ToolCostTable DefaultToolCostTable() {
+  static const ToolCostTable* const table =
+      new ToolCostTable{DefaultCostTable()};
   return *table;
 }
 
-absl::StatusOr<CostTable> ParseCostTable(absl::string_view text,
-                                         absl::string_view source_name) {
-  return ParseOnto(DefaultCostTable(), text, source_name);
+absl::StatusOr<ToolCostTable> ParseToolCostTable(
+    absl::string_view text, absl::string_view source_name) {
+  return ParseOnto(DefaultToolCostTable(), text, source_name);
 }
 
-absl::Status SetLink(CostTable* table, Backend backend, LinkClass link_class,
-                     const LinkCost& cost,
+absl::Status SetLink(ToolCostTable* table, Backend backend,
+                     LinkClass link_class, const LinkCost& cost,
                      const std::vector<CurvePoint>& points) {
-  Proto proto;
+  ToolProto proto;
   CoreProto::Link* link = proto.add_links();
   link->set_backend(ProtoBackend(backend));
   link->set_link_class(ProtoLinkClass(link_class));
@@ -306,21 +309,21 @@ absl::Status SetLink(CostTable* table, Backend backend, LinkClass link_class,
     point->set_bytes(p.bytes);
     point->set_us(p.us);
   }
-  core::CostTableEntry bad;
+  CostTableEntry bad;
   return Apply(proto, table, &bad);
 }
 
-absl::Status SetSmInterference(CostTable* table, Backend backend,
+absl::Status SetSmInterference(ToolCostTable* table, Backend backend,
                                double fraction) {
-  Proto proto;
+  ToolProto proto;
   CoreProto::SmInterference* sm = proto.add_sm_interference();
   sm->set_backend(ProtoBackend(backend));
   sm->set_fraction(fraction);
-  core::CostTableEntry bad;
+  CostTableEntry bad;
   return Apply(proto, table, &bad);
 }
 
-std::string CostTableToString(const CostTable& table) {
+std::string CostTableToString(const ToolCostTable& table) {
   std::string out = absl::StrCat(
       "backends: [",
       absl::StrJoin(table.backends, ", ",
@@ -352,4 +355,4 @@ std::string CostTableToString(const CostTable& table) {
   return out;
 }
 
-}  // namespace nvshmem_ext
+}  // namespace xla::gpu::nvshmem_selection

@@ -22,7 +22,7 @@
 #include "absl/strings/strip.h"
 #include "extensions/backends.h"
 
-namespace nvshmem_ext {
+namespace xla::gpu::nvshmem_selection {
 namespace {
 
 constexpr int64_t kMaxDevices = 1 << 20;  // As the core's topology.
@@ -219,4 +219,4 @@ std::string TopologySpec(const Topology& t) {
   return spec;
 }
 
-}  // namespace nvshmem_ext
+}  // namespace xla::gpu::nvshmem_selection

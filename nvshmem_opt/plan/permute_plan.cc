@@ -21,17 +21,17 @@
 namespace nvshmem_plan {
 namespace {
 
-namespace ext = nvshmem_ext;
+namespace core = ::xla::gpu::nvshmem_selection;
 using Rewriter = xla::gpu::NvshmemPermuteBackendAssigner;
 using OpRecord = PlanningRewriter::OpRecord;
 
-std::string ModeledUs(const ext::Decision& d) {
+std::string ModeledUs(const core::ToolDecision& d) {
   std::string out;
-  for (int b = 0; b < ext::kNumBackends; ++b) {
-    const auto backend = static_cast<ext::Backend>(b);
+  for (int b = 0; b < core::kNumBackends; ++b) {
+    const auto backend = static_cast<core::Backend>(b);
     if (!d.TimeUs(backend)) continue;
     absl::StrAppendFormat(&out, "%s%s=%.3f", out.empty() ? "" : ",",
-                          ext::BackendName(backend), *d.TimeUs(backend));
+                          core::BackendName(backend), *d.TimeUs(backend));
   }
   return out;
 }
@@ -43,7 +43,7 @@ bool Annotate(xla::HloInstruction* instr, const OpRecord& record) {
   bool changed = false;
   for (const auto& [key, value] :
        {std::pair<absl::string_view, std::string>{
-            kNvshmemPlanAttr, ext::BackendName(record.decision.backend)},
+            kNvshmemPlanAttr, core::BackendName(record.decision.backend)},
         {kNvshmemReasonAttr, record.decision.reason},
         {kNvshmemModeledAttr, ModeledUs(record.decision)}}) {
     auto it = map.find(std::string(key));
@@ -64,9 +64,9 @@ std::string WhyLeftAlone(const xla::HloCollectivePermuteInstruction& cp) {
 
 // `rewritable`: whether the pass would write this permute's backend.
 OpRecord ToRecord(const xla::HloCollectivePermuteInstruction& permute,
-                  const ext::Topology& topology,
-                  const ext::PermuteRequest& request, bool rewritable,
-                  ext::Decision decision) {
+                  const core::Topology& topology,
+                  const core::PermuteRequest& request, bool rewritable,
+                  core::ToolDecision decision) {
   OpRecord record;
   record.decision = std::move(decision);
   record.computation = std::string(permute.parent()->name());
@@ -88,38 +88,37 @@ OpRecord ToRecord(const xla::HloCollectivePermuteInstruction& permute,
   return record;
 }
 
-// A permute the user marked keeps its mark (ext::KeepUserMark); a mark that
+// A permute the user marked keeps its mark (core::KeepUserMark); a mark that
 // names no mode fails, as the patched XLA's compile does.
 absl::Status KeepUserMark(const xla::HloInstruction& permute,
                           OpRecord& record) {
   std::optional<std::string> mark =
-      permute.get_frontend_attribute(std::string(ext::kModeAttribute));
+      permute.get_frontend_attribute(std::string(core::kModeAttribute));
   if (!mark.has_value()) return absl::OkStatus();
   // The tools' own earlier choice, not a user's: decided again.
-  if (permute.get_frontend_attribute(std::string(ext::kToolsModeAttribute)) ==
+  if (permute.get_frontend_attribute(std::string(core::kToolsModeAttribute)) ==
       mark) {
     return absl::OkStatus();
   }
-  if (absl::Status bad = ext::CheckUserMark(*mark); !bad.ok()) {
+  if (absl::Status bad = core::CheckUserMark(*mark); !bad.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("%", permute.name(), ": ", bad.message()));
   }
   record.user_mark = *mark;
-  ext::KeepUserMark(*mark, record.decision);
+  core::KeepUserMark(*mark, record.decision);
   return absl::OkStatus();
 }
 
 // Why the core refuses `backend`, the one the op carries, where it sits:
 // decided over NCCL and it alone, so that only its rules can refuse it,
 // never its cost or the offered set.
-std::optional<ext::Refusal> CarriedRefusal(const ext::Topology& topology,
-                                           ext::CostTable table,
-                                           const ext::PermuteRequest& request,
-                                           ext::Place place,
-                                           ext::Backend backend) {
-  if (backend == ext::Backend::kNccl) return std::nullopt;
-  table.backends = {ext::Backend::kNccl, backend};
-  return ext::Decide(topology, table, request, place)
+std::optional<core::ToolRefusal> CarriedRefusal(
+    const core::Topology& topology, core::ToolCostTable table,
+    const core::PermuteRequest& request, core::Place place,
+    core::Backend backend) {
+  if (backend == core::Backend::kNccl) return std::nullopt;
+  table.backends = {core::Backend::kNccl, backend};
+  return core::Decide(topology, table, request, place)
       .refused[static_cast<int>(backend)];
 }
 
@@ -134,19 +133,19 @@ PlanningRewriter::PlanningRewriter(Options options)
   }
   Rewriter::Options cluster;
   cluster.num_devices_per_host = options_.devices_per_host;
-  std::optional<xla::gpu::nvshmem_selection::Topology> core_topology;
+  std::optional<core::Topology> core_topology;
   if (topology_) core_topology = *topology_;
   pass_ = std::make_unique<Rewriter>(table_.core, std::move(core_topology),
                                      cluster);
 }
 
-absl::StatusOr<ext::Topology> PlanningRewriter::TopologyFor(
+absl::StatusOr<core::Topology> PlanningRewriter::TopologyFor(
     const xla::HloModule& module) const {
   TF_RETURN_IF_ERROR(status_);
   if (topology_) return *topology_;
   // A derived topology states no process layout: the backend set's default.
-  TF_ASSIGN_OR_RETURN(ext::Topology derived, pass_->TopologyFor(module));
-  return ext::WithDefaultProcesses(derived, table_.backends);
+  TF_ASSIGN_OR_RETURN(core::Topology derived, pass_->TopologyFor(module));
+  return core::WithDefaultProcesses(derived, table_.backends);
 }
 
 absl::StatusOr<bool> PlanningRewriter::RunImpl(
@@ -154,7 +153,7 @@ absl::StatusOr<bool> PlanningRewriter::RunImpl(
     const absl::flat_hash_set<absl::string_view>& execution_threads) {
   records_.clear();
   TF_RETURN_IF_ERROR(status_);
-  TF_ASSIGN_OR_RETURN(ext::Topology topology, TopologyFor(*module));
+  TF_ASSIGN_OR_RETURN(core::Topology topology, TopologyFor(*module));
   bool changed = false;
   const LoopNests loop_nests(*module);
   const auto groups = Rewriter::CollectivesGroups(*module);
@@ -164,17 +163,18 @@ absl::StatusOr<bool> PlanningRewriter::RunImpl(
     for (xla::HloInstruction* instr : computation->MakeInstructionPostOrder()) {
       auto* permute = xla::DynCast<xla::HloCollectivePermuteInstruction>(instr);
       if (permute == nullptr) continue;
-      TF_ASSIGN_OR_RETURN(ext::PermuteRequest request,
+      TF_ASSIGN_OR_RETURN(core::PermuteRequest request,
                           Rewriter::RequestFor(*permute, topology));
       const bool rewritable =
           !permute->inplace() && !computation->IsAsyncComputation();
-      const ext::Place place =
+      const core::Place place =
           Rewriter::RunsUnderConditionalBranch(*computation)
-              ? ext::Place::kConditionalBranch
-          : groups.contains(computation) ? ext::Place::kCollectivesGroup
-                                         : ext::Place::kAnywhere;
-      OpRecord record = ToRecord(*permute, topology, request, rewritable,
-                                 ext::Decide(topology, table_, request, place));
+              ? core::Place::kConditionalBranch
+          : groups.contains(computation) ? core::Place::kCollectivesGroup
+                                         : core::Place::kAnywhere;
+      OpRecord record =
+          ToRecord(*permute, topology, request, rewritable,
+                   core::Decide(topology, table_, request, place));
       record.loops = loop_nests.Of(*computation);
       if (options_.read_backend) {
         record.current = options_.read_backend(*permute);

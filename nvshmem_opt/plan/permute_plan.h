@@ -42,21 +42,23 @@ class PlanningRewriter : public xla::HloModulePass {
   // Writes the chosen backend into a permute's config; returns whether the
   // config changed.
   using BackendWriter = std::function<absl::StatusOr<bool>(
-      xla::HloInstruction*, nvshmem_ext::Backend)>;
+      xla::HloInstruction*, xla::gpu::nvshmem_selection::Backend)>;
 
   // Reads the backend a permute already carries from its config; nullopt
   // where the config names none the core knows.
-  using BackendReader = std::function<std::optional<nvshmem_ext::Backend>(
-      const xla::HloInstruction&)>;
+  using BackendReader =
+      std::function<std::optional<xla::gpu::nvshmem_selection::Backend>(
+          const xla::HloInstruction&)>;
 
   // Each input already parsed, once, by the caller.
   struct Options {
     // The topology to decide on; none: hosts of `devices_per_host` GPUs
     // holding the module's devices, as the pass derives it.
-    std::optional<nvshmem_ext::Topology> topology;
+    std::optional<xla::gpu::nvshmem_selection::Topology> topology;
     int devices_per_host = 0;
     // The cost table, planning over its backend set.
-    nvshmem_ext::CostTable table = nvshmem_ext::DefaultCostTable();
+    xla::gpu::nvshmem_selection::ToolCostTable table =
+        xla::gpu::nvshmem_selection::DefaultToolCostTable();
     bool annotate = false;        // Also write the decision to attributes.
     bool decide_only = false;     // Leave backend configs as they are.
     BackendWriter write_backend;  // Required unless decide_only.
@@ -72,17 +74,18 @@ class PlanningRewriter : public xla::HloModulePass {
     std::vector<std::pair<int64_t, int64_t>> pairs;
     int buffers = 1;
     // The pairs' devices on the topology and the link between them.
-    std::vector<std::tuple<int, int, nvshmem_ext::LinkClass>> edges;
+    std::vector<std::tuple<int, int, xla::gpu::nvshmem_selection::LinkClass>>
+        edges;
     std::vector<EnclosingLoop> loops;  // Innermost first.
-    nvshmem_ext::Decision decision;
+    xla::gpu::nvshmem_selection::ToolDecision decision;
     bool skipped = false;  // Left alone by the pass; the reason says why.
     // The user's _xla_collectives_mode on the permute ("": none), which no
     // tool overrides: the pass writes no backend on a marked permute.
     std::string user_mark;
     // The backend the op carried before the pass (read_backend), and why its
     // runtime may not run it there: the core's refusal, none where it may.
-    std::optional<nvshmem_ext::Backend> current;
-    std::optional<nvshmem_ext::Refusal> current_refusal;
+    std::optional<xla::gpu::nvshmem_selection::Backend> current;
+    std::optional<xla::gpu::nvshmem_selection::ToolRefusal> current_refusal;
   };
 
   // Options without a writer (unless decide_only) make Run and TopologyFor
@@ -93,7 +96,7 @@ class PlanningRewriter : public xla::HloModulePass {
 
   const std::vector<OpRecord>& records() const { return records_; }
 
-  absl::StatusOr<nvshmem_ext::Topology> TopologyFor(
+  absl::StatusOr<xla::gpu::nvshmem_selection::Topology> TopologyFor(
       const xla::HloModule& module) const;
 
  protected:
@@ -104,8 +107,8 @@ class PlanningRewriter : public xla::HloModulePass {
  private:
   Options options_;
   absl::Status status_;  // Of the options.
-  nvshmem_ext::CostTable table_;
-  std::optional<nvshmem_ext::Topology> topology_;
+  xla::gpu::nvshmem_selection::ToolCostTable table_;
+  std::optional<xla::gpu::nvshmem_selection::Topology> topology_;
   std::unique_ptr<xla::gpu::NvshmemPermuteBackendAssigner> pass_;
   std::vector<OpRecord> records_;
 };

@@ -36,7 +36,7 @@
 
 namespace {
 
-namespace ext = nvshmem_ext;
+namespace core = ::xla::gpu::nvshmem_selection;
 using nvshmem_opt::Rewriter;
 
 // XLA's parser and verifier abort on some malformed modules (CHECK failures
@@ -137,7 +137,7 @@ void CheckJson(const std::string& json) {
 // before XLA's parser, the parser, the verifier, the permutes' configs),
 // guarded against XLA's aborts; null when rejected.
 std::unique_ptr<nvshmem_opt::LoadedModule> LoadGuarded(
-    const std::string& input, const ext::Topology& topology) {
+    const std::string& input, const core::Topology& topology) {
   auto loaded = std::make_unique<nvshmem_opt::LoadedModule>();
   InputGuard guard;
   if (sigsetjmp(g_jump, 1) != 0) {
@@ -175,7 +175,7 @@ std::unique_ptr<nvshmem_opt::PassRun> Run(const Rewriter::Options& options,
 void CheckOutput(const nvshmem_opt::LoadedModule& input,
                  const nvshmem_opt::PassRun& run,
                  const Rewriter::Options& options,
-                 const ext::Topology& topology) {
+                 const core::Topology& topology) {
   absl::StatusOr<std::string> text =
       nvshmem_opt::OutputText(input, *input.module, run, options);
   if (!text.ok())
@@ -203,8 +203,8 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   setenv("TF_CPP_MIN_LOG_LEVEL", "3", 0);
   std::atexit(ReportAborts);
   // A broken built-in table would turn every input into a rejection.
-  if (absl::StatusOr<ext::CostTable> table =
-          ext::ParseCostTable(kSlowNcclNetwork, "slow_network.txt");
+  if (absl::StatusOr<core::ToolCostTable> table =
+          core::ParseToolCostTable(kSlowNcclNetwork, "slow_network.txt");
       !table.ok()) {
     Violation("built-in cost table rejected: " +
               std::string(table.status().message()));
@@ -215,7 +215,8 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);
   const Config config = g_config = PickConfig(input);
-  absl::StatusOr<ext::Topology> topology = ext::ParseTopology(config.topology);
+  absl::StatusOr<core::Topology> topology =
+      core::ParseTopology(config.topology);
   if (!topology.ok()) {
     Violation("built-in topology rejected: " +
               std::string(topology.status().message()));
@@ -226,12 +227,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // The pass as the driver configures it; explain decides on a copy.
   const std::string mode = config.mode;
-  const ext::CostTable table =
+  const core::ToolCostTable table =
       config.slow_network
-          ? *ext::ParseCostTable(kSlowNcclNetwork, "slow_network.txt")
-          : ext::DefaultCostTable();
+          ? *core::ParseToolCostTable(kSlowNcclNetwork, "slow_network.txt")
+          : core::DefaultToolCostTable();
   const Rewriter::Options options = nvshmem_opt::DriverPassOptions(
-      *ext::ParseTopology(config.topology, table.backends), 0, table, mode,
+      *core::ParseTopology(config.topology, table.backends), 0, table, mode,
       false);
   std::unique_ptr<xla::HloModule> copy =
       mode == "explain" ? loaded->module->Clone("") : nullptr;

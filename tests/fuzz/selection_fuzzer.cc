@@ -1,5 +1,5 @@
 // libFuzzer harness for the backend-selection core alone (no XLA):
-// ParseTopology, ParseCostTable, EdgeIdsToDevices and Decide.
+// ParseTopology, ParseToolCostTable, EdgeIdsToDevices and Decide.
 //
 // Input: text sections separated by a line "%%":
 //   topology spec
@@ -46,7 +46,7 @@
 #include "extensions/backends.h"
 #include "tests/fuzz/selection_request.h"
 
-namespace ext = nvshmem_ext;
+namespace core = ::xla::gpu::nvshmem_selection;
 
 namespace {
 
@@ -87,21 +87,21 @@ std::vector<std::string> Sections(std::string_view text) {
 
 // A measured curve is exact at its points (where no interference is added)
 // and never yields a negative or NaN time.
-void CheckCurves(const ext::CostTable& table) {
-  for (int b = 0; b < ext::kNumBackends; ++b) {
-    for (int c = 0; c < ext::kNumLinkClasses; ++c) {
-      const auto backend = static_cast<ext::Backend>(b);
-      const auto link_class = static_cast<ext::LinkClass>(c);
-      for (const ext::CurvePoint& p : table.curve(backend, link_class)) {
+void CheckCurves(const core::ToolCostTable& table) {
+  for (int b = 0; b < core::kNumBackends; ++b) {
+    for (int c = 0; c < core::kNumLinkClasses; ++c) {
+      const auto backend = static_cast<core::Backend>(b);
+      const auto link_class = static_cast<core::LinkClass>(c);
+      for (const core::CurvePoint& p : table.curve(backend, link_class)) {
         for (int buffers : {1, p.buffers, p.buffers + 3}) {
           const double us =
-              ext::EdgeTimeUs(table, backend, link_class, p.bytes, buffers);
+              core::EdgeTimeUs(table, backend, link_class, p.bytes, buffers);
           if (std::isnan(us) || us < 0) {
             Violation("curve time NaN or negative");
           }
         }
         if (table.sm_interference(backend) == 0 &&
-            ext::EdgeTimeUs(table, backend, link_class, p.bytes, p.buffers) !=
+            core::EdgeTimeUs(table, backend, link_class, p.bytes, p.buffers) !=
                 p.us) {
           Violation("curve not exact at a measured point");
         }
@@ -111,8 +111,8 @@ void CheckCurves(const ext::CostTable& table) {
 }
 
 // A rejected spec says why on one line; an accepted one prints back to itself.
-std::optional<ext::Topology> CheckTopology(const std::string& spec) {
-  absl::StatusOr<ext::Topology> topology = ext::ParseTopology(spec);
+std::optional<core::Topology> CheckTopology(const std::string& spec) {
+  absl::StatusOr<core::Topology> topology = core::ParseTopology(spec);
   if (!topology.ok()) {
     const std::string error(topology.status().message());
     CheckOneLine(error, "topology error");
@@ -121,18 +121,19 @@ std::optional<ext::Topology> CheckTopology(const std::string& spec) {
     }
     return std::nullopt;
   }
-  absl::StatusOr<ext::Topology> again =
-      ext::ParseTopology(ext::TopologySpec(*topology));
+  absl::StatusOr<core::Topology> again =
+      core::ParseTopology(core::TopologySpec(*topology));
   if (!again.ok() ||
-      ext::TopologySpec(*again) != ext::TopologySpec(*topology)) {
-    Violation("topology does not round-trip: " + ext::TopologySpec(*topology));
+      core::TopologySpec(*again) != core::TopologySpec(*topology)) {
+    Violation("topology does not round-trip: " + core::TopologySpec(*topology));
   }
   return *std::move(topology);
 }
 
 // A rejected table names its line; an accepted one round-trips in print.
-std::optional<ext::CostTable> CheckTable(const std::string& text) {
-  absl::StatusOr<ext::CostTable> table = ext::ParseCostTable(text, "costs.txt");
+std::optional<core::ToolCostTable> CheckTable(const std::string& text) {
+  absl::StatusOr<core::ToolCostTable> table =
+      core::ParseToolCostTable(text, "costs.txt");
   if (!table.ok()) {
     const std::string error(table.status().message());
     CheckOneLine(error, "cost table error");
@@ -141,14 +142,14 @@ std::optional<ext::CostTable> CheckTable(const std::string& text) {
     }
     return std::nullopt;
   }
-  const std::string printed = ext::CostTableToString(*table);
-  absl::StatusOr<ext::CostTable> again =
-      ext::ParseCostTable(printed, "printed");
+  const std::string printed = core::CostTableToString(*table);
+  absl::StatusOr<core::ToolCostTable> again =
+      core::ParseToolCostTable(printed, "printed");
   if (!again.ok()) {
     Violation("printed cost table rejected: " +
               std::string(again.status().message()));
   }
-  if (ext::CostTableToString(*again) != printed) {
+  if (core::CostTableToString(*again) != printed) {
     Violation("cost table does not round-trip:\n" + printed);
   }
   CheckCurves(*table);
@@ -159,7 +160,7 @@ std::optional<ext::CostTable> CheckTable(const std::string& text) {
 // reason are sane.
 // The program's devices, from the topology's map alone: logical id i runs on
 // the map's device i, or on device i without a map.
-std::vector<int> ProgramDevices(const ext::Topology& topology, int team_size) {
+std::vector<int> ProgramDevices(const core::Topology& topology, int team_size) {
   const std::vector<int>& map = topology.partition_to_device();
   const int placed =
       map.empty() ? topology.num_devices() : static_cast<int>(map.size());
@@ -170,9 +171,9 @@ std::vector<int> ProgramDevices(const ext::Topology& topology, int team_size) {
 }
 
 // NVSHMEM's rules at the pinned runtime, restated.
-void CheckNvshmemPlan(const ext::Topology& topology,
-                      const ext::CostTable& table,
-                      const ext::PermuteRequest& request, ext::Place place,
+void CheckNvshmemPlan(const core::Topology& topology,
+                      const core::ToolCostTable& table,
+                      const core::PermuteRequest& request, core::Place place,
                       const std::string& reason) {
   auto fail = [&](const char* what) {
     Violation(std::string("NVSHMEM planned ") + what + ": " + reason);
@@ -183,7 +184,7 @@ void CheckNvshmemPlan(const ext::Topology& topology,
     if (!kPut.count(type)) fail("for a type NVSHMEM does not put");
   }
   if (request.memcpy_local_p2p) fail("with memcpy_local_p2p on");
-  if (place == ext::Place::kCollectivesGroup) fail("in a collectives group");
+  if (place == core::Place::kCollectivesGroup) fail("in a collectives group");
   if (topology.gpus_per_process() > 1) fail("with several GPUs per process");
   if (request.bytes > table.core.nvshmem_max_bytes / 2) {
     fail("over half the heap");
@@ -214,8 +215,8 @@ void CheckNvshmemPlan(const ext::Topology& topology,
 }
 
 // Peer and symmetric memory: every edge in one host, the team in one process.
-void CheckPeerPlan(const ext::Topology& topology,
-                   const ext::PermuteRequest& request,
+void CheckPeerPlan(const core::Topology& topology,
+                   const core::PermuteRequest& request,
                    const std::string& reason) {
   for (const auto& [src, dst] : request.device_edges) {
     if (topology.HostOf(src) != topology.HostOf(dst)) {
@@ -230,11 +231,13 @@ void CheckPeerPlan(const ext::Topology& topology,
   }
 }
 
-void CheckDecision(const ext::Topology& topology, const ext::CostTable& table,
-                   const ext::PermuteRequest& request, ext::Place place) {
-  const ext::Decision decision = ext::Decide(topology, table, request, place);
-  if (decision.backend != ext::Backend::kNccl) {
-    if (place == ext::Place::kConditionalBranch) {
+void CheckDecision(const core::Topology& topology,
+                   const core::ToolCostTable& table,
+                   const core::PermuteRequest& request, core::Place place) {
+  const core::ToolDecision decision =
+      core::Decide(topology, table, request, place);
+  if (decision.backend != core::Backend::kNccl) {
+    if (place == core::Place::kConditionalBranch) {
       Violation("a one-sided backend planned under a branch: " +
                 decision.reason);
     }
@@ -253,9 +256,9 @@ void CheckDecision(const ext::Topology& topology, const ext::CostTable& table,
       }
     }
   }
-  if (decision.backend == ext::Backend::kNvshmem) {
+  if (decision.backend == core::Backend::kNvshmem) {
     CheckNvshmemPlan(topology, table, request, place, decision.reason);
-  } else if (decision.backend != ext::Backend::kNccl) {
+  } else if (decision.backend != core::Backend::kNccl) {
     CheckPeerPlan(topology, request, decision.reason);
   }
   CheckOneLine(decision.reason, "decision reason");
@@ -264,15 +267,15 @@ void CheckDecision(const ext::Topology& topology, const ext::CostTable& table,
   if (counted != static_cast<int>(request.device_edges.size())) {
     Violation("edge counts");
   }
-  for (int b = 0; b < ext::kNumBackends; ++b) {
+  for (int b = 0; b < core::kNumBackends; ++b) {
     const std::optional<double> v =
-        decision.TimeUs(static_cast<ext::Backend>(b));
+        decision.TimeUs(static_cast<core::Backend>(b));
     if (v && std::isnan(*v)) {
       Violation("NaN time in a decision: " + decision.reason);
     }
   }
-  for (const std::optional<ext::Refusal>& refusal : decision.refused) {
-    if (refusal) CheckOneLine(ext::RefusalText(*refusal), "refusal");
+  for (const std::optional<core::ToolRefusal>& refusal : decision.refused) {
+    if (refusal) CheckOneLine(core::RefusalText(*refusal), "refusal");
   }
   if (!decision.TimeUs(decision.backend)) {
     Violation("the chosen backend has no modeled time");
@@ -282,11 +285,10 @@ void CheckDecision(const ext::Topology& topology, const ext::CostTable& table,
     Violation("NaN in a decision: " + decision.reason);
   }
   // The production rules, asked directly: the offered set and the core's.
-  if (decision.backend != ext::Backend::kNccl &&
+  if (decision.backend != core::Backend::kNccl &&
       (std::find(table.backends.begin(), table.backends.end(),
                  decision.backend) == table.backends.end() ||
-       ext::core::CheckBackend(topology, table.core, request,
-                               decision.backend))) {
+       core::CheckBackend(topology, table.core, request, decision.backend))) {
     Violation("a refused backend was chosen: " + decision.reason);
   }
 }
@@ -299,8 +301,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   while (sections.size() < 4) sections.emplace_back();
   std::string spec = sections[0];
   if (!spec.empty() && spec.back() == '\n') spec.pop_back();
-  const std::optional<ext::Topology> topology = CheckTopology(spec);
-  const std::optional<ext::CostTable> table = CheckTable(sections[1]);
+  const std::optional<core::Topology> topology = CheckTopology(spec);
+  const std::optional<core::ToolCostTable> table = CheckTable(sections[1]);
   if (!topology || !table) return 0;
 
   const fuzz::SeedRequest seed = fuzz::ReadSeedRequest(sections[2]);
@@ -310,7 +312,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::vector<std::pair<int64_t, int64_t>>& pairs = seed.pairs;
 
   absl::StatusOr<std::vector<std::pair<int, int>>> edges =
-      ext::EdgeIdsToDevices(*topology, pairs, cross, partitions, replicas);
+      core::EdgeIdsToDevices(*topology, pairs, cross, partitions, replicas);
   if (!edges.ok()) {
     CheckOneLine(std::string(edges.status().message()), "request error");
     return 0;
@@ -321,11 +323,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Violation("edge outside the topology");
     }
   }
-  ext::PermuteRequest request = {bytes, *std::move(edges),
-                                 partitions * replicas};
+  core::PermuteRequest request = {bytes, *std::move(edges),
+                                  partitions * replicas};
   request.groups = cross ? replicas : partitions;
   // The op's facts beyond its pairs: element types, the flag, where it sits.
-  ext::Place place = ext::Place::kAnywhere;
+  core::Place place = core::Place::kAnywhere;
   std::istringstream facts(sections[3]);
   for (std::string word; facts >> word && request.element_types.size() < 16;) {
     if (word.rfind("types=", 0) == 0) {
@@ -340,9 +342,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } else if (word == "memcpy") {
       request.memcpy_local_p2p = true;
     } else if (word == "branch") {
-      place = ext::Place::kConditionalBranch;
+      place = core::Place::kConditionalBranch;
     } else if (word == "group") {
-      place = ext::Place::kCollectivesGroup;
+      place = core::Place::kCollectivesGroup;
     }
   }
   request.buffers = std::max<int>(1, request.element_types.size());

@@ -28,16 +28,17 @@
 namespace series_diff {
 namespace {
 
-namespace ext = ::nvshmem_ext;
+namespace core = ::xla::gpu::nvshmem_selection;
 
 // The heap bound of a table that is the default one but for that bound, or
 // nullopt when it sets anything else the series' decision does not take.
 std::optional<int64_t> DefaultTableHeap(const std::string& text) {
-  absl::StatusOr<ext::CostTable> table = ext::ParseCostTable(text, "seed");
+  absl::StatusOr<core::ToolCostTable> table =
+      core::ParseToolCostTable(text, "seed");
   if (!table.ok()) return std::nullopt;
-  ext::CostTable expected = ext::DefaultCostTable();
+  core::ToolCostTable expected = core::DefaultToolCostTable();
   expected.core.nvshmem_max_bytes = table->core.nvshmem_max_bytes;
-  if (ext::CostTableToString(*table) != ext::CostTableToString(expected)) {
+  if (core::CostTableToString(*table) != core::CostTableToString(expected)) {
     return std::nullopt;
   }
   return table->core.nvshmem_max_bytes;
@@ -72,7 +73,7 @@ std::optional<Case> SeedCase(const std::filesystem::path& path,
     skip = "a table entry the series' decision does not take";
     return std::nullopt;
   }
-  if (*heap != ext::DefaultCostTable().core.nvshmem_max_bytes) {
+  if (*heap != core::DefaultToolCostTable().core.nvshmem_max_bytes) {
     c.heap_bytes = *heap;
   }
   ReadRequest(sections[2], c);
@@ -83,7 +84,7 @@ std::optional<Case> SeedCase(const std::filesystem::path& path,
     for (int i = 0; i < c.program_devices(); ++i) ids.push_back(i);
     absl::StrAppend(&spec, ":map=", absl::StrJoin(ids, ","));
   }
-  if (!ext::ParseTopology(spec).ok()) {
+  if (!core::ParseTopology(spec).ok()) {
     skip = "more devices than the topology";
     return std::nullopt;
   }
@@ -91,8 +92,8 @@ std::optional<Case> SeedCase(const std::filesystem::path& path,
   c.topology = ParsedSpec(spec);
   c.pairs_name = "seed";
   c.types = {"bf16"};  // The fuzzer's requests name none; one put type.
-  if (!ext::EdgeIdsToDevices(*c.topology, c.pairs, c.channel, c.partitions,
-                             c.replicas)
+  if (!core::EdgeIdsToDevices(*c.topology, c.pairs, c.channel, c.partitions,
+                              c.replicas)
            .ok()) {
     skip = "pairs or program outside the topology (bad input to the tools)";
     return std::nullopt;

@@ -46,7 +46,8 @@ std::optional<std::string> SeedTopology(const std::string& data) {
 
 // Where a permute of `computation` sits, as the tools' pass finds it: under a
 // conditional's branch, in a call marked as a collectives group, or anywhere.
-nvshmem_ext::Place PlaceOf(const xla::HloComputation& computation) {
+xla::gpu::nvshmem_selection::Place PlaceOf(
+    const xla::HloComputation& computation) {
   std::vector<const xla::HloComputation*> pending = {&computation};
   std::set<const xla::HloComputation*> seen;
   bool in_group = false;
@@ -56,7 +57,7 @@ nvshmem_ext::Place PlaceOf(const xla::HloComputation& computation) {
     if (!seen.insert(callee).second) continue;
     for (const xla::HloInstruction* caller : callee->caller_instructions()) {
       if (caller->opcode() == xla::HloOpcode::kConditional) {
-        return nvshmem_ext::Place::kConditionalBranch;
+        return xla::gpu::nvshmem_selection::Place::kConditionalBranch;
       }
       in_group |= caller->opcode() == xla::HloOpcode::kCall &&
                   caller->frontend_attributes().map().contains(
@@ -64,8 +65,8 @@ nvshmem_ext::Place PlaceOf(const xla::HloComputation& computation) {
       pending.push_back(caller->parent());
     }
   }
-  return in_group ? nvshmem_ext::Place::kCollectivesGroup
-                  : nvshmem_ext::Place::kAnywhere;
+  return in_group ? xla::gpu::nvshmem_selection::Place::kCollectivesGroup
+                  : xla::gpu::nvshmem_selection::Place::kAnywhere;
 }
 
 // One permute's facts, as RequestFor reads them, on `spec`.
@@ -107,7 +108,7 @@ std::vector<Case> SeedCases(const std::filesystem::path& path,
     skip = "a slow-network cost table the series' decision does not take";
     return {};
   }
-  const std::shared_ptr<const nvshmem_ext::Topology> parsed =
+  const std::shared_ptr<const xla::gpu::nvshmem_selection::Topology> parsed =
       ParsedSpec(*topology);
   absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
       xla::ParseAndReturnUnverifiedModule(data);
@@ -125,7 +126,7 @@ std::vector<Case> SeedCases(const std::filesystem::path& path,
     absl::StrAppend(&spec, ":map=", absl::StrJoin(ids, ","));
   }
   if (devices > parsed->num_devices() ||
-      !nvshmem_ext::ParseTopology(spec).ok()) {
+      !xla::gpu::nvshmem_selection::ParseTopology(spec).ok()) {
     skip = "a program larger than its topology";
     return {};
   }

@@ -32,7 +32,7 @@
 namespace series_diff {
 namespace {
 
-namespace ext = ::nvshmem_ext;
+namespace core = ::xla::gpu::nvshmem_selection;
 
 std::string* corpus_dir = new std::string();
 
@@ -80,7 +80,7 @@ Case IdentityPlaced(const Case& c) {
 // `c` on hosts of `per_host` GPUs (one NVLink domain each): the cluster the
 // series' pass is told of.
 Case OnHostsOf(const Case& c, int per_host) {
-  const nvshmem_ext::Topology& t = *c.topology;
+  const core::Topology& t = *c.topology;
   Case told = c;
   const std::string options = c.spec.substr(c.spec.find(':'));
   told.spec =
@@ -136,9 +136,9 @@ const Listed kListed[] = {
      "tools",
      kDecision,
      [](const Case& c) -> std::optional<Case> {
-       if (c.place == ext::Place::kAnywhere) return std::nullopt;
+       if (c.place == core::Place::kAnywhere) return std::nullopt;
        Case seen = c;
-       seen.place = ext::Place::kAnywhere;
+       seen.place = core::Place::kAnywhere;
        return seen;
      }},
     {"in-place-at-pass",
@@ -266,7 +266,8 @@ TEST(SeriesDecisionDiff, CrossoverBounds) {
 // The series' default heap is NVSHMEM's, and the tools' default table's bound.
 TEST(SeriesDecisionDiff, DefaultHeap) {
   EXPECT_EQ(xla::gpu::kNvshmemDefaultHeapBytes, kDefaultHeapBytes);
-  EXPECT_EQ(ext::DefaultCostTable().core.nvshmem_max_bytes, kDefaultHeapBytes);
+  EXPECT_EQ(core::DefaultToolCostTable().core.nvshmem_max_bytes,
+            kDefaultHeapBytes);
 }
 
 // The crossover sweep on one host again, the series given the crossover of

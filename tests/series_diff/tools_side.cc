@@ -19,21 +19,21 @@
 
 namespace series_diff {
 
-namespace ext = ::nvshmem_ext;
+namespace core = ::xla::gpu::nvshmem_selection;
 
-std::shared_ptr<const ext::Topology> ParsedSpec(const std::string& spec) {
+std::shared_ptr<const core::Topology> ParsedSpec(const std::string& spec) {
   static auto* cache =
-      new std::map<std::string, std::shared_ptr<const ext::Topology>>();
+      new std::map<std::string, std::shared_ptr<const core::Topology>>();
   auto it = cache->find(spec);
   if (it != cache->end()) return it->second;
-  absl::StatusOr<ext::Topology> topology =
-      ext::ParseTopology(spec, {ext::Backend::kNccl, ext::Backend::kNvshmem});
+  absl::StatusOr<core::Topology> topology = core::ParseTopology(
+      spec, {core::Backend::kNccl, core::Backend::kNvshmem});
   if (!topology.ok()) {
     // The grid's own specs: a bad one is a bug of this test.
     std::cerr << "series_diff: " << topology.status().message() << "\n";
     std::abort();
   }
-  auto parsed = std::make_shared<const ext::Topology>(*std::move(topology));
+  auto parsed = std::make_shared<const core::Topology>(*std::move(topology));
   cache->emplace(spec, parsed);
   return parsed;
 }
@@ -73,15 +73,15 @@ Answer ToolsDecide(const Case& c) {
     // The tools' pass leaves an in-place permute to XLA (RunImpl skips it).
     return {false, "NCCL: the tools' pass does not rewrite in-place permutes"};
   }
-  ext::CostTable table = ext::DefaultCostTable();
+  core::ToolCostTable table = core::DefaultToolCostTable();
   if (c.heap_bytes) table.core.nvshmem_max_bytes = *c.heap_bytes;
   absl::StatusOr<std::vector<std::pair<int, int>>> edges =
-      ext::EdgeIdsToDevices(*c.topology, c.pairs, c.channel, c.partitions,
-                            c.replicas);
+      core::EdgeIdsToDevices(*c.topology, c.pairs, c.channel, c.partitions,
+                             c.replicas);
   if (!edges.ok()) {
     return {false, absl::StrCat("bad input: ", edges.status().message())};
   }
-  ext::PermuteRequest request;
+  core::PermuteRequest request;
   request.bytes = c.bytes;
   request.device_edges = *std::move(edges);
   request.team_size = c.program_devices();
@@ -89,17 +89,18 @@ Answer ToolsDecide(const Case& c) {
   request.element_types = c.types;
   request.memcpy_local_p2p = c.memcpy_local_p2p;
   request.groups = c.groups();
-  const ext::Decision decision =
-      ext::Decide(*c.topology, table, request, c.place);
-  Answer answer = {decision.backend == ext::Backend::kNvshmem, decision.reason};
-  const std::optional<ext::Refusal>& refused =
-      decision.refused[static_cast<int>(ext::Backend::kNvshmem)];
-  if (refused && refused->tool_rule == ext::ToolRule::kNone) {
+  const core::ToolDecision decision =
+      core::Decide(*c.topology, table, request, c.place);
+  Answer answer = {decision.backend == core::Backend::kNvshmem,
+                   decision.reason};
+  const std::optional<core::ToolRefusal>& refused =
+      decision.refused[static_cast<int>(core::Backend::kNvshmem)];
+  if (refused && refused->tool_rule == core::ToolRule::kNone) {
     answer.refusal = refused->kind;
   } else if (refused) {
     answer.tool_rule = refused->tool_rule;
   }
-  answer.within_margin = decision.verdict == ext::Verdict::kWithinMargin;
+  answer.within_margin = decision.verdict == core::Verdict::kWithinMargin;
   return answer;
 }
 

@@ -11,7 +11,7 @@
 #include "extensions/backends.h"
 #include "gtest/gtest.h"
 
-namespace nvshmem_ext {
+namespace xla::gpu::nvshmem_selection {
 namespace {
 
 constexpr Backend kStandIn = Backend::kStandIn;
@@ -45,13 +45,13 @@ constexpr char kTable[] =
     "bandwidth_gbps: 900 per_buffer_us: 0 }\n"
     "sm_interference { backend: STAND_IN fraction: 0.25 }\n";
 
-CostTable StandInTable() {
-  absl::StatusOr<CostTable> table = ParseCostTable(kTable, "t.txt");
+ToolCostTable StandInTable() {
+  absl::StatusOr<ToolCostTable> table = ParseToolCostTable(kTable, "t.txt");
   EXPECT_TRUE(table.ok()) << table.status();
-  return table.ok() ? *std::move(table) : DefaultCostTable();
+  return table.ok() ? *std::move(table) : DefaultToolCostTable();
 }
 
-std::string Refused(const Decision& decision) {
+std::string Refused(const ToolDecision& decision) {
   const auto& refusal = decision.refused[static_cast<int>(kStandIn)];
   return refusal ? RefusalText(*refusal) : "";
 }
@@ -78,7 +78,7 @@ TEST(StandInBackendTest, NamedAndInBackendSets) {
 }
 
 TEST(StandInBackendTest, DefaultRowsAreNcclsAndTablesRoundTrip) {
-  const CostTable defaults = DefaultCostTable();
+  const ToolCostTable defaults = DefaultToolCostTable();
   for (int c = 0; c < kNumLinkClasses; ++c) {
     const LinkClass link_class = static_cast<LinkClass>(c);
     const LinkCost& nccl = defaults.link(Backend::kNccl, link_class);
@@ -87,7 +87,7 @@ TEST(StandInBackendTest, DefaultRowsAreNcclsAndTablesRoundTrip) {
     EXPECT_EQ(stand_in.bandwidth_gbps, nccl.bandwidth_gbps) << c;
     EXPECT_EQ(stand_in.per_buffer_us, nccl.per_buffer_us) << c;
   }
-  const CostTable table = StandInTable();
+  const ToolCostTable table = StandInTable();
   EXPECT_EQ(table.backends, (std::vector<Backend>{Backend::kNccl, kStandIn}));
   EXPECT_EQ(table.link(kStandIn, LinkClass::kIntraHostNvlink).latency_us, 1);
   EXPECT_EQ(table.sm_interference(kStandIn), 0.25);
@@ -95,17 +95,17 @@ TEST(StandInBackendTest, DefaultRowsAreNcclsAndTablesRoundTrip) {
   EXPECT_NE(printed.find("backends: [NCCL, STAND_IN]"), std::string::npos);
   EXPECT_NE(printed.find("backend: STAND_IN\n  link_class: NVLINK"),
             std::string::npos);
-  absl::StatusOr<CostTable> again = ParseCostTable(printed, "printed");
+  absl::StatusOr<ToolCostTable> again = ParseToolCostTable(printed, "printed");
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(CostTableToString(*again), printed);
   // An entry of a value the enum lacks is still refused.
-  EXPECT_FALSE(ParseCostTable("sm_interference { backend: 6 }", "t").ok());
+  EXPECT_FALSE(ParseToolCostTable("sm_interference { backend: 6 }", "t").ok());
 }
 
 TEST(StandInBackendTest, PlannedWithItsRecordsWords) {
-  const CostTable table = StandInTable();
+  const ToolCostTable table = StandInTable();
   const Topology one_host = MustParse("1x1x2", table.backends);
-  const Decision d = Decide(one_host, table, Request(Ring(2), 2));
+  const ToolDecision d = Decide(one_host, table, Request(Ring(2), 2));
   EXPECT_EQ(d.backend, kStandIn) << d.reason;
   EXPECT_EQ(d.verdict, Verdict::kAlternative);
   EXPECT_EQ(
@@ -113,35 +113,35 @@ TEST(StandInBackendTest, PlannedWithItsRecordsWords) {
       << d.reason;
   // Its rule, not peer memory's: a program of two processes on one host.
   const Topology two_processes = MustParse("1x2x2:map=0,1,2,3", table.backends);
-  const Decision in_host =
+  const ToolDecision in_host =
       Decide(two_processes, table, Request({{0, 1}, {1, 0}}, 4));
   EXPECT_EQ(in_host.backend, kStandIn) << in_host.reason;
   // The core alone, asked about it.
-  EXPECT_EQ(core::Decide(one_host, table.core, Request(Ring(2), 2), {kStandIn})
-                .backend,
-            kStandIn);
+  EXPECT_EQ(
+      Decide(one_host, table.core, Request(Ring(2), 2), {kStandIn}).backend,
+      kStandIn);
 }
 
 TEST(StandInBackendTest, RefusedByItsRuleAndOutsideItsSet) {
-  const CostTable table = StandInTable();
+  const ToolCostTable table = StandInTable();
   const Topology two_hosts = MustParse("1x2x1:map=0,1", table.backends);
-  const Decision across = Decide(two_hosts, table, Request(Ring(2), 2));
+  const ToolDecision across = Decide(two_hosts, table, Request(Ring(2), 2));
   EXPECT_EQ(across.backend, Backend::kNccl);
   EXPECT_EQ(Refused(across),
             "stand_in refused: 2 of 2 edges leave their host; XLA runs "
             "stand-in memory only inside one host and otherwise falls back "
             "to NCCL");
-  const CostTable defaults = DefaultCostTable();
-  const Decision not_offered = Decide(MustParse("1x1x2", defaults.backends),
-                                      defaults, Request(Ring(2), 2));
+  const ToolCostTable defaults = DefaultToolCostTable();
+  const ToolDecision not_offered = Decide(MustParse("1x1x2", defaults.backends),
+                                          defaults, Request(Ring(2), 2));
   EXPECT_EQ(Refused(not_offered),
             "stand_in refused: not offered by the target XLA (backends "
             "nccl,nvshmem)");
 }
 
 TEST(StandInBackendTest, AUsersMarkKeepsIt) {
-  const CostTable table = StandInTable();
-  Decision d =
+  const ToolCostTable table = StandInTable();
+  ToolDecision d =
       Decide(MustParse("1x1x2", table.backends), table, Request(Ring(2), 2));
   d.backend = Backend::kNccl;
   KeepUserMark("stand_in", d);
@@ -150,4 +150,4 @@ TEST(StandInBackendTest, AUsersMarkKeepsIt) {
 }
 
 }  // namespace
-}  // namespace nvshmem_ext
+}  // namespace xla::gpu::nvshmem_selection
