@@ -119,12 +119,19 @@ def test_bad_json_path_is_refused_before_the_run(tmp_path, where):
 
 
 def _record(monkeypatch, events):
-  """Notes each collector freeze/unfreeze and each diff, in order, and still does them."""
+  """Notes each collector freeze/unfreeze/disable/enable and each diff, in order, and
+  still does them."""
   import gc  # pylint: disable=import-outside-toplevel
 
   from hlo_tools.ops import diff  # pylint: disable=import-outside-toplevel
 
-  real = {"freeze": gc.freeze, "unfreeze": gc.unfreeze, "diff": diff.diff_sources}
+  real = {
+    "freeze": gc.freeze,
+    "unfreeze": gc.unfreeze,
+    "disable": gc.disable,
+    "enable": gc.enable,
+    "diff": diff.diff_sources,
+  }
 
   def noting(name, module, attr):
     def call(*args, **kwargs):
@@ -135,6 +142,8 @@ def _record(monkeypatch, events):
 
   noting("freeze", gc, "freeze")
   noting("unfreeze", gc, "unfreeze")
+  noting("disable", gc, "disable")
+  noting("enable", gc, "enable")
   noting("diff", diff, "diff_sources")
 
 
@@ -167,11 +176,12 @@ def test_p3_times_the_diff_as_the_command_runs_it(monkeypatch, tmp_path):
       == 0
     )
   finally:
-    gc.unfreeze()  # the command leaves the collector frozen for its exit
+    monkeypatch.undo()
+    gc.enable()  # whatever the command left, the rest of the session collects
   timed: list[str] = []
-  monkeypatch.undo()
   _record(monkeypatch, timed)
   bench._time_diff(path_a.read_text(), path_b.read_text(), runs=2)
-  assert "diff" in command and "freeze" in command[: command.index("diff")], command
-  up_to_diff = command[: command.index("diff") + 1]
-  assert timed == (up_to_diff + ["unfreeze"]) * 2, (timed, command)
+  before_diff = command[: command.index("diff")]
+  assert "freeze" in before_diff and "disable" in before_diff, command
+  assert timed == command * 2, (timed, command)
+  assert gc.isenabled() and gc.get_freeze_count() == 0

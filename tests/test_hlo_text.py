@@ -810,6 +810,26 @@ def test_attributes_are_split_on_first_use():
   assert loop.called_computations == ["region_1.2", "region_0.1"]  # and off the dict
 
 
+def test_attributes_match_as_text_then_as_dicts():
+  text = H200_HLO.read_text()
+  a, b = parse_hlo_text(text), parse_hlo_text(text.replace("kind=kLoop", "kind=kInput", 1))
+  comp_a, comp_b = a.computation("region_0.1"), b.computation("region_0.1")
+  fusion_a, fusion_b = comp_a.instruction("loop_add_fusion"), comp_b.instruction("loop_add_fusion")
+  assert not fusion_a.attributes_match(fusion_b)  # texts unsplit, and different
+  twin = parse_hlo_text(text).computation("region_0.1").instruction("loop_add_fusion")
+  assert fusion_a.attributes_match(twin)
+  assert fusion_b.attributes["kind"] == "kInput"  # one side split: compared as dicts
+  assert not fusion_b.attributes_match(fusion_a) and not fusion_a.attributes_match(fusion_b)
+  assert twin.attributes and fusion_a.attributes_match(twin)
+
+
+def test_shape_prints_the_same_once_kept():
+  shape = parse_shape("(f32[4,<=8]{1,0}, s32[])")
+  assert shape.to_string(False) == "(f32[4,<=8], s32[])"
+  assert shape.to_string() == "(f32[4,<=8]{1,0}, s32[])"
+  assert shape.to_string(False) == "(f32[4,<=8], s32[])" and str(shape) == shape.to_string()
+
+
 def test_dropped_module_is_freed_without_the_collector():
   # No reference cycles (instructions and computations point up through weak
   # references): a module goes when its last reference does, not at a collection.

@@ -38,7 +38,6 @@ Exit status: 0 (also when the modules differ), 2 bad input.
 """
 
 import argparse
-import gc
 import os
 from typing import Any
 
@@ -105,14 +104,12 @@ def main(argv: list[str]) -> int:
     src_b = diff.read_input(args.b, args.max_input_bytes, "diff")
     for src in (src_a, src_b):
       sources.resolve_partitions(src, override=args.num_partitions)
-    # The parsed modules live until exit: keep the collector from rescanning
-    # them over and over while the diff allocates (it made the diff's cost per
-    # instruction grow with module size; docs/benchmarks.md).
-    gc.freeze()
     common.check_out_path(args.out, [src_a.path, src_b.path])
     tr = _trace(args.trace) if args.trace else None
-    result = diff.diff_sources(src_a, src_b, args.ignore_metadata)
-    common.write_output(_render(args, src_a, src_b, result, tr), args.out)
+    with diff.collector_paused():
+      result = diff.diff_sources(src_a, src_b, args.ignore_metadata)
+      text = _render(args, src_a, src_b, result, tr)
+    common.write_output(text, args.out)
     return 0
 
   return common.run_command(parser, argv, run)

@@ -79,6 +79,15 @@ class HloInstruction:
       attrs = self._attributes = split_attributes(attrs) if attrs else {}
     return attrs
 
+  def attributes_match(self, other: "HloInstruction") -> bool:
+    """Whether `other` has the same attributes. While neither is split, their texts
+    are compared as read (cheap: a diff asks this of every matched pair), so text that
+    differs in spacing alone counts as different."""
+    a, b = self._attributes, other._attributes
+    if isinstance(a, str) and isinstance(b, str):
+      return a == b
+    return self.attributes == other.attributes
+
   @property
   def literal(self) -> str | None:
     return self.operand_text if self.opcode == "constant" else None

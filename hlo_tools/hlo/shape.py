@@ -51,7 +51,9 @@ MAX_SHAPE_DEPTH = 510
 class Shape:
   """An array shape (element type, dims, layout text) or a tuple of shapes."""
 
-  __slots__ = ("element_type", "dims", "dynamic", "layout", "tuple_shapes")
+  # Never changed once made (the parser shares one Shape per text), so its two
+  # printed forms are kept once asked for: the diff prints every instruction's shape.
+  __slots__ = ("element_type", "dims", "dynamic", "layout", "tuple_shapes", "_text", "_bare")
 
   def __init__(
     self,
@@ -65,6 +67,8 @@ class Shape:
     self.dims = tuple(dims)  # a `?` (unbounded) dim is -1; `<=N` is N, flagged in dynamic
     self.dynamic = dynamic  # None when all dims are static
     self.layout, self.tuple_shapes = layout, tuple_shapes  # "{1,0:S(1)}"
+    self._text: str | None = None  # to_string(True), once asked for
+    self._bare: str | None = None  # to_string(False)
 
   @property
   def is_tuple(self) -> bool:
@@ -102,6 +106,16 @@ class Shape:
     return _ELEMENT_BYTES[str(self.element_type)] * self.num_elements()
 
   def to_string(self, layout: bool = True) -> str:
+    text = self._text if layout else self._bare
+    if text is None:
+      text = self._print(layout)
+      if layout:
+        self._text = text
+      else:
+        self._bare = text
+    return text
+
+  def _print(self, layout: bool) -> str:
     if self.tuple_shapes is None:
       return self._array_string(layout)
     out: list[str] = []

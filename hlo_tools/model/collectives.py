@@ -67,7 +67,7 @@ def collective_permutes(module: HloModule) -> list[CollectivePermute]:
   wrapped = _async_wrapped_bodies(module)
   out = []
   for comp in module.computations:
-    users = None
+    users: dict[str, list[HloInstruction]] | None = None
     for instr in comp.instructions:
       op = instr.opcode
       if op == "collective-permute":
@@ -75,7 +75,8 @@ def collective_permutes(module: HloModule) -> list[CollectivePermute]:
           continue  # reported through its async-start
         out.append(_record(module, callers, comp, "sync", instr, None, instr))
       elif op == "collective-permute-start":
-        users = users or operand_users(comp)
+        if users is None:
+          users = operand_users(comp, _DONE_PATH)
         done = _find_done(users, instr, "collective-permute-done")
         rec = _record(module, callers, comp, "start-done", instr, done, instr)
         first = (
@@ -87,7 +88,8 @@ def collective_permutes(module: HloModule) -> list[CollectivePermute]:
         inner = _wrapped_permute(module, instr)
         if inner is None:
           continue
-        users = users or operand_users(comp)
+        if users is None:
+          users = operand_users(comp, _DONE_PATH)
         done = _find_done(users, instr, "async-done")
         rec = _record(module, callers, comp, "async-wrapped", instr, done, inner)
         rec.wrapped_computation = inner.computation.name
@@ -167,12 +169,20 @@ def data_element_types(start: HloInstruction) -> list[str]:
 _PASS_THROUGH = frozenset(("async-update", "collective-permute-update", "get-tuple-element"))
 
 
-def operand_users(comp: HloComputation) -> dict[str, list[HloInstruction]]:
-  """Instruction name -> the instructions of `comp` that use it."""
+# What _find_done walks: a start's done, and what lies between the two.
+_DONE_PATH = _PASS_THROUGH | {"collective-permute-done", "async-done"}
+
+
+def operand_users(
+  comp: HloComputation, opcodes: frozenset[str] | None = None
+) -> dict[str, list[HloInstruction]]:
+  """Instruction name -> the instructions of `comp` that use it (those of `opcodes`
+  only, when given: a map of a few entries instead of one per instruction)."""
   users: dict[str, list[HloInstruction]] = {}
   for instr in comp.instructions:
-    for op in instr.operands:
-      users.setdefault(op, []).append(instr)
+    if opcodes is None or instr.opcode in opcodes:
+      for op in instr.operands:
+        users.setdefault(op, []).append(instr)
   return users
 
 

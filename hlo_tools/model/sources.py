@@ -139,11 +139,12 @@ def strict_pairs(source: Source, instr: HloInstruction) -> list[tuple[int, int]]
   raw = instr.attributes.get("source_target_pairs")
   if raw is None:
     return []
-  line = source.line(instr.line)
-  base = line.find("source_target_pairs=")
-  base = base + len("source_target_pairs=") if base >= 0 else instr.col - 1
 
   def fail(offset: int, what: str) -> NoReturn:
+    # The column only on failure: the first look at a line splits the whole text.
+    line = source.line(instr.line)
+    base = line.find("source_target_pairs=")
+    base = base + len("source_target_pairs=") if base >= 0 else instr.col - 1
     raise InputError(
       f"{source.label}:{instr.line}:{base + offset + 1}: broken "
       f"source_target_pairs of %{instr.name}: {what}"

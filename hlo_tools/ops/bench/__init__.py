@@ -275,20 +275,16 @@ def _time_diff(text_a: str, text_b: str, runs: int) -> Result:
     t0 = time.perf_counter()
     # As `hlo-tools diff A B --format=json` runs (hlo_tools/commands/diff.py), its
     # collector setting included: both modules read, their partition counts settled,
-    # then the collector frozen over them for the diff.
+    # then the diff and its JSON with the collector paused.
     src_a = sources.read_text("a.hlo", text_a)
     src_b = sources.read_text("b.hlo", text_b)
     for src in (src_a, src_b):
       sources.resolve_partitions(src)
-    gc.freeze()
     t1 = time.perf_counter()
-    try:
+    with diff.collector_paused():
       result = diff.diff_sources(src_a, src_b, False)
       out = diff.format_json(result)
       t2 = time.perf_counter()
-    finally:
-      # The command exits here; the next run must not find these modules frozen.
-      gc.unfreeze()
     parse_s.append(t1 - t0)
     diff_s.append(t2 - t1)
     total_s.append(t2 - t0)

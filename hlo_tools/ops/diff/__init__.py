@@ -5,6 +5,7 @@ from hlo_tools.model import dumps
 from hlo_tools.model.dumps import read_stage
 from hlo_tools.ops.diff.modules import (
   attribute_changes,
+  collector_paused,
   diff_sources,
   match_computations,
   match_instructions,
@@ -35,6 +36,7 @@ __all__ = [
   "base_name",
   "collective_view",
   "collectives_diff",
+  "collector_paused",
   "collectives_html",
   "diff_html",
   "diff_sources",

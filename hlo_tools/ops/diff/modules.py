@@ -2,9 +2,11 @@
 structure (hash buckets, linear in module size), and every changed attribute."""
 
 import collections
+import contextlib
 import functools
+import gc
 import json
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
 from hlo_tools.hlo.ir import HloComputation, HloInstruction, HloModule
@@ -155,6 +157,8 @@ def attribute_changes(
     out.append({"attribute": "literal", "a": ia.operand_text, "b": ib.operand_text})
   if ia.is_root != ib.is_root:
     out.append({"attribute": "ROOT", "a": str(ia.is_root), "b": str(ib.is_root)})
+  if ia.attributes_match(ib):  # most pairs: nothing below would differ
+    return out
   keys = list(ia.attributes) + [k for k in ib.attributes if k not in ia.attributes]
   for key in keys:
     ra, rb = ia.attributes.get(key), ib.attributes.get(key)
@@ -302,3 +306,24 @@ def to_json(result: Mapping[str, Any]) -> dict[str, Any]:
 
 def interesting(comp: Mapping[str, Any]) -> bool:
   return bool(comp["status"] != "matched" or comp["added"] or comp["removed"] or comp["changed"])
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+  """Runs a diff with what is parsed frozen out of the collector's sight and the
+  collector off; both undone on exit.
+
+  The diff makes no reference cycles, but with the collector on, each full collection
+  rescans the output built so far, and the diff's time per instruction grew by a fifth
+  from 10k to 100k instructions (docs/benchmarks.md). A command that diffs once and
+  exits loses nothing by it; a library caller that keeps its modules chooses for itself.
+  """
+  was_enabled = gc.isenabled()
+  gc.freeze()
+  gc.disable()
+  try:
+    yield
+  finally:
+    if was_enabled:
+      gc.enable()
+    gc.unfreeze()
