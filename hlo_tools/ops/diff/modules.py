@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
+from hlo_tools.hlo.grammar import CALL_ATTRS
 from hlo_tools.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_tools.model.sources import Source
 from hlo_tools.ops.diff.permutes import bucket_match, collective_view, collectives_diff
@@ -162,20 +163,7 @@ def attribute_changes(
   keys = list(ia.attributes) + [k for k in ib.attributes if k not in ia.attributes]
   for key in keys:
     ra, rb = ia.attributes.get(key), ib.attributes.get(key)
-    if (
-      key
-      in (
-        "calls",
-        "to_apply",
-        "body",
-        "condition",
-        "branch_computations",
-        "true_computation",
-        "false_computation",
-      )
-      and ra
-      and rb
-    ):
+    if key in CALL_ATTRS and ra and rb:
       mapped = ",".join(
         comp_map.get(n.strip().lstrip("%"), n.strip().lstrip("%"))
         for n in rb.strip("{}").split(",")
