@@ -334,3 +334,21 @@ def test_lowered_module_infers_partitions_and_trip_count(capsys):
   result = json.loads(out)
   assert result["summary"]["num_partitions_from_a"] == "--num-partitions"
   assert {r["a"]["trip_count"] for r in result["collectives"]} == {8}
+
+
+def test_collector_paused_leaves_the_collector_as_found():
+  import gc  # pylint: disable=import-outside-toplevel
+
+  assert gc.isenabled() and gc.get_freeze_count() == 0
+  with diff.collector_paused():
+    assert not gc.isenabled() and gc.get_freeze_count() > 0
+  assert gc.isenabled() and gc.get_freeze_count() == 0
+  keep = [object() for _ in range(3)]  # noqa: F841  (a caller's heap, frozen by the caller)
+  gc.freeze()
+  try:
+    frozen = gc.get_freeze_count()
+    with pytest.raises(RuntimeError), diff.collector_paused():
+      raise RuntimeError("the diff failed")
+    assert gc.isenabled() and gc.get_freeze_count() >= frozen  # the caller's stay frozen
+  finally:
+    gc.unfreeze()

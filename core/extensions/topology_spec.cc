@@ -25,8 +25,6 @@
 namespace xla::gpu::nvshmem_selection {
 namespace {
 
-constexpr int64_t kMaxDevices = 1 << 20;  // As the core's topology.
-
 // What follows SLICESxHOSTSxGPUS.
 struct SpecOptions {
   int nvlink_domain_size = 0;  // 0: one host.

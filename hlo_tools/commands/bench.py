@@ -12,8 +12,8 @@
   P2 reader speed   hlo_tools' parse time / jaxlib's `hlo_module_from_text` time on the
                     same >= 10 MB HLO text compiled from JAX; plus peak memory of each.
                     Goal <= 1.0.
-  P3 diff scaling   the diff as `hlo-tools diff --format=json` runs it (the collector
-                    frozen over the parsed modules, the JSON written) on two ~50k-
+  P3 diff scaling   the diff as `hlo-tools diff --format=json` runs it (the parsed
+                    modules frozen and the collector paused, the JSON written) on two ~50k-
                     instruction modules (a module and the pass's rewrite of it) / the
                     time to parse both; and the growth of the per-instruction diff
                     time from ~10k to ~100k instructions in both.

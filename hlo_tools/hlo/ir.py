@@ -80,9 +80,10 @@ class HloInstruction:
     return attrs
 
   def attributes_match(self, other: "HloInstruction") -> bool:
-    """Whether `other` has the same attributes. While neither is split, their texts
-    are compared as read (cheap: a diff asks this of every matched pair), so text that
-    differs in spacing alone counts as different."""
+    """A cheap test a diff asks of every matched pair: True means `other` has the same
+    attributes; False does not prove they differ. While neither is split, the texts are
+    compared as read, so texts that differ in spacing alone give False until both are
+    split."""
     a, b = self._attributes, other._attributes
     if isinstance(a, str) and isinstance(b, str):
       return a == b

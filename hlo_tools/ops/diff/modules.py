@@ -305,8 +305,9 @@ def collector_paused() -> Iterator[None]:
   rescans the output built so far, and the diff's time per instruction grew by a fifth
   from 10k to 100k instructions (docs/benchmarks.md). A command that diffs once and
   exits loses nothing by it; a library caller that keeps its modules chooses for itself.
+  A caller's own frozen objects stay frozen: then nothing is unfrozen on exit.
   """
-  was_enabled = gc.isenabled()
+  was_enabled, was_frozen = gc.isenabled(), gc.get_freeze_count() > 0
   gc.freeze()
   gc.disable()
   try:
@@ -314,4 +315,5 @@ def collector_paused() -> Iterator[None]:
   finally:
     if was_enabled:
       gc.enable()
-    gc.unfreeze()
+    if not was_frozen:
+      gc.unfreeze()

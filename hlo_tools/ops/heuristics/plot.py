@@ -11,13 +11,14 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # matplotlib is imported only when plotting
-  from matplotlib.axes import Axes
-
 from hlo_tools import cli_io, selection
 from hlo_tools.errors import HeuristicsError
-from hlo_tools.ops.heuristics.calibrate import Calibration
 from hlo_tools.ops.heuristics.evaluate import GOAL_REL, Check, relative, write_file
+
+if TYPE_CHECKING:  # matplotlib only when plotting; the run's type only for the checker
+  from matplotlib.axes import Axes
+
+  from hlo_tools.ops.heuristics.calibrate import Calibration
 
 _STYLE = {"nccl": ("tab:blue", "NCCL-only"), "nvshmem": ("tab:green", "NVSHMEM-only")}
 _MARKERS = {"nccl": "o", "nvshmem": "^"}
@@ -137,7 +138,9 @@ def _curves(
     )
 
 
-def plot_calibration(path: str, result: Calibration, checks: Sequence[Check], source: str) -> None:
+def plot_calibration(
+  path: str, result: "Calibration", checks: Sequence[Check], source: str
+) -> None:
   """PNG: per fitted pair the model per operand count as the core prices it
   (lines), measured calibration points (filled) and held-out points (open),
   and below the relative error at each."""

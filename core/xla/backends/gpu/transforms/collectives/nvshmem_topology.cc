@@ -28,9 +28,6 @@ namespace xla {
 namespace gpu {
 namespace nvshmem_selection {
 
-// Largest topology accepted (bounds maps and device numbers).
-constexpr int64_t kMaxDevices = 1 << 20;
-
 absl::StatusOr<Topology> Topology::Create(int slices, int hosts_per_slice,
                                           int gpus_per_host,
                                           int nvlink_domain_size,

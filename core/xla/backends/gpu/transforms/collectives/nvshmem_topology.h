@@ -39,6 +39,9 @@ enum class LinkClass {
 };
 inline constexpr int kNumLinkClasses = 4;
 
+// Largest topology accepted (bounds maps and device numbers).
+inline constexpr int64_t kMaxDevices = 1 << 20;
+
 // A GPU cluster: slices x hosts per slice x GPUs per host, numbered
 // slice-major, then host, then GPU. NVLink domains are consecutive groups of
 // `nvlink_domain_size` devices (whole hosts, never crossing a slice), and
