@@ -55,25 +55,14 @@ def derive_topology(
   the user's module, placed by XLA's config beside `origin`), as the pass derives it
   inside XLA; said on stderr. Returns the case's Selection and that run's
   {stage: (report, output)}, which analyze_case takes instead of running it again."""
-  stage, path = next(iter(stages.items()))
-  case_dir = os.path.dirname(os.path.dirname(path))
-  done = _run_pass(
-    case_dir,
-    stage,
-    path,
-    case,
-    None,
-    loaded,
-    num_partitions,
-    module_config=placement.config_path(origin),
-  )
+  stage, done = _first_stage_run(case, stages, origin, None, loaded, num_partitions)
   spec = done[0]["spec"]
   # Placed as the driver placed it: its JSON says where the map came from.
   selected = placement.from_report(
     options.load(spec, loaded.cost_table, loaded=loaded.table_and_set), done[0]
   )
   note, warning = derived_notes(
-    PROG, case.label or path, spec, selected.topology, case.devices_per_host
+    PROG, case.label or stages[stage], spec, selected.topology, case.devices_per_host
   )
   if not quiet:
     cli_io.print_error(note)
@@ -95,19 +84,28 @@ def place_topology(
   rewrite of its first input placed it (from XLA's config beside `origin`, which
   the driver reads). Returns the placed Selection and that run's {stage: (report,
   output)}, which analyze_case takes instead of running it again."""
-  stage, path = next(iter(stages.items()))
-  case_dir = os.path.dirname(os.path.dirname(path))
-  done = _run_pass(
-    case_dir,
-    stage,
-    path,
-    case,
-    selected.spec,
-    Loaded.of(selected),
-    num_partitions,
-    module_config=placement.config_path(origin),
+  stage, done = _first_stage_run(
+    case, stages, origin, selected.spec, Loaded.of(selected), num_partitions
   )
   return placement.from_report(selected, done[0]), {stage: done}
+
+
+def _first_stage_run(
+  case: Case,
+  stages: dict[str, str],
+  origin: str | None,
+  spec: str | None,
+  loaded: Loaded,
+  num_partitions: int | None,
+) -> tuple[str, tuple[Report, str]]:
+  """nvshmem-opt on the case's first input, placed by XLA's config beside `origin`
+  (spec None: the driver derives the topology): (that stage, (report, output))."""
+  stage, path = next(iter(stages.items()))
+  case_dir = os.path.dirname(os.path.dirname(path))
+  module_config = placement.config_path(origin)
+  return stage, _run_pass(
+    case_dir, stage, path, case, spec, loaded, num_partitions, module_config=module_config
+  )
 
 
 def input_label(case: Case, stage: str, copy: str) -> str:
