@@ -57,7 +57,7 @@ took "type check" "$t0"
 echo "== Python tests (pytest, ${NVSHMEM_TEST_WORKERS:-2} workers)"
 t0=$SECONDS
 .venv/bin/python -m pytest -q -p no:cacheprovider -n "${NVSHMEM_TEST_WORKERS:-2}" \
-  --dist loadfile --no-loadscope-reorder \
+  --durations=15 --dist loadfile --no-loadscope-reorder \
   --deselect tests/test_series_next.py::test_reviewers_check_passes "$@" || fail pytest
 took pytest "$t0"
 took "test.sh $([ $status = 0 ] && echo OK || echo "FAIL (failed:$failed)")" "$start"
