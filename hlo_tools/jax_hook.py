@@ -62,6 +62,16 @@ module names what a user calls.
 """
 
 from hlo_tools.errors import HookError
-from hlo_tools.hook.hook import Hook, install
+from hlo_tools.hook.hook import Hook, HookLowered, JitFunction, install
+from hlo_tools.hook.program import HookWarning
+from hlo_tools.hook.text_edit import permute_modes
 
-__all__ = ["Hook", "HookError", "install"]
+__all__ = [
+  "Hook",
+  "HookError",
+  "HookLowered",
+  "HookWarning",
+  "JitFunction",
+  "install",
+  "permute_modes",
+]

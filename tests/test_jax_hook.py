@@ -235,7 +235,11 @@ for name, cond in (("ring", False), ("cond", True)):
     config = ra.RingConfig(seq_len=16384, backward=True, kernel="blocked", dtype="f32")
     f = jax.jit(ra.example_function(config, mesh))
     args = ra.example_args(config, mesh)
-  compiled = hook.compile(f.lower(*args))
+  try:
+    compiled = hook.compile(f.lower(*args))
+  except jax_hook.HookError as e:
+    out[name] = {"error": str(e)}
+    continue
   out[name] = {"record": hook.programs[-1], "after": text_edit.permute_modes(compiled.as_text())}
 configs = {}
 for path in glob.glob(os.path.join(sys.argv[3], "*.config.pbtxt")):
@@ -292,9 +296,13 @@ def test_stock_xla_gets_one_mode_for_the_whole_ring(deviceless):
   assert deviceless["calls"] == []
   ring = deviceless["out"]["ring"]
   record = ring["record"]
-  assert record["first_compile_mode"] == "COLLECTIVES_PRIVATE_MEMORY"
+  assert record["mode_requested"] == "COLLECTIVES_PRIVATE_MEMORY"
+  assert record["mode_requested_from"] == "XLA's default"
   assert record["program"]["backend"] == "peer" and record["program"]["permutes"] >= 2
   assert record["applied"] == "COLLECTIVES_PEER_MEMORY"
+  # Decided on the lowered program: one compile, with the mode.
+  assert record["compiles"] == 1 and "recompiled" not in record
+  assert record["compiled_modes"] == {"COLLECTIVES_PEER_MEMORY": record["program"]["permutes"]}
   # Every permute of the program carries the flag's mode, written by XLA's own
   # assigner; none carries another.
   modes = {k.split(":")[1] for k in ring["after"]}
@@ -312,18 +320,20 @@ def test_stock_xla_keeps_nccl_where_a_permute_sits_under_a_branch(deviceless):
   assert {k.split(":")[1] for k in cond["after"]} == {"NCCL"}
 
 
-def test_the_programs_mode_overrides_xla_flags(tmp_path):
-  """XLA_FLAGS asks peer for every program; the conditional ring cannot run it, and
-  its compile gets PRIVATE through compiler_options, which XLA takes over XLA_FLAGS."""
+def test_xla_flags_mode_is_the_callers_and_refused_where_unsafe(tmp_path):
+  """XLA_FLAGS asks peer for every program: the ring, which can run it, keeps it;
+  the conditional ring, which cannot, is a HookError naming the permute, the rule
+  and the way out (as the same mode in jax.jit's compiler_options is)."""
   got = _run_deviceless(tmp_path, "--xla_gpu_collective_permute_mode=peer")
   ring, cond = got["out"]["ring"], got["out"]["cond"]
-  assert ring["record"]["first_compile_mode"] == "COLLECTIVES_PEER_MEMORY"
-  assert ring["record"]["first_compile_mode_from"] == "XLA_FLAGS"
+  assert ring["record"]["mode_requested"] == "COLLECTIVES_PEER_MEMORY"
+  assert ring["record"]["mode_from"] == "XLA_FLAGS"
   assert {k.split(":")[1] for k in ring["after"]} == {"COLLECTIVES_PEER_MEMORY"}
-  assert cond["record"]["first_compile_mode"] == "COLLECTIVES_PEER_MEMORY"
-  assert cond["record"]["applied"] == "COLLECTIVES_PRIVATE_MEMORY"
-  assert {k.split(":")[1] for k in cond["after"]} == {"NCCL"}
-  assert "COLLECTIVES_PRIVATE_MEMORY" in got["configs"].values()
+  assert "record" not in cond
+  error = cond["error"]
+  assert error.startswith("<jit_body>: XLA_FLAGS sets xla_gpu_collective_permute_mode=")
+  assert "%ppermute" in error and "conditional's branch" in error
+  assert "trust_caller_mode=True" in error and "\n" not in error
 
 
 def test_probe_of_a_cpu_xla_finds_no_per_op_mode():
@@ -374,20 +384,25 @@ mesh = ring_attention.make_mesh(jax.devices()[:2])
 g = hook.jit(jax.shard_map(lambda x: lax.ppermute(x, "cp", [(0, 1), (1, 0)]) * 2,
                            mesh=mesh, in_specs=P("cp"), out_specs=P("cp")))
 x = jnp.arange(1 << 20, dtype=jnp.float32)
-y1, y2 = g(x), g(x + 1)  # one signature: compiled once
-want = lambda v: jnp.roll(v.reshape(2, -1), 1, axis=0).reshape(-1) * 2
-ok = bool(jnp.array_equal(y1, want(x))) and bool(jnp.array_equal(y2, want(x + 1)))
+try:
+  g(x)
+  ok, error = True, None
+except jax_hook.HookError as e:
+  ok, error = False, str(e)
 programs = list(hook.programs)
 # Plain jax.jit: the transformation inside that compile only records the mode to set.
 jax.jit(jax.shard_map(lambda x: lax.ppermute(x, "cp", [(0, 1), (1, 0)]) * 3, mesh=mesh,
                       in_specs=P("cp"), out_specs=P("cp"))).lower(x).compile()
-print(json.dumps({"xla": hook.xla, "programs": programs, "ok": ok,
+print(json.dumps({"xla": hook.xla, "programs": programs, "ok": ok, "error": error,
                   "plain": hook.programs[len(programs):], "calls": hook.calls}, default=str))
 hook.uninstall()
 """
 
 
-def test_jit_runs_the_program_in_its_one_mode(tmp_path):
+def test_a_mode_xla_did_not_compile_is_an_error(tmp_path):
+  """Every compile is checked: hook.jit on a CPU client, where the core chooses peer
+  and the CPU's compiler writes no mode, is a HookError naming both modes, not a
+  record that says peer ran."""
   table = tmp_path / "table.txt"
   table.write_text(
     "links { backend: PEER link_class: NVLINK latency_us: 1 "
@@ -409,13 +424,14 @@ def test_jit_runs_the_program_in_its_one_mode(tmp_path):
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
   got = json.loads(proc.stdout.strip().splitlines()[-1])
-  assert got["ok"], "the program's result changed"
   assert got["xla"]["per_op"] is False
   # One record, from compile(): the transformation inside jax's compiles adds none for
   # that program, none for modules without permutes, and writes nothing.
-  [record] = got["programs"]
-  assert record["applied"] == "COLLECTIVES_PEER_MEMORY" and record["module"] == "jit__lambda"
-  assert record["program"]["xla_flags"] == "XLA_FLAGS=--xla_gpu_collective_permute_mode=peer"
+  # The core chose peer; the CPU's compiler writes no mode, so what ran is not what
+  # a record would say: a HookError with both modes, and no record.
+  assert got["programs"] == [] and not got["ok"]
+  assert got["error"].startswith("<jit__lambda>: the record applies COLLECTIVES_PEER_MEMORY")
+  assert "as COLLECTIVES_PRIVATE_MEMORY" in got["error"] and "cpu compiler" in got["error"]
   assert all("permutes_out" not in c and c.get("error") is None for c in got["calls"])
   [plain] = got["plain"]
   assert plain["applied"] is None and plain["program"]["backend"] == "peer"
@@ -458,8 +474,11 @@ def cond_ring(x):  # the ring's direction picked by a conditional on the step
 
 out = {}
 hook = jax_hook.install(spec, backends=("nccl", "peer"), cost_table=table,
-                        per_op=True if scenario == "per_op" else None)
+                        per_op=True if scenario == "per_op" else None,
+                        trust_caller_mode=scenario.endswith("_trusted"))
 f = {"jit_options_cond": lambda: shard(cond_ring, compiler_options={
+         "xla_gpu_collective_permute_mode": "COLLECTIVES_PEER_MEMORY"}),
+     "jit_options_cond_trusted": lambda: shard(cond_ring, compiler_options={
          "xla_gpu_collective_permute_mode": "COLLECTIVES_PEER_MEMORY"}),
      "per_op": lambda: shard(lambda x: lax.ppermute(x, "cp", ring) * 2),
      "plain": lambda: shard(lambda x: lax.ppermute(x, "cp", ring) * 2),
@@ -471,8 +490,12 @@ f = {"jit_options_cond": lambda: shard(cond_ring, compiler_options={
                             os.environ.__setitem__(
                                 "XLA_FLAGS", "--xla_gpu_collective_permute_mode=peer"),
                             shard(lambda x: lax.ppermute(x, "cp", ring) * 2))[-1]}[scenario]()
+import warnings
 try:
-  compiled = hook.compile(f.lower(arg))
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    compiled = hook.compile(f.lower(arg))
+  out["warnings"] = [str(w.message) for w in caught if w.category is jax_hook.HookWarning]
   out["record"] = hook.programs[-1]
   # What XLA compiled: each permute's collectives_mode, read here without the hook.
   def mode(line):
@@ -531,18 +554,33 @@ _PEER = "COLLECTIVES_PEER_MEMORY"
 _PRIVATE = "COLLECTIVES_PRIVATE_MEMORY"
 
 
-def test_jit_level_compiler_options_are_the_first_compiles_mode(tmp_path):
-  """jax.jit(..., compiler_options=PEER) on a ring under lax.cond: jax merges those
-  options into the compile, so PEER runs; the record says PEER, where it came from,
-  and that the core refuses it there, and no second compile changes it."""
+def test_jit_level_compiler_options_refused_under_a_branch(tmp_path):
+  """jax.jit(..., compiler_options=PEER) on a ring under lax.cond inside
+  lax.fori_loop, installed for nccl and peer: peer memory under a conditional's
+  branch is a rule of the core (the run goes wrong), so hook.compile raises,
+  naming the permute, the rule and the way out; nothing is compiled or recorded."""
   got = _scenario(tmp_path, "jit_options_cond")
+  assert "record" not in got
+  error = got["error"]
+  assert error.startswith(
+    "<jit_cond_ring>: jax.jit's compiler_options sets "
+    "xla_gpu_collective_permute_mode=COLLECTIVES_PEER_MEMORY, which the core refuses"
+  ), error
+  assert "%ppermute" in error and "under a conditional's branch" in error
+  assert "trust_caller_mode=True" in error and "\n" not in error
+
+
+def test_jit_level_compiler_options_kept_when_trusted(tmp_path):
+  """The same with trust_caller_mode=True: PEER runs, as asked, with a warning that
+  names the rule; the record says where the mode came from and that XLA compiled it."""
+  got = _scenario(tmp_path, "jit_options_cond_trusted")
   record = got["record"]
   assert got["after"] == [_PEER, _PEER]  # what XLA compiled
-  assert record["first_compile_mode"] == _PEER
-  assert record["first_compile_mode_from"] == "jax.jit's compiler_options"
-  assert record["applied"] == _PEER
-  assert "which the core refuses" in record["why"] and "conditional's branch" in record["why"]
-  assert record["compiled_permutes"] == {"collective-permute-start:" + _PEER: 2}
+  assert record["mode_from"] == "jax.jit's compiler_options" and record["applied"] == _PEER
+  assert "under trust_caller_mode" in record["why"] and "conditional's branch" in record["why"]
+  assert record["compiled_modes"] == {_PEER: 2} and record["compiles"] == 1
+  [warning] = got["warnings"]
+  assert "conditional's branch" in warning and "kept, as trust_caller_mode=True asks" in warning
 
 
 def test_series_xla_falls_back_to_one_mode_in_a_deviceless_compile(tmp_path):
@@ -564,6 +602,9 @@ def test_stock_xla_keeps_the_users_mark_for_the_program(tmp_path):
   assert record["applied"] == _PEER and got["after"] == [_PEER]
   assert record["why"].startswith("kept the user's mark for the whole program")
   assert record["marks_not_run"] == [] and record["marks"][0]["value"] == "peer"
+  # Kept against the model's advice: said in a warning too.
+  [warning] = got["warnings"]
+  assert "kept, though the core models nccl faster" in warning
 
 
 def test_stock_xla_says_which_marks_do_not_run(tmp_path):
@@ -581,10 +622,8 @@ def test_stock_xla_says_which_marks_do_not_run(tmp_path):
 def test_a_mark_no_mode_names_is_an_error(tmp_path):
   got = _scenario(tmp_path, "mark_unknown")
   assert "record" not in got
-  assert got["error"].startswith(
-    "module jit_body: %collective-permute-start is marked "
-    '_xla_collectives_mode="warp_drive", which names no'
-  )
+  assert got["error"].startswith("module jit_body: %ppermute")
+  assert 'is marked _xla_collectives_mode="warp_drive", which names no' in got["error"]
   assert "\n" not in got["error"]
 
 
@@ -639,8 +678,8 @@ def test_xla_flags_reading_agrees_with_xla(tmp_path, flags, table):
   xla = module_config.read_config(str(config)).collective_permute_mode or _PRIVATE
   assert (hook_flags.xla_flags_mode({"XLA_FLAGS": value})[0] or _PRIVATE) == xla
   record = got["record"]
-  assert record["first_compile_mode"] == xla == record["applied"]
-  assert record["first_compile_mode_from"] == "XLA_FLAGS"
+  assert record["mode_requested"] == xla == record["applied"]
+  assert record["mode_requested_from"] == "XLA_FLAGS" and record["compiles"] == 1
 
 
 def test_permute_decided_with_the_modules_partition_count(core):
@@ -669,8 +708,9 @@ from jax import lax
 from jax.sharding import PartitionSpec as P
 from hlo_tools import jax_hook
 from hlo_tools.programs import ring_attention
+# The series' per-op path (the CPU's compiler carries each permute's mode through).
 hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), platforms=("cpu",),
-                        cost_table=sys.argv[1])
+                        cost_table=sys.argv[1], per_op=True)
 mesh = ring_attention.make_mesh(jax.devices()[:2])
 
 def f(x, n, scale=1.0, *, flip=False):
@@ -691,9 +731,9 @@ got = {"positional": bool(jnp.array_equal(g(x, 1), want(1))),
        "keyword_only_static": bool(jnp.array_equal(g(x, 1, flip=True), want(1, flip=True))),
        "again": bool(jnp.array_equal(g(x, 1, scale=5.0), want(1, 5.0)))}
 # compile()'s records (plain jax.jit's compiles above add their own, of another kind)
-compiled = [p for p in hook.programs if "first_compile_mode" in p]
+compiled = [p for p in hook.programs if "mode_requested" in p]
 got["compiles"] = len(compiled)
-got["permutes"] = [p["program"]["permutes"] for p in compiled]
+got["permutes"] = [sum(p["compiled_modes"].values()) for p in compiled]
 try:
   hook.jit(f, abstracted_axes=None)
 except jax_hook.HookError as e:
@@ -840,14 +880,12 @@ def test_series_transform_keeps_an_invalid_mark_as_an_error(core):
   assert "\n" not in str(err.value)
 
 
-def test_the_compiled_permutes_have_the_last_word(tmp_path):
-  """XLA_FLAGS set after XLA read its flags: the options say peer, but the compiled
-  permutes carry no mode, so the first compile ran private, and the record says so
-  and where it read it."""
+def test_xla_flags_set_late_still_run_as_recorded(tmp_path):
+  """XLA_FLAGS set after XLA read its flags: the hook reads peer there, the caller's
+  mode, and passes it in the compile's options, so what the record says is what XLA
+  compiled (checked), with a warning that the core models NCCL faster."""
   got = _scenario(tmp_path, "late_flags", table="slow")
   record = got["record"]
-  assert got["after"] == [None]
-  assert record["first_compile_mode"] == _PRIVATE == record["applied"]
-  assert record["first_compile_mode_from"].startswith(
-    f"the compiled permutes' collectives_mode (the options read {_PEER} from XLA_FLAGS)"
-  ), record["first_compile_mode_from"]
+  assert got["after"] == [_PEER] and record["applied"] == _PEER
+  assert record["mode_from"] == "XLA_FLAGS" and record["compiled_modes"] == {_PEER: 1}
+  assert any("kept, though the core models nccl faster" in w for w in got["warnings"])

@@ -108,6 +108,40 @@ def mark_error(module_name: str, instr_name: str, value: str) -> str:
   )
 
 
+# The collectives other than a permute (XLA's IsCollectiveCommunicationOp), whose
+# mark the series' assigner refuses (InvalidArgument: "Frontend attribute
+# _xla_collectives_mode is not supported on ...").
+OTHER_COLLECTIVES = frozenset(
+  op + suffix
+  for op in (
+    "all-reduce",
+    "all-gather",
+    "reduce-scatter",
+    "all-to-all",
+    "ragged-all-to-all",
+    "collective-broadcast",
+  )
+  for suffix in ("", "-start")
+)
+
+
+def check_collective_marks(module: ir.HloModule) -> None:
+  """HookError for a mark (_xla_collectives_mode) on a collective that is not a
+  permute, as the series' compile fails on it: such a mark reaches an all-reduce
+  when set_xla_metadata wraps sharded code that XLA's partitioner turns into one."""
+  for comp in module.computations:
+    for instr in comp.instructions:
+      if instr.opcode not in OTHER_COLLECTIVES:
+        continue
+      value = modes.user_mark(instr)
+      if value is not None:
+        raise HookError(
+          f'module {module.name}: %{instr.name} ({instr.opcode}) is marked {modes.ATTRIBUTE}="'
+          f"{value}\", and only a collective-permute takes a mode (the series' XLA fails "
+          "such a compile); put set_xla_metadata around the lax.ppermute alone"
+        )
+
+
 def user_marks(module: ir.HloModule) -> list[Record]:
   """[{"permute", "value", "mode"}] of the module's permutes that the user marked
   with _xla_collectives_mode (the mark's own mode, by its word); HookError, naming

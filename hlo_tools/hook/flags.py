@@ -19,6 +19,8 @@ _PROBED: dict[tuple[str, str], dict[str, Any]] = {}
 STATE = {"probing": 0}
 FLAG = "xla_gpu_collective_permute_mode"
 DEFAULT_MODE = "COLLECTIVES_PRIVATE_MEMORY"
+# flag_in_effect's source where the caller set no mode.
+XLA_DEFAULT = "XLA's default"
 FLAG_WORDS = {w: f"COLLECTIVES_{w.upper()}_MEMORY" for w in ("private", "symmetric", "peer")}
 # The backend of the core that runs each mode of the flag (PRIVATE: NCCL).
 MODE_BACKEND = {
@@ -234,7 +236,7 @@ def flag_in_effect(
   mode, where = xla_flags_mode()
   if mode is not None:
     return mode, where
-  return DEFAULT_MODE, "XLA's default"
+  return DEFAULT_MODE, XLA_DEFAULT
 
 
 def compiled_flag_mode(text: str) -> str | None:

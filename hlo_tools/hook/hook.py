@@ -1,13 +1,15 @@
 """The Hook that jax calls inside its compile (with compile() and jit()), and install()."""
 
+import functools
 import json
+import re
 import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from hlo_tools import cli_io
-from hlo_tools.errors import HookError
+from hlo_tools.errors import HookError, InputError
 from hlo_tools.hlo import reader
 from hlo_tools.hook import decide, flags, program, registry, text_edit
 from hlo_tools.hook.decide import Record
@@ -33,8 +35,10 @@ class Hook:
     backends: Sequence[str],
     report: str | None,
     xla: dict[str, Any] | None = None,
+    trust_caller_mode: bool = False,
   ) -> None:
     self.name, self.stage, self.platforms = name, stage, list(platforms)
+    self.trust_caller_mode = trust_caller_mode
     self.topology, self.table, self.backends = topology, table, tuple(backends)
     self.report = report
     self.decisions: list[Record] = []
@@ -78,10 +82,11 @@ class Hook:
     )
     call["permutes"] = len(records)
     result = None
+    call["modes_out"] = text_edit.permute_modes(new_text or text)
     if new_text is not None:
       module = xla_client.hlo.hlo_module_from_text(new_text)
       result = module.as_serialized_hlo_module_proto()
-      call["permutes_out"] = text_edit.permute_modes(new_text)
+      call["permutes_out"] = call["modes_out"]
     with self._lock:
       self.decisions.extend(records)
     return result
@@ -91,15 +96,27 @@ class Hook:
     (the flag of this compile is already set; compile() applies it)."""
     if self._compiling:
       return None  # compile() records its own decision
-    marks = decide.user_marks(reader.parse_hlo_text(text))  # a mark no mode names: an error
+    module = reader.parse_hlo_text(text)
+    decide.check_collective_marks(module)  # a mark off a permute: an error, as in the series
+    marks = decide.user_marks(module)  # a mark no mode names: an error
     choice = program.program_choice(
       text, self.topology, self.table, self.backends, label=f"<{call['module']}>"
     )
     call["permutes"] = choice["permutes"]
     if not choice["permutes"]:
       return None
-    mark_mode, mark_why = program.mark_policy(choice, marks) if marks else (None, "")
-    mode = mark_mode or choice["mode"]
+    try:
+      mode, _, mark_why, _, _ = program.settle(
+        choice,
+        choice["mode"],
+        flags.XLA_DEFAULT,
+        marks,
+        False,
+        f"<{call['module']}>",
+        lambda b: choice,
+      )
+    except HookError as e:  # the marks' mode refused by a rule: the core's mode instead
+      mode, mark_why = choice["mode"], f"refused the marks' mode: {e}"
     word = next(w for w, m in flags.FLAG_WORDS.items() if m == mode)
     why = (
       "decided inside a compile, whose flag is already set: apply it with "
@@ -107,9 +124,7 @@ class Hook:
       "or compile through hook.compile() / hook.jit()"
     )
     if marks:
-      why += (
-        "; " + ("kept the user's mark: " if mark_mode else "refused the marks' mode: ") + mark_why
-      )
+      why += "; " + mark_why
     with self._lock:
       self.programs.append(
         {
@@ -124,16 +139,45 @@ class Hook:
     return None
 
   def compile(
-    self, lowered: "Lowered", compiler_options: Mapping[str, Any] | None = None
+    self,
+    lowered: "Lowered",
+    compiler_options: Mapping[str, Any] | None = None,
+    *,
+    trust_caller_mode: bool | None = None,
   ) -> "Compiled":
-    """`lowered` (jax.jit(f).lower(...)) compiled with the program's best safe mode
-    on a stock XLA (compile_program); the decision is kept in `programs`."""
+    """`lowered` (jax.jit(f).lower(...)) compiled once with the program's mode
+    (program.compile_program), checked against what XLA compiled; the record is
+    kept in `programs`. trust_caller_mode (default: install's) keeps a mode the
+    caller set that the core refuses, with a warning, instead of a HookError."""
+    from jax.stages import Lowered  # pylint: disable=import-outside-toplevel
+
+    if not isinstance(lowered, Lowered):
+      raise HookError(
+        "hook.compile takes what jax.jit(f).lower(...) returns (a jax.stages.Lowered), "
+        f"not {type(lowered).__name__}"
+      )
+    if compiler_options is not None and not isinstance(compiler_options, Mapping):
+      raise HookError(
+        f"hook.compile's compiler_options is a dict of XLA options or None, not "
+        f"{type(compiler_options).__name__}"
+      )
+    trust = self.trust_caller_mode if trust_caller_mode is None else bool(trust_caller_mode)
+    devices = program.program_devices(lowered)
+    topology, layout = self._topology_for(devices)
     with self._lock:
       self._compiling += 1
+      since = len(self.calls)
     try:
-      per_op = self.xla["per_op"]
       compiled, record = program.compile_program(
-        lowered, self.topology, self.table, self.backends, compiler_options, per_op
+        lowered,
+        topology,
+        self.table,
+        self.backends,
+        compiler_options,
+        self.xla["per_op"],
+        trust,
+        transformation=lambda: list(self.calls[since:]),
+        decide_per_op=self._decide_per_op,
       )
     finally:
       with self._lock:
@@ -141,13 +185,29 @@ class Hook:
     if self.xla["per_op"] is None:
       self.xla = record["xla"]
     record["module"] = flags.module_name(flags.compiled_text(compiled))
+    record["topology"] = str(topology)
+    if layout:
+      record["process_layout"] = layout
     with self._lock:
       self.programs.append(record)
       self._write_report()
     return compiled
 
-  # jax.jit's arguments that jit() passes on: each leaves a compiled program callable
-  # with the call's dynamic arguments, which the cache key below is made of.
+  def _decide_per_op(self, text: str) -> str:
+    """`text` with the hook's per-op modes written (as the transformation would)."""
+    new, _ = text_edit.transform_text(
+      text, self._selection, self.topology, self.table, self.backends
+    )
+    return new or text
+
+  def _topology_for(self, devices: Sequence[Any]) -> "tuple[Topology, str | None]":
+    """The topology to decide with for a program on `devices` (jax's, in partition
+    order): the hook's, unless jax's devices say that processes split what the
+    topology has in one (each device's process_index). Peer and symmetric memory
+    need a permute's devices in one process: jax's facts then win."""
+    return topology_for_devices(self._selection, self.topology, self.backends, devices)
+
+  # jax.jit's arguments that jit() passes on.
   JIT_ARGUMENTS = (
     "static_argnums",
     "static_argnames",
@@ -160,14 +220,12 @@ class Hook:
     "compiler_options",
   )
 
-  def jit(self, fun: Callable[..., Any], **jit_kwargs: Any) -> Callable[..., Any]:
+  def jit(self, fun: Callable[..., Any], **jit_kwargs: Any) -> "JitFunction":
     """jax.jit(fun, **jit_kwargs) whose every new argument signature compiles
-    through compile(). Static arguments (by position or name, as jax.jit resolves
-    them from fun's signature) key the cache by value, the others by shape, dtype,
-    weak type and sharding; keyword arguments are taken as jax.jit takes them.
-    jax.jit arguments other than JIT_ARGUMENTS are refused up front."""
-    import jax  # pylint: disable=import-outside-toplevel
-
+    through compile() (see JitFunction). jax.jit arguments other than
+    JIT_ARGUMENTS are refused up front."""
+    if not callable(fun):
+      raise HookError(f"hook.jit takes a function, not {type(fun).__name__}")
     other = sorted(set(jit_kwargs) - set(self.JIT_ARGUMENTS))
     if other:
       raise HookError(
@@ -175,45 +233,7 @@ class Hook:
         f"{', '.join(self.JIT_ARGUMENTS)}); compile such a function with "
         "hook.compile(jax.jit(fun, ...).lower(...))"
       )
-    jitted = jax.jit(fun, **jit_kwargs)
-    nums, names = _static_arguments(fun, jit_kwargs)
-    cache: dict[Hashable, Compiled] = {}
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-      static = {i if i >= 0 else len(args) + i for i in nums}
-      dyn_args = tuple(a for i, a in enumerate(args) if i not in static)
-      dyn_kwargs = {k: v for k, v in kwargs.items() if k not in names}
-      fixed = (
-        tuple((i, args[i]) for i in sorted(static) if 0 <= i < len(args)),
-        tuple(sorted((k, v) for k, v in kwargs.items() if k in names)),
-      )
-      leaves, tree = jax.tree.flatten((dyn_args, dyn_kwargs))
-      key = (
-        len(args),
-        fixed,
-        tree,
-        tuple(
-          (
-            type(x).__name__,
-            getattr(x, "shape", None),
-            str(getattr(x, "dtype", "")),
-            getattr(x, "weak_type", None),
-            str(getattr(x, "sharding", None)),
-          )
-          for x in leaves
-        ),
-      )
-      try:
-        hash(key)
-      except TypeError:
-        raise HookError(
-          "a static argument of hook.jit is not hashable, as jax.jit needs it to be"
-        ) from None
-      if key not in cache:
-        cache[key] = self.compile(jitted.lower(*args, **kwargs))
-      return cache[key](*dyn_args, **dyn_kwargs)
-
-    return call
+    return JitFunction(self, fun, jit_kwargs)
 
   def summary(self) -> Record:
     return {
@@ -241,9 +261,142 @@ class Hook:
     if registry.INSTALLED.get(self.name) is self:
       del registry.INSTALLED[self.name]
     registry.set_cache_key_settings()
-    return bool(
+    removed = bool(
       jx.clear_hlo_module_transformation(self.name, stage=self.stage, platforms=self.platforms)
     )
+    registry.clear_jax_caches()
+    return removed
+
+
+class JitFunction:
+  """What hook.jit returns: jax.jit(fun, **jit_kwargs), whose calls compile through
+  hook.compile, one compile per argument signature (static arguments by value, by
+  position or name as jax.jit resolves them; the others by shape, dtype, weak type
+  and sharding). `lower` gives a Lowered whose compile() is hook.compile's.
+
+  Called with jax tracers (under jax.grad, jax.vmap, jax.checkpoint or inside
+  another jax.jit) it is jax.jit(fun) itself: the function joins the traced program,
+  and the compile of that program decides its mode: hook.compile or hook.jit of the
+  outer function, one mode for all of it (the same decision as for that program
+  written with plain jax.jit inside); a plain jax.jit's compile only meets the
+  registered transformation (records the mode to set on a stock XLA, decides per
+  permute on the series')."""
+
+  def __init__(self, hook: "Hook", fun: Callable[..., Any], jit_kwargs: Mapping[str, Any]) -> None:
+    import jax  # pylint: disable=import-outside-toplevel
+
+    self._hook, self._fun = hook, fun
+    self._jitted = jax.jit(fun, **jit_kwargs)
+    self._nums, self._names = _static_arguments(fun, jit_kwargs)
+    self._cache: dict[Hashable, Compiled] = {}
+    functools.update_wrapper(self, fun)
+
+  def _key(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Hashable, tuple, dict]:
+    import jax  # pylint: disable=import-outside-toplevel
+
+    static = {i if i >= 0 else len(args) + i for i in self._nums}
+    dyn_args = tuple(a for i, a in enumerate(args) if i not in static)
+    dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self._names}
+    fixed = (
+      tuple((i, args[i]) for i in sorted(static) if 0 <= i < len(args)),
+      tuple(sorted((k, v) for k, v in kwargs.items() if k in self._names)),
+    )
+    leaves, tree = jax.tree.flatten((dyn_args, dyn_kwargs))
+    key = (
+      len(args),
+      fixed,
+      tree,
+      tuple(
+        (
+          type(x).__name__,
+          getattr(x, "shape", None),
+          str(getattr(x, "dtype", "")),
+          getattr(x, "weak_type", None),
+          str(getattr(x, "sharding", None)),
+        )
+        for x in leaves
+      ),
+    )
+    try:
+      hash(key)
+    except TypeError:
+      raise HookError(
+        "a static argument of hook.jit is not hashable, as jax.jit needs it to be"
+      ) from None
+    return key, dyn_args, dyn_kwargs
+
+  def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    import jax  # pylint: disable=import-outside-toplevel
+
+    if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kwargs))):
+      return self._jitted(*args, **kwargs)  # part of a traced program: see the class
+    key, dyn_args, dyn_kwargs = self._key(args, kwargs)
+    compiled = self._cache.get(key)
+    if compiled is None:
+      compiled = self._cache[key] = self._hook.compile(self._jitted.lower(*args, **kwargs))
+    return compiled(*dyn_args, **dyn_kwargs)
+
+  def lower(self, *args: Any, **kwargs: Any) -> "HookLowered":
+    """jax.jit(fun).lower(...), whose compile() goes through hook.compile."""
+    return HookLowered(self._hook, self._jitted.lower(*args, **kwargs))
+
+  def trace(self, *args: Any, **kwargs: Any) -> Any:
+    return self._jitted.trace(*args, **kwargs)
+
+  def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
+    return self._jitted.eval_shape(*args, **kwargs)
+
+  def __get__(self, obj: Any, objtype: Any = None) -> Any:
+    """A method, as jax.jit's: bound to the instance (its first argument)."""
+    if obj is None:
+      return self
+    return functools.partial(self, obj)
+
+
+class HookLowered:
+  """A jax.stages.Lowered whose compile() is hook.compile's; the rest is the Lowered's."""
+
+  def __init__(self, hook: "Hook", lowered: "Lowered") -> None:
+    self._hook, self.lowered = hook, lowered
+
+  def compile(self, compiler_options: Mapping[str, Any] | None = None) -> "Compiled":
+    return self._hook.compile(self.lowered, compiler_options)
+
+  def __getattr__(self, name: str) -> Any:
+    return getattr(self.lowered, name)
+
+
+def topology_for_devices(
+  selection: ModuleType, topology: "Topology", backends: Sequence[str], devices: Sequence[Any]
+) -> "tuple[Topology, str | None]":
+  """(the topology to decide with, why it differs from `topology`, or None) for a
+  program on jax's `devices`. Each device's process is jax's (process_index): where
+  the program's devices span processes of fewer GPUs than the topology's
+  gpus_per_process, the process size is jax's; where their processes do not hold
+  consecutive ids of one size, each GPU is taken as its own process (no permute
+  between two of them then runs in peer or symmetric memory)."""
+  procs: dict[int, list[int]] = {}
+  for d in devices:
+    procs.setdefault(int(getattr(d, "process_index", 0)), []).append(int(d.id))
+  if len(procs) < 2:
+    return topology, None
+  sizes = {len(ids) for ids in procs.values()}
+  size = sizes.pop() if len(sizes) == 1 else 1
+  if size > 1 and any(len({i // size for i in ids}) != 1 for ids in procs.values()):
+    size = 1
+  stated = topology.gpus_per_process
+  if size >= stated:
+    return topology, None
+  spec = re.sub(r":gpus_per_process=\d+", "", str(topology)) + f":gpus_per_process={size}"
+  try:
+    new = _parse_topology(selection, spec, backends)
+  except selection.SelectionError as e:
+    raise HookError(f"the program's devices in jax's processes: {e}") from None
+  where = "; ".join(f"process {p}: devices {ids}" for p, ids in sorted(procs.items()))
+  return new, (
+    f"jax puts the program's devices in {len(procs)} processes ({where}), where the "
+    f"topology {topology} has {stated} GPUs per process: decided with {spec}"
+  )
 
 
 def _static_arguments(
@@ -301,6 +454,52 @@ def _probe_live(platforms: Sequence[str]) -> dict[str, Any]:
   return {"per_op": None, "evidence": f"not probed: no live device of {platforms}"}
 
 
+def _check_arguments(
+  topology: Any,
+  backends: Any,
+  cost_table: Any,
+  report: Any,
+  platforms: Any,
+  name: Any,
+  per_op: Any,
+  selection: ModuleType,
+) -> tuple[tuple[str, ...], list[str]]:
+  """(backends, platforms) as install() takes them; a HookError saying what was
+  expected for anything else."""
+
+  def strings(value: Any, what: str, example: str) -> list[str]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+      raise HookError(f"install's {what} is a sequence of names such as {example}, not {value!r}")
+    bad = [v for v in value if not isinstance(v, str)]
+    if bad:
+      raise HookError(f"install's {what} holds names (str), not {bad[0]!r}")
+    return list(value)
+
+  if not isinstance(topology, (str, selection.Topology)):
+    raise HookError(
+      f'install\'s topology is a spec such as "1x1x8" or a Topology, not {topology!r}'
+    )
+  names = strings(backends, "backends", '("nccl", "peer")')
+  if cost_table is not None and not isinstance(cost_table, (str, selection.CostTable)):
+    raise HookError(
+      f"install's cost_table is None, a file's path or a CostTable, not {cost_table!r}"
+    )
+  if report is not None and not isinstance(report, str):
+    raise HookError(f"install's report is None or a file's path, not {report!r}")
+  places = (
+    [platforms]
+    if isinstance(platforms, str)
+    else strings(platforms, "platforms", '("cuda", "gpu")')
+  )
+  if not places:
+    raise HookError("install's platforms names none")
+  if not isinstance(name, str) or not name:
+    raise HookError(f"install's name is a non-empty str, not {name!r}")
+  if per_op is not None and not isinstance(per_op, bool):
+    raise HookError(f"install's per_op is True, False or None (probe), not {per_op!r}")
+  return tuple(names), places
+
+
 def install(
   topology: "str | Topology",
   backends: Sequence[str] = ("nccl", "peer"),
@@ -309,26 +508,34 @@ def install(
   platforms: str | Sequence[str] = ("cuda", "gpu"),
   name: str = "nvshmem_opt_permute_modes",
   per_op: bool | None = None,
+  trust_caller_mode: bool = False,
 ) -> Hook:
   """Registers the hook for every module jax compiles next (see the module docstring).
 
   topology: a spec such as "1x1x2" (slices x hosts x GPUs per host) or a parsed
   Topology; a spec without gpus_per_process gets it from jax's local devices
-  (with_process_layout); backends: the set the target XLA offers, NCCL first; cost_table:
-  None (the core's default), a path, or a CostTable; report: a JSON file
-  rewritten after each compile with the decisions; platforms: where jax
-  registers the pass ("cpu" too for tests); per_op: whether the XLA runs each
-  permute in its own mode, None to probe it (on the first platform with a live
-  device, else at the first compile()). Returns a Hook.
+  (with_process_layout), and each program's devices' processes from jax
+  (topology_for_devices); backends: the set the target XLA offers, NCCL first (a
+  sequence, not a comma-joined str); cost_table: None (the core's default), a path,
+  or a CostTable; report: a JSON file rewritten after each compile with the
+  decisions; platforms: where jax registers the pass ("cpu" too for tests); per_op:
+  whether the XLA runs each permute in its own mode, None to probe it (on the first
+  platform with a live device, else at the first compile()); trust_caller_mode:
+  keep a mode the caller set (compiler_options, XLA_FLAGS, a mark) that the core
+  refuses, with a warning, instead of a HookError. One hook per platform: a second
+  install on a platform that has one is refused. Returns a Hook. Every argument a
+  caller gets wrong is a HookError saying what was expected.
   """
+  selection = decide.import_selection()
+  backends, names = _check_arguments(
+    topology, backends, cost_table, report, platforms, name, per_op, selection
+  )
   if name in registry.INSTALLED:
     raise HookError(
       f"a hook named {name!r} is already installed (topology "
       f"{registry.INSTALLED[name].topology}); call its uninstall() first, or "
       "install under another name"
     )
-  selection = decide.import_selection()
-  backends = tuple(backends)
   known = tuple(decide.hook_modes(selection))
   bad = [b for b in backends if b not in known]
   if bad or "nccl" not in backends:
@@ -345,6 +552,13 @@ def install(
       "jax.extend.xla.register_hlo_module_transformation "
       "(needs jax >= 0.10.2)"
     ) from None
+  taken = [(h, p) for h in registry.INSTALLED.values() for p in h.platforms if p in names]
+  if taken:
+    other, platform = taken[0]
+    raise HookError(
+      f"the hook {other.name!r} is installed on {platform} (topology {other.topology}): "
+      "two hooks would each decide and record every compile; call its uninstall() first"
+    )
   if isinstance(topology, str):
     import jax
 
@@ -357,16 +571,24 @@ def install(
       else selection.load_cost_table(cost_table)
     )
     table = selection.with_backends(table, backends)
-  except selection.SelectionError as e:
+  except (selection.SelectionError, InputError) as e:
     raise HookError(str(e)) from None
-  names = [platforms] if isinstance(platforms, str) else list(platforms)
   xla = (
     {"per_op": per_op, "evidence": "given by the caller"}
     if per_op is not None
     else _probe_live(names)
   )
   hook = Hook(
-    name, jx.PipelineStage.PRE_SCHEDULER, names, selection, topo, table, backends, report, xla
+    name,
+    jx.PipelineStage.PRE_SCHEDULER,
+    names,
+    selection,
+    topo,
+    table,
+    backends,
+    report,
+    xla,
+    trust_caller_mode=bool(trust_caller_mode),
   )
   # Register per platform: a name jax has no client for (e.g. "gpu" where the
   # plugin registers "cuda") is skipped; none at all is an error.
@@ -384,4 +606,7 @@ def install(
   hook.installed = True
   registry.INSTALLED[name] = hook
   registry.set_cache_key_settings()
+  # An executable jax compiled before (without the hook) stays in its in-process
+  # caches, keyed by module, devices and options but no transformation: dropped.
+  registry.clear_jax_caches()
   return hook

@@ -73,3 +73,13 @@ def set_cache_key_settings() -> None:
     return previous() + cache_key_settings()
 
   cache_key.custom_hook = custom_hook
+
+
+def clear_jax_caches() -> None:
+  """Drops the executables in jax's in-process caches (pxla._cached_compilation,
+  keyed by the lowered module, devices and options; jax.jit's own): none of them
+  says which transformation was registered when it was compiled, so after an
+  install or uninstall none may be served again (jax.clear_caches)."""
+  import jax  # pylint: disable=import-outside-toplevel
+
+  jax.clear_caches()

@@ -115,6 +115,25 @@ def permute_modes(text: str) -> dict[str, int]:
   return found
 
 
+_NAME_RE = re.compile(r"^\s*(?:ROOT\s+)?%?([^\s=]+)\s*=")
+
+
+def permute_line_modes(text: str) -> list[tuple[str, str | None]]:
+  """[(instruction name, collectives_mode or None)] of the collective-permutes (or
+  their -start) in HLO text, in order."""
+  found: list[tuple[str, str | None]] = []
+  for line in text.split("\n"):
+    if not _PERMUTE_RE.search(line):
+      continue
+    m = _NAME_RE.match(line)
+    try:
+      mode = line_mode(line)
+    except ValueError:
+      mode = "UNPARSED"
+    found.append((m.group(1) if m else "?", mode))
+  return found
+
+
 def _permute_line(module: ir.HloModule, permute: collectives.CollectivePermute) -> int:
   """1-based line of the instruction that carries the permute's backend_config."""
   if permute.form == "async-wrapped" and permute.wrapped_computation:
@@ -151,6 +170,7 @@ def transform_text(
   compile), and the module is then left as it was."""
   module = reader.parse_hlo_text(text)
   decide.user_marks(module)  # a mark no mode names: refused before anything is written
+  decide.check_collective_marks(module)  # a mark off a permute: the series fails the compile
   partitions, replicas = header_counts(text)
   lines = text.split("\n")
   records: list[Record] = []
