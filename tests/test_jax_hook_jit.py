@@ -1,0 +1,240 @@
+"""hook.jit behaves as jax.jit: lower, static and donated arguments, methods, pytrees,
+under jax.grad and jax.vmap and inside another jax.jit, with the same decisions as
+hook.compile of the same program.
+
+On a live CPU client of two devices with the series' per-op path (the CPU's compiler
+carries each permute's written mode into the executable, so the executable says
+what was decided), and deviceless on jax 0.10.2's GPU compiler for the stock path's
+one mode per program."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PEER = "COLLECTIVES_PEER_MEMORY"
+
+_LIVE = r"""
+import functools, json, sys
+import jax, jax.numpy as jnp, numpy as np
+from jax import lax
+from jax.sharding import PartitionSpec as P
+from hlo_tools import jax_hook
+from hlo_tools.programs import ring_attention
+hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), platforms=("cpu",),
+                        cost_table=sys.argv[1], per_op=True)
+mesh = ring_attention.make_mesh(jax.devices()[:2])
+ring = [(0, 1), (1, 0)]
+
+def f(x):
+  return jax.shard_map(lambda v: lax.ppermute(v, "cp", ring) * 2, mesh=mesh,
+                       in_specs=P("cp"), out_specs=P("cp"))(x)
+
+def same(a, b):
+  return all(bool(jnp.allclose(u, v)) for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+def peer_calls(since):  # the transformation's calls since `since` that wrote peer
+  return [c["module"] for c in hook.calls[since:]
+          if any(k.endswith(_PEER) for k in (c.get("modes_out") or {}))]
+
+_PEER = "COLLECTIVES_PEER_MEMORY"
+x = jnp.arange(1 << 12, dtype=jnp.float32)
+out = {}
+g = hook.jit(f)
+# The reference decision: hook.compile of jax.jit(f).
+ref = hook.compile(jax.jit(f).lower(x))
+out["reference"] = jax_hook.permute_modes(ref.as_text())
+
+# .lower(): a Lowered whose compile() is hook.compile's.
+n = len(hook.programs)
+low = g.lower(x)
+compiled = low.compile()
+out["lower"] = {"type": type(low).__name__, "text": "ppermute" in low.as_text() or
+                "collective_permute" in low.as_text(), "modes": jax_hook.permute_modes(
+                compiled.as_text()), "records": len(hook.programs) - n,
+                "right": same(compiled(x), jax.jit(f)(x)), "name": g.__name__}
+
+# donate_argnums: the argument is donated as jax.jit donates it.
+def donated(jit):
+  y = jnp.ones(1 << 12, jnp.float32)
+  jit(f, donate_argnums=0)(y)
+  return y.is_deleted()
+out["donate"] = {"hook": donated(hook.jit), "jax": donated(jax.jit)}
+
+# pytrees in and out.
+def tree_fn(d):
+  return {"sum": f(d["a"]) + f(d["b"]), "a": d["a"]}
+d = {"a": x, "b": x * 3}
+out["pytree"] = same(hook.jit(tree_fn)(d), jax.jit(tree_fn)(d))
+
+# a method, its instance static as jax.jit's methods take it.
+class Model:
+  def __init__(self, scale):
+    self.scale = scale
+  @functools.partial(hook.jit, static_argnums=0)
+  def apply(self, x):
+    return f(x) * self.scale
+out["method"] = same(Model(3.0).apply(x), jax.jit(f)(x) * 3.0)
+
+# under jax.grad: the gradient's compiles meet the per-op transformation, which
+# decides their permutes as hook.compile decides the same program's.
+loss = lambda v: (g(v) ** 2).sum()
+since = len(hook.calls)
+grad = jax.grad(loss)(x)
+want = jax.grad(lambda v: (jax.jit(f)(v) ** 2).sum())(x)
+grad_ref = hook.compile(jax.jit(jax.grad(lambda v: (f(v) ** 2).sum())).lower(x))
+out["grad"] = {"right": same(grad, want), "peer_calls": len(peer_calls(since)),
+               "reference": jax_hook.permute_modes(grad_ref.as_text())}
+
+# under jax.vmap.
+xs = jnp.stack([x, x + 1, x * 2])
+since = len(hook.calls)
+out["vmap"] = {"right": same(jax.vmap(g)(xs), jax.vmap(jax.jit(f))(xs)),
+               "peer_calls": len(peer_calls(since))}
+
+# inside another jax.jit, and inside another hook.jit: the outer compile decides.
+outer = lambda v: g(v) + 1
+out["in_jit"] = same(jax.jit(outer)(x), jax.jit(f)(x) + 1)
+n = len(hook.programs)
+nested = hook.jit(outer)
+y = nested(x)
+plain_outer = hook.compile(jax.jit(lambda v: f(v) + 1).lower(x))
+out["in_hook_jit"] = {"right": same(y, jax.jit(f)(x) + 1),
+                      "modes": hook.programs[n]["compiled_modes"],
+                      "reference": hook.programs[-1]["compiled_modes"]}
+print(json.dumps(out, default=str))
+hook.uninstall()
+"""
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("hook_jit")
+  table = tmp / "table.txt"
+  table.write_text(
+    "links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 1 }\n"
+  )
+  env = dict(
+    os.environ,
+    JAX_PLATFORMS="cpu",
+    XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
+  )
+  proc = subprocess.run(
+    [sys.executable, "-c", _LIVE, str(table)],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_reference_is_peer(live):
+  assert live["reference"] == {f"collective-permute:{_PEER}": 1}
+
+
+def test_lower_gives_a_lowered_that_compiles_through_the_hook(live):
+  got = live["lower"]
+  assert got["type"] == "HookLowered" and got["text"] and got["right"]
+  assert got["modes"] == live["reference"] and got["records"] == 1
+  assert got["name"] == "f"  # wraps the function as jax.jit does
+
+
+def test_donated_argument_as_jax_jit(live):
+  assert live["donate"]["hook"] == live["donate"]["jax"]
+
+
+def test_pytrees_in_and_out(live):
+  assert live["pytree"]
+
+
+def test_methods(live):
+  assert live["method"]
+
+
+def test_under_grad(live):
+  got = live["grad"]
+  assert got["right"]
+  # The gradient's permutes (the forward's and the transposed one) decided peer,
+  # as hook.compile decides the gradient program.
+  assert got["peer_calls"] >= 1
+  assert {k.split(":")[1] for k in got["reference"]} == {_PEER}
+
+
+def test_under_vmap(live):
+  got = live["vmap"]
+  assert got["right"] and got["peer_calls"] >= 1
+
+
+def test_inside_jax_jit_and_hook_jit(live):
+  assert live["in_jit"]
+  got = live["in_hook_jit"]
+  assert got["right"] and got["modes"] == got["reference"] == {_PEER: 1}
+
+
+_DEVICELESS = r"""
+import json, sys
+import jax, numpy as np
+from jax import lax
+from jax.experimental import topologies
+from jax.sharding import NamedSharding, PartitionSpec as P
+from hlo_tools import jax_hook
+from hlo_tools.programs import ring_attention as ra
+topo = topologies.get_topology_desc(platform="cuda", topology="1x1x2",
+                                    target_config=open(sys.argv[1]).read())
+mesh = ra.make_mesh(topo.devices)
+hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), cost_table=sys.argv[2])
+arg = jax.ShapeDtypeStruct((2, 4 << 20), np.float32, sharding=NamedSharding(mesh, P("cp")))
+
+def f(x):
+  return jax.shard_map(lambda v: lax.ppermute(v, "cp", [(0, 1), (1, 0)]) * 2, mesh=mesh,
+                       in_specs=P("cp"), out_specs=P("cp"))(x)
+
+g = hook.jit(f)
+out = {}
+# The gradient of a loss that calls hook.jit(f), compiled through hook.jit, against
+# the same gradient written with f itself through hook.compile.
+hook.jit(jax.grad(lambda v: (g(v) ** 2).sum())).lower(arg).compile()
+out["grad_hook_jit"] = hook.programs[-1]
+hook.compile(jax.jit(jax.grad(lambda v: (f(v) ** 2).sum())).lower(arg))
+out["grad_reference"] = hook.programs[-1]
+print(json.dumps(out, default=str))
+"""
+
+
+def test_stock_xla_same_decision_for_a_gradient(tmp_path):
+  """One mode per program (jax 0.10.2's own GPU compiler, deviceless): the gradient
+  of a loss that calls hook.jit gets the decision hook.compile gives the same
+  gradient written with plain code, in one compile, checked against XLA's output."""
+  table = tmp_path / "table.txt"
+  table.write_text(
+    "links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 1 }\n"
+  )
+  env = dict(
+    os.environ,
+    JAX_PLATFORMS="cpu",
+    JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
+    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
+  )
+  target = os.path.join(ROOT, "hlo_tools", "data", "h200_gpu_target_config.pbtxt")
+  proc = subprocess.run(
+    [sys.executable, "-c", _DEVICELESS, target, str(table)],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  got = json.loads(proc.stdout.strip().splitlines()[-1])
+  a, b = got["grad_hook_jit"], got["grad_reference"]
+  assert a["applied"] == b["applied"] == _PEER
+  assert a["program"]["permutes"] == b["program"]["permutes"] >= 2
+  assert a["compiled_modes"] == b["compiled_modes"] == {_PEER: a["program"]["permutes"]}
+  assert a["compiles"] == b["compiles"] == 1
