@@ -1,6 +1,6 @@
 """`hlo-tools bench`: the pass's and the tools' speed, each next to the reference it competes with.
 
-    hlo-tools bench [--json=PATH] [--only=P1,P2,P3] [--runs=N] [--quick]
+    hlo-tools bench [--json=PATH] [--only=P1,P2,P3,HOOK] [--runs=N] [--quick]
                     [--layers=N] [--ring-layers=N] [--keep=DIR]
 
   P1 pass overhead  nvshmem-opt's pass time (`pass_us` of its report: the pass alone,
@@ -18,6 +18,11 @@
                     time to parse both; and the growth of the per-instruction diff
                     time from ~10k to ~100k instructions in both.
                     Goals <= 1.5, growth <= 1.2.
+  HOOK compile      the JAX hook's hook.compile / plain `.compile()` of the same
+                    program (an unrolled ring of 8 and of 32 steps, deviceless on
+                    1x1x8, a table under which the hook moves it to peer memory),
+                    each side in its own process; the larger ratio of the two
+                    sizes. Goal <= 1.15. Only with --only (not in the default set).
 
 Every figure is the median of --runs runs with min and max; the two sides of a ratio
 are measured in the same run, interleaved where they share a process. --quick uses
@@ -34,13 +39,13 @@ from hlo_tools import cli_io
 from hlo_tools.commands import common
 from hlo_tools.errors import InputError
 from hlo_tools.ops import bench
-from hlo_tools.ops.bench import env
+from hlo_tools.ops.bench import env, hook as bench_hook
 
 
 def _parser(prog: str) -> common.ArgumentParser:
   p = common.parser_for(prog, __doc__)
   p.add_argument("--json", default=None, metavar="PATH", help="write the results here")
-  p.add_argument("--only", default="P1,P2,P3", help="comma-separated subset of P1,P2,P3")
+  p.add_argument("--only", default="P1,P2,P3", help="comma-separated subset of P1,P2,P3,HOOK")
   p.add_argument(
     "--runs", type=int, default=None, help="runs per figure (default 5; 1 with --quick)"
   )
@@ -58,7 +63,7 @@ def _parser(prog: str) -> common.ArgumentParser:
 def _sizes(prog: str, args: argparse.Namespace) -> tuple[list[str], dict[str, int], int]:
   only = [x.strip().upper() for x in args.only.split(",") if x.strip()]
   if not only or any(x not in bench.GOALS for x in only):
-    raise InputError(f"{prog}: --only takes P1, P2, P3; got {args.only!r}")
+    raise InputError(f"{prog}: --only takes P1, P2, P3, HOOK; got {args.only!r}")
   sizes = dict(bench.QUICK if args.quick else bench.FULL)
   if args.layers:
     sizes["layers"] = args.layers
@@ -86,9 +91,14 @@ def main(argv: list[str]) -> int:
       "versions": env.versions(),
     }
     start = time.perf_counter()
-    benches = {"P1": bench.bench_p1, "P2": bench.bench_p2, "P3": bench.bench_p3}
+    benches = {
+      "P1": bench.bench_p1,
+      "P2": bench.bench_p2,
+      "P3": bench.bench_p3,
+      "HOOK": bench_hook.bench_hook,
+    }
     try:
-      for key in ("P1", "P2", "P3"):
+      for key in ("P1", "P2", "P3", "HOOK"):
         if key in only:
           result[key] = benches[key](sizes, runs, args.keep)
     except (RuntimeError, subprocess.CalledProcessError) as e:

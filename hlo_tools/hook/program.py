@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hlo_tools.errors import HookError
-from hlo_tools.hlo import reader
+from hlo_tools.hlo import ir, reader
 from hlo_tools.hook import decide, flags, text_edit
 from hlo_tools.hook.decide import Record
 
@@ -24,13 +24,18 @@ def program_choice(
   backends: Sequence[str],
   label: str = "<module>",
   num_partitions: int | None = None,
+  module: "ir.HloModule | None" = None,
 ) -> dict[str, Any]:
   """model.program_mode.choose on the module in HLO `text` (import_selection first:
   the model imports the binding). num_partitions: the program's device count where
   the text's header gives none (a lowered program's: jax knows it)."""
   from hlo_tools.model import decisions, program_mode, sources  # pylint: disable=import-outside-toplevel
 
-  source = sources.read_text(None, text, label)
+  if module is None:
+    source = sources.read_text(None, text, label)
+  else:  # parsed already (the hook reads its marks from it)
+    sources.require_entry(module, text, label)
+    source = sources.Source(module, text, None, label)
   if "num_partitions" in source.module.attributes:
     num_partitions = None
   source = sources.resolve_partitions(source, topology, num_partitions)
@@ -287,10 +292,14 @@ def compile_program(
   # needs the program's mode to be the marks'.
   stock_marks = [] if xla["per_op"] else marks
 
-  def choose(text: str, names: Sequence[str], parts: int | None) -> dict[str, Any]:
-    return program_choice(text, topology, table, tuple(names), label=label, num_partitions=parts)
+  def choose(
+    text: str, names: Sequence[str], parts: int | None, module: "ir.HloModule"
+  ) -> dict[str, Any]:
+    return program_choice(
+      text, topology, table, tuple(names), label=label, num_partitions=parts, module=module
+    )
 
-  first = choose(lowered_text, backends, len(devices))
+  first = choose(lowered_text, backends, len(devices), lowered_module)
   trust = trust_caller_mode
   if first["permutes"] or stock_marks:
     applied, _, _, _, _ = settle(
@@ -300,7 +309,7 @@ def compile_program(
       stock_marks,
       trust,
       label,
-      lambda b: choose(lowered_text, (*backends, b), len(devices)),
+      lambda b: choose(lowered_text, (*backends, b), len(devices), lowered_module),
     )
   else:  # no permute yet: what the caller's settings run, until the optimized module says
     applied = requested
@@ -310,7 +319,7 @@ def compile_program(
   module = reader.parse_hlo_text(text)
   decide.check_collective_marks(module)
   final_marks = [] if xla["per_op"] else decide.user_marks(module)
-  choice = choose(text, backends, None)
+  choice = choose(text, backends, None, module)
   final, mode_from, why, notes, not_run = settle(
     choice,
     requested,
@@ -318,7 +327,7 @@ def compile_program(
     final_marks,
     trust,
     label,
-    lambda b: choose(text, (*backends, b), None),
+    lambda b: choose(text, (*backends, b), None, module),
   )
   if final != applied:
     record["recompiled"] = (

@@ -15,11 +15,27 @@ from typing import Any
 from hlo_tools import cli_io
 from hlo_tools.ops.bench import programs, reader
 
-GOALS = {"P1": 0.005, "P2": 1.0, "P3": 1.5}
+GOALS = {"P1": 0.005, "P2": 1.0, "P3": 1.5, "HOOK": 1.15}
 # P3's per-instruction diff time at ~100k instructions over that at ~10k: 1.0 is linear.
 GROWTH_GOAL = 1.2
-FULL = {"layers": 32, "seq_len": 8192, "ring_layers": 2400, "ring_small": 240, "runs": 5}
-QUICK = {"layers": 1, "seq_len": 8192, "ring_layers": 60, "ring_small": 12, "runs": 1}
+FULL = {
+  "layers": 32,
+  "seq_len": 8192,
+  "ring_layers": 2400,
+  "ring_small": 240,
+  "hook_small": 8,
+  "hook_large": 32,
+  "runs": 5,
+}
+QUICK = {
+  "layers": 1,
+  "seq_len": 8192,
+  "ring_layers": 60,
+  "ring_small": 12,
+  "hook_small": 2,
+  "hook_large": 4,
+  "runs": 1,
+}
 
 Result = dict[str, Any]  # a figure's record, as `hlo-tools bench` writes it in JSON
 
@@ -379,6 +395,13 @@ def table(result: Result) -> str:
     lines.append(
       f"{name:<20} {vals[0]:>10} {vals[1]:>22} {vals[2]:>8}  {'yes' if r['met'] else 'NO'}"
     )
+  r = result.get("HOOK")
+  if r is not None:
+    sizes = "[" + ", ".join(f"{r[t]['ratio']:.2f}" for t in ("hook_small", "hook_large")) + "]"
+    lines.append(
+      f"{'HOOK compile ratio':<20} {r['ratio']:>10.2f} {sizes:>22} {r['goal']:>8.2f}  "
+      f"{'yes' if r['met'] else 'NO'} (hook.compile / plain compile; [small, large])"
+    )
   if "P3" in result and "growth" in result["P3"]:
     r = result["P3"]
     lines.append(
@@ -427,5 +450,16 @@ def table(result: Result) -> str:
         f"  P3 {tag}: {r['instructions']} instructions in both "
         f"({r['ring_layers']}-step ring before/after the pass): "
         f"parse {_range(r['parse_s'])} ms, diff {_range(r['diff_s'])} ms"
+      )
+  if "HOOK" in result:
+    for tag in ("hook_small", "hook_large"):
+      r = result["HOOK"][tag]
+      lines.append(
+        f"  HOOK {r['layers']}-step ring ({result['HOOK']['topology']}): plain compile "
+        f"{_range(r['plain_s'], 1, '{:.2f}')} s, with the mode by hand "
+        f"{_range(r['plain_peer_s'], 1, '{:.2f}')} s, hook.compile "
+        f"{_range(r['hook_s'], 1, '{:.2f}')} s ({r['applied']}, {r['compiles']} "
+        f"compile(s), {r['permutes']} permutes; {r['same_mode_ratio']:.2f} of the "
+        "by-hand compile)"
       )
   return "\n".join(lines)
