@@ -14,10 +14,13 @@ the flag `xla_gpu_collective_permute_mode` (thunk_emitter.cc:1824 at 5a9e73cb, j
 `collective_backend_config.collectives_mode` only moves a SYMMETRIC permute's
 buffers into the collective memory (gpu_memory_space_assignment.cc:145 and :130).
 So on a stock XLA the mode is one per compiled program: `compile` (or `jit`) reads
-the program's permutes from a first compile, lets the core choose the one mode
+the program's permutes from the lowered program, lets the core choose the one mode
 every permute can run that is modeled fastest in sum (model.program_mode), and
-compiles again with it in jax's compiler_options when it is not the mode the first
-compile ran; it writes no mode on any op. A program compiled through plain
+compiles once with it in jax's compiler_options; it writes no mode on any op. The
+optimized module is decided again, and only where it contradicts the first
+decision (a permute XLA's partitioner made) is the program compiled a second time,
+which the record says. Every compile's permutes are compared with the mode the
+record says was applied: a mismatch is a HookError. A program compiled through plain
 jax.jit still meets the registered transformation, which then only records, in
 `programs`, the mode to set for it (XLA_FLAGS or compiler_options): the flag of a
 compile under way cannot change. With the series the thunk runs the op's
@@ -38,19 +41,21 @@ compile-only client of a topology refuses it ("implemented for a PjRt-compatible
 backend only"). `compile` needs none, so it works there too; on the series' XLA it
 then applies one mode for the program, as on a stock XLA, and its record says so.
 
-The mode a compile ran is what XLA took: a compile's compiler_options over those
-given to jax.jit (jax merges the two), else XLA_FLAGS as XLA tokenizes it (the last
-flag wins), else XLA's default; on a stock XLA the compiled permutes, whose configs
-carry the flag's mode, have the last word. A user's mark (set_xla_metadata's
-_xla_collectives_mode) is kept: on a stock XLA, which reads none, as the program's
-mode where the marks agree and the program can run it, else the record names the
-permutes that do not run as marked; a mark that names no mode is an error, as it is
-in the series' compile.
+A mode the caller sets (a compile's compiler_options over those given to jax.jit,
+which jax merges, else XLA_FLAGS as XLA tokenizes it, the last flag winning; or a
+user's mark, set_xla_metadata's _xla_collectives_mode, which a stock XLA reads
+only as the program's mode where the marks agree) follows one policy: refused by a
+rule of the core (the run would hang or go wrong), a HookError naming the permute,
+the rule and the way out, unless trust_caller_mode=True keeps it with a
+HookWarning; modeled slower only, kept with a HookWarning. A mark that names no
+mode, or one on a collective that is not a permute, is an error, as it is in the
+series' compile.
 
-jax's persistent compilation cache keys an executable by its compile options, not
-by the transformations registered when it was compiled: while a hook is installed,
-its settings are part of every key (jax's cache_key.custom_hook), so no executable
-compiled without it, or with other settings, is served to it.
+jax's compilation caches key an executable by its module, devices and compile
+options, not by the transformations registered when it was compiled: install and
+uninstall clear the in-process ones, and while a hook is installed its settings are
+part of every persistent key (jax's cache_key.custom_hook), so no executable
+compiled without it, or under another hook, is served to it. One hook per platform.
 
 Only pure Python and the core's binding are imported (no TensorFlow): the
 module is read with hlo_tools.hlo.reader, edited as text and re-parsed by jaxlib.
