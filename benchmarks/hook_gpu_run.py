@@ -6,9 +6,13 @@ What a deviceless compile cannot show: `jax_hook.install` registers the hook
 through jax's own registration on the real GPU client; a ring of ppermutes in a
 fori_loop (one step under a conditional too) is compiled through plain jax.jit
 (the registered transformation runs inside jax's compile) and through
-`hook.compile` (the program's one mode applied), run on the GPU and checked
-against numpy; the mode in effect is read from each executable's optimized HLO
-(the collective_backend_config every permute carries); XLA's dump of the
+`hook.compile` (the program's one mode applied, decided on the lowered program
+and compiled once; hook.compile itself compares the executable's permutes with
+its record and raises on a mismatch), run on the GPU and checked against numpy;
+the mode in effect is read from each executable's optimized HLO (the
+collective_backend_config every permute carries); peer memory asked for in
+jax.jit's compiler_options for the ring, whose one step sits under a
+conditional, must be refused (HookError) before anything compiles; XLA's dump of the
 compiles goes to OUT_DIR/dump (or --dump-dir) and `hlo-tools explain` runs on it.
 
 Writes OUT_DIR/hook_gpu.json (versions, device, date, each step's result and
@@ -115,11 +119,21 @@ def main() -> int:
     }
     compiled = hook.compile(jax.jit(f).lower(x))
     y = np.asarray(compiled(x))
+    record = hook.programs[-1]
     steps["hook.compile"] = {
       "right": bool(np.allclose(y, expected)),
       **mode_of(compiled),
+      "compiles": record.get("compiles"),
+      "compiled_modes": record.get("compiled_modes"),
+      "verified": record.get("verified"),
       "summary": hook.summary(),
     }
+    try:
+      peer = {flags.FLAG: "COLLECTIVES_PEER_MEMORY"}
+      hook.compile(jax.jit(f, compiler_options=peer).lower(x))
+      steps["refused"] = {"right": False, "error": None}
+    except jax_hook.HookError as e:
+      steps["refused"] = {"right": "conditional's branch" in str(e), "error": str(e)}
   except Exception:  # Recorded: the run goes on to write what it has.
     steps["error"] = traceback.format_exc()
     ok = False
