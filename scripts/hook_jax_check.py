@@ -117,8 +117,10 @@ def main() -> int:
     out["hook"] = {
       k: record.get(k)
       for k in (
-        "first_compile_mode",
-        "first_compile_mode_from",
+        "mode_requested",
+        "mode_requested_from",
+        "compiles",
+        "compiled_modes",
         "applied",
         "per_op_fallback",
         "why",
