@@ -5,6 +5,7 @@
 #include <functional>
 #include <iostream>
 #include <limits>
+#include <streambuf>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -163,6 +164,54 @@ std::vector<tsl::Flag> FlagList(Flags& f, std::string& error) {
 }
 
 }  // namespace
+
+namespace {
+
+// Collects what is written a line at a time and passes each on as Printable
+// makes it, to the stream buffer it replaced.
+class PrintableLines : public std::streambuf {
+ public:
+  explicit PrintableLines(std::streambuf* out) : out_(out) {}
+
+ protected:
+  // A newline that ends what one write gives ends the line; one inside it is
+  // part of a value (a file name), written escaped with the rest.
+  int overflow(int c) override {
+    if (c == traits_type::eof()) return sync() == 0 ? 0 : traits_type::eof();
+    if (c == '\n') return EndLine() ? c : traits_type::eof();
+    line_.push_back(static_cast<char>(c));
+    return c;
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    if (n > 0 && s[n - 1] == '\n') {
+      line_.append(s, n - 1);
+      return EndLine() ? n : 0;
+    }
+    line_.append(s, n);
+    return n;
+  }
+  // A line cut short (no newline yet) is kept until its end.
+  int sync() override { return out_->pubsync(); }
+
+ private:
+  bool EndLine() {
+    const std::string text = Printable(line_) + "\n";
+    line_.clear();
+    return out_->sputn(text.data(), text.size()) ==
+               static_cast<std::streamsize>(text.size()) &&
+           out_->pubsync() == 0;
+  }
+
+  std::streambuf* out_;
+  std::string line_;
+};
+
+}  // namespace
+
+void PrintableStderr() {
+  static PrintableLines* lines = new PrintableLines(std::cerr.rdbuf());
+  std::cerr.rdbuf(lines);
+}
 
 std::string CapLine(const std::string& text) {
   // XLA's verifier may quote a whole instruction (megabytes of pairs).

@@ -36,6 +36,11 @@ Flags ParseFlags(int argc, char** argv);
 // `text` cut to one screen line: XLA's verifier may quote a whole instruction.
 std::string CapLine(const std::string& text);
 
+// From here on, each line written to std::cerr is written as Printable
+// (input.h) makes it: a file name that is not UTF-8 is printed escaped, and a
+// message stays one line.
+void PrintableStderr();
+
 // "nvshmem-opt: MESSAGE" on stderr, then exit `code`.
 [[noreturn]] void Fail(int code, const std::string& message);
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <regex>
 #include <string>
@@ -19,7 +21,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "extensions/partitions.h"
 #include "nvshmem_opt/backend_config_json.h"
 #include "nvshmem_opt/hlo_splice.h"
@@ -142,6 +150,73 @@ std::string LocateParseError(const std::string& path,
            match[3].str();
   }
   return path + ": " + OneLine(message);
+}
+
+// A shape's dimension XLA's parser refuses without a message of its own (it
+// checks Shape::IsValidDimensionSize and returns false: hlo_parser.cc:7022 at
+// 3cc8846c), so that its error is empty or names only the enclosing
+// attribute: a negative size ('?' is the unbounded one). The first one's line
+// and "LINE:COL: ..." (0 and "" where the text has none).
+std::pair<int, std::string> InvalidDimension(const std::string& text) {
+  for (size_t open = text.find('['); open != std::string::npos;
+       open = text.find('[', open + 1)) {
+    // An element type before it: a lower-case word starting with a letter.
+    size_t type = open;
+    while (type > 0 && (absl::ascii_islower(text[type - 1]) ||
+                        absl::ascii_isdigit(text[type - 1]))) {
+      --type;
+    }
+    if (type == open || !absl::ascii_islower(text[type])) continue;
+    const size_t close = text.find_first_of("[]\n", open + 1);
+    if (close == std::string::npos || text[close] != ']') continue;
+    for (absl::string_view item : absl::StrSplit(
+             absl::string_view(text).substr(open + 1, close - open - 1),
+             ',')) {
+      item = absl::StripAsciiWhitespace(item);
+      absl::ConsumePrefix(&item, "<=");
+      item = absl::StripLeadingAsciiWhitespace(item);
+      int64_t size = 0;
+      if (absl::StartsWith(item, "-") && absl::SimpleAtoi(item, &size) &&
+          size < 0) {
+        const int line = static_cast<int>(
+            std::count(text.begin(), text.begin() + type, '\n') + 1);
+        return {line, absl::StrCat(LineColumn(text, type), ": shape ",
+                                   text.substr(type, close + 1 - type),
+                                   " has dimension ", item,
+                                   "; a dimension is 0 or more ('?' for "
+                                   "unbounded)")};
+      }
+    }
+  }
+  return {0, ""};
+}
+
+// The one-line message for XLA's parse error `message` on `text` (as parsed).
+std::string ParseFailure(const std::string& path, const std::string& text,
+                         const std::string& message) {
+  // The parser reads in order: a bad dimension at or before the line of its
+  // error is the reason, which its message lacks ("...as a HloModule:" and
+  // nothing, or "error parsing attribute X").
+  static const std::regex located(R"((\d+):\d+: )");
+  std::smatch at;
+  const int error_line = std::regex_search(message, at, located)
+                             ? std::atoi(at[1].str().c_str())
+                             : 0;
+  const bool empty =
+      absl::StripAsciiWhitespace(message.substr(message.find(':') + 1))
+          .empty();
+  if (empty || error_line > 0) {
+    const auto [line, dimension] = InvalidDimension(text);
+    if (line > 0 && (empty || line <= error_line)) {
+      return path + ":" + dimension;
+    }
+  }
+  if (empty) {
+    return path +
+           ": XLA's parser refuses the module without saying why (it does so "
+           "for a shape it cannot make)";
+  }
+  return LocateParseError(path, message);
 }
 
 absl::Status Bad(const std::string& message) {
@@ -307,77 +382,227 @@ std::string OneLine(std::string text) {
   return text;
 }
 
+namespace {
+
+InputBounds& Bounds() {
+  static InputBounds bounds;
+  return bounds;
+}
+
+// The length of the valid UTF-8 sequence at text[i], 0 where there is none
+// (a stray continuation byte, a cut or overlong sequence, a surrogate).
+size_t Utf8Length(const std::string& text, size_t i) {
+  const unsigned char c = static_cast<unsigned char>(text[i]);
+  size_t n = 0;
+  unsigned char low = 0x80, high = 0xBF;  // Allowed range of the 2nd byte.
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) low = 0xA0;
+    if (c == 0xED) high = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) low = 0x90;
+    if (c == 0xF4) high = 0x8F;
+  } else {
+    return 0;
+  }
+  if (i + n > text.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    const unsigned char b = static_cast<unsigned char>(text[i + k]);
+    if (b < (k == 1 ? low : 0x80) || b > (k == 1 ? high : 0xBF)) return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+void SetInputBounds(const InputBounds& bounds) { Bounds() = bounds; }
+const InputBounds& CurrentInputBounds() { return Bounds(); }
+
+std::string Printable(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    const size_t n = Utf8Length(text, i);
+    if (n == 0 || (n == 1 && ((c < 0x20 && c != '\t') || c == 0x7f))) {
+      out += absl::StrCat("\\x", absl::Hex(c, absl::kZeroPad2));
+      ++i;
+    } else {
+      out.append(text, i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
+int64_t AddressSpaceLeft() {
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) {
+    return std::numeric_limits<int64_t>::max();
+  }
+  // VmSize, in pages, is statm's first field.
+  int64_t pages = 0;
+  std::ifstream statm("/proc/self/statm");
+  if (!(statm >> pages)) return std::numeric_limits<int64_t>::max();
+  const int64_t mapped = pages * sysconf(_SC_PAGESIZE);
+  const int64_t cap = static_cast<int64_t>(
+      std::min<rlim_t>(limit.rlim_cur, std::numeric_limits<int64_t>::max()));
+  return std::max<int64_t>(0, cap - mapped);
+}
+
+std::string AddressSpaceText() {
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) {
+    return "";
+  }
+  return absl::StrCat("ulimit -v ", limit.rlim_cur / 1024, " KiB, ",
+                      AddressSpaceLeft() / 1024, " KiB of it unmapped");
+}
+
 absl::StatusOr<std::string> ReadInput(const std::string& path,
                                       int64_t max_bytes, double timeout_s) {
+  return ReadBounded(path, {max_bytes, "--max-input-bytes", timeout_s});
+}
+
+absl::StatusOr<std::string> ReadBounded(const std::string& path,
+                                        const InputLimit& limit) {
+  const std::string& name = path;
+  // Room for the buffer while it grows (the old and the new one at once).
+  const std::string address_space = AddressSpaceText();
+  const int64_t room = AddressSpaceLeft() / 2;
+  const int64_t bound = std::min(limit.max_bytes, room);
   auto too_big = [&](const std::string& size) {
-    return Bad(path + ": input is " + size + " bytes, over the limit of " +
-               std::to_string(max_bytes) + " (--max-input-bytes)");
+    if (bound < limit.max_bytes) {
+      return Bad(absl::StrCat(name, ": input is ", size, " bytes, over the ",
+                              bound, " that the address-space limit leaves "
+                              "for reading it (",
+                              address_space, "; ", limit.set_by, " allows ",
+                              limit.max_bytes, ")"));
+    }
+    return Bad(absl::StrCat(name, ": input is ", size,
+                            " bytes, over the limit of ", limit.max_bytes,
+                            " (", limit.set_by, ")"));
   };
   struct stat info;
   int fd = 0;  // stdin for '-'
   if (path == "-") {
-    if (fstat(0, &info) != 0) return Bad(path + ": cannot read stdin");
+    if (fstat(0, &info) != 0) return Bad(name + ": cannot read stdin");
   } else {
     if (stat(path.c_str(), &info) != 0) {
-      if (errno == ELOOP) {
-        return Bad(path +
+      const int error = errno;
+      if (error == ELOOP) {
+        return Bad(name +
                    ": cannot read: a symbolic link loop (too many levels of "
                    "symbolic links)");
       }
       struct stat link;
-      if (errno == ENOENT && lstat(path.c_str(), &link) == 0 &&
+      if (error == ENOENT && lstat(path.c_str(), &link) == 0 &&
           S_ISLNK(link.st_mode)) {
-        return Bad(path + ": a symbolic link to a file that does not exist");
+        return Bad(name + ": a symbolic link to a file that does not exist");
       }
-      return Bad(path + ": " +
-                 (errno == ENOENT ? "no such file" : std::strerror(errno)));
+      if (error == ENOENT) return Bad(name + ": no such file");
+      return Bad(name + ": cannot read: " + std::strerror(error));
     }
     if (S_ISDIR(info.st_mode))
-      return Bad(path + ": is a directory, not a file");
-    if (S_ISSOCK(info.st_mode)) return Bad(path + ": is a socket, not a file");
-    if (S_ISREG(info.st_mode) && info.st_size > max_bytes) {
+      return Bad(name + ": is a directory, not a file");
+    if (S_ISSOCK(info.st_mode)) return Bad(name + ": is a socket, not a file");
+    if (S_ISREG(info.st_mode) && info.st_size > bound) {
       return too_big(std::to_string(info.st_size));
     }
     // Not blocking: a FIFO no writer has opened would block open() itself.
     fd = open(path.c_str(),
               O_RDONLY | O_CLOEXEC | (S_ISREG(info.st_mode) ? 0 : O_NONBLOCK));
-    if (fd < 0) return Bad(path + ": cannot open for reading");
+    if (fd < 0) {
+      return Bad(name + ": cannot open for reading: " + std::strerror(errno));
+    }
   }
   // A FIFO, pipe or device may never end: each wait for its next bytes is
   // bounded. A FIFO without a writer polls as silent, not as ended.
   const bool polled = !S_ISREG(info.st_mode) && !S_ISBLK(info.st_mode);
+  const double timeout_s =
+      limit.timeout_s >= 0 ? limit.timeout_s : Bounds().timeout_s;
   const int timeout_ms = static_cast<int>(std::min(timeout_s * 1000, 2e9));
-  std::string data;
-  std::vector<char> chunk(1 << 16);
+  // Blocks that are never copied while reading, each reserved exactly (a
+  // fresh string's reserve is; a full one's may double, past the bound):
+  // an input over the bound costs the bound, no more.
+  std::vector<std::string> blocks;
+  int64_t total = 0;
   absl::Status status = absl::OkStatus();
-  while (true) {
-    if (polled) {
-      struct pollfd waiter = {fd, POLLIN | POLLPRI, 0};
-      const int ready = poll(&waiter, 1, timeout_ms);
-      if (ready < 0 && errno == EINTR) continue;
-      if (ready == 0) {
-        status = Bad(absl::StrCat(
-            path, ": ", S_ISFIFO(info.st_mode) ? "a FIFO" : "an input",
-            " silent for ", timeout_s, " s",
-            data.empty() ? (S_ISFIFO(info.st_mode) && path != "-"
+  try {
+    std::vector<char> chunk(1 << 16);
+    while (true) {
+      if (polled) {
+        struct pollfd waiter = {fd, POLLIN | POLLPRI, 0};
+        const int ready = poll(&waiter, 1, timeout_ms);
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready == 0) {
+          status = Bad(absl::StrCat(
+              name, ": ", S_ISFIFO(info.st_mode) ? "a FIFO" : "an input",
+              " silent for ", timeout_s, " s",
+              total == 0 ? (S_ISFIFO(info.st_mode) && path != "-"
                                 ? "; nothing wrote to it"
                                 : "")
-                         : absl::StrCat(" after ", data.size(), " bytes"),
-            " (--input-timeout)"));
+                         : absl::StrCat(" after ", total, " bytes"),
+              " (--input-timeout)"));
+          break;
+        }
+      }
+      // At most one byte past the bound: enough to know it is over.
+      const size_t want = static_cast<size_t>(
+          std::min<int64_t>(chunk.size(), bound + 1 - total));
+      const ssize_t n = read(fd, chunk.data(), want);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n < 0) {
+        status = Bad(name + ": read error: " + std::strerror(errno));
+        break;
+      }
+      if (n == 0) break;
+      if (blocks.empty() ||
+          blocks.back().size() + n > blocks.back().capacity()) {
+        // A regular file's size is known: one block. Else each block is as
+        // large as all before it.
+        const int64_t size =
+            S_ISREG(info.st_mode) && blocks.empty()
+                ? info.st_size + 1
+                : std::max<int64_t>(total, int64_t{1} << 16);
+        blocks.emplace_back();
+        blocks.back().reserve(static_cast<size_t>(
+            std::max<int64_t>(n, std::min(size, bound + 1 - total))));
+      }
+      blocks.back().append(chunk.data(), static_cast<size_t>(n));
+      total += n;
+      if (total > bound) {
+        status = too_big("more than " + std::to_string(bound));
         break;
       }
     }
-    const ssize_t n = read(fd, chunk.data(), chunk.size());
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n < 0) {
-      status = Bad(path + ": read error: " + std::strerror(errno));
-      break;
-    }
-    if (n == 0) break;
-    data.append(chunk.data(), static_cast<size_t>(n));
-    if (static_cast<int64_t>(data.size()) > max_bytes) {
-      status = too_big("more than " + std::to_string(max_bytes));
-      break;
+  } catch (const std::bad_alloc&) {
+    status = Bad(absl::StrCat(name, ": out of memory after reading ", total,
+                              " bytes",
+                              AddressSpaceText().empty()
+                                  ? ""
+                                  : " (" + AddressSpaceText() + ")"));
+  }
+  std::string data;
+  if (status.ok() && blocks.size() == 1) {
+    data = std::move(blocks[0]);
+  } else if (status.ok()) {
+    try {
+      data.reserve(static_cast<size_t>(total));
+      for (std::string& block : blocks) {
+        data.append(block);
+        std::string().swap(block);
+      }
+    } catch (const std::bad_alloc&) {
+      status = Bad(absl::StrCat(name, ": out of memory holding its ", total,
+                                " bytes",
+                                AddressSpaceText().empty()
+                                    ? ""
+                                    : " (" + AddressSpaceText() + ")"));
     }
   }
   if (path != "-") close(fd);
@@ -389,6 +614,14 @@ absl::StatusOr<LoadedModule> ParseModule(const std::string& path,
                                          std::string data,
                                          const LoadOptions& options) {
   if (data.empty()) return Bad(path + ": empty file");
+  // Refused before XLA allocates: a parser out of memory aborts the process.
+  const int64_t left = AddressSpaceLeft();
+  if (static_cast<int64_t>(data.size()) > left / kParseBytesPerInputByte) {
+    return Bad(absl::StrCat(
+        path, ": ", data.size(), " bytes of module; XLA's parser takes about ",
+        kParseBytesPerInputByte, " bytes of memory a byte, more than the ",
+        "address-space limit leaves (", AddressSpaceText(), ")"));
+  }
   LoadedModule loaded;
   const bool text = LooksLikeHloText(data);
   if (!text) {
@@ -409,7 +642,7 @@ absl::StatusOr<LoadedModule> ParseModule(const std::string& path,
         xla::ParseAndReturnUnverifiedModule(readable);
     if (!module.ok()) {
       std::string message =
-          LocateParseError(path, std::string(module.status().message()));
+          ParseFailure(path, readable, std::string(module.status().message()));
       if (readable.find("replica_groups=mesh[") != std::string::npos) {
         message +=
             " (replica_groups=mesh[...] in a form nvshmem-opt cannot expand)";

@@ -23,14 +23,50 @@ namespace nvshmem_opt {
 
 // Seconds a FIFO, pipe or device may stay silent before its read fails.
 constexpr double kDefaultInputTimeoutSeconds = 60;
+// Bytes of address space XLA's parser takes per byte of HLO text, about
+// (measured: 14 MB more for a 1 MB train step than for a tiny module).
+constexpr int64_t kParseBytesPerInputByte = 16;
 
-// Up to `max_bytes` of the file at `path` ('-': stdin). Regular files are
-// checked before reading; pipes and devices are refused once past the limit,
-// or once silent for `timeout_s` (a FIFO nobody writes to never hangs). A
-// socket and a symlink loop are refused at once.
-absl::StatusOr<std::string> ReadInput(
-    const std::string& path, int64_t max_bytes,
-    double timeout_s = kDefaultInputTimeoutSeconds);
+// How every file the driver reads is bounded: the module, --cost-table,
+// --module-config, the config and buffer assignment beside the module. Set
+// once from the flags (main), read by ReadInput wherever it is called.
+struct InputBounds {
+  int64_t max_bytes = int64_t{1} << 30;            // --max-input-bytes
+  double timeout_s = kDefaultInputTimeoutSeconds;  // --input-timeout
+};
+void SetInputBounds(const InputBounds& bounds);
+const InputBounds& CurrentInputBounds();
+
+// A file's own byte limit and how it is set, for the message that names it.
+struct InputLimit {
+  int64_t max_bytes;
+  std::string set_by;  // e.g. "--max-input-bytes"
+  double timeout_s = -1;  // Below 0: CurrentInputBounds()'s.
+};
+
+// Up to `limit.max_bytes` of the file at `path` ('-': stdin), within what
+// the address-space limit (ulimit -v) leaves. Regular files are checked
+// before reading; pipes and devices are refused once past the limit, or once
+// silent for the --input-timeout (a FIFO nobody writes to never hangs). A
+// directory, socket and symlink loop are refused at once. The buffer never
+// grows past the limit: nothing is read whole before its size is bounded.
+absl::StatusOr<std::string> ReadBounded(const std::string& path,
+                                        const InputLimit& limit);
+
+// The same within `max_bytes` (--max-input-bytes names it) and `timeout_s`
+// (below 0: the --input-timeout of CurrentInputBounds).
+absl::StatusOr<std::string> ReadInput(const std::string& path,
+                                      int64_t max_bytes,
+                                      double timeout_s = -1);
+
+// Bytes of address space the process may still map under its ulimit -v, and
+// that limit in words for a message ("" and INT64_MAX without one).
+int64_t AddressSpaceLeft();
+std::string AddressSpaceText();
+
+// `text` with every byte that is not part of valid UTF-8 (and every control
+// character but tab) written as \xNN: how a file name is printed.
+std::string Printable(const std::string& text);
 
 struct LoadOptions {
   int num_partitions = 0;  // 0: from the module (InferPartitions).

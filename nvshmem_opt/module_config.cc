@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -117,29 +118,80 @@ std::string SidecarConfigPath(const std::string& module_path) {
   return absl::StrCat(stem, kSuffix);
 }
 
-std::string FindModuleConfig(const std::string& module_path) {
-  if (module_path.empty() || module_path == "-") return "";
-  const std::string sidecar = SidecarConfigPath(module_path);
-  if (IsFile(sidecar)) return sidecar;
+namespace {
+
+// The paths a config of `module_path` may have, in the order they are tried:
+// its sidecar, then XLA's config of the dumped module the file belongs to.
+std::vector<std::string> ConfigCandidates(const std::string& module_path) {
+  if (module_path.empty() || module_path == "-") return {};
+  std::vector<std::string> candidates = {SidecarConfigPath(module_path)};
   // module_0001.jit_f.sm_9.0a_gpu_after_optimizations.txt: names hold dots,
   // so every prefix ending before a dot is tried, the longest first.
   const size_t slash = module_path.rfind('/');
   const size_t base = slash == std::string::npos ? 0 : slash + 1;
-  if (module_path.compare(base, 7, "module_") != 0) return "";
+  if (module_path.compare(base, 7, "module_") != 0) return candidates;
   const size_t first_dot = module_path.find('.', base);
   for (size_t cut = module_path.rfind('.');
        cut != std::string::npos && cut > first_dot;
        cut = module_path.rfind('.', cut - 1)) {
-    const std::string candidate =
-        absl::StrCat(module_path.substr(0, cut), kSuffix);
+    candidates.push_back(absl::StrCat(module_path.substr(0, cut), kSuffix));
+  }
+  return candidates;
+}
+
+}  // namespace
+
+std::string FindModuleConfig(const std::string& module_path) {
+  for (const std::string& candidate : ConfigCandidates(module_path)) {
     if (IsFile(candidate)) return candidate;
   }
   return "";
 }
 
+absl::Status CheckConfigBeside(const std::string& module_path) {
+  for (const std::string& candidate : ConfigCandidates(module_path)) {
+    struct stat link;
+    if (lstat(candidate.c_str(), &link) != 0) continue;
+    if (IsFile(candidate)) return absl::OkStatus();  // The one read.
+    // Something by a config's name that is no file: read as one, a FIFO
+    // would stall the run; skipped, the module would lose its placement.
+    struct stat target;
+    std::string what = "not a regular file";
+    if (stat(candidate.c_str(), &target) != 0) {
+      what = errno == ELOOP ? "a symbolic link loop"
+                            : "a symbolic link to a file that does not exist";
+    } else if (S_ISFIFO(target.st_mode)) {
+      what = "a FIFO, not a regular file";
+    } else if (S_ISDIR(target.st_mode)) {
+      what = "a directory, not a file";
+    } else if (S_ISCHR(target.st_mode) || S_ISBLK(target.st_mode)) {
+      what = "a device, not a regular file";
+    } else if (S_ISSOCK(target.st_mode)) {
+      what = "a socket, not a file";
+    }
+    return Bad(candidate, 0,
+               absl::StrCat(what, "; the module config beside a module is "
+                                  "read only from a regular file (give "
+                                  "--module-config=PATH to read another)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ModulePlacement> ReadModulePlacement(const std::string& path,
                                                     int64_t max_bytes) {
-  absl::StatusOr<std::string> text = ReadInput(path, max_bytes);
+  // A config is tens of KB: its own limit where that is the smaller one.
+  const InputBounds& bounds = CurrentInputBounds();
+  absl::StatusOr<std::string> text = ReadBounded(
+      path,
+      max_bytes < bounds.max_bytes
+          ? InputLimit{max_bytes,
+                       absl::StrCat("a module config's own limit, ",
+                                    max_bytes % (1 << 20) == 0
+                                        ? absl::StrCat(max_bytes >> 20, " MiB")
+                                        : absl::StrCat(max_bytes, " bytes"),
+                                    ", fixed; --max-input-bytes bounds the "
+                                    "module and the cost table")}
+          : InputLimit{bounds.max_bytes, "--max-input-bytes"});
   if (!text.ok()) return text.status();
   absl::StatusOr<std::optional<std::pair<std::string, int>>> found =
       TopBlock(path, *text, "static_device_assignment");

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace nvshmem_opt {
@@ -23,6 +24,12 @@ std::string SidecarConfigPath(const std::string& module_path);
 // dumped module the file belongs to; "" when there is none.
 std::string FindModuleConfig(const std::string& module_path);
 
+// OK unless something by the name of a config beside `module_path` (one
+// FindModuleConfig would try) is not a regular file: a FIFO, a directory, a
+// device, a dangling link. Then InvalidArgument naming it: a config found
+// there is neither read (a FIFO could stall) nor silently passed over.
+absl::Status CheckConfigBeside(const std::string& module_path);
+
 struct ModulePlacement {
   int replicas = 0;
   int partitions = 0;
@@ -34,7 +41,9 @@ struct ModulePlacement {
 };
 
 // The static device assignment of the config at `path`, checked as XLA checks
-// one; InvalidArgument naming the file (and line) when bad or absent.
+// one; InvalidArgument naming the file (and line) when bad or absent. Read
+// within `max_bytes` (a config's own limit, where below --max-input-bytes)
+// and --input-timeout (input.h CurrentInputBounds).
 absl::StatusOr<ModulePlacement> ReadModulePlacement(const std::string& path,
                                                     int64_t max_bytes);
 

@@ -100,6 +100,7 @@ core::ToolCostTable LoadCostTable(const Flags& flags) {
   if (!flags.cost_table.empty()) {
     if (flags.cost_table == "-" && flags.input == "-")
       Fail(2, "INPUT and --cost-table cannot both be '-' (stdin)");
+    Stage(flags.cost_table, "reading the cost table", 2);
     const std::string text = OrFail(nvshmem_opt::ReadInput(
         flags.cost_table, flags.max_input_bytes, flags.input_timeout));
     table = OrFail(core::ParseToolCostTable(text, flags.cost_table));
@@ -115,6 +116,7 @@ core::ToolCostTable LoadCostTable(const Flags& flags) {
 // the fuzz harness's (input.h LoadModule).
 nvshmem_opt::LoadedModule Load(const Flags& flags,
                                const core::Topology* topology) {
+  Stage(flags.input, "reading the module", 2);
   std::string data = OrFail(nvshmem_opt::ReadInput(
       flags.input, flags.max_input_bytes, flags.input_timeout));
   nvshmem_opt::LoadedModule loaded = OrFail(nvshmem_opt::LoadModule(
@@ -179,7 +181,10 @@ void WriteReport(const Flags& flags, const nvshmem_opt::LoadedModule& input,
 
 int main(int argc, char** argv) {
   UseLauncherFds();
+  nvshmem_opt::PrintableStderr();
   const Flags flags = ParseFlags(argc, argv);
+  // Every file read from here on is bounded alike (input.h ReadBounded).
+  nvshmem_opt::SetInputBounds({flags.max_input_bytes, flags.input_timeout});
   const core::ToolCostTable table = LoadCostTable(flags);
   if (flags.print_cost_table) {
     std::cout << core::CostTableToString(table);
@@ -200,11 +205,19 @@ int main(int argc, char** argv) {
         &rewritten);
     return 0;
   }
+  if (flags.module_config.empty()) {
+    if (absl::Status beside = nvshmem_opt::CheckConfigBeside(flags.input);
+        !beside.ok()) {
+      Fail(2, std::string(beside.message()));
+    }
+  }
   nvshmem_opt::LoadedModule input = Load(flags, given ? &*given : nullptr);
+  Stage(flags.input, "reading the module config", 2);
   std::optional<nvshmem_opt::ModulePlacement> placement;
   const bool spec_states_map = given && !given->partition_to_device().empty();
   const std::string config_path =
       PlaceTextModule(flags, *input.module, given, placement);
+  Stage(flags.input, "placing the module on the topology", 2);
   // One rewriter, on the spec and table parsed above, resolves the topology
   // and runs the pass.
   const Rewriter::Options options = nvshmem_opt::DriverPassOptions(

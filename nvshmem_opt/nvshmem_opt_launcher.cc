@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,6 +70,32 @@ std::string FatalDetail(const std::string& log) {
   return "";
 }
 
+// `text` with each byte outside printable ASCII as \xNN (a file name that
+// is not UTF-8, say): the launcher links nothing to check UTF-8 with, and the
+// line stays one line.
+std::string Escaped(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
+// The address-space limit in words (" under ulimit -v N KiB"), or "".
+std::string AddressSpaceLimit() {
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) {
+    return "";
+  }
+  return " under ulimit -v " + std::to_string(limit.rlim_cur / 1024) + " KiB";
+}
+
 // The child died of `sig`: one line, and the stage's exit code.
 int ReportDeath(int sig, int log, int stage) {
   std::string record = ReadAll(stage, 8192);  // "code\tinput\tstage"
@@ -81,6 +108,15 @@ int ReportDeath(int sig, int log, int stage) {
     where = record.substr(tab2 + 1);
   }
   std::string detail = FatalDetail(ReadAll(log, 1 << 20));
+  if (detail.find("bad_alloc") != std::string::npos) {
+    // Out of memory is no bug of XLA's: the input needs more than it may take.
+    std::fprintf(stderr,
+                 "nvshmem-opt: %s: out of memory while %s (%s%s); the input "
+                 "needs more memory than the process may take\n",
+                 Escaped(input).c_str(), where.c_str(), detail.c_str(),
+                 AddressSpaceLimit().c_str());
+    return 2;
+  }
   if (detail.empty() && sig != SIGABRT) {
     detail = sig == SIGSEGV  ? "segmentation fault"
              : sig == SIGBUS ? "bus error"
@@ -88,7 +124,7 @@ int ReportDeath(int sig, int log, int stage) {
                              : "illegal instruction";
   }
   std::fprintf(stderr, "nvshmem-opt: %s: XLA %s while %s%s%s %s\n",
-               input.c_str(), sig == SIGABRT ? "aborted" : "crashed",
+               Escaped(input).c_str(), sig == SIGABRT ? "aborted" : "crashed",
                where.c_str(), detail.empty() ? "" : ": ", detail.c_str(),
                code == 2 ? "(the input is malformed)" : "(a bug)");
   return code;
