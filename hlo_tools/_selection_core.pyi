@@ -78,6 +78,9 @@ def decide(
   groups: typing.SupportsInt | typing.SupportsIndex = ...,
   place: str = ...,
   mark: str | None = ...,
+  destinations: collections.abc.Sequence[
+    tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, bool]
+  ] = ...,
 ) -> dict[str, typing.Any]: ...
 def edge_ids_to_devices(
   topology: Topology,
@@ -106,6 +109,13 @@ def layout_refusal(
 ) -> str | None: ...
 def link_classes() -> list[str]: ...
 def nvshmem_hang_reason(
+  device_edges: collections.abc.Sequence[
+    tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex]
+  ],
+  team: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex],
+) -> str | None: ...
+def nvshmem_host_reason(
+  topology: Topology,
   device_edges: collections.abc.Sequence[
     tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex]
   ],

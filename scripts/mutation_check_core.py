@@ -119,6 +119,18 @@ MUTANTS = [
     "id i on device i", CORE, "    if (program[i] == i) continue;", "    continue;", fuzzed=True
   ),
   Mutant(
+    "every GPU of a touched host in the program",
+    CORE,
+    "      if (!absl::c_binary_search(members, d)) refusal.devices.push_back(d);",
+    "",
+  ),
+  Mutant(
+    "destination off the heap",
+    CORE,
+    "    if (destination.parameter < 0 && !destination.returned) continue;",
+    "    continue;",
+  ),
+  Mutant(
     "edge inside the team",
     CORE,
     "      if (!absl::c_binary_search(members, device)) {",

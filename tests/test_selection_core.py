@@ -159,15 +159,37 @@ def test_decide_refuses_nvshmem_for_shifts_and_partial_groups():
   groups = selection.decide(t8, table, 32 << 20, ring(4), num_partitions=4, num_replicas=2)
   assert groups["plan"] == "nccl"
   assert "its pairs apply to 2 groups" in groups["reason"], groups["reason"]
-  # ...a 4-device program's ring is one group, with the team given by the program.
-  t4 = selection.parse_topology(placed("1x1x8", 4))
+  # ...a 4-device program's ring is one group, with the team given by the program:
+  # on a host of only its GPUs NVSHMEM runs it; on half of a host of 8 the host's
+  # NVSHMEM_TEAM_SHARED (one PE a GPU) holds GPUs that never enter the barrier.
+  t4 = selection.parse_topology(placed("1x1x4", 4))
   assert selection.decide(t4, table, 32 << 20, ring(4), num_partitions=4)["plan"] == "nvshmem"
+  half = selection.parse_topology(placed("1x1x8", 4))
+  idle = selection.decide(half, table, 32 << 20, ring(4), num_partitions=4)
+  assert idle["plan"] == "nccl"
+  assert "all 8 GPUs of host 0; GPUs 4-7 are not in the program" in idle["reason"]
+  assert "GPUs 4-7 are not" in selection.nvshmem_host_reason(half, ring(4), 4)
+  assert selection.nvshmem_host_reason(t4, ring(4), 4) is None
   mapped = selection.parse_topology("1x1x4:map=3,2,1,0")
   assert _selection_core.team_devices(mapped, 2) == [3, 2]
   assert "logical device 0 runs on device 3" in selection.nvshmem_pe_reason(mapped, True, 2, 1)
   assert selection.nvshmem_pe_reason(t8, True, 8, 1) is None
   assert "apply to 2 groups" in selection.nvshmem_pe_reason(t8, True, 4, 2)
   assert "apply to 4 groups" in selection.nvshmem_pe_reason(t8, False, 4, 2)
+
+
+def test_a_destination_off_the_heap_refuses_nvshmem():
+  # (allocation, entry parameter or -1, returned), as nvshmem-opt reads XLA's
+  # buffer assignment: the emitter puts only into heap buffers no caller sees.
+  table = selection.load_cost_table()
+  t = selection.parse_topology(placed("1x1x8"))
+  assert selection.decide(t, table, 32 << 20, ring(8), destinations=[(2, -1, False)])["plan"] == (
+    "nvshmem"
+  )
+  donated = selection.decide(t, table, 32 << 20, ring(8), destinations=[(0, 1, False)])
+  assert donated["plan"] == "nccl" and "parameter 1's buffer (a donated input)" in donated["reason"]
+  returned = selection.decide(t, table, 32 << 20, ring(8), destinations=[(0, -1, True)])
+  assert returned["plan"] == "nccl" and "which the program returns" in returned["reason"]
 
 
 def test_backend_sets_from_python():

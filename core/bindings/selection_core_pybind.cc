@@ -295,7 +295,8 @@ void BindDecide(py::module_& m) {
          int team_size, int buffers,
          const std::vector<std::string>& element_types, bool memcpy_local_p2p,
          int groups, const std::string& place,
-         const std::optional<std::string>& mark) {
+         const std::optional<std::string>& mark,
+         const std::vector<std::tuple<int64_t, int64_t, bool>>& destinations) {
         if (team_size < 0) throw py::value_error("team_size must be >= 0");
         if (groups < 1) throw py::value_error("groups must be >= 1");
         if (buffers < 1) throw py::value_error("buffers must be >= 1");
@@ -309,11 +310,14 @@ void BindDecide(py::module_& m) {
                                   core::TopologySpec(topology));
           }
         }
+        core::PermuteRequest request{bytes,   device_edges,  team_size,
+                                     buffers, element_types, memcpy_local_p2p,
+                                     groups};
+        for (const auto& [allocation, parameter, returned] : destinations) {
+          request.destinations.push_back({allocation, parameter, returned});
+        }
         core::ToolDecision decision =
-            core::Decide(topology, table,
-                         {bytes, device_edges, team_size, buffers,
-                          element_types, memcpy_local_p2p, groups},
-                         PlaceOrThrow(place));
+            core::Decide(topology, table, request, PlaceOrThrow(place));
         if (mark) {
           if (absl::Status bad = core::CheckUserMark(*mark); !bad.ok()) {
             throw py::value_error(std::string(bad.message()));
@@ -326,7 +330,9 @@ void BindDecide(py::module_& m) {
       py::arg("device_edges"), py::arg("team_size") = 0, py::arg("buffers") = 1,
       py::arg("element_types") = std::vector<std::string>{},
       py::arg("memcpy_local_p2p") = false, py::arg("groups") = 1,
-      py::arg("place") = "anywhere", py::arg("mark") = py::none());
+      py::arg("place") = "anywhere", py::arg("mark") = py::none(),
+      py::arg("destinations") =
+          std::vector<std::tuple<int64_t, int64_t, bool>>{});
 
   m.def(
       "layout_refusal",
@@ -392,6 +398,19 @@ void BindDecide(py::module_& m) {
         return core::RefusalText(core::AsToolRefusal(*hang));
       },
       py::arg("device_edges"), py::arg("team"));
+
+  // None when every GPU of each host the edges touch is in `team`.
+  m.def(
+      "nvshmem_host_reason",
+      [](const core::Topology& topology,
+         const std::vector<std::pair<int, int>>& device_edges,
+         const std::vector<int>& team) -> std::optional<std::string> {
+        std::optional<core::Refusal> idle =
+            core::NvshmemHostGpusIdle(topology, device_edges, team);
+        if (!idle) return std::nullopt;
+        return core::RefusalText(core::AsToolRefusal(*idle));
+      },
+      py::arg("topology"), py::arg("device_edges"), py::arg("team"));
 
   // (partitions, what they were inferred from, or "" when nothing was).
   m.def(

@@ -600,10 +600,19 @@ TEST(DeadlockFreeTest, PartialGroupIsRefusedForTheWholeProgram) {
                           "5, 6, 7) have no source"),
             std::string::npos)
       << d.reason;
-  // In a 4-device program on the same machine the ring covers the team.
+  // A 4-device program on the same host leaves GPUs 4..7 of the host's
+  // NVSHMEM_TEAM_SHARED out of the barrier; on a host of only its GPUs the
+  // ring covers the team.
   ToolDecision four =
       Decide(Placed("1x1x8"), DefaultToolCostTable(), {32 << 20, Ring(4), 4});
-  EXPECT_EQ(four.backend, Backend::kNvshmem) << four.reason;
+  EXPECT_EQ(four.backend, Backend::kNccl);
+  EXPECT_NE(four.reason.find("all 8 GPUs of host 0; GPUs 4-7 are not in the "
+                             "program"),
+            std::string::npos)
+      << four.reason;
+  ToolDecision own =
+      Decide(Placed("1x1x4"), DefaultToolCostTable(), {32 << 20, Ring(4), 4});
+  EXPECT_EQ(own.backend, Backend::kNvshmem) << own.reason;
 }
 
 TEST(DeadlockFreeTest, UnknownTeamIsTheWholeTopology) {
@@ -1119,7 +1128,8 @@ TEST(DecideTest, EveryRefusalHasOneLineOfText) {
         RefusalKind::kEdgeOutsideTeam, RefusalKind::kDeviceWithoutSource,
         RefusalKind::kTeamOutsideTopology, RefusalKind::kSeveralGroups,
         RefusalKind::kPlacedOffItsPe, RefusalKind::kLeavesHost,
-        RefusalKind::kCrossesProcesses, RefusalKind::kLocalCopy}) {
+        RefusalKind::kCrossesProcesses, RefusalKind::kLocalCopy,
+        RefusalKind::kHostGpusIdle, RefusalKind::kDestinationOffHeap}) {
     refusals.emplace_back();
     refusals.back().kind = kind;
   }

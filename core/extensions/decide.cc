@@ -37,6 +37,19 @@ std::string Bytes(int64_t bytes) {
                    : absl::StrFormat("%.1f %s", value, kUnits[unit]);
 }
 
+// Devices as runs: "4-7", "1, 3, 5-7".
+std::string DeviceRuns(const std::vector<int>& devices) {
+  std::vector<std::string> runs;
+  for (size_t i = 0; i < devices.size();) {
+    size_t j = i;
+    while (j + 1 < devices.size() && devices[j + 1] == devices[j] + 1) ++j;
+    runs.push_back(j == i ? absl::StrCat(devices[i])
+                          : absl::StrCat(devices[i], "-", devices[j]));
+    i = j + 1;
+  }
+  return absl::StrJoin(runs, ", ");
+}
+
 ToolRefusal RefusedByTool(Backend backend, ToolRule rule) {
   ToolRefusal refusal;
   refusal.backend = backend;
@@ -219,6 +232,30 @@ std::string RefusalText(const ToolRefusal& r) {
                           "copies locally; the config would only place the "
                           "buffers on the symmetric heap, whose allocations "
                           "every process of the job must join");
+    case RefusalKind::kHostGpusIdle: {
+      const bool one = r.devices.size() == 1;
+      return absl::StrCat(
+          refused, "NVSHMEM's barrier spans NVSHMEM_TEAM_SHARED, all ", r.total,
+          " GPUs of host ", r.count, "; ", one ? "GPU " : "GPUs ",
+          DeviceRuns(r.devices), one ? " is" : " are",
+          " not in the program, and with one process per GPU ",
+          one ? "its PE never enters" : "their PEs never enter",
+          " it: the permute would hang (a topology whose hosts hold only the "
+          "program's GPUs, as --topology states it, says otherwise)");
+    }
+    case RefusalKind::kDestinationOffHeap:
+      return absl::StrCat(
+          refused,
+          "XLA's buffer assignment puts its destination in allocation ",
+          r.count,
+          r.total >= 0
+              ? absl::StrCat(", parameter ", r.total,
+                             "'s buffer (a donated input), which the caller "
+                             "allocated off the NVSHMEM heap")
+              : std::string(", which the program returns (maybe-live-out), "
+                            "and a returned buffer stays off the NVSHMEM heap"),
+          "; the patched emitter puts only into heap buffers no caller sees "
+          "and runs this permute on NCCL (CheckNvshmemDestination)");
     case RefusalKind::kCrossesProcesses:
       return absl::StrCat(
           refused, r.count, " of the program's ", r.total,

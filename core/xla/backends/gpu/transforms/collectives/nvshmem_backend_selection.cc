@@ -139,11 +139,19 @@ std::optional<Refusal> CheckNvshmem(const Topology& topology,
     return MakeRefusal(RefusalKind::kTeamOutsideTopology, request.team_size,
                        PlacedDevices(topology));
   }
+  const std::vector<int> team = TeamDevices(topology, request.team_size);
+  if (request.team_size > 0) {
+    if (std::optional<Refusal> idle =
+            NvshmemHostGpusIdle(topology, edges, team)) {
+      return idle;
+    }
+  }
   if (std::optional<Refusal> mismatch =
           NvshmemPeMismatch(topology, request.team_size, request.groups)) {
     return mismatch;
   }
-  return NvshmemHang(edges, TeamDevices(topology, request.team_size));
+  if (std::optional<Refusal> hang = NvshmemHang(edges, team)) return hang;
+  return NvshmemDestinationOffHeap(request.destinations);
 }
 
 }  // namespace
@@ -198,6 +206,43 @@ std::optional<Refusal> NvshmemHang(
   return refusal;
 }
 
+std::optional<Refusal> NvshmemHostGpusIdle(
+    const Topology& topology,
+    const std::vector<std::pair<int, int>>& device_edges,
+    const std::vector<int>& team) {
+  std::vector<int> members = team, hosts;
+  absl::c_sort(members);
+  for (const auto& [src, dst] : device_edges) {
+    hosts.push_back(topology.HostOf(src));
+    hosts.push_back(topology.HostOf(dst));
+  }
+  absl::c_sort(hosts);
+  hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
+  const int per_host = topology.gpus_per_host();
+  for (int host : hosts) {
+    Refusal refusal = MakeRefusal(RefusalKind::kHostGpusIdle, host, per_host);
+    for (int d = host * per_host; d < (host + 1) * per_host; ++d) {
+      if (!absl::c_binary_search(members, d)) refusal.devices.push_back(d);
+    }
+    if (!refusal.devices.empty()) return refusal;
+  }
+  return std::nullopt;
+}
+
+std::optional<Refusal> NvshmemDestinationOffHeap(
+    const std::vector<DestinationBuffer>& destinations) {
+  for (const DestinationBuffer& destination : destinations) {
+    if (destination.parameter < 0 && !destination.returned) continue;
+    Refusal refusal = MakeRefusal(
+        RefusalKind::kDestinationOffHeap,
+        static_cast<int>(std::min<int64_t>(destination.allocation, 1 << 30)),
+        static_cast<int>(std::min<int64_t>(destination.parameter, 1 << 30)));
+    if (destination.parameter < 0) refusal.type = "returned";
+    return refusal;
+  }
+  return std::nullopt;
+}
+
 std::optional<Refusal> NvshmemHeapOverflow(const CostTable& table,
                                            int64_t bytes) {
   if (bytes <= table.nvshmem_max_bytes / 2) return std::nullopt;
@@ -250,8 +295,11 @@ std::optional<Refusal> CheckBackend(const Topology& topology,
   return std::nullopt;
 }
 
-double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
-                  int64_t bytes, int buffers) {
+namespace {
+
+// The row's own time: its measured curve, else its parametric model.
+double RowTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
+                 int64_t bytes, int buffers) {
   const LinkCost& cost = table.link(backend, link_class);
   // GB/s = 1e3 bytes per microsecond.
   const double transfer_us =
@@ -266,6 +314,25 @@ double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
   // No interference adds nothing, even to an infinite transfer.
   return interference == 0 ? permute_us
                            : permute_us + transfer_us * interference;
+}
+
+}  // namespace
+
+double EdgeTimeUs(const CostTable& table, Backend backend, LinkClass link_class,
+                  int64_t bytes, int buffers) {
+  double us = RowTimeUs(table, backend, link_class, bytes, buffers);
+  if (!table.curve(backend, link_class).empty()) return us;
+  // An estimated row is never cheaper than a measured faster class of the same
+  // backend at the same size: a link between hosts is no faster than one
+  // inside a host, nor a network than an NVLink domain.
+  for (int faster = static_cast<int>(LinkClass::kIntraHostNvlink);
+       faster < static_cast<int>(link_class); ++faster) {
+    const LinkClass c = static_cast<LinkClass>(faster);
+    if (!table.curve(backend, c).empty()) {
+      us = std::max(us, RowTimeUs(table, backend, c, bytes, buffers));
+    }
+  }
+  return us;
 }
 
 double PermuteTimeUs(const Topology& topology, const CostTable& table,

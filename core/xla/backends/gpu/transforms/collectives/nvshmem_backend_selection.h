@@ -43,6 +43,15 @@ limitations under the License.
 //    the barrier, and the thunk emitter, which cannot see hosts, falls back
 //    to NCCL unless every device has one
 //    (backends/gpu/runtime/nvshmem_permute_support.h);
+//  * every GPU of each host the permute touches in the program: with one GPU
+//    per process NVSHMEM_TEAM_SHARED is every PE of the host, and a GPU of the
+//    host outside the program never enters the barrier (the topology is the
+//    job: a host of only the program's GPUs is stated by its spec);
+//  * no destination that XLA's buffer assignment shows to be an entry
+//    parameter's buffer (donated) or returned by the program: the emitter
+//    puts only into heap buffers no caller sees (CheckNvshmemDestination in
+//    the pinned series' nvshmem_permute_support.cc) and runs such a permute
+//    on NCCL;
 //  * the message fits the symmetric heap twice: operand and result are both
 //    placed in NVSHMEM memory;
 //  * a pair that leaves its device: with none, the emitter copies locally,
@@ -64,6 +73,15 @@ namespace xla {
 namespace gpu {
 namespace nvshmem_selection {
 
+// What XLA's buffer assignment says of one destination of a permute, where
+// it is beside the module: the entry parameter its allocation holds (-1:
+// none) and whether the destination's own value is returned by the program.
+struct DestinationBuffer {
+  int64_t allocation = -1;
+  int64_t parameter = -1;
+  bool returned = false;
+};
+
 struct PermuteRequest {
   int64_t bytes = 0;  // From each source, all operands together.
   std::vector<std::pair<int, int>> device_edges;  // (source, target).
@@ -73,6 +91,9 @@ struct PermuteRequest {
   bool memcpy_local_p2p = false;           // xla_gpu_use_memcpy_local_p2p.
   int groups = 1;  // Copies of the pairs: replicas with a channel id, else
                    // partitions.
+  // Each destination's buffer facts; empty where no buffer assignment is
+  // known (the rule then cannot refuse).
+  std::vector<DestinationBuffer> destinations;
 };
 
 enum class RefusalKind {
@@ -89,6 +110,10 @@ enum class RefusalKind {
   kCrossesProcesses,     // or `count` devices of the program are outside
                          // the process of its first.
   kLocalCopy,            // Every pair is a device to itself.
+  kHostGpusIdle,         // `devices` of host `count` (of `total` GPUs) are
+                         // not in the program.
+  kDestinationOffHeap,   // Destination in allocation `count` is parameter
+                         // `total` (>= 0), or returned (`type` "returned").
 };
 
 struct Refusal {
@@ -118,6 +143,19 @@ std::optional<Refusal> NvshmemHang(
 std::optional<Refusal> NvshmemHeapOverflow(const CostTable& table,
                                            int64_t bytes);
 
+// Why NVSHMEM's barrier over NVSHMEM_TEAM_SHARED would wait for GPUs outside
+// the program, or nullopt: the first host of `device_edges` that has GPUs
+// outside `team` (with one GPU per process, a host's team is all its GPUs).
+std::optional<Refusal> NvshmemHostGpusIdle(
+    const Topology& topology,
+    const std::vector<std::pair<int, int>>& device_edges,
+    const std::vector<int>& team);
+
+// Why the emitter would not put into one of `destinations`, or nullopt: a
+// donated parameter's buffer or one the program returns.
+std::optional<Refusal> NvshmemDestinationOffHeap(
+    const std::vector<DestinationBuffer>& destinations);
+
 // Why XLA's NVSHMEM permute would put to other GPUs than the permute's, or
 // nullopt: the pairs of one group of `groups` name PEs, and logical device i
 // of the program's `team_size` must be device i, whose process is PE i.
@@ -139,6 +177,9 @@ double PermuteTimeUs(const Topology& topology, const CostTable& table,
 //       + bytes / bandwidth * sm_interference(backend)
 // where permute() is the measured curve when the table has points for
 // (backend, class), else latency + (B - 1) * per_buffer + bytes / bandwidth.
+// A class without points (an estimate) is never priced below a measured
+// faster class of the backend (NVLink inside a host, then an NVLink domain,
+// then the network) at the same size and buffers: it takes the larger.
 // A curve interpolates log(time) over log(bytes) between the points of one
 // buffer count, continues at the row's bandwidth beyond them, blends two
 // measured buffer counts linearly, and adds per_buffer per buffer outside

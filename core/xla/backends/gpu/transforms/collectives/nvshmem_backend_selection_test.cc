@@ -207,8 +207,8 @@ TEST(DeadlockFreeTest, DeviceWithoutSourceRefusesNvshmem) {
 TEST(DeadlockFreeTest, EveryDeviceOfTheProgramNeedsASource) {
   // A ring over half of one host leaves the other half without a source.
   const Topology t = Hosts(1, 8);
-  EXPECT_FALSE(CheckBackend(t, DefaultCostTable(), {1 << 20, Ring(4), 4},
-                            Backend::kNvshmem));
+  EXPECT_FALSE(CheckBackend(Hosts(1, 4), DefaultCostTable(),
+                            {1 << 20, Ring(4), 4}, Backend::kNvshmem));
   std::optional<Refusal> half = CheckBackend(
       t, DefaultCostTable(), {1 << 20, Ring(4), 8}, Backend::kNvshmem);
   ASSERT_TRUE(half.has_value());
@@ -230,6 +230,67 @@ TEST(DeadlockFreeTest, EveryDeviceOfTheProgramNeedsASource) {
   EXPECT_EQ(other_host->devices, (std::vector<int>{4, 5, 6, 7}));
 }
 
+// With one process per GPU NVSHMEM_TEAM_SHARED is every GPU of the host: a
+// program on part of a host leaves PEs that never enter the barrier.
+TEST(DeadlockFreeTest, EveryGpuOfATouchedHostMustRunTheProgram) {
+  std::optional<Refusal> idle =
+      CheckBackend(Hosts(1, 8), DefaultCostTable(), {1 << 20, Ring(4), 4},
+                   Backend::kNvshmem);
+  ASSERT_TRUE(idle.has_value());
+  EXPECT_EQ(idle->kind, RefusalKind::kHostGpusIdle);
+  EXPECT_EQ(idle->count, 0);  // Host 0,
+  EXPECT_EQ(idle->total, 8);  // of 8 GPUs.
+  EXPECT_EQ(idle->devices, (std::vector<int>{4, 5, 6, 7}));
+  // The user's answer: a host of only the program's GPUs.
+  EXPECT_FALSE(CheckBackend(Hosts(1, 4), DefaultCostTable(),
+                            {1 << 20, Ring(4), 4}, Backend::kNvshmem));
+  // Half of each of two hosts, a ring inside each: both hosts have idle GPUs,
+  // the first is named.
+  const Topology halves = Hosts(2, 8, {0, 1, 2, 3, 8, 9, 10, 11});
+  std::vector<std::pair<int, int>> rings;
+  for (int base : {0, 8}) {
+    for (int i = 0; i < 4; ++i)
+      rings.emplace_back(base + i, base + (i + 1) % 4);
+  }
+  std::optional<Refusal> two = CheckBackend(
+      halves, DefaultCostTable(), {1 << 20, rings, 8}, Backend::kNvshmem);
+  ASSERT_TRUE(two.has_value());
+  EXPECT_EQ(two->kind, RefusalKind::kHostGpusIdle);
+  EXPECT_EQ(two->devices, (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(NvshmemHostGpusIdle(halves, {{8, 9}, {9, 8}}, {0, 1, 2, 3, 8, 9})
+                ->devices,
+            (std::vector<int>{10, 11, 12, 13, 14, 15}));
+  // Not a cost: the largest message is refused too.
+  EXPECT_EQ(
+      Decide(Hosts(1, 8), DefaultCostTable(), {int64_t{256} << 20, Ring(4), 4})
+          .backend,
+      Backend::kNccl);
+}
+
+// The emitter puts only into heap buffers no caller sees.
+TEST(RuntimeRulesTest, DonatedOrReturnedDestinationRefusesNvshmem) {
+  PermuteRequest request = {32 << 20, Ring(8), 8};
+  EXPECT_EQ(Decide(Hosts(1, 8), DefaultCostTable(), request).backend,
+            Backend::kNvshmem);
+  request.destinations = {{/*allocation=*/3, /*parameter=*/-1, false}};
+  EXPECT_EQ(Decide(Hosts(1, 8), DefaultCostTable(), request).backend,
+            Backend::kNvshmem);
+  request.destinations = {{3, -1, false}, {0, 1, true}};
+  Decision donated = Decide(Hosts(1, 8), DefaultCostTable(), request);
+  EXPECT_EQ(donated.backend, Backend::kNccl);
+  ASSERT_TRUE(donated.refusals[1].has_value());
+  EXPECT_EQ(donated.refusals[1]->kind, RefusalKind::kDestinationOffHeap);
+  EXPECT_EQ(donated.refusals[1]->count, 0);
+  EXPECT_EQ(donated.refusals[1]->total, 1);
+  request.destinations = {{2, -1, true}};
+  std::optional<Refusal> returned =
+      CheckBackend(Hosts(1, 8), DefaultCostTable(), request, Backend::kNvshmem);
+  ASSERT_TRUE(returned.has_value());
+  EXPECT_EQ(returned->kind, RefusalKind::kDestinationOffHeap);
+  EXPECT_EQ(returned->total, -1);
+  EXPECT_EQ(returned->type, "returned");
+}
+
 TEST(PeTest, TheGroupMustBeTheProgram) {
   // 4 partitions x 2 replicas: the ring's ids name PEs 0..3 in both groups.
   PermuteRequest request = {1 << 20, Ring(8), 8};
@@ -246,8 +307,10 @@ TEST(PeTest, TheGroupMustBeTheProgram) {
 TEST(PeTest, LogicalDeviceIMustBeDeviceI) {
   const Topology t = Hosts(1, 4, {3, 2, 1, 0});
   EXPECT_EQ(TeamDevices(t, 2), (std::vector<int>{3, 2}));
+  // Every GPU of the host runs the program, in reverse order.
   std::optional<Refusal> moved = CheckBackend(
-      t, DefaultCostTable(), {1 << 20, {{3, 2}, {2, 3}}, 2}, Backend::kNvshmem);
+      t, DefaultCostTable(), {1 << 20, {{3, 2}, {2, 1}, {1, 0}, {0, 3}}, 4},
+      Backend::kNvshmem);
   ASSERT_TRUE(moved.has_value());
   EXPECT_EQ(moved->kind, RefusalKind::kPlacedOffItsPe);
   EXPECT_EQ(moved->devices, (std::vector<int>{0, 3}));
@@ -314,6 +377,36 @@ TEST(DecideTest, FastestAlternativeWinsTiesToTheFirst) {
       Decide(Hosts(1, 2), tied, request, {Backend::kSymmetric, Backend::kPeer})
           .backend,
       Backend::kSymmetric);
+}
+
+// An estimated row (no points) is never cheaper than a measured faster class
+// at the same size: 16 MiB between hosts of one NVLink domain was estimated at
+// 43 us, half the 88 us measured inside a host.
+TEST(EdgeTimeTest, EstimatesAreNeverBelowAMeasuredFasterClass) {
+  const CostTable& table = DefaultCostTable();
+  ASSERT_FALSE(
+      table.curve(Backend::kNccl, LinkClass::kIntraHostNvlink).empty());
+  ASSERT_TRUE(table.curve(Backend::kNccl, LinkClass::kNvlinkDomain).empty());
+  for (int64_t bytes : {int64_t{1} << 10, int64_t{1} << 20, int64_t{16} << 20,
+                        int64_t{1} << 30}) {
+    for (int buffers : {1, 2, 4}) {
+      const double nvlink = EdgeTimeUs(
+          table, Backend::kNccl, LinkClass::kIntraHostNvlink, bytes, buffers);
+      const double domain = EdgeTimeUs(
+          table, Backend::kNccl, LinkClass::kNvlinkDomain, bytes, buffers);
+      const double network = EdgeTimeUs(table, Backend::kNccl,
+                                        LinkClass::kNetwork, bytes, buffers);
+      EXPECT_GE(domain, nvlink) << bytes << " bytes, " << buffers;
+      EXPECT_GE(network, domain) << bytes << " bytes, " << buffers;
+    }
+  }
+  // A measured row keeps its measurement, even below a faster class's.
+  CostTable measured = table;
+  measured.curves[static_cast<int>(Backend::kNccl)][static_cast<int>(
+      LinkClass::kNvlinkDomain)] = {{1, int64_t{16} << 20, 40.0}};
+  EXPECT_DOUBLE_EQ(EdgeTimeUs(measured, Backend::kNccl,
+                              LinkClass::kNvlinkDomain, int64_t{16} << 20),
+                   40.0);
 }
 
 TEST(DecideTest, HeapLimitRefusesNvshmem) {
