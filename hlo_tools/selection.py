@@ -81,6 +81,7 @@ def decide(
   element_types: Sequence[str] = (),
   place: str = "anywhere",
   mark: str | None = None,
+  destinations: Sequence[tuple[int, int, bool]] = (),
 ) -> dict[str, Any]:
   """Decision for one collective-permute given its id pairs, as the pass sees it.
 
@@ -91,7 +92,9 @@ def decide(
   NVSHMEM rule reads; `place` where the permute sits, as the patched XLAs' rules
   see it (PLACES): "group" (inside a collectives group: no NVSHMEM) or "branch"
   (under a conditional's branch: no one-sided backend), as nvshmem-opt's planner
-  asks the core.
+  asks the core; `destinations` what XLA's buffer assignment says of each
+  destination, (allocation, entry parameter or -1, returned), as nvshmem-opt reads
+  it beside a module (none: unknown).
 
   Returns the core's dict: plan and backend (the same name: 'nccl'|'nvshmem'|
   'peer'|'symmetric'), backend_us ({backend: modeled us, None when not offered
@@ -121,6 +124,7 @@ def decide(
       groups=_groups(cross_partition, num_partitions, num_replicas),
       place=place,
       mark=mark,
+      destinations=[(int(a), int(p), bool(r)) for a, p, r in destinations],
     )
   except ValueError as e:
     raise SelectionError(str(e)) from None
@@ -193,6 +197,17 @@ def nvshmem_heap_reason(table: CostTable, nbytes: int) -> str | None:
   """Why an NVSHMEM permute moving `nbytes` per device overflows the symmetric heap
   (the table's nvshmem_max_bytes), or None: its operand and result both live there."""
   return _selection_core.nvshmem_heap_reason(table, int(nbytes)) or None
+
+
+def nvshmem_host_reason(
+  topology: Topology, device_edges: Sequence[Sequence[int]], team_size: int
+) -> str | None:
+  """Why NVSHMEM's barrier over NVSHMEM_TEAM_SHARED would wait for a GPU outside
+  the program of `team_size` logical devices (placed by `topology`'s map), or None:
+  with one process per GPU, a host's team is every GPU of the host."""
+  edges = [(int(s), int(t)) for s, t in device_edges]
+  team = _selection_core.team_devices(topology, int(team_size))
+  return _selection_core.nvshmem_host_reason(topology, edges, team) or None
 
 
 def nvshmem_hang_reason(device_edges: Sequence[Sequence[int]], team_size: int | None) -> str | None:

@@ -220,9 +220,11 @@ int main(int argc, char** argv) {
   Stage(flags.input, "placing the module on the topology", 2);
   // One rewriter, on the spec and table parsed above, resolves the topology
   // and runs the pass.
-  const Rewriter::Options options = nvshmem_opt::DriverPassOptions(
+  Rewriter::Options options = nvshmem_opt::DriverPassOptions(
       given, given ? 0 : DevicesPerHost(flags, *input.module), table,
       flags.mode, flags.annotate);
+  // XLA's buffer assignment beside the module: its destinations' facts.
+  options.read_destinations = nvshmem_opt::DestinationReader(flags);
   Rewriter pass(options);
   const core::Topology topology = ResolveTopology(flags, pass, *input.module);
   std::optional<std::map<std::string, std::string>> upstream;

@@ -1,14 +1,19 @@
 #include "nvshmem_opt/placement.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "nvshmem_opt/buffer_assignment.h"
+#include "nvshmem_opt/input.h"
 #include "xla/service/computation_placer.h"
 
 namespace nvshmem_opt {
@@ -20,31 +25,56 @@ namespace {
 // A config is tens of KB: its own bound, whatever --max-input-bytes allows.
 constexpr int64_t kMaxConfigBytes = int64_t{64} << 20;
 // GPUs per host when the topology is derived and --devices-per-host is not
-// given: one HGX H100/H200 node, capped at the module's device count.
+// given: one HGX H100/H200 node. A program of fewer devices runs on part of
+// such a host, where NVSHMEM's team is the whole host: a host of only the
+// program's GPUs is the user's to state.
 constexpr int kDefaultDevicesPerHost = 8;
 
 }  // namespace
 
-// GPUs per host of a derived topology: --devices-per-host, else
-// kDefaultDevicesPerHost but no more than the module's devices, which must
-// fill whole hosts (a partial host is a placement only a spec can state).
+// GPUs per host of a derived topology: --devices-per-host, whose hosts the
+// module's devices must fill, else kDefaultDevicesPerHost (a program on part
+// of its hosts leaves their other GPUs idle, which the core's NVSHMEM rule
+// reads).
 int DevicesPerHost(const Flags& flags, const xla::HloModule& module) {
   const int64_t devices = int64_t{module.config().num_partitions()} *
                           module.config().replica_count();
-  const int64_t per_host =
-      flags.devices_per_host > 0
-          ? flags.devices_per_host
-          : std::min<int64_t>(kDefaultDevicesPerHost, devices);
-  if (devices % per_host != 0) {
+  if (flags.devices_per_host <= 0) return kDefaultDevicesPerHost;
+  if (devices % flags.devices_per_host != 0) {
     Fail(2,
          absl::StrCat(flags.input, ": its ", devices,
-                      " devices (partitions x replicas) do not fill hosts of ",
-                      per_host, " GPUs (--devices-per-host",
-                      flags.devices_per_host > 0 ? "" : ", default 8",
-                      "); give --devices-per-host=N or --topology=SPEC"));
+                      " devices (partitions x replicas) do not fill hosts "
+                      "of ",
+                      flags.devices_per_host,
+                      " GPUs (--devices-per-host); give --devices-per-host=N "
+                      "or --topology=SPEC"));
   }
-  return static_cast<int>(per_host);
+  return flags.devices_per_host;
 }
+
+namespace {
+
+// Where a derived topology's hosts hold more GPUs than the program: said, with
+// how to state hosts of only the program's GPUs.
+std::string IdleNote(const Flags& flags, const core::Topology& topology,
+                     const xla::HloModule& module) {
+  const int64_t devices = int64_t{module.config().num_partitions()} *
+                          module.config().replica_count();
+  if (flags.devices_per_host > 0 || devices >= topology.num_devices()) {
+    return "";
+  }
+  const std::string state = devices < topology.gpus_per_host()
+                                ? absl::StrCat("--devices-per-host=", devices,
+                                               " or --topology=1x1x", devices)
+                                : "--devices-per-host=N or --topology=SPEC";
+  return absl::StrCat("; the program's ", devices, " devices leave ",
+                      topology.num_devices() - devices,
+                      " GPUs of its hosts idle, which NVSHMEM's team would "
+                      "wait for: ",
+                      state, " states hosts of only the program's GPUs");
+}
+
+}  // namespace
 
 // The topology the pass decides on, asked of the pass itself so that the
 // report and upstream's assigner see the same one; said when derived.
@@ -60,7 +90,8 @@ core::Topology ResolveTopology(const Flags& flags, const Rewriter& pass,
                       ? ", placed by the module's device assignment"
                       : "")
               << "; " << topology.gpus_per_process() << " GPUs per process"
-              << "; --devices-per-host=N or --topology=SPEC overrides)\n";
+              << "; --devices-per-host=N or --topology=SPEC overrides"
+              << IdleNote(flags, topology, module) << ")\n";
   }
   return topology;
 }
@@ -205,6 +236,24 @@ std::pair<std::string, std::string> CompileFlag(
   if (path.empty()) return {"", ""};
   return {path, OrFail(ReadModulePlacement(path, kMaxConfigBytes))
                     .collective_permute_mode};
+}
+
+nvshmem_plan::PlanningRewriter::DestinationReader DestinationReader(
+    const Flags& flags) {
+  if (flags.input.empty() || flags.input == "-") return nullptr;
+  const std::string path = BufferAssignmentPath(flags.input);
+  struct stat info;
+  if (path == flags.input || stat(path.c_str(), &info) != 0 ||
+      !S_ISREG(info.st_mode)) {
+    return nullptr;
+  }
+  // The input's own bound: a dump grows with the module.
+  const std::string text = OrFail(ReadInput(path, flags.max_input_bytes));
+  auto assignment = std::make_shared<const BufferAssignment>(
+      OrFail(ParseBufferAssignment(text, path)));
+  return [assignment](const xla::HloInstruction& permute) {
+    return DestinationsOf(permute, *assignment);
+  };
 }
 
 }  // namespace nvshmem_opt

@@ -13,6 +13,7 @@
 #include "nvshmem_opt/flags.h"
 #include "nvshmem_opt/module_config.h"
 #include "nvshmem_opt/pipeline.h"
+#include "nvshmem_opt/plan/permute_plan.h"
 #include "xla/hlo/ir/hlo_module.h"
 
 namespace nvshmem_opt {
@@ -64,6 +65,12 @@ std::string PlaceTextModule(
 std::pair<std::string, std::string> CompileFlag(
     const Flags& flags, bool text_input, const std::string& config_path,
     const std::optional<ModulePlacement>& read);
+
+// What XLA's buffer assignment beside the input (BufferAssignmentPath) says of
+// each permute's destinations, for the core's NVSHMEM rule; none where no
+// dump lies beside it. Exits 2 naming the file on one that is not a dump.
+nvshmem_plan::PlanningRewriter::DestinationReader DestinationReader(
+    const Flags& flags);
 
 }  // namespace nvshmem_opt
 

@@ -119,11 +119,17 @@ def selection_for(
     answer.report,
   )
   for line in topology.derived_notes(
-    prog, file_arg, selected.spec, selected.topology, args.devices_per_host
+    prog, file_arg, selected.spec, selected.topology, args.devices_per_host, _devices(answer)
   ):
     if line:
       cli_io.print_note(line)
   return selected, answer
+
+
+def _devices(answer: driver.Answer) -> int | None:
+  """The module's devices (partitions x replicas) by the driver's report."""
+  report = answer.report
+  return None if report is None else report["num_partitions"] * report["num_replicas"]
 
 
 @dataclasses.dataclass

@@ -346,6 +346,7 @@ def _nvshmem_records(
     edges = []  # the team's rule then names every device without a source
   return [
     selection.nvshmem_hang_reason([(s, t) for s, t, _ in edges], team),
+    selection.nvshmem_host_reason(topology, [(s, t) for s, t, _ in edges], team),
     selection.nvshmem_heap_reason(table, perm.record.bytes_per_device),
     selection.layout_refusal(topology, team, "nvshmem"),
   ]

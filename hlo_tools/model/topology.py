@@ -16,14 +16,15 @@ def jax_topology(topology: selection.Topology) -> str:
 
 def size_note(spec: str, topology: selection.Topology, devices: int) -> str | None:
   """A warning when the topology holds more GPUs than the module runs on (the extra
-  ones hold none of it, and hosts the module does not fill change edge classes), or
-  None."""
+  ones hold none of it, hosts the module does not fill change edge classes, and
+  NVSHMEM, whose team is every GPU of a host, is refused on a host they share with
+  it), or None."""
   if devices and topology.num_devices > devices:
     spec = ":".join(o for o in spec.split(":") if not o.startswith("map="))  # shorter
     return (
       f"warning: topology {spec} has {topology.num_devices} GPUs but the module "
-      f"runs on {devices}: its devices are placed on the first "
-      f"{devices} GPUs and the rest stay idle; is this the module's topology?"
+      f"runs on {devices}: the rest stay idle, and NVSHMEM is refused on a host "
+      "whose GPUs it leaves idle; is this the module's topology?"
     )
   return None
 
@@ -49,22 +50,40 @@ def manifest_note(prog: str, label: str, spec: str) -> str:
 
 
 def derived_notes(
-  prog: str, label: str, spec: str, topology: selection.Topology, devices_per_host: int | None
+  prog: str,
+  label: str,
+  spec: str,
+  topology: selection.Topology,
+  devices_per_host: int | None,
+  devices: int | None = None,
 ) -> tuple[str, str | None]:
   """What a command says when it takes the topology nvshmem-opt derived from the
-  module: the topology, and a warning when the module's devices fit other host
-  shapes too (None with --devices-per-host, which chose the shape)."""
+  module of `devices` devices: the topology, and a warning when the module leaves
+  GPUs of its derived hosts idle (a host of only its GPUs is the user's to state) or
+  its devices fit other host shapes too (None with --devices-per-host, which chose
+  the shape)."""
   note = (
     f"{prog}: {label}: no --topology; using {spec} (derived from the module, as "
     "nvshmem-opt and the pass do; --topology=SPEC or --devices-per-host=N "
     "overrides)"
   )
-  others = other_host_shapes(topology) if devices_per_host is None else []
+  if devices_per_host is not None:
+    return note, None
+  if devices and devices < topology.num_devices:
+    shown = f"1x1x{devices}" if devices < topology.gpus_per_host else "SPEC"
+    return note, (
+      f"{prog}: warning: {label}: hosts of {topology.gpus_per_host} GPUs assumed "
+      f"(the default host); the module's {devices} devices leave "
+      f"{topology.num_devices - devices} of their GPUs idle, which NVSHMEM's team "
+      f"would wait for, so NVSHMEM is refused there: --topology={shown} or "
+      f"--devices-per-host=N states hosts of only the program's GPUs"
+    )
+  others = other_host_shapes(topology)
   warning = (
     (
       f"{prog}: warning: {label}: the module's devices fit other host shapes too "
       f"({', '.join(others)}), which can change every choice; "
-      f"{jax_topology(topology)} is only the pass's default (hosts of up to 8 "
+      f"{jax_topology(topology)} is only the pass's default (hosts of 8 "
       "GPUs): give --topology for the job's real one"
     )
     if others

@@ -165,6 +165,9 @@ absl::StatusOr<bool> PlanningRewriter::RunImpl(
       if (permute == nullptr) continue;
       TF_ASSIGN_OR_RETURN(core::PermuteRequest request,
                           Rewriter::RequestFor(*permute, topology));
+      if (options_.read_destinations) {
+        request.destinations = options_.read_destinations(*permute);
+      }
       const bool rewritable =
           !permute->inplace() && !computation->IsAsyncComputation();
       const core::Place place =

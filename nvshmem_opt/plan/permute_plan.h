@@ -50,6 +50,12 @@ class PlanningRewriter : public xla::HloModulePass {
       std::function<std::optional<xla::gpu::nvshmem_selection::Backend>(
           const xla::HloInstruction&)>;
 
+  // What XLA's buffer assignment says of a permute's destinations (empty:
+  // nothing known), which the core's NVSHMEM rule reads.
+  using DestinationReader =
+      std::function<std::vector<xla::gpu::nvshmem_selection::DestinationBuffer>(
+          const xla::HloInstruction&)>;
+
   // Each input already parsed, once, by the caller.
   struct Options {
     // The topology to decide on; none: hosts of `devices_per_host` GPUs
@@ -63,6 +69,7 @@ class PlanningRewriter : public xla::HloModulePass {
     bool decide_only = false;     // Leave backend configs as they are.
     BackendWriter write_backend;  // Required unless decide_only.
     BackendReader read_backend;   // Optional: records what each op carries.
+    DestinationReader read_destinations;  // Optional: none, nothing known.
   };
 
   // What the pass saw and decided for one collective-permute.

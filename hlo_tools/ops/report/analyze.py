@@ -62,7 +62,12 @@ def derive_topology(
     options.load(spec, loaded.cost_table, loaded=loaded.table_and_set), done[0]
   )
   note, warning = derived_notes(
-    PROG, case.label or stages[stage], spec, selected.topology, case.devices_per_host
+    PROG,
+    case.label or stages[stage],
+    spec,
+    selected.topology,
+    case.devices_per_host,
+    done[0]["num_partitions"] * done[0]["num_replicas"],
   )
   if not quiet:
     cli_io.print_error(note)
