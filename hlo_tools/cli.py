@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from hlo_tools import __version__, cli_io
-from hlo_tools.errors import InputError
+from hlo_tools.errors import ESCAPE_ERRORS, InputError
 from hlo_tools.ops import outdir
 
 # command -> module whose main(argv) implements it. Modules are imported lazily so
@@ -82,6 +82,7 @@ def run(command_main: Callable[[list[str]], int], argv: list[str]) -> int:
   Ctrl-C with one line and 130, its work directories removed; a reader who closed
   stdout early (`| head`) quietly with 141."""
   prog = argv[0]
+  _escape_unencodable_output()
   cli_io.set_input_timeout()  # a command's --input-timeout lasts for that command
   cli_io.forget_notes()
   try:
@@ -102,6 +103,18 @@ def run(command_main: Callable[[list[str]], int], argv: list[str]) -> int:
     cli_io.print_error(f"{prog}: interrupted; nothing written")
     return EXIT_INTERRUPTED
   return EXIT_BAD_INPUT
+
+
+def _escape_unencodable_output() -> None:
+  # A file name that is not UTF-8 reaches the text as lone surrogates: printed with
+  # its bytes escaped (\xff), whatever the locale, never a UnicodeEncodeError.
+  for stream in (sys.stdout, sys.stderr):
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is not None:
+      try:
+        reconfigure(errors=ESCAPE_ERRORS)
+      except (ValueError, OSError):
+        pass
 
 
 def _quiet_stdout() -> None:

@@ -6,14 +6,30 @@ Small on purpose; the whole API:
     add_max_input_bytes(parser)      adds `--max-input-bytes N` (dest max_input_bytes)
     add_input_timeout(parser)        adds `--input-timeout SECONDS` (add_max_input_bytes
                                      adds it too); set_input_timeout(seconds) sets it
-    read_input(path, max_bytes, label=None) -> bytes
+    read_input(path, max_bytes, label=None, limit_name="--max-input-bytes") -> bytes
                                      reads a file, a device or FIFO, or stdin ("-"),
                                      never more than max_bytes + 1 bytes, and from
                                      what is not a regular file never waiting longer
                                      than the input timeout for its next bytes;
                                      raises InputReadError (one line) when unreadable,
                                      a socket, a symlink loop, silent past the
-                                     timeout or larger than max_bytes
+                                     timeout or larger than max_bytes (naming
+                                     limit_name, what sets the limit)
+    SIDE_MAX_BYTES                   64 MiB: the bound of a side input (a cost
+                                     table, a module config, a manifest), which is
+                                     small whatever the module's bound
+    side_limit(what, max_bytes) -> (limit, limit_name)
+                                     the smaller of --max-input-bytes and
+                                     SIDE_MAX_BYTES, and what sets it
+    read_side_input(path, what, max_bytes=None, label=None) -> bytes
+                                     read_input within side_limit(what, max_bytes)
+    found_beside(path, what, max_bytes=None, side=True) -> str | None
+                                     a file looked for beside a module (its config,
+                                     its buffer assignment): None where nothing is
+                                     there, the path where a regular file within
+                                     the limit is; InputReadError for anything else
+                                     (a FIFO, device, directory, socket, dangling
+                                     link or loop), never skipped without a word
     is_regular_file(path) -> bool    a regular file (symlinks followed), not stdin
     InputReadError                   an errors.InputError; str() is `LABEL: message`
     one_line(text, limit=MAX_MESSAGE_CHARS) -> str
@@ -22,10 +38,11 @@ Small on purpose; the whole API:
                                      idempotent
     print_error(text)                one_line(text) on stderr
     print_note(text)                 print_error, but once per command
-    write_atomic(path, data)         writes str or bytes: a regular file atomically
-                                     (readers see the old file or the new one), a
-                                     device or FIFO in place, "-" to stdout; a symlink
-                                     is followed, never replaced
+    write_atomic(path, data)         writes str (UTF-8; a non-UTF-8 name's bytes
+                                     escaped, errors.escape_name) or bytes: a regular
+                                     file atomically (readers see the old file or
+                                     the new one), a device or FIFO in place, "-"
+                                     to stdout; a symlink is followed, never replaced
     resolve_links(path) -> str       the path a symlink (chain) names
 
 Why a bound on every read: /dev/zero, a FIFO or a pipe has no size to check
@@ -45,7 +62,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, BinaryIO
 
-from hlo_tools.errors import MAX_MESSAGE_CHARS, InputReadError, one_line
+from hlo_tools.errors import ESCAPE_ERRORS, MAX_MESSAGE_CHARS, InputReadError, one_line
 
 # What names a file here: a path, or "-" for stdin/stdout.
 PathLike = str | os.PathLike[str]
@@ -54,11 +71,15 @@ __all__ = [
   "DEFAULT_INPUT_TIMEOUT",
   "DEFAULT_MAX_INPUT_BYTES",
   "MAX_MESSAGE_CHARS",
+  "SIDE_MAX_BYTES",
   "InputReadError",
   "add_input_timeout",
   "add_max_input_bytes",
+  "found_beside",
   "is_regular_file",
   "read_input",
+  "read_side_input",
+  "side_limit",
   "one_line",
   "print_error",
   "print_note",
@@ -70,6 +91,8 @@ __all__ = [
 
 # The reader holds about 8 bytes of memory per byte of text (docs/reliability.md).
 DEFAULT_MAX_INPUT_BYTES = 1 << 30
+# A cost table or a module config is kilobytes: its own bound, whatever the module's.
+SIDE_MAX_BYTES = 64 << 20
 _CHUNK = 1 << 20
 # Seconds a FIFO, pipe or device may stay silent before its read is given up.
 DEFAULT_INPUT_TIMEOUT = 60.0
@@ -169,7 +192,10 @@ def _not_found(path: PathLike) -> str:
 
 
 def read_input(
-  path: PathLike, max_bytes: int | None = DEFAULT_MAX_INPUT_BYTES, label: str | None = None
+  path: PathLike,
+  max_bytes: int | None = DEFAULT_MAX_INPUT_BYTES,
+  label: str | None = None,
+  limit_name: str = "--max-input-bytes",
 ) -> bytes:
   """The bytes of `path` ("-": stdin); at most max_bytes + 1 bytes are ever read.
 
@@ -180,15 +206,16 @@ def read_input(
 
   Raises InputReadError for a directory, a socket, a symlink loop, an unreadable
   path, a silent input, or more than max_bytes bytes (the message names the limit
-  and the flag that sets it).
+  and limit_name, the flag that sets it).
   """
   label = str(label or path)
+  limit = (max_bytes, limit_name)
   try:
     if str(path) == "-":
       info = os.fstat(sys.stdin.fileno())
       if stat.S_ISREG(info.st_mode):
-        return _read_bounded(sys.stdin.buffer, max_bytes, label)
-      return _read_polled(sys.stdin.fileno(), max_bytes, label, "stdin")
+        return _read_bounded(sys.stdin.buffer, limit, label)
+      return _read_polled(sys.stdin.fileno(), limit, label, "stdin")
     try:
       info = os.stat(path)
     except FileNotFoundError:
@@ -200,12 +227,12 @@ def read_input(
     if stat.S_ISREG(info.st_mode):
       with open(path, "rb") as f:
         if max_bytes is not None and info.st_size > max_bytes:
-          raise _too_large(label, max_bytes, info.st_size)
-        return _read_bounded(f, max_bytes, label)
+          raise _too_large(label, limit, info.st_size)
+        return _read_bounded(f, limit, label)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
       what = "a FIFO" if stat.S_ISFIFO(info.st_mode) else "a device"
-      return _read_polled(fd, max_bytes, label, what)
+      return _read_polled(fd, limit, label, what)
     finally:
       os.close(fd)
   except IsADirectoryError:
@@ -218,16 +245,91 @@ def read_input(
     raise InputReadError(label, f"cannot read: {e.strerror or e}") from None
 
 
-def _read_polled(fd: int, max_bytes: int | None, label: str, what: str) -> bytes:
+_Limit = tuple[int | None, str]  # (max_bytes, what sets it)
+
+
+def side_limit(what: str, max_bytes: int | None = None) -> _Limit:
+  """(bytes, what sets them) a side input `what` ("a cost table") may have: the
+  smaller of --max-input-bytes (max_bytes, None: not given) and SIDE_MAX_BYTES."""
+  if max_bytes is not None and max_bytes <= SIDE_MAX_BYTES:
+    return max_bytes, "--max-input-bytes"
+  return SIDE_MAX_BYTES, f"{what}'s own limit"
+
+
+def read_side_input(
+  path: PathLike, what: str, max_bytes: int | None = None, label: str | None = None
+) -> bytes:
+  """read_input within side_limit(what, max_bytes): a cost table, a module config or
+  a manifest, which are small, refused past 64 MiB whatever --max-input-bytes allows."""
+  limit, name = side_limit(what, max_bytes)
+  return read_input(path, limit, label, name)
+
+
+def found_beside(
+  path: PathLike, what: str, max_bytes: int | None = None, side: bool = True
+) -> str | None:
+  """`path`, a file looked for beside a module (`what`: "the module config beside
+  it"), where a regular file within side_limit is; None where nothing is there.
+
+  Anything else at that name is refused (InputReadError, one line), not skipped:
+  a FIFO, device, socket or directory, a dangling link, a link loop, a file over
+  the limit (side_limit; side=False: max_bytes, for a file that grows with the
+  module, its buffer assignment). The driver reads these files by path, so each is
+  checked here first.
+  """
+  path = os.fspath(path)
+  if not os.path.lexists(path):
+    return None
+  try:
+    info = os.stat(path)
+  except FileNotFoundError:
+    raise InputReadError(path, f"{what}: {_not_found(path)[len('cannot read: ') :]}") from None
+  except OSError as e:
+    if e.errno == errno.ELOOP:
+      raise InputReadError(path, f"{what}: a symbolic link loop") from None
+    raise InputReadError(path, f"{what}: cannot read: {e.strerror or e}") from None
+  if not stat.S_ISREG(info.st_mode):
+    raise InputReadError(path, f"{what} is {_kind(info.st_mode)}, not a regular file")
+  limit, name = side_limit(what, max_bytes) if side else (max_bytes, "--max-input-bytes")
+  if limit is not None and info.st_size > limit:
+    raise _too_large(path, (limit, name), info.st_size)
+  if not os.access(path, os.R_OK):
+    raise InputReadError(path, f"{what}: cannot read: Permission denied")
+  return path
+
+
+def kind_of(path: PathLike) -> str:
+  """What `path` is, in words ("a FIFO", "a directory"), for a message."""
+  try:
+    return _kind(os.stat(path).st_mode)
+  except OSError:
+    return "not a file"
+
+
+def _kind(mode: int) -> str:
+  for test, name in (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+  ):
+    if test(mode):
+      return name
+  return "a regular file" if stat.S_ISREG(mode) else "not a file"
+
+
+def _read_polled(fd: int, limit: _Limit, label: str, what: str) -> bytes:
   """What `fd` gives until its end, each wait for more bytes bounded by the input
   timeout. A FIFO no writer has opened yet polls as silent (not as ended), so the
   command waits for one, but not forever."""
+  max_bytes = limit[0]
   timeout = _timeout[0]
   poller = select.poll()
   poller.register(fd, select.POLLIN | select.POLLPRI)
   chunks: list[bytes] = []
   total = 0
-  limit = None if max_bytes is None else max_bytes + 1
+  cap = None if max_bytes is None else max_bytes + 1
   deadline = time.monotonic() + timeout
   while True:
     left = deadline - time.monotonic()
@@ -238,7 +340,7 @@ def _read_polled(fd: int, max_bytes: int | None, label: str, what: str) -> bytes
       writer = "; nothing wrote to it" if what == "a FIFO" and not total else ""
       raise InputReadError(label, f"{what} silent for {timeout:g} s{got}{writer} (--input-timeout)")
     try:
-      chunk = os.read(fd, _CHUNK if limit is None else min(_CHUNK, limit - total))
+      chunk = os.read(fd, _CHUNK if cap is None else min(_CHUNK, cap - total))
     except BlockingIOError:
       continue
     if not chunk:
@@ -246,18 +348,18 @@ def _read_polled(fd: int, max_bytes: int | None, label: str, what: str) -> bytes
     chunks.append(chunk)
     total += len(chunk)
     if max_bytes is not None and total > max_bytes:
-      raise _too_large(label, max_bytes)
+      raise _too_large(label, limit)
     deadline = time.monotonic() + timeout
 
 
-def _too_large(label: str, max_bytes: int, size: int | None = None) -> InputReadError:
+def _too_large(label: str, limit: _Limit, size: int | None = None) -> InputReadError:
+  max_bytes, name = limit
   what = f"{size} bytes" if size is not None else f"more than {max_bytes} bytes"
-  return InputReadError(
-    label, f"input is {what}, over the limit of {max_bytes} (--max-input-bytes)", size
-  )
+  return InputReadError(label, f"input is {what}, over the limit of {max_bytes} ({name})", size)
 
 
-def _read_bounded(f: BinaryIO, max_bytes: int | None, label: str) -> bytes:
+def _read_bounded(f: BinaryIO, limit: _Limit, label: str) -> bytes:
+  max_bytes = limit[0]
   if max_bytes is None:
     return f.read()
   chunks: list[bytes] = []
@@ -268,7 +370,7 @@ def _read_bounded(f: BinaryIO, max_bytes: int | None, label: str) -> bytes:
       return b"".join(chunks)
     chunks.append(chunk)
     total += len(chunk)
-  raise _too_large(label, max_bytes)
+  raise _too_large(label, limit)
 
 
 def print_error(text: object) -> None:
@@ -306,7 +408,7 @@ def write_atomic(path: PathLike, data: str | bytes | bytearray | memoryview) -> 
     it); a new one gets the permissions a plain open() would give.
   Raises OSError (IsADirectoryError for a directory).
   """
-  raw = data.encode() if isinstance(data, str) else bytes(data)
+  raw = data.encode("utf-8", ESCAPE_ERRORS) if isinstance(data, str) else bytes(data)
   if str(path) == "-":
     sys.stdout.flush()
     sys.stdout.buffer.write(raw)

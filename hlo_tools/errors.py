@@ -15,6 +15,8 @@ none needs translating into another on its way up.
     HookError         a bad argument to jax_hook.install() (a caller's bug, not input)
 """
 
+import codecs
+
 # An error line longer than this is cut: a message quoting a whole instruction with
 # a million pairs helps nobody. Room for a prefix around nvshmem-opt's own line,
 # which the driver already cuts at about 330 characters, so it is never cut twice.
@@ -24,13 +26,44 @@ _CUT_SLACK = 32
 
 def one_line(text: object, limit: int = MAX_MESSAGE_CHARS) -> str:
   """`text` as one readable line: newlines and other control characters escaped,
-  at most `limit` characters followed by "... (N more characters)"."""
+  so are the bytes of a file name that is not UTF-8 (\\xff), at most `limit`
+  characters followed by "... (N more characters)"."""
   text = str(text)
   if len(text) > limit + _CUT_SLACK:  # the slack makes a cut line stay as it is
     text = f"{text[:limit]}... ({len(text) - limit} more characters)"
-  if any(ch < " " or ch == "\x7f" for ch in text):
-    text = "".join(ch if ch >= " " and ch != "\x7f" else repr(ch)[1:-1] for ch in text)
+  if any(ch < " " or ch == "\x7f" or "\ud800" <= ch <= "\udfff" for ch in text):
+    text = "".join(_escaped(ch) for ch in text)
   return text
+
+
+def _escaped(ch: str) -> str:
+  if ch >= " " and ch != "\x7f" and not "\ud800" <= ch <= "\udfff":
+    return ch
+  if "\udc80" <= ch <= "\udcff":  # a byte of a non-UTF-8 name, as os.fsdecode keeps it
+    return f"\\x{ord(ch) - 0xDC00:02x}"
+  return repr(ch)[1:-1]
+
+
+ESCAPE_ERRORS = "hlo-tools-escape"
+
+
+def _escape_unencodable(error: UnicodeError) -> tuple[str, int]:
+  """The codec error handler ESCAPE_ERRORS: what UTF-8 cannot encode (the bytes of a
+  non-UTF-8 file name, which Python keeps as lone surrogates) written as `\\xff`, so
+  an output naming such a file is still UTF-8 text and says which bytes it had."""
+  if not isinstance(error, UnicodeEncodeError):
+    raise error
+  bad = error.object[error.start : error.end]
+  return "".join(_escaped(ch) for ch in bad), error.end
+
+
+codecs.register_error(ESCAPE_ERRORS, _escape_unencodable)
+
+
+def escape_name(text: str) -> str:
+  """`text` with the bytes of a non-UTF-8 file name escaped (`\\xff`): safe to
+  print, to write as UTF-8 and to put in HTML."""
+  return text.encode("utf-8", ESCAPE_ERRORS).decode("utf-8")
 
 
 class InputError(Exception):
