@@ -10,7 +10,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from hlo_tools.errors import SelectionError
+from hlo_tools import cli_io
+from hlo_tools.errors import SelectionError, escape_name
 
 try:
   from hlo_tools import _selection_core
@@ -47,16 +48,25 @@ def parse_topology(spec: str, backends: str | None = None) -> Topology:
 DEFAULT_BACKENDS = _selection_core.CostTable.default().backends
 
 
-def load_cost_table(path: str | os.PathLike[str] | None = None) -> CostTable:
-  """The default table, or the defaults overridden by the file at `path`."""
+def load_cost_table(
+  path: str | os.PathLike[str] | None = None, max_bytes: int | None = None
+) -> CostTable:
+  """The default table, or the defaults overridden by the file at `path` ("-":
+  stdin), read as every input is (cli_io.read_side_input: bounded in size by
+  max_bytes and a table's own limit, in time by the input timeout); InputError,
+  one line naming the file, when it cannot be read or parsed."""
   if path is None:
     return _selection_core.CostTable.default()
+  label = os.fspath(path)
+  data = cli_io.read_side_input(path, "a cost table", max_bytes, label)
+  if not data.strip():  # a cut or failed write, not a table: nothing overrides
+    raise SelectionError(f"{label}: empty file, no cost table (without --cost-table: the default)")
   try:
-    with open(path) as f:
-      text = f.read()
-  except OSError as e:
-    raise SelectionError(f"{path}: {e.strerror}") from None
-  return parse_cost_table(text, os.fspath(path))
+    text = data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    line = data.count(b"\n", 0, e.start) + 1
+    raise SelectionError(f"{label}:{line}: not UTF-8 text (byte {e.start})") from None
+  return parse_cost_table(text, escape_name(label))  # the core takes UTF-8 names
 
 
 def parse_cost_table(text: str, source: str = "<string>") -> CostTable:

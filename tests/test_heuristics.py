@@ -174,7 +174,7 @@ def test_calibrate_refuses_malformed_csv_naming_the_line(tmp_path, capsys, conte
 
 def test_calibrate_refuses_a_missing_file_in_one_line(tmp_path, capsys):
   rc, _, err = run_cli(["calibrate", str(tmp_path / "nope.csv")], capsys)
-  assert rc == 2 and "nope.csv: No such file" in err and len(err.splitlines()) == 1
+  assert rc == 2 and "nope.csv: cannot read: No such file" in err and len(err.splitlines()) == 1
 
 
 def test_calibrate_accepts_spaced_header_and_comments(tmp_path):

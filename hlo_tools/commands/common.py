@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import dataclasses
 import os
-import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -99,7 +98,12 @@ def selection_for(
   (at `path`) is its source: the Answer comes back for the command to use, so the
   module goes to the driver once."""
   spec = given_topology(args, file_arg, path, prog)
-  loaded = options.load_table(args.cost_table, args.backends)
+  loaded = options.load_table(args.cost_table, args.backends, args.max_input_bytes)
+  # The config beside the module, read here too: refused in this command's words
+  # whether or not nvshmem-opt runs on the module (it reads it again, by path).
+  config = placement.config_path(path)
+  if config:
+    module_config.read_config(config, args.max_input_bytes)
   if spec is not None:
     return options.load(spec, args.cost_table, args.backends, loaded=loaded), None
   table, backends = loaded
@@ -265,7 +269,7 @@ def _copied_input(work: str, name: str, label: str, data: bytes, config: str | N
   sidecar = module_config.sidecar_path(path)
   renames = {}
   if config is not None:
-    shutil.copyfile(config, sidecar)
+    _copy_config(config, sidecar)
     renames[sidecar] = config
   elif config_text is not None:
     with open(sidecar, "w") as f:
@@ -274,6 +278,15 @@ def _copied_input(work: str, name: str, label: str, data: bytes, config: str | N
   renames[path] = label
   source = sources.read_source(path, label, max_bytes=len(data) + 1)
   return ModuleInput(path, source, label, renames=renames)
+
+
+def _copy_config(config: str, to: str) -> None:
+  """The module config at `config` copied beside a copy of its module, read as every
+  input is (bounded in size and time)."""
+  module_config.read_config(config)  # refused under the user's name, not the copy's
+  data = cli_io.read_side_input(config, module_config.WHAT)
+  with open(to, "wb") as f:
+    f.write(data)
 
 
 def _stage_input(
@@ -291,7 +304,7 @@ def _stage_input(
   renames = {path: label}
   if config:
     sidecar = module_config.sidecar_path(path)
-    shutil.copyfile(config, sidecar)
+    _copy_config(config, sidecar)
     renames[sidecar] = config
   source.path = path
   return ModuleInput(path, source, label, stage, program, renames)

@@ -38,6 +38,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from hlo_tools import cli_io
 from hlo_tools.commands import common
 from hlo_tools.ops import dump
 from hlo_tools.ops.dump import DEFAULT_TARGET_CONFIG, DumpError
@@ -117,6 +118,8 @@ def _parser(prog: str) -> common.ArgumentParser:
     DEFAULT_TARGET_CONFIG,
     "the compile: module:function source (--mesh and --target_config: any program)",
   )
+  # Each file of an --xla_dump_to SOURCE, and --target_config, is read within these.
+  cli_io.add_max_input_bytes(p)
   return p
 
 
@@ -208,7 +211,9 @@ def main(argv: list[str]) -> int:
       topology=args.topology, cpu_devices=args.cpu_devices, target_config=args.target_config
     )
     options = {
-      k: v for k, v in vars(args).items() if k not in ("source", "out", "overwrite", "quiet")
+      k: v
+      for k, v in vars(args).items()
+      if k not in ("source", "out", "overwrite", "quiet", "max_input_bytes", "input_timeout")
     }
     if source["kind"] == "xla_dump":
       # Nothing is compiled: the compile's options would describe no compile.
@@ -230,6 +235,7 @@ def main(argv: list[str]) -> int:
       overwrite=args.overwrite,
       options=options,
       progress=not args.quiet,
+      max_bytes=args.max_input_bytes,
     )
     return 0
 

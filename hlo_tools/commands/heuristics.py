@@ -16,6 +16,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterable
 
+from hlo_tools import cli_io, selection
 from hlo_tools.commands import common
 from hlo_tools.ops.heuristics import HeuristicsError
 
@@ -58,7 +59,7 @@ def main(argv: list[str]) -> int:
 
 
 def _sweep_parser(prog: str, description: str, shapes: Iterable[str]) -> argparse.ArgumentParser:
-  p = argparse.ArgumentParser(prog=prog, description=description)
+  p = common.ArgumentParser(prog=prog, description=description)
   p.add_argument(
     "--out", default="heuristics-sweep", help="output directory (default: %(default)s)"
   )
@@ -82,6 +83,7 @@ def _sweep_parser(prog: str, description: str, shapes: Iterable[str]) -> argpars
     "--shapes", default=",".join(shapes), help="comma-separated subset of " + ",".join(shapes)
   )
   p.add_argument("--no-plots", action="store_true", help="skip the PNGs")
+  cli_io.add_max_input_bytes(p)
   return p
 
 
@@ -89,6 +91,7 @@ def _sweep(argv: list[str]) -> int:
   from hlo_tools.ops.heuristics import sweep  # pylint: disable=import-outside-toplevel
 
   args = _sweep_parser(argv[0], sweep.__doc__.split("\n\n")[0], sweep.SHAPES).parse_args(argv[1:])
+  table = selection.load_cost_table(args.cost_table, args.max_input_bytes)
   paths, summary = sweep.run_sweep(
     args.out,
     args.topology,
@@ -97,6 +100,7 @@ def _sweep(argv: list[str]) -> int:
     args.sizes,
     args.shapes,
     plots=not args.no_plots,
+    table=table,
   )
   for path in paths:
     print(f"wrote {path}", file=sys.stderr)
@@ -107,7 +111,7 @@ def _sweep(argv: list[str]) -> int:
 def _check_pass_parser(
   prog: str, description: str, default_topologies: Iterable[str]
 ) -> argparse.ArgumentParser:
-  p = argparse.ArgumentParser(prog=prog, description=description)
+  p = common.ArgumentParser(prog=prog, description=description)
   p.add_argument(
     "--topology",
     action="append",
@@ -125,16 +129,21 @@ def _check_pass_parser(
     default=min(4, os.cpu_count() or 1),
     help="compiles in parallel (default: %(default)s)",
   )
+  cli_io.add_max_input_bytes(p)
   return p
 
 
 def _check_pass(argv: list[str]) -> int:
+  # jax only when compiling (check imports it there), after the inputs are read.
   from hlo_tools.ops.heuristics import check  # pylint: disable=import-outside-toplevel
 
   args = _check_pass_parser(
     argv[0], check.__doc__.split("\n\n")[0], check.DEFAULT_TOPOLOGIES
   ).parse_args(argv[1:])
-  results = check.run_check(args.topology, args.cost_table, args.nvshmem_opt, args.out, args.jobs)
+  table = selection.load_cost_table(args.cost_table, args.max_input_bytes)
+  results = check.run_check(
+    args.topology, args.cost_table, args.nvshmem_opt, args.out, args.jobs, table=table
+  )
   failed = 0
   for name, row, problems in results:
     if problems or row is None:  # a permute outside the sample has no row, only problems
@@ -153,7 +162,7 @@ def _calibrate(argv: list[str]) -> int:
   # pylint: disable=import-outside-toplevel
   from hlo_tools.ops.heuristics import calibrate, evaluate, plot
 
-  p = argparse.ArgumentParser(prog=argv[0], description=calibrate.__doc__.split("\n\n")[0])
+  p = common.ArgumentParser(prog=argv[0], description=calibrate.__doc__.split("\n\n")[0])
   p.add_argument(
     "csv", help="measured times: backend,link_class,bytes,seconds[,operands,step_s,baseline_s,...]"
   )
@@ -180,6 +189,7 @@ def _calibrate(argv: list[str]) -> int:
   p.add_argument("--date", help="date for the provenance (default: today, UTC)")
   p.add_argument("--plot", help="PNG of model vs measurement per backend")
   p.add_argument("--errors-csv", help="every measurement with its modeled time")
+  cli_io.add_max_input_bytes(p)
   args = p.parse_args(argv[1:])
   result = calibrate.run_calibration(
     args.csv,
@@ -190,6 +200,7 @@ def _calibrate(argv: list[str]) -> int:
     args.holdout_csv,
     args.software,
     args.note,
+    args.max_input_bytes,
   )
   checks = evaluate.evaluate(result.table, result.calibration, result.held_out)
   for line in evaluate.error_report(result.fits, checks):

@@ -66,6 +66,8 @@ from typing import Any, NoReturn
 from hlo_tools import cli_io
 from hlo_tools.commands import common
 from hlo_tools.errors import InputError
+from hlo_tools.hlo import module_config
+from hlo_tools.model import options, placement
 from hlo_tools.ops import report
 from hlo_tools.ops.dump import DEFAULT_TARGET_CONFIG
 from hlo_tools.ops.report.cases import DEFAULT_OUT, DEFAULT_TOPOLOGY, DEFAULTS, Request, plan_cases
@@ -234,6 +236,12 @@ def main(argv: list[str]) -> int:
   def run(args: argparse.Namespace) -> int:
     _check_options(prog, args)
     config, explicit = _config(prog, args)
+    # The table first: a bad one is refused before any module is read or compiled.
+    table = options.load_table(args.cost_table, args.backends, args.max_input_bytes)
+    if args.source and cli_io.is_regular_file(args.source):  # and the config beside it
+      beside = placement.config_path(args.source)
+      if beside:
+        module_config.read_config(beside, args.max_input_bytes)
     piped = args.source == "-" or (
       args.source is not None
       and os.path.lexists(args.source)
@@ -253,6 +261,7 @@ def main(argv: list[str]) -> int:
           progress=not args.quiet,
           max_bytes=args.max_input_bytes,
           backends=args.backends,
+          table=table,
         )
       finally:
         signal.signal(signal.SIGTERM, previous)

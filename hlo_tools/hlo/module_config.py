@@ -93,18 +93,30 @@ def sidecar_path(module_path: str) -> str:
   return stem + SUFFIX
 
 
+# What a config's messages call it, and its own size bound (cli_io.side_limit).
+WHAT = "a module config"
+
+
+def _beside(path: str) -> str | None:
+  """`path` where a config within its limit is; None where nothing is; InputError
+  where something else is (a FIFO, device, directory, dangling link: refused, never
+  skipped, since the driver would read it)."""
+  return cli_io.found_beside(path, WHAT)
+
+
 def xla_dump_config(xla_dir: str, module_key: str) -> str | None:
   """XLA's config of module `module_key` (`module_NNNN.NAME`) in its dump folder."""
-  path = os.path.join(xla_dir, module_key + SUFFIX)
-  return path if os.path.isfile(path) else None
+  return _beside(os.path.join(xla_dir, module_key + SUFFIX))
 
 
 def find_config(module_path: str) -> str | None:
-  """The config file of the module at `module_path` (see the module docstring), or None."""
+  """The config file of the module at `module_path` (see the module docstring), or None.
+  Something at a config's name that is not a regular file within the limit is an
+  InputError, not skipped."""
   if not module_path or str(module_path) == "-":
     return None
-  path = sidecar_path(module_path)
-  if os.path.isfile(path):
+  path = _beside(sidecar_path(module_path))
+  if path:
     return path
   directory, base = os.path.split(str(module_path))
   if _MODULE_FILE_RE.match(base):
@@ -120,25 +132,42 @@ def find_config(module_path: str) -> str | None:
 def _manifest_config(directory: str, base: str) -> str | None:
   """XLA's config of the main module of the `hlo-tools dump` directory holding stage
   file `base`, or None."""
+  manifest = read_manifest(directory)  # InputError for a FIFO or device at its name
+  if manifest is None:
+    return None
   try:
-    with open(os.path.join(directory, "manifest.json")) as f:
-      manifest = json.load(f)
     key, sub = manifest["main_module"], manifest.get("xla_dump_dir") or "xla_dump"
     is_stage = base in manifest["stages"].values()
-  except (OSError, ValueError, KeyError, TypeError, AttributeError):
+  except (KeyError, TypeError, AttributeError):
     return None
   if not is_stage or not isinstance(key, str) or not isinstance(sub, str) or "/" in key:
     return None
   return xla_dump_config(os.path.join(directory, sub), key)
 
 
-def read_config(
-  path: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES, label: str | None = None
-) -> ModuleConfig:
+def read_manifest(directory: str) -> dict | None:
+  """`hlo-tools dump`'s manifest.json in `directory`, read as a side input (bounded in
+  size and time); None where there is none or it is not a JSON object. Something
+  at its name that is not a regular file is an InputError, not skipped."""
+  path = cli_io.found_beside(os.path.join(directory, "manifest.json"), "a dump's manifest")
+  if path is None:
+    return None
+  data = cli_io.read_side_input(path, "a dump's manifest")
+  try:
+    manifest = json.loads(data)
+  except ValueError:
+    return None  # not `hlo-tools dump`'s: the folder is read as XLA wrote it
+  return manifest if isinstance(manifest, dict) else None
+
+
+def read_config(path: str, max_bytes: int | None = None, label: str | None = None) -> ModuleConfig:
   """Reads and parses the config at `path`; InputError (one line, naming `label`,
-  default the path) when bad or over max_bytes."""
+  default the path) when bad or over its limit (the smaller of max_bytes and a
+  config's own, cli_io.side_limit)."""
   label = str(label or path)
-  data = cli_io.read_input(path, max_bytes, label)
+  data = cli_io.read_side_input(path, WHAT, max_bytes, label)
+  if not data.strip():  # XLA never writes an empty one: a cut or failed copy
+    raise InputError(f"{label}: empty file, no module config")
   try:
     text = data.decode("utf-8")
   except UnicodeDecodeError as e:
@@ -147,9 +176,7 @@ def read_config(
   return parse_config(text, label)
 
 
-def for_module(
-  module_path: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES
-) -> ModuleConfig | None:
+def for_module(module_path: str, max_bytes: int | None = None) -> ModuleConfig | None:
   """The parsed config of the module at `module_path`, or None where there is none."""
   path = find_config(module_path)
   return None if path is None else read_config(path, max_bytes)
@@ -288,7 +315,10 @@ class _Reader:
   def integer(self, field: _Field) -> int:
     if field.kind != "number" or not re.fullmatch(r"[-+]?\d+", field.value):
       self.fail(field.line, f"'{field.name}' must be an integer, not {field.value!r}")
-    return int(field.value)
+    value = int(field.value)
+    if not -(1 << 63) <= value < 1 << 63:  # the proto's fields are int64
+      self.fail(field.line, f"'{field.name}' {field.value} does not fit in 64 bits")
+    return value
 
   def int_field(self, fields: list[_Field], name: str) -> tuple[int, int] | None:
     """(value, line) of the integer field `name`, None if absent."""

@@ -32,7 +32,6 @@ start is written.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from typing import Any
@@ -45,6 +44,12 @@ from hlo_tools.model import sources
 XLA_DUMP_SUBDIR = "xla_dump"  # where `hlo-tools dump` keeps XLA's own files
 STAGE_HELP = (
   "before_optimizations, after_optimizations, before_async, after:PASS[#N] or before:PASS[#N]"
+)
+# How to get a dump with a file per pass: hlo-tools dump's flag, or XLA's own for an
+# XLA_FLAGS=--xla_dump_to folder (xla/debug_options_flags.cc names it).
+ALL_PASSES_HINT = (
+  "dump with `hlo-tools dump --all_passes`, or compile with "
+  "XLA_FLAGS='--xla_dump_to=DIR --xla_dump_hlo_pass_re=.*'"
 )
 # The module XLA's backend assigner sees is the input of async-collective-creator.
 BEFORE_ASYNC_PASS = "async-collective-creator"
@@ -123,6 +128,7 @@ def pass_snapshot_text(
   module_key: str | None = None,
   occurrence: int = -1,
   when: str = "after",
+  max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
 ) -> str:
   """HLO text of the module right after (or before) `pass_name`, from an XLA dump.
 
@@ -133,7 +139,9 @@ def pass_snapshot_text(
     before P: the file named ...before_P, else the last file written before
               after_P (every change is dumped, so that is P's input).
   Otherwise the snapshot cannot be located and DumpReadError says so.
-  `occurrence` picks among several runs of the pass (-1: the last).
+  `occurrence` picks among several runs of the pass (-1: the last). The file is
+  read as every input is (cli_io.read_input, within max_bytes and the input
+  timeout).
   """
   if when not in ("after", "before"):
     raise ValueError(f"when must be 'after' or 'before', not {when!r}")
@@ -153,18 +161,14 @@ def pass_snapshot_text(
       f"no dump {when} pass {pass_name!r} in module {key}: the pass did "
       "not run or neither it nor its neighbour changed the module"
     )
-  with open(os.path.join(xla_dir, passes[hits[occurrence]]["file"])) as f:
-    return f.read()
+  path = os.path.join(xla_dir, passes[hits[occurrence]]["file"])
+  return sources.decode_text(cli_io.read_input(path, max_bytes))
 
 
 def main_key(dump_dir: str, modules: ModuleIndex) -> str | None:
-  try:
-    with open(os.path.join(dump_dir, "manifest.json")) as f:
-      key = json.load(f).get("main_module")
-    if key in modules:
-      return key
-  except (OSError, ValueError):
-    pass
+  key = (module_config.read_manifest(dump_dir) or {}).get("main_module")
+  if isinstance(key, str) and key in modules:
+    return key
   return main_module(modules)
 
 
@@ -219,10 +223,11 @@ def read_stage(
     raise InputError(
       f"{dump_dir}: no per-pass snapshots"
       + (f" of program {key}" if program else "")
-      + "; dump with --all_passes"
+      + "; "
+      + ALL_PASSES_HINT
     )
   try:
-    text = pass_snapshot_text(xla_dir, pass_name, key, occurrence, when)
+    text = pass_snapshot_text(xla_dir, pass_name, key, occurrence, when, max_bytes)
   except DumpReadError as e:
     raise InputError(f"{dump_dir}: {e}") from None
   except IndexError:
@@ -442,11 +447,8 @@ def read_input(
 def manifest_stage(path: str) -> str | None:
   """The stage a file is in the `hlo-tools dump` directory holding it (its manifest's
   stages), or None."""
-  try:
-    with open(os.path.join(os.path.dirname(os.path.abspath(path)), "manifest.json")) as f:
-      stages = json.load(f).get("stages") or {}
-  except (OSError, ValueError, AttributeError, TypeError):
-    return None
+  manifest = module_config.read_manifest(os.path.dirname(os.path.abspath(path))) or {}
+  stages = manifest.get("stages") or {}
   name = os.path.basename(path)
   return (
     next((k for k, v in stages.items() if v == name), None) if isinstance(stages, dict) else None
@@ -455,10 +457,6 @@ def manifest_stage(path: str) -> str | None:
 
 def manifest_topology(dump_dir: str) -> str | None:
   """The topology `hlo-tools dump` compiled the dump for (its manifest), or None."""
-  try:
-    with open(os.path.join(dump_dir, "manifest.json")) as f:
-      target = json.load(f).get("target") or {}
-  except (OSError, ValueError, AttributeError):
-    return None
+  target = (module_config.read_manifest(dump_dir) or {}).get("target") or {}
   topology = target.get("topology") if isinstance(target, dict) else None
   return topology if isinstance(topology, str) and topology else None

@@ -33,11 +33,14 @@ class Selection:
 
 
 def load_table(
-  cost_table: str | None = None, backends: str | Sequence[str] | None = None
+  cost_table: str | None = None,
+  backends: str | Sequence[str] | None = None,
+  max_bytes: int | None = None,
 ) -> tuple[selection.CostTable, str | None]:
-  """(table, backends in the core's spelling or None): the file read once, its set
+  """(table, backends in the core's spelling or None): the file read once (within
+  max_bytes, the command's --max-input-bytes, and a table's own limit), its set
   replaced by `backends` ("nccl,peer") when given, as `nvshmem-opt --backends` does."""
-  table = selection.load_cost_table(cost_table)
+  table = selection.load_cost_table(cost_table, max_bytes)
   if not backends:
     return table, None
   try:

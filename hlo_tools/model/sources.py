@@ -6,7 +6,6 @@ Errors are InputError: one line, `file:line:col: message`, exit status 2.
 
 from __future__ import annotations
 
-import os
 import re
 from typing import NoReturn
 
@@ -47,7 +46,7 @@ class Source:
     if self._allocations is None:
       self._allocations = {}
       path = self.path and str(self.path) != "-" and buffer_assignment.sibling_path(self.path)
-      if path and os.path.isfile(path):
+      if path and buffer_assignment.found(path):
         data = cli_io.read_input(path)
         self._allocations = buffer_assignment.parse(data.decode("utf-8", "surrogateescape"), path)
     return self._allocations
@@ -60,6 +59,12 @@ class Source:
 
   def line(self, lineno: int) -> str:
     return self.lines[lineno - 1] if 0 < lineno <= len(self.lines) else ""
+
+
+def decode_text(data: bytes) -> str:
+  """HLO text from bytes as read_source takes it: UTF-8, any other bytes kept as lone
+  surrogates, which the reader accepts inside comments only (as XLA's lexer does)."""
+  return data.decode("utf-8", "surrogateescape")
 
 
 def read_text(path: str | None, text: str, label: str | None = None) -> Source:

@@ -13,9 +13,10 @@ import tempfile
 import time
 from typing import Any
 
-from hlo_tools import selection
+from hlo_tools import cli_io, selection
 from hlo_tools.errors import DumpError
 from hlo_tools.hlo import buffer_assignment, module_config
+from hlo_tools.model import sources
 from hlo_tools.model.dumps import (
   BEFORE_ASYNC_PASS,
   XLA_DUMP_SUBDIR,
@@ -51,6 +52,8 @@ class Target:
   target_config: str = DEFAULT_TARGET_CONFIG
   # The core's parse of `topology`, when the caller has it; else parsed here once.
   parsed: selection.Topology | None = dataclasses.field(default=None, compare=False)
+  # target_config's text, read once (config_text).
+  _config_text: str | None = dataclasses.field(default=None, compare=False, repr=False)
 
   def core_topology(self) -> selection.Topology:
     """The spec parsed by the core, once; its one-line error (a SelectionError) when
@@ -60,11 +63,25 @@ class Target:
       self.parsed = selection.parse_topology(self.topology)
     return self.parsed
 
+  def config_text(self) -> str:
+    """target_config's text, read once as every side input is (bounded in size and
+    time, one line naming the file when it cannot be); the compile child is given a
+    copy, so a FIFO's bytes are read once."""
+    if self._config_text is None:
+      path = self.target_config
+      if not os.path.lexists(path):
+        raise DumpError(f"--target_config {path!r} is not a file")
+      data = cli_io.read_side_input(path, "a GPU target config")
+      try:
+        self._config_text = data.decode("utf-8")
+      except UnicodeDecodeError as e:
+        raise DumpError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    return self._config_text
+
   def validate(self) -> None:
     if self.topology is not None:
       self.core_topology()
-      if not os.path.isfile(self.target_config):
-        raise DumpError(f"--target_config {self.target_config!r} is not a file")
+      self.config_text()
     elif self.cpu_devices < 1:
       raise DumpError(f"--cpu_devices must be >= 1, got {self.cpu_devices}")
 
@@ -460,7 +477,35 @@ def compile_in_child(
   xla_dir = os.path.join(work_dir, XLA_DUMP_SUBDIR)
   os.makedirs(xla_dir, exist_ok=True)
   mesh = mesh or resolve_mesh(source, target, source.get("mesh"))
-  spec = {"source": source, "target": target.for_child(), "out_dir": work_dir, "mesh": mesh}
+  child_target = target.for_child()
+  if target.topology is not None:  # the child reads a copy of the text read here
+    config_copy = tempfile.NamedTemporaryFile(
+      "w", prefix="hlo-tools-target-", suffix=".pbtxt", delete=False
+    )
+    with config_copy:
+      config_copy.write(target.config_text())
+    child_target["target_config"] = config_copy.name
+  try:
+    return _run_child(
+      work_dir, source, child_target, mesh, xla_dir, target, pass_re, as_proto, progress
+    )
+  finally:
+    if target.topology is not None:
+      os.unlink(child_target["target_config"])
+
+
+def _run_child(
+  work_dir: str,
+  source: dict[str, Any],
+  child_target: dict[str, Any],
+  mesh: MeshAxes,
+  xla_dir: str,
+  target: Target,
+  pass_re: str | None,
+  as_proto: bool,
+  progress: bool,
+) -> dict[str, Any]:
+  spec = {"source": source, "target": child_target, "out_dir": work_dir, "mesh": mesh}
   log_path = os.path.join(work_dir, _LOG_FILE)
   start = time.monotonic()
   with open(log_path, "w") as log:
@@ -593,8 +638,10 @@ def dump(
   overwrite: bool = False,
   options: dict[str, Any] | None = None,
   progress: bool = True,
+  max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
 ) -> dict[str, Any]:
   """Library entry point behind `hlo-tools dump`. Returns the manifest dict.
+  max_bytes: the bound of each file read from an --xla_dump_to folder.
 
   source: {"kind": "ring", "config": {...}}, {"kind": "program", "program":
   "train_step", "config": {...}}, {"kind": "function", "function": "mod:fn", "args":
@@ -616,7 +663,7 @@ def dump(
     if source["kind"] == "xla_dump":
       if progress:
         print(f"hlo-tools dump: indexing {source['dir']}", file=sys.stderr)
-      shutil.copytree(source["dir"], os.path.join(work_dir, XLA_DUMP_SUBDIR))
+      copy_dump_folder(source["dir"], os.path.join(work_dir, XLA_DUMP_SUBDIR), max_bytes)
     else:
       if progress:
         print(f"hlo-tools dump: compiling for {target.describe()}", file=sys.stderr)
@@ -635,6 +682,12 @@ def dump(
       if with_permutes:
         main_key = max(with_permutes, key=lambda k: (permutes[k] or 0, modules[k]["id"]))
     config = _main_config(work_dir, main_key, source)
+    if source["kind"] == "xla_dump" and main_key is not None:
+      # The stages the dump names are read as every command will read them: a file
+      # no reader takes is refused here, under its name in the user's folder.
+      for fname in modules[main_key]["stages"].values():
+        xla_copy = os.path.join(work_dir, XLA_DUMP_SUBDIR, fname)
+        sources.read_source(xla_copy, os.path.join(source["dir"], fname), max_bytes)
     stages = write_stages(work_dir, modules, main_key)
     manifest = {
       "source": source,
@@ -672,6 +725,25 @@ def dump(
   except BaseException:
     shutil.rmtree(work_dir, ignore_errors=True)
     raise
+
+
+def copy_dump_folder(folder: str, to: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> None:
+  """XLA's --xla_dump_to `folder` copied to `to`, each file read as every input is
+  (cli_io.read_input: within max_bytes and the input timeout; a link followed, a
+  loop refused): a FIFO, device or socket among XLA's files is refused with its
+  name, never copied without end (/dev/zero) or waited on."""
+  os.makedirs(to)
+  for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+    target = os.path.join(to, entry.name)
+    if entry.is_dir():  # follows a link, as copytree's copy of the content does
+      copy_dump_folder(entry.path, target, max_bytes)
+      continue
+    if not entry.is_file() and os.path.exists(entry.path):
+      raise DumpError(
+        f"{entry.path}: {cli_io.kind_of(entry.path)} in the dump folder, not a regular file"
+      )
+    with open(target, "wb") as f:
+      f.write(cli_io.read_input(entry.path, max_bytes))
 
 
 def _main_config(

@@ -6,6 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from hlo_tools import cli_io
 from hlo_tools.errors import InputError
 from hlo_tools.model import dumps, sources
 from hlo_tools.model.dumps import xla_dir_of
@@ -262,7 +263,7 @@ def trace(dump_dir: str, program: str | None = None) -> dict[str, Any]:
     raise InputError(f"{dump_dir}: no XLA module dumps (module_*.txt) found")
   module = modules[key]
   if not module["passes"]:
-    raise InputError(f"{dump_dir}: no per-pass snapshots; dump with --all_passes")
+    raise InputError(f"{dump_dir}: no per-pass snapshots; {dumps.ALL_PASSES_HINT}")
   snaps = []
   if "before_optimizations" in module["stages"]:
     snaps.append(
@@ -283,8 +284,8 @@ def trace(dump_dir: str, program: str | None = None) -> dict[str, Any]:
   parsed = 0
   for snap in snaps:
     path = os.path.join(xla_dir, snap["file"])
-    with open(path, encoding="utf-8", errors="replace") as f:
-      text = f.read()
+    # Bounded as every input is: a FIFO or /dev/zero at a pass's name is refused.
+    text = cli_io.read_input(path).decode("utf-8", "replace")
     sig = signature(text)
     if sig == prev_sig:
       continue  # no line a collective-permute depends on changed

@@ -36,9 +36,9 @@ import os
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from hlo_tools import selection
+from hlo_tools import cli_io, selection
 from hlo_tools._selection_core import CostTable
-from hlo_tools.errors import HeuristicsError
+from hlo_tools.errors import HeuristicsError, escape_name
 from hlo_tools.ops.heuristics.evaluate import HOLDOUTS, split_holdout
 from hlo_tools.ops.heuristics.fitting import Fit, fit_group
 from hlo_tools.ops.heuristics.measurements import Groups, Key, read_measurements
@@ -62,19 +62,21 @@ def run_calibration(
   holdout_csv: str | None = None,
   software: str | None = None,
   notes: Iterable[str] = (),
+  max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
 ) -> Calibration:
-  """Fits, writes and re-reads the table; keeps the measurements apart by set."""
+  """Fits, writes and re-reads the table; keeps the measurements apart by set. Each
+  file is read as every input is (within max_bytes and the input timeout)."""
   if holdout not in HOLDOUTS:
     raise HeuristicsError(f"--holdout={holdout}: expected one of {', '.join(HOLDOUTS)}")
+  base = selection.load_cost_table(base_table_path, max_bytes)
   provenance: dict[str, set[str]] = {}
-  calibration, held_out = split_holdout(read_measurements(csv_path, provenance), holdout)
+  calibration, held_out = split_holdout(read_measurements(csv_path, provenance, max_bytes), holdout)
   if not calibration:
     raise HeuristicsError(f"{csv_path}: no calibration sizes (powers of 4) left after the holdout")
   if holdout_csv:
-    for key, points in read_measurements(holdout_csv).items():
+    for key, points in read_measurements(holdout_csv, max_bytes=max_bytes).items():
       held_out.setdefault(key, []).extend(points)
   fits = {key: fit_group(csv_path, key, points) for key, points in sorted(calibration.items())}
-  base = selection.load_cost_table(base_table_path)
   date = date or datetime.datetime.now(datetime.UTC).date().isoformat()
   text = render_table(
     base,
@@ -83,6 +85,7 @@ def run_calibration(
     provenance_lines(csv_path, provenance, machine, date, software, holdout, holdout_csv, notes),
     calibration,
   )
+  text = escape_name(text)  # a file name or note that is not UTF-8: its bytes as \xff
   try:
     table = selection.parse_cost_table(text, "calibrated table")
   except selection.SelectionError as e:  # a bug here, not bad input; still one line

@@ -30,7 +30,6 @@ from hlo_tools._selection_core import CostTable, Topology
 from hlo_tools.errors import HeuristicsError
 from hlo_tools.model.topology import jax_topology
 from hlo_tools.ops.heuristics import sweep
-from hlo_tools.programs import heuristics
 
 # (case name, the sweep's row or None for a permute the sample did not plan, problems)
 Result = tuple[str, sweep.Row | None, list[str]]
@@ -54,6 +53,8 @@ _UPSTREAM = {
 
 def sample_cases(spec: str, topology: Topology) -> list[tuple[str, int]]:
   """[(shape, buffer_bytes)] in the program's argument order."""
+  from hlo_tools.programs import heuristics  # imports jax: only once the inputs are read
+
   sizes = SIZES_BY_TOPOLOGY.get(spec, DEFAULT_SIZES)
   return list(zip(heuristics.SAMPLE_SHAPES, sizes))
 
@@ -198,11 +199,14 @@ def run_check(
   nvshmem_opt: str | None = None,
   out: str | None = None,
   jobs: int = 1,
+  table: CostTable | None = None,
 ) -> list[Result]:
   """[(case name, sweep row, problems)] for every sampled case of every topology
-  (default: DEFAULT_TOPOLOGIES); the compiled HLO and reports stay in `out` if given."""
+  (default: DEFAULT_TOPOLOGIES); the compiled HLO and reports stay in `out` if given.
+  table: cost_table as the command already read it, else read here; the pass is
+  given its text (a file read once: a FIFO gives its bytes once)."""
   topologies = sweep.parse_topologies(list(specs) or list(DEFAULT_TOPOLOGIES))
-  table = sweep.load_table(cost_table)
+  table = table or sweep.load_table(cost_table)
   tool = _nvshmem_opt_path(nvshmem_opt)
   if not tool or not os.path.exists(tool):
     raise HeuristicsError(
@@ -214,6 +218,9 @@ def run_check(
     os.makedirs(out, exist_ok=True)
   with tempfile.TemporaryDirectory(prefix="heuristics-check-") as tmp:
     work_dir = out or tmp
+    if cost_table:
+      cost_table = os.path.join(tmp, "cost_table.txt")
+      cli_io.write_atomic(cost_table, str(table))
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
       futures = [
         pool.submit(check_topology, spec, topology, table, cost_table, tool, work_dir)

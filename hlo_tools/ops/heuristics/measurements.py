@@ -1,15 +1,18 @@
 """Measurement CSVs for calibration: reading, row checks and unit checks."""
 
 import csv
+import hashlib
 import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from hlo_tools import selection
+from hlo_tools import cli_io, selection
 from hlo_tools.errors import HeuristicsError
 
 BACKENDS = selection.BACKENDS
 REQUIRED = ("backend", "link_class", "bytes", "seconds")
+# A measurement CSV is thousands of rows: a side input's bound (cli_io.side_limit).
+WHAT = "a measurement CSV"
 
 
 class Point(NamedTuple):
@@ -33,15 +36,31 @@ def _column_key(name: str) -> str:
   return name.strip().lower().replace(" ", "_").replace("-", "_")
 
 
-def _read_rows(path: str) -> list[tuple[int, list[str]]]:
-  """[(line number, fields)] of the non-comment lines, header first."""
+# sha256 of each CSV as read (path -> hex digest): the table's provenance names the
+# bytes that were fitted, without reading the file a second time (a FIFO gives its
+# bytes once).
+_digests: dict[str, str] = {}
+
+
+def digest(path: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> str:
+  """The sha256 of the CSV at `path`: of the bytes read_measurements read, else read
+  now (bounded, as every input)."""
+  if path not in _digests:
+    _digests[path] = hashlib.sha256(cli_io.read_side_input(path, WHAT, max_bytes)).hexdigest()
+  return _digests[path]
+
+
+def _read_rows(path: str, max_bytes: int) -> list[tuple[int, list[str]]]:
+  """[(line number, fields)] of the non-comment lines, header first; the file read as
+  every side input is (bounded in size by max_bytes and a CSV's own limit, in time by
+  the input timeout)."""
+  data = cli_io.read_side_input(path, WHAT, max_bytes)
+  _digests[path] = hashlib.sha256(data).hexdigest()
   try:
-    with open(path, newline="") as f:
-      lines = f.read().splitlines()
-  except OSError as e:
-    raise HeuristicsError(f"{path}: {e.strerror}") from None
-  except UnicodeDecodeError:
-    raise HeuristicsError(f"{path}: not a text file") from None
+    lines = data.decode("utf-8").splitlines()
+  except UnicodeDecodeError as e:
+    line = data.count(b"\n", 0, e.start) + 1
+    raise HeuristicsError(f"{path}:{line}: not UTF-8 text (byte {e.start})") from None
   # Comment and blank lines are skipped but keep their numbers for messages.
   numbered = [
     (i + 1, l) for i, l in enumerate(lines) if l.strip() and not l.lstrip().startswith("#")
@@ -54,13 +73,17 @@ def _read_rows(path: str) -> list[tuple[int, list[str]]]:
   return [(line, fields) for (line, _), fields in zip(numbered, rows)]
 
 
-def read_measurements(path: str, provenance: dict[str, set[str]] | None = None) -> Groups:
+def read_measurements(
+  path: str,
+  provenance: dict[str, set[str]] | None = None,
+  max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
+) -> Groups:
   """{(backend, link_class): [Point]}; HeuristicsError names file:line.
 
   When `provenance` is a dict, it receives the sets of values of the CSV's
   jax_version, devices and loop_trips columns where present.
   """
-  rows = _read_rows(path)
+  rows = _read_rows(path, max_bytes)
   header_line, header = rows[0][0], [_column_key(c) for c in rows[0][1]]
   missing = [c for c in REQUIRED if c not in header]
   if missing:

@@ -457,8 +457,9 @@ def parse_topologies(specs: Iterable[str]) -> list[tuple[str, Topology]]:
   return out
 
 
-def load_table(path: str | None) -> CostTable:
-  return selection.load_cost_table(path)
+def load_table(path: str | None, max_bytes: int | None = None) -> CostTable:
+  """The table at `path` (None: the built-in one), read as every input is."""
+  return selection.load_cost_table(path, max_bytes)
 
 
 def run_sweep(
@@ -469,17 +470,19 @@ def run_sweep(
   sizes: str | None = None,
   shapes: str | None = None,
   plots: bool = True,
+  table: CostTable | None = None,
 ) -> tuple[list[str], dict[str, Any]]:
   """The sweep over the built-in topologies (and/or the given specs), written to `out`;
   returns (paths written, summary). sizes and shapes: comma-separated text, as on the
-  command line (default: every size and shape)."""
+  command line (default: every size and shape). table: cost_table as the command
+  already read it, else read here."""
   specs = ([] if only_given else list(DEFAULT_TOPOLOGIES)) + [
     t for t in topology_specs if only_given or t not in DEFAULT_TOPOLOGIES
   ]
   if not specs:
     raise HeuristicsError("--only-given needs at least one --topology")
   topologies = parse_topologies(specs)
-  table = load_table(cost_table)
+  table = table or load_table(cost_table)
   size_list: tuple[int, ...] = DEFAULT_SIZES
   if sizes:
     try:

@@ -1,14 +1,12 @@
 """The calibrated cost table as text: the fitted entries, provenance and fit comments."""
 
-import hashlib
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from hlo_tools import selection
 from hlo_tools._selection_core import CostTable
-from hlo_tools.errors import HeuristicsError
 from hlo_tools.ops.heuristics.fitting import Fit, medians
-from hlo_tools.ops.heuristics.measurements import BACKENDS, Groups, Key
+from hlo_tools.ops.heuristics.measurements import BACKENDS, Groups, Key, digest
 
 
 def provenance_lines(
@@ -51,11 +49,7 @@ def provenance_lines(
 
 
 def _sha256(path: str) -> str:
-  try:
-    with open(path, "rb") as f:
-      return hashlib.sha256(f.read()).hexdigest()
-  except OSError as e:
-    raise HeuristicsError(f"{path}: {e.strerror}") from None
+  return digest(path)  # of the bytes fitted, not a second read
 
 
 def build_table(

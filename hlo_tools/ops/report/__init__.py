@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any
 
-from hlo_tools import cli_io
+from hlo_tools import cli_io, selection
 from hlo_tools.errors import InputError
 from hlo_tools.model import options
 from hlo_tools.ops import dump, outdir
@@ -65,13 +65,16 @@ def build(
   progress: bool = True,
   max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
   backends: str | None = None,
+  table: tuple[selection.CostTable, str | None] | None = None,
 ) -> dict[str, Any]:
   """Builds the report directory; returns the report.json dict.
 
-  backends: the set the target XLA offers ("nccl,peer"), else the cost table's."""
+  backends: the set the target XLA offers ("nccl,peer"), else the cost table's.
+  table: what options.load_table already gave for cost_table and backends (the
+  command reads the table before anything else), else read here."""
   # Each input parsed once, bad ones failing before any compile: the table's file
   # and the backend set for every case, each case's topology unless its Case has it.
-  loaded = Loaded(cost_table, *options.load_table(cost_table, backends))
+  loaded = Loaded(cost_table, *(table or options.load_table(cost_table, backends, max_bytes)))
   offered = loaded.table.backends
   # The topology with the set's process layout (case.parsed has the spec's shape
   # only, parsed before the set was known).

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 from collections.abc import Callable
 from typing import Any
 
@@ -212,8 +211,8 @@ def analyze_case(
     )
     outputs[stage] = out
     placed = buffer_assignment.sibling_path(path)
-    if os.path.isfile(placed):  # the rewrite keeps every instruction's name
-      shutil.copyfile(placed, buffer_assignment.sibling_path(out))
+    if buffer_assignment.found(placed):  # the rewrite keeps every instruction's name
+      buffer_assignment.copy(placed, buffer_assignment.sibling_path(out))
     rewritten[stage] = sources.resolve_partitions(
       sources.read_source(out, rel(out)), topology, num_partitions
     )

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable
 
 from hlo_tools import cli_io
-from hlo_tools.errors import InputError
+from hlo_tools.errors import ESCAPE_ERRORS, InputError
 from hlo_tools.hlo import buffer_assignment, module_config, proto
 from hlo_tools.model import dumps, placement
 from hlo_tools.ops import dump
@@ -16,7 +15,8 @@ from hlo_tools.ops.report.cases import Case
 
 def write_text(path: str, text: str) -> None:
   os.makedirs(os.path.dirname(path), exist_ok=True)
-  with open(path, "w") as f:
+  # A file name that is not UTF-8 is shown with its bytes escaped (\xff).
+  with open(path, "w", encoding="utf-8", errors=ESCAPE_ERRORS) as f:
     f.write(text)
 
 
@@ -76,6 +76,10 @@ def prepare_inputs(
     text, config = _file_text(case.path, max_bytes, case.label)
     copy = os.path.join(hlo_dir, "input.hlo")
     write_text(copy, text)
+    # XLA's buffer assignment beside the user's file goes with the copy, as a dump's.
+    placed = buffer_assignment.sibling_path(case.path)
+    if buffer_assignment.found(placed, max_bytes):
+      buffer_assignment.copy(placed, buffer_assignment.sibling_path(copy), max_bytes)
     # The config beside the user's file places it; else the proto's own assignment.
     if config is not None and placement.config_path(case.path) is None:
       write_text(module_config.sidecar_path(copy), config)
@@ -92,9 +96,9 @@ def prepare_inputs(
     write_text(stages[stage], src.text)
     # XLA's buffer assignment of the module, where it dumped one, goes with the copy
     # (and the pass's output): report's verify then judges what verify would.
-    placed = src.path and buffer_assignment.sibling_path(src.path)
-    if placed and os.path.isfile(placed):
-      shutil.copyfile(placed, buffer_assignment.sibling_path(stages[stage]))
+    beside = buffer_assignment.sibling_path(src.path) if src.path else None
+    if beside and buffer_assignment.found(beside, max_bytes):
+      buffer_assignment.copy(beside, buffer_assignment.sibling_path(stages[stage]), max_bytes)
   if not stages:
     raise InputError(
       f"{dump_dir}: no after_optimizations module and no per-pass snapshots in this dump directory"
