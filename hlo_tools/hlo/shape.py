@@ -46,6 +46,10 @@ _ELEMENT_BYTES = {
 # instruction's array shape sits in its computation's braces and has its own '[', so
 # 510 tuple levels make both tools draw the line at the same module.
 MAX_SHAPE_DEPTH = 510
+# A shape XLA cannot load: a dimension its lexer cannot read as an int64
+# (xla/hlo/parser/hlo_lexer.cc:498-545 at 3cc8846c), or an array whose byte size
+# overflows int64, which its verifier refuses (xla/shape_util.cc:1054-1068).
+_INT64_MAX = (1 << 63) - 1
 
 
 class Shape:
@@ -225,6 +229,13 @@ def _parse_array_shape_at(text: str, i: int) -> tuple[Shape, int]:
     exact, bound, unbounded = dm.groups()
     dims.append(-1 if unbounded else int(exact or bound))
     dynamic.append(exact is None)
+    if dims[-1] > _INT64_MAX:  # XLA's lexer: "expects integer" (hlo_lexer.cc LexInt64Impl)
+      raise ShapeError(f"dimension {dims[-1]} does not fit in 64 bits", m.start(2))
+  size = _ELEMENT_BYTES[etype]
+  for d in dims:
+    size *= max(d, 1)
+  if size > _INT64_MAX:  # XLA's verifier: ShapeUtil::ValidateShapeSize
+    raise ShapeError(f"{etype}[{dims_text.strip()}] is {size} bytes, past 64 bits", i)
   if layout is not None and " " in layout:  # as XLA prints it: {1,0}, not {1, 0}
     layout = "".join(layout.split())
   return (Shape(etype, dims, layout, None, tuple(dynamic) if any(dynamic) else None), m.end())

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hlo_tools import cli_io, selection
+from hlo_tools.errors import InputError
 from hlo_tools.hlo import buffer_assignment
 from hlo_tools.hlo.ir import HloInstruction, HloModule
 from hlo_tools.model import (
@@ -678,9 +679,9 @@ def check_hlo_verifier(answer: driver.Answer | None) -> Check:
       }
     )
   elif rc == 2 and "HloVerifier rejects" not in message:
-    # The driver could not even load the module (e.g. text from a newer XLA than the
-    # one it links): that says nothing about HloVerifier.
-    check.note = f"skip: nvshmem-opt could not load the module: {message}"
+    # XLA could not load the module (or the driver refused an input beside it): no
+    # check stands on a module XLA cannot load, so verify passes nothing (exit 2).
+    raise InputError(message or "nvshmem-opt could not load the module (no message)")
   else:
     check.results.append(
       {
