@@ -121,6 +121,7 @@ SLOW_FIRST = (
   "test_dump.py",
   "test_report.py",
   "test_report_main_job.py",
+  "test_bad_input_matrix.py",
   "test_attention_kernel_bench.py",
   "test_base_wheel.py",
 )
