@@ -73,14 +73,17 @@ def parse_hlo_file(path: "str | os.PathLike[str]", max_bytes: int = MAX_INPUT_BY
   return _Reader(_decode(data, str(path)), str(path)).read()
 
 
-def load_hlo_proto(path: "str | os.PathLike[str]") -> HloModule:
-  """Loads a serialized HloModuleProto through jaxlib (which prints it) and parses it."""
+def load_hlo_proto(
+  path: "str | os.PathLike[str]", max_bytes: int = DEFAULT_MAX_INPUT_BYTES
+) -> HloModule:
+  """Loads a serialized HloModuleProto through jaxlib (which prints it) and parses it;
+  the file is read as every input is (read_input: within max_bytes and the input
+  timeout)."""
   try:
     from jax._src.lib import xla_client  # pylint: disable=import-outside-toplevel
   except ImportError as e:
     raise RuntimeError(f"load_hlo_proto needs jaxlib, which is not importable: {e}") from e
-  with open(path, "rb") as f:
-    data = f.read()
+  data = read_input(path, max_bytes)
   try:
     text = xla_client.XlaComputation(data).as_hlo_text()
   except Exception as e:  # jaxlib raises its own error types
