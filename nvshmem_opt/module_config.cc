@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -85,7 +86,8 @@ absl::StatusOr<std::optional<std::pair<std::string, int>>> TopBlock(
 // it is read as text; given twice, it is an error, as for a proto's parser.
 absl::StatusOr<std::string> DebugOption(const std::string& path,
                                         absl::string_view body, int line,
-                                        absl::string_view name) {
+                                        absl::string_view name,
+                                        int* found_line = nullptr) {
   int depth = 0;
   std::optional<std::string> value;
   for (absl::string_view text : absl::StrSplit(body, '\n')) {
@@ -97,6 +99,7 @@ absl::StatusOr<std::string> DebugOption(const std::string& path,
       }
       field = absl::StripAsciiWhitespace(field);
       value = std::string(field.substr(0, field.find_first_of(" \t#")));
+      if (found_line != nullptr) *found_line = line;
     }
     depth += static_cast<int>(std::count(text.begin(), text.end(), '{')) -
              static_cast<int>(std::count(text.begin(), text.end(), '}'));
@@ -240,6 +243,28 @@ absl::StatusOr<ModulePlacement> ReadModulePlacement(const std::string& path,
                                 "named twice in the device assignment"));
       }
       placement.devices[r + p * placement.replicas] = static_cast<int>(ids[r]);
+    }
+  }
+  // The config's own counts, where given, are its device assignment's, as
+  // the tools' reader checks them (hlo_tools/hlo/module_config.py).
+  for (const auto& [name, want] :
+       {std::pair<const char*, int>{"replica_count", placement.replicas},
+        {"num_partitions", placement.partitions}}) {
+    int line = 0;
+    absl::StatusOr<std::string> given = DebugOption(path, *text, 1, name, &line);
+    if (!given.ok()) return given.status();
+    if (given->empty()) continue;
+    int64_t count = 0;
+    if (!absl::SimpleAtoi(*given, &count)) {
+      return Bad(path, line,
+                 absl::StrCat("'", name, "' ", *given,
+                              " is not an integer that fits in 64 bits"));
+    }
+    if (count > 0 && count != want) {
+      return Bad(path, line,
+                 absl::StrCat(name, " ", count,
+                              " differs from the device assignment's ", want,
+                              " (line ", block->second, ")"));
     }
   }
   absl::StatusOr<std::optional<std::pair<std::string, int>>> debug =

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -103,6 +104,13 @@ core::ToolCostTable LoadCostTable(const Flags& flags) {
     Stage(flags.cost_table, "reading the cost table", 2);
     const std::string text = OrFail(nvshmem_opt::ReadInput(
         flags.cost_table, flags.max_input_bytes, flags.input_timeout));
+    // The text format reads nothing as the default table: a file given and
+    // empty is more likely a mistake than a wish for the default.
+    if (absl::StripAsciiWhitespace(text).empty()) {
+      Fail(2, flags.cost_table +
+                  ": empty file, no cost table (without --cost-table the "
+                  "default applies)");
+    }
     table = OrFail(core::ParseToolCostTable(text, flags.cost_table));
   }
   if (!flags.backends.empty()) {
