@@ -100,7 +100,7 @@ Answer SeriesPassDecide(const Case& c, int64_t* bytes);
 // options instead.
 bool SeriesPassSeesNvshmemFlag();
 // The series' pass, then where it says NVSHMEM the checks the series' thunk
-// makes when every process of the program initializes it (ids as PEs, pairs
+// makes when every process of the program initializes it (ids to PEs, pairs
 // inside each PE's NVSHMEM_TEAM_SHARED, the job), on the case's own processes
 // and hosts: NVSHMEM only where the pass says so and no process refuses.
 Answer SeriesRunDecide(const Case& c, int64_t* bytes);

@@ -114,6 +114,9 @@ struct Listed {
                                 bool expected) = nullptr;
 };
 
+// `c` as the series' pass sees it: every listed fact of the pass level.
+Case PassView(const Case& c);
+
 const Listed kListed[] = {
     {"placement-at-run-time",
      "the series' compile-time rules take id i as PE i and leave the device "
@@ -126,6 +129,26 @@ const Listed kListed[] = {
      [](const Case& c) -> std::optional<Case> {
        if (IdentityPlacement(c)) return std::nullopt;
        return IdentityPlaced(c);
+     }},
+    {"ids-translated-at-run-time",
+     "the series' thunk puts to the PE of each id's device, the process that "
+     "runs it in the job (device_to_process), and refuses a run where a pair's "
+     "devices are on two hosts (NVSHMEM_TEAM_SHARED); the tools' core refuses "
+     "NVSHMEM for a logical device off its PE. Under a map other than the "
+     "identity the series runs NVSHMEM where its pass chose it (the tools' "
+     "answer on the case as the pass sees it, placed by the identity) and "
+     "every pair's devices share a host",
+     kRun, nullptr,
+     [](const Case& c, const Answer&, bool) -> std::optional<bool> {
+       if (IdentityPlacement(c)) return std::nullopt;
+       const std::vector<int>& map = c.topology->partition_to_device();
+       for (const auto& [source, target] : c.pairs) {
+         if (c.topology->HostOf(map[source]) !=
+             c.topology->HostOf(map[target])) {
+           return false;
+         }
+       }
+       return ToolsDecide(PassView(c)).nvshmem;
      }},
     {"branch-or-group",
      "the series' decision leaves where the permute sits (a conditional's "
@@ -219,21 +242,33 @@ const Listed kListed[] = {
        return c.series_devices_per_host == 0 ? std::optional<bool>(false)
                                              : std::nullopt;
      }},
-    {"ids-not-pes",
-     "a put goes to its target id as the PE, and a PE is a process; where "
-     "the processes are dealt round-robin over the hosts, an id's device runs "
-     "in another process and the series' thunk refuses the run. The tools "
-     "take process d / gpus_per_process for device d (where the id is the PE)",
-     kRun, nullptr,
-     [](const Case& c, const Answer&, bool) -> std::optional<bool> {
-       const std::vector<int>& map = c.topology->partition_to_device();
-       for (int id = 0; id < c.program_devices(); ++id) {
-         const int device = map.empty() ? id : map[id];
-         if (c.ProcessOf(device) != id) return false;
+    {"host-gpus-idle",
+     "the tools' core refuses NVSHMEM where a host the pairs touch has GPUs "
+     "outside the program (their PEs are in NVSHMEM_TEAM_SHARED and never "
+     "enter the barrier); the series leaves that to the executable's guard, "
+     "which refuses at run time a program on part of the NVSHMEM job, and at "
+     "compile time sees hosts only through its devices-per-host flag. Where "
+     "the program is smaller than a host it is told of, the decision and the "
+     "pass answer what the tools answer on hosts of the program's size",
+     kDecision | kPass,
+     [](const Case& c) -> std::optional<Case> {
+       const int n = c.program_devices(), per_host = c.topology->gpus_per_host();
+       if (n >= per_host || c.topology->num_devices() % n != 0 ||
+           n % c.topology->gpus_per_process() != 0) {
+         return std::nullopt;
        }
-       return std::nullopt;
+       return OnHostsOf(c, n);
      }},
 };
+
+Case PassView(const Case& c) {
+  Case seen = c;
+  for (const Listed& listed : kListed) {
+    if (!(listed.levels & kPass) || listed.as_seen == nullptr) continue;
+    if (std::optional<Case> next = listed.as_seen(seen)) seen = *next;
+  }
+  return seen;
+}
 
 // The smallest size from which the tools put a ring of `buffers` bf16 buffers
 // on one host's NVLink on NVSHMEM (bisection; the answer is monotone there).
@@ -420,9 +455,9 @@ TEST(SeriesDecisionDiff, PassGivesTheToolsBackend) {
 }
 
 // Where the pass says NVSHMEM, the thunk's checks as every process of the
-// program initializes it, on the case's processes and hosts: the ids as PEs
-// (round-robin ranks), pairs inside NVSHMEM_TEAM_SHARED (an overstated
-// devices-per-host flag) and the job.
+// program initializes it, on the case's processes and hosts: the ids
+// translated to PEs (round-robin ranks, device maps), pairs inside
+// NVSHMEM_TEAM_SHARED (an overstated devices-per-host flag) and the job.
 TEST(SeriesDecisionDiff, RunGivesTheToolsBackend) { CompareAll(kRun); }
 
 }  // namespace

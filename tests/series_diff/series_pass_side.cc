@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "tests/series_diff/diff_case.h"
 #include "xla/backends/gpu/runtime/nvshmem_permute_support.h"
+#include "xla/backends/gpu/runtime/nvshmem_run_checks.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.h"
 #include "xla/debug_options_flags.h"
 #include "xla/hlo/ir/hlo_computation.h"
@@ -183,8 +184,8 @@ bool SeedBackend(const Case& c) {
   return found->second;
 }
 
-// What the series' thunk checks as each process of the program initializes
-// it, on the case's processes and hosts: the first refusal, or OK.
+// What the series' executable and thunk check as each process of the program
+// runs it, on the case's processes and hosts: the first refusal, or OK.
 absl::Status RuntimeChecks(const Case& c) {
   const xla::DeviceAssignment assignment = Assignment(c);
   absl::flat_hash_map<xla::GlobalDeviceId, xla::ProcessId> device_to_process;
@@ -194,26 +195,27 @@ absl::Status RuntimeChecks(const Case& c) {
     process_host[c.ProcessOf(d)] = c.topology->HostOf(d);
   }
   const int gpus_per_process = c.topology->gpus_per_process();
-  const absl::Status ids =
-      xla::gpu::CheckNvshmemIdsArePes(assignment, device_to_process);
-  if (!ids.ok()) return ids;
-  const absl::Status job =
-      xla::gpu::CheckNvshmemJob(c.topology->num_devices() / gpus_per_process,
-                                gpus_per_process, c.program_devices());
+  const absl::Status job = xla::gpu::CheckNvshmemJob(
+      c.topology->num_devices() / gpus_per_process, gpus_per_process,
+      &assignment);
   if (!job.ok()) return job;
-  // Each process of the program asks about the PEs of its own host.
+  // Each process of the program translates the ids and asks about the PEs of
+  // its own host.
   for (int id = 0; id < c.program_devices(); ++id) {
     const int host =
         process_host[c.ProcessOf(assignment(id % c.replicas, id / c.replicas))];
-    const absl::Status team = xla::gpu::CheckNvshmemPairsInsideTeam(
-        c.pairs, [&](int64_t pe) -> absl::StatusOr<bool> {
+    xla::gpu::NvshmemPeRecord record;
+    const absl::Status pes = xla::gpu::CheckAndRecordNvshmemPes(
+        assignment, &device_to_process, c.pairs,
+        [&](int64_t pe) -> absl::StatusOr<bool> {
           auto it = process_host.find(static_cast<int>(pe));
           if (it == process_host.end()) {
             return absl::InvalidArgumentError(absl::StrCat("no PE ", pe));
           }
           return it->second == host;
-        });
-    if (!team.ok()) return team;
+        },
+        record);
+    if (!pes.ok()) return pes;
   }
   return absl::OkStatus();
 }
