@@ -134,7 +134,11 @@ needs_llvm() {
         "of AssignColors and adds OnlyNvshmemPermutes (its test compiles)";;
     xla/backends/gpu/runtime/nvshmem_collective_permute_thunk.cc)
       echo "p2p_thunk_common.h includes mlir/IR/BuiltinAttributes.h (with" \
-        "tablegen's BuiltinAttributes.h.inc); 0002 adds a Barrier call and CheckPes";;
+        "tablegen's BuiltinAttributes.h.inc); 0002 adds a Barrier call, CheckPes" \
+        "(compiled below) and the target's PE";;
+    xla/backends/gpu/runtime/nvshmem_collective_thunk.cc)
+      echo "collective_thunk.h reaches llvm/ headers; 0002 runs a sync" \
+        "collective on the async stream between two WaitFor calls";;
     *) return 1;;
   esac
 }
@@ -160,6 +164,10 @@ REG="$TREE/xla/service/gpu/nvshmem_registration_check.cc"
   printf '#include "xla/%s/nvshmem_collective_permute_rewriter.h"\n' "${PKG#xla/}"
   printf '#include "xla/hlo/ir/hlo_module.h"\n#include "xla/hlo/pass/hlo_pass_pipeline.h"\n'
   printf '#include "xla/service/compiler.h"\n#include "xla/service/hlo_module_config.h"\n'
+  printf '#include "xla/backends/gpu/collectives/gpu_collectives.h"\n'
+  printf '#include "xla/core/collectives/collectives.h"\n'
+  printf '#include "xla/core/collectives/collectives_registry.h"\n'
+  printf '#include "tsl/platform/casts.h"\n'
   printf '#include "xla/xla.pb.h"\nnamespace xla::gpu {\n'
   printf 'absl::Status Register(HloPassPipeline& pipeline, HloModule* hlo_module,\n'
   printf '                      const Compiler::CompileOptions& options) {\n'
@@ -215,7 +223,7 @@ if grep -q 'CheckNvshmemJobOf' "$TREE/xla/service/gpu/gpu_executable.cc"; then
   {
     printf '#include <cstdint>\n#include "absl/status/status.h"\n'
     printf '#include "xla/backends/gpu/collectives/gpu_collectives.h"\n'
-    printf '#include "xla/backends/gpu/runtime/nvshmem_permute_support.h"\n'
+    printf '#include "xla/backends/gpu/runtime/nvshmem_run_checks.h"\n'
     printf '#include "xla/service/computation_placer.h"\nnamespace xla::gpu {\n'
     awk '/^static absl::Status CheckNvshmemJobOf\(/ {on = 1} on {print} on && /^}/ {exit}' \
       "$TREE/xla/service/gpu/gpu_executable.cc"
@@ -245,7 +253,7 @@ if grep -q '::CheckPes(' "$THUNK_CC"; then
     printf '#include <vector>\n#include "absl/status/status.h"\n'
     printf '#include "absl/status/statusor.h"\n#include "absl/synchronization/mutex.h"\n'
     printf '#include "xla/backends/gpu/collectives/gpu_collectives.h"\n'
-    printf '#include "xla/backends/gpu/runtime/nvshmem_permute_support.h"\n'
+    printf '#include "xla/backends/gpu/runtime/nvshmem_run_checks.h"\n'
     printf '#include "xla/core/collectives/communicator.h"\n'
     printf '#include "xla/core/collectives/rank_id.h"\n'
     printf '#include "xla/service/computation_placer.h"\n'
@@ -254,7 +262,7 @@ if grep -q '::CheckPes(' "$THUNK_CC"; then
     printf 'struct NvshmemCollectivePermuteStartThunk {\n'
     printf '  absl::Status CheckPes(const DeviceAssignment& devices);\n'
     printf '  const std::vector<std::pair<int64_t, int64_t>> pairs_;\n'
-    printf '  absl::Mutex mu_;\n  std::optional<DeviceAssignment> checked_;\n};\n'
+    printf '  absl::Mutex mu_;\n  NvshmemPeRecord pes_;\n};\n'
     awk '/^absl::Status NvshmemCollectivePermuteStartThunk::CheckPes\(/ {on = 1}
          on {print} on && /^}/ {exit}' "$THUNK_CC"
     printf '}  // namespace xla::gpu\n'

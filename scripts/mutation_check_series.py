@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import os
 import re
 import shlex
 import shutil
@@ -41,6 +42,7 @@ BUILD = ROOT / "build"
 VENV_PY = ROOT / ".venv" / "bin" / "python"
 GMOCK = Path("/usr/src/googletest/googlemock")
 SUPPORT = "xla/backends/gpu/runtime/nvshmem_permute_support.cc"
+RUN = "xla/backends/gpu/runtime/nvshmem_run_checks.cc"
 DECISION = "xla/backends/gpu/transforms/collectives/nvshmem_permute_decision.cc"
 PASS = "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.cc"
 TIMEOUT_S = 300
@@ -149,13 +151,6 @@ MUTANTS = [
   ),
   # The pass (nvshmem_collective_permute_rewriter.cc): the heap's peak.
   Mutant(
-    "pass-heap-other-collectives",
-    "other NVSHMEM collectives' buffers on the heap",
-    PASS,
-    "        program.heap_used_bytes += HeapBytes(*instr);",
-    "",
-  ),
-  Mutant(
     "pass-heap-earlier-permutes",
     "permutes given NVSHMEM before on the heap",
     PASS,
@@ -221,53 +216,376 @@ MUTANTS = [
     "    if (false) {",
   ),
   Mutant(
-    "support-destination-color",
-    "destinations on the heap (XLA's collective memory)",
-    SUPPORT,
-    "|| destination.color() != collective_color) {",
-    "|| false) {",
+    "pass-other-nvshmem-to-nccl",
+    "every NVSHMEM collective other than a permute goes to NCCL (returned heap buffers)",
+    PASS,
+    "      } else if (IsNvshmem(*instr)) {",
+    "      } else if (false) {",
   ),
   Mutant(
-    "support-destination-live-out",
-    "destinations on the heap (never a returned buffer)",
-    SUPPORT,
-    "      destination.maybe_live_out() ||",
-    "      false ||",
-  ),
-  Mutant(
-    "support-destination-parameter",
-    "destinations on the heap (never a donated parameter)",
-    SUPPORT,
-    "  if (destination.is_entry_computation_parameter() ||",
+    "pass-user-buffers",
+    "NCCL user buffers fail the compile",
+    PASS,
+    "  if (debug.xla_gpu_enable_nccl_user_buffers() ||",
     "  if (false ||",
   ),
   Mutant(
-    "support-ids-are-pes",
-    "at run time, id i runs in process i, its PE",
+    "pass-symmetric-buffers",
+    "NCCL symmetric buffers fail the compile",
+    PASS,
+    "      debug.xla_gpu_experimental_enable_nccl_symmetric_buffers()) {",
+    "      false) {",
+  ),
+  # The emitter's destination check (nvshmem_permute_support.cc), every destination.
+  Mutant(
+    "destinations-color",
+    "destinations on the heap (XLA's collective memory)",
     SUPPORT,
-    "      if (it == device_to_process.end() || it->second.value() != id) {",
-    "      if (it == device_to_process.end()) {",
+    "allocation.maybe_live_out() || allocation.color() != collective_color) {",
+    "allocation.maybe_live_out()) {",
   ),
   Mutant(
-    "support-pairs-inside-team",
-    "at run time, each pair inside NVSHMEM_TEAM_SHARED",
+    "destinations-live-out",
+    "destinations on the heap (never a returned buffer)",
     SUPPORT,
+    "allocation.maybe_live_out() || allocation.color() != collective_color) {",
+    "allocation.color() != collective_color) {",
+  ),
+  Mutant(
+    "destinations-parameter",
+    "destinations on the heap (never a donated parameter)",
+    SUPPORT,
+    "    if (allocation.is_entry_computation_parameter() ||",
+    "    if (false ||",
+  ),
+  Mutant(
+    "destinations-loop-bound",
+    "(loop) every destination, the last included",
+    SUPPORT,
+    "  for (int64_t i = 0; i < permute.operand_count(); ++i) {",
+    "  for (int64_t i = 0; i + 1 < permute.operand_count(); ++i) {",
+  ),
+  Mutant(
+    "destinations-index",
+    "(argument) destination i of a combined permute",
+    SUPPORT,
+    "slice(combined ? ShapeIndex{1, i} : ShapeIndex{1})",
+    "slice(combined ? ShapeIndex{1, 0} : ShapeIndex{1})",
+  ),
+  # The colorer's rule (nvshmem_permute_support.cc).
+  Mutant(
+    "heap-lives-out",
+    "a buffer that does not outlive the run may be on the heap",
+    SUPPORT,
+    "  return !lives_out || absl::c_any_of(values, [&](const HloValue* value) {",
+    "  return absl::c_any_of(values, [&](const HloValue* value) {",
+  ),
+  Mutant(
+    "heap-permute-exception",
+    "a returned permute buffer leaves the heap",
+    SUPPORT,
+    "           !HloPredicateIsOp<HloOpcode::kCollectivePermute,",
+    "           !HloPredicateIsOp<HloOpcode::kAllToAll,",
+  ),
+  Mutant(
+    "heap-defining-collective",
+    "a returned buffer an NVSHMEM all-reduce defines stays on the heap",
+    SUPPORT,
+    "    return needs_heap(value->instruction()) ||",
+    "    return false ||",
+  ),
+  Mutant(
+    "heap-using-collective",
+    "a returned buffer an NVSHMEM all-reduce uses stays on the heap",
+    SUPPORT,
+    "             return needs_heap(use.instruction);",
+    "             return false;",
+  ),
+  # The run-time rules (nvshmem_run_checks.cc): the guard, the thunk's Initialize and runs.
+  Mutant(
+    "alloc-color",
+    "the guard counts collective memory only",
+    RUN,
+    "    return allocation->color() == collective_color && allocation->size() > 0 &&",
+    "    return allocation->size() > 0 &&",
+  ),
+  Mutant(
+    "alloc-empty",
+    "the guard counts no empty allocation",
+    RUN,
+    "    return allocation->color() == collective_color && allocation->size() > 0 &&",
+    "    return allocation->color() == collective_color &&",
+  ),
+  Mutant(
+    "alloc-parameter",
+    "the guard counts no entry parameter (the caller's)",
+    RUN,
+    "           !allocation->is_entry_computation_parameter() &&",
+    "",
+  ),
+  Mutant(
+    "alloc-constant",
+    "the guard counts no constant",
+    RUN,
+    "           !allocation->is_constant() && !allocation->is_thread_local();",
+    "           !allocation->is_thread_local();",
+  ),
+  Mutant(
+    "alloc-thread-local",
+    "the guard counts no thread-local allocation",
+    RUN,
+    "           !allocation->is_constant() && !allocation->is_thread_local();",
+    "           !allocation->is_constant();",
+  ),
+  Mutant(
+    "alloc-any",
+    "(loop) any allocation the run makes",
+    RUN,
+    "  return absl::c_any_of(allocations, [&](const BufferAllocation* allocation) {",
+    "  return absl::c_all_of(allocations, [&](const BufferAllocation* allocation) {",
+  ),
+  Mutant(
+    "record-cache",
+    "(check-then-record) one check per device assignment",
+    RUN,
+    "  if (record.devices == devices) return absl::OkStatus();",
+    "",
+  ),
+  Mutant(
+    "record-cache-any",
+    "(check-then-record) another assignment is checked again",
+    RUN,
+    "  if (record.devices == devices) return absl::OkStatus();",
+    "  if (record.devices.has_value()) return absl::OkStatus();",
+  ),
+  Mutant(
+    "record-before-check",
+    "(check-then-record) recorded only when every check passes",
+    RUN,
+    "  for (const auto& [source, target] : pairs) {",
+    "  record = {devices, pes};\n  for (const auto& [source, target] : pairs) {",
+  ),
+  Mutant(
+    "record-job-null",
+    "NVSHMEM not set up with the job fails",
+    RUN,
+    "  if (job == nullptr) {",
+    "  if (false) {",
+  ),
+  Mutant(
+    "pes-one-each",
+    "no two ids in one process",
+    RUN,
+    "      if (it == job->end() || !taken.insert(it->second.value()).second) {",
+    "      if (it == job->end()) {",
+  ),
+  Mutant(
+    "pes-translated",
+    "an id's PE is its device's process, not the id",
+    RUN,
+    "      pes.push_back(it->second.value());",
+    "      pes.push_back(pes.size());",
+  ),
+  Mutant(
+    "pes-replicas-first",
+    "(loops) id r + p * replicas, every row and column",
+    RUN,
+    "  for (int p = 0; p < devices.computation_count(); ++p) {\n"
+    "    for (int r = 0; r < devices.replica_count(); ++r) {",
+    "  for (int r = 0; r < devices.replica_count(); ++r) {\n"
+    "    for (int p = 0; p < devices.computation_count(); ++p) {",
+  ),
+  Mutant(
+    "pes-every-partition",
+    "(loop bound) every partition of the assignment",
+    RUN,
+    "  for (int p = 0; p < devices.computation_count(); ++p) {",
+    "  for (int p = 0; p + 1 < devices.computation_count(); ++p) {",
+  ),
+  Mutant(
+    "pairs-no-pe-low",
+    "a pair with a negative id has no PE",
+    RUN,
+    "    if (std::min(source, target) < 0 ||",
+    "    if (false ||",
+  ),
+  Mutant(
+    "pairs-no-pe-high",
+    "a pair beyond the program's ids has no PE",
+    RUN,
+    "        std::max(source, target) >= static_cast<int64_t>(pes.size())) {",
+    "        false) {",
+  ),
+  Mutant(
+    "pairs-inside-team",
+    "at run time, each pair inside NVSHMEM_TEAM_SHARED",
+    RUN,
     "    if (source_in != target_in) {",
     "    if (false) {",
   ),
   Mutant(
-    "support-job-one-gpu-per-process",
+    "pairs-target-asked",
+    "(argument) the target's PE is asked about",
+    RUN,
+    "    TF_ASSIGN_OR_RETURN(bool target_in, in_team(pes[target]));",
+    "    TF_ASSIGN_OR_RETURN(bool target_in, in_team(pes[source]));",
+  ),
+  Mutant(
+    "pairs-team-of-pe",
+    "(argument) team membership of the PE, not the id",
+    RUN,
+    "    TF_ASSIGN_OR_RETURN(bool source_in, in_team(pes[source]));",
+    "    TF_ASSIGN_OR_RETURN(bool source_in, in_team(source));",
+  ),
+  Mutant(
+    "target-checked-assignment",
+    "a run puts only under the device assignment checked",
+    RUN,
+    "  if (!(record.devices == devices)) {",
+    "  if (false) {",
+  ),
+  Mutant(
+    "target-translated",
+    "a run puts to its target's PE",
+    RUN,
+    "  return record.pes[*target];",
+    "  return *target;",
+  ),
+  Mutant(
+    "target-no-pe",
+    "a target beyond the program's ids has no PE",
+    RUN,
+    "  if (*target < 0 || *target >= static_cast<int64_t>(record.pes.size())) {",
+    "  if (*target < 0) {",
+  ),
+  Mutant(
+    "job-one-gpu-per-process",
     "at run time, one GPU per process",
-    SUPPORT,
+    RUN,
     "  if (devices_per_process != 1) {",
     "  if (false) {",
   ),
   Mutant(
-    "support-job-whole",
+    "job-whole",
     "at run time, the program is the NVSHMEM job",
-    SUPPORT,
+    RUN,
     "  if (program_devices != processes) {",
     "  if (false) {",
+  ),
+  Mutant(
+    "job-no-assignment",
+    "at run time, a run without a device assignment is one device",
+    RUN,
+    "  const int64_t program_devices = devices ? devices->num_elements() : 1;",
+    "  const int64_t program_devices = devices ? devices->num_elements() : processes;",
+  ),
+  # The call sites (the upstream files' lines in the committed patches, which need the pin's LLVM
+  # or MLIR to compile): each killed by tests/test_patches.py, run offline on a scratch copy.
+  Mutant(
+    "wire-emitter-index",
+    "(argument) the emitter looks up destination i",
+    "patch:0001",
+    "+          return assignment.GetUniqueSlice(permute, index);",
+    "+          return assignment.GetUniqueSlice(permute, ShapeIndex{1});",
+  ),
+  Mutant(
+    "wire-emitter-skips-destinations",
+    "(order) the emitter checks the destinations of a runnable permute",
+    "patch:0001",
+    "+  if (runnable.ok()) {\n+    runnable = CheckNvshmemDestinations(",
+    "+  if (false) {\n+    runnable = CheckNvshmemDestinations(",
+  ),
+  Mutant(
+    "wire-emitter-color",
+    "(argument) destinations in collective memory",
+    "patch:0001",
+    "+        static_cast<int64_t>(MemorySpaceColor::kCollective));",
+    "+        static_cast<int64_t>(MemorySpaceColor::kDefault));",
+  ),
+  Mutant(
+    "wire-initialize-checks",
+    "(call) Initialize checks the PEs",
+    "patch:0002",
+    "+  return CheckPes(*params.collective_params->device_assn);",
+    "+  return absl::OkStatus();",
+  ),
+  Mutant(
+    "wire-checkpes-job",
+    "(argument) the job's device_to_process",
+    "patch:0002",
+    "+      devices, job ? &job->device_to_process : nullptr, pairs_,",
+    "+      devices, nullptr, pairs_,",
+  ),
+  Mutant(
+    "wire-checkpes-team",
+    "(argument) team membership from NVSHMEM_TEAM_SHARED",
+    "patch:0002",
+    "+      [&](int64_t pe) { return comm->IsBarrierPeer(RankId(pe)); }, pes_);",
+    "+      [&](int64_t pe) { return absl::StatusOr<bool>(true); }, pes_);",
+  ),
+  Mutant(
+    "wire-run-target-pe",
+    "(call) a run puts to its target's PE",
+    "patch:0002",
+    "+        NvshmemTargetPe(pes_, *params.collective_params->device_assn,\n"
+    "+                        source_target.target));",
+    "+        std::optional<int64_t>(source_target.target));",
+  ),
+  Mutant(
+    "wire-sync-on-main-stream",
+    "(stream) a sync NVSHMEM collective on the collective stream",
+    "patch:0002",
+    "+    TF_RETURN_IF_ERROR(RunNvshmemCollective(params, async_stream));",
+    "+    TF_RETURN_IF_ERROR(RunNvshmemCollective(params, *params.stream));",
+  ),
+  Mutant(
+    "wire-sync-main-waits",
+    "(stream) the main stream waits for the collective stream after it",
+    "patch:0002",
+    "+    TF_RETURN_IF_ERROR(params.stream->WaitFor(&async_stream));\n",
+    "",
+  ),
+  Mutant(
+    "wire-guard-allocations",
+    "(argument) the guard counts collective memory",
+    "patch:0003",
+    "+      RunAllocatesHeap(allocation_ptrs_, /*collective memory*/ 1);",
+    "+      RunAllocatesHeap(allocation_ptrs_, /*collective memory*/ 0);",
+  ),
+  Mutant(
+    "wire-guard-devices",
+    "(argument) the guard counts the run's device assignment",
+    "patch:0003",
+    "+        nvshmem_job_.get(), run_options->run_options().device_assignment()));",
+    "+        nvshmem_job_.get(), nullptr));",
+  ),
+  Mutant(
+    "wire-guard-skipped",
+    "(call) the guard runs before the allocations",
+    "patch:0003",
+    "+  if (allocates_collective_memory_) {",
+    "+  if (false) {",
+  ),
+  Mutant(
+    "wire-colorer-lives-out",
+    "(argument) the colorer asks whether the buffer lives out",
+    "patch:0004",
+    "+                           alias_analysis->BufferLivesOut(buffer),",
+    "+                           false,",
+  ),
+  Mutant(
+    "wire-colorer-rule",
+    "(call) the colorer applies the heap rule",
+    "patch:0004",
+    "+        use_nvshmem &&\n+        NvshmemHeapMayHold(",
+    "+        use_nvshmem ||\n+        NvshmemHeapMayHold(",
+  ),
+  Mutant(
+    "wire-jit-job-devices",
+    "(argument) in a JIT compile, the job's devices",
+    "patch:0008",
+    "+            job->num_processes * job->device_count_per_process;",
+    "+            job->num_processes;",
   ),
 ]
 
@@ -430,11 +748,17 @@ def copy_series(dest: Path, rev: str | None) -> None:
   shutil.move(str(unpack / prefix), dest)
 
 
+def patch_file(where: str) -> Path | None:
+  """The committed patch `patch:NNNN` names."""
+  found = sorted(SERIES.parent.glob(f"{where.split(':')[1]}-*.patch"))
+  return found[0] if len(found) == 1 else None
+
+
 def check_texts(mutants: list[Mutant], src: Path) -> list[str]:
   errors = []
   for m in mutants:
-    path = src / m.path
-    if not path.is_file():
+    path = patch_file(m.path) if m.path.startswith("patch:") else src / m.path
+    if path is None or not path.is_file():
       errors.append(f"{m.name}: {m.path}: no such file")
       continue
     n = path.read_text().count(m.original)
@@ -558,7 +882,7 @@ def run(mutants: list[Mutant], b: Builder, diff_link: str, start: float) -> int:
   if not (base[0][0] and base[1][0]):
     raise Fail("the unmutated series fails its tests; no mutant can be judged")
   rows = []
-  for m in mutants:
+  for m in [m for m in mutants if not m.path.startswith("patch:")]:
     t0 = time.monotonic()
     path = b.src / m.path
     original = path.read_text()
@@ -583,6 +907,7 @@ def run(mutants: list[Mutant], b: Builder, diff_link: str, start: float) -> int:
       f"  {m.name}: {'killed' if killed else 'SURVIVED'} ({time.monotonic() - t0:.0f} s)",
       flush=True,
     )
+  rows += run_patch_mutants([m for m in mutants if m.path.startswith("patch:")], b.work)
   print_table(rows)
   survived = [m.name for m, _, _, killed in rows if not killed]
   total = time.monotonic() - start
@@ -594,6 +919,54 @@ def run(mutants: list[Mutant], b: Builder, diff_link: str, start: float) -> int:
     return 1
   print(f"mutation_check_series: OK: {len(rows)} of {len(rows)} mutants killed; {total:.0f} s")
   return 0
+
+
+def run_patch_mutants(mutants: list[Mutant], work: Path) -> list:
+  """Each call-site mutant on a scratch copy of the series and its offline tests."""
+  if not mutants:
+    return []
+  repo = work / "patch-repo"
+  for part in ("tests/test_patches.py", "scripts", "docs/patch_series.md", "WORKSPACE", "BUILD"):
+    dest = repo / part
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    (shutil.copytree if (ROOT / part).is_dir() else shutil.copy)(ROOT / part, dest)
+  shutil.copytree(SERIES.parent, repo / SERIES.parent.relative_to(ROOT))
+  (repo / ".venv").symlink_to(ROOT / ".venv")
+  env = {k: v for k, v in os.environ.items() if k != "XLA_PIN"}
+  cmd = [
+    str(VENV_PY),
+    "-m",
+    "pytest",
+    "-q",
+    "-x",
+    "-p",
+    "no:cacheprovider",
+    "tests/test_patches.py",
+  ]
+  base = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, check=False)
+  if base.returncode:
+    raise Fail("tests/test_patches.py fails on the unmutated copy: " + base.stdout[-1500:])
+  rows = []
+  for m in mutants:
+    t0 = time.monotonic()
+    path = repo / patch_file(m.path).relative_to(ROOT)
+    original = path.read_text()
+    path.write_text(original.replace(m.original, m.replacement, 1))
+    try:
+      r = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, check=False)
+    finally:
+      path.write_text(original)
+    failed = re.findall(r"^FAILED \S+::(\S+)", r.stdout, re.M)
+    result = (
+      r.returncode == 0,
+      "test_patches.py " + (failed[0] if failed else f"exit {r.returncode}"),
+    )
+    rows.append((m, result, (True, ""), r.returncode != 0))
+    print(
+      f"  {m.name}: {'killed' if r.returncode else 'SURVIVED'} ({time.monotonic() - t0:.0f} s)",
+      flush=True,
+    )
+  return rows
 
 
 def print_table(rows: list[tuple[Mutant, tuple[bool, str], tuple[bool, str], bool]]) -> None:

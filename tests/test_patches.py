@@ -180,18 +180,22 @@ def test_patches_are_an_upstream_change():
 def test_each_patch_touches_one_area():
   touched = {p.name[:4]: set(file_diffs(p)) for p in PATCHES}
   collectives = "xla/backends/gpu/collectives"
-  assert touched["0002"] == {
-    f"{collectives}/gpu_collectives.h",
-    f"{collectives}/nvshmem_collectives.h",
-    f"{collectives}/nvshmem_collectives.cc",
-    f"{collectives}/nvshmem_communicator.h",
-    f"{collectives}/nvshmem_communicator.cc",
-    "xla/core/collectives/communicator.h",
-    f"{RUNTIME}/BUILD",
-    f"{RUNTIME}/nvshmem_collective_permute_thunk.h",
-    f"{RUNTIME}/nvshmem_collective_permute_thunk.cc",
-    f"{RUNTIME}/nvshmem_collective_thunk.cc",
-  } | RUN_CHECKS
+  assert (
+    touched["0002"]
+    == {
+      f"{collectives}/gpu_collectives.h",
+      f"{collectives}/nvshmem_collectives.h",
+      f"{collectives}/nvshmem_collectives.cc",
+      f"{collectives}/nvshmem_communicator.h",
+      f"{collectives}/nvshmem_communicator.cc",
+      "xla/core/collectives/communicator.h",
+      f"{RUNTIME}/BUILD",
+      f"{RUNTIME}/nvshmem_collective_permute_thunk.h",
+      f"{RUNTIME}/nvshmem_collective_permute_thunk.cc",
+      f"{RUNTIME}/nvshmem_collective_thunk.cc",
+    }
+    | RUN_CHECKS
+  )
   assert touched["0003"] == {
     "xla/service/gpu/gpu_executable.cc",
     "xla/service/gpu/gpu_executable.h",
@@ -591,3 +595,83 @@ def test_style_file_is_the_pins(tmp_path):
   )
   dump = lambda f: run([CLANG_FORMAT, f"--style=file:{f}", "--dump-config"]).stdout
   assert dump(STYLE) == dump(pins)
+
+
+# Each call site of a run-time rule, in the upstream files that need the pin's
+# LLVM or MLIR to compile (scripts/check_patches_upstream.sh compiles some of
+# them alone): the lines that call the rule, with its arguments, in order.
+WIRING = {
+  (0, "xla/service/gpu/thunk_emitter.cc"): [
+    "absl::Status runnable = CanRunNvshmemCollectivePermute(*permute, config);",
+    "if (runnable.ok()) {",
+    "runnable = CheckNvshmemDestinations(",
+    "*permute,",
+    "[&](const ShapeIndex& index) {",
+    "return assignment.GetUniqueSlice(permute, index);",
+    "},",
+    "static_cast<int64_t>(MemorySpaceColor::kCollective));",
+  ],
+  (1, f"{RUNTIME}/nvshmem_collective_permute_thunk.cc"): [
+    "std::shared_ptr<const GpuCollectives::Topology> job = collectives->topology();",
+    "TF_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,",
+    "collectives->CreateCommunicator());",
+    "absl::MutexLock lock(&mu_);",
+    "return CheckAndRecordNvshmemPes(",
+    "devices, job ? &job->device_to_process : nullptr, pairs_,",
+    "[&](int64_t pe) { return comm->IsBarrierPeer(RankId(pe)); }, pes_);",
+  ],
+  (1, f"{RUNTIME}/nvshmem_collective_permute_thunk.cc "): [
+    "TF_ASSIGN_OR_RETURN(",
+    "source_target.target,",
+    "NvshmemTargetPe(pes_, *params.collective_params->device_assn,",
+    "source_target.target));",
+  ],
+  (2, "xla/service/gpu/gpu_executable.cc"): [
+    "allocates_collective_memory_ =",
+    "RunAllocatesHeap(allocation_ptrs_, /*collective memory*/ 1);",
+  ],
+  (2, "xla/service/gpu/gpu_executable.cc "): [
+    "if (job == nullptr) return absl::OkStatus();  // NVSHMEM is not set up.",
+    "return CheckNvshmemJob(job->num_processes, job->device_count_per_process,",
+    "devices);",
+  ],
+  (2, "xla/service/gpu/gpu_executable.cc  "): [
+    "if (allocates_collective_memory_) {",
+    "// Null unless xla_gpu_experimental_enable_nvshmem set NVSHMEM up.",
+    "absl::call_once(nvshmem_job_once_, [this] {",
+    "absl::StatusOr<GpuCollectives*> nvshmem =",
+    "GetNvshmemCollectivesFromRegistry();",
+    "if (nvshmem.ok()) nvshmem_job_ = (*nvshmem)->topology();",
+    "});",
+    "RETURN_IF_ERROR(CheckNvshmemJobOf(",
+    "nvshmem_job_.get(), run_options->run_options().device_assignment()));",
+  ],
+  (3, "xla/service/gpu/gpu_memory_space_assignment.cc"): [
+    "const bool nvshmem_heap =",
+    "use_nvshmem &&",
+    "NvshmemHeapMayHold(buffer.values(),",
+    "alias_analysis->BufferLivesOut(buffer),",
+    "[](const HloInstruction* instr) {",
+    "return IsNvshmemInstruction(instr) &&",
+    "IsCollectiveMemoryInstruction(instr);",
+  ],
+  (7, "xla/service/gpu/gpu_compiler.cc"): [
+    "} else if (absl::StatusOr<Collectives*> nvshmem =",
+    'CollectivesRegistry::Get("gpu", "nvshmem");',
+    "nvshmem.ok()) {",
+    "if (auto job = tsl::down_cast<GpuCollectives*>(*nvshmem)->topology()) {",
+    "rewriter_options.job_devices =",
+    "job->num_processes * job->device_count_per_process;",
+    "rewriter_options.num_visible_devices_per_process =",
+    "job->device_count_per_process;",
+  ],
+}
+
+
+@pytest.mark.parametrize("where", sorted(WIRING), ids=lambda w: f"{w[0] + 1:04d}:{w[1].strip()}")
+def test_each_rule_is_called_with_its_arguments(where):
+  """The lines that call each run-time rule, consecutive among the lines the
+  patch adds to the file: a changed argument, a dropped or moved call fails."""
+  lines = [l.strip() for l in added(ALL[where[0]], where[1].strip())]
+  want = WIRING[where]
+  assert any(lines[i : i + len(want)] == want for i in range(len(lines))), where
