@@ -131,7 +131,7 @@ needs_llvm() {
       "(the guard 0003 adds is compiled below)";;
     xla/service/gpu/gpu_memory_space_assignment.cc)
       echo "ir_emission_utils.h includes llvm/IR/IRBuilder.h; 0004 changes one condition" \
-        "of AssignColors and adds OnlyNvshmemPermutes (its test compiles)";;
+        "of AssignColors, which calls NvshmemHeapMayHold (its test compiles)";;
     xla/backends/gpu/runtime/nvshmem_collective_permute_thunk.cc)
       echo "p2p_thunk_common.h includes mlir/IR/BuiltinAttributes.h (with" \
         "tablegen's BuiltinAttributes.h.inc); 0002 adds a Barrier call, CheckPes" \
