@@ -152,8 +152,9 @@ def process_layout_text(topology: Topology, stated: bool, backends: str) -> str:
 
 
 def states_processes(spec: str) -> bool:
-  """Whether a topology spec states its process layout (:gpus_per_process=N)."""
-  return ":gpus_per_process=" in spec
+  """Whether a topology spec states its process layout (:gpus_per_process=N, or
+  :processes=P0,P1,... of each device)."""
+  return ":gpus_per_process=" in spec or ":processes=" in spec
 
 
 def with_backends(table: CostTable, backends: str | Sequence[str]) -> CostTable:

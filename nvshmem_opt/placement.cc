@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -53,6 +54,16 @@ int DevicesPerHost(const Flags& flags, const xla::HloModule& module) {
 }
 
 namespace {
+
+// `topology` with logical devices placed on `devices`, its processes kept.
+absl::StatusOr<core::Topology> PlacedBy(const core::Topology& topology,
+                                        std::vector<int> devices) {
+  const bool mapped = !topology.device_to_process().empty();
+  return core::Topology::Create(
+      topology.slices(), topology.hosts_per_slice(), topology.gpus_per_host(),
+      topology.nvlink_domain_size(), std::move(devices),
+      mapped ? 0 : topology.gpus_per_process(), topology.device_to_process());
+}
 
 // Where a derived topology's hosts hold more GPUs than the program: said, with
 // how to state hosts of only the program's GPUs.
@@ -111,6 +122,7 @@ std::string SpecToDecideAgain(const Flags& flags,
   if (core::SpecStatesProcesses(flags.topology)) {
     // TopologySpec leaves out a process per host, which the spec stated.
     const bool per_host =
+        topology.device_to_process().empty() &&
         topology.gpus_per_process() == topology.gpus_per_host();
     return absl::StrCat(
         core::TopologySpec(topology),
@@ -182,13 +194,10 @@ std::string PlaceTextModule(const Flags& flags, xla::HloModule& module,
           devices[r + p * replicas] = static_cast<int>(assignment(r, p));
         }
       }
-      given = OrFail(
-          core::Topology::Create(
-              given->slices(), given->hosts_per_slice(), given->gpus_per_host(),
-              given->nvlink_domain_size(), devices, given->gpus_per_process()),
-          flags.input +
-              ": the proto's device assignment does not fit "
-              "--topology: ");
+      given = OrFail(PlacedBy(*given, devices),
+                     flags.input +
+                         ": the proto's device assignment does not fit "
+                         "--topology: ");
     }
     return "";
   }
@@ -215,10 +224,7 @@ std::string PlaceTextModule(const Flags& flags, xla::HloModule& module,
   // A topology too small for the module fails later, with the module's count.
   if (given && given->partition_to_device().empty() &&
       given->num_devices() >= int64_t{read->replicas} * read->partitions) {
-    given = OrFail(core::Topology::Create(
-                       given->slices(), given->hosts_per_slice(),
-                       given->gpus_per_host(), given->nvlink_domain_size(),
-                       read->devices, given->gpus_per_process()),
+    given = OrFail(PlacedBy(*given, read->devices),
                    path + ": its device assignment does not fit --topology: ");
   }
   return path;

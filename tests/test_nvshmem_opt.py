@@ -202,10 +202,11 @@ def test_reads_serialized_proto(tmp_path):
       "{ring}: its 8 devices (partitions x replicas) do not fill hosts of 3 GPUs",
     ),
     (["{ring}", "--devices-per-host=16"], "{ring}: its 8 devices"),
+    # Stated hosts must be filled; the default host of 8 may be part-used.
     (
-      ["{twelve}"],
+      ["{twelve}", "--devices-per-host=8"],
       "{twelve}: its 12 devices (partitions x replicas) do not fill hosts of 8 "
-      "GPUs (--devices-per-host, default 8)",
+      "GPUs (--devices-per-host)",
     ),
     (["{ring}", "--devices-per-host=4", "--topology=1x2x4"], "give one"),
     (["{bad_pairs}", "--topology=1x1x2"], "{bad_pairs}:5:"),
@@ -779,7 +780,8 @@ def _decisions(result):
     ("ring_1x1x8.before_async.hlo", [], "1x1x8"),
     ("ring_1x2x4.before_async.hlo", ["--devices-per-host=4"], "1x2x4"),
     ("shift_1x2x4.before_async.hlo", ["--devices-per-host=4"], "1x2x4"),
-    ("shift_1x1x2.before_async.hlo", [], "1x1x2"),  # the default, capped at 2 devices
+    # The default host of 8 GPUs: a 2-device program runs on part of it.
+    ("shift_1x1x2.before_async.hlo", [], "1x1x8"),
   ],
 )
 def test_derived_topology_decides_as_the_explicit_spec(fixture, flags, spec, favoured, tmp_path):

@@ -178,6 +178,22 @@ def test_decide_refuses_nvshmem_for_shifts_and_partial_groups():
   assert "apply to 4 groups" in selection.nvshmem_pe_reason(t8, False, 4, 2)
 
 
+def test_a_spec_states_each_devices_process():
+  # jax's process_index of each device, as the hook passes it: peer memory needs
+  # every device of the program in one process.
+  table = selection.with_backends(selection.load_cost_table(), "nccl,peer")
+  split = selection.parse_topology("1x1x8:processes=0,0,0,0,1,1,1,1:map=0,1,2,3,4,5,6,7")
+  assert split.device_to_process == [0, 0, 0, 0, 1, 1, 1, 1] and split.gpus_per_process == 4
+  assert selection.states_processes("1x1x8:processes=0,0,0,0,1,1,1,1")
+  d = selection.decide(split, table, 64 << 20, ring(8))
+  assert d["plan"] == "nccl" and "4 of the program's 8 devices" in d["reason"]
+  one = selection.parse_topology("1x1x8:processes=0,0,0,0,0,0,0,0:map=0,1,2,3,4,5,6,7")
+  assert selection.decide(one, table, 64 << 20, ring(8))["plan"] == "peer"
+  assert str(split).startswith("1x1x8:processes=0,0,0,0,1,1,1,1")
+  with pytest.raises(selection.SelectionError, match="process map has 3 entries"):
+    selection.parse_topology("1x1x4:processes=0,0,1")
+
+
 def test_a_destination_off_the_heap_refuses_nvshmem():
   # (allocation, entry parameter or -1, returned), as nvshmem-opt reads XLA's
   # buffer assignment: the emitter puts only into heap buffers no caller sees.

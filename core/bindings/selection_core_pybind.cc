@@ -107,6 +107,8 @@ void BindTopology(py::module_& m) {
       .def_property_readonly("num_devices", &core::Topology::num_devices)
       .def_property_readonly("partition_to_device",
                              &core::Topology::partition_to_device)
+      .def_property_readonly("device_to_process",
+                             &core::Topology::device_to_process)
       .def(
           "classify",
           [](const core::Topology& t, int src, int dst) {

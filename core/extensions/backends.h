@@ -54,6 +54,9 @@ std::optional<LinkClass> LinkClassFromName(absl::string_view name);
 //   nvlN | nvl=N           NVLink domain of N GPUs (default: one host)
 //   gpus_per_process=N     GPUs that share a process (default: see
 //                          DefaultGpusPerProcess)
+//   processes=P0,P1,...    the process of each device of the topology (a
+//                          runtime's facts: jax's process_index of each
+//                          device), in place of gpus_per_process
 //   map=D0,D1,...          physical device of each logical device, where
 //                          logical device r + p * num_replicas is (replica
 //                          r, partition p) as XLA places them by default

@@ -131,7 +131,7 @@ TEST(TopologyTest, RejectsMalformedSpecs) {
   }
   EXPECT_EQ(ParseError("1x2x4:fast"),
             "topology spec '1x2x4:fast': unknown option 'fast' (known: nvlN, "
-            "gpus_per_process=N, map=...)");
+            "gpus_per_process=N, processes=..., map=...)");
   EXPECT_EQ(Printable("a\nb"), "a\\x0ab");
   EXPECT_EQ(ParseCount("12"), 12);
   EXPECT_FALSE(ParseCount("+1").has_value());

@@ -30,6 +30,7 @@ struct SpecOptions {
   int nvlink_domain_size = 0;  // 0: one host.
   int gpus_per_process = 0;    // 0: one host.
   std::vector<int> map;
+  std::vector<int> processes;  // Of each device; empty: gpus_per_process.
 };
 
 // "nvlN", "nvl=N" or "gpus_per_process=N", each once: the N, else an error.
@@ -44,12 +45,14 @@ absl::StatusOr<int> CountOption(absl::string_view section,
   return static_cast<int>(*n);
 }
 
-absl::Status ParseMap(absl::string_view list, std::vector<int>* map) {
+absl::Status ParseMap(absl::string_view list, std::vector<int>* map,
+                      absl::string_view what = "device",
+                      absl::string_view in = "map") {
   for (absl::string_view item : absl::StrSplit(list, ',')) {
     std::optional<int64_t> value = ParseCount(absl::StripAsciiWhitespace(item));
     if (!value || *value > kMaxDevices) {
       return absl::InvalidArgumentError(
-          absl::StrCat("bad device '", Printable(item), "' in map"));
+          absl::StrCat("bad ", what, " '", Printable(item), "' in ", in));
     }
     map->push_back(static_cast<int>(*value));
   }
@@ -80,10 +83,17 @@ absl::StatusOr<SpecOptions> ParseOptions(
       have_map = true;
       absl::Status status = ParseMap(value, &options.map);
       if (!status.ok()) return status;
+    } else if (absl::ConsumePrefix(&value, "processes=")) {
+      if (!options.processes.empty()) {
+        return absl::InvalidArgumentError("processes given twice");
+      }
+      absl::Status status =
+          ParseMap(value, &options.processes, "process", "processes");
+      if (!status.ok()) return status;
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown option '", Printable(value),
-                       "' (known: nvlN, gpus_per_process=N, map=...)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown option '", Printable(value),
+          "' (known: nvlN, gpus_per_process=N, processes=..., map=...)"));
     }
   }
   return options;
@@ -116,12 +126,14 @@ absl::StatusOr<Topology> ParseSpec(absl::string_view spec,
   }
   absl::StatusOr<SpecOptions> options = ParseOptions(sections);
   if (!options.ok()) return options.status();
-  if (options->gpus_per_process == 0 && offered != nullptr) {
+  if (options->gpus_per_process == 0 && options->processes.empty() &&
+      offered != nullptr) {
     options->gpus_per_process = DefaultGpusPerProcess(*offered, values[2]);
   }
   return Topology::Create(values[0], values[1], values[2],
                           options->nvlink_domain_size, std::move(options->map),
-                          options->gpus_per_process);
+                          options->gpus_per_process,
+                          std::move(options->processes));
 }
 
 }  // namespace
@@ -156,7 +168,8 @@ int DefaultGpusPerProcess(const std::vector<Backend>& offered,
 }
 
 bool SpecStatesProcesses(absl::string_view spec) {
-  return absl::StrContains(spec, ":gpus_per_process=");
+  return absl::StrContains(spec, ":gpus_per_process=") ||
+         absl::StrContains(spec, ":processes=");
 }
 
 std::string ProcessLayoutText(const Topology& topology, bool stated,
@@ -178,7 +191,10 @@ std::string ProcessLayoutText(const Topology& topology, bool stated,
 Topology WithDefaultProcesses(const Topology& t,
                               const std::vector<Backend>& offered) {
   const int per_process = DefaultGpusPerProcess(offered, t.gpus_per_host());
-  if (per_process == t.gpus_per_process()) return t;
+  // A process map is the runtime's own fact: no default replaces it.
+  if (per_process == t.gpus_per_process() || !t.device_to_process().empty()) {
+    return t;
+  }
   // The same cluster with another divisor of a host: Create cannot refuse it.
   return *Topology::Create(t.slices(), t.hosts_per_slice(), t.gpus_per_host(),
                            t.nvlink_domain_size(), t.partition_to_device(),
@@ -207,7 +223,10 @@ std::string TopologySpec(const Topology& t) {
   if (t.nvlink_domain_size() != t.gpus_per_host()) {
     absl::StrAppend(&spec, ":nvl", t.nvlink_domain_size());
   }
-  if (t.gpus_per_process() != t.gpus_per_host()) {
+  if (!t.device_to_process().empty()) {
+    absl::StrAppend(&spec,
+                    ":processes=", absl::StrJoin(t.device_to_process(), ","));
+  } else if (t.gpus_per_process() != t.gpus_per_host()) {
     absl::StrAppend(&spec, ":gpus_per_process=", t.gpus_per_process());
   }
   if (!t.partition_to_device().empty()) {

@@ -257,7 +257,12 @@ std::optional<Refusal> NvshmemPeMismatch(const Topology& topology,
   if (groups > 1) return MakeRefusal(RefusalKind::kSeveralGroups, groups);
   const std::vector<int> program = TeamDevices(topology, team_size);
   for (int i = 0; i < static_cast<int>(program.size()); ++i) {
-    if (program[i] == i) continue;
+    // The PE is the process: device i with one GPU a process, else as the
+    // topology's process map says.
+    const int pe = topology.device_to_process().empty()
+                       ? program[i]
+                       : topology.ProcessOf(program[i]);
+    if (pe == i) continue;
     Refusal refusal = MakeRefusal(RefusalKind::kPlacedOffItsPe, 1,
                                   static_cast<int>(program.size()));
     refusal.devices = {i, program[i]};

@@ -267,6 +267,32 @@ TEST(DeadlockFreeTest, EveryGpuOfATouchedHostMustRunTheProgram) {
       Backend::kNccl);
 }
 
+// A put goes to its target id as the PE, a process: with a runtime's process
+// map, id i must run in process i, and peer memory needs one process.
+TEST(PeTest, TheProcessMapNamesThePes) {
+  absl::StatusOr<Topology> dealt =
+      Topology::Create(1, 1, 4, 0, {}, 0, {0, 2, 1, 3});
+  ASSERT_TRUE(dealt.ok()) << dealt.status();
+  std::optional<Refusal> refusal = CheckBackend(
+      *dealt, DefaultCostTable(), {1 << 20, Ring(4), 4}, Backend::kNvshmem);
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_EQ(refusal->kind, RefusalKind::kPlacedOffItsPe);
+  absl::StatusOr<Topology> own =
+      Topology::Create(1, 1, 4, 0, {}, 0, {0, 1, 2, 3});
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_FALSE(CheckBackend(*own, DefaultCostTable(), {1 << 20, Ring(4), 4},
+                            Backend::kNvshmem));
+  // Two processes on one host: peer memory's clique crosses them.
+  absl::StatusOr<Topology> two =
+      Topology::Create(1, 1, 4, 0, {}, 0, {0, 0, 1, 1});
+  ASSERT_TRUE(two.ok()) << two.status();
+  std::optional<Refusal> peer = CheckBackend(
+      *two, DefaultCostTable(), {64 << 20, Ring(4), 4}, Backend::kPeer);
+  ASSERT_TRUE(peer.has_value());
+  EXPECT_EQ(peer->kind, RefusalKind::kCrossesProcesses);
+  EXPECT_EQ(peer->count, 2);
+}
+
 // The emitter puts only into heap buffers no caller sees.
 TEST(RuntimeRulesTest, DonatedOrReturnedDestinationRefusesNvshmem) {
   PermuteRequest request = {32 << 20, Ring(8), 8};

@@ -15,6 +15,7 @@ limitations under the License.
 
 #include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -32,7 +33,8 @@ absl::StatusOr<Topology> Topology::Create(int slices, int hosts_per_slice,
                                           int gpus_per_host,
                                           int nvlink_domain_size,
                                           std::vector<int> partition_to_device,
-                                          int gpus_per_process) {
+                                          int gpus_per_process,
+                                          std::vector<int> device_to_process) {
   if (slices < 1 || hosts_per_slice < 1 || gpus_per_host < 1) {
     return absl::InvalidArgumentError(
         "slices, hosts and GPUs per host must all be at least 1");
@@ -53,8 +55,29 @@ absl::StatusOr<Topology> Topology::Create(int slices, int hosts_per_slice,
         " GPUs must be a whole number of hosts (", gpus_per_host,
         " GPUs each) that divides a slice (", slice_devices, " GPUs)"));
   }
+  if (!device_to_process.empty()) {
+    if (gpus_per_process != 0) {
+      return absl::InvalidArgumentError(
+          "give GPUs per process or each device's process, not both");
+    }
+    if (static_cast<int64_t>(device_to_process.size()) != devices) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the process map has ", device_to_process.size(),
+                       " entries but the topology has ", devices, " devices"));
+    }
+    std::vector<int> per_process(devices, 0);
+    for (int process : device_to_process) {
+      if (process < 0 || process >= devices) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("process map names process ", process, " outside 0..",
+                         devices - 1));
+      }
+      gpus_per_process = std::max(gpus_per_process, ++per_process[process]);
+    }
+  }
   if (gpus_per_process == 0) gpus_per_process = gpus_per_host;
-  if (gpus_per_process < 1 || gpus_per_host % gpus_per_process != 0) {
+  if (gpus_per_process < 1 ||
+      (device_to_process.empty() && gpus_per_host % gpus_per_process != 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat(gpus_per_process, " GPUs per process must divide a host (",
                      gpus_per_host, " GPUs)"));
@@ -78,6 +101,7 @@ absl::StatusOr<Topology> Topology::Create(int slices, int hosts_per_slice,
   topology.nvlink_domain_size_ = nvlink_domain_size;
   topology.gpus_per_process_ = gpus_per_process;
   topology.partition_to_device_ = std::move(partition_to_device);
+  topology.device_to_process_ = std::move(device_to_process);
   return topology;
 }
 

@@ -52,11 +52,14 @@ class Topology {
   // logical device r + p * num_replicas is (replica r, partition p) as XLA
   // places them by default; empty means identity. InvalidArgument when
   // inconsistent; nvlink_domain_size and gpus_per_process 0 mean one host.
-  static absl::StatusOr<Topology> Create(int slices, int hosts_per_slice,
-                                         int gpus_per_host,
-                                         int nvlink_domain_size,
-                                         std::vector<int> partition_to_device,
-                                         int gpus_per_process = 0);
+  // device_to_process, where given (a runtime's facts, such as jax's
+  // process_index of each device), is the process of every device and takes
+  // the place of gpus_per_process, which must then be 0: gpus_per_process()
+  // becomes the most devices one process drives.
+  static absl::StatusOr<Topology> Create(
+      int slices, int hosts_per_slice, int gpus_per_host,
+      int nvlink_domain_size, std::vector<int> partition_to_device,
+      int gpus_per_process = 0, std::vector<int> device_to_process = {});
 
   int slices() const { return slices_; }
   int hosts_per_slice() const { return hosts_per_slice_; }
@@ -70,9 +73,18 @@ class Topology {
     return partition_to_device_;
   }
 
+  // The process of each device where the topology was given one; empty:
+  // processes of gpus_per_process consecutive devices.
+  const std::vector<int>& device_to_process() const {
+    return device_to_process_;
+  }
+
   int HostOf(int device) const { return device / gpus_per_host_; }
   int NvlinkDomainOf(int device) const { return device / nvlink_domain_size_; }
-  int ProcessOf(int device) const { return device / gpus_per_process_; }
+  int ProcessOf(int device) const {
+    return device_to_process_.empty() ? device / gpus_per_process_
+                                      : device_to_process_[device];
+  }
 
   // Device of a logical device (see EdgeIdsToDevices); nullopt outside the
   // map.
@@ -87,6 +99,7 @@ class Topology {
   int nvlink_domain_size_ = 1;
   int gpus_per_process_ = 1;
   std::vector<int> partition_to_device_;
+  std::vector<int> device_to_process_;
 };
 
 // Expands source_target_pairs to device edges: partition ids applied to

@@ -82,6 +82,27 @@ TEST(TopologyTest, RejectsInconsistentShapes) {
   }
 }
 
+// A runtime's own facts: the process of each device (jax's process_index).
+TEST(TopologyTest, TakesEachDevicesProcess) {
+  absl::StatusOr<Topology> t =
+      Topology::Create(1, 2, 4, 0, {}, 0, {0, 0, 0, 0, 1, 1, 1, 1});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->ProcessOf(3), 0);
+  EXPECT_EQ(t->ProcessOf(4), 1);
+  EXPECT_EQ(t->gpus_per_process(), 4);  // The most one process drives.
+  // Processes dealt round-robin over the hosts.
+  absl::StatusOr<Topology> dealt =
+      Topology::Create(1, 2, 2, 0, {}, 0, {0, 2, 1, 3});
+  ASSERT_TRUE(dealt.ok()) << dealt.status();
+  EXPECT_EQ(dealt->ProcessOf(1), 2);
+  EXPECT_EQ(dealt->gpus_per_process(), 1);
+  for (const std::vector<int>& bad :
+       std::vector<std::vector<int>>{{0, 0, 0}, {0, 0, 0, 9}, {0, 0, -1, 1}}) {
+    EXPECT_FALSE(Topology::Create(1, 1, 4, 0, {}, 0, bad).ok());
+  }
+  EXPECT_FALSE(Topology::Create(1, 1, 2, 0, {}, 1, {0, 1}).ok());  // Both.
+}
+
 TEST(EdgeIdsTest, ExpandsPartitionsAndReplicas) {
   Topology t = MustCreate(1, 2, 4);
   auto edges = EdgeIdsToDevices(t, {{0, 1}, {1, 0}}, /*cross_partition=*/true,
