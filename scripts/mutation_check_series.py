@@ -535,14 +535,14 @@ MUTANTS = [
     "wire-sync-on-main-stream",
     "(stream) a sync NVSHMEM collective on the collective stream",
     "patch:0002",
-    "+    TF_RETURN_IF_ERROR(RunNvshmemCollective(params, async_stream));",
+    "+    TF_RETURN_IF_ERROR(RunNvshmemCollective(params, *async_stream));",
     "+    TF_RETURN_IF_ERROR(RunNvshmemCollective(params, *params.stream));",
   ),
   Mutant(
     "wire-sync-main-waits",
     "(stream) the main stream waits for the collective stream after it",
     "patch:0002",
-    "+    TF_RETURN_IF_ERROR(params.stream->WaitFor(&async_stream));\n",
+    "+    TF_RETURN_IF_ERROR(params.stream->WaitFor(async_stream));\n",
     "",
   ),
   Mutant(

@@ -461,10 +461,11 @@ def test_sync_nvshmem_collectives_run_on_the_collective_stream():
   assert "-    TF_RETURN_IF_ERROR(RunNvshmemCollective(params, *params.stream));" in diff
   lines = [l[1:].strip() for l in diff if l.startswith("+") and not l.startswith("+++")]
   steps = [
-    "*params.collective_params->async_streams.at(async_stream_idx);",
-    "TF_RETURN_IF_ERROR(async_stream.WaitFor(params.stream));",
-    "TF_RETURN_IF_ERROR(RunNvshmemCollective(params, async_stream));",
-    "TF_RETURN_IF_ERROR(params.stream->WaitFor(&async_stream));",
+    "params.collective_params->async_streams.at(async_stream_idx);",
+    'TF_RET_CHECK(async_stream != nullptr) << "no stream for NVSHMEM";',
+    "TF_RETURN_IF_ERROR(async_stream->WaitFor(params.stream));",
+    "TF_RETURN_IF_ERROR(RunNvshmemCollective(params, *async_stream));",
+    "TF_RETURN_IF_ERROR(params.stream->WaitFor(async_stream));",
   ]
   assert [l for l in lines if l in steps] == steps
 
