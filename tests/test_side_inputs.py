@@ -201,6 +201,22 @@ def test_a_dump_without_its_passes_names_xlas_flag(tmp_path):
   assert "--xla_dump_hlo_pass_re" in err and "--all_passes" in err, err
 
 
+@pytest.mark.parametrize("kind", ["fifo", "directory", "dangling-link"])
+def test_what_stands_at_the_buffer_assignments_name_is_refused_at_once(kind, tmp_path):
+  # XLA's buffer-assignment dump beside a module: something other than a regular
+  # file at its name is refused in one line, not skipped nor waited on.
+  module = tmp_path / "m.hlo"
+  shutil.copyfile(MODULE, module)
+  beside = tmp_path / "m-buffer-assignment.txt"
+  {"fifo": os.mkfifo, "directory": os.mkdir}.get(kind, lambda p: os.symlink("gone", p))(beside)
+  for cmd in (["explain"], ["verify", "--no-hlo-verifier"]):
+    proc, took = _run(HLO_TOOLS + [cmd[0], str(module), "--topology=1x1x2"] + cmd[1:])
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and len(err.strip().splitlines()) == 1, err
+    assert "m-buffer-assignment.txt" in err and "buffer assignment" in err, err
+    assert took < 30
+
+
 def test_a_fifo_named_as_the_config_beside_a_module_is_refused_at_once(tmp_path):
   # Skipped without a word before; now one line naming it, before any wait.
   module = tmp_path / "m.hlo"

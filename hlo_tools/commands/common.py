@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 from hlo_tools import cli_io
 from hlo_tools.errors import InputError
-from hlo_tools.hlo import module_config, proto
+from hlo_tools.hlo import buffer_assignment, module_config, proto
 from hlo_tools.model import driver, dumps, options, placement, sources, topology
 
 
@@ -104,6 +104,8 @@ def selection_for(
   config = placement.config_path(path)
   if config:
     module_config.read_config(config, args.max_input_bytes)
+  if os.path.isfile(path):  # and what stands at its buffer assignment's name
+    buffer_assignment.found(buffer_assignment.sibling_path(path), args.max_input_bytes)
   if spec is not None:
     return options.load(spec, args.cost_table, args.backends, loaded=loaded), None
   table, backends = loaded
