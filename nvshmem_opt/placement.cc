@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <iostream>
 #include <memory>
@@ -248,10 +249,24 @@ nvshmem_plan::PlanningRewriter::DestinationReader DestinationReader(
     const Flags& flags) {
   if (flags.input.empty() || flags.input == "-") return nullptr;
   const std::string path = BufferAssignmentPath(flags.input);
-  struct stat info;
-  if (path == flags.input || stat(path.c_str(), &info) != 0 ||
-      !S_ISREG(info.st_mode)) {
-    return nullptr;
+  struct stat link, info;
+  if (path == flags.input || lstat(path.c_str(), &link) != 0) return nullptr;
+  // Something else at its name is refused, not skipped: skipped, a donated
+  // destination would lose the fact that refuses it NVSHMEM.
+  constexpr char kWhat[] = "the buffer assignment beside the module";
+  if (stat(path.c_str(), &info) != 0) {
+    Fail(2, absl::StrCat(path, ": ", kWhat, ": ",
+                         errno == ELOOP ? "a symbolic link loop"
+                                        : "a symbolic link to a file that "
+                                          "does not exist"));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    const char* kind = S_ISFIFO(info.st_mode)   ? "a FIFO"
+                       : S_ISDIR(info.st_mode)  ? "a directory"
+                       : S_ISSOCK(info.st_mode) ? "a socket"
+                                                : "a device";
+    Fail(2,
+         absl::StrCat(path, ": ", kWhat, " is ", kind, ", not a regular file"));
   }
   // The input's own bound: a dump grows with the module.
   const std::string text = OrFail(ReadInput(path, flags.max_input_bytes));
