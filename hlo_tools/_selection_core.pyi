@@ -46,6 +46,15 @@ class Topology:
     dst_device: typing.SupportsInt | typing.SupportsIndex,
   ) -> str: ...
   @staticmethod
+  def create(
+    slices: typing.SupportsInt | typing.SupportsIndex,
+    hosts_per_slice: typing.SupportsInt | typing.SupportsIndex,
+    gpus_per_host: typing.SupportsInt | typing.SupportsIndex,
+    nvlink_domain_size: typing.SupportsInt | typing.SupportsIndex = ...,
+    partition_to_device: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] = ...,
+    device_to_process: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] = ...,
+  ) -> Topology: ...
+  @staticmethod
   def parse(spec: str, backends: str | None = ...) -> Topology: ...
   @property
   def gpus_per_host(self) -> int: ...

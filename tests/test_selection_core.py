@@ -192,6 +192,11 @@ def test_a_spec_states_each_devices_process():
   assert str(split).startswith("1x1x8:processes=0,0,0,0,1,1,1,1")
   with pytest.raises(selection.SelectionError, match="process map has 3 entries"):
     selection.parse_topology("1x1x4:processes=0,0,1")
+  # The same facts without a spec, as the hook takes them from jax's devices.
+  made = _selection_core.Topology.create(1, 1, 8, 0, list(range(8)), [0] * 4 + [1] * 4)
+  assert str(made) == str(split)
+  with pytest.raises(ValueError, match="process map names process 9"):
+    _selection_core.Topology.create(1, 1, 2, 0, [], [0, 9])
 
 
 def test_a_destination_off_the_heap_refuses_nvshmem():
