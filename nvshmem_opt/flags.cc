@@ -43,7 +43,12 @@ constexpr char kUsage[] =
     "and makes the permutes async (as AsyncCollectiveCreator does); annotate\n"
     "records decisions in frontend attributes; explain prints them. Only the\n"
     "permutes' statements change: the rest of HLO text input is written as "
-    "read.\n";
+    "read.\n"
+    "The target XLA is a stock one by default: it runs every permute in the\n"
+    "program's one collectives mode, so a permute the core puts on peer or\n"
+    "symmetric memory is written as NCCL, and stderr says so (hlo-tools\n"
+    "explain gives the program's mode); --per-op-modes writes each permute's\n"
+    "own mode, for an XLA with the series, which runs no NVSHMEM.\n";
 
 // argv in the form tsl::Flags reads: "--name=value" ('_' as '-'; "--name
 // value" and "-o OUT" joined; switches as "--name=true").
@@ -154,6 +159,11 @@ std::vector<tsl::Flag> FlagList(Flags& f, std::string& error) {
           }),
           absl::StrCat(nvshmem_opt::kDefaultInputTimeoutSeconds),
           "seconds a FIFO, pipe or device may stay silent"),
+      tsl::Flag("per-op-modes", &f.per_op_modes,
+                "the target XLA runs each permute's own collectives_mode (the "
+                "series for jax v0.11.0's XLA); default: a stock XLA, whose "
+                "permutes all run the program's one mode, so peer and "
+                "symmetric memory are written per program, not per op"),
       tsl::Flag("print-cost-table", &f.print_cost_table,
                 "print the table and exit"),
       tsl::Flag(
@@ -236,7 +246,7 @@ Flags ParseFlags(int argc, char** argv) {
   std::vector<std::string> args =
       CanonicalArgs(argc, argv,
                     {"annotate", "compare-upstream", "time", "print-cost-table",
-                     "print-readable"});
+                     "print-readable", "per-op-modes"});
   const std::string usage = tsl::Flags::Usage("nvshmem-opt", list);
   if (args == std::vector<std::string>{"--help"}) {
     std::cout << kUsage << usage;

@@ -22,6 +22,11 @@ struct Flags {
   bool compare_upstream = false, annotate = false, print_cost_table = false,
        time = false;
   bool print_readable = false;
+  // The target XLA runs each permute's own collectives_mode (the series for
+  // jax v0.11.0's and openxla main's XLA); default: a stock XLA, which runs
+  // one mode per program (xla_gpu_collective_permute_mode). hlo-tools'
+  // --per-op-modes is the same setting, with the same default.
+  bool per_op_modes = false;
   int64_t upstream_threshold_bytes = xla::gpu::kDefaultThresholdInBytes;
   int num_partitions = 0, num_replicas = 0;    // 0: from the input.
   int64_t max_input_bytes = int64_t{1} << 30;  // Larger inputs are refused.

@@ -157,6 +157,32 @@ void WriteOutputConfig(
   Write(flags, path, read->text);
 }
 
+// On a stock XLA (no --per-op-modes), what became of the permutes the core
+// puts on peer or symmetric memory: written as NCCL (rewrite), or, deciding
+// only (explain, annotate), what a rewrite would write.
+void StockNote(const Flags& flags, const nvshmem_opt::PassRun& run,
+               int written_as_nccl) {
+  int one_sided = 0;
+  for (const auto& record : run.records) {
+    if (!record.skipped && record.user_mark.empty() &&
+        (record.decision.backend == core::Backend::kPeer ||
+         record.decision.backend == core::Backend::kSymmetric)) {
+      ++one_sided;
+    }
+  }
+  const int count = flags.mode == "rewrite" ? written_as_nccl : one_sided;
+  if (count == 0) return;
+  std::cerr << "nvshmem-opt: " << flags.input << ": " << count
+            << " permute(s) the core puts on peer or symmetric memory "
+            << (flags.mode == "rewrite" ? "written" : "would be written")
+            << " as NCCL: the target is a stock XLA, whose thunk runs every "
+               "permute in the program's one collectives mode "
+               "(xla_gpu_collective_permute_mode), not an op's own; `hlo-tools "
+               "explain` gives the program's mode and its setting, and "
+               "--per-op-modes writes each permute's own mode, for an XLA with "
+               "the series\n";
+}
+
 // The JSON report (--report): the run's decisions, with where the topology
 // and the placement of the ids came from.
 void WriteReport(const Flags& flags, const nvshmem_opt::LoadedModule& input,
@@ -194,6 +220,16 @@ int main(int argc, char** argv) {
   // Every file read from here on is bounded alike (input.h ReadBounded).
   nvshmem_opt::SetInputBounds({flags.max_input_bytes, flags.input_timeout});
   const core::ToolCostTable table = LoadCostTable(flags);
+  if (flags.per_op_modes &&
+      std::find(table.backends.begin(), table.backends.end(),
+                core::Backend::kNvshmem) != table.backends.end()) {
+    Fail(2, "--per-op-modes and the backend set " +
+                core::BackendSetToString(table.backends) +
+                ": no XLA runs both (per-permute modes are the series for jax "
+                "v0.11.0's and openxla main's XLA, which run no NVSHMEM "
+                "permute; NVSHMEM is the pinned XLA's): give "
+                "--backends=nccl,peer[,symmetric], or drop --per-op-modes");
+  }
   if (flags.print_cost_table) {
     std::cout << core::CostTableToString(table);
     return 0;
@@ -233,6 +269,22 @@ int main(int argc, char** argv) {
       flags.mode, flags.annotate);
   // XLA's buffer assignment beside the module: its destinations' facts.
   options.read_destinations = nvshmem_opt::DestinationReader(flags);
+  // A stock XLA's thunk runs the program's one mode, not an op's: a permute
+  // the core puts on peer or symmetric memory is written as NCCL there, and
+  // the program's mode is explain's to give (hlo_tools/model/program_mode.py).
+  int held_to_program = 0;
+  if (!flags.per_op_modes && !options.decide_only) {
+    options.write_backend = [write = options.write_backend, &held_to_program](
+                                xla::HloInstruction* instr,
+                                core::Backend backend) {
+      if (backend == core::Backend::kPeer ||
+          backend == core::Backend::kSymmetric) {
+        ++held_to_program;
+        backend = core::Backend::kNccl;
+      }
+      return write(instr, backend);
+    };
+  }
   Rewriter pass(options);
   const core::Topology topology = ResolveTopology(flags, pass, *input.module);
   std::optional<std::map<std::string, std::string>> upstream;
@@ -255,6 +307,7 @@ int main(int argc, char** argv) {
              flags.input + ": ");
   if (flags.time)
     std::cerr << "nvshmem-opt: pass took " << run.pass_us << " us\n";
+  if (!flags.per_op_modes) StockNote(flags, run, held_to_program);
   const auto* upstream_ptr = upstream ? &*upstream : nullptr;
   if (!flags.report.empty()) {
     WriteReport(flags, input, topology, table, config_path, placement,

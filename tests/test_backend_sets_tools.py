@@ -91,7 +91,7 @@ def ring2(tmp_path_factory):
 @pytest.fixture(scope="module")
 def peer_output(ring2, tmp_path_factory):
   out = tmp_path_factory.mktemp("peer") / "ring2.peer.hlo"
-  nvshmem_opt(ring2, "--topology=1x1x2", *PEER_SET, "-o", out)
+  nvshmem_opt(ring2, "--topology=1x1x2", *PEER_SET, "--per-op-modes", "-o", out)
   return out
 
 
@@ -158,10 +158,18 @@ def test_hand_flipped_mode_fails_verify_naming_the_op(capsys, tmp_path, peer_out
 
 def test_flip_back_to_nccl_fails_where_the_pass_recorded_peer(capsys, tmp_path, ring2):
   annotated = tmp_path / "annotated.hlo"
-  nvshmem_opt(ring2, "--topology=1x1x2", *PEER_SET, "--annotate", "-o", annotated)
+  nvshmem_opt(ring2, "--topology=1x1x2", *PEER_SET, "--per-op-modes", "--annotate", "-o", annotated)
   path = flipped(tmp_path, annotated, PEER, decisions.NO_MODE)
+  # On the series' XLA, which runs each op's mode (a stock one runs the program's).
   rc, out, _ = run(
-    capsys, "verify", path, "--topology=1x1x2", *PEER_SET, "--format=json", "--no-hlo-verifier"
+    capsys,
+    "verify",
+    path,
+    "--topology=1x1x2",
+    *PEER_SET,
+    "--per-op-modes",
+    "--format=json",
+    "--no-hlo-verifier",
   )
   assert rc == 1 and json.loads(out)["failed_checks"] == ["selection"]
   [bad] = [r for r in checks(out)["selection"]["results"] if r["status"] == "fail"]
@@ -259,6 +267,7 @@ def test_report_passes_the_set_and_shows_the_mode(tmp_path, ring2):
     cost_table=str(H200_TABLE),
     progress=False,
     backends="nccl,peer",
+    per_op_xla=True,
   )
   assert data["backends"] == "nccl,peer"
   assert data["summary"]["verify_passed"], data["summary"]["failed_checks"]

@@ -166,6 +166,7 @@ def test_nvshmem_opt_writes_the_attribute_of_its_choice(compiled, tmp_path):
       str(unmarked),
       "--topology=1x1x2",
       "--backends=nccl,peer",
+      "--per-op-modes",
       f"--cost-table={table}",
       "-o",
       str(out),

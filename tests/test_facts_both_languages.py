@@ -85,6 +85,7 @@ class _Run:
         exe,
         str(path),
         "--backends=nccl,peer,symmetric",
+        "--per-op-modes",  # each permute's mode written, as the series runs it
         f"--cost-table={table}",
         f"--report={report}",
         "-o",

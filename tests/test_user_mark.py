@@ -392,6 +392,7 @@ def test_the_tools_own_mode_attribute_is_decided_again(tmp_path, capsys):
         str(src),
         f"--topology={spec}",
         "--backends=nccl,peer",
+        "--per-op-modes",
         f"--cost-table={table}",
         "-o",
         str(dst),

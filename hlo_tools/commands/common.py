@@ -106,9 +106,13 @@ def selection_for(
     module_config.read_config(config, args.max_input_bytes)
   if os.path.isfile(path):  # and what stands at its buffer assignment's name
     buffer_assignment.found(buffer_assignment.sibling_path(path), args.max_input_bytes)
+  per_op = getattr(args, "per_op_modes", options.PER_OP_MODES_DEFAULT)
   if spec is not None:
-    return options.load(spec, args.cost_table, args.backends, loaded=loaded), None
+    return options.load(
+      spec, args.cost_table, args.backends, loaded=loaded, per_op_xla=per_op
+    ), None
   table, backends = loaded
+  options.check_target(table.backends, per_op)
   answer = driver.ask(
     path,
     None,
@@ -121,7 +125,9 @@ def selection_for(
   )
   # The derived topology, placed as the driver placed it: its JSON says where from.
   selected = placement.from_report(
-    options.load(driver.derived(path, answer), args.cost_table, args.backends, loaded=loaded),
+    options.load(
+      driver.derived(path, answer), args.cost_table, args.backends, loaded=loaded, per_op_xla=per_op
+    ),
     answer.report,
   )
   for line in topology.derived_notes(
@@ -338,6 +344,19 @@ def add_backends_flag(parser: argparse.ArgumentParser) -> None:
     help="the backends the target XLA offers, as for nvshmem-opt: "
     "nccl,nvshmem (the pinned XLA) or nccl,peer[,symmetric] (XLA of "
     "jax >= 0.10.2, collectives_mode); default: the cost table's set",
+  )
+
+
+def add_target_flag(parser: argparse.ArgumentParser) -> None:
+  """--per-op-modes: which XLA the plan is for, the one setting every command and
+  nvshmem-opt share (options.PER_OP_MODES_HELP)."""
+  parser.add_argument(
+    "--per-op-modes",
+    "--per_op_modes",
+    dest="per_op_modes",
+    action="store_true",
+    default=options.PER_OP_MODES_DEFAULT,
+    help=options.PER_OP_MODES_HELP,
   )
 
 

@@ -74,13 +74,7 @@ def main(argv: list[str]) -> int:
   common.add_backends_flag(parser)
   parser.add_argument("--format", choices=("text", "json"), default="text")
   parser.add_argument("--out", default=None, help="write here instead of stdout")
-  parser.add_argument(
-    "--per-op-modes",
-    action="store_true",
-    help="the target XLA runs each permute in its own collectives_mode "
-    "(the series for jax v0.11.0's XLA); default: a stock XLA, whose "
-    "permutes all run the flag's mode",
-  )
+  common.add_target_flag(parser)
   common.add_partitions_flag(parser)
   cli_io.add_max_input_bytes(parser)
 

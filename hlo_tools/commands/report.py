@@ -2,7 +2,7 @@
 
     hlo-tools report [SOURCE] [--topology=SPEC | --devices-per-host=N] [--out=DIR]
                      [--cost-table=F]
-                     [--backends=nccl,nvshmem|nccl,peer[,symmetric]]
+                     [--backends=nccl,nvshmem|nccl,peer[,symmetric]] [--per-op-modes]
                      [--num-partitions=N] [ring options]
                      [--mesh=... --arg=... --out_spec=... --global --nocheck_vma]
 
@@ -50,6 +50,11 @@ the old report or the new one, never a mix, even when the run is killed.
 and verify alike: nccl,nvshmem (the pinned XLA) or nccl,peer[,symmetric] (XLA of jax
 >= 0.10.2; the pass then writes collectives_mode, which the report shows beside each
 choice). Default: the cost table's set.
+
+--per-op-modes: the target XLA runs each permute's own collectives_mode (the series for
+jax v0.11.0's and openxla main's XLA); default: a stock XLA, whose permutes all run the
+program's one mode: nvshmem-opt then writes peer and symmetric memory as NCCL, the
+report gives the program's mode and its setting, and verify checks the stock thunk.
 
 Exit status: 0 report written and every check passed, 1 written but a verify check
 failed, 2 error (bad option or input, compile failure, nvshmem-opt missing or failing).
@@ -104,6 +109,7 @@ def _parser(prog: str) -> common.ArgumentParser:
   )
   parser.add_argument("--cost-table", "--cost_table", dest="cost_table", default=None)
   common.add_backends_flag(parser)
+  common.add_target_flag(parser)
   for key in ("seq_len", "num_heads", "num_kv_heads", "head_dim", "batch"):
     parser.add_argument(f"--{key}", type=int, default=None)
   parser.add_argument("--dtype", choices=("bf16", "f16", "f32"), default=None)
@@ -238,6 +244,7 @@ def main(argv: list[str]) -> int:
     config, explicit = _config(prog, args)
     # The table first: a bad one is refused before any module is read or compiled.
     table = options.load_table(args.cost_table, args.backends, args.max_input_bytes)
+    options.check_target(table[0].backends, args.per_op_modes)
     if args.source and cli_io.is_regular_file(args.source):  # and the config beside it
       beside = placement.config_path(args.source)
       if beside:
@@ -262,6 +269,7 @@ def main(argv: list[str]) -> int:
           max_bytes=args.max_input_bytes,
           backends=args.backends,
           table=table,
+          per_op_xla=args.per_op_modes,
         )
       finally:
         signal.signal(signal.SIGTERM, previous)

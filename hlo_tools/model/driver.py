@@ -115,6 +115,7 @@ def run_nvshmem_opt(
   backends: str | None = None,
   devices_per_host: int | None = None,
   module_config: str | None = None,
+  per_op_modes: bool = False,
 ) -> Answer:
   """Runs the driver once on the module at `path`.
 
@@ -125,6 +126,8 @@ def run_nvshmem_opt(
   backends: the set the target XLA offers ("nccl,peer"), else the table's.
   module_config: XLA's config that places the module's devices, where none lies
   beside `path` (a copy of the user's module).
+  per_op_modes: the target XLA runs each permute's own mode (options.PER_OP_MODES_HELP);
+  else a stock XLA, on which the rewrite writes peer and symmetric memory as NCCL.
 
   The driver's JSON report goes to a temporary file in tmp_dir (default: the system's
   temporary directory), named with our pid so that a later run can remove it when a
@@ -151,6 +154,8 @@ def run_nvshmem_opt(
       cmd.append("--compare-upstream")
     if annotate:
       cmd.append("--annotate")  # decisions also in frontend attributes
+    if per_op_modes:
+      cmd.append("--per-op-modes")
     if out:
       cmd += ["-o", os.fspath(out)]
     proc = subprocess.run(

@@ -10,6 +10,30 @@ from collections.abc import Sequence
 from hlo_tools import selection
 from hlo_tools.errors import SelectionError
 
+# Which XLA a plan is for: one setting, with one default, for every command (hlo-tools'
+# and nvshmem-opt's --per-op-modes). A stock XLA (the default) builds each permute's
+# thunk with the program's one mode, xla_gpu_collective_permute_mode
+# (program_mode.THUNK_READS_FLAG), so peer and symmetric memory are chosen per program;
+# the series for jax v0.11.0's and openxla main's XLA runs each permute's own mode.
+PER_OP_MODES_DEFAULT = False
+PER_OP_MODES_HELP = (
+  "the target XLA runs each permute in its own collectives_mode (the series for jax "
+  "v0.11.0's and openxla main's XLA, which run no NVSHMEM); default: a stock XLA, whose "
+  "permutes all run the program's one mode, as nvshmem-opt's --per-op-modes"
+)
+
+
+def check_target(backends: str, per_op_xla: bool) -> None:
+  """SelectionError where no XLA runs the backend set `backends` (the core's spelling)
+  with per-permute modes: NVSHMEM permutes run only at the pinned XLA."""
+  if per_op_xla and "nvshmem" in backends.split(","):
+    raise SelectionError(
+      f"--per-op-modes and the backend set {backends}: no XLA runs both (per-permute "
+      "modes are the series for jax v0.11.0's and openxla main's XLA, which run no "
+      "NVSHMEM permute; NVSHMEM is the pinned XLA's): give --backends=nccl,peer[,symmetric], "
+      "or drop --per-op-modes"
+    )
+
 
 @dataclasses.dataclass(frozen=True)
 class Selection:
@@ -25,6 +49,8 @@ class Selection:
   placement: str | None = None
   # Whether the map was looked for (the driver's JSON, else model.placement's reader).
   settled: bool = False
+  # The target XLA runs each permute's own mode (PER_OP_MODES_HELP); False: a stock XLA.
+  per_op_xla: bool = PER_OP_MODES_DEFAULT
 
   def driver_table(self) -> selection.CostTable | None:
     """The table as nvshmem-opt is given it: the one read from the user's file (on
@@ -55,14 +81,18 @@ def load(
   cost_table: str | None = None,
   backends: str | Sequence[str] | None = None,
   loaded: tuple[selection.CostTable, str | None] | None = None,
+  per_op_xla: bool = PER_OP_MODES_DEFAULT,
 ) -> Selection:
   """A Selection: `spec` parsed with the set's process layout; the table read here,
-  or `loaded`, what load_table already gave for the same file and set."""
+  or `loaded`, what load_table already gave for the same file and set; per_op_xla,
+  the target XLA (check_target refuses a set it cannot run)."""
   table, backends = loaded or load_table(cost_table, backends)
+  check_target(table.backends, per_op_xla)
   return Selection(
     spec=spec,
     topology=selection.parse_topology(spec, table.backends),
     table=table,
     cost_table=cost_table,
     backends=backends,
+    per_op_xla=per_op_xla,
   )

@@ -66,20 +66,27 @@ def build(
   max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
   backends: str | None = None,
   table: tuple[selection.CostTable, str | None] | None = None,
+  per_op_xla: bool = options.PER_OP_MODES_DEFAULT,
 ) -> dict[str, Any]:
   """Builds the report directory; returns the report.json dict.
 
   backends: the set the target XLA offers ("nccl,peer"), else the cost table's.
+  per_op_xla: the target XLA runs each permute's own mode (options.PER_OP_MODES_HELP).
   table: what options.load_table already gave for cost_table and backends (the
   command reads the table before anything else), else read here."""
   # Each input parsed once, bad ones failing before any compile: the table's file
   # and the backend set for every case, each case's topology unless its Case has it.
-  loaded = Loaded(cost_table, *(table or options.load_table(cost_table, backends, max_bytes)))
+  loaded = Loaded(
+    cost_table, *(table or options.load_table(cost_table, backends, max_bytes)), per_op_xla
+  )
+  options.check_target(loaded.table.backends, per_op_xla)
   offered = loaded.table.backends
   # The topology with the set's process layout (case.parsed has the spec's shape
   # only, parsed before the set was known).
   selected = {
-    case.id: options.load(case.topology, cost_table, loaded=loaded.table_and_set)
+    case.id: options.load(
+      case.topology, cost_table, loaded=loaded.table_and_set, per_op_xla=per_op_xla
+    )
     for case in cases
     if case.topology is not None
   }

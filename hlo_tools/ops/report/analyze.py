@@ -27,10 +27,11 @@ class Loaded:
   cost_table: str | None  # the table's file, None for the built-in one
   table: selection.CostTable
   backends: str | None  # the set given (the core's spelling), None: the table's
+  per_op_xla: bool = options.PER_OP_MODES_DEFAULT  # the target XLA (options.Selection)
 
   @staticmethod
   def of(selected: options.Selection) -> Loaded:
-    return Loaded(selected.cost_table, selected.table, selected.backends)
+    return Loaded(selected.cost_table, selected.table, selected.backends, selected.per_op_xla)
 
   @property
   def table_and_set(self) -> tuple[selection.CostTable, str | None]:
@@ -58,7 +59,10 @@ def derive_topology(
   spec = done[0]["spec"]
   # Placed as the driver placed it: its JSON says where the map came from.
   selected = placement.from_report(
-    options.load(spec, loaded.cost_table, loaded=loaded.table_and_set), done[0]
+    options.load(
+      spec, loaded.cost_table, loaded=loaded.table_and_set, per_op_xla=loaded.per_op_xla
+    ),
+    done[0],
   )
   note, warning = derived_notes(
     PROG,
@@ -151,6 +155,7 @@ def _run_pass(
       tmp_dir=json_dir,
       annotate=True,
       backends=loaded.backends,
+      per_op_modes=loaded.per_op_xla,
       devices_per_host=case.devices_per_host,
       module_config=module_config,
     )
@@ -219,7 +224,9 @@ def analyze_case(
   explained = decisions.describe(
     stages[first], selected, source=parsed[first], report=passes[first]
   )
-  explain.add_program(explained, parsed[first], selected, report=passes[first])
+  explain.add_program(
+    explained, parsed[first], selected, per_op_xla=selected.per_op_xla, report=passes[first]
+  )
   verified = {
     s: verify.verify(
       outputs[s],
@@ -227,7 +234,7 @@ def analyze_case(
       source=rewritten[s],
       num_partitions=num_partitions,
       verified_by=VERIFIED_BY_PASS,
-      per_op_xla=True,
+      per_op_xla=selected.per_op_xla,
       given=parsed[s],
       config_report=passes[s],
     )
