@@ -889,3 +889,117 @@ def test_xla_flags_set_late_still_run_as_recorded(tmp_path):
   assert got["after"] == [_PEER] and record["applied"] == _PEER
   assert record["mode_from"] == "XLA_FLAGS" and record["compiled_modes"] == {_PEER: 1}
   assert any("kept, though the core models nccl faster" in w for w in got["warnings"])
+
+
+_COUNT = r"""
+import json, sys, warnings
+import jax, jax.numpy as jnp, numpy as np
+from jax import lax
+from jax._src import compiler
+from jax._src.lib.mlir import ir
+from jax.experimental import topologies
+from jax.sharding import NamedSharding, PartitionSpec as P
+from hlo_tools import jax_hook
+from hlo_tools.programs import ring_attention as ra
+# Every XLA compile jax makes goes through compiler.backend_compile_and_load (jax
+# 0.10.2's compiler.py, compile_or_get_cached): counted here by module name.
+compiled_names = []
+backend_compile = compiler.backend_compile_and_load
+def counting(backend, module, *args, **kwargs):
+  compiled_names.append(ir.StringAttr(module.operation.attributes["sym_name"]).value)
+  return backend_compile(backend, module, *args, **kwargs)
+compiler.backend_compile_and_load = counting
+target, table = sys.argv[1], sys.argv[2]
+topo = topologies.get_topology_desc(platform="cuda", topology="1x1x2",
+                                    target_config=open(target).read())
+mesh = ra.make_mesh(topo.devices)
+arg = jax.ShapeDtypeStruct((2, 8 << 20), np.float32, sharding=NamedSharding(mesh, P("cp")))
+hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), cost_table=table)
+shard = lambda body: jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("cp"), out_specs=P("cp")))
+def ring(x):
+  return lax.ppermute(x, "cp", [(0, 1), (1, 0)]) * 2
+def scale(x):
+  return x * 3
+def roll(x):  # the partitioner's permute: none in the lowered program
+  return jnp.roll(x, 1, axis=0)
+hook.compile(jax.jit(lambda x: x + 1).lower(arg))  # the probe's compile, once a process
+out = {}
+for name, f in (("ring", shard(ring)), ("scale", shard(scale)), ("roll", jax.jit(roll))):
+  n = len(compiled_names)
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    hook.compile(f.lower(arg))
+  record = hook.programs[-1]
+  out[name] = {"xla": compiled_names[n:], "compiles": record["compiles"],
+               "applied": record["applied"],
+               "warnings": [str(w.message) for w in caught if w.category is jax_hook.HookWarning]}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("xla_flags", ["", "--xla_gpu_collective_permute_mode=peer"])
+def test_xla_compiles_counted(tmp_path, xla_flags):
+  """The compiles XLA makes, counted at jax's one entry to the backend's compile:
+  one for a ring the hook moves to peer memory, one for a program with no permute
+  (with or without a caller's mode, which changes nothing there and so warns of
+  nothing), and two, as the record says, only where the optimized module holds a
+  permute the lowered program did not (the partitioner's, from jnp.roll) and the
+  mode the caller's settings run is not the one chosen."""
+  table = tmp_path / "table.txt"
+  table.write_text(
+    "links { backend: PEER link_class: NVLINK latency_us: 1 "
+    "bandwidth_gbps: 900 per_buffer_us: 1 }\n"
+  )
+  env = dict(
+    os.environ,
+    JAX_PLATFORMS="cpu",
+    JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
+    XLA_FLAGS=xla_flags,
+    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
+  )
+  target = os.path.join(ROOT, "hlo_tools", "data", "h200_gpu_target_config.pbtxt")
+  proc = subprocess.run(
+    [sys.executable, "-c", _COUNT, target, str(table)],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  got = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert got["ring"]["xla"] == ["jit_ring"] and got["ring"]["compiles"] == 1
+  assert got["ring"]["applied"] == _PEER and got["ring"]["warnings"] == []
+  assert got["scale"]["xla"] == ["jit_scale"] and got["scale"]["compiles"] == 1
+  assert got["scale"]["warnings"] == []
+  roll = got["roll"]
+  assert roll["applied"] == _PEER
+  twice = not xla_flags  # XLA_FLAGS=peer already runs the chosen mode
+  assert roll["xla"] == ["jit_roll"] * (2 if twice else 1) and roll["compiles"] == len(roll["xla"])
+  assert len(roll["warnings"]) == (1 if twice else 0)
+
+
+def test_per_op_modes_written_and_compiled_must_agree(core):
+  """The series' path: what the transformation wrote on a module must be what XLA
+  compiled. A real module with the hook's peer modes written against the same module
+  as compiled without them (NCCL) is a HookError naming both; a failed call too."""
+  from hlo_tools.hook import program
+
+  sel, table = core
+  with open(os.path.join(FIXTURES, "ring_1x1x8.after_optimizations.hlo")) as f:
+    text = f.read()
+  fast = sel.parse_cost_table(
+    "links { backend: PEER link_class: NVLINK latency_us: 1 "
+    "bandwidth_gbps: 900 per_buffer_us: 1 }\n"
+  )
+  topology = sel.parse_topology("1x1x8:gpus_per_process=8", "nccl,peer")
+  peer, _ = text_edit.transform_text(text, sel, topology, fast, ("nccl", "peer"))
+  assert peer is not None and _PEER in peer
+  call = {"modes_out": text_edit.permute_modes(peer)}
+  program.check_written_modes(call, peer, "<ring>")  # agree: no error
+  with pytest.raises(jax_hook.HookError) as err:
+    program.check_written_modes(call, text, "<ring>")
+  assert str(err.value).startswith("<ring>: the per-op transformation wrote {")
+  assert _PEER in str(err.value) and "\n" not in str(err.value)
+  with pytest.raises(jax_hook.HookError, match="failed in this compile: boom"):
+    program.check_written_modes({"error": "boom", "modes_out": call["modes_out"]}, peer, "<ring>")

@@ -73,6 +73,7 @@ try:
 except jax_hook.HookError as e:
   out["roll"] = {"error": str(e)}
 hook.uninstall()
+error("compile_after_uninstall", lambda: hook.compile(ring.lower(arg)))
 
 # jax's devices in two processes (1x2x4: devices 4-7 have process_index 1) against
 # a spec that says one host and one process.
@@ -135,6 +136,7 @@ def got(tmp_path_factory):
     ("compile_options_list", "compiler_options is a dict of XLA options or None, not list"),
     ("compile_mode_bad", "is not a collectives mode"),
     ("jit_int", "hook.jit takes a function, not int"),
+    ("compile_after_uninstall", "is uninstalled: install one again"),
   ],
 )
 def test_a_wrong_argument_is_a_hook_error(got, case, expected):

@@ -238,3 +238,52 @@ def test_stock_xla_same_decision_for_a_gradient(tmp_path):
   assert a["program"]["permutes"] == b["program"]["permutes"] >= 2
   assert a["compiled_modes"] == b["compiled_modes"] == {_PEER: a["program"]["permutes"]}
   assert a["compiles"] == b["compiles"] == 1
+
+
+_MESHES = r"""
+import json
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from hlo_tools import jax_hook
+hook = jax_hook.install("1x1x4", backends=("nccl", "peer"), platforms=("cpu",), per_op=True)
+devices = jax.devices()
+x = jnp.arange(16, dtype=jnp.float32)
+g = hook.jit(lambda v: v * 2)
+out = {}
+for name, mesh in (("a", Mesh(np.array(devices[:2]), ("cp",))),
+                   ("b", Mesh(np.array(devices[2:4]), ("cp",)))):
+  v = jax.device_put(x, NamedSharding(mesh, P("cp")))
+  try:
+    y = g(v)
+    out[name] = [bool(jnp.array_equal(y, x * 2)), sorted(d.id for d in y.sharding.device_set)]
+  except Exception as e:  # jax refuses an executable of other devices
+    out[name] = f"{type(e).__name__}: {e}"
+out["compiles"] = len(hook.programs)
+print(json.dumps(out))
+hook.uninstall()
+"""
+
+
+def test_same_mesh_shape_on_other_devices_compiles_its_own():
+  """Two arguments sharded alike over meshes of one shape on different devices: a
+  sharding's printed form names no device, and jax.jit compiles each for its own
+  devices; so does hook.jit, rather than calling the first executable with arrays
+  it was not compiled for."""
+  env = dict(
+    os.environ,
+    JAX_PLATFORMS="cpu",
+    XLA_FLAGS="--xla_force_host_platform_device_count=4",
+    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
+  )
+  proc = subprocess.run(
+    [sys.executable, "-c", _MESHES],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  got = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert got["a"] == [True, [0, 1]] and got["b"] == [True, [2, 3]], got
+  assert got["compiles"] == 2

@@ -161,6 +161,10 @@ class Hook:
         f"hook.compile's compiler_options is a dict of XLA options or None, not "
         f"{type(compiler_options).__name__}"
       )
+    if not self.installed:  # no transformation runs: a per-op record would be false
+      raise HookError(
+        f"the hook {self.name!r} is uninstalled: install one again to compile through it"
+      )
     trust = self.trust_caller_mode if trust_caller_mode is None else bool(trust_caller_mode)
     devices = program.program_devices(lowered)
     topology, layout = self._topology_for(devices)
@@ -280,7 +284,8 @@ class JitFunction:
   outer function, one mode for all of it (the same decision as for that program
   written with plain jax.jit inside); a plain jax.jit's compile only meets the
   registered transformation (records the mode to set on a stock XLA, decides per
-  permute on the series')."""
+  permute on the series'): so under an eager jax.grad or jax.vmap on a stock XLA no
+  mode is applied (hook.jit(jax.grad(loss)) applies one)."""
 
   def __init__(self, hook: "Hook", fun: Callable[..., Any], jit_kwargs: Mapping[str, Any]) -> None:
     import jax  # pylint: disable=import-outside-toplevel
@@ -312,7 +317,9 @@ class JitFunction:
           getattr(x, "shape", None),
           str(getattr(x, "dtype", "")),
           getattr(x, "weak_type", None),
-          str(getattr(x, "sharding", None)),
+          # The sharding itself: its printed form names no device, and two meshes
+          # of one shape on other devices need their own executable.
+          getattr(x, "sharding", None),
         )
         for x in leaves
       ),

@@ -87,9 +87,11 @@ def _caller_mode(
   """The why of keeping `mode`, which the caller set in `source`; a HookError where
   the core refuses it by a rule (a run that hangs or goes wrong), unless `trust`;
   a warning (in notes) where the core only models another mode faster."""
+  setting = f"{source} sets {flags.FLAG}={mode}"
+  if not choice["permutes"]:  # the mode changes nothing here: no advice, no warning
+    return f"kept the caller's {setting}; the program has no collective-permute"
   backend = flags.MODE_BACKEND[mode]
   entry = choice["modes"].get(backend) or recheck(backend)["modes"][backend]
-  setting = f"{source} sets {flags.FLAG}={mode}"
   if entry["refused"]:
     message = (
       f"{label}: {setting}, which the core refuses for this program: {entry['refused']}; "
@@ -361,6 +363,19 @@ def compile_program(
   return compiled, record
 
 
+def check_written_modes(call: Record, text: str, label: str) -> None:
+  """A HookError where the per-op transformation's call in a compile failed, or the
+  modes it wrote (call["modes_out"]) are not those of the compiled module `text`."""
+  if call.get("error"):
+    raise HookError(f"{label}: the per-op transformation failed in this compile: {call['error']}")
+  written = _mode_counts(call.get("modes_out") or {})
+  compiled = _mode_counts(text_edit.permute_modes(text))
+  if written != compiled:
+    raise HookError(
+      f"{label}: the per-op transformation wrote {written} and XLA compiled {compiled}"
+    )
+
+
 def _compile_per_op(
   lowered: "Lowered",
   options: dict[str, Any],
@@ -383,14 +398,7 @@ def _compile_per_op(
   record["compiled_permutes"] = text_edit.permute_modes(text)
   record["applied"] = None
   if calls:
-    call = calls[-1]
-    if call.get("error"):
-      raise HookError(f"{label}: the per-op transformation failed in this compile: {call['error']}")
-    written = _mode_counts(call.get("modes_out") or {})
-    if written != compiled_modes:
-      raise HookError(
-        f"{label}: the per-op transformation wrote {written} and XLA compiled {compiled_modes}"
-      )
+    check_written_modes(calls[-1], text, label)
     record["why"] = (
       "this XLA runs each permute in its own mode: the per-op transformation "
       "decided each in this compile, and the compiled modes are the ones it wrote"
