@@ -720,13 +720,7 @@ def _check(case: Case) -> None:
 
 # Cases whose fix is another part's, not yet in: (slot id, kind) -> what is missing.
 # Each is a strict xfail: it fails the suite once fixed, so the entry goes.
-_FLAGS = "hook/flags.py reads the file XLA_FLAGS names with a plain open().read(): "
-MISSING: dict[tuple[str, str], str] = {
-  ("hook-compile:xla-flags-file", "silent-fifo"): _FLAGS + "a silent FIFO hangs the compile",
-  ("hook-compile:xla-flags-file", "dev-zero"): _FLAGS + "/dev/zero grows to a MemoryError",
-  ("hook-compile:xla-flags-file", "grows-while-read"): _FLAGS + "no bound on its size",
-  ("hook-compile:xla-flags-file", "sparse-2gib"): _FLAGS + "a 2 GiB file is a MemoryError",
-}
+MISSING: dict[tuple[str, str], str] = {}
 
 
 @pytest.mark.parametrize("case_id", [c.id for c in CASES])

@@ -171,13 +171,17 @@ def xla_flags_mode(env: Mapping[str, str] | None = None) -> tuple[str | None, st
     return None, where
   if value[len(value) - len(value.lstrip(_WS)) :][:1] != "-":
     where = f"XLA_FLAGS (the file {value})"
+    # Bounded like every other input: a FIFO, /dev/zero or a huge file named here
+    # must not hang the compile or take the process's memory.
+    from hlo_tools import cli_io
+    from hlo_tools.errors import InputError
+
     try:
-      with open(value, encoding="utf-8", errors="replace") as f:
-        value = f.read()
-    except OSError as e:
+      value = cli_io.read_side_input(value, "an XLA_FLAGS file").decode("utf-8", "replace")
+    except InputError as e:
       raise HookError(
-        f"XLA_FLAGS names the file {value!r}, which XLA reads its flags "
-        f"from, and it cannot be read: {e.strerror}"
+        f"XLA_FLAGS names the file {value!r}, which XLA reads its flags from, "
+        f"and it cannot be read: {e}"
       ) from None
   mode = None
   prefix = f"--{FLAG}="
