@@ -480,6 +480,7 @@ f = {"jit_options_cond": lambda: shard(cond_ring, compiler_options={
          "xla_gpu_collective_permute_mode": "COLLECTIVES_PEER_MEMORY"}),
      "jit_options_cond_trusted": lambda: shard(cond_ring, compiler_options={
          "xla_gpu_collective_permute_mode": "COLLECTIVES_PEER_MEMORY"}),
+     "cond_trusted": lambda: shard(cond_ring),
      "per_op": lambda: shard(lambda x: lax.ppermute(x, "cp", ring) * 2),
      "plain": lambda: shard(lambda x: lax.ppermute(x, "cp", ring) * 2),
      "mark_peer": lambda: shard(marked("peer")),
@@ -580,6 +581,20 @@ def test_jit_level_compiler_options_kept_when_trusted(tmp_path):
   assert "under trust_caller_mode" in record["why"] and "conditional's branch" in record["why"]
   assert record["compiled_modes"] == {_PEER: 2} and record["compiles"] == 1
   [warning] = got["warnings"]
+  assert "conditional's branch" in warning and "kept, as trust_caller_mode=True asks" in warning
+
+
+def test_xla_flags_mode_kept_when_trusted(tmp_path):
+  """The conditional ring with peer in XLA_FLAGS and trust_caller_mode=True: PEER
+  runs, as with jax.jit's compiler_options, with a warning that names the rule."""
+  flags = "--xla_gpu_collective_permute_mode=peer"
+  got = _scenario(tmp_path, "cond_trusted", xla_flags=flags)
+  record = got["record"]
+  assert got["after"] == [_PEER, _PEER]
+  assert record["mode_from"] == "XLA_FLAGS" and record["applied"] == _PEER
+  assert record["compiled_modes"] == {_PEER: 2} and record["compiles"] == 1
+  [warning] = got["warnings"]
+  assert warning.startswith("<jit_cond_ring>: XLA_FLAGS sets")
   assert "conditional's branch" in warning and "kept, as trust_caller_mode=True asks" in warning
 
 
