@@ -2,7 +2,8 @@
 nvshmem-opt, verify and the hook's decide path give each permute the same plan, and
 verify passes what nvshmem-opt plans.
 
-Every fixture meets nvshmem-opt and the hook's decide path (one driver run each); the
+Every fixture meets nvshmem-opt and the hook's decide path (one driver run each) with
+NVSHMEM's and peer memory's sets, and the sample below with symmetric memory's too; the
 commands that start the driver again (explain, verify of the plan) run on a fixed
 sample that covers each rule the plans differ by (a ring inside a host and across
 hosts, a branch, a user's mark, a type NVSHMEM has no put for, part of a host, a
@@ -24,12 +25,14 @@ from hlo_tools.model import collectives, driver
 
 from conftest import FIXTURES, NVSHMEM_OPT
 
+EVERY = os.environ.get("ONE_ANSWER_ALL") == "1"
 BACKEND_SETS = ("nccl,nvshmem", "nccl,peer", "nccl,peer,symmetric")
 # The SxHxG a fixture was compiled for, in its name.
 _SPEC = re.compile(r"_(\d+x\d+x\d+)\.")
+# Every module fixture that names its topology, those of older and newer jax too.
 ALL = sorted(
   p
-  for p in FIXTURES.glob("*.hlo")
+  for p in [*FIXTURES.glob("*.hlo"), *FIXTURES.glob("jax*/*.hlo")]
   if _SPEC.search(p.name) and ".lowered." not in p.name and "before_optimizations" not in p.name
 )
 SAMPLE = [
@@ -42,11 +45,16 @@ SAMPLE = [
   "donated_ring_1x1x8.after_optimizations.hlo",
 ]
 REPORTED = ["ring_1x1x8.after_optimizations.hlo", "donated_ring_1x1x8.after_optimizations.hlo"]
-EVERY = os.environ.get("ONE_ANSWER_ALL") == "1"
 
 
 def spec_of(path):
   return _SPEC.search(path.name).group(1)
+
+
+def per_op(backends):
+  """The target of a peer set: the series' XLA, which runs each permute's own mode
+  (a stock XLA runs one mode per program, which explain reports apart)."""
+  return ["--per-op-modes"] if "peer" in backends else []
 
 
 def run_driver(path, backends, tmp_path):
@@ -60,6 +68,7 @@ def run_driver(path, backends, tmp_path):
       f"--topology={spec_of(path)}",
       f"--backends={backends}",
       "--annotate",
+      *per_op(backends),
       f"--report={rep}",
       "-o",
       str(out),
@@ -98,12 +107,29 @@ def hook_plans(path, backends, report):
       num_partitions=report["num_partitions"],
       num_replicas=report["num_replicas"],
     )
-    plans[permute.start] = d["plan"]
+    # An async-wrapped permute is decided by the driver by its wrapped instruction.
+    name = permute.start
+    if permute.form == "async-wrapped" and permute.wrapped_computation:
+      name = module.computation(permute.wrapped_computation).root.name
+    plans[name] = d["plan"]
   return plans
 
 
-@pytest.mark.parametrize("backends", BACKEND_SETS)
-@pytest.mark.parametrize("path", ALL, ids=lambda p: p.name[: -len(".hlo")])
+# Symmetric memory (refused without NCCL signals) beside peer memory on the sample;
+# every set on every fixture with ONE_ANSWER_ALL=1.
+CASES = [
+  (path, backends)
+  for path in ALL
+  for backends in BACKEND_SETS
+  if EVERY or path.name in SAMPLE or backends != "nccl,peer,symmetric"
+]
+
+
+@pytest.mark.parametrize(
+  "path, backends",
+  CASES,
+  ids=[f"{str(p.relative_to(FIXTURES))[: -len('.hlo')]}-{b}" for p, b in CASES],
+)
 def test_every_command_gives_one_answer(capsys, tmp_path, path, backends):
   planned, report, out = run_driver(path, backends, tmp_path)
   if "peer" in backends:  # the hook serves the XLAs with collectives modes
@@ -119,9 +145,9 @@ def test_every_command_gives_one_answer(capsys, tmp_path, path, backends):
   explained = json.loads(capsys.readouterr()[0])
   assert {e["instruction"]: e["choice"]["plan"] for e in explained["collectives"]} == planned
   # verify of the plan: passes, and its selection check holds the same plans.
-  # nvshmem-opt writes each permute's own mode: the target is the series' XLA.
-  per_op = ["--per-op-modes"] if "peer" in backends else []
-  rc = cli.main(["verify", str(out), spec, f"--backends={backends}", "--format=json", *per_op])
+  rc = cli.main(
+    ["verify", str(out), spec, f"--backends={backends}", "--format=json", *per_op(backends)]
+  )
   verified = json.loads(capsys.readouterr()[0])
   assert rc == 0, [c for c in verified["checks"] if c["status"] == "fail"]
   [selection_check] = [c for c in verified["checks"] if c["name"] == "selection"]
