@@ -18,8 +18,9 @@
 
 namespace nvshmem_opt {
 
-// GPUs per host of a derived topology: --devices-per-host, else 8 (one HGX
-// node) but no more than the module's devices, which must fill whole hosts.
+// GPUs per host of a derived topology: --devices-per-host, whose hosts the
+// module's devices must fill, else 8 (one HGX node), which a smaller module
+// uses part of.
 int DevicesPerHost(const Flags& flags, const xla::HloModule& module);
 
 // The topology the pass decides on, asked of the pass itself; said on stderr
