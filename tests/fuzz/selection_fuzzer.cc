@@ -210,7 +210,24 @@ void CheckNvshmemPlan(const core::Topology& topology,
   if (all_local) fail("for a local copy");
   for (int i = 0; i < static_cast<int>(program.size()); ++i) {
     if (!targets.count(program[i])) fail("where a device has no source");
-    if (program[i] != i) fail("off its PEs");
+    // The PE is the process: device i, or as the topology's process map says.
+    const int pe = topology.device_to_process().empty()
+                       ? program[i]
+                       : topology.ProcessOf(program[i]);
+    if (pe != i) fail("off its PEs");
+  }
+  // NVSHMEM_TEAM_SHARED is every GPU of a host (one process each): all of a
+  // touched host's GPUs run the program, where the program is known.
+  if (request.team_size > 0) {
+    const int per_host = topology.gpus_per_host();
+    for (const auto& [src, dst] : request.device_edges) {
+      for (int device : {src, dst}) {
+        const int first = topology.HostOf(device) * per_host;
+        for (int d = first; d < first + per_host; ++d) {
+          if (!members.count(d)) fail("on part of a host");
+        }
+      }
+    }
   }
 }
 
