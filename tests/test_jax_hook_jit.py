@@ -287,3 +287,88 @@ def test_same_mesh_shape_on_other_devices_compiles_its_own():
   got = json.loads(proc.stdout.strip().splitlines()[-1])
   assert got["a"] == [True, [0, 1]] and got["b"] == [True, [2, 3]], got
   assert got["compiles"] == 2
+
+
+_STOCK_VMAP = r"""
+import json, sys
+import jax, jax.numpy as jnp
+from jax import lax
+from jax.sharding import PartitionSpec as P
+from hlo_tools import jax_hook
+from hlo_tools.programs import ring_attention
+table = sys.argv[1] if len(sys.argv) > 1 else None
+hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), platforms=("cpu",),
+                        cost_table=table, per_op=False)
+mesh = ring_attention.make_mesh(jax.devices()[:2])
+
+def f(x):
+  return jax.shard_map(lambda v: lax.ppermute(v, "cp", [(0, 1), (1, 0)]) * 2, mesh=mesh,
+                       in_specs=P("cp"), out_specs=P("cp"))(x)
+
+xs = jnp.arange(3 << 12, dtype=jnp.float32).reshape(3, 1 << 12)
+g = hook.jit(f)
+n = len(hook.programs)
+out = {}
+try:
+  y = jax.vmap(g)(xs)
+  out["records"] = hook.programs[n:]
+  n = len(hook.programs)
+  out["right"] = bool(jnp.allclose(y, jax.vmap(jax.jit(f))(xs)))
+  n = len(hook.programs)
+  jax.vmap(g)(xs)  # the same batching again: no new record
+  out["again"] = len(hook.programs) - n
+  hook.compile(jax.jit(jax.vmap(f)).lower(xs))
+  out["reference"] = hook.programs[-1]
+except jax_hook.HookError as e:
+  out["error"] = str(e)
+print(json.dumps(out, default=str))
+hook.uninstall()
+"""
+
+
+def _stock_vmap(*argv):
+  env = dict(
+    os.environ,
+    JAX_PLATFORMS="cpu",
+    XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
+  )
+  proc = subprocess.run(
+    [sys.executable, "-c", _STOCK_VMAP, *map(str, argv)],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_stock_xla_eager_vmap_applies_and_checks_the_mode():
+  """One mode per program, under an eager jax.vmap: the batched program compiles
+  through hook.compile with its mode applied and checked, the decision of
+  hook.compile of jax.jit(jax.vmap(f)); not jax's own compile that only records
+  the mode to set."""
+  got = _stock_vmap()
+  assert "error" not in got, got
+  assert got["right"]
+  (record,) = got["records"]
+  ref = got["reference"]
+  assert record["applied"] is not None and record["applied"] == ref["applied"]
+  assert record["verified"] and record["compiles"] == 1
+  assert record["program"]["permutes"] == ref["program"]["permutes"] >= 1
+  assert record["compiled_modes"] == ref["compiled_modes"]
+  assert got["again"] == 0
+
+
+def test_stock_xla_eager_vmap_runs_the_compiled_mode_check(tmp_path):
+  """Where the core moves the batched ring to peer memory, the CPU's compiler
+  writes no mode: the hook's check of the compiled module fails under jax.vmap as
+  it fails under hook.compile, rather than a silent record of a mode to set."""
+  table = tmp_path / "table.txt"
+  table.write_text(
+    "links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 1 }\n"
+  )
+  got = _stock_vmap(table)
+  assert "writes no collectives mode" in got.get("error", ""), got

@@ -284,8 +284,20 @@ class JitFunction:
   outer function, one mode for all of it (the same decision as for that program
   written with plain jax.jit inside); a plain jax.jit's compile only meets the
   registered transformation (records the mode to set on a stock XLA, decides per
-  permute on the series'): so under an eager jax.grad or jax.vmap on a stock XLA no
-  mode is applied (hook.jit(jax.grad(loss)) applies one)."""
+  permute on the series'): so under an eager jax.grad on a stock XLA no mode is
+  applied (hook.jit(jax.grad(loss)) applies one; jax refuses compiler_options on
+  the tangent jit it stages, jax/_src/pjit.py pjit_staging_rule). Under an eager
+  jax.vmap without an axis name the batched program compiles through
+  hook.compile (_under_vmap), unless shardings or donations were given."""
+
+  _VMAP_PLAIN = {
+    "in_shardings",
+    "out_shardings",
+    "donate_argnums",
+    "donate_argnames",
+    "keep_unused",
+    "inline",
+  }
 
   def __init__(self, hook: "Hook", fun: Callable[..., Any], jit_kwargs: Mapping[str, Any]) -> None:
     import jax  # pylint: disable=import-outside-toplevel
@@ -294,6 +306,9 @@ class JitFunction:
     self._jitted = jax.jit(fun, **jit_kwargs)
     self._nums, self._names = _static_arguments(fun, jit_kwargs)
     self._cache: dict[Hashable, Compiled] = {}
+    self._jit_kwargs = dict(jit_kwargs)
+    # Under an eager jax.vmap: the batched function's JitFunction per batching.
+    self._vmapped: dict[Hashable, JitFunction] = {}
     functools.update_wrapper(self, fun)
 
   def _key(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Hashable, tuple, dict]:
@@ -336,12 +351,61 @@ class JitFunction:
     import jax  # pylint: disable=import-outside-toplevel
 
     if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kwargs))):
+      # Shardings and donations of the unbatched arguments do not carry over to
+      # jax.vmap(fun) as written: such a function keeps jax's own batching.
+      plain = self._VMAP_PLAIN & set(self._jit_kwargs)
+      if not plain and _eager_vmap(jax.tree.leaves((args, kwargs))):
+        return self._under_vmap(args, kwargs)
       return self._jitted(*args, **kwargs)  # part of a traced program: see the class
     key, dyn_args, dyn_kwargs = self._key(args, kwargs)
     compiled = self._cache.get(key)
     if compiled is None:
       compiled = self._cache[key] = self._hook.compile(self._jitted.lower(*args, **kwargs))
     return compiled(*dyn_args, **dyn_kwargs)
+
+  def _under_vmap(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    """A call under an eager jax.vmap: the batched program, jax.jit(jax.vmap(fun)),
+    compiled through hook.compile (decided, compiled once with its mode, checked)
+    and called on the concrete batched arrays. jax's own batching rule would bind
+    the jit one level up and compile it without the hook (pjit.py _pjit_batcher);
+    custom_vmap hands its rule those concrete arrays instead, each batched one
+    with its batch axis first."""
+    import jax  # pylint: disable=import-outside-toplevel
+    from jax.custom_batching import custom_vmap  # pylint: disable=import-outside-toplevel
+
+    static = {i if i >= 0 else len(args) + i for i in self._nums}
+    fixed_args = tuple((i, a) for i, a in enumerate(args) if i in static)
+    fixed_kwargs = tuple(sorted((k, v) for k, v in kwargs.items() if k in self._names))
+    dyn_args = tuple(a for i, a in enumerate(args) if i not in static)
+    dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self._names}
+    fixed = (fixed_args, fixed_kwargs)
+    try:
+      hash(fixed)
+    except TypeError:
+      raise HookError(
+        "a static argument of hook.jit is not hashable, as jax.jit needs it to be"
+      ) from None
+
+    def call(dyn: tuple[Any, ...], named: dict[str, Any]) -> Any:
+      it, at = iter(dyn), dict(fixed_args)
+      full = [at[i] if i in at else next(it) for i in range(len(args))]
+      return self._fun(*full, **dict(fixed_kwargs), **named)
+
+    batched = custom_vmap(call)
+
+    @batched.def_vmap
+    def rule(axis_size: int, in_batched: Any, dyn: Any, named: Any) -> Any:
+      axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
+      key = (fixed, axis_size, jax.tree.structure(axes), tuple(jax.tree.leaves(axes)))
+      inner = self._vmapped.get(key)
+      if inner is None:
+        options = {k: v for k, v in self._jit_kwargs.items() if k == "compiler_options"}
+        vmapped = jax.vmap(call, in_axes=axes, axis_size=axis_size)
+        inner = self._vmapped[key] = JitFunction(self._hook, vmapped, options)
+      out = inner(dyn, named)
+      return out, jax.tree.map(lambda _: True, out)
+
+    return batched(dyn_args, dyn_kwargs)
 
   def lower(self, *args: Any, **kwargs: Any) -> "HookLowered":
     """jax.jit(fun).lower(...), whose compile() goes through hook.compile."""
@@ -403,6 +467,32 @@ def topology_for_devices(
   return new, (
     f"jax puts the program's devices in {len(procs)} processes ({where}), where the "
     f"topology {topology} has {stated} GPUs per process: decided with {spec}"
+  )
+
+
+def _eager_vmap(leaves: Sequence[Any]) -> bool:
+  """Whether the tracers among `leaves` are all of one jax.vmap applied eagerly
+  (its trace's parent evaluates) with no axis name that a collective inside could
+  use. Reads jax's BatchTrace (jax/_src/interpreters/batching.py, 0.10.2); any
+  other layout is False (the plain jax.jit path)."""
+  try:
+    from jax._src import core  # pylint: disable=import-outside-toplevel
+    from jax._src.interpreters import batching  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    return False
+  tracers = [x for x in leaves if isinstance(x, core.Tracer)]
+  if not all(isinstance(t, batching.BatchTracer) for t in tracers):
+    return False
+  if len({id(t._trace) for t in tracers}) != 1:
+    return False
+  trace = tracers[0]._trace
+  data = getattr(trace, "axis_data", None)
+  return (
+    isinstance(getattr(trace, "parent_trace", None), core.EvalTrace)
+    and data is not None
+    and getattr(data, "name", None) is core.no_axis_name
+    and getattr(data, "spmd_name", None) is None
+    and getattr(data, "explicit_mesh_axis", None) is None
   )
 
 
