@@ -182,19 +182,15 @@ absl::Status CheckConfigBeside(const std::string& module_path) {
 
 absl::StatusOr<ModulePlacement> ReadModulePlacement(const std::string& path,
                                                     int64_t max_bytes) {
-  // A config is tens of KB: its own limit where that is the smaller one.
-  const InputBounds& bounds = CurrentInputBounds();
+  // A config is tens of KB: its own limit, whatever --max-input-bytes says.
   absl::StatusOr<std::string> text = ReadBounded(
-      path,
-      max_bytes < bounds.max_bytes
-          ? InputLimit{max_bytes,
-                       absl::StrCat("a module config's own limit, ",
-                                    max_bytes % (1 << 20) == 0
-                                        ? absl::StrCat(max_bytes >> 20, " MiB")
-                                        : absl::StrCat(max_bytes, " bytes"),
-                                    ", fixed; --max-input-bytes bounds the "
-                                    "module and the cost table")}
-          : InputLimit{bounds.max_bytes, "--max-input-bytes"});
+      path, {max_bytes,
+             absl::StrCat("a module config's own limit, ",
+                          max_bytes % (1 << 20) == 0
+                              ? absl::StrCat(max_bytes >> 20, " MiB")
+                              : absl::StrCat(max_bytes, " bytes"),
+                          ", fixed; --max-input-bytes bounds the module and "
+                          "the cost table")});
   if (!text.ok()) return text.status();
   absl::StatusOr<std::optional<std::pair<std::string, int>>> found =
       TopBlock(path, *text, "static_device_assignment");

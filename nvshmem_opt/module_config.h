@@ -42,8 +42,8 @@ struct ModulePlacement {
 
 // The static device assignment of the config at `path`, checked as XLA checks
 // one; InvalidArgument naming the file (and line) when bad or absent. Read
-// within `max_bytes` (a config's own limit, where below --max-input-bytes)
-// and --input-timeout (input.h CurrentInputBounds).
+// within `max_bytes` (a config's own limit, not --max-input-bytes) and
+// --input-timeout (input.h CurrentInputBounds).
 absl::StatusOr<ModulePlacement> ReadModulePlacement(const std::string& path,
                                                     int64_t max_bytes);
 
