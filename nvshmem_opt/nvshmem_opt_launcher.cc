@@ -108,6 +108,16 @@ int ReportDeath(int sig, int log, int stage) {
     where = record.substr(tab2 + 1);
   }
   std::string detail = FatalDetail(ReadAll(log, 1 << 20));
+  if (detail.find("bad_alloc") != std::string::npos && record.empty()) {
+    // Before the driver's first stage: TensorFlow's libraries and XLA's
+    // start-up map about 1 GB of address space (VmSize 1,020,988 kB, measured
+    // at start-up; it starts under ulimit -v 1100000, not under 1000000).
+    std::fprintf(stderr,
+                 "nvshmem-opt: out of memory while starting (%s%s): loading "
+                 "TensorFlow's XLA maps about 1 GB of address space\n",
+                 detail.c_str(), AddressSpaceLimit().c_str());
+    return 2;
+  }
   if (detail.find("bad_alloc") != std::string::npos) {
     // Out of memory is no bug of XLA's: the input needs more than it may take.
     std::fprintf(stderr,
@@ -186,6 +196,18 @@ int main(int argc, char** argv) {
   while (child > 0 && waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   if (child < 0) Exec(driver, argv);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 &&
+      ReadAll(stage, 1).empty()) {
+    // The dynamic loader could not start the driver (under a small ulimit -v
+    // it cannot map TensorFlow's libraries): its message is in the log.
+    std::string why = ReadAll(log, 4096);
+    why = why.substr(0, why.find('\n'));
+    std::fprintf(stderr, "nvshmem-opt: cannot start %s%s: %s\n",
+                 Escaped(driver).c_str(), AddressSpaceLimit().c_str(),
+                 why.empty() ? "it exited with status 127"
+                             : Escaped(why).c_str());
+    return 2;
+  }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   const int sig = WTERMSIG(status);
   if (sig == SIGABRT || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
