@@ -63,6 +63,13 @@ case "${1:-}" in
       rm -rf "$VENV"
       "$PY" -m venv --system-site-packages --without-pip "$VENV"
     fi
+    # Where the machine's python3 is itself a venv (an image's /opt/.../.venv), a
+    # venv over it sees only the base interpreter's packages: name the parent's
+    # site-packages in a .pth so its jax and numpy stay importable.
+    if [[ $("$PY" -c 'import sys; print(sys.prefix != sys.base_prefix)') == True ]]; then
+      site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+      "$PY" -c 'import site; print("\n".join(site.getsitepackages()))' > "$site/_machine_site.pth"
+    fi
     pip=("$VENV/bin/python" -m pip)
     [[ -x $VENV/bin/pip ]] || pip=("$PY" -m pip --python "$VENV/bin/python")
     before=$(du -sb "$VENV" | cut -f1)
