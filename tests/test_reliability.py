@@ -263,7 +263,18 @@ def _partitions(text):
   return int(m.group(1)) if m else 1
 
 
+def _highest_device(path):
+  """The highest device id the config beside the module assigns, or -1."""
+  config = path.with_name(path.name.removesuffix(".hlo") + ".config.pbtxt")
+  if not config.exists():
+    return -1
+  ids = re.findall(r"replica_device_ids: (\d+)", config.read_text())
+  return max(map(int, ids), default=-1)
+
+
 def _topologies(path):
+  if _partitions(FIXTURE_TEXT[path.name]) <= 8 < _highest_device(path) + 1:  # part of two hosts
+    return ["1x2x8"]
   if _partitions(FIXTURE_TEXT[path.name]) == 16:
     return ["2x2x4"]
   if _partitions(FIXTURE_TEXT[path.name]) == 32:  # dp x cp x tp on four hosts
