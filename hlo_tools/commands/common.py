@@ -99,11 +99,9 @@ def selection_for(
   module goes to the driver once."""
   spec = given_topology(args, file_arg, path, prog)
   loaded = options.load_table(args.cost_table, args.backends, args.max_input_bytes)
-  # The config beside the module, read here too: refused in this command's words
-  # whether or not nvshmem-opt runs on the module (it reads it again, by path).
-  config = placement.config_path(path)
-  if config:
-    module_config.read_config(config, args.max_input_bytes)
+  # What stands at the config's name is checked here (a FIFO, device or link loop
+  # is refused, never skipped); its content is the driver's to read and refuse.
+  placement.config_path(path)
   if os.path.isfile(path):  # and what stands at its buffer assignment's name
     buffer_assignment.found(buffer_assignment.sibling_path(path), args.max_input_bytes)
   per_op = getattr(args, "per_op_modes", options.PER_OP_MODES_DEFAULT)

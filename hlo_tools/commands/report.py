@@ -71,7 +71,6 @@ from typing import Any, NoReturn
 from hlo_tools import cli_io
 from hlo_tools.commands import common
 from hlo_tools.errors import InputError
-from hlo_tools.hlo import module_config
 from hlo_tools.model import options, placement
 from hlo_tools.ops import report
 from hlo_tools.ops.dump import DEFAULT_TARGET_CONFIG
@@ -245,10 +244,8 @@ def main(argv: list[str]) -> int:
     # The table first: a bad one is refused before any module is read or compiled.
     table = options.load_table(args.cost_table, args.backends, args.max_input_bytes)
     options.check_target(table[0].backends, args.per_op_modes)
-    if args.source and cli_io.is_regular_file(args.source):  # and the config beside it
-      beside = placement.config_path(args.source)
-      if beside:
-        module_config.read_config(beside, args.max_input_bytes)
+    if args.source and cli_io.is_regular_file(args.source):  # what stands beside it
+      placement.config_path(args.source)
     piped = args.source == "-" or (
       args.source is not None
       and os.path.lexists(args.source)
