@@ -151,8 +151,14 @@ std::string PlacementText(const Flags& flags, const core::Topology& topology,
   if (!flags.topology.empty() && !spec_states_map && proto_placed) {
     return "the module's device assignment (the proto's)";
   }
-  return flags.topology.empty() ? "the module's device assignment"
-                                : "the topology's map";
+  if (flags.topology.empty()) return "the module's device assignment";
+  if (!config_path.empty() && read) {
+    // The user's map wins, but never silently over the order XLA compiled for.
+    return absl::StrCat(
+        "the topology's map, over the module's device assignment (",
+        config_path, ": ", absl::StrJoin(read->devices, ","), ")");
+  }
+  return "the topology's map";
 }
 
 // --topology as the tools state it again: as given, with the config's map

@@ -323,7 +323,9 @@ def test_a_given_topology_is_placed_by_the_drivers_json(
   assert rc in (0, 1), err
   assert json.loads(out)["topology"] == "1x2x4:map=0,1,2,3,4,5,6,7"
   if command == "explain":
-    assert json.loads(out)["placement"] == "device order: the topology's map"
+    assert json.loads(out)["placement"] == (
+      f"device order: the topology's map, over the module's device assignment ({config}: {SPREAD})"
+    )
   # The flag the program was compiled with, from the same JSON (a set with modes).
   rc, out, err = _main(
     capsys, "explain", ring, "--topology=1x2x4", "--backends=nccl,peer", "--format=json"
