@@ -67,6 +67,17 @@ def verdict(entry: dict[str, Any]) -> str:
   return "NCCL: " + entry["reason"].split(": ", 1)[-1]
 
 
+def _stock_note(entry: dict[str, Any], program: dict[str, Any] | None) -> str:
+  """On a stock XLA, where the program's one mode is not this permute's own choice,
+  the mode that runs it, so that no line says a backend wins that never runs."""
+  if not program or program.get("per_op_xla") or not program.get("backend"):
+    return ""
+  if program["backend"] == entry["choice"]["plan"]:
+    return ""
+  runs = NAMES.get(program["backend"], program["backend"])
+  return f"; a stock XLA runs {runs} here, the program's one mode"
+
+
 def comparison_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
   """The side-by-side table: one row per collective-permute of every case."""
   rows = []
@@ -109,7 +120,7 @@ def comparison_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
           if branch
           else None,
           "upstream": e["upstream"]["backend"],
-          "verdict": verdict(e),
+          "verdict": verdict(e) + _stock_note(e, r["explain"].get("program")),
         }
       )
   return rows
