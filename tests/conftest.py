@@ -141,3 +141,33 @@ def pytest_sessionfinish(session, exitstatus):
       "output replaced it (restore: rm /dev/null && mknod -m 666 /dev/null c 1 3)\n"
     )
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# A cost table that makes peer memory the faster backend on NVLink, for the hook's
+# tests on a live CPU client.
+FAST_PEER_TABLE = (
+  "links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 1 }\n"
+)
+
+
+def run_live_cpu(script, *args):
+  """Runs the Python `script` (argv: `args`) on a live CPU client of 2 devices with
+  this checkout first on the path; returns the JSON its last stdout line holds."""
+  env = dict(
+    os.environ,
+    JAX_PLATFORMS="cpu",
+    XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+  )
+  proc = subprocess.run(
+    [sys.executable, "-c", script, *map(str, args)],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  import json
+
+  return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -11,6 +11,8 @@ from hlo_tools import jax_hook
 from hlo_tools.hook import decide, flags as hook_flags, text_edit
 from hlo_tools.hook.hook import with_process_layout
 
+from conftest import FAST_PEER_TABLE, run_live_cpu
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 
@@ -157,25 +159,8 @@ def test_registered_hook_runs_in_a_real_compile(tmp_path):
   report = tmp_path / "hook.json"
   # A table in which peer memory clearly wins, so the mode must reach the module.
   table = tmp_path / "table.txt"
-  table.write_text(
-    "links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 1 }\n"
-  )
-  env = dict(
-    os.environ,
-    JAX_PLATFORMS="cpu",
-    XLA_FLAGS="--xla_force_host_platform_device_count=2",
-    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
-  )
-  proc = subprocess.run(
-    [sys.executable, "-c", _CHILD, str(report), str(table)],
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  got = json.loads(proc.stdout.strip().splitlines()[-1])
+  table.write_text(FAST_PEER_TABLE)
+  got = run_live_cpu(_CHILD, report, table)
   assert [c.get("error") for c in got["calls"]] == [None] * len(got["calls"])
   (decision,) = got["decisions"]
   assert decision["pairs"] == [[0, 1], [1, 0]] and decision["bytes"] == 2 << 20
@@ -252,10 +237,7 @@ print(json.dumps({"install": xla_at_install, "xla": hook.xla, "calls": hook.call
 
 def _run_deviceless(tmp, flags=""):
   table = tmp / "table.txt"
-  table.write_text(
-    "links { backend: PEER link_class: NVLINK latency_us: 1 "
-    "bandwidth_gbps: 900 per_buffer_us: 1 }\n"
-  )
+  table.write_text(FAST_PEER_TABLE)
   dump = tmp / "xla_dump"
   env = dict(
     os.environ,
@@ -404,26 +386,8 @@ def test_a_mode_xla_did_not_compile_is_an_error(tmp_path):
   and the CPU's compiler writes no mode, is a HookError naming both modes, not a
   record that says peer ran."""
   table = tmp_path / "table.txt"
-  table.write_text(
-    "links { backend: PEER link_class: NVLINK latency_us: 1 "
-    "bandwidth_gbps: 900 per_buffer_us: 1 }\n"
-  )
-  env = dict(
-    os.environ,
-    JAX_PLATFORMS="cpu",
-    XLA_FLAGS="--xla_force_host_platform_device_count=2",
-    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
-  )
-  proc = subprocess.run(
-    [sys.executable, "-c", _JIT, str(table)],
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  got = json.loads(proc.stdout.strip().splitlines()[-1])
+  table.write_text(FAST_PEER_TABLE)
+  got = run_live_cpu(_JIT, table)
   assert got["xla"]["per_op"] is False
   # One record, from compile(): the transformation inside jax's compiles adds none for
   # that program, none for modules without permutes, and writes nothing.
@@ -763,26 +727,8 @@ def test_jit_takes_static_and_keyword_arguments_as_jax_jit_does(tmp_path):
   (one permute per step of the loop it unrolls), keyword arguments static or not
   reach it as jax.jit passes them, and a value seen before compiles nothing."""
   table = tmp_path / "table.txt"
-  table.write_text(
-    "links { backend: PEER link_class: NVLINK latency_us: 1 "
-    "bandwidth_gbps: 900 per_buffer_us: 1 }\n"
-  )
-  env = dict(
-    os.environ,
-    JAX_PLATFORMS="cpu",
-    XLA_FLAGS="--xla_force_host_platform_device_count=2",
-    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
-  )
-  proc = subprocess.run(
-    [sys.executable, "-c", _JIT_STATIC, str(table)],
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  got = json.loads(proc.stdout.strip().splitlines()[-1])
+  table.write_text(FAST_PEER_TABLE)
+  got = run_live_cpu(_JIT_STATIC, table)
   for case in (
     "positional",
     "other_static",
@@ -829,10 +775,7 @@ def test_persistent_cache_serves_no_executable_compiled_without_the_hook(tmp_pat
   (the transformation runs and the permute gets its mode), and a second process
   with the same hook is served the hook's own executable."""
   table = tmp_path / "table.txt"
-  table.write_text(
-    "links { backend: PEER link_class: NVLINK latency_us: 1 "
-    "bandwidth_gbps: 900 per_buffer_us: 1 }\n"
-  )
+  table.write_text(FAST_PEER_TABLE)
   cache = tmp_path / "cache"
   cache.mkdir()
   env = dict(
@@ -961,10 +904,7 @@ def test_xla_compiles_counted(tmp_path, xla_flags):
   permute the lowered program did not (the partitioner's, from jnp.roll) and the
   mode the caller's settings run is not the one chosen."""
   table = tmp_path / "table.txt"
-  table.write_text(
-    "links { backend: PEER link_class: NVLINK latency_us: 1 "
-    "bandwidth_gbps: 900 per_buffer_us: 1 }\n"
-  )
+  table.write_text(FAST_PEER_TABLE)
   env = dict(
     os.environ,
     JAX_PLATFORMS="cpu",

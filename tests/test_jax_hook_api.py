@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from conftest import FAST_PEER_TABLE
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PEER = "COLLECTIVES_PEER_MEMORY"
 _PRIVATE = "COLLECTIVES_PRIVATE_MEMORY"
@@ -97,9 +99,7 @@ print(json.dumps(out, default=str))
 def got(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("hook_api")
   table = tmp / "table.txt"
-  table.write_text(
-    "links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 1 }\n"
-  )
+  table.write_text(FAST_PEER_TABLE)
   env = dict(
     os.environ,
     JAX_PLATFORMS="cpu",

@@ -8,12 +8,11 @@ registered transformations. Each sequence runs on a live CPU client of two devic
 with the series' per-op path (the CPU's compiler carries each permute's written mode
 into the executable), so the mode in an executable says which hook compiled it."""
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
+
+from conftest import FAST_PEER_TABLE, run_live_cpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -96,27 +95,10 @@ _PEER_ONE = {f"collective-permute:{_PEER}": 1}
 def sequences(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("hook_cache")
   table = tmp / "table.txt"
-  table.write_text(
-    "links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 1 }\n"
-  )
+  table.write_text(FAST_PEER_TABLE)
   cache = tmp / "cache"
   cache.mkdir()
-  env = dict(
-    os.environ,
-    JAX_PLATFORMS="cpu",
-    XLA_FLAGS="--xla_force_host_platform_device_count=2",
-    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
-  )
-  proc = subprocess.run(
-    [sys.executable, "-c", _SEQUENCES, str(table), str(cache)],
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  return json.loads(proc.stdout.strip().splitlines()[-1])
+  return run_live_cpu(_SEQUENCES, table, cache)
 
 
 def test_compiled_before_install(sequences):

@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+from conftest import FAST_PEER_TABLE, run_live_cpu
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PEER = "COLLECTIVES_PEER_MEMORY"
 
@@ -114,25 +116,8 @@ hook.uninstall()
 def live(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("hook_jit")
   table = tmp / "table.txt"
-  table.write_text(
-    "links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 1 }\n"
-  )
-  env = dict(
-    os.environ,
-    JAX_PLATFORMS="cpu",
-    XLA_FLAGS="--xla_force_host_platform_device_count=2",
-    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
-  )
-  proc = subprocess.run(
-    [sys.executable, "-c", _LIVE, str(table)],
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  return json.loads(proc.stdout.strip().splitlines()[-1])
+  table.write_text(FAST_PEER_TABLE)
+  return run_live_cpu(_LIVE, table)
 
 
 def test_reference_is_peer(live):
@@ -213,9 +198,7 @@ def test_stock_xla_same_decision_for_a_gradient(tmp_path):
   of a loss that calls hook.jit gets the decision hook.compile gives the same
   gradient written with plain code, in one compile, checked against XLA's output."""
   table = tmp_path / "table.txt"
-  table.write_text(
-    "links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 1 }\n"
-  )
+  table.write_text(FAST_PEER_TABLE)
   env = dict(
     os.environ,
     JAX_PLATFORMS="cpu",
@@ -327,22 +310,7 @@ hook.uninstall()
 
 
 def _stock_vmap(*argv):
-  env = dict(
-    os.environ,
-    JAX_PLATFORMS="cpu",
-    XLA_FLAGS="--xla_force_host_platform_device_count=2",
-    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
-  )
-  proc = subprocess.run(
-    [sys.executable, "-c", _STOCK_VMAP, *map(str, argv)],
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  return json.loads(proc.stdout.strip().splitlines()[-1])
+  return run_live_cpu(_STOCK_VMAP, *argv)
 
 
 def test_stock_xla_eager_vmap_applies_and_checks_the_mode():
@@ -367,8 +335,6 @@ def test_stock_xla_eager_vmap_runs_the_compiled_mode_check(tmp_path):
   writes no mode: the hook's check of the compiled module fails under jax.vmap as
   it fails under hook.compile, rather than a silent record of a mode to set."""
   table = tmp_path / "table.txt"
-  table.write_text(
-    "links { backend: PEER link_class: NVLINK latency_us: 1 bandwidth_gbps: 900 per_buffer_us: 1 }\n"
-  )
+  table.write_text(FAST_PEER_TABLE)
   got = _stock_vmap(table)
   assert "writes no collectives mode" in got.get("error", ""), got
