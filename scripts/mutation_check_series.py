@@ -525,11 +525,12 @@ MUTANTS = [
   ),
   Mutant(
     "wire-run-target-pe",
-    "(call) a run puts to its target's PE",
+    "(argument) a run puts to its own target's PE",
     "patch:0002",
     "+        NvshmemTargetPe(pes_, *params.collective_params->device_assn,\n"
     "+                        source_target.target));",
-    "+        std::optional<int64_t>(source_target.target));",
+    "+        NvshmemTargetPe(pes_, *params.collective_params->device_assn,\n"
+    "+                        std::optional<int64_t>(0)));",
   ),
   Mutant(
     "wire-sync-on-main-stream",
@@ -542,8 +543,8 @@ MUTANTS = [
     "wire-sync-main-waits",
     "(stream) the main stream waits for the collective stream after it",
     "patch:0002",
-    "+    TF_RETURN_IF_ERROR(params.stream->WaitFor(async_stream));\n",
-    "",
+    "+    TF_RETURN_IF_ERROR(params.stream->WaitFor(async_stream));",
+    "+    TF_RETURN_IF_ERROR(absl::OkStatus());",
   ),
   Mutant(
     "wire-guard-allocations",
@@ -949,6 +950,8 @@ def run_patch_mutants(mutants: list[Mutant], work: Path) -> list:
   rows = []
   for m in mutants:
     t0 = time.monotonic()
+    if m.original.count("\n") != m.replacement.count("\n"):
+      raise Fail(f"{m.name}: a patch mutant keeps the patch's line count (its hunks' sizes)")
     path = repo / patch_file(m.path).relative_to(ROOT)
     original = path.read_text()
     path.write_text(original.replace(m.original, m.replacement, 1))
