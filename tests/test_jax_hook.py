@@ -187,6 +187,22 @@ def test_process_layout_comes_from_jax_local_devices():
   t = selection.parse_topology(with_process_layout("1x2x4", 4, 8))
   assert t.gpus_per_process == 4
 
+  def parses(spec):
+    try:
+      selection.parse_topology(spec)
+    except selection.SelectionError:
+      return False
+    return True
+
+  # Each device's own process where jax says it, device i not in process i: the
+  # map, not a count, reaches the core.
+  reordered = [1, 1, 1, 1, 0, 0, 0, 0]
+  spec = with_process_layout("1x2x4", 4, 8, reordered, parses)
+  assert spec == "1x2x4:processes=1,1,1,1,0,0,0,0"
+  assert list(selection.parse_topology(spec).device_to_process) == reordered
+  # A map that does not fit the spec's devices: the count instead.
+  assert with_process_layout("1x1x8", 2, 4, [0, 0, 1, 1], parses) == "1x1x8:gpus_per_process=2"
+
 
 # Deviceless: the project's ring attention (forward and backward) on two H200s,
 # compiled on the CPU by jax 0.10.2's own XLA, through hook.compile.

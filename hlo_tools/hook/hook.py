@@ -518,14 +518,29 @@ def _static_arguments(
   return tuple(nums), tuple(names)
 
 
-def with_process_layout(spec: str, local_devices: int, all_devices: int) -> str:
-  """`spec` with `:gpus_per_process=N` from jax's view of the processes: N is
-  the number of devices this process drives (len(jax.local_devices())) when
-  there are others elsewhere. Peer and symmetric memory need every device of the
-  permute's clique (every device of the program, for a permute over all of it) in
-  one process."""
-  if "gpus_per_process" in spec or local_devices >= all_devices or local_devices < 1:
+def with_process_layout(
+  spec: str,
+  local_devices: int,
+  all_devices: int,
+  processes: Sequence[int] | None = None,
+  parses: Callable[[str], bool] | None = None,
+) -> str:
+  """`spec` with jax's view of the processes where there are several: each device's
+  own process (`:processes=`, `processes` indexed by device id, from each jax
+  device's process_index) where the spec has exactly those devices (`parses` says
+  whether the core takes it), else `:gpus_per_process=N`, N the devices this
+  process drives (len(jax.local_devices())). Device i need not live in process
+  i, so the map is the fact; the count is the fallback. Peer and symmetric memory
+  need every device of the permute's clique in one process, NVSHMEM one GPU a
+  process."""
+  if "gpus_per_process" in spec or ":processes=" in spec:
     return spec
+  if local_devices >= all_devices or local_devices < 1:
+    return spec
+  if processes and len(set(processes)) > 1:
+    stated = f"{spec}:processes={','.join(map(str, processes))}"
+    if parses is None or parses(stated):
+      return stated
   return f"{spec}:gpus_per_process={local_devices}"
 
 
@@ -659,7 +674,24 @@ def install(
   if isinstance(topology, str):
     import jax
 
-    topology = with_process_layout(topology, len(jax.local_devices()), len(jax.devices()))
+    def parses(spec: str) -> bool:
+      try:
+        selection.parse_topology(spec)
+      except selection.SelectionError:
+        return False
+      return True
+
+    devices = sorted(jax.devices(), key=lambda d: d.id)
+    topology = with_process_layout(
+      topology,
+      len(jax.local_devices()),
+      len(devices),
+      # By device id, where the ids are 0..n-1 as XLA's device assignment names them.
+      [d.process_index for d in devices]
+      if [d.id for d in devices] == list(range(len(devices)))
+      else None,
+      parses,
+    )
   try:
     topo = _parse_topology(selection, topology, backends) if isinstance(topology, str) else topology
     table = (
