@@ -90,7 +90,9 @@ def decide(
   place: str = ...,
   mark: str | None = ...,
   destinations: collections.abc.Sequence[
-    tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, bool]
+    tuple[
+      typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, bool
+    ]
   ] = ...,
 ) -> dict[str, typing.Any]: ...
 def edge_ids_to_devices(

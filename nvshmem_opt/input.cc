@@ -170,8 +170,7 @@ std::pair<int, std::string> InvalidDimension(const std::string& text) {
     const size_t close = text.find_first_of("[]\n", open + 1);
     if (close == std::string::npos || text[close] != ']') continue;
     for (absl::string_view item : absl::StrSplit(
-             absl::string_view(text).substr(open + 1, close - open - 1),
-             ',')) {
+             absl::string_view(text).substr(open + 1, close - open - 1), ',')) {
       item = absl::StripAsciiWhitespace(item);
       absl::ConsumePrefix(&item, "<=");
       item = absl::StripLeadingAsciiWhitespace(item);
@@ -203,8 +202,7 @@ std::string ParseFailure(const std::string& path, const std::string& text,
                              ? std::atoi(at[1].str().c_str())
                              : 0;
   const bool empty =
-      absl::StripAsciiWhitespace(message.substr(message.find(':') + 1))
-          .empty();
+      absl::StripAsciiWhitespace(message.substr(message.find(':') + 1)).empty();
   if (empty || error_line > 0) {
     const auto [line, dimension] = InvalidDimension(text);
     if (line > 0 && (empty || line <= error_line)) {
@@ -477,15 +475,15 @@ absl::StatusOr<std::string> ReadBounded(const std::string& path,
   const int64_t bound = std::min(limit.max_bytes, room);
   auto too_big = [&](const std::string& size) {
     if (bound < limit.max_bytes) {
-      return Bad(absl::StrCat(name, ": input is ", size, " bytes, over the ",
-                              bound, " that the address-space limit leaves "
-                              "for reading it (",
-                              address_space, "; ", limit.set_by, " allows ",
-                              limit.max_bytes, ")"));
+      return Bad(absl::StrCat(
+          name, ": input is ", size, " bytes, over the ", bound,
+          " that the address-space limit leaves "
+          "for reading it (",
+          address_space, "; ", limit.set_by, " allows ", limit.max_bytes, ")"));
     }
     return Bad(absl::StrCat(name, ": input is ", size,
-                            " bytes, over the limit of ", limit.max_bytes,
-                            " (", limit.set_by, ")"));
+                            " bytes, over the limit of ", limit.max_bytes, " (",
+                            limit.set_by, ")"));
   };
   struct stat info;
   int fd = 0;  // stdin for '-'
@@ -565,10 +563,9 @@ absl::StatusOr<std::string> ReadBounded(const std::string& path,
           blocks.back().size() + n > blocks.back().capacity()) {
         // A regular file's size is known: one block. Else each block is as
         // large as all before it.
-        const int64_t size =
-            S_ISREG(info.st_mode) && blocks.empty()
-                ? info.st_size + 1
-                : std::max<int64_t>(total, int64_t{1} << 16);
+        const int64_t size = S_ISREG(info.st_mode) && blocks.empty()
+                                 ? info.st_size + 1
+                                 : std::max<int64_t>(total, int64_t{1} << 16);
         blocks.emplace_back();
         blocks.back().reserve(static_cast<size_t>(
             std::max<int64_t>(n, std::min(size, bound + 1 - total))));
@@ -581,11 +578,9 @@ absl::StatusOr<std::string> ReadBounded(const std::string& path,
       }
     }
   } catch (const std::bad_alloc&) {
-    status = Bad(absl::StrCat(name, ": out of memory after reading ", total,
-                              " bytes",
-                              AddressSpaceText().empty()
-                                  ? ""
-                                  : " (" + AddressSpaceText() + ")"));
+    status = Bad(absl::StrCat(
+        name, ": out of memory after reading ", total, " bytes",
+        AddressSpaceText().empty() ? "" : " (" + AddressSpaceText() + ")"));
   }
   std::string data;
   if (status.ok() && blocks.size() == 1) {
@@ -598,11 +593,9 @@ absl::StatusOr<std::string> ReadBounded(const std::string& path,
         std::string().swap(block);
       }
     } catch (const std::bad_alloc&) {
-      status = Bad(absl::StrCat(name, ": out of memory holding its ", total,
-                                " bytes",
-                                AddressSpaceText().empty()
-                                    ? ""
-                                    : " (" + AddressSpaceText() + ")"));
+      status = Bad(absl::StrCat(
+          name, ": out of memory holding its ", total, " bytes",
+          AddressSpaceText().empty() ? "" : " (" + AddressSpaceText() + ")"));
     }
   }
   if (path != "-") close(fd);

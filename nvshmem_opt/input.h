@@ -40,7 +40,7 @@ const InputBounds& CurrentInputBounds();
 // A file's own byte limit and how it is set, for the message that names it.
 struct InputLimit {
   int64_t max_bytes;
-  std::string set_by;  // e.g. "--max-input-bytes"
+  std::string set_by;     // e.g. "--max-input-bytes"
   double timeout_s = -1;  // Below 0: CurrentInputBounds()'s.
 };
 
@@ -56,8 +56,7 @@ absl::StatusOr<std::string> ReadBounded(const std::string& path,
 // The same within `max_bytes` (--max-input-bytes names it) and `timeout_s`
 // (below 0: the --input-timeout of CurrentInputBounds).
 absl::StatusOr<std::string> ReadInput(const std::string& path,
-                                      int64_t max_bytes,
-                                      double timeout_s = -1);
+                                      int64_t max_bytes, double timeout_s = -1);
 
 // Bytes of address space the process may still map under its ulimit -v, and
 // that limit in words for a message ("" and INT64_MAX without one).

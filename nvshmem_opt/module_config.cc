@@ -173,9 +173,10 @@ absl::Status CheckConfigBeside(const std::string& module_path) {
       what = "a socket, not a file";
     }
     return Bad(candidate, 0,
-               absl::StrCat(what, "; the module config beside a module is "
-                                  "read only from a regular file (give "
-                                  "--module-config=PATH to read another)"));
+               absl::StrCat(what,
+                            "; the module config beside a module is "
+                            "read only from a regular file (give "
+                            "--module-config=PATH to read another)"));
   }
   return absl::OkStatus();
 }
@@ -247,7 +248,8 @@ absl::StatusOr<ModulePlacement> ReadModulePlacement(const std::string& path,
        {std::pair<const char*, int>{"replica_count", placement.replicas},
         {"num_partitions", placement.partitions}}) {
     int line = 0;
-    absl::StatusOr<std::string> given = DebugOption(path, *text, 1, name, &line);
+    absl::StatusOr<std::string> given =
+        DebugOption(path, *text, 1, name, &line);
     if (!given.ok()) return given.status();
     if (given->empty()) continue;
     int64_t count = 0;

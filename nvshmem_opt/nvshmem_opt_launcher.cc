@@ -202,10 +202,10 @@ int main(int argc, char** argv) {
     // it cannot map TensorFlow's libraries): its message is in the log.
     std::string why = ReadAll(log, 4096);
     why = why.substr(0, why.find('\n'));
-    std::fprintf(stderr, "nvshmem-opt: cannot start %s%s: %s\n",
-                 Escaped(driver).c_str(), AddressSpaceLimit().c_str(),
-                 why.empty() ? "it exited with status 127"
-                             : Escaped(why).c_str());
+    std::fprintf(
+        stderr, "nvshmem-opt: cannot start %s%s: %s\n", Escaped(driver).c_str(),
+        AddressSpaceLimit().c_str(),
+        why.empty() ? "it exited with status 127" : Escaped(why).c_str());
     return 2;
   }
   if (WIFEXITED(status)) return WEXITSTATUS(status);

@@ -115,9 +115,7 @@ MUTANTS = [
     "",
     fuzzed=True,
   ),
-  Mutant(
-    "id i on device i", CORE, "    if (pe == i) continue;", "    continue;", fuzzed=True
-  ),
+  Mutant("id i on device i", CORE, "    if (pe == i) continue;", "    continue;", fuzzed=True),
   Mutant(
     "every GPU of a touched host in the program",
     CORE,

@@ -252,7 +252,8 @@ const Listed kListed[] = {
      "pass answer what the tools answer on hosts of the program's size",
      kDecision | kPass,
      [](const Case& c) -> std::optional<Case> {
-       const int n = c.program_devices(), per_host = c.topology->gpus_per_host();
+       const int n = c.program_devices(),
+                 per_host = c.topology->gpus_per_host();
        if (n >= per_host || c.topology->num_devices() % n != 0 ||
            n % c.topology->gpus_per_process() != 0) {
          return std::nullopt;

@@ -195,9 +195,9 @@ absl::Status RuntimeChecks(const Case& c) {
     process_host[c.ProcessOf(d)] = c.topology->HostOf(d);
   }
   const int gpus_per_process = c.topology->gpus_per_process();
-  const absl::Status job = xla::gpu::CheckNvshmemJob(
-      c.topology->num_devices() / gpus_per_process, gpus_per_process,
-      &assignment);
+  const absl::Status job =
+      xla::gpu::CheckNvshmemJob(c.topology->num_devices() / gpus_per_process,
+                                gpus_per_process, &assignment);
   if (!job.ok()) return job;
   // Each process of the program translates the ids and asks about the PEs of
   // its own host.
