@@ -153,12 +153,23 @@ FAST_PEER_TABLE = (
 def run_live_cpu(script, *args):
   """Runs the Python `script` (argv: `args`) on a live CPU client of 2 devices with
   this checkout first on the path; returns the JSON its last stdout line holds."""
+  return run_jax(script, *args)
+
+
+def run_jax(script, *args, deviceless=False, xla_flags=None):
+  """run_live_cpu, or with deviceless=True a process that compiles for GPUs on the
+  CPU (jax 0.10.2's CUDA plugin, no device); xla_flags: XLA_FLAGS for it."""
   env = dict(
     os.environ,
     JAX_PLATFORMS="cpu",
-    XLA_FLAGS="--xla_force_host_platform_device_count=2",
     PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
   )
+  if deviceless:
+    env["JAX_SKIP_CUDA_CONSTRAINTS_CHECK"] = "1"
+  else:
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+  if xla_flags is not None:
+    env["XLA_FLAGS"] = xla_flags
   proc = subprocess.run(
     [sys.executable, "-c", script, *map(str, args)],
     env=env,

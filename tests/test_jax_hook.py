@@ -11,7 +11,7 @@ from hlo_tools import jax_hook
 from hlo_tools.hook import decide, flags as hook_flags, text_edit
 from hlo_tools.hook.hook import with_process_layout
 
-from conftest import FAST_PEER_TABLE, run_live_cpu
+from conftest import FAST_PEER_TABLE, H200_TARGET, run_jax, run_live_cpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
@@ -255,30 +255,14 @@ def _run_deviceless(tmp, flags=""):
   table = tmp / "table.txt"
   table.write_text(FAST_PEER_TABLE)
   dump = tmp / "xla_dump"
-  env = dict(
-    os.environ,
-    JAX_PLATFORMS="cpu",
-    JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
-    XLA_FLAGS=f"--xla_dump_to={dump} {flags}",
-    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
+  return run_jax(
+    _DEVICELESS,
+    H200_TARGET,
+    table,
+    dump,
+    deviceless=True,
+    xla_flags=f"--xla_dump_to={dump} {flags}",
   )
-  proc = subprocess.run(
-    [
-      sys.executable,
-      "-c",
-      _DEVICELESS,
-      os.path.join(ROOT, "hlo_tools", "data", "h200_gpu_target_config.pbtxt"),
-      str(table),
-      str(dump),
-    ],
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -921,24 +905,7 @@ def test_xla_compiles_counted(tmp_path, xla_flags):
   mode the caller's settings run is not the one chosen."""
   table = tmp_path / "table.txt"
   table.write_text(FAST_PEER_TABLE)
-  env = dict(
-    os.environ,
-    JAX_PLATFORMS="cpu",
-    JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
-    XLA_FLAGS=xla_flags,
-    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
-  )
-  target = os.path.join(ROOT, "hlo_tools", "data", "h200_gpu_target_config.pbtxt")
-  proc = subprocess.run(
-    [sys.executable, "-c", _COUNT, target, str(table)],
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  got = json.loads(proc.stdout.strip().splitlines()[-1])
+  got = run_jax(_COUNT, H200_TARGET, table, deviceless=True, xla_flags=xla_flags)
   assert got["ring"]["xla"] == ["jit_ring"] and got["ring"]["compiles"] == 1
   assert got["ring"]["applied"] == _PEER and got["ring"]["warnings"] == []
   assert got["scale"]["xla"] == ["jit_scale"] and got["scale"]["compiles"] == 1

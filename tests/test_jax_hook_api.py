@@ -2,14 +2,11 @@
 expected; a mark on a collective that is not a permute is refused as the series'
 compile refuses it; each device's process is jax's, not the topology string's."""
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from conftest import FAST_PEER_TABLE
+from conftest import FAST_PEER_TABLE, H200_TARGET, run_jax
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PEER = "COLLECTIVES_PEER_MEMORY"
@@ -100,23 +97,7 @@ def got(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("hook_api")
   table = tmp / "table.txt"
   table.write_text(FAST_PEER_TABLE)
-  env = dict(
-    os.environ,
-    JAX_PLATFORMS="cpu",
-    JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
-    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
-  )
-  target = os.path.join(ROOT, "hlo_tools", "data", "h200_gpu_target_config.pbtxt")
-  proc = subprocess.run(
-    [sys.executable, "-c", _SCRIPT, target, str(table)],
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  return json.loads(proc.stdout.strip().splitlines()[-1])
+  return run_jax(_SCRIPT, H200_TARGET, table, deviceless=True)
 
 
 @pytest.mark.parametrize(

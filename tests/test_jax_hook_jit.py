@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import FAST_PEER_TABLE, run_live_cpu
+from conftest import FAST_PEER_TABLE, H200_TARGET, run_jax, run_live_cpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PEER = "COLLECTIVES_PEER_MEMORY"
@@ -199,23 +199,7 @@ def test_stock_xla_same_decision_for_a_gradient(tmp_path):
   gradient written with plain code, in one compile, checked against XLA's output."""
   table = tmp_path / "table.txt"
   table.write_text(FAST_PEER_TABLE)
-  env = dict(
-    os.environ,
-    JAX_PLATFORMS="cpu",
-    JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
-    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
-  )
-  target = os.path.join(ROOT, "hlo_tools", "data", "h200_gpu_target_config.pbtxt")
-  proc = subprocess.run(
-    [sys.executable, "-c", _DEVICELESS, target, str(table)],
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  got = json.loads(proc.stdout.strip().splitlines()[-1])
+  got = run_jax(_DEVICELESS, H200_TARGET, table, deviceless=True)
   a, b = got["grad_hook_jit"], got["grad_reference"]
   assert a["applied"] == b["applied"] == _PEER
   assert a["program"]["permutes"] == b["program"]["permutes"] >= 2
