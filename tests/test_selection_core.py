@@ -6,6 +6,7 @@ import pytest
 
 import hlo_tools.selection as selection  # first: it says how to build a missing binding
 from hlo_tools import _selection_core
+from hlo_tools.errors import InputReadError
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 
@@ -106,7 +107,8 @@ def test_cost_table_file_overrides_and_errors(tmp_path):
   bad.write_text("margin: 0.1\n\nlinks { backend: NVSHMEM link_class: NVLINK latency_us: fast }\n")
   with pytest.raises(selection.SelectionError, match=r"bad\.txtpb:3: Expected double, got: fast"):
     selection.load_cost_table(bad)
-  with pytest.raises(selection.SelectionError, match="No such file"):
+  # A file that cannot be read is the bounded reader's error, one line naming it.
+  with pytest.raises(InputReadError, match=r"missing\.txt: cannot read: No such file"):
     selection.load_cost_table(tmp_path / "missing.txt")
   # A table in the line format of earlier releases is refused, not half-read.
   old = tmp_path / "old.txt"
