@@ -128,12 +128,14 @@ MUTANTS = [
     "    if (destination.parameter < 0 && !destination.returned) continue;",
     "    continue;",
   ),
+  # Not the fuzzer's: in a selection, the host rule (every GPU of a touched host in the
+  # program) refuses every edge outside a known team first, and an unknown team is the
+  # whole topology; NvshmemHang's own tests hold it for its other callers.
   Mutant(
     "edge inside the team",
     CORE,
     "      if (!absl::c_binary_search(members, device)) {",
     "      if (false) {",
-    fuzzed=True,
   ),
   Mutant(
     "a source for every device",

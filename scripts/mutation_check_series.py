@@ -5,11 +5,13 @@
 
 Each mutant removes, inverts or adds one refusal of the series' decision or runtime support code.
 For each, one at a time, on a scratch copy of the series' sources (the tree is never edited): the
-mutated file is recompiled, the series' own tests (every test file the series adds, linked with the
+mutated file is recompiled (over a precompiled header of what it includes from XLA), the series'
+own tests (every test file the series adds, linked with the
 wheel's XLA, compat/wheel/'s test base and FileCheck, and gmock from Debian's source, as
 scripts/check_patches_upstream.sh builds them) and the differential test (series_decision_diff_test:
-its objects from build/, the series' objects from the scratch copy) are relinked and run. A mutant
-is killed when a test fails or runs past its time limit. Prints a kill table.
+its objects from build/, the series' objects from the scratch copy) are relinked, and the series'
+tests run, then the differential test where they miss the mutant (both for the unmutated series).
+A mutant is killed when a test fails or runs past its time limit. Prints a kill table.
 
 A mutant is (file, exact original text, replacement): an original text that is not in its file
 exactly once is an error, so a rule that moved is noticed rather than silently untested.
@@ -46,6 +48,7 @@ RUN = "xla/backends/gpu/runtime/nvshmem_run_checks.cc"
 DECISION = "xla/backends/gpu/transforms/collectives/nvshmem_permute_decision.cc"
 PASS = "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.cc"
 TIMEOUT_S = 300
+NOT_RUN = "(not run: killed first)"
 
 
 @dataclass(frozen=True)
@@ -620,6 +623,7 @@ class Builder:
   tf: Path
   jobs: int
   objects: dict[str, Path] = field(default_factory=dict)
+  pch: dict[str, Path] = field(default_factory=dict)
 
   @property
   def src(self) -> Path:
@@ -648,10 +652,40 @@ class Builder:
       str(GMOCK),
     ]
 
+  def outside_includes(self, source: Path, seen: set[Path] | None = None) -> list[str]:
+    """The #include lines of `source` and of the series headers it includes, less those headers:
+    what no mutant changes."""
+    seen = set() if seen is None else seen
+    lines: list[str] = []
+    for line in source.read_text().splitlines():
+      m = re.match(r'#include "([^"]+)"', line)
+      if m and (self.src / m.group(1)).is_file():
+        header = self.src / m.group(1)
+        if header not in seen:
+          seen.add(header)
+          lines += [l for l in self.outside_includes(header, seen) if l not in lines]
+      elif line.startswith("#include ") and line not in lines:
+        lines.append(line)
+    return lines
+
+  def precompile(self, key: str) -> None:
+    """A precompiled header of what `key` includes from outside the series: a mutant's recompile
+    then parses only the file itself (about 20 s to a few, each)."""
+    header = self.work / "pch" / (key.replace("/", "_") + ".h")
+    header.parent.mkdir(exist_ok=True)
+    header.write_text("\n".join(self.outside_includes(self.src / key)) + "\n")
+    cmd = ["g++", *self.flags(), "-x", "c++-header", str(header), "-o", f"{header}.gch"]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if r.returncode:
+      lines = [l for l in r.stderr.splitlines() if "error" in l][:10]
+      raise Fail(f"precompiling the headers of {key} failed:\n" + "\n".join(lines))
+    self.pch[key] = header
+
   def compile(self, source: Path, key: str) -> None:
     obj = self.work / "obj" / (key.replace("/", "_") + ".o")
     obj.parent.mkdir(exist_ok=True)
-    cmd = ["g++", *self.flags(), "-c", str(source), "-o", str(obj)]
+    pch = ["-include", str(self.pch[key]), "-Winvalid-pch"] if key in self.pch else []
+    cmd = ["g++", *self.flags(), *pch, "-c", str(source), "-o", str(obj)]
     r = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if r.returncode:
       lines = [l for l in r.stderr.splitlines() if "error" in l][:10]
@@ -661,7 +695,8 @@ class Builder:
   def series_sources(self) -> list[str]:
     return sorted(str(p.relative_to(self.src)) for p in self.src.rglob("*.cc"))
 
-  def compile_all(self) -> None:
+  def compile_all(self, mutated: set[str]) -> None:
+    """Every object, those of the files in `mutated` over their precompiled headers."""
     jobs = {key: self.src / key for key in self.series_sources()}
     for extra in (
       "compat/wheel/filecheck.cc",
@@ -670,6 +705,8 @@ class Builder:
       jobs[extra] = ROOT / extra
     jobs["gmock-all.cc"] = GMOCK / "src" / "gmock-all.cc"
     with concurrent.futures.ThreadPoolExecutor(self.jobs) as pool:
+      for f in [pool.submit(self.precompile, key) for key in sorted(mutated)]:
+        f.result()
       for f in [pool.submit(self.compile, src, key) for key, src in jobs.items()]:
         f.result()
 
@@ -861,10 +898,20 @@ def run(mutants: list[Mutant], b: Builder, diff_link: str, start: float) -> int:
   )
   if r.returncode:
     raise Fail("tests/fuzz/make_corpus.py failed: " + r.stderr[-1000:])
-  b.compile_all()
+  file_mutants = [m for m in mutants if not m.path.startswith("patch:")]
+
+  def recompiled(m: Mutant) -> list[str]:
+    if m.path.endswith(".cc"):
+      return [m.path]
+    return [k for k in b.series_sources() if Path(m.path).name in (b.src / k).read_text()]
+
+  b.compile_all({k for m in file_mutants for k in recompiled(m) if not k.endswith("_test.cc")})
   gtests, diff = b.link(diff_link, "base")
   logs = b.work / "logs"
   logs.mkdir()
+  # The unmutated objects, put back after each mutant rather than recompiled.
+  saved = b.work / "obj-unmutated"
+  shutil.copytree(b.work / "obj", saved)
 
   def both(tag: str) -> tuple[tuple[bool, str], tuple[bool, str]]:
     # One core each.
@@ -872,6 +919,14 @@ def run(mutants: list[Mutant], b: Builder, diff_link: str, start: float) -> int:
       series = pool.submit(run_test, [str(gtests)], logs / f"{tag}.series.log")
       diff_result = run_test([str(diff), f"--corpus={corpus}"], logs / f"{tag}.diff.log")
       return series.result(), diff_result
+
+  def first_kill(tag: str) -> tuple[tuple[bool, str], tuple[bool, str]]:
+    # The series' tests take a fraction of a second, the differential test half a minute: it
+    # runs only for a mutant the series' tests miss.
+    series = run_test([str(gtests)], logs / f"{tag}.series.log")
+    if not series[0]:
+      return series, (True, NOT_RUN)
+    return series, run_test([str(diff), f"--corpus={corpus}"], logs / f"{tag}.diff.log")
 
   base = both("base")
   print(
@@ -883,25 +938,21 @@ def run(mutants: list[Mutant], b: Builder, diff_link: str, start: float) -> int:
   if not (base[0][0] and base[1][0]):
     raise Fail("the unmutated series fails its tests; no mutant can be judged")
   rows = []
-  for m in [m for m in mutants if not m.path.startswith("patch:")]:
+  for m in file_mutants:
     t0 = time.monotonic()
     path = b.src / m.path
     original = path.read_text()
     path.write_text(original.replace(m.original, m.replacement, 1))
+    keys = recompiled(m)
     try:
-      keys = (
-        [m.path]
-        if m.path.endswith(".cc")
-        else [k for k in b.series_sources() if Path(m.path).name in (b.src / k).read_text()]
-      )
       for key in keys:
         b.compile(b.src / key, key)
       gtests, diff = b.link(diff_link, "mutant")
-      series_result, diff_result = both(m.name)
+      series_result, diff_result = first_kill(m.name)
     finally:
       path.write_text(original)
-    for key in keys:
-      b.compile(b.src / key, key)
+      for key in keys:
+        shutil.copy(saved / b.objects[key].name, b.objects[key])
     killed = not series_result[0] or not diff_result[0]
     rows.append((m, series_result, diff_result, killed))
     print(
@@ -974,6 +1025,8 @@ def run_patch_mutants(mutants: list[Mutant], work: Path) -> list:
 
 def print_table(rows: list[tuple[Mutant, tuple[bool, str], tuple[bool, str], bool]]) -> None:
   def cell(result: tuple[bool, str]) -> str:
+    if result[1] == NOT_RUN:
+      return NOT_RUN
     return "-" if result[0] else "KILLS: " + result[1]
 
   head = ("mutant", "rule broken", "file", "series' tests", "series_decision_diff_test")

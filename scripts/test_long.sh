@@ -15,6 +15,9 @@
 #     builds them (tests/test_packaging.py): both wheels built and installed
 #     into a fresh environment beside the series checks, which compile one
 #     file at a time and leave a core to it.
+# After the build-race check, two lanes run at once, one core each: the core's
+# mutation check and the series after the pin; the pinned series and its
+# mutation check. Each check's output is printed whole when it ends.
 #
 #   scripts/test_long.sh [GIT_DIR]
 #
@@ -49,31 +52,58 @@ echo "== Building the wheels and installing them into a fresh environment, in th
  touch "$work/installed") > build/wheel.log 2>&1 &
 wheel_pid=$!
 
-# check NAME COMMAND...: runs one check and prints its time.
+# check NAME COMMAND...: runs one check into build/long/NAME.log, then prints
+# the log whole (one lane at a time) with its time; a failure is noted in
+# build/long/failed.
+mkdir -p build/long
+rm -f build/long/*.log build/long/failed
 check() {
-  local name=$1 t0=$SECONDS
+  local name=$1 t0=$SECONDS log="build/long/$1.log" verdict
   shift
-  echo "== $name (${1##*/})"
-  if "$@"; then
-    echo "== $name: $((SECONDS - t0)) s"
+  if "$@" > "$log" 2>&1; then
+    verdict="$((SECONDS - t0)) s"
   else
-    status=1
-    failed+=("$name")
-    echo "== $name: FAILED, $((SECONDS - t0)) s"
+    verdict="FAILED, $((SECONDS - t0)) s"
+    echo "$name" >> build/long/failed
   fi
+  {
+    flock 9
+    echo "== $name (${1##*/})"
+    cat "$log"
+    echo "== $name: $verdict"
+  } 9>build/long/.print
 }
-# The build's generated files, one target each (a race at -j2 otherwise), and
-# the core's safety rules, each removed in turn, each killed by a test.
-check "build race" .venv/bin/python scripts/check_build_race.py build
-check "mutation check of the core" .venv/bin/python scripts/mutation_check_core.py
-for series in xla_patches/xla-*_*/; do
-  series=${series%/}
-  case "${series##*/}" in
-    xla-3cc8846c_*) check "${series##*/}" scripts/check_patches_upstream.sh "$PIN_DIR" ;;
-    *) check "${series##*/}" scripts/check_series_upstream.sh --series "$series" "$NEXT_DIR" ;;
+series_check() {
+  case "${1##*/}" in
+    xla-3cc8846c_*) check "${1##*/}" scripts/check_patches_upstream.sh "$PIN_DIR" ;;
+    *) check "${1##*/}" scripts/check_series_upstream.sh --series "$1" "$NEXT_DIR" ;;
   esac
-done
-check "mutation check of the pinned series" .venv/bin/python scripts/mutation_check_series.py
+}
+# The build's generated files, one target each (a race at -j2 otherwise), alone:
+# it rebuilds build/ at -j8. Then build/'s differential test, which the series'
+# mutation check links from, before anything reads it.
+check "build race" .venv/bin/python scripts/check_build_race.py build
+check "differential test build" cmake --build build -j2 --target series_decision_diff_test
+# Then two lanes, one core each (their compiles are one file at a time): the
+# core's safety rules, each removed in turn, and the series after the pin; the
+# pinned series as a reviewer checks it, then its safety rules, each removed.
+pinned=(xla_patches/xla-3cc8846c_*/)
+(
+  check "mutation check of the core" .venv/bin/python scripts/mutation_check_core.py
+  for series in xla_patches/xla-*_*/; do
+    series=${series%/}
+    case "${series##*/}" in xla-3cc8846c_*) ;; *) series_check "$series" ;; esac
+  done
+) &
+lane=$!
+series_check "${pinned[0]%/}"
+check "mutation check of the pinned series" \
+  .venv/bin/python scripts/mutation_check_series.py --no-build
+wait "$lane"
+if [ -s build/long/failed ]; then
+  status=1
+  mapfile -t failed < build/long/failed
+fi
 
 t0=$SECONDS
 wait "$wheel_pid"
