@@ -13,6 +13,8 @@ none needs translating into another on its way up.
     DumpReadError     a stage or pass a dump directory does not have
     HeuristicsError   a sweep, check or calibration that cannot run
     HookError         a bad argument to jax_hook.install() (a caller's bug, not input)
+    ShapeError        a shape's text the reader refuses, at an offset (it becomes an
+                      HloParseError with the line and column)
 """
 
 import codecs
@@ -115,3 +117,11 @@ class HeuristicsError(InputError):
 
 class HookError(ValueError):
   """A bad argument to jax_hook.install(); str() is one line."""
+
+
+class ShapeError(ValueError):
+  """A shape's text the HLO reader refuses; `offset` is where in the text."""
+
+  def __init__(self, message: str, offset: int) -> None:
+    super().__init__(message)
+    self.offset = offset

@@ -15,7 +15,7 @@ import weakref
 from typing import NoReturn
 
 from hlo_tools.cli_io import DEFAULT_MAX_INPUT_BYTES, InputReadError, read_input
-from hlo_tools.errors import HloParseError
+from hlo_tools.errors import HloParseError, ShapeError
 from hlo_tools.hlo.attributes import parse_kv, parse_name_list, unquote
 from hlo_tools.hlo.grammar import (
   CALL_RE,
@@ -37,7 +37,7 @@ from hlo_tools.hlo.grammar import (
 )
 from hlo_tools.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_tools.hlo.scanner import Scanner
-from hlo_tools.hlo.shape import SHAPE_CACHE, Shape, ShapeError, parse_shape, parse_shape_at
+from hlo_tools.hlo.shape import SHAPE_CACHE, Shape, parse_shape, parse_shape_at
 
 __all__ = ["parse_hlo_text", "parse_hlo_file", "load_hlo_proto"]
 

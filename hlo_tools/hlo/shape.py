@@ -4,6 +4,7 @@ import math
 import re
 from collections.abc import Iterable, Iterator
 
+from hlo_tools.errors import ShapeError
 from hlo_tools.hlo.grammar import ARRAY_RE, DIM_RE, WS_COMMENTS_RE, match_end
 
 # Bytes per element; sub-byte types count a byte each (XLA stores them unpacked).
@@ -153,12 +154,6 @@ class Shape:
 
   def __hash__(self) -> int:
     return hash(self.to_string())
-
-
-class ShapeError(ValueError):
-  def __init__(self, message: str, offset: int) -> None:
-    super().__init__(message)
-    self.offset = offset  # where in the text
 
 
 SHAPE_CACHE: dict[str, Shape] = {}
