@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Mutation check of the pinned series' safety rules (xla_patches/xla-3cc8846c_jax-0.9.1/src/).
 
-    scripts/mutation_check_series.py [--only NAME,...] [--rev REV] [--list] [--no-build] [--keep]
+    scripts/mutation_check_series.py [--only NAME,...] [--shard K/N] [--rev REV] [--list]
+                                     [--no-build] [--keep]
 
 Each mutant removes, inverts or adds one refusal of the series' decision or runtime support code.
 For each, one at a time, on a scratch copy of the series' sources (the tree is never edited): the
@@ -16,6 +17,7 @@ A mutant is killed when a test fails or runs past its time limit. Prints a kill 
 A mutant is (file, exact original text, replacement): an original text that is not in its file
 exactly once is an error, so a rule that moved is noticed rather than silently untested.
 
+--shard K/N: every Nth mutant from the Kth (scripts/test_long.sh runs 1/2 and 2/2 at once).
 --rev REV: the series' sources as git commit REV holds them (default: the working tree).
 --no-build: take build/series_decision_diff_test's objects as they are (else `cmake --build build
 --target series_decision_diff_test` first). --keep: keep the scratch directory.
@@ -135,8 +137,8 @@ MUTANTS = [
     "decision-source-for-every-id",
     "every device a target",
     DECISION,
-    "    if (!receives[id]) {",
-    "    if (false) {",
+    "    if (!receives[id]) return",
+    "    if (false) return",
   ),
   Mutant(
     "decision-heap-fit",
@@ -244,36 +246,38 @@ MUTANTS = [
     "destinations-color",
     "destinations on the heap (XLA's collective memory)",
     SUPPORT,
-    "allocation.maybe_live_out() || allocation.color() != collective_color) {",
-    "allocation.maybe_live_out()) {",
+    "               allocation.maybe_live_out() ||\n"
+    "               allocation.color() != collective_color) {",
+    "               allocation.maybe_live_out()) {",
   ),
   Mutant(
     "destinations-live-out",
     "destinations on the heap (never a returned buffer)",
     SUPPORT,
-    "allocation.maybe_live_out() || allocation.color() != collective_color) {",
-    "allocation.color() != collective_color) {",
+    "               allocation.maybe_live_out() ||\n"
+    "               allocation.color() != collective_color) {",
+    "               allocation.color() != collective_color) {",
   ),
   Mutant(
     "destinations-parameter",
     "destinations on the heap (never a donated parameter)",
     SUPPORT,
-    "    if (allocation.is_entry_computation_parameter() ||",
-    "    if (false ||",
+    "               allocation.is_entry_computation_parameter() ||",
+    "               false ||",
   ),
   Mutant(
     "destinations-loop-bound",
     "(loop) every destination, the last included",
     SUPPORT,
-    "  for (int64_t i = 0; i < permute.operand_count(); ++i) {",
-    "  for (int64_t i = 0; i + 1 < permute.operand_count(); ++i) {",
+    "  for (int64_t i = 0; runnable.ok() && i < permute->operand_count(); ++i) {",
+    "  for (int64_t i = 0; runnable.ok() && i + 1 < permute->operand_count(); ++i) {",
   ),
   Mutant(
     "destinations-index",
     "(argument) destination i of a combined permute",
     SUPPORT,
-    "slice(combined ? ShapeIndex{1, i} : ShapeIndex{1})",
-    "slice(combined ? ShapeIndex{1, 0} : ShapeIndex{1})",
+    "slice(permute, combined ? ShapeIndex{1, i} : ShapeIndex{1})",
+    "slice(permute, combined ? ShapeIndex{1, 0} : ShapeIndex{1})",
   ),
   # The colorer's rule (nvshmem_permute_support.cc).
   Mutant(
@@ -488,22 +492,15 @@ MUTANTS = [
     "wire-emitter-index",
     "(argument) the emitter looks up destination i",
     "patch:0001",
-    "+          return assignment.GetUniqueSlice(permute, index);",
-    "+          return assignment.GetUniqueSlice(permute, ShapeIndex{1});",
-  ),
-  Mutant(
-    "wire-emitter-skips-destinations",
-    "(order) the emitter checks the destinations of a runnable permute",
-    "patch:0001",
-    "+  if (runnable.ok()) {\n+    runnable = CheckNvshmemDestinations(",
-    "+  if (false) {\n+    runnable = CheckNvshmemDestinations(",
+    "+        return assignment.GetUniqueSlice(permute, index);",
+    "+        return assignment.GetUniqueSlice(permute, ShapeIndex{1});",
   ),
   Mutant(
     "wire-emitter-color",
     "(argument) destinations in collective memory",
     "patch:0001",
-    "+        static_cast<int64_t>(MemorySpaceColor::kCollective));",
-    "+        static_cast<int64_t>(MemorySpaceColor::kDefault));",
+    "+      static_cast<int64_t>(MemorySpaceColor::kCollective));",
+    "+      static_cast<int64_t>(MemorySpaceColor::kDefault));",
   ),
   Mutant(
     "wire-initialize-checks",
@@ -590,6 +587,190 @@ MUTANTS = [
     "patch:0008",
     "+            job->num_processes * job->device_count_per_process;",
     "+            job->num_processes;",
+  ),
+  # Written by an independent reader of the series (2026-12-06).
+  # nvshmem_permute_support.cc
+  Mutant(
+    "review-support-group-channel-swapped",
+    "(argument) the group of a permute with a channel id is the partitions, else the replicas",
+    "xla/backends/gpu/runtime/nvshmem_permute_support.cc",
+    "                                 ? config.num_partitions()\n"
+    "                                 : config.replica_count();",
+    "                                 ? config.replica_count()\n"
+    "                                 : config.num_partitions();",
+  ),
+  Mutant(
+    "review-place-direct-callers-only",
+    "(loop) a collectives group or conditional branch refused at any depth, "
+    "not only the direct caller",
+    "xla/backends/gpu/runtime/nvshmem_permute_support.cc",
+    "      pending.push_back(caller->parent());\n",
+    "",
+  ),
+  Mutant(
+    "review-heap-start-exception",
+    "a returned permute-start buffer (the async form the colorer sees) leaves the heap",
+    "xla/backends/gpu/runtime/nvshmem_permute_support.cc",
+    "                             HloOpcode::kCollectivePermuteStart,",
+    "                             HloOpcode::kAllToAll,",
+  ),
+  Mutant(
+    "review-destinations-param-and",
+    "(&& for ||) a donated parameter destination refused whatever its colour and liveness",
+    "xla/backends/gpu/runtime/nvshmem_permute_support.cc",
+    "               allocation.is_entry_computation_parameter() ||",
+    "               allocation.is_entry_computation_parameter() &&",
+  ),
+  # nvshmem_run_checks.cc
+  Mutant(
+    "review-pes-every-replica",
+    "(loop bound) every replica of the assignment, the last included",
+    "xla/backends/gpu/runtime/nvshmem_run_checks.cc",
+    "    for (int r = 0; r < devices.replica_count(); ++r) {",
+    "    for (int r = 0; r + 1 < devices.replica_count(); ++r) {",
+  ),
+  Mutant(
+    "review-pes-transposed",
+    "(argument) id r + p * replicas runs on devices(r, p), not devices(p, r)",
+    "xla/backends/gpu/runtime/nvshmem_run_checks.cc",
+    "job->find(GlobalDeviceId(devices(r, p)))",
+    "job->find(GlobalDeviceId(devices(p, r)))",
+  ),
+  Mutant(
+    "review-team-error-swallowed",
+    "a failed team query (NVSHMEM not initialised) fails the check, not 'outside the team'",
+    "xla/backends/gpu/runtime/nvshmem_run_checks.cc",
+    "    TF_ASSIGN_OR_RETURN(bool source_in, in_team(pes[source]));",
+    "    bool source_in = in_team(pes[source]).value_or(false);",
+  ),
+  Mutant(
+    "review-target-none-before-check",
+    "(order) a run without a target still fails under an assignment nobody checked",
+    "xla/backends/gpu/runtime/nvshmem_run_checks.cc",
+    "  if (!(record.devices == devices)) {\n"
+    '    return FailedPrecondition("PEs not checked for this device assignment");\n'
+    "  }\n"
+    "  if (!target.has_value()) return std::nullopt;",
+    "  if (!target.has_value()) return std::nullopt;\n"
+    "  if (!(record.devices == devices)) {\n"
+    '    return FailedPrecondition("PEs not checked for this device assignment");\n'
+    "  }",
+  ),
+  Mutant(
+    "review-job-fewer-devices",
+    "(!= weakened to >) a program on fewer devices than the job's processes fails",
+    "xla/backends/gpu/runtime/nvshmem_run_checks.cc",
+    "  if (program_devices != processes) {",
+    "  if (program_devices > processes) {",
+  ),
+  Mutant(
+    "review-alloc-color-or",
+    "(|| for &&) the guard counts only collective-memory allocations the run makes",
+    "xla/backends/gpu/runtime/nvshmem_run_checks.cc",
+    "    return allocation->color() == collective_color && allocation->size() > 0 &&",
+    "    return allocation->color() == collective_color || allocation->size() > 0 &&",
+  ),
+  # nvshmem_permute_decision.cc
+  Mutant(
+    "review-decision-heap-one-copy",
+    "(size) operand and result both count against the heap",
+    "xla/backends/gpu/transforms/collectives/nvshmem_permute_decision.cc",
+    "      facts.bytes > (facts.heap_bytes - facts.heap_used_bytes) / 2) {",
+    "      facts.bytes > (facts.heap_bytes - facts.heap_used_bytes)) {",
+  ),
+  Mutant(
+    "review-decision-crossover-of-one",
+    "(index) the crossover of the permute's own buffer count",
+    "xla/backends/gpu/transforms/collectives/nvshmem_permute_decision.cc",
+    "                                : kNvshmemPermuteCrossoverBytes[buffers - 1];",
+    "                                : kNvshmemPermuteCrossoverBytes[0];",
+  ),
+  # nvshmem_collective_permute_rewriter.cc
+  Mutant(
+    "review-pass-bytes-last-operand",
+    "(size) a combined permute's bytes are every operand's",
+    "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.cc",
+    "        facts.bytes += ShapeUtil::ByteSizeOfElements(operand->shape());",
+    "        facts.bytes = ShapeUtil::ByteSizeOfElements(operand->shape());",
+  ),
+  Mutant(
+    "review-pass-heap-one-copy",
+    "(size) a permute given NVSHMEM takes operands and results on the heap",
+    "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.cc",
+    "        program.heap_used_bytes += 2 * facts.bytes;  // Operands and results.",
+    "        program.heap_used_bytes += facts.bytes;  // Operands and results.",
+  ),
+  Mutant(
+    "review-pass-part-of-job-swapped",
+    "(arguments swapped) NvshmemPartOfJob(devices, slice size, job devices)",
+    "xla/backends/gpu/transforms/collectives/nvshmem_collective_permute_rewriter.cc",
+    "      program.num_devices, options_.slice_size, options_.job_devices);",
+    "      program.num_devices, options_.job_devices, options_.slice_size);",
+  ),
+  # The emitter's choice, now the runtime's rule in nvshmem_permute_support.cc.
+  Mutant(
+    "review-wire-done-looks-at-itself",
+    "(argument) the done decides on its start's facts, so start and done agree",
+    "xla/backends/gpu/runtime/nvshmem_permute_support.cc",
+    "      instr.opcode() == HloOpcode::kCollectivePermuteDone ? instr.operand(0)",
+    "      instr.opcode() == HloOpcode::kCollectivePermuteDone ? &instr",
+  ),
+  Mutant(
+    "review-wire-emitter-ignores-backend",
+    "(|| weakened to &&) a permute the pass gave NCCL stays on NCCL",
+    "xla/backends/gpu/runtime/nvshmem_permute_support.cc",
+    "  if (!backend.ok() || backend->collective_backend_config().backend() !=",
+    "  if (!backend.ok() && backend->collective_backend_config().backend() !=",
+  ),
+  Mutant(
+    "runs-permute-not-a-permute",
+    "an instruction that is not a permute (or a done of one) stays off NVSHMEM",
+    "xla/backends/gpu/runtime/nvshmem_permute_support.cc",
+    "  if (permute == nullptr) return false;",
+    "",
+  ),
+  Mutant(
+    "runs-permute-skips-rules",
+    "the emitter applies the runtime's rules, not the pass's mark alone",
+    "xla/backends/gpu/runtime/nvshmem_permute_support.cc",
+    "  absl::Status runnable = CanRunNvshmemCollectivePermute(*permute, config);",
+    "  absl::Status runnable = absl::OkStatus();",
+  ),
+  Mutant(
+    "runs-permute-lookup-error",
+    "a destination the assignment cannot find keeps NCCL",
+    "xla/backends/gpu/runtime/nvshmem_permute_support.cc",
+    "      runnable = destination.status();",
+    "      continue;",
+  ),
+  # Call sites in the committed patches (killed only by tests/test_patches.py).
+  Mutant(
+    "review-wire-team-rank0",
+    "(bound) team rank 0 is inside NVSHMEM_TEAM_SHARED (-1 is outside)",
+    "patch:0002",
+    "+                                   NVSHMEM_TEAM_SHARED) >= 0;",
+    "+                                   NVSHMEM_TEAM_SHARED) > 0;",
+  ),
+  Mutant(
+    "review-wire-team-world",
+    "(argument) membership asked of NVSHMEM_TEAM_SHARED, the barrier's team",
+    "patch:0002",
+    "+                                   NVSHMEM_TEAM_SHARED) >= 0;",
+    "+                                   NVSHMEM_TEAM_WORLD) >= 0;",
+  ),
+  Mutant(
+    "review-wire-aot-job-devices",
+    "(argument) ahead of time, the job's devices from the GpuTopology",
+    "patch:0008",
+    "+      rewriter_options.job_devices = options.gpu_topology->number_of_devices();",
+    "+      rewriter_options.job_devices = 0;",
+  ),
+  Mutant(
+    "review-wire-aot-gpus-per-process",
+    "(argument) ahead of time, the GPUs each process drives from the GpuTopology",
+    "patch:0008",
+    "+          options.gpu_topology->num_devices_per_host();",
+    "+          1;",
   ),
 ]
 
@@ -710,8 +891,9 @@ class Builder:
       for f in [pool.submit(self.compile, src, key) for key, src in jobs.items()]:
         f.result()
 
-  def link(self, diff_link: str, tag: str) -> tuple[Path, Path]:
-    """The series' tests and the differential test, linked at once from the current objects."""
+  def link(self, diff_link: str, tag: str, diff_too: bool = True) -> tuple[Path, Path]:
+    """The series' tests and (`diff_too`) the differential test, linked at once from the
+    current objects."""
     series = [str(self.objects[k]) for k in self.series_sources() if not k.endswith("_test.cc")]
     gtests = self.work / f"series_tests_{tag}"
     tests_cmd = [
@@ -738,11 +920,14 @@ class Builder:
       )
     args[lib[0] : lib[0] + 1] = series
     links = [
-      subprocess.Popen(tests_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
-      subprocess.Popen(
-        args, cwd=BUILD, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-      ),
+      subprocess.Popen(tests_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     ]
+    if diff_too:
+      links.append(
+        subprocess.Popen(
+          args, cwd=BUILD, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+      )
     for what, proc in zip(("the series' tests", "series_decision_diff_test"), links):
       output, _ = proc.communicate()
       if proc.returncode:
@@ -815,8 +1000,15 @@ def main() -> int:
   parser.add_argument("--no-build", action="store_true")
   parser.add_argument("--keep", action="store_true")
   parser.add_argument("--jobs", type=int, default=2)
+  parser.add_argument(
+    "--shard", default="1/1", help="K/N: every Nth mutant from the Kth (for N machines or lanes)"
+  )
   args = parser.parse_args()
   mutants = MUTANTS
+  shard = re.fullmatch(r"([1-9][0-9]*)/([1-9][0-9]*)", args.shard)
+  if not shard or int(shard.group(1)) > int(shard.group(2)):
+    print(f"mutation_check_series: --shard {args.shard}: want K/N, 1 <= K <= N", file=sys.stderr)
+    return 2
   if args.only:
     names = args.only.split(",")
     unknown = sorted(set(names) - {m.name for m in MUTANTS})
@@ -824,6 +1016,8 @@ def main() -> int:
       print(f"mutation_check_series: unknown mutant {', '.join(unknown)}", file=sys.stderr)
       return 2
     mutants = [m for m in MUTANTS if m.name in names]
+  k, n = int(shard.group(1)), int(shard.group(2))
+  mutants = mutants[k - 1 :: n]
   if args.list:
     for m in mutants:
       print(f"{m.name:34} {m.path.rsplit('/', 1)[-1]:34} {m.rule}")
@@ -922,10 +1116,12 @@ def run(mutants: list[Mutant], b: Builder, diff_link: str, start: float) -> int:
 
   def first_kill(tag: str) -> tuple[tuple[bool, str], tuple[bool, str]]:
     # The series' tests take a fraction of a second, the differential test half a minute: it
-    # runs only for a mutant the series' tests miss.
+    # is linked and run only for a mutant the series' tests miss.
+    gtests, _ = b.link(diff_link, "mutant", diff_too=False)
     series = run_test([str(gtests)], logs / f"{tag}.series.log")
     if not series[0]:
       return series, (True, NOT_RUN)
+    _, diff = b.link(diff_link, "mutant")
     return series, run_test([str(diff), f"--corpus={corpus}"], logs / f"{tag}.diff.log")
 
   base = both("base")
@@ -947,7 +1143,6 @@ def run(mutants: list[Mutant], b: Builder, diff_link: str, start: float) -> int:
     try:
       for key in keys:
         b.compile(b.src / key, key)
-      gtests, diff = b.link(diff_link, "mutant")
       series_result, diff_result = first_kill(m.name)
     finally:
       path.write_text(original)

@@ -417,10 +417,9 @@ def test_emitter_decides_start_and_done_alike():
   uses = [l for l in lines if "UseNvshmemCollectivePermute(" in l]
   # The definition, the start (EmitCollectivePermute) and the done dispatch.
   assert len(uses) == 3, uses
-  assert any("kCollectivePermuteDone" in l for l in lines)
-  assert any("CanRunNvshmemCollectivePermute(" in l for l in lines)
-  # Every destination of the start is checked, with the buffer assignment.
-  assert any("CheckNvshmemDestinations(" in l for l in lines)
+  # The runtime's rule (its test runs start and done), with the buffer
+  # assignment at both call sites.
+  assert any("NvshmemRunsPermute(" in l for l in lines)
   assert any("assignment.GetUniqueSlice(permute, index)" in l for l in lines)
   assert sum("buffer_assignment()" in l for l in lines) == 2
 
@@ -603,14 +602,17 @@ def test_style_file_is_the_pins(tmp_path):
 # them alone): the lines that call the rule, with its arguments, in order.
 WIRING = {
   (0, "xla/service/gpu/thunk_emitter.cc"): [
-    "absl::Status runnable = CanRunNvshmemCollectivePermute(*permute, config);",
-    "if (runnable.ok()) {",
-    "runnable = CheckNvshmemDestinations(",
-    "*permute,",
-    "[&](const ShapeIndex& index) {",
+    "return NvshmemRunsPermute(",
+    "*instr, config,",
+    "[&](const HloInstruction* permute, const ShapeIndex& index) {",
     "return assignment.GetUniqueSlice(permute, index);",
     "},",
     "static_cast<int64_t>(MemorySpaceColor::kCollective));",
+  ],
+  # The barrier's team, which no test here can run: NVSHMEM's own call.
+  (1, "xla/backends/gpu/collectives/nvshmem_communicator.cc"): [
+    "return nvshmem_team_translate_pe(NVSHMEM_TEAM_WORLD, rank.value(),",
+    "NVSHMEM_TEAM_SHARED) >= 0;",
   ],
   (1, f"{RUNTIME}/nvshmem_collective_permute_thunk.cc"): [
     "std::shared_ptr<const GpuCollectives::Topology> job = collectives->topology();",
@@ -657,6 +659,13 @@ WIRING = {
     "IsCollectiveMemoryInstruction(instr);",
   ],
   (7, "xla/service/gpu/gpu_compiler.cc"): [
+    "rewriter_options.slice_size = options.slice_size;",
+    "if (options.gpu_topology.has_value() &&",
+    "options.gpu_topology->number_of_devices() > 0) {",
+    "rewriter_options.slice_size = options.gpu_topology->slice_size();",
+    "rewriter_options.job_devices = options.gpu_topology->number_of_devices();",
+    "rewriter_options.num_visible_devices_per_process =",
+    "options.gpu_topology->num_devices_per_host();",
     "} else if (absl::StatusOr<Collectives*> nvshmem =",
     'CollectivesRegistry::Get("gpu", "nvshmem");',
     "nvshmem.ok()) {",

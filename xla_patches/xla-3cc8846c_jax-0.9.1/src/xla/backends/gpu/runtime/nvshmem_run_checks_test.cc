@@ -177,11 +177,14 @@ TEST(CheckAndRecordNvshmemPesTest, NoPairCrossesTheTeam) {
       Team({{-1, 0}}, {0, 1, 2, 3}),
       StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("no PE")));
   NvshmemPeRecord record;
-  auto failing = [](int64_t) -> absl::StatusOr<bool> {
+  // A failed query fails the check: here the source's (PE 4), not the
+  // target's (PE 5).
+  auto failing = [](int64_t pe) -> absl::StatusOr<bool> {
+    if (pe % 2 == 1) return pe < 4;
     return absl::FailedPreconditionError("not initialized");
   };
   const auto job = ReorderedJob();
-  EXPECT_THAT(CheckAndRecordNvshmemPes(Assignment(1, identity), &job, rings,
+  EXPECT_THAT(CheckAndRecordNvshmemPes(Assignment(1, identity), &job, {{0, 1}},
                                        failing, record),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("not initialized")));
@@ -221,6 +224,8 @@ TEST(CheckAndRecordNvshmemPesTest, ReorderedMultiHostJobPassesTranslated) {
                        HasSubstr("leaves NVSHMEM_TEAM_SHARED")));
   EXPECT_FALSE(asked.empty());
   EXPECT_THAT(NvshmemTargetPe(record, crossing, 1),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(NvshmemTargetPe(record, crossing, std::nullopt),
               StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(NvshmemTargetPe(record, all, 1), IsOkAndHolds(Optional(5)));
   EXPECT_THAT(
