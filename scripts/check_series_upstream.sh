@@ -137,7 +137,7 @@ compile_flags
 # 131bf41a the wrapper is committed with merge-conflict markers, and unused.
 GW="$TREE/third_party/xla_googletest_wrapper/include"
 GWI=(); [ -f "$GW/gmock/gmock.h" ] && ! grep -q '^<<<<<<< ' "$GW/gmock/gmock.h" && GWI=(-I "$GW")
-FLAGS+=("${GWI[@]}")
+FLAGS+=("${GWI[@]}"); SCAN+=("${GWI[@]}")
 
 ok=0; compiled=(); needs_llvm=()
 for f in "${CC[@]}"; do

@@ -15,9 +15,10 @@
 #     builds them (tests/test_packaging.py): both wheels built and installed
 #     into a fresh environment beside the series checks, which compile one
 #     file at a time and leave a core to it.
-# After the build-race check, two lanes run at once, one core each: the core's
-# mutation check and the series after the pin; the pinned series and its
-# mutation check. Each check's output is printed whole when it ends.
+# After the build-race check (one round), two lanes of about equal length run
+# at once, one core each: the core's mutation check, a series after the pin and
+# half the pinned series' mutants; the pinned series, the other series after
+# the pin and the other half. Each check's output is printed whole when it ends.
 #
 #   scripts/test_long.sh [GIT_DIR]
 #
@@ -82,23 +83,28 @@ series_check() {
 # The build's generated files, one target each (a race at -j2 otherwise), alone:
 # it rebuilds build/ at -j8. Then build/'s differential test, which the series'
 # mutation check links from, before anything reads it.
-check "build race" .venv/bin/python scripts/check_build_race.py build
+check "build race" .venv/bin/python scripts/check_build_race.py build --rounds 1
 check "differential test build" cmake --build build -j2 --target series_decision_diff_test
-# Then two lanes, one core each (their compiles are one file at a time): the
-# core's safety rules, each removed in turn, and the series after the pin; the
-# pinned series as a reviewer checks it, then its safety rules, each removed.
-pinned=(xla_patches/xla-3cc8846c_*/)
+# Then two lanes, one core each (their compiles are one file at a time), of
+# about equal length: the core's safety rules, each removed in turn, then the
+# first series after the pin; the pinned series as a reviewer checks it, then
+# the other series after the pin; then half the pinned series' safety rules
+# each, each removed in turn.
+pinned=(xla_patches/xla-3cc8846c_*/) next=()
+for series in xla_patches/xla-*_*/; do
+  case "${series##*/}" in xla-3cc8846c_*) ;; *) next+=("${series%/}") ;; esac
+done
 (
   check "mutation check of the core" .venv/bin/python scripts/mutation_check_core.py
-  for series in xla_patches/xla-*_*/; do
-    series=${series%/}
-    case "${series##*/}" in xla-3cc8846c_*) ;; *) series_check "$series" ;; esac
-  done
+  series_check "${next[0]}"
+  check "mutation check of the pinned series (1/2)" \
+    .venv/bin/python scripts/mutation_check_series.py --no-build --shard 1/2
 ) &
 lane=$!
 series_check "${pinned[0]%/}"
-check "mutation check of the pinned series" \
-  .venv/bin/python scripts/mutation_check_series.py --no-build
+for series in "${next[@]:1}"; do series_check "$series"; done
+check "mutation check of the pinned series (2/2)" \
+  .venv/bin/python scripts/mutation_check_series.py --no-build --shard 2/2
 wait "$lane"
 if [ -s build/long/failed ]; then
   status=1

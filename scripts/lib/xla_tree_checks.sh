@@ -60,16 +60,32 @@ compile_flags() {
   ln -s "$ROOT/compat/wheel/absl/status/status_matchers.h" "$WORK/compat/absl/status/"
   WARN=($(sed -n 's/^build:warnings --copt=\(-W[^ ]*\)$/\1/p' "$TREE/warnings.bazelrc" | sort -u))
   [[ "$CXX" == *clang* ]] || WARN=(-Wall -Werror -Wno-sign-compare)
-  FLAGS=(-std=c++17 -c -o /dev/null "${WARN[@]}" -Wno-unknown-warning-option
-         -I "$TREE" -I "$TREE/third_party/tsl" -I "$GEN" -isystem "$EXT"
-         -isystem "$TF/include/external/highwayhash"
-         -isystem "$TF/include/external/farmhash_archive/src" -isystem "$GMOCK"
-         -isystem "$WORK/compat")
-  for d in "$@"; do FLAGS+=(-isystem "$d"); done
+  SCAN=(-std=c++17 -I "$TREE" -I "$TREE/third_party/tsl" -I "$GEN" -isystem "$EXT"
+        -isystem "$TF/include/external/highwayhash"
+        -isystem "$TF/include/external/farmhash_archive/src" -isystem "$GMOCK"
+        -isystem "$WORK/compat")
+  for d in "$@"; do SCAN+=(-isystem "$d"); done
+  FLAGS=(-std=c++17 -c -o /dev/null "${WARN[@]}" -Wno-unknown-warning-option "${SCAN[@]:1}")
 }
 
 compile() {  # compile FILE: 0 when it compiles; generates missing .pb.h first
-  local i missing
+  local i h missing gen
+  # Every .pb.h the preprocessor cannot find (-MG lists them), generated at
+  # once, until none is missing: seconds a round, where each failed compile
+  # parses every header up to its first missing one. A missing LLVM or MLIR
+  # header ends it as the compile would end.
+  for i in $(seq 20); do
+    mapfile -t missing < <("$CXX" "${SCAN[@]}" -E -M -MG "$1" 2>/dev/null |
+      tr -s ' \\' '\n\n' | grep -vE '^/|:$|^$' | grep -vxF "$1")
+    gen=0
+    for h in "${missing[@]}"; do
+      if [[ "$h" =~ ^(llvm|mlir)/ ]]; then
+        echo "$1: fatal error: '$h' file not found" >"$WORK/cc.log"; return 1
+      fi
+      [[ "$h" == *.pb.h ]] && gen_proto "$h" && gen=1
+    done
+    [ $gen = 1 ] || break
+  done
   for i in $(seq 40); do
     "$CXX" "${FLAGS[@]}" "$1" >"$WORK/cc.log" 2>&1 && return 0
     missing=$(grep -oE "['\"]?[A-Za-z0-9_/.]+\.pb\.h['\"]? file not found|[A-Za-z0-9_/.]+\.pb\.h: No such file" \
