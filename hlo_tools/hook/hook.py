@@ -47,7 +47,10 @@ class Hook:
     self.xla = xla or {"per_op": None, "evidence": "not probed"}
     self._selection = selection
     self._lock = threading.Lock()
-    self._compiling = 0  # compile() calls under way, which record their own decision
+    # compile() calls under way, which record their own decision. Not per thread:
+    # XLA may run the transformation on a thread other than the compiling caller's
+    # (measured on jax 0.10.2's CPU client).
+    self._compiling = 0
     self.installed = False
     self.table_digest = registry.table_fingerprint(selection, table)
 
@@ -63,8 +66,8 @@ class Hook:
       result = None
       if self.xla["per_op"]:
         result = self._per_op(module.to_string(), call)
-      else:  # decided and recorded; nothing written
-        self._program(module.to_string(), call)
+      elif not self._compiling:  # else compile() records it; the text is not needed
+        self._program(module.to_string(), call)  # decided and recorded; nothing written
     except Exception as e:  # the module stays as jax built it; the error is kept
       call["error"] = f"{type(e).__name__}: {e}"[:2000]
       result = None
@@ -94,8 +97,6 @@ class Hook:
   def _program(self, text: str, call: Record) -> None:
     """A stock XLA: the program's one mode decided and recorded, nothing written
     (the flag of this compile is already set; compile() applies it)."""
-    if self._compiling:
-      return None  # compile() records its own decision
     module = reader.parse_hlo_text(text)
     decide.check_collective_marks(module)  # a mark off a permute: an error, as in the series
     marks = decide.user_marks(module)  # a mark no mode names: an error
