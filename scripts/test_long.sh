@@ -59,7 +59,7 @@ wheel_pid=$!
 mkdir -p build/long
 rm -f build/long/*.log build/long/failed
 check() {
-  local name=$1 t0=$SECONDS log="build/long/$1.log" verdict
+  local name=$1 t0=$SECONDS log="build/long/${1//\//-}.log" verdict
   shift
   if "$@" > "$log" 2>&1; then
     verdict="$((SECONDS - t0)) s"
@@ -92,18 +92,19 @@ check "differential test build" cmake --build build -j2 --target series_decision
 # each, each removed in turn.
 pinned=(xla_patches/xla-3cc8846c_*/) next=()
 for series in xla_patches/xla-*_*/; do
-  case "${series##*/}" in xla-3cc8846c_*) ;; *) next+=("${series%/}") ;; esac
+  series=${series%/}
+  case "${series##*/}" in xla-3cc8846c_*) ;; *) next+=("$series") ;; esac
 done
 (
   check "mutation check of the core" .venv/bin/python scripts/mutation_check_core.py
   series_check "${next[0]}"
-  check "mutation check of the pinned series (1/2)" \
+  check "mutation check of the pinned series, half 1" \
     .venv/bin/python scripts/mutation_check_series.py --no-build --shard 1/2
 ) &
 lane=$!
 series_check "${pinned[0]%/}"
 for series in "${next[@]:1}"; do series_check "$series"; done
-check "mutation check of the pinned series (2/2)" \
+check "mutation check of the pinned series, half 2" \
   .venv/bin/python scripts/mutation_check_series.py --no-build --shard 2/2
 wait "$lane"
 if [ -s build/long/failed ]; then
