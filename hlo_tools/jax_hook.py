@@ -67,7 +67,8 @@ module names what a user calls.
 """
 
 from hlo_tools.errors import HookError
-from hlo_tools.hook.hook import Hook, HookLowered, JitFunction, install
+from hlo_tools.hook.hook import Hook, install
+from hlo_tools.hook.jit import HookLowered, JitFunction
 from hlo_tools.hook.program import HookWarning
 from hlo_tools.hook.text_edit import permute_modes
 

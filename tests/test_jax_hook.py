@@ -9,7 +9,7 @@ import pytest
 
 from hlo_tools import jax_hook
 from hlo_tools.hook import decide, flags as hook_flags, text_edit
-from hlo_tools.hook.hook import with_process_layout
+from hlo_tools.hook.processes import with_process_layout
 
 from conftest import FAST_PEER_TABLE, H200_TARGET, run_jax, run_live_cpu
 

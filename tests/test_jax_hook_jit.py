@@ -322,3 +322,81 @@ def test_stock_xla_eager_vmap_runs_the_compiled_mode_check(tmp_path):
   table.write_text(FAST_PEER_TABLE)
   got = _stock_vmap(table)
   assert "writes no collectives mode" in got.get("error", ""), got
+
+
+_STOCK_GRAD = r"""
+import json, sys
+import jax, jax.numpy as jnp
+from jax import lax
+from jax.sharding import PartitionSpec as P
+from hlo_tools import jax_hook
+from hlo_tools.programs import ring_attention
+table = sys.argv[1] if len(sys.argv) > 1 else None
+hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), platforms=("cpu",),
+                        cost_table=table, per_op=False)
+mesh = ring_attention.make_mesh(jax.devices()[:2])
+
+def f(x, scale):
+  return jax.shard_map(lambda v: lax.ppermute(v, "cp", [(0, 1), (1, 0)]) * scale, mesh=mesh,
+                       in_specs=P("cp"), out_specs=P("cp"))(x)
+
+x = jnp.arange(1 << 12, dtype=jnp.float32)
+g = hook.jit(f, static_argnums=1)
+loss = lambda v: (g(v, 3.0) ** 2).sum()
+want = jax.grad(lambda v: (jax.jit(f, static_argnums=1)(v, 3.0) ** 2).sum())(x)
+out = {}
+try:
+  n = len(hook.programs)
+  grad = jax.grad(loss)(x)
+  out["records"] = hook.programs[n:]
+  out["right"] = bool(jnp.allclose(grad, want))
+  n = len(hook.programs)
+  value, grad = jax.value_and_grad(loss)(x)  # the same signature: no new compile
+  out["again"] = len(hook.programs) - n
+  out["value_and_grad"] = bool(jnp.allclose(grad, want)) and bool(jnp.allclose(value, loss(x)))
+  n = len(hook.programs)
+  primal, pullback = jax.vjp(lambda v: g(v, 3.0), x)
+  out["vjp"] = bool(jnp.allclose(pullback(primal)[0], want / 2))
+  out["vjp_records"] = len(hook.programs) - n
+  # jax.jvp keeps jax's own rule (a JVP tracer, not a linearization): still right.
+  out["jvp"] = bool(jnp.allclose(jax.jvp(lambda v: g(v, 3.0), (x,), (x,))[1], f(x, 3.0)))
+  hook.compile(jax.jit(jax.grad(lambda v: (f(v, 3.0) ** 2).sum())).lower(x))
+  out["reference"] = hook.programs[-1]
+except jax_hook.HookError as e:
+  out["error"] = str(e)
+print(json.dumps(out, default=str))
+hook.uninstall()
+"""
+
+
+def test_stock_xla_eager_grad_applies_and_checks_the_mode():
+  """One mode per program, under an eager jax.grad, jax.value_and_grad and jax.vjp:
+  the forward (with the pullback's residuals) and the backward program each compile
+  through hook.compile with their mode applied and checked, the decision hook.compile
+  gives the whole gradient; not jax's own compiles that only record a mode to set."""
+  got = run_live_cpu(_STOCK_GRAD)
+  assert "error" not in got, got
+  assert got["right"] and got["value_and_grad"] and got["vjp"] and got["jvp"]
+  forward, backward = got["records"]
+  ref = got["reference"]
+  assert forward["module"].endswith("f_vjp_forward") and backward["module"].endswith(
+    "f_vjp_backward"
+  )
+  for record in (forward, backward):
+    assert record["applied"] is not None and record["applied"] == ref["applied"]
+    assert record["verified"] and record["compiles"] == 1
+    assert record["program"]["permutes"] == 1
+  assert (
+    forward["program"]["permutes"] + backward["program"]["permutes"] == ref["program"]["permutes"]
+  )
+  assert got["again"] == 0 and got["vjp_records"] == 0
+
+
+def test_stock_xla_eager_grad_runs_the_compiled_mode_check(tmp_path):
+  """Where the core moves the ring to peer memory, the CPU's compiler writes no mode:
+  the check of the compiled module fails under jax.grad as under hook.compile."""
+  table = tmp_path / "table.txt"
+  table.write_text(FAST_PEER_TABLE)
+  got = run_live_cpu(_STOCK_GRAD, table)
+  assert "writes no collectives mode" in got.get("error", ""), got
+  assert "f_vjp_forward" in got["error"]

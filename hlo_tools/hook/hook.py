@@ -1,18 +1,17 @@
 """The Hook that jax calls inside its compile (with compile() and jit()), and install()."""
 
-import functools
 import json
-import re
 import threading
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from hlo_tools import cli_io
 from hlo_tools.errors import HookError, InputError
 from hlo_tools.hlo import reader
-from hlo_tools.hook import decide, flags, program, registry, text_edit
+from hlo_tools.hook import decide, flags, processes, program, registry, text_edit
 from hlo_tools.hook.decide import Record
+from hlo_tools.hook.jit import JitFunction
 
 if TYPE_CHECKING:  # jax and the binding are imported when first used
   from jax.stages import Compiled, Lowered
@@ -210,7 +209,7 @@ class Hook:
     order): the hook's, unless jax's devices say that processes split what the
     topology has in one (each device's process_index). Peer and symmetric memory
     need a permute's devices in one process: jax's facts then win."""
-    return topology_for_devices(self._selection, self.topology, self.backends, devices)
+    return processes.topology_for_devices(self._selection, self.topology, self.backends, devices)
 
   # jax.jit's arguments that jit() passes on.
   JIT_ARGUMENTS = (
@@ -271,285 +270,6 @@ class Hook:
     )
     registry.clear_jax_caches()
     return removed
-
-
-class JitFunction:
-  """What hook.jit returns: jax.jit(fun, **jit_kwargs), whose calls compile through
-  hook.compile, one compile per argument signature (static arguments by value, by
-  position or name as jax.jit resolves them; the others by shape, dtype, weak type
-  and sharding). `lower` gives a Lowered whose compile() is hook.compile's.
-
-  Called with jax tracers (under jax.grad, jax.vmap, jax.checkpoint or inside
-  another jax.jit) it is jax.jit(fun) itself: the function joins the traced program,
-  and the compile of that program decides its mode: hook.compile or hook.jit of the
-  outer function, one mode for all of it (the same decision as for that program
-  written with plain jax.jit inside); a plain jax.jit's compile only meets the
-  registered transformation (records the mode to set on a stock XLA, decides per
-  permute on the series'): so under an eager jax.grad on a stock XLA no mode is
-  applied (hook.jit(jax.grad(loss)) applies one; jax refuses compiler_options on
-  the tangent jit it stages, jax/_src/pjit.py pjit_staging_rule). Under an eager
-  jax.vmap without an axis name the batched program compiles through
-  hook.compile (_under_vmap), unless shardings or donations were given."""
-
-  _VMAP_PLAIN = {
-    "in_shardings",
-    "out_shardings",
-    "donate_argnums",
-    "donate_argnames",
-    "keep_unused",
-    "inline",
-  }
-
-  def __init__(self, hook: "Hook", fun: Callable[..., Any], jit_kwargs: Mapping[str, Any]) -> None:
-    import jax  # pylint: disable=import-outside-toplevel
-
-    self._hook, self._fun = hook, fun
-    self._jitted = jax.jit(fun, **jit_kwargs)
-    self._nums, self._names = _static_arguments(fun, jit_kwargs)
-    self._cache: dict[Hashable, Compiled] = {}
-    self._jit_kwargs = dict(jit_kwargs)
-    # Under an eager jax.vmap: the batched function's JitFunction per batching.
-    self._vmapped: dict[Hashable, JitFunction] = {}
-    functools.update_wrapper(self, fun)
-
-  def _key(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Hashable, tuple, dict]:
-    import jax  # pylint: disable=import-outside-toplevel
-
-    static = {i if i >= 0 else len(args) + i for i in self._nums}
-    dyn_args = tuple(a for i, a in enumerate(args) if i not in static)
-    dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self._names}
-    fixed = (
-      tuple((i, args[i]) for i in sorted(static) if 0 <= i < len(args)),
-      tuple(sorted((k, v) for k, v in kwargs.items() if k in self._names)),
-    )
-    leaves, tree = jax.tree.flatten((dyn_args, dyn_kwargs))
-    key = (
-      len(args),
-      fixed,
-      tree,
-      tuple(
-        (
-          type(x).__name__,
-          getattr(x, "shape", None),
-          str(getattr(x, "dtype", "")),
-          getattr(x, "weak_type", None),
-          # The sharding itself: its printed form names no device, and two meshes
-          # of one shape on other devices need their own executable.
-          getattr(x, "sharding", None),
-        )
-        for x in leaves
-      ),
-    )
-    try:
-      hash(key)
-    except TypeError:
-      raise HookError(
-        "a static argument of hook.jit is not hashable, as jax.jit needs it to be"
-      ) from None
-    return key, dyn_args, dyn_kwargs
-
-  def __call__(self, *args: Any, **kwargs: Any) -> Any:
-    import jax  # pylint: disable=import-outside-toplevel
-
-    if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kwargs))):
-      # Shardings and donations of the unbatched arguments do not carry over to
-      # jax.vmap(fun) as written: such a function keeps jax's own batching.
-      plain = self._VMAP_PLAIN & set(self._jit_kwargs)
-      if not plain and _eager_vmap(jax.tree.leaves((args, kwargs))):
-        return self._under_vmap(args, kwargs)
-      return self._jitted(*args, **kwargs)  # part of a traced program: see the class
-    key, dyn_args, dyn_kwargs = self._key(args, kwargs)
-    compiled = self._cache.get(key)
-    if compiled is None:
-      compiled = self._cache[key] = self._hook.compile(self._jitted.lower(*args, **kwargs))
-    return compiled(*dyn_args, **dyn_kwargs)
-
-  def _under_vmap(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
-    """A call under an eager jax.vmap: the batched program, jax.jit(jax.vmap(fun)),
-    compiled through hook.compile (decided, compiled once with its mode, checked)
-    and called on the concrete batched arrays. jax's own batching rule would bind
-    the jit one level up and compile it without the hook (pjit.py _pjit_batcher);
-    custom_vmap hands its rule those concrete arrays instead, each batched one
-    with its batch axis first."""
-    import jax  # pylint: disable=import-outside-toplevel
-    from jax.custom_batching import custom_vmap  # pylint: disable=import-outside-toplevel
-
-    static = {i if i >= 0 else len(args) + i for i in self._nums}
-    fixed_args = tuple((i, a) for i, a in enumerate(args) if i in static)
-    fixed_kwargs = tuple(sorted((k, v) for k, v in kwargs.items() if k in self._names))
-    dyn_args = tuple(a for i, a in enumerate(args) if i not in static)
-    dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self._names}
-    fixed = (fixed_args, fixed_kwargs)
-    try:
-      hash(fixed)
-    except TypeError:
-      raise HookError(
-        "a static argument of hook.jit is not hashable, as jax.jit needs it to be"
-      ) from None
-
-    def call(dyn: tuple[Any, ...], named: dict[str, Any]) -> Any:
-      it, at = iter(dyn), dict(fixed_args)
-      full = [at[i] if i in at else next(it) for i in range(len(args))]
-      return self._fun(*full, **dict(fixed_kwargs), **named)
-
-    batched = custom_vmap(call)
-
-    @batched.def_vmap
-    def rule(axis_size: int, in_batched: Any, dyn: Any, named: Any) -> Any:
-      axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
-      key = (fixed, axis_size, jax.tree.structure(axes), tuple(jax.tree.leaves(axes)))
-      inner = self._vmapped.get(key)
-      if inner is None:
-        options = {k: v for k, v in self._jit_kwargs.items() if k == "compiler_options"}
-        vmapped = jax.vmap(call, in_axes=axes, axis_size=axis_size)
-        inner = self._vmapped[key] = JitFunction(self._hook, vmapped, options)
-      out = inner(dyn, named)
-      return out, jax.tree.map(lambda _: True, out)
-
-    return batched(dyn_args, dyn_kwargs)
-
-  def lower(self, *args: Any, **kwargs: Any) -> "HookLowered":
-    """jax.jit(fun).lower(...), whose compile() goes through hook.compile."""
-    return HookLowered(self._hook, self._jitted.lower(*args, **kwargs))
-
-  def trace(self, *args: Any, **kwargs: Any) -> Any:
-    return self._jitted.trace(*args, **kwargs)
-
-  def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
-    return self._jitted.eval_shape(*args, **kwargs)
-
-  def __get__(self, obj: Any, objtype: Any = None) -> Any:
-    """A method, as jax.jit's: bound to the instance (its first argument)."""
-    if obj is None:
-      return self
-    return functools.partial(self, obj)
-
-
-class HookLowered:
-  """A jax.stages.Lowered whose compile() is hook.compile's; the rest is the Lowered's."""
-
-  def __init__(self, hook: "Hook", lowered: "Lowered") -> None:
-    self._hook, self.lowered = hook, lowered
-
-  def compile(self, compiler_options: Mapping[str, Any] | None = None) -> "Compiled":
-    return self._hook.compile(self.lowered, compiler_options)
-
-  def __getattr__(self, name: str) -> Any:
-    return getattr(self.lowered, name)
-
-
-def topology_for_devices(
-  selection: ModuleType, topology: "Topology", backends: Sequence[str], devices: Sequence[Any]
-) -> "tuple[Topology, str | None]":
-  """(the topology to decide with, why it differs from `topology`, or None) for a
-  program on jax's `devices`. Each device's process is jax's (process_index): where
-  the program's devices span processes of fewer GPUs than the topology's
-  gpus_per_process, the process size is jax's; where their processes do not hold
-  consecutive ids of one size, each GPU is taken as its own process (no permute
-  between two of them then runs in peer or symmetric memory)."""
-  procs: dict[int, list[int]] = {}
-  for d in devices:
-    procs.setdefault(int(getattr(d, "process_index", 0)), []).append(int(d.id))
-  if len(procs) < 2:
-    return topology, None
-  sizes = {len(ids) for ids in procs.values()}
-  size = sizes.pop() if len(sizes) == 1 else 1
-  if size > 1 and any(len({i // size for i in ids}) != 1 for ids in procs.values()):
-    size = 1
-  stated = topology.gpus_per_process
-  if size >= stated:
-    return topology, None
-  spec = re.sub(r":gpus_per_process=\d+", "", str(topology)) + f":gpus_per_process={size}"
-  try:
-    new = _parse_topology(selection, spec, backends)
-  except selection.SelectionError as e:
-    raise HookError(f"the program's devices in jax's processes: {e}") from None
-  where = "; ".join(f"process {p}: devices {ids}" for p, ids in sorted(procs.items()))
-  return new, (
-    f"jax puts the program's devices in {len(procs)} processes ({where}), where the "
-    f"topology {topology} has {stated} GPUs per process: decided with {spec}"
-  )
-
-
-def _eager_vmap(leaves: Sequence[Any]) -> bool:
-  """Whether the tracers among `leaves` are all of one jax.vmap applied eagerly
-  (its trace's parent evaluates) with no axis name that a collective inside could
-  use. Reads jax's BatchTrace (jax/_src/interpreters/batching.py, 0.10.2); any
-  other layout is False (the plain jax.jit path)."""
-  try:
-    from jax._src import core  # pylint: disable=import-outside-toplevel
-    from jax._src.interpreters import batching  # pylint: disable=import-outside-toplevel
-  except ImportError:
-    return False
-  tracers = [x for x in leaves if isinstance(x, core.Tracer)]
-  if not all(isinstance(t, batching.BatchTracer) for t in tracers):
-    return False
-  if len({id(t._trace) for t in tracers}) != 1:
-    return False
-  trace = tracers[0]._trace
-  data = getattr(trace, "axis_data", None)
-  return (
-    isinstance(getattr(trace, "parent_trace", None), core.EvalTrace)
-    and data is not None
-    and getattr(data, "name", None) is core.no_axis_name
-    and getattr(data, "spmd_name", None) is None
-    and getattr(data, "explicit_mesh_axis", None) is None
-  )
-
-
-def _static_arguments(
-  fun: Callable[..., Any], jit_kwargs: Mapping[str, Any]
-) -> tuple[tuple[int, ...], tuple[str, ...]]:
-  """(static positions, static names) as jax.jit resolves them from fun's signature
-  (jax/_src/pjit.py, api_util.resolve_argnums)."""
-  try:
-    from jax._src import api_util  # pylint: disable=import-outside-toplevel
-
-    signature = api_util.fun_signature(fun)
-    _, _, nums, names = api_util.resolve_argnums(
-      fun,
-      signature,
-      jit_kwargs.get("donate_argnums"),
-      jit_kwargs.get("donate_argnames"),
-      jit_kwargs.get("static_argnums"),
-      jit_kwargs.get("static_argnames"),
-    )
-  except (ImportError, AttributeError) as e:
-    raise HookError(f"hook.jit needs jax's own reading of static arguments: {e}") from None
-  return tuple(nums), tuple(names)
-
-
-def with_process_layout(
-  spec: str,
-  local_devices: int,
-  all_devices: int,
-  processes: Sequence[int] | None = None,
-  parses: Callable[[str], bool] | None = None,
-) -> str:
-  """`spec` with jax's view of the processes where there are several: each device's
-  own process (`:processes=`, `processes` indexed by device id, from each jax
-  device's process_index) where the spec has exactly those devices (`parses` says
-  whether the core takes it), else `:gpus_per_process=N`, N the devices this
-  process drives (len(jax.local_devices())). Device i need not live in process
-  i, so the map is the fact; the count is the fallback. Peer and symmetric memory
-  need every device of the permute's clique in one process, NVSHMEM one GPU a
-  process."""
-  if "gpus_per_process" in spec or ":processes=" in spec:
-    return spec
-  if local_devices >= all_devices or local_devices < 1:
-    return spec
-  if processes and len(set(processes)) > 1:
-    stated = f"{spec}:processes={','.join(map(str, processes))}"
-    if parses is None or parses(stated):
-      return stated
-  return f"{spec}:gpus_per_process={local_devices}"
-
-
-def _parse_topology(selection: ModuleType, spec: str, backends: Sequence[str]) -> "Topology":
-  """The core's Topology of `spec`, an unstated process layout taken as the backend
-  set's default."""
-  topology: Topology = selection.parse_topology(spec, ",".join(backends))
-  return topology
 
 
 def _probe_live(platforms: Sequence[str]) -> dict[str, Any]:
@@ -683,7 +403,7 @@ def install(
       return True
 
     devices = sorted(jax.devices(), key=lambda d: d.id)
-    topology = with_process_layout(
+    topology = processes.with_process_layout(
       topology,
       len(jax.local_devices()),
       len(devices),
@@ -694,7 +414,11 @@ def install(
       parses,
     )
   try:
-    topo = _parse_topology(selection, topology, backends) if isinstance(topology, str) else topology
+    topo = (
+      processes.parse_topology(selection, topology, backends)
+      if isinstance(topology, str)
+      else topology
+    )
     table = (
       cost_table
       if cost_table is not None and not isinstance(cost_table, str)
