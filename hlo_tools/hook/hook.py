@@ -188,7 +188,8 @@ class Hook:
         self._compiling -= 1
     if self.xla["per_op"] is None:
       self.xla = record["xla"]
-    record["module"] = flags.module_name(flags.compiled_text(compiled))
+    # The compiled module's name (compile_program's, from the text it checked).
+    record["module"] = record.get("module") or flags.module_name(flags.compiled_text(compiled))
     record["topology"] = str(topology)
     if layout:
       record["process_layout"] = layout

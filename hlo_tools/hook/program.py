@@ -356,6 +356,7 @@ def compile_program(
       "marks_not_run": not_run,
       "compiled_permutes": text_edit.permute_modes(text),
       "verified": True,
+      "module": flags.module_name(text),
     }
   )
   for m in final_marks:
@@ -397,6 +398,7 @@ def _compile_per_op(
   record["compiled_modes"] = compiled_modes
   record["compiled_permutes"] = text_edit.permute_modes(text)
   record["applied"] = None
+  record["module"] = name
   if calls:
     check_written_modes(calls[-1], text, label)
     record["why"] = (
