@@ -296,7 +296,7 @@ import json, sys, jax
 from jax.experimental import topologies
 from hlo_tools.programs import ring_attention
 from hlo_tools.ops import ring_overlap
-from hlo_tools.ops.dump import DEFAULT_TARGET_CONFIG
+from hlo_tools.ops.dump_target import DEFAULT_TARGET_CONFIG
 devs = topologies.get_topology_desc(platform="cuda", topology="1x1x2",
     target_config=open(DEFAULT_TARGET_CONFIG).read()).devices
 mesh = ring_attention.make_mesh(devs)

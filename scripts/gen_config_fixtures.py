@@ -28,8 +28,10 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from hlo_tools.errors import DumpError  # pylint: disable=wrong-import-position
 from hlo_tools.hlo import module_config  # pylint: disable=wrong-import-position
-from hlo_tools.ops import dump  # pylint: disable=wrong-import-position
+from hlo_tools.model import dumps  # pylint: disable=wrong-import-position
+from hlo_tools.ops import dump_compile, dump_target  # pylint: disable=wrong-import-position
 
 from gen_fixtures import blank_dump_path  # pylint: disable=wrong-import-position
 
@@ -97,7 +99,7 @@ def _child(name, work_dir):
   from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
   topology, order, shape, axes, kind = FIXTURES[name]
-  with open(dump.DEFAULT_TARGET_CONFIG) as f:
+  with open(dump_target.DEFAULT_TARGET_CONFIG) as f:
     devices = topologies.get_topology_desc(
       platform="cuda", topology=topology, target_config=f.read()
     ).devices
@@ -127,9 +129,9 @@ def _child(name, work_dir):
 def _compile(name, work_dir):
   """Runs the child; returns (XLA's dump folder, its main module's key)."""
   topology = FIXTURES[name][0]
-  xla_dir = os.path.join(work_dir, dump.XLA_DUMP_SUBDIR)
+  xla_dir = os.path.join(work_dir, dumps.XLA_DUMP_SUBDIR)
   # The environment `hlo-tools dump` compiles in: deviceless, every pass dumped.
-  env = dump._child_env(dump.Target(topology=topology), xla_dir, ".*")  # pylint: disable=W0212
+  env = dump_compile._child_env(dump_target.Target(topology=topology), xla_dir, ".*")  # pylint: disable=W0212
   proc = subprocess.run(
     [sys.executable, os.path.abspath(__file__), "--child", name, work_dir],
     env=env,
@@ -140,10 +142,10 @@ def _compile(name, work_dir):
   )
   if proc.returncode != 0:
     tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-    raise dump.DumpError(f"compile of {name} failed (exit {proc.returncode}): {tail}")
+    raise DumpError(f"compile of {name} failed (exit {proc.returncode}): {tail}")
   with open(os.path.join(work_dir, "module_name")) as f:
     module_name = f.read()
-  return xla_dir, dump.main_module(dump.index_xla_dump(xla_dir), module_name)
+  return xla_dir, dumps.main_module(dumps.index_xla_dump(xla_dir), module_name)
 
 
 def generate(name, out_dir, keep_xla_dir=None):
@@ -151,7 +153,7 @@ def generate(name, out_dir, keep_xla_dir=None):
   written = []
   with tempfile.TemporaryDirectory(prefix="gen-config-fixtures-") as work_dir:
     xla_dir, key = _compile(name, work_dir)
-    module = dump.index_xla_dump(xla_dir)[key]
+    module = dumps.index_xla_dump(xla_dir)[key]
     config_path = module_config.find_config(
       os.path.join(xla_dir, module["stages"]["after_optimizations"])
     )
@@ -159,7 +161,7 @@ def generate(name, out_dir, keep_xla_dir=None):
       config = blank_dump_path(f.read())
     for stage in STAGES:
       if stage == "before_async":
-        text = dump.pass_snapshot_text(xla_dir, SNAPSHOT_PASS, key, when="before")
+        text = dumps.pass_snapshot_text(xla_dir, SNAPSHOT_PASS, key, when="before")
       else:
         with open(os.path.join(xla_dir, module["stages"][stage])) as f:
           text = f.read()
@@ -195,7 +197,7 @@ def main(argv):
     try:
       for path in generate(name, args.out_dir, args.xla_dump_dir):
         print(f"{path} ({os.path.getsize(path)} bytes)", file=sys.stderr)
-    except dump.DumpError as e:
+    except DumpError as e:
       print(f"{argv[0]}: {name}: {e}", file=sys.stderr)
       return 2
   return 0

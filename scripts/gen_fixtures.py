@@ -25,8 +25,10 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from hlo_tools.errors import DumpError  # pylint: disable=wrong-import-position
 from hlo_tools.hlo import module_config  # pylint: disable=wrong-import-position
-from hlo_tools.ops import dump  # pylint: disable=wrong-import-position
+from hlo_tools.model import dumps  # pylint: disable=wrong-import-position
+from hlo_tools.ops import dump_compile, dump_target  # pylint: disable=wrong-import-position
 
 # The module entering XLA's async-collective-creator: sync collective-permutes with
 # final message sizes. It equals the module after collective-permute-combiner (and
@@ -196,14 +198,14 @@ _SCRIPT_KEEP = re.compile(
 )
 
 
-def generate_script_dump(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
+def generate_script_dump(name, out_dir, target_config=dump_target.DEFAULT_TARGET_CONFIG):
   """Writes <name>.xla_dump/, XLA's own folder pruned (SCRIPT_DUMPS); returns its path."""
   source, topology, as_proto = SCRIPT_DUMPS[name]
-  target = dump.Target(topology=topology, target_config=target_config)
+  target = dump_target.Target(topology=topology, target_config=target_config)
   target.validate()
   dest = os.path.join(out_dir, f"{name}.xla_dump")
   with tempfile.TemporaryDirectory(prefix="gen-fixtures-") as work_dir:
-    dump.compile_in_child(
+    dump_compile.compile_in_child(
       work_dir,
       source,
       target,
@@ -211,7 +213,7 @@ def generate_script_dump(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG
       progress=False,
       as_proto=as_proto,
     )
-    xla_dir = os.path.join(work_dir, dump.XLA_DUMP_SUBDIR)
+    xla_dir = os.path.join(work_dir, dumps.XLA_DUMP_SUBDIR)
     shutil.rmtree(dest, ignore_errors=True)
     os.makedirs(dest)
     for fname in sorted(os.listdir(xla_dir)):
@@ -247,24 +249,24 @@ def blank_dump_path(text):
   return re.sub(r'^(\s*xla_dump_to: )".*"$', r'\1""', text, flags=re.M)
 
 
-def generate(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
+def generate(name, out_dir, target_config=dump_target.DEFAULT_TARGET_CONFIG):
   """Compiles one fixture and writes its files; returns the paths written."""
   source, topology, stages = FIXTURES[name]
-  target = dump.Target(topology=topology, target_config=target_config)
+  target = dump_target.Target(topology=topology, target_config=target_config)
   target.validate()
   written = []
   with tempfile.TemporaryDirectory(prefix="gen-fixtures-") as work_dir:
-    info = dump.compile_in_child(
+    info = dump_compile.compile_in_child(
       work_dir, source, target, pass_re=".*" if "before_async" in stages else None, progress=False
     )
-    xla_dir = os.path.join(work_dir, dump.XLA_DUMP_SUBDIR)
-    modules = dump.index_xla_dump(xla_dir)
-    key = dump.main_module(modules, info.get("module_name"))
+    xla_dir = os.path.join(work_dir, dumps.XLA_DUMP_SUBDIR)
+    modules = dumps.index_xla_dump(xla_dir)
+    key = dumps.main_module(modules, info.get("module_name"))
     for stage in stages:
       if stage == "before_async":
-        text = dump.pass_snapshot_text(xla_dir, SNAPSHOT_PASS, key, when="before")
+        text = dumps.pass_snapshot_text(xla_dir, SNAPSHOT_PASS, key, when="before")
       elif stage == "lowered":
-        with open(os.path.join(work_dir, dump.LOWERED_FILE)) as f:
+        with open(os.path.join(work_dir, dump_compile.LOWERED_FILE)) as f:
           text = f.read()
       else:
         with open(os.path.join(xla_dir, modules[key]["stages"][stage])) as f:
@@ -284,19 +286,19 @@ def generate(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
   return written
 
 
-def generate_pass_dump(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
+def generate_pass_dump(name, out_dir, target_config=dump_target.DEFAULT_TARGET_CONFIG):
   """Writes <name>.passes/ (manifest.json + xla_dump/), pruned; returns its path."""
   from hlo_tools.ops import diff  # pylint: disable=import-outside-toplevel
 
   source, topology = PASS_DUMPS[name]
-  target = dump.Target(topology=topology, target_config=target_config)
+  target = dump_target.Target(topology=topology, target_config=target_config)
   target.validate()
   dest = os.path.join(out_dir, f"{name}.passes")
   with tempfile.TemporaryDirectory(prefix="gen-fixtures-") as work_dir:
-    info = dump.compile_in_child(work_dir, source, target, pass_re=".*", progress=False)
-    xla_dir = os.path.join(work_dir, dump.XLA_DUMP_SUBDIR)
-    modules = dump.index_xla_dump(xla_dir)
-    key = dump.main_module(modules, info.get("module_name"))
+    info = dump_compile.compile_in_child(work_dir, source, target, pass_re=".*", progress=False)
+    xla_dir = os.path.join(work_dir, dumps.XLA_DUMP_SUBDIR)
+    modules = dumps.index_xla_dump(xla_dir)
+    key = dumps.main_module(modules, info.get("module_name"))
     module = modules[key]
     keep = list(module["stages"].values())
     last = None
@@ -307,18 +309,18 @@ def generate_pass_dump(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
         keep.append(snap["file"])
         last = sig
     shutil.rmtree(dest, ignore_errors=True)
-    os.makedirs(os.path.join(dest, dump.XLA_DUMP_SUBDIR))
+    os.makedirs(os.path.join(dest, dumps.XLA_DUMP_SUBDIR))
     for fname in keep:
       with open(os.path.join(xla_dir, fname)) as f:
         # The trace never reads metadata; without it the fixture is half the size.
         text = re.sub(r", metadata=\{[^{}]*\}", "", normalize(f.read()))
-      with open(os.path.join(dest, dump.XLA_DUMP_SUBDIR, fname), "w") as f:
+      with open(os.path.join(dest, dumps.XLA_DUMP_SUBDIR, fname), "w") as f:
         f.write(text)
     config = module_config.xla_dump_config(xla_dir, key)
     if config:  # the module's device assignment, for every stage and snapshot
       with open(config) as f:
         text = blank_dump_path(f.read())
-      with open(os.path.join(dest, dump.XLA_DUMP_SUBDIR, os.path.basename(config)), "w") as f:
+      with open(os.path.join(dest, dumps.XLA_DUMP_SUBDIR, os.path.basename(config)), "w") as f:
         f.write(text)
     with open(os.path.join(dest, "manifest.json"), "w") as f:
       json.dump(
@@ -327,7 +329,7 @@ def generate_pass_dump(name, out_dir, target_config=dump.DEFAULT_TARGET_CONFIG):
           "target": target.describe() | {"target_config": None},
           "versions": info.get("versions"),
           "main_module": key,
-          "xla_dump_dir": dump.XLA_DUMP_SUBDIR,
+          "xla_dump_dir": dumps.XLA_DUMP_SUBDIR,
           "pruned": "only snapshots that change a collective-permute line",
         },
         f,
@@ -350,7 +352,7 @@ def main(argv):
     choices=sorted(FIXTURES) + sorted(PASS_DUMPS) + sorted(SCRIPT_DUMPS),
     help="generate only these fixtures (repeatable)",
   )
-  p.add_argument("--target_config", default=dump.DEFAULT_TARGET_CONFIG)
+  p.add_argument("--target_config", default=dump_target.DEFAULT_TARGET_CONFIG)
   args = p.parse_args(argv[1:])
   os.makedirs(args.out_dir, exist_ok=True)
   for name in args.only or list(FIXTURES) + list(PASS_DUMPS) + list(SCRIPT_DUMPS):
@@ -363,7 +365,7 @@ def main(argv):
         continue
       for path in generate(name, args.out_dir, args.target_config):
         print(f"{path} ({os.path.getsize(path)} bytes)", file=sys.stderr)
-    except dump.DumpError as e:
+    except DumpError as e:
       print(f"{argv[0]}: {name}: {e}", file=sys.stderr)
       return 2
   return 0

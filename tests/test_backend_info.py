@@ -3,7 +3,7 @@ the tools' tables of what a backend writes and how it is named come from there."
 
 from hlo_tools import selection
 from hlo_tools.model import decisions, runtime_rules
-from hlo_tools.ops import verify
+from hlo_tools.ops import verify_structure
 from hlo_tools.ops.heuristics import check
 from hlo_tools.ops.report import page
 
@@ -47,7 +47,7 @@ def test_tools_tables_are_derived_from_the_records():
   }
   assert decisions.MODE_BACKEND["COLLECTIVES_PEER_MEMORY"] == "peer"
   assert decisions.MODE_BACKEND[decisions.NO_MODE] == "nccl"
-  assert verify.KNOWN_BACKENDS == ("DEFAULT", "NVSHMEM")
+  assert verify_structure.KNOWN_BACKENDS == ("DEFAULT", "NVSHMEM")
   assert check._UPSTREAM == {"NVSHMEM": "nvshmem", "DEFAULT": "nccl"}
   assert page.NAMES["peer"] == "peer memory" and page.NAMES["nvshmem"] == "NVSHMEM"
   assert page.set_names("nccl,peer,symmetric") == "peer memory or symmetric memory"

@@ -10,7 +10,7 @@ import pytest
 
 from hlo_tools import cli
 from hlo_tools.model import driver, sources
-from hlo_tools.ops import diff, dump
+from hlo_tools.ops import diff, dump, dump_target
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -42,7 +42,7 @@ def ring_dump(tmp_path_factory):
   dump.dump(
     {"kind": "ring", "config": SMALL_RING},
     str(out),
-    target=dump.Target(topology="1x2x4"),
+    target=dump_target.Target(topology="1x2x4"),
     all_passes=True,
     progress=False,
   )

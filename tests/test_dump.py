@@ -289,13 +289,14 @@ def global_tp_cp(x):
 
 
 def test_parse_mesh_keeps_order_and_sizes():
-  from hlo_tools.ops import dump  # pylint: disable=import-outside-toplevel
+  from hlo_tools.errors import DumpError  # pylint: disable=import-outside-toplevel
+  from hlo_tools.ops import dump_target  # pylint: disable=import-outside-toplevel
 
-  assert dump.parse_mesh("cp:4,tp:2") == [["cp", 4], ["tp", 2]]
-  assert dump.parse_mesh("tp:8, dp:1") == [["tp", 8], ["dp", 1]]
+  assert dump_target.parse_mesh("cp:4,tp:2") == [["cp", 4], ["tp", 2]]
+  assert dump_target.parse_mesh("tp:8, dp:1") == [["tp", 8], ["dp", 1]]
   for bad in ("cp", "cp:0", "cp:-2", "cp:x", "4:cp", "cp:4,", "c-p:4", "cp:4,cp:2", ""):
-    with pytest.raises(dump.DumpError, match="--mesh"):
-      dump.parse_mesh(bad)
+    with pytest.raises(DumpError, match="--mesh"):
+      dump_target.parse_mesh(bad)
 
 
 @pytest.mark.parametrize(

@@ -259,7 +259,7 @@ def _overlap_child():
   from jax.experimental import topologies
 
   from hlo_tools.ops import ring_overlap
-  from hlo_tools.ops.dump import DEFAULT_TARGET_CONFIG
+  from hlo_tools.ops.dump_target import DEFAULT_TARGET_CONFIG
   from hlo_tools.programs import ring_attention
 
   with open(DEFAULT_TARGET_CONFIG, encoding="utf-8") as f:

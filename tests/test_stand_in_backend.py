@@ -24,7 +24,7 @@ sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__modu
 from hlo_tools import selection
 from hlo_tools.hook import decide
 from hlo_tools.model import decisions
-from hlo_tools.ops import verify
+from hlo_tools.ops import verify_structure
 from hlo_tools.ops.report import chart, page
 
 text = ('backends: [NCCL, STAND_IN]\n'
@@ -41,7 +41,7 @@ print(json.dumps({
     "plan_backend": decisions.PLAN_BACKEND.get("stand_in"),
     "plan_mode": decisions.PLAN_MODE.get("stand_in"),
     "mark_plan": decisions.MARK_PLAN.get("stand_in"),
-    "known_plans": list(verify.KNOWN_PLANS),
+    "known_plans": list(verify_structure.KNOWN_PLANS),
     "page_name": page.NAMES.get("stand_in"),
     "chart_colour": chart.COLORS.get("stand_in"),
     "hook_modes": {k: list(v) for k, v in decide.hook_modes(selection).items()},

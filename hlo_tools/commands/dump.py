@@ -40,8 +40,9 @@ from typing import Any
 
 from hlo_tools import cli_io
 from hlo_tools.commands import common
-from hlo_tools.ops import dump
-from hlo_tools.ops.dump import DEFAULT_TARGET_CONFIG, DumpError
+from hlo_tools.errors import DumpError
+from hlo_tools.ops import dump, dump_target
+from hlo_tools.ops.dump_target import DEFAULT_TARGET_CONFIG
 
 
 def _parser(prog: str) -> common.ArgumentParser:
@@ -207,7 +208,7 @@ def main(argv: list[str]) -> int:
 
   def run(args: argparse.Namespace) -> int:
     source = source_from_args(args)
-    target = dump.Target(
+    target = dump_target.Target(
       topology=args.topology, cpu_devices=args.cpu_devices, target_config=args.target_config
     )
     options = {

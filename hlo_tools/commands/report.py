@@ -73,7 +73,7 @@ from hlo_tools.commands import common
 from hlo_tools.errors import InputError
 from hlo_tools.model import options, placement
 from hlo_tools.ops import report
-from hlo_tools.ops.dump import DEFAULT_TARGET_CONFIG
+from hlo_tools.ops.dump_target import DEFAULT_TARGET_CONFIG
 from hlo_tools.ops.report.cases import DEFAULT_OUT, DEFAULT_TOPOLOGY, DEFAULTS, Request, plan_cases
 from hlo_tools.ops.report.text import summary_text
 

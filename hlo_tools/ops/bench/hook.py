@@ -34,10 +34,10 @@ FAST_PEER_TABLE = (
 def _child(spec: dict[str, Any]) -> int:
   import jax  # pylint: disable=import-outside-toplevel
 
-  from hlo_tools.ops import dump  # pylint: disable=import-outside-toplevel
+  from hlo_tools.ops import dump_target  # pylint: disable=import-outside-toplevel
   from hlo_tools.programs import bench, ring_attention  # pylint: disable=import-outside-toplevel
 
-  devices = dump._devices(dump.Target(topology=TOPOLOGY))  # pylint: disable=protected-access
+  devices = dump_target._devices(dump_target.Target(topology=TOPOLOGY))  # pylint: disable=protected-access
   mesh = ring_attention.make_mesh(devices)
   args = bench.ring_args(mesh)
   hook = None

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from hlo_tools.hlo.attributes import expand_mesh_groups
-from hlo_tools.ops import dump
+from hlo_tools.model import dumps
+from hlo_tools.ops import dump_target
 
 TOPOLOGY = "1x2x4"
 
@@ -30,8 +31,8 @@ def _build(program: Program) -> tuple[Callable[..., Any], Any]:
   """(function, args) for a program spec {"name": "llama"|"ring", ...}."""
   from hlo_tools.programs import bench, ring_attention  # pylint: disable=import-outside-toplevel
 
-  target = dump.Target(topology=program.get("topology", TOPOLOGY))
-  mesh = ring_attention.make_mesh(dump._devices(target))  # pylint: disable=protected-access
+  target = dump_target.Target(topology=program.get("topology", TOPOLOGY))
+  mesh = ring_attention.make_mesh(dump_target._devices(target))  # pylint: disable=protected-access
   if program["name"] == "llama":
     config = bench.LlamaConfig(**program["config"])
     return bench.llama_function(config, mesh), bench.llama_args(config, mesh)
@@ -161,7 +162,7 @@ def before_async_text(program: Program, timeout: float = 3600, text_out: str | N
       text_out=text_out,
       timeout=timeout,
     )
-    text: str = dump.pass_snapshot_text(tmp, "async-collective-creator", when="before")
+    text: str = dumps.pass_snapshot_text(tmp, "async-collective-creator", when="before")
     return text
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from hlo_tools import cli_io, selection
 from hlo_tools._selection_core import CostTable, Topology
-from hlo_tools.errors import HeuristicsError
+from hlo_tools.errors import DumpError, HeuristicsError
 from hlo_tools.model.topology import jax_topology
 from hlo_tools.ops.heuristics import sweep
 
@@ -92,7 +92,7 @@ def compile_module(topology: Topology, cases: Sequence[tuple[str, int]]) -> str:
   }
   try:
     return dump.dump_pass_snapshot(source, base, "async-collective-creator", when="before")
-  except dump.DumpError as e:
+  except DumpError as e:
     raise HeuristicsError(f"compiling the sample for {base}: {e}") from None
 
 

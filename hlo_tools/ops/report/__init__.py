@@ -17,7 +17,7 @@ from typing import Any
 from hlo_tools import cli_io, selection
 from hlo_tools.errors import InputError
 from hlo_tools.model import options
-from hlo_tools.ops import dump, outdir
+from hlo_tools.ops import dump_compile, outdir
 from hlo_tools.ops.report.analyze import Loaded, analyze_case, case_summary, derive_topology
 from hlo_tools.ops.report.cases import Case
 from hlo_tools.ops.report.inputs import prepare_inputs, write_text
@@ -39,7 +39,7 @@ def _versions(work: str, results: list[dict[str, Any]]) -> dict[str, str]:
     if os.path.exists(path):
       with open(path) as f:
         return json.load(f).get("versions")
-  return dump._local_versions()  # pylint: disable=protected-access
+  return dump_compile._local_versions()  # pylint: disable=protected-access
 
 
 def _files(work: str) -> list[str]:

@@ -11,7 +11,7 @@ from hlo_tools import cli_io, selection
 from hlo_tools.errors import InputError
 from hlo_tools.model import dumps
 from hlo_tools.model.topology import jax_topology, manifest_note
-from hlo_tools.ops import dump
+from hlo_tools.ops import dump_target
 
 DEFAULTS = {
   "seq_len": 131072,
@@ -95,7 +95,7 @@ def train_step_case(topology: str, mesh: str | None = None, seq_len: int = 65536
   source = {"kind": "program", "program": "train_step", "config": {"seq_len": seq_len}}
   if mesh is not None:
     source["mesh"] = mesh
-  axes = dump.resolve_mesh(source, dump.Target(topology=topology), mesh)
+  axes = dump_target.resolve_mesh(source, dump_target.Target(topology=topology), mesh)
   layout = " x ".join(f"{name} {size}" for name, size in axes)
   return Case(
     id=f"train_step-{topology}-{'_'.join(f'{n}{s}' for n, s in axes)}-{_tokens(seq_len)}",

@@ -6,10 +6,10 @@ import os
 from collections.abc import Callable
 
 from hlo_tools import cli_io
-from hlo_tools.errors import ESCAPE_ERRORS, InputError
+from hlo_tools.errors import ESCAPE_ERRORS, DumpError, InputError
 from hlo_tools.hlo import buffer_assignment, module_config, proto
 from hlo_tools.model import dumps, placement
-from hlo_tools.ops import dump
+from hlo_tools.ops import dump, dump_target
 from hlo_tools.ops.report.cases import Case
 
 
@@ -27,10 +27,10 @@ def _compiled_inputs(case: Case, case_dir: str, say: Callable[[str], None]) -> s
   say(f"{case.id}: compiling for {case.compile_topology} (deviceless, all passes)")
   try:
     # The whole spec for the manifest, its SxHxG (already parsed) for jax.
-    target = dump.Target(
+    target = dump_target.Target(
       topology=case.topology,
       parsed=case.parsed,
-      target_config=case.target_config or dump.DEFAULT_TARGET_CONFIG,
+      target_config=case.target_config or dump_target.DEFAULT_TARGET_CONFIG,
     )
     dump.dump(
       case.source,
@@ -40,7 +40,7 @@ def _compiled_inputs(case: Case, case_dir: str, say: Callable[[str], None]) -> s
       options=dict(case.config or {}),
       progress=False,
     )
-  except dump.DumpError as e:
+  except DumpError as e:
     raise InputError(f"hlo-tools report: compile failed: {e}") from None
   return dump_dir
 
