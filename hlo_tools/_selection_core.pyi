@@ -53,6 +53,7 @@ class Topology:
     nvlink_domain_size: typing.SupportsInt | typing.SupportsIndex = ...,
     partition_to_device: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] = ...,
     device_to_process: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] = ...,
+    gpus_per_process: typing.SupportsInt | typing.SupportsIndex = ...,
   ) -> Topology: ...
   @staticmethod
   def parse(spec: str, backends: str | None = ...) -> Topology: ...

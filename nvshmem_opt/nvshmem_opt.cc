@@ -46,8 +46,8 @@ using nvshmem_opt::DevicesPerHost;
 using nvshmem_opt::Fail;
 using nvshmem_opt::Flags;
 using nvshmem_opt::OrFail;
+using nvshmem_opt::OtherHostShapes;
 using nvshmem_opt::ParseFlags;
-using nvshmem_opt::PlacedSpec;
 using nvshmem_opt::PlacementText;
 using nvshmem_opt::PlaceTextModule;
 using nvshmem_opt::ResolveTopology;
@@ -205,8 +205,8 @@ void WriteReport(const Flags& flags, const nvshmem_opt::LoadedModule& input,
        PlacementText(flags, topology, config_path, placement, spec_states_map,
                      input.text.empty() &&
                          input.module->config().has_static_device_assignment()),
-       spec, PlacedSpec(flags, spec, topology, spec_states_map, placement),
-       flag_config, flag_mode},
+       spec, flag_config, flag_mode, &topology,
+       OtherHostShapes(flags, topology)},
       run, upstream_ptr));
   Write(flags, flags.report, json + "\n");
 }

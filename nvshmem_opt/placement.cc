@@ -31,6 +31,9 @@ constexpr int64_t kMaxConfigBytes = int64_t{64} << 20;
 // such a host, where NVSHMEM's team is the whole host: a host of only the
 // program's GPUs is the user's to state.
 constexpr int kDefaultDevicesPerHost = 8;
+// GPUs per host of the other shapes a derived topology's devices may fill
+// (HGX boards of 8 and 4 GPUs, and pairs), each of which can change choices.
+constexpr int kOtherHostSizes[] = {8, 4, 2};
 
 }  // namespace
 
@@ -163,21 +166,20 @@ std::string PlacementText(const Flags& flags, const core::Topology& topology,
 
 // --topology as the tools state it again: as given, with the config's map
 // where the spec states none and the config placed the module.
-std::string PlacedSpec(const Flags& flags, const std::string& spec,
-                       const core::Topology& topology, bool spec_states_map,
-                       const std::optional<ModulePlacement>& read) {
-  if (flags.topology.empty()) return spec;
-  if (!spec_states_map && !read && !topology.partition_to_device().empty()) {
-    // Placed by a proto's own device assignment.
-    return absl::StrCat(flags.topology, ":map=",
-                        absl::StrJoin(topology.partition_to_device(), ","));
+std::vector<std::string> OtherHostShapes(const Flags& flags,
+                                         const core::Topology& topology) {
+  if (!flags.topology.empty() || flags.devices_per_host > 0) return {};
+  const int total = topology.num_devices();
+  const std::string own =
+      absl::StrCat(topology.slices(), "x", topology.hosts_per_slice(), "x",
+                   topology.gpus_per_host());
+  std::vector<std::string> shapes;
+  for (int gpus : kOtherHostSizes) {
+    if (total % gpus != 0 || total <= gpus) continue;
+    std::string shape = absl::StrCat("1x", total / gpus, "x", gpus);
+    if (shape != own) shapes.push_back(std::move(shape));
   }
-  if (spec_states_map || !read ||
-      topology.partition_to_device() != read->devices) {
-    return flags.topology;
-  }
-  return absl::StrCat(flags.topology,
-                      ":map=", absl::StrJoin(read->devices, ","));
+  return shapes;
 }
 
 // XLA's config beside a text module (or --module-config): its device

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "extensions/backends.h"
 #include "nvshmem_opt/flags.h"
@@ -43,12 +44,10 @@ std::string PlacementText(const Flags& flags,
                           const std::optional<ModulePlacement>& read,
                           bool spec_states_map, bool proto_placed);
 
-// --topology as the tools state it again, with the config's map where the spec
-// states none and the config placed the module.
-std::string PlacedSpec(const Flags& flags, const std::string& spec,
-                       const xla::gpu::nvshmem_selection::Topology& topology,
-                       bool spec_states_map,
-                       const std::optional<ModulePlacement>& read);
+// Where the topology is derived with hosts of the default size: the other
+// shapes (SxHxG) of hosts that hold its devices; {} otherwise.
+std::vector<std::string> OtherHostShapes(
+    const Flags& flags, const xla::gpu::nvshmem_selection::Topology& topology);
 
 // Places `module` by XLA's config beside a text input (or --module-config), or
 // `given` by a proto's own device assignment; returns the config's path, ""

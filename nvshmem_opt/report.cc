@@ -136,7 +136,19 @@ absl::StatusOr<std::string> ReportJson(
   report.set_processes(header.processes);
   report.set_placement(header.placement);
   report.set_spec(header.spec);
-  report.set_placed_spec(header.placed_spec);
+  if (header.placed != nullptr) {
+    const auto& t = *header.placed;
+    PlacedTopology* placed = report.mutable_placed();
+    placed->set_slices(t.slices());
+    placed->set_hosts_per_slice(t.hosts_per_slice());
+    placed->set_gpus_per_host(t.gpus_per_host());
+    placed->set_nvlink_domain_size(t.nvlink_domain_size());
+    placed->set_gpus_per_process(t.gpus_per_process());
+    for (int p : t.device_to_process()) placed->add_device_to_process(p);
+  }
+  for (const std::string& shape : header.other_host_shapes) {
+    report.add_other_host_shapes(shape);
+  }
   report.set_module_config(header.module_config);
   report.set_collective_permute_mode(header.collective_permute_mode);
   report.set_changed(run.changed);

@@ -27,9 +27,11 @@ struct ReportHeader {
   std::string processes;        // ProcessLayoutText.
   std::string placement;        // Where the device map came from.
   std::string spec;             // The topology to decide on again.
-  std::string placed_spec;      // --topology as placed (see report.proto).
   std::string module_config;    // The config read ("": none).
   std::string collective_permute_mode;  // Its flag ("": not given).
+  // The topology decided on (`placed` in report.proto).
+  const xla::gpu::nvshmem_selection::Topology* placed = nullptr;
+  std::vector<std::string> other_host_shapes;  // See report.proto.
 };
 
 // upstream: upstream's backend by instruction name, or null when not asked.

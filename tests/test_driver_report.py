@@ -62,7 +62,7 @@ def _base(hint):
 @pytest.mark.skipif(not PROTOC.exists(), reason="needs the venv's protoc (scripts/setup.sh)")
 def test_mirror_has_every_field_of_the_proto_with_its_type(tmp_path):
   messages = _messages(tmp_path)
-  assert set(messages) == {"Decision", "Loop", "Report"}
+  assert set(messages) == {"Decision", "Loop", "Report", "PlacedTopology"}
   for name, message in messages.items():
     mirror = getattr(driver_report, name)
     hints = typing.get_type_hints(mirror, include_extras=True)
@@ -72,7 +72,10 @@ def test_mirror_has_every_field_of_the_proto_with_its_type(tmp_path):
       if field.label == F.LABEL_REPEATED:
         assert _base(hint) is list, (name, field.name)
         continue
-      if field.type == F.TYPE_MESSAGE:
+      own = field.type_name.rsplit(".", 1)[-1]
+      if field.type == F.TYPE_MESSAGE and own in messages:
+        want = getattr(driver_report, own)
+      elif field.type == F.TYPE_MESSAGE:
         want = WELL_KNOWN.get(field.type_name, typing.Any)
       else:
         want = SCALAR[field.type]
@@ -92,3 +95,40 @@ def test_a_driver_report_has_the_mirror_s_keys(tmp_path):
     assert decision_keys - optional <= set(d) <= decision_keys
     for loop in d["loops"]:
       assert set(loop) == set(typing.get_type_hints(driver_report.Loop))
+
+
+@pytest.mark.parametrize(
+  "spec",
+  [
+    "1x1x8",
+    "1x2x4",
+    "1x2x4:gpus_per_process=2",
+    "1x2x4:processes=0,0,1,1,2,2,3,3",
+    "1x2x4:nvl8",
+    "1x1x8:map=7,6,5,4,3,2,1,0",
+    None,  # derived from the module
+  ],
+)
+def test_placed_facts_build_the_topology_decided_on(tmp_path, spec):
+  """The report's `placed` facts (with partition_to_device) give the core the very
+  topology the driver decided on: its spec, as the core prints it, is the report's
+  `topology`; no spec of the driver's is parsed again."""
+  if driver.find_nvshmem_opt() is None:
+    pytest.skip(driver.NOT_INSTALLED)
+  answer = driver.run_nvshmem_opt(FIXTURE, spec, tmp_dir=str(tmp_path))
+  assert answer.report is not None, answer.message
+  assert str(driver.placed_topology(answer.report)) == answer.report["topology"]
+
+
+def test_other_host_shapes_only_for_a_derived_topology(tmp_path):
+  """The driver names the other host shapes a derived topology's devices fill (the
+  tools warn with them), and none where the topology was given."""
+  if driver.find_nvshmem_opt() is None:
+    pytest.skip(driver.NOT_INSTALLED)
+  derived = driver.run_nvshmem_opt(FIXTURE, None, tmp_dir=str(tmp_path))
+  given = driver.run_nvshmem_opt(FIXTURE, "1x1x8", tmp_dir=str(tmp_path))
+  by_host = driver.run_nvshmem_opt(FIXTURE, None, tmp_dir=str(tmp_path), devices_per_host=4)
+  assert derived.report is not None and given.report is not None and by_host.report is not None
+  assert derived.report["topology"].startswith("1x1x8")
+  assert derived.report["other_host_shapes"] == ["1x2x4", "1x4x2"]
+  assert given.report["other_host_shapes"] == [] == by_host.report["other_host_shapes"]

@@ -298,7 +298,7 @@ def test_driver_places_a_proto_on_a_given_topology(tmp_path):
   result = _driver(TRAIN_PB, "--topology=1x1x8", "--mode=explain", f"--report={report}")
   assert result.returncode == 0, result.stderr[-2000:]
   data = json.loads(report.read_text())
-  assert data["placed_spec"] == "1x1x8:map=0,1,2,3,4,5,6,7"
+  assert data["partition_to_device"] == list(range(8)) and data["placed"]["gpus_per_host"] == 8
   assert "device assignment" in data["placement"] and "proto" in data["placement"]
   assert "carries no device assignment" not in result.stdout
 
@@ -320,7 +320,7 @@ def test_driver_reads_the_config_beside_a_proto_without_assignment(tmp_path):
   assert result.returncode == 0, result.stderr[-2000:]
   placed = json.loads(report.read_text())
   assert placed["module_config"] == str(tmp_path / "step.config.pbtxt")
-  assert placed["placed_spec"] == "1x1x8:map=0,1,2,3,4,5,6,7"
+  assert placed["partition_to_device"] == list(range(8))
   # The tools read the same bare proto alike.
   result = _cli("explain", bare, "--topology=1x1x8", "--format=json")
   assert result.returncode == 0, result.stderr[-2000:]

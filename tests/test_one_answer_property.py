@@ -93,7 +93,7 @@ def hook_plans(path, backends, report):
   """The hook's decide path on the module (the core through the binding, as the hook
   asks it inside jax's compile), on the topology the driver placed."""
   module = reader.parse_hlo_file(str(path))
-  topology = selection.parse_topology(report["placed_spec"], backends)
+  topology = driver.placed_topology(report)
   table = selection.with_backends(selection.load_cost_table(), backends)
   plans = {}
   for permute in collectives.collective_permutes(module):

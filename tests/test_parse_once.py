@@ -352,7 +352,10 @@ def test_report_places_a_given_topology_by_the_drivers_json(
   explained = json.loads((out / case["id"] / "json" / "explain.json").read_text())
   assert explained["topology"] == f"1x2x4:map={SPREAD}"
   facts = json.loads((out / case["id"] / "json" / "pass_input.json").read_text())
-  assert facts["placed_spec"] == f"1x2x4:map={SPREAD}"
+  # The placed topology as facts (no spec to parse again), with the config's map.
+  assert facts["partition_to_device"] == [int(d) for d in SPREAD.split(",")]
+  placed = facts["placed"]
+  assert (placed["slices"], placed["hosts_per_slice"], placed["gpus_per_host"]) == (1, 2, 4)
   assert facts["topology_source"] == "flag"
   # The config's flag for the program's mode, read in the same run.
   assert facts["module_config"] == str(tmp_path / "ring.config.pbtxt")

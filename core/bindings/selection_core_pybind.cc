@@ -96,22 +96,24 @@ void BindTopology(py::module_& m) {
   py::class_<core::Topology>(m, "Topology")
       .def_static("parse", &ParseTopology, py::arg("spec"),
                   py::arg("backends") = py::none())
-      // From a runtime's facts (jax's devices: each one's process_index), not
-      // a spec: the process of every device of the cluster.
+      // From facts, not a spec: a runtime's (jax's devices: each one's
+      // process_index, the process of every device of the cluster) or the
+      // driver's report (`placed`).
       .def_static(
           "create",
           [](int slices, int hosts_per_slice, int gpus_per_host,
              int nvlink_domain_size, std::vector<int> partition_to_device,
-             std::vector<int> device_to_process) {
+             std::vector<int> device_to_process, int gpus_per_process) {
             return ValueOrThrow(core::Topology::Create(
                 slices, hosts_per_slice, gpus_per_host, nvlink_domain_size,
-                std::move(partition_to_device), 0,
+                std::move(partition_to_device), gpus_per_process,
                 std::move(device_to_process)));
           },
           py::arg("slices"), py::arg("hosts_per_slice"),
           py::arg("gpus_per_host"), py::arg("nvlink_domain_size") = 0,
           py::arg("partition_to_device") = std::vector<int>{},
-          py::arg("device_to_process") = std::vector<int>{})
+          py::arg("device_to_process") = std::vector<int>{},
+          py::arg("gpus_per_process") = 0)
       .def_property_readonly("slices", &core::Topology::slices)
       .def_property_readonly("hosts_per_slice",
                              &core::Topology::hosts_per_slice)

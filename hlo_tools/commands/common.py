@@ -122,14 +122,27 @@ def selection_for(
     module_config=placement.config_path(path),
   )
   # The derived topology, placed as the driver placed it: its JSON says where from.
+  spec = driver.derived(path, answer)
+  assert answer.report is not None  # derived() raised where the driver wrote none
   selected = placement.from_report(
     options.load(
-      driver.derived(path, answer), args.cost_table, args.backends, loaded=loaded, per_op_xla=per_op
+      spec,
+      args.cost_table,
+      args.backends,
+      loaded=loaded,
+      per_op_xla=per_op,
+      topology=driver.placed_topology(answer.report),
     ),
     answer.report,
   )
   for line in topology.derived_notes(
-    prog, file_arg, selected.spec, selected.topology, args.devices_per_host, _devices(answer)
+    prog,
+    file_arg,
+    selected.spec,
+    selected.topology,
+    answer.report["other_host_shapes"],
+    args.devices_per_host,
+    _devices(answer),
   ):
     if line:
       cli_io.print_note(line)

@@ -287,6 +287,22 @@ def derived(path: str | os.PathLike, answer: Answer) -> str:
   raise InputError(answer.message or f"{path}: nvshmem-opt exit {answer.rc}")
 
 
+def placed_topology(report: Report) -> selection.Topology:
+  """The topology the driver decided on, built by the core from the report's facts
+  (`placed`, with its partition_to_device; the process layout as the driver
+  resolved it for its backend set): the same one, never a spec parsed again."""
+  placed = report["placed"]
+  return selection.Topology.create(
+    slices=placed["slices"],
+    hosts_per_slice=placed["hosts_per_slice"],
+    gpus_per_host=placed["gpus_per_host"],
+    nvlink_domain_size=placed["nvlink_domain_size"],
+    partition_to_device=report["partition_to_device"],
+    device_to_process=placed["device_to_process"],
+    gpus_per_process=0 if placed["device_to_process"] else placed["gpus_per_process"],
+  )
+
+
 def placement(report: Report) -> str | None:
   """Where the report's device map came from ("the module's device assignment
   (CONFIG)", "the topology's map"), None where the driver knew no map."""

@@ -42,6 +42,15 @@ class Decision(TypedDict):
   current_refused: Any
 
 
+class PlacedTopology(TypedDict):
+  slices: int
+  hosts_per_slice: int
+  gpus_per_host: int
+  nvlink_domain_size: int
+  gpus_per_process: int
+  device_to_process: list[int]
+
+
 class Report(TypedDict):
   input: str
   topology: str
@@ -57,6 +66,7 @@ class Report(TypedDict):
   placement: str
   partition_to_device: list[int]
   spec: str
-  placed_spec: str
   module_config: str
   collective_permute_mode: str
+  placed: PlacedTopology
+  other_host_shapes: list[str]

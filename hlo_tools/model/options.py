@@ -82,15 +82,18 @@ def load(
   backends: str | Sequence[str] | None = None,
   loaded: tuple[selection.CostTable, str | None] | None = None,
   per_op_xla: bool = PER_OP_MODES_DEFAULT,
+  topology: selection.Topology | None = None,
 ) -> Selection:
-  """A Selection: `spec` parsed with the set's process layout; the table read here,
-  or `loaded`, what load_table already gave for the same file and set; per_op_xla,
-  the target XLA (check_target refuses a set it cannot run)."""
+  """A Selection: `spec`, the user's, parsed with the set's process layout, or the
+  driver's with the `topology` it decided on (driver.placed_topology: no spec of
+  the driver's is parsed here); the table read here, or `loaded`, what load_table
+  already gave for the same file and set; per_op_xla, the target XLA (check_target
+  refuses a set it cannot run)."""
   table, backends = loaded or load_table(cost_table, backends)
   check_target(table.backends, per_op_xla)
   return Selection(
     spec=spec,
-    topology=selection.parse_topology(spec, table.backends),
+    topology=topology if topology is not None else selection.parse_topology(spec, table.backends),
     table=table,
     cost_table=cost_table,
     backends=backends,

@@ -81,24 +81,21 @@ def settled(
 
 
 def from_report(selected: Selection, report: Report | None) -> Selection:
-  """`selected` as the driver placed it: its JSON's placed spec (the spec given, with
-  :map= where the driver added the module's map) and where the map came from; as
-  given where the driver wrote no JSON."""
-  spec = (report["placed_spec"] if report else "") or selected.spec
-  topology = selected.topology
-  if spec != selected.spec:
-    try:
-      topology = selection.parse_topology(spec, selected.table.backends)
-    except SelectionError as e:
-      raise InputError(
-        f"{report['input'] if report else ''}: the driver placed topology {spec}, "
-        f"which the core refuses: {e}"
-      ) from None
+  """`selected` as the driver placed it: the topology it decided on (built from its
+  JSON's facts, driver.placed_topology), the spec as given with :map= where the
+  driver added the module's map to a spec that states none, and where the map came
+  from; as given where the driver wrote no JSON."""
+  if report is None:
+    return dataclasses.replace(selected, placement=None, settled=True)
+  spec = selected.spec
+  added = report["partition_to_device"]
+  if added and spec_map(spec) is None:
+    spec += MAP_OPTION + ",".join(map(str, added))
   return dataclasses.replace(
     selected,
     spec=spec,
-    topology=topology,
-    placement=driver.placement(report) if report else None,
+    topology=driver.placed_topology(report),
+    placement=driver.placement(report),
     settled=True,
   )
 

@@ -29,18 +29,6 @@ def size_note(spec: str, topology: selection.Topology, devices: int) -> str | No
   return None
 
 
-def other_host_shapes(topology: selection.Topology) -> list[str]:
-  """For a derived topology: the other shapes of hosts of 8, 4 or 2 GPUs that hold
-  as many devices (8: 1x2x4 and 1x4x2 beside 1x1x8), each of which can change the
-  choices."""
-  total, own = topology.num_devices, jax_topology(topology)
-  return [
-    f"1x{total // g}x{g}"
-    for g in (8, 4, 2)
-    if total % g == 0 and total > g and f"1x{total // g}x{g}" != own
-  ]
-
-
 def manifest_note(prog: str, label: str, spec: str) -> str:
   """What a command says when it takes a dump's topology from its manifest."""
   return (
@@ -54,14 +42,15 @@ def derived_notes(
   label: str,
   spec: str,
   topology: selection.Topology,
+  others: list[str],
   devices_per_host: int | None,
   devices: int | None = None,
 ) -> tuple[str, str | None]:
   """What a command says when it takes the topology nvshmem-opt derived from the
   module of `devices` devices: the topology, and a warning when the module leaves
   GPUs of its derived hosts idle (a host of only its GPUs is the user's to state) or
-  its devices fit other host shapes too (None with --devices-per-host, which chose
-  the shape)."""
+  its devices fit other host shapes too (`others`, the driver's other_host_shapes;
+  None with --devices-per-host, which chose the shape)."""
   note = (
     f"{prog}: {label}: no --topology; using {spec} (derived from the module, as "
     "nvshmem-opt and the pass do; --topology=SPEC or --devices-per-host=N "
@@ -78,13 +67,12 @@ def derived_notes(
       f"would wait for, so NVSHMEM is refused there: --topology={shown} or "
       f"--devices-per-host=N states hosts of only the program's GPUs"
     )
-  others = other_host_shapes(topology)
   warning = (
     (
       f"{prog}: warning: {label}: the module's devices fit other host shapes too "
       f"({', '.join(others)}), which can change every choice; "
-      f"{jax_topology(topology)} is only the pass's default (hosts of 8 "
-      "GPUs): give --topology for the job's real one"
+      f"{jax_topology(topology)} is only the pass's default (hosts of "
+      f"{topology.gpus_per_host} GPUs): give --topology for the job's real one"
     )
     if others
     else None

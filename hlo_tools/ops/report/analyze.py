@@ -60,7 +60,11 @@ def derive_topology(
   # Placed as the driver placed it: its JSON says where the map came from.
   selected = placement.from_report(
     options.load(
-      spec, loaded.cost_table, loaded=loaded.table_and_set, per_op_xla=loaded.per_op_xla
+      spec,
+      loaded.cost_table,
+      loaded=loaded.table_and_set,
+      per_op_xla=loaded.per_op_xla,
+      topology=driver.placed_topology(done[0]),
     ),
     done[0],
   )
@@ -69,6 +73,7 @@ def derive_topology(
     case.label or stages[stage],
     spec,
     selected.topology,
+    done[0]["other_host_shapes"],
     case.devices_per_host,
     done[0]["num_partitions"] * done[0]["num_replicas"],
   )
