@@ -2,7 +2,7 @@
 the tools' tables of what a backend writes and how it is named come from there."""
 
 from hlo_tools import selection
-from hlo_tools.model import decisions, runtime_rules
+from hlo_tools.model import backend_tables, runtime_rules
 from hlo_tools.ops import verify_structure
 from hlo_tools.ops.heuristics import check
 from hlo_tools.ops.report import page
@@ -40,13 +40,13 @@ def test_what_each_backend_writes():
 
 def test_tools_tables_are_derived_from_the_records():
   info = selection.BACKEND_INFO
-  assert decisions.PLAN_BACKEND == {n: r["config_backend"] for n, r in info.items()}
-  assert decisions.PLAN_MODE == {
+  assert backend_tables.PLAN_BACKEND == {n: r["config_backend"] for n, r in info.items()}
+  assert backend_tables.PLAN_MODE == {
     "peer": "COLLECTIVES_PEER_MEMORY",
     "symmetric": "COLLECTIVES_SYMMETRIC_MEMORY",
   }
-  assert decisions.MODE_BACKEND["COLLECTIVES_PEER_MEMORY"] == "peer"
-  assert decisions.MODE_BACKEND[decisions.NO_MODE] == "nccl"
+  assert backend_tables.MODE_BACKEND["COLLECTIVES_PEER_MEMORY"] == "peer"
+  assert backend_tables.MODE_BACKEND[backend_tables.NO_MODE] == "nccl"
   assert verify_structure.KNOWN_BACKENDS == ("DEFAULT", "NVSHMEM")
   assert check._UPSTREAM == {"NVSHMEM": "nvshmem", "DEFAULT": "nccl"}
   assert page.NAMES["peer"] == "peer memory" and page.NAMES["nvshmem"] == "NVSHMEM"

@@ -15,7 +15,7 @@ import pytest
 
 from hlo_tools import cli
 from hlo_tools.hlo import reader
-from hlo_tools.model import decisions, driver
+from hlo_tools.model import backend_tables, driver
 from hlo_tools.model.collectives import collective_permutes
 from hlo_tools.ops import report, verify
 from hlo_tools.ops.report.cases import Case
@@ -84,7 +84,7 @@ def ring2(tmp_path_factory):
   perms = collective_permutes(reader.parse_hlo_file(module))
   assert perms and all(p.bytes_per_device >= 16 << 20 for p in perms)
   # jax 0.10.2 writes collectives_mode on every permute; XLA's default is no mode.
-  assert {p.collectives_mode for p in perms} == {decisions.NO_MODE}
+  assert {p.collectives_mode for p in perms} == {backend_tables.NO_MODE}
   return module
 
 
@@ -159,7 +159,7 @@ def test_hand_flipped_mode_fails_verify_naming_the_op(capsys, tmp_path, peer_out
 def test_flip_back_to_nccl_fails_where_the_pass_recorded_peer(capsys, tmp_path, ring2):
   annotated = tmp_path / "annotated.hlo"
   nvshmem_opt(ring2, "--topology=1x1x2", *PEER_SET, "--per-op-modes", "--annotate", "-o", annotated)
-  path = flipped(tmp_path, annotated, PEER, decisions.NO_MODE)
+  path = flipped(tmp_path, annotated, PEER, backend_tables.NO_MODE)
   # On the series' XLA, which runs each op's mode (a stock one runs the program's).
   rc, out, _ = run(
     capsys,
@@ -234,9 +234,14 @@ def test_bad_backend_set_exits_2(capsys, command):
 def test_newer_xla_module_modes(capsys, tmp_path):
   # jax 0.11.2's text: the mode is read; a hand-written peer mode is checked like any.
   [perm] = collective_permutes(reader.parse_hlo_file(JAX0112))
-  assert perm.collectives_mode == decisions.NO_MODE and decisions.op_backend(perm) == "nccl"
+  assert (
+    perm.collectives_mode == backend_tables.NO_MODE and backend_tables.op_backend(perm) == "nccl"
+  )
   path = flipped(
-    tmp_path, JAX0112, f'"collectives_mode":"{decisions.NO_MODE}"', f'"collectives_mode":"{PEER}"'
+    tmp_path,
+    JAX0112,
+    f'"collectives_mode":"{backend_tables.NO_MODE}"',
+    f'"collectives_mode":"{PEER}"',
   )
   rc, out, _ = run(capsys, "explain", path, "--topology=1x1x1", *PEER_SET, "--format=json")
   [e] = json.loads(out)["collectives"]
@@ -251,7 +256,7 @@ def test_newer_xla_module_modes(capsys, tmp_path):
   path = flipped(
     tmp_path,
     JAX0112,
-    f'"collectives_mode":"{decisions.NO_MODE}"',
+    f'"collectives_mode":"{backend_tables.NO_MODE}"',
     '"collectives_mode":"COLLECTIVES_MAGIC"',
   )
   rc, out, _ = run(

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from hlo_tools import cli
-from hlo_tools.model import decisions, options
+from hlo_tools.model import description, options
 from hlo_tools.ops import explain as explain_op, report
 from hlo_tools.ops.report.cases import Case
 from hlo_tools.ops.report.text import _duration, step_line, step_saving
@@ -110,8 +110,8 @@ def test_report_decides_under_a_branch_as_explain_does(
 @pytest.mark.parametrize("backends", ["nccl,nvshmem", "nccl,peer"])
 def test_binding_and_driver_decide_alike_under_a_branch(backends):
   # The binding path (a module the driver does not answer for) is told the place.
-  with_driver = decisions.describe(str(RING), options.load("1x1x8", backends=backends))
-  binding = decisions.describe(
+  with_driver = description.describe(str(RING), options.load("1x1x8", backends=backends))
+  binding = description.describe(
     str(RING), options.load("1x1x8", backends=backends), use_driver=False
   )
   assert [e["decided_by"] for e in with_driver["collectives"]] == ["nvshmem-opt"] * 2
@@ -123,7 +123,7 @@ def test_binding_and_driver_decide_alike_under_a_branch(backends):
 
 
 def test_branch_trips_are_at_most_the_loops():
-  result = decisions.describe(str(RING), options.load("1x1x8", backends="nccl,peer"))
+  result = description.describe(str(RING), options.load("1x1x8", backends="nccl,peer"))
   for e in result["collectives"]:
     assert e["under_branch"] and e["under_branch"]["conditional"].startswith("conditional")
     assert e["trip_count"] is None and e["trips_at_least"] is None

@@ -6,7 +6,7 @@ with the same facts (a cross-check on real HLO) and the same partition rule."""
 import pytest
 
 from hlo_tools import selection
-from hlo_tools.model import decisions, driver, options, sources
+from hlo_tools.model import description, driver, options, sources
 
 from conftest import FIXTURES
 
@@ -41,10 +41,10 @@ def _by_op(result):
 @pytest.mark.parametrize("name,spec", CASES)
 def test_explain_takes_the_drivers_facts_and_the_reader_agrees(name, spec):
   path = FIXTURES / name
-  told = decisions.describe(path, options.load(spec, FAST_NVSHMEM))
+  told = description.describe(path, options.load(spec, FAST_NVSHMEM))
   assert told["collectives"], name
   assert {c["decided_by"] for c in told["collectives"]} == {"nvshmem-opt"}
-  alone = decisions.describe(path, options.load(spec, FAST_NVSHMEM), use_driver=False)
+  alone = description.describe(path, options.load(spec, FAST_NVSHMEM), use_driver=False)
   assert {c["decided_by"] for c in alone["collectives"]} == {"core binding"}
   assert alone["num_partitions"] == told["num_partitions"]
   told, alone = _by_op(told), _by_op(alone)
@@ -67,7 +67,7 @@ def test_fp8_ring_is_refused_nvshmem_by_either_path():
   # The element-type rule reaches the binding too: before, only the driver knew it.
   path = FIXTURES / "fp8_kv_ring_1x1x8.before_async.hlo"
   for use_driver in (True, False):
-    result = decisions.describe(path, options.load("1x1x8", FAST_NVSHMEM), use_driver=use_driver)
+    result = description.describe(path, options.load("1x1x8", FAST_NVSHMEM), use_driver=use_driver)
     for c in result["collectives"]:
       assert c["choice"]["plan"] == "nccl"
       assert "f8e4m3fn" in c["backends"]["nvshmem"]["refused"]

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from hlo_tools import cli
-from hlo_tools.model import decisions, options, sources
+from hlo_tools.model import description, options, sources
 from hlo_tools.model.collectives import collective_permutes, trips_text
 from hlo_tools.ops.report.cases import Case
 from hlo_tools.ops.report.page import comparison_rows
@@ -99,7 +99,7 @@ def test_explain_text_shows_nested_trips(capsys):
 
 def test_report_saved_per_run_counts_every_loop():
   # A table where NVSHMEM wins on NVLink: the ring saves time on each of its 28 runs.
-  explained = decisions.describe(
+  explained = description.describe(
     str(PIPELINE), options.load("1x2x4", str(FAST_NVSHMEM)), use_driver=False
   )
   case = Case(id="pipeline", title="pipeline", topology="1x2x4")

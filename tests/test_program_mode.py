@@ -3,7 +3,7 @@
 import pytest
 
 from hlo_tools.hlo import module_config
-from hlo_tools.model import decisions, options, program_mode, sources
+from hlo_tools.model import backend_tables, decisions, options, program_mode, sources
 from hlo_tools.ops.report.cases import Case
 from hlo_tools.ops.report.text import summary_text
 
@@ -90,7 +90,7 @@ def test_what_a_stock_permute_runs():
     "agree": True,
   }
   assert program_mode.what_runs(SYMMETRIC, PEER, per_op_xla=False)["agree"]
-  assert program_mode.what_runs(decisions.NO_MODE, PRIVATE, False) == {
+  assert program_mode.what_runs(backend_tables.NO_MODE, PRIVATE, False) == {
     "thunk": PRIVATE,
     "config": None,
     "agree": True,

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from hlo_tools import selection
-from hlo_tools.model import decisions, options, sources
+from hlo_tools.model import description, options, sources
 from hlo_tools.ops.report import chart, page
 from hlo_tools.ops.report.cases import Case
 
@@ -116,7 +116,7 @@ def test_driver_help_states_the_whole_grammar_and_the_threshold():
 
 def _explain_1x2x4(backends=None, table=None):
   selected = options.load("1x2x4", table, backends)
-  return decisions.describe(
+  return description.describe(
     str(FIXTURES / "ring_1x2x4.before_async.hlo"), selected, use_driver=False
   ), selected
 
@@ -125,7 +125,7 @@ def test_saved_per_run_is_one_run(tmp_path):
   # The pipeline's cp ring runs 28 times a step (7 pipeline steps x 4 ring steps).
   fast = FIXTURES / "fast_nvshmem.cost"
   selected = options.load("1x2x4", str(fast))
-  explained = decisions.describe(
+  explained = description.describe(
     str(FIXTURES / "pipeline_1x2x4.before_async.hlo"), selected, use_driver=False
   )
   case = Case(id="c", title="c", topology="1x2x4")
@@ -166,7 +166,7 @@ def test_charts_mark_estimated_curves():
   assert 'stroke-opacity="0.45"' in svg
   # On one host (NVLink, measured) nothing is estimated.
   one = options.load("1x1x8")
-  ex1 = decisions.describe(str(MODULE), one, use_driver=False)
+  ex1 = description.describe(str(MODULE), one, use_driver=False)
   d1 = chart.chart_data(one.topology, one.table, ex1, sources.read_source(str(MODULE)))
   assert all(c["estimated"] == [] for c in d1["charts"])
 

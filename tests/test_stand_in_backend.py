@@ -23,7 +23,7 @@ import sys
 sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__]
 from hlo_tools import selection
 from hlo_tools.hook import decide
-from hlo_tools.model import decisions
+from hlo_tools.model import backend_tables
 from hlo_tools.ops import verify_structure
 from hlo_tools.ops.report import chart, page
 
@@ -38,9 +38,9 @@ print(json.dumps({
     "file": selection._selection_core.__file__,
     "backends": selection.BACKENDS,
     "label": selection.BACKEND_INFO["stand_in"]["label"],
-    "plan_backend": decisions.PLAN_BACKEND.get("stand_in"),
-    "plan_mode": decisions.PLAN_MODE.get("stand_in"),
-    "mark_plan": decisions.MARK_PLAN.get("stand_in"),
+    "plan_backend": backend_tables.PLAN_BACKEND.get("stand_in"),
+    "plan_mode": backend_tables.PLAN_MODE.get("stand_in"),
+    "mark_plan": backend_tables.MARK_PLAN.get("stand_in"),
     "known_plans": list(verify_structure.KNOWN_PLANS),
     "page_name": page.NAMES.get("stand_in"),
     "chart_colour": chart.COLORS.get("stand_in"),

@@ -33,3 +33,17 @@ def test_cpp_is_clang_formatted():
     {line.split(":", 1)[0] for line in proc.stderr.splitlines() if ": error:" in line}
   )
   assert proc.returncode == 0, f"run clang-format -i on: {' '.join(unformatted)}"
+
+
+@pytest.mark.parametrize("package", ["model", "hook"])
+def test_package_docstring_names_each_of_its_modules(package):
+  """A package that lists its modules in its docstring lists them all, so that a
+  newcomer reading it sees the whole package."""
+  import importlib
+  import re
+
+  folder = REPO / "hlo_tools" / package
+  doc = importlib.import_module(f"hlo_tools.{package}").__doc__ or ""
+  modules = sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
+  missing = [m for m in modules if not re.search(rf"^  {m}\b", doc, re.M)]
+  assert not missing, f"hlo_tools/{package}/__init__.py does not name {missing}"

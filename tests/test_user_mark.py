@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from hlo_tools import cli
-from hlo_tools.model import decisions, driver, modes, options, sources
+from hlo_tools.model import description, driver, modes, options, sources
 from hlo_tools.ops import report, verify
 from hlo_tools.ops.report.cases import Case
 from hlo_tools.ops.report.text import step_line, step_saving
@@ -65,7 +65,7 @@ def test_the_fixture_is_marked_and_peer_would_win():
   [done] = _lines(text, "collective-permute-done")
   assert MARK in start and MARK in done and NO_MODE in start
   # Without the mark the core chooses peer memory for this permute.
-  unmarked = decisions.describe(
+  unmarked = description.describe(
     str(AFTER),
     options.load("1x1x8", backends="nccl,peer"),
     use_driver=False,
@@ -91,8 +91,8 @@ def test_explain_says_the_mark_and_no_other_choice(capsys, path, backends):
 
 @pytest.mark.parametrize("backends", ["nccl,peer", "nccl,nvshmem"])
 def test_binding_and_driver_keep_the_mark_alike(backends):
-  with_driver = decisions.describe(str(AFTER), options.load("1x1x8", backends=backends))
-  binding = decisions.describe(
+  with_driver = description.describe(str(AFTER), options.load("1x1x8", backends=backends))
+  binding = description.describe(
     str(AFTER), options.load("1x1x8", backends=backends), use_driver=False
   )
   for result, by in ((with_driver, "nvshmem-opt"), (binding, "core binding")):
@@ -255,7 +255,7 @@ def test_a_peer_mark_is_kept_where_it_can_run_and_said_where_not(tmp_path, topol
   path = tmp_path / "peer_mark.hlo"
   path.write_text(AFTER.read_text().replace(MARK, '_xla_collectives_mode="Peer"'))
   entries = [
-    decisions.describe(str(path), options.load(topology, backends="nccl,peer"), use_driver=use)[
+    description.describe(str(path), options.load(topology, backends="nccl,peer"), use_driver=use)[
       "collectives"
     ][0]
     for use in (True, False)

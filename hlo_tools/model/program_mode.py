@@ -27,7 +27,7 @@ from typing import Any
 from hlo_tools import selection
 from hlo_tools.hlo import module_config
 from hlo_tools.hlo.ir import HloInstruction
-from hlo_tools.model import collectives, decisions, modes
+from hlo_tools.model import backend_tables, collectives, decisions, modes, refusals
 from hlo_tools.model.decisions import Permute
 from hlo_tools.model.driver_report import Report
 from hlo_tools.model.sources import Source
@@ -106,7 +106,7 @@ def refusal(
   if perm.decision is None:
     return f"its edges cannot be placed on the topology: {perm.error}"
   word = modes.mark_word(perm.mark) if perm.mark else None
-  wanted = decisions.MARK_PLAN.get(word) if word else None
+  wanted = backend_tables.MARK_PLAN.get(word) if word else None
   if wanted is not None and wanted != backend:
     # The program's mode would run it against the user's mark.
     return f"marked by the user: {perm.mark}"
@@ -117,9 +117,9 @@ def refusal(
       "symmetric memory needs the collective color, and memory space assignment "
       "fails on a buffer with two"
     )
-  if backend in decisions.backend_set(table):
+  if backend in backend_tables.backend_set(table):
     return perm.decision["refused"].get(backend)
-  return decisions.refusal_of(perm, source, topology, table, backend)
+  return refusals.refusal_of(perm, source, topology, table, backend)
 
 
 def _modeled(
@@ -260,7 +260,7 @@ def what_runs(op_mode: str | None, flag_mode: str | None, per_op_xla: bool) -> d
   op_mode: the config's collectives_mode as the module has it; flag_mode: the flag
   the module was compiled with (None: unknown, XLA's default taken)."""
   flag = flag_mode or DEFAULT
-  op = None if op_mode in (None, decisions.NO_MODE) else op_mode
+  op = None if op_mode in (None, backend_tables.NO_MODE) else op_mode
   if per_op_xla:  # the series' thunk: the config's mode, else the flag's
     return {"thunk": op or flag, "config": op, "agree": True}
   # A stock assigner writes a non-default flag's mode over every permute's.
@@ -309,7 +309,7 @@ def _op_mode(perm: Permute, per_op_xla: bool) -> str | None:
   the series' XLA, whose assigner writes a user's mark into the config, the mark's
   (modes.requested: its rules too)."""
   mode = perm.record.collectives_mode
-  if per_op_xla and mode in (None, decisions.NO_MODE):
+  if per_op_xla and mode in (None, backend_tables.NO_MODE):
     asked = modes.requested(perm.start)
     if asked and asked["mode"]:
       return str(asked["mode"])

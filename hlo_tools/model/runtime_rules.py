@@ -7,7 +7,7 @@ The rules themselves (where NVSHMEM would hang, leave its host's team, put to ot
 GPUs, overflow its heap or meet a type it has no put for; peer and symmetric memory
 across processes or hosts; a collectives group or a conditional's branch around the
 permute) are the core's, worded once there: nvshmem-opt's JSON gives each permute's
-refusal of the backend it already carries, and model.decisions asks the binding the
+refusal of the backend it already carries, and model.refusals asks the binding the
 same where the driver gave no answer.
 
 Source: the pinned XLA, openxla/xla 3cc8846c (jax v0.9.1), for NVSHMEM's heap.

@@ -8,7 +8,7 @@ from typing import Any
 
 from hlo_tools import cli_io
 from hlo_tools.hlo.ir import HloModule
-from hlo_tools.model import decisions, modes, placement, program_mode, sources
+from hlo_tools.model import description, modes, placement, program_mode, sources
 from hlo_tools.model.collectives import trips_text
 from hlo_tools.model.driver_report import Report
 from hlo_tools.model.options import Selection
@@ -46,18 +46,18 @@ def explain(
   per_op_xla: bool = False,
   **kwargs: Any,
 ) -> dict:
-  """The model layer's description of the module (decisions.describe: kwargs) on
+  """The model layer's description of the module (description.describe: kwargs) on
   `selected` (parsed once by the caller), with a note when the module is from before
   XLA's optimizations: by its `stage` of a dump when known, else by its structure."""
   source = source or sources.read_source(path, max_bytes=max_bytes)
   report, why = kwargs.pop("report", None), None
   if report is None:  # the driver's one run, which places the module's devices
-    report, why = decisions.module_report(
+    report, why = description.module_report(
       path, selected, source, kwargs.get("use_driver", True), kwargs.get("num_partitions")
     )
   # On the module's own device map, for its permutes and the program's mode alike.
   selected = placement.settled(selected, path, report, max_bytes)
-  result = decisions.describe(
+  result = description.describe(
     path, selected, source=source, max_bytes=max_bytes, report=report, upstream_why=why, **kwargs
   )
   add_program(result, source, selected, per_op_xla, report)

@@ -8,7 +8,7 @@ from typing import Any
 
 from hlo_tools import cli_io
 from hlo_tools.errors import InputError
-from hlo_tools.model import decisions, driver, placement, program_mode, sources
+from hlo_tools.model import backend_tables, decisions, driver, placement, program_mode, sources
 from hlo_tools.model.driver_report import Report
 from hlo_tools.model.options import Selection
 from hlo_tools.model.topology import size_note
@@ -159,7 +159,7 @@ def verify(
   selected = placement.settled(selected, path, report or config_report, max_bytes)
   topology, table, topology_spec = selected.topology, selected.table, selected.spec
   cost_table = selected.cost_table
-  backend_set = decisions.backend_set(table)
+  backend_set = backend_tables.backend_set(table)
   source = sources.resolve_partitions(source, topology, num_partitions)
   module = source.module
   decisions.require_devices(source, topology)

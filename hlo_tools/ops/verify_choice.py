@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hlo_tools.model import collectives, decisions, modes, program_mode, sources
+from hlo_tools.model import backend_tables, collectives, decisions, modes, program_mode, sources
 from hlo_tools.model.decisions import Permute
 from hlo_tools.model.driver_report import Report
 from hlo_tools.ops.verify_check import Check
@@ -15,10 +15,10 @@ def check_backend_set(perms: list[Permute], backends: Sequence[str]) -> Check:
   """Each op's backend is in the set; NCCL is in every set, so only others are listed."""
   check = Check("backend-set")
   for perm in perms:
-    have = decisions.op_backend(perm.record)
+    have = backend_tables.op_backend(perm.record)
     if have == "nccl":
       continue
-    written = decisions.written_backend(perm.record)
+    written = backend_tables.written_backend(perm.record)
     if have in backends:
       check.add("pass", perm.start, f"{written}: {have}, in the set {','.join(backends)}")
     else:
@@ -73,17 +73,17 @@ def check_user_mark(
     mark = perm.mark if perm.mark is not None else was
     assert mark is not None  # a permute without either is skipped above
     # Private memory is NCCL's path; a value that is no mode keeps NCCL too.
-    wanted = decisions.MARK_PLAN.get(modes.mark_word(mark) or "", "nccl")
+    wanted = backend_tables.MARK_PLAN.get(modes.mark_word(mark) or "", "nccl")
     have = {"private": "nccl"}.get(
-      decisions.op_backend(perm.record), decisions.op_backend(perm.record)
+      backend_tables.op_backend(perm.record), backend_tables.op_backend(perm.record)
     )
     chosen = perm.record.backend != "DEFAULT" or perm.record.collectives_mode not in (
       None,
-      decisions.NO_MODE,
+      backend_tables.NO_MODE,
     )
     if chosen and have != wanted:
       problems.append(
-        f"marked {mark!r}, but backend {decisions.written_backend(perm.record)} "
+        f"marked {mark!r}, but backend {backend_tables.written_backend(perm.record)} "
         f"runs {have}, not {wanted}"
       )
     runs = program_mode.what_runs(perm.record.collectives_mode, flag_mode, per_op_xla)["thunk"]
@@ -103,7 +103,7 @@ def check_user_mark(
       check.add(
         "pass",
         perm.start,
-        f"marked {mark!r}; backend {decisions.written_backend(perm.record)} keeps it",
+        f"marked {mark!r}; backend {backend_tables.written_backend(perm.record)} keeps it",
       )
   if not check.results:
     check.note = "no collective-permute carries a user's mark"
@@ -122,8 +122,8 @@ def check_selection(perms: list[Permute], topology_spec: str, per_op_xla: bool =
       check.add("fail", perm.start, f"the core cannot decide on {topology_spec}: {perm.error}")
       continue
     recorded = perm.start.frontend_attributes.get("_nvshmem_plan")
-    backend = decisions.written_backend(perm.record)
-    have = decisions.op_backend(perm.record)
+    backend = backend_tables.written_backend(perm.record)
+    have = backend_tables.op_backend(perm.record)
     if recorded is None and have == "nccl":
       check.add(
         "skip",
@@ -133,12 +133,12 @@ def check_selection(perms: list[Permute], topology_spec: str, per_op_xla: bool =
         f"{d['plan']}",
       )
       continue
-    want = decisions.PLAN_BACKEND[d["plan"]]
-    if d["plan"] in decisions.PLAN_MODE:
-      want += f", {decisions.PLAN_MODE[d['plan']]}"
+    want = backend_tables.PLAN_BACKEND[d["plan"]]
+    if d["plan"] in backend_tables.PLAN_MODE:
+      want += f", {backend_tables.PLAN_MODE[d['plan']]}"
     problems = []
     who = "the user's mark keeps" if perm.mark is not None else "the core decides"
-    per_program = not per_op_xla and have == "nccl" and d["plan"] in decisions.PLAN_MODE
+    per_program = not per_op_xla and have == "nccl" and d["plan"] in backend_tables.PLAN_MODE
     if have != d["plan"] and not per_program:
       problems.append(
         f"backend {backend} ({have}), {who} {d['plan']} -> {want} on {topology_spec}: {d['reason']}"
@@ -178,7 +178,7 @@ def check_permute_mode(
   )
   for perm in perms:
     op = perm.record.collectives_mode
-    if op in (None, decisions.NO_MODE):
+    if op in (None, backend_tables.NO_MODE):
       continue
     run = program_mode.what_runs(op, flag, per_op_xla)
     if run["agree"]:

@@ -8,7 +8,7 @@ import os
 from hlo_tools import selection
 from hlo_tools.hlo import buffer_assignment
 from hlo_tools.hlo.ir import HloModule
-from hlo_tools.model import collectives, decisions, runtime_rules, sources
+from hlo_tools.model import backend_tables, collectives, decisions, refusals, runtime_rules, sources
 from hlo_tools.model.decisions import Permute
 from hlo_tools.ops.verify_check import Check
 
@@ -86,7 +86,7 @@ def check_nvshmem_runtime(
   for perm in perms:
     if perm.record.backend != "NVSHMEM":
       continue
-    problems = decisions.unsafe_reasons(perm, source, topology, table)
+    problems = refusals.unsafe_reasons(perm, source, topology, table)
     # The team and heap rules have checks of their own.
     try:
       own = {
@@ -121,11 +121,11 @@ def check_peer_safety(
   """Peer and symmetric memory only where the core's rules for them allow."""
   check = Check("peer-safety")
   for perm in perms:
-    have = decisions.op_backend(perm.record)
-    if have not in decisions.PLAN_MODE:
+    have = backend_tables.op_backend(perm.record)
+    if have not in backend_tables.PLAN_MODE:
       continue
     try:
-      reason = decisions.carried_refusal(perm, source, topology, table)
+      reason = refusals.carried_refusal(perm, source, topology, table)
     except (selection.SelectionError, ValueError) as e:
       check.add("fail", perm.start, f"{have}, but its edges cannot be placed: {e}")
       continue

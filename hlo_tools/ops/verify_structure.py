@@ -7,7 +7,7 @@ from typing import Any
 
 from hlo_tools import selection
 from hlo_tools.hlo.ir import HloInstruction, HloModule
-from hlo_tools.model import collectives, decisions, modes, sources
+from hlo_tools.model import backend_tables, collectives, decisions, modes, sources
 from hlo_tools.model.decisions import Permute
 from hlo_tools.ops.verify_check import Check
 
@@ -98,7 +98,7 @@ def _collective_config(instr: HloInstruction) -> tuple[Any, Any] | None:
   cbc = config.get("collective_backend_config") if isinstance(config, dict) else None
   if not isinstance(cbc, dict):
     return None
-  return cbc.get("backend", "DEFAULT"), cbc.get("collectives_mode", decisions.NO_MODE)
+  return cbc.get("backend", "DEFAULT"), cbc.get("collectives_mode", backend_tables.NO_MODE)
 
 
 def check_start_done_agree(perms: list[Permute], module: HloModule) -> Check:
@@ -136,9 +136,9 @@ def _mode_problems(cbc: dict[str, Any]) -> list[str]:
   mode = cbc.get("collectives_mode")
   if mode is None:
     return []
-  if not isinstance(mode, str) or mode not in decisions.MODE_BACKEND:
-    return [f"collectives_mode {mode!r} is not one of {', '.join(decisions.MODE_BACKEND)}"]
-  if cbc.get("backend") == "NVSHMEM" and mode != decisions.NO_MODE:
+  if not isinstance(mode, str) or mode not in backend_tables.MODE_BACKEND:
+    return [f"collectives_mode {mode!r} is not one of {', '.join(backend_tables.MODE_BACKEND)}"]
+  if cbc.get("backend") == "NVSHMEM" and mode != backend_tables.NO_MODE:
     return [f"backend NVSHMEM with collectives_mode {mode}: two backends at once"]
   return []
 
@@ -175,7 +175,7 @@ def check_backend_config(perms: list[Permute]) -> Check:
       check.add(
         "pass",
         instr,
-        f"backend {decisions.written_backend(perm.record)}"
+        f"backend {backend_tables.written_backend(perm.record)}"
         + ("" if raw is not None else " (no backend_config)"),
       )
   return check

@@ -5,7 +5,7 @@ import collections
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from hlo_tools.model import decisions, sources
+from hlo_tools.model import backend_tables, sources
 from hlo_tools.model.collectives import collective_permutes
 
 # One collective-permute as collective_view records it (JSON-friendly).
@@ -52,7 +52,7 @@ def collective_view(source: sources.Source) -> list[Record]:
         "pairs": [list(p) for p in sources.strict_pairs(source, permute)],
         # With collectives_mode (XLA of jax >= 0.10.2): "DEFAULT, COLLECTIVES_PEER_MEMORY".
         "bytes": rec.bytes_per_device,
-        "backend": decisions.written_backend(rec),
+        "backend": backend_tables.written_backend(rec),
         "while_loop": rec.while_loop,
         "trip_count": rec.trip_count,
         "line": rec.start_line,

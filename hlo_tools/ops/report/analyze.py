@@ -11,7 +11,7 @@ from typing import Any
 from hlo_tools import cli_io, selection
 from hlo_tools.errors import InputError
 from hlo_tools.hlo import buffer_assignment
-from hlo_tools.model import decisions, driver, dumps, options, placement, sources
+from hlo_tools.model import description, driver, dumps, options, placement, sources
 from hlo_tools.model.driver_report import Report
 from hlo_tools.model.topology import derived_notes
 from hlo_tools.ops import diff, explain, ring_overlap, verify
@@ -226,7 +226,7 @@ def analyze_case(
     rewritten[stage] = sources.resolve_partitions(
       sources.read_source(out, rel(out)), topology, num_partitions
     )
-  explained = decisions.describe(
+  explained = description.describe(
     stages[first], selected, source=parsed[first], report=passes[first]
   )
   explain.add_program(
