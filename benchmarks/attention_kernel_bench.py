@@ -78,7 +78,7 @@ def _kernel_step(kernel, causal, direction):
   import jax
   import jax.numpy as jnp
 
-  from hlo_tools.programs import attention_kernels, ring_attention
+  from hlo_tools.programs import attention_kernels, ring_attention, ring_blocks
 
   def fwd_bwd(q, k, v, do):
     if kernel == "ring":
@@ -93,10 +93,10 @@ def _kernel_step(kernel, causal, direction):
     b, s = q.shape[:2]
     qg = q.reshape(b, s, KV_HEADS, HEADS // KV_HEADS, HEAD_DIM)
     ch = ring_attention._chunk(s, ring_attention.DEFAULT_CHUNK)  # pylint: disable=protected-access
-    out, lse = ring_attention._block_fwd_impl(qg, k, v, 0, 0, causal, ch, ch)  # pylint: disable=protected-access
+    out, lse = ring_blocks._block_fwd_impl(qg, k, v, 0, 0, causal, ch, ch)  # pylint: disable=protected-access
     if direction == "fwd":
       return out.reshape(q.shape), None
-    dq, _, _ = ring_attention._block_bwd_impl(
+    dq, _, _ = ring_blocks._block_bwd_impl(
       qg,
       k,
       v,

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import hlo_tools.selection as selection  # first: it says how to build a missing binding
 from hlo_tools import _selection_core, cli
 from hlo_tools.commands import heuristics
-from hlo_tools.ops.heuristics import calibrate, sweep
+from hlo_tools.ops.heuristics import calibrate, sweep, sweep_cases, sweep_summary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NVSHMEM_OPT = os.path.join(os.path.dirname(sys.executable), "nvshmem-opt")
@@ -230,7 +230,7 @@ def test_sweep_reduced_grid_outputs_are_consistent(tmp_path, capsys):
     for key, value in row.items():
       assert _from_csv(csv_row[key], value) == value, key
   # The summary is a function of the rows alone, and the printed one is it.
-  assert sweep.summarize(rows) == doc["summary"]
+  assert sweep_summary.summarize(rows) == doc["summary"]
   lines = stdout.strip().splitlines()
   fraction = doc["summary"]["choice_equals_best_fraction"]
   assert lines[-1].startswith(f"choice == model's best: {100 * fraction:.1f}%")
@@ -238,7 +238,7 @@ def test_sweep_reduced_grid_outputs_are_consistent(tmp_path, capsys):
   assert any("ratio to NCCL-only" in l for l in lines)
   # Per-row invariants: the oracle is the fastest eligible plan, ratios agree.
   for row in rows:
-    times = [row[f"{p}_us"] for p in sweep.PLANS if row[f"{p}_us"] is not None]
+    times = [row[f"{p}_us"] for p in sweep_cases.PLANS if row[f"{p}_us"] is not None]
     assert row["oracle_us"] == min(times)
     assert row["chosen_us"] >= row["oracle_us"]
     assert row["ratio_to_nccl"] == pytest.approx(row["chosen_us"] / row["nccl_us"])
@@ -251,10 +251,10 @@ def test_sweep_reduced_grid_outputs_are_consistent(tmp_path, capsys):
 
 def test_sweep_default_table_findings():
   """What holds for the shipped table, whatever its calibrated numbers."""
-  topologies = sweep.parse_topologies(sweep.DEFAULT_TOPOLOGIES)
+  topologies = sweep.parse_topologies(sweep_cases.DEFAULT_TOPOLOGIES)
   table = selection.load_cost_table()
-  rows = sweep.sweep(topologies, table)
-  s = sweep.summarize(rows)
+  rows = sweep_cases.sweep(topologies, table)
+  s = sweep_summary.summarize(rows)
   assert s["cases"] == 5 * 3 * 21
   # The core departs from the fastest plan only inside its margin.
   for row in rows:
@@ -279,10 +279,10 @@ def test_sweep_choice_is_the_models_best_and_the_margin_is_named():
   # faster by less than the core's 5%, NCCL kept (1x1x8 and 1x9x8:nvl72 at K/V 4 MiB
   # each, before NVSHMEM was charged the barrier its thunk now enters before its
   # puts). The choice equals the model's best (margin applied) everywhere.
-  topologies = sweep.parse_topologies(sweep.DEFAULT_TOPOLOGIES)
+  topologies = sweep.parse_topologies(sweep_cases.DEFAULT_TOPOLOGIES)
   table = selection.load_cost_table()
-  rows = sweep.sweep(topologies, table)
-  s = sweep.summarize(rows)
+  rows = sweep_cases.sweep(topologies, table)
+  s = sweep_summary.summarize(rows)
   assert s["mismatches"] == [] and s["choice_equals_best"] == len(rows)
   assert s["goals"]["choice_equals_best_everywhere"] is True
   for row in rows:
@@ -290,7 +290,7 @@ def test_sweep_choice_is_the_models_best_and_the_margin_is_named():
       assert row["inside_margin"] and row["chosen_plan"] == "nccl"
       assert row["nvshmem_us"] > row["nccl_us"] * (1 - table.margin)
   assert {n.split()[0] for n in s["kept_inside_margin"]} <= {"1x1x8", "1x9x8:nvl72"}
-  lines = sweep.format_summary(s)
+  lines = sweep_summary.format_summary(s)
   assert any(l.startswith("NCCL kept inside the margin") for l in lines) == bool(
     s["kept_inside_margin"]
   )
@@ -300,14 +300,14 @@ def test_sweep_never_prices_a_plan_that_hangs():
   # Upstream's NVSHMEM plan for a shift hangs XLA's barrier: it has no time, so it is
   # in no ratio (it was the "worst 1.332x (1x1x8 shift 16 MiB)").
   topologies = sweep.parse_topologies(["1x1x8"])
-  rows = sweep.sweep(topologies, selection.load_cost_table())
-  s = sweep.summarize(rows)
+  rows = sweep_cases.sweep(topologies, selection.load_cost_table())
+  s = sweep_summary.summarize(rows)
   assert s["upstream_would_hang"] > 0
   for key in ("ratio_to_upstream", "ratio_to_upstream_within_heap"):
     assert "shift" not in s[key]["max_case"] and "shift" not in s[key]["min_case"]
   runs = [r for r in rows if not r["upstream_hangs"]]
   assert s["ratio_to_upstream"]["max"] == max(r["ratio_to_upstream"] for r in runs)
-  assert "in no ratio" in "\n".join(sweep.format_summary(s))
+  assert "in no ratio" in "\n".join(sweep_summary.format_summary(s))
 
 
 def test_sweep_goal_over_no_case_is_not_applicable(tmp_path, capsys):

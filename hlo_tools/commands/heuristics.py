@@ -88,9 +88,11 @@ def _sweep_parser(prog: str, description: str, shapes: Iterable[str]) -> argpars
 
 
 def _sweep(argv: list[str]) -> int:
-  from hlo_tools.ops.heuristics import sweep  # pylint: disable=import-outside-toplevel
+  from hlo_tools.ops.heuristics import sweep, sweep_cases, sweep_summary  # pylint: disable=import-outside-toplevel
 
-  args = _sweep_parser(argv[0], sweep.__doc__.split("\n\n")[0], sweep.SHAPES).parse_args(argv[1:])
+  args = _sweep_parser(argv[0], sweep.__doc__.split("\n\n")[0], sweep_cases.SHAPES).parse_args(
+    argv[1:]
+  )
   table = selection.load_cost_table(args.cost_table, args.max_input_bytes)
   paths, summary = sweep.run_sweep(
     args.out,
@@ -104,7 +106,7 @@ def _sweep(argv: list[str]) -> int:
   )
   for path in paths:
     print(f"wrote {path}", file=sys.stderr)
-  print("\n".join(sweep.format_summary(summary)))
+  print("\n".join(sweep_summary.format_summary(summary)))
   return 0
 
 

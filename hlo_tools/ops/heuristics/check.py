@@ -29,10 +29,10 @@ from hlo_tools import cli_io, selection
 from hlo_tools._selection_core import CostTable, Topology
 from hlo_tools.errors import DumpError, HeuristicsError
 from hlo_tools.model.topology import jax_topology
-from hlo_tools.ops.heuristics import sweep
+from hlo_tools.ops.heuristics import sweep, sweep_cases
 
 # (case name, the sweep's row or None for a permute the sample did not plan, problems)
-Result = tuple[str, sweep.Row | None, list[str]]
+Result = tuple[str, sweep_cases.Row | None, list[str]]
 
 # Buffer sizes per entry of heuristics.SAMPLE_SHAPES: latency-bound,
 # bandwidth-bound, a combined K/V pair, a shift. On 1x1x8 the second ring is
@@ -125,7 +125,7 @@ def _close(a: float | None, b: float | None) -> bool:
   return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-6)
 
 
-def compare(row: sweep.Row, decision: dict[str, Any]) -> list[str]:
+def compare(row: sweep_cases.Row, decision: dict[str, Any]) -> list[str]:
   """Differences between the core's row and the pass's decision (empty: match)."""
   problems = []
   if decision["plan"] != row["chosen_plan"]:
@@ -161,12 +161,12 @@ def check_topology(
   decisions = list(report["decisions"])
   results: list[Result] = []
   n = topology.num_devices
-  upstream = sweep.upstream_plans([(spec, topology)])
+  upstream = sweep_cases.upstream_plans([(spec, topology)])
   for shape, size in cases:
-    row = sweep.evaluate(spec, topology, table, shape, size, upstream[(spec, shape)])
-    pairs = [list(p) for p in sweep.pairs_for(shape, n)]
+    row = sweep_cases.evaluate(spec, topology, table, shape, size, upstream[(spec, shape)])
+    pairs = [list(p) for p in sweep_cases.pairs_for(shape, n)]
     found = [d for d in decisions if d["bytes"] == row["bytes"] and d["pairs"] == pairs]
-    name = sweep.case_name(row)
+    name = sweep_cases.case_name(row)
     if len(found) != 1:
       results.append(
         (
