@@ -22,7 +22,7 @@ Topology = _selection_core.Topology
 CostTable = _selection_core.CostTable
 LINK_CLASSES = tuple(_selection_core.link_classes())
 BACKENDS = tuple(_selection_core.backend_names())
-# Each backend's record, from the core (core/extensions/backends.h BackendInfo): name,
+# Each backend's record, from the core (core/tool_layer/backends.h BackendInfo): name,
 # label, config_backend and collectives_mode (what choosing it writes into
 # collective_backend_config; "" for none), mode_attribute, runtime.
 BACKEND_INFO = {r["name"]: r for r in _selection_core.backend_info()}

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "tool_layer/decide.h"
 
 namespace nvshmem_opt {
 namespace {

@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "extensions/backends.h"
+#include "tool_layer/backends.h"
 #include "xla/hlo/ir/hlo_instruction.h"
 
 namespace nvshmem_opt {

@@ -28,10 +28,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "extensions/partitions.h"
 #include "nvshmem_opt/backend_config_json.h"
 #include "nvshmem_opt/hlo_splice.h"
 #include "nvshmem_opt/readable_text.h"
+#include "tool_layer/partitions.h"
 #include "xla/hlo/ir/hlo_casting_utils.h"
 #include "xla/hlo/ir/hlo_computation.h"
 #include "xla/hlo/ir/hlo_instruction.h"
@@ -310,7 +310,7 @@ int64_t PartitionIdsUsed(const xla::HloModule& module) {
 
 // Where the driver settles partition and replica counts: the options, else
 // what the input states (a text header's num_partitions, a proto's device
-// assignment), else InferPartitions (core/extensions/partitions.h, the rule the
+// assignment), else InferPartitions (core/tool_layer/partitions.h, the rule the
 // Python tools share). Returns a note for the user when it was inferred.
 std::string SettlePartitions(const std::string& path, bool text,
                              const LoadOptions& options,

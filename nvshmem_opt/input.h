@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "extensions/backends.h"
+#include "tool_layer/backends.h"
 #include "xla/hlo/ir/hlo_module.h"
 
 namespace nvshmem_opt {

@@ -28,7 +28,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "extensions/backends.h"
 #include "nvshmem_opt/flags.h"
 #include "nvshmem_opt/input.h"
 #include "nvshmem_opt/module_config.h"
@@ -37,6 +36,9 @@
 #include "nvshmem_opt/placement.h"
 #include "nvshmem_opt/readable_text.h"
 #include "nvshmem_opt/report.h"
+#include "tool_layer/backends.h"
+#include "tool_layer/table_text.h"
+#include "tool_layer/topology_spec.h"
 
 namespace {
 

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "extensions/backends.h"
 #include "nvshmem_opt/input.h"
 #include "nvshmem_opt/plan/permute_plan.h"
+#include "tool_layer/backends.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_permute_backend_assigner.h"
 #include "xla/hlo/ir/hlo_module.h"
 

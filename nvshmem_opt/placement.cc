@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "nvshmem_opt/buffer_assignment.h"
 #include "nvshmem_opt/input.h"
+#include "tool_layer/topology_spec.h"
 #include "xla/service/computation_placer.h"
 
 namespace nvshmem_opt {

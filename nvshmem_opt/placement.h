@@ -10,11 +10,11 @@
 #include <utility>
 #include <vector>
 
-#include "extensions/backends.h"
 #include "nvshmem_opt/flags.h"
 #include "nvshmem_opt/module_config.h"
 #include "nvshmem_opt/pipeline.h"
 #include "nvshmem_opt/plan/permute_plan.h"
+#include "tool_layer/backends.h"
 #include "xla/hlo/ir/hlo_module.h"
 
 namespace nvshmem_opt {

@@ -10,6 +10,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "nvshmem_opt/report.pb.h"
+#include "tool_layer/decide.h"
 
 namespace nvshmem_opt {
 namespace {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "extensions/backends.h"
 #include "nvshmem_opt/pipeline.h"
+#include "tool_layer/backends.h"
 
 namespace nvshmem_opt {
 

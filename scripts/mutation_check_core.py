@@ -40,7 +40,7 @@ TREE = WORK / "tree"
 BUILD = TREE / "build"  # tests/conftest.py finds build/ beside the tests.
 CORE = "core/xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.cc"
 TOPOLOGY = "core/xla/backends/gpu/transforms/collectives/nvshmem_topology.cc"
-DECIDE = "core/extensions/decide.cc"
+DECIDE = "core/tool_layer/decide.cc"
 PLAN = "nvshmem_opt/plan/permute_plan.cc"
 
 CORE_TESTS = [

@@ -1,4 +1,4 @@
-"""Each backend is described once, in the core (core/extensions/backends.h BackendInfo):
+"""Each backend is described once, in the core (core/tool_layer/backends.h BackendInfo):
 the tools' tables of what a backend writes and how it is named come from there."""
 
 from hlo_tools import selection

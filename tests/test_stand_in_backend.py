@@ -1,5 +1,5 @@
 """A fifth backend, `stand_in`, added at build time through the files
-docs/architecture.md lists for a new backend (core/extensions/stand_in/add_backend.py),
+docs/architecture.md lists for a new backend (core/tool_layer/stand_in/add_backend.py),
 reaches Python through the binding built on the same copy: the package's tables
 of names, labels, what a plan writes, the accepted values and the colours take it
 up, and the core plans over it, with no edit of hlo_tools."""

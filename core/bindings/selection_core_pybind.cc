@@ -1,5 +1,5 @@
 // Python bindings of the backend selection (the project's layer over the
-// core, core/extensions/backends.h), so hlo_tools asks the very same code the
+// core, core/tool_layer/backends.h), so hlo_tools asks the very same code the
 // XLA pass and nvshmem-opt run. Errors become ValueError with the core's
 // one-line message.
 
@@ -11,8 +11,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "extensions/backends.h"
-#include "extensions/partitions.h"
+#include "tool_layer/backends.h"
+#include "tool_layer/decide.h"
+#include "tool_layer/partitions.h"
+#include "tool_layer/table_text.h"
+#include "tool_layer/topology_spec.h"
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -256,7 +259,7 @@ void BindNames(py::module_& m) {
     return names;
   });
 
-  // Each backend's record (core/extensions/backends.h BackendInfo), in core
+  // Each backend's record (core/tool_layer/backends.h BackendInfo), in core
   // order.
   m.def("backend_info", []() {
     py::list records;

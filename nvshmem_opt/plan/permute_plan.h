@@ -6,10 +6,10 @@
 //   * Decisions written to frontend attributes (_nvshmem_plan, ...) on
 //     request; they change the module's fingerprint, so never by default.
 //   * The peer and symmetric backends of newer XLA
-//     (core/extensions/backends.h). The backend is written by a caller-given
+//     (core/tool_layer/backends.h). The backend is written by a caller-given
 //     writer (the driver's edits the JSON text, keeping fields the wheel's
 //     proto lacks).
-// The pass finds the permutes and their requests; core/extensions/ decides them
+// The pass finds the permutes and their requests; core/tool_layer/ decides them
 // through the core's rule, with the same topology and table.
 
 #ifndef NVSHMEM_PLAN_PERMUTE_PLAN_H_
@@ -28,8 +28,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "extensions/backends.h"
 #include "nvshmem_opt/plan/loop_nest.h"
+#include "tool_layer/backends.h"
+#include "tool_layer/decide.h"
+#include "tool_layer/table_text.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_permute_backend_assigner.h"
 #include "xla/hlo/ir/hlo_instruction.h"
 #include "xla/hlo/ir/hlo_module.h"

@@ -28,11 +28,13 @@
 #include <memory>
 #include <string>
 
-#include "extensions/backends.h"
 #include "nvshmem_opt/input.h"
 #include "nvshmem_opt/pipeline.h"
 #include "nvshmem_opt/report.h"
 #include "tests/fuzz/alt_signal_stack.h"
+#include "tool_layer/backends.h"
+#include "tool_layer/table_text.h"
+#include "tool_layer/topology_spec.h"
 
 namespace {
 

@@ -43,8 +43,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "extensions/backends.h"
 #include "tests/fuzz/selection_request.h"
+#include "tool_layer/backends.h"
+#include "tool_layer/decide.h"
+#include "tool_layer/table_text.h"
+#include "tool_layer/topology_spec.h"
 
 namespace core = ::xla::gpu::nvshmem_selection;
 

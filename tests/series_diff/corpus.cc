@@ -21,9 +21,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "extensions/backends.h"
 #include "tests/fuzz/selection_request.h"
 #include "tests/series_diff/diff_case.h"
+#include "tool_layer/backends.h"
+#include "tool_layer/table_text.h"
+#include "tool_layer/topology_spec.h"
 
 namespace series_diff {
 namespace {

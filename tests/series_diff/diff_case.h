@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "extensions/backends.h"
+#include "tool_layer/decide.h"
 
 namespace series_diff {
 

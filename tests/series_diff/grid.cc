@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "extensions/backends.h"
 #include "tests/series_diff/diff_case.h"
+#include "tool_layer/backends.h"
 
 namespace series_diff {
 namespace {

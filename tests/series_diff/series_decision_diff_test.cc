@@ -24,9 +24,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "extensions/backends.h"
 #include "gtest/gtest.h"
 #include "tests/series_diff/diff_case.h"
+#include "tool_layer/decide.h"
+#include "tool_layer/table_text.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_permute_decision.h"
 
 namespace series_diff {

@@ -14,8 +14,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "extensions/backends.h"
 #include "tests/series_diff/diff_case.h"
+#include "tool_layer/backends.h"
+#include "tool_layer/decide.h"
+#include "tool_layer/table_text.h"
+#include "tool_layer/topology_spec.h"
 
 namespace series_diff {
 

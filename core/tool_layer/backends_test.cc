@@ -2,7 +2,7 @@
 // memory, the table text with their rows, the decision's reasons, and the
 // behaviour the tools rely on through it (moved here from the core's tests).
 
-#include "extensions/backends.h"
+#include "tool_layer/backends.h"
 
 #include <algorithm>
 #include <cmath>
@@ -17,6 +17,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "tool_layer/decide.h"
+#include "tool_layer/table_text.h"
+#include "tool_layer/topology_spec.h"
 
 namespace xla::gpu::nvshmem_selection {
 namespace {

@@ -1,4 +1,4 @@
-#include "extensions/partitions.h"
+#include "tool_layer/partitions.h"
 
 #include <algorithm>
 

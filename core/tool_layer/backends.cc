@@ -1,4 +1,4 @@
-#include "extensions/backends.h"
+#include "tool_layer/backends.h"
 
 #include <algorithm>
 #include <charconv>
@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "tool_layer/topology_spec.h"
 
 namespace xla::gpu::nvshmem_selection {
 namespace {

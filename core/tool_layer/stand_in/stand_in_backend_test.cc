@@ -8,8 +8,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "extensions/backends.h"
 #include "gtest/gtest.h"
+#include "tool_layer/backends.h"
+#include "tool_layer/decide.h"
+#include "tool_layer/table_text.h"
+#include "tool_layer/topology_spec.h"
 
 namespace xla::gpu::nvshmem_selection {
 namespace {

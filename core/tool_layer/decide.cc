@@ -2,6 +2,8 @@
 // (the core's rules for NVSHMEM, this layer's for the others), and the
 // one-line reason the tools show.
 
+#include "tool_layer/decide.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -16,7 +18,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "extensions/backends.h"
+#include "tool_layer/backends.h"
+#include "tool_layer/topology_spec.h"
 
 namespace xla::gpu::nvshmem_selection {
 namespace {

@@ -2,6 +2,8 @@
 // pass takes no spec: it builds its topology from the compiler's cluster
 // description, so the grammar lives here, beside the tools.
 
+#include "tool_layer/topology_spec.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,7 +22,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "extensions/backends.h"
 
 namespace xla::gpu::nvshmem_selection {
 namespace {

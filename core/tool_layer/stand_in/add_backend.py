@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Writes the selection core and core/extensions/ with a fifth backend, `stand_in`.
+"""Writes the selection core and core/tool_layer/ with a fifth backend, `stand_in`.
 
     add_backend.py OUT_DIR
 
 The backend is added the way docs/architecture.md ("Adding a backend") says a
 backend is added: an edit of each file its numbered list names, and of no other
-file. OUT_DIR gets the core's sources under core/ and core/extensions/'s under
-core/extensions/, the listed files edited; the build compiles them with
+file. OUT_DIR gets the core's sources under core/ and core/tool_layer/'s under
+core/tool_layer/, the listed files edited; the build compiles them with
 -Werror=switch and runs stand_in_backend_test.cc on them. A spot that enumerates
 backends outside the listed files then fails that build or that test, and a list
 in the doc that differs from the files edited here fails this script.
@@ -54,7 +54,7 @@ EDITS = {
     )
   ],
   # The record goes last in kBackends: its index is its enum value.
-  "core/extensions/backends.cc": [
+  "core/tool_layer/backends.cc": [
     (re.compile(r"(kBackends\[kNumBackends\] = \{.*?)\}\};", re.S), lambda m: m.group(1) + RECORD)
   ],
 }
@@ -69,14 +69,14 @@ def edit(path, text, anchor, replacement):
     if text.count(anchor) != 1:
       raise Fail(
         f"{path}: '{anchor}' is not in it once; the stand-in backend needs "
-        "core/extensions/stand_in/add_backend.py updated"
+        "core/tool_layer/stand_in/add_backend.py updated"
       )
     return text.replace(anchor, replacement)
   new, n = anchor.subn(replacement, text)
   if n != 1:
     raise Fail(
       f"{path}: kBackends' closing '}};' not found; the stand-in backend needs "
-      "core/extensions/stand_in/add_backend.py updated"
+      "core/tool_layer/stand_in/add_backend.py updated"
     )
   return new
 
@@ -98,9 +98,9 @@ def documented_files():
 
 
 def sources():
-  """Every file of the core and core/extensions/ but tests, relative to ROOT."""
+  """Every file of the core and core/tool_layer/ but tests, relative to ROOT."""
   paths = []
-  for folder in (CORE, "core/extensions"):
+  for folder in (CORE, "core/tool_layer"):
     for path in sorted((ROOT / folder).iterdir()):
       if (
         path.is_file()

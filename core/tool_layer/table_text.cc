@@ -4,6 +4,8 @@
 // `backends` and `symmetric_signals` are this layer's. Errors name the line of
 // the entry they are about.
 
+#include "tool_layer/table_text.h"
+
 #include <charconv>
 #include <cstdint>
 #include <optional>
@@ -20,8 +22,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "extensions/backends.h"
-#include "extensions/cost_table.pb.h"
+#include "tool_layer/backends.h"
+#include "tool_layer/cost_table.pb.h"
+#include "tool_layer/topology_spec.h"
 #include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.pb.h"
 #include "tsl/platform/protobuf.h"
 

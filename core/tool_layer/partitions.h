@@ -3,8 +3,8 @@
 // num_partitions, and XLA's parser then assumes 1, which no SPMD permute fits.
 // The driver and the Python tools each count what their own parse sees and
 // settle the number here, so both give the same count for one module.
-#ifndef NVSHMEM_EXTENSIONS_PARTITIONS_H_
-#define NVSHMEM_EXTENSIONS_PARTITIONS_H_
+#ifndef NVSHMEM_TOOL_LAYER_PARTITIONS_H_
+#define NVSHMEM_TOOL_LAYER_PARTITIONS_H_
 
 #include <cstdint>
 #include <string>
@@ -33,4 +33,4 @@ PartitionCount InferPartitions(const ModuleDevices& devices);
 
 }  // namespace xla::gpu::nvshmem_selection
 
-#endif  // NVSHMEM_EXTENSIONS_PARTITIONS_H_
+#endif  // NVSHMEM_TOOL_LAYER_PARTITIONS_H_
