@@ -52,8 +52,8 @@ using nvshmem_opt::OtherHostShapes;
 using nvshmem_opt::ParseFlags;
 using nvshmem_opt::PlacementText;
 using nvshmem_opt::PlaceTextModule;
+using nvshmem_opt::Plan;
 using nvshmem_opt::ResolveTopology;
-using nvshmem_opt::Rewriter;
 using nvshmem_opt::SpecToDecideAgain;
 using nvshmem_opt::TopologySource;
 
@@ -266,7 +266,7 @@ int main(int argc, char** argv) {
   Stage(flags.input, "placing the module on the topology", 2);
   // One rewriter, on the spec and table parsed above, resolves the topology
   // and runs the pass.
-  Rewriter::Options options = nvshmem_opt::DriverPassOptions(
+  Plan::Options options = nvshmem_opt::DriverPassOptions(
       given, given ? 0 : DevicesPerHost(flags, *input.module), table,
       flags.mode, flags.annotate);
   // XLA's buffer assignment beside the module: its destinations' facts.
@@ -287,8 +287,8 @@ int main(int argc, char** argv) {
       return write(instr, backend);
     };
   }
-  Rewriter pass(options);
-  const core::Topology topology = ResolveTopology(flags, pass, *input.module);
+  Plan plan(options);
+  const core::Topology topology = ResolveTopology(flags, plan, *input.module);
   std::optional<std::map<std::string, std::string>> upstream;
   if (flags.compare_upstream) {
     Stage(flags.input, "running upstream's CollectiveBackendAssigner", 2);
@@ -305,7 +305,7 @@ int main(int argc, char** argv) {
   };
   const nvshmem_opt::PassRun run =
       OrFail(nvshmem_opt::RunPass(
-                 pass, options, copy ? copy.get() : input.module.get(), stage),
+                 plan, options, copy ? copy.get() : input.module.get(), stage),
              flags.input + ": ");
   if (flags.time)
     std::cerr << "nvshmem-opt: pass took " << run.pass_us << " us\n";

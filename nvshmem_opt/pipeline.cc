@@ -41,9 +41,9 @@ bool IsPermute(const xla::HloInstruction* instr) {
 // sync permute the pass wrote into a start/done pair carrying its config.
 // The done takes the permute's name. Returns the new names by that name.
 absl::StatusOr<std::map<std::string, std::vector<std::string>>> MakeAsync(
-    xla::HloModule* module, const std::vector<Rewriter::OpRecord>& records) {
-  std::map<std::string, const Rewriter::OpRecord*> by_name;
-  for (const Rewriter::OpRecord& r : records) {
+    xla::HloModule* module, const std::vector<Plan::OpRecord>& records) {
+  std::map<std::string, const Plan::OpRecord*> by_name;
+  for (const Plan::OpRecord& r : records) {
     if (r.form == "sync" && !r.skipped) by_name[r.instruction] = &r;
   }
   // The start keeps the permute's operands: that is how it is found again.
@@ -126,7 +126,7 @@ absl::Status ReadableConfigs(xla::HloModule* module) {
 // frontend attributes when annotating).
 std::optional<StatementEdit> EditFor(const xla::HloModule& output,
                                      const PassRun& run,
-                                     const Rewriter::OpRecord& record,
+                                     const Plan::OpRecord& record,
                                      bool annotate) {
   xla::HloComputation* computation = nullptr;
   for (xla::HloComputation* c : output.computations()) {
@@ -224,11 +224,10 @@ absl::StatusOr<std::string> PrintWithFullGroups(const xla::HloModule& module) {
 
 }  // namespace
 
-Rewriter::Options DriverPassOptions(std::optional<core::Topology> topology,
-                                    int devices_per_host,
-                                    core::ToolCostTable table,
-                                    const std::string& mode, bool annotate) {
-  Rewriter::Options options;
+Plan::Options DriverPassOptions(std::optional<core::Topology> topology,
+                                int devices_per_host, core::ToolCostTable table,
+                                const std::string& mode, bool annotate) {
+  Plan::Options options;
   options.topology = std::move(topology);
   options.devices_per_host = devices_per_host;
   options.table = std::move(table);
@@ -239,20 +238,19 @@ Rewriter::Options DriverPassOptions(std::optional<core::Topology> topology,
   return options;
 }
 
-absl::StatusOr<PassRun> RunPass(const Rewriter::Options& options,
+absl::StatusOr<PassRun> RunPass(const Plan::Options& options,
                                 xla::HloModule* target,
                                 const StageHook& stage) {
-  Rewriter pass(options);
-  return RunPass(pass, options, target, stage);
+  Plan plan(options);
+  return RunPass(plan, options, target, stage);
 }
 
-absl::StatusOr<PassRun> RunPass(Rewriter& pass,
-                                const Rewriter::Options& options,
+absl::StatusOr<PassRun> RunPass(Plan& plan, const Plan::Options& options,
                                 xla::HloModule* target,
                                 const StageHook& stage) {
   stage("running the pass", 1);
   auto begin = std::chrono::steady_clock::now();
-  absl::StatusOr<bool> changed = pass.Run(target);
+  absl::StatusOr<bool> changed = plan.Run(target);
   PassRun run;
   run.pass_us = std::chrono::duration<double, std::micro>(
                     std::chrono::steady_clock::now() - begin)
@@ -267,7 +265,7 @@ absl::StatusOr<PassRun> RunPass(Rewriter& pass,
         OneLine(std::string(changed.status().message())) + " (a bug)");
   }
   run.changed = *changed;
-  run.records = pass.records();
+  run.records = plan.records();
   if (!options.decide_only) {
     stage("making the permutes async", 1);
     auto async = MakeAsync(target, run.records);
@@ -323,12 +321,12 @@ absl::StatusOr<std::map<std::string, std::string>> UpstreamDecisions(
 absl::StatusOr<std::string> OutputText(const LoadedModule& input,
                                        const xla::HloModule& output,
                                        const PassRun& run,
-                                       const Rewriter::Options& options) {
+                                       const Plan::Options& options) {
   if (input.text.empty()) return PrintWithFullGroups(output);
   const bool annotate = options.annotate;
   const bool compact = UsesCompactTupleElements(input.text);
   std::vector<StatementEdit> edits;
-  for (const Rewriter::OpRecord& record : run.records) {
+  for (const Plan::OpRecord& record : run.records) {
     if (record.skipped && !annotate) continue;
     std::optional<StatementEdit> edit = EditFor(output, run, record, annotate);
     if (!edit) {

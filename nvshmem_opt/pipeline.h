@@ -26,12 +26,12 @@
 
 namespace nvshmem_opt {
 
-// The pass with the tools' records and annotations
-// (nvshmem_opt/plan/permute_plan.h).
-using Rewriter = nvshmem_plan::PlanningRewriter;
+// The pass (NvshmemPermuteBackendAssigner) with the tools' step: records,
+// annotations, the layer's backends (nvshmem_opt/plan/permute_plan.h).
+using Plan = nvshmem_plan::PermutePlan;
 
 struct PassRun {
-  std::vector<Rewriter::OpRecord> records;
+  std::vector<Plan::OpRecord> records;
   bool changed = false;
   double pass_us = 0;
   // Start and done names by permute, from AsyncCollectiveCreator. The done
@@ -44,7 +44,7 @@ struct PassRun {
 // lacks, so the backend is written into the JSON text itself
 // (backend_config_json.h).
 // Each op's current backend is read from the same JSON text.
-Rewriter::Options DriverPassOptions(
+Plan::Options DriverPassOptions(
     std::optional<xla::gpu::nvshmem_selection::Topology> topology,
     int devices_per_host, xla::gpu::nvshmem_selection::ToolCostTable table,
     const std::string& mode, bool annotate);
@@ -54,13 +54,12 @@ Rewriter::Options DriverPassOptions(
 using StageHook = std::function<void(const char* stage, int exit_code)>;
 
 // The pass on `target`; unless it only decides, AsyncCollectiveCreator on
-// the permutes it decided; then the verifier. `pass` is the driver's one
-// rewriter, the same that resolved the topology (its inputs parsed once).
-absl::StatusOr<PassRun> RunPass(Rewriter& pass,
-                                const Rewriter::Options& options,
+// the permutes it decided; then the verifier. `plan` is the driver's one
+// plan, the same that resolved the topology (its inputs parsed once).
+absl::StatusOr<PassRun> RunPass(Plan& plan, const Plan::Options& options,
                                 xla::HloModule* target, const StageHook& stage);
-// The same with a rewriter of its own, built from `options`.
-absl::StatusOr<PassRun> RunPass(const Rewriter::Options& options,
+// The same with a plan of its own, built from `options`.
+absl::StatusOr<PassRun> RunPass(const Plan::Options& options,
                                 xla::HloModule* target, const StageHook& stage);
 
 // Upstream's backend for each collective-permute, by instruction name, on a
@@ -76,7 +75,7 @@ absl::StatusOr<std::map<std::string, std::string>> UpstreamDecisions(
 absl::StatusOr<std::string> OutputText(const LoadedModule& input,
                                        const xla::HloModule& output,
                                        const PassRun& run,
-                                       const Rewriter::Options& options);
+                                       const Plan::Options& options);
 
 }  // namespace nvshmem_opt
 

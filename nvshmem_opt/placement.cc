@@ -94,10 +94,10 @@ std::string IdleNote(const Flags& flags, const core::Topology& topology,
 
 // The topology the pass decides on, asked of the pass itself so that the
 // report and upstream's assigner see the same one; said when derived.
-core::Topology ResolveTopology(const Flags& flags, const Rewriter& pass,
+core::Topology ResolveTopology(const Flags& flags, const Plan& plan,
                                const xla::HloModule& module) {
   core::Topology topology =
-      OrFail(pass.TopologyFor(module), flags.input + ": ");
+      OrFail(plan.TopologyFor(module), flags.input + ": ");
   if (flags.topology.empty()) {
     std::cerr << "nvshmem-opt: " << flags.input << ": no --topology; using "
               << core::TopologySpec(topology) << " (" << topology.num_devices()
@@ -254,7 +254,7 @@ std::pair<std::string, std::string> CompileFlag(
                     .collective_permute_mode};
 }
 
-nvshmem_plan::PlanningRewriter::DestinationReader DestinationReader(
+nvshmem_plan::PermutePlan::DestinationReader DestinationReader(
     const Flags& flags) {
   if (flags.input.empty() || flags.input == "-") return nullptr;
   const std::string path = BufferAssignmentPath(flags.input);

@@ -27,7 +27,7 @@ int DevicesPerHost(const Flags& flags, const xla::HloModule& module);
 // The topology the pass decides on, asked of the pass itself; said on stderr
 // when derived.
 xla::gpu::nvshmem_selection::Topology ResolveTopology(
-    const Flags& flags, const Rewriter& pass, const xla::HloModule& module);
+    const Flags& flags, const Plan& plan, const xla::HloModule& module);
 
 // Where the topology came from: "flag", "module config" or "default".
 std::string TopologySource(const Flags& flags, const xla::HloModule& module);
@@ -69,7 +69,7 @@ std::pair<std::string, std::string> CompileFlag(
 // What XLA's buffer assignment beside the input (BufferAssignmentPath) says of
 // each permute's destinations, for the core's NVSHMEM rule; none where no
 // dump lies beside it. Exits 2 naming the file on one that is not a dump.
-nvshmem_plan::PlanningRewriter::DestinationReader DestinationReader(
+nvshmem_plan::PermutePlan::DestinationReader DestinationReader(
     const Flags& flags);
 
 }  // namespace nvshmem_opt

@@ -65,7 +65,7 @@ void FillModel(const core::ToolDecision& d, Decision* out) {
   }
 }
 
-void FillDecision(const Rewriter::OpRecord& r, const PassRun& run,
+void FillDecision(const Plan::OpRecord& r, const PassRun& run,
                   const std::map<std::string, std::string>* upstream,
                   Decision* out) {
   const core::ToolDecision& d = r.decision;
@@ -154,7 +154,7 @@ absl::StatusOr<std::string> ReportJson(
   report.set_collective_permute_mode(header.collective_permute_mode);
   report.set_changed(run.changed);
   report.set_pass_us(run.pass_us);
-  for (const Rewriter::OpRecord& r : run.records) {
+  for (const Plan::OpRecord& r : run.records) {
     FillDecision(r, run, upstream, report.add_decisions());
   }
   google::protobuf::util::JsonPrintOptions options;
@@ -178,7 +178,7 @@ std::string ExplainText(const PassRun& run,
     // Silence would read as a failure to look; say there was nothing to decide.
     out << "no collective-permutes, nothing for the pass to decide\n";
   }
-  for (const Rewriter::OpRecord& r : run.records) {
+  for (const Plan::OpRecord& r : run.records) {
     const core::ToolDecision& d = r.decision;
     out << r.computation << "/" << r.instruction << " (" << r.form << ", "
         << r.bytes << " bytes, " << r.pairs.size()

@@ -220,8 +220,8 @@ MUTANTS = [
   Mutant(
     "a user's mark (pass)",
     PLAN,
-    "      if (!record.skipped && record.user_mark.empty() &&",
-    "      if (!record.skipped &&",
+    "  if (!record.skipped && record.user_mark.empty() &&",
+    "  if (!record.skipped &&",
     layer="pytest",
   ),
 ]

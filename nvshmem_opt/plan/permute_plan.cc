@@ -24,7 +24,7 @@ namespace {
 
 namespace core = ::xla::gpu::nvshmem_selection;
 using Rewriter = xla::gpu::NvshmemPermuteBackendAssigner;
-using OpRecord = PlanningRewriter::OpRecord;
+using OpRecord = PermutePlan::OpRecord;
 
 std::string ModeledUs(const core::ToolDecision& d) {
   std::string out;
@@ -125,8 +125,7 @@ std::optional<core::ToolRefusal> CarriedRefusal(
 
 }  // namespace
 
-PlanningRewriter::PlanningRewriter(Options options)
-    : options_(std::move(options)) {
+PermutePlan::PermutePlan(Options options) : options_(std::move(options)) {
   table_ = options_.table;
   topology_ = options_.topology;
   if (!options_.decide_only && !options_.write_backend) {
@@ -140,7 +139,7 @@ PlanningRewriter::PlanningRewriter(Options options)
                                      cluster);
 }
 
-absl::StatusOr<core::Topology> PlanningRewriter::TopologyFor(
+absl::StatusOr<core::Topology> PermutePlan::TopologyFor(
     const xla::HloModule& module) const {
   TF_RETURN_IF_ERROR(status_);
   if (topology_) return *topology_;
@@ -149,57 +148,52 @@ absl::StatusOr<core::Topology> PlanningRewriter::TopologyFor(
   return core::WithDefaultProcesses(derived, table_.backends);
 }
 
-absl::StatusOr<bool> PlanningRewriter::RunImpl(
-    xla::HloModule* module,
-    const absl::flat_hash_set<absl::string_view>& execution_threads) {
+absl::StatusOr<bool> PermutePlan::Run(xla::HloModule* module) {
   records_.clear();
   TF_RETURN_IF_ERROR(status_);
   TF_ASSIGN_OR_RETURN(core::Topology topology, TopologyFor(*module));
-  bool changed = false;
+  Rewriter::Options cluster;
+  cluster.num_devices_per_host = options_.devices_per_host;
+  Rewriter pass(table_.core, topology, cluster);
   const LoopNests loop_nests(*module);
-  const auto groups = Rewriter::CollectivesGroups(*module);
-  // The permutes the pass visits, in its order, with its requests.
-  for (xla::HloComputation* computation :
-       module->MakeNonfusionComputations(execution_threads)) {
-    for (xla::HloInstruction* instr : computation->MakeInstructionPostOrder()) {
-      auto* permute = xla::DynCast<xla::HloCollectivePermuteInstruction>(instr);
-      if (permute == nullptr) continue;
-      TF_ASSIGN_OR_RETURN(core::PermuteRequest request,
-                          Rewriter::RequestFor(*permute, topology));
-      if (options_.read_destinations) {
-        request.destinations = options_.read_destinations(*permute);
-      }
-      const bool rewritable =
-          !permute->inplace() && !computation->IsAsyncComputation();
-      const core::Place place =
-          Rewriter::RunsUnderConditionalBranch(*computation)
-              ? core::Place::kConditionalBranch
-          : groups.contains(computation) ? core::Place::kCollectivesGroup
-                                         : core::Place::kAnywhere;
-      OpRecord record =
-          ToRecord(*permute, topology, request, rewritable,
-                   core::Decide(topology, table_, request, place));
-      record.loops = loop_nests.Of(*computation);
-      if (options_.read_backend) {
-        record.current = options_.read_backend(*permute);
-        if (record.current) {
-          record.current_refusal =
-              CarriedRefusal(topology, table_, request, place, *record.current);
-        }
-      }
-      TF_RETURN_IF_ERROR(KeepUserMark(*permute, record));
-      // A user's mark is law: its permute keeps the config it has.
-      if (!record.skipped && record.user_mark.empty() &&
-          !options_.decide_only) {
-        TF_ASSIGN_OR_RETURN(
-            bool written,
-            options_.write_backend(permute, record.decision.backend));
-        changed |= written;
-      }
-      if (options_.annotate) changed |= Annotate(permute, record);
-      records_.push_back(std::move(record));
+  pass.set_permute_step(
+      [&](const core::Topology& on, Rewriter::PermuteSite& site) {
+        return Step(on, site, loop_nests);
+      });
+  return pass.Run(module);
+}
+
+absl::StatusOr<bool> PermutePlan::Step(const core::Topology& topology,
+                                       Rewriter::PermuteSite& site,
+                                       const LoopNests& loop_nests) {
+  xla::HloCollectivePermuteInstruction* permute = site.permute;
+  core::PermuteRequest& request = site.request;
+  if (options_.read_destinations) {
+    request.destinations = options_.read_destinations(*permute);
+  }
+  const core::Place place =
+      site.under_conditional_branch ? core::Place::kConditionalBranch
+      : site.in_collectives_group   ? core::Place::kCollectivesGroup
+                                    : core::Place::kAnywhere;
+  OpRecord record = ToRecord(*permute, topology, request, site.rewritable,
+                             core::Decide(topology, table_, request, place));
+  record.loops = loop_nests.Of(*permute->parent());
+  if (options_.read_backend) {
+    record.current = options_.read_backend(*permute);
+    if (record.current) {
+      record.current_refusal =
+          CarriedRefusal(topology, table_, request, place, *record.current);
     }
   }
+  TF_RETURN_IF_ERROR(KeepUserMark(*permute, record));
+  bool changed = false;
+  // A user's mark is law: its permute keeps the config it has.
+  if (!record.skipped && record.user_mark.empty() && !options_.decide_only) {
+    TF_ASSIGN_OR_RETURN(
+        changed, options_.write_backend(permute, record.decision.backend));
+  }
+  if (options_.annotate) changed |= Annotate(permute, record);
+  records_.push_back(std::move(record));
   return changed;
 }
 

@@ -1,6 +1,8 @@
-// The pass nvshmem-opt runs: the tools' NvshmemPermuteBackendAssigner (core/)
-// with what the tools add to it and XLA does not get, for the out-of-tree tools
-// (nvshmem-opt, its fuzzer):
+// The tools' run of the one pass that decides permutes,
+// NvshmemPermuteBackendAssigner (core/), with a step for each permute it meets
+// (NvshmemPermuteBackendAssigner::set_permute_step) that adds what the tools
+// add and XLA does not get, for the out-of-tree tools (nvshmem-opt, its
+// fuzzer):
 //   * Records of every decision (op, form, bytes, pairs, the model's times
 //     and reason) for reports, and a decide-only mode that leaves the module.
 //   * Decisions written to frontend attributes (_nvshmem_plan, ...) on
@@ -9,8 +11,9 @@
 //     (core/tool_layer/backends.h). The backend is written by a caller-given
 //     writer (the driver's edits the JSON text, keeping fields the wheel's
 //     proto lacks).
-// The pass finds the permutes and their requests; core/tool_layer/ decides them
-// through the core's rule, with the same topology and table.
+// The pass finds the permutes, in its order, with their requests and places;
+// the step decides each through core/tool_layer/ (the core's rule over the
+// table's backend set), with the same topology and table.
 
 #ifndef NVSHMEM_PLAN_PERMUTE_PLAN_H_
 #define NVSHMEM_PLAN_PERMUTE_PLAN_H_
@@ -24,7 +27,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -35,11 +37,10 @@
 #include "xla/backends/gpu/transforms/collectives/nvshmem_permute_backend_assigner.h"
 #include "xla/hlo/ir/hlo_instruction.h"
 #include "xla/hlo/ir/hlo_module.h"
-#include "xla/hlo/pass/hlo_pass_interface.h"
 
 namespace nvshmem_plan {
 
-class PlanningRewriter : public xla::HloModulePass {
+class PermutePlan {
  public:
   // Writes the chosen backend into a permute's config; returns whether the
   // config changed.
@@ -99,21 +100,24 @@ class PlanningRewriter : public xla::HloModulePass {
 
   // Options without a writer (unless decide_only) make Run and TopologyFor
   // return InvalidArgument.
-  explicit PlanningRewriter(Options options);
+  explicit PermutePlan(Options options);
 
-  absl::string_view name() const override { return "nvshmem-permute-plan"; }
-
+  // The records of the last Run, in the pass's order.
   const std::vector<OpRecord>& records() const { return records_; }
 
   absl::StatusOr<xla::gpu::nvshmem_selection::Topology> TopologyFor(
       const xla::HloModule& module) const;
 
- protected:
-  absl::StatusOr<bool> RunImpl(
-      xla::HloModule* module,
-      const absl::flat_hash_set<absl::string_view>& execution_threads) override;
+  // Runs the pass on `module` with the tools' step; whether it changed it.
+  absl::StatusOr<bool> Run(xla::HloModule* module);
 
  private:
+  // The tools' step for one permute the pass meets.
+  absl::StatusOr<bool> Step(
+      const xla::gpu::nvshmem_selection::Topology& topology,
+      xla::gpu::NvshmemPermuteBackendAssigner::PermuteSite& site,
+      const LoopNests& loop_nests);
+
   Options options_;
   absl::Status status_;  // Of the options.
   xla::gpu::nvshmem_selection::ToolCostTable table_;

@@ -39,7 +39,7 @@
 namespace {
 
 namespace core = ::xla::gpu::nvshmem_selection;
-using nvshmem_opt::Rewriter;
+using nvshmem_opt::Plan;
 
 // XLA's parser and verifier abort on some malformed modules (CHECK failures
 // inside the wheel's XLA). The command line's launcher turns those into a
@@ -161,7 +161,7 @@ void NoStage(const char*, int) {}
 
 // The pass's run; null when the input is refused. A bug (Internal) is a
 // violation.
-std::unique_ptr<nvshmem_opt::PassRun> Run(const Rewriter::Options& options,
+std::unique_ptr<nvshmem_opt::PassRun> Run(const Plan::Options& options,
                                           xla::HloModule* target) {
   absl::StatusOr<nvshmem_opt::PassRun> run =
       nvshmem_opt::RunPass(options, target, NoStage);
@@ -175,8 +175,7 @@ std::unique_ptr<nvshmem_opt::PassRun> Run(const Rewriter::Options& options,
 
 // The written text reads back, and a second run changes nothing.
 void CheckOutput(const nvshmem_opt::LoadedModule& input,
-                 const nvshmem_opt::PassRun& run,
-                 const Rewriter::Options& options,
+                 const nvshmem_opt::PassRun& run, const Plan::Options& options,
                  const core::Topology& topology) {
   absl::StatusOr<std::string> text =
       nvshmem_opt::OutputText(input, *input.module, run, options);
@@ -233,7 +232,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       config.slow_network
           ? *core::ParseToolCostTable(kSlowNcclNetwork, "slow_network.txt")
           : core::DefaultToolCostTable();
-  const Rewriter::Options options = nvshmem_opt::DriverPassOptions(
+  const Plan::Options options = nvshmem_opt::DriverPassOptions(
       *core::ParseTopology(config.topology, table.backends), 0, table, mode,
       false);
   std::unique_ptr<xla::HloModule> copy =

@@ -243,17 +243,26 @@ absl::StatusOr<bool> NvshmemPermuteBackendAssigner::RunImpl(
   bool changed = false;
   for (HloComputation* computation :
        module->MakeNonfusionComputations(execution_threads)) {
+    PermuteSite site;
+    site.in_collectives_group = groups.contains(computation);
+    site.under_conditional_branch = RunsUnderConditionalBranch(*computation);
     // The emitter's rules for where an NVSHMEM permute may sit.
-    const bool nccl_only = groups.contains(computation) ||
-                           RunsUnderConditionalBranch(*computation);
+    const bool nccl_only =
+        site.in_collectives_group || site.under_conditional_branch;
     for (HloInstruction* instr : computation->MakeInstructionPostOrder()) {
       auto* permute = DynCast<HloCollectivePermuteInstruction>(instr);
-      if (permute == nullptr || permute->inplace() ||
-          computation->IsAsyncComputation()) {
+      if (permute == nullptr) continue;
+      site.permute = permute;
+      site.rewritable =
+          !permute->inplace() && !computation->IsAsyncComputation();
+      if (!site.rewritable && !step_) continue;
+      TF_ASSIGN_OR_RETURN(site.request, RequestFor(*permute, topology));
+      if (step_) {
+        TF_ASSIGN_OR_RETURN(bool step_changed, step_(topology, site));
+        changed |= step_changed;
         continue;
       }
-      TF_ASSIGN_OR_RETURN(core::PermuteRequest request,
-                          RequestFor(*permute, topology));
+      const core::PermuteRequest& request = site.request;
       const core::Decision decision =
           core::Decide(topology, cost_table_, request,
                        nccl_only ? std::vector<core::Backend>() : alternatives);

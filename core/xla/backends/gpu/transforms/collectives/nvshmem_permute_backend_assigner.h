@@ -17,9 +17,11 @@ limitations under the License.
 #define XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_PERMUTE_BACKEND_ASSIGNER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
@@ -46,6 +48,10 @@ namespace gpu {
 // done. In-place permutes and permutes inside async computations are left
 // alone; permutes in a collectives group or under a conditional's branch stay
 // on NCCL.
+//
+// The tools run this pass too, with a step of their own for each permute
+// (set_permute_step): the walk and the facts it gives (which permutes, in
+// which order, each one's request and place) are the pass's alone.
 class NvshmemPermuteBackendAssigner : public HloModulePass {
  public:
   struct Options {
@@ -61,6 +67,27 @@ class NvshmemPermuteBackendAssigner : public HloModulePass {
     // chosen only when it sees one, as CollectiveBackendAssigner requires.
     int64_t num_visible_devices_per_process = 1;
   };
+
+  // One permute as the pass meets it, with what the pass knows of it.
+  struct PermuteSite {
+    HloCollectivePermuteInstruction* permute = nullptr;
+    nvshmem_selection::PermuteRequest request;
+    // Its computation runs under a conditional's branch
+    // (RunsUnderConditionalBranch), or in a collectives group
+    // (CollectivesGroups): the emitter's places for NCCL only.
+    bool under_conditional_branch = false;
+    bool in_collectives_group = false;
+    // Whether the pass writes its backend: not in place, not inside an async
+    // computation.
+    bool rewritable = false;
+  };
+
+  // A tool's step for each permute, in place of the pass's own (which decides
+  // NCCL or NVSHMEM for a rewritable permute and writes it); returns whether
+  // it changed the module. It meets every permute, rewritable or not.
+  using PermuteStep = std::function<absl::StatusOr<bool>(
+      const nvshmem_selection::Topology&, PermuteSite&)>;
+  void set_permute_step(PermuteStep step) { step_ = std::move(step); }
 
   // Reads what `options` name: InvalidArgument when a value is bad, the file
   // system's error when the table cannot be read.
@@ -109,6 +136,7 @@ class NvshmemPermuteBackendAssigner : public HloModulePass {
   int64_t num_devices_per_host_;
   int64_t slice_size_;
   int64_t num_visible_devices_per_process_;
+  PermuteStep step_;  // Empty: the pass's own.
 };
 
 }  // namespace gpu

@@ -15,6 +15,7 @@ limitations under the License.
 
 #include "xla/backends/gpu/transforms/collectives/nvshmem_permute_backend_assigner.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -426,6 +427,90 @@ ENTRY e {
 )";
   EXPECT_EQ(PermuteBackend(kBranch, 4, MakePass(4)),
             CollectiveBackendConfig::DEFAULT);
+}
+
+TEST_F(NvshmemPermuteBackendAssignerTest, StepMeetsEveryPermuteWithItsFacts) {
+  // A tool's step in place of the pass's own: it meets every permute in the
+  // pass's order, the in-place one too, with the pass's request and place,
+  // and what it returns is the pass's `changed`; the pass writes nothing.
+  constexpr char kPlaces[] = R"(
+HloModule places
+
+g {
+  p = f32[1024] parameter(0)
+  ROOT cp.group = f32[1024] collective-permute(p), channel_id=1,
+    source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+}
+
+on_true {
+  p = f32[1024] parameter(0)
+  ROOT cp.branch = f32[1024] collective-permute(p), channel_id=2,
+    source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+}
+
+on_false {
+  ROOT p = f32[1024] parameter(0)
+}
+
+ENTRY e {
+  b = pred[] parameter(0)
+  p = f32[1024] parameter(1)
+  q = u32[4,1024] parameter(2)
+  c0 = s32[] constant(0)
+  i0 = (s32[], s32[]) tuple(c0, c0)
+  offsets = ((s32[], s32[])) tuple(i0)
+  cp.inplace = u32[4,1024] collective-permute(q, q, offsets, offsets),
+    channel_id=3, source_target_pairs={{0,1},{1,2},{2,3},{3,0}},
+    slice_sizes={{1,1024}}
+  cp.plain = f32[1024] collective-permute(p), channel_id=4,
+    source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+  c = f32[1024] call(cp.plain), to_apply=g,
+    frontend_attributes={_collectives_group=""}
+  r = f32[1024] conditional(b, c, c), true_computation=on_true,
+    false_computation=on_false
+  ROOT t = (f32[1024], u32[4,1024]) tuple(r, cp.inplace)
+}
+)";
+  TF_ASSERT_OK_AND_ASSIGN(auto module,
+                          ParseAndReturnVerifiedModule(kPlaces, 1, 4));
+  // name -> (rewritable, under a branch, in a group, bytes, edges)
+  std::vector<std::tuple<std::string, bool, bool, bool, int64_t, size_t>> met;
+  Rewriter pass = MakePass(4);
+  pass.set_permute_step([&](const core::Topology& topology,
+                            Rewriter::PermuteSite& site) {
+    EXPECT_EQ(topology.num_devices(), 4);
+    met.emplace_back(std::string(site.permute->name()), site.rewritable,
+                     site.under_conditional_branch, site.in_collectives_group,
+                     site.request.bytes, site.request.device_edges.size());
+    // The step changes cp.plain alone, and says so.
+    if (site.permute->name() != "cp.plain") return absl::StatusOr<bool>(false);
+    site.permute->set_frontend_attribute("_step", "seen");
+    return absl::StatusOr<bool>(true);
+  });
+  TF_ASSERT_OK_AND_ASSIGN(bool changed, RunHloPass(&pass, module.get()));
+  EXPECT_TRUE(changed);  // The step's answer for cp.plain.
+  EXPECT_EQ(FindInstruction(module.get(), "cp.plain")
+                ->get_frontend_attribute("_step")
+                .value_or(""),
+            "seen");
+  using Met = std::tuple<std::string, bool, bool, bool, int64_t, size_t>;
+  std::vector<Met> want = {
+      Met{"cp.group", true, false, true, 4096, 4},
+      Met{"cp.branch", true, true, false, 4096, 4},
+      // Both buffers and the four s32 offsets.
+      Met{"cp.inplace", false, false, false, 2 * 4 * 1024 * 4 + 4 * 4, 4},
+      Met{"cp.plain", true, false, false, 4096, 4},
+  };
+  std::sort(met.begin(), met.end());
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(met, want);
+  for (const HloInstruction* instr :
+       module->entry_computation()->instructions()) {
+    if (instr->opcode() == HloOpcode::kCollectivePermute) {
+      EXPECT_EQ(BackendOf(instr), CollectiveBackendConfig::DEFAULT)
+          << instr->name();
+    }
+  }
 }
 
 TEST_F(NvshmemPermuteBackendAssignerTest, TopologyFromDeviceAssignment) {
