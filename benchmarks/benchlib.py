@@ -185,7 +185,7 @@ def file_barrier(rdv, tag, rank, nprocs, timeout=120):
 
 def write_text(path, text):
   """hlo-tools' one writer: a regular file atomically, a device or FIFO in place."""
-  from hlo_tools.cli_io import write_atomic  # pylint: disable=import-outside-toplevel
+  from hlo_tools.atomic_output import write_atomic  # pylint: disable=import-outside-toplevel
 
   write_atomic(path, text.encode("utf-8"))
 

@@ -78,7 +78,7 @@ def main(argv):
     return 2
   fine, uncombined, out, smalls = args[0], args[1], args[2], args[3:]
   header, rows = build(fine, uncombined, smalls, upto)
-  from hlo_tools.cli_io import write_atomic  # pylint: disable=import-outside-toplevel
+  from hlo_tools.atomic_output import write_atomic  # pylint: disable=import-outside-toplevel
 
   buf = io.StringIO()
   w = csv.DictWriter(buf, fieldnames=header, extrasaction="ignore")

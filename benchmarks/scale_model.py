@@ -269,7 +269,7 @@ def check_rows(program_rows, comm, results=RESULTS):
 
 
 def write_csv(path, header, rows):
-  from hlo_tools.cli_io import write_atomic  # pylint: disable=import-outside-toplevel
+  from hlo_tools.atomic_output import write_atomic  # pylint: disable=import-outside-toplevel
 
   buf = io.StringIO()
   w = csv.writer(buf, lineterminator="\n")
@@ -285,7 +285,7 @@ def plot(rows, path):
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
 
-  from hlo_tools.cli_io import write_atomic  # pylint: disable=import-outside-toplevel
+  from hlo_tools.atomic_output import write_atomic  # pylint: disable=import-outside-toplevel
 
   panels = [(g, i) for g in GPUS for i in interconnects(g)]
   fig, axes = plt.subplots(2, len(panels), figsize=(3.2 * len(panels), 6.4), sharex=True)

@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from hlo_tools import __version__, cli_io
+from hlo_tools import __version__, bounded_input, messages
 from hlo_tools.errors import ESCAPE_ERRORS, InputError
 from hlo_tools.ops import outdir
 
@@ -83,8 +83,8 @@ def run(command_main: Callable[[list[str]], int], argv: list[str]) -> int:
   stdout early (`| head`) quietly with 141."""
   prog = argv[0]
   _escape_unencodable_output()
-  cli_io.set_input_timeout()  # a command's --input-timeout lasts for that command
-  cli_io.forget_notes()
+  bounded_input.set_input_timeout()  # a command's --input-timeout lasts for that command
+  messages.forget_notes()
   try:
     code = command_main(argv)
     sys.stdout.flush()
@@ -93,14 +93,14 @@ def run(command_main: Callable[[list[str]], int], argv: list[str]) -> int:
     _quiet_stdout()
     return EXIT_SIGPIPE
   except InputError as e:
-    cli_io.print_error(e)
+    messages.print_error(e)
   except OSError as e:
     # `path: what went wrong`, not Python's "[Errno N] ...: 'path'".
     where = f"{e.filename}: " if e.filename else ""
-    cli_io.print_error(f"{prog}: {where}{e.strerror or e}")
+    messages.print_error(f"{prog}: {where}{e.strerror or e}")
   except KeyboardInterrupt:
     outdir.discard_work_dirs()
-    cli_io.print_error(f"{prog}: interrupted; nothing written")
+    messages.print_error(f"{prog}: interrupted; nothing written")
     return EXIT_INTERRUPTED
   return EXIT_BAD_INPUT
 

@@ -10,7 +10,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from hlo_tools import cli_io
+from hlo_tools import bounded_input
 from hlo_tools.errors import SelectionError, escape_name
 
 try:
@@ -52,13 +52,13 @@ def load_cost_table(
   path: str | os.PathLike[str] | None = None, max_bytes: int | None = None
 ) -> CostTable:
   """The default table, or the defaults overridden by the file at `path` ("-":
-  stdin), read as every input is (cli_io.read_side_input: bounded in size by
+  stdin), read as every input is (bounded_input.read_side_input: bounded in size by
   max_bytes and a table's own limit, in time by the input timeout); InputError,
   one line naming the file, when it cannot be read or parsed."""
   if path is None:
     return _selection_core.CostTable.default()
   label = os.fspath(path)
-  data = cli_io.read_side_input(path, "a cost table", max_bytes, label)
+  data = bounded_input.read_side_input(path, "a cost table", max_bytes, label)
   if not data.strip():  # a cut or failed write, not a table: nothing overrides
     raise SelectionError(f"{label}: empty file, no cost table (without --cost-table: the default)")
   try:

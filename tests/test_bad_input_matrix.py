@@ -544,10 +544,10 @@ def _run_all(cases: list[Case]) -> None:
 
 _HOOK_RUNNER = r"""
 import json, os, signal, sys, time, warnings
-from hlo_tools import cli_io, jax_hook, selection
+from hlo_tools import bounded_input, jax_hook, selection
 from hlo_tools.errors import HookError, one_line
 warnings.simplefilter("ignore")
-cli_io.set_input_timeout(1.0)  # the library's bound on a silent FIFO
+bounded_input.set_input_timeout(1.0)  # the library's bound on a silent FIFO
 topology = selection.parse_topology("1x1x2:gpus_per_process=1", "nccl,peer")
 compiling = []
 

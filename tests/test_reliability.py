@@ -697,15 +697,15 @@ def test_commands_take_non_utf8_bytes_in_comments_only(tmp_path, command):
 
 
 def test_write_atomic_gives_plain_permissions_and_leaves_nothing_on_failure(tmp_path):
-  # Every command's output goes through cli_io.write_atomic: readers see the old file
+  # Every command's output goes through atomic_output.write_atomic: readers see the old file
   # or the new one, never a part, a stray temporary, or a private (0600) file.
-  from hlo_tools import cli_io  # pylint: disable=import-outside-toplevel
+  from hlo_tools import atomic_output  # pylint: disable=import-outside-toplevel
 
   target = tmp_path / "out.png"
   target.write_bytes(b"old")
   umask = os.umask(0o022)
   try:
-    cli_io.write_atomic(str(target), b"new")
+    atomic_output.write_atomic(str(target), b"new")
   finally:
     os.umask(umask)
   assert target.read_bytes() == b"new"
@@ -715,7 +715,7 @@ def test_write_atomic_gives_plain_permissions_and_leaves_nothing_on_failure(tmp_
     pass
 
   with pytest.raises(TypeError):
-    cli_io.write_atomic(str(target), Unwritable())
+    atomic_output.write_atomic(str(target), Unwritable())
   assert target.read_bytes() == b"new"
   assert sorted(p.name for p in tmp_path.iterdir()) == ["out.png"]
 
@@ -875,19 +875,19 @@ def test_output_to_dev_null_leaves_a_device(writer, tmp_path):
 
 
 def test_write_atomic_semantics_directly(tmp_path):
-  from hlo_tools import cli_io  # pylint: disable=import-outside-toplevel
+  from hlo_tools import atomic_output  # pylint: disable=import-outside-toplevel
 
   device = _private_device(tmp_path)
   link = tmp_path / "to_device"
   link.symlink_to(device)
-  cli_io.write_atomic(link, "text")
+  atomic_output.write_atomic(link, "text")
   assert link.is_symlink() and stat.S_ISCHR(os.stat(device).st_mode)
   with pytest.raises(IsADirectoryError):
-    cli_io.write_atomic(tmp_path, b"x")
+    atomic_output.write_atomic(tmp_path, b"x")
   loop = tmp_path / "loop"
   loop.symlink_to("loop")
   with pytest.raises(OSError):
-    cli_io.write_atomic(loop, b"x")
+    atomic_output.write_atomic(loop, b"x")
 
 
 def test_output_directory_through_a_symlink_stays_a_link(tmp_path):

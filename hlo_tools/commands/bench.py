@@ -35,7 +35,7 @@ import subprocess
 import time
 from typing import Any
 
-from hlo_tools import cli_io
+from hlo_tools import atomic_output
 from hlo_tools.commands import common
 from hlo_tools.errors import InputError
 from hlo_tools.ops import bench
@@ -106,7 +106,7 @@ def main(argv: list[str]) -> int:
     result["bench_s"] = time.perf_counter() - start
     print(bench.table(result))
     if args.json:
-      cli_io.write_atomic(args.json, json.dumps(result, indent=1) + "\n")
+      atomic_output.write_atomic(args.json, json.dumps(result, indent=1) + "\n")
     return 0
 
   return common.run_command(parser, argv, run)

@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
-from hlo_tools import cli_io
+from hlo_tools import atomic_output, bounded_input, messages
 from hlo_tools.errors import InputError
 from hlo_tools.hlo import buffer_assignment, module_config, proto
 from hlo_tools.model import driver, dumps, options, placement, sources, topology
@@ -84,7 +84,7 @@ def given_topology(args: argparse.Namespace, file_arg: str, path: str, prog: str
   for directory in places:
     spec = dumps.manifest_topology(directory)
     if spec:
-      cli_io.print_note(topology.manifest_note(prog, file_arg, spec))
+      messages.print_note(topology.manifest_note(prog, file_arg, spec))
       return spec
   return None
 
@@ -145,7 +145,7 @@ def selection_for(
     _devices(answer),
   ):
     if line:
-      cli_io.print_note(line)
+      messages.print_note(line)
   return selected, answer
 
 
@@ -215,10 +215,10 @@ def _module_inputs(spec: str, max_bytes: int, work: str) -> ModuleInputs:
   if split is None:
     if spec != "-" and (os.path.isdir(spec) or not os.path.lexists(spec)):
       dumps.read_input(spec, max_bytes)  # raises: a directory names no stage; missing
-    regular = cli_io.is_regular_file(spec)
+    regular = bounded_input.is_regular_file(spec)
     if regular and not _is_proto_file(spec):
       return ModuleInputs([ModuleInput(spec, None, spec)])
-    data = cli_io.read_input(spec, max_bytes)
+    data = bounded_input.read_input(spec, max_bytes)
     config = module_config.find_config(spec) if regular else None
     return ModuleInputs([_copied_input(work, "input", spec, data, config)])
   folder, rest = split
@@ -233,7 +233,7 @@ def _module_inputs(spec: str, max_bytes: int, work: str) -> ModuleInputs:
   if len(kept) <= 1:
     # One program to decide (or none: the folder's main module says so): its output
     # as for a folder of one, the folder's line on stderr.
-    cli_io.print_note(note)
+    messages.print_note(note)
     main = dumps.main_key(folder, dumps.index_xla_dump(dumps.xla_dir_of(folder)))
     program = kept[0] if kept and kept[0] != main else None
     return ModuleInputs(
@@ -303,7 +303,7 @@ def _copy_config(config: str, to: str) -> None:
   """The module config at `config` copied beside a copy of its module, read as every
   input is (bounded in size and time)."""
   module_config.read_config(config)  # refused under the user's name, not the copy's
-  data = cli_io.read_side_input(config, module_config.WHAT)
+  data = bounded_input.read_side_input(config, module_config.WHAT)
   with open(to, "wb") as f:
     f.write(data)
 
@@ -470,8 +470,8 @@ def check_out_path(out: str | None, inputs: Sequence[str | None]) -> None:
 
 def check_output_file(path: str, flag: str) -> None:
   """Refuses, before any work, an output file that could not be written at the end.
-  A device or FIFO is written in place (cli_io.write_atomic), a symlink followed."""
-  real = cli_io.resolve_links(path)
+  A device or FIFO is written in place (atomic_output.write_atomic), a symlink followed."""
+  real = atomic_output.resolve_links(path)
   if os.path.isdir(real):
     raise InputError(f"{flag} {path}: is a directory, not a file")
   if os.path.exists(real):
@@ -490,4 +490,4 @@ def write_output(text: str, out: str | None) -> None:
   if not out:
     sys.stdout.write(text)
     return
-  cli_io.write_atomic(out, text)
+  atomic_output.write_atomic(out, text)

@@ -41,7 +41,7 @@ import argparse
 import os
 from typing import Any
 
-from hlo_tools import cli_io
+from hlo_tools import bounded_input
 from hlo_tools.commands import common
 from hlo_tools.model import dumps, sources
 from hlo_tools.model.dumps import STAGE_HELP
@@ -97,7 +97,7 @@ def main(argv: list[str]) -> int:
     help="do not report metadata (op_name, scheduling_name) changes",
   )
   common.add_partitions_flag(parser)
-  cli_io.add_max_input_bytes(parser)
+  bounded_input.add_max_input_bytes(parser)
 
   def run(args: argparse.Namespace) -> int:
     src_a = diff.read_input(args.a, args.max_input_bytes, "diff")

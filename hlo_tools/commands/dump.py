@@ -38,7 +38,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from hlo_tools import cli_io
+from hlo_tools import bounded_input
 from hlo_tools.commands import common
 from hlo_tools.errors import DumpError
 from hlo_tools.ops import dump, dump_target
@@ -120,7 +120,7 @@ def _parser(prog: str) -> common.ArgumentParser:
     "the compile: module:function source (--mesh and --target_config: any program)",
   )
   # Each file of an --xla_dump_to SOURCE, and --target_config, is read within these.
-  cli_io.add_max_input_bytes(p)
+  bounded_input.add_max_input_bytes(p)
   return p
 
 

@@ -57,7 +57,7 @@ bad topology or cost table).
 import argparse
 import json
 
-from hlo_tools import cli_io
+from hlo_tools import bounded_input
 from hlo_tools.commands import common
 from hlo_tools.model import dumps
 from hlo_tools.ops import explain
@@ -76,7 +76,7 @@ def main(argv: list[str]) -> int:
   parser.add_argument("--out", default=None, help="write here instead of stdout")
   common.add_target_flag(parser)
   common.add_partitions_flag(parser)
-  cli_io.add_max_input_bytes(parser)
+  bounded_input.add_max_input_bytes(parser)
 
   def run(args: argparse.Namespace) -> int:
     results = []

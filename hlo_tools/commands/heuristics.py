@@ -16,7 +16,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterable
 
-from hlo_tools import cli_io, selection
+from hlo_tools import bounded_input, selection
 from hlo_tools.commands import common
 from hlo_tools.ops.heuristics import HeuristicsError
 
@@ -83,7 +83,7 @@ def _sweep_parser(prog: str, description: str, shapes: Iterable[str]) -> argpars
     "--shapes", default=",".join(shapes), help="comma-separated subset of " + ",".join(shapes)
   )
   p.add_argument("--no-plots", action="store_true", help="skip the PNGs")
-  cli_io.add_max_input_bytes(p)
+  bounded_input.add_max_input_bytes(p)
   return p
 
 
@@ -131,7 +131,7 @@ def _check_pass_parser(
     default=min(4, os.cpu_count() or 1),
     help="compiles in parallel (default: %(default)s)",
   )
-  cli_io.add_max_input_bytes(p)
+  bounded_input.add_max_input_bytes(p)
   return p
 
 
@@ -191,7 +191,7 @@ def _calibrate(argv: list[str]) -> int:
   p.add_argument("--date", help="date for the provenance (default: today, UTC)")
   p.add_argument("--plot", help="PNG of model vs measurement per backend")
   p.add_argument("--errors-csv", help="every measurement with its modeled time")
-  cli_io.add_max_input_bytes(p)
+  bounded_input.add_max_input_bytes(p)
   args = p.parse_args(argv[1:])
   result = calibrate.run_calibration(
     args.csv,

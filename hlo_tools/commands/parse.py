@@ -5,7 +5,7 @@ import dataclasses
 import json
 from typing import Any
 
-from hlo_tools import cli_io
+from hlo_tools import bounded_input
 from hlo_tools.hlo.ir import HloModule
 from hlo_tools.hlo.reader import parse_hlo_text
 from hlo_tools.model.collectives import collective_permutes, trips_text
@@ -81,9 +81,9 @@ def main(argv: list[str]) -> int:
     "file", help='HLO text file, a serialized module (X.hlo.pb, as XLA dumps it), or "-" for stdin'
   )
   parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-  cli_io.add_max_input_bytes(parser)
+  bounded_input.add_max_input_bytes(parser)
   args = parser.parse_args(argv[1:])
-  data = cli_io.read_input(args.file, args.max_input_bytes)
+  data = bounded_input.read_input(args.file, args.max_input_bytes)
   text = proto_text(data, args.file)  # X.hlo.pb, as XLA dumps it
   module = parse_hlo_text(data if text is None else text, args.file)
   require_entry(module, data.decode("utf-8", "replace") if text is None else text, args.file)

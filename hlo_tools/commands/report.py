@@ -68,7 +68,7 @@ import tempfile
 from types import FrameType
 from typing import Any, NoReturn
 
-from hlo_tools import cli_io
+from hlo_tools import bounded_input
 from hlo_tools.commands import common
 from hlo_tools.errors import InputError
 from hlo_tools.model import options, placement
@@ -118,7 +118,7 @@ def _parser(prog: str) -> common.ArgumentParser:
   parser.add_argument("--nobackward", dest="backward", action="store_false")
   parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
   common.add_partitions_flag(parser)
-  cli_io.add_max_input_bytes(parser)
+  bounded_input.add_max_input_bytes(parser)
   # module:function: the options `hlo-tools dump` compiles it with, the same group.
   common.add_function_flags(parser, DEFAULT_TARGET_CONFIG)
   return parser
@@ -201,7 +201,7 @@ def _stdin_file(args: argparse.Namespace) -> str:
   once, within --max-input-bytes and --input-timeout, and copied to a temporary file,
   since nvshmem-opt and the report's hlo/ both read the module by path."""
   label = "<stdin>" if args.source == "-" else args.source
-  data = cli_io.read_input(args.source, args.max_input_bytes, label)
+  data = bounded_input.read_input(args.source, args.max_input_bytes, label)
   if not data.strip():
     raise InputError(f"{label}: empty input, no HLO module")
   fd, path = tempfile.mkstemp(prefix="hlo-tools-report-stdin-", suffix=".hlo")
@@ -244,13 +244,13 @@ def main(argv: list[str]) -> int:
     # The table first: a bad one is refused before any module is read or compiled.
     table = options.load_table(args.cost_table, args.backends, args.max_input_bytes)
     options.check_target(table[0].backends, args.per_op_modes)
-    if args.source and cli_io.is_regular_file(args.source):  # what stands beside it
+    if args.source and bounded_input.is_regular_file(args.source):  # what stands beside it
       placement.config_path(args.source)
     piped = args.source == "-" or (
       args.source is not None
       and os.path.lexists(args.source)
       and not os.path.isdir(args.source)
-      and not cli_io.is_regular_file(args.source)
+      and not bounded_input.is_regular_file(args.source)
     )
     stdin_path = _stdin_file(args) if piped else None
     try:

@@ -10,7 +10,7 @@ import os
 import re
 from typing import NamedTuple
 
-from hlo_tools import cli_io
+from hlo_tools import bounded_input
 from hlo_tools.errors import InputError
 
 
@@ -38,16 +38,16 @@ def sibling_path(module_path: "str | os.PathLike[str]") -> str:
 WHAT = "the buffer assignment beside the module"
 
 
-def found(path: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> bool:
+def found(path: str, max_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES) -> bool:
   """Whether XLA's buffer-assignment dump is at `path` (sibling_path): a regular file
   within max_bytes (it grows with the module). Anything else at its name (a FIFO,
   device, directory, dangling link) is an InputError, not skipped."""
-  return cli_io.found_beside(path, WHAT, max_bytes, side=False) is not None
+  return bounded_input.found_beside(path, WHAT, max_bytes, side=False) is not None
 
 
-def copy(path: str, to: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> None:
+def copy(path: str, to: str, max_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES) -> None:
   """The dump at `path` copied to `to`, read as every input is (bounded)."""
-  data = cli_io.read_input(path, max_bytes)
+  data = bounded_input.read_input(path, max_bytes)
   with open(to, "wb") as f:
     f.write(data)
 

@@ -38,7 +38,7 @@ import re
 from collections.abc import Iterator
 from typing import NoReturn
 
-from hlo_tools import cli_io
+from hlo_tools import bounded_input
 from hlo_tools.errors import InputError
 
 SUFFIX = ".config.pbtxt"
@@ -93,7 +93,7 @@ def sidecar_path(module_path: str) -> str:
   return stem + SUFFIX
 
 
-# What a config's messages call it, and its own size bound (cli_io.side_limit).
+# What a config's messages call it, and its own size bound (bounded_input.side_limit).
 WHAT = "a module config"
 
 
@@ -101,7 +101,7 @@ def _beside(path: str) -> str | None:
   """`path` where a config within its limit is; None where nothing is; InputError
   where something else is (a FIFO, device, directory, dangling link: refused, never
   skipped, since the driver would read it)."""
-  return cli_io.found_beside(path, WHAT)
+  return bounded_input.found_beside(path, WHAT)
 
 
 def xla_dump_config(xla_dir: str, module_key: str) -> str | None:
@@ -149,10 +149,10 @@ def read_manifest(directory: str) -> dict | None:
   """`hlo-tools dump`'s manifest.json in `directory`, read as a side input (bounded in
   size and time); None where there is none or it is not a JSON object. Something
   at its name that is not a regular file is an InputError, not skipped."""
-  path = cli_io.found_beside(os.path.join(directory, "manifest.json"), "a dump's manifest")
+  path = bounded_input.found_beside(os.path.join(directory, "manifest.json"), "a dump's manifest")
   if path is None:
     return None
-  data = cli_io.read_side_input(path, "a dump's manifest")
+  data = bounded_input.read_side_input(path, "a dump's manifest")
   try:
     manifest = json.loads(data)
   except ValueError:
@@ -163,9 +163,9 @@ def read_manifest(directory: str) -> dict | None:
 def read_config(path: str, max_bytes: int | None = None, label: str | None = None) -> ModuleConfig:
   """Reads and parses the config at `path`; InputError (one line, naming `label`,
   default the path) when bad or over its limit (the smaller of max_bytes and a
-  config's own, cli_io.side_limit)."""
+  config's own, bounded_input.side_limit)."""
   label = str(label or path)
-  data = cli_io.read_side_input(path, WHAT, max_bytes, label)
+  data = bounded_input.read_side_input(path, WHAT, max_bytes, label)
   if not data.strip():  # XLA never writes an empty one: a cut or failed copy
     raise InputError(f"{label}: empty file, no module config")
   try:

@@ -14,8 +14,8 @@ import os
 import weakref
 from typing import NoReturn
 
-from hlo_tools.cli_io import DEFAULT_MAX_INPUT_BYTES, InputReadError, read_input
-from hlo_tools.errors import HloParseError, ShapeError
+from hlo_tools.bounded_input import DEFAULT_MAX_INPUT_BYTES, read_input
+from hlo_tools.errors import HloParseError, InputReadError, ShapeError
 from hlo_tools.hlo.attributes import parse_kv, parse_name_list, unquote
 from hlo_tools.hlo.grammar import (
   CALL_RE,

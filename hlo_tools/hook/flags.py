@@ -173,11 +173,11 @@ def xla_flags_mode(env: Mapping[str, str] | None = None) -> tuple[str | None, st
     where = f"XLA_FLAGS (the file {value})"
     # Bounded like every other input: a FIFO, /dev/zero or a huge file named here
     # must not hang the compile or take the process's memory.
-    from hlo_tools import cli_io
+    from hlo_tools import bounded_input
     from hlo_tools.errors import InputError
 
     try:
-      value = cli_io.read_side_input(value, "an XLA_FLAGS file").decode("utf-8", "replace")
+      value = bounded_input.read_side_input(value, "an XLA_FLAGS file").decode("utf-8", "replace")
     except InputError as e:
       raise HookError(
         f"XLA_FLAGS names the file {value!r}, which XLA reads its flags from, "

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from hlo_tools import cli_io
+from hlo_tools import atomic_output
 from hlo_tools.errors import HookError, InputError
 from hlo_tools.hlo import reader
 from hlo_tools.hook import decide, flags, processes, program, registry, text_edit
@@ -254,7 +254,7 @@ class Hook:
   def _write_report(self) -> None:
     if not self.report:
       return
-    cli_io.write_atomic(self.report, json.dumps(self.summary(), indent=1, default=str))
+    atomic_output.write_atomic(self.report, json.dumps(self.summary(), indent=1, default=str))
 
   def uninstall(self) -> bool:
     """Removes the transformation; True when jax found it."""

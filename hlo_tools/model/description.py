@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import hlo_tools.selection as selection
-from hlo_tools import cli_io
+from hlo_tools import bounded_input
 from hlo_tools.hlo.ir import HloInstruction
 from hlo_tools.model import driver, modes, options, placement, sources
 from hlo_tools.model.backend_tables import PLAN_BACKEND, PLAN_MODE, backend_set, op_backend
@@ -181,7 +181,7 @@ def describe(
   use_driver: bool = True,
   source: sources.Source | None = None,
   num_partitions: int | None = None,
-  max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
+  max_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES,
   report: Report | None = None,
   upstream_why: str | None = None,
 ) -> dict:

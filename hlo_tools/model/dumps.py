@@ -36,7 +36,7 @@ import os
 import re
 from typing import Any
 
-from hlo_tools import cli_io
+from hlo_tools import bounded_input
 from hlo_tools.errors import DumpReadError, InputError
 from hlo_tools.hlo import module_config
 from hlo_tools.model import sources
@@ -128,7 +128,7 @@ def pass_snapshot_text(
   module_key: str | None = None,
   occurrence: int = -1,
   when: str = "after",
-  max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
+  max_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES,
 ) -> str:
   """HLO text of the module right after (or before) `pass_name`, from an XLA dump.
 
@@ -140,7 +140,7 @@ def pass_snapshot_text(
               after_P (every change is dumped, so that is P's input).
   Otherwise the snapshot cannot be located and DumpReadError says so.
   `occurrence` picks among several runs of the pass (-1: the last). The file is
-  read as every input is (cli_io.read_input, within max_bytes and the input
+  read as every input is (bounded_input.read_input, within max_bytes and the input
   timeout).
   """
   if when not in ("after", "before"):
@@ -162,7 +162,7 @@ def pass_snapshot_text(
       "not run or neither it nor its neighbour changed the module"
     )
   path = os.path.join(xla_dir, passes[hits[occurrence]]["file"])
-  return sources.decode_text(cli_io.read_input(path, max_bytes))
+  return sources.decode_text(bounded_input.read_input(path, max_bytes))
 
 
 def main_key(dump_dir: str, modules: ModuleIndex) -> str | None:
@@ -180,7 +180,7 @@ def xla_dir_of(dump_dir: str) -> str:
 def read_stage(
   dump_dir: str,
   stage: str,
-  max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
+  max_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES,
   program: str | None = None,
 ) -> sources.Source:
   """The Source of one stage of a dump directory (see the module docstring).
@@ -308,7 +308,7 @@ _PERMUTE_RE = re.compile(rb"\bcollective-permute(?:-start)?\(")
 
 
 def program_permutes(
-  dump_dir: str, key: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES
+  dump_dir: str, key: str, max_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES
 ) -> int | None:
   """How many collective-permute statements the program has (its after-optimizations
   module, else its first stage or pass file); None where it has no file to read."""
@@ -324,12 +324,12 @@ def program_permutes(
   )
   if fname is None:
     return None
-  data = cli_io.read_input(os.path.join(xla_dir, fname), max_bytes)
+  data = bounded_input.read_input(os.path.join(xla_dir, fname), max_bytes)
   return len(_PERMUTE_RE.findall(data))
 
 
 def select_programs(
-  dump_dir: str, stage: str | None = None, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES
+  dump_dir: str, stage: str | None = None, max_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES
 ) -> tuple[list[str], list[tuple[str, str]]]:
   """The programs a command decides on in a folder of several: (keys of those with
   collective-permutes, [(key, why skipped)]). A folder of one program keeps it,
@@ -425,7 +425,7 @@ def single_program(dump_dir: str, stage: str, what: str) -> str | None:
 
 
 def read_input(
-  spec: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES, what: str = "the command"
+  spec: str, max_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES, what: str = "the command"
 ) -> sources.Source:
   """FILE or DIR:[PROGRAM:]STAGE. FILE may be any readable file, device or pipe, "-"
   for stdin; reading stops past max_bytes."""

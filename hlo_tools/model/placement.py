@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from hlo_tools import cli_io, selection
+from hlo_tools import bounded_input, selection
 from hlo_tools.errors import InputError, SelectionError
 from hlo_tools.hlo import module_config
 from hlo_tools.model import driver, dumps
@@ -45,7 +45,7 @@ def config_path(path: str | None) -> str | None:
 
 
 def module_map(
-  path: str | None, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES
+  path: str | None, max_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES
 ) -> tuple[list[int], str] | None:
   """(partition->device map, the config file it came from) for the module at `path`
   (or the main module of the dump folder at `path`), or None where XLA wrote none."""
@@ -68,7 +68,7 @@ def settled(
   selected: Selection,
   path: str | None,
   report: Report | None,
-  max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
+  max_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES,
 ) -> Selection:
   """`selected` on the module's own device map: as the driver's JSON on the module
   (`report`) placed it, else, where no driver answered, as this reader places it.
@@ -101,7 +101,7 @@ def from_report(selected: Selection, report: Report | None) -> Selection:
 
 
 def placed_by_reader(
-  selected: Selection, path: str | None, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES
+  selected: Selection, path: str | None, max_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES
 ) -> Selection:
   """`selected` on the module's own device map, where the spec states none and XLA
   wrote one beside the module, read here: for a path no driver answered for (the

@@ -10,7 +10,7 @@ import re
 from typing import NoReturn
 
 import hlo_tools.selection as selection  # noqa: F401 (first: it says how to build a missing binding)
-from hlo_tools import _selection_core, cli_io
+from hlo_tools import _selection_core, bounded_input
 from hlo_tools.errors import InputError
 from hlo_tools.hlo import buffer_assignment, proto
 from hlo_tools.hlo.buffer_assignment import Allocation
@@ -47,7 +47,7 @@ class Source:
       self._allocations = {}
       path = self.path and str(self.path) != "-" and buffer_assignment.sibling_path(self.path)
       if path and buffer_assignment.found(path):
-        data = cli_io.read_input(path)
+        data = bounded_input.read_input(path)
         self._allocations = buffer_assignment.parse(data.decode("utf-8", "surrogateescape"), path)
     return self._allocations
 
@@ -95,12 +95,12 @@ def require_entry(module: HloModule, text: str, label: str | None) -> None:
 
 
 def read_source(
-  path: str, label: str | None = None, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES
+  path: str, label: str | None = None, max_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES
 ) -> Source:
   """Reads and parses an HLO module file (any file, device or pipe; "-" is stdin),
   never more than max_bytes of it: HLO text, or a serialized module as XLA dumps it
   (X.hlo.pb), printed as text by jaxlib."""
-  data = cli_io.read_input(path, max_bytes, label)
+  data = bounded_input.read_input(path, max_bytes, label)
   text = proto_text(data, label or path)
   if text is not None:
     return read_text(path, text, label)

@@ -10,7 +10,7 @@ import sys
 import tempfile
 from typing import Any
 
-from hlo_tools import cli_io
+from hlo_tools import bounded_input
 from hlo_tools.errors import DumpError
 from hlo_tools.hlo import buffer_assignment, module_config
 from hlo_tools.model import sources
@@ -123,7 +123,7 @@ def dump(
   overwrite: bool = False,
   options: dict[str, Any] | None = None,
   progress: bool = True,
-  max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
+  max_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES,
 ) -> dict[str, Any]:
   """Library entry point behind `hlo-tools dump`. Returns the manifest dict.
   max_bytes: the bound of each file read from an --xla_dump_to folder.
@@ -212,9 +212,11 @@ def dump(
     raise
 
 
-def copy_dump_folder(folder: str, to: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> None:
+def copy_dump_folder(
+  folder: str, to: str, max_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES
+) -> None:
   """XLA's --xla_dump_to `folder` copied to `to`, each file read as every input is
-  (cli_io.read_input: within max_bytes and the input timeout; a link followed, a
+  (bounded_input.read_input: within max_bytes and the input timeout; a link followed, a
   loop refused): a FIFO, device or socket among XLA's files is refused with its
   name, never copied without end (/dev/zero) or waited on."""
   os.makedirs(to)
@@ -225,10 +227,10 @@ def copy_dump_folder(folder: str, to: str, max_bytes: int = cli_io.DEFAULT_MAX_I
       continue
     if not entry.is_file() and os.path.exists(entry.path):
       raise DumpError(
-        f"{entry.path}: {cli_io.kind_of(entry.path)} in the dump folder, not a regular file"
+        f"{entry.path}: {bounded_input.kind_of(entry.path)} in the dump folder, not a regular file"
       )
     with open(target, "wb") as f:
-      f.write(cli_io.read_input(entry.path, max_bytes))
+      f.write(bounded_input.read_input(entry.path, max_bytes))
 
 
 def _main_config(

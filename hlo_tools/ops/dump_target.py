@@ -6,7 +6,7 @@ import os
 import re
 from typing import Any
 
-from hlo_tools import cli_io, selection
+from hlo_tools import bounded_input, selection
 from hlo_tools.errors import DumpError
 from hlo_tools.model.topology import jax_topology
 
@@ -47,7 +47,7 @@ class Target:
       path = self.target_config
       if not os.path.lexists(path):
         raise DumpError(f"--target_config {path!r} is not a file")
-      data = cli_io.read_side_input(path, "a GPU target config")
+      data = bounded_input.read_side_input(path, "a GPU target config")
       try:
         self._config_text = data.decode("utf-8")
       except UnicodeDecodeError as e:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hlo_tools import cli_io
+from hlo_tools import bounded_input
 from hlo_tools.hlo.ir import HloModule
 from hlo_tools.model import description, modes, placement, program_mode, sources
 from hlo_tools.model.collectives import trips_text
@@ -41,7 +41,7 @@ def explain(
   path: str,
   selected: Selection,
   source: sources.Source | None = None,
-  max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
+  max_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES,
   stage: str | None = None,
   per_op_xla: bool = False,
   **kwargs: Any,

@@ -19,7 +19,7 @@ import shutil
 import tempfile
 import time
 
-from hlo_tools import cli_io
+from hlo_tools import atomic_output, bounded_input
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -47,9 +47,9 @@ def _exchange(a: str, b: str) -> bool:
 _OPEN: set[str] = set()
 
 
-def make_work_dir(out: cli_io.PathLike) -> str:
+def make_work_dir(out: bounded_input.PathLike) -> str:
   """A fresh `.DIR.tmp-PID-XXXX` next to `out`, after clearing dead runs' leftovers."""
-  out = cli_io.resolve_links(out)
+  out = atomic_output.resolve_links(out)
   if os.path.exists(out) and not os.path.isdir(out):
     raise NotADirectoryError(f"{out}: exists and is not a directory")
   parent, base = os.path.dirname(out), os.path.basename(out)
@@ -106,10 +106,10 @@ def clean_stale(out: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def publish(work_dir: str, out: cli_io.PathLike) -> None:
+def publish(work_dir: str, out: bounded_input.PathLike) -> None:
   """Moves the finished work directory into place as `out` (see above)."""
   _OPEN.discard(work_dir)
-  out = cli_io.resolve_links(out)
+  out = atomic_output.resolve_links(out)
   if not os.path.lexists(out):
     os.rename(work_dir, out)
     return

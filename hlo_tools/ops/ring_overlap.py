@@ -15,7 +15,7 @@ import re
 import sys
 from collections.abc import Sequence
 
-from hlo_tools import cli_io
+from hlo_tools import bounded_input, messages
 from hlo_tools.errors import InputError
 
 # (instruction, opcode or None, line) in schedule order.
@@ -103,10 +103,10 @@ def main(argv: Sequence[str]) -> int:
     print("usage: python -m hlo_tools.ops.ring_overlap MODULE.txt", file=sys.stderr)
     return 2
   try:  # bounded as every input is: a FIFO or /dev/zero ends in one line
-    data = cli_io.read_input(argv[0], limit_name="the tools' default limit")
+    data = bounded_input.read_input(argv[0], limit_name="the tools' default limit")
     text = data.decode("utf-8")
   except (InputError, UnicodeDecodeError) as e:
-    cli_io.print_error(e if isinstance(e, InputError) else f"{argv[0]}: not UTF-8 text: {e}")
+    messages.print_error(e if isinstance(e, InputError) else f"{argv[0]}: not UTF-8 text: {e}")
     return 2
   for row in permute_windows(text):
     print(json.dumps(row))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hlo_tools import cli_io
+from hlo_tools import bounded_input
 from hlo_tools.errors import InputError
 from hlo_tools.model import backend_tables, decisions, driver, placement, program_mode, sources
 from hlo_tools.model.driver_report import Report
@@ -127,7 +127,7 @@ def verify(
   run_driver: bool = True,
   source: sources.Source | None = None,
   num_partitions: int | None = None,
-  max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
+  max_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES,
   only: tuple | None = None,
   verified_by: str | None = None,
   per_op_xla: bool = False,

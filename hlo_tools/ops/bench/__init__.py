@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hlo_tools import cli_io
+from hlo_tools import atomic_output
 from hlo_tools.ops.bench import programs, reader
 
 GOALS = {"P1": 0.005, "P2": 1.0, "P3": 1.5, "HOOK": 1.15}
@@ -58,7 +58,7 @@ def _log(message: str) -> None:
 def _keep(keep_dir: str | None, name: str, text: str) -> None:
   if keep_dir:
     os.makedirs(keep_dir, exist_ok=True)
-    cli_io.write_atomic(os.path.join(keep_dir, name), text)
+    atomic_output.write_atomic(os.path.join(keep_dir, name), text)
 
 
 # ---------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from hlo_tools import cli_io
+from hlo_tools import bounded_input
 from hlo_tools.errors import InputError
 from hlo_tools.model import dumps, sources
 from hlo_tools.model.dumps import xla_dir_of
@@ -285,7 +285,7 @@ def trace(dump_dir: str, program: str | None = None) -> dict[str, Any]:
   for snap in snaps:
     path = os.path.join(xla_dir, snap["file"])
     # Bounded as every input is: a FIFO or /dev/zero at a pass's name is refused.
-    text = cli_io.read_input(path).decode("utf-8", "replace")
+    text = bounded_input.read_input(path).decode("utf-8", "replace")
     sig = signature(text)
     if sig == prev_sig:
       continue  # no line a collective-permute depends on changed

@@ -36,7 +36,7 @@ import os
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from hlo_tools import cli_io, selection
+from hlo_tools import bounded_input, selection
 from hlo_tools._selection_core import CostTable
 from hlo_tools.errors import HeuristicsError, escape_name
 from hlo_tools.ops.heuristics.evaluate import HOLDOUTS, split_holdout
@@ -62,7 +62,7 @@ def run_calibration(
   holdout_csv: str | None = None,
   software: str | None = None,
   notes: Iterable[str] = (),
-  max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
+  max_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES,
 ) -> Calibration:
   """Fits, writes and re-reads the table; keeps the measurements apart by set. Each
   file is read as every input is (within max_bytes and the input timeout)."""

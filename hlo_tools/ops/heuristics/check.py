@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-from hlo_tools import cli_io, selection
+from hlo_tools import atomic_output, selection
 from hlo_tools._selection_core import CostTable, Topology
 from hlo_tools.errors import DumpError, HeuristicsError
 from hlo_tools.model.topology import jax_topology
@@ -156,7 +156,7 @@ def check_topology(
   cases = sample_cases(spec, topology)
   hlo = compile_module(topology, cases)
   stem = os.path.join(work_dir, spec.replace(":", "_"))
-  cli_io.write_atomic(stem + ".hlo", hlo)
+  atomic_output.write_atomic(stem + ".hlo", hlo)
   report = run_pass(tool, stem + ".hlo", spec, cost_table_path, stem + ".json")
   decisions = list(report["decisions"])
   results: list[Result] = []
@@ -220,7 +220,7 @@ def run_check(
     work_dir = out or tmp
     if cost_table:
       cost_table = os.path.join(tmp, "cost_table.txt")
-      cli_io.write_atomic(cost_table, str(table))
+      atomic_output.write_atomic(cost_table, str(table))
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
       futures = [
         pool.submit(check_topology, spec, topology, table, cost_table, tool, work_dir)

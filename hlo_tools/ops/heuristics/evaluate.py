@@ -5,7 +5,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
-from hlo_tools import cli_io, selection
+from hlo_tools import atomic_output, selection
 from hlo_tools._selection_core import CostTable
 from hlo_tools.errors import HeuristicsError
 from hlo_tools.ops.heuristics.fitting import Fit, medians
@@ -194,6 +194,6 @@ def write_errors_csv(path: str, checks: Iterable[Check]) -> None:
 
 def write_file(path: str, text: str | bytes) -> None:
   try:
-    cli_io.write_atomic(path, text)
+    atomic_output.write_atomic(path, text)
   except OSError as e:
     raise HeuristicsError(f"{path}: {e.strerror}") from None

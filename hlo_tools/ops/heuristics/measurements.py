@@ -6,12 +6,12 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from hlo_tools import cli_io, selection
+from hlo_tools import bounded_input, selection
 from hlo_tools.errors import HeuristicsError
 
 BACKENDS = selection.BACKENDS
 REQUIRED = ("backend", "link_class", "bytes", "seconds")
-# A measurement CSV is thousands of rows: a side input's bound (cli_io.side_limit).
+# A measurement CSV is thousands of rows: a side input's bound (bounded_input.side_limit).
 WHAT = "a measurement CSV"
 
 
@@ -42,11 +42,13 @@ def _column_key(name: str) -> str:
 _digests: dict[str, str] = {}
 
 
-def digest(path: str, max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES) -> str:
+def digest(path: str, max_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES) -> str:
   """The sha256 of the CSV at `path`: of the bytes read_measurements read, else read
   now (bounded, as every input)."""
   if path not in _digests:
-    _digests[path] = hashlib.sha256(cli_io.read_side_input(path, WHAT, max_bytes)).hexdigest()
+    _digests[path] = hashlib.sha256(
+      bounded_input.read_side_input(path, WHAT, max_bytes)
+    ).hexdigest()
   return _digests[path]
 
 
@@ -54,7 +56,7 @@ def _read_rows(path: str, max_bytes: int) -> list[tuple[int, list[str]]]:
   """[(line number, fields)] of the non-comment lines, header first; the file read as
   every side input is (bounded in size by max_bytes and a CSV's own limit, in time by
   the input timeout)."""
-  data = cli_io.read_side_input(path, WHAT, max_bytes)
+  data = bounded_input.read_side_input(path, WHAT, max_bytes)
   _digests[path] = hashlib.sha256(data).hexdigest()
   try:
     lines = data.decode("utf-8").splitlines()
@@ -76,7 +78,7 @@ def _read_rows(path: str, max_bytes: int) -> list[tuple[int, list[str]]]:
 def read_measurements(
   path: str,
   provenance: dict[str, set[str]] | None = None,
-  max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
+  max_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES,
 ) -> Groups:
   """{(backend, link_class): [Point]}; HeuristicsError names file:line.
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from hlo_tools import cli_io, selection
+from hlo_tools import atomic_output, selection
 from hlo_tools.errors import HeuristicsError
 from hlo_tools.ops.heuristics.evaluate import GOAL_REL, Check, relative, write_file
 
@@ -60,7 +60,7 @@ def plot_topology(out_dir: str, spec: str, rows: Sequence[dict[str, Any]]) -> st
   fig.savefig(buffer, format="png", dpi=90)
   plt.close(fig)
   path = os.path.join(out_dir, file_name(spec))
-  cli_io.write_atomic(path, buffer.getvalue())
+  atomic_output.write_atomic(path, buffer.getvalue())
   return path
 
 

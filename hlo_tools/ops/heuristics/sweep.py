@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import hlo_tools.selection as selection  # first: it says how to build a missing binding
-from hlo_tools import cli_io
+from hlo_tools import atomic_output
 from hlo_tools._selection_core import CostTable, Topology
 from hlo_tools.errors import HeuristicsError
 from hlo_tools.ops.heuristics.sweep_cases import (
@@ -77,7 +77,7 @@ def write_outputs(
   os.makedirs(out_dir, exist_ok=True)
   paths = []
   csv_path = os.path.join(out_dir, "sweep.csv")
-  cli_io.write_atomic(csv_path, rows_to_csv(rows))
+  atomic_output.write_atomic(csv_path, rows_to_csv(rows))
   paths.append(csv_path)
   doc = {
     "cost_table": str(table),
@@ -89,7 +89,7 @@ def write_outputs(
     "summary": summary,
   }
   json_path = os.path.join(out_dir, "sweep.json")
-  cli_io.write_atomic(json_path, json.dumps(_json_safe(doc), indent=1) + "\n")
+  atomic_output.write_atomic(json_path, json.dumps(_json_safe(doc), indent=1) + "\n")
   paths.append(json_path)
   if plots:
     from hlo_tools.ops.heuristics import plot  # matplotlib only when plotting

@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any
 
-from hlo_tools import cli_io, selection
+from hlo_tools import bounded_input, selection
 from hlo_tools.errors import InputError
 from hlo_tools.model import options
 from hlo_tools.ops import dump_compile, outdir
@@ -63,7 +63,7 @@ def build(
   cost_table: str | None = None,
   num_partitions: int | None = None,
   progress: bool = True,
-  max_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES,
+  max_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES,
   backends: str | None = None,
   table: tuple[selection.CostTable, str | None] | None = None,
   per_op_xla: bool = options.PER_OP_MODES_DEFAULT,

@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from hlo_tools import cli_io, selection
+from hlo_tools import messages, selection
 from hlo_tools.errors import InputError
 from hlo_tools.hlo import buffer_assignment
 from hlo_tools.model import description, driver, dumps, options, placement, sources
@@ -78,9 +78,9 @@ def derive_topology(
     done[0]["num_partitions"] * done[0]["num_replicas"],
   )
   if not quiet:
-    cli_io.print_error(note)
+    messages.print_error(note)
   if warning:  # loud even with --quiet: every choice depends on it
-    cli_io.print_error(warning)
+    messages.print_error(warning)
   shown = case.label if case.program is None else f"{case.label}:{case.program}"
   case.topology, case.parsed, case.title = spec, selected.topology, f"{shown} on {spec}"
   return selected, {stage: done}

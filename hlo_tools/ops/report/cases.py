@@ -7,7 +7,7 @@ import os
 import re
 from typing import Any
 
-from hlo_tools import cli_io, selection
+from hlo_tools import bounded_input, messages, selection
 from hlo_tools.errors import InputError
 from hlo_tools.model import dumps
 from hlo_tools.model.topology import jax_topology, manifest_note
@@ -119,7 +119,7 @@ class Request:
   target_config: str | None = None
   devices_per_host: int | None = None  # FILE or DIR without --topology
   num_partitions: int | None = None
-  max_input_bytes: int = cli_io.DEFAULT_MAX_INPUT_BYTES
+  max_input_bytes: int = bounded_input.DEFAULT_MAX_INPUT_BYTES
   quiet: bool = False
 
 
@@ -209,5 +209,5 @@ def manifest_topology(path: str, label: str, request: Request) -> str | None:
       "(its manifest); give --topology to report it on another"
     )
   if not request.quiet:
-    cli_io.print_error(manifest_note(PROG, label, spec))
+    messages.print_error(manifest_note(PROG, label, spec))
   return spec

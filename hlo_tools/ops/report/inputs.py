@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from hlo_tools import cli_io
+from hlo_tools import bounded_input
 from hlo_tools.errors import ESCAPE_ERRORS, DumpError, InputError
 from hlo_tools.hlo import buffer_assignment, module_config, proto
 from hlo_tools.model import dumps, placement
@@ -51,7 +51,7 @@ def _file_text(path: str, max_bytes: int, label: str | None = None) -> tuple[str
   with the device assignment it carries as a config.
   label: how errors name the file (the user's spelling of it)."""
   label = label or path
-  data = cli_io.read_input(path, max_bytes, label)
+  data = bounded_input.read_input(path, max_bytes, label)
   if proto.looks_like_text(data) or b"\0" not in data[:4096] and proto.module_bytes(data) is None:
     return data.decode("utf-8", errors="replace"), None
   module = proto.module_bytes(data)
