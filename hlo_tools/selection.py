@@ -33,6 +33,12 @@ BACKEND_INFO = {r["name"]: r for r in _selection_core.backend_info()}
 PLACES = ("anywhere", "group", "branch")
 
 
+def place_of(under_conditional_branch: bool, in_collectives_group: bool) -> str:
+  """Where a permute sits for the core's rules (PLACES), by the core's one rule:
+  under a conditional's branch wins over a collectives group, which refuses less."""
+  return _selection_core.place_of(under_conditional_branch, in_collectives_group)
+
+
 def parse_topology(spec: str, backends: str | None = None) -> Topology:
   """The core's Topology of `spec`. A layout the spec leaves unstated is the default
   of `backends`, the target XLA's set ("nccl,peer"; default: the default table's,

@@ -751,3 +751,13 @@ def test_a_team_larger_than_the_topology_is_refused_nvshmem():
   d = _selection_core.decide(topology, table, 32 << 20, ring(4), team_size=8)
   assert d["plan"] == "nccl"
   assert "the program's 8 devices are more than the topology places (4)" in d["refused"]["nvshmem"]
+
+
+def test_place_of_is_the_cores_one_rule():
+  """Where a permute sits, as every caller asks the core: a conditional's branch
+  outranks a collectives group; the places are the decide call's own."""
+  assert selection.place_of(False, False) == "anywhere"
+  assert selection.place_of(False, True) == "group"
+  assert selection.place_of(True, False) == "branch"
+  assert selection.place_of(True, True) == "branch"
+  assert {selection.place_of(b, g) for b in (0, 1) for g in (0, 1)} == set(selection.PLACES)

@@ -312,6 +312,20 @@ void BindModel(py::module_& m) {
 
 void BindDecide(py::module_& m) {
   m.def(
+      "place_of",
+      [](bool under_conditional_branch, bool in_collectives_group) {
+        switch (core::PlaceOf(under_conditional_branch, in_collectives_group)) {
+          case core::Place::kConditionalBranch:
+            return std::string("branch");
+          case core::Place::kCollectivesGroup:
+            return std::string("group");
+          case core::Place::kAnywhere:
+            break;
+        }
+        return std::string("anywhere");
+      },
+      py::arg("under_conditional_branch"), py::arg("in_collectives_group"));
+  m.def(
       "decide",
       [](const core::Topology& topology, const core::ToolCostTable& table,
          int64_t bytes, const std::vector<std::pair<int, int>>& device_edges,

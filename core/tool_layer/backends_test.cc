@@ -110,6 +110,13 @@ std::string HangText(const std::vector<std::pair<int, int>>& edges,
                    : std::nullopt);
 }
 
+TEST(PlaceOfTest, ABranchOutranksAGroup) {
+  EXPECT_EQ(PlaceOf(false, false), Place::kAnywhere);
+  EXPECT_EQ(PlaceOf(false, true), Place::kCollectivesGroup);
+  EXPECT_EQ(PlaceOf(true, false), Place::kConditionalBranch);
+  EXPECT_EQ(PlaceOf(true, true), Place::kConditionalBranch);
+}
+
 TEST(TopologyTest, ParsesShapesDomainsAndMaps) {
   Topology t = MustParse("2x2x4");
   EXPECT_EQ(t.num_devices(), 16);

@@ -340,6 +340,11 @@ std::string DescribeDecision(const Topology& topology,
 
 }  // namespace
 
+Place PlaceOf(bool under_conditional_branch, bool in_collectives_group) {
+  if (under_conditional_branch) return Place::kConditionalBranch;
+  return in_collectives_group ? Place::kCollectivesGroup : Place::kAnywhere;
+}
+
 ToolDecision Decide(const Topology& topology, const ToolCostTable& table,
                     const PermuteRequest& request, Place place) {
   ToolDecision decision;

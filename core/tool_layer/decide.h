@@ -87,6 +87,11 @@ struct ToolDecision : Decision {
 // conditional's branch, where devices may run other permutes.
 enum class Place { kAnywhere, kCollectivesGroup, kConditionalBranch };
 
+// The place of a permute whose computation runs under a conditional's branch
+// and/or in a collectives group: the branch's, which refuses more, where both.
+// Every caller (the tools' step, the binding's users) asks this one rule.
+Place PlaceOf(bool under_conditional_branch, bool in_collectives_group);
+
 // The core's rule over NVSHMEM, peer and symmetric: the fastest allowed
 // alternative when it beats NCCL by the margin (ties to the first).
 ToolDecision Decide(const Topology& topology, const ToolCostTable& table,

@@ -81,8 +81,9 @@ def decide_mode(
   replicas): the core's plan over the backend set names the backend; one the hook
   writes no mode for runs as NCCL."""
   pairs = [tuple(p) for p in permute.pairs]
-  # Under a conditional's branch, as nvshmem-opt's planner tells the core.
-  place = "branch" if permute.branch else "anywhere"
+  # Under a conditional's branch, as the tools' pass tells the core (a collectives
+  # group refuses NVSHMEM only, which no XLA the hook targets runs).
+  place = selection.place_of(bool(permute.branch), False)
   d: Decision = selection.decide(
     topology,
     table,

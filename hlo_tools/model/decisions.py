@@ -145,8 +145,7 @@ def place_of(perm: Permute) -> str:
   """Where the permute sits for the core's rules (selection.PLACES), as nvshmem-opt's
   planner tells the core: under a conditional's branch, inside a collectives group,
   or anywhere."""
-  rec = perm.record
-  return "branch" if rec.branch else "group" if perm.group else "anywhere"
+  return selection.place_of(bool(perm.record.branch), perm.group is not None)
 
 
 def analyze(

@@ -172,9 +172,7 @@ absl::StatusOr<bool> PermutePlan::Step(const core::Topology& topology,
     request.destinations = options_.read_destinations(*permute);
   }
   const core::Place place =
-      site.under_conditional_branch ? core::Place::kConditionalBranch
-      : site.in_collectives_group   ? core::Place::kCollectivesGroup
-                                    : core::Place::kAnywhere;
+      core::PlaceOf(site.under_conditional_branch, site.in_collectives_group);
   OpRecord record = ToRecord(*permute, topology, request, site.rewritable,
                              core::Decide(topology, table_, request, place));
   record.loops = loop_nests.Of(*permute->parent());
