@@ -360,6 +360,23 @@ try:
   out["vjp_records"] = len(hook.programs) - n
   # jax.jvp keeps jax's own rule (a JVP tracer, not a linearization): still right.
   out["jvp"] = bool(jnp.allclose(jax.jvp(lambda v: g(v, 3.0), (x,), (x,))[1], f(x, 3.0)))
+  # So does jax.linearize (its linear function runs forward mode, which no
+  # custom_vjp allows), and a function that closes over a traced value.
+  n = len(hook.programs)
+  out["linearize"] = bool(jnp.allclose(jax.linearize(lambda v: g(v, 3.0), x)[1](x), f(x, 3.0)))
+  closing = lambda jit: lambda a, w: (jit(lambda v: f(v, 1.0) * w)(a) ** 2).sum()
+  out["closure"] = all(
+    bool(jnp.allclose(u, v))
+    for u, v in zip(
+      jax.grad(closing(hook.jit), argnums=(0, 1))(x, x),
+      jax.grad(closing(jax.jit), argnums=(0, 1))(x, x),
+    )
+  )
+  # Records of the halves compiled through hook.compile (plain compiles on this
+  # live client are recorded too, by the registered transformation).
+  out["plain_records"] = [
+    r["module"] for r in hook.programs[n:] if r["module"].endswith(("_vjp_forward", "_vjp_backward"))
+  ]
   hook.compile(jax.jit(jax.grad(lambda v: (f(v, 3.0) ** 2).sum())).lower(x))
   out["reference"] = hook.programs[-1]
 except jax_hook.HookError as e:
@@ -377,6 +394,9 @@ def test_stock_xla_eager_grad_applies_and_checks_the_mode():
   got = run_live_cpu(_STOCK_GRAD)
   assert "error" not in got, got
   assert got["right"] and got["value_and_grad"] and got["vjp"] and got["jvp"]
+  # jax.linearize and a closure over a traced value keep jax's own rule: right, and
+  # compiled without the hook.
+  assert got["linearize"] and got["closure"] and got["plain_records"] == []
   forward, backward = got["records"]
   ref = got["reference"]
   assert forward["module"].endswith("f_vjp_forward") and backward["module"].endswith(

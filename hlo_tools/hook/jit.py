@@ -50,7 +50,8 @@ class JitFunction:
     # Under an eager jax.vmap: the batched function's JitFunction per batching.
     self._vmapped: dict[Hashable, JitFunction] = {}
     # Under an eager jax.grad: the forward and backward JitFunction per signature.
-    self._grads: dict[Hashable, tuple[JitFunction, JitFunction]] = {}
+    # None: the function closes over a traced value, and keeps jax's own rule.
+    self._grads: dict[Hashable, tuple[JitFunction, JitFunction] | None] = {}
     functools.update_wrapper(self, fun)
 
   def _key(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Hashable, tuple, dict]:
@@ -148,12 +149,21 @@ class JitFunction:
     linearize rule stages the jit's tangent and compiles both halves without the
     hook, and refuses compiler_options on the staged jit (pjit.py
     pjit_staging_rule); custom_vjp runs its forward and backward rules on concrete
-    arrays instead. The residuals are those jax.grad of jax.jit(fun) keeps."""
+    arrays instead. The residuals are those jax.grad of jax.jit(fun) keeps.
+
+    A function that closes over a traced value (a custom_vjp's rules could not
+    carry its gradient), as jax.closure_convert finds on the first call of a
+    signature, keeps jax's own rule: jax.jit(fun), no mode applied on a stock XLA.
+    The backward compiles once per cotangent signature, its sharding included."""
     import jax  # pylint: disable=import-outside-toplevel
 
     fixed, dyn_args, dyn_kwargs, call = self._split(args, kwargs)
     key = (fixed, _signature(jax.tree.map(_primal, (dyn_args, dyn_kwargs))))
+    if key not in self._grads and jax.closure_convert(call, dyn_args, dyn_kwargs)[1]:
+      self._grads[key] = None
     halves = self._grads.get(key)
+    if key in self._grads and halves is None:
+      return self._jitted(*args, **kwargs)
     if halves is None:
       options = {k: v for k, v in self._jit_kwargs.items() if k == "compiler_options"}
       pullback: list[Any] = []  # the pullback's tree, from the forward's one trace
@@ -260,10 +270,12 @@ def _signature(tree: Any) -> Hashable:
 
 
 def _eager_linearize(leaves: Sequence[Any]) -> bool:
-  """Whether the tracers among `leaves` are all of one linearization (jax.grad,
-  jax.value_and_grad, jax.vjp) applied eagerly: their primals are concrete arrays.
-  Reads jax's LinearizeTracer (jax/_src/interpreters/ad.py, 0.10.2); any other
-  layout (jax.jvp, a gradient inside a trace, a gradient of a gradient) is False."""
+  """Whether the tracers among `leaves` are all of one linearization for a VJP
+  (jax.grad, jax.value_and_grad, jax.vjp) applied eagerly: their primals are
+  concrete arrays. Reads jax's LinearizeTracer and its trace's is_vjp
+  (jax/_src/interpreters/ad.py, 0.10.2): jax.linearize, whose linear function
+  applies forward mode, which no custom_vjp allows, is False, as is any other
+  layout (jax.jvp, a gradient inside a trace, a gradient of a gradient)."""
   try:
     from jax._src import core  # pylint: disable=import-outside-toplevel
     from jax._src.interpreters import ad  # pylint: disable=import-outside-toplevel
@@ -275,8 +287,11 @@ def _eager_linearize(leaves: Sequence[Any]) -> bool:
     return False
   if len({id(t._trace) for t in tracers}) != 1:
     return False
-  return not any(isinstance(getattr(t, "primal", None), core.Tracer) for t in tracers) and (
-    isinstance(getattr(tracers[0]._trace, "parent_trace", None), core.EvalTrace)
+  trace = tracers[0]._trace
+  return (
+    not any(isinstance(getattr(t, "primal", None), core.Tracer) for t in tracers)
+    and isinstance(getattr(trace, "parent_trace", None), core.EvalTrace)
+    and getattr(trace, "is_vjp", False) is True
   )
 
 
