@@ -28,7 +28,7 @@ def _assert_clean(result):
 
 
 # Valid modules the splicer once mangled; every other regression is malformed.
-VALID = {"driver_splice_frontend_json.hlo"}
+VALID = {"driver_splice_frontend_json.hlo", "driver_splice_repeated_names.hlo"}
 MODES = ["rewrite", "annotate", "explain"]
 
 
