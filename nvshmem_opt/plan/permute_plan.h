@@ -122,6 +122,8 @@ class PermutePlan {
   absl::Status status_;  // Of the options.
   xla::gpu::nvshmem_selection::ToolCostTable table_;
   std::optional<xla::gpu::nvshmem_selection::Topology> topology_;
+  // The pass on the options' cluster, for TopologyFor: a derived topology is
+  // the pass's own (Run builds one on the topology it resolves).
   std::unique_ptr<xla::gpu::NvshmemPermuteBackendAssigner> pass_;
   std::vector<OpRecord> records_;
 };
