@@ -20,7 +20,7 @@ from conftest import FIXTURES, NVSHMEM_OPT
 pytestmark = pytest.mark.skipif(not NVSHMEM_OPT.exists(), reason="nvshmem-opt is not built")
 
 # Peer memory wins every permute of this train step (all 8 GPUs in one process,
-# as its module config says; tests/lit/backends_peer.test).
+# as its module config says; nvshmem_opt/lit/backends_peer.test).
 MODULE = FIXTURES / "train_step_1x1x8.before_async.hlo"
 PEER = "COLLECTIVES_PEER_MEMORY"
 

@@ -1,6 +1,6 @@
 # lit configuration for nvshmem-opt's FileCheck tests.
 #
-#   .venv/bin/lit -v tests/lit
+#   .venv/bin/lit -v nvshmem_opt/lit
 #
 # Each *.test file runs the driver on committed HLO from JAX/XLA
 # (tests/fixtures/) and checks what it prints with LLVM's FileCheck; a *.hlo
@@ -11,6 +11,8 @@
 # the newest /usr/lib/llvm-*/bin/FileCheck, else the one on PATH).
 # Substitutions: nvshmem-opt, FileCheck, %fixtures (tests/fixtures) and
 # %python (the interpreter running lit, for json.tool).
+# The CHECK lines after each RUN block are scripts/generate_lit_checks.py's
+# (regenerate them with it, don't edit them); it makes the same substitutions.
 import glob
 import os
 import re
@@ -27,7 +29,7 @@ cfg.name = "nvshmem-opt"
 cfg.test_format = lit.formats.ShTest(execute_external=False)
 cfg.suffixes = [".test", ".hlo"]
 
-here = os.path.dirname(os.path.abspath(__file__))
+here = os.path.dirname(os.path.abspath(__file__))  # nvshmem_opt/lit
 root = os.path.dirname(os.path.dirname(here))
 build = os.path.abspath(os.environ.get("NVSHMEM_OPT_BUILD_DIR") or os.path.join(root, "build"))
 cfg.test_source_root = here
