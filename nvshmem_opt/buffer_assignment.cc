@@ -1,5 +1,6 @@
 #include "nvshmem_opt/buffer_assignment.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -197,14 +198,19 @@ std::vector<core::DestinationBuffer> DestinationsOf(
     }
     for (const auto& [name, index] : live_out) {
       auto it = assignment.find(name);
-      if (it == assignment.end()) continue;
-      auto at = it->second.find(index);
-      if (at == it->second.end() || at->second.number != allocation.number) {
+      auto carrier = entry_opcodes.find(name);
+      if (it == assignment.end() || carrier == entry_opcodes.end() ||
+          !Carries(carrier->second)) {
         continue;
       }
-      auto carrier = entry_opcodes.find(name);
-      if (carrier != entry_opcodes.end() && Carries(carrier->second)) {
-        return true;
+      // A carrier returned whole (a loop as the root) returns each of its
+      // leaves: every index under the returned one.
+      for (const auto& [at, held_there] : it->second) {
+        if (held_there.number == allocation.number &&
+            at.size() >= index.size() &&
+            std::equal(index.begin(), index.end(), at.begin())) {
+          return true;
+        }
       }
     }
     return false;
