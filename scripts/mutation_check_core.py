@@ -228,7 +228,7 @@ MUTANTS = [
 
 # The pytest files of the tools' use of the rules: through the binding (the
 # core's and the layer's rules), through nvshmem-opt (the pass's).
-PYTEST_FILES = {"ctest": ["tests/test_selection_core.py"], "pytest": ["tests/test_user_mark.py"]}
+PYTEST_FILES = {"ctest": ["tests/test_selection.py"], "pytest": ["tests/test_user_mark.py"]}
 
 
 PYTEST_IN_COPY = """

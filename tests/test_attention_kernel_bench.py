@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import GPU, MULTICAST_OFF, ROOT, load_gpu_script
 
 
@@ -17,6 +19,7 @@ def test_attention_flops_count_half_under_the_causal_mask():
   assert kb.flops(16384, False, "fwd_bwd") == 3.5 * full
 
 
+@pytest.mark.long
 def test_attention_bench_times_the_blocked_kernel_on_the_cpu(tmp_path):
   env = dict(os.environ, JAX_PLATFORMS="cpu", **MULTICAST_OFF)
   proc = subprocess.run(

@@ -59,31 +59,6 @@ def test_tools_tables_are_derived_from_the_records():
   assert "jax 0.11.2" in info["peer"]["curve"] and "NCCL's numbers" in info["symmetric"]["curve"]
 
 
-def test_driver_report_lists_every_backend_and_link_class_of_the_core(tmp_path):
-  from pathlib import Path
-
-  from hlo_tools.model import driver
-
-  fixture = Path(__file__).parent / "fixtures" / "ring_1x1x8.before_async.hlo"
-  rc, report, message = driver.run_nvshmem_opt(fixture, "1x2x4", tmp_dir=tmp_path)
-  assert rc == 0, message
-  [d] = report["decisions"]
-  # Keyed by the core's names, read back in the core's order.
-  assert tuple(d["modeled_us"]) == selection.BACKENDS + ("chosen",)
-  assert tuple(d["edges_by_class"]) == selection.LINK_CLASSES
-  assert d["edges_by_class"] == {"same_device": 0, "nvlink": 6, "nvlink_domain": 0, "network": 2}
-  assert d["modeled_us"]["chosen"] == d["modeled_us"][d["plan"]]
-  # Every candidate has a modeled time or a refusal that says why not.
-  assert tuple(d["refused"]) == ("nvshmem", "peer", "symmetric")
-  assert "leave their host" in d["refused"]["nvshmem"]
-  assert "not offered by the target XLA" in d["refused"]["peer"]
-  for backend in selection.BACKENDS:
-    assert (d["modeled_us"][backend] is None) == (backend in d["refused"]), backend
-  record = selection.BACKEND_INFO[d["plan"]]
-  assert d["backend"] == record["config_backend"]
-  assert d["collectives_mode"] == (record["collectives_mode"] or None)
-
-
 def test_jax_hook_writes_what_the_records_say():
   from hlo_tools.hook import decide
 

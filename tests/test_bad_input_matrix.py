@@ -44,6 +44,9 @@ from hlo_tools.errors import escape_name
 
 from conftest import FIXTURES, NVSHMEM_OPT, ROOT
 
+# Hundreds of cases, each a command run on a bad input: about a minute.
+pytestmark = pytest.mark.long
+
 MODULE = FIXTURES / "shift_1x1x2.before_async.hlo"
 CONFIG = FIXTURES / "shift_1x1x2.before_async.config.pbtxt"
 TABLE = FIXTURES / "fast_nvshmem.cost"

@@ -44,6 +44,7 @@ def quick_result(tmp_path_factory):
     return json.load(f), proc.stdout
 
 
+@pytest.mark.long
 def test_ratios_are_positive(quick_result):
   result, _ = quick_result
   for key in ("P1", "P2", "P3"):
@@ -54,6 +55,7 @@ def test_ratios_are_positive(quick_result):
     assert isinstance(fig["met"], bool)
 
 
+@pytest.mark.long
 def test_every_timing_is_positive_with_spread(quick_result):
   result, _ = quick_result
   p1, p2, p3 = result["P1"], result["P2"], result["P3"]
@@ -78,6 +80,7 @@ def test_every_timing_is_positive_with_spread(quick_result):
   assert p3["large"]["instructions"] > p3["small"]["instructions"]
 
 
+@pytest.mark.long
 def test_result_names_machine_and_versions(quick_result):
   result, table = quick_result
   assert result["quick"] is True
@@ -116,72 +119,3 @@ def test_bad_json_path_is_refused_before_the_run(tmp_path, where):
   assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
   assert "--json" in proc.stderr and proc.stdout == ""
   assert "P1 pass overhead" not in proc.stdout
-
-
-def _record(monkeypatch, events):
-  """Notes each collector freeze/unfreeze/disable/enable and each diff, in order, and
-  still does them."""
-  import gc  # pylint: disable=import-outside-toplevel
-
-  from hlo_tools.ops import diff  # pylint: disable=import-outside-toplevel
-
-  real = {
-    "freeze": gc.freeze,
-    "unfreeze": gc.unfreeze,
-    "disable": gc.disable,
-    "enable": gc.enable,
-    "diff": diff.diff_sources,
-  }
-
-  def noting(name, module, attr):
-    def call(*args, **kwargs):
-      events.append(name)
-      return real[name](*args, **kwargs)
-
-    monkeypatch.setattr(module, attr, call)
-
-  noting("freeze", gc, "freeze")
-  noting("unfreeze", gc, "unfreeze")
-  noting("disable", gc, "disable")
-  noting("enable", gc, "enable")
-  noting("diff", diff, "diff_sources")
-
-
-def test_p3_times_the_diff_as_the_command_runs_it(monkeypatch, tmp_path):
-  """P3's timed diff runs under the collector setting `hlo-tools diff` runs it under:
-  whatever the command does to the collector between reading and diffing, the bench
-  does too (and undoes it after each run, where the command exits)."""
-  import gc  # pylint: disable=import-outside-toplevel
-
-  from hlo_tools.commands import diff as diff_command  # pylint: disable=import-outside-toplevel
-  from hlo_tools.ops import bench  # pylint: disable=import-outside-toplevel
-
-  fixtures = ROOT / "tests" / "fixtures"
-  path_a = fixtures / "ring_1x1x8.before_async.hlo"
-  path_b = fixtures / "ring_1x1x8.after_optimizations.hlo"
-  command: list[str] = []
-  _record(monkeypatch, command)
-  try:
-    assert (
-      diff_command.main(
-        [
-          "hlo-tools diff",
-          str(path_a),
-          str(path_b),
-          "--format=json",
-          "--out",
-          str(tmp_path / "diff.json"),
-        ]
-      )
-      == 0
-    )
-  finally:
-    monkeypatch.undo()
-    gc.enable()  # whatever the command left, the rest of the session collects
-  timed: list[str] = []
-  _record(monkeypatch, timed)
-  bench._time_diff(path_a.read_text(), path_b.read_text(), runs=2)
-  before_diff = command[: command.index("diff")]
-  assert "freeze" in before_diff and "disable" in before_diff, command
-  assert timed == command * 2, (timed, command)
-  assert gc.isenabled() and gc.get_freeze_count() == 0

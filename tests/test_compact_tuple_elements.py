@@ -13,7 +13,6 @@ import re
 
 from hlo_tools.errors import HloParseError
 from hlo_tools.hlo import reader
-from hlo_tools.model import collectives
 
 from conftest import FIXTURES, run_nvshmem_opt
 
@@ -37,15 +36,6 @@ def test_reader_adds_the_tuple_elements_xla_adds():
   users = [i for i in body.instructions if "arg_tuple.7#0" in i.operands]
   assert users and body.instructions.index(element) < body.instructions.index(users[0])
   assert sum(i.name == "arg_tuple.7#0" for i in body.instructions) == 1
-
-
-def test_the_loop_count_is_read_through_a_compact_element():
-  # The counter is compared as %arg_tuple.7#0: the trip count needs the element.
-  permutes = collectives.collective_permutes(reader.parse_hlo_file(RING))
-  assert len(permutes) == 2
-  assert all(p.trip_count == 4 for p in permutes), [(p.start, p.trip_count) for p in permutes]
-  branch = [p for p in permutes if p.branch]
-  assert len(branch) == 1 and branch[0].start == "ppermute.4.2"
 
 
 def test_bad_compact_elements_are_one_line_errors(tmp_path):

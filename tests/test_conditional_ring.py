@@ -182,28 +182,3 @@ def test_parse_says_a_branch_runs_at_most_the_loops_trips(capsys):
     and l.endswith(", a branch of conditional %conditional.1.clone")
     for l in lines
   ), lines
-
-
-def test_jax_hook_keeps_nccl_under_a_branch():
-  # The hook's per-op choice is the same decision: peer wins the 32 MiB ring
-  # elsewhere, never under a branch.
-  from hlo_tools.hook import decide, text_edit  # pylint: disable=import-outside-toplevel
-
-  sel = decide.import_selection()
-  text = RING.read_text()
-  # The set's own process layout: one process drives the host's 8 GPUs.
-  topology = sel.parse_topology("1x1x8", "nccl,peer")
-  _, records = text_edit.transform_text(
-    text, sel, topology, sel.load_cost_table(), ("nccl", "peer")
-  )
-  assert [r["backend"] for r in records] == ["nccl", "nccl"]
-  assert all("under a conditional's branch" in r["reason"] for r in records)
-  plain = (
-    (FIXTURES / "marked_ring_1x1x8.after_optimizations.hlo")
-    .read_text()
-    .replace('_xla_collectives_mode="private"', 'x="y"')
-  )
-  _, [record] = text_edit.transform_text(
-    plain, sel, topology, sel.load_cost_table(), ("nccl", "peer")
-  )
-  assert record["backend"] == "peer"

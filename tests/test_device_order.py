@@ -184,24 +184,6 @@ def test_a_bad_config_beside_the_module_is_one_line_with_file_and_line(tmp_path)
   assert line.startswith(f"nvshmem-opt: {config}:{bad}:"), line
 
 
-def test_a_map_of_replicas_and_partitions_is_in_the_cores_order(tmp_path):
-  """XLA's config names computation p's device for replica r; the core's map is indexed
-  r + p * replicas (as nvshmem-opt reads the same config), not XLA's r * partitions + p."""
-  from hlo_tools.model import placement  # pylint: disable=import-outside-toplevel
-
-  config = tmp_path / "m.config.pbtxt"
-  config.write_text(
-    "replica_count: 2\nnum_partitions: 2\nstatic_device_assignment {\n"
-    "  replica_count: 2\n  computation_count: 2\n"
-    "  computation_devices { replica_device_ids: 0 replica_device_ids: 2 }\n"
-    "  computation_devices { replica_device_ids: 1 replica_device_ids: 3 }\n"
-    "}\n"
-  )
-  device_map, origin = placement.module_map(str(tmp_path / "m.hlo"))
-  # (r0,p0)=0, (r1,p0)=2, (r0,p1)=1, (r1,p1)=3.
-  assert device_map == [0, 2, 1, 3] and origin == str(config)
-
-
 def test_module_config_flag_places_a_module_without_one_beside_it(tmp_path):
   alone = tmp_path / "alone.hlo"
   shutil.copyfile(PERM, alone)

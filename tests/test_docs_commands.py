@@ -23,6 +23,9 @@ import pytest
 
 from conftest import NVSHMEM_OPT, ROOT
 
+pytestmark = pytest.mark.long
+
+
 DOC = ROOT / "docs" / "commands.md"
 
 # What differs from a reader's shell at the repository root, and nothing else.

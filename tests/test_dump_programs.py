@@ -10,7 +10,6 @@ Oracles are XLA's own files: the permutes each after-optimizations module holds
 (counted in its text here), the device assignment in its config.pbtxt."""
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -150,24 +149,6 @@ def test_report_decides_each_program(tmp_path):
   assert [c["dump_program"] for c in report["cases"]] == [TRAIN, EVAL]
   assert [len(c["collective_permutes"]) for c in report["cases"]] == [2, 1]
   assert f"{TEXT_DUMP}: 4 programs; deciding 2" in result.stdout
-
-
-def test_dump_of_the_folder_keeps_every_program(tmp_path):
-  copy = tmp_path / "copy"
-  result = _cli("dump", TEXT_DUMP, f"--out={copy}", "--quiet")
-  assert result.returncode == 0, result.stderr[-2000:]
-  manifest = json.loads((copy / "manifest.json").read_text())
-  # The main module is the step, not the last program compiled (the metrics lambda).
-  assert manifest["main_module"] == TRAIN
-  assert {p["module"]: p["collective_permutes"] for p in manifest["programs"]} == {
-    PROGRAMS[0]: 0,
-    TRAIN: 2,
-    EVAL: 1,
-    PROGRAMS[3]: 0,
-  }
-  result = _cli("verify", f"{copy}:after_optimizations", "--format=json")
-  assert result.returncode == 0, result.stderr[-2000:]
-  assert [p["program"] for p in json.loads(result.stdout)["programs"]] == [TRAIN, EVAL]
 
 
 # --------------------------------------------------------------------------------------
@@ -369,31 +350,3 @@ def test_report_and_verify_give_one_answer_on_one_plan(tmp_path):
     )
     assert alone.returncode == 0, alone.stdout[-3000:]
     assert [r["message"] for r in _runtime_results(json.loads(alone.stdout))] == notes
-
-
-def test_report_of_one_program(tmp_path):
-  # DIR:PROGRAM, with DIR named relative to the working directory as a module:function
-  # would be (no slash): the folder wins.
-  out = tmp_path / "report"
-  result = subprocess.run(
-    [
-      sys.executable,
-      "-m",
-      "hlo_tools.cli",
-      "report",
-      f"{TEXT_DUMP.name}:eval_step",
-      f"--out={out}",
-      "--quiet",
-    ],
-    capture_output=True,
-    text=True,
-    cwd=FIXTURES,
-    timeout=300,
-    env=dict(os.environ, PYTHONPATH=str(ROOT)),
-  )
-  assert result.returncode == 0, result.stderr[-2000:]
-  report = json.loads((out / "report.json").read_text())
-  assert [c["dump_program"] for c in report["cases"]] == [EVAL]
-  assert len(report["cases"][0]["collective_permutes"]) == 1
-  result = _cli("report", f"{TEXT_DUMP}:warp_step", f"--out={tmp_path / 'r2'}", "--quiet")
-  assert result.returncode == 2 and all(k in result.stderr for k in PROGRAMS)

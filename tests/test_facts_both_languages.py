@@ -31,9 +31,8 @@ from hlo_tools.model import collectives, driver, sources
 
 from conftest import FIXTURES
 
-pytestmark = pytest.mark.skipif(
-  driver.find_nvshmem_opt() is None, reason="nvshmem-opt is not built"
-)
+# The driver over every fixture, under several tables: about a minute and a half.
+pytestmark = pytest.mark.long
 
 # Every module among the fixtures: text (`.hlo`, XLA's dumps as `module_*.txt`) and
 # XLA's serialized `.hlo.pb`, which the Python reader decodes itself.

@@ -164,16 +164,17 @@ def test_cost_table_error_is_one_line(tmp_path):
 
 
 def fuzzer(name):
-  """A built fuzz harness: scripts/test.sh builds them (tests/fuzz/run_fuzz.sh) before the
-  Python tests, so a missing one fails, never skips."""
+  """A built fuzz harness: scripts/setup.sh --long builds them (tests/fuzz/run_fuzz.sh)
+  before scripts/test_long.sh's Python tests, so a missing one fails, never skips."""
   path = BUILD_FUZZ / name
   assert path.exists(), f"{path} is not built: run tests/fuzz/run_fuzz.sh (clang++ with libFuzzer)"
   return str(path)
 
 
+@pytest.mark.long
 @pytest.mark.skipif(
   os.environ.get("NVSHMEM_FUZZED") == "1",
-  reason="scripts/test.sh ran this fuzzer 10,000 times at this seed",
+  reason="scripts/test_long.sh ran this fuzzer 10,000 times at this seed",
 )
 def test_selection_fuzzer_short_run(tmp_path):
   result = subprocess.run(
@@ -185,6 +186,7 @@ def test_selection_fuzzer_short_run(tmp_path):
   assert result.returncode == 0, result.stderr[-2000:]
 
 
+@pytest.mark.long
 def test_driver_fuzzer_replays_regressions(tmp_path):
   # Each regression as it is (its own comment's configuration, else 1x2x4 rewrite)
   # and under 1x2x4 explain and annotate.
@@ -206,6 +208,7 @@ def test_driver_fuzzer_replays_regressions(tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
 
 
+@pytest.mark.long
 def test_driver_fuzzer_survives_stack_overflow(tmp_path):
   # 500 levels pass the driver's nesting limit; on a 256 KiB stack XLA's
   # parser still overflows it. The harness's handler, on its own stack,

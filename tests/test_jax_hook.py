@@ -1,4 +1,5 @@
-"""The JAX hook: the transformation on real modules, and registration in a real compile."""
+"""hlo_tools/jax_hook.py, the public entry: the hook end to end, registered in real
+compiles on a live CPU client and deviceless on jax 0.10.2's GPU compiler."""
 
 import json
 import os
@@ -7,117 +8,11 @@ import sys
 
 import pytest
 
-from hlo_tools import jax_hook
-from hlo_tools.hook import decide, flags as hook_flags, text_edit
-from hlo_tools.hook.processes import with_process_layout
+from hlo_tools.hook import flags as hook_flags
 
 from conftest import FAST_PEER_TABLE, H200_TARGET, run_jax, run_live_cpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIXTURES = os.path.join(ROOT, "tests", "fixtures")
-
-
-def _config(line):
-  if "backend_config=" not in line:
-    return {}
-  at = line.index("backend_config=") + len("backend_config=")
-  return json.loads(line[at : text_edit._match_brace(line, at)])  # pylint: disable=protected-access
-
-
-def _permute_lines(text):
-  return [l for l in text.split("\n") if text_edit._PERMUTE_RE.search(l)]  # pylint: disable=protected-access
-
-
-@pytest.fixture(scope="module")
-def core():
-  sel = decide.import_selection()
-  return sel, sel.load_cost_table()
-
-
-@pytest.mark.parametrize(
-  "name,topology",
-  [
-    ("ring_1x1x8.after_optimizations.hlo", "1x1x8"),
-    ("ring_1x2x4.after_optimizations.hlo", "1x2x4"),
-    ("ring_1x1x8.before_async.hlo", "1x1x8"),
-  ],
-)
-def test_transform_sets_mode_and_keeps_the_rest(core, name, topology):
-  sel, table = core
-  with open(os.path.join(FIXTURES, name)) as f:
-    text = f.read()
-  new, records = text_edit.transform_text(
-    text, sel, sel.parse_topology(topology), table, ("nccl", "peer")
-  )
-  assert records, "no permute found"
-  old_lines, new_lines = text.split("\n"), (new or text).split("\n")
-  assert len(old_lines) == len(new_lines)
-  changed = [(a, b) for a, b in zip(old_lines, new_lines) if a != b]
-  # Only permute lines change, and within them only the mode.
-  for a, b in changed:
-    assert text_edit._PERMUTE_RE.search(a)  # pylint: disable=protected-access
-    ca, cb = _config(a), _config(b)
-    mode = cb.get("collective_backend_config", {}).pop("collectives_mode", None)
-    ca.get("collective_backend_config", {}).pop("collectives_mode", None)
-    assert mode in (None, "COLLECTIVES_PEER_MEMORY"), mode  # None: NCCL
-    assert {k: v for k, v in ca.items() if v} == {k: v for k, v in cb.items() if v}
-    # Before the config, only the mode attribute of the patched XLA is new.
-    value = "peer" if mode else "private"
-    assert f'_xla_collectives_mode="{value}"' in b
-    a = text_edit.set_line_attribute(a, value)
-    if "backend_config=" not in b:  # NCCL on a line without a config
-      assert a == b
-      continue
-    head = a[: a.index("backend_config=")] if "backend_config=" in a else a.rstrip() + ", "
-    assert head == b[: b.index("backend_config=")]
-  for r in records:
-    assert r["backend"] in ("nccl", "peer")
-    assert r["bytes"] > 0 and r["pairs"]
-  if topology == "1x2x4":  # the ring crosses hosts: no peer memory there
-    assert {r["backend"] for r in records} == {"nccl"}
-  want = sum(r["backend"] == "peer" for r in records)
-  assert (
-    sum(
-      text_edit.permute_modes(new or text).get(k, 0)
-      for k in text_edit.permute_modes(new or text)
-      if k.endswith("PEER_MEMORY")
-    )
-    == want
-  )
-
-
-def test_mode_round_trip_on_real_lines():
-  """jax 0.10.2 and 0.11.2 lines: set a mode, then NCCL removes it, nothing else moves."""
-  paths = [
-    os.path.join(FIXTURES, "ring_1x1x8.after_optimizations.hlo"),
-    os.path.join(FIXTURES, "jax0112", "h200_jax0112_ppermute_loop.after_optimizations.hlo"),
-  ]
-  for path in paths:
-    with open(path) as f:
-      lines = [l for l in _permute_lines(f.read()) if "collectives_mode" in l]
-    assert lines, f"{path} lost its collectives_mode"
-    for line in lines:
-      peer = text_edit.set_line_mode(line, "COLLECTIVES_PEER_MEMORY")
-      assert text_edit.line_mode(peer) == "COLLECTIVES_PEER_MEMORY"
-      out = text_edit.set_line_mode(peer, None)
-      assert text_edit.line_mode(out) is None
-      cfg_in, cfg_out = _config(line), _config(out)
-      cfg_in["collective_backend_config"].pop("collectives_mode")
-      assert cfg_in == cfg_out
-
-
-def test_line_without_backend_config_gets_one():
-  line = "  %cp = f32[4]{0} collective-permute(%p), channel_id=1, source_target_pairs={{0,1},{1,0}}"
-  assert text_edit.set_line_mode(line, None) == line
-  out = text_edit.set_line_mode(line, "COLLECTIVES_PEER_MEMORY")
-  assert text_edit.line_mode(out) == "COLLECTIVES_PEER_MEMORY"
-
-
-def test_install_refuses_backends_without_nccl_or_unknown_to_this_xla():
-  with pytest.raises(jax_hook.HookError, match="backends"):
-    jax_hook.install("1x1x2", backends=("peer",))
-  with pytest.raises(jax_hook.HookError, match="backends"):
-    jax_hook.install("1x1x2", backends=("nccl", "nvshmem"))
 
 
 _CHILD = r"""
@@ -173,35 +68,6 @@ def test_registered_hook_runs_in_a_real_compile(tmp_path):
   assert [c["module"] for c in got["calls"]].count("jit__lambda") == 1
   assert got["reinstalled"]
   assert json.loads(report.read_text())["decisions"] == got["decisions"]
-
-
-def test_process_layout_comes_from_jax_local_devices():
-  # One process per GPU (8 processes of 1 device): peer would run as NCCL.
-  assert with_process_layout("1x1x8", 1, 8) == "1x1x8:gpus_per_process=1"
-  # One process drives every GPU (JAX's default on one host): unchanged.
-  assert with_process_layout("1x1x8", 8, 8) == "1x1x8"
-  # A spec that says it already wins.
-  assert with_process_layout("1x2x4:gpus_per_process=4", 1, 8) == "1x2x4:gpus_per_process=4"
-  from hlo_tools import selection
-
-  t = selection.parse_topology(with_process_layout("1x2x4", 4, 8))
-  assert t.gpus_per_process == 4
-
-  def parses(spec):
-    try:
-      selection.parse_topology(spec)
-    except selection.SelectionError:
-      return False
-    return True
-
-  # Each device's own process where jax says it, device i not in process i: the
-  # map, not a count, reaches the core.
-  reordered = [1, 1, 1, 1, 0, 0, 0, 0]
-  spec = with_process_layout("1x2x4", 4, 8, reordered, parses)
-  assert spec == "1x2x4:processes=1,1,1,1,0,0,0,0"
-  assert list(selection.parse_topology(spec).device_to_process) == reordered
-  # A map that does not fit the spec's devices: the count instead.
-  assert with_process_layout("1x1x8", 2, 4, [0, 0, 1, 1], parses) == "1x1x8:gpus_per_process=2"
 
 
 # Deviceless: the project's ring attention (forward and backward) on two H200s,
@@ -316,40 +182,6 @@ def test_xla_flags_mode_is_the_callers_and_refused_where_unsafe(tmp_path):
   assert error.startswith("<jit_body>: XLA_FLAGS sets xla_gpu_collective_permute_mode=")
   assert "%ppermute" in error and "conditional's branch" in error
   assert "trust_caller_mode=True" in error and "\n" not in error
-
-
-def test_probe_of_a_cpu_xla_finds_no_per_op_mode():
-  code = (
-    "import jax, json; from hlo_tools.hook import flags; "
-    "print(json.dumps(flags.probe(jax.devices('cpu')[0])))"
-  )
-  env = dict(
-    os.environ,
-    JAX_PLATFORMS="cpu",
-    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
-  )
-  proc = subprocess.run(
-    [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=False
-  )
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  got = json.loads(proc.stdout.strip().splitlines()[-1])
-  assert got["per_op"] is False and got["platform"] == "cpu"
-
-
-def test_series_transform_keeps_the_users_mark(core):
-  """On the series' XLA the hook decides per op; a permute the user marked keeps the
-  mode of its mark, as the series' assigner keeps it."""
-  sel, table = core
-  with open(os.path.join(FIXTURES, "marked_ring_1x1x8.before_async.hlo")) as f:
-    text = f.read()
-  new, records = text_edit.transform_text(
-    text, sel, sel.parse_topology("1x1x8"), table, ("nccl", "peer")
-  )
-  assert records and all(r["backend"] == "nccl" for r in records)
-  assert all('_xla_collectives_mode="private"' in r["reason"] for r in records)
-  for line in _permute_lines(new or text):
-    if "backend_config=" in line:
-      assert text_edit.line_mode(line) is None
 
 
 _JIT = r"""
@@ -607,36 +439,6 @@ def test_a_mark_no_mode_names_is_an_error(tmp_path):
 
 
 @pytest.mark.parametrize(
-  "value,want",
-  [
-    ("", None),
-    ("--xla_gpu_collective_permute_mode=peer", _PEER),
-    # The last one wins, as each sets the flag in turn.
-    ("--xla_gpu_collective_permute_mode=peer --xla_gpu_collective_permute_mode=private", _PRIVATE),
-    ('  --xla_gpu_collective_permute_mode="PEER"', _PEER),
-    ("--xla_gpu_collective_permute_mode='Symmetric'", "COLLECTIVES_SYMMETRIC_MEMORY"),
-    # XLA stops reading at the first word that is not a flag.
-    ("--xla_dump_to=/tmp/x stray --xla_gpu_collective_permute_mode=peer", None),
-    ("--xla_gpu_collective_permute_mode=peer -- --xla_gpu_collective_permute_mode=private", _PEER),
-    ("--xla_gpu_collective_permute_mode_x=peer", None),
-  ],
-)
-def test_xla_flags_read_as_xla_reads_them(value, want):
-  assert hook_flags.xla_flags_mode({"XLA_FLAGS": value})[0] == want
-
-
-def test_xla_flags_from_a_file_and_a_bad_word(tmp_path):
-  flags = tmp_path / "flags"
-  flags.write_text(
-    "--xla_gpu_collective_permute_mode=private\n--xla_gpu_collective_permute_mode=peer\n"
-  )
-  mode, where = hook_flags.xla_flags_mode({"XLA_FLAGS": str(flags)})
-  assert mode == _PEER and str(flags) in where
-  with pytest.raises(jax_hook.HookError, match="warp"):
-    hook_flags.xla_flags_mode({"XLA_FLAGS": "--xla_gpu_collective_permute_mode=warp"})
-
-
-@pytest.mark.parametrize(
   "flags,table",
   [
     ("--xla_gpu_collective_permute_mode=peer --xla_gpu_collective_permute_mode=private", "slow"),
@@ -661,153 +463,6 @@ def test_xla_flags_reading_agrees_with_xla(tmp_path, flags, table):
   assert record["mode_requested_from"] == "XLA_FLAGS" and record["compiles"] == 1
 
 
-def test_permute_decided_with_the_modules_partition_count(core):
-  """A two-device program under a hook installed for two hosts of four: its header
-  says 2 partitions, so its ring is on one host and peer memory may run it; taken as
-  the topology's 8 devices, the program would span both hosts, where the device
-  order is unknown."""
-  sel, table = core
-  with open(os.path.join(FIXTURES, "shift_1x1x2.before_async.hlo")) as f:
-    text = f.read()
-  assert text_edit.header_counts(text) == (2, 1)
-  fast = sel.parse_cost_table(
-    "links { backend: PEER link_class: NVLINK latency_us: 1 "
-    "bandwidth_gbps: 900 per_buffer_us: 1 }\n"
-  )
-  _, records = text_edit.transform_text(
-    text, sel, sel.parse_topology("1x2x4", "nccl,peer"), fast, ("nccl", "peer")
-  )
-  assert records and {r["backend"] for r in records} == {"peer"}, records
-
-
-_JIT_STATIC = r"""
-import json, sys
-import jax, jax.numpy as jnp
-from jax import lax
-from jax.sharding import PartitionSpec as P
-from hlo_tools import jax_hook
-from hlo_tools.programs import ring_attention
-# The series' per-op path (the CPU's compiler carries each permute's mode through).
-hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), platforms=("cpu",),
-                        cost_table=sys.argv[1], per_op=True)
-mesh = ring_attention.make_mesh(jax.devices()[:2])
-
-def f(x, n, scale=1.0, *, flip=False):
-  def body(x):
-    for _ in range(n):
-      x = lax.ppermute(x, "cp", [(0, 1), (1, 0)])
-    return -x * scale if flip else x * scale
-  return jax.shard_map(body, mesh=mesh, in_specs=P("cp"), out_specs=P("cp"))(x)
-
-x = jnp.arange(1 << 16, dtype=jnp.float32)
-want = lambda n, scale=1.0, flip=False: jax.jit(f, static_argnums=1, static_argnames=("n", "flip"))(
-    x, n, scale, flip=flip)
-g = hook.jit(f, static_argnums=1, static_argnames=("n", "flip"))
-got = {"positional": bool(jnp.array_equal(g(x, 1), want(1))),
-       "other_static": bool(jnp.array_equal(g(x, 2), want(2))),
-       "keyword_static": bool(jnp.array_equal(g(x, n=1), want(1))),
-       "keyword_dynamic": bool(jnp.array_equal(g(x, 1, scale=3.0), want(1, 3.0))),
-       "keyword_only_static": bool(jnp.array_equal(g(x, 1, flip=True), want(1, flip=True))),
-       "again": bool(jnp.array_equal(g(x, 1, scale=5.0), want(1, 5.0)))}
-# compile()'s records (plain jax.jit's compiles above add their own, of another kind)
-compiled = [p for p in hook.programs if "mode_requested" in p]
-got["compiles"] = len(compiled)
-got["permutes"] = [sum(p["compiled_modes"].values()) for p in compiled]
-try:
-  hook.jit(f, abstracted_axes=None)
-except jax_hook.HookError as e:
-  got["refused"] = str(e)
-print(json.dumps(got))
-hook.uninstall()
-"""
-
-
-def test_jit_takes_static_and_keyword_arguments_as_jax_jit_does(tmp_path):
-  """hook.jit(f, static_argnums=1): each static value compiles its own program
-  (one permute per step of the loop it unrolls), keyword arguments static or not
-  reach it as jax.jit passes them, and a value seen before compiles nothing."""
-  table = tmp_path / "table.txt"
-  table.write_text(FAST_PEER_TABLE)
-  got = run_live_cpu(_JIT_STATIC, table)
-  for case in (
-    "positional",
-    "other_static",
-    "keyword_static",
-    "keyword_dynamic",
-    "keyword_only_static",
-    "again",
-  ):
-    assert got[case], case
-  # n=1, n=2, n=1 by keyword (jax.jit's own signature differs), a dynamic keyword,
-  # flip=True; scale=5.0 after scale=3.0 reuses its program.
-  assert got["compiles"] == 5 and got["permutes"][:2] == [1, 2]
-  assert "abstracted_axes" in got["refused"] and "\n" not in got["refused"]
-
-
-_CACHED = r"""
-import json, os, sys
-import jax, jax.numpy as jnp
-from jax import lax
-from jax.sharding import PartitionSpec as P
-from hlo_tools import jax_hook
-from hlo_tools.hook import text_edit
-from hlo_tools.programs import ring_attention
-cache, table, with_hook = sys.argv[1], sys.argv[2], sys.argv[3] == "hook"
-jax.config.update("jax_compilation_cache_dir", cache)
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-if with_hook:  # the series' path on the CPU compiler, as in the test above
-  hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), platforms=("cpu",),
-                          cost_table=table, per_op=True)
-mesh = ring_attention.make_mesh(jax.devices()[:2])
-f = jax.jit(jax.shard_map(lambda x: lax.ppermute(x, "cp", [(0, 1), (1, 0)]) * 2,
-                          mesh=mesh, in_specs=P("cp"), out_specs=P("cp")))
-text = f.lower(jnp.arange(1 << 16, dtype=jnp.float32)).compile().as_text()
-print(json.dumps({"modes": text_edit.permute_modes(text),
-                  "ran": [c["module"] for c in hook.calls] if with_hook else None,
-                  "entries": sorted(e for e in os.listdir(cache) if e.startswith("jit__lambda"))}))
-"""
-
-
-def test_persistent_cache_serves_no_executable_compiled_without_the_hook(tmp_path):
-  """jax's persistent cache keys hold no registered transformation: the hook puts
-  its settings into the key, so a program cached without it compiles again with it
-  (the transformation runs and the permute gets its mode), and a second process
-  with the same hook is served the hook's own executable."""
-  table = tmp_path / "table.txt"
-  table.write_text(FAST_PEER_TABLE)
-  cache = tmp_path / "cache"
-  cache.mkdir()
-  env = dict(
-    os.environ,
-    JAX_PLATFORMS="cpu",
-    XLA_FLAGS="--xla_force_host_platform_device_count=2",
-    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
-  )
-
-  def run(kind):
-    proc = subprocess.run(
-      [sys.executable, "-c", _CACHED, str(cache), str(table), kind],
-      env=env,
-      capture_output=True,
-      text=True,
-      timeout=600,
-      check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-  plain = run("plain")
-  assert len(plain["entries"]) == 1 and plain["modes"] == {"collective-permute:NCCL": 1}
-  hooked = run("hook")
-  assert "jit__lambda" in hooked["ran"], hooked
-  assert hooked["modes"] == {"collective-permute:COLLECTIVES_PEER_MEMORY": 1}
-  assert len(hooked["entries"]) == 2
-  again = run("hook")  # served from the cache: no transformation, the hook's mode
-  assert "jit__lambda" not in again["ran"] and again["entries"] == hooked["entries"]
-  assert again["modes"] == hooked["modes"]
-
-
 def test_one_gpu_per_process_says_why_peer_cannot_run(tmp_path):
   """Each of the two processes drives one GPU: under any device order the ring's
   edges leave their process, which is the reason the record gives; no advice meant
@@ -823,21 +478,6 @@ def test_one_gpu_per_process_says_why_peer_cannot_run(tmp_path):
   assert "--topology" not in json.dumps(record) and "map=" not in json.dumps(record)
 
 
-def test_series_transform_keeps_an_invalid_mark_as_an_error(core):
-  """A mark that is not one mode ("peer,symmetric", as an unpatched combiner joins
-  two): the series' assigner fails that compile, so the hook writes nothing over it
-  and says why, naming the permute and the value."""
-  sel, table = core
-  with open(os.path.join(FIXTURES, "marked_ring_1x1x8.before_async.hlo")) as f:
-    text = f.read().replace(
-      '_xla_collectives_mode="private"', '_xla_collectives_mode="peer,symmetric"'
-    )
-  with pytest.raises(jax_hook.HookError) as err:
-    text_edit.transform_text(text, sel, sel.parse_topology("1x1x8"), table, ("nccl", "peer"))
-  assert '_xla_collectives_mode="peer,symmetric", which names no collectives mode' in str(err.value)
-  assert "\n" not in str(err.value)
-
-
 def test_xla_flags_set_late_still_run_as_recorded(tmp_path):
   """XLA_FLAGS set after XLA read its flags: the hook reads peer there, the caller's
   mode, and passes it in the compile's options, so what the record says is what XLA
@@ -847,97 +487,3 @@ def test_xla_flags_set_late_still_run_as_recorded(tmp_path):
   assert got["after"] == [_PEER] and record["applied"] == _PEER
   assert record["mode_from"] == "XLA_FLAGS" and record["compiled_modes"] == {_PEER: 1}
   assert any("kept, though the core models nccl faster" in w for w in got["warnings"])
-
-
-_COUNT = r"""
-import json, sys, warnings
-import jax, jax.numpy as jnp, numpy as np
-from jax import lax
-from jax._src import compiler
-from jax._src.lib.mlir import ir
-from jax.experimental import topologies
-from jax.sharding import NamedSharding, PartitionSpec as P
-from hlo_tools import jax_hook
-from hlo_tools.programs import ring_attention as ra
-# Every XLA compile jax makes goes through compiler.backend_compile_and_load (jax
-# 0.10.2's compiler.py, compile_or_get_cached): counted here by module name.
-compiled_names = []
-backend_compile = compiler.backend_compile_and_load
-def counting(backend, module, *args, **kwargs):
-  compiled_names.append(ir.StringAttr(module.operation.attributes["sym_name"]).value)
-  return backend_compile(backend, module, *args, **kwargs)
-compiler.backend_compile_and_load = counting
-target, table = sys.argv[1], sys.argv[2]
-topo = topologies.get_topology_desc(platform="cuda", topology="1x1x2",
-                                    target_config=open(target).read())
-mesh = ra.make_mesh(topo.devices)
-arg = jax.ShapeDtypeStruct((2, 8 << 20), np.float32, sharding=NamedSharding(mesh, P("cp")))
-hook = jax_hook.install("1x1x2", backends=("nccl", "peer"), cost_table=table)
-shard = lambda body: jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("cp"), out_specs=P("cp")))
-def ring(x):
-  return lax.ppermute(x, "cp", [(0, 1), (1, 0)]) * 2
-def scale(x):
-  return x * 3
-def roll(x):  # the partitioner's permute: none in the lowered program
-  return jnp.roll(x, 1, axis=0)
-hook.compile(jax.jit(lambda x: x + 1).lower(arg))  # the probe's compile, once a process
-out = {}
-for name, f in (("ring", shard(ring)), ("scale", shard(scale)), ("roll", jax.jit(roll))):
-  n = len(compiled_names)
-  with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    hook.compile(f.lower(arg))
-  record = hook.programs[-1]
-  out[name] = {"xla": compiled_names[n:], "compiles": record["compiles"],
-               "applied": record["applied"],
-               "warnings": [str(w.message) for w in caught if w.category is jax_hook.HookWarning]}
-print(json.dumps(out))
-"""
-
-
-@pytest.mark.parametrize("xla_flags", ["", "--xla_gpu_collective_permute_mode=peer"])
-def test_xla_compiles_counted(tmp_path, xla_flags):
-  """The compiles XLA makes, counted at jax's one entry to the backend's compile:
-  one for a ring the hook moves to peer memory, one for a program with no permute
-  (with or without a caller's mode, which changes nothing there and so warns of
-  nothing), and two, as the record says, only where the optimized module holds a
-  permute the lowered program did not (the partitioner's, from jnp.roll) and the
-  mode the caller's settings run is not the one chosen."""
-  table = tmp_path / "table.txt"
-  table.write_text(FAST_PEER_TABLE)
-  got = run_jax(_COUNT, H200_TARGET, table, deviceless=True, xla_flags=xla_flags)
-  assert got["ring"]["xla"] == ["jit_ring"] and got["ring"]["compiles"] == 1
-  assert got["ring"]["applied"] == _PEER and got["ring"]["warnings"] == []
-  assert got["scale"]["xla"] == ["jit_scale"] and got["scale"]["compiles"] == 1
-  assert got["scale"]["warnings"] == []
-  roll = got["roll"]
-  assert roll["applied"] == _PEER
-  twice = not xla_flags  # XLA_FLAGS=peer already runs the chosen mode
-  assert roll["xla"] == ["jit_roll"] * (2 if twice else 1) and roll["compiles"] == len(roll["xla"])
-  assert len(roll["warnings"]) == (1 if twice else 0)
-
-
-def test_per_op_modes_written_and_compiled_must_agree(core):
-  """The series' path: what the transformation wrote on a module must be what XLA
-  compiled. A real module with the hook's peer modes written against the same module
-  as compiled without them (NCCL) is a HookError naming both; a failed call too."""
-  from hlo_tools.hook import program
-
-  sel, table = core
-  with open(os.path.join(FIXTURES, "ring_1x1x8.after_optimizations.hlo")) as f:
-    text = f.read()
-  fast = sel.parse_cost_table(
-    "links { backend: PEER link_class: NVLINK latency_us: 1 "
-    "bandwidth_gbps: 900 per_buffer_us: 1 }\n"
-  )
-  topology = sel.parse_topology("1x1x8:gpus_per_process=8", "nccl,peer")
-  peer, _ = text_edit.transform_text(text, sel, topology, fast, ("nccl", "peer"))
-  assert peer is not None and _PEER in peer
-  call = {"modes_out": text_edit.permute_modes(peer)}
-  program.check_written_modes(call, peer, "<ring>")  # agree: no error
-  with pytest.raises(jax_hook.HookError) as err:
-    program.check_written_modes(call, text, "<ring>")
-  assert str(err.value).startswith("<ring>: the per-op transformation wrote {")
-  assert _PEER in str(err.value) and "\n" not in str(err.value)
-  with pytest.raises(jax_hook.HookError, match="failed in this compile: boom"):
-    program.check_written_modes({"error": "boom", "modes_out": call["modes_out"]}, peer, "<ring>")

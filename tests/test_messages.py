@@ -1,23 +1,18 @@
-"""What the tools say to a user: the user's own path in an error, exit 2 for a topology
-smaller than the module in every command, the memory-space note as it is, and the
-report's headline saving as what it is (modeled permute time that may overlap
-attention), on real modules from tests/fixtures."""
-
-import json
-import shutil
-import subprocess
-import sys
-from pathlib import Path
+"""hlo_tools.messages (one line on stderr, a note said once per command), and what the
+tools say to a user through it: the user's own path in an error, exit 2 for a
+topology smaller than the module in every command, and the report's headline saving
+as what it is (modeled permute time that may overlap attention), on real modules
+from tests/fixtures."""
 
 import pytest
 
-from hlo_tools import cli
+from hlo_tools import cli, messages
 from hlo_tools.ops import report
 from hlo_tools.ops.report.cases import Case
 from hlo_tools.ops.report.text import summary_text
 
-REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO / "tests" / "fixtures"
+from conftest import FIXTURES
+
 RING = FIXTURES / "ring_1x1x8.after_optimizations.hlo"  # ring attention, 8 devices
 COND = FIXTURES / "cond_ring_1x1x8.after_optimizations.hlo"
 
@@ -43,29 +38,6 @@ def test_an_error_names_the_users_file_and_line(tmp_path, capsys, command):
   assert "/hlo/input.hlo" not in err
 
 
-def test_report_of_stdin_names_stdin(tmp_path):
-  path, line = _broken(tmp_path)
-  proc = subprocess.run(
-    [
-      sys.executable,
-      "-m",
-      "hlo_tools.cli",
-      "report",
-      "-",
-      "--topology=1x1x8",
-      f"--out={tmp_path / 'r'}",
-      "--quiet",
-    ],
-    stdin=path.open("rb"),
-    capture_output=True,
-    text=True,
-    timeout=300,
-    check=False,
-  )
-  assert proc.returncode == 2
-  assert proc.stderr.strip().startswith(f"<stdin>:{line}:"), proc.stderr
-
-
 @pytest.mark.parametrize("command", ["verify", "explain", "report"])
 @pytest.mark.parametrize("fixture", [RING, COND], ids=["text alone", "with its config"])
 def test_a_topology_smaller_than_the_module_is_bad_input(tmp_path, capsys, command, fixture):
@@ -79,65 +51,6 @@ def test_a_topology_smaller_than_the_module_is_bad_input(tmp_path, capsys, comma
   assert (
     "the module needs 8 devices" in err and "but the topology has 4" in err
   ) or "places 8 devices, more than topology 1x1x4 has (4)" in err, err
-
-
-def _nvshmem(text):
-  """The module with every permute's config set to NVSHMEM (a hand edit)."""
-  assert text.count('"backend":"DEFAULT"') >= 1
-  return text.replace('"backend":"DEFAULT"', '"backend":"NVSHMEM"')
-
-
-def _memory_space_note(capsys, path):
-  rc = cli.main(["verify", str(path), "--topology=1x1x8", "--format=json", "--no-hlo-verifier"])
-  [check] = [
-    c for c in json.loads(capsys.readouterr().out)["checks"] if c["name"] == "memory-space"
-  ]
-  assert rc == 1  # NVSHMEM by hand fails other checks; the note is what is asked here
-  assert check["status"] == "not_applicable"
-  return check["note"]
-
-
-def test_memory_space_note_without_a_buffer_assignment_beside(tmp_path, capsys):
-  # An after-optimizations module: it is not "from before buffer assignment".
-  path = tmp_path / "ring.txt"
-  path.write_text(_nvshmem(RING.read_text()))
-  note = _memory_space_note(capsys, path)
-  assert "before buffer assignment" not in note
-  assert note == (
-    "no layout in the module names a memory space S(n), so its text does "
-    "not say where the NVSHMEM buffers live; no buffer-assignment dump lies "
-    "beside it (ring-buffer-assignment.txt)"
-  )
-
-
-def test_memory_space_note_with_the_buffer_assignment_beside(tmp_path, capsys):
-  # XLA's own dump of the conditional ring: the module and its buffer assignment.
-  work = tmp_path / "gen"
-  proc = subprocess.run(
-    [
-      sys.executable,
-      str(REPO / "scripts" / "gen_config_fixtures.py"),
-      "--only=cond_ring_1x1x8",
-      f"--out_dir={work}",
-      f"--xla_dump_dir={work / 'xla'}",
-    ],
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
-  )
-  assert proc.returncode == 0, proc.stderr
-  [module] = (work / "xla" / "cond_ring_1x1x8").glob("*gpu_after_optimizations.txt")
-  [assignment] = (work / "xla" / "cond_ring_1x1x8").glob(
-    "*gpu_after_optimizations-buffer-assignment.txt"
-  )
-  path = tmp_path / "cond.txt"
-  path.write_text(_nvshmem(module.read_text()))
-  shutil.copy(assignment, tmp_path / "cond-buffer-assignment.txt")
-  note = _memory_space_note(capsys, path)
-  assert note.endswith(
-    "the buffer-assignment dump beside it does, and nvshmem-runtime checks their destinations there"
-  )
 
 
 @pytest.mark.parametrize(
@@ -168,10 +81,30 @@ def test_headline_saving_is_modeled_permute_time_that_may_overlap(tmp_path, fixt
   assert data["summary"]["overlap"]["c"][0]["start"] == "collective-permute-start"
 
 
-def test_report_names_a_binary_file_as_the_user_gave_it(tmp_path, capsys, monkeypatch):
-  # Not a serialized HloModuleProto: the error names "junk.pb", not its absolute path.
-  (tmp_path / "junk.pb").write_bytes(b"\0\1\2 not a proto " * 64)
-  monkeypatch.chdir(tmp_path)
-  assert cli.main(["report", "junk.pb", "--topology=1x1x8", "--out=r", "--quiet"]) == 2
-  err = capsys.readouterr().err.strip()
-  assert err.startswith("junk.pb: neither HLO text nor a serialized HloModuleProto"), err
+# ---------------------------------------------------------------------------------------
+# messages itself.
+
+
+def test_an_error_is_one_line_on_stderr(capsys):
+  messages.print_error("m.hlo:3: bad\nsecond line\tend")
+  out, err = capsys.readouterr()
+  assert out == "" and err == "m.hlo:3: bad\\nsecond line\\tend\n"
+
+
+def test_a_note_is_said_once_until_forgotten(capsys):
+  messages.forget_notes()
+  messages.print_note("no --topology; using 1x2x4")
+  messages.print_note("no --topology; using 1x2x4")
+  messages.print_note("another note")
+  assert capsys.readouterr().err == "no --topology; using 1x2x4\nanother note\n"
+  # The CLI root forgets them before each command: the next command says it again.
+  messages.forget_notes()
+  messages.print_note("no --topology; using 1x2x4")
+  assert capsys.readouterr().err == "no --topology; using 1x2x4\n"
+  messages.forget_notes()
+
+
+def test_a_long_error_is_cut(capsys):
+  # At most 600 characters, then how many more there were.
+  messages.print_error("x" * 5000)
+  assert capsys.readouterr().err == "x" * 600 + "... (4400 more characters)\n"

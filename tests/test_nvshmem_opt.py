@@ -37,6 +37,7 @@ def _topology_for(path):
   return path.name.split(".")[0].split("_")[-1]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("path", BEFORE_ASYNC + AFTER_OPT, ids=lambda p: p.name)
 def test_rewrites_every_fixture_and_output_verifies(path, tmp_path):
   out, report = tmp_path / "out.hlo", tmp_path / "report.json"
@@ -183,6 +184,7 @@ def test_reads_serialized_proto(tmp_path):
   assert decision["plan"] == "nccl" and "no source" in decision["reason"], decision
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(
   "args, message",
   [
@@ -306,7 +308,7 @@ def test_jax_010_mesh_groups_are_read_and_kept(tmp_path):
   import subprocess  # pylint: disable=import-outside-toplevel
   import sys  # pylint: disable=import-outside-toplevel
 
-  from test_hlo_text import _MESH_ALL_REDUCE  # pylint: disable=import-outside-toplevel
+  from generated_hlo import _MESH_ALL_REDUCE  # pylint: disable=import-outside-toplevel
 
   root = FIXTURES.parents[1]
   env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1")
@@ -373,6 +375,7 @@ def _statements(text):
   return out
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("path", [TP_CP] + BEFORE_ASYNC + AFTER_OPT, ids=lambda p: p.name)
 def test_output_is_lossless(path, tmp_path, favoured):
   """Only permutes change: every other instruction is the input's own text, line for
@@ -775,6 +778,7 @@ def _decisions(result):
   ]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(
   "fixture, flags, spec",
   [

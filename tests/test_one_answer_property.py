@@ -125,6 +125,7 @@ CASES = [
 ]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(
   "path, backends",
   CASES,

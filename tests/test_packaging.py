@@ -25,11 +25,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "fixtures" / "ring_1x1x8.before_async.hlo"
 
-pytestmark = pytest.mark.skipif(
-  os.environ.get("NVSHMEM_TEST_PACKAGE") != "1",
-  reason="builds and installs the wheel (minutes): scripts/test_long.sh, "
-  "or set NVSHMEM_TEST_PACKAGE=1",
-)
+pytestmark = [
+  pytest.mark.long,
+  pytest.mark.skipif(
+    os.environ.get("NVSHMEM_TEST_PACKAGE") != "1",
+    reason="builds and installs the wheel (minutes): scripts/test_long.sh, "
+    "or set NVSHMEM_TEST_PACKAGE=1",
+  ),
+]
 
 
 def run(cmd, **kw):

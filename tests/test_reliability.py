@@ -288,6 +288,7 @@ def test_every_fixture_is_checked():
   assert sum(len(_topologies(p)) + 1 for p in FIXTURE_PATHS) >= 40
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("path", FIXTURE_PATHS, ids=lambda p: p.stem)
 def test_invariants_on_each_fixture(path, tmp_path):
   # Every topology with the built-in table; the table that flips decisions on one:
@@ -330,6 +331,7 @@ def _relabel_pairs(text, perm):
   return re.sub(r"source_target_pairs=\{(?:\{\d+,\d+\},?)*\}", sub, text)
 
 
+@pytest.mark.long
 @settings(
   max_examples=6,
   deadline=None,
@@ -362,6 +364,7 @@ ENTRY %main (p: {dtype}[{dims}]) -> {result} {{
 """
 
 
+@pytest.mark.long
 @settings(
   max_examples=10,
   deadline=None,
@@ -434,6 +437,7 @@ def big_module(tmp_path_factory):
   return _copies_of_ring_bwd(tmp_path_factory.mktemp("big"), "12e6")
 
 
+@pytest.mark.long
 def test_output_is_all_or_nothing_when_killed(tmp_path):
   # 4 MB: a run of about a second still has a parse, a pass and a write to kill
   # in; the kill points scale with it.
@@ -490,6 +494,7 @@ def _peak_rss_kb(args):
   return int(code), int(rss_kb)
 
 
+@pytest.mark.long
 def test_memory_is_linear_in_input(big_module, tmp_path):
   size_mb = big_module.stat().st_size / 2**20
   code, driver_kb = _peak_rss_kb(
@@ -618,6 +623,7 @@ BOUNDED_COMMANDS = {
 }
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("command", sorted(BOUNDED_COMMANDS))
 def test_max_input_bytes_bounds_devices_and_pipes(command, tmp_path):
   source = FIXTURES / "shift_1x2x4.before_async.hlo"

@@ -12,19 +12,12 @@ from pathlib import Path
 
 import pytest
 
-import hlo_tools.commands.report
 from hlo_tools import cli
 from hlo_tools.ops import outdir, report
 from hlo_tools.ops.report.cases import (
-  DEFAULT_GRID,
-  DEFAULT_TRAIN_STEPS,
   DEFAULTS,
-  Case,
-  plan_cases,
   ring_case,
 )
-from hlo_tools.ops.report.text import _others_text
-from hlo_tools.ops.sizes import format_bytes
 
 REPO = Path(__file__).resolve().parents[1]
 DRIVER = REPO / "build" / "nvshmem-opt"
@@ -95,6 +88,7 @@ def test_report_directory_holds_verdicts_and_json(small_report):
   assert "<script" not in page and "<svg" in page and 'id="comparison"' in page
 
 
+@pytest.mark.long
 def test_side_by_side_shows_where_nvshmem_wins_and_loses(tmp_path):
   # One host, a short and a long context: the same program, two answers.
   config = dict(DEFAULTS, num_heads=4, num_kv_heads=2, head_dim=64)
@@ -116,24 +110,6 @@ def test_side_by_side_shows_where_nvshmem_wins_and_loses(tmp_path):
   takeaways = page[page.index('id="takeaways"') : page.index('id="comparison"')]
   # One item per configuration, each listing its permutes.
   assert takeaways.count("collective-permute(s)<ul>") == 2 and "NVSHMEM wins" in takeaways
-
-
-def test_embedded_default_is_a_grid():
-  args = hlo_tools.commands.report._parser("hlo-tools report").parse_args([])
-  config, explicit = hlo_tools.commands.report._config("hlo-tools report", args)
-  assert not explicit and config["seq_len"] == 131072 and config["num_heads"] == 32
-  cases = plan_cases(hlo_tools.commands.report.request_for(args, config, explicit))
-  rings = [c for c in cases if c.source["kind"] == "ring"]
-  assert [(c.topology, c.config["seq_len"]) for c in rings] == list(DEFAULT_GRID)
-  # Beside the ring, the train step on one host and across hosts (its layouts:
-  # test_report_main_job).
-  assert [(c.source.get("program"), c.topology) for c in cases[len(rings) :]] == [
-    ("train_step", t) for t, _, _ in DEFAULT_TRAIN_STEPS
-  ]
-  args = hlo_tools.commands.report._parser("hlo-tools report").parse_args(["--topology=1x1x8"])
-  config, explicit = hlo_tools.commands.report._config("hlo-tools report", args)
-  [case] = plan_cases(hlo_tools.commands.report.request_for(args, config, explicit))
-  assert case.topology == "1x1x8" and case.config["seq_len"] == 131072
 
 
 def test_report_of_a_file(tmp_path):
@@ -225,6 +201,7 @@ def _leftovers(parent, pids):
   return left
 
 
+@pytest.mark.long
 def test_killed_runs_leave_old_or_new_report(tmp_path):
   # Reports of a file take a few seconds; kill later runs at growing delays. DIR must
   # hold a whole report (old or new) after every kill, and the next run cleans up.
@@ -378,18 +355,6 @@ def test_report_of_a_function(tmp_path):
   [perm] = case["collective_permutes"]
   assert perm["bytes"] == 128 * 64 * 4 and perm["trip_count"] == 8
   assert (out / case["id"] / "json" / "trace.json").is_file()
-
-
-def test_summary_says_refused_rather_than_a_dash():
-  # A backend the core refused has no modeled time: the summary line says so.
-  pinned = {"nccl_us": 59.5, "nvshmem_us": None, "backend_us": {"nccl": 59.5, "nvshmem": None}}
-  assert _others_text(pinned) == "nvshmem refused"
-  today = {
-    "nccl_us": 20.0,
-    "nvshmem_us": None,
-    "backend_us": {"nccl": 20.0, "peer": 31.5, "symmetric": None},
-  }
-  assert _others_text(today) == "peer 31.50 us, symmetric refused"
 
 
 def test_report_uses_manifest_topology(tmp_path, capsys):
@@ -571,95 +536,6 @@ def test_driver_message_is_not_cut(tmp_path, capsys):
 
 def _svgs(page):
   return re.findall(r"<svg.*?</svg>", page, flags=re.S)
-
-
-def test_report_charts_every_kind_of_permute(tmp_path):
-  # A 2-buffer and a 4-buffer permute: each drawn on its own curve and marked at its
-  # own size; the takeaways name both, not only the first.
-  data = report.build(
-    [
-      Case(
-        id="grad",
-        title="grad on 1x1x8",
-        topology="1x1x8",
-        path=str(FIXTURES / "ring_product_grad_1x2x4.passes"),
-      )
-    ],
-    tmp_path / "r",
-    progress=False,
-  )
-  [case] = data["cases"]
-  chart = json.loads((tmp_path / "r" / "grad" / "json" / "chart.json").read_text())
-  perms = case["collective_permutes"]
-  assert len(perms) == 2 and chart["kinds"] == 2
-  by_name = {p["instruction"]: p for p in perms}
-  for c in chart["charts"]:
-    [name] = c["instructions"]
-    perm = by_name[name]
-    assert c["buffers"] == perm["buffers"]
-    # The permute's own modeled time lies on its chart's curve, at its size.
-    i = c["sizes"].index(perm["bytes"])
-    assert c["series_us"]["nccl"][i] == pytest.approx(perm["modeled_us"]["nccl"])
-    assert [perm["bytes"], format_bytes(perm["bytes"])] in c["marks"]
-  assert sorted(c["buffers"] for c in chart["charts"]) == [2, 4]
-  page = (tmp_path / "r" / "index.html").read_text()
-  assert len(_svgs(page)) == 2
-  takeaways = page[page.index('id="takeaways"') : page.index('id="comparison"')]
-  assert all(f"%{p['instruction']}" in takeaways for p in perms)
-
-
-def test_chart_on_one_host_has_no_network_line_and_shows_the_choice(tmp_path):
-  path = str(FIXTURES / "ring_1x1x8.before_async.hlo")
-  data = report.build(
-    [Case(id=t, title=t, topology=t, path=path) for t in ("1x1x8", "1x2x4")],
-    tmp_path / "r",
-    progress=False,
-  )
-  assert len(data["cases"]) == 2
-  page = (tmp_path / "r" / "index.html").read_text()
-  one_host, two_hosts = _svgs(page)
-  assert "series-edge_network" not in one_host and "network edge" not in one_host
-  # Two hosts: the network edges price the whole NCCL permute, which the NCCL line's
-  # legend says; the NVLink edge alone is a line of its own.
-  assert "series-edge_nvlink" in two_hosts and "its network edges, the slowest" in two_hosts
-  # No line hidden under another: drawn series differ (the chosen one lies on its
-  # backend's by design).
-  for svg in (one_host, two_hosts):
-    drawn = re.findall(r'<polyline class="series-(\w+)"[^>]* points="([^"]*)"', svg)
-    points = [p for k, p in drawn if k != "chosen"]
-    assert len(points) == len(set(points)), [k for k, _ in drawn]
-  for svg in (one_host, two_hosts):
-    # The chosen line is drawn last (on top) and named in the legend.
-    lines = re.findall(r'<polyline class="series-(\w+)"', svg)
-    assert lines[-1] == "chosen" and "chosen by the core" in svg
-    # The legend is inside the picture: every legend text above the bottom edge.
-    height = float(re.search(r'<svg[^>]* height="([\d.]+)"', svg).group(1))
-    assert all(
-      float(y) < height for y in re.findall(r'class="legend" x="[\d.]+" y="([\d.]+)"', svg)
-    )
-
-
-def test_chart_legend_gives_the_real_refusal(tmp_path):
-  # A shift on one host: NVSHMEM is refused because device 0 has no source, not
-  # because of the network (every edge is NVLink here).
-  data = report.build(
-    [
-      Case(
-        id="shift",
-        title="shift",
-        topology="1x1x8",
-        path=str(FIXTURES / "shift_1x2x4.before_async.hlo"),
-      )
-    ],
-    tmp_path / "r",
-    progress=False,
-  )
-  [perm] = data["cases"][0]["collective_permutes"]
-  assert perm["edges_by_class"]["network"] == 0
-  [svg] = _svgs((tmp_path / "r" / "index.html").read_text())
-  legend = " ".join(re.findall(r'class="legend"[^>]*>([^<]*)<', svg))
-  assert "NVSHMEM refused at every size" in legend and "has no source" in legend
-  assert "network" not in legend and "series-nvshmem" not in svg
 
 
 _NO_PERMUTE_SCRIPT = """

@@ -11,6 +11,9 @@ import pytest
 
 from conftest import CPU_CODEGEN_O0, FIXTURES, GPU, MULTICAST_OFF, load_gpu_script
 
+pytestmark = pytest.mark.long
+
+
 e2e = load_gpu_script("ring_e2e")
 _TINY = [
   "--platform=cpu",

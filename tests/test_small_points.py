@@ -1,8 +1,8 @@
 """Smaller points a new user hit, each checked on real modules and dumps: output into
 a missing folder, --num-partitions against the module's header, indexing a dump
-into itself, the indexed dump's manifest, help, version and exit status of both
-CLIs, the report's per-run and per-step savings, upstream's answer under a backend
-set without NVSHMEM, the charts' estimated curves and the rules list."""
+into itself, the indexed dump's manifest, the driver's help, the report's per-run
+and per-step savings, upstream's answer under a backend set without NVSHMEM, the
+charts' estimated curves and the rules list."""
 
 import json
 import re
@@ -89,22 +89,6 @@ def test_indexed_gpu_dump_manifest_says_what_xla_wrote(tmp_path):
   assert "target_config" not in manifest["options"]
   result = _cli("dump", DUMP, f"--out={tmp_path / 'other'}", "--topology=1x1x8")
   assert result.returncode == 2 and "--topology does not apply" in result.stderr
-
-
-def test_cli_help_version_and_no_command():
-  result = _cli()
-  assert result.returncode == 2 and result.stdout == ""
-  assert "Commands:" in result.stderr
-  result = _cli("--help")
-  assert result.returncode == 0
-  for name in ("dump", "parse", "explain", "verify", "diff", "report", "heuristics", "bench"):
-    assert re.search(rf"^  {name} +\S.{{20,}}", result.stdout, re.M), name
-  from hlo_tools import __version__
-
-  assert _cli("--version").stdout == f"hlo-tools {__version__}\n"
-  version = _driver("--version")
-  assert version.returncode == 0
-  assert version.stdout == f"nvshmem-opt {__version__} (XLA of the TensorFlow wheel it links)\n"
 
 
 def test_driver_help_states_the_whole_grammar_and_the_threshold():

@@ -117,6 +117,19 @@ TEST(PlaceOfTest, ABranchOutranksAGroup) {
   EXPECT_EQ(PlaceOf(true, true), Place::kConditionalBranch);
 }
 
+// NCCL is where every refusal falls back to: no layout refuses it, though the
+// same layout refuses each one-sided backend.
+TEST(LayoutRefusalTest, NeverRefusesNccl) {
+  PermuteRequest request;
+  request.team_size = 8;
+  const Topology apart = MustParse("1x1x8:gpus_per_process=1");
+  EXPECT_EQ(Text(LayoutRefusal(apart, request, Backend::kNccl)), "");
+  EXPECT_NE(Text(LayoutRefusal(apart, request, Backend::kPeer)), "");
+  const Topology shared = MustParse("1x1x8");
+  EXPECT_EQ(Text(LayoutRefusal(shared, request, Backend::kNccl)), "");
+  EXPECT_NE(Text(LayoutRefusal(shared, request, Backend::kNvshmem)), "");
+}
+
 TEST(TopologyTest, ParsesShapesDomainsAndMaps) {
   Topology t = MustParse("2x2x4");
   EXPECT_EQ(t.num_devices(), 16);

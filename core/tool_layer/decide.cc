@@ -89,6 +89,8 @@ ToolRefusal AsToolRefusal(const Refusal& r, Backend backend,
 std::optional<ToolRefusal> LayoutRefusal(const Topology& topology,
                                          const PermuteRequest& request,
                                          Backend backend) {
+  // NCCL is where every refusal falls back to: it runs under any layout.
+  if (backend == Backend::kNccl) return std::nullopt;
   if (backend == Backend::kNvshmem && topology.gpus_per_process() > 1) {
     ToolRefusal refusal =
         RefusedByTool(backend, ToolRule::kSeveralGpusPerProcess);

@@ -65,11 +65,15 @@ def _sizes(prog: str, args: argparse.Namespace) -> tuple[list[str], dict[str, in
   if not only or any(x not in bench.GOALS for x in only):
     raise InputError(f"{prog}: --only takes P1, P2, P3, HOOK; got {args.only!r}")
   sizes = dict(bench.QUICK if args.quick else bench.FULL)
-  if args.layers:
+  # A flag given is a flag taken: 0 is refused, never read as "not given".
+  for flag, value in (("--layers", args.layers), ("--ring-layers", args.ring_layers)):
+    if value is not None and value < 1:
+      raise InputError(f"{prog}: {flag} must be >= 1")
+  if args.layers is not None:
     sizes["layers"] = args.layers
-  if args.ring_layers:
+  if args.ring_layers is not None:
     sizes["ring_layers"] = args.ring_layers
-  runs = args.runs or sizes["runs"]
+  runs = sizes["runs"] if args.runs is None else args.runs
   if runs < 1:
     raise InputError(f"{prog}: --runs must be >= 1")
   return only, sizes, runs

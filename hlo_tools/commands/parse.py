@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from hlo_tools import bounded_input
+from hlo_tools.commands import common
 from hlo_tools.hlo.ir import HloModule
 from hlo_tools.hlo.reader import parse_hlo_text
 from hlo_tools.model.collectives import collective_permutes, trips_text
@@ -74,19 +75,20 @@ def _text(summary: dict[str, Any]) -> str:
 
 
 def main(argv: list[str]) -> int:
-  parser = argparse.ArgumentParser(
-    prog=argv[0] if argv else "hlo-tools parse", description="Parse HLO text and summarise it."
-  )
+  parser = common.parser_for(argv[0] if argv else "hlo-tools parse", __doc__ or "")
   parser.add_argument(
     "file", help='HLO text file, a serialized module (X.hlo.pb, as XLA dumps it), or "-" for stdin'
   )
   parser.add_argument("--json", action="store_true", help="print the summary as JSON")
   bounded_input.add_max_input_bytes(parser)
-  args = parser.parse_args(argv[1:])
-  data = bounded_input.read_input(args.file, args.max_input_bytes)
-  text = proto_text(data, args.file)  # X.hlo.pb, as XLA dumps it
-  module = parse_hlo_text(data if text is None else text, args.file)
-  require_entry(module, data.decode("utf-8", "replace") if text is None else text, args.file)
-  summary = summarize(module)
-  print(json.dumps(summary, indent=1) if args.json else _text(summary))
-  return 0
+
+  def run(args: argparse.Namespace) -> int:
+    data = bounded_input.read_input(args.file, args.max_input_bytes)
+    text = proto_text(data, args.file)  # X.hlo.pb, as XLA dumps it
+    module = parse_hlo_text(data if text is None else text, args.file)
+    require_entry(module, data.decode("utf-8", "replace") if text is None else text, args.file)
+    summary = summarize(module)
+    print(json.dumps(summary, indent=1) if args.json else _text(summary))
+    return 0
+
+  return common.run_command(parser, argv, run)

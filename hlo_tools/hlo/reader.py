@@ -395,7 +395,7 @@ class _Reader:
         i,
         line,
         "source_target_pairs",
-        f"%{instr.name} needs source_target_pairs={{{{{{{{source,target}}}},...}}}}",
+        f"%{instr.name} needs source_target_pairs={{{{source,target}},...}}",
       )
     pairs = instr.source_target_pairs or []  # read: the regex took them
     seen: tuple[collections.Counter[int], collections.Counter[int]] = (

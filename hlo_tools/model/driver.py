@@ -24,7 +24,7 @@ from hlo_tools.model.driver_report import Report
 # inferred partition count, which the tools print from its report) are not messages.
 _NOISE_RE = re.compile(
   r"^(WARNING: All log messages|[IWE]\d{4} |\s*$"
-  r"|nvshmem-opt: .* gives no num_partitions .*\(--num-partitions=N "
+  r"|nvshmem-opt: .* gives no num_partitions\b.*\(--num-partitions=N "
   r"overrides\)$|nvshmem-opt: .*: no --topology; using )"
 )
 

@@ -2,7 +2,7 @@
 
 The driver prints its Report through protobuf's JSON printer with the proto's
 field names and every field (report.cc), so each message is a TypedDict here,
-field for field; tests/test_driver_report.py holds the two together through
+field for field; tests/model/test_driver_report.py holds the two together through
 protoc's own descriptor of the proto. google.protobuf.Value fields are Any (null
 where nothing applies); `upstream` is printed only with --compare-upstream.
 """

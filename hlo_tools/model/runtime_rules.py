@@ -101,9 +101,21 @@ def _returned(
 ) -> bool:
   entry = start.computation.module.entry
   for name, index in live_out_values(start):
-    if allocations.get(name, {}).get(index) != alloc or name not in entry:
+    if name not in entry:
       continue
-    if entry.instruction(name).opcode in _CARRIERS:
+    instr = entry.instruction(name)
+    if instr.opcode not in _CARRIERS:
+      continue
+    # A carrier returned whole (a loop as the root) returns each of its leaves: every
+    # index under the returned one.
+    held = [a for i, a in allocations.get(name, {}).items() if i[: len(index)] == index]
+    operands = instr.operand_instructions()
+    if not held and instr.opcode == "collective-permute-done" and operands:
+      # A done defines no buffer: XLA's dump lists what it returns under its start's
+      # {1}, the destination the done hands on.
+      at_start = allocations.get(operands[0].name, {}).get((1, *index))
+      held = [at_start] if at_start is not None else []
+    if alloc in held:
       return True
   return False
 

@@ -24,7 +24,12 @@ def _merge(out_a: Array, lse_a: Array, out_b: Array, lse_b: Array) -> tuple[Arra
 
 
 def _pack(kv: Array, acc: Array) -> Array:
-  """K/V and the f32 gradient accumulator in one buffer (bit-exact), for one permute."""
+  """K/V and the f32 gradient accumulator in one buffer, for one permute. Exact but
+  where 16-bit K/V carry an accumulator whose low half reads as a bf16 NaN (about 1
+  sum in 256): XLA's CPU compiler concatenates bf16 through f32 and writes the
+  canonical NaN there, a few ulps off (tests/programs/test_ring_loop.py). Packing
+  as 32-bit integers would avoid it and change the program's HLO; the GPU
+  compiler's handling is unmeasured."""
   bits = lax.bitcast_convert_type(acc, kv.dtype)  # 16-bit kv: [..., d, 2]
   return jnp.concatenate([kv, bits.reshape(acc.shape[:-1] + (-1,))], axis=-1)
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command's fuzzing (scripts/test.sh): builds the libFuzzer harnesses
+# The long test command's fuzzing (scripts/test_long.sh): builds the libFuzzer harnesses
 # (build-fuzz/, clang + ASan/UBSan) and runs both, deterministically:
 # tests/fuzz/selection_fuzzer (selection core, no XLA) and tests/fuzz/driver_fuzzer
 # (nvshmem-opt's library: parse -> verify -> pass -> async -> verify -> report

@@ -411,7 +411,9 @@ def table(result: Result) -> str:
     )
   lines.append("")
   lines.append("raw times, median [min, max]:")
-  if "P1" in result:
+  # A skipped figure has a row above and no times.
+  timed = {k: r for k, r in result.items() if isinstance(r, dict) and "skipped" not in r}
+  if "P1" in timed:
     r = result["P1"]
     mod = r["module"]
     lines.append(
@@ -429,7 +431,7 @@ def table(result: Result) -> str:
       f"  P1 XLA compile           {_range(r['compile_s'], 1, '{:.2f}')} s "
       "(deviceless, `.compile()` only)"
     )
-  if "P2" in result:
+  if "P2" in timed:
     r = result["P2"]
     mod, mem = r["module"], r["memory"]
     lines.append(

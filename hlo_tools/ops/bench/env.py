@@ -7,6 +7,7 @@ gives other numbers, so `hlo-tools bench` records these next to its figures.
 import os
 import platform
 import subprocess
+from pathlib import Path
 from typing import Any
 
 
@@ -60,7 +61,7 @@ def versions() -> dict[str, str | None]:
       out[name] = metadata.version(name)
     except metadata.PackageNotFoundError:
       out[name] = None
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  root = str(Path(__file__).resolve().parents[3])  # the checkout holding hlo_tools/
   try:
     commit = subprocess.run(
       ["git", "-C", root, "rev-parse", "--short=12", "HEAD"],

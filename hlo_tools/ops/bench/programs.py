@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from hlo_tools.hlo.attributes import expand_mesh_groups
@@ -108,7 +109,8 @@ def _env(xla_dump_dir: str | None = None, pass_re: str | None = None) -> dict[st
   # A compilation cache would turn repeats into cache hits.
   env["JAX_ENABLE_COMPILATION_CACHE"] = "false"
   env.pop("JAX_COMPILATION_CACHE_DIR", None)
-  package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  # The folder that holds hlo_tools/ (this file is hlo_tools/ops/bench/programs.py).
+  package_root = str(Path(__file__).resolve().parents[3])
   env["PYTHONPATH"] = os.pathsep.join(
     [package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
   )

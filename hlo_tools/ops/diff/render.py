@@ -92,7 +92,7 @@ def format_text(result: Diff, tr: Trace | None = None) -> str:
     name = (
       c["b"]
       if c["a"] == c["b"] or c["a"] is None
-      else (c["a"] if c["b"] is None else f"{c['a']} -> {c['b']}")
+      else (c["a"] if c["b"] is None else f"{c['a']} -> %{c['b']}")
     )
     lines.append(f"computation %{name} [{c['status']}]")
     if c["status"] in ("added", "removed"):
@@ -266,7 +266,7 @@ def diff_html(result: Diff, src_a: Source, src_b: Source, max_rows: int = 4000) 
       continue
     name = comp["b"] or comp["a"]
     if comp["a"] and comp["b"] and comp["a"] != comp["b"]:
-      name = f"{comp['a']} -> {comp['b']}"
+      name = f"{comp['a']} -> %{comp['b']}"
     rows = _side_by_side(comp, src_a, src_b, budget)
     budget = max(budget - len(rows), 50)
     out.append(f'<h3 class="mono">%{esc(name)} [{esc(comp["status"])}]</h3>')
