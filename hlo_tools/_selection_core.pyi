@@ -3,6 +3,10 @@
 import collections.abc
 import typing
 
+DEFAULT_INPUT_TIMEOUT_S: float
+DEFAULT_MAX_INPUT_BYTES: int
+SIDE_MAX_BYTES: int
+
 class CostTable:
   backends: str
   margin: float

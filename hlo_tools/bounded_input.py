@@ -53,6 +53,11 @@ from typing import Any, BinaryIO
 
 from hlo_tools.errors import InputReadError
 
+try:
+  from hlo_tools import _selection_core
+except ImportError as e:  # pragma: no cover - only without the C++ build
+  raise ImportError(f"hlo_tools._selection_core is not built; run scripts/setup.sh ({e})") from e
+
 # What names a file here: a path, or "-" for stdin/stdout.
 PathLike = str | os.PathLike[str]
 
@@ -70,13 +75,14 @@ __all__ = [
   "set_input_timeout",
 ]
 
-# The reader holds about 8 bytes of memory per byte of text (docs/reliability.md).
-DEFAULT_MAX_INPUT_BYTES = 1 << 30
-# A cost table or a module config is kilobytes: its own bound, whatever the module's.
-SIDE_MAX_BYTES = 64 << 20
+# The bounds are the driver's (core/tool_layer/input_limits.h), through the binding:
+# the reader holds about 8 bytes of memory per byte of text (docs/reliability.md);
+# a cost table or a module config is kilobytes, its own bound whatever the module's;
+# a FIFO, pipe or device may stay silent that many seconds before its read is given up.
+DEFAULT_MAX_INPUT_BYTES: int = _selection_core.DEFAULT_MAX_INPUT_BYTES
+SIDE_MAX_BYTES: int = _selection_core.SIDE_MAX_BYTES
+DEFAULT_INPUT_TIMEOUT: float = _selection_core.DEFAULT_INPUT_TIMEOUT_S
 _CHUNK = 1 << 20
-# Seconds a FIFO, pipe or device may stay silent before its read is given up.
-DEFAULT_INPUT_TIMEOUT = 60.0
 _timeout = [DEFAULT_INPUT_TIMEOUT]  # this command's --input-timeout
 
 

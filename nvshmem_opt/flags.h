@@ -28,8 +28,9 @@ struct Flags {
   // --per-op-modes is the same setting, with the same default.
   bool per_op_modes = false;
   int64_t upstream_threshold_bytes = xla::gpu::kDefaultThresholdInBytes;
-  int num_partitions = 0, num_replicas = 0;    // 0: from the input.
-  int64_t max_input_bytes = int64_t{1} << 30;  // Larger inputs are refused.
+  int num_partitions = 0, num_replicas = 0;  // 0: from the input.
+  int64_t max_input_bytes =
+      nvshmem_opt::kDefaultMaxInputBytes;  // Larger inputs are refused.
   // A FIFO, pipe or device silent this long is refused.
   double input_timeout = nvshmem_opt::kDefaultInputTimeoutSeconds;
 };

@@ -17,12 +17,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "tool_layer/backends.h"
+#include "tool_layer/input_limits.h"
 #include "xla/hlo/ir/hlo_module.h"
 
 namespace nvshmem_opt {
 
-// Seconds a FIFO, pipe or device may stay silent before its read fails.
-constexpr double kDefaultInputTimeoutSeconds = 60;
+// The defaults of --max-input-bytes and --input-timeout: the tool layer's,
+// which the Python tools read through the binding.
+using ::xla::gpu::nvshmem_selection::kDefaultInputTimeoutSeconds;
+using ::xla::gpu::nvshmem_selection::kDefaultMaxInputBytes;
 // Bytes of address space XLA's parser takes per byte of HLO text, about
 // (measured: 14 MB more for a 1 MB train step than for a tiny module).
 constexpr int64_t kParseBytesPerInputByte = 16;
@@ -31,7 +34,7 @@ constexpr int64_t kParseBytesPerInputByte = 16;
 // --module-config, the config and buffer assignment beside the module. Set
 // once from the flags (main), read by ReadInput wherever it is called.
 struct InputBounds {
-  int64_t max_bytes = int64_t{1} << 30;            // --max-input-bytes
+  int64_t max_bytes = kDefaultMaxInputBytes;       // --max-input-bytes
   double timeout_s = kDefaultInputTimeoutSeconds;  // --input-timeout
 };
 void SetInputBounds(const InputBounds& bounds);

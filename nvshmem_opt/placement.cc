@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "nvshmem_opt/buffer_assignment.h"
 #include "nvshmem_opt/input.h"
+#include "tool_layer/input_limits.h"
 #include "tool_layer/topology_spec.h"
 #include "xla/service/computation_placer.h"
 
@@ -26,7 +27,7 @@ namespace core = ::xla::gpu::nvshmem_selection;
 namespace {
 
 // A config is tens of KB: its own bound, whatever --max-input-bytes allows.
-constexpr int64_t kMaxConfigBytes = int64_t{64} << 20;
+constexpr int64_t kMaxConfigBytes = core::kSideInputMaxBytes;
 // GPUs per host when the topology is derived and --devices-per-host is not
 // given: one HGX H100/H200 node. A program of fewer devices runs on part of
 // such a host, where NVSHMEM's team is the whole host: a host of only the

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "tool_layer/backends.h"
 #include "tool_layer/decide.h"
+#include "tool_layer/input_limits.h"
 #include "tool_layer/partitions.h"
 #include "tool_layer/table_text.h"
 #include "tool_layer/topology_spec.h"
@@ -243,6 +244,11 @@ void BindCostTable(py::module_& m) {
 }
 
 void BindNames(py::module_& m) {
+  // How far an input is read (tool_layer/input_limits.h): the driver's
+  // defaults.
+  m.attr("DEFAULT_MAX_INPUT_BYTES") = core::kDefaultMaxInputBytes;
+  m.attr("DEFAULT_INPUT_TIMEOUT_S") = core::kDefaultInputTimeoutSeconds;
+  m.attr("SIDE_MAX_BYTES") = core::kSideInputMaxBytes;
   m.def("link_classes", []() {
     std::vector<std::string> names;
     for (int c = 0; c < core::kNumLinkClasses; ++c) {

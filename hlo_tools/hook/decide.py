@@ -1,10 +1,10 @@
 """Loading the selection core's binding, and deciding one collective-permute's mode."""
 
-import os
 from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+import hlo_tools
 from hlo_tools.errors import HookError
 from hlo_tools.hlo import ir
 from hlo_tools.model import collectives, modes
@@ -16,12 +16,8 @@ if TYPE_CHECKING:  # the binding is imported when first used
 Decision = dict[str, Any]
 Record = dict[str, Any]
 
-# The checkout's root, above hlo_tools/hook/.
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# Where a binding built for another interpreter may sit (see
-# scripts/build_core_py312.sh); searched only when the package has none.
-CORE_DIRS_ENV = "NVSHMEM_OPT_CORE_DIR"
-_CARRY_DIRS = (".carry_py312",)
+# Where a binding built for another interpreter may sit: hlo_tools/__init__.py.
+CORE_DIRS_ENV = hlo_tools.CORE_DIRS_ENV
 
 
 def import_selection() -> ModuleType:
@@ -32,13 +28,8 @@ def import_selection() -> ModuleType:
     return selection
   except ImportError:
     pass
-  import hlo_tools
-
-  dirs = [d for d in os.environ.get(CORE_DIRS_ENV, "").split(os.pathsep) if d]
-  dirs += [os.path.join(_REPO, d) for d in _CARRY_DIRS]
-  for d in dirs:
-    if os.path.isdir(d) and d not in hlo_tools.__path__:
-      hlo_tools.__path__.append(d)
+  # $NVSHMEM_OPT_CORE_DIR may have been set after the package's import.
+  hlo_tools.add_core_dirs()
   from hlo_tools import selection  # raises ImportError naming what is missing
 
   return selection
