@@ -15,7 +15,7 @@
 #   5. protoc 31.1 (the protobuf release of the tensorflow wheel's runtime
 #      headers) writes the .pb.h of the pin's protos, patched xla.proto
 #      included, on demand;
-#   6. a real compile (clang++ -c, C++17, the pin's warnings.bazelrc copts,
+#   6. a real compile (clang++ -fsyntax-only, C++17, the pin's warnings.bazelrc copts,
 #      -Werror) of every .cc the series adds or changes: pin headers first,
 #      the generated .pb.h, then the wheel's third-party headers (never its
 #      XLA or TSL headers; its CUDA and NVSHMEM 3.1.7 headers for
@@ -303,7 +303,7 @@ fi
 status=OK; [ ${#failed[@]} -eq 0 ] || status=FAIL
 echo "check_patches_upstream: $status: pin ${PIN:0:8}, $N patches applied with git am;" \
   "$ok/${#CC[@]} added or changed .cc compile with $("$CXX" --version | head -1 | sed 's/ (.*//')" \
-  "-c -Werror (${compiled[*]}; not: ${skipped[*]}: need the pin's LLVM/MLIR), its registration" \
+  "-fsyntax-only -Werror (${compiled[*]}; not: ${skipped[*]}: need the pin's LLVM/MLIR), its registration" \
   "$registration, the emitter's NVSHMEM choice $emitter, the executable's guard $guard," \
   "the thunk's CheckPes $pes;" \
   "protoc 31.1 wrote $(find "$GEN" -name '*.pb.h' | wc -l) .pb.h;" \

@@ -21,7 +21,7 @@
 #   2. a pristine tree of the commit and `git am --whitespace=error-all`;
 #   3. clang-format 17.0.6 with the commit's .clang-format on the changed lines;
 #   4. buildifier on the BUILD files the series changes;
-#   5. a real compile (clang++ -c, C++17, the commit's warnings.bazelrc copts,
+#   5. a real compile (clang++ -fsyntax-only, C++17, the commit's warnings.bazelrc copts,
 #      -Werror) of every .cc the series adds or changes, against the commit's
 #      headers, the .pb.h of its protos by protoc 31.1 (the protobuf of the
 #      wheel's headers), and the wheel's third-party headers (never its XLA);
@@ -242,7 +242,7 @@ done
 
 status=OK; [ ${#failed[@]} -eq 0 ] || status=FAIL
 echo "check_series_upstream: $status: ${SERIES##*/} on ${PIN:0:8}, $N patches applied with git am;" \
-  "$ok/${#CC[@]} added or changed .cc compile with $("$CXX" --version | head -1 | sed 's/ (.*//') -c -Werror" \
+  "$ok/${#CC[@]} added or changed .cc compile with $("$CXX" --version | head -1 | sed 's/ (.*//') -fsyntax-only -Werror" \
   "(${compiled[*]}; not: ${needs_llvm[*]:-none}, whose headers need LLVM; what the series adds" \
   "to them: $excerpt); clang-format and buildifier" \
   "clean unless listed; tests against the XLA of tensorflow $("$TFV/bin/python" -c \

@@ -10,11 +10,11 @@
 # in build/; nvshmem-opt on the venv's PATH; hlo_tools installed editable.
 # --tests adds what scripts/test.sh needs: the test tools (pytest, the type
 # checker mypy, LLVM's lit, ruff) in .venv/, Debian's Chromium, clang and
-# FileCheck, clang-format, buildifier, every C++ target (the googletest
-# binaries) and the fuzzers (build-fuzz/).
-# --long adds what scripts/test_long.sh needs: clang, buildifier, pytest and
-# the tf-nightly wheels of the newer series' XLA commits (.venv-next/,
-# .venv-main/).
+# FileCheck, clang-format, buildifier and every C++ target (the googletest
+# binaries).
+# --long adds to that what scripts/test_long.sh needs: the fuzzers
+# (build-fuzz/, clang with libFuzzer and the sanitizers) and the tf-nightly
+# wheels of the newer series' XLA commits (.venv-next/, .venv-main/).
 # The screen gets one line per step; the tools' own output goes to the log
 # ($SETUP_LOG, default build/setup.log), whose end is shown when a step fails.
 set -euo pipefail
@@ -95,7 +95,7 @@ command -v cmake >/dev/null || missing+=(cmake)
 if [ "$FOR" != main ]; then
   command -v clang++ >/dev/null || missing+=(clang)
 fi
-if [ "$FOR" = tests ]; then
+if [ "$FOR" != main ]; then
   command -v chromium >/dev/null || missing+=(chromium)
   ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 \
     || missing+=(libclang-rt-14-dev)
@@ -129,7 +129,7 @@ step "configuring C++ (CMake)" cmake -S "$ROOT" -B "$ROOT/build" \
   -DPython3_EXECUTABLE="$PY" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_UNITY_BUILD=ON
 # The main job needs the driver and the binding only; the tests every target.
 targets=(--target nvshmem-opt _selection_core)
-if [ "$FOR" = tests ]; then targets=(); fi
+if [ "$FOR" != main ]; then targets=(); fi
 step "building C++ (${targets[*]:-all targets}; -j2; slow the first time)" \
   cmake --build "$ROOT/build" -j2 "${targets[@]}"
 ln -sf "$ROOT/build/nvshmem-opt" "$VENV/bin/nvshmem-opt"
@@ -148,7 +148,7 @@ if [ "$(cat "$editable" 2>/dev/null)" != scikit-build-core-inplace ] \
   echo scikit-build-core-inplace > "$editable"
 fi
 # The fuzzers under ASan/UBSan (tests/fuzz/run_fuzz.sh builds them; incremental).
-if [ "$FOR" = tests ] && command -v clang++ >/dev/null; then
+if [ "$FOR" = long ] && command -v clang++ >/dev/null; then
   step "building the fuzzers (clang, ASan/UBSan; build-fuzz/)" "$ROOT/tests/fuzz/run_fuzz.sh" --build-only
 fi
 # .venv-next/ and .venv-main/: tf-nightly of the days of jax v0.11.0's XLA

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The second test command: the checks that build what others build, minutes of
-# compiling each. Sets up what they need (scripts/setup.sh --long: clang,
-# buildifier, the test tools, tf-nightly in .venv-next/ and .venv-main/), then
+# compiling each, and the long Python tests. Sets up what they need
+# (scripts/setup.sh --long: what scripts/test.sh needs, the fuzzers built with
+# clang, tf-nightly in .venv-next/ and .venv-main/), then
 #   * each patch series as a reviewer checks it, at the openxla/xla commit it
 #     is for (xla_patches/xla-COMMIT_*/): the pinned series (xla-3cc8846c_*) by
 #     scripts/check_patches_upstream.sh, every other series by
@@ -11,14 +12,19 @@
 #   * the mutation check of the pinned series (scripts/mutation_check_series.py):
 #     each safety rule of its decision and runtime checks broken in turn, each
 #     killed by the series' own tests or series_decision_diff_test;
-#   * the driver's distribution with the base package, as `pip install`
-#     builds them (tests/test_packaging.py): both wheels built and installed
-#     into a fresh environment beside the series checks, which compile one
-#     file at a time and leave a core to it.
+#   * the fuzzing (tests/fuzz/run_fuzz.sh: fixed seed, the committed seeds and
+#     regressions, under ASan/UBSan);
+#   * the Python tests marked `long` (pytest -m long): end to end runs, the
+#     benchmarks' quick runs, the driver's invariants on every fixture, the
+#     fuzzers' replays, the base wheel, and the driver's distribution with the
+#     base package as `pip install` builds them (tests/test_packaging.py): both
+#     wheels built and installed into a fresh environment beside the series
+#     checks, which compile one file at a time and leave a core to it.
 # After the build-race check (one round), two lanes of about equal length run
 # at once, one core each: the core's mutation check, a series after the pin and
 # half the pinned series' mutants; the pinned series, the other series after
-# the pin and the other half. Each check's output is printed whole when it ends.
+# the pin, the other half and the fuzzing. Each check's output is printed whole
+# when it ends. Then the long Python tests, two workers.
 #
 #   scripts/test_long.sh [GIT_DIR]
 #
@@ -106,7 +112,18 @@ series_check "${pinned[0]%/}"
 for series in "${next[@]:1}"; do series_check "$series"; done
 check "mutation check of the pinned series, half 2" \
   .venv/bin/python scripts/mutation_check_series.py --no-build --shard 2/2
+# Deterministic: -seed=1 over the committed seeds and tests/fuzz/regressions/, a
+# fresh empty corpus each run. The driver's 2,000 runs reach 99.5% of the edges
+# that 10,000 reach (docs/reliability.md). Discovery is tests/fuzz/campaign.sh.
+if command -v clang++ >/dev/null; then
+  check "fuzzing: seed 1 under ASan/UBSan, 10,000 selection and 2,000 driver runs" \
+    tests/fuzz/run_fuzz.sh --no-build --runs=10000 --driver-runs=2000 --seed=1
+else
+  echo "fuzzing: clang++ not installed" >> build/long/failed
+fi
 wait "$lane"
+# pytest's shorter run of the selection fuzzer is left out after a whole run.
+grep -qs '^fuzzing' build/long/failed || export NVSHMEM_FUZZED=1
 if [ -s build/long/failed ]; then
   status=1
   mapfile -t failed < build/long/failed
@@ -119,11 +136,13 @@ if [ -f "$work/installed" ]; then
 else
   echo "== The wheels did not build or install (build/wheel.log); the packaging test does it again"
 fi
-echo "== The driver's distribution from its wheel (tests/test_packaging.py)"
-NVSHMEM_TEST_PACKAGE=1 .venv/bin/python -m pytest -q -p no:cacheprovider -rs \
-  tests/test_packaging.py || { status=1; failed+=("packaging"); }
-echo "== packaging: $((SECONDS - t0)) s after the series checks"
-# The failed checks' names last: CI shows only the output's tail.
+# The Python tests marked `long` (end to end runs, the benchmarks' quick runs,
+# the driver's invariants on every fixture, the fuzzers' replays, the base wheel
+# and the driver's distribution from the wheels built above), two workers.
+echo "== Python tests marked long (pytest, 2 workers), the packaging test among them"
+NVSHMEM_TEST_PACKAGE=1 .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 -m long \
+  --durations=15 --dist loadfile --no-loadscope-reorder || { status=1; failed+=("pytest -m long"); }
+echo "== pytest -m long: $((SECONDS - t0)) s after the series checks"
 if [ $status = 0 ]; then
   echo "== test_long: OK, $((SECONDS - start)) s"
 else

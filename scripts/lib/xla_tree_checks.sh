@@ -65,7 +65,10 @@ compile_flags() {
         -isystem "$TF/include/external/farmhash_archive/src" -isystem "$GMOCK"
         -isystem "$WORK/compat")
   for d in "$@"; do SCAN+=(-isystem "$d"); done
-  FLAGS=(-std=c++17 -c -o /dev/null "${WARN[@]}" -Wno-unknown-warning-option "${SCAN[@]:1}")
+  # -fsyntax-only: every parse, name lookup, overload and template instantiation
+  # of a compile, and its warnings; no code generation (the objects were never
+  # kept), which took about half of each file's time.
+  FLAGS=(-std=c++17 -fsyntax-only "${WARN[@]}" -Wno-unknown-warning-option "${SCAN[@]:1}")
 }
 
 compile() {  # compile FILE: 0 when it compiles; generates missing .pb.h first
