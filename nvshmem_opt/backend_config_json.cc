@@ -14,7 +14,7 @@
 namespace nvshmem_opt {
 namespace {
 
-namespace core = ::xla::gpu::nvshmem_selection;
+namespace core = ::xla::gpu::backend_selection;
 
 // --- Order-preserving JSON, just enough to set two fields -----------------
 

@@ -37,13 +37,13 @@ absl::Status CheckBackendConfigJson(absl::string_view raw);
 // has one). Returns whether the text changed; InvalidArgument when the config
 // is not a JSON object.
 absl::StatusOr<bool> SetBackendInJson(
-    xla::HloInstruction* instr, xla::gpu::nvshmem_selection::Backend backend);
+    xla::HloInstruction* instr, xla::gpu::backend_selection::Backend backend);
 
 // The backend the op's config selects, as the runtime reads it: NVSHMEM by
 // collective_backend_config.backend, peer or symmetric memory by its
 // collectives_mode, NCCL otherwise; nullopt for a config that is no JSON
 // object or a mode no backend of the core writes (private memory).
-std::optional<xla::gpu::nvshmem_selection::Backend> BackendInJson(
+std::optional<xla::gpu::backend_selection::Backend> BackendInJson(
     const xla::HloInstruction& instr);
 
 }  // namespace nvshmem_opt

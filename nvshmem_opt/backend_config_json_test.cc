@@ -19,7 +19,7 @@ namespace nvshmem_opt {
 namespace backend_config_json_test {
 namespace {
 
-namespace core = ::xla::gpu::nvshmem_selection;
+namespace core = ::xla::gpu::backend_selection;
 
 // A permute carrying `attributes` (", backend_config=..." etc.), as text.
 std::unique_ptr<xla::HloModule> PermuteModule(absl::string_view attributes) {

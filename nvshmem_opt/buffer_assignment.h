@@ -46,7 +46,7 @@ absl::StatusOr<BufferAssignment> ParseBufferAssignment(absl::string_view text,
 // or the permute's own value returned from the same allocation; any other
 // value there is another buffer that reuses the allocation). Empty where the
 // dump places none of them, or for a synchronous permute.
-std::vector<xla::gpu::nvshmem_selection::DestinationBuffer> DestinationsOf(
+std::vector<xla::gpu::backend_selection::DestinationBuffer> DestinationsOf(
     const xla::HloInstruction& permute, const BufferAssignment& assignment);
 
 }  // namespace nvshmem_opt

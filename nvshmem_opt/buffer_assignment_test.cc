@@ -21,7 +21,7 @@ namespace nvshmem_opt {
 namespace buffer_assignment_test {
 namespace {
 
-namespace core = ::xla::gpu::nvshmem_selection;
+namespace core = ::xla::gpu::backend_selection;
 
 std::string ReadFixture(const std::string& name) {
   std::ifstream file(absl::StrCat(NVSHMEM_FIXTURES_DIR, "/", name));

@@ -44,7 +44,7 @@
 namespace nvshmem_opt {
 namespace {
 
-namespace core = ::xla::gpu::nvshmem_selection;
+namespace core = ::xla::gpu::backend_selection;
 
 // XLA's HLO parser recurses once per nested shape, tuple or brace and
 // overflows the stack near 10,000 levels; real modules nest fewer than 10.

@@ -24,8 +24,8 @@ namespace nvshmem_opt {
 
 // The defaults of --max-input-bytes and --input-timeout: the tool layer's,
 // which the Python tools read through the binding.
-using ::xla::gpu::nvshmem_selection::kDefaultInputTimeoutSeconds;
-using ::xla::gpu::nvshmem_selection::kDefaultMaxInputBytes;
+using ::xla::gpu::backend_selection::kDefaultInputTimeoutSeconds;
+using ::xla::gpu::backend_selection::kDefaultMaxInputBytes;
 // Bytes of address space XLA's parser takes per byte of HLO text, about
 // (measured: 14 MB more for a 1 MB train step than for a tiny module).
 constexpr int64_t kParseBytesPerInputByte = 16;
@@ -74,7 +74,7 @@ struct LoadOptions {
   int num_partitions = 0;  // 0: from the module (InferPartitions).
   int num_replicas = 0;
   // The topology given by the user, or null: sizes a proto's partitions.
-  const xla::gpu::nvshmem_selection::Topology* topology = nullptr;
+  const xla::gpu::backend_selection::Topology* topology = nullptr;
 };
 
 struct LoadedModule {

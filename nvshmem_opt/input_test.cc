@@ -38,7 +38,7 @@ namespace nvshmem_opt {
 namespace input_test {
 namespace {
 
-namespace core = ::xla::gpu::nvshmem_selection;
+namespace core = ::xla::gpu::backend_selection;
 
 // A fresh directory under the test's temporary directory, removed after.
 class ScratchDir {

@@ -42,7 +42,7 @@
 
 namespace {
 
-namespace core = ::xla::gpu::nvshmem_selection;
+namespace core = ::xla::gpu::backend_selection;
 using nvshmem_opt::CompileFlag;
 using nvshmem_opt::DevicesPerHost;
 using nvshmem_opt::Fail;

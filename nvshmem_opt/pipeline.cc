@@ -30,7 +30,7 @@
 namespace nvshmem_opt {
 namespace {
 
-namespace core = ::xla::gpu::nvshmem_selection;
+namespace core = ::xla::gpu::backend_selection;
 
 bool IsPermute(const xla::HloInstruction* instr) {
   return instr->opcode() == xla::HloOpcode::kCollectivePermute ||

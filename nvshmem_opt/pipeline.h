@@ -21,12 +21,12 @@
 #include "nvshmem_opt/input.h"
 #include "nvshmem_opt/plan/permute_plan.h"
 #include "tool_layer/backends.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_permute_backend_assigner.h"
+#include "xla/backends/gpu/transforms/collectives/permute_backend_assigner.h"
 #include "xla/hlo/ir/hlo_module.h"
 
 namespace nvshmem_opt {
 
-// The pass (NvshmemPermuteBackendAssigner) with the tools' step: records,
+// The pass (PermuteBackendAssigner) with the tools' step: records,
 // annotations, the layer's backends (nvshmem_opt/plan/permute_plan.h).
 using Plan = nvshmem_plan::PermutePlan;
 
@@ -45,8 +45,8 @@ struct PassRun {
 // (backend_config_json.h).
 // Each op's current backend is read from the same JSON text.
 Plan::Options DriverPassOptions(
-    std::optional<xla::gpu::nvshmem_selection::Topology> topology,
-    int devices_per_host, xla::gpu::nvshmem_selection::ToolCostTable table,
+    std::optional<xla::gpu::backend_selection::Topology> topology,
+    int devices_per_host, xla::gpu::backend_selection::ToolCostTable table,
     const std::string& mode, bool annotate);
 
 // Called as each XLA stage starts ("running the pass", ...), with the exit
@@ -66,7 +66,7 @@ absl::StatusOr<PassRun> RunPass(const Plan::Options& options,
 // copy with NVSHMEM enabled (upstream assigns backends only then).
 absl::StatusOr<std::map<std::string, std::string>> UpstreamDecisions(
     const xla::HloModule& module,
-    const xla::gpu::nvshmem_selection::Topology& topology,
+    const xla::gpu::backend_selection::Topology& topology,
     int64_t threshold_bytes);
 
 // The module to write: the input's own text with the statements of the

@@ -31,7 +31,7 @@ namespace nvshmem_opt {
 namespace pipeline_test {
 namespace {
 
-namespace core = ::xla::gpu::nvshmem_selection;
+namespace core = ::xla::gpu::backend_selection;
 
 std::string ReadWhole(const std::string& path) {
   std::ifstream file(path, std::ios::binary);

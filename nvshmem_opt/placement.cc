@@ -22,7 +22,7 @@
 
 namespace nvshmem_opt {
 
-namespace core = ::xla::gpu::nvshmem_selection;
+namespace core = ::xla::gpu::backend_selection;
 
 namespace {
 

@@ -26,7 +26,7 @@ int DevicesPerHost(const Flags& flags, const xla::HloModule& module);
 
 // The topology the pass decides on, asked of the pass itself; said on stderr
 // when derived.
-xla::gpu::nvshmem_selection::Topology ResolveTopology(
+xla::gpu::backend_selection::Topology ResolveTopology(
     const Flags& flags, const Plan& plan, const xla::HloModule& module);
 
 // Where the topology came from: "flag", "module config" or "default".
@@ -35,11 +35,11 @@ std::string TopologySource(const Flags& flags, const xla::HloModule& module);
 // The topology as a spec to decide on again (its process layout only where
 // --topology states one).
 std::string SpecToDecideAgain(
-    const Flags& flags, const xla::gpu::nvshmem_selection::Topology& topology);
+    const Flags& flags, const xla::gpu::backend_selection::Topology& topology);
 
 // Where the device of each logical id came from, in words.
 std::string PlacementText(const Flags& flags,
-                          const xla::gpu::nvshmem_selection::Topology& topology,
+                          const xla::gpu::backend_selection::Topology& topology,
                           const std::string& config_path,
                           const std::optional<ModulePlacement>& read,
                           bool spec_states_map, bool proto_placed);
@@ -47,14 +47,14 @@ std::string PlacementText(const Flags& flags,
 // Where the topology is derived with hosts of the default size: the other
 // shapes (SxHxG) of hosts that hold its devices; {} otherwise.
 std::vector<std::string> OtherHostShapes(
-    const Flags& flags, const xla::gpu::nvshmem_selection::Topology& topology);
+    const Flags& flags, const xla::gpu::backend_selection::Topology& topology);
 
 // Places `module` by XLA's config beside a text input (or --module-config), or
 // `given` by a proto's own device assignment; returns the config's path, ""
 // when none was read. Exits 2 on a config that does not fit.
 std::string PlaceTextModule(
     const Flags& flags, xla::HloModule& module,
-    std::optional<xla::gpu::nvshmem_selection::Topology>& given,
+    std::optional<xla::gpu::backend_selection::Topology>& given,
     std::optional<ModulePlacement>& read);
 
 // (the config that states the flag the program was compiled with, that flag):

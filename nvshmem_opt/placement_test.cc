@@ -32,7 +32,7 @@ namespace nvshmem_opt {
 namespace placement_test {
 namespace {
 
-namespace core = ::xla::gpu::nvshmem_selection;
+namespace core = ::xla::gpu::backend_selection;
 
 class ScratchDir {
  public:

@@ -15,7 +15,7 @@
 namespace nvshmem_opt {
 namespace {
 
-namespace core = ::xla::gpu::nvshmem_selection;
+namespace core = ::xla::gpu::backend_selection;
 using google::protobuf::Value;
 
 Value Null() {

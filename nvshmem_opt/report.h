@@ -30,7 +30,7 @@ struct ReportHeader {
   std::string module_config;    // The config read ("": none).
   std::string collective_permute_mode;  // Its flag ("": not given).
   // The topology decided on (`placed` in report.proto).
-  const xla::gpu::nvshmem_selection::Topology* placed = nullptr;
+  const xla::gpu::backend_selection::Topology* placed = nullptr;
   std::vector<std::string> other_host_shapes;  // See report.proto.
 };
 

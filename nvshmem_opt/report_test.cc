@@ -26,7 +26,7 @@ namespace nvshmem_opt {
 namespace report_test {
 namespace {
 
-namespace core = ::xla::gpu::nvshmem_selection;
+namespace core = ::xla::gpu::backend_selection;
 using google::protobuf::Struct;
 using google::protobuf::Value;
 

@@ -32,13 +32,13 @@ CORE=core/xla/backends/gpu/transforms/collectives
 # The cost tables' C++ from the system's protoc, for the system's protobuf.
 GEN="$VENV/generated"
 mkdir -p "$GEN"
-/usr/bin/protoc -I core --cpp_out="$GEN" "$CORE/nvshmem_cost_table.proto" \
+/usr/bin/protoc -I core --cpp_out="$GEN" "$CORE/backend_cost_table.proto" \
   core/tool_layer/cost_table.proto
 PKG=${CORE#core/}
-SRC="$CORE/nvshmem_topology.cc $CORE/nvshmem_cost_table.cc $CORE/nvshmem_backend_selection.cc
+SRC="$CORE/cluster_topology.cc $CORE/backend_cost_table.cc $CORE/permute_backend_selection.cc
   core/tool_layer/backends.cc core/tool_layer/table_text.cc core/tool_layer/decide.cc
   core/tool_layer/topology_spec.cc core/tool_layer/partitions.cc
-  $GEN/$PKG/nvshmem_cost_table.pb.cc $GEN/tool_layer/cost_table.pb.cc"
+  $GEN/$PKG/backend_cost_table.pb.cc $GEN/tool_layer/cost_table.pb.cc"
 TMP="$VENV/_selection_core$SUFFIX"
 # shellcheck disable=SC2086  # INCLUDES is a list of -I flags
 # absl and protobuf from the system (Debian's libabsl-dev, libprotobuf-dev);

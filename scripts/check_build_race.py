@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGETS = [
   "stand_in_backend_test",
   "stand_in_selection_core",
-  "nvshmem_backends_ext_test",
-  "nvshmem_topology_test",
+  "tool_layer_test",
+  "cluster_topology_test",
   "selection_seed_replay",
   "_selection_core",
 ]

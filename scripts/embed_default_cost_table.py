@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks, or rewrites, the measured NVLink curves of the selection core's default
-table (the kNvlinkUs array of nvshmem_cost_table.cc) against a calibrated table.
+table (the kNvlinkUs array of backend_cost_table.cc) against a calibrated table.
 
     scripts/embed_default_cost_table.py [TABLE] [--check]
 
@@ -18,7 +18,7 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCE = os.path.join(ROOT, "core/xla/backends/gpu/transforms/collectives/nvshmem_cost_table.cc")
+SOURCE = os.path.join(ROOT, "core/xla/backends/gpu/transforms/collectives/backend_cost_table.cc")
 DEFAULT_TABLE = "core/tables/h200x2_nvlink_cost_table.txtpb"
 BUFFERS = (1, 2, 4)
 SIZES = tuple(1024 << (2 * i) for i in range(10))

@@ -6,7 +6,7 @@
 Compiles the programs of hlo_tools/programs/pass_tests.py for H200 topologies on
 the CPU (deviceless) and writes the module XLA's async-collective-creator
 receives as C++ raw string constants into
-core/xla/backends/gpu/transforms/collectives/nvshmem_permute_backend_assigner_test_modules.inc.
+core/xla/backends/gpu/transforms/collectives/permute_backend_assigner_test_modules.inc.
 --check compares instead of writing and exits 1 when the file is stale.
 """
 
@@ -29,7 +29,7 @@ OUTPUT = os.path.join(
   "gpu",
   "transforms",
   "collectives",
-  "nvshmem_permute_backend_assigner_test_modules.inc",
+  "permute_backend_assigner_test_modules.inc",
 )
 
 

@@ -38,18 +38,18 @@ ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "build-mutants"
 TREE = WORK / "tree"
 BUILD = TREE / "build"  # tests/conftest.py finds build/ beside the tests.
-CORE = "core/xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.cc"
-TOPOLOGY = "core/xla/backends/gpu/transforms/collectives/nvshmem_topology.cc"
+CORE = "core/xla/backends/gpu/transforms/collectives/permute_backend_selection.cc"
+TOPOLOGY = "core/xla/backends/gpu/transforms/collectives/cluster_topology.cc"
 DECIDE = "core/tool_layer/decide.cc"
 PLAN = "nvshmem_opt/plan/permute_plan.cc"
 
 CORE_TESTS = [
-  "nvshmem_topology_test",
-  "nvshmem_cost_table_test",
-  "nvshmem_backend_selection_test",
-  "nvshmem_backends_ext_test",
+  "cluster_topology_test",
+  "backend_cost_table_test",
+  "permute_backend_selection_test",
+  "tool_layer_test",
 ]
-CTEST_REGEX = "^(nvshmem_backend_selection_.*_test|nvshmem_backends_ext_test)$"
+CTEST_REGEX = "^(core_.*_test|tool_layer_test)$"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,7 +21,7 @@
 #include <pybind11/stl.h>
 
 namespace py = pybind11;
-namespace core = ::xla::gpu::nvshmem_selection;
+namespace core = ::xla::gpu::backend_selection;
 
 namespace {
 

@@ -21,7 +21,7 @@
 #include "absl/strings/strip.h"
 #include "tool_layer/topology_spec.h"
 
-namespace xla::gpu::nvshmem_selection {
+namespace xla::gpu::backend_selection {
 namespace {
 
 constexpr const char* kLinkClassNames[kNumLinkClasses] = {
@@ -191,4 +191,4 @@ bool HasMeasuredCurve(const ToolCostTable& table, Backend backend,
   return !table.curve(backend, link_class).empty();
 }
 
-}  // namespace xla::gpu::nvshmem_selection
+}  // namespace xla::gpu::backend_selection

@@ -34,14 +34,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
+#include "xla/backends/gpu/transforms/collectives/backend_cost_table.h"
+#include "xla/backends/gpu/transforms/collectives/cluster_topology.h"
+#include "xla/backends/gpu/transforms/collectives/permute_backend_selection.h"
 
 // In the core's namespace. Where the core has a type of the kind (the cost
 // table, a refusal, a decision), this layer's is the core's with what the
 // tools add: ToolCostTable (here), ToolRefusal and ToolDecision (decide.h).
-namespace xla::gpu::nvshmem_selection {
+namespace xla::gpu::backend_selection {
 
 // Names in cost tables and reports: same_device, nvlink, nvlink_domain,
 // network.
@@ -99,6 +99,6 @@ double EdgeTimeUs(const ToolCostTable& table, Backend backend,
 bool HasMeasuredCurve(const ToolCostTable& table, Backend backend,
                       LinkClass link_class);
 
-}  // namespace xla::gpu::nvshmem_selection
+}  // namespace xla::gpu::backend_selection
 
 #endif  // NVSHMEM_TOOL_LAYER_BACKENDS_H_

@@ -21,7 +21,7 @@
 #include "tool_layer/table_text.h"
 #include "tool_layer/topology_spec.h"
 
-namespace xla::gpu::nvshmem_selection {
+namespace xla::gpu::backend_selection {
 namespace {
 
 Topology MustParse(const std::string& spec) {
@@ -222,7 +222,7 @@ TEST(CostTableTest, ErrorsNameTheLine) {
        "t.txt:1: bandwidth_gbps must be a number > 0, not 0"},
       {"\n\nfoo: 1",
        "t.txt:3: Message type "
-       "\"xla.gpu.nvshmem_selection.CostTableProto\" "
+       "\"xla.gpu.backend_selection.CostTableProto\" "
        "has no field named \"foo\""},
       {"margin: abc", "t.txt:1: "},
       {"margin: 1.5", "t.txt:1: margin must be from 0 to below 1"},
@@ -1179,4 +1179,4 @@ TEST(BackendInfoTest, RecordsAreNamedAsTheCoreNamesBackends) {
 }
 
 }  // namespace
-}  // namespace xla::gpu::nvshmem_selection
+}  // namespace xla::gpu::backend_selection

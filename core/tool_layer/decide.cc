@@ -21,7 +21,7 @@
 #include "tool_layer/backends.h"
 #include "tool_layer/topology_spec.h"
 
-namespace xla::gpu::nvshmem_selection {
+namespace xla::gpu::backend_selection {
 namespace {
 
 std::string Title(Backend backend) { return Info(backend).label; }
@@ -448,4 +448,4 @@ absl::Status CheckUserMark(absl::string_view mark) {
       "); the patched XLA fails such a compile, and no XLA runs it"));
 }
 
-}  // namespace xla::gpu::nvshmem_selection
+}  // namespace xla::gpu::backend_selection

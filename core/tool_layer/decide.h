@@ -14,11 +14,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "tool_layer/backends.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
+#include "xla/backends/gpu/transforms/collectives/backend_cost_table.h"
+#include "xla/backends/gpu/transforms/collectives/cluster_topology.h"
+#include "xla/backends/gpu/transforms/collectives/permute_backend_selection.h"
 
-namespace xla::gpu::nvshmem_selection {
+namespace xla::gpu::backend_selection {
 
 // Why a backend may not run a permute: one of the core's rules (its
 // RefusalKind and details), or a rule only the tools know.
@@ -122,6 +122,6 @@ std::optional<std::string> MarkWord(absl::string_view mark);
 // it, so every tool refuses it too.
 absl::Status CheckUserMark(absl::string_view mark);
 
-}  // namespace xla::gpu::nvshmem_selection
+}  // namespace xla::gpu::backend_selection
 
 #endif  // NVSHMEM_TOOL_LAYER_DECIDE_H_

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-namespace xla::gpu::nvshmem_selection {
+namespace xla::gpu::backend_selection {
 
 // XLA's parser takes about 16 bytes of address space per byte of HLO text, the
 // Python reader about 8: a gigabyte of text stays within a few dozen.
@@ -17,6 +17,6 @@ inline constexpr double kDefaultInputTimeoutSeconds = 60;
 // A side input is kilobytes: its own bound, whatever the module's.
 inline constexpr int64_t kSideInputMaxBytes = int64_t{64} << 20;
 
-}  // namespace xla::gpu::nvshmem_selection
+}  // namespace xla::gpu::backend_selection
 
 #endif  // NVSHMEM_TOOL_LAYER_INPUT_LIMITS_H_

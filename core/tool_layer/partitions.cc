@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace xla::gpu::nvshmem_selection {
+namespace xla::gpu::backend_selection {
 
 PartitionCount InferPartitions(const ModuleDevices& devices) {
   PartitionCount count;
@@ -27,4 +27,4 @@ PartitionCount InferPartitions(const ModuleDevices& devices) {
   return count;
 }
 
-}  // namespace xla::gpu::nvshmem_selection
+}  // namespace xla::gpu::backend_selection

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-namespace xla::gpu::nvshmem_selection {
+namespace xla::gpu::backend_selection {
 
 struct ModuleDevices {
   // One more than the largest partition id a cross-partition collective (one
@@ -31,6 +31,6 @@ struct PartitionCount {
 // used; never fewer than the ids used.
 PartitionCount InferPartitions(const ModuleDevices& devices);
 
-}  // namespace xla::gpu::nvshmem_selection
+}  // namespace xla::gpu::backend_selection
 
 #endif  // NVSHMEM_TOOL_LAYER_PARTITIONS_H_

@@ -25,14 +25,14 @@
 #include "tool_layer/backends.h"
 #include "tool_layer/cost_table.pb.h"
 #include "tool_layer/topology_spec.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.pb.h"
+#include "xla/backends/gpu/transforms/collectives/backend_cost_table.pb.h"
 #include "tsl/platform/protobuf.h"
 
-namespace xla::gpu::nvshmem_selection {
+namespace xla::gpu::backend_selection {
 namespace {
 
 using ToolProto = CostTableProto;
-using CoreProto = ::xla::gpu::NvshmemCostTableProto;
+using CoreProto = ::xla::gpu::BackendCostTableProto;
 
 // The shortest text that reads back as the same double (5.6, not
 // 5.5999999999999996), so printed tables stay readable and round-trip.
@@ -358,4 +358,4 @@ std::string CostTableToString(const ToolCostTable& table) {
   return out;
 }
 
-}  // namespace xla::gpu::nvshmem_selection
+}  // namespace xla::gpu::backend_selection

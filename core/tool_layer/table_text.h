@@ -12,10 +12,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tool_layer/backends.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
+#include "xla/backends/gpu/transforms/collectives/backend_cost_table.h"
+#include "xla/backends/gpu/transforms/collectives/cluster_topology.h"
 
-namespace xla::gpu::nvshmem_selection {
+namespace xla::gpu::backend_selection {
 
 // The core's defaults, planning over NCCL and NVSHMEM.
 ToolCostTable DefaultToolCostTable();
@@ -34,6 +34,6 @@ absl::Status SetLink(ToolCostTable* table, Backend backend,
 absl::Status SetSmInterference(ToolCostTable* table, Backend backend,
                                double fraction);
 
-}  // namespace xla::gpu::nvshmem_selection
+}  // namespace xla::gpu::backend_selection
 
 #endif  // NVSHMEM_TOOL_LAYER_TABLE_TEXT_H_

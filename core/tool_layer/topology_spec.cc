@@ -23,7 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 
-namespace xla::gpu::nvshmem_selection {
+namespace xla::gpu::backend_selection {
 namespace {
 
 // What follows SLICESxHOSTSxGPUS.
@@ -237,4 +237,4 @@ std::string TopologySpec(const Topology& t) {
   return spec;
 }
 
-}  // namespace xla::gpu::nvshmem_selection
+}  // namespace xla::gpu::backend_selection

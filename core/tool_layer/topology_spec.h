@@ -12,10 +12,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
+#include "xla/backends/gpu/transforms/collectives/backend_cost_table.h"
+#include "xla/backends/gpu/transforms/collectives/cluster_topology.h"
 
-namespace xla::gpu::nvshmem_selection {
+namespace xla::gpu::backend_selection {
 
 // User text echoed in an error message: one line, cut short.
 std::string Printable(absl::string_view s);
@@ -58,6 +58,6 @@ std::string ProcessLayoutText(const Topology& topology, bool stated,
 Topology WithDefaultProcesses(const Topology& topology,
                               const std::vector<Backend>& offered);
 
-}  // namespace xla::gpu::nvshmem_selection
+}  // namespace xla::gpu::backend_selection
 
 #endif  // NVSHMEM_TOOL_LAYER_TOPOLOGY_SPEC_H_

@@ -22,8 +22,8 @@
 namespace nvshmem_plan {
 namespace {
 
-namespace core = ::xla::gpu::nvshmem_selection;
-using Rewriter = xla::gpu::NvshmemPermuteBackendAssigner;
+namespace core = ::xla::gpu::backend_selection;
+using Rewriter = xla::gpu::PermuteBackendAssigner;
 using OpRecord = PermutePlan::OpRecord;
 
 std::string ModeledUs(const core::ToolDecision& d) {

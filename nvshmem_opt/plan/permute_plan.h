@@ -1,6 +1,6 @@
 // The tools' run of the one pass that decides permutes,
-// NvshmemPermuteBackendAssigner (core/), with a step for each permute it meets
-// (NvshmemPermuteBackendAssigner::set_permute_step) that adds what the tools
+// PermuteBackendAssigner (core/), with a step for each permute it meets
+// (PermuteBackendAssigner::set_permute_step) that adds what the tools
 // add and XLA does not get, for the out-of-tree tools (nvshmem-opt, its
 // fuzzer):
 //   * Records of every decision (op, form, bytes, pairs, the model's times
@@ -34,7 +34,7 @@
 #include "tool_layer/backends.h"
 #include "tool_layer/decide.h"
 #include "tool_layer/table_text.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_permute_backend_assigner.h"
+#include "xla/backends/gpu/transforms/collectives/permute_backend_assigner.h"
 #include "xla/hlo/ir/hlo_instruction.h"
 #include "xla/hlo/ir/hlo_module.h"
 
@@ -45,29 +45,29 @@ class PermutePlan {
   // Writes the chosen backend into a permute's config; returns whether the
   // config changed.
   using BackendWriter = std::function<absl::StatusOr<bool>(
-      xla::HloInstruction*, xla::gpu::nvshmem_selection::Backend)>;
+      xla::HloInstruction*, xla::gpu::backend_selection::Backend)>;
 
   // Reads the backend a permute already carries from its config; nullopt
   // where the config names none the core knows.
   using BackendReader =
-      std::function<std::optional<xla::gpu::nvshmem_selection::Backend>(
+      std::function<std::optional<xla::gpu::backend_selection::Backend>(
           const xla::HloInstruction&)>;
 
   // What XLA's buffer assignment says of a permute's destinations (empty:
   // nothing known), which the core's NVSHMEM rule reads.
   using DestinationReader =
-      std::function<std::vector<xla::gpu::nvshmem_selection::DestinationBuffer>(
+      std::function<std::vector<xla::gpu::backend_selection::DestinationBuffer>(
           const xla::HloInstruction&)>;
 
   // Each input already parsed, once, by the caller.
   struct Options {
     // The topology to decide on; none: hosts of `devices_per_host` GPUs
     // holding the module's devices, as the pass derives it.
-    std::optional<xla::gpu::nvshmem_selection::Topology> topology;
+    std::optional<xla::gpu::backend_selection::Topology> topology;
     int devices_per_host = 0;
     // The cost table, planning over its backend set.
-    xla::gpu::nvshmem_selection::ToolCostTable table =
-        xla::gpu::nvshmem_selection::DefaultToolCostTable();
+    xla::gpu::backend_selection::ToolCostTable table =
+        xla::gpu::backend_selection::DefaultToolCostTable();
     bool annotate = false;        // Also write the decision to attributes.
     bool decide_only = false;     // Leave backend configs as they are.
     BackendWriter write_backend;  // Required unless decide_only.
@@ -84,18 +84,18 @@ class PermutePlan {
     std::vector<std::pair<int64_t, int64_t>> pairs;
     int buffers = 1;
     // The pairs' devices on the topology and the link between them.
-    std::vector<std::tuple<int, int, xla::gpu::nvshmem_selection::LinkClass>>
+    std::vector<std::tuple<int, int, xla::gpu::backend_selection::LinkClass>>
         edges;
     std::vector<EnclosingLoop> loops;  // Innermost first.
-    xla::gpu::nvshmem_selection::ToolDecision decision;
+    xla::gpu::backend_selection::ToolDecision decision;
     bool skipped = false;  // Left alone by the pass; the reason says why.
     // The user's _xla_collectives_mode on the permute ("": none), which no
     // tool overrides: the pass writes no backend on a marked permute.
     std::string user_mark;
     // The backend the op carried before the pass (read_backend), and why its
     // runtime may not run it there: the core's refusal, none where it may.
-    std::optional<xla::gpu::nvshmem_selection::Backend> current;
-    std::optional<xla::gpu::nvshmem_selection::ToolRefusal> current_refusal;
+    std::optional<xla::gpu::backend_selection::Backend> current;
+    std::optional<xla::gpu::backend_selection::ToolRefusal> current_refusal;
   };
 
   // Options without a writer (unless decide_only) make Run and TopologyFor
@@ -105,7 +105,7 @@ class PermutePlan {
   // The records of the last Run, in the pass's order.
   const std::vector<OpRecord>& records() const { return records_; }
 
-  absl::StatusOr<xla::gpu::nvshmem_selection::Topology> TopologyFor(
+  absl::StatusOr<xla::gpu::backend_selection::Topology> TopologyFor(
       const xla::HloModule& module) const;
 
   // Runs the pass on `module` with the tools' step; whether it changed it.
@@ -114,17 +114,17 @@ class PermutePlan {
  private:
   // The tools' step for one permute the pass meets.
   absl::StatusOr<bool> Step(
-      const xla::gpu::nvshmem_selection::Topology& topology,
-      xla::gpu::NvshmemPermuteBackendAssigner::PermuteSite& site,
+      const xla::gpu::backend_selection::Topology& topology,
+      xla::gpu::PermuteBackendAssigner::PermuteSite& site,
       const LoopNests& loop_nests);
 
   Options options_;
   absl::Status status_;  // Of the options.
-  xla::gpu::nvshmem_selection::ToolCostTable table_;
-  std::optional<xla::gpu::nvshmem_selection::Topology> topology_;
+  xla::gpu::backend_selection::ToolCostTable table_;
+  std::optional<xla::gpu::backend_selection::Topology> topology_;
   // The pass on the options' cluster, for TopologyFor: a derived topology is
   // the pass's own (Run builds one on the topology it resolves).
-  std::unique_ptr<xla::gpu::NvshmemPermuteBackendAssigner> pass_;
+  std::unique_ptr<xla::gpu::PermuteBackendAssigner> pass_;
   std::vector<OpRecord> records_;
 };
 

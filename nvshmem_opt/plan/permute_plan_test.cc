@@ -31,7 +31,7 @@ namespace nvshmem_plan {
 namespace permute_plan_test {
 namespace {
 
-namespace core = ::xla::gpu::nvshmem_selection;
+namespace core = ::xla::gpu::backend_selection;
 using OpRecord = PermutePlan::OpRecord;
 
 std::unique_ptr<xla::HloModule> Parse(absl::string_view text) {

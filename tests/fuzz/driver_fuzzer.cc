@@ -38,7 +38,7 @@
 
 namespace {
 
-namespace core = ::xla::gpu::nvshmem_selection;
+namespace core = ::xla::gpu::backend_selection;
 using nvshmem_opt::Plan;
 
 // XLA's parser and verifier abort on some malformed modules (CHECK failures

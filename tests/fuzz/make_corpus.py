@@ -3,7 +3,7 @@
   python tests/fuzz/make_corpus.py OUT_DIR
 
 OUT_DIR/driver/: every tests/fixtures/*.hlo and every module of the pass's C++
-test (the HloModule raw strings of nvshmem_permute_backend_assigner_test.cc),
+test (the HloModule raw strings of permute_backend_assigner_test.cc),
 each under four
 configurations named by a leading comment that XLA and nvshmem-opt skip
 ("/* driver_fuzzer --topology=T --mode=M [--slow-network] */", see
@@ -20,7 +20,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 PASS_TEST = (
-  ROOT / "core/xla/backends/gpu/transforms/collectives/nvshmem_permute_backend_assigner_test.cc"
+  ROOT / "core/xla/backends/gpu/transforms/collectives/permute_backend_assigner_test.cc"
 )
 REGRESSIONS = ROOT / "tests" / "fuzz" / "regressions"
 

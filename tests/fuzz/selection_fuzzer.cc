@@ -49,7 +49,7 @@
 #include "tool_layer/table_text.h"
 #include "tool_layer/topology_spec.h"
 
-namespace core = ::xla::gpu::nvshmem_selection;
+namespace core = ::xla::gpu::backend_selection;
 
 namespace {
 

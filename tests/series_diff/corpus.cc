@@ -30,7 +30,7 @@
 namespace series_diff {
 namespace {
 
-namespace core = ::xla::gpu::nvshmem_selection;
+namespace core = ::xla::gpu::backend_selection;
 
 // The heap bound of a table that is the default one but for that bound, or
 // nullopt when it sets anything else the series' decision does not take.

@@ -47,7 +47,7 @@ std::optional<std::string> SeedTopology(const std::string& data) {
 
 // Where a permute of `computation` sits, as the tools' pass finds it: under a
 // conditional's branch, in a call marked as a collectives group, or anywhere.
-xla::gpu::nvshmem_selection::Place PlaceOf(
+xla::gpu::backend_selection::Place PlaceOf(
     const xla::HloComputation& computation) {
   std::vector<const xla::HloComputation*> pending = {&computation};
   std::set<const xla::HloComputation*> seen;
@@ -58,7 +58,7 @@ xla::gpu::nvshmem_selection::Place PlaceOf(
     if (!seen.insert(callee).second) continue;
     for (const xla::HloInstruction* caller : callee->caller_instructions()) {
       if (caller->opcode() == xla::HloOpcode::kConditional) {
-        return xla::gpu::nvshmem_selection::Place::kConditionalBranch;
+        return xla::gpu::backend_selection::Place::kConditionalBranch;
       }
       in_group |= caller->opcode() == xla::HloOpcode::kCall &&
                   caller->frontend_attributes().map().contains(
@@ -66,8 +66,8 @@ xla::gpu::nvshmem_selection::Place PlaceOf(
       pending.push_back(caller->parent());
     }
   }
-  return in_group ? xla::gpu::nvshmem_selection::Place::kCollectivesGroup
-                  : xla::gpu::nvshmem_selection::Place::kAnywhere;
+  return in_group ? xla::gpu::backend_selection::Place::kCollectivesGroup
+                  : xla::gpu::backend_selection::Place::kAnywhere;
 }
 
 // One permute's facts, as RequestFor reads them, on `spec`.
@@ -109,7 +109,7 @@ std::vector<Case> SeedCases(const std::filesystem::path& path,
     skip = "a slow-network cost table the series' decision does not take";
     return {};
   }
-  const std::shared_ptr<const xla::gpu::nvshmem_selection::Topology> parsed =
+  const std::shared_ptr<const xla::gpu::backend_selection::Topology> parsed =
       ParsedSpec(*topology);
   absl::StatusOr<std::unique_ptr<xla::HloModule>> module =
       xla::ParseAndReturnUnverifiedModule(data);
@@ -127,7 +127,7 @@ std::vector<Case> SeedCases(const std::filesystem::path& path,
     absl::StrAppend(&spec, ":map=", absl::StrJoin(ids, ","));
   }
   if (devices > parsed->num_devices() ||
-      !xla::gpu::nvshmem_selection::ParseTopology(spec).ok()) {
+      !xla::gpu::backend_selection::ParseTopology(spec).ok()) {
     skip = "a program larger than its topology";
     return {};
   }

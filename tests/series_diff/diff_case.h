@@ -22,7 +22,7 @@ struct Case {
   // The cluster in the tools' spec grammar, process layout stated, and that
   // spec as the tools parse it (offered backends nccl,nvshmem).
   std::string spec;
-  std::shared_ptr<const xla::gpu::nvshmem_selection::Topology> topology;
+  std::shared_ptr<const xla::gpu::backend_selection::Topology> topology;
   // Processes dealt round-robin over the hosts (the spec's one GPU each), as
   // the job's ranks may be: then global device d = h * G + j, the j-th device
   // of host h of H, runs in process h + j * H, where XLA numbers devices after
@@ -53,8 +53,8 @@ struct Case {
   int series_slice_size = -1;
   int64_t job_devices = 0;
   // Where the permute sits, as the tools' pass tells their core.
-  xla::gpu::nvshmem_selection::Place place =
-      xla::gpu::nvshmem_selection::Place::kAnywhere;
+  xla::gpu::backend_selection::Place place =
+      xla::gpu::backend_selection::Place::kAnywhere;
   // The compiler's slice as the series' pass is given it.
   int slice_size() const {
     return series_slice_size >= 0 ? series_slice_size
@@ -80,12 +80,12 @@ struct Answer {
   std::string reason;  // One line, from the side that answered.
   // The tools' side only: the core's rule that refused NVSHMEM, and whether
   // NVSHMEM ran but did not beat NCCL by the margin.
-  std::optional<xla::gpu::nvshmem_selection::RefusalKind> refusal;
-  std::optional<xla::gpu::nvshmem_selection::ToolRule> tool_rule;
+  std::optional<xla::gpu::backend_selection::RefusalKind> refusal;
+  std::optional<xla::gpu::backend_selection::ToolRule> tool_rule;
   bool within_margin = false;
 };
 
-// The tools' core as the tools call it: xla::gpu::nvshmem_selection::Decide
+// The tools' core as the tools call it: xla::gpu::backend_selection::Decide
 // over the default cost table (heap bound applied), backend set nccl,nvshmem.
 Answer ToolsDecide(const Case& c);
 
@@ -124,7 +124,7 @@ std::vector<Case> HloCorpusCases(const std::string& dir,
                                  std::map<std::string, int>* skipped);
 
 // A topology spec as the tools parse it, cached.
-std::shared_ptr<const xla::gpu::nvshmem_selection::Topology> ParsedSpec(
+std::shared_ptr<const xla::gpu::backend_selection::Topology> ParsedSpec(
     const std::string& spec);
 
 }  // namespace series_diff

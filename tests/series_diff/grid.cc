@@ -186,7 +186,7 @@ void AddCompiles(Case c, std::vector<Case>& cases) {
 // twice the host, or every device): pairs that leave a host pass the
 // compile-time rules, and only the runtime's team check can refuse them.
 void AddOverstatedHostFlag(const Case& c, std::vector<Case>& cases) {
-  const xla::gpu::nvshmem_selection::Topology& t = *c.topology;
+  const xla::gpu::backend_selection::Topology& t = *c.topology;
   const int g = t.gpus_per_host(), n = t.num_devices();
   if (c.round_robin || t.gpus_per_process() != 1 || n == g ||
       t.nvlink_domain_size() != g) {
@@ -208,7 +208,7 @@ void TopologyGrid(std::vector<Case>& cases) {
   const std::vector<std::vector<std::string>> type_sets = {{"bf16"},
                                                            {"bf16", "bf16"}};
   for (const char* cluster : kClusters) {
-    const xla::gpu::nvshmem_selection::Topology& t = *ParsedSpec(cluster);
+    const xla::gpu::backend_selection::Topology& t = *ParsedSpec(cluster);
     const int n = t.num_devices(), g = t.gpus_per_host();
     for (const Layout& layout : Layouts(g, n)) {
       const std::string spec =

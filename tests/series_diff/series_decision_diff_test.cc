@@ -33,7 +33,7 @@
 namespace series_diff {
 namespace {
 
-namespace core = ::xla::gpu::nvshmem_selection;
+namespace core = ::xla::gpu::backend_selection;
 
 std::string* corpus_dir = new std::string();
 

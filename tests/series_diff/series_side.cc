@@ -18,7 +18,7 @@
 namespace series_diff {
 
 Answer SeriesDecide(const Case& c) {
-  const xla::gpu::nvshmem_selection::Topology& topology = *c.topology;
+  const xla::gpu::backend_selection::Topology& topology = *c.topology;
   xla::gpu::NvshmemPermuteFacts facts;
   facts.source_target_pairs = c.pairs;
   facts.num_devices = c.program_devices();

@@ -22,7 +22,7 @@
 
 namespace series_diff {
 
-namespace core = ::xla::gpu::nvshmem_selection;
+namespace core = ::xla::gpu::backend_selection;
 
 std::shared_ptr<const core::Topology> ParsedSpec(const std::string& spec) {
   static auto* cache =

@@ -32,14 +32,14 @@ RECORD = """},
 
 # File -> (anchor, replacement) edits; each anchor must occur exactly once.
 EDITS = {
-  f"{CORE}/nvshmem_cost_table.h": [
+  f"{CORE}/backend_cost_table.h": [
     ("kSymmetric = 3 };", "kSymmetric = 3, kStandIn = 4 };"),
     ("kNumBackends = 4;", "kNumBackends = 5;"),
   ],
-  f"{CORE}/nvshmem_cost_table.cc": [('"symmetric"};', '"symmetric", "stand_in"};')],
-  f"{CORE}/nvshmem_cost_table.proto": [("SYMMETRIC = 4;", "SYMMETRIC = 4;\n    STAND_IN = 5;")],
+  f"{CORE}/backend_cost_table.cc": [('"symmetric"};', '"symmetric", "stand_in"};')],
+  f"{CORE}/backend_cost_table.proto": [("SYMMETRIC = 4;", "SYMMETRIC = 4;\n    STAND_IN = 5;")],
   # A rule of its own, with a kind the core has: every edge inside one host.
-  f"{CORE}/nvshmem_backend_selection.cc": [
+  f"{CORE}/permute_backend_selection.cc": [
     (
       "    case Backend::kPeer:\n",
       """\

@@ -14,7 +14,7 @@
 #include "tool_layer/table_text.h"
 #include "tool_layer/topology_spec.h"
 
-namespace xla::gpu::nvshmem_selection {
+namespace xla::gpu::backend_selection {
 namespace {
 
 constexpr Backend kStandIn = Backend::kStandIn;
@@ -153,4 +153,4 @@ TEST(StandInBackendTest, AUsersMarkKeepsIt) {
 }
 
 }  // namespace
-}  // namespace xla::gpu::nvshmem_selection
+}  // namespace xla::gpu::backend_selection

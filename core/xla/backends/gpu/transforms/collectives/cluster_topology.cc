@@ -13,7 +13,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 ==============================================================================*/
 
-#include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
+#include "xla/backends/gpu/transforms/collectives/cluster_topology.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -27,7 +27,7 @@ limitations under the License.
 
 namespace xla {
 namespace gpu {
-namespace nvshmem_selection {
+namespace backend_selection {
 
 absl::StatusOr<Topology> Topology::Create(int slices, int hosts_per_slice,
                                           int gpus_per_host,
@@ -181,6 +181,6 @@ int EdgesLeavingHost(const Topology& topology,
   return count;
 }
 
-}  // namespace nvshmem_selection
+}  // namespace backend_selection
 }  // namespace gpu
 }  // namespace xla

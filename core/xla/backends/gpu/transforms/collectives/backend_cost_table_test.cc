@@ -13,7 +13,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 ==============================================================================*/
 
-#include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.h"
+#include "xla/backends/gpu/transforms/collectives/backend_cost_table.h"
 
 #include <cmath>
 #include <cstdint>
@@ -25,12 +25,12 @@ limitations under the License.
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.pb.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
+#include "xla/backends/gpu/transforms/collectives/backend_cost_table.pb.h"
+#include "xla/backends/gpu/transforms/collectives/cluster_topology.h"
 
 namespace xla {
 namespace gpu {
-namespace nvshmem_selection {
+namespace backend_selection {
 namespace {
 
 CostTable TableWith(const std::string& text) {
@@ -139,22 +139,22 @@ TEST(CostTableTest, ReadsPeerAndSymmetricEntries) {
 }
 
 TEST(CostTableTest, AppliedProtoChangesNothingOnError) {
-  NvshmemCostTableProto proto;
+  BackendCostTableProto proto;
   proto.set_margin(0.2);
-  NvshmemCostTableProto::Link* link = proto.add_links();
-  link->set_backend(NvshmemCostTableProto::NCCL);
-  link->set_link_class(NvshmemCostTableProto::NVLINK);
+  BackendCostTableProto::Link* link = proto.add_links();
+  link->set_backend(BackendCostTableProto::NCCL);
+  link->set_link_class(BackendCostTableProto::NVLINK);
   link->add_points()->set_buffers(1);  // No bytes.
   CostTable table = DefaultCostTable();
   CostTableEntry bad;
   EXPECT_FALSE(ApplyCostTableProto(proto, &table, &bad).ok());
-  EXPECT_EQ(bad.field_number, NvshmemCostTableProto::kLinksFieldNumber);
+  EXPECT_EQ(bad.field_number, BackendCostTableProto::kLinksFieldNumber);
   EXPECT_EQ(bad.index, 0);
   EXPECT_EQ(bad.point, 0);
   EXPECT_DOUBLE_EQ(table.margin, DefaultCostTable().margin);
 }
 
 }  // namespace
-}  // namespace nvshmem_selection
+}  // namespace backend_selection
 }  // namespace gpu
 }  // namespace xla

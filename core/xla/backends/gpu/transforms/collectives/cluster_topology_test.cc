@@ -13,7 +13,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 ==============================================================================*/
 
-#include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
+#include "xla/backends/gpu/transforms/collectives/cluster_topology.h"
 
 #include <utility>
 #include <vector>
@@ -24,7 +24,7 @@ limitations under the License.
 
 namespace xla {
 namespace gpu {
-namespace nvshmem_selection {
+namespace backend_selection {
 namespace {
 
 Topology MustCreate(int slices, int hosts, int gpus, int nvlink_domain = 0,
@@ -125,6 +125,6 @@ TEST(TopologyTest, CountsEdgesLeavingTheirHost) {
 }
 
 }  // namespace
-}  // namespace nvshmem_selection
+}  // namespace backend_selection
 }  // namespace gpu
 }  // namespace xla

@@ -13,7 +13,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 ==============================================================================*/
 
-#include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.h"
+#include "xla/backends/gpu/transforms/collectives/backend_cost_table.h"
 
 #include <algorithm>
 #include <cmath>
@@ -29,16 +29,16 @@ limitations under the License.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.pb.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
+#include "xla/backends/gpu/transforms/collectives/backend_cost_table.pb.h"
+#include "xla/backends/gpu/transforms/collectives/cluster_topology.h"
 #include "tsl/platform/protobuf.h"
 
 namespace xla {
 namespace gpu {
-namespace nvshmem_selection {
+namespace backend_selection {
 namespace {
 
-using Proto = NvshmemCostTableProto;
+using Proto = BackendCostTableProto;
 
 // Measured on 2x H200 over NVLink (NV18), us per step at 1, 2 and 4 buffers of
 // 1 KiB * 4^i bytes: NCCL, NVSHMEM (this XLA), peer memory (jax 0.11.2's XLA).
@@ -258,7 +258,7 @@ const CostTable& DefaultCostTable() {
   return *table;
 }
 
-absl::Status ApplyCostTableProto(const NvshmemCostTableProto& proto,
+absl::Status ApplyCostTableProto(const BackendCostTableProto& proto,
                                  CostTable* table, CostTableEntry* bad_entry) {
   CostTable result = *table;
   CostTableEntry entry;
@@ -273,7 +273,7 @@ absl::Status ApplyCostTableProto(const NvshmemCostTableProto& proto,
 
 absl::StatusOr<CostTable> ParseCostTable(absl::string_view text,
                                          absl::string_view source_name) {
-  NvshmemCostTableProto proto;
+  BackendCostTableProto proto;
   FirstError errors;
   tsl::protobuf::TextFormat::Parser parser;
   parser.RecordErrorsTo(&errors);
@@ -294,6 +294,6 @@ absl::StatusOr<CostTable> ParseCostTable(absl::string_view text,
   return table;
 }
 
-}  // namespace nvshmem_selection
+}  // namespace backend_selection
 }  // namespace gpu
 }  // namespace xla

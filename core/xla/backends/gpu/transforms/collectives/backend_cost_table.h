@@ -13,12 +13,12 @@ See the License for the specific language governing permissions and
 limitations under the License.
 ==============================================================================*/
 
-#ifndef XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_COST_TABLE_H_
-#define XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_COST_TABLE_H_
+#ifndef XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_BACKEND_COST_TABLE_H_
+#define XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_BACKEND_COST_TABLE_H_
 
 // The cost table of collective-permute backends: per backend and link class,
 // a parametric row and, where measured, a curve of points (the model is in
-// nvshmem_backend_selection.h). C++17, absl and protobuf only.
+// permute_backend_selection.h). C++17, absl and protobuf only.
 
 #include <array>
 #include <cstdint>
@@ -27,12 +27,12 @@ limitations under the License.
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.pb.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
+#include "xla/backends/gpu/transforms/collectives/backend_cost_table.pb.h"
+#include "xla/backends/gpu/transforms/collectives/cluster_topology.h"
 
 namespace xla {
 namespace gpu {
-namespace nvshmem_selection {
+namespace backend_selection {
 
 // NCCL (XLA's DEFAULT backend, the PRIVATE collectives mode), NVSHMEM (up
 // to jax 0.10.1's XLA), and the PEER and SYMMETRIC collectives modes of later
@@ -77,7 +77,7 @@ struct CostTable {
 // H200 NVLink; peer and symmetric memory otherwise take NCCL's numbers.
 const CostTable& DefaultCostTable();
 
-// Which entry of an NvshmemCostTableProto is bad: a field number, the index
+// Which entry of an BackendCostTableProto is bad: a field number, the index
 // in a repeated field and of a point in it.
 struct CostTableEntry {
   int field_number = 0;
@@ -88,7 +88,7 @@ struct CostTableEntry {
 // Applies the entries of `proto` onto `table`, all or none. InvalidArgument
 // for a bad entry, which `bad_entry` then names; a bad number's message
 // starts with its field's name.
-absl::Status ApplyCostTableProto(const NvshmemCostTableProto& proto,
+absl::Status ApplyCostTableProto(const BackendCostTableProto& proto,
                                  CostTable* table,
                                  CostTableEntry* bad_entry = nullptr);
 
@@ -97,8 +97,8 @@ absl::Status ApplyCostTableProto(const NvshmemCostTableProto& proto,
 absl::StatusOr<CostTable> ParseCostTable(absl::string_view text,
                                          absl::string_view source_name);
 
-}  // namespace nvshmem_selection
+}  // namespace backend_selection
 }  // namespace gpu
 }  // namespace xla
 
-#endif  // XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_COST_TABLE_H_
+#endif  // XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_BACKEND_COST_TABLE_H_

@@ -13,7 +13,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 ==============================================================================*/
 
-#include "xla/backends/gpu/transforms/collectives/nvshmem_permute_backend_assigner.h"
+#include "xla/backends/gpu/transforms/collectives/permute_backend_assigner.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -29,7 +29,7 @@ limitations under the License.
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "xla/backends/gpu/transforms/collectives/permute_backend_selection.h"
 #include "xla/hlo/ir/hlo_casting_utils.h"
 #include "xla/hlo/ir/hlo_computation.h"
 #include "xla/hlo/ir/hlo_instruction.h"
@@ -51,7 +51,7 @@ namespace xla {
 namespace gpu {
 namespace {
 
-namespace core = nvshmem_selection;
+namespace core = backend_selection;
 
 // Writes `backend` into the permute's config; returns whether it changed.
 absl::StatusOr<bool> WriteBackend(HloInstruction* instr,
@@ -96,8 +96,8 @@ absl::StatusOr<std::vector<int>> Placement(const HloModuleConfig& config) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<NvshmemPermuteBackendAssigner>>
-NvshmemPermuteBackendAssigner::Create(const Options& options) {
+absl::StatusOr<std::unique_ptr<PermuteBackendAssigner>>
+PermuteBackendAssigner::Create(const Options& options) {
   const int64_t per_host = options.num_devices_per_host;
   if (per_host < 0 || options.slice_size < 0) {
     return absl::InvalidArgumentError(
@@ -117,11 +117,11 @@ NvshmemPermuteBackendAssigner::Create(const Options& options) {
     TF_ASSIGN_OR_RETURN(table,
                         core::ParseCostTable(text, options.cost_table_path));
   }
-  return std::make_unique<NvshmemPermuteBackendAssigner>(std::move(table),
-                                                         std::nullopt, options);
+  return std::make_unique<PermuteBackendAssigner>(std::move(table),
+                                                  std::nullopt, options);
 }
 
-NvshmemPermuteBackendAssigner::NvshmemPermuteBackendAssigner(
+PermuteBackendAssigner::PermuteBackendAssigner(
     core::CostTable cost_table, std::optional<core::Topology> topology,
     const Options& options)
     : cost_table_(std::move(cost_table)),
@@ -134,7 +134,7 @@ NvshmemPermuteBackendAssigner::NvshmemPermuteBackendAssigner(
 // Hosts of num_devices_per_host GPUs (else of a slice, else one host), in
 // NVLink domains of slice_size devices (else of one host), holding every
 // device of the module, placed by its static device assignment.
-absl::StatusOr<core::Topology> NvshmemPermuteBackendAssigner::TopologyFor(
+absl::StatusOr<core::Topology> PermuteBackendAssigner::TopologyFor(
     const HloModule& module) const {
   if (topology_.has_value()) return *topology_;
   const HloModuleConfig& config = module.config();
@@ -159,7 +159,7 @@ absl::StatusOr<core::Topology> NvshmemPermuteBackendAssigner::TopologyFor(
                                 static_cast<int>(domain), std::move(placement));
 }
 
-bool NvshmemPermuteBackendAssigner::RunsUnderConditionalBranch(
+bool PermuteBackendAssigner::RunsUnderConditionalBranch(
     const HloComputation& computation) {
   std::vector<const HloComputation*> pending = {&computation};
   absl::flat_hash_set<const HloComputation*> seen;
@@ -176,7 +176,7 @@ bool NvshmemPermuteBackendAssigner::RunsUnderConditionalBranch(
 }
 
 absl::flat_hash_set<const HloComputation*>
-NvshmemPermuteBackendAssigner::CollectivesGroups(const HloModule& module) {
+PermuteBackendAssigner::CollectivesGroups(const HloModule& module) {
   absl::flat_hash_set<const HloComputation*> groups;
   const std::vector<HloComputation*> callees_first =
       module.MakeComputationPostOrder();
@@ -194,7 +194,7 @@ NvshmemPermuteBackendAssigner::CollectivesGroups(const HloModule& module) {
   return groups;
 }
 
-absl::StatusOr<core::PermuteRequest> NvshmemPermuteBackendAssigner::RequestFor(
+absl::StatusOr<core::PermuteRequest> PermuteBackendAssigner::RequestFor(
     const HloCollectivePermuteInstruction& permute,
     const core::Topology& topology) {
   const HloModuleConfig& config = permute.GetModule()->config();
@@ -227,7 +227,7 @@ absl::StatusOr<core::PermuteRequest> NvshmemPermuteBackendAssigner::RequestFor(
   return request;
 }
 
-absl::StatusOr<bool> NvshmemPermuteBackendAssigner::RunImpl(
+absl::StatusOr<bool> PermuteBackendAssigner::RunImpl(
     HloModule* module,
     const absl::flat_hash_set<absl::string_view>& execution_threads) {
   TF_ASSIGN_OR_RETURN(core::Topology topology, TopologyFor(*module));

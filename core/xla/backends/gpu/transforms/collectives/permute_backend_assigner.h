@@ -13,8 +13,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 ==============================================================================*/
 
-#ifndef XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_PERMUTE_BACKEND_ASSIGNER_H_
-#define XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_PERMUTE_BACKEND_ASSIGNER_H_
+#ifndef XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_PERMUTE_BACKEND_ASSIGNER_H_
+#define XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_PERMUTE_BACKEND_ASSIGNER_H_
 
 #include <cstdint>
 #include <functional>
@@ -26,7 +26,7 @@ limitations under the License.
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "xla/backends/gpu/transforms/collectives/permute_backend_selection.h"
 #include "xla/hlo/ir/hlo_computation.h"
 #include "xla/hlo/ir/hlo_instructions.h"
 #include "xla/hlo/ir/hlo_module.h"
@@ -37,7 +37,7 @@ namespace gpu {
 
 // Chooses NCCL (the DEFAULT backend) or NVSHMEM for each collective-permute
 // and writes it into the op's collective_backend_config: NVSHMEM only where
-// XLA's NVSHMEM runtime can run the permute (nvshmem_backend_selection.h:
+// XLA's NVSHMEM runtime can run the permute (permute_backend_selection.h:
 // element types, xla_gpu_use_memcpy_local_p2p, every edge inside one
 // NVSHMEM_TEAM_SHARED, a source for each of its members) and the cost model
 // prices it below NCCL by the table's margin. A config set before, by
@@ -52,7 +52,7 @@ namespace gpu {
 // The tools run this pass too, with a step of their own for each permute
 // (set_permute_step): the walk and the facts it gives (which permutes, in
 // which order, each one's request and place) are the pass's alone.
-class NvshmemPermuteBackendAssigner : public HloModulePass {
+class PermuteBackendAssigner : public HloModulePass {
  public:
   struct Options {
     // The cluster as the compiler knows it: GPUs per host (a flag; XLA's
@@ -71,7 +71,7 @@ class NvshmemPermuteBackendAssigner : public HloModulePass {
   // One permute as the pass meets it, with what the pass knows of it.
   struct PermuteSite {
     HloCollectivePermuteInstruction* permute = nullptr;
-    nvshmem_selection::PermuteRequest request;
+    backend_selection::PermuteRequest request;
     // Its computation runs under a conditional's branch
     // (RunsUnderConditionalBranch), or in a collectives group
     // (CollectivesGroups): the emitter's places for NCCL only.
@@ -86,27 +86,24 @@ class NvshmemPermuteBackendAssigner : public HloModulePass {
   // NCCL or NVSHMEM for a rewritable permute and writes it); returns whether
   // it changed the module. It meets every permute, rewritable or not.
   using PermuteStep = std::function<absl::StatusOr<bool>(
-      const nvshmem_selection::Topology&, PermuteSite&)>;
+      const backend_selection::Topology&, PermuteSite&)>;
   void set_permute_step(PermuteStep step) { step_ = std::move(step); }
 
   // Reads what `options` name: InvalidArgument when a value is bad, the file
   // system's error when the table cannot be read.
-  static absl::StatusOr<std::unique_ptr<NvshmemPermuteBackendAssigner>> Create(
+  static absl::StatusOr<std::unique_ptr<PermuteBackendAssigner>> Create(
       const Options& options);
 
   // Decides with `cost_table`, on `topology` when given, else on the cluster
   // of `options` holding the module's devices.
-  NvshmemPermuteBackendAssigner(
-      nvshmem_selection::CostTable cost_table,
-      std::optional<nvshmem_selection::Topology> topology,
-      const Options& options);
+  PermuteBackendAssigner(backend_selection::CostTable cost_table,
+                         std::optional<backend_selection::Topology> topology,
+                         const Options& options);
 
-  absl::string_view name() const override {
-    return "nvshmem-permute-backend-assigner";
-  }
+  absl::string_view name() const override { return "permute-backend-assigner"; }
 
   // The topology the module's permutes are decided on.
-  absl::StatusOr<nvshmem_selection::Topology> TopologyFor(
+  absl::StatusOr<backend_selection::Topology> TopologyFor(
       const HloModule& module) const;
 
   // Computations that a call marked kCollectivesGroupAttr runs as one group,
@@ -121,9 +118,9 @@ class NvshmemPermuteBackendAssigner : public HloModulePass {
   static bool RunsUnderConditionalBranch(const HloComputation& computation);
 
   // What `permute` asks of a backend on `topology`.
-  static absl::StatusOr<nvshmem_selection::PermuteRequest> RequestFor(
+  static absl::StatusOr<backend_selection::PermuteRequest> RequestFor(
       const HloCollectivePermuteInstruction& permute,
-      const nvshmem_selection::Topology& topology);
+      const backend_selection::Topology& topology);
 
  protected:
   absl::StatusOr<bool> RunImpl(
@@ -131,8 +128,8 @@ class NvshmemPermuteBackendAssigner : public HloModulePass {
       const absl::flat_hash_set<absl::string_view>& execution_threads) override;
 
  private:
-  nvshmem_selection::CostTable cost_table_;
-  std::optional<nvshmem_selection::Topology> topology_;
+  backend_selection::CostTable cost_table_;
+  std::optional<backend_selection::Topology> topology_;
   int64_t num_devices_per_host_;
   int64_t slice_size_;
   int64_t num_visible_devices_per_process_;
@@ -142,4 +139,4 @@ class NvshmemPermuteBackendAssigner : public HloModulePass {
 }  // namespace gpu
 }  // namespace xla
 
-#endif  // XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_PERMUTE_BACKEND_ASSIGNER_H_
+#endif  // XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_PERMUTE_BACKEND_ASSIGNER_H_

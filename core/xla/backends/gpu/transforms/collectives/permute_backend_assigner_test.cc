@@ -13,7 +13,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 ==============================================================================*/
 
-#include "xla/backends/gpu/transforms/collectives/nvshmem_permute_backend_assigner.h"
+#include "xla/backends/gpu/transforms/collectives/permute_backend_assigner.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -31,7 +31,7 @@ limitations under the License.
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "xla/backends/gpu/transforms/collectives/permute_backend_selection.h"
 #include "xla/hlo/ir/hlo_casting_utils.h"
 #include "xla/hlo/ir/hlo_instruction.h"
 #include "xla/hlo/ir/hlo_instructions.h"
@@ -51,8 +51,8 @@ namespace xla {
 namespace gpu {
 namespace {
 
-namespace core = nvshmem_selection;
-using Rewriter = NvshmemPermuteBackendAssigner;
+namespace core = backend_selection;
+using Rewriter = PermuteBackendAssigner;
 
 // NVSHMEM wins every NVLink edge: the tests check what the pass does with a
 // decision, not the default table's calibration.
@@ -111,8 +111,7 @@ ENTRY e {
 }
 )";
 
-class NvshmemPermuteBackendAssignerTest
-    : public HloHardwareIndependentTestBase {
+class PermuteBackendAssignerTest : public HloHardwareIndependentTestBase {
  protected:
   // The pass with the favoured table on hosts of `devices_per_host` GPUs in
   // NVLink domains of `slice_size` devices (0: one host), as the compiler
@@ -151,7 +150,7 @@ class NvshmemPermuteBackendAssignerTest
   }
 };
 
-TEST_F(NvshmemPermuteBackendAssignerTest, OneHostRingGetsNvshmemStaysSync) {
+TEST_F(PermuteBackendAssignerTest, OneHostRingGetsNvshmemStaysSync) {
   TF_ASSERT_OK_AND_ASSIGN(auto module,
                           ParseAndReturnVerifiedModule(kRing8, 1, 8));
   Rewriter pass = MakePass(8);
@@ -165,12 +164,12 @@ CHECK-NOT: collective-permute-start
   EXPECT_TRUE(matched);
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, RingAcrossHostsKeepsDefault) {
+TEST_F(PermuteBackendAssignerTest, RingAcrossHostsKeepsDefault) {
   EXPECT_EQ(PermuteBackend(kRing8, 8, MakePass(4)),
             CollectiveBackendConfig::DEFAULT);
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, DeviceReceivingNothingKeeps) {
+TEST_F(PermuteBackendAssignerTest, DeviceReceivingNothingKeeps) {
   // A shift (device 0 receives nothing) and a swap over two of four devices:
   // XLA's NVSHMEM permute would wait forever in its barrier.
   for (absl::string_view pairs : {"{0,1},{1,2},{2,3}", "{0,1},{1,0}"}) {
@@ -188,7 +187,7 @@ ENTRY e {
   }
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, InPlacePermuteIsLeftAlone) {
+TEST_F(PermuteBackendAssignerTest, InPlacePermuteIsLeftAlone) {
   // Four sources, but devices 2 and 3 receive nothing: the decision is NCCL,
   // and the pass leaves in-place permutes unchanged anyway.
   constexpr char kInPlace[] = R"(
@@ -216,7 +215,7 @@ ENTRY e {
   EXPECT_FALSE(RunHloPass(&pass, module.get()).value());
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, AsyncStartIsUpdatedInPlace) {
+TEST_F(PermuteBackendAssignerTest, AsyncStartIsUpdatedInPlace) {
   constexpr char kAsync[] = R"(
 HloModule async
 
@@ -241,7 +240,7 @@ CHECK: %d = f32[64]{0} collective-permute-done(%s)
   EXPECT_TRUE(matched);
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, SecondRunChangesNothing) {
+TEST_F(PermuteBackendAssignerTest, SecondRunChangesNothing) {
   for (int64_t per_host : {8, 4}) {
     TF_ASSERT_OK_AND_ASSIGN(auto module,
                             ParseAndReturnVerifiedModule(kRing8, 1, 8));
@@ -251,7 +250,7 @@ TEST_F(NvshmemPermuteBackendAssignerTest, SecondRunChangesNothing) {
   }
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, RequestNamesBytesTypesAndFlag) {
+TEST_F(PermuteBackendAssignerTest, RequestNamesBytesTypesAndFlag) {
   TF_ASSERT_OK_AND_ASSIGN(auto module,
                           ParseAndReturnVerifiedModule(kKvStep, 1, 8));
   module->mutable_config()
@@ -272,7 +271,7 @@ TEST_F(NvshmemPermuteBackendAssignerTest, RequestNamesBytesTypesAndFlag) {
   EXPECT_TRUE(request.memcpy_local_p2p);
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, PartitionRingOverReplicasKeeps) {
+TEST_F(PermuteBackendAssignerTest, PartitionRingOverReplicasKeeps) {
   // 2 replicas x 4 partitions: the thunk would take partition ids as PEs
   // 0..3 in both replicas, so the ring stays on NCCL.
   TF_ASSERT_OK_AND_ASSIGN(auto module,
@@ -290,7 +289,7 @@ TEST_F(NvshmemPermuteBackendAssignerTest, PartitionRingOverReplicasKeeps) {
   EXPECT_EQ(request.groups, 2);
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, TypesNvshmemDoesNotPutKeep) {
+TEST_F(PermuteBackendAssignerTest, TypesNvshmemDoesNotPutKeep) {
   // NVSHMEM puts f64, f32, f16, bf16, s32, s64, u32 and u64 only; one buffer
   // of another type keeps the whole permute on NCCL.
   for (const auto& [types, backend] : std::vector<
@@ -316,7 +315,7 @@ ENTRY e {
   }
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, MemcpyLocalP2pKeeps) {
+TEST_F(PermuteBackendAssignerTest, MemcpyLocalP2pKeeps) {
   // NVSHMEM's thunk refuses xla_gpu_use_memcpy_local_p2p at Initialize.
   TF_ASSERT_OK_AND_ASSIGN(auto module,
                           ParseAndReturnVerifiedModule(kRing8, 1, 8));
@@ -329,7 +328,7 @@ TEST_F(NvshmemPermuteBackendAssignerTest, MemcpyLocalP2pKeeps) {
             CollectiveBackendConfig::DEFAULT);
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, NvshmemSetBeforeIsReplaced) {
+TEST_F(PermuteBackendAssignerTest, NvshmemSetBeforeIsReplaced) {
   // As CollectiveBackendAssigner sets it for a shift, which would hang.
   constexpr char kShift[] = R"(
 HloModule shift
@@ -345,7 +344,7 @@ ENTRY e {
             CollectiveBackendConfig::DEFAULT);
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, TopologyFromDevicesPerHost) {
+TEST_F(PermuteBackendAssignerTest, TopologyFromDevicesPerHost) {
   Rewriter::Options options;
   options.num_devices_per_host = 8;
   EXPECT_EQ(PermuteBackend(kRing8, 8, MakePass(options)),
@@ -363,7 +362,7 @@ TEST_F(NvshmemPermuteBackendAssignerTest, TopologyFromDevicesPerHost) {
             CollectiveBackendConfig::NVSHMEM);
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, SeveralGpusPerProcessKeep) {
+TEST_F(PermuteBackendAssignerTest, SeveralGpusPerProcessKeep) {
   Rewriter::Options options;
   options.num_devices_per_host = 8;
   options.num_visible_devices_per_process = 8;
@@ -374,7 +373,7 @@ TEST_F(NvshmemPermuteBackendAssignerTest, SeveralGpusPerProcessKeep) {
             CollectiveBackendConfig::NVSHMEM);
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, CollectivesGroupKeeps) {
+TEST_F(PermuteBackendAssignerTest, CollectivesGroupKeeps) {
   constexpr char kGroup[] = R"(
 HloModule group
 
@@ -396,7 +395,7 @@ ENTRY e {
             CollectiveBackendConfig::NVSHMEM);
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, ConditionalBranchKeeps) {
+TEST_F(PermuteBackendAssignerTest, ConditionalBranchKeeps) {
   // Devices may take different branches, and the put would land at the
   // address of the sender's branch's buffer: NCCL under any branch, also
   // through a call.
@@ -429,7 +428,7 @@ ENTRY e {
             CollectiveBackendConfig::DEFAULT);
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, StepMeetsEveryPermuteWithItsFacts) {
+TEST_F(PermuteBackendAssignerTest, StepMeetsEveryPermuteWithItsFacts) {
   // A tool's step in place of the pass's own: it meets every permute in the
   // pass's order, the in-place one too, with the pass's request and place,
   // and what it returns is the pass's `changed`; the pass writes nothing.
@@ -513,7 +512,7 @@ ENTRY e {
   }
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, TopologyFromDeviceAssignment) {
+TEST_F(PermuteBackendAssignerTest, TopologyFromDeviceAssignment) {
   // Hosts of 4 GPUs: the module's devices decide whether a 4-device ring
   // stays on one host, and NVSHMEM puts to partition p as PE p, the process
   // of device p: any other placement keeps NCCL.
@@ -537,7 +536,7 @@ TEST_F(NvshmemPermuteBackendAssignerTest, TopologyFromDeviceAssignment) {
   }
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, TopologyTooSmallIsAnError) {
+TEST_F(PermuteBackendAssignerTest, TopologyTooSmallIsAnError) {
   TF_ASSERT_OK_AND_ASSIGN(auto module,
                           ParseAndReturnVerifiedModule(kRing8, 1, 8));
   // A topology given to the constructor (as a tool does) that is smaller than
@@ -549,7 +548,7 @@ TEST_F(NvshmemPermuteBackendAssignerTest, TopologyTooSmallIsAnError) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, CreateReadsTheCostTableFile) {
+TEST_F(PermuteBackendAssignerTest, CreateReadsTheCostTableFile) {
   std::string path = ::testing::TempDir() + "/favoured_costs.txtpb";
   ASSERT_TRUE(
       tsl::WriteStringToFile(tsl::Env::Default(), path, kNvshmemFavoured).ok());
@@ -565,7 +564,7 @@ TEST_F(NvshmemPermuteBackendAssignerTest, CreateReadsTheCostTableFile) {
             CollectiveBackendConfig::NVSHMEM);
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, CreateRejectsBadOptions) {
+TEST_F(PermuteBackendAssignerTest, CreateRejectsBadOptions) {
   Rewriter::Options negative, bad_slice, missing_file;
   negative.num_devices_per_host = -1;
   bad_slice.num_devices_per_host = 4;
@@ -580,7 +579,7 @@ TEST_F(NvshmemPermuteBackendAssignerTest, CreateRejectsBadOptions) {
   }
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, CombinedKvStepOnOneHost) {
+TEST_F(PermuteBackendAssignerTest, CombinedKvStepOnOneHost) {
   TF_ASSERT_OK_AND_ASSIGN(auto module,
                           ParseAndReturnVerifiedModule(kKvStep, 1, 8));
   Rewriter pass = MakePass(8);
@@ -592,7 +591,7 @@ CHECK-SAME: "backend":"NVSHMEM"
   EXPECT_TRUE(matched);
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, LoopPermuteStaysInsideAHost) {
+TEST_F(PermuteBackendAssignerTest, LoopPermuteStaysInsideAHost) {
   // The permute inside a while body: NCCL across two hosts, and across two
   // hosts of one NVLink domain, which NVSHMEM_TEAM_SHARED is not known to
   // span; NVSHMEM on one host.
@@ -640,7 +639,7 @@ ENTRY e {
   }
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, RingsInsideEachHostGetNvshmem) {
+TEST_F(PermuteBackendAssignerTest, RingsInsideEachHostGetNvshmem) {
   // Two hosts of 4, a ring inside each: every NVSHMEM_TEAM_SHARED team has a
   // source for each member.
   constexpr char kTwoRings[] = R"(
@@ -656,7 +655,7 @@ ENTRY e {
             CollectiveBackendConfig::NVSHMEM);
 }
 
-TEST_F(NvshmemPermuteBackendAssignerTest, AsTheCompilerRunsIt) {
+TEST_F(PermuteBackendAssignerTest, AsTheCompilerRunsIt) {
   // The GPU compiler's order: the pass from its options, then
   // AsyncCollectiveCreator, which carries the backend onto the start; an
   // all-reduce keeps the backend CollectiveBackendAssigner gave it.

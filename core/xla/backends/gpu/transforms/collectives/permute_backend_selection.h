@@ -13,8 +13,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 ==============================================================================*/
 
-#ifndef XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_BACKEND_SELECTION_H_
-#define XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_BACKEND_SELECTION_H_
+#ifndef XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_PERMUTE_BACKEND_SELECTION_H_
+#define XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_PERMUTE_BACKEND_SELECTION_H_
 
 // Backend selection for one collective-permute: another backend than NCCL
 // when its runtime can run the permute and it is modeled faster than NCCL by
@@ -66,12 +66,12 @@ limitations under the License.
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
+#include "xla/backends/gpu/transforms/collectives/backend_cost_table.h"
+#include "xla/backends/gpu/transforms/collectives/cluster_topology.h"
 
 namespace xla {
 namespace gpu {
-namespace nvshmem_selection {
+namespace backend_selection {
 
 // What XLA's buffer assignment says of one destination of a permute, where
 // it is beside the module: the entry parameter its allocation holds (-1:
@@ -200,8 +200,8 @@ Decision Decide(const Topology& topology, const CostTable& table,
                 const PermuteRequest& request,
                 const std::vector<Backend>& alternatives = {Backend::kNvshmem});
 
-}  // namespace nvshmem_selection
+}  // namespace backend_selection
 }  // namespace gpu
 }  // namespace xla
 
-#endif  // XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_BACKEND_SELECTION_H_
+#endif  // XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_PERMUTE_BACKEND_SELECTION_H_

@@ -13,7 +13,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 ==============================================================================*/
 
-#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "xla/backends/gpu/transforms/collectives/permute_backend_selection.h"
 
 #include <cmath>
 #include <cstdint>
@@ -26,12 +26,12 @@ limitations under the License.
 #include <gtest/gtest.h>
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
+#include "xla/backends/gpu/transforms/collectives/backend_cost_table.h"
+#include "xla/backends/gpu/transforms/collectives/cluster_topology.h"
 
 namespace xla {
 namespace gpu {
-namespace nvshmem_selection {
+namespace backend_selection {
 namespace {
 
 // Hosts of `gpus` GPUs; `map` places the logical devices (empty: identity).
@@ -451,6 +451,6 @@ TEST(DecideTest, HeapLimitRefusesNvshmem) {
 }
 
 }  // namespace
-}  // namespace nvshmem_selection
+}  // namespace backend_selection
 }  // namespace gpu
 }  // namespace xla

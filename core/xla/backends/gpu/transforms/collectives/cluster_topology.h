@@ -13,8 +13,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 ==============================================================================*/
 
-#ifndef XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_TOPOLOGY_H_
-#define XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_TOPOLOGY_H_
+#ifndef XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_CLUSTER_TOPOLOGY_H_
+#define XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_CLUSTER_TOPOLOGY_H_
 
 // The cluster a collective-permute runs on, for backend selection: slices x
 // hosts x GPUs per host, NVLink domains, and where XLA places each logical
@@ -29,7 +29,7 @@ limitations under the License.
 
 namespace xla {
 namespace gpu {
-namespace nvshmem_selection {
+namespace backend_selection {
 
 enum class LinkClass {
   kSameDevice = 0,
@@ -116,8 +116,8 @@ absl::StatusOr<std::vector<std::pair<int, int>>> EdgeIdsToDevices(
 int EdgesLeavingHost(const Topology& topology,
                      const std::vector<std::pair<int, int>>& edges);
 
-}  // namespace nvshmem_selection
+}  // namespace backend_selection
 }  // namespace gpu
 }  // namespace xla
 
-#endif  // XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_NVSHMEM_TOPOLOGY_H_
+#endif  // XLA_BACKENDS_GPU_TRANSFORMS_COLLECTIVES_CLUSTER_TOPOLOGY_H_

@@ -13,7 +13,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 ==============================================================================*/
 
-#include "xla/backends/gpu/transforms/collectives/nvshmem_backend_selection.h"
+#include "xla/backends/gpu/transforms/collectives/permute_backend_selection.h"
 
 #include <algorithm>
 #include <cmath>
@@ -25,12 +25,12 @@ limitations under the License.
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/string_view.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_cost_table.h"
-#include "xla/backends/gpu/transforms/collectives/nvshmem_topology.h"
+#include "xla/backends/gpu/transforms/collectives/backend_cost_table.h"
+#include "xla/backends/gpu/transforms/collectives/cluster_topology.h"
 
 namespace xla {
 namespace gpu {
-namespace nvshmem_selection {
+namespace backend_selection {
 namespace {
 
 // Logical devices the topology places: its map's, or one per device.
@@ -372,6 +372,6 @@ Decision Decide(const Topology& topology, const CostTable& table,
   return decision;
 }
 
-}  // namespace nvshmem_selection
+}  // namespace backend_selection
 }  // namespace gpu
 }  // namespace xla
