@@ -3,8 +3,8 @@ equal on every HLO fixture.
 
 Python computes them again because it must work where no driver is installed (the
 JAX hook's base package ships none). Each test compares the two independent
-computations on one fixture; the oracle is the driver (XLA's own parse), never the
-Python code it checks:
+computations on every fixture both sides read, listing each difference; the oracle
+is the driver (XLA's own parse), never the Python code it checks:
 
 1. the loop nest around each collective-permute, innermost first, with trip counts
    (driver report's `loops`; collectives.collective_permutes' `loops`);
@@ -133,11 +133,15 @@ def runs(tmp_path_factory):
   return get
 
 
-def _need(run, driver_side=True):
-  if driver_side and run.refused is not None:
-    pytest.skip(f"the driver refuses the module: {run.refused}")
-  if run.source is None:
-    pytest.skip(f"the Python reader refuses the module: {run.unread}")
+def _read_by_both(runs, driver_side=True):
+  """The modules both sides read (the driver only where driver_side); each fact's
+  test compares on these, and test_every_fact_is_compared_on_enough_fixtures
+  holds that they are enough."""
+  return [
+    path
+    for path in MODULES
+    if runs(path).source is not None and not (driver_side and runs(path).refused is not None)
+  ]
 
 
 # --- 1. Loop trip counts around each collective-permute ---------------------------------
@@ -164,17 +168,17 @@ def loop_cases(run):
   return cases
 
 
-@pytest.mark.parametrize("path", MODULES, ids=_id)
-def test_loop_trip_counts(path, runs):
-  run = runs(path)
-  _need(run)
-  cases = loop_cases(run)
-  if not cases:
-    pytest.skip("no collective-permute")
-  for key, (cpp, py) in cases.items():
-    assert cpp is not None, f"{key}: only the Python reader finds this permute"
-    assert py is not None, f"{key}: only the driver finds this permute"
-    assert py == cpp, f"{key}: loops (while, computation, trips), innermost first"
+def test_loop_trip_counts(runs):
+  wrong = []
+  for path in _read_by_both(runs):
+    for key, (cpp, py) in loop_cases(runs(path)).items():
+      if cpp is None:
+        wrong.append(f"{_id(path)} {key}: only the Python reader finds this permute")
+      elif py is None:
+        wrong.append(f"{_id(path)} {key}: only the driver finds this permute")
+      elif py != cpp:
+        wrong.append(f"{_id(path)} {key}: loops (while, computation, trips) {cpp} != {py}")
+  assert not wrong, "\n".join(wrong)
 
 
 # --- 2. Replica groups, jax >= 0.10's mesh forms expanded -------------------------------
@@ -218,19 +222,19 @@ def group_cases(run):
   return cases
 
 
-@pytest.mark.parametrize("path", MODULES, ids=_id)
-def test_replica_groups(path, runs):
-  run = runs(path)
-  _need(run, driver_side=False)
-  if run.readable is None:
-    pytest.skip("the driver cannot print the module")
-  cases = group_cases(run)
-  if not cases:
-    pytest.skip("no collective with replica groups")
-  for name, (cpp, py, _) in cases.items():
-    assert cpp is not None, f"%{name}: the driver prints no replica groups"
-    assert py is not None, f"%{name}: the Python reader finds no replica groups"
-    assert py == cpp, f"%{name}: replica groups"
+def test_replica_groups(runs):
+  wrong = []
+  for path in _read_by_both(runs, driver_side=False):
+    if runs(path).readable is None:
+      continue  # the driver cannot print it: counted by the test below
+    for name, (cpp, py, _) in group_cases(runs(path)).items():
+      if cpp is None:
+        wrong.append(f"{_id(path)} %{name}: the driver prints no replica groups")
+      elif py is None:
+        wrong.append(f"{_id(path)} %{name}: the Python reader finds no replica groups")
+      elif py != cpp:
+        wrong.append(f"{_id(path)} %{name}: replica groups {cpp} != {py}")
+  assert not wrong, "\n".join(wrong)
 
 
 # --- 3. XLA's module config beside the module -------------------------------------------
@@ -249,28 +253,37 @@ def _same_file(a, b):
   return bool(a) and bool(b) and os.path.samefile(a, b)
 
 
-@pytest.mark.parametrize("path", MODULES, ids=_id)
-def test_module_config(path, runs):
-  run = runs(path)
-  _need(run)
-  report = run.report
+def _config_differences(path, report):
+  """What the driver's report and module_config.for_module say differently of the
+  config beside `path`."""
   config = module_config.for_module(str(path))
   if path in PROTO_MODULES:
     # A proto carries its compile's device assignment, which the driver takes; the
     # config beside it says the same (its flag: test_config_flag_beside_a_proto).
-    assert config is not None, "XLA's dump holds the config of every proto fixture"
-    assert report["partition_to_device"] == _core_order(config)
-    return
+    if config is None:
+      return ["XLA's dump holds the config of every proto fixture"]
+    return [] if report["partition_to_device"] == _core_order(config) else ["device map"]
   if config is None:
-    assert not report.get("module_config"), "only the driver finds a config"
-    pytest.skip("no config beside the module (neither side finds one)")
-  assert _same_file(report.get("module_config"), config.path), (
-    report.get("module_config"),
-    config.path,
-  )
-  assert report["partition_to_device"] == _core_order(config)
-  assert (report.get("collective_permute_mode") or None) == config.collective_permute_mode
-  assert config.path in report["placement"], report["placement"]
+    return ["only the driver finds a config"] if report.get("module_config") else []
+  wrong = []
+  if not _same_file(report.get("module_config"), config.path):
+    wrong.append(f"config file {report.get('module_config')} != {config.path}")
+  if report["partition_to_device"] != _core_order(config):
+    wrong.append("device map")
+  if (report.get("collective_permute_mode") or None) != config.collective_permute_mode:
+    wrong.append("collective_permute_mode")
+  if config.path not in report["placement"]:
+    wrong.append(f"placement {report['placement']!r} names no config")
+  return wrong
+
+
+def test_module_config(runs):
+  wrong = [
+    f"{_id(path)}: {what}"
+    for path in _read_by_both(runs)
+    for what in _config_differences(path, runs(path).report)
+  ]
+  assert not wrong, "\n".join(wrong)
 
 
 # A proto places its ids by its own device assignment; the flag it was compiled with
@@ -278,7 +291,7 @@ def test_module_config(path, runs):
 @pytest.mark.parametrize("path", PROTO_MODULES, ids=_id)
 def test_config_flag_beside_a_proto(path, runs):
   run = runs(path)
-  _need(run)
+  assert run.refused is None, run.refused
   config = module_config.for_module(str(path))
   assert config is not None
   assert (run.report.get("collective_permute_mode") or None) == config.collective_permute_mode
@@ -344,18 +357,18 @@ def mode_cases(run):
   return cases
 
 
-@pytest.mark.parametrize("path", MODULES, ids=_id)
-def test_backend_config_mode(path, runs):
-  run = runs(path)
-  _need(run)
-  cases = mode_cases(run)
-  if not cases:
-    pytest.skip("no collective-permute the driver decides")
-  for name, (mode, cpp, py) in cases.items():
-    assert cpp is not None and py is not None, f"%{name}: no start line in the driver's output"
-    if mode is not None:
-      assert cpp["collective_backend_config"]["collectives_mode"] == mode, cpp
-    assert _as_xla_reads(py) == _as_xla_reads(cpp), f"%{name}: backend_config with {mode}"
+def test_backend_config_mode(runs):
+  wrong = []
+  for path in _read_by_both(runs):
+    for name, (mode, cpp, py) in mode_cases(runs(path)).items():
+      where = f"{_id(path)} %{name}"
+      if cpp is None or py is None:
+        wrong.append(f"{where}: no start line in the driver's output")
+      elif mode is not None and cpp["collective_backend_config"]["collectives_mode"] != mode:
+        wrong.append(f"{where}: the driver wrote {cpp} for {mode}")
+      elif _as_xla_reads(py) != _as_xla_reads(cpp):
+        wrong.append(f"{where}: backend_config with {mode}: {cpp} != {py}")
+  assert not wrong, "\n".join(wrong)
 
 
 # --- Each fact compared, not skipped everywhere -----------------------------------------
