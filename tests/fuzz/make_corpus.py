@@ -19,9 +19,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
-PASS_TEST = (
-  ROOT / "core/xla/backends/gpu/transforms/collectives/permute_backend_assigner_test.cc"
-)
+PASS_TEST = ROOT / "core/xla/backends/gpu/transforms/collectives/permute_backend_assigner_test.cc"
 REGRESSIONS = ROOT / "tests" / "fuzz" / "regressions"
 
 # driver_fuzzer's kTopologies and kModes. Each module gets its own topology with
