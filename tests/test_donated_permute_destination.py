@@ -23,6 +23,9 @@ from hlo_tools.hlo import buffer_assignment
 
 from conftest import compile_two_h200
 
+pytestmark = pytest.mark.long
+
+
 REPO = Path(__file__).resolve().parents[1]
 # A table where NVSHMEM wins on NVLink at every size.
 FAST_NVSHMEM = REPO / "tests" / "fixtures" / "fast_nvshmem.cost"

@@ -50,6 +50,7 @@ print(json.dumps({"calls": hook.calls, "decisions": hook.decisions, "after": aft
 """
 
 
+@pytest.mark.long
 def test_registered_hook_runs_in_a_real_compile(tmp_path):
   report = tmp_path / "hook.json"
   # A table in which peer memory clearly wins, so the mode must reach the module.
@@ -168,6 +169,7 @@ def test_stock_xla_keeps_nccl_where_a_permute_sits_under_a_branch(deviceless):
   assert {k.split(":")[1] for k in cond["after"]} == {"NCCL"}
 
 
+@pytest.mark.long
 def test_xla_flags_mode_is_the_callers_and_refused_where_unsafe(tmp_path):
   """XLA_FLAGS asks peer for every program: the ring, which can run it, keeps it;
   the conditional ring, which cannot, is a HookError naming the permute, the rule
@@ -438,6 +440,7 @@ def test_a_mark_no_mode_names_is_an_error(tmp_path):
   assert "\n" not in got["error"]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(
   "flags,table",
   [

@@ -363,6 +363,7 @@ def test_replicas_and_partitions_map_by_xla_flattened_id(tmp_path):
 # `hlo-tools dump` of a program: one compile
 
 
+@pytest.mark.long
 def test_dump_writes_the_config_beside_each_stage(tmp_path):
   out = tmp_path / "ring"
   proc = subprocess.run(

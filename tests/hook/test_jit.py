@@ -390,6 +390,7 @@ hook.uninstall()
 """
 
 
+@pytest.mark.long
 def test_stock_xla_eager_grad_applies_and_checks_the_mode():
   """One mode per program, under an eager jax.grad, jax.value_and_grad and jax.vjp:
   the forward (with the pullback's residuals) and the backward program each compile
@@ -416,6 +417,7 @@ def test_stock_xla_eager_grad_applies_and_checks_the_mode():
   assert got["again"] == 0 and got["vjp_records"] == 0
 
 
+@pytest.mark.long
 def test_stock_xla_eager_grad_runs_the_compiled_mode_check(tmp_path):
   """Where the core moves the ring to peer memory, the CPU's compiler writes no mode:
   the check of the compiled module fails under jax.grad as under hook.compile."""

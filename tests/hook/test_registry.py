@@ -168,6 +168,7 @@ print(json.dumps({"modes": text_edit.permute_modes(text),
 """
 
 
+@pytest.mark.long
 def test_persistent_cache_serves_no_executable_compiled_without_the_hook(tmp_path):
   """jax's persistent cache keys hold no registered transformation: the hook puts
   its settings into the key, so a program cached without it compiles again with it

@@ -140,6 +140,7 @@ def test_manifest_lists_passes_in_xla_order(gpu_dumps):
   assert any("collective-permute-start(" in b for b in while_bodies(after))
 
 
+@pytest.mark.long
 def test_cpu_dump_writes_manifest_and_stages(tmp_path):
   out = tmp_path / "cpu"
   proc = run_dump(

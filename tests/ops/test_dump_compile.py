@@ -39,6 +39,7 @@ def run_dump(*args):
   )
 
 
+@pytest.mark.long
 def test_nocheck_vma_lets_a_fresh_carry_compile(tmp_path):
   # A real per-shard function whose scan carry starts from fresh (non-varying)
   # zeros: shard_map's default type check rejects it, and the error says what to do.

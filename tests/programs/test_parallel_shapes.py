@@ -190,6 +190,7 @@ PIPELINE_FLAGS = (
 )
 
 
+@pytest.mark.long
 def test_report_compiles_a_function_on_a_two_axis_mesh(capsys, tmp_path):
   rc, out, err = run(
     capsys,
@@ -249,6 +250,7 @@ def test_report_refuses_compile_options_for_a_file(capsys, tmp_path):
 # explain and verify take DIR:STAGE, as diff does; the manifest names before_async
 
 
+@pytest.mark.long
 def test_explain_and_verify_read_a_dump_stage(capsys, tmp_path):
   dump_dir = tmp_path / "pipeline"
   rc, _, err = run(
@@ -282,6 +284,7 @@ def test_explain_and_verify_read_a_dump_stage(capsys, tmp_path):
 # The pre-optimization warning names the stage the tools actually used
 
 
+@pytest.mark.long
 def test_report_dir_does_not_warn_on_its_before_async_stage(capsys, tmp_path):
   # K and V rotated once: the module entering async-collective-creator has two
   # permutes and no fusion, as a module before optimizations looks.

@@ -52,15 +52,18 @@ def child():
   return run_jax(_CHILD, xla_flags=f"--xla_force_host_platform_device_count=2 {CPU_CODEGEN_O0}")
 
 
+@pytest.mark.long
 def test_run_compiles_the_scripts_four_programs_in_order(child):
   # init, the train step, the eval step and the metrics lambda, once each.
   assert child["compiled"] == ["jit_init", "jit_train_step", "jit_eval_step", "jit__lambda"]
 
 
+@pytest.mark.long
 def test_run_returns_the_train_steps_module_name(child):
   assert child["returned"] == "jit_train_step"
 
 
+@pytest.mark.long
 def test_ring_block_attends_to_every_shards_block(child):
   assert child["ring_block"] < 1e-5
 
