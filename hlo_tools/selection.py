@@ -10,13 +10,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from hlo_tools import bounded_input
+# bounded_input imports the binding first, and says how to build it where it is missing.
+from hlo_tools import _selection_core, bounded_input
 from hlo_tools.errors import SelectionError, escape_name
-
-try:
-  from hlo_tools import _selection_core
-except ImportError as e:  # pragma: no cover - only without the C++ build
-  raise ImportError(f"hlo_tools._selection_core is not built; run scripts/setup.sh ({e})") from e
 
 Topology = _selection_core.Topology
 CostTable = _selection_core.CostTable

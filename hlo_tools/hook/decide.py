@@ -16,9 +16,6 @@ if TYPE_CHECKING:  # the binding is imported when first used
 Decision = dict[str, Any]
 Record = dict[str, Any]
 
-# Where a binding built for another interpreter may sit: hlo_tools/__init__.py.
-CORE_DIRS_ENV = hlo_tools.CORE_DIRS_ENV
-
 
 def import_selection() -> ModuleType:
   """hlo_tools.selection, looking also in carried binding folders."""

@@ -7,7 +7,6 @@ never initialize jax's backend in pytest's process.
 
 import json
 import os
-import re
 import subprocess
 import sys
 
@@ -18,6 +17,7 @@ from hlo_tools.hlo import buffer_assignment
 from hlo_tools.ops import dump
 
 from conftest import FIXTURES as FIXTURES_DIR, ROOT as ROOT_DIR
+from dump_cli import dump_env, run_dump, while_bodies
 
 ROOT = str(ROOT_DIR)
 FIXTURES = str(FIXTURES_DIR)
@@ -31,44 +31,6 @@ PROGRAMS = [
   "module_2066.jit__lambda",
 ]
 TRAIN, EVAL = PROGRAMS[1], PROGRAMS[2]
-
-
-def _env():
-  return dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-
-
-def run_dump(*args):
-  return subprocess.run(
-    [sys.executable, "-m", "hlo_tools.cli", "dump", *args],
-    cwd=ROOT,
-    env=_env(),
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
-  )
-
-
-def computations(text):
-  """HLO computation name -> body text (a line-based split; enough for these checks)."""
-  result, name, lines = {}, None, []
-  for line in text.splitlines():
-    m = re.match(r"^(?:ENTRY )?%?([\w.\-]+) \(.*\{\s*$", line)
-    if m:
-      name, lines = m.group(1), []
-    elif line.startswith("}") and name:
-      result[name] = "\n".join(lines)
-      name = None
-    elif name:
-      lines.append(line)
-  return result
-
-
-def while_bodies(text):
-  comps = computations(text)
-  names = re.findall(r"\bwhile\(.*?body=%?([\w.\-]+)", text)
-  assert names, "no while loop in module"
-  return [comps[n] for n in names]
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +129,7 @@ def test_index_existing_xla_dump(tmp_path):
     "import jax, jax.numpy as jnp\njax.jit(lambda x: jnp.sin(x) * 2).lower(jnp.ones(8)).compile()\n"
   )
   env = dict(
-    _env(),
+    dump_env(),
     JAX_PLATFORMS="cpu",
     XLA_FLAGS=f"--xla_dump_to={xla_dir} --xla_dump_hlo_as_text --xla_dump_hlo_pass_re=.*",
   )

@@ -9,8 +9,6 @@ never initialize jax's backend in pytest's process.
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -19,24 +17,9 @@ from hlo_tools.ops import dump_compile
 from hlo_tools.ops.dump_target import Target
 
 from conftest import ROOT as ROOT_DIR
+from dump_cli import run_dump
 
 ROOT = str(ROOT_DIR)
-
-
-def _env():
-  return dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-
-
-def run_dump(*args):
-  return subprocess.run(
-    [sys.executable, "-m", "hlo_tools.cli", "dump", *args],
-    cwd=ROOT,
-    env=_env(),
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
-  )
 
 
 @pytest.mark.long

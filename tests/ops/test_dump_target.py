@@ -8,8 +8,6 @@ never initialize jax's backend in pytest's process.
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -18,46 +16,9 @@ from hlo_tools.ops import dump_target
 from hlo_tools.ops.dump_target import Target
 
 from conftest import ROOT as ROOT_DIR
+from dump_cli import run_dump, while_bodies
 
 ROOT = str(ROOT_DIR)
-
-
-def _env():
-  return dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-
-
-def run_dump(*args):
-  return subprocess.run(
-    [sys.executable, "-m", "hlo_tools.cli", "dump", *args],
-    cwd=ROOT,
-    env=_env(),
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
-  )
-
-
-def computations(text):
-  """HLO computation name -> body text (a line-based split; enough for these checks)."""
-  result, name, lines = {}, None, []
-  for line in text.splitlines():
-    m = re.match(r"^(?:ENTRY )?%?([\w.\-]+) \(.*\{\s*$", line)
-    if m:
-      name, lines = m.group(1), []
-    elif line.startswith("}") and name:
-      result[name] = "\n".join(lines)
-      name = None
-    elif name:
-      lines.append(line)
-  return result
-
-
-def while_bodies(text):
-  comps = computations(text)
-  names = re.findall(r"\bwhile\(.*?body=%?([\w.\-]+)", text)
-  assert names, "no while loop in module"
-  return [comps[n] for n in names]
 
 
 def test_parse_mesh_keeps_order_and_sizes():

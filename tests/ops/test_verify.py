@@ -2,52 +2,18 @@
 the hlo-verifier check from nvshmem-opt's answer, and the text of a result."""
 
 import json
-import subprocess
-from pathlib import Path
 
 import pytest
 
-from hlo_tools import cli
 from hlo_tools.errors import InputError
 from hlo_tools.model import driver, options
 from hlo_tools.ops import verify
 
 from conftest import FIXTURES, NVSHMEM_OPT as DRIVER
+from verify_cli import checks, edited, pass_output, run
 
 # A table where NVSHMEM wins on NVLink at every size (the pass then writes NVSHMEM).
 FAST_NVSHMEM = FIXTURES / "fast_nvshmem.cost"
-
-
-def run(capsys, *argv):
-  rc = cli.main(["verify", *map(str, argv)])
-  out, err = capsys.readouterr()
-  return rc, out, err
-
-
-def checks(out):
-  return {c["name"]: c for c in json.loads(out)["checks"]}
-
-
-def pass_output(tmp_path, fixture, topology, *extra):
-  out = tmp_path / f"{fixture}.{topology}.nvshmem.hlo"
-  # --annotate: the pass records its decision on each op (verify checks NCCL ones too).
-  proc = subprocess.run(
-    [
-      str(DRIVER),
-      str(FIXTURES / f"{fixture}.hlo"),
-      f"--topology={topology}",
-      "--annotate",
-      "-o",
-      str(out),
-      *extra,
-    ],
-    capture_output=True,
-    text=True,
-    env=driver.driver_env(),
-    check=False,
-  )
-  assert proc.returncode == 0, proc.stderr
-  return out
 
 
 @pytest.mark.parametrize(
@@ -100,14 +66,6 @@ def test_backend_contradicting_topology_fails_selection_and_runtime(capsys, tmp_
   rc, out, _ = run(capsys, out_hlo, "--topology=1x2x4", f"--cost-table={FAST_NVSHMEM}")
   assert rc == 1 and "PASS nvshmem-heap" in out
   assert "FAILED: nvshmem-runtime, selection" in out and "2 of 8 edges" in out
-
-
-def edited(tmp_path, source, old, new, name="edited.hlo"):
-  text = Path(source).read_text()
-  assert old in text
-  path = tmp_path / name
-  path.write_text(text.replace(old, new))
-  return path
 
 
 def test_hlo_verifier_rejection_fails_the_check(capsys, tmp_path):

@@ -1,49 +1,14 @@
 """hlo_tools.ops.verify_choice: the backend-set, user-mark, selection and permute-mode
 checks, on the pass's output and on small modules."""
 
-import json
-import subprocess
-
-from hlo_tools import cli
-from hlo_tools.model import decisions, driver, options, sources
+from hlo_tools.model import decisions, options, sources
 from hlo_tools.ops import explain, verify_choice
 
-from conftest import FIXTURES, NVSHMEM_OPT as DRIVER
+from conftest import FIXTURES
+from verify_cli import checks, messages, pass_output, run
 
 # A table where NVSHMEM wins on NVLink at every size (the pass then writes NVSHMEM).
 FAST_NVSHMEM = FIXTURES / "fast_nvshmem.cost"
-
-
-def run(capsys, *argv):
-  rc = cli.main(["verify", *map(str, argv)])
-  out, err = capsys.readouterr()
-  return rc, out, err
-
-
-def checks(out):
-  return {c["name"]: c for c in json.loads(out)["checks"]}
-
-
-def pass_output(tmp_path, fixture, topology, *extra):
-  out = tmp_path / f"{fixture}.{topology}.nvshmem.hlo"
-  # --annotate: the pass records its decision on each op (verify checks NCCL ones too).
-  proc = subprocess.run(
-    [
-      str(DRIVER),
-      str(FIXTURES / f"{fixture}.hlo"),
-      f"--topology={topology}",
-      "--annotate",
-      "-o",
-      str(out),
-      *extra,
-    ],
-    capture_output=True,
-    text=True,
-    env=driver.driver_env(),
-    check=False,
-  )
-  assert proc.returncode == 0, proc.stderr
-  return out
 
 
 def test_unannotated_default_is_skipped_not_failed(capsys):
@@ -117,10 +82,6 @@ def pair(start="", spec="1x1x2"):
   source = sources.read_text(None, PAIR.replace("START", start), "m.hlo")
   selected = options.load(spec)
   return source, decisions.analyze(source, selected.topology, selected.table, tolerant=True)
-
-
-def messages(check):
-  return [(r["status"], r["message"]) for r in check.results]
 
 
 def test_backend_set_lists_only_ops_off_nccl():

@@ -6,61 +6,21 @@ import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from hlo_tools import cli, selection
-from hlo_tools.model import decisions, driver, options, sources
+from hlo_tools.model import decisions, options, sources
 from hlo_tools.ops import verify_runtime
 
-from conftest import FIXTURES, NVSHMEM_OPT as DRIVER, ROOT, placed
+from conftest import FIXTURES, ROOT, placed
+from verify_cli import checks, edited, messages, pass_output, run
 
 H200_HLO = FIXTURES / "jax0112" / "h200_jax0112_ppermute_loop.after_optimizations.hlo"
 # A table where NVSHMEM wins on NVLink at every size (the pass then writes NVSHMEM).
 FAST_NVSHMEM = FIXTURES / "fast_nvshmem.cost"
 RING = "source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}"
 RING_MODULE = FIXTURES / "ring_1x1x8.after_optimizations.hlo"  # ring attention, 8 devices
-
-
-def run(capsys, *argv):
-  rc = cli.main(["verify", *map(str, argv)])
-  out, err = capsys.readouterr()
-  return rc, out, err
-
-
-def checks(out):
-  return {c["name"]: c for c in json.loads(out)["checks"]}
-
-
-def pass_output(tmp_path, fixture, topology, *extra):
-  out = tmp_path / f"{fixture}.{topology}.nvshmem.hlo"
-  # --annotate: the pass records its decision on each op (verify checks NCCL ones too).
-  proc = subprocess.run(
-    [
-      str(DRIVER),
-      str(FIXTURES / f"{fixture}.hlo"),
-      f"--topology={topology}",
-      "--annotate",
-      "-o",
-      str(out),
-      *extra,
-    ],
-    capture_output=True,
-    text=True,
-    env=driver.driver_env(),
-    check=False,
-  )
-  assert proc.returncode == 0, proc.stderr
-  return out
-
-
-def edited(tmp_path, source, old, new, name="edited.hlo"):
-  text = Path(source).read_text()
-  assert old in text
-  path = tmp_path / name
-  path.write_text(text.replace(old, new))
-  return path
 
 
 def test_nvshmem_on_devices_other_than_its_pes_fails(capsys, tmp_path):
@@ -306,10 +266,6 @@ def pair(config, element_type="f32", spec="1x1x2:map=0,1", backends=None):
   selected = options.load(spec, backends=backends)
   perms = decisions.analyze(source, selected.topology, selected.table, tolerant=True)
   return source, selected, perms
-
-
-def messages(check):
-  return [(r["status"], r["message"]) for r in check.results]
 
 
 def test_nvshmem_heap_holds_operand_and_result():

@@ -1,35 +1,14 @@
 """hlo_tools.ops.verify_structure: the permutation, start-done, backend-config and
 start-done-agree checks, on fixtures edited by hand and on small modules."""
 
-import json
-from pathlib import Path
-
-from hlo_tools import cli
 from hlo_tools.model import decisions, options, sources
 from hlo_tools.ops import verify_structure
 
 from conftest import FIXTURES
+from verify_cli import checks, edited, messages, run
 
 H200_HLO = FIXTURES / "jax0112" / "h200_jax0112_ppermute_loop.after_optimizations.hlo"
 RING = "source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}"
-
-
-def run(capsys, *argv):
-  rc = cli.main(["verify", *map(str, argv)])
-  out, err = capsys.readouterr()
-  return rc, out, err
-
-
-def checks(out):
-  return {c["name"]: c for c in json.loads(out)["checks"]}
-
-
-def edited(tmp_path, source, old, new, name="edited.hlo"):
-  text = Path(source).read_text()
-  assert old in text
-  path = tmp_path / name
-  path.write_text(text.replace(old, new))
-  return path
 
 
 def test_id_outside_the_program_fails_permutation(capsys, tmp_path):
@@ -113,10 +92,6 @@ def analyzed(text):
 
 def pair(start="", done=""):
   return analyzed(PAIR.replace("START", start).replace("DONE", done))
-
-
-def messages(check):
-  return [(r["status"], r["message"]) for r in check.results]
 
 
 def test_a_plain_pair_passes_every_structural_check():
